@@ -1,0 +1,12 @@
+// The gaudi accelerator family. (Placeholder until the plugin lands: detects nothing.)
+#pragma once
+
+#include <memory>
+
+#include "hardware/accelerator_plugin.h"
+
+namespace tessera {
+
+std::unique_ptr<AcceleratorPlugin> MakeGaudiPlugin();
+
+}  // namespace tessera
