@@ -45,6 +45,9 @@ struct Detection {
   LabelSet labels;              // extra node labels (TPU slice labels, fabric domain)
   ResourceSet resources;        // extra node resources (TPU slice markers)
   std::vector<std::string> warnings;  // e.g. "0000:3b:00.0 (10de:22a3) is an NVSwitch, not counted"
+  // Conditions under which a node agent must refuse to start (e.g. ROCR_VISIBLE_DEVICES set,
+  // CUDA_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES disagreeing). Shown by `tessera hardware`.
+  std::vector<std::string> errors;
   std::vector<std::string> evidence;  // how the devices were found, for diagnosis without a shell
   std::string probe;                  // "nvml", "sysfs", "kfd", "accel", "vfio", "simulated", ...
 };

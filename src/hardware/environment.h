@@ -17,6 +17,10 @@ class Environment {
 
   // The variables of the running process.
   static Environment FromProcess();
+  // The environment a host's node agent would see: the process's own on the live machine; on a
+  // fake tree, the NUL-separated <root>/proc/1/environ when present (in a container that is the
+  // entrypoint's environment, where Kubernetes injects TPU_* and node variables), else empty.
+  static Environment ForSysroot(const class Sysroot& sysroot);
 
   std::optional<std::string> Get(std::string_view name) const;
   bool Has(std::string_view name) const { return vars_.find(name) != vars_.end(); }
