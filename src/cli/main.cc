@@ -1,0 +1,32 @@
+// The `tessera` command.
+#include <iostream>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app("Tessera: an accelerator-native distributed runtime.", "tessera");
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "tessera 0.1.0");
+  int exit_code = 0;
+  tessera::cli::AddHardwareCommand(app, exit_code);
+  tessera::cli::AddDescribeSliceCommand(app, exit_code);
+  // CLI11 reports through exceptions; they stop here, as one line each.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    std::cout << app.help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::CallForVersion&) {
+    std::cout << app.version() << "\n";
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    if (what.empty()) what = "invalid command line";
+    std::cerr << "tessera: error: " << what << " (see tessera --help)\n";
+    return 2;
+  }
+  return exit_code;
+}

@@ -1,0 +1,243 @@
+#include "hardware/node_discovery.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "base/string_util.h"
+#include "hardware/environment.h"
+#include "hardware/node_label_keys.h"
+#include "hardware/node_labels.h"
+#include "hardware/pci.h"
+#include "hardware/plugin_registry.h"
+#include "hardware/simulated/hardware_description.h"
+#include "hardware/sysroot.h"
+
+namespace tessera {
+namespace {
+
+// What one source of devices (probing or a description) produced, before the node-level rules.
+struct RawNode {
+  std::string source;
+  HostTopology host;
+  std::vector<std::pair<const AcceleratorPlugin*, Detection>> detections;  // registry order
+  Environment env;
+  LabelSet user_labels;
+  std::vector<std::string> warnings;
+};
+
+std::vector<std::string> FamilyNames() {
+  std::vector<std::string> names;
+  for (const AcceleratorPlugin* p : AcceleratorPlugins()) names.emplace_back(p->family());
+  return names;
+}
+
+absl::StatusOr<RawNode> ProbeNode(const DiscoveryOptions& options) {
+  Sysroot sysroot(options.sysroot);
+  if (!sysroot.IsDirectory("/")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sysroot ", Quote(options.sysroot), " is not a directory"));
+  }
+  RawNode raw;
+  raw.source = absl::StrCat("probe ", sysroot.root());
+  raw.env = Environment::ForSysroot(sysroot);
+  const PciInventory pci = PciInventory::Scan(sysroot, &raw.warnings);
+  auto host = DiscoverHostTopology(sysroot);
+  if (host.ok()) {
+    raw.host = *std::move(host);
+  } else {
+    raw.warnings.push_back(absl::StrCat("host topology unavailable: ", host.status().message()));
+  }
+  const DetectionContext context{sysroot, raw.env, pci, options.detection};
+  for (const AcceleratorPlugin* plugin : AcceleratorPlugins()) {
+    Detection detection = plugin->Detect(context);
+    for (Device& device : detection.devices) {
+      if (device.pci_bus_id.empty()) continue;
+      if (device.nearest_nic.empty()) {
+        device.nearest_nic = NearestNic(raw.host, pci, device.pci_bus_id);
+      }
+    }
+    raw.detections.emplace_back(plugin, std::move(detection));
+  }
+  return raw;
+}
+
+absl::StatusOr<RawNode> SimulateNode(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read hardware description ", Quote(file)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  TESSERA_ASSIGN_OR_RETURN(SimulatedHardware simulated,
+                           ParseHardwareDescription(text.str(), file, FamilyNames()));
+  RawNode raw;
+  raw.source = absl::StrCat("simulated ", file);
+  raw.host = std::move(simulated.host);
+  raw.user_labels = std::move(simulated.labels);
+  for (const AcceleratorPlugin* plugin : AcceleratorPlugins()) {
+    for (auto& [family, detection] : simulated.families) {
+      if (family == plugin->family()) raw.detections.emplace_back(plugin, std::move(detection));
+    }
+  }
+  // A simulated host inherits no masks from the shell that started it: those name real devices.
+  return raw;
+}
+
+// Applies the agent's inherited visible-devices mask: instances are the masked devices, in mask
+// order. Returns the error text when the mask cannot be honoured.
+std::optional<std::string> ApplyInheritedMask(const AcceleratorPlugin& plugin,
+                                              const Environment& env, FamilyReport& report) {
+  const std::vector<Device>& devices = report.detection.devices;
+  report.inherited_mask = env.Get(plugin.visible_devices_env());
+  if (!report.inherited_mask.has_value()) {
+    report.visible = devices;
+    return std::nullopt;
+  }
+  const std::string prefix =
+      absl::StrCat(ToAbsl(plugin.visible_devices_env()), "=", Quote(*report.inherited_mask));
+  auto physical = plugin.ParseMask(*report.inherited_mask, devices);
+  if (!physical.ok()) return std::string(physical.status().message());
+  std::set<int> seen;
+  for (int index : *physical) {
+    auto it = std::find_if(devices.begin(), devices.end(),
+                           [&](const Device& d) { return d.index == index; });
+    if (it == devices.end()) {
+      return absl::StrCat(prefix, " names device ", index, ", which ", plugin.family(),
+                          " detection did not find");
+    }
+    if (!seen.insert(index).second) {
+      return absl::StrCat(prefix, " names device ", index, " twice");
+    }
+    report.visible.push_back(*it);
+  }
+  if (report.visible.size() < devices.size()) {
+    report.note = absl::StrCat("limited by ", prefix, " to ", report.visible.size(), " of ",
+                               devices.size(), " devices");
+  }
+  return std::nullopt;
+}
+
+void AddSystemLabels(const LabelSet& from, std::string_view family, NodeHardware& node) {
+  for (const auto& [key, value] : from) {
+    if (absl::Status ok = ValidateLabelKey(key); !ok.ok()) {
+      node.warnings.push_back(absl::StrCat(ToAbsl(family), ": label ", Quote(key), " dropped: ", ok.message()));
+      continue;
+    }
+    if (absl::Status ok = ValidateLabelValue(value); !ok.ok()) {
+      node.warnings.push_back(absl::StrCat(ToAbsl(family), ": label ", key, "=", Quote(value),
+                                           " dropped: ", ok.message()));
+      continue;
+    }
+    node.labels[key] = value;
+  }
+}
+
+absl::StatusOr<NodeHardware> Assemble(RawNode raw) {
+  NodeHardware node;
+  node.source = std::move(raw.source);
+  node.host = std::move(raw.host);
+  node.warnings = std::move(raw.warnings);
+  TESSERA_ASSIGN_OR_RETURN(node.isolation, IsolationPolicy::FromEnvironment(raw.env));
+
+  if (node.host.pus > 0) node.resources.Set("CPU", Quantity::FromInt(node.host.pus));
+  if (node.host.memory_bytes > 0) {
+    node.resources.Set("memory", Quantity::FromInt(static_cast<int64_t>(node.host.memory_bytes)));
+  }
+
+  std::map<std::string, std::string> resource_owner;  // resource name -> family
+  std::map<std::string, int> type_counts;
+  for (auto& [plugin, detection] : raw.detections) {
+    for (const std::string& w : detection.warnings) {
+      node.warnings.push_back(absl::StrCat(plugin->family(), ": ", w));
+    }
+    for (const std::string& e : detection.errors) {
+      node.errors.push_back(absl::StrCat(plugin->family(), ": ", e));
+    }
+    if (detection.devices.empty()) continue;
+
+    FamilyReport report;
+    report.plugin = plugin;
+    report.detection = std::move(detection);
+    if (auto mask_error = ApplyInheritedMask(*plugin, raw.env, report)) {
+      node.errors.push_back(absl::StrCat(plugin->family(), ": ", *mask_error));
+      report.visible.clear();
+    }
+    const std::string resource(plugin->resource_name());
+    if (auto owner = resource_owner.find(resource); owner != resource_owner.end()) {
+      report.note = absl::StrCat("not advertised: resource ", resource, " is already claimed by ",
+                                 owner->second, " (claim order: ",
+                                 absl::StrJoin(FamilyNames(), ", "), ")");
+      node.warnings.push_back(absl::StrCat(plugin->family(), ": ", report.detection.devices.size(),
+                                           " devices ", report.note));
+      report.visible.clear();
+    } else if (!report.visible.empty()) {
+      resource_owner[resource] = std::string(plugin->family());
+      report.advertised = true;
+      node.resources.Set(resource, Quantity::FromInt(static_cast<int64_t>(report.visible.size())));
+      for (const Device& d : report.visible) {
+        if (!d.type.empty()) ++type_counts[d.type];
+      }
+      for (const auto& [name, quantity] : report.detection.resources) {
+        if (absl::Status ok = ValidateResourceName(name); !ok.ok()) {
+          node.warnings.push_back(absl::StrCat(plugin->family(), ": resource ", Quote(name),
+                                               " dropped: ", ok.message()));
+          continue;
+        }
+        node.resources.Set(name, quantity);
+      }
+      AddSystemLabels(report.detection.labels, plugin->family(), node);
+    }
+    node.families.push_back(std::move(report));
+  }
+
+  for (const auto& [type, count] : type_counts) {
+    const std::string marker = absl::StrCat("accelerator_type:", type);
+    if (ValidateResourceName(marker).ok()) node.resources.Set(marker, Quantity::FromInt(1));
+  }
+  if (type_counts.size() == 1) {
+    AddSystemLabels({{std::string(labels::kAcceleratorType), type_counts.begin()->first}}, "node",
+                    node);
+  } else if (type_counts.size() > 1) {
+    std::vector<std::string> parts;
+    for (const auto& [type, count] : type_counts) parts.push_back(absl::StrCat(type, " x", count));
+    node.warnings.push_back(absl::StrCat(
+        "mixed accelerator types (", absl::StrJoin(parts, ", "), "): ", labels::kAcceleratorType,
+        " is not set; select by the accelerator_type:<TYPE> resources instead"));
+  }
+
+  AddDeploymentLabels(raw.env, node.labels, node.warnings);
+  if (!raw.user_labels.empty()) {
+    TESSERA_RETURN_IF_ERROR(ValidateLabels(raw.user_labels, LabelOrigin::kUser));
+    for (const auto& [key, value] : raw.user_labels) node.labels[key] = value;
+  }
+  return node;
+}
+
+}  // namespace
+
+int NodeHardware::AcceleratorCount() const {
+  int count = 0;
+  for (const FamilyReport& f : families) count += static_cast<int>(f.detection.devices.size());
+  return count;
+}
+
+std::vector<VisibleFamily> NodeHardware::VisibleFamilies() const {
+  std::vector<VisibleFamily> out;
+  for (const FamilyReport& f : families) {
+    if (f.advertised) out.push_back({f.plugin, f.visible});
+  }
+  return out;
+}
+
+absl::StatusOr<NodeHardware> DiscoverNode(const DiscoveryOptions& options) {
+  TESSERA_ASSIGN_OR_RETURN(RawNode raw, options.simulate_file.has_value()
+                                            ? SimulateNode(*options.simulate_file)
+                                            : ProbeNode(options));
+  return Assemble(std::move(raw));
+}
+
+}  // namespace tessera

@@ -1,0 +1,59 @@
+// Whole-node discovery: runs every accelerator plugin (or reads a simulated hardware
+// description), reads the host topology, applies the node agent's inherited masks, and derives
+// what the node advertises: resources, labels, and the visible devices of each family.
+// Thread-safe: DiscoverNode may be called concurrently (host topology discovery serializes
+// itself internally).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "hardware/accelerator_plugin.h"
+#include "hardware/host/host_topology.h"
+#include "hardware/isolation.h"
+#include "labels/label.h"
+#include "resources/resource_set.h"
+
+namespace tessera {
+
+struct DiscoveryOptions {
+  // Root of the Linux tree to read ("/" for this machine, or a fake tree).
+  std::string sysroot = "/";
+  // A simulated hardware description (YAML); when set, nothing is probed.
+  std::optional<std::string> simulate_file;
+  DetectionOptions detection;
+};
+
+// One family that has devices on the node.
+struct FamilyReport {
+  const AcceleratorPlugin* plugin = nullptr;
+  Detection detection;  // every device the plugin found, by physical index
+  // The instances the node advertises, in instance order: all detected devices, or those named
+  // by the agent's inherited mask, in mask order. Empty when the family is not advertised.
+  std::vector<Device> visible;
+  bool advertised = false;
+  std::optional<std::string> inherited_mask;  // the mask variable's value when it was set
+  std::string note;  // why the family is not (fully) advertised
+};
+
+struct NodeHardware {
+  std::string source;  // "probe <sysroot>" or "simulated <file>"
+  HostTopology host;
+  std::vector<FamilyReport> families;  // in registry (claim priority) order
+  ResourceSet resources;
+  LabelSet labels;
+  IsolationPolicy isolation;
+  std::vector<std::string> warnings;  // things a person should know (rejected devices, no NVML)
+  std::vector<std::string> errors;    // conditions a node agent must refuse to start under
+
+  int AcceleratorCount() const;
+  std::vector<VisibleFamily> VisibleFamilies() const;
+};
+
+// InvalidArgument / NotFound for bad input (a sysroot that is not a directory, an unreadable or
+// malformed description, malformed isolation variables); hardware problems are warnings.
+absl::StatusOr<NodeHardware> DiscoverNode(const DiscoveryOptions& options);
+
+}  // namespace tessera
