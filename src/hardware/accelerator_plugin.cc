@@ -17,7 +17,7 @@ absl::StatusOr<std::vector<int>> AcceleratorPlugin::ParseMask(
     int index = 0;
     if (!absl::SimpleAtoi(part, &index) || index < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          visible_devices_env(), "=", Quote(value), ": ", Quote(ToStd(part)),
+          ToAbsl(visible_devices_env()), "=", Quote(value), ": ", Quote(ToStd(part)),
           " is not a device index"));
     }
     indices.push_back(index);

@@ -48,6 +48,7 @@ absl::StatusOr<RawNode> ProbeNode(const DiscoveryOptions& options) {
   auto host = DiscoverHostTopology(sysroot);
   if (host.ok()) {
     raw.host = *std::move(host);
+    for (const std::string& w : raw.host.warnings) raw.warnings.push_back("host: " + w);
   } else {
     raw.warnings.push_back(absl::StrCat("host topology unavailable: ", host.status().message()));
   }
@@ -56,6 +57,9 @@ absl::StatusOr<RawNode> ProbeNode(const DiscoveryOptions& options) {
     Detection detection = plugin->Detect(context);
     for (Device& device : detection.devices) {
       if (device.pci_bus_id.empty()) continue;
+      if (device.numa_node < 0) {
+        device.numa_node = NearestNumaNode(raw.host, pci, device.pci_bus_id);
+      }
       if (device.nearest_nic.empty()) {
         device.nearest_nic = NearestNic(raw.host, pci, device.pci_bus_id);
       }

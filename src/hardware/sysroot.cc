@@ -23,7 +23,7 @@ std::string NormalizeRoot(std::string root) {
 }
 
 absl::Status ErrorFor(const std::error_code& ec, std::string_view what, std::string_view path) {
-  const std::string message = absl::StrCat(what, " ", ToAbsl(path), ": ", ec.message());
+  const std::string message = absl::StrCat(ToAbsl(what), " ", ToAbsl(path), ": ", ec.message());
   if (ec == std::errc::no_such_file_or_directory) return absl::NotFoundError(message);
   return absl::InternalError(message);
 }
