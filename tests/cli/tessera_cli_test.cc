@@ -1,0 +1,140 @@
+// The `tessera` command as users run it: exit codes, one-line errors, and the describe-slice
+// and hardware outputs.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "run_command.h"
+
+namespace tessera::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+const std::string kFixtures = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/hardware/";
+const std::string kExamples = std::string(TESSERA_SOURCE_DIR) + "/examples/hardware/";
+
+// A failed command prints exactly one line, "tessera: error: ...", and nothing on stdout.
+void ExpectOneLineError(const CommandResult& r, int exit_code, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, exit_code) << r.out << r.err;
+  EXPECT_THAT(r.err, StartsWith("tessera: error: "));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(needle));
+  EXPECT_EQ(r.out, "");
+}
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = std::filesystem::temp_directory_path() / name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(TesseraCliTest, DescribeSliceV6e4x4) {
+  auto r = RunCommand({TesseraBinary(), "describe-slice", "--accelerator", "TPU-V6E",
+                       "--topology", "4x4", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["chips"], 16);
+  EXPECT_EQ(j["hosts"], 4);
+  EXPECT_EQ(j["chips_per_host"], 4);
+  EXPECT_EQ(j["pod_type"], "v6e-16");
+  EXPECT_EQ(j["worker_grid"], nlohmann::json({2, 2}));
+  EXPECT_EQ(j["host_bounds"], "2,2,1");
+}
+
+TEST(TesseraCliTest, DescribeSliceTextNamesEveryField) {
+  auto r = RunCommand({TesseraBinary(), "describe-slice", "--accelerator", "v4", "--topology",
+                       "2x2x2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("v4-16"));
+  EXPECT_THAT(r.out, HasSubstr("hosts"));
+  EXPECT_THAT(r.out, HasSubstr("worker grid"));
+}
+
+TEST(TesseraCliTest, DescribeSliceRejectsShapesTheGenerationLacks) {
+  ExpectOneLineError(RunCommand({TesseraBinary(), "describe-slice", "--accelerator", "TPU-V6E",
+                                 "--topology", "3x3"}),
+                     1, "3x3");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "describe-slice", "--accelerator", "TPU-V6E",
+                                 "--topology", "4xx4"}),
+                     1, "4xx4");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "describe-slice", "--accelerator", "TPU-V9Z",
+                                 "--topology", "4x4"}),
+                     1, "V9Z");
+}
+
+TEST(TesseraCliTest, MalformedCommandLinesExitTwoWithOneLine) {
+  ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--no-such-flag"}), 2,
+                     "no-such-flag");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "describe-slice", "--topology", "4x4"}), 2,
+                     "--accelerator");
+  ExpectOneLineError(RunCommand({TesseraBinary()}), 2, "subcommand");
+}
+
+TEST(TesseraCliTest, MissingSysrootIsAOneLineError) {
+  ExpectOneLineError(
+      RunCommand({TesseraBinary(), "hardware", "--sysroot", "/no/such/tessera/root"}), 1,
+      "/no/such/tessera/root");
+}
+
+TEST(TesseraCliTest, MalformedHardwareDescriptionsAreOneLineErrors) {
+  ExpectOneLineError(
+      RunCommand({TesseraBinary(), "hardware", "--simulate", "/no/such/description.yaml"}), 1,
+      "/no/such/description.yaml");
+  const std::string broken = WriteTemp("tessera_cli_broken.yaml", "host: {sockets: [\n");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--simulate", broken}), 1,
+                     "tessera_cli_broken.yaml");
+  const std::string typo = WriteTemp("tessera_cli_typo.yaml",
+                                     "accelerators:\n  - family: nvidia\n    cuont: 8\n");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--simulate", typo}), 1, "cuont");
+}
+
+TEST(TesseraCliTest, MalformedIsolationVariablesAreOneLineErrors) {
+  ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--sysroot",
+                                 kFixtures + "cpu-only-vm"},
+                                {{"TESSERA_ZERO_ASSIGNED_POLICY", "sometimes"}}),
+                     1, "TESSERA_ZERO_ASSIGNED_POLICY");
+}
+
+TEST(TesseraCliTest, CpuOnlyMachineSaysSoPlainly) {
+  auto r = RunCommand({TesseraBinary(), "hardware", "--sysroot", kFixtures + "cpu-only-vm"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("No accelerators found: this is a CPU-only machine."));
+  auto j = RunCommand({TesseraBinary(), "hardware", "--json", "--sysroot",
+                       kFixtures + "cpu-only-vm"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  auto report = nlohmann::json::parse(j.out);
+  EXPECT_EQ(report["accelerators"], 0);
+  EXPECT_TRUE(report["families"].empty());
+  EXPECT_FALSE(report["labels"].contains("tessera.io/accelerator-type"));
+}
+
+TEST(TesseraCliTest, ThisMachineReportsAtLeastItsCpus) {
+  auto r = RunCommand({TesseraBinary(), "hardware", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto report = nlohmann::json::parse(r.out);
+  EXPECT_GE(report["host"]["threads"].get<int>(), 1);
+  EXPECT_TRUE(report["resources"].contains("CPU"));
+  EXPECT_TRUE(report["resources"].contains("memory"));
+}
+
+TEST(TesseraCliTest, SimulatedV6eHostAdvertisesItsSlice) {
+  auto r = RunCommand({TesseraBinary(), "hardware", "--json", "--simulate",
+                       kExamples + "tpu-v6e-4x4-worker0.yaml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto report = nlohmann::json::parse(r.out);
+  EXPECT_EQ(report["resources"]["TPU"], "4");
+  EXPECT_EQ(report["labels"]["tessera.io/accelerator-type"], "TPU-V6E");
+  EXPECT_EQ(report["labels"]["tessera.io/tpu-worker-id"], "0");
+  EXPECT_EQ(report["labels"]["tessera.io/tpu-topology"], "4x4");
+  EXPECT_EQ(report["labels"]["tessera.io/tpu-pod-type"], "v6e-16");
+  EXPECT_EQ(report["resources"]["TPU-v6e-16-head"], "1");
+}
+
+}  // namespace
+}  // namespace tessera::testing
