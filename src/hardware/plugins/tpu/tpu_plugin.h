@@ -1,4 +1,5 @@
-// The tpu accelerator family. (Placeholder until the plugin lands: detects nothing.)
+// The Google TPU accelerator family: resource "TPU", mask TPU_VISIBLE_CHIPS (plus the libtpu
+// bounds variables), requests of 1, 2, 4 or 8. Detection: tpu_detection.h.
 #pragma once
 
 #include <memory>
