@@ -46,6 +46,16 @@ fs::path Scratch() {
   return dir;
 }
 
+// Removes the scratch directory when the test program ends.
+class ScratchCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(Scratch(), ec);
+  }
+};
+const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
+
 std::string WriteTable(const std::string& name, const std::string& text) {
   const fs::path path = Scratch() / name;
   std::ofstream(path) << text;
