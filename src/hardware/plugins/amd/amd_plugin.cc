@@ -1,15 +1,60 @@
 #include "hardware/plugins/amd/amd_plugin.h"
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/string_util.h"
+#include "hardware/plugins/amd/amd_detection.h"
+#include "hardware/plugins/amd/index_list.h"
+#include "hardware/plugins/amd/quantity_rules.h"
+
 namespace tessera {
 namespace {
 
+// Thread-safe: stateless.
 class AmdPlugin final : public AcceleratorPlugin {
  public:
   std::string_view family() const override { return "amd"; }
   std::string_view resource_name() const override { return "GPU"; }
   std::string_view visible_devices_env() const override { return "HIP_VISIBLE_DEVICES"; }
-  Detection Detect(const DetectionContext&) const override { return {}; }
-  absl::Status ValidateQuantity(const Quantity&) const override { return absl::OkStatus(); }
+
+  Detection Detect(const DetectionContext& context) const override {
+    return DetectAmdGpus(context);
+  }
+
+  absl::Status ValidateQuantity(const Quantity& quantity) const override {
+    return ValidateFractionOrWholeQuantity(resource_name(), quantity);
+  }
+
+  // HIP accepts ordinals and, like CUDA, "GPU-<uuid>" entries; a UUID is resolved to its index.
+  absl::StatusOr<std::vector<int>> ParseMask(std::string_view value,
+                                             const std::vector<Device>& devices) const override {
+    std::vector<int> out;
+    const std::string_view trimmed = Trim(value);
+    if (trimmed.empty() || trimmed == "NoDevFiles") return out;
+    for (absl::string_view raw : absl::StrSplit(ToAbsl(trimmed), ',')) {
+      const std::string_view part = Trim(ToStd(raw));
+      if (part.substr(0, 4) == "GPU-") {
+        const Device* match = nullptr;
+        for (const Device& d : devices) {
+          if (d.uuid == part) match = &d;
+        }
+        if (match == nullptr) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "HIP_VISIBLE_DEVICES=", Quote(value), ": no GPU has UUID ", Quote(part)));
+        }
+        out.push_back(match->index);
+        continue;
+      }
+      auto one = ParseIndexList(part, IndexListOptions{});
+      if (!one.ok() || one->size() != 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "HIP_VISIBLE_DEVICES=", Quote(value), ": ", Quote(part),
+            " is neither a GPU index nor a GPU-<uuid>"));
+      }
+      out.push_back(one->front());
+    }
+    return out;
+  }
 };
 
 }  // namespace

@@ -1,4 +1,5 @@
-// The amd accelerator family. (Placeholder until the plugin lands: detects nothing.)
+// The amd accelerator family: AMD Instinct / Radeon GPUs found through the KFD topology
+// (amd_detection.h), resource "GPU", mask HIP_VISIBLE_DEVICES (ordinals, or GPU-<uuid> entries).
 #pragma once
 
 #include <memory>

@@ -1,15 +1,25 @@
 #include "hardware/plugins/gaudi/gaudi_plugin.h"
 
+#include "hardware/plugins/amd/quantity_rules.h"
+#include "hardware/plugins/gaudi/gaudi_detection.h"
+
 namespace tessera {
 namespace {
 
+// Thread-safe: stateless. Masks use the default comma list of module ids.
 class GaudiPlugin final : public AcceleratorPlugin {
  public:
   std::string_view family() const override { return "gaudi"; }
   std::string_view resource_name() const override { return "HPU"; }
   std::string_view visible_devices_env() const override { return "HABANA_VISIBLE_MODULES"; }
-  Detection Detect(const DetectionContext&) const override { return {}; }
-  absl::Status ValidateQuantity(const Quantity&) const override { return absl::OkStatus(); }
+
+  Detection Detect(const DetectionContext& context) const override {
+    return DetectGaudiDevices(context);
+  }
+
+  absl::Status ValidateQuantity(const Quantity& quantity) const override {
+    return ValidateWholeQuantity(resource_name(), quantity);
+  }
 };
 
 }  // namespace

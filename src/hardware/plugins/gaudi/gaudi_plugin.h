@@ -1,4 +1,5 @@
-// The gaudi accelerator family. (Placeholder until the plugin lands: detects nothing.)
+// The gaudi accelerator family: Intel Gaudi HPUs (gaudi_detection.h), resource "HPU", whole
+// numbers only, mask HABANA_VISIBLE_MODULES (module ids, which are the device indices).
 #pragma once
 
 #include <memory>

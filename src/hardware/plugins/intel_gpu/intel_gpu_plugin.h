@@ -1,4 +1,5 @@
-// The intel-gpu accelerator family. (Placeholder until the plugin lands: detects nothing.)
+// The intel-gpu accelerator family: discrete Intel GPUs (intel_gpu_detection.h), resource "GPU",
+// mask ONEAPI_DEVICE_SELECTOR in the form "level_zero:0,1".
 #pragma once
 
 #include <memory>

@@ -1,4 +1,5 @@
-// The neuron accelerator family. (Placeholder until the plugin lands: detects nothing.)
+// The neuron accelerator family: AWS NeuronCores (neuron_detection.h), resource "neuron_cores",
+// whole numbers only, mask NEURON_RT_VISIBLE_CORES (global core ids; "0-3" ranges accepted).
 #pragma once
 
 #include <memory>

@@ -1,0 +1,100 @@
+#include "hardware/plugins/intel_gpu/intel_gpu_detection.h"
+
+#include <filesystem>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "hardware/plugins/amd/plugin_test_support.h"
+
+namespace tessera {
+namespace {
+
+using testing::AnyContains;
+using testing::FixtureHost;
+using testing::FixturePath;
+using testing::ScratchTree;
+
+TEST(IntelGpuDetectionTest, FourMax1550InBusOrder) {
+  FixtureHost host(FixturePath("intel-max-1550-4"));
+  Detection d = DetectIntelGpus(host.context());
+  EXPECT_EQ(d.probe, "drm");
+  ASSERT_EQ(d.devices.size(), 4u);
+  const char* kBus[] = {"0000:19:00.0", "0000:3b:00.0", "0000:9a:00.0", "0000:bb:00.0"};
+  for (int i = 0; i < 4; ++i) {
+    const Device& g = d.devices[i];
+    EXPECT_EQ(g.family, "intel-gpu");
+    EXPECT_EQ(g.index, i);
+    EXPECT_EQ(g.type, "Intel-GPU-Max-1550");
+    EXPECT_EQ(g.model, "Intel(R) Data Center GPU Max 1550");
+    EXPECT_EQ(g.memory_bytes, 128ull << 30);
+    EXPECT_EQ(g.pci_bus_id, kBus[i]);
+    EXPECT_EQ(g.numa_node, i < 2 ? 0 : 1);
+    EXPECT_EQ(g.attributes.at("render_node"), "/dev/dri/renderD" + std::to_string(128 + i));
+  }
+  EXPECT_TRUE(d.errors.empty());
+}
+
+TEST(IntelGpuDetectionTest, NpuAndChipsetAreNotCountedButWarned) {
+  FixtureHost host(FixturePath("intel-max-1550-4"));
+  Detection d = DetectIntelGpus(host.context());
+  for (const Device& g : d.devices) EXPECT_NE(g.pci_bus_id, "0000:00:0b.0");
+  EXPECT_TRUE(AnyContains(d.warnings,
+                          "0000:00:0b.0 (8086:7d1d, class 0x120000, driver intel_vpu) not "
+                          "counted: it is a processing accelerator, not a GPU"));
+  EXPECT_TRUE(AnyContains(d.warnings, "ethernet 0000:4b:00.0"));
+  EXPECT_TRUE(AnyContains(d.warnings, "USB 0000:00:14.0"));
+  EXPECT_FALSE(AnyContains(d.warnings, "1a03"));  // the ASPEED VGA is not Intel
+}
+
+TEST(IntelGpuDetectionTest, WorkstationIntegratedGpuIsRejected) {
+  const std::string root = FixturePath("workstation-rtx4090");
+  if (!std::filesystem::exists(root)) GTEST_SKIP() << "fixture workstation-rtx4090 not present";
+  FixtureHost host(root);
+  Detection d = DetectIntelGpus(host.context());
+  EXPECT_TRUE(d.devices.empty());
+  EXPECT_TRUE(AnyContains(d.warnings, "0000:00:02.0 (8086:a780, class 0x030000, driver i915) "
+                                      "not counted: integrated GPU"));
+  EXPECT_FALSE(AnyContains(d.warnings, "10de"));  // the RTX 4090 is another family's
+}
+
+TEST(IntelGpuDetectionTest, UnknownDiscreteIdAndWrongDriverAreRejected) {
+  ScratchTree t;
+  const std::string a = t.PciFunction("0000:03:00.0", "0x8086", "0x1234", "0x030000", "i915");
+  const std::string b = t.PciFunction("0000:04:00.0", "0x8086", "0x56a0", "0x030000", "vfio-pci");
+  const std::string c = t.PciFunction("0000:05:00.0", "0x8086", "0x56a0", "0x030000", "xe");
+  int n = 128;
+  for (const std::string& fn : {a, b, c}) {
+    const std::string name = "renderD" + std::to_string(n++);
+    t.Mkdir(fn + "/drm/" + name);
+    t.Symlink(fn + "/drm/" + name + "/device", fn);
+    t.Symlink("/sys/class/drm/" + name, fn + "/drm/" + name);
+    t.Write("/dev/dri/" + name);
+  }
+  FixtureHost host(t.root());
+  Detection d = DetectIntelGpus(host.context());
+  ASSERT_EQ(d.devices.size(), 1u);
+  EXPECT_EQ(d.devices[0].pci_bus_id, "0000:05:00.0");
+  EXPECT_EQ(d.devices[0].type, "Intel-GPU-A770-Graphics");
+  EXPECT_TRUE(AnyContains(d.warnings, "device id 1234 is not in the discrete-GPU allow-list"));
+  EXPECT_TRUE(AnyContains(d.warnings, "0000:04:00.0"));
+  EXPECT_TRUE(AnyContains(d.warnings, "bound to no driver") ||
+              AnyContains(d.warnings, "bound to vfio-pci"));
+}
+
+TEST(IntelGpuDetectionTest, EmptyTreeFindsNothing) {
+  ScratchTree t;
+  FixtureHost host(t.root());
+  Detection d = DetectIntelGpus(host.context());
+  EXPECT_TRUE(d.devices.empty());
+  EXPECT_TRUE(d.warnings.empty());
+}
+
+TEST(IntelGpuDetectionTest, OtherFixturesHaveNoIntelGpus) {
+  for (const char* machine : {"mi300x-8", "gaudi2-8", "trn1-32xlarge"}) {
+    FixtureHost host(FixturePath(machine));
+    EXPECT_TRUE(DetectIntelGpus(host.context()).devices.empty()) << machine;
+  }
+}
+
+}  // namespace
+}  // namespace tessera
