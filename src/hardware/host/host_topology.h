@@ -2,7 +2,9 @@
 // tree) or a simulated hardware description reports it, and the locality questions discovery
 // asks of it (which NIC and which NUMA node sit closest to an accelerator).
 // Thread-safe: the values are plain copyable data; DiscoverHostTopology may be called from any
-// thread (it serializes its hwloc loads, see host_discovery.cc).
+// thread: hwloc loads serialize on one mutex, and a fake-tree load sets the process-wide
+// HWLOC_FSROOT only while holding it (see hwloc_reader.cc), so no other code may read HWLOC_*
+// variables concurrently.
 #pragma once
 
 #include <cstdint>
