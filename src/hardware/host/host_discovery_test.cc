@@ -5,8 +5,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "hardware/host/fake_host_tree.h"
 #include "hardware/host/host_topology.h"
+#include "hardware/testing/fake_tree.h"
+#include "hardware/testing/two_socket_host.h"
 
 namespace tessera {
 namespace {
@@ -14,8 +15,8 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using ::testing::Not;
-using testing_support::BuildTwoSocketHost;
-using testing_support::FakeHostTree;
+using testing::BuildTwoSocketHost;
+using testing::FakeTree;
 
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 
@@ -35,8 +36,6 @@ const Nic* FindNic(const HostTopology& host, const std::string& name) {
   }
   return nullptr;
 }
-
-std::string TwoSocketRoot() { return ::testing::TempDir() + "/tessera_two_socket_host"; }
 
 TEST(HostDiscoveryTest, CpuOnlyVmCountsCpusMemoryAndNuma) {
   auto host = DiscoverHostTopology(Sysroot(FixturePath("cpu-only-vm")));
@@ -70,7 +69,7 @@ TEST(HostDiscoveryTest, CpuOnlyVmHasOneVirtioNicAndSkipsSoftwareInterfaces) {
 }
 
 TEST(HostDiscoveryTest, TwoSocketTreeCountsSocketsCoresThreadsAndMemory) {
-  FakeHostTree tree(TwoSocketRoot());
+  FakeTree tree;
   BuildTwoSocketHost(tree);
   auto host = DiscoverHostTopology(Sysroot(tree.root()));
   ASSERT_TRUE(host.ok()) << host.status();
@@ -90,7 +89,7 @@ TEST(HostDiscoveryTest, TwoSocketTreeCountsSocketsCoresThreadsAndMemory) {
 }
 
 TEST(HostDiscoveryTest, TwoSocketTreeNics) {
-  FakeHostTree tree(TwoSocketRoot());
+  FakeTree tree;
   BuildTwoSocketHost(tree);
   auto host = DiscoverHostTopology(Sysroot(tree.root()));
   ASSERT_TRUE(host.ok()) << host.status();
@@ -111,7 +110,7 @@ TEST(HostDiscoveryTest, TwoSocketTreeNics) {
 }
 
 TEST(HostDiscoveryTest, FakeTreeLoadRestoresHwlocFsroot) {
-  FakeHostTree tree(TwoSocketRoot());
+  FakeTree tree;
   BuildTwoSocketHost(tree);
   unsetenv("HWLOC_FSROOT");
   ASSERT_TRUE(DiscoverHostTopology(Sysroot(tree.root())).ok());
@@ -139,7 +138,7 @@ TEST(HostDiscoveryTest, LiveMachineReportsCoresAndMemory) {
 }
 
 TEST(HostDiscoveryTest, FakeAndLiveLoadsInParallelDoNotMix) {
-  FakeHostTree tree(TwoSocketRoot());
+  FakeTree tree;
   BuildTwoSocketHost(tree);
   auto live = DiscoverHostTopology(Sysroot("/"));
   ASSERT_TRUE(live.ok()) << live.status();
@@ -164,13 +163,23 @@ TEST(HostDiscoveryTest, FakeAndLiveLoadsInParallelDoNotMix) {
 }
 
 TEST(HostDiscoveryTest, TreeWithoutCpusIsNotFound) {
-  FakeHostTree tree(::testing::TempDir() + "/tessera_no_cpus");
+  FakeTree tree;
   tree.Write("/sys/bus/pci/devices/.keep", "");
   auto host = DiscoverHostTopology(Sysroot(tree.root()));
   ASSERT_FALSE(host.ok());
   EXPECT_EQ(host.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(host.status().message()),
               ::testing::HasSubstr("no /sys/devices/system/cpu under"));
+}
+
+TEST(HostDiscoveryTest, TreeWithoutTopologyFilesIsNotFound) {
+  FakeTree tree;
+  tree.Write("/sys/devices/system/cpu/online", "0-3\n");
+  auto host = DiscoverHostTopology(Sysroot(tree.root()));
+  ASSERT_FALSE(host.ok());
+  EXPECT_EQ(host.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(host.status().message()),
+              ::testing::HasSubstr("hwloc found no CPU topology under"));
 }
 
 }  // namespace

@@ -54,7 +54,7 @@ struct HostTopology {
 
 // Reads the machine under `sysroot` with hwloc: the live machine for "/", otherwise the fake tree
 // through hwloc's Linux backend (HWLOC_FSROOT). NICs come from /sys/class/net. NotFound when a
-// fake tree has no /sys/devices/system/cpu; Internal when hwloc fails to load.
+// fake tree has no CPU topology hwloc can read; Internal when hwloc fails on the live machine.
 absl::StatusOr<HostTopology> DiscoverHostTopology(const Sysroot& sysroot);
 
 // The NUMA node nearest to the PCI function `bus_id`: its sysfs numa_node when set, else hwloc's

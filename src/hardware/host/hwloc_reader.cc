@@ -168,8 +168,10 @@ absl::StatusOr<TopologyPtr> LoadTopology(const Sysroot& sysroot)
   hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "no_os");
   ScopedEnv fsroot(kFsRootVariable, sysroot.root());
   if (hwloc_topology_load(raw) != 0) {
-    return absl::InternalError(
-        absl::StrCat("hwloc_topology_load failed for the tree at ", sysroot.root()));
+    return absl::NotFoundError(absl::StrCat(
+        "hwloc found no CPU topology under ", sysroot.root(),
+        " (it reads /sys/devices/system/cpu/cpuN/topology/package_cpus and core_cpus, or the "
+        "older core_siblings and thread_siblings masks)"));
   }
   return topo;
 }

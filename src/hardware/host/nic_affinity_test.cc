@@ -1,19 +1,20 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "hardware/host/fake_host_tree.h"
 #include "hardware/host/host_topology.h"
+#include "hardware/testing/fake_tree.h"
+#include "hardware/testing/two_socket_host.h"
 
 namespace tessera {
 namespace {
 
-using testing_support::BuildTwoSocketHost;
-using testing_support::FakeHostTree;
+using testing::BuildTwoSocketHost;
+using testing::FakeTree;
 
 class TwoSocketAffinityTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    FakeHostTree tree(::testing::TempDir() + "/tessera_two_socket_affinity");
+    FakeTree tree;
     BuildTwoSocketHost(tree);
     const Sysroot sysroot(tree.root());
     auto host = DiscoverHostTopology(sysroot);

@@ -33,6 +33,25 @@ bool HasMark(const YAML::Node& node) {
   return !mark.is_null() && mark.line >= 0;
 }
 
+// Errors are one line even when they quote the input (yaml-cpp puts the offending character
+// into some messages): control characters are escaped.
+std::string OneLine(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      absl::StrAppend(&out, "\\x", absl::Hex(u, absl::kZeroPad2));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string DidYouMean(std::string_view word, const std::vector<std::string>& options) {
@@ -66,10 +85,10 @@ std::string KindName(const YAML::Node& node) {
 
 absl::Status DescriptionReader::ErrorAt(const YAML::Mark& mark, std::string_view problem) const {
   if (mark.is_null() || mark.line < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(source_, ": ", ToAbsl(problem)));
+    return absl::InvalidArgumentError(OneLine(absl::StrCat(source_, ": ", ToAbsl(problem))));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(source_, ":", mark.line + 1, ":", mark.column + 1, ": ", ToAbsl(problem)));
+  return absl::InvalidArgumentError(OneLine(
+      absl::StrCat(source_, ":", mark.line + 1, ":", mark.column + 1, ": ", ToAbsl(problem))));
 }
 
 absl::Status DescriptionReader::Error(const Field& field, std::string_view problem) const {

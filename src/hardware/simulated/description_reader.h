@@ -21,12 +21,16 @@ namespace tessera::simulated {
 // ("accelerators[0].count"), `key` the map key node that introduced it (for its position when
 // the value has none, e.g. an empty value).
 struct Field {
-  std::string path;
-  YAML::Node value;
-  YAML::Node key;
+  Field(std::string path_in, YAML::Node value_in, YAML::Node key_in)
+      : path(std::move(path_in)), value(value_in), key(key_in) {}
+  Field(const Field&) = default;
   // Assigning a YAML::Node rewrites the document node it refers to (yaml-cpp's reference
   // semantics), so a Field is constructed, never assigned.
   Field& operator=(const Field&) = delete;
+
+  std::string path;
+  YAML::Node value;
+  YAML::Node key;
 };
 
 class DescriptionReader {

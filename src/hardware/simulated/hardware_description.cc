@@ -502,7 +502,8 @@ absl::StatusOr<SimulatedHardware> ParseHardwareDescriptionFromNode(
   } catch (const YAML::Exception& e) {
     return simulated::DescriptionReader(std::string(source_name)).ErrorAt(e.mark, e.msg);
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(ToAbsl(source_name), ": ", e.what()));
+    return simulated::DescriptionReader(std::string(source_name))
+        .ErrorAt(YAML::Mark::null_mark(), e.what());
   }
 }
 
@@ -516,8 +517,8 @@ absl::StatusOr<SimulatedHardware> ParseHardwareDescription(
     return simulated::DescriptionReader(std::string(source_name))
         .ErrorAt(e.mark, absl::StrCat("invalid YAML: ", e.msg));
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(ToAbsl(source_name), ": invalid YAML: ", e.what()));
+    return simulated::DescriptionReader(std::string(source_name))
+        .ErrorAt(YAML::Mark::null_mark(), absl::StrCat("invalid YAML: ", e.what()));
   }
   return ParseHardwareDescriptionFromNode(root, source_name, known_families);
 }

@@ -273,6 +273,13 @@ TEST(HardwareDescriptionErrorTest, InvalidYaml) {
             "test.yaml:2:1: invalid YAML: end of map flow not found");
 }
 
+TEST(HardwareDescriptionErrorTest, ErrorsStayOnOneLine) {
+  // A NUL byte makes yaml-cpp report the character after it, a line break, inside its message.
+  constexpr char kText[] = "host:\n  sockets: 2\x1a\0\n  memory: 1GiB\n";
+  const std::string yaml(kText, sizeof(kText) - 1);
+  EXPECT_EQ(ErrorOf(yaml), "test.yaml:3:1: invalid YAML: unknown escape character: \\n");
+}
+
 TEST(HardwareDescriptionErrorTest, EmptyDocument) {
   EXPECT_EQ(ErrorOf(""), "test.yaml: the description is empty; it needs at least a host: section");
 }
