@@ -1,4 +1,5 @@
 // tessera describe-slice --accelerator TPU-V6E --topology 4x4 [--chips-per-host N] [--json]
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -7,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/string_util.h"
 #include "cli/commands.h"
 #include "hardware/tpu/slice_shape.h"
 
@@ -31,9 +33,11 @@ nlohmann::json SliceJson(const SliceShape& s) {
 }
 
 std::string SliceText(const SliceShape& s) {
+  constexpr size_t kColumn = 28;  // wider than the longest key, TPU_CHIPS_PER_HOST_BOUNDS
   std::string out;
   auto row = [&out](std::string_view key, const std::string& value) {
-    absl::StrAppend(&out, ToAbsl(key), std::string(24 - key.size(), ' '), value, "\n");
+    absl::StrAppend(&out, ToAbsl(key), std::string(kColumn - std::min(key.size(), kColumn - 1), ' '),
+                    value, "\n");
   };
   row("accelerator type", s.accelerator_type);
   row("topology", s.topology.ToString());
@@ -74,7 +78,7 @@ void AddDescribeSliceCommand(CLI::App& app, int& exit_code) {
   cmd->callback([args, &exit_code] {
     auto shape = DescribeSlice(args->accelerator, args->topology, args->chips_per_host);
     if (!shape.ok()) {
-      exit_code = ReportError(shape.status().message());
+      exit_code = ReportError(ToStd(shape.status().message()));
       return;
     }
     if (args->json) {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/string_util.h"
 #include "cli/text_table.h"
 #include "resources/byte_size.h"
 
@@ -156,9 +157,9 @@ std::string HardwareReportText(const NodeHardware& node) {
     absl::StrAppend(&out, "\nNo accelerators found: this is a CPU-only machine.\n");
   }
   for (const FamilyReport& f : node.families) {
-    absl::StrAppend(&out, "\n", f.plugin->family(), ": ", f.detection.devices.size(), " ",
-                    f.plugin->resource_name(), " via ", OrDash(f.detection.probe), ", mask ",
-                    f.plugin->visible_devices_env(),
+    absl::StrAppend(&out, "\n", ToAbsl(f.plugin->family()), ": ", f.detection.devices.size(),
+                    " ", ToAbsl(f.plugin->resource_name()), " via ", OrDash(f.detection.probe),
+                    ", mask ", ToAbsl(f.plugin->visible_devices_env()),
                     f.advertised ? "" : " (not advertised)", "\n");
     if (!f.note.empty()) absl::StrAppend(&out, "  ", f.note, "\n");
     TextTable devices({"ID", "TYPE", "MODEL", "MEMORY", "PCI", "NUMA", "NIC", "UUID"});

@@ -43,7 +43,7 @@ absl::StatusOr<RawNode> ProbeNode(const DiscoveryOptions& options) {
   }
   RawNode raw;
   raw.source = absl::StrCat("probe ", sysroot.root());
-  raw.env = Environment::ForSysroot(sysroot);
+  raw.env = options.environment.value_or(Environment::ForSysroot(sysroot));
   const PciInventory pci = PciInventory::Scan(sysroot, &raw.warnings);
   auto host = DiscoverHostTopology(sysroot);
   if (host.ok()) {
@@ -69,7 +69,8 @@ absl::StatusOr<RawNode> ProbeNode(const DiscoveryOptions& options) {
   return raw;
 }
 
-absl::StatusOr<RawNode> SimulateNode(const std::string& file) {
+absl::StatusOr<RawNode> SimulateNode(const std::string& file,
+                                     const std::optional<Environment>& environment) {
   std::ifstream in(file);
   if (!in) {
     return absl::NotFoundError(absl::StrCat("cannot read hardware description ", Quote(file)));
@@ -82,12 +83,13 @@ absl::StatusOr<RawNode> SimulateNode(const std::string& file) {
   raw.source = absl::StrCat("simulated ", file);
   raw.host = std::move(simulated.host);
   raw.user_labels = std::move(simulated.labels);
+  // A simulated host inherits no masks from the shell that started it: those name real devices.
+  raw.env = environment.value_or(Environment());
   for (const AcceleratorPlugin* plugin : AcceleratorPlugins()) {
     for (auto& [family, detection] : simulated.families) {
       if (family == plugin->family()) raw.detections.emplace_back(plugin, std::move(detection));
     }
   }
-  // A simulated host inherits no masks from the shell that started it: those name real devices.
   return raw;
 }
 
@@ -110,7 +112,7 @@ std::optional<std::string> ApplyInheritedMask(const AcceleratorPlugin& plugin,
     auto it = std::find_if(devices.begin(), devices.end(),
                            [&](const Device& d) { return d.index == index; });
     if (it == devices.end()) {
-      return absl::StrCat(prefix, " names device ", index, ", which ", plugin.family(),
+      return absl::StrCat(prefix, " names device ", index, ", which ", ToAbsl(plugin.family()),
                           " detection did not find");
     }
     if (!seen.insert(index).second) {
@@ -149,17 +151,26 @@ absl::StatusOr<NodeHardware> Assemble(RawNode raw) {
 
   if (node.host.pus > 0) node.resources.Set("CPU", Quantity::FromInt(node.host.pus));
   if (node.host.memory_bytes > 0) {
-    node.resources.Set("memory", Quantity::FromInt(static_cast<int64_t>(node.host.memory_bytes)));
+    auto memory = node.host.memory_bytes > static_cast<uint64_t>(INT64_MAX)
+                      ? absl::OutOfRangeError("more than 2^63 bytes")
+                      : Quantity::FromIntChecked(static_cast<int64_t>(node.host.memory_bytes));
+    if (memory.ok()) {
+      node.resources.Set("memory", *memory);
+    } else {
+      node.warnings.push_back(absl::StrCat("memory of ", node.host.memory_bytes,
+                                           " bytes is too large to advertise: ",
+                                           memory.status().message()));
+    }
   }
 
   std::map<std::string, std::string> resource_owner;  // resource name -> family
   std::map<std::string, int> type_counts;
   for (auto& [plugin, detection] : raw.detections) {
     for (const std::string& w : detection.warnings) {
-      node.warnings.push_back(absl::StrCat(plugin->family(), ": ", w));
+      node.warnings.push_back(absl::StrCat(ToAbsl(plugin->family()), ": ", w));
     }
     for (const std::string& e : detection.errors) {
-      node.errors.push_back(absl::StrCat(plugin->family(), ": ", e));
+      node.errors.push_back(absl::StrCat(ToAbsl(plugin->family()), ": ", e));
     }
     if (detection.devices.empty()) continue;
 
@@ -167,7 +178,7 @@ absl::StatusOr<NodeHardware> Assemble(RawNode raw) {
     report.plugin = plugin;
     report.detection = std::move(detection);
     if (auto mask_error = ApplyInheritedMask(*plugin, raw.env, report)) {
-      node.errors.push_back(absl::StrCat(plugin->family(), ": ", *mask_error));
+      node.errors.push_back(absl::StrCat(ToAbsl(plugin->family()), ": ", *mask_error));
       report.visible.clear();
     }
     const std::string resource(plugin->resource_name());
@@ -175,7 +186,7 @@ absl::StatusOr<NodeHardware> Assemble(RawNode raw) {
       report.note = absl::StrCat("not advertised: resource ", resource, " is already claimed by ",
                                  owner->second, " (claim order: ",
                                  absl::StrJoin(FamilyNames(), ", "), ")");
-      node.warnings.push_back(absl::StrCat(plugin->family(), ": ", report.detection.devices.size(),
+      node.warnings.push_back(absl::StrCat(ToAbsl(plugin->family()), ": ", report.detection.devices.size(),
                                            " devices ", report.note));
       report.visible.clear();
     } else if (!report.visible.empty()) {
@@ -187,7 +198,7 @@ absl::StatusOr<NodeHardware> Assemble(RawNode raw) {
       }
       for (const auto& [name, quantity] : report.detection.resources) {
         if (absl::Status ok = ValidateResourceName(name); !ok.ok()) {
-          node.warnings.push_back(absl::StrCat(plugin->family(), ": resource ", Quote(name),
+          node.warnings.push_back(absl::StrCat(ToAbsl(plugin->family()), ": resource ", Quote(name),
                                                " dropped: ", ok.message()));
           continue;
         }
@@ -209,7 +220,7 @@ absl::StatusOr<NodeHardware> Assemble(RawNode raw) {
     std::vector<std::string> parts;
     for (const auto& [type, count] : type_counts) parts.push_back(absl::StrCat(type, " x", count));
     node.warnings.push_back(absl::StrCat(
-        "mixed accelerator types (", absl::StrJoin(parts, ", "), "): ", labels::kAcceleratorType,
+        "mixed accelerator types (", absl::StrJoin(parts, ", "), "): ", ToAbsl(labels::kAcceleratorType),
         " is not set; select by the accelerator_type:<TYPE> resources instead"));
   }
 
@@ -239,7 +250,8 @@ std::vector<VisibleFamily> NodeHardware::VisibleFamilies() const {
 
 absl::StatusOr<NodeHardware> DiscoverNode(const DiscoveryOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(RawNode raw, options.simulate_file.has_value()
-                                            ? SimulateNode(*options.simulate_file)
+                                            ? SimulateNode(*options.simulate_file,
+                                                           options.environment)
                                             : ProbeNode(options));
   return Assemble(std::move(raw));
 }

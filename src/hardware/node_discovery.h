@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "hardware/accelerator_plugin.h"
+#include "hardware/environment.h"
 #include "hardware/host/host_topology.h"
 #include "hardware/isolation.h"
 #include "labels/label.h"
@@ -24,6 +25,10 @@ struct DiscoveryOptions {
   // A simulated hardware description (YAML); when set, nothing is probed.
   std::optional<std::string> simulate_file;
   DetectionOptions detection;
+  // The node agent's environment (inherited masks, isolation policy, deployment labels). When
+  // unset: the process's own on the live machine, <sysroot>/proc/1/environ on a fake tree, and
+  // none for a simulated host (the shell's masks name real devices, not simulated ones).
+  std::optional<Environment> environment;
 };
 
 // One family that has devices on the node.

@@ -90,15 +90,20 @@ TEST(TesseraCliTest, MalformedHardwareDescriptionsAreOneLineErrors) {
   ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--simulate", broken}), 1,
                      "tessera_cli_broken.yaml");
   const std::string typo = WriteTemp("tessera_cli_typo.yaml",
+                                     "host: {sockets: 1, cores_per_socket: 4, threads_per_core: 1, numa_nodes: 1, "
+                                     "memory: 16GiB}\n"
                                      "accelerators:\n  - family: nvidia\n    cuont: 8\n");
   ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--simulate", typo}), 1, "cuont");
 }
 
 TEST(TesseraCliTest, MalformedIsolationVariablesAreOneLineErrors) {
-  ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--sysroot",
-                                 kFixtures + "cpu-only-vm"},
+  // On the live machine the agent's own environment holds the isolation policy.
+  ExpectOneLineError(RunCommand({TesseraBinary(), "hardware"},
                                 {{"TESSERA_ZERO_ASSIGNED_POLICY", "sometimes"}}),
                      1, "TESSERA_ZERO_ASSIGNED_POLICY");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "hardware"},
+                                {{"TESSERA_NOSET_CUDA_VISIBLE_DEVICES", "perhaps"}}),
+                     1, "TESSERA_NOSET_CUDA_VISIBLE_DEVICES");
 }
 
 TEST(TesseraCliTest, CpuOnlyMachineSaysSoPlainly) {
