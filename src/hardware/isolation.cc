@@ -89,12 +89,12 @@ absl::StatusOr<EnvChanges> WorkerIsolationEnv(const std::vector<VisibleFamily>& 
     for (int instance : instances) {
       if (instance < 0 || instance >= static_cast<int>(f.visible.size())) {
         return absl::InvalidArgumentError(absl::StrCat(
-            plugin.family(), " instance ", instance, " is out of range: this node advertises ",
-            f.visible.size(), " ", plugin.resource_name()));
+            ToAbsl(plugin.family()), " instance ", instance, " is out of range: this node advertises ",
+            f.visible.size(), " ", ToAbsl(plugin.resource_name())));
       }
       if (!seen.insert(instance).second) {
         return absl::InvalidArgumentError(
-            absl::StrCat(plugin.family(), " instance ", instance, " is assigned twice"));
+            absl::StrCat(ToAbsl(plugin.family()), " instance ", instance, " is assigned twice"));
       }
       physical.push_back(f.visible[instance].index);
     }
