@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "hardware/plugins/amd/amd_device_ids.h"
 #include "hardware/plugins/amd/kfd_topology.h"
-#include "hardware/plugins/amd/pci_claim.h"
+#include "hardware/plugins/common/pci_claim.h"
 
 namespace tessera {
 namespace {
@@ -182,12 +182,8 @@ Detection DetectAmdGpus(const DetectionContext& context) {
   if (!links.empty()) d.evidence.push_back(absl::StrCat(links.size(), " XGMI GPU pairs"));
 
   WarnUnclaimedFunctions(context.pci, kPciVendorAmd, claimed, {kDriver}, kFamily,
-                         [&](const PciFunction& f) {
-                           auto it = rejected.find(f.bus_id);
-                           if (it != rejected.end()) return it->second;
-                           std::string why = RejectReason(f);
-                           return why.empty() ? std::string("no KFD GPU node names it") : why;
-                         },
+                         UnclaimedReason(rejected, RejectReason,
+                                         "no KFD GPU node names it"),
                          &d.warnings);
 
   ApplyEnvironmentRules(context.env, &d);

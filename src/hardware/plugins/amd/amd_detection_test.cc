@@ -5,7 +5,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hardware/plugins/amd/kfd_topology.h"
-#include "hardware/plugins/amd/plugin_test_support.h"
+#include "hardware/testing/fake_tree.h"
+#include "hardware/testing/plugin_test_support.h"
 
 namespace tessera {
 namespace {
@@ -13,7 +14,7 @@ namespace {
 using testing::AnyContains;
 using testing::FixtureHost;
 using testing::FixturePath;
-using testing::ScratchTree;
+using testing::FakeTree;
 
 TEST(AmdDetectionTest, Mi300xEightGpusInKfdOrder) {
   FixtureHost host(FixturePath("mi300x-8"));
@@ -71,7 +72,7 @@ TEST(AmdDetectionTest, DecoysAreNotCountedNorWarnedAsAmd) {
 }
 
 TEST(AmdDetectionTest, EmptyTreeFindsNothing) {
-  ScratchTree t;
+  FakeTree t;
   FixtureHost host(t.root());
   Detection d = DetectAmdGpus(host.context());
   EXPECT_TRUE(d.devices.empty());
@@ -96,7 +97,7 @@ TEST(AmdDetectionTest, EnvironmentRulesAreErrorsWhenGpusExist) {
 TEST(AmdDetectionTest, EnvironmentRulesOnlyWarnWithoutAmdGpus) {
   Environment env;
   env.Set("ROCR_VISIBLE_DEVICES", "0");
-  ScratchTree t;
+  FakeTree t;
   FixtureHost host(t.root(), env);
   Detection d = DetectAmdGpus(host.context());
   EXPECT_TRUE(d.errors.empty());
@@ -114,21 +115,23 @@ TEST(AmdDetectionTest, EnvironmentRules) {
 }
 
 // A small KFD tree: one GPU node with the given PCI function attributes.
-void SmallGpuTree(const ScratchTree& t, std::string_view device, std::string_view klass,
+void SmallGpuTree(FakeTree& t, uint16_t device, uint32_t klass,
                   std::string_view driver, bool render_node) {
-  t.PciFunction("0000:c1:00.0", "0x1002", device, klass, driver);
-  t.PciFunction("0000:c1:00.1", "0x1002", "0xab28", "0x040300", "snd_hda_intel");
+  t.PciFunction({.bdf = "0000:c1:00.0", .vendor = 0x1002, .device = device,
+                 .pci_class = klass, .driver = std::string(driver)});
+  t.PciFunction({.bdf = "0000:c1:00.1", .vendor = 0x1002, .device = 0xab28,
+                 .pci_class = 0x040300, .driver = "snd_hda_intel"});
   const std::string n = std::string(kKfdTopologyNodes) + "/1";
   t.Write(std::string(kKfdTopologyNodes) + "/0/properties", "simd_count 0\ncpu_cores_count 64\n");
   t.Write(n + "/properties", "simd_count 416\nvendor_id 4098\ndevice_id 29711\nlocation_id " +
                                  std::to_string(0xc1 << 8) + "\ndomain 0\ndrm_render_minor 128\n");
-  t.Write("/dev/kfd");
-  if (render_node) t.Write("/dev/dri/renderD128");
+  t.DeviceNode("/dev/kfd");
+  if (render_node) t.DeviceNode("/dev/dri/renderD128");
 }
 
 TEST(AmdDetectionTest, AudioFunctionIsWarnedNotCounted) {
-  ScratchTree t;
-  SmallGpuTree(t, "0x740f", "0x038000", "amdgpu", true);
+  FakeTree t;
+  SmallGpuTree(t, 0x740f, 0x038000, "amdgpu", true);
   FixtureHost host(t.root());
   Detection d = DetectAmdGpus(host.context());
   ASSERT_EQ(d.devices.size(), 1u);
@@ -138,8 +141,8 @@ TEST(AmdDetectionTest, AudioFunctionIsWarnedNotCounted) {
 }
 
 TEST(AmdDetectionTest, UnknownDeviceIdGetsGenericTypeAndWarning) {
-  ScratchTree t;
-  SmallGpuTree(t, "0x7551", "0x030000", "amdgpu", true);
+  FakeTree t;
+  SmallGpuTree(t, 0x7551, 0x030000, "amdgpu", true);
   FixtureHost host(t.root());
   Detection d = DetectAmdGpus(host.context());
   ASSERT_EQ(d.devices.size(), 1u);
@@ -149,16 +152,16 @@ TEST(AmdDetectionTest, UnknownDeviceIdGetsGenericTypeAndWarning) {
 
 TEST(AmdDetectionTest, WrongDriverOrMissingRenderNodeIsRejectedWithReason) {
   {
-    ScratchTree t;
-    SmallGpuTree(t, "0x740f", "0x038000", "vfio-pci", true);
+    FakeTree t;
+    SmallGpuTree(t, 0x740f, 0x038000, "vfio-pci", true);
     FixtureHost host(t.root());
     Detection d = DetectAmdGpus(host.context());
     EXPECT_TRUE(d.devices.empty());
     EXPECT_TRUE(AnyContains(d.warnings, "bound to vfio-pci, not amdgpu"));
   }
   {
-    ScratchTree t;
-    SmallGpuTree(t, "0x740f", "0x038000", "amdgpu", false);
+    FakeTree t;
+    SmallGpuTree(t, 0x740f, 0x038000, "amdgpu", false);
     FixtureHost host(t.root());
     Detection d = DetectAmdGpus(host.context());
     EXPECT_TRUE(d.devices.empty());

@@ -4,8 +4,8 @@
 #include "absl/strings/str_split.h"
 #include "base/string_util.h"
 #include "hardware/plugins/amd/amd_detection.h"
-#include "hardware/plugins/amd/index_list.h"
-#include "hardware/plugins/amd/quantity_rules.h"
+#include "hardware/plugins/common/index_list.h"
+#include "hardware/plugins/common/quantity_rules.h"
 
 namespace tessera {
 namespace {

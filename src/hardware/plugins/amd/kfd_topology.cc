@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "hardware/plugins/amd/index_list.h"
+#include "hardware/plugins/common/index_list.h"
 
 namespace tessera {
 namespace {

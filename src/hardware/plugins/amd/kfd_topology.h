@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "hardware/plugins/amd/sysfs_properties.h"
+#include "hardware/plugins/common/sysfs_properties.h"
 #include "hardware/sysroot.h"
 
 namespace tessera {

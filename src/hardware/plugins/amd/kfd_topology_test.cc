@@ -1,7 +1,8 @@
 #include "hardware/plugins/amd/kfd_topology.h"
 
 #include "gtest/gtest.h"
-#include "hardware/plugins/amd/plugin_test_support.h"
+#include "hardware/testing/fake_tree.h"
+#include "hardware/testing/plugin_test_support.h"
 
 namespace tessera {
 namespace {
@@ -27,7 +28,7 @@ TEST(KfdTopologyTest, ReadsMi300xNodesInNumericOrder) {
 }
 
 TEST(KfdTopologyTest, NumericOrderBeyondNineAndUnreadableNodeWarns) {
-  testing::ScratchTree t;
+  testing::FakeTree t;
   const std::string nodes(kKfdTopologyNodes);
   t.Write(nodes + "/10/properties", "simd_count 4\n");
   t.Write(nodes + "/9/properties", "simd_count 0\n");
@@ -43,7 +44,7 @@ TEST(KfdTopologyTest, NumericOrderBeyondNineAndUnreadableNodeWarns) {
 }
 
 TEST(KfdTopologyTest, MissingTopologyIsNotFound) {
-  testing::ScratchTree t;
+  testing::FakeTree t;
   std::vector<std::string> warnings;
   EXPECT_EQ(ReadKfdTopology(Sysroot(t.root()), &warnings).status().code(),
             absl::StatusCode::kNotFound);

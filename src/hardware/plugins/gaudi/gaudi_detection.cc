@@ -8,8 +8,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/string_util.h"
-#include "hardware/plugins/amd/index_list.h"
-#include "hardware/plugins/amd/pci_claim.h"
+#include "hardware/plugins/common/index_list.h"
+#include "hardware/plugins/common/pci_claim.h"
 #include "hardware/plugins/gaudi/gaudi_device_ids.h"
 
 namespace tessera {
@@ -170,13 +170,8 @@ Detection DetectGaudiDevices(const DetectionContext& context) {
   }
 
   WarnUnclaimedFunctions(context.pci, kPciVendorHabana, claimed, {kDriver}, kFamily,
-                         [&](const PciFunction& f) {
-                           auto it = rejected.find(f.bus_id);
-                           if (it != rejected.end()) return it->second;
-                           std::string why = RejectReason(f);
-                           return why.empty() ? std::string("no accel or hl device names it")
-                                              : why;
-                         },
+                         UnclaimedReason(rejected, RejectReason,
+                                         "no accel or hl device names it"),
                          &d.warnings);
   return d;
 }

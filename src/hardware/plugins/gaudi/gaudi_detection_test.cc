@@ -2,7 +2,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "hardware/plugins/amd/plugin_test_support.h"
+#include "hardware/testing/fake_tree.h"
+#include "hardware/testing/plugin_test_support.h"
 
 namespace tessera {
 namespace {
@@ -10,7 +11,7 @@ namespace {
 using testing::AnyContains;
 using testing::FixtureHost;
 using testing::FixturePath;
-using testing::ScratchTree;
+using testing::FakeTree;
 
 TEST(GaudiDetectionTest, Gaudi2EightCardsIndexedByModuleId) {
   FixtureHost host(FixturePath("gaudi2-8"));
@@ -61,22 +62,21 @@ TEST(GaudiDetectionTest, ControlNodesAndOtherFunctionsAreNotCounted) {
 }
 
 TEST(GaudiDetectionTest, OtherVendorsAccelEntriesAndDirectoriesAreSkipped) {
-  ScratchTree t;
+  FakeTree t;
   // An Intel NPU owns accel0; accel1 is a Gaudi2 whose device node is a directory; accel2 is fine.
-  const std::string npu = t.PciFunction("0000:00:0b.0", "0x8086", "0x7d1d", "0x120000", "intel_vpu");
-  const std::string g1 = t.PciFunction("0000:19:00.0", "0x1da3", "0x1020", "0x120000", "habanalabs");
-  const std::string g2 = t.PciFunction("0000:1a:00.0", "0x1da3", "0x1020", "0x120000", "habanalabs");
+  const std::string npu = t.PciFunction({.bdf = "0000:00:0b.0", .vendor = 0x8086, .device = 0x7d1d,
+                                         .pci_class = 0x120000, .driver = "intel_vpu"});
+  const std::string g1 = t.PciFunction({.bdf = "0000:19:00.0", .vendor = 0x1da3, .device = 0x1020,
+                                        .pci_class = 0x120000, .driver = "habanalabs"});
+  const std::string g2 = t.PciFunction({.bdf = "0000:1a:00.0", .vendor = 0x1da3, .device = 0x1020,
+                                        .pci_class = 0x120000, .driver = "habanalabs"});
   int n = 0;
   for (const std::string& fn : {npu, g1, g2}) {
-    const std::string accel = fn + "/accel/accel" + std::to_string(n);
-    t.Mkdir(accel);
-    t.Symlink(accel + "/device", fn);
-    t.Symlink("/sys/class/accel/accel" + std::to_string(n), accel);
-    ++n;
+    t.ClassDevice(fn, "accel", "accel" + std::to_string(n++));
   }
-  t.Write("/dev/accel/accel0");
+  t.DeviceNode("/dev/accel/accel0");
   t.Mkdir("/dev/accel/accel1");
-  t.Write("/dev/accel/accel2");
+  t.DeviceNode("/dev/accel/accel2");
   FixtureHost host(t.root());
   Detection d = DetectGaudiDevices(host.context());
   ASSERT_EQ(d.devices.size(), 1u);
@@ -91,15 +91,14 @@ TEST(GaudiDetectionTest, OtherVendorsAccelEntriesAndDirectoriesAreSkipped) {
 }
 
 TEST(GaudiDetectionTest, LegacyHabanalabsClass) {
-  ScratchTree t;
-  const std::string fn = t.PciFunction("0000:19:00.0", "0x1da3", "0x1000", "0x120000", "habanalabs");
-  t.Mkdir(fn + "/habanalabs/hl0");
-  t.Symlink(fn + "/habanalabs/hl0/device", fn);
-  t.Write(fn + "/habanalabs/hl0/device_type", "GAUDI\n");
-  t.Write(fn + "/habanalabs/hl0/module_id", "3\n");
-  t.Symlink("/sys/class/habanalabs/hl0", fn + "/habanalabs/hl0");
-  t.Write("/dev/hl0");
-  t.Write("/dev/hl_controlD0");
+  FakeTree t;
+  const std::string fn = t.PciFunction({.bdf = "0000:19:00.0", .vendor = 0x1da3, .device = 0x1000,
+                                        .pci_class = 0x120000, .driver = "habanalabs"});
+  const std::string hl0 = t.ClassDevice(fn, "habanalabs", "hl0");
+  t.Write(hl0 + "/device_type", "GAUDI\n");
+  t.Write(hl0 + "/module_id", "3\n");
+  t.DeviceNode("/dev/hl0");
+  t.DeviceNode("/dev/hl_controlD0");
   FixtureHost host(t.root());
   Detection d = DetectGaudiDevices(host.context());
   EXPECT_EQ(d.probe, "habanalabs");
@@ -109,8 +108,9 @@ TEST(GaudiDetectionTest, LegacyHabanalabsClass) {
 }
 
 TEST(GaudiDetectionTest, UnboundHabanaFunctionIsWarned) {
-  ScratchTree t;
-  t.PciFunction("0000:19:00.0", "0x1da3", "0x1020", "0x120000", "vfio-pci");
+  FakeTree t;
+  t.PciFunction({.bdf = "0000:19:00.0", .vendor = 0x1da3, .device = 0x1020,
+                 .pci_class = 0x120000, .driver = "vfio-pci"});
   FixtureHost host(t.root());
   Detection d = DetectGaudiDevices(host.context());
   EXPECT_TRUE(d.devices.empty());
@@ -118,7 +118,7 @@ TEST(GaudiDetectionTest, UnboundHabanaFunctionIsWarned) {
 }
 
 TEST(GaudiDetectionTest, EmptyTreeFindsNothing) {
-  ScratchTree t;
+  FakeTree t;
   FixtureHost host(t.root());
   Detection d = DetectGaudiDevices(host.context());
   EXPECT_TRUE(d.devices.empty());

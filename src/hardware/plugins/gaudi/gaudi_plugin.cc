@@ -1,6 +1,6 @@
 #include "hardware/plugins/gaudi/gaudi_plugin.h"
 
-#include "hardware/plugins/amd/quantity_rules.h"
+#include "hardware/plugins/common/quantity_rules.h"
 #include "hardware/plugins/gaudi/gaudi_detection.h"
 
 namespace tessera {

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/string_util.h"
-#include "hardware/plugins/amd/index_list.h"
-#include "hardware/plugins/amd/pci_claim.h"
+#include "hardware/plugins/common/index_list.h"
+#include "hardware/plugins/common/pci_claim.h"
 #include "hardware/plugins/intel_gpu/intel_gpu_ids.h"
 
 namespace tessera {
@@ -98,13 +98,8 @@ Detection DetectIntelGpus(const DetectionContext& context) {
   }
 
   WarnUnclaimedFunctions(context.pci, kPciVendorIntel, claimed, {"i915", "xe"}, kFamily,
-                         [&](const PciFunction& f) {
-                           auto it = rejected.find(f.bus_id);
-                           if (it != rejected.end()) return it->second;
-                           std::string why = RejectReason(f);
-                           return why.empty() ? std::string("no DRM render node (driver not ready?)")
-                                              : why;
-                         },
+                         UnclaimedReason(rejected, RejectReason,
+                                         "no DRM render node (driver not ready?)"),
                          &d.warnings);
   return d;
 }

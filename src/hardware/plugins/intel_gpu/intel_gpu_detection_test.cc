@@ -4,7 +4,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "hardware/plugins/amd/plugin_test_support.h"
+#include "hardware/testing/fake_tree.h"
+#include "hardware/testing/plugin_test_support.h"
 
 namespace tessera {
 namespace {
@@ -12,7 +13,7 @@ namespace {
 using testing::AnyContains;
 using testing::FixtureHost;
 using testing::FixturePath;
-using testing::ScratchTree;
+using testing::FakeTree;
 
 TEST(IntelGpuDetectionTest, FourMax1550InBusOrder) {
   FixtureHost host(FixturePath("intel-max-1550-4"));
@@ -58,17 +59,18 @@ TEST(IntelGpuDetectionTest, WorkstationIntegratedGpuIsRejected) {
 }
 
 TEST(IntelGpuDetectionTest, UnknownDiscreteIdAndWrongDriverAreRejected) {
-  ScratchTree t;
-  const std::string a = t.PciFunction("0000:03:00.0", "0x8086", "0x1234", "0x030000", "i915");
-  const std::string b = t.PciFunction("0000:04:00.0", "0x8086", "0x56a0", "0x030000", "vfio-pci");
-  const std::string c = t.PciFunction("0000:05:00.0", "0x8086", "0x56a0", "0x030000", "xe");
+  FakeTree t;
+  const std::string a = t.PciFunction({.bdf = "0000:03:00.0", .vendor = 0x8086, .device = 0x1234,
+                                       .pci_class = 0x030000, .driver = "i915"});
+  const std::string b = t.PciFunction({.bdf = "0000:04:00.0", .vendor = 0x8086, .device = 0x56a0,
+                                       .pci_class = 0x030000, .driver = "vfio-pci"});
+  const std::string c = t.PciFunction({.bdf = "0000:05:00.0", .vendor = 0x8086, .device = 0x56a0,
+                                       .pci_class = 0x030000, .driver = "xe"});
   int n = 128;
   for (const std::string& fn : {a, b, c}) {
     const std::string name = "renderD" + std::to_string(n++);
-    t.Mkdir(fn + "/drm/" + name);
-    t.Symlink(fn + "/drm/" + name + "/device", fn);
-    t.Symlink("/sys/class/drm/" + name, fn + "/drm/" + name);
-    t.Write("/dev/dri/" + name);
+    t.ClassDevice(fn, "drm", name);
+    t.DeviceNode("/dev/dri/" + name);
   }
   FixtureHost host(t.root());
   Detection d = DetectIntelGpus(host.context());
@@ -81,7 +83,7 @@ TEST(IntelGpuDetectionTest, UnknownDiscreteIdAndWrongDriverAreRejected) {
 }
 
 TEST(IntelGpuDetectionTest, EmptyTreeFindsNothing) {
-  ScratchTree t;
+  FakeTree t;
   FixtureHost host(t.root());
   Detection d = DetectIntelGpus(host.context());
   EXPECT_TRUE(d.devices.empty());

@@ -5,8 +5,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/string_util.h"
-#include "hardware/plugins/amd/index_list.h"
-#include "hardware/plugins/amd/quantity_rules.h"
+#include "hardware/plugins/common/index_list.h"
+#include "hardware/plugins/common/quantity_rules.h"
 #include "hardware/plugins/intel_gpu/intel_gpu_detection.h"
 
 namespace tessera {

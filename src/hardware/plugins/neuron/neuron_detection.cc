@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/string_util.h"
 #include "absl/strings/str_join.h"
-#include "hardware/plugins/amd/index_list.h"
-#include "hardware/plugins/amd/pci_claim.h"
+#include "hardware/plugins/common/index_list.h"
+#include "hardware/plugins/common/pci_claim.h"
 #include "hardware/plugins/neuron/neuron_device_ids.h"
 
 namespace tessera {
@@ -201,13 +201,8 @@ Detection DetectNeuronCores(const DetectionContext& context) {
   });
 
   WarnUnclaimedFunctions(context.pci, kPciVendorAmazon, claimed, {kDriver}, kFamily,
-                         [&](const PciFunction& f) {
-                           auto it = rejected.find(f.bus_id);
-                           if (it != rejected.end()) return it->second;
-                           std::string why = RejectReason(f);
-                           return why.empty() ? std::string("no neuron_device entry names it")
-                                              : why;
-                         },
+                         UnclaimedReason(rejected, RejectReason,
+                                         "no neuron_device entry names it"),
                          &d.warnings, IsNeuronFunction);
   return d;
 }

@@ -4,7 +4,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "hardware/plugins/amd/plugin_test_support.h"
+#include "hardware/testing/fake_tree.h"
+#include "hardware/testing/plugin_test_support.h"
 
 namespace tessera {
 namespace {
@@ -12,7 +13,7 @@ namespace {
 using testing::AnyContains;
 using testing::FixtureHost;
 using testing::FixturePath;
-using testing::ScratchTree;
+using testing::FakeTree;
 
 TEST(NeuronDetectionTest, Trn1ThirtyTwoCoresOnSixteenChips) {
   FixtureHost host(FixturePath("trn1-32xlarge"));
@@ -73,17 +74,18 @@ TEST(NeuronDetectionTest, EnaEfaNvmeAndVgaAreNotCounted) {
 
 TEST(NeuronDetectionTest, ContainerWithTwoChipsRenumbersCores) {
   // Copy of the PCI facts is not needed: a scratch tree with two of three chips' device nodes.
-  ScratchTree t;
+  FakeTree t;
   for (int n = 0; n < 3; ++n) {
     const std::string bdf = "0000:00:1" + std::string(1, "cde"[n]) + ".0";
-    t.PciFunction(bdf, "0x1d0f", "0x7264", "0x088000", "neuron");
+    t.PciFunction({.bdf = bdf, .vendor = 0x1d0f, .device = 0x7264,
+                   .pci_class = 0x088000, .driver = "neuron"});
     const std::string dir = "/sys/devices/virtual/neuron_device/neuron" + std::to_string(n);
     t.Write(dir + "/core_count", "2\n");
     t.Write(dir + "/connected_devices", n == 0 ? "1\n" : (n == 1 ? "0, 2\n" : "1\n"));
     t.Symlink("/sys/class/neuron_device/neuron" + std::to_string(n), dir);
   }
-  t.Write("/dev/neuron1");
-  t.Write("/dev/neuron2");
+  t.DeviceNode("/dev/neuron1");
+  t.DeviceNode("/dev/neuron2");
   FixtureHost host(t.root());
   Detection d = DetectNeuronCores(host.context());
   ASSERT_EQ(d.devices.size(), 4u);
@@ -96,10 +98,12 @@ TEST(NeuronDetectionTest, ContainerWithTwoChipsRenumbersCores) {
 }
 
 TEST(NeuronDetectionTest, WithoutSysfsClassUsesBoundFunctions) {
-  ScratchTree t;
-  t.PciFunction("0000:00:1e.0", "0x1d0f", "0x7064", "0x088000", "neuron");
-  t.PciFunction("0000:00:1f.0", "0x1d0f", "0x7164", "0x088000", "vfio-pci");
-  t.Write("/dev/neuron0");
+  FakeTree t;
+  t.PciFunction({.bdf = "0000:00:1e.0", .vendor = 0x1d0f, .device = 0x7064,
+                 .pci_class = 0x088000, .driver = "neuron"});
+  t.PciFunction({.bdf = "0000:00:1f.0", .vendor = 0x1d0f, .device = 0x7164,
+                 .pci_class = 0x088000, .driver = "vfio-pci"});
+  t.DeviceNode("/dev/neuron0");
   FixtureHost host(t.root());
   Detection d = DetectNeuronCores(host.context());
   EXPECT_EQ(d.probe, "pci");
@@ -108,7 +112,7 @@ TEST(NeuronDetectionTest, WithoutSysfsClassUsesBoundFunctions) {
 }
 
 TEST(NeuronDetectionTest, EmptyTreeFindsNothing) {
-  ScratchTree t;
+  FakeTree t;
   FixtureHost host(t.root());
   Detection d = DetectNeuronCores(host.context());
   EXPECT_TRUE(d.devices.empty());

@@ -2,8 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/string_util.h"
-#include "hardware/plugins/amd/index_list.h"
-#include "hardware/plugins/amd/quantity_rules.h"
+#include "hardware/plugins/common/index_list.h"
+#include "hardware/plugins/common/quantity_rules.h"
 #include "hardware/plugins/neuron/neuron_detection.h"
 
 namespace tessera {

@@ -4,26 +4,26 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 
 #include "hardware/node_label_keys.h"
 #include "hardware/plugins/nvidia/nvidia_plugin.h"
+#include "hardware/testing/fake_tree.h"
+#include "hardware/testing/plugin_test_support.h"
 #include "labels/label.h"
 
 namespace tessera {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
+using testing::FakeTree;
+using testing::FixtureHost;
 
 const std::string kFixtures = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/hardware";
 const std::string kH100 = kFixtures + "/h100-sxm-8";
@@ -39,50 +39,11 @@ class ScopedTable {
   ~ScopedTable() { unsetenv(kTableVar); }
 };
 
-// A scratch directory for small NVML tables and empty trees.
-fs::path Scratch() {
-  const fs::path dir = fs::temp_directory_path() / ("tessera_nvidia_test_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  return dir;
+// Runs the plugin on `host` with NVML from `library` ("": the usual search).
+Detection Detect(FixtureHost& host, const std::string& library = "") {
+  host.options.nvml_library = library;
+  return MakeNvidiaPlugin()->Detect(host.context());
 }
-
-// Removes the scratch directory when the test program ends.
-class ScratchCleanup : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(Scratch(), ec);
-  }
-};
-const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
-
-std::string WriteTable(const std::string& name, const std::string& text) {
-  const fs::path path = Scratch() / name;
-  std::ofstream(path) << text;
-  return path.string();
-}
-
-std::string EmptyTree() {
-  const fs::path root = Scratch() / "empty-tree";
-  fs::create_directories(root);
-  return root.string();
-}
-
-struct Host {
-  explicit Host(const std::string& root)
-      : sysroot(root), pci(PciInventory::Scan(sysroot, nullptr)) {}
-  Host(const std::string& root, PciInventory inventory) : sysroot(root), pci(std::move(inventory)) {}
-
-  Detection Detect(const std::string& library = "") {
-    options.nvml_library = library;
-    return MakeNvidiaPlugin()->Detect(DetectionContext{sysroot, env, pci, options});
-  }
-
-  Sysroot sysroot;
-  Environment env;
-  PciInventory pci;
-  DetectionOptions options;
-};
 
 int CountContaining(const std::vector<std::string>& lines, std::string_view needle) {
   int n = 0;
@@ -138,8 +99,8 @@ void ExpectNvSwitchWarnings(const Detection& d) {
 
 TEST(NvidiaDetectTest, H100WithNvml) {
   ScopedTable table(kFixtures + "/h100-sxm-8.nvml");
-  Host host(kH100);
-  const Detection d = host.Detect(kFakeNvml);
+  FixtureHost host(kH100);
+  const Detection d = Detect(host, kFakeNvml);
   EXPECT_EQ(d.probe, "nvml");
   ASSERT_EQ(d.devices.size(), 8u);
   ExpectEightH100s(d);
@@ -158,8 +119,8 @@ TEST(NvidiaDetectTest, H100WithNvml) {
 
 TEST(NvidiaDetectTest, WorkstationWithNvml) {
   ScopedTable table(kFixtures + "/workstation-rtx4090.nvml");
-  Host host(kWorkstation);
-  const Detection d = host.Detect(kFakeNvml);
+  FixtureHost host(kWorkstation);
+  const Detection d = Detect(host, kFakeNvml);
   EXPECT_EQ(d.probe, "nvml");
   ASSERT_EQ(d.devices.size(), 1u);
   const Device& dev = d.devices[0];
@@ -179,9 +140,9 @@ TEST(NvidiaDetectTest, WorkstationWithNvml) {
 
 TEST(NvidiaDetectTest, LibraryFromEnvironmentVariable) {
   ScopedTable table(kFixtures + "/workstation-rtx4090.nvml");
-  Host host(kWorkstation);
+  FixtureHost host(kWorkstation);
   host.env.Set("TESSERA_NVML_LIBRARY", kFakeNvml);
-  const Detection d = host.Detect();
+  const Detection d = Detect(host);
   EXPECT_EQ(d.probe, "nvml");
   EXPECT_EQ(d.devices.size(), 1u);
 }
@@ -189,8 +150,8 @@ TEST(NvidiaDetectTest, LibraryFromEnvironmentVariable) {
 // ---- no NVML: sysfs and /proc/driver/nvidia ----------------------------------------------------
 
 TEST(NvidiaDetectTest, H100WithoutNvmlFallsBackToSysfs) {
-  Host host(kH100);  // a fake tree without usr/lib/.../libnvidia-ml.so.1
-  const Detection d = host.Detect();
+  FixtureHost host(kH100);  // a fake tree without usr/lib/.../libnvidia-ml.so.1
+  const Detection d = Detect(host);
   EXPECT_EQ(d.probe, "sysfs");
   ASSERT_EQ(d.devices.size(), 8u);
   ExpectEightH100s(d);  // model and UUID from /proc/driver/nvidia/gpus/<bdf>/information
@@ -206,8 +167,8 @@ TEST(NvidiaDetectTest, H100WithoutNvmlFallsBackToSysfs) {
 }
 
 TEST(NvidiaDetectTest, WorkstationWithoutNvml) {
-  Host host(kWorkstation);
-  const Detection d = host.Detect();
+  FixtureHost host(kWorkstation);
+  const Detection d = Detect(host);
   EXPECT_EQ(d.probe, "sysfs");
   ASSERT_EQ(d.devices.size(), 1u);
   EXPECT_EQ(d.devices[0].type, "RTX-4090");
@@ -225,8 +186,9 @@ TEST(NvidiaDetectTest, FallbackRefusesDisplayFunctionsWithoutTheNvidiaDriver) {
       PciFunction{.bus_id = "0000:5e:00.0", .vendor_id = 0x10de, .device_id = 0x2330,
                   .class_code = 0x030200, .driver = "vfio-pci"},
   });
-  Host host(EmptyTree(), std::move(pci));
-  const Detection d = host.Detect();
+  FakeTree empty;
+  FixtureHost host(empty.root(), std::move(pci));
+  const Detection d = Detect(host);
   ASSERT_EQ(d.devices.size(), 1u);
   EXPECT_EQ(d.devices[0].pci_bus_id, "0000:3b:00.0");
   EXPECT_EQ(d.devices[0].type, "H100") << "type from the device id when /proc has no name";
@@ -235,8 +197,9 @@ TEST(NvidiaDetectTest, FallbackRefusesDisplayFunctionsWithoutTheNvidiaDriver) {
 }
 
 TEST(NvidiaDetectTest, NoNvidiaHardwareMeansNoWarning) {
-  Host host(EmptyTree());
-  const Detection d = host.Detect();
+  FakeTree empty;
+  FixtureHost host(empty.root());
+  const Detection d = Detect(host);
   EXPECT_THAT(d.devices, IsEmpty());
   EXPECT_THAT(d.warnings, IsEmpty());
   EXPECT_THAT(d.evidence, Contains(HasSubstr("no NVIDIA PCI function")));
@@ -246,8 +209,8 @@ TEST(NvidiaDetectTest, NoNvidiaHardwareMeansNoWarning) {
 
 TEST(NvidiaDetectTest, NvmlInitFailingFallsBack) {
   unsetenv(kTableVar);  // the fake's "driver not loaded"
-  Host host(kH100);
-  const Detection d = host.Detect(kFakeNvml);
+  FixtureHost host(kH100);
+  const Detection d = Detect(host, kFakeNvml);
   EXPECT_EQ(d.probe, "sysfs");
   EXPECT_EQ(d.devices.size(), 8u);
   EXPECT_EQ(CountContaining(d.warnings,
@@ -256,17 +219,18 @@ TEST(NvidiaDetectTest, NvmlInitFailingFallsBack) {
 }
 
 TEST(NvidiaDetectTest, MalformedTableMakesInitFail) {
-  ScopedTable table(WriteTable("bad.nvml", "driver 570\nmemory 5\n"));  // memory before any gpu
-  Host host(kWorkstation);
-  const Detection d = host.Detect(kFakeNvml);
+  FakeTree t;
+  ScopedTable table(t.Write("/bad.nvml", "driver 570\nmemory 5\n"));  // memory before any gpu
+  FixtureHost host(kWorkstation);
+  const Detection d = Detect(host, kFakeNvml);
   EXPECT_EQ(d.probe, "sysfs");
   EXPECT_EQ(d.devices.size(), 1u);
   EXPECT_EQ(CountContaining(d.warnings, "nvmlInit_v2 failed: NVML Shared Library Not Found (12)"), 1);
 }
 
 TEST(NvidiaDetectTest, UnloadableLibraryFallsBack) {
-  Host host(kWorkstation);
-  const Detection d = host.Detect("/nonexistent/libnvidia-ml.so.1");
+  FixtureHost host(kWorkstation);
+  const Detection d = Detect(host, "/nonexistent/libnvidia-ml.so.1");
   EXPECT_EQ(d.probe, "sysfs");
   EXPECT_EQ(CountContaining(d.warnings, "NVML not available (cannot load /nonexistent/"), 1);
 }
@@ -274,14 +238,15 @@ TEST(NvidiaDetectTest, UnloadableLibraryFallsBack) {
 // ---- PCI claim check --------------------------------------------------------------------------
 
 TEST(NvidiaDetectTest, NvmlDevicesMustBeNvidiaDisplayFunctions) {
-  ScopedTable table(WriteTable("claim.nvml",
-                               "driver 570.133.20\n"
-                               "gpu 0000:18:00.0\nname NVIDIA H100 80GB HBM3\n"   // a ConnectX-7
-                               "gpu 0000:1b:00.0\nname NVIDIA H100 80GB HBM3\n"   // a real GPU
-                               "gpu 0000:05:00.0\nname NVIDIA H100 80GB HBM3\n"   // an NVSwitch
-                               "gpu 0000:77:00.0\nname NVIDIA H100 80GB HBM3\n"));  // nothing
-  Host host(kH100);
-  const Detection d = host.Detect(kFakeNvml);
+  FakeTree t;
+  ScopedTable table(t.Write("/claim.nvml",
+                            "driver 570.133.20\n"
+                            "gpu 0000:18:00.0\nname NVIDIA H100 80GB HBM3\n"   // a ConnectX-7
+                            "gpu 0000:1b:00.0\nname NVIDIA H100 80GB HBM3\n"   // a real GPU
+                            "gpu 0000:05:00.0\nname NVIDIA H100 80GB HBM3\n"   // an NVSwitch
+                            "gpu 0000:77:00.0\nname NVIDIA H100 80GB HBM3\n"));  // nothing
+  FixtureHost host(kH100);
+  const Detection d = Detect(host, kFakeNvml);
   ASSERT_EQ(d.devices.size(), 1u);
   EXPECT_EQ(d.devices[0].pci_bus_id, "0000:1b:00.0");
   EXPECT_EQ(d.devices[0].index, 1) << "the NVML index (the CUDA ordinal) is kept";
@@ -298,8 +263,9 @@ TEST(NvidiaDetectTest, NvmlDevicesMustBeNvidiaDisplayFunctions) {
 
 TEST(NvidiaDetectTest, WithoutAPciBusNvmlDevicesAreAcceptedWithANote) {
   ScopedTable table(kFixtures + "/h100-sxm-8.nvml");
-  Host host(EmptyTree());
-  const Detection d = host.Detect(kFakeNvml);
+  FakeTree empty;
+  FixtureHost host(empty.root());
+  const Detection d = Detect(host, kFakeNvml);
   ASSERT_EQ(d.devices.size(), 8u);
   EXPECT_EQ(d.devices[7].numa_node, -1);
   EXPECT_THAT(d.evidence, Contains(HasSubstr("without the PCI claim check")));
@@ -311,19 +277,20 @@ TEST(NvidiaDetectTest, WithoutAPciBusNvmlDevicesAreAcceptedWithANote) {
 TEST(NvidiaDetectTest, DirectNvLinksCountLanesPerPair) {
   // Four V100s in part of a DGX-1 hybrid cube mesh: 0-1 x2, 0-2 x1, 1-3 x1 (seen from both ends),
   // one inactive link, and a link to a GPU that is not counted (ignored).
-  ScopedTable table(WriteTable("mesh.nvml",
-                               "driver 535.183.01\n"
-                               "gpu 0000:06:00.0\nname Tesla V100-SXM2-16GB\nnvlink_version 2.0\n"
-                               "link gpu 0000:07:00.0\nlink gpu 0000:07:00.0\nlink gpu 0000:0a:00.0\n"
-                               "link inactive\nlink gpu 0000:99:00.0\n"
-                               "gpu 0000:07:00.0\nname Tesla V100-SXM2-16GB\nnvlink_version 2.0\n"
-                               "link gpu 0000:06:00.0\nlink gpu 0000:06:00.0\nlink gpu 0000:0b:00.0\n"
-                               "gpu 0000:0a:00.0\nname Tesla V100-SXM2-16GB\nnvlink_version 2.0\n"
-                               "link gpu 0000:06:00.0\n"
-                               "gpu 0000:0b:00.0\nname Tesla V100-SXM2-16GB\nnvlink_version 2.0\n"
-                               "link gpu 0000:07:00.0\n"));
-  Host host(EmptyTree());
-  const Detection d = host.Detect(kFakeNvml);
+  FakeTree t;  // an empty machine that also holds the NVML table
+  ScopedTable table(t.Write("/mesh.nvml",
+                            "driver 535.183.01\n"
+                            "gpu 0000:06:00.0\nname Tesla V100-SXM2-16GB\nnvlink_version 2.0\n"
+                            "link gpu 0000:07:00.0\nlink gpu 0000:07:00.0\nlink gpu 0000:0a:00.0\n"
+                            "link inactive\nlink gpu 0000:99:00.0\n"
+                            "gpu 0000:07:00.0\nname Tesla V100-SXM2-16GB\nnvlink_version 2.0\n"
+                            "link gpu 0000:06:00.0\nlink gpu 0000:06:00.0\nlink gpu 0000:0b:00.0\n"
+                            "gpu 0000:0a:00.0\nname Tesla V100-SXM2-16GB\nnvlink_version 2.0\n"
+                            "link gpu 0000:06:00.0\n"
+                            "gpu 0000:0b:00.0\nname Tesla V100-SXM2-16GB\nnvlink_version 2.0\n"
+                            "link gpu 0000:07:00.0\n"));
+  FixtureHost host(t.root());
+  const Detection d = Detect(host, kFakeNvml);
   ASSERT_EQ(d.devices.size(), 4u);
   EXPECT_EQ(d.devices[0].type, "V100");
   ASSERT_EQ(d.links.size(), 3u);
@@ -351,9 +318,10 @@ std::string FabricTable(const std::string& second_clique) {
 }
 
 TEST(NvidiaDetectTest, MultiHostNvlinkDomainLabels) {
-  ScopedTable table(WriteTable("nvl72.nvml", FabricTable("7")));
-  Host host(EmptyTree());
-  const Detection d = host.Detect(kFakeNvml);
+  FakeTree t;  // an empty machine that also holds the NVML table
+  ScopedTable table(t.Write("/nvl72.nvml", FabricTable("7")));
+  FixtureHost host(t.root());
+  const Detection d = Detect(host, kFakeNvml);
   ASSERT_EQ(d.devices.size(), 4u);
   EXPECT_EQ(d.devices[0].type, "GB200");
   const std::string domain = d.labels.at(std::string(labels::kFabricDomain));
@@ -365,17 +333,18 @@ TEST(NvidiaDetectTest, MultiHostNvlinkDomainLabels) {
 }
 
 TEST(NvidiaDetectTest, DisagreeingFabricDomainsSetNoLabel) {
-  ScopedTable table(WriteTable("split.nvml", FabricTable("8")));
-  Host host(EmptyTree());
-  const Detection d = host.Detect(kFakeNvml);
+  FakeTree t;  // an empty machine that also holds the NVML table
+  ScopedTable table(t.Write("/split.nvml", FabricTable("8")));
+  FixtureHost host(t.root());
+  const Detection d = Detect(host, kFakeNvml);
   EXPECT_THAT(d.labels, IsEmpty());
   EXPECT_EQ(CountContaining(d.warnings, "GPUs disagree on their NVLink fabric domain"), 1);
 }
 
 TEST(NvidiaDetectTest, OlderDriverWithoutOptionalEntryPoints) {
   ScopedTable table(kFixtures + "/h100-sxm-8.nvml");
-  Host host(kH100);
-  const Detection d = host.Detect(kFakeNvmlOld);
+  FixtureHost host(kH100);
+  const Detection d = Detect(host, kFakeNvmlOld);
   EXPECT_EQ(d.probe, "nvml");
   ASSERT_EQ(d.devices.size(), 8u);
   // Remote types come from the remote bus ids: the NVSwitch functions in the PCI inventory.
@@ -404,14 +373,12 @@ TEST(NvmlLibraryForTest, OptionThenVariableThenSonameOrTreeCopy) {
   EXPECT_EQ(NvmlLibraryFor({fake, env, pci, options}, &why), "/from/options.so");
 
   // A fake tree that carries its own NVML gets that one.
-  const fs::path root = Scratch() / "tree-with-nvml";
-  fs::create_directories(root / "usr/lib/x86_64-linux-gnu");
-  std::ofstream(root / "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1") << "";
-  Sysroot with(root.string());
+  FakeTree tree;
+  const std::string copy = tree.Write("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1");
+  Sysroot with(tree.root());
   DetectionOptions none;
   Environment no_env;
-  EXPECT_EQ(NvmlLibraryFor({with, no_env, pci, none}, &why),
-            root.string() + "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1");
+  EXPECT_EQ(NvmlLibraryFor({with, no_env, pci, none}, &why), copy);
 }
 
 }  // namespace

@@ -7,10 +7,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/string_util.h"
+#include "hardware/plugins/common/pci_claim.h"
 #include "hardware/plugins/nvidia/nvml_library.h"
 
 namespace tessera {
@@ -112,7 +112,8 @@ std::string NormalizeNvmlBusId(std::string_view nvml_bus_id) {
       dev > 0x1f || fn > 7) {
     return "";
   }
-  return absl::StrFormat("%04x:%02x:%02x.%x", domain, bus, dev, fn);
+  return FormatBusId(static_cast<int>(domain), static_cast<int>(bus), static_cast<int>(dev),
+                     static_cast<int>(fn));
 }
 
 absl::StatusOr<NvmlSnapshot> ReadNvml(const std::string& library) {

@@ -2,7 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "hardware/plugins/tpu/tpu_test_tree.h"
+#include "hardware/testing/fake_tree.h"
 
 namespace tessera {
 namespace {
@@ -11,7 +11,7 @@ using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-using testing_tpu::TestTree;
+using testing::FakeTree;
 
 const std::string kFixtures = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/hardware";
 
@@ -58,11 +58,11 @@ TEST(TpuChipScanTest, V5eHostThroughAccel) {
 TEST(TpuChipScanTest, AccelDirectoryIsNeverATpu) {
   // NVIDIA 570+ and the kernel accel subsystem create /dev/accel/; here it holds a Gaudi node
   // whose class entry points at a Habana function.
-  TestTree t("accel_dir");
-  const std::string gaudi = t.Function("0000:00:05.0", 0x1da3, 0x1020, 0x120000);
-  t.Write("/dev/accel/accel0");
-  t.Symlink("/sys/class/accel/accel0", gaudi + "/accel/accel0");
-  t.Symlink(gaudi + "/accel/accel0/device", gaudi);
+  FakeTree t;
+  const std::string gaudi = t.PciFunction(
+      {.bdf = "0000:00:05.0", .vendor = 0x1da3, .device = 0x1020, .pci_class = 0x120000});
+  t.DeviceNode("/dev/accel/accel0");
+  t.ClassDevice(gaudi, "accel", "accel0");
   const TpuChipScan scan = Scan(t.root());
   EXPECT_THAT(scan.chips, IsEmpty());
   EXPECT_EQ(scan.probe, "");
@@ -70,42 +70,44 @@ TEST(TpuChipScanTest, AccelDirectoryIsNeverATpu) {
 }
 
 TEST(TpuChipScanTest, AccelNodeOfAnotherVendorIsNotATpu) {
-  TestTree t("accel_npu");
-  const std::string npu = t.Function("0000:00:0b.0", 0x8086, 0x643e, 0x120000);
-  t.Write("/dev/accel0");
-  t.Symlink("/sys/class/accel/accel0", npu + "/accel/accel0");
-  t.Symlink(npu + "/accel/accel0/device", npu);
+  FakeTree t;
+  const std::string npu = t.PciFunction({.bdf = "0000:00:0b.0", .vendor = 0x8086, .device = 0x643e,
+                                         .pci_class = 0x120000});
+  t.DeviceNode("/dev/accel0");
+  t.ClassDevice(npu, "accel", "accel0");
   const TpuChipScan scan = Scan(t.root());
   EXPECT_THAT(scan.chips, IsEmpty());
   EXPECT_THAT(scan.evidence, Contains(HasSubstr("8086:643e) is not a Google device")));
 }
 
 TEST(TpuChipScanTest, AccelNodeWithoutClassEntryFailsClosed) {
-  TestTree t("accel_orphan");
-  t.Function("0000:00:04.0", 0x1ae0, 0x0063, 0xff0000);
-  t.Write("/dev/accel0");
+  FakeTree t;
+  t.PciFunction({.bdf = "0000:00:04.0", .vendor = 0x1ae0, .device = 0x0063, .pci_class = 0xff0000});
+  t.DeviceNode("/dev/accel0");
   const TpuChipScan scan = Scan(t.root());
   EXPECT_THAT(scan.chips, IsEmpty());
   EXPECT_THAT(scan.warnings, Contains(HasSubstr("/dev/accel0: cannot map to a PCI function")));
 }
 
 TEST(TpuChipScanTest, BlueFieldVfioGroupIsNotATpu) {
-  TestTree t("bluefield");
-  t.Function("0000:00:06.0", 0x15b3, 0xa2dc, 0x020000, 9);
-  t.Write("/dev/vfio/9");
-  t.Write("/dev/vfio/vfio");
+  FakeTree t;
+  t.PciFunction({.bdf = "0000:00:06.0", .vendor = 0x15b3, .device = 0xa2dc,
+                 .pci_class = 0x020000, .iommu_group = 9});
+  t.DeviceNode("/dev/vfio/9");
+  t.DeviceNode("/dev/vfio/vfio");
   const TpuChipScan scan = Scan(t.root());
   EXPECT_THAT(scan.chips, IsEmpty());
   EXPECT_THAT(scan.evidence, Contains(HasSubstr("15b3:a2dc) is not a Google device")));
 }
 
 TEST(TpuChipScanTest, UnreadableVfioGroupFailsClosed) {
-  TestTree t("unreadable");
-  t.Write("/dev/vfio/3");  // no /sys/kernel/iommu_groups/3
+  FakeTree t;
+  t.DeviceNode("/dev/vfio/3");  // no /sys/kernel/iommu_groups/3
   // A group whose TPU function sits beside a function with no vendor file: the group is unknown.
-  t.Function("0000:00:04.0", 0x1ae0, 0x006f, 0xff0000, 4);
+  t.PciFunction({.bdf = "0000:00:04.0", .vendor = 0x1ae0, .device = 0x006f,
+                 .pci_class = 0xff0000, .iommu_group = 4});
   t.Mkdir("/sys/kernel/iommu_groups/4/devices/0000:00:04.1");
-  t.Write("/dev/vfio/4");
+  t.DeviceNode("/dev/vfio/4");
   const TpuChipScan scan = Scan(t.root());
   EXPECT_THAT(scan.chips, IsEmpty());
   EXPECT_THAT(scan.warnings, Contains(AllOf(HasSubstr("VFIO group 3: cannot list"),
@@ -115,9 +117,10 @@ TEST(TpuChipScanTest, UnreadableVfioGroupFailsClosed) {
 }
 
 TEST(TpuChipScanTest, UnknownGoogleDeviceNeedsTheEnvironment) {
-  TestTree t("unknown_id");
-  t.Function("0000:00:04.0", 0x1ae0, 0x00ff, 0xff0000, 2);
-  t.Write("/dev/vfio/2");
+  FakeTree t;
+  t.PciFunction({.bdf = "0000:00:04.0", .vendor = 0x1ae0, .device = 0x00ff,
+                 .pci_class = 0xff0000, .iommu_group = 2});
+  t.DeviceNode("/dev/vfio/2");
   const TpuChipScan alone = Scan(t.root());
   EXPECT_THAT(alone.chips, IsEmpty());
   EXPECT_THAT(alone.warnings, Contains(HasSubstr("unknown TPU device id; not counted")));
@@ -128,7 +131,7 @@ TEST(TpuChipScanTest, UnknownGoogleDeviceNeedsTheEnvironment) {
 }
 
 TEST(TpuChipScanTest, EmptyTreeFindsNothing) {
-  TestTree t("empty");
+  FakeTree t;
   const TpuChipScan scan = Scan(t.root());
   EXPECT_THAT(scan.chips, IsEmpty());
   EXPECT_THAT(scan.warnings, IsEmpty());

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -35,6 +36,16 @@ std::optional<std::string> PciBusIdOfClassDevice(const Sysroot& sysroot,
 // Whether `name` looks like a PCI bus id "dddd:bb:dd.f".
 bool LooksLikeBusId(std::string_view name);
 
+// Why a function of the family's vendor was not counted; see WarnUnclaimedFunctions.
+using UnclaimedReasonFn = std::function<std::string(const PciFunction&)>;
+
+// The usual reason for WarnUnclaimedFunctions: what detection recorded in `rejected` (bus id ->
+// reason) when it looked at the function, else `reject_reason(f)` when that is not "", else
+// `fallback` (nothing named the function). Holds `rejected` by reference.
+UnclaimedReasonFn UnclaimedReason(const std::map<std::string, std::string>& rejected,
+                                  std::string (*reject_reason)(const PciFunction&),
+                                  std::string fallback);
+
 // Appends warnings for every function of `vendor_id` whose bus id is not in `claimed`.
 // Functions that could be accelerators (display or processing-accelerator class, bound to one
 // of `family_drivers`, or accepted by `also_candidate`, e.g. a Neuron device id whatever its
@@ -45,7 +56,7 @@ void WarnUnclaimedFunctions(const PciInventory& pci, uint16_t vendor_id,
                             const std::set<std::string, std::less<>>& claimed,
                             const std::vector<std::string_view>& family_drivers,
                             std::string_view family,
-                            const std::function<std::string(const PciFunction&)>& reason,
+                            const UnclaimedReasonFn& reason,
                             std::vector<std::string>* warnings,
                             const std::function<bool(const PciFunction&)>& also_candidate = {});
 

@@ -1,4 +1,4 @@
-#include "hardware/plugins/amd/quantity_rules.h"
+#include "hardware/plugins/common/quantity_rules.h"
 
 #include "absl/strings/str_cat.h"
 #include "base/string_util.h"

@@ -1,4 +1,4 @@
-#include "hardware/plugins/amd/index_list.h"
+#include "hardware/plugins/common/index_list.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

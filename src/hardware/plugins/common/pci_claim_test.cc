@@ -1,13 +1,14 @@
-#include "hardware/plugins/amd/pci_claim.h"
+#include "hardware/plugins/common/pci_claim.h"
 
 #include "gtest/gtest.h"
-#include "hardware/plugins/amd/plugin_test_support.h"
+#include "hardware/testing/fake_tree.h"
+#include "hardware/testing/plugin_test_support.h"
 
 namespace tessera {
 namespace {
 
 using testing::AnyContains;
-using testing::ScratchTree;
+using testing::FakeTree;
 
 TEST(PciClaimTest, DescribeAndFormat) {
   PciFunction f;
@@ -27,11 +28,10 @@ TEST(PciClaimTest, DescribeAndFormat) {
 }
 
 TEST(PciClaimTest, ClassDeviceMapsThroughDeviceLinkOrParentPath) {
-  ScratchTree t;
-  const std::string fn = t.PciFunction("0000:19:00.0", "0x1da3", "0x1020", "0x120000", "habanalabs");
-  t.Mkdir(fn + "/accel/accel0");
-  t.Symlink(fn + "/accel/accel0/device", fn);
-  t.Symlink("/sys/class/accel/accel0", fn + "/accel/accel0");
+  FakeTree t;
+  const std::string fn = t.PciFunction({.bdf = "0000:19:00.0", .vendor = 0x1da3, .device = 0x1020,
+                                        .pci_class = 0x120000, .driver = "habanalabs"});
+  t.ClassDevice(fn, "accel", "accel0");
   t.Mkdir(fn + "/accel/accel1");  // no device link: found through the parent path
   t.Symlink("/sys/class/accel/accel1", fn + "/accel/accel1");
   t.Mkdir("/sys/devices/virtual/misc/accel2");
@@ -44,11 +44,15 @@ TEST(PciClaimTest, ClassDeviceMapsThroughDeviceLinkOrParentPath) {
 }
 
 TEST(PciClaimTest, WarnsPerCandidateAndGroupsTheRest) {
-  ScratchTree t;
-  t.PciFunction("0000:03:00.0", "0x1002", "0x74a1", "0x120000", "amdgpu");
-  t.PciFunction("0000:03:00.1", "0x1002", "0xab28", "0x040300", "snd_hda_intel");
-  t.PciFunction("0000:04:00.0", "0x1002", "0x14a0", "0x060400", "pcieport");
-  t.PciFunction("0000:05:00.0", "0x10de", "0x2330", "0x030200", "nvidia");
+  FakeTree t;
+  t.PciFunction({.bdf = "0000:03:00.0", .vendor = 0x1002, .device = 0x74a1,
+                 .pci_class = 0x120000, .driver = "amdgpu"});
+  t.PciFunction({.bdf = "0000:03:00.1", .vendor = 0x1002, .device = 0xab28,
+                 .pci_class = 0x040300, .driver = "snd_hda_intel"});
+  t.PciFunction({.bdf = "0000:04:00.0", .vendor = 0x1002, .device = 0x14a0,
+                 .pci_class = 0x060400, .driver = "pcieport"});
+  t.PciFunction({.bdf = "0000:05:00.0", .vendor = 0x10de, .device = 0x2330,
+                 .pci_class = 0x030200, .driver = "nvidia"});
   Sysroot root(t.root());
   std::vector<std::string> scan;
   PciInventory pci = PciInventory::Scan(root, &scan);
@@ -66,6 +70,17 @@ TEST(PciClaimTest, WarnsPerCandidateAndGroupsTheRest) {
                          [](const PciFunction&) { return std::string("because"); }, &warnings);
   EXPECT_FALSE(AnyContains(warnings, "because"));
   EXPECT_FALSE(AnyContains(warnings, "10de"));
+}
+
+TEST(PciClaimTest, UnclaimedReasonPrefersWhatDetectionRecorded) {
+  const std::map<std::string, std::string> rejected = {{"0000:01:00.0", "recorded"}};
+  const UnclaimedReasonFn reason = UnclaimedReason(
+      rejected,
+      [](const PciFunction& f) { return f.driver.empty() ? std::string("unbound") : std::string(); },
+      "nothing named it");
+  EXPECT_EQ(reason(PciFunction{.bus_id = "0000:01:00.0"}), "recorded");
+  EXPECT_EQ(reason(PciFunction{.bus_id = "0000:02:00.0"}), "unbound");
+  EXPECT_EQ(reason(PciFunction{.bus_id = "0000:02:00.0", .driver = "amdgpu"}), "nothing named it");
 }
 
 }  // namespace

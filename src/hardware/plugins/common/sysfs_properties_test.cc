@@ -1,4 +1,4 @@
-#include "hardware/plugins/amd/sysfs_properties.h"
+#include "hardware/plugins/common/sysfs_properties.h"
 
 #include "gtest/gtest.h"
 

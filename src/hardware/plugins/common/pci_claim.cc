@@ -1,4 +1,4 @@
-#include "hardware/plugins/amd/pci_claim.h"
+#include "hardware/plugins/common/pci_claim.h"
 
 #include <algorithm>
 #include <map>
@@ -100,11 +100,21 @@ std::optional<std::string> PciBusIdOfClassDevice(const Sysroot& sysroot,
   return std::nullopt;
 }
 
+UnclaimedReasonFn UnclaimedReason(const std::map<std::string, std::string>& rejected,
+                                  std::string (*reject_reason)(const PciFunction&),
+                                  std::string fallback) {
+  return [&rejected, reject_reason, fallback = std::move(fallback)](const PciFunction& f) {
+    if (auto it = rejected.find(f.bus_id); it != rejected.end()) return it->second;
+    std::string why = reject_reason(f);
+    return why.empty() ? fallback : why;
+  };
+}
+
 void WarnUnclaimedFunctions(const PciInventory& pci, uint16_t vendor_id,
                             const std::set<std::string, std::less<>>& claimed,
                             const std::vector<std::string_view>& family_drivers,
                             std::string_view family,
-                            const std::function<std::string(const PciFunction&)>& reason,
+                            const UnclaimedReasonFn& reason,
                             std::vector<std::string>* warnings,
                             const std::function<bool(const PciFunction&)>& also_candidate) {
   std::map<std::string, std::vector<std::string>> others;  // class name -> bus ids

@@ -1,4 +1,4 @@
-#include "hardware/plugins/amd/quantity_rules.h"
+#include "hardware/plugins/common/quantity_rules.h"
 
 #include "gtest/gtest.h"
 

@@ -1,7 +1,6 @@
 // SysfsProperties: a sysfs "properties" file such as KFD's topology/nodes/<n>/properties, one
 // "name value" pair per line ("name=value" is accepted too, as uevent files use it).
-// Part of tessera_plugin_support, shared by the amd, intel-gpu, neuron and gaudi plugins; it
-// lives in the amd folder because plugins/ has no folder of its own for shared code.
+// Part of tessera_plugin_support (plugins/common), used by the amd plugin's KFD reader.
 // Not thread-safe; copyable value.
 #pragma once
 
