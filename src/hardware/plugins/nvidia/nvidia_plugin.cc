@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/string_util.h"
+#include "hardware/plugins/common/quantity_rules.h"
 #include "hardware/plugins/nvidia/nvidia_detect.h"
 
 namespace tessera {
@@ -43,16 +44,9 @@ class NvidiaPlugin final : public AcceleratorPlugin {
     return DetectNvidia(context);
   }
 
+  // A fraction below 1 shares one GPU; above 1 only whole GPUs can be handed out.
   absl::Status ValidateQuantity(const Quantity& quantity) const override {
-    if (quantity.raw() <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("GPU request ", quantity.ToString(), " must be greater than 0"));
-    }
-    // A fraction below 1 shares one GPU; above 1 only whole GPUs can be handed out.
-    if (quantity.raw() < Quantity::kScale || quantity.IsInteger()) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "GPU request ", quantity.ToString(),
-        " is a fraction above 1: ask for a share of one GPU (below 1) or whole GPUs"));
+    return ValidateFractionOrWholeQuantity(resource_name(), quantity);
   }
 
   absl::StatusOr<std::vector<int>> ParseMask(std::string_view value,

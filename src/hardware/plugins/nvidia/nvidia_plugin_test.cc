@@ -42,16 +42,18 @@ TEST(NvidiaPluginTest, FractionsAboveOneAreRefused) {
     const absl::Status s = p->ValidateQuantity(*Quantity::Parse(bad));
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(s.message(), HasSubstr(bad));
-    EXPECT_THAT(s.message(), HasSubstr("whole GPUs"));
+    EXPECT_THAT(s.message(), HasSubstr("a whole number of devices or a fraction below 1"));
   }
 }
 
 TEST(NvidiaPluginTest, ZeroAndNegativeAreRefused) {
   auto p = MakeNvidiaPlugin();
-  EXPECT_EQ(p->ValidateQuantity(Quantity::FromInt(0)).code(), absl::StatusCode::kInvalidArgument);
+  const absl::Status zero = p->ValidateQuantity(Quantity::FromInt(0));
+  EXPECT_EQ(zero.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(zero.message(), "GPU: 0 is not a positive quantity; omit the resource to request none");
   const absl::Status neg = p->ValidateQuantity(Quantity::FromRaw(-5000));
   EXPECT_EQ(neg.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(neg.message(), HasSubstr("greater than 0"));
+  EXPECT_EQ(neg.message(), "GPU: -0.5 is negative");
 }
 
 TEST(NvidiaPluginTest, MaskOfOrdinals) {
