@@ -76,7 +76,9 @@ TEST(PciClaimTest, UnclaimedReasonPrefersWhatDetectionRecorded) {
   const std::map<std::string, std::string> rejected = {{"0000:01:00.0", "recorded"}};
   const UnclaimedReasonFn reason = UnclaimedReason(
       rejected,
-      [](const PciFunction& f) { return f.driver.empty() ? std::string("unbound") : std::string(); },
+      [](const PciFunction& f) {
+        return f.driver.empty() ? std::string("unbound") : std::string();
+      },
       "nothing named it");
   EXPECT_EQ(reason(PciFunction{.bus_id = "0000:01:00.0"}), "recorded");
   EXPECT_EQ(reason(PciFunction{.bus_id = "0000:02:00.0"}), "unbound");
