@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "hardware/sysroot.h"
+#include "hardware/testing/fake_tree.h"
 
 namespace tessera {
 namespace {
@@ -28,23 +29,17 @@ TEST(EnvironmentTest, SetGetUnset) {
 }
 
 TEST(EnvironmentTest, FakeTreeEnvironmentComesFromProc1Environ) {
-  namespace fs = std::filesystem;
-  const fs::path root = fs::temp_directory_path() / "environment_test_root";
-  fs::remove_all(root);
-  fs::create_directories(root / "proc/1");
-  {
-    std::ofstream out(root / "proc/1/environ", std::ios::binary);
-    const char data[] = "TPU_NAME=my-slice\0TPU_WORKER_ID=2\0BROKEN\0EMPTY=\0";
-    out.write(data, sizeof(data) - 1);
-  }
-  Environment env = Environment::ForSysroot(Sysroot(root.string()));
+  testing::FakeTree tree;
+  const char data[] = "TPU_NAME=my-slice\0TPU_WORKER_ID=2\0BROKEN\0EMPTY=\0";
+  tree.Write("/proc/1/environ", std::string_view(data, sizeof(data) - 1));
+  Environment env = Environment::ForSysroot(Sysroot(tree.root()));
   EXPECT_EQ(env.Get("TPU_NAME"), "my-slice");
   EXPECT_EQ(env.Get("TPU_WORKER_ID"), "2");
   EXPECT_EQ(env.Get("EMPTY"), "");
   EXPECT_FALSE(env.Has("BROKEN"));
   EXPECT_FALSE(env.Has("PATH"));  // never the test process's own variables
-  fs::remove_all(root);
-  EXPECT_TRUE(Environment::ForSysroot(Sysroot(root.string())).vars().empty());
+  testing::FakeTree empty;
+  EXPECT_TRUE(Environment::ForSysroot(Sysroot(empty.root())).vars().empty());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "hardware/plugin_registry.h"
+#include "hardware/testing/fake_tree.h"
 #include "resources/resource_set.h"
 
 namespace tessera {
@@ -92,9 +93,8 @@ TEST_P(PluginConformanceTest, MasksRoundTrip) {
 }
 
 TEST_P(PluginConformanceTest, DetectionOnAnEmptyTreeFindsNothing) {
-  const fs::path root = fs::temp_directory_path() / "tessera_conformance_empty";
-  fs::create_directories(root);
-  Detection d = DetectOn(*GetParam(), root.string());
+  testing::FakeTree empty;
+  Detection d = DetectOn(*GetParam(), empty.root());
   EXPECT_TRUE(d.devices.empty());
   EXPECT_TRUE(d.links.empty());
   EXPECT_TRUE(d.errors.empty());

@@ -1,3 +1,4 @@
+#include <fstream>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -130,6 +131,13 @@ TEST(HostDiscoveryTest, LiveMachineReportsCoresAndMemory) {
   EXPECT_GE(host->cores, 1);
   EXPECT_GE(host->pus, host->cores);
   EXPECT_GT(host->memory_bytes, 0u);
+  // At least the kernel's MemTotal, even where the NUMA nodes under-report it.
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  meminfo >> key >> kib;
+  ASSERT_EQ(key, "MemTotal:");
+  EXPECT_GE(host->memory_bytes, kib * 1024);
   EXPECT_THAT(host->numa_nodes, Not(IsEmpty()));
   for (const Nic& n : host->nics) {
     EXPECT_NE(n.name, "lo");

@@ -74,9 +74,9 @@ Detection DetectAmdGpus(const DetectionContext& context) {
   if (!nodes.ok()) {
     d.evidence.push_back(absl::StrCat("no AMD GPUs: ", nodes.status().message()));
     WarnUnclaimedFunctions(
-        context.pci, kPciVendorAmd, claimed, {kDriver}, kFamily,
+        context.pci, kPciVendorAmd, claimed, {kDriver},
         [](const PciFunction&) { return std::string("no KFD topology (amdgpu KFD not loaded)"); },
-        &d.warnings);
+        &d);
     ApplyEnvironmentRules(context.env, &d);
     return d;
   }
@@ -181,10 +181,10 @@ Detection DetectAmdGpus(const DetectionContext& context) {
   }
   if (!links.empty()) d.evidence.push_back(absl::StrCat(links.size(), " XGMI GPU pairs"));
 
-  WarnUnclaimedFunctions(context.pci, kPciVendorAmd, claimed, {kDriver}, kFamily,
+  WarnUnclaimedFunctions(context.pci, kPciVendorAmd, claimed, {kDriver},
                          UnclaimedReason(rejected, RejectReason,
                                          "no KFD GPU node names it"),
-                         &d.warnings);
+                         &d);
 
   ApplyEnvironmentRules(context.env, &d);
   return d;

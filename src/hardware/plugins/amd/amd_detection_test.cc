@@ -129,7 +129,7 @@ void SmallGpuTree(FakeTree& t, uint16_t device, uint32_t klass,
   if (render_node) t.DeviceNode("/dev/dri/renderD128");
 }
 
-TEST(AmdDetectionTest, AudioFunctionIsWarnedNotCounted) {
+TEST(AmdDetectionTest, AudioFunctionIsInEvidenceNotCounted) {
   FakeTree t;
   SmallGpuTree(t, 0x740f, 0x038000, "amdgpu", true);
   FixtureHost host(t.root());
@@ -137,7 +137,7 @@ TEST(AmdDetectionTest, AudioFunctionIsWarnedNotCounted) {
   ASSERT_EQ(d.devices.size(), 1u);
   EXPECT_EQ(d.devices[0].type, "AMD-Instinct-MI210");
   EXPECT_EQ(d.devices[0].pci_bus_id, "0000:c1:00.0");
-  EXPECT_TRUE(AnyContains(d.warnings, "audio 0000:c1:00.1"));
+  EXPECT_TRUE(AnyContains(d.evidence, "audio 0000:c1:00.1"));
 }
 
 TEST(AmdDetectionTest, UnknownDeviceIdGetsGenericTypeAndWarning) {

@@ -113,9 +113,7 @@ UnclaimedReasonFn UnclaimedReason(const std::map<std::string, std::string>& reje
 void WarnUnclaimedFunctions(const PciInventory& pci, uint16_t vendor_id,
                             const std::set<std::string, std::less<>>& claimed,
                             const std::vector<std::string_view>& family_drivers,
-                            std::string_view family,
-                            const UnclaimedReasonFn& reason,
-                            std::vector<std::string>* warnings,
+                            const UnclaimedReasonFn& reason, Detection* out,
                             const std::function<bool(const PciFunction&)>& also_candidate) {
   std::map<std::string, std::vector<std::string>> others;  // class name -> bus ids
   int other_count = 0;
@@ -124,8 +122,7 @@ void WarnUnclaimedFunctions(const PciInventory& pci, uint16_t vendor_id,
     const bool family_driver =
         std::find(family_drivers.begin(), family_drivers.end(), f->driver) != family_drivers.end();
     if (f->IsDisplayOrAccelerator() || family_driver || (also_candidate && also_candidate(*f))) {
-      warnings->push_back(absl::StrCat(ToAbsl(family), ": ", DescribeFunction(*f),
-                                       " not counted: ", reason(*f)));
+      out->warnings.push_back(absl::StrCat(DescribeFunction(*f), " not counted: ", reason(*f)));
     } else {
       others[PciClassName(f->class_code)].push_back(f->bus_id);
       ++other_count;
@@ -136,7 +133,7 @@ void WarnUnclaimedFunctions(const PciInventory& pci, uint16_t vendor_id,
   for (const auto& [name, ids] : others) {
     groups.push_back(absl::StrCat(name, " ", absl::StrJoin(ids, " ")));
   }
-  warnings->push_back(absl::StrCat(ToAbsl(family), ": ", other_count, " other ",
+  out->evidence.push_back(absl::StrCat(other_count, " other ",
                                    HexId(vendor_id), " PCI function", other_count == 1 ? "" : "s",
                                    " not counted (not accelerators): ",
                                    absl::StrJoin(groups, "; ")));

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hardware/accelerator_plugin.h"
 #include "hardware/pci.h"
 #include "hardware/sysroot.h"
 
@@ -46,18 +47,16 @@ UnclaimedReasonFn UnclaimedReason(const std::map<std::string, std::string>& reje
                                   std::string (*reject_reason)(const PciFunction&),
                                   std::string fallback);
 
-// Appends warnings for every function of `vendor_id` whose bus id is not in `claimed`.
-// Functions that could be accelerators (display or processing-accelerator class, bound to one
-// of `family_drivers`, or accepted by `also_candidate`, e.g. a Neuron device id whatever its
-// class) get one warning each with `reason(f)`; the rest (bridges, audio, NICs,
-// chipset) are listed together in one warning grouped by class, so a 30-function chipset does
-// not drown the list.
+// Reports every function of `vendor_id` whose bus id is not in `claimed`. Functions that could
+// be accelerators (display or processing-accelerator class, bound to one of `family_drivers`, or
+// accepted by `also_candidate`, e.g. a Neuron device id whatever its class) get one warning each
+// with `reason(f)`: a person should know a possible device was left out. The rest (bridges,
+// audio, NICs, chipset) are one evidence line grouped by class: worth a look when diagnosing,
+// but not a warning on every Intel or AMD host.
 void WarnUnclaimedFunctions(const PciInventory& pci, uint16_t vendor_id,
                             const std::set<std::string, std::less<>>& claimed,
                             const std::vector<std::string_view>& family_drivers,
-                            std::string_view family,
-                            const UnclaimedReasonFn& reason,
-                            std::vector<std::string>* warnings,
+                            const UnclaimedReasonFn& reason, Detection* out,
                             const std::function<bool(const PciFunction&)>& also_candidate = {});
 
 }  // namespace tessera

@@ -56,20 +56,22 @@ TEST(PciClaimTest, WarnsPerCandidateAndGroupsTheRest) {
   Sysroot root(t.root());
   std::vector<std::string> scan;
   PciInventory pci = PciInventory::Scan(root, &scan);
-  std::vector<std::string> warnings;
-  WarnUnclaimedFunctions(pci, kPciVendorAmd, {}, {"amdgpu"}, "amd",
-                         [](const PciFunction&) { return std::string("because"); }, &warnings);
-  ASSERT_EQ(warnings.size(), 2u);
-  EXPECT_EQ(warnings[0],
-            "amd: 0000:03:00.0 (1002:74a1, class 0x120000, driver amdgpu) not counted: because");
-  EXPECT_EQ(warnings[1],
-            "amd: 2 other 1002 PCI functions not counted (not accelerators): "
+  Detection d;
+  WarnUnclaimedFunctions(pci, kPciVendorAmd, {}, {"amdgpu"},
+                         [](const PciFunction&) { return std::string("because"); }, &d);
+  ASSERT_EQ(d.warnings.size(), 1u);
+  EXPECT_EQ(d.warnings[0],
+            "0000:03:00.0 (1002:74a1, class 0x120000, driver amdgpu) not counted: because");
+  ASSERT_EQ(d.evidence.size(), 1u);
+  EXPECT_EQ(d.evidence[0],
+            "2 other 1002 PCI functions not counted (not accelerators): "
             "PCI bridge 0000:04:00.0; audio 0000:03:00.1");
-  warnings.clear();
-  WarnUnclaimedFunctions(pci, kPciVendorAmd, {"0000:03:00.0"}, {"amdgpu"}, "amd",
-                         [](const PciFunction&) { return std::string("because"); }, &warnings);
-  EXPECT_FALSE(AnyContains(warnings, "because"));
-  EXPECT_FALSE(AnyContains(warnings, "10de"));
+  Detection claimed;
+  WarnUnclaimedFunctions(pci, kPciVendorAmd, {"0000:03:00.0"}, {"amdgpu"},
+                         [](const PciFunction&) { return std::string("because"); }, &claimed);
+  EXPECT_FALSE(AnyContains(claimed.warnings, "because"));
+  EXPECT_FALSE(AnyContains(claimed.warnings, "10de"));
+  EXPECT_FALSE(AnyContains(claimed.evidence, "10de"));
 }
 
 TEST(PciClaimTest, UnclaimedReasonPrefersWhatDetectionRecorded) {

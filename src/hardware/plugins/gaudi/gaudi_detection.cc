@@ -169,10 +169,10 @@ Detection DetectGaudiDevices(const DetectionContext& context) {
     }
   }
 
-  WarnUnclaimedFunctions(context.pci, kPciVendorHabana, claimed, {kDriver}, kFamily,
+  WarnUnclaimedFunctions(context.pci, kPciVendorHabana, claimed, {kDriver},
                          UnclaimedReason(rejected, RejectReason,
                                          "no accel or hl device names it"),
-                         &d.warnings);
+                         &d);
   return d;
 }
 

@@ -97,10 +97,10 @@ Detection DetectIntelGpus(const DetectionContext& context) {
     d.devices.push_back(std::move(dev));
   }
 
-  WarnUnclaimedFunctions(context.pci, kPciVendorIntel, claimed, {"i915", "xe"}, kFamily,
+  WarnUnclaimedFunctions(context.pci, kPciVendorIntel, claimed, {"i915", "xe"},
                          UnclaimedReason(rejected, RejectReason,
                                          "no DRM render node (driver not ready?)"),
-                         &d.warnings);
+                         &d);
   return d;
 }
 

@@ -35,15 +35,15 @@ TEST(IntelGpuDetectionTest, FourMax1550InBusOrder) {
   EXPECT_TRUE(d.errors.empty());
 }
 
-TEST(IntelGpuDetectionTest, NpuAndChipsetAreNotCountedButWarned) {
+TEST(IntelGpuDetectionTest, NpuIsWarnedAndChipsetIsInEvidence) {
   FixtureHost host(FixturePath("intel-max-1550-4"));
   Detection d = DetectIntelGpus(host.context());
   for (const Device& g : d.devices) EXPECT_NE(g.pci_bus_id, "0000:00:0b.0");
   EXPECT_TRUE(AnyContains(d.warnings,
                           "0000:00:0b.0 (8086:7d1d, class 0x120000, driver intel_vpu) not "
                           "counted: it is a processing accelerator, not a GPU"));
-  EXPECT_TRUE(AnyContains(d.warnings, "ethernet 0000:4b:00.0"));
-  EXPECT_TRUE(AnyContains(d.warnings, "USB 0000:00:14.0"));
+  EXPECT_TRUE(AnyContains(d.evidence, "ethernet 0000:4b:00.0"));
+  EXPECT_TRUE(AnyContains(d.evidence, "USB 0000:00:14.0"));
   EXPECT_FALSE(AnyContains(d.warnings, "1a03"));  // the ASPEED VGA is not Intel
 }
 

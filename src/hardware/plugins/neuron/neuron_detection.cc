@@ -200,10 +200,10 @@ Detection DetectNeuronCores(const DetectionContext& context) {
     return std::tie(a.a, a.b) < std::tie(b.a, b.b);
   });
 
-  WarnUnclaimedFunctions(context.pci, kPciVendorAmazon, claimed, {kDriver}, kFamily,
+  WarnUnclaimedFunctions(context.pci, kPciVendorAmazon, claimed, {kDriver},
                          UnclaimedReason(rejected, RejectReason,
                                          "no neuron_device entry names it"),
-                         &d.warnings, IsNeuronFunction);
+                         &d, IsNeuronFunction);
   return d;
 }
 

@@ -69,7 +69,7 @@ TEST(NeuronDetectionTest, EnaEfaNvmeAndVgaAreNotCounted) {
   }
   // The Nitro VGA is display class, so it gets its own warning; the rest are grouped.
   EXPECT_TRUE(AnyContains(d.warnings, "0000:00:03.0 (1d0f:1111"));
-  EXPECT_TRUE(AnyContains(d.warnings, "ethernet 0000:00:05.0 0000:10:1a.0"));
+  EXPECT_TRUE(AnyContains(d.evidence, "ethernet 0000:00:05.0 0000:10:1a.0"));
 }
 
 TEST(NeuronDetectionTest, ContainerWithTwoChipsRenumbersCores) {
