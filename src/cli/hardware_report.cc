@@ -9,6 +9,7 @@
 #include "base/string_util.h"
 #include "cli/text_table.h"
 #include "resources/byte_size.h"
+#include "resources/resource_set.h"
 
 namespace tessera::cli {
 namespace {
@@ -172,7 +173,15 @@ std::string HardwareReportText(const NodeHardware& node) {
     if (!f.detection.links.empty()) absl::StrAppend(&out, LinkSummary(f.detection.links));
   }
 
-  absl::StrAppend(&out, "\nResources: ", node.resources.ToString(), "\n");
+  std::vector<std::string> resources;
+  for (const auto& [name, quantity] : node.resources) {
+    // Byte resources read better as "23.5 GiB" than as the exact "24683620KiB".
+    resources.push_back(absl::StrCat(
+        name, "=",
+        IsByteResource(name) && quantity.IsInteger() ? FormatBytes(quantity.WholePart())
+                                                     : quantity.ToString()));
+  }
+  absl::StrAppend(&out, "\nResources: ", absl::StrJoin(resources, ", "), "\n");
   absl::StrAppend(&out, "Labels:\n");
   if (node.labels.empty()) absl::StrAppend(&out, "  (none)\n");
   for (const auto& [key, value] : node.labels) absl::StrAppend(&out, "  ", key, "=", value, "\n");
