@@ -142,7 +142,55 @@ void AddSystemLabels(const LabelSet& from, std::string_view family, NodeHardware
   }
 }
 
-absl::StatusOr<NodeHardware> Assemble(RawNode raw) {
+// Applies `--resources`: accelerator counts limit the advertised devices; everything else is set.
+absl::Status ApplyResourceOverrides(const ResourceSet& overrides, NodeHardware& node) {
+  for (const auto& [name, quantity] : overrides) {
+    FamilyReport* family = nullptr;
+    for (FamilyReport& f : node.families) {
+      if (f.advertised && f.plugin->resource_name() == name) family = &f;
+    }
+    const bool device_resource =
+        std::any_of(AcceleratorPlugins().begin(), AcceleratorPlugins().end(),
+                    [&](const AcceleratorPlugin* p) { return p->resource_name() == name; });
+    if (family == nullptr && device_resource) {
+      // A device count without devices could never be isolated: refuse it, do not invent GPUs.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "resource ", name, "=", quantity.ToString(), ": this node has no ", name,
+          " devices to advertise (use --simulate for a host with simulated devices)"));
+    }
+    if (family == nullptr) {
+      if (node.resources.Get(name) != Quantity() && node.resources.Get(name) != quantity) {
+        node.warnings.push_back(absl::StrCat("resource ", name, ": detected ",
+                                             node.resources.Get(name).ToString(),
+                                             ", advertising ", quantity.ToString(), " as configured"));
+      }
+      node.resources.Set(name, quantity);
+      continue;
+    }
+    const int64_t visible = static_cast<int64_t>(family->visible.size());
+    if (!quantity.IsInteger() || quantity.WholePart() > visible) {
+      std::string mask;
+      if (family->inherited_mask.has_value()) {
+        mask = absl::StrCat(" (", ToAbsl(family->plugin->visible_devices_env()), "=",
+                            Quote(*family->inherited_mask), ")");
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "resource ", name, "=", quantity.ToString(), " is more than the ", visible, " ",
+          ToAbsl(family->plugin->family()), " devices this node can see", mask,
+          quantity.IsInteger() ? "" : ", or not a whole number"));
+    }
+    if (quantity.WholePart() < visible) {
+      family->note = absl::StrCat("limited by --resources ", name, "=", quantity.ToString(),
+                                  " to the first ", quantity.WholePart(), " of ", visible,
+                                  " visible devices");
+      family->visible.resize(quantity.WholePart());
+    }
+    node.resources.Set(name, quantity);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<NodeHardware> Assemble(RawNode raw, const DiscoveryOptions& options) {
   NodeHardware node;
   node.source = std::move(raw.source);
   node.host = std::move(raw.host);
@@ -224,10 +272,13 @@ absl::StatusOr<NodeHardware> Assemble(RawNode raw) {
         " is not set; select by the accelerator_type:<TYPE> resources instead"));
   }
 
+  TESSERA_RETURN_IF_ERROR(ApplyResourceOverrides(options.resource_overrides, node));
+
+  // Precedence: defaults < a description's labels < the operator's --labels.
   AddDeploymentLabels(raw.env, node.labels, node.warnings);
-  if (!raw.user_labels.empty()) {
-    TESSERA_RETURN_IF_ERROR(ValidateLabels(raw.user_labels, LabelOrigin::kUser));
-    for (const auto& [key, value] : raw.user_labels) node.labels[key] = value;
+  for (const LabelSet* user : std::initializer_list<const LabelSet*>{&raw.user_labels, &options.user_labels}) {
+    TESSERA_RETURN_IF_ERROR(ValidateLabels(*user, LabelOrigin::kUser));
+    for (const auto& [key, value] : *user) node.labels[key] = value;
   }
   return node;
 }
@@ -253,7 +304,7 @@ absl::StatusOr<NodeHardware> DiscoverNode(const DiscoveryOptions& options) {
                                             ? SimulateNode(*options.simulate_file,
                                                            options.environment)
                                             : ProbeNode(options));
-  return Assemble(std::move(raw));
+  return Assemble(std::move(raw), options);
 }
 
 }  // namespace tessera

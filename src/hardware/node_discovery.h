@@ -29,6 +29,13 @@ struct DiscoveryOptions {
   // unset: the process's own on the live machine, <sysroot>/proc/1/environ on a fake tree, and
   // none for a simulated host (the shell's masks name real devices, not simulated ones).
   std::optional<Environment> environment;
+  // What the operator says the node has (`--resources`): beats detection. For an accelerator
+  // resource the count must not exceed the visible devices (the first N are advertised); other
+  // resources (CPU, memory, custom) are set as given.
+  ResourceSet resource_overrides;
+  // Operator labels (`--labels`), on top of defaults and a description's labels. Never under
+  // the reserved prefix tessera.io/.
+  LabelSet user_labels;
 };
 
 // One family that has devices on the node.

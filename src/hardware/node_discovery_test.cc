@@ -144,6 +144,59 @@ TEST(NodeDiscoveryTest, UserLabelsInADescriptionMayNotUseTheReservedPrefix) {
   EXPECT_THAT(std::string(node.status().message()), HasSubstr("tessera.io/"));
 }
 
+TEST(NodeDiscoveryTest, ResourceOverridesBeatDetection) {
+  DiscoveryOptions options;
+  options.sysroot = kFixtures + "h100-sxm-8";
+  options.environment = Environment();
+  options.resource_overrides.Set("GPU", Quantity::FromInt(2));
+  options.resource_overrides.Set("CPU", Quantity::FromInt(100));
+  options.resource_overrides.Set("my_res", Quantity::FromRaw(25000));
+  auto node = DiscoverNode(options);
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(node->resources.Get("GPU"), Quantity::FromInt(2));
+  EXPECT_EQ(node->resources.Get("CPU"), Quantity::FromInt(100));
+  EXPECT_EQ(node->resources.Get("my_res"), Quantity::FromRaw(25000));
+  ASSERT_EQ(node->families[0].visible.size(), 2u);  // the first two visible devices
+  EXPECT_EQ(node->families[0].visible[1].index, 1);
+  EXPECT_TRUE(AnyContains(node->warnings, "resource CPU: detected 224, advertising 100"));
+}
+
+TEST(NodeDiscoveryTest, DeviceCountsBeyondTheVisibleDevicesAreRefused) {
+  DiscoveryOptions options;
+  options.sysroot = kFixtures + "h100-sxm-8";
+  Environment env;
+  env.Set("CUDA_VISIBLE_DEVICES", "0,1");
+  options.environment = env;
+  options.resource_overrides.Set("GPU", Quantity::FromInt(4));
+  EXPECT_EQ(DiscoverNode(options).status().message(),
+            "resource GPU=4 is more than the 2 nvidia devices this node can see "
+            "(CUDA_VISIBLE_DEVICES=\"0,1\")");
+  options.resource_overrides = ResourceSet();
+  options.resource_overrides.Set("GPU", Quantity::FromRaw(5000));
+  EXPECT_THAT(std::string(DiscoverNode(options).status().message()),
+              HasSubstr("or not a whole number"));
+}
+
+TEST(NodeDiscoveryTest, DeviceResourcesWithoutDevicesAreRefused) {
+  DiscoveryOptions options;
+  options.sysroot = kFixtures + "cpu-only-vm";
+  options.resource_overrides.Set("TPU", Quantity::FromInt(4));
+  auto node = DiscoverNode(options);
+  EXPECT_EQ(node.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(node.status().message()), HasSubstr("this node has no TPU devices"));
+}
+
+TEST(NodeDiscoveryTest, OperatorLabelsAreAddedAndValidated) {
+  DiscoveryOptions options;
+  options.sysroot = kFixtures + "cpu-only-vm";
+  options.user_labels = {{"team", "ml"}};
+  auto node = DiscoverNode(options);
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(node->labels.at("team"), "ml");
+  options.user_labels = {{std::string(labels::kNodeGroup), "x"}};
+  EXPECT_EQ(DiscoverNode(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(NodeDiscoveryTest, ASysrootThatIsNotADirectoryIsAnError) {
   DiscoveryOptions options;
   options.sysroot = "/no/such/root";

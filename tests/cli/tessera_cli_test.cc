@@ -106,6 +106,39 @@ TEST(TesseraCliTest, MalformedIsolationVariablesAreOneLineErrors) {
                      1, "TESSERA_NOSET_CUDA_VISIBLE_DEVICES");
 }
 
+TEST(TesseraCliTest, MalformedFlagsAreOneLineErrorsNamingTheFlag) {
+  ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--resources", "CPU=-1"}), 1,
+                     "--resources: resource \"CPU\": \"-1\" is negative");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--resources", "memory=64"}), 1,
+                     "--resources");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--labels", "tessera.io/x=y"}), 1,
+                     "--labels");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--label-selector", "a=in(b"}), 1,
+                     "--label-selector: label selector \"a=in(b\": column 5");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--label-selector", "a=(b,c)"}), 1,
+                     "--label-selector");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--resources", "GPU=1"}), 1,
+                     "no GPU devices");
+}
+
+TEST(TesseraCliTest, LabelSelectorsWithFallbacksSayWhichOptionMatchesAndWhy) {
+  auto r = RunCommand({TesseraBinary(), "hardware", "--json", "--sysroot",
+                       kFixtures + "tpu-v6e-4x4-worker2", "--labels", "team=ml",
+                       "--label-selector", "tessera.io/accelerator-type=in(H100,A100)",
+                       "--label-selector", "tessera.io/tpu-topology=4x4,team=!infra"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto check = nlohmann::json::parse(r.out)["label_selector"];
+  EXPECT_EQ(check["matched"], 1);
+  ASSERT_EQ(check["failures"].size(), 1u);
+  EXPECT_EQ(check["failures"][0],
+            "needs tessera.io/accelerator-type in (A100,H100); tessera.io/accelerator-type=TPU-V6E");
+  auto none = RunCommand({TesseraBinary(), "hardware", "--sysroot", kFixtures + "cpu-only-vm",
+                          "--label-selector", "gpu=exists()"});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_THAT(none.out, HasSubstr("needs gpu to exist; the node has no gpu"));
+  EXPECT_THAT(none.out, HasSubstr("Selector: no option matches this node"));
+}
+
 TEST(TesseraCliTest, CpuOnlyMachineSaysSoPlainly) {
   auto r = RunCommand({TesseraBinary(), "hardware", "--sysroot", kFixtures + "cpu-only-vm"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
