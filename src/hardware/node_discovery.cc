@@ -29,11 +29,6 @@ struct RawNode {
   std::vector<std::string> warnings;
 };
 
-std::vector<std::string> FamilyNames() {
-  std::vector<std::string> names;
-  for (const AcceleratorPlugin* p : AcceleratorPlugins()) names.emplace_back(p->family());
-  return names;
-}
 
 absl::StatusOr<RawNode> ProbeNode(const DiscoveryOptions& options) {
   Sysroot sysroot(options.sysroot);
@@ -69,18 +64,10 @@ absl::StatusOr<RawNode> ProbeNode(const DiscoveryOptions& options) {
   return raw;
 }
 
-absl::StatusOr<RawNode> SimulateNode(const std::string& file,
-                                     const std::optional<Environment>& environment) {
-  std::ifstream in(file);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read hardware description ", Quote(file)));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  TESSERA_ASSIGN_OR_RETURN(SimulatedHardware simulated,
-                           ParseHardwareDescription(text.str(), file, FamilyNames()));
+RawNode RawFromSimulated(SimulatedHardware simulated, std::string source,
+                         const std::optional<Environment>& environment) {
   RawNode raw;
-  raw.source = absl::StrCat("simulated ", file);
+  raw.source = std::move(source);
   raw.host = std::move(simulated.host);
   raw.user_labels = std::move(simulated.labels);
   // A simulated host inherits no masks from the shell that started it: those name real devices.
@@ -91,6 +78,19 @@ absl::StatusOr<RawNode> SimulateNode(const std::string& file,
     }
   }
   return raw;
+}
+
+absl::StatusOr<RawNode> SimulateNode(const std::string& file,
+                                     const std::optional<Environment>& environment) {
+  std::ifstream in(file);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read hardware description ", Quote(file)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  TESSERA_ASSIGN_OR_RETURN(SimulatedHardware simulated,
+                           ParseHardwareDescription(text.str(), file, AcceleratorFamilyNames()));
+  return RawFromSimulated(std::move(simulated), absl::StrCat("simulated ", file), environment);
 }
 
 // Applies the agent's inherited visible-devices mask: instances are the masked devices, in mask
@@ -233,7 +233,7 @@ absl::StatusOr<NodeHardware> Assemble(RawNode raw, const DiscoveryOptions& optio
     if (auto owner = resource_owner.find(resource); owner != resource_owner.end()) {
       report.note = absl::StrCat("not advertised: resource ", resource, " is already claimed by ",
                                  owner->second, " (claim order: ",
-                                 absl::StrJoin(FamilyNames(), ", "), ")");
+                                 absl::StrJoin(AcceleratorFamilyNames(), ", "), ")");
       node.warnings.push_back(absl::StrCat(ToAbsl(plugin->family()), ": ", report.detection.devices.size(),
                                            " devices ", report.note));
       report.visible.clear();
@@ -284,6 +284,19 @@ absl::StatusOr<NodeHardware> Assemble(RawNode raw, const DiscoveryOptions& optio
 }
 
 }  // namespace
+
+std::vector<std::string> AcceleratorFamilyNames() {
+  std::vector<std::string> names;
+  for (const AcceleratorPlugin* p : AcceleratorPlugins()) names.emplace_back(p->family());
+  return names;
+}
+
+absl::StatusOr<NodeHardware> NodeFromSimulatedHardware(SimulatedHardware simulated,
+                                                       std::string source,
+                                                       const DiscoveryOptions& options) {
+  return Assemble(RawFromSimulated(std::move(simulated), std::move(source), options.environment),
+                  options);
+}
 
 int NodeHardware::AcceleratorCount() const {
   int count = 0;

@@ -13,6 +13,7 @@
 #include "hardware/accelerator_plugin.h"
 #include "hardware/environment.h"
 #include "hardware/host/host_topology.h"
+#include "hardware/simulated/hardware_description.h"
 #include "hardware/isolation.h"
 #include "labels/label.h"
 #include "resources/resource_set.h"
@@ -63,6 +64,16 @@ struct NodeHardware {
   int AcceleratorCount() const;
   std::vector<VisibleFamily> VisibleFamilies() const;
 };
+
+// The node a parsed simulated description makes, with the same rules as DiscoverNode (used by
+// cluster files, which embed one description per node group). `source` names it in reports.
+// options.sysroot and options.simulate_file are ignored.
+absl::StatusOr<NodeHardware> NodeFromSimulatedHardware(SimulatedHardware simulated,
+                                                       std::string source,
+                                                       const DiscoveryOptions& options);
+
+// The accelerator family names of the registry, for ParseHardwareDescription.
+std::vector<std::string> AcceleratorFamilyNames();
 
 // InvalidArgument / NotFound for bad input (a sysroot that is not a directory, an unreadable or
 // malformed description, malformed isolation variables); hardware problems are warnings.
