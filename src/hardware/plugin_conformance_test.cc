@@ -98,6 +98,7 @@ TEST_P(PluginConformanceTest, DetectionOnAnEmptyTreeFindsNothing) {
   EXPECT_TRUE(d.devices.empty());
   EXPECT_TRUE(d.links.empty());
   EXPECT_TRUE(d.errors.empty());
+  EXPECT_TRUE(d.warnings.empty()) << d.warnings.front();
 }
 
 TEST_P(PluginConformanceTest, DetectionOnEveryFixtureIsSoundAndDeterministic) {

@@ -71,16 +71,6 @@ TEST(AmdDetectionTest, DecoysAreNotCountedNorWarnedAsAmd) {
   EXPECT_TRUE(d.warnings.empty()) << d.warnings.front();
 }
 
-TEST(AmdDetectionTest, EmptyTreeFindsNothing) {
-  FakeTree t;
-  FixtureHost host(t.root());
-  Detection d = DetectAmdGpus(host.context());
-  EXPECT_TRUE(d.devices.empty());
-  EXPECT_TRUE(d.links.empty());
-  EXPECT_TRUE(d.errors.empty());
-  EXPECT_TRUE(AnyContains(d.evidence, "amdgpu KFD not loaded"));
-}
-
 TEST(AmdDetectionTest, EnvironmentRulesAreErrorsWhenGpusExist) {
   Environment env;
   env.Set("ROCR_VISIBLE_DEVICES", "0");
