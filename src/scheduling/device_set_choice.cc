@@ -243,10 +243,12 @@ int CountDistinct(const std::vector<int>& set, const std::vector<int>& id_of, in
   return distinct;
 }
 
-Prefix ScorePrefix(const Prepared& p, const std::vector<int>& set) {
+// `parent` and `seen` are scratch space, reused across calls to spare allocations.
+Prefix ScorePrefix(const Prepared& p, const std::vector<int>& set, std::vector<int>& parent,
+                   std::vector<char>& seen) {
   Prefix s;
   const int k = static_cast<int>(set.size());
-  std::vector<int> parent(k);
+  parent.resize(k);
   for (int i = 0; i < k; ++i) parent[i] = i;
   for (int i = 0; i < k; ++i) {
     for (int j = i + 1; j < k; ++j) {
@@ -256,7 +258,6 @@ Prefix ScorePrefix(const Prepared& p, const std::vector<int>& set) {
     }
   }
   for (int i = 0; i < k; ++i) s.pieces += Find(parent, i) == i;
-  std::vector<char> seen;
   s.islands = CountDistinct(set, p.island, p.island_ids, seen);
   s.numa_nodes = CountDistinct(set, p.numa, p.numa_ids, seen);
   s.nics = CountDistinct(set, p.nic, p.nic_ids, seen);
@@ -264,19 +265,18 @@ Prefix ScorePrefix(const Prepared& p, const std::vector<int>& set) {
 }
 
 // Criterion 6: per level, the free counts left per group, sorted descending.
-std::vector<std::vector<int>> Fragmentation(const Prepared& p, const FreeCounts& free_counts,
-                                            const std::vector<int>& set) {
-  std::vector<std::vector<int>> left;
-  left.reserve(p.levels.size());
+// Into `left`, whose storage is reused.
+void Fragmentation(const Prepared& p, const FreeCounts& free_counts, const std::vector<int>& set,
+                   std::vector<std::vector<int>>& left) {
+  left.resize(p.levels.size());
   for (size_t l = 0; l < p.levels.size(); ++l) {
-    std::vector<int> counts = free_counts[l];
+    std::vector<int>& counts = left[l];
+    counts.assign(free_counts[l].begin(), free_counts[l].end());
     for (int d : set) {
       for (int g : p.levels[l].groups_of_device[d]) --counts[g];
     }
     std::sort(counts.begin(), counts.end(), std::greater<>());
-    left.push_back(std::move(counts));
   }
-  return left;
 }
 
 // Keeps the best candidate seen; candidates are sorted index vectors.
@@ -286,15 +286,16 @@ class BestSet {
 
   // Whether `set` became the best.
   bool Offer(const std::vector<int>& set) {
-    const Prefix prefix = ScorePrefix(p_, set);
-    if (best_.empty()) return Take(set, prefix, Fragmentation(p_, free_counts_, set));
-    const int by_prefix = ComparePrefix(prefix, best_prefix_);
+    const Prefix prefix = ScorePrefix(p_, set, parent_, seen_);
+    const int by_prefix = best_.empty() ? -1 : ComparePrefix(prefix, best_prefix_);
     if (by_prefix > 0) return false;
-    std::vector<std::vector<int>> frag = Fragmentation(p_, free_counts_, set);
-    if (by_prefix < 0) return Take(set, prefix, std::move(frag));
+    Fragmentation(p_, free_counts_, set, frag_);
     // Larger counts left in the largest groups win; then the lowest indices.
-    if (frag > best_frag_ || (frag == best_frag_ && set < best_)) {
-      return Take(set, prefix, std::move(frag));
+    if (by_prefix < 0 || frag_ > best_frag_ || (frag_ == best_frag_ && set < best_)) {
+      best_ = set;
+      best_prefix_ = prefix;
+      std::swap(best_frag_, frag_);
+      return true;
     }
     return false;
   }
@@ -302,19 +303,15 @@ class BestSet {
   const std::vector<int>& best() const { return best_; }
 
  private:
-  bool Take(const std::vector<int>& set, const Prefix& prefix,
-            std::vector<std::vector<int>> frag) {
-    best_ = set;
-    best_prefix_ = prefix;
-    best_frag_ = std::move(frag);
-    return true;
-  }
-
   const Prepared& p_;
   const FreeCounts& free_counts_;
   std::vector<int> best_;
   Prefix best_prefix_;
   std::vector<std::vector<int>> best_frag_;
+  // Scratch space.
+  std::vector<int> parent_;
+  std::vector<char> seen_;
+  std::vector<std::vector<int>> frag_;
 };
 
 // Whether C(n, k) <= limit.
@@ -472,9 +469,13 @@ int DeviceSetChooser::Compare(const std::vector<bool>& free, std::vector<int> a,
                set->end());
     set->erase(std::unique(set->begin(), set->end()), set->end());
   }
-  if (const int c = ComparePrefix(ScorePrefix(p, a), ScorePrefix(p, b)); c != 0) return c;
-  const std::vector<std::vector<int>> fa = Fragmentation(p, free_counts, a);
-  const std::vector<std::vector<int>> fb = Fragmentation(p, free_counts, b);
+  std::vector<int> parent;
+  std::vector<char> seen;
+  const Prefix pa = ScorePrefix(p, a, parent, seen);
+  if (const int c = ComparePrefix(pa, ScorePrefix(p, b, parent, seen)); c != 0) return c;
+  std::vector<std::vector<int>> fa, fb;
+  Fragmentation(p, free_counts, a, fa);
+  Fragmentation(p, free_counts, b, fb);
   if (fa == fb) return 0;
   return fa > fb ? -1 : 1;
 }
