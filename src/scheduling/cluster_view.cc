@@ -1,0 +1,498 @@
+#include "scheduling/cluster_view.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "base/string_util.h"
+#include "hardware/node_label_keys.h"
+#include "scheduling/device_set_choice.h"
+#include "scheduling/resource_families.h"
+
+namespace tessera {
+namespace {
+
+constexpr int64_t kPartsPerMillion = 1'000'000;
+const Quantity kOne = Quantity::FromInt(1);
+
+std::string LabelOr(const LabelSet& labels, std::string_view key) {
+  auto it = labels.find(key);
+  return it == labels.end() ? std::string() : it->second;
+}
+
+// A topology of `count` devices with nothing known about them: for unit-instance resources that
+// were declared without hardware (tests, operator overrides).
+DeviceTopologyPtr PlainTopology(int count) {
+  auto topology = std::make_shared<DeviceTopology>();
+  topology->count = count;
+  topology->numa_node.assign(count, -1);
+  topology->nearest_nic.assign(count, "");
+  return topology;
+}
+
+}  // namespace
+
+std::string_view NodeStateName(NodeState state) {
+  switch (state) {
+    case NodeState::kAlive:
+      return "alive";
+    case NodeState::kDraining:
+      return "draining";
+    case NodeState::kDead:
+      return "dead";
+  }
+  return "unknown";
+}
+
+NodeSpec NodeSpecFromHardware(NodeId id, const NodeHardware& hardware) {
+  NodeSpec spec;
+  spec.id = std::move(id);
+  spec.resources = hardware.resources;
+  spec.labels = hardware.labels;
+  for (const FamilyReport& family : hardware.families) {
+    if (!family.advertised || family.plugin == nullptr) continue;
+    const std::string resource(family.plugin->resource_name());
+    // Claim priority: the first advertised family owns a shared resource name.
+    if (spec.devices.contains(resource)) continue;
+    const int64_t advertised = spec.resources.Get(resource).WholePart();
+    if (advertised <= 0) continue;
+    // An operator override may advertise fewer than are visible: the first N, as discovery does.
+    std::vector<Device> visible = family.visible;
+    if (static_cast<int64_t>(visible.size()) > advertised) visible.resize(advertised);
+    spec.devices.emplace(resource, std::make_shared<DeviceTopology>(DeviceTopology::FromVisibleDevices(
+                                       visible, family.detection.links)));
+  }
+  return spec;
+}
+
+FabricMembership FabricMembershipFromLabels(const LabelSet& labels) {
+  FabricMembership fabric;
+  fabric.tpu_slice_name = LabelOr(labels, labels::kTpuSliceName);
+  fabric.tpu_worker_id = LabelOr(labels, labels::kTpuWorkerId);
+  fabric.tpu_topology = LabelOr(labels, labels::kTpuTopology);
+  fabric.tpu_pod_type = LabelOr(labels, labels::kTpuPodType);
+  fabric.fabric_domain = LabelOr(labels, labels::kFabricDomain);
+  return fabric;
+}
+
+int DeviceInstances::FullyFree() const {
+  return static_cast<int>(std::count(available.begin(), available.end(), kOne));
+}
+
+Quantity DeviceInstances::LargestFree() const {
+  Quantity largest;
+  for (Quantity q : available) largest = std::max(largest, q);
+  return largest;
+}
+
+const DeviceInstances* NodeRecord::FindDevices(std::string_view resource) const {
+  for (const DeviceInstances& d : devices) {
+    if (d.resource == resource) return &d;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<NodeIndex> ClusterView::AddNode(NodeSpec spec) {
+  const std::string& id = spec.id.value();
+  if (id.empty()) return absl::InvalidArgumentError("node id is empty");
+  if (by_id_.contains(id)) {
+    return absl::AlreadyExistsError(absl::StrCat("node ", id, " is already registered"));
+  }
+  if (absl::Status s = ValidateLabels(spec.labels, LabelOrigin::kSystem); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("node ", id, ": ", s.message()));
+  }
+  NodeRecord record;
+  for (const auto& [resource, topology] : spec.devices) {
+    const Quantity total = spec.resources.Get(resource);
+    if (topology == nullptr || topology->count <= 0 || !total.IsInteger() ||
+        total.WholePart() != topology->count) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "node ", id, ": ", resource, " total ", total.ToString(), " does not match its ",
+          topology == nullptr ? 0 : topology->count, " devices"));
+    }
+  }
+  for (const auto& [resource, total] : spec.resources) {
+    if (!IsUnitInstanceResource(resource) || spec.devices.contains(resource)) continue;
+    if (!total.IsInteger()) {
+      return absl::InvalidArgumentError(absl::StrCat("node ", id, ": ", resource, " total ",
+                                                     total.ToString(), " is not a whole number of devices"));
+    }
+    spec.devices.emplace(resource, PlainTopology(static_cast<int>(total.WholePart())));
+  }
+  for (auto& [resource, topology] : spec.devices) {
+    std::shared_ptr<const DeviceSetChooser>& chooser = choosers_[topology];
+    if (chooser == nullptr) chooser = std::make_shared<const DeviceSetChooser>(*topology);
+    record.devices.push_back(DeviceInstances{
+        resource, topology, chooser, std::vector<Quantity>(topology->count, kOne)});
+  }
+  record.id = std::move(spec.id);
+  record.total = spec.resources;
+  record.available = std::move(spec.resources);
+  record.fabric = FabricMembershipFromLabels(spec.labels);
+  record.labels = std::move(spec.labels);
+
+  const NodeIndex index = static_cast<NodeIndex>(nodes_.size());
+  by_id_.emplace(id, index);
+  nodes_.push_back(std::move(record));
+  ++alive_count_;
+  IndexLabels(index);
+  Reindex(index);
+  feasibility_log_.push_back(index);
+  return index;
+}
+
+absl::StatusOr<NodeIndex> ClusterView::Lookup(const NodeId& id) const {
+  auto it = by_id_.find(id.value());
+  if (it == by_id_.end()) return absl::NotFoundError(absl::StrCat("node ", id.value(), " is not in the cluster"));
+  return it->second;
+}
+
+std::optional<NodeIndex> ClusterView::Find(const NodeId& id) const {
+  auto it = by_id_.find(id.value());
+  if (it == by_id_.end()) return std::nullopt;
+  return it->second;
+}
+
+absl::StatusOr<std::vector<Allocation>> ClusterView::TakeAllocations(NodeRecord& record) {
+  std::vector<Allocation> taken;
+  taken.reserve(record.allocations.size());
+  for (int64_t id : record.allocations) {
+    auto it = allocations_.find(id);
+    taken.push_back(std::move(it->second));
+    allocations_.erase(it);
+  }
+  record.allocations.clear();
+  record.available = record.total;
+  for (DeviceInstances& d : record.devices) std::fill(d.available.begin(), d.available.end(), kOne);
+  return taken;
+}
+
+absl::StatusOr<std::vector<Allocation>> ClusterView::FailNode(const NodeId& id) {
+  TESSERA_ASSIGN_OR_RETURN(NodeIndex index, Lookup(id));
+  NodeRecord& record = nodes_[index];
+  if (record.state == NodeState::kDead) return std::vector<Allocation>();
+  if (record.state == NodeState::kAlive) {
+    Unindex(index);
+    --alive_count_;
+  }
+  record.state = NodeState::kDead;
+  return TakeAllocations(record);
+}
+
+absl::StatusOr<std::vector<Allocation>> ClusterView::RemoveNode(const NodeId& id) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Allocation> taken, FailNode(id));
+  const NodeIndex index = by_id_.at(id.value());
+  UnindexLabels(index);
+  by_id_.erase(id.value());
+  NodeRecord& record = nodes_[index];
+  record.removed = true;
+  record.labels.clear();
+  record.devices.clear();
+  return taken;
+}
+
+absl::Status ClusterView::SetDraining(const NodeId& id, bool draining) {
+  TESSERA_ASSIGN_OR_RETURN(NodeIndex index, Lookup(id));
+  NodeRecord& record = nodes_[index];
+  if (record.state == NodeState::kDead) {
+    return absl::FailedPreconditionError(absl::StrCat("node ", id.value(), " is dead"));
+  }
+  const NodeState wanted = draining ? NodeState::kDraining : NodeState::kAlive;
+  if (record.state == wanted) return absl::OkStatus();
+  if (draining) {
+    Unindex(index);
+    --alive_count_;
+    record.state = NodeState::kDraining;
+  } else {
+    record.state = NodeState::kAlive;
+    ++alive_count_;
+    Reindex(index);
+    feasibility_log_.push_back(index);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterView::SetTotals(const NodeId& id, const ResourceSet& totals) {
+  TESSERA_ASSIGN_OR_RETURN(NodeIndex index, Lookup(id));
+  NodeRecord& record = nodes_[index];
+  if (record.state == NodeState::kDead) {
+    return absl::FailedPreconditionError(absl::StrCat("node ", id.value(), " is dead"));
+  }
+  auto unit_changed = [&](std::string_view resource) {
+    return (record.FindDevices(resource) != nullptr || IsUnitInstanceResource(resource)) &&
+           record.total.Get(resource) != totals.Get(resource);
+  };
+  for (const auto& [resource, q] : totals) {
+    if (unit_changed(resource)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "node ", id.value(), ": ", resource, " is counted per device; re-register the node to change it"));
+    }
+  }
+  for (const auto& [resource, q] : record.total) {
+    if (unit_changed(resource)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "node ", id.value(), ": ", resource, " is counted per device; re-register the node to change it"));
+    }
+  }
+  TESSERA_ASSIGN_OR_RETURN(ResourceSet used, record.total.Minus(record.available));
+  absl::StatusOr<ResourceSet> available = totals.Minus(used);
+  if (!available.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("node ", id.value(), ": new totals ",
+                                                      totals.ToString(), " are below what is allocated (",
+                                                      used.ToString(), ")"));
+  }
+  bool grew = false;
+  for (const auto& [resource, q] : totals) grew = grew || q > record.total.Get(resource);
+  const bool indexed = record.state == NodeState::kAlive;
+  if (indexed) Unindex(index);
+  record.total = totals;
+  record.available = *std::move(available);
+  if (indexed) Reindex(index);
+  if (grew) feasibility_log_.push_back(index);
+  return absl::OkStatus();
+}
+
+bool ClusterView::DevicesFit(const NodeRecord& record, const ResourceSet& demand, bool now) {
+  for (const DeviceInstances& d : record.devices) {
+    const Quantity q = demand.Get(d.resource);
+    if (q.IsZero()) continue;
+    if (q.IsInteger()) {
+      const int64_t k = q.WholePart();
+      if ((now ? d.FullyFree() : static_cast<int>(d.available.size())) < k) return false;
+    } else if (q > kOne) {
+      return false;  // refused by request validation; never fits a device
+    } else if (now && d.LargestFree() < q) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ClusterView::FeasibleOn(NodeIndex node, const ResourceSet& demand) const {
+  const NodeRecord& record = nodes_[node];
+  return record.total.Contains(demand) && DevicesFit(record, demand, /*now=*/false);
+}
+
+bool ClusterView::FitsNow(NodeIndex node, const ResourceSet& demand) const {
+  const NodeRecord& record = nodes_[node];
+  return record.available.Contains(demand) && DevicesFit(record, demand, /*now=*/true);
+}
+
+absl::StatusOr<Allocation> ClusterView::Allocate(NodeIndex node, const ResourceSet& demand) {
+  if (node < 0 || node >= slot_count() || nodes_[node].removed) {
+    return absl::NotFoundError(absl::StrCat("node index ", node, " is not in the cluster"));
+  }
+  NodeRecord& record = nodes_[node];
+  if (record.state != NodeState::kAlive) {
+    return absl::FailedPreconditionError(absl::StrCat("node ", record.id.value(), " is ",
+                                                      ToAbsl(NodeStateName(record.state))));
+  }
+  if (!record.available.Contains(demand)) {
+    return absl::ResourceExhaustedError(absl::StrCat("node ", record.id.value(), " has ",
+                                                     record.available.ToString(), " free, not ",
+                                                     demand.ToString()));
+  }
+  Allocation allocation;
+  for (const DeviceInstances& d : record.devices) {
+    const Quantity q = demand.Get(d.resource);
+    if (q.IsZero()) continue;
+    DeviceGrant grant;
+    grant.resource = d.resource;
+    if (q.IsInteger()) {
+      std::vector<bool> free(d.available.size());
+      for (size_t i = 0; i < free.size(); ++i) free[i] = d.available[i] == kOne;
+      const int k = static_cast<int>(q.WholePart());
+      grant.instances = d.chooser->Choose(free, k);
+      if (static_cast<int>(grant.instances.size()) != k) {
+        return absl::ResourceExhaustedError(absl::StrCat("node ", record.id.value(), " has ",
+                                                         d.FullyFree(), " whole ", d.resource,
+                                                         " free, not ", k));
+      }
+      grant.amounts.assign(k, kOne);
+    } else {
+      if (q > kOne) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            d.resource, ": ", q.ToString(), " is neither a whole number nor a fraction below 1"));
+      }
+      const int instance = BestFitFraction(d.available, q);
+      if (instance < 0) {
+        return absl::ResourceExhaustedError(absl::StrCat("node ", record.id.value(), ": no ",
+                                                         d.resource, " has ", q.ToString(), " free"));
+      }
+      grant.instances = {instance};
+      grant.amounts = {q};
+    }
+    allocation.devices.push_back(std::move(grant));
+  }
+  // Every check passed: apply.
+  Unindex(node);
+  record.available = *record.available.Minus(demand);
+  for (const DeviceGrant& grant : allocation.devices) {
+    for (DeviceInstances& d : record.devices) {
+      if (d.resource != grant.resource) continue;
+      for (size_t i = 0; i < grant.instances.size(); ++i) {
+        Quantity& slot = d.available[grant.instances[i]];
+        slot = Quantity::FromRaw(slot.raw() - grant.amounts[i].raw());
+      }
+    }
+  }
+  Reindex(node);
+  allocation.id = AllocationId(next_allocation_++);
+  allocation.node = record.id;
+  allocation.resources = demand;
+  record.allocations.insert(allocation.id.value());
+  allocations_.emplace(allocation.id.value(), allocation);
+  return allocation;
+}
+
+absl::StatusOr<Allocation> ClusterView::Release(AllocationId id) {
+  auto it = allocations_.find(id.value());
+  if (it == allocations_.end()) {
+    return absl::NotFoundError(absl::StrCat("allocation ", id.value(),
+                                            " is not held (released already, or its node failed)"));
+  }
+  Allocation allocation = std::move(it->second);
+  allocations_.erase(it);
+  const NodeIndex node = by_id_.at(allocation.node.value());
+  NodeRecord& record = nodes_[node];
+  const bool indexed = record.state == NodeState::kAlive;
+  if (indexed) Unindex(node);
+  record.allocations.erase(id.value());
+  record.available = *record.available.Plus(allocation.resources);
+  for (const DeviceGrant& grant : allocation.devices) {
+    for (DeviceInstances& d : record.devices) {
+      if (d.resource != grant.resource) continue;
+      for (size_t i = 0; i < grant.instances.size(); ++i) {
+        Quantity& slot = d.available[grant.instances[i]];
+        slot = Quantity::FromRaw(slot.raw() + grant.amounts[i].raw());
+      }
+    }
+  }
+  if (indexed) Reindex(node);
+  return allocation;
+}
+
+const Allocation* ClusterView::FindAllocation(AllocationId id) const {
+  auto it = allocations_.find(id.value());
+  return it == allocations_.end() ? nullptr : &it->second;
+}
+
+void ClusterView::UpdateUtilization(NodeIndex index) {
+  NodeRecord& record = nodes_[index];
+  int64_t worst = 0;
+  for (const auto& [resource, total] : record.total) {
+    const __int128 used = total.raw() - record.available.Get(resource).raw();
+    const int64_t ppm = static_cast<int64_t>(used * kPartsPerMillion / total.raw());
+    worst = std::max(worst, ppm);
+  }
+  record.utilization_ppm = worst;
+}
+
+void ClusterView::Unindex(NodeIndex index) {
+  const NodeRecord& record = nodes_[index];
+  const std::pair<int64_t, NodeIndex> key(record.utilization_ppm, index);
+  by_resource_[""].erase(key);
+  for (const auto& [resource, total] : record.total) {
+    auto it = by_resource_.find(resource);
+    if (it != by_resource_.end()) it->second.erase(key);
+  }
+}
+
+void ClusterView::Reindex(NodeIndex index) {
+  UpdateUtilization(index);
+  const NodeRecord& record = nodes_[index];
+  const std::pair<int64_t, NodeIndex> key(record.utilization_ppm, index);
+  by_resource_[""].insert(key);
+  for (const auto& [resource, total] : record.total) {
+    auto it = by_resource_.find(resource);
+    if (it == by_resource_.end()) it = by_resource_.emplace(resource, UtilizationIndex()).first;
+    it->second.insert(key);
+  }
+}
+
+void ClusterView::IndexLabels(NodeIndex index) {
+  for (const auto& [key, value] : nodes_[index].labels) {
+    auto by_key = label_index_.find(key);
+    if (by_key == label_index_.end()) by_key = label_index_.emplace(key, LabelIndex::mapped_type()).first;
+    auto by_value = by_key->second.find(value);
+    if (by_value == by_key->second.end()) {
+      by_value = by_key->second.emplace(value, absl::btree_set<NodeIndex>()).first;
+    }
+    by_value->second.insert(index);
+  }
+}
+
+void ClusterView::UnindexLabels(NodeIndex index) {
+  for (const auto& [key, value] : nodes_[index].labels) {
+    auto by_key = label_index_.find(key);
+    auto by_value = by_key->second.find(value);
+    by_value->second.erase(index);
+    if (by_value->second.empty()) by_key->second.erase(by_value);
+    if (by_key->second.empty()) label_index_.erase(by_key);
+  }
+}
+
+const UtilizationIndex* ClusterView::UtilizationOrder(std::string_view resource) const {
+  auto it = by_resource_.find(resource);
+  return it == by_resource_.end() ? nullptr : &it->second;
+}
+
+const absl::btree_set<NodeIndex>* ClusterView::NodesWithLabel(std::string_view key,
+                                                             std::string_view value) const {
+  auto by_key = label_index_.find(key);
+  if (by_key == label_index_.end()) return nullptr;
+  auto by_value = by_key->second.find(value);
+  return by_value == by_key->second.end() ? nullptr : &by_value->second;
+}
+
+std::optional<std::pair<const LabelConstraint*, size_t>> ClusterView::MostSelective(
+    const LabelSelector& selector) const {
+  std::optional<std::pair<const LabelConstraint*, size_t>> best;
+  for (const LabelConstraint& c : selector.constraints()) {
+    if (c.op != SelectorOperator::kIn && c.op != SelectorOperator::kExists) continue;
+    size_t count = 0;
+    auto by_key = label_index_.find(c.key);
+    if (by_key != label_index_.end()) {
+      if (c.op == SelectorOperator::kExists) {
+        for (const auto& [value, nodes] : by_key->second) count += nodes.size();
+      } else {
+        for (const std::string& value : c.values) {
+          auto by_value = by_key->second.find(value);
+          if (by_value != by_key->second.end()) count += by_value->second.size();
+        }
+      }
+    }
+    if (!best || count < best->second) best.emplace(&c, count);
+  }
+  return best;
+}
+
+std::optional<size_t> ClusterView::SelectorCandidateCount(const LabelSelector& selector) const {
+  auto best = MostSelective(selector);
+  if (!best) return std::nullopt;
+  return best->second;
+}
+
+std::optional<std::vector<NodeIndex>> ClusterView::SelectorCandidates(
+    const LabelSelector& selector) const {
+  auto best = MostSelective(selector);
+  if (!best) return std::nullopt;
+  std::vector<NodeIndex> candidates;
+  candidates.reserve(best->second);
+  const LabelConstraint& c = *best->first;
+  auto by_key = label_index_.find(c.key);
+  if (by_key != label_index_.end()) {
+    for (const auto& [value, nodes] : by_key->second) {
+      if (c.op == SelectorOperator::kIn &&
+          !std::binary_search(c.values.begin(), c.values.end(), value)) {
+        continue;
+      }
+      candidates.insert(candidates.end(), nodes.begin(), nodes.end());
+    }
+  }
+  std::sort(candidates.begin(), candidates.end());
+  return candidates;
+}
+
+}  // namespace tessera

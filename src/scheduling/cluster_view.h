@@ -1,0 +1,207 @@
+// ClusterView: what the scheduler knows about every node — state, total and available
+// resources, labels, per-device availability of unit-instance resources with their link
+// topology, and fabric-domain membership — plus the allocation primitives that change it.
+//
+// Cost model: every update (add, remove, fail, drain, change totals, allocate, release) costs in
+// proportion to the change (O(resources + labels) of one node, times log n for the indexes),
+// never a scan of the cluster. Label lookups go through an index key -> value -> nodes, and the
+// schedulable nodes of each resource are kept ordered by utilization for pack/spread choices.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "base/strong_id.h"
+#include "hardware/node_discovery.h"
+#include "labels/label.h"
+#include "labels/label_selector.h"
+#include "resources/quantity.h"
+#include "resources/resource_set.h"
+#include "scheduling/device_set_choice.h"
+#include "scheduling/device_topology.h"
+
+namespace tessera {
+
+using AllocationId = StrongId<struct AllocationIdTag, int64_t>;
+
+enum class NodeState { kAlive, kDraining, kDead };
+std::string_view NodeStateName(NodeState state);
+
+// Shared because identical hosts have identical topologies; a topology never changes once built.
+using DeviceTopologyPtr = std::shared_ptr<const DeviceTopology>;
+
+// What a node registers with.
+struct NodeSpec {
+  NodeId id;
+  ResourceSet resources;
+  LabelSet labels;
+  // Per unit-instance resource name ("GPU", "TPU"): its devices by instance index. A unit-instance
+  // resource of the plugin registry without an entry gets a topology of total-many unlinked
+  // devices.
+  std::map<std::string, DeviceTopologyPtr, std::less<>> devices;
+};
+
+// The node hardware discovery reports: its resources and labels, and for every advertised family
+// a topology of the visible devices (instance i = visible[i]) with the family's links.
+NodeSpec NodeSpecFromHardware(NodeId id, const NodeHardware& hardware);
+
+// Fast-fabric membership, read from the node's labels ("" when absent).
+struct FabricMembership {
+  std::string tpu_slice_name;
+  std::string tpu_worker_id;
+  std::string tpu_topology;
+  std::string tpu_pod_type;
+  std::string fabric_domain;
+  friend bool operator==(const FabricMembership&, const FabricMembership&) = default;
+};
+FabricMembership FabricMembershipFromLabels(const LabelSet& labels);
+
+// The devices of one unit-instance resource on a node and how much of each is free (capacity 1).
+struct DeviceInstances {
+  std::string resource;
+  DeviceTopologyPtr topology;
+  // Prepared once per distinct topology and shared by the nodes that have it.
+  std::shared_ptr<const DeviceSetChooser> chooser;
+  std::vector<Quantity> available;  // by instance index, each in [0, 1]
+  // Instances whose whole capacity is free.
+  int FullyFree() const;
+  // The largest free amount on one instance.
+  Quantity LargestFree() const;
+};
+
+// What one allocation took on one unit-instance resource.
+struct DeviceGrant {
+  std::string resource;
+  std::vector<int> instances;     // instance indices, ascending
+  std::vector<Quantity> amounts;  // per instance: 1 for whole devices, the fraction otherwise
+  friend bool operator==(const DeviceGrant&, const DeviceGrant&) = default;
+};
+
+struct Allocation {
+  AllocationId id;
+  NodeId node;
+  ResourceSet resources;
+  std::vector<DeviceGrant> devices;  // sorted by resource name
+  friend bool operator==(const Allocation&, const Allocation&) = default;
+};
+
+// Dense handle of a registered node; stable for the life of the view (never reused).
+using NodeIndex = int;
+
+struct NodeRecord {
+  NodeId id;
+  NodeState state = NodeState::kAlive;
+  ResourceSet total;
+  ResourceSet available;
+  LabelSet labels;
+  FabricMembership fabric;
+  std::vector<DeviceInstances> devices;  // sorted by resource name
+  // max over resources of used / total, in parts per million: the pack/spread key.
+  int64_t utilization_ppm = 0;
+  absl::btree_set<int64_t> allocations;  // outstanding allocation ids on this node
+  bool removed = false;
+
+  const DeviceInstances* FindDevices(std::string_view resource) const;
+};
+
+// Nodes ordered by (utilization, index): the pack/spread order of one resource.
+using UtilizationIndex = absl::btree_set<std::pair<int64_t, NodeIndex>>;
+
+// Not thread-safe: one owner (the scheduler's caller) mutates and reads it.
+class ClusterView {
+ public:
+  ClusterView() = default;
+  ClusterView(const ClusterView&) = delete;
+  ClusterView& operator=(const ClusterView&) = delete;
+
+  // InvalidArgument for an empty or taken id, invalid labels, or devices that disagree with the
+  // resource totals (a unit-instance total must be a whole number equal to its device count).
+  absl::StatusOr<NodeIndex> AddNode(NodeSpec spec);
+  // Marks the node dead: it takes no work and its allocations are dropped and returned (the work
+  // on them is lost; the caller must reschedule or fail it). NotFound for an unknown node.
+  absl::StatusOr<std::vector<Allocation>> FailNode(const NodeId& id);
+  // Forgets the node (its id may register again); returns its outstanding allocations like
+  // FailNode.
+  absl::StatusOr<std::vector<Allocation>> RemoveNode(const NodeId& id);
+  // A draining node keeps its allocations but takes no new work; kAlive undrains it.
+  absl::Status SetDraining(const NodeId& id, bool draining);
+  // New totals for non-device resources (CPU, memory, custom). Refused when it would leave less
+  // than is allocated, or when it changes a unit-instance resource (re-register the node).
+  absl::Status SetTotals(const NodeId& id, const ResourceSet& totals);
+
+  // Takes `demand` on the node: whole devices through ChooseDeviceSet, a fraction through
+  // BestFitFraction. Never over-allocates: FailedPrecondition for a node that is not alive,
+  // ResourceExhausted when it does not fit now; nothing changes on error.
+  absl::StatusOr<Allocation> Allocate(NodeIndex node, const ResourceSet& demand);
+  // Returns exactly what the allocation took. NotFound when it is not held (released twice, or
+  // its node failed).
+  absl::StatusOr<Allocation> Release(AllocationId id);
+
+  // Whether the demand could ever fit the node (its totals and device counts).
+  bool FeasibleOn(NodeIndex node, const ResourceSet& demand) const;
+  // Whether the demand fits the node now (available amounts and free devices).
+  bool FitsNow(NodeIndex node, const ResourceSet& demand) const;
+
+  std::optional<NodeIndex> Find(const NodeId& id) const;
+  const NodeRecord& node(NodeIndex index) const { return nodes_[index]; }
+  // Every index ever registered, including dead and removed ones (check `removed`/`state`).
+  int slot_count() const { return static_cast<int>(nodes_.size()); }
+  int alive_count() const { return alive_count_; }
+  const Allocation* FindAllocation(AllocationId id) const;
+
+  // Alive nodes that carry `resource` (every alive node for ""), by utilization.
+  const UtilizationIndex* UtilizationOrder(std::string_view resource) const;
+  // Registered nodes whose label `key` has `value` / any value (nullptr when none).
+  const absl::btree_set<NodeIndex>* NodesWithLabel(std::string_view key,
+                                                   std::string_view value) const;
+  // Registered (not removed) nodes that may satisfy the selector, through the label index: the
+  // nodes of its most selective IN / EXISTS constraint, ascending. nullopt when the selector has
+  // no such constraint (every node is a candidate). Candidates still need Matches().
+  std::optional<std::vector<NodeIndex>> SelectorCandidates(const LabelSelector& selector) const;
+  // How many nodes SelectorCandidates would return, without building the list.
+  std::optional<size_t> SelectorCandidateCount(const LabelSelector& selector) const;
+
+  // Nodes whose change could make an infeasible request feasible (added, undrained, totals
+  // changed), in event order. feasibility_log()[i] for i >= a cursor are the news since then.
+  const std::vector<NodeIndex>& feasibility_log() const { return feasibility_log_; }
+
+ private:
+  using LabelIndex =
+      std::map<std::string, std::map<std::string, absl::btree_set<NodeIndex>, std::less<>>,
+               std::less<>>;
+
+  absl::StatusOr<NodeIndex> Lookup(const NodeId& id) const;
+  absl::StatusOr<std::vector<Allocation>> TakeAllocations(NodeRecord& record);
+  void Unindex(NodeIndex index);   // out of the utilization indexes
+  void Reindex(NodeIndex index);   // into them, with a fresh utilization
+  void UpdateUtilization(NodeIndex index);
+  void IndexLabels(NodeIndex index);
+  void UnindexLabels(NodeIndex index);
+  static bool DevicesFit(const NodeRecord& record, const ResourceSet& demand, bool now);
+  // The selector's constraint whose candidates are fewest, with their count.
+  std::optional<std::pair<const LabelConstraint*, size_t>> MostSelective(
+      const LabelSelector& selector) const;
+
+  std::vector<NodeRecord> nodes_;
+  absl::flat_hash_map<std::string, NodeIndex> by_id_;
+  std::map<std::string, UtilizationIndex, std::less<>> by_resource_;  // "" = every alive node
+  LabelIndex label_index_;
+  absl::flat_hash_map<int64_t, Allocation> allocations_;
+  int64_t next_allocation_ = 1;
+  int alive_count_ = 0;
+  std::vector<NodeIndex> feasibility_log_;
+  // One chooser per distinct topology object (identical hosts share one).
+  std::map<DeviceTopologyPtr, std::shared_ptr<const DeviceSetChooser>> choosers_;
+};
+
+}  // namespace tessera

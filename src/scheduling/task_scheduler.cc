@@ -1,0 +1,257 @@
+#include "scheduling/task_scheduler.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "base/string_util.h"
+#include "scheduling/explanation.h"
+
+namespace tessera {
+namespace {
+
+// Label-index candidates are examined one by one when there are at most this many, or when
+// their count squared is at most the anchor index's size (a scan of the utilization order would
+// expect to visit index/candidates nodes before finding one).
+constexpr size_t kSmallCandidateSet = 16;
+
+const std::vector<LabelSelector>& AnySelector() {
+  static const std::vector<LabelSelector> kAny = {LabelSelector()};
+  return kAny;
+}
+
+const std::vector<LabelSelector>& Options(const SchedulingRequest& request) {
+  return request.selectors.empty() ? AnySelector() : request.selectors.options();
+}
+
+}  // namespace
+
+std::string_view ScheduleStatusName(ScheduleStatus status) {
+  switch (status) {
+    case ScheduleStatus::kPlaced:
+      return "PLACED";
+    case ScheduleStatus::kPending:
+      return "PENDING";
+    case ScheduleStatus::kInfeasible:
+      return "INFEASIBLE";
+  }
+  return "UNKNOWN";
+}
+
+TaskScheduler::TaskScheduler(ClusterView* cluster, SchedulerOptions options)
+    : cluster_(cluster),
+      pack_threshold_ppm_(std::llround(options.pack_threshold * 1'000'000)) {}
+
+bool TaskScheduler::Usable(NodeIndex node, const LabelSelector& selector,
+                           const ResourceSet& demand) const {
+  const NodeRecord& record = cluster_->node(node);
+  return !record.removed && record.state == NodeState::kAlive &&
+         selector.Matches(record.labels) && cluster_->FitsNow(node, demand);
+}
+
+std::optional<NodeIndex> TaskScheduler::PickForSelector(const LabelSelector& selector,
+                                                        const ResourceSet& demand,
+                                                        SchedulingStrategy strategy) {
+  // Anchor on the demanded resource that the fewest nodes carry: nodes without it never fit.
+  const UtilizationIndex* order = cluster_->UtilizationOrder("");
+  for (const auto& [resource, q] : demand) {
+    const UtilizationIndex* by_resource = cluster_->UtilizationOrder(resource);
+    if (by_resource == nullptr || by_resource->empty()) return std::nullopt;
+    if (order == nullptr || by_resource->size() < order->size()) order = by_resource;
+  }
+  if (order == nullptr || order->empty()) return std::nullopt;
+  const bool spread = strategy == SchedulingStrategy::kSpread;
+
+  const std::optional<size_t> count = cluster_->SelectorCandidateCount(selector);
+  if (count && (*count <= kSmallCandidateSet || *count * *count <= order->size())) {
+    std::optional<std::pair<int64_t, NodeIndex>> best_below, least;
+    std::optional<NodeIndex> tie_after_cursor;
+    const std::vector<NodeIndex> candidates = *cluster_->SelectorCandidates(selector);
+    for (NodeIndex n : candidates) {
+      if (!Usable(n, selector, demand)) continue;
+      const std::pair<int64_t, NodeIndex> key(cluster_->node(n).utilization_ppm, n);
+      if (key.first < pack_threshold_ppm_ && (!best_below || key > *best_below)) best_below = key;
+      if (!least || key.first < least->first) {
+        least = key;
+        tie_after_cursor.reset();
+      }
+      if (key.first == least->first && n > spread_cursor_ && !tie_after_cursor) tie_after_cursor = n;
+    }
+    if (!least) return std::nullopt;
+    if (!spread) return best_below ? best_below->second : least->second;
+    spread_cursor_ = tie_after_cursor.value_or(least->second);
+    return spread_cursor_;
+  }
+
+  auto usable = [&](const std::pair<int64_t, NodeIndex>& key) {
+    return Usable(key.second, selector, demand);
+  };
+  if (!spread) {
+    // Pack: the most utilized node below the threshold; then spread above it.
+    const auto split = order->lower_bound({pack_threshold_ppm_, INT_MIN});
+    for (auto it = split; it != order->begin();) {
+      --it;
+      if (usable(*it)) return it->second;
+    }
+    for (auto it = split; it != order->end(); ++it) {
+      if (usable(*it)) return it->second;
+    }
+    return std::nullopt;
+  }
+  // Spread: least utilized first; among the least utilized, continue after the last spread pick.
+  const int64_t least = order->begin()->first;
+  const auto after_cursor = order->lower_bound({least, spread_cursor_ + 1});
+  const auto after_ties = order->lower_bound({least + 1, INT_MIN});
+  auto scan = [&](auto from, auto to) -> std::optional<NodeIndex> {
+    for (auto it = from; it != to; ++it) {
+      if (usable(*it)) return it->second;
+    }
+    return std::nullopt;
+  };
+  std::optional<NodeIndex> found = scan(after_cursor, after_ties);
+  if (!found) found = scan(order->begin(), after_cursor);
+  if (!found) found = scan(after_ties, order->end());
+  if (found && cluster_->node(*found).utilization_ppm == least) spread_cursor_ = *found;
+  return found;
+}
+
+TaskScheduler::Outcome TaskScheduler::Pick(const SchedulingRequest& request,
+                                           std::optional<NodeIndex> preferred) {
+  const std::vector<LabelSelector>& options = Options(request);
+  const bool hard = request.affinity && request.affinity->kind == AffinityKind::kHard;
+  for (size_t i = 0; i < options.size(); ++i) {
+    if (preferred && Usable(*preferred, options[i], request.resources)) return {preferred, i};
+    if (hard) continue;
+    if (auto node = PickForSelector(options[i], request.resources, request.strategy)) {
+      return {node, i};
+    }
+  }
+  return {};
+}
+
+ScheduleResult TaskScheduler::Explain(const SchedulingRequest& request,
+                                      std::span<const NodeIndex> nodes,
+                                      std::string_view prefix) const {
+  const std::vector<LabelSelector>& options = Options(request);
+  bool feasible = false;
+  std::vector<std::string> texts;
+  for (size_t i = 0; i < options.size(); ++i) {
+    Diagnosis d = Diagnose(*cluster_, options[i], request.resources, nodes);
+    feasible = feasible || d.feasible;
+    texts.push_back(options.size() == 1 ? d.text : absl::StrCat("option ", i, ": ", d.text));
+  }
+  ScheduleResult result;
+  result.status = feasible ? ScheduleStatus::kPending : ScheduleStatus::kInfeasible;
+  result.explanation = absl::StrCat(ToAbsl(prefix), absl::StrJoin(texts, "; "));
+  return result;
+}
+
+ScheduleResult TaskScheduler::ExplainHardAffinity(const SchedulingRequest& request) const {
+  const std::string& id = request.affinity->node.value();
+  const std::optional<NodeIndex> node = cluster_->Find(request.affinity->node);
+  ScheduleResult result;
+  result.status = ScheduleStatus::kInfeasible;
+  if (!node) {
+    result.explanation = absl::StrCat("affinity node ", id, " is not in the cluster");
+  } else if (cluster_->node(*node).state != NodeState::kAlive) {
+    result.explanation =
+        absl::StrCat("affinity node ", id, " is ", ToAbsl(NodeStateName(cluster_->node(*node).state)));
+  } else {
+    const NodeIndex only[] = {*node};
+    result = Explain(request, only, absl::StrCat("affinity node ", id, ": "));
+  }
+  return result;
+}
+
+bool TaskScheduler::FeasibleOnNode(const SchedulingRequest& request, NodeIndex node) const {
+  const NodeRecord& record = cluster_->node(node);
+  if (record.removed || record.state != NodeState::kAlive) return false;
+  if (request.affinity && request.affinity->kind == AffinityKind::kHard &&
+      request.affinity->node != record.id) {
+    return false;
+  }
+  for (const LabelSelector& selector : Options(request)) {
+    if (selector.Matches(record.labels) && cluster_->FeasibleOn(node, request.resources)) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<ScheduleResult> TaskScheduler::Schedule(const SchedulingRequest& request) {
+  TESSERA_RETURN_IF_ERROR(ValidateSchedulingRequest(request));
+  auto alive = [&](const NodeId& id) -> std::optional<NodeIndex> {
+    std::optional<NodeIndex> node = cluster_->Find(id);
+    if (node && cluster_->node(*node).state == NodeState::kAlive) return node;
+    return std::nullopt;
+  };
+  std::optional<NodeIndex> preferred;
+  const bool hard = request.affinity && request.affinity->kind == AffinityKind::kHard;
+  if (request.affinity) {
+    preferred = alive(request.affinity->node);
+  } else if (request.local_node && request.strategy == SchedulingStrategy::kDefault) {
+    preferred = alive(*request.local_node);
+  }
+
+  ScheduleResult result;
+  const Outcome outcome = (hard && !preferred) ? Outcome{} : Pick(request, preferred);
+  if (outcome.node) {
+    absl::StatusOr<Allocation> allocation = cluster_->Allocate(*outcome.node, request.resources);
+    if (!allocation.ok()) {
+      return absl::InternalError(absl::StrCat("allocation on a node that fit failed: ",
+                                              allocation.status().message()));
+    }
+    result.placement = Placement{allocation->node, *std::move(allocation), outcome.option};
+    parked_.erase(request.id.value());
+    return result;
+  }
+  if (hard) {
+    result = ExplainHardAffinity(request);
+  } else {
+    std::vector<NodeIndex> nodes;
+    if (const UtilizationIndex* all = cluster_->UtilizationOrder("")) {
+      nodes.reserve(all->size());
+      for (const auto& [utilization, node] : *all) nodes.push_back(node);
+    }
+    std::sort(nodes.begin(), nodes.end());
+    result = Explain(request, nodes, "");
+  }
+  if (result.status == ScheduleStatus::kInfeasible) {
+    parked_.insert_or_assign(request.id.value(), request);
+  } else {
+    parked_.erase(request.id.value());
+  }
+  return result;
+}
+
+std::vector<RequestId> TaskScheduler::OnClusterChanged() {
+  const std::vector<NodeIndex>& log = cluster_->feasibility_log();
+  if (log_cursor_ == log.size()) return {};
+  std::vector<NodeIndex> changed(log.begin() + static_cast<std::ptrdiff_t>(log_cursor_), log.end());
+  log_cursor_ = log.size();
+  std::vector<RequestId> ready;
+  if (parked_.empty()) return ready;
+  std::sort(changed.begin(), changed.end());
+  changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    bool feasible = false;
+    for (NodeIndex node : changed) {
+      ++reexamined_pairs_;
+      if (FeasibleOnNode(it->second, node)) {
+        feasible = true;
+        break;
+      }
+    }
+    if (feasible) {
+      ready.push_back(RequestId(it->first));
+      it = parked_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return ready;
+}
+
+}  // namespace tessera

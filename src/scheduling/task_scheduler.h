@@ -1,0 +1,85 @@
+// TaskScheduler: places one task or actor request on a node of a ClusterView, or says in one line
+// why it cannot (INFEASIBLE: no node could ever fit; PENDING: some node could, none can now).
+// Infeasible requests are parked and re-examined only against the nodes whose change could help
+// them (added, undrained, totals raised), so releases and allocations never re-scan them.
+//
+// Cost per decision: O(log n) through the cluster view's per-resource utilization order and label
+// index; explanations (the failure path) scan the considered nodes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "scheduling/cluster_view.h"
+#include "scheduling/scheduling_request.h"
+
+namespace tessera {
+
+enum class ScheduleStatus { kPlaced, kPending, kInfeasible };
+std::string_view ScheduleStatusName(ScheduleStatus status);
+
+struct Placement {
+  NodeId node;
+  Allocation allocation;  // its DeviceGrants name the chosen device instances per resource
+  size_t option = 0;      // which selector option placed it: 0 primary, then fallbacks in order
+};
+
+struct ScheduleResult {
+  ScheduleStatus status = ScheduleStatus::kPlaced;
+  std::optional<Placement> placement;  // set when kPlaced
+  std::string explanation;             // set otherwise: one line
+};
+
+struct SchedulerOptions {
+  // kDefault packs onto nodes whose utilization is below this fraction, then spreads.
+  double pack_threshold = 0.5;
+};
+
+// Not thread-safe: one owner calls it; it mutates the cluster view it was given (which must
+// outlive it) only through Allocate.
+class TaskScheduler {
+ public:
+  explicit TaskScheduler(ClusterView* cluster, SchedulerOptions options = {});
+
+  // InvalidArgument for a request ValidateSchedulingRequest refuses. An infeasible request is
+  // parked under its id until OnClusterChanged reports it; a placed or pending one is not.
+  absl::StatusOr<ScheduleResult> Schedule(const SchedulingRequest& request);
+
+  // The parked requests that some node changed since the last call could now fit (ascending
+  // ids); they leave the parking lot and should be scheduled again. Only those changed nodes are
+  // examined, and nothing at all when no node changed in a way that could help.
+  std::vector<RequestId> OnClusterChanged();
+
+  size_t parked_count() const { return parked_.size(); }
+  // (request, node) pairs OnClusterChanged has examined so far: shows re-examination cost.
+  int64_t reexamined_pairs() const { return reexamined_pairs_; }
+
+ private:
+  struct Outcome {
+    std::optional<NodeIndex> node;
+    size_t option = 0;
+  };
+  Outcome Pick(const SchedulingRequest& request, std::optional<NodeIndex> preferred);
+  std::optional<NodeIndex> PickForSelector(const LabelSelector& selector, const ResourceSet& demand,
+                                           SchedulingStrategy strategy);
+  bool Usable(NodeIndex node, const LabelSelector& selector, const ResourceSet& demand) const;
+  ScheduleResult Explain(const SchedulingRequest& request, std::span<const NodeIndex> nodes,
+                         std::string_view prefix) const;
+  ScheduleResult ExplainHardAffinity(const SchedulingRequest& request) const;
+  bool FeasibleOnNode(const SchedulingRequest& request, NodeIndex node) const;
+
+  ClusterView* cluster_;
+  int64_t pack_threshold_ppm_;
+  NodeIndex spread_cursor_ = -1;
+  std::map<int64_t, SchedulingRequest> parked_;
+  size_t log_cursor_ = 0;
+  int64_t reexamined_pairs_ = 0;
+};
+
+}  // namespace tessera
