@@ -94,7 +94,7 @@ const DeviceInstances* NodeRecord::FindDevices(std::string_view resource) const 
 }
 
 absl::StatusOr<NodeIndex> ClusterView::AddNode(NodeSpec spec) {
-  const std::string& id = spec.id.value();
+  const std::string id = spec.id.value();  // a copy: spec.id moves into the record
   if (id.empty()) return absl::InvalidArgumentError("node id is empty");
   if (by_id_.contains(id)) {
     return absl::AlreadyExistsError(absl::StrCat("node ", id, " is already registered"));

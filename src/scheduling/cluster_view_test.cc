@@ -1,0 +1,156 @@
+#include "scheduling/cluster_view.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "hardware/node_discovery.h"
+#include "hardware/node_label_keys.h"
+#include "hardware/simulated/hardware_description.h"
+#include "scheduling/scheduling_test_util.h"
+
+namespace tessera {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using testing_util::FullyLinked;
+using testing_util::MustAdd;
+using testing_util::Res;
+using testing_util::Spec;
+
+TEST(ClusterViewTest, AddNodeChecksIdsAndDeviceCounts) {
+  ClusterView cluster;
+  MustAdd(cluster, Spec("n0", "CPU=8,GPU=8", {}, FullyLinked(8)));
+  EXPECT_EQ(cluster.AddNode(Spec("n0", "CPU=1")).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(cluster.AddNode(Spec("", "CPU=1")).status().message(), "node id is empty");
+  EXPECT_EQ(cluster.AddNode(Spec("n1", "GPU=4", {}, FullyLinked(8))).status().message(),
+            "node n1: GPU total 4 does not match its 8 devices");
+  EXPECT_EQ(cluster.AddNode(Spec("n2", "GPU=1.5")).status().message(),
+            "node n2: GPU total 1.5 is not a whole number of devices");
+  // A unit-instance resource declared without hardware gets unlinked devices.
+  const NodeIndex plain = MustAdd(cluster, Spec("n3", "GPU=2"));
+  ASSERT_NE(cluster.node(plain).FindDevices("GPU"), nullptr);
+  EXPECT_EQ(cluster.node(plain).FindDevices("GPU")->available.size(), 2u);
+  EXPECT_EQ(cluster.alive_count(), 2);
+}
+
+TEST(ClusterViewTest, AllocateAndReleaseReturnExactlyWhatWasTaken) {
+  ClusterView cluster;
+  const NodeIndex n = MustAdd(cluster, Spec("n0", "CPU=8,GPU=8", {}, FullyLinked(8)));
+  absl::StatusOr<Allocation> a = cluster.Allocate(n, Res("CPU=2,GPU=3"));
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->devices.size(), 1u);
+  EXPECT_EQ(a->devices[0].instances.size(), 3u);
+  EXPECT_EQ(cluster.node(n).available, Res("CPU=6,GPU=5"));
+  EXPECT_EQ(cluster.node(n).FindDevices("GPU")->FullyFree(), 5);
+  absl::StatusOr<Allocation> back = cluster.Release(a->id);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, *a);
+  EXPECT_EQ(cluster.node(n).available, cluster.node(n).total);
+  EXPECT_EQ(cluster.node(n).FindDevices("GPU")->FullyFree(), 8);
+  // Double release is refused.
+  EXPECT_EQ(cluster.Release(a->id).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ClusterViewTest, NeverOverAllocates) {
+  ClusterView cluster;
+  const NodeIndex n = MustAdd(cluster, Spec("n0", "CPU=2,GPU=2"));
+  ASSERT_TRUE(cluster.Allocate(n, Res("GPU=0.5")).ok());
+  // 1.5 GPU is free in sum, but only one whole device.
+  EXPECT_EQ(cluster.Allocate(n, Res("GPU=2")).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(cluster.Allocate(n, Res("CPU=3")).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(cluster.node(n).available, Res("CPU=2,GPU=1.5"));
+}
+
+TEST(ClusterViewTest, FailingANodeReportsItsAllocations) {
+  ClusterView cluster;
+  const NodeIndex n = MustAdd(cluster, Spec("n0", "CPU=8"));
+  Allocation a = *cluster.Allocate(n, Res("CPU=1"));
+  Allocation b = *cluster.Allocate(n, Res("CPU=2"));
+  absl::StatusOr<std::vector<Allocation>> lost = cluster.FailNode(NodeId("n0"));
+  ASSERT_TRUE(lost.ok());
+  EXPECT_THAT(*lost, ElementsAre(a, b));
+  EXPECT_EQ(cluster.node(n).state, NodeState::kDead);
+  EXPECT_EQ(cluster.Release(a.id).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(cluster.Allocate(n, Res("CPU=1")).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cluster.alive_count(), 0);
+  EXPECT_THAT(*cluster.RemoveNode(NodeId("n0")), IsEmpty());
+  EXPECT_FALSE(cluster.Find(NodeId("n0")).has_value());
+}
+
+TEST(ClusterViewTest, DrainingNodeTakesNoNewWork) {
+  ClusterView cluster;
+  const NodeIndex n = MustAdd(cluster, Spec("n0", "CPU=8"));
+  Allocation a = *cluster.Allocate(n, Res("CPU=1"));
+  ASSERT_TRUE(cluster.SetDraining(NodeId("n0"), true).ok());
+  EXPECT_EQ(cluster.Allocate(n, Res("CPU=1")).status().message(), "node n0 is draining");
+  EXPECT_EQ(cluster.UtilizationOrder("CPU")->size(), 0u);
+  EXPECT_TRUE(cluster.Release(a.id).ok());  // existing work still finishes
+  ASSERT_TRUE(cluster.SetDraining(NodeId("n0"), false).ok());
+  EXPECT_TRUE(cluster.Allocate(n, Res("CPU=1")).ok());
+}
+
+TEST(ClusterViewTest, SetTotalsKeepsAllocationsAndRefusesDevices) {
+  ClusterView cluster;
+  const NodeIndex n = MustAdd(cluster, Spec("n0", "CPU=8,GPU=2"));
+  ASSERT_TRUE(cluster.Allocate(n, Res("CPU=4")).ok());
+  EXPECT_EQ(cluster.SetTotals(NodeId("n0"), Res("CPU=2,GPU=2")).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cluster.SetTotals(NodeId("n0"), Res("CPU=8,GPU=4")).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(cluster.SetTotals(NodeId("n0"), Res("CPU=16,GPU=2,memory=1GiB")).ok());
+  EXPECT_EQ(cluster.node(n).available, Res("CPU=12,GPU=2,memory=1GiB"));
+}
+
+TEST(ClusterViewTest, LabelIndexFindsCandidates) {
+  ClusterView cluster;
+  for (int i = 0; i < 8; ++i) {
+    MustAdd(cluster, Spec("n" + std::to_string(i), "CPU=1", {{"zone", "z" + std::to_string(i % 4)}}));
+  }
+  MustAdd(cluster, Spec("special", "CPU=1", {{"zone", "z0"}, {"gpu", "a100"}}));
+  EXPECT_EQ(cluster.NodesWithLabel("zone", "z1")->size(), 2u);
+  LabelSelector selector = *ParseLabelSelector("zone=in(z0,z1),gpu=exists()");
+  EXPECT_EQ(cluster.SelectorCandidateCount(selector), 1u);  // gpu=exists() is most selective
+  EXPECT_THAT(*cluster.SelectorCandidates(selector), ElementsAre(8));
+  EXPECT_EQ(cluster.SelectorCandidates(*ParseLabelSelector("zone=in(z0,z1)"))->size(), 5u);
+  EXPECT_FALSE(cluster.SelectorCandidates(*ParseLabelSelector("zone=!z0")).has_value());
+  ASSERT_TRUE(cluster.RemoveNode(NodeId("special")).ok());
+  EXPECT_EQ(cluster.NodesWithLabel("gpu", "a100"), nullptr);
+}
+
+TEST(ClusterViewTest, FabricMembershipComesFromLabels) {
+  ClusterView cluster;
+  const NodeIndex n = MustAdd(
+      cluster, Spec("t0", "CPU=1", {{std::string(labels::kTpuSliceName), "slice-a"},
+                                    {std::string(labels::kTpuWorkerId), "2"},
+                                    {std::string(labels::kTpuTopology), "4x4"},
+                                    {std::string(labels::kTpuPodType), "v6e-16"},
+                                    {std::string(labels::kFabricDomain), "slice-a"}}));
+  EXPECT_EQ(cluster.node(n).fabric,
+            (FabricMembership{"slice-a", "2", "4x4", "v6e-16", "slice-a"}));
+}
+
+TEST(ClusterViewTest, NodeSpecFromSimulatedHardware) {
+  std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/examples/hardware/h100-sxm-8.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<SimulatedHardware> simulated =
+      ParseHardwareDescription(text.str(), "h100-sxm-8.yaml", AcceleratorFamilyNames());
+  ASSERT_TRUE(simulated.ok()) << simulated.status();
+  absl::StatusOr<NodeHardware> hardware =
+      NodeFromSimulatedHardware(*std::move(simulated), "h100", DiscoveryOptions());
+  ASSERT_TRUE(hardware.ok()) << hardware.status();
+  NodeSpec spec = NodeSpecFromHardware(NodeId("h0"), *hardware);
+  ASSERT_TRUE(spec.devices.contains("GPU"));
+  EXPECT_EQ(spec.devices["GPU"]->count, 8);
+  EXPECT_FALSE(spec.devices["GPU"]->links.empty());
+  ClusterView cluster;
+  const NodeIndex n = MustAdd(cluster, std::move(spec));
+  EXPECT_EQ(cluster.node(n).total.Get("GPU"), Quantity::FromInt(8));
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,65 @@
+// Helpers for the scheduling tests: nodes with chosen resources, labels and device links.
+// Thread-compatible test code.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "gtest/gtest.h"
+#include "labels/label.h"
+#include "resources/resource_set.h"
+#include "scheduling/cluster_view.h"
+
+namespace tessera::testing_util {
+
+inline ResourceSet Res(std::string_view text) { return *ParseResourceSet(text); }
+
+// n devices, every pair linked at `kind` / `cls` (an NVSwitch fabric by default).
+inline DeviceTopologyPtr FullyLinked(int n, LinkKind kind = LinkKind::kNvSwitch,
+                                     BandwidthClass cls = BandwidthClass::kHigh) {
+  auto t = std::make_shared<DeviceTopology>();
+  t->count = n;
+  t->numa_node.assign(n, -1);
+  t->nearest_nic.assign(n, "");
+  for (int a = 0; a < n; ++a) {
+    for (int b = a + 1; b < n; ++b) t->links.push_back(DeviceLink{a, b, kind, 18, 450, cls});
+  }
+  return t;
+}
+
+// 8 devices in two NVLink islands {0..3} and {4..7}, nothing across; NUMA node 0 and 1.
+inline DeviceTopologyPtr TwoIslands() {
+  auto t = std::make_shared<DeviceTopology>();
+  t->count = 8;
+  for (int i = 0; i < 8; ++i) {
+    t->numa_node.push_back(i / 4);
+    t->nearest_nic.push_back(i < 4 ? "nic0" : "nic1");
+  }
+  for (int base : {0, 4}) {
+    for (int a = base; a < base + 4; ++a) {
+      for (int b = a + 1; b < base + 4; ++b) {
+        t->links.push_back(DeviceLink{a, b, LinkKind::kNvLink, 4, 400, BandwidthClass::kHigh});
+      }
+    }
+  }
+  return t;
+}
+
+inline NodeSpec Spec(std::string id, std::string_view resources, LabelSet labels = {},
+                     DeviceTopologyPtr gpus = nullptr) {
+  NodeSpec spec;
+  spec.id = NodeId(std::move(id));
+  spec.resources = Res(resources);
+  spec.labels = std::move(labels);
+  if (gpus != nullptr) spec.devices.emplace("GPU", std::move(gpus));
+  return spec;
+}
+
+inline NodeIndex MustAdd(ClusterView& cluster, NodeSpec spec) {
+  absl::StatusOr<NodeIndex> index = cluster.AddNode(std::move(spec));
+  EXPECT_TRUE(index.ok()) << index.status();
+  return index.value_or(-1);
+}
+
+}  // namespace tessera::testing_util
