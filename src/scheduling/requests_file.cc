@@ -1,0 +1,317 @@
+#include "scheduling/requests_file.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "base/string_util.h"
+#include "hardware/plugin_registry.h"
+#include "hardware/simulated/description_reader.h"
+
+namespace tessera {
+namespace {
+
+using simulated::DescriptionReader;
+using simulated::DidYouMean;
+using simulated::Field;
+using simulated::KindName;
+
+constexpr std::string_view kEventKinds[] = {"submit_task", "submit_actor", "finish",
+                                            "add_nodes",   "fail_node",    "drain_node"};
+// Keys of a submission that belong to placement groups (a later scheduler).
+constexpr std::string_view kReservedSubmitKeys[] = {"placement_group", "bundle_index"};
+constexpr int64_t kMaxSubmitCount = 100000;
+
+std::vector<std::string> EventKindNames() {
+  return std::vector<std::string>(std::begin(kEventKinds), std::end(kEventKinds));
+}
+
+class Parser {
+ public:
+  Parser(std::string source, const std::set<std::string>& cluster_node_ids)
+      : r_(std::move(source)), known_nodes_(cluster_node_ids), live_ids_(cluster_node_ids) {}
+
+  absl::StatusOr<std::vector<SimulatedEvent>> Parse(const YAML::Node& root) {
+    const Field top{"", root, root};
+    if (root.IsNull() || !root.IsDefined()) {
+      return r_.Error(top, "empty requests file: expected a map with key events");
+    }
+    TESSERA_RETURN_IF_ERROR(r_.CheckMap(top, {"events"}));
+    TESSERA_ASSIGN_OR_RETURN(const Field events_field, r_.Required(top, "events"));
+    if (events_field.value.IsNull()) return std::vector<SimulatedEvent>{};
+    TESSERA_ASSIGN_OR_RETURN(const std::vector<Field> items, r_.List(events_field));
+    std::vector<SimulatedEvent> events;
+    for (const Field& item : items) {
+      TESSERA_RETURN_IF_ERROR(ParseEvent(item, events));
+    }
+    return events;
+  }
+
+ private:
+  absl::Status ParseEvent(const Field& item, std::vector<SimulatedEvent>& events) {
+    if (!item.value.IsMap() || item.value.size() != 1) {
+      return r_.Error(
+          item,
+          absl::StrCat("an event is a map with one key (", absl::StrJoin(EventKindNames(), ", "),
+                       "), got ",
+                       item.value.IsMap() ? absl::StrCat("a map with ", item.value.size(), " keys")
+                                          : KindName(item.value)));
+    }
+    const YAML::Node key = item.value.begin()->first;
+    const Field key_field{item.path, key, key};
+    if (!key.IsScalar()) {
+      return r_.Error(key_field,
+                      absl::StrCat("an event kind must be a string, got ", KindName(key)));
+    }
+    const std::string kind = key.Scalar();
+    const Field body{absl::StrCat(item.path, ".", kind), item.value.begin()->second, key};
+    for (std::string_view reserved : kReservedEventKinds) {
+      if (kind == reserved) {
+        return r_.Error(key_field, absl::StrCat(kind,
+                                                " is not supported yet: placement groups and "
+                                                "slice reservations come with a later scheduler"));
+      }
+    }
+    if (std::find(std::begin(kEventKinds), std::end(kEventKinds), kind) == std::end(kEventKinds)) {
+      const std::vector<std::string> names = EventKindNames();
+      return r_.Error(key_field,
+                      absl::StrCat("unknown event ", Quote(kind), DidYouMean(kind, names),
+                                   "; expected one of: ", absl::StrJoin(names, ", ")));
+    }
+    SimulatedEvent event;
+    event.line = key.Mark().is_null() ? 0 : key.Mark().line + 1;
+    if (kind == "submit_task" || kind == "submit_actor") {
+      return ParseSubmit(body, kind == "submit_actor", event, events);
+    }
+    if (kind == "finish") {
+      event.kind = SimulatedEventKind::kFinish;
+      TESSERA_ASSIGN_OR_RETURN(event.target, r_.String(body));
+      if (submitted_.count(event.target) == 0) {
+        return r_.Error(body, absl::StrCat("no task or actor named ", Quote(event.target),
+                                           " is submitted before this event"));
+      }
+    } else if (kind == "add_nodes") {
+      event.kind = SimulatedEventKind::kAddNodes;
+      TESSERA_ASSIGN_OR_RETURN(event.nodes, ExpandNodeGroup(r_, body, live_ids_));
+      for (const ClusterNode& node : event.nodes) known_nodes_.insert(node.id);
+    } else {
+      event.kind =
+          kind == "fail_node" ? SimulatedEventKind::kFailNode : SimulatedEventKind::kDrainNode;
+      TESSERA_ASSIGN_OR_RETURN(event.target, r_.String(body));
+      TESSERA_RETURN_IF_ERROR(CheckNode(body, event.target));
+    }
+    events.push_back(std::move(event));
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckNode(const Field& f, const std::string& id) const {
+    if (known_nodes_.count(id) == 0) {
+      return r_.Error(f, absl::StrCat("no node ", Quote(id),
+                                      " in the cluster (node ids are <group>-<k>, or "
+                                      "<group>-<slice>-w<worker> for slice hosts)"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseSubmit(const Field& body, bool actor, SimulatedEvent& event,
+                           std::vector<SimulatedEvent>& events) {
+    if (body.value.IsMap()) {
+      for (auto it = body.value.begin(); it != body.value.end(); ++it) {
+        for (std::string_view reserved : kReservedSubmitKeys) {
+          if (it->first.IsScalar() && it->first.Scalar() == reserved) {
+            return r_.Error(Field{body.path, it->first, it->first},
+                            absl::StrCat(ToAbsl(reserved),
+                                         " is not supported yet: placement groups "
+                                         "come with a later scheduler"));
+          }
+        }
+      }
+    }
+    TESSERA_RETURN_IF_ERROR(
+        r_.CheckMap(body, {"name", "count", "resources", "label_selector", "fallbacks", "strategy",
+                           "node_affinity", "local_node"}));
+    SimulatedRequest& request = event.request;
+    event.kind = SimulatedEventKind::kSubmit;
+    request.actor = actor;
+    TESSERA_ASSIGN_OR_RETURN(const Field name_field, r_.Required(body, "name"));
+    TESSERA_ASSIGN_OR_RETURN(request.name, r_.String(name_field));
+    if (request.name.empty()) return r_.Error(name_field, "must not be empty");
+    int64_t count = 1;
+    std::optional<Field> count_field = r_.Child(body, "count");
+    if (count_field.has_value()) {
+      TESSERA_ASSIGN_OR_RETURN(count, r_.Integer(*count_field, 1, kMaxSubmitCount));
+    }
+    if (auto f = r_.Child(body, "resources")) {
+      TESSERA_ASSIGN_OR_RETURN(request.resources, ParseResources(*f));
+    }
+    if (auto f = r_.Child(body, "label_selector")) {
+      TESSERA_ASSIGN_OR_RETURN(request.label_selector, ParseSelector(*f));
+    }
+    if (auto f = r_.Child(body, "fallbacks")) {
+      TESSERA_ASSIGN_OR_RETURN(const std::vector<Field> options, r_.List(*f));
+      for (const Field& option : options) {
+        TESSERA_ASSIGN_OR_RETURN(LabelSelector selector, ParseSelector(option));
+        request.fallbacks.push_back(std::move(selector));
+      }
+    }
+    if (auto f = r_.Child(body, "strategy")) {
+      TESSERA_ASSIGN_OR_RETURN(const std::string strategy, r_.String(*f));
+      if (strategy == "DEFAULT") {
+        request.strategy = SimulatedStrategy::kDefault;
+      } else if (strategy == "SPREAD") {
+        request.strategy = SimulatedStrategy::kSpread;
+      } else if (strategy == "PACK" || strategy == "STRICT_PACK" || strategy == "STRICT_SPREAD") {
+        return r_.Error(*f, absl::StrCat(strategy,
+                                         " is a placement group strategy; tasks and "
+                                         "actors take DEFAULT or SPREAD"));
+      } else {
+        return r_.Error(*f, absl::StrCat("unknown strategy ", Quote(strategy),
+                                         DidYouMean(strategy, {"DEFAULT", "SPREAD"}),
+                                         "; expected DEFAULT or SPREAD"));
+      }
+    }
+    if (auto f = r_.Child(body, "node_affinity")) {
+      TESSERA_RETURN_IF_ERROR(r_.CheckMap(*f, {"node", "soft"}));
+      SimulatedNodeAffinity affinity;
+      TESSERA_ASSIGN_OR_RETURN(const Field node_field, r_.Required(*f, "node"));
+      TESSERA_ASSIGN_OR_RETURN(affinity.node, r_.String(node_field));
+      TESSERA_RETURN_IF_ERROR(CheckNode(node_field, affinity.node));
+      if (auto soft = r_.Child(*f, "soft")) {
+        TESSERA_ASSIGN_OR_RETURN(const std::string text, r_.String(*soft));
+        auto value = ParseBool(text);
+        if (!value.ok()) return r_.Error(*soft, ToStd(value.status().message()));
+        affinity.soft = *value;
+      }
+      request.node_affinity = std::move(affinity);
+    }
+    if (auto f = r_.Child(body, "local_node")) {
+      TESSERA_ASSIGN_OR_RETURN(std::string node, r_.String(*f));
+      TESSERA_RETURN_IF_ERROR(CheckNode(*f, node));
+      request.local_node = std::move(node);
+    }
+
+    // count: N submits N copies named <name>-0 ... <name>-(N-1).
+    const std::string base = request.name;
+    for (int64_t i = 0; i < count; ++i) {
+      SimulatedEvent copy = event;
+      if (count_field.has_value()) copy.request.name = absl::StrCat(base, "-", i);
+      if (!submitted_.insert(copy.request.name).second) {
+        return r_.Error(name_field, absl::StrCat("a task or actor named ", Quote(copy.request.name),
+                                                 " is already submitted"));
+      }
+      events.push_back(std::move(copy));
+    }
+    return absl::OkStatus();
+  }
+
+  // A map {CPU: 1, GPU: 2, memory: 4GiB} or the CLI form "CPU=1,GPU=2,memory=4GiB"; accelerator
+  // quantities follow their family's rules.
+  absl::StatusOr<ResourceSet> ParseResources(const Field& f) {
+    ResourceSet resources;
+    if (f.value.IsScalar()) {
+      auto parsed = ParseResourceSet(f.value.Scalar());
+      if (!parsed.ok()) return r_.Error(f, ToStd(parsed.status().message()));
+      resources = *std::move(parsed);
+    } else if (f.value.IsMap()) {
+      for (auto it = f.value.begin(); it != f.value.end(); ++it) {
+        const Field entry{f.path, it->second, it->first};
+        if (!it->first.IsScalar() || !it->second.IsScalar()) {
+          return r_.Error(entry, absl::StrCat("a resource is a name and a quantity, got ",
+                                              KindName(it->first), ": ", KindName(it->second)));
+        }
+        const std::string& name = it->first.Scalar();
+        auto parsed = ParseResourceSet(absl::StrCat(name, "=", it->second.Scalar()));
+        if (!parsed.ok()) return r_.Error(entry, ToStd(parsed.status().message()));
+        if (KeyRepeated(f, name)) {
+          return r_.Error(entry, absl::StrCat("resource ", Quote(name), " is given twice"));
+        }
+        resources.Set(name, parsed->Get(name));
+      }
+    } else {
+      return r_.Error(f, absl::StrCat("expected a map of resources or a string such as "
+                                      "\"CPU=1,GPU=2\", got ",
+                                      KindName(f.value)));
+    }
+    for (const auto& [name, quantity] : resources) {
+      for (const AcceleratorPlugin* plugin : AcceleratorPlugins()) {
+        if (plugin->resource_name() != name) continue;
+        if (absl::Status ok = plugin->ValidateQuantity(quantity); !ok.ok()) {
+          return r_.Error(f, ToStd(ok.message()));
+        }
+        break;  // the first family that owns the name sets the rule (claim priority)
+      }
+    }
+    return resources;
+  }
+
+  // Whether `name` appears more than once as a key of map `f` (a zero quantity leaves no entry
+  // in the ResourceSet, so counting keys is the reliable check).
+  static bool KeyRepeated(const Field& f, const std::string& name) {
+    int seen = 0;
+    for (auto it = f.value.begin(); it != f.value.end(); ++it) {
+      if (it->first.IsScalar() && it->first.Scalar() == name) ++seen;
+    }
+    return seen > 1;
+  }
+
+  // A selector in the CLI form ("tessera.io/accelerator-type=H100,zone=!b") or the map form.
+  absl::StatusOr<LabelSelector> ParseSelector(const Field& f) {
+    if (f.value.IsScalar()) {
+      auto selector = ParseLabelSelector(f.value.Scalar());
+      if (!selector.ok()) return r_.Error(f, ToStd(selector.status().message()));
+      return *std::move(selector);
+    }
+    if (!f.value.IsMap()) {
+      return r_.Error(f, absl::StrCat("expected a label selector (a string such as "
+                                      "\"tessera.io/accelerator-type=H100\" or a map), got ",
+                                      KindName(f.value)));
+    }
+    std::map<std::string, std::string> map;
+    for (auto it = f.value.begin(); it != f.value.end(); ++it) {
+      const Field entry{f.path, it->second, it->first};
+      if (!it->first.IsScalar() || !it->second.IsScalar()) {
+        return r_.Error(entry, absl::StrCat("a selector maps a label key to expressions, got ",
+                                            KindName(it->first), ": ", KindName(it->second)));
+      }
+      if (!map.emplace(it->first.Scalar(), it->second.Scalar()).second) {
+        return r_.Error(entry, absl::StrCat("key ", Quote(it->first.Scalar()), " is given twice"));
+      }
+    }
+    auto selector = ParseLabelSelectorMap(map);
+    if (!selector.ok()) return r_.Error(f, ToStd(selector.status().message()));
+    return *std::move(selector);
+  }
+
+  DescriptionReader r_;
+  std::set<std::string> known_nodes_;  // every node that has been in the cluster
+  std::set<std::string> live_ids_;     // ids taken (add_nodes may not reuse one)
+  std::set<std::string> submitted_;    // request names so far
+};
+
+}  // namespace
+
+absl::StatusOr<std::vector<SimulatedEvent>> ParseRequestsFile(
+    std::string_view yaml, std::string_view source_name,
+    const std::set<std::string>& cluster_node_ids) {
+  const DescriptionReader r{std::string(source_name)};
+  // yaml-cpp throws on syntax errors and on misuse; nothing may escape.
+  try {
+    YAML::Node root;
+    try {
+      root = YAML::Load(std::string(yaml));
+    } catch (const YAML::Exception& e) {
+      return r.ErrorAt(e.mark, absl::StrCat("invalid YAML: ", e.msg));
+    }
+    Parser parser(std::string(source_name), cluster_node_ids);
+    return parser.Parse(root);
+  } catch (const YAML::Exception& e) {
+    return r.ErrorAt(e.mark, e.msg);
+  } catch (const std::exception& e) {
+    return r.ErrorAt(YAML::Mark::null_mark(), e.what());
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,64 @@
+// Requests files: an ordered list of events for the scheduling simulator (`tessera schedule`):
+// task and actor submissions, finishing them, and nodes joining, failing and draining. The
+// format is documented in docs/scheduling-formats.md. Errors are one line,
+// "<file>:<line>:<col>: <field path>: <problem>"; references (a finish of an unknown name, a
+// fail_node of an unknown node) are checked here, so a file that parses replays cleanly.
+// Thread-safe: pure functions of their inputs (no I/O; callers read the file).
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "labels/fallback.h"
+#include "labels/label_selector.h"
+#include "resources/resource_set.h"
+#include "scheduling/cluster_file.h"
+
+namespace tessera {
+
+enum class SimulatedStrategy { kDefault, kSpread };
+
+struct SimulatedNodeAffinity {
+  std::string node;
+  bool soft = false;  // soft: prefer the node, run elsewhere when it cannot take the request
+};
+
+// One task or actor submission.
+struct SimulatedRequest {
+  std::string name;  // unique within the file
+  bool actor = false;
+  ResourceSet resources;
+  LabelSelector label_selector;
+  std::vector<LabelSelector> fallbacks;  // tried in order after label_selector
+  SimulatedStrategy strategy = SimulatedStrategy::kDefault;
+  std::optional<SimulatedNodeAffinity> node_affinity;
+  std::optional<std::string> local_node;  // the submitter's node (preferred by DEFAULT)
+};
+
+enum class SimulatedEventKind { kSubmit, kFinish, kAddNodes, kFailNode, kDrainNode };
+
+struct SimulatedEvent {
+  SimulatedEventKind kind = SimulatedEventKind::kSubmit;
+  int line = 0;                    // 1-based line of the event in the file
+  SimulatedRequest request;        // kSubmit
+  std::string target;              // kFinish: a request name; kFailNode/kDrainNode: a node id
+  std::vector<ClusterNode> nodes;  // kAddNodes
+};
+
+// Words of the format that belong to a later scheduler (placement groups, slice reservations):
+// an event or key named so is refused with "... is not supported yet".
+inline constexpr std::string_view kReservedEventKinds[] = {
+    "create_placement_group", "remove_placement_group", "reserve_slice", "release_slice"};
+
+// Parses a requests file: a map with key `events`, a list of one-key maps. `cluster_node_ids`
+// are the nodes the cluster starts with (for node references); ids added by add_nodes must not
+// clash with them.
+absl::StatusOr<std::vector<SimulatedEvent>> ParseRequestsFile(
+    std::string_view yaml, std::string_view source_name,
+    const std::set<std::string>& cluster_node_ids);
+
+}  // namespace tessera

@@ -1,0 +1,194 @@
+#include "scheduling/requests_file.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace tessera {
+namespace {
+
+const std::set<std::string> kNodes = {"gpu-0", "gpu-1", "cpu-0"};
+
+std::string ErrorOf(std::string_view yaml) {
+  auto events = ParseRequestsFile(yaml, "requests.yaml", kNodes);
+  if (events.ok()) return "parsed";
+  return std::string(events.status().message());
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/" + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(RequestsFileTest, ParsesEveryEventKind) {
+  auto events = ParseRequestsFile(R"yaml(events:
+  - submit_task:
+      name: t1
+      resources: {CPU: 2, GPU: 0.5, memory: 4GiB}
+      label_selector: "tessera.io/accelerator-type=in(H100,A100)"
+      fallbacks: ["pool=cpu", {zone: "!b"}]
+      strategy: SPREAD
+      node_affinity: {node: gpu-1, soft: true}
+      local_node: gpu-0
+  - submit_actor: {name: a1, resources: "CPU=1"}
+  - submit_task: {name: many, count: 2}
+  - finish: t1
+  - fail_node: gpu-0
+  - drain_node: gpu-1
+  - add_nodes:
+      {name: late, count: 2, hardware: {host: {sockets: 1, cores_per_socket: 2, memory: 1GiB}}}
+  - drain_node: late-1
+)yaml",
+                                  "requests.yaml", kNodes);
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->size(), 9u);
+  const SimulatedRequest& t1 = (*events)[0].request;
+  EXPECT_EQ((*events)[0].kind, SimulatedEventKind::kSubmit);
+  EXPECT_EQ((*events)[0].line, 2);
+  EXPECT_EQ(t1.name, "t1");
+  EXPECT_FALSE(t1.actor);
+  EXPECT_EQ(t1.resources.ToString(), "CPU=2,GPU=0.5,memory=4GiB");
+  EXPECT_EQ(t1.label_selector.ToString(), "tessera.io/accelerator-type=in(A100,H100)");
+  ASSERT_EQ(t1.fallbacks.size(), 2u);
+  EXPECT_EQ(t1.fallbacks[0].ToString(), "pool=cpu");
+  EXPECT_EQ(t1.fallbacks[1].ToString(), "zone=!b");
+  EXPECT_EQ(t1.strategy, SimulatedStrategy::kSpread);
+  ASSERT_TRUE(t1.node_affinity.has_value());
+  EXPECT_EQ(t1.node_affinity->node, "gpu-1");
+  EXPECT_TRUE(t1.node_affinity->soft);
+  EXPECT_EQ(t1.local_node, "gpu-0");
+  EXPECT_TRUE((*events)[1].request.actor);
+  EXPECT_EQ((*events)[1].request.resources.ToString(), "CPU=1");
+  EXPECT_EQ((*events)[2].request.name, "many-0");
+  EXPECT_EQ((*events)[3].request.name, "many-1");
+  EXPECT_EQ((*events)[4].kind, SimulatedEventKind::kFinish);
+  EXPECT_EQ((*events)[4].target, "t1");
+  EXPECT_EQ((*events)[5].kind, SimulatedEventKind::kFailNode);
+  EXPECT_EQ((*events)[5].target, "gpu-0");
+  EXPECT_EQ((*events)[6].kind, SimulatedEventKind::kDrainNode);
+  EXPECT_EQ((*events)[7].kind, SimulatedEventKind::kAddNodes);
+  ASSERT_EQ((*events)[7].nodes.size(), 2u);
+  EXPECT_EQ((*events)[7].nodes[1].id, "late-1");
+  EXPECT_EQ((*events)[8].target, "late-1");
+}
+
+TEST(RequestsFileTest, ExamplesParse) {
+  for (const std::string name : {"mixed", "small"}) {
+    SCOPED_TRACE(name);
+    std::set<std::string> ids;
+    // The examples name nodes of their cluster: give the ids the cluster file would.
+    for (const char* id : {"cpu-0", "cpu-1", "cpu-2", "gpu-0", "gpu-1"}) ids.insert(id);
+    auto events = ParseRequestsFile(Read("examples/requests/" + name + ".yaml"), name, ids);
+    EXPECT_TRUE(events.ok()) << events.status();
+  }
+}
+
+TEST(RequestsFileTest, EmptyEventList) {
+  auto events = ParseRequestsFile("events:", "requests.yaml", kNodes);
+  ASSERT_TRUE(events.ok()) << events.status();
+  EXPECT_TRUE(events->empty());
+}
+
+TEST(RequestsFileTest, Errors) {
+  EXPECT_EQ(ErrorOf(""), "requests.yaml: empty requests file: expected a map with key events");
+  EXPECT_EQ(ErrorOf("events: [\n  {a: b"),
+            "requests.yaml:2:1: invalid YAML: end of map flow not found");
+  EXPECT_EQ(
+      ErrorOf("event: []"),
+      "requests.yaml:1:1: unknown key \"event\" (did you mean events?); expected one of: events");
+  EXPECT_EQ(
+      ErrorOf("events:\n  - submit_tsk: {name: a}"),
+      "requests.yaml:2:5: events[0]: unknown event \"submit_tsk\" (did you mean submit_task?); "
+      "expected one of: submit_task, submit_actor, finish, add_nodes, fail_node, drain_node");
+  EXPECT_EQ(ErrorOf("events:\n  - {submit_task: {name: a}, finish: a}"),
+            "requests.yaml:2:5: events[0]: an event is a map with one key (submit_task, "
+            "submit_actor, finish, add_nodes, fail_node, drain_node), got a map with 2 keys");
+  EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, resorces: {CPU: 1}}"),
+            "requests.yaml:2:28: events[0].submit_task: unknown key \"resorces\" (did you mean "
+            "resources?); expected one of: name, count, resources, label_selector, fallbacks, "
+            "strategy, node_affinity, local_node");
+  EXPECT_EQ(ErrorOf("events:\n  - submit_task: {resources: {CPU: 1}}"),
+            "requests.yaml:2:18: events[0].submit_task: missing required key \"name\"");
+  EXPECT_EQ(
+      ErrorOf("events:\n  - submit_task: {name: a}\n  - submit_task: {name: b}\n"
+              "  - submit_task: {name: c}\n  - submit_task:\n      name: d\n"
+              "      resources: {CPU: 1, GPU: -1}"),
+
+      "requests.yaml:7:32: events[3].submit_task.resources: resource \"GPU\": \"-1\" is negative");
+  EXPECT_EQ(
+      ErrorOf("events:\n  - submit_task: {name: a, resources: \"GPU=-1\"}"),
+      "requests.yaml:2:39: events[0].submit_task.resources: resource \"GPU\": \"-1\" is negative");
+  EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, resources: {GPU: 1.5}}"),
+            "requests.yaml:2:39: events[0].submit_task.resources: GPU: 1.5 must be a whole number "
+            "of devices or a fraction below 1 (one shared device)");
+  EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, resources: {TPU: 3}}"),
+            "requests.yaml:2:39: events[0].submit_task.resources: TPU requests must be 1, 2, 4 or "
+            "8 chips, got 3");
+  EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, resources: [CPU]}"),
+            "requests.yaml:2:39: events[0].submit_task.resources: expected a map of resources or a "
+            "string such as \"CPU=1,GPU=2\", got a list");
+  EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, label_selector: \"gpu=in(a\"}"),
+            "requests.yaml:2:44: events[0].submit_task.label_selector: label selector "
+            "\"gpu=in(a\": column 7: '(' is never closed");
+  EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, fallbacks: [{gpu: \"in(a\"}]}"),
+            "requests.yaml:2:40: events[0].submit_task.fallbacks[0]: label selector: key \"gpu\": "
+            "\"in(a\": column 3: '(' is never closed");
+  EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, strategy: SPRED}"),
+            "requests.yaml:2:38: events[0].submit_task.strategy: unknown strategy \"SPRED\" (did "
+            "you mean SPREAD?); expected DEFAULT or SPREAD");
+  EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, strategy: STRICT_PACK}"),
+            "requests.yaml:2:38: events[0].submit_task.strategy: STRICT_PACK is a placement group "
+            "strategy; tasks and actors take DEFAULT or SPREAD");
+  EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, node_affinity: {node: gpu-9}}"),
+            "requests.yaml:2:50: events[0].submit_task.node_affinity.node: no node \"gpu-9\" in "
+            "the cluster (node ids are <group>-<k>, or <group>-<slice>-w<worker> for slice hosts)");
+  EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, node_affinity: {node: gpu-0, soft: "
+                    "maybe}}"),
+
+            "requests.yaml:2:63: events[0].submit_task.node_affinity.soft: expected a boolean "
+            "(1/true/yes/on or 0/false/no/off), got \"maybe\"");
+  EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, local_node: nope}"),
+            "requests.yaml:2:40: events[0].submit_task.local_node: no node \"nope\" in the cluster "
+            "(node ids are <group>-<k>, or <group>-<slice>-w<worker> for slice hosts)");
+  EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a}\n  - submit_actor: {name: a}"),
+            "requests.yaml:3:26: events[1].submit_actor.name: a task or actor named \"a\" is "
+            "already submitted");
+  EXPECT_EQ(ErrorOf("events:\n  - finish: a"),
+            "requests.yaml:2:13: events[0].finish: no task or actor named \"a\" is submitted "
+            "before this event");
+  EXPECT_EQ(ErrorOf("events:\n  - fail_node: gpu-7"),
+            "requests.yaml:2:16: events[0].fail_node: no node \"gpu-7\" in the cluster (node ids "
+            "are <group>-<k>, or <group>-<slice>-w<worker> for slice hosts)");
+  EXPECT_EQ(ErrorOf("events:\n  - add_nodes: {name: gpu, count: 1, hardware: {host: {sockets: 1, "
+                    "cores_per_socket: 2, memory: 1GiB}}}"),
+
+            "requests.yaml:2:16: events[0].add_nodes: node id \"gpu-0\" is already in the cluster");
+}
+
+TEST(RequestsFileTest, PlacementGroupsAndSlicesAreRefusedNotIgnored) {
+  EXPECT_EQ(ErrorOf("events:\n  - create_placement_group: {name: pg, bundles: [{GPU: 1}]}"),
+            "requests.yaml:2:5: events[0]: create_placement_group is not supported yet: placement "
+            "groups and slice reservations come with a later scheduler");
+  EXPECT_EQ(ErrorOf("events:\n  - reserve_slice: {name: s}"),
+            "requests.yaml:2:5: events[0]: reserve_slice is not supported yet: placement groups "
+            "and slice reservations come with a later scheduler");
+  EXPECT_EQ(ErrorOf("events:\n  - remove_placement_group: pg"),
+            "requests.yaml:2:5: events[0]: remove_placement_group is not supported yet: placement "
+            "groups and slice reservations come with a later scheduler");
+  EXPECT_EQ(ErrorOf("events:\n  - release_slice: s"),
+            "requests.yaml:2:5: events[0]: release_slice is not supported yet: placement groups "
+            "and slice reservations come with a later scheduler");
+  EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, placement_group: pg}"),
+            "requests.yaml:2:28: events[0].submit_task: placement_group is not supported yet: "
+            "placement groups come with a later scheduler");
+  EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, bundle_index: 0}"),
+            "requests.yaml:2:28: events[0].submit_task: bundle_index is not supported yet: "
+            "placement groups come with a later scheduler");
+}
+
+}  // namespace
+}  // namespace tessera
