@@ -8,6 +8,7 @@ namespace tessera::cli {
 
 void AddHardwareCommand(CLI::App& app, int& exit_code);
 void AddDescribeSliceCommand(CLI::App& app, int& exit_code);
+void AddScheduleCommand(CLI::App& app, int& exit_code);
 
 // Prints "tessera: error: <message>" on one line to stderr and returns the exit code for
 // bad input (1).

@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   tessera::cli::AddHardwareCommand(app, exit_code);
   tessera::cli::AddDescribeSliceCommand(app, exit_code);
+  tessera::cli::AddScheduleCommand(app, exit_code);
   // CLI11 reports through exceptions; they stop here, as one line each.
   try {
     app.parse(argc, argv);

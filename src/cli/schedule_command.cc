@@ -1,0 +1,381 @@
+// tessera schedule --cluster CLUSTER.yaml --requests REQUESTS.yaml [--json]
+// The scheduling simulator: builds the cluster a cluster file describes, applies a requests
+// file's events in order through the real TaskScheduler, and prints each placement or
+// explanation, what node events did, waiting requests placed later, and the final utilization.
+// Output depends only on the two files (ordered containers throughout), so runs are identical.
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "base/string_util.h"
+#include "cli/commands.h"
+#include "scheduling/cluster_file.h"
+#include "scheduling/cluster_view.h"
+#include "scheduling/requests_file.h"
+#include "scheduling/task_scheduler.h"
+
+namespace tessera::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read the file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// One quantity of one resource as people read it ("64GiB" for bytes, "2.5" otherwise).
+std::string FormatAmount(const std::string& resource, Quantity q) {
+  ResourceSet one;
+  one.Set(resource, q);
+  const std::string text = one.ToString();
+  return q.IsZero() ? "0" : text.substr(resource.size() + 1);
+}
+
+enum class Phase { kRunning, kWaiting, kParked, kFinished, kLost, kWithdrawn };
+
+struct Tracked {
+  SimulatedRequest spec;
+  SchedulingRequest request;
+  Phase phase = Phase::kWaiting;
+  std::optional<Placement> placement;
+};
+
+SchedulingRequest ToSchedulingRequest(const SimulatedRequest& spec, int64_t id) {
+  SchedulingRequest r;
+  r.id = RequestId(id);
+  r.resources = spec.resources;
+  r.selectors = FallbackList::WithPrimary(spec.label_selector,
+                                          FallbackList::FromSelectors(spec.fallbacks));
+  if (spec.node_affinity.has_value()) {
+    r.affinity = NodeAffinity{NodeId(spec.node_affinity->node),
+                              spec.node_affinity->soft ? AffinityKind::kSoft : AffinityKind::kHard};
+  }
+  if (spec.local_node.has_value()) r.local_node = NodeId(*spec.local_node);
+  r.strategy = spec.strategy == SimulatedStrategy::kSpread ? SchedulingStrategy::kSpread
+                                                           : SchedulingStrategy::kDefault;
+  return r;
+}
+
+// "GPU 0,1,2,3" per device grant; fractions in parentheses ("GPU 2 (0.5)").
+std::string DevicesText(const Allocation& a) {
+  std::vector<std::string> parts;
+  for (const DeviceGrant& g : a.devices) {
+    std::vector<std::string> ids;
+    for (size_t i = 0; i < g.instances.size(); ++i) {
+      ids.push_back(g.amounts[i] == Quantity::FromInt(1)
+                        ? std::to_string(g.instances[i])
+                        : absl::StrCat(g.instances[i], " (", g.amounts[i].ToString(), ")"));
+    }
+    parts.push_back(absl::StrCat(g.resource, " ", absl::StrJoin(ids, ",")));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+Json PlacementJson(const Placement& p) {
+  Json devices = Json::object();
+  for (const DeviceGrant& g : p.allocation.devices) {
+    Json list = Json::array();
+    for (size_t i = 0; i < g.instances.size(); ++i) {
+      list.push_back({{"instance", g.instances[i]}, {"amount", g.amounts[i].ToString()}});
+    }
+    devices[g.resource] = list;
+  }
+  return {{"node", p.node.value()},
+          {"resources", p.allocation.resources.ToString()},
+          {"devices", devices},
+          {"option", p.option}};
+}
+
+std::string PlacementText(const Placement& p) {
+  std::string text = absl::StrCat("placed on ", p.node.value());
+  const std::string devices = DevicesText(p.allocation);
+  if (!devices.empty()) absl::StrAppend(&text, ", ", devices);
+  if (p.option > 0) absl::StrAppend(&text, " (fallback option ", p.option, ")");
+  return text;
+}
+
+std::string_view EventName(const SimulatedEvent& e) {
+  switch (e.kind) {
+    case SimulatedEventKind::kSubmit:
+      return e.request.actor ? "submit_actor" : "submit_task";
+    case SimulatedEventKind::kFinish:
+      return "finish";
+    case SimulatedEventKind::kAddNodes:
+      return "add_nodes";
+    case SimulatedEventKind::kFailNode:
+      return "fail_node";
+    case SimulatedEventKind::kDrainNode:
+      return "drain_node";
+  }
+  return "event";
+}
+
+// Drives the scheduler through the events. Not thread-safe; one run per instance.
+class Simulation {
+ public:
+  explicit Simulation(bool json) : json_(json), scheduler_(&view_) {}
+
+  absl::Status AddNodes(const std::vector<ClusterNode>& nodes) {
+    for (const ClusterNode& node : nodes) {
+      auto added = view_.AddNode(NodeSpecFromHardware(NodeId(node.id), node.hardware));
+      if (!added.ok()) return added.status();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Apply(const SimulatedEvent& e, size_t index) {
+    Json record = {{"event", index + 1}, {"line", e.line}, {"kind", EventName(e)}};
+    std::string text = absl::StrCat("[", index + 1, "] ", ToAbsl(EventName(e)), " ");
+    switch (e.kind) {
+      case SimulatedEventKind::kSubmit: {
+        const int64_t id = static_cast<int64_t>(order_.size()) + 1;
+        Tracked t{e.request, ToSchedulingRequest(e.request, id)};
+        order_.push_back(e.request.name);
+        auto [it, inserted] = tracked_.emplace(e.request.name, std::move(t));
+        (void)inserted;
+        record["name"] = e.request.name;
+        absl::StrAppend(&text, e.request.name, ": ");
+        TESSERA_RETURN_IF_ERROR(Schedule(it->second, record, text));
+        break;
+      }
+      case SimulatedEventKind::kFinish:
+        record["name"] = e.target;
+        absl::StrAppend(&text, e.target, ": ", Finish(e.target));
+        break;
+      case SimulatedEventKind::kAddNodes: {
+        TESSERA_RETURN_IF_ERROR(AddNodes(e.nodes));
+        std::vector<std::string> ids;
+        for (const ClusterNode& n : e.nodes) ids.push_back(n.id);
+        record["nodes"] = ids;
+        absl::StrAppend(&text, e.nodes.size(), e.nodes.size() == 1 ? " node: " : " nodes: ",
+                        absl::StrJoin(ids, ", "));
+        break;
+      }
+      case SimulatedEventKind::kFailNode: {
+        record["node"] = e.target;
+        absl::StrAppend(&text, e.target, ": ");
+        auto lost = view_.FailNode(NodeId(e.target));
+        if (!lost.ok()) {
+          record["result"] = std::string(lost.status().message());
+          absl::StrAppend(&text, lost.status().message());
+          break;
+        }
+        std::vector<std::string> names;
+        for (const Allocation& a : *lost) {
+          auto owner = owners_.find(a.id.value());
+          if (owner == owners_.end()) continue;
+          tracked_.at(owner->second).phase = Phase::kLost;
+          names.push_back(owner->second);
+          owners_.erase(owner);
+        }
+        std::sort(names.begin(), names.end());
+        record["lost"] = names;
+        absl::StrAppend(&text, names.empty() ? "dead; nothing was running"
+                                             : absl::StrCat("dead; released (work lost) ",
+                                                            absl::StrJoin(names, ", ")));
+        break;
+      }
+      case SimulatedEventKind::kDrainNode: {
+        record["node"] = e.target;
+        absl::StrAppend(&text, e.target, ": ");
+        if (absl::Status s = view_.SetDraining(NodeId(e.target), true); !s.ok()) {
+          record["result"] = std::string(s.message());
+          absl::StrAppend(&text, s.message());
+          break;
+        }
+        std::vector<std::string> names;
+        for (const auto& [alloc, name] : owners_) {
+          if (tracked_.at(name).placement->node.value() == e.target) names.push_back(name);
+        }
+        std::sort(names.begin(), names.end());
+        record["keeps_running"] = names;
+        absl::StrAppend(&text, "draining; takes no new work",
+                        names.empty() ? "" : absl::StrCat("; still running ",
+                                                          absl::StrJoin(names, ", ")));
+        break;
+      }
+    }
+    if (e.kind != SimulatedEventKind::kSubmit) {
+      TESSERA_RETURN_IF_ERROR(RetryWaiting(record, text));
+    }
+    events_.push_back(std::move(record));
+    lines_.push_back(std::move(text));
+    return absl::OkStatus();
+  }
+
+  void Print(std::ostream& out) const {
+    if (json_) {
+      out << Json{{"events", events_}, {"utilization", UtilizationJson()}}.dump(2) << "\n";
+      return;
+    }
+    for (const std::string& line : lines_) out << line << "\n";
+    out << "utilization:\n";
+    const Json utilization = UtilizationJson();
+    for (const auto& [name, value] : utilization.items()) {
+      out << "  " << name << " " << value["used"].get<std::string>() << "/"
+          << value["total"].get<std::string>() << " (" << value["percent"].get<std::string>()
+          << "%)\n";
+    }
+  }
+
+ private:
+  absl::Status Schedule(Tracked& t, Json& record, std::string& text) {
+    auto result = scheduler_.Schedule(t.request);
+    if (!result.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("request ", Quote(t.spec.name), ": ", result.status().message()));
+    }
+    record["status"] = std::string(ScheduleStatusName(result->status));
+    if (result->status == ScheduleStatus::kPlaced) {
+      t.phase = Phase::kRunning;
+      t.placement = result->placement;
+      owners_[t.placement->allocation.id.value()] = t.spec.name;
+      record["placement"] = PlacementJson(*t.placement);
+      absl::StrAppend(&text, PlacementText(*t.placement));
+    } else {
+      t.phase = result->status == ScheduleStatus::kPending ? Phase::kWaiting : Phase::kParked;
+      record["explanation"] = result->explanation;
+      absl::StrAppend(&text, ToAbsl(ScheduleStatusName(result->status)), ": ", result->explanation);
+    }
+    return absl::OkStatus();
+  }
+
+  std::string Finish(const std::string& name) {
+    Tracked& t = tracked_.at(name);
+    switch (t.phase) {
+      case Phase::kRunning: {
+        auto released = view_.Release(t.placement->allocation.id);
+        owners_.erase(t.placement->allocation.id.value());
+        t.phase = Phase::kFinished;
+        if (!released.ok()) return std::string(released.status().message());
+        return absl::StrCat("finished; released ", released->resources.ToString(), " on ",
+                            t.placement->node.value());
+      }
+      case Phase::kWaiting:
+      case Phase::kParked:
+        t.phase = Phase::kWithdrawn;
+        return "withdrawn before it was placed";
+      case Phase::kLost:
+        return "already lost with its node";
+      case Phase::kFinished:
+      case Phase::kWithdrawn:
+        return "already finished";
+    }
+    return "";
+  }
+
+  // After a cluster change: parked requests some changed node could now fit, and requests
+  // that were pending, are tried again in submission order.
+  absl::Status RetryWaiting(Json& record, std::string& text) {
+    std::set<int64_t> unparked;
+    for (RequestId id : scheduler_.OnClusterChanged()) unparked.insert(id.value());
+    Json placed = Json::array();
+    for (const std::string& name : order_) {
+      Tracked& t = tracked_.at(name);
+      const bool retry = t.phase == Phase::kWaiting ||
+                         (t.phase == Phase::kParked && unparked.count(t.request.id.value()) != 0);
+      if (!retry) continue;
+      Json again;
+      std::string line;
+      TESSERA_RETURN_IF_ERROR(Schedule(t, again, line));
+      if (t.phase != Phase::kRunning) continue;  // still waiting: nothing new to say
+      again["name"] = name;
+      placed.push_back(std::move(again));
+      absl::StrAppend(&text, "\n    waiting ", name, ": ", line);
+    }
+    if (!placed.empty()) record["placed_waiting"] = std::move(placed);
+    return absl::OkStatus();
+  }
+
+  // used/total per resource over the nodes that are not dead, sorted by resource name.
+  Json UtilizationJson() const {
+    std::map<std::string, std::pair<Quantity, Quantity>> sums;  // used, total
+    for (NodeIndex i = 0; i < view_.slot_count(); ++i) {
+      const NodeRecord& n = view_.node(i);
+      if (n.removed || n.state == NodeState::kDead) continue;
+      for (const auto& [name, total] : n.total) {
+        auto& [used, sum] = sums[name];
+        sum = Quantity::FromRaw(sum.raw() + total.raw());
+        used = Quantity::FromRaw(used.raw() + total.raw() - n.available.Get(name).raw());
+      }
+    }
+    Json out = Json::object();
+    for (const auto& [name, value] : sums) {
+      const auto& [used, total] = value;
+      const double percent = total.IsZero() ? 0 : 100.0 * used.ToDouble() / total.ToDouble();
+      out[name] = {{"used", FormatAmount(name, used)},
+                   {"total", FormatAmount(name, total)},
+                   {"percent", absl::StrFormat("%.1f", percent)}};
+    }
+    return out;
+  }
+
+  bool json_;
+  ClusterView view_;
+  TaskScheduler scheduler_;
+  std::map<std::string, Tracked> tracked_;  // by request name
+  std::vector<std::string> order_;          // request names in submission order
+  std::map<int64_t, std::string> owners_;   // running allocation id -> request name
+  std::vector<Json> events_;
+  std::vector<std::string> lines_;
+};
+
+absl::Status RunSchedule(const std::string& cluster_path, const std::string& requests_path,
+                         bool json) {
+  TESSERA_ASSIGN_OR_RETURN(const std::string cluster_text, ReadFile(cluster_path));
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<ClusterNode> nodes,
+                           ParseClusterFile(cluster_text, cluster_path));
+  std::set<std::string> ids;
+  for (const ClusterNode& n : nodes) ids.insert(n.id);
+  TESSERA_ASSIGN_OR_RETURN(const std::string requests_text, ReadFile(requests_path));
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<SimulatedEvent> events,
+                           ParseRequestsFile(requests_text, requests_path, ids));
+  Simulation simulation(json);
+  TESSERA_RETURN_IF_ERROR(simulation.AddNodes(nodes));
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (absl::Status s = simulation.Apply(events[i], i); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(requests_path, ":", events[i].line, ": ",
+                                                     s.message()));
+    }
+  }
+  simulation.Print(std::cout);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void AddScheduleCommand(CLI::App& app, int& exit_code) {
+  struct Args {
+    std::string cluster;
+    std::string requests;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "schedule", "Simulate scheduling: apply a requests file's events to a cluster file's nodes");
+  cmd->add_option("--cluster", args->cluster, "Cluster file (node groups, slices)")->required();
+  cmd->add_option("--requests", args->requests, "Requests file (ordered events)")->required();
+  cmd->add_flag("--json", args->json, "Print JSON for programs");
+  cmd->callback([args, &exit_code] {
+    absl::Status s = RunSchedule(args->cluster, args->requests, args->json);
+    exit_code = s.ok() ? 0 : ReportError(ToStd(s.message()));
+  });
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,118 @@
+// `tessera schedule` as users run it: the examples' placements, explanations and utilization,
+// byte-identical output run to run, and one-line errors for malformed files.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "run_command.h"
+
+namespace tessera::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+const std::string kExamples = std::string(TESSERA_SOURCE_DIR) + "/examples/";
+
+CommandResult Schedule(const std::string& cluster, const std::string& requests,
+                       bool json = false) {
+  std::vector<std::string> argv = {TesseraBinary(), "schedule", "--cluster", cluster,
+                                   "--requests", requests};
+  if (json) argv.push_back("--json");
+  return RunCommand(argv);
+}
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = std::filesystem::temp_directory_path() / name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+void ExpectOneLineError(const CommandResult& r, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.err, StartsWith("tessera: error: "));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(needle));
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(ScheduleCliTest, MixedExampleText) {
+  auto r = Schedule(kExamples + "clusters/mixed.yaml", kExamples + "requests/mixed.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_THAT(r.out, HasSubstr("[1] submit_task train-a: placed on h100-"));
+  EXPECT_THAT(r.out, HasSubstr("GPU 0,1,2,3\n"));
+  EXPECT_THAT(r.out, HasSubstr("[2] submit_task infer-a: placed on h100-"));
+  EXPECT_THAT(r.out, HasSubstr(" (0.5)\n"));
+  EXPECT_THAT(r.out, HasSubstr("[4] submit_task tpu-job: placed on v6e-"));
+  EXPECT_THAT(r.out, HasSubstr("[5] submit_task b200-job: INFEASIBLE: no node has "
+                               "tessera.io/accelerator-type in (B200)\n"));
+  EXPECT_THAT(r.out, HasSubstr("[9] submit_task wait-8: PENDING: "));
+  EXPECT_THAT(r.out, HasSubstr("[13] fail_node cpu-1: dead; released (work lost) pinned\n"));
+  EXPECT_THAT(r.out, HasSubstr("[14] drain_node cpu-2: draining; takes no new work; still "
+                               "running near, ps\n"));
+  EXPECT_THAT(r.out, HasSubstr("[15] add_nodes 1 node: b200-0\n    waiting b200-job: placed on "
+                               "b200-0, GPU 0,1,2,3,4,5,6,7\n"));
+  EXPECT_THAT(r.out, HasSubstr("utilization:\n  CPU "));
+  EXPECT_THAT(r.out, HasSubstr("  GPU 32.5/40 (81.2%)\n"));
+  EXPECT_THAT(r.out, HasSubstr("  TPU 4/48 (8.3%)\n"));
+}
+
+TEST(ScheduleCliTest, SmallExampleJson) {
+  auto r = Schedule(kExamples + "clusters/small.yaml", kExamples + "requests/small.yaml", true);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  const auto& events = j["events"];
+  ASSERT_EQ(events.size(), 9u);
+  EXPECT_EQ(events[0]["status"], "PLACED");
+  EXPECT_EQ(events[0]["placement"]["devices"]["GPU"].size(), 2u);
+  // Fractions best-fit onto one device before opening another.
+  for (int i = 1; i <= 3; ++i) {
+    EXPECT_EQ(events[i]["placement"]["devices"]["GPU"][0]["amount"], "0.25");
+    EXPECT_EQ(events[i]["placement"]["node"], events[1]["placement"]["node"]);
+    EXPECT_EQ(events[i]["placement"]["devices"]["GPU"][0]["instance"],
+              events[1]["placement"]["devices"]["GPU"][0]["instance"]);
+  }
+  EXPECT_EQ(events[4]["status"], "PENDING");
+  EXPECT_EQ(events[8]["status"], "INFEASIBLE");
+  EXPECT_EQ(events[8]["explanation"], "no node has 64 CPU (largest: 16)");
+  EXPECT_EQ(j["utilization"]["GPU"]["used"], "2.75");
+  EXPECT_EQ(j["utilization"]["GPU"]["total"], "8");
+  EXPECT_EQ(j["utilization"]["CPU"]["percent"], "20.0");
+}
+
+TEST(ScheduleCliTest, OutputIsIdenticalRunToRun) {
+  for (bool json : {false, true}) {
+    auto a = Schedule(kExamples + "clusters/mixed.yaml", kExamples + "requests/mixed.yaml", json);
+    auto b = Schedule(kExamples + "clusters/mixed.yaml", kExamples + "requests/mixed.yaml", json);
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    EXPECT_EQ(a.out, b.out);
+  }
+}
+
+TEST(ScheduleCliTest, MalformedFilesAreOneLineErrors) {
+  const std::string cluster = kExamples + "clusters/small.yaml";
+  ExpectOneLineError(Schedule(cluster, WriteTemp("sched_bad.yaml",
+                                                 "events:\n  - submit_task: {name: a, "
+                                                 "resources: {GPU: -1}}\n")),
+                     "sched_bad.yaml:2:45: events[0].submit_task.resources: resource \"GPU\": "
+                     "\"-1\" is negative");
+  ExpectOneLineError(Schedule(cluster, WriteTemp("sched_pg.yaml",
+                                                 "events:\n  - create_placement_group: {}\n")),
+                     "create_placement_group is not supported yet");
+  ExpectOneLineError(Schedule(WriteTemp("sched_cluster.yaml", "node_groups: [{name: a}]\n"),
+                              kExamples + "requests/small.yaml"),
+                     "sched_cluster.yaml:1:15: node_groups[0]: missing required key \"count\"");
+  ExpectOneLineError(Schedule(cluster, "/nonexistent/requests.yaml"), "cannot read");
+  // A reference to a node the cluster lacks is caught before anything runs.
+  ExpectOneLineError(Schedule(cluster, WriteTemp("sched_node.yaml",
+                                                 "events:\n  - fail_node: gpu-9\n")),
+                     "no node \"gpu-9\"");
+}
+
+}  // namespace
+}  // namespace tessera::testing
