@@ -35,6 +35,9 @@ struct Expected {
   std::vector<std::string> warnings_mentioning;   // each must appear in some warning
 };
 
+// gtest names each parameterized case by its machine rather than dumping the struct's bytes.
+void PrintTo(const Expected& e, std::ostream* os) { *os << e.machine; }
+
 json Report(const std::string& machine, const std::map<std::string, std::string>& env = {}) {
   auto r = RunCommand({TesseraBinary(), "hardware", "--json", "--sysroot", kFixtures + machine},
                       env);
