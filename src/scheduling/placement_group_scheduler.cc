@@ -1,0 +1,474 @@
+#include "scheduling/placement_group_scheduler.h"
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "base/string_util.h"
+#include "scheduling/explanation.h"
+#include "scheduling/resource_families.h"
+
+namespace tessera {
+namespace {
+
+// Label-index candidates are examined one by one when few (as TaskScheduler does).
+constexpr size_t kSmallCandidateSet = 16;
+
+// Scarcest first (reference §4.2): larger accelerator demand, then custom resources, then
+// memory, then CPU; ties keep the caller's order.
+std::vector<int> ScarcestFirst(const BundleOption& option, const std::vector<int>& todo) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t>;
+  auto key = [&](int b) {
+    int64_t accel = 0, custom = 0, memory = 0, cpu = 0;
+    for (const auto& [name, q] : option.bundles[b]) {
+      if (IsUnitInstanceResource(name)) {
+        accel += q.raw();
+      } else if (name == "CPU") {
+        cpu += q.raw();
+      } else if (name == "memory" || name == "object_store_memory") {
+        memory += q.raw();
+      } else {
+        custom += q.raw();
+      }
+    }
+    return Key(accel, custom, memory, cpu);
+  };
+  std::vector<std::pair<Key, int>> keyed;
+  keyed.reserve(todo.size());
+  for (int b : todo) keyed.emplace_back(key(b), b);
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::vector<int> order;
+  order.reserve(keyed.size());
+  for (const auto& [k, b] : keyed) order.push_back(b);
+  return order;
+}
+
+std::vector<NodeIndex> AliveNodes(const ClusterView& cluster) {
+  std::vector<NodeIndex> nodes;
+  if (const UtilizationIndex* all = cluster.UtilizationOrder("")) {
+    nodes.reserve(all->size());
+    for (const auto& [utilization, node] : *all) nodes.push_back(node);
+  }
+  std::sort(nodes.begin(), nodes.end());
+  return nodes;
+}
+
+std::string ResourceAmount(const std::string& name, Quantity q) {
+  ResourceSet one;
+  one.Set(name, q);
+  return q.IsZero() ? "0" : one.ToString().substr(name.size() + 1);
+}
+
+}  // namespace
+
+std::string_view PlacementGroupStateName(PlacementGroupState state) {
+  switch (state) {
+    case PlacementGroupState::kCreated:
+      return "CREATED";
+    case PlacementGroupState::kRescheduling:
+      return "RESCHEDULING";
+  }
+  return "UNKNOWN";
+}
+
+bool PlacementGroupScheduler::Usable(NodeIndex node, const LabelSelector& selector,
+                                     const ResourceSet& demand) const {
+  const NodeRecord& record = cluster_->node(node);
+  return !record.removed && record.state == NodeState::kAlive &&
+         selector.Matches(record.labels) && cluster_->FitsNow(node, demand);
+}
+
+std::optional<NodeIndex> PlacementGroupScheduler::FirstNode(
+    const LabelSelector& selector, const ResourceSet& demand, const std::set<NodeIndex>& excluded,
+    const std::vector<const LabelSelector*>& also_match) const {
+  // Anchor on the demanded resource the fewest nodes carry: nodes without it never fit.
+  const UtilizationIndex* order = cluster_->UtilizationOrder("");
+  for (const auto& [resource, q] : demand) {
+    const UtilizationIndex* by_resource = cluster_->UtilizationOrder(resource);
+    if (by_resource == nullptr || by_resource->empty()) return std::nullopt;
+    if (order == nullptr || by_resource->size() < order->size()) order = by_resource;
+  }
+  if (order == nullptr || order->empty()) return std::nullopt;
+  auto ok = [&](NodeIndex n) {
+    if (excluded.count(n) != 0 || !Usable(n, selector, demand)) return false;
+    for (const LabelSelector* s : also_match) {
+      if (!s->Matches(cluster_->node(n).labels)) return false;
+    }
+    return true;
+  };
+  const std::optional<size_t> count = cluster_->SelectorCandidateCount(selector);
+  if (count && (*count <= kSmallCandidateSet || *count * *count <= order->size())) {
+    // Same choice as the ordered scan: the least (utilization, index) that is usable.
+    std::optional<std::pair<int64_t, NodeIndex>> best;
+    const std::vector<NodeIndex> candidates = *cluster_->SelectorCandidates(selector);
+    for (NodeIndex n : candidates) {
+      if (!ok(n)) continue;
+      const std::pair<int64_t, NodeIndex> key(cluster_->node(n).utilization_ppm, n);
+      if (!best || key < *best) best = key;
+    }
+    if (!best) return std::nullopt;
+    return best->second;
+  }
+  for (const auto& [utilization, n] : *order) {
+    if (ok(n)) return n;
+  }
+  return std::nullopt;
+}
+
+PlacementGroupScheduler::Attempt PlacementGroupScheduler::Place(const BundleOption& option,
+                                                                PlacementStrategy strategy,
+                                                                const std::vector<int>& todo,
+                                                                const std::set<NodeIndex>& used) {
+  Attempt attempt;
+  std::set<NodeIndex> used_now = used;
+  auto take = [&](int b, NodeIndex n) {
+    absl::StatusOr<Allocation> allocation = cluster_->Allocate(n, option.bundles[b]);
+    if (!allocation.ok()) return false;
+    attempt.taken.emplace_back(b, *std::move(allocation));
+    used_now.insert(n);
+    return true;
+  };
+  // All or nothing: the first bundle that finds no node undoes every allocation of this attempt.
+  auto fail = [&](int b) {
+    for (auto it = attempt.taken.rbegin(); it != attempt.taken.rend(); ++it) {
+      (void)cluster_->Release(it->second.id);
+    }
+    attempt.taken.clear();
+    attempt.failed_bundle = b;
+    return attempt;
+  };
+  const std::vector<int> order = ScarcestFirst(option, todo);
+  static const std::set<NodeIndex> kNone;
+  switch (strategy) {
+    case PlacementStrategy::kStrictPack: {
+      ResourceSet sum;
+      std::vector<const LabelSelector*> others;
+      for (int b : order) {
+        absl::StatusOr<ResourceSet> more = sum.Plus(option.bundles[b]);
+        if (!more.ok()) return fail(-1);
+        sum = *std::move(more);
+        others.push_back(&BundleSelector(option, b));
+      }
+      const std::optional<NodeIndex> node =
+          FirstNode(BundleSelector(option, order[0]), sum, kNone, others);
+      if (!node) return fail(-1);
+      for (int b : order) {
+        if (!take(b, *node)) return fail(b);
+      }
+      break;
+    }
+    case PlacementStrategy::kStrictSpread:
+      for (int b : order) {
+        const std::optional<NodeIndex> node =
+            FirstNode(BundleSelector(option, b), option.bundles[b], used_now, {});
+        if (!node || !take(b, *node)) return fail(b);
+      }
+      break;
+    case PlacementStrategy::kSpread:
+      for (int b : order) {
+        // A node of its own when one fits, else share one the group already uses.
+        std::optional<NodeIndex> node =
+            FirstNode(BundleSelector(option, b), option.bundles[b], used_now, {});
+        if (!node) node = FirstNode(BundleSelector(option, b), option.bundles[b], kNone, {});
+        if (!node || !take(b, *node)) return fail(b);
+      }
+      break;
+    case PlacementStrategy::kPack: {
+      // Reference §4.3: the scarcest unplaced bundle picks a node (one the group already uses
+      // first), every other remaining bundle that fits joins it, then the next node.
+      std::vector<int> remaining = order;
+      std::set<NodeIndex> dropped;
+      while (!remaining.empty()) {
+        const int b = remaining.front();
+        const LabelSelector& selector = BundleSelector(option, b);
+        std::optional<NodeIndex> node;
+        for (NodeIndex n : used_now) {
+          if (dropped.count(n) == 0 && Usable(n, selector, option.bundles[b])) {
+            node = n;
+            break;
+          }
+        }
+        if (!node) node = FirstNode(selector, option.bundles[b], dropped, {});
+        if (!node || !take(b, *node)) return fail(b);
+        remaining.erase(remaining.begin());
+        for (auto it = remaining.begin(); it != remaining.end();) {
+          if (Usable(*node, BundleSelector(option, *it), option.bundles[*it]) && take(*it, *node)) {
+            it = remaining.erase(it);
+          } else {
+            ++it;
+          }
+        }
+        dropped.insert(*node);
+      }
+      break;
+    }
+  }
+  attempt.placed = true;
+  return attempt;
+}
+
+Diagnosis PlacementGroupScheduler::Explain(const BundleOption& option, PlacementStrategy strategy,
+                                           const std::vector<int>& todo,
+                                           const std::set<NodeIndex>& used,
+                                           int failed_bundle) const {
+  const std::vector<NodeIndex> alive = AliveNodes(*cluster_);
+  const size_t n = todo.size();
+  auto feasible_nodes = [&](int b, bool skip_used) {
+    std::vector<NodeIndex> nodes;
+    for (NodeIndex node : alive) {
+      if (skip_used && used.count(node) != 0) continue;
+      if (BundleSelector(option, b).Matches(cluster_->node(node).labels) &&
+          cluster_->FeasibleOn(node, option.bundles[b])) {
+        nodes.push_back(node);
+      }
+    }
+    return nodes;
+  };
+  Diagnosis d;
+  if (strategy == PlacementStrategy::kStrictPack) {
+    ResourceSet sum;
+    for (int b : todo) sum = sum.Plus(option.bundles[b]).value_or(sum);
+    std::vector<NodeIndex> matching;
+    for (NodeIndex node : alive) {
+      bool all = true;
+      for (int b : todo) all = all && BundleSelector(option, b).Matches(cluster_->node(node).labels);
+      if (all) matching.push_back(node);
+    }
+    const std::string together = absl::StrCat("the ", n, n == 1 ? " bundle" : " bundles");
+    if (matching.empty()) {
+      d.text = absl::StrCat("no node matches the selectors of ", together, " (STRICT_PACK)");
+      return d;
+    }
+    size_t could = 0;
+    for (NodeIndex node : matching) could += cluster_->FeasibleOn(node, sum) ? 1 : 0;
+    if (could == 0) {
+      std::string shortest;
+      for (const auto& [name, need] : sum) {
+        Quantity largest;
+        for (NodeIndex node : matching) {
+          largest = std::max(largest, cluster_->node(node).total.Get(name));
+        }
+        if (largest < need && shortest.empty()) {
+          shortest = absl::StrCat("; largest node has ", ResourceAmount(name, largest));
+          shortest = absl::StrCat(name, "=", ResourceAmount(name, need), shortest);
+        }
+      }
+      d.text = absl::StrCat("no node can hold ", together, " together (STRICT_PACK needs ",
+                            shortest.empty() ? sum.ToString() : shortest, ")");
+      return d;
+    }
+    d.feasible = true;
+    d.text = absl::StrCat(could, could == 1 ? " node could hold " : " nodes could hold ",
+                          together, " together (STRICT_PACK needs ", sum.ToString(),
+                          "); none has room now");
+    return d;
+  }
+  const bool strict_spread = strategy == PlacementStrategy::kStrictSpread;
+  std::set<NodeIndex> any;
+  std::optional<std::pair<size_t, int>> tightest;  // (candidates, bundle) among selector bundles
+  for (int b : todo) {
+    if (feasible_nodes(b, false).empty()) {
+      d.text = absl::StrCat("bundle ", b, ": ",
+                            Diagnose(*cluster_, BundleSelector(option, b), option.bundles[b], alive)
+                                .text);
+      return d;
+    }
+    const std::vector<NodeIndex> nodes = feasible_nodes(b, strict_spread);
+    any.insert(nodes.begin(), nodes.end());
+    if (!BundleSelector(option, b).empty() && (!tightest || nodes.size() < tightest->first)) {
+      tightest.emplace(nodes.size(), b);
+    }
+  }
+  if (strict_spread && any.size() < n) {
+    d.text = absl::StrCat("STRICT_SPREAD needs ", n, " nodes; only ", any.size(),
+                          tightest ? absl::StrCat(" match bundle ", tightest->second, "'s selector")
+                                   : std::string(" can hold a bundle"));
+    if (!used.empty()) {
+      absl::StrAppend(&d.text, " besides the ", used.size(),
+                      " nodes holding the group's other bundles");
+    }
+    return d;
+  }
+  d.feasible = true;
+  const int b = failed_bundle >= 0 ? failed_bundle : todo.front();
+  bool fits_alone = false;
+  for (NodeIndex node : alive) {
+    if ((!strict_spread || used.count(node) == 0) &&
+        Usable(node, BundleSelector(option, b), option.bundles[b])) {
+      fits_alone = true;
+      break;
+    }
+  }
+  if (!fits_alone) {
+    d.text = absl::StrCat("bundle ", b, ": ",
+                          Diagnose(*cluster_, BundleSelector(option, b), option.bundles[b], alive)
+                              .text);
+  } else {
+    d.text = absl::StrCat("bundle ", b, " (", option.bundles[b].ToString(), "): no node has room ",
+                          "for it alongside the group's other bundles (",
+                          ToAbsl(PlacementStrategyName(strategy)), ")");
+  }
+  return d;
+}
+
+void PlacementGroupScheduler::Own(PlacementGroup& group, int bundle, const Allocation& allocation) {
+  group.bundles[bundle] = BundlePlacement{allocation.node, allocation};
+  owners_[allocation.id.value()] = {group.id.value(), bundle};
+}
+
+absl::StatusOr<PlacementGroupResult> PlacementGroupScheduler::Create(
+    const PlacementGroupSpec& spec) {
+  TESSERA_RETURN_IF_ERROR(ValidatePlacementGroupSpec(spec));
+  if (!spec.name.empty() && by_name_.contains(spec.name)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("a placement group named ", Quote(spec.name), " exists"));
+  }
+  const std::vector<const BundleOption*> options = OptionsInOrder(spec);
+  std::vector<int> failed(options.size(), -1);
+  for (size_t i = 0; i < options.size(); ++i) {
+    std::vector<int> todo(options[i]->bundles.size());
+    for (size_t b = 0; b < todo.size(); ++b) todo[b] = static_cast<int>(b);
+    Attempt attempt = Place(*options[i], spec.strategy, todo, {});
+    if (!attempt.placed) {
+      failed[i] = attempt.failed_bundle;
+      continue;
+    }
+    PlacementGroup group;
+    group.id = PlacementGroupId(next_id_++);
+    group.spec = spec;
+    group.option = i;
+    group.bundles.resize(todo.size());
+    for (const auto& [b, allocation] : attempt.taken) Own(group, b, allocation);
+    PlacementGroupResult result;
+    result.id = group.id;
+    result.option = i;
+    for (const auto& placement : group.bundles) result.bundles.push_back(*placement);
+    if (!spec.name.empty()) by_name_.emplace(spec.name, group.id.value());
+    groups_.emplace(group.id.value(), std::move(group));
+    return result;
+  }
+  PlacementGroupResult result;
+  bool feasible = false;
+  std::vector<std::string> texts;
+  for (size_t i = 0; i < options.size(); ++i) {
+    std::vector<int> todo(options[i]->bundles.size());
+    for (size_t b = 0; b < todo.size(); ++b) todo[b] = static_cast<int>(b);
+    Diagnosis d = Explain(*options[i], spec.strategy, todo, {}, failed[i]);
+    feasible = feasible || d.feasible;
+    texts.push_back(options.size() == 1 ? d.text : absl::StrCat("option ", i, ": ", d.text));
+  }
+  result.status = feasible ? ScheduleStatus::kPending : ScheduleStatus::kInfeasible;
+  result.explanation = absl::StrJoin(texts, "; ");
+  return result;
+}
+
+absl::StatusOr<std::vector<Allocation>> PlacementGroupScheduler::Remove(PlacementGroupId id) {
+  auto it = groups_.find(id.value());
+  if (it == groups_.end()) {
+    return absl::NotFoundError(absl::StrCat("no placement group ", id.value()));
+  }
+  std::vector<Allocation> released;
+  for (const std::optional<BundlePlacement>& bundle : it->second.bundles) {
+    if (!bundle) continue;
+    owners_.erase(bundle->allocation.id.value());
+    absl::StatusOr<Allocation> r = cluster_->Release(bundle->allocation.id);
+    if (r.ok()) released.push_back(*std::move(r));
+  }
+  if (!it->second.spec.name.empty()) by_name_.erase(it->second.spec.name);
+  groups_.erase(it);
+  return released;
+}
+
+RescheduleReport PlacementGroupScheduler::Replace(PlacementGroup& group) {
+  const BundleOption& option = *OptionsInOrder(group.spec)[group.option];
+  if (group.spec.strategy == PlacementStrategy::kStrictPack) {
+    // STRICT_PACK keeps every bundle on one node, and the lost node is gone: the survivors are
+    // released and the whole group is placed again together (reference §4.7).
+    for (std::optional<BundlePlacement>& bundle : group.bundles) {
+      if (!bundle) continue;
+      owners_.erase(bundle->allocation.id.value());
+      (void)cluster_->Release(bundle->allocation.id);
+      bundle.reset();
+    }
+  }
+  std::vector<int> todo;
+  std::set<NodeIndex> used;
+  for (size_t b = 0; b < group.bundles.size(); ++b) {
+    if (!group.bundles[b]) {
+      todo.push_back(static_cast<int>(b));
+    } else if (std::optional<NodeIndex> n = cluster_->Find(group.bundles[b]->node)) {
+      used.insert(*n);
+    }
+  }
+  RescheduleReport report;
+  report.id = group.id;
+  report.name = group.spec.name;
+  report.bundles = todo;
+  if (todo.empty()) {
+    report.placed = true;
+    group.state = PlacementGroupState::kCreated;
+    return report;
+  }
+  // The group keeps the option it was created with (its bundle shapes and selectors).
+  Attempt attempt = Place(option, group.spec.strategy, todo, used);
+  if (attempt.placed) {
+    for (const auto& [b, allocation] : attempt.taken) Own(group, b, allocation);
+    group.state = PlacementGroupState::kCreated;
+    group.explanation.clear();
+    report.placed = true;
+    return report;
+  }
+  group.state = PlacementGroupState::kRescheduling;
+  group.explanation =
+      Explain(option, group.spec.strategy, todo, used, attempt.failed_bundle).text;
+  report.explanation = group.explanation;
+  return report;
+}
+
+std::vector<RescheduleReport> PlacementGroupScheduler::OnNodeFailed(
+    const NodeId& node, std::span<const Allocation> lost) {
+  std::set<int64_t> affected;
+  auto clear = [&](int64_t allocation) {
+    auto it = owners_.find(allocation);
+    if (it == owners_.end()) return;
+    const auto [group, bundle] = it->second;
+    groups_.at(group).bundles[bundle].reset();
+    owners_.erase(it);
+    affected.insert(group);
+  };
+  for (const Allocation& a : lost) clear(a.id.value());
+  // Bundles the caller did not list but that sat on the node are lost just the same.
+  for (auto& [id, group] : groups_) {
+    for (std::optional<BundlePlacement>& bundle : group.bundles) {
+      if (bundle && bundle->node == node) clear(bundle->allocation.id.value());
+    }
+  }
+  std::vector<RescheduleReport> reports;
+  for (int64_t id : affected) reports.push_back(Replace(groups_.at(id)));
+  return reports;
+}
+
+std::vector<RescheduleReport> PlacementGroupScheduler::OnClusterChanged() {
+  std::vector<RescheduleReport> reports;
+  for (auto& [id, group] : groups_) {
+    if (group.state == PlacementGroupState::kRescheduling) reports.push_back(Replace(group));
+  }
+  return reports;
+}
+
+const PlacementGroup* PlacementGroupScheduler::Find(PlacementGroupId id) const {
+  auto it = groups_.find(id.value());
+  return it == groups_.end() ? nullptr : &it->second;
+}
+
+std::optional<PlacementGroupId> PlacementGroupScheduler::FindByName(std::string_view name) const {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return std::nullopt;
+  return PlacementGroupId(it->second);
+}
+
+}  // namespace tessera

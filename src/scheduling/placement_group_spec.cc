@@ -1,0 +1,95 @@
+#include "scheduling/placement_group_spec.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/string_util.h"
+#include "scheduling/scheduling_request.h"
+
+namespace tessera {
+namespace {
+
+absl::Status ValidateOption(const BundleOption& option, std::string_view where) {
+  const std::string prefix = where.empty() ? "" : absl::StrCat(ToAbsl(where), ": ");
+  if (option.bundles.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, "no bundles (a placement group reserves at least one bundle)"));
+  }
+  if (!option.selectors.empty() && option.selectors.size() != option.bundles.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, option.selectors.size(), " bundle selectors for ",
+                     option.bundles.size(), " bundles (give one per bundle, or none)"));
+  }
+  for (size_t i = 0; i < option.bundles.size(); ++i) {
+    const ResourceSet& bundle = option.bundles[i];
+    // ResourceSet drops zero amounts, so an all-zero bundle arrives empty.
+    if (bundle.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, "bundle ", i, ": empty or all-zero bundle (a bundle reserves at least one resource)"));
+    }
+    for (const auto& [name, quantity] : bundle) {
+      if (name == kReservedBundleResource) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            prefix, "bundle ", i, ": the resource name \"bundle\" is reserved"));
+      }
+      if (quantity.IsNegative()) {
+        return absl::InvalidArgumentError(absl::StrCat(prefix, "bundle ", i, ": ", name, "=",
+                                                       quantity.ToString(), " is negative"));
+      }
+    }
+    SchedulingRequest as_request;
+    as_request.resources = bundle;
+    if (absl::Status s = ValidateSchedulingRequest(as_request); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "bundle ", i, ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string_view PlacementStrategyName(PlacementStrategy strategy) {
+  switch (strategy) {
+    case PlacementStrategy::kPack:
+      return "PACK";
+    case PlacementStrategy::kSpread:
+      return "SPREAD";
+    case PlacementStrategy::kStrictPack:
+      return "STRICT_PACK";
+    case PlacementStrategy::kStrictSpread:
+      return "STRICT_SPREAD";
+  }
+  return "UNKNOWN";
+}
+
+absl::StatusOr<PlacementStrategy> ParsePlacementStrategy(std::string_view text) {
+  for (PlacementStrategy s : {PlacementStrategy::kPack, PlacementStrategy::kSpread,
+                              PlacementStrategy::kStrictPack, PlacementStrategy::kStrictSpread}) {
+    if (text == PlacementStrategyName(s)) return s;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown placement strategy ", Quote(text),
+      "; expected PACK, SPREAD, STRICT_PACK or STRICT_SPREAD"));
+}
+
+const LabelSelector& BundleSelector(const BundleOption& option, size_t i) {
+  static const LabelSelector kAny;
+  return i < option.selectors.size() ? option.selectors[i] : kAny;
+}
+
+std::vector<const BundleOption*> OptionsInOrder(const PlacementGroupSpec& spec) {
+  std::vector<const BundleOption*> options = {&spec.primary};
+  for (const BundleOption& f : spec.fallbacks) options.push_back(&f);
+  return options;
+}
+
+absl::Status ValidatePlacementGroupSpec(const PlacementGroupSpec& spec) {
+  if (absl::Status s = ValidateOption(spec.primary, ""); !s.ok()) return s;
+  for (size_t i = 0; i < spec.fallbacks.size(); ++i) {
+    if (absl::Status s = ValidateOption(spec.fallbacks[i], absl::StrCat("fallback ", i + 1));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tessera
