@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "scheduling/cluster_file.h"
 #include "scheduling/cluster_view.h"
+#include "scheduling/placement_group_scheduler.h"
 #include "scheduling/requests_file.h"
 #include "scheduling/task_scheduler.h"
 
@@ -122,6 +123,10 @@ std::string_view EventName(const SimulatedEvent& e) {
       return "fail_node";
     case SimulatedEventKind::kDrainNode:
       return "drain_node";
+    case SimulatedEventKind::kCreatePlacementGroup:
+      return "create_placement_group";
+    case SimulatedEventKind::kRemovePlacementGroup:
+      return "remove_placement_group";
   }
   return "event";
 }
@@ -129,7 +134,7 @@ std::string_view EventName(const SimulatedEvent& e) {
 // Drives the scheduler through the events. Not thread-safe; one run per instance.
 class Simulation {
  public:
-  explicit Simulation(bool json) : json_(json), scheduler_(&view_) {}
+  explicit Simulation(bool json) : json_(json), scheduler_(&view_), groups_(&view_) {}
 
   absl::Status AddNodes(const std::vector<ClusterNode>& nodes) {
     for (const ClusterNode& node : nodes) {
@@ -189,6 +194,7 @@ class Simulation {
         absl::StrAppend(&text, names.empty() ? "dead; nothing was running"
                                              : absl::StrCat("dead; released (work lost) ",
                                                             absl::StrJoin(names, ", ")));
+        ReportGroups(groups_.OnNodeFailed(NodeId(e.target), *lost), record, text);
         break;
       }
       case SimulatedEventKind::kDrainNode: {
@@ -210,8 +216,37 @@ class Simulation {
                                                           absl::StrJoin(names, ", ")));
         break;
       }
+      case SimulatedEventKind::kCreatePlacementGroup: {
+        record["name"] = e.group.name;
+        absl::StrAppend(&text, e.group.name, ": ");
+        TESSERA_RETURN_IF_ERROR(CreateGroup(e.group, record, text));
+        break;
+      }
+      case SimulatedEventKind::kRemovePlacementGroup: {
+        record["name"] = e.target;
+        absl::StrAppend(&text, e.target, ": ");
+        if (waiting_groups_.erase(e.target) != 0) {
+          absl::StrAppend(&text, "withdrawn before it was placed");
+          record["result"] = "withdrawn";
+          break;
+        }
+        const std::optional<PlacementGroupId> id = groups_.FindByName(e.target);
+        if (!id) {
+          absl::StrAppend(&text, "already removed");
+          break;
+        }
+        auto released = groups_.Remove(*id);
+        if (!released.ok()) return released.status();
+        std::vector<std::string> parts;
+        for (const Allocation& a : *released) {
+          parts.push_back(absl::StrCat(a.resources.ToString(), " on ", a.node.value()));
+        }
+        record["released"] = parts;
+        absl::StrAppend(&text, "removed; released ", absl::StrJoin(parts, "; "));
+        break;
+      }
     }
-    if (e.kind != SimulatedEventKind::kSubmit) {
+    if (e.kind != SimulatedEventKind::kSubmit && e.kind != SimulatedEventKind::kCreatePlacementGroup) {
       TESSERA_RETURN_IF_ERROR(RetryWaiting(record, text));
     }
     events_.push_back(std::move(record));
@@ -254,6 +289,75 @@ class Simulation {
       absl::StrAppend(&text, ToAbsl(ScheduleStatusName(result->status)), ": ", result->explanation);
     }
     return absl::OkStatus();
+  }
+
+  // "bundle 0 on n1 (GPU 0,1); bundle 1 on n2 (CPU only)" for the bundles given.
+  static std::string BundlesText(const std::vector<std::pair<int, BundlePlacement>>& bundles,
+                                 Json& json) {
+    std::vector<std::string> parts;
+    json = Json::array();
+    for (const auto& [b, p] : bundles) {
+      const std::string devices = DevicesText(p.allocation);
+      parts.push_back(absl::StrCat("bundle ", b, " on ", p.node.value(),
+                                   devices.empty() ? "" : absl::StrCat(" (", devices, ")")));
+      Json one = PlacementJson(Placement{p.node, p.allocation, 0});
+      one.erase("option");
+      one["bundle"] = b;
+      json.push_back(std::move(one));
+    }
+    return absl::StrJoin(parts, "; ");
+  }
+
+  absl::Status CreateGroup(const PlacementGroupSpec& spec, Json& record, std::string& text) {
+    auto result = groups_.Create(spec);
+    if (!result.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("placement group ", Quote(spec.name), ": ", result.status().message()));
+    }
+    record["status"] = std::string(ScheduleStatusName(result->status));
+    if (result->status != ScheduleStatus::kPlaced) {
+      waiting_groups_.insert_or_assign(spec.name, spec);
+      record["explanation"] = result->explanation;
+      absl::StrAppend(&text, ToAbsl(ScheduleStatusName(result->status)), ": ",
+                      result->explanation);
+      return absl::OkStatus();
+    }
+    waiting_groups_.erase(spec.name);
+    std::vector<std::pair<int, BundlePlacement>> bundles;
+    for (size_t b = 0; b < result->bundles.size(); ++b) {
+      bundles.emplace_back(static_cast<int>(b), result->bundles[b]);
+    }
+    Json json;
+    absl::StrAppend(&text, "placed ", BundlesText(bundles, json));
+    if (result->option > 0) absl::StrAppend(&text, " (fallback option ", result->option, ")");
+    record["bundles"] = std::move(json);
+    record["option"] = result->option;
+    return absl::OkStatus();
+  }
+
+  // What re-placement did to groups that lost bundles (or were waiting for room).
+  void ReportGroups(const std::vector<RescheduleReport>& reports, Json& record,
+                    std::string& text) {
+    Json out = Json::array();
+    for (const RescheduleReport& r : reports) {
+      const PlacementGroup* g = groups_.Find(r.id);
+      Json one = {{"name", r.name}, {"bundles", r.bundles},
+                  {"state", std::string(PlacementGroupStateName(g->state))}};
+      absl::StrAppend(&text, "\n    placement group ", r.name, ": ");
+      if (r.placed) {
+        std::vector<std::pair<int, BundlePlacement>> bundles;
+        for (int b : r.bundles) bundles.emplace_back(b, *g->bundles[b]);
+        Json json;
+        absl::StrAppend(&text, "re-placed ", BundlesText(bundles, json));
+        one["placements"] = std::move(json);
+      } else {
+        absl::StrAppend(&text, "RESCHEDULING bundles ", absl::StrJoin(r.bundles, ","), ": ",
+                        r.explanation);
+        one["explanation"] = r.explanation;
+      }
+      out.push_back(std::move(one));
+    }
+    if (!out.empty()) record["placement_groups"] = std::move(out);
   }
 
   std::string Finish(const std::string& name) {
@@ -300,6 +404,24 @@ class Simulation {
       absl::StrAppend(&text, "\n    waiting ", name, ": ", line);
     }
     if (!placed.empty()) record["placed_waiting"] = std::move(placed);
+    std::vector<RescheduleReport> rescheduled;
+    for (RescheduleReport& r : groups_.OnClusterChanged()) {
+      if (r.placed) rescheduled.push_back(std::move(r));  // still waiting: nothing new to say
+    }
+    ReportGroups(rescheduled, record, text);
+    // Groups that could not be created are tried again after every change, in name order.
+    Json created = Json::array();
+    const std::map<std::string, PlacementGroupSpec> waiting = waiting_groups_;
+    for (const auto& [name, spec] : waiting) {
+      Json again;
+      std::string line;
+      TESSERA_RETURN_IF_ERROR(CreateGroup(spec, again, line));
+      if (waiting_groups_.contains(name)) continue;
+      again["name"] = name;
+      created.push_back(std::move(again));
+      absl::StrAppend(&text, "\n    waiting placement group ", name, ": ", line);
+    }
+    if (!created.empty()) record["created_waiting"] = std::move(created);
     return absl::OkStatus();
   }
 
@@ -329,6 +451,8 @@ class Simulation {
   bool json_;
   ClusterView view_;
   TaskScheduler scheduler_;
+  PlacementGroupScheduler groups_;
+  std::map<std::string, PlacementGroupSpec> waiting_groups_;  // not placed yet, by name
   std::map<std::string, Tracked> tracked_;  // by request name
   std::vector<std::string> order_;          // request names in submission order
   std::map<int64_t, std::string> owners_;   // running allocation id -> request name

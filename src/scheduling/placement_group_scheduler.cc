@@ -284,7 +284,8 @@ Diagnosis PlacementGroupScheduler::Explain(const BundleOption& option, Placement
     }
   }
   if (strict_spread && any.size() < n) {
-    d.text = absl::StrCat("STRICT_SPREAD needs ", n, " nodes; only ", any.size(),
+    d.text = absl::StrCat("STRICT_SPREAD needs ", n, n == 1 ? " node" : " nodes", "; only ",
+                          any.size(),
                           tightest ? absl::StrCat(" match bundle ", tightest->second, "'s selector")
                                    : std::string(" can hold a bundle"));
     if (!used.empty()) {

@@ -249,7 +249,7 @@ TEST(PlacementGroupSchedulerTest, StrictSpreadReplacementAvoidsSurvivorsNodes) {
   ASSERT_EQ(reports.size(), 1u);
   EXPECT_FALSE(reports[0].placed);  // n0 and n1 hold survivors and have room, but are excluded
   EXPECT_EQ(reports[0].explanation,
-            "STRICT_SPREAD needs 1 nodes; only 0 can hold a bundle besides the 2 nodes holding "
+            "STRICT_SPREAD needs 1 node; only 0 can hold a bundle besides the 2 nodes holding "
             "the group's other bundles");
   MustAdd(cluster, Spec("n9", "GPU=8", {}, FullyLinked(8)));
   reports = pgs.OnClusterChanged();

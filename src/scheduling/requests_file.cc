@@ -19,8 +19,9 @@ using simulated::DidYouMean;
 using simulated::Field;
 using simulated::KindName;
 
-constexpr std::string_view kEventKinds[] = {"submit_task", "submit_actor", "finish",
-                                            "add_nodes",   "fail_node",    "drain_node"};
+constexpr std::string_view kEventKinds[] = {
+    "submit_task", "submit_actor", "finish", "add_nodes", "fail_node", "drain_node",
+    "create_placement_group", "remove_placement_group"};
 // Keys of a submission that belong to placement groups (a later scheduler).
 constexpr std::string_view kReservedSubmitKeys[] = {"placement_group", "bundle_index"};
 constexpr int64_t kMaxSubmitCount = 100000;
@@ -71,8 +72,8 @@ class Parser {
     for (std::string_view reserved : kReservedEventKinds) {
       if (kind == reserved) {
         return r_.Error(key_field, absl::StrCat(kind,
-                                                " is not supported yet: placement groups and "
-                                                "slice reservations come with a later scheduler"));
+                                                " is not supported yet: slice reservations come "
+                                                "with a later scheduler"));
       }
     }
     if (std::find(std::begin(kEventKinds), std::end(kEventKinds), kind) == std::end(kEventKinds)) {
@@ -85,6 +86,17 @@ class Parser {
     event.line = key.Mark().is_null() ? 0 : key.Mark().line + 1;
     if (kind == "submit_task" || kind == "submit_actor") {
       return ParseSubmit(body, kind == "submit_actor", event, events);
+    }
+    if (kind == "create_placement_group") return ParseGroup(body, event, events);
+    if (kind == "remove_placement_group") {
+      event.kind = SimulatedEventKind::kRemovePlacementGroup;
+      TESSERA_ASSIGN_OR_RETURN(event.target, r_.String(body));
+      if (groups_.erase(event.target) == 0) {
+        return r_.Error(body, absl::StrCat("no placement group named ", Quote(event.target),
+                                           " is created before this event"));
+      }
+      events.push_back(std::move(event));
+      return absl::OkStatus();
     }
     if (kind == "finish") {
       event.kind = SimulatedEventKind::kFinish;
@@ -124,8 +136,8 @@ class Parser {
           if (it->first.IsScalar() && it->first.Scalar() == reserved) {
             return r_.Error(Field{body.path, it->first, it->first},
                             absl::StrCat(ToAbsl(reserved),
-                                         " is not supported yet: placement groups "
-                                         "come with a later scheduler"));
+                                         " is not supported yet: tasks in placement "
+                                         "group bundles come with a later scheduler"));
           }
         }
       }
@@ -204,6 +216,63 @@ class Parser {
       }
       events.push_back(std::move(copy));
     }
+    return absl::OkStatus();
+  }
+
+  // {name, strategy, bundles: [{resources, label_selector}], fallbacks: [{bundles: [...]}]}.
+  absl::StatusOr<BundleOption> ParseBundles(const Field& f) {
+    BundleOption option;
+    TESSERA_ASSIGN_OR_RETURN(const std::vector<Field> items, r_.List(f));
+    bool any_selector = false;
+    for (const Field& item : items) {
+      TESSERA_RETURN_IF_ERROR(r_.CheckMap(item, {"resources", "label_selector"}));
+      TESSERA_ASSIGN_OR_RETURN(const Field resources, r_.Required(item, "resources"));
+      TESSERA_ASSIGN_OR_RETURN(ResourceSet bundle, ParseResources(resources));
+      option.bundles.push_back(std::move(bundle));
+      LabelSelector selector;
+      if (auto s = r_.Child(item, "label_selector")) {
+        TESSERA_ASSIGN_OR_RETURN(selector, ParseSelector(*s));
+        any_selector = true;
+      }
+      option.selectors.push_back(std::move(selector));
+    }
+    if (!any_selector) option.selectors.clear();
+    return option;
+  }
+
+  absl::Status ParseGroup(const Field& body, SimulatedEvent& event,
+                          std::vector<SimulatedEvent>& events) {
+    TESSERA_RETURN_IF_ERROR(r_.CheckMap(body, {"name", "strategy", "bundles", "fallbacks"}));
+    event.kind = SimulatedEventKind::kCreatePlacementGroup;
+    PlacementGroupSpec& spec = event.group;
+    TESSERA_ASSIGN_OR_RETURN(const Field name_field, r_.Required(body, "name"));
+    TESSERA_ASSIGN_OR_RETURN(spec.name, r_.String(name_field));
+    if (spec.name.empty()) return r_.Error(name_field, "must not be empty");
+    if (auto f = r_.Child(body, "strategy")) {
+      TESSERA_ASSIGN_OR_RETURN(const std::string text, r_.String(*f));
+      auto strategy = ParsePlacementStrategy(text);
+      if (!strategy.ok()) return r_.Error(*f, ToStd(strategy.status().message()));
+      spec.strategy = *strategy;
+    }
+    TESSERA_ASSIGN_OR_RETURN(const Field bundles, r_.Required(body, "bundles"));
+    TESSERA_ASSIGN_OR_RETURN(spec.primary, ParseBundles(bundles));
+    if (auto f = r_.Child(body, "fallbacks")) {
+      TESSERA_ASSIGN_OR_RETURN(const std::vector<Field> options, r_.List(*f));
+      for (const Field& option : options) {
+        TESSERA_RETURN_IF_ERROR(r_.CheckMap(option, {"bundles"}));
+        TESSERA_ASSIGN_OR_RETURN(const Field fb, r_.Required(option, "bundles"));
+        TESSERA_ASSIGN_OR_RETURN(BundleOption parsed, ParseBundles(fb));
+        spec.fallbacks.push_back(std::move(parsed));
+      }
+    }
+    if (absl::Status s = ValidatePlacementGroupSpec(spec); !s.ok()) {
+      return r_.Error(body, ToStd(s.message()));
+    }
+    if (!groups_.insert(spec.name).second) {
+      return r_.Error(name_field, absl::StrCat("a placement group named ", Quote(spec.name),
+                                               " is already created"));
+    }
+    events.push_back(std::move(event));
     return absl::OkStatus();
   }
 
@@ -289,6 +358,7 @@ class Parser {
   std::set<std::string> known_nodes_;  // every node that has been in the cluster
   std::set<std::string> live_ids_;     // ids taken (add_nodes may not reuse one)
   std::set<std::string> submitted_;    // request names so far
+  std::set<std::string> groups_;       // placement groups created and not yet removed
 };
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "labels/label_selector.h"
 #include "resources/resource_set.h"
 #include "scheduling/cluster_file.h"
+#include "scheduling/placement_group_spec.h"
 
 namespace tessera {
 
@@ -39,20 +40,29 @@ struct SimulatedRequest {
   std::optional<std::string> local_node;  // the submitter's node (preferred by DEFAULT)
 };
 
-enum class SimulatedEventKind { kSubmit, kFinish, kAddNodes, kFailNode, kDrainNode };
+enum class SimulatedEventKind {
+  kSubmit,
+  kFinish,
+  kAddNodes,
+  kFailNode,
+  kDrainNode,
+  kCreatePlacementGroup,
+  kRemovePlacementGroup,
+};
 
 struct SimulatedEvent {
   SimulatedEventKind kind = SimulatedEventKind::kSubmit;
   int line = 0;                    // 1-based line of the event in the file
   SimulatedRequest request;        // kSubmit
-  std::string target;              // kFinish: a request name; kFailNode/kDrainNode: a node id
+  // kFinish: a request name; kFailNode/kDrainNode: a node id; kRemovePlacementGroup: a group name
+  std::string target;
   std::vector<ClusterNode> nodes;  // kAddNodes
+  PlacementGroupSpec group;        // kCreatePlacementGroup (validated; its name is unique)
 };
 
-// Words of the format that belong to a later scheduler (placement groups, slice reservations):
+// Words of the format that belong to a later scheduler (slice reservations, tasks in bundles):
 // an event or key named so is refused with "... is not supported yet".
-inline constexpr std::string_view kReservedEventKinds[] = {
-    "create_placement_group", "remove_placement_group", "reserve_slice", "release_slice"};
+inline constexpr std::string_view kReservedEventKinds[] = {"reserve_slice", "release_slice"};
 
 // Parses a requests file: a map with key `events`, a list of one-key maps. `cluster_node_ids`
 // are the nodes the cluster starts with (for node references); ids added by add_nodes must not

@@ -103,10 +103,12 @@ TEST(RequestsFileTest, Errors) {
   EXPECT_EQ(
       ErrorOf("events:\n  - submit_tsk: {name: a}"),
       "requests.yaml:2:5: events[0]: unknown event \"submit_tsk\" (did you mean submit_task?); "
-      "expected one of: submit_task, submit_actor, finish, add_nodes, fail_node, drain_node");
+      "expected one of: submit_task, submit_actor, finish, add_nodes, fail_node, drain_node, "
+            "create_placement_group, remove_placement_group");
   EXPECT_EQ(ErrorOf("events:\n  - {submit_task: {name: a}, finish: a}"),
             "requests.yaml:2:5: events[0]: an event is a map with one key (submit_task, "
-            "submit_actor, finish, add_nodes, fail_node, drain_node), got a map with 2 keys");
+            "submit_actor, finish, add_nodes, fail_node, drain_node, create_placement_group, "
+            "remove_placement_group), got a map with 2 keys");
   EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, resorces: {CPU: 1}}"),
             "requests.yaml:2:28: events[0].submit_task: unknown key \"resorces\" (did you mean "
             "resources?); expected one of: name, count, resources, label_selector, fallbacks, "
@@ -169,25 +171,59 @@ TEST(RequestsFileTest, Errors) {
             "requests.yaml:2:16: events[0].add_nodes: node id \"gpu-0\" is already in the cluster");
 }
 
-TEST(RequestsFileTest, PlacementGroupsAndSlicesAreRefusedNotIgnored) {
-  EXPECT_EQ(ErrorOf("events:\n  - create_placement_group: {name: pg, bundles: [{GPU: 1}]}"),
-            "requests.yaml:2:5: events[0]: create_placement_group is not supported yet: placement "
-            "groups and slice reservations come with a later scheduler");
+TEST(RequestsFileTest, SlicesAndTasksInBundlesAreRefusedNotIgnored) {
   EXPECT_EQ(ErrorOf("events:\n  - reserve_slice: {name: s}"),
-            "requests.yaml:2:5: events[0]: reserve_slice is not supported yet: placement groups "
-            "and slice reservations come with a later scheduler");
-  EXPECT_EQ(ErrorOf("events:\n  - remove_placement_group: pg"),
-            "requests.yaml:2:5: events[0]: remove_placement_group is not supported yet: placement "
-            "groups and slice reservations come with a later scheduler");
+            "requests.yaml:2:5: events[0]: reserve_slice is not supported yet: slice reservations "
+            "come with a later scheduler");
   EXPECT_EQ(ErrorOf("events:\n  - release_slice: s"),
-            "requests.yaml:2:5: events[0]: release_slice is not supported yet: placement groups "
-            "and slice reservations come with a later scheduler");
+            "requests.yaml:2:5: events[0]: release_slice is not supported yet: slice reservations "
+            "come with a later scheduler");
   EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, placement_group: pg}"),
             "requests.yaml:2:28: events[0].submit_task: placement_group is not supported yet: "
-            "placement groups come with a later scheduler");
+            "tasks in placement group bundles come with a later scheduler");
   EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, bundle_index: 0}"),
             "requests.yaml:2:28: events[0].submit_task: bundle_index is not supported yet: "
-            "placement groups come with a later scheduler");
+            "tasks in placement group bundles come with a later scheduler");
+}
+
+TEST(RequestsFileTest, PlacementGroupEvents) {
+  auto events = ParseRequestsFile(
+      "events:\n"
+      "  - create_placement_group:\n"
+      "      name: pg\n"
+      "      strategy: STRICT_SPREAD\n"
+      "      bundles:\n"
+      "        - {resources: {GPU: 2}, label_selector: zone=a}\n"
+      "        - {resources: \"CPU=1,GPU=2\"}\n"
+      "      fallbacks:\n"
+      "        - bundles: [{resources: {GPU: 1}}]\n"
+      "  - remove_placement_group: pg\n",
+      "requests.yaml", {});
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->size(), 2u);
+  const PlacementGroupSpec& g = (*events)[0].group;
+  EXPECT_EQ((*events)[0].kind, SimulatedEventKind::kCreatePlacementGroup);
+  EXPECT_EQ(g.name, "pg");
+  EXPECT_EQ(g.strategy, PlacementStrategy::kStrictSpread);
+  ASSERT_EQ(g.primary.bundles.size(), 2u);
+  EXPECT_EQ(g.primary.bundles[1].ToString(), "CPU=1,GPU=2");
+  ASSERT_EQ(g.primary.selectors.size(), 2u);
+  EXPECT_EQ(g.primary.selectors[0].ToString(), "zone=a");
+  EXPECT_TRUE(g.primary.selectors[1].empty());
+  ASSERT_EQ(g.fallbacks.size(), 1u);
+  EXPECT_TRUE(g.fallbacks[0].selectors.empty());
+  EXPECT_EQ((*events)[1].kind, SimulatedEventKind::kRemovePlacementGroup);
+  EXPECT_EQ((*events)[1].target, "pg");
+
+  EXPECT_EQ(ErrorOf("events:\n  - create_placement_group: {name: pg, bundles: [{resources: {CPU: 0}}]}"),
+            "requests.yaml:2:29: events[0].create_placement_group: bundle 0: empty or all-zero "
+            "bundle (a bundle reserves at least one resource)");
+  EXPECT_EQ(ErrorOf("events:\n  - create_placement_group: {name: pg, strategy: TIGHT, bundles: []}"),
+            "requests.yaml:2:50: events[0].create_placement_group.strategy: unknown placement "
+            "strategy \"TIGHT\"; expected PACK, SPREAD, STRICT_PACK or STRICT_SPREAD");
+  EXPECT_EQ(ErrorOf("events:\n  - remove_placement_group: pg"),
+            "requests.yaml:2:29: events[0].remove_placement_group: no placement group named \"pg\" "
+            "is created before this event");
 }
 
 }  // namespace

@@ -94,6 +94,36 @@ TEST(ScheduleCliTest, OutputIsIdenticalRunToRun) {
   }
 }
 
+TEST(ScheduleCliTest, PlacementGroupExample) {
+  const std::string cluster = kExamples + "clusters/small.yaml";
+  const std::string requests = kExamples + "requests/placement_groups.yaml";
+  auto r = Schedule(cluster, requests);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[1] create_placement_group train: placed bundle 0 on gpu-0 "
+                               "(GPU 0,1); bundle 1 on gpu-0 (GPU 2,3)\n"));
+  EXPECT_THAT(r.out, HasSubstr("[3] create_placement_group wide: INFEASIBLE: STRICT_SPREAD needs "
+                               "3 nodes; only 2 can hold a bundle\n"));
+  EXPECT_THAT(r.out, HasSubstr("[4] create_placement_group flexible: placed bundle 0 on gpu-1 "
+                               "(GPU 0,1) (fallback option 1)\n"));
+  EXPECT_THAT(r.out, HasSubstr("    placement group train: RESCHEDULING bundles 0,1: 1 node could "
+                               "hold the 2 bundles together (STRICT_PACK needs GPU=4); none has "
+                               "room now\n"));
+  EXPECT_THAT(r.out, HasSubstr("    placement group ps: RESCHEDULING bundles 2: STRICT_SPREAD "
+                               "needs 1 node; only 0 can hold a bundle besides the 2 nodes holding "
+                               "the group's other bundles\n"));
+  EXPECT_THAT(r.out, HasSubstr("[6] remove_placement_group flexible: removed; released GPU=2 on "
+                               "gpu-1\n    placement group train: re-placed bundle 0 on gpu-1 "
+                               "(GPU 0,1); bundle 1 on gpu-1 (GPU 2,3)\n"));
+  EXPECT_THAT(r.out, HasSubstr("[7] remove_placement_group wide: withdrawn before it was placed\n"));
+  EXPECT_EQ(Schedule(cluster, requests).out, r.out);  // identical run to run
+  auto j = Schedule(cluster, requests, /*json=*/true);
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const nlohmann::json doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["events"][0]["bundles"][1]["node"], "gpu-0");
+  EXPECT_EQ(doc["events"][3]["option"], 1);
+  EXPECT_EQ(doc["events"][4]["placement_groups"][0]["state"], "RESCHEDULING");
+}
+
 TEST(ScheduleCliTest, MalformedFilesAreOneLineErrors) {
   const std::string cluster = kExamples + "clusters/small.yaml";
   ExpectOneLineError(Schedule(cluster, WriteTemp("sched_bad.yaml",
@@ -102,8 +132,8 @@ TEST(ScheduleCliTest, MalformedFilesAreOneLineErrors) {
                      "sched_bad.yaml:2:45: events[0].submit_task.resources: resource \"GPU\": "
                      "\"-1\" is negative");
   ExpectOneLineError(Schedule(cluster, WriteTemp("sched_pg.yaml",
-                                                 "events:\n  - create_placement_group: {}\n")),
-                     "create_placement_group is not supported yet");
+                                                 "events:\n  - reserve_slice: {}\n")),
+                     "reserve_slice is not supported yet");
   ExpectOneLineError(Schedule(WriteTemp("sched_cluster.yaml", "node_groups: [{name: a}]\n"),
                               kExamples + "requests/small.yaml"),
                      "sched_cluster.yaml:1:15: node_groups[0]: missing required key \"count\"");
