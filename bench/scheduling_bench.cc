@@ -1,7 +1,8 @@
 // Task-decision throughput of the scheduling core on synthetic clusters: n nodes with 8
 // NVSwitch-linked GPUs each and realistic labels (accelerator type, 4 zones, 16 node groups).
 // Each iteration schedules a 1-GPU task and releases it, so the cluster stays steady.
-// Placement-group and slice figures come with those pieces.
+// Placement groups: each iteration creates a group (1 or 8 bundles, STRICT_PACK or SPREAD) and
+// removes it. Slice figures come with that piece.
 #include <malloc.h>
 
 #include <memory>
@@ -10,6 +11,7 @@
 #include "benchmark/benchmark.h"
 #include "hardware/node_label_keys.h"
 #include "scheduling/cluster_view.h"
+#include "scheduling/placement_group_scheduler.h"
 #include "scheduling/task_scheduler.h"
 
 namespace tessera {
@@ -92,6 +94,38 @@ void BM_OneGpuTaskDecision(benchmark::State& state) {
 BENCHMARK(BM_OneGpuTaskDecision)
     ->ArgNames({"nodes", "selector"})
     ->ArgsProduct({{1000, 10000, 50000}, {kNoSelector, kZoneSelector}})
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_PlacementGroupCreateRemove(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  std::unique_ptr<Cluster> cluster = Build(nodes);
+  if (cluster == nullptr) {
+    state.SkipWithError("building the cluster failed");
+    return;
+  }
+  PlacementGroupScheduler groups(&cluster->view);
+  PlacementGroupSpec spec;
+  spec.strategy = state.range(2) == 0 ? PlacementStrategy::kStrictPack : PlacementStrategy::kSpread;
+  spec.primary.bundles.assign(state.range(1), *ParseResourceSet("CPU=1,GPU=1"));
+  for (auto _ : state) {
+    absl::StatusOr<PlacementGroupResult> result = groups.Create(spec);
+    if (!result.ok() || !result->id) {
+      state.SkipWithError("a create failed");
+      return;
+    }
+    benchmark::DoNotOptimize(result->bundles);
+    if (!groups.Remove(*result->id).ok()) {
+      state.SkipWithError("a remove failed");
+      return;
+    }
+  }
+  state.counters["groups/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+// Third argument: 0 STRICT_PACK, 1 SPREAD.
+BENCHMARK(BM_PlacementGroupCreateRemove)
+    ->ArgNames({"nodes", "bundles", "spread"})
+    ->ArgsProduct({{1000, 10000, 50000}, {1, 8}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
