@@ -21,6 +21,8 @@
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "cli/commands.h"
+#include "resources/byte_size.h"
+#include "resources/resource_set.h"
 #include "scheduling/cluster_file.h"
 #include "scheduling/cluster_view.h"
 #include "scheduling/placement_group_scheduler.h"
@@ -41,7 +43,13 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 // One quantity of one resource as people read it ("64GiB" for bytes, "2.5" otherwise).
-std::string FormatAmount(const std::string& resource, Quantity q) {
+// Exact for programs ("17436160064KiB"); byte resources for people read "16.2 GiB".
+enum class AmountStyle { kExact, kForPeople };
+
+std::string FormatAmount(const std::string& resource, Quantity q, AmountStyle style) {
+  if (style == AmountStyle::kForPeople && IsByteResource(resource) && q.IsInteger()) {
+    return FormatBytes(static_cast<uint64_t>(q.WholePart()));
+  }
   ResourceSet one;
   one.Set(resource, q);
   const std::string text = one.ToString();
@@ -261,7 +269,7 @@ class Simulation {
     }
     for (const std::string& line : lines_) out << line << "\n";
     out << "utilization:\n";
-    const Json utilization = UtilizationJson();
+    const Json utilization = UtilizationJson(AmountStyle::kForPeople);
     for (const auto& [name, value] : utilization.items()) {
       out << "  " << name << " " << value["used"].get<std::string>() << "/"
           << value["total"].get<std::string>() << " (" << value["percent"].get<std::string>()
@@ -426,7 +434,7 @@ class Simulation {
   }
 
   // used/total per resource over the nodes that are not dead, sorted by resource name.
-  Json UtilizationJson() const {
+  Json UtilizationJson(AmountStyle style = AmountStyle::kExact) const {
     std::map<std::string, std::pair<Quantity, Quantity>> sums;  // used, total
     for (NodeIndex i = 0; i < view_.slot_count(); ++i) {
       const NodeRecord& n = view_.node(i);
@@ -441,8 +449,8 @@ class Simulation {
     for (const auto& [name, value] : sums) {
       const auto& [used, total] = value;
       const double percent = total.IsZero() ? 0 : 100.0 * used.ToDouble() / total.ToDouble();
-      out[name] = {{"used", FormatAmount(name, used)},
-                   {"total", FormatAmount(name, total)},
+      out[name] = {{"used", FormatAmount(name, used, style)},
+                   {"total", FormatAmount(name, total, style)},
                    {"percent", absl::StrFormat("%.1f", percent)}};
     }
     return out;
