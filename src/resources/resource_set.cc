@@ -135,12 +135,16 @@ absl::StatusOr<ResourceSet> ResourceSet::Minus(const ResourceSet& other) const {
   return out;
 }
 
+std::string FormatResourceAmount(std::string_view name, Quantity quantity) {
+  if (quantity.IsZero()) return "0";
+  return IsByteResource(name) ? FormatByteQuantity(quantity) : quantity.ToString();
+}
+
 std::string ResourceSet::ToString() const {
   std::string out;
   for (const auto& [name, quantity] : values_) {
     if (!out.empty()) out += ',';
-    absl::StrAppend(&out, name, "=",
-                    IsByteResource(name) ? FormatByteQuantity(quantity) : quantity.ToString());
+    absl::StrAppend(&out, name, "=", FormatResourceAmount(name, quantity));
   }
   return out;
 }

@@ -69,4 +69,8 @@ class ResourceSet {
 //   resource "GPU": "-1" is negative
 absl::StatusOr<ResourceSet> ParseResourceSet(std::string_view text);
 
+// One amount in the exact form ResourceSet::ToString writes it: "64GiB" for a byte resource,
+// "2.5" otherwise, "0" for zero.
+std::string FormatResourceAmount(std::string_view name, Quantity quantity);
+
 }  // namespace tessera

@@ -57,11 +57,6 @@ std::vector<NodeIndex> AliveNodes(const ClusterView& cluster) {
   return nodes;
 }
 
-std::string ResourceAmount(const std::string& name, Quantity q) {
-  ResourceSet one;
-  one.Set(name, q);
-  return q.IsZero() ? "0" : one.ToString().substr(name.size() + 1);
-}
 
 }  // namespace
 
@@ -253,8 +248,8 @@ Diagnosis PlacementGroupScheduler::Explain(const BundleOption& option, Placement
           largest = std::max(largest, cluster_->node(node).total.Get(name));
         }
         if (largest < need && shortest.empty()) {
-          shortest = absl::StrCat("; largest node has ", ResourceAmount(name, largest));
-          shortest = absl::StrCat(name, "=", ResourceAmount(name, need), shortest);
+          shortest = absl::StrCat("; largest node has ", FormatResourceAmount(name, largest));
+          shortest = absl::StrCat(name, "=", FormatResourceAmount(name, need), shortest);
         }
       }
       d.text = absl::StrCat("no node can hold ", together, " together (STRICT_PACK needs ",
