@@ -1,0 +1,145 @@
+// DomainGroupScheduler: reserves whole fast-fabric domains — K distinct intact, idle TPU slices of
+// a generation and topology, or N hosts inside one NVLink domain — all hosts or none, trying an
+// ordered list of alternatives (e.g. one v6e 8x8, else two v6e 4x8, else one v5e 8x8).
+//
+// Rules (docs/scheduling-formats.md):
+// - A slice is the set of registered hosts labelled with one tessera.io/tpu-slice-name whose
+//   pod type and topology labels match the alternative. It is INTACT when every worker id
+//   0..hosts-1 has an alive host (hosts = chips of the topology / chips per host); it is IDLE
+//   when no host has a TPU in use.
+// - Least fragmentation: among the qualifying slices the ones whose hosts are otherwise busiest
+//   (highest summed utilization) are taken first, ties by slice name; so idle slices on empty
+//   hosts stay whole for others. An NVLink request goes to the domain with the fewest usable
+//   hosts that still holds N (best fit), ties by domain name; inside it the lowest node indices.
+// - A reservation takes one bundle per host (the host's TPU chips plus the optional per-host
+//   demand) or one per chip; on any failure everything this attempt took is released.
+//
+// Cost: slices are catalogued incrementally as nodes register (labels never change after
+// registration); a reservation checks the hosts of every slice of the requested shape
+// (O(slices of that shape x hosts per slice)). Release is O(bundles).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "scheduling/cluster_view.h"
+#include "scheduling/task_scheduler.h"
+
+namespace tessera {
+
+using DomainGroupId = StrongId<struct DomainGroupIdTag, int64_t>;
+
+enum class BundleGranularity { kPerHost, kPerChip };
+
+// One way to satisfy a request.
+struct DomainAlternative {
+  // TPU slices: a generation ("v6e", "TPU-V6E") or pod type ("v6e-16") and a topology ("4x4").
+  // Empty accelerator = an NVLink-domain alternative.
+  std::string accelerator;
+  std::string topology;
+  int count = 1;  // K distinct slices, or N hosts in one NVLink domain
+  BundleGranularity granularity = BundleGranularity::kPerHost;
+  // Added to every host bundle (e.g. CPU=8); for an NVLink alternative, the whole per-host demand.
+  ResourceSet per_host;
+};
+
+struct DomainGroupRequest {
+  std::string name;  // names the holder in other requests' explanations
+  std::vector<DomainAlternative> alternatives;  // tried in order
+};
+
+struct DomainBundle {
+  NodeId node;
+  std::string domain;  // slice name or NVLink domain
+  int worker = -1;     // TPU worker id (-1 for NVLink hosts)
+  Allocation allocation;
+  friend bool operator==(const DomainBundle&, const DomainBundle&) = default;
+};
+
+struct DomainGroupResult {
+  ScheduleStatus status = ScheduleStatus::kPlaced;
+  std::optional<DomainGroupId> id;   // when kPlaced
+  size_t alternative = 0;            // the one that was taken (when kPlaced)
+  std::vector<std::string> domains;  // slice / domain names taken, in order (when kPlaced)
+  std::vector<DomainBundle> bundles; // by domain, then worker id / node, then chip
+  std::string explanation;           // one line when not placed; nothing is held then
+};
+
+// Not thread-safe: one owner calls it; it changes the cluster view (which must outlive it) only
+// through Allocate and Release.
+class DomainGroupScheduler {
+ public:
+  explicit DomainGroupScheduler(ClusterView* cluster) : cluster_(cluster) {}
+
+  // InvalidArgument for no alternatives, a count < 1, an unknown shape, a per-chip NVLink
+  // alternative; AlreadyExists for a name in use. Otherwise all hosts of the first alternative
+  // that fits now are reserved (kPlaced), or nothing is (kPending when some alternative could fit
+  // once busy slices free up, else kInfeasible), with a one-line explanation per alternative.
+  absl::StatusOr<DomainGroupResult> ReserveSlices(const DomainGroupRequest& request);
+
+  // Releases every bundle still held (a failed node's bundles are already gone) and forgets the
+  // group; returns exactly what was released.
+  absl::StatusOr<std::vector<Allocation>> Release(DomainGroupId id);
+
+  std::optional<DomainGroupId> FindByName(std::string_view name) const;
+  // The bundles a group holds (nullptr for an unknown id).
+  const std::vector<DomainBundle>* Bundles(DomainGroupId id) const;
+
+ private:
+  struct Slice {
+    std::string name;
+    std::map<int, std::vector<NodeIndex>> workers;  // worker id -> every registration, ascending
+  };
+  struct ShapeKey {
+    std::string pod_type;
+    std::string topology;
+    auto operator<=>(const ShapeKey&) const = default;
+  };
+  struct ResolvedShape {
+    ShapeKey key;
+    std::string label;  // "v6e 4x4"
+    int chips = 0;
+    int resources_per_chip = 1;
+  };
+  struct Outcome {
+    bool placed = false;
+    bool feasible = false;
+    std::vector<std::string> domains;
+    std::vector<DomainBundle> bundles;
+    std::string explanation;
+  };
+  struct Group {
+    std::string name;
+    std::vector<DomainBundle> bundles;
+  };
+
+  void Catalog();
+  // The alive host of every worker id, or the first missing / dead worker.
+  bool SliceHosts(const Slice& slice, const ResolvedShape& shape, std::vector<NodeIndex>& out,
+                  std::string& problem) const;
+  bool TpuBusy(NodeIndex node) const;
+  std::string Holders(const std::vector<NodeIndex>& hosts) const;
+  Outcome TrySlices(const DomainAlternative& alt, const ResolvedShape& shape);
+  Outcome TryNvLink(const DomainAlternative& alt);
+  // Takes the bundles of `hosts` in order; all or nothing.
+  bool Take(const std::vector<NodeIndex>& hosts, const std::string& domain,
+            const std::vector<int>& workers, const DomainAlternative& alt, int chips_per_bundle,
+            std::vector<DomainBundle>& out);
+  std::string ExistingSlices() const;
+
+  ClusterView* cluster_;
+  int catalogued_ = 0;  // slots of the cluster view already read into the catalogs
+  std::map<ShapeKey, std::map<std::string, Slice>> slices_;
+  std::map<std::string, std::vector<NodeIndex>, std::less<>> nvlink_domains_;
+  std::map<int64_t, Group> groups_;
+  std::map<std::string, int64_t, std::less<>> by_name_;
+  std::map<int64_t, int64_t> allocation_owner_;  // allocation id -> group id
+  int64_t next_id_ = 1;
+};
+
+}  // namespace tessera
