@@ -25,6 +25,7 @@
 #include "resources/resource_set.h"
 #include "scheduling/cluster_file.h"
 #include "scheduling/cluster_view.h"
+#include "scheduling/domain_group_scheduler.h"
 #include "scheduling/placement_group_scheduler.h"
 #include "scheduling/requests_file.h"
 #include "scheduling/task_scheduler.h"
@@ -135,6 +136,10 @@ std::string_view EventName(const SimulatedEvent& e) {
       return "create_placement_group";
     case SimulatedEventKind::kRemovePlacementGroup:
       return "remove_placement_group";
+    case SimulatedEventKind::kReserveSlices:
+      return "reserve_slices";
+    case SimulatedEventKind::kReleaseSlices:
+      return "release_slices";
   }
   return "event";
 }
@@ -142,7 +147,8 @@ std::string_view EventName(const SimulatedEvent& e) {
 // Drives the scheduler through the events. Not thread-safe; one run per instance.
 class Simulation {
  public:
-  explicit Simulation(bool json) : json_(json), scheduler_(&view_), groups_(&view_) {}
+  explicit Simulation(bool json)
+      : json_(json), scheduler_(&view_), groups_(&view_), slices_(&view_) {}
 
   absl::Status AddNodes(const std::vector<ClusterNode>& nodes) {
     for (const ClusterNode& node : nodes) {
@@ -253,8 +259,39 @@ class Simulation {
         absl::StrAppend(&text, "removed; released ", absl::StrJoin(parts, "; "));
         break;
       }
+      case SimulatedEventKind::kReserveSlices: {
+        record["name"] = e.slices.name;
+        absl::StrAppend(&text, e.slices.name, ": ");
+        TESSERA_RETURN_IF_ERROR(ReserveSlices(e.slices, record, text));
+        break;
+      }
+      case SimulatedEventKind::kReleaseSlices: {
+        record["name"] = e.target;
+        absl::StrAppend(&text, e.target, ": ");
+        if (waiting_slices_.erase(e.target) != 0) {
+          absl::StrAppend(&text, "withdrawn before it was placed");
+          record["result"] = "withdrawn";
+          break;
+        }
+        const std::optional<DomainGroupId> id = slices_.FindByName(e.target);
+        if (!id) {
+          absl::StrAppend(&text, "already released");
+          break;
+        }
+        auto released = slices_.Release(*id);
+        if (!released.ok()) return released.status();
+        std::vector<std::string> parts;
+        for (const Allocation& a : *released) {
+          parts.push_back(absl::StrCat(a.resources.ToString(), " on ", a.node.value()));
+        }
+        record["released"] = parts;
+        absl::StrAppend(&text, "released ", absl::StrJoin(parts, "; "));
+        break;
+      }
     }
-    if (e.kind != SimulatedEventKind::kSubmit && e.kind != SimulatedEventKind::kCreatePlacementGroup) {
+    if (e.kind != SimulatedEventKind::kSubmit &&
+        e.kind != SimulatedEventKind::kCreatePlacementGroup &&
+        e.kind != SimulatedEventKind::kReserveSlices) {
       TESSERA_RETURN_IF_ERROR(RetryWaiting(record, text));
     }
     events_.push_back(std::move(record));
@@ -340,6 +377,57 @@ class Simulation {
     if (result->option > 0) absl::StrAppend(&text, " (fallback option ", result->option, ")");
     record["bundles"] = std::move(json);
     record["option"] = result->option;
+    return absl::OkStatus();
+  }
+
+  // Placed: one line per host ("a-w0 (TPU 0,1,2,3)"), grouped by slice or NVLink domain.
+  absl::Status ReserveSlices(const DomainGroupRequest& request, Json& record, std::string& text) {
+    auto result = slices_.ReserveSlices(request);
+    if (!result.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slice reservation ", Quote(request.name), ": ", result.status().message()));
+    }
+    record["status"] = std::string(ScheduleStatusName(result->status));
+    if (result->status != ScheduleStatus::kPlaced) {
+      waiting_slices_.insert_or_assign(request.name, request);
+      record["explanation"] = result->explanation;
+      absl::StrAppend(&text, ToAbsl(ScheduleStatusName(result->status)), ": ",
+                      result->explanation);
+      return absl::OkStatus();
+    }
+    waiting_slices_.erase(request.name);
+    record["alternative"] = result->alternative;
+    record["domains"] = result->domains;
+    Json bundles = Json::array();
+    std::map<std::string, std::vector<std::string>> hosts;  // domain -> "node (devices)"
+    std::map<std::string, std::string> last;                // domain -> last node listed
+    for (const DomainBundle& b : result->bundles) {
+      Json one = PlacementJson(Placement{b.node, b.allocation, 0});
+      one.erase("option");
+      one["domain"] = b.domain;
+      if (b.worker >= 0) one["worker"] = b.worker;
+      bundles.push_back(std::move(one));
+      const std::string devices = DevicesText(b.allocation);
+      std::vector<std::string>& list = hosts[b.domain];
+      if (last[b.domain] == b.node.value() && !list.empty()) {
+        // Per-chip bundles of one host: one entry, devices appended.
+        list.back().pop_back();
+        absl::StrAppend(&list.back(), ",", devices.substr(devices.find(' ') + 1), ")");
+        continue;
+      }
+      last[b.domain] = b.node.value();
+      list.push_back(absl::StrCat(b.node.value(), " (", devices.empty() ? "no devices" : devices,
+                                  ")"));
+    }
+    record["bundles"] = std::move(bundles);
+    std::vector<std::string> parts;
+    for (const std::string& d : result->domains) {
+      parts.push_back(absl::StrCat(d, ": ", absl::StrJoin(hosts[d], ", ")));
+    }
+    absl::StrAppend(&text, "placed ", absl::StrJoin(parts, "; "));
+    if (result->alternative > 0) {
+      absl::StrAppend(&text, " (alternative ", result->alternative + 1, ")");
+    }
     return absl::OkStatus();
   }
 
@@ -430,6 +518,19 @@ class Simulation {
       absl::StrAppend(&text, "\n    waiting placement group ", name, ": ", line);
     }
     if (!created.empty()) record["created_waiting"] = std::move(created);
+    // Slice reservations that could not be made are tried again too, in name order.
+    Json reserved = Json::array();
+    const std::map<std::string, DomainGroupRequest> waiting_slices = waiting_slices_;
+    for (const auto& [name, request] : waiting_slices) {
+      Json again;
+      std::string line;
+      TESSERA_RETURN_IF_ERROR(ReserveSlices(request, again, line));
+      if (waiting_slices_.contains(name)) continue;
+      again["name"] = name;
+      reserved.push_back(std::move(again));
+      absl::StrAppend(&text, "\n    waiting slice reservation ", name, ": ", line);
+    }
+    if (!reserved.empty()) record["reserved_waiting"] = std::move(reserved);
     return absl::OkStatus();
   }
 
@@ -460,7 +561,9 @@ class Simulation {
   ClusterView view_;
   TaskScheduler scheduler_;
   PlacementGroupScheduler groups_;
+  DomainGroupScheduler slices_;
   std::map<std::string, PlacementGroupSpec> waiting_groups_;  // not placed yet, by name
+  std::map<std::string, DomainGroupRequest> waiting_slices_;  // not reserved yet, by name
   std::map<std::string, Tracked> tracked_;  // by request name
   std::vector<std::string> order_;          // request names in submission order
   std::map<int64_t, std::string> owners_;   // running allocation id -> request name

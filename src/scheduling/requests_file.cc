@@ -10,6 +10,7 @@
 #include "base/string_util.h"
 #include "hardware/plugin_registry.h"
 #include "hardware/simulated/description_reader.h"
+#include "hardware/tpu/slice_shape.h"
 
 namespace tessera {
 namespace {
@@ -21,7 +22,7 @@ using simulated::KindName;
 
 constexpr std::string_view kEventKinds[] = {
     "submit_task", "submit_actor", "finish", "add_nodes", "fail_node", "drain_node",
-    "create_placement_group", "remove_placement_group"};
+    "create_placement_group", "remove_placement_group", "reserve_slices", "release_slices"};
 // Keys of a submission that belong to placement groups (a later scheduler).
 constexpr std::string_view kReservedSubmitKeys[] = {"placement_group", "bundle_index"};
 constexpr int64_t kMaxSubmitCount = 100000;
@@ -69,13 +70,6 @@ class Parser {
     }
     const std::string kind = key.Scalar();
     const Field body{absl::StrCat(item.path, ".", kind), item.value.begin()->second, key};
-    for (std::string_view reserved : kReservedEventKinds) {
-      if (kind == reserved) {
-        return r_.Error(key_field, absl::StrCat(kind,
-                                                " is not supported yet: slice reservations come "
-                                                "with a later scheduler"));
-      }
-    }
     if (std::find(std::begin(kEventKinds), std::end(kEventKinds), kind) == std::end(kEventKinds)) {
       const std::vector<std::string> names = EventKindNames();
       return r_.Error(key_field,
@@ -88,6 +82,17 @@ class Parser {
       return ParseSubmit(body, kind == "submit_actor", event, events);
     }
     if (kind == "create_placement_group") return ParseGroup(body, event, events);
+    if (kind == "reserve_slices") return ParseSlices(body, event, events);
+    if (kind == "release_slices") {
+      event.kind = SimulatedEventKind::kReleaseSlices;
+      TESSERA_ASSIGN_OR_RETURN(event.target, r_.String(body));
+      if (slice_groups_.erase(event.target) == 0) {
+        return r_.Error(body, absl::StrCat("no slice reservation named ", Quote(event.target),
+                                           " is made before this event"));
+      }
+      events.push_back(std::move(event));
+      return absl::OkStatus();
+    }
     if (kind == "remove_placement_group") {
       event.kind = SimulatedEventKind::kRemovePlacementGroup;
       TESSERA_ASSIGN_OR_RETURN(event.target, r_.String(body));
@@ -276,6 +281,65 @@ class Parser {
     return absl::OkStatus();
   }
 
+  // reserve_slices: {name, alternatives: [{accelerator, topology, count, bundle, per_host}]}; an
+  // alternative without accelerator and topology asks for `count` hosts of one NVLink domain.
+  absl::Status ParseSlices(const Field& body, SimulatedEvent& event,
+                           std::vector<SimulatedEvent>& events) {
+    TESSERA_RETURN_IF_ERROR(r_.CheckMap(body, {"name", "alternatives"}));
+    event.kind = SimulatedEventKind::kReserveSlices;
+    DomainGroupRequest& request = event.slices;
+    TESSERA_ASSIGN_OR_RETURN(const Field name_field, r_.Required(body, "name"));
+    TESSERA_ASSIGN_OR_RETURN(request.name, r_.String(name_field));
+    if (request.name.empty()) return r_.Error(name_field, "must not be empty");
+    TESSERA_ASSIGN_OR_RETURN(const Field list, r_.Required(body, "alternatives"));
+    TESSERA_ASSIGN_OR_RETURN(const std::vector<Field> items, r_.List(list));
+    if (items.empty()) return r_.Error(list, "needs at least one alternative");
+    for (const Field& item : items) {
+      TESSERA_RETURN_IF_ERROR(
+          r_.CheckMap(item, {"accelerator", "topology", "count", "bundle", "per_host"}));
+      DomainAlternative alt;
+      auto accelerator = r_.Child(item, "accelerator");
+      auto topology = r_.Child(item, "topology");
+      if (accelerator.has_value() != topology.has_value()) {
+        return r_.Error(item, "a slice alternative needs both accelerator and topology (neither "
+                              "for hosts of one NVLink domain)");
+      }
+      if (accelerator) {
+        TESSERA_ASSIGN_OR_RETURN(alt.accelerator, r_.String(*accelerator));
+        TESSERA_ASSIGN_OR_RETURN(alt.topology, r_.String(*topology));
+        auto shape = DescribeSlice(alt.accelerator, alt.topology, std::nullopt);
+        if (!shape.ok()) return r_.Error(item, ToStd(shape.status().message()));
+      }
+      if (auto f = r_.Child(item, "count")) {
+        TESSERA_ASSIGN_OR_RETURN(const int64_t count, r_.Integer(*f, 1, 10000));
+        alt.count = static_cast<int>(count);
+      }
+      if (auto f = r_.Child(item, "bundle")) {
+        TESSERA_ASSIGN_OR_RETURN(const std::string text, r_.String(*f));
+        if (text != "host" && text != "chip") {
+          return r_.Error(*f, absl::StrCat("bundle is host or chip, got ", Quote(text)));
+        }
+        if (text == "chip" && !accelerator) {
+          return r_.Error(*f, "NVLink hosts are reserved one bundle per host");
+        }
+        alt.granularity = text == "chip" ? BundleGranularity::kPerChip : BundleGranularity::kPerHost;
+      }
+      if (auto f = r_.Child(item, "per_host")) {
+        TESSERA_ASSIGN_OR_RETURN(alt.per_host, ParseResources(*f));
+      }
+      if (!accelerator && alt.per_host.empty()) {
+        return r_.Error(item, "an NVLink alternative needs per_host resources");
+      }
+      request.alternatives.push_back(std::move(alt));
+    }
+    if (!slice_groups_.insert(request.name).second) {
+      return r_.Error(name_field, absl::StrCat("a slice reservation named ", Quote(request.name),
+                                               " is already made"));
+    }
+    events.push_back(std::move(event));
+    return absl::OkStatus();
+  }
+
   // A map {CPU: 1, GPU: 2, memory: 4GiB} or the CLI form "CPU=1,GPU=2,memory=4GiB"; accelerator
   // quantities follow their family's rules.
   absl::StatusOr<ResourceSet> ParseResources(const Field& f) {
@@ -359,6 +423,7 @@ class Parser {
   std::set<std::string> live_ids_;     // ids taken (add_nodes may not reuse one)
   std::set<std::string> submitted_;    // request names so far
   std::set<std::string> groups_;       // placement groups created and not yet removed
+  std::set<std::string> slice_groups_;  // slice reservations made and not yet released
 };
 
 }  // namespace

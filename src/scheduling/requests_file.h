@@ -17,6 +17,7 @@
 #include "labels/label_selector.h"
 #include "resources/resource_set.h"
 #include "scheduling/cluster_file.h"
+#include "scheduling/domain_group_scheduler.h"
 #include "scheduling/placement_group_spec.h"
 
 namespace tessera {
@@ -48,21 +49,21 @@ enum class SimulatedEventKind {
   kDrainNode,
   kCreatePlacementGroup,
   kRemovePlacementGroup,
+  kReserveSlices,
+  kReleaseSlices,
 };
 
 struct SimulatedEvent {
   SimulatedEventKind kind = SimulatedEventKind::kSubmit;
   int line = 0;                    // 1-based line of the event in the file
   SimulatedRequest request;        // kSubmit
-  // kFinish: a request name; kFailNode/kDrainNode: a node id; kRemovePlacementGroup: a group name
+  // kFinish: a request name; kFailNode/kDrainNode: a node id; kRemovePlacementGroup: a group
+  // name; kReleaseSlices: a slice reservation name
   std::string target;
   std::vector<ClusterNode> nodes;  // kAddNodes
   PlacementGroupSpec group;        // kCreatePlacementGroup (validated; its name is unique)
+  DomainGroupRequest slices;       // kReserveSlices (shapes checked; its name is unique)
 };
-
-// Words of the format that belong to a later scheduler (slice reservations, tasks in bundles):
-// an event or key named so is refused with "... is not supported yet".
-inline constexpr std::string_view kReservedEventKinds[] = {"reserve_slice", "release_slice"};
 
 // Parses a requests file: a map with key `events`, a list of one-key maps. `cluster_node_ids`
 // are the nodes the cluster starts with (for node references); ids added by add_nodes must not

@@ -104,11 +104,11 @@ TEST(RequestsFileTest, Errors) {
       ErrorOf("events:\n  - submit_tsk: {name: a}"),
       "requests.yaml:2:5: events[0]: unknown event \"submit_tsk\" (did you mean submit_task?); "
       "expected one of: submit_task, submit_actor, finish, add_nodes, fail_node, drain_node, "
-            "create_placement_group, remove_placement_group");
+            "create_placement_group, remove_placement_group, reserve_slices, release_slices");
   EXPECT_EQ(ErrorOf("events:\n  - {submit_task: {name: a}, finish: a}"),
             "requests.yaml:2:5: events[0]: an event is a map with one key (submit_task, "
             "submit_actor, finish, add_nodes, fail_node, drain_node, create_placement_group, "
-            "remove_placement_group), got a map with 2 keys");
+            "remove_placement_group, reserve_slices, release_slices), got a map with 2 keys");
   EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, resorces: {CPU: 1}}"),
             "requests.yaml:2:28: events[0].submit_task: unknown key \"resorces\" (did you mean "
             "resources?); expected one of: name, count, resources, label_selector, fallbacks, "
@@ -171,19 +171,62 @@ TEST(RequestsFileTest, Errors) {
             "requests.yaml:2:16: events[0].add_nodes: node id \"gpu-0\" is already in the cluster");
 }
 
-TEST(RequestsFileTest, SlicesAndTasksInBundlesAreRefusedNotIgnored) {
-  EXPECT_EQ(ErrorOf("events:\n  - reserve_slice: {name: s}"),
-            "requests.yaml:2:5: events[0]: reserve_slice is not supported yet: slice reservations "
-            "come with a later scheduler");
-  EXPECT_EQ(ErrorOf("events:\n  - release_slice: s"),
-            "requests.yaml:2:5: events[0]: release_slice is not supported yet: slice reservations "
-            "come with a later scheduler");
+TEST(RequestsFileTest, TasksInBundlesAreRefusedNotIgnored) {
   EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, placement_group: pg}"),
             "requests.yaml:2:28: events[0].submit_task: placement_group is not supported yet: "
             "tasks in placement group bundles come with a later scheduler");
   EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, bundle_index: 0}"),
             "requests.yaml:2:28: events[0].submit_task: bundle_index is not supported yet: "
             "tasks in placement group bundles come with a later scheduler");
+}
+
+TEST(RequestsFileTest, SliceEvents) {
+  auto events = ParseRequestsFile(
+      "events:\n"
+      "  - reserve_slices:\n"
+      "      name: s\n"
+      "      alternatives:\n"
+      "        - {accelerator: v6e, topology: 8x8}\n"
+      "        - {accelerator: TPU-V6E, topology: 4x4, count: 2, bundle: chip, per_host: {CPU: 2}}\n"
+      "        - {count: 2, per_host: {GPU: 8}}\n"
+      "  - release_slices: s\n",
+      "requests.yaml", {});
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->size(), 2u);
+  const DomainGroupRequest& r = (*events)[0].slices;
+  EXPECT_EQ((*events)[0].kind, SimulatedEventKind::kReserveSlices);
+  EXPECT_EQ(r.name, "s");
+  ASSERT_EQ(r.alternatives.size(), 3u);
+  EXPECT_EQ(r.alternatives[0].topology, "8x8");
+  EXPECT_EQ(r.alternatives[0].count, 1);
+  EXPECT_EQ(r.alternatives[1].count, 2);
+  EXPECT_EQ(r.alternatives[1].granularity, BundleGranularity::kPerChip);
+  EXPECT_EQ(r.alternatives[1].per_host, *ParseResourceSet("CPU=2"));
+  EXPECT_TRUE(r.alternatives[2].accelerator.empty());
+  EXPECT_EQ((*events)[1].kind, SimulatedEventKind::kReleaseSlices);
+  EXPECT_EQ((*events)[1].target, "s");
+}
+
+TEST(RequestsFileTest, SliceEventErrorsNameTheProblem) {
+  EXPECT_EQ(ErrorOf("events:\n  - release_slices: s"),
+            "requests.yaml:2:21: events[0].release_slices: no slice reservation named \"s\" is "
+            "made before this event");
+  EXPECT_NE(ErrorOf("events:\n  - reserve_slices: {name: s, alternatives: [{accelerator: v6e, "
+                    "topology: 3x5}]}")
+                .find("requests.yaml:2:"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("events:\n  - reserve_slices: {name: s, alternatives: [{accelerator: v6e}]}")
+                .find("needs both accelerator and topology"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("events:\n  - reserve_slices: {name: s, alternatives: [{count: 2}]}")
+                .find("needs per_host resources"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("events:\n  - reserve_slices: {name: s, alternatives: [{accelerator: v6e, "
+                    "topology: 4x4, bundle: rack}]}")
+                .find("bundle is host or chip, got \"rack\""),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("events:\n  - reserve_slice: {name: s}").find("did you mean"),
+            std::string::npos);
 }
 
 TEST(RequestsFileTest, PlacementGroupEvents) {

@@ -124,6 +124,34 @@ TEST(ScheduleCliTest, PlacementGroupExample) {
   EXPECT_EQ(doc["events"][4]["placement_groups"][0]["state"], "RESCHEDULING");
 }
 
+TEST(ScheduleCliTest, SliceExample) {
+  const std::string cluster = kExamples + "clusters/mixed.yaml";
+  const std::string requests = kExamples + "requests/slices.yaml";
+  const CommandResult r = Schedule(cluster, requests);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[1] reserve_slices train: placed v6e-0: v6e-0-w0 (TPU 0,1,2,3), "
+                               "v6e-0-w1 (TPU 0,1,2,3)"));
+  EXPECT_THAT(r.out, HasSubstr("v6e-1-w3 (TPU 0,1,2,3) (alternative 2)\n"));
+  EXPECT_THAT(r.out, HasSubstr("[2] reserve_slices infer: PENDING: 2 v6e 4x4 slices exist; all "
+                               "are busy (held by train)\n"));
+  EXPECT_THAT(r.out, HasSubstr("[4] reserve_slices huge: INFEASIBLE: no v6e 8x16 slice exists "
+                               "(slices: 2 v5e 2x4, 2 v6e 4x4)\n"));
+  EXPECT_THAT(r.out, HasSubstr("    waiting slice reservation infer: placed v6e-0: v6e-0-w0"));
+  EXPECT_THAT(r.out, HasSubstr("[7] reserve_slices multi: INFEASIBLE: 2 v6e 4x4 slices exist; 1 is "
+                               "busy (held by infer); 1 is not intact (v6e-1: worker 2 is dead)"));
+  EXPECT_THAT(r.out, HasSubstr("[9] release_slices huge: withdrawn before it was placed\n"));
+  EXPECT_THAT(r.out, HasSubstr("  TPU 16/44 (36.4%)\n"));
+  const CommandResult j = Schedule(cluster, requests, /*json=*/true);
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const nlohmann::json doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["events"][0]["alternative"], 1);
+  EXPECT_EQ(doc["events"][0]["bundles"].size(), 8u);
+  EXPECT_EQ(doc["events"][0]["bundles"][5]["worker"], 1);
+  EXPECT_EQ(doc["events"][0]["bundles"][5]["domain"], "v6e-1");
+  EXPECT_EQ(doc["events"][2]["bundles"].size(), 8u);  // one per chip
+  EXPECT_EQ(Schedule(cluster, requests).out, r.out);  // identical run to run
+}
+
 TEST(ScheduleCliTest, MalformedFilesAreOneLineErrors) {
   const std::string cluster = kExamples + "clusters/small.yaml";
   ExpectOneLineError(Schedule(cluster, WriteTemp("sched_bad.yaml",
@@ -132,8 +160,9 @@ TEST(ScheduleCliTest, MalformedFilesAreOneLineErrors) {
                      "sched_bad.yaml:2:45: events[0].submit_task.resources: resource \"GPU\": "
                      "\"-1\" is negative");
   ExpectOneLineError(Schedule(cluster, WriteTemp("sched_pg.yaml",
-                                                 "events:\n  - reserve_slice: {}\n")),
-                     "reserve_slice is not supported yet");
+                                                 "events:\n  - release_slices: x\n")),
+                     "sched_pg.yaml:2:21: events[0].release_slices: no slice reservation named "
+                     "\"x\" is made before this event");
   ExpectOneLineError(Schedule(WriteTemp("sched_cluster.yaml", "node_groups: [{name: a}]\n"),
                               kExamples + "requests/small.yaml"),
                      "sched_cluster.yaml:1:15: node_groups[0]: missing required key \"count\"");
