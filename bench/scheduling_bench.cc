@@ -2,7 +2,8 @@
 // NVSwitch-linked GPUs each and realistic labels (accelerator type, 4 zones, 16 node groups).
 // Each iteration schedules a 1-GPU task and releases it, so the cluster stays steady.
 // Placement groups: each iteration creates a group (1 or 8 bundles, STRICT_PACK or SPREAD) and
-// removes it. Slice figures come with that piece.
+// removes it. Slices: on a cluster whose nodes include 1k v6e-16 slices (4 hosts of 4 chips
+// each), each iteration reserves 1 or 4 whole slices and releases them.
 #include <malloc.h>
 
 #include <memory>
@@ -11,6 +12,7 @@
 #include "benchmark/benchmark.h"
 #include "hardware/node_label_keys.h"
 #include "scheduling/cluster_view.h"
+#include "scheduling/domain_group_scheduler.h"
 #include "scheduling/placement_group_scheduler.h"
 #include "scheduling/task_scheduler.h"
 
@@ -126,6 +128,64 @@ void BM_PlacementGroupCreateRemove(benchmark::State& state) {
 BENCHMARK(BM_PlacementGroupCreateRemove)
     ->ArgNames({"nodes", "bundles", "spread"})
     ->ArgsProduct({{1000, 10000, 50000}, {1, 8}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
+
+// `nodes` in all: 1k v6e-16 slices (4k hosts with slice labels and TPU=4), the rest GPU nodes.
+std::unique_ptr<Cluster> BuildWithSlices(int nodes) {
+  constexpr int kSlices = 1000;
+  constexpr int kHostsPerSlice = 4;
+  std::unique_ptr<Cluster> cluster = Build(nodes - kSlices * kHostsPerSlice);
+  if (cluster == nullptr) return nullptr;
+  const ResourceSet resources = *ParseResourceSet("CPU=180,TPU=4,memory=720GB");
+  for (int s = 0; s < kSlices; ++s) {
+    const std::string slice = "v6e-" + std::to_string(s);
+    for (int w = 0; w < kHostsPerSlice; ++w) {
+      NodeSpec spec;
+      spec.id = NodeId(slice + "-w" + std::to_string(w));
+      spec.resources = resources;
+      spec.labels = {{std::string(labels::kAcceleratorType), "TPU-V6E"},
+                     {std::string(labels::kTpuSliceName), slice},
+                     {std::string(labels::kTpuWorkerId), std::to_string(w)},
+                     {std::string(labels::kTpuTopology), "4x4"},
+                     {std::string(labels::kTpuPodType), "v6e-16"}};
+      if (!cluster->view.AddNode(std::move(spec)).ok()) return nullptr;
+    }
+  }
+  return cluster;
+}
+
+void BM_SliceReserveRelease(benchmark::State& state) {
+  std::unique_ptr<Cluster> cluster = BuildWithSlices(static_cast<int>(state.range(0)));
+  if (cluster == nullptr) {
+    state.SkipWithError("building the cluster failed");
+    return;
+  }
+  DomainGroupScheduler slices(&cluster->view);
+  DomainGroupRequest request;
+  request.name = "bench";
+  DomainAlternative alt;
+  alt.accelerator = "v6e";
+  alt.topology = "4x4";
+  alt.count = static_cast<int>(state.range(1));
+  request.alternatives.push_back(alt);
+  for (auto _ : state) {
+    absl::StatusOr<DomainGroupResult> result = slices.ReserveSlices(request);
+    if (!result.ok() || !result->id) {
+      state.SkipWithError("a reservation failed");
+      return;
+    }
+    benchmark::DoNotOptimize(result->bundles);
+    if (!slices.Release(*result->id).ok()) {
+      state.SkipWithError("a release failed");
+      return;
+    }
+  }
+  state.counters["reservations/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SliceReserveRelease)
+    ->ArgNames({"nodes", "slices"})
+    ->ArgsProduct({{10000, 50000}, {1, 4}})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

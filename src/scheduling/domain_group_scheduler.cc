@@ -49,6 +49,7 @@ void DomainGroupScheduler::Catalog() {
       Slice& slice = slices_[ShapeKey{f.tpu_pod_type, f.tpu_topology}][f.tpu_slice_name];
       slice.name = f.tpu_slice_name;
       slice.workers[worker].push_back(catalogued_);
+      slice.host_tpu = std::max(slice.host_tpu, record.total.Get(kTpu).WholePart());
     }
     auto kind = record.labels.find(labels::kFabricKind);
     if (!f.fabric_domain.empty() && kind != record.labels.end() && kind->second == "nvlink") {
@@ -62,12 +63,7 @@ bool DomainGroupScheduler::SliceHosts(const Slice& slice, const ResolvedShape& s
   out.clear();
   // Hosts come from the chips per host the registered hosts carry (the ambiguous v5e/v6e 2x4 is
   // one host of 8 chips or two of 4).
-  int64_t host_tpu = 0;
-  for (const auto& [worker, registrations] : slice.workers) {
-    for (NodeIndex n : registrations) {
-      host_tpu = std::max(host_tpu, cluster_->node(n).total.Get(kTpu).WholePart());
-    }
-  }
+  const int64_t host_tpu = slice.host_tpu;
   if (host_tpu <= 0) {
     problem = "its hosts have no TPU";
     return false;
@@ -98,6 +94,7 @@ bool DomainGroupScheduler::SliceHosts(const Slice& slice, const ResolvedShape& s
 
 bool DomainGroupScheduler::TpuBusy(NodeIndex node) const {
   const NodeRecord& record = cluster_->node(node);
+  if (record.allocations.empty()) return false;  // the common idle host: no lookups
   return record.available.Get(kTpu) != record.total.Get(kTpu);
 }
 
@@ -181,8 +178,7 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAltern
   auto found = slices_.find(shape.key);
   struct Candidate {
     int64_t score;
-    std::string name;
-    std::vector<NodeIndex> hosts;
+    const Slice* slice;
   };
   std::vector<Candidate> idle;
   std::vector<NodeIndex> busy_hosts;
@@ -202,15 +198,14 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAltern
         broken.push_back(absl::StrCat(name, ": ", problem));
         continue;
       }
-      ResourceSet extra = alt.per_host;
       bool free = true;
       int64_t score = 0;
       for (NodeIndex n : hosts) {
-        free = free && !TpuBusy(n) && cluster_->FitsNow(n, extra);
+        free = free && !TpuBusy(n) && (alt.per_host.empty() || cluster_->FitsNow(n, alt.per_host));
         score += cluster_->node(n).utilization_ppm;
       }
       if (free) {
-        idle.push_back(Candidate{score, name, hosts});
+        idle.push_back(Candidate{score, &slice});
       } else {
         ++busy;
         busy_hosts.insert(busy_hosts.end(), hosts.begin(), hosts.end());
@@ -221,23 +216,26 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAltern
   outcome.feasible = intact >= k;
   if (idle.size() >= k) {
     // Busiest hosts first: idle slices on empty hosts stay whole.
-    std::sort(idle.begin(), idle.end(), [](const Candidate& a, const Candidate& b) {
-      return std::tie(b.score, a.name) < std::tie(a.score, b.name);
-    });
+    std::partial_sort(idle.begin(), idle.begin() + static_cast<long>(k), idle.end(),
+                      [](const Candidate& a, const Candidate& b) {
+                        return std::tie(b.score, a.slice->name) < std::tie(a.score, b.slice->name);
+                      });
     for (size_t i = 0; i < k; ++i) {
+      std::string problem;
+      const std::string& name = idle[i].slice->name;
+      (void)SliceHosts(*idle[i].slice, shape, hosts, problem);
       std::vector<int> workers;
-      for (size_t w = 0; w < idle[i].hosts.size(); ++w) workers.push_back(static_cast<int>(w));
-      if (!Take(idle[i].hosts, idle[i].name, workers, alt, shape.resources_per_chip,
-                outcome.bundles)) {
+      for (size_t w = 0; w < hosts.size(); ++w) workers.push_back(static_cast<int>(w));
+      if (!Take(hosts, name, workers, alt, shape.resources_per_chip, outcome.bundles)) {
         for (auto it = outcome.bundles.rbegin(); it != outcome.bundles.rend(); ++it) {
           (void)cluster_->Release(it->allocation.id);
         }
         outcome.bundles.clear();
         outcome.domains.clear();
-        outcome.explanation = absl::StrCat("slice ", idle[i].name, " could not be reserved");
+        outcome.explanation = absl::StrCat("slice ", name, " could not be reserved");
         return outcome;
       }
-      outcome.domains.push_back(idle[i].name);
+      outcome.domains.push_back(name);
     }
     outcome.placed = true;
     return outcome;

@@ -94,6 +94,7 @@ class DomainGroupScheduler {
   struct Slice {
     std::string name;
     std::map<int, std::vector<NodeIndex>> workers;  // worker id -> every registration, ascending
+    int64_t host_tpu = 0;  // the most TPU any registration has (totals of devices never change)
   };
   struct ShapeKey {
     std::string pod_type;
