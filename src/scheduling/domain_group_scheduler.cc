@@ -311,7 +311,8 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TryNvLink(const DomainAltern
   } else {
     outcome.explanation = absl::StrCat(Plural(feasible_domains, "NVLink domain", "NVLink domains"),
                                        " could hold ", n_hosts, " hosts of ", demand,
-                                       "; all are busy (held by ", Holders(busy_hosts), ")");
+                                       "; none has ", n_hosts, " free now (held by ",
+                                       Holders(busy_hosts), ")");
   }
   return outcome;
 }

@@ -306,7 +306,7 @@ TEST(DomainGroupSchedulerTest, NvLinkHostsComeFromOneDomainBestFit) {
   auto busy = scheduler.ReserveSlices(Request("n4", {two}));
   EXPECT_EQ(busy->status, ScheduleStatus::kPending);
   EXPECT_EQ(busy->explanation,
-            "2 NVLink domains could hold 2 hosts of GPU=8; all are busy (held by n1, n3)");
+            "2 NVLink domains could hold 2 hosts of GPU=8; none has 2 free now (held by n1, n3)");
 }
 
 TEST(DomainGroupSchedulerTest, RejectsMalformedRequests) {

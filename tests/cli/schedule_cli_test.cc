@@ -141,6 +141,10 @@ TEST(ScheduleCliTest, SliceExample) {
                                "busy (held by infer); 1 is not intact (v6e-1: worker 2 is dead)"));
   EXPECT_THAT(r.out, HasSubstr("[9] release_slices huge: withdrawn before it was placed\n"));
   EXPECT_THAT(r.out, HasSubstr("  TPU 16/44 (36.4%)\n"));
+  EXPECT_THAT(r.out, HasSubstr("[11] reserve_slices nvl: placed nvl-a: gb-0 (GPU 0,1,2,3), gb-1 "
+                               "(GPU 0,1,2,3)\n"));
+  EXPECT_THAT(r.out, HasSubstr("[12] reserve_slices nvl-more: PENDING: 1 NVLink domain could "
+                               "hold 2 hosts of GPU=4; none has 2 free now (held by nvl)\n"));
   const CommandResult j = Schedule(cluster, requests, /*json=*/true);
   ASSERT_EQ(j.exit_code, 0) << j.err;
   const nlohmann::json doc = nlohmann::json::parse(j.out);
