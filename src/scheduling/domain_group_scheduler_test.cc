@@ -1,5 +1,7 @@
 #include "scheduling/domain_group_scheduler.h"
 
+#include <map>
+#include <random>
 #include <set>
 #include <string>
 
@@ -324,6 +326,85 @@ TEST(DomainGroupSchedulerTest, RejectsMalformedRequests) {
             ScheduleStatus::kPlaced);
   EXPECT_EQ(scheduler.ReserveSlices(Request("g", {Slices("v6e", "4x4")})).status().code(),
             absl::StatusCode::kAlreadyExists);
+}
+
+// Random reservations, releases, foreign allocations and node failures over slices of two
+// shapes: groups never share a host, a reservation not placed changes nothing, a placed one holds
+// whole distinct slices, and a release returns exactly the bundles still held.
+TEST(DomainGroupSchedulerPropertyTest, RandomSequencesKeepTheInvariants) {
+  for (uint32_t seed = 1; seed <= 30; ++seed) {
+    std::mt19937 rng(seed);
+    ClusterView cluster;
+    for (int s = 0; s < 6; ++s) {
+      AddSlice(cluster, "a" + std::to_string(s), SliceOptions{.skip_worker = s == 5 ? 3 : -1});
+    }
+    SliceOptions v5e{
+        .pod_type = "v5litepod-8", .topology = "2x4", .hosts = 1, .resources = "TPU=8"};
+    for (int s = 0; s < 3; ++s) AddSlice(cluster, "b" + std::to_string(s), v5e);
+    DomainGroupScheduler scheduler(&cluster);
+    std::map<int64_t, std::vector<DomainBundle>> live;  // group id -> bundles
+    for (int step = 0; step < 60; ++step) {
+      const int op = static_cast<int>(rng() % 10);
+      if (op < 5) {
+        std::vector<ResourceSet> before;
+        for (NodeIndex n = 0; n < cluster.slot_count(); ++n)
+          before.push_back(cluster.node(n).available);
+        DomainAlternative first = Slices("v6e", "4x4", 1 + static_cast<int>(rng() % 3));
+        if (rng() % 2 == 0) first.granularity = BundleGranularity::kPerChip;
+        auto result = scheduler.ReserveSlices(
+            Request("g" + std::to_string(step),
+                    {first, Slices("v5e", "2x4", 1 + static_cast<int>(rng() % 2))}));
+        ASSERT_TRUE(result.ok()) << result.status();
+        if (result->status != ScheduleStatus::kPlaced) {
+          EXPECT_FALSE(result->explanation.empty());
+          for (NodeIndex n = 0; n < cluster.slot_count(); ++n) {
+            ASSERT_EQ(cluster.node(n).available, before[n]) << "seed " << seed;
+          }
+          continue;
+        }
+        std::set<std::string> domains(result->domains.begin(), result->domains.end());
+        ASSERT_EQ(domains.size(), result->domains.size());
+        std::map<std::string, std::set<int>> workers;
+        for (const DomainBundle& b : result->bundles) {
+          ASSERT_TRUE(domains.contains(b.domain));
+          workers[b.domain].insert(b.worker);
+        }
+        for (const auto& [d, w] : workers) {
+          ASSERT_EQ(static_cast<int>(w.size()), d[0] == 'a' ? 4 : 1) << "seed " << seed;
+        }
+        live[result->id->value()] = result->bundles;
+      } else if (op < 8 && !live.empty()) {
+        auto it = live.begin();
+        std::advance(it, static_cast<long>(rng() % live.size()));
+        std::vector<Allocation> expected;
+        for (const DomainBundle& b : it->second) {
+          if (cluster.FindAllocation(b.allocation.id) != nullptr) expected.push_back(b.allocation);
+        }
+        auto released = scheduler.Release(DomainGroupId(it->first));
+        ASSERT_TRUE(released.ok());
+        EXPECT_EQ(*released, expected);
+        live.erase(it);
+      } else if (op == 8) {
+        const NodeIndex n = static_cast<NodeIndex>(rng() % cluster.slot_count());
+        if (cluster.node(n).state == NodeState::kAlive) {
+          (void)cluster.Allocate(n, Res("TPU=1"));
+        }
+      } else {
+        const NodeIndex n = static_cast<NodeIndex>(rng() % cluster.slot_count());
+        (void)cluster.FailNode(cluster.node(n).id);
+      }
+      // No host is held by two groups.
+      std::map<std::string, int64_t> holder;
+      for (const auto& [id, bundles] : live) {
+        for (const DomainBundle& b : bundles) {
+          if (cluster.FindAllocation(b.allocation.id) == nullptr) continue;
+          auto [it, inserted] = holder.emplace(b.node.value(), id);
+          ASSERT_TRUE(inserted || it->second == id)
+              << "seed " << seed << " host " << b.node.value();
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
