@@ -51,10 +51,7 @@ std::string FormatAmount(const std::string& resource, Quantity q, AmountStyle st
   if (style == AmountStyle::kForPeople && IsByteResource(resource) && q.IsInteger()) {
     return FormatBytes(static_cast<uint64_t>(q.WholePart()));
   }
-  ResourceSet one;
-  one.Set(resource, q);
-  const std::string text = one.ToString();
-  return q.IsZero() ? "0" : text.substr(resource.size() + 1);
+  return FormatResourceAmount(resource, q);
 }
 
 enum class Phase { kRunning, kWaiting, kParked, kFinished, kLost, kWithdrawn };
