@@ -38,7 +38,9 @@ absl::StatusOr<RawNode> ProbeNode(const DiscoveryOptions& options) {
   }
   RawNode raw;
   raw.source = absl::StrCat("probe ", sysroot.root());
-  raw.env = options.environment.value_or(Environment::ForSysroot(sysroot));
+  // Only read the tree's (or the process's) environment when no override was given.
+  raw.env = options.environment.has_value() ? *options.environment
+                                            : Environment::ForSysroot(sysroot);
   const PciInventory pci = PciInventory::Scan(sysroot, &raw.warnings);
   auto host = DiscoverHostTopology(sysroot);
   if (host.ok()) {
