@@ -325,7 +325,86 @@ absl::StatusOr<Allocation> ClusterView::Allocate(NodeIndex node, const ResourceS
     }
     allocation.devices.push_back(std::move(grant));
   }
-  // Every check passed: apply.
+  return Apply(node, demand, std::move(allocation.devices));
+}
+
+absl::StatusOr<Allocation> ClusterView::AllocateExact(NodeIndex node, const ResourceSet& demand,
+                                                       std::vector<DeviceGrant> devices) {
+  if (node < 0 || node >= slot_count() || nodes_[node].removed) {
+    return absl::NotFoundError(absl::StrCat("node index ", node, " is not in the cluster"));
+  }
+  const NodeRecord& record = nodes_[node];
+  if (record.state != NodeState::kAlive) {
+    return absl::FailedPreconditionError(absl::StrCat("node ", record.id.value(), " is ",
+                                                      ToAbsl(NodeStateName(record.state))));
+  }
+  if (!record.available.Contains(demand)) {
+    return absl::ResourceExhaustedError(absl::StrCat("node ", record.id.value(), " has ",
+                                                     record.available.ToString(), " free, not ",
+                                                     demand.ToString()));
+  }
+  std::sort(devices.begin(), devices.end(),
+            [](const DeviceGrant& a, const DeviceGrant& b) { return a.resource < b.resource; });
+  for (size_t g = 0; g < devices.size(); ++g) {
+    const DeviceGrant& grant = devices[g];
+    if (g > 0 && devices[g - 1].resource == grant.resource) {
+      return absl::InvalidArgumentError(absl::StrCat(grant.resource, " is granted twice"));
+    }
+    const DeviceInstances* d = record.FindDevices(grant.resource);
+    if (d == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("node ", record.id.value(), " has no ",
+                                                     grant.resource, " devices"));
+    }
+    if (grant.instances.size() != grant.amounts.size() || grant.instances.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(grant.resource, ": instances and amounts do not pair up"));
+    }
+    const Quantity q = demand.Get(grant.resource);
+    int64_t sum = 0;
+    for (size_t i = 0; i < grant.instances.size(); ++i) {
+      const int instance = grant.instances[i];
+      if (instance < 0 || instance >= static_cast<int>(d->available.size()) ||
+          (i > 0 && grant.instances[i - 1] >= instance)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            grant.resource, ": instances must be ascending, distinct and below ",
+            d->available.size()));
+      }
+      const Quantity amount = grant.amounts[i];
+      const bool whole = q.IsInteger();
+      if (amount.raw() <= 0 || (whole && amount != kOne) || (!whole && amount != q)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            grant.resource, ": instance ", instance, " is granted ", amount.ToString(), " of a ",
+            q.ToString(), " demand"));
+      }
+      if (d->available[instance] < amount) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "node ", record.id.value(), ": ", grant.resource, " ", instance, " has ",
+            d->available[instance].ToString(), " free, not ", amount.ToString()));
+      }
+      sum += amount.raw();
+    }
+    if (sum != q.raw()) {
+      return absl::InvalidArgumentError(absl::StrCat(grant.resource, ": the grant adds up to ",
+                                                     Quantity::FromRaw(sum).ToString(),
+                                                     ", the demand is ", q.ToString()));
+    }
+  }
+  for (const DeviceInstances& d : record.devices) {
+    if (!demand.Get(d.resource).IsZero() &&
+        std::none_of(devices.begin(), devices.end(),
+                     [&](const DeviceGrant& g) { return g.resource == d.resource; })) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(d.resource, " is demanded but no instances are granted"));
+    }
+  }
+  return Apply(node, demand, std::move(devices));
+}
+
+absl::StatusOr<Allocation> ClusterView::Apply(NodeIndex node, const ResourceSet& demand,
+                                              std::vector<DeviceGrant> devices) {
+  NodeRecord& record = nodes_[node];
+  Allocation allocation;
+  allocation.devices = std::move(devices);
   Unindex(node);
   record.available = *record.available.Minus(demand);
   for (const DeviceGrant& grant : allocation.devices) {

@@ -143,6 +143,12 @@ class ClusterView {
   // BestFitFraction. Never over-allocates: FailedPrecondition for a node that is not alive,
   // ResourceExhausted when it does not fit now; nothing changes on error.
   absl::StatusOr<Allocation> Allocate(NodeIndex node, const ResourceSet& demand);
+  // Takes `demand` with the device instances the caller names (a reservation decided elsewhere,
+  // e.g. the head's choice a node agent prepares, or a lease a node agent reports). Same errors
+  // as Allocate, plus InvalidArgument when the grants do not match the demand exactly (whole
+  // devices at 1 each, a fraction on one instance, every unit-instance resource granted once).
+  absl::StatusOr<Allocation> AllocateExact(NodeIndex node, const ResourceSet& demand,
+                                           std::vector<DeviceGrant> devices);
   // Returns exactly what the allocation took. NotFound when it is not held (released twice, or
   // its node failed).
   absl::StatusOr<Allocation> Release(AllocationId id);
@@ -182,6 +188,9 @@ class ClusterView {
 
   absl::StatusOr<NodeIndex> Lookup(const NodeId& id) const;
   absl::StatusOr<std::vector<Allocation>> TakeAllocations(NodeRecord& record);
+  // Applies a checked allocation: subtracts the demand and the grants, records it.
+  absl::StatusOr<Allocation> Apply(NodeIndex node, const ResourceSet& demand,
+                                   std::vector<DeviceGrant> devices);
   void Unindex(NodeIndex index);   // out of the utilization indexes
   void Reindex(NodeIndex index);   // into them, with a fresh utilization
   void UpdateUtilization(NodeIndex index);

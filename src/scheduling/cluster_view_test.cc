@@ -54,6 +54,47 @@ TEST(ClusterViewTest, AllocateAndReleaseReturnExactlyWhatWasTaken) {
   EXPECT_EQ(cluster.Release(a->id).status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(ClusterViewTest, AllocateExactTakesTheNamedInstancesOrNothing) {
+  ClusterView cluster;
+  const NodeIndex n = MustAdd(cluster, Spec("n0", "CPU=8,GPU=4", {}, FullyLinked(4)));
+  const Quantity one = Quantity::FromInt(1);
+  const Quantity half = *Quantity::Parse("0.5");
+  absl::StatusOr<Allocation> a =
+      cluster.AllocateExact(n, Res("CPU=1,GPU=2"), {DeviceGrant{"GPU", {1, 3}, {one, one}}});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_THAT(a->devices[0].instances, ElementsAre(1, 3));
+  EXPECT_EQ(cluster.node(n).available, Res("CPU=7,GPU=2"));
+  // A taken instance, a grant that does not add up, or a missing grant: refused, nothing changes.
+  EXPECT_EQ(cluster.AllocateExact(n, Res("GPU=1"), {DeviceGrant{"GPU", {3}, {one}}})
+                .status()
+                .message(),
+            "node n0: GPU 3 has 0 free, not 1");
+  EXPECT_EQ(cluster.AllocateExact(n, Res("GPU=2"), {DeviceGrant{"GPU", {0}, {one}}})
+                .status()
+                .message(),
+            "GPU: the grant adds up to 1, the demand is 2");
+  EXPECT_EQ(cluster.AllocateExact(n, Res("GPU=1"), {}).status().message(),
+            "GPU is demanded but no instances are granted");
+  EXPECT_EQ(cluster.AllocateExact(n, Res("GPU=1"), {DeviceGrant{"GPU", {7}, {one}}})
+                .status()
+                .message(),
+            "GPU: instances must be ascending, distinct and below 4");
+  EXPECT_EQ(cluster.AllocateExact(n, Res("GPU=0.5"), {DeviceGrant{"GPU", {0}, {one}}})
+                .status()
+                .message(),
+            "GPU: instance 0 is granted 1 of a 0.5 demand");
+  EXPECT_EQ(cluster.node(n).available, Res("CPU=7,GPU=2"));
+  // A fraction on a named instance.
+  absl::StatusOr<Allocation> f =
+      cluster.AllocateExact(n, Res("GPU=0.5"), {DeviceGrant{"GPU", {2}, {half}}});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(cluster.node(n).FindDevices("GPU")->available[2], half);
+  // Release returns exactly what was taken.
+  ASSERT_TRUE(cluster.Release(a->id).ok());
+  ASSERT_TRUE(cluster.Release(f->id).ok());
+  EXPECT_EQ(cluster.node(n).available, cluster.node(n).total);
+}
+
 TEST(ClusterViewTest, NeverOverAllocates) {
   ClusterView cluster;
   const NodeIndex n = MustAdd(cluster, Spec("n0", "CPU=2,GPU=2"));
