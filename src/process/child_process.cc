@@ -1,0 +1,410 @@
+#include "process/child_process.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "base/status_macros.h"
+#include "base/string_util.h"
+#include "process/file_util.h"
+
+namespace tessera {
+namespace {
+
+constexpr char kDefaultPath[] = "/usr/local/bin:/usr/bin:/bin";
+
+// What the child reports through the error pipe when it cannot reach exec.
+enum class ChildStage : int { kCgroup = 1, kChdir = 2, kExec = 3, kStdio = 4 };
+struct ChildError {
+  int stage;
+  int err;
+};
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+bool HasNul(std::string_view s) { return s.find('\0') != std::string_view::npos; }
+
+absl::Status ValidateSpec(const ChildSpec& spec, const SpawnOptions& options) {
+  if (spec.argv.empty() || spec.argv[0].empty()) {
+    return absl::InvalidArgumentError("child spec has no program (argv is empty)");
+  }
+  for (const std::string& arg : spec.argv) {
+    if (HasNul(arg)) return absl::InvalidArgumentError(absl::StrCat("argument ", Quote(arg), " holds a NUL byte"));
+  }
+  for (const auto& [key, value] : spec.env) {
+    if (key.empty() || key.find('=') != std::string::npos || HasNul(key) || HasNul(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment variable name ", Quote(key), " is empty or holds '=' or NUL"));
+    }
+  }
+  if (spec.memory_max_bytes.has_value() && !options.cgroup_parent.has_value()) {
+    return absl::FailedPreconditionError(
+        "a memory limit needs a cgroup, and no cgroup parent is usable on this host");
+  }
+  if (options.cgroup_parent.has_value() && options.cgroup_name.empty()) {
+    return absl::InvalidArgumentError("a cgroup parent is given without a cgroup name");
+  }
+  return absl::OkStatus();
+}
+
+// The program to exec: argv[0] itself when it holds a '/', else the first executable match in
+// the child's PATH. Resolved here, in the parent, so a miss is a clear error.
+absl::StatusOr<std::string> ResolveProgram(const ChildSpec& spec) {
+  const std::string& name = spec.argv[0];
+  if (name.find('/') != std::string::npos) {
+    if (name[0] != '/' && !spec.cwd.empty()) return absl::StrCat(spec.cwd, "/", name);
+    return name;
+  }
+  auto it = spec.env.find("PATH");
+  std::string path = it != spec.env.end() ? it->second : kDefaultPath;
+  for (absl::string_view dir : absl::StrSplit(path, ':')) {
+    // An empty entry means the current directory, which for the child is `cwd`.
+    std::string base = dir.empty() ? "." : std::string(dir);
+    if (base[0] != '/' && !spec.cwd.empty()) base = absl::StrCat(spec.cwd, "/", base);
+    std::string candidate = absl::StrCat(base, "/", name);
+    if (IsExecutableFile(candidate)) return candidate;
+  }
+  return absl::NotFoundError(absl::StrCat("cannot start ", Quote(name), ": no executable of that name in PATH (",
+                                          path, ")"));
+}
+
+// Moves `fd` above 2 so dup2 onto 0..2 in the child can never clobber another source.
+absl::Status KeepAboveStdio(UniqueFd& fd) {
+  if (fd.get() > 2) return absl::OkStatus();
+  int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3);
+  if (moved < 0) return ErrnoStatus(errno, "cannot duplicate a file descriptor");
+  fd.Reset(moved);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<UniqueFd> OpenOutput(const std::string& path) {
+  if (path.empty()) {
+    UniqueFd fd(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+    if (!fd.valid()) return ErrnoStatus(errno, "cannot open /dev/null");
+    TESSERA_RETURN_IF_ERROR(KeepAboveStdio(fd));
+    return fd;
+  }
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(parent, error);
+    if (error) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot create folder ", parent.string(), " for log file ", path, ": ", error.message()));
+    }
+  }
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+  if (!fd.valid() && errno == ENOENT) {
+    fd.Reset(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+    // The umask must not make a log unreadable to `tessera logs` run by another user.
+    if (fd.valid()) ::fchmod(fd.get(), 0644);
+  }
+  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("cannot open log file ", path));
+  TESSERA_RETURN_IF_ERROR(KeepAboveStdio(fd));
+  return fd;
+}
+
+std::vector<char*> CStrings(std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  pointers.reserve(strings.size() + 1);
+  for (std::string& s : strings) pointers.push_back(s.data());
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
+// Only async-signal-safe calls from here until exec: the parent may have other threads, whose
+// locks (malloc's included) were copied in whatever state they were.
+[[noreturn]] void ReportAndExit(int error_fd, ChildStage stage, int err) {
+  ChildError report{static_cast<int>(stage), err};
+  ssize_t ignored = ::write(error_fd, &report, sizeof(report));
+  (void)ignored;
+  ::_exit(127);
+}
+
+void CloseFrom(int low, int high, int max_fd_fallback) {
+  if (low > high) return;
+  if (::syscall(SYS_close_range, static_cast<unsigned>(low), static_cast<unsigned>(high), 0u) == 0) return;
+  for (int fd = low; fd <= std::min(high, max_fd_fallback); ++fd) ::close(fd);
+}
+
+[[noreturn]] void RunChild(const char* program, char* const* argv, char* const* envp, const char* cwd,
+                           int stdin_fd, int stdout_fd, int stderr_fd, int cgroup_procs_fd, int error_fd,
+                           int max_fd) {
+  // Default dispositions and an empty mask: an ignored SIGPIPE or a blocked SIGTERM of the agent
+  // must not be inherited through exec.
+  struct sigaction default_action;
+  ::memset(&default_action, 0, sizeof(default_action));
+  default_action.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    ::sigaction(sig, &default_action, nullptr);
+  }
+  sigset_t empty;
+  ::sigemptyset(&empty);
+  ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+
+  ::setsid();
+  if (cgroup_procs_fd >= 0) {
+    if (::write(cgroup_procs_fd, "0", 1) != 1) ReportAndExit(error_fd, ChildStage::kCgroup, errno);
+  }
+  if (cwd != nullptr && ::chdir(cwd) != 0) ReportAndExit(error_fd, ChildStage::kChdir, errno);
+  if (::dup2(stdin_fd, 0) < 0 || ::dup2(stdout_fd, 1) < 0 || ::dup2(stderr_fd, 2) < 0) {
+    ReportAndExit(error_fd, ChildStage::kStdio, errno);
+  }
+  // Everything but 0-2 and the error pipe (close-on-exec) goes.
+  CloseFrom(3, error_fd - 1, max_fd);
+  CloseFrom(error_fd + 1, ~0u >> 1, max_fd);
+  ::execve(program, argv, envp);
+  ReportAndExit(error_fd, ChildStage::kExec, errno);
+}
+
+absl::StatusOr<int64_t> ReadHostOomKills(const std::string& vmstat_path) {
+  TESSERA_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(vmstat_path));
+  return FindKeyedCounter(text, "oom_kill");
+}
+
+absl::Status ChildErrorStatus(const ChildError& error, const std::string& program, const ChildSpec& spec) {
+  switch (static_cast<ChildStage>(error.stage)) {
+    case ChildStage::kCgroup:
+      return ErrnoStatus(error.err, "cannot move the child into its cgroup");
+    case ChildStage::kChdir:
+      return ErrnoStatus(error.err, absl::StrCat("cannot change the child's directory to ", spec.cwd));
+    case ChildStage::kStdio:
+      return ErrnoStatus(error.err, "cannot set up the child's stdin/stdout/stderr");
+    case ChildStage::kExec:
+      break;
+  }
+  absl::Status status = ErrnoStatus(error.err, absl::StrCat("cannot execute ", program));
+  // A missing program is a caller's mistake, not a missing server-side entity.
+  if (error.err == ENOENT || error.err == EACCES || error.err == ENOEXEC) {
+    return absl::InvalidArgumentError(status.message());
+  }
+  return status;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const ChildSpec& spec,
+                                                                   const SpawnOptions& options) {
+  TESSERA_RETURN_IF_ERROR(ValidateSpec(spec, options));
+  TESSERA_ASSIGN_OR_RETURN(std::string program, ResolveProgram(spec));
+
+  UniqueFd stdin_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!stdin_fd.valid()) return ErrnoStatus(errno, "cannot open /dev/null");
+  TESSERA_RETURN_IF_ERROR(KeepAboveStdio(stdin_fd));
+  TESSERA_ASSIGN_OR_RETURN(UniqueFd stdout_fd, OpenOutput(spec.stdout_path));
+  TESSERA_ASSIGN_OR_RETURN(UniqueFd stderr_fd, OpenOutput(spec.stderr_path));
+
+  std::unique_ptr<ChildProcess> child(new ChildProcess());
+  child->leftovers_ = options.leftovers;
+  child->vmstat_path_ = options.vmstat_path;
+  UniqueFd cgroup_procs_fd;
+  if (options.cgroup_parent.has_value()) {
+    TESSERA_ASSIGN_OR_RETURN(child->cgroup_, WorkerCgroup::Create(*options.cgroup_parent, options.cgroup_name,
+                                                                  spec.memory_max_bytes));
+    cgroup_procs_fd.Reset(::open(child->cgroup_->procs_path().c_str(), O_WRONLY | O_CLOEXEC));
+    if (!cgroup_procs_fd.valid()) {
+      return ErrnoStatus(errno, absl::StrCat("cannot open ", child->cgroup_->procs_path()));
+    }
+    TESSERA_RETURN_IF_ERROR(KeepAboveStdio(cgroup_procs_fd));
+  } else if (absl::StatusOr<int64_t> count = ReadHostOomKills(options.vmstat_path); count.ok()) {
+    child->host_oom_kills_at_start_ = *count;
+  }
+
+  // Everything the child needs is built now: it may not allocate after fork.
+  std::vector<std::string> argv_strings = spec.argv;
+  std::vector<std::string> env_strings;
+  env_strings.reserve(spec.env.size());
+  for (const auto& [key, value] : spec.env) env_strings.push_back(absl::StrCat(key, "=", value));
+  std::vector<char*> argv = CStrings(argv_strings);
+  std::vector<char*> envp = CStrings(env_strings);
+  const char* cwd = spec.cwd.empty() ? nullptr : spec.cwd.c_str();
+  struct rlimit limit;
+  int max_fd = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
+                   ? static_cast<int>(std::min<rlim_t>(limit.rlim_cur, 1 << 20))
+                   : 65536;
+
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return ErrnoStatus(errno, "cannot create a pipe");
+  UniqueFd error_read(pipe_fds[0]);
+  UniqueFd error_write(pipe_fds[1]);
+  TESSERA_RETURN_IF_ERROR(KeepAboveStdio(error_write));
+
+  // No signal handler of the parent may run in the child before it resets them.
+  sigset_t all, previous;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    RunChild(program.c_str(), argv.data(), envp.data(), cwd, stdin_fd.get(), stdout_fd.get(), stderr_fd.get(),
+             cgroup_procs_fd.get(), error_write.get(), max_fd);
+  }
+  int fork_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (pid < 0) return ErrnoStatus(fork_errno, "cannot fork");
+  error_write.Reset();
+
+  ChildError error{0, 0};
+  ssize_t n;
+  do {
+    n = ::read(error_read.get(), &error, sizeof(error));
+  } while (n < 0 && errno == EINTR);
+  if (n != 0) {
+    // The child never reached exec: reap it here and report why.
+    int wait_status = 0;
+    while (::waitpid(pid, &wait_status, 0) < 0 && errno == EINTR) {
+    }
+    {
+      absl::MutexLock lock(&child->mu_);
+      child->reaped_ = true;
+    }
+    if (n != static_cast<ssize_t>(sizeof(error))) return absl::InternalError("the child failed before exec");
+    return ChildErrorStatus(error, program, spec);
+  }
+
+  child->pid_ = pid;
+  child->pidfd_.Reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (child->pidfd_.valid()) ::fcntl(child->pidfd_.get(), F_SETFD, FD_CLOEXEC);
+  return child;
+}
+
+ChildProcess::~ChildProcess() {
+  bool reaped;
+  {
+    absl::MutexLock lock(&mu_);
+    reaped = reaped_;
+  }
+  if (!reaped && pid_ > 0) {
+    (void)Signal(SIGKILL);
+    (void)Wait();
+  }
+}
+
+std::string ChildProcess::cgroup_dir() const { return cgroup_ ? cgroup_->dir() : ""; }
+
+absl::Status ChildProcess::Signal(int signal) {
+  absl::MutexLock lock(&mu_);
+  if (reaped_) return absl::FailedPreconditionError(absl::StrCat("process ", pid_, " has already exited"));
+  // Until reaped, the leader (perhaps a zombie) holds the group id, so -pid_ is still ours.
+  if (::kill(-pid_, signal) != 0 && errno != ESRCH) {
+    return ErrnoStatus(errno, absl::StrCat("cannot send ", SignalName(signal), " to process group ", pid_));
+  }
+  if (signal == SIGKILL) {
+    sent_sigkill_ = true;
+    if (cgroup_) (void)cgroup_->KillAll();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ExitStatus> ChildProcess::Finish(int child_code, int child_status) {
+  ExitStatus status = ExitStatusFromSiginfo(child_code, child_status);
+  bool we_sent_sigkill;
+  {
+    absl::MutexLock lock(&mu_);
+    if (leftovers_ == Leftovers::kKill) {
+      // The zombie leader keeps the group id reserved, so this reaches only its own group.
+      ::kill(-pid_, SIGKILL);
+      if (cgroup_) (void)cgroup_->KillAll();
+    }
+    siginfo_t info;
+    int rc;
+    do {
+      rc = ::waitid(P_PID, pid_, &info, WEXITED);
+    } while (rc < 0 && errno == EINTR);
+    reaped_ = true;
+    we_sent_sigkill = sent_sigkill_;
+  }
+  if (cgroup_) {
+    if (absl::StatusOr<int64_t> kills = cgroup_->OomKills(); kills.ok() && *kills > 0) {
+      MarkOutOfMemory(OomEvidence::kCgroup, status);
+    }
+    (void)cgroup_->Remove(absl::Seconds(2));
+  } else if (status.signal == SIGKILL && !we_sent_sigkill && host_oom_kills_at_start_.has_value()) {
+    if (absl::StatusOr<int64_t> kills = ReadHostOomKills(vmstat_path_);
+        kills.ok() && *kills > *host_oom_kills_at_start_) {
+      MarkOutOfMemory(OomEvidence::kHostCounter, status);
+    }
+  }
+  exit_ = status;
+  return status;
+}
+
+absl::StatusOr<std::optional<ExitStatus>> ChildProcess::TryWait() {
+  if (exit_.has_value()) return exit_;
+  siginfo_t info;
+  ::memset(&info, 0, sizeof(info));
+  // WNOWAIT: look without reaping, so leftovers can be killed while the group id is still ours.
+  if (::waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("cannot wait for process ", pid_));
+  }
+  if (info.si_pid == 0) return std::optional<ExitStatus>();
+  TESSERA_ASSIGN_OR_RETURN(ExitStatus status, Finish(info.si_code, info.si_status));
+  return std::optional<ExitStatus>(status);
+}
+
+absl::StatusOr<ExitStatus> ChildProcess::Wait() {
+  if (exit_.has_value()) return *exit_;
+  siginfo_t info;
+  ::memset(&info, 0, sizeof(info));
+  int rc;
+  do {
+    rc = ::waitid(P_PID, pid_, &info, WEXITED | WNOWAIT);
+  } while (rc < 0 && errno == EINTR);
+  if (rc != 0) return ErrnoStatus(errno, absl::StrCat("cannot wait for process ", pid_));
+  return Finish(info.si_code, info.si_status);
+}
+
+absl::StatusOr<bool> ChildProcess::WaitForExit(absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  if (pidfd_.valid()) {
+    while (true) {
+      int64_t ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(absl::Ceil(deadline - absl::Now(), absl::Milliseconds(1))));
+      struct pollfd pfd = {pidfd_.get(), POLLIN, 0};
+      int rc = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(ms, 1 << 30)));
+      if (rc > 0) return true;
+      if (rc == 0) return false;
+      if (errno != EINTR) return ErrnoStatus(errno, "cannot poll a pidfd");
+    }
+  }
+  // No pidfd (Linux before 5.3): look with short, growing pauses.
+  absl::Duration pause = absl::Microseconds(500);
+  while (true) {
+    siginfo_t info;
+    ::memset(&info, 0, sizeof(info));
+    if (::waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+      return ErrnoStatus(errno, absl::StrCat("cannot wait for process ", pid_));
+    }
+    if (info.si_pid != 0) return true;
+    absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return false;
+    std::this_thread::sleep_for(absl::ToChronoNanoseconds(std::min(pause, left)));
+    pause = std::min(pause * 2, absl::Milliseconds(50));
+  }
+}
+
+absl::StatusOr<ExitStatus> ChildProcess::Terminate(absl::Duration grace) {
+  if (exit_.has_value()) return *exit_;
+  TESSERA_RETURN_IF_ERROR(Signal(SIGTERM));
+  TESSERA_ASSIGN_OR_RETURN(bool exited, WaitForExit(grace));
+  if (!exited) TESSERA_RETURN_IF_ERROR(Signal(SIGKILL));
+  return Wait();
+}
+
+}  // namespace tessera
