@@ -359,6 +359,11 @@ absl::StatusOr<std::optional<ExitStatus>> ChildProcess::TryWait() {
   return std::optional<ExitStatus>(status);
 }
 
+absl::StatusOr<bool> ChildProcess::HasExited() {
+  if (exit_.has_value()) return true;
+  return WaitForExit(absl::ZeroDuration());
+}
+
 absl::StatusOr<ExitStatus> ChildProcess::Wait() {
   if (exit_.has_value()) return *exit_;
   siginfo_t info;

@@ -89,6 +89,8 @@ class ChildProcess {
   // FailedPrecondition once the child has been reaped.
   absl::Status Signal(int signal);
 
+  // True once the child has exited; does not reap it (Wait then returns at once).
+  absl::StatusOr<bool> HasExited();
   // The exit status when the child has exited (reaping it), nullopt while it runs.
   absl::StatusOr<std::optional<ExitStatus>> TryWait();
   // Blocks until the child exits; reaps it. Later calls return the same status.
