@@ -99,24 +99,29 @@ absl::StatusOr<CgroupParent> FindWorkerCgroupParent(const CgroupDetectOptions& o
     return absl::FailedPreconditionError(
         absl::StrCat(dir, " is not a cgroup v2 directory: ", controllers.status().message()));
   }
+  CgroupParent parent{dir, false, ""};
   if (!HasWord(*controllers, "memory")) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    parent.no_memory_reason = absl::StrCat(
         "the memory controller is not available in cgroup ", dir, " (cgroup.controllers: \"",
         absl::StripAsciiWhitespace(*controllers),
-        "\"; on a hybrid host memory is on the cgroup v1 hierarchy)"));
+        "\"; on a hybrid host memory is on the cgroup v1 hierarchy)");
+    return parent;
   }
-  TESSERA_ASSIGN_OR_RETURN(std::string subtree, ReadWholeFile(dir + "/cgroup.subtree_control"));
+  // Unreadable counts as "not enabled yet": the write below then says what is wrong.
+  std::string subtree = ReadWholeFile(dir + "/cgroup.subtree_control").value_or("");
   if (!HasWord(subtree, "memory")) {
     absl::Status enabled = WriteControlFile(dir + "/cgroup.subtree_control", "+memory");
     if (!enabled.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      parent.no_memory_reason = absl::StrCat(
           "cannot enable the memory controller for the children of cgroup ", dir, " (",
           enabled.message(),
           "); a cgroup that holds processes cannot give controllers to children: run the agent "
-          "in a delegated cgroup and name an empty one as the parent"));
+          "in a delegated cgroup and name an empty one as the parent");
+      return parent;
     }
   }
-  return CgroupParent{dir};
+  parent.memory = true;
+  return parent;
 }
 
 absl::StatusOr<std::string> WorkerCgroupName(std::string_view id) {
@@ -130,6 +135,10 @@ absl::StatusOr<std::string> WorkerCgroupName(std::string_view id) {
 
 absl::StatusOr<std::unique_ptr<WorkerCgroup>> WorkerCgroup::Create(
     const CgroupParent& parent, std::string_view name, std::optional<int64_t> memory_max_bytes) {
+  if (memory_max_bytes.has_value() && !parent.memory) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("a memory limit cannot be enforced: ", parent.no_memory_reason));
+  }
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string_view::npos) {
     return absl::InvalidArgumentError(absl::StrCat("cgroup name ", Quote(name), " is not one path component"));
   }
@@ -140,11 +149,11 @@ absl::StatusOr<std::unique_ptr<WorkerCgroup>> WorkerCgroup::Create(
   if (::mkdir(dir.c_str(), 0755) != 0) {
     if (errno != EEXIST) return ErrnoStatus(errno, absl::StrCat("cannot create cgroup ", dir));
     // Left by an agent that died: empty it and start afresh so no old limit or counter remains.
-    WorkerCgroup stale(dir);
+    WorkerCgroup stale(dir, false);
     TESSERA_RETURN_IF_ERROR(stale.Remove(absl::Seconds(2)));
     if (::mkdir(dir.c_str(), 0755) != 0) return ErrnoStatus(errno, absl::StrCat("cannot create cgroup ", dir));
   }
-  std::unique_ptr<WorkerCgroup> cgroup(new WorkerCgroup(dir));
+  std::unique_ptr<WorkerCgroup> cgroup(new WorkerCgroup(dir, parent.memory));
   if (memory_max_bytes.has_value()) {
     TESSERA_RETURN_IF_ERROR(WriteControlFile(dir + "/memory.max", absl::StrCat(*memory_max_bytes)));
     // Without swap accounting limits, a limited worker would swap instead of being OOM-killed.
@@ -158,6 +167,7 @@ WorkerCgroup::~WorkerCgroup() {
 }
 
 absl::StatusOr<int64_t> WorkerCgroup::OomKills() const {
+  if (!memory_) return absl::FailedPreconditionError(absl::StrCat("cgroup ", dir_, " has no memory controller"));
   TESSERA_ASSIGN_OR_RETURN(std::string events, ReadWholeFile(dir_ + "/memory.events"));
   return FindKeyedCounter(events, "oom_kill");
 }

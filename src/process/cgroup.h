@@ -1,14 +1,17 @@
 // Worker cgroups (cgroup v2): each worker can run in its own cgroup
-// <parent>/tessera-worker-<id>, which gives a memory limit (memory.max), a certain
-// out-of-memory verdict (memory.events oom_kill) and a kill that reaches every process the worker
-// started, even ones that left its process group (cgroup.kill).
+// <parent>/tessera-worker-<id>. That always gives a kill that reaches every process the worker
+// started, even ones that left its process group (cgroup.kill); with the memory controller it
+// also gives a memory limit (memory.max) and a certain out-of-memory verdict (memory.events
+// oom_kill).
 //
-// The parent must be a cgroup v2 directory the agent may write, with the memory controller
-// available (cgroup.controllers) and enabled for its children (cgroup.subtree_control; the
-// agent enables it when it can). cgroup v2 forbids enabling controllers in a cgroup that holds
+// The parent must be a cgroup v2 directory the agent may write. The memory controller is used
+// when it is available there (cgroup.controllers) and can be enabled for children
+// (cgroup.subtree_control). cgroup v2 forbids enabling controllers in a cgroup that holds
 // processes itself (the "no internal processes" rule), so an agent started inside a non-root
-// cgroup usually needs a delegated, empty parent given explicitly (e.g. systemd Delegate=yes).
-// When none is usable, FindWorkerCgroupParent says why and workers run without cgroups.
+// cgroup usually needs a delegated, empty parent given explicitly (e.g. systemd Delegate=yes);
+// on a hybrid host (memory on cgroup v1) the v2 tree has no memory controller at all. Either way
+// the parent is still used for grouping and killing, and CgroupParent says why memory is not.
+// When no cgroup is usable, FindWorkerCgroupParent says why and workers run without one.
 //
 // Thread-compatible: WorkerCgroup has one owner; the free functions are stateless.
 #pragma once
@@ -40,15 +43,18 @@ struct CgroupDetectOptions {
   std::string proc_root = "/proc";
 };
 
-// A cgroup v2 directory under which worker cgroups with the memory controller can be created.
+// A cgroup v2 directory under which worker cgroups can be created.
 struct CgroupParent {
   std::string dir;
+  // Whether children get the memory controller (memory.max, memory.events).
+  bool memory = false;
+  // Why not, when `memory` is false (one line, for logs and errors).
+  std::string no_memory_reason;
 };
 
-// The usable parent, after enabling the memory controller for its children when needed.
-// FailedPrecondition (or the errno's code) with a one-line reason when cgroups are not usable:
-// cgroup2 not mounted, the directory not writable, no memory controller there, or the
-// controller cannot be enabled (the no-internal-processes rule).
+// The usable parent, after enabling the memory controller for its children when it can.
+// FailedPrecondition with a one-line reason when no cgroup is usable: cgroup2 not mounted, the
+// process in no v2 hierarchy, the directory missing, not writable or not a cgroup.
 absl::StatusOr<CgroupParent> FindWorkerCgroupParent(const CgroupDetectOptions& options);
 
 // "tessera-worker-<id>", or InvalidArgument when `id` cannot be one path component.
@@ -58,7 +64,7 @@ absl::StatusOr<std::string> WorkerCgroupName(std::string_view id);
 class WorkerCgroup {
  public:
   // Creates <parent>/<name> (name: one path component) and writes memory.max when a limit is
-  // given. A leftover cgroup of the same name (an earlier agent that died) is emptied and
+  // given (FailedPrecondition, with the reason, when the parent has no memory controller). A leftover cgroup of the same name (an earlier agent that died) is emptied and
   // replaced.
   static absl::StatusOr<std::unique_ptr<WorkerCgroup>> Create(const CgroupParent& parent,
                                                               std::string_view name,
@@ -69,6 +75,8 @@ class WorkerCgroup {
   ~WorkerCgroup();
 
   const std::string& dir() const { return dir_; }
+  // Whether the memory controller applies (memory.max, memory.events).
+  bool has_memory() const { return memory_; }
   // The file a process writes "0" to in order to move itself in.
   std::string procs_path() const { return dir_ + "/cgroup.procs"; }
 
@@ -82,9 +90,10 @@ class WorkerCgroup {
   absl::Status Remove(absl::Duration wait);
 
  private:
-  explicit WorkerCgroup(std::string dir) : dir_(std::move(dir)) {}
+  WorkerCgroup(std::string dir, bool memory) : dir_(std::move(dir)), memory_(memory) {}
 
   std::string dir_;
+  bool memory_ = false;
   bool removed_ = false;
 };
 

@@ -1,6 +1,9 @@
 #include "process/cgroup.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <iostream>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -57,15 +60,30 @@ TEST_F(FakeCgroupTest, DetectsTheAgentsOwnCgroupAndEnablesMemory) {
   auto parent = FindWorkerCgroupParent(Options());
   ASSERT_TRUE(parent.ok()) << parent.status();
   EXPECT_EQ(parent->dir, dir_ / "cg/agent");
+  EXPECT_TRUE(parent->memory);
   EXPECT_EQ(ReadText(dir_ / "cg/agent/cgroup.subtree_control"), "+memory");
 }
 
-TEST_F(FakeCgroupTest, NoMemoryControllerIsExplained) {
+TEST_F(FakeCgroupTest, WithoutTheMemoryControllerTheParentServesOnlyForGroupingAndSaysWhy) {
   WriteText(dir_ / "cg/agent/cgroup.controllers", "cpu pids\n");
   auto parent = FindWorkerCgroupParent(Options());
-  EXPECT_EQ(parent.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(parent.status().message(), HasSubstr("memory controller is not available"));
-  EXPECT_THAT(parent.status().message(), HasSubstr("\"cpu pids\""));
+  ASSERT_TRUE(parent.ok()) << parent.status();
+  EXPECT_FALSE(parent->memory);
+  EXPECT_THAT(parent->no_memory_reason, HasSubstr("memory controller is not available"));
+  EXPECT_THAT(parent->no_memory_reason, HasSubstr("\"cpu pids\""));
+  auto limited = WorkerCgroup::Create(*parent, "tessera-worker-w", int64_t{1} << 30);
+  EXPECT_EQ(limited.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(limited.status().message(), HasSubstr("a memory limit cannot be enforced: the memory controller"));
+}
+
+TEST_F(FakeCgroupTest, AControllerThatCannotBeEnabledIsExplained) {
+  ::unlink((dir_ / "cg/agent/cgroup.subtree_control").c_str());
+  ASSERT_EQ(::mkdir((dir_ / "cg/agent/cgroup.subtree_control").c_str(), 0755), 0);
+  auto parent = FindWorkerCgroupParent(Options());
+  ASSERT_TRUE(parent.ok()) << parent.status();
+  EXPECT_FALSE(parent->memory);
+  EXPECT_THAT(parent->no_memory_reason, HasSubstr("cannot enable the memory controller for the children of cgroup"));
+  EXPECT_THAT(parent->no_memory_reason, HasSubstr("run the agent in a delegated cgroup"));
 }
 
 TEST_F(FakeCgroupTest, NoCgroup2MountIsExplained) {
@@ -82,7 +100,7 @@ TEST_F(FakeCgroupTest, AnExplicitParentMustBeACgroupDirectory) {
 }
 
 TEST_F(FakeCgroupTest, WorkerCgroupIsCreatedAndRemoved) {
-  CgroupParent parent{dir_ / "cg/agent"};
+  CgroupParent parent{dir_ / "cg/agent", true, ""};
   auto cgroup = WorkerCgroup::Create(parent, *WorkerCgroupName("w-1"), std::nullopt);
   ASSERT_TRUE(cgroup.ok()) << cgroup.status();
   std::string dir = (*cgroup)->dir();
@@ -108,6 +126,8 @@ TEST(CgroupTest, ReportsWhetherThisHostHasUsableCgroups) {
   auto parent = FindWorkerCgroupParent({});
   if (!parent.ok()) GTEST_SKIP() << "worker cgroups not usable here: " << parent.status().message();
   EXPECT_TRUE(FileExists(parent->dir + "/cgroup.procs"));
+  std::cout << "worker cgroups under " << parent->dir << "; memory controller: "
+            << (parent->memory ? "yes" : parent->no_memory_reason) << "\n";
 }
 
 }  // namespace

@@ -224,8 +224,11 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const ChildSpe
       return ErrnoStatus(errno, absl::StrCat("cannot open ", child->cgroup_->procs_path()));
     }
     TESSERA_RETURN_IF_ERROR(KeepAboveStdio(cgroup_procs_fd));
-  } else if (absl::StatusOr<int64_t> count = ReadHostOomKills(options.vmstat_path); count.ok()) {
-    child->host_oom_kills_at_start_ = *count;
+  }
+  if (child->cgroup_ == nullptr || !child->cgroup_->has_memory()) {
+    if (absl::StatusOr<int64_t> count = ReadHostOomKills(options.vmstat_path); count.ok()) {
+      child->host_oom_kills_at_start_ = *count;
+    }
   }
 
   // Everything the child needs is built now: it may not allocate after fork.
@@ -331,17 +334,17 @@ absl::StatusOr<ExitStatus> ChildProcess::Finish(int child_code, int child_status
     reaped_ = true;
     we_sent_sigkill = sent_sigkill_;
   }
-  if (cgroup_) {
+  if (cgroup_ != nullptr && cgroup_->has_memory()) {
     if (absl::StatusOr<int64_t> kills = cgroup_->OomKills(); kills.ok() && *kills > 0) {
       MarkOutOfMemory(OomEvidence::kCgroup, status);
     }
-    (void)cgroup_->Remove(absl::Seconds(2));
   } else if (status.signal == SIGKILL && !we_sent_sigkill && host_oom_kills_at_start_.has_value()) {
     if (absl::StatusOr<int64_t> kills = ReadHostOomKills(vmstat_path_);
         kills.ok() && *kills > *host_oom_kills_at_start_) {
       MarkOutOfMemory(OomEvidence::kHostCounter, status);
     }
   }
+  if (cgroup_ != nullptr) (void)cgroup_->Remove(absl::Seconds(2));
   exit_ = status;
   return status;
 }

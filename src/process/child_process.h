@@ -7,9 +7,10 @@
 // Spawn returns only after the exec succeeded; a child that cannot start (no such program, not
 // executable, bad directory) is an error from Spawn, never a silent exit 127.
 //
-// With a cgroup parent, the child runs in its own cgroup v2 (memory limit, certain OOM verdict,
-// cgroup.kill); without one, an OOM is inferred from the host's OOM kill counter (a heuristic,
-// see OomEvidence). By default whatever the child leaves running in its process group (and
+// With a cgroup parent, the child runs in its own cgroup v2 (cgroup.kill reaches everything it
+// started; with the memory controller also a memory limit and a certain OOM verdict); without
+// the memory controller, an OOM is inferred from the host's OOM kill counter (a heuristic, see
+// OomEvidence). By default whatever the child leaves running in its process group (and
 // cgroup) is killed when it exits, before it is reaped, so the zombie leader still holds the
 // group id and no other process can be signalled by mistake.
 //
@@ -50,7 +51,7 @@ struct ChildSpec {
   // "": /dev/null. Both may name the same file.
   std::string stdout_path;
   std::string stderr_path;
-  // memory.max of the child's cgroup; needs SpawnOptions::cgroup_parent.
+  // memory.max of the child's cgroup; needs a cgroup parent with the memory controller.
   std::optional<int64_t> memory_max_bytes;
 };
 

@@ -372,6 +372,7 @@ TEST_F(ChildProcessTest, RealOomKillIsDetectedThroughTheHostCounter) {
 TEST_F(ChildProcessTest, OomInOwnCgroupIsCertain) {
   auto parent = FindWorkerCgroupParent({});
   if (!parent.ok()) GTEST_SKIP() << "cgroup v2 not usable here: " << parent.status().message();
+  if (!parent->memory) GTEST_SKIP() << "no memory controller for worker cgroups here: " << parent->no_memory_reason;
   SpawnOptions options = Options();
   options.cgroup_parent = *parent;
   options.cgroup_name = *WorkerCgroupName("oom-test-" + std::to_string(::getpid()));
@@ -404,6 +405,48 @@ TEST_F(ChildProcessTest, OwnCgroupHoldsTheChildAndIsRemovedAfterExit) {
   EXPECT_EQ(status.signal, SIGTERM);
   EXPECT_FALSE(status.out_of_memory);
   EXPECT_FALSE(FileExists(cgroup));
+}
+
+// A process that left the worker's group (setsid) is out of reach of the group kill; its cgroup
+// still holds it, and it dies with the worker.
+TEST_F(ChildProcessTest, OwnCgroupKillsProcessesThatLeftTheGroup) {
+  auto parent = FindWorkerCgroupParent({});
+  if (!parent.ok()) GTEST_SKIP() << "cgroup v2 not usable here: " << parent.status().message();
+  SpawnOptions options = Options();
+  options.cgroup_parent = *parent;
+  options.cgroup_name = *WorkerCgroupName("escape-test-" + std::to_string(::getpid()));
+  std::string pid_file = dir_ / "escapee.pid";
+  auto child = ChildProcess::Spawn(Spec({"escapee", pid_file, "exit", "0"}), options);
+  ASSERT_TRUE(child.ok()) << child.status();
+  EXPECT_TRUE((*child)->Wait()->success());
+  pid_t escapee = ReadPidFile(pid_file);
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(escapee); }));
+  EXPECT_FALSE(FileExists((*child)->cgroup_dir()));
+}
+
+// The other side of the test above: without a cgroup, the group kill cannot reach an escapee.
+TEST_F(ChildProcessTest, WithoutACgroupAProcessThatLeftTheGroupSurvives) {
+  std::string pid_file = dir_ / "escapee.pid";
+  auto child = ChildProcess::Spawn(Spec({"escapee", pid_file, "exit", "0"}), Options());
+  ASSERT_TRUE(child.ok()) << child.status();
+  EXPECT_TRUE((*child)->Wait()->success());
+  pid_t escapee = ReadPidFile(pid_file);
+  EXPECT_EQ(::getsid(escapee), escapee);
+  EXPECT_FALSE(ProcessGone(escapee));
+  ::kill(escapee, SIGKILL);
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(escapee); }));
+}
+
+TEST_F(ChildProcessTest, AMemoryLimitWithoutTheMemoryControllerIsRefused) {
+  SpawnOptions options = Options();
+  options.cgroup_parent = CgroupParent{dir_.path(), false, "no memory controller in this test"};
+  options.cgroup_name = "tessera-worker-limited";
+  ChildSpec spec = Spec({"exit", "0"});
+  spec.memory_max_bytes = 1 << 30;
+  auto child = ChildProcess::Spawn(spec, options);
+  EXPECT_EQ(child.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(child.status().message(), "a memory limit cannot be enforced: no memory controller in this test");
+  EXPECT_FALSE(FileExists(dir_ / "tessera-worker-limited"));
 }
 
 }  // namespace

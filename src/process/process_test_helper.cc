@@ -7,6 +7,7 @@
 //   touch PATH          create PATH (tells the test a point was reached)
 //   wait-file PATH      wait until PATH exists
 //   grandchild PIDFILE  fork a child that sleeps forever; write its pid to PIDFILE
+//   escapee PIDFILE     like grandchild, but the grandchild leaves the group (setsid)
 //   ignore-term         ignore SIGTERM
 //   alloc-forever       allocate and touch memory until killed
 //   pause               sleep until killed
@@ -75,12 +76,22 @@ int main(int argc, char** argv) {
       Touch(next());
     } else if (command == "wait-file") {
       WaitFile(next());
-    } else if (command == "grandchild") {
+    } else if (command == "grandchild" || command == "escapee") {
       const char* pid_file = next();
+      bool escape = command == "escapee";
+      int ready[2];
+      if (::pipe(ready) != 0) return 104;
       pid_t pid = ::fork();
       if (pid == 0) {
+        if (escape) ::setsid();
+        ::close(ready[1]);  // tells the parent the escape (if any) is done
         for (;;) ::pause();
       }
+      ::close(ready[1]);
+      char byte;
+      while (::read(ready[0], &byte, 1) > 0) {
+      }
+      ::close(ready[0]);
       std::string tmp = std::string(pid_file) + ".tmp";
       FILE* f = std::fopen(tmp.c_str(), "w");
       if (f == nullptr) return 103;
