@@ -1,0 +1,54 @@
+// Clock: the one source of time and sleep for code that waits (health checks, retries, backoff),
+// so tests drive time by hand with FakeClock instead of sleeping.
+#pragma once
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace tessera {
+
+// Implementations are thread-safe.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual absl::Time Now() const = 0;
+  // Blocks (real clock) or advances time (fake clock) by `duration`; <= 0 returns at once.
+  virtual void SleepFor(absl::Duration duration) = 0;
+
+  // The process-wide real clock; never destroyed.
+  static Clock* Real();
+};
+
+// Wall-clock time and real sleeps. Thread-safe (stateless).
+class RealClock : public Clock {
+ public:
+  absl::Time Now() const override;
+  void SleepFor(absl::Duration duration) override;
+};
+
+// Time that moves only when told: Advance() by hand, or SleepFor(), which returns at once after
+// advancing by the requested duration (so code that sleeps between retries runs instantly and its
+// waits are visible as elapsed fake time). Thread-safe (one mutex).
+class FakeClock : public Clock {
+ public:
+  // Starts at a fixed, arbitrary instant so runs are identical.
+  FakeClock();
+  explicit FakeClock(absl::Time start) : now_(start) {}
+
+  absl::Time Now() const override;
+  void SleepFor(absl::Duration duration) override;
+  void Advance(absl::Duration duration);
+
+  // Total of every SleepFor so far, and how many there were.
+  absl::Duration total_slept() const;
+  int sleep_count() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::Time now_ ABSL_GUARDED_BY(mu_);
+  absl::Duration slept_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  int sleeps_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace tessera

@@ -1,0 +1,117 @@
+#include "rpc/auth.h"
+
+#include <chrono>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "google/protobuf/message_lite.h"
+#include "grpcpp/impl/rpc_service_method.h"
+#include "grpcpp/support/method_handler.h"
+#include "rpc/token.h"
+
+namespace tessera::rpc {
+
+namespace {
+
+using MethodList = std::vector<std::unique_ptr<grpc::internal::RpcServiceMethod>>;
+
+// grpc::Service keeps its method table private and offers no way to put a check in front of a
+// synchronous handler. An explicit template instantiation may name a private member (the access
+// rules do not apply to the template arguments of explicit instantiations), which gives this file,
+// and only this file, a reference to the table while the server is being set up.
+template <MethodList grpc::Service::*Member>
+struct ServiceMethodsAccess {
+  friend MethodList& ServiceMethods(grpc::Service& service) { return service.*Member; }
+};
+MethodList& ServiceMethods(grpc::Service& service);
+template struct ServiceMethodsAccess<&grpc::Service::methods_>;
+
+// Runs the wrapped handler only for calls with the right token; answers the others
+// UNAUTHENTICATED itself. Owns the original method entry (and with it the original handler).
+class AuthenticatingHandler : public grpc::internal::MethodHandler {
+ public:
+  AuthenticatingHandler(std::unique_ptr<grpc::internal::RpcServiceMethod> original,
+                        std::string token)
+      : original_(std::move(original)), token_(std::move(token)) {}
+
+  void RunHandler(const HandlerParameter& param) override {
+    if (HasValidToken(*param.server_context, token_)) {
+      original_->handler()->RunHandler(param);
+      return;
+    }
+    Reject(param);
+  }
+
+  void* Deserialize(grpc_call* call, grpc_byte_buffer* req, grpc::Status* status,
+                    void** handler_data) override {
+    return original_->handler()->Deserialize(call, req, status, handler_data);
+  }
+
+ private:
+  void Reject(const HandlerParameter& param) {
+    // The handler owns the deserialized request (it lives in the call's arena); the wrapped
+    // handler never sees this call, so destroy it here. Generated protobuf messages derive from
+    // MessageLite alone, so the void* the handler returned is the MessageLite subobject.
+    if (param.request != nullptr) {
+      static_cast<google::protobuf::MessageLite*>(param.request)->~MessageLite();
+    }
+    // gRPC's own error handler (the one that answers unknown methods) finishes the call with
+    // UNAUTHENTICATED; it works the same for unary and streaming calls.
+    rejecter_.RunHandler(param);
+  }
+
+  std::unique_ptr<grpc::internal::RpcServiceMethod> original_;
+  std::string token_;
+  grpc::internal::ErrorMethodHandler<grpc::StatusCode::UNAUTHENTICATED> rejecter_{
+      "missing or wrong cluster token (x-tessera-token)"};
+};
+
+}  // namespace
+
+bool HasValidToken(const grpc::ServerContextBase& context, std::string_view token) {
+  const auto& metadata = context.client_metadata();
+  auto range = metadata.equal_range(kTokenMetadataKey);
+  if (range.first == range.second) return false;
+  // Exactly one token: a second value would be ambiguous.
+  if (std::next(range.first) != range.second) return false;
+  const grpc::string_ref& value = range.first->second;
+  return TokensEqual(std::string_view(value.data(), value.size()), token);
+}
+
+absl::Status AuthenticateService(grpc::Service* service, const std::string& token) {
+  if (token.empty()) return absl::InvalidArgumentError("empty cluster token");
+  MethodList& methods = ServiceMethods(*service);
+  for (const auto& method : methods) {
+    if (method == nullptr || method->handler() == nullptr ||
+        method->api_type() != grpc::internal::RpcServiceMethod::ApiType::SYNC) {
+      return absl::InvalidArgumentError(
+          "only synchronous gRPC services can be served with token authentication");
+    }
+  }
+  for (auto& method : methods) {
+    const char* name = method->name();
+    grpc::internal::RpcMethod::RpcType type = method->method_type();
+    auto* handler = new AuthenticatingHandler(std::move(method), token);
+    method = std::make_unique<grpc::internal::RpcServiceMethod>(name, type, handler);
+  }
+  return absl::OkStatus();
+}
+
+void ConfigureClientContext(grpc::ClientContext* context, std::string_view token,
+                            absl::Duration timeout) {
+  context->AddMetadata(kTokenMetadataKey, std::string(token));
+  if (timeout > absl::ZeroDuration() && timeout != absl::InfiniteDuration()) {
+    context->set_deadline(std::chrono::system_clock::now() +
+                          absl::ToChronoNanoseconds(timeout));
+  }
+}
+
+std::unique_ptr<grpc::ClientContext> MakeClientContext(std::string_view token,
+                                                       absl::Duration timeout) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  ConfigureClientContext(context.get(), token, timeout);
+  return context;
+}
+
+}  // namespace tessera::rpc

@@ -1,0 +1,503 @@
+#include "rpc/proto_convert.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "base/string_util.h"
+#include "labels/fallback.h"
+#include "labels/label.h"
+
+namespace tessera::rpc {
+
+namespace {
+
+// Devices of one resource on one node; far above any real host, low enough that a hostile count
+// cannot make the receiver allocate gigabytes.
+constexpr int kMaxDevicesPerResource = 4096;
+
+absl::Status Invalid(std::string_view field, std::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(ToAbsl(field), ": ", ToAbsl(problem)));
+}
+
+absl::Status Prefixed(std::string_view field, const absl::Status& status) {
+  return Invalid(field, ToStd(status.message()));
+}
+
+std::string Indexed(std::string_view field, size_t i) {
+  return absl::StrCat(ToAbsl(field), "[", i, "]");
+}
+
+}  // namespace
+
+// --- Resources ---
+
+absl::StatusOr<ResourceSet> ResourcesFromProto(const v1::Resources& proto, std::string_view field) {
+  ResourceSet set;
+  // Sorted so the first bad entry reported is the same every time.
+  std::map<std::string, int64_t> sorted(proto.raw().begin(), proto.raw().end());
+  for (const auto& [name, raw] : sorted) {
+    if (absl::Status status = ValidateResourceName(name); !status.ok()) {
+      return Prefixed(field, status);
+    }
+    if (raw < 0) {
+      return Invalid(field, absl::StrCat("resource ", Quote(name), ": raw amount ", raw,
+                                         " is negative"));
+    }
+    if (raw > 0) set.Set(name, Quantity::FromRaw(raw));
+  }
+  return set;
+}
+
+void ResourcesToProto(const ResourceSet& resources, v1::Resources* proto) {
+  proto->Clear();
+  for (const auto& [name, quantity] : resources) (*proto->mutable_raw())[name] = quantity.raw();
+}
+
+v1::Resources ResourcesToProto(const ResourceSet& resources) {
+  v1::Resources proto;
+  ResourcesToProto(resources, &proto);
+  return proto;
+}
+
+// --- Device grants and allocations ---
+
+absl::StatusOr<DeviceGrant> DeviceGrantFromProto(const v1::DeviceGrant& proto,
+                                                 std::string_view field) {
+  DeviceGrant grant;
+  if (absl::Status status = ValidateResourceName(proto.resource()); !status.ok()) {
+    return Prefixed(field, status);
+  }
+  grant.resource = proto.resource();
+  if (proto.instances_size() != proto.amounts_raw_size()) {
+    return Invalid(field, absl::StrCat(grant.resource, ": ", proto.instances_size(),
+                                       " instances but ", proto.amounts_raw_size(), " amounts"));
+  }
+  if (proto.instances_size() == 0) return Invalid(field, grant.resource + ": no instances");
+  if (proto.instances_size() > kMaxDevicesPerResource) {
+    return Invalid(field, absl::StrCat(grant.resource, ": ", proto.instances_size(),
+                                       " instances is too many"));
+  }
+  for (int i = 0; i < proto.instances_size(); ++i) {
+    int instance = proto.instances(i);
+    int64_t raw = proto.amounts_raw(i);
+    if (instance < 0 || instance >= kMaxDevicesPerResource) {
+      return Invalid(field, absl::StrCat(grant.resource, ": instance ", instance,
+                                         " is out of range"));
+    }
+    if (i > 0 && instance <= proto.instances(i - 1)) {
+      return Invalid(field, absl::StrCat(grant.resource, ": instances must be ascending and "
+                                                         "distinct (",
+                                         proto.instances(i - 1), " then ", instance, ")"));
+    }
+    if (raw <= 0 || raw > Quantity::kScale) {
+      return Invalid(field, absl::StrCat(grant.resource, ": instance ", instance, " amount ", raw,
+                                         " is outside (0, ", Quantity::kScale, "]"));
+    }
+    grant.instances.push_back(instance);
+    grant.amounts.push_back(Quantity::FromRaw(raw));
+  }
+  return grant;
+}
+
+void DeviceGrantToProto(const DeviceGrant& grant, v1::DeviceGrant* proto) {
+  proto->Clear();
+  proto->set_resource(grant.resource);
+  for (int instance : grant.instances) proto->add_instances(instance);
+  for (Quantity amount : grant.amounts) proto->add_amounts_raw(amount.raw());
+}
+
+absl::StatusOr<ExactAllocation> AllocationFromProto(const v1::Allocation& proto,
+                                                    std::string_view field) {
+  ExactAllocation allocation;
+  TESSERA_ASSIGN_OR_RETURN(allocation.resources,
+                           ResourcesFromProto(proto.resources(), absl::StrCat(ToAbsl(field),
+                                                                               ".resources")));
+  std::set<std::string> seen;
+  for (int i = 0; i < proto.devices_size(); ++i) {
+    std::string where = Indexed(absl::StrCat(ToAbsl(field), ".devices"), i);
+    TESSERA_ASSIGN_OR_RETURN(DeviceGrant grant, DeviceGrantFromProto(proto.devices(i), where));
+    if (!seen.insert(grant.resource).second) {
+      return Invalid(where, absl::StrCat("resource ", Quote(grant.resource), " granted twice"));
+    }
+    allocation.devices.push_back(std::move(grant));
+  }
+  std::sort(allocation.devices.begin(), allocation.devices.end(),
+            [](const DeviceGrant& a, const DeviceGrant& b) { return a.resource < b.resource; });
+  return allocation;
+}
+
+void AllocationToProto(const ResourceSet& resources, const std::vector<DeviceGrant>& devices,
+                       v1::Allocation* proto) {
+  proto->Clear();
+  ResourcesToProto(resources, proto->mutable_resources());
+  for (const DeviceGrant& grant : devices) DeviceGrantToProto(grant, proto->add_devices());
+}
+
+void AllocationToProto(const Allocation& allocation, v1::Allocation* proto) {
+  AllocationToProto(allocation.resources, allocation.devices, proto);
+}
+
+void AllocationToProto(const ExactAllocation& allocation, v1::Allocation* proto) {
+  AllocationToProto(allocation.resources, allocation.devices, proto);
+}
+
+// --- Device topology ---
+
+absl::StatusOr<LinkKind> ParseLinkKind(std::string_view name) {
+  for (LinkKind kind : {LinkKind::kNvLink, LinkKind::kNvSwitch, LinkKind::kXgmi, LinkKind::kIci,
+                        LinkKind::kNeuronLink, LinkKind::kGaudiRoce}) {
+    if (LinkKindName(kind) == name) return kind;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown link kind ", Quote(name)));
+}
+
+absl::StatusOr<DeviceTopology> DeviceTopologyFromProto(const v1::DeviceTopology& proto,
+                                                       std::string_view field) {
+  if (absl::Status status = ValidateResourceName(proto.resource()); !status.ok()) {
+    return Prefixed(field, status);
+  }
+  std::string where = absl::StrCat(ToAbsl(field), " ", proto.resource());
+  int count = proto.count();
+  if (count < 0 || count > kMaxDevicesPerResource) {
+    return Invalid(where, absl::StrCat("device count ", count, " is out of range"));
+  }
+  DeviceTopology topology;
+  topology.count = count;
+  if (proto.numa_node_size() != 0 && proto.numa_node_size() != count) {
+    return Invalid(where, absl::StrCat(proto.numa_node_size(), " NUMA nodes for ", count,
+                                       " devices"));
+  }
+  if (proto.nearest_nic_size() != 0 && proto.nearest_nic_size() != count) {
+    return Invalid(where, absl::StrCat(proto.nearest_nic_size(), " nearest NICs for ", count,
+                                       " devices"));
+  }
+  topology.numa_node.assign(count, -1);
+  topology.nearest_nic.assign(count, "");
+  for (int i = 0; i < proto.numa_node_size(); ++i) {
+    if (proto.numa_node(i) < -1) {
+      return Invalid(where, absl::StrCat("device ", i, ": NUMA node ", proto.numa_node(i),
+                                         " is negative"));
+    }
+    topology.numa_node[i] = proto.numa_node(i);
+  }
+  for (int i = 0; i < proto.nearest_nic_size(); ++i) topology.nearest_nic[i] = proto.nearest_nic(i);
+  for (int i = 0; i < proto.links_size(); ++i) {
+    const v1::DeviceLink& link = proto.links(i);
+    std::string link_where = Indexed(absl::StrCat(ToAbsl(where), ": links"), i);
+    if (link.a() < 0 || link.a() >= count || link.b() < 0 || link.b() >= count) {
+      return Invalid(link_where, absl::StrCat("device ", link.a(), " or ", link.b(),
+                                              " is not one of the ", count, " devices"));
+    }
+    if (link.a() == link.b()) {
+      return Invalid(link_where, absl::StrCat("links device ", link.a(), " to itself"));
+    }
+    auto kind = ParseLinkKind(link.kind());
+    if (!kind.ok()) return Prefixed(link_where, kind.status());
+    if (link.lanes() < 0) {
+      return Invalid(link_where, absl::StrCat("lanes ", link.lanes(), " is negative"));
+    }
+    double speed = link.gigabytes_per_second();
+    if (!std::isfinite(speed) || speed < 0) {
+      return Invalid(link_where, "gigabytes_per_second must be a finite, non-negative number");
+    }
+    DeviceLink out;
+    out.a = link.a();
+    out.b = link.b();
+    out.kind = *kind;
+    out.lanes = link.lanes();
+    out.gigabytes_per_second = speed;
+    out.bandwidth_class = ClassifyBandwidth(speed);
+    topology.links.push_back(out);
+  }
+  return topology;
+}
+
+void DeviceTopologyToProto(std::string_view resource, const DeviceTopology& topology,
+                           v1::DeviceTopology* proto) {
+  proto->Clear();
+  proto->set_resource(std::string(resource));
+  proto->set_count(topology.count);
+  for (int numa : topology.numa_node) proto->add_numa_node(numa);
+  for (const std::string& nic : topology.nearest_nic) proto->add_nearest_nic(nic);
+  for (const DeviceLink& link : topology.links) {
+    v1::DeviceLink* out = proto->add_links();
+    out->set_a(link.a);
+    out->set_b(link.b);
+    out->set_kind(std::string(LinkKindName(link.kind)));
+    out->set_lanes(link.lanes);
+    out->set_gigabytes_per_second(link.gigabytes_per_second);
+  }
+}
+
+// --- Nodes ---
+
+absl::StatusOr<NodeRegistration> NodeFromProto(const v1::NodeDescription& proto) {
+  NodeRegistration node;
+  if (proto.node_id().empty()) return Invalid("node.node_id", "is empty");
+  // The id is the value of the tessera.io/node-id label and a folder name under the state folder.
+  if (absl::Status status = ValidateLabelValue(proto.node_id()); !status.ok()) {
+    return Prefixed("node.node_id", status);
+  }
+  node.spec.id = NodeId(proto.node_id());
+  TESSERA_ASSIGN_OR_RETURN(node.spec.resources,
+                           ResourcesFromProto(proto.resources(), "node.resources"));
+  for (const auto& [key, value] : proto.labels()) node.spec.labels.emplace(key, value);
+  if (absl::Status status = ValidateLabels(node.spec.labels, LabelOrigin::kSystem); !status.ok()) {
+    return Prefixed("node.labels", status);
+  }
+  for (int i = 0; i < proto.devices_size(); ++i) {
+    std::string where = Indexed("node.devices", i);
+    TESSERA_ASSIGN_OR_RETURN(DeviceTopology topology,
+                             DeviceTopologyFromProto(proto.devices(i), where));
+    const std::string& resource = proto.devices(i).resource();
+    if (node.spec.devices.count(resource) != 0) {
+      return Invalid(where, absl::StrCat("a second topology for ", resource));
+    }
+    node.spec.devices.emplace(resource, std::make_shared<const DeviceTopology>(std::move(topology)));
+  }
+  node.address = proto.address();
+  node.incarnation = proto.incarnation();
+  return node;
+}
+
+void NodeToProto(const NodeSpec& spec, std::string_view address, std::string_view incarnation,
+                 v1::NodeDescription* proto) {
+  proto->Clear();
+  proto->set_node_id(spec.id.value());
+  proto->set_address(std::string(address));
+  proto->set_incarnation(std::string(incarnation));
+  ResourcesToProto(spec.resources, proto->mutable_resources());
+  for (const auto& [key, value] : spec.labels) (*proto->mutable_labels())[key] = value;
+  for (const auto& [resource, topology] : spec.devices) {
+    if (topology != nullptr) DeviceTopologyToProto(resource, *topology, proto->add_devices());
+  }
+}
+
+// --- Label selectors ---
+
+absl::StatusOr<LabelSelector> LabelSelectorFromProto(const v1::LabelSelector& proto,
+                                                     std::string_view field) {
+  std::map<std::string, std::string> map(proto.constraints().begin(), proto.constraints().end());
+  auto selector = ParseLabelSelectorMap(map);
+  if (!selector.ok()) return Prefixed(field, selector.status());
+  return selector;
+}
+
+void LabelSelectorToProto(const LabelSelector& selector, v1::LabelSelector* proto) {
+  proto->Clear();
+  for (const auto& [key, expression] : selector.ToMap()) {
+    (*proto->mutable_constraints())[key] = expression;
+  }
+}
+
+// --- Resource requests ---
+
+absl::StatusOr<ResourceRequestValue> ResourceRequestFromProto(const v1::ResourceRequest& proto,
+                                                              std::string_view field) {
+  ResourceRequestValue value;
+  SchedulingRequest& request = value.request;
+  std::string prefix(field);
+  TESSERA_ASSIGN_OR_RETURN(request.resources,
+                           ResourcesFromProto(proto.resources(), prefix + ".resources"));
+  std::vector<LabelSelector> options;
+  TESSERA_ASSIGN_OR_RETURN(LabelSelector primary,
+                           LabelSelectorFromProto(proto.label_selector(),
+                                                  prefix + ".label_selector"));
+  options.push_back(std::move(primary));
+  for (int i = 0; i < proto.fallbacks_size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(LabelSelector fallback,
+                             LabelSelectorFromProto(proto.fallbacks(i),
+                                                    Indexed(prefix + ".fallbacks", i)));
+    options.push_back(std::move(fallback));
+  }
+  // An empty primary with no fallbacks is "any node": the empty list.
+  if (!(options.size() == 1 && options[0].empty())) {
+    request.selectors = FallbackList::FromSelectors(std::move(options));
+  }
+  switch (proto.strategy()) {
+    case v1::STRATEGY_DEFAULT: request.strategy = SchedulingStrategy::kDefault; break;
+    case v1::STRATEGY_SPREAD: request.strategy = SchedulingStrategy::kSpread; break;
+    default:
+      return Invalid(prefix + ".strategy", absl::StrCat("unknown strategy ",
+                                                        static_cast<int>(proto.strategy())));
+  }
+  if (!proto.affinity_node_id().empty()) {
+    request.affinity = NodeAffinity{NodeId(proto.affinity_node_id()),
+                                    proto.affinity_soft() ? AffinityKind::kSoft
+                                                          : AffinityKind::kHard};
+  } else if (proto.affinity_soft()) {
+    return Invalid(prefix + ".affinity_soft", "set without affinity_node_id");
+  }
+  if (!proto.placement_group().empty()) {
+    if (proto.bundle_index() < -1) {
+      return Invalid(prefix + ".bundle_index",
+                     absl::StrCat(proto.bundle_index(), " is below -1 (-1: any bundle)"));
+    }
+    value.target = BundleTarget{proto.placement_group(), proto.bundle_index()};
+  } else if (proto.bundle_index() != 0) {
+    return Invalid(prefix + ".bundle_index", "set without placement_group");
+  }
+  if (absl::Status status = ValidateSchedulingRequest(request); !status.ok()) {
+    return Prefixed(prefix, status);
+  }
+  return value;
+}
+
+void ResourceRequestToProto(const SchedulingRequest& request,
+                            const std::optional<BundleTarget>& target,
+                            v1::ResourceRequest* proto) {
+  proto->Clear();
+  ResourcesToProto(request.resources, proto->mutable_resources());
+  const auto& options = request.selectors.options();
+  for (size_t i = 0; i < options.size(); ++i) {
+    LabelSelectorToProto(options[i], i == 0 ? proto->mutable_label_selector()
+                                            : proto->add_fallbacks());
+  }
+  proto->set_strategy(request.strategy == SchedulingStrategy::kSpread ? v1::STRATEGY_SPREAD
+                                                                      : v1::STRATEGY_DEFAULT);
+  if (request.affinity.has_value()) {
+    proto->set_affinity_node_id(request.affinity->node.value());
+    proto->set_affinity_soft(request.affinity->kind == AffinityKind::kSoft);
+  }
+  if (target.has_value()) {
+    proto->set_placement_group(target->placement_group);
+    proto->set_bundle_index(target->bundle_index);
+  }
+}
+
+// --- Placement groups and slices ---
+
+namespace {
+
+absl::StatusOr<BundleOption> BundleOptionFromProto(const v1::BundleOptionSpec& proto,
+                                                   std::string_view field) {
+  BundleOption option;
+  bool any_selector = false;
+  for (int i = 0; i < proto.bundles_size(); ++i) {
+    any_selector = any_selector || !proto.bundles(i).label_selector().constraints().empty();
+  }
+  for (int i = 0; i < proto.bundles_size(); ++i) {
+    std::string where = Indexed(absl::StrCat(ToAbsl(field), ".bundles"), i);
+    TESSERA_ASSIGN_OR_RETURN(ResourceSet bundle,
+                             ResourcesFromProto(proto.bundles(i).resources(), where + ".resources"));
+    option.bundles.push_back(std::move(bundle));
+    if (any_selector) {
+      TESSERA_ASSIGN_OR_RETURN(LabelSelector selector,
+                               LabelSelectorFromProto(proto.bundles(i).label_selector(),
+                                                      where + ".label_selector"));
+      option.selectors.push_back(std::move(selector));
+    }
+  }
+  return option;
+}
+
+void BundleOptionToProto(const BundleOption& option, v1::BundleOptionSpec* proto) {
+  proto->Clear();
+  for (size_t i = 0; i < option.bundles.size(); ++i) {
+    v1::BundleSpec* bundle = proto->add_bundles();
+    ResourcesToProto(option.bundles[i], bundle->mutable_resources());
+    LabelSelectorToProto(BundleSelector(option, i), bundle->mutable_label_selector());
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
+    const v1::CreatePlacementGroupRequest& proto) {
+  PlacementGroupSpec spec;
+  spec.name = proto.name();
+  if (!proto.name().empty()) {
+    // Names appear in messages, files and CLI output: keep them printable and short.
+    if (proto.name().size() > 253) return Invalid("name", "longer than 253 characters");
+    for (char c : proto.name()) {
+      if (c <= ' ' || c > '~') {
+        return Invalid("name", absl::StrCat(Quote(proto.name()),
+                                            " holds a space or a non-printable character"));
+      }
+    }
+  }
+  auto strategy = ParsePlacementStrategy(proto.strategy().empty() ? "PACK" : proto.strategy());
+  if (!strategy.ok()) return Prefixed("strategy", strategy.status());
+  spec.strategy = *strategy;
+  TESSERA_ASSIGN_OR_RETURN(spec.primary, BundleOptionFromProto(proto.primary(), "primary"));
+  for (int i = 0; i < proto.fallbacks_size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(BundleOption option,
+                             BundleOptionFromProto(proto.fallbacks(i), Indexed("fallbacks", i)));
+    spec.fallbacks.push_back(std::move(option));
+  }
+  if (absl::Status status = ValidatePlacementGroupSpec(spec); !status.ok()) {
+    return absl::InvalidArgumentError(status.message());
+  }
+  return spec;
+}
+
+void PlacementGroupSpecToProto(const PlacementGroupSpec& spec,
+                               v1::CreatePlacementGroupRequest* proto) {
+  proto->set_name(spec.name);
+  proto->set_strategy(std::string(PlacementStrategyName(spec.strategy)));
+  BundleOptionToProto(spec.primary, proto->mutable_primary());
+  proto->clear_fallbacks();
+  for (const BundleOption& option : spec.fallbacks) {
+    BundleOptionToProto(option, proto->add_fallbacks());
+  }
+}
+
+absl::StatusOr<DomainGroupRequest> DomainGroupRequestFromProto(
+    const v1::ReserveSlicesRequest& proto) {
+  DomainGroupRequest request;
+  request.name = proto.name();
+  if (proto.alternatives_size() == 0) return Invalid("alternatives", "none given");
+  for (int i = 0; i < proto.alternatives_size(); ++i) {
+    const v1::SliceAlternative& in = proto.alternatives(i);
+    std::string where = Indexed("alternatives", i);
+    DomainAlternative alt;
+    if (in.nvlink_hosts() < 0) {
+      return Invalid(where, absl::StrCat("nvlink_hosts ", in.nvlink_hosts(), " is negative"));
+    }
+    if (in.nvlink_hosts() > 0) {
+      if (!in.accelerator_type().empty() || !in.topology().empty() || in.num_slices() != 0 ||
+          in.bundle_per_chip()) {
+        return Invalid(where, "nvlink_hosts excludes accelerator_type, topology, num_slices and "
+                              "bundle_per_chip");
+      }
+      alt.count = in.nvlink_hosts();
+    } else {
+      if (in.accelerator_type().empty()) return Invalid(where, "accelerator_type is empty");
+      if (in.topology().empty()) return Invalid(where, "topology is empty");
+      if (in.num_slices() < 0) {
+        return Invalid(where, absl::StrCat("num_slices ", in.num_slices(), " is negative"));
+      }
+      alt.accelerator = in.accelerator_type();
+      alt.topology = in.topology();
+      alt.count = in.num_slices() == 0 ? 1 : in.num_slices();
+      alt.granularity = in.bundle_per_chip() ? BundleGranularity::kPerChip
+                                             : BundleGranularity::kPerHost;
+    }
+    request.alternatives.push_back(std::move(alt));
+  }
+  return request;
+}
+
+void DomainGroupRequestToProto(const DomainGroupRequest& request, v1::ReserveSlicesRequest* proto) {
+  proto->set_name(request.name);
+  proto->clear_alternatives();
+  for (const DomainAlternative& alt : request.alternatives) {
+    v1::SliceAlternative* out = proto->add_alternatives();
+    if (alt.accelerator.empty()) {
+      out->set_nvlink_hosts(alt.count);
+    } else {
+      out->set_accelerator_type(alt.accelerator);
+      out->set_topology(alt.topology);
+      out->set_num_slices(alt.count);
+      out->set_bundle_per_chip(alt.granularity == BundleGranularity::kPerChip);
+    }
+  }
+}
+
+}  // namespace tessera::rpc

@@ -1,0 +1,108 @@
+// Proto messages (tessera/v1) <-> the core types of resources, labels and scheduling, in both
+// directions and exactly: amounts travel as Quantity::raw(), device grants as instance indices
+// with per-instance raw amounts, so a reservation decided in one process is taken bit-for-bit in
+// another.
+//
+// From-proto conversions take anything a peer can send: they return a value or a one-line
+// InvalidArgument naming the field ("bundles[2].resources: resource \"GPU\": raw amount -3 is
+// negative"), never abort. Thread-safe: pure functions.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "hardware/device.h"
+#include "labels/label_selector.h"
+#include "resources/resource_set.h"
+#include "scheduling/cluster_view.h"
+#include "scheduling/device_topology.h"
+#include "scheduling/domain_group_scheduler.h"
+#include "scheduling/placement_group_spec.h"
+#include "scheduling/scheduling_request.h"
+#include "tessera/v1/common.pb.h"
+#include "tessera/v1/head.pb.h"
+
+namespace tessera::rpc {
+
+// --- Resources ---
+absl::StatusOr<ResourceSet> ResourcesFromProto(const v1::Resources& proto,
+                                               std::string_view field = "resources");
+void ResourcesToProto(const ResourceSet& resources, v1::Resources* proto);
+v1::Resources ResourcesToProto(const ResourceSet& resources);
+
+// --- Device grants and allocations ---
+absl::StatusOr<DeviceGrant> DeviceGrantFromProto(const v1::DeviceGrant& proto,
+                                                 std::string_view field = "device grant");
+void DeviceGrantToProto(const DeviceGrant& grant, v1::DeviceGrant* proto);
+
+// An exact reservation without its identity: what ClusterView::AllocateExact takes.
+struct ExactAllocation {
+  ResourceSet resources;
+  std::vector<DeviceGrant> devices;  // sorted by resource name
+  friend bool operator==(const ExactAllocation&, const ExactAllocation&) = default;
+};
+// Grants are sorted by resource name; a resource granted twice is refused.
+absl::StatusOr<ExactAllocation> AllocationFromProto(const v1::Allocation& proto,
+                                                    std::string_view field = "allocation");
+void AllocationToProto(const ResourceSet& resources, const std::vector<DeviceGrant>& devices,
+                       v1::Allocation* proto);
+void AllocationToProto(const Allocation& allocation, v1::Allocation* proto);
+void AllocationToProto(const ExactAllocation& allocation, v1::Allocation* proto);
+
+// --- Device topology ---
+// "nvlink", "nvswitch", "xgmi", "ici", "neuronlink", "gaudi-roce" (LinkKindName).
+absl::StatusOr<LinkKind> ParseLinkKind(std::string_view name);
+// The resource name is proto.resource(); links get their bandwidth class from their speed.
+absl::StatusOr<DeviceTopology> DeviceTopologyFromProto(const v1::DeviceTopology& proto,
+                                                       std::string_view field = "devices");
+void DeviceTopologyToProto(std::string_view resource, const DeviceTopology& topology,
+                           v1::DeviceTopology* proto);
+
+// --- Nodes ---
+struct NodeRegistration {
+  NodeSpec spec;
+  std::string address;      // host:port of its NodeAgent service
+  std::string incarnation;  // changes with every agent start
+};
+// Labels are validated as system labels (tessera.io/ allowed); an empty node id, a topology
+// given twice for one resource, and any bad resource or topology are refused.
+absl::StatusOr<NodeRegistration> NodeFromProto(const v1::NodeDescription& proto);
+void NodeToProto(const NodeSpec& spec, std::string_view address, std::string_view incarnation,
+                 v1::NodeDescription* proto);
+
+// --- Label selectors (the CLI expression syntax, per key) ---
+absl::StatusOr<LabelSelector> LabelSelectorFromProto(const v1::LabelSelector& proto,
+                                                     std::string_view field = "label_selector");
+void LabelSelectorToProto(const LabelSelector& selector, v1::LabelSelector* proto);
+
+// --- Resource requests ---
+// The placement-group target of a request (SchedulingRequest has no field for it yet).
+struct BundleTarget {
+  std::string placement_group;
+  int bundle_index = -1;  // -1: any bundle of the group
+  friend bool operator==(const BundleTarget&, const BundleTarget&) = default;
+};
+struct ResourceRequestValue {
+  SchedulingRequest request;
+  std::optional<BundleTarget> target;
+};
+// Validated with ValidateSchedulingRequest; bundle_index below -1 refused.
+absl::StatusOr<ResourceRequestValue> ResourceRequestFromProto(const v1::ResourceRequest& proto,
+                                                              std::string_view field = "request");
+void ResourceRequestToProto(const SchedulingRequest& request,
+                            const std::optional<BundleTarget>& target, v1::ResourceRequest* proto);
+
+// --- Placement groups and slices ---
+// Validated with ValidatePlacementGroupSpec.
+absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
+    const v1::CreatePlacementGroupRequest& proto);
+void PlacementGroupSpecToProto(const PlacementGroupSpec& spec,
+                               v1::CreatePlacementGroupRequest* proto);
+
+absl::StatusOr<DomainGroupRequest> DomainGroupRequestFromProto(const v1::ReserveSlicesRequest& proto);
+void DomainGroupRequestToProto(const DomainGroupRequest& request, v1::ReserveSlicesRequest* proto);
+
+}  // namespace tessera::rpc

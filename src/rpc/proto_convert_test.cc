@@ -1,0 +1,357 @@
+#include "rpc/proto_convert.h"
+
+#include <random>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "scheduling/scheduling_test_util.h"
+
+namespace tessera::rpc {
+namespace {
+
+using testing_util::Res;
+
+TEST(ResourcesConvertTest, RoundTripIsExact) {
+  ResourceSet set = Res("CPU=8.5,GPU=4,memory=64GiB,my_res=0.0001");
+  v1::Resources proto = ResourcesToProto(set);
+  EXPECT_EQ(proto.raw().at("CPU"), 85000);
+  EXPECT_EQ(proto.raw().at("my_res"), 1);
+  auto back = ResourcesFromProto(proto);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, set);
+}
+
+TEST(ResourcesConvertTest, ZeroDroppedNegativeAndBadNamesRefusedNamingTheField) {
+  v1::Resources proto;
+  (*proto.mutable_raw())["CPU"] = 0;
+  EXPECT_TRUE(ResourcesFromProto(proto)->empty());
+  (*proto.mutable_raw())["GPU"] = -3;
+  auto negative = ResourcesFromProto(proto, "bundles[2].resources");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_EQ(negative.status().message(),
+            "bundles[2].resources: resource \"GPU\": raw amount -3 is negative");
+  v1::Resources bad_name;
+  (*bad_name.mutable_raw())["9lives"] = 1;
+  auto named = ResourcesFromProto(bad_name);
+  ASSERT_FALSE(named.ok());
+  EXPECT_EQ(named.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(named.status().message(), "resources: "));
+}
+
+TEST(AllocationConvertTest, RoundTripKeepsInstancesAndFractions) {
+  Allocation allocation;
+  allocation.resources = Res("CPU=2,GPU=2.5");
+  allocation.devices = {DeviceGrant{"GPU", {1, 3, 6}, {Quantity::FromInt(1), Quantity::FromInt(1),
+                                                       Quantity::FromRaw(5000)}}};
+  v1::Allocation proto;
+  AllocationToProto(allocation, &proto);
+  auto back = AllocationFromProto(proto);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->resources, allocation.resources);
+  EXPECT_EQ(back->devices, allocation.devices);
+}
+
+TEST(AllocationConvertTest, MalformedGrantsAreRefused) {
+  auto check = [](const v1::Allocation& proto, const char* expected) {
+    auto result = AllocationFromProto(proto);
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(result.status().message().find(expected), absl::string_view::npos)
+        << result.status();
+  };
+  v1::Allocation mismatched;
+  auto* grant = mismatched.add_devices();
+  grant->set_resource("GPU");
+  grant->add_instances(0);
+  check(mismatched, "1 instances but 0 amounts");
+
+  v1::Allocation descending;
+  grant = descending.add_devices();
+  grant->set_resource("GPU");
+  grant->add_instances(2);
+  grant->add_instances(1);
+  grant->add_amounts_raw(10000);
+  grant->add_amounts_raw(10000);
+  check(descending, "ascending");
+
+  v1::Allocation too_much;
+  grant = too_much.add_devices();
+  grant->set_resource("GPU");
+  grant->add_instances(0);
+  grant->add_amounts_raw(10001);
+  check(too_much, "outside (0, 10000]");
+
+  v1::Allocation twice;
+  for (int i = 0; i < 2; ++i) {
+    grant = twice.add_devices();
+    grant->set_resource("GPU");
+    grant->add_instances(i);
+    grant->add_amounts_raw(10000);
+  }
+  check(twice, "granted twice");
+  check(twice, "allocation.devices[1]");
+}
+
+TEST(TopologyConvertTest, RoundTripWithLinksByName) {
+  DeviceTopologyPtr topology = testing_util::TwoIslands();
+  v1::DeviceTopology proto;
+  DeviceTopologyToProto("GPU", *topology, &proto);
+  EXPECT_EQ(proto.links(0).kind(), "nvlink");
+  auto back = DeviceTopologyFromProto(proto);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->count, topology->count);
+  EXPECT_EQ(back->numa_node, topology->numa_node);
+  EXPECT_EQ(back->nearest_nic, topology->nearest_nic);
+  ASSERT_EQ(back->links.size(), topology->links.size());
+  for (size_t i = 0; i < back->links.size(); ++i) {
+    EXPECT_EQ(back->links[i].a, topology->links[i].a);
+    EXPECT_EQ(back->links[i].b, topology->links[i].b);
+    EXPECT_EQ(back->links[i].kind, topology->links[i].kind);
+    EXPECT_EQ(back->links[i].lanes, topology->links[i].lanes);
+    EXPECT_EQ(back->links[i].bandwidth_class, topology->links[i].bandwidth_class);
+  }
+}
+
+TEST(TopologyConvertTest, BadLinksAreRefused) {
+  v1::DeviceTopology proto;
+  proto.set_resource("GPU");
+  proto.set_count(2);
+  auto* link = proto.add_links();
+  link->set_a(0);
+  link->set_b(5);
+  link->set_kind("nvlink");
+  EXPECT_FALSE(DeviceTopologyFromProto(proto).ok());
+  link->set_b(1);
+  link->set_kind("warp-drive");
+  auto unknown = DeviceTopologyFromProto(proto);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("unknown link kind \"warp-drive\""),
+            absl::string_view::npos);
+  EXPECT_EQ(*ParseLinkKind("gaudi-roce"), LinkKind::kGaudiRoce);
+  proto.set_count(-1);
+  EXPECT_FALSE(DeviceTopologyFromProto(proto).ok());
+  proto.set_count(100000000);
+  EXPECT_FALSE(DeviceTopologyFromProto(proto).ok());
+}
+
+TEST(NodeConvertTest, RoundTripIncludingAddressAndIncarnation) {
+  NodeSpec spec = testing_util::Spec("n1", "CPU=16,GPU=8,memory=64GiB",
+                                     {{"tessera.io/accelerator-type", "H100"}, {"zone", "a"}},
+                                     testing_util::FullyLinked(8));
+  v1::NodeDescription proto;
+  NodeToProto(spec, "127.0.0.1:4000", "inc-7", &proto);
+  auto back = NodeFromProto(proto);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->spec.id, spec.id);
+  EXPECT_EQ(back->spec.resources, spec.resources);
+  EXPECT_EQ(back->spec.labels, spec.labels);
+  ASSERT_EQ(back->spec.devices.count("GPU"), 1u);
+  EXPECT_EQ(back->spec.devices.at("GPU")->count, 8);
+  EXPECT_EQ(back->spec.devices.at("GPU")->links.size(), 28u);
+  EXPECT_EQ(back->address, "127.0.0.1:4000");
+  EXPECT_EQ(back->incarnation, "inc-7");
+  // The converted spec is one a ClusterView accepts.
+  ClusterView cluster;
+  EXPECT_TRUE(cluster.AddNode(back->spec).ok());
+}
+
+TEST(NodeConvertTest, BadNodesAreRefused) {
+  v1::NodeDescription proto;
+  EXPECT_EQ(NodeFromProto(proto).status().message(), "node.node_id: is empty");
+  proto.set_node_id("n1");
+  (*proto.mutable_labels())["Bad Key"] = "x";
+  auto labels = NodeFromProto(proto);
+  ASSERT_FALSE(labels.ok());
+  EXPECT_TRUE(absl::StartsWith(labels.status().message(), "node.labels: "));
+  proto.clear_labels();
+  for (int i = 0; i < 2; ++i) {
+    auto* devices = proto.add_devices();
+    devices->set_resource("GPU");
+    devices->set_count(1);
+  }
+  auto twice = NodeFromProto(proto);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("a second topology for GPU"), absl::string_view::npos);
+}
+
+TEST(SelectorConvertTest, RoundTripInCliSyntax) {
+  LabelSelector selector = *ParseLabelSelector("gpu=in(a100,h100),zone=!x,spot=!exists()");
+  v1::LabelSelector proto;
+  LabelSelectorToProto(selector, &proto);
+  EXPECT_EQ(proto.constraints().at("gpu"), "in(a100,h100)");
+  auto back = LabelSelectorFromProto(proto);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, selector);
+  (*proto.mutable_constraints())["gpu"] = "in(a";
+  auto bad = LabelSelectorFromProto(proto, "request.label_selector");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StartsWith(bad.status().message(), "request.label_selector: label selector"));
+}
+
+TEST(RequestConvertTest, RoundTripWithFallbacksAffinityAndTarget) {
+  SchedulingRequest request;
+  request.resources = Res("CPU=1,GPU=2");
+  request.selectors = FallbackList::FromSelectors(
+      {*ParseLabelSelector("gpu=h100"), *ParseLabelSelector("gpu=a100")});
+  request.strategy = SchedulingStrategy::kSpread;
+  request.affinity = NodeAffinity{NodeId("n3"), AffinityKind::kSoft};
+  v1::ResourceRequest proto;
+  ResourceRequestToProto(request, BundleTarget{"pg-1", 2}, &proto);
+  auto back = ResourceRequestFromProto(proto);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->request.resources, request.resources);
+  EXPECT_EQ(back->request.selectors, request.selectors);
+  EXPECT_EQ(back->request.strategy, SchedulingStrategy::kSpread);
+  ASSERT_TRUE(back->request.affinity.has_value());
+  EXPECT_EQ(back->request.affinity->node, NodeId("n3"));
+  EXPECT_EQ(back->request.affinity->kind, AffinityKind::kSoft);
+  ASSERT_TRUE(back->target.has_value());
+  EXPECT_EQ(*back->target, (BundleTarget{"pg-1", 2}));
+}
+
+TEST(RequestConvertTest, PlainRequestHasNoSelectorsNoTarget) {
+  v1::ResourceRequest proto;
+  (*proto.mutable_resources()->mutable_raw())["CPU"] = 10000;
+  auto value = ResourceRequestFromProto(proto);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_TRUE(value->request.selectors.empty());
+  EXPECT_FALSE(value->target.has_value());
+  EXPECT_FALSE(value->request.affinity.has_value());
+}
+
+TEST(RequestConvertTest, MalformedRequestsAreRefused) {
+  v1::ResourceRequest proto;
+  (*proto.mutable_resources()->mutable_raw())["GPU"] = 15000;  // 1.5 GPUs
+  auto fractional = ResourceRequestFromProto(proto);
+  ASSERT_FALSE(fractional.ok());
+  EXPECT_EQ(fractional.status().code(), absl::StatusCode::kInvalidArgument);
+  proto.clear_resources();
+  proto.set_strategy(static_cast<v1::Strategy>(42));
+  EXPECT_NE(ResourceRequestFromProto(proto).status().message().find("unknown strategy 42"),
+            absl::string_view::npos);
+  proto.set_strategy(v1::STRATEGY_DEFAULT);
+  proto.set_bundle_index(3);
+  EXPECT_NE(ResourceRequestFromProto(proto).status().message().find("without placement_group"),
+            absl::string_view::npos);
+  proto.set_placement_group("pg");
+  proto.set_bundle_index(-2);
+  EXPECT_FALSE(ResourceRequestFromProto(proto).ok());
+}
+
+TEST(PlacementGroupConvertTest, RoundTripAndValidation) {
+  PlacementGroupSpec spec;
+  spec.name = "pg-a";
+  spec.strategy = PlacementStrategy::kStrictSpread;
+  spec.primary.bundles = {Res("GPU=1"), Res("GPU=1")};
+  spec.primary.selectors = {*ParseLabelSelector("zone=a"), LabelSelector()};
+  BundleOption fallback;
+  fallback.bundles = {Res("CPU=2")};
+  spec.fallbacks = {fallback};
+  v1::CreatePlacementGroupRequest proto;
+  PlacementGroupSpecToProto(spec, &proto);
+  auto back = PlacementGroupSpecFromProto(proto);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->name, spec.name);
+  EXPECT_EQ(back->strategy, spec.strategy);
+  EXPECT_EQ(back->primary, spec.primary);
+  EXPECT_EQ(back->fallbacks, spec.fallbacks);
+
+  proto.set_strategy("SIDEWAYS");
+  EXPECT_EQ(PlacementGroupSpecFromProto(proto).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  proto.set_strategy("PACK");
+  proto.mutable_primary()->clear_bundles();
+  EXPECT_EQ(PlacementGroupSpecFromProto(proto).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  proto.mutable_primary()->add_bundles();
+  proto.set_name("has space");
+  EXPECT_EQ(PlacementGroupSpecFromProto(proto).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SliceConvertTest, RoundTripSlicesAndNvLink) {
+  DomainGroupRequest request;
+  request.name = "train";
+  request.alternatives.push_back(
+      DomainAlternative{"TPU-V6E", "4x4", 2, BundleGranularity::kPerChip, {}});
+  request.alternatives.push_back(DomainAlternative{"", "", 4, BundleGranularity::kPerHost, {}});
+  v1::ReserveSlicesRequest proto;
+  DomainGroupRequestToProto(request, &proto);
+  auto back = DomainGroupRequestFromProto(proto);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->alternatives.size(), 2u);
+  EXPECT_EQ(back->alternatives[0].accelerator, "TPU-V6E");
+  EXPECT_EQ(back->alternatives[0].count, 2);
+  EXPECT_EQ(back->alternatives[0].granularity, BundleGranularity::kPerChip);
+  EXPECT_EQ(back->alternatives[1].accelerator, "");
+  EXPECT_EQ(back->alternatives[1].count, 4);
+  proto.clear_alternatives();
+  EXPECT_FALSE(DomainGroupRequestFromProto(proto).ok());
+}
+
+// Fuzz-style: random field contents never abort, and every error is one line.
+TEST(ProtoConvertRobustnessTest, RandomContentGivesValueOrOneLineError) {
+  std::mt19937 rng(12345);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  const std::vector<std::string> words = {"", "GPU", "CPU", "memory", "x\ny", "9", "in(a",
+                                          "tessera.io/node-id", "!exists()", "nvlink", "a b",
+                                          "\xff\xfe", "in(a,b)", "PACK", "STRICT_SPREAD"};
+  const std::vector<int64_t> numbers = {0, 1, -1, 10000, 10001, INT64_MAX, INT64_MIN, 5000, 3};
+  auto word = [&] { return words[pick(static_cast<int>(words.size()))]; };
+  auto number = [&] { return numbers[pick(static_cast<int>(numbers.size()))]; };
+  auto one_line = [](const absl::Status& status) {
+    return status.ok() || status.message().find('\n') == absl::string_view::npos;
+  };
+  for (int round = 0; round < 3000; ++round) {
+    v1::NodeDescription node;
+    node.set_node_id(word());
+    (*node.mutable_resources()->mutable_raw())[word()] = number();
+    (*node.mutable_labels())[word()] = word();
+    auto* devices = node.add_devices();
+    devices->set_resource(word());
+    devices->set_count(static_cast<int>(number() % 20));
+    for (int i = 0; i < pick(4); ++i) devices->add_numa_node(static_cast<int>(number() % 4));
+    auto* link = devices->add_links();
+    link->set_a(static_cast<int>(number() % 5));
+    link->set_b(static_cast<int>(number() % 5));
+    link->set_kind(word());
+    link->set_gigabytes_per_second(static_cast<double>(number()));
+    auto n = NodeFromProto(node);
+    EXPECT_TRUE(one_line(n.status())) << n.status();
+    if (n.ok()) {
+      ClusterView cluster;
+      (void)cluster.AddNode(n->spec);
+    }
+
+    v1::ResourceRequest request;
+    (*request.mutable_resources()->mutable_raw())[word()] = number();
+    (*request.mutable_label_selector()->mutable_constraints())[word()] = word();
+    request.set_strategy(static_cast<v1::Strategy>(pick(3)));
+    request.set_affinity_node_id(word());
+    request.set_placement_group(word());
+    request.set_bundle_index(static_cast<int>(number() % 4));
+    auto r = ResourceRequestFromProto(request);
+    EXPECT_TRUE(one_line(r.status())) << r.status();
+
+    v1::Allocation allocation;
+    auto* grant = allocation.add_devices();
+    grant->set_resource(word());
+    for (int i = 0; i < pick(3); ++i) grant->add_instances(static_cast<int>(number()));
+    for (int i = 0; i < pick(3); ++i) grant->add_amounts_raw(number());
+    auto a = AllocationFromProto(allocation);
+    EXPECT_TRUE(one_line(a.status())) << a.status();
+
+    v1::CreatePlacementGroupRequest pg;
+    pg.set_strategy(word());
+    pg.set_name(word());
+    auto* bundle = pg.mutable_primary()->add_bundles();
+    (*bundle->mutable_resources()->mutable_raw())[word()] = number();
+    (*bundle->mutable_label_selector()->mutable_constraints())[word()] = word();
+    auto p = PlacementGroupSpecFromProto(pg);
+    EXPECT_TRUE(one_line(p.status())) << p.status();
+  }
+}
+
+}  // namespace
+}  // namespace tessera::rpc

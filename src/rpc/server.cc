@@ -1,0 +1,60 @@
+#include "rpc/server.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpc/grpc.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "rpc/auth.h"
+
+namespace tessera::rpc {
+
+std::string JoinHostPort(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos && (host.empty() || host.front() != '[')) {
+    return absl::StrCat("[", host, "]:", port);
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(
+    const ServerOptions& options, const std::vector<grpc::Service*>& services) {
+  if (options.bind_address.empty()) return absl::InvalidArgumentError("empty bind address");
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("port ", options.port, " is out of range"));
+  }
+  if (options.token.empty()) return absl::InvalidArgumentError("empty cluster token");
+  if (services.empty()) return absl::InvalidArgumentError("no services to serve");
+  for (grpc::Service* service : services) {
+    absl::Status status = AuthenticateService(service, options.token);
+    if (!status.ok()) return status;
+  }
+
+  grpc::ServerBuilder builder;
+  // A port that is taken must be an error, not a second server sharing it.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  int port = 0;
+  std::string listen = JoinHostPort(options.bind_address, options.port);
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
+  }
+  std::string address = JoinHostPort(options.bind_address, port);
+  return std::unique_ptr<RpcServer>(new RpcServer(std::move(server), port, std::move(address)));
+}
+
+RpcServer::~RpcServer() {
+  server_->Shutdown(std::chrono::system_clock::now());
+  server_->Wait();
+}
+
+void RpcServer::Shutdown(absl::Duration grace) {
+  server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(grace));
+}
+
+void RpcServer::Wait() { server_->Wait(); }
+
+}  // namespace tessera::rpc

@@ -1,0 +1,15 @@
+// absl::Status <-> grpc::Status. Both use the canonical codes 0-16 with the same numbers, so the
+// conversion keeps the code and the message exactly.
+#pragma once
+
+#include "absl/status/status.h"
+#include "grpcpp/support/status.h"
+
+namespace tessera::rpc {
+
+// Thread-safe: pure functions.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+// A code outside 0-16 (never sent by a gRPC peer) becomes UNKNOWN with the message kept.
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+}  // namespace tessera::rpc

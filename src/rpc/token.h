@@ -1,0 +1,35 @@
+// The cluster token: 32 random bytes from /dev/urandom, hex encoded, kept in a 0600 file in the
+// state folder (docs/cluster-runtime.md). Every call carries it; servers compare in constant time.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace tessera::rpc {
+
+inline constexpr int kTokenBytes = 32;
+
+// Thread-safe: pure functions and file system calls.
+
+// 64 lowercase hex characters. Internal when /dev/urandom cannot be read.
+absl::StatusOr<std::string> GenerateToken();
+
+// Writes `token` to `path` with mode 0600, atomically: a temporary file beside it is written,
+// synced and renamed, so a reader never sees a partial token and the file is never readable by
+// others, even for a moment. Replaces an existing file.
+absl::Status WriteTokenFile(const std::string& path, std::string_view token);
+
+// Reads and trims the token. Refuses (PermissionDenied) a file that the group or others can read
+// or write, a missing file (NotFound), and an empty or malformed token (InvalidArgument: only
+// printable ASCII, no spaces).
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
+
+// Reads the token at `path` when the file exists, else generates one and writes it there.
+absl::StatusOr<std::string> ReadOrCreateTokenFile(const std::string& path);
+
+// Compares in time that depends only on the lengths, never on where the first difference is.
+bool TokensEqual(std::string_view a, std::string_view b);
+
+}  // namespace tessera::rpc
