@@ -64,7 +64,8 @@ absl::StatusOr<std::string> WorkerCgroupName(std::string_view id);
 class WorkerCgroup {
  public:
   // Creates <parent>/<name> (name: one path component) and writes memory.max when a limit is
-  // given (FailedPrecondition, with the reason, when the parent has no memory controller). A leftover cgroup of the same name (an earlier agent that died) is emptied and
+  // given (FailedPrecondition, with the reason, when the parent has no memory controller). A
+  // leftover cgroup of the same name (an earlier agent that died) is emptied and
   // replaced.
   static absl::StatusOr<std::unique_ptr<WorkerCgroup>> Create(const CgroupParent& parent,
                                                               std::string_view name,

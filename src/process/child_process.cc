@@ -58,6 +58,13 @@ absl::Status ValidateSpec(const ChildSpec& spec, const SpawnOptions& options) {
     return absl::FailedPreconditionError(
         "a memory limit needs a cgroup, and no cgroup parent is usable on this host");
   }
+  // With SIGCHLD ignored the kernel reaps children itself and their exit status is lost.
+  struct sigaction chld;
+  if (::sigaction(SIGCHLD, nullptr, &chld) == 0 &&
+      (chld.sa_handler == SIG_IGN || (chld.sa_flags & SA_NOCLDWAIT) != 0)) {
+    return absl::FailedPreconditionError(
+        "SIGCHLD is ignored in this process, so a child's exit status would be lost; restore its default");
+  }
   if (options.cgroup_parent.has_value() && options.cgroup_name.empty()) {
     return absl::InvalidArgumentError("a cgroup parent is given without a cgroup name");
   }
@@ -383,7 +390,8 @@ absl::StatusOr<bool> ChildProcess::WaitForExit(absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
   if (pidfd_.valid()) {
     while (true) {
-      int64_t ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(absl::Ceil(deadline - absl::Now(), absl::Milliseconds(1))));
+      absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
+      int64_t ms = absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)));
       struct pollfd pfd = {pidfd_.get(), POLLIN, 0};
       int rc = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(ms, 1 << 30)));
       if (rc > 0) return true;

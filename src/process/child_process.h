@@ -14,6 +14,9 @@
 // cgroup) is killed when it exits, before it is reaped, so the zombie leader still holds the
 // group id and no other process can be signalled by mistake.
 //
+// The hosting process must not ignore SIGCHLD (Spawn refuses): the kernel would discard exit
+// statuses.
+//
 // Thread-safety: pid(), pidfd() and Signal() may be called from any thread at any time; TryWait,
 // Wait and Terminate from one thread at a time (the owner, or the supervisor's reaper).
 #pragma once

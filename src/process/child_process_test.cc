@@ -195,6 +195,16 @@ TEST_F(ChildProcessTest, MalformedSpecsAreRefused) {
   EXPECT_EQ(ChildProcess::Spawn(limited).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(ChildProcessTest, RefusesToSpawnWhileSigchldIsIgnored) {
+  struct sigaction ignore = {}, previous = {};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGCHLD, &ignore, &previous), 0);
+  auto child = ChildProcess::Spawn(Spec({"exit", "0"}), Options());
+  ::sigaction(SIGCHLD, &previous, nullptr);
+  EXPECT_EQ(child.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(child.status().message(), HasSubstr("SIGCHLD is ignored"));
+}
+
 TEST_F(ChildProcessTest, ExitCodeIsReported) {
   ExitStatus status = Run(Spec({"exit", "3"}));
   EXPECT_EQ(status.exit_code, 3);

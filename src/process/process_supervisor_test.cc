@@ -177,6 +177,29 @@ TEST_F(ProcessSupervisorTest, ShutdownTerminatesEveryChildAndReportsIt) {
   supervisor_->Shutdown(absl::Seconds(1));  // idempotent
 }
 
+TEST(ProcessSupervisorCgroupTest, EachChildGetsItsOwnCgroupNamedAfterIt) {
+  auto parent = FindWorkerCgroupParent({});
+  if (!parent.ok()) GTEST_SKIP() << "cgroup v2 not usable here: " << parent.status().message();
+  TempDir dir;
+  SupervisorOptions options;
+  options.cgroup_parent = *parent;
+  auto supervisor = ProcessSupervisor::Create(options);
+  ASSERT_TRUE(supervisor.ok()) << supervisor.status();
+  Exits exits;
+  std::string id = "sup-" + std::to_string(::getpid());
+  std::string ready = dir / "ready";
+  ChildSpec spec;
+  spec.argv = {HelperPath(), "touch", ready, "pause"};
+  auto pid = (*supervisor)->Start(ChildId(id), spec, exits.Callback());
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  std::string cgroup = parent->dir + "/tessera-worker-" + id;
+  EXPECT_EQ(::tessera::testing::ReadText(cgroup + "/cgroup.procs"), std::to_string(*pid) + "\n");
+  EXPECT_TRUE((*supervisor)->Terminate(ChildId(id), absl::Seconds(20)).ok());
+  ASSERT_TRUE(exits.WaitFor(1));
+  EXPECT_EQ(exits.For(id)[0].signal, SIGTERM);
+  EXPECT_FALSE(FileExists(cgroup));
+}
+
 TEST_F(ProcessSupervisorTest, NeverReapsChildrenItDidNotStart) {
   pid_t mine = ::fork();
   if (mine == 0) ::_exit(42);
