@@ -9,7 +9,8 @@
 //   grandchild PIDFILE  fork a child that sleeps forever; write its pid to PIDFILE
 //   escapee PIDFILE     like grandchild, but the grandchild leaves the group (setsid)
 //   ignore-term         ignore SIGTERM
-//   alloc-forever       allocate and touch memory until killed
+//   alloc-forever       allocate and touch memory until killed (gives up, exit 105, at 2 GiB so
+//                       a limit that failed to apply never takes the machine down)
 //   pause               sleep until killed
 //   kill-self SIG       send SIG to itself
 //   exit CODE           exit with CODE
@@ -102,12 +103,13 @@ int main(int argc, char** argv) {
       ::signal(SIGTERM, SIG_IGN);
     } else if (command == "alloc-forever") {
       std::vector<char*> blocks;
-      for (;;) {
+      while (blocks.size() < 2048) {
         char* block = static_cast<char*>(std::malloc(1 << 20));
         if (block == nullptr) continue;
         std::memset(block, 1, 1 << 20);
         blocks.push_back(block);
       }
+      return 105;
     } else if (command == "pause") {
       std::fflush(stdout);
       for (;;) ::pause();
