@@ -1,0 +1,165 @@
+#include "head/head_server.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "head/node_agent_client.h"
+#include "rpc/token.h"
+
+namespace tessera {
+
+namespace {
+
+// Writes `content` to `path` through a temporary file and a rename, so readers never see half.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& content) {
+  std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << content;
+    out.close();
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path, ": ",
+                                            std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MakeDirectories(const std::string& path) {
+  std::string partial;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    partial = path.substr(0, end);
+    if (!partial.empty() && ::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
+      return absl::InternalError(absl::StrCat("cannot create folder ", partial, ": ",
+                                              std::strerror(errno)));
+    }
+    start = end + 1;
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("state folder ", path, " is not a folder"));
+  }
+  return absl::OkStatus();
+}
+
+// The host clients on this machine dial for a wildcard bind.
+std::string DialableHost(const std::string& bind) {
+  if (bind == "0.0.0.0" || bind.empty()) return "127.0.0.1";
+  if (bind == "::" || bind == "[::]") return "::1";
+  return bind;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions& options) {
+  if (options.state_dir.empty()) return absl::InvalidArgumentError("state folder is empty");
+  if (options.heartbeat_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("heartbeat interval must be positive");
+  }
+  if (options.node_timeout <= options.heartbeat_interval) {
+    return absl::InvalidArgumentError(
+        "node timeout must be longer than the heartbeat interval");
+  }
+  if (absl::Status status = MakeDirectories(options.state_dir); !status.ok()) return status;
+  std::unique_ptr<HeadServer> head(new HeadServer());
+  head->options_ = options;
+  auto token = rpc::ReadOrCreateTokenFile(options.state_dir + "/token");
+  if (!token.ok()) return token.status();
+  head->token_ = *token;
+
+  rpc::RetryOptions retry;
+  retry.token = head->token_;
+  retry.attempt_timeout = absl::Seconds(2);
+  // Bounded by the node timeout: past it the node is dead anyway.
+  retry.total_budget = options.node_timeout;
+  HeadServiceOptions service_options;
+  service_options.heartbeat_interval = options.heartbeat_interval;
+  service_options.node_timeout = options.node_timeout;
+  service_options.store = &head->store_;
+  service_options.agent_clients = GrpcNodeAgentClientFactory(retry);
+  HeadServer* raw = head.get();
+  service_options.on_shutdown = [raw] {
+    if (!raw->requested_.HasBeenNotified()) raw->requested_.Notify();
+  };
+  head->service_ = std::make_unique<HeadService>(std::move(service_options));
+
+  rpc::ServerOptions server_options;
+  server_options.bind_address = options.bind;
+  server_options.port = options.port;
+  server_options.token = head->token_;
+  auto server = rpc::RpcServer::Start(server_options, {head->service_.get()});
+  if (!server.ok()) return server.status();
+  head->server_ = *std::move(server);
+  head->address_ = rpc::JoinHostPort(DialableHost(options.bind), head->server_->port());
+
+  head->ticker_ = std::thread([raw] { raw->TickLoop(); });
+  absl::Status written =
+      WriteFileAtomically(options.state_dir + "/head.address", head->address_ + "\n");
+  if (written.ok()) {
+    written = WriteFileAtomically(options.state_dir + "/head.pid",
+                                  absl::StrCat(::getpid(), "\n"));
+  }
+  if (!written.ok()) {
+    head->Shutdown();
+    return written;
+  }
+  return head;
+}
+
+HeadServer::~HeadServer() { Shutdown(); }
+
+void HeadServer::TickLoop() {
+  // Often enough that a dead node is noticed within a small fraction of its timeout.
+  absl::Duration period = std::min(options_.heartbeat_interval / 2, absl::Milliseconds(100));
+  while (!stop_ticker_.WaitForNotificationWithTimeout(period)) service_->Tick();
+}
+
+void HeadServer::Shutdown() {
+  absl::MutexLock lock(&shutdown_mu_);
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (!requested_.HasBeenNotified()) requested_.Notify();
+  if (!stop_ticker_.HasBeenNotified()) stop_ticker_.Notify();
+  if (ticker_.joinable()) ticker_.join();
+  if (server_ != nullptr) {
+    server_->Shutdown(absl::Seconds(1));
+    server_->Wait();
+  }
+  ::unlink((options_.state_dir + "/head.address").c_str());
+  ::unlink((options_.state_dir + "/head.pid").c_str());
+}
+
+void HeadServer::Wait() { requested_.WaitForNotification(); }
+
+absl::Status RunHead(const HeadOptions& options) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  // Blocked before any thread starts, so every thread inherits the mask and the signals wait
+  // for sigtimedwait below instead of killing the process.
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  auto head = HeadServer::Create(options);
+  if (!head.ok()) return head.status();
+  while (!(*head)->shutdown_requested()) {
+    timespec wait{0, 100 * 1000 * 1000};
+    int signal = sigtimedwait(&signals, nullptr, &wait);
+    if (signal == SIGTERM || signal == SIGINT) break;
+  }
+  (*head)->Shutdown();
+  return absl::OkStatus();
+}
+
+}  // namespace tessera

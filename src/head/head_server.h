@@ -1,0 +1,77 @@
+// HeadServer: the head process's server — the token (created when absent), the HeadService on a
+// gRPC server, its address and pid files in the state folder, and the ticker thread that runs
+// health checks and reconciliation. RunHead serves until the Shutdown RPC, SIGTERM or SIGINT.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "head/head_service.h"
+#include "head/state_store.h"
+#include "rpc/server.h"
+
+namespace tessera {
+
+struct HeadOptions {
+  std::string state_dir;  // required; created when missing
+  std::string bind = "127.0.0.1";
+  int port = 0;  // 0: an ephemeral port, written to head.address
+  absl::Duration heartbeat_interval = absl::Milliseconds(500);
+  absl::Duration node_timeout = absl::Seconds(5);
+};
+
+// Thread-safe: Shutdown and Wait may be called from any thread.
+class HeadServer {
+ public:
+  // Creates the state folder, reads <state>/token or creates it (mode 0600), starts serving, and
+  // writes <state>/head.address (host:port with the real port) and <state>/head.pid.
+  static absl::StatusOr<std::unique_ptr<HeadServer>> Create(const HeadOptions& options);
+  ~HeadServer();
+
+  int port() const { return server_->port(); }
+  const std::string& address() const { return address_; }
+  const std::string& token() const { return token_; }
+  HeadService* service() { return service_.get(); }
+
+  // Stops serving and the ticker, and removes head.address and head.pid. Idempotent.
+  void Shutdown();
+  // Blocks until the Shutdown RPC arrives or Shutdown() is called.
+  void Wait();
+  // Whether the Shutdown RPC (or Shutdown()) has been asked for.
+  bool shutdown_requested() const { return requested_.HasBeenNotified(); }
+  // Waits up to `timeout` for a shutdown request; true when there is one.
+  bool WaitForShutdownRequest(absl::Duration timeout) const {
+    return requested_.WaitForNotificationWithTimeout(timeout);
+  }
+
+ private:
+  HeadServer() = default;
+  void TickLoop();
+
+  HeadOptions options_;
+  std::string token_;
+  std::string address_;
+  InMemoryStateStore store_;
+  std::unique_ptr<HeadService> service_;
+  std::unique_ptr<rpc::RpcServer> server_;
+  absl::Notification requested_;
+  absl::Notification stop_ticker_;
+  std::thread ticker_;
+  absl::Mutex shutdown_mu_;
+  bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
+};
+
+// Serves until the Shutdown RPC, SIGTERM or SIGINT, then shuts down and removes the pid and
+// address files. Blocks SIGTERM and SIGINT in the calling thread (and the threads it starts) to
+// receive them synchronously.
+absl::Status RunHead(const HeadOptions& options);
+
+}  // namespace tessera

@@ -1,0 +1,202 @@
+// The head process's server on loopback: token file and address/pid files, the token check on
+// every call, two-phase commit through real NodeAgent stubs, and the Shutdown RPC.
+#include "head/head_server.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "rpc/auth.h"
+#include "rpc/channel.h"
+#include "rpc/proto_convert.h"
+#include "rpc/server.h"
+#include "rpc/token.h"
+#include "scheduling/scheduling_test_util.h"
+#include "tessera/v1/head.grpc.pb.h"
+#include "tessera/v1/node_agent.grpc.pb.h"
+
+namespace tessera {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The participant side of the two-phase commit, nothing else.
+class BundleAgent : public v1::NodeAgent::Service {
+ public:
+  grpc::Status PrepareBundles(grpc::ServerContext*, const v1::PrepareBundlesRequest* request,
+                              v1::PrepareBundlesResponse*) override {
+    absl::MutexLock lock(&mu_);
+    for (const auto& b : request->bundles()) prepared_.insert({request->placement_group(), b.bundle_index()});
+    return grpc::Status::OK;
+  }
+  grpc::Status CommitBundles(grpc::ServerContext*, const v1::CommitBundlesRequest* request,
+                             v1::CommitBundlesResponse*) override {
+    absl::MutexLock lock(&mu_);
+    for (int i : request->bundle_indices()) committed_.insert({request->placement_group(), i});
+    return grpc::Status::OK;
+  }
+  grpc::Status CancelBundles(grpc::ServerContext*, const v1::CancelBundlesRequest* request,
+                             v1::CancelBundlesResponse*) override {
+    absl::MutexLock lock(&mu_);
+    for (int i : request->bundle_indices()) {
+      prepared_.erase({request->placement_group(), i});
+      committed_.erase({request->placement_group(), i});
+    }
+    return grpc::Status::OK;
+  }
+  size_t committed() {
+    absl::MutexLock lock(&mu_);
+    return committed_.size();
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::set<std::pair<std::string, int>> prepared_;
+  std::set<std::pair<std::string, int>> committed_;
+};
+
+class HeadServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/tessera-head-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    HeadOptions options;
+    options.state_dir = dir_ + "/state";
+    auto head = HeadServer::Create(options);
+    ASSERT_TRUE(head.ok()) << head.status();
+    head_ = std::move(*head);
+    stub_ = v1::Head::NewStub(rpc::MakeChannel(head_->address()));
+  }
+  void TearDown() override {
+    head_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string dir_;
+  std::unique_ptr<HeadServer> head_;
+  std::unique_ptr<v1::Head::Stub> stub_;
+};
+
+TEST_F(HeadServerTest, WritesTokenAddressAndPidFiles) {
+  std::string state = dir_ + "/state";
+  struct stat st {};
+  ASSERT_EQ(::stat((state + "/token").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(*rpc::ReadTokenFile(state + "/token"), head_->token());
+  EXPECT_EQ(ReadFile(state + "/head.address"), "127.0.0.1:" + std::to_string(head_->port()));
+  EXPECT_EQ(ReadFile(state + "/head.pid"), std::to_string(::getpid()));
+  head_->Shutdown();
+  EXPECT_FALSE(std::filesystem::exists(state + "/head.address"));
+  EXPECT_FALSE(std::filesystem::exists(state + "/head.pid"));
+  EXPECT_TRUE(std::filesystem::exists(state + "/token"));  // kept for the next start
+}
+
+TEST_F(HeadServerTest, RestartKeepsTheToken) {
+  std::string token = head_->token();
+  head_.reset();
+  HeadOptions options;
+  options.state_dir = dir_ + "/state";
+  auto again = HeadServer::Create(options);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)->token(), token);
+}
+
+TEST_F(HeadServerTest, WrongOrMissingTokenIsUnauthenticated) {
+  v1::ListRequest request;
+  v1::ListNodesResponse response;
+  {
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, head_->token(), absl::Seconds(30));
+    EXPECT_TRUE(stub_->ListNodes(&context, request, &response).ok());
+  }
+  {
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, "not-the-token", absl::Seconds(30));
+    EXPECT_EQ(stub_->ListNodes(&context, request, &response).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::ShutdownRequest shutdown;
+    v1::ShutdownResponse done;
+    EXPECT_EQ(stub_->Shutdown(&context, shutdown, &done).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_FALSE(head_->shutdown_requested());
+}
+
+TEST_F(HeadServerTest, PlacementGroupThroughRealAgentStubs) {
+  BundleAgent agent;
+  rpc::ServerOptions agent_options;
+  agent_options.token = head_->token();
+  auto agent_server = rpc::RpcServer::Start(agent_options, {&agent});
+  ASSERT_TRUE(agent_server.ok()) << agent_server.status();
+
+  v1::RegisterNodeRequest reg;
+  rpc::NodeToProto(testing_util::Spec("n1", "CPU=4"), (*agent_server)->address(), "i1",
+                   reg.mutable_node());
+  v1::RegisterNodeResponse registered;
+  {
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, head_->token(), absl::Seconds(30));
+    ASSERT_TRUE(stub_->RegisterNode(&context, reg, &registered).ok());
+  }
+  v1::CreatePlacementGroupRequest create;
+  create.set_name("pg");
+  create.set_request_id("r1");
+  rpc::ResourcesToProto(testing_util::Res("CPU=2"),
+                        create.mutable_primary()->add_bundles()->mutable_resources());
+  v1::PlacementGroupInfo info;
+  {
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, head_->token(), absl::Seconds(30));
+    grpc::Status status = stub_->CreatePlacementGroup(&context, create, &info);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  EXPECT_EQ(info.state(), "CREATED") << info.explanation();
+  EXPECT_EQ(agent.committed(), 1u);
+  v1::RemovePlacementGroupRequest remove;
+  remove.set_name("pg");
+  v1::RemovePlacementGroupResponse removed;
+  {
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, head_->token(), absl::Seconds(30));
+    ASSERT_TRUE(stub_->RemovePlacementGroup(&context, remove, &removed).ok());
+  }
+  EXPECT_EQ(agent.committed(), 0u);
+}
+
+TEST_F(HeadServerTest, ShutdownRpcEndsWait) {
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, head_->token(), absl::Seconds(30));
+  v1::ShutdownRequest request;
+  v1::ShutdownResponse response;
+  ASSERT_TRUE(stub_->Shutdown(&context, request, &response).ok());
+  head_->Wait();  // returns: the request arrived
+  EXPECT_TRUE(head_->shutdown_requested());
+}
+
+TEST(HeadServerOptionsTest, BadOptionsAreRefused) {
+  HeadOptions options;
+  EXPECT_EQ(HeadServer::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.state_dir = "/tmp/tessera-unused";
+  options.node_timeout = absl::Milliseconds(100);
+  EXPECT_EQ(HeadServer::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tessera
