@@ -1,6 +1,7 @@
 #include "rpc/retry.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
@@ -17,9 +18,12 @@ absl::Status CallWithRetry(const RetryOptions& options,
                            absl::FunctionRef<grpc::Status(grpc::ClientContext*)> attempt,
                            RetryStats* stats) {
   Clock* clock = options.clock != nullptr ? options.clock : Clock::Real();
-  absl::BitGen bitgen;
+  // Seeding a generator costs a system call: only a call that retries makes one.
+  std::optional<absl::BitGen> bitgen;
   auto uniform = [&]() -> double {
-    return options.random ? options.random() : absl::Uniform<double>(bitgen, 0.0, 1.0);
+    if (options.random) return options.random();
+    if (!bitgen.has_value()) bitgen.emplace();
+    return absl::Uniform<double>(*bitgen, 0.0, 1.0);
   };
   const absl::Time end = clock->Now() + options.total_budget;
   absl::Duration backoff = options.initial_backoff;
