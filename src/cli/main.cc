@@ -11,6 +11,15 @@ int main(int argc, char** argv) {
   tessera::cli::AddHardwareCommand(app, exit_code);
   tessera::cli::AddDescribeSliceCommand(app, exit_code);
   tessera::cli::AddScheduleCommand(app, exit_code);
+  tessera::cli::AddStopCommand(app, exit_code);
+  tessera::cli::AddUpCommand(app, exit_code);
+  tessera::cli::AddDownCommand(app, exit_code);
+  tessera::cli::AddRunCommand(app, exit_code);
+  tessera::cli::AddPlacementGroupCommand(app, exit_code);
+  tessera::cli::AddSliceCommand(app, exit_code);
+  tessera::cli::AddStatusCommand(app, exit_code);
+  tessera::cli::AddListCommand(app, exit_code);
+  tessera::cli::AddLogsCommand(app, exit_code);
   // CLI11 reports through exceptions; they stop here, as one line each.
   try {
     app.parse(argc, argv);

@@ -1,0 +1,26 @@
+// The flags every command on a running cluster shares (which state folder, which head, which
+// token) and the one way those commands connect. Thread-compatible: values filled by CLI11.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/status/statusor.h"
+#include "cli/cluster_client.h"
+
+namespace tessera::cli {
+
+struct CommonClusterArgs {
+  std::string state_dir;
+  std::string address;     // the head's host:port, when not from the state folder
+  std::string token_file;
+};
+
+// --state-dir DIR, --address HOST:PORT (the head), --token-file FILE.
+void AddCommonClusterFlags(CLI::App& command, CommonClusterArgs& args);
+
+absl::StatusOr<std::unique_ptr<ClusterClient>> ConnectCluster(const CommonClusterArgs& args);
+
+}  // namespace tessera::cli

@@ -1,0 +1,214 @@
+#include "cli/cluster_client.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <random>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "base/string_util.h"
+#include "rpc/auth.h"
+#include "rpc/channel.h"
+#include "rpc/retry.h"
+#include "rpc/status_conversion.h"
+#include "rpc/token.h"
+
+namespace tessera::cli {
+namespace {
+
+std::mt19937_64& Rng() {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return rng;
+}
+
+}  // namespace
+
+absl::Status FromGrpc(const grpc::Status& status, std::string_view peer) {
+  absl::Status converted = rpc::FromGrpcStatus(status);
+  if (!converted.ok() && rpc::IsRetryable(status.error_code())) {
+    return absl::Status(converted.code(), absl::StrCat("cannot reach ", ToAbsl(peer), ": ",
+                                                       converted.message()));
+  }
+  return converted;
+}
+
+std::string NewRequestId(std::string_view prefix) {
+  return absl::StrFormat("%s-%016x", ToAbsl(prefix), Rng()());
+}
+
+absl::StatusOr<absl::Duration> ParseDurationFlag(std::string_view flag, std::string_view text) {
+  const std::string_view trimmed = Trim(text);
+  double seconds = 0;
+  if (absl::SimpleAtod(ToAbsl(trimmed), &seconds)) {
+    if (seconds < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(ToAbsl(flag), ": ", Quote(trimmed), " is negative"));
+    }
+    return absl::Seconds(seconds);
+  }
+  absl::Duration d;
+  if (!absl::ParseDuration(ToAbsl(trimmed), &d)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ToAbsl(flag), ": ", Quote(trimmed), " is not a duration (e.g. 500ms, 10s, 2m)"));
+  }
+  if (d < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ToAbsl(flag), ": ", Quote(trimmed), " is negative"));
+  }
+  return d;
+}
+
+absl::StatusOr<std::string> FindToken(const StateFolder& state, const std::string& token_file) {
+  if (const char* env = std::getenv("TESSERA_TOKEN"); env != nullptr && env[0] != '\0') {
+    return std::string(Trim(env));
+  }
+  const std::string path = token_file.empty() ? state.TokenFile() : token_file;
+  auto token = rpc::ReadTokenFile(path);
+  if (token.status().code() == absl::StatusCode::kNotFound) {
+    return absl::NotFoundError(
+        absl::StrCat("no cluster token: ", path, " does not exist (give --token-file or set "
+                     "TESSERA_TOKEN)"));
+  }
+  return token;
+}
+
+absl::StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Connect(
+    ClusterClientOptions options) {
+  StateFolder state{ResolveStateDir(options.state_dir)};
+  std::string address = options.head_address;
+  if (address.empty()) {
+    auto from_file = ReadFirstLine(state.HeadAddressFile());
+    if (from_file.ok()) {
+      address = *from_file;
+    } else if (options.head == HeadRequirement::kRequired) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no cluster is running with state folder ", state.root, " (no ",
+          state.HeadAddressFile(),
+          "); start one with `tessera start --head` or `tessera up`, or give --state-dir"));
+    }
+  }
+  std::string token;
+  auto found = FindToken(state, options.token_file);
+  if (found.ok()) {
+    token = *std::move(found);
+  } else if (options.head == HeadRequirement::kRequired) {
+    return found.status();
+  }
+  return std::unique_ptr<ClusterClient>(
+      new ClusterClient(std::move(options), std::move(state), std::move(address),
+                        std::move(token)));
+}
+
+ClusterClient::ClusterClient(ClusterClientOptions options, StateFolder state,
+                             std::string head_address, std::string token)
+    : options_(std::move(options)),
+      state_(std::move(state)),
+      head_address_(std::move(head_address)),
+      token_(std::move(token)) {
+  // A client without a head still gets a stub; its calls fail as UNAVAILABLE.
+  head_ = tessera::v1::Head::NewStub(
+      rpc::MakeChannel(head_address_.empty() ? std::string("127.0.0.1:1") : head_address_));
+}
+
+tessera::v1::NodeAgent::Stub& ClusterClient::agent(const std::string& address) {
+  auto& stub = agents_[address];
+  if (stub == nullptr) stub = tessera::v1::NodeAgent::NewStub(rpc::MakeChannel(address));
+  return *stub;
+}
+
+std::string ClusterClient::HeadPeer() const {
+  return absl::StrCat("the head at ", head_address_);
+}
+
+std::unique_ptr<grpc::ClientContext> ClusterClient::StreamContext() const {
+  // No deadline: a stream lasts as long as what it follows.
+  return rpc::MakeClientContext(token_, absl::InfiniteDuration());
+}
+
+absl::Status ClusterClient::Call(
+    std::string_view peer, Retry retry,
+    const std::function<grpc::Status(grpc::ClientContext*)>& rpc) const {
+  if (retry == Retry::kNever) {
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, token_, options_.call_deadline);
+    return FromGrpc(rpc(&context), peer);
+  }
+  rpc::RetryOptions options;
+  options.token = token_;
+  options.attempt_timeout = options_.call_deadline;
+  options.total_budget = options_.retry_budget;
+  grpc::Status last;
+  const absl::Status status = rpc::CallWithRetry(options, [&](grpc::ClientContext* context) {
+    last = rpc(context);
+    return last;
+  });
+  return status.ok() ? status : FromGrpc(last, peer);
+}
+
+absl::StatusOr<tessera::v1::ListNodesResponse> ClusterClient::ListNodes() {
+  tessera::v1::ListNodesResponse response;
+  TESSERA_RETURN_IF_ERROR(Call(HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
+    return head_->ListNodes(c, tessera::v1::ListRequest(), &response);
+  }));
+  return response;
+}
+
+absl::StatusOr<tessera::v1::ListPlacementGroupsResponse> ClusterClient::ListPlacementGroups() {
+  tessera::v1::ListPlacementGroupsResponse response;
+  TESSERA_RETURN_IF_ERROR(Call(HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
+    return head_->ListPlacementGroups(c, tessera::v1::ListRequest(), &response);
+  }));
+  return response;
+}
+
+absl::StatusOr<tessera::v1::ListSlicesResponse> ClusterClient::ListSlices() {
+  tessera::v1::ListSlicesResponse response;
+  TESSERA_RETURN_IF_ERROR(Call(HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
+    return head_->ListSlices(c, tessera::v1::ListRequest(), &response);
+  }));
+  return response;
+}
+
+absl::StatusOr<tessera::v1::ListJobsResponse> ClusterClient::ListJobs() {
+  tessera::v1::ListJobsResponse response;
+  TESSERA_RETURN_IF_ERROR(Call(HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
+    return head_->ListJobs(c, tessera::v1::ListRequest(), &response);
+  }));
+  return response;
+}
+
+absl::StatusOr<tessera::v1::ClusterStatus> ClusterClient::GetClusterStatus() {
+  tessera::v1::ClusterStatus response;
+  TESSERA_RETURN_IF_ERROR(Call(HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
+    return head_->GetClusterStatus(c, tessera::v1::ListRequest(), &response);
+  }));
+  return response;
+}
+
+absl::StatusOr<std::vector<tessera::v1::ListWorkersResponse>>
+ClusterClient::ListWorkersEverywhere(std::vector<std::string>& unreachable) {
+  TESSERA_ASSIGN_OR_RETURN(tessera::v1::ListNodesResponse nodes, ListNodes());
+  std::vector<tessera::v1::ListWorkersResponse> out;
+  for (const tessera::v1::NodeInfo& info : nodes.nodes()) {
+    if (info.state() == "DEAD") continue;
+    const std::string& address = info.node().address();
+    tessera::v1::ListWorkersResponse response;
+    // A node that is down must not hold the whole listing up: no retries, a short deadline.
+    const absl::Status status =
+        Call(absl::StrCat("node ", info.node().node_id(), " at ", address), Retry::kNever,
+             [&](grpc::ClientContext* c) {
+               return agent(address).ListWorkers(c, tessera::v1::ListWorkersRequest(), &response);
+             });
+    if (!status.ok()) {
+      unreachable.push_back(absl::StrCat(info.node().node_id(), " (", status.message(), ")"));
+      continue;
+    }
+    if (response.node_id().empty()) response.set_node_id(info.node().node_id());
+    out.push_back(std::move(response));
+  }
+  return out;
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,106 @@
+// ClusterClient: how every cluster command talks to the head and the node agents. It finds the
+// head's address and the token in the state folder, puts the token on every call, gives every
+// unary call a deadline, and retries UNAVAILABLE / DEADLINE_EXCEEDED with backoff for calls that
+// may be repeated (reads, and mutations that carry a request_id).
+// Thread-compatible: one command uses one client from one thread (a stream may be read on a
+// second thread while the first makes unary calls; gRPC stubs are thread-safe).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "cli/state_folder.h"
+#include "tessera/v1/head.grpc.pb.h"
+#include "tessera/v1/node_agent.grpc.pb.h"
+
+namespace tessera::cli {
+
+// Whether a call may be sent again after UNAVAILABLE or DEADLINE_EXCEEDED.
+enum class Retry {
+  kSafe,   // a read, or a mutation with a request_id the receiver deduplicates
+  kNever,  // sending it twice could apply it twice
+};
+
+// Whether Connect must find a head (most commands) or may work without one (`tessera stop`).
+enum class HeadRequirement { kRequired, kOptional };
+
+struct ClusterClientOptions {
+  std::string state_dir;     // "" resolves as ResolveStateDir
+  std::string head_address;  // "" reads <state>/head.address
+  std::string token_file;    // "" : $TESSERA_TOKEN, else <state>/token
+  HeadRequirement head = HeadRequirement::kRequired;
+  absl::Duration call_deadline = absl::Seconds(10);
+  // How long one call keeps retrying a retryable failure in all.
+  absl::Duration retry_budget = absl::Seconds(15);
+};
+
+// The token for a cluster: $TESSERA_TOKEN, else the first line of `token_file` when given, else
+// <state>/token. NotFound naming where it looked.
+absl::StatusOr<std::string> FindToken(const StateFolder& state, const std::string& token_file);
+
+class ClusterClient {
+ public:
+  static absl::StatusOr<std::unique_ptr<ClusterClient>> Connect(ClusterClientOptions options);
+
+  const StateFolder& state() const { return state_; }
+  const std::string& head_address() const { return head_address_; }
+  const std::string& token() const { return token_; }
+
+  tessera::v1::Head::Stub& head() { return *head_; }
+  // A stub for the node agent at `address` (channels are cached per address).
+  tessera::v1::NodeAgent::Stub& agent(const std::string& address);
+
+  // Runs one unary call: `rpc` gets a fresh context (token, deadline) per attempt. `peer` names
+  // the other side in errors ("the head at 127.0.0.1:6380", "node n1 at ...").
+  absl::Status Call(std::string_view peer, Retry retry,
+                    const std::function<grpc::Status(grpc::ClientContext*)>& rpc) const;
+
+  // A context for a stream: the token, no deadline (the stream lasts as long as what it watches).
+  std::unique_ptr<grpc::ClientContext> StreamContext() const;
+
+  std::string HeadPeer() const;
+
+  // Common reads of the head, retried.
+  absl::StatusOr<tessera::v1::ListNodesResponse> ListNodes();
+  absl::StatusOr<tessera::v1::ListPlacementGroupsResponse> ListPlacementGroups();
+  absl::StatusOr<tessera::v1::ListSlicesResponse> ListSlices();
+  absl::StatusOr<tessera::v1::ListJobsResponse> ListJobs();
+  absl::StatusOr<tessera::v1::ClusterStatus> GetClusterStatus();
+
+  // Every alive node's workers (ListWorkers fanned out to each node agent, in node order).
+  // Nodes that do not answer are named in `unreachable` ("n2 (cannot reach ...)").
+  absl::StatusOr<std::vector<tessera::v1::ListWorkersResponse>> ListWorkersEverywhere(
+      std::vector<std::string>& unreachable);
+
+ private:
+  ClusterClient(ClusterClientOptions options, StateFolder state, std::string head_address,
+                std::string token);
+
+  ClusterClientOptions options_;
+  StateFolder state_;
+  std::string head_address_;
+  std::string token_;
+  std::unique_ptr<tessera::v1::Head::Stub> head_;
+  std::map<std::string, std::unique_ptr<tessera::v1::NodeAgent::Stub>> agents_;
+};
+
+// grpc::Status -> absl::Status with the same code and message; UNAVAILABLE and DEADLINE_EXCEEDED
+// say which peer could not be reached.
+absl::Status FromGrpc(const grpc::Status& status, std::string_view peer);
+
+// A fresh id for a request that may be retried ("<prefix>-<16 hex digits>").
+std::string NewRequestId(std::string_view prefix);
+
+// "10s", "500ms", "2m" (absl durations) or a plain number of seconds ("30", "0.5").
+absl::StatusOr<absl::Duration> ParseDurationFlag(std::string_view flag, std::string_view text);
+
+}  // namespace tessera::cli

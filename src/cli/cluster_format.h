@@ -1,0 +1,36 @@
+// How the cluster commands show protocol messages as text and JSON for people and programs
+// (conversions of core types into messages are rpc/proto_convert.h). Thread-safe: pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <google/protobuf/message.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "tessera/v1/common.pb.h"
+
+namespace tessera::cli {
+
+// "CPU=8,GPU=4,memory=64GiB"; entries that are not valid amounts are written raw.
+std::string ResourcesText(const tessera::v1::Resources& resources);
+// "used/total" per resource of `total`: "CPU 2/48, GPU 1/8".
+std::string UsageText(const tessera::v1::Resources& available,
+                      const tessera::v1::Resources& total);
+// One amount of one resource as people read it ("2.5", "64GiB").
+std::string AmountText(std::string_view resource, int64_t raw);
+// "GPU 0,1; TPU 2 (0.5)": the device instances of an allocation; "" when it holds none.
+std::string DevicesText(const tessera::v1::Allocation& allocation);
+// "k=v,k2=v2", sorted by key.
+std::string LabelsText(const google::protobuf::Map<std::string, std::string>& labels);
+
+// A protocol message as JSON, with the .proto field names (int64 values are strings, as the
+// proto JSON mapping writes them).
+nlohmann::ordered_json MessageJson(const google::protobuf::Message& message);
+
+// Splits "a;b;c" on ';' and trims each piece; empty text is no pieces.
+std::vector<std::string> SplitSemicolons(std::string_view text);
+
+}  // namespace tessera::cli

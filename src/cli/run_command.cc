@@ -1,0 +1,373 @@
+// tessera run [--resources LIST] [--label-selector EXPR]... [--strategy DEFAULT|SPREAD]
+//             [--placement-group NAME [--bundle I]] [--env K=V]... [--cwd DIR] [--wait DUR]
+//             -- CMD ARGS...
+// Runs one command as a worker on the cluster: asks a node agent for a lease (the one on this
+// machine, else the node the head picks), follows spillbacks, streams the worker's stdout and
+// stderr to its own, records the job with the head, and exits with the worker's exit code
+// (128 + signal when it was killed). Ctrl-C (or SIGTERM) kills the worker, whose exit then ends
+// the command as usual.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/status_macros.h"
+#include "base/string_util.h"
+#include "cli/cluster_args.h"
+#include "cli/cluster_client.h"
+#include "cli/cluster_format.h"
+#include "cli/commands.h"
+#include "rpc/proto_convert.h"
+#include "labels/label_selector.h"
+#include "resources/resource_set.h"
+
+namespace tessera::cli {
+namespace {
+
+using tessera::v1::LeaseGrant;
+using tessera::v1::LeaseReply;
+using tessera::v1::LeaseRequest;
+
+constexpr int kMaxHops = 8;
+
+struct RunArgs {
+  CommonClusterArgs common;
+  std::string resources = "CPU=1";
+  std::vector<std::string> selectors;
+  std::string strategy = "DEFAULT";
+  std::string placement_group;
+  int bundle = -1;
+  std::vector<std::string> env;
+  std::string cwd;
+  std::string wait;
+  std::vector<std::string> command;
+};
+
+absl::StatusOr<LeaseRequest> BuildLeaseRequest(const RunArgs& args) {
+  LeaseRequest lease;
+  tessera::v1::ResourceRequest& request = *lease.mutable_request();
+  auto resources = ParseResourceSet(args.resources);
+  if (!resources.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--resources: ", resources.status().message()));
+  }
+  *request.mutable_resources() = rpc::ResourcesToProto(*resources);
+  for (size_t i = 0; i < args.selectors.size(); ++i) {
+    auto selector = ParseLabelSelector(args.selectors[i]);
+    if (!selector.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--label-selector: ", selector.status().message()));
+    }
+    if (i == 0) {
+      rpc::LabelSelectorToProto(*selector, request.mutable_label_selector());
+    } else {
+      rpc::LabelSelectorToProto(*selector, request.add_fallbacks());
+    }
+  }
+  if (args.strategy == "SPREAD") {
+    request.set_strategy(tessera::v1::STRATEGY_SPREAD);
+  } else if (args.strategy != "DEFAULT") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--strategy: ", Quote(args.strategy), " is not DEFAULT or SPREAD"));
+  }
+  if (!args.placement_group.empty()) {
+    request.set_placement_group(args.placement_group);
+    request.set_bundle_index(args.bundle);
+  } else if (args.bundle != -1) {
+    return absl::InvalidArgumentError("--bundle needs --placement-group");
+  }
+  if (args.bundle < -1) {
+    return absl::InvalidArgumentError("--bundle: a bundle index, or -1 for any bundle");
+  }
+  if (args.command.empty()) {
+    return absl::InvalidArgumentError("no command given (tessera run [options] -- CMD ARGS...)");
+  }
+  tessera::v1::WorkerSpec& worker = *lease.mutable_worker();
+  for (const std::string& arg : args.command) worker.add_argv(arg);
+  for (const std::string& pair : args.env) {
+    const size_t eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--env: ", Quote(pair), " is not NAME=VALUE"));
+    }
+    (*worker.mutable_env())[pair.substr(0, eq)] = pair.substr(eq + 1);
+  }
+  std::error_code ec;
+  worker.set_cwd(args.cwd.empty() ? std::filesystem::current_path(ec).string() : args.cwd);
+  lease.set_job_id(NewRequestId("job"));
+  return lease;
+}
+
+// A node agent on this machine: the first node of the state folder whose agent is alive.
+std::string LocalAgentAddress(const StateFolder& state) {
+  for (const std::string& node : NodeIdsInStateFolder(state)) {
+    const auto pid = ReadPidFile(state.AgentPidFile(node));
+    if (!pid.has_value() || !ProcessAlive(*pid)) continue;
+    auto address = ReadFirstLine(state.AgentAddressFile(node));
+    if (address.ok() && !address->empty()) return *address;
+  }
+  return "";
+}
+
+struct Granted {
+  LeaseGrant grant;
+  std::string address;  // of the agent that granted it
+};
+
+// Asks agents until one grants the lease: spillbacks are followed, a pending answer is retried
+// (backing off) until `wait` runs out.
+absl::StatusOr<Granted> AcquireLease(ClusterClient& client, LeaseRequest lease,
+                                     absl::Duration wait) {
+  const absl::Time until = absl::Now() + wait;
+  absl::Duration backoff = absl::Milliseconds(50);
+  bool told_waiting = false;
+  while (true) {
+    // Why nothing took it this round: "pending" or "infeasible", with the explanation.
+    std::string status;
+    std::string explanation;
+    std::string address = LocalAgentAddress(client.state());
+    if (address.empty()) {
+      tessera::v1::PickNodeRequest pick;
+      *pick.mutable_request() = lease.request();
+      tessera::v1::PickNodeResponse picked;
+      TESSERA_RETURN_IF_ERROR(
+          client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
+            return client.head().PickNode(c, pick, &picked);
+          }));
+      address = picked.address();
+      status = picked.status();
+      explanation = picked.explanation();
+    }
+    lease.set_hops(0);
+    while (!address.empty()) {
+      lease.set_request_id(NewRequestId("lease"));
+      LeaseReply reply;
+      TESSERA_RETURN_IF_ERROR(client.Call(
+          absl::StrCat("the node agent at ", address), Retry::kSafe, [&](grpc::ClientContext* c) {
+            return client.agent(address).RequestLease(c, lease, &reply);
+          }));
+      if (reply.has_granted()) return Granted{reply.granted(), address};
+      status = reply.status();
+      explanation = reply.explanation();
+      if (!reply.has_spillback()) break;
+      if (lease.hops() >= kMaxHops) {
+        return absl::UnavailableError(
+            absl::StrCat("the lease was sent on ", kMaxHops, " times without being granted"));
+      }
+      address = reply.spillback().address();
+      lease.set_hops(lease.hops() + 1);
+    }
+    if (status == "infeasible" || absl::Now() >= until) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot run the command", status.empty() ? "" : absl::StrCat(" (", status, ")"),
+                       explanation.empty() ? "" : ": ", explanation));
+    }
+    if (!told_waiting) {
+      std::cerr << "tessera: waiting for resources: " << explanation << "\n";
+      told_waiting = true;
+    }
+    absl::SleepFor(std::min(backoff, until - absl::Now()));
+    backoff = std::min(backoff * 2, absl::Seconds(1));
+  }
+}
+
+void WriteAll(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the reader went away; the worker keeps running to its end
+    done += static_cast<size_t>(n);
+  }
+}
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+// Forwards SIGINT/SIGTERM/SIGHUP to the worker while the command runs. The signals are blocked
+// in every thread (gRPC's included, which inherit the mask) and taken by one waiting thread.
+// Thread-safe: SetWorker and Stop may be called from the main thread while the waiter runs.
+class SignalForwarder {
+ public:
+  SignalForwarder() {
+    sigemptyset(&set_);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR2}) sigaddset(&set_, s);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+  }
+  ~SignalForwarder() { Stop(); }
+
+  void Start(ClusterClient* client) {
+    client_ = client;
+    thread_ = std::thread([this] { Loop(); });
+  }
+
+  void SetWorker(std::string address, std::string worker_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    address_ = std::move(address);
+    worker_id_ = std::move(worker_id);
+    if (interrupted_) KillLocked();
+  }
+
+  bool interrupted() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return interrupted_;
+  }
+
+  void Stop() {
+    if (!thread_.joinable()) return;
+    pthread_kill(thread_.native_handle(), SIGUSR2);
+    thread_.join();
+  }
+
+ private:
+  void Loop() {
+    while (true) {
+      int sig = 0;
+      if (sigwait(&set_, &sig) != 0 || sig == SIGUSR2) return;
+      std::lock_guard<std::mutex> lock(mu_);
+      interrupted_ = true;
+      if (!worker_id_.empty()) KillLocked();
+    }
+  }
+
+  void KillLocked() {
+    tessera::v1::KillWorkerRequest request;
+    request.set_worker_id(worker_id_);
+    tessera::v1::KillWorkerResponse response;
+    const absl::Status status = client_->Call(
+        absl::StrCat("the node agent at ", address_), Retry::kSafe,
+        [&](grpc::ClientContext* c) { return client_->agent(address_).KillWorker(c, request, &response); });
+    if (!status.ok()) std::cerr << "tessera: warning: could not stop the worker: " << status.message() << "\n";
+  }
+
+  sigset_t set_;
+  ClusterClient* client_ = nullptr;
+  std::thread thread_;
+  std::mutex mu_;
+  bool interrupted_ = false;
+  std::string address_;
+  std::string worker_id_;
+};
+
+absl::Status RecordJob(ClusterClient& client, const tessera::v1::JobInfo& job) {
+  tessera::v1::RecordJobRequest request;
+  *request.mutable_job() = job;
+  tessera::v1::JobInfo response;
+  return client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
+    return client.head().RecordJob(c, request, &response);
+  });
+}
+
+int RunCommand(const RunArgs& args) {
+  auto lease = BuildLeaseRequest(args);
+  if (!lease.ok()) return ReportError(lease.status());
+  absl::Duration wait = absl::InfiniteDuration();
+  if (!args.wait.empty()) {
+    auto parsed = ParseDurationFlag("--wait", args.wait);
+    if (!parsed.ok()) return ReportError(parsed.status());
+    wait = *parsed;
+  }
+  SignalForwarder forwarder;  // before any gRPC thread exists, so they inherit the mask
+  auto client = ConnectCluster(args.common);
+  if (!client.ok()) return ReportError(client.status());
+  ClusterClient& c = **client;
+  forwarder.Start(&c);
+
+  auto granted = AcquireLease(c, *lease, wait);
+  if (!granted.ok()) return ReportError(granted.status());
+  const LeaseGrant& grant = granted->grant;
+  forwarder.SetWorker(granted->address, grant.worker_id());
+
+  tessera::v1::JobInfo job;
+  job.set_job_id(lease->job_id());
+  *job.mutable_argv() = lease->worker().argv();
+  job.set_node_id(grant.node_id());
+  job.set_worker_id(grant.worker_id());
+  job.set_state("RUNNING");
+  job.set_start_time_ms(NowMs());
+  if (absl::Status s = RecordJob(c, job); !s.ok()) {
+    std::cerr << "tessera: warning: the job was not recorded: " << s.message() << "\n";
+  }
+
+  tessera::v1::WatchWorkerRequest watch;
+  watch.set_worker_id(grant.worker_id());
+  auto context = c.StreamContext();
+  auto stream = c.agent(granted->address).WatchWorker(context.get(), watch);
+  tessera::v1::WorkerEvent event;
+  std::optional<tessera::v1::WorkerExit> exit;
+  while (stream->Read(&event)) {
+    if (event.has_stdout()) WriteAll(STDOUT_FILENO, event.stdout());
+    if (event.has_stderr()) WriteAll(STDERR_FILENO, event.stderr());
+    if (event.has_exit()) exit = event.exit();
+  }
+  const grpc::Status finished = stream->Finish();
+  forwarder.Stop();
+
+  job.set_end_time_ms(NowMs());
+  int code = 1;
+  if (!exit.has_value()) {
+    const std::string why = absl::StrCat(
+        "lost contact with node ", grant.node_id(), " while worker ", grant.worker_id(),
+        " ran: ", FromGrpc(finished, absl::StrCat("the node agent at ", granted->address)).message());
+    job.set_state("FAILED");
+    job.set_exit_reason(why);
+    (void)RecordJob(c, job);
+    return ReportError(why);
+  }
+  job.set_state(exit->exit_code() == 0 && exit->signal() == 0 && !exit->out_of_memory()
+                    ? "SUCCEEDED"
+                    : "FAILED");
+  job.set_exit_reason(exit->reason());
+  if (absl::Status s = RecordJob(c, job); !s.ok()) {
+    std::cerr << "tessera: warning: the job's end was not recorded: " << s.message() << "\n";
+  }
+  if (exit->signal() != 0 || exit->out_of_memory()) {
+    std::cerr << "tessera: worker " << grant.worker_id() << " on node " << grant.node_id() << " "
+              << (exit->reason().empty() ? absl::StrCat("killed by signal ", exit->signal())
+                                         : exit->reason())
+              << "\n";
+    code = exit->signal() != 0 ? 128 + exit->signal() : 128 + SIGKILL;
+  } else {
+    code = exit->exit_code();
+  }
+  return code;
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Run a command as a worker on the cluster and stream its output");
+  cmd->add_option("--resources", args->resources, "What the worker needs (default CPU=1)")
+      ->type_name("LIST");
+  cmd->add_option("--label-selector", args->selectors,
+                  "Node label selector; repeat for fallbacks, tried in order")
+      ->type_name("EXPR");
+  cmd->add_option("--strategy", args->strategy, "DEFAULT (local, then pack) or SPREAD")
+      ->type_name("S");
+  cmd->add_option("--placement-group", args->placement_group, "Run inside this group's bundle")
+      ->type_name("NAME");
+  cmd->add_option("--bundle", args->bundle, "Bundle index in the group (-1: any bundle)")
+      ->type_name("I");
+  cmd->add_option("--env", args->env, "Environment variable for the worker (repeatable)")
+      ->type_name("NAME=VALUE");
+  cmd->add_option("--cwd", args->cwd, "Working folder of the worker (default: this one)")
+      ->type_name("DIR");
+  cmd->add_option("--wait", args->wait,
+                  "How long to wait for resources when the cluster is busy (default: forever)")
+      ->type_name("DUR");
+  AddCommonClusterFlags(*cmd, args->common);
+  cmd->add_option("COMMAND", args->command, "The command and its arguments, after --")
+      ->required();
+  cmd->callback([args, &exit_code] { exit_code = RunCommand(*args); });
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,244 @@
+// tessera slice reserve NAME --accelerator TPU-V6E --topology 4x4 [--num-slices K] [--per-chip]
+//                            [--fallback TYPE:TOPO[:K]]... [--wait DUR] [--json]
+// tessera slice reserve NAME --nvlink-hosts N [--wait DUR]
+// tessera slice release NAME
+// tessera slice list [--json]
+// Whole TPU slices (or hosts of one NVLink domain) reserved on a running cluster: every host of
+// the slice or none, decided by the head. Shapes are checked here first so a typo costs no call.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/status_macros.h"
+#include "base/string_util.h"
+#include "cli/cluster_args.h"
+#include "cli/cluster_client.h"
+#include "cli/cluster_format.h"
+#include "cli/cluster_views.h"
+#include "cli/commands.h"
+#include "hardware/tpu/tpu_accelerator_type.h"
+#include "hardware/tpu/tpu_generation.h"
+#include "hardware/tpu/tpu_topology.h"
+
+namespace tessera::cli {
+namespace {
+
+using tessera::v1::SliceAlternative;
+using tessera::v1::SliceGroupInfo;
+
+// Checks a TPU shape and returns the alternative with the accelerator spelled canonically.
+absl::StatusOr<SliceAlternative> TpuAlternative(std::string_view what,
+                                                std::string_view accelerator,
+                                                std::string_view topology, int num_slices,
+                                                bool per_chip) {
+  SliceAlternative alt;
+  auto generation = ParseTpuGeneration(accelerator);
+  if (generation.ok()) {
+    auto shape = ParseTpuTopologyFor(*generation, topology);
+    if (!shape.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(ToAbsl(what), ": ", shape.status().message()));
+    }
+    alt.set_accelerator_type(TpuTypeString(*generation));
+    alt.set_topology(shape->ToString());
+  } else if (ParseTpuAcceleratorType(accelerator).ok()) {
+    // A pod type ("v6e-16") names the shape's chip count; the head matches it with the topology.
+    alt.set_accelerator_type(std::string(accelerator));
+    alt.set_topology(std::string(Trim(topology)));
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ToAbsl(what), ": ", generation.status().message()));
+  }
+  if (alt.topology().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(ToAbsl(what), ": a topology is needed"));
+  }
+  if (num_slices < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ToAbsl(what), ": the number of slices must be at least 1"));
+  }
+  alt.set_num_slices(num_slices);
+  alt.set_bundle_per_chip(per_chip);
+  return alt;
+}
+
+struct ReserveArgs {
+  std::string name;
+  std::string accelerator;
+  std::string topology;
+  int num_slices = 1;
+  bool per_chip = false;
+  int nvlink_hosts = 0;
+  std::vector<std::string> fallbacks;
+  std::string wait;
+  bool json = false;
+};
+
+absl::StatusOr<tessera::v1::ReserveSlicesRequest> BuildReserveRequest(const ReserveArgs& args) {
+  tessera::v1::ReserveSlicesRequest request;
+  if (Trim(args.name).empty()) return absl::InvalidArgumentError("NAME: must not be empty");
+  request.set_request_id(NewRequestId("slice"));
+  request.set_name(args.name);
+  if (args.nvlink_hosts > 0) {
+    if (!args.accelerator.empty() || !args.topology.empty()) {
+      return absl::InvalidArgumentError(
+          "--nvlink-hosts reserves hosts of one NVLink domain; it takes no --accelerator or "
+          "--topology");
+    }
+    request.add_alternatives()->set_nvlink_hosts(args.nvlink_hosts);
+  } else if (args.nvlink_hosts < 0) {
+    return absl::InvalidArgumentError("--nvlink-hosts: must be positive");
+  } else {
+    if (args.accelerator.empty() || args.topology.empty()) {
+      return absl::InvalidArgumentError(
+          "give --accelerator and --topology (e.g. --accelerator TPU-V6E --topology 4x4), or "
+          "--nvlink-hosts N");
+    }
+    TESSERA_ASSIGN_OR_RETURN(*request.add_alternatives(),
+                             TpuAlternative("--accelerator/--topology", args.accelerator,
+                                            args.topology, args.num_slices, args.per_chip));
+  }
+  for (const std::string& text : args.fallbacks) {
+    const std::string what = absl::StrCat("--fallback ", Quote(text));
+    std::vector<std::string> parts = absl::StrSplit(text, ':');
+    if (parts.size() < 2 || parts.size() > 3) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": expected TYPE:TOPOLOGY[:SLICES], e.g. TPU-V6E:4x8:2"));
+    }
+    int k = 1;
+    if (parts.size() == 3 && (!absl::SimpleAtoi(parts[2], &k) || k < 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": ", Quote(parts[2]), " is not a number of slices"));
+    }
+    TESSERA_ASSIGN_OR_RETURN(*request.add_alternatives(),
+                             TpuAlternative(what, parts[0], parts[1], k, args.per_chip));
+  }
+  return request;
+}
+
+absl::StatusOr<SliceGroupInfo> FindGroup(ClusterClient& client, const std::string& name) {
+  TESSERA_ASSIGN_OR_RETURN(tessera::v1::ListSlicesResponse slices, client.ListSlices());
+  for (const SliceGroupInfo& g : slices.groups()) {
+    if (g.name() == name) return g;
+  }
+  return absl::NotFoundError(absl::StrCat("no slice reservation named ", Quote(name)));
+}
+
+int RunReserve(const CommonClusterArgs& common, const ReserveArgs& args) {
+  auto request = BuildReserveRequest(args);
+  if (!request.ok()) return ReportError(request.status());
+  absl::Duration wait = absl::ZeroDuration();
+  if (!args.wait.empty()) {
+    auto parsed = ParseDurationFlag("--wait", args.wait);
+    if (!parsed.ok()) return ReportError(parsed.status());
+    wait = *parsed;
+  }
+  auto client = ConnectCluster(common);
+  if (!client.ok()) return ReportError(client.status());
+  ClusterClient& c = **client;
+  SliceGroupInfo info;
+  const absl::Status status = c.Call(c.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+    return c.head().ReserveSlices(ctx, *request, &info);
+  });
+  if (!status.ok()) return ReportError(status);
+  // There is no wait call for slices: poll the head, backing off, until reserved or out of time.
+  const absl::Time until = absl::Now() + wait;
+  absl::Duration poll = absl::Milliseconds(50);
+  while (info.state() == "PENDING" && absl::Now() < until) {
+    absl::SleepFor(std::min(poll, until - absl::Now()));
+    poll = std::min(poll * 2, absl::Milliseconds(500));
+    auto current = FindGroup(c, args.name);
+    if (!current.ok()) return ReportError(current.status());
+    info = *std::move(current);
+  }
+  if (args.json) {
+    std::cout << MessageJson(info).dump(2) << "\n";
+  } else {
+    std::cout << SliceGroupText(info);
+  }
+  if (wait > absl::ZeroDuration() && info.state() != "RESERVED") {
+    return ReportError(absl::StrCat("slice reservation ", info.name(), " is ", info.state(),
+                                    info.state() == "PENDING" ? " after waiting" : "",
+                                    info.explanation().empty() ? "" : ": ", info.explanation()));
+  }
+  return 0;
+}
+
+int RunRelease(const CommonClusterArgs& common, const std::string& name) {
+  auto client = ConnectCluster(common);
+  if (!client.ok()) return ReportError(client.status());
+  ClusterClient& c = **client;
+  tessera::v1::ReleaseSlicesRequest request;
+  request.set_request_id(NewRequestId("slice-release"));
+  request.set_name(name);
+  tessera::v1::ReleaseSlicesResponse response;
+  const absl::Status status = c.Call(c.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+    return c.head().ReleaseSlices(ctx, request, &response);
+  });
+  if (!status.ok()) return ReportError(status);
+  std::cout << "Released slice reservation " << name << " (" << response.released_size()
+            << " host" << (response.released_size() == 1 ? "" : "s") << ").\n";
+  return 0;
+}
+
+int RunList(const CommonClusterArgs& common, bool json) {
+  auto client = ConnectCluster(common);
+  if (!client.ok()) return ReportError(client.status());
+  auto slices = (*client)->ListSlices();
+  if (!slices.ok()) return ReportError(slices.status());
+  if (json) {
+    std::cout << MessageJson(*slices).dump(2) << "\n";
+  } else {
+    std::cout << SlicesTables(*slices);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddSliceCommand(CLI::App& app, int& exit_code) {
+  auto common = std::make_shared<CommonClusterArgs>();
+  CLI::App* slice = app.add_subcommand("slice", "Reserve and release whole TPU slices");
+  slice->require_subcommand(1);
+
+  auto reserve = std::make_shared<ReserveArgs>();
+  CLI::App* cmd = slice->add_subcommand(
+      "reserve", "Reserve whole slices (every host or none), or hosts of one NVLink domain");
+  cmd->add_option("NAME", reserve->name, "Reservation name")->required();
+  cmd->add_option("--accelerator", reserve->accelerator, "TPU generation: TPU-V6E, v5e, ...")
+      ->type_name("TYPE");
+  cmd->add_option("--topology", reserve->topology, "Slice shape: 4x4, 2x2x2, ...")
+      ->type_name("TOPO");
+  cmd->add_option("--num-slices", reserve->num_slices, "Distinct slices to reserve (multislice)")
+      ->type_name("K");
+  cmd->add_flag("--per-chip", reserve->per_chip, "One bundle per chip instead of one per host");
+  cmd->add_option("--nvlink-hosts", reserve->nvlink_hosts,
+                  "Reserve N hosts of one NVLink domain instead of a slice")
+      ->type_name("N");
+  cmd->add_option("--fallback", reserve->fallbacks,
+                  "Alternative tried in order when the shape above cannot be reserved now: "
+                  "TYPE:TOPO[:K]")
+      ->type_name("ALT");
+  cmd->add_option("--wait", reserve->wait, "Wait until reserved (e.g. 30s)")->type_name("DUR");
+  cmd->add_flag("--json", reserve->json, "Print JSON for programs");
+  AddCommonClusterFlags(*cmd, *common);
+  cmd->callback([common, reserve, &exit_code] { exit_code = RunReserve(*common, *reserve); });
+
+  auto release_name = std::make_shared<std::string>();
+  CLI::App* release = slice->add_subcommand("release", "Release a slice reservation");
+  release->add_option("NAME", *release_name, "Reservation name")->required();
+  AddCommonClusterFlags(*release, *common);
+  release->callback(
+      [common, release_name, &exit_code] { exit_code = RunRelease(*common, *release_name); });
+
+  auto list_json = std::make_shared<bool>(false);
+  CLI::App* list = slice->add_subcommand("list", "List slices and slice reservations");
+  list->add_flag("--json", *list_json, "Print JSON for programs");
+  AddCommonClusterFlags(*list, *common);
+  list->callback([common, list_json, &exit_code] { exit_code = RunList(*common, *list_json); });
+}
+
+}  // namespace tessera::cli

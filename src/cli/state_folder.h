@@ -1,0 +1,55 @@
+// The state folder of one cluster on this machine (docs/cluster-runtime.md): where the head and
+// the node agents write their address, pid and log files, and the cluster token. The CLI finds
+// running processes through it. Thread-safe: values and pure path arithmetic; the readers do
+// file I/O only.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tessera::cli {
+
+// `flag` when given, else $TESSERA_STATE_DIR, else /tmp/tessera.
+std::string ResolveStateDir(const std::string& flag);
+
+struct StateFolder {
+  std::string root;
+
+  std::string TokenFile() const { return root + "/token"; }
+  std::string HeadAddressFile() const { return root + "/head.address"; }
+  std::string HeadPidFile() const { return root + "/head.pid"; }
+  std::string LogsDir() const { return root + "/logs"; }
+  std::string HeadLogFile() const { return LogsDir() + "/head.log"; }
+  std::string NodesDir() const { return root + "/nodes"; }
+  std::string NodeDir(const std::string& node_id) const { return NodesDir() + "/" + node_id; }
+  std::string AgentAddressFile(const std::string& node_id) const {
+    return NodeDir(node_id) + "/agent.address";
+  }
+  std::string AgentPidFile(const std::string& node_id) const {
+    return NodeDir(node_id) + "/agent.pid";
+  }
+  std::string AgentLogFile(const std::string& node_id) const {
+    return NodeDir(node_id) + "/agent.log";
+  }
+};
+
+// The first line of a small file, trimmed. NotFound when the file is missing.
+absl::StatusOr<std::string> ReadFirstLine(const std::string& path);
+
+// The node ids that have a folder under <state>/nodes, sorted.
+std::vector<std::string> NodeIdsInStateFolder(const StateFolder& state);
+
+// The pid in a pid file, when the file exists and holds one.
+std::optional<int> ReadPidFile(const std::string& path);
+
+// True while `pid` names a live process (a zombie counts as gone).
+bool ProcessAlive(int pid);
+
+// True when `pid` is a `tessera start ...` process (so a stale pid file whose pid was reused by
+// another program is never signalled).
+bool IsTesseraStartProcess(int pid);
+
+}  // namespace tessera::cli

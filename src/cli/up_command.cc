@@ -1,0 +1,126 @@
+// tessera up CLUSTER.yaml [--state-dir DIR] [--port P] [--node-timeout DUR] [--timeout DUR]
+// A whole cluster on this machine: a head, and one node agent per node of the cluster file (the
+// format `tessera schedule` reads, docs/scheduling-formats.md), each agent started with
+// `--cluster-file CLUSTER.yaml --node-id <id>` so it has that node's simulated hardware and
+// labels. Returns once every node is registered, with a summary; `tessera down` undoes it. When
+// anything fails to start, what did start is stopped again.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cli/cluster_client.h"
+#include "cli/cluster_stop.h"
+#include "cli/cluster_views.h"
+#include "cli/commands.h"
+#include "cli/server_start.h"
+#include "scheduling/cluster_file.h"
+
+namespace tessera::cli {
+namespace {
+
+struct UpArgs {
+  std::string cluster_file;
+  std::string state_dir;
+  int port = 0;
+  std::string node_timeout;
+  std::string timeout = "120s";
+};
+
+absl::StatusOr<std::vector<ClusterNode>> LoadClusterFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read the file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseClusterFile(text.str(), path);
+}
+
+int Fail(const StateFolder& state, const absl::Status& status) {
+  // Leave nothing behind from a half-started cluster.
+  (void)StopCluster(state, StopOptions{.grace = absl::Seconds(2)});
+  return ReportError(status);
+}
+
+int RunUp(const UpArgs& args) {
+  auto nodes = LoadClusterFile(args.cluster_file);
+  if (!nodes.ok()) return ReportError(nodes.status());
+  auto timeout = ParseDurationFlag("--timeout", args.timeout);
+  if (!timeout.ok()) return ReportError(timeout.status());
+  if (!args.node_timeout.empty()) {
+    auto parsed = ParseDurationFlag("--node-timeout", args.node_timeout);
+    if (!parsed.ok()) return ReportError(parsed.status());
+  }
+  std::error_code ec;
+  const std::string state_root =
+      std::filesystem::absolute(ResolveStateDir(args.state_dir), ec).string();
+  const StateFolder state{state_root};
+  const std::string cluster_file = std::filesystem::absolute(args.cluster_file, ec).string();
+  if (absl::Status s = CheckNoHeadRunning(state); !s.ok()) return ReportError(s);
+  std::filesystem::create_directories(state.LogsDir(), ec);
+  if (ec) return ReportError(absl::StrCat("cannot create ", state.LogsDir(), ": ", ec.message()));
+
+  const absl::Time deadline = absl::Now() + *timeout;
+  std::vector<std::string> head_args = {"start", "--head", "--port", absl::StrCat(args.port),
+                                        "--state-dir", state.root};
+  if (!args.node_timeout.empty()) head_args.insert(head_args.end(), {"--node-timeout", args.node_timeout});
+  head_args.push_back("--block");
+  auto head = StartHeadDaemon(state, head_args, *timeout);
+  if (!head.ok()) return Fail(state, head.status());
+
+  std::vector<StartedServer> agents;
+  for (const ClusterNode& node : *nodes) {
+    auto agent = SpawnAgentDaemon(state, node.id,
+                                  {"start", "--address", head->address, "--cluster-file",
+                                   cluster_file, "--node-id", node.id, "--state-dir", state.root,
+                                   "--block"});
+    if (!agent.ok()) return Fail(state, agent.status());
+    agents.push_back(*std::move(agent));
+  }
+  if (absl::Status ready =
+          WaitAgentsReady(state, head->address, "", agents, deadline - absl::Now());
+      !ready.ok()) {
+    return Fail(state, ready);
+  }
+
+  ClusterClientOptions options;
+  options.state_dir = state.root;
+  auto client = ClusterClient::Connect(options);
+  if (!client.ok()) return Fail(state, client.status());
+  auto listed = (*client)->ListNodes();
+  if (!listed.ok()) return Fail(state, listed.status());
+  std::cout << "Cluster up: head at " << head->address << " (pid " << head->pid << "), "
+            << agents.size() << " node agent" << (agents.size() == 1 ? "" : "s")
+            << ", state folder " << state.root << ".\n\n"
+            << NodesTable(*listed) << "\n"
+            << "Next: tessera status; tessera run -- hostname; tessera down"
+            << (args.state_dir.empty() ? "" : absl::StrCat(" --state-dir ", state.root))
+            << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void AddUpCommand(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<UpArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "up", "Start a head and one node agent per node of a cluster file on this machine");
+  cmd->add_option("CLUSTER", args->cluster_file, "Cluster file (docs/scheduling-formats.md)")
+      ->required();
+  cmd->add_option("--state-dir", args->state_dir,
+                  "The cluster's state folder (default: $TESSERA_STATE_DIR, else /tmp/tessera)")
+      ->type_name("DIR");
+  cmd->add_option("--port", args->port, "The head's port (default 0: any free port)")
+      ->type_name("P");
+  cmd->add_option("--node-timeout", args->node_timeout,
+                  "A node that misses heartbeats this long is declared dead")
+      ->type_name("DUR");
+  cmd->add_option("--timeout", args->timeout, "How long starting may take in all (default 120s)")
+      ->type_name("DUR");
+  cmd->callback([args, &exit_code] { exit_code = RunUp(*args); });
+}
+
+}  // namespace tessera::cli
