@@ -24,6 +24,7 @@
 #include "resources/byte_size.h"
 #include "resources/resource_set.h"
 #include "scheduling/cluster_file.h"
+#include "scheduling/bundle_ledger.h"
 #include "scheduling/cluster_view.h"
 #include "scheduling/domain_group_scheduler.h"
 #include "scheduling/placement_group_scheduler.h"
@@ -76,6 +77,7 @@ SchedulingRequest ToSchedulingRequest(const SimulatedRequest& spec, int64_t id) 
   if (spec.local_node.has_value()) r.local_node = NodeId(*spec.local_node);
   r.strategy = spec.strategy == SimulatedStrategy::kSpread ? SchedulingStrategy::kSpread
                                                            : SchedulingStrategy::kDefault;
+  r.bundle_target = spec.bundle_target;
   return r;
 }
 
@@ -103,14 +105,18 @@ Json PlacementJson(const Placement& p) {
     }
     devices[g.resource] = list;
   }
-  return {{"node", p.node.value()},
-          {"resources", p.allocation.resources.ToString()},
-          {"devices", devices},
-          {"option", p.option}};
+  Json out = {{"node", p.node.value()},
+              {"resources", p.allocation.resources.ToString()},
+              {"devices", devices},
+              {"option", p.option}};
+  if (p.bundle >= 0) out["bundle"] = p.bundle;
+  return out;
 }
 
 std::string PlacementText(const Placement& p) {
-  std::string text = absl::StrCat("placed on ", p.node.value());
+  std::string text = p.bundle >= 0 ? absl::StrCat("placed in bundle ", p.bundle, " on ",
+                                                  p.node.value())
+                                   : absl::StrCat("placed on ", p.node.value());
   const std::string devices = DevicesText(p.allocation);
   if (!devices.empty()) absl::StrAppend(&text, ", ", devices);
   if (p.option > 0) absl::StrAppend(&text, " (fallback option ", p.option, ")");
@@ -145,7 +151,7 @@ std::string_view EventName(const SimulatedEvent& e) {
 class Simulation {
  public:
   explicit Simulation(bool json)
-      : json_(json), scheduler_(&view_), groups_(&view_), slices_(&view_) {}
+      : json_(json), scheduler_(&view_), groups_(&view_), slices_(&view_), ledger_(&view_) {}
 
   absl::Status AddNodes(const std::vector<ClusterNode>& nodes) {
     for (const ClusterNode& node : nodes) {
@@ -200,12 +206,15 @@ class Simulation {
           names.push_back(owner->second);
           owners_.erase(owner);
         }
+        const std::vector<RescheduleReport> reports = groups_.OnNodeFailed(NodeId(e.target), *lost);
+        // Work served from bundles that were on the node is lost with them.
+        for (std::string& name : SyncBundles()) names.push_back(std::move(name));
         std::sort(names.begin(), names.end());
         record["lost"] = names;
         absl::StrAppend(&text, names.empty() ? "dead; nothing was running"
                                              : absl::StrCat("dead; released (work lost) ",
                                                             absl::StrJoin(names, ", ")));
-        ReportGroups(groups_.OnNodeFailed(NodeId(e.target), *lost), record, text);
+        ReportGroups(reports, record, text);
         break;
       }
       case SimulatedEventKind::kDrainNode: {
@@ -254,6 +263,12 @@ class Simulation {
         }
         record["released"] = parts;
         absl::StrAppend(&text, "removed; released ", absl::StrJoin(parts, "; "));
+        // Work running in its bundles stops with it.
+        const std::vector<std::string> stopped = SyncBundles();
+        if (!stopped.empty()) {
+          record["stopped"] = stopped;
+          absl::StrAppend(&text, "; stopped ", absl::StrJoin(stopped, ", "));
+        }
         break;
       }
       case SimulatedEventKind::kReserveSlices: {
@@ -313,7 +328,7 @@ class Simulation {
 
  private:
   absl::Status Schedule(Tracked& t, Json& record, std::string& text) {
-    auto result = scheduler_.Schedule(t.request);
+    auto result = t.request.bundle_target ? ScheduleInBundle(t.request) : scheduler_.Schedule(t.request);
     if (!result.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("request ", Quote(t.spec.name), ": ", result.status().message()));
@@ -322,7 +337,8 @@ class Simulation {
     if (result->status == ScheduleStatus::kPlaced) {
       t.phase = Phase::kRunning;
       t.placement = result->placement;
-      owners_[t.placement->allocation.id.value()] = t.spec.name;
+      (t.request.bundle_target ? bundle_owners_ : owners_)[t.placement->allocation.id.value()] =
+          t.spec.name;
       record["placement"] = PlacementJson(*t.placement);
       absl::StrAppend(&text, PlacementText(*t.placement));
     } else {
@@ -365,6 +381,7 @@ class Simulation {
       return absl::OkStatus();
     }
     waiting_groups_.erase(spec.name);
+    SyncBundles();  // its bundles can serve requests from now on
     std::vector<std::pair<int, BundlePlacement>> bundles;
     for (size_t b = 0; b < result->bundles.size(); ++b) {
       bundles.emplace_back(static_cast<int>(b), result->bundles[b]);
@@ -457,19 +474,24 @@ class Simulation {
     Tracked& t = tracked_.at(name);
     switch (t.phase) {
       case Phase::kRunning: {
-        auto released = view_.Release(t.placement->allocation.id);
-        owners_.erase(t.placement->allocation.id.value());
+        const bool in_bundle = t.request.bundle_target.has_value();
+        auto released = in_bundle ? ledger_.Release(t.placement->allocation.id)
+                                  : view_.Release(t.placement->allocation.id);
+        (in_bundle ? bundle_owners_ : owners_).erase(t.placement->allocation.id.value());
         t.phase = Phase::kFinished;
         if (!released.ok()) return std::string(released.status().message());
-        return absl::StrCat("finished; released ", released->resources.ToString(), " on ",
-                            t.placement->node.value());
+        return absl::StrCat("finished; released ", released->resources.ToString(),
+                            in_bundle ? absl::StrCat(" to bundle ", t.placement->bundle, " of ",
+                                                     t.request.bundle_target->group)
+                                      : "",
+                            " on ", t.placement->node.value());
       }
       case Phase::kWaiting:
       case Phase::kParked:
         t.phase = Phase::kWithdrawn;
         return "withdrawn before it was placed";
       case Phase::kLost:
-        return "already lost with its node";
+        return "already lost with its node or placement group";
       case Phase::kFinished:
       case Phase::kWithdrawn:
         return "already finished";
@@ -487,7 +509,7 @@ class Simulation {
       Tracked& t = tracked_.at(name);
       const bool retry = t.phase == Phase::kWaiting ||
                          (t.phase == Phase::kParked && unparked.count(t.request.id.value()) != 0);
-      if (!retry) continue;
+      if (!retry || t.request.bundle_target) continue;  // bundle requests go after the groups
       Json again;
       std::string line;
       TESSERA_RETURN_IF_ERROR(Schedule(t, again, line));
@@ -528,7 +550,104 @@ class Simulation {
       absl::StrAppend(&text, "\n    waiting slice reservation ", name, ": ", line);
     }
     if (!reserved.empty()) record["reserved_waiting"] = std::move(reserved);
+    // Requests waiting for a bundle: after the groups, whose bundles may just have been placed.
+    SyncBundles();
+    Json in_bundles = Json::array();
+    for (const std::string& name : order_) {
+      Tracked& t = tracked_.at(name);
+      if (t.phase != Phase::kWaiting || !t.request.bundle_target) continue;
+      Json again;
+      std::string line;
+      TESSERA_RETURN_IF_ERROR(Schedule(t, again, line));
+      if (t.phase != Phase::kRunning) continue;
+      again["name"] = name;
+      in_bundles.push_back(std::move(again));
+      absl::StrAppend(&text, "\n    waiting ", name, ": ", line);
+    }
+    if (!in_bundles.empty()) record["placed_in_bundles"] = std::move(in_bundles);
     return absl::OkStatus();
+  }
+
+  // A request in a placement group: served by the ledger from the group's reserved bundles. The
+  // group's state refines the ledger's answer (not placed yet, removed, bundles being re-placed).
+  absl::StatusOr<ScheduleResult> ScheduleInBundle(const SchedulingRequest& request) {
+    TESSERA_RETURN_IF_ERROR(ValidateSchedulingRequest(request));
+    const BundleTarget& target = *request.bundle_target;
+    ScheduleResult result;
+    if (waiting_groups_.contains(target.group)) {
+      result.status = ScheduleStatus::kPending;
+      result.explanation = absl::StrCat("placement group ", target.group, " is not placed yet");
+      return result;
+    }
+    const std::optional<PlacementGroupId> id = groups_.FindByName(target.group);
+    if (!id) {
+      result.status = ScheduleStatus::kInfeasible;
+      result.explanation = absl::StrCat("placement group ", target.group, " was removed");
+      return result;
+    }
+    const PlacementGroup& group = *groups_.Find(*id);
+    const std::vector<ResourceSet>& shapes = OptionsInOrder(group.spec)[group.option]->bundles;
+    if (target.bundle >= static_cast<int>(shapes.size())) {
+      result.status = ScheduleStatus::kInfeasible;
+      result.explanation = absl::StrCat(
+          "placement group ", target.group, " was placed with its fallback option ", group.option,
+          ", which has ", shapes.size(), shapes.size() == 1 ? " bundle" : " bundles",
+          "; bundle ", target.bundle, " does not exist");
+      return result;
+    }
+    result = ledger_.Allocate(target, request.resources);
+    if (result.status == ScheduleStatus::kPlaced) return result;
+    // A bundle waiting to be re-placed is pending, not missing, when its shape could hold it.
+    for (size_t b = 0; b < shapes.size(); ++b) {
+      const bool targeted = target.bundle < 0 || target.bundle == static_cast<int>(b);
+      if (!targeted || group.bundles[b].has_value() || !shapes[b].Contains(request.resources)) {
+        continue;
+      }
+      result.status = ScheduleStatus::kPending;
+      result.explanation = absl::StrCat("bundle ", b, " of ", target.group,
+                                        " is waiting to be re-placed (",
+                                        group.explanation, ")");
+      break;
+    }
+    return result;
+  }
+
+  // Brings the ledger in line with the groups' current bundles: bundles that moved or went away
+  // take the work they served with them (returned by name, sorted); new placements are added.
+  std::vector<std::string> SyncBundles() {
+    std::vector<std::string> lost;
+    auto drop = [&](const std::string& group, std::optional<int> bundle) {
+      for (const Allocation& a : ledger_.RemoveBundles(group, bundle)) {
+        auto owner = bundle_owners_.find(a.id.value());
+        tracked_.at(owner->second).phase = Phase::kLost;
+        lost.push_back(owner->second);
+        bundle_owners_.erase(owner);
+      }
+    };
+    for (auto it = ledger_groups_.begin(); it != ledger_groups_.end();) {
+      if (groups_.FindByName(*it)) {
+        ++it;
+        continue;
+      }
+      drop(*it, std::nullopt);
+      it = ledger_groups_.erase(it);
+    }
+    for (const auto& [id, group] : groups_.groups()) {
+      ledger_groups_.insert(group.spec.name);
+      for (size_t b = 0; b < group.bundles.size(); ++b) {
+        const int index = static_cast<int>(b);
+        const std::optional<AllocationId> held = ledger_.ReservationOf(group.spec.name, index);
+        const std::optional<BundlePlacement>& now = group.bundles[b];
+        if (held && now && *held == now->allocation.id) continue;
+        if (held) drop(group.spec.name, index);
+        if (now) {
+          absl::Status added = ledger_.AddBundle(group.spec.name, index, now->allocation);
+          (void)added;  // cannot fail: the bundle was just dropped or never registered
+        }
+      }
+    }
+    std::sort(lost.begin(), lost.end());
+    return lost;
   }
 
   // used/total per resource over the nodes that are not dead, sorted by resource name.
@@ -559,6 +678,9 @@ class Simulation {
   TaskScheduler scheduler_;
   PlacementGroupScheduler groups_;
   DomainGroupScheduler slices_;
+  BundleLedger ledger_;                  // requests served from placement group bundles
+  std::set<std::string> ledger_groups_;  // groups whose bundles the ledger may hold
+  std::map<int64_t, std::string> bundle_owners_;  // ledger allocation id -> request name
   std::map<std::string, PlacementGroupSpec> waiting_groups_;  // not placed yet, by name
   std::map<std::string, DomainGroupRequest> waiting_slices_;  // not reserved yet, by name
   std::map<std::string, Tracked> tracked_;  // by request name

@@ -24,7 +24,6 @@ constexpr std::string_view kEventKinds[] = {
     "submit_task", "submit_actor", "finish", "add_nodes", "fail_node", "drain_node",
     "create_placement_group", "remove_placement_group", "reserve_slices", "release_slices"};
 // Keys of a submission that belong to placement groups (a later scheduler).
-constexpr std::string_view kReservedSubmitKeys[] = {"placement_group", "bundle_index"};
 constexpr int64_t kMaxSubmitCount = 100000;
 
 std::vector<std::string> EventKindNames() {
@@ -135,21 +134,9 @@ class Parser {
 
   absl::Status ParseSubmit(const Field& body, bool actor, SimulatedEvent& event,
                            std::vector<SimulatedEvent>& events) {
-    if (body.value.IsMap()) {
-      for (auto it = body.value.begin(); it != body.value.end(); ++it) {
-        for (std::string_view reserved : kReservedSubmitKeys) {
-          if (it->first.IsScalar() && it->first.Scalar() == reserved) {
-            return r_.Error(Field{body.path, it->first, it->first},
-                            absl::StrCat(ToAbsl(reserved),
-                                         " is not supported yet: tasks in placement "
-                                         "group bundles come with a later scheduler"));
-          }
-        }
-      }
-    }
     TESSERA_RETURN_IF_ERROR(
         r_.CheckMap(body, {"name", "count", "resources", "label_selector", "fallbacks", "strategy",
-                           "node_affinity", "local_node"}));
+                           "node_affinity", "local_node", "placement_group", "bundle_index"}));
     SimulatedRequest& request = event.request;
     event.kind = SimulatedEventKind::kSubmit;
     request.actor = actor;
@@ -209,6 +196,7 @@ class Parser {
       TESSERA_RETURN_IF_ERROR(CheckNode(*f, node));
       request.local_node = std::move(node);
     }
+    TESSERA_RETURN_IF_ERROR(ParseBundleTarget(body, request));
 
     // count: N submits N copies named <name>-0 ... <name>-(N-1).
     const std::string base = request.name;
@@ -221,6 +209,46 @@ class Parser {
       }
       events.push_back(std::move(copy));
     }
+    return absl::OkStatus();
+  }
+
+  // placement_group: NAME (created before, not removed), bundle_index: -1 (any, the default) or
+  // an index below the group's largest bundle count. The bundle's node is fixed, so node choice
+  // keys do not apply.
+  absl::Status ParseBundleTarget(const Field& body, SimulatedRequest& request) {
+    std::optional<Field> group = r_.Child(body, "placement_group");
+    std::optional<Field> index = r_.Child(body, "bundle_index");
+    if (!group) {
+      if (index) return r_.Error(*index, "bundle_index needs placement_group");
+      return absl::OkStatus();
+    }
+    for (std::string_view key :
+         {"label_selector", "fallbacks", "strategy", "node_affinity", "local_node"}) {
+      if (auto f = r_.Child(body, key)) {
+        return r_.Error(*f, absl::StrCat(ToAbsl(key),
+                                         " does not apply to a request in a placement group: "
+                                         "its bundle's node is fixed"));
+      }
+    }
+    BundleTarget target;
+    TESSERA_ASSIGN_OR_RETURN(target.group, r_.String(*group));
+    auto bundles = groups_.find(target.group);
+    if (bundles == groups_.end()) {
+      return r_.Error(*group, absl::StrCat("no placement group named ", Quote(target.group),
+                                           " is created before this event"));
+    }
+    if (index) {
+      const int64_t max = static_cast<int64_t>(bundles->second) - 1;
+      auto value = r_.Integer(*index, -1, max);
+      if (!value.ok()) {
+        return r_.Error(*index, absl::StrCat("placement group ", Quote(target.group), " has ",
+                                             bundles->second,
+                                             " bundles at most; bundle_index is -1 (any) or 0..",
+                                             max));
+      }
+      target.bundle = static_cast<int>(*value);
+    }
+    request.bundle_target = std::move(target);
     return absl::OkStatus();
   }
 
@@ -273,7 +301,11 @@ class Parser {
     if (absl::Status s = ValidatePlacementGroupSpec(spec); !s.ok()) {
       return r_.Error(body, ToStd(s.message()));
     }
-    if (!groups_.insert(spec.name).second) {
+    size_t most_bundles = spec.primary.bundles.size();
+    for (const BundleOption& option : spec.fallbacks) {
+      most_bundles = std::max(most_bundles, option.bundles.size());
+    }
+    if (!groups_.emplace(spec.name, most_bundles).second) {
       return r_.Error(name_field, absl::StrCat("a placement group named ", Quote(spec.name),
                                                " is already created"));
     }
@@ -422,7 +454,8 @@ class Parser {
   std::set<std::string> known_nodes_;  // every node that has been in the cluster
   std::set<std::string> live_ids_;     // ids taken (add_nodes may not reuse one)
   std::set<std::string> submitted_;    // request names so far
-  std::set<std::string> groups_;       // placement groups created and not yet removed
+  // Placement groups created and not yet removed -> their largest option's bundle count.
+  std::map<std::string, size_t> groups_;
   std::set<std::string> slice_groups_;  // slice reservations made and not yet released
 };
 

@@ -19,6 +19,7 @@
 #include "scheduling/cluster_file.h"
 #include "scheduling/domain_group_scheduler.h"
 #include "scheduling/placement_group_spec.h"
+#include "scheduling/scheduling_request.h"
 
 namespace tessera {
 
@@ -39,6 +40,9 @@ struct SimulatedRequest {
   SimulatedStrategy strategy = SimulatedStrategy::kDefault;
   std::optional<SimulatedNodeAffinity> node_affinity;
   std::optional<std::string> local_node;  // the submitter's node (preferred by DEFAULT)
+  // Set: served from this placement group's bundle (group by name); the fields above that
+  // choose a node are then empty.
+  std::optional<BundleTarget> bundle_target;
 };
 
 enum class SimulatedEventKind {

@@ -112,7 +112,7 @@ TEST(RequestsFileTest, Errors) {
   EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, resorces: {CPU: 1}}"),
             "requests.yaml:2:28: events[0].submit_task: unknown key \"resorces\" (did you mean "
             "resources?); expected one of: name, count, resources, label_selector, fallbacks, "
-            "strategy, node_affinity, local_node");
+            "strategy, node_affinity, local_node, placement_group, bundle_index");
   EXPECT_EQ(ErrorOf("events:\n  - submit_task: {resources: {CPU: 1}}"),
             "requests.yaml:2:18: events[0].submit_task: missing required key \"name\"");
   EXPECT_EQ(
@@ -171,13 +171,41 @@ TEST(RequestsFileTest, Errors) {
             "requests.yaml:2:16: events[0].add_nodes: node id \"gpu-0\" is already in the cluster");
 }
 
-TEST(RequestsFileTest, TasksInBundlesAreRefusedNotIgnored) {
+TEST(RequestsFileTest, TasksInPlacementGroupBundles) {
+  const std::string group =
+      "events:\n"
+      "  - create_placement_group: {name: pg, bundles: [{resources: {GPU: 1}}], fallbacks: "
+      "[{bundles: [{resources: {CPU: 1}}, {resources: {CPU: 1}}]}]}\n";
+  auto events = ParseRequestsFile(group +
+                                      "  - submit_task: {name: a, placement_group: pg, "
+                                      "bundle_index: 1, resources: {CPU: 1}}\n"
+                                      "  - submit_actor: {name: b, placement_group: pg}\n",
+                                  "requests.yaml", kNodes);
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->size(), 3u);
+  EXPECT_EQ((*events)[1].request.bundle_target, (BundleTarget{"pg", 1}));
+  EXPECT_EQ((*events)[2].request.bundle_target, (BundleTarget{"pg", -1}));
+  // The index is checked against the largest option (2 bundles here).
+  EXPECT_EQ(ErrorOf(group + "  - submit_task: {name: a, placement_group: pg, bundle_index: 2}"),
+            "requests.yaml:3:63: events[1].submit_task.bundle_index: placement group \"pg\" has 2 "
+            "bundles at most; bundle_index is -1 (any) or 0..1");
+  EXPECT_EQ(ErrorOf(group + "  - submit_task: {name: a, placement_group: pg, bundle_index: -2}"),
+            "requests.yaml:3:63: events[1].submit_task.bundle_index: placement group \"pg\" has 2 "
+            "bundles at most; bundle_index is -1 (any) or 0..1");
   EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, placement_group: pg}"),
-            "requests.yaml:2:28: events[0].submit_task: placement_group is not supported yet: "
-            "tasks in placement group bundles come with a later scheduler");
+            "requests.yaml:2:45: events[0].submit_task.placement_group: no placement group named "
+            "\"pg\" is created before this event");
   EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, bundle_index: 0}"),
-            "requests.yaml:2:28: events[0].submit_task: bundle_index is not supported yet: "
-            "tasks in placement group bundles come with a later scheduler");
+            "requests.yaml:2:42: events[0].submit_task.bundle_index: bundle_index needs "
+            "placement_group");
+  EXPECT_EQ(ErrorOf(group +
+                    "  - submit_task: {name: a, placement_group: pg, label_selector: \"a=b\"}"),
+            "requests.yaml:3:65: events[1].submit_task.label_selector: label_selector does not "
+            "apply to a request in a placement group: its bundle's node is fixed");
+  EXPECT_EQ(ErrorOf(group + "  - remove_placement_group: pg\n"
+                            "  - submit_task: {name: a, placement_group: pg}"),
+            "requests.yaml:4:45: events[2].submit_task.placement_group: no placement group named "
+            "\"pg\" is created before this event");
 }
 
 TEST(RequestsFileTest, SliceEvents) {

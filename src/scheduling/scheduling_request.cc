@@ -21,6 +21,16 @@ absl::Status ValidateSchedulingRequest(const SchedulingRequest& request) {
           " must be a whole number of devices or a fraction below 1 (one shared device)"));
     }
   }
+  if (request.bundle_target.has_value()) {
+    if (request.bundle_target->group.empty()) {
+      return absl::InvalidArgumentError("bundle target: the placement group is empty");
+    }
+    if (request.bundle_target->bundle < -1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bundle target: bundle index ", request.bundle_target->bundle,
+                       " must be -1 (any bundle) or a bundle's index"));
+    }
+  }
   return absl::OkStatus();
 }
 

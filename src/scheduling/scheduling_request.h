@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "base/strong_id.h"
@@ -32,6 +33,15 @@ struct NodeAffinity {
   AffinityKind kind = AffinityKind::kHard;
 };
 
+// A request served from a placement group's reservation instead of the free nodes.
+struct BundleTarget {
+  std::string group;  // the group's name (the simulator) or id (the runtime)
+  // Which bundle: 0..n-1, or -1 for the first bundle (in index order) that can hold the whole
+  // demand now. A demand never spans bundles.
+  int bundle = -1;
+  friend bool operator==(const BundleTarget&, const BundleTarget&) = default;
+};
+
 // Not thread-safe; copyable value.
 struct SchedulingRequest {
   RequestId id;
@@ -44,12 +54,14 @@ struct SchedulingRequest {
   std::optional<NodeAffinity> affinity;
   std::optional<NodeId> local_node;  // where the submitter runs (kDefault prefers it)
   SchedulingStrategy strategy = SchedulingStrategy::kDefault;
-  // Extension point: placement-group targets (a bundle, or any bundle of a group) are added here
-  // by the placement-group piece; until then a request always targets plain nodes.
+  // Set: the request runs inside this placement group bundle (BundleLedger serves it); the
+  // selectors, affinity and strategy do not apply, the bundle's node is fixed.
+  std::optional<BundleTarget> bundle_target;
 };
 
 // InvalidArgument, one line naming the resource and rule: bad resource names, and for a
-// unit-instance resource a non-integer above 1 or what its family's ValidateQuantity refuses.
+// unit-instance resource a non-integer above 1 or what its family's ValidateQuantity refuses; a
+// bundle target with an empty group or an index below -1.
 absl::Status ValidateSchedulingRequest(const SchedulingRequest& request);
 
 }  // namespace tessera

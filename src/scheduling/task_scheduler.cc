@@ -182,6 +182,11 @@ bool TaskScheduler::FeasibleOnNode(const SchedulingRequest& request, NodeIndex n
 
 absl::StatusOr<ScheduleResult> TaskScheduler::Schedule(const SchedulingRequest& request) {
   TESSERA_RETURN_IF_ERROR(ValidateSchedulingRequest(request));
+  if (request.bundle_target.has_value()) {
+    return absl::InvalidArgumentError(
+        "the request targets a placement group bundle: its reservation serves it, not the free "
+        "nodes");
+  }
   auto alive = [&](const NodeId& id) -> std::optional<NodeIndex> {
     std::optional<NodeIndex> node = cluster_->Find(id);
     if (node && cluster_->node(*node).state == NodeState::kAlive) return node;

@@ -28,6 +28,7 @@ struct Placement {
   NodeId node;
   Allocation allocation;  // its DeviceGrants name the chosen device instances per resource
   size_t option = 0;      // which selector option placed it: 0 primary, then fallbacks in order
+  int bundle = -1;        // the placement group bundle that serves it (BundleLedger), else -1
 };
 
 struct ScheduleResult {

@@ -124,6 +124,36 @@ TEST(ScheduleCliTest, PlacementGroupExample) {
   EXPECT_EQ(doc["events"][4]["placement_groups"][0]["state"], "RESCHEDULING");
 }
 
+TEST(ScheduleCliTest, RequestsInPlacementGroupBundles) {
+  const std::string cluster = kExamples + "clusters/small.yaml";
+  const std::string requests = kExamples + "requests/bundle_tasks.yaml";
+  auto r = Schedule(cluster, requests);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[2] submit_actor rank0: placed in bundle 0 on gpu-0, GPU 0,1\n"));
+  EXPECT_THAT(r.out, HasSubstr("[3] submit_task loader: placed in bundle 1 on gpu-1, GPU 0\n"));
+  // Two devices are left in the group, one per bundle: a request never spans bundles.
+  EXPECT_THAT(r.out, HasSubstr("[4] submit_task pair: PENDING: not enough left now for GPU=2: "
+                               "bundle 0 of train has GPU 0 of 2 left (serving 1 request); bundle "
+                               "1 of train has GPU 1 of 2 left (serving 1 request)\n"));
+  EXPECT_THAT(r.out, HasSubstr("[5] submit_task shard: placed in bundle 1 on gpu-1, GPU 1 (0.5)\n"));
+  EXPECT_THAT(r.out, HasSubstr("[6] submit_task too-big: INFEASIBLE: no bundle of train can ever "
+                               "hold GPU=4 (a request never spans bundles)\n"));
+  EXPECT_THAT(r.out, HasSubstr("[7] finish loader: finished; released CPU=1,GPU=1 to bundle 1 of "
+                               "train on gpu-1\n"));
+  // The bundle on the failed node is re-placed empty; its work is lost, the other bundle's is not.
+  EXPECT_THAT(r.out, HasSubstr("[8] fail_node gpu-0: dead; released (work lost) rank0\n"
+                               "    placement group train: re-placed bundle 0 on gpu-1 (GPU 2,3)\n"
+                               "    waiting pair: placed in bundle 0 on gpu-1, GPU 2,3\n"));
+  EXPECT_THAT(r.out, HasSubstr("; stopped pair, shard\n"));
+  auto j = Schedule(cluster, requests, /*json=*/true);
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const nlohmann::json doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["events"][1]["placement"]["bundle"], 0);
+  EXPECT_EQ(doc["events"][7]["placed_in_bundles"][0]["name"], "pair");
+  EXPECT_EQ(doc["events"][8]["stopped"], nlohmann::json::array({"pair", "shard"}));
+  EXPECT_EQ(Schedule(cluster, requests).out, r.out);  // identical run to run
+}
+
 TEST(ScheduleCliTest, SliceExample) {
   const std::string cluster = kExamples + "clusters/mixed.yaml";
   const std::string requests = kExamples + "requests/slices.yaml";
