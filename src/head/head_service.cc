@@ -370,19 +370,13 @@ grpc::Status HeadService::PickNode(grpc::ServerContext*, const v1::PickNodeReque
                            " is held on a live node that was not tried yet"));
     return grpc::Status::OK;
   }
-  // Excluded nodes take no work for this one decision: drain them for its duration.
-  std::vector<NodeId> drained;
-  for (const std::string& id : excluded) {
-    std::optional<NodeIndex> index = view_.Find(NodeId(id));
-    if (!index.has_value() || view_.node(*index).state != NodeState::kAlive) continue;
-    if (view_.SetDraining(NodeId(id), true).ok()) drained.push_back(NodeId(id));
-  }
-  auto result = tasks_.Schedule(parsed->request);
-  for (const NodeId& id : drained) (void)view_.SetDraining(id, false);
+  // Excluded nodes take no part in this decision; the head only advises (the agent that takes
+  // the lease reports it in its next heartbeat, which mirrors it here).
+  SchedulingRequest decision = parsed->request;
+  for (const std::string& id : excluded) decision.excluded_nodes.push_back(NodeId(id));
+  auto result = tasks_.Advise(decision);
   if (!result.ok()) return Invalid(result.status());
   if (result->status == ScheduleStatus::kPlaced) {
-    // The agent takes the lease itself and the next heartbeat mirrors it; the head only advises.
-    (void)view_.Release(result->placement->allocation.id);
     answer(result->placement->node.value());
     return grpc::Status::OK;
   }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "base/strong_id.h"
@@ -54,6 +55,9 @@ struct SchedulingRequest {
   std::optional<NodeAffinity> affinity;
   std::optional<NodeId> local_node;  // where the submitter runs (kDefault prefers it)
   SchedulingStrategy strategy = SchedulingStrategy::kDefault;
+  // Nodes that must not take it this time (already tried by a spillback chain); the explanation
+  // counts them apart. Meant to be short.
+  std::vector<NodeId> excluded_nodes;
   // Set: the request runs inside this placement group bundle (BundleLedger serves it); the
   // selectors, affinity and strategy do not apply, the bundle's node is fixed.
   std::optional<BundleTarget> bundle_target;

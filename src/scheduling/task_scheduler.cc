@@ -50,6 +50,7 @@ bool TaskScheduler::Usable(NodeIndex node, const LabelSelector& selector,
                            const ResourceSet& demand) const {
   const NodeRecord& record = cluster_->node(node);
   return !record.removed && record.state == NodeState::kAlive &&
+         std::find(excluded_.begin(), excluded_.end(), node) == excluded_.end() &&
          selector.Matches(record.labels) && cluster_->FitsNow(node, demand);
 }
 
@@ -181,15 +182,31 @@ bool TaskScheduler::FeasibleOnNode(const SchedulingRequest& request, NodeIndex n
 }
 
 absl::StatusOr<ScheduleResult> TaskScheduler::Schedule(const SchedulingRequest& request) {
+  return Decide(request, Commit::kAllocate);
+}
+
+absl::StatusOr<ScheduleResult> TaskScheduler::Advise(const SchedulingRequest& request) {
+  return Decide(request, Commit::kAdviseOnly);
+}
+
+absl::StatusOr<ScheduleResult> TaskScheduler::Decide(const SchedulingRequest& request,
+                                                     Commit commit) {
   TESSERA_RETURN_IF_ERROR(ValidateSchedulingRequest(request));
   if (request.bundle_target.has_value()) {
     return absl::InvalidArgumentError(
         "the request targets a placement group bundle: its reservation serves it, not the free "
         "nodes");
   }
+  excluded_.clear();
+  for (const NodeId& id : request.excluded_nodes) {
+    if (std::optional<NodeIndex> node = cluster_->Find(id)) excluded_.push_back(*node);
+  }
   auto alive = [&](const NodeId& id) -> std::optional<NodeIndex> {
     std::optional<NodeIndex> node = cluster_->Find(id);
-    if (node && cluster_->node(*node).state == NodeState::kAlive) return node;
+    if (node && cluster_->node(*node).state == NodeState::kAlive &&
+        std::find(excluded_.begin(), excluded_.end(), *node) == excluded_.end()) {
+      return node;
+    }
     return std::nullopt;
   };
   std::optional<NodeIndex> preferred;
@@ -202,6 +219,12 @@ absl::StatusOr<ScheduleResult> TaskScheduler::Schedule(const SchedulingRequest& 
 
   ScheduleResult result;
   const Outcome outcome = (hard && !preferred) ? Outcome{} : Pick(request, preferred);
+  if (outcome.node && commit == Commit::kAdviseOnly) {
+    const NodeRecord& record = cluster_->node(*outcome.node);
+    result.placement = Placement{record.id, Allocation{}, outcome.option};
+    result.placement->allocation.node = record.id;
+    return result;
+  }
   if (outcome.node) {
     absl::StatusOr<Allocation> allocation = cluster_->Allocate(*outcome.node, request.resources);
     if (!allocation.ok()) {
@@ -218,11 +241,29 @@ absl::StatusOr<ScheduleResult> TaskScheduler::Schedule(const SchedulingRequest& 
     std::vector<NodeIndex> nodes;
     if (const UtilizationIndex* all = cluster_->UtilizationOrder("")) {
       nodes.reserve(all->size());
-      for (const auto& [utilization, node] : *all) nodes.push_back(node);
+      for (const auto& [utilization, node] : *all) {
+        if (std::find(excluded_.begin(), excluded_.end(), node) == excluded_.end()) {
+          nodes.push_back(node);
+        }
+      }
     }
     std::sort(nodes.begin(), nodes.end());
-    result = Explain(request, nodes, "");
+    const size_t tried = request.excluded_nodes.size();
+    result = Explain(request, nodes,
+                     tried == 0 ? std::string()
+                                : absl::StrCat("besides the ", tried,
+                                               tried == 1 ? " node" : " nodes", " tried: "));
+    // A node that was tried may take it later: what fits only there is pending, not infeasible.
+    if (result.status == ScheduleStatus::kInfeasible && !excluded_.empty()) {
+      for (NodeIndex node : excluded_) {
+        if (FeasibleOnNode(request, node)) {
+          result.status = ScheduleStatus::kPending;
+          break;
+        }
+      }
+    }
   }
+  if (commit == Commit::kAdviseOnly) return result;
   if (result.status == ScheduleStatus::kInfeasible) {
     parked_.insert_or_assign(request.id.value(), request);
   } else {

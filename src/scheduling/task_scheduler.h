@@ -52,6 +52,11 @@ class TaskScheduler {
   // parked under its id until OnClusterChanged reports it; a placed or pending one is not.
   absl::StatusOr<ScheduleResult> Schedule(const SchedulingRequest& request);
 
+  // The same decision without taking anything and without parking: kPlaced names the node (its
+  // placement's allocation is empty), otherwise the explanation. For a caller that only routes
+  // the request to the node that will take it (the head's PickNode).
+  absl::StatusOr<ScheduleResult> Advise(const SchedulingRequest& request);
+
   // The parked requests that some node changed since the last call could now fit (ascending
   // ids); they leave the parking lot and should be scheduled again. Only those changed nodes are
   // examined, and nothing at all when no node changed in a way that could help.
@@ -66,6 +71,8 @@ class TaskScheduler {
     std::optional<NodeIndex> node;
     size_t option = 0;
   };
+  enum class Commit { kAllocate, kAdviseOnly };
+  absl::StatusOr<ScheduleResult> Decide(const SchedulingRequest& request, Commit commit);
   Outcome Pick(const SchedulingRequest& request, std::optional<NodeIndex> preferred);
   std::optional<NodeIndex> PickForSelector(const LabelSelector& selector, const ResourceSet& demand,
                                            SchedulingStrategy strategy);
@@ -79,6 +86,8 @@ class TaskScheduler {
   int64_t pack_threshold_ppm_;
   NodeIndex spread_cursor_ = -1;
   std::map<int64_t, SchedulingRequest> parked_;
+  // The current decision's excluded nodes (SchedulingRequest::excluded_nodes), as indices.
+  std::vector<NodeIndex> excluded_;
   size_t log_cursor_ = 0;
   int64_t reexamined_pairs_ = 0;
 };

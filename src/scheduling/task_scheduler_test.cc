@@ -289,3 +289,48 @@ TEST(TaskSchedulerTest, InvalidRequestsAreRefused) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(TaskSchedulerAdviseTest, AdviceTakesNothingAndParksNothing) {
+  ClusterView cluster;
+  MustAdd(cluster, testing_util::Spec("n0", "CPU=4,GPU=2"));
+  TaskScheduler scheduler(&cluster);
+  absl::StatusOr<ScheduleResult> advice = scheduler.Advise(Request("CPU=1,GPU=1"));
+  ASSERT_TRUE(advice.ok());
+  ASSERT_TRUE(advice->placement.has_value());
+  EXPECT_EQ(advice->placement->node.value(), "n0");
+  EXPECT_TRUE(advice->placement->allocation.resources.empty());
+  EXPECT_EQ(cluster.node(0).available, cluster.node(0).total);
+  // An infeasible request is explained, not parked.
+  absl::StatusOr<ScheduleResult> never = scheduler.Advise(Request("GPU=4", 2));
+  ASSERT_TRUE(never.ok());
+  EXPECT_EQ(never->status, ScheduleStatus::kInfeasible);
+  EXPECT_EQ(scheduler.parked_count(), 0u);
+}
+
+TEST(TaskSchedulerAdviseTest, ExcludedNodesTakeNothingAndAreCountedApart) {
+  ClusterView cluster;
+  AddCpuNodes(cluster, 2, "CPU=4");
+  MustAdd(cluster, testing_util::Spec("big", "CPU=64"));
+  TaskScheduler scheduler(&cluster);
+  SchedulingRequest r = Request("CPU=2");
+  r.excluded_nodes = {NodeId("n0"), NodeId("n1")};
+  EXPECT_EQ(Place(scheduler, r), "big");
+  // Only an excluded node could ever hold it: pending (it may take it later), not infeasible.
+  SchedulingRequest wide = Request("CPU=32", 2);
+  wide.excluded_nodes = {NodeId("big")};
+  absl::StatusOr<ScheduleResult> advice = scheduler.Advise(wide);
+  ASSERT_TRUE(advice.ok());
+  EXPECT_EQ(advice->status, ScheduleStatus::kPending);
+  EXPECT_THAT(advice->explanation, ::testing::StartsWith("besides the 1 node tried: "));
+  // A local node that is excluded is not preferred.
+  SchedulingRequest local = Request("CPU=1", 3);
+  local.local_node = NodeId("n0");
+  local.excluded_nodes = {NodeId("n0")};
+  EXPECT_NE(Place(scheduler, local), "n0");
+}
+
+}  // namespace
+}  // namespace tessera
