@@ -1,0 +1,206 @@
+// Node agents with the real head, in one process on loopback: registration, spillback of a lease
+// a node cannot take to the node the head picks, and a placement group reserved on an agent by
+// the head's two-phase commit, with a lease served from its bundle and released with it.
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "head/head_server.h"
+#include "node/agent_server.h"
+#include "node/agent_test_util.h"
+#include "rpc/auth.h"
+#include "rpc/channel.h"
+#include "rpc/proto_convert.h"
+#include "tessera/v1/head.grpc.pb.h"
+#include "tessera/v1/node_agent.grpc.pb.h"
+
+namespace tessera {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr absl::Duration kPatience = absl::Seconds(60);
+
+bool Eventually(const std::function<bool()>& done) {
+  const absl::Time end = absl::Now() + kPatience;
+  while (absl::Now() < end) {
+    if (done()) return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return done();
+}
+
+class AgentHeadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "tessera-agent-head-XXXXXX").string();
+    state_dir_ = ::mkdtemp(pattern.data());
+    HeadOptions head;
+    head.state_dir = state_dir_;
+    head.heartbeat_interval = absl::Milliseconds(50);
+    auto server = HeadServer::Create(head);
+    ASSERT_TRUE(server.ok()) << server.status();
+    head_ = std::move(*server);
+    head_stub_ = v1::Head::NewStub(rpc::MakeChannel(head_->address()));
+  }
+  void TearDown() override {
+    cpu_.reset();
+    gpu_.reset();
+    head_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(state_dir_, ec);
+  }
+
+  // The token and head address come from the state folder, as for `tessera start --address`.
+  std::unique_ptr<NodeAgentServer> StartAgent(const std::string& hardware, const std::string& id) {
+    AgentOptions options;
+    options.state_dir = state_dir_;
+    options.node_id = id;
+    options.hardware_file = node_testing::ExampleHardware(hardware);
+    options.environment = Environment();
+    auto agent = NodeAgentServer::Create(options);
+    EXPECT_TRUE(agent.ok()) << agent.status();
+    return agent.ok() ? std::move(*agent) : nullptr;
+  }
+
+  std::unique_ptr<grpc::ClientContext> Context() {
+    return rpc::MakeClientContext(head_->token(), kPatience);
+  }
+
+  v1::LeaseReply Lease(NodeAgentServer& agent, const v1::LeaseRequest& request) {
+    auto stub = v1::NodeAgent::NewStub(rpc::MakeChannel(agent.address()));
+    v1::LeaseReply reply;
+    grpc::Status status = stub->RequestLease(Context().get(), request, &reply);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return reply;
+  }
+
+  static v1::LeaseRequest Request(std::string_view resources, std::vector<std::string> argv) {
+    v1::LeaseRequest request;
+    rpc::ResourcesToProto(node_testing::Res(resources),
+                          request.mutable_request()->mutable_resources());
+    for (std::string& arg : argv) request.mutable_worker()->add_argv(std::move(arg));
+    return request;
+  }
+
+  std::string state_dir_;
+  std::unique_ptr<HeadServer> head_;
+  std::unique_ptr<v1::Head::Stub> head_stub_;
+  std::unique_ptr<NodeAgentServer> cpu_;
+  std::unique_ptr<NodeAgentServer> gpu_;
+};
+
+TEST_F(AgentHeadTest, SpillbackToTheNodeTheHeadPicks) {
+  cpu_ = StartAgent("cpu-only.yaml", "cpu");
+  gpu_ = StartAgent("h100-sxm-8.yaml", "gpu");
+  ASSERT_NE(cpu_, nullptr);
+  ASSERT_NE(gpu_, nullptr);
+  v1::ListNodesResponse nodes;
+  ASSERT_TRUE(head_stub_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok());
+  ASSERT_EQ(nodes.nodes_size(), 2);
+
+  v1::LeaseRequest request = Request("GPU=2", {"/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES"});
+  v1::LeaseReply first = Lease(*cpu_, request);
+  ASSERT_TRUE(first.has_spillback()) << first.status() << ": " << first.explanation();
+  EXPECT_EQ(first.spillback().node_id(), "gpu");
+  EXPECT_EQ(first.spillback().address(), gpu_->address());
+
+  request.set_hops(1);
+  v1::LeaseReply second = Lease(*gpu_, request);
+  ASSERT_TRUE(second.has_granted()) << second.explanation();
+  EXPECT_EQ(second.granted().node_id(), "gpu");
+
+  // Nothing in the cluster has 16 GPUs: infeasible, with the head's explanation.
+  v1::LeaseReply none = Lease(*cpu_, Request("GPU=16", {"/bin/true"}));
+  EXPECT_FALSE(none.has_spillback());
+  EXPECT_EQ(none.status(), "infeasible");
+  EXPECT_THAT(none.explanation(), HasSubstr("GPU"));
+}
+
+TEST_F(AgentHeadTest, PlacementGroupReservedOnTheAgentAndLeasesInsideIt) {
+  cpu_ = StartAgent("cpu-only.yaml", "cpu");
+  gpu_ = StartAgent("h100-sxm-8.yaml", "gpu");
+  ASSERT_NE(cpu_, nullptr);
+  ASSERT_NE(gpu_, nullptr);
+
+  v1::CreatePlacementGroupRequest create;
+  create.set_name("pg");
+  create.set_request_id("create-pg");
+  create.set_strategy("STRICT_PACK");
+  rpc::ResourcesToProto(node_testing::Res("CPU=1,GPU=2"),
+                        create.mutable_primary()->add_bundles()->mutable_resources());
+  v1::PlacementGroupInfo info;
+  grpc::Status status = head_stub_->CreatePlacementGroup(Context().get(), create, &info);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(info.state(), "CREATED") << info.explanation();
+  ASSERT_EQ(info.bundles_size(), 1);
+  EXPECT_EQ(info.bundles(0).node_id(), "gpu");
+
+  // The agent holds the head's exact instances, committed.
+  const std::vector<BundleRecord> held = gpu_->state().Bundles();
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_TRUE(held[0].committed);
+  // Bundles are named by the group as the head names them to agents and in PickNode.
+  EXPECT_EQ(held[0].key.group, info.name());
+  ASSERT_EQ(held[0].allocation.devices.size(), 1u);
+  std::vector<int> reserved = held[0].allocation.devices[0].instances;
+  EXPECT_EQ(gpu_->state().Available().Get("GPU"), Quantity::FromInt(6));
+
+  // A lease inside bundle 0, asked of the wrong agent: spilled back to the holder.
+  v1::LeaseRequest inside = Request("GPU=1", {"/bin/sleep", "1000"});
+  inside.mutable_request()->set_placement_group(held[0].key.group);
+  inside.mutable_request()->set_bundle_index(0);
+  v1::LeaseReply elsewhere = Lease(*cpu_, inside);
+  ASSERT_TRUE(elsewhere.has_spillback()) << elsewhere.explanation();
+  EXPECT_EQ(elsewhere.spillback().node_id(), "gpu");
+  inside.set_hops(1);
+  v1::LeaseReply granted = Lease(*gpu_, inside);
+  ASSERT_TRUE(granted.has_granted()) << granted.explanation();
+  const int instance = granted.granted().allocation().devices(0).instances(0);
+  EXPECT_THAT(reserved, ::testing::Contains(instance));
+  EXPECT_EQ(gpu_->state().Available().Get("GPU"), Quantity::FromInt(6));
+
+  // Removing the group cancels the bundle on the agent and kills the worker inside it.
+  v1::RemovePlacementGroupRequest remove;
+  remove.set_name("pg");
+  remove.set_request_id("remove-pg");
+  v1::RemovePlacementGroupResponse removed;
+  ASSERT_TRUE(head_stub_->RemovePlacementGroup(Context().get(), remove, &removed).ok());
+  EXPECT_THAT(gpu_->state().Bundles(), IsEmpty());
+  const WorkerId worker(granted.granted().worker_id());
+  ASSERT_TRUE(gpu_->state().AwaitWorkerExit(worker, absl::Now() + kPatience));
+  EXPECT_THAT(gpu_->state().FindWorker(worker)->exit->reason, HasSubstr("SIGKILL"));
+  EXPECT_EQ(gpu_->state().Available().Get("GPU"), Quantity::FromInt(8));
+}
+
+TEST_F(AgentHeadTest, HeadMirrorsLeasesFromHeartbeats) {
+  gpu_ = StartAgent("h100-sxm-8.yaml", "gpu");
+  ASSERT_NE(gpu_, nullptr);
+  v1::LeaseReply granted = Lease(*gpu_, Request("GPU=3", {"/bin/sleep", "1000"}));
+  ASSERT_TRUE(granted.has_granted()) << granted.explanation();
+  auto gpu_available = [&]() -> int64_t {
+    v1::ListNodesResponse nodes;
+    if (!head_stub_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok()) return -1;
+    if (nodes.nodes_size() != 1) return -1;
+    auto it = nodes.nodes(0).available().raw().find("GPU");
+    return it == nodes.nodes(0).available().raw().end() ? 0 : it->second;
+  };
+  EXPECT_TRUE(Eventually([&] { return gpu_available() == 50000; }));
+  auto stub = v1::NodeAgent::NewStub(rpc::MakeChannel(gpu_->address()));
+  v1::KillWorkerRequest kill;
+  kill.set_worker_id(granted.granted().worker_id());
+  kill.set_signal(9);
+  v1::KillWorkerResponse killed;
+  ASSERT_TRUE(stub->KillWorker(Context().get(), kill, &killed).ok());
+  EXPECT_TRUE(Eventually([&] { return gpu_available() == 80000; }));
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,85 @@
+#include "node/agent_options.h"
+
+#include <unistd.h>
+
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "base/string_util.h"
+#include "rpc/token.h"
+
+namespace tessera {
+namespace {
+
+// The whole file, trimmed; nullopt when it does not exist.
+absl::StatusOr<std::optional<std::string>> ReadTrimmed(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::optional<std::string>();
+  std::ifstream in(path);
+  if (!in) return absl::PermissionDeniedError(absl::StrCat("cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return std::optional<std::string>(std::string(Trim(text.str())));
+}
+
+std::string HostName() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
+}  // namespace
+
+std::string DefaultStateDir(const Environment& env) {
+  if (auto dir = env.Get("TESSERA_STATE_DIR"); dir.has_value() && !dir->empty()) return *dir;
+  return "/tmp/tessera";
+}
+
+absl::StatusOr<AgentOptions> ResolveAgentOptions(AgentOptions options) {
+  const Environment env = options.environment.value_or(Environment::FromProcess());
+  if (options.bind.empty()) return absl::InvalidArgumentError("bind address is empty");
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("port ", options.port, " is out of range"));
+  }
+  if (options.max_spillback_hops < 0) {
+    return absl::InvalidArgumentError("max_spillback_hops is negative");
+  }
+  if (options.hardware_file.has_value() && options.cluster_file.has_value()) {
+    return absl::InvalidArgumentError("give a hardware file or a cluster file, not both");
+  }
+  if (options.state_dir.empty()) options.state_dir = DefaultStateDir(env);
+  if (options.head_address.empty()) {
+    auto address = ReadTrimmed(options.state_dir + "/head.address");
+    if (!address.ok()) return address.status();
+    if (address->has_value()) options.head_address = **address;
+  }
+  if (options.token.empty()) {
+    const std::string state_token = options.state_dir + "/token";
+    std::error_code ec;
+    if (!options.token_file.empty()) {
+      TESSERA_ASSIGN_OR_RETURN(options.token, rpc::ReadTokenFile(options.token_file));
+    } else if (auto token = env.Get("TESSERA_TOKEN"); token.has_value() && !token->empty()) {
+      options.token = std::string(Trim(*token));
+    } else if (std::filesystem::exists(state_token, ec)) {
+      TESSERA_ASSIGN_OR_RETURN(options.token, rpc::ReadTokenFile(state_token));
+    } else if (!options.head_address.empty()) {
+      return absl::NotFoundError(absl::StrCat(
+          "no cluster token: ", state_token, " does not exist and TESSERA_TOKEN is not set"));
+    }
+  }
+  if (options.node_id.empty()) {
+    if (options.cluster_file.has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a node id is required with the cluster file ", *options.cluster_file));
+    }
+    options.node_id = HostName();
+  }
+  return options;
+}
+
+}  // namespace tessera

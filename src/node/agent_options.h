@@ -1,0 +1,65 @@
+// AgentOptions: everything a node agent process is started with (`tessera start --address ...`,
+// or one agent per node of a cluster file under `tessera up`), and the defaults the runtime
+// contract gives (docs/cluster-runtime.md): the state folder, the token file, the bind address.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "hardware/environment.h"
+#include "labels/label.h"
+#include "resources/resource_set.h"
+
+namespace tessera {
+
+// Copyable value; not thread-safe.
+struct AgentOptions {
+  // The cluster's state folder. "": $TESSERA_STATE_DIR, else /tmp/tessera.
+  std::string state_dir;
+  // host:port of the head. "": <state>/head.address when it exists, else the agent runs alone
+  // (no registration, no spillback: every lease is decided locally).
+  std::string head_address;
+  // The cluster token. "": read from token_file, else $TESSERA_TOKEN, else <state>/token.
+  std::string token;
+  std::string token_file;  // --token-file (mode 0600, rpc/token.h)
+  std::string bind = "127.0.0.1";
+  int port = 0;  // 0: an ephemeral port (written to <state>/nodes/<id>/agent.address)
+  // "": the cluster file's node needs it; otherwise the host name.
+  std::string node_id;
+  // A simulated hardware description (YAML) instead of probing this machine.
+  std::optional<std::string> hardware_file;
+  // With node_id: that node's hardware from a cluster file (scheduling/cluster_file.h).
+  std::optional<std::string> cluster_file;
+  // Root of the Linux tree discovery reads.
+  std::string sysroot = "/";
+  // Operator labels and resources, on top of what discovery reports.
+  LabelSet labels;
+  ResourceSet resources;
+  // The environment workers inherit (and discovery reads on a live host). nullopt: the
+  // process's own.
+  std::optional<Environment> environment;
+
+  // A lease request that has been spilled back this many times is answered here (pending, with
+  // the explanation) instead of being sent on again.
+  int max_spillback_hops = 4;
+  // KillWorker with signal 0 and shutdown: SIGTERM, then SIGKILL after this long.
+  int64_t kill_grace_ms = 2000;
+  // Deadline of one call to the head, and the overall budget of its retries.
+  int64_t head_call_timeout_ms = 2000;
+  int64_t head_retry_budget_ms = 5000;
+};
+
+// The options with every default filled in: state_dir, token (from token_file, the environment
+// or <state>/token; that file's errors, e.g. PermissionDenied when others may read it; NotFound
+// naming the file when there is no token and a head is named), head_address
+// (from <state>/head.address when present) and node_id (host name unless a cluster file is
+// given, which requires one). InvalidArgument for an empty bind address or a port outside
+// [0, 65535].
+absl::StatusOr<AgentOptions> ResolveAgentOptions(AgentOptions options);
+
+// "$TESSERA_STATE_DIR" or "/tmp/tessera".
+std::string DefaultStateDir(const Environment& env);
+
+}  // namespace tessera

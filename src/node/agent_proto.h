@@ -1,0 +1,30 @@
+// The node agent's records on the wire: lease requests in, worker and lease descriptions out
+// (node_agent.proto, head.proto). Generic conversions (resources, allocations, selectors) are
+// src/rpc's; these are the agent's own messages.
+// Thread-safe: pure functions.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "node/agent_state.h"
+#include "process/exit_status.h"
+#include "tessera/v1/head.pb.h"
+#include "tessera/v1/node_agent.pb.h"
+
+namespace tessera {
+
+// The request part of a LeaseRequest. InvalidArgument naming the field for anything a peer
+// could get wrong (bad resources, selectors, bundle index, an empty worker argv).
+absl::StatusOr<LeaseAsk> LeaseAskFromProto(const v1::LeaseRequest& proto);
+
+WorkerExitInfo WorkerExitFromStatus(const ExitStatus& status);
+void WorkerExitToProto(const WorkerExitInfo& exit, v1::WorkerExit* proto);
+void WorkerToProto(const WorkerRecord& worker, v1::WorkerInfo* proto);
+void LeaseToProto(const LeaseRecord& lease, v1::LeaseInfo* proto);
+void BundleToProto(const BundleRecord& bundle, v1::HeldBundle* proto);
+
+// PrepareBundlesRequest's bundles in core types; InvalidArgument naming the field.
+absl::StatusOr<std::vector<BundleAsk>> BundleAsksFromProto(const v1::PrepareBundlesRequest& proto);
+
+}  // namespace tessera

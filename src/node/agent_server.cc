@@ -1,0 +1,221 @@
+#include "node/agent_server.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "node/agent_proto.h"
+#include "node/node_hardware_loader.h"
+
+namespace tessera {
+namespace {
+
+std::string NewIncarnation() {
+  absl::BitGen gen;
+  return absl::StrFormat("%08x%08x", absl::Uniform<uint32_t>(gen),
+                         absl::Uniform<uint32_t>(gen));
+}
+
+// Written beside, then renamed: a reader never sees half an address.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text << "\n";
+    if (!out.flush()) return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot write ", path, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+// The host others dial: the bind address, unless it is a wildcard.
+std::string AdvertisedHost(const std::string& bind) {
+  if (bind != "0.0.0.0" && bind != "::" && bind != "[::]") return bind;
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "127.0.0.1";
+  return name;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
+    const AgentOptions& given) {
+  TESSERA_ASSIGN_OR_RETURN(AgentOptions options, ResolveAgentOptions(given));
+  if (options.token.empty()) {
+    return absl::NotFoundError(absl::StrCat("no cluster token: ", options.state_dir,
+                                            "/token does not exist and TESSERA_TOKEN is not set"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(LoadedNode loaded, LoadNodeHardware(options));
+
+  std::unique_ptr<NodeAgentServer> server(new NodeAgentServer());
+  server->incarnation_ = NewIncarnation();
+  TESSERA_ASSIGN_OR_RETURN(
+      server->state_,
+      AgentState::Create(loaded.id, std::move(loaded.hardware),
+                         AgentStateOptions{server->incarnation_.substr(0, 6)}));
+  server->node_dir_ = absl::StrCat(options.state_dir, "/nodes/", loaded.id.value());
+  const std::string workers_dir = server->node_dir_ + "/workers";
+  std::error_code ec;
+  std::filesystem::create_directories(workers_dir, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create ", workers_dir, ": ", ec.message()));
+  }
+
+  AgentState* state = server->state_.get();
+  TESSERA_ASSIGN_OR_RETURN(server->workers_, ProcessSupervisor::Create());
+
+  AgentServiceOptions service_options;
+  service_options.workers_dir = workers_dir;
+  service_options.agent_env = options.environment.value_or(Environment::FromProcess());
+  service_options.slice_env = std::move(loaded.slice_env);
+  service_options.max_spillback_hops = options.max_spillback_hops;
+  service_options.kill_grace = absl::Milliseconds(options.kill_grace_ms);
+
+  if (!options.head_address.empty()) {
+    HeadLinkOptions link;
+    link.head_address = options.head_address;
+    link.token = options.token;
+    link.incarnation = server->incarnation_;
+    link.call_timeout = absl::Milliseconds(options.head_call_timeout_ms);
+    link.retry_budget = absl::Milliseconds(options.head_retry_budget_ms);
+    NodeAgentServer* self = server.get();
+    server->head_ = std::make_unique<HeadLink>(
+        std::move(link), state, [self](const std::vector<WorkerId>& workers) {
+          for (const WorkerId& id : workers) {
+            self->state_->NoteKill(id, "after the head released its bundle");
+          }
+          self->service_->KillNow(workers);
+        });
+  }
+  NodeAgentServer* self = server.get();
+  server->service_ = std::make_unique<NodeAgentService>(
+      std::move(service_options), state, server->workers_.get(), server->head_.get(),
+      [self] { self->RequestShutdown(); });
+  rpc::ServerOptions server_options;
+  server_options.bind_address = options.bind;
+  server_options.port = options.port;
+  server_options.token = options.token;
+  TESSERA_ASSIGN_OR_RETURN(server->server_,
+                           rpc::RpcServer::Start(server_options, {server->service_.get()}));
+  server->address_ = rpc::JoinHostPort(AdvertisedHost(options.bind), server->server_->port());
+
+  TESSERA_RETURN_IF_ERROR(
+      WriteFileAtomically(server->node_dir_ + "/agent.address", server->address_));
+  TESSERA_RETURN_IF_ERROR(
+      WriteFileAtomically(server->node_dir_ + "/agent.pid", std::to_string(::getpid())));
+  server->options_ = std::move(options);
+
+  if (server->head_ != nullptr) {
+    absl::Status registered = server->head_->Start(server->address_);
+    if (!registered.ok()) {
+      std::fprintf(stderr, "node agent %s: not registered yet with the head at %s: %s\n",
+                   server->node_id().value().c_str(), server->options_.head_address.c_str(),
+                   std::string(registered.message()).c_str());
+    }
+  }
+  return server;
+}
+
+NodeAgentServer::~NodeAgentServer() { Shutdown(); }
+
+void NodeAgentServer::RequestShutdown() {
+  absl::MutexLock lock(&mu_);
+  requested_ = true;
+}
+
+void NodeAgentServer::Wait() {
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&requested_));
+  }
+  Shutdown();
+}
+
+void NodeAgentServer::Shutdown() {
+  absl::MutexLock serial(&shutdown_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    requested_ = true;
+  }
+  const absl::Duration grace = absl::Milliseconds(options_.kill_grace_ms);
+  // Workers first, so watchers see their exits while the server still serves them; then no new
+  // calls; then whatever a last call started.
+  if (service_ != nullptr) service_->TerminateAll();
+  if (server_ != nullptr) {
+    server_->Shutdown(grace + absl::Seconds(1));
+    server_->Wait();
+  }
+  if (workers_ != nullptr) workers_->Shutdown(grace);
+  if (head_ != nullptr) head_->Stop();
+  if (!node_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(node_dir_ + "/agent.address", ec);
+    std::filesystem::remove(node_dir_ + "/agent.pid", ec);
+  }
+  absl::MutexLock lock(&mu_);
+  shut_down_ = true;
+}
+
+absl::Status RunNodeAgent(const AgentOptions& options) {
+  // Blocked before any thread starts, so every thread inherits the mask and only sigtimedwait
+  // below sees SIGTERM and SIGINT.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigset_t previous;
+  pthread_sigmask(SIG_BLOCK, &signals, &previous);
+
+  auto server = NodeAgentServer::Create(options);
+  if (!server.ok()) {
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    return server.status();
+  }
+  std::printf("node agent %s listening on %s\n", (*server)->node_id().value().c_str(),
+              (*server)->address().c_str());
+  std::fflush(stdout);
+
+  absl::Mutex mu;
+  bool done = false;
+  std::thread watcher([&] {
+    const timespec tick = {0, 200 * 1000 * 1000};
+    while (true) {
+      {
+        absl::MutexLock lock(&mu);
+        if (done) return;
+      }
+      if (sigtimedwait(&signals, nullptr, &tick) > 0) {
+        (*server)->RequestShutdown();
+        return;
+      }
+    }
+  });
+  (*server)->Wait();
+  {
+    absl::MutexLock lock(&mu);
+    done = true;
+  }
+  watcher.join();
+  server->reset();
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return absl::OkStatus();
+}
+
+}  // namespace tessera

@@ -1,0 +1,79 @@
+// NodeAgentServer: a running node agent — hardware loaded, the NodeAgent service listening (with
+// the cluster token checked on every call), registered with the head and heartbeating, and its
+// address and pid written to <state>/nodes/<node-id>/agent.address and agent.pid.
+// RunNodeAgent is the `tessera start --address ...` process: it serves until the Shutdown RPC,
+// SIGTERM or SIGINT.
+//
+// Thread-safe: Shutdown, RequestShutdown and Wait may be called from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "node/agent_options.h"
+#include "node/agent_state.h"
+#include "node/head_link.h"
+#include "node/node_agent_service.h"
+#include "process/process_supervisor.h"
+#include "rpc/server.h"
+
+namespace tessera {
+
+class NodeAgentServer {
+ public:
+  // Errors: ResolveAgentOptions' and LoadNodeHardware's, a state folder that cannot be written,
+  // and a port that cannot be bound. A head that cannot be reached is not an error: the agent
+  // registers once it answers.
+  static absl::StatusOr<std::unique_ptr<NodeAgentServer>> Create(const AgentOptions& options);
+  ~NodeAgentServer();  // Shutdown()
+  NodeAgentServer(const NodeAgentServer&) = delete;
+  NodeAgentServer& operator=(const NodeAgentServer&) = delete;
+
+  int port() const { return server_->port(); }
+  // host:port other processes dial.
+  const std::string& address() const { return address_; }
+  const NodeId& node_id() const { return state_->node_id(); }
+  const std::string& incarnation() const { return incarnation_; }
+  // The node folder: <state>/nodes/<node-id>.
+  const std::string& node_dir() const { return node_dir_; }
+  AgentState& state() { return *state_; }
+  // Null when the agent runs without a head.
+  HeadLink* head_link() { return head_.get(); }
+
+  // Asks Wait() to shut the agent down; returns at once (the Shutdown RPC uses it).
+  void RequestShutdown();
+  // Blocks until a shutdown is requested, then shuts down.
+  void Wait();
+  // Kills the workers (SIGTERM, then SIGKILL after the grace period), stops serving and
+  // heartbeating, removes agent.address and agent.pid. Deregisters nothing: the head notices by
+  // timeout or by a new incarnation. Idempotent.
+  void Shutdown();
+
+ private:
+  NodeAgentServer() = default;
+
+  AgentOptions options_;
+  std::string incarnation_;
+  std::string node_dir_;
+  std::string address_;
+  std::unique_ptr<AgentState> state_;
+  std::unique_ptr<ProcessSupervisor> workers_;
+  std::unique_ptr<HeadLink> head_;
+  std::unique_ptr<NodeAgentService> service_;
+  std::unique_ptr<rpc::RpcServer> server_;
+
+  absl::Mutex mu_;
+  bool requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Mutex shutdown_mu_;  // serializes Shutdown()
+};
+
+// Serves until the Shutdown RPC, SIGTERM or SIGINT; then shuts down as Shutdown() does. Errors
+// are Create's.
+absl::Status RunNodeAgent(const AgentOptions& options);
+
+}  // namespace tessera

@@ -1,0 +1,651 @@
+// A real NodeAgentServer on loopback (port 0) with a small fake Head service: real worker
+// commands (/bin/sh -c ...) whose environment, logs and exits are checked through the NodeAgent
+// service, spillback through the head's PickNode, registration, heartbeats and re-registration.
+#include "node/agent_server.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "node/agent_test_util.h"
+#include "rpc/auth.h"
+#include "rpc/channel.h"
+#include "rpc/server.h"
+#include "tessera/v1/head.grpc.pb.h"
+#include "tessera/v1/node_agent.grpc.pb.h"
+
+namespace tessera {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr char kToken[] = "test-token-0123456789";
+// Generous: the machine may be loaded; the happy path never waits this long.
+constexpr absl::Duration kPatience = absl::Seconds(60);
+
+// Polls `done` until it holds or the patience runs out.
+bool Eventually(const std::function<bool()>& done) {
+  const absl::Time end = absl::Now() + kPatience;
+  while (absl::Now() < end) {
+    if (done()) return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return done();
+}
+
+// The head as the agent sees it: records registrations and heartbeats; PickNode answers what the
+// test says.
+class FakeHead final : public v1::Head::Service {
+ public:
+  grpc::Status RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* request,
+                            v1::RegisterNodeResponse* response) override {
+    absl::MutexLock lock(&mu);
+    registrations.push_back(*request);
+    response->set_heartbeat_interval_ms(20);
+    response->set_dead_after_ms(1000);
+    for (const v1::HeldBundle& b : release_on_register) *response->add_release() = b;
+    release_on_register.clear();
+    known = true;
+    return grpc::Status::OK;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+                         v1::HeartbeatResponse* response) override {
+    absl::MutexLock lock(&mu);
+    heartbeats.push_back(*request);
+    response->set_known(known);
+    return grpc::Status::OK;
+  }
+  grpc::Status PickNode(grpc::ServerContext*, const v1::PickNodeRequest* request,
+                        v1::PickNodeResponse* response) override {
+    absl::MutexLock lock(&mu);
+    picks.push_back(*request);
+    *response = pick_answer;
+    return grpc::Status::OK;
+  }
+
+  absl::Mutex mu;
+  std::vector<v1::RegisterNodeRequest> registrations ABSL_GUARDED_BY(mu);
+  std::vector<v1::HeartbeatRequest> heartbeats ABSL_GUARDED_BY(mu);
+  std::vector<v1::PickNodeRequest> picks ABSL_GUARDED_BY(mu);
+  std::vector<v1::HeldBundle> release_on_register ABSL_GUARDED_BY(mu);
+  v1::PickNodeResponse pick_answer ABSL_GUARDED_BY(mu);
+  bool known ABSL_GUARDED_BY(mu) = true;
+};
+
+class AgentServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "tessera-agent-XXXXXX").string();
+    state_dir_ = ::mkdtemp(pattern.data());
+  }
+  void TearDown() override {
+    agent_.reset();
+    head_server_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(state_dir_, ec);
+  }
+
+  void StartHead() {
+    rpc::ServerOptions options;
+    options.token = kToken;
+    auto server = rpc::RpcServer::Start(options, {&head_});
+    ASSERT_TRUE(server.ok()) << server.status();
+    head_server_ = std::move(*server);
+  }
+
+  void StartAgent(std::string hardware, std::string node_id = "n1") {
+    AgentOptions options;
+    options.state_dir = state_dir_;
+    options.token = kToken;
+    options.node_id = std::move(node_id);
+    options.hardware_file = node_testing::ExampleHardware(hardware);
+    options.environment = Environment({{"PATH", "/usr/bin:/bin"}, {"AGENT_VAR", "inherited"}});
+    options.kill_grace_ms = 5000;
+    if (head_server_ != nullptr) options.head_address = head_server_->address();
+    auto agent = NodeAgentServer::Create(options);
+    ASSERT_TRUE(agent.ok()) << agent.status();
+    agent_ = std::move(*agent);
+    stub_ = v1::NodeAgent::NewStub(rpc::MakeChannel(agent_->address()));
+  }
+
+  grpc::Status Lease(const v1::LeaseRequest& request, v1::LeaseReply* reply,
+                     std::string token = kToken) {
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, token, kPatience);
+    return stub_->RequestLease(&context, request, reply);
+  }
+
+  static v1::LeaseRequest Request(std::map<std::string, int64_t> raw,
+                                  std::vector<std::string> argv) {
+    v1::LeaseRequest request;
+    for (const auto& [name, amount] : raw) {
+      (*request.mutable_request()->mutable_resources()->mutable_raw())[name] = amount;
+    }
+    for (std::string& arg : argv) request.mutable_worker()->add_argv(std::move(arg));
+    return request;
+  }
+
+  // Everything the worker printed, and its exit.
+  struct Watched {
+    std::string out;
+    std::string err;
+    v1::WorkerExit exit;
+    bool exited = false;
+  };
+  Watched Watch(const std::string& worker_id) {
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, kToken, kPatience);
+    v1::WatchWorkerRequest request;
+    request.set_worker_id(worker_id);
+    auto reader = stub_->WatchWorker(&context, request);
+    Watched watched;
+    v1::WorkerEvent event;
+    while (reader->Read(&event)) {
+      if (event.has_exit()) {
+        watched.exit = event.exit();
+        watched.exited = true;
+      }
+      watched.out += event.stdout();
+      watched.err += event.stderr();
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    return watched;
+  }
+
+  static std::map<std::string, std::string> EnvLines(const std::string& text) {
+    std::map<std::string, std::string> env;
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      const size_t eq = line.find('=');
+      if (eq == absl::string_view::npos) continue;
+      env[std::string(line.substr(0, eq))] = std::string(line.substr(eq + 1));
+    }
+    return env;
+  }
+
+  std::string state_dir_;
+  FakeHead head_;
+  std::unique_ptr<rpc::RpcServer> head_server_;
+  std::unique_ptr<NodeAgentServer> agent_;
+  std::unique_ptr<v1::NodeAgent::Stub> stub_;
+};
+
+TEST_F(AgentServerTest, GrantsAndRunsWorkerWithIsolationEnvAndLogs) {
+  StartAgent("h100-sxm-8.yaml");
+  auto request = Request({{"GPU", 20000}}, {"/bin/sh", "-c", "env; echo to-stderr >&2"});
+  (*request.mutable_worker()->mutable_env())["MY_VAR"] = "mine";
+  v1::LeaseReply reply;
+  ASSERT_TRUE(Lease(request, &reply).ok());
+  ASSERT_TRUE(reply.has_granted()) << reply.explanation();
+  const v1::LeaseGrant& grant = reply.granted();
+  EXPECT_EQ(grant.node_id(), "n1");
+  EXPECT_GT(grant.pid(), 0);
+  ASSERT_EQ(grant.allocation().devices_size(), 1);
+  const v1::DeviceGrant& gpus = grant.allocation().devices(0);
+  ASSERT_EQ(gpus.instances_size(), 2);
+  const std::string visible = absl::StrCat(gpus.instances(0), ",", gpus.instances(1));
+  EXPECT_EQ(grant.isolation_env().at("CUDA_VISIBLE_DEVICES"), visible);
+
+  Watched watched = Watch(grant.worker_id());
+  ASSERT_TRUE(watched.exited);
+  EXPECT_EQ(watched.exit.exit_code(), 0);
+  EXPECT_EQ(watched.exit.reason(), "exited with code 0");
+  auto env = EnvLines(watched.out);
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], visible);
+  EXPECT_EQ(env["TESSERA_NODE_ID"], "n1");
+  EXPECT_EQ(env["TESSERA_WORKER_ID"], grant.worker_id());
+  EXPECT_EQ(env["TESSERA_LEASE_ID"], grant.lease_id());
+  EXPECT_EQ(env["MY_VAR"], "mine");
+  EXPECT_EQ(env["AGENT_VAR"], "inherited");
+  EXPECT_EQ(watched.err, "to-stderr\n");
+
+  // The log files are where the contract says, with the same bytes.
+  const std::string base = state_dir_ + "/nodes/n1/workers/" + grant.worker_id();
+  std::stringstream out, err;
+  out << std::ifstream(base + ".out").rdbuf();
+  err << std::ifstream(base + ".err").rdbuf();
+  EXPECT_EQ(out.str(), watched.out);
+  EXPECT_EQ(err.str(), "to-stderr\n");
+
+  // The exit released the lease at once.
+  EXPECT_THAT(agent_->state().Leases(), IsEmpty());
+  EXPECT_EQ(agent_->state().Available().Get("GPU"), Quantity::FromInt(8));
+
+  // Watching again after the exit still gives the output and the exit.
+  Watched again = Watch(grant.worker_id());
+  EXPECT_TRUE(again.exited);
+  EXPECT_EQ(again.out, watched.out);
+
+  // The address and pid files.
+  std::stringstream address;
+  address << std::ifstream(state_dir_ + "/nodes/n1/agent.address").rdbuf();
+  EXPECT_EQ(address.str(), agent_->address() + "\n");
+}
+
+TEST_F(AgentServerTest, TpuHostWorkerSeesItsChipsAndSliceIdentity) {
+  StartAgent("tpu-v6e-4x4-worker0.yaml", "tpu-w0");
+  v1::LeaseReply reply;
+  ASSERT_TRUE(Lease(Request({{"TPU", 20000}}, {"/bin/sh", "-c", "env"}), &reply).ok());
+  ASSERT_TRUE(reply.has_granted()) << reply.explanation();
+  const v1::DeviceGrant& chips = reply.granted().allocation().devices(0);
+  ASSERT_EQ(chips.instances_size(), 2);
+  Watched watched = Watch(reply.granted().worker_id());
+  auto env = EnvLines(watched.out);
+  EXPECT_EQ(env["TPU_VISIBLE_CHIPS"], absl::StrCat(chips.instances(0), ",", chips.instances(1)));
+  EXPECT_EQ(env["TPU_HOST_BOUNDS"], "1,1,1");
+  EXPECT_EQ(env["TPU_WORKER_ID"], "0");
+  EXPECT_EQ(env["TPU_NAME"], "my-v6e-slice");
+  EXPECT_EQ(env["TPU_ACCELERATOR_TYPE"], "v6e-16");
+  EXPECT_EQ(env["TPU_TOPOLOGY"], "4x4");
+  EXPECT_EQ(env["TPU_WORKER_HOSTNAMES"], "t1v-n-0,t1v-n-1,t1v-n-2,t1v-n-3");
+}
+
+TEST_F(AgentServerTest, ExitCodeAndKillReasons) {
+  StartAgent("cpu-only.yaml");
+  v1::LeaseReply failing;
+  ASSERT_TRUE(Lease(Request({{"CPU", 10000}}, {"/bin/sh", "-c", "exit 3"}), &failing).ok());
+  ASSERT_TRUE(failing.has_granted());
+  Watched failed = Watch(failing.granted().worker_id());
+  EXPECT_EQ(failed.exit.exit_code(), 3);
+  EXPECT_EQ(failed.exit.reason(), "exited with code 3");
+
+  v1::LeaseReply sleeping;
+  ASSERT_TRUE(Lease(Request({{"CPU", 10000}}, {"/bin/sleep", "1000"}), &sleeping).ok());
+  ASSERT_TRUE(sleeping.has_granted());
+  {
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, kToken, kPatience);
+    v1::KillWorkerRequest kill;
+    kill.set_worker_id(sleeping.granted().worker_id());
+    v1::KillWorkerResponse response;
+    ASSERT_TRUE(stub_->KillWorker(&context, kill, &response).ok());
+  }
+  Watched killed = Watch(sleeping.granted().worker_id());
+  EXPECT_EQ(killed.exit.exit_code(), -1);
+  EXPECT_EQ(killed.exit.signal(), 15);
+  EXPECT_THAT(killed.exit.reason(), HasSubstr("SIGTERM"));
+  EXPECT_THAT(killed.exit.reason(), HasSubstr("KillWorker"));
+  EXPECT_THAT(agent_->state().Leases(), IsEmpty());
+
+  // ListWorkers shows both, exited, with their reasons.
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, kToken, kPatience);
+  v1::ListWorkersResponse list;
+  ASSERT_TRUE(stub_->ListWorkers(&context, v1::ListWorkersRequest(), &list).ok());
+  EXPECT_EQ(list.node_id(), "n1");
+  ASSERT_EQ(list.workers_size(), 2);
+  for (const v1::WorkerInfo& w : list.workers()) {
+    EXPECT_EQ(w.state(), "EXITED");
+    EXPECT_FALSE(w.exit().reason().empty());
+    EXPECT_THAT(w.stdout_path(), HasSubstr(w.worker_id() + ".out"));
+  }
+}
+
+TEST_F(AgentServerTest, CommandThatCannotStartIsAnErrorAndReleasesTheLease) {
+  StartAgent("h100-sxm-8.yaml");
+  v1::LeaseReply reply;
+  grpc::Status status = Lease(Request({{"GPU", 10000}}, {"/nonexistent/program"}), &reply);
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(status.error_message(), HasSubstr("/nonexistent/program"));
+  EXPECT_THAT(agent_->state().Leases(), IsEmpty());
+  EXPECT_EQ(agent_->state().Available().Get("GPU"), Quantity::FromInt(8));
+}
+
+TEST_F(AgentServerTest, WrongTokenAndMalformedRequestsChangeNothing) {
+  StartAgent("h100-sxm-8.yaml");
+  v1::LeaseReply reply;
+  auto good = Request({{"GPU", 10000}}, {"/bin/true"});
+  EXPECT_EQ(Lease(good, &reply, "wrong-token").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
+  auto no_argv = Request({{"GPU", 10000}}, {});
+  grpc::Status status = Lease(no_argv, &reply);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("argv"));
+
+  auto fractional = Request({{"GPU", 15000}}, {"/bin/true"});
+  EXPECT_EQ(Lease(fractional, &reply).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  auto negative = Request({{"CPU", -1}}, {"/bin/true"});
+  EXPECT_EQ(Lease(negative, &reply).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, kToken, kPatience);
+  v1::PrepareBundlesRequest prepare;
+  prepare.set_placement_group("pg-1");
+  auto* bundle = prepare.add_bundles();
+  bundle->set_bundle_index(0);
+  (*bundle->mutable_allocation()->mutable_resources()->mutable_raw())["GPU"] = 10000;
+  v1::PrepareBundlesResponse prepared;
+  // A GPU demand without its device grant.
+  EXPECT_EQ(stub_->PrepareBundles(&context, prepare, &prepared).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  EXPECT_THAT(agent_->state().Leases(), IsEmpty());
+  EXPECT_THAT(agent_->state().Workers(), IsEmpty());
+  EXPECT_THAT(agent_->state().Bundles(), IsEmpty());
+  EXPECT_EQ(agent_->state().Available().Get("GPU"), Quantity::FromInt(8));
+}
+
+TEST_F(AgentServerTest, RetriedRequestIdStartsOneWorker) {
+  StartAgent("cpu-only.yaml");
+  auto request = Request({{"CPU", 10000}}, {"/bin/sleep", "1000"});
+  request.set_request_id("req-1");
+  v1::LeaseReply first, second;
+  ASSERT_TRUE(Lease(request, &first).ok());
+  ASSERT_TRUE(Lease(request, &second).ok());
+  ASSERT_TRUE(first.has_granted());
+  EXPECT_EQ(first.granted().worker_id(), second.granted().worker_id());
+  EXPECT_EQ(agent_->state().Workers().size(), 1u);
+}
+
+TEST_F(AgentServerTest, SpillsBackThroughTheHeadAndStopsAtTheHopLimit) {
+  StartHead();
+  {
+    absl::MutexLock lock(&head_.mu);
+    head_.pick_answer.set_node_id("n2");
+    head_.pick_answer.set_address("127.0.0.1:9");
+    head_.pick_answer.set_status("placed");
+  }
+  StartAgent("cpu-only.yaml");
+  // More GPUs than a CPU-only node has.
+  v1::LeaseReply reply;
+  ASSERT_TRUE(Lease(Request({{"GPU", 10000}}, {"/bin/true"}), &reply).ok());
+  ASSERT_TRUE(reply.has_spillback()) << reply.status() << ": " << reply.explanation();
+  EXPECT_EQ(reply.spillback().node_id(), "n2");
+  EXPECT_EQ(reply.spillback().address(), "127.0.0.1:9");
+  {
+    absl::MutexLock lock(&head_.mu);
+    ASSERT_EQ(head_.picks.size(), 1u);
+    ASSERT_EQ(head_.picks[0].exclude_node_ids_size(), 1);
+    EXPECT_EQ(head_.picks[0].exclude_node_ids(0), "n1");
+    EXPECT_EQ(head_.picks[0].request().resources().raw().at("GPU"), 10000);
+  }
+
+  // A selector this node does not match spills too.
+  auto tpu = Request({{"CPU", 10000}}, {"/bin/true"});
+  (*tpu.mutable_request()->mutable_label_selector()->mutable_constraints())
+      ["tessera.io/accelerator-type"] = "TPU-V6E";
+  ASSERT_TRUE(Lease(tpu, &reply).ok());
+  EXPECT_TRUE(reply.has_spillback());
+
+  // After the hop limit: answered here with the explanation, the head not asked.
+  auto tired = Request({{"GPU", 10000}}, {"/bin/true"});
+  tired.set_hops(4);
+  ASSERT_TRUE(Lease(tired, &reply).ok());
+  EXPECT_FALSE(reply.has_spillback());
+  EXPECT_FALSE(reply.has_granted());
+  EXPECT_EQ(reply.status(), "infeasible");
+  EXPECT_THAT(reply.explanation(), HasSubstr("GPU"));
+  EXPECT_THAT(reply.explanation(), HasSubstr("4 spillbacks"));
+  {
+    absl::MutexLock lock(&head_.mu);
+    EXPECT_EQ(head_.picks.size(), 2u);
+  }
+
+  // Nobody can take it: the head's explanation is added.
+  {
+    absl::MutexLock lock(&head_.mu);
+    head_.pick_answer = v1::PickNodeResponse();
+    head_.pick_answer.set_status("infeasible");
+    head_.pick_answer.set_explanation("no node has 1 GPU free");
+  }
+  ASSERT_TRUE(Lease(Request({{"GPU", 10000}}, {"/bin/true"}), &reply).ok());
+  EXPECT_EQ(reply.status(), "infeasible");
+  EXPECT_THAT(reply.explanation(), HasSubstr("no node has 1 GPU free"));
+}
+
+TEST_F(AgentServerTest, RegistersHeartbeatsAndRegistersAgainWhenForgotten) {
+  StartHead();
+  StartAgent("h100-sxm-8.yaml");
+  {
+    absl::MutexLock lock(&head_.mu);
+    ASSERT_EQ(head_.registrations.size(), 1u);  // Create registers before returning
+    const v1::NodeDescription& node = head_.registrations[0].node();
+    EXPECT_EQ(node.node_id(), "n1");
+    EXPECT_EQ(node.address(), agent_->address());
+    EXPECT_EQ(node.incarnation(), agent_->incarnation());
+    EXPECT_EQ(node.resources().raw().at("GPU"), 80000);
+    EXPECT_EQ(node.labels().at("tessera.io/node-id"), "n1");
+    ASSERT_EQ(node.devices_size(), 1);
+    EXPECT_EQ(node.devices(0).resource(), "GPU");
+    EXPECT_EQ(node.devices(0).count(), 8);
+  }
+  v1::LeaseReply reply;
+  ASSERT_TRUE(Lease(Request({{"GPU", 10000}}, {"/bin/sleep", "1000"}), &reply).ok());
+  ASSERT_TRUE(reply.has_granted());
+  const std::string lease_id = reply.granted().lease_id();
+  // Heartbeats carry the full lease set.
+  ASSERT_TRUE(Eventually([&] {
+    absl::MutexLock lock(&head_.mu);
+    return !head_.heartbeats.empty() && head_.heartbeats.back().leases_size() == 1 &&
+           head_.heartbeats.back().leases(0).lease_id() == lease_id;
+  }));
+  {
+    absl::MutexLock lock(&head_.mu);
+    EXPECT_EQ(head_.heartbeats.back().incarnation(), agent_->incarnation());
+    EXPECT_EQ(head_.heartbeats.back().workers(), 1);
+  }
+
+  // The head restarts and forgets the node: the agent registers again with its lease, and
+  // releases the bundle the head does not know.
+  ASSERT_TRUE(agent_->state()
+                  .PrepareBundles("pg-old", {BundleAsk{0, node_testing::Res("CPU=1"), {}}})
+                  .ok());
+  {
+    absl::MutexLock lock(&head_.mu);
+    head_.known = false;
+    v1::HeldBundle release;
+    release.set_placement_group("pg-old");
+    release.set_bundle_index(0);
+    head_.release_on_register.push_back(release);
+  }
+  ASSERT_TRUE(Eventually([&] {
+    absl::MutexLock lock(&head_.mu);
+    return head_.registrations.size() >= 2;
+  }));
+  {
+    absl::MutexLock lock(&head_.mu);
+    const v1::RegisterNodeRequest& again = head_.registrations[1];
+    ASSERT_EQ(again.leases_size(), 1);
+    EXPECT_EQ(again.leases(0).lease_id(), lease_id);
+    ASSERT_EQ(again.bundles_size(), 1);
+    EXPECT_EQ(again.bundles(0).placement_group(), "pg-old");
+  }
+  ASSERT_TRUE(Eventually([&] { return agent_->state().Bundles().empty(); }));
+  EXPECT_EQ(agent_->state().Leases().size(), 1u);
+}
+
+TEST_F(AgentServerTest, RegistersOnceTheHeadComesUp) {
+  // The head's address is taken but nothing answers yet: reserve a port, then free it.
+  StartHead();
+  const std::string address = head_server_->address();
+  head_server_.reset();
+  AgentOptions options;
+  options.state_dir = state_dir_;
+  options.token = kToken;
+  options.node_id = "late";
+  options.hardware_file = node_testing::ExampleHardware("cpu-only.yaml");
+  options.environment = Environment();
+  options.head_address = address;
+  options.head_retry_budget_ms = 100;
+  auto agent = NodeAgentServer::Create(options);
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  EXPECT_FALSE((*agent)->head_link()->registered());
+  // The head appears on the same port.
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  rpc::ServerOptions head_options;
+  head_options.token = kToken;
+  head_options.port = port;
+  auto server = rpc::RpcServer::Start(head_options, {&head_});
+  ASSERT_TRUE(server.ok()) << server.status();
+  head_server_ = std::move(*server);
+  EXPECT_TRUE(Eventually([&] { return (*agent)->head_link()->registered(); }));
+  agent->reset();
+}
+
+TEST_F(AgentServerTest, BundlesOverRpcAndLeasesInsideThem) {
+  StartAgent("h100-sxm-8.yaml");
+  auto call = [&](auto method, const auto& request, auto* response) {
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, kToken, kPatience);
+    return (stub_.get()->*method)(&context, request, response);
+  };
+  v1::PrepareBundlesRequest prepare;
+  prepare.set_placement_group("pg-1");
+  auto* bundle = prepare.add_bundles();
+  bundle->set_bundle_index(0);
+  (*bundle->mutable_allocation()->mutable_resources()->mutable_raw())["GPU"] = 20000;
+  auto* grant = bundle->mutable_allocation()->add_devices();
+  grant->set_resource("GPU");
+  grant->add_instances(2);
+  grant->add_instances(3);
+  grant->add_amounts_raw(10000);
+  grant->add_amounts_raw(10000);
+  v1::PrepareBundlesResponse prepared;
+  ASSERT_TRUE(call(&v1::NodeAgent::Stub::PrepareBundles, prepare, &prepared).ok());
+  // A retried prepare is fine.
+  ASSERT_TRUE(call(&v1::NodeAgent::Stub::PrepareBundles, prepare, &prepared).ok());
+  v1::CommitBundlesRequest commit;
+  commit.set_placement_group("pg-1");
+  commit.add_bundle_indices(0);
+  v1::CommitBundlesResponse committed;
+  ASSERT_TRUE(call(&v1::NodeAgent::Stub::CommitBundles, commit, &committed).ok());
+
+  auto request =
+      Request({{"GPU", 10000}}, {"/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES; sleep 1000"});
+  request.mutable_request()->set_placement_group("pg-1");
+  request.mutable_request()->set_bundle_index(0);
+  v1::LeaseReply reply;
+  ASSERT_TRUE(Lease(request, &reply).ok());
+  ASSERT_TRUE(reply.has_granted()) << reply.explanation();
+  const int instance = reply.granted().allocation().devices(0).instances(0);
+  EXPECT_TRUE(instance == 2 || instance == 3);
+  // The worker has printed what it sees before its bundle goes.
+  const std::string out_path =
+      state_dir_ + "/nodes/n1/workers/" + reply.granted().worker_id() + ".out";
+  ASSERT_TRUE(Eventually([&] {
+    std::error_code ec;
+    return std::filesystem::file_size(out_path, ec) > 0 && !ec;
+  }));
+
+  v1::CancelBundlesRequest cancel;
+  cancel.set_placement_group("pg-1");
+  v1::CancelBundlesResponse cancelled;
+  ASSERT_TRUE(call(&v1::NodeAgent::Stub::CancelBundles, cancel, &cancelled).ok());
+  ASSERT_EQ(cancelled.killed_workers_size(), 1);
+  EXPECT_EQ(cancelled.killed_workers(0), reply.granted().worker_id());
+  Watched watched = Watch(reply.granted().worker_id());
+  EXPECT_EQ(watched.out, absl::StrCat(instance, "\n"));
+  EXPECT_EQ(watched.exit.signal(), 9);
+  EXPECT_THAT(watched.exit.reason(), HasSubstr("pg-1 was cancelled"));
+  EXPECT_THAT(agent_->state().Bundles(), IsEmpty());
+  EXPECT_EQ(agent_->state().Available().Get("GPU"), Quantity::FromInt(8));
+}
+
+TEST_F(AgentServerTest, ReadLogsFollowsUntilExit) {
+  StartAgent("cpu-only.yaml");
+  v1::LeaseReply reply;
+  ASSERT_TRUE(Lease(Request({{"CPU", 10000}},
+                            {"/bin/sh", "-c", "echo one; echo err >&2; sleep 0.2; echo two"}),
+                    &reply)
+                  .ok());
+  ASSERT_TRUE(reply.has_granted());
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, kToken, kPatience);
+  v1::ReadLogsRequest request;
+  request.set_worker_id(reply.granted().worker_id());
+  request.set_follow(true);
+  request.set_stdout_only(true);
+  auto reader = stub_->ReadLogs(&context, request);
+  std::string out;
+  v1::LogChunk chunk;
+  while (reader->Read(&chunk)) {
+    EXPECT_FALSE(chunk.is_stderr());
+    out += chunk.data();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(out, "one\ntwo\n");
+}
+
+TEST_F(AgentServerTest, ShutdownRpcStopsTheAgentAndItsWorkers) {
+  StartAgent("cpu-only.yaml");
+  v1::LeaseReply reply;
+  ASSERT_TRUE(Lease(Request({{"CPU", 10000}}, {"/bin/sleep", "1000"}), &reply).ok());
+  ASSERT_TRUE(reply.has_granted());
+  const int pid = reply.granted().pid();
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, kToken, kPatience);
+  v1::ShutdownResponse response;
+  ASSERT_TRUE(stub_->Shutdown(&context, v1::ShutdownRequest(), &response).ok());
+  agent_->Wait();
+  EXPECT_FALSE(std::filesystem::exists(state_dir_ + "/nodes/n1/agent.address"));
+  EXPECT_NE(::kill(pid, 0), 0);  // reaped and gone
+  auto worker = agent_->state().FindWorker(WorkerId(reply.granted().worker_id()));
+  ASSERT_TRUE(worker.has_value());
+  EXPECT_EQ(worker->state, WorkerState::kExited);
+}
+
+TEST_F(AgentServerTest, RunNodeAgentServesUntilTheShutdownRpc) {
+  AgentOptions options;
+  options.state_dir = state_dir_;
+  options.token = kToken;
+  options.node_id = "runner";
+  options.hardware_file = node_testing::ExampleHardware("cpu-only.yaml");
+  options.environment = Environment();
+  absl::Status result = absl::UnknownError("still running");
+  std::thread runner([&] { result = RunNodeAgent(options); });
+  const std::string address_file = state_dir_ + "/nodes/runner/agent.address";
+  std::string address;
+  ASSERT_TRUE(Eventually([&] {
+    std::ifstream in(address_file);
+    return static_cast<bool>(std::getline(in, address)) && !address.empty();
+  }));
+  auto stub = v1::NodeAgent::NewStub(rpc::MakeChannel(address));
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, kToken, kPatience);
+  v1::ShutdownResponse response;
+  ASSERT_TRUE(stub->Shutdown(&context, v1::ShutdownRequest(), &response).ok());
+  runner.join();
+  EXPECT_TRUE(result.ok()) << result;
+  EXPECT_FALSE(std::filesystem::exists(address_file));
+}
+
+TEST_F(AgentServerTest, CreateFailsCleanlyOnBadInput) {
+  AgentOptions options;
+  options.state_dir = state_dir_;
+  options.token = kToken;
+  options.node_id = "n1";
+  options.hardware_file = "/nonexistent/hardware.yaml";
+  options.environment = Environment();
+  EXPECT_FALSE(NodeAgentServer::Create(options).ok());
+  options.hardware_file = node_testing::ExampleHardware("cpu-only.yaml");
+  options.token = "";
+  auto no_token = NodeAgentServer::Create(options);
+  EXPECT_EQ(no_token.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(no_token.status().message(), HasSubstr("token"));
+}
+
+TEST_F(AgentServerTest, UnknownWorkers) {
+  StartAgent("cpu-only.yaml");
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, kToken, kPatience);
+  v1::KillWorkerRequest kill;
+  kill.set_worker_id("nope");
+  v1::KillWorkerResponse response;
+  EXPECT_EQ(stub_->KillWorker(&context, kill, &response).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace tessera

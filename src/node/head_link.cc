@@ -1,0 +1,169 @@
+#include "node/head_link.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "node/agent_proto.h"
+#include "rpc/channel.h"
+#include "rpc/proto_convert.h"
+#include "rpc/retry.h"
+
+namespace tessera {
+
+HeadLink::HeadLink(HeadLinkOptions options, AgentState* state, KillWorkers kill_workers)
+    : options_(std::move(options)),
+      state_(state),
+      kill_workers_(std::move(kill_workers)),
+      stub_(v1::Head::NewStub(rpc::MakeChannel(options_.head_address))),
+      interval_(options_.initial_heartbeat) {}
+
+HeadLink::~HeadLink() { Stop(); }
+
+absl::Status HeadLink::Start(std::string agent_address) {
+  agent_address_ = std::move(agent_address);
+  absl::Status first = Register();
+  thread_ = std::thread([this] { Loop(); });
+  return first;
+}
+
+void HeadLink::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+bool HeadLink::registered() const {
+  absl::MutexLock lock(&mu_);
+  return registered_;
+}
+
+int64_t HeadLink::registrations() const {
+  absl::MutexLock lock(&mu_);
+  return registrations_;
+}
+
+absl::Status HeadLink::Register() {
+  v1::RegisterNodeRequest request;
+  rpc::NodeToProto(state_->spec(), agent_address_, options_.incarnation,
+                   request.mutable_node());
+  for (const LeaseRecord& lease : state_->Leases()) LeaseToProto(lease, request.add_leases());
+  for (const BundleRecord& bundle : state_->Bundles()) {
+    BundleToProto(bundle, request.add_bundles());
+  }
+  v1::RegisterNodeResponse response;
+  rpc::RetryOptions retry;
+  retry.token = options_.token;
+  retry.attempt_timeout = options_.call_timeout;
+  retry.total_budget = options_.retry_budget;
+  absl::Status status =
+      rpc::RetryUnary(retry, &v1::Head::Stub::RegisterNode, stub_.get(), request, &response);
+  if (!status.ok()) return status;
+
+  // Bundles of groups the head does not know (it restarted, or the group is gone).
+  std::vector<WorkerId> to_kill;
+  for (const v1::HeldBundle& bundle : response.release()) {
+    std::vector<WorkerId> killed =
+        state_->CancelBundles(bundle.placement_group(), {bundle.bundle_index()});
+    to_kill.insert(to_kill.end(), killed.begin(), killed.end());
+    std::fprintf(stderr, "node agent %s: released bundle %d of %s (unknown to the head)\n",
+                 state_->node_id().value().c_str(), bundle.bundle_index(),
+                 bundle.placement_group().c_str());
+  }
+  if (!to_kill.empty()) kill_workers_(to_kill);
+
+  absl::MutexLock lock(&mu_);
+  if (response.heartbeat_interval_ms() > 0) {
+    interval_ = absl::Milliseconds(response.heartbeat_interval_ms());
+  }
+  registered_ = true;
+  ++registrations_;
+  return absl::OkStatus();
+}
+
+absl::Status HeadLink::Heartbeat() {
+  v1::HeartbeatRequest request;
+  request.set_node_id(state_->node_id().value());
+  request.set_incarnation(options_.incarnation);
+  for (const LeaseRecord& lease : state_->Leases()) LeaseToProto(lease, request.add_leases());
+  request.set_workers(state_->running_workers());
+  v1::HeartbeatResponse response;
+  rpc::RetryOptions retry;
+  retry.token = options_.token;
+  retry.attempt_timeout = options_.call_timeout;
+  // One interval's worth of retries: the next heartbeat is the next retry.
+  retry.total_budget = options_.call_timeout;
+  absl::Status status =
+      rpc::RetryUnary(retry, &v1::Head::Stub::Heartbeat, stub_.get(), request, &response);
+  if (!status.ok()) return status;
+  if (!response.known()) {
+    return absl::NotFoundError("the head does not know this node");
+  }
+  return absl::OkStatus();
+}
+
+void HeadLink::Loop() {
+  constexpr absl::Duration kFirstRetry = absl::Milliseconds(50);
+  absl::Duration retry_wait = kFirstRetry;
+  while (true) {
+    bool registered;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stop_) return;
+      registered = registered_;
+    }
+    bool again_now = false;
+    absl::Duration wait;
+    {
+      absl::MutexLock lock(&mu_);
+      wait = interval_;
+    }
+    if (!registered) {
+      absl::Status status = Register();
+      if (status.ok()) {
+        retry_wait = kFirstRetry;
+      } else {
+        // A head that is coming up is found soon; one that stays away is asked less often.
+        const absl::Duration cap = wait;
+        wait = std::min(retry_wait, cap);
+        retry_wait = std::min(retry_wait * 2, cap);
+        std::fprintf(stderr, "node agent %s: cannot register with the head at %s: %s\n",
+                     state_->node_id().value().c_str(), options_.head_address.c_str(),
+                     std::string(status.message()).c_str());
+      }
+    } else {
+      absl::Status status = Heartbeat();
+      if (!status.ok()) {
+        // The head restarted (known=false) or cannot be reached: register again; a head that
+        // forgot this node is told at once, an unreachable one when it answers again.
+        absl::MutexLock lock(&mu_);
+        registered_ = false;
+        again_now = absl::IsNotFound(status);
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    if (again_now) continue;
+    mu_.AwaitWithTimeout(absl::Condition(&stop_), wait);
+  }
+}
+
+absl::StatusOr<v1::PickNodeResponse> HeadLink::PickNode(const v1::ResourceRequest& request,
+                                                        const std::vector<std::string>& exclude) {
+  v1::PickNodeRequest pick;
+  *pick.mutable_request() = request;
+  for (const std::string& id : exclude) pick.add_exclude_node_ids(id);
+  v1::PickNodeResponse response;
+  rpc::RetryOptions retry;
+  retry.token = options_.token;
+  retry.attempt_timeout = options_.call_timeout;
+  retry.total_budget = options_.retry_budget;
+  absl::Status status =
+      rpc::RetryUnary(retry, &v1::Head::Stub::PickNode, stub_.get(), pick, &response);
+  if (!status.ok()) return status;
+  return response;
+}
+
+}  // namespace tessera

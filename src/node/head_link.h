@@ -1,0 +1,81 @@
+// HeadLink: the node agent's side of its conversation with the head. Registers the node (its
+// description with a fresh incarnation, plus the leases and bundles it holds), then heartbeats at
+// the interval the head asks for with the full lease set. When the head answers known=false (it
+// restarted) or calls fail and later succeed, the node registers again; bundles the head says it
+// does not know are released here and the workers inside them killed. Also asks the head which
+// node could take a lease this node cannot (PickNode, for spillback).
+//
+// Thread-safe: one background thread runs the loop; PickNode may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "node/agent_state.h"
+#include "tessera/v1/head.grpc.pb.h"
+
+namespace tessera {
+
+struct HeadLinkOptions {
+  std::string head_address;
+  std::string token;
+  std::string incarnation;
+  absl::Duration call_timeout = absl::Seconds(2);
+  absl::Duration retry_budget = absl::Seconds(5);
+  // Until the head names its interval; also the wait between failed registrations.
+  absl::Duration initial_heartbeat = absl::Seconds(1);
+};
+
+class HeadLink {
+ public:
+  // Kills the running workers of released bundles (the agent's process side).
+  using KillWorkers = std::function<void(const std::vector<WorkerId>&)>;
+
+  HeadLink(HeadLinkOptions options, AgentState* state, KillWorkers kill_workers);
+  ~HeadLink();
+  HeadLink(const HeadLink&) = delete;
+  HeadLink& operator=(const HeadLink&) = delete;
+
+  // Registers `agent_address` (host:port of this agent's NodeAgent service) once, retried within
+  // the budget, then starts the heartbeat loop whatever the outcome: a head that is not up yet
+  // is registered with later. Returns the first attempt's status. Call once.
+  absl::Status Start(std::string agent_address);
+  // Stops the loop and waits for it. Deregisters nothing: the head notices by timeout or by a
+  // new incarnation.
+  void Stop();
+
+  // Which node could take `request` now, excluding `exclude` (retried within the budget).
+  absl::StatusOr<v1::PickNodeResponse> PickNode(const v1::ResourceRequest& request,
+                                                const std::vector<std::string>& exclude);
+
+  bool registered() const;
+  int64_t registrations() const;  // successful RegisterNode calls so far
+
+ private:
+  absl::Status Register();
+  absl::Status Heartbeat();
+  void Loop();
+
+  const HeadLinkOptions options_;
+  AgentState* const state_;
+  const KillWorkers kill_workers_;
+  std::unique_ptr<v1::Head::Stub> stub_;
+  std::string agent_address_;  // set by Start, before the loop runs
+
+  mutable absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool registered_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t registrations_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration interval_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace tessera

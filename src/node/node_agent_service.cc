@@ -1,0 +1,337 @@
+#include "node/node_agent_service.h"
+
+#include <signal.h>
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "node/agent_proto.h"
+#include "node/file_tail.h"
+#include "node/worker_env.h"
+#include "rpc/proto_convert.h"
+#include "rpc/status_conversion.h"
+
+namespace tessera {
+namespace {
+
+std::string StatusWord(ScheduleStatus status) {
+  switch (status) {
+    case ScheduleStatus::kPlaced:
+      return "placed";
+    case ScheduleStatus::kPending:
+      return "pending";
+    case ScheduleStatus::kInfeasible:
+      return "infeasible";
+  }
+  return "pending";
+}
+
+grpc::Status Invalid(const absl::Status& status) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(status.message()));
+}
+
+grpc::Status UnknownWorker(const std::string& id) {
+  return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no worker ", id, " on this node"));
+}
+
+// Sends everything new in `tail` as events made by `make`; false when the client is gone.
+template <typename Message, typename Make>
+bool Drain(FileTail& tail, grpc::ServerWriter<Message>* writer, Make make) {
+  while (true) {
+    auto data = tail.ReadNew();
+    if (!data.ok() || data->empty()) return true;
+    if (!writer->Write(make(std::move(*data)))) return false;
+  }
+}
+
+}  // namespace
+
+NodeAgentService::NodeAgentService(AgentServiceOptions options, AgentState* state,
+                                   ProcessSupervisor* workers, HeadLink* head,
+                                   std::function<void()> on_shutdown)
+    : options_(std::move(options)),
+      state_(state),
+      workers_(workers),
+      head_(head),
+      on_shutdown_(std::move(on_shutdown)) {}
+
+grpc::Status NodeAgentService::RequestLease(grpc::ServerContext*, const v1::LeaseRequest* request,
+                                            v1::LeaseReply* reply) {
+  // A retried request (same request_id) gets the first answer: one worker, never two.
+  LeaseOutcome outcome =
+      lease_cache_.Run(request->request_id().empty()
+                           ? std::string()
+                           : absl::StrCat("RequestLease/", request->request_id()),
+                       [&] { return DecideLease(*request); });
+  *reply = std::move(outcome.reply);
+  return outcome.status;
+}
+
+NodeAgentService::LeaseOutcome NodeAgentService::DecideLease(const v1::LeaseRequest& request) {
+  LeaseOutcome out;
+  auto ask = LeaseAskFromProto(request);
+  if (!ask.ok()) {
+    out.status = Invalid(ask.status());
+    return out;
+  }
+  auto decision = state_->TryLease(*ask);
+  if (!decision.ok()) {
+    out.status = Invalid(decision.status());
+    return out;
+  }
+  v1::LeaseReply& reply = out.reply;
+  switch (NextStepAfterLocal(*decision, request.hops(), options_.max_spillback_hops)) {
+    case LeaseNextStep::kGranted:
+      out.status = StartWorker(*decision->lease, request.worker(), &reply);
+      return out;
+    case LeaseNextStep::kAnswerHere:
+      reply.set_status(StatusWord(decision->status));
+      reply.set_explanation(absl::StrCat("not sent on after ", request.hops(),
+                                         " spillbacks: ", decision->explanation));
+      return out;
+    case LeaseNextStep::kAskHead:
+      break;
+  }
+  reply.set_status(StatusWord(decision->status));
+  reply.set_explanation(decision->explanation);
+  if (head_ == nullptr) return out;
+  auto pick = head_->PickNode(request.request(), {state_->node_id().value()});
+  if (!pick.ok()) {
+    reply.set_explanation(absl::StrCat(decision->explanation, "; the head could not be asked: ",
+                                       pick.status().message()));
+    return out;
+  }
+  if (!pick->node_id().empty() && pick->node_id() != state_->node_id().value()) {
+    reply.clear_status();
+    reply.clear_explanation();
+    reply.mutable_spillback()->set_node_id(pick->node_id());
+    reply.mutable_spillback()->set_address(pick->address());
+    return out;
+  }
+  // Nobody can take it now. Pending when it could run somewhere later (here or elsewhere).
+  const bool pending =
+      decision->status == ScheduleStatus::kPending || pick->status() == "pending";
+  reply.set_status(pending ? "pending" : "infeasible");
+  if (!pick->explanation().empty()) {
+    reply.set_explanation(
+        absl::StrCat(decision->explanation, "; other nodes: ", pick->explanation()));
+  }
+  return out;
+}
+
+grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::WorkerSpec& spec,
+                                           v1::LeaseReply* reply) {
+  auto isolation = LeaseIsolationEnv(state_->hardware(), lease.allocation);
+  if (!isolation.ok()) {
+    state_->WorkerFailedToStart(lease.worker, std::string(isolation.status().message()));
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        absl::StrCat("isolation of lease ", lease.id.value(), ": ",
+                                     isolation.status().message()));
+  }
+  WorkerEnvParts parts;
+  parts.agent = options_.agent_env;
+  parts.slice_env = options_.slice_env;
+  parts.spec_env.insert(spec.env().begin(), spec.env().end());
+  parts.isolation = *isolation;
+  parts.node = state_->node_id();
+  parts.worker = lease.worker;
+  parts.lease = lease.id;
+  const Environment env = BuildWorkerEnvironment(parts);
+
+  ChildSpec child;
+  child.argv.assign(spec.argv().begin(), spec.argv().end());
+  child.env = env.vars();
+  child.cwd = spec.cwd();
+  child.stdout_path = absl::StrCat(options_.workers_dir, "/", lease.worker.value(), ".out");
+  child.stderr_path = absl::StrCat(options_.workers_dir, "/", lease.worker.value(), ".err");
+  AgentState* state = state_;
+  auto pid = workers_->Start(ChildId(lease.worker.value()), child,
+                             [state](const ChildId& id, const ExitStatus& exit) {
+                               (void)state->WorkerExited(WorkerId(id.value()),
+                                                         WorkerExitFromStatus(exit));
+                             });
+  if (!pid.ok()) {
+    const std::string reason = absl::StrCat("cannot start worker: ", pid.status().message());
+    state_->WorkerFailedToStart(lease.worker, reason);
+    return grpc::Status(static_cast<grpc::StatusCode>(pid.status().code()), reason);
+  }
+  std::map<std::string, std::string> isolation_env = IsolationEnvMap(*isolation);
+  (void)state_->WorkerStarted(lease.worker, *pid, child.argv, isolation_env, child.stdout_path,
+                              child.stderr_path);
+  if (auto worker = state_->FindWorker(lease.worker);
+      !state_->HoldsLease(lease.id) && worker.has_value() &&
+      worker->state != WorkerState::kExited) {
+    // Its bundle was cancelled while it started: it must not run outside a reservation.
+    state_->NoteKill(lease.worker, "after its bundle was cancelled while it started");
+    (void)workers_->Signal(ChildId(lease.worker.value()), SIGKILL);
+  }
+
+  v1::LeaseGrant* grant = reply->mutable_granted();
+  grant->set_lease_id(lease.id.value());
+  grant->set_worker_id(lease.worker.value());
+  grant->set_node_id(state_->node_id().value());
+  rpc::AllocationToProto(lease.allocation, grant->mutable_allocation());
+  for (auto& [name, value] : isolation_env) (*grant->mutable_isolation_env())[name] = value;
+  grant->set_pid(*pid);
+  reply->set_status("placed");
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeAgentService::WatchWorker(grpc::ServerContext* context,
+                                           const v1::WatchWorkerRequest* request,
+                                           grpc::ServerWriter<v1::WorkerEvent>* writer) {
+  const WorkerId id(request->worker_id());
+  auto worker = state_->FindWorker(id);
+  if (!worker.has_value()) return UnknownWorker(request->worker_id());
+  FileTail out(worker->stdout_path), err(worker->stderr_path);
+  auto make_out = [](std::string data) {
+    v1::WorkerEvent e;
+    e.set_stdout(std::move(data));
+    return e;
+  };
+  auto make_err = [](std::string data) {
+    v1::WorkerEvent e;
+    e.set_stderr(std::move(data));
+    return e;
+  };
+  while (true) {
+    const bool exited = state_->AwaitWorkerExit(id, absl::Now() + options_.poll_interval);
+    // After the exit every byte the worker wrote is in its files: this drain is the last.
+    if (!Drain(out, writer, make_out) || !Drain(err, writer, make_err)) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the watcher went away");
+    }
+    if (exited) {
+      worker = state_->FindWorker(id);
+      if (!worker.has_value() || !worker->exit.has_value()) {
+        return UnknownWorker(request->worker_id());
+      }
+      v1::WorkerEvent event;
+      WorkerExitToProto(*worker->exit, event.mutable_exit());
+      writer->Write(event);
+      return grpc::Status::OK;
+    }
+    if (context->IsCancelled()) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the watcher went away");
+    }
+    if (!state_->FindWorker(id).has_value()) return UnknownWorker(request->worker_id());
+  }
+}
+
+grpc::Status NodeAgentService::ReadLogs(grpc::ServerContext* context,
+                                        const v1::ReadLogsRequest* request,
+                                        grpc::ServerWriter<v1::LogChunk>* writer) {
+  if (request->stdout_only() && request->stderr_only()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "stdout_only and stderr_only exclude each other");
+  }
+  const WorkerId id(request->worker_id());
+  auto worker = state_->FindWorker(id);
+  if (!worker.has_value()) return UnknownWorker(request->worker_id());
+  FileTail out(worker->stdout_path), err(worker->stderr_path);
+  auto chunk = [](bool is_stderr) {
+    return [is_stderr](std::string data) {
+      v1::LogChunk c;
+      c.set_data(std::move(data));
+      c.set_is_stderr(is_stderr);
+      return c;
+    };
+  };
+  while (true) {
+    const bool exited = !request->follow() ||
+                        state_->AwaitWorkerExit(id, absl::Now() + options_.poll_interval);
+    if ((!request->stderr_only() && !Drain(out, writer, chunk(false))) ||
+        (!request->stdout_only() && !Drain(err, writer, chunk(true)))) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the reader went away");
+    }
+    if (exited) return grpc::Status::OK;
+    if (context->IsCancelled()) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the reader went away");
+    }
+    if (!state_->FindWorker(id).has_value()) return grpc::Status::OK;
+  }
+}
+
+grpc::Status NodeAgentService::KillWorker(grpc::ServerContext*,
+                                          const v1::KillWorkerRequest* request,
+                                          v1::KillWorkerResponse*) {
+  const WorkerId id(request->worker_id());
+  auto worker = state_->FindWorker(id);
+  if (!worker.has_value()) return UnknownWorker(request->worker_id());
+  if (request->signal() < 0 || request->signal() >= NSIG) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("signal: ", request->signal(), " is not a signal"));
+  }
+  if (worker->state == WorkerState::kExited) return grpc::Status::OK;
+  state_->NoteKill(id, "after a KillWorker request");
+  absl::Status status = request->signal() == 0
+                            ? workers_->Terminate(ChildId(id.value()), options_.kill_grace)
+                            : workers_->Signal(ChildId(id.value()), request->signal());
+  if (absl::IsNotFound(status)) return grpc::Status::OK;  // it exited meanwhile
+  return rpc::ToGrpcStatus(status);
+}
+
+grpc::Status NodeAgentService::ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*,
+                                           v1::ListWorkersResponse* response) {
+  response->set_node_id(state_->node_id().value());
+  for (const WorkerRecord& worker : state_->Workers()) {
+    WorkerToProto(worker, response->add_workers());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeAgentService::PrepareBundles(grpc::ServerContext*,
+                                              const v1::PrepareBundlesRequest* request,
+                                              v1::PrepareBundlesResponse*) {
+  auto asks = BundleAsksFromProto(*request);
+  if (!asks.ok()) return Invalid(asks.status());
+  return rpc::ToGrpcStatus(state_->PrepareBundles(request->placement_group(), *asks));
+}
+
+grpc::Status NodeAgentService::CommitBundles(grpc::ServerContext*,
+                                             const v1::CommitBundlesRequest* request,
+                                             v1::CommitBundlesResponse*) {
+  if (request->placement_group().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "placement_group is empty");
+  }
+  state_->CommitBundles(request->placement_group(),
+                        {request->bundle_indices().begin(), request->bundle_indices().end()});
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeAgentService::CancelBundles(grpc::ServerContext*,
+                                             const v1::CancelBundlesRequest* request,
+                                             v1::CancelBundlesResponse* response) {
+  if (request->placement_group().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "placement_group is empty");
+  }
+  std::vector<WorkerId> killed =
+      state_->CancelBundles(request->placement_group(),
+                            {request->bundle_indices().begin(), request->bundle_indices().end()});
+  for (const WorkerId& id : killed) {
+    state_->NoteKill(id, absl::StrCat("after its bundle of ", request->placement_group(),
+                                      " was cancelled"));
+  }
+  KillNow(killed);
+  for (const WorkerId& id : killed) response->add_killed_workers(id.value());
+  return grpc::Status::OK;
+}
+
+void NodeAgentService::KillNow(const std::vector<WorkerId>& workers) {
+  for (const WorkerId& id : workers) (void)workers_->Signal(ChildId(id.value()), SIGKILL);
+}
+
+void NodeAgentService::TerminateAll() {
+  for (const ChildId& id : workers_->Children()) {
+    state_->NoteKill(WorkerId(id.value()), "as the node agent shut down");
+    (void)workers_->Terminate(id, options_.kill_grace);
+  }
+}
+
+grpc::Status NodeAgentService::Shutdown(grpc::ServerContext*, const v1::ShutdownRequest*,
+                                        v1::ShutdownResponse*) {
+  if (on_shutdown_) on_shutdown_();
+  return grpc::Status::OK;
+}
+
+}  // namespace tessera

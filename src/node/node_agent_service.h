@@ -1,0 +1,88 @@
+// NodeAgentService: the NodeAgent gRPC service (proto/tessera/v1/node_agent.proto) over the
+// agent's state, its worker pool and its link to the head.
+//
+// RequestLease decides locally first; when this node cannot take the lease (pending or
+// infeasible here, a selector it does not match, a bundle held elsewhere) it asks the head which
+// node can (PickNode, excluding this node) and answers Spillback; past the hop limit it answers
+// with the local explanation. A granted lease starts its worker at once with the isolation
+// environment of its device instances; the worker's exit releases the lease.
+//
+// Thread-safe: gRPC calls handlers concurrently; all shared state is in AgentState (its own
+// mutex), the ProcessSupervisor (its own) and the request cache (its own).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "absl/time/time.h"
+#include "hardware/environment.h"
+#include "node/agent_state.h"
+#include "node/head_link.h"
+#include "process/process_supervisor.h"
+#include "rpc/request_cache.h"
+#include "tessera/v1/node_agent.grpc.pb.h"
+
+namespace tessera {
+
+struct AgentServiceOptions {
+  std::string workers_dir;  // <state>/nodes/<node-id>/workers
+  Environment agent_env;    // what every worker inherits
+  std::map<std::string, std::string> slice_env;
+  int max_spillback_hops = 4;
+  absl::Duration kill_grace = absl::Seconds(2);
+  // How often a streaming call looks for new output while the worker runs.
+  absl::Duration poll_interval = absl::Milliseconds(20);
+};
+
+class NodeAgentService final : public v1::NodeAgent::Service {
+ public:
+  // `head` may be null (an agent without a head decides every lease locally). `on_shutdown` is
+  // called from the Shutdown handler and must not block on the server.
+  NodeAgentService(AgentServiceOptions options, AgentState* state, ProcessSupervisor* workers,
+                   HeadLink* head, std::function<void()> on_shutdown);
+
+  grpc::Status RequestLease(grpc::ServerContext* context, const v1::LeaseRequest* request,
+                            v1::LeaseReply* reply) override;
+  grpc::Status WatchWorker(grpc::ServerContext* context, const v1::WatchWorkerRequest* request,
+                           grpc::ServerWriter<v1::WorkerEvent>* writer) override;
+  grpc::Status KillWorker(grpc::ServerContext* context, const v1::KillWorkerRequest* request,
+                          v1::KillWorkerResponse* response) override;
+  grpc::Status ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,
+                           v1::ListWorkersResponse* response) override;
+  grpc::Status ReadLogs(grpc::ServerContext* context, const v1::ReadLogsRequest* request,
+                        grpc::ServerWriter<v1::LogChunk>* writer) override;
+  grpc::Status PrepareBundles(grpc::ServerContext* context,
+                              const v1::PrepareBundlesRequest* request,
+                              v1::PrepareBundlesResponse* response) override;
+  grpc::Status CommitBundles(grpc::ServerContext* context, const v1::CommitBundlesRequest* request,
+                             v1::CommitBundlesResponse* response) override;
+  grpc::Status CancelBundles(grpc::ServerContext* context, const v1::CancelBundlesRequest* request,
+                             v1::CancelBundlesResponse* response) override;
+  grpc::Status Shutdown(grpc::ServerContext* context, const v1::ShutdownRequest* request,
+                        v1::ShutdownResponse* response) override;
+
+  // Kills workers at once (SIGKILL): their reservation is gone.
+  void KillNow(const std::vector<WorkerId>& workers);
+  // SIGTERM to every running worker, SIGKILL after the grace period (shutdown).
+  void TerminateAll();
+
+ private:
+  struct LeaseOutcome {
+    grpc::Status status;
+    v1::LeaseReply reply;
+  };
+  LeaseOutcome DecideLease(const v1::LeaseRequest& request);
+  // Starts the granted lease's worker and fills the grant; on failure the lease is released.
+  grpc::Status StartWorker(const LeaseRecord& lease, const v1::WorkerSpec& spec,
+                           v1::LeaseReply* reply);
+
+  const AgentServiceOptions options_;
+  AgentState* const state_;
+  ProcessSupervisor* const workers_;
+  HeadLink* const head_;
+  const std::function<void()> on_shutdown_;
+  rpc::RequestCache<LeaseOutcome> lease_cache_;
+};
+
+}  // namespace tessera

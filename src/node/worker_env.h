@@ -1,0 +1,42 @@
+// The environment a worker process starts with: the agent's own environment, then the host's
+// TPU slice identity, then the lease's WorkerSpec.env, then the isolation variables of the
+// lease's device instances (so a worker cannot widen what it sees), then the ids the runtime
+// gives every worker (TESSERA_NODE_ID, TESSERA_WORKER_ID, TESSERA_LEASE_ID).
+// Thread-safe: pure functions of their inputs.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "hardware/environment.h"
+#include "hardware/node_discovery.h"
+#include "node/agent_types.h"
+#include "scheduling/cluster_view.h"
+
+namespace tessera {
+
+// The isolation variables for the device instances of `allocation` on a node with `hardware`:
+// each DeviceGrant's resource is mapped to the advertised family that owns it (claim order),
+// and its instances go through WorkerIsolationEnv with the node's isolation policy. A fraction
+// of a device makes the device visible. InvalidArgument when a grant names a resource no family
+// of the node advertises, or an instance out of range.
+absl::StatusOr<EnvChanges> LeaseIsolationEnv(const NodeHardware& hardware,
+                                             const Allocation& allocation);
+
+struct WorkerEnvParts {
+  Environment agent;
+  std::map<std::string, std::string> slice_env;
+  std::map<std::string, std::string> spec_env;
+  EnvChanges isolation;
+  NodeId node;
+  WorkerId worker;
+  LeaseId lease;
+};
+
+Environment BuildWorkerEnvironment(const WorkerEnvParts& parts);
+
+// The isolation changes as the protocol reports them (an unset variable is left out).
+std::map<std::string, std::string> IsolationEnvMap(const EnvChanges& changes);
+
+}  // namespace tessera
