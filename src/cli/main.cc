@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   tessera::cli::AddHardwareCommand(app, exit_code);
   tessera::cli::AddDescribeSliceCommand(app, exit_code);
   tessera::cli::AddScheduleCommand(app, exit_code);
+  tessera::cli::AddStartCommand(app, exit_code);
   tessera::cli::AddStopCommand(app, exit_code);
   tessera::cli::AddUpCommand(app, exit_code);
   tessera::cli::AddDownCommand(app, exit_code);

@@ -193,11 +193,13 @@ void AddPlacementGroupCommand(CLI::App& app, int& exit_code) {
       ->required();
   cmd->add_option("--bundle-selector", create->bundle_selectors,
                   "Label selector per bundle, in order, separated by ';' or repeated")
-      ->type_name("SEL");
+      ->type_name("SEL")
+      ->allow_extra_args(false);
   cmd->add_option("--fallback", create->fallbacks,
                   "Alternative bundles tried in order: \"CPU=1;CPU=1\" or with selectors "
                   "\"CPU=1;CPU=1|zone=a;zone=a\"")
-      ->type_name("BUNDLES");
+      ->type_name("BUNDLES")
+      ->allow_extra_args(false);
   cmd->add_option("--wait", create->wait, "Wait until the group is created (e.g. 30s)")
       ->type_name("DUR");
   cmd->add_flag("--json", create->json, "Print JSON for programs");

@@ -348,9 +348,11 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       "run", "Run a command as a worker on the cluster and stream its output");
   cmd->add_option("--resources", args->resources, "What the worker needs (default CPU=1)")
       ->type_name("LIST");
+  // Repeatable flags take one value each, so the `--` after them still starts the command.
   cmd->add_option("--label-selector", args->selectors,
                   "Node label selector; repeat for fallbacks, tried in order")
-      ->type_name("EXPR");
+      ->type_name("EXPR")
+      ->allow_extra_args(false);
   cmd->add_option("--strategy", args->strategy, "DEFAULT (local, then pack) or SPREAD")
       ->type_name("S");
   cmd->add_option("--placement-group", args->placement_group, "Run inside this group's bundle")
@@ -358,7 +360,8 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--bundle", args->bundle, "Bundle index in the group (-1: any bundle)")
       ->type_name("I");
   cmd->add_option("--env", args->env, "Environment variable for the worker (repeatable)")
-      ->type_name("NAME=VALUE");
+      ->type_name("NAME=VALUE")
+      ->allow_extra_args(false);
   cmd->add_option("--cwd", args->cwd, "Working folder of the worker (default: this one)")
       ->type_name("DIR");
   cmd->add_option("--wait", args->wait,

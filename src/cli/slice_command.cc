@@ -221,7 +221,8 @@ void AddSliceCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--fallback", reserve->fallbacks,
                   "Alternative tried in order when the shape above cannot be reserved now: "
                   "TYPE:TOPO[:K]")
-      ->type_name("ALT");
+      ->type_name("ALT")
+      ->allow_extra_args(false);
   cmd->add_option("--wait", reserve->wait, "Wait until reserved (e.g. 30s)")->type_name("DUR");
   cmd->add_flag("--json", reserve->json, "Print JSON for programs");
   AddCommonClusterFlags(*cmd, *common);

@@ -1,0 +1,278 @@
+// tessera start --head [--port P] [--bind ADDR] [--state-dir DIR] [--node-timeout DUR]
+//               [--heartbeat-interval DUR] [--block]
+// tessera start --address HOST:PORT [--hardware FILE | --cluster-file F --node-id ID]
+//               [--labels k=v,...] [--resources ...] [--node-id ID] [--bind ADDR] [--port P]
+//               [--state-dir DIR] [--token-file F] [--block]
+// Starts the head or a node agent of this machine. By default the server runs as a daemon (this
+// command starts itself again with --block in a new session, output to the log file in the state
+// folder) and the command returns once the server is ready, printing its address, and for the
+// head the token other machines need. With --block the server runs in the foreground until it is
+// stopped (SIGTERM, SIGINT, or `tessera stop`).
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cli/cluster_client.h"
+#include "cli/commands.h"
+#include "cli/server_start.h"
+#include "cli/state_folder.h"
+#include "head/head_server.h"
+#include "labels/label.h"
+#include "node/agent_options.h"
+#include "node/agent_server.h"
+#include "resources/resource_set.h"
+
+namespace tessera::cli {
+namespace {
+
+struct StartArgs {
+  bool head = false;
+  std::string address;
+  int port = -1;  // -1: the server's default
+  std::string bind;
+  std::string state_dir;
+  std::string node_timeout;
+  std::string heartbeat_interval;
+  std::string hardware;
+  std::string cluster_file;
+  std::string node_id;
+  std::string labels;
+  std::string resources;
+  std::string token_file;
+  std::string sysroot;
+  std::string timeout = "60s";
+  bool block = false;
+};
+
+// The same command line for the daemon, with every path absolute (the daemon keeps this
+// folder, but a path must not depend on that) and --block.
+std::vector<std::string> DaemonArgs(const StartArgs& args, const StateFolder& state) {
+  auto abs = [](const std::string& path) {
+    std::error_code ec;
+    return path.empty() ? path : std::filesystem::absolute(path, ec).string();
+  };
+  std::vector<std::string> out = {"start"};
+  auto add = [&out](const char* flag, const std::string& value) {
+    if (!value.empty()) out.insert(out.end(), {flag, value});
+  };
+  if (args.head) out.push_back("--head");
+  add("--address", args.address);
+  if (args.port >= 0) add("--port", absl::StrCat(args.port));
+  add("--bind", args.bind);
+  add("--state-dir", state.root);
+  add("--node-timeout", args.node_timeout);
+  add("--heartbeat-interval", args.heartbeat_interval);
+  add("--hardware", abs(args.hardware));
+  add("--cluster-file", abs(args.cluster_file));
+  add("--node-id", args.node_id);
+  add("--labels", args.labels);
+  add("--resources", args.resources);
+  add("--token-file", abs(args.token_file));
+  add("--sysroot", abs(args.sysroot));
+  out.push_back("--block");
+  return out;
+}
+
+absl::StatusOr<HeadOptions> BuildHeadOptions(const StartArgs& args, const StateFolder& state) {
+  HeadOptions options;
+  options.state_dir = state.root;
+  if (!args.bind.empty()) options.bind = args.bind;
+  if (args.port >= 0) options.port = args.port;
+  if (!args.node_timeout.empty()) {
+    auto timeout = ParseDurationFlag("--node-timeout", args.node_timeout);
+    if (!timeout.ok()) return timeout.status();
+    if (*timeout <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("--node-timeout: must be positive");
+    }
+    options.node_timeout = *timeout;
+    // Several heartbeats fit in the timeout, so one late heartbeat never kills a node.
+    options.heartbeat_interval = std::min(options.heartbeat_interval, *timeout / 4);
+  }
+  if (!args.heartbeat_interval.empty()) {
+    auto interval = ParseDurationFlag("--heartbeat-interval", args.heartbeat_interval);
+    if (!interval.ok()) return interval.status();
+    if (*interval <= absl::ZeroDuration() || *interval >= options.node_timeout) {
+      return absl::InvalidArgumentError(
+          "--heartbeat-interval: must be positive and shorter than the node timeout");
+    }
+    options.heartbeat_interval = *interval;
+  }
+  return options;
+}
+
+absl::StatusOr<AgentOptions> BuildAgentOptions(const StartArgs& args, const StateFolder& state) {
+  AgentOptions options;
+  options.state_dir = state.root;
+  options.head_address = args.address;
+  if (!args.token_file.empty()) {
+    auto token = FindToken(state, args.token_file);
+    if (!token.ok()) return token.status();
+    options.token = *token;
+  }
+  if (!args.bind.empty()) options.bind = args.bind;
+  if (args.port >= 0) options.port = args.port;
+  options.node_id = args.node_id;
+  if (!args.hardware.empty()) options.hardware_file = args.hardware;
+  if (!args.cluster_file.empty()) options.cluster_file = args.cluster_file;
+  if (!args.sysroot.empty()) options.sysroot = args.sysroot;
+  auto labels = ParseLabels(args.labels, LabelOrigin::kUser);
+  if (!labels.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--labels: ", labels.status().message()));
+  }
+  options.labels = *std::move(labels);
+  auto resources = ParseResourceSet(args.resources);
+  if (!resources.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--resources: ", resources.status().message()));
+  }
+  options.resources = *std::move(resources);
+  return ResolveAgentOptions(std::move(options));
+}
+
+int StartHead(const StartArgs& args, const StateFolder& state, absl::Duration timeout) {
+  auto options = BuildHeadOptions(args, state);
+  if (!options.ok()) return ReportError(options.status());
+  if (args.block) {
+    const absl::Status status = RunHead(*options);
+    return status.ok() ? 0 : ReportError(status);
+  }
+  auto head = StartHeadDaemon(state, DaemonArgs(args, state), timeout);
+  if (!head.ok()) return ReportError(head.status());
+  const std::string token = ReadFirstLine(state.TokenFile()).value_or("");
+  const std::string port = head->address.substr(head->address.rfind(':') + 1);
+  const bool loopback = head->address.starts_with("127.") || head->address.starts_with("[::1]") ||
+                        head->address.starts_with("localhost");
+  std::cout << "Head started at " << head->address << " (pid " << head->pid
+            << "), state folder " << state.root << ".\n"
+            << "Log: " << head->log_file << "\n\n"
+            << "Add a node agent on this machine:\n"
+            << "  tessera start --address " << head->address
+            << (state.root == ResolveStateDir("") ? "" : absl::StrCat(" --state-dir ", state.root))
+            << " --hardware FILE\n"
+            << "On another machine (token in " << state.TokenFile() << "):\n"
+            << "  TESSERA_TOKEN=" << token << " tessera start --address <this host>:" << port
+            << "\n";
+  if (loopback) {
+    std::cout << "  (the head listens on loopback only; start it with --bind 0.0.0.0 to accept "
+                 "other machines)\n";
+  }
+  std::cout << "Stop it with: tessera stop"
+            << (state.root == ResolveStateDir("") ? "" : absl::StrCat(" --state-dir ", state.root))
+            << "\n";
+  return 0;
+}
+
+int StartAgent(const StartArgs& args, const StateFolder& state, absl::Duration timeout) {
+  if (!args.cluster_file.empty() && args.node_id.empty()) {
+    return ReportError("--cluster-file needs --node-id (which node of the file this agent is)");
+  }
+  if (!args.cluster_file.empty() && !args.hardware.empty()) {
+    return ReportError("give --hardware or --cluster-file, not both");
+  }
+  auto options = BuildAgentOptions(args, state);
+  if (!options.ok()) return ReportError(options.status());
+  if (args.block) {
+    const absl::Status status = RunNodeAgent(*options);
+    return status.ok() ? 0 : ReportError(status);
+  }
+  std::vector<std::string> daemon_args = DaemonArgs(args, state);
+  if (args.node_id.empty()) {
+    // Pin the id the options resolved (the host name), so the daemon resolves the same one.
+    daemon_args.insert(daemon_args.end() - 1, {"--node-id", options->node_id});
+  }
+  auto agent = SpawnAgentDaemon(state, options->node_id, daemon_args);
+  if (!agent.ok()) return ReportError(agent.status());
+  std::vector<StartedServer> agents = {*agent};
+  if (absl::Status ready =
+          WaitAgentsReady(state, options->head_address, args.token_file, agents, timeout);
+      !ready.ok()) {
+    return ReportError(ready);
+  }
+  std::cout << "Node agent " << agents[0].node_id << " started at " << agents[0].address
+            << " (pid " << agents[0].pid << ")";
+  if (!options->head_address.empty()) {
+    std::cout << ", registered with the head at " << options->head_address;
+  } else {
+    std::cout << ", without a head (every lease is decided here)";
+  }
+  std::cout << ".\nLog: " << agents[0].log_file << "\n";
+  return 0;
+}
+
+int RunStart(const StartArgs& args) {
+  std::error_code ec;
+  const StateFolder state{std::filesystem::absolute(ResolveStateDir(args.state_dir), ec).string()};
+  auto timeout = ParseDurationFlag("--timeout", args.timeout);
+  if (!timeout.ok()) return ReportError(timeout.status());
+  if (args.head && !args.address.empty()) {
+    return ReportError("give --head to start a head, or --address HOST:PORT to join one, not both");
+  }
+  if (args.head) {
+    for (const auto& [flag, value] :
+         {std::pair{"--hardware", args.hardware}, {"--cluster-file", args.cluster_file},
+          {"--node-id", args.node_id}, {"--labels", args.labels},
+          {"--resources", args.resources}, {"--token-file", args.token_file}}) {
+      if (!value.empty()) return ReportError(absl::StrCat(flag, " is for node agents, not --head"));
+    }
+    return StartHead(args, state, *timeout);
+  }
+  if (!args.node_timeout.empty() || !args.heartbeat_interval.empty()) {
+    return ReportError("--node-timeout and --heartbeat-interval are for the head (--head)");
+  }
+  if (args.address.empty() && !std::filesystem::exists(state.HeadAddressFile(), ec)) {
+    return ReportError(absl::StrCat("give --head to start a head, or --address HOST:PORT of the "
+                                    "head to join (no head is running with state folder ",
+                                    state.root, ")"));
+  }
+  return StartAgent(args, state, *timeout);
+}
+
+}  // namespace
+
+void AddStartCommand(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<StartArgs>();
+  CLI::App* cmd = app.add_subcommand("start", "Start the head (--head) or a node agent (--address)");
+  cmd->add_flag("--head", args->head, "Start the cluster's head");
+  cmd->add_option("--address", args->address, "The head to join (node agents)")
+      ->type_name("HOST:PORT");
+  cmd->add_option("--port", args->port, "Port to listen on (0: any free port)")->type_name("P");
+  cmd->add_option("--bind", args->bind, "Address to listen on (default 127.0.0.1)")
+      ->type_name("ADDR");
+  cmd->add_option("--state-dir", args->state_dir,
+                  "The cluster's state folder (default: $TESSERA_STATE_DIR, else /tmp/tessera)")
+      ->type_name("DIR");
+  cmd->add_option("--node-timeout", args->node_timeout,
+                  "Head: a node that misses heartbeats this long is declared dead")
+      ->type_name("DUR");
+  cmd->add_option("--heartbeat-interval", args->heartbeat_interval,
+                  "Head: how often node agents heartbeat (default 500ms, at most a quarter of "
+                  "the node timeout)")
+      ->type_name("DUR");
+  cmd->add_option("--hardware", args->hardware, "A simulated hardware description instead of "
+                  "this machine's")
+      ->type_name("FILE");
+  cmd->add_option("--cluster-file", args->cluster_file,
+                  "Take this node's hardware from a cluster file (with --node-id)")
+      ->type_name("F");
+  cmd->add_option("--node-id", args->node_id, "The node's id (default: the host name)")
+      ->type_name("ID");
+  cmd->add_option("--labels", args->labels, "Labels to add: key=value,other=value")
+      ->type_name("LIST");
+  cmd->add_option("--resources", args->resources, "Resources, beating detection: CPU=8,GPU=4")
+      ->type_name("LIST");
+  cmd->add_option("--token-file", args->token_file, "The cluster token (default: "
+                  "$TESSERA_TOKEN, else <state>/token)")
+      ->type_name("F");
+  cmd->add_option("--sysroot", args->sysroot, "Read Linux paths under DIR (discovery)")
+      ->type_name("DIR");
+  cmd->add_option("--timeout", args->timeout, "How long to wait for the server to be ready")
+      ->type_name("DUR");
+  cmd->add_flag("--block", args->block, "Run in the foreground instead of as a daemon");
+  cmd->callback([args, &exit_code] { exit_code = RunStart(*args); });
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,694 @@
+// The cluster runtime end to end: a real head and real node agents (separate `tessera`
+// processes) on loopback, driven through the `tessera` command and direct gRPC calls.
+// Timing: nodes heartbeat often and are declared dead after a short timeout; every wait polls
+// for a state with a generous deadline and never sleeps a fixed time as a test of anything.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_split.h"
+#include "integration/cluster_harness.h"
+
+namespace tessera::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using Json = nlohmann::json;
+
+#define ASSERT_OK(expr)                                    \
+  do {                                                     \
+    const absl::Status assert_ok_status_ = (expr);         \
+    ASSERT_TRUE(assert_ok_status_.ok()) << assert_ok_status_; \
+  } while (0)
+
+// "CPU=1" -> raw map entry helpers.
+int64_t Raw(const tessera::v1::Resources& r, const std::string& name) {
+  const auto it = r.raw().find(name);
+  return it == r.raw().end() ? 0 : it->second;
+}
+
+std::string Describe(const CliResult& r) {
+  return absl::StrCat("exit ", r.exit_code, "\n--- stdout\n", r.out, "--- stderr\n", r.err);
+}
+
+Json ParseJson(const CliResult& r) {
+  return Json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+}
+
+// The node each bundle of group `name` sits on ("" when unplaced).
+std::vector<std::string> BundleNodes(const tessera::v1::PlacementGroupInfo& g) {
+  std::vector<std::string> nodes;
+  for (const auto& b : g.bundles()) nodes.push_back(b.node_id());
+  return nodes;
+}
+
+absl::StatusOr<tessera::v1::PlacementGroupInfo> FindGroup(TestCluster& cluster,
+                                                          const std::string& name) {
+  auto groups = cluster.client().ListPlacementGroups();
+  if (!groups.ok()) return groups.status();
+  for (const auto& g : groups->groups()) {
+    if (g.name() == name) return g;
+  }
+  return absl::NotFoundError(absl::StrCat("no group ", name));
+}
+
+absl::StatusOr<tessera::v1::NodeInfo> FindNode(TestCluster& cluster, const std::string& id) {
+  auto nodes = cluster.client().ListNodes();
+  if (!nodes.ok()) return nodes.status();
+  for (const auto& n : nodes->nodes()) {
+    if (n.node().node_id() == id) return n;
+  }
+  return absl::NotFoundError(absl::StrCat("no node ", id));
+}
+
+// Every resource of node `id` is free again (the head's view, mirrored from heartbeats).
+absl::Status NodeIdle(TestCluster& cluster, const std::string& id) {
+  auto node = FindNode(cluster, id);
+  if (!node.ok()) return node.status();
+  for (const auto& [name, total] : node->node().resources().raw()) {
+    if (Raw(node->available(), name) != total) {
+      return absl::UnavailableError(absl::StrCat(id, ": ", name, " not all free yet"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+ClusterOptions ThreeCpuNodes() {
+  ClusterOptions options;
+  for (const char* id : {"n1", "n2", "n3"}) options.nodes.push_back({.id = id, .hardware_yaml = CpuHost(4)});
+  return options;
+}
+
+// A file the test creates to let a waiting worker finish.
+std::string ReleaseFile(const TestCluster& cluster, const std::string& name) {
+  return absl::StrCat(cluster.state_dir(), "/test-logs/", name);
+}
+
+std::string WaitForFileCommand(const std::string& file) {
+  return absl::StrCat("while [ ! -e ", file, " ]; do sleep 0.02; done");
+}
+
+void Touch(const std::string& path) { std::ofstream(path) << "go\n"; }
+
+TEST(ClusterIntegrationTest, RunStreamsOutputAndReturnsTheExitCode) {
+  auto cluster = TestCluster::Start(ThreeCpuNodes());
+  ASSERT_OK(cluster.status());
+  TestCluster& c = **cluster;
+
+  const CliResult r = c.Cli({"run", "--", "sh", "-c", "echo out-line; echo err-line >&2; exit 3"});
+  EXPECT_EQ(r.exit_code, 3) << Describe(r);
+  EXPECT_EQ(r.out, "out-line\n") << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("err-line")) << Describe(r);
+
+  const CliResult ok = c.Cli({"run", "--", "true"});
+  EXPECT_EQ(ok.exit_code, 0) << Describe(ok);
+
+  // Both runs are jobs of the head, with how they ended.
+  const CliResult jobs = c.Cli({"list", "jobs", "--json"});
+  ASSERT_EQ(jobs.exit_code, 0) << Describe(jobs);
+  const Json j = ParseJson(jobs);
+  ASSERT_TRUE(j.contains("jobs")) << jobs.out;
+  std::multiset<std::string> states;
+  for (const Json& job : j["jobs"]) states.insert(job["state"].get<std::string>());
+  EXPECT_EQ(states, (std::multiset<std::string>{"FAILED", "SUCCEEDED"})) << jobs.out;
+}
+
+TEST(ClusterIntegrationTest, LeaseSpillsBackToTheNodeThatFitsAndIsolatesDevices) {
+  ClusterOptions options;
+  // n1 sorts first, so it is the agent `tessera run` asks; only n2 has GPUs.
+  options.nodes = {{.id = "n1", .hardware_yaml = CpuHost(4)},
+                   {.id = "n2", .hardware_yaml = GpuHost(8, 4)},
+                   {.id = "n3", .hardware_yaml = CpuHost(4)}};
+  auto cluster = TestCluster::Start(options);
+  ASSERT_OK(cluster.status());
+  TestCluster& c = **cluster;
+
+  // Two workers of 2 GPUs each run at the same time: each sees exactly its own two devices.
+  const std::string release = ReleaseFile(c, "gpu-release");
+  const std::string script = absl::StrCat(
+      "echo node=$TESSERA_NODE_ID gpus=$CUDA_VISIBLE_DEVICES; ", WaitForFileCommand(release));
+  const int first = c.CliAsync({"run", "--resources", "CPU=1,GPU=2", "--", "sh", "-c", script});
+  const int second = c.CliAsync({"run", "--resources", "CPU=1,GPU=2", "--", "sh", "-c", script});
+  // Both are running once the head's view of n2 has no GPU left.
+  ASSERT_OK(c.WaitUntil([&]() -> absl::Status {
+    auto node = FindNode(c, "n2");
+    if (!node.ok()) return node.status();
+    if (Raw(node->available(), "GPU") != 0) return absl::UnavailableError("GPUs still free");
+    return absl::OkStatus();
+  }));
+  Touch(release);
+  const CliResult a = c.Wait(first);
+  const CliResult b = c.Wait(second);
+  ASSERT_EQ(a.exit_code, 0) << Describe(a);
+  ASSERT_EQ(b.exit_code, 0) << Describe(b);
+  EXPECT_THAT(a.out, HasSubstr("node=n2 ")) << Describe(a);
+  EXPECT_THAT(b.out, HasSubstr("node=n2 ")) << Describe(b);
+  auto gpus = [](const std::string& out) {
+    const std::string ids = out.substr(out.find("gpus=") + 5);
+    std::vector<std::string> list = absl::StrSplit(std::string(absl::StripTrailingAsciiWhitespace(ids)), ',');
+    return std::set<std::string>(list.begin(), list.end());
+  };
+  const std::set<std::string> ga = gpus(a.out), gb = gpus(b.out);
+  EXPECT_EQ(ga.size(), 2u) << a.out;
+  EXPECT_EQ(gb.size(), 2u) << b.out;
+  std::set<std::string> all = ga;
+  all.insert(gb.begin(), gb.end());
+  EXPECT_EQ(all, (std::set<std::string>{"0", "1", "2", "3"})) << a.out << b.out;
+
+  // A request nothing can ever fit is refused with the head's explanation, not queued.
+  const CliResult never = c.Cli({"run", "--resources", "GPU=8", "--", "true"});
+  EXPECT_EQ(never.exit_code, 1) << Describe(never);
+  EXPECT_THAT(never.err, HasSubstr("tessera: error: ")) << Describe(never);
+  ASSERT_OK(c.WaitUntil([&] { return NodeIdle(c, "n2"); }));
+}
+
+TEST(ClusterIntegrationTest, PlacementGroupsOfEveryStrategy) {
+  auto cluster = TestCluster::Start(ThreeCpuNodes());
+  ASSERT_OK(cluster.status());
+  TestCluster& c = **cluster;
+
+  struct Case {
+    std::string name, strategy;
+    int bundles;
+  };
+  for (const Case& k : std::vector<Case>{{"pack", "PACK", 2},
+                                         {"spread", "SPREAD", 3},
+                                         {"strict-pack", "STRICT_PACK", 2},
+                                         {"strict-spread", "STRICT_SPREAD", 3}}) {
+    std::vector<std::string> shapes(k.bundles, "CPU=1");
+    const CliResult r = c.Cli({"pg", "create", k.name, "--strategy", k.strategy, "--bundles",
+                               absl::StrJoin(shapes, ";"), "--wait", "30s", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << k.strategy << ": " << Describe(r);
+    auto g = FindGroup(c, k.name);
+    ASSERT_OK(g.status());
+    EXPECT_EQ(g->state(), "CREATED") << k.strategy;
+    const std::vector<std::string> nodes = BundleNodes(*g);
+    const std::set<std::string> distinct(nodes.begin(), nodes.end());
+    if (k.strategy == "STRICT_PACK" || k.strategy == "PACK") {
+      EXPECT_EQ(distinct.size(), 1u) << k.strategy;
+    } else {
+      EXPECT_EQ(distinct.size(), 3u) << k.strategy;
+    }
+  }
+  // Four bundles on three distinct nodes can never fit: infeasible, with the reason, holding
+  // nothing.
+  const CliResult infeasible = c.Cli({"pg", "create", "too-wide", "--strategy", "STRICT_SPREAD",
+                                      "--bundles", "CPU=1;CPU=1;CPU=1;CPU=1", "--json"});
+  ASSERT_EQ(infeasible.exit_code, 0) << Describe(infeasible);
+  auto wide = FindGroup(c, "too-wide");
+  ASSERT_OK(wide.status());
+  EXPECT_EQ(wide->state(), "INFEASIBLE");
+  EXPECT_FALSE(wide->explanation().empty());
+  for (const std::string& n : BundleNodes(*wide)) EXPECT_EQ(n, "");
+
+  // A command placed in bundle 1 of the strict-spread group runs on that bundle's node.
+  auto spread = FindGroup(c, "strict-spread");
+  ASSERT_OK(spread.status());
+  const CliResult in_bundle = c.Cli({"run", "--placement-group", "strict-spread", "--bundle", "1",
+                                     "--", "sh", "-c", "echo $TESSERA_NODE_ID"});
+  ASSERT_EQ(in_bundle.exit_code, 0) << Describe(in_bundle);
+  EXPECT_EQ(in_bundle.out, spread->bundles(1).node_id() + "\n");
+
+  // Removing every group returns every node to idle.
+  for (const char* name : {"pack", "spread", "strict-pack", "strict-spread", "too-wide"}) {
+    const CliResult r = c.Cli({"pg", "remove", name});
+    EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  }
+  const CliResult list = c.Cli({"pg", "list", "--json"});
+  ASSERT_EQ(list.exit_code, 0) << Describe(list);
+  const Json groups = ParseJson(list);
+  for (const Json& g : groups["groups"]) {
+    EXPECT_EQ(g["state"], "REMOVED") << list.out;
+  }
+  for (const char* id : {"n1", "n2", "n3"}) ASSERT_OK(c.WaitUntil([&] { return NodeIdle(c, id); }));
+}
+
+// Two v6e 2x4 slices of two hosts (4 chips) each.
+std::string TwoSliceClusterFile() {
+  return "node_groups:\n"
+         "  - name: v6e\n"
+         "    slices: {count: 2, accelerator: TPU-V6E, topology: 2x4, chips_per_host: 4}\n"
+         "    hardware:\n"
+         "      host: {sockets: 1, cores_per_socket: 8, memory: 64GiB}\n";
+}
+
+TEST(ClusterIntegrationTest, SlicesAreReservedWholeAndNeverShareAHost) {
+  auto empty = TestCluster::Empty();
+  ASSERT_OK(empty.status());
+  const std::string file = absl::StrCat((*empty)->state_dir(), "/test-logs/slices.yaml");
+  std::ofstream(file) << TwoSliceClusterFile();
+  ClusterOptions options;
+  for (const char* id : {"v6e-0-w0", "v6e-0-w1", "v6e-1-w0", "v6e-1-w1"}) {
+    options.nodes.push_back({.id = id, .cluster_file = file});
+  }
+  auto cluster = TestCluster::Start(options);
+  ASSERT_OK(cluster.status());
+  TestCluster& c = **cluster;
+
+  const CliResult first = c.Cli({"slice", "reserve", "a", "--accelerator", "TPU-V6E", "--topology",
+                                 "2x4", "--wait", "30s", "--json"});
+  ASSERT_EQ(first.exit_code, 0) << Describe(first);
+  const CliResult second = c.Cli({"slice", "reserve", "b", "--accelerator", "TPU-V6E",
+                                  "--topology", "2x4", "--wait", "30s", "--json"});
+  ASSERT_EQ(second.exit_code, 0) << Describe(second);
+  const Json a = ParseJson(first), b = ParseJson(second);
+  ASSERT_EQ(a["state"], "RESERVED") << first.out;
+  ASSERT_EQ(b["state"], "RESERVED") << second.out;
+  std::set<std::string> hosts_a, hosts_b;
+  for (const Json& h : a["hosts"]) hosts_a.insert(h["node_id"].get<std::string>());
+  for (const Json& h : b["hosts"]) hosts_b.insert(h["node_id"].get<std::string>());
+  // Whole slices: both hosts of one slice each, and no host in both.
+  EXPECT_EQ(hosts_a.size(), 2u) << first.out;
+  EXPECT_EQ(hosts_b.size(), 2u) << second.out;
+  for (const std::string& h : hosts_a) EXPECT_FALSE(hosts_b.contains(h)) << h;
+  EXPECT_EQ(a["domains"].size(), 1u);
+  EXPECT_EQ(b["domains"].size(), 1u);
+  EXPECT_NE(a["domains"][0], b["domains"][0]);
+
+  // A third request waits, and says which reservations hold the slices.
+  const CliResult third = c.Cli({"slice", "reserve", "c", "--accelerator", "TPU-V6E", "--topology",
+                                 "2x4", "--json"});
+  ASSERT_EQ(third.exit_code, 0) << Describe(third);
+  EXPECT_EQ(ParseJson(third)["state"], "PENDING") << third.out;
+  // Releasing one hands its slice to the waiting reservation.
+  const CliResult release = c.Cli({"slice", "release", "a"});
+  ASSERT_EQ(release.exit_code, 0) << Describe(release);
+  ASSERT_OK(c.WaitUntil([&]() -> absl::Status {
+    auto slices = c.client().ListSlices();
+    if (!slices.ok()) return slices.status();
+    for (const auto& g : slices->groups()) {
+      if (g.name() == "c" && g.state() == "RESERVED") return absl::OkStatus();
+    }
+    return absl::UnavailableError("c not reserved yet");
+  }));
+}
+
+TEST(ClusterIntegrationTest, KilledWorkerReleasesItsLeaseAndTheReasonIsReported) {
+  ClusterOptions options;
+  options.nodes = {{.id = "n1", .hardware_yaml = GpuHost(4, 2)}};
+  auto cluster = TestCluster::Start(options);
+  ASSERT_OK(cluster.status());
+  TestCluster& c = **cluster;
+
+  const std::string never = ReleaseFile(c, "never-created");
+  const int run = c.CliAsync(
+      {"run", "--resources", "CPU=1,GPU=1", "--", "sh", "-c", WaitForFileCommand(never)});
+  int worker_pid = 0;
+  ASSERT_OK(c.WaitUntil([&]() -> absl::Status {
+    std::vector<std::string> unreachable;
+    auto workers = c.client().ListWorkersEverywhere(unreachable);
+    if (!workers.ok()) return workers.status();
+    for (const auto& node : *workers) {
+      for (const auto& w : node.workers()) {
+        if (w.state() == "RUNNING" && w.pid() > 0) worker_pid = w.pid();
+      }
+    }
+    return worker_pid > 0 ? absl::OkStatus() : absl::UnavailableError("no worker yet");
+  }));
+  ASSERT_EQ(kill(worker_pid, SIGKILL), 0);
+  const CliResult r = c.Wait(run);
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("signal 9")) << Describe(r);
+  // The GPU and CPU are free again, in the agent and in the head's view.
+  ASSERT_OK(c.WaitUntil([&] { return NodeIdle(c, "n1"); }));
+  const CliResult jobs = c.Cli({"list", "jobs", "--json"});
+  ASSERT_EQ(jobs.exit_code, 0) << Describe(jobs);
+  const Json j = ParseJson(jobs);
+  ASSERT_EQ(j["jobs"].size(), 1u) << jobs.out;
+  EXPECT_EQ(j["jobs"][0]["state"], "FAILED");
+  EXPECT_THAT(j["jobs"][0]["exit_reason"].get<std::string>(), HasSubstr("signal 9"));
+}
+
+TEST(ClusterIntegrationTest, KilledNodeAgentIsDeclaredDeadAndOnlyItsBundlesMove) {
+  auto cluster = TestCluster::Start(ThreeCpuNodes());
+  ASSERT_OK(cluster.status());
+  TestCluster& c = **cluster;
+
+  // Two bundles on two distinct nodes; the third node is free to take the lost one.
+  const CliResult created = c.Cli({"pg", "create", "g", "--strategy", "STRICT_SPREAD", "--bundles",
+                                   "CPU=1;CPU=1", "--wait", "30s"});
+  ASSERT_EQ(created.exit_code, 0) << Describe(created);
+  auto before = FindGroup(c, "g");
+  ASSERT_OK(before.status());
+  const std::string victim = before->bundles(0).node_id();
+  const std::string keeper = before->bundles(1).node_id();
+  ASSERT_NE(victim, keeper);
+  const std::string keeper_allocation = before->bundles(1).allocation().SerializeAsString();
+
+  ASSERT_OK(c.KillNode(victim, SIGKILL));
+  ASSERT_OK(c.WaitNodes({victim}, "DEAD"));
+  ASSERT_OK(c.WaitUntil([&]() -> absl::Status {
+    auto g = FindGroup(c, "g");
+    if (!g.ok()) return g.status();
+    if (g->state() != "CREATED" || g->bundles(0).node_id().empty() ||
+        g->bundles(0).node_id() == victim) {
+      return absl::UnavailableError(absl::StrCat("bundle 0 not re-placed yet: ", g->state()));
+    }
+    return absl::OkStatus();
+  }));
+  auto after = FindGroup(c, "g");
+  ASSERT_OK(after.status());
+  // The lost bundle moved to the third node; the other one did not move at all.
+  EXPECT_NE(after->bundles(0).node_id(), keeper);
+  EXPECT_EQ(after->bundles(1).node_id(), keeper);
+  EXPECT_EQ(after->bundles(1).allocation().SerializeAsString(), keeper_allocation);
+  // The other nodes stay alive.
+  auto nodes = c.client().ListNodes();
+  ASSERT_OK(nodes.status());
+  for (const auto& n : nodes->nodes()) {
+    if (n.node().node_id() != victim) {
+      EXPECT_EQ(n.state(), "ALIVE") << n.node().node_id();
+    }
+  }
+  const CliResult status = c.Cli({"status"});
+  ASSERT_EQ(status.exit_code, 0) << Describe(status);
+  EXPECT_THAT(status.out, HasSubstr(victim));
+}
+
+TEST(ClusterIntegrationTest, HeadRestartWithMemoryStoreReportsWhatWasLost) {
+  ClusterOptions options;
+  options.nodes = {{.id = "n1", .hardware_yaml = CpuHost(4)},
+                   {.id = "n2", .hardware_yaml = CpuHost(4)}};
+  auto cluster = TestCluster::Start(options);
+  ASSERT_OK(cluster.status());
+  TestCluster& c = **cluster;
+
+  const CliResult created = c.Cli(
+      {"pg", "create", "lost", "--strategy", "SPREAD", "--bundles", "CPU=1;CPU=1", "--wait", "30s"});
+  ASSERT_EQ(created.exit_code, 0) << Describe(created);
+
+  ASSERT_OK(c.KillHead());
+  ASSERT_OK(c.StartHead());  // same port, same token, empty memory
+  ASSERT_OK(c.WaitNodes({"n1", "n2"}, "ALIVE"));
+  // The agents released the bundles of the group the new head does not know, and the head says
+  // so instead of forgetting silently.
+  ASSERT_OK(c.WaitUntil([&]() -> absl::Status {
+    auto status = c.client().GetClusterStatus();
+    if (!status.ok()) return status.status();
+    for (const std::string& e : status->events()) {
+      if (e.find("lost") != std::string::npos) return absl::OkStatus();
+    }
+    return absl::UnavailableError("no event about the lost group yet");
+  }));
+  ASSERT_OK(c.WaitUntil([&] { return NodeIdle(c, "n1"); }));
+  ASSERT_OK(c.WaitUntil([&] { return NodeIdle(c, "n2"); }));
+  auto groups = c.client().ListPlacementGroups();
+  ASSERT_OK(groups.status());
+  EXPECT_EQ(groups->groups_size(), 0);
+  const CliResult status = c.Cli({"status"});
+  ASSERT_EQ(status.exit_code, 0) << Describe(status);
+  EXPECT_THAT(status.out, HasSubstr("Events:"));
+}
+
+TEST(ClusterIntegrationTest, WrongTokenIsRejected) {
+  ClusterOptions options;
+  options.nodes = {{.id = "n1", .hardware_yaml = CpuHost(2)}};
+  auto cluster = TestCluster::Start(options);
+  ASSERT_OK(cluster.status());
+  TestCluster& c = **cluster;
+
+  const std::string wrong = absl::StrCat(c.state_dir(), "/test-logs/wrong-token");
+  std::ofstream(wrong) << std::string(64, 'a') << "\n";
+  std::filesystem::permissions(wrong, std::filesystem::perms::owner_read |
+                                          std::filesystem::perms::owner_write);
+  cli::ClusterClientOptions client_options;
+  client_options.state_dir = c.state_dir();
+  client_options.token_file = wrong;
+  auto client = cli::ClusterClient::Connect(client_options);
+  ASSERT_OK(client.status());
+  auto nodes = (*client)->ListNodes();
+  EXPECT_EQ(nodes.status().code(), absl::StatusCode::kUnauthenticated) << nodes.status();
+  tessera::v1::ListWorkersResponse workers;
+  const absl::Status agent_call =
+      (*client)->Call("agent", cli::Retry::kNever, [&](grpc::ClientContext* ctx) {
+        return (*client)->agent(c.NodeAddress("n1")).ListWorkers(ctx, {}, &workers);
+      });
+  EXPECT_EQ(agent_call.code(), absl::StatusCode::kUnauthenticated) << agent_call;
+
+  const CliResult r = c.Cli({"list", "nodes", "--token-file", wrong});
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("tessera: error: ")) << Describe(r);
+}
+
+TEST(ClusterIntegrationTest, MalformedRequestsAreInvalidArgumentAndChangeNothing) {
+  ClusterOptions options;
+  options.nodes = {{.id = "n1", .hardware_yaml = CpuHost(2)}};
+  auto cluster = TestCluster::Start(options);
+  ASSERT_OK(cluster.status());
+  TestCluster& c = **cluster;
+  cli::ClusterClient& client = c.client();
+
+  auto expect_invalid = [&](const absl::Status& s, const std::string& what) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << what << ": " << s;
+    EXPECT_EQ(std::string(s.message()).find('\n'), std::string::npos) << what;
+  };
+  {
+    tessera::v1::CreatePlacementGroupRequest request;
+    request.set_request_id("bad-1");
+    request.set_name("bad");
+    request.set_strategy("SIDEWAYS");
+    auto* bundle = request.mutable_primary()->add_bundles();
+    (*bundle->mutable_resources()->mutable_raw())["CPU"] = 10000;
+    tessera::v1::PlacementGroupInfo info;
+    expect_invalid(client.Call("head", cli::Retry::kNever,
+                               [&](grpc::ClientContext* ctx) {
+                                 return client.head().CreatePlacementGroup(ctx, request, &info);
+                               }),
+                   "unknown strategy");
+    request.set_strategy("PACK");
+    (*bundle->mutable_resources()->mutable_raw())["CPU"] = -10000;
+    request.set_request_id("bad-2");
+    expect_invalid(client.Call("head", cli::Retry::kNever,
+                               [&](grpc::ClientContext* ctx) {
+                                 return client.head().CreatePlacementGroup(ctx, request, &info);
+                               }),
+                   "negative amount");
+  }
+  {
+    tessera::v1::ReserveSlicesRequest request;
+    request.set_request_id("bad-3");
+    request.set_name("bad-slice");
+    auto* alt = request.add_alternatives();
+    alt->set_accelerator_type("TPU-V6E");
+    alt->set_topology("3x3x3x3");
+    alt->set_num_slices(1);
+    tessera::v1::SliceGroupInfo info;
+    expect_invalid(client.Call("head", cli::Retry::kNever,
+                               [&](grpc::ClientContext* ctx) {
+                                 return client.head().ReserveSlices(ctx, request, &info);
+                               }),
+                   "bad topology");
+  }
+  {
+    tessera::v1::LeaseRequest request;
+    request.set_request_id("bad-4");
+    (*request.mutable_request()->mutable_resources()->mutable_raw())["CPU"] = 10000;
+    tessera::v1::LeaseReply reply;  // no argv: nothing to run
+    expect_invalid(client.Call("agent", cli::Retry::kNever,
+                               [&](grpc::ClientContext* ctx) {
+                                 return client.agent(c.NodeAddress("n1")).RequestLease(ctx, request,
+                                                                                      &reply);
+                               }),
+                   "empty argv");
+  }
+  // Nothing was created or taken.
+  auto groups = client.ListPlacementGroups();
+  ASSERT_OK(groups.status());
+  EXPECT_EQ(groups->groups_size(), 0);
+  auto slices = client.ListSlices();
+  ASSERT_OK(slices.status());
+  EXPECT_EQ(slices->groups_size(), 0);
+  ASSERT_OK(NodeIdle(c, "n1"));
+  std::vector<std::string> unreachable;
+  auto workers = client.ListWorkersEverywhere(unreachable);
+  ASSERT_OK(workers.status());
+  for (const auto& node : *workers) EXPECT_EQ(node.workers_size(), 0);
+
+  // The command line checks its own input before any call, with one line.
+  const CliResult bad_bundles =
+      c.Cli({"pg", "create", "x", "--strategy", "PACK", "--bundles", "CPU=-1"});
+  EXPECT_EQ(bad_bundles.exit_code, 1) << Describe(bad_bundles);
+  EXPECT_THAT(bad_bundles.err, HasSubstr("tessera: error: --bundles: bundle 0")) << Describe(bad_bundles);
+  const CliResult bad_topology = c.Cli({"slice", "reserve", "x", "--accelerator", "TPU-V6E",
+                                        "--topology", "3x3"});
+  EXPECT_EQ(bad_topology.exit_code, 1) << Describe(bad_topology);
+}
+
+TEST(ClusterIntegrationTest, StartAndStopDaemonsLeaveNothingRunning) {
+  auto empty = TestCluster::Empty();
+  ASSERT_OK(empty.status());
+  TestCluster& c = **empty;
+  const std::string state = absl::StrCat(c.state_dir(), "/daemons");
+  const std::string hardware = absl::StrCat(c.state_dir(), "/test-logs/cpu.yaml");
+  std::ofstream(hardware) << CpuHost(2);
+
+  const CliResult head =
+      c.Cli({"start", "--head", "--port", "0", "--state-dir", state, "--node-timeout", "2s"});
+  ASSERT_EQ(head.exit_code, 0) << Describe(head);
+  EXPECT_THAT(head.out, HasSubstr("Head started at 127.0.0.1:"));
+  const std::string token = cli::ReadFirstLine(state + "/token").value_or("");
+  ASSERT_EQ(token.size(), 64u);
+  EXPECT_THAT(head.out, HasSubstr(token));
+  const std::string address = cli::ReadFirstLine(state + "/head.address").value_or("");
+
+  const CliResult agent = c.Cli({"start", "--address", address, "--hardware", hardware,
+                                 "--node-id", "d1", "--state-dir", state});
+  ASSERT_EQ(agent.exit_code, 0) << Describe(agent);
+  EXPECT_THAT(agent.out, HasSubstr("Node agent d1 started"));
+  // A second head on the same state folder is refused.
+  const CliResult again = c.Cli({"start", "--head", "--state-dir", state});
+  EXPECT_EQ(again.exit_code, 1) << Describe(again);
+  EXPECT_THAT(again.err, HasSubstr("already running"));
+
+  const CliResult nodes = c.Cli({"list", "nodes", "--state-dir", state});
+  ASSERT_EQ(nodes.exit_code, 0) << Describe(nodes);
+  EXPECT_THAT(nodes.out, HasSubstr("d1"));
+  EXPECT_THAT(nodes.out, HasSubstr("ALIVE"));
+
+  const CliResult stop = c.Cli({"stop", "--state-dir", state});
+  ASSERT_EQ(stop.exit_code, 0) << Describe(stop);
+  EXPECT_THAT(stop.out, HasSubstr("Stopped head"));
+  EXPECT_THAT(stop.out, HasSubstr("Stopped node agent d1"));
+  EXPECT_THAT(c.ProcessesOfThisCluster(), ::testing::IsEmpty());
+  EXPECT_FALSE(std::filesystem::exists(state + "/head.pid"));
+}
+
+TEST(ClusterIntegrationTest, UpStartsEveryNodeOfTheFileAndDownLeavesNothing) {
+  auto empty = TestCluster::Empty();
+  ASSERT_OK(empty.status());
+  TestCluster& c = **empty;
+  const std::string state = absl::StrCat(c.state_dir(), "/up");
+  const std::string file = absl::StrCat(c.state_dir(), "/test-logs/cluster.yaml");
+  std::ofstream(file) << "node_groups:\n"
+                         "  - name: cpu\n"
+                         "    count: 2\n"
+                         "    hardware:\n"
+                         "      host: {sockets: 1, cores_per_socket: 2, memory: 8GiB}\n"
+                         "  - name: gpu\n"
+                         "    count: 1\n"
+                         "    hardware:\n"
+                         "      host: {sockets: 1, cores_per_socket: 4, memory: 32GiB}\n"
+                         "      accelerators:\n"
+                         "        - {family: nvidia, type: H100, count: 2, memory: 80GiB}\n";
+  const CliResult up = c.Cli({"up", file, "--state-dir", state, "--node-timeout", "2s"});
+  ASSERT_EQ(up.exit_code, 0) << Describe(up);
+  EXPECT_THAT(up.out, HasSubstr("3 node agents"));
+
+  const CliResult nodes = c.Cli({"list", "nodes", "--json", "--state-dir", state});
+  ASSERT_EQ(nodes.exit_code, 0) << Describe(nodes);
+  std::set<std::string> ids;
+  const Json listed = ParseJson(nodes);
+  for (const Json& n : listed["nodes"]) {
+    ids.insert(n["node"]["node_id"].get<std::string>());
+    EXPECT_EQ(n["state"], "ALIVE");
+  }
+  EXPECT_EQ(ids, (std::set<std::string>{"cpu-0", "cpu-1", "gpu-0"})) << nodes.out;
+  // A worker the cluster runs is stopped by `down` too.
+  const std::string never = ReleaseFile(c, "never");
+  const int run = c.CliAsync({"run", "--state-dir", state, "--resources", "GPU=1", "--", "sh",
+                              "-c", WaitForFileCommand(never)});
+  ASSERT_OK(c.WaitUntil([&]() -> absl::Status {
+    const CliResult w = c.Cli({"list", "workers", "--state-dir", state});
+    return w.out.find("RUNNING") != std::string::npos ? absl::OkStatus()
+                                                       : absl::UnavailableError(w.out);
+  }));
+
+  const CliResult down = c.Cli({"down", "--state-dir", state});
+  ASSERT_EQ(down.exit_code, 0) << Describe(down);
+  const CliResult ran = c.Wait(run);
+  EXPECT_NE(ran.exit_code, 0) << Describe(ran);
+  EXPECT_FALSE(std::filesystem::exists(state));
+  EXPECT_THAT(c.ProcessesOfThisCluster(), ::testing::IsEmpty());
+}
+
+// Node agents in their own network namespaces, joined to the head's by veth pairs: the runtime
+// works across real network interfaces, not just loopback.
+class NetnsTest : public ::testing::Test {
+ protected:
+  static int Sh(const std::string& command) {
+    const int status = std::system(command.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  void TearDown() override {
+    for (const std::string& ns : namespaces_) Sh(absl::StrCat("ip netns del ", ns, " 2>/dev/null"));
+    for (const std::string& link : links_) Sh(absl::StrCat("ip link del ", link, " 2>/dev/null"));
+  }
+  std::vector<std::string> namespaces_;
+  std::vector<std::string> links_;
+};
+
+TEST_F(NetnsTest, AgentsInSeparateNetworkNamespaces) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
+  if (Sh("ip -V >/dev/null 2>&1") != 0) GTEST_SKIP() << "the `ip` command (iproute2) is missing";
+  const std::string tag = absl::StrCat(getpid() % 100000);
+  // Probe: can this sandbox make a namespace at all?
+  const std::string probe = absl::StrCat("tsp", tag);
+  if (Sh(absl::StrCat("ip netns add ", probe, " 2>/dev/null")) != 0) {
+    GTEST_SKIP() << "`ip netns add` is not permitted here";
+  }
+  Sh(absl::StrCat("ip netns del ", probe));
+
+  auto empty = TestCluster::Empty();
+  ASSERT_OK(empty.status());
+  std::vector<NodeSpec> nodes;
+  for (int i = 1; i <= 2; ++i) {
+    const std::string ns = absl::StrCat("ts", tag, "n", i);
+    const std::string host_if = absl::StrCat("tsh", tag, i);
+    const std::string ns_if = absl::StrCat("tsn", tag, i);
+    const std::string subnet = absl::StrCat("10.", 200 + i, ".", getpid() % 250, ".");
+    ASSERT_EQ(Sh(absl::StrCat("ip netns add ", ns)), 0);
+    namespaces_.push_back(ns);
+    ASSERT_EQ(Sh(absl::StrCat("ip link add ", host_if, " type veth peer name ", ns_if)), 0);
+    links_.push_back(host_if);
+    ASSERT_EQ(Sh(absl::StrCat("ip link set ", ns_if, " netns ", ns, " && ip addr add ", subnet,
+                              "1/24 dev ", host_if, " && ip link set ", host_if,
+                              " up && ip netns exec ", ns, " ip addr add ", subnet, "2/24 dev ",
+                              ns_if, " && ip netns exec ", ns, " ip link set ", ns_if,
+                              " up && ip netns exec ", ns, " ip link set lo up")),
+              0);
+    nodes.push_back({.id = absl::StrCat("ns", i),
+                     .hardware_yaml = CpuHost(2),
+                     .extra_args = {"--bind", subnet + "2"},
+                     .wrapper = {"ip", "netns", "exec", ns}});
+  }
+  ClusterOptions options;
+  options.head_extra_args = {"--bind", "0.0.0.0"};
+  auto cluster = TestCluster::Start(options);
+  ASSERT_OK(cluster.status());
+  TestCluster& c = **cluster;
+  // Each agent reaches the head through its veth pair: the head's address on that link.
+  const std::string port = c.head_address().substr(c.head_address().rfind(':') + 1);
+  for (int i = 0; i < 2; ++i) {
+    NodeSpec node = nodes[i];
+    const std::string host_side = absl::StrCat("10.", 201 + i, ".", getpid() % 250, ".1");
+    node.head_address = absl::StrCat(host_side, ":", port);
+    ASSERT_OK(c.StartNode(node));
+  }
+  ASSERT_OK(c.WaitNodes({"ns1", "ns2"}, "ALIVE"));
+  auto n2 = FindNode(c, "ns2");
+  ASSERT_OK(n2.status());
+  EXPECT_THAT(n2->node().address(), HasSubstr(absl::StrCat("10.202.")));
+  // A command that must run on ns2 gets there across the namespaces.
+  const CliResult r = c.Cli({"run", "--label-selector", "tessera.io/node-id=ns2", "--", "sh", "-c",
+                             "echo $TESSERA_NODE_ID"});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(r.out, "ns2\n");
+}
+
+}  // namespace
+}  // namespace tessera::testing
