@@ -115,12 +115,10 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
                            rpc::RpcServer::Start(server_options, {server->service_.get()}));
   server->address_ = rpc::JoinHostPort(AdvertisedHost(options.bind), server->server_->port());
 
-  TESSERA_RETURN_IF_ERROR(
-      WriteFileAtomically(server->node_dir_ + "/agent.address", server->address_));
-  TESSERA_RETURN_IF_ERROR(
-      WriteFileAtomically(server->node_dir_ + "/agent.pid", std::to_string(::getpid())));
-  server->options_ = std::move(options);
 
+  server->options_ = std::move(options);
+  // Registered before the address file appears, so whoever waits for the file finds the node
+  // known to the head (when the head answered).
   if (server->head_ != nullptr) {
     absl::Status registered = server->head_->Start(server->address_);
     if (!registered.ok()) {
@@ -129,6 +127,10 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
                    std::string(registered.message()).c_str());
     }
   }
+  TESSERA_RETURN_IF_ERROR(
+      WriteFileAtomically(server->node_dir_ + "/agent.pid", std::to_string(::getpid())));
+  TESSERA_RETURN_IF_ERROR(
+      WriteFileAtomically(server->node_dir_ + "/agent.address", server->address_));
   return server;
 }
 

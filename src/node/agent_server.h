@@ -1,6 +1,7 @@
 // NodeAgentServer: a running node agent — hardware loaded, the NodeAgent service listening (with
 // the cluster token checked on every call), registered with the head and heartbeating, and its
-// address and pid written to <state>/nodes/<node-id>/agent.address and agent.pid.
+// address and pid written to <state>/nodes/<node-id>/agent.address and agent.pid (the address
+// last, after the first registration attempt, so a reader of the file finds the node registered).
 // RunNodeAgent is the `tessera start --address ...` process: it serves until the Shutdown RPC,
 // SIGTERM or SIGINT.
 //
