@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/string_util.h"
+#include "resources/byte_size.h"
 #include "resources/quantity.h"
 #include "resources/resource_set.h"
 
@@ -14,7 +15,11 @@ namespace tessera::cli {
 
 std::string AmountText(std::string_view resource, int64_t raw) {
   if (raw < 0) return absl::StrCat(raw, " (raw)");
-  return FormatResourceAmount(resource, Quantity::FromRaw(raw));
+  const Quantity q = Quantity::FromRaw(raw);
+  if (IsByteResource(resource) && q.IsInteger()) {
+    return FormatBytes(static_cast<uint64_t>(q.WholePart()));
+  }
+  return FormatResourceAmount(resource, q);
 }
 
 std::string ResourcesText(const tessera::v1::Resources& resources) {
@@ -22,7 +27,9 @@ std::string ResourcesText(const tessera::v1::Resources& resources) {
   std::vector<std::string> parts;
   for (const auto& [name, raw] : sorted) {
     if (raw == 0) continue;
-    parts.push_back(absl::StrCat(name, "=", AmountText(name, raw)));
+    parts.push_back(
+        absl::StrCat(name, "=", raw < 0 ? absl::StrCat(raw, " (raw)")
+                                        : FormatResourceAmount(name, Quantity::FromRaw(raw))));
   }
   return absl::StrJoin(parts, ",");
 }

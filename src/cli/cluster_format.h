@@ -14,12 +14,12 @@
 
 namespace tessera::cli {
 
-// "CPU=8,GPU=4,memory=64GiB"; entries that are not valid amounts are written raw.
+// "CPU=8,GPU=4,memory=64GiB", exact (the --resources form); negative entries are written raw.
 std::string ResourcesText(const tessera::v1::Resources& resources);
 // "used/total" per resource of `total`: "CPU 2/48, GPU 1/8".
 std::string UsageText(const tessera::v1::Resources& available,
                       const tessera::v1::Resources& total);
-// One amount of one resource as people read it ("2.5", "64GiB").
+// One amount of one resource as people read it ("2.5", "64 GiB"; rounded for bytes).
 std::string AmountText(std::string_view resource, int64_t raw);
 // "GPU 0,1; TPU 2 (0.5)": the device instances of an allocation; "" when it holds none.
 std::string DevicesText(const tessera::v1::Allocation& allocation);

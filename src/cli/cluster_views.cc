@@ -19,6 +19,22 @@ std::string Label(const tessera::v1::NodeDescription& node, const std::string& k
 
 std::string OrDash(std::string text) { return text.empty() ? "-" : text; }
 
+// Resources that only mark a node for matching (accelerator_type:H100, a slice's name, the
+// TPU-v6e-16-head marker): they clutter a table for people; JSON keeps them.
+bool IsMarkerResource(const std::string& name, const std::set<std::string>& slice_names) {
+  return name.find(':') != std::string::npos || slice_names.contains(name) ||
+         (name.starts_with("TPU-") && name.ends_with("-head"));
+}
+
+tessera::v1::Resources WithoutMarkers(const tessera::v1::Resources& resources,
+                                      const std::set<std::string>& slice_names) {
+  tessera::v1::Resources out;
+  for (const auto& [name, raw] : resources.raw()) {
+    if (!IsMarkerResource(name, slice_names)) (*out.mutable_raw())[name] = raw;
+  }
+  return out;
+}
+
 std::string CommandText(const google::protobuf::RepeatedPtrField<std::string>& argv) {
   return absl::StrJoin(argv, " ");
 }
@@ -36,9 +52,11 @@ std::string NodesTable(const tessera::v1::ListNodesResponse& nodes) {
                    "HEARTBEAT"});
   for (const tessera::v1::NodeInfo& info : nodes.nodes()) {
     const tessera::v1::NodeDescription& node = info.node();
+    const std::set<std::string> slice = {Label(node, std::string(labels::kTpuSliceName))};
     table.AddRow({node.node_id(), info.state(), node.address(),
                   OrDash(Label(node, std::string(labels::kAcceleratorType))),
-                  UsageText(info.available(), node.resources()),
+                  UsageText(WithoutMarkers(info.available(), slice),
+                            WithoutMarkers(node.resources(), slice)),
                   absl::StrCat(info.workers()), AgeText(info.last_heartbeat_age_ms())});
   }
   return table.Render(0);
@@ -161,7 +179,10 @@ std::string StatusText(const tessera::v1::ClusterStatus& status,
 
   absl::StrAppend(&out, "\nResources (used/total):\n");
   if (status.usage().empty()) absl::StrAppend(&out, "  none\n");
+  std::set<std::string> slice_names;
+  for (const auto& s : status.slices().slices()) slice_names.insert(s.name());
   for (const tessera::v1::ResourceUsage& u : status.usage()) {
+    if (IsMarkerResource(u.resource(), slice_names)) continue;
     absl::StrAppend(&out, "  ", u.resource(), " ", AmountText(u.resource(), u.used_raw()), "/",
                     AmountText(u.resource(), u.total_raw()), "\n");
   }

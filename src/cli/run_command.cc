@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -42,7 +43,9 @@ constexpr int kMaxHops = 8;
 
 struct RunArgs {
   CommonClusterArgs common;
-  std::string resources = "CPU=1";
+  // Not given: CPU=1 for a plain run; nothing extra inside a placement group (the bundle's own
+  // reservation is what the worker runs in; ask for its devices, e.g. TPU=4, to get them).
+  std::string resources;
   std::vector<std::string> selectors;
   std::string strategy = "DEFAULT";
   std::string placement_group;
@@ -125,7 +128,8 @@ struct Granted {
 // Asks agents until one grants the lease: spillbacks are followed, a pending answer is retried
 // (backing off) until `wait` runs out.
 absl::StatusOr<Granted> AcquireLease(ClusterClient& client, LeaseRequest lease,
-                                     absl::Duration wait) {
+                                     absl::Duration wait,
+                                     const std::function<bool()>& interrupted) {
   const absl::Time until = absl::Now() + wait;
   absl::Duration backoff = absl::Milliseconds(50);
   bool told_waiting = false;
@@ -170,6 +174,7 @@ absl::StatusOr<Granted> AcquireLease(ClusterClient& client, LeaseRequest lease,
           absl::StrCat("cannot run the command", status.empty() ? "" : absl::StrCat(" (", status, ")"),
                        explanation.empty() ? "" : ": ", explanation));
     }
+    if (interrupted()) return absl::CancelledError("interrupted while waiting for resources");
     if (!told_waiting) {
       std::cerr << "tessera: waiting for resources: " << explanation << "\n";
       told_waiting = true;
@@ -233,6 +238,7 @@ class SignalForwarder {
       if (sigwait(&set_, &sig) != 0 || sig == SIGUSR2) return;
       std::lock_guard<std::mutex> lock(mu_);
       interrupted_ = true;
+      signal_ = sig;
       if (!worker_id_.empty()) KillLocked();
     }
   }
@@ -240,6 +246,8 @@ class SignalForwarder {
   void KillLocked() {
     tessera::v1::KillWorkerRequest request;
     request.set_worker_id(worker_id_);
+    // The worker gets the signal this command got, as a local process would from the terminal.
+    request.set_signal(signal_);
     tessera::v1::KillWorkerResponse response;
     const absl::Status status = client_->Call(
         absl::StrCat("the node agent at ", address_), Retry::kSafe,
@@ -252,6 +260,7 @@ class SignalForwarder {
   std::thread thread_;
   std::mutex mu_;
   bool interrupted_ = false;
+  int signal_ = 0;
   std::string address_;
   std::string worker_id_;
 };
@@ -280,7 +289,7 @@ int RunCommand(const RunArgs& args) {
   ClusterClient& c = **client;
   forwarder.Start(&c);
 
-  auto granted = AcquireLease(c, *lease, wait);
+  auto granted = AcquireLease(c, *lease, wait, [&] { return forwarder.interrupted(); });
   if (!granted.ok()) return ReportError(granted.status());
   const LeaseGrant& grant = granted->grant;
   forwarder.SetWorker(granted->address, grant.worker_id());
@@ -346,7 +355,9 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand(
       "run", "Run a command as a worker on the cluster and stream its output");
-  cmd->add_option("--resources", args->resources, "What the worker needs (default CPU=1)")
+  CLI::Option* resources = cmd->add_option(
+      "--resources", args->resources,
+      "What the worker needs (default CPU=1; inside a placement group: nothing extra)")
       ->type_name("LIST");
   // Repeatable flags take one value each, so the `--` after them still starts the command.
   cmd->add_option("--label-selector", args->selectors,
@@ -370,7 +381,10 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
   AddCommonClusterFlags(*cmd, args->common);
   cmd->add_option("COMMAND", args->command, "The command and its arguments, after --")
       ->required();
-  cmd->callback([args, &exit_code] { exit_code = RunCommand(*args); });
+  cmd->callback([args, resources, &exit_code] {
+    if (resources->count() == 0) args->resources = args->placement_group.empty() ? "CPU=1" : "";
+    exit_code = RunCommand(*args);
+  });
 }
 
 }  // namespace tessera::cli

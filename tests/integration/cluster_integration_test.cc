@@ -280,6 +280,18 @@ TEST(ClusterIntegrationTest, SlicesAreReservedWholeAndNeverShareAHost) {
   EXPECT_EQ(b["domains"].size(), 1u);
   EXPECT_NE(a["domains"][0], b["domains"][0]);
 
+  // One command per host of reservation a, each in its host's bundle: it runs on that host with
+  // the slice identity and the host's chips.
+  for (const Json& h : a["hosts"]) {
+    const int worker = h.value("worker", 0);
+    const CliResult r = c.Cli({"run", "--placement-group", "a", "--bundle", absl::StrCat(worker),
+                               "--resources", "TPU=4", "--", "sh", "-c",
+                               "echo $TESSERA_NODE_ID $TPU_NAME $TPU_WORKER_ID"});
+    ASSERT_EQ(r.exit_code, 0) << Describe(r);
+    EXPECT_EQ(r.out, absl::StrCat(h["node_id"].get<std::string>(), " ", h["domain"].get<std::string>(),
+                                  " ", worker, "\n"));
+  }
+
   // A third request waits, and says which reservations hold the slices.
   const CliResult third = c.Cli({"slice", "reserve", "c", "--accelerator", "TPU-V6E", "--topology",
                                  "2x4", "--json"});
@@ -332,6 +344,78 @@ TEST(ClusterIntegrationTest, KilledWorkerReleasesItsLeaseAndTheReasonIsReported)
   ASSERT_EQ(j["jobs"].size(), 1u) << jobs.out;
   EXPECT_EQ(j["jobs"][0]["state"], "FAILED");
   EXPECT_THAT(j["jobs"][0]["exit_reason"].get<std::string>(), HasSubstr("signal 9"));
+}
+
+// The id of the one running worker of the cluster, once there is one.
+absl::StatusOr<tessera::v1::WorkerInfo> RunningWorker(TestCluster& c) {
+  tessera::v1::WorkerInfo found;
+  absl::Status s = c.WaitUntil([&]() -> absl::Status {
+    std::vector<std::string> unreachable;
+    auto workers = c.client().ListWorkersEverywhere(unreachable);
+    if (!workers.ok()) return workers.status();
+    for (const auto& node : *workers) {
+      for (const auto& w : node.workers()) {
+        if (w.state() == "RUNNING" && w.pid() > 0) {
+          found = w;
+          return absl::OkStatus();
+        }
+      }
+    }
+    return absl::UnavailableError("no running worker yet");
+  });
+  if (!s.ok()) return s;
+  return found;
+}
+
+TEST(ClusterIntegrationTest, LogsReadAndFollowAWorkersOutput) {
+  ClusterOptions options;
+  options.nodes = {{.id = "n1", .hardware_yaml = CpuHost(2)}};
+  auto cluster = TestCluster::Start(options);
+  ASSERT_OK(cluster.status());
+  TestCluster& c = **cluster;
+
+  const std::string release = ReleaseFile(c, "logs-release");
+  const int run = c.CliAsync({"run", "--", "sh", "-c",
+                              absl::StrCat("echo first; echo oops >&2; ", WaitForFileCommand(release),
+                                           "; echo last")});
+  auto worker = RunningWorker(c);
+  ASSERT_OK(worker.status());
+  // The worker has written its first lines once its stderr log holds "oops".
+  ASSERT_OK(c.WaitUntil([&]() -> absl::Status {
+    const CliResult err = c.Cli({"logs", worker->worker_id(), "--stderr"});
+    return err.out == "oops\n" ? absl::OkStatus() : absl::UnavailableError(err.out + err.err);
+  }));
+  const CliResult out = c.Cli({"logs", worker->worker_id()});
+  EXPECT_EQ(out.exit_code, 0) << Describe(out);
+  EXPECT_EQ(out.out, "first\n");
+  // --follow prints what comes later and ends when the worker exits.
+  const int follow = c.CliAsync({"logs", worker->worker_id(), "--follow"});
+  Touch(release);
+  const CliResult followed = c.Wait(follow);
+  EXPECT_EQ(followed.exit_code, 0) << Describe(followed);
+  EXPECT_EQ(followed.out, "first\nlast\n");
+  EXPECT_EQ(c.Wait(run).exit_code, 0);
+
+  const CliResult unknown = c.Cli({"logs", "w-nope"});
+  EXPECT_EQ(unknown.exit_code, 1) << Describe(unknown);
+  EXPECT_THAT(unknown.err, HasSubstr("no worker \"w-nope\""));
+}
+
+TEST(ClusterIntegrationTest, InterruptingRunStopsTheWorker) {
+  ClusterOptions options;
+  options.nodes = {{.id = "n1", .hardware_yaml = CpuHost(2)}};
+  auto cluster = TestCluster::Start(options);
+  ASSERT_OK(cluster.status());
+  TestCluster& c = **cluster;
+
+  const int run = c.CliAsync({"run", "--", "sh", "-c", WaitForFileCommand(ReleaseFile(c, "never"))});
+  auto worker = RunningWorker(c);
+  ASSERT_OK(worker.status());
+  ASSERT_EQ(kill(run, SIGINT), 0);  // Ctrl-C in the terminal of `tessera run`
+  const CliResult r = c.Wait(run);
+  EXPECT_EQ(r.exit_code, 128 + SIGINT) << Describe(r);
+  EXPECT_THAT(r.err, HasSubstr("SIGINT")) << Describe(r);
+  ASSERT_OK(c.WaitUntil([&] { return NodeIdle(c, "n1"); }));
 }
 
 TEST(ClusterIntegrationTest, KilledNodeAgentIsDeclaredDeadAndOnlyItsBundlesMove) {

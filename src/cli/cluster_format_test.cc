@@ -1,0 +1,112 @@
+#include "cli/cluster_format.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "cli/cluster_client.h"
+#include "cli/cluster_views.h"
+
+namespace tessera::cli {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+tessera::v1::Resources Res(std::initializer_list<std::pair<const std::string, int64_t>> raw) {
+  tessera::v1::Resources r;
+  for (const auto& [name, value] : raw) (*r.mutable_raw())[name] = value;
+  return r;
+}
+
+TEST(ClusterFormatTest, ResourcesTextIsExactAndSorted) {
+  EXPECT_EQ(ResourcesText(Res({{"GPU", 20000}, {"CPU", 15000}})), "CPU=1.5,GPU=2");
+  EXPECT_EQ(ResourcesText(Res({{"memory", (64LL << 30) * 10000}})), "memory=64GiB");
+  EXPECT_EQ(ResourcesText(Res({{"CPU", 0}})), "");
+  EXPECT_EQ(ResourcesText(Res({{"CPU", -3}})), "CPU=-3 (raw)");
+}
+
+TEST(ClusterFormatTest, UsageTextForPeopleRoundsBytes) {
+  const auto total = Res({{"CPU", 80000}, {"memory", (64LL << 30) * 10000}});
+  const auto available = Res({{"CPU", 60000}, {"memory", (48LL << 30) * 10000}});
+  EXPECT_EQ(UsageText(available, total), "CPU 2/8, memory 16 GiB/64 GiB");
+  // A resource missing from `available` is all used.
+  EXPECT_EQ(UsageText(Res({}), Res({{"GPU", 40000}})), "GPU 4/4");
+}
+
+TEST(ClusterFormatTest, DevicesTextNamesInstancesAndFractions) {
+  tessera::v1::Allocation a;
+  auto* gpu = a.add_devices();
+  gpu->set_resource("GPU");
+  gpu->add_instances(0);
+  gpu->add_amounts_raw(10000);
+  gpu->add_instances(3);
+  gpu->add_amounts_raw(5000);
+  EXPECT_EQ(DevicesText(a), "GPU 0,3 (0.5)");
+  EXPECT_EQ(DevicesText(tessera::v1::Allocation()), "");
+}
+
+TEST(ClusterFormatTest, SplitSemicolonsTrimsPieces) {
+  EXPECT_THAT(SplitSemicolons(" CPU=1 ; GPU=2;"), ElementsAre("CPU=1", "GPU=2", ""));
+  EXPECT_TRUE(SplitSemicolons("  ").empty());
+}
+
+TEST(ClusterFormatTest, MessageJsonUsesProtoFieldNames) {
+  tessera::v1::JobInfo job;
+  job.set_job_id("job-1");
+  job.set_exit_reason("exited with code 3");
+  const auto json = MessageJson(job);
+  EXPECT_EQ(json["job_id"], "job-1");
+  EXPECT_EQ(json["exit_reason"], "exited with code 3");
+  EXPECT_EQ(json["state"], "");  // primitive fields are always present
+}
+
+TEST(ClusterViewsTest, NodesTableHidesMarkerResources) {
+  tessera::v1::ListNodesResponse nodes;
+  auto* n = nodes.add_nodes();
+  n->set_state("ALIVE");
+  n->mutable_node()->set_node_id("v6e-0-w0");
+  (*n->mutable_node()->mutable_labels())["tessera.io/tpu-slice-name"] = "v6e-0";
+  *n->mutable_node()->mutable_resources() =
+      Res({{"TPU", 40000}, {"v6e-0", 10000}, {"TPU-v6e-16-head", 10000},
+           {"accelerator_type:TPU-V6E", 10000}});
+  *n->mutable_available() = Res({{"TPU", 0}});
+  const std::string table = NodesTable(nodes);
+  EXPECT_THAT(table, HasSubstr("TPU 4/4"));
+  EXPECT_THAT(table, ::testing::Not(HasSubstr("head")));
+  EXPECT_THAT(table, ::testing::Not(HasSubstr("accelerator_type")));
+}
+
+TEST(ClusterViewsTest, PlacementGroupTextShowsEveryBundle) {
+  tessera::v1::PlacementGroupInfo g;
+  g.set_name("g");
+  g.set_id("pg-1");
+  g.set_state("PENDING");
+  g.set_strategy("STRICT_SPREAD");
+  g.set_explanation("only 2 nodes have CPU=1 free");
+  g.add_bundles()->set_index(0);
+  EXPECT_EQ(PlacementGroupText(g),
+            "Placement group g (pg-1): PENDING, STRICT_SPREAD\n"
+            "  bundle 0: not placed\n"
+            "  only 2 nodes have CPU=1 free\n");
+}
+
+TEST(ParseDurationFlagTest, TakesAbslDurationsAndSeconds) {
+  EXPECT_EQ(*ParseDurationFlag("--wait", "500ms"), absl::Milliseconds(500));
+  EXPECT_EQ(*ParseDurationFlag("--wait", "2"), absl::Seconds(2));
+  EXPECT_EQ(*ParseDurationFlag("--wait", " 1m "), absl::Minutes(1));
+  const auto bad = ParseDurationFlag("--wait", "soon");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("--wait: \"soon\""));
+  EXPECT_FALSE(ParseDurationFlag("--wait", "-1s").ok());
+  EXPECT_FALSE(ParseDurationFlag("--wait", "-3").ok());
+}
+
+TEST(NewRequestIdTest, IdsAreFreshAndPrefixed) {
+  const std::string a = NewRequestId("pg");
+  EXPECT_EQ(a.rfind("pg-", 0), 0u);
+  EXPECT_EQ(a.size(), 3u + 16u);
+  EXPECT_NE(a, NewRequestId("pg"));
+}
+
+}  // namespace
+}  // namespace tessera::cli
