@@ -182,6 +182,29 @@ TEST(ClusterIntegrationTest, PlacementGroupsOfEveryStrategy) {
   ASSERT_OK(cluster.status());
   TestCluster& c = **cluster;
 
+  // Per-bundle selectors pin each bundle; an impossible primary shape falls back in order.
+  const CliResult pinned = c.Cli({"pg", "create", "pinned", "--strategy", "SPREAD", "--bundles",
+                                  "CPU=100;CPU=100", "--fallback",
+                                  "CPU=1;CPU=1|tessera.io/node-id=n3;tessera.io/node-id=n2",
+                                  "--wait", "30s"});
+  ASSERT_EQ(pinned.exit_code, 0) << Describe(pinned);
+  EXPECT_THAT(pinned.out, HasSubstr("fallback option 1")) << pinned.out;
+  auto pinned_group = FindGroup(c, "pinned");
+  ASSERT_OK(pinned_group.status());
+  EXPECT_THAT(BundleNodes(*pinned_group), ::testing::ElementsAre("n3", "n2"));
+  const CliResult selected = c.Cli({"pg", "create", "selected", "--bundles", "CPU=1",
+                                    "--bundle-selector", "tessera.io/node-id=n1", "--wait", "30s"});
+  ASSERT_EQ(selected.exit_code, 0) << Describe(selected);
+  auto selected_group = FindGroup(c, "selected");
+  ASSERT_OK(selected_group.status());
+  EXPECT_THAT(BundleNodes(*selected_group), ::testing::ElementsAre("n1"));
+  for (const char* name : {"pinned", "selected"}) {
+    const CliResult r = c.Cli({"pg", "remove", name});
+    ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  }
+  for (const char* id : {"n1", "n2", "n3"}) ASSERT_OK(c.WaitUntil([&] { return NodeIdle(c, id); }));
+
+
   struct Case {
     std::string name, strategy;
     int bundles;
@@ -260,14 +283,16 @@ TEST(ClusterIntegrationTest, SlicesAreReservedWholeAndNeverShareAHost) {
   ASSERT_OK(cluster.status());
   TestCluster& c = **cluster;
 
+  // No 4x4 slice exists: the fallback shape is taken.
   const CliResult first = c.Cli({"slice", "reserve", "a", "--accelerator", "TPU-V6E", "--topology",
-                                 "2x4", "--wait", "30s", "--json"});
+                                 "4x4", "--fallback", "TPU-V6E:2x4", "--wait", "30s", "--json"});
   ASSERT_EQ(first.exit_code, 0) << Describe(first);
   const CliResult second = c.Cli({"slice", "reserve", "b", "--accelerator", "TPU-V6E",
                                   "--topology", "2x4", "--wait", "30s", "--json"});
   ASSERT_EQ(second.exit_code, 0) << Describe(second);
   const Json a = ParseJson(first), b = ParseJson(second);
   ASSERT_EQ(a["state"], "RESERVED") << first.out;
+  EXPECT_EQ(a["alternative"], 1) << first.out;
   ASSERT_EQ(b["state"], "RESERVED") << second.out;
   std::set<std::string> hosts_a, hosts_b;
   for (const Json& h : a["hosts"]) hosts_a.insert(h["node_id"].get<std::string>());
