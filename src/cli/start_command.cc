@@ -108,11 +108,7 @@ absl::StatusOr<AgentOptions> BuildAgentOptions(const StartArgs& args, const Stat
   AgentOptions options;
   options.state_dir = state.root;
   options.head_address = args.address;
-  if (!args.token_file.empty()) {
-    auto token = FindToken(state, args.token_file);
-    if (!token.ok()) return token.status();
-    options.token = *token;
-  }
+  options.token_file = args.token_file;
   if (!args.bind.empty()) options.bind = args.bind;
   if (args.port >= 0) options.port = args.port;
   options.node_id = args.node_id;
