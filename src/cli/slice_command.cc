@@ -21,6 +21,8 @@
 #include "cli/cluster_views.h"
 #include "cli/commands.h"
 #include "hardware/tpu/tpu_accelerator_type.h"
+#include "resources/resource_set.h"
+#include "rpc/proto_convert.h"
 #include "hardware/tpu/tpu_generation.h"
 #include "hardware/tpu/tpu_topology.h"
 
@@ -72,6 +74,7 @@ struct ReserveArgs {
   int num_slices = 1;
   bool per_chip = false;
   int nvlink_hosts = 0;
+  std::string per_host;
   std::vector<std::string> fallbacks;
   std::string wait;
   bool json = false;
@@ -87,6 +90,10 @@ absl::StatusOr<tessera::v1::ReserveSlicesRequest> BuildReserveRequest(const Rese
       return absl::InvalidArgumentError(
           "--nvlink-hosts reserves hosts of one NVLink domain; it takes no --accelerator or "
           "--topology");
+    }
+    if (args.per_host.empty()) {
+      return absl::InvalidArgumentError(
+          "--nvlink-hosts needs --per-host: what each host must hold, e.g. --per-host GPU=4");
     }
     request.add_alternatives()->set_nvlink_hosts(args.nvlink_hosts);
   } else if (args.nvlink_hosts < 0) {
@@ -115,6 +122,15 @@ absl::StatusOr<tessera::v1::ReserveSlicesRequest> BuildReserveRequest(const Rese
     }
     TESSERA_ASSIGN_OR_RETURN(*request.add_alternatives(),
                              TpuAlternative(what, parts[0], parts[1], k, args.per_chip));
+  }
+  if (!args.per_host.empty()) {
+    auto per_host = ParseResourceSet(args.per_host);
+    if (!per_host.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--per-host: ", per_host.status().message()));
+    }
+    for (tessera::v1::SliceAlternative& alt : *request.mutable_alternatives()) {
+      rpc::ResourcesToProto(*per_host, alt.mutable_per_host());
+    }
   }
   return request;
 }
@@ -218,6 +234,10 @@ void AddSliceCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--nvlink-hosts", reserve->nvlink_hosts,
                   "Reserve N hosts of one NVLink domain instead of a slice")
       ->type_name("N");
+  cmd->add_option("--per-host", reserve->per_host,
+                  "Resources each host's bundle holds besides its chips; with --nvlink-hosts, "
+                  "what each host must hold (e.g. GPU=4,CPU=8)")
+      ->type_name("LIST");
   cmd->add_option("--fallback", reserve->fallbacks,
                   "Alternative tried in order when the shape above cannot be reserved now: "
                   "TYPE:TOPO[:K]")

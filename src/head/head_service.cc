@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/string_util.h"
@@ -335,11 +336,16 @@ grpc::Status HeadService::PickNode(grpc::ServerContext*, const v1::PickNodeReque
     // A request inside a group goes to the agent holding the bundle; that agent decides.
     const rpc::BundleTarget& target = *parsed->target;
     std::vector<std::string> holders;
+    std::vector<ResourceSet> shapes;  // what each bundle reserves, by index
     if (auto g = groups_.find(target.placement_group); g != groups_.end()) {
       for (const auto& hold : g->second.confirmed) holders.push_back(hold ? hold->node : "");
+      shapes = OptionsInOrder(g->second.spec)[g->second.option]->bundles;
     } else if (auto s = slices_.find(target.placement_group); s != slices_.end()) {
       if (s->second.phase == SlicePhase::kReserved || s->second.phase == SlicePhase::kBroken) {
-        for (const DomainBundle& b : s->second.bundles) holders.push_back(b.node.value());
+        for (const DomainBundle& b : s->second.bundles) {
+          holders.push_back(b.node.value());
+          shapes.push_back(b.allocation.resources);
+        }
       }
     } else {
       response->set_status("infeasible");
@@ -352,6 +358,24 @@ grpc::Status HeadService::PickNode(grpc::ServerContext*, const v1::PickNodeReque
       response->set_explanation(absl::StrCat(target.placement_group, " has ", holders.size(),
                                              " bundles; there is no bundle ",
                                              target.bundle_index));
+      return grpc::Status::OK;
+    }
+    // A demand no targeted bundle could ever hold is infeasible, wherever the bundles are.
+    bool could_hold = false;
+    for (int i = 0; i < static_cast<int>(shapes.size()); ++i) {
+      if (target.bundle_index >= 0 && i != target.bundle_index) continue;
+      could_hold = could_hold || shapes[i].Contains(parsed->request.resources);
+    }
+    if (!shapes.empty() && !could_hold) {
+      response->set_status("infeasible");
+      response->set_explanation(
+          target.bundle_index >= 0
+              ? absl::StrCat("bundle ", target.bundle_index, " of ", target.placement_group,
+                             " reserves ", shapes[target.bundle_index].ToString(),
+                             "; it can never hold ", parsed->request.resources.ToString())
+              : absl::StrCat("no bundle of ", target.placement_group, " can ever hold ",
+                             parsed->request.resources.ToString(),
+                             " (a request never spans bundles)"));
       return grpc::Status::OK;
     }
     for (int i = 0; i < static_cast<int>(holders.size()); ++i) {
@@ -380,7 +404,7 @@ grpc::Status HeadService::PickNode(grpc::ServerContext*, const v1::PickNodeReque
     answer(result->placement->node.value());
     return grpc::Status::OK;
   }
-  response->set_status(std::string(ScheduleStatusName(result->status)));
+  response->set_status(absl::AsciiStrToLower(ToAbsl(ScheduleStatusName(result->status))));
   response->set_explanation(result->explanation);
   return grpc::Status::OK;
 }

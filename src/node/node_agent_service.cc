@@ -81,6 +81,13 @@ NodeAgentService::LeaseOutcome NodeAgentService::DecideLease(const v1::LeaseRequ
     return out;
   }
   v1::LeaseReply& reply = out.reply;
+  if (ask->bundle.has_value() && ask->bundle->bundle >= 0 &&
+      decision->status == ScheduleStatus::kInfeasible) {
+    // This agent holds the targeted bundle and it can never hold the demand: nowhere else can.
+    reply.set_status("infeasible");
+    reply.set_explanation(decision->explanation);
+    return out;
+  }
   switch (NextStepAfterLocal(*decision, request.hops(), options_.max_spillback_hops)) {
     case LeaseNextStep::kGranted:
       out.status = StartWorker(*decision->lease, request.worker(), &reply);

@@ -479,6 +479,14 @@ absl::StatusOr<DomainGroupRequest> DomainGroupRequestFromProto(
       alt.granularity = in.bundle_per_chip() ? BundleGranularity::kPerChip
                                              : BundleGranularity::kPerHost;
     }
+    if (in.has_per_host()) {
+      auto per_host = ResourcesFromProto(in.per_host(), absl::StrCat(where, ".per_host"));
+      if (!per_host.ok()) return per_host.status();
+      alt.per_host = *std::move(per_host);
+    }
+    if (alt.accelerator.empty() && alt.per_host.empty()) {
+      return Invalid(where, "nvlink_hosts needs per_host resources (what each host must hold)");
+    }
     request.alternatives.push_back(std::move(alt));
   }
   return request;
@@ -497,6 +505,7 @@ void DomainGroupRequestToProto(const DomainGroupRequest& request, v1::ReserveSli
       out->set_num_slices(alt.count);
       out->set_bundle_per_chip(alt.granularity == BundleGranularity::kPerChip);
     }
+    if (!alt.per_host.empty()) ResourcesToProto(alt.per_host, out->mutable_per_host());
   }
 }
 

@@ -275,7 +275,8 @@ TEST(SliceConvertTest, RoundTripSlicesAndNvLink) {
   request.name = "train";
   request.alternatives.push_back(
       DomainAlternative{"TPU-V6E", "4x4", 2, BundleGranularity::kPerChip, {}});
-  request.alternatives.push_back(DomainAlternative{"", "", 4, BundleGranularity::kPerHost, {}});
+  request.alternatives.push_back(
+      DomainAlternative{"", "", 4, BundleGranularity::kPerHost, *ParseResourceSet("GPU=4,CPU=8")});
   v1::ReserveSlicesRequest proto;
   DomainGroupRequestToProto(request, &proto);
   auto back = DomainGroupRequestFromProto(proto);
@@ -286,6 +287,15 @@ TEST(SliceConvertTest, RoundTripSlicesAndNvLink) {
   EXPECT_EQ(back->alternatives[0].granularity, BundleGranularity::kPerChip);
   EXPECT_EQ(back->alternatives[1].accelerator, "");
   EXPECT_EQ(back->alternatives[1].count, 4);
+  EXPECT_EQ(back->alternatives[1].per_host, *ParseResourceSet("GPU=4,CPU=8"));
+  EXPECT_TRUE(back->alternatives[0].per_host.empty());
+  // NVLink hosts need a per-host demand; a bad one names its field.
+  proto.mutable_alternatives(1)->clear_per_host();
+  EXPECT_EQ(DomainGroupRequestFromProto(proto).status().message(),
+            "alternatives[1]: nvlink_hosts needs per_host resources (what each host must hold)");
+  (*proto.mutable_alternatives(1)->mutable_per_host()->mutable_raw())["GPU"] = -1;
+  EXPECT_EQ(DomainGroupRequestFromProto(proto).status().message(),
+            "alternatives[1].per_host: resource \"GPU\": raw amount -1 is negative");
   proto.clear_alternatives();
   EXPECT_FALSE(DomainGroupRequestFromProto(proto).ok());
 }

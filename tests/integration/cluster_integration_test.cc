@@ -317,6 +317,22 @@ TEST(ClusterIntegrationTest, SlicesAreReservedWholeAndNeverShareAHost) {
                                   " ", worker, "\n"));
   }
 
+  // With every chip reserved, a plain TPU request is pending (it fits once a slice is freed),
+  // not infeasible; it gives up only because of --wait.
+  const CliResult busy = c.Cli({"run", "--resources", "TPU=2", "--wait", "1s", "--", "true"});
+  EXPECT_EQ(busy.exit_code, 1) << Describe(busy);
+  EXPECT_THAT(busy.err, ::testing::HasSubstr("cannot run the command (pending)")) << Describe(busy);
+  // A demand the targeted bundle can never hold is infeasible at once, even without --wait.
+  const CliResult never = c.Cli({"run", "--placement-group", "a", "--bundle", "0", "--resources",
+                                 "CPU=1", "--", "true"});
+  EXPECT_EQ(never.exit_code, 1) << Describe(never);
+  EXPECT_THAT(never.err, ::testing::HasSubstr("(infeasible)")) << Describe(never);
+  EXPECT_THAT(never.err, ::testing::HasSubstr("can never hold CPU=1")) << Describe(never);
+  const CliResult any = c.Cli({"run", "--placement-group", "a", "--resources", "TPU=8", "--",
+                               "true"});
+  EXPECT_EQ(any.exit_code, 1) << Describe(any);
+  EXPECT_THAT(any.err, ::testing::HasSubstr("no bundle of a can ever hold TPU=8")) << Describe(any);
+
   // A third request waits, and says which reservations hold the slices.
   const CliResult third = c.Cli({"slice", "reserve", "c", "--accelerator", "TPU-V6E", "--topology",
                                  "2x4", "--json"});
@@ -333,6 +349,45 @@ TEST(ClusterIntegrationTest, SlicesAreReservedWholeAndNeverShareAHost) {
     }
     return absl::UnavailableError("c not reserved yet");
   }));
+}
+
+TEST(ClusterIntegrationTest, HostsOfOneNvLinkDomainAreReservedTogether) {
+  auto nvl_host = [](const std::string& domain) {
+    return absl::StrCat("host: {sockets: 1, cores_per_socket: 8, memory: 64GiB}\n"
+                        "accelerators:\n"
+                        "  - {family: nvidia, type: GB200, count: 4, memory: 186GiB, interconnect: "
+                        "nvswitch, fabric_domain: ",
+                        domain, "}\n");
+  };
+  ClusterOptions options;
+  options.nodes = {{.id = "a1", .hardware_yaml = nvl_host("rack-a")},
+                   {.id = "b1", .hardware_yaml = nvl_host("rack-b")},
+                   {.id = "b2", .hardware_yaml = nvl_host("rack-b")}};
+  auto cluster = TestCluster::Start(options);
+  ASSERT_OK(cluster.status());
+  TestCluster& c = **cluster;
+  // Two hosts must share one domain: only rack-b has two.
+  const CliResult r = c.Cli({"slice", "reserve", "nvl", "--nvlink-hosts", "2", "--per-host",
+                             "GPU=4", "--wait", "30s", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << Describe(r);
+  const Json group = ParseJson(r);
+  ASSERT_EQ(group["state"], "RESERVED") << r.out;
+  EXPECT_EQ(group["domains"], Json::array({"rack-b"})) << r.out;
+  std::set<std::string> hosts;
+  for (const Json& h : group["hosts"]) hosts.insert(h["node_id"].get<std::string>());
+  EXPECT_EQ(hosts, (std::set<std::string>{"b1", "b2"})) << r.out;
+  // One command per host inside the reservation sees that host's four GPUs.
+  for (int bundle : {0, 1}) {
+    const CliResult run = c.Cli({"run", "--placement-group", "nvl", "--bundle",
+                                 absl::StrCat(bundle), "--resources", "GPU=4", "--", "sh", "-c",
+                                 "echo $CUDA_VISIBLE_DEVICES"});
+    ASSERT_EQ(run.exit_code, 0) << Describe(run);
+    EXPECT_EQ(run.out, "0,1,2,3\n") << Describe(run);
+  }
+  // What each host must hold is required.
+  const CliResult bare = c.Cli({"slice", "reserve", "x", "--nvlink-hosts", "2"});
+  EXPECT_EQ(bare.exit_code, 1) << Describe(bare);
+  EXPECT_THAT(bare.err, HasSubstr("--nvlink-hosts needs --per-host")) << Describe(bare);
 }
 
 TEST(ClusterIntegrationTest, KilledWorkerReleasesItsLeaseAndTheReasonIsReported) {
