@@ -279,11 +279,11 @@ bool ClusterView::FitsNow(NodeIndex node, const ResourceSet& demand) const {
   return record.available.Contains(demand) && DevicesFit(record, demand, /*now=*/true);
 }
 
-absl::StatusOr<Allocation> ClusterView::Allocate(NodeIndex node, const ResourceSet& demand) {
+absl::Status ClusterView::CheckAllocatable(NodeIndex node, const ResourceSet& demand) const {
   if (node < 0 || node >= slot_count() || nodes_[node].removed) {
     return absl::NotFoundError(absl::StrCat("node index ", node, " is not in the cluster"));
   }
-  NodeRecord& record = nodes_[node];
+  const NodeRecord& record = nodes_[node];
   if (record.state != NodeState::kAlive) {
     return absl::FailedPreconditionError(absl::StrCat("node ", record.id.value(), " is ",
                                                       ToAbsl(NodeStateName(record.state))));
@@ -293,6 +293,12 @@ absl::StatusOr<Allocation> ClusterView::Allocate(NodeIndex node, const ResourceS
                                                      record.available.ToString(), " free, not ",
                                                      demand.ToString()));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Allocation> ClusterView::Allocate(NodeIndex node, const ResourceSet& demand) {
+  TESSERA_RETURN_IF_ERROR(CheckAllocatable(node, demand));
+  const NodeRecord& record = nodes_[node];
   Allocation allocation;
   for (const DeviceInstances& d : record.devices) {
     const Quantity q = demand.Get(d.resource);
@@ -330,19 +336,8 @@ absl::StatusOr<Allocation> ClusterView::Allocate(NodeIndex node, const ResourceS
 
 absl::StatusOr<Allocation> ClusterView::AllocateExact(NodeIndex node, const ResourceSet& demand,
                                                        std::vector<DeviceGrant> devices) {
-  if (node < 0 || node >= slot_count() || nodes_[node].removed) {
-    return absl::NotFoundError(absl::StrCat("node index ", node, " is not in the cluster"));
-  }
+  TESSERA_RETURN_IF_ERROR(CheckAllocatable(node, demand));
   const NodeRecord& record = nodes_[node];
-  if (record.state != NodeState::kAlive) {
-    return absl::FailedPreconditionError(absl::StrCat("node ", record.id.value(), " is ",
-                                                      ToAbsl(NodeStateName(record.state))));
-  }
-  if (!record.available.Contains(demand)) {
-    return absl::ResourceExhaustedError(absl::StrCat("node ", record.id.value(), " has ",
-                                                     record.available.ToString(), " free, not ",
-                                                     demand.ToString()));
-  }
   std::sort(devices.begin(), devices.end(),
             [](const DeviceGrant& a, const DeviceGrant& b) { return a.resource < b.resource; });
   for (size_t g = 0; g < devices.size(); ++g) {

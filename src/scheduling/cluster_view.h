@@ -188,6 +188,9 @@ class ClusterView {
 
   absl::StatusOr<NodeIndex> Lookup(const NodeId& id) const;
   absl::StatusOr<std::vector<Allocation>> TakeAllocations(NodeRecord& record);
+  // NotFound / FailedPrecondition / ResourceExhausted when the node cannot take `demand` now
+  // (device shapes aside): what Allocate and AllocateExact both check first.
+  absl::Status CheckAllocatable(NodeIndex node, const ResourceSet& demand) const;
   // Applies a checked allocation: subtracts the demand and the grants, records it.
   absl::StatusOr<Allocation> Apply(NodeIndex node, const ResourceSet& demand,
                                    std::vector<DeviceGrant> devices);
