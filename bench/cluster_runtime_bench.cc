@@ -1,0 +1,629 @@
+// Cluster runtime figures on loopback (issue 4 item 8):
+//
+// - Placement groups through the head of a 4-node cluster (simulated H100 hosts with 8 NVSwitch
+//   GPUs, from one generated cluster file). By default a real HeadServer and 4 real
+//   NodeAgentServer instances run in this process, each on its own loopback gRPC server; with
+//   --tessera=PATH the cluster is real processes instead, started by `PATH up` and stopped by
+//   `PATH down`. One iteration is the client's CreatePlacementGroup then RemovePlacementGroup
+//   over gRPC with the token; the head reserves the bundles by two-phase commit on the agents
+//   (PrepareBundles, CommitBundles) and gives them back on removal (CancelBundles), all over gRPC.
+// - Leases on that cluster's node n-0: the full RequestLease round trip that grants a lease and
+//   starts its worker (/bin/true); the same RPC answered without a process (a lease the node can
+//   never fit, at the spillback hop limit: decided, refused, explained); and the agent's decision
+//   alone, in process (AgentState::TryLease then release), no RPC and no process. The agent
+//   offers no RPC that grants a lease without starting its worker.
+// - Anchors measured in the same run, to read the figures against this machine: a unary gRPC
+//   round trip on loopback to a handler that does nothing (a bare grpc::Server, and an
+//   rpc::RpcServer with the token check that every Tessera service has); fork+exec+wait of
+//   /bin/true from this process (as the agent forks workers), posix_spawn+wait of the same, and
+//   ProcessSupervisor::Start of it until its exit is reported.
+//
+// Every server and process is stopped before main returns (`tessera down` in --tessera mode);
+// workers are /bin/true, which exits at once.
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "benchmark/benchmark.h"
+#include "grpcpp/grpcpp.h"
+#include "head/head_server.h"
+#include "node/agent_server.h"
+#include "node/agent_state.h"
+#include "node/node_hardware_loader.h"
+#include "process/process_supervisor.h"
+#include "rpc/auth.h"
+#include "rpc/channel.h"
+#include "rpc/proto_convert.h"
+#include "rpc/server.h"
+#include "rpc/token.h"
+#include "tessera/v1/head.grpc.pb.h"
+#include "tessera/v1/node_agent.grpc.pb.h"
+
+namespace tessera {
+namespace {
+
+constexpr absl::Duration kCallTimeout = absl::Seconds(30);
+constexpr int kAgents = 4;
+
+std::string HardwareFile() {
+  return std::string(TESSERA_SOURCE_DIR) + "/examples/hardware/h100-sxm-8.yaml";
+}
+
+std::string MakeTempDir(const std::string& prefix) {
+  std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  if (::mkdtemp(pattern.data()) == nullptr) return "";
+  return pattern;
+}
+
+void RemoveDir(const std::string& dir) {
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+}
+
+// The fixtures live for the whole run (benchmarks with several threads share them) and are torn
+// down by TearDownAll() before main returns. Thread-safe: created under one mutex.
+absl::Mutex fixtures_mu;
+
+// --- anchors ---
+
+// A Head service whose KvGet does nothing: the cheapest possible unary call.
+class EmptyKvService final : public v1::Head::Service {
+ public:
+  grpc::Status KvGet(grpc::ServerContext*, const v1::KvGetRequest*, v1::KvGetResponse*) override {
+    return grpc::Status::OK;
+  }
+};
+
+struct AnchorServers {
+  std::string token = "bench-token";
+  EmptyKvService bare_service;
+  EmptyKvService token_service;
+  std::unique_ptr<grpc::Server> bare;
+  std::unique_ptr<rpc::RpcServer> with_token;
+  std::unique_ptr<v1::Head::Stub> bare_stub;
+  std::unique_ptr<v1::Head::Stub> token_stub;
+};
+AnchorServers* anchors = nullptr;
+
+AnchorServers* Anchors() {
+  absl::MutexLock lock(&fixtures_mu);
+  if (anchors != nullptr) return anchors;
+  auto a = std::make_unique<AnchorServers>();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&a->bare_service);
+  a->bare = builder.BuildAndStart();
+  if (a->bare == nullptr || port == 0) return nullptr;
+  a->bare_stub = v1::Head::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", port)));
+  rpc::ServerOptions options;
+  options.token = a->token;
+  auto server = rpc::RpcServer::Start(options, {&a->token_service});
+  if (!server.ok()) return nullptr;
+  a->with_token = std::move(*server);
+  a->token_stub = v1::Head::NewStub(rpc::MakeChannel(a->with_token->address()));
+  anchors = a.release();
+  return anchors;
+}
+
+void BM_AnchorGrpcUnaryBare(benchmark::State& state) {
+  AnchorServers* a = Anchors();
+  if (a == nullptr) return state.SkipWithError("anchor servers did not start");
+  v1::KvGetRequest request;
+  v1::KvGetResponse response;
+  int64_t errors = 0;
+  for (auto _ : state) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    if (!a->bare_stub->KvGet(&context, request, &response).ok()) ++errors;
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["errors"] = static_cast<double>(errors);
+}
+BENCHMARK(BM_AnchorGrpcUnaryBare)->Threads(1)->Threads(4)->UseRealTime();
+
+void BM_AnchorGrpcUnaryToken(benchmark::State& state) {
+  AnchorServers* a = Anchors();
+  if (a == nullptr) return state.SkipWithError("anchor servers did not start");
+  v1::KvGetRequest request;
+  v1::KvGetResponse response;
+  int64_t errors = 0;
+  for (auto _ : state) {
+    auto context = rpc::MakeClientContext(a->token, kCallTimeout);
+    if (!a->token_stub->KvGet(context.get(), request, &response).ok()) ++errors;
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["errors"] = static_cast<double>(errors);
+}
+BENCHMARK(BM_AnchorGrpcUnaryToken)->Threads(1)->Threads(4)->UseRealTime();
+
+// fork + execv("/bin/true") + waitpid, from this (multi-threaded, gRPC-linked) process, as the
+// agent forks its workers.
+void BM_AnchorForkExecTrue(benchmark::State& state) {
+  char arg0[] = "/bin/true";
+  char* argv[] = {arg0, nullptr};
+  int64_t errors = 0;
+  for (auto _ : state) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::execv(arg0, argv);
+      ::_exit(127);
+    }
+    int status = 0;
+    if (pid < 0 || ::waitpid(pid, &status, 0) != pid || status != 0) ++errors;
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["errors"] = static_cast<double>(errors);
+}
+BENCHMARK(BM_AnchorForkExecTrue)->UseRealTime();
+
+// posix_spawn (glibc: clone with CLONE_VM|CLONE_VFORK, no copy of this process's page tables) of
+// /bin/true + waitpid.
+void BM_AnchorPosixSpawnTrue(benchmark::State& state) {
+  char arg0[] = "/bin/true";
+  char* argv[] = {arg0, nullptr};
+  int64_t errors = 0;
+  for (auto _ : state) {
+    pid_t pid = 0;
+    int status = 0;
+    if (::posix_spawn(&pid, arg0, nullptr, nullptr, argv, environ) != 0 ||
+        ::waitpid(pid, &status, 0) != pid || status != 0) {
+      ++errors;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["errors"] = static_cast<double>(errors);
+}
+BENCHMARK(BM_AnchorPosixSpawnTrue)->UseRealTime();
+
+// ProcessSupervisor::Start of /bin/true (log files, own session, CLOEXEC exec check, pidfd) and
+// its exit reported by the reaper thread: the agent's process cost without the RPC or the lease.
+void BM_AnchorSupervisorStartTrue(benchmark::State& state) {
+  auto supervisor = ProcessSupervisor::Create();
+  const std::string dir = MakeTempDir("tessera-bench-supervisor");
+  if (!supervisor.ok() || dir.empty()) return state.SkipWithError("no supervisor");
+  ChildSpec spec;
+  spec.argv = {"/bin/true"};
+  spec.stdout_path = dir + "/out";
+  spec.stderr_path = dir + "/err";
+  int64_t n = 0, errors = 0;
+  for (auto _ : state) {
+    auto done = std::make_shared<absl::Notification>();
+    auto pid = (*supervisor)->Start(ChildId(absl::StrCat("c", n++)), spec,
+                                    [done](const ChildId&, const ExitStatus&) { done->Notify(); });
+    if (!pid.ok()) {
+      ++errors;
+      continue;
+    }
+    done->WaitForNotification();
+  }
+  (*supervisor)->Shutdown(absl::Seconds(2));
+  RemoveDir(dir);
+  state.SetItemsProcessed(state.iterations());
+  state.counters["errors"] = static_cast<double>(errors);
+}
+BENCHMARK(BM_AnchorSupervisorStartTrue)->UseRealTime();
+
+// --- the 4-node cluster: in this process, or real `tessera` processes ---
+
+// Set by --tessera=PATH: the cluster is brought up with `PATH up` (a head process and 4 node agent
+// processes) instead of in this process, and brought down with `PATH down`.
+std::string tessera_binary;
+
+// Runs argv to completion with its output in `log`; the exit status as an error, with the log.
+absl::Status RunCommand(const std::vector<std::string>& args, const std::string& log) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  std::vector<char*> argv;
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int error = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (error != 0) return absl::InternalError(absl::StrCat("cannot run ", args[0]));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  return absl::InternalError(absl::StrCat(absl::StrJoin(args, " "), " failed: ", text.str()));
+}
+
+std::string ReadFileText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return std::string(absl::StripAsciiWhitespace(text.str()));
+}
+
+// 4 simulated H100 hosts with 8 NVSwitch GPUs each: node ids n-0 .. n-3.
+constexpr char kClusterFile[] = R"(node_groups:
+  - name: n
+    count: 4
+    hardware:
+      host: {sockets: 2, cores_per_socket: 56, threads_per_core: 2, numa_nodes: 2, memory: 2TiB}
+      accelerators:
+        - {family: nvidia, type: H100, count: 8, memory: 80GiB, interconnect: nvswitch,
+           numa_nodes: [0, 0, 0, 0, 1, 1, 1, 1]}
+)";
+
+// Resident memory of a process in MiB (0 when it cannot be read).
+double RssMiB(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/statm");
+  int64_t size = 0, resident = 0;
+  if (!(in >> size >> resident)) return 0;
+  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) /
+         (1024.0 * 1024.0);
+}
+
+// The cluster's temp folder, for the interrupt thread (--tessera mode): it brings the cluster
+// down when the run is interrupted.
+absl::Mutex interrupt_mu;
+std::string interrupt_work_dir ABSL_GUARDED_BY(interrupt_mu);
+
+// --tessera mode: SIGINT, SIGTERM and SIGHUP are blocked in every thread and waited for here, so
+// an interrupted run still runs `tessera down` (the cluster's processes are not our children and
+// would outlive us). Runs for the life of the process.
+void InterruptThread(sigset_t signals) {
+  int signal = 0;
+  while (sigwait(&signals, &signal) != 0) {
+  }
+  std::string work_dir;
+  {
+    absl::MutexLock lock(&interrupt_mu);
+    work_dir = interrupt_work_dir;
+  }
+  if (!work_dir.empty()) {
+    (void)RunCommand({tessera_binary, "down", "--state-dir", work_dir + "/state"},
+                     work_dir + "/down.log");
+    RemoveDir(work_dir);
+  }
+  ::_exit(128 + signal);
+}
+
+struct LocalCluster {
+  std::string work_dir;  // temp folder: the cluster file, logs, the state folder
+  std::string state_dir;
+  std::string cluster_file;
+  std::string token;
+  // In-process mode only.
+  std::unique_ptr<HeadServer> head;
+  std::vector<std::unique_ptr<NodeAgentServer>> agents;
+  // Both modes.
+  std::unique_ptr<v1::Head::Stub> head_stub;
+  std::unique_ptr<v1::NodeAgent::Stub> agent_stub;  // the agent of n-0
+  std::atomic<int64_t> next_id{0};
+
+  // The process that runs the head, and the one that runs n-0's agent.
+  std::string HeadPid() const {
+    return tessera_binary.empty() ? "self" : ReadFileText(state_dir + "/head.pid");
+  }
+  std::string AgentPid() const {
+    return tessera_binary.empty() ? "self" : ReadFileText(state_dir + "/nodes/n-0/agent.pid");
+  }
+
+  // Stops every server and process, removes the folders. Idempotent.
+  void Stop() {
+    {
+      absl::MutexLock lock(&interrupt_mu);
+      interrupt_work_dir.clear();
+    }
+    agents.clear();
+    head.reset();
+    if (!tessera_binary.empty() && !state_dir.empty() && std::filesystem::exists(state_dir)) {
+      absl::Status down = RunCommand({tessera_binary, "down", "--state-dir", state_dir},
+                                     work_dir + "/down.log");
+      if (!down.ok()) std::cerr << down << "\n";
+    }
+    RemoveDir(work_dir);
+    work_dir.clear();
+  }
+};
+LocalCluster* cluster = nullptr;
+
+// Starts the head and 4 agents in this process, each agent with its node of the cluster file.
+absl::Status StartInProcess(LocalCluster& c) {
+  HeadOptions head;
+  head.state_dir = c.state_dir;
+  TESSERA_ASSIGN_OR_RETURN(c.head, HeadServer::Create(head));
+  c.token = c.head->token();
+  for (int i = 0; i < kAgents; ++i) {
+    AgentOptions options;
+    options.state_dir = c.state_dir;  // token and head address from the state folder
+    options.node_id = absl::StrCat("n-", i);
+    options.cluster_file = c.cluster_file;
+    options.environment = Environment();
+    TESSERA_ASSIGN_OR_RETURN(auto agent, NodeAgentServer::Create(options));
+    c.agents.push_back(std::move(agent));
+  }
+  return absl::OkStatus();
+}
+
+// `tessera up` of the same cluster file: a head process and 4 node agent processes.
+absl::Status StartWithUp(LocalCluster& c) {
+  TESSERA_RETURN_IF_ERROR(RunCommand(
+      {tessera_binary, "up", c.cluster_file, "--state-dir", c.state_dir}, c.work_dir + "/up.log"));
+  TESSERA_ASSIGN_OR_RETURN(c.token, rpc::ReadTokenFile(c.state_dir + "/token"));
+  return absl::OkStatus();
+}
+
+LocalCluster* Cluster() {
+  absl::MutexLock lock(&fixtures_mu);
+  if (cluster != nullptr) return cluster;
+  auto c = std::make_unique<LocalCluster>();
+  c->work_dir = MakeTempDir("tessera-bench-cluster");
+  if (c->work_dir.empty()) return nullptr;
+  c->state_dir = c->work_dir + "/state";
+  c->cluster_file = c->work_dir + "/cluster.yaml";
+  std::ofstream(c->cluster_file) << kClusterFile;
+  {
+    absl::MutexLock work_lock(&interrupt_mu);
+    interrupt_work_dir = c->work_dir;
+  }
+  absl::Status started = tessera_binary.empty() ? StartInProcess(*c) : StartWithUp(*c);
+  if (!started.ok()) {
+    std::cerr << "the local cluster did not start: " << started << "\n";
+    c->Stop();
+    return nullptr;
+  }
+  c->head_stub = v1::Head::NewStub(rpc::MakeChannel(ReadFileText(c->state_dir + "/head.address")));
+  // Ready when the head lists every agent alive.
+  const absl::Time end = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < end) {
+    v1::ListNodesResponse nodes;
+    auto context = rpc::MakeClientContext(c->token, kCallTimeout);
+    if (c->head_stub->ListNodes(context.get(), v1::ListRequest(), &nodes).ok()) {
+      int alive = 0;
+      for (const auto& node : nodes.nodes()) {
+        if (node.state() != "ALIVE") continue;
+        ++alive;
+        if (node.node().node_id() == "n-0") {
+          c->agent_stub = v1::NodeAgent::NewStub(rpc::MakeChannel(node.node().address()));
+        }
+      }
+      if (alive == kAgents && c->agent_stub != nullptr) {
+        cluster = c.release();
+        return cluster;
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  std::cerr << "the local cluster did not become ready in 60 s\n";
+  c->Stop();
+  return nullptr;
+}
+
+enum Strategy { kStrictPack = 0, kSpread = 1 };
+
+// Args: bundles, strategy. Each bundle is CPU=1,GPU=1 (a device instance chosen by the head and
+// prepared on the agent).
+void BM_HeadPlacementGroupCreateRemove(benchmark::State& state) {
+  LocalCluster* c = Cluster();
+  if (c == nullptr) return state.SkipWithError("the local cluster did not start");
+  const int bundles = static_cast<int>(state.range(0));
+  const char* strategy = state.range(1) == kSpread ? "SPREAD" : "STRICT_PACK";
+  state.SetLabel(absl::StrCat(bundles, " bundle", bundles == 1 ? "" : "s", " ", strategy));
+  v1::CreatePlacementGroupRequest create;
+  create.set_strategy(strategy);
+  const v1::Resources resources = rpc::ResourcesToProto(*ParseResourceSet("CPU=1,GPU=1"));
+  for (int i = 0; i < bundles; ++i) {
+    *create.mutable_primary()->add_bundles()->mutable_resources() = resources;
+  }
+  v1::RemovePlacementGroupRequest remove;
+  int64_t not_created = 0, errors = 0;
+  for (auto _ : state) {
+    const std::string name = absl::StrCat("bench-pg-", c->next_id.fetch_add(1));
+    create.set_name(name);
+    create.set_request_id(absl::StrCat("create-", name));
+    v1::PlacementGroupInfo info;
+    auto create_context = rpc::MakeClientContext(c->token, kCallTimeout);
+    if (!c->head_stub->CreatePlacementGroup(create_context.get(), create, &info).ok()) {
+      ++errors;
+      continue;
+    }
+    if (info.state() != "CREATED" && not_created++ == 0) {
+      std::cerr << name << " is " << info.state() << ": " << info.explanation() << "\n";
+    }
+    remove.set_name(name);
+    remove.set_request_id(absl::StrCat("remove-", name));
+    v1::RemovePlacementGroupResponse removed;
+    auto remove_context = rpc::MakeClientContext(c->token, kCallTimeout);
+    if (!c->head_stub->RemovePlacementGroup(remove_context.get(), remove, &removed).ok()) {
+      ++errors;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["not_created"] = static_cast<double>(not_created);
+  // Resident memory of the head's process after the run (this process when in process); every
+// thread reads it, so the average, not the sum.
+  state.counters["head_rss_MiB"] =
+      benchmark::Counter(RssMiB(c->HeadPid()), benchmark::Counter::kAvgThreads);
+  state.counters["errors"] = static_cast<double>(errors);
+}
+// --- leases on one node agent (n-0 of the cluster) ---
+
+v1::LeaseRequest LeaseRequestFor(const std::string& resources) {
+  v1::LeaseRequest request;
+  rpc::ResourcesToProto(*ParseResourceSet(resources),
+                        request.mutable_request()->mutable_resources());
+  request.mutable_worker()->add_argv("/bin/true");
+  return request;
+}
+
+// The full lease: RequestLease decides, records the lease, forks and execs the worker (the reply
+// comes once exec has happened) and answers the grant. Time per iteration is that round trip;
+// the worker's exit (which releases the lease) happens on the agent's reaper thread, outside the
+// measured call. In process, the loop waits (untimed) when more than 64 workers still run; the
+// node has 224 CPUs, so with real processes a lease the node cannot take shows as not_granted.
+void BM_AgentLeaseGrantAndStart(benchmark::State& state) {
+  LocalCluster* c = Cluster();
+  if (c == nullptr) return state.SkipWithError("the local cluster did not start");
+  NodeAgentServer* in_process = c->agents.empty() ? nullptr : c->agents.front().get();
+  v1::LeaseRequest request = LeaseRequestFor("CPU=1");
+  int64_t not_granted = 0, errors = 0;
+  for (auto _ : state) {
+    request.set_request_id(absl::StrCat("lease-", c->next_id.fetch_add(1)));
+    v1::LeaseReply reply;
+    auto context = rpc::MakeClientContext(c->token, kCallTimeout);
+    if (!c->agent_stub->RequestLease(context.get(), request, &reply).ok()) {
+      ++errors;
+    } else if (!reply.has_granted()) {
+      ++not_granted;
+    }
+    if (in_process != nullptr && in_process->state().running_workers() > 64) {
+      state.PauseTiming();
+      while (in_process->state().running_workers() > 8) absl::SleepFor(absl::Milliseconds(1));
+      state.ResumeTiming();
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["not_granted"] = static_cast<double>(not_granted);
+  // Resident memory of the agent's process after the run: fork copies its page tables.
+  state.counters["agent_rss_MiB"] =
+      benchmark::Counter(RssMiB(c->AgentPid()), benchmark::Counter::kAvgThreads);
+  state.counters["errors"] = static_cast<double>(errors);
+}
+BENCHMARK(BM_AgentLeaseGrantAndStart)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
+
+// The same RPC for a lease this node can never fit (GPU=16 on an 8-GPU node), at the spillback
+// hop limit so the agent answers itself: decoded, decided by the agent's scheduler, refused with
+// its explanation. No process, no call to the head.
+void BM_AgentLeaseRefusedRpc(benchmark::State& state) {
+  LocalCluster* c = Cluster();
+  if (c == nullptr) return state.SkipWithError("the local cluster did not start");
+  v1::LeaseRequest request = LeaseRequestFor("GPU=16");
+  request.set_hops(AgentOptions().max_spillback_hops);
+  int64_t unexpected = 0;
+  for (auto _ : state) {
+    request.set_request_id(absl::StrCat("refused-", c->next_id.fetch_add(1)));
+    v1::LeaseReply reply;
+    auto context = rpc::MakeClientContext(c->token, kCallTimeout);
+    if (!c->agent_stub->RequestLease(context.get(), request, &reply).ok() ||
+        reply.has_granted() || reply.has_spillback()) {
+      ++unexpected;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["unexpected"] = static_cast<double>(unexpected);
+}
+BENCHMARK(BM_AgentLeaseRefusedRpc)->Threads(1)->Threads(4)->UseRealTime();
+
+// The agent's decision alone, in this thread: AgentState::TryLease of CPU=1,GPU=1 (placed, device
+// instance chosen, lease and worker recorded), then the worker recorded as failed to start,
+// which releases the lease. No RPC, no process.
+void BM_AgentStateLeaseDecision(benchmark::State& state) {
+  AgentOptions options;
+  options.node_id = "decide";
+  options.hardware_file = HardwareFile();
+  options.environment = Environment();
+  auto loaded = LoadNodeHardware(options);
+  if (!loaded.ok()) return state.SkipWithError("hardware did not load");
+  auto agent_state = AgentState::Create(loaded->id, std::move(loaded->hardware));
+  if (!agent_state.ok()) return state.SkipWithError("agent state refused the hardware");
+  LeaseAsk ask;
+  ask.resources = *ParseResourceSet("CPU=1,GPU=1");
+  int64_t not_placed = 0;
+  for (auto _ : state) {
+    auto decision = (*agent_state)->TryLease(ask);
+    if (!decision.ok() || !decision->lease.has_value()) {
+      ++not_placed;
+      continue;
+    }
+    (*agent_state)->WorkerFailedToStart(decision->lease->worker, "benchmark");
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["not_placed"] = static_cast<double>(not_placed);
+}
+BENCHMARK(BM_AgentStateLeaseDecision);
+
+// Registered after the lease benchmarks: in process, the placement-group runs with 8 client
+// threads grow the gRPC servers' thread pools (more mappings for every later fork to copy).
+BENCHMARK(BM_HeadPlacementGroupCreateRemove)
+    ->ArgNames({"bundles", "spread"})
+    ->Args({1, kStrictPack})
+    ->Args({8, kStrictPack})
+    ->Args({8, kSpread})
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+BENCHMARK(BM_HeadPlacementGroupCreateRemove)
+    ->ArgNames({"bundles", "spread"})
+    ->Args({1, kStrictPack})
+    ->Threads(4)
+    ->Threads(8)
+    ->UseRealTime();
+
+void TearDownAll() {
+  absl::MutexLock lock(&fixtures_mu);
+  if (cluster != nullptr) {
+    cluster->Stop();
+    delete cluster;
+    cluster = nullptr;
+  }
+  if (anchors != nullptr) {
+    anchors->bare->Shutdown();
+    anchors->with_token->Shutdown();
+    delete anchors;
+    anchors = nullptr;
+  }
+}
+
+}  // namespace
+}  // namespace tessera
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  // Our own flag: --tessera=PATH runs the cluster as real processes (`PATH up`).
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--tessera=", 0) == 0) {
+      tessera::tessera_binary = std::filesystem::absolute(arg.substr(10)).string();
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  if (!tessera::tessera_binary.empty()) {
+    // Before any other thread starts, so that every thread inherits the mask.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    std::thread(tessera::InterruptThread, signals).detach();
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  tessera::TearDownAll();
+  return 0;
+}
