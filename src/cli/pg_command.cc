@@ -16,6 +16,7 @@
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "cli/cluster_client.h"
+#include "cli/cluster_command_start.h"
 #include "cli/cluster_format.h"
 #include "cli/cluster_args.h"
 #include "cli/cluster_views.h"
@@ -100,15 +101,10 @@ absl::StatusOr<tessera::v1::CreatePlacementGroupRequest> BuildCreateRequest(
 int RunCreate(const CommonClusterArgs& common, const CreateArgs& args) {
   auto request = BuildCreateRequest(args);
   if (!request.ok()) return ReportError(request.status());
-  absl::Duration wait = absl::ZeroDuration();
-  if (!args.wait.empty()) {
-    auto parsed = ParseDurationFlag("--wait", args.wait);
-    if (!parsed.ok()) return ReportError(parsed.status());
-    wait = *parsed;
-  }
-  auto client = ConnectCluster(common);
-  if (!client.ok()) return ReportError(client.status());
-  ClusterClient& c = **client;
+  auto start = StartClusterCommand(common, args.wait, absl::ZeroDuration());
+  if (!start.ok()) return ReportError(start.status());
+  const absl::Duration wait = start->wait;
+  ClusterClient& c = *start->client;
 
   PlacementGroupInfo info;
   absl::Status status = c.Call(c.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {

@@ -17,6 +17,7 @@
 #include "base/string_util.h"
 #include "cli/cluster_args.h"
 #include "cli/cluster_client.h"
+#include "cli/cluster_command_start.h"
 #include "cli/cluster_format.h"
 #include "cli/cluster_views.h"
 #include "cli/commands.h"
@@ -146,15 +147,10 @@ absl::StatusOr<SliceGroupInfo> FindGroup(ClusterClient& client, const std::strin
 int RunReserve(const CommonClusterArgs& common, const ReserveArgs& args) {
   auto request = BuildReserveRequest(args);
   if (!request.ok()) return ReportError(request.status());
-  absl::Duration wait = absl::ZeroDuration();
-  if (!args.wait.empty()) {
-    auto parsed = ParseDurationFlag("--wait", args.wait);
-    if (!parsed.ok()) return ReportError(parsed.status());
-    wait = *parsed;
-  }
-  auto client = ConnectCluster(common);
-  if (!client.ok()) return ReportError(client.status());
-  ClusterClient& c = **client;
+  auto start = StartClusterCommand(common, args.wait, absl::ZeroDuration());
+  if (!start.ok()) return ReportError(start.status());
+  const absl::Duration wait = start->wait;
+  ClusterClient& c = *start->client;
   SliceGroupInfo info;
   const absl::Status status = c.Call(c.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
     return c.head().ReserveSlices(ctx, *request, &info);

@@ -3,6 +3,12 @@
 // leases mirrored from heartbeats), placement groups and slice groups reserved on the node agents
 // with two-phase commit, jobs, KV and the events `tessera status` shows.
 //
+// Placement groups and slice groups are both Reservations (head/reservation.h): one two-phase
+// commit, busy flag and removal for both; each kind adds only its scheduler and its protocol
+// description. The implementation is split by idea: head_service.cc (construction, status, Tick),
+// head_nodes.cc, head_pick_node.cc, head_reservations.cc, head_placement_groups.cc,
+// head_slice_groups.cc, head_jobs_kv.cc.
+//
 // Threading: every piece of state is guarded by one absl::Mutex. RPCs to node agents (prepare,
 // commit, cancel) run outside it; a group with such a round in flight is marked busy, and removal
 // waits for it. Tick() runs health checks and reconciliation; HeadServer calls it from one thread
@@ -26,11 +32,14 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "head/node_agent_client.h"
+#include "head/reservation.h"
 #include "head/state_store.h"
 #include "rpc/proto_convert.h"
 #include "rpc/request_cache.h"
@@ -126,88 +135,107 @@ class HeadService final : public v1::Head::Service {
     absl::flat_hash_map<std::string, AllocationId> leases;
   };
 
-  // Where a bundle is (to be) held: node and exact allocation.
-  struct BundleHold {
-    std::string node;
-    rpc::ExactAllocation allocation;
-    friend bool operator==(const BundleHold&, const BundleHold&) = default;
-  };
-
-  enum class GroupPhase { kPending, kInfeasible, kCommitting, kCreated, kRescheduling };
-  struct GroupEntry {
-    std::string id;    // "pg-7"
-    std::string name;  // the key on the agents; the id for an anonymous group
+  struct GroupEntry : Reservation {
+    GroupEntry() : Reservation(ReservationKind::kPlacementGroup) {}
     v1::CreatePlacementGroupRequest request;
     PlacementGroupSpec spec;
-    GroupPhase phase = GroupPhase::kPending;
     std::optional<PlacementGroupId> scheduled;  // while the view holds it
     int option = 0;
-    std::vector<std::optional<BundleHold>> confirmed;  // committed on the agents, by bundle
-    std::string explanation;
-    bool busy = false;  // a two-phase round or a removal is in flight
   };
-
-  enum class SlicePhase { kPending, kInfeasible, kCommitting, kReserved, kBroken };
-  struct SliceEntry {
-    std::string id;
-    std::string name;
+  struct SliceEntry : Reservation {
+    SliceEntry() : Reservation(ReservationKind::kSliceGroup) {}
     v1::ReserveSlicesRequest request;
     DomainGroupRequest parsed;
-    SlicePhase phase = SlicePhase::kPending;
     std::optional<DomainGroupId> scheduled;
     int alternative = 0;
     std::vector<std::string> domains;
     std::vector<DomainBundle> bundles;  // bundle index = position
-    std::string explanation;
-    bool busy = false;
-  };
-
-  // The agent work of one two-phase round on one node.
-  struct NodeWork {
-    std::string node;
-    std::shared_ptr<NodeAgentClient> client;
-    std::vector<std::pair<int, rpc::ExactAllocation>> prepare;  // bundle index, allocation
-    std::vector<int> cancel;
   };
 
   // --- under mu_ ---
-  void RecordEvent(std::string event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Node registry and health (head_nodes.cc).
+  // Declares dead the nodes whose heartbeats stopped for node_timeout.
+  void CheckHealth(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DeclareDead(NodeEntry& node, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MirrorLeases(NodeEntry& node, const google::protobuf::RepeatedPtrField<v1::LeaseInfo>& leases)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropNodeFromView(NodeEntry& node, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FillNodeInfo(const NodeEntry& node, v1::NodeInfo* info) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<NodeAgentClient> ClientFor(const std::string& node) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  AgentLookup Agents() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PersistNode(const NodeEntry& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Reservations of either kind (head_reservations.cc).
+  Reservation* FindReservation(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const Reservation* FindReservation(const std::string& name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Reservation* FindReservation(ReservationKind kind, const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool NameTaken(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A fresh id "<prefix>-N" and the group's name (the id when none was asked for); ALREADY_EXISTS
+  // when the asked-for name is taken by a group of either kind.
+  grpc::Status ClaimName(const std::string& requested, absl::string_view prefix, int64_t* counter,
+                         std::string* id, std::string* name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the kind's scheduler holds a placement for it in the view.
+  bool IsPlaced(const Reservation& reservation) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Where the kind's scheduler wants each bundle held.
+  std::vector<std::optional<BundleHold>> DesiredHolds(const Reservation& reservation) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives the placement back to the kind's scheduler; the reservation waits for room again.
+  void ForgetPlacement(Reservation& reservation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TryPlace(Reservation& reservation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Persist(const Reservation& reservation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool KnowsBundle(const std::string& node, const v1::HeldBundle& bundle) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The reservations holding bundles on a dead node: placement groups drop those holds and are
+  // re-placed (`moved`), slice groups are broken (`broken`).
+  void ReservationsLostNode(const std::string& node, const std::string& reason,
+                            const std::vector<Allocation>& lost, std::vector<std::string>* moved,
+                            std::vector<std::string>* broken) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Blocks until the named reservation of `kind` is not busy; nullptr when there is none.
+  Reservation* WaitUntilIdle(ReservationKind kind, const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The cancels that release every confirmed bundle, for a removal.
+  std::vector<NodeWork> CancelAllWork(const Reservation& reservation) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends a removal: the placement back to the scheduler, the group out of the store and the map.
+  void Erase(Reservation& reservation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Placement groups (head_placement_groups.cc).
   std::vector<std::optional<BundleHold>> DesiredBundles(const GroupEntry& group) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillGroupInfo(const GroupEntry& group, v1::PlacementGroupInfo* info) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FillSliceInfo(const SliceEntry& slice, v1::SliceGroupInfo* info) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FillNodeInfo(const NodeEntry& node, v1::NodeInfo* info) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FillSlices(v1::ListSlicesResponse* response) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::shared_ptr<NodeAgentClient> ClientFor(const std::string& node) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PersistGroup(const GroupEntry& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PersistSlice(const SliceEntry& slice) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PersistNode(const NodeEntry& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Places a waiting group in the view (phase kCommitting when placed).
   void TryPlaceGroup(GroupEntry& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Slice groups (head_slice_groups.cc).
+  void FillSliceInfo(const SliceEntry& slice, v1::SliceGroupInfo* info) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FillSlices(v1::ListSlicesResponse* response) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TryPlaceSlice(SliceEntry& slice) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplySliceResult(SliceEntry& slice, const DomainGroupResult& result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Jobs (head_jobs_kv.cc): running jobs on a dead node fail; returns how many.
+  int FailJobsOn(const std::string& node, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  void RecordEvent(std::string event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { changed_ = true; }
 
   // --- without mu_ ---
-  // Brings the agents in line with the view's placement of the group: cancels bundles that
-  // moved, prepares then commits the new ones; rolls back what it prepared on any failure.
-  void SyncGroup(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
-  void SyncSlice(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
-  // Prepare on every node, then commit on all; on failure cancels every prepared bundle. The
-  // error names the node and the step.
-  absl::Status TwoPhase(const std::string& group, const std::vector<NodeWork>& work)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  void CancelOn(const std::string& group, const std::vector<NodeWork>& work)
+  // Brings the agents in line with the scheduler's placement of the reservation: cancels bundles
+  // that moved, prepares then commits the new ones; on failure a fresh reservation gives its
+  // placement back and waits, a placement group already holding bundles is re-placed later.
+  void SyncReservation(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
+  // After creating a reservation that was placed: syncs it, waits until no round is in flight,
+  // then calls `describe` under mu_ with it (nullptr: removed meanwhile).
+  void SyncAndDescribe(ReservationKind kind, const std::string& name,
+                       absl::FunctionRef<void(const Reservation*)> describe)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::Status DoCreatePlacementGroup(const v1::CreatePlacementGroupRequest& request,

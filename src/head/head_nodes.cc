@@ -1,0 +1,221 @@
+// HeadService, the node registry: registration (an agent restart replaces the node), heartbeats
+// mirroring the agents' leases into the view, and health (a silent node is declared dead, its
+// bundles re-placed or its slices broken, its running jobs failed).
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/string_util.h"
+#include "head/head_service.h"
+#include "head/head_service_internal.h"
+
+namespace tessera {
+
+using head_internal::Invalid;
+using head_internal::InvalidText;
+
+std::shared_ptr<NodeAgentClient> HeadService::ClientFor(const std::string& node) const {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.health != NodeHealth::kAlive) return nullptr;
+  return it->second.client;
+}
+
+AgentLookup HeadService::Agents() const {
+  // Called under mu_ by the plans built under mu_.
+  return [this](const std::string& node) { return ClientFor(node); };
+}
+
+void HeadService::PersistNode(const NodeEntry& node) {
+  (void)options_.store->Put(kNodesTable, node.id, node.description.SerializeAsString());
+}
+
+void HeadService::MirrorLeases(NodeEntry& node,
+                               const google::protobuf::RepeatedPtrField<v1::LeaseInfo>& leases) {
+  std::optional<NodeIndex> index = view_.Find(NodeId(node.id));
+  if (!index.has_value()) return;
+  absl::flat_hash_map<std::string, bool> seen;
+  for (const v1::LeaseInfo& lease : leases) {
+    // A lease inside a bundle uses the bundle's reservation, already held in the view.
+    if (!lease.placement_group().empty()) continue;
+    seen[lease.lease_id()] = true;
+    if (node.leases.contains(lease.lease_id())) continue;
+    auto allocation = rpc::AllocationFromProto(lease.allocation());
+    if (!allocation.ok()) continue;  // validated by the caller
+    auto taken = view_.AllocateExact(*index, allocation->resources, allocation->devices);
+    // A lease the view cannot take (the head reserved those devices for a bundle the agent has
+    // not prepared yet) is retried at the next heartbeat; the bundle's prepare fails meanwhile.
+    if (taken.ok()) node.leases.emplace(lease.lease_id(), taken->id);
+  }
+  for (auto it = node.leases.begin(); it != node.leases.end();) {
+    if (seen.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    (void)view_.Release(it->second);
+    node.leases.erase(it++);
+    MarkChanged();
+  }
+}
+
+void HeadService::CheckHealth(absl::Time now) {
+  for (auto& [id, node] : nodes_) {
+    if (node.health != NodeHealth::kAlive) continue;
+    absl::Duration silent = now - node.last_heartbeat;
+    if (silent > options_.node_timeout) {
+      DeclareDead(node, absl::StrCat("no heartbeat for ",
+                                     absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1)))));
+    }
+  }
+}
+
+void HeadService::DeclareDead(NodeEntry& node, const std::string& reason) {
+  if (node.health == NodeHealth::kDead) return;
+  node.health = NodeHealth::kDead;
+  node.leases.clear();
+  auto lost = view_.FailNode(NodeId(node.id));
+  std::vector<Allocation> lost_allocations = lost.ok() ? *std::move(lost) : std::vector<Allocation>();
+  std::vector<std::string> moved;
+  std::vector<std::string> broken;
+  ReservationsLostNode(node.id, reason, lost_allocations, &moved, &broken);
+  int failed_jobs = FailJobsOn(node.id, reason);
+  std::string event = absl::StrCat("node ", node.id, " declared dead: ", reason);
+  if (!moved.empty()) {
+    absl::StrAppend(&event, "; bundles of ", absl::StrJoin(moved, ", "), " are re-placed");
+  }
+  if (!broken.empty()) absl::StrAppend(&event, "; slice groups ", absl::StrJoin(broken, ", "),
+                                       " are broken");
+  if (failed_jobs > 0) absl::StrAppend(&event, "; ", failed_jobs, " running jobs failed");
+  RecordEvent(std::move(event));
+  PersistNode(node);
+  MarkChanged();
+}
+
+void HeadService::DropNodeFromView(NodeEntry& node, const std::string& reason) {
+  DeclareDead(node, reason);
+  (void)view_.RemoveNode(NodeId(node.id));
+}
+
+grpc::Status HeadService::RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* request,
+                                       v1::RegisterNodeResponse* response) {
+  auto registration = rpc::NodeFromProto(request->node());
+  if (!registration.ok()) return Invalid(registration.status());
+  if (registration->address.empty()) return InvalidText("node.address: is empty");
+  // Validate everything before changing anything.
+  for (int i = 0; i < request->leases_size(); ++i) {
+    const v1::LeaseInfo& lease = request->leases(i);
+    if (lease.lease_id().empty()) return InvalidText(absl::StrCat("leases[", i, "].lease_id: is empty"));
+    auto allocation =
+        rpc::AllocationFromProto(lease.allocation(), absl::StrCat("leases[", i, "].allocation"));
+    if (!allocation.ok()) return Invalid(allocation.status());
+  }
+  for (int i = 0; i < request->bundles_size(); ++i) {
+    if (request->bundles(i).placement_group().empty()) {
+      return InvalidText(absl::StrCat("bundles[", i, "].placement_group: is empty"));
+    }
+  }
+  const std::string id = registration->spec.id.value();
+  absl::MutexLock lock(&mu_);
+  auto existing = nodes_.find(id);
+  bool same_agent = existing != nodes_.end() &&
+                    existing->second.health == NodeHealth::kAlive &&
+                    existing->second.incarnation == registration->incarnation;
+  if (!same_agent) {
+    if (existing != nodes_.end()) {
+      NodeEntry& old = existing->second;
+      if (old.health == NodeHealth::kAlive) {
+        DropNodeFromView(old, absl::StrCat("its agent restarted (incarnation ", old.incarnation,
+                                           " -> ", registration->incarnation, ")"));
+      } else {
+        (void)view_.RemoveNode(NodeId(id));
+      }
+      nodes_.erase(existing);
+    }
+    auto added = view_.AddNode(registration->spec);
+    if (!added.ok()) return Invalid(added.status());
+    NodeEntry entry;
+    entry.id = id;
+    entry.incarnation = registration->incarnation;
+    entry.client = options_.agent_clients(id, registration->address);
+    existing = nodes_.emplace(id, std::move(entry)).first;
+    MarkChanged();
+  } else if (existing->second.description.address() != registration->address) {
+    existing->second.client = options_.agent_clients(id, registration->address);
+  }
+  NodeEntry& node = existing->second;
+  node.description = request->node();
+  node.last_heartbeat = clock_->Now();
+  MirrorLeases(node, request->leases());
+
+  // Bundles the head does not know: a head restart with the in-memory store lost their groups,
+  // or the group was removed while the agent was away. The agent releases them; the events say so.
+  std::map<std::string, std::vector<int>> released;
+  for (const v1::HeldBundle& bundle : request->bundles()) {
+    if (KnowsBundle(id, bundle)) continue;
+    *response->add_release() = bundle;
+    released[bundle.placement_group()].push_back(bundle.bundle_index());
+  }
+  for (const auto& [group, indices] : released) {
+    bool known = NameTaken(group);
+    if (known) {
+      RecordEvent(absl::StrCat("bundles ", absl::StrJoin(indices, ","), " of ", group, " on ", id,
+                               " are not held by the head; they were released"));
+    } else {
+      RecordEvent(absl::StrCat("placement group ", group,
+                               " was lost with the head restart; its bundles on ", id,
+                               " were released"));
+    }
+  }
+  PersistNode(node);
+  response->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  response->set_dead_after_ms(absl::ToInt64Milliseconds(options_.node_timeout));
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+                                    v1::HeartbeatResponse* response) {
+  for (int i = 0; i < request->leases_size(); ++i) {
+    auto allocation = rpc::AllocationFromProto(request->leases(i).allocation(),
+                                               absl::StrCat("leases[", i, "].allocation"));
+    if (!allocation.ok()) return Invalid(allocation.status());
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(request->node_id());
+  if (it == nodes_.end() || it->second.health != NodeHealth::kAlive ||
+      it->second.incarnation != request->incarnation()) {
+    response->set_known(false);
+    return grpc::Status::OK;
+  }
+  NodeEntry& node = it->second;
+  node.last_heartbeat = clock_->Now();
+  node.workers = request->workers();
+  MirrorLeases(node, request->leases());
+  response->set_known(true);
+  return grpc::Status::OK;
+}
+
+void HeadService::FillNodeInfo(const NodeEntry& node, v1::NodeInfo* info) const {
+  *info->mutable_node() = node.description;
+  info->set_state(node.health == NodeHealth::kAlive ? "ALIVE" : "DEAD");
+  if (node.health == NodeHealth::kAlive) {
+    if (std::optional<NodeIndex> index = view_.Find(NodeId(node.id)); index.has_value()) {
+      rpc::ResourcesToProto(view_.node(*index).available, info->mutable_available());
+    }
+  }
+  info->set_last_heartbeat_age_ms(absl::ToInt64Milliseconds(clock_->Now() - node.last_heartbeat));
+  info->set_workers(node.workers);
+}
+
+grpc::Status HeadService::ListNodes(grpc::ServerContext*, const v1::ListRequest*,
+                                    v1::ListNodesResponse* response) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, node] : nodes_) FillNodeInfo(node, response->add_nodes());
+  return grpc::Status::OK;
+}
+
+}  // namespace tessera

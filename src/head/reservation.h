@@ -1,0 +1,103 @@
+// Reservation: what placement groups and slice groups have in common — a set of bundles, each
+// held with an exact allocation on one node agent, committed there with two-phase commit
+// (prepare on every node, then commit on all, cancel what was prepared on any failure). The
+// kinds differ only in how their bundles are chosen (PlacementGroupScheduler or
+// DomainGroupScheduler) and how they are described in the protocol; HeadService supplies those.
+//
+// Threading: Reservation and NodeWorkPlan are plain values guarded by their owner (HeadService's
+// mutex). TwoPhaseCommit and CancelBundles make RPCs: call them without holding any lock.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "head/node_agent_client.h"
+#include "rpc/proto_convert.h"
+
+namespace tessera {
+
+enum class ReservationKind { kPlacementGroup, kSliceGroup };
+
+// "placement group" / "slice group", as events and errors name them.
+absl::string_view ReservationNoun(ReservationKind kind);
+
+// kCommitting: placed in the view, the agents are being asked. kHeld: every bundle committed.
+// kDegraded: a node holding a bundle died (a placement group is re-placed; a slice group is
+// broken for good).
+enum class ReservationPhase { kPending, kInfeasible, kCommitting, kHeld, kDegraded };
+
+// The protocol's state word: PENDING, INFEASIBLE, then CREATED / RESCHEDULING for placement
+// groups and RESERVED / BROKEN for slice groups.
+std::string ReservationStateName(ReservationKind kind, ReservationPhase phase);
+
+// Where a bundle is (to be) held: node and exact allocation.
+struct BundleHold {
+  std::string node;
+  rpc::ExactAllocation allocation;
+  friend bool operator==(const BundleHold&, const BundleHold&) = default;
+};
+
+// The state both kinds keep; the kinds add their request and placement.
+struct Reservation {
+  explicit Reservation(ReservationKind k) : kind(k) {}
+
+  ReservationKind kind;
+  std::string id;    // "pg-7", "slices-2"
+  std::string name;  // the key on the agents; the id for an anonymous group
+  ReservationPhase phase = ReservationPhase::kPending;
+  std::vector<std::optional<BundleHold>> confirmed;  // committed on the agents, by bundle
+  std::string explanation;
+  bool busy = false;  // a two-phase round or a removal is in flight
+
+  // Placement groups move bundles lost with a node; slice groups (whole slices) cannot.
+  bool replaceable() const { return kind == ReservationKind::kPlacementGroup; }
+  bool AnyConfirmed() const;
+  // What status shows: while committing with nothing else to say, "reserving on the node agents".
+  std::string ShownExplanation() const;
+  // Waiting for room (pending, infeasible, or a placement group being re-placed): a demand.
+  bool IsDemand() const;
+};
+
+// The agent work of one two-phase round on one node.
+struct NodeWork {
+  std::string node;
+  std::shared_ptr<NodeAgentClient> client;  // nullptr: the node is not alive
+  std::vector<std::pair<int, rpc::ExactAllocation>> prepare;  // bundle index, allocation
+  std::vector<int> cancel;
+};
+
+// The live agent of a node, or nullptr.
+using AgentLookup = std::function<std::shared_ptr<NodeAgentClient>(const std::string& node)>;
+
+// Collects bundle prepares and cancels into one NodeWork per node (in node order).
+class NodeWorkPlan {
+ public:
+  explicit NodeWorkPlan(AgentLookup agents) : agents_(std::move(agents)) {}
+
+  void Prepare(const std::string& node, int index, rpc::ExactAllocation allocation);
+  void Cancel(const std::string& node, int index);
+  bool empty() const { return by_node_.empty(); }
+  std::vector<NodeWork> Take();
+
+ private:
+  NodeWork& For(const std::string& node);
+
+  AgentLookup agents_;
+  std::map<std::string, NodeWork> by_node_;
+};
+
+// Prepare on every node, then commit on all; on failure cancels every prepared bundle. The error
+// names the node and the step.
+absl::Status TwoPhaseCommit(const std::string& group, const std::vector<NodeWork>& work);
+
+// Best effort: cancels the work's prepared and cancelled bundles on the nodes that are alive.
+void CancelBundles(const std::string& group, const std::vector<NodeWork>& work);
+
+}  // namespace tessera

@@ -1,0 +1,145 @@
+// Unit tests of the reservation machinery both kinds share: grouping by node, two-phase commit
+// and its rollback, state words and demand.
+#include "head/reservation.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace tessera {
+namespace {
+
+// Records what the head asked; fails the named step on demand. Thread-compatible (one test).
+class RecordingAgent : public NodeAgentClient {
+ public:
+  absl::Status Prepare(const v1::PrepareBundlesRequest& request) override {
+    for (const auto& bundle : request.bundles()) {
+      calls.push_back("prepare " + Index(bundle.bundle_index()));
+    }
+    return fail_prepare;
+  }
+  absl::Status Commit(const v1::CommitBundlesRequest& request) override {
+    for (int index : request.bundle_indices()) calls.push_back("commit " + Index(index));
+    return fail_commit;
+  }
+  absl::Status Cancel(const v1::CancelBundlesRequest& request) override {
+    for (int index : request.bundle_indices()) calls.push_back("cancel " + Index(index));
+    return absl::OkStatus();
+  }
+
+  std::vector<std::string> calls;
+  absl::Status fail_prepare;
+  absl::Status fail_commit;
+
+ private:
+  static std::string Index(int index) { return std::to_string(index); }
+};
+
+struct Agents {
+  std::map<std::string, std::shared_ptr<RecordingAgent>> by_node;
+  AgentLookup lookup() {
+    return [this](const std::string& node) -> std::shared_ptr<NodeAgentClient> {
+      auto it = by_node.find(node);
+      return it == by_node.end() ? nullptr : it->second;
+    };
+  }
+};
+
+TEST(NodeWorkPlanTest, GroupsBundlesByNodeInNodeOrder) {
+  Agents agents;
+  agents.by_node["a"] = std::make_shared<RecordingAgent>();
+  NodeWorkPlan plan(agents.lookup());
+  EXPECT_TRUE(plan.empty());
+  plan.Prepare("b", 0, {});
+  plan.Prepare("a", 1, {});
+  plan.Cancel("a", 2);
+  plan.Prepare("b", 3, {});
+  std::vector<NodeWork> work = plan.Take();
+  ASSERT_EQ(work.size(), 2u);
+  EXPECT_EQ(work[0].node, "a");
+  EXPECT_NE(work[0].client, nullptr);
+  ASSERT_EQ(work[0].prepare.size(), 1u);
+  EXPECT_EQ(work[0].prepare[0].first, 1);
+  EXPECT_EQ(work[0].cancel, std::vector<int>{2});
+  EXPECT_EQ(work[1].node, "b");
+  EXPECT_EQ(work[1].client, nullptr);  // not alive
+  ASSERT_EQ(work[1].prepare.size(), 2u);
+  EXPECT_TRUE(plan.empty());
+}
+
+TEST(TwoPhaseCommitTest, PreparesEverywhereThenCommits) {
+  Agents agents;
+  agents.by_node["a"] = std::make_shared<RecordingAgent>();
+  agents.by_node["b"] = std::make_shared<RecordingAgent>();
+  NodeWorkPlan plan(agents.lookup());
+  plan.Prepare("a", 0, {});
+  plan.Prepare("b", 1, {});
+  ASSERT_TRUE(TwoPhaseCommit("g", plan.Take()).ok());
+  EXPECT_EQ(agents.by_node["a"]->calls, (std::vector<std::string>{"prepare 0", "commit 0"}));
+  EXPECT_EQ(agents.by_node["b"]->calls, (std::vector<std::string>{"prepare 1", "commit 1"}));
+}
+
+TEST(TwoPhaseCommitTest, AFailedCommitCancelsEveryPreparedBundleAndNamesTheNode) {
+  Agents agents;
+  agents.by_node["a"] = std::make_shared<RecordingAgent>();
+  agents.by_node["b"] = std::make_shared<RecordingAgent>();
+  agents.by_node["b"]->fail_commit = absl::UnavailableError("gone");
+  NodeWorkPlan plan(agents.lookup());
+  plan.Prepare("a", 0, {});
+  plan.Prepare("b", 1, {});
+  absl::Status status = TwoPhaseCommit("g", plan.Take());
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(status.message(), "commit on b failed: gone");
+  EXPECT_EQ(agents.by_node["a"]->calls,
+            (std::vector<std::string>{"prepare 0", "commit 0", "cancel 0"}));
+  EXPECT_EQ(agents.by_node["b"]->calls,
+            (std::vector<std::string>{"prepare 1", "commit 1", "cancel 1"}));
+}
+
+TEST(TwoPhaseCommitTest, ADeadNodeFailsBeforeAnyCommit) {
+  Agents agents;
+  agents.by_node["a"] = std::make_shared<RecordingAgent>();
+  NodeWorkPlan plan(agents.lookup());
+  plan.Prepare("a", 0, {});
+  plan.Prepare("z", 1, {});
+  absl::Status status = TwoPhaseCommit("g", plan.Take());
+  EXPECT_EQ(status.message(), "node z is not alive");
+  EXPECT_EQ(agents.by_node["a"]->calls, (std::vector<std::string>{"prepare 0", "cancel 0"}));
+}
+
+TEST(ReservationTest, StateWordsDependOnTheKind) {
+  EXPECT_EQ(ReservationStateName(ReservationKind::kPlacementGroup, ReservationPhase::kHeld),
+            "CREATED");
+  EXPECT_EQ(ReservationStateName(ReservationKind::kSliceGroup, ReservationPhase::kHeld),
+            "RESERVED");
+  EXPECT_EQ(ReservationStateName(ReservationKind::kPlacementGroup, ReservationPhase::kDegraded),
+            "RESCHEDULING");
+  EXPECT_EQ(ReservationStateName(ReservationKind::kSliceGroup, ReservationPhase::kDegraded),
+            "BROKEN");
+  EXPECT_EQ(ReservationStateName(ReservationKind::kSliceGroup, ReservationPhase::kCommitting),
+            "PENDING");
+}
+
+TEST(ReservationTest, ABrokenSliceGroupIsNoDemandButAReplacedPlacementGroupIs) {
+  Reservation group(ReservationKind::kPlacementGroup);
+  Reservation slices(ReservationKind::kSliceGroup);
+  group.phase = slices.phase = ReservationPhase::kDegraded;
+  EXPECT_TRUE(group.IsDemand());
+  EXPECT_FALSE(slices.IsDemand());
+  slices.phase = ReservationPhase::kPending;
+  EXPECT_TRUE(slices.IsDemand());
+}
+
+TEST(ReservationTest, CommittingWithoutAnExplanationSaysWhatItDoes) {
+  Reservation group(ReservationKind::kPlacementGroup);
+  group.phase = ReservationPhase::kCommitting;
+  EXPECT_EQ(group.ShownExplanation(), "reserving on the node agents");
+  group.explanation = "two-phase commit failed: x";
+  EXPECT_EQ(group.ShownExplanation(), "two-phase commit failed: x");
+}
+
+}  // namespace
+}  // namespace tessera
