@@ -25,16 +25,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-constexpr absl::Duration kPatience = absl::Seconds(60);
-
-bool Eventually(const std::function<bool()>& done) {
-  const absl::Time end = absl::Now() + kPatience;
-  while (absl::Now() < end) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return done();
-}
+using node_testing::Eventually;
+using node_testing::kPatience;
 
 class AgentHeadTest : public ::testing::Test {
  protected:

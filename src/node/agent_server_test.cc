@@ -32,18 +32,8 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 constexpr char kToken[] = "test-token-0123456789";
-// Generous: the machine may be loaded; the happy path never waits this long.
-constexpr absl::Duration kPatience = absl::Seconds(60);
-
-// Polls `done` until it holds or the patience runs out.
-bool Eventually(const std::function<bool()>& done) {
-  const absl::Time end = absl::Now() + kPatience;
-  while (absl::Now() < end) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return done();
-}
+using node_testing::Eventually;
+using node_testing::kPatience;
 
 // The head as the agent sees it: records registrations and heartbeats; PickNode answers what the
 // test says.

@@ -2,10 +2,13 @@
 // Thread-compatible test code.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "node/agent_options.h"
 #include "node/agent_state.h"
@@ -13,6 +16,19 @@
 #include "resources/resource_set.h"
 
 namespace tessera::node_testing {
+
+// Generous: the machine may be loaded; the happy path never waits this long.
+inline constexpr absl::Duration kPatience = absl::Seconds(60);
+
+// Polls `done` until it holds or the patience runs out.
+inline bool Eventually(const std::function<bool()>& done) {
+  const absl::Time end = absl::Now() + kPatience;
+  while (absl::Now() < end) {
+    if (done()) return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return done();
+}
 
 inline std::string ExampleHardware(std::string_view name) {
   return std::string(TESSERA_SOURCE_DIR) + "/examples/hardware/" + std::string(name);
