@@ -242,9 +242,21 @@ Reservation* HeadService::WaitUntilIdle(ReservationKind kind, const std::string&
 
 void HeadService::SyncAndDescribe(ReservationKind kind, const std::string& name,
                                   absl::FunctionRef<void(const Reservation*)> describe) {
-  SyncReservation(name);
-  absl::MutexLock lock(&mu_);
-  describe(WaitUntilIdle(kind, name));
+  // Another sync (the ticker's) may hold the reservation; when it lets go between two of its
+  // rounds the phase can still read kCommitting although the commit went through. Sync again
+  // then, so the caller is told the outcome, not that moment. Bounded: a sync always leaves
+  // kCommitting (held, degraded or pending) unless another one overtakes it.
+  constexpr int kAttempts = 8;
+  for (int attempt = 1;; ++attempt) {
+    SyncReservation(name);
+    absl::MutexLock lock(&mu_);
+    const Reservation* reservation = WaitUntilIdle(kind, name);
+    if (reservation == nullptr || reservation->phase != ReservationPhase::kCommitting ||
+        attempt == kAttempts) {
+      describe(reservation);
+      return;
+    }
+  }
 }
 
 std::vector<NodeWork> HeadService::CancelAllWork(const Reservation& reservation) const {
