@@ -55,10 +55,7 @@ absl::Status HeadLink::Register() {
     BundleToProto(bundle, request.add_bundles());
   }
   v1::RegisterNodeResponse response;
-  rpc::RetryOptions retry;
-  retry.token = options_.token;
-  retry.attempt_timeout = options_.call_timeout;
-  retry.total_budget = options_.retry_budget;
+  const rpc::RetryOptions retry = Retry(options_.retry_budget);
   absl::Status status =
       rpc::RetryUnary(retry, &v1::Head::Stub::RegisterNode, stub_.get(), request, &response);
   if (!status.ok()) return status;
@@ -84,6 +81,14 @@ absl::Status HeadLink::Register() {
   return absl::OkStatus();
 }
 
+rpc::RetryOptions HeadLink::Retry(absl::Duration budget) const {
+  rpc::RetryOptions retry;
+  retry.token = options_.token;
+  retry.attempt_timeout = options_.call_timeout;
+  retry.total_budget = budget;
+  return retry;
+}
+
 absl::Status HeadLink::Heartbeat() {
   v1::HeartbeatRequest request;
   request.set_node_id(state_->node_id().value());
@@ -91,11 +96,8 @@ absl::Status HeadLink::Heartbeat() {
   for (const LeaseRecord& lease : state_->Leases()) LeaseToProto(lease, request.add_leases());
   request.set_workers(state_->running_workers());
   v1::HeartbeatResponse response;
-  rpc::RetryOptions retry;
-  retry.token = options_.token;
-  retry.attempt_timeout = options_.call_timeout;
   // One interval's worth of retries: the next heartbeat is the next retry.
-  retry.total_budget = options_.call_timeout;
+  const rpc::RetryOptions retry = Retry(options_.call_timeout);
   absl::Status status =
       rpc::RetryUnary(retry, &v1::Head::Stub::Heartbeat, stub_.get(), request, &response);
   if (!status.ok()) return status;
@@ -156,10 +158,7 @@ absl::StatusOr<v1::PickNodeResponse> HeadLink::PickNode(const v1::ResourceReques
   *pick.mutable_request() = request;
   for (const std::string& id : exclude) pick.add_exclude_node_ids(id);
   v1::PickNodeResponse response;
-  rpc::RetryOptions retry;
-  retry.token = options_.token;
-  retry.attempt_timeout = options_.call_timeout;
-  retry.total_budget = options_.retry_budget;
+  const rpc::RetryOptions retry = Retry(options_.retry_budget);
   absl::Status status =
       rpc::RetryUnary(retry, &v1::Head::Stub::PickNode, stub_.get(), pick, &response);
   if (!status.ok()) return status;

@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "node/agent_state.h"
+#include "rpc/retry.h"
 #include "tessera/v1/head.grpc.pb.h"
 
 namespace tessera {
@@ -60,6 +61,8 @@ class HeadLink {
   int64_t registrations() const;  // successful RegisterNode calls so far
 
  private:
+  // Retries with the cluster token and the call timeout, within `budget` in all.
+  rpc::RetryOptions Retry(absl::Duration budget) const;
   absl::Status Register();
   absl::Status Heartbeat();
   void Loop();
