@@ -1,0 +1,373 @@
+#include "objects/object_store_server.h"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "objects/store_protocol.h"
+
+namespace tessera {
+namespace {
+
+absl::Status Errno(std::string_view what) {
+  return absl::InternalError(
+      absl::StrCat(absl::string_view(what.data(), what.size()), ": ", std::strerror(errno)));
+}
+
+absl::StatusOr<sockaddr_un> SocketAddress(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("object store socket path must be 1..",
+                                                   sizeof(addr.sun_path) - 1, " bytes, got ",
+                                                   path.size(), ": ", path));
+  }
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  return addr;
+}
+
+// True when something accepts connections at `path`.
+bool SomeoneListens(const sockaddr_un& addr) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool live = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return live;
+}
+
+}  // namespace
+
+// The socket loop: one epoll over the listening socket, a stop eventfd and every connection.
+// Threading: everything but RequestStop runs on the loop thread.
+class ObjectStoreServer::Loop {
+ public:
+  Loop(ObjectStoreServer& server, int listen_fd, int epoll_fd, int stop_fd)
+      : server_(server), listen_fd_(listen_fd), epoll_fd_(epoll_fd), stop_fd_(stop_fd) {}
+  ~Loop() {
+    close(listen_fd_);
+    close(epoll_fd_);
+    close(stop_fd_);
+  }
+
+  void Run() {
+    std::vector<epoll_event> events(64);
+    while (true) {
+      const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), -1);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        break;  // cannot happen with valid fds; stopping is the only safe answer
+      }
+      for (int i = 0; i < n; ++i) {
+        const int fd = events[i].data.fd;
+        if (fd == stop_fd_) {
+          CloseAll();
+          return;
+        }
+        if (fd == listen_fd_) {
+          Accept();
+          continue;
+        }
+        auto it = connections_.find(fd);
+        if (it == connections_.end()) continue;
+        Connection& conn = it->second;
+        if (events[i].events & EPOLLOUT) Flush(conn);
+        if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) Read(conn);
+        if (conn.dead || (conn.close_after_flush && conn.out.empty())) Close(fd);
+      }
+    }
+    CloseAll();
+  }
+
+  void RequestStop() {
+    const uint64_t one = 1;
+    (void)!write(stop_fd_, &one, sizeof(one));
+  }
+
+ private:
+  struct Connection {
+    int fd = -1;
+    StoreClientId id;
+    std::string in;
+    std::string out;
+    bool said_hello = false;
+    bool close_after_flush = false;
+    bool dead = false;
+    bool want_write = false;
+  };
+
+  void Accept() {
+    while (true) {
+      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;  // EAGAIN, or a client that vanished in between
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP;
+      ev.data.fd = fd;
+      if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        close(fd);
+        continue;
+      }
+      Connection& conn = connections_[fd];
+      conn.fd = fd;
+      conn.id = StoreClientId(next_client_id_++);
+      server_.connections_.fetch_add(1);
+    }
+  }
+
+  void Read(Connection& conn) {
+    char buf[64 * 1024];
+    while (!conn.dead) {
+      const ssize_t n = recv(conn.fd, buf, sizeof(buf), 0);
+      if (n > 0) {
+        conn.in.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      if (n < 0 && errno == EINTR) continue;
+      conn.dead = true;  // EOF or error: the client went away
+    }
+    // Answer what arrived, even from a client that has since closed its side.
+    size_t pos = 0;
+    while (!conn.close_after_flush && conn.in.size() - pos >= kStoreFrameHeaderBytes) {
+      absl::StatusOr<uint32_t> length =
+          ParseFrameHeader(std::string_view(conn.in).substr(pos, kStoreFrameHeaderBytes));
+      if (!length.ok()) {
+        // The stream cannot be resynchronized: answer once, then close.
+        Send(conn, EncodeStoreReply(StoreReply{.status = length.status()}), -1);
+        conn.close_after_flush = true;
+        break;
+      }
+      if (conn.in.size() - pos < kStoreFrameHeaderBytes + *length) break;
+      Handle(conn, std::string_view(conn.in).substr(pos + kStoreFrameHeaderBytes, *length));
+      pos += kStoreFrameHeaderBytes + *length;
+    }
+    conn.in.erase(0, pos);
+  }
+
+  void Handle(Connection& conn, std::string_view body) {
+    absl::StatusOr<StoreRequest> request = ParseStoreRequest(body);
+    if (!request.ok()) {
+      Send(conn, EncodeStoreReply(StoreReply{.status = request.status()}), -1);
+      return;
+    }
+    ObjectStore& store = *server_.store_;
+    StoreReply reply;
+    int pass_fd = -1;
+    switch (request->type) {
+      case StoreMessageType::kHello:
+        if (conn.said_hello || !conn.out.empty()) {
+          reply.status = absl::FailedPreconditionError("Hello must be the first and only Hello");
+          break;
+        }
+        conn.said_hello = true;
+        reply.arena_size = server_.arena_->size();
+        pass_fd = server_.arena_->fd();
+        break;
+      case StoreMessageType::kCreate: {
+        auto loc = store.Create(conn.id, request->id, request->data_size,
+                                std::move(request->metadata),
+                                CreateObjectOptions{.evictable = request->evictable});
+        if (loc.ok()) reply.location = *std::move(loc);
+        else reply.status = loc.status();
+        break;
+      }
+      case StoreMessageType::kSeal:
+        reply.status = store.Seal(conn.id, request->id);
+        break;
+      case StoreMessageType::kAbort:
+        reply.status = store.Abort(conn.id, request->id);
+        break;
+      case StoreMessageType::kGet: {
+        auto loc = store.Get(conn.id, request->id);
+        if (loc.ok()) reply.location = *std::move(loc);
+        else reply.status = loc.status();
+        break;
+      }
+      case StoreMessageType::kRelease:
+        reply.status = store.Release(conn.id, request->id);
+        break;
+      case StoreMessageType::kDelete:
+        reply.status = store.Delete(request->id);
+        break;
+      case StoreMessageType::kContains:
+        reply.contains = store.Contains(request->id);
+        break;
+      case StoreMessageType::kStats:
+        reply.stats = store.Stats();
+        break;
+      case StoreMessageType::kReply:
+        reply.status = absl::InvalidArgumentError("a Reply is not a request");
+        break;
+    }
+    Send(conn, EncodeStoreReply(reply), pass_fd);
+  }
+
+  // Queues a framed reply, writing at once what the socket takes. `pass_fd` (or -1) rides on the
+  // first byte; callers only pass one while nothing else is queued.
+  void Send(Connection& conn, std::string_view body, int pass_fd) {
+    const std::string frame = Frame(body);
+    if (!conn.out.empty()) {
+      conn.out.append(frame);
+      return;
+    }
+    size_t sent = 0;
+    if (pass_fd >= 0) {
+      iovec iov{const_cast<char*>(frame.data()), frame.size()};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof(control);
+      cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+      cmsg->cmsg_level = SOL_SOCKET;
+      cmsg->cmsg_type = SCM_RIGHTS;
+      cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(cmsg), &pass_fd, sizeof(int));
+      const ssize_t n = sendmsg(conn.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        // A fresh socket always takes a small first message; failing here means it is gone.
+        conn.dead = true;
+        return;
+      }
+      sent = static_cast<size_t>(n);
+    }
+    conn.out.append(frame, sent, std::string::npos);
+    Flush(conn);
+  }
+
+  void Flush(Connection& conn) {
+    while (!conn.out.empty()) {
+      const ssize_t n = send(conn.fd, conn.out.data(), conn.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        conn.out.erase(0, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      conn.dead = true;
+      return;
+    }
+    const bool want_write = !conn.out.empty();
+    if (want_write != conn.want_write) {
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP | (want_write ? uint32_t{EPOLLOUT} : uint32_t{0});
+      ev.data.fd = conn.fd;
+      (void)epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, conn.fd, &ev);
+      conn.want_write = want_write;
+    }
+  }
+
+  void Close(int fd) {
+    auto it = connections_.find(fd);
+    if (it == connections_.end()) return;
+    const StoreClientId id = it->second.id;
+    (void)epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    close(fd);
+    connections_.erase(it);
+    server_.store_->DisconnectClient(id);
+    server_.connections_.fetch_sub(1);
+  }
+
+  void CloseAll() {
+    std::vector<int> fds;
+    for (const auto& [fd, conn] : connections_) fds.push_back(fd);
+    for (int fd : fds) Close(fd);
+  }
+
+  ObjectStoreServer& server_;
+  const int listen_fd_;
+  const int epoll_fd_;
+  const int stop_fd_;
+  absl::flat_hash_map<int, Connection> connections_;
+  int64_t next_client_id_ = 1;  // 0 is kLocalStoreClient
+};
+
+ObjectStoreServer::ObjectStoreServer(ObjectStoreServerOptions options,
+                                     std::unique_ptr<SharedMemoryArena> arena,
+                                     std::unique_ptr<ObjectStore> store)
+    : options_(std::move(options)), arena_(std::move(arena)), store_(std::move(store)) {}
+
+absl::StatusOr<std::unique_ptr<ObjectStoreServer>> ObjectStoreServer::Start(
+    ObjectStoreServerOptions options) {
+  if (options.capacity_bytes < ArenaAllocator::kAlignment) {
+    return absl::InvalidArgumentError(absl::StrCat("object store capacity must be at least ",
+                                                   ArenaAllocator::kAlignment, " bytes, got ",
+                                                   options.capacity_bytes));
+  }
+  absl::StatusOr<sockaddr_un> addr = SocketAddress(options.socket_path);
+  if (!addr.ok()) return addr.status();
+  struct stat st {};
+  if (lstat(options.socket_path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::AlreadyExistsError(absl::StrCat("object store socket path ",
+                                                   options.socket_path,
+                                                   " exists and is not a socket"));
+    }
+    if (SomeoneListens(*addr)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("an object store already listens at ", options.socket_path));
+    }
+    unlink(options.socket_path.c_str());  // stale: its server died without cleaning up
+  }
+
+  absl::StatusOr<std::unique_ptr<SharedMemoryArena>> arena =
+      SharedMemoryArena::Create(options.capacity_bytes, options.arena);
+  if (!arena.ok()) return arena.status();
+  auto store = std::make_unique<ObjectStore>(ObjectStoreOptions{
+      .capacity_bytes = options.capacity_bytes, .max_metadata_bytes = options.max_metadata_bytes});
+
+  const int listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd < 0) return Errno("socket for the object store");
+  if (bind(listen_fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) != 0 ||
+      listen(listen_fd, 128) != 0) {
+    absl::Status s = Errno(absl::StrCat("listening on ", options.socket_path));
+    close(listen_fd);
+    return s;
+  }
+  const int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  const int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (epoll_fd < 0 || stop_fd < 0) {
+    absl::Status s = Errno("epoll/eventfd for the object store");
+    close(listen_fd);
+    if (epoll_fd >= 0) close(epoll_fd);
+    if (stop_fd >= 0) close(stop_fd);
+    unlink(options.socket_path.c_str());
+    return s;
+  }
+  for (int fd : {listen_fd, stop_fd}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    (void)epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+  }
+
+  std::unique_ptr<ObjectStoreServer> server(
+      new ObjectStoreServer(std::move(options), *std::move(arena), std::move(store)));
+  server->loop_ = std::make_unique<Loop>(*server, listen_fd, epoll_fd, stop_fd);
+  server->thread_ = std::thread([loop = server->loop_.get()] { loop->Run(); });
+  return server;
+}
+
+ObjectStoreServer::~ObjectStoreServer() { Stop(); }
+
+void ObjectStoreServer::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  loop_->RequestStop();
+  thread_.join();
+  loop_.reset();
+  unlink(options_.socket_path.c_str());
+}
+
+}  // namespace tessera
