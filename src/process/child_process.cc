@@ -21,18 +21,26 @@
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "process/file_util.h"
+#include "process/launch_spec.h"
+#include "process/launch_wire.h"
+#include "process/launcher.h"
+#include "process/launcher_pool.h"
 
 namespace tessera {
 namespace {
 
 constexpr char kDefaultPath[] = "/usr/local/bin:/usr/bin:/bin";
 
-// What the child reports through the error pipe when it cannot reach exec.
-enum class ChildStage : int { kCgroup = 1, kChdir = 2, kExec = 3, kStdio = 4 };
+namespace wire = launch_wire;
+
+// What the forked child reports through the error pipe when it cannot reach exec (a
+// wire::LaunchStage, as a launcher reports it, and the errno).
 struct ChildError {
-  int stage;
+  uint32_t stage;
   int err;
 };
+// A launcher found dead after it was taken (its spec unsent or unread) is replaced this often.
+constexpr int kLaunchAttempts = 3;
 
 bool IsExecutableFile(const std::string& path) {
   struct stat st;
@@ -71,16 +79,32 @@ absl::Status ValidateSpec(const ChildSpec& spec, const SpawnOptions& options) {
   return absl::OkStatus();
 }
 
+std::string ChildPath(const ChildSpec& spec) {
+  auto it = spec.env.find("PATH");
+  return it != spec.env.end() ? it->second : kDefaultPath;
+}
+
+absl::Status NoSuchProgramError(const ChildSpec& spec) {
+  return absl::NotFoundError(absl::StrCat("cannot start ", Quote(spec.argv[0]),
+                                          ": no executable of that name in PATH (", ChildPath(spec), ")"));
+}
+
+absl::Status LogFolderError(const std::string& path, const std::string& message) {
+  return absl::PermissionDeniedError(absl::StrCat("cannot create folder ",
+                                                  std::filesystem::path(path).parent_path().string(),
+                                                  " for log file ", path, ": ", message));
+}
+
 // The program to exec: argv[0] itself when it holds a '/', else the first executable match in
-// the child's PATH. Resolved here, in the parent, so a miss is a clear error.
+// the child's PATH. Resolved before the fork, so a miss is a clear error (a launcher resolves
+// the same way, launcher_main.cc).
 absl::StatusOr<std::string> ResolveProgram(const ChildSpec& spec) {
   const std::string& name = spec.argv[0];
   if (name.find('/') != std::string::npos) {
     if (name[0] != '/' && !spec.cwd.empty()) return absl::StrCat(spec.cwd, "/", name);
     return name;
   }
-  auto it = spec.env.find("PATH");
-  std::string path = it != spec.env.end() ? it->second : kDefaultPath;
+  const std::string path = ChildPath(spec);
   for (absl::string_view dir : absl::StrSplit(path, ':')) {
     // An empty entry means the current directory, which for the child is `cwd`.
     std::string base = dir.empty() ? "." : std::string(dir);
@@ -88,8 +112,7 @@ absl::StatusOr<std::string> ResolveProgram(const ChildSpec& spec) {
     std::string candidate = absl::StrCat(base, "/", name);
     if (IsExecutableFile(candidate)) return candidate;
   }
-  return absl::NotFoundError(absl::StrCat("cannot start ", Quote(name), ": no executable of that name in PATH (",
-                                          path, ")"));
+  return NoSuchProgramError(spec);
 }
 
 // Moves `fd` above 2 so dup2 onto 0..2 in the child can never clobber another source.
@@ -112,10 +135,7 @@ absl::StatusOr<UniqueFd> OpenOutput(const std::string& path) {
   if (!parent.empty()) {
     std::error_code error;
     std::filesystem::create_directories(parent, error);
-    if (error) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("cannot create folder ", parent.string(), " for log file ", path, ": ", error.message()));
-    }
+    if (error) return LogFolderError(path, error.message());
   }
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
   if (!fd.valid() && errno == ENOENT) {
@@ -138,8 +158,8 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
 
 // Only async-signal-safe calls from here until exec: the parent may have other threads, whose
 // locks (malloc's included) were copied in whatever state they were.
-[[noreturn]] void ReportAndExit(int error_fd, ChildStage stage, int err) {
-  ChildError report{static_cast<int>(stage), err};
+[[noreturn]] void ReportAndExit(int error_fd, wire::LaunchStage stage, int err) {
+  ChildError report{stage, err};
   ssize_t ignored = ::write(error_fd, &report, sizeof(report));
   (void)ignored;
   ::_exit(127);
@@ -169,17 +189,17 @@ void CloseFrom(int low, int high, int max_fd_fallback) {
 
   ::setsid();
   if (cgroup_procs_fd >= 0) {
-    if (::write(cgroup_procs_fd, "0", 1) != 1) ReportAndExit(error_fd, ChildStage::kCgroup, errno);
+    if (::write(cgroup_procs_fd, "0", 1) != 1) ReportAndExit(error_fd, wire::kStageCgroup, errno);
   }
-  if (cwd != nullptr && ::chdir(cwd) != 0) ReportAndExit(error_fd, ChildStage::kChdir, errno);
+  if (cwd != nullptr && ::chdir(cwd) != 0) ReportAndExit(error_fd, wire::kStageChdir, errno);
   if (::dup2(stdin_fd, 0) < 0 || ::dup2(stdout_fd, 1) < 0 || ::dup2(stderr_fd, 2) < 0) {
-    ReportAndExit(error_fd, ChildStage::kStdio, errno);
+    ReportAndExit(error_fd, wire::kStageStdio, errno);
   }
   // Everything but 0-2 and the error pipe (close-on-exec) goes.
   CloseFrom(3, error_fd - 1, max_fd);
   CloseFrom(error_fd + 1, ~0u >> 1, max_fd);
   ::execve(program, argv, envp);
-  ReportAndExit(error_fd, ChildStage::kExec, errno);
+  ReportAndExit(error_fd, wire::kStageExec, errno);
 }
 
 absl::StatusOr<int64_t> ReadHostOomKills(const std::string& vmstat_path) {
@@ -187,23 +207,56 @@ absl::StatusOr<int64_t> ReadHostOomKills(const std::string& vmstat_path) {
   return FindKeyedCounter(text, "oom_kill");
 }
 
-absl::Status ChildErrorStatus(const ChildError& error, const std::string& program, const ChildSpec& spec) {
-  switch (static_cast<ChildStage>(error.stage)) {
-    case ChildStage::kCgroup:
-      return ErrnoStatus(error.err, "cannot move the child into its cgroup");
-    case ChildStage::kChdir:
-      return ErrnoStatus(error.err, absl::StrCat("cannot change the child's directory to ", spec.cwd));
-    case ChildStage::kStdio:
-      return ErrnoStatus(error.err, "cannot set up the child's stdin/stdout/stderr");
-    case ChildStage::kExec:
+// The error for a child (forked or launched) that stopped at `stage` with `err`; `program` is
+// what it tried to execute, `detail` what a launcher said.
+absl::Status LaunchError(uint32_t stage, int err, const std::string& program, std::string_view detail,
+                         const ChildSpec& spec) {
+  switch (stage) {
+    case wire::kStageSpec:
+      return absl::InternalError(absl::StrCat("the worker launcher refused its launch spec: ", ToAbsl(detail)));
+    case wire::kStageResolve:
+      return NoSuchProgramError(spec);
+    case wire::kStageStdoutFolder:
+      return LogFolderError(spec.stdout_path, std::error_code(err, std::generic_category()).message());
+    case wire::kStageStderrFolder:
+      return LogFolderError(spec.stderr_path, std::error_code(err, std::generic_category()).message());
+    case wire::kStageStdoutOpen:
+      return ErrnoStatus(err, absl::StrCat("cannot open log file ", spec.stdout_path));
+    case wire::kStageStderrOpen:
+      return ErrnoStatus(err, absl::StrCat("cannot open log file ", spec.stderr_path));
+    case wire::kStageStdin:
+      return ErrnoStatus(err, "cannot open /dev/null");
+    case wire::kStageCgroup:
+      return ErrnoStatus(err, "cannot move the child into its cgroup");
+    case wire::kStageChdir:
+      return ErrnoStatus(err, absl::StrCat("cannot change the child's directory to ", spec.cwd));
+    case wire::kStageStdio:
+      return ErrnoStatus(err, "cannot set up the child's stdin/stdout/stderr");
+    case wire::kStageExec:
       break;
+    default:
+      return absl::InternalError(absl::StrCat("the child failed before exec (stage ", stage, ", ",
+                                              ErrnoStatus(err, "errno").message(), ")"));
   }
-  absl::Status status = ErrnoStatus(error.err, absl::StrCat("cannot execute ", program));
+  absl::Status status = ErrnoStatus(err, absl::StrCat("cannot execute ", program));
   // A missing program is a caller's mistake, not a missing server-side entity.
-  if (error.err == ENOENT || error.err == EACCES || error.err == ENOEXEC) {
+  if (err == ENOENT || err == EACCES || err == ENOEXEC) {
     return absl::InvalidArgumentError(status.message());
   }
   return status;
+}
+
+// Writes `pid` into the cgroup's cgroup.procs.
+absl::Status MoveIntoCgroup(const WorkerCgroup& cgroup, pid_t pid) {
+  UniqueFd fd(::open(cgroup.procs_path().c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("cannot open ", cgroup.procs_path()));
+  const std::string text = absl::StrCat(pid);
+  ssize_t n;
+  do {
+    n = ::write(fd.get(), text.data(), text.size());
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return ErrnoStatus(errno, "cannot move the child into its cgroup");
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -211,6 +264,80 @@ absl::Status ChildErrorStatus(const ChildError& error, const std::string& progra
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const ChildSpec& spec,
                                                                    const SpawnOptions& options) {
   TESSERA_RETURN_IF_ERROR(ValidateSpec(spec, options));
+  std::unique_ptr<ChildProcess> child(new ChildProcess());
+  child->leftovers_ = options.leftovers;
+  child->vmstat_path_ = options.vmstat_path;
+  if (options.launcher_pool != nullptr) {
+    TESSERA_RETURN_IF_ERROR(child->Prepare(spec, options));
+    TESSERA_RETURN_IF_ERROR(child->Launch(spec, *options.launcher_pool));
+  } else {
+    TESSERA_RETURN_IF_ERROR(child->Fork(spec, options));
+  }
+  return child;
+}
+
+absl::Status ChildProcess::Prepare(const ChildSpec& spec, const SpawnOptions& options) {
+  if (options.cgroup_parent.has_value()) {
+    TESSERA_ASSIGN_OR_RETURN(cgroup_, WorkerCgroup::Create(*options.cgroup_parent, options.cgroup_name,
+                                                           spec.memory_max_bytes));
+  }
+  if (cgroup_ == nullptr || !cgroup_->has_memory()) {
+    if (absl::StatusOr<int64_t> count = ReadHostOomKills(options.vmstat_path); count.ok()) {
+      host_oom_kills_at_start_ = *count;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ChildProcess::Launch(const ChildSpec& spec, LauncherPool& pool) {
+  const std::string bytes = EncodeLaunchSpec(LaunchSpecFromChild(spec));
+  absl::Status gone;
+  for (int attempt = 0; attempt < kLaunchAttempts; ++attempt) {
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Launcher> launcher, pool.Take());
+    // Into the cgroup before the spec goes out: the worker never runs outside it.
+    if (cgroup_ != nullptr) {
+      absl::Status moved = MoveIntoCgroup(*cgroup_, launcher->pid());
+      if (!moved.ok()) {
+        if (!launcher->HasExited()) return moved;
+        gone = moved;
+        continue;
+      }
+    }
+    // A launcher that died after it was taken has exec'd nothing: another one does the work.
+    if (absl::Status sent = launcher->Send(bytes); !sent.ok()) {
+      gone = sent;
+      continue;
+    }
+    absl::StatusOr<std::string> outcome = launcher->ReadOutcome();
+    if (!outcome.ok()) {
+      if (!absl::IsUnavailable(outcome.status())) return outcome.status();
+      gone = outcome.status();
+      continue;
+    }
+    if (outcome->empty()) {  // exec'd: the launcher is the child now
+      pid_ = launcher->pid();
+      pidfd_ = launcher->Adopt();
+      return absl::OkStatus();
+    }
+    launcher->Reap();
+    {
+      absl::MutexLock lock(&mu_);
+      reaped_ = true;
+    }
+    wire::Report report;
+    char error[128];
+    if (!wire::ParseReport(reinterpret_cast<const unsigned char*>(outcome->data()), outcome->size(), &report,
+                           error, sizeof(error))) {
+      return absl::InternalError(error);
+    }
+    const std::string detail(report.detail, report.detail_size);
+    return LaunchError(report.stage, static_cast<int>(report.err), detail, detail, spec);
+  }
+  return absl::UnavailableError(absl::StrCat("no worker launcher lived long enough to start the child (",
+                                             kLaunchAttempts, " tries; last: ", gone.message(), ")"));
+}
+
+absl::Status ChildProcess::Fork(const ChildSpec& spec, const SpawnOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(std::string program, ResolveProgram(spec));
 
   UniqueFd stdin_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -219,23 +346,14 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const ChildSpe
   TESSERA_ASSIGN_OR_RETURN(UniqueFd stdout_fd, OpenOutput(spec.stdout_path));
   TESSERA_ASSIGN_OR_RETURN(UniqueFd stderr_fd, OpenOutput(spec.stderr_path));
 
-  std::unique_ptr<ChildProcess> child(new ChildProcess());
-  child->leftovers_ = options.leftovers;
-  child->vmstat_path_ = options.vmstat_path;
+  TESSERA_RETURN_IF_ERROR(Prepare(spec, options));
   UniqueFd cgroup_procs_fd;
-  if (options.cgroup_parent.has_value()) {
-    TESSERA_ASSIGN_OR_RETURN(child->cgroup_, WorkerCgroup::Create(*options.cgroup_parent, options.cgroup_name,
-                                                                  spec.memory_max_bytes));
-    cgroup_procs_fd.Reset(::open(child->cgroup_->procs_path().c_str(), O_WRONLY | O_CLOEXEC));
+  if (cgroup_ != nullptr) {
+    cgroup_procs_fd.Reset(::open(cgroup_->procs_path().c_str(), O_WRONLY | O_CLOEXEC));
     if (!cgroup_procs_fd.valid()) {
-      return ErrnoStatus(errno, absl::StrCat("cannot open ", child->cgroup_->procs_path()));
+      return ErrnoStatus(errno, absl::StrCat("cannot open ", cgroup_->procs_path()));
     }
     TESSERA_RETURN_IF_ERROR(KeepAboveStdio(cgroup_procs_fd));
-  }
-  if (child->cgroup_ == nullptr || !child->cgroup_->has_memory()) {
-    if (absl::StatusOr<int64_t> count = ReadHostOomKills(options.vmstat_path); count.ok()) {
-      child->host_oom_kills_at_start_ = *count;
-    }
   }
 
   // Everything the child needs is built now: it may not allocate after fork.
@@ -282,17 +400,17 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const ChildSpe
     while (::waitpid(pid, &wait_status, 0) < 0 && errno == EINTR) {
     }
     {
-      absl::MutexLock lock(&child->mu_);
-      child->reaped_ = true;
+      absl::MutexLock lock(&mu_);
+      reaped_ = true;
     }
     if (n != static_cast<ssize_t>(sizeof(error))) return absl::InternalError("the child failed before exec");
-    return ChildErrorStatus(error, program, spec);
+    return LaunchError(error.stage, error.err, program, "", spec);
   }
 
-  child->pid_ = pid;
-  child->pidfd_.Reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-  if (child->pidfd_.valid()) ::fcntl(child->pidfd_.get(), F_SETFD, FD_CLOEXEC);
-  return child;
+  pid_ = pid;
+  pidfd_.Reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (pidfd_.valid()) ::fcntl(pidfd_.get(), F_SETFD, FD_CLOEXEC);
+  return absl::OkStatus();
 }
 
 ChildProcess::~ChildProcess() {

@@ -14,6 +14,11 @@
 // cgroup) is killed when it exits, before it is reaped, so the zombie leader still holds the
 // group id and no other process can be signalled by mistake.
 //
+// Two ways to start the child, with the same guarantees and the same errors: by default Spawn
+// forks the calling process; with a LauncherPool (SpawnOptions::launcher_pool) the child is a
+// prestarted tessera-launcher, moved into its cgroup first, that gets the spec over its channel
+// and does the child's side itself (launcher_main.cc): no fork of a large parent on this path.
+//
 // The hosting process must not ignore SIGCHLD (Spawn refuses): the kernel would discard exit
 // statuses.
 //
@@ -64,6 +69,8 @@ enum class Leftovers {
   kLeave,  // leave them running
 };
 
+class LauncherPool;
+
 struct SpawnOptions {
   // The child gets its own cgroup <parent>/<cgroup_name> (see cgroup.h). nullopt: no cgroup.
   std::optional<CgroupParent> cgroup_parent;
@@ -72,6 +79,9 @@ struct SpawnOptions {
   Leftovers leftovers = Leftovers::kKill;
   // The host OOM counter read without a cgroup (tests point it at a file of their own).
   std::string vmstat_path = "/proc/vmstat";
+  // Start the child from this pool's prestarted launchers instead of forking; not owned, must
+  // outlive the Spawn call. nullptr: fork.
+  LauncherPool* launcher_pool = nullptr;
 };
 
 class ChildProcess {
@@ -104,6 +114,14 @@ class ChildProcess {
 
  private:
   ChildProcess() = default;
+
+  // Creates the cgroup (when asked for) and reads the host OOM counter: what both ways of
+  // starting need before the child exists.
+  absl::Status Prepare(const ChildSpec& spec, const SpawnOptions& options);
+  // Starts the child by forking this process.
+  absl::Status Fork(const ChildSpec& spec, const SpawnOptions& options);
+  // Starts the child as a launcher taken from `pool` (Prepare first).
+  absl::Status Launch(const ChildSpec& spec, LauncherPool& pool);
 
   // The child has exited (observed without reaping): kill leftovers, reap, decide OOM, remove
   // the cgroup.

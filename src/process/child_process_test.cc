@@ -1,6 +1,7 @@
 #include "process/child_process.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "process/launcher_pool.h"
 #include "process/test_support.h"
 
 namespace tessera {
@@ -19,6 +21,9 @@ namespace {
 
 using ::tessera::testing::FileExists;
 using ::tessera::testing::HelperPath;
+using ::tessera::testing::LauncherPath;
+using ::tessera::testing::Spawning;
+using ::tessera::testing::SpawningName;
 using ::tessera::testing::ProcessGone;
 using ::tessera::testing::ReadPidFile;
 using ::tessera::testing::ReadText;
@@ -33,8 +38,15 @@ std::vector<std::string> Lines(const std::string& text) {
   return absl::StrSplit(text, '\n', absl::SkipEmpty());
 }
 
-class ChildProcessTest : public ::testing::Test {
+class ChildProcessTest : public ::testing::TestWithParam<Spawning> {
  protected:
+  void SetUp() override {
+    if (GetParam() == Spawning::kPooled) {
+      auto pool = LauncherPool::Create({LauncherPath(), 2});
+      ASSERT_TRUE(pool.ok()) << pool.status();
+      pool_ = std::move(*pool);
+    }
+  }
   ChildSpec Spec(std::vector<std::string> commands) {
     ChildSpec spec;
     spec.argv = {HelperPath()};
@@ -49,6 +61,7 @@ class ChildProcessTest : public ::testing::Test {
     WriteText(vmstat_, "pgfault 10\noom_kill 5\n");
     SpawnOptions options;
     options.vmstat_path = vmstat_;
+    options.launcher_pool = pool_.get();
     return options;
   }
   ExitStatus Run(const ChildSpec& spec) {
@@ -62,9 +75,13 @@ class ChildProcessTest : public ::testing::Test {
 
   TempDir dir_;
   std::string vmstat_ = dir_ / "vmstat";
+  std::unique_ptr<LauncherPool> pool_;  // pooled runs only
 };
 
-TEST_F(ChildProcessTest, EnvironmentIsExactlyTheOneGiven) {
+INSTANTIATE_TEST_SUITE_P(Spawning, ChildProcessTest, ::testing::Values(Spawning::kDirect, Spawning::kPooled),
+                         [](const auto& info) { return SpawningName(info.param); });
+
+TEST_P(ChildProcessTest, EnvironmentIsExactlyTheOneGiven) {
   ChildSpec spec = Spec({"env"});
   spec.env = {{"PATH", "/usr/bin:/bin"}, {"A", "1"}, {"SPACED", "two words"}, {"EMPTY", ""},
               {"CUDA_VISIBLE_DEVICES", "2,5"}};
@@ -74,14 +91,14 @@ TEST_F(ChildProcessTest, EnvironmentIsExactlyTheOneGiven) {
                                    "CUDA_VISIBLE_DEVICES=2,5"));
 }
 
-TEST_F(ChildProcessTest, EmptyEnvironmentGivesNoVariables) {
+TEST_P(ChildProcessTest, EmptyEnvironmentGivesNoVariables) {
   ChildSpec spec = Spec({"env"});
   spec.env.clear();
   EXPECT_TRUE(Run(spec).success());
   EXPECT_EQ(ReadText(spec.stdout_path), "");
 }
 
-TEST_F(ChildProcessTest, WorkingDirectoryIsTheOneGiven) {
+TEST_P(ChildProcessTest, WorkingDirectoryIsTheOneGiven) {
   std::string work = dir_ / "work dir";
   ASSERT_EQ(::mkdir(work.c_str(), 0755), 0);
   ChildSpec spec = Spec({"cwd"});
@@ -90,7 +107,7 @@ TEST_F(ChildProcessTest, WorkingDirectoryIsTheOneGiven) {
   EXPECT_EQ(ReadText(spec.stdout_path), std::filesystem::canonical(work).string() + "\n");
 }
 
-TEST_F(ChildProcessTest, OutputGoesToLogFilesCreatedWithTheirFoldersAndAppended) {
+TEST_P(ChildProcessTest, OutputGoesToLogFilesCreatedWithTheirFoldersAndAppended) {
   ChildSpec spec = Spec({"out", "to stdout", "err", "to stderr"});
   spec.stdout_path = dir_ / "nodes/n1/workers/w1.out";
   spec.stderr_path = dir_ / "nodes/n1/workers/w1.err";
@@ -103,20 +120,20 @@ TEST_F(ChildProcessTest, OutputGoesToLogFilesCreatedWithTheirFoldersAndAppended)
   EXPECT_EQ(st.st_mode & 0777, 0644u);
 }
 
-TEST_F(ChildProcessTest, StdoutAndStderrMayShareOneFile) {
+TEST_P(ChildProcessTest, StdoutAndStderrMayShareOneFile) {
   ChildSpec spec = Spec({"out", "one", "err", "two", "out", "three"});
   spec.stderr_path = spec.stdout_path;
   EXPECT_TRUE(Run(spec).success());
   EXPECT_EQ(ReadText(spec.stdout_path), "one\ntwo\nthree\n");
 }
 
-TEST_F(ChildProcessTest, StdinIsDevNull) {
+TEST_P(ChildProcessTest, StdinIsDevNull) {
   ChildSpec spec = Spec({"stdin"});
   EXPECT_TRUE(Run(spec).success());
   EXPECT_EQ(ReadText(spec.stdout_path), "/dev/null\n");
 }
 
-TEST_F(ChildProcessTest, NoInheritedFileDescriptorReachesTheChild) {
+TEST_P(ChildProcessTest, NoInheritedFileDescriptorReachesTheChild) {
   // Descriptors without close-on-exec, as a careless library (or a gRPC socket) might leave.
   int pipe_fds[2];
   ASSERT_EQ(::pipe(pipe_fds), 0);
@@ -133,7 +150,7 @@ TEST_F(ChildProcessTest, NoInheritedFileDescriptorReachesTheChild) {
   EXPECT_THAT(Lines(ReadText(spec.stdout_path)), UnorderedElementsAre("0", "1", "2"));
 }
 
-TEST_F(ChildProcessTest, ProgramIsFoundInTheChildsPath) {
+TEST_P(ChildProcessTest, ProgramIsFoundInTheChildsPath) {
   std::string bin = dir_ / "bin";
   ASSERT_EQ(::mkdir(bin.c_str(), 0755), 0);
   ASSERT_EQ(::symlink(HelperPath().c_str(), (bin + "/tessera-helper").c_str()), 0);
@@ -144,7 +161,7 @@ TEST_F(ChildProcessTest, ProgramIsFoundInTheChildsPath) {
   EXPECT_EQ(ReadText(spec.stdout_path), "found\n");
 }
 
-TEST_F(ChildProcessTest, ProgramMissingFromPathIsASpawnError) {
+TEST_P(ChildProcessTest, ProgramMissingFromPathIsASpawnError) {
   ChildSpec spec = Spec({});
   spec.argv = {"tessera-no-such-program"};
   auto child = ChildProcess::Spawn(spec, Options());
@@ -154,7 +171,7 @@ TEST_F(ChildProcessTest, ProgramMissingFromPathIsASpawnError) {
   EXPECT_THAT(child.status().message(), HasSubstr("PATH (/usr/bin:/bin)"));
 }
 
-TEST_F(ChildProcessTest, MissingProgramPathIsASpawnError) {
+TEST_P(ChildProcessTest, MissingProgramPathIsASpawnError) {
   ChildSpec spec = Spec({});
   spec.argv = {dir_ / "missing"};
   auto child = ChildProcess::Spawn(spec, Options());
@@ -163,7 +180,7 @@ TEST_F(ChildProcessTest, MissingProgramPathIsASpawnError) {
   EXPECT_EQ(child.status().message(), "cannot execute " + (dir_ / "missing") + ": No such file or directory");
 }
 
-TEST_F(ChildProcessTest, NonExecutableProgramIsASpawnError) {
+TEST_P(ChildProcessTest, NonExecutableProgramIsASpawnError) {
   std::string script = dir_ / "script.sh";
   WriteText(script, "#!/bin/sh\nexit 0\n");
   ASSERT_EQ(::chmod(script.c_str(), 0644), 0);
@@ -175,7 +192,7 @@ TEST_F(ChildProcessTest, NonExecutableProgramIsASpawnError) {
   EXPECT_EQ(child.status().message(), "cannot execute " + script + ": Permission denied");
 }
 
-TEST_F(ChildProcessTest, MissingWorkingDirectoryIsASpawnError) {
+TEST_P(ChildProcessTest, MissingWorkingDirectoryIsASpawnError) {
   ChildSpec spec = Spec({"cwd"});
   spec.cwd = dir_ / "nowhere";
   auto child = ChildProcess::Spawn(spec, Options());
@@ -184,18 +201,20 @@ TEST_F(ChildProcessTest, MissingWorkingDirectoryIsASpawnError) {
             "cannot change the child's directory to " + spec.cwd + ": No such file or directory");
 }
 
-TEST_F(ChildProcessTest, MalformedSpecsAreRefused) {
+TEST_P(ChildProcessTest, MalformedSpecsAreRefused) {
   ChildSpec empty;
-  EXPECT_EQ(ChildProcess::Spawn(empty).status().message(), "child spec has no program (argv is empty)");
+  EXPECT_EQ(ChildProcess::Spawn(empty, Options()).status().message(), "child spec has no program (argv is empty)");
   ChildSpec bad_env = Spec({});
   bad_env.env["A=B"] = "1";
-  EXPECT_EQ(ChildProcess::Spawn(bad_env).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ChildProcess::Spawn(bad_env, Options()).status().code(), absl::StatusCode::kInvalidArgument);
+  ChildSpec bad_arg = Spec({std::string("a\0b", 3)});
+  EXPECT_EQ(ChildProcess::Spawn(bad_arg, Options()).status().code(), absl::StatusCode::kInvalidArgument);
   ChildSpec limited = Spec({});
   limited.memory_max_bytes = 1 << 30;
-  EXPECT_EQ(ChildProcess::Spawn(limited).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ChildProcess::Spawn(limited, Options()).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
-TEST_F(ChildProcessTest, RefusesToSpawnWhileSigchldIsIgnored) {
+TEST_P(ChildProcessTest, RefusesToSpawnWhileSigchldIsIgnored) {
   struct sigaction ignore = {}, previous = {};
   ignore.sa_handler = SIG_IGN;
   ASSERT_EQ(::sigaction(SIGCHLD, &ignore, &previous), 0);
@@ -205,7 +224,39 @@ TEST_F(ChildProcessTest, RefusesToSpawnWhileSigchldIsIgnored) {
   EXPECT_THAT(child.status().message(), HasSubstr("SIGCHLD is ignored"));
 }
 
-TEST_F(ChildProcessTest, ExitCodeIsReported) {
+// An agent blocks SIGTERM in its threads (to wait for it) and may ignore signals; none of that
+// may reach a worker through exec.
+TEST_P(ChildProcessTest, BlockedAndIgnoredSignalsOfTheParentDoNotReachTheChild) {
+  struct sigaction ignore = {}, previous_action = {};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGUSR1, &ignore, &previous_action), 0);
+  sigset_t term, previous_mask;
+  ::sigemptyset(&term);
+  ::sigaddset(&term, SIGTERM);
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &term, &previous_mask), 0);
+  // Launchers started while the parent is in this state (the fixture's were started before).
+  SpawnOptions options = Options();
+  std::unique_ptr<LauncherPool> pool;
+  if (GetParam() == Spawning::kPooled) {
+    auto created = LauncherPool::Create({LauncherPath(), 1});
+    ASSERT_TRUE(created.ok()) << created.status();
+    pool = std::move(*created);
+    options.launcher_pool = pool.get();
+  }
+  std::string ready = dir_ / "ready";
+  auto child = ChildProcess::Spawn(Spec({"touch", ready, "pause"}), options);
+  ::pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);
+  ::sigaction(SIGUSR1, &previous_action, nullptr);
+  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_TRUE(WaitUntil([&] { return FileExists(ready); }));
+  std::string status = ReadText("/proc/" + std::to_string((*child)->pid()) + "/status");
+  EXPECT_THAT(status, HasSubstr("SigBlk:\t0000000000000000\n"));
+  EXPECT_THAT(status, HasSubstr("SigIgn:\t0000000000000000\n"));
+  ASSERT_TRUE((*child)->Signal(SIGUSR1).ok());
+  EXPECT_EQ((*child)->Wait()->signal, SIGUSR1);
+}
+
+TEST_P(ChildProcessTest, ExitCodeIsReported) {
   ExitStatus status = Run(Spec({"exit", "3"}));
   EXPECT_EQ(status.exit_code, 3);
   EXPECT_EQ(status.signal, 0);
@@ -213,7 +264,7 @@ TEST_F(ChildProcessTest, ExitCodeIsReported) {
   EXPECT_EQ(status.reason, "exited with code 3");
 }
 
-TEST_F(ChildProcessTest, DeathBySignalIsReported) {
+TEST_P(ChildProcessTest, DeathBySignalIsReported) {
   ExitStatus status = Run(Spec({"kill-self", "9"}));
   EXPECT_EQ(status.exit_code, -1);
   EXPECT_EQ(status.signal, SIGKILL);
@@ -221,7 +272,7 @@ TEST_F(ChildProcessTest, DeathBySignalIsReported) {
   EXPECT_EQ(status.reason, "killed by signal 9 (SIGKILL)");
 }
 
-TEST_F(ChildProcessTest, ChildHasItsOwnSessionAndProcessGroup) {
+TEST_P(ChildProcessTest, ChildHasItsOwnSessionAndProcessGroup) {
   ChildSpec spec = Spec({"touch", dir_ / "ready", "pause"});
   auto child = ChildProcess::Spawn(spec, Options());
   ASSERT_TRUE(child.ok()) << child.status();
@@ -231,7 +282,7 @@ TEST_F(ChildProcessTest, ChildHasItsOwnSessionAndProcessGroup) {
   EXPECT_NE(::getpgid(pid), ::getpgid(0));
 }
 
-TEST_F(ChildProcessTest, TryWaitSaysRunningThenReportsTheExit) {
+TEST_P(ChildProcessTest, TryWaitSaysRunningThenReportsTheExit) {
   std::string go = dir_ / "go";
   auto child = ChildProcess::Spawn(Spec({"wait-file", go, "exit", "4"}), Options());
   ASSERT_TRUE(child.ok()) << child.status();
@@ -250,7 +301,7 @@ TEST_F(ChildProcessTest, TryWaitSaysRunningThenReportsTheExit) {
   EXPECT_EQ((*child)->Wait()->exit_code, 4);
 }
 
-TEST_F(ChildProcessTest, SignalReachesTheGroupAndFailsAfterExit) {
+TEST_P(ChildProcessTest, SignalReachesTheGroupAndFailsAfterExit) {
   std::string ready = dir_ / "ready";
   auto child = ChildProcess::Spawn(Spec({"touch", ready, "pause"}), Options());
   ASSERT_TRUE(child.ok()) << child.status();
@@ -262,7 +313,7 @@ TEST_F(ChildProcessTest, SignalReachesTheGroupAndFailsAfterExit) {
   EXPECT_EQ((*child)->Signal(SIGTERM).code(), absl::StatusCode::kFailedPrecondition);
 }
 
-TEST_F(ChildProcessTest, TerminateKillsGrandchildrenToo) {
+TEST_P(ChildProcessTest, TerminateKillsGrandchildrenToo) {
   std::string pid_file = dir_ / "grandchild.pid";
   auto child = ChildProcess::Spawn(Spec({"grandchild", pid_file, "pause"}), Options());
   ASSERT_TRUE(child.ok()) << child.status();
@@ -275,7 +326,7 @@ TEST_F(ChildProcessTest, TerminateKillsGrandchildrenToo) {
   EXPECT_TRUE(WaitUntil([&] { return ProcessGone(grandchild); }));
 }
 
-TEST_F(ChildProcessTest, TerminateEscalatesToSigkillAndThatIsNotAnOom) {
+TEST_P(ChildProcessTest, TerminateEscalatesToSigkillAndThatIsNotAnOom) {
   std::string ready = dir_ / "ready";
   auto child = ChildProcess::Spawn(Spec({"ignore-term", "touch", ready, "pause"}), Options());
   ASSERT_TRUE(child.ok()) << child.status();
@@ -288,7 +339,7 @@ TEST_F(ChildProcessTest, TerminateEscalatesToSigkillAndThatIsNotAnOom) {
   EXPECT_FALSE(status->out_of_memory);
 }
 
-TEST_F(ChildProcessTest, LeftoversOfTheGroupAreKilledWhenTheLeaderExits) {
+TEST_P(ChildProcessTest, LeftoversOfTheGroupAreKilledWhenTheLeaderExits) {
   std::string pid_file = dir_ / "grandchild.pid";
   ExitStatus status = Run(Spec({"grandchild", pid_file, "exit", "0"}));
   EXPECT_TRUE(status.success());
@@ -296,7 +347,7 @@ TEST_F(ChildProcessTest, LeftoversOfTheGroupAreKilledWhenTheLeaderExits) {
   EXPECT_TRUE(WaitUntil([&] { return ProcessGone(grandchild); }));
 }
 
-TEST_F(ChildProcessTest, LeftoversCanBeLeftRunning) {
+TEST_P(ChildProcessTest, LeftoversCanBeLeftRunning) {
   std::string pid_file = dir_ / "grandchild.pid";
   SpawnOptions options = Options();
   options.leftovers = Leftovers::kLeave;
@@ -309,7 +360,7 @@ TEST_F(ChildProcessTest, LeftoversCanBeLeftRunning) {
   EXPECT_TRUE(WaitUntil([&] { return ProcessGone(grandchild); }));
 }
 
-TEST_F(ChildProcessTest, DestroyingARunningChildKillsAndReapsIt) {
+TEST_P(ChildProcessTest, DestroyingARunningChildKillsAndReapsIt) {
   std::string ready = dir_ / "ready";
   pid_t pid;
   {
@@ -322,7 +373,7 @@ TEST_F(ChildProcessTest, DestroyingARunningChildKillsAndReapsIt) {
   EXPECT_EQ(errno, ECHILD);
 }
 
-TEST_F(ChildProcessTest, SigkillWhileTheHostOomCounterRoseIsAHeuristicOom) {
+TEST_P(ChildProcessTest, SigkillWhileTheHostOomCounterRoseIsAHeuristicOom) {
   std::string go = dir_ / "go";
   auto child = ChildProcess::Spawn(Spec({"wait-file", go, "kill-self", "9"}), Options());
   ASSERT_TRUE(child.ok()) << child.status();
@@ -335,7 +386,7 @@ TEST_F(ChildProcessTest, SigkillWhileTheHostOomCounterRoseIsAHeuristicOom) {
   EXPECT_THAT(status.reason, HasSubstr("out of memory"));
 }
 
-TEST_F(ChildProcessTest, ManyChildrenAtOnce) {
+TEST_P(ChildProcessTest, ManyChildrenAtOnce) {
   std::vector<std::unique_ptr<ChildProcess>> children;
   for (int i = 0; i < 32; ++i) {
     ChildSpec spec = Spec({"out", std::to_string(i), "exit", std::to_string(i % 7)});
@@ -352,7 +403,7 @@ TEST_F(ChildProcessTest, ManyChildrenAtOnce) {
 
 // A real OOM kill, detected through the host counter: the child moves itself into a cgroup v1
 // memory group with a small limit (this host's memory controller is on v1).
-TEST_F(ChildProcessTest, RealOomKillIsDetectedThroughTheHostCounter) {
+TEST_P(ChildProcessTest, RealOomKillIsDetectedThroughTheHostCounter) {
   std::string own = ReadText("/proc/self/cgroup");
   std::string memory_path;
   for (const std::string& line : Lines(own)) {
@@ -373,6 +424,7 @@ TEST_F(ChildProcessTest, RealOomKillIsDetectedThroughTheHostCounter) {
   ChildSpec spec = Spec({});
   spec.argv = {"/bin/sh", "-c", "echo $$ > " + group + "/cgroup.procs && exec \"$0\" alloc-forever", HelperPath()};
   SpawnOptions options;  // the real /proc/vmstat
+  options.launcher_pool = pool_.get();
   auto child = ChildProcess::Spawn(spec, options);
   ASSERT_TRUE(child.ok()) << child.status();
   ExitStatus status = *(*child)->Wait();
@@ -383,7 +435,7 @@ TEST_F(ChildProcessTest, RealOomKillIsDetectedThroughTheHostCounter) {
 }
 
 // The certain path: the child in its own cgroup v2 with memory.max.
-TEST_F(ChildProcessTest, OomInOwnCgroupIsCertain) {
+TEST_P(ChildProcessTest, OomInOwnCgroupIsCertain) {
   auto parent = FindWorkerCgroupParent({});
   if (!parent.ok()) GTEST_SKIP() << "cgroup v2 not usable here: " << parent.status().message();
   if (!parent->memory) GTEST_SKIP() << "no memory controller for worker cgroups here: " << parent->no_memory_reason;
@@ -404,7 +456,7 @@ TEST_F(ChildProcessTest, OomInOwnCgroupIsCertain) {
   EXPECT_FALSE(FileExists(cgroup));
 }
 
-TEST_F(ChildProcessTest, OwnCgroupHoldsTheChildAndIsRemovedAfterExit) {
+TEST_P(ChildProcessTest, OwnCgroupHoldsTheChildAndIsRemovedAfterExit) {
   auto parent = FindWorkerCgroupParent({});
   if (!parent.ok()) GTEST_SKIP() << "cgroup v2 not usable here: " << parent.status().message();
   SpawnOptions options = Options();
@@ -423,7 +475,7 @@ TEST_F(ChildProcessTest, OwnCgroupHoldsTheChildAndIsRemovedAfterExit) {
 
 // A process that left the worker's group (setsid) is out of reach of the group kill; its cgroup
 // still holds it, and it dies with the worker.
-TEST_F(ChildProcessTest, OwnCgroupKillsProcessesThatLeftTheGroup) {
+TEST_P(ChildProcessTest, OwnCgroupKillsProcessesThatLeftTheGroup) {
   auto parent = FindWorkerCgroupParent({});
   if (!parent.ok()) GTEST_SKIP() << "cgroup v2 not usable here: " << parent.status().message();
   SpawnOptions options = Options();
@@ -439,7 +491,7 @@ TEST_F(ChildProcessTest, OwnCgroupKillsProcessesThatLeftTheGroup) {
 }
 
 // The other side of the test above: without a cgroup, the group kill cannot reach an escapee.
-TEST_F(ChildProcessTest, WithoutACgroupAProcessThatLeftTheGroupSurvives) {
+TEST_P(ChildProcessTest, WithoutACgroupAProcessThatLeftTheGroupSurvives) {
   std::string pid_file = dir_ / "escapee.pid";
   auto child = ChildProcess::Spawn(Spec({"escapee", pid_file, "exit", "0"}), Options());
   ASSERT_TRUE(child.ok()) << child.status();
@@ -451,7 +503,7 @@ TEST_F(ChildProcessTest, WithoutACgroupAProcessThatLeftTheGroupSurvives) {
   EXPECT_TRUE(WaitUntil([&] { return ProcessGone(escapee); }));
 }
 
-TEST_F(ChildProcessTest, AMemoryLimitWithoutTheMemoryControllerIsRefused) {
+TEST_P(ChildProcessTest, AMemoryLimitWithoutTheMemoryControllerIsRefused) {
   SpawnOptions options = Options();
   options.cgroup_parent = CgroupParent{dir_.path(), false, "no memory controller in this test"};
   options.cgroup_name = "tessera-worker-limited";

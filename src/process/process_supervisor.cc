@@ -54,6 +54,7 @@ absl::StatusOr<pid_t> ProcessSupervisor::Start(const ChildId& id, const ChildSpe
   spawn.cgroup_parent = options_.cgroup_parent;
   spawn.leftovers = options_.leftovers;
   spawn.vmstat_path = options_.vmstat_path;
+  spawn.launcher_pool = options_.launcher_pool;
   if (spawn.cgroup_parent.has_value()) {
     TESSERA_ASSIGN_OR_RETURN(spawn.cgroup_name, WorkerCgroupName(id.value()));
   }

@@ -46,6 +46,9 @@ struct SupervisorOptions {
   std::optional<CgroupParent> cgroup_parent;
   Leftovers leftovers = Leftovers::kKill;
   std::string vmstat_path = "/proc/vmstat";
+  // Children start from this pool's prestarted launchers instead of a fork of this process
+  // (SpawnOptions::launcher_pool). Not owned; must outlive the supervisor. nullptr: fork.
+  LauncherPool* launcher_pool = nullptr;
 };
 
 class ProcessSupervisor {

@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "process/launcher_pool.h"
 #include "process/test_support.h"
 
 namespace tessera {
@@ -17,6 +18,9 @@ namespace {
 
 using ::tessera::testing::FileExists;
 using ::tessera::testing::HelperPath;
+using ::tessera::testing::LauncherPath;
+using ::tessera::testing::Spawning;
+using ::tessera::testing::SpawningName;
 using ::tessera::testing::TempDir;
 using ::tessera::testing::WaitUntil;
 using ::testing::ElementsAre;
@@ -50,14 +54,23 @@ class Exits {
   std::map<std::string, std::vector<ExitStatus>> reports_ ABSL_GUARDED_BY(mu_);
 };
 
-class ProcessSupervisorTest : public ::testing::Test {
+class ProcessSupervisorTest : public ::testing::TestWithParam<Spawning> {
  protected:
   void SetUp() override {
-    SupervisorOptions options;
-    options.vmstat_path = dir_ / "vmstat";  // absent: no host-counter verdicts in these tests
-    auto supervisor = ProcessSupervisor::Create(options);
+    if (GetParam() == Spawning::kPooled) {
+      auto pool = LauncherPool::Create({LauncherPath(), 2});
+      ASSERT_TRUE(pool.ok()) << pool.status();
+      pool_ = std::move(*pool);
+    }
+    auto supervisor = ProcessSupervisor::Create(Options());
     ASSERT_TRUE(supervisor.ok()) << supervisor.status();
     supervisor_ = std::move(*supervisor);
+  }
+  SupervisorOptions Options() {
+    SupervisorOptions options;
+    options.vmstat_path = dir_ / "vmstat";  // absent: no host-counter verdicts in these tests
+    options.launcher_pool = pool_.get();
+    return options;
   }
   ChildSpec Spec(std::vector<std::string> commands) {
     ChildSpec spec;
@@ -69,10 +82,15 @@ class ProcessSupervisorTest : public ::testing::Test {
 
   TempDir dir_;
   Exits exits_;
+  std::unique_ptr<LauncherPool> pool_;  // pooled runs only; outlives the supervisor
   std::unique_ptr<ProcessSupervisor> supervisor_;
 };
 
-TEST_F(ProcessSupervisorTest, ReportsEachExitExactlyOnce) {
+INSTANTIATE_TEST_SUITE_P(Spawning, ProcessSupervisorTest,
+                         ::testing::Values(Spawning::kDirect, Spawning::kPooled),
+                         [](const auto& info) { return SpawningName(info.param); });
+
+TEST_P(ProcessSupervisorTest, ReportsEachExitExactlyOnce) {
   ASSERT_TRUE(supervisor_->Start(ChildId("a"), Spec({"exit", "0"}), exits_.Callback()).ok());
   ASSERT_TRUE(supervisor_->Start(ChildId("b"), Spec({"exit", "3"}), exits_.Callback()).ok());
   ASSERT_TRUE(supervisor_->Start(ChildId("c"), Spec({"kill-self", "9"}), exits_.Callback()).ok());
@@ -85,7 +103,7 @@ TEST_F(ProcessSupervisorTest, ReportsEachExitExactlyOnce) {
   EXPECT_TRUE(supervisor_->Children().empty());
 }
 
-TEST_F(ProcessSupervisorTest, ManyChildrenAtOnce) {
+TEST_P(ProcessSupervisorTest, ManyChildrenAtOnce) {
   constexpr int kChildren = 64;
   for (int i = 0; i < kChildren; ++i) {
     auto pid = supervisor_->Start(ChildId("w" + std::to_string(i)), Spec({"exit", std::to_string(i % 5)}),
@@ -102,7 +120,7 @@ TEST_F(ProcessSupervisorTest, ManyChildrenAtOnce) {
   }
 }
 
-TEST_F(ProcessSupervisorTest, TerminateIsGracefulThenForced) {
+TEST_P(ProcessSupervisorTest, TerminateIsGracefulThenForced) {
   std::string polite_ready = dir_ / "polite", stubborn_ready = dir_ / "stubborn";
   ASSERT_TRUE(supervisor_->Start(ChildId("polite"), Spec({"touch", polite_ready, "pause"}), exits_.Callback()).ok());
   ASSERT_TRUE(supervisor_->Start(ChildId("stubborn"), Spec({"ignore-term", "touch", stubborn_ready, "pause"}),
@@ -116,7 +134,7 @@ TEST_F(ProcessSupervisorTest, TerminateIsGracefulThenForced) {
   EXPECT_EQ(exits_.For("stubborn")[0].signal, SIGKILL);
 }
 
-TEST_F(ProcessSupervisorTest, SignalAndLookupsByName) {
+TEST_P(ProcessSupervisorTest, SignalAndLookupsByName) {
   std::string ready = dir_ / "ready";
   auto pid = supervisor_->Start(ChildId("w1"), Spec({"touch", ready, "pause"}), exits_.Callback());
   ASSERT_TRUE(pid.ok()) << pid.status();
@@ -133,7 +151,7 @@ TEST_F(ProcessSupervisorTest, SignalAndLookupsByName) {
   EXPECT_EQ(supervisor_->Signal(ChildId("w1"), SIGTERM).code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(ProcessSupervisorTest, SpawnErrorsComeFromStartWithNoCallback) {
+TEST_P(ProcessSupervisorTest, SpawnErrorsComeFromStartWithNoCallback) {
   ChildSpec spec = Spec({});
   spec.argv = {dir_ / "missing"};
   auto pid = supervisor_->Start(ChildId("bad"), spec, exits_.Callback());
@@ -142,7 +160,7 @@ TEST_F(ProcessSupervisorTest, SpawnErrorsComeFromStartWithNoCallback) {
   EXPECT_EQ(exits_.Count(), 0u);
 }
 
-TEST_F(ProcessSupervisorTest, ACallbackMayRestartTheSameId) {
+TEST_P(ProcessSupervisorTest, ACallbackMayRestartTheSameId) {
   absl::Mutex mu;
   std::vector<int> codes;
   ExitCallback callback;
@@ -162,7 +180,7 @@ TEST_F(ProcessSupervisorTest, ACallbackMayRestartTheSameId) {
   EXPECT_THAT(codes, ElementsAre(1, 2));
 }
 
-TEST_F(ProcessSupervisorTest, ShutdownTerminatesEveryChildAndReportsIt) {
+TEST_P(ProcessSupervisorTest, ShutdownTerminatesEveryChildAndReportsIt) {
   std::string stubborn_ready = dir_ / "stubborn";
   ASSERT_TRUE(supervisor_->Start(ChildId("a"), Spec({"pause"}), exits_.Callback()).ok());
   ASSERT_TRUE(supervisor_->Start(ChildId("b"), Spec({"ignore-term", "touch", stubborn_ready, "pause"}),
@@ -177,11 +195,11 @@ TEST_F(ProcessSupervisorTest, ShutdownTerminatesEveryChildAndReportsIt) {
   supervisor_->Shutdown(absl::Seconds(1));  // idempotent
 }
 
-TEST(ProcessSupervisorCgroupTest, EachChildGetsItsOwnCgroupNamedAfterIt) {
+TEST_P(ProcessSupervisorTest, EachChildGetsItsOwnCgroupNamedAfterIt) {
   auto parent = FindWorkerCgroupParent({});
   if (!parent.ok()) GTEST_SKIP() << "cgroup v2 not usable here: " << parent.status().message();
   TempDir dir;
-  SupervisorOptions options;
+  SupervisorOptions options = Options();
   options.cgroup_parent = *parent;
   auto supervisor = ProcessSupervisor::Create(options);
   ASSERT_TRUE(supervisor.ok()) << supervisor.status();
@@ -200,7 +218,7 @@ TEST(ProcessSupervisorCgroupTest, EachChildGetsItsOwnCgroupNamedAfterIt) {
   EXPECT_FALSE(FileExists(cgroup));
 }
 
-TEST_F(ProcessSupervisorTest, NeverReapsChildrenItDidNotStart) {
+TEST_P(ProcessSupervisorTest, NeverReapsChildrenItDidNotStart) {
   pid_t mine = ::fork();
   if (mine == 0) ::_exit(42);
   ASSERT_GT(mine, 0);

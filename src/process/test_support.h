@@ -1,5 +1,6 @@
 // Helpers shared by the process tests: a temporary folder, bounded waiting for a condition,
-// small file reads, and where the helper child program is.
+// small file reads, where the helper child program and the launcher are, and the two ways of
+// spawning the suites run with.
 // Thread-compatible.
 #pragma once
 
@@ -19,6 +20,16 @@
 namespace tessera::testing {
 
 inline std::string HelperPath() { return TESSERA_PROCESS_TEST_HELPER; }
+#ifdef TESSERA_LAUNCHER
+inline std::string LauncherPath() { return TESSERA_LAUNCHER; }
+#endif
+
+// How a test's children are started: forked by the test process, or from prestarted launchers
+// (LauncherPool). The ChildProcess and ProcessSupervisor suites run once with each.
+enum class Spawning { kDirect, kPooled };
+inline std::string SpawningName(Spawning spawning) {
+  return spawning == Spawning::kDirect ? "Direct" : "Pooled";
+}
 
 class TempDir {
  public:
