@@ -22,7 +22,6 @@ struct Record {
   std::vector<double> values;
   std::optional<tessera::ObjectRefData> ref;
   TESSERA_SERIALIZE(id, name, values, ref);
-  friend bool operator==(const Record&, const Record&) = default;
 };
 
 template <typename T>
