@@ -60,6 +60,12 @@ absl::StatusOr<ObjectLocation> ObjectStore::Create(StoreClientId client, const O
 }
 
 absl::Status ObjectStore::Seal(StoreClientId client, const ObjectId& id) {
+  absl::Status sealed = MarkSealed(client, id);
+  if (sealed.ok() && options_.on_sealed) options_.on_sealed(id);
+  return sealed;
+}
+
+absl::Status ObjectStore::MarkSealed(StoreClientId client, const ObjectId& id) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(id);
   if (it == entries_.end()) {

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <string>
 
@@ -40,6 +41,9 @@ struct ObjectStoreOptions {
   uint64_t capacity_bytes = 0;
   // Metadata travels in protocol messages; this bounds it well under the message size limit.
   uint64_t max_metadata_bytes = 64 * 1024;
+  // Called after every successful Seal, outside the lock, on the sealing thread (the server uses
+  // it to answer clients waiting in Get).
+  std::function<void(const ObjectId&)> on_sealed;
 };
 
 struct CreateObjectOptions {
@@ -113,6 +117,7 @@ class ObjectStore {
     absl::flat_hash_set<ObjectId> pinned;    // holds at least one pin on
   };
 
+  absl::Status MarkSealed(StoreClientId client, const ObjectId& id) ABSL_LOCKS_EXCLUDED(mu_);
   void FreeLocked(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateLruLocked(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UnpinLocked(Entry& entry, StoreClientId client, int64_t count)

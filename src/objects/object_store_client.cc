@@ -53,6 +53,7 @@ class StoreConnection {
 
   absl::StatusOr<StoreReply> Call(const StoreRequest& request) {
     absl::MutexLock lock(&mu_);
+    extra_wait_ms_ = request.wait_ms;
     if (!broken_.ok()) return broken_;
     if (absl::Status s = WriteAll(Frame(EncodeStoreRequest(request))); !s.ok()) return Break(s);
     absl::StatusOr<StoreReply> reply = ReadReply(nullptr);
@@ -75,7 +76,7 @@ class StoreConnection {
   absl::Status WaitFor(short events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     pollfd p{fd_, events, 0};
     while (true) {
-      const int rc = poll(&p, 1, static_cast<int>(options_.call_timeout_ms));
+      const int rc = poll(&p, 1, static_cast<int>(options_.call_timeout_ms + extra_wait_ms_));
       if (rc > 0) return absl::OkStatus();
       if (rc == 0) {
         return absl::DeadlineExceededError(absl::StrCat("object store at ", options_.socket_path,
@@ -150,6 +151,7 @@ class StoreConnection {
   const ObjectStoreClientOptions options_;
   absl::Mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  int64_t extra_wait_ms_ ABSL_GUARDED_BY(mu_) = 0;  // the current request's own waiting time
   std::unique_ptr<SharedMemoryArena> arena_;  // set once by Hello, before sharing
 };
 
@@ -261,8 +263,9 @@ absl::Status ObjectStoreClient::Put(const ObjectId& id, std::string_view data,
   return sealed;
 }
 
-absl::StatusOr<ObjectBuffer> ObjectStoreClient::Get(const ObjectId& id) {
-  absl::StatusOr<StoreReply> reply = conn_->Call({.type = StoreMessageType::kGet, .id = id});
+absl::StatusOr<ObjectBuffer> ObjectStoreClient::Get(const ObjectId& id, GetObjectOptions options) {
+  absl::StatusOr<StoreReply> reply =
+      conn_->Call({.type = StoreMessageType::kGet, .id = id, .wait_ms = options.wait_ms});
   if (!reply.ok()) return reply.status();
   ObjectLocation& loc = reply->location;
   const SharedMemoryArena& arena = conn_->arena();

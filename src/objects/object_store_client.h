@@ -39,6 +39,12 @@ struct ObjectStoreClientOptions {
   int64_t call_timeout_ms = 60'000;
 };
 
+struct GetObjectOptions {
+  // How long to wait for an object that is not sealed yet (or not created yet); 0 answers at
+  // once. The client's mutex is held meanwhile: other threads' calls on this client wait too.
+  uint32_t wait_ms = 0;
+};
+
 // A sealed object, pinned in the store while this lives (or until Release).
 class ObjectBuffer {
  public:
@@ -99,8 +105,9 @@ class ObjectStoreClient {
   // Create, one copy of `data` into the store, Seal (Abort if the seal fails).
   absl::Status Put(const ObjectId& id, std::string_view data, std::string_view metadata,
                    CreateObjectOptions options);
-  // A sealed object, pinned until the buffer is destroyed. NotFound if absent or not sealed.
-  absl::StatusOr<ObjectBuffer> Get(const ObjectId& id);
+  // A sealed object, pinned until the buffer is destroyed. NotFound if absent or not sealed;
+  // with wait_ms, DeadlineExceeded if it was not sealed within that time.
+  absl::StatusOr<ObjectBuffer> Get(const ObjectId& id, GetObjectOptions options = {});
   absl::Status Delete(const ObjectId& id);
   absl::StatusOr<bool> Contains(const ObjectId& id);
   absl::StatusOr<ObjectStoreStats> Stats();

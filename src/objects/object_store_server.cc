@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
@@ -15,6 +16,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "objects/store_protocol.h"
 
 namespace tessera {
@@ -48,6 +52,31 @@ bool SomeoneListens(const sockaddr_un& addr) {
 
 }  // namespace
 
+// Seals reach the loop through this queue and eventfd, whichever thread sealed (a client's
+// request on the loop itself, or the hosting agent calling store() directly).
+// Threading: thread-safe.
+struct ObjectStoreServer::SealQueue {
+  explicit SealQueue(int fd) : event_fd(fd) {}
+  ~SealQueue() { close(event_fd); }
+  void Push(const ObjectId& id) {
+    {
+      absl::MutexLock lock(&mu);
+      ids.push_back(id);
+    }
+    const uint64_t one = 1;
+    (void)!write(event_fd, &one, sizeof(one));
+  }
+  std::vector<ObjectId> Drain() {
+    uint64_t count = 0;
+    (void)!read(event_fd, &count, sizeof(count));
+    absl::MutexLock lock(&mu);
+    return std::exchange(ids, {});
+  }
+  const int event_fd;
+  absl::Mutex mu;
+  std::vector<ObjectId> ids ABSL_GUARDED_BY(mu);
+};
+
 // The socket loop: one epoll over the listening socket, a stop eventfd and every connection.
 // Threading: everything but RequestStop runs on the loop thread.
 class ObjectStoreServer::Loop {
@@ -63,7 +92,8 @@ class ObjectStoreServer::Loop {
   void Run() {
     std::vector<epoll_event> events(64);
     while (true) {
-      const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), -1);
+      const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()),
+                               WaitTimeoutMs());
       if (n < 0) {
         if (errno == EINTR) continue;
         break;  // cannot happen with valid fds; stopping is the only safe answer
@@ -78,6 +108,10 @@ class ObjectStoreServer::Loop {
           Accept();
           continue;
         }
+        if (fd == server_.seals_->event_fd) {
+          for (const ObjectId& id : server_.seals_->Drain()) WakeWaiters(id);
+          continue;
+        }
         auto it = connections_.find(fd);
         if (it == connections_.end()) continue;
         Connection& conn = it->second;
@@ -85,6 +119,7 @@ class ObjectStoreServer::Loop {
         if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) Read(conn);
         if (conn.dead || (conn.close_after_flush && conn.out.empty())) Close(fd);
       }
+      ExpireWaiters();
     }
     CloseAll();
   }
@@ -104,6 +139,10 @@ class ObjectStoreServer::Loop {
     bool close_after_flush = false;
     bool dead = false;
     bool want_write = false;
+    // A Get waiting for its object to be sealed; later requests wait in `in` meanwhile.
+    bool waiting = false;
+    ObjectId wait_id;
+    absl::Time deadline;
   };
 
   void Accept() {
@@ -137,8 +176,13 @@ class ObjectStoreServer::Loop {
       conn.dead = true;  // EOF or error: the client went away
     }
     // Answer what arrived, even from a client that has since closed its side.
+    ProcessFrames(conn);
+  }
+
+  void ProcessFrames(Connection& conn) {
     size_t pos = 0;
-    while (!conn.close_after_flush && conn.in.size() - pos >= kStoreFrameHeaderBytes) {
+    while (!conn.close_after_flush && !conn.waiting &&
+           conn.in.size() - pos >= kStoreFrameHeaderBytes) {
       absl::StatusOr<uint32_t> length =
           ParseFrameHeader(std::string_view(conn.in).substr(pos, kStoreFrameHeaderBytes));
       if (!length.ok()) {
@@ -189,6 +233,16 @@ class ObjectStoreServer::Loop {
         break;
       case StoreMessageType::kGet: {
         auto loc = store.Get(conn.id, request->id);
+        if (!loc.ok() && loc.status().code() == absl::StatusCode::kNotFound &&
+            request->wait_ms > 0) {
+          // Answered when a seal wakes it (WakeWaiters) or at its deadline (ExpireWaiters).
+          conn.waiting = true;
+          conn.wait_id = request->id;
+          conn.deadline = absl::Now() + absl::Milliseconds(request->wait_ms);
+          waiters_[request->id].push_back(conn.fd);
+          server_.waiting_gets_.fetch_add(1);
+          return;
+        }
         if (loc.ok()) reply.location = *std::move(loc);
         else reply.status = loc.status();
         break;
@@ -210,6 +264,66 @@ class ObjectStoreServer::Loop {
         break;
     }
     Send(conn, EncodeStoreReply(reply), pass_fd);
+  }
+
+  int WaitTimeoutMs() const {
+    if (waiters_.empty()) return -1;
+    absl::Time first = absl::InfiniteFuture();
+    for (const auto& [fd, conn] : connections_) {
+      if (conn.waiting && conn.deadline < first) first = conn.deadline;
+    }
+    if (first == absl::InfiniteFuture()) return -1;
+    const int64_t ms = absl::ToInt64Milliseconds(first - absl::Now()) + 1;
+    return static_cast<int>(std::clamp<int64_t>(ms, 0, 60'000));
+  }
+
+  void StopWaiting(Connection& conn) {
+    conn.waiting = false;
+    server_.waiting_gets_.fetch_sub(1);
+    auto it = waiters_.find(conn.wait_id);
+    if (it == waiters_.end()) return;
+    std::erase(it->second, conn.fd);
+    if (it->second.empty()) waiters_.erase(it);
+  }
+
+  void WakeWaiters(const ObjectId& id) {
+    auto it = waiters_.find(id);
+    if (it == waiters_.end()) return;
+    const std::vector<int> fds = it->second;
+    for (int fd : fds) {
+      auto cit = connections_.find(fd);
+      if (cit == connections_.end() || !cit->second.waiting) continue;
+      Connection& conn = cit->second;
+      absl::StatusOr<ObjectLocation> loc = server_.store_->Get(conn.id, id);
+      if (!loc.ok() && loc.status().code() == absl::StatusCode::kNotFound) continue;
+      StopWaiting(conn);
+      StoreReply reply;
+      if (loc.ok()) reply.location = *std::move(loc);
+      else reply.status = loc.status();
+      Send(conn, EncodeStoreReply(reply), -1);
+      ProcessFrames(conn);
+      if (conn.dead || (conn.close_after_flush && conn.out.empty())) Close(fd);
+    }
+  }
+
+  void ExpireWaiters() {
+    if (waiters_.empty()) return;
+    const absl::Time now = absl::Now();
+    std::vector<int> expired;
+    for (auto& [fd, conn] : connections_) {
+      if (conn.waiting && conn.deadline <= now) expired.push_back(fd);
+    }
+    for (int fd : expired) {
+      Connection& conn = connections_.find(fd)->second;
+      StopWaiting(conn);
+      Send(conn,
+           EncodeStoreReply(StoreReply{.status = absl::DeadlineExceededError(absl::StrCat(
+                                           "object ", conn.wait_id.Hex(),
+                                           " was not sealed in time"))}),
+           -1);
+      ProcessFrames(conn);
+      if (conn.dead || (conn.close_after_flush && conn.out.empty())) Close(fd);
+    }
   }
 
   // Queues a framed reply, writing at once what the socket takes. `pass_fd` (or -1) rides on the
@@ -272,6 +386,7 @@ class ObjectStoreServer::Loop {
     auto it = connections_.find(fd);
     if (it == connections_.end()) return;
     const StoreClientId id = it->second.id;
+    if (it->second.waiting) StopWaiting(it->second);
     (void)epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
     close(fd);
     connections_.erase(it);
@@ -290,6 +405,7 @@ class ObjectStoreServer::Loop {
   const int epoll_fd_;
   const int stop_fd_;
   absl::flat_hash_map<int, Connection> connections_;
+  absl::flat_hash_map<ObjectId, std::vector<int>> waiters_;  // object -> waiting connection fds
   int64_t next_client_id_ = 1;  // 0 is kLocalStoreClient
 };
 
@@ -324,8 +440,13 @@ absl::StatusOr<std::unique_ptr<ObjectStoreServer>> ObjectStoreServer::Start(
   absl::StatusOr<std::unique_ptr<SharedMemoryArena>> arena =
       SharedMemoryArena::Create(options.capacity_bytes, options.arena);
   if (!arena.ok()) return arena.status();
+  const int seal_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (seal_fd < 0) return Errno("eventfd for the object store");
+  auto seals = std::make_unique<SealQueue>(seal_fd);
   auto store = std::make_unique<ObjectStore>(ObjectStoreOptions{
-      .capacity_bytes = options.capacity_bytes, .max_metadata_bytes = options.max_metadata_bytes});
+      .capacity_bytes = options.capacity_bytes,
+      .max_metadata_bytes = options.max_metadata_bytes,
+      .on_sealed = [queue = seals.get()](const ObjectId& id) { queue->Push(id); }});
 
   const int listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (listen_fd < 0) return Errno("socket for the object store");
@@ -345,7 +466,7 @@ absl::StatusOr<std::unique_ptr<ObjectStoreServer>> ObjectStoreServer::Start(
     unlink(options.socket_path.c_str());
     return s;
   }
-  for (int fd : {listen_fd, stop_fd}) {
+  for (int fd : {listen_fd, stop_fd, seal_fd}) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
@@ -354,6 +475,7 @@ absl::StatusOr<std::unique_ptr<ObjectStoreServer>> ObjectStoreServer::Start(
 
   std::unique_ptr<ObjectStoreServer> server(
       new ObjectStoreServer(std::move(options), *std::move(arena), std::move(store)));
+  server->seals_ = std::move(seals);
   server->loop_ = std::make_unique<Loop>(*server, listen_fd, epoll_fd, stop_fd);
   server->thread_ = std::thread([loop = server->loop_.get()] { loop->Run(); });
   return server;

@@ -57,18 +57,23 @@ class ObjectStoreServer {
   const std::string& socket_path() const { return options_.socket_path; }
   // Connections accepted and not yet closed (for tests and status).
   int64_t connection_count() const { return connections_.load(); }
+  // Gets waiting for their object to be sealed (for tests and status).
+  int64_t waiting_get_count() const { return waiting_gets_.load(); }
 
  private:
   class Loop;
+  struct SealQueue;
   ObjectStoreServer(ObjectStoreServerOptions options, std::unique_ptr<SharedMemoryArena> arena,
                     std::unique_ptr<ObjectStore> store);
 
   ObjectStoreServerOptions options_;
   std::unique_ptr<SharedMemoryArena> arena_;
+  std::unique_ptr<SealQueue> seals_;  // declared before store_: the store's callback uses it
   std::unique_ptr<ObjectStore> store_;
   std::unique_ptr<Loop> loop_;
   std::thread thread_;
   std::atomic<int64_t> connections_{0};
+  std::atomic<int64_t> waiting_gets_{0};
   bool stopped_ = false;
 };
 

@@ -228,7 +228,11 @@ class RawConnection {
     std::memcpy(addr.sun_path, path.data(), path.size());
     EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   }
-  ~RawConnection() { close(fd_); }
+  ~RawConnection() { Close(); }
+  void Close() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
   void Send(const std::string& bytes) {
     ASSERT_EQ(write(fd_, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
   }
@@ -256,6 +260,59 @@ class RawConnection {
   }
   int fd_;
 };
+
+TEST_F(ObjectStoreServerTest, GetWaitsForTheSealOfAnotherProcess) {
+  StartServer(16 * kMiB);
+  const ObjectId id = ObjectId::FromRandom();
+  auto reader = Connect();
+  absl::StatusOr<ObjectBuffer> got = absl::UnknownError("not yet");
+  std::thread waiter([&] { got = reader->Get(id, {.wait_ms = 60'000}); });
+  ASSERT_TRUE(Eventually([&] { return server_->waiting_get_count() == 1; }));
+  ASSERT_EQ(RunHelper({"put", socket_, id.Hex(), std::to_string(kMiB), "5"}), 0);
+  waiter.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->size(), kMiB);
+  EXPECT_EQ(got->data()[kMiB - 1], 5);
+  EXPECT_EQ(server_->waiting_get_count(), 0);
+  // The connection is in step afterwards.
+  EXPECT_TRUE(*reader->Contains(id));
+}
+
+TEST_F(ObjectStoreServerTest, GetWokenByASealOfTheHostingProcess) {
+  StartServer(kMiB);
+  const ObjectId id = ObjectId::FromRandom();
+  auto reader = Connect();
+  absl::StatusOr<ObjectBuffer> got = absl::UnknownError("not yet");
+  std::thread waiter([&] { got = reader->Get(id, {.wait_ms = 60'000}); });
+  ASSERT_TRUE(Eventually([&] { return server_->waiting_get_count() == 1; }));
+  auto loc = server_->store().Create(kLocalStoreClient, id, 3, "", {});
+  ASSERT_TRUE(loc.ok());
+  std::memcpy(server_->arena().base() + loc->offset, "abc", 3);
+  ASSERT_TRUE(server_->store().Seal(kLocalStoreClient, id).ok());
+  waiter.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->view(), "abc");
+}
+
+TEST_F(ObjectStoreServerTest, AWaitingGetEndsAtItsDeadlineOrWithItsClient) {
+  StartServer(kMiB);
+  auto reader = Connect();
+  auto missing = reader->Get(ObjectId::FromRandom(), {.wait_ms = 20});
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(missing.status().message(), HasSubstr("not sealed in time"));
+  EXPECT_EQ(server_->waiting_get_count(), 0);
+  EXPECT_TRUE(reader->Stats().ok());  // still in step
+
+  // A client that dies while waiting leaves nothing behind.
+  RawConnection raw(socket_);
+  const ObjectId id = ObjectId::FromRandom();
+  raw.Send(Frame(EncodeStoreRequest({.type = StoreMessageType::kGet, .id = id, .wait_ms = 60'000})));
+  ASSERT_TRUE(Eventually([&] { return server_->waiting_get_count() == 1; }));
+  raw.Close();
+  ASSERT_TRUE(Eventually([&] { return server_->waiting_get_count() == 0; }));
+  EXPECT_TRUE(reader->Put(id, "x", "", {}).ok());
+  EXPECT_EQ(server_->store().Stats().pinned_bytes, 0u);
+}
 
 TEST_F(ObjectStoreServerTest, MalformedMessagesGetAnErrorAndNeverDisturbTheStore) {
   StartServer(4 * kMiB);

@@ -170,6 +170,7 @@ std::string EncodeStoreRequest(const StoreRequest& request) {
     w.Bytes(request.metadata);
     w.U8(request.evictable ? 1 : 0);
   }
+  if (request.type == StoreMessageType::kGet) w.U32(request.wait_ms);
   return w.Take();
 }
 
@@ -193,6 +194,7 @@ absl::StatusOr<StoreRequest> ParseStoreRequest(std::string_view body) {
     r.Bytes(request.metadata);
     r.Bool(request.evictable);
   }
+  if (request.type == StoreMessageType::kGet) r.U32(request.wait_ms);
   if (absl::Status s = r.Finish(); !s.ok()) return s;
   return request;
 }

@@ -33,7 +33,7 @@ enum class StoreMessageType : uint8_t {
   kCreate = 2,    // id, data_size, metadata, evictable -> offset
   kSeal = 3,      // id
   kAbort = 4,     // id
-  kGet = 5,       // id -> offset, data_size, metadata (pinned)
+  kGet = 5,       // id, wait_ms -> offset, data_size, metadata (pinned)
   kRelease = 6,   // id
   kDelete = 7,    // id
   kContains = 8,  // id -> contains
@@ -47,6 +47,8 @@ struct StoreRequest {
   uint64_t data_size = 0;
   std::string metadata;
   bool evictable = false;
+  // Get: how long to wait for the object to be sealed (0: answer at once).
+  uint32_t wait_ms = 0;
 
   friend bool operator==(const StoreRequest&, const StoreRequest&) = default;
 };

@@ -18,6 +18,7 @@ TEST(StoreProtocolTest, RequestsRoundTrip) {
       r.metadata = std::string("m\0x", 3);
       r.evictable = true;
     }
+    if (r.type == StoreMessageType::kGet) r.wait_ms = 4000000000u;
     auto back = ParseStoreRequest(EncodeStoreRequest(r));
     ASSERT_TRUE(back.ok()) << back.status();
     EXPECT_EQ(*back, r) << static_cast<int>(t);
