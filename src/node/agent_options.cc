@@ -1,5 +1,6 @@
 #include "node/agent_options.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <climits>
@@ -33,7 +34,19 @@ std::string HostName() {
   return name;
 }
 
+bool IsExecutableFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
 }  // namespace
+
+std::string DefaultLauncherPath() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec || self.empty()) return "";
+  return (self.parent_path() / "tessera-launcher").string();
+}
 
 std::string DefaultStateDir(const Environment& env) {
   if (auto dir = env.Get("TESSERA_STATE_DIR"); dir.has_value() && !dir->empty()) return *dir;
@@ -48,6 +61,15 @@ absl::StatusOr<AgentOptions> ResolveAgentOptions(AgentOptions options) {
   }
   if (options.max_spillback_hops < 0) {
     return absl::InvalidArgumentError("max_spillback_hops is negative");
+  }
+  if (options.prestarted_workers < 0 || options.prestarted_workers > kMaxPrestartedWorkers) {
+    return absl::InvalidArgumentError(absl::StrCat("prestarted workers ", options.prestarted_workers,
+                                                   " is outside [0, ", kMaxPrestartedWorkers, "]"));
+  }
+  if (options.prestarted_workers > 0 && !options.launcher.empty() &&
+      !IsExecutableFile(options.launcher)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("launcher ", options.launcher, " is not an executable file"));
   }
   if (options.hardware_file.has_value() && options.cluster_file.has_value()) {
     return absl::InvalidArgumentError("give a hardware file or a cluster file, not both");

@@ -49,17 +49,34 @@ struct AgentOptions {
   // Deadline of one call to the head, and the overall budget of its retries.
   int64_t head_call_timeout_ms = 2000;
   int64_t head_retry_budget_ms = 5000;
+
+  // Workers start from this many prestarted tessera-launcher processes kept ready, so a lease
+  // does not wait for a fork of the agent (`--prestarted-workers N`); 0: every worker is
+  // forked from the agent.
+  int prestarted_workers = 2;
+  // The tessera-launcher binary (`--launcher PATH`). "": tessera-launcher beside the agent's own
+  // executable; when that is missing the agent says so and forks workers instead. A path given
+  // here must be an executable file.
+  std::string launcher;
 };
 
 // The options with every default filled in: state_dir, token (from token_file, the environment
 // or <state>/token; that file's errors, e.g. PermissionDenied when others may read it; NotFound
 // naming the file when there is no token and a head is named), head_address
 // (from <state>/head.address when present) and node_id (host name unless a cluster file is
-// given, which requires one). InvalidArgument for an empty bind address or a port outside
-// [0, 65535].
+// given, which requires one). InvalidArgument for an empty bind address, a port outside
+// [0, 65535], prestarted_workers outside [0, kMaxPrestartedWorkers], or a launcher given that
+// is not an executable file (while prestarted_workers > 0).
 absl::StatusOr<AgentOptions> ResolveAgentOptions(AgentOptions options);
 
 // "$TESSERA_STATE_DIR" or "/tmp/tessera".
 std::string DefaultStateDir(const Environment& env);
+
+// The most launchers an agent keeps ready.
+inline constexpr int kMaxPrestartedWorkers = 64;
+
+// tessera-launcher in the folder of this process's executable (/proc/self/exe); "" when that
+// cannot be read.
+std::string DefaultLauncherPath();
 
 }  // namespace tessera

@@ -107,5 +107,32 @@ TEST_F(AgentOptionsTest, BadValues) {
   EXPECT_THAT(ResolveAgentOptions(options).status().message(), HasSubstr("bind"));
 }
 
+TEST_F(AgentOptionsTest, PrestartedWorkersAndTheLauncher) {
+  AgentOptions options;
+  options.state_dir = dir_.string();
+  options.node_id = "n1";
+  options.environment = Environment();
+  EXPECT_EQ(options.prestarted_workers, 2);  // a pool by default
+  options.prestarted_workers = -1;
+  EXPECT_EQ(ResolveAgentOptions(options).status().message(), "prestarted workers -1 is outside [0, 64]");
+  options.prestarted_workers = kMaxPrestartedWorkers + 1;
+  EXPECT_EQ(ResolveAgentOptions(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.prestarted_workers = 2;
+  options.launcher = (dir_ / "no-such-launcher").string();
+  EXPECT_EQ(ResolveAgentOptions(options).status().message(),
+            "launcher " + options.launcher + " is not an executable file");
+  // Without a pool, the launcher is not used, so it is not checked.
+  options.prestarted_workers = 0;
+  EXPECT_TRUE(ResolveAgentOptions(options).ok());
+  options.prestarted_workers = 2;
+  options.launcher = "/bin/true";
+  EXPECT_TRUE(ResolveAgentOptions(options).ok());
+}
+
+TEST_F(AgentOptionsTest, DefaultLauncherIsBesideThisExecutable) {
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
+  EXPECT_EQ(DefaultLauncherPath(), (self.parent_path() / "tessera-launcher").string());
+}
+
 }  // namespace
 }  // namespace tessera

@@ -51,6 +51,20 @@ std::string AdvertisedHost(const std::string& bind) {
   return name;
 }
 
+// The pool workers start from; null (workers forked) when none is asked for, or when the
+// default launcher is missing (said on stderr: agents linked into test programs have none beside
+// them). A launcher given explicitly must work.
+absl::StatusOr<std::unique_ptr<LauncherPool>> StartLauncherPool(const AgentOptions& options,
+                                                                const NodeId& node) {
+  if (options.prestarted_workers == 0) return nullptr;
+  const std::string path = options.launcher.empty() ? DefaultLauncherPath() : options.launcher;
+  auto pool = LauncherPool::Create({path, options.prestarted_workers});
+  if (pool.ok() || !options.launcher.empty()) return pool;
+  std::fprintf(stderr, "node agent %s: %s; workers are forked from the agent instead\n",
+               node.value().c_str(), std::string(pool.status().message()).c_str());
+  return nullptr;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
@@ -78,7 +92,10 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
   }
 
   AgentState* state = server->state_.get();
-  TESSERA_ASSIGN_OR_RETURN(server->workers_, ProcessSupervisor::Create());
+  TESSERA_ASSIGN_OR_RETURN(server->launchers_, StartLauncherPool(options, loaded.id));
+  SupervisorOptions supervisor;
+  supervisor.launcher_pool = server->launchers_.get();
+  TESSERA_ASSIGN_OR_RETURN(server->workers_, ProcessSupervisor::Create(supervisor));
 
   AgentServiceOptions service_options;
   service_options.workers_dir = workers_dir;
@@ -165,6 +182,7 @@ void NodeAgentServer::Shutdown() {
     server_->Wait();
   }
   if (workers_ != nullptr) workers_->Shutdown(grace);
+  if (launchers_ != nullptr) launchers_->Shutdown();
   if (head_ != nullptr) head_->Stop();
   if (!node_dir_.empty()) {
     std::error_code ec;

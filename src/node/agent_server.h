@@ -5,6 +5,10 @@
 // RunNodeAgent is the `tessera start --address ...` process: it serves until the Shutdown RPC,
 // SIGTERM or SIGINT.
 //
+// Workers start from a pool of prestarted tessera-launcher processes (AgentOptions::
+// prestarted_workers, launcher), so a lease that starts a worker does not fork the agent; without
+// a launcher beside the agent's executable the agent says so on stderr and forks them.
+//
 // Thread-safe: Shutdown, RequestShutdown and Wait may be called from any thread.
 #pragma once
 
@@ -19,6 +23,7 @@
 #include "node/agent_state.h"
 #include "node/head_link.h"
 #include "node/node_agent_service.h"
+#include "process/launcher_pool.h"
 #include "process/process_supervisor.h"
 #include "rpc/server.h"
 
@@ -44,6 +49,8 @@ class NodeAgentServer {
   AgentState& state() { return *state_; }
   // Null when the agent runs without a head.
   HeadLink* head_link() { return head_.get(); }
+  // The prestarted worker launchers; null when workers are forked from the agent.
+  LauncherPool* launcher_pool() { return launchers_.get(); }
 
   // Asks Wait() to shut the agent down; returns at once (the Shutdown RPC uses it).
   void RequestShutdown();
@@ -62,6 +69,7 @@ class NodeAgentServer {
   std::string node_dir_;
   std::string address_;
   std::unique_ptr<AgentState> state_;
+  std::unique_ptr<LauncherPool> launchers_;  // before workers_: outlives the supervisor
   std::unique_ptr<ProcessSupervisor> workers_;
   std::unique_ptr<HeadLink> head_;
   std::unique_ptr<NodeAgentService> service_;

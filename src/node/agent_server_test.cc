@@ -32,6 +32,8 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 constexpr char kToken[] = "test-token-0123456789";
+// Agents in this test binary have no launcher beside them; they get the built one.
+constexpr char kLauncher[] = TESSERA_BINARY_DIR "/bin/tessera-launcher";
 using node_testing::Eventually;
 using node_testing::kPatience;
 
@@ -104,6 +106,7 @@ class AgentServerTest : public ::testing::Test {
     options.hardware_file = node_testing::ExampleHardware(hardware);
     options.environment = Environment({{"PATH", "/usr/bin:/bin"}, {"AGENT_VAR", "inherited"}});
     options.kill_grace_ms = 5000;
+    options.launcher = kLauncher;
     if (head_server_ != nullptr) options.head_address = head_server_->address();
     auto agent = NodeAgentServer::Create(options);
     ASSERT_TRUE(agent.ok()) << agent.status();
@@ -624,6 +627,69 @@ TEST_F(AgentServerTest, CreateFailsCleanlyOnBadInput) {
   auto no_token = NodeAgentServer::Create(options);
   EXPECT_EQ(no_token.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(no_token.status().message(), HasSubstr("token"));
+}
+
+TEST_F(AgentServerTest, WorkersStartFromPrestartedLaunchers) {
+  StartAgent("cpu-only.yaml");
+  LauncherPool* pool = agent_->launcher_pool();
+  ASSERT_NE(pool, nullptr);
+  ASSERT_TRUE(Eventually([&] { return pool->IdlePids().size() == 2; }));
+  const std::vector<pid_t> ready = pool->IdlePids();
+  v1::LeaseReply reply;
+  ASSERT_TRUE(Lease(Request({{"CPU", 10000}}, {"/bin/sh", "-c", "echo pooled"}), &reply).ok());
+  ASSERT_TRUE(reply.has_granted()) << reply.explanation();
+  // The worker is a launcher that was waiting, not a fork of the agent.
+  EXPECT_THAT(ready, ::testing::Contains(reply.granted().pid()));
+  Watched watched = Watch(reply.granted().worker_id());
+  EXPECT_EQ(watched.out, "pooled\n");
+  EXPECT_EQ(watched.exit.exit_code(), 0);
+  // A bad program is refused as clearly as on the fork path, and releases its lease.
+  v1::LeaseReply bad;
+  grpc::Status status = Lease(Request({{"CPU", 10000}}, {"no-such-program-anywhere"}), &bad);
+  EXPECT_TRUE(!status.ok() || !bad.has_granted());
+  EXPECT_THAT(status.error_message() + bad.explanation(), HasSubstr("no-such-program-anywhere"));
+  EXPECT_TRUE(Eventually([&] { return agent_->state().Leases().empty(); }));
+}
+
+TEST_F(AgentServerTest, LauncherChoices) {
+  AgentOptions options;
+  options.state_dir = state_dir_;
+  options.token = kToken;
+  options.node_id = "n1";
+  options.hardware_file = node_testing::ExampleHardware("cpu-only.yaml");
+  options.environment = Environment(std::map<std::string, std::string, std::less<>>{{"PATH", "/usr/bin:/bin"}});
+  // No launcher beside this test binary: said on stderr, and workers are forked.
+  {
+    auto agent = NodeAgentServer::Create(options);
+    ASSERT_TRUE(agent.ok()) << agent.status();
+    EXPECT_EQ((*agent)->launcher_pool(), nullptr);
+    stub_ = v1::NodeAgent::NewStub(rpc::MakeChannel((*agent)->address()));
+    v1::LeaseReply reply;
+    ASSERT_TRUE(Lease(Request({{"CPU", 10000}}, {"/bin/sh", "-c", "echo forked"}), &reply).ok());
+    ASSERT_TRUE(reply.has_granted()) << reply.explanation();
+    EXPECT_EQ(Watch(reply.granted().worker_id()).out, "forked\n");
+  }
+  // No pool asked for.
+  options.launcher = kLauncher;
+  options.prestarted_workers = 0;
+  {
+    auto agent = NodeAgentServer::Create(options);
+    ASSERT_TRUE(agent.ok()) << agent.status();
+    EXPECT_EQ((*agent)->launcher_pool(), nullptr);
+  }
+  // A pool of 3.
+  options.prestarted_workers = 3;
+  {
+    auto agent = NodeAgentServer::Create(options);
+    ASSERT_TRUE(agent.ok()) << agent.status();
+    ASSERT_NE((*agent)->launcher_pool(), nullptr);
+    EXPECT_TRUE(Eventually([&] { return (*agent)->launcher_pool()->IdlePids().size() == 3; }));
+  }
+  // A launcher given by name must exist.
+  options.launcher = state_dir_ + "/missing-launcher";
+  auto missing = NodeAgentServer::Create(options);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(missing.status().message(), HasSubstr("missing-launcher is not an executable file"));
 }
 
 TEST_F(AgentServerTest, UnknownWorkers) {

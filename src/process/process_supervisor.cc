@@ -58,14 +58,22 @@ absl::StatusOr<pid_t> ProcessSupervisor::Start(const ChildId& id, const ChildSpe
   if (spawn.cgroup_parent.has_value()) {
     TESSERA_ASSIGN_OR_RETURN(spawn.cgroup_name, WorkerCgroupName(id.value()));
   }
-  absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::FailedPreconditionError("the process supervisor is shutting down");
-  if (by_id_.contains(id)) {
-    return absl::AlreadyExistsError(absl::StrCat("a child named ", id.value(), " is already supervised"));
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::FailedPreconditionError("the process supervisor is shutting down");
+    if (by_id_.contains(id) || starting_.contains(id)) {
+      return absl::AlreadyExistsError(absl::StrCat("a child named ", id.value(), " is already supervised"));
+    }
+    // The id is reserved while the child starts without the lock: a start waits for the exec
+    // (the fork's, or a launcher's), and other starts, signals and exit reports need not wait.
+    starting_.insert(id);
   }
-  // Spawning under the lock keeps ids unique; the fork itself is quick, and exit callbacks never
-  // wait for this lock because they run without it.
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> process, ChildProcess::Spawn(spec, spawn));
+  absl::StatusOr<std::unique_ptr<ChildProcess>> spawned = ChildProcess::Spawn(spec, spawn);
+  absl::MutexLock lock(&mu_);
+  starting_.erase(id);
+  if (stopping_) Wake();  // the reaper may be waiting for the last start to end
+  if (!spawned.ok()) return spawned.status();
+  std::unique_ptr<ChildProcess> process = *std::move(spawned);
   uint64_t serial = next_serial_++;
   pid_t pid = process->pid();
   if (process->pidfd() >= 0) {
@@ -77,9 +85,15 @@ absl::StatusOr<pid_t> ProcessSupervisor::Start(const ChildId& id, const ChildSpe
     }
   }
   bool polled = process->pidfd() < 0;
-  entries_.emplace(serial, Entry{id, std::move(process), std::move(on_exit), std::nullopt, false});
+  std::optional<absl::Time> kill_at;
+  if (stopping_) {
+    // Shutdown began while this child started: it goes the way the others went.
+    (void)process->Signal(SIGTERM);
+    kill_at = shutdown_kill_at_;
+  }
+  entries_.emplace(serial, Entry{id, std::move(process), std::move(on_exit), kill_at, false});
   by_id_.emplace(id, serial);
-  if (polled) Wake();  // the reaper must start its poll tick
+  if (polled || kill_at.has_value()) Wake();  // the reaper must start its poll tick or deadline
   return pid;
 }
 
@@ -125,6 +139,7 @@ void ProcessSupervisor::Shutdown(absl::Duration grace) {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     absl::Time kill_at = absl::Now() + grace;
+    shutdown_kill_at_ = kill_at;
     for (auto& [serial, entry] : entries_) {
       if (entry.exited) continue;
       (void)entry.process->Signal(SIGTERM);
@@ -158,7 +173,7 @@ void ProcessSupervisor::ReaperLoop() {
     int timeout_ms;
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_ && entries_.empty()) return;
+      if (stopping_ && entries_.empty() && starting_.empty()) return;
       timeout_ms = NextTimeoutMs();
     }
     int n = ::epoll_wait(epoll_fd_.get(), events, 64, timeout_ms);

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,8 +61,9 @@ class ProcessSupervisor {
   ~ProcessSupervisor();
 
   // Spawns a child (ChildProcess::Spawn's errors) and watches it; `on_exit` is called once when
-  // it exits. AlreadyExists when a child of that id is still supervised; FailedPrecondition
-  // after Shutdown began.
+  // it exits. AlreadyExists when a child of that id is still supervised (or starting);
+  // FailedPrecondition after Shutdown began. Starts run concurrently; a start that ends after
+  // Shutdown began gets its child terminated like the others (and its exit reported).
   absl::StatusOr<pid_t> Start(const ChildId& id, const ChildSpec& spec, ExitCallback on_exit);
 
   // Sends `signal` to the child's process group. NotFound for an unknown (or already reported)
@@ -102,6 +104,10 @@ class ProcessSupervisor {
   // Keyed by a serial number that never repeats, which is what epoll hands back.
   std::map<uint64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::map<ChildId, uint64_t> by_id_ ABSL_GUARDED_BY(mu_);
+  // Ids whose child is being started (spawned without the lock).
+  std::set<ChildId> starting_ ABSL_GUARDED_BY(mu_);
+  // When Shutdown's SIGKILL falls due; for a child whose start ends after Shutdown began.
+  absl::Time shutdown_kill_at_ ABSL_GUARDED_BY(mu_);
   uint64_t next_serial_ ABSL_GUARDED_BY(mu_) = 1;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Mutex shutdown_mu_;  // serializes Shutdown

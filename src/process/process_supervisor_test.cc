@@ -1,10 +1,14 @@
 #include "process/process_supervisor.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -193,6 +197,43 @@ TEST_P(ProcessSupervisorTest, ShutdownTerminatesEveryChildAndReportsIt) {
   EXPECT_EQ(supervisor_->Start(ChildId("c"), Spec({"exit", "0"}), exits_.Callback()).status().code(),
             absl::StatusCode::kFailedPrecondition);
   supervisor_->Shutdown(absl::Seconds(1));  // idempotent
+}
+
+// A start runs without the supervisor's lock. Here a child's stdout and stderr are FIFOs, which
+// its start opens in turn and which block until a reader comes: once the test has read-opened
+// the first, the start is under way and stuck on the second. Shutdown then waits for it, and the
+// child it finally starts is terminated and reported like the others.
+TEST_P(ProcessSupervisorTest, AStartThatEndsAfterShutdownBeganIsTerminatedAndReported) {
+  const std::string out = dir_ / "out.fifo", err = dir_ / "err.fifo";
+  ASSERT_EQ(::mkfifo(out.c_str(), 0644), 0);
+  ASSERT_EQ(::mkfifo(err.c_str(), 0644), 0);
+  ChildSpec slow = Spec({"pause"});
+  slow.stdout_path = out;
+  slow.stderr_path = err;
+  absl::StatusOr<pid_t> started = absl::UnknownError("not yet");
+  std::thread starter([&] { started = supervisor_->Start(ChildId("slow"), slow, exits_.Callback()); });
+  std::atomic<int> out_reader{-1};
+  std::thread out_opener([&] { out_reader = ::open(out.c_str(), O_RDONLY | O_CLOEXEC); });
+  bool under_way = WaitUntil([&] { return out_reader.load() >= 0; });
+  if (!under_way) ::close(::open(out.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));  // unblock the opener
+  out_opener.join();
+  std::thread stopper([&] { supervisor_->Shutdown(absl::Seconds(20)); });
+  EXPECT_TRUE(WaitUntil([&] {
+    // No program: refused by the spawn (starting nothing) until Shutdown refuses it first.
+    return supervisor_->Start(ChildId("late"), ChildSpec(), exits_.Callback()).status().code() ==
+           absl::StatusCode::kFailedPrecondition;
+  }));
+  int err_reader = ::open(err.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // the start goes on
+  ASSERT_GE(err_reader, 0);
+  starter.join();
+  stopper.join();
+  ::close(err_reader);
+  ::close(out_reader);
+  ASSERT_TRUE(under_way) << "the start never opened its stdout";
+  ASSERT_TRUE(started.ok()) << started.status();
+  ASSERT_EQ(exits_.For("slow").size(), 1u);
+  EXPECT_EQ(exits_.For("slow")[0].signal, SIGTERM);
+  EXPECT_TRUE(supervisor_->Children().empty());
 }
 
 TEST_P(ProcessSupervisorTest, EachChildGetsItsOwnCgroupNamedAfterIt) {
