@@ -38,7 +38,10 @@ class BundleAgent : public v1::NodeAgent::Service {
   grpc::Status PrepareBundles(grpc::ServerContext*, const v1::PrepareBundlesRequest* request,
                               v1::PrepareBundlesResponse*) override {
     absl::MutexLock lock(&mu_);
-    for (const auto& b : request->bundles()) prepared_.insert({request->placement_group(), b.bundle_index()});
+    for (const auto& b : request->bundles()) {
+      prepared_.insert({request->placement_group(), b.bundle_index()});
+      if (request->commit()) committed_.insert({request->placement_group(), b.bundle_index()});
+    }
     return grpc::Status::OK;
   }
   grpc::Status CommitBundles(grpc::ServerContext*, const v1::CommitBundlesRequest* request,

@@ -24,7 +24,8 @@ namespace {
 using testing_util::Res;
 using testing_util::Spec;
 
-// A node agent that keeps the bundles the head prepares and commits, and fails on demand.
+// A node agent that keeps the bundles the head prepares and commits (in one step when the
+// prepare says so), and fails on demand.
 // Thread-safe.
 class FakeAgent : public NodeAgentClient {
  public:
@@ -39,7 +40,7 @@ class FakeAgent : public NodeAgentClient {
     if (!fail_prepare_.ok()) return fail_prepare_;
     for (const auto& bundle : request.bundles()) {
       held_[{request.placement_group(), bundle.bundle_index()}] =
-          Held{false, *rpc::AllocationFromProto(bundle.allocation())};
+          Held{request.commit(), *rpc::AllocationFromProto(bundle.allocation())};
     }
     return absl::OkStatus();
   }

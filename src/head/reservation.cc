@@ -1,7 +1,11 @@
 #include "head/reservation.h"
 
 #include <algorithm>
+#include <thread>
+#include <utility>
+#include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 
 namespace tessera {
@@ -61,45 +65,88 @@ std::vector<NodeWork> NodeWorkPlan::Take() {
   return work;
 }
 
-absl::Status TwoPhaseCommit(const std::string& group, const std::vector<NodeWork>& work) {
-  std::vector<NodeWork> prepared;
-  for (const NodeWork& w : work) {
-    if (w.prepare.empty()) continue;
-    if (w.client == nullptr) {
-      CancelBundles(group, prepared);
-      return absl::UnavailableError(absl::StrCat("node ", w.node, " is not alive"));
-    }
-    v1::PrepareBundlesRequest request;
-    request.set_placement_group(group);
-    for (const auto& [index, allocation] : w.prepare) {
-      v1::BundleReservation* bundle = request.add_bundles();
-      bundle->set_bundle_index(index);
-      rpc::AllocationToProto(allocation, bundle->mutable_allocation());
-    }
-    // Cancel covers this node too: a prepare that timed out may have been applied.
-    prepared.push_back(w);
-    absl::Status status = w.client->Prepare(request);
-    if (!status.ok()) {
-      CancelBundles(group, prepared);
-      return absl::Status(status.code(), absl::StrCat("prepare on ", w.node, " failed: ",
-                                                      status.message()));
-    }
-  }
-  for (const NodeWork& w : prepared) {
-    v1::CommitBundlesRequest request;
-    request.set_placement_group(group);
-    for (const auto& [index, allocation] : w.prepare) request.add_bundle_indices(index);
-    absl::Status status = w.client->Commit(request);
-    if (!status.ok()) {
-      CancelBundles(group, prepared);
-      return absl::Status(status.code(), absl::StrCat("commit on ", w.node, " failed: ",
-                                                      status.message()));
+namespace {
+
+// Runs call(i) for every i in [0, n): the first on this thread, the others each on a thread of
+// its own, so a round costs one agent round trip however many nodes take part. Returns when
+// every call has returned.
+void ForEachInParallel(size_t n, absl::FunctionRef<void(size_t)> call) {
+  std::vector<std::thread> others;
+  others.reserve(n > 0 ? n - 1 : 0);
+  for (size_t i = 1; i < n; ++i) others.emplace_back([&call, i] { call(i); });
+  if (n > 0) call(0);
+  for (std::thread& t : others) t.join();
+}
+
+// The first error of `statuses` (in node order), named after its node and step.
+absl::Status FirstFailure(const std::vector<const NodeWork*>& nodes,
+                          const std::vector<absl::Status>& statuses, absl::string_view step) {
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    if (!statuses[i].ok()) {
+      return absl::Status(statuses[i].code(), absl::StrCat(step, " on ", nodes[i]->node,
+                                                           " failed: ", statuses[i].message()));
     }
   }
   return absl::OkStatus();
 }
 
+v1::PrepareBundlesRequest PrepareRequest(const std::string& group, const NodeWork& w) {
+  v1::PrepareBundlesRequest request;
+  request.set_placement_group(group);
+  for (const auto& [index, allocation] : w.prepare) {
+    v1::BundleReservation* bundle = request.add_bundles();
+    bundle->set_bundle_index(index);
+    rpc::AllocationToProto(allocation, bundle->mutable_allocation());
+  }
+  return request;
+}
+
+}  // namespace
+
+absl::Status TwoPhaseCommit(const std::string& group, const std::vector<NodeWork>& work) {
+  std::vector<const NodeWork*> nodes;  // the participants
+  for (const NodeWork& w : work) {
+    if (w.prepare.empty()) continue;
+    if (w.client == nullptr) {
+      return absl::UnavailableError(absl::StrCat("node ", w.node, " is not alive"));
+    }
+    nodes.push_back(&w);
+  }
+  // Cancelling covers every participant: a prepare that failed or timed out may still have been
+  // applied.
+  auto cancel_all = [&] {
+    std::vector<NodeWork> prepared;
+    for (const NodeWork* w : nodes) prepared.push_back(*w);
+    CancelBundles(group, prepared);
+  };
+  // A lone participant has nobody to disagree with: it prepares and commits in one step.
+  const bool one_phase = nodes.size() == 1;
+  std::vector<absl::Status> statuses(nodes.size());
+  ForEachInParallel(nodes.size(), [&](size_t i) {
+    v1::PrepareBundlesRequest request = PrepareRequest(group, *nodes[i]);
+    request.set_commit(one_phase);
+    statuses[i] = nodes[i]->client->Prepare(request);
+  });
+  if (absl::Status failed = FirstFailure(nodes, statuses, "prepare"); !failed.ok()) {
+    cancel_all();
+    return failed;
+  }
+  if (one_phase) return absl::OkStatus();
+  ForEachInParallel(nodes.size(), [&](size_t i) {
+    v1::CommitBundlesRequest request;
+    request.set_placement_group(group);
+    for (const auto& [index, allocation] : nodes[i]->prepare) request.add_bundle_indices(index);
+    statuses[i] = nodes[i]->client->Commit(request);
+  });
+  if (absl::Status failed = FirstFailure(nodes, statuses, "commit"); !failed.ok()) {
+    cancel_all();
+    return failed;
+  }
+  return absl::OkStatus();
+}
+
 void CancelBundles(const std::string& group, const std::vector<NodeWork>& work) {
+  std::vector<std::pair<const NodeWork*, v1::CancelBundlesRequest>> calls;
   for (const NodeWork& w : work) {
     if (w.client == nullptr) continue;
     v1::CancelBundlesRequest request;
@@ -107,10 +154,12 @@ void CancelBundles(const std::string& group, const std::vector<NodeWork>& work) 
     for (const auto& [index, allocation] : w.prepare) request.add_bundle_indices(index);
     for (int index : w.cancel) request.add_bundle_indices(index);
     if (request.bundle_indices_size() == 0) continue;
-    // Best effort: a node that cannot be reached is declared dead by the health check, and its
-    // agent releases unknown bundles when it registers again.
-    (void)w.client->Cancel(request);
+    calls.emplace_back(&w, std::move(request));
   }
+  // Best effort: a node that cannot be reached is declared dead by the health check, and its
+  // agent releases unknown bundles when it registers again.
+  ForEachInParallel(calls.size(),
+                    [&](size_t i) { (void)calls[i].first->client->Cancel(calls[i].second); });
 }
 
 }  // namespace tessera

@@ -93,11 +93,14 @@ class NodeWorkPlan {
   std::map<std::string, NodeWork> by_node_;
 };
 
-// Prepare on every node, then commit on all; on failure cancels every prepared bundle. The error
-// names the node and the step.
+// Prepare on every node, then commit on all, each step on all nodes at once; any failure cancels
+// the bundles on every participant. With one participant, prepare and commit are one call (the
+// request's `commit` flag). A node not alive fails the round before any call. The error names the
+// node and the step.
 absl::Status TwoPhaseCommit(const std::string& group, const std::vector<NodeWork>& work);
 
-// Best effort: cancels the work's prepared and cancelled bundles on the nodes that are alive.
+// Best effort: cancels the work's prepared and cancelled bundles on the nodes that are alive, on all
+// of them at once.
 void CancelBundles(const std::string& group, const std::vector<NodeWork>& work);
 
 }  // namespace tessera

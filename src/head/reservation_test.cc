@@ -2,23 +2,29 @@
 // and its rollback, state words and demand.
 #include "head/reservation.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace tessera {
 namespace {
 
-// Records what the head asked; fails the named step on demand. Thread-compatible (one test).
+// Records what the head asked; fails the named step on demand. Thread-compatible: the head calls
+// different agents at once, never one agent twice at once.
 class RecordingAgent : public NodeAgentClient {
  public:
   absl::Status Prepare(const v1::PrepareBundlesRequest& request) override {
     for (const auto& bundle : request.bundles()) {
-      calls.push_back("prepare " + Index(bundle.bundle_index()));
+      calls.push_back((request.commit() ? "prepare+commit " : "prepare ") +
+                      Index(bundle.bundle_index()));
     }
+    if (on_prepare) return on_prepare();
     return fail_prepare;
   }
   absl::Status Commit(const v1::CommitBundlesRequest& request) override {
@@ -31,6 +37,7 @@ class RecordingAgent : public NodeAgentClient {
   }
 
   std::vector<std::string> calls;
+  std::function<absl::Status()> on_prepare;  // replaces fail_prepare when set
   absl::Status fail_prepare;
   absl::Status fail_commit;
 
@@ -99,15 +106,88 @@ TEST(TwoPhaseCommitTest, AFailedCommitCancelsEveryPreparedBundleAndNamesTheNode)
             (std::vector<std::string>{"prepare 1", "commit 1", "cancel 1"}));
 }
 
-TEST(TwoPhaseCommitTest, ADeadNodeFailsBeforeAnyCommit) {
+TEST(TwoPhaseCommitTest, AFailedPrepareCancelsEveryParticipantAndCommitsNothing) {
+  Agents agents;
+  agents.by_node["a"] = std::make_shared<RecordingAgent>();
+  agents.by_node["b"] = std::make_shared<RecordingAgent>();
+  agents.by_node["b"]->fail_prepare = absl::ResourceExhaustedError("GPU 3 is not free");
+  NodeWorkPlan plan(agents.lookup());
+  plan.Prepare("a", 0, {});
+  plan.Prepare("b", 1, {});
+  absl::Status status = TwoPhaseCommit("g", plan.Take());
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(status.message(), "prepare on b failed: GPU 3 is not free");
+  EXPECT_EQ(agents.by_node["a"]->calls, (std::vector<std::string>{"prepare 0", "cancel 0"}));
+  EXPECT_EQ(agents.by_node["b"]->calls, (std::vector<std::string>{"prepare 1", "cancel 1"}));
+}
+
+TEST(TwoPhaseCommitTest, ADeadNodeFailsTheRoundBeforeAnyCall) {
   Agents agents;
   agents.by_node["a"] = std::make_shared<RecordingAgent>();
   NodeWorkPlan plan(agents.lookup());
   plan.Prepare("a", 0, {});
   plan.Prepare("z", 1, {});
   absl::Status status = TwoPhaseCommit("g", plan.Take());
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(status.message(), "node z is not alive");
-  EXPECT_EQ(agents.by_node["a"]->calls, (std::vector<std::string>{"prepare 0", "cancel 0"}));
+  EXPECT_TRUE(agents.by_node["a"]->calls.empty());
+}
+
+TEST(TwoPhaseCommitTest, ALoneParticipantPreparesAndCommitsInOneCall) {
+  Agents agents;
+  agents.by_node["a"] = std::make_shared<RecordingAgent>();
+  agents.by_node["b"] = std::make_shared<RecordingAgent>();
+  NodeWorkPlan plan(agents.lookup());
+  plan.Prepare("a", 0, {});
+  plan.Prepare("a", 1, {});
+  plan.Cancel("b", 2);  // cancels are not part of the round
+  ASSERT_TRUE(TwoPhaseCommit("g", plan.Take()).ok());
+  EXPECT_EQ(agents.by_node["a"]->calls,
+            (std::vector<std::string>{"prepare+commit 0", "prepare+commit 1"}));
+  EXPECT_TRUE(agents.by_node["b"]->calls.empty());
+}
+
+TEST(TwoPhaseCommitTest, AFailedOnePhaseCommitIsCancelledAsItMayHaveBeenApplied) {
+  Agents agents;
+  agents.by_node["a"] = std::make_shared<RecordingAgent>();
+  agents.by_node["a"]->fail_prepare = absl::DeadlineExceededError("no answer");
+  NodeWorkPlan plan(agents.lookup());
+  plan.Prepare("a", 0, {});
+  absl::Status status = TwoPhaseCommit("g", plan.Take());
+  EXPECT_EQ(status.message(), "prepare on a failed: no answer");
+  EXPECT_EQ(agents.by_node["a"]->calls,
+            (std::vector<std::string>{"prepare+commit 0", "cancel 0"}));
+}
+
+TEST(TwoPhaseCommitTest, EveryNodeIsAskedAtOnce) {
+  // Each prepare waits until all three have arrived: asked one after another, the first would
+  // wait in vain and fail the round.
+  absl::Mutex mu;
+  int arrived = 0;
+  auto all_arrive = [&] {
+    absl::MutexLock lock(&mu);
+    ++arrived;
+    auto everyone = [&] { return arrived == 3; };
+    return mu.AwaitWithTimeout(absl::Condition(&everyone), absl::Seconds(10))
+               ? absl::OkStatus()
+               : absl::DeadlineExceededError("the other prepares never came");
+  };
+  Agents agents;
+  for (const char* node : {"a", "b", "c"}) {
+    auto agent = std::make_shared<RecordingAgent>();
+    agent->on_prepare = all_arrive;
+    agents.by_node[node] = agent;
+  }
+  NodeWorkPlan plan(agents.lookup());
+  plan.Prepare("a", 0, {});
+  plan.Prepare("b", 1, {});
+  plan.Prepare("c", 2, {});
+  ASSERT_TRUE(TwoPhaseCommit("g", plan.Take()).ok());
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(arrived, 3);
+  }
+  EXPECT_EQ(agents.by_node["c"]->calls, (std::vector<std::string>{"prepare 2", "commit 2"}));
 }
 
 TEST(ReservationTest, StateWordsDependOnTheKind) {

@@ -292,7 +292,13 @@ grpc::Status NodeAgentService::PrepareBundles(grpc::ServerContext*,
                                               v1::PrepareBundlesResponse*) {
   auto asks = BundleAsksFromProto(*request);
   if (!asks.ok()) return Invalid(asks.status());
-  return rpc::ToGrpcStatus(state_->PrepareBundles(request->placement_group(), *asks));
+  absl::Status prepared = state_->PrepareBundles(request->placement_group(), *asks);
+  if (prepared.ok() && request->commit()) {
+    std::vector<int> indices;
+    for (const BundleAsk& ask : *asks) indices.push_back(ask.index);
+    state_->CommitBundles(request->placement_group(), indices);
+  }
+  return rpc::ToGrpcStatus(prepared);
 }
 
 grpc::Status NodeAgentService::CommitBundles(grpc::ServerContext*,
