@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "node/agent_proto.h"
-#include "node/file_tail.h"
+#include "node/worker_log_stream.h"
 #include "node/worker_env.h"
 #include "rpc/proto_convert.h"
 #include "rpc/status_conversion.h"
@@ -33,16 +33,6 @@ grpc::Status Invalid(const absl::Status& status) {
 
 grpc::Status UnknownWorker(const std::string& id) {
   return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no worker ", id, " on this node"));
-}
-
-// Sends everything new in `tail` as events made by `make`; false when the client is gone.
-template <typename Message, typename Make>
-bool Drain(FileTail& tail, grpc::ServerWriter<Message>* writer, Make make) {
-  while (true) {
-    auto data = tail.ReadNew();
-    if (!data.ok() || data->empty()) return true;
-    if (!writer->Write(make(std::move(*data)))) return false;
-  }
 }
 
 }  // namespace
@@ -185,44 +175,46 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
   return grpc::Status::OK;
 }
 
+WorkerLogStreamHooks NodeAgentService::LogHooks(grpc::ServerContext* context, const WorkerId& id,
+                                                std::function<bool(bool, std::string)> send) {
+  WorkerLogStreamHooks hooks;
+  hooks.send = std::move(send);
+  hooks.await_exit = [this, id](absl::Time deadline) {
+    return state_->AwaitWorkerExit(id, deadline);
+  };
+  hooks.should_stop = [this, context, id] {
+    return context->IsCancelled() || !state_->FindWorker(id).has_value();
+  };
+  return hooks;
+}
+
 grpc::Status NodeAgentService::WatchWorker(grpc::ServerContext* context,
                                            const v1::WatchWorkerRequest* request,
                                            grpc::ServerWriter<v1::WorkerEvent>* writer) {
   const WorkerId id(request->worker_id());
   auto worker = state_->FindWorker(id);
   if (!worker.has_value()) return UnknownWorker(request->worker_id());
-  FileTail out(worker->stdout_path), err(worker->stderr_path);
-  auto make_out = [](std::string data) {
-    v1::WorkerEvent e;
-    e.set_stdout(std::move(data));
-    return e;
+  auto send = [writer](bool is_stderr, std::string data) {
+    v1::WorkerEvent event;
+    if (is_stderr) {
+      event.set_stderr(std::move(data));
+    } else {
+      event.set_stdout(std::move(data));
+    }
+    return writer->Write(event);
   };
-  auto make_err = [](std::string data) {
-    v1::WorkerEvent e;
-    e.set_stderr(std::move(data));
-    return e;
-  };
-  while (true) {
-    const bool exited = state_->AwaitWorkerExit(id, absl::Now() + options_.poll_interval);
-    // After the exit every byte the worker wrote is in its files: this drain is the last.
-    if (!Drain(out, writer, make_out) || !Drain(err, writer, make_err)) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the watcher went away");
-    }
-    if (exited) {
-      worker = state_->FindWorker(id);
-      if (!worker.has_value() || !worker->exit.has_value()) {
-        return UnknownWorker(request->worker_id());
-      }
-      v1::WorkerEvent event;
-      WorkerExitToProto(*worker->exit, event.mutable_exit());
-      writer->Write(event);
-      return grpc::Status::OK;
-    }
-    if (context->IsCancelled()) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the watcher went away");
-    }
-    if (!state_->FindWorker(id).has_value()) return UnknownWorker(request->worker_id());
+  absl::Status streamed = StreamWorkerLogs({worker->stdout_path, worker->stderr_path}, {},
+                                           LogHooks(context, id, send));
+  if (absl::IsCancelled(streamed)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the watcher went away");
   }
+  if (!streamed.ok()) return rpc::ToGrpcStatus(streamed);
+  worker = state_->FindWorker(id);
+  if (!worker.has_value() || !worker->exit.has_value()) return UnknownWorker(request->worker_id());
+  v1::WorkerEvent event;
+  WorkerExitToProto(*worker->exit, event.mutable_exit());
+  writer->Write(event);
+  return grpc::Status::OK;
 }
 
 grpc::Status NodeAgentService::ReadLogs(grpc::ServerContext* context,
@@ -235,28 +227,24 @@ grpc::Status NodeAgentService::ReadLogs(grpc::ServerContext* context,
   const WorkerId id(request->worker_id());
   auto worker = state_->FindWorker(id);
   if (!worker.has_value()) return UnknownWorker(request->worker_id());
-  FileTail out(worker->stdout_path), err(worker->stderr_path);
-  auto chunk = [](bool is_stderr) {
-    return [is_stderr](std::string data) {
-      v1::LogChunk c;
-      c.set_data(std::move(data));
-      c.set_is_stderr(is_stderr);
-      return c;
-    };
+  WorkerLogStreamOptions options;
+  options.follow = request->follow();
+  options.want_stdout = !request->stderr_only();
+  options.want_stderr = !request->stdout_only();
+  auto send = [writer](bool is_stderr, std::string data) {
+    v1::LogChunk chunk;
+    chunk.set_data(std::move(data));
+    chunk.set_is_stderr(is_stderr);
+    return writer->Write(chunk);
   };
-  while (true) {
-    const bool exited = !request->follow() ||
-                        state_->AwaitWorkerExit(id, absl::Now() + options_.poll_interval);
-    if ((!request->stderr_only() && !Drain(out, writer, chunk(false))) ||
-        (!request->stdout_only() && !Drain(err, writer, chunk(true)))) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the reader went away");
-    }
-    if (exited) return grpc::Status::OK;
-    if (context->IsCancelled()) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the reader went away");
-    }
-    if (!state_->FindWorker(id).has_value()) return grpc::Status::OK;
+  absl::Status streamed = StreamWorkerLogs({worker->stdout_path, worker->stderr_path}, options,
+                                           LogHooks(context, id, send));
+  if (absl::IsCancelled(streamed)) {
+    // A worker that is forgotten while followed ends the stream normally.
+    if (!context->IsCancelled() && !state_->FindWorker(id).has_value()) return grpc::Status::OK;
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the reader went away");
   }
+  return rpc::ToGrpcStatus(streamed);
 }
 
 grpc::Status NodeAgentService::KillWorker(grpc::ServerContext*,

@@ -19,6 +19,7 @@
 #include "hardware/environment.h"
 #include "node/agent_state.h"
 #include "node/head_link.h"
+#include "node/worker_log_stream.h"
 #include "process/process_supervisor.h"
 #include "rpc/request_cache.h"
 #include "tessera/v1/node_agent.grpc.pb.h"
@@ -31,8 +32,6 @@ struct AgentServiceOptions {
   std::map<std::string, std::string> slice_env;
   int max_spillback_hops = 4;
   absl::Duration kill_grace = absl::Seconds(2);
-  // How often a streaming call looks for new output while the worker runs.
-  absl::Duration poll_interval = absl::Milliseconds(20);
 };
 
 class NodeAgentService final : public v1::NodeAgent::Service {
@@ -76,6 +75,9 @@ class NodeAgentService final : public v1::NodeAgent::Service {
   // Starts the granted lease's worker and fills the grant; on failure the lease is released.
   grpc::Status StartWorker(const LeaseRecord& lease, const v1::WorkerSpec& spec,
                            v1::LeaseReply* reply);
+  // How a log stream of worker `id` sends, waits for the exit and notices the client leaving.
+  WorkerLogStreamHooks LogHooks(grpc::ServerContext* context, const WorkerId& id,
+                                std::function<bool(bool, std::string)> send);
 
   const AgentServiceOptions options_;
   AgentState* const state_;
