@@ -26,6 +26,7 @@
 #include "base/string_util.h"
 #include "cli/cluster_args.h"
 #include "cli/cluster_client.h"
+#include "cli/cluster_command_start.h"
 #include "cli/cluster_format.h"
 #include "cli/commands.h"
 #include "rpc/proto_convert.h"
@@ -277,19 +278,16 @@ absl::Status RecordJob(ClusterClient& client, const tessera::v1::JobInfo& job) {
 int RunCommand(const RunArgs& args) {
   auto lease = BuildLeaseRequest(args);
   if (!lease.ok()) return ReportError(lease.status());
-  absl::Duration wait = absl::InfiniteDuration();
-  if (!args.wait.empty()) {
-    auto parsed = ParseDurationFlag("--wait", args.wait);
-    if (!parsed.ok()) return ReportError(parsed.status());
-    wait = *parsed;
-  }
+  auto wait = ParseWaitFlag(args.wait, absl::InfiniteDuration());
+  if (!wait.ok()) return ReportError(wait.status());
+  // Not StartClusterCommand: the forwarder must exist before the connection's gRPC threads.
   SignalForwarder forwarder;  // before any gRPC thread exists, so they inherit the mask
   auto client = ConnectCluster(args.common);
   if (!client.ok()) return ReportError(client.status());
   ClusterClient& c = **client;
   forwarder.Start(&c);
 
-  auto granted = AcquireLease(c, *lease, wait, [&] { return forwarder.interrupted(); });
+  auto granted = AcquireLease(c, *lease, *wait, [&] { return forwarder.interrupted(); });
   if (!granted.ok()) return ReportError(granted.status());
   const LeaseGrant& grant = granted->grant;
   forwarder.SetWorker(granted->address, grant.worker_id());

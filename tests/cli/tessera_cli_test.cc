@@ -119,6 +119,10 @@ TEST(TesseraCliTest, MalformedFlagsAreOneLineErrorsNamingTheFlag) {
                      "--label-selector");
   ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--resources", "GPU=1"}), 1,
                      "no GPU devices");
+  // Checked before any cluster is looked for.
+  ExpectOneLineError(RunCommand({TesseraBinary(), "run", "--state-dir", "/nonexistent/tessera",
+                                 "--wait", "soon", "--", "true"}),
+                     1, "--wait");
 }
 
 TEST(TesseraCliTest, LabelSelectorsWithFallbacksSayWhichOptionMatchesAndWhy) {
