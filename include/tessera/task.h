@@ -1,0 +1,107 @@
+// Remote tasks: tessera::Task(fn) names a registered function (TESSERA_REMOTE), options are
+// chained, Remote(args...) submits it and returns an ObjectRef at once.
+//
+//   tessera::ObjectRef<int> sum = tessera::Task(Add).Resources("CPU=1").Remote(1, 2);
+//   absl::StatusOr<int> value = tessera::Get(sum);
+//
+// An argument is a value convertible to the parameter's type, or an ObjectRef to one: the owner
+// waits for that object (without holding a worker) and the task receives its value.
+// Errors found before anything is sent (unregistered function, unparsable resources or selector,
+// Init not called) come back as a ref whose Get fails at once with a one-line message.
+//
+// Threading: a TaskCaller is a value; Remote may be called from any thread.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tessera/object_ref.h"
+#include "tessera/remote_function.h"
+#include "tessera/serialization.h"
+
+namespace tessera {
+
+struct TaskOptions {
+  // What one run of the task holds ("CPU=1,GPU=1", parsed like `tessera run --resources`).
+  std::string resources = "CPU=1";
+  // Label selectors: the first is the request's, the rest are fallbacks tried in order.
+  std::vector<std::string> label_selectors;
+  // Runs again on a new worker when its worker dies, up to this many times (exceptions are not
+  // retried: they are the task's answer).
+  int max_retries = 3;
+};
+
+namespace internal {
+struct TaskArgument {
+  std::string value;                 // msgpack of one value, when ref is empty
+  std::optional<ObjectRefBase> ref;  // an ObjectRef argument, resolved to its value
+};
+ObjectRefBase SubmitTask(AnyFunction fn, const TaskOptions& options,
+                         std::vector<TaskArgument> args);
+
+template <typename Param, typename Arg>
+TaskArgument MakeArgument(Arg&& arg) {
+  using P = std::decay_t<Param>;
+  using A = std::decay_t<Arg>;
+  if constexpr (IsObjectRef<A>::value) {
+    static_assert(std::is_same_v<typename A::ValueType, P>,
+                  "an ObjectRef argument must refer to the parameter's exact type");
+    return TaskArgument{std::string(), ObjectRefBase(std::forward<Arg>(arg))};
+  } else if constexpr (std::is_same_v<A, P>) {
+    return TaskArgument{SerializeValue(arg), std::nullopt};
+  } else {
+    static_assert(std::is_convertible_v<Arg&&, P>,
+                  "a task argument must convert to the function's parameter type");
+    return TaskArgument{SerializeValue(static_cast<P>(std::forward<Arg>(arg))), std::nullopt};
+  }
+}
+}  // namespace internal
+
+template <typename R, typename... Params>
+class TaskCaller {
+ public:
+  explicit TaskCaller(R (*fn)(Params...)) : fn_(fn) {}
+
+  TaskCaller& Resources(std::string resources) {
+    options_.resources = std::move(resources);
+    return *this;
+  }
+  // The first call sets the selector, each further call adds a fallback.
+  TaskCaller& LabelSelector(std::string selector) {
+    options_.label_selectors.push_back(std::move(selector));
+    return *this;
+  }
+  TaskCaller& MaxRetries(int retries) {
+    options_.max_retries = retries;
+    return *this;
+  }
+  TaskCaller& Options(TaskOptions options) {
+    options_ = std::move(options);
+    return *this;
+  }
+
+  template <typename... Args>
+  ObjectRef<R> Remote(Args&&... args) const {
+    static_assert(sizeof...(Args) == sizeof...(Params),
+                  "Remote takes exactly the function's parameters");
+    std::vector<internal::TaskArgument> arguments;
+    arguments.reserve(sizeof...(Args));
+    (arguments.push_back(internal::MakeArgument<Params>(std::forward<Args>(args))), ...);
+    return ObjectRef<R>(internal::SubmitTask(reinterpret_cast<internal::AnyFunction>(fn_),
+                                             options_, std::move(arguments)));
+  }
+
+ private:
+  R (*fn_)(Params...);
+  TaskOptions options_;
+};
+
+template <typename R, typename... Params>
+TaskCaller<R, Params...> Task(R (*fn)(Params...)) {
+  return TaskCaller<R, Params...>(fn);
+}
+
+}  // namespace tessera

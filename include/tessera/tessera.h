@@ -1,0 +1,152 @@
+// Tessera's C++ API (docs/api.md): remote tasks on the cluster and the objects they return.
+//
+//   #include "tessera/tessera.h"
+//
+//   int Square(int x) { return x * x; }
+//   TESSERA_REMOTE(Square);
+//
+//   int main() {
+//     if (absl::Status s = tessera::Init(); !s.ok()) { ... }   // FIRST thing in main
+//     auto ref = tessera::Task(Square).Remote(7);
+//     absl::StatusOr<int> v = tessera::Get(ref);
+//     tessera::Shutdown();
+//   }
+//
+// The worker contract: your own binary is the worker. To run tasks, the driver leases workers
+// from the node agents whose command is this same executable (same arguments, same working
+// folder) with TESSERA_WORKER_MODE=1 in its environment. In that mode Init() never returns: it
+// serves tasks until the driver lets the worker go, then exits the process. So call Init() first
+// in main, before anything with side effects (or test IsWorkerProcess() and call Init() then).
+//
+// Errors: Get returns a Status. A task whose user code threw: Unknown, "task Square failed:
+// std::runtime_error: <message>". A task whose worker died more than max_retries times:
+// Unavailable, naming the exit cause ("killed by signal 9 (SIGKILL)"). Bad options or an
+// unregistered function: InvalidArgument, at once. Timeout: DeadlineExceeded.
+//
+// Threading: every function here is thread-safe once Init has returned OK.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "tessera/object_ref.h"
+#include "tessera/remote_function.h"
+#include "tessera/runtime_context.h"
+#include "tessera/serialization.h"
+#include "tessera/task.h"
+
+namespace tessera {
+
+struct InitOptions {
+  // The cluster's state folder on this machine; "" is $TESSERA_STATE_DIR, else /tmp/tessera.
+  std::string state_dir;
+  // The head, when it is not in the state folder (another machine); "" reads <state>/head.address.
+  std::string head_address;
+  // The cluster token file; "" is $TESSERA_TOKEN, else <state>/token.
+  std::string token_file;
+  // The node agent asked for leases; "" is the first live agent of this host's state folder
+  // (else the node the head picks).
+  std::string agent_address;
+  // Where this driver serves its Owner service (workers call back to it).
+  std::string bind_address = "127.0.0.1";
+  // A worker without work this long is let go (its lease ends).
+  absl::Duration worker_idle_timeout = absl::Seconds(1);
+  // Most workers held at once per kind of task (resources + selectors).
+  int max_workers_per_kind = 64;
+  // Copy workers' stdout and stderr to this process's.
+  bool forward_worker_output = true;
+};
+
+// Connects this program to the cluster as a driver, or, in a worker process, runs tasks and never
+// returns (see above). Calling it twice without Shutdown is FailedPrecondition.
+absl::Status Init(InitOptions options = {});
+// Lets every worker go and disconnects. Refs taken before can no longer be read.
+void Shutdown();
+// True in a process the runtime started as a worker (TESSERA_WORKER_MODE=1).
+bool IsWorkerProcess();
+
+namespace internal {
+// The serialized value of `ref` (owner's table, or fetched from the owner in a worker).
+absl::StatusOr<std::string> GetSerialized(const ObjectRefBase& ref, absl::Duration timeout);
+// ready[i] for each ref once `num` are ready or the timeout passes.
+std::vector<bool> WaitReady(const std::vector<const ObjectRefBase*>& refs, int num,
+                            absl::Duration timeout);
+ObjectRefBase PutSerialized(std::string value);
+}  // namespace internal
+
+// The value of `ref`, waiting up to `timeout` for it.
+template <typename T>
+absl::StatusOr<T> Get(const ObjectRef<T>& ref, absl::Duration timeout = absl::InfiniteDuration()) {
+  auto bytes = internal::GetSerialized(ref, timeout);
+  if (!bytes.ok()) return bytes.status();
+  return Deserialize<T>(*bytes);
+}
+// A void task: OK once it finished without error.
+inline absl::Status Get(const ObjectRef<void>& ref,
+                        absl::Duration timeout = absl::InfiniteDuration()) {
+  return internal::GetSerialized(ref, timeout).status();
+}
+// Every value, in order; the first error (or the timeout, over all of them) fails the whole call.
+template <typename T>
+absl::StatusOr<std::vector<T>> Get(const std::vector<ObjectRef<T>>& refs,
+                                   absl::Duration timeout = absl::InfiniteDuration()) {
+  const absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture()
+                                                                   : absl::Now() + timeout;
+  std::vector<T> values;
+  values.reserve(refs.size());
+  for (const ObjectRef<T>& ref : refs) {
+    const absl::Duration left = deadline == absl::InfiniteFuture() ? absl::InfiniteDuration()
+                                                                   : deadline - absl::Now();
+    auto value = Get(ref, left);
+    if (!value.ok()) return value.status();
+    values.push_back(*std::move(value));
+  }
+  return values;
+}
+
+// Stores `value` in this process (the owner); the ref can be passed to tasks.
+template <typename T>
+ObjectRef<T> Put(const T& value) {
+  return ObjectRef<T>(internal::PutSerialized(SerializeValue(value)));
+}
+
+template <typename T>
+struct WaitResult {
+  std::vector<ObjectRef<T>> ready;      // in the order given
+  std::vector<ObjectRef<T>> not_ready;
+};
+// Waits until `num` of `refs` are ready (finished, with a value or an error) or `timeout` passes.
+template <typename T>
+WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num,
+                   absl::Duration timeout = absl::InfiniteDuration()) {
+  std::vector<const ObjectRefBase*> bases;
+  bases.reserve(refs.size());
+  for (const auto& ref : refs) bases.push_back(&ref);
+  const std::vector<bool> ready = internal::WaitReady(bases, num, timeout);
+  WaitResult<T> result;
+  for (size_t i = 0; i < refs.size(); ++i) {
+    (ready[i] ? result.ready : result.not_ready).push_back(refs[i]);
+  }
+  return result;
+}
+
+// Counts since Init, for tests and logs (a retried task counts once in finished, and each
+// retry once in retries).
+struct TaskStats {
+  int64_t submitted = 0;
+  int64_t succeeded = 0;
+  int64_t failed = 0;
+  int64_t retries = 0;
+  // Results that arrived for a task already recorded (ignored, never delivered twice).
+  int64_t duplicate_results = 0;
+  int64_t workers_started = 0;
+  int64_t workers_died = 0;
+  int64_t leases_requested = 0;
+};
+TaskStats GetTaskStats();
+
+}  // namespace tessera

@@ -1,0 +1,120 @@
+// The public functions of include/tessera/tessera.h: one DriverRuntime per process between Init
+// and Shutdown; in a worker, Init runs the worker and never returns.
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "api/driver_runtime.h"
+#include "tessera/tessera.h"
+#include "worker/worker_runtime.h"
+
+namespace tessera {
+namespace {
+
+absl::Mutex runtime_mu(absl::kConstInit);
+std::shared_ptr<api::DriverRuntime>* runtime ABSL_GUARDED_BY(runtime_mu) = nullptr;
+
+std::shared_ptr<api::DriverRuntime> Current() {
+  absl::ReaderMutexLock lock(&runtime_mu);
+  return runtime == nullptr ? nullptr : *runtime;
+}
+
+ObjectRefBase FailedRef(absl::Status status) {
+  return ObjectRefBase(ObjectRefData{},
+                       std::make_shared<internal::LocalReference>(std::move(status)));
+}
+
+}  // namespace
+
+bool IsWorkerProcess() { return worker::InWorkerMode(); }
+
+absl::Status Init(InitOptions options) {
+  if (worker::InWorkerMode()) worker::RunWorker();  // never returns
+  absl::MutexLock lock(&runtime_mu);
+  if (runtime != nullptr) {
+    return absl::FailedPreconditionError("tessera::Init was already called (call Shutdown first)");
+  }
+  auto created = api::DriverRuntime::Create(options);
+  if (!created.ok()) return created.status();
+  runtime = new std::shared_ptr<api::DriverRuntime>(*std::move(created));
+  return absl::OkStatus();
+}
+
+void Shutdown() {
+  std::shared_ptr<api::DriverRuntime> old;
+  {
+    absl::MutexLock lock(&runtime_mu);
+    if (runtime == nullptr) return;
+    old = std::move(*runtime);
+    delete runtime;
+    runtime = nullptr;
+  }
+  old->Shutdown();
+}
+
+const RuntimeContext& GetRuntimeContext() { return worker::CurrentContext(); }
+
+TaskStats GetTaskStats() {
+  auto current = Current();
+  return current == nullptr ? TaskStats() : current->stats();
+}
+
+namespace internal {
+
+ObjectRefBase SubmitTask(AnyFunction fn, const TaskOptions& options,
+                         std::vector<TaskArgument> args) {
+  auto current = Current();
+  if (current == nullptr) {
+    if (worker::InWorkerMode()) {
+      return FailedRef(absl::UnimplementedError(
+          "submitting a task from inside a task is not supported yet"));
+    }
+    return FailedRef(absl::FailedPreconditionError("call tessera::Init before submitting tasks"));
+  }
+  return current->Submit(fn, options, std::move(args));
+}
+
+absl::StatusOr<std::string> GetSerialized(const ObjectRefBase& ref, absl::Duration timeout) {
+  if (absl::Status early = ref.early_error(); !early.ok()) return early;
+  if (ref.id().IsNil()) return absl::InvalidArgumentError("an empty ObjectRef has no value");
+  auto current = Current();
+  if (current != nullptr) return current->Get(ref, timeout);
+  if (worker::InWorkerMode()) return worker::FetchObject(ref.data(), timeout);
+  return absl::FailedPreconditionError("call tessera::Init before reading objects");
+}
+
+std::vector<bool> WaitReady(const std::vector<const ObjectRefBase*>& refs, int num,
+                            absl::Duration timeout) {
+  auto current = Current();
+  std::vector<const ObjectRefBase*> live;
+  std::vector<size_t> where;
+  std::vector<bool> ready(refs.size(), true);
+  int already = 0;
+  for (size_t i = 0; i < refs.size(); ++i) {
+    // A ref born failed is ready: Get answers it at once.
+    if (!refs[i]->early_error().ok() || current == nullptr) {
+      ++already;
+      continue;
+    }
+    live.push_back(refs[i]);
+    where.push_back(i);
+  }
+  if (live.empty()) return ready;
+  const std::vector<bool> live_ready = current->Wait(live, std::max(0, num - already), timeout);
+  for (size_t j = 0; j < live.size(); ++j) ready[where[j]] = live_ready[j];
+  return ready;
+}
+
+ObjectRefBase PutSerialized(std::string value) {
+  auto current = Current();
+  if (current == nullptr) {
+    return FailedRef(absl::FailedPreconditionError(
+        worker::InWorkerMode() ? "Put inside a task is not supported yet"
+                               : "call tessera::Init before Put"));
+  }
+  return current->Put(std::move(value));
+}
+
+}  // namespace internal
+}  // namespace tessera

@@ -1,0 +1,272 @@
+#include "api/driver_runtime.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "api/owner_service.h"
+#include "base/string_util.h"
+#include "cli/cluster_client.h"
+#include "cli/state_folder.h"
+#include "labels/label_selector.h"
+#include "resources/resource_set.h"
+#include "rpc/proto_convert.h"
+
+namespace tessera::api {
+namespace {
+
+// A ref owned here: its last copy drops the value from the table.
+class OwnedReference final : public internal::LocalReference {
+ public:
+  OwnedReference(std::shared_ptr<ObjectTable> table, ObjectId id)
+      : table_(std::move(table)), id_(id) {}
+  ~OwnedReference() override { table_->Release(id_); }
+
+ private:
+  std::shared_ptr<ObjectTable> table_;
+  ObjectId id_;
+};
+
+ObjectRefBase Failed(absl::Status status) {
+  return ObjectRefBase(ObjectRefData{},
+                       std::make_shared<internal::LocalReference>(std::move(status)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitOptions& options) {
+  std::unique_ptr<DriverRuntime> runtime(new DriverRuntime());
+  runtime->options_ = options;
+  const cli::StateFolder state{cli::ResolveStateDir(options.state_dir)};
+  auto token = cli::FindToken(state, options.token_file);
+  if (!token.ok()) {
+    return absl::Status(token.status().code(),
+                        absl::StrCat("cannot find the cluster token: ", token.status().message()));
+  }
+  std::string head_address = options.head_address;
+  if (head_address.empty()) {
+    auto from_file = cli::ReadFirstLine(state.HeadAddressFile());
+    if (from_file.ok()) head_address = *from_file;
+  }
+  runtime->objects_ = std::make_shared<ObjectTable>();
+  runtime->driver_task_ = TaskId::FromRandom();
+
+  SubmitterOptions submitter_options;
+  submitter_options.idle_timeout = options.worker_idle_timeout;
+  submitter_options.max_workers_per_shape = options.max_workers_per_kind;
+  std::shared_ptr<ObjectTable> objects = runtime->objects_;
+  // The leases are created below; the submitter only calls them after Submit.
+  runtime->submitter_ = std::make_unique<TaskSubmitter>(
+      submitter_options, nullptr,
+      [objects](const ObjectId& id, absl::StatusOr<std::string> value) {
+        return objects->Complete(id, std::move(value));
+      });
+
+  auto service = std::make_unique<OwnerService>(runtime.get());
+  rpc::ServerOptions server_options;
+  server_options.bind_address = options.bind_address;
+  server_options.token = *token;
+  auto server = rpc::RpcServer::Start(server_options, {service.get()});
+  if (!server.ok()) return server.status();
+  runtime->owner_service_ = std::move(service);
+  runtime->server_ = *std::move(server);
+  runtime->owner_ = OwnerAddress{"", runtime->server_->address(),
+                                 absl::StrCat("driver-", runtime->driver_task_.Hex().substr(0, 12))};
+
+  WorkerLeasesOptions leases;
+  leases.token = *token;
+  leases.head_address = head_address;
+  leases.agent_address = options.agent_address;
+  leases.state_dir = state.root;
+  leases.owner_address = runtime->server_->address();
+  leases.job_id = runtime->owner_.worker_id;
+  leases.forward_output = options.forward_worker_output;
+  if (leases.agent_address.empty() && head_address.empty() &&
+      cli::NodeIdsInStateFolder(state).empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no cluster in the state folder ", state.root,
+        " (start one with `tessera up` or `tessera start`, or set TESSERA_STATE_DIR)"));
+  }
+  runtime->leases_ = std::make_unique<WorkerLeases>(leases, runtime->submitter_.get());
+  runtime->submitter_->SetLeaseSource(runtime->leases_.get());
+
+  DriverRuntime* self = runtime.get();
+  runtime->reaper_ = std::thread([self] {
+    while (!self->stop_reaper_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+      self->submitter_->ReapIdle(absl::Now());
+    }
+  });
+  return runtime;
+}
+
+DriverRuntime::~DriverRuntime() { Shutdown(); }
+
+void DriverRuntime::Shutdown() {
+  if (!reaper_.joinable()) return;
+  stop_reaper_.Notify();
+  reaper_.join();
+  submitter_->Shutdown();
+  leases_->Shutdown();
+  objects_->FailAllPending(absl::CancelledError("tessera is shut down"));
+  server_->Shutdown(absl::Milliseconds(100));
+  server_->Wait();
+}
+
+absl::StatusOr<LeaseShape> DriverRuntime::ShapeFor(const TaskOptions& options) {
+  const std::string key =
+      absl::StrCat(options.resources, "|", absl::StrJoin(options.label_selectors, "|"));
+  absl::MutexLock lock(&shapes_mu_);
+  auto it = shapes_.find(key);
+  if (it != shapes_.end()) return it->second;
+  auto make = [&]() -> absl::StatusOr<LeaseShape> {
+    LeaseShape shape;
+    shape.key = key;
+    auto resources = ParseResourceSet(options.resources);
+    if (!resources.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("resources ", Quote(options.resources), ": ", resources.status().message()));
+    }
+    *shape.request.mutable_resources() = rpc::ResourcesToProto(*resources);
+    for (size_t i = 0; i < options.label_selectors.size(); ++i) {
+      auto selector = ParseLabelSelector(options.label_selectors[i]);
+      if (!selector.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("label selector ",
+                                                       Quote(options.label_selectors[i]), ": ",
+                                                       selector.status().message()));
+      }
+      rpc::LabelSelectorToProto(*selector, i == 0 ? shape.request.mutable_label_selector()
+                                                  : shape.request.add_fallbacks());
+    }
+    return shape;
+  };
+  return shapes_.emplace(key, make()).first->second;
+}
+
+ObjectRefBase DriverRuntime::MakeOwnedRef(const ObjectId& id) {
+  return ObjectRefBase(ObjectRefData{id, owner_}, std::make_shared<OwnedReference>(objects_, id));
+}
+
+ObjectRefBase DriverRuntime::Submit(internal::AnyFunction fn, const TaskOptions& options,
+                                    std::vector<internal::TaskArgument> args) {
+  const std::string* name = internal::FindFunctionName(fn);
+  if (name == nullptr) {
+    return Failed(absl::InvalidArgumentError(
+        "the function is not registered: add TESSERA_REMOTE(its_name) at namespace scope"));
+  }
+  if (options.max_retries < 0) {
+    return Failed(absl::InvalidArgumentError(
+        absl::StrCat("task ", *name, ": max_retries ", options.max_retries, " is negative")));
+  }
+  auto shape = ShapeFor(options);
+  if (!shape.ok()) {
+    return Failed(absl::Status(shape.status().code(),
+                               absl::StrCat("task ", *name, ": ", shape.status().message())));
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].ref.has_value() && !args[i].ref->early_error().ok()) {
+      return Failed(absl::Status(
+          args[i].ref->early_error().code(),
+          absl::StrCat("task ", *name, ": argument ", i, ": ", args[i].ref->early_error().message())));
+    }
+  }
+
+  const TaskId task_id = TaskId::FromRandom();
+  const ObjectId return_id = ObjectId::ForTaskReturn(task_id, 1);
+  objects_->AddPending(return_id);
+  ObjectRefBase result = MakeOwnedRef(return_id);
+
+  auto task = std::make_shared<QueuedTask>();
+  task->return_id = return_id;
+  task->max_retries = options.max_retries;
+  task->spec.set_task_id(task_id.Binary());
+  task->spec.set_function(*name);
+  // Arguments owned here wait in the table; each is inlined when its value arrives.
+  std::vector<std::pair<int, ObjectRefBase>> waits;
+  for (size_t i = 0; i < args.size(); ++i) {
+    v1::TaskArg* arg = task->spec.add_args();
+    if (!args[i].ref.has_value()) {
+      arg->set_value(std::move(args[i].value));
+      continue;
+    }
+    const ObjectRefData& ref = args[i].ref->data();
+    if (ref.owner.address == owner_.address) {
+      waits.emplace_back(static_cast<int>(i), *args[i].ref);
+    } else {
+      v1::ObjectRefProto* proto = arg->mutable_ref();
+      proto->set_object_id(ref.id.Binary());
+      proto->set_owner_node_id(ref.owner.node_id);
+      proto->set_owner_address(ref.owner.address);
+      proto->set_owner_worker_id(ref.owner.worker_id);
+    }
+  }
+  if (waits.empty()) {
+    submitter_->Submit(*shape, std::move(*task));
+    return result;
+  }
+  struct Pending {
+    absl::Mutex mu;
+    int left;
+    absl::Status failed;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->left = static_cast<int>(waits.size());
+  TaskSubmitter* submitter = submitter_.get();
+  std::shared_ptr<ObjectTable> objects = objects_;
+  LeaseShape lease_shape = *shape;
+  for (const auto& wait : waits) {
+    const int index = wait.first;
+    // The callback holds the argument's ref, so its value stays until the task has it.
+    objects_->OnReady(wait.second.id(), [=, ref = wait.second](
+                                            const absl::StatusOr<std::string>& value) {
+      bool last = false;
+      absl::Status failed;
+      {
+        absl::MutexLock lock(&pending->mu);
+        if (value.ok()) {
+          task->spec.mutable_args(index)->set_value(*value);
+        } else if (pending->failed.ok()) {
+          pending->failed = absl::Status(
+              value.status().code(), absl::StrCat("task ", task->spec.function(), ": argument ",
+                                                  index, ": ", value.status().message()));
+        }
+        last = --pending->left == 0;
+        failed = pending->failed;
+      }
+      if (!last) return;
+      if (!failed.ok()) {
+        objects->Complete(task->return_id, failed);
+      } else {
+        submitter->Submit(lease_shape, std::move(*task));
+      }
+    });
+  }
+  return result;
+}
+
+absl::StatusOr<std::string> DriverRuntime::Get(const ObjectRefBase& ref, absl::Duration timeout) {
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  if (ref.data().owner.address != owner_.address) {
+    return absl::UnimplementedError(
+        "reading an object owned by another process from a driver is not supported yet");
+  }
+  return objects_->Get(ref.id(), deadline);
+}
+
+std::vector<bool> DriverRuntime::Wait(const std::vector<const ObjectRefBase*>& refs, int num,
+                                      absl::Duration timeout) {
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  std::vector<ObjectId> ids;
+  ids.reserve(refs.size());
+  for (const ObjectRefBase* ref : refs) ids.push_back(ref->id());
+  return objects_->Wait(ids, num, deadline);
+}
+
+ObjectRefBase DriverRuntime::Put(std::string value) {
+  const ObjectId id = ObjectId::ForPut(driver_task_, puts_.fetch_add(1));
+  objects_->AddValue(id, std::move(value));
+  return MakeOwnedRef(id);
+}
+
+}  // namespace tessera::api

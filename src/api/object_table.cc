@@ -1,0 +1,131 @@
+#include "api/object_table.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace tessera::api {
+
+void ObjectTable::AddPending(const ObjectId& id) {
+  absl::MutexLock lock(&mu_);
+  entries_[id];
+}
+
+void ObjectTable::AddValue(const ObjectId& id, std::string value) {
+  absl::MutexLock lock(&mu_);
+  Entry& entry = entries_[id];
+  entry.done = true;
+  entry.value = std::move(value);
+}
+
+bool ObjectTable::Complete(const ObjectId& id, absl::StatusOr<std::string> value) {
+  std::vector<ReadyCallback> callbacks;
+  absl::StatusOr<std::string> copy;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return true;
+    if (it->second.done) return false;
+    it->second.done = true;
+    it->second.value = std::move(value);
+    callbacks.swap(it->second.callbacks);
+    if (!callbacks.empty()) copy = it->second.value;
+    if (waiters_ > 0) changed_.SignalAll();
+  }
+  for (ReadyCallback& callback : callbacks) callback(copy);
+  return true;
+}
+
+void ObjectTable::Release(const ObjectId& id) {
+  std::vector<ReadyCallback> callbacks;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return;
+    callbacks.swap(it->second.callbacks);
+    entries_.erase(it);
+  }
+  // Someone waits on it only through a ref, so no callback can be left; answer any anyway.
+  for (ReadyCallback& callback : callbacks) {
+    callback(absl::NotFoundError(absl::StrCat("object ", id.Hex(), " was released")));
+  }
+}
+
+bool ObjectTable::IsDone(const ObjectId& id) const {
+  auto it = entries_.find(id);
+  return it == entries_.end() || it->second.done;
+}
+
+absl::StatusOr<std::string> ObjectTable::Get(const ObjectId& id, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  ++waiters_;
+  while (!IsDone(id)) {
+    if (changed_.WaitWithDeadline(&mu_, deadline) && !IsDone(id)) {
+      --waiters_;
+      return absl::DeadlineExceededError(
+          absl::StrCat("object ", id.Hex(), " is not ready yet (timed out)"));
+    }
+  }
+  --waiters_;
+  auto it = entries_.find(id);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat("object ", id.Hex(), " is not held by this process"));
+  }
+  return it->second.value;
+}
+
+std::vector<bool> ObjectTable::Wait(const std::vector<ObjectId>& ids, int num,
+                                    absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  ++waiters_;
+  std::vector<bool> ready(ids.size(), false);
+  while (true) {
+    int count = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ready[i] = IsDone(ids[i]);
+      count += ready[i] ? 1 : 0;
+    }
+    if (count >= num || count == static_cast<int>(ids.size())) break;
+    if (changed_.WaitWithDeadline(&mu_, deadline)) {
+      for (size_t i = 0; i < ids.size(); ++i) ready[i] = IsDone(ids[i]);
+      break;
+    }
+  }
+  --waiters_;
+  return ready;
+}
+
+void ObjectTable::OnReady(const ObjectId& id, ReadyCallback callback) {
+  absl::StatusOr<std::string> value;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) {
+      value = absl::NotFoundError(absl::StrCat("object ", id.Hex(), " is not held by this process"));
+    } else if (!it->second.done) {
+      it->second.callbacks.push_back(std::move(callback));
+      return;
+    } else {
+      value = it->second.value;
+    }
+  }
+  callback(value);
+}
+
+void ObjectTable::FailAllPending(const absl::Status& status) {
+  std::vector<ObjectId> pending;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, entry] : entries_) {
+      if (!entry.done) pending.push_back(id);
+    }
+  }
+  for (const ObjectId& id : pending) Complete(id, status);
+}
+
+size_t ObjectTable::size() const {
+  absl::MutexLock lock(&mu_);
+  return entries_.size();
+}
+
+}  // namespace tessera::api

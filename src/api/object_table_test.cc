@@ -1,0 +1,69 @@
+#include "api/object_table.h"
+
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace tessera::api {
+namespace {
+
+TEST(ObjectTableTest, PendingThenCompletedOnce) {
+  ObjectTable table;
+  const ObjectId id = ObjectId::FromRandom();
+  table.AddPending(id);
+  EXPECT_EQ(table.Get(id, absl::Now()).status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(table.Complete(id, std::string("v1")));
+  EXPECT_FALSE(table.Complete(id, std::string("v2")));  // a duplicate is refused
+  EXPECT_EQ(*table.Get(id, absl::InfiniteFuture()), "v1");
+}
+
+TEST(ObjectTableTest, GetWakesWhenAnotherThreadCompletes) {
+  ObjectTable table;
+  const ObjectId id = ObjectId::FromRandom();
+  table.AddPending(id);
+  std::thread t([&] { table.Complete(id, std::string("late")); });
+  EXPECT_EQ(*table.Get(id, absl::Now() + absl::Seconds(60)), "late");
+  t.join();
+}
+
+TEST(ObjectTableTest, ErrorsAndReleasedObjects) {
+  ObjectTable table;
+  const ObjectId id = ObjectId::FromRandom();
+  table.AddPending(id);
+  table.Complete(id, absl::UnknownError("boom"));
+  EXPECT_EQ(table.Get(id, absl::InfiniteFuture()).status().message(), "boom");
+  table.Release(id);
+  EXPECT_EQ(table.Get(id, absl::InfiniteFuture()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(table.Complete(id, std::string("x")));  // unwanted now: dropped
+  EXPECT_EQ(table.size(), 0u);
+}
+
+TEST(ObjectTableTest, WaitCountsDoneEntries) {
+  ObjectTable table;
+  const ObjectId a = ObjectId::FromRandom(), b = ObjectId::FromRandom();
+  table.AddValue(a, "x");
+  table.AddPending(b);
+  EXPECT_EQ(table.Wait({a, b}, 1, absl::InfiniteFuture()), (std::vector<bool>{true, false}));
+  EXPECT_EQ(table.Wait({a, b}, 2, absl::Now() + absl::Milliseconds(1)),
+            (std::vector<bool>{true, false}));
+  table.Complete(b, std::string("y"));
+  EXPECT_EQ(table.Wait({a, b}, 2, absl::InfiniteFuture()), (std::vector<bool>{true, true}));
+}
+
+TEST(ObjectTableTest, OnReadyRunsOnceDone) {
+  ObjectTable table;
+  const ObjectId id = ObjectId::FromRandom();
+  table.AddPending(id);
+  std::string seen;
+  table.OnReady(id, [&](const absl::StatusOr<std::string>& v) { seen = *v; });
+  EXPECT_EQ(seen, "");
+  table.Complete(id, std::string("now"));
+  EXPECT_EQ(seen, "now");
+  std::string again;
+  table.OnReady(id, [&](const absl::StatusOr<std::string>& v) { again = *v; });
+  EXPECT_EQ(again, "now");
+}
+
+}  // namespace
+}  // namespace tessera::api

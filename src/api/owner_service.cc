@@ -1,0 +1,41 @@
+#include "api/owner_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "api/driver_runtime.h"
+#include "rpc/status_conversion.h"
+
+namespace tessera::api {
+
+grpc::Status OwnerService::WorkerReady(grpc::ServerContext*, const v1::WorkerReadyRequest* request,
+                                       v1::WorkerReadyReply* reply) {
+  if (request->worker_id().empty() || request->address().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "worker_id and address are required");
+  }
+  *reply = runtime_->leases().WorkerReady(*request);
+  return grpc::Status::OK;
+}
+
+grpc::Status OwnerService::GetObject(grpc::ServerContext*, const v1::GetObjectRequest* request,
+                                     v1::GetObjectReply* reply) {
+  auto id = ObjectId::FromBinary(request->object_id());
+  if (!id.ok()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("object_id: ", id.status().message()));
+  }
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(std::max<int64_t>(0, request->wait_ms()));
+  absl::StatusOr<std::string> value = runtime_->objects().Get(*id, deadline);
+  if (value.ok()) {
+    reply->set_value(*std::move(value));
+    return grpc::Status::OK;
+  }
+  const absl::StatusCode code = value.status().code();
+  if (code == absl::StatusCode::kNotFound || code == absl::StatusCode::kDeadlineExceeded) {
+    return rpc::ToGrpcStatus(value.status());
+  }
+  // The task that makes it failed: that failure is the object's value.
+  reply->mutable_error()->set_kind("application");
+  reply->mutable_error()->set_message(std::string(value.status().message()));
+  return grpc::Status::OK;
+}
+
+}  // namespace tessera::api

@@ -1,0 +1,27 @@
+// OwnerService: the Owner gRPC service a driver hosts (proto worker.proto): workers it leased
+// say they are ready, and workers fetch the values it owns (GetObject, waiting up to wait_ms).
+//
+// Threading: thread-safe; handlers run on gRPC's threads and only call thread-safe parts of the
+// runtime.
+#pragma once
+
+#include "tessera/v1/worker.grpc.pb.h"
+
+namespace tessera::api {
+
+class DriverRuntime;
+
+class OwnerService final : public v1::Owner::Service {
+ public:
+  explicit OwnerService(DriverRuntime* runtime) : runtime_(runtime) {}
+
+  grpc::Status WorkerReady(grpc::ServerContext* context, const v1::WorkerReadyRequest* request,
+                           v1::WorkerReadyReply* reply) override;
+  grpc::Status GetObject(grpc::ServerContext* context, const v1::GetObjectRequest* request,
+                         v1::GetObjectReply* reply) override;
+
+ private:
+  DriverRuntime* const runtime_;
+};
+
+}  // namespace tessera::api

@@ -1,0 +1,297 @@
+#include "api/task_submitter.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace tessera::api {
+namespace {
+
+// A task's run time as the cap counts it: never below the per-task cost of the path around it.
+constexpr double kMinRunNanos = 2000;
+
+}  // namespace
+
+absl::Status TaskErrorStatus(const std::string& function, const v1::TaskError& error) {
+  if (error.kind() == "application") {
+    return absl::UnknownError(absl::StrCat("task ", function, " failed: ", error.type(),
+                                           error.message().empty() ? "" : ": ", error.message()));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("task ", function, ": ", error.message()));
+}
+
+TaskSubmitter::TaskSubmitter(SubmitterOptions options, LeaseSource* leases, DeliverFn deliver)
+    : options_(std::move(options)), leases_(leases), deliver_(std::move(deliver)) {}
+
+void TaskSubmitter::Submit(const LeaseShape& shape, QueuedTask task) {
+  std::vector<Outcome> outcomes;
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.submitted;
+    if (shut_down_) {
+      outcomes.emplace_back(task.return_id, absl::CancelledError("tessera is shut down"));
+    } else {
+      auto [it, inserted] = shapes_.try_emplace(shape.key);
+      if (inserted) it->second.shape = shape;
+      it->second.queue.push_back(std::move(task));
+      DispatchLocked(it->second);
+    }
+  }
+  DeliverAll(std::move(outcomes));
+}
+
+int TaskSubmitter::CapLocked(const Shape& shape) const {
+  if (shape.run_nanos_ewma <= 0) return 1;
+  const double cap =
+      absl::ToDoubleNanoseconds(options_.target_queue_time) / shape.run_nanos_ewma;
+  return static_cast<int>(std::clamp(cap, 1.0, double(options_.max_in_flight_per_worker)));
+}
+
+void TaskSubmitter::DispatchLocked(Shape& shape) {
+  const int cap = CapLocked(shape);
+  while (!shape.queue.empty()) {
+    Worker* best = nullptr;
+    for (WorkerHandle handle : shape.workers) {
+      Worker& w = workers_.at(handle);
+      if (static_cast<int>(w.in_flight.size()) >= cap) continue;
+      if (best == nullptr || w.in_flight.size() < best->in_flight.size()) best = &w;
+    }
+    if (best == nullptr) break;
+    const size_t n = std::min<size_t>(cap - best->in_flight.size(), shape.queue.size());
+    v1::TaskBatch batch;
+    batch.mutable_tasks()->Reserve(static_cast<int>(n));
+    for (size_t i = 0; i < n; ++i) {
+      QueuedTask task = std::move(shape.queue.front());
+      shape.queue.pop_front();
+      *batch.add_tasks() = task.spec;
+      std::string id = task.spec.task_id();
+      best->in_flight.emplace(std::move(id), std::move(task));
+    }
+    best->channel->Send(std::move(batch));
+  }
+  MaybeGrowLocked(shape);
+}
+
+void TaskSubmitter::MaybeGrowLocked(Shape& shape) {
+  if (shape.queue.empty() || shape.lease_outstanding || shut_down_) return;
+  if (static_cast<int>(shape.workers.size()) >= options_.max_workers_per_shape) return;
+  if (shape.start_failures >= options_.max_start_failures) return;
+  if (shape.run_nanos_ewma > 0 && !shape.workers.empty()) {
+    // Not worth a lease when the workers there are drain the backlog sooner than one starts.
+    const double backlog_nanos =
+        shape.run_nanos_ewma * double(shape.queue.size()) / double(shape.workers.size());
+    if (backlog_nanos < absl::ToDoubleNanoseconds(options_.grow_threshold)) return;
+  }
+  shape.lease_outstanding = true;
+  ++stats_.leases_requested;
+  leases_->RequestWorker(shape.shape);
+}
+
+WorkerHandle TaskSubmitter::NewHandle() { return next_handle_.fetch_add(1); }
+
+bool TaskSubmitter::AddWorker(const std::string& shape_key, WorkerHandle handle,
+                              std::shared_ptr<WorkerChannel> channel) {
+  absl::MutexLock lock(&mu_);
+  auto it = shapes_.find(shape_key);
+  if (shut_down_ || it == shapes_.end()) {
+    channel->Close();
+    return false;
+  }
+  Shape& shape = it->second;
+  shape.lease_outstanding = false;
+  shape.start_failures = 0;
+  Worker& worker = workers_[handle];
+  worker.handle = handle;
+  worker.shape_key = shape_key;
+  worker.channel = std::move(channel);
+  worker.idle_since = absl::Now();
+  shape.workers.push_back(handle);
+  ++stats_.workers_started;
+  DispatchLocked(shape);
+  return true;
+}
+
+void TaskSubmitter::LeaseFailed(const std::string& shape_key, const absl::Status& status,
+                                bool permanent) {
+  std::vector<Outcome> outcomes;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = shapes_.find(shape_key);
+    if (it == shapes_.end()) return;
+    Shape& shape = it->second;
+    shape.lease_outstanding = false;
+    ++shape.start_failures;
+    if (shape.workers.empty() &&
+        (permanent || shape.start_failures >= options_.max_start_failures)) {
+      FailQueuedLocked(shape, status, outcomes);
+      shape.start_failures = 0;  // a later task may try again
+    } else if (!permanent) {
+      MaybeGrowLocked(shape);
+    }
+  }
+  DeliverAll(std::move(outcomes));
+}
+
+void TaskSubmitter::FailQueuedLocked(Shape& shape, const absl::Status& status,
+                                     std::vector<Outcome>& out) {
+  for (QueuedTask& task : shape.queue) {
+    ++stats_.failed;
+    out.emplace_back(task.return_id,
+                     absl::Status(status.code(), absl::StrCat("task ", task.spec.function(),
+                                                              ": ", status.message())));
+  }
+  shape.queue.clear();
+}
+
+void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& results) {
+  std::vector<Outcome> outcomes;
+  {
+    absl::MutexLock lock(&mu_);
+    auto wit = workers_.find(handle);
+    if (wit == workers_.end()) {
+      stats_.duplicate_results += results.results_size();
+      return;
+    }
+    Worker& worker = wit->second;
+    Shape& shape = shapes_.at(worker.shape_key);
+    for (const v1::TaskResult& result : results.results()) {
+      auto it = worker.in_flight.find(result.task_id());
+      if (it == worker.in_flight.end()) {
+        ++stats_.duplicate_results;
+        continue;
+      }
+      QueuedTask& task = it->second;
+      const double run = std::max(double(result.run_nanos()), kMinRunNanos);
+      shape.run_nanos_ewma =
+          shape.run_nanos_ewma <= 0 ? run : 0.8 * shape.run_nanos_ewma + 0.2 * run;
+      if (result.has_error()) {
+        ++stats_.failed;
+        outcomes.emplace_back(task.return_id, TaskErrorStatus(task.spec.function(), result.error()));
+      } else {
+        ++stats_.succeeded;
+        outcomes.emplace_back(task.return_id, result.value());
+      }
+      worker.in_flight.erase(it);
+    }
+    if (worker.in_flight.empty()) worker.idle_since = absl::Now();
+    DispatchLocked(shape);
+  }
+  DeliverAll(std::move(outcomes));
+}
+
+void TaskSubmitter::RemoveWorkerLocked(Worker& worker) {
+  Shape& shape = shapes_.at(worker.shape_key);
+  shape.workers.erase(std::remove(shape.workers.begin(), shape.workers.end(), worker.handle),
+                      shape.workers.end());
+  workers_.erase(worker.handle);
+}
+
+void TaskSubmitter::WorkerDied(WorkerHandle handle, const std::string& cause) {
+  std::vector<Outcome> outcomes;
+  {
+    absl::MutexLock lock(&mu_);
+    auto wit = workers_.find(handle);
+    if (wit == workers_.end()) return;  // let go before it exited
+    ++stats_.workers_died;
+    Worker& worker = wit->second;
+    Shape& shape = shapes_.at(worker.shape_key);
+    // Back to the front of the queue: they have waited longest.
+    std::vector<QueuedTask> retry;
+    for (auto& [id, task] : worker.in_flight) {
+      const int runs = task.spec.attempt() + 1;
+      if (runs <= task.max_retries && !shut_down_) {
+        task.spec.set_attempt(runs);
+        ++stats_.retries;
+        retry.push_back(std::move(task));
+      } else {
+        ++stats_.failed;
+        outcomes.emplace_back(
+            task.return_id,
+            absl::UnavailableError(absl::StrCat(
+                "task ", task.spec.function(), " failed: its worker died (", cause, ") on ",
+                runs == 1 ? "its only attempt" : absl::StrCat("each of ", runs, " attempts"),
+                " (max_retries ", task.max_retries, ")")));
+      }
+    }
+    for (auto it = retry.rbegin(); it != retry.rend(); ++it) {
+      shape.queue.push_front(std::move(*it));
+    }
+    RemoveWorkerLocked(worker);
+    DispatchLocked(shape);
+  }
+  DeliverAll(std::move(outcomes));
+}
+
+void TaskSubmitter::ReapIdle(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  std::vector<WorkerHandle> idle;
+  for (auto& [handle, worker] : workers_) {
+    if (!worker.in_flight.empty()) continue;
+    if (!shapes_.at(worker.shape_key).queue.empty()) continue;
+    if (now - worker.idle_since >= options_.idle_timeout) idle.push_back(handle);
+  }
+  for (WorkerHandle handle : idle) {
+    Worker& worker = workers_.at(handle);
+    worker.channel->Close();
+    RemoveWorkerLocked(worker);
+  }
+}
+
+void TaskSubmitter::Shutdown() {
+  std::vector<Outcome> outcomes;
+  {
+    absl::MutexLock lock(&mu_);
+    shut_down_ = true;
+    const absl::Status cancelled = absl::CancelledError("tessera is shut down");
+    for (auto& [handle, worker] : workers_) {
+      worker.channel->Close();
+      for (auto& [id, task] : worker.in_flight) {
+        ++stats_.failed;
+        outcomes.emplace_back(task.return_id, cancelled);
+      }
+    }
+    workers_.clear();
+    for (auto& [key, shape] : shapes_) {
+      shape.workers.clear();
+      FailQueuedLocked(shape, cancelled, outcomes);
+    }
+  }
+  DeliverAll(std::move(outcomes));
+}
+
+void TaskSubmitter::DeliverAll(std::vector<Outcome> outcomes) {
+  int64_t duplicates = 0;
+  for (auto& [id, value] : outcomes) {
+    if (!deliver_(id, std::move(value))) ++duplicates;
+  }
+  if (duplicates > 0) {
+    absl::MutexLock lock(&mu_);
+    stats_.duplicate_results += duplicates;
+  }
+}
+
+TaskStats TaskSubmitter::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+size_t TaskSubmitter::queued(const std::string& shape_key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = shapes_.find(shape_key);
+  return it == shapes_.end() ? 0 : it->second.queue.size();
+}
+
+size_t TaskSubmitter::workers(const std::string& shape_key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = shapes_.find(shape_key);
+  return it == shapes_.end() ? 0 : it->second.workers.size();
+}
+
+int TaskSubmitter::in_flight_cap(const std::string& shape_key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = shapes_.find(shape_key);
+  return it == shapes_.end() ? 0 : CapLocked(it->second);
+}
+
+}  // namespace tessera::api

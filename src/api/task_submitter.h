@@ -1,0 +1,160 @@
+// TaskSubmitter: the owner's queueing of tasks onto leased workers, with no I/O of its own.
+//
+// Tasks are grouped by lease shape (resources + label selectors: one kind of worker). Each shape
+// has a queue, the workers leased for it and at most one lease request outstanding. A task goes
+// to the least loaded worker whose tasks in flight are below a cap; the cap is sized from how
+// long tasks of that shape run (about target_queue_time of work pushed ahead per worker, so
+// no-op tasks pipeline hundreds deep while 100 ms tasks go one at a time and spread over
+// workers). Another worker is asked for while tasks wait and the backlog per worker is worth a
+// lease (more than grow_threshold of work, or durations not known yet), up to a cap. A worker
+// idle for idle_timeout is let go. When a worker dies, its tasks go back to the front of the
+// queue until each has used max_retries, then fail naming the exit cause. Each task's result is
+// delivered once; later copies are counted, never delivered.
+//
+// Threading: thread-safe (one mutex). Calls into the LeaseSource and the WorkerChannels are made
+// under that mutex and must not block or call back into the submitter on the same thread; result
+// callbacks run outside it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "tessera/object_id.h"
+#include "tessera/tessera.h"
+#include "tessera/v1/common.pb.h"
+#include "tessera/v1/worker.pb.h"
+
+namespace tessera::api {
+
+// What a lease asks for; `key` identifies the shape (canonical text of the request).
+struct LeaseShape {
+  std::string key;
+  v1::ResourceRequest request;
+};
+
+struct QueuedTask {
+  v1::TaskSpec spec;  // arguments resolved; spec.attempt() counts the runs before this one
+  ObjectId return_id;
+  int max_retries = 3;
+};
+
+// A leased worker as the submitter sees it.
+class WorkerChannel {
+ public:
+  virtual ~WorkerChannel() = default;
+  // Sends tasks to run in order. Never blocks.
+  virtual void Send(v1::TaskBatch batch) = 0;
+  // Lets the worker go (it exits; its lease ends). Never blocks.
+  virtual void Close() = 0;
+};
+
+class LeaseSource {
+ public:
+  virtual ~LeaseSource() = default;
+  // Starts getting one more worker of `shape`; the answer comes later, on another thread, as
+  // TaskSubmitter::AddWorker or LeaseFailed with shape.key.
+  virtual void RequestWorker(const LeaseShape& shape) = 0;
+};
+
+struct SubmitterOptions {
+  absl::Duration idle_timeout = absl::Seconds(1);
+  int max_workers_per_shape = 64;
+  absl::Duration target_queue_time = absl::Milliseconds(2);
+  int max_in_flight_per_worker = 1024;
+  absl::Duration grow_threshold = absl::Milliseconds(10);
+  // Workers that fail to start in a row before the shape's waiting tasks fail.
+  int max_start_failures = 3;
+};
+
+using WorkerHandle = uint64_t;
+
+class TaskSubmitter {
+ public:
+  // `deliver` records a task's outcome and returns false when the object already had one.
+  using DeliverFn = std::function<bool(const ObjectId&, absl::StatusOr<std::string>)>;
+
+  TaskSubmitter(SubmitterOptions options, LeaseSource* leases, DeliverFn deliver);
+
+  // Set once before the first Submit (the lease source may need the submitter to exist first).
+  void SetLeaseSource(LeaseSource* leases) { leases_ = leases; }
+
+  void Submit(const LeaseShape& shape, QueuedTask task);
+
+  // A fresh handle for a worker about to be added (its channel's callbacks need it first).
+  WorkerHandle NewHandle();
+  // A worker leased for `shape_key` is ready. False (the channel closed) after Shutdown.
+  bool AddWorker(const std::string& shape_key, WorkerHandle handle,
+                 std::shared_ptr<WorkerChannel> channel);
+  // The outstanding lease of `shape_key` gave no worker. `permanent`: asking again cannot help
+  // (infeasible, invalid), so the shape's waiting tasks fail at once when it has no worker.
+  void LeaseFailed(const std::string& shape_key, const absl::Status& status, bool permanent);
+
+  void OnResults(WorkerHandle worker, const v1::TaskResultBatch& results);
+  // The worker's process is gone (`cause`: "killed by signal 9 (SIGKILL)", ...).
+  void WorkerDied(WorkerHandle worker, const std::string& cause);
+
+  // Lets go of workers idle since before now - idle_timeout.
+  void ReapIdle(absl::Time now);
+  // Closes every worker and fails every task not finished with Cancelled.
+  void Shutdown();
+
+  TaskStats stats() const;
+  // For tests: tasks waiting (not sent) for a shape; workers of a shape; the in-flight cap.
+  size_t queued(const std::string& shape_key) const;
+  size_t workers(const std::string& shape_key) const;
+  int in_flight_cap(const std::string& shape_key) const;
+
+ private:
+  struct Worker {
+    WorkerHandle handle = 0;
+    std::string shape_key;
+    std::shared_ptr<WorkerChannel> channel;
+    absl::flat_hash_map<std::string, QueuedTask> in_flight;  // by task id
+    absl::Time idle_since;
+  };
+  struct Shape {
+    LeaseShape shape;
+    std::deque<QueuedTask> queue;
+    std::vector<WorkerHandle> workers;
+    bool lease_outstanding = false;
+    int start_failures = 0;
+    double run_nanos_ewma = 0;  // 0: not measured yet
+  };
+  using Outcome = std::pair<ObjectId, absl::StatusOr<std::string>>;
+
+  int CapLocked(const Shape& shape) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void DispatchLocked(Shape& shape) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeGrowLocked(Shape& shape) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailQueuedLocked(Shape& shape, const absl::Status& status, std::vector<Outcome>& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveWorkerLocked(Worker& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DeliverAll(std::vector<Outcome> outcomes) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const SubmitterOptions options_;
+  LeaseSource* leases_;
+  const DeliverFn deliver_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, Shape> shapes_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<WorkerHandle, Worker> workers_ ABSL_GUARDED_BY(mu_);
+  std::atomic<WorkerHandle> next_handle_{1};
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  TaskStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+// The Status a Get sees for a task that failed with `error` in its worker.
+absl::Status TaskErrorStatus(const std::string& function, const v1::TaskError& error);
+
+}  // namespace tessera::api

@@ -1,0 +1,219 @@
+#include "api/task_submitter.h"
+
+#include <map>
+#include <set>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace tessera::api {
+namespace {
+
+using ::testing::HasSubstr;
+
+class FakeLeases : public LeaseSource {
+ public:
+  void RequestWorker(const LeaseShape& shape) override { requests.push_back(shape.key); }
+  std::vector<std::string> requests;
+};
+
+class FakeChannel : public WorkerChannel {
+ public:
+  void Send(v1::TaskBatch batch) override { batches.push_back(std::move(batch)); }
+  void Close() override { closed = true; }
+  // Every task sent and not yet answered, in order.
+  std::vector<v1::TaskSpec> Unanswered() {
+    std::vector<v1::TaskSpec> out;
+    for (const auto& b : batches) {
+      for (const auto& t : b.tasks()) {
+        if (answered.count(t.task_id()) == 0) out.push_back(t);
+      }
+    }
+    return out;
+  }
+  std::vector<v1::TaskBatch> batches;
+  std::set<std::string> answered;
+  bool closed = false;
+};
+
+class SubmitterTest : public ::testing::Test {
+ protected:
+  SubmitterTest()
+      : submitter_(Options(), &leases_,
+                   [this](const ObjectId& id, absl::StatusOr<std::string> v) {
+                     return outcomes_.emplace(id, std::move(v)).second;
+                   }) {
+    shape_.key = "CPU=1|";
+  }
+  static SubmitterOptions Options() {
+    SubmitterOptions o;
+    o.idle_timeout = absl::Seconds(1);
+    return o;
+  }
+
+  ObjectId Submit(int max_retries = 3) {
+    QueuedTask task;
+    const TaskId id = TaskId::FromRandom();
+    task.spec.set_task_id(id.Binary());
+    task.spec.set_function("f");
+    task.return_id = ObjectId::ForTaskReturn(id, 1);
+    task.max_retries = max_retries;
+    submitter_.Submit(shape_, task);
+    return task.return_id;
+  }
+
+  std::pair<WorkerHandle, std::shared_ptr<FakeChannel>> AddWorker() {
+    auto channel = std::make_shared<FakeChannel>();
+    const WorkerHandle h = submitter_.NewHandle();
+    EXPECT_TRUE(submitter_.AddWorker(shape_.key, h, channel));
+    return {h, channel};
+  }
+
+  // Answers every unanswered task of `channel` with its id as the value, `run_nanos` each.
+  void AnswerAll(WorkerHandle h, FakeChannel& channel, int64_t run_nanos = 1000) {
+    v1::TaskResultBatch results;
+    for (const auto& t : channel.Unanswered()) {
+      auto* r = results.add_results();
+      r->set_task_id(t.task_id());
+      r->set_value("ok:" + t.task_id());
+      r->set_run_nanos(run_nanos);
+      channel.answered.insert(t.task_id());
+    }
+    submitter_.OnResults(h, results);
+  }
+
+  FakeLeases leases_;
+  std::map<ObjectId, absl::StatusOr<std::string>> outcomes_;
+  TaskSubmitter submitter_;
+  LeaseShape shape_;
+};
+
+TEST_F(SubmitterTest, QueuesUntilAWorkerAndAsksForOneLeaseAtATime) {
+  Submit();
+  Submit();
+  EXPECT_EQ(leases_.requests.size(), 1u);  // one outstanding request per shape
+  EXPECT_EQ(submitter_.queued(shape_.key), 2u);
+  auto [h, channel] = AddWorker();
+  // Durations unknown yet: one task in flight per worker, another worker asked for.
+  EXPECT_EQ(channel->Unanswered().size(), 1u);
+  EXPECT_EQ(leases_.requests.size(), 2u);
+  AnswerAll(h, *channel);
+  AnswerAll(h, *channel);
+  EXPECT_EQ(outcomes_.size(), 2u);
+  for (auto& [id, v] : outcomes_) EXPECT_TRUE(v.ok());
+}
+
+TEST_F(SubmitterTest, ShortTasksPipelineDeepAndDoNotGrowWorkers) {
+  Submit();
+  auto [h, channel] = AddWorker();
+  AnswerAll(h, *channel, /*run_nanos=*/2000);  // 2 us a task
+  const size_t requests_before = leases_.requests.size();
+  EXPECT_GE(submitter_.in_flight_cap(shape_.key), 500);
+  for (int i = 0; i < 300; ++i) Submit();
+  // 300 tasks of 2 us are 0.6 ms of work: not worth another worker.
+  EXPECT_EQ(channel->Unanswered().size(), 300u);
+  EXPECT_EQ(submitter_.queued(shape_.key), 0u);
+  EXPECT_LE(leases_.requests.size(), requests_before + 0);
+}
+
+TEST_F(SubmitterTest, LongTasksGoOneAtATimeAndGrowWorkers) {
+  Submit();
+  auto [h, channel] = AddWorker();
+  AnswerAll(h, *channel, /*run_nanos=*/100'000'000);  // 100 ms a task
+  EXPECT_EQ(submitter_.in_flight_cap(shape_.key), 1);
+  for (int i = 0; i < 4; ++i) Submit();
+  EXPECT_EQ(channel->Unanswered().size(), 1u);
+  EXPECT_EQ(submitter_.queued(shape_.key), 3u);
+  EXPECT_EQ(leases_.requests.size(), 2u);  // the first lease, and one more for the backlog
+  auto [h2, channel2] = AddWorker();
+  EXPECT_EQ(channel2->Unanswered().size(), 1u);
+  EXPECT_EQ(submitter_.queued(shape_.key), 2u);
+}
+
+TEST_F(SubmitterTest, DeadWorkersTasksRetryThenFailNamingTheCause) {
+  const ObjectId retried = Submit(/*max_retries=*/1);
+  auto [h, channel] = AddWorker();
+  submitter_.WorkerDied(h, "killed by signal 9 (SIGKILL)");
+  EXPECT_EQ(outcomes_.count(retried), 0u);
+  auto [h2, channel2] = AddWorker();
+  ASSERT_EQ(channel2->Unanswered().size(), 1u);
+  EXPECT_EQ(channel2->Unanswered()[0].attempt(), 1);
+  submitter_.WorkerDied(h2, "killed by signal 9 (SIGKILL)");
+  ASSERT_EQ(outcomes_.count(retried), 1u);
+  const absl::Status& status = outcomes_.at(retried).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("killed by signal 9 (SIGKILL)"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("each of 2 attempts"));
+  const TaskStats stats = submitter_.stats();
+  EXPECT_EQ(stats.retries, 1);
+  EXPECT_EQ(stats.failed, 1);
+  EXPECT_EQ(stats.workers_died, 2);
+}
+
+TEST_F(SubmitterTest, ResultsAreDeliveredOnce) {
+  Submit();
+  auto [h, channel] = AddWorker();
+  const v1::TaskSpec sent = channel->Unanswered().at(0);
+  v1::TaskResultBatch results;
+  auto* r = results.add_results();
+  r->set_task_id(sent.task_id());
+  r->set_value("first");
+  submitter_.OnResults(h, results);
+  results.mutable_results(0)->set_value("second");
+  submitter_.OnResults(h, results);
+  ASSERT_EQ(outcomes_.size(), 1u);
+  EXPECT_EQ(*outcomes_.begin()->second, "first");
+  EXPECT_EQ(submitter_.stats().duplicate_results, 1);
+  EXPECT_EQ(submitter_.stats().succeeded, 1);
+}
+
+TEST_F(SubmitterTest, ApplicationErrorsAreNotRetried) {
+  const ObjectId id = Submit();
+  auto [h, channel] = AddWorker();
+  v1::TaskResultBatch results;
+  auto* r = results.add_results();
+  r->set_task_id(channel->Unanswered().at(0).task_id());
+  r->mutable_error()->set_kind("application");
+  r->mutable_error()->set_type("std::runtime_error");
+  r->mutable_error()->set_message("bad input");
+  submitter_.OnResults(h, results);
+  ASSERT_EQ(outcomes_.count(id), 1u);
+  EXPECT_EQ(outcomes_.at(id).status().message(), "task f failed: std::runtime_error: bad input");
+  EXPECT_EQ(submitter_.stats().retries, 0);
+}
+
+TEST_F(SubmitterTest, PermanentLeaseFailureFailsWaitingTasks) {
+  const ObjectId id = Submit();
+  submitter_.LeaseFailed(shape_.key, absl::ResourceExhaustedError("infeasible: no GPU"), true);
+  ASSERT_EQ(outcomes_.count(id), 1u);
+  EXPECT_EQ(outcomes_.at(id).status().message(), "task f: infeasible: no GPU");
+}
+
+TEST_F(SubmitterTest, StartFailuresRetryThenFail) {
+  const ObjectId id = Submit();
+  submitter_.LeaseFailed(shape_.key, absl::UnavailableError("exited before ready"), false);
+  EXPECT_EQ(leases_.requests.size(), 2u);
+  EXPECT_EQ(outcomes_.count(id), 0u);
+  submitter_.LeaseFailed(shape_.key, absl::UnavailableError("exited before ready"), false);
+  submitter_.LeaseFailed(shape_.key, absl::UnavailableError("exited before ready"), false);
+  ASSERT_EQ(outcomes_.count(id), 1u);
+}
+
+TEST_F(SubmitterTest, IdleWorkersAreLetGo) {
+  Submit();
+  auto [h, channel] = AddWorker();
+  AnswerAll(h, *channel);
+  submitter_.ReapIdle(absl::Now());
+  EXPECT_FALSE(channel->closed);
+  submitter_.ReapIdle(absl::Now() + absl::Seconds(2));
+  EXPECT_TRUE(channel->closed);
+  EXPECT_EQ(submitter_.workers(shape_.key), 0u);
+  submitter_.WorkerDied(h, "exited with code 0");  // its exit after being let go: nothing to do
+  EXPECT_EQ(submitter_.stats().workers_died, 0);
+}
+
+}  // namespace
+}  // namespace tessera::api

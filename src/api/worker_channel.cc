@@ -1,0 +1,98 @@
+#include "api/worker_channel.h"
+
+#include <utility>
+
+#include "rpc/auth.h"
+
+namespace tessera::api {
+
+std::shared_ptr<GrpcWorkerChannel> GrpcWorkerChannel::Start(std::shared_ptr<grpc::Channel> channel,
+                                                            const std::string& token,
+                                                            ResultsFn on_results,
+                                                            std::function<void()> on_done) {
+  std::shared_ptr<GrpcWorkerChannel> self(
+      new GrpcWorkerChannel(std::move(on_results), std::move(on_done)));
+  self->stub_ = v1::Worker::NewStub(std::move(channel));
+  // No deadline: the stream lasts as long as the worker is held.
+  rpc::ConfigureClientContext(&self->context_, token, absl::InfiniteDuration());
+  {
+    absl::MutexLock lock(&self->mu_);
+    self->self_ = self;
+  }
+  self->stub_->async()->PushTasks(&self->context_, self.get());
+  self->StartRead(&self->incoming_);
+  self->StartCall();
+  return self;
+}
+
+void GrpcWorkerChannel::Send(v1::TaskBatch batch) {
+  absl::MutexLock lock(&mu_);
+  if (closing_ || broken_) return;  // the submitter learns of a dead worker from its exit
+  if (pending_.tasks_size() == 0) {
+    pending_ = std::move(batch);
+  } else {
+    for (v1::TaskSpec& task : *batch.mutable_tasks()) *pending_.add_tasks() = std::move(task);
+  }
+  if (!write_in_flight_) StartNextWriteLocked();
+}
+
+void GrpcWorkerChannel::StartNextWriteLocked() {
+  if (broken_) return;
+  if (pending_.tasks_size() > 0) {
+    writing_ = std::move(pending_);
+    pending_.Clear();
+    write_in_flight_ = true;
+    StartWrite(&writing_);
+  } else if (closing_ && !writes_done_) {
+    writes_done_ = true;
+    write_in_flight_ = true;
+    StartWritesDone();
+  }
+}
+
+void GrpcWorkerChannel::Close() {
+  absl::MutexLock lock(&mu_);
+  closing_ = true;
+  if (!write_in_flight_) StartNextWriteLocked();
+}
+
+void GrpcWorkerChannel::Cancel() { context_.TryCancel(); }
+
+void GrpcWorkerChannel::OnWriteDone(bool ok) {
+  absl::MutexLock lock(&mu_);
+  write_in_flight_ = false;
+  writing_.Clear();
+  if (!ok) {
+    broken_ = true;
+    return;
+  }
+  StartNextWriteLocked();
+}
+
+void GrpcWorkerChannel::OnWritesDoneDone(bool) {
+  absl::MutexLock lock(&mu_);
+  write_in_flight_ = false;
+}
+
+void GrpcWorkerChannel::OnReadDone(bool ok) {
+  if (!ok) {
+    absl::MutexLock lock(&mu_);
+    broken_ = true;
+    return;
+  }
+  on_results_(incoming_);
+  incoming_.Clear();
+  StartRead(&incoming_);
+}
+
+void GrpcWorkerChannel::OnDone(const grpc::Status&) {
+  std::shared_ptr<GrpcWorkerChannel> keep;
+  {
+    absl::MutexLock lock(&mu_);
+    keep = std::move(self_);
+  }
+  on_done_();
+  // `keep` may be the last reference: this object goes when the function returns.
+}
+
+}  // namespace tessera::api

@@ -1,0 +1,62 @@
+// GrpcWorkerChannel: the owner's end of one worker's PushTasks stream (proto worker.proto), on
+// gRPC's callback API so no thread waits per worker. Batches handed to Send while a write is in
+// flight are merged into the next write, so a burst of submissions leaves as a few large messages.
+// Close half-closes the stream (the worker exits when it sees the end).
+//
+// Threading: thread-safe. Callbacks (results, done) run on gRPC's threads. The object keeps
+// itself alive until gRPC reports the stream done.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "api/task_submitter.h"
+#include "grpcpp/grpcpp.h"
+#include "tessera/v1/worker.grpc.pb.h"
+
+namespace tessera::api {
+
+class GrpcWorkerChannel final : public WorkerChannel,
+                                public grpc::ClientBidiReactor<v1::TaskBatch, v1::TaskResultBatch> {
+ public:
+  using ResultsFn = std::function<void(const v1::TaskResultBatch&)>;
+  // `on_done` runs once, when the stream is over (after the last results).
+  static std::shared_ptr<GrpcWorkerChannel> Start(std::shared_ptr<grpc::Channel> channel,
+                                                  const std::string& token, ResultsFn on_results,
+                                                  std::function<void()> on_done);
+
+  void Send(v1::TaskBatch batch) override;
+  void Close() override;
+  // Ends the stream at once (shutdown).
+  void Cancel();
+
+  void OnWriteDone(bool ok) override;
+  void OnReadDone(bool ok) override;
+  void OnWritesDoneDone(bool ok) override;
+  void OnDone(const grpc::Status& status) override;
+
+ private:
+  GrpcWorkerChannel(ResultsFn on_results, std::function<void()> on_done)
+      : on_results_(std::move(on_results)), on_done_(std::move(on_done)) {}
+  void StartNextWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const ResultsFn on_results_;
+  const std::function<void()> on_done_;
+  std::unique_ptr<v1::Worker::Stub> stub_;
+  grpc::ClientContext context_;
+  v1::TaskResultBatch incoming_;  // owned by the read in flight
+
+  absl::Mutex mu_;
+  v1::TaskBatch writing_ ABSL_GUARDED_BY(mu_);  // owned by the write in flight
+  v1::TaskBatch pending_ ABSL_GUARDED_BY(mu_);
+  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool writes_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<GrpcWorkerChannel> self_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tessera::api

@@ -1,0 +1,333 @@
+#include "api/worker_leases.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "api/worker_channel.h"
+#include "cli/cluster_client.h"
+#include "cli/state_folder.h"
+#include "rpc/auth.h"
+#include "rpc/channel.h"
+#include "rpc/retry.h"
+#include "rpc/status_conversion.h"
+#include "worker/worker_runtime.h"
+
+namespace tessera::api {
+namespace {
+
+constexpr int kMaxHops = 8;
+
+// This program's command line, with argv[0] made the absolute path of this executable (the
+// worker is started from the agent's folder, and may be started on behalf of a relative path).
+std::vector<std::string> OwnCommandLine() {
+  std::vector<std::string> argv;
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (absl::string_view arg : absl::StrSplit(all, '\0', absl::SkipEmpty())) {
+    argv.emplace_back(arg.data(), arg.size());
+  }
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (argv.empty()) argv.emplace_back();
+  if (!ec) argv[0] = exe.string();
+  return argv;
+}
+
+void WriteOut(FILE* to, const std::string& data) {
+  std::fwrite(data.data(), 1, data.size(), to);
+  std::fflush(to);
+}
+
+}  // namespace
+
+WorkerLeases::WorkerLeases(WorkerLeasesOptions options, TaskSubmitter* submitter)
+    : options_(std::move(options)), submitter_(submitter), argv_(OwnCommandLine()) {
+  std::error_code ec;
+  cwd_ = std::filesystem::current_path(ec).string();
+  if (!options_.head_address.empty()) {
+    head_ = v1::Head::NewStub(rpc::MakeChannel(options_.head_address));
+  }
+  lease_thread_ = std::thread([this] { LeaseLoop(); });
+}
+
+WorkerLeases::~WorkerLeases() { Shutdown(); }
+
+void WorkerLeases::RequestWorker(const LeaseShape& shape) {
+  absl::MutexLock lock(&mu_);
+  requests_.push_back(shape);
+  changed_.SignalAll();
+}
+
+std::string WorkerLeases::LocalAgentAddress() const {
+  const cli::StateFolder state{options_.state_dir};
+  for (const std::string& node : cli::NodeIdsInStateFolder(state)) {
+    const auto pid = cli::ReadPidFile(state.AgentPidFile(node));
+    if (!pid.has_value() || !cli::ProcessAlive(*pid)) continue;
+    auto address = cli::ReadFirstLine(state.AgentAddressFile(node));
+    if (address.ok() && !address->empty()) return *address;
+  }
+  return "";
+}
+
+v1::NodeAgent::Stub* WorkerLeases::Agent(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  auto& stub = agents_[address];
+  if (stub == nullptr) stub = v1::NodeAgent::NewStub(rpc::MakeChannel(address));
+  return stub.get();
+}
+
+void WorkerLeases::LeaseLoop() {
+  while (true) {
+    LeaseShape shape;
+    {
+      absl::MutexLock lock(&mu_);
+      while (requests_.empty() && !stopping_) changed_.Wait(&mu_);
+      if (stopping_) return;
+      shape = std::move(requests_.front());
+      requests_.pop_front();
+    }
+    bool permanent = false;
+    auto granted = Acquire(shape, permanent);
+    if (!granted.ok()) {
+      submitter_->LeaseFailed(shape.key, granted.status(), permanent);
+      continue;
+    }
+    const std::string worker_id = granted->first.worker_id();
+    absl::MutexLock lock(&mu_);
+    Leased& leased = leased_[worker_id];
+    leased.shape_key = shape.key;
+    leased.agent_address = granted->second;
+    leased.grant = std::move(granted->first);
+    changed_.SignalAll();
+    watchers_.emplace_back([this, worker_id] { Watch(worker_id); });
+  }
+}
+
+absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
+    const LeaseShape& shape, bool& permanent) {
+  v1::LeaseRequest lease;
+  *lease.mutable_request() = shape.request;
+  v1::WorkerSpec& worker = *lease.mutable_worker();
+  for (const std::string& arg : argv_) worker.add_argv(arg);
+  auto& env = *worker.mutable_env();
+  env[std::string(worker::kWorkerModeEnv)] = std::string("1");
+  env[std::string(worker::kOwnerAddressEnv)] = options_.owner_address;
+  env[std::string(worker::kTokenEnv)] = options_.token;
+  worker.set_cwd(cwd_);
+  lease.set_job_id(options_.job_id);
+
+  rpc::RetryOptions retry;
+  retry.token = options_.token;
+  // Granting starts the worker process: give it time on a loaded machine.
+  retry.attempt_timeout = absl::Seconds(20);
+  retry.total_budget = absl::Seconds(60);
+  absl::Duration backoff = absl::Milliseconds(20);
+  while (true) {
+    std::string status;
+    std::string explanation;
+    std::string address = options_.agent_address.empty() ? LocalAgentAddress()
+                                                         : options_.agent_address;
+    if (address.empty()) {
+      if (head_ == nullptr) {
+        permanent = true;
+        return absl::FailedPreconditionError(absl::StrCat(
+            "no node agent runs on this host (state folder ", options_.state_dir,
+            ") and no head is known to pick one"));
+      }
+      v1::PickNodeRequest pick;
+      *pick.mutable_request() = shape.request;
+      v1::PickNodeResponse picked;
+      absl::Status s = rpc::RetryUnary(retry, &v1::Head::Stub::PickNode, head_.get(), pick, &picked);
+      if (!s.ok()) return s;
+      address = picked.address();
+      status = picked.status();
+      explanation = picked.explanation();
+    }
+    lease.set_hops(0);
+    while (!address.empty()) {
+      lease.set_request_id(cli::NewRequestId("lease"));
+      v1::LeaseReply reply;
+      absl::Status s =
+          rpc::RetryUnary(retry, &v1::NodeAgent::Stub::RequestLease, Agent(address), lease, &reply);
+      if (!s.ok()) {
+        permanent = s.code() == absl::StatusCode::kInvalidArgument;
+        return absl::Status(s.code(), absl::StrCat("lease from the node agent at ", address, ": ",
+                                                   s.message()));
+      }
+      if (reply.has_granted()) return std::make_pair(reply.granted(), address);
+      status = reply.status();
+      explanation = reply.explanation();
+      if (!reply.has_spillback() || lease.hops() >= kMaxHops) break;
+      address = reply.spillback().address();
+      lease.set_hops(lease.hops() + 1);
+    }
+    if (status == "infeasible") {
+      permanent = true;
+      return absl::ResourceExhaustedError(
+          absl::StrCat("no node can ever run it (infeasible): ", explanation));
+    }
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::CancelledError("tessera is shutting down");
+    // Pending: the cluster is busy; ask again shortly.
+    changed_.WaitWithTimeout(&mu_, backoff);
+    if (stopping_) return absl::CancelledError("tessera is shutting down");
+    backoff = std::min(backoff * 2, absl::Milliseconds(500));
+  }
+}
+
+void WorkerLeases::Watch(std::string worker_id) {
+  std::string agent_address;
+  {
+    absl::MutexLock lock(&mu_);
+    agent_address = leased_.at(worker_id).agent_address;
+  }
+  auto context = std::make_shared<grpc::ClientContext>();
+  rpc::ConfigureClientContext(context.get(), options_.token, absl::InfiniteDuration());
+  {
+    absl::MutexLock lock(&mu_);
+    watch_contexts_.push_back(context);
+  }
+  v1::WatchWorkerRequest request;
+  request.set_worker_id(worker_id);
+  std::unique_ptr<grpc::ClientReader<v1::WorkerEvent>> reader =
+      Agent(agent_address)->WatchWorker(context.get(), request);
+  v1::WorkerEvent event;
+  std::string cause;
+  while (reader->Read(&event)) {
+    if (event.has_exit()) {
+      cause = event.exit().reason();
+    } else if (event.has_stdout() && options_.forward_output) {
+      WriteOut(stdout, event.stdout());
+    } else if (event.has_stderr() && options_.forward_output) {
+      WriteOut(stderr, event.stderr());
+    }
+  }
+  grpc::Status status = reader->Finish();
+  if (cause.empty()) {
+    cause = absl::StrCat("lost contact with its node agent at ", agent_address, ": ",
+                         status.error_message());
+  }
+  WorkerHandle handle = 0;
+  std::string shape_key;
+  bool stopping = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = leased_.find(worker_id);
+    if (it != leased_.end()) {
+      handle = it->second.handle;
+      shape_key = it->second.shape_key;
+      leased_.erase(it);
+    }
+    stopping = stopping_;
+    changed_.SignalAll();
+  }
+  if (handle != 0) {
+    submitter_->WorkerDied(handle, cause);
+  } else if (!stopping && !shape_key.empty()) {
+    submitter_->LeaseFailed(
+        shape_key,
+        absl::UnavailableError(absl::StrCat("its worker ", worker_id, " exited before it was ready (",
+                                            cause, "); see its log in the node's workers folder")),
+        /*permanent=*/false);
+  }
+}
+
+void WorkerLeases::FillNodeLabels(const std::string& node_id, v1::WorkerReadyReply& reply) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = labels_.find(node_id);
+    if (it != labels_.end()) {
+      reply.mutable_node_labels()->insert(it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  if (head_ == nullptr) return;
+  v1::ListNodesResponse nodes;
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, options_.token, absl::Seconds(5));
+  if (!head_->ListNodes(&context, v1::ListRequest(), &nodes).ok()) return;
+  absl::MutexLock lock(&mu_);
+  for (const v1::NodeInfo& node : nodes.nodes()) {
+    const auto& labels = node.node().labels();
+    labels_[node.node().node_id()] = std::map<std::string, std::string>(labels.begin(), labels.end());
+  }
+  auto it = labels_.find(node_id);
+  if (it != labels_.end()) reply.mutable_node_labels()->insert(it->second.begin(), it->second.end());
+}
+
+v1::WorkerReadyReply WorkerLeases::WorkerReady(const v1::WorkerReadyRequest& request) {
+  v1::WorkerReadyReply reply;
+  Leased leased;
+  {
+    absl::MutexLock lock(&mu_);
+    // The worker can be faster than the lease reply that names it.
+    const absl::Time until = absl::Now() + absl::Seconds(30);
+    while (leased_.count(request.worker_id()) == 0 && !stopping_ && absl::Now() < until) {
+      changed_.WaitWithDeadline(&mu_, until);
+    }
+    auto it = leased_.find(request.worker_id());
+    if (it == leased_.end() || stopping_) return reply;  // not accepted
+    leased = it->second;
+  }
+  const v1::LeaseGrant& grant = leased.grant;
+  reply.set_node_id(grant.node_id());
+  reply.mutable_isolation_env()->insert(grant.isolation_env().begin(), grant.isolation_env().end());
+  for (const v1::DeviceGrant& device : grant.allocation().devices()) {
+    (*reply.mutable_accelerator_ids())[device.resource()] = absl::StrJoin(device.instances(), ",");
+  }
+  FillNodeLabels(grant.node_id(), reply);
+
+  const WorkerHandle handle = submitter_->NewHandle();
+  TaskSubmitter* submitter = submitter_;
+  auto channel = GrpcWorkerChannel::Start(
+      rpc::MakeChannel(request.address()), options_.token,
+      [submitter, handle](const v1::TaskResultBatch& results) {
+        submitter->OnResults(handle, results);
+      },
+      [] {});
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = leased_.find(request.worker_id());
+    if (it == leased_.end()) {
+      channel->Close();  // it exited meanwhile
+      return reply;
+    }
+    it->second.handle = handle;
+  }
+  submitter_->AddWorker(leased.shape_key, handle, channel);
+  reply.set_accepted(true);
+  return reply;
+}
+
+void WorkerLeases::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_ && !lease_thread_.joinable()) return;
+    stopping_ = true;
+    changed_.SignalAll();
+  }
+  if (lease_thread_.joinable()) lease_thread_.join();
+  {
+    // Workers let go exit on their own; give them a moment before cutting the watches.
+    absl::MutexLock lock(&mu_);
+    const absl::Time until = absl::Now() + absl::Seconds(5);
+    while (!leased_.empty() && absl::Now() < until) changed_.WaitWithDeadline(&mu_, until);
+    for (auto& context : watch_contexts_) context->TryCancel();
+  }
+  std::vector<std::thread> watchers;
+  {
+    absl::MutexLock lock(&mu_);
+    watchers.swap(watchers_);
+  }
+  for (std::thread& t : watchers) t.join();
+}
+
+}  // namespace tessera::api

@@ -1,0 +1,93 @@
+// WorkerLeases: the LeaseSource of a driver on a real cluster. For each lease request it asks a
+// node agent (this host's, else the node the head picks) for a lease whose worker is this very
+// program in worker mode, follows spillbacks, keeps asking while the cluster answers pending,
+// and fails the request when it is infeasible. It watches every granted worker through the
+// agent's WatchWorker stream (its output is copied to this process; its exit, with the cause,
+// is what tells the submitter a worker died), and turns the worker's WorkerReady call into a
+// GrpcWorkerChannel handed to the submitter.
+//
+// Threading: thread-safe. One thread asks for leases (requests of a shape are one at a time
+// anyway), one thread per granted worker watches it; WorkerReady runs on the Owner service's
+// threads.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "api/task_submitter.h"
+#include "tessera/v1/head.grpc.pb.h"
+#include "tessera/v1/node_agent.grpc.pb.h"
+#include "tessera/v1/worker.pb.h"
+
+namespace tessera::api {
+
+struct WorkerLeasesOptions {
+  std::string token;
+  std::string head_address;   // "" no head: only the agent below
+  std::string agent_address;  // "" ask the head which node (PickNode)
+  std::string state_dir;      // to find this host's live agent when agent_address is ""
+  std::string owner_address;  // this driver's Owner service
+  std::string job_id;
+  bool forward_output = true;
+  // How long a granted worker may take to call WorkerReady.
+  absl::Duration ready_timeout = absl::Seconds(30);
+};
+
+class WorkerLeases final : public LeaseSource {
+ public:
+  WorkerLeases(WorkerLeasesOptions options, TaskSubmitter* submitter);
+  ~WorkerLeases() override;
+
+  void RequestWorker(const LeaseShape& shape) override;
+
+  // A worker this driver leased says it serves at `request.address()`.
+  v1::WorkerReadyReply WorkerReady(const v1::WorkerReadyRequest& request);
+
+  // Stops asking for leases and waits (bounded) for every watched worker to exit.
+  void Shutdown();
+
+ private:
+  struct Leased {
+    std::string shape_key;
+    std::string agent_address;
+    v1::LeaseGrant grant;
+    WorkerHandle handle = 0;  // 0 until ready
+    bool exited = false;
+    bool ready_failed = false;
+  };
+  void LeaseLoop();
+  // Runs one request to a grant, or an error (permanent: infeasible or invalid).
+  absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> Acquire(const LeaseShape& shape,
+                                                                 bool& permanent);
+  std::string LocalAgentAddress() const;
+  v1::NodeAgent::Stub* Agent(const std::string& address);
+  void Watch(std::string worker_id);
+  void FillNodeLabels(const std::string& node_id, v1::WorkerReadyReply& reply);
+
+  const WorkerLeasesOptions options_;
+  TaskSubmitter* const submitter_;
+  std::unique_ptr<v1::Head::Stub> head_;
+  std::vector<std::string> argv_;
+  std::string cwd_;
+
+  absl::Mutex mu_;
+  absl::CondVar changed_;
+  std::deque<LeaseShape> requests_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, Leased> leased_ ABSL_GUARDED_BY(mu_);  // by worker id
+  std::map<std::string, std::unique_ptr<v1::NodeAgent::Stub>> agents_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::map<std::string, std::string>> labels_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> watchers_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<grpc::ClientContext>> watch_contexts_ ABSL_GUARDED_BY(mu_);
+  std::thread lease_thread_;
+};
+
+}  // namespace tessera::api

@@ -1,0 +1,196 @@
+#include "worker/worker_runtime.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "rpc/auth.h"
+#include "rpc/channel.h"
+#include "rpc/retry.h"
+#include "rpc/server.h"
+#include "rpc/status_conversion.h"
+#include "tessera/v1/worker.grpc.pb.h"
+#include "worker/task_executor.h"
+
+namespace tessera::worker {
+namespace {
+
+// How long a worker that said it is ready waits for its owner's stream before giving up.
+constexpr absl::Duration kNoOwnerTimeout = absl::Seconds(60);
+
+struct WorkerGlobals {
+  std::string token;
+  std::string owner_address;
+  std::unique_ptr<v1::Owner::Stub> owner;
+  RuntimeContext context;
+};
+
+WorkerGlobals* globals = nullptr;  // set once by RunWorker before any task runs
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+[[noreturn]] void Die(const std::string& why) {
+  std::fprintf(stderr, "tessera worker: %s\n", why.c_str());
+  std::fflush(stderr);
+  _exit(1);
+}
+
+// Serves one owner's stream of task batches, one task at a time in order.
+// Thread-safe: gRPC may call PushTasks on any thread; a second concurrent stream is refused.
+class WorkerService final : public v1::Worker::Service {
+ public:
+  grpc::Status PushTasks(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<v1::TaskResultBatch, v1::TaskBatch>* stream) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (streaming_) {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                            "this worker already serves its owner's stream");
+      }
+      streaming_ = true;
+    }
+    started_.Notify();
+    v1::TaskBatch batch;
+    ArgumentFetcher fetch = [](const v1::ObjectRefProto& ref) -> absl::StatusOr<std::string> {
+      auto id = ObjectId::FromBinary(ref.object_id());
+      if (!id.ok()) return id.status();
+      ObjectRefData data{*id, OwnerAddress{ref.owner_node_id(), ref.owner_address(),
+                                           ref.owner_worker_id()}};
+      return FetchObject(data, absl::InfiniteDuration());
+    };
+    while (stream->Read(&batch)) {
+      v1::TaskResultBatch results;
+      for (const v1::TaskSpec& task : batch.tasks()) {
+        *results.add_results() = ExecuteTask(task, fetch);
+      }
+      if (!stream->Write(results)) break;
+    }
+    finished_.Notify();
+    return grpc::Status::OK;
+  }
+
+  absl::Notification& started() { return started_; }
+  absl::Notification& finished() { return finished_; }
+
+ private:
+  absl::Mutex mu_;
+  bool streaming_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Notification started_;
+  absl::Notification finished_;
+};
+
+std::vector<int> ParseIds(const std::string& text) {
+  std::vector<int> ids;
+  for (absl::string_view piece : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int id = 0;
+    if (absl::SimpleAtoi(piece, &id)) ids.push_back(id);
+  }
+  return ids;
+}
+
+}  // namespace
+
+bool InWorkerMode() { return Env(kWorkerModeEnv) == "1"; }
+
+const RuntimeContext& CurrentContext() {
+  static const RuntimeContext* driver_context = new RuntimeContext();
+  return globals != nullptr ? globals->context : *driver_context;
+}
+
+void RunWorker() {
+  auto* g = new WorkerGlobals();
+  g->token = Env(kTokenEnv);
+  g->owner_address = Env(kOwnerAddressEnv);
+  const std::string worker_id = Env(kWorkerIdEnv);
+  if (g->token.empty()) Die(absl::StrCat(kTokenEnv, " is not set"));
+  if (g->owner_address.empty()) Die(absl::StrCat(kOwnerAddressEnv, " is not set"));
+  if (worker_id.empty()) Die(absl::StrCat(kWorkerIdEnv, " is not set"));
+  g->owner = v1::Owner::NewStub(rpc::MakeChannel(g->owner_address));
+  g->context.in_worker = true;
+  g->context.worker_id = worker_id;
+  g->context.node_id = Env(kNodeIdEnv);
+
+  // Leaked on purpose: the process ends with _exit, never by unwinding main.
+  auto* service = new WorkerService();
+  rpc::ServerOptions server_options;
+  server_options.token = g->token;
+  if (std::string bind = Env(kWorkerBindEnv); !bind.empty()) server_options.bind_address = bind;
+  auto server = rpc::RpcServer::Start(server_options, {service});
+  if (!server.ok()) Die(absl::StrCat("cannot serve: ", server.status().message()));
+
+  v1::WorkerReadyRequest ready;
+  ready.set_worker_id(worker_id);
+  ready.set_address((*server)->address());
+  ready.set_pid(getpid());
+  v1::WorkerReadyReply reply;
+  rpc::RetryOptions retry;
+  retry.token = g->token;
+  absl::Status told = rpc::RetryUnary(retry, &v1::Owner::Stub::WorkerReady, g->owner.get(), ready,
+                                      &reply);
+  if (!told.ok()) {
+    Die(absl::StrCat("cannot reach the owner at ", g->owner_address, ": ", told.message()));
+  }
+  if (!reply.accepted()) Die("the owner does not want this worker any more");
+  if (!reply.node_id().empty()) g->context.node_id = reply.node_id();
+  g->context.node_labels.insert(reply.node_labels().begin(), reply.node_labels().end());
+  g->context.isolation_env.insert(reply.isolation_env().begin(), reply.isolation_env().end());
+  for (const auto& [resource, ids] : reply.accelerator_ids()) {
+    g->context.accelerator_ids[resource] = ParseIds(ids);
+  }
+  globals = g;
+
+  if (!service->started().WaitForNotificationWithTimeout(kNoOwnerTimeout)) {
+    Die("the owner never pushed tasks; exiting");
+  }
+  service->finished().WaitForNotification();
+  // Lets the stream's final status reach the owner before the process goes.
+  (*server)->Shutdown(absl::Milliseconds(200));
+  std::fflush(stdout);
+  std::fflush(stderr);
+  _exit(0);
+}
+
+absl::StatusOr<std::string> FetchObject(const ObjectRefData& ref, absl::Duration timeout) {
+  if (globals == nullptr) {
+    return absl::FailedPreconditionError("fetching an object needs a running worker");
+  }
+  v1::Owner::Stub* stub = globals->owner.get();
+  std::unique_ptr<v1::Owner::Stub> other;
+  if (ref.owner.address != globals->owner_address) {
+    other = v1::Owner::NewStub(rpc::MakeChannel(ref.owner.address));
+    stub = other.get();
+  }
+  v1::GetObjectRequest request;
+  request.set_object_id(ref.id.Binary());
+  const bool forever = timeout == absl::InfiniteDuration();
+  request.set_wait_ms(forever ? int64_t{24} * 3600 * 1000 : absl::ToInt64Milliseconds(timeout));
+  v1::GetObjectReply reply;
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, globals->token,
+                              absl::Milliseconds(request.wait_ms()) + absl::Seconds(10));
+  grpc::Status status = stub->GetObject(&context, request, &reply);
+  if (!status.ok()) {
+    absl::Status s = rpc::FromGrpcStatus(status);
+    return absl::Status(s.code(), absl::StrCat("object ", ref.id.Hex(), " from its owner at ",
+                                               ref.owner.address, ": ", s.message()));
+  }
+  if (reply.has_error()) {
+    return absl::UnknownError(absl::StrCat(reply.error().type(), reply.error().type().empty() ? "" : ": ",
+                                           reply.error().message()));
+  }
+  return reply.value();
+}
+
+}  // namespace tessera::worker

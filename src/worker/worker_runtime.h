@@ -1,0 +1,42 @@
+// Worker mode: the user's binary started by a node agent for one of a driver's leases
+// (TESSERA_WORKER_MODE=1, TESSERA_OWNER_ADDRESS, TESSERA_TOKEN, TESSERA_WORKER_ID). RunWorker
+// serves the Worker service, tells the owner it is ready (Owner.WorkerReady), runs the tasks the
+// owner pushes, and exits the process when the owner's stream ends: the owner let it go, or the
+// owner disappeared. It also exits when no owner connects within a while after it said ready.
+//
+// Threading: RunWorker is called once, from main (through tessera::Init); FetchObject may be
+// called by tasks on any thread.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "tessera/object_ref_data.h"
+#include "tessera/runtime_context.h"
+
+namespace tessera::worker {
+
+inline constexpr char kWorkerModeEnv[] = "TESSERA_WORKER_MODE";
+inline constexpr char kOwnerAddressEnv[] = "TESSERA_OWNER_ADDRESS";
+inline constexpr char kTokenEnv[] = "TESSERA_TOKEN";
+inline constexpr char kWorkerIdEnv[] = "TESSERA_WORKER_ID";
+inline constexpr char kNodeIdEnv[] = "TESSERA_NODE_ID";
+// The address the worker's service binds (default 127.0.0.1: drivers on this host).
+inline constexpr char kWorkerBindEnv[] = "TESSERA_WORKER_BIND";
+
+// Whether this process was started as a worker.
+bool InWorkerMode();
+
+// Never returns: exits the process when its work is over (0), or when it cannot start (1, with
+// the reason on stderr, which is the worker's log).
+[[noreturn]] void RunWorker();
+
+// The value of an object owned by another process (a ref received inside a value), from its
+// owner's GetObject. Only in worker mode (elsewhere FailedPrecondition).
+absl::StatusOr<std::string> FetchObject(const ObjectRefData& ref, absl::Duration timeout);
+
+// The context RunWorker learned (in a driver: a context with in_worker false).
+const RuntimeContext& CurrentContext();
+
+}  // namespace tessera::worker
