@@ -15,10 +15,6 @@ std::shared_ptr<GrpcWorkerChannel> GrpcWorkerChannel::Start(std::shared_ptr<grpc
   self->stub_ = v1::Worker::NewStub(std::move(channel));
   // No deadline: the stream lasts as long as the worker is held.
   rpc::ConfigureClientContext(&self->context_, token, absl::InfiniteDuration());
-  {
-    absl::MutexLock lock(&self->mu_);
-    self->self_ = self;
-  }
   self->stub_->async()->PushTasks(&self->context_, self.get());
   self->StartRead(&self->incoming_);
   self->StartCall();
@@ -86,13 +82,14 @@ void GrpcWorkerChannel::OnReadDone(bool ok) {
 }
 
 void GrpcWorkerChannel::OnDone(const grpc::Status&) {
-  std::shared_ptr<GrpcWorkerChannel> keep;
-  {
-    absl::MutexLock lock(&mu_);
-    keep = std::move(self_);
-  }
   on_done_();
-  // `keep` may be the last reference: this object goes when the function returns.
+  absl::MutexLock lock(&mu_);
+  done_ = true;
+}
+
+bool GrpcWorkerChannel::done() {
+  absl::MutexLock lock(&mu_);
+  return done_;
 }
 
 }  // namespace tessera::api

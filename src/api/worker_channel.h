@@ -3,8 +3,9 @@
 // flight are merged into the next write, so a burst of submissions leaves as a few large messages.
 // Close half-closes the stream (the worker exits when it sees the end).
 //
-// Threading: thread-safe. Callbacks (results, done) run on gRPC's threads. The object keeps
-// itself alive until gRPC reports the stream done.
+// Threading: thread-safe. Callbacks (results, done) run on gRPC's threads. The owner of the
+// shared_ptr must keep it until done() (destroying it inside gRPC's OnDone would release the
+// call's context under gRPC's feet), and destroy it on a thread of its own.
 #pragma once
 
 #include <functional>
@@ -32,6 +33,8 @@ class GrpcWorkerChannel final : public WorkerChannel,
   void Close() override;
   // Ends the stream at once (shutdown).
   void Cancel();
+  // The stream is over: the object may be destroyed.
+  bool done();
 
   void OnWriteDone(bool ok) override;
   void OnReadDone(bool ok) override;
@@ -56,7 +59,7 @@ class GrpcWorkerChannel final : public WorkerChannel,
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool writes_done_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
-  std::shared_ptr<GrpcWorkerChannel> self_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace tessera::api

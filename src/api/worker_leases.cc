@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <iterator>
 #include <utility>
 
@@ -293,8 +294,14 @@ v1::WorkerReadyReply WorkerLeases::WorkerReady(const v1::WorkerReadyRequest& req
         submitter->OnResults(handle, results);
       },
       [] {});
+  std::vector<std::shared_ptr<GrpcWorkerChannel>> finished;
   {
     absl::MutexLock lock(&mu_);
+    for (auto& c : channels_) {
+      if (c->done()) finished.push_back(std::move(c));
+    }
+    channels_.erase(std::remove(channels_.begin(), channels_.end(), nullptr), channels_.end());
+    channels_.push_back(channel);
     auto it = leased_.find(request.worker_id());
     if (it == leased_.end()) {
       channel->Close();  // it exited meanwhile
@@ -328,6 +335,19 @@ void WorkerLeases::Shutdown() {
     watchers.swap(watchers_);
   }
   for (std::thread& t : watchers) t.join();
+  // Streams of workers that are gone end by themselves; cut any left, then wait for gRPC.
+  std::vector<std::shared_ptr<GrpcWorkerChannel>> channels;
+  {
+    absl::MutexLock lock(&mu_);
+    channels.swap(channels_);
+  }
+  for (auto& c : channels) {
+    if (!c->done()) c->Cancel();
+  }
+  for (auto& c : channels) {
+    const absl::Time until = absl::Now() + absl::Seconds(10);
+    while (!c->done() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(1));
+  }
 }
 
 }  // namespace tessera::api

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "api/task_submitter.h"
+#include "api/worker_channel.h"
 #include "tessera/v1/head.grpc.pb.h"
 #include "tessera/v1/node_agent.grpc.pb.h"
 #include "tessera/v1/worker.pb.h"
@@ -87,6 +88,8 @@ class WorkerLeases final : public LeaseSource {
   std::map<std::string, std::map<std::string, std::string>> labels_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> watchers_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<grpc::ClientContext>> watch_contexts_ ABSL_GUARDED_BY(mu_);
+  // Every worker stream, kept until gRPC is done with it (then dropped on one of our threads).
+  std::vector<std::shared_ptr<GrpcWorkerChannel>> channels_ ABSL_GUARDED_BY(mu_);
   std::thread lease_thread_;
 };
 
