@@ -31,6 +31,10 @@ grpc::Status Invalid(const absl::Status& status) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(status.message()));
 }
 
+grpc::Status NoObjectStore() {
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "this node agent hosts no object store");
+}
+
 grpc::Status UnknownWorker(const std::string& id) {
   return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no worker ", id, " on this node"));
 }
@@ -44,7 +48,12 @@ NodeAgentService::NodeAgentService(AgentServiceOptions options, AgentState* stat
       state_(state),
       workers_(workers),
       head_(head),
-      on_shutdown_(std::move(on_shutdown)) {}
+      on_shutdown_(std::move(on_shutdown)) {
+  if (options_.objects.store != nullptr) {
+    puller_ = std::make_unique<ObjectPuller>(options_.objects, options_.token,
+                                             options_.pull_timeout);
+  }
+}
 
 grpc::Status NodeAgentService::RequestLease(grpc::ServerContext*, const v1::LeaseRequest* request,
                                             v1::LeaseReply* reply) {
@@ -245,6 +254,31 @@ grpc::Status NodeAgentService::ReadLogs(grpc::ServerContext* context,
     return grpc::Status(grpc::StatusCode::CANCELLED, "the reader went away");
   }
   return rpc::ToGrpcStatus(streamed);
+}
+
+grpc::Status NodeAgentService::FetchObject(grpc::ServerContext* context,
+                                           const v1::FetchObjectRequest* request,
+                                           grpc::ServerWriter<v1::ObjectChunk>* writer) {
+  if (options_.objects.store == nullptr) return NoObjectStore();
+  auto id = ObjectId::FromBinary(request->object_id());
+  if (!id.ok()) return Invalid(id.status());
+  absl::Status streamed = StreamObject(options_.objects, *id, [&](const v1::ObjectChunk& chunk) {
+    return !context->IsCancelled() && writer->Write(chunk);
+  });
+  return rpc::ToGrpcStatus(streamed);
+}
+
+grpc::Status NodeAgentService::PullObject(grpc::ServerContext*,
+                                          const v1::PullObjectRequest* request,
+                                          v1::PullObjectResponse* response) {
+  if (puller_ == nullptr) return NoObjectStore();
+  auto id = ObjectId::FromBinary(request->object_id());
+  if (!id.ok()) return Invalid(id.status());
+  auto pulled = puller_->Pull(*id, request->from_address());
+  if (!pulled.ok()) return rpc::ToGrpcStatus(pulled.status());
+  response->set_size(pulled->size);
+  response->set_already_here(pulled->already_here);
+  return grpc::Status::OK;
 }
 
 grpc::Status NodeAgentService::KillWorker(grpc::ServerContext*,

@@ -13,12 +13,14 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "absl/time/time.h"
 #include "hardware/environment.h"
 #include "node/agent_state.h"
 #include "node/head_link.h"
+#include "node/object_transfer.h"
 #include "node/worker_log_stream.h"
 #include "process/process_supervisor.h"
 #include "rpc/request_cache.h"
@@ -32,6 +34,11 @@ struct AgentServiceOptions {
   std::map<std::string, std::string> slice_env;
   int max_spillback_hops = 4;
   absl::Duration kill_grace = absl::Seconds(2);
+  // The node's object store; without one, FetchObject and PullObject answer UNAVAILABLE.
+  LocalObjectStore objects;
+  // For calls to other agents (PullObject).
+  std::string token;
+  absl::Duration pull_timeout = absl::Minutes(10);
 };
 
 class NodeAgentService final : public v1::NodeAgent::Service {
@@ -58,6 +65,10 @@ class NodeAgentService final : public v1::NodeAgent::Service {
                              v1::CommitBundlesResponse* response) override;
   grpc::Status CancelBundles(grpc::ServerContext* context, const v1::CancelBundlesRequest* request,
                              v1::CancelBundlesResponse* response) override;
+  grpc::Status FetchObject(grpc::ServerContext* context, const v1::FetchObjectRequest* request,
+                           grpc::ServerWriter<v1::ObjectChunk>* writer) override;
+  grpc::Status PullObject(grpc::ServerContext* context, const v1::PullObjectRequest* request,
+                          v1::PullObjectResponse* response) override;
   grpc::Status Shutdown(grpc::ServerContext* context, const v1::ShutdownRequest* request,
                         v1::ShutdownResponse* response) override;
 
@@ -85,6 +96,7 @@ class NodeAgentService final : public v1::NodeAgent::Service {
   HeadLink* const head_;
   const std::function<void()> on_shutdown_;
   rpc::RequestCache<LeaseOutcome> lease_cache_;
+  std::unique_ptr<ObjectPuller> puller_;  // null without an object store
 };
 
 }  // namespace tessera

@@ -34,6 +34,9 @@ absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(
   grpc::ServerBuilder builder;
   // A port that is taken must be an error, not a second server sharing it.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Large HTTP/2 window and frames for bulk streams, as on the client side (rpc/channel.cc).
+  builder.AddChannelArgument("grpc.http2.lookahead_bytes", 64 << 20);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 16 << 20);
   int port = 0;
   std::string listen = JoinHostPort(options.bind_address, options.port);
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
