@@ -11,7 +11,11 @@
 //   starts its worker (/bin/true); the same RPC answered without a process (a lease the node can
 //   never fit, at the spillback hop limit: decided, refused, explained); and the agent's decision
 //   alone, in process (AgentState::TryLease then release), no RPC and no process. The agent
-//   offers no RPC that grants a lease without starting its worker.
+//   offers no RPC that grants a lease without starting its worker. Grant-and-start runs twice in
+//   process: on n-0, whose workers start from prestarted launchers (tessera-launcher, found
+//   beside this binary's build at ../bin, or --launcher=PATH), and on n-1, which forks every
+//   worker from the agent (prestarted_workers = 0), so both ways compare in one run. With
+//   --tessera=PATH the agents use their default (the launcher beside PATH).
 // - Anchors measured in the same run, to read the figures against this machine: a unary gRPC
 //   round trip on loopback to a handler that does nothing (a bare grpc::Server, and an
 //   rpc::RpcServer with the token check that every Tessera service has); fork+exec+wait of
@@ -231,6 +235,9 @@ BENCHMARK(BM_AnchorSupervisorStartTrue)->UseRealTime();
 // Set by --tessera=PATH: the cluster is brought up with `PATH up` (a head process and 4 node agent
 // processes) instead of in this process, and brought down with `PATH down`.
 std::string tessera_binary;
+// --launcher=PATH: the launcher in-process agents start workers from; "": ../bin beside this
+// binary's folder.
+std::string launcher_binary;
 
 // Runs argv to completion with its output in `log`; the exit status as an error, with the log.
 absl::Status RunCommand(const std::vector<std::string>& args, const std::string& log) {
@@ -360,6 +367,9 @@ absl::Status StartInProcess(LocalCluster& c) {
     options.node_id = absl::StrCat("n-", i);
     options.cluster_file = c.cluster_file;
     options.environment = Environment();
+    // n-0 starts workers from prestarted launchers, n-1 forks them (the lease comparison).
+    options.launcher = launcher_binary;
+    if (i == 1) options.prestarted_workers = 0;
     TESSERA_ASSIGN_OR_RETURN(auto agent, NodeAgentServer::Create(options));
     c.agents.push_back(std::move(agent));
   }
@@ -469,6 +479,9 @@ void BM_HeadPlacementGroupCreateRemove(benchmark::State& state) {
 }
 // --- leases on one node agent (n-0 of the cluster) ---
 
+// The untimed pause before each settled lease call.
+constexpr absl::Duration kSettle = absl::Milliseconds(2);
+
 v1::LeaseRequest LeaseRequestFor(const std::string& resources) {
   v1::LeaseRequest request;
   rpc::ResourcesToProto(*ParseResourceSet(resources),
@@ -477,27 +490,70 @@ v1::LeaseRequest LeaseRequestFor(const std::string& resources) {
   return request;
 }
 
-// The full lease: RequestLease decides, records the lease, forks and execs the worker (the reply
-// comes once exec has happened) and answers the grant. Time per iteration is that round trip;
-// the worker's exit (which releases the lease) happens on the agent's reaper thread, outside the
-// measured call. In process, the loop waits (untimed) when more than 64 workers still run; the
-// node has 224 CPUs, so with real processes a lease the node cannot take shows as not_granted.
+// The full lease: RequestLease decides, records the lease, starts the worker (the reply comes
+// once exec has happened) and answers the grant. Time per iteration is that round trip; the
+// worker's exit (which releases the lease) happens on the agent's reaper thread, outside the
+// measured call. pooled:1 on n-0, from prestarted launchers; pooled:0 on n-1, forked from the
+// agent (in process only). settled:0 runs leases back to back, so each one shares the 2 cores with
+// the previous workers' runs and exits and the launchers being started behind them (a closed
+// loop: the time is 1/throughput); settled:1 waits (untimed) after each lease until its worker
+// has exited and the pool holds its launchers again, each with its log files made, so the time is
+// one lease on an idle node. In process, the loop waits (untimed) when more than 64 workers still
+// run; the node has 224 CPUs, so with real processes a lease the node cannot take shows as
+// not_granted.
 void BM_AgentLeaseGrantAndStart(benchmark::State& state) {
   LocalCluster* c = Cluster();
   if (c == nullptr) return state.SkipWithError("the local cluster did not start");
-  NodeAgentServer* in_process = c->agents.empty() ? nullptr : c->agents.front().get();
+  const bool pooled = state.range(0) == 1;
+  const bool settled = state.range(1) == 1;
+  if (!pooled && c->agents.empty()) {
+    return state.SkipWithError("a forking agent runs in process only (agents of tessera up use their default)");
+  }
+  NodeAgentServer* in_process = c->agents.empty() ? nullptr : c->agents[pooled ? 0 : 1].get();
+  if (pooled && in_process != nullptr && in_process->launcher_pool() == nullptr) {
+    return state.SkipWithError("n-0 has no launcher pool (build tessera-launcher or pass --launcher=PATH)");
+  }
+  v1::NodeAgent::Stub* stub = c->agent_stub.get();
+  std::unique_ptr<v1::NodeAgent::Stub> direct_stub;
+  if (!pooled) {
+    direct_stub = v1::NodeAgent::NewStub(rpc::MakeChannel(in_process->address()));
+    stub = direct_stub.get();
+  }
+  state.SetLabel(absl::StrCat(pooled ? (c->agents.empty() ? "agent's default" : "prestarted launchers")
+                                      : "fork from the agent",
+                               settled ? ", one at a time on an idle node" : ""));
+  // Settled: the last worker has exited and every launcher the pool should hold is ready (its
+  // two log files made: fd 5 open).
+  auto node_is_idle = [&] {
+    if (in_process == nullptr) return true;
+    if (in_process->state().running_workers() > 0) return false;
+    LauncherPool* pool = in_process->launcher_pool();
+    if (pool == nullptr) return true;
+    const std::vector<pid_t> idle = pool->IdlePids();
+    if (static_cast<int>(idle.size()) < AgentOptions().prestarted_workers) return false;
+    for (pid_t pid : idle) {
+      if (::access(absl::StrCat("/proc/", pid, "/fd/5").c_str(), F_OK) != 0) return false;
+    }
+    return true;
+  };
   v1::LeaseRequest request = LeaseRequestFor("CPU=1");
   int64_t not_granted = 0, errors = 0;
   for (auto _ : state) {
     request.set_request_id(absl::StrCat("lease-", c->next_id.fetch_add(1)));
     v1::LeaseReply reply;
     auto context = rpc::MakeClientContext(c->token, kCallTimeout);
-    if (!c->agent_stub->RequestLease(context.get(), request, &reply).ok()) {
+    if (!stub->RequestLease(context.get(), request, &reply).ok()) {
       ++errors;
     } else if (!reply.has_granted()) {
       ++not_granted;
     }
-    if (in_process != nullptr && in_process->state().running_workers() > 64) {
+    if (settled) {
+      state.PauseTiming();
+      const absl::Time end = absl::Now() + absl::Seconds(5);
+      while (!node_is_idle() && absl::Now() < end) absl::SleepFor(absl::Microseconds(100));
+      absl::SleepFor(kSettle);  // as the settled refused RPC does
+      state.ResumeTiming();
+    } else if (in_process != nullptr && in_process->state().running_workers() > 64) {
       state.PauseTiming();
       while (in_process->state().running_workers() > 8) absl::SleepFor(absl::Milliseconds(1));
       state.ResumeTiming();
@@ -509,19 +565,42 @@ void BM_AgentLeaseGrantAndStart(benchmark::State& state) {
   state.counters["agent_rss_MiB"] =
       benchmark::Counter(RssMiB(c->AgentPid()), benchmark::Counter::kAvgThreads);
   state.counters["errors"] = static_cast<double>(errors);
+  if (pooled && in_process != nullptr) {
+    // Leases that found no launcher ready and waited for one to start.
+    state.counters["cold_launches"] = static_cast<double>(in_process->launcher_pool()->stats().taken_cold);
+  }
 }
-BENCHMARK(BM_AgentLeaseGrantAndStart)->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
+BENCHMARK(BM_AgentLeaseGrantAndStart)
+    ->ArgNames({"pooled", "settled"})
+    ->Args({1, 0})
+    ->Args({0, 0})
+    ->Threads(1)
+    ->Threads(2)
+    ->Threads(4)
+    ->UseRealTime();
+BENCHMARK(BM_AgentLeaseGrantAndStart)
+    ->ArgNames({"pooled", "settled"})
+    ->Args({1, 1})
+    ->Args({0, 1})
+    ->UseRealTime();
 
 // The same RPC for a lease this node can never fit (GPU=16 on an 8-GPU node), at the spillback
 // hop limit so the agent answers itself: decoded, decided by the agent's scheduler, refused with
-// its explanation. No process, no call to the head.
+// its explanation. No process, no call to the head. settled:1 pauses (untimed) kSettle before
+// each call, as settled grants do: the same RPC with its threads woken from idle.
 void BM_AgentLeaseRefusedRpc(benchmark::State& state) {
   LocalCluster* c = Cluster();
   if (c == nullptr) return state.SkipWithError("the local cluster did not start");
+  const bool settled = state.range(0) == 1;
   v1::LeaseRequest request = LeaseRequestFor("GPU=16");
   request.set_hops(AgentOptions().max_spillback_hops);
   int64_t unexpected = 0;
   for (auto _ : state) {
+    if (settled) {
+      state.PauseTiming();
+      absl::SleepFor(kSettle);
+      state.ResumeTiming();
+    }
     request.set_request_id(absl::StrCat("refused-", c->next_id.fetch_add(1)));
     v1::LeaseReply reply;
     auto context = rpc::MakeClientContext(c->token, kCallTimeout);
@@ -533,7 +612,8 @@ void BM_AgentLeaseRefusedRpc(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
   state.counters["unexpected"] = static_cast<double>(unexpected);
 }
-BENCHMARK(BM_AgentLeaseRefusedRpc)->Threads(1)->Threads(4)->UseRealTime();
+BENCHMARK(BM_AgentLeaseRefusedRpc)->ArgName("settled")->Arg(0)->Threads(1)->Threads(4)->UseRealTime();
+BENCHMARK(BM_AgentLeaseRefusedRpc)->ArgName("settled")->Arg(1)->UseRealTime();
 
 // The agent's decision alone, in this thread: AgentState::TryLease of CPU=1,GPU=1 (placed, device
 // instance chosen, lease and worker recorded), then the worker recorded as failed to start,
@@ -600,18 +680,26 @@ void TearDownAll() {
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
-  // Our own flag: --tessera=PATH runs the cluster as real processes (`PATH up`).
+  // Our own flags: --tessera=PATH runs the cluster as real processes (`PATH up`);
+  // --launcher=PATH is the worker launcher of in-process agents.
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--tessera=", 0) == 0) {
       tessera::tessera_binary = std::filesystem::absolute(arg.substr(10)).string();
+    } else if (arg.rfind("--launcher=", 0) == 0) {
+      tessera::launcher_binary = std::filesystem::absolute(arg.substr(11)).string();
     } else {
       argv[kept++] = argv[i];
     }
   }
   argc = kept;
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  if (tessera::launcher_binary.empty()) {
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    tessera::launcher_binary = (self.parent_path().parent_path() / "bin" / "tessera-launcher").string();
+  }
   if (!tessera::tessera_binary.empty()) {
     // Before any other thread starts, so that every thread inherits the mask.
     sigset_t signals;

@@ -55,10 +55,12 @@ std::string AdvertisedHost(const std::string& bind) {
 // default launcher is missing (said on stderr: agents linked into test programs have none beside
 // them). A launcher given explicitly must work.
 absl::StatusOr<std::unique_ptr<LauncherPool>> StartLauncherPool(const AgentOptions& options,
-                                                                const NodeId& node) {
+                                                                const NodeId& node,
+                                                                const std::string& workers_dir) {
   if (options.prestarted_workers == 0) return nullptr;
   const std::string path = options.launcher.empty() ? DefaultLauncherPath() : options.launcher;
-  auto pool = LauncherPool::Create({path, options.prestarted_workers});
+  // Worker logs go to workers_dir: the launchers make their files there ahead of time.
+  auto pool = LauncherPool::Create({path, options.prestarted_workers, workers_dir});
   if (pool.ok() || !options.launcher.empty()) return pool;
   std::fprintf(stderr, "node agent %s: %s; workers are forked from the agent instead\n",
                node.value().c_str(), std::string(pool.status().message()).c_str());
@@ -92,7 +94,7 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
   }
 
   AgentState* state = server->state_.get();
-  TESSERA_ASSIGN_OR_RETURN(server->launchers_, StartLauncherPool(options, loaded.id));
+  TESSERA_ASSIGN_OR_RETURN(server->launchers_, StartLauncherPool(options, loaded.id, workers_dir));
   SupervisorOptions supervisor;
   supervisor.launcher_pool = server->launchers_.get();
   TESSERA_ASSIGN_OR_RETURN(server->workers_, ProcessSupervisor::Create(supervisor));

@@ -42,7 +42,8 @@ class ChildProcessTest : public ::testing::TestWithParam<Spawning> {
  protected:
   void SetUp() override {
     if (GetParam() == Spawning::kPooled) {
-      auto pool = LauncherPool::Create({LauncherPath(), 2});
+      // Logs directly in dir_ take the launchers' ready-made files; deeper ones are created.
+      auto pool = LauncherPool::Create({LauncherPath(), 2, dir_.path()});
       ASSERT_TRUE(pool.ok()) << pool.status();
       pool_ = std::move(*pool);
     }

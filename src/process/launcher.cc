@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "process/file_util.h"
 #include "process/launch_wire.h"
@@ -38,7 +40,8 @@ class SpawnSetup {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Launcher>> Launcher::Start(const std::string& path) {
+absl::StatusOr<std::unique_ptr<Launcher>> Launcher::Start(const std::string& path,
+                                                         const std::string& log_dir) {
   int sockets[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
     return ErrnoStatus(errno, "cannot create a socket pair for a worker launcher");
@@ -63,8 +66,8 @@ absl::StatusOr<std::unique_ptr<Launcher>> Launcher::Start(const std::string& pat
   posix_spawn_file_actions_addopen(setup.actions(), 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(setup.actions(), 2, "/dev/null", O_WRONLY, 0);
 
-  std::string arg0 = path;
-  char* argv[] = {arg0.data(), nullptr};
+  std::string arg0 = path, flag = "--log-dir", dir = log_dir;
+  char* argv[] = {arg0.data(), log_dir.empty() ? nullptr : flag.data(), dir.data(), nullptr};
   char* envp[] = {nullptr};
   pid_t pid = -1;
   int error = ::posix_spawn(&pid, path.c_str(), setup.actions(), setup.attr(), argv, envp);
@@ -79,10 +82,16 @@ absl::StatusOr<std::unique_ptr<Launcher>> Launcher::Start(const std::string& pat
 }
 
 Launcher::~Launcher() {
-  if (!owned_) return;
-  channel_.Reset();  // an idle launcher exits on its own at EOF; the kill makes it certain
-  ::kill(pid_, SIGKILL);
-  Reap();
+  if (owned_) {
+    channel_.Reset();  // an idle launcher exits on its own at EOF; the kill makes it certain
+    ::kill(pid_, SIGKILL);
+    Reap();
+  }
+  Released();
+}
+
+void Launcher::Released() {
+  if (on_release_) std::exchange(on_release_, nullptr)();
 }
 
 bool Launcher::HasExited() const {
@@ -136,6 +145,7 @@ absl::StatusOr<std::string> Launcher::ReadOutcome() {
 UniqueFd Launcher::Adopt() {
   owned_ = false;
   channel_.Reset();
+  Released();
   return std::move(pidfd_);
 }
 
@@ -145,6 +155,7 @@ void Launcher::Reap() {
   channel_.Reset();
   while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
   }
+  Released();
 }
 
 }  // namespace tessera

@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -24,9 +25,13 @@ namespace tessera {
 
 class Launcher {
  public:
-  // Starts `path`. Errors: the program cannot be started (missing, not executable), or no
-  // socket, pidfd or process could be made.
-  static absl::StatusOr<std::unique_ptr<Launcher>> Start(const std::string& path);
+  // Starts `path`. With a `log_dir`, the launcher creates two unnamed log files there while it
+  // waits, and a worker log that is new and directly in that folder is one of them, linked in
+  // (launcher_main.cc: creating an inode can cost more than the rest of a start). Errors: the
+  // program cannot be started (missing, not executable), or no socket, pidfd or process could
+  // be made.
+  static absl::StatusOr<std::unique_ptr<Launcher>> Start(const std::string& path,
+                                                         const std::string& log_dir = "");
   Launcher(const Launcher&) = delete;
   Launcher& operator=(const Launcher&) = delete;
   // Kills and reaps the launcher unless it has been adopted.
@@ -54,6 +59,10 @@ class Launcher {
   // Reaps a launcher that has exited or is about to (after its failure report), now.
   void Reap();
 
+  // Called once when this launcher is done with: adopted, reaped or destroyed (its pool starts
+  // the next one then, not while this one is still launching).
+  void OnRelease(std::function<void()> callback) { on_release_ = std::move(callback); }
+
  private:
   Launcher() = default;
 
@@ -61,6 +70,9 @@ class Launcher {
   UniqueFd pidfd_;
   UniqueFd channel_;
   bool owned_ = true;  // false once adopted or reaped
+  std::function<void()> on_release_;
+
+  void Released();
 };
 
 }  // namespace tessera

@@ -16,6 +16,12 @@ namespace {
 
 constexpr uint64_t kWakeKey = 0;
 
+void WakeFd(const UniqueFd& fd) {
+  uint64_t one = 1;
+  ssize_t ignored = ::write(fd.get(), &one, sizeof(one));
+  (void)ignored;
+}
+
 bool IsExecutableFile(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
@@ -49,15 +55,13 @@ absl::StatusOr<std::unique_ptr<LauncherPool>> LauncherPool::Create(LauncherPoolO
 }
 
 LauncherPool::LauncherPool(LauncherPoolOptions options, UniqueFd epoll_fd, UniqueFd wake_fd)
-    : options_(std::move(options)), epoll_fd_(std::move(epoll_fd)), wake_fd_(std::move(wake_fd)) {}
+    : options_(std::move(options)),
+      epoll_fd_(std::move(epoll_fd)),
+      wake_fd_(std::make_shared<const UniqueFd>(std::move(wake_fd))) {}
 
 LauncherPool::~LauncherPool() { Shutdown(); }
 
-void LauncherPool::Wake() {
-  uint64_t one = 1;
-  ssize_t ignored = ::write(wake_fd_.get(), &one, sizeof(one));
-  (void)ignored;
-}
+void LauncherPool::Wake() { WakeFd(*wake_fd_); }
 
 absl::StatusOr<std::unique_ptr<Launcher>> LauncherPool::Take() {
   std::unique_ptr<Launcher> taken;
@@ -82,17 +86,25 @@ absl::StatusOr<std::unique_ptr<Launcher>> LauncherPool::Take() {
     if (taken != nullptr) ++stats_.taken;
     refill_failed_ = false;
   }
-  Wake();
-  dead.clear();  // kills (already dead) and reaps, without the lock
-  if (taken != nullptr) return taken;
-  absl::StatusOr<std::unique_ptr<Launcher>> started = Launcher::Start(options_.launcher_path);
-  if (started.ok()) {
+  if (!dead.empty()) {
+    dead.clear();  // kills (already dead) and reaps, without the lock
+    Wake();        // their replacements
+  }
+  if (taken == nullptr) {
+    absl::StatusOr<std::unique_ptr<Launcher>> started =
+        Launcher::Start(options_.launcher_path, options_.log_dir);
+    if (!started.ok()) {
+      Wake();  // the refill thread may have better luck
+      return started.status();
+    }
     absl::MutexLock lock(&mu_);
     ++stats_.started;
     ++stats_.taken;
     ++stats_.taken_cold;
+    taken = *std::move(started);
   }
-  return started;
+  taken->OnRelease([wake = wake_fd_] { WakeFd(*wake); });
+  return taken;
 }
 
 void LauncherPool::DropDead(uint64_t serial, std::vector<std::unique_ptr<Launcher>>& dead) {
@@ -119,7 +131,7 @@ void LauncherPool::RefillLoop() {
       start = !refill_failed_ && static_cast<int>(idle_.size()) < options_.idle_launchers;
     }
     if (start) {
-      absl::StatusOr<std::unique_ptr<Launcher>> started = Launcher::Start(options_.launcher_path);
+      absl::StatusOr<std::unique_ptr<Launcher>> started = Launcher::Start(options_.launcher_path, options_.log_dir);
       absl::MutexLock lock(&mu_);
       if (!started.ok()) {
         ++stats_.refill_failures;
@@ -148,7 +160,7 @@ void LauncherPool::RefillLoop() {
       for (int i = 0; i < n; ++i) {
         if (events[i].data.u64 == kWakeKey) {
           uint64_t count;
-          ssize_t ignored = ::read(wake_fd_.get(), &count, sizeof(count));
+          ssize_t ignored = ::read(wake_fd_->get(), &count, sizeof(count));
           (void)ignored;
         } else {
           DropDead(events[i].data.u64, dead);

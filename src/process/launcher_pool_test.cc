@@ -48,6 +48,8 @@ TEST(LauncherPoolTest, TakeHandsOutTheOldestAndTheRefillReplacesIt) {
   auto taken = pool->Take();
   ASSERT_TRUE(taken.ok()) << taken.status();
   EXPECT_EQ((*taken)->pid(), oldest);
+  EXPECT_EQ(pool->IdlePids().size(), 1u);  // the next one starts when this one is done with
+  taken->reset();
   EXPECT_TRUE(WaitUntil([&] { return pool->IdlePids().size() == 2; }));
   EXPECT_THAT(pool->IdlePids(), Not(Contains(oldest)));
   EXPECT_EQ(pool->stats().taken, 1);

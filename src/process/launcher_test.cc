@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@ using ::tessera::testing::ProcessGone;
 using ::tessera::testing::ReadText;
 using ::tessera::testing::TempDir;
 using ::tessera::testing::WaitUntil;
+using ::tessera::testing::WriteText;
 
 namespace wire = launch_wire;
 
@@ -144,6 +146,42 @@ TEST(LauncherTest, ExitsWhenTheProcessThatStartedItDies) {
   ::kill(agent, SIGKILL);
   ASSERT_EQ(::waitpid(agent, nullptr, 0), agent);
   EXPECT_TRUE(WaitUntil([&] { return ProcessGone(launcher_pid); }));
+}
+
+// Log files directly in --log-dir are the two the launcher made while it waited, linked in
+// under their names; an existing log is appended to; a log elsewhere is created.
+TEST(LauncherTest, NewLogsInItsLogFolderAreTheFilesItMadeAhead) {
+  TempDir dir;
+  WriteText(dir / "old.err", "before\n");
+  auto started = Launcher::Start(LauncherPath(), dir.path());
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<Launcher> launcher = std::move(*started);
+  const std::string fd_dir = "/proc/" + std::to_string(launcher->pid()) + "/fd/";
+  auto is_spare = [&](const std::string& fd) {
+    std::error_code ec;
+    const std::string target = std::filesystem::read_symlink(fd_dir + fd, ec).string();
+    return !ec && target.rfind(dir.path() + "/", 0) == 0 && target.ends_with(" (deleted)");
+  };
+  ASSERT_TRUE(WaitUntil([&] { return is_spare("4") && is_spare("5"); }));
+  struct stat spare;
+  ASSERT_EQ(::stat((fd_dir + "4").c_str(), &spare), 0);
+  LaunchSpec spec;
+  spec.argv = {HelperPath(), "out", "new", "err", "appended"};
+  spec.stdout_path = dir / "w.out";
+  spec.stderr_path = dir / "old.err";
+  ASSERT_TRUE(launcher->Send(EncodeLaunchSpec(spec)).ok());
+  auto outcome = launcher->ReadOutcome();
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  ASSERT_EQ(*outcome, "");
+  const pid_t pid = launcher->pid();
+  UniqueFd pidfd = launcher->Adopt();
+  ASSERT_EQ(::waitpid(pid, nullptr, 0), pid);
+  struct stat out;
+  ASSERT_EQ(::stat(spec.stdout_path.c_str(), &out), 0);
+  EXPECT_EQ(out.st_ino, spare.st_ino);
+  EXPECT_EQ(out.st_mode & 0777, 0644u);
+  EXPECT_EQ(ReadText(spec.stdout_path), "new\n");
+  EXPECT_EQ(ReadText(spec.stderr_path), "before\nappended\n");
 }
 
 TEST(LauncherTest, AMissingProgramIsAnError) {
