@@ -40,6 +40,9 @@ using Invoker = std::function<absl::StatusOr<std::string>(std::string_view args)
 // Registers `name`. Registering one name twice with different functions is a fatal error at start
 // (two functions would answer to one name).
 bool RegisterFunction(const char* name, AnyFunction key, Invoker invoker);
+// Registers an invoker under `name` with no function pointer (actor methods: a member function
+// pointer is not a free function key). Same fatal error as above for a name taken twice.
+bool RegisterNamedInvoker(const char* name, Invoker invoker);
 // The name `key` was registered under; nullptr when it was not.
 const std::string* FindFunctionName(AnyFunction key);
 // The invoker of `name`; nullptr when none.

@@ -32,6 +32,10 @@ struct TaskOptions {
   // Runs again on a new worker when its worker dies, up to this many times (exceptions are not
   // retried: they are the task's answer).
   int max_retries = 3;
+  // Run inside this placement group's (or reserved slice's) bundle; "" none. bundle_index -1:
+  // any bundle of the group.
+  std::string placement_group;
+  int bundle_index = -1;
 };
 
 namespace internal {
@@ -76,6 +80,11 @@ class TaskCaller {
   }
   TaskCaller& MaxRetries(int retries) {
     options_.max_retries = retries;
+    return *this;
+  }
+  TaskCaller& PlacementGroup(std::string group, int bundle_index = -1) {
+    options_.placement_group = std::move(group);
+    options_.bundle_index = bundle_index;
     return *this;
   }
   TaskCaller& Options(TaskOptions options) {

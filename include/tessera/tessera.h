@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "tessera/actor.h"
 #include "tessera/object_ref.h"
 #include "tessera/remote_function.h"
 #include "tessera/runtime_context.h"

@@ -116,5 +116,39 @@ ObjectRefBase PutSerialized(std::string value) {
   return current->Put(std::move(value));
 }
 
+absl::StatusOr<std::string> CreateActor(AnyFunction factory, const ActorOptions& options,
+                                        std::vector<TaskArgument> args, const char* type_name) {
+  auto current = Current();
+  if (current == nullptr) {
+    return absl::FailedPreconditionError(
+        worker::InWorkerMode() ? "creating an actor inside a task is not supported yet"
+                               : "call tessera::Init before creating actors");
+  }
+  return current->CreateActor(factory, options, std::move(args), type_name);
+}
+
+ObjectRefBase SubmitActorTask(const std::string& actor_id, const std::string& method,
+                              std::vector<TaskArgument> args) {
+  auto current = Current();
+  if (current == nullptr) {
+    return FailedRef(absl::FailedPreconditionError(
+        worker::InWorkerMode() ? "calling an actor from inside a task is not supported yet"
+                               : "call tessera::Init before calling actors"));
+  }
+  return current->SubmitActorTask(actor_id, method, std::move(args));
+}
+
+absl::Status KillActor(const std::string& actor_id) {
+  auto current = Current();
+  if (current == nullptr) return absl::FailedPreconditionError("call tessera::Init first");
+  return current->KillActor(actor_id);
+}
+
+absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name) {
+  auto current = Current();
+  if (current == nullptr) return absl::FailedPreconditionError("call tessera::Init first");
+  return current->FindNamedActor(name, type_name);
+}
+
 }  // namespace internal
 }  // namespace tessera

@@ -113,8 +113,11 @@ void DriverRuntime::Shutdown() {
 }
 
 absl::StatusOr<LeaseShape> DriverRuntime::ShapeFor(const TaskOptions& options) {
-  const std::string key =
+  std::string key =
       absl::StrCat(options.resources, "|", absl::StrJoin(options.label_selectors, "|"));
+  if (!options.placement_group.empty()) {
+    absl::StrAppend(&key, "|pg=", options.placement_group, "/", options.bundle_index);
+  }
   absl::MutexLock lock(&shapes_mu_);
   auto it = shapes_.find(key);
   if (it != shapes_.end()) return it->second;
@@ -127,6 +130,10 @@ absl::StatusOr<LeaseShape> DriverRuntime::ShapeFor(const TaskOptions& options) {
           absl::StrCat("resources ", Quote(options.resources), ": ", resources.status().message()));
     }
     *shape.request.mutable_resources() = rpc::ResourcesToProto(*resources);
+    if (!options.placement_group.empty()) {
+      shape.request.set_placement_group(options.placement_group);
+      shape.request.set_bundle_index(options.bundle_index);
+    }
     for (size_t i = 0; i < options.label_selectors.size(); ++i) {
       auto selector = ParseLabelSelector(options.label_selectors[i]);
       if (!selector.ok()) {
@@ -267,6 +274,140 @@ ObjectRefBase DriverRuntime::Put(std::string value) {
   const ObjectId id = ObjectId::ForPut(driver_task_, puts_.fetch_add(1));
   objects_->AddValue(id, std::move(value));
   return MakeOwnedRef(id);
+}
+
+absl::StatusOr<std::string> DriverRuntime::CreateActor(internal::AnyFunction factory,
+                                                       const ActorOptions& options,
+                                                       std::vector<internal::TaskArgument> args,
+                                                       const char* type_name) {
+  const std::string* name = internal::FindFunctionName(factory);
+  if (name == nullptr) {
+    return absl::InvalidArgumentError(
+        "the actor factory is not registered: add TESSERA_ACTOR(its_name) at namespace scope");
+  }
+  if (options.max_restarts < 0 || options.max_task_retries < 0 || options.max_concurrency < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "actor ", *name, ": max_restarts and max_task_retries must be >= 0 and max_concurrency "
+        ">= 1 (got ", options.max_restarts, ", ", options.max_task_retries, ", ",
+        options.max_concurrency, ")"));
+  }
+  TaskOptions task_options;
+  task_options.resources = options.resources;
+  task_options.label_selectors = options.label_selectors;
+  task_options.placement_group = options.placement_group;
+  task_options.bundle_index = options.bundle_index;
+  auto shape = ShapeFor(task_options);
+  if (!shape.ok()) {
+    return absl::Status(shape.status().code(),
+                        absl::StrCat("actor ", *name, ": ", shape.status().message()));
+  }
+  const TaskId actor_task = TaskId::FromRandom();
+  const std::string id = actor_task.Hex();
+  QueuedTask constructor;
+  constructor.spec.set_task_id(actor_task.Binary());
+  constructor.spec.set_function(*name);
+  constructor.spec.set_actor_id(actor_task.Binary());
+  constructor.spec.set_max_concurrency(options.max_concurrency);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].ref.has_value()) {
+      constructor.spec.add_args()->set_value(std::move(args[i].value));
+      continue;
+    }
+    // The constructor runs again on every restart: its arguments are resolved once, here.
+    auto value = Get(*args[i].ref, absl::InfiniteDuration());
+    if (!value.ok()) {
+      return absl::Status(value.status().code(), absl::StrCat("actor ", *name, ": argument ", i,
+                                                              ": ", value.status().message()));
+    }
+    constructor.spec.add_args()->set_value(*std::move(value));
+  }
+  ActorSpec actor;
+  actor.display = options.name.empty()
+                      ? absl::StrCat("actor ", *name, " ", id.substr(0, 8))
+                      : absl::StrCat("actor ", Quote(options.name));
+  actor.max_restarts = options.max_restarts;
+  actor.max_task_retries = options.max_task_retries;
+  LeaseShape actor_shape = *shape;
+  actor_shape.key = absl::StrCat("actor:", id, "|", shape->key);
+  {
+    absl::MutexLock lock(&actors_mu_);
+    if (!options.name.empty()) {
+      if (actor_names_.count(options.name) > 0) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("an actor named ", Quote(options.name), " already exists"));
+      }
+      actor_names_[options.name] = id;
+    }
+    actors_[id] = ActorEntry{actor_shape.key, options.name, type_name};
+  }
+  submitter_->CreateActor(actor_shape, std::move(actor), std::move(constructor));
+  return id;
+}
+
+ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const std::string& method,
+                                             std::vector<internal::TaskArgument> args) {
+  std::string shape_key;
+  {
+    absl::MutexLock lock(&actors_mu_);
+    auto it = actors_.find(actor_id);
+    if (it == actors_.end()) {
+      return Failed(absl::NotFoundError(absl::StrCat("no actor ", actor_id, " in this driver")));
+    }
+    shape_key = it->second.shape_key;
+  }
+  const TaskId task_id = TaskId::FromRandom();
+  QueuedTask call;
+  call.spec.set_task_id(task_id.Binary());
+  call.spec.set_function(method);
+  call.return_id = ObjectId::ForTaskReturn(task_id, 1);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].ref.has_value()) {
+      call.spec.add_args()->set_value(std::move(args[i].value));
+      continue;
+    }
+    // Resolved before the call is numbered, so calls keep the order they were made in.
+    auto value = Get(*args[i].ref, absl::InfiniteDuration());
+    if (!value.ok()) {
+      return Failed(absl::Status(value.status().code(),
+                                 absl::StrCat("task ", method, ": argument ", i, ": ",
+                                              value.status().message())));
+    }
+    call.spec.add_args()->set_value(*std::move(value));
+  }
+  objects_->AddPending(call.return_id);
+  ObjectRefBase result = MakeOwnedRef(call.return_id);
+  submitter_->SubmitActorCall(shape_key, std::move(call));
+  return result;
+}
+
+absl::Status DriverRuntime::KillActor(const std::string& actor_id) {
+  std::string shape_key;
+  {
+    absl::MutexLock lock(&actors_mu_);
+    auto it = actors_.find(actor_id);
+    if (it == actors_.end()) {
+      return absl::NotFoundError(absl::StrCat("no actor ", actor_id, " in this driver"));
+    }
+    shape_key = it->second.shape_key;
+    // Its name is free again; calls through existing handles fail "is dead".
+    if (!it->second.name.empty()) actor_names_.erase(it->second.name);
+  }
+  submitter_->KillActor(shape_key);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> DriverRuntime::FindNamedActor(const std::string& name,
+                                                          const char* type_name) {
+  absl::MutexLock lock(&actors_mu_);
+  auto it = actor_names_.find(name);
+  if (it == actor_names_.end()) {
+    return absl::NotFoundError(absl::StrCat("no live actor named ", Quote(name)));
+  }
+  if (actors_.at(it->second).type_name != type_name) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the actor named ", Quote(name), " is of another class"));
+  }
+  return it->second;
 }
 
 }  // namespace tessera::api

@@ -34,6 +34,15 @@ class DriverRuntime {
   std::vector<bool> Wait(const std::vector<const ObjectRefBase*>& refs, int num,
                          absl::Duration timeout);
   ObjectRefBase Put(std::string value);
+
+  // Actors (include/tessera/actor.h): the id (hex) of a new actor, or why it cannot be made.
+  absl::StatusOr<std::string> CreateActor(internal::AnyFunction factory, const ActorOptions& options,
+                                          std::vector<internal::TaskArgument> args,
+                                          const char* type_name);
+  ObjectRefBase SubmitActorTask(const std::string& actor_id, const std::string& method,
+                                std::vector<internal::TaskArgument> args);
+  absl::Status KillActor(const std::string& actor_id);
+  absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name);
   TaskStats stats() const { return submitter_->stats(); }
   void Shutdown();
 
@@ -57,6 +66,15 @@ class DriverRuntime {
 
   absl::Mutex shapes_mu_;
   std::map<std::string, absl::StatusOr<LeaseShape>> shapes_ ABSL_GUARDED_BY(shapes_mu_);
+
+  struct ActorEntry {
+    std::string shape_key;
+    std::string name;
+    std::string type_name;
+  };
+  absl::Mutex actors_mu_;
+  std::map<std::string, ActorEntry> actors_ ABSL_GUARDED_BY(actors_mu_);       // by id
+  std::map<std::string, std::string> actor_names_ ABSL_GUARDED_BY(actors_mu_);  // name -> id
 
   absl::Notification stop_reaper_;
   std::thread reaper_;

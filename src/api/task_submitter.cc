@@ -42,6 +42,8 @@ void TaskSubmitter::Submit(const LeaseShape& shape, QueuedTask task) {
 }
 
 int TaskSubmitter::CapLocked(const Shape& shape) const {
+  // An actor has one worker that runs its calls in order: pipeline as deep as allowed.
+  if (shape.actor) return options_.max_in_flight_per_worker;
   if (shape.run_nanos_ewma <= 0) return 1;
   const double cap =
       absl::ToDoubleNanoseconds(options_.target_queue_time) / shape.run_nanos_ewma;
@@ -75,6 +77,7 @@ void TaskSubmitter::DispatchLocked(Shape& shape) {
 
 void TaskSubmitter::MaybeGrowLocked(Shape& shape) {
   if (shape.queue.empty() || shape.lease_outstanding || shut_down_) return;
+  if (shape.actor && (shape.dead || !shape.workers.empty())) return;
   if (static_cast<int>(shape.workers.size()) >= options_.max_workers_per_shape) return;
   if (shape.start_failures >= options_.max_start_failures) return;
   if (shape.run_nanos_ewma > 0 && !shape.workers.empty()) {
@@ -122,7 +125,11 @@ void TaskSubmitter::LeaseFailed(const std::string& shape_key, const absl::Status
     Shape& shape = it->second;
     shape.lease_outstanding = false;
     ++shape.start_failures;
-    if (shape.workers.empty() &&
+    if (shape.actor && shape.workers.empty() &&
+        (permanent || shape.start_failures >= options_.max_start_failures)) {
+      ActorDeadLocked(shape, absl::StrCat("its worker could not start: ", status.message()),
+                      outcomes);
+    } else if (shape.workers.empty() &&
         (permanent || shape.start_failures >= options_.max_start_failures)) {
       FailQueuedLocked(shape, status, outcomes);
       shape.start_failures = 0;  // a later task may try again
@@ -162,6 +169,11 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
         continue;
       }
       QueuedTask& task = it->second;
+      if (task.spec.kind() == v1::ACTOR_CREATE) {
+        // A constructor that threw leaves no instance: the worker fails each call saying why.
+        worker.in_flight.erase(it);
+        continue;
+      }
       const double run = std::max(double(result.run_nanos()), kMinRunNanos);
       shape.run_nanos_ewma =
           shape.run_nanos_ewma <= 0 ? run : 0.8 * shape.run_nanos_ewma + 0.2 * run;
@@ -196,8 +208,12 @@ void TaskSubmitter::WorkerDied(WorkerHandle handle, const std::string& cause) {
     ++stats_.workers_died;
     Worker& worker = wit->second;
     Shape& shape = shapes_.at(worker.shape_key);
-    // Back to the front of the queue: they have waited longest.
     std::vector<QueuedTask> retry;
+    if (shape.actor) {
+      ActorWorkerDiedLocked(shape, worker, cause, outcomes);
+      worker.in_flight.clear();
+    }
+    // Back to the front of the queue: they have waited longest.
     for (auto& [id, task] : worker.in_flight) {
       const int runs = task.spec.attempt() + 1;
       if (runs <= task.max_retries && !shut_down_) {
@@ -228,7 +244,8 @@ void TaskSubmitter::ReapIdle(absl::Time now) {
   std::vector<WorkerHandle> idle;
   for (auto& [handle, worker] : workers_) {
     if (!worker.in_flight.empty()) continue;
-    if (!shapes_.at(worker.shape_key).queue.empty()) continue;
+    const Shape& shape = shapes_.at(worker.shape_key);
+    if (shape.actor || !shape.queue.empty()) continue;  // an actor holds its worker for life
     if (now - worker.idle_since >= options_.idle_timeout) idle.push_back(handle);
   }
   for (WorkerHandle handle : idle) {
@@ -263,12 +280,151 @@ void TaskSubmitter::Shutdown() {
 void TaskSubmitter::DeliverAll(std::vector<Outcome> outcomes) {
   int64_t duplicates = 0;
   for (auto& [id, value] : outcomes) {
+    if (id.IsNil()) continue;  // an actor's constructor
     if (!deliver_(id, std::move(value))) ++duplicates;
   }
   if (duplicates > 0) {
     absl::MutexLock lock(&mu_);
     stats_.duplicate_results += duplicates;
   }
+}
+
+void TaskSubmitter::CreateActor(const LeaseShape& shape, ActorSpec actor, QueuedTask constructor) {
+  std::vector<Outcome> outcomes;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = shapes_.try_emplace(shape.key);
+    Shape& s = it->second;
+    if (!inserted) return;  // one actor per key: a second create is a bug of the caller
+    s.shape = shape;
+    s.actor = true;
+    s.actor_spec = std::move(actor);
+    constructor.spec.set_kind(v1::ACTOR_CREATE);
+    constructor.spec.set_sequence(0);
+    constructor.return_id = ObjectId();
+    s.constructor = constructor;
+    if (shut_down_) {
+      ActorDeadLocked(s, "tessera is shut down", outcomes);
+    } else {
+      s.queue.push_back(std::move(constructor));
+      DispatchLocked(s);
+    }
+  }
+  DeliverAll(std::move(outcomes));
+}
+
+void TaskSubmitter::SubmitActorCall(const std::string& shape_key, QueuedTask call) {
+  std::vector<Outcome> outcomes;
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.submitted;
+    auto it = shapes_.find(shape_key);
+    if (it == shapes_.end() || !it->second.actor) {
+      ++stats_.failed;
+      outcomes.emplace_back(call.return_id,
+                            absl::NotFoundError(absl::StrCat("no actor ", shape_key)));
+    } else if (it->second.dead || shut_down_) {
+      ++stats_.failed;
+      outcomes.emplace_back(
+          call.return_id,
+          absl::UnavailableError(absl::StrCat(it->second.actor_spec.display, " is dead: ",
+                                              shut_down_ ? "tessera is shut down"
+                                                         : it->second.death)));
+    } else {
+      Shape& shape = it->second;
+      call.spec.set_kind(v1::ACTOR_METHOD);
+      call.spec.set_sequence(shape.next_sequence++);
+      call.max_retries = shape.actor_spec.max_task_retries;
+      shape.queue.push_back(std::move(call));
+      DispatchLocked(shape);
+    }
+  }
+  DeliverAll(std::move(outcomes));
+}
+
+void TaskSubmitter::KillActor(const std::string& shape_key) {
+  std::vector<Outcome> outcomes;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = shapes_.find(shape_key);
+    if (it == shapes_.end() || !it->second.actor || it->second.dead) return;
+    Shape& shape = it->second;
+    for (WorkerHandle handle : std::vector<WorkerHandle>(shape.workers)) {
+      Worker& worker = workers_.at(handle);
+      worker.channel->Close();
+      for (auto& [id, task] : worker.in_flight) {
+        if (task.spec.kind() == v1::ACTOR_CREATE) continue;
+        ++stats_.failed;
+        outcomes.emplace_back(task.return_id,
+                              absl::UnavailableError(absl::StrCat(
+                                  shape.actor_spec.display, " is dead: killed by tessera::Kill")));
+      }
+      RemoveWorkerLocked(worker);
+    }
+    ActorDeadLocked(shape, "killed by tessera::Kill", outcomes);
+  }
+  DeliverAll(std::move(outcomes));
+}
+
+void TaskSubmitter::ActorDeadLocked(Shape& shape, const std::string& cause,
+                                    std::vector<Outcome>& out) {
+  shape.dead = true;
+  shape.death = cause;
+  const absl::Status dead =
+      absl::UnavailableError(absl::StrCat(shape.actor_spec.display, " is dead: ", cause));
+  for (QueuedTask& task : shape.queue) {
+    if (task.spec.kind() == v1::ACTOR_CREATE) continue;
+    ++stats_.failed;
+    out.emplace_back(task.return_id, dead);
+  }
+  shape.queue.clear();
+}
+
+void TaskSubmitter::ActorWorkerDiedLocked(Shape& shape, Worker& worker, const std::string& cause,
+                                          std::vector<Outcome>& out) {
+  // The calls it had, in the order they were numbered (the constructor is 0).
+  std::vector<QueuedTask> pending;
+  for (auto& [id, task] : worker.in_flight) {
+    if (task.spec.kind() != v1::ACTOR_CREATE) pending.push_back(std::move(task));
+  }
+  std::sort(pending.begin(), pending.end(), [](const QueuedTask& a, const QueuedTask& b) {
+    return a.spec.sequence() < b.spec.sequence();
+  });
+  if (shape.dead) return;  // killed: its calls were answered then
+  if (shape.restarts >= shape.actor_spec.max_restarts) {
+    const std::string death =
+        absl::StrCat("its process died (", cause, ") and it was restarted ", shape.restarts,
+                     " times (max_restarts ", shape.actor_spec.max_restarts, ")");
+    for (QueuedTask& task : pending) {
+      ++stats_.failed;
+      out.emplace_back(task.return_id, absl::UnavailableError(absl::StrCat(
+                                           shape.actor_spec.display, " is dead: ", death)));
+    }
+    ActorDeadLocked(shape, death, out);
+    return;
+  }
+  ++shape.restarts;
+  std::vector<QueuedTask> retry;
+  QueuedTask constructor = shape.constructor;
+  constructor.spec.set_attempt(shape.restarts);
+  retry.push_back(std::move(constructor));
+  for (QueuedTask& task : pending) {
+    const int runs = task.spec.attempt() + 1;
+    if (runs <= task.max_retries) {
+      task.spec.set_attempt(runs);
+      ++stats_.retries;
+      retry.push_back(std::move(task));
+    } else {
+      ++stats_.failed;
+      out.emplace_back(task.return_id,
+                       absl::UnavailableError(absl::StrCat(
+                           shape.actor_spec.display, ": call ", task.spec.function(),
+                           " failed: the actor's process died (", cause, ") while it ran (",
+                           runs == 1 ? "its only attempt" : absl::StrCat("each of ", runs, " attempts"),
+                           ", max_task_retries ", task.max_retries, "); the actor restarts")));
+    }
+  }
+  for (auto it = retry.rbegin(); it != retry.rend(); ++it) shape.queue.push_front(std::move(*it));
 }
 
 TaskStats TaskSubmitter::stats() const {

@@ -46,8 +46,16 @@ struct LeaseShape {
 
 struct QueuedTask {
   v1::TaskSpec spec;  // arguments resolved; spec.attempt() counts the runs before this one
-  ObjectId return_id;
+  ObjectId return_id;  // nil for an actor's constructor (its outcome is not an object)
   int max_retries = 3;
+};
+
+// An actor as the submitter sees it: a shape of its own with at most one worker, never let go
+// while the actor lives, whose constructor task is sent first on every new worker.
+struct ActorSpec {
+  std::string display;  // "actor Counter (name \"c\")": what errors call it
+  int max_restarts = 0;
+  int max_task_retries = 0;
 };
 
 // A leased worker as the submitter sees it.
@@ -92,6 +100,15 @@ class TaskSubmitter {
 
   void Submit(const LeaseShape& shape, QueuedTask task);
 
+  // Actors. An actor's calls are sent to its one worker in the order SubmitActorCall numbered
+  // them (spec.sequence), after its constructor; when that worker dies the actor is restarted on
+  // a new worker (constructor again, then the pending calls that have retries left, still in
+  // sequence order) up to max_restarts times, after which every call fails "<display> is dead:
+  // <cause>". KillActor ends it for good (pending and later calls fail).
+  void CreateActor(const LeaseShape& shape, ActorSpec actor, QueuedTask constructor);
+  void SubmitActorCall(const std::string& shape_key, QueuedTask call);
+  void KillActor(const std::string& shape_key);
+
   // A fresh handle for a worker about to be added (its channel's callbacks need it first).
   WorkerHandle NewHandle();
   // A worker leased for `shape_key` is ready. False (the channel closed) after Shutdown.
@@ -131,6 +148,14 @@ class TaskSubmitter {
     bool lease_outstanding = false;
     int start_failures = 0;
     double run_nanos_ewma = 0;  // 0: not measured yet
+    // Actors only.
+    bool actor = false;
+    ActorSpec actor_spec;
+    QueuedTask constructor;
+    int restarts = 0;
+    int64_t next_sequence = 1;
+    bool dead = false;
+    std::string death;  // why it is dead
   };
   using Outcome = std::pair<ObjectId, absl::StatusOr<std::string>>;
 
@@ -141,6 +166,10 @@ class TaskSubmitter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveWorkerLocked(Worker& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DeliverAll(std::vector<Outcome> outcomes) ABSL_LOCKS_EXCLUDED(mu_);
+  void ActorWorkerDiedLocked(Shape& shape, Worker& worker, const std::string& cause,
+                             std::vector<Outcome>& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ActorDeadLocked(Shape& shape, const std::string& cause, std::vector<Outcome>& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SubmitterOptions options_;
   LeaseSource* leases_;

@@ -46,6 +46,16 @@ bool RegisterFunction(const char* name, AnyFunction key, Invoker invoker) {
   return true;
 }
 
+bool RegisterNamedInvoker(const char* name, Invoker invoker) {
+  Registry& r = TheRegistry();
+  absl::MutexLock lock(&r.mu);
+  if (!r.invokers.emplace(name, std::move(invoker)).second) {
+    std::fprintf(stderr, "tessera: %s is registered twice\n", name);
+    std::abort();
+  }
+  return true;
+}
+
 const std::string* FindFunctionName(AnyFunction key) {
   Registry& r = TheRegistry();
   absl::MutexLock lock(&r.mu);

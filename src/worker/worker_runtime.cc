@@ -5,7 +5,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <deque>
+#include <functional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -46,6 +50,48 @@ std::string Env(const char* name) {
   _exit(1);
 }
 
+// A fixed set of threads running an actor's calls when it allows several at once.
+// Thread-safe; the destructor runs what was queued, then joins.
+class CallPool {
+ public:
+  explicit CallPool(int threads) {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+  }
+  ~CallPool() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      changed_.SignalAll();
+    }
+    for (std::thread& t : threads_) t.join();
+  }
+  void Run(std::function<void()> fn) {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(std::move(fn));
+    changed_.Signal();
+  }
+
+ private:
+  void Loop() {
+    while (true) {
+      std::function<void()> fn;
+      {
+        absl::MutexLock lock(&mu_);
+        while (!stopping_ && queue_.empty()) changed_.Wait(&mu_);
+        if (queue_.empty()) return;
+        fn = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      fn();
+    }
+  }
+  absl::Mutex mu_;
+  absl::CondVar changed_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
 // Serves one owner's stream of task batches, one task at a time in order.
 // Thread-safe: gRPC may call PushTasks on any thread; a second concurrent stream is refused.
 class WorkerService final : public v1::Worker::Service {
@@ -70,13 +116,32 @@ class WorkerService final : public v1::Worker::Service {
                                            ref.owner_worker_id()}};
       return FetchObject(data, absl::InfiniteDuration());
     };
+    // An actor created with max_concurrency > 1 runs its calls on a pool; results then go back
+    // one per call, as they finish (the owner matches them by task id).
+    std::unique_ptr<CallPool> pool;
+    absl::Mutex write_mu;
     while (stream->Read(&batch)) {
       v1::TaskResultBatch results;
       for (const v1::TaskSpec& task : batch.tasks()) {
+        if (pool != nullptr && task.kind() == v1::ACTOR_METHOD) {
+          pool->Run([task, &fetch, &write_mu, stream] {
+            v1::TaskResultBatch one;
+            *one.add_results() = ExecuteTask(task, fetch);
+            absl::MutexLock lock(&write_mu);
+            stream->Write(one);
+          });
+          continue;
+        }
         *results.add_results() = ExecuteTask(task, fetch);
+        if (task.kind() == v1::ACTOR_CREATE && task.max_concurrency() > 1 && pool == nullptr) {
+          pool = std::make_unique<CallPool>(task.max_concurrency());
+        }
       }
+      if (results.results_size() == 0) continue;
+      absl::MutexLock lock(&write_mu);
       if (!stream->Write(results)) break;
     }
+    pool.reset();  // waits for the calls still running
     finished_.Notify();
     return grpc::Status::OK;
   }

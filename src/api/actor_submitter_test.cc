@@ -1,0 +1,183 @@
+// TaskSubmitter's actor path with fake leases and channels: order, restarts, retries, death, kill.
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "api/task_submitter.h"
+
+namespace tessera::api {
+namespace {
+
+using ::testing::HasSubstr;
+
+class FakeLeases : public LeaseSource {
+ public:
+  void RequestWorker(const LeaseShape& shape) override { requests.push_back(shape.key); }
+  std::vector<std::string> requests;
+};
+
+class FakeChannel : public WorkerChannel {
+ public:
+  void Send(v1::TaskBatch batch) override {
+    for (const auto& t : batch.tasks()) sent.push_back(t);
+  }
+  void Close() override { closed = true; }
+  std::vector<v1::TaskSpec> sent;
+  bool closed = false;
+};
+
+class ActorSubmitterTest : public ::testing::Test {
+ protected:
+  ActorSubmitterTest()
+      : submitter_(SubmitterOptions(), &leases_,
+                   [this](const ObjectId& id, absl::StatusOr<std::string> v) {
+                     return outcomes_.emplace(id, std::move(v)).second;
+                   }) {
+    shape_.key = "actor:1|CPU=1|";
+  }
+
+  void Create(int max_restarts, int max_task_retries) {
+    ActorSpec actor;
+    actor.display = "actor \"a\"";
+    actor.max_restarts = max_restarts;
+    actor.max_task_retries = max_task_retries;
+    QueuedTask constructor;
+    constructor.spec.set_task_id("ctor");
+    constructor.spec.set_function("MakeA");
+    submitter_.CreateActor(shape_, actor, constructor);
+  }
+
+  ObjectId Call(const std::string& name) {
+    QueuedTask call;
+    const TaskId id = TaskId::FromRandom();
+    call.spec.set_task_id(id.Binary());
+    call.spec.set_function(name);
+    call.return_id = ObjectId::ForTaskReturn(id, 1);
+    submitter_.SubmitActorCall(shape_.key, call);
+    return call.return_id;
+  }
+
+  std::pair<WorkerHandle, std::shared_ptr<FakeChannel>> AddWorker() {
+    auto channel = std::make_shared<FakeChannel>();
+    const WorkerHandle h = submitter_.NewHandle();
+    EXPECT_TRUE(submitter_.AddWorker(shape_.key, h, channel));
+    return {h, channel};
+  }
+
+  static std::vector<std::string> Functions(const std::vector<v1::TaskSpec>& specs) {
+    std::vector<std::string> out;
+    for (const auto& s : specs) out.push_back(s.function());
+    return out;
+  }
+
+  void Answer(WorkerHandle h, const v1::TaskSpec& spec) {
+    v1::TaskResultBatch results;
+    auto* r = results.add_results();
+    r->set_task_id(spec.task_id());
+    r->set_value(spec.function());
+    submitter_.OnResults(h, results);
+  }
+
+  FakeLeases leases_;
+  std::map<ObjectId, absl::StatusOr<std::string>> outcomes_;
+  TaskSubmitter submitter_;
+  LeaseShape shape_;
+};
+
+TEST_F(ActorSubmitterTest, ConstructorFirstThenCallsInSequenceOrder) {
+  Create(0, 0);
+  EXPECT_EQ(leases_.requests.size(), 1u);
+  Call("m1");
+  Call("m2");
+  auto [h, channel] = AddWorker();
+  Call("m3");
+  ASSERT_EQ(Functions(channel->sent), (std::vector<std::string>{"MakeA", "m1", "m2", "m3"}));
+  EXPECT_EQ(channel->sent[0].kind(), v1::ACTOR_CREATE);
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_EQ(channel->sent[i].kind(), v1::ACTOR_METHOD);
+    EXPECT_EQ(channel->sent[i].sequence(), i);
+  }
+  // An actor's worker is never let go for being idle, and no second worker is asked for.
+  for (const auto& spec : channel->sent) Answer(h, spec);
+  submitter_.ReapIdle(absl::Now() + absl::Hours(1));
+  EXPECT_FALSE(channel->closed);
+  EXPECT_EQ(leases_.requests.size(), 1u);
+  EXPECT_EQ(outcomes_.size(), 3u);  // the constructor's outcome is not an object
+}
+
+TEST_F(ActorSubmitterTest, RestartRerunsConstructorAndRetriesPendingCallsInOrder) {
+  Create(1, 1);
+  auto [h, channel] = AddWorker();
+  const ObjectId a = Call("a");
+  Call("b");
+  Call("c");
+  Answer(h, channel->sent[0]);  // constructor
+  Answer(h, channel->sent[1]);  // a
+  submitter_.WorkerDied(h, "killed by signal 9 (SIGKILL)");
+  EXPECT_EQ(leases_.requests.size(), 2u);
+  auto [h2, channel2] = AddWorker();
+  ASSERT_EQ(Functions(channel2->sent), (std::vector<std::string>{"MakeA", "b", "c"}));
+  EXPECT_EQ(channel2->sent[1].sequence(), 2);
+  EXPECT_EQ(channel2->sent[2].sequence(), 3);
+  EXPECT_EQ(channel2->sent[1].attempt(), 1);
+  EXPECT_EQ(submitter_.stats().retries, 2);
+  EXPECT_TRUE(outcomes_.at(a).ok());
+}
+
+TEST_F(ActorSubmitterTest, CallsWithoutRetriesFailNamingTheCause) {
+  Create(1, 0);
+  auto [h, channel] = AddWorker();
+  const ObjectId a = Call("a");
+  submitter_.WorkerDied(h, "killed by signal 9 (SIGKILL)");
+  ASSERT_EQ(outcomes_.count(a), 1u);
+  EXPECT_EQ(outcomes_.at(a).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(outcomes_.at(a).status().message()), HasSubstr("SIGKILL"));
+  // Restarted all the same: the next call runs on the new worker.
+  auto [h2, channel2] = AddWorker();
+  Call("b");
+  EXPECT_EQ(Functions(channel2->sent), (std::vector<std::string>{"MakeA", "b"}));
+}
+
+TEST_F(ActorSubmitterTest, AfterTheLastRestartEveryCallFailsDead) {
+  Create(0, 3);
+  auto [h, channel] = AddWorker();
+  const ObjectId a = Call("a");
+  submitter_.WorkerDied(h, "exited with code 3");
+  EXPECT_EQ(leases_.requests.size(), 1u);  // no new worker
+  ASSERT_EQ(outcomes_.count(a), 1u);
+  EXPECT_THAT(std::string(outcomes_.at(a).status().message()),
+              HasSubstr("actor \"a\" is dead: its process died (exited with code 3)"));
+  const ObjectId b = Call("b");
+  ASSERT_EQ(outcomes_.count(b), 1u);
+  EXPECT_THAT(std::string(outcomes_.at(b).status().message()), HasSubstr("is dead"));
+}
+
+TEST_F(ActorSubmitterTest, KillFailsPendingAndLaterCallsAndLetsTheWorkerGo) {
+  Create(5, 5);
+  auto [h, channel] = AddWorker();
+  const ObjectId a = Call("a");
+  submitter_.KillActor(shape_.key);
+  EXPECT_TRUE(channel->closed);
+  EXPECT_THAT(std::string(outcomes_.at(a).status().message()),
+              HasSubstr("is dead: killed by tessera::Kill"));
+  submitter_.WorkerDied(h, "exited with code 0");  // its exit afterwards changes nothing
+  EXPECT_EQ(leases_.requests.size(), 1u);
+  const ObjectId b = Call("b");
+  EXPECT_THAT(std::string(outcomes_.at(b).status().message()), HasSubstr("killed by tessera::Kill"));
+}
+
+TEST_F(ActorSubmitterTest, ALeaseThatCannotBeGrantedKillsTheActor) {
+  Create(0, 0);
+  const ObjectId a = Call("a");
+  submitter_.LeaseFailed(shape_.key, absl::ResourceExhaustedError("infeasible: no GPU"), true);
+  EXPECT_THAT(std::string(outcomes_.at(a).status().message()),
+              HasSubstr("is dead: its worker could not start: infeasible"));
+}
+
+}  // namespace
+}  // namespace tessera::api

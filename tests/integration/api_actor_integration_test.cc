@@ -1,0 +1,258 @@
+// Actors end to end on a real cluster (a head and two node agents as processes): this test binary
+// is the driver and, started by the agents in worker mode, each actor's dedicated process.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "integration/cluster_harness.h"
+#include "tessera/tessera.h"
+
+namespace tessera::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class Counter {
+ public:
+  explicit Counter(int start) : total_(start) {}
+  int Add(int k) { return total_ += k; }
+  int Total() const { return total_; }
+  void Record(int i) { history_.push_back(i); }
+  std::vector<int> History() const { return history_; }
+  int Fail(int) { throw std::runtime_error("counter refuses"); }
+  int Pid() const { return static_cast<int>(getpid()); }
+  // Blocks until `path` exists (the test makes it after it killed this process).
+  bool WaitForFile(std::string path) {
+    while (!std::filesystem::exists(path)) absl::SleepFor(absl::Milliseconds(5));
+    return true;
+  }
+  std::vector<std::string> Context() const {
+    const RuntimeContext& context = GetRuntimeContext();
+    auto it = context.accelerator_ids.find("GPU");
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    return {it == context.accelerator_ids.end() ? "" : absl::StrJoin(it->second, ","),
+            visible == nullptr ? "<unset>" : visible, context.node_id, context.worker_id};
+  }
+  // Waits (bounded) until `peers` calls run at once; returns the most that ran at once.
+  int Overlap(int peers) {
+    absl::MutexLock lock(&mu_);
+    ++running_;
+    most_ = std::max(most_, running_);
+    const absl::Time until = absl::Now() + absl::Seconds(20);
+    while (running_ < peers && most_ < peers && absl::Now() < until) {
+      cv_.WaitWithDeadline(&mu_, until);
+    }
+    cv_.SignalAll();
+    const int most = most_;
+    --running_;
+    return most;
+  }
+
+ private:
+  int total_;
+  std::vector<int> history_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  int running_ = 0;
+  int most_ = 0;
+};
+
+std::unique_ptr<Counter> MakeCounter(int start) { return std::make_unique<Counter>(start); }
+TESSERA_ACTOR(MakeCounter);
+TESSERA_ACTOR_METHOD(&Counter::Add);
+TESSERA_ACTOR_METHOD(&Counter::Total);
+TESSERA_ACTOR_METHOD(&Counter::Record);
+TESSERA_ACTOR_METHOD(&Counter::History);
+TESSERA_ACTOR_METHOD(&Counter::Fail);
+TESSERA_ACTOR_METHOD(&Counter::Pid);
+TESSERA_ACTOR_METHOD(&Counter::WaitForFile);
+TESSERA_ACTOR_METHOD(&Counter::Context);
+TESSERA_ACTOR_METHOD(&Counter::Overlap);
+
+#define ASSERT_OK(expr)                                       \
+  do {                                                        \
+    const absl::Status assert_ok_status_ = (expr);            \
+    ASSERT_TRUE(assert_ok_status_.ok()) << assert_ok_status_; \
+  } while (0)
+
+constexpr absl::Duration kPatience = absl::Seconds(60);
+
+class ActorIntegrationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ClusterOptions options;
+    options.nodes.push_back(NodeSpec{.id = "cpu1", .hardware_yaml = CpuHost(8)});
+    options.nodes.push_back(NodeSpec{.id = "gpu1", .hardware_yaml = GpuHost(4, 2)});
+    auto cluster = TestCluster::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = cluster->release();
+    InitOptions init;
+    init.state_dir = cluster_->state_dir();
+    init.forward_worker_output = false;
+    ASSERT_OK(Init(init));
+  }
+  static void TearDownTestSuite() {
+    Shutdown();
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  static TestCluster* cluster_;
+};
+TestCluster* ActorIntegrationTest::cluster_ = nullptr;
+
+TEST_F(ActorIntegrationTest, CallsKeepStateAcrossCalls) {
+  ActorHandle<Counter> counter = Actor(MakeCounter).Remote(10);
+  ASSERT_OK(counter.status());
+  EXPECT_EQ(*Get(counter.Task(&Counter::Add).Remote(5), kPatience), 15);
+  EXPECT_EQ(*Get(counter.Task(&Counter::Add).Remote(1), kPatience), 16);
+  EXPECT_EQ(*Get(counter.Task(&Counter::Total).Remote(), kPatience), 16);
+  ASSERT_OK(Kill(counter));
+}
+
+TEST_F(ActorIntegrationTest, AThousandAsyncCallsRunInSubmissionOrder) {
+  ActorHandle<Counter> counter = Actor(MakeCounter).Remote(0);
+  std::vector<ObjectRef<void>> refs;
+  for (int i = 0; i < 1000; ++i) refs.push_back(counter.Task(&Counter::Record).Remote(i));
+  auto history = Get(counter.Task(&Counter::History).Remote(), kPatience);
+  ASSERT_TRUE(history.ok()) << history.status();
+  ASSERT_EQ(history->size(), 1000u);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ((*history)[i], i);
+  for (auto& ref : refs) ASSERT_OK(Get(ref));
+  ASSERT_OK(Kill(counter));
+}
+
+TEST_F(ActorIntegrationTest, AMethodExceptionReachesTheCallerAndTheActorLivesOn) {
+  ActorHandle<Counter> counter = Actor(MakeCounter).Remote(1);
+  auto failed = Get(counter.Task(&Counter::Fail).Remote(0), kPatience);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnknown);
+  EXPECT_EQ(failed.status().message(),
+            "task Counter::Fail failed: std::runtime_error: counter refuses");
+  EXPECT_EQ(*Get(counter.Task(&Counter::Add).Remote(1), kPatience), 2);
+  ASSERT_OK(Kill(counter));
+}
+
+TEST_F(ActorIntegrationTest, KilledProcessRestartsWithFreshStateAndRetriesPendingCalls) {
+  const std::string file = cluster_->state_dir() + "/actor-go";
+  ActorHandle<Counter> counter =
+      Actor(MakeCounter).MaxRestarts(1).MaxTaskRetries(1).Remote(100);
+  EXPECT_EQ(*Get(counter.Task(&Counter::Add).Remote(5), kPatience), 105);
+  auto pid = Get(counter.Task(&Counter::Pid).Remote(), kPatience);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  const TaskStats before = GetTaskStats();
+  ObjectRef<bool> blocked = counter.Task(&Counter::WaitForFile).Remote(file);
+  ObjectRef<int> pending = counter.Task(&Counter::Add).Remote(1);
+  ASSERT_EQ(kill(*pid, SIGKILL), 0);
+  std::ofstream(file) << "go";
+  auto unblocked = Get(blocked, kPatience);
+  ASSERT_TRUE(unblocked.ok()) << unblocked.status();
+  auto after_restart = Get(pending, kPatience);
+  ASSERT_TRUE(after_restart.ok()) << after_restart.status();
+  EXPECT_EQ(*after_restart, 101);  // the constructor ran again: the earlier +5 is gone
+  EXPECT_EQ(GetTaskStats().retries - before.retries, 2);
+  auto new_pid = Get(counter.Task(&Counter::Pid).Remote(), kPatience);
+  ASSERT_TRUE(new_pid.ok()) << new_pid.status();
+  EXPECT_NE(*new_pid, *pid);
+  ASSERT_OK(Kill(counter));
+}
+
+TEST_F(ActorIntegrationTest, AfterTheLastRestartCallsFailDeadWithTheCause) {
+  ActorHandle<Counter> counter = Actor(MakeCounter).MaxRestarts(0).Remote(0);
+  auto pid = Get(counter.Task(&Counter::Pid).Remote(), kPatience);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ASSERT_EQ(kill(*pid, SIGKILL), 0);
+  // Until the driver learns of the death a call may still go to the dead process; it fails too.
+  absl::Status status;
+  const absl::Time until = absl::Now() + kPatience;
+  while (absl::Now() < until) {
+    status = Get(counter.Task(&Counter::Add).Remote(1), kPatience).status();
+    if (!status.ok()) break;
+  }
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("is dead"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("SIGKILL"));
+  auto later = Get(counter.Task(&Counter::Add).Remote(1), kPatience);
+  EXPECT_THAT(std::string(later.status().message()), HasSubstr("is dead"));
+}
+
+TEST_F(ActorIntegrationTest, KillEndsTheActorForGood) {
+  ActorHandle<Counter> counter = Actor(MakeCounter).MaxRestarts(3).Remote(0);
+  EXPECT_EQ(*Get(counter.Task(&Counter::Add).Remote(1), kPatience), 1);
+  ASSERT_OK(Kill(counter));
+  auto after = Get(counter.Task(&Counter::Add).Remote(1), absl::Seconds(1));
+  ASSERT_FALSE(after.ok());
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(after.status().message()), HasSubstr("killed by tessera::Kill"));
+}
+
+TEST_F(ActorIntegrationTest, NamedActorIsFoundByName) {
+  ActorHandle<Counter> counter = Actor(MakeCounter).Name("tally").Remote(7);
+  ASSERT_OK(counter.status());
+  auto found = GetActor<Counter>("tally");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*Get(found->Task(&Counter::Add).Remote(1), kPatience), 8);
+  EXPECT_EQ(*Get(counter.Task(&Counter::Total).Remote(), kPatience), 8);
+  EXPECT_EQ(GetActor<Counter>("nobody").status().code(), absl::StatusCode::kNotFound);
+  ActorHandle<Counter> twin = Actor(MakeCounter).Name("tally").Remote(0);
+  EXPECT_EQ(twin.status().code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_OK(Kill(counter));
+  EXPECT_EQ(GetActor<Counter>("tally").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ActorIntegrationTest, MaxConcurrencyOverlapsCalls) {
+  ActorHandle<Counter> counter = Actor(MakeCounter).MaxConcurrency(4).Remote(0);
+  std::vector<ObjectRef<int>> refs;
+  for (int i = 0; i < 4; ++i) refs.push_back(counter.Task(&Counter::Overlap).Remote(4));
+  auto most = Get(refs, kPatience);
+  ASSERT_TRUE(most.ok()) << most.status();
+  EXPECT_EQ(*std::max_element(most->begin(), most->end()), 4);
+  ASSERT_OK(Kill(counter));
+}
+
+TEST_F(ActorIntegrationTest, GpuActorSeesItsDevice) {
+  ActorHandle<Counter> counter = Actor(MakeCounter).Resources("CPU=1,GPU=1").Remote(0);
+  auto view = Get(counter.Task(&Counter::Context).Remote(), kPatience);
+  ASSERT_TRUE(view.ok()) << view.status();
+  ASSERT_EQ(view->size(), 4u);
+  EXPECT_FALSE((*view)[0].empty());
+  EXPECT_EQ((*view)[0], (*view)[1]);
+  EXPECT_EQ((*view)[2], "gpu1");
+  EXPECT_FALSE((*view)[3].empty());
+  ASSERT_OK(Kill(counter));
+}
+
+TEST_F(ActorIntegrationTest, BadActorsAreOneLineErrors) {
+  ActorHandle<Counter> bad = Actor(MakeCounter).Resources("CPU=lots").Remote(0);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  auto call = Get(bad.Task(&Counter::Add).Remote(1));
+  EXPECT_EQ(call.status().code(), absl::StatusCode::kInvalidArgument);
+  ActorHandle<Counter> infeasible = Actor(MakeCounter).Resources("CPU=1,GPU=64").Remote(0);
+  auto never = Get(infeasible.Task(&Counter::Add).Remote(1), kPatience);
+  ASSERT_FALSE(never.ok());
+  EXPECT_THAT(std::string(never.status().message()), HasSubstr("infeasible"));
+}
+
+}  // namespace
+}  // namespace tessera::testing
+
+int main(int argc, char** argv) {
+  if (tessera::IsWorkerProcess()) (void)tessera::Init();
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
