@@ -108,6 +108,9 @@ class WorkerService final : public v1::Worker::Service {
       streaming_ = true;
     }
     started_.Notify();
+    // The owner opens this stream from inside its WorkerReady handler, so it can arrive before
+    // the reply that fills the runtime context: no task runs until the context is there.
+    context_ready_.WaitForNotification();
     v1::TaskBatch batch;
     ArgumentFetcher fetch = [](const v1::ObjectRefProto& ref) -> absl::StatusOr<std::string> {
       auto id = ObjectId::FromBinary(ref.object_id());
@@ -147,12 +150,14 @@ class WorkerService final : public v1::Worker::Service {
   }
 
   absl::Notification& started() { return started_; }
+  absl::Notification& context_ready() { return context_ready_; }
   absl::Notification& finished() { return finished_; }
 
  private:
   absl::Mutex mu_;
   bool streaming_ ABSL_GUARDED_BY(mu_) = false;
   absl::Notification started_;
+  absl::Notification context_ready_;
   absl::Notification finished_;
 };
 
@@ -215,6 +220,7 @@ void RunWorker() {
     g->context.accelerator_ids[resource] = ParseIds(ids);
   }
   globals = g;
+  service->context_ready().Notify();
 
   if (!service->started().WaitForNotificationWithTimeout(kNoOwnerTimeout)) {
     Die("the owner never pushed tasks; exiting");
