@@ -4,12 +4,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "api/owner_service.h"
 #include "base/string_util.h"
 #include "cli/cluster_client.h"
 #include "cli/state_folder.h"
 #include "labels/label_selector.h"
 #include "resources/resource_set.h"
+#include "rpc/auth.h"
+#include "rpc/channel.h"
 #include "rpc/proto_convert.h"
 
 namespace tessera::api {
@@ -26,6 +29,9 @@ class OwnedReference final : public internal::LocalReference {
   std::shared_ptr<ObjectTable> table_;
   ObjectId id_;
 };
+
+// Where a named actor's owner publishes "<id>\n<worker address>\n<class>" for other drivers.
+constexpr char kActorKvPrefix[] = "tessera/actor/";
 
 ObjectRefBase Failed(absl::Status status) {
   return ObjectRefBase(ObjectRefData{},
@@ -81,6 +87,12 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
   leases.owner_address = runtime->server_->address();
   leases.job_id = runtime->owner_.worker_id;
   leases.forward_output = options.forward_worker_output;
+  runtime->token_ = *token;
+  if (!head_address.empty()) runtime->head_ = v1::Head::NewStub(rpc::MakeChannel(head_address));
+  DriverRuntime* runtime_ptr = runtime.get();
+  leases.on_worker_ready = [runtime_ptr](const std::string& key, const std::string& address) {
+    runtime_ptr->OnWorkerReady(key, address);
+  };
   if (leases.agent_address.empty() && head_address.empty() &&
       cli::NodeIdsInStateFolder(state).empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -107,6 +119,14 @@ void DriverRuntime::Shutdown() {
   reaper_.join();
   submitter_->Shutdown();
   leases_->Shutdown();
+  {
+    absl::MutexLock lock(&attached_mu_);
+    for (auto& c : attached_) {
+      const absl::Time until = absl::Now() + absl::Seconds(5);
+      while (!c->done() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(1));
+      if (!c->done()) c->Cancel();
+    }
+  }
   objects_->FailAllPending(absl::CancelledError("tessera is shut down"));
   server_->Shutdown(absl::Milliseconds(100));
   server_->Wait();
@@ -382,6 +402,7 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
 
 absl::Status DriverRuntime::KillActor(const std::string& actor_id) {
   std::string shape_key;
+  std::string name;
   {
     absl::MutexLock lock(&actors_mu_);
     auto it = actors_.find(actor_id);
@@ -391,23 +412,104 @@ absl::Status DriverRuntime::KillActor(const std::string& actor_id) {
     shape_key = it->second.shape_key;
     // Its name is free again; calls through existing handles fail "is dead".
     if (!it->second.name.empty()) actor_names_.erase(it->second.name);
+    name = it->second.attached ? "" : it->second.name;
   }
   submitter_->KillActor(shape_key);
+  if (!name.empty() && head_ != nullptr) {
+    v1::KvDeleteRequest request;
+    request.set_key(absl::StrCat(kActorKvPrefix, name));
+    v1::KvDeleteResponse response;
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, token_, absl::Seconds(5));
+    (void)head_->KvDelete(&context, request, &response);  // best effort: a stale entry fails to attach
+  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> DriverRuntime::FindNamedActor(const std::string& name,
                                                           const char* type_name) {
-  absl::MutexLock lock(&actors_mu_);
-  auto it = actor_names_.find(name);
-  if (it == actor_names_.end()) {
-    return absl::NotFoundError(absl::StrCat("no live actor named ", Quote(name)));
+  {
+    absl::MutexLock lock(&actors_mu_);
+    auto it = actor_names_.find(name);
+    if (it != actor_names_.end()) {
+      if (actors_.at(it->second).type_name != type_name) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the actor named ", Quote(name), " is of another class"));
+      }
+      return it->second;
+    }
   }
-  if (actors_.at(it->second).type_name != type_name) {
+  return AttachNamedActor(name, type_name);
+}
+
+void DriverRuntime::OnWorkerReady(const std::string& shape_key, const std::string& address) {
+  std::string value;
+  std::string name;
+  {
+    absl::MutexLock lock(&actors_mu_);
+    for (const auto& [id, entry] : actors_) {
+      if (entry.shape_key != shape_key || entry.name.empty() || entry.attached) continue;
+      name = entry.name;
+      value = absl::StrCat(id, "\n", address, "\n", entry.type_name);
+    }
+  }
+  if (name.empty() || head_ == nullptr) return;
+  // Published on every (re)start, so another driver finds the actor's current process.
+  v1::KvPutRequest request;
+  request.set_key(absl::StrCat(kActorKvPrefix, name));
+  request.set_value(value);
+  request.set_overwrite(true);
+  v1::KvPutResponse response;
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, token_, absl::Seconds(5));
+  (void)head_->KvPut(&context, request, &response);  // best effort: lookups elsewhere fail NotFound
+}
+
+absl::StatusOr<std::string> DriverRuntime::AttachNamedActor(const std::string& name,
+                                                            const char* type_name) {
+  const absl::Status not_found = absl::NotFoundError(absl::StrCat("no live actor named ", Quote(name)));
+  if (head_ == nullptr) return not_found;
+  v1::KvGetRequest request;
+  request.set_key(absl::StrCat(kActorKvPrefix, name));
+  v1::KvGetResponse response;
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, token_, absl::Seconds(5));
+  grpc::Status got = head_->KvGet(&context, request, &response);
+  if (!got.ok() || !response.found()) return not_found;
+  std::vector<std::string> parts = absl::StrSplit(response.value(), '\n');
+  if (parts.size() != 3) return not_found;
+  const std::string& id = parts[0];
+  if (parts[2] != type_name) {
     return absl::InvalidArgumentError(
         absl::StrCat("the actor named ", Quote(name), " is of another class"));
   }
-  return it->second;
+  LeaseShape shape;
+  shape.key = absl::StrCat("attached:", id, "@", parts[1]);
+  {
+    absl::MutexLock lock(&actors_mu_);
+    auto it = actors_.find(id);
+    if (it != actors_.end() && it->second.shape_key == shape.key) return id;
+    actors_[id] = ActorEntry{shape.key, name, type_name, /*attached=*/true};
+  }
+  const WorkerHandle handle = submitter_->NewHandle();
+  TaskSubmitter* submitter = submitter_.get();
+  const std::string address = parts[1];
+  auto channel = GrpcWorkerChannel::Start(
+      rpc::MakeChannel(address), token_,
+      [submitter, handle](const v1::TaskResultBatch& results) {
+        submitter->OnResults(handle, results);
+      },
+      [submitter, handle, address] {
+        submitter->WorkerDied(handle, absl::StrCat("its stream to ", address, " ended"));
+      });
+  {
+    absl::MutexLock lock(&attached_mu_);
+    attached_.push_back(channel);
+  }
+  ActorSpec actor;
+  actor.display = absl::StrCat("actor ", Quote(name));
+  submitter_->AttachActor(shape, std::move(actor), handle, channel);
+  return id;
 }
 
 }  // namespace tessera::api

@@ -71,7 +71,14 @@ class DriverRuntime {
     std::string shape_key;
     std::string name;
     std::string type_name;
+    bool attached = false;  // owned by another driver, found by name through the head's KV
   };
+  void OnWorkerReady(const std::string& shape_key, const std::string& address);
+  absl::StatusOr<std::string> AttachNamedActor(const std::string& name, const char* type_name);
+  std::string token_;
+  std::unique_ptr<v1::Head::Stub> head_;
+  absl::Mutex attached_mu_;
+  std::vector<std::shared_ptr<GrpcWorkerChannel>> attached_ ABSL_GUARDED_BY(attached_mu_);
   absl::Mutex actors_mu_;
   std::map<std::string, ActorEntry> actors_ ABSL_GUARDED_BY(actors_mu_);       // by id
   std::map<std::string, std::string> actor_names_ ABSL_GUARDED_BY(actors_mu_);  // name -> id

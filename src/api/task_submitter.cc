@@ -342,6 +342,27 @@ void TaskSubmitter::SubmitActorCall(const std::string& shape_key, QueuedTask cal
   DeliverAll(std::move(outcomes));
 }
 
+void TaskSubmitter::AttachActor(const LeaseShape& shape, ActorSpec actor, WorkerHandle handle,
+                                std::shared_ptr<WorkerChannel> channel) {
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = shapes_.try_emplace(shape.key);
+  if (!inserted || shut_down_) {
+    channel->Close();
+    return;
+  }
+  Shape& s = it->second;
+  s.shape = shape;
+  s.actor = true;
+  actor.max_restarts = 0;  // restarts are its owner's business
+  s.actor_spec = std::move(actor);
+  Worker& worker = workers_[handle];
+  worker.handle = handle;
+  worker.shape_key = shape.key;
+  worker.channel = std::move(channel);
+  worker.idle_since = absl::Now();
+  s.workers.push_back(handle);
+}
+
 void TaskSubmitter::KillActor(const std::string& shape_key) {
   std::vector<Outcome> outcomes;
   {

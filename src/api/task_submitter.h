@@ -108,6 +108,10 @@ class TaskSubmitter {
   void CreateActor(const LeaseShape& shape, ActorSpec actor, QueuedTask constructor);
   void SubmitActorCall(const std::string& shape_key, QueuedTask call);
   void KillActor(const std::string& shape_key);
+  // An actor another driver owns, reached through `channel` to its process (found by name): its
+  // calls go there in order; when the stream ends the actor is dead for this driver.
+  void AttachActor(const LeaseShape& shape, ActorSpec actor, WorkerHandle handle,
+                   std::shared_ptr<WorkerChannel> channel);
 
   // A fresh handle for a worker about to be added (its channel's callbacks need it first).
   WorkerHandle NewHandle();

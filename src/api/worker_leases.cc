@@ -309,7 +309,9 @@ v1::WorkerReadyReply WorkerLeases::WorkerReady(const v1::WorkerReadyRequest& req
     }
     it->second.handle = handle;
   }
-  submitter_->AddWorker(leased.shape_key, handle, channel);
+  if (submitter_->AddWorker(leased.shape_key, handle, channel) && options_.on_worker_ready) {
+    options_.on_worker_ready(leased.shape_key, request.address());
+  }
   reply.set_accepted(true);
   return reply;
 }

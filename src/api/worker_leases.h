@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -40,6 +41,9 @@ struct WorkerLeasesOptions {
   bool forward_output = true;
   // How long a granted worker may take to call WorkerReady.
   absl::Duration ready_timeout = absl::Seconds(30);
+  // Called once a leased worker of `shape_key` is handed to the submitter (actors publish their
+  // address for other drivers with it). Runs on the Owner service's thread; must not block long.
+  std::function<void(const std::string& shape_key, const std::string& address)> on_worker_ready;
 };
 
 class WorkerLeases final : public LeaseSource {

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <algorithm>
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <string>
@@ -92,21 +94,27 @@ class CallPool {
   std::vector<std::thread> threads_;
 };
 
-// Serves one owner's stream of task batches, one task at a time in order.
-// Thread-safe: gRPC may call PushTasks on any thread; a second concurrent stream is refused.
+// Serves one owner's stream of task batches, one task at a time in order. A process hosting an
+// actor also serves guest streams: other drivers that found the actor by name (their calls run
+// in their stream's order, one at a time with the owner's when max_concurrency is 1); the
+// process still ends with its owner's stream.
+// Thread-safe: gRPC may call PushTasks on any thread; a second stream to a plain worker is refused.
 class WorkerService final : public v1::Worker::Service {
  public:
   grpc::Status PushTasks(
       grpc::ServerContext*,
       grpc::ServerReaderWriter<v1::TaskResultBatch, v1::TaskBatch>* stream) override {
+    bool guest = false;
     {
       absl::MutexLock lock(&mu_);
-      if (streaming_) {
+      if (streaming_ && actor_concurrency_.load() == 0) {
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                             "this worker already serves its owner's stream");
       }
+      guest = streaming_;
       streaming_ = true;
     }
+    if (guest) return ServeGuest(stream);
     started_.Notify();
     // The owner opens this stream from inside its WorkerReady handler, so it can arrive before
     // the reply that fills the runtime context: no task runs until the context is there.
@@ -135,9 +143,17 @@ class WorkerService final : public v1::Worker::Service {
           });
           continue;
         }
+        if (task.kind() == v1::ACTOR_METHOD) {
+          absl::MutexLock exec(&exec_mu_);
+          *results.add_results() = ExecuteTask(task, fetch);
+          continue;
+        }
         *results.add_results() = ExecuteTask(task, fetch);
-        if (task.kind() == v1::ACTOR_CREATE && task.max_concurrency() > 1 && pool == nullptr) {
-          pool = std::make_unique<CallPool>(task.max_concurrency());
+        if (task.kind() == v1::ACTOR_CREATE) {
+          actor_concurrency_.store(std::max(1, task.max_concurrency()));
+          if (task.max_concurrency() > 1 && pool == nullptr) {
+            pool = std::make_unique<CallPool>(task.max_concurrency());
+          }
         }
       }
       if (results.results_size() == 0) continue;
@@ -149,6 +165,39 @@ class WorkerService final : public v1::Worker::Service {
     return grpc::Status::OK;
   }
 
+  // Another driver's stream of calls to this process's actor.
+  grpc::Status ServeGuest(grpc::ServerReaderWriter<v1::TaskResultBatch, v1::TaskBatch>* stream) {
+    context_ready_.WaitForNotification();
+    ArgumentFetcher fetch = [](const v1::ObjectRefProto& ref) -> absl::StatusOr<std::string> {
+      auto id = ObjectId::FromBinary(ref.object_id());
+      if (!id.ok()) return id.status();
+      ObjectRefData data{*id, OwnerAddress{ref.owner_node_id(), ref.owner_address(),
+                                           ref.owner_worker_id()}};
+      return FetchObject(data, absl::InfiniteDuration());
+    };
+    v1::TaskBatch batch;
+    while (stream->Read(&batch)) {
+      v1::TaskResultBatch results;
+      for (const v1::TaskSpec& task : batch.tasks()) {
+        if (task.kind() != v1::ACTOR_METHOD) {
+          v1::TaskResult* r = results.add_results();
+          r->set_task_id(task.task_id());
+          r->mutable_error()->set_kind("invalid");
+          r->mutable_error()->set_message("a guest of an actor's process may only call its methods");
+          continue;
+        }
+        if (actor_concurrency_.load() == 1) {
+          absl::MutexLock exec(&exec_mu_);
+          *results.add_results() = ExecuteTask(task, fetch);
+        } else {
+          *results.add_results() = ExecuteTask(task, fetch);
+        }
+      }
+      if (!stream->Write(results)) break;
+    }
+    return grpc::Status::OK;
+  }
+
   absl::Notification& started() { return started_; }
   absl::Notification& context_ready() { return context_ready_; }
   absl::Notification& finished() { return finished_; }
@@ -156,6 +205,10 @@ class WorkerService final : public v1::Worker::Service {
  private:
   absl::Mutex mu_;
   bool streaming_ ABSL_GUARDED_BY(mu_) = false;
+  // 0: no actor here; else its max_concurrency.
+  std::atomic<int> actor_concurrency_{0};
+  // Held around each actor call when max_concurrency is 1 (the owner's and guests' streams).
+  absl::Mutex exec_mu_;
   absl::Notification started_;
   absl::Notification context_ready_;
   absl::Notification finished_;

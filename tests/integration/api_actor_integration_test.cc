@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -215,6 +216,25 @@ TEST_F(ActorIntegrationTest, NamedActorIsFoundByName) {
   EXPECT_EQ(GetActor<Counter>("tally").status().code(), absl::StatusCode::kNotFound);
 }
 
+// Another driver (this binary run again as a guest, see main) finds the actor by name through the
+// head's KV and calls it; the owner sees the guest's call in the actor's state.
+TEST_F(ActorIntegrationTest, AnotherDriverFindsANamedActorThroughTheHead) {
+  ActorHandle<Counter> counter = Actor(MakeCounter).Name("shared").Remote(40);
+  EXPECT_EQ(*Get(counter.Task(&Counter::Add).Remote(1), kPatience), 41);
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string command = "TESSERA_ACTOR_TEST_GUEST=shared TESSERA_ACTOR_TEST_STATE='" +
+                              cluster_->state_dir() + "' '" + self + "'";
+  FILE* guest = popen(command.c_str(), "r");
+  ASSERT_NE(guest, nullptr);
+  std::string out;
+  char buffer[256];
+  while (fgets(buffer, sizeof(buffer), guest) != nullptr) out += buffer;
+  EXPECT_EQ(pclose(guest), 0) << out;
+  EXPECT_EQ(out, "value=42\n");
+  EXPECT_EQ(*Get(counter.Task(&Counter::Total).Remote(), kPatience), 42);
+  ASSERT_OK(Kill(counter));
+}
+
 TEST_F(ActorIntegrationTest, MaxConcurrencyOverlapsCalls) {
   ActorHandle<Counter> counter = Actor(MakeCounter).MaxConcurrency(4).Remote(0);
   std::vector<ObjectRef<int>> refs;
@@ -251,8 +271,43 @@ TEST_F(ActorIntegrationTest, BadActorsAreOneLineErrors) {
 }  // namespace
 }  // namespace tessera::testing
 
+// The guest driver of AnotherDriverFindsANamedActorThroughTheHead: adds 1 to the named actor.
+int RunGuest(const char* name, const char* state_dir) {
+  using namespace tessera;  // NOLINT: a test's second main
+  InitOptions init;
+  init.state_dir = state_dir;
+  if (absl::Status s = Init(init); !s.ok()) {
+    std::fprintf(stderr, "guest: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  // The owner publishes the actor's address when its worker is ready: wait for it (bounded).
+  absl::StatusOr<ActorHandle<tessera::testing::Counter>> found;
+  const absl::Time until = absl::Now() + absl::Seconds(30);
+  do {
+    found = GetActor<tessera::testing::Counter>(name);
+    if (!found.ok()) absl::SleepFor(absl::Milliseconds(20));
+  } while (!found.ok() && absl::Now() < until);
+  int code = 1;
+  if (!found.ok()) {
+    std::fprintf(stderr, "guest: %s\n", std::string(found.status().message()).c_str());
+  } else {
+    auto value = Get(found->Task(&tessera::testing::Counter::Add).Remote(1), absl::Seconds(60));
+    if (value.ok()) {
+      std::printf("value=%d\n", *value);
+      code = 0;
+    } else {
+      std::fprintf(stderr, "guest: %s\n", std::string(value.status().message()).c_str());
+    }
+  }
+  Shutdown();
+  return code;
+}
+
 int main(int argc, char** argv) {
   if (tessera::IsWorkerProcess()) (void)tessera::Init();
+  if (const char* guest = std::getenv("TESSERA_ACTOR_TEST_GUEST"); guest != nullptr) {
+    return RunGuest(guest, std::getenv("TESSERA_ACTOR_TEST_STATE"));
+  }
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
