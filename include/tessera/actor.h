@@ -61,7 +61,8 @@ struct ActorOptions {
   std::string resources = "CPU=1";
   // The first is the request's, the rest are fallbacks tried in order.
   std::vector<std::string> label_selectors;
-  // "" unnamed; else GetActor<T>(name) finds it (unique among this driver's live actors).
+  // "" unnamed; else GetActor<T>(name) finds it, in this driver or (through the head's KV) in
+  // another driver of the cluster. Unique among this driver's live actors.
   std::string name;
   // Restarts after its process dies (0: the first death is final).
   int max_restarts = 0;
@@ -298,8 +299,10 @@ absl::Status Kill(const ActorHandle<T>& handle) {
   return internal::KillActor(handle.id());
 }
 
-// The live actor named `name` that this driver created (NotFound otherwise; InvalidArgument when
-// it is of another class).
+// The live actor named `name`: one this driver created, else one another driver of the cluster
+// published in the head's KV (calls then go straight to its process on a stream of this driver's;
+// restarts are not followed: call GetActor again; Kill only detaches). NotFound when none;
+// InvalidArgument when it is of another class.
 template <typename T>
 absl::StatusOr<ActorHandle<T>> GetActor(const std::string& name) {
   auto id = internal::FindNamedActor(name, typeid(T).name());
