@@ -538,6 +538,8 @@ void BM_AgentLeaseGrantAndStart(benchmark::State& state) {
   };
   v1::LeaseRequest request = LeaseRequestFor("CPU=1");
   int64_t not_granted = 0, errors = 0;
+  const int64_t cold_before =
+      pooled && in_process != nullptr ? in_process->launcher_pool()->stats().taken_cold : 0;
   for (auto _ : state) {
     request.set_request_id(absl::StrCat("lease-", c->next_id.fetch_add(1)));
     v1::LeaseReply reply;
@@ -566,8 +568,10 @@ void BM_AgentLeaseGrantAndStart(benchmark::State& state) {
       benchmark::Counter(RssMiB(c->AgentPid()), benchmark::Counter::kAvgThreads);
   state.counters["errors"] = static_cast<double>(errors);
   if (pooled && in_process != nullptr) {
-    // Leases that found no launcher ready and waited for one to start.
-    state.counters["cold_launches"] = static_cast<double>(in_process->launcher_pool()->stats().taken_cold);
+    // Leases of this run that found no launcher ready and waited for one to start.
+    state.counters["cold_launches"] = benchmark::Counter(
+        static_cast<double>(in_process->launcher_pool()->stats().taken_cold - cold_before),
+        benchmark::Counter::kAvgThreads);
   }
 }
 BENCHMARK(BM_AgentLeaseGrantAndStart)
