@@ -92,6 +92,13 @@ int main() {
       continue;
     }
     std::printf("bundle %d: %s\n", i, text->c_str());
+    // Host i of the slice is TPU worker i and sees its chips: anything else is a bug.
+    if (text->find("TPU_WORKER_ID=" + std::to_string(i) + ",") == std::string::npos ||
+        text->find("TPU chips []") != std::string::npos) {
+      code = Fail("actor " + std::to_string(i),
+                  absl::InternalError("it does not see host " + std::to_string(i) +
+                                      "'s chips and TPU worker id"));
+    }
   }
   for (auto& actor : actors) (void)tessera::Kill(actor);
   tessera::Shutdown();

@@ -44,6 +44,8 @@ struct StartArgs {
   std::string resources;
   std::string token_file;
   std::string sysroot;
+  std::string launcher;
+  int prestarted_workers = -1;  // -1: the agent's default
   std::string timeout = "60s";
   bool block = false;
 };
@@ -73,6 +75,10 @@ std::vector<std::string> DaemonArgs(const StartArgs& args, const StateFolder& st
   add("--resources", args.resources);
   add("--token-file", abs(args.token_file));
   add("--sysroot", abs(args.sysroot));
+  add("--launcher", abs(args.launcher));
+  if (args.prestarted_workers >= 0) {
+    add("--prestarted-workers", absl::StrCat(args.prestarted_workers));
+  }
   out.push_back("--block");
   return out;
 }
@@ -115,6 +121,8 @@ absl::StatusOr<AgentOptions> BuildAgentOptions(const StartArgs& args, const Stat
   if (!args.hardware.empty()) options.hardware_file = args.hardware;
   if (!args.cluster_file.empty()) options.cluster_file = args.cluster_file;
   if (!args.sysroot.empty()) options.sysroot = args.sysroot;
+  if (!args.launcher.empty()) options.launcher = args.launcher;
+  if (args.prestarted_workers >= 0) options.prestarted_workers = args.prestarted_workers;
   auto labels = ParseLabels(args.labels, LabelOrigin::kUser);
   if (!labels.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--labels: ", labels.status().message()));
@@ -265,6 +273,12 @@ void AddStartCommand(CLI::App& app, int& exit_code) {
       ->type_name("F");
   cmd->add_option("--sysroot", args->sysroot, "Read Linux paths under DIR (discovery)")
       ->type_name("DIR");
+  cmd->add_option("--launcher", args->launcher,
+                  "The tessera-launcher workers start from (default: beside this executable)")
+      ->type_name("PATH");
+  cmd->add_option("--prestarted-workers", args->prestarted_workers,
+                  "Worker launchers kept ready (0: fork every worker; default 2)")
+      ->type_name("N");
   cmd->add_option("--timeout", args->timeout, "How long to wait for the server to be ready")
       ->type_name("DUR");
   cmd->add_flag("--block", args->block, "Run in the foreground instead of as a daemon");

@@ -119,6 +119,14 @@ TEST(TesseraCliTest, MalformedFlagsAreOneLineErrorsNamingTheFlag) {
                      "--label-selector");
   ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--resources", "GPU=1"}), 1,
                      "no GPU devices");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "start", "--address", "127.0.0.1:1",
+                                 "--state-dir", "/nonexistent/tessera", "--prestarted-workers",
+                                 "999"}),
+                     1, "prestarted workers 999 is outside [0, 64]");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "start", "--address", "127.0.0.1:1",
+                                 "--state-dir", "/nonexistent/tessera", "--launcher",
+                                 "/nonexistent/launcher"}),
+                     1, "launcher /nonexistent/launcher is not an executable file");
   // Checked before any cluster is looked for.
   ExpectOneLineError(RunCommand({TesseraBinary(), "run", "--state-dir", "/nonexistent/tessera",
                                  "--wait", "soon", "--", "true"}),
