@@ -8,28 +8,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "api/submitter_test_fakes.h"
 #include "api/task_submitter.h"
 
 namespace tessera::api {
 namespace {
 
 using ::testing::HasSubstr;
-
-class FakeLeases : public LeaseSource {
- public:
-  void RequestWorker(const LeaseShape& shape) override { requests.push_back(shape.key); }
-  std::vector<std::string> requests;
-};
-
-class FakeChannel : public WorkerChannel {
- public:
-  void Send(v1::TaskBatch batch) override {
-    for (const auto& t : batch.tasks()) sent.push_back(t);
-  }
-  void Close() override { closed = true; }
-  std::vector<v1::TaskSpec> sent;
-  bool closed = false;
-};
 
 class ActorSubmitterTest : public ::testing::Test {
  protected:

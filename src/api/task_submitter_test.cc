@@ -9,35 +9,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "api/submitter_test_fakes.h"
+
 namespace tessera::api {
 namespace {
 
 using ::testing::HasSubstr;
-
-class FakeLeases : public LeaseSource {
- public:
-  void RequestWorker(const LeaseShape& shape) override { requests.push_back(shape.key); }
-  std::vector<std::string> requests;
-};
-
-class FakeChannel : public WorkerChannel {
- public:
-  void Send(v1::TaskBatch batch) override { batches.push_back(std::move(batch)); }
-  void Close() override { closed = true; }
-  // Every task sent and not yet answered, in order.
-  std::vector<v1::TaskSpec> Unanswered() {
-    std::vector<v1::TaskSpec> out;
-    for (const auto& b : batches) {
-      for (const auto& t : b.tasks()) {
-        if (answered.count(t.task_id()) == 0) out.push_back(t);
-      }
-    }
-    return out;
-  }
-  std::vector<v1::TaskBatch> batches;
-  std::set<std::string> answered;
-  bool closed = false;
-};
 
 class SubmitterTest : public ::testing::Test {
  protected:

@@ -10,17 +10,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "process/file_util.h"
+#include "process/wakeable_epoll.h"
 
 namespace tessera {
 namespace {
 
 constexpr uint64_t kWakeKey = 0;
 
-void WakeFd(const UniqueFd& fd) {
-  uint64_t one = 1;
-  ssize_t ignored = ::write(fd.get(), &one, sizeof(one));
-  (void)ignored;
-}
+void WakeFd(const UniqueFd& fd) { WakeEventFd(fd.get()); }
 
 bool IsExecutableFile(const std::string& path) {
   struct stat st;
@@ -38,18 +35,10 @@ absl::StatusOr<std::unique_ptr<LauncherPool>> LauncherPool::Create(LauncherPoolO
     return absl::NotFoundError(
         absl::StrCat("no worker launcher at ", options.launcher_path, " (not an executable file)"));
   }
-  UniqueFd epoll_fd(::epoll_create1(EPOLL_CLOEXEC));
-  if (!epoll_fd.valid()) return ErrnoStatus(errno, "cannot create an epoll instance");
-  UniqueFd wake_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!wake_fd.valid()) return ErrnoStatus(errno, "cannot create an eventfd");
-  struct epoll_event event = {};
-  event.events = EPOLLIN;
-  event.data.u64 = kWakeKey;
-  if (::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, wake_fd.get(), &event) != 0) {
-    return ErrnoStatus(errno, "cannot watch the eventfd");
-  }
+  auto loop = CreateWakeableEpoll(kWakeKey);
+  if (!loop.ok()) return loop.status();
   std::unique_ptr<LauncherPool> pool(
-      new LauncherPool(std::move(options), std::move(epoll_fd), std::move(wake_fd)));
+      new LauncherPool(std::move(options), std::move(loop->epoll), std::move(loop->wake)));
   pool->refill_ = std::thread([raw = pool.get()] { raw->RefillLoop(); });
   return pool;
 }
@@ -159,9 +148,7 @@ void LauncherPool::RefillLoop() {
       absl::MutexLock lock(&mu_);
       for (int i = 0; i < n; ++i) {
         if (events[i].data.u64 == kWakeKey) {
-          uint64_t count;
-          ssize_t ignored = ::read(wake_fd_->get(), &count, sizeof(count));
-          (void)ignored;
+          DrainEventFd(wake_fd_->get());
         } else {
           DropDead(events[i].data.u64, dead);
         }

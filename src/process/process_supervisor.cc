@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "process/file_util.h"
+#include "process/wakeable_epoll.h"
 
 namespace tessera {
 namespace {
@@ -22,18 +23,10 @@ constexpr absl::Duration kPollTick = absl::Milliseconds(20);
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ProcessSupervisor>> ProcessSupervisor::Create(SupervisorOptions options) {
-  UniqueFd epoll_fd(::epoll_create1(EPOLL_CLOEXEC));
-  if (!epoll_fd.valid()) return ErrnoStatus(errno, "cannot create an epoll instance");
-  UniqueFd wake_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!wake_fd.valid()) return ErrnoStatus(errno, "cannot create an eventfd");
-  struct epoll_event event = {};
-  event.events = EPOLLIN;
-  event.data.u64 = kWakeKey;
-  if (::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, wake_fd.get(), &event) != 0) {
-    return ErrnoStatus(errno, "cannot watch the eventfd");
-  }
+  auto loop = CreateWakeableEpoll(kWakeKey);
+  if (!loop.ok()) return loop.status();
   std::unique_ptr<ProcessSupervisor> supervisor(
-      new ProcessSupervisor(std::move(options), std::move(epoll_fd), std::move(wake_fd)));
+      new ProcessSupervisor(std::move(options), std::move(loop->epoll), std::move(loop->wake)));
   supervisor->reaper_ = std::thread([raw = supervisor.get()] { raw->ReaperLoop(); });
   return supervisor;
 }
@@ -43,11 +36,7 @@ ProcessSupervisor::ProcessSupervisor(SupervisorOptions options, UniqueFd epoll_f
 
 ProcessSupervisor::~ProcessSupervisor() { Shutdown(absl::Seconds(2)); }
 
-void ProcessSupervisor::Wake() {
-  uint64_t one = 1;
-  ssize_t ignored = ::write(wake_fd_.get(), &one, sizeof(one));
-  (void)ignored;
-}
+void ProcessSupervisor::Wake() { WakeEventFd(wake_fd_.get()); }
 
 absl::StatusOr<pid_t> ProcessSupervisor::Start(const ChildId& id, const ChildSpec& spec, ExitCallback on_exit) {
   SpawnOptions spawn;
@@ -184,9 +173,7 @@ void ProcessSupervisor::ReaperLoop() {
     std::vector<uint64_t> ready;
     for (int i = 0; i < n; ++i) {
       if (events[i].data.u64 == kWakeKey) {
-        uint64_t count;
-        ssize_t ignored = ::read(wake_fd_.get(), &count, sizeof(count));
-        (void)ignored;
+        DrainEventFd(wake_fd_.get());
       } else {
         ready.push_back(events[i].data.u64);
       }

@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "integration/api_test_cluster.h"
 #include "integration/cluster_harness.h"
 #include "tessera/tessera.h"
 
@@ -86,36 +87,7 @@ TESSERA_ACTOR_METHOD(&Counter::WaitForFile);
 TESSERA_ACTOR_METHOD(&Counter::Context);
 TESSERA_ACTOR_METHOD(&Counter::Overlap);
 
-#define ASSERT_OK(expr)                                       \
-  do {                                                        \
-    const absl::Status assert_ok_status_ = (expr);            \
-    ASSERT_TRUE(assert_ok_status_.ok()) << assert_ok_status_; \
-  } while (0)
-
-constexpr absl::Duration kPatience = absl::Seconds(60);
-
-class ActorIntegrationTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    ClusterOptions options;
-    options.nodes.push_back(NodeSpec{.id = "cpu1", .hardware_yaml = CpuHost(8)});
-    options.nodes.push_back(NodeSpec{.id = "gpu1", .hardware_yaml = GpuHost(4, 2)});
-    auto cluster = TestCluster::Start(options);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = cluster->release();
-    InitOptions init;
-    init.state_dir = cluster_->state_dir();
-    init.forward_worker_output = false;
-    ASSERT_OK(Init(init));
-  }
-  static void TearDownTestSuite() {
-    Shutdown();
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  static TestCluster* cluster_;
-};
-TestCluster* ActorIntegrationTest::cluster_ = nullptr;
+class ActorIntegrationTest : public ApiClusterSuite<8> {};
 
 TEST_F(ActorIntegrationTest, CallsKeepStateAcrossCalls) {
   ActorHandle<Counter> counter = Actor(MakeCounter).Remote(10);

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_join.h"
+#include "integration/api_test_cluster.h"
 #include "integration/cluster_harness.h"
 #include "tessera/tessera.h"
 
@@ -72,36 +73,7 @@ TESSERA_REMOTE(GpuView);
 
 int NotRegistered(int x) { return x; }
 
-#define ASSERT_OK(expr)                                       \
-  do {                                                        \
-    const absl::Status assert_ok_status_ = (expr);            \
-    ASSERT_TRUE(assert_ok_status_.ok()) << assert_ok_status_; \
-  } while (0)
-
-class ApiIntegrationTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    ClusterOptions options;
-    options.nodes.push_back(NodeSpec{.id = "cpu1", .hardware_yaml = CpuHost(4)});
-    options.nodes.push_back(NodeSpec{.id = "gpu1", .hardware_yaml = GpuHost(4, 2)});
-    auto cluster = TestCluster::Start(options);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = cluster->release();
-    InitOptions init;
-    init.state_dir = cluster_->state_dir();
-    init.forward_worker_output = false;
-    ASSERT_OK(Init(init));
-  }
-  static void TearDownTestSuite() {
-    Shutdown();
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  static TestCluster* cluster_;
-};
-TestCluster* ApiIntegrationTest::cluster_ = nullptr;
-
-constexpr absl::Duration kPatience = absl::Seconds(60);
+class ApiIntegrationTest : public ApiClusterSuite<4> {};
 
 TEST_F(ApiIntegrationTest, RemoteTaskRoundTrip) {
   ObjectRef<int> ref = Task(AddOne).Remote(41);

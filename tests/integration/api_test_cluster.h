@@ -1,0 +1,48 @@
+// What the C++ API's integration suites share: one cluster per suite (a head and two node agents
+// as processes: a CPU node "cpu1" and a node "gpu1" with 4 simulated GPUs), and this test binary
+// initialized as the driver on it. The binary is also the workers' program: its main checks
+// tessera::IsWorkerProcess() before anything else.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "integration/cluster_harness.h"
+#include "tessera/tessera.h"
+
+namespace tessera::testing {
+
+#define ASSERT_OK(expr)                                       \
+  do {                                                        \
+    const absl::Status assert_ok_status_ = (expr);            \
+    ASSERT_TRUE(assert_ok_status_.ok()) << assert_ok_status_; \
+  } while (0)
+
+inline constexpr absl::Duration kPatience = absl::Seconds(60);
+
+// A suite whose tests share one cluster; `kCpus` is the CPU node's size.
+template <int kCpus>
+class ApiClusterSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ClusterOptions options;
+    options.nodes.push_back(NodeSpec{.id = "cpu1", .hardware_yaml = CpuHost(kCpus)});
+    options.nodes.push_back(NodeSpec{.id = "gpu1", .hardware_yaml = GpuHost(4, 2)});
+    auto cluster = TestCluster::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = cluster->release();
+    InitOptions init;
+    init.state_dir = cluster_->state_dir();
+    init.forward_worker_output = false;
+    ASSERT_OK(Init(init));
+  }
+  static void TearDownTestSuite() {
+    Shutdown();
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  static inline TestCluster* cluster_ = nullptr;
+};
+
+}  // namespace tessera::testing
