@@ -94,6 +94,15 @@ class CallPool {
   std::vector<std::thread> threads_;
 };
 
+// Resolves an ObjectRef argument: its value, fetched from its owner.
+absl::StatusOr<std::string> FetchFromOwner(const v1::ObjectRefProto& ref) {
+  auto id = ObjectId::FromBinary(ref.object_id());
+  if (!id.ok()) return id.status();
+  ObjectRefData data{
+      *id, OwnerAddress{ref.owner_node_id(), ref.owner_address(), ref.owner_worker_id()}};
+  return FetchObject(data, absl::InfiniteDuration());
+}
+
 // Serves one owner's stream of task batches, one task at a time in order. A process hosting an
 // actor also serves guest streams: other drivers that found the actor by name (their calls run
 // in their stream's order, one at a time with the owner's when max_concurrency is 1); the
@@ -120,13 +129,7 @@ class WorkerService final : public v1::Worker::Service {
     // the reply that fills the runtime context: no task runs until the context is there.
     context_ready_.WaitForNotification();
     v1::TaskBatch batch;
-    ArgumentFetcher fetch = [](const v1::ObjectRefProto& ref) -> absl::StatusOr<std::string> {
-      auto id = ObjectId::FromBinary(ref.object_id());
-      if (!id.ok()) return id.status();
-      ObjectRefData data{*id, OwnerAddress{ref.owner_node_id(), ref.owner_address(),
-                                           ref.owner_worker_id()}};
-      return FetchObject(data, absl::InfiniteDuration());
-    };
+    ArgumentFetcher fetch = FetchFromOwner;
     // An actor created with max_concurrency > 1 runs its calls on a pool; results then go back
     // one per call, as they finish (the owner matches them by task id).
     std::unique_ptr<CallPool> pool;
@@ -168,13 +171,7 @@ class WorkerService final : public v1::Worker::Service {
   // Another driver's stream of calls to this process's actor.
   grpc::Status ServeGuest(grpc::ServerReaderWriter<v1::TaskResultBatch, v1::TaskBatch>* stream) {
     context_ready_.WaitForNotification();
-    ArgumentFetcher fetch = [](const v1::ObjectRefProto& ref) -> absl::StatusOr<std::string> {
-      auto id = ObjectId::FromBinary(ref.object_id());
-      if (!id.ok()) return id.status();
-      ObjectRefData data{*id, OwnerAddress{ref.owner_node_id(), ref.owner_address(),
-                                           ref.owner_worker_id()}};
-      return FetchObject(data, absl::InfiniteDuration());
-    };
+    ArgumentFetcher fetch = FetchFromOwner;
     v1::TaskBatch batch;
     while (stream->Read(&batch)) {
       v1::TaskResultBatch results;
