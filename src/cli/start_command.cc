@@ -24,6 +24,7 @@
 #include "labels/label.h"
 #include "node/agent_options.h"
 #include "node/agent_server.h"
+#include "resources/byte_size.h"
 #include "resources/resource_set.h"
 
 namespace tessera::cli {
@@ -46,6 +47,7 @@ struct StartArgs {
   std::string sysroot;
   std::string launcher;
   int prestarted_workers = -1;  // -1: the agent's default
+  std::string object_store_memory;
   std::string timeout = "60s";
   bool block = false;
 };
@@ -79,6 +81,7 @@ std::vector<std::string> DaemonArgs(const StartArgs& args, const StateFolder& st
   if (args.prestarted_workers >= 0) {
     add("--prestarted-workers", absl::StrCat(args.prestarted_workers));
   }
+  add("--object-store-memory", args.object_store_memory);
   out.push_back("--block");
   return out;
 }
@@ -123,6 +126,14 @@ absl::StatusOr<AgentOptions> BuildAgentOptions(const StartArgs& args, const Stat
   if (!args.sysroot.empty()) options.sysroot = args.sysroot;
   if (!args.launcher.empty()) options.launcher = args.launcher;
   if (args.prestarted_workers >= 0) options.prestarted_workers = args.prestarted_workers;
+  if (!args.object_store_memory.empty()) {
+    auto bytes = ParseByteSize(args.object_store_memory);
+    if (!bytes.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--object-store-memory: ", bytes.status().message()));
+    }
+    options.object_store_bytes = *bytes;
+  }
   auto labels = ParseLabels(args.labels, LabelOrigin::kUser);
   if (!labels.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--labels: ", labels.status().message()));
@@ -279,6 +290,10 @@ void AddStartCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--prestarted-workers", args->prestarted_workers,
                   "Worker launchers kept ready (0: fork every worker; default 2)")
       ->type_name("N");
+  cmd->add_option("--object-store-memory", args->object_store_memory,
+                  "Size of this node's shared-memory object store, allocated at start "
+                  "(e.g. 2GiB; default: no store)")
+      ->type_name("SIZE");
   cmd->add_option("--timeout", args->timeout, "How long to wait for the server to be ready")
       ->type_name("DUR");
   cmd->add_flag("--block", args->block, "Run in the foreground instead of as a daemon");

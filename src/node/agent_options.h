@@ -58,6 +58,10 @@ struct AgentOptions {
   // executable; when that is missing the agent says so and forks workers instead. A path given
   // here must be an executable file.
   std::string launcher;
+  // The node's shared-memory object store (`--object-store-memory SIZE`), served at
+  // <node dir>/objects.sock and to other agents (FetchObject, PullObject); its pages are
+  // allocated when the agent starts. 0: no store.
+  uint64_t object_store_bytes = 0;
 };
 
 // The options with every default filled in: state_dir, token (from token_file, the environment

@@ -93,6 +93,13 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
         absl::StrCat("cannot create ", workers_dir, ": ", ec.message()));
   }
 
+  if (options.object_store_bytes > 0) {
+    ObjectStoreServerOptions store;
+    store.socket_path = server->node_dir_ + "/objects.sock";
+    store.capacity_bytes = options.object_store_bytes;
+    TESSERA_ASSIGN_OR_RETURN(server->objects_, ObjectStoreServer::Start(std::move(store)));
+  }
+
   AgentState* state = server->state_.get();
   TESSERA_ASSIGN_OR_RETURN(server->launchers_, StartLauncherPool(options, loaded.id, workers_dir));
   SupervisorOptions supervisor;
@@ -105,6 +112,10 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
   service_options.slice_env = std::move(loaded.slice_env);
   service_options.max_spillback_hops = options.max_spillback_hops;
   service_options.kill_grace = absl::Milliseconds(options.kill_grace_ms);
+  service_options.token = options.token;
+  if (server->objects_ != nullptr) {
+    service_options.objects = {&server->objects_->store(), &server->objects_->arena()};
+  }
 
   if (!options.head_address.empty()) {
     HeadLinkOptions link;
@@ -186,6 +197,7 @@ void NodeAgentServer::Shutdown() {
   if (workers_ != nullptr) workers_->Shutdown(grace);
   if (launchers_ != nullptr) launchers_->Shutdown();
   if (head_ != nullptr) head_->Stop();
+  if (objects_ != nullptr) objects_->Stop();
   if (!node_dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove(node_dir_ + "/agent.address", ec);

@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "node/agent_options.h"
 #include "node/agent_state.h"
+#include "objects/object_store_server.h"
 #include "node/head_link.h"
 #include "node/node_agent_service.h"
 #include "process/launcher_pool.h"
@@ -51,6 +52,8 @@ class NodeAgentServer {
   HeadLink* head_link() { return head_.get(); }
   // The prestarted worker launchers; null when workers are forked from the agent.
   LauncherPool* launcher_pool() { return launchers_.get(); }
+  // The node's object store; null without one (AgentOptions::object_store_bytes 0).
+  ObjectStoreServer* object_store() { return objects_.get(); }
 
   // Asks Wait() to shut the agent down; returns at once (the Shutdown RPC uses it).
   void RequestShutdown();
@@ -69,6 +72,7 @@ class NodeAgentServer {
   std::string node_dir_;
   std::string address_;
   std::unique_ptr<AgentState> state_;
+  std::unique_ptr<ObjectStoreServer> objects_;  // before service_: outlives the service
   std::unique_ptr<LauncherPool> launchers_;  // before workers_: outlives the supervisor
   std::unique_ptr<ProcessSupervisor> workers_;
   std::unique_ptr<HeadLink> head_;

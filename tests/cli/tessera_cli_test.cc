@@ -127,6 +127,10 @@ TEST(TesseraCliTest, MalformedFlagsAreOneLineErrorsNamingTheFlag) {
                                  "--state-dir", "/nonexistent/tessera", "--launcher",
                                  "/nonexistent/launcher"}),
                      1, "launcher /nonexistent/launcher is not an executable file");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "start", "--address", "127.0.0.1:1",
+                                 "--state-dir", "/nonexistent/tessera", "--object-store-memory",
+                                 "lots"}),
+                     1, "--object-store-memory: ");
   // Checked before any cluster is looked for.
   ExpectOneLineError(RunCommand({TesseraBinary(), "run", "--state-dir", "/nonexistent/tessera",
                                  "--wait", "soon", "--", "true"}),
