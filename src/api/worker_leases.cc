@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "api/worker_channel.h"
 #include "cli/cluster_client.h"
+#include "cli/lease_round.h"
 #include "cli/state_folder.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
@@ -23,8 +24,6 @@
 
 namespace tessera::api {
 namespace {
-
-constexpr int kMaxHops = 8;
 
 // This program's command line, with argv[0] made the absolute path of this executable (the
 // worker is started from the agent's folder, and may be started on behalf of a relative path).
@@ -132,44 +131,36 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
   retry.total_budget = absl::Seconds(60);
   absl::Duration backoff = absl::Milliseconds(20);
   while (true) {
-    std::string status;
-    std::string explanation;
-    std::string address = options_.agent_address.empty() ? LocalAgentAddress()
-                                                         : options_.agent_address;
-    if (address.empty()) {
-      if (head_ == nullptr) {
-        permanent = true;
-        return absl::FailedPreconditionError(absl::StrCat(
-            "no node agent runs on this host (state folder ", options_.state_dir,
-            ") and no head is known to pick one"));
-      }
+    const std::string address =
+        options_.agent_address.empty() ? LocalAgentAddress() : options_.agent_address;
+    if (address.empty() && head_ == nullptr) {
+      permanent = true;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no node agent runs on this host (state folder ", options_.state_dir,
+          ") and no head is known to pick one"));
+    }
+    cli::LeaseRoundCalls calls;
+    calls.pick_node = [&](const v1::ResourceRequest& request, v1::PickNodeResponse* picked) {
       v1::PickNodeRequest pick;
-      *pick.mutable_request() = shape.request;
-      v1::PickNodeResponse picked;
-      absl::Status s = rpc::RetryUnary(retry, &v1::Head::Stub::PickNode, head_.get(), pick, &picked);
-      if (!s.ok()) return s;
-      address = picked.address();
-      status = picked.status();
-      explanation = picked.explanation();
-    }
-    lease.set_hops(0);
-    while (!address.empty()) {
-      lease.set_request_id(cli::NewRequestId("lease"));
-      v1::LeaseReply reply;
+      *pick.mutable_request() = request;
+      return rpc::RetryUnary(retry, &v1::Head::Stub::PickNode, head_.get(), pick, picked);
+    };
+    calls.request_lease = [&](const std::string& agent, const v1::LeaseRequest& request,
+                              v1::LeaseReply* reply) {
       absl::Status s =
-          rpc::RetryUnary(retry, &v1::NodeAgent::Stub::RequestLease, Agent(address), lease, &reply);
-      if (!s.ok()) {
-        permanent = s.code() == absl::StatusCode::kInvalidArgument;
-        return absl::Status(s.code(), absl::StrCat("lease from the node agent at ", address, ": ",
-                                                   s.message()));
-      }
-      if (reply.has_granted()) return std::make_pair(reply.granted(), address);
-      status = reply.status();
-      explanation = reply.explanation();
-      if (!reply.has_spillback() || lease.hops() >= kMaxHops) break;
-      address = reply.spillback().address();
-      lease.set_hops(lease.hops() + 1);
-    }
+          rpc::RetryUnary(retry, &v1::NodeAgent::Stub::RequestLease, Agent(agent), request, reply);
+      if (s.ok()) return s;
+      permanent = s.code() == absl::StatusCode::kInvalidArgument;
+      return absl::Status(s.code(),
+                          absl::StrCat("lease from the node agent at ", agent, ": ", s.message()));
+    };
+    calls.request_id = [] { return cli::NewRequestId("lease"); };
+    auto round = cli::RunLeaseRound(lease, address, calls);
+    if (!round.ok()) return round.status();
+    if (round->grant.has_value()) return std::make_pair(*std::move(round->grant), round->address);
+    // Past the hop limit the lease waits like a pending one.
+    const std::string& status = round->status;
+    const std::string& explanation = round->explanation;
     if (status == "infeasible") {
       permanent = true;
       return absl::ResourceExhaustedError(

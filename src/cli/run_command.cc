@@ -29,6 +29,7 @@
 #include "cli/cluster_command_start.h"
 #include "cli/cluster_format.h"
 #include "cli/commands.h"
+#include "cli/lease_round.h"
 #include "rpc/proto_convert.h"
 #include "labels/label_selector.h"
 #include "resources/resource_set.h"
@@ -40,7 +41,6 @@ using tessera::v1::LeaseGrant;
 using tessera::v1::LeaseReply;
 using tessera::v1::LeaseRequest;
 
-constexpr int kMaxHops = 8;
 
 struct RunArgs {
   CommonClusterArgs common;
@@ -134,42 +134,34 @@ absl::StatusOr<Granted> AcquireLease(ClusterClient& client, LeaseRequest lease,
   const absl::Time until = absl::Now() + wait;
   absl::Duration backoff = absl::Milliseconds(50);
   bool told_waiting = false;
+  LeaseRoundCalls calls;
+  calls.pick_node = [&](const tessera::v1::ResourceRequest& request,
+                        tessera::v1::PickNodeResponse* picked) {
+    tessera::v1::PickNodeRequest pick;
+    *pick.mutable_request() = request;
+    return client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
+      return client.head().PickNode(c, pick, picked);
+    });
+  };
+  calls.request_lease = [&](const std::string& address, const LeaseRequest& request,
+                            LeaseReply* reply) {
+    return client.Call(absl::StrCat("the node agent at ", address), Retry::kSafe,
+                       [&](grpc::ClientContext* c) {
+                         return client.agent(address).RequestLease(c, request, reply);
+                       });
+  };
+  calls.request_id = [] { return NewRequestId("lease"); };
   while (true) {
+    TESSERA_ASSIGN_OR_RETURN(LeaseRoundOutcome round,
+                             RunLeaseRound(lease, LocalAgentAddress(client.state()), calls));
+    if (round.grant.has_value()) return Granted{*std::move(round.grant), round.address};
+    if (round.hop_limit) {
+      return absl::UnavailableError(
+          absl::StrCat("the lease was sent on ", kMaxLeaseHops, " times without being granted"));
+    }
     // Why nothing took it this round: "pending" or "infeasible", with the explanation.
-    std::string status;
-    std::string explanation;
-    std::string address = LocalAgentAddress(client.state());
-    if (address.empty()) {
-      tessera::v1::PickNodeRequest pick;
-      *pick.mutable_request() = lease.request();
-      tessera::v1::PickNodeResponse picked;
-      TESSERA_RETURN_IF_ERROR(
-          client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
-            return client.head().PickNode(c, pick, &picked);
-          }));
-      address = picked.address();
-      status = picked.status();
-      explanation = picked.explanation();
-    }
-    lease.set_hops(0);
-    while (!address.empty()) {
-      lease.set_request_id(NewRequestId("lease"));
-      LeaseReply reply;
-      TESSERA_RETURN_IF_ERROR(client.Call(
-          absl::StrCat("the node agent at ", address), Retry::kSafe, [&](grpc::ClientContext* c) {
-            return client.agent(address).RequestLease(c, lease, &reply);
-          }));
-      if (reply.has_granted()) return Granted{reply.granted(), address};
-      status = reply.status();
-      explanation = reply.explanation();
-      if (!reply.has_spillback()) break;
-      if (lease.hops() >= kMaxHops) {
-        return absl::UnavailableError(
-            absl::StrCat("the lease was sent on ", kMaxHops, " times without being granted"));
-      }
-      address = reply.spillback().address();
-      lease.set_hops(lease.hops() + 1);
-    }
+    const std::string& status = round.status;
+    const std::string& explanation = round.explanation;
     if (status == "infeasible" || absl::Now() >= until) {
       return absl::ResourceExhaustedError(
           absl::StrCat("cannot run the command", status.empty() ? "" : absl::StrCat(" (", status, ")"),

@@ -1,0 +1,44 @@
+#include "cli/lease_round.h"
+
+#include <utility>
+
+namespace tessera::cli {
+
+absl::StatusOr<LeaseRoundOutcome> RunLeaseRound(tessera::v1::LeaseRequest lease,
+                                                std::string first_address,
+                                                const LeaseRoundCalls& calls) {
+  LeaseRoundOutcome out;
+  std::string address = std::move(first_address);
+  if (address.empty()) {
+    tessera::v1::PickNodeResponse picked;
+    absl::Status status = calls.pick_node(lease.request(), &picked);
+    if (!status.ok()) return status;
+    address = picked.address();
+    out.status = picked.status();
+    out.explanation = picked.explanation();
+  }
+  lease.set_hops(0);
+  while (!address.empty()) {
+    lease.set_request_id(calls.request_id());
+    tessera::v1::LeaseReply reply;
+    absl::Status status = calls.request_lease(address, lease, &reply);
+    if (!status.ok()) return status;
+    if (reply.has_granted()) {
+      out.grant = std::move(*reply.mutable_granted());
+      out.address = address;
+      return out;
+    }
+    out.status = reply.status();
+    out.explanation = reply.explanation();
+    if (!reply.has_spillback()) break;
+    if (lease.hops() >= kMaxLeaseHops) {
+      out.hop_limit = true;
+      break;
+    }
+    address = reply.spillback().address();
+    lease.set_hops(lease.hops() + 1);
+  }
+  return out;
+}
+
+}  // namespace tessera::cli

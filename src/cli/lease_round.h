@@ -1,0 +1,47 @@
+// One round of asking the cluster for a lease, as `tessera run` and the C++ API's worker leases
+// both do it: the given agent (this host's), or the node the head picks when there is none, then
+// every spillback the agents answer, up to kMaxLeaseHops. The callers decide what a refusal
+// means (wait and retry, or give up) and how to call the agents (their own channels, retries and
+// error wording). Thread-compatible: no state of its own.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "tessera/v1/head.pb.h"
+#include "tessera/v1/node_agent.pb.h"
+
+namespace tessera::cli {
+
+// A lease is sent on this many times at most before its round ends.
+inline constexpr int kMaxLeaseHops = 8;
+
+struct LeaseRoundOutcome {
+  std::optional<tessera::v1::LeaseGrant> grant;
+  std::string address;      // the agent that granted it
+  std::string status;       // otherwise the last word on why not: "pending" or "infeasible"
+  std::string explanation;  // and its explanation
+  bool hop_limit = false;   // the last agent spilled it back once more than allowed
+};
+
+struct LeaseRoundCalls {
+  // PickNode on the head; its status and explanation stand when it names no node.
+  std::function<absl::Status(const tessera::v1::ResourceRequest&, tessera::v1::PickNodeResponse*)>
+      pick_node;
+  // RequestLease on the agent at `address` (a fresh request id is set before each call).
+  std::function<absl::Status(const std::string& address, const tessera::v1::LeaseRequest&,
+                             tessera::v1::LeaseReply*)>
+      request_lease;
+  // A new request id for each RequestLease.
+  std::function<std::string()> request_id;
+};
+
+// `first_address` empty: the head picks. An error of a call ends the round with that error.
+absl::StatusOr<LeaseRoundOutcome> RunLeaseRound(tessera::v1::LeaseRequest lease,
+                                                std::string first_address,
+                                                const LeaseRoundCalls& calls);
+
+}  // namespace tessera::cli

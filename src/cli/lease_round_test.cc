@@ -1,0 +1,86 @@
+// RunLeaseRound with fake calls: the head picks when no agent is given, spillbacks are followed
+// to the granting agent, a refusal keeps its word and explanation, and the hop limit ends it.
+#include "cli/lease_round.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace tessera::cli {
+namespace {
+
+// Agents that spill every lease on to the next ("a1" -> "a2" -> ...) until `grant_at`.
+struct FakeCluster {
+  int grant_at = 3;
+  std::vector<std::string> asked;  // "pick" or the address of each RequestLease
+  std::vector<int> hops;
+
+  LeaseRoundCalls Calls() {
+    LeaseRoundCalls calls;
+    calls.pick_node = [this](const tessera::v1::ResourceRequest&,
+                             tessera::v1::PickNodeResponse* picked) {
+      asked.push_back("pick");
+      picked->set_address("a1");
+      return absl::OkStatus();
+    };
+    calls.request_lease = [this](const std::string& address, const tessera::v1::LeaseRequest& l,
+                                 tessera::v1::LeaseReply* reply) {
+      asked.push_back(address);
+      hops.push_back(l.hops());
+      const int n = std::stoi(address.substr(1));
+      if (n == grant_at) {
+        reply->mutable_granted()->set_worker_id("w");
+      } else if (n < 0) {
+        reply->set_status("infeasible");
+      } else {
+        reply->set_status("pending");
+        reply->set_explanation("busy at " + address);
+        reply->mutable_spillback()->set_address("a" + std::to_string(n + 1));
+      }
+      return absl::OkStatus();
+    };
+    calls.request_id = [] { return std::string("id"); };
+    return calls;
+  }
+};
+
+TEST(LeaseRoundTest, TheHeadPicksAndSpillbacksAreFollowedToTheGrant) {
+  FakeCluster cluster;
+  auto round = RunLeaseRound({}, "", cluster.Calls());
+  ASSERT_TRUE(round.ok()) << round.status();
+  ASSERT_TRUE(round->grant.has_value());
+  EXPECT_EQ(round->address, "a3");
+  EXPECT_EQ(cluster.asked, (std::vector<std::string>{"pick", "a1", "a2", "a3"}));
+  EXPECT_EQ(cluster.hops, (std::vector<int>{0, 1, 2}));
+}
+
+TEST(LeaseRoundTest, TheHopLimitEndsTheRoundWithTheLastExplanation) {
+  FakeCluster cluster;
+  cluster.grant_at = 100;
+  auto round = RunLeaseRound({}, "a1", cluster.Calls());
+  ASSERT_TRUE(round.ok()) << round.status();
+  EXPECT_FALSE(round->grant.has_value());
+  EXPECT_TRUE(round->hop_limit);
+  EXPECT_EQ(round->status, "pending");
+  EXPECT_EQ(cluster.asked.size(), static_cast<size_t>(kMaxLeaseHops + 1));
+  EXPECT_EQ(round->explanation, "busy at a" + std::to_string(kMaxLeaseHops + 1));
+}
+
+TEST(LeaseRoundTest, ARefusalWithoutSpillbackEndsTheRoundAndACallErrorIsReturned) {
+  FakeCluster cluster;
+  auto round = RunLeaseRound({}, "a-1", cluster.Calls());
+  ASSERT_TRUE(round.ok());
+  EXPECT_EQ(round->status, "infeasible");
+  EXPECT_FALSE(round->hop_limit);
+
+  LeaseRoundCalls failing = cluster.Calls();
+  failing.request_lease = [](const std::string&, const tessera::v1::LeaseRequest&,
+                             tessera::v1::LeaseReply*) {
+    return absl::UnavailableError("agent down");
+  };
+  EXPECT_EQ(RunLeaseRound({}, "a1", failing).status().message(), "agent down");
+}
+
+}  // namespace
+}  // namespace tessera::cli
