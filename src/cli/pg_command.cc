@@ -21,6 +21,7 @@
 #include "cli/cluster_args.h"
 #include "cli/cluster_views.h"
 #include "cli/commands.h"
+#include "cli/reservation_calls.h"
 #include "rpc/proto_convert.h"
 #include "scheduling/placement_group_spec.h"
 
@@ -28,33 +29,6 @@ namespace tessera::cli {
 namespace {
 
 using tessera::v1::PlacementGroupInfo;
-
-// One bundle shape: "CPU=1,GPU=2;CPU=1" plus optional per-bundle selectors.
-absl::StatusOr<BundleOption> ParseBundleOption(std::string_view what, std::string_view bundles,
-                                               const std::vector<std::string>& selector_texts) {
-  BundleOption option;
-  const std::vector<std::string> pieces = SplitSemicolons(bundles);
-  if (pieces.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(ToAbsl(what), ": no bundles given"));
-  }
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    auto set = ParseResourceSet(pieces[i]);
-    if (!set.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(ToAbsl(what), ": bundle ", i, ": ", set.status().message()));
-    }
-    option.bundles.push_back(*std::move(set));
-  }
-  for (size_t i = 0; i < selector_texts.size(); ++i) {
-    auto selector = ParseLabelSelector(selector_texts[i]);
-    if (!selector.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(ToAbsl(what), ": bundle selector ", i, ": ",
-                                                     selector.status().message()));
-    }
-    option.selectors.push_back(*std::move(selector));
-  }
-  return option;
-}
 
 struct CreateArgs {
   std::string name;
@@ -76,7 +50,8 @@ absl::StatusOr<tessera::v1::CreatePlacementGroupRequest> BuildCreateRequest(
   for (const std::string& flag : args.bundle_selectors) {
     for (std::string& s : SplitSemicolons(flag)) selectors.push_back(std::move(s));
   }
-  TESSERA_ASSIGN_OR_RETURN(spec.primary, ParseBundleOption("--bundles", args.bundles, selectors));
+  TESSERA_ASSIGN_OR_RETURN(spec.primary,
+                           ParseBundleOption("--bundles", SplitSemicolons(args.bundles), selectors));
   for (size_t i = 0; i < args.fallbacks.size(); ++i) {
     // "CPU=1;CPU=1|zone=a;zone=b": the bundles, then optionally one selector per bundle.
     const std::string& text = args.fallbacks[i];
@@ -87,7 +62,8 @@ absl::StatusOr<tessera::v1::CreatePlacementGroupRequest> BuildCreateRequest(
                                  : SplitSemicolons(std::string_view(text).substr(bar + 1));
     TESSERA_ASSIGN_OR_RETURN(
         BundleOption option,
-        ParseBundleOption(absl::StrCat("--fallback ", i + 1), bundles, fallback_selectors));
+        ParseBundleOption(absl::StrCat("--fallback ", i + 1), SplitSemicolons(bundles),
+                          fallback_selectors));
     spec.fallbacks.push_back(std::move(option));
   }
   TESSERA_RETURN_IF_ERROR(ValidatePlacementGroupSpec(spec));
@@ -106,28 +82,9 @@ int RunCreate(const CommonClusterArgs& common, const CreateArgs& args) {
   const absl::Duration wait = start->wait;
   ClusterClient& c = *start->client;
 
-  PlacementGroupInfo info;
-  absl::Status status = c.Call(c.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
-    return c.head().CreatePlacementGroup(ctx, *request, &info);
-  });
-  if (!status.ok()) return ReportError(status);
-
-  if (wait > absl::ZeroDuration() && info.state() != "CREATED" && info.state() != "INFEASIBLE") {
-    const absl::Time until = absl::Now() + wait;
-    while (info.state() != "CREATED" && info.state() != "INFEASIBLE" && absl::Now() < until) {
-      tessera::v1::WaitPlacementGroupRequest wait_request;
-      wait_request.set_name(args.name);
-      wait_request.set_timeout_ms(
-          std::max<int64_t>(1, absl::ToInt64Milliseconds(until - absl::Now())));
-      status = c.Call(c.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
-        // The head answers by timeout_ms; give the call that much more than its usual deadline.
-        ctx->set_deadline(absl::ToChronoTime(absl::Now() + (until - absl::Now()) +
-                                             absl::Seconds(10)));
-        return c.head().WaitPlacementGroup(ctx, wait_request, &info);
-      });
-      if (!status.ok()) return ReportError(status);
-    }
-  }
+  auto created = CreatePlacementGroupAndWait(c, *request, wait);
+  if (!created.ok()) return ReportError(created.status());
+  const PlacementGroupInfo& info = *created;
   if (args.json) {
     std::cout << MessageJson(info).dump(2) << "\n";
   } else {
@@ -157,18 +114,10 @@ int RunList(const CommonClusterArgs& common, bool json) {
 int RunRemove(const CommonClusterArgs& common, const std::string& name) {
   auto client = ConnectCluster(common);
   if (!client.ok()) return ReportError(client.status());
-  ClusterClient& c = **client;
-  tessera::v1::RemovePlacementGroupRequest request;
-  request.set_request_id(NewRequestId("pg-remove"));
-  request.set_name(name);
-  tessera::v1::RemovePlacementGroupResponse response;
-  const absl::Status status =
-      c.Call(c.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
-        return c.head().RemovePlacementGroup(ctx, request, &response);
-      });
-  if (!status.ok()) return ReportError(status);
-  std::cout << "Removed placement group " << name << " (" << response.released_size()
-            << " bundle" << (response.released_size() == 1 ? "" : "s") << " released).\n";
+  auto response = RemovePlacementGroupNamed(**client, name);
+  if (!response.ok()) return ReportError(response.status());
+  std::cout << "Removed placement group " << name << " (" << response->released_size()
+            << " bundle" << (response->released_size() == 1 ? "" : "s") << " released).\n";
   return 0;
 }
 

@@ -21,52 +21,14 @@
 #include "cli/cluster_format.h"
 #include "cli/cluster_views.h"
 #include "cli/commands.h"
-#include "hardware/tpu/tpu_accelerator_type.h"
+#include "cli/reservation_calls.h"
 #include "resources/resource_set.h"
 #include "rpc/proto_convert.h"
-#include "hardware/tpu/tpu_generation.h"
-#include "hardware/tpu/tpu_topology.h"
 
 namespace tessera::cli {
 namespace {
 
-using tessera::v1::SliceAlternative;
 using tessera::v1::SliceGroupInfo;
-
-// Checks a TPU shape and returns the alternative with the accelerator spelled canonically.
-absl::StatusOr<SliceAlternative> TpuAlternative(std::string_view what,
-                                                std::string_view accelerator,
-                                                std::string_view topology, int num_slices,
-                                                bool per_chip) {
-  SliceAlternative alt;
-  auto generation = ParseTpuGeneration(accelerator);
-  if (generation.ok()) {
-    auto shape = ParseTpuTopologyFor(*generation, topology);
-    if (!shape.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(ToAbsl(what), ": ", shape.status().message()));
-    }
-    alt.set_accelerator_type(TpuTypeString(*generation));
-    alt.set_topology(shape->ToString());
-  } else if (ParseTpuAcceleratorType(accelerator).ok()) {
-    // A pod type ("v6e-16") names the shape's chip count; the head matches it with the topology.
-    alt.set_accelerator_type(std::string(accelerator));
-    alt.set_topology(std::string(Trim(topology)));
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat(ToAbsl(what), ": ", generation.status().message()));
-  }
-  if (alt.topology().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(ToAbsl(what), ": a topology is needed"));
-  }
-  if (num_slices < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(ToAbsl(what), ": the number of slices must be at least 1"));
-  }
-  alt.set_num_slices(num_slices);
-  alt.set_bundle_per_chip(per_chip);
-  return alt;
-}
 
 struct ReserveArgs {
   std::string name;
@@ -106,7 +68,7 @@ absl::StatusOr<tessera::v1::ReserveSlicesRequest> BuildReserveRequest(const Rese
           "--nvlink-hosts N");
     }
     TESSERA_ASSIGN_OR_RETURN(*request.add_alternatives(),
-                             TpuAlternative("--accelerator/--topology", args.accelerator,
+                             TpuSliceAlternative("--accelerator/--topology", args.accelerator,
                                             args.topology, args.num_slices, args.per_chip));
   }
   for (const std::string& text : args.fallbacks) {
@@ -122,7 +84,7 @@ absl::StatusOr<tessera::v1::ReserveSlicesRequest> BuildReserveRequest(const Rese
           absl::StrCat(what, ": ", Quote(parts[2]), " is not a number of slices"));
     }
     TESSERA_ASSIGN_OR_RETURN(*request.add_alternatives(),
-                             TpuAlternative(what, parts[0], parts[1], k, args.per_chip));
+                             TpuSliceAlternative(what, parts[0], parts[1], k, args.per_chip));
   }
   if (!args.per_host.empty()) {
     auto per_host = ParseResourceSet(args.per_host);
@@ -136,14 +98,6 @@ absl::StatusOr<tessera::v1::ReserveSlicesRequest> BuildReserveRequest(const Rese
   return request;
 }
 
-absl::StatusOr<SliceGroupInfo> FindGroup(ClusterClient& client, const std::string& name) {
-  TESSERA_ASSIGN_OR_RETURN(tessera::v1::ListSlicesResponse slices, client.ListSlices());
-  for (const SliceGroupInfo& g : slices.groups()) {
-    if (g.name() == name) return g;
-  }
-  return absl::NotFoundError(absl::StrCat("no slice reservation named ", Quote(name)));
-}
-
 int RunReserve(const CommonClusterArgs& common, const ReserveArgs& args) {
   auto request = BuildReserveRequest(args);
   if (!request.ok()) return ReportError(request.status());
@@ -151,21 +105,9 @@ int RunReserve(const CommonClusterArgs& common, const ReserveArgs& args) {
   if (!start.ok()) return ReportError(start.status());
   const absl::Duration wait = start->wait;
   ClusterClient& c = *start->client;
-  SliceGroupInfo info;
-  const absl::Status status = c.Call(c.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
-    return c.head().ReserveSlices(ctx, *request, &info);
-  });
-  if (!status.ok()) return ReportError(status);
-  // There is no wait call for slices: poll the head, backing off, until reserved or out of time.
-  const absl::Time until = absl::Now() + wait;
-  absl::Duration poll = absl::Milliseconds(50);
-  while (info.state() == "PENDING" && absl::Now() < until) {
-    absl::SleepFor(std::min(poll, until - absl::Now()));
-    poll = std::min(poll * 2, absl::Milliseconds(500));
-    auto current = FindGroup(c, args.name);
-    if (!current.ok()) return ReportError(current.status());
-    info = *std::move(current);
-  }
+  auto reserved = ReserveSlicesAndWait(c, *request, wait);
+  if (!reserved.ok()) return ReportError(reserved.status());
+  const SliceGroupInfo& info = *reserved;
   if (args.json) {
     std::cout << MessageJson(info).dump(2) << "\n";
   } else {
@@ -182,17 +124,10 @@ int RunReserve(const CommonClusterArgs& common, const ReserveArgs& args) {
 int RunRelease(const CommonClusterArgs& common, const std::string& name) {
   auto client = ConnectCluster(common);
   if (!client.ok()) return ReportError(client.status());
-  ClusterClient& c = **client;
-  tessera::v1::ReleaseSlicesRequest request;
-  request.set_request_id(NewRequestId("slice-release"));
-  request.set_name(name);
-  tessera::v1::ReleaseSlicesResponse response;
-  const absl::Status status = c.Call(c.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
-    return c.head().ReleaseSlices(ctx, request, &response);
-  });
-  if (!status.ok()) return ReportError(status);
-  std::cout << "Released slice reservation " << name << " (" << response.released_size()
-            << " host" << (response.released_size() == 1 ? "" : "s") << ").\n";
+  auto response = ReleaseSlicesNamed(**client, name);
+  if (!response.ok()) return ReportError(response.status());
+  std::cout << "Released slice reservation " << name << " (" << response->released_size()
+            << " host" << (response->released_size() == 1 ? "" : "s") << ").\n";
   return 0;
 }
 

@@ -81,6 +81,32 @@ std::vector<const BundleOption*> OptionsInOrder(const PlacementGroupSpec& spec) 
   return options;
 }
 
+absl::StatusOr<BundleOption> ParseBundleOption(std::string_view what,
+                                               const std::vector<std::string>& bundles,
+                                               const std::vector<std::string>& selectors) {
+  BundleOption option;
+  if (bundles.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(ToAbsl(what), ": no bundles given"));
+  }
+  for (size_t i = 0; i < bundles.size(); ++i) {
+    auto set = ParseResourceSet(bundles[i]);
+    if (!set.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(ToAbsl(what), ": bundle ", i, ": ", set.status().message()));
+    }
+    option.bundles.push_back(*std::move(set));
+  }
+  for (size_t i = 0; i < selectors.size(); ++i) {
+    auto selector = ParseLabelSelector(selectors[i]);
+    if (!selector.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(ToAbsl(what), ": bundle selector ", i, ": ",
+                                                     selector.status().message()));
+    }
+    option.selectors.push_back(*std::move(selector));
+  }
+  return option;
+}
+
 absl::Status ValidatePlacementGroupSpec(const PlacementGroupSpec& spec) {
   if (absl::Status s = ValidateOption(spec.primary, ""); !s.ok()) return s;
   for (size_t i = 0; i < spec.fallbacks.size(); ++i) {

@@ -34,6 +34,12 @@ struct BundleOption {
   friend bool operator==(const BundleOption&, const BundleOption&) = default;
 };
 
+// One option from texts: each bundle like "CPU=1,GPU=2", and none or one selector per bundle
+// like "zone=a". InvalidArgument naming `what` and the index: "--bundles: bundle 1: ...".
+absl::StatusOr<BundleOption> ParseBundleOption(std::string_view what,
+                                               const std::vector<std::string>& bundles,
+                                               const std::vector<std::string>& selectors);
+
 // The selector of bundle `i` of `option` (the empty selector when the option gives none).
 const LabelSelector& BundleSelector(const BundleOption& option, size_t i);
 

@@ -1,5 +1,6 @@
 #include "scheduling/placement_group_spec.h"
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "scheduling/scheduling_test_util.h"
 
@@ -51,6 +52,33 @@ TEST(PlacementGroupSpecTest, StrategyNamesRoundTrip) {
   EXPECT_EQ(ParsePlacementStrategy("PACKED").status().message(),
             "unknown placement strategy \"PACKED\"; expected PACK, SPREAD, STRICT_PACK or "
             "STRICT_SPREAD");
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(ParseBundleOptionTest, ParsesBundlesAndSelectorsInOrder) {
+  auto option = ParseBundleOption("bundles", {"CPU=1,GPU=2", "CPU=1"}, {"zone=a", ""});
+  ASSERT_TRUE(option.ok()) << option.status();
+  ASSERT_EQ(option->bundles.size(), 2u);
+  EXPECT_EQ(option->bundles[0], testing_util::Res("CPU=1,GPU=2"));
+  ASSERT_EQ(option->selectors.size(), 2u);
+  EXPECT_EQ(option->selectors[0].ToString(), "zone=a");
+  EXPECT_TRUE(option->selectors[1].empty());
+}
+
+TEST(ParseBundleOptionTest, ErrorsNameWhatAndTheIndex) {
+  EXPECT_EQ(ParseBundleOption("--bundles", {}, {}).status().message(),
+            "--bundles: no bundles given");
+  auto bad = ParseBundleOption("fallback 1", {"CPU=1", "GPU=x"}, {});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(bad.status().message(), "fallback 1: bundle 1: ")) << bad.status();
+  auto selector = ParseBundleOption("bundles", {"CPU=1"}, {"zone=="});
+  EXPECT_TRUE(absl::StartsWith(selector.status().message(), "bundles: bundle selector 0: "))
+      << selector.status();
 }
 
 }  // namespace

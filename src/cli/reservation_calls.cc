@@ -1,0 +1,125 @@
+#include "cli/reservation_calls.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/status_macros.h"
+#include "base/string_util.h"
+#include "hardware/tpu/tpu_accelerator_type.h"
+#include "hardware/tpu/tpu_generation.h"
+#include "hardware/tpu/tpu_topology.h"
+
+namespace tessera::cli {
+
+absl::StatusOr<v1::SliceAlternative> TpuSliceAlternative(std::string_view what,
+                                                        std::string_view accelerator,
+                                                        std::string_view topology,
+                                                        int num_slices, bool per_chip) {
+  v1::SliceAlternative alt;
+  auto generation = ParseTpuGeneration(accelerator);
+  if (generation.ok()) {
+    auto shape = ParseTpuTopologyFor(*generation, topology);
+    if (!shape.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(ToAbsl(what), ": ", shape.status().message()));
+    }
+    alt.set_accelerator_type(TpuTypeString(*generation));
+    alt.set_topology(shape->ToString());
+  } else if (ParseTpuAcceleratorType(accelerator).ok()) {
+    // A pod type ("v6e-16") names the shape's chip count; the head matches it with the topology.
+    alt.set_accelerator_type(std::string(accelerator));
+    alt.set_topology(std::string(Trim(topology)));
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ToAbsl(what), ": ", generation.status().message()));
+  }
+  if (alt.topology().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(ToAbsl(what), ": a topology is needed"));
+  }
+  if (num_slices < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ToAbsl(what), ": the number of slices must be at least 1"));
+  }
+  alt.set_num_slices(num_slices);
+  alt.set_bundle_per_chip(per_chip);
+  return alt;
+}
+
+absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroupAndWait(
+    ClusterClient& client, const v1::CreatePlacementGroupRequest& request, absl::Duration wait) {
+  v1::PlacementGroupInfo info;
+  TESSERA_RETURN_IF_ERROR(
+      client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+        return client.head().CreatePlacementGroup(ctx, request, &info);
+      }));
+  const absl::Time until = absl::Now() + wait;
+  while (info.state() != "CREATED" && info.state() != "INFEASIBLE" && absl::Now() < until) {
+    v1::WaitPlacementGroupRequest wait_request;
+    wait_request.set_name(request.name());
+    wait_request.set_timeout_ms(
+        std::max<int64_t>(1, absl::ToInt64Milliseconds(until - absl::Now())));
+    TESSERA_RETURN_IF_ERROR(
+        client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+          // The head answers by timeout_ms: give the call that much more than its usual deadline.
+          ctx->set_deadline(absl::ToChronoTime(until + absl::Seconds(10)));
+          return client.head().WaitPlacementGroup(ctx, wait_request, &info);
+        }));
+  }
+  return info;
+}
+
+absl::StatusOr<v1::SliceGroupInfo> FindSliceGroup(ClusterClient& client, const std::string& name) {
+  TESSERA_ASSIGN_OR_RETURN(v1::ListSlicesResponse slices, client.ListSlices());
+  for (const v1::SliceGroupInfo& group : slices.groups()) {
+    if (group.name() == name) return group;
+  }
+  return absl::NotFoundError(absl::StrCat("no slice reservation named ", Quote(name)));
+}
+
+absl::StatusOr<v1::SliceGroupInfo> ReserveSlicesAndWait(ClusterClient& client,
+                                                        const v1::ReserveSlicesRequest& request,
+                                                        absl::Duration wait) {
+  v1::SliceGroupInfo info;
+  TESSERA_RETURN_IF_ERROR(
+      client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+        return client.head().ReserveSlices(ctx, request, &info);
+      }));
+  const absl::Time until = absl::Now() + wait;
+  absl::Duration poll = absl::Milliseconds(50);
+  while (info.state() == "PENDING" && absl::Now() < until) {
+    absl::SleepFor(std::min(poll, until - absl::Now()));
+    poll = std::min(poll * 2, absl::Milliseconds(500));
+    TESSERA_ASSIGN_OR_RETURN(info, FindSliceGroup(client, request.name()));
+  }
+  return info;
+}
+
+absl::StatusOr<v1::RemovePlacementGroupResponse> RemovePlacementGroupNamed(
+    ClusterClient& client, const std::string& name) {
+  v1::RemovePlacementGroupRequest request;
+  request.set_request_id(NewRequestId("pg-remove"));
+  request.set_name(name);
+  v1::RemovePlacementGroupResponse response;
+  TESSERA_RETURN_IF_ERROR(
+      client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+        return client.head().RemovePlacementGroup(ctx, request, &response);
+      }));
+  return response;
+}
+
+absl::StatusOr<v1::ReleaseSlicesResponse> ReleaseSlicesNamed(ClusterClient& client,
+                                                             const std::string& name) {
+  v1::ReleaseSlicesRequest request;
+  request.set_request_id(NewRequestId("slice-release"));
+  request.set_name(name);
+  v1::ReleaseSlicesResponse response;
+  TESSERA_RETURN_IF_ERROR(
+      client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+        return client.head().ReleaseSlices(ctx, request, &response);
+      }));
+  return response;
+}
+
+}  // namespace tessera::cli

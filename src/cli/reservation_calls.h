@@ -1,0 +1,46 @@
+// Reservation calls to the head shared by the `tessera pg` / `tessera slice` commands and the
+// C++ API's placement groups and slices (include/tessera/placement_group.h): create or reserve,
+// then wait until the head settles it; remove or release by name.
+//
+// Thread-compatible, like the ClusterClient they use.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "cli/cluster_client.h"
+#include "tessera/v1/head.pb.h"
+
+namespace tessera::cli {
+
+// One TPU alternative of a slice request, checked: the generation ("TPU-V6E", "v6e") with a
+// topology valid for it ("4x4"), or a pod type ("v6e-16") with its topology; `num_slices` >= 1.
+// The accelerator is spelled canonically. InvalidArgument naming `what` otherwise.
+absl::StatusOr<v1::SliceAlternative> TpuSliceAlternative(std::string_view what,
+                                                        std::string_view accelerator,
+                                                        std::string_view topology,
+                                                        int num_slices, bool per_chip);
+
+// Sends CreatePlacementGroup, then waits (WaitPlacementGroup) up to `wait` while the group is
+// neither CREATED nor INFEASIBLE. The group as the head last described it: its state says how it
+// ended (PENDING when the wait ran out). Errors are the calls' own.
+absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroupAndWait(
+    ClusterClient& client, const v1::CreatePlacementGroupRequest& request, absl::Duration wait);
+
+// Sends ReserveSlices, then polls the head (it has no wait call for slices), backing off, up to
+// `wait` while the reservation is PENDING.
+absl::StatusOr<v1::SliceGroupInfo> ReserveSlicesAndWait(ClusterClient& client,
+                                                        const v1::ReserveSlicesRequest& request,
+                                                        absl::Duration wait);
+
+// The reservation named `name` as the head lists it; NotFound when there is none.
+absl::StatusOr<v1::SliceGroupInfo> FindSliceGroup(ClusterClient& client, const std::string& name);
+
+absl::StatusOr<v1::RemovePlacementGroupResponse> RemovePlacementGroupNamed(
+    ClusterClient& client, const std::string& name);
+absl::StatusOr<v1::ReleaseSlicesResponse> ReleaseSlicesNamed(ClusterClient& client,
+                                                             const std::string& name);
+
+}  // namespace tessera::cli
