@@ -1,6 +1,6 @@
 // Two real node agents with object stores: an object put into one agent's store through its
-// socket is copied into the other's by PullObject and read there; an agent without a store says
-// so; an unknown object is NOT_FOUND.
+// socket is copied into the other's by PullObject (over the holder's data port) and read there,
+// and the holder's pin ends; an agent without a store says so; an unknown object is NOT_FOUND.
 #include <stdlib.h>
 
 #include <filesystem>
@@ -90,6 +90,15 @@ TEST_F(AgentObjectsTest, AnObjectPutOnOneNodeIsPulledIntoAnotherAndReadThere) {
   ASSERT_TRUE(buffer.ok()) << buffer.status();
   EXPECT_TRUE(buffer->view() == data);
   EXPECT_EQ(buffer->metadata(), "meta");
+  EXPECT_EQ(a->object_data_server()->pending_offers(), 0u);
+  EXPECT_EQ(b->object_data_server()->pending_offers(), 0u);
+
+  // A second pull finds the copy here.
+  grpc::ClientContext again;
+  rpc::ConfigureClientContext(&again, kToken, absl::Seconds(60));
+  status = Stub(b)->PullObject(&again, pull, &pulled);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(pulled.already_here());
 }
 
 TEST_F(AgentObjectsTest, AnUnknownObjectIsNotFoundAndAnAgentWithoutAStoreSaysSo) {
@@ -98,6 +107,7 @@ TEST_F(AgentObjectsTest, AnUnknownObjectIsNotFoundAndAnAgentWithoutAStoreSaysSo)
   ASSERT_NE(a, nullptr);
   ASSERT_NE(plain, nullptr);
   EXPECT_EQ(plain->object_store(), nullptr);
+  EXPECT_EQ(plain->object_data_server(), nullptr);
   EXPECT_FALSE(std::filesystem::exists(plain->node_dir() + "/objects.sock"));
 
   v1::PullObjectRequest pull;
@@ -121,12 +131,12 @@ TEST_F(AgentObjectsTest, AnUnknownObjectIsNotFoundAndAnAgentWithoutAStoreSaysSo)
   {
     grpc::ClientContext context;
     rpc::ConfigureClientContext(&context, kToken, absl::Seconds(60));
-    v1::FetchObjectRequest fetch;
-    fetch.set_object_id(pull.object_id());
-    auto reader = Stub(a)->FetchObject(&context, fetch);
-    v1::ObjectChunk chunk;
-    EXPECT_FALSE(reader->Read(&chunk));
-    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+    v1::OfferObjectRequest offer;
+    offer.set_object_id(pull.object_id());
+    v1::OfferObjectResponse offered;
+    EXPECT_EQ(Stub(a)->OfferObject(&context, offer, &offered).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(a->object_data_server()->pending_offers(), 0u);
   }
   {
     v1::PullObjectRequest bad;

@@ -98,6 +98,12 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
     store.socket_path = server->node_dir_ + "/objects.sock";
     store.capacity_bytes = options.object_store_bytes;
     TESSERA_ASSIGN_OR_RETURN(server->objects_, ObjectStoreServer::Start(std::move(store)));
+    ObjectDataServerOptions data;
+    data.bind_address = options.bind;
+    TESSERA_ASSIGN_OR_RETURN(
+        server->object_data_,
+        ObjectDataServer::Start({&server->objects_->store(), &server->objects_->arena()},
+                                std::move(data)));
   }
 
   AgentState* state = server->state_.get();
@@ -115,6 +121,7 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
   service_options.token = options.token;
   if (server->objects_ != nullptr) {
     service_options.objects = {&server->objects_->store(), &server->objects_->arena()};
+    service_options.data_server = server->object_data_.get();
   }
 
   if (!options.head_address.empty()) {
@@ -197,6 +204,7 @@ void NodeAgentServer::Shutdown() {
   if (workers_ != nullptr) workers_->Shutdown(grace);
   if (launchers_ != nullptr) launchers_->Shutdown();
   if (head_ != nullptr) head_->Stop();
+  if (object_data_ != nullptr) object_data_->Stop();
   if (objects_ != nullptr) objects_->Stop();
   if (!node_dir_.empty()) {
     std::error_code ec;

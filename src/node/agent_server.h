@@ -24,6 +24,7 @@
 #include "objects/object_store_server.h"
 #include "node/head_link.h"
 #include "node/node_agent_service.h"
+#include "node/object_data_server.h"
 #include "process/launcher_pool.h"
 #include "process/process_supervisor.h"
 #include "rpc/server.h"
@@ -54,6 +55,8 @@ class NodeAgentServer {
   LauncherPool* launcher_pool() { return launchers_.get(); }
   // The node's object store; null without one (AgentOptions::object_store_bytes 0).
   ObjectStoreServer* object_store() { return objects_.get(); }
+  // Where other agents receive this store's objects (NodeAgent.OfferObject); null without a store.
+  ObjectDataServer* object_data_server() { return object_data_.get(); }
 
   // Asks Wait() to shut the agent down; returns at once (the Shutdown RPC uses it).
   void RequestShutdown();
@@ -73,6 +76,8 @@ class NodeAgentServer {
   std::string address_;
   std::unique_ptr<AgentState> state_;
   std::unique_ptr<ObjectStoreServer> objects_;  // before service_: outlives the service
+  // The store's data port for other agents' pulls; after objects_: stopped before the store.
+  std::unique_ptr<ObjectDataServer> object_data_;
   std::unique_ptr<LauncherPool> launchers_;  // before workers_: outlives the supervisor
   std::unique_ptr<ProcessSupervisor> workers_;
   std::unique_ptr<HeadLink> head_;

@@ -256,16 +256,19 @@ grpc::Status NodeAgentService::ReadLogs(grpc::ServerContext* context,
   return rpc::ToGrpcStatus(streamed);
 }
 
-grpc::Status NodeAgentService::FetchObject(grpc::ServerContext* context,
-                                           const v1::FetchObjectRequest* request,
-                                           grpc::ServerWriter<v1::ObjectChunk>* writer) {
-  if (options_.objects.store == nullptr) return NoObjectStore();
+grpc::Status NodeAgentService::OfferObject(grpc::ServerContext*,
+                                           const v1::OfferObjectRequest* request,
+                                           v1::OfferObjectResponse* response) {
+  if (options_.data_server == nullptr) return NoObjectStore();
   auto id = ObjectId::FromBinary(request->object_id());
   if (!id.ok()) return Invalid(id.status());
-  absl::Status streamed = StreamObject(options_.objects, *id, [&](const v1::ObjectChunk& chunk) {
-    return !context->IsCancelled() && writer->Write(chunk);
-  });
-  return rpc::ToGrpcStatus(streamed);
+  auto offer = options_.data_server->OfferObject(*id);
+  if (!offer.ok()) return rpc::ToGrpcStatus(offer.status());
+  response->set_size(offer->size);
+  response->set_metadata(std::move(offer->metadata));
+  response->set_data_port(options_.data_server->port());
+  response->set_ticket(std::move(offer->ticket));
+  return grpc::Status::OK;
 }
 
 grpc::Status NodeAgentService::PullObject(grpc::ServerContext*,

@@ -20,6 +20,7 @@
 #include "hardware/environment.h"
 #include "node/agent_state.h"
 #include "node/head_link.h"
+#include "node/object_data_server.h"
 #include "node/object_transfer.h"
 #include "node/worker_log_stream.h"
 #include "process/process_supervisor.h"
@@ -34,8 +35,10 @@ struct AgentServiceOptions {
   std::map<std::string, std::string> slice_env;
   int max_spillback_hops = 4;
   absl::Duration kill_grace = absl::Seconds(2);
-  // The node's object store; without one, FetchObject and PullObject answer UNAVAILABLE.
+  // The node's object store and the server of its data port; without them, OfferObject and
+  // PullObject answer UNAVAILABLE.
   LocalObjectStore objects;
+  ObjectDataServer* data_server = nullptr;
   // For calls to other agents (PullObject).
   std::string token;
   absl::Duration pull_timeout = absl::Minutes(10);
@@ -65,8 +68,8 @@ class NodeAgentService final : public v1::NodeAgent::Service {
                              v1::CommitBundlesResponse* response) override;
   grpc::Status CancelBundles(grpc::ServerContext* context, const v1::CancelBundlesRequest* request,
                              v1::CancelBundlesResponse* response) override;
-  grpc::Status FetchObject(grpc::ServerContext* context, const v1::FetchObjectRequest* request,
-                           grpc::ServerWriter<v1::ObjectChunk>* writer) override;
+  grpc::Status OfferObject(grpc::ServerContext* context, const v1::OfferObjectRequest* request,
+                           v1::OfferObjectResponse* response) override;
   grpc::Status PullObject(grpc::ServerContext* context, const v1::PullObjectRequest* request,
                           v1::PullObjectResponse* response) override;
   grpc::Status Shutdown(grpc::ServerContext* context, const v1::ShutdownRequest* request,

@@ -1,12 +1,14 @@
 #include "node/object_transfer.h"
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "grpcpp/client_context.h"
+#include "node/object_data_protocol.h"
+#include "node/object_data_socket.h"
 #include "objects/object_store_server.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
@@ -15,51 +17,58 @@
 namespace tessera {
 namespace {
 
-// Releases the pin taken by a Get when the stream ends, however it ends.
-class PinGuard {
- public:
-  PinGuard(ObjectStore* store, ObjectId id) : store_(store), id_(std::move(id)) {}
-  ~PinGuard() { (void)store_->Release(kLocalStoreClient, id_); }
-  PinGuard(const PinGuard&) = delete;
-  PinGuard& operator=(const PinGuard&) = delete;
-
- private:
-  ObjectStore* store_;
-  ObjectId id_;
-};
-
 absl::Status Prefixed(const ObjectId& id, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat("fetching ", id.Hex(), ": ", status.message()));
 }
 
-}  // namespace
+// Tells the holder an offer will not be used, so its pin ends now rather than at expiry. Best
+// effort: the offer expires anyway.
+void DropTicket(const std::string& host, int port, const std::string& ticket,
+                absl::Time deadline) {
+  deadline = std::min(deadline, absl::Now() + absl::Seconds(5));
+  auto fd = ConnectTcp(host, port, deadline);
+  if (!fd.ok()) return;
+  const std::string request = EncodeDataRequest({DataAction::kDrop, ticket});
+  (void)WriteAll(fd->get(), request.data(), request.size(), deadline);
+}
 
-absl::Status StreamObject(const LocalObjectStore& local, const ObjectId& id,
-                          const std::function<bool(const v1::ObjectChunk&)>& write) {
-  auto location = local.store->Get(kLocalStoreClient, id);
-  if (!location.ok()) return location.status();
-  PinGuard pin(local.store, id);
-  const uint8_t* data = local.arena->base() + location->offset;
-  local.arena->PopulateForRead(location->offset, location->data_size);
-  v1::ObjectChunk chunk;
-  uint64_t offset = 0;
-  do {
-    const uint64_t size = std::min<uint64_t>(kObjectChunkBytes, location->data_size - offset);
-    chunk.set_total_size(location->data_size);
-    if (offset == 0) {
-      chunk.set_metadata(location->metadata);
-    } else {
-      chunk.clear_metadata();
-    }
-    chunk.set_offset(offset);
-    chunk.set_data(data + offset, size);
-    if (!write(chunk)) return absl::CancelledError("the reader went away");
-    offset += size;
-  } while (offset < location->data_size);
+// Receives the offered object's bytes into `target` (`size` bytes). Errors unprefixed.
+absl::Status ReceiveBytes(const std::string& host, int port, const std::string& ticket,
+                          uint8_t* target, uint64_t size, absl::Time deadline) {
+  TESSERA_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(host, port, deadline));
+  const std::string request = EncodeDataRequest({DataAction::kSend, ticket});
+  TESSERA_RETURN_IF_ERROR(WriteAll(fd.get(), request.data(), request.size(), deadline));
+  std::string header(kDataReplyHeaderBytes, '\0');
+  TESSERA_ASSIGN_OR_RETURN(size_t got, ReadUpTo(fd.get(), header.data(), header.size(), deadline));
+  if (got < header.size()) {
+    return absl::DataLossError(
+        absl::StrCat("the data connection closed after ", got, " bytes of the reply header"));
+  }
+  auto parsed = ParseDataReplyHeader(header);
+  if (!parsed.ok()) return absl::DataLossError(parsed.status().message());
+  std::string message(parsed->message_bytes, '\0');
+  TESSERA_ASSIGN_OR_RETURN(got, ReadUpTo(fd.get(), message.data(), message.size(), deadline));
+  if (parsed->code != absl::StatusCode::kOk) return absl::Status(parsed->code, message);
+  if (parsed->size != size) {
+    return absl::DataLossError(absl::StrCat("the holder sends ", parsed->size,
+                                            " bytes for an object of ", size));
+  }
+  TESSERA_ASSIGN_OR_RETURN(got, ReadUpTo(fd.get(), target, size, deadline));
+  if (got != size) {
+    return absl::DataLossError(
+        absl::StrCat("the stream ended after ", got, " of ", size, " bytes"));
+  }
+  char extra;
+  TESSERA_ASSIGN_OR_RETURN(got, ReadUpTo(fd.get(), &extra, 1, deadline));
+  if (got != 0) {
+    return absl::DataLossError(absl::StrCat("the stream carries more than ", size, " bytes"));
+  }
   return absl::OkStatus();
 }
 
-absl::StatusOr<PullResult> PullObject(v1::NodeAgent::StubInterface& from, std::string_view token,
+}  // namespace
+
+absl::StatusOr<PullResult> PullObject(const PullSource& from, std::string_view token,
                                       absl::Duration timeout, const ObjectId& id,
                                       const LocalObjectStore& local) {
   if (local.store->Contains(id)) {
@@ -69,69 +78,38 @@ absl::StatusOr<PullResult> PullObject(v1::NodeAgent::StubInterface& from, std::s
       return PullResult{location->data_size, true};
     }
   }
-  grpc::ClientContext context;
-  rpc::ConfigureClientContext(&context, token, timeout);
-  v1::FetchObjectRequest request;
-  request.set_object_id(id.Binary());
-  std::unique_ptr<grpc::ClientReaderInterface<v1::ObjectChunk>> reader =
-      from.FetchObject(&context, request);
-
-  bool created = false;
-  uint64_t total = 0, received = 0;
-  uint8_t* target = nullptr;
-  // Undoes a copy that cannot be finished: nothing unsealed is left behind.
-  auto fail = [&](absl::Status status) -> absl::Status {
-    if (created) (void)local.store->Abort(kLocalStoreClient, id);
-    context.TryCancel();
-    (void)reader->Finish();
-    return status;
-  };
-  v1::ObjectChunk chunk;
-  while (reader->Read(&chunk)) {
-    if (!created) {
-      if (chunk.offset() != 0) {
-        return fail(absl::DataLossError(
-            absl::StrCat("fetching ", id.Hex(), ": the first chunk starts at ", chunk.offset())));
-      }
-      total = chunk.total_size();
-      auto location = local.store->Create(kLocalStoreClient, id, total, chunk.metadata(),
-                                          CreateObjectOptions{.evictable = true});
-      if (absl::IsAlreadyExists(location.status())) {
-        if (local.store->Contains(id)) {
-          context.TryCancel();
-          (void)reader->Finish();
-          return PullResult{total, true};
-        }
-        return fail(absl::UnavailableError(
-            absl::StrCat("object ", id.Hex(), " is being copied here by another pull")));
-      }
-      if (!location.ok()) return fail(location.status());
-      created = true;
-      target = local.arena->base() + location->offset;
-      local.arena->PopulateForWrite(location->offset, total);
+  const absl::Time deadline = absl::Now() + timeout;
+  v1::OfferObjectResponse offer;
+  {
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, token, timeout);
+    v1::OfferObjectRequest request;
+    request.set_object_id(id.Binary());
+    grpc::Status offered = from.stub->OfferObject(&context, request, &offer);
+    if (!offered.ok()) return Prefixed(id, rpc::FromGrpcStatus(offered));
+  }
+  const uint64_t size = offer.size();
+  auto location = local.store->Create(kLocalStoreClient, id, size, offer.metadata(),
+                                      CreateObjectOptions{.evictable = true});
+  if (!location.ok()) {
+    DropTicket(from.host, offer.data_port(), offer.ticket(), deadline);
+    if (absl::IsAlreadyExists(location.status())) {
+      if (local.store->Contains(id)) return PullResult{size, true};
+      return Prefixed(id, absl::UnavailableError("it is being copied here by another pull"));
     }
-    if (chunk.total_size() != total || chunk.offset() != received ||
-        chunk.data().size() > total - received) {
-      return fail(absl::DataLossError(absl::StrCat(
-          "fetching ", id.Hex(), ": chunk at ", chunk.offset(), " of ", chunk.data().size(),
-          " bytes does not follow ", received, " of ", total, " bytes")));
-    }
-    std::memcpy(target + received, chunk.data().data(), chunk.data().size());
-    received += chunk.data().size();
+    return Prefixed(id, location.status());
   }
-  grpc::Status finished = reader->Finish();
-  if (!finished.ok()) {
-    if (created) (void)local.store->Abort(kLocalStoreClient, id);
-    return Prefixed(id, rpc::FromGrpcStatus(finished));
+  uint8_t* target = local.arena->base() + location->offset;
+  local.arena->PopulateForWrite(location->offset, size);
+  absl::Status received =
+      ReceiveBytes(from.host, offer.data_port(), offer.ticket(), target, size, deadline);
+  if (!received.ok()) {
+    // Nothing unsealed is left behind.
+    (void)local.store->Abort(kLocalStoreClient, id);
+    return Prefixed(id, received);
   }
-  if (!created || received != total) {
-    if (created) (void)local.store->Abort(kLocalStoreClient, id);
-    return absl::DataLossError(absl::StrCat("fetching ", id.Hex(), ": the stream ended after ",
-                                            received, " of ", total, " bytes"));
-  }
-  absl::Status sealed = local.store->Seal(kLocalStoreClient, id);
-  if (!sealed.ok()) return sealed;
-  return PullResult{total, false};
+  TESSERA_RETURN_IF_ERROR(local.store->Seal(kLocalStoreClient, id));
+  return PullResult{size, false};
 }
 
 v1::NodeAgent::Stub& ObjectPuller::StubFor(const std::string& address) {
@@ -143,7 +121,8 @@ v1::NodeAgent::Stub& ObjectPuller::StubFor(const std::string& address) {
 
 absl::StatusOr<PullResult> ObjectPuller::Pull(const ObjectId& id, const std::string& from_address) {
   if (from_address.empty()) return absl::InvalidArgumentError("from_address is empty");
-  return PullObject(StubFor(from_address), token_, timeout_, id, local_);
+  TESSERA_ASSIGN_OR_RETURN(HostPort holder, SplitHostPort(from_address));
+  return PullObject({&StubFor(from_address), holder.host}, token_, timeout_, id, local_);
 }
 
 }  // namespace tessera

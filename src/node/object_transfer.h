@@ -1,15 +1,16 @@
-// Copying objects between the stores of two nodes through their node agents: the holder streams
-// an object in chunks straight from its arena (FetchObject), the puller writes them into a new
-// object of its own store and seals it (PullObject). A pulled copy is a secondary copy, so it is
-// created evictable (docs/objects.md).
+// Copying objects between the stores of two nodes through their node agents. The puller asks the
+// holder's agent to offer the object (NodeAgent.OfferObject: size, metadata, data port, one-time
+// ticket; the token is checked there), creates the object in its own store, then receives the
+// bytes over a raw TCP connection to the holder's data port (object_data_server.h) straight into
+// the new object's memory, and seals it. Two copies in all (the holder's kernel copies the arena
+// pages into the socket, this side copies them out into the arena), as a plain TCP stream has. A
+// pulled copy is a secondary copy, so it is created evictable (docs/objects.md).
 //
 // Thread-safe: no state of its own; ObjectStore is thread-safe, and each pull writes only the
 // range its Create reserved.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -32,26 +33,26 @@ struct LocalObjectStore {
   const SharedMemoryArena* arena = nullptr;
 };
 
-// Under gRPC's default 4 MiB message limit, large enough that per-message costs stay small.
-inline constexpr size_t kObjectChunkBytes = size_t{2} << 20;
-
-// Streams sealed object `id` of `local` as chunks through `write` (false: the reader went away,
-// Cancelled). The object stays pinned while it streams. NotFound when it is not sealed here.
-absl::Status StreamObject(const LocalObjectStore& local, const ObjectId& id,
-                          const std::function<bool(const v1::ObjectChunk&)>& write);
-
 struct PullResult {
   uint64_t size = 0;
   bool already_here = false;
 };
 
-// Copies object `id` from the agent behind `from` into `local` and seals it; calls carry `token`
-// and the whole copy must finish within `timeout`. Already sealed here: nothing is copied. On
-// any failure nothing is left behind (the unfinished copy is aborted). Errors: the holder's
-// (NotFound, Unauthenticated, ...) prefixed with "fetching <id>: ", ResourceExhausted when this
-// store has no room, Unavailable when another pull of the same object is under way, DataLoss
-// when the chunks do not add up to the object.
-absl::StatusOr<PullResult> PullObject(v1::NodeAgent::StubInterface& from, std::string_view token,
+// The holder of a pull: its agent's stub and the host its data port is on (the host of the
+// agent's address).
+struct PullSource {
+  v1::NodeAgent::StubInterface* stub = nullptr;
+  std::string host;
+};
+
+// Copies object `id` from the agent behind `from` into `local` and seals it; the OfferObject call
+// carries `token` and the whole copy must finish within `timeout`. Already sealed here: nothing is
+// copied. On any failure nothing is left behind (the unfinished copy is aborted, an unused ticket
+// dropped). Errors, each prefixed with "fetching <id>: ": the holder's (NotFound,
+// Unauthenticated, ...), ResourceExhausted when this store has no room, Unavailable when another
+// pull of the same object is under way or the data port cannot be reached, DataLoss when the
+// stream is shorter or longer than the object.
+absl::StatusOr<PullResult> PullObject(const PullSource& from, std::string_view token,
                                       absl::Duration timeout, const ObjectId& id,
                                       const LocalObjectStore& local);
 
@@ -62,6 +63,7 @@ class ObjectPuller {
   ObjectPuller(LocalObjectStore local, std::string token, absl::Duration timeout)
       : local_(local), token_(std::move(token)), timeout_(timeout) {}
 
+  // InvalidArgument when `from_address` is not host:port.
   absl::StatusOr<PullResult> Pull(const ObjectId& id, const std::string& from_address);
 
  private:

@@ -1,14 +1,22 @@
-// Copying objects between two nodes' stores through the NodeAgent FetchObject stream: contents
-// and metadata arrive whole, a copy already here is not fetched again, and every failure (no such
-// object, no room, a wrong token, chunks that do not add up, a holder that fails mid-stream)
-// leaves nothing behind in the puller's store.
+// Copying objects between two nodes' stores: the holder's OfferObject (here a fake NodeAgent
+// service in front of a real ObjectDataServer, or a fake data port that misbehaves on demand) and
+// the raw TCP data connection. Contents and metadata arrive whole, a copy already here is not
+// fetched again, the holder's pin ends with the transfer, and every failure (no such object, no
+// room, a wrong token, a wrong or used ticket, a stream shorter or longer than the object, a
+// holder that reports an error or dies mid-stream) leaves nothing behind in the puller's store.
 #include "node/object_transfer.h"
+
+#include <sys/socket.h>
 
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "gtest/gtest.h"
+#include "node/object_data_protocol.h"
+#include "node/object_data_server.h"
+#include "node/object_data_socket.h"
 #include "objects/object_store_server.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
@@ -47,69 +55,140 @@ struct Node {
   std::unique_ptr<SharedMemoryArena> arena;
 };
 
-// The holder's side as the node agent serves it, or a holder that misbehaves on demand.
+// A data port that answers one connection with `script` (after reading its request), then closes
+// it, by resetting the connection when `reset` is set.
+class FakeDataPort {
+ public:
+  FakeDataPort(std::string script, bool reset) {
+    auto listener = ListenTcp("127.0.0.1");
+    EXPECT_TRUE(listener.ok()) << listener.status();
+    listener_ = std::move(*listener);
+    port_ = *LocalPort(listener_.get());
+    thread_ = std::thread([this, script = std::move(script), reset] {
+      UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (fd.get() < 0) return;
+      const absl::Time deadline = absl::Now() + absl::Seconds(30);
+      std::string request(kDataRequestBytes, '\0');
+      (void)ReadUpTo(fd.get(), request.data(), request.size(), deadline);
+      (void)WriteAll(fd.get(), script.data(), script.size(), deadline);
+      if (reset) {
+        linger abort_on_close{1, 0};
+        ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
+      }
+    });
+  }
+  ~FakeDataPort() {
+    ::shutdown(listener_.get(), SHUT_RDWR);
+    thread_.join();
+  }
+  int port() const { return port_; }
+
+ private:
+  UniqueFd listener_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// The holder's OfferObject as the node agent serves it, or an offer of 10 bytes on a fake data
+// port.
 class Holder : public v1::NodeAgent::Service {
  public:
-  explicit Holder(Node* node) : node_(node) {}
-  grpc::Status FetchObject(grpc::ServerContext*, const v1::FetchObjectRequest* request,
-                           grpc::ServerWriter<v1::ObjectChunk>* writer) override {
-    if (misbehave_ == Misbehave::kGap || misbehave_ == Misbehave::kFailAfterOne) {
-      v1::ObjectChunk chunk;
-      chunk.set_total_size(10);
-      chunk.set_data("abc");
-      writer->Write(chunk);
-      if (misbehave_ == Misbehave::kFailAfterOne) {
-        return grpc::Status(grpc::StatusCode::INTERNAL, "disk on fire");
-      }
-      chunk.set_offset(5);  // bytes 3 and 4 never come
-      writer->Write(chunk);
+  explicit Holder(ObjectDataServer* data) : data_(data) {}
+  grpc::Status OfferObject(grpc::ServerContext*, const v1::OfferObjectRequest* request,
+                           v1::OfferObjectResponse* response) override {
+    if (fake_ != nullptr) {
+      response->set_size(10);
+      response->set_data_port(fake_->port());
+      response->set_ticket(std::string(kDataTicketBytes, 'f'));
       return grpc::Status::OK;
     }
     auto id = ObjectId::FromBinary(request->object_id());
     if (!id.ok()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad id");
-    absl::Status status = StreamObject(node_->local(), *id, [&](const v1::ObjectChunk& chunk) {
-      return writer->Write(chunk);
-    });
-    return status.ok() ? grpc::Status::OK
-                       : grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                                      std::string(status.message()));
+    auto offer = data_->OfferObject(*id);
+    if (!offer.ok()) {
+      return grpc::Status(static_cast<grpc::StatusCode>(offer.status().code()),
+                          std::string(offer.status().message()));
+    }
+    response->set_size(offer->size);
+    response->set_metadata(offer->metadata);
+    response->set_data_port(data_->port());
+    response->set_ticket(offer->ticket);
+    return grpc::Status::OK;
   }
 
-  enum class Misbehave { kNo, kGap, kFailAfterOne };
-  Misbehave misbehave_ = Misbehave::kNo;
+  std::unique_ptr<FakeDataPort> fake_;
 
  private:
-  Node* node_;
+  ObjectDataServer* data_;
 };
 
 class ObjectTransferTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    auto data = ObjectDataServer::Start(a_.local(), ObjectDataServerOptions{});
+    ASSERT_TRUE(data.ok()) << data.status();
+    data_ = *std::move(data);
+    holder_ = std::make_unique<Holder>(data_.get());
     rpc::ServerOptions options;
     options.token = kToken;
-    auto server = rpc::RpcServer::Start(options, {&holder_});
+    auto server = rpc::RpcServer::Start(options, {holder_.get()});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     stub_ = v1::NodeAgent::NewStub(rpc::MakeChannel(server_->address()));
   }
-  absl::StatusOr<PullResult> Pull(const ObjectId& id, const std::string& token = kToken) {
-    return PullObject(*stub_, token, absl::Seconds(30), id, b_.local());
+  void TearDown() override {
+    server_->Shutdown(absl::Seconds(1));
+    data_->Stop();
   }
-  void ExpectNothingLeftInB() {
-    ObjectStoreStats stats = b_.store.Stats();
+  absl::StatusOr<PullResult> Pull(const ObjectId& id, const std::string& token = kToken,
+                                  Node* into = nullptr) {
+    return PullObject({stub_.get(), "127.0.0.1"}, token, absl::Seconds(30), id,
+                      (into == nullptr ? &b_ : into)->local());
+  }
+  void ExpectNothingLeftIn(Node& node) {
+    ObjectStoreStats stats = node.store.Stats();
     EXPECT_EQ(stats.num_objects, 0u);
     EXPECT_EQ(stats.allocated_bytes, 0u);
+  }
+  // The holder's pins end on the data server's own threads, just after the puller returns.
+  void WaitUntilTheHolderPinsNothing() {
+    const absl::Time give_up = absl::Now() + absl::Seconds(30);
+    while (a_.store.Stats().pinned_bytes != 0 && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    EXPECT_EQ(a_.store.Stats().pinned_bytes, 0u);
+    EXPECT_EQ(data_->pending_offers(), 0u);
+  }
+  // What the data port answers a raw request: the reply header's code and message.
+  absl::Status Ask(DataAction action, const std::string& ticket) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    auto fd = ConnectTcp("127.0.0.1", data_->port(), deadline);
+    if (!fd.ok()) return fd.status();
+    const std::string request = EncodeDataRequest({action, ticket});
+    if (absl::Status s = WriteAll(fd->get(), request.data(), request.size(), deadline); !s.ok()) {
+      return s;
+    }
+    std::string header(kDataReplyHeaderBytes, '\0');
+    auto got = ReadUpTo(fd->get(), header.data(), header.size(), deadline);
+    if (!got.ok()) return got.status();
+    if (*got == 0) return absl::OkStatus();  // a drop is answered by closing
+    auto parsed = ParseDataReplyHeader(header.substr(0, *got));
+    if (!parsed.ok()) return parsed.status();
+    std::string message(parsed->message_bytes, '\0');
+    (void)ReadUpTo(fd->get(), message.data(), message.size(), deadline);
+    return absl::Status(parsed->code, message);
   }
 
   Node a_{64 << 20};
   Node b_{64 << 20};
-  Holder holder_{&a_};
+  std::unique_ptr<ObjectDataServer> data_;
+  std::unique_ptr<Holder> holder_;
   std::unique_ptr<rpc::RpcServer> server_;
   std::unique_ptr<v1::NodeAgent::Stub> stub_;
 };
 
-TEST_F(ObjectTransferTest, CopiesAnObjectOfSeveralChunksWithItsMetadata) {
-  std::string data(kObjectChunkBytes * 2 + 12345, '\0');
+TEST_F(ObjectTransferTest, CopiesAnObjectOfSeveralMegabytesWithItsMetadata) {
+  std::string data((5 << 20) + 12345, '\0');
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + i / 4096);
   const ObjectId id = a_.Put(data, "dtype=int8");
   auto pulled = Pull(id);
@@ -122,6 +201,7 @@ TEST_F(ObjectTransferTest, CopiesAnObjectOfSeveralChunksWithItsMetadata) {
   // A secondary copy: evictable once nobody reads it.
   EXPECT_EQ(b_.store.Stats().num_evictable, 1u);
   // The holder's pin is gone: it can delete its copy.
+  WaitUntilTheHolderPinsNothing();
   EXPECT_TRUE(a_.store.Delete(id).ok());
 
   auto again = Pull(id);
@@ -144,39 +224,116 @@ TEST_F(ObjectTransferTest, AnObjectTheHolderDoesNotHaveIsNotFoundAndLeavesNothin
   EXPECT_EQ(pulled.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(pulled.status().message().substr(0, 9 + id.Hex().size() + 2),
             "fetching " + id.Hex() + ": ");
-  ExpectNothingLeftInB();
+  ExpectNothingLeftIn(b_);
 }
 
-TEST_F(ObjectTransferTest, NoRoomHereIsResourceExhaustedAndLeavesNothing) {
+TEST_F(ObjectTransferTest, NoRoomHereIsResourceExhaustedLeavesNothingAndDropsTheOffer) {
   Node tiny(1 << 20);
   const ObjectId id = a_.Put(std::string(2 << 20, 'x'), "");
-  auto pulled = PullObject(*stub_, kToken, absl::Seconds(30), id, tiny.local());
+  auto pulled = Pull(id, kToken, &tiny);
   EXPECT_TRUE(pulled.status().code() == absl::StatusCode::kResourceExhausted ||
               pulled.status().code() == absl::StatusCode::kInvalidArgument)
       << pulled.status();
-  EXPECT_EQ(tiny.store.Stats().num_objects, 0u);
+  ExpectNothingLeftIn(tiny);
+  WaitUntilTheHolderPinsNothing();
 }
 
 TEST_F(ObjectTransferTest, AWrongTokenIsRefused) {
   const ObjectId id = a_.Put("secret", "");
   auto pulled = Pull(id, "not-the-token");
   EXPECT_EQ(pulled.status().code(), absl::StatusCode::kUnauthenticated) << pulled.status();
-  ExpectNothingLeftInB();
+  ExpectNothingLeftIn(b_);
+  EXPECT_EQ(data_->pending_offers(), 0u);
 }
 
-TEST_F(ObjectTransferTest, ChunksThatDoNotAddUpAreDataLossAndTheCopyIsAborted) {
-  holder_.misbehave_ = Holder::Misbehave::kGap;
+TEST_F(ObjectTransferTest, AWrongOrUsedTicketIsRefusedByTheDataPort) {
+  absl::Status wrong = Ask(DataAction::kSend, std::string(kDataTicketBytes, 'x'));
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kUnauthenticated) << wrong;
+  EXPECT_EQ(wrong.message(), "unknown or used data ticket");
+
+  const ObjectId id = a_.Put("secret", "");
+  auto offer = data_->OfferObject(id);
+  ASSERT_TRUE(offer.ok()) << offer.status();
+  EXPECT_EQ(offer->size, 6u);
+  EXPECT_EQ(Ask(DataAction::kDrop, offer->ticket), absl::OkStatus());
+  WaitUntilTheHolderPinsNothing();
+  EXPECT_EQ(Ask(DataAction::kSend, offer->ticket).code(), absl::StatusCode::kUnauthenticated);
+
+  // Not a data request at all.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  auto fd = ConnectTcp("127.0.0.1", data_->port(), deadline);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  const std::string http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n..........";
+  ASSERT_EQ(http.size(), kDataRequestBytes);
+  ASSERT_TRUE(WriteAll(fd->get(), http.data(), http.size(), deadline).ok());
+  std::string header(kDataReplyHeaderBytes, '\0');
+  ASSERT_EQ(*ReadUpTo(fd->get(), header.data(), header.size(), deadline), header.size());
+  EXPECT_EQ(ParseDataReplyHeader(header)->code, absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ObjectTransferTest, AnOfferNotClaimedInTimeExpiresAndItsPinEnds) {
+  ObjectDataServerOptions options;
+  options.ticket_lifetime = absl::Milliseconds(1);
+  auto data = ObjectDataServer::Start(a_.local(), options);
+  ASSERT_TRUE(data.ok()) << data.status();
+  const ObjectId id = a_.Put("soon gone", "");
+  auto offer = (*data)->OfferObject(id);
+  ASSERT_TRUE(offer.ok()) << offer.status();
+  WaitUntilTheHolderPinsNothing();
+  EXPECT_EQ((*data)->pending_offers(), 0u);
+}
+
+TEST_F(ObjectTransferTest, StoppingTheDataServerReleasesItsOffers) {
+  const ObjectId id = a_.Put("pinned", "");
+  ASSERT_TRUE(data_->OfferObject(id).ok());
+  EXPECT_GT(a_.store.Stats().pinned_bytes, 0u);
+  data_->Stop();
+  EXPECT_EQ(a_.store.Stats().pinned_bytes, 0u);
+  EXPECT_EQ(data_->OfferObject(id).status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(ObjectTransferTest, AShortStreamIsDataLossAndTheCopyIsAborted) {
+  holder_->fake_ = std::make_unique<FakeDataPort>(
+      EncodeDataReply(absl::StatusCode::kOk, 10, "") + "abc", /*reset=*/false);
   auto pulled = Pull(ObjectId::FromRandom());
   EXPECT_EQ(pulled.status().code(), absl::StatusCode::kDataLoss) << pulled.status();
-  ExpectNothingLeftInB();
+  EXPECT_NE(pulled.status().message().find("the stream ended after 3 of 10 bytes"),
+            std::string::npos)
+      << pulled.status();
+  ExpectNothingLeftIn(b_);
 }
 
-TEST_F(ObjectTransferTest, AHolderThatFailsMidStreamLeavesNothing) {
-  holder_.misbehave_ = Holder::Misbehave::kFailAfterOne;
+TEST_F(ObjectTransferTest, ALongStreamIsDataLossAndTheCopyIsAborted) {
+  holder_->fake_ = std::make_unique<FakeDataPort>(
+      EncodeDataReply(absl::StatusCode::kOk, 10, "") + "0123456789X", /*reset=*/false);
+  auto pulled = Pull(ObjectId::FromRandom());
+  EXPECT_EQ(pulled.status().code(), absl::StatusCode::kDataLoss) << pulled.status();
+  ExpectNothingLeftIn(b_);
+}
+
+TEST_F(ObjectTransferTest, AHolderThatReportsAnErrorLeavesNothing) {
+  holder_->fake_ = std::make_unique<FakeDataPort>(
+      EncodeDataReply(absl::StatusCode::kInternal, 0, "disk on fire"), /*reset=*/false);
   auto pulled = Pull(ObjectId::FromRandom());
   EXPECT_EQ(pulled.status().code(), absl::StatusCode::kInternal) << pulled.status();
   EXPECT_NE(pulled.status().message().find("disk on fire"), std::string::npos);
-  ExpectNothingLeftInB();
+  ExpectNothingLeftIn(b_);
+}
+
+TEST_F(ObjectTransferTest, AHolderThatDiesMidStreamLeavesNothing) {
+  holder_->fake_ = std::make_unique<FakeDataPort>(
+      EncodeDataReply(absl::StatusCode::kOk, 10, "") + "abc", /*reset=*/true);
+  auto pulled = Pull(ObjectId::FromRandom());
+  EXPECT_FALSE(pulled.ok());
+  EXPECT_NE(pulled.status().message().find("fetching "), std::string::npos) << pulled.status();
+  ExpectNothingLeftIn(b_);
+}
+
+TEST_F(ObjectTransferTest, AHolderWhoseReplyIsNotADataReplyIsDataLoss) {
+  holder_->fake_ = std::make_unique<FakeDataPort>("HTTP/1.1 400 Bad Request\r\n", false);
+  auto pulled = Pull(ObjectId::FromRandom());
+  EXPECT_EQ(pulled.status().code(), absl::StatusCode::kDataLoss) << pulled.status();
+  ExpectNothingLeftIn(b_);
 }
 
 }  // namespace
