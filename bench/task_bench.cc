@@ -2,10 +2,25 @@
 // waited for one at a time (sync), and many submitted before waiting for all (async); actor
 // calls 1:1 sync and async, and n:n (4 caller threads x 5000 calls round-robin over N actors:
 // the reference's 4 tasks are driver threads here, calls from inside tasks are not supported).
+// Multi-client: N separate driver processes (this binary again, --multi-client-child; default 4,
+// TESSERA_BENCH_CLIENTS) connect to the same cluster, then all at once submit batches of 1000
+// async no-op tasks and wait for each batch, for a fixed time; the figure is the tasks of all
+// clients over the slowest client's time (connecting is not timed).
 // Needs a running cluster: `tessera up examples/clusters/small.yaml` (TESSERA_STATE_DIR names it),
 // then `build-x/bench/task_bench`. This binary is also its own worker.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -108,9 +123,125 @@ void BM_ActorCallsNToN(benchmark::State& state) {
 }
 BENCHMARK(BM_ActorCallsNToN)->Arg(4)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+constexpr char kChildFlag[] = "--multi-client-child";
+constexpr int kBatch = 1000;
+
+// One client of the multi-client loop: connected, it says "ready", waits for "go" on stdin, then
+// submits batches of kBatch no-op tasks for `seconds`, and answers "<tasks> <seconds taken>".
+int RunMultiClientChild(double seconds) {
+  if (absl::Status s = tessera::Init(); !s.ok()) {
+    std::fprintf(stderr, "task_bench client: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  // Warm: this client's first lease and worker before the clock starts.
+  (void)tessera::Get(tessera::Task(NoOp).Remote(0));
+  std::printf("ready\n");
+  std::fflush(stdout);
+  char go[16];
+  if (std::fgets(go, sizeof(go), stdin) == nullptr) return 1;
+  const auto start = std::chrono::steady_clock::now();
+  const auto end = start + std::chrono::duration<double>(seconds);
+  long tasks = 0;
+  do {
+    std::vector<tessera::ObjectRef<int>> refs;
+    refs.reserve(kBatch);
+    for (int i = 0; i < kBatch; ++i) refs.push_back(tessera::Task(NoOp).Remote(i));
+    if (!tessera::Get(refs).ok()) return 1;
+    tasks += kBatch;
+  } while (std::chrono::steady_clock::now() < end);
+  const double taken =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("%ld %.6f\n", tasks, taken);
+  std::fflush(stdout);
+  tessera::Shutdown();
+  return 0;
+}
+
+// A child client process with pipes to its stdin and stdout.
+struct Child {
+  pid_t pid = -1;
+  FILE* to = nullptr;
+  FILE* from = nullptr;
+};
+
+bool SpawnChild(double seconds, Child* child) {
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) != 0) return false;
+  if (::pipe2(out, O_CLOEXEC) != 0) return false;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  const std::string self = "/proc/self/exe";
+  const std::string time = std::to_string(seconds);
+  char* argv[] = {const_cast<char*>("task_bench"), const_cast<char*>(kChildFlag),
+                  const_cast<char*>(time.c_str()), nullptr};
+  const int rc = ::posix_spawn(&child->pid, self.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(in[0]);
+  ::close(out[1]);
+  child->to = ::fdopen(in[1], "w");
+  child->from = ::fdopen(out[0], "r");
+  return rc == 0;
+}
+
+void BM_MultiClientTasksAsync(benchmark::State& state) {
+  const char* env = std::getenv("TESSERA_BENCH_CLIENTS");
+  const int clients = env != nullptr ? std::max(1, std::atoi(env)) : 4;
+  const double seconds = 3.0;
+  for (auto _ : state) {
+    std::vector<Child> children(clients);
+    bool ok = true;
+    for (Child& child : children) ok = SpawnChild(seconds, &child) && ok;
+    char line[128];
+    for (Child& child : children) {
+      ok = ok && std::fgets(line, sizeof(line), child.from) != nullptr &&
+           std::strncmp(line, "ready", 5) == 0;
+    }
+    for (Child& child : children) {
+      if (child.to != nullptr) {
+        std::fputs("go\n", child.to);
+        std::fflush(child.to);
+      }
+    }
+    long tasks = 0;
+    double slowest = 0;
+    for (Child& child : children) {
+      long n = 0;
+      double taken = 0;
+      if (!ok || std::fgets(line, sizeof(line), child.from) == nullptr ||
+          std::sscanf(line, "%ld %lf", &n, &taken) != 2) {
+        ok = false;
+      }
+      tasks += n;
+      slowest = std::max(slowest, taken);
+    }
+    for (Child& child : children) {
+      if (child.to != nullptr) std::fclose(child.to);
+      if (child.from != nullptr) std::fclose(child.from);
+      if (child.pid > 0) {
+        if (!ok) ::kill(child.pid, SIGKILL);
+        ::waitpid(child.pid, nullptr, 0);
+      }
+    }
+    if (!ok) {
+      state.SkipWithError("a client process failed");
+      return;
+    }
+    // Manual time: items_per_second is every client's tasks over the slowest client's time.
+    state.SetIterationTime(slowest);
+    state.SetItemsProcessed(tasks);
+    state.counters["clients"] = clients;
+  }
+}
+BENCHMARK(BM_MultiClientTasksAsync)->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], kChildFlag) == 0) {
+    return RunMultiClientChild(std::atof(argv[2]));
+  }
   if (absl::Status s = tessera::Init(); !s.ok()) {
     std::fprintf(stderr, "task_bench: %s\n", std::string(s.message()).c_str());
     return 1;

@@ -11,15 +11,21 @@ passed; the rate is multiplier x calls / elapsed, reported as mean and standard 
 Where Dask has no direct equivalent the nearest is used and said in `how`:
   put = Client.scatter(hash=False), get = Future.result() of a scattered value, actors =
   Client.submit(cls, actor=True), clients inside the cluster = worker_client() in tasks.
+multi_client_tasks_async is N separate client processes (default 4, --clients) connected to the
+same scheduler, which at one signal submit batches of 1000 no-op tasks and gather each batch for
+a fixed time: all clients' tasks over the slowest client's time (connecting is not timed), the
+loop bench/task_bench.cc runs with N driver processes.
 
-Usage: /usr/bin/python3 bench/peers/dask_loops.py [--quick] [--workers N] [--json FILE]
+Usage: /usr/bin/python3 bench/peers/dask_loops.py [--quick] [--workers N] [--clients N] [--json FILE]
 Needs Debian's python3-distributed (scripts/setup installs it). Prints one table; with --json
 also writes {metric: {"rate": r, "stddev": s, "unit": u, "how": text}}.
 """
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -70,6 +76,47 @@ def submit_and_gather(n):
     return n
 
 
+def client_process(address, seconds):
+    """One client of multi_client_tasks_async, run as its own process (--client-process)."""
+    client = Client(address)
+    client.submit(noop, 0, pure=False).result()
+    print("ready", flush=True)
+    sys.stdin.readline()
+    start = time.perf_counter()
+    tasks = 0
+    while True:
+        client.gather([client.submit(noop, i, pure=False) for i in range(1000)])
+        tasks += 1000
+        if time.perf_counter() - start >= seconds:
+            break
+    print(f"{tasks} {time.perf_counter() - start:.6f}", flush=True)
+    client.close()
+
+
+def multi_client_processes(address, clients, seconds, trials):
+    """Tasks/s of `clients` client processes submitting at once (mean and stddev over trials)."""
+    rates = []
+    for _ in range(trials):
+        children = [subprocess.Popen([sys.executable, os.path.abspath(__file__),
+                                      "--client-process", address, str(seconds)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                    for _ in range(clients)]
+        for child in children:
+            if child.stdout.readline().strip() != "ready":
+                raise RuntimeError("a Dask client process failed to connect")
+        for child in children:
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        tasks, slowest = 0, 0.0
+        for child in children:
+            n, taken = child.stdout.readline().split()
+            tasks += int(n)
+            slowest = max(slowest, float(taken))
+            child.wait()
+        rates.append(tasks / slowest)
+    return statistics.mean(rates), (statistics.stdev(rates) if len(rates) > 1 else 0.0)
+
+
 def cross_worker_get(client, nbytes, repeats):
     """GB/s of moving one object of nbytes from worker A to worker B (a fresh copy each time)."""
     workers = sorted(client.scheduler_info()["workers"])
@@ -92,8 +139,15 @@ def main():
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="1 warm-up s, 2 trials of 1 s")
     parser.add_argument("--settle", type=float, default=2.0, help="seconds before measuring")
+    parser.add_argument("--clients", type=int, default=4,
+                        help="client processes of multi_client_tasks_async")
     parser.add_argument("--json", help="also write the figures here")
+    parser.add_argument("--client-process", nargs=2, metavar=("ADDRESS", "SECONDS"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.client_process:
+        client_process(args.client_process[0], float(args.client_process[1]))
+        return
     warmup_s, trials, trial_s = (1.0, 2, 1.0) if args.quick else (1.0, 4, 2.0)
 
     cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
@@ -120,8 +174,17 @@ def main():
         futures = [client.submit(submit_and_gather, 1000, pure=False)
                    for _ in range(clients_inside)]
         client.gather(futures)
-    record("multi_client_tasks_async", multi_client_tasks, clients_inside * 1000, "tasks/s",
+    record("multi_client_tasks_in_tasks", multi_client_tasks, clients_inside * 1000, "tasks/s",
            f"{clients_inside} tasks each submit 1000 no-op tasks with worker_client and gather")
+
+    rate, stddev = multi_client_processes(cluster.scheduler_address, args.clients,
+                                          1.0 if args.quick else 3.0, trials // 2 or 1)
+    how = (f"{args.clients} client processes each submit batches of 1000 no-op tasks and "
+           f"gather, for a fixed time")
+    results["multi_client_tasks_async"] = {"rate": rate, "stddev": stddev, "unit": "tasks/s",
+                                           "how": how}
+    print(f"{'multi_client_tasks_async':40s} {rate:12.2f} ± {stddev:8.2f} tasks/s   ({how})",
+          flush=True)
 
     actor = client.submit(Pinger, actor=True).result()
     record("1_1_actor_calls_sync", lambda: actor.ping().result(), 1, "calls/s",
