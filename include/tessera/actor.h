@@ -73,6 +73,10 @@ struct ActorOptions {
   // Live inside this placement group's (or reserved slice's) bundle; "" none; -1 any bundle.
   std::string placement_group;
   int bundle_index = -1;
+  // Live on this node; "" anywhere. Hard: only there (restarts too); soft: prefer it. As for
+  // tasks (TaskOptions::node_affinity).
+  std::string node_affinity;
+  bool node_affinity_soft = false;
 };
 
 namespace internal {
@@ -259,6 +263,12 @@ class ActorCreator {
   ActorCreator& PlacementGroup(std::string group, int bundle_index = -1) {
     options_.placement_group = std::move(group);
     options_.bundle_index = bundle_index;
+    return *this;
+  }
+  // Hard (soft false): only on `node_id`; soft: prefer it, else anywhere. See ActorOptions.
+  ActorCreator& NodeAffinity(std::string node_id, bool soft = false) {
+    options_.node_affinity = std::move(node_id);
+    options_.node_affinity_soft = soft;
     return *this;
   }
   ActorCreator& Options(ActorOptions options) {

@@ -36,6 +36,11 @@ struct TaskOptions {
   // any bundle of the group.
   std::string placement_group;
   int bundle_index = -1;
+  // Run on this node (its id, as `tessera list nodes` shows it); "" anywhere. Hard (the
+  // default): only there, and an error naming the node when it is dead, unknown or can never
+  // fit the task. Soft: there when it can take the task now, else wherever else fits.
+  std::string node_affinity;
+  bool node_affinity_soft = false;
 };
 
 namespace internal {
@@ -85,6 +90,12 @@ class TaskCaller {
   TaskCaller& PlacementGroup(std::string group, int bundle_index = -1) {
     options_.placement_group = std::move(group);
     options_.bundle_index = bundle_index;
+    return *this;
+  }
+  // Hard (soft false): only on `node_id`; soft: prefer it, else anywhere. See TaskOptions.
+  TaskCaller& NodeAffinity(std::string node_id, bool soft = false) {
+    options_.node_affinity = std::move(node_id);
+    options_.node_affinity_soft = soft;
     return *this;
   }
   TaskCaller& Options(TaskOptions options) {

@@ -1,5 +1,6 @@
 #include "api/worker_leases.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -56,6 +57,7 @@ WorkerLeases::WorkerLeases(WorkerLeasesOptions options, TaskSubmitter* submitter
     head_ = v1::Head::NewStub(rpc::MakeChannel(options_.head_address));
   }
   lease_thread_ = std::thread([this] { LeaseLoop(); });
+  ready_thread_ = std::thread([this] { ReadyWatchdog(); });
 }
 
 WorkerLeases::~WorkerLeases() { Shutdown(); }
@@ -106,8 +108,45 @@ void WorkerLeases::LeaseLoop() {
     leased.shape_key = shape.key;
     leased.agent_address = granted->second;
     leased.grant = std::move(granted->first);
+    leased.granted_at = absl::Now();
     changed_.SignalAll();
     watchers_.emplace_back([this, worker_id] { Watch(worker_id); });
+  }
+}
+
+void WorkerLeases::ReadyWatchdog() {
+  while (true) {
+    std::vector<std::pair<std::string, std::string>> overdue;  // worker id, its agent
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      const absl::Time now = absl::Now();
+      absl::Time next = now + absl::Seconds(1);
+      for (auto& [id, leased] : leased_) {
+        if (leased.handle != 0 || leased.ready_failed) continue;
+        const absl::Time due = leased.granted_at + options_.ready_timeout;
+        if (due <= now) {
+          leased.ready_failed = true;
+          overdue.emplace_back(id, leased.agent_address);
+        } else {
+          next = std::min(next, due);
+        }
+      }
+      if (overdue.empty()) {
+        changed_.WaitWithDeadline(&mu_, next);
+        continue;
+      }
+    }
+    for (const auto& [worker_id, agent] : overdue) {
+      v1::KillWorkerRequest kill;
+      kill.set_worker_id(worker_id);
+      kill.set_signal(SIGKILL);
+      v1::KillWorkerResponse killed;
+      grpc::ClientContext context;
+      rpc::ConfigureClientContext(&context, options_.token, absl::Seconds(5));
+      // When the agent is gone too, so is the worker: its watch ends either way.
+      (void)Agent(agent)->KillWorker(&context, kill, &killed);
+    }
   }
 }
 
@@ -145,10 +184,17 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
       *pick.mutable_request() = request;
       return rpc::RetryUnary(retry, &v1::Head::Stub::PickNode, head_.get(), pick, picked);
     };
+    if (head_ != nullptr) calls.pick_node_excluding = [&](const v1::ResourceRequest& request,
+                                    const std::vector<std::string>& exclude,
+                                    v1::PickNodeResponse* picked) {
+      v1::PickNodeRequest pick;
+      *pick.mutable_request() = request;
+      for (const std::string& node : exclude) pick.add_exclude_node_ids(node);
+      return rpc::RetryUnary(retry, &v1::Head::Stub::PickNode, head_.get(), pick, picked);
+    };
     calls.request_lease = [&](const std::string& agent, const v1::LeaseRequest& request,
                               v1::LeaseReply* reply) {
-      absl::Status s =
-          rpc::RetryUnary(retry, &v1::NodeAgent::Stub::RequestLease, Agent(agent), request, reply);
+      absl::Status s = RequestLeaseFrom(agent, request, reply);
       if (s.ok()) return s;
       permanent = s.code() == absl::StatusCode::kInvalidArgument;
       return absl::Status(s.code(),
@@ -172,6 +218,40 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
     changed_.WaitWithTimeout(&mu_, backoff);
     if (stopping_) return absl::CancelledError("tessera is shutting down");
     backoff = std::min(backoff * 2, absl::Milliseconds(500));
+  }
+}
+
+absl::Status WorkerLeases::RequestLeaseFrom(const std::string& agent,
+                                           const v1::LeaseRequest& request,
+                                           v1::LeaseReply* reply) {
+  // Granting starts the worker process: each attempt has time for that on a loaded machine, and
+  // one that timed out is asked again (same request id: one worker, never two). An agent that
+  // cannot be reached is given up on after a few quick tries: its machine may be gone while
+  // the head still lists it, and the lease round then asks the head for another node.
+  constexpr int kUnreachableTries = 3;
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  absl::Duration backoff = absl::Milliseconds(50);
+  int unreachable = 0;
+  while (true) {
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, options_.token, absl::Seconds(20));
+    reply->Clear();
+    const grpc::Status status = Agent(agent)->RequestLease(&context, request, reply);
+    if (status.ok()) return absl::OkStatus();
+    const absl::Status s = rpc::FromGrpcStatus(status);
+    if (s.code() == absl::StatusCode::kUnavailable) {
+      if (++unreachable >= kUnreachableTries) return s;
+    } else if (s.code() != absl::StatusCode::kDeadlineExceeded) {
+      return s;
+    }
+    if (absl::Now() + backoff >= give_up) return s;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return absl::CancelledError("tessera is shutting down");
+      changed_.WaitWithTimeout(&mu_, backoff);
+      if (stopping_) return absl::CancelledError("tessera is shutting down");
+    }
+    backoff = std::min(backoff * 2, absl::Seconds(1));
   }
 }
 
@@ -210,12 +290,14 @@ void WorkerLeases::Watch(std::string worker_id) {
   WorkerHandle handle = 0;
   std::string shape_key;
   bool stopping = false;
+  bool never_ready = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = leased_.find(worker_id);
     if (it != leased_.end()) {
       handle = it->second.handle;
       shape_key = it->second.shape_key;
+      never_ready = it->second.ready_failed;
       leased_.erase(it);
     }
     stopping = stopping_;
@@ -223,6 +305,14 @@ void WorkerLeases::Watch(std::string worker_id) {
   }
   if (handle != 0) {
     submitter_->WorkerDied(handle, cause);
+  } else if (!stopping && never_ready) {
+    submitter_->LeaseFailed(
+        shape_key,
+        absl::UnavailableError(absl::StrCat(
+            "its worker ", worker_id, " did not say ready within ",
+            absl::FormatDuration(options_.ready_timeout),
+            " and was killed; see its log in the node's workers folder")),
+        /*permanent=*/false);
   } else if (!stopping && !shape_key.empty()) {
     submitter_->LeaseFailed(
         shape_key,
@@ -267,6 +357,7 @@ v1::WorkerReadyReply WorkerLeases::WorkerReady(const v1::WorkerReadyRequest& req
     }
     auto it = leased_.find(request.worker_id());
     if (it == leased_.end() || stopping_) return reply;  // not accepted
+    if (it->second.ready_failed) return reply;            // too late: it is being killed
     leased = it->second;
   }
   const v1::LeaseGrant& grant = leased.grant;
@@ -294,8 +385,8 @@ v1::WorkerReadyReply WorkerLeases::WorkerReady(const v1::WorkerReadyRequest& req
     channels_.erase(std::remove(channels_.begin(), channels_.end(), nullptr), channels_.end());
     channels_.push_back(channel);
     auto it = leased_.find(request.worker_id());
-    if (it == leased_.end()) {
-      channel->Close();  // it exited meanwhile
+    if (it == leased_.end() || it->second.ready_failed) {
+      channel->Close();  // it exited meanwhile, or is being killed for being late
       return reply;
     }
     it->second.handle = handle;
@@ -315,6 +406,7 @@ void WorkerLeases::Shutdown() {
     changed_.SignalAll();
   }
   if (lease_thread_.joinable()) lease_thread_.join();
+  if (ready_thread_.joinable()) ready_thread_.join();
   {
     // Workers let go exit on their own; give them a moment before cutting the watches.
     absl::MutexLock lock(&mu_);

@@ -7,8 +7,8 @@
 // GrpcWorkerChannel handed to the submitter.
 //
 // Threading: thread-safe. One thread asks for leases (requests of a shape are one at a time
-// anyway), one thread per granted worker watches it; WorkerReady runs on the Owner service's
-// threads.
+// anyway), one thread per granted worker watches it, one kills workers that never say ready;
+// WorkerReady runs on the Owner service's threads.
 #pragma once
 
 #include <atomic>
@@ -66,12 +66,20 @@ class WorkerLeases final : public LeaseSource {
     v1::LeaseGrant grant;
     WorkerHandle handle = 0;  // 0 until ready
     bool exited = false;
-    bool ready_failed = false;
+    bool ready_failed = false;  // no WorkerReady in time: killed, its ready call refused
+    absl::Time granted_at;
   };
   void LeaseLoop();
+  // Kills every granted worker that has not called WorkerReady within ready_timeout (a worker
+  // stuck before serving would hold its lease, and its shape's one lease request, forever);
+  // its watch then reports the lease failed, a start failure.
+  void ReadyWatchdog();
   // Runs one request to a grant, or an error (permanent: infeasible or invalid).
   absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> Acquire(const LeaseShape& shape,
                                                                  bool& permanent);
+  // RequestLease on one agent, retried as the lease's contract allows (see the .cc).
+  absl::Status RequestLeaseFrom(const std::string& agent, const v1::LeaseRequest& request,
+                                v1::LeaseReply* reply);
   std::string LocalAgentAddress() const;
   v1::NodeAgent::Stub* Agent(const std::string& address);
   void Watch(std::string worker_id);
@@ -95,6 +103,7 @@ class WorkerLeases final : public LeaseSource {
   // Every worker stream, kept until gRPC is done with it (then dropped on one of our threads).
   std::vector<std::shared_ptr<GrpcWorkerChannel>> channels_ ABSL_GUARDED_BY(mu_);
   std::thread lease_thread_;
+  std::thread ready_thread_;
 };
 
 }  // namespace tessera::api

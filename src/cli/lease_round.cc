@@ -9,11 +9,13 @@ absl::StatusOr<LeaseRoundOutcome> RunLeaseRound(tessera::v1::LeaseRequest lease,
                                                 const LeaseRoundCalls& calls) {
   LeaseRoundOutcome out;
   std::string address = std::move(first_address);
+  std::string node_id;  // of `address`, when the head or a spillback named it
   if (address.empty()) {
     tessera::v1::PickNodeResponse picked;
     absl::Status status = calls.pick_node(lease.request(), &picked);
     if (!status.ok()) return status;
     address = picked.address();
+    node_id = picked.node_id();
     out.status = picked.status();
     out.explanation = picked.explanation();
   }
@@ -22,6 +24,20 @@ absl::StatusOr<LeaseRoundOutcome> RunLeaseRound(tessera::v1::LeaseRequest lease,
     lease.set_request_id(calls.request_id());
     tessera::v1::LeaseReply reply;
     absl::Status status = calls.request_lease(address, lease, &reply);
+    if (status.code() == absl::StatusCode::kUnavailable && !node_id.empty() &&
+        calls.pick_node_excluding && lease.hops() < kMaxLeaseHops) {
+      // A node the head still thinks alive: ask it again without that node.
+      out.unreachable.push_back(node_id);
+      tessera::v1::PickNodeResponse picked;
+      absl::Status pick = calls.pick_node_excluding(lease.request(), out.unreachable, &picked);
+      if (!pick.ok()) return pick;
+      address = picked.address();
+      node_id = picked.node_id();
+      out.status = picked.status();
+      out.explanation = picked.explanation();
+      lease.set_hops(lease.hops() + 1);
+      continue;
+    }
     if (!status.ok()) return status;
     if (reply.has_granted()) {
       out.grant = std::move(*reply.mutable_granted());
@@ -36,6 +52,7 @@ absl::StatusOr<LeaseRoundOutcome> RunLeaseRound(tessera::v1::LeaseRequest lease,
       break;
     }
     address = reply.spillback().address();
+    node_id = reply.spillback().node_id();
     lease.set_hops(lease.hops() + 1);
   }
   return out;

@@ -82,5 +82,79 @@ TEST(LeaseRoundTest, ARefusalWithoutSpillbackEndsTheRoundAndACallErrorIsReturned
   EXPECT_EQ(RunLeaseRound({}, "a1", failing).status().message(), "agent down");
 }
 
+TEST(LeaseRoundTest, AnUnreachableAgentTheHeadPickedIsLeftOutAndTheHeadAskedAgain) {
+  // The head still lists dead node "n1" (its machine is gone); live "n2" grants.
+  std::vector<std::string> asked;
+  std::vector<std::vector<std::string>> excluded;
+  LeaseRoundCalls calls;
+  calls.pick_node = [&](const tessera::v1::ResourceRequest&, tessera::v1::PickNodeResponse* p) {
+    asked.push_back("pick");
+    p->set_node_id("n1");
+    p->set_address("dead:1");
+    return absl::OkStatus();
+  };
+  calls.pick_node_excluding = [&](const tessera::v1::ResourceRequest&,
+                                  const std::vector<std::string>& exclude,
+                                  tessera::v1::PickNodeResponse* p) {
+    asked.push_back("pick");
+    excluded.push_back(exclude);
+    p->set_node_id("n2");
+    p->set_address("live:2");
+    return absl::OkStatus();
+  };
+  calls.request_lease = [&](const std::string& address, const tessera::v1::LeaseRequest&,
+                            tessera::v1::LeaseReply* reply) {
+    asked.push_back(address);
+    if (address == "dead:1") return absl::UnavailableError("connection refused");
+    reply->mutable_granted()->set_worker_id("w");
+    return absl::OkStatus();
+  };
+  calls.request_id = [] { return std::string("id"); };
+  auto round = RunLeaseRound({}, "", calls);
+  ASSERT_TRUE(round.ok()) << round.status();
+  ASSERT_TRUE(round->grant.has_value());
+  EXPECT_EQ(round->address, "live:2");
+  EXPECT_EQ(asked, (std::vector<std::string>{"pick", "dead:1", "pick", "live:2"}));
+  EXPECT_EQ(excluded, (std::vector<std::vector<std::string>>{{"n1"}}));
+  EXPECT_EQ(round->unreachable, (std::vector<std::string>{"n1"}));
+
+  // Without pick_node_excluding (or for the first agent, which the caller chose) the error ends
+  // the round as before.
+  calls.pick_node_excluding = nullptr;
+  EXPECT_EQ(RunLeaseRound({}, "", calls).status().message(), "connection refused");
+}
+
+TEST(LeaseRoundTest, ASpilledBackUnreachableAgentIsLeftOutToo) {
+  std::vector<std::string> asked;
+  LeaseRoundCalls calls;
+  calls.pick_node = [&](const tessera::v1::ResourceRequest&, tessera::v1::PickNodeResponse*) {
+    return absl::InternalError("not called: an agent is given");
+  };
+  calls.pick_node_excluding = [&](const tessera::v1::ResourceRequest&,
+                                  const std::vector<std::string>& exclude,
+                                  tessera::v1::PickNodeResponse* p) {
+    asked.push_back("pick without " + exclude.front());
+    p->set_status("pending");
+    p->set_explanation("no node fits now");
+    return absl::OkStatus();  // names no node
+  };
+  calls.request_lease = [&](const std::string& address, const tessera::v1::LeaseRequest&,
+                            tessera::v1::LeaseReply* reply) {
+    asked.push_back(address);
+    if (address == "dead:1") return absl::UnavailableError("connection refused");
+    reply->set_status("pending");
+    reply->mutable_spillback()->set_node_id("n1");
+    reply->mutable_spillback()->set_address("dead:1");
+    return absl::OkStatus();
+  };
+  calls.request_id = [] { return std::string("id"); };
+  auto round = RunLeaseRound({}, "local:0", calls);
+  ASSERT_TRUE(round.ok()) << round.status();
+  EXPECT_FALSE(round->grant.has_value());
+  EXPECT_EQ(round->status, "pending");
+  EXPECT_EQ(round->explanation, "no node fits now");
+  EXPECT_EQ(asked, (std::vector<std::string>{"local:0", "dead:1", "pick without n1"}));
+}
+
 }  // namespace
 }  // namespace tessera::cli

@@ -15,6 +15,10 @@
 // a log file that is new and directly in DIR is that inode linked in under its name (a few µs)
 // instead. A log that exists already is appended to, as always; one elsewhere is created.
 //
+// It dies with its agent: PR_SET_PDEATHSIG (SIGKILL), set first thing and kept through exec, so
+// the worker it becomes never outlives the agent that started it (an orphan would keep its
+// devices and its lease's resources, with no agent to account for them).
+//
 // Single-threaded, libc only (no C++ runtime: it links as C), so it starts fast and small.
 #include <errno.h>
 #include <stdio.h>
@@ -22,6 +26,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -230,6 +235,10 @@ void DefaultSignals() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The parent-death signal fires for a parent that dies from now on; one already gone shows as
+  // a changed parent.
+  const pid_t parent = getppid();
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) return 0;
   DefaultSignals();
   // Nothing the agent leaked (a descriptor without close-on-exec) stays in an idle launcher.
   CloseFrom(kChannel + 1);

@@ -40,6 +40,7 @@ absl::StatusOr<std::unique_ptr<LauncherPool>> LauncherPool::Create(LauncherPoolO
   std::unique_ptr<LauncherPool> pool(
       new LauncherPool(std::move(options), std::move(loop->epoll), std::move(loop->wake)));
   pool->refill_ = std::thread([raw = pool.get()] { raw->RefillLoop(); });
+  pool->cold_ = std::thread([raw = pool.get()] { raw->ColdLoop(); });
   return pool;
 }
 
@@ -80,8 +81,7 @@ absl::StatusOr<std::unique_ptr<Launcher>> LauncherPool::Take() {
     Wake();        // their replacements
   }
   if (taken == nullptr) {
-    absl::StatusOr<std::unique_ptr<Launcher>> started =
-        Launcher::Start(options_.launcher_path, options_.log_dir);
+    absl::StatusOr<std::unique_ptr<Launcher>> started = StartOnPoolThread();
     if (!started.ok()) {
       Wake();  // the refill thread may have better luck
       return started.status();
@@ -94,6 +94,43 @@ absl::StatusOr<std::unique_ptr<Launcher>> LauncherPool::Take() {
   }
   taken->OnRelease([wake = wake_fd_] { WakeFd(*wake); });
   return taken;
+}
+
+absl::StatusOr<std::unique_ptr<Launcher>> LauncherPool::StartOnPoolThread() {
+  absl::StatusOr<std::unique_ptr<Launcher>> started =
+      absl::FailedPreconditionError("the worker launcher pool is shut down");
+  bool done = false;
+  absl::Mutex done_mu;
+  {
+    absl::MutexLock lock(&cold_mu_);
+    if (cold_stopping_) return started;
+    cold_jobs_.push_back([&] {
+      auto result = Launcher::Start(options_.launcher_path, options_.log_dir);
+      absl::MutexLock done_lock(&done_mu);
+      started = std::move(result);
+      done = true;
+    });
+  }
+  absl::MutexLock done_lock(&done_mu);
+  done_mu.Await(absl::Condition(&done));
+  return started;
+}
+
+void LauncherPool::ColdLoop() {
+  while (true) {
+    std::function<void()> job;
+    {
+      absl::MutexLock lock(&cold_mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cold_mu_) {
+        return cold_stopping_ || !cold_jobs_.empty();
+      };
+      cold_mu_.Await(absl::Condition(&ready));
+      if (cold_jobs_.empty()) return;  // stopping, and every waiting caller served
+      job = std::move(cold_jobs_.front());
+      cold_jobs_.pop_front();
+    }
+    job();
+  }
 }
 
 void LauncherPool::DropDead(uint64_t serial, std::vector<std::unique_ptr<Launcher>>& dead) {
@@ -167,6 +204,11 @@ void LauncherPool::Shutdown() {
   }
   Wake();
   refill_.join();
+  {
+    absl::MutexLock lock(&cold_mu_);
+    cold_stopping_ = true;
+  }
+  cold_.join();
   joined_ = true;
   std::deque<Idle> idle;
   {

@@ -6,7 +6,10 @@
 // reaped, dropped and replaced. Take() hands out the oldest idle launcher, or starts one at once
 // when none is ready; the refill thread starts the next one behind it once the taken launcher is
 // done with (adopted as a worker, or dropped), so starting it never competes with the launch for
-// the CPU (on 2 cores it did: a lease took twice as long). Shutdown()
+// the CPU (on 2 cores it did: a lease took twice as long). Every launcher is started from one of
+// the pool's own threads, never the caller's: a launcher (and the worker it becomes) is
+// SIGKILLed when the thread that started it exits (PR_SET_PDEATHSIG, so a worker does not
+// outlive its agent), and a caller's thread (a gRPC handler's) may exit long before. Shutdown()
 // stops the thread, kills every idle launcher and reaps it: no zombie is left. Launchers already
 // taken belong to their takers.
 //
@@ -17,6 +20,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -79,6 +83,9 @@ class LauncherPool {
   LauncherPool(LauncherPoolOptions options, UniqueFd epoll_fd, UniqueFd wake_fd);
   void Wake();
   void RefillLoop();
+  // Starts a launcher on the cold-start thread (see the top), waiting for it.
+  absl::StatusOr<std::unique_ptr<Launcher>> StartOnPoolThread();
+  void ColdLoop();
   // Drops the idle launcher of `serial` (dead) into `dead`, to be destroyed without the lock.
   void DropDead(uint64_t serial, std::vector<std::unique_ptr<Launcher>>& dead)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -89,6 +96,10 @@ class LauncherPool {
   // after the pool is gone).
   const std::shared_ptr<const UniqueFd> wake_fd_;
   std::thread refill_;
+  std::thread cold_;
+  absl::Mutex cold_mu_;
+  std::deque<std::function<void()>> cold_jobs_ ABSL_GUARDED_BY(cold_mu_);
+  bool cold_stopping_ ABSL_GUARDED_BY(cold_mu_) = false;
 
   mutable absl::Mutex mu_;
   std::deque<Idle> idle_ ABSL_GUARDED_BY(mu_);

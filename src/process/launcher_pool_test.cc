@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "process/child_process.h"
+#include "process/launch_spec.h"
 #include "process/test_support.h"
 
 namespace tessera {
@@ -67,6 +69,30 @@ TEST(LauncherPoolTest, TakeStartsOneWhenNoneIsReady) {
   EXPECT_FALSE((*first)->HasExited());
   EXPECT_TRUE(pool->IdlePids().empty());
   EXPECT_EQ(pool->stats().taken_cold, 2);
+}
+
+// A launcher dies with the thread that started it (its parent-death signal follows that thread,
+// not the process), so one taken cold by a short-lived thread (a gRPC handler's) must still be
+// started by the pool: it then outlives the taker and becomes its worker.
+TEST(LauncherPoolTest, ALauncherTakenColdOutlivesTheThreadThatTookIt) {
+  std::unique_ptr<LauncherPool> pool = MakePool(0);
+  ASSERT_NE(pool, nullptr);
+  absl::StatusOr<std::unique_ptr<Launcher>> taken = absl::UnknownError("not taken");
+  std::thread taker([&] { taken = pool->Take(); });
+  taker.join();
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  LaunchSpec spec;
+  spec.argv = {HelperPath(), "exit", "3"};
+  ASSERT_TRUE((*taken)->Send(EncodeLaunchSpec(spec)).ok());
+  auto outcome = (*taken)->ReadOutcome();
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(*outcome, "");
+  const pid_t pid = (*taken)->pid();
+  (void)(*taken)->Adopt();
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the worker was killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 3);
 }
 
 TEST(LauncherPoolTest, ALauncherThatDiesWhileIdleIsReapedAndReplaced) {

@@ -148,6 +148,44 @@ TEST(LauncherTest, ExitsWhenTheProcessThatStartedItDies) {
   EXPECT_TRUE(WaitUntil([&] { return ProcessGone(launcher_pid); }));
 }
 
+// A machine loss without the machine: the agent that started a launcher dies after the launcher
+// became a worker. The worker must not outlive it (it would keep its devices): the parent-death
+// signal the launcher set is kept through exec.
+TEST(LauncherTest, TheWorkerItBecameDiesWithTheProcessThatStartedIt) {
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  pid_t agent = ::fork();
+  if (agent == 0) {
+    pid_t pid = -1;
+    auto launcher = Launcher::Start(LauncherPath());
+    if (launcher.ok()) {
+      LaunchSpec spec;
+      spec.argv = {HelperPath(), "pause"};
+      if ((*launcher)->Send(EncodeLaunchSpec(spec)).ok()) {
+        auto outcome = (*launcher)->ReadOutcome();
+        if (outcome.ok() && outcome->empty()) {
+          pid = (*launcher)->pid();
+          (void)(*launcher)->Adopt();
+        }
+      }
+    }
+    ssize_t ignored = ::write(pipe_fds[1], &pid, sizeof(pid));
+    (void)ignored;
+    ::pause();
+    ::_exit(0);
+  }
+  ASSERT_GT(agent, 0);
+  ::close(pipe_fds[1]);
+  pid_t worker = -1;
+  ASSERT_EQ(::read(pipe_fds[0], &worker, sizeof(worker)), static_cast<ssize_t>(sizeof(worker)));
+  ::close(pipe_fds[0]);
+  ASSERT_GT(worker, 0);
+  EXPECT_FALSE(ProcessGone(worker));
+  ::kill(agent, SIGKILL);
+  ASSERT_EQ(::waitpid(agent, nullptr, 0), agent);
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(worker); }));
+}
+
 // Log files directly in --log-dir are the two the launcher made while it waited, linked in
 // under their names; an existing log is appended to; a log elsewhere is created.
 TEST(LauncherTest, NewLogsInItsLogFolderAreTheFilesItMadeAhead) {

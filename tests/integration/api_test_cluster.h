@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "integration/cluster_harness.h"
@@ -21,14 +23,19 @@ namespace tessera::testing {
 
 inline constexpr absl::Duration kPatience = absl::Seconds(60);
 
-// A suite whose tests share one cluster; `kCpus` is the CPU node's size.
-template <int kCpus>
+// A suite whose tests share one cluster; `kCpus` is the CPU node's size. `kMoreCpuNodes` adds
+// CPU nodes "cpu2", "cpu3", ... of that size (the chaos tests need a node to lose).
+template <int kCpus, int kMoreCpuNodes = 0>
 class ApiClusterSuite : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     ClusterOptions options;
     options.nodes.push_back(NodeSpec{.id = "cpu1", .hardware_yaml = CpuHost(kCpus)});
     options.nodes.push_back(NodeSpec{.id = "gpu1", .hardware_yaml = GpuHost(4, 2)});
+    for (int i = 0; i < kMoreCpuNodes; ++i) {
+      options.nodes.push_back(
+          NodeSpec{.id = "cpu" + std::to_string(i + 2), .hardware_yaml = CpuHost(kCpus)});
+    }
     auto cluster = TestCluster::Start(options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = cluster->release();

@@ -284,6 +284,50 @@ absl::Status TestCluster::KillNode(const std::string& node_id, int signal) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<int>> TestCluster::KillMachine(const std::string& node_id) {
+  const auto it = node_pids_.find(node_id);
+  if (it == node_pids_.end()) return absl::NotFoundError(node_id);
+  const int agent = it->second;
+  // Stopped first, so it starts no process between the listing and the kill.
+  kill(agent, SIGSTOP);
+  std::vector<int> below = DescendantsOf(agent);
+  for (int pid : below) kill(pid, SIGKILL);
+  kill(agent, SIGKILL);
+  int status = 0;
+  waitpid(agent, &status, 0);
+  node_pids_.erase(it);
+  return below;
+}
+
+std::vector<int> TestCluster::DescendantsOf(int pid) {
+  // ppid of every process, from /proc/<pid>/stat ("pid (comm) state ppid ...": comm may hold
+  // spaces and parentheses, so read after the last ')').
+  std::map<int, std::vector<int>> children;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    int child = 0;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &child)) continue;
+    const std::string stat = ReadAll(absl::StrCat("/proc/", child, "/stat"));
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    std::string state;
+    int ppid = 0;
+    if (rest >> state >> ppid) children[ppid].push_back(child);
+  }
+  std::vector<int> out;
+  std::vector<int> todo = {pid};
+  while (!todo.empty()) {
+    const int parent = todo.back();
+    todo.pop_back();
+    for (int child : children[parent]) {
+      out.push_back(child);
+      todo.push_back(child);
+    }
+  }
+  return out;
+}
+
 int TestCluster::NodePid(const std::string& node_id) const {
   const auto it = node_pids_.find(node_id);
   return it == node_pids_.end() ? 0 : it->second;

@@ -84,6 +84,10 @@ class TestCluster {
   absl::Status KillHead();
   absl::Status StartNode(const NodeSpec& node);
   absl::Status KillNode(const std::string& node_id, int signal);
+  // Loses a whole machine: SIGKILLs the node's agent and every process under it (its workers
+  // and launchers), all at once, with nothing closed cleanly first. Returns the pids killed
+  // besides the agent's.
+  absl::StatusOr<std::vector<int>> KillMachine(const std::string& node_id);
   int NodePid(const std::string& node_id) const;
   std::string NodeAddress(const std::string& node_id) const;
 
@@ -96,6 +100,8 @@ class TestCluster {
 
   // Processes whose environment names this cluster's state folder (servers and workers alike).
   std::vector<int> ProcessesOfThisCluster() const;
+  // Every live process below `pid` (children, their children, ...).
+  static std::vector<int> DescendantsOf(int pid);
 
  private:
   explicit TestCluster(ClusterOptions options, std::string state_dir);
