@@ -112,7 +112,8 @@ def main():
     print()
     memcpy = rate(find(ceilings, "BM_Memcpy"), "bytes_per_second")
     rtt = rate(find(ceilings, "BM_LoopbackTcpRoundTrip"), "time_us")
-    tcp = rate(find(ceilings, "BM_LoopbackTcpThroughput"), "bytes_per_second")
+    tcp = rate(find(ceilings, "BM_LoopbackTcpThroughput/"), "bytes_per_second")
+    tcp_buffers = rate(find(ceilings, "BM_LoopbackTcpThroughputBufferToBuffer"), "bytes_per_second")
     sync = rate(find(tasks, "BM_TaskSync"), "time_us")
     actor = rate(find(tasks, "BM_ActorCallSync"), "time_us")
     put = rate(find(store, "BM_LargePut800MiB/0"), "bytes_per_second")
@@ -125,6 +126,9 @@ def main():
           f"{fmt(sync, 'µs')} (target < 200 µs), actor call {fmt(actor, 'µs')} (target < 100 µs) |")
     print(f"| loopback TCP throughput, 1 GiB | {fmt(tcp and tcp / gb, 'GB/s')} | cross-node get "
           f"{'—' if not (pull and tcp) else f'{pull / tcp:.0%}'} of it (target ≥ 50 %) |")
+    print(f"| loopback TCP, 1 GiB buffer to 1 GiB buffer | {fmt(tcp_buffers and tcp_buffers / gb, 'GB/s')} "
+          f"| cross-node get {'—' if not (pull and tcp_buffers) else f'{pull / tcp_buffers:.0%}'} "
+          f"of it |")
 
 
 if __name__ == "__main__":
