@@ -8,6 +8,7 @@
 #include <fstream>
 #include <algorithm>
 #include <iterator>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -57,7 +58,7 @@ WorkerLeases::WorkerLeases(WorkerLeasesOptions options, TaskSubmitter* submitter
     head_ = v1::Head::NewStub(rpc::MakeChannel(options_.head_address));
   }
   lease_thread_ = std::thread([this] { LeaseLoop(); });
-  ready_thread_ = std::thread([this] { ReadyWatchdog(); });
+  monitor_thread_ = std::thread([this] { Monitor(); });
 }
 
 WorkerLeases::~WorkerLeases() { Shutdown(); }
@@ -114,14 +115,41 @@ void WorkerLeases::LeaseLoop() {
   }
 }
 
-void WorkerLeases::ReadyWatchdog() {
+void WorkerLeases::CutWatchesOnDeadNodes() {
+  v1::ListNodesResponse nodes;
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, options_.token, absl::Seconds(5));
+  if (!head_->ListNodes(&context, v1::ListRequest(), &nodes).ok()) return;  // next time
+  std::set<std::string> dead;
+  for (const v1::NodeInfo& node : nodes.nodes()) {
+    if (node.state() == "DEAD") dead.insert(node.node().node_id());
+  }
+  if (dead.empty()) return;
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, leased] : leased_) {
+    if (leased.node_dead || dead.count(leased.grant.node_id()) == 0) continue;
+    leased.node_dead = true;
+    if (leased.watch != nullptr) leased.watch->TryCancel();
+  }
+}
+
+void WorkerLeases::Monitor() {
+  absl::Time next_node_check = absl::Now();
   while (true) {
     std::vector<std::pair<std::string, std::string>> overdue;  // worker id, its agent
+    bool check_nodes = false;
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
       const absl::Time now = absl::Now();
       absl::Time next = now + absl::Seconds(1);
+      if (head_ != nullptr && !leased_.empty()) {
+        if (now >= next_node_check) {
+          check_nodes = true;
+          next_node_check = now + options_.node_check_interval;
+        }
+        next = std::min(next, next_node_check);
+      }
       for (auto& [id, leased] : leased_) {
         if (leased.handle != 0 || leased.ready_failed) continue;
         const absl::Time due = leased.granted_at + options_.ready_timeout;
@@ -132,11 +160,12 @@ void WorkerLeases::ReadyWatchdog() {
           next = std::min(next, due);
         }
       }
-      if (overdue.empty()) {
+      if (overdue.empty() && !check_nodes) {
         changed_.WaitWithDeadline(&mu_, next);
         continue;
       }
     }
+    if (check_nodes) CutWatchesOnDeadNodes();
     for (const auto& [worker_id, agent] : overdue) {
       v1::KillWorkerRequest kill;
       kill.set_worker_id(worker_id);
@@ -266,6 +295,11 @@ void WorkerLeases::Watch(std::string worker_id) {
   {
     absl::MutexLock lock(&mu_);
     watch_contexts_.push_back(context);
+    auto it = leased_.find(worker_id);
+    if (it != leased_.end()) {
+      it->second.watch = context;
+      if (it->second.node_dead) context->TryCancel();
+    }
   }
   v1::WatchWorkerRequest request;
   request.set_worker_id(worker_id);
@@ -284,8 +318,15 @@ void WorkerLeases::Watch(std::string worker_id) {
   }
   grpc::Status status = reader->Finish();
   if (cause.empty()) {
-    cause = absl::StrCat("lost contact with its node agent at ", agent_address, ": ",
-                         status.error_message());
+    absl::MutexLock lock(&mu_);
+    auto it = leased_.find(worker_id);
+    if (it != leased_.end() && it->second.node_dead) {
+      cause = absl::StrCat("its node ", it->second.grant.node_id(),
+                           " died (the head lost its heartbeats)");
+    } else {
+      cause = absl::StrCat("lost contact with its node agent at ", agent_address, ": ",
+                           status.error_message());
+    }
   }
   WorkerHandle handle = 0;
   std::string shape_key;
@@ -406,7 +447,7 @@ void WorkerLeases::Shutdown() {
     changed_.SignalAll();
   }
   if (lease_thread_.joinable()) lease_thread_.join();
-  if (ready_thread_.joinable()) ready_thread_.join();
+  if (monitor_thread_.joinable()) monitor_thread_.join();
   {
     // Workers let go exit on their own; give them a moment before cutting the watches.
     absl::MutexLock lock(&mu_);

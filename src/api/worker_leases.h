@@ -7,8 +7,8 @@
 // GrpcWorkerChannel handed to the submitter.
 //
 // Threading: thread-safe. One thread asks for leases (requests of a shape are one at a time
-// anyway), one thread per granted worker watches it, one kills workers that never say ready;
-// WorkerReady runs on the Owner service's threads.
+// anyway), one thread per granted worker watches it, one looks out for workers that never say
+// ready and for dead nodes; WorkerReady runs on the Owner service's threads.
 #pragma once
 
 #include <atomic>
@@ -41,6 +41,8 @@ struct WorkerLeasesOptions {
   bool forward_output = true;
   // How long a granted worker may take to call WorkerReady.
   absl::Duration ready_timeout = absl::Seconds(30);
+  // How often the head is asked for dead nodes while workers are held (with a head).
+  absl::Duration node_check_interval = absl::Seconds(1);
   // Called once a leased worker of `shape_key` is handed to the submitter (actors publish their
   // address for other drivers with it). Runs on the Owner service's thread; must not block long.
   std::function<void(const std::string& shape_key, const std::string& address)> on_worker_ready;
@@ -67,13 +69,20 @@ class WorkerLeases final : public LeaseSource {
     WorkerHandle handle = 0;  // 0 until ready
     bool exited = false;
     bool ready_failed = false;  // no WorkerReady in time: killed, its ready call refused
+    bool node_dead = false;     // the head declared its node dead: its watch is cut
     absl::Time granted_at;
+    std::shared_ptr<grpc::ClientContext> watch;  // set once its watch started
   };
   void LeaseLoop();
   // Kills every granted worker that has not called WorkerReady within ready_timeout (a worker
   // stuck before serving would hold its lease, and its shape's one lease request, forever);
-  // its watch then reports the lease failed, a start failure.
-  void ReadyWatchdog();
+  // its watch then reports the lease failed, a start failure. And, while workers are held,
+  // asks the head every node_check_interval which nodes are dead, and cuts the watches of
+  // workers there: a machine that vanished without closing its connections (power, network)
+  // leaves them hanging otherwise, and its workers' tasks would never be retried.
+  void Monitor();
+  // Cuts the watches of workers on nodes the head lists as DEAD.
+  void CutWatchesOnDeadNodes();
   // Runs one request to a grant, or an error (permanent: infeasible or invalid).
   absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> Acquire(const LeaseShape& shape,
                                                                  bool& permanent);
@@ -103,7 +112,7 @@ class WorkerLeases final : public LeaseSource {
   // Every worker stream, kept until gRPC is done with it (then dropped on one of our threads).
   std::vector<std::shared_ptr<GrpcWorkerChannel>> channels_ ABSL_GUARDED_BY(mu_);
   std::thread lease_thread_;
-  std::thread ready_thread_;
+  std::thread monitor_thread_;
 };
 
 }  // namespace tessera::api

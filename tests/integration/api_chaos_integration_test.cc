@@ -184,6 +184,36 @@ TEST_F(ApiAgentDeathTest, WorkersExitWhenTheirAgentDies) {
   EXPECT_EQ(value.status().code(), absl::StatusCode::kUnavailable);
 }
 
+// Its own cluster: the machine frozen here is the only one lost.
+class ApiSilentMachineTest : public ApiClusterSuite<4, 1> {};
+
+// A machine that vanishes without closing anything (power, network): no connection ends, so
+// the driver hears nothing from its agent or its workers. The head declares it dead once its
+// heartbeats stop; the driver then retries the work it had there.
+TEST_F(ApiSilentMachineTest, WorkOnAMachineThatGoesSilentIsRetriedOnceTheHeadDeclaresItDead) {
+  const std::string dir = cluster_->state_dir() + "/silent";
+  ASSERT_TRUE(std::filesystem::create_directories(dir));
+  const TaskStats before = GetTaskStats();
+  // cpu2 first, gpu1 when cpu2 cannot take it (not cpu1: this driver's own agent).
+  ObjectRef<int64_t> ref = Task(Work)
+                               .LabelSelector("tessera.io/node-id=cpu2")
+                               .LabelSelector("tessera.io/node-id=gpu1")
+                               .MaxRetries(1)
+                               .Remote(int64_t{5}, dir);
+  auto victim = AwaitVictim(*cluster_, dir, 5);
+  ASSERT_TRUE(victim.ok()) << victim.status();
+  ASSERT_EQ(victim->node, "cpu2");
+
+  ASSERT_OK(cluster_->FreezeMachine("cpu2"));
+  auto value = Get(ref, kPatience);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, 11);
+  const TaskStats d = Minus(GetTaskStats(), before);
+  EXPECT_EQ(d.retries, 1);
+  EXPECT_EQ(d.workers_died, 1);
+  ASSERT_OK(cluster_->KillMachine("cpu2").status());
+}
+
 }  // namespace
 }  // namespace tessera::testing
 

@@ -299,6 +299,14 @@ absl::StatusOr<std::vector<int>> TestCluster::KillMachine(const std::string& nod
   return below;
 }
 
+absl::Status TestCluster::FreezeMachine(const std::string& node_id) {
+  const auto it = node_pids_.find(node_id);
+  if (it == node_pids_.end()) return absl::NotFoundError(node_id);
+  kill(it->second, SIGSTOP);
+  for (int pid : DescendantsOf(it->second)) kill(pid, SIGSTOP);
+  return absl::OkStatus();
+}
+
 std::vector<int> TestCluster::DescendantsOf(int pid) {
   // ppid of every process, from /proc/<pid>/stat ("pid (comm) state ppid ...": comm may hold
   // spaces and parentheses, so read after the last ')').

@@ -88,6 +88,9 @@ class TestCluster {
   // and launchers), all at once, with nothing closed cleanly first. Returns the pids killed
   // besides the agent's.
   absl::StatusOr<std::vector<int>> KillMachine(const std::string& node_id);
+  // A machine that vanishes without a word (power, network): SIGSTOPs the node's agent and every
+  // process under it, so nothing is closed and nobody answers. KillMachine ends it.
+  absl::Status FreezeMachine(const std::string& node_id);
   int NodePid(const std::string& node_id) const;
   std::string NodeAddress(const std::string& node_id) const;
 
