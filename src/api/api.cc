@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "api/driver_runtime.h"
+#include "api/reservations.h"
 #include "tessera/tessera.h"
 #include "worker/worker_runtime.h"
 
@@ -38,6 +39,7 @@ absl::Status Init(InitOptions options) {
   auto created = api::DriverRuntime::Create(options);
   if (!created.ok()) return created.status();
   runtime = new std::shared_ptr<api::DriverRuntime>(*std::move(created));
+  api::RememberReservationCluster(options);
   return absl::OkStatus();
 }
 
@@ -46,6 +48,7 @@ void Shutdown() {
   {
     absl::MutexLock lock(&runtime_mu);
     if (runtime == nullptr) return;
+    api::ForgetReservationCluster();
     old = std::move(*runtime);
     delete runtime;
     runtime = nullptr;

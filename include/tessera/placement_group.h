@@ -1,0 +1,100 @@
+// Reservations from a driver: placement groups (bundles of resources reserved all or nothing
+// under a strategy) and whole accelerator slices (a TPU slice's hosts, or hosts of one NVLink
+// domain). Tasks and actors are placed in them with `.PlacementGroup(name, bundle)`; a slice
+// reservation is a placement group with one bundle per host, bundle i on TPU worker i.
+//
+//   auto pg = tessera::CreatePlacementGroup({.name = "train", .strategy = "STRICT_SPREAD",
+//                                            .bundles = {"CPU=1,GPU=1", "CPU=1,GPU=1"}});
+//   auto slice = tessera::ReserveSlices({.name = "s", .accelerator_type = "TPU-V6E",
+//                                        .topology = "4x4"});
+//   ... tessera::Actor(Make).Resources("TPU=4").PlacementGroup("s", i).Remote();
+//   tessera::ReleaseSlices("s");  tessera::RemovePlacementGroup("train");
+//
+// They talk to the head of the cluster Init connected to. Bad options are a one-line
+// InvalidArgument and reserve nothing. A group or slice that cannot be had within `timeout` is
+// withdrawn before the error returns, so a failed call leaves nothing reserved.
+//
+// Thread-safe: each call is independent.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace tessera {
+
+struct PlacementGroupOptions {
+  // Unique among the cluster's groups and slice reservations.
+  std::string name;
+  // "PACK" (fewest nodes), "SPREAD" (distinct nodes, best effort), "STRICT_PACK" (one node),
+  // "STRICT_SPREAD" (every bundle on its own node).
+  std::string strategy = "PACK";
+  // One resource set per bundle: "CPU=1,GPU=2".
+  std::vector<std::string> bundles;
+  // None, or one label selector per bundle: "zone=a".
+  std::vector<std::string> bundle_selectors;
+  // Other shapes tried in order when the primary cannot be placed.
+  struct Alternative {
+    std::vector<std::string> bundles;
+    std::vector<std::string> bundle_selectors;
+  };
+  std::vector<Alternative> fallbacks;
+  // How long to wait for room (zero: take it now or fail).
+  absl::Duration timeout = absl::Seconds(30);
+};
+
+// A created group: which shape was taken and the node of each bundle.
+struct PlacementGroup {
+  std::string name;
+  int option = 0;  // 0 the primary, i the i-th fallback
+  std::vector<std::string> bundle_nodes;  // bundle index -> node id
+};
+
+// Reserves every bundle or none. Errors: InvalidArgument (bad options), ResourceExhausted (the
+// cluster can never hold it: the head's explanation follows), DeadlineExceeded (no room within
+// the timeout), AlreadyExists (the name is taken), or the cluster being unreachable.
+absl::StatusOr<PlacementGroup> CreatePlacementGroup(const PlacementGroupOptions& options);
+// Frees the group's bundles (tasks and actors in it keep running until they end).
+absl::Status RemovePlacementGroup(const std::string& name);
+
+struct SliceOptions {
+  std::string name;
+  // "TPU-V6E" (a generation) with a topology such as "4x4", or a pod type ("v6e-16").
+  std::string accelerator_type;
+  std::string topology;
+  int num_slices = 1;
+  // Resources added to each host's bundle ("CPU=4").
+  std::string per_host;
+  // Other shapes tried in order (accelerator type, topology, number of slices).
+  struct Alternative {
+    std::string accelerator_type;
+    std::string topology;
+    int num_slices = 1;
+  };
+  std::vector<Alternative> fallbacks;
+  absl::Duration timeout = absl::Seconds(30);
+};
+
+struct SliceHost {
+  std::string node_id;
+  std::string slice;  // the slice (domain) this host belongs to
+  int tpu_worker = -1;  // TPU_WORKER_ID of the host in its slice
+};
+
+// A reservation: its hosts in bundle order (bundle i is hosts[i]).
+struct SliceReservation {
+  std::string name;
+  int alternative = 0;  // 0 the primary, i the i-th fallback
+  std::vector<std::string> slices;
+  std::vector<SliceHost> hosts;
+};
+
+// Reserves whole slices, never part of one: every host of each slice, or nothing. Errors as for
+// CreatePlacementGroup.
+absl::StatusOr<SliceReservation> ReserveSlices(const SliceOptions& options);
+absl::Status ReleaseSlices(const std::string& name);
+
+}  // namespace tessera

@@ -1,0 +1,195 @@
+// include/tessera/placement_group.h: the options are checked here (nothing is sent when they are
+// wrong), the head decides and reserves (cli/reservation_calls.h), and a group or slice that did
+// not come through is withdrawn before the error returns.
+#include "api/reservations.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
+#include "base/string_util.h"
+#include "cli/reservation_calls.h"
+#include "resources/resource_set.h"
+#include "rpc/proto_convert.h"
+#include "scheduling/placement_group_spec.h"
+#include "tessera/placement_group.h"
+
+namespace tessera {
+namespace api {
+namespace {
+
+absl::Mutex cluster_mu(absl::kConstInit);
+std::optional<cli::ClusterClientOptions>* cluster ABSL_GUARDED_BY(cluster_mu) = nullptr;
+
+absl::StatusOr<std::unique_ptr<cli::ClusterClient>> Connect() {
+  std::optional<cli::ClusterClientOptions> options = ReservationCluster();
+  if (!options.has_value()) {
+    return absl::FailedPreconditionError("call tessera::Init before reserving");
+  }
+  return cli::ClusterClient::Connect(*options);
+}
+
+// The error for a reservation the head did not grant, after it was withdrawn.
+absl::Status NotGranted(std::string_view what, const std::string& name, const std::string& state,
+                        const std::string& explanation, absl::Duration timeout) {
+  const std::string why = explanation.empty() ? "" : absl::StrCat(": ", explanation);
+  if (state == "INFEASIBLE") {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(ToAbsl(what), " ", name, " can never be placed on this cluster", why));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(ToAbsl(what), " ", name, " is still ", state,
+                                                  " after ", absl::FormatDuration(timeout), why));
+}
+
+absl::Status CheckName(std::string_view what, const std::string& name) {
+  if (Trim(name).empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(ToAbsl(what), ": a name is needed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::CreatePlacementGroupRequest> GroupRequest(const PlacementGroupOptions& options) {
+  TESSERA_RETURN_IF_ERROR(CheckName("placement group", options.name));
+  PlacementGroupSpec spec;
+  spec.name = options.name;
+  auto prefix = [&](const absl::Status& status) {
+    return absl::Status(status.code(),
+                        absl::StrCat("placement group ", options.name, ": ", status.message()));
+  };
+  auto strategy = ParsePlacementStrategy(options.strategy);
+  if (!strategy.ok()) return prefix(strategy.status());
+  spec.strategy = *strategy;
+  auto primary = ParseBundleOption("bundles", options.bundles, options.bundle_selectors);
+  if (!primary.ok()) return prefix(primary.status());
+  spec.primary = *std::move(primary);
+  for (size_t i = 0; i < options.fallbacks.size(); ++i) {
+    auto fallback = ParseBundleOption(absl::StrCat("fallback ", i + 1),
+                                      options.fallbacks[i].bundles,
+                                      options.fallbacks[i].bundle_selectors);
+    if (!fallback.ok()) return prefix(fallback.status());
+    spec.fallbacks.push_back(*std::move(fallback));
+  }
+  if (absl::Status valid = ValidatePlacementGroupSpec(spec); !valid.ok()) return prefix(valid);
+  v1::CreatePlacementGroupRequest request;
+  rpc::PlacementGroupSpecToProto(spec, &request);
+  request.set_request_id(cli::NewRequestId("pg"));
+  return request;
+}
+
+absl::StatusOr<v1::ReserveSlicesRequest> SliceRequest(const SliceOptions& options) {
+  TESSERA_RETURN_IF_ERROR(CheckName("slice reservation", options.name));
+  auto prefix = [&](const absl::Status& status) {
+    return absl::Status(status.code(), absl::StrCat("slice reservation ", options.name, ": ",
+                                                    status.message()));
+  };
+  v1::ReserveSlicesRequest request;
+  request.set_request_id(cli::NewRequestId("slice"));
+  request.set_name(options.name);
+  auto primary = cli::TpuSliceAlternative("accelerator_type/topology", options.accelerator_type,
+                                          options.topology, options.num_slices,
+                                          /*per_chip=*/false);
+  if (!primary.ok()) return prefix(primary.status());
+  *request.add_alternatives() = *std::move(primary);
+  for (size_t i = 0; i < options.fallbacks.size(); ++i) {
+    const SliceOptions::Alternative& alt = options.fallbacks[i];
+    auto fallback = cli::TpuSliceAlternative(absl::StrCat("fallback ", i + 1),
+                                             alt.accelerator_type, alt.topology, alt.num_slices,
+                                             /*per_chip=*/false);
+    if (!fallback.ok()) return prefix(fallback.status());
+    *request.add_alternatives() = *std::move(fallback);
+  }
+  if (!options.per_host.empty()) {
+    auto per_host = ParseResourceSet(options.per_host);
+    if (!per_host.ok()) {
+      return prefix(absl::InvalidArgumentError(
+          absl::StrCat("per_host ", Quote(options.per_host), ": ", per_host.status().message())));
+    }
+    for (v1::SliceAlternative& alt : *request.mutable_alternatives()) {
+      rpc::ResourcesToProto(*per_host, alt.mutable_per_host());
+    }
+  }
+  return request;
+}
+
+}  // namespace
+
+void RememberReservationCluster(const InitOptions& options) {
+  cli::ClusterClientOptions client;
+  client.state_dir = options.state_dir;
+  client.head_address = options.head_address;
+  client.token_file = options.token_file;
+  absl::MutexLock lock(&cluster_mu);
+  delete cluster;
+  cluster = new std::optional<cli::ClusterClientOptions>(std::move(client));
+}
+
+void ForgetReservationCluster() {
+  absl::MutexLock lock(&cluster_mu);
+  delete cluster;
+  cluster = nullptr;
+}
+
+std::optional<cli::ClusterClientOptions> ReservationCluster() {
+  absl::MutexLock lock(&cluster_mu);
+  if (cluster == nullptr) return std::nullopt;
+  return *cluster;
+}
+
+}  // namespace api
+
+absl::StatusOr<PlacementGroup> CreatePlacementGroup(const PlacementGroupOptions& options) {
+  TESSERA_ASSIGN_OR_RETURN(v1::CreatePlacementGroupRequest request, api::GroupRequest(options));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, api::Connect());
+  TESSERA_ASSIGN_OR_RETURN(v1::PlacementGroupInfo info,
+                           cli::CreatePlacementGroupAndWait(*client, request, options.timeout));
+  if (info.state() != "CREATED") {
+    (void)cli::RemovePlacementGroupNamed(*client, options.name);  // withdrawn: nothing is left
+    return api::NotGranted("placement group", options.name, info.state(), info.explanation(),
+                           options.timeout);
+  }
+  PlacementGroup group;
+  group.name = info.name();
+  group.option = info.option();
+  group.bundle_nodes.resize(info.bundles_size());
+  for (const v1::BundleLocation& bundle : info.bundles()) {
+    if (bundle.index() >= 0 && bundle.index() < info.bundles_size()) {
+      group.bundle_nodes[bundle.index()] = bundle.node_id();
+    }
+  }
+  return group;
+}
+
+absl::Status RemovePlacementGroup(const std::string& name) {
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, api::Connect());
+  return cli::RemovePlacementGroupNamed(*client, name).status();
+}
+
+absl::StatusOr<SliceReservation> ReserveSlices(const SliceOptions& options) {
+  TESSERA_ASSIGN_OR_RETURN(v1::ReserveSlicesRequest request, api::SliceRequest(options));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, api::Connect());
+  TESSERA_ASSIGN_OR_RETURN(v1::SliceGroupInfo info,
+                           cli::ReserveSlicesAndWait(*client, request, options.timeout));
+  if (info.state() != "RESERVED") {
+    (void)cli::ReleaseSlicesNamed(*client, options.name);  // withdrawn: nothing is left
+    return api::NotGranted("slice reservation", options.name, info.state(), info.explanation(),
+                           options.timeout);
+  }
+  SliceReservation reservation;
+  reservation.name = info.name();
+  reservation.alternative = info.alternative();
+  reservation.slices.assign(info.domains().begin(), info.domains().end());
+  for (const v1::SliceHost& host : info.hosts()) {
+    reservation.hosts.push_back(SliceHost{host.node_id(), host.domain(), host.worker()});
+  }
+  return reservation;
+}
+
+absl::Status ReleaseSlices(const std::string& name) {
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, api::Connect());
+  return cli::ReleaseSlicesNamed(*client, name).status();
+}
+
+}  // namespace tessera

@@ -1,0 +1,160 @@
+// Placement groups and slice reservations from the C++ API (include/tessera/placement_group.h) on
+// a real cluster: a head and three node agents as processes (two TPU v6e hosts forming one 2x4
+// slice, and a CPU node). The test binary is the driver and, in worker mode, the workers.
+#include <cstdlib>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "integration/api_test_cluster.h"
+#include "integration/cluster_harness.h"
+#include "tessera/placement_group.h"
+#include "tessera/tessera.h"
+
+namespace tessera::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string NodeOfTask() { return GetRuntimeContext().node_id; }
+TESSERA_REMOTE(NodeOfTask);
+
+class HostProbe {
+ public:
+  std::string TpuWorker() const {
+    const char* id = std::getenv("TPU_WORKER_ID");
+    return absl::StrCat(GetRuntimeContext().node_id, "/", id == nullptr ? "<unset>" : id);
+  }
+};
+std::unique_ptr<HostProbe> MakeHostProbe() { return std::make_unique<HostProbe>(); }
+TESSERA_ACTOR(MakeHostProbe);
+TESSERA_ACTOR_METHOD(&HostProbe::TpuWorker);
+
+class ReservationsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ClusterOptions options;
+    options.nodes.push_back(NodeSpec{.id = "cpu1", .hardware_yaml = CpuHost(4)});
+    options.nodes.push_back(NodeSpec{.id = "tpu0", .hardware_yaml = TpuV6eHost("s1", 0, "2x4")});
+    options.nodes.push_back(NodeSpec{.id = "tpu1", .hardware_yaml = TpuV6eHost("s1", 1, "2x4")});
+    auto cluster = TestCluster::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = cluster->release();
+    InitOptions init;
+    init.state_dir = cluster_->state_dir();
+    init.forward_worker_output = false;
+    ASSERT_OK(Init(init));
+  }
+  static void TearDownTestSuite() {
+    Shutdown();
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  static inline TestCluster* cluster_ = nullptr;
+};
+
+TEST_F(ReservationsTest, StrictSpreadGroupPlacesEachBundleOnItsOwnNodeAndTasksRunThere) {
+  auto group = CreatePlacementGroup(
+      {.name = "spread", .strategy = "STRICT_SPREAD", .bundles = {"CPU=1", "CPU=1", "CPU=1"}});
+  ASSERT_TRUE(group.ok()) << group.status();
+  ASSERT_EQ(group->bundle_nodes.size(), 3u);
+  EXPECT_EQ(std::set<std::string>(group->bundle_nodes.begin(), group->bundle_nodes.end()).size(),
+            3u);
+  for (int i = 0; i < 3; ++i) {
+    auto node = Get(Task(NodeOfTask).PlacementGroup("spread", i).Remote(), kPatience);
+    ASSERT_TRUE(node.ok()) << node.status();
+    EXPECT_EQ(*node, group->bundle_nodes[i]) << "bundle " << i;
+  }
+  ASSERT_OK(RemovePlacementGroup("spread"));
+}
+
+TEST_F(ReservationsTest, InfeasibleGroupFailsWithTheHeadsExplanationAndLeavesNothing) {
+  auto group = CreatePlacementGroup({.name = "huge", .bundles = {"CPU=1000"}});
+  ASSERT_FALSE(group.ok());
+  EXPECT_EQ(group.status().code(), absl::StatusCode::kResourceExhausted) << group.status();
+  EXPECT_THAT(group.status().message(), HasSubstr("placement group huge can never be placed"));
+  // Withdrawn: the name is free again.
+  auto again = CreatePlacementGroup({.name = "huge", .bundles = {"CPU=1"}});
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_OK(RemovePlacementGroup("huge"));
+}
+
+TEST_F(ReservationsTest, GroupWithoutRoomTimesOutAndIsWithdrawn) {
+  auto all = CreatePlacementGroup(
+      {.name = "all-cpu1", .strategy = "STRICT_PACK", .bundles = {"CPU=4"},
+       .bundle_selectors = {"tessera.io/node-id=cpu1"}});
+  ASSERT_TRUE(all.ok()) << all.status();
+  auto late = CreatePlacementGroup({.name = "late", .bundles = {"CPU=4"},
+                                    .bundle_selectors = {"tessera.io/node-id=cpu1"},
+                                    .timeout = absl::Milliseconds(300)});
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded) << late.status();
+  EXPECT_THAT(late.status().message(), HasSubstr("placement group late is still PENDING"));
+  ASSERT_OK(RemovePlacementGroup("all-cpu1"));
+  // The pending request was withdrawn: it did not take the room freed above.
+  auto now = CreatePlacementGroup({.name = "late", .bundles = {"CPU=4"},
+                                   .bundle_selectors = {"tessera.io/node-id=cpu1"}});
+  ASSERT_TRUE(now.ok()) << now.status();
+  ASSERT_OK(RemovePlacementGroup("late"));
+}
+
+TEST_F(ReservationsTest, BadOptionsAreOneLineErrorsAndReserveNothing) {
+  auto strategy =
+      CreatePlacementGroup({.name = "bad", .strategy = "DIAGONAL", .bundles = {"CPU=1"}});
+  EXPECT_EQ(strategy.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(strategy.status().message(), HasSubstr("placement group bad: "));
+  auto empty = CreatePlacementGroup({.name = "bad"});
+  EXPECT_THAT(empty.status().message(), HasSubstr("bundles: no bundles given"));
+  auto resources = CreatePlacementGroup({.name = "bad", .bundles = {"CPU=1", "GPU=lots"}});
+  EXPECT_EQ(resources.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(resources.status().message(), HasSubstr("bundle 1"));
+  auto unnamed = CreatePlacementGroup({.bundles = {"CPU=1"}});
+  EXPECT_THAT(unnamed.status().message(), HasSubstr("a name is needed"));
+  auto topology = ReserveSlices({.name = "bad", .accelerator_type = "TPU-V6E", .topology = "3x5"});
+  EXPECT_EQ(topology.status().code(), absl::StatusCode::kInvalidArgument);
+  for (const auto& s : {strategy.status(), empty.status(), resources.status(), topology.status()}) {
+    EXPECT_EQ(std::string(s.message()).find('\n'), std::string::npos) << s;
+  }
+  // Nothing was sent: the name is free.
+  auto fine = CreatePlacementGroup({.name = "bad", .bundles = {"CPU=1"}});
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  ASSERT_OK(RemovePlacementGroup("bad"));
+}
+
+TEST_F(ReservationsTest, SliceReservationGivesOneActorPerHostItsTpuWorkerId) {
+  auto slice = ReserveSlices({.name = "s", .accelerator_type = "TPU-V6E", .topology = "2x4"});
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  ASSERT_EQ(slice->hosts.size(), 2u);
+  EXPECT_EQ(slice->slices, std::vector<std::string>{"s1"});
+  std::vector<ActorHandle<HostProbe>> actors;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(slice->hosts[i].tpu_worker, i);
+    actors.push_back(Actor(MakeHostProbe).Resources("TPU=4").PlacementGroup("s", i).Remote());
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto seen = Get(actors[i].Task(&HostProbe::TpuWorker).Remote(), kPatience);
+    ASSERT_TRUE(seen.ok()) << seen.status();
+    EXPECT_EQ(*seen, absl::StrCat(slice->hosts[i].node_id, "/", i));
+  }
+  for (auto& actor : actors) ASSERT_OK(Kill(actor));
+  // A second whole slice does not exist: never half of one.
+  auto second = ReserveSlices({.name = "s2", .accelerator_type = "TPU-V6E", .topology = "2x4",
+                               .timeout = absl::Milliseconds(300)});
+  EXPECT_FALSE(second.ok());
+  ASSERT_OK(ReleaseSlices("s"));
+}
+
+}  // namespace
+}  // namespace tessera::testing
+
+int main(int argc, char** argv) {
+  if (tessera::IsWorkerProcess()) (void)tessera::Init();
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
