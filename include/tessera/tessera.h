@@ -27,7 +27,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -71,8 +74,41 @@ void Shutdown();
 bool IsWorkerProcess();
 
 namespace internal {
-// The serialized value of `ref` (owner's table, or fetched from the owner in a worker).
+// The serialized bytes of a value: owned, or a view of an object in this node's object store,
+// pinned (the store keeps it) while this lives, so a large value is read where it lies.
+// Threading: a value for one thread at a time.
+class SerializedValue {
+ public:
+  SerializedValue() = default;
+  SerializedValue(std::string bytes) : owned_(std::move(bytes)) {}  // NOLINT: implicit on purpose
+  SerializedValue(std::shared_ptr<const void> pin, std::string_view view)
+      : pin_(std::move(pin)), view_(view) {}
+  std::string_view view() const { return pin_ != nullptr ? view_ : std::string_view(owned_); }
+  bool zero_copy() const { return pin_ != nullptr; }
+  // The bytes as a string (a copy when they are a view).
+  std::string ToString() && { return pin_ != nullptr ? std::string(view_) : std::move(owned_); }
+
+ private:
+  std::string owned_;
+  std::shared_ptr<const void> pin_;
+  std::string_view view_;
+};
+
+// The serialized value of `ref` (owner's table or node store, or fetched through the owner in
+// a worker); GetSerialized is the same as a string.
+absl::StatusOr<SerializedValue> GetValue(const ObjectRefBase& ref, absl::Duration timeout);
 absl::StatusOr<std::string> GetSerialized(const ObjectRefBase& ref, absl::Duration timeout);
+
+// How this process's values traveled (for tests and status): what went into and came out of
+// its node's object store, and what was read inline.
+struct ObjectPathStats {
+  int64_t store_puts = 0;       // large values this process put into its node's store
+  int64_t zero_copy_reads = 0;  // reads served from a pinned view of the local store
+  int64_t pulls = 0;            // objects pulled into the local store from another node
+  int64_t inline_reads = 0;     // reads of values held inline
+  int64_t store_deletes = 0;    // stored copies deleted when their owner's last reference went
+};
+ObjectPathStats GetObjectPathStats();
 // ready[i] for each ref once `num` are ready or the timeout passes.
 std::vector<bool> WaitReady(const std::vector<const ObjectRefBase*>& refs, int num,
                             absl::Duration timeout);
@@ -82,14 +118,16 @@ ObjectRefBase PutSerialized(std::string value);
 // The value of `ref`, waiting up to `timeout` for it.
 template <typename T>
 absl::StatusOr<T> Get(const ObjectRef<T>& ref, absl::Duration timeout = absl::InfiniteDuration()) {
-  auto bytes = internal::GetSerialized(ref, timeout);
+  // Deserialized straight from where the bytes lie (the store's pinned view for a large
+  // value), unpinned when `bytes` goes.
+  auto bytes = internal::GetValue(ref, timeout);
   if (!bytes.ok()) return bytes.status();
-  return Deserialize<T>(*bytes);
+  return Deserialize<T>(bytes->view());
 }
 // A void task: OK once it finished without error.
 inline absl::Status Get(const ObjectRef<void>& ref,
                         absl::Duration timeout = absl::InfiniteDuration()) {
-  return internal::GetSerialized(ref, timeout).status();
+  return internal::GetValue(ref, timeout).status();
 }
 // Every value, in order; the first error (or the timeout, over all of them) fails the whole call.
 template <typename T>

@@ -78,7 +78,7 @@ ObjectRefBase SubmitTask(AnyFunction fn, const TaskOptions& options,
   return current->Submit(fn, options, std::move(args));
 }
 
-absl::StatusOr<std::string> GetSerialized(const ObjectRefBase& ref, absl::Duration timeout) {
+absl::StatusOr<SerializedValue> GetValue(const ObjectRefBase& ref, absl::Duration timeout) {
   if (absl::Status early = ref.early_error(); !early.ok()) return early;
   if (ref.id().IsNil()) return absl::InvalidArgumentError("an empty ObjectRef has no value");
   auto current = Current();
@@ -86,6 +86,14 @@ absl::StatusOr<std::string> GetSerialized(const ObjectRefBase& ref, absl::Durati
   if (worker::InWorkerMode()) return worker::FetchObject(ref.data(), timeout);
   return absl::FailedPreconditionError("call tessera::Init before reading objects");
 }
+
+absl::StatusOr<std::string> GetSerialized(const ObjectRefBase& ref, absl::Duration timeout) {
+  auto value = GetValue(ref, timeout);
+  if (!value.ok()) return value.status();
+  return std::move(*value).ToString();
+}
+
+ObjectPathStats GetObjectPathStats() { return api::ObjectPathSnapshot(); }
 
 std::vector<bool> WaitReady(const std::vector<const ObjectRefBase*>& refs, int num,
                             absl::Duration timeout) {

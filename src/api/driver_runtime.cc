@@ -1,10 +1,13 @@
 #include "api/driver_runtime.h"
 
+#include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "api/object_location.h"
 #include "api/owner_service.h"
 #include "base/string_util.h"
 #include "cli/cluster_client.h"
@@ -33,6 +36,23 @@ class OwnedReference final : public internal::LocalReference {
 // Where a named actor's owner publishes "<id>\n<worker address>\n<class>" for other drivers.
 constexpr char kActorKvPrefix[] = "tessera/actor/";
 
+// This driver's node: the one whose agent it leases through (`agent_address`), else the first
+// live agent of this host's state folder (as WorkerLeases picks it). "" when there is none.
+std::pair<std::string, std::string> LocalNode(const cli::StateFolder& state,
+                                              const std::string& agent_address) {
+  for (const std::string& node : cli::NodeIdsInStateFolder(state)) {
+    auto address = cli::ReadFirstLine(state.AgentAddressFile(node));
+    if (!address.ok() || address->empty()) continue;
+    if (!agent_address.empty()) {
+      if (*address == agent_address) return {node, *address};
+      continue;
+    }
+    const auto pid = cli::ReadPidFile(state.AgentPidFile(node));
+    if (pid.has_value() && cli::ProcessAlive(*pid)) return {node, *address};
+  }
+  return {"", agent_address};
+}
+
 ObjectRefBase Failed(absl::Status status) {
   return ObjectRefBase(ObjectRefData{},
                        std::make_shared<internal::LocalReference>(std::move(status)));
@@ -54,7 +74,24 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
     auto from_file = cli::ReadFirstLine(state.HeadAddressFile());
     if (from_file.ok()) head_address = *from_file;
   }
-  runtime->objects_ = std::make_shared<ObjectTable>();
+  runtime->state_dir_ = state.root;
+  {
+    const auto [node_id, agent] = LocalNode(state, options.agent_address);
+    NodeObjectStoreOptions store;
+    store.node_id = node_id;
+    store.agent_address = agent;
+    store.socket_path = node_id.empty() ? "" : runtime->StoreSocketOf(node_id);
+    store.token = *token;
+    store.head_address = head_address;
+    store.state_dir = state.root;
+    runtime->store_ = std::make_shared<NodeObjectStore>(std::move(store));
+  }
+  // A stored value's copies go when its last reference does (refs may outlive the runtime, so
+  // the hook holds the store).
+  runtime->objects_ = std::make_shared<ObjectTable>(
+      [store = runtime->store_](const ObjectId& id, const std::string& value) {
+        if (auto where = DecodeStoredEnvelope(value); where.has_value()) store->Delete(id, *where);
+      });
   runtime->driver_task_ = TaskId::FromRandom();
 
   SubmitterOptions submitter_options;
@@ -237,6 +274,14 @@ ObjectRefBase DriverRuntime::Submit(internal::AnyFunction fn, const TaskOptions&
   };
   auto pending = std::make_shared<Pending>();
   pending->left = static_cast<int>(waits.size());
+  // The arguments' refs live until the task is done: a stored one is read by the worker from a
+  // store, and must not be deleted before that.
+  {
+    std::vector<ObjectRefBase> keep;
+    for (const auto& wait : waits) keep.push_back(wait.second);
+    objects_->OnReady(return_id, [keep = std::move(keep)](const absl::StatusOr<std::string>&) {});
+  }
+  const OwnerAddress owner = owner_;
   TaskSubmitter* submitter = submitter_.get();
   std::shared_ptr<ObjectTable> objects = objects_;
   LeaseShape lease_shape = *shape;
@@ -249,7 +294,14 @@ ObjectRefBase DriverRuntime::Submit(internal::AnyFunction fn, const TaskOptions&
       absl::Status failed;
       {
         absl::MutexLock lock(&pending->mu);
-        if (value.ok()) {
+        if (value.ok() && IsStoredEnvelope(*value)) {
+          // Large: the worker asks this owner where it lies and reads it from a store.
+          v1::ObjectRefProto* proto = task->spec.mutable_args(index)->mutable_ref();
+          proto->set_object_id(ref.id().Binary());
+          proto->set_owner_node_id(owner.node_id);
+          proto->set_owner_address(owner.address);
+          proto->set_owner_worker_id(owner.worker_id);
+        } else if (value.ok()) {
           task->spec.mutable_args(index)->set_value(*value);
         } else if (pending->failed.ok()) {
           pending->failed = absl::Status(
@@ -270,14 +322,28 @@ ObjectRefBase DriverRuntime::Submit(internal::AnyFunction fn, const TaskOptions&
   return result;
 }
 
-absl::StatusOr<std::string> DriverRuntime::Get(const ObjectRefBase& ref, absl::Duration timeout) {
+absl::StatusOr<internal::SerializedValue> DriverRuntime::Get(const ObjectRefBase& ref,
+                                                             absl::Duration timeout) {
   const absl::Time deadline =
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   if (ref.data().owner.address != owner_.address) {
     return absl::UnimplementedError(
         "reading an object owned by another process from a driver is not supported yet");
   }
-  return objects_->Get(ref.id(), deadline);
+  absl::StatusOr<std::string> value = objects_->Get(ref.id(), deadline);
+  if (!value.ok()) return value.status();
+  std::optional<v1::StoredObject> where = DecodeStoredEnvelope(*value);
+  if (!where.has_value()) {
+    CountObjectPath(&internal::ObjectPathStats::inline_reads);
+    return internal::SerializedValue(*std::move(value));
+  }
+  return store_->Read(ref.id(), *where, deadline);
+}
+
+std::string DriverRuntime::StoreSocketOf(const std::string& node_id) const {
+  const std::string socket = cli::StateFolder{state_dir_}.NodeDir(node_id) + "/objects.sock";
+  std::error_code ec;
+  return std::filesystem::exists(socket, ec) ? socket : "";
 }
 
 std::vector<bool> DriverRuntime::Wait(const std::vector<const ObjectRefBase*>& refs, int num,
@@ -292,6 +358,13 @@ std::vector<bool> DriverRuntime::Wait(const std::vector<const ObjectRefBase*>& r
 
 ObjectRefBase DriverRuntime::Put(std::string value) {
   const ObjectId id = ObjectId::ForPut(driver_task_, puts_.fetch_add(1));
+  if (value.size() >= kInlineValueLimitBytes) {
+    // Into this node's store; without a store (or room in it) the value stays inline.
+    if (auto where = store_->Put(id, value); where.ok()) {
+      objects_->AddValue(id, EncodeStoredEnvelope(*where));
+      return MakeOwnedRef(id);
+    }
+  }
   objects_->AddValue(id, std::move(value));
   return MakeOwnedRef(id);
 }
@@ -339,7 +412,7 @@ absl::StatusOr<std::string> DriverRuntime::CreateActor(internal::AnyFunction fac
       return absl::Status(value.status().code(), absl::StrCat("actor ", *name, ": argument ", i,
                                                               ": ", value.status().message()));
     }
-    constructor.spec.add_args()->set_value(*std::move(value));
+    constructor.spec.add_args()->set_value(std::move(*value).ToString());
   }
   ActorSpec actor;
   actor.display = options.name.empty()
@@ -392,7 +465,7 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
                                  absl::StrCat("task ", method, ": argument ", i, ": ",
                                               value.status().message())));
     }
-    call.spec.add_args()->set_value(*std::move(value));
+    call.spec.add_args()->set_value(std::move(*value).ToString());
   }
   objects_->AddPending(call.return_id);
   ObjectRefBase result = MakeOwnedRef(call.return_id);

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "api/object_node_store.h"
 #include "api/object_table.h"
 #include "api/task_submitter.h"
 #include "api/worker_leases.h"
@@ -30,7 +31,9 @@ class DriverRuntime {
 
   ObjectRefBase Submit(internal::AnyFunction fn, const TaskOptions& options,
                        std::vector<internal::TaskArgument> args);
-  absl::StatusOr<std::string> Get(const ObjectRefBase& ref, absl::Duration timeout);
+  // The value: inline from the table, or a pinned view of the local store for a large one
+  // (pulled from its node first when it lies elsewhere).
+  absl::StatusOr<internal::SerializedValue> Get(const ObjectRefBase& ref, absl::Duration timeout);
   std::vector<bool> Wait(const std::vector<const ObjectRefBase*>& refs, int num,
                          absl::Duration timeout);
   ObjectRefBase Put(std::string value);
@@ -47,6 +50,9 @@ class DriverRuntime {
   void Shutdown();
 
   ObjectTable& objects() { return *objects_; }
+  NodeObjectStore& store() { return *store_; }
+  // The store socket of `node_id` in this host's state folder ("" when it has none there).
+  std::string StoreSocketOf(const std::string& node_id) const;
   WorkerLeases& leases() { return *leases_; }
 
  private:
@@ -55,7 +61,10 @@ class DriverRuntime {
   ObjectRefBase MakeOwnedRef(const ObjectId& id);
 
   InitOptions options_;
+  std::string state_dir_;
   OwnerAddress owner_;
+  // This node's store (the node of the agent the driver leases through).
+  std::shared_ptr<NodeObjectStore> store_;
   std::shared_ptr<ObjectTable> objects_;
   std::unique_ptr<TaskSubmitter> submitter_;
   std::unique_ptr<WorkerLeases> leases_;

@@ -1,5 +1,6 @@
 #include "api/object_table.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -21,30 +22,42 @@ void ObjectTable::AddValue(const ObjectId& id, std::string value) {
 bool ObjectTable::Complete(const ObjectId& id, absl::StatusOr<std::string> value) {
   std::vector<ReadyCallback> callbacks;
   absl::StatusOr<std::string> copy;
+  bool on_drop = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(id);
-    if (it == entries_.end()) return true;
-    if (it->second.done) return false;
-    it->second.done = true;
-    it->second.value = std::move(value);
-    callbacks.swap(it->second.callbacks);
-    if (!callbacks.empty()) copy = it->second.value;
-    if (waiters_ > 0) changed_.SignalAll();
+    if (it == entries_.end()) {
+      if (on_drop_ && value.ok()) on_drop = true;
+    } else if (it->second.done) {
+      return false;
+    } else {
+      it->second.done = true;
+      it->second.value = std::move(value);
+      callbacks.swap(it->second.callbacks);
+      if (!callbacks.empty()) copy = it->second.value;
+      if (waiters_ > 0) changed_.SignalAll();
+    }
   }
+  // Nobody wants it any more: a stored result is deleted at once.
+  if (on_drop) on_drop_(id, *value);
   for (ReadyCallback& callback : callbacks) callback(copy);
   return true;
 }
 
 void ObjectTable::Release(const ObjectId& id) {
   std::vector<ReadyCallback> callbacks;
+  std::optional<std::string> dropped;
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(id);
     if (it == entries_.end()) return;
     callbacks.swap(it->second.callbacks);
+    if (on_drop_ && it->second.done && it->second.value.ok()) {
+      dropped = std::move(*it->second.value);
+    }
     entries_.erase(it);
   }
+  if (dropped.has_value()) on_drop_(id, *dropped);
   // Someone waits on it only through a ref, so no callback can be left; answer any anyway.
   for (ReadyCallback& callback : callbacks) {
     callback(absl::NotFoundError(absl::StrCat("object ", id.Hex(), " was released")));

@@ -1,9 +1,13 @@
-// ObjectTable: the values this process owns (task results and Puts), held inline. An entry is
+// ObjectTable: the values this process owns (task results and Puts): small ones inline, large
+// ones as the stored-value envelope of object_location.h (where the value lies). An entry is
 // pending until its task finishes, then holds the value or the error, set once: a second result
 // for the same object is refused (and counted by the caller), never delivered.
 //
 // Callbacks registered with OnReady run once the entry is done (at once when it already is),
 // outside the table's lock, on the thread that completed it.
+//
+// `on_drop` sees each done value the table lets go of (its last reference went, or a result
+// arrived for an entry already released), outside the lock: the owner deletes stored copies.
 //
 // Threading: thread-safe (one mutex); Get and Wait block the calling thread only.
 #pragma once
@@ -27,6 +31,10 @@ class ObjectTable {
  public:
   // The outcome handed to OnReady callbacks: the value, or why there is none.
   using ReadyCallback = std::function<void(const absl::StatusOr<std::string>& value)>;
+  using DropCallback = std::function<void(const ObjectId& id, const std::string& value)>;
+
+  ObjectTable() = default;
+  explicit ObjectTable(DropCallback on_drop) : on_drop_(std::move(on_drop)) {}
 
   // A pending entry (a task's return).
   void AddPending(const ObjectId& id);
@@ -64,6 +72,7 @@ class ObjectTable {
   };
   bool IsDone(const ObjectId& id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
+  const DropCallback on_drop_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ObjectId, Entry> entries_ ABSL_GUARDED_BY(mu_);
   int waiters_ ABSL_GUARDED_BY(mu_) = 0;

@@ -65,5 +65,26 @@ TEST(ObjectTableTest, OnReadyRunsOnceDone) {
   EXPECT_EQ(again, "now");
 }
 
+TEST(ObjectTableTest, DropHookSeesReleasedValuesAndUnwantedResults) {
+  std::vector<std::pair<ObjectId, std::string>> dropped;
+  ObjectTable table([&](const ObjectId& id, const std::string& value) {
+    dropped.emplace_back(id, value);
+  });
+  const ObjectId put = ObjectId::FromRandom();
+  table.AddValue(put, "stored-put");
+  table.Release(put);
+  const ObjectId pending = ObjectId::FromRandom();
+  table.AddPending(pending);
+  table.Release(pending);  // not done: nothing to drop yet
+  EXPECT_TRUE(table.Complete(pending, std::string("late-result")));
+  const ObjectId failed = ObjectId::FromRandom();
+  table.AddPending(failed);
+  table.Release(failed);
+  EXPECT_TRUE(table.Complete(failed, absl::InternalError("boom")));  // an error holds nothing
+  ASSERT_EQ(dropped.size(), 2u);
+  EXPECT_EQ(dropped[0], std::make_pair(put, std::string("stored-put")));
+  EXPECT_EQ(dropped[1], std::make_pair(pending, std::string("late-result")));
+}
+
 }  // namespace
 }  // namespace tessera::api

@@ -1,7 +1,10 @@
 #include "api/owner_service.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "api/driver_runtime.h"
+#include "api/object_location.h"
 #include "rpc/status_conversion.h"
 
 namespace tessera::api {
@@ -12,6 +15,9 @@ grpc::Status OwnerService::WorkerReady(grpc::ServerContext*, const v1::WorkerRea
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "worker_id and address are required");
   }
   *reply = runtime_->leases().WorkerReady(*request);
+  if (reply->accepted() && !reply->node_id().empty()) {
+    reply->set_object_store_socket(runtime_->StoreSocketOf(reply->node_id()));
+  }
   return grpc::Status::OK;
 }
 
@@ -25,7 +31,22 @@ grpc::Status OwnerService::GetObject(grpc::ServerContext*, const v1::GetObjectRe
   const absl::Time deadline = absl::Now() + absl::Milliseconds(std::max<int64_t>(0, request->wait_ms()));
   absl::StatusOr<std::string> value = runtime_->objects().Get(*id, deadline);
   if (value.ok()) {
-    reply->set_value(*std::move(value));
+    std::optional<v1::StoredObject> where = DecodeStoredEnvelope(*value);
+    if (!where.has_value()) {
+      reply->set_value(*std::move(value));
+      return grpc::Status::OK;
+    }
+    // A reader that could not reach the holder waits here for the head's verdict on its node.
+    const absl::Status why = request->holder_unreachable()
+                                 ? absl::UnavailableError("a reader could not pull it")
+                                 : absl::OkStatus();
+    absl::Status lost = runtime_->store().CheckLost(*id, *where, why, deadline);
+    if (!lost.ok()) {
+      reply->mutable_error()->set_kind("lost");
+      reply->mutable_error()->set_message(std::string(lost.message()));
+      return grpc::Status::OK;
+    }
+    *reply->mutable_stored() = *std::move(where);
     return grpc::Status::OK;
   }
   const absl::StatusCode code = value.status().code();

@@ -1,5 +1,7 @@
 // OwnerService: the Owner gRPC service a driver hosts (proto worker.proto): workers it leased
-// say they are ready, and workers fetch the values it owns (GetObject, waiting up to wait_ms).
+// say they are ready (and learn their node's store socket if their agent did not say), and
+// workers fetch the values it owns (GetObject, waiting up to wait_ms): inline, where a large one
+// is stored, or that it is lost (its node died).
 //
 // Threading: thread-safe; handlers run on gRPC's threads and only call thread-safe parts of the
 // runtime.

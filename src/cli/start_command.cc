@@ -30,6 +30,10 @@
 namespace tessera::cli {
 namespace {
 
+// The object store of an agent started without --object-store-memory: room for a few large
+// values (docs/objects.md), cheap enough that a 16-host simulated cluster allocates 1 GiB.
+constexpr uint64_t kDefaultObjectStoreBytes = uint64_t{64} << 20;
+
 struct StartArgs {
   bool head = false;
   std::string address;
@@ -126,6 +130,9 @@ absl::StatusOr<AgentOptions> BuildAgentOptions(const StartArgs& args, const Stat
   if (!args.sysroot.empty()) options.sysroot = args.sysroot;
   if (!args.launcher.empty()) options.launcher = args.launcher;
   if (args.prestarted_workers >= 0) options.prestarted_workers = args.prestarted_workers;
+  // Every agent hosts a store unless told otherwise (0: none); the default is small because
+  // its pages are allocated when the agent starts, on every node of a simulated cluster too.
+  options.object_store_bytes = kDefaultObjectStoreBytes;
   if (!args.object_store_memory.empty()) {
     auto bytes = ParseByteSize(args.object_store_memory);
     if (!bytes.ok()) {
@@ -292,7 +299,7 @@ void AddStartCommand(CLI::App& app, int& exit_code) {
       ->type_name("N");
   cmd->add_option("--object-store-memory", args->object_store_memory,
                   "Size of this node's shared-memory object store, allocated at start "
-                  "(e.g. 2GiB; default: no store)")
+                  "(e.g. 2GiB; default 64MiB; 0: no store)")
       ->type_name("SIZE");
   cmd->add_option("--timeout", args->timeout, "How long to wait for the server to be ready")
       ->type_name("DUR");

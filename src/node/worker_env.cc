@@ -38,6 +38,9 @@ Environment BuildWorkerEnvironment(const WorkerEnvParts& parts) {
   env.Set("TESSERA_NODE_ID", parts.node.value());
   env.Set("TESSERA_WORKER_ID", parts.worker.value());
   env.Set("TESSERA_LEASE_ID", parts.lease.value());
+  // Always set (empty without a store), so a value inherited from the agent's own environment
+  // never points a worker at another node's store.
+  env.Set(kObjectStoreSocketEnv, parts.object_store_socket);
   return env;
 }
 

@@ -1,7 +1,8 @@
 // The environment a worker process starts with: the agent's own environment, then the host's
 // TPU slice identity, then the lease's WorkerSpec.env, then the isolation variables of the
 // lease's device instances (so a worker cannot widen what it sees), then the ids the runtime
-// gives every worker (TESSERA_NODE_ID, TESSERA_WORKER_ID, TESSERA_LEASE_ID).
+// gives every worker (TESSERA_NODE_ID, TESSERA_WORKER_ID, TESSERA_LEASE_ID, and
+// TESSERA_OBJECT_STORE_SOCKET when the node hosts an object store).
 // Thread-safe: pure functions of their inputs.
 #pragma once
 
@@ -32,7 +33,12 @@ struct WorkerEnvParts {
   NodeId node;
   WorkerId worker;
   LeaseId lease;
+  // The node's object store socket (<node dir>/objects.sock); "" when the agent hosts none.
+  std::string object_store_socket;
 };
+
+// Where a worker finds its node's object store (worker/worker_runtime.h reads it).
+inline constexpr char kObjectStoreSocketEnv[] = "TESSERA_OBJECT_STORE_SOCKET";
 
 Environment BuildWorkerEnvironment(const WorkerEnvParts& parts);
 

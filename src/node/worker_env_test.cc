@@ -31,6 +31,21 @@ TEST(WorkerEnvTest, LayersAgentSliceSpecIsolationAndIds) {
   EXPECT_EQ(env.Get("TESSERA_LEASE_ID"), "l-1");
 }
 
+TEST(WorkerEnvTest, ObjectStoreSocketIsTheNodesOrEmpty) {
+  WorkerEnvParts parts;
+  // An agent started from a worker's environment must not hand its socket on to its own workers.
+  parts.agent = Environment({{"PATH", "/bin"},
+                             {"X", "agent"},
+                             {"TESSERA_OBJECT_STORE_SOCKET", "/elsewhere/objects.sock"}});
+  parts.node = NodeId("n1");
+  parts.worker = WorkerId("w-1");
+  parts.lease = LeaseId("l-1");
+  EXPECT_EQ(BuildWorkerEnvironment(parts).Get(kObjectStoreSocketEnv), "");
+  parts.object_store_socket = "/state/nodes/n1/objects.sock";
+  EXPECT_EQ(BuildWorkerEnvironment(parts).Get(kObjectStoreSocketEnv),
+            "/state/nodes/n1/objects.sock");
+}
+
 TEST(WorkerEnvTest, TpuHostGetsVisibleChipsAndSliceIdentity) {
   LoadedNode node = LoadExample("tpu-v6e-4x4-worker0.yaml", "tpu-w0");
   EXPECT_EQ(node.slice_env.at("TPU_NAME"), "my-v6e-slice");

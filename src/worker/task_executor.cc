@@ -60,7 +60,7 @@ v1::TaskResult ExecuteTask(const v1::TaskSpec& spec, const ArgumentFetcher& fetc
         return Failure(spec, "invalid", "",
                        absl::StrCat("argument ", i, ": ", value.status().message()));
       }
-      args += *value;
+      args += value->view();
     } else {
       args += arg.value();
     }

@@ -11,12 +11,15 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "tessera/tessera.h"
 #include "tessera/v1/worker.pb.h"
 
 namespace tessera::worker {
 
+// An ObjectRef argument's bytes: owned, or a pinned view of the node's store (a large value is
+// then copied once, into the call's argument buffer).
 using ArgumentFetcher =
-    std::function<absl::StatusOr<std::string>(const v1::ObjectRefProto& ref)>;
+    std::function<absl::StatusOr<internal::SerializedValue>(const v1::ObjectRefProto& ref)>;
 
 v1::TaskResult ExecuteTask(const v1::TaskSpec& spec, const ArgumentFetcher& fetch);
 

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -18,6 +20,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "api/object_location.h"
+#include "api/object_node_store.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
 #include "rpc/retry.h"
@@ -37,6 +41,8 @@ struct WorkerGlobals {
   std::string owner_address;
   std::unique_ptr<v1::Owner::Stub> owner;
   RuntimeContext context;
+  // This node's object store (large results go there; stored arguments are read from it).
+  std::unique_ptr<api::NodeObjectStore> store;
 };
 
 WorkerGlobals* globals = nullptr;  // set once by RunWorker before any task runs
@@ -94,13 +100,29 @@ class CallPool {
   std::vector<std::thread> threads_;
 };
 
-// Resolves an ObjectRef argument: its value, fetched from its owner.
-absl::StatusOr<std::string> FetchFromOwner(const v1::ObjectRefProto& ref) {
+// Resolves an ObjectRef argument: its value, through its owner.
+absl::StatusOr<internal::SerializedValue> FetchFromOwner(const v1::ObjectRefProto& ref) {
   auto id = ObjectId::FromBinary(ref.object_id());
   if (!id.ok()) return id.status();
   ObjectRefData data{
       *id, OwnerAddress{ref.owner_node_id(), ref.owner_address(), ref.owner_worker_id()}};
   return FetchObject(data, absl::InfiniteDuration());
+}
+
+// Runs `task`; a large result goes into this node's store and the result says where it lies
+// (the stored-value envelope) instead of carrying it.
+v1::TaskResult Execute(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
+  v1::TaskResult result = ExecuteTask(task, fetch);
+  if (!result.has_value() || result.value().size() < api::kInlineValueLimitBytes ||
+      globals == nullptr || globals->store == nullptr) {
+    return result;
+  }
+  auto task_id = TaskId::FromBinary(task.task_id());
+  if (!task_id.ok()) return result;
+  auto where = globals->store->Put(ObjectId::ForTaskReturn(*task_id, 1), result.value());
+  // No store, or no room in it: the value goes inline as it would have without a store.
+  if (where.ok()) result.set_value(api::EncodeStoredEnvelope(*where));
+  return result;
 }
 
 // Serves one owner's stream of task batches, one task at a time in order. A process hosting an
@@ -140,7 +162,7 @@ class WorkerService final : public v1::Worker::Service {
         if (pool != nullptr && task.kind() == v1::ACTOR_METHOD) {
           pool->Run([task, &fetch, &write_mu, stream] {
             v1::TaskResultBatch one;
-            *one.add_results() = ExecuteTask(task, fetch);
+            *one.add_results() = Execute(task, fetch);
             absl::MutexLock lock(&write_mu);
             stream->Write(one);
           });
@@ -148,10 +170,10 @@ class WorkerService final : public v1::Worker::Service {
         }
         if (task.kind() == v1::ACTOR_METHOD) {
           absl::MutexLock exec(&exec_mu_);
-          *results.add_results() = ExecuteTask(task, fetch);
+          *results.add_results() = Execute(task, fetch);
           continue;
         }
-        *results.add_results() = ExecuteTask(task, fetch);
+        *results.add_results() = Execute(task, fetch);
         if (task.kind() == v1::ACTOR_CREATE) {
           actor_concurrency_.store(std::max(1, task.max_concurrency()));
           if (task.max_concurrency() > 1 && pool == nullptr) {
@@ -185,9 +207,9 @@ class WorkerService final : public v1::Worker::Service {
         }
         if (actor_concurrency_.load() == 1) {
           absl::MutexLock exec(&exec_mu_);
-          *results.add_results() = ExecuteTask(task, fetch);
+          *results.add_results() = Execute(task, fetch);
         } else {
-          *results.add_results() = ExecuteTask(task, fetch);
+          *results.add_results() = Execute(task, fetch);
         }
       }
       if (!stream->Write(results)) break;
@@ -269,6 +291,18 @@ void RunWorker() {
   for (const auto& [resource, ids] : reply.accelerator_ids()) {
     g->context.accelerator_ids[resource] = ParseIds(ids);
   }
+  std::string socket = Env(kObjectStoreSocketEnv);
+  if (socket.empty()) socket = reply.object_store_socket();
+  if (!socket.empty()) {
+    api::NodeObjectStoreOptions store;
+    store.socket_path = socket;
+    store.node_id = g->context.node_id;
+    store.token = g->token;
+    // The agent's address file lies beside its store's socket, in the node's folder.
+    std::ifstream agent(std::filesystem::path(socket).parent_path() / "agent.address");
+    std::getline(agent, store.agent_address);
+    g->store = std::make_unique<api::NodeObjectStore>(std::move(store));
+  }
   globals = g;
   service->context_ready().Notify();
 
@@ -283,7 +317,8 @@ void RunWorker() {
   _exit(0);
 }
 
-absl::StatusOr<std::string> FetchObject(const ObjectRefData& ref, absl::Duration timeout) {
+absl::StatusOr<internal::SerializedValue> FetchObject(const ObjectRefData& ref,
+                                                      absl::Duration timeout) {
   if (globals == nullptr) {
     return absl::FailedPreconditionError("fetching an object needs a running worker");
   }
@@ -293,25 +328,40 @@ absl::StatusOr<std::string> FetchObject(const ObjectRefData& ref, absl::Duration
     other = v1::Owner::NewStub(rpc::MakeChannel(ref.owner.address));
     stub = other.get();
   }
+  const bool forever = timeout == absl::InfiniteDuration();
+  const absl::Time deadline = forever ? absl::InfiniteFuture() : absl::Now() + timeout;
   v1::GetObjectRequest request;
   request.set_object_id(ref.id.Binary());
-  const bool forever = timeout == absl::InfiniteDuration();
   request.set_wait_ms(forever ? int64_t{24} * 3600 * 1000 : absl::ToInt64Milliseconds(timeout));
-  v1::GetObjectReply reply;
-  grpc::ClientContext context;
-  rpc::ConfigureClientContext(&context, globals->token,
-                              absl::Milliseconds(request.wait_ms()) + absl::Seconds(10));
-  grpc::Status status = stub->GetObject(&context, request, &reply);
-  if (!status.ok()) {
-    absl::Status s = rpc::FromGrpcStatus(status);
-    return absl::Status(s.code(), absl::StrCat("object ", ref.id.Hex(), " from its owner at ",
-                                               ref.owner.address, ": ", s.message()));
+  // Asked once more when its holder cannot be reached: the owner then says whether it is lost.
+  for (int round = 0; round < 2; ++round) {
+    v1::GetObjectReply reply;
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, globals->token,
+                                absl::Milliseconds(request.wait_ms()) + absl::Seconds(30));
+    grpc::Status status = stub->GetObject(&context, request, &reply);
+    if (!status.ok()) {
+      absl::Status s = rpc::FromGrpcStatus(status);
+      return absl::Status(s.code(), absl::StrCat("object ", ref.id.Hex(), " from its owner at ",
+                                                 ref.owner.address, ": ", s.message()));
+    }
+    if (reply.has_error()) {
+      return absl::UnknownError(absl::StrCat(
+          reply.error().type(), reply.error().type().empty() ? "" : ": ", reply.error().message()));
+    }
+    if (!reply.has_stored()) return internal::SerializedValue(std::move(*reply.mutable_value()));
+    if (globals->store == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "object ", ref.id.Hex(), " lies in node ", reply.stored().node_id(),
+          "'s object store and this worker's node has none"));
+    }
+    auto value = globals->store->Read(ref.id, reply.stored(), deadline);
+    if (value.ok() || round == 1 || value.status().code() == absl::StatusCode::kNotFound) {
+      return value;
+    }
+    request.set_holder_unreachable(true);
   }
-  if (reply.has_error()) {
-    return absl::UnknownError(absl::StrCat(reply.error().type(), reply.error().type().empty() ? "" : ": ",
-                                           reply.error().message()));
-  }
-  return reply.value();
+  return absl::InternalError("unreachable");
 }
 
 }  // namespace tessera::worker

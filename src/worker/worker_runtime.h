@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "tessera/object_ref_data.h"
 #include "tessera/runtime_context.h"
+#include "tessera/tessera.h"
 
 namespace tessera::worker {
 
@@ -22,6 +23,9 @@ inline constexpr char kOwnerAddressEnv[] = "TESSERA_OWNER_ADDRESS";
 inline constexpr char kTokenEnv[] = "TESSERA_TOKEN";
 inline constexpr char kWorkerIdEnv[] = "TESSERA_WORKER_ID";
 inline constexpr char kNodeIdEnv[] = "TESSERA_NODE_ID";
+// This node's object store socket, set by the agent (src/node/worker_env.h); when unset the
+// worker uses the one its owner names in WorkerReadyReply.
+inline constexpr char kObjectStoreSocketEnv[] = "TESSERA_OBJECT_STORE_SOCKET";
 // The address the worker's service binds (default 127.0.0.1: drivers on this host).
 inline constexpr char kWorkerBindEnv[] = "TESSERA_WORKER_BIND";
 
@@ -33,8 +37,10 @@ bool InWorkerMode();
 [[noreturn]] void RunWorker();
 
 // The value of an object owned by another process (a ref received inside a value), from its
-// owner's GetObject. Only in worker mode (elsewhere FailedPrecondition).
-absl::StatusOr<std::string> FetchObject(const ObjectRefData& ref, absl::Duration timeout);
+// owner's GetObject: inline, or read from this node's store (pulled there first when the owner
+// says it lies on another node). Only in worker mode (elsewhere FailedPrecondition).
+absl::StatusOr<internal::SerializedValue> FetchObject(const ObjectRefData& ref,
+                                                      absl::Duration timeout);
 
 // The context RunWorker learned (in a driver: a context with in_worker false).
 const RuntimeContext& CurrentContext();
