@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -33,6 +34,8 @@ absl::StatusOr<std::string> RandomTicket() {
   }
   return ticket;
 }
+
+constexpr absl::Duration kRequestTimeout = absl::Seconds(30);
 
 void Wake(int fd) {
   const uint64_t one = 1;
@@ -156,7 +159,9 @@ void ObjectDataServer::Serve(Connection* connection) {
     finish();
   };
   std::string bytes(kDataRequestBytes, '\0');
-  auto got = ReadUpTo(fd, bytes.data(), bytes.size(), deadline);
+  // A connection that never sends its request holds a thread only briefly.
+  auto got = ReadUpTo(fd, bytes.data(), bytes.size(),
+                      std::min(deadline, absl::Now() + kRequestTimeout));
   if (!got.ok()) return finish();
   bytes.resize(*got);
   auto request = ParseDataRequest(bytes);
