@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "api/node_affinity.h"
 #include "api/object_location.h"
 #include "api/owner_service.h"
 #include "base/string_util.h"
@@ -175,6 +176,7 @@ absl::StatusOr<LeaseShape> DriverRuntime::ShapeFor(const TaskOptions& options) {
   if (!options.placement_group.empty()) {
     absl::StrAppend(&key, "|pg=", options.placement_group, "/", options.bundle_index);
   }
+  absl::StrAppend(&key, NodeAffinityKey(options));
   absl::MutexLock lock(&shapes_mu_);
   auto it = shapes_.find(key);
   if (it != shapes_.end()) return it->second;
@@ -190,6 +192,9 @@ absl::StatusOr<LeaseShape> DriverRuntime::ShapeFor(const TaskOptions& options) {
     if (!options.placement_group.empty()) {
       shape.request.set_placement_group(options.placement_group);
       shape.request.set_bundle_index(options.bundle_index);
+    }
+    if (absl::Status affinity = ApplyNodeAffinity(options, &shape.request); !affinity.ok()) {
+      return affinity;
     }
     for (size_t i = 0; i < options.label_selectors.size(); ++i) {
       auto selector = ParseLabelSelector(options.label_selectors[i]);
@@ -389,6 +394,8 @@ absl::StatusOr<std::string> DriverRuntime::CreateActor(internal::AnyFunction fac
   task_options.label_selectors = options.label_selectors;
   task_options.placement_group = options.placement_group;
   task_options.bundle_index = options.bundle_index;
+  task_options.node_affinity = options.node_affinity;
+  task_options.node_affinity_soft = options.node_affinity_soft;
   auto shape = ShapeFor(task_options);
   if (!shape.ok()) {
     return absl::Status(shape.status().code(),

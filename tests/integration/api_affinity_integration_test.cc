@@ -1,10 +1,6 @@
 // Node affinity of tasks and actors on a real cluster (cpu1, gpu1, cpu2): hard runs only on the
 // named node, and fails naming it when it is unknown or dead; soft prefers the node and runs
 // elsewhere when it is dead.
-//
-// The tests are DISABLED_ until DriverRuntime::ShapeFor (src/api/driver_runtime.cc) calls
-// ApplyNodeAffinity and appends NodeAffinityKey (src/api/node_affinity.h), and CreateActor
-// copies ActorOptions::node_affinity{,_soft} into its TaskOptions: then drop the prefixes.
 #include <signal.h>
 
 #include <memory>
@@ -35,7 +31,7 @@ TESSERA_ACTOR_METHOD(&Locator::Node);
 
 class ApiAffinityTest : public ApiClusterSuite<4, 1> {};
 
-TEST_F(ApiAffinityTest, DISABLED_HardAffinityRunsOnTheNamedNode) {
+TEST_F(ApiAffinityTest, HardAffinityRunsOnTheNamedNode) {
   for (const std::string node : {"cpu2", "gpu1", "cpu1"}) {
     auto where = Get(Task(WhereAmI).NodeAffinity(node).Remote(0), kPatience);
     ASSERT_TRUE(where.ok()) << where.status();
@@ -48,7 +44,7 @@ TEST_F(ApiAffinityTest, DISABLED_HardAffinityRunsOnTheNamedNode) {
   ASSERT_OK(Kill(actor));
 }
 
-TEST_F(ApiAffinityTest, DISABLED_HardAffinityToAnUnknownNodeFailsNamingIt) {
+TEST_F(ApiAffinityTest, HardAffinityToAnUnknownNodeFailsNamingIt) {
   auto where = Get(Task(WhereAmI).NodeAffinity("nowhere").Remote(0), kPatience);
   ASSERT_FALSE(where.ok());
   EXPECT_THAT(std::string(where.status().message()), HasSubstr("affinity node nowhere"));
@@ -59,7 +55,7 @@ TEST_F(ApiAffinityTest, DISABLED_HardAffinityToAnUnknownNodeFailsNamingIt) {
 }
 
 // Last in the suite: it loses cpu2.
-TEST_F(ApiAffinityTest, DISABLED_ZSoftAffinityToADeadNodeRunsElsewhereHardFails) {
+TEST_F(ApiAffinityTest, ZSoftAffinityToADeadNodeRunsElsewhereHardFails) {
   ASSERT_OK(cluster_->KillMachine("cpu2").status());
   ASSERT_OK(cluster_->WaitNodes({"cpu2"}, "DEAD"));
   auto soft = Get(Task(WhereAmI).NodeAffinity("cpu2", /*soft=*/true).Remote(0), kPatience);
