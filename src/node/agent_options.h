@@ -59,8 +59,8 @@ struct AgentOptions {
   // here must be an executable file.
   std::string launcher;
   // The node's shared-memory object store (`--object-store-memory SIZE`), served at
-  // <node dir>/objects.sock and to other agents (FetchObject, PullObject); its pages are
-  // allocated when the agent starts. 0: no store.
+  // <node dir>/objects.sock and to other agents (OfferObject, then the agent's TCP data port;
+  // PullObject); its pages are allocated when the agent starts. 0: no store.
   uint64_t object_store_bytes = 0;
 };
 
