@@ -15,7 +15,8 @@ std::string EncodeStoredEnvelope(const v1::StoredObject& where) {
 }
 
 bool IsStoredEnvelope(std::string_view bytes) {
-  return bytes.size() >= kEnvelopeTag.size() && bytes.substr(0, kEnvelopeTag.size()) == kEnvelopeTag;
+  return bytes.size() >= kEnvelopeTag.size() &&
+         bytes.substr(0, kEnvelopeTag.size()) == kEnvelopeTag;
 }
 
 std::optional<v1::StoredObject> DecodeStoredEnvelope(std::string_view bytes) {

@@ -26,7 +26,8 @@ TEST(ObjectLocationTest, EnvelopeRoundTrip) {
 TEST(ObjectLocationTest, SerializedValuesAreNeverEnvelopes) {
   // msgpack never starts a value with 0xc1, whatever it holds.
   for (const std::string& value :
-       {SerializeValue(std::string("\xc1TSTORED1")), SerializeValue(42), SerializeValue(std::string()),
+       {SerializeValue(std::string("\xc1TSTORED1")), SerializeValue(42),
+        SerializeValue(std::string()),
         SerializeValue(std::vector<std::string>{"\xc1TSTORED1"})}) {
     EXPECT_FALSE(IsStoredEnvelope(value));
     EXPECT_FALSE(DecodeStoredEnvelope(value).has_value());

@@ -127,8 +127,9 @@ absl::StatusOr<internal::SerializedValue> NodeObjectStore::Read(const ObjectId& 
   }
   local = ReadLocal(id);
   if (!local.ok()) {
-    return absl::Status(local.status().code(), absl::StrCat("object ", id.Hex(), " after its pull: ",
-                                                            local.status().message()));
+    return absl::Status(local.status().code(),
+                        absl::StrCat("object ", id.Hex(), " after its pull: ",
+                                     local.status().message()));
   }
   return local;
 }
@@ -141,7 +142,9 @@ absl::Status NodeObjectStore::Pull(const ObjectId& id, const v1::StoredObject& w
     if (options_.agent_address.empty()) {
       return absl::UnavailableError("this process knows no local agent to pull through");
     }
-    if (agent_ == nullptr) agent_ = v1::NodeAgent::NewStub(rpc::MakeChannel(options_.agent_address));
+    if (agent_ == nullptr) {
+      agent_ = v1::NodeAgent::NewStub(rpc::MakeChannel(options_.agent_address));
+    }
     agent = agent_.get();
   }
   v1::PullObjectRequest request;
