@@ -21,6 +21,9 @@
 namespace tessera {
 namespace {
 
+// The store's socket in the node folder (docs/cluster-runtime.md, the state folder).
+constexpr char kObjectStoreSocketName[] = "objects.sock";
+
 std::string NewIncarnation() {
   absl::BitGen gen;
   return absl::StrFormat("%08x%08x", absl::Uniform<uint32_t>(gen),
@@ -95,7 +98,7 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
 
   if (options.object_store_bytes > 0) {
     ObjectStoreServerOptions store;
-    store.socket_path = server->node_dir_ + "/objects.sock";
+    store.socket_path = server->node_dir_ + "/" + kObjectStoreSocketName;
     store.capacity_bytes = options.object_store_bytes;
     TESSERA_ASSIGN_OR_RETURN(server->objects_, ObjectStoreServer::Start(std::move(store)));
     ObjectDataServerOptions data;
@@ -122,6 +125,7 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
   if (server->objects_ != nullptr) {
     service_options.objects = {&server->objects_->store(), &server->objects_->arena()};
     service_options.data_server = server->object_data_.get();
+    service_options.object_store_socket = server->node_dir_ + "/" + kObjectStoreSocketName;
   }
 
   if (!options.head_address.empty()) {

@@ -98,8 +98,9 @@ class AgentServerTest : public ::testing::Test {
     head_server_ = std::move(*server);
   }
 
-  void StartAgent(std::string hardware, std::string node_id = "n1") {
+  void StartAgent(std::string hardware, std::string node_id = "n1", uint64_t store_bytes = 0) {
     AgentOptions options;
+    options.object_store_bytes = store_bytes;
     options.state_dir = state_dir_;
     options.token = kToken;
     options.node_id = std::move(node_id);
@@ -175,6 +176,17 @@ class AgentServerTest : public ::testing::Test {
   std::unique_ptr<v1::NodeAgent::Stub> stub_;
 };
 
+TEST_F(AgentServerTest, WorkersOfAnAgentWithAStoreAreToldItsSocket) {
+  StartAgent("h100-sxm-8.yaml", "n1", uint64_t{4} << 20);
+  v1::LeaseReply reply;
+  ASSERT_TRUE(Lease(Request({{"CPU", 10000}}, {"/bin/sh", "-c", "env"}), &reply).ok());
+  ASSERT_TRUE(reply.has_granted()) << reply.explanation();
+  Watched watched = Watch(reply.granted().worker_id());
+  ASSERT_TRUE(watched.exited);
+  EXPECT_EQ(EnvLines(watched.out)["TESSERA_OBJECT_STORE_SOCKET"],
+            state_dir_ + "/nodes/n1/objects.sock");
+}
+
 TEST_F(AgentServerTest, GrantsAndRunsWorkerWithIsolationEnvAndLogs) {
   StartAgent("h100-sxm-8.yaml");
   auto request = Request({{"GPU", 20000}}, {"/bin/sh", "-c", "env; echo to-stderr >&2"});
@@ -202,6 +214,7 @@ TEST_F(AgentServerTest, GrantsAndRunsWorkerWithIsolationEnvAndLogs) {
   EXPECT_EQ(env["TESSERA_LEASE_ID"], grant.lease_id());
   EXPECT_EQ(env["MY_VAR"], "mine");
   EXPECT_EQ(env["AGENT_VAR"], "inherited");
+  EXPECT_EQ(env["TESSERA_OBJECT_STORE_SOCKET"], "");  // this agent hosts no store
   EXPECT_EQ(watched.err, "to-stderr\n");
 
   // The log files are where the contract says, with the same bytes.

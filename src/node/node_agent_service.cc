@@ -143,6 +143,7 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
   parts.node = state_->node_id();
   parts.worker = lease.worker;
   parts.lease = lease.id;
+  parts.object_store_socket = options_.object_store_socket;
   const Environment env = BuildWorkerEnvironment(parts);
 
   ChildSpec child;

@@ -39,6 +39,8 @@ struct AgentServiceOptions {
   // PullObject answer UNAVAILABLE.
   LocalObjectStore objects;
   ObjectDataServer* data_server = nullptr;
+  // Where workers reach that store (their TESSERA_OBJECT_STORE_SOCKET); "" without one.
+  std::string object_store_socket;
   // For calls to other agents (PullObject).
   std::string token;
   absl::Duration pull_timeout = absl::Minutes(10);
