@@ -249,6 +249,11 @@ absl::StatusOr<std::tuple<Args...>> DeserializeArgs(std::string_view bytes) {
 // malformed bytes or a malformed reference payload.
 absl::StatusOr<std::vector<ObjectRefData>> FindObjectRefs(std::string_view bytes);
 
+// A scan without unpacking: false only when `bytes` hold no object reference (no msgpack ext
+// header of type kObjectRefExtType), so callers skip FindObjectRefs on the common plain value.
+// True may be a false alarm (the same bytes inside a string or binary).
+bool MayHoldObjectRefs(std::string_view bytes);
+
 // The ext payload of an object reference (see docs/objects.md) and its exact inverse.
 std::string EncodeObjectRefPayload(const ObjectRefData& ref);
 absl::StatusOr<ObjectRefData> DecodeObjectRefPayload(std::string_view payload);

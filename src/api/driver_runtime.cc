@@ -254,6 +254,7 @@ ObjectRefBase DriverRuntime::Submit(internal::AnyFunction fn, const TaskOptions&
   for (size_t i = 0; i < args.size(); ++i) {
     v1::TaskArg* arg = task->spec.add_args();
     if (!args[i].ref.has_value()) {
+      KeepRefsInside(args[i].value);
       arg->set_value(std::move(args[i].value));
       continue;
     }
@@ -361,7 +362,17 @@ std::vector<bool> DriverRuntime::Wait(const std::vector<const ObjectRefBase*>& r
   return objects_->Wait(ids, num, deadline);
 }
 
+void DriverRuntime::KeepRefsInside(const std::string& value) {
+  if (!MayHoldObjectRefs(value)) return;
+  auto refs = FindObjectRefs(value);
+  if (!refs.ok()) return;  // not a ref the runtime wrote: nothing of ours to keep
+  for (const ObjectRefData& ref : *refs) {
+    if (ref.owner.address == owner_.address) (void)objects_->Keep(ref.id);
+  }
+}
+
 ObjectRefBase DriverRuntime::Put(std::string value) {
+  KeepRefsInside(value);
   const ObjectId id = ObjectId::ForPut(driver_task_, puts_.fetch_add(1));
   if (value.size() >= kInlineValueLimitBytes) {
     // Into this node's store; without a store (or room in it) the value stays inline.
@@ -410,6 +421,7 @@ absl::StatusOr<std::string> DriverRuntime::CreateActor(internal::AnyFunction fac
   constructor.spec.set_max_concurrency(options.max_concurrency);
   for (size_t i = 0; i < args.size(); ++i) {
     if (!args[i].ref.has_value()) {
+      KeepRefsInside(args[i].value);
       constructor.spec.add_args()->set_value(std::move(args[i].value));
       continue;
     }
@@ -462,6 +474,7 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
   call.return_id = ObjectId::ForTaskReturn(task_id, 1);
   for (size_t i = 0; i < args.size(); ++i) {
     if (!args[i].ref.has_value()) {
+      KeepRefsInside(args[i].value);
       call.spec.add_args()->set_value(std::move(args[i].value));
       continue;
     }

@@ -59,6 +59,8 @@ class DriverRuntime {
   DriverRuntime() = default;
   absl::StatusOr<LeaseShape> ShapeFor(const TaskOptions& options);
   ObjectRefBase MakeOwnedRef(const ObjectId& id);
+  // Keeps the objects this driver owns whose refs are written inside `value` (ObjectTable::Keep).
+  void KeepRefsInside(const std::string& value);
 
   InitOptions options_;
   std::string state_dir_;

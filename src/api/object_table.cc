@@ -50,7 +50,7 @@ void ObjectTable::Release(const ObjectId& id) {
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(id);
-    if (it == entries_.end()) return;
+    if (it == entries_.end() || it->second.kept) return;
     callbacks.swap(it->second.callbacks);
     if (on_drop_ && it->second.done && it->second.value.ok()) {
       dropped = std::move(*it->second.value);
@@ -62,6 +62,14 @@ void ObjectTable::Release(const ObjectId& id) {
   for (ReadyCallback& callback : callbacks) {
     callback(absl::NotFoundError(absl::StrCat("object ", id.Hex(), " was released")));
   }
+}
+
+bool ObjectTable::Keep(const ObjectId& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return false;
+  it->second.kept = true;
+  return true;
 }
 
 bool ObjectTable::IsDone(const ObjectId& id) const {

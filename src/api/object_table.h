@@ -45,8 +45,13 @@ class ObjectTable {
   // was set, or when the entry is gone (every ref dropped: the value is not wanted).
   bool Complete(const ObjectId& id, absl::StatusOr<std::string> value);
 
-  // Drops an entry (the last local reference went).
+  // Drops an entry (the last local reference went), unless it is kept.
   void Release(const ObjectId& id);
+
+  // Keeps an entry past the release of its local references, until the table ends: its ref was
+  // written inside a value (an argument, a Put), so other processes may hold it, and borrowers
+  // are not tracked. False for an id the table does not hold.
+  bool Keep(const ObjectId& id);
 
   // The value, waiting until `deadline`. NotFound for an id this table does not hold,
   // DeadlineExceeded at the deadline.
@@ -67,6 +72,7 @@ class ObjectTable {
  private:
   struct Entry {
     bool done = false;
+    bool kept = false;  // Keep: Release leaves it
     absl::StatusOr<std::string> value = std::string();
     std::vector<ReadyCallback> callbacks;
   };

@@ -86,5 +86,25 @@ TEST(ObjectTableTest, DropHookSeesReleasedValuesAndUnwantedResults) {
   EXPECT_EQ(dropped[1], std::make_pair(pending, std::string("late-result")));
 }
 
+TEST(ObjectTableTest, KeptEntriesOutliveTheirLocalReferences) {
+  int drops = 0;
+  ObjectTable table([&](const ObjectId&, const std::string&) { ++drops; });
+  const ObjectId put = ObjectId::FromRandom();
+  table.AddValue(put, "lent");
+  EXPECT_TRUE(table.Keep(put));
+  table.Release(put);
+  auto value = table.Get(put, absl::Now());
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, "lent");
+  const ObjectId pending = ObjectId::FromRandom();
+  table.AddPending(pending);
+  EXPECT_TRUE(table.Keep(pending));  // a task's future result lent inside a value
+  table.Release(pending);
+  EXPECT_TRUE(table.Complete(pending, std::string("later")));
+  EXPECT_EQ(*table.Get(pending, absl::Now()), "later");
+  EXPECT_EQ(drops, 0);
+  EXPECT_FALSE(table.Keep(ObjectId::FromRandom()));
+}
+
 }  // namespace
 }  // namespace tessera::api

@@ -2,6 +2,7 @@
 // the object-reference ext payload.
 #include "tessera/serialization.h"
 
+#include <cstring>
 #include <new>
 
 #include "absl/strings/str_cat.h"
@@ -195,6 +196,24 @@ absl::StatusOr<std::vector<ObjectRefData>> FindObjectRefs(std::string_view bytes
     }
   }
   return refs;
+}
+
+bool MayHoldObjectRefs(std::string_view bytes) {
+  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
+  const size_t n = bytes.size();
+  const auto type = static_cast<unsigned char>(kObjectRefExtType);
+  // An ext value is its header byte, its length (0, 1, 2 or 4 bytes), then the type byte.
+  for (const void* hit = std::memchr(data, type, n); hit != nullptr;) {
+    const size_t i = static_cast<const unsigned char*>(hit) - data;
+    if ((i >= 1 && data[i - 1] >= 0xd4 && data[i - 1] <= 0xd8) ||  // fixext 1..16
+        (i >= 2 && data[i - 2] == 0xc7) ||                         // ext 8
+        (i >= 3 && data[i - 3] == 0xc8) ||                         // ext 16
+        (i >= 5 && data[i - 5] == 0xc9)) {                         // ext 32
+      return true;
+    }
+    hit = i + 1 < n ? std::memchr(data + i + 1, type, n - i - 1) : nullptr;
+  }
+  return false;
 }
 
 }  // namespace tessera

@@ -201,6 +201,24 @@ TEST(SerializationTest, ObjectRefsAreFoundInsideAnyValue) {
   EXPECT_TRUE(none->empty());
 }
 
+TEST(SerializationTest, MayHoldObjectRefsNeverMissesARef) {
+  const ObjectRefData a = MakeRef("w1");
+  EXPECT_TRUE(MayHoldObjectRefs(SerializeValue(a)));
+  EXPECT_TRUE(MayHoldObjectRefs(Serialize(std::string(300, 'x'), std::vector<ObjectRefData>{a})));
+  // Long owner addresses make an ext 16 header.
+  EXPECT_TRUE(MayHoldObjectRefs(SerializeValue(MakeRef(std::string(400, 'w')))));
+  EXPECT_FALSE(MayHoldObjectRefs(Serialize(1, std::string("no refs"), 2.5)));
+  EXPECT_FALSE(MayHoldObjectRefs(""));
+  // The type byte alone ('T') is no ref.
+  EXPECT_FALSE(MayHoldObjectRefs(SerializeValue(std::string("TTTT"))));
+  // Every value FindObjectRefs finds a ref in is flagged.
+  for (int n = 0; n < 64; ++n) {
+    const std::string bytes = Serialize(std::string(n, 'T'), a, std::vector<int>(n, 84));
+    ASSERT_FALSE(FindObjectRefs(bytes)->empty());
+    EXPECT_TRUE(MayHoldObjectRefs(bytes)) << n;
+  }
+}
+
 TEST(SerializationTest, ObjectRefPayloadRoundTripsAndRejectsDamage) {
   const ObjectRefData ref = MakeRef("worker-7");
   const std::string payload = EncodeObjectRefPayload(ref);

@@ -7,13 +7,18 @@
 #include <signal.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "integration/api_test_cluster.h"
 #include "integration/cluster_harness.h"
 #include "objects/object_store_client.h"
@@ -41,6 +46,19 @@ std::string CheckBlob(std::string blob, int seed) {
                       " on ", GetRuntimeContext().node_id);
 }
 TESSERA_REMOTE(CheckBlob);
+
+// The value behind the first ref of `refs` (a ref inside a value: the worker borrows it), read
+// once `gate` exists: the driver makes it after dropping its own refs.
+std::string ReadNestedOnceOpen(std::vector<ObjectRef<std::string>> refs, std::string gate) {
+  const absl::Time until = absl::Now() + absl::Seconds(60);
+  while (!std::filesystem::exists(gate) && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  auto value = Get(refs.at(0), absl::Seconds(60));
+  if (!value.ok()) throw std::runtime_error(std::string(value.status().message()));
+  return absl::StrCat(value->size(), *value == Pattern(value->size(), 7) ? " equal" : " different");
+}
+TESSERA_REMOTE(ReadNestedOnceOpen);
 
 class ApiObjectsIntegrationTest : public ::testing::Test {
  protected:
@@ -138,6 +156,21 @@ TEST_F(ApiObjectsIntegrationTest, DroppingTheLastRefFreesStoreSpace) {
   EXPECT_EQ(StoreStats("a").allocated_bytes, a_before.allocated_bytes);
   EXPECT_EQ(StoreStats("a").num_objects, a_before.num_objects);
   EXPECT_EQ(StoreStats("b").allocated_bytes, b_before.allocated_bytes);
+}
+
+TEST_F(ApiObjectsIntegrationTest, ARefInsideAValueKeepsItsObjectAfterTheDriverDropsItsOwn) {
+  const std::string gate = absl::StrCat(cluster_->state_dir(), "/nested-gate");
+  ObjectRef<std::string> read;
+  {
+    ObjectRef<std::string> inner = Put(Pattern(kTenMiB, 7));
+    read = Task(ReadNestedOnceOpen)
+               .LabelSelector(OnNode("b"))
+               .Remote(std::vector<ObjectRef<std::string>>{inner}, gate);
+  }  // the driver's own refs to `inner` are gone; the task still holds it inside its argument
+  std::ofstream(gate) << "open";
+  auto seen = Get(read, kPatience);
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_EQ(*seen, absl::StrCat(kTenMiB, " equal"));
 }
 
 TEST_F(ApiObjectsIntegrationTest, LargeResultOnANodeThatDiedIsLost) {
