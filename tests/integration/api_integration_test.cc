@@ -181,10 +181,3 @@ TEST_F(ApiIntegrationTest, BadCallsAreOneLineErrors) {
 
 }  // namespace
 }  // namespace tessera::testing
-
-int main(int argc, char** argv) {
-  // A worker started for this driver runs tasks and never returns from Init.
-  if (tessera::IsWorkerProcess()) (void)tessera::Init();
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

@@ -60,25 +60,14 @@ std::string ReadNestedOnceOpen(std::vector<ObjectRef<std::string>> refs, std::st
 }
 TESSERA_REMOTE(ReadNestedOnceOpen);
 
-class ApiObjectsIntegrationTest : public ::testing::Test {
+class ApiObjectsIntegrationTest : public ApiClusterFixture {
  protected:
   static void SetUpTestSuite() {
     ClusterOptions options;
     options.nodes.push_back(NodeSpec{.id = "a", .hardware_yaml = CpuHost(2)});
     options.nodes.push_back(NodeSpec{.id = "b", .hardware_yaml = CpuHost(2)});
     options.nodes.push_back(NodeSpec{.id = "c", .hardware_yaml = CpuHost(2)});
-    auto cluster = TestCluster::Start(options);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = cluster->release();
-    InitOptions init;
-    init.state_dir = cluster_->state_dir();
-    init.forward_worker_output = false;
-    ASSERT_OK(Init(init));
-  }
-  static void TearDownTestSuite() {
-    Shutdown();
-    delete cluster_;
-    cluster_ = nullptr;
+    StartCluster(options);
   }
 
   // The stats of node `id`'s store, through its socket in the state folder.
@@ -93,8 +82,6 @@ class ApiObjectsIntegrationTest : public ::testing::Test {
   }
 
   static std::string OnNode(const std::string& node) { return "tessera.io/node-id=" + node; }
-
-  static inline TestCluster* cluster_ = nullptr;
 };
 
 TEST_F(ApiObjectsIntegrationTest, LargePutIsStoredAndReadZeroCopy) {
@@ -190,10 +177,3 @@ TEST_F(ApiObjectsIntegrationTest, LargeResultOnANodeThatDiedIsLost) {
 
 }  // namespace
 }  // namespace tessera::testing
-
-int main(int argc, char** argv) {
-  // A worker started for this driver runs tasks and never returns from Init.
-  if (tessera::IsWorkerProcess()) (void)tessera::Init();
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

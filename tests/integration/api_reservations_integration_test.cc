@@ -36,27 +36,15 @@ std::unique_ptr<HostProbe> MakeHostProbe() { return std::make_unique<HostProbe>(
 TESSERA_ACTOR(MakeHostProbe);
 TESSERA_ACTOR_METHOD(&HostProbe::TpuWorker);
 
-class ReservationsTest : public ::testing::Test {
+class ReservationsTest : public ApiClusterFixture {
  protected:
   static void SetUpTestSuite() {
     ClusterOptions options;
     options.nodes.push_back(NodeSpec{.id = "cpu1", .hardware_yaml = CpuHost(4)});
     options.nodes.push_back(NodeSpec{.id = "tpu0", .hardware_yaml = TpuV6eHost("s1", 0, "2x4")});
     options.nodes.push_back(NodeSpec{.id = "tpu1", .hardware_yaml = TpuV6eHost("s1", 1, "2x4")});
-    auto cluster = TestCluster::Start(options);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = cluster->release();
-    InitOptions init;
-    init.state_dir = cluster_->state_dir();
-    init.forward_worker_output = false;
-    ASSERT_OK(Init(init));
+    StartCluster(options);
   }
-  static void TearDownTestSuite() {
-    Shutdown();
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  static inline TestCluster* cluster_ = nullptr;
 };
 
 TEST_F(ReservationsTest, StrictSpreadGroupPlacesEachBundleOnItsOwnNodeAndTasksRunThere) {
@@ -152,9 +140,3 @@ TEST_F(ReservationsTest, SliceReservationGivesOneActorPerHostItsTpuWorkerId) {
 
 }  // namespace
 }  // namespace tessera::testing
-
-int main(int argc, char** argv) {
-  if (tessera::IsWorkerProcess()) (void)tessera::Init();
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

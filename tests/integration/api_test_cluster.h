@@ -23,19 +23,11 @@ namespace tessera::testing {
 
 inline constexpr absl::Duration kPatience = absl::Seconds(60);
 
-// A suite whose tests share one cluster; `kCpus` is the CPU node's size. `kMoreCpuNodes` adds
-// CPU nodes "cpu2", "cpu3", ... of that size (the chaos tests need a node to lose).
-template <int kCpus, int kMoreCpuNodes = 0>
-class ApiClusterSuite : public ::testing::Test {
+// A suite whose tests share one cluster of `options`' nodes, with this binary initialized as
+// its driver: call StartCluster from the suite's SetUpTestSuite.
+class ApiClusterFixture : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    ClusterOptions options;
-    options.nodes.push_back(NodeSpec{.id = "cpu1", .hardware_yaml = CpuHost(kCpus)});
-    options.nodes.push_back(NodeSpec{.id = "gpu1", .hardware_yaml = GpuHost(4, 2)});
-    for (int i = 0; i < kMoreCpuNodes; ++i) {
-      options.nodes.push_back(
-          NodeSpec{.id = "cpu" + std::to_string(i + 2), .hardware_yaml = CpuHost(kCpus)});
-    }
+  static void StartCluster(const ClusterOptions& options) {
     auto cluster = TestCluster::Start(options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = cluster->release();
@@ -50,6 +42,24 @@ class ApiClusterSuite : public ::testing::Test {
     cluster_ = nullptr;
   }
   static inline TestCluster* cluster_ = nullptr;
+};
+
+// The usual cluster: a CPU node "cpu1" of `kCpus` and "gpu1" with 4 simulated GPUs;
+// `kMoreCpuNodes` adds CPU nodes "cpu2", "cpu3", ... of that size (the chaos tests need a node
+// to lose).
+template <int kCpus, int kMoreCpuNodes = 0>
+class ApiClusterSuite : public ApiClusterFixture {
+ protected:
+  static void SetUpTestSuite() {
+    ClusterOptions options;
+    options.nodes.push_back(NodeSpec{.id = "cpu1", .hardware_yaml = CpuHost(kCpus)});
+    options.nodes.push_back(NodeSpec{.id = "gpu1", .hardware_yaml = GpuHost(4, 2)});
+    for (int i = 0; i < kMoreCpuNodes; ++i) {
+      options.nodes.push_back(
+          NodeSpec{.id = "cpu" + std::to_string(i + 2), .hardware_yaml = CpuHost(kCpus)});
+    }
+    StartCluster(options);
+  }
 };
 
 }  // namespace tessera::testing
