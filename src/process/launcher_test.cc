@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <string>
 
@@ -122,15 +123,15 @@ TEST(LauncherTest, SendingToALauncherThatDiedIsUnavailable) {
   EXPECT_EQ(launcher->Send(EncodeLaunchSpec(spec)).code(), absl::StatusCode::kUnavailable);
 }
 
-// The agent dies (here: a child process that started a launcher and was killed): the launcher
-// sees its channel close and exits by itself, without waiting for anything.
-TEST(LauncherTest, ExitsWhenTheProcessThatStartedItDies) {
+// Forks a stand-in for the agent, which runs `start` (the pid of the process to watch, -1 when
+// it could not start it), reports that pid and waits; then kills the stand-in and expects the
+// watched process to go too.
+void ExpectGoneWhenItsAgentDies(const std::function<pid_t()>& start) {
   int pipe_fds[2];
   ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
   pid_t agent = ::fork();
   if (agent == 0) {
-    auto launcher = Launcher::Start(LauncherPath());
-    pid_t pid = launcher.ok() ? (*launcher)->pid() : -1;
+    pid_t pid = start();
     ssize_t ignored = ::write(pipe_fds[1], &pid, sizeof(pid));
     (void)ignored;
     ::pause();
@@ -138,52 +139,42 @@ TEST(LauncherTest, ExitsWhenTheProcessThatStartedItDies) {
   }
   ASSERT_GT(agent, 0);
   ::close(pipe_fds[1]);
-  pid_t launcher_pid = -1;
-  ASSERT_EQ(::read(pipe_fds[0], &launcher_pid, sizeof(launcher_pid)), static_cast<ssize_t>(sizeof(launcher_pid)));
+  pid_t watched = -1;
+  ASSERT_EQ(::read(pipe_fds[0], &watched, sizeof(watched)),
+            static_cast<ssize_t>(sizeof(watched)));
   ::close(pipe_fds[0]);
-  ASSERT_GT(launcher_pid, 0);
-  EXPECT_FALSE(ProcessGone(launcher_pid));
+  ASSERT_GT(watched, 0);
+  EXPECT_FALSE(ProcessGone(watched));
   ::kill(agent, SIGKILL);
   ASSERT_EQ(::waitpid(agent, nullptr, 0), agent);
-  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(launcher_pid); }));
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(watched); }));
+}
+
+// The agent dies (here: a child process that started a launcher and was killed): the launcher
+// sees its channel close and exits by itself, without waiting for anything.
+TEST(LauncherTest, ExitsWhenTheProcessThatStartedItDies) {
+  ExpectGoneWhenItsAgentDies([]() -> pid_t {
+    auto launcher = Launcher::Start(LauncherPath());
+    return launcher.ok() ? (*launcher)->pid() : -1;
+  });
 }
 
 // A machine loss without the machine: the agent that started a launcher dies after the launcher
 // became a worker. The worker must not outlive it (it would keep its devices): the parent-death
 // signal the launcher set is kept through exec.
 TEST(LauncherTest, TheWorkerItBecameDiesWithTheProcessThatStartedIt) {
-  int pipe_fds[2];
-  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
-  pid_t agent = ::fork();
-  if (agent == 0) {
-    pid_t pid = -1;
+  ExpectGoneWhenItsAgentDies([]() -> pid_t {
     auto launcher = Launcher::Start(LauncherPath());
-    if (launcher.ok()) {
-      LaunchSpec spec;
-      spec.argv = {HelperPath(), "pause"};
-      if ((*launcher)->Send(EncodeLaunchSpec(spec)).ok()) {
-        auto outcome = (*launcher)->ReadOutcome();
-        if (outcome.ok() && outcome->empty()) {
-          pid = (*launcher)->pid();
-          (void)(*launcher)->Adopt();
-        }
-      }
-    }
-    ssize_t ignored = ::write(pipe_fds[1], &pid, sizeof(pid));
-    (void)ignored;
-    ::pause();
-    ::_exit(0);
-  }
-  ASSERT_GT(agent, 0);
-  ::close(pipe_fds[1]);
-  pid_t worker = -1;
-  ASSERT_EQ(::read(pipe_fds[0], &worker, sizeof(worker)), static_cast<ssize_t>(sizeof(worker)));
-  ::close(pipe_fds[0]);
-  ASSERT_GT(worker, 0);
-  EXPECT_FALSE(ProcessGone(worker));
-  ::kill(agent, SIGKILL);
-  ASSERT_EQ(::waitpid(agent, nullptr, 0), agent);
-  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(worker); }));
+    if (!launcher.ok()) return -1;
+    LaunchSpec spec;
+    spec.argv = {HelperPath(), "pause"};
+    if (!(*launcher)->Send(EncodeLaunchSpec(spec)).ok()) return -1;
+    auto outcome = (*launcher)->ReadOutcome();
+    if (!outcome.ok() || !outcome->empty()) return -1;
+    const pid_t pid = (*launcher)->pid();
+    (void)(*launcher)->Adopt();
+    return pid;
+  });
 }
 
 // Log files directly in --log-dir are the two the launcher made while it waited, linked in
