@@ -124,7 +124,7 @@ TEST(LauncherTest, SendingToALauncherThatDiedIsUnavailable) {
 }
 
 // Forks a stand-in for the agent, which runs `start` (the pid of the process to watch, -1 when
-// it could not start it), reports that pid and waits; then kills the stand-in and expects the
+// it could not start it), reports that pid and waits until killed; then kills the stand-in and expects the
 // watched process to go too.
 void ExpectGoneWhenItsAgentDies(const std::function<pid_t()>& start) {
   int pipe_fds[2];
@@ -155,7 +155,8 @@ void ExpectGoneWhenItsAgentDies(const std::function<pid_t()>& start) {
 TEST(LauncherTest, ExitsWhenTheProcessThatStartedItDies) {
   ExpectGoneWhenItsAgentDies([]() -> pid_t {
     auto launcher = Launcher::Start(LauncherPath());
-    return launcher.ok() ? (*launcher)->pid() : -1;
+    // Kept (leaked) in the stand-in: destroying the handle would end the launcher itself.
+    return launcher.ok() ? launcher->release()->pid() : -1;
   });
 }
 
