@@ -74,6 +74,32 @@ class ActorSubmitterTest : public ::testing::Test {
   LeaseShape shape_;
 };
 
+TEST_F(ActorSubmitterTest, AConstructorThatThrowsKillsTheActorWithItsError) {
+  Create(/*max_restarts=*/3, /*max_task_retries=*/3);
+  const ObjectId sent = Call("m1");
+  auto [h, channel] = AddWorker();
+  ASSERT_EQ(Functions(channel->sent), (std::vector<std::string>{"MakeA", "m1"}));
+  v1::TaskResultBatch results;
+  auto* r = results.add_results();
+  r->set_task_id(channel->sent[0].task_id());
+  r->mutable_error()->set_kind("application");
+  r->mutable_error()->set_type("std::runtime_error");
+  r->mutable_error()->set_message("no config");
+  submitter_.OnResults(h, results);
+  const ObjectId later = Call("m2");
+  for (const ObjectId& id : {sent, later}) {
+    ASSERT_EQ(outcomes_.count(id), 1u);
+    EXPECT_EQ(outcomes_.at(id).status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(outcomes_.at(id).status().message(),
+              "actor \"a\" is dead: its constructor MakeA threw std::runtime_error: no config");
+  }
+  EXPECT_TRUE(channel->closed);                 // its worker is let go
+  EXPECT_EQ(leases_.requests.size(), 1u);       // and not restarted: it would throw again
+  // The worker's own answer for m1 ("no instance") arrives later and is not delivered.
+  Answer(h, channel->sent[1]);
+  EXPECT_EQ(outcomes_.at(sent).status().code(), absl::StatusCode::kUnavailable);
+}
+
 TEST_F(ActorSubmitterTest, ConstructorFirstThenCallsInSequenceOrder) {
   Create(0, 0);
   EXPECT_EQ(leases_.requests.size(), 1u);

@@ -21,6 +21,19 @@ absl::Status TaskErrorStatus(const std::string& function, const v1::TaskError& e
   return absl::InvalidArgumentError(absl::StrCat("task ", function, ": ", error.message()));
 }
 
+namespace {
+
+// Why an actor whose constructor did not make an instance is dead.
+std::string ConstructorFailure(const std::string& factory, const v1::TaskError& error) {
+  if (error.kind() == "application") {
+    return absl::StrCat("its constructor ", factory, " threw ", error.type(),
+                        error.message().empty() ? "" : ": ", error.message());
+  }
+  return absl::StrCat("its constructor ", factory, " could not run: ", error.message());
+}
+
+}  // namespace
+
 TaskSubmitter::TaskSubmitter(SubmitterOptions options, LeaseSource* leases, DeliverFn deliver)
     : options_(std::move(options)), leases_(leases), deliver_(std::move(deliver)) {}
 
@@ -162,6 +175,7 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
     }
     Worker& worker = wit->second;
     Shape& shape = shapes_.at(worker.shape_key);
+    bool worker_gone = false;
     for (const v1::TaskResult& result : results.results()) {
       auto it = worker.in_flight.find(result.task_id());
       if (it == worker.in_flight.end()) {
@@ -170,9 +184,26 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
       }
       QueuedTask& task = it->second;
       if (task.spec.kind() == v1::ACTOR_CREATE) {
-        // A constructor that threw leaves no instance: the worker fails each call saying why.
+        const bool failed = result.has_error() && shape.actor && !shape.dead;
+        const std::string cause =
+            failed ? ConstructorFailure(task.spec.function(), result.error()) : "";
         worker.in_flight.erase(it);
-        continue;
+        if (!failed) continue;
+        // No instance was made: the actor is dead with its constructor's error, not restarted
+        // (it would throw again). The calls already sent would only hear "no instance" from the
+        // worker, so they get that error here; the worker is let go.
+        const absl::Status dead =
+            absl::UnavailableError(absl::StrCat(shape.actor_spec.display, " is dead: ", cause));
+        for (auto& [id, call] : worker.in_flight) {
+          ++stats_.failed;
+          outcomes.emplace_back(call.return_id, dead);
+        }
+        worker.in_flight.clear();
+        worker.channel->Close();
+        ActorDeadLocked(shape, cause, outcomes);
+        RemoveWorkerLocked(worker);
+        worker_gone = true;
+        break;
       }
       const double run = std::max(double(result.run_nanos()), kMinRunNanos);
       shape.run_nanos_ewma =
@@ -186,7 +217,7 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
       }
       worker.in_flight.erase(it);
     }
-    if (worker.in_flight.empty()) worker.idle_since = absl::Now();
+    if (!worker_gone && worker.in_flight.empty()) worker.idle_since = absl::Now();
     DispatchLocked(shape);
   }
   DeliverAll(std::move(outcomes));

@@ -18,6 +18,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -77,6 +78,10 @@ class Counter {
 
 std::unique_ptr<Counter> MakeCounter(int start) { return std::make_unique<Counter>(start); }
 TESSERA_ACTOR(MakeCounter);
+std::unique_ptr<Counter> MakeBrokenCounter(int start) {
+  throw std::invalid_argument(absl::StrCat("cannot start at ", start));
+}
+TESSERA_ACTOR(MakeBrokenCounter);
 TESSERA_ACTOR_METHOD(&Counter::Add);
 TESSERA_ACTOR_METHOD(&Counter::Total);
 TESSERA_ACTOR_METHOD(&Counter::Record);
@@ -119,6 +124,18 @@ TEST_F(ActorIntegrationTest, AMethodExceptionReachesTheCallerAndTheActorLivesOn)
             "task Counter::Fail failed: std::runtime_error: counter refuses");
   EXPECT_EQ(*Get(counter.Task(&Counter::Add).Remote(1), kPatience), 2);
   ASSERT_OK(Kill(counter));
+}
+
+TEST_F(ActorIntegrationTest, AConstructorThatThrowsMakesEveryCallFailWithItsError) {
+  ActorHandle<Counter> broken = Actor(MakeBrokenCounter).MaxRestarts(2).Remote(-1);
+  for (int i = 0; i < 2; ++i) {
+    auto total = Get(broken.Task(&Counter::Total).Remote(), kPatience);
+    ASSERT_FALSE(total.ok());
+    EXPECT_EQ(total.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(total.status().message(),
+                HasSubstr("is dead: its constructor MakeBrokenCounter threw "
+                          "std::invalid_argument: cannot start at -1"));
+  }
 }
 
 TEST_F(ActorIntegrationTest, KilledProcessRestartsWithFreshStateAndRetriesPendingCalls) {
