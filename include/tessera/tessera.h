@@ -17,6 +17,9 @@
 // folder) with TESSERA_WORKER_MODE=1 in its environment. In that mode Init() never returns: it
 // serves tasks until the driver lets the worker go, then exits the process. So call Init() first
 // in main, before anything with side effects (or test IsWorkerProcess() and call Init() then).
+// Inside a task or an actor method, Task/Put/Actor/actor calls work as in a driver: the worker
+// becomes the owner of what it submits (docs/api.md, "from inside tasks"); a task blocked in Get
+// keeps its resources, so leave room for its subtasks.
 //
 // Errors: Get returns a Status. A task whose user code threw: Unknown, "task Square failed:
 // std::runtime_error: <message>". A task whose worker died more than max_retries times:

@@ -1,5 +1,7 @@
 // The public functions of include/tessera/tessera.h: one DriverRuntime per process between Init
-// and Shutdown; in a worker, Init runs the worker and never returns.
+// and Shutdown; in a worker, Init runs the worker and never returns, and the first task, Put or
+// actor call from inside a task creates the worker's own DriverRuntime (it owns what it submits;
+// abandoned when the worker process exits, which ends its own workers' streams too).
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
@@ -16,9 +18,56 @@ namespace {
 absl::Mutex runtime_mu(absl::kConstInit);
 std::shared_ptr<api::DriverRuntime>* runtime ABSL_GUARDED_BY(runtime_mu) = nullptr;
 
+// In a worker: why its nested runtime could not be made (tried once; OK until then).
+absl::Status* nested_error ABSL_GUARDED_BY(runtime_mu) = nullptr;
+
 std::shared_ptr<api::DriverRuntime> Current() {
   absl::ReaderMutexLock lock(&runtime_mu);
   return runtime == nullptr ? nullptr : *runtime;
+}
+
+// The runtime calls go through: the driver's, or in a worker its own nested one, made on first
+// use. Null with *why set when there is none.
+std::shared_ptr<api::DriverRuntime> CurrentOrNested(absl::Status* why) {
+  if (auto current = Current(); current != nullptr) return current;
+  if (!worker::InWorkerMode()) {
+    *why = absl::FailedPreconditionError("call tessera::Init first");
+    return nullptr;
+  }
+  absl::MutexLock lock(&runtime_mu);
+  if (runtime != nullptr) return *runtime;
+  if (nested_error != nullptr) {
+    *why = *nested_error;
+    return nullptr;
+  }
+  auto env = worker::NestedDriverEnvironment();
+  absl::StatusOr<std::unique_ptr<api::DriverRuntime>> created =
+      env.ok() ? absl::UnknownError("not made yet") : env.status();
+  if (env.ok()) {
+    InitOptions options;
+    options.state_dir = env->state_dir;
+    options.head_address = env->head_address;
+    // Subtasks are leased from this worker's node first, so they stay local when they fit.
+    options.agent_address = env->agent_address;
+    options.bind_address = env->bind_address;
+    created = api::DriverRuntime::Create(options);
+  }
+  if (!created.ok()) {
+    nested_error = new absl::Status(
+        created.status().code(),
+        absl::StrCat("this worker cannot submit tasks: ", created.status().message()));
+    *why = *nested_error;
+    return nullptr;
+  }
+  // Never shut down: the worker _exits when its owner lets it go, and the workers this runtime
+  // leased then see their stream end and exit too.
+  runtime = new std::shared_ptr<api::DriverRuntime>(*std::move(created));
+  return *runtime;
+}
+
+// Whether `ref` is owned by `current` (read from its table) rather than by another process.
+bool OwnedBy(const api::DriverRuntime& current, const ObjectRefBase& ref) {
+  return ref.data().owner.address == current.owner().address;
 }
 
 ObjectRefBase FailedRef(absl::Status status) {
@@ -67,14 +116,9 @@ namespace internal {
 
 ObjectRefBase SubmitTask(AnyFunction fn, const TaskOptions& options,
                          std::vector<TaskArgument> args) {
-  auto current = Current();
-  if (current == nullptr) {
-    if (worker::InWorkerMode()) {
-      return FailedRef(absl::UnimplementedError(
-          "submitting a task from inside a task is not supported yet"));
-    }
-    return FailedRef(absl::FailedPreconditionError("call tessera::Init before submitting tasks"));
-  }
+  absl::Status why;
+  auto current = CurrentOrNested(&why);
+  if (current == nullptr) return FailedRef(why);
   return current->Submit(fn, options, std::move(args));
 }
 
@@ -82,8 +126,13 @@ absl::StatusOr<SerializedValue> GetValue(const ObjectRefBase& ref, absl::Duratio
   if (absl::Status early = ref.early_error(); !early.ok()) return early;
   if (ref.id().IsNil()) return absl::InvalidArgumentError("an empty ObjectRef has no value");
   auto current = Current();
+  if (worker::InWorkerMode()) {
+    // A worker reads what it owns (its nested runtime's puts and subtasks) from its own table,
+    // everything else from its owner.
+    if (current != nullptr && OwnedBy(*current, ref)) return current->Get(ref, timeout);
+    return worker::FetchObject(ref.data(), timeout);
+  }
   if (current != nullptr) return current->Get(ref, timeout);
-  if (worker::InWorkerMode()) return worker::FetchObject(ref.data(), timeout);
   return absl::FailedPreconditionError("call tessera::Init before reading objects");
 }
 
@@ -103,8 +152,9 @@ std::vector<bool> WaitReady(const std::vector<const ObjectRefBase*>& refs, int n
   std::vector<bool> ready(refs.size(), true);
   int already = 0;
   for (size_t i = 0; i < refs.size(); ++i) {
-    // A ref born failed is ready: Get answers it at once.
-    if (!refs[i]->early_error().ok() || current == nullptr) {
+    // A ref born failed is ready: Get answers it at once; so is one owned by another process
+    // (read from a worker: Get waits for it there).
+    if (!refs[i]->early_error().ok() || current == nullptr || !OwnedBy(*current, *refs[i])) {
       ++already;
       continue;
     }
@@ -118,46 +168,39 @@ std::vector<bool> WaitReady(const std::vector<const ObjectRefBase*>& refs, int n
 }
 
 ObjectRefBase PutSerialized(std::string value) {
-  auto current = Current();
-  if (current == nullptr) {
-    return FailedRef(absl::FailedPreconditionError(
-        worker::InWorkerMode() ? "Put inside a task is not supported yet"
-                               : "call tessera::Init before Put"));
-  }
+  absl::Status why;
+  auto current = CurrentOrNested(&why);
+  if (current == nullptr) return FailedRef(why);
   return current->Put(std::move(value));
 }
 
 absl::StatusOr<std::string> CreateActor(AnyFunction factory, const ActorOptions& options,
                                         std::vector<TaskArgument> args, const char* type_name) {
-  auto current = Current();
-  if (current == nullptr) {
-    return absl::FailedPreconditionError(
-        worker::InWorkerMode() ? "creating an actor inside a task is not supported yet"
-                               : "call tessera::Init before creating actors");
-  }
+  absl::Status why;
+  auto current = CurrentOrNested(&why);
+  if (current == nullptr) return why;
   return current->CreateActor(factory, options, std::move(args), type_name);
 }
 
 ObjectRefBase SubmitActorTask(const std::string& actor_id, const std::string& method,
                               std::vector<TaskArgument> args) {
-  auto current = Current();
-  if (current == nullptr) {
-    return FailedRef(absl::FailedPreconditionError(
-        worker::InWorkerMode() ? "calling an actor from inside a task is not supported yet"
-                               : "call tessera::Init before calling actors"));
-  }
+  absl::Status why;
+  auto current = CurrentOrNested(&why);
+  if (current == nullptr) return FailedRef(why);
   return current->SubmitActorTask(actor_id, method, std::move(args));
 }
 
 absl::Status KillActor(const std::string& actor_id) {
-  auto current = Current();
-  if (current == nullptr) return absl::FailedPreconditionError("call tessera::Init first");
+  absl::Status why;
+  auto current = CurrentOrNested(&why);
+  if (current == nullptr) return why;
   return current->KillActor(actor_id);
 }
 
 absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name) {
-  auto current = Current();
-  if (current == nullptr) return absl::FailedPreconditionError("call tessera::Init first");
+  absl::Status why;
+  auto current = CurrentOrNested(&why);
+  if (current == nullptr) return why;
   return current->FindNamedActor(name, type_name);
 }
 

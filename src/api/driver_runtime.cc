@@ -18,6 +18,7 @@
 #include "rpc/auth.h"
 #include "rpc/channel.h"
 #include "rpc/proto_convert.h"
+#include "worker/worker_runtime.h"
 
 namespace tessera::api {
 namespace {
@@ -333,8 +334,12 @@ absl::StatusOr<internal::SerializedValue> DriverRuntime::Get(const ObjectRefBase
   const absl::Time deadline =
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   if (ref.data().owner.address != owner_.address) {
-    return absl::UnimplementedError(
-        "reading an object owned by another process from a driver is not supported yet");
+    // A worker's nested runtime (an actor call's argument): through its owner, as a task would.
+    if (worker::InWorkerMode()) return worker::FetchObject(ref.data(), timeout);
+    return absl::UnimplementedError(absl::StrCat(
+        "object ", ref.id().Hex(), " is owned by another process (", ref.data().owner.address,
+        ", e.g. a worker that made it in a task); a driver reads only the objects it owns: "
+        "return the value itself from the task, not a ref to it"));
   }
   absl::StatusOr<std::string> value = objects_->Get(ref.id(), deadline);
   if (!value.ok()) return value.status();

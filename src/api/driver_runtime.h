@@ -54,6 +54,8 @@ class DriverRuntime {
   // The store socket of `node_id` in this host's state folder ("" when it has none there).
   std::string StoreSocketOf(const std::string& node_id) const;
   WorkerLeases& leases() { return *leases_; }
+  // The address refs owned here name (a ref naming another is someone else's object).
+  const OwnerAddress& owner() const { return owner_; }
 
  private:
   DriverRuntime() = default;

@@ -189,6 +189,11 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
   env[std::string(worker::kWorkerModeEnv)] = std::string("1");
   env[std::string(worker::kOwnerAddressEnv)] = options_.owner_address;
   env[std::string(worker::kTokenEnv)] = options_.token;
+  // What the worker's own driver runtime needs when a task submits tasks (nested calls).
+  if (!options_.state_dir.empty()) env[std::string(worker::kStateDirEnv)] = options_.state_dir;
+  if (!options_.head_address.empty()) {
+    env[std::string(worker::kHeadAddressEnv)] = options_.head_address;
+  }
   worker.set_cwd(cwd_);
   lease.set_job_id(options_.job_id);
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
@@ -43,6 +44,9 @@ struct WorkerGlobals {
   RuntimeContext context;
   // This node's object store (large results go there; stored arguments are read from it).
   std::unique_ptr<api::NodeObjectStore> store;
+  // This node's agent (read beside the store's socket).
+  std::string agent_address;
+  std::string bind_address = "127.0.0.1";
 };
 
 WorkerGlobals* globals = nullptr;  // set once by RunWorker before any task runs
@@ -268,7 +272,10 @@ void RunWorker() {
   auto* service = new WorkerService();
   rpc::ServerOptions server_options;
   server_options.token = g->token;
-  if (std::string bind = Env(kWorkerBindEnv); !bind.empty()) server_options.bind_address = bind;
+  if (std::string bind = Env(kWorkerBindEnv); !bind.empty()) {
+    server_options.bind_address = bind;
+    g->bind_address = bind;
+  }
   auto server = rpc::RpcServer::Start(server_options, {service});
   if (!server.ok()) Die(absl::StrCat("cannot serve: ", server.status().message()));
 
@@ -279,8 +286,20 @@ void RunWorker() {
   v1::WorkerReadyReply reply;
   rpc::RetryOptions retry;
   retry.token = g->token;
-  absl::Status told = rpc::RetryUnary(retry, &v1::Owner::Stub::WorkerReady, g->owner.get(), ready,
-                                      &reply);
+  // An owner serves before it asks for workers, so a port that refuses connections means the
+  // owner is gone (a worker's own runtime let go while this lease was being granted): give up
+  // after a second of that instead of the whole budget. Other failures get the usual 10 s.
+  retry.total_budget = absl::Seconds(1);
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  absl::Status told;
+  while (true) {
+    reply.Clear();
+    told = rpc::RetryUnary(retry, &v1::Owner::Stub::WorkerReady, g->owner.get(), ready, &reply);
+    if (told.ok() || !absl::IsUnavailable(told) || absl::Now() >= give_up ||
+        absl::StrContains(told.message(), "Connection refused")) {
+      break;
+    }
+  }
   if (!told.ok()) {
     Die(absl::StrCat("cannot reach the owner at ", g->owner_address, ": ", told.message()));
   }
@@ -301,6 +320,7 @@ void RunWorker() {
     // The agent's address file lies beside its store's socket, in the node's folder.
     std::ifstream agent(std::filesystem::path(socket).parent_path() / "agent.address");
     std::getline(agent, store.agent_address);
+    g->agent_address = store.agent_address;
     g->store = std::make_unique<api::NodeObjectStore>(std::move(store));
   }
   globals = g;
@@ -315,6 +335,24 @@ void RunWorker() {
   std::fflush(stdout);
   std::fflush(stderr);
   _exit(0);
+}
+
+absl::StatusOr<NestedDriverEnv> NestedDriverEnvironment() {
+  if (globals == nullptr) {
+    return absl::FailedPreconditionError("this process is not a running worker");
+  }
+  NestedDriverEnv env;
+  env.token = globals->token;
+  env.state_dir = Env(kStateDirEnv);
+  env.head_address = Env(kHeadAddressEnv);
+  env.agent_address = globals->agent_address;
+  if (env.agent_address.empty() && !env.state_dir.empty() && !globals->context.node_id.empty()) {
+    std::ifstream agent(std::filesystem::path(env.state_dir) / "nodes" /
+                        globals->context.node_id / "agent.address");
+    std::getline(agent, env.agent_address);
+  }
+  env.bind_address = globals->bind_address;
+  return env;
 }
 
 absl::StatusOr<internal::SerializedValue> FetchObject(const ObjectRefData& ref,

@@ -28,6 +28,10 @@ inline constexpr char kNodeIdEnv[] = "TESSERA_NODE_ID";
 inline constexpr char kObjectStoreSocketEnv[] = "TESSERA_OBJECT_STORE_SOCKET";
 // The address the worker's service binds (default 127.0.0.1: drivers on this host).
 inline constexpr char kWorkerBindEnv[] = "TESSERA_WORKER_BIND";
+// Set by the owner's lease so a task can submit tasks of its own (a nested driver runtime):
+// the cluster's state folder on the owner's host and the head's address.
+inline constexpr char kStateDirEnv[] = "TESSERA_STATE_DIR";
+inline constexpr char kHeadAddressEnv[] = "TESSERA_HEAD_ADDRESS";
 
 // Whether this process was started as a worker.
 bool InWorkerMode();
@@ -41,6 +45,18 @@ bool InWorkerMode();
 // says it lies on another node). Only in worker mode (elsewhere FailedPrecondition).
 absl::StatusOr<internal::SerializedValue> FetchObject(const ObjectRefData& ref,
                                                       absl::Duration timeout);
+
+// What a worker's own driver runtime (tasks, Puts and actors from inside a task) connects with:
+// the cluster as the worker's owner named it, and the worker's node agent, so subtasks are
+// leased there first. FailedPrecondition before RunWorker has learned its context.
+struct NestedDriverEnv {
+  std::string token;
+  std::string state_dir;     // "" when the owner did not say
+  std::string head_address;  // "" when the owner did not say
+  std::string agent_address;  // this worker's node agent ("" when unknown)
+  std::string bind_address;   // where the worker's services bind
+};
+absl::StatusOr<NestedDriverEnv> NestedDriverEnvironment();
 
 // The context RunWorker learned (in a driver: a context with in_worker false).
 const RuntimeContext& CurrentContext();

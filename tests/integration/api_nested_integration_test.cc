@@ -1,0 +1,173 @@
+// Tasks, Puts and actors from inside tasks and actors (issue 5, docs/api.md): the first such call
+// in a worker makes the worker a driver of its own (it owns what it submits and puts, leasing
+// from its own node's agent). This test binary is the driver and, in worker mode, the workers.
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "integration/api_test_cluster.h"
+#include "integration/cluster_harness.h"
+#include "tessera/tessera.h"
+
+namespace tessera::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// In a task: the value, or an exception carrying the status (the caller's Get reports it).
+template <typename T>
+T OrThrow(absl::StatusOr<T> value) {
+  if (!value.ok()) throw std::runtime_error(value.status().ToString());
+  return *std::move(value);
+}
+
+int Square(int x) { return x * x; }
+TESSERA_REMOTE(Square);
+
+// Fans out n subtasks and waits for them all.
+int SumOfSquares(int n) {
+  std::vector<ObjectRef<int>> refs;
+  for (int i = 1; i <= n; ++i) refs.push_back(Task(Square).Remote(i));
+  int sum = 0;
+  for (int value : OrThrow(Get(refs, absl::Seconds(60)))) sum += value;
+  return sum;
+}
+TESSERA_REMOTE(SumOfSquares);
+
+int AddOne(int x) { return x + 1; }
+TESSERA_REMOTE(AddOne);
+
+// Puts a value, reads it back, and hands its ref to a subtask.
+int PutAndPass(int x) {
+  ObjectRef<int> put = Put(x * 10);
+  if (OrThrow(Get(put, absl::Seconds(60))) != x * 10) throw std::runtime_error("put read back wrong");
+  return OrThrow(Get(Task(AddOne).Remote(put), absl::Seconds(60)));
+}
+TESSERA_REMOTE(PutAndPass);
+
+class Accumulator {
+ public:
+  explicit Accumulator(int start) : total_(start) {}
+  int Add(int x) { return total_ += x; }
+  // An actor method that submits tasks of its own.
+  int AddSquares(int n) {
+    total_ += SumOfSquares(n);
+    return total_;
+  }
+
+ private:
+  int total_;
+};
+Accumulator MakeAccumulator(int start) { return Accumulator(start); }
+TESSERA_ACTOR(MakeAccumulator);
+TESSERA_ACTOR_METHOD(&Accumulator::Add);
+TESSERA_ACTOR_METHOD(&Accumulator::AddSquares);
+
+// Creates an actor, calls it n times, kills it: the last total.
+int UseActorInside(int n) {
+  ActorHandle<Accumulator> acc = Actor(MakeAccumulator).Remote(100);
+  if (!acc.status().ok()) throw std::runtime_error(acc.status().ToString());
+  int last = 0;
+  for (int i = 1; i <= n; ++i) last = OrThrow(Get(acc.Task(&Accumulator::Add).Remote(i), absl::Seconds(60)));
+  if (absl::Status killed = Kill(acc); !killed.ok()) throw std::runtime_error(killed.ToString());
+  return last;
+}
+TESSERA_REMOTE(UseActorInside);
+
+// A ref this worker owns, handed back to the driver inside the result.
+std::vector<ObjectRef<int>> ReturnOwnRef(int x) { return {Put(x)}; }
+TESSERA_REMOTE(ReturnOwnRef);
+
+// The tasks this worker submitted while it ran (its own runtime's stats).
+int64_t SubmittedHere(int n) {
+  const int64_t before = GetTaskStats().submitted;
+  (void)SumOfSquares(n);
+  return GetTaskStats().submitted - before;
+}
+TESSERA_REMOTE(SubmittedHere);
+
+class NestedIntegrationTest : public ApiClusterSuite<8> {};
+
+TEST_F(NestedIntegrationTest, ATaskFansOutTwentySubtasksAndSumsThem) {
+  auto sum = Get(Task(SumOfSquares).Remote(20), kPatience);
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  EXPECT_EQ(*sum, 20 * 21 * 41 / 6);
+}
+
+TEST_F(NestedIntegrationTest, ATaskPutsAValueAndPassesItsRefToASubtask) {
+  auto value = Get(Task(PutAndPass).Remote(4), kPatience);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, 41);
+}
+
+TEST_F(NestedIntegrationTest, AnActorCreatedInsideATaskIsCalledThere) {
+  auto total = Get(Task(UseActorInside).Remote(5), kPatience);
+  ASSERT_TRUE(total.ok()) << total.status();
+  EXPECT_EQ(*total, 115);
+}
+
+TEST_F(NestedIntegrationTest, AnActorMethodSubmitsTasks) {
+  ActorHandle<Accumulator> acc = Actor(MakeAccumulator).Remote(1);
+  ASSERT_OK(acc.status());
+  auto total = Get(acc.Task(&Accumulator::AddSquares).Remote(3), kPatience);
+  ASSERT_TRUE(total.ok()) << total.status();
+  EXPECT_EQ(*total, 1 + 14);
+  ASSERT_OK(Kill(acc));
+}
+
+TEST_F(NestedIntegrationTest, GetTaskStatsInAWorkerCountsItsOwnSubmissions) {
+  auto submitted = Get(Task(SubmittedHere).Remote(3), kPatience);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  EXPECT_EQ(*submitted, 3);
+}
+
+TEST_F(NestedIntegrationTest, TheDriverReadingAWorkerOwnedRefIsAOneLineError) {
+  auto refs = Get(Task(ReturnOwnRef).Remote(7), kPatience);
+  ASSERT_TRUE(refs.ok()) << refs.status();
+  ASSERT_EQ(refs->size(), 1u);
+  auto value = Get(refs->at(0), kPatience);
+  ASSERT_FALSE(value.ok());
+  EXPECT_EQ(value.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(value.status().message(), HasSubstr("owned by another process"));
+  EXPECT_EQ(std::string(value.status().message()).find('\n'), std::string::npos);
+}
+
+// Once the driver lets its workers go, their own workers see their stream end and exit too:
+// only the cluster's servers are left.
+TEST_F(NestedIntegrationTest, NoWorkerIsLeftOnceTheDriverLetsThemGo) {
+  auto sum = Get(Task(SumOfSquares).Remote(4), kPatience);
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  auto total = Get(Task(UseActorInside).Remote(2), kPatience);
+  ASSERT_TRUE(total.ok()) << total.status();
+  // The servers: processes of this cluster that are not workers (no TESSERA_WORKER_MODE=1).
+  auto is_worker = [](int pid) {
+    std::ifstream in(absl::StrCat("/proc/", pid, "/environ"));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return text.find(std::string("TESSERA_WORKER_MODE=1") + '\0') != std::string::npos ||
+           text.rfind("TESSERA_WORKER_MODE=1", 0) == 0;
+  };
+  std::vector<int> workers;
+  const absl::Time until = absl::Now() + kPatience;
+  while (absl::Now() < until) {
+    workers.clear();
+    for (int pid : cluster_->ProcessesOfThisCluster()) {
+      if (is_worker(pid)) workers.push_back(pid);
+    }
+    if (workers.empty()) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(workers.empty()) << workers.size() << " workers are still alive";
+}
+
+}  // namespace
+}  // namespace tessera::testing
