@@ -96,6 +96,28 @@ int64_t SubmittedHere(int n) {
 }
 TESSERA_REMOTE(SubmittedHere);
 
+int Pid() { return getpid(); }
+TESSERA_REMOTE(Pid);
+
+// This worker's pid and those of the workers running n subtasks of its own.
+std::vector<int> PidsDownFrom(int n) {
+  std::vector<ObjectRef<int>> refs;
+  for (int i = 0; i < n; ++i) refs.push_back(Task(Pid).Remote());
+  std::vector<int> pids = OrThrow(Get(refs, absl::Seconds(60)));
+  pids.push_back(getpid());
+  return pids;
+}
+TESSERA_REMOTE(PidsDownFrom);
+
+// True while `pid` runs (a zombie has ended).
+bool Running(int pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat;
+  if (!std::getline(in, stat)) return false;
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
 class NestedIntegrationTest : public ApiClusterSuite<8> {};
 
 TEST_F(NestedIntegrationTest, ATaskFansOutTwentySubtasksAndSumsThem) {
@@ -145,8 +167,8 @@ TEST_F(NestedIntegrationTest, TheDriverReadingAWorkerOwnedRefIsAOneLineError) {
 // Once the driver lets its workers go, their own workers see their stream end and exit too:
 // only the cluster's servers are left.
 TEST_F(NestedIntegrationTest, NoWorkerIsLeftOnceTheDriverLetsThemGo) {
-  auto sum = Get(Task(SumOfSquares).Remote(4), kPatience);
-  ASSERT_TRUE(sum.ok()) << sum.status();
+  auto pids = Get(Task(PidsDownFrom).Remote(4), kPatience);
+  ASSERT_TRUE(pids.ok()) << pids.status();
   auto total = Get(Task(UseActorInside).Remote(2), kPatience);
   ASSERT_TRUE(total.ok()) << total.status();
   // The servers: processes of this cluster that are not workers (no TESSERA_WORKER_MODE=1).
@@ -167,6 +189,8 @@ TEST_F(NestedIntegrationTest, NoWorkerIsLeftOnceTheDriverLetsThemGo) {
     absl::SleepFor(absl::Milliseconds(50));
   }
   EXPECT_TRUE(workers.empty()) << workers.size() << " workers are still alive";
+  // The worker that ran the parent task and those that ran its subtasks among them.
+  for (int pid : *pids) EXPECT_FALSE(Running(pid)) << "worker " << pid << " is still running";
 }
 
 }  // namespace
