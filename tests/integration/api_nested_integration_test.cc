@@ -44,6 +44,16 @@ int SumOfSquares(int n) {
 }
 TESSERA_REMOTE(SumOfSquares);
 
+// Two levels: n subtasks that each fan out subtasks of their own (and wait for all of them).
+int SumOfSums(int n) {
+  std::vector<ObjectRef<int>> refs;
+  for (int i = 0; i < n; ++i) refs.push_back(Task(SumOfSquares).Remote(3));
+  int sum = 0;
+  for (int value : OrThrow(Get(refs, absl::Seconds(60)))) sum += value;
+  return sum;
+}
+TESSERA_REMOTE(SumOfSums);
+
 int AddOne(int x) { return x + 1; }
 TESSERA_REMOTE(AddOne);
 
@@ -124,6 +134,12 @@ TEST_F(NestedIntegrationTest, ATaskFansOutTwentySubtasksAndSumsThem) {
   auto sum = Get(Task(SumOfSquares).Remote(20), kPatience);
   ASSERT_TRUE(sum.ok()) << sum.status();
   EXPECT_EQ(*sum, 20 * 21 * 41 / 6);
+}
+
+TEST_F(NestedIntegrationTest, SubtasksSubmitSubtasksOfTheirOwn) {
+  auto sum = Get(Task(SumOfSums).Remote(2), kPatience);
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  EXPECT_EQ(*sum, 2 * 14);
 }
 
 TEST_F(NestedIntegrationTest, ATaskPutsAValueAndPassesItsRefToASubtask) {
