@@ -57,9 +57,12 @@ TESSERA_REMOTE(SumOfSums);
 int AddOne(int x) { return x + 1; }
 TESSERA_REMOTE(AddOne);
 
-// Puts a value, reads it back, and hands its ref to a subtask.
+// Puts a value, waits for it, reads it back, and hands its ref to a subtask.
 int PutAndPass(int x) {
   ObjectRef<int> put = Put(x * 10);
+  if (Wait(std::vector<ObjectRef<int>>{put}, 1, absl::Seconds(60)).ready.size() != 1) {
+    throw std::runtime_error("a put is not ready");
+  }
   if (OrThrow(Get(put, absl::Seconds(60))) != x * 10) throw std::runtime_error("put read back wrong");
   return OrThrow(Get(Task(AddOne).Remote(put), absl::Seconds(60)));
 }
