@@ -58,7 +58,8 @@ struct InitOptions {
   // The node agent asked for leases; "" is the first live agent of this host's state folder
   // (else the node the head picks).
   std::string agent_address;
-  // Where this driver serves its Owner service (workers call back to it).
+  // Where this driver serves its Owner service (workers call back to it): with workers on
+  // other machines, this machine's address on the cluster's network.
   std::string bind_address = "127.0.0.1";
   // A worker without work this long is let go (its lease ends).
   absl::Duration worker_idle_timeout = absl::Seconds(1);

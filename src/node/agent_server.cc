@@ -122,6 +122,7 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
   service_options.max_spillback_hops = options.max_spillback_hops;
   service_options.kill_grace = absl::Milliseconds(options.kill_grace_ms);
   service_options.token = options.token;
+  service_options.worker_bind = AdvertisedHost(options.bind);
   if (server->objects_ != nullptr) {
     service_options.objects = {&server->objects_->store(), &server->objects_->arena()};
     service_options.data_server = server->object_data_.get();

@@ -215,6 +215,7 @@ TEST_F(AgentServerTest, GrantsAndRunsWorkerWithIsolationEnvAndLogs) {
   EXPECT_EQ(env["MY_VAR"], "mine");
   EXPECT_EQ(env["AGENT_VAR"], "inherited");
   EXPECT_EQ(env["TESSERA_OBJECT_STORE_SOCKET"], "");  // this agent hosts no store
+  EXPECT_EQ(env["TESSERA_WORKER_BIND"], "127.0.0.1");  // where this agent is reached
   EXPECT_EQ(watched.err, "to-stderr\n");
 
   // The log files are where the contract says, with the same bytes.

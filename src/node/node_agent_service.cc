@@ -144,6 +144,7 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
   parts.worker = lease.worker;
   parts.lease = lease.id;
   parts.object_store_socket = options_.object_store_socket;
+  parts.worker_bind = options_.worker_bind;
   const Environment env = BuildWorkerEnvironment(parts);
 
   ChildSpec child;

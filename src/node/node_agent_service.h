@@ -41,6 +41,8 @@ struct AgentServiceOptions {
   ObjectDataServer* data_server = nullptr;
   // Where workers reach that store (their TESSERA_OBJECT_STORE_SOCKET); "" without one.
   std::string object_store_socket;
+  // The host workers serve on (TESSERA_WORKER_BIND): the host this agent is reached at.
+  std::string worker_bind;
   // For calls to other agents (PullObject).
   std::string token;
   absl::Duration pull_timeout = absl::Minutes(10);

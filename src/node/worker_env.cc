@@ -41,6 +41,8 @@ Environment BuildWorkerEnvironment(const WorkerEnvParts& parts) {
   // Always set (empty without a store), so a value inherited from the agent's own environment
   // never points a worker at another node's store.
   env.Set(kObjectStoreSocketEnv, parts.object_store_socket);
+  // The agent's address decides where its workers are reachable, whatever the lease asked.
+  if (!parts.worker_bind.empty()) env.Set(kWorkerBindEnv, parts.worker_bind);
   return env;
 }
 

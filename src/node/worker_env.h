@@ -35,10 +35,15 @@ struct WorkerEnvParts {
   LeaseId lease;
   // The node's object store socket (<node dir>/objects.sock); "" when the agent hosts none.
   std::string object_store_socket;
+  // The host a worker serves its calls on: the one others reach this agent at ("" leaves the
+  // worker's default, loopback).
+  std::string worker_bind;
 };
 
 // Where a worker finds its node's object store (worker/worker_runtime.h reads it).
 inline constexpr char kObjectStoreSocketEnv[] = "TESSERA_OBJECT_STORE_SOCKET";
+// Where a worker serves (worker/worker_runtime.h reads it).
+inline constexpr char kWorkerBindEnv[] = "TESSERA_WORKER_BIND";
 
 Environment BuildWorkerEnvironment(const WorkerEnvParts& parts);
 

@@ -46,6 +46,18 @@ TEST(WorkerEnvTest, ObjectStoreSocketIsTheNodesOrEmpty) {
             "/state/nodes/n1/objects.sock");
 }
 
+TEST(WorkerEnvTest, WorkersServeWhereTheirAgentIsReachedWhateverTheLeaseAsked) {
+  WorkerEnvParts parts;
+  parts.agent = Environment({{"PATH", "/bin"}, {"X", "agent"}});
+  parts.spec_env = {{"TESSERA_WORKER_BIND", "127.0.0.1"}};
+  parts.node = NodeId("n1");
+  parts.worker = WorkerId("w-1");
+  parts.lease = LeaseId("l-1");
+  EXPECT_EQ(BuildWorkerEnvironment(parts).Get(kWorkerBindEnv), "127.0.0.1");  // nothing to say
+  parts.worker_bind = "10.0.0.7";
+  EXPECT_EQ(BuildWorkerEnvironment(parts).Get(kWorkerBindEnv), "10.0.0.7");
+}
+
 TEST(WorkerEnvTest, TpuHostGetsVisibleChipsAndSliceIdentity) {
   LoadedNode node = LoadExample("tpu-v6e-4x4-worker0.yaml", "tpu-w0");
   EXPECT_EQ(node.slice_env.at("TPU_NAME"), "my-v6e-slice");

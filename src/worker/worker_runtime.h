@@ -26,7 +26,8 @@ inline constexpr char kNodeIdEnv[] = "TESSERA_NODE_ID";
 // This node's object store socket, set by the agent (src/node/worker_env.h); when unset the
 // worker uses the one its owner names in WorkerReadyReply.
 inline constexpr char kObjectStoreSocketEnv[] = "TESSERA_OBJECT_STORE_SOCKET";
-// The address the worker's service binds (default 127.0.0.1: drivers on this host).
+// The address the worker's service binds: its agent sets the host it is reached at (unset:
+// 127.0.0.1, drivers on this host only).
 inline constexpr char kWorkerBindEnv[] = "TESSERA_WORKER_BIND";
 // Set by the owner's lease so a task can submit tasks of its own (a nested driver runtime):
 // the cluster's state folder on the owner's host and the head's address.

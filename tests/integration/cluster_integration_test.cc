@@ -22,6 +22,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_split.h"
 #include "integration/cluster_harness.h"
+#include "integration/network_namespaces.h"
 
 namespace tessera::testing {
 namespace {
@@ -782,53 +783,19 @@ TEST(ClusterIntegrationTest, UpStartsEveryNodeOfTheFileAndDownLeavesNothing) {
 
 // Node agents in their own network namespaces, joined to the head's by veth pairs: the runtime
 // works across real network interfaces, not just loopback.
-class NetnsTest : public ::testing::Test {
- protected:
-  static int Sh(const std::string& command) {
-    const int status = std::system(command.c_str());
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  void TearDown() override {
-    for (const std::string& ns : namespaces_) Sh(absl::StrCat("ip netns del ", ns, " 2>/dev/null"));
-    for (const std::string& link : links_) Sh(absl::StrCat("ip link del ", link, " 2>/dev/null"));
-  }
-  std::vector<std::string> namespaces_;
-  std::vector<std::string> links_;
-};
-
-TEST_F(NetnsTest, AgentsInSeparateNetworkNamespaces) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
-  if (Sh("ip -V >/dev/null 2>&1") != 0) GTEST_SKIP() << "the `ip` command (iproute2) is missing";
-  const std::string tag = absl::StrCat(getpid() % 100000);
-  // Probe: can this sandbox make a namespace at all?
-  const std::string probe = absl::StrCat("tsp", tag);
-  if (Sh(absl::StrCat("ip netns add ", probe, " 2>/dev/null")) != 0) {
-    GTEST_SKIP() << "`ip netns add` is not permitted here";
-  }
-  Sh(absl::StrCat("ip netns del ", probe));
-
-  auto empty = TestCluster::Empty();
-  ASSERT_OK(empty.status());
+TEST(NetnsTest, AgentsInSeparateNetworkNamespaces) {
+  if (const std::string why = NetworkNamespaces::Why(); !why.empty()) GTEST_SKIP() << why;
+  NetworkNamespaces namespaces;
   std::vector<NodeSpec> nodes;
+  std::vector<VethNamespace> links;
   for (int i = 1; i <= 2; ++i) {
-    const std::string ns = absl::StrCat("ts", tag, "n", i);
-    const std::string host_if = absl::StrCat("tsh", tag, i);
-    const std::string ns_if = absl::StrCat("tsn", tag, i);
-    const std::string subnet = absl::StrCat("10.", 200 + i, ".", getpid() % 250, ".");
-    ASSERT_EQ(Sh(absl::StrCat("ip netns add ", ns)), 0);
-    namespaces_.push_back(ns);
-    ASSERT_EQ(Sh(absl::StrCat("ip link add ", host_if, " type veth peer name ", ns_if)), 0);
-    links_.push_back(host_if);
-    ASSERT_EQ(Sh(absl::StrCat("ip link set ", ns_if, " netns ", ns, " && ip addr add ", subnet,
-                              "1/24 dev ", host_if, " && ip link set ", host_if,
-                              " up && ip netns exec ", ns, " ip addr add ", subnet, "2/24 dev ",
-                              ns_if, " && ip netns exec ", ns, " ip link set ", ns_if,
-                              " up && ip netns exec ", ns, " ip link set lo up")),
-              0);
+    auto link = namespaces.Add(i);
+    ASSERT_OK(link.status());
+    links.push_back(*link);
     nodes.push_back({.id = absl::StrCat("ns", i),
                      .hardware_yaml = CpuHost(2),
-                     .extra_args = {"--bind", subnet + "2"},
-                     .wrapper = {"ip", "netns", "exec", ns}});
+                     .extra_args = {"--bind", link->inside_ip},
+                     .wrapper = {"ip", "netns", "exec", link->name}});
   }
   ClusterOptions options;
   options.head_extra_args = {"--bind", "0.0.0.0"};
@@ -839,8 +806,7 @@ TEST_F(NetnsTest, AgentsInSeparateNetworkNamespaces) {
   const std::string port = c.head_address().substr(c.head_address().rfind(':') + 1);
   for (int i = 0; i < 2; ++i) {
     NodeSpec node = nodes[i];
-    const std::string host_side = absl::StrCat("10.", 201 + i, ".", getpid() % 250, ".1");
-    node.head_address = absl::StrCat(host_side, ":", port);
+    node.head_address = absl::StrCat(links[i].host_ip, ":", port);
     ASSERT_OK(c.StartNode(node));
   }
   ASSERT_OK(c.WaitNodes({"ns1", "ns2"}, "ALIVE"));
