@@ -334,7 +334,8 @@ absl::StatusOr<internal::SerializedValue> DriverRuntime::Get(const ObjectRefBase
   const absl::Time deadline =
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   if (ref.data().owner.address != owner_.address) {
-    // A worker's nested runtime (an actor call's argument): through its owner, as a task would.
+    // In a worker this is its nested runtime: another owner's object comes through that owner,
+    // as a task's argument does.
     if (worker::InWorkerMode()) return worker::FetchObject(ref.data(), timeout);
     return absl::UnimplementedError(absl::StrCat(
         "object ", ref.id().Hex(), " is owned by another process (", ref.data().owner.address,
@@ -352,7 +353,7 @@ absl::StatusOr<internal::SerializedValue> DriverRuntime::Get(const ObjectRefBase
 }
 
 std::string DriverRuntime::StoreSocketOf(const std::string& node_id) const {
-  const std::string socket = cli::StateFolder{state_dir_}.NodeDir(node_id) + "/objects.sock";
+  const std::string socket = cli::StateFolder{state_dir_}.ObjectStoreSocket(node_id);
   std::error_code ec;
   return std::filesystem::exists(socket, ec) ? socket : "";
 }

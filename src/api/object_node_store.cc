@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "cli/state_folder.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
 #include "rpc/status_conversion.h"
@@ -170,7 +171,7 @@ void NodeObjectStore::Delete(const ObjectId& id, const v1::StoredObject& where) 
   std::unique_ptr<ObjectStoreClient>& other = others_[where.node_id()];
   if (other == nullptr) {
     const std::string socket =
-        absl::StrCat(options_.state_dir, "/nodes/", where.node_id(), "/objects.sock");
+        cli::StateFolder{options_.state_dir}.ObjectStoreSocket(where.node_id());
     std::error_code ec;
     if (!std::filesystem::exists(socket, ec)) return;
     auto client = ObjectStoreClient::Connect({.socket_path = socket});

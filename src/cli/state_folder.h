@@ -31,6 +31,10 @@ struct StateFolder {
   std::string AgentPidFile(const std::string& node_id) const {
     return NodeDir(node_id) + "/agent.pid";
   }
+  // The node's object store (its agent serves it when it hosts one).
+  std::string ObjectStoreSocket(const std::string& node_id) const {
+    return NodeDir(node_id) + "/objects.sock";
+  }
   std::string AgentLogFile(const std::string& node_id) const {
     return NodeDir(node_id) + "/agent.log";
   }
