@@ -213,19 +213,17 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
           ") and no head is known to pick one"));
     }
     cli::LeaseRoundCalls calls;
-    calls.pick_node = [&](const v1::ResourceRequest& request, v1::PickNodeResponse* picked) {
-      v1::PickNodeRequest pick;
-      *pick.mutable_request() = request;
-      return rpc::RetryUnary(retry, &v1::Head::Stub::PickNode, head_.get(), pick, picked);
-    };
-    if (head_ != nullptr) calls.pick_node_excluding = [&](const v1::ResourceRequest& request,
-                                    const std::vector<std::string>& exclude,
-                                    v1::PickNodeResponse* picked) {
+    auto pick_node = [&](const v1::ResourceRequest& request,
+                         const std::vector<std::string>& exclude, v1::PickNodeResponse* picked) {
       v1::PickNodeRequest pick;
       *pick.mutable_request() = request;
       for (const std::string& node : exclude) pick.add_exclude_node_ids(node);
       return rpc::RetryUnary(retry, &v1::Head::Stub::PickNode, head_.get(), pick, picked);
     };
+    calls.pick_node = [&](const v1::ResourceRequest& request, v1::PickNodeResponse* picked) {
+      return pick_node(request, {}, picked);
+    };
+    if (head_ != nullptr) calls.pick_node_excluding = pick_node;
     calls.request_lease = [&](const std::string& agent, const v1::LeaseRequest& request,
                               v1::LeaseReply* reply) {
       absl::Status s = RequestLeaseFrom(agent, request, reply);

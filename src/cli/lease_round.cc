@@ -10,14 +10,17 @@ absl::StatusOr<LeaseRoundOutcome> RunLeaseRound(tessera::v1::LeaseRequest lease,
   LeaseRoundOutcome out;
   std::string address = std::move(first_address);
   std::string node_id;  // of `address`, when the head or a spillback named it
-  if (address.empty()) {
-    tessera::v1::PickNodeResponse picked;
-    absl::Status status = calls.pick_node(lease.request(), &picked);
-    if (!status.ok()) return status;
+  auto take = [&](const tessera::v1::PickNodeResponse& picked) {
     address = picked.address();
     node_id = picked.node_id();
     out.status = picked.status();
     out.explanation = picked.explanation();
+  };
+  if (address.empty()) {
+    tessera::v1::PickNodeResponse picked;
+    absl::Status status = calls.pick_node(lease.request(), &picked);
+    if (!status.ok()) return status;
+    take(picked);
   }
   lease.set_hops(0);
   while (!address.empty()) {
@@ -31,10 +34,7 @@ absl::StatusOr<LeaseRoundOutcome> RunLeaseRound(tessera::v1::LeaseRequest lease,
       tessera::v1::PickNodeResponse picked;
       absl::Status pick = calls.pick_node_excluding(lease.request(), out.unreachable, &picked);
       if (!pick.ok()) return pick;
-      address = picked.address();
-      node_id = picked.node_id();
-      out.status = picked.status();
-      out.explanation = picked.explanation();
+      take(picked);
       lease.set_hops(lease.hops() + 1);
       continue;
     }
