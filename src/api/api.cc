@@ -125,14 +125,10 @@ ObjectRefBase SubmitTask(AnyFunction fn, const TaskOptions& options,
 absl::StatusOr<SerializedValue> GetValue(const ObjectRefBase& ref, absl::Duration timeout) {
   if (absl::Status early = ref.early_error(); !early.ok()) return early;
   if (ref.id().IsNil()) return absl::InvalidArgumentError("an empty ObjectRef has no value");
-  auto current = Current();
-  if (worker::InWorkerMode()) {
-    // A worker reads what it owns (its nested runtime's puts and subtasks) from its own table,
-    // everything else from its owner.
-    if (current != nullptr && OwnedBy(*current, ref)) return current->Get(ref, timeout);
-    return worker::FetchObject(ref.data(), timeout);
-  }
-  if (current != nullptr) return current->Get(ref, timeout);
+  // A runtime reads what it owns from its table; in a worker (whose nested runtime, if any, owns
+  // only its own puts and subtasks) everything else comes from its owner.
+  if (auto current = Current(); current != nullptr) return current->Get(ref, timeout);
+  if (worker::InWorkerMode()) return worker::FetchObject(ref.data(), timeout);
   return absl::FailedPreconditionError("call tessera::Init before reading objects");
 }
 
