@@ -108,8 +108,10 @@ ClusterClient::ClusterClient(ClusterClientOptions options, StateFolder state,
       head_address_(std::move(head_address)),
       token_(std::move(token)) {
   // A client without a head still gets a stub; its calls fail as UNAVAILABLE.
-  head_ = tessera::v1::Head::NewStub(
-      rpc::MakeChannel(head_address_.empty() ? std::string("127.0.0.1:1") : head_address_));
+  auto channel =
+      rpc::MakeChannel(head_address_.empty() ? std::string("127.0.0.1:1") : head_address_);
+  head_ = tessera::v1::Head::NewStub(channel);
+  jobs_ = tessera::v1::Jobs::NewStub(channel);
 }
 
 tessera::v1::NodeAgent::Stub& ClusterClient::agent(const std::string& address) {

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "cli/state_folder.h"
 #include "tessera/v1/head.grpc.pb.h"
+#include "tessera/v1/jobs.grpc.pb.h"
 #include "tessera/v1/node_agent.grpc.pb.h"
 
 namespace tessera::cli {
@@ -56,6 +57,8 @@ class ClusterClient {
   const std::string& token() const { return token_; }
 
   tessera::v1::Head::Stub& head() { return *head_; }
+  // The head's job service (train and job commands), on the head's connection.
+  tessera::v1::Jobs::Stub& jobs() { return *jobs_; }
   // A stub for the node agent at `address` (channels are cached per address).
   tessera::v1::NodeAgent::Stub& agent(const std::string& address);
 
@@ -90,6 +93,7 @@ class ClusterClient {
   std::string head_address_;
   std::string token_;
   std::unique_ptr<tessera::v1::Head::Stub> head_;
+  std::unique_ptr<tessera::v1::Jobs::Stub> jobs_;
   std::map<std::string, std::unique_ptr<tessera::v1::NodeAgent::Stub>> agents_;
 };
 

@@ -20,6 +20,8 @@ void AddListCommand(CLI::App& app, int& exit_code);
 void AddStatusCommand(CLI::App& app, int& exit_code);
 void AddLogsCommand(CLI::App& app, int& exit_code);
 void AddRunCommand(CLI::App& app, int& exit_code);
+void AddTrainCommand(CLI::App& app, int& exit_code);
+void AddJobCommand(CLI::App& app, int& exit_code);
 void AddStartCommand(CLI::App& app, int& exit_code);
 void AddStopCommand(CLI::App& app, int& exit_code);
 void AddUpCommand(CLI::App& app, int& exit_code);

@@ -24,6 +24,8 @@ struct StateFolder {
   std::string LogsDir() const { return root + "/logs"; }
   std::string HeadLogFile() const { return LogsDir() + "/head.log"; }
   std::string NodesDir() const { return root + "/nodes"; }
+  // Jobs' logs (<jobs>/<job-id>/job.log, rank-<R>.log, status.json); `tessera down` keeps them.
+  std::string JobsDir() const { return root + "/jobs"; }
   std::string NodeDir(const std::string& node_id) const { return NodesDir() + "/" + node_id; }
   std::string AgentAddressFile(const std::string& node_id) const {
     return NodeDir(node_id) + "/agent.address";

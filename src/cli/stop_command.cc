@@ -36,7 +36,7 @@ bool LooksLikeStateFolder(const StateFolder& state) {
       home != nullptr && fs::equivalent(root, fs::path(home), ec)) {
     return false;
   }
-  for (const char* marker : {"token", "head.address", "head.pid", "nodes"}) {
+  for (const char* marker : {"token", "head.address", "head.pid", "nodes", "jobs"}) {
     if (fs::exists(root / marker, ec)) return true;
   }
   return false;
@@ -65,9 +65,26 @@ int RunStop(const StopArgs& args, AfterStop after) {
           state.root, " holds files a cluster does not write; not removing it (remove it yourself "
                       "if it is yours)"));
     }
-    std::filesystem::remove_all(state.root, ec);
+    // Everything but the jobs' logs, which outlive the cluster (docs/train.md).
+    bool kept_jobs = false;
+    for (const auto& entry : std::filesystem::directory_iterator(state.root, ec)) {
+      if (entry.path() == std::filesystem::path(state.JobsDir())) {
+        kept_jobs = true;
+        continue;
+      }
+      std::filesystem::remove_all(entry.path(), ec);
+      if (ec) {
+        return ReportError(absl::StrCat("cannot remove ", entry.path().string(), ": ", ec.message()));
+      }
+    }
+    if (!kept_jobs) std::filesystem::remove(state.root, ec);
     if (ec) return ReportError(absl::StrCat("cannot remove ", state.root, ": ", ec.message()));
-    std::cout << "Removed " << state.root << ".\n";
+    if (kept_jobs) {
+      std::cout << "Removed " << state.root << " except its job logs, kept in " << state.JobsDir()
+                << ".\n";
+    } else {
+      std::cout << "Removed " << state.root << ".\n";
+    }
   }
   return 0;
 }

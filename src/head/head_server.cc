@@ -9,7 +9,9 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "cli/cluster_client.h"
 #include "head/node_agent_client.h"
+#include "train/cluster_gang_backend.h"
 #include "rpc/token.h"
 
 namespace tessera {
@@ -94,12 +96,29 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
     if (!raw->requested_.HasBeenNotified()) raw->requested_.Notify();
   };
   head->service_ = std::make_unique<HeadService>(std::move(service_options));
+  train::JobManagerOptions jobs;
+  jobs.jobs_dir = options.state_dir + "/jobs";
+  // Each job's controller calls this head (and the agents) on a connection of its own.
+  jobs.backends = [raw]() -> absl::StatusOr<std::unique_ptr<train::GangBackend>> {
+    cli::ClusterClientOptions client;
+    client.state_dir = raw->options_.state_dir;
+    client.head_address = raw->address_;
+    client.token_file = raw->options_.state_dir + "/token";
+    // A rank's agent that does not answer is given up on quickly: its node is being lost.
+    client.call_deadline = absl::Seconds(5);
+    client.retry_budget = absl::Seconds(3);
+    auto connected = cli::ClusterClient::Connect(std::move(client));
+    if (!connected.ok()) return connected.status();
+    return std::make_unique<train::ClusterGangBackend>(*std::move(connected));
+  };
+  head->jobs_ = std::make_unique<train::JobManager>(std::move(jobs));
 
   rpc::ServerOptions server_options;
   server_options.bind_address = options.bind;
   server_options.port = options.port;
   server_options.token = head->token_;
-  auto server = rpc::RpcServer::Start(server_options, {head->service_.get()});
+  auto server =
+      rpc::RpcServer::Start(server_options, {head->service_.get(), head->jobs_.get()});
   if (!server.ok()) return server.status();
   head->server_ = *std::move(server);
   head->address_ = rpc::JoinHostPort(DialableHost(options.bind), head->server_->port());
@@ -131,6 +150,8 @@ void HeadServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   if (!requested_.HasBeenNotified()) requested_.Notify();
+  // Jobs first: their controllers release their reservations through this head.
+  if (jobs_ != nullptr) jobs_->Shutdown();
   if (!stop_ticker_.HasBeenNotified()) stop_ticker_.Notify();
   if (ticker_.joinable()) ticker_.join();
   if (server_ != nullptr) {

@@ -1,5 +1,6 @@
-// HeadServer: the head process's server — the token (created when absent), the HeadService on a
-// gRPC server, its address and pid files in the state folder, and the ticker thread that runs
+// HeadServer: the head process's server — the token (created when absent), the HeadService and
+// the job manager (tessera.v1.Jobs: jobs' controllers run here, calling this head back over
+// gRPC like any client) on a gRPC server, its address and pid files in the state folder, and the ticker thread that runs
 // health checks and reconciliation. RunHead serves until the Shutdown RPC, SIGTERM or SIGINT.
 #pragma once
 
@@ -17,6 +18,7 @@
 #include "head/head_service.h"
 #include "head/state_store.h"
 #include "rpc/server.h"
+#include "train/job_manager.h"
 
 namespace tessera {
 
@@ -40,8 +42,10 @@ class HeadServer {
   const std::string& address() const { return address_; }
   const std::string& token() const { return token_; }
   HeadService* service() { return service_.get(); }
+  train::JobManager* jobs() { return jobs_.get(); }
 
-  // Stops serving and the ticker, and removes head.address and head.pid. Idempotent.
+  // Stops the running jobs (their gangs and reservations), then serving and the ticker, and
+  // removes head.address and head.pid. Idempotent.
   void Shutdown();
   // Blocks until the Shutdown RPC arrives or Shutdown() is called.
   void Wait();
@@ -61,6 +65,7 @@ class HeadServer {
   std::string address_;
   InMemoryStateStore store_;
   std::unique_ptr<HeadService> service_;
+  std::unique_ptr<train::JobManager> jobs_;
   std::unique_ptr<rpc::RpcServer> server_;
   absl::Notification requested_;
   absl::Notification stop_ticker_;

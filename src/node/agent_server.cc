@@ -145,6 +145,9 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
           self->service_->KillNow(workers);
         });
   }
+  server->watchdog_ = std::make_unique<WorkerWatchdog>(WatchdogOptions{}, MakeProcProgressProbe());
+  service_options.watchdog = server->watchdog_.get();
+  service_options.working_dirs_root = server->node_dir_ + "/jobs";
   NodeAgentServer* self = server.get();
   server->service_ = std::make_unique<NodeAgentService>(
       std::move(service_options), state, server->workers_.get(), server->head_.get(),
@@ -155,6 +158,15 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
   server_options.token = options.token;
   TESSERA_ASSIGN_OR_RETURN(server->server_,
                            rpc::RpcServer::Start(server_options, {server->service_.get()}));
+  server->watchdog_thread_ = std::thread([self] {
+    absl::MutexLock lock(&self->mu_);
+    while (!self->mu_.AwaitWithTimeout(absl::Condition(&self->stop_watchdog_),
+                                       absl::Milliseconds(100))) {
+      self->mu_.Unlock();
+      self->service_->EnforceWatchdog(absl::Now());
+      self->mu_.Lock();
+    }
+  });
   server->address_ = rpc::JoinHostPort(AdvertisedHost(options.bind), server->server_->port());
 
 
@@ -198,6 +210,11 @@ void NodeAgentServer::Shutdown() {
     if (shut_down_) return;
     requested_ = true;
   }
+  {
+    absl::MutexLock lock(&mu_);
+    stop_watchdog_ = true;
+  }
+  if (watchdog_thread_.joinable()) watchdog_thread_.join();
   const absl::Duration grace = absl::Milliseconds(options_.kill_grace_ms);
   // Workers first, so watchers see their exits while the server still serves them; then no new
   // calls; then whatever a last call started.

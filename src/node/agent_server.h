@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -25,6 +26,7 @@
 #include "node/head_link.h"
 #include "node/node_agent_service.h"
 #include "node/object_data_server.h"
+#include "node/worker_watchdog.h"
 #include "process/launcher_pool.h"
 #include "process/process_supervisor.h"
 #include "rpc/server.h"
@@ -81,12 +83,15 @@ class NodeAgentServer {
   std::unique_ptr<LauncherPool> launchers_;  // before workers_: outlives the supervisor
   std::unique_ptr<ProcessSupervisor> workers_;
   std::unique_ptr<HeadLink> head_;
+  std::unique_ptr<WorkerWatchdog> watchdog_;  // before service_: outlives it
   std::unique_ptr<NodeAgentService> service_;
+  std::thread watchdog_thread_;  // runs the watchdog's rules every 100 ms until Shutdown
   std::unique_ptr<rpc::RpcServer> server_;
 
   absl::Mutex mu_;
   bool requested_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_watchdog_ ABSL_GUARDED_BY(mu_) = false;
   absl::Mutex shutdown_mu_;  // serializes Shutdown()
 };
 

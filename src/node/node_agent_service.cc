@@ -1,7 +1,14 @@
 #include "node/node_agent_service.h"
 
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <set>
+
+#include <filesystem>
 #include <utility>
 #include <vector>
 
@@ -9,6 +16,7 @@
 #include "node/agent_proto.h"
 #include "node/worker_log_stream.h"
 #include "node/worker_env.h"
+#include "node/working_dir.h"
 #include "rpc/proto_convert.h"
 #include "rpc/status_conversion.h"
 
@@ -126,9 +134,66 @@ NodeAgentService::LeaseOutcome NodeAgentService::DecideLease(const v1::LeaseRequ
   return out;
 }
 
+absl::StatusOr<Allocation> NodeAgentService::VisibleAllocation(const LeaseRecord& lease,
+                                                              const v1::WorkerSpec& spec) const {
+  if (spec.visible_bundles().empty()) return lease.allocation;
+  if (!lease.bundle.has_value()) {
+    return absl::InvalidArgumentError("worker.visible_bundles: the lease is not in a bundle");
+  }
+  const std::set<int> wanted(spec.visible_bundles().begin(), spec.visible_bundles().end());
+  std::map<std::string, std::map<int, int64_t>> instances;  // resource -> instance -> amount
+  std::set<int> found;
+  for (const BundleRecord& bundle : state_->Bundles()) {
+    if (bundle.key.group != lease.bundle->group || !wanted.contains(bundle.key.index)) continue;
+    found.insert(bundle.key.index);
+    for (const DeviceGrant& grant : bundle.allocation.devices) {
+      for (size_t i = 0; i < grant.instances.size(); ++i) {
+        const int64_t amount = i < grant.amounts.size() ? grant.amounts[i].raw() : 0;
+        int64_t& kept = instances[grant.resource][grant.instances[i]];
+        kept = std::max(kept, amount);
+      }
+    }
+  }
+  if (found.size() != wanted.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker.visible_bundles: not every bundle named is held on this node for ",
+        lease.bundle->group));
+  }
+  Allocation visible;
+  for (auto& [resource, by_instance] : instances) {
+    DeviceGrant grant;
+    grant.resource = resource;
+    for (auto& [instance, amount] : by_instance) {
+      grant.instances.push_back(instance);
+      grant.amounts.push_back(Quantity::FromRaw(amount));
+    }
+    visible.devices.push_back(std::move(grant));
+  }
+  return visible;
+}
+
 grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::WorkerSpec& spec,
                                            v1::LeaseReply* reply) {
-  auto isolation = LeaseIsolationEnv(state_->hardware(), lease.allocation);
+  auto visible = VisibleAllocation(lease, spec);
+  if (!visible.ok()) {
+    state_->WorkerFailedToStart(lease.worker, std::string(visible.status().message()));
+    return Invalid(visible.status());
+  }
+  std::string cwd = spec.cwd();
+  if (!spec.working_dir_job().empty()) {
+    const std::string dir = absl::StrCat(options_.working_dirs_root, "/", spec.working_dir_job());
+    std::error_code ec;
+    if (options_.working_dirs_root.empty() ||
+        spec.working_dir_job().find('/') != std::string::npos ||
+        !std::filesystem::is_directory(dir, ec)) {
+      const std::string why = absl::StrCat("worker.working_dir_job: no working directory of job ",
+                                           spec.working_dir_job(), " on this node");
+      state_->WorkerFailedToStart(lease.worker, why);
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, why);
+    }
+    cwd = cwd.empty() || cwd[0] == '/' ? dir : absl::StrCat(dir, "/", cwd);
+  }
+  auto isolation = LeaseIsolationEnv(state_->hardware(), *visible);
   if (!isolation.ok()) {
     state_->WorkerFailedToStart(lease.worker, std::string(isolation.status().message()));
     return grpc::Status(grpc::StatusCode::INTERNAL,
@@ -150,12 +215,14 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
   ChildSpec child;
   child.argv.assign(spec.argv().begin(), spec.argv().end());
   child.env = env.vars();
-  child.cwd = spec.cwd();
+  child.cwd = cwd;
   child.stdout_path = absl::StrCat(options_.workers_dir, "/", lease.worker.value(), ".out");
   child.stderr_path = absl::StrCat(options_.workers_dir, "/", lease.worker.value(), ".err");
   AgentState* state = state_;
+  WorkerWatchdog* watchdog = options_.watchdog;
   auto pid = workers_->Start(ChildId(lease.worker.value()), child,
-                             [state](const ChildId& id, const ExitStatus& exit) {
+                             [state, watchdog](const ChildId& id, const ExitStatus& exit) {
+                               if (watchdog != nullptr) watchdog->Remove(WorkerId(id.value()));
                                (void)state->WorkerExited(WorkerId(id.value()),
                                                          WorkerExitFromStatus(exit));
                              });
@@ -165,6 +232,20 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
     return grpc::Status(static_cast<grpc::StatusCode>(pid.status().code()), reason);
   }
   std::map<std::string, std::string> isolation_env = IsolationEnvMap(*isolation);
+  if (options_.watchdog != nullptr) {
+    WatchedWorker watched;
+    watched.id = lease.worker;
+    watched.pid = *pid;
+    watched.stdout_path = child.stdout_path;
+    watched.stderr_path = child.stderr_path;
+    watched.stop_when_unwatched = spec.stop_when_unwatched();
+    watched.hang_timeout = absl::Milliseconds(std::max<int64_t>(0, spec.hang_timeout_ms()));
+    options_.watchdog->Add(watched, absl::Now());
+    // It may have exited already (its exit callback ran before Add): forget it then.
+    if (!workers_->Pid(ChildId(lease.worker.value())).has_value()) {
+      options_.watchdog->Remove(lease.worker);
+    }
+  }
   (void)state_->WorkerStarted(lease.worker, *pid, child.argv, isolation_env, child.stdout_path,
                               child.stderr_path);
   if (auto worker = state_->FindWorker(lease.worker);
@@ -214,8 +295,10 @@ grpc::Status NodeAgentService::WatchWorker(grpc::ServerContext* context,
     }
     return writer->Write(event);
   };
+  if (options_.watchdog != nullptr) options_.watchdog->WatchStarted(id);
   absl::Status streamed = StreamWorkerLogs({worker->stdout_path, worker->stderr_path}, {},
                                            LogHooks(context, id, send));
+  if (options_.watchdog != nullptr) options_.watchdog->WatchEnded(id, absl::Now());
   if (absl::IsCancelled(streamed)) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "the watcher went away");
   }
@@ -365,6 +448,52 @@ void NodeAgentService::TerminateAll() {
   for (const ChildId& id : workers_->Children()) {
     state_->NoteKill(WorkerId(id.value()), "as the node agent shut down");
     (void)workers_->Terminate(id, options_.kill_grace);
+  }
+}
+
+grpc::Status NodeAgentService::FindFreePort(grpc::ServerContext*, const v1::FindFreePortRequest*,
+                                            v1::FindFreePortResponse* response) {
+  // Bound on every address, as a rendezvous server binds; the kernel picks an ephemeral port,
+  // which stays free until someone binds it (a race any launcher that picks ports has).
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return grpc::Status(grpc::StatusCode::INTERNAL, "cannot open a socket");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  ::close(fd);
+  if (!ok) return grpc::Status(grpc::StatusCode::INTERNAL, "cannot find a free port");
+  response->set_port(ntohs(address.sin_port));
+  response->set_host(options_.worker_bind);
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeAgentService::PrepareWorkingDir(grpc::ServerContext*,
+                                                 const v1::PrepareWorkingDirRequest* request,
+                                                 v1::PrepareWorkingDirResponse* response) {
+  if (options_.working_dirs_root.empty()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "this node agent has no folder for working directories");
+  }
+  auto path = UnpackWorkingDir(options_.working_dirs_root, request->job_id(), request->archive());
+  if (!path.ok()) return rpc::ToGrpcStatus(path.status());
+  response->set_path(*path);
+  return grpc::Status::OK;
+}
+
+void NodeAgentService::EnforceWatchdog(absl::Time now) {
+  if (options_.watchdog == nullptr) return;
+  for (const WatchdogVerdict& verdict : options_.watchdog->Check(now)) {
+    state_->NoteKill(verdict.id, verdict.cause);
+    const ChildId child(verdict.id.value());
+    if (verdict.hung) {
+      (void)workers_->Signal(child, SIGKILL);
+    } else {
+      (void)workers_->Terminate(child, options_.kill_grace);
+    }
   }
 }
 

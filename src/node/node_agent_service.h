@@ -23,6 +23,7 @@
 #include "node/object_data_server.h"
 #include "node/object_transfer.h"
 #include "node/worker_log_stream.h"
+#include "node/worker_watchdog.h"
 #include "process/process_supervisor.h"
 #include "rpc/request_cache.h"
 #include "tessera/v1/node_agent.grpc.pb.h"
@@ -46,6 +47,11 @@ struct AgentServiceOptions {
   // For calls to other agents (PullObject).
   std::string token;
   absl::Duration pull_timeout = absl::Minutes(10);
+  // The rules for owned and hang-checked workers (WorkerSpec); null: those fields are ignored.
+  // Not owned.
+  WorkerWatchdog* watchdog = nullptr;
+  // Where jobs' working directories are unpacked (<state>/nodes/<node-id>/jobs); "": refused.
+  std::string working_dirs_root;
 };
 
 class NodeAgentService final : public v1::NodeAgent::Service {
@@ -76,8 +82,17 @@ class NodeAgentService final : public v1::NodeAgent::Service {
                            v1::OfferObjectResponse* response) override;
   grpc::Status PullObject(grpc::ServerContext* context, const v1::PullObjectRequest* request,
                           v1::PullObjectResponse* response) override;
+  grpc::Status FindFreePort(grpc::ServerContext* context, const v1::FindFreePortRequest* request,
+                            v1::FindFreePortResponse* response) override;
+  grpc::Status PrepareWorkingDir(grpc::ServerContext* context,
+                                 const v1::PrepareWorkingDirRequest* request,
+                                 v1::PrepareWorkingDirResponse* response) override;
   grpc::Status Shutdown(grpc::ServerContext* context, const v1::ShutdownRequest* request,
                         v1::ShutdownResponse* response) override;
+
+  // Stops the workers the watchdog found unwatched or hung (called by the agent's watchdog
+  // thread).
+  void EnforceWatchdog(absl::Time now);
 
   // Kills workers at once (SIGKILL): their reservation is gone.
   void KillNow(const std::vector<WorkerId>& workers);
@@ -94,6 +109,10 @@ class NodeAgentService final : public v1::NodeAgent::Service {
   grpc::Status StartWorker(const LeaseRecord& lease, const v1::WorkerSpec& spec,
                            v1::LeaseReply* reply);
   // How a log stream of worker `id` sends, waits for the exit and notices the client leaving.
+  // The devices the worker sees: its own lease's, or with visible_bundles the union of those
+  // bundles of its group held here.
+  absl::StatusOr<Allocation> VisibleAllocation(const LeaseRecord& lease,
+                                               const v1::WorkerSpec& spec) const;
   WorkerLogStreamHooks LogHooks(grpc::ServerContext* context, const WorkerId& id,
                                 std::function<bool(bool, std::string)> send);
 

@@ -1,0 +1,270 @@
+// tessera train [where] [--max-restarts K] [--hang-timeout DUR] [--name N] [--env K=V|K]...
+//               [--working-dir DIR] [--detach] [--start-timeout DUR] -- CMD ARGS...
+//   where: --accelerator TPU-V6E --topology 4x4 [--slices K] [--per-chip]
+//        | --nvlink-hosts N --per-host R
+//        | --workers N --resources-per-worker R [--strategy PACK|SPREAD|STRICT_PACK|STRICT_SPREAD]
+//        | --nnodes N --nproc-per-node K [--resources-per-node R]
+//        [--label-selector EXPR]...
+// A drop-in for torchrun: the command runs as one gang of ranks on the cluster, with torchrun's
+// environment, restarted as a group on failure (docs/train.md). The job is owned by the
+// cluster's head; this command follows it, printing every rank's output prefixed "[rankN]: ",
+// and exits with the job's exit code. Ctrl-C or SIGTERM stops the job; with --detach it prints
+// the job id and returns at once.
+#include <pthread.h>
+#include <signal.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cli/cluster_args.h"
+#include "cli/cluster_client.h"
+#include "cli/commands.h"
+#include "cli/job_client.h"
+#include "cli/reservation_calls.h"
+#include "labels/label_selector.h"
+#include "resources/resource_set.h"
+#include "rpc/proto_convert.h"
+
+namespace tessera::cli {
+namespace {
+
+struct TrainArgs {
+  CommonClusterArgs common;
+  JobProcessArgs process;
+  std::string accelerator;
+  std::string topology;
+  int slices = 1;
+  bool per_chip = false;
+  int nvlink_hosts = 0;
+  std::string per_host;
+  std::string workers;
+  std::string resources_per_worker;
+  std::string strategy;
+  std::string nnodes;
+  int nproc_per_node = 1;
+  std::string resources_per_node;
+  std::vector<std::string> selectors;
+  std::string start_timeout;
+  bool detach = false;
+};
+
+absl::StatusOr<v1::Resources> ParseResources(const std::string& flag, const std::string& text) {
+  auto parsed = ParseResourceSet(text);
+  if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", parsed.status().message()));
+  return rpc::ResourcesToProto(*parsed);
+}
+
+absl::StatusOr<v1::SubmitJobRequest> BuildTrainRequest(const TrainArgs& args) {
+  v1::SubmitJobRequest request;
+  request.set_request_id(NewRequestId("train"));
+  request.set_attached(!args.detach);
+  v1::JobSpec& spec = *request.mutable_spec();
+  spec.set_torch_env(true);
+  v1::GangPlacement& placement = *spec.mutable_placement();
+  const int kinds = (!args.accelerator.empty() || !args.topology.empty() ? 1 : 0) +
+                    (args.nvlink_hosts > 0 ? 1 : 0) + (!args.workers.empty() ? 1 : 0) +
+                    (!args.nnodes.empty() ? 1 : 0);
+  if (kinds != 1) {
+    return absl::InvalidArgumentError(
+        "say where the gang runs, once: --accelerator TYPE --topology SHAPE (whole slices), "
+        "--nvlink-hosts N, --workers N, or --nnodes N --nproc-per-node K");
+  }
+  if (!args.accelerator.empty() || !args.topology.empty()) {
+    if (args.slices < 1) return absl::InvalidArgumentError("--slices: must be 1 or more");
+    auto alternative = TpuSliceAlternative("--accelerator/--topology", args.accelerator,
+                                           args.topology, args.slices, args.per_chip);
+    if (!alternative.ok()) return alternative.status();
+    *placement.add_slices() = *alternative;
+  } else if (args.per_chip || args.slices != 1) {
+    return absl::InvalidArgumentError("--slices and --per-chip go with --accelerator/--topology");
+  }
+  if (args.nvlink_hosts > 0) {
+    if (args.per_host.empty()) {
+      return absl::InvalidArgumentError("--nvlink-hosts needs --per-host, e.g. --per-host GPU=4");
+    }
+    v1::SliceAlternative* alt = placement.add_slices();
+    alt->set_nvlink_hosts(args.nvlink_hosts);
+    auto per_host = ParseResources("--per-host", args.per_host);
+    if (!per_host.ok()) return per_host.status();
+    *alt->mutable_per_host() = *per_host;
+  } else if (!args.per_host.empty() && placement.slices_size() > 0) {
+    auto per_host = ParseResources("--per-host", args.per_host);
+    if (!per_host.ok()) return per_host.status();
+    *placement.mutable_slices(0)->mutable_per_host() = *per_host;
+  }
+  if (!args.workers.empty()) {
+    int min = 0;
+    int max = 0;
+    if (absl::Status s = ParseCountRange("--workers", args.workers, &min, &max); !s.ok()) return s;
+    placement.set_min_workers(min);
+    placement.set_max_workers(max);
+    auto resources = ParseResources("--resources-per-worker",
+                                    args.resources_per_worker.empty() ? "CPU=1" : args.resources_per_worker);
+    if (!resources.ok()) return resources.status();
+    *placement.mutable_resources_per_worker() = *resources;
+    placement.set_strategy(args.strategy.empty() ? "PACK" : args.strategy);
+  } else if (!args.resources_per_worker.empty() || !args.strategy.empty()) {
+    return absl::InvalidArgumentError("--resources-per-worker and --strategy go with --workers");
+  }
+  if (!args.nnodes.empty()) {
+    int min = 0;
+    int max = 0;
+    if (absl::Status s = ParseCountRange("--nnodes", args.nnodes, &min, &max); !s.ok()) return s;
+    if (args.nproc_per_node < 1) return absl::InvalidArgumentError("--nproc-per-node: must be 1 or more");
+    placement.set_min_nodes(min);
+    placement.set_max_nodes(max);
+    placement.set_nproc_per_node(args.nproc_per_node);
+    auto resources = ParseResources(
+        "--resources-per-node", args.resources_per_node.empty()
+                                    ? absl::StrCat("CPU=", args.nproc_per_node)
+                                    : args.resources_per_node);
+    if (!resources.ok()) return resources.status();
+    *placement.mutable_resources_per_node() = *resources;
+  } else if (!args.resources_per_node.empty()) {
+    return absl::InvalidArgumentError("--resources-per-node goes with --nnodes");
+  }
+  for (const std::string& text : args.selectors) {
+    auto selector = ParseLabelSelector(text);
+    if (!selector.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--label-selector: ", selector.status().message()));
+    }
+    rpc::LabelSelectorToProto(*selector, placement.add_label_selectors());
+  }
+  if (!args.selectors.empty() && placement.slices_size() > 0) {
+    return absl::InvalidArgumentError(
+        "--label-selector goes with --workers or --nnodes (a slice is chosen by its shape)");
+  }
+  if (!args.start_timeout.empty()) {
+    auto timeout = ParseDurationFlag("--start-timeout", args.start_timeout);
+    if (!timeout.ok()) return timeout.status();
+    spec.set_start_timeout_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(*timeout)));
+  }
+  if (absl::Status s = FillJobProcess(args.process, &spec); !s.ok()) return s;
+  return request;
+}
+
+// SIGINT, SIGTERM and SIGHUP stop the job (blocked in every thread and taken by one waiting
+// thread, as `tessera run` does). Thread-safe.
+class JobSignalStopper {
+ public:
+  JobSignalStopper() {
+    sigemptyset(&set_);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR2}) sigaddset(&set_, s);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+  }
+  ~JobSignalStopper() {
+    if (!thread_.joinable()) return;
+    pthread_kill(thread_.native_handle(), SIGUSR2);
+    thread_.join();
+  }
+  void Start(ClusterClient* client, std::string job) {
+    thread_ = std::thread([this, client, job = std::move(job)] {
+      while (true) {
+        int sig = 0;
+        if (sigwait(&set_, &sig) != 0 || sig == SIGUSR2) return;
+        std::cerr << "tessera: stopping job " << job << " (" << sigabbrev_np(sig) << ")\n";
+        v1::StopJobRequest request;
+        request.set_job_id(job);
+        request.set_reason(absl::StrCat("its client got SIG", sigabbrev_np(sig)));
+        v1::JobStatus response;
+        (void)client->Call(client->HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
+          c->set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(2));
+          return client->jobs().StopJob(c, request, &response);
+        });
+      }
+    });
+  }
+
+ private:
+  sigset_t set_;
+  std::thread thread_;
+};
+
+int RunTrain(const TrainArgs& args) {
+  auto request = BuildTrainRequest(args);
+  if (!request.ok()) return ReportError(request.status());
+  JobSignalStopper stopper;  // before any gRPC thread exists, so they inherit the mask
+  auto client = ConnectCluster(args.common);
+  if (!client.ok()) return ReportError(client.status());
+  ClusterClient& c = **client;
+  v1::JobStatus submitted;
+  absl::Status sent = c.Call(c.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+    return c.jobs().SubmitJob(ctx, *request, &submitted);
+  });
+  if (!sent.ok()) return ReportError(sent);
+  if (args.detach) {
+    std::cout << submitted.job_id() << "\n";
+    return 0;
+  }
+  stopper.Start(&c, submitted.job_id());
+  auto ended = FollowJobLog(c, submitted.job_id(), -1, /*follow=*/true, /*attach=*/true);
+  if (!ended.ok()) return ReportError(ended.status());
+  if (!ended->has_value()) {
+    return ReportError(absl::StrCat("job ", submitted.job_id(), " did not say how it ended"));
+  }
+  return (*ended)->exit_code();
+}
+
+}  // namespace
+
+void AddTrainCommand(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "train", "Run a training script as one gang of ranks (a drop-in for torchrun)");
+  cmd->add_option("--accelerator", args->accelerator, "Whole TPU slices of this type (TPU-V6E)")
+      ->type_name("TYPE");
+  cmd->add_option("--topology", args->topology, "The slice shape (4x4)")->type_name("SHAPE");
+  cmd->add_option("--slices", args->slices, "How many slices (default 1)")->type_name("K");
+  cmd->add_flag("--per-chip", args->per_chip, "One rank per chip instead of one per host");
+  cmd->add_option("--nvlink-hosts", args->nvlink_hosts, "N hosts of one NVLink domain, one rank each")
+      ->type_name("N");
+  cmd->add_option("--per-host", args->per_host, "What each slice or NVLink host's rank holds")
+      ->type_name("LIST");
+  cmd->add_option("--workers", args->workers, "N ranks in one placement group")->type_name("N");
+  cmd->add_option("--resources-per-worker", args->resources_per_worker,
+                  "What each rank holds (default CPU=1)")
+      ->type_name("LIST");
+  cmd->add_option("--strategy", args->strategy, "PACK (default), SPREAD, STRICT_PACK, STRICT_SPREAD")
+      ->type_name("S");
+  cmd->add_option("--nnodes", args->nnodes, "Nodes, one bundle each (torchrun's --nnodes)")
+      ->type_name("N");
+  cmd->add_option("--nproc-per-node", args->nproc_per_node, "Ranks per node (default 1)")
+      ->type_name("K");
+  cmd->add_option("--resources-per-node", args->resources_per_node,
+                  "What each node's bundle holds (default CPU=<nproc-per-node>)")
+      ->type_name("LIST");
+  cmd->add_option("--label-selector", args->selectors, "Node label selector; repeat for fallbacks")
+      ->type_name("EXPR")
+      ->allow_extra_args(false);
+  cmd->add_option("--max-restarts", args->process.max_restarts,
+                  "Group restarts after failures (default 0)")
+      ->type_name("K");
+  cmd->add_option("--hang-timeout", args->process.hang_timeout,
+                  "A rank with no output and no CPU time this long has failed")
+      ->type_name("DUR");
+  cmd->add_option("--stop-grace", args->process.stop_grace,
+                  "SIGTERM to SIGKILL when the gang stops (default 5s)")
+      ->type_name("DUR");
+  cmd->add_option("--start-timeout", args->start_timeout,
+                  "How long each attempt waits for its reservation (default 60s)")
+      ->type_name("DUR");
+  cmd->add_option("--name", args->process.name, "A name for the job")->type_name("NAME");
+  cmd->add_option("--env", args->process.env,
+                  "NAME=VALUE for every rank, or NAME to pass this shell's value (repeatable)")
+      ->type_name("NAME[=VALUE]")
+      ->allow_extra_args(false);
+  cmd->add_option("--working-dir", args->process.working_dir,
+                  "Ship this folder to every host that runs a rank and start the ranks in it")
+      ->type_name("DIR");
+  cmd->add_flag("--detach", args->detach, "Print the job id and return; the job goes on");
+  AddCommonClusterFlags(*cmd, args->common);
+  cmd->add_option("COMMAND", args->process.command, "The script and its arguments, after --")
+      ->required();
+  cmd->callback([args, &exit_code] { exit_code = RunTrain(*args); });
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,384 @@
+#include "train/cluster_gang_backend.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "cli/reservation_calls.h"
+#include "hardware/node_label_keys.h"
+#include "rpc/proto_convert.h"
+
+namespace tessera::train {
+namespace {
+
+using cli::Retry;
+
+// The host of "host:port" / "[v6]:port".
+std::string HostOf(const std::string& address) {
+  if (!address.empty() && address[0] == '[') {
+    const size_t close = address.find(']');
+    return close == std::string::npos ? address : address.substr(1, close - 1);
+  }
+  const size_t colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+bool Stopped(const std::function<bool()>& stopped) { return stopped && stopped(); }
+
+class GrpcRankWatch final : public RankWatch {
+ public:
+  GrpcRankWatch(std::unique_ptr<grpc::ClientContext> context, v1::NodeAgent::Stub* stub,
+                StartedRank rank, std::function<void(bool, const std::string&)> output,
+                std::function<void(RankEnd)> ended)
+      : context_(std::move(context)) {
+    thread_ = std::thread([this, stub, rank = std::move(rank), output = std::move(output),
+                           ended = std::move(ended)] {
+      v1::WatchWorkerRequest request;
+      request.set_worker_id(rank.worker_id);
+      auto stream = stub->WatchWorker(context_.get(), request);
+      v1::WorkerEvent event;
+      std::optional<v1::WorkerExit> exit;
+      while (stream->Read(&event)) {
+        if (event.has_stdout()) output(false, event.stdout());
+        if (event.has_stderr()) output(true, event.stderr());
+        if (event.has_exit()) exit = event.exit();
+      }
+      const grpc::Status finished = stream->Finish();
+      if (exit.has_value()) {
+        ended(*exit);
+      } else if (cancelled_.load()) {
+        ended(absl::CancelledError("the watch was ended"));
+      } else {
+        ended(cli::FromGrpc(finished, absl::StrCat("the node agent of ", rank.node_id, " at ",
+                                                   rank.agent_address)));
+      }
+    });
+  }
+  ~GrpcRankWatch() override {
+    Cancel();
+    thread_.join();
+  }
+  void Cancel() override {
+    cancelled_.store(true);
+    context_->TryCancel();
+  }
+
+ private:
+  std::unique_ptr<grpc::ClientContext> context_;
+  std::atomic<bool> cancelled_{false};
+  std::thread thread_;
+};
+
+}  // namespace
+
+ClusterGangBackend::ClusterGangBackend(std::unique_ptr<cli::ClusterClient> client)
+    : client_(std::move(client)) {}
+
+absl::Status ClusterGangBackend::RefreshNodes() {
+  TESSERA_ASSIGN_OR_RETURN(v1::ListNodesResponse nodes, client_->ListNodes());
+  absl::MutexLock lock(&mu_);
+  nodes_.clear();
+  for (const v1::NodeInfo& info : nodes.nodes()) {
+    NodeEntry entry;
+    entry.address = info.node().address();
+    entry.host = HostOf(entry.address);
+    auto type = info.node().labels().find(std::string(labels::kAcceleratorType));
+    if (type != info.node().labels().end()) entry.accelerator_type = type->second;
+    nodes_[info.node().node_id()] = std::move(entry);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ClusterGangBackend::NodeEntry> ClusterGangBackend::Node(const std::string& node_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = nodes_.find(node_id);
+    if (it != nodes_.end()) return it->second;
+  }
+  TESSERA_RETURN_IF_ERROR(RefreshNodes());
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return absl::NotFoundError(absl::StrCat("the head knows no node ", node_id));
+  return it->second;
+}
+
+v1::NodeAgent::Stub* ClusterGangBackend::Agent(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  return &client_->agent(address);
+}
+
+absl::Status ClusterGangBackend::FillSlot(const std::string& node_id,
+                                          const v1::Allocation& allocation, GangSlot* slot) {
+  TESSERA_ASSIGN_OR_RETURN(NodeEntry node, Node(node_id));
+  slot->node_id = node_id;
+  slot->host = node.host;
+  slot->accelerator_type = node.accelerator_type;
+  for (const v1::DeviceGrant& grant : allocation.devices()) {
+    if (grant.instances().empty()) continue;
+    slot->device_resource = grant.resource();
+    slot->device_ids.assign(grant.instances().begin(), grant.instances().end());
+    std::sort(slot->device_ids.begin(), slot->device_ids.end());
+    break;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GangReservation> ClusterGangBackend::Reserve(
+    const std::string& name, const v1::GangPlacement& placement, int world,
+    absl::Duration timeout, const std::function<bool()>& stopped) {
+  TESSERA_RETURN_IF_ERROR(RefreshNodes());
+  if (!placement.slices().empty()) return ReserveSlices(name, placement, timeout, stopped);
+  return ReservePlacementGroup(name, placement, world, timeout, stopped);
+}
+
+absl::StatusOr<GangReservation> ClusterGangBackend::ReserveSlices(
+    const std::string& name, const v1::GangPlacement& placement, absl::Duration timeout,
+    const std::function<bool()>& stopped) {
+  v1::ReserveSlicesRequest request;
+  request.set_request_id(cli::NewRequestId("gang-slices"));
+  request.set_name(name);
+  *request.mutable_alternatives() = placement.slices();
+  v1::SliceGroupInfo info;
+  TESSERA_RETURN_IF_ERROR(
+      client_->Call(client_->HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+        return client_->head().ReserveSlices(ctx, request, &info);
+      }));
+  const absl::Time until = absl::Now() + timeout;
+  absl::Duration poll = absl::Milliseconds(20);
+  while (info.state() == "PENDING" || info.state() == "COMMITTING") {
+    if (Stopped(stopped) || absl::Now() >= until) {
+      (void)cli::ReleaseSlicesNamed(*client_, name);
+      if (Stopped(stopped)) return absl::CancelledError("stopped while waiting for slices");
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no room within ", absl::FormatDuration(timeout), ": ", info.explanation()));
+    }
+    absl::SleepFor(std::min(poll, until - absl::Now()));
+    poll = std::min(poll * 2, absl::Milliseconds(250));
+    TESSERA_ASSIGN_OR_RETURN(info, cli::FindSliceGroup(*client_, name));
+  }
+  if (info.state() != "RESERVED") {
+    (void)cli::ReleaseSlicesNamed(*client_, name);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("slice reservation ", info.state(), ": ", info.explanation()));
+  }
+  GangReservation reservation;
+  reservation.name = name;
+  reservation.slice_group = true;
+  const v1::SliceAlternative& chosen =
+      placement.slices(std::clamp(info.alternative(), 0, placement.slices_size() - 1));
+  const bool per_chip = chosen.bundle_per_chip();
+  reservation.explanation = absl::StrCat(
+      chosen.nvlink_hosts() > 0 ? "NVLink domain" : "slice", info.domains_size() > 1 ? "s " : " ",
+      absl::StrJoin(info.domains(), ", "));
+  std::map<std::string, std::vector<int>> node_bundles;
+  for (int i = 0; i < info.hosts_size(); ++i) node_bundles[info.hosts(i).node_id()].push_back(i);
+  for (int i = 0; i < info.hosts_size(); ++i) {
+    const v1::SliceHost& host = info.hosts(i);
+    GangSlot slot;
+    slot.bundle_index = i;
+    if (absl::Status s = FillSlot(host.node_id(), host.allocation(), &slot); !s.ok()) {
+      (void)cli::ReleaseSlicesNamed(*client_, name);
+      return s;
+    }
+    if (chosen.nvlink_hosts() == 0) {
+      slot.slice = host.domain();
+      slot.tpu_worker_id = host.worker();
+    }
+    reservation.slots.push_back(slot);
+    reservation.slot_resources.push_back(host.allocation().resources());
+    // Per chip: each rank sees its own chip (TPU_VISIBLE_CHIPS and the per-process bounds);
+    // otherwise the node-union mask of §2.4.
+    reservation.visible_bundles.push_back(per_chip ? std::vector<int>{}
+                                                   : node_bundles[host.node_id()]);
+  }
+  return reservation;
+}
+
+absl::StatusOr<GangReservation> ClusterGangBackend::ReservePlacementGroup(
+    const std::string& name, const v1::GangPlacement& placement, int world,
+    absl::Duration timeout, const std::function<bool()>& stopped) {
+  const bool per_node = placement.max_nodes() > 0;
+  const int bundles = world;
+  const int share = per_node ? std::max(1, placement.nproc_per_node()) : 1;
+  const v1::Resources& bundle_resources =
+      per_node ? placement.resources_per_node() : placement.resources_per_worker();
+  v1::CreatePlacementGroupRequest request;
+  request.set_request_id(cli::NewRequestId("gang-pg"));
+  request.set_name(name);
+  request.set_strategy(per_node ? "STRICT_SPREAD"
+                                : (placement.strategy().empty() ? "PACK" : placement.strategy()));
+  auto fill = [&](v1::BundleOptionSpec* option, const v1::LabelSelector* selector) {
+    for (int b = 0; b < bundles; ++b) {
+      v1::BundleSpec* bundle = option->add_bundles();
+      *bundle->mutable_resources() = bundle_resources;
+      if (selector != nullptr) *bundle->mutable_label_selector() = *selector;
+    }
+  };
+  fill(request.mutable_primary(),
+       placement.label_selectors().empty() ? nullptr : &placement.label_selectors(0));
+  for (int i = 1; i < placement.label_selectors_size(); ++i) {
+    fill(request.add_fallbacks(), &placement.label_selectors(i));
+  }
+  v1::PlacementGroupInfo info;
+  TESSERA_RETURN_IF_ERROR(
+      client_->Call(client_->HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+        return client_->head().CreatePlacementGroup(ctx, request, &info);
+      }));
+  const absl::Time until = absl::Now() + timeout;
+  while (info.state() != "CREATED" && info.state() != "INFEASIBLE") {
+    if (Stopped(stopped) || absl::Now() >= until) {
+      (void)cli::RemovePlacementGroupNamed(*client_, name);
+      if (Stopped(stopped)) return absl::CancelledError("stopped while waiting for the group");
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no room within ", absl::FormatDuration(timeout), ": ", info.explanation()));
+    }
+    v1::WaitPlacementGroupRequest wait;
+    wait.set_name(name);
+    wait.set_timeout_ms(std::max<int64_t>(
+        1, std::min<int64_t>(250, absl::ToInt64Milliseconds(until - absl::Now()))));
+    TESSERA_RETURN_IF_ERROR(
+        client_->Call(client_->HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+          return client_->head().WaitPlacementGroup(ctx, wait, &info);
+        }));
+  }
+  if (info.state() != "CREATED") {
+    (void)cli::RemovePlacementGroupNamed(*client_, name);
+    return absl::ResourceExhaustedError(absl::StrCat("placement group ", info.state(), ": ",
+                                                     info.explanation()));
+  }
+  GangReservation reservation;
+  reservation.name = name;
+  std::map<std::string, std::vector<int>> node_bundles;
+  for (const v1::BundleLocation& b : info.bundles()) node_bundles[b.node_id()].push_back(b.index());
+  // The share of one rank of a per-node bundle: every amount divided by nproc_per_node.
+  v1::Resources rank_resources = bundle_resources;
+  for (auto& [resource, raw] : *rank_resources.mutable_raw()) raw /= share;
+  for (const v1::BundleLocation& b : info.bundles()) {
+    GangSlot whole;
+    whole.bundle_index = b.index();
+    if (absl::Status s = FillSlot(b.node_id(), b.allocation(), &whole); !s.ok()) {
+      (void)cli::RemovePlacementGroupNamed(*client_, name);
+      return s;
+    }
+    const size_t per_rank = whole.device_ids.size() / static_cast<size_t>(share);
+    for (int k = 0; k < share; ++k) {
+      GangSlot slot = whole;
+      if (per_rank > 0) {
+        slot.device_ids.assign(whole.device_ids.begin() + k * per_rank,
+                               whole.device_ids.begin() + (k + 1) * per_rank);
+      } else if (share > 1) {
+        slot.device_ids.clear();
+      }
+      reservation.slots.push_back(slot);
+      reservation.slot_resources.push_back(per_node ? rank_resources : b.allocation().resources());
+      reservation.visible_bundles.push_back(node_bundles[b.node_id()]);
+    }
+  }
+  return reservation;
+}
+
+void ClusterGangBackend::Release(const GangReservation& reservation) {
+  if (reservation.slice_group) {
+    (void)cli::ReleaseSlicesNamed(*client_, reservation.name);
+  } else {
+    (void)cli::RemovePlacementGroupNamed(*client_, reservation.name);
+  }
+}
+
+absl::StatusOr<int> ClusterGangBackend::FreePort(const GangSlot& slot) {
+  TESSERA_ASSIGN_OR_RETURN(NodeEntry node, Node(slot.node_id));
+  v1::NodeAgent::Stub* agent = Agent(node.address);
+  v1::FindFreePortRequest request;
+  v1::FindFreePortResponse response;
+  TESSERA_RETURN_IF_ERROR(client_->Call(
+      absl::StrCat("the node agent of ", slot.node_id, " at ", node.address), Retry::kSafe,
+      [&](grpc::ClientContext* ctx) { return agent->FindFreePort(ctx, request, &response); }));
+  return response.port();
+}
+
+absl::Status ClusterGangBackend::PrepareWorkingDir(const GangSlot& slot, const std::string& job_id,
+                                                   const std::string& archive) {
+  TESSERA_ASSIGN_OR_RETURN(NodeEntry node, Node(slot.node_id));
+  v1::NodeAgent::Stub* agent = Agent(node.address);
+  v1::PrepareWorkingDirRequest request;
+  request.set_job_id(job_id);
+  request.set_archive(archive);
+  v1::PrepareWorkingDirResponse response;
+  return client_->Call(
+      absl::StrCat("the node agent of ", slot.node_id, " at ", node.address), Retry::kSafe,
+      [&](grpc::ClientContext* ctx) { return agent->PrepareWorkingDir(ctx, request, &response); });
+}
+
+absl::StatusOr<StartedRank> ClusterGangBackend::StartRank(const RankLaunch& launch) {
+  TESSERA_ASSIGN_OR_RETURN(NodeEntry node, Node(launch.slot.node_id));
+  v1::NodeAgent::Stub* agent = Agent(node.address);
+  v1::LeaseRequest request;
+  request.set_request_id(cli::NewRequestId("rank"));
+  request.set_job_id(launch.job_id);
+  v1::ResourceRequest& demand = *request.mutable_request();
+  *demand.mutable_resources() = launch.resources;
+  demand.set_placement_group(launch.reservation);
+  demand.set_bundle_index(launch.slot.bundle_index);
+  v1::WorkerSpec& worker = *request.mutable_worker();
+  for (const std::string& arg : launch.argv) worker.add_argv(arg);
+  worker.mutable_env()->insert(launch.env.begin(), launch.env.end());
+  worker.set_cwd(launch.cwd);
+  for (int b : launch.visible_bundles) worker.add_visible_bundles(b);
+  worker.set_stop_when_unwatched(true);
+  worker.set_hang_timeout_ms(absl::ToInt64Milliseconds(launch.hang_timeout));
+  worker.set_working_dir_job(launch.working_dir_job);
+  const std::string peer = absl::StrCat("the node agent of ", launch.slot.node_id, " at ",
+                                        node.address);
+  // The bundle was just committed on this agent; a lease into it is granted here at once. A
+  // pending answer (the previous attempt's lease still ending) is asked again, briefly.
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (true) {
+    v1::LeaseReply reply;
+    TESSERA_RETURN_IF_ERROR(client_->Call(peer, Retry::kSafe, [&](grpc::ClientContext* ctx) {
+      return agent->RequestLease(ctx, request, &reply);
+    }));
+    if (reply.has_granted()) {
+      StartedRank started;
+      started.rank = launch.rank;
+      started.node_id = launch.slot.node_id;
+      started.agent_address = node.address;
+      started.worker_id = reply.granted().worker_id();
+      started.pid = reply.granted().pid();
+      started.isolation_env = {reply.granted().isolation_env().begin(),
+                               reply.granted().isolation_env().end()};
+      return started;
+    }
+    if (reply.status() == "infeasible" || reply.has_spillback() || absl::Now() >= until) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "bundle ", launch.slot.bundle_index, " of ", launch.reservation, " on node ",
+          launch.slot.node_id, " did not take the rank: ",
+          reply.has_spillback() ? "it is held elsewhere" : reply.explanation()));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+    request.set_request_id(cli::NewRequestId("rank"));
+  }
+}
+
+std::unique_ptr<RankWatch> ClusterGangBackend::WatchRank(
+    const StartedRank& rank, std::function<void(bool, const std::string&)> output,
+    std::function<void(RankEnd)> ended) {
+  return std::make_unique<GrpcRankWatch>(client_->StreamContext(), Agent(rank.agent_address), rank,
+                                         std::move(output), std::move(ended));
+}
+
+absl::Status ClusterGangBackend::SignalRank(const StartedRank& rank, int signal) {
+  v1::NodeAgent::Stub* agent = Agent(rank.agent_address);
+  v1::KillWorkerRequest request;
+  request.set_worker_id(rank.worker_id);
+  request.set_signal(signal);
+  v1::KillWorkerResponse response;
+  return client_->Call(
+      absl::StrCat("the node agent of ", rank.node_id, " at ", rank.agent_address), Retry::kSafe,
+      [&](grpc::ClientContext* ctx) { return agent->KillWorker(ctx, request, &response); });
+}
+
+}  // namespace tessera::train

@@ -1,0 +1,65 @@
+// ClusterGangBackend: the GangBackend of a running cluster. Reservations are the head's slice
+// groups (whole TPU slices, NVLink hosts) and placement groups (workers, nnodes); ranks are
+// command workers leased inside their bundles from the agent holding them, owned by the
+// controller (WorkerSpec.stop_when_unwatched: a rank whose controller died never lingers), and
+// watched over NodeAgent.WatchWorker.
+//
+// Thread-safe: one mutex guards the client's stub cache and the node table; calls run outside it.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "cli/cluster_client.h"
+#include "train/gang_backend.h"
+
+namespace tessera::train {
+
+class ClusterGangBackend final : public GangBackend {
+ public:
+  explicit ClusterGangBackend(std::unique_ptr<cli::ClusterClient> client);
+
+  absl::StatusOr<GangReservation> Reserve(const std::string& name,
+                                          const v1::GangPlacement& placement, int world,
+                                          absl::Duration timeout,
+                                          const std::function<bool()>& stopped) override;
+  void Release(const GangReservation& reservation) override;
+  absl::StatusOr<int> FreePort(const GangSlot& slot) override;
+  absl::Status PrepareWorkingDir(const GangSlot& slot, const std::string& job_id,
+                                 const std::string& archive) override;
+  absl::StatusOr<StartedRank> StartRank(const RankLaunch& launch) override;
+  std::unique_ptr<RankWatch> WatchRank(
+      const StartedRank& rank, std::function<void(bool is_stderr, const std::string& data)> output,
+      std::function<void(RankEnd end)> ended) override;
+  absl::Status SignalRank(const StartedRank& rank, int signal) override;
+
+ private:
+  struct NodeEntry {
+    std::string address;
+    std::string host;
+    std::string accelerator_type;
+  };
+  absl::Status RefreshNodes() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<NodeEntry> Node(const std::string& node_id) ABSL_LOCKS_EXCLUDED(mu_);
+  v1::NodeAgent::Stub* Agent(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<GangReservation> ReserveSlices(const std::string& name,
+                                                const v1::GangPlacement& placement,
+                                                absl::Duration timeout,
+                                                const std::function<bool()>& stopped);
+  absl::StatusOr<GangReservation> ReservePlacementGroup(const std::string& name,
+                                                        const v1::GangPlacement& placement,
+                                                        int world, absl::Duration timeout,
+                                                        const std::function<bool()>& stopped);
+  // Slots from bundles: node, host, devices; visible bundles per node.
+  absl::Status FillSlot(const std::string& node_id, const v1::Allocation& allocation,
+                        GangSlot* slot);
+
+  const std::unique_ptr<cli::ClusterClient> client_;
+  absl::Mutex mu_;
+  std::map<std::string, NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tessera::train

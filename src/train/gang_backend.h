@@ -1,0 +1,100 @@
+// GangBackend: what a gang controller needs from a cluster — reserve a gang's placement whole,
+// start one rank in one slot of it, watch and signal that rank, and release the reservation. The
+// controller (gang_controller.h) holds the policy; a backend only makes calls. The cluster's
+// backend (cluster_gang_backend.h) speaks gRPC to the head and the node agents; tests use fakes.
+//
+// Thread-safety: implementations are thread-safe (ranks are started and watched in parallel).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "tessera/v1/jobs.pb.h"
+#include "tessera/v1/node_agent.pb.h"
+#include "train/gang_layout.h"
+
+namespace tessera::train {
+
+// A reservation held for one attempt of a gang: one slot per rank.
+struct GangReservation {
+  std::string name;        // the placement group's or slice group's name
+  bool slice_group = false;
+  std::vector<GangSlot> slots;
+  // Per slot: what its rank's lease asks for inside the bundle.
+  std::vector<v1::Resources> slot_resources;
+  // Per slot: the bundles whose devices its rank sees (the node-union mask); empty: its own.
+  std::vector<std::vector<int>> visible_bundles;
+  std::string explanation;  // how it was placed (which alternative), for the job's log
+};
+
+// Everything one rank needs to start.
+struct RankLaunch {
+  int rank = 0;
+  GangSlot slot;
+  std::string reservation;
+  v1::Resources resources;
+  std::vector<int> visible_bundles;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::string cwd;
+  std::string working_dir_job;  // "" none
+  absl::Duration hang_timeout = absl::ZeroDuration();
+  std::string job_id;
+};
+
+struct StartedRank {
+  int rank = 0;
+  std::string node_id;
+  std::string agent_address;
+  std::string worker_id;
+  int pid = 0;
+  std::map<std::string, std::string> isolation_env;
+};
+
+// How a watched rank ended: its exit, or why contact with it was lost (an error status).
+using RankEnd = absl::StatusOr<v1::WorkerExit>;
+
+class RankWatch {
+ public:
+  virtual ~RankWatch() = default;  // cancels and waits for the watch thread
+  // Ends the watch early (its `ended` callback then gets Cancelled).
+  virtual void Cancel() = 0;
+};
+
+class GangBackend {
+ public:
+  virtual ~GangBackend() = default;
+
+  // Reserves `placement` under `name` with `world` ranks (slices: whole slices, `world` counts
+  // them), waiting while it is pending until `timeout`; `stopped` is polled meanwhile.
+  // ResourceExhausted when it can never be placed (the explanation says why), DeadlineExceeded
+  // when there was no room in time, Cancelled when stopped. Nothing is held on error.
+  virtual absl::StatusOr<GangReservation> Reserve(const std::string& name,
+                                                  const v1::GangPlacement& placement, int world,
+                                                  absl::Duration timeout,
+                                                  const std::function<bool()>& stopped) = 0;
+  // Releases the reservation (its remaining workers are killed by their agents).
+  virtual void Release(const GangReservation& reservation) = 0;
+
+  // A port free on the node's host (MASTER_PORT, the JAX coordinator).
+  virtual absl::StatusOr<int> FreePort(const GangSlot& slot) = 0;
+  // Unpacks the job's working directory on the slot's node.
+  virtual absl::Status PrepareWorkingDir(const GangSlot& slot, const std::string& job_id,
+                                         const std::string& archive) = 0;
+
+  // Starts the rank's worker; errors name the node.
+  virtual absl::StatusOr<StartedRank> StartRank(const RankLaunch& launch) = 0;
+  // Streams the rank's output to `output` from its own thread until it exits; then `ended`.
+  virtual std::unique_ptr<RankWatch> WatchRank(
+      const StartedRank& rank, std::function<void(bool is_stderr, const std::string& data)> output,
+      std::function<void(RankEnd end)> ended) = 0;
+  // Sends `signal` to the rank's process group.
+  virtual absl::Status SignalRank(const StartedRank& rank, int signal) = 0;
+};
+
+}  // namespace tessera::train

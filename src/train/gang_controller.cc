@@ -1,0 +1,453 @@
+#include "train/gang_controller.h"
+
+#include <signal.h>
+
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace tessera::train {
+namespace {
+
+int64_t ToMs(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
+
+int PlacementWorld(const v1::GangPlacement& p) {
+  if (!p.slices().empty()) return std::max(1, p.slices(0).num_slices());
+  if (p.max_nodes() > 0) return p.max_nodes();
+  return std::max(1, p.max_workers());
+}
+
+std::string PlacementWords(const v1::GangPlacement& p) {
+  if (!p.slices().empty()) {
+    const v1::SliceAlternative& s = p.slices(0);
+    if (s.nvlink_hosts() > 0) return absl::StrCat(s.nvlink_hosts(), " hosts of one NVLink domain");
+    return absl::StrCat(std::max(1, s.num_slices()), " intact ", s.accelerator_type(), " ",
+                        s.topology(), " slice", s.num_slices() > 1 ? "s" : "");
+  }
+  if (p.max_nodes() > 0) {
+    return absl::StrCat(p.max_nodes(), " nodes x ", p.nproc_per_node(), " ranks");
+  }
+  return absl::StrCat(p.max_workers(), " workers");
+}
+
+}  // namespace
+
+std::string DescribeRankEnd(int rank, const GangSlot& slot, const RankEnd& end) {
+  const std::string where =
+      absl::StrCat("rank ", rank, " on node ", slot.node_id, " (", slot.host, ")");
+  if (!end.ok()) return absl::StrCat(where, " lost contact: ", end.status().message());
+  const v1::WorkerExit& exit = *end;
+  std::string reason = exit.reason();
+  if (reason.empty()) {
+    reason = exit.signal() != 0 ? absl::StrCat("killed by signal ", exit.signal())
+                                : absl::StrCat("exited with code ", exit.exit_code());
+  }
+  if (absl::StartsWith(reason, "killed") || absl::StartsWith(reason, "out of memory")) {
+    return absl::StrCat(where, " was ", reason);
+  }
+  return absl::StrCat(where, " ", reason);
+}
+
+int ExitCodeOf(const RankEnd& end) {
+  if (!end.ok()) return 1;
+  if (end->signal() != 0) return 128 + end->signal();
+  if (end->out_of_memory()) return 128 + SIGKILL;
+  return end->exit_code();
+}
+
+GangController::GangController(GangControllerOptions options) : options_(std::move(options)) {
+  absl::MutexLock lock(&mu_);
+  status_.set_job_id(options_.job_id);
+  status_.set_name(options_.spec.name());
+  status_.set_state("PENDING");
+  status_.set_max_restarts(options_.spec.max_restarts());
+  *status_.mutable_argv() = options_.spec.argv();
+  status_.set_attached(options_.attached);
+  status_.set_submit_time_ms(absl::ToUnixMillis(options_.submitted));
+  if (options_.log != nullptr) status_.set_log_dir(options_.log->dir());
+}
+
+v1::JobStatus GangController::status() const {
+  absl::MutexLock lock(&mu_);
+  return status_;
+}
+
+void GangController::Stop(std::string reason) {
+  absl::MutexLock lock(&mu_);
+  if (ended_ || stop_reason_.has_value()) return;
+  stop_reason_ = std::move(reason);
+}
+
+bool GangController::stopping() const {
+  absl::MutexLock lock(&mu_);
+  return stop_reason_.has_value();
+}
+
+absl::Duration GangController::stop_grace() const {
+  return options_.spec.stop_grace_ms() > 0 ? absl::Milliseconds(options_.spec.stop_grace_ms())
+                                           : absl::Seconds(5);
+}
+
+void GangController::Publish() {
+  if (!options_.on_change) return;
+  options_.on_change(status());
+}
+
+void GangController::SetState(const std::string& state, const std::string& message) {
+  {
+    absl::MutexLock lock(&mu_);
+    status_.set_state(state);
+    status_.set_message(message);
+  }
+  Publish();
+}
+
+v1::JobStatus GangController::Run() {
+  Publish();
+  JobLog* log = options_.log;
+  int attempt = 0;
+  std::string final_state;
+  std::string final_message;
+  int exit_code = 0;
+  while (true) {
+    AttemptResult result = RunAttempt(attempt);
+    if (result.end == AttemptEnd::kSucceeded) {
+      final_state = "SUCCEEDED";
+      final_message = "every rank exited with code 0";
+      exit_code = 0;
+      break;
+    }
+    if (result.end == AttemptEnd::kStopped) {
+      final_state = "STOPPED";
+      absl::MutexLock lock(&mu_);
+      final_message = stop_reason_.value_or("stopped");
+      exit_code = 128 + SIGTERM;
+      break;
+    }
+    if (result.end == AttemptEnd::kNotPlaced) {
+      final_state = "FAILED";
+      final_message = result.message;
+      exit_code = 1;
+      break;
+    }
+    int restarts = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      restarts = status_.restart_count();
+    }
+    const int budget = options_.spec.max_restarts();
+    if (restarts < budget && !stopping()) {
+      {
+        absl::MutexLock lock(&mu_);
+        status_.set_restart_count(restarts + 1);
+      }
+      const std::string note = absl::StrCat(result.message, "; restarting the gang (restart ",
+                                            restarts + 1, " of ", budget, ")");
+      if (log != nullptr) log->Note(note);
+      SetState("RESTARTING", note);
+      ++attempt;
+      continue;
+    }
+    if (stopping()) {
+      final_state = "STOPPED";
+      absl::MutexLock lock(&mu_);
+      final_message = stop_reason_.value_or("stopped");
+      exit_code = 128 + SIGTERM;
+      break;
+    }
+    final_state = "FAILED";
+    final_message = absl::StrCat(result.message, "; ", restarts, " of ", budget,
+                                 " restarts used");
+    exit_code = result.exit_code;
+    break;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    status_.set_state(final_state);
+    status_.set_message(final_message);
+    status_.set_exit_code(exit_code);
+    status_.set_end_time_ms(absl::ToUnixMillis(absl::Now()));
+    ended_ = true;
+  }
+  if (log != nullptr) {
+    log->Note(absl::StrCat("job ", options_.job_id, " ", absl::AsciiStrToLower(final_state), ": ",
+                           final_message));
+  }
+  Publish();
+  return status();
+}
+
+GangController::AttemptResult GangController::RunAttempt(int attempt) {
+  JobLog* log = options_.log;
+  GangBackend& backend = *options_.backend;
+  const v1::JobSpec& spec = options_.spec;
+  const std::string what = PlacementWords(spec.placement());
+  SetState(attempt == 0 ? "PENDING" : "RESTARTING", absl::StrCat("waiting for ", what));
+  const absl::Duration timeout = spec.start_timeout_ms() > 0
+                                     ? absl::Milliseconds(spec.start_timeout_ms())
+                                     : absl::Seconds(60);
+  auto reserved = backend.Reserve(absl::StrCat(options_.job_id, "-", attempt), spec.placement(),
+                                  PlacementWorld(spec.placement()), timeout,
+                                  [this] { return stopping(); });
+  if (!reserved.ok()) {
+    if (absl::IsCancelled(reserved.status())) return {AttemptEnd::kStopped, "", 0};
+    return {AttemptEnd::kNotPlaced,
+            absl::StrCat("cannot place the gang (", what, "): ", reserved.status().message()), 1};
+  }
+  GangReservation& reservation = *reserved;
+  if (stopping()) {
+    backend.Release(reservation);
+    return {AttemptEnd::kStopped, "", 0};
+  }
+  auto layout = AssignRanks(reservation.slots);
+  if (!layout.ok()) {
+    backend.Release(reservation);
+    return {AttemptEnd::kNotPlaced, std::string(layout.status().message()), 1};
+  }
+  const int world = layout->world_size;
+  const GangSlot& first = layout->slots[layout->ranks[0].slot];
+
+  GangEnvOptions env_options;
+  env_options.run_id = options_.job_id;
+  env_options.max_restarts = spec.max_restarts();
+  env_options.user_env = {spec.env().begin(), spec.env().end()};
+  {
+    absl::MutexLock lock(&mu_);
+    env_options.restart_count = status_.restart_count();
+  }
+  auto fail_start = [&](const std::string& why) {
+    backend.Release(reservation);
+    return AttemptResult{AttemptEnd::kRankFailed, why, 1};
+  };
+  if (spec.torch_env()) {
+    auto master = backend.FreePort(first);
+    if (!master.ok()) return fail_start(std::string(master.status().message()));
+    auto jax = backend.FreePort(first);
+    if (!jax.ok()) return fail_start(std::string(jax.status().message()));
+    env_options.master_port = *master;
+    env_options.jax_coordinator_port = *jax;
+  }
+  if (!spec.working_dir().empty()) {
+    std::set<std::string> prepared;
+    for (const GangSlot& slot : layout->slots) {
+      if (!prepared.insert(slot.node_id).second) continue;
+      if (absl::Status s = backend.PrepareWorkingDir(slot, options_.job_id, spec.working_dir());
+          !s.ok()) {
+        return fail_start(absl::StrCat("cannot ship the working directory to node ", slot.node_id,
+                                       ": ", s.message()));
+      }
+    }
+  }
+
+  std::vector<RankLaunch> launches(world);
+  for (int r = 0; r < world; ++r) {
+    const RankPlace& place = layout->ranks[r];
+    RankLaunch& launch = launches[r];
+    launch.rank = r;
+    launch.slot = layout->slots[place.slot];
+    launch.reservation = reservation.name;
+    launch.resources = reservation.slot_resources[place.slot];
+    launch.visible_bundles = reservation.visible_bundles[place.slot];
+    launch.argv.assign(spec.argv().begin(), spec.argv().end());
+    launch.env = {spec.env().begin(), spec.env().end()};
+    if (spec.torch_env()) {
+      for (auto& [name, value] : RankEnvironment(*layout, r, env_options)) launch.env[name] = value;
+    }
+    launch.env["TESSERA_JOB_ID"] = options_.job_id;
+    launch.cwd = spec.cwd();
+    launch.working_dir_job = spec.working_dir().empty() ? "" : options_.job_id;
+    launch.hang_timeout = absl::Milliseconds(spec.hang_timeout_ms());
+    launch.job_id = options_.job_id;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    status_.set_world_size(world);
+    status_.set_reservation(reservation.name);
+    status_.clear_ranks();
+    for (int r = 0; r < world; ++r) {
+      const RankPlace& place = layout->ranks[r];
+      v1::RankStatus* rank = status_.add_ranks();
+      rank->set_rank(r);
+      rank->set_local_rank(place.local_rank);
+      rank->set_node_rank(place.node_rank);
+      rank->set_node_id(launches[r].slot.node_id);
+      rank->set_host(launches[r].slot.host);
+      rank->set_state("STARTING");
+    }
+    events_.clear();
+  }
+  SetState("STARTING", absl::StrCat("starting ", world, " ranks on ", reservation.name));
+
+  // Every rank at once: one thread per rank for its lease.
+  std::vector<absl::StatusOr<StartedRank>> started(world, absl::UnknownError("not started"));
+  {
+    std::vector<std::thread> starters;
+    starters.reserve(world);
+    for (int r = 0; r < world; ++r) {
+      starters.emplace_back([&, r] { started[r] = backend.StartRank(launches[r]); });
+    }
+    for (std::thread& t : starters) t.join();
+  }
+  std::vector<LiveRank> ranks(world);
+  std::string start_error;
+  for (int r = 0; r < world; ++r) {
+    ranks[r].slot = launches[r].slot;
+    if (started[r].ok()) {
+      ranks[r].started = *started[r];
+    } else {
+      ranks[r].exited = true;
+      if (start_error.empty()) {
+        start_error = absl::StrCat("rank ", r, " could not start on node ",
+                                   launches[r].slot.node_id, ": ", started[r].status().message());
+      }
+    }
+  }
+  if (!start_error.empty()) {
+    for (LiveRank& rank : ranks) {
+      if (!rank.exited) (void)backend.SignalRank(rank.started, SIGKILL);
+    }
+    if (log != nullptr) log->Note(start_error);
+    return fail_start(start_error);
+  }
+  const absl::Time running_at = absl::Now();
+  {
+    absl::MutexLock lock(&mu_);
+    for (int r = 0; r < world; ++r) {
+      v1::RankStatus* rank = status_.mutable_ranks(r);
+      rank->set_worker_id(ranks[r].started.worker_id);
+      rank->set_pid(ranks[r].started.pid);
+      rank->set_state("RUNNING");
+      rank->mutable_isolation_env()->insert(ranks[r].started.isolation_env.begin(),
+                                            ranks[r].started.isolation_env.end());
+    }
+    if (attempt == 0) {
+      status_.set_start_time_ms(absl::ToUnixMillis(running_at));
+      status_.set_launch_ms(ToMs(running_at - options_.submitted));
+    } else if (failed_at_.has_value()) {
+      status_.set_last_restart_ms(ToMs(running_at - *failed_at_));
+    }
+  }
+  if (log != nullptr) {
+    log->Note(absl::StrCat("attempt ", attempt + 1, ": ", world, " ranks running on ",
+                           reservation.name, reservation.explanation.empty() ? "" : " (",
+                           reservation.explanation, reservation.explanation.empty() ? "" : ")",
+                           "; MASTER_ADDR=", first.host, " MASTER_PORT=",
+                           env_options.master_port));
+  }
+  SetState("RUNNING", absl::StrCat(world, " ranks running on ", reservation.name));
+
+  for (int r = 0; r < world; ++r) {
+    ranks[r].watch = backend.WatchRank(
+        ranks[r].started,
+        [log, r](bool is_stderr, const std::string& data) {
+          if (log != nullptr) log->RankOutput(r, is_stderr, data);
+        },
+        [this, r](RankEnd end) {
+          absl::MutexLock lock(&mu_);
+          events_.push_back({r, std::move(end)});
+        });
+  }
+
+  int succeeded = 0;
+  AttemptResult result;
+  while (true) {
+    std::optional<Event> event;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !events_.empty() || stop_reason_.has_value();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (!events_.empty()) {
+        event = std::move(events_.front());
+        events_.pop_front();
+      }
+    }
+    if (!event.has_value()) {  // a stop request
+      if (log != nullptr) log->Note("stopping the gang");
+      StopRanks(ranks);
+      result = {AttemptEnd::kStopped, "", 0};
+      break;
+    }
+    LiveRank& rank = ranks[event->rank];
+    rank.exited = true;
+    if (log != nullptr) log->EndRank(event->rank);
+    const bool clean = event->end.ok() && event->end->exit_code() == 0 &&
+                       event->end->signal() == 0 && !event->end->out_of_memory();
+    {
+      absl::MutexLock lock(&mu_);
+      v1::RankStatus* status = status_.mutable_ranks(event->rank);
+      status->set_state(clean ? "SUCCEEDED" : "FAILED");
+      status->set_exit_reason(event->end.ok() ? event->end->reason()
+                                              : std::string(event->end.status().message()));
+    }
+    if (clean) {
+      if (++succeeded == world) {
+        result = {AttemptEnd::kSucceeded, "", 0};
+        break;
+      }
+      Publish();
+      continue;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      failed_at_ = absl::Now();
+    }
+    const std::string why = DescribeRankEnd(event->rank, rank.slot, event->end);
+    if (log != nullptr) log->Note(absl::StrCat(why, "; stopping the gang"));
+    StopRanks(ranks);
+    result = {AttemptEnd::kRankFailed, why, ExitCodeOf(event->end)};
+    break;
+  }
+  for (LiveRank& rank : ranks) rank.watch.reset();
+  backend.Release(reservation);
+  Publish();
+  return result;
+}
+
+void GangController::StopRanks(std::vector<LiveRank>& ranks) {
+  GangBackend& backend = *options_.backend;
+  auto drain = [&](absl::Time deadline) {
+    while (true) {
+      bool all = true;
+      for (const LiveRank& rank : ranks) all = all && rank.exited;
+      if (all) return;
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !events_.empty(); };
+      if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) return;
+      while (!events_.empty()) {
+        Event event = std::move(events_.front());
+        events_.pop_front();
+        ranks[event.rank].exited = true;
+        v1::RankStatus* status = status_.mutable_ranks(event.rank);
+        status->set_state("STOPPED");
+        status->set_exit_reason(event.end.ok() ? event.end->reason()
+                                               : std::string(event.end.status().message()));
+      }
+    }
+  };
+  for (const LiveRank& rank : ranks) {
+    if (!rank.exited) (void)backend.SignalRank(rank.started, SIGTERM);
+  }
+  drain(absl::Now() + stop_grace());
+  for (const LiveRank& rank : ranks) {
+    if (!rank.exited) (void)backend.SignalRank(rank.started, SIGKILL);
+  }
+  drain(absl::Now() + absl::Seconds(5));
+  // Ranks still not reported are on a node that cannot be reached: the release cancels their
+  // bundles, and their agents (or the agents' deaths) end them.
+  for (LiveRank& rank : ranks) {
+    if (rank.watch != nullptr) rank.watch->Cancel();
+  }
+  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
+    if (options_.log != nullptr) options_.log->EndRank(r);
+  }
+}
+
+}  // namespace tessera::train

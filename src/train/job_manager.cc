@@ -1,0 +1,269 @@
+#include "train/job_manager.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "rpc/status_conversion.h"
+#include "train/job_spec.h"
+
+namespace tessera::train {
+namespace {
+
+bool Ended(const std::string& state) {
+  return state == "SUCCEEDED" || state == "FAILED" || state == "STOPPED";
+}
+
+std::string NewJobId() {
+  absl::BitGen gen;
+  return absl::StrFormat("job-%08x", absl::Uniform<uint32_t>(gen));
+}
+
+grpc::Status NotFound(const std::string& id) {
+  return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no job ", id));
+}
+
+constexpr size_t kChunkBytes = 64 * 1024;
+
+}  // namespace
+
+JobManager::JobManager(JobManagerOptions options) : options_(std::move(options)) {}
+
+JobManager::~JobManager() { Shutdown(); }
+
+void JobManager::Shutdown() {
+  std::vector<std::shared_ptr<Job>> jobs;
+  {
+    absl::MutexLock lock(&mu_);
+    shut_down_ = true;
+    for (auto& [id, job] : jobs_) jobs.push_back(job);
+  }
+  for (auto& job : jobs) {
+    if (job->controller != nullptr) job->controller->Stop("the head shut down");
+  }
+  for (auto& job : jobs) {
+    if (job->thread.joinable()) job->thread.join();
+  }
+}
+
+std::shared_ptr<JobManager::Job> JobManager::Find(const std::string& id_or_name) {
+  auto it = jobs_.find(id_or_name);
+  if (it != jobs_.end()) return it->second;
+  std::shared_ptr<Job> newest;
+  for (auto& [id, job] : jobs_) {
+    if (job->status.name() != id_or_name) continue;
+    if (newest == nullptr || job->status.submit_time_ms() >= newest->status.submit_time_ms()) {
+      newest = job;
+    }
+  }
+  return newest;
+}
+
+void JobManager::WriteStatusFile(const Job& job, const v1::JobStatus& status) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions print;
+  print.preserve_proto_field_names = true;
+  print.always_print_primitive_fields = true;
+  if (!google::protobuf::util::MessageToJsonString(status, &json, print).ok()) return;
+  const std::string path = job.log->dir() + "/status.json";
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  json.push_back('\n');
+  const bool written = ::write(fd, json.data(), json.size()) == static_cast<ssize_t>(json.size());
+  ::close(fd);
+  if (written) std::rename(tmp.c_str(), path.c_str());
+}
+
+void JobManager::Published(const std::shared_ptr<Job>& job, const v1::JobStatus& status) {
+  {
+    absl::MutexLock lock(&mu_);
+    job->status = status;
+    if (Ended(status.state())) job->ended = true;
+  }
+  WriteStatusFile(*job, status);
+}
+
+grpc::Status JobManager::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* request,
+                                   v1::JobStatus* response) {
+  SubmitResult result = submit_cache_.Run(
+      request->request_id().empty() ? std::string() : absl::StrCat("SubmitJob/", request->request_id()),
+      [&] {
+        SubmitResult r;
+        r.first = DoSubmit(*request, &r.second);
+        return r;
+      });
+  *response = result.second;
+  return result.first;
+}
+
+grpc::Status JobManager::DoSubmit(const v1::SubmitJobRequest& request, v1::JobStatus* response) {
+  if (absl::Status valid = ValidateJobSpec(request.spec()); !valid.ok()) {
+    return rpc::ToGrpcStatus(valid);
+  }
+  auto job = std::make_shared<Job>();
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the head is shutting down");
+    }
+    do {
+      job->id = NewJobId();
+    } while (jobs_.contains(job->id));
+  }
+  auto log = JobLog::Create(absl::StrCat(options_.jobs_dir, "/", job->id));
+  if (!log.ok()) return rpc::ToGrpcStatus(log.status());
+  job->log = *std::move(log);
+  auto backend = options_.backends();
+  if (!backend.ok()) return rpc::ToGrpcStatus(backend.status());
+  job->backend = *std::move(backend);
+  GangControllerOptions controller;
+  controller.job_id = job->id;
+  controller.spec = request.spec();
+  controller.backend = job->backend.get();
+  controller.log = job->log.get();
+  controller.attached = request.attached();
+  controller.submitted = absl::Now();
+  std::weak_ptr<Job> weak = job;
+  controller.on_change = [this, weak](const v1::JobStatus& status) {
+    if (auto j = weak.lock()) Published(j, status);
+  };
+  job->controller = std::make_unique<GangController>(std::move(controller));
+  job->status = job->controller->status();
+  job->log->Note(absl::StrCat("job ", job->id, " submitted: ", absl::StrJoin(request.spec().argv(), " ")));
+  {
+    absl::MutexLock lock(&mu_);
+    jobs_[job->id] = job;
+  }
+  WriteStatusFile(*job, job->status);
+  job->thread = std::thread([this, job] {
+    v1::JobStatus final = job->controller->Run();
+    job->log->Close();
+    Published(job, final);
+  });
+  *response = job->status;
+  return grpc::Status::OK;
+}
+
+grpc::Status JobManager::GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
+                                v1::JobStatus* response) {
+  std::shared_ptr<Job> job;
+  {
+    absl::MutexLock lock(&mu_);
+    job = Find(request->job_id());
+  }
+  if (job == nullptr) return NotFound(request->job_id());
+  *response = job->controller->status();
+  return grpc::Status::OK;
+}
+
+grpc::Status JobManager::ListGangJobs(grpc::ServerContext*, const v1::ListRequest*,
+                                      v1::JobList* response) {
+  std::vector<std::shared_ptr<Job>> jobs;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, job] : jobs_) jobs.push_back(job);
+  }
+  for (auto& job : jobs) *response->add_jobs() = job->controller->status();
+  return grpc::Status::OK;
+}
+
+grpc::Status JobManager::StopJob(grpc::ServerContext*, const v1::StopJobRequest* request,
+                                 v1::JobStatus* response) {
+  std::shared_ptr<Job> job;
+  {
+    absl::MutexLock lock(&mu_);
+    job = Find(request->job_id());
+  }
+  if (job == nullptr) return NotFound(request->job_id());
+  job->controller->Stop(request->reason().empty() ? "stopped by request" : request->reason());
+  {
+    absl::MutexLock lock(&mu_);
+    auto ended = [&job]() { return job->ended; };
+    mu_.AwaitWithTimeout(absl::Condition(&ended), absl::Minutes(2));
+  }
+  *response = job->controller->status();
+  return grpc::Status::OK;
+}
+
+grpc::Status JobManager::StreamJobLogs(grpc::ServerContext* context,
+                                       const v1::StreamJobLogsRequest* request,
+                                       grpc::ServerWriter<v1::JobLogChunk>* writer) {
+  std::shared_ptr<Job> job;
+  {
+    absl::MutexLock lock(&mu_);
+    job = Find(request->job_id());
+  }
+  if (job == nullptr) return NotFound(request->job_id());
+  if (request->rank() < -1) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "rank: a rank, or -1 for every rank");
+  }
+  const bool watching_attached = request->attach() && job->controller->status().attached();
+  auto job_ended = [&] {
+    absl::MutexLock lock(&mu_);
+    return job->ended;
+  };
+  // The reader is gone: an attached job's client died (or was killed), so the job stops.
+  auto reader_gone = [&] {
+    if (watching_attached && !job_ended()) job->controller->Stop("its client went away");
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the reader went away");
+  };
+  uint64_t offset = request->offset();
+  const std::string rank_path =
+      request->rank() >= 0 ? absl::StrCat(job->log->dir(), "/rank-", request->rank(), ".log") : "";
+  while (true) {
+    const bool ended_before_read = job_ended();
+    bool sent = false;
+    if (request->rank() < 0) {
+      for (LogChunk& chunk : job->log->Read(offset, kChunkBytes)) {
+        offset += chunk.data.size();
+        v1::JobLogChunk out;
+        out.set_data(std::move(chunk.data));
+        out.set_is_stderr(chunk.is_stderr);
+        if (!writer->Write(out)) return reader_gone();
+        sent = true;
+      }
+    } else {
+      const int fd = ::open(rank_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd >= 0) {
+        std::string data(kChunkBytes, '\0');
+        const ssize_t n = ::pread(fd, data.data(), data.size(), static_cast<off_t>(offset));
+        ::close(fd);
+        if (n > 0) {
+          data.resize(static_cast<size_t>(n));
+          offset += data.size();
+          v1::JobLogChunk out;
+          out.set_data(std::move(data));
+          if (!writer->Write(out)) return reader_gone();
+          sent = true;
+        }
+      }
+    }
+    if (sent) continue;
+    if (ended_before_read || !request->follow()) {
+      if (request->follow()) {
+        v1::JobLogChunk last;
+        *last.mutable_ended() = job->controller->status();
+        writer->Write(last);
+      }
+      return grpc::Status::OK;
+    }
+    if (context->IsCancelled()) return reader_gone();
+    if (request->rank() < 0) {
+      job->log->AwaitGrowth(offset, absl::Now() + absl::Milliseconds(100));
+    } else {
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  }
+}
+
+}  // namespace tessera::train
