@@ -5,7 +5,7 @@
 // machine, else the node the head picks), follows spillbacks, streams the worker's stdout and
 // stderr to its own, records the job with the head, and exits with the worker's exit code
 // (128 + signal when it was killed). Ctrl-C (or SIGTERM) kills the worker, whose exit then ends
-// the command as usual.
+// the command as usual; a command killed outright has its worker stopped by the agent.
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -106,6 +106,9 @@ absl::StatusOr<LeaseRequest> BuildLeaseRequest(const RunArgs& args) {
   }
   std::error_code ec;
   worker.set_cwd(args.cwd.empty() ? std::filesystem::current_path(ec).string() : args.cwd);
+  // This command watches the worker; if it is killed, its agent stops the worker instead of
+  // leaving it to hold its resources (or its bundle) with nobody to read it.
+  worker.set_stop_when_unwatched(true);
   lease.set_job_id(NewRequestId("job"));
   return lease;
 }

@@ -2,8 +2,10 @@
 //               [--working-dir DIR] [--detach] [--start-timeout DUR] -- CMD ARGS...
 //   where: --accelerator TPU-V6E --topology 4x4 [--slices K] [--per-chip]
 //        | --nvlink-hosts N --per-host R
-//        | --workers N --resources-per-worker R [--strategy PACK|SPREAD|STRICT_PACK|STRICT_SPREAD]
-//        | --nnodes N --nproc-per-node K [--resources-per-node R]
+//        | --workers N|MIN:MAX --resources-per-worker R [--strategy PACK|SPREAD|STRICT_PACK|...]
+//        | --nnodes N|MIN:MAX --nproc-per-node K [--resources-per-node R]
+//        (ranges are elastic: start with what fits, shrink on a failure, grow when room returns;
+//        --slices MIN:MAX counts whole slices; --elastic-check DUR)
 //        [--label-selector EXPR]...
 // A drop-in for torchrun: the command runs as one gang of ranks on the cluster, with torchrun's
 // environment, restarted as a group on failure (docs/train.md). The job is owned by the
@@ -37,7 +39,7 @@ struct TrainArgs {
   JobProcessArgs process;
   std::string accelerator;
   std::string topology;
-  int slices = 1;
+  std::string slices = "1";
   bool per_chip = false;
   int nvlink_hosts = 0;
   std::string per_host;
@@ -49,6 +51,7 @@ struct TrainArgs {
   std::string resources_per_node;
   std::vector<std::string> selectors;
   std::string start_timeout;
+  std::string elastic_check;
   bool detach = false;
 };
 
@@ -74,12 +77,15 @@ absl::StatusOr<v1::SubmitJobRequest> BuildTrainRequest(const TrainArgs& args) {
         "--nvlink-hosts N, --workers N, or --nnodes N --nproc-per-node K");
   }
   if (!args.accelerator.empty() || !args.topology.empty()) {
-    if (args.slices < 1) return absl::InvalidArgumentError("--slices: must be 1 or more");
+    int min = 0;
+    int max = 0;
+    if (absl::Status s = ParseCountRange("--slices", args.slices, &min, &max); !s.ok()) return s;
     auto alternative = TpuSliceAlternative("--accelerator/--topology", args.accelerator,
-                                           args.topology, args.slices, args.per_chip);
+                                           args.topology, max, args.per_chip);
     if (!alternative.ok()) return alternative.status();
     *placement.add_slices() = *alternative;
-  } else if (args.per_chip || args.slices != 1) {
+    if (min < max) placement.set_min_slices(min);
+  } else if (args.per_chip || args.slices != "1") {
     return absl::InvalidArgumentError("--slices and --per-chip go with --accelerator/--topology");
   }
   if (args.nvlink_hosts > 0) {
@@ -142,6 +148,11 @@ absl::StatusOr<v1::SubmitJobRequest> BuildTrainRequest(const TrainArgs& args) {
     auto timeout = ParseDurationFlag("--start-timeout", args.start_timeout);
     if (!timeout.ok()) return timeout.status();
     spec.set_start_timeout_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(*timeout)));
+  }
+  if (!args.elastic_check.empty()) {
+    auto check = ParseDurationFlag("--elastic-check", args.elastic_check);
+    if (!check.ok()) return check.status();
+    spec.set_elastic_check_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(*check)));
   }
   if (absl::Status s = FillJobProcess(args.process, &spec); !s.ok()) return s;
   return request;
@@ -218,20 +229,22 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--accelerator", args->accelerator, "Whole TPU slices of this type (TPU-V6E)")
       ->type_name("TYPE");
   cmd->add_option("--topology", args->topology, "The slice shape (4x4)")->type_name("SHAPE");
-  cmd->add_option("--slices", args->slices, "How many slices (default 1)")->type_name("K");
+  cmd->add_option("--slices", args->slices, "How many whole slices, or a range MIN:MAX (default 1)")
+      ->type_name("K|MIN:MAX");
   cmd->add_flag("--per-chip", args->per_chip, "One rank per chip instead of one per host");
   cmd->add_option("--nvlink-hosts", args->nvlink_hosts, "N hosts of one NVLink domain, one rank each")
       ->type_name("N");
   cmd->add_option("--per-host", args->per_host, "What each slice or NVLink host's rank holds")
       ->type_name("LIST");
-  cmd->add_option("--workers", args->workers, "N ranks in one placement group")->type_name("N");
+  cmd->add_option("--workers", args->workers, "N ranks in one placement group, or a range MIN:MAX")
+      ->type_name("N|MIN:MAX");
   cmd->add_option("--resources-per-worker", args->resources_per_worker,
                   "What each rank holds (default CPU=1)")
       ->type_name("LIST");
   cmd->add_option("--strategy", args->strategy, "PACK (default), SPREAD, STRICT_PACK, STRICT_SPREAD")
       ->type_name("S");
-  cmd->add_option("--nnodes", args->nnodes, "Nodes, one bundle each (torchrun's --nnodes)")
-      ->type_name("N");
+  cmd->add_option("--nnodes", args->nnodes, "Nodes, one bundle each, or a range MIN:MAX")
+      ->type_name("N|MIN:MAX");
   cmd->add_option("--nproc-per-node", args->nproc_per_node, "Ranks per node (default 1)")
       ->type_name("K");
   cmd->add_option("--resources-per-node", args->resources_per_node,
@@ -251,6 +264,9 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
       ->type_name("DUR");
   cmd->add_option("--start-timeout", args->start_timeout,
                   "How long each attempt waits for its reservation (default 60s)")
+      ->type_name("DUR");
+  cmd->add_option("--elastic-check", args->elastic_check,
+                  "How often a gang below its maximum looks for room to grow (default 10s)")
       ->type_name("DUR");
   cmd->add_option("--name", args->process.name, "A name for the job")->type_name("NAME");
   cmd->add_option("--env", args->process.env,

@@ -90,6 +90,7 @@ grpc::Status HeadService::Shutdown(grpc::ServerContext*, const v1::ShutdownReque
 
 void HeadService::Tick() {
   std::vector<std::string> to_sync;
+  std::vector<std::pair<std::string, std::vector<NodeWork>>> healing;  // slice -> cancels
   {
     absl::MutexLock lock(&mu_);
     absl::Time now = clock_->Now();
@@ -119,6 +120,27 @@ void HeadService::Tick() {
       for (auto& [name, group] : groups_) retry(group);
       for (auto& [name, slice] : slices_) retry(slice);
     }
+    // A broken slice group whose hosts are all back (their agents registered again) is reserved
+    // anew: its remaining bundles are given back and it waits for placement like a new one (the
+    // same slice again when it is intact and free, else another).
+    for (auto& [name, slice] : slices_) {
+      if (slice.busy || slice.phase != ReservationPhase::kDegraded || slice.bundles.empty()) {
+        continue;
+      }
+      const bool all_back = std::all_of(
+          slice.bundles.begin(), slice.bundles.end(), [&](const DomainBundle& bundle) {
+            auto node = nodes_.find(bundle.node.value());
+            return node != nodes_.end() && node->second.health == NodeHealth::kAlive;
+          });
+      if (!all_back) continue;
+      healing.emplace_back(name, CancelAllWork(slice));
+      ForgetPlacement(slice);
+      slice.phase = ReservationPhase::kPending;
+      slice.explanation = "its hosts are back; reserving it again";
+      RecordEvent(absl::StrCat("slice group ", name, ": its hosts are back; it is reserved again"));
+      Persist(slice);
+      MarkChanged();
+    }
     auto wants_sync = [](const Reservation& reservation) {
       return !reservation.busy &&
              (reservation.phase == ReservationPhase::kCommitting ||
@@ -131,6 +153,7 @@ void HeadService::Tick() {
       if (wants_sync(slice)) to_sync.push_back(name);
     }
   }
+  for (const auto& [name, work] : healing) CancelBundles(name, work);
   for (const std::string& name : to_sync) SyncReservation(name);
 }
 

@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "node/agent_test_util.h"
+#include "node/working_dir.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
@@ -558,6 +559,131 @@ TEST_F(AgentServerTest, BundlesOverRpcAndLeasesInsideThem) {
   EXPECT_THAT(watched.exit.reason(), HasSubstr("pg-1 was cancelled"));
   EXPECT_THAT(agent_->state().Bundles(), IsEmpty());
   EXPECT_EQ(agent_->state().Available().Get("GPU"), Quantity::FromInt(8));
+}
+
+// Two bundles of one group on this node, GPUs 2,3 and 5: a gang's ranks of this node.
+void PrepareTwoGpuBundles(v1::NodeAgent::Stub& stub) {
+  v1::PrepareBundlesRequest prepare;
+  prepare.set_placement_group("gang-1");
+  prepare.set_commit(true);
+  auto add = [&](int index, std::vector<int> gpus) {
+    auto* bundle = prepare.add_bundles();
+    bundle->set_bundle_index(index);
+    (*bundle->mutable_allocation()->mutable_resources()->mutable_raw())["GPU"] =
+        10000 * static_cast<int64_t>(gpus.size());
+    auto* grant = bundle->mutable_allocation()->add_devices();
+    grant->set_resource("GPU");
+    for (int gpu : gpus) {
+      grant->add_instances(gpu);
+      grant->add_amounts_raw(10000);
+    }
+  };
+  add(0, {2, 3});
+  add(1, {5});
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, kToken, kPatience);
+  v1::PrepareBundlesResponse prepared;
+  ASSERT_TRUE(stub.PrepareBundles(&context, prepare, &prepared).ok());
+}
+
+TEST_F(AgentServerTest, AGangRankSeesTheUnionOfItsGroupsBundlesOnTheNode) {
+  StartAgent("h100-sxm-8.yaml");
+  PrepareTwoGpuBundles(*stub_);
+  auto request = Request({{"GPU", 10000}}, {"/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES"});
+  request.mutable_request()->set_placement_group("gang-1");
+  request.mutable_request()->set_bundle_index(1);
+  request.mutable_worker()->add_visible_bundles(0);
+  request.mutable_worker()->add_visible_bundles(1);
+  v1::LeaseReply reply;
+  ASSERT_TRUE(Lease(request, &reply).ok());
+  ASSERT_TRUE(reply.has_granted()) << reply.explanation();
+  EXPECT_EQ(reply.granted().allocation().devices(0).instances(0), 5);  // its own device
+  Watched watched = Watch(reply.granted().worker_id());
+  EXPECT_EQ(watched.out, "2,3,5\n");  // every device of the gang's bundles here
+
+  // A bundle it names that this node does not hold is refused, and nothing runs.
+  request.mutable_worker()->add_visible_bundles(7);
+  ASSERT_EQ(Lease(request, &reply).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(AgentServerTest, AnOwnedWorkerIsStoppedWhenItsWatcherGoesAway) {
+  StartAgent("h100-sxm-8.yaml");
+  auto request = Request({{"CPU", 10000}}, {"/bin/sh", "-c", "echo up; exec sleep 1000"});
+  request.mutable_worker()->set_stop_when_unwatched(true);
+  v1::LeaseReply reply;
+  ASSERT_TRUE(Lease(request, &reply).ok());
+  ASSERT_TRUE(reply.has_granted()) << reply.explanation();
+  const std::string worker = reply.granted().worker_id();
+  {
+    // A watcher that reads the first output, then goes away (as a killed owner does).
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, kToken, kPatience);
+    v1::WatchWorkerRequest watch;
+    watch.set_worker_id(worker);
+    auto reader = stub_->WatchWorker(&context, watch);
+    v1::WorkerEvent event;
+    ASSERT_TRUE(reader->Read(&event));
+    context.TryCancel();
+    while (reader->Read(&event)) {
+    }
+    (void)reader->Finish();
+  }
+  ASSERT_TRUE(Eventually([&] {
+    auto record = agent_->state().FindWorker(WorkerId(worker));
+    return record.has_value() && record->state == WorkerState::kExited;
+  }));
+  auto record = agent_->state().FindWorker(WorkerId(worker));
+  EXPECT_THAT(record->exit->reason, HasSubstr("owner stopped watching"));
+  EXPECT_THAT(agent_->state().Leases(), IsEmpty());
+}
+
+TEST_F(AgentServerTest, AWorkerWithoutOutputOrCpuTimeIsKilledAsHung) {
+  StartAgent("h100-sxm-8.yaml");
+  auto request = Request({{"CPU", 10000}}, {"/bin/sh", "-c", "exec sleep 1000"});
+  request.mutable_worker()->set_hang_timeout_ms(300);
+  v1::LeaseReply reply;
+  ASSERT_TRUE(Lease(request, &reply).ok());
+  ASSERT_TRUE(reply.has_granted()) << reply.explanation();
+  Watched watched = Watch(reply.granted().worker_id());
+  ASSERT_TRUE(watched.exited);
+  EXPECT_EQ(watched.exit.signal(), 9);
+  EXPECT_THAT(watched.exit.reason(), HasSubstr("hung: no output and no CPU time"));
+}
+
+TEST_F(AgentServerTest, FindsFreePortsAndUnpacksWorkingDirectories) {
+  StartAgent("h100-sxm-8.yaml");
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, kToken, kPatience);
+  v1::FindFreePortResponse port;
+  ASSERT_TRUE(stub_->FindFreePort(&context, v1::FindFreePortRequest(), &port).ok());
+  EXPECT_GT(port.port(), 0);
+  EXPECT_EQ(port.host(), "127.0.0.1");
+
+  const std::string src = state_dir_ + "/src";
+  std::filesystem::create_directories(src);
+  std::ofstream(src + "/train.py") << "print('shipped')\n";
+  auto packed = PackDirectory(src, 1 << 20);
+  ASSERT_TRUE(packed.ok());
+  v1::PrepareWorkingDirRequest prepare;
+  prepare.set_job_id("job-7");
+  prepare.set_archive(packed->archive);
+  v1::PrepareWorkingDirResponse prepared;
+  grpc::ClientContext context2;
+  rpc::ConfigureClientContext(&context2, kToken, kPatience);
+  ASSERT_TRUE(stub_->PrepareWorkingDir(&context2, prepare, &prepared).ok());
+  EXPECT_EQ(prepared.path(), state_dir_ + "/nodes/n1/jobs/job-7");
+
+  auto request = Request({{"CPU", 10000}}, {"/bin/sh", "-c", "pwd; cat train.py"});
+  request.mutable_worker()->set_working_dir_job("job-7");
+  v1::LeaseReply reply;
+  ASSERT_TRUE(Lease(request, &reply).ok());
+  ASSERT_TRUE(reply.has_granted()) << reply.explanation();
+  Watched watched = Watch(reply.granted().worker_id());
+  EXPECT_EQ(watched.out, prepared.path() + "\nprint('shipped')\n");
+
+  // A job whose folder is not here: the lease fails, naming it.
+  request.mutable_worker()->set_working_dir_job("job-8");
+  EXPECT_EQ(Lease(request, &reply).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
 }
 
 TEST_F(AgentServerTest, ReadLogsFollowsUntilExit) {

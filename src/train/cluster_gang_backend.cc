@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -28,6 +29,32 @@ std::string HostOf(const std::string& address) {
 }
 
 bool Stopped(const std::function<bool()>& stopped) { return stopped && stopped(); }
+
+// The head's reservation calls wait for two-phase commits on the agents, which retry an agent
+// that does not answer until the head's node timeout: far longer than a plain call's deadline.
+constexpr absl::Duration kReservationCallDeadline = absl::Seconds(60);
+
+void ReleaseNamed(cli::ClusterClient& client, const GangReservation& reservation) {
+  if (reservation.slice_group) {
+    v1::ReleaseSlicesRequest request;
+    request.set_request_id(cli::NewRequestId("gang-release"));
+    request.set_name(reservation.name);
+    v1::ReleaseSlicesResponse response;
+    (void)client.Call(client.HeadPeer(), cli::Retry::kSafe, [&](grpc::ClientContext* ctx) {
+      ctx->set_deadline(absl::ToChronoTime(absl::Now() + kReservationCallDeadline));
+      return client.head().ReleaseSlices(ctx, request, &response);
+    });
+  } else {
+    v1::RemovePlacementGroupRequest request;
+    request.set_request_id(cli::NewRequestId("gang-remove"));
+    request.set_name(reservation.name);
+    v1::RemovePlacementGroupResponse response;
+    (void)client.Call(client.HeadPeer(), cli::Retry::kSafe, [&](grpc::ClientContext* ctx) {
+      ctx->set_deadline(absl::ToChronoTime(absl::Now() + kReservationCallDeadline));
+      return client.head().RemovePlacementGroup(ctx, request, &response);
+    });
+  }
+}
 
 class GrpcRankWatch final : public RankWatch {
  public:
@@ -128,30 +155,76 @@ absl::Status ClusterGangBackend::FillSlot(const std::string& node_id,
 }
 
 absl::StatusOr<GangReservation> ClusterGangBackend::Reserve(
-    const std::string& name, const v1::GangPlacement& placement, int world,
+    const std::string& name, const v1::GangPlacement& placement, GangSize size,
     absl::Duration timeout, const std::function<bool()>& stopped) {
   TESSERA_RETURN_IF_ERROR(RefreshNodes());
-  if (!placement.slices().empty()) return ReserveSlices(name, placement, timeout, stopped);
-  return ReservePlacementGroup(name, placement, world, timeout, stopped);
+  // Largest first: a size that does not fit now is given back at once and the next smaller one
+  // tried; the smallest waits for room.
+  absl::Status last = absl::ResourceExhaustedError("no size was tried");
+  for (int n = size.max; n >= size.min; --n) {
+    const absl::Duration wait = n == size.min ? timeout : absl::ZeroDuration();
+    auto reserved = placement.slices().empty()
+                        ? ReservePlacementGroup(name, placement, n, wait, stopped, nullptr)
+                        : ReserveSlices(name, placement, n, wait, stopped);
+    if (reserved.ok() || absl::IsCancelled(reserved.status()) || n == size.min) return reserved;
+    last = reserved.status();
+  }
+  return last;
+}
+
+absl::StatusOr<bool> ClusterGangBackend::RoomToGrow(const v1::GangPlacement& placement,
+                                                    int extra, const GangReservation& current) {
+  if (extra < 1) return false;
+  const std::string probe = absl::StrCat(current.name, "-probe");
+  absl::StatusOr<GangReservation> reserved;
+  if (!placement.slices().empty()) {
+    reserved = ReserveSlices(probe, placement, extra, absl::ZeroDuration(), nullptr);
+  } else {
+    // A node-per-bundle gang grows onto nodes it does not use yet; a packed one anywhere.
+    std::set<std::string> used;
+    for (const GangSlot& slot : current.slots) used.insert(slot.node_id);
+    const bool spread = placement.max_nodes() > 0 || placement.strategy() == "STRICT_SPREAD";
+    const bool packed = placement.strategy() == "STRICT_PACK";
+    std::string nodes = absl::StrJoin(used, ",");
+    v1::LabelSelector selector;
+    if (spread) (*selector.mutable_constraints())[std::string(labels::kNodeId)] = absl::StrCat("!in(", nodes, ")");
+    if (packed) (*selector.mutable_constraints())[std::string(labels::kNodeId)] = absl::StrCat("in(", nodes, ")");
+    reserved = ReservePlacementGroup(probe, placement, extra, absl::ZeroDuration(), nullptr,
+                                     spread || packed ? &selector : nullptr);
+  }
+  if (!reserved.ok()) {
+    if (absl::IsResourceExhausted(reserved.status()) || absl::IsDeadlineExceeded(reserved.status())) {
+      return false;
+    }
+    return reserved.status();
+  }
+  Release(*reserved);
+  return true;
 }
 
 absl::StatusOr<GangReservation> ClusterGangBackend::ReserveSlices(
-    const std::string& name, const v1::GangPlacement& placement, absl::Duration timeout,
-    const std::function<bool()>& stopped) {
+    const std::string& name, const v1::GangPlacement& placement, int slices,
+    absl::Duration timeout, const std::function<bool()>& stopped) {
   v1::ReserveSlicesRequest request;
   request.set_request_id(cli::NewRequestId("gang-slices"));
   request.set_name(name);
   *request.mutable_alternatives() = placement.slices();
+  // An elastic range asks its first shape with `slices` slices; fixed gangs keep every fallback.
+  if (placement.min_slices() > 0) {
+    request.mutable_alternatives()->DeleteSubrange(1, request.alternatives_size() - 1);
+    request.mutable_alternatives(0)->set_num_slices(slices);
+  }
   v1::SliceGroupInfo info;
   TESSERA_RETURN_IF_ERROR(
       client_->Call(client_->HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+        ctx->set_deadline(absl::ToChronoTime(absl::Now() + kReservationCallDeadline));
         return client_->head().ReserveSlices(ctx, request, &info);
       }));
   const absl::Time until = absl::Now() + timeout;
   absl::Duration poll = absl::Milliseconds(20);
-  while (info.state() == "PENDING" || info.state() == "COMMITTING") {
+  while (info.state() == "PENDING") {
     if (Stopped(stopped) || absl::Now() >= until) {
-      (void)cli::ReleaseSlicesNamed(*client_, name);
+      ReleaseNamed(*client_, GangReservation{.name = name, .slice_group = true});
       if (Stopped(stopped)) return absl::CancelledError("stopped while waiting for slices");
       return absl::DeadlineExceededError(absl::StrCat(
           "no room within ", absl::FormatDuration(timeout), ": ", info.explanation()));
@@ -161,15 +234,17 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReserveSlices(
     TESSERA_ASSIGN_OR_RETURN(info, cli::FindSliceGroup(*client_, name));
   }
   if (info.state() != "RESERVED") {
-    (void)cli::ReleaseSlicesNamed(*client_, name);
+    ReleaseNamed(*client_, GangReservation{.name = name, .slice_group = true});
     return absl::ResourceExhaustedError(
         absl::StrCat("slice reservation ", info.state(), ": ", info.explanation()));
   }
   GangReservation reservation;
   reservation.name = name;
   reservation.slice_group = true;
+  reservation.members = std::max(1, request.alternatives(
+      std::clamp(info.alternative(), 0, request.alternatives_size() - 1)).num_slices());
   const v1::SliceAlternative& chosen =
-      placement.slices(std::clamp(info.alternative(), 0, placement.slices_size() - 1));
+      request.alternatives(std::clamp(info.alternative(), 0, request.alternatives_size() - 1));
   const bool per_chip = chosen.bundle_per_chip();
   reservation.explanation = absl::StrCat(
       chosen.nvlink_hosts() > 0 ? "NVLink domain" : "slice", info.domains_size() > 1 ? "s " : " ",
@@ -181,7 +256,7 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReserveSlices(
     GangSlot slot;
     slot.bundle_index = i;
     if (absl::Status s = FillSlot(host.node_id(), host.allocation(), &slot); !s.ok()) {
-      (void)cli::ReleaseSlicesNamed(*client_, name);
+      ReleaseNamed(*client_, GangReservation{.name = name, .slice_group = true});
       return s;
     }
     if (chosen.nvlink_hosts() == 0) {
@@ -199,10 +274,10 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReserveSlices(
 }
 
 absl::StatusOr<GangReservation> ClusterGangBackend::ReservePlacementGroup(
-    const std::string& name, const v1::GangPlacement& placement, int world,
-    absl::Duration timeout, const std::function<bool()>& stopped) {
+    const std::string& name, const v1::GangPlacement& placement, int bundles,
+    absl::Duration timeout, const std::function<bool()>& stopped,
+    const v1::LabelSelector* only_on) {
   const bool per_node = placement.max_nodes() > 0;
-  const int bundles = world;
   const int share = per_node ? std::max(1, placement.nproc_per_node()) : 1;
   const v1::Resources& bundle_resources =
       per_node ? placement.resources_per_node() : placement.resources_per_worker();
@@ -216,6 +291,11 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReservePlacementGroup(
       v1::BundleSpec* bundle = option->add_bundles();
       *bundle->mutable_resources() = bundle_resources;
       if (selector != nullptr) *bundle->mutable_label_selector() = *selector;
+      if (only_on != nullptr) {
+        for (const auto& [key, value] : only_on->constraints()) {
+          (*bundle->mutable_label_selector()->mutable_constraints())[key] = value;
+        }
+      }
     }
   };
   fill(request.mutable_primary(),
@@ -226,12 +306,13 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReservePlacementGroup(
   v1::PlacementGroupInfo info;
   TESSERA_RETURN_IF_ERROR(
       client_->Call(client_->HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+        ctx->set_deadline(absl::ToChronoTime(absl::Now() + kReservationCallDeadline));
         return client_->head().CreatePlacementGroup(ctx, request, &info);
       }));
   const absl::Time until = absl::Now() + timeout;
   while (info.state() != "CREATED" && info.state() != "INFEASIBLE") {
     if (Stopped(stopped) || absl::Now() >= until) {
-      (void)cli::RemovePlacementGroupNamed(*client_, name);
+      ReleaseNamed(*client_, GangReservation{.name = name});
       if (Stopped(stopped)) return absl::CancelledError("stopped while waiting for the group");
       return absl::DeadlineExceededError(absl::StrCat(
           "no room within ", absl::FormatDuration(timeout), ": ", info.explanation()));
@@ -246,12 +327,13 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReservePlacementGroup(
         }));
   }
   if (info.state() != "CREATED") {
-    (void)cli::RemovePlacementGroupNamed(*client_, name);
+    ReleaseNamed(*client_, GangReservation{.name = name});
     return absl::ResourceExhaustedError(absl::StrCat("placement group ", info.state(), ": ",
                                                      info.explanation()));
   }
   GangReservation reservation;
   reservation.name = name;
+  reservation.members = bundles;
   std::map<std::string, std::vector<int>> node_bundles;
   for (const v1::BundleLocation& b : info.bundles()) node_bundles[b.node_id()].push_back(b.index());
   // The share of one rank of a per-node bundle: every amount divided by nproc_per_node.
@@ -261,7 +343,7 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReservePlacementGroup(
     GangSlot whole;
     whole.bundle_index = b.index();
     if (absl::Status s = FillSlot(b.node_id(), b.allocation(), &whole); !s.ok()) {
-      (void)cli::RemovePlacementGroupNamed(*client_, name);
+      ReleaseNamed(*client_, GangReservation{.name = name});
       return s;
     }
     const size_t per_rank = whole.device_ids.size() / static_cast<size_t>(share);
@@ -282,11 +364,7 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReservePlacementGroup(
 }
 
 void ClusterGangBackend::Release(const GangReservation& reservation) {
-  if (reservation.slice_group) {
-    (void)cli::ReleaseSlicesNamed(*client_, reservation.name);
-  } else {
-    (void)cli::RemovePlacementGroupNamed(*client_, reservation.name);
-  }
+  ReleaseNamed(*client_, reservation);
 }
 
 absl::StatusOr<int> ClusterGangBackend::FreePort(const GangSlot& slot) {

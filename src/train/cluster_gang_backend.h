@@ -23,9 +23,11 @@ class ClusterGangBackend final : public GangBackend {
   explicit ClusterGangBackend(std::unique_ptr<cli::ClusterClient> client);
 
   absl::StatusOr<GangReservation> Reserve(const std::string& name,
-                                          const v1::GangPlacement& placement, int world,
+                                          const v1::GangPlacement& placement, GangSize size,
                                           absl::Duration timeout,
                                           const std::function<bool()>& stopped) override;
+  absl::StatusOr<bool> RoomToGrow(const v1::GangPlacement& placement, int extra,
+                                  const GangReservation& current) override;
   void Release(const GangReservation& reservation) override;
   absl::StatusOr<int> FreePort(const GangSlot& slot) override;
   absl::Status PrepareWorkingDir(const GangSlot& slot, const std::string& job_id,
@@ -45,14 +47,18 @@ class ClusterGangBackend final : public GangBackend {
   absl::Status RefreshNodes() ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<NodeEntry> Node(const std::string& node_id) ABSL_LOCKS_EXCLUDED(mu_);
   v1::NodeAgent::Stub* Agent(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+  // `slices` whole slices (of the first shape for an elastic range; a fixed gang keeps every
+  // fallback), waiting up to `timeout` while pending (zero: not at all).
   absl::StatusOr<GangReservation> ReserveSlices(const std::string& name,
-                                                const v1::GangPlacement& placement,
+                                                const v1::GangPlacement& placement, int slices,
                                                 absl::Duration timeout,
                                                 const std::function<bool()>& stopped);
+  // `bundles` bundles; `only_on` (may be null) is added to every bundle's selector.
   absl::StatusOr<GangReservation> ReservePlacementGroup(const std::string& name,
                                                         const v1::GangPlacement& placement,
-                                                        int world, absl::Duration timeout,
-                                                        const std::function<bool()>& stopped);
+                                                        int bundles, absl::Duration timeout,
+                                                        const std::function<bool()>& stopped,
+                                                        const v1::LabelSelector* only_on);
   // Slots from bundles: node, host, devices; visible bundles per node.
   absl::Status FillSlot(const std::string& node_id, const v1::Allocation& allocation,
                         GangSlot* slot);

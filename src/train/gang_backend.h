@@ -20,8 +20,15 @@
 
 namespace tessera::train {
 
+// How many members (workers, nodes or whole slices) a gang may have: min == max unless elastic.
+struct GangSize {
+  int min = 1;
+  int max = 1;
+};
+
 // A reservation held for one attempt of a gang: one slot per rank.
 struct GangReservation {
+  int members = 0;         // workers, nodes or slices reserved (within the GangSize)
   std::string name;        // the placement group's or slice group's name
   bool slice_group = false;
   std::vector<GangSlot> slots;
@@ -70,14 +77,19 @@ class GangBackend {
  public:
   virtual ~GangBackend() = default;
 
-  // Reserves `placement` under `name` with `world` ranks (slices: whole slices, `world` counts
-  // them), waiting while it is pending until `timeout`; `stopped` is polled meanwhile.
+  // Reserves `placement` under `name` with as many members as fit now between `size.min` and
+  // `size.max` (members: workers, nodes, or whole slices), largest first; at the minimum it
+  // waits while it is pending until `timeout`; `stopped` is polled meanwhile.
   // ResourceExhausted when it can never be placed (the explanation says why), DeadlineExceeded
   // when there was no room in time, Cancelled when stopped. Nothing is held on error.
   virtual absl::StatusOr<GangReservation> Reserve(const std::string& name,
-                                                  const v1::GangPlacement& placement, int world,
-                                                  absl::Duration timeout,
+                                                  const v1::GangPlacement& placement,
+                                                  GangSize size, absl::Duration timeout,
                                                   const std::function<bool()>& stopped) = 0;
+  // Whether `extra` more members would fit now beside `current` (an elastic gang below its
+  // maximum asks before it grows). Holds nothing afterwards.
+  virtual absl::StatusOr<bool> RoomToGrow(const v1::GangPlacement& placement, int extra,
+                                          const GangReservation& current) = 0;
   // Releases the reservation (its remaining workers are killed by their agents).
   virtual void Release(const GangReservation& reservation) = 0;
 

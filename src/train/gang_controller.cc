@@ -8,8 +8,6 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace tessera::train {
@@ -17,10 +15,26 @@ namespace {
 
 int64_t ToMs(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
 
-int PlacementWorld(const v1::GangPlacement& p) {
-  if (!p.slices().empty()) return std::max(1, p.slices(0).num_slices());
-  if (p.max_nodes() > 0) return p.max_nodes();
-  return std::max(1, p.max_workers());
+// Members: whole slices, nodes or workers; min 0 in the spec means a fixed size.
+GangSize PlacementSize(const v1::GangPlacement& p) {
+  GangSize size;
+  if (!p.slices().empty()) {
+    size.max = std::max(1, p.slices(0).num_slices());
+    size.min = p.min_slices() > 0 ? p.min_slices() : size.max;
+  } else if (p.max_nodes() > 0) {
+    size.max = p.max_nodes();
+    size.min = p.min_nodes() > 0 ? p.min_nodes() : size.max;
+  } else {
+    size.max = std::max(1, p.max_workers());
+    size.min = p.min_workers() > 0 ? p.min_workers() : size.max;
+  }
+  size.min = std::min(size.min, size.max);
+  return size;
+}
+
+std::string MemberWord(const v1::GangPlacement& p, int n) {
+  const char* word = !p.slices().empty() ? "slice" : (p.max_nodes() > 0 ? "node" : "worker");
+  return absl::StrCat(n, " ", word, n == 1 ? "" : "s");
 }
 
 std::string PlacementWords(const v1::GangPlacement& p) {
@@ -130,6 +144,15 @@ v1::JobStatus GangController::Run() {
       exit_code = 128 + SIGTERM;
       break;
     }
+    if (result.end == AttemptEnd::kResized) {
+      {
+        absl::MutexLock lock(&mu_);
+        status_.set_membership_changes(status_.membership_changes() + 1);
+      }
+      SetState("RESTARTING", result.message);
+      ++attempt;
+      continue;
+    }
     if (result.end == AttemptEnd::kNotPlaced) {
       final_state = "FAILED";
       final_message = result.message;
@@ -192,9 +215,9 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
   const absl::Duration timeout = spec.start_timeout_ms() > 0
                                      ? absl::Milliseconds(spec.start_timeout_ms())
                                      : absl::Seconds(60);
+  const GangSize size = PlacementSize(spec.placement());
   auto reserved = backend.Reserve(absl::StrCat(options_.job_id, "-", attempt), spec.placement(),
-                                  PlacementWorld(spec.placement()), timeout,
-                                  [this] { return stopping(); });
+                                  size, timeout, [this] { return stopping(); });
   if (!reserved.ok()) {
     if (absl::IsCancelled(reserved.status())) return {AttemptEnd::kStopped, "", 0};
     return {AttemptEnd::kNotPlaced,
@@ -337,10 +360,16 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
     log->Note(absl::StrCat("attempt ", attempt + 1, ": ", world, " ranks running on ",
                            reservation.name, reservation.explanation.empty() ? "" : " (",
                            reservation.explanation, reservation.explanation.empty() ? "" : ")",
-                           "; MASTER_ADDR=", first.host, " MASTER_PORT=",
-                           env_options.master_port));
+                           spec.torch_env() ? absl::StrCat("; MASTER_ADDR=", first.host,
+                                                           " MASTER_PORT=", env_options.master_port)
+                                            : ""));
   }
-  SetState("RUNNING", absl::StrCat(world, " ranks running on ", reservation.name));
+  SetState("RUNNING", absl::StrCat(world, " ranks running on ", reservation.name,
+                                   size.min < size.max
+                                       ? absl::StrCat(" (", MemberWord(spec.placement(),
+                                                                       reservation.members),
+                                                      " of ", size.min, "..", size.max, ")")
+                                       : ""));
 
   for (int r = 0; r < world; ++r) {
     ranks[r].watch = backend.WatchRank(
@@ -356,18 +385,45 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
 
   int succeeded = 0;
   AttemptResult result;
+  // Below its maximum, an elastic gang looks for room to grow this often.
+  const bool can_grow = reservation.members < size.max;
+  const absl::Duration check = spec.elastic_check_ms() > 0
+                                   ? absl::Milliseconds(spec.elastic_check_ms())
+                                   : absl::Seconds(10);
+  absl::Time next_check = absl::Now() + check;
   while (true) {
     std::optional<Event> event;
+    bool stop = false;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return !events_.empty() || stop_reason_.has_value();
       };
-      mu_.Await(absl::Condition(&ready));
+      if (can_grow) {
+        mu_.AwaitWithDeadline(absl::Condition(&ready), next_check);
+      } else {
+        mu_.Await(absl::Condition(&ready));
+      }
       if (!events_.empty()) {
         event = std::move(events_.front());
         events_.pop_front();
+      } else {
+        stop = stop_reason_.has_value();
       }
+    }
+    if (!event.has_value() && !stop) {  // time to look for room
+      next_check = absl::Now() + check;
+      auto room = backend.RoomToGrow(spec.placement(), size.max - reservation.members,
+                                     reservation);
+      if (!room.ok() || !*room) continue;
+      const std::string why = absl::StrCat(
+          "room for ", MemberWord(spec.placement(), size.max - reservation.members),
+          " more: restarting the gang with ", MemberWord(spec.placement(), size.max),
+          " (a membership change, not counted as a restart)");
+      if (log != nullptr) log->Note(why);
+      StopRanks(ranks);
+      result = {AttemptEnd::kResized, why, 0};
+      break;
     }
     if (!event.has_value()) {  // a stop request
       if (log != nullptr) log->Note("stopping the gang");

@@ -4,7 +4,9 @@
 // killed, hangs (its agent's hang timeout) or loses its node stops the whole gang (SIGTERM, then
 // SIGKILL after the grace period); the reservation is released and taken again (possibly on
 // other hosts, or another intact slice) and every rank restarts with TORCHELASTIC_RESTART_COUNT
-// one higher, up to max_restarts. Stop() ends it from outside (job stop, the client's Ctrl-C, an
+// one higher, up to max_restarts. An elastic gang (a range of workers, nodes or slices) starts
+// with as many members as fit, shrinks when a restart finds fewer, and grows when room returns
+// (a membership change: ranks restart, the restart count does not). Stop() ends it from outside (job stop, the client's Ctrl-C, an
 // attached client gone).
 //
 // Thread-safe: Run() on one thread; Stop() and status() from any.
@@ -49,7 +51,7 @@ class GangController {
   v1::JobStatus status() const;
 
  private:
-  enum class AttemptEnd { kSucceeded, kRankFailed, kStopped, kNotPlaced };
+  enum class AttemptEnd { kSucceeded, kRankFailed, kStopped, kNotPlaced, kResized };
   struct AttemptResult {
     AttemptEnd end = AttemptEnd::kNotPlaced;
     std::string message;  // one line: what ended it

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "rpc/status_conversion.h"
 #include "train/job_spec.h"
 
@@ -139,7 +140,9 @@ grpc::Status JobManager::DoSubmit(const v1::SubmitJobRequest& request, v1::JobSt
   };
   job->controller = std::make_unique<GangController>(std::move(controller));
   job->status = job->controller->status();
-  job->log->Note(absl::StrCat("job ", job->id, " submitted: ", absl::StrJoin(request.spec().argv(), " ")));
+  std::string command = absl::StrJoin(request.spec().argv(), " ");
+  absl::StrReplaceAll({{"\n", "\\n"}}, &command);  // one line in the log
+  job->log->Note(absl::StrCat("job ", job->id, " submitted: ", command));
   {
     absl::MutexLock lock(&mu_);
     jobs_[job->id] = job;

@@ -50,6 +50,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.hang_timeout_ms() < 0) return Invalid("spec.hang_timeout_ms: must be 0 or more");
   if (spec.stop_grace_ms() < 0) return Invalid("spec.stop_grace_ms: must be 0 or more");
   if (spec.start_timeout_ms() < 0) return Invalid("spec.start_timeout_ms: must be 0 or more");
+  if (spec.elastic_check_ms() < 0) return Invalid("spec.elastic_check_ms: must be 0 or more");
   const v1::GangPlacement& p = spec.placement();
   const int kinds = (p.slices_size() > 0 ? 1 : 0) + (p.max_workers() > 0 ? 1 : 0) +
                     (p.max_nodes() > 0 ? 1 : 0);
@@ -72,14 +73,14 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
         return st;
       }
     }
-    if (p.min_slices() != 0 && p.min_slices() != std::max(1, p.slices(0).num_slices())) {
-      return Invalid("spec.placement.min_slices: elastic slice ranges are not supported yet");
+    if (p.min_slices() < 0 || p.min_slices() > std::max(1, p.slices(0).num_slices())) {
+      return Invalid("spec.placement.min_slices: must be between 1 and the number of slices");
     }
   }
   if (p.max_workers() > 0) {
     if (p.max_workers() > kMaxRanks) return Invalid("spec.placement.max_workers: too many");
-    if (p.min_workers() != 0 && p.min_workers() != p.max_workers()) {
-      return Invalid("spec.placement.min_workers: elastic worker ranges are not supported yet");
+    if (p.min_workers() < 0 || p.min_workers() > p.max_workers()) {
+      return Invalid("spec.placement.min_workers: must be between 1 and max_workers");
     }
     if (absl::Status st =
             CheckResources(p.resources_per_worker(), "spec.placement.resources_per_worker");
@@ -96,8 +97,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     }
   }
   if (p.max_nodes() > 0) {
-    if (p.min_nodes() != 0 && p.min_nodes() != p.max_nodes()) {
-      return Invalid("spec.placement.min_nodes: elastic node ranges are not supported yet");
+    if (p.min_nodes() < 0 || p.min_nodes() > p.max_nodes()) {
+      return Invalid("spec.placement.min_nodes: must be between 1 and max_nodes");
     }
     if (p.nproc_per_node() < 1 || static_cast<int64_t>(p.nproc_per_node()) * p.max_nodes() > kMaxRanks) {
       return Invalid("spec.placement.nproc_per_node: must be 1 or more");
