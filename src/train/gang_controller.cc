@@ -59,8 +59,9 @@ std::string DescribeRankEnd(int rank, const GangSlot& slot, const RankEnd& end) 
   const v1::WorkerExit& exit = *end;
   std::string reason = exit.reason();
   if (reason.empty()) {
-    reason = exit.signal() != 0 ? absl::StrCat("killed by signal ", exit.signal())
-                                : absl::StrCat("exited with code ", exit.exit_code());
+    reason = exit.out_of_memory() ? "out of memory"
+             : exit.signal() != 0 ? absl::StrCat("killed by signal ", exit.signal())
+                                  : absl::StrCat("exited with code ", exit.exit_code());
   }
   if (absl::StartsWith(reason, "killed") || absl::StartsWith(reason, "out of memory")) {
     return absl::StrCat(where, " was ", reason);
@@ -332,6 +333,15 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
     }
   }
   if (!start_error.empty()) {
+    {
+      absl::MutexLock lock(&mu_);
+      failed_at_ = absl::Now();
+      for (int r = 0; r < world; ++r) {
+        v1::RankStatus* rank = status_.mutable_ranks(r);
+        rank->set_state(started[r].ok() ? "STOPPED" : "FAILED");
+        if (!started[r].ok()) rank->set_exit_reason(std::string(started[r].status().message()));
+      }
+    }
     for (LiveRank& rank : ranks) {
       if (!rank.exited) (void)backend.SignalRank(rank.started, SIGKILL);
     }

@@ -23,7 +23,9 @@ void WriteAll(int fd, std::string_view data) {
   }
 }
 
-absl::Status MakePrivateFolder(const std::string& dir) {
+// Creates `dir` 0700, or checks that the one there is a folder of this user (not a link).
+// `tighten`: an existing folder is made 0700 too (the job's own; never a parent given to us).
+absl::Status MakePrivateFolder(const std::string& dir, bool tighten) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return absl::PermissionDeniedError(
         absl::StrCat("cannot create ", dir, ": ", std::strerror(errno)));
@@ -33,7 +35,7 @@ absl::Status MakePrivateFolder(const std::string& dir) {
     return absl::PermissionDeniedError(
         absl::StrCat(dir, " is not a folder of this user (a link, or someone else's)"));
   }
-  ::chmod(dir.c_str(), 0700);
+  if (tighten) ::chmod(dir.c_str(), 0700);
   return absl::OkStatus();
 }
 
@@ -42,9 +44,9 @@ absl::Status MakePrivateFolder(const std::string& dir) {
 absl::StatusOr<std::unique_ptr<JobLog>> JobLog::Create(const std::string& dir) {
   const size_t slash = dir.rfind('/');
   if (slash != std::string::npos && slash > 0) {
-    if (absl::Status s = MakePrivateFolder(dir.substr(0, slash)); !s.ok()) return s;
+    if (absl::Status s = MakePrivateFolder(dir.substr(0, slash), false); !s.ok()) return s;
   }
-  if (absl::Status s = MakePrivateFolder(dir); !s.ok()) return s;
+  if (absl::Status s = MakePrivateFolder(dir, true); !s.ok()) return s;
   const std::string path = dir + "/job.log";
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
@@ -112,6 +114,7 @@ void JobLog::RankOutput(int rank, bool is_stderr, std::string_view data) {
 
 void JobLog::EndRank(int rank) {
   absl::MutexLock lock(&mu_);
+  if (closed_) return;
   for (bool is_stderr : {false, true}) {
     auto it = partial_.find({rank, is_stderr});
     if (it == partial_.end() || it->second.empty()) continue;
@@ -144,7 +147,7 @@ std::vector<LogChunk> JobLog::Read(uint64_t offset, size_t max_bytes) const {
       if (it->first >= offset + max_bytes) break;
     }
   }
-  const uint64_t end = std::min<uint64_t>(size, offset + max_bytes);
+  const uint64_t end = offset + std::min<uint64_t>(max_bytes, size > offset ? size - offset : 0);
   const std::string path = dir_ + "/job.log";
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return chunks;
