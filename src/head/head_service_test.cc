@@ -596,6 +596,56 @@ TEST_F(HeadServiceTest, SlicesAreReservedWholeAndBrokenWhenAHostDies) {
   for (const std::string& held : Held()) EXPECT_TRUE(absl::StrContains(held, "s1-w2")) << held;
 }
 
+TEST_F(HeadServiceTest, ABrokenSliceGroupWhoseHostReturnsIsReservedAgain) {
+  auto labels = [](int w) {
+    return LabelSet{{std::string(labels::kTpuSliceName), "s1"},
+                    {std::string(labels::kTpuWorkerId), std::to_string(w)},
+                    {std::string(labels::kTpuTopology), "4x4"},
+                    {std::string(labels::kTpuPodType), "v6e-16"},
+                    {std::string(labels::kAcceleratorType), "TPU-V6E"}};
+  };
+  for (int w = 0; w < 4; ++w) Register(absl::StrCat("s1-w", w), "CPU=8,TPU=4", labels(w));
+  v1::ReserveSlicesRequest request;
+  request.set_name("train");
+  auto* alt = request.add_alternatives();
+  alt->set_accelerator_type("TPU-V6E");
+  alt->set_topology("4x4");
+  v1::SliceGroupInfo info;
+  ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
+  ASSERT_EQ(info.state(), "RESERVED") << info.explanation();
+
+  // s1-w2's agent restarts: a new incarnation drops what the old one held; the group breaks.
+  v1::RegisterNodeRequest again = NodeRequest("s1-w2", "CPU=8,TPU=4", labels(2), "i2");
+  v1::RegisterNodeResponse response;
+  ASSERT_TRUE(head_->RegisterNode(nullptr, &again, &response).ok());
+  auto group_state = [&] {
+    v1::ListSlicesResponse slices;
+    v1::ListRequest list;
+    EXPECT_TRUE(head_->ListSlices(nullptr, &list, &slices).ok());
+    for (const auto& g : slices.groups()) {
+      if (g.name() == "train") return g;
+    }
+    return v1::SliceGroupInfo();
+  };
+  EXPECT_EQ(group_state().state(), "BROKEN");
+
+  // Every host is back: the next ticks reserve it again, whole, on its agents.
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(absl::Milliseconds(500));
+    for (int w = 0; w < 4; ++w) Beat(absl::StrCat("s1-w", w), w == 2 ? "i2" : "i1");
+    head_->Tick();
+  }
+  v1::SliceGroupInfo healed = group_state();
+  EXPECT_EQ(healed.state(), "RESERVED") << healed.explanation();
+  EXPECT_EQ(healed.hosts_size(), 4);
+  EXPECT_EQ(Held(true).size(), 4u);
+  bool said = false;
+  for (const std::string& event : head_->events()) {
+    said = said || absl::StrContains(event, "slice group train: its hosts are back");
+  }
+  EXPECT_TRUE(said);
+}
+
 TEST_F(HeadServiceTest, KvAndJobs) {
   v1::KvPutRequest put;
   put.set_key("a/1");

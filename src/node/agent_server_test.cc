@@ -658,6 +658,7 @@ TEST_F(AgentServerTest, FindsFreePortsAndUnpacksWorkingDirectories) {
   ASSERT_TRUE(stub_->FindFreePort(&context, v1::FindFreePortRequest(), &port).ok());
   EXPECT_GT(port.port(), 0);
   EXPECT_EQ(port.host(), "127.0.0.1");
+  EXPECT_EQ(port.interface(), "lo");  // where 127.0.0.1 lives
 
   const std::string src = state_dir_ + "/src";
   std::filesystem::create_directories(src);

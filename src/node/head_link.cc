@@ -23,7 +23,7 @@ HeadLink::~HeadLink() { Stop(); }
 
 absl::Status HeadLink::Start(std::string agent_address) {
   agent_address_ = std::move(agent_address);
-  absl::Status first = Register();
+  absl::Status first = Register(options_.retry_budget);
   thread_ = std::thread([this] { Loop(); });
   return first;
 }
@@ -46,7 +46,7 @@ int64_t HeadLink::registrations() const {
   return registrations_;
 }
 
-absl::Status HeadLink::Register() {
+absl::Status HeadLink::Register(absl::Duration budget) {
   v1::RegisterNodeRequest request;
   rpc::NodeToProto(state_->spec(), agent_address_, options_.incarnation,
                    request.mutable_node());
@@ -55,7 +55,7 @@ absl::Status HeadLink::Register() {
     BundleToProto(bundle, request.add_bundles());
   }
   v1::RegisterNodeResponse response;
-  const rpc::RetryOptions retry = Retry(options_.retry_budget);
+  const rpc::RetryOptions retry = Retry(budget);
   absl::Status status =
       rpc::RetryUnary(retry, &v1::Head::Stub::RegisterNode, stub_.get(), request, &response);
   if (!status.ok()) return status;
@@ -124,7 +124,7 @@ void HeadLink::Loop() {
       wait = interval_;
     }
     if (!registered) {
-      absl::Status status = Register();
+      absl::Status status = Register(options_.call_timeout);
       if (status.ok()) {
         retry_wait = kFirstRetry;
       } else {

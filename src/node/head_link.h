@@ -63,7 +63,9 @@ class HeadLink {
  private:
   // Retries with the cluster token and the call timeout, within `budget` in all.
   rpc::RetryOptions Retry(absl::Duration budget) const;
-  absl::Status Register();
+  // Retries within `budget`: the whole retry budget on the first registration, one call's worth
+  // from the loop (which retries on its own and so notices Stop between attempts).
+  absl::Status Register(absl::Duration budget);
   absl::Status Heartbeat();
   void Loop();
 

@@ -1,11 +1,15 @@
 #include "node/node_agent_service.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include <filesystem>
@@ -45,6 +49,33 @@ grpc::Status NoObjectStore() {
 
 grpc::Status UnknownWorker(const std::string& id) {
   return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no worker ", id, " on this node"));
+}
+
+// The interface holding `address` (an IPv4 or IPv6 literal), or "" when none does or it is a
+// host name.
+std::string InterfaceOf(const std::string& address) {
+  in_addr v4{};
+  in6_addr v6{};
+  const bool is_v4 = ::inet_pton(AF_INET, address.c_str(), &v4) == 1;
+  const bool is_v6 = !is_v4 && ::inet_pton(AF_INET6, address.c_str(), &v6) == 1;
+  if (!is_v4 && !is_v6) return "";
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "";
+  std::string found;
+  for (ifaddrs* it = list; it != nullptr && found.empty(); it = it->ifa_next) {
+    if (it->ifa_addr == nullptr || it->ifa_name == nullptr) continue;
+    if (is_v4 && it->ifa_addr->sa_family == AF_INET &&
+        reinterpret_cast<sockaddr_in*>(it->ifa_addr)->sin_addr.s_addr == v4.s_addr) {
+      found = it->ifa_name;
+    }
+    if (is_v6 && it->ifa_addr->sa_family == AF_INET6 &&
+        std::memcmp(&reinterpret_cast<sockaddr_in6*>(it->ifa_addr)->sin6_addr, &v6,
+                    sizeof(v6)) == 0) {
+      found = it->ifa_name;
+    }
+  }
+  ::freeifaddrs(list);
+  return found;
 }
 
 }  // namespace
@@ -468,6 +499,7 @@ grpc::Status NodeAgentService::FindFreePort(grpc::ServerContext*, const v1::Find
   if (!ok) return grpc::Status(grpc::StatusCode::INTERNAL, "cannot find a free port");
   response->set_port(ntohs(address.sin_port));
   response->set_host(options_.worker_bind);
+  response->set_interface(InterfaceOf(options_.worker_bind));
   return grpc::Status::OK;
 }
 

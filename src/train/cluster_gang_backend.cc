@@ -367,7 +367,7 @@ void ClusterGangBackend::Release(const GangReservation& reservation) {
   ReleaseNamed(*client_, reservation);
 }
 
-absl::StatusOr<int> ClusterGangBackend::FreePort(const GangSlot& slot) {
+absl::StatusOr<NodePort> ClusterGangBackend::FreePort(const GangSlot& slot) {
   TESSERA_ASSIGN_OR_RETURN(NodeEntry node, Node(slot.node_id));
   v1::NodeAgent::Stub* agent = Agent(node.address);
   v1::FindFreePortRequest request;
@@ -375,7 +375,7 @@ absl::StatusOr<int> ClusterGangBackend::FreePort(const GangSlot& slot) {
   TESSERA_RETURN_IF_ERROR(client_->Call(
       absl::StrCat("the node agent of ", slot.node_id, " at ", node.address), Retry::kSafe,
       [&](grpc::ClientContext* ctx) { return agent->FindFreePort(ctx, request, &response); }));
-  return response.port();
+  return NodePort{response.port(), response.interface()};
 }
 
 absl::Status ClusterGangBackend::PrepareWorkingDir(const GangSlot& slot, const std::string& job_id,

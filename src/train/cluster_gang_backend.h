@@ -29,7 +29,7 @@ class ClusterGangBackend final : public GangBackend {
   absl::StatusOr<bool> RoomToGrow(const v1::GangPlacement& placement, int extra,
                                   const GangReservation& current) override;
   void Release(const GangReservation& reservation) override;
-  absl::StatusOr<int> FreePort(const GangSlot& slot) override;
+  absl::StatusOr<NodePort> FreePort(const GangSlot& slot) override;
   absl::Status PrepareWorkingDir(const GangSlot& slot, const std::string& job_id,
                                  const std::string& archive) override;
   absl::StatusOr<StartedRank> StartRank(const RankLaunch& launch) override;

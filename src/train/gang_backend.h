@@ -26,6 +26,11 @@ struct GangSize {
   int max = 1;
 };
 
+struct NodePort {
+  int port = 0;
+  std::string network_interface;
+};
+
 // A reservation held for one attempt of a gang: one slot per rank.
 struct GangReservation {
   int members = 0;         // workers, nodes or slices reserved (within the GangSize)
@@ -93,8 +98,9 @@ class GangBackend {
   // Releases the reservation (its remaining workers are killed by their agents).
   virtual void Release(const GangReservation& reservation) = 0;
 
-  // A port free on the node's host (MASTER_PORT, the JAX coordinator).
-  virtual absl::StatusOr<int> FreePort(const GangSlot& slot) = 0;
+  // A port free on the node's host (MASTER_PORT, the JAX coordinator), and the network
+  // interface the node is reached on ("" unknown).
+  virtual absl::StatusOr<NodePort> FreePort(const GangSlot& slot) = 0;
   // Unpacks the job's working directory on the slot's node.
   virtual absl::Status PrepareWorkingDir(const GangSlot& slot, const std::string& job_id,
                                          const std::string& archive) = 0;

@@ -254,8 +254,17 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
     if (!master.ok()) return fail_start(std::string(master.status().message()));
     auto jax = backend.FreePort(first);
     if (!jax.ok()) return fail_start(std::string(jax.status().message()));
-    env_options.master_port = *master;
-    env_options.jax_coordinator_port = *jax;
+    env_options.master_port = master->port;
+    env_options.jax_coordinator_port = jax->port;
+    // Each node's interface, for the collectives' own sockets (GLOO_SOCKET_IFNAME).
+    std::map<std::string, std::string> interfaces = {{first.node_id, master->network_interface}};
+    for (GangSlot& slot : layout->slots) {
+      if (!interfaces.contains(slot.node_id)) {
+        auto port = backend.FreePort(slot);
+        interfaces[slot.node_id] = port.ok() ? port->network_interface : "";
+      }
+      slot.network_interface = interfaces[slot.node_id];
+    }
   }
   if (!spec.working_dir().empty()) {
     std::set<std::string> prepared;

@@ -187,9 +187,9 @@ class FakeGangBackend : public GangBackend {
     releases_.push_back(reservation.name);
   }
 
-  absl::StatusOr<int> FreePort(const GangSlot& /*slot*/) override {
+  absl::StatusOr<NodePort> FreePort(const GangSlot& slot) override {
     absl::MutexLock lock(&mu_);
-    return next_port_++;
+    return NodePort{next_port_++, absl::StrCat("eth-", slot.node_id)};
   }
 
   absl::Status PrepareWorkingDir(const GangSlot& slot, const std::string& /*job_id*/,
@@ -458,6 +458,8 @@ TEST_F(GangControllerTest, EveryRankGetsTheTorchrunEnvironmentAndTheUsersEnv) {
     EXPECT_THAT(env, Contains(Pair("TORCHELASTIC_RESTART_COUNT", "0")));
     EXPECT_THAT(env, Contains(Pair("TESSERA_JOB_ID", "job-1")));
     EXPECT_THAT(env, Contains(Pair("FOO", "bar")));
+    // The collectives' sockets on the interface the rank's own node is reached on.
+    EXPECT_THAT(env, Contains(Pair("GLOO_SOCKET_IFNAME", rank < 2 ? "eth-n0" : "eth-n1")));
     EXPECT_THAT(launch.argv, ElementsAre("python", "train.py"));
     EXPECT_EQ(launch.reservation, "job-1-0");
     EXPECT_EQ(launch.job_id, "job-1");

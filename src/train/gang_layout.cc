@@ -170,6 +170,12 @@ std::map<std::string, std::string> RankEnvironment(const GangLayout& layout, int
     env["JAX_PROCESS_ID"] = absl::StrCat(place.rank);
   }
   env["TESSERA_TORCH_BACKEND"] = BackendHint(slot);
+  // Gloo and NCCL pick their own address from the host name, which often resolves to loopback
+  // (Debian's 127.0.1.1): point them at the interface the rank's node is reached on instead.
+  if (!slot.network_interface.empty()) {
+    if (!user_set("GLOO_SOCKET_IFNAME")) env["GLOO_SOCKET_IFNAME"] = slot.network_interface;
+    if (!user_set("NCCL_SOCKET_IFNAME")) env["NCCL_SOCKET_IFNAME"] = slot.network_interface;
+  }
   if (!slot.slice.empty()) env["TPU_WORKER_HOSTNAMES"] = WorkerHostnames(layout, slot.slice);
   if (layout.num_slices > 1) {
     env["MEGASCALE_COORDINATOR_ADDRESS"] = master_host;

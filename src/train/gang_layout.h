@@ -28,6 +28,9 @@ struct GangSlot {
   // TPU slices: the slice (domain) name and this host's worker id in it; "" / -1 otherwise.
   std::string slice;
   int tpu_worker_id = -1;
+  // The network interface its node is reached on ("eth0", "lo"); "" unknown. Gives
+  // GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME unless the user set them.
+  std::string network_interface;
 };
 
 // One rank's place in the gang.
@@ -83,6 +86,8 @@ struct GangEnvOptions {
 // - Ray Train's: NODE_RANK;
 // - JAX: JAX_COORDINATOR_ADDRESS (rank 0's host:port), JAX_NUM_PROCESSES, JAX_PROCESS_ID;
 // - the backend hint: TESSERA_TORCH_BACKEND (BackendHint of the rank's slot);
+// - GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME: the slot's network_interface, when known and the
+//   user did not set them;
 // - on TPU slices: TPU_WORKER_HOSTNAMES = the hosts of the rank's slice in worker-id order
 //   (addresses, never node ids; a host once per worker id, slots without a worker id last), and
 //   with more than one slice MEGASCALE_COORDINATOR_ADDRESS (rank 0's host), MEGASCALE_PORT,

@@ -282,6 +282,26 @@ TEST(RankEnvironmentTest, TheUsersOmpNumThreadsIsKept) {
   EXPECT_THAT(RankEnvironment(layout, 0, options), Not(Contains(Key("OMP_NUM_THREADS"))));
 }
 
+TEST(RankEnvironmentTest, CollectiveSocketsUseTheRanksNodeInterfaceUnlessTheUserChose) {
+  std::vector<GangSlot> slots = ScrambledTwoByTwoGpus();
+  for (GangSlot& slot : slots) slot.network_interface = "if-" + slot.node_id;
+  GangLayout layout = Layout(slots);
+  for (int rank = 0; rank < layout.world_size; ++rank) {
+    const GangSlot& slot = layout.slots[layout.ranks[rank].slot];
+    auto env = RankEnvironment(layout, rank, GangEnvOptions{});
+    EXPECT_EQ(env["GLOO_SOCKET_IFNAME"], "if-" + slot.node_id);
+    EXPECT_EQ(env["NCCL_SOCKET_IFNAME"], "if-" + slot.node_id);
+  }
+  GangEnvOptions chosen;
+  chosen.user_env["GLOO_SOCKET_IFNAME"] = "ib0";
+  auto env = RankEnvironment(layout, 0, chosen);
+  EXPECT_THAT(env, Not(Contains(Key("GLOO_SOCKET_IFNAME"))));
+  EXPECT_THAT(env, Contains(Key("NCCL_SOCKET_IFNAME")));
+  // Unknown interface: nothing is set.
+  EXPECT_THAT(RankEnvironment(Layout(ScrambledTwoByTwoGpus()), 0, GangEnvOptions{}),
+              Not(Contains(Key("GLOO_SOCKET_IFNAME"))));
+}
+
 TEST(RankEnvironmentTest, AsyncErrorHandlingYieldsToTheUsersSettingOrABlockingWait) {
   GangLayout layout = Layout(ScrambledTwoByTwoGpus());
   for (const char* name :

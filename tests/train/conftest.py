@@ -399,6 +399,18 @@ def pytest_runtest_makereport(item, call):
     setattr(item, f"rep_{rep.when}", rep)
 
 
+def kill_left_behind(base):
+    """Kills what still names a cluster's fresh mkdtemp folder after `tessera down` (agents and
+    ranks hold it in their arguments): the test started it; nothing else can name that folder."""
+    for pid in processes_naming(str(base)):
+        print(f"left behind after tessera down: pid {pid}: {cmdline(pid)}")
+        try:
+            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 @pytest.fixture
 def make_cluster(tessera, request):
     """fn(cluster_file, *up_args) -> Cluster, up. Torn down at teardown, even on failure."""
@@ -432,16 +444,7 @@ def make_cluster(tessera, request):
                 print(f"tessera down exited {r.returncode}: {r.stdout}{r.stderr}")
         except problems as e:
             print(f"tessera down failed: {e}")
-        # Anything still naming this cluster's folder (agents, ranks: their arguments hold it)
-        # was started by this test; nothing else can name a fresh mkdtemp folder.
-        left = processes_naming(str(cluster.base))
-        for pid in left:
-            print(f"left behind after tessera down: pid {pid}: {cmdline(pid)}")
-            try:
-                os.kill(pid, signal.SIGCONT)
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_left_behind(cluster.base)
         if failed:
             print(f"kept {cluster.base} for inspection")
         else:

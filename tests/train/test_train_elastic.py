@@ -5,7 +5,6 @@ change: not counted), finishing from its checkpoints with every rank's parameter
 import os
 import re
 import signal
-import time
 
 import pytest
 

@@ -11,14 +11,13 @@ Two network namespaces, each joined by a veth pair to one Linux bridge in the ro
 other). Nothing listens on loopback that another namespace could reach, so a rank that used
 127.0.0.1 to find a peer would fail.
 
-The inside interface has the same name, tseth0, in both namespaces, and the DDP jobs pass
-`--env GLOO_SOCKET_IFNAME=tseth0`: without it gloo picks its own address by resolving the host
-name, which here (one host name for every namespace, /etc/hosts mapping it to 127.0.0.1, like
-Debian's 127.0.1.1) gives loopback, and rank 0 then fails in init_process_group with
-"connect [127.0.0.1]:NNNN: Connection refused" even though MASTER_ADDR is right. Users of real
-hosts with such /etc/hosts files set GLOO_SOCKET_IFNAME the same way. It only names the interface
-gloo binds on; the ranks still meet at MASTER_ADDR:MASTER_PORT (rank 0's c10d TCPStore), and
-exchange their gloo addresses, the namespace addresses, there.
+The DDP jobs pass no GLOO_SOCKET_IFNAME of their own: gloo would pick its address by resolving
+the host name, which here (one host name for every namespace, /etc/hosts mapping it to
+127.0.0.1, like Debian's 127.0.1.1) gives loopback, and rank 0 would then fail in
+init_process_group with "connect [127.0.0.1]:NNNN: Connection refused" even though MASTER_ADDR is
+right. Tessera sets GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) to the interface each rank's
+node agent is reached on (tseth0 in both namespaces), so the ranks meet at MASTER_ADDR and
+exchange their namespace addresses there.
 
 Needs root, `ip netns add`, a Linux bridge, and PyTorch for /usr/bin/python3; skips otherwise.
 
@@ -27,7 +26,6 @@ Needs root, `ip netns add`, a Linux bridge, and PyTorch for /usr/bin/python3; sk
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -35,7 +33,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SCRIPT, Cluster, cmdline, num, processes_naming, run, wait_for
+from conftest import SCRIPT, Cluster, kill_left_behind, num, run, wait_for
+from test_train import checksums, rank_lines
 
 PYTHON = "/usr/bin/python3"   # Debian's, with python3-torch; another python3 may come first on PATH
 PID = os.getpid()
@@ -43,8 +42,6 @@ SUBNET = f"10.209.{PID % 250}"
 PREFIX = 24
 INSIDE_IF = "tseth0"          # the same name in every namespace (GLOO_SOCKET_IFNAME)
 STEPS = 10
-RANK_LINE = re.compile(r"^\[rank(\d+)\]: (.*)$")
-SHA_LINE = re.compile(r"^rank (\d+) params-sha256 ([0-9a-f]{64})$")
 START_LINE = re.compile(r"^rank (\d+)/(\d+) .* master (\S+):(\d+)$")
 ENV_LINE = re.compile(r"^ENV (.*)$")
 # One echo per rank: the variables a rank uses to find its peers.
@@ -268,14 +265,7 @@ def netns_cluster(tessera, namespaces, request):
                 print(f"tessera down exited {r.returncode}: {r.stdout}{r.stderr}")
         except problems as e:
             print(f"tessera down failed: {e}")
-        # Agents and ranks name the fresh mkdtemp folder in their arguments: ours alone.
-        for pid in processes_naming(str(cluster.base)):
-            print(f"left behind after tessera down: pid {pid}: {cmdline(pid)}")
-            try:
-                os.kill(pid, signal.SIGCONT)
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_left_behind(cluster.base)
         if failed:
             print(f"kept {cluster.base} for inspection")
         else:
@@ -297,15 +287,6 @@ def remove_tree(path):
 # Output
 
 
-def rank_lines(text):
-    out = []
-    for line in text.splitlines():
-        m = RANK_LINE.match(line)
-        if m:
-            out.append((int(m.group(1)), m.group(2)))
-    return out
-
-
 def env_lines(text):
     """{rank: {NAME: value}} from the ENV_PROBE lines."""
     found = {}
@@ -314,16 +295,6 @@ def env_lines(text):
         if m:
             found[rank] = dict(kv.split("=", 1) for kv in m.group(1).split())
     return found
-
-
-def checksums(text):
-    sums = {}
-    for rank, line in rank_lines(text):
-        m = SHA_LINE.match(line)
-        if m:
-            assert int(m.group(1)) == rank, f"rank {rank} printed {line!r}"
-            sums[rank] = m.group(2)
-    return sums
 
 
 def job_status(cluster, name):
@@ -363,7 +334,7 @@ def assert_env_addresses(cluster, probe, placed):
 
 def run_ddp(cluster, name, where, output):
     """ddp_train.py on gloo across the namespaces; checks it and returns its status."""
-    r = cluster.train(*where, "--name", name, "--env", f"GLOO_SOCKET_IFNAME={INSIDE_IF}", "--",
+    r = cluster.train(*where, "--name", name, "--",
                       PYTHON, SCRIPT, "--steps", STEPS, "--output", output)
     assert r.returncode == 0, f"tessera train {name}: {described(r)}"
     status = job_status(cluster, name)

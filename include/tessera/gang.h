@@ -1,0 +1,118 @@
+// Gangs from a program: N copies of a command started together as one gang on a reservation
+// (whole TPU slices, N workers of a placement group, or N nodes of K processes each), with the
+// torchrun environment, restarted as a group when one fails, optionally elastic. The gang is a
+// job of the cluster: the head's controller runs it (the same as `tessera train`, docs/train.md),
+// so it lives on if the program exits; the program follows it by id.
+//
+//   auto gang = tessera::StartGang({.name = "train",
+//                                   .command = {"python3", "train.py"},
+//                                   .workers = 4,
+//                                   .max_restarts = 1});
+//   absl::StatusOr<tessera::GangStatus> done = gang->Wait(absl::Minutes(10));
+//   // done->state: "SUCCEEDED", "FAILED" (done->message names the rank, host and cause) or
+//   // "STOPPED"; done->restart_count, done->ranks (node, host, pid of each rank).
+//
+// Where, exactly one of: `accelerator_type` + `topology` (whole slices: one rank per host, or
+// per chip), `workers` (ranks of `resources_per_worker` in one placement group), `nodes`
+// (`procs_per_node` ranks on each of N nodes). `min_*` makes the range elastic (start with what
+// fits, shrink on a failure, grow when room returns). Bad options are a one-line InvalidArgument
+// and start nothing.
+//
+// Thread-safe: a Gang is a value (its id); calls on copies may be made from any thread.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace tessera {
+
+struct GangOptions {
+  std::string name;
+  std::vector<std::string> command;
+  // Added to every rank's environment (after the driver's nothing: ranks do not inherit it).
+  std::map<std::string, std::string> env;
+  // The ranks' folder ("" this program's).
+  std::string working_folder;
+
+  // Whole slices: "TPU-V6E" with "4x4" (or a pod type); num_slices of them, min_slices..
+  std::string accelerator_type;
+  std::string topology;
+  int num_slices = 1;
+  int min_slices = 0;  // 0: fixed
+  bool per_chip = false;
+  // Workers of one placement group.
+  int workers = 0;
+  int min_workers = 0;  // 0: fixed
+  std::string resources_per_worker = "CPU=1";
+  std::string strategy = "PACK";
+  // Nodes of procs_per_node ranks each (torchrun's --nnodes / --nproc-per-node).
+  int nodes = 0;
+  int min_nodes = 0;  // 0: fixed
+  int procs_per_node = 1;
+  std::string resources_per_node;  // "" : CPU=<procs_per_node>
+  // Label selectors of the bundles (workers and nodes): the first, then fallbacks.
+  std::vector<std::string> label_selectors;
+
+  // Set torchrun's and Ray Train's variables (RANK, WORLD_SIZE, MASTER_ADDR, ...).
+  bool torch_env = true;
+  int max_restarts = 0;
+  absl::Duration hang_timeout = absl::ZeroDuration();  // zero: never judged hung
+  absl::Duration stop_grace = absl::Seconds(5);
+  absl::Duration start_timeout = absl::Seconds(60);
+  absl::Duration elastic_check = absl::Seconds(10);
+};
+
+struct GangRank {
+  int rank = 0;
+  int local_rank = 0;
+  int node_rank = 0;
+  std::string node_id;
+  std::string host;
+  std::string worker_id;
+  int pid = 0;
+  std::string state;  // STARTING, RUNNING, SUCCEEDED, FAILED, STOPPED
+  std::string exit_reason;
+};
+
+struct GangStatus {
+  std::string id;
+  std::string name;
+  // PENDING, STARTING, RUNNING, RESTARTING, SUCCEEDED, FAILED, STOPPED
+  std::string state;
+  std::string message;
+  int restart_count = 0;
+  int membership_changes = 0;
+  int world_size = 0;
+  int exit_code = 0;
+  std::string log_dir;  // on the head's host
+  std::vector<GangRank> ranks;
+  bool ended() const { return state == "SUCCEEDED" || state == "FAILED" || state == "STOPPED"; }
+};
+
+class Gang {
+ public:
+  explicit Gang(std::string id) : id_(std::move(id)) {}
+  const std::string& id() const { return id_; }
+
+  absl::StatusOr<GangStatus> Status() const;
+  // Until the gang ends; DeadlineExceeded (the gang goes on) when `timeout` passes first.
+  absl::StatusOr<GangStatus> Wait(absl::Duration timeout) const;
+  // Stops every rank and releases the reservation; the status once it has ended (STOPPED).
+  absl::StatusOr<GangStatus> Stop() const;
+  // The gang's merged log so far ("[rankN]: " lines and the controller's "tessera: " lines).
+  absl::StatusOr<std::string> Logs() const;
+
+ private:
+  std::string id_;
+};
+
+// Submits the gang to the cluster Init connected to and returns at once (it may still wait for
+// its reservation). FailedPrecondition before Init.
+absl::StatusOr<Gang> StartGang(const GangOptions& options);
+
+}  // namespace tessera

@@ -1,0 +1,183 @@
+// include/tessera/gang.h: a gang is a job of the cluster's head (tessera.v1.Jobs), built from
+// typed options here and checked there (train/job_spec.h) before anything is reserved.
+#include "tessera/gang.h"
+
+#include <filesystem>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "api/reservations.h"
+#include "base/status_macros.h"
+#include "cli/cluster_client.h"
+#include "cli/reservation_calls.h"
+#include "labels/label_selector.h"
+#include "resources/resource_set.h"
+#include "rpc/proto_convert.h"
+#include "tessera/v1/jobs.grpc.pb.h"
+
+namespace tessera {
+namespace {
+
+absl::StatusOr<std::unique_ptr<cli::ClusterClient>> Connect() {
+  std::optional<cli::ClusterClientOptions> options = api::ReservationCluster();
+  if (!options.has_value()) return absl::FailedPreconditionError("call tessera::Init first");
+  return cli::ClusterClient::Connect(*options);
+}
+
+absl::StatusOr<v1::Resources> Resources(const std::string& what, const std::string& text) {
+  auto parsed = ParseResourceSet(text);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("gang: ", what, ": ", parsed.status().message()));
+  }
+  return rpc::ResourcesToProto(*parsed);
+}
+
+int64_t Ms(absl::Duration d) { return std::max<int64_t>(0, absl::ToInt64Milliseconds(d)); }
+
+absl::StatusOr<v1::SubmitJobRequest> GangRequest(const GangOptions& o) {
+  v1::SubmitJobRequest request;
+  request.set_request_id(cli::NewRequestId("gang"));
+  v1::JobSpec& spec = *request.mutable_spec();
+  spec.set_name(o.name);
+  for (const std::string& arg : o.command) spec.add_argv(arg);
+  spec.mutable_env()->insert(o.env.begin(), o.env.end());
+  std::error_code ec;
+  spec.set_cwd(o.working_folder.empty() ? std::filesystem::current_path(ec).string()
+                                        : o.working_folder);
+  spec.set_torch_env(o.torch_env);
+  spec.set_max_restarts(o.max_restarts);
+  spec.set_hang_timeout_ms(Ms(o.hang_timeout));
+  spec.set_stop_grace_ms(Ms(o.stop_grace));
+  spec.set_start_timeout_ms(Ms(o.start_timeout));
+  spec.set_elastic_check_ms(Ms(o.elastic_check));
+  v1::GangPlacement& p = *spec.mutable_placement();
+  const int kinds = (!o.accelerator_type.empty() ? 1 : 0) + (o.workers > 0 ? 1 : 0) +
+                    (o.nodes > 0 ? 1 : 0);
+  if (kinds != 1) {
+    return absl::InvalidArgumentError(
+        "gang: give exactly one of accelerator_type (with topology), workers or nodes");
+  }
+  if (!o.accelerator_type.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(*p.add_slices(),
+                             cli::TpuSliceAlternative("gang: accelerator_type/topology",
+                                                      o.accelerator_type, o.topology,
+                                                      o.num_slices, o.per_chip));
+    if (o.min_slices > 0 && o.min_slices < o.num_slices) p.set_min_slices(o.min_slices);
+  }
+  if (o.workers > 0) {
+    p.set_max_workers(o.workers);
+    p.set_min_workers(o.min_workers > 0 ? o.min_workers : o.workers);
+    TESSERA_ASSIGN_OR_RETURN(*p.mutable_resources_per_worker(),
+                             Resources("resources_per_worker", o.resources_per_worker));
+    p.set_strategy(o.strategy);
+  }
+  if (o.nodes > 0) {
+    p.set_max_nodes(o.nodes);
+    p.set_min_nodes(o.min_nodes > 0 ? o.min_nodes : o.nodes);
+    p.set_nproc_per_node(o.procs_per_node);
+    TESSERA_ASSIGN_OR_RETURN(
+        *p.mutable_resources_per_node(),
+        Resources("resources_per_node", o.resources_per_node.empty()
+                                            ? absl::StrCat("CPU=", o.procs_per_node)
+                                            : o.resources_per_node));
+  }
+  for (const std::string& text : o.label_selectors) {
+    auto selector = ParseLabelSelector(text);
+    if (!selector.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gang: label selector: ", selector.status().message()));
+    }
+    rpc::LabelSelectorToProto(*selector, p.add_label_selectors());
+  }
+  return request;
+}
+
+GangStatus FromProto(const v1::JobStatus& s) {
+  GangStatus out;
+  out.id = s.job_id();
+  out.name = s.name();
+  out.state = s.state();
+  out.message = s.message();
+  out.restart_count = s.restart_count();
+  out.membership_changes = s.membership_changes();
+  out.world_size = s.world_size();
+  out.exit_code = s.exit_code();
+  out.log_dir = s.log_dir();
+  for (const v1::RankStatus& r : s.ranks()) {
+    out.ranks.push_back({r.rank(), r.local_rank(), r.node_rank(), r.node_id(), r.host(),
+                         r.worker_id(), r.pid(), r.state(), r.exit_reason()});
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Gang> StartGang(const GangOptions& options) {
+  TESSERA_ASSIGN_OR_RETURN(v1::SubmitJobRequest request, GangRequest(options));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, Connect());
+  v1::JobStatus status;
+  TESSERA_RETURN_IF_ERROR(client->Call(client->HeadPeer(), cli::Retry::kSafe,
+                                       [&](grpc::ClientContext* ctx) {
+                                         return client->jobs().SubmitJob(ctx, request, &status);
+                                       }));
+  return Gang(status.job_id());
+}
+
+absl::StatusOr<GangStatus> Gang::Status() const {
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, Connect());
+  v1::GetJobRequest request;
+  request.set_job_id(id_);
+  v1::JobStatus status;
+  TESSERA_RETURN_IF_ERROR(client->Call(client->HeadPeer(), cli::Retry::kSafe,
+                                       [&](grpc::ClientContext* ctx) {
+                                         return client->jobs().GetJob(ctx, request, &status);
+                                       }));
+  return FromProto(status);
+}
+
+absl::StatusOr<GangStatus> Gang::Wait(absl::Duration timeout) const {
+  const absl::Time until = absl::Now() + timeout;
+  absl::Duration poll = absl::Milliseconds(20);
+  while (true) {
+    TESSERA_ASSIGN_OR_RETURN(GangStatus status, Status());
+    if (status.ended()) return status;
+    if (absl::Now() >= until) {
+      return absl::DeadlineExceededError(absl::StrCat("gang ", id_, " is still ", status.state,
+                                                      " after ", absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(std::min(poll, until - absl::Now()));
+    poll = std::min(poll * 2, absl::Milliseconds(250));
+  }
+}
+
+absl::StatusOr<GangStatus> Gang::Stop() const {
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, Connect());
+  v1::StopJobRequest request;
+  request.set_job_id(id_);
+  request.set_reason("stopped by its program");
+  v1::JobStatus status;
+  TESSERA_RETURN_IF_ERROR(client->Call(client->HeadPeer(), cli::Retry::kSafe,
+                                       [&](grpc::ClientContext* ctx) {
+                                         ctx->set_deadline(absl::ToChronoTime(
+                                             absl::Now() + absl::Minutes(3)));
+                                         return client->jobs().StopJob(ctx, request, &status);
+                                       }));
+  return FromProto(status);
+}
+
+absl::StatusOr<std::string> Gang::Logs() const {
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, Connect());
+  v1::StreamJobLogsRequest request;
+  request.set_job_id(id_);
+  request.set_rank(-1);
+  auto context = client->StreamContext();
+  auto stream = client->jobs().StreamJobLogs(context.get(), request);
+  std::string text;
+  v1::JobLogChunk chunk;
+  while (stream->Read(&chunk)) text += chunk.data();
+  TESSERA_RETURN_IF_ERROR(cli::FromGrpc(stream->Finish(), client->HeadPeer()));
+  return text;
+}
+
+}  // namespace tessera

@@ -1,0 +1,126 @@
+// Gangs from the C++ API (include/tessera/gang.h) on a real cluster: a head and two node agents as
+// processes; each gang is a job of the head, whose controller starts every rank at once with the
+// torchrun environment and restarts the group when one fails.
+#include <signal.h>
+
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "integration/api_test_cluster.h"
+#include "integration/cluster_harness.h"
+#include "tessera/gang.h"
+#include "tessera/tessera.h"
+
+namespace tessera::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class GangTest : public ApiClusterSuite<4> {};
+
+GangOptions ShGang(std::string name, int workers, std::string script) {
+  GangOptions options;
+  options.name = std::move(name);
+  options.command = {"/bin/sh", "-c", std::move(script)};
+  options.workers = workers;
+  options.stop_grace = absl::Milliseconds(500);
+  return options;
+}
+
+TEST_F(GangTest, EveryRankRunsAtOnceWithItsRankAndTheGangSucceeds) {
+  GangOptions options = ShGang("hello", 3, "echo rank=$RANK world=$WORLD_SIZE job=$TESSERA_JOB_ID x=$X");
+  options.env = {{"X", "42"}};
+  auto gang = StartGang(options);
+  ASSERT_TRUE(gang.ok()) << gang.status();
+  auto done = gang->Wait(kPatience);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state, "SUCCEEDED") << done->message;
+  EXPECT_EQ(done->exit_code, 0);
+  EXPECT_EQ(done->world_size, 3);
+  ASSERT_EQ(done->ranks.size(), 3u);
+  auto logs = gang->Logs();
+  ASSERT_TRUE(logs.ok()) << logs.status();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(*logs, HasSubstr(absl::StrCat("[rank", r, "]: rank=", r, " world=3 job=",
+                                              gang->id(), " x=42")));
+  }
+}
+
+TEST_F(GangTest, AFailedRankRestartsTheWholeGangWithTheRestartCountOneHigher) {
+  // Rank 1 fails on the first attempt only.
+  GangOptions options = ShGang(
+      "flaky", 2,
+      "echo attempt=$TORCHELASTIC_RESTART_COUNT; "
+      "if [ \"$RANK\" = 1 ] && [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then exit 3; fi");
+  options.max_restarts = 1;
+  auto gang = StartGang(options);
+  ASSERT_TRUE(gang.ok()) << gang.status();
+  auto done = gang->Wait(kPatience);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state, "SUCCEEDED") << done->message;
+  EXPECT_EQ(done->restart_count, 1);
+  auto logs = gang->Logs();
+  ASSERT_TRUE(logs.ok());
+  EXPECT_THAT(*logs, HasSubstr("rank 1 on node"));
+  EXPECT_THAT(*logs, HasSubstr("exited with code 3; restarting the gang (restart 1 of 1)"));
+  EXPECT_THAT(*logs, HasSubstr("[rank0]: attempt=1"));
+  EXPECT_THAT(*logs, HasSubstr("[rank1]: attempt=1"));
+}
+
+TEST_F(GangTest, WithoutRestartsLeftTheGangFailsNamingTheRankAndItsCode) {
+  auto gang = StartGang(ShGang("failing", 2, "if [ \"$RANK\" = 0 ]; then exit 7; fi; sleep 60"));
+  ASSERT_TRUE(gang.ok()) << gang.status();
+  auto done = gang->Wait(kPatience);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state, "FAILED");
+  EXPECT_EQ(done->exit_code, 7);
+  EXPECT_THAT(done->message, HasSubstr("rank 0 on node"));
+  EXPECT_THAT(done->message, HasSubstr("exited with code 7; 0 of 0 restarts used"));
+}
+
+TEST_F(GangTest, StopEndsEveryRankAndWaitTimesOutWhileItRuns) {
+  auto gang = StartGang(ShGang("sleepers", 2, "exec sleep 600"));
+  ASSERT_TRUE(gang.ok()) << gang.status();
+  auto waited = gang->Wait(absl::Milliseconds(300));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(waited.status())) << waited.status();
+  absl::StatusOr<GangStatus> running;
+  for (absl::Time until = absl::Now() + kPatience; absl::Now() < until;) {
+    running = gang->Status();
+    ASSERT_TRUE(running.ok()) << running.status();
+    if (running->state == "RUNNING") break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(running->state, "RUNNING");
+  auto stopped = gang->Stop();
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_EQ(stopped->state, "STOPPED");
+  EXPECT_EQ(stopped->message, "stopped by its program");
+  for (const GangRank& rank : running->ranks) {
+    EXPECT_NE(::kill(rank.pid, 0), 0) << "rank " << rank.rank << " (pid " << rank.pid
+                                      << ") outlived its gang";
+  }
+}
+
+TEST_F(GangTest, BadOptionsAreOneLineErrorsAndStartNothing) {
+  GangOptions none;
+  none.command = {"true"};
+  EXPECT_TRUE(absl::IsInvalidArgument(StartGang(none).status()));
+  GangOptions two = ShGang("two", 2, "true");
+  two.nodes = 2;
+  EXPECT_TRUE(absl::IsInvalidArgument(StartGang(two).status()));
+  GangOptions bad = ShGang("bad", 2, "true");
+  bad.resources_per_worker = "CPU=lots";
+  auto refused = StartGang(bad);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status()));
+  EXPECT_THAT(refused.status().message(), HasSubstr("resources_per_worker"));
+  GangOptions no_command = ShGang("empty", 2, "true");
+  no_command.command.clear();
+  EXPECT_TRUE(absl::IsInvalidArgument(StartGang(no_command).status()));
+}
+
+}  // namespace
+}  // namespace tessera::testing
