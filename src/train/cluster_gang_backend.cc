@@ -459,4 +459,14 @@ absl::Status ClusterGangBackend::SignalRank(const StartedRank& rank, int signal)
       [&](grpc::ClientContext* ctx) { return agent->KillWorker(ctx, request, &response); });
 }
 
+absl::StatusOr<std::set<std::string>> ClusterGangBackend::DeadNodes(
+    const std::set<std::string>& nodes) {
+  TESSERA_ASSIGN_OR_RETURN(v1::ListNodesResponse listed, client_->ListNodes());
+  std::set<std::string> dead = nodes;
+  for (const v1::NodeInfo& info : listed.nodes()) {
+    if (info.state() != "DEAD") dead.erase(info.node().node_id());
+  }
+  return dead;
+}
+
 }  // namespace tessera::train

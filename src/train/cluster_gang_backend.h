@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -37,6 +38,7 @@ class ClusterGangBackend final : public GangBackend {
       const StartedRank& rank, std::function<void(bool is_stderr, const std::string& data)> output,
       std::function<void(RankEnd end)> ended) override;
   absl::Status SignalRank(const StartedRank& rank, int signal) override;
+  absl::StatusOr<std::set<std::string>> DeadNodes(const std::set<std::string>& nodes) override;
 
  private:
   struct NodeEntry {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,9 @@ class GangBackend {
       std::function<void(RankEnd end)> ended) = 0;
   // Sends `signal` to the rank's process group.
   virtual absl::Status SignalRank(const StartedRank& rank, int signal) = 0;
+  // Which of `nodes` the head has declared dead (or no longer knows): a machine that froze
+  // without closing its connections ends no watch, so the controller asks.
+  virtual absl::StatusOr<std::set<std::string>> DeadNodes(const std::set<std::string>& nodes) = 0;
 };
 
 }  // namespace tessera::train

@@ -410,6 +410,11 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
                                    ? absl::Milliseconds(spec.elastic_check_ms())
                                    : absl::Seconds(10);
   absl::Time next_check = absl::Now() + check;
+  // A node that froze ends no watch; the head declares it dead, and the gang learns it here.
+  constexpr absl::Duration kHealthCheck = absl::Seconds(1);
+  absl::Time next_health = absl::Now() + kHealthCheck;
+  std::set<std::string> gang_nodes;
+  for (const GangSlot& slot : layout->slots) gang_nodes.insert(slot.node_id);
   while (true) {
     std::optional<Event> event;
     bool stop = false;
@@ -418,11 +423,8 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return !events_.empty() || stop_reason_.has_value();
       };
-      if (can_grow) {
-        mu_.AwaitWithDeadline(absl::Condition(&ready), next_check);
-      } else {
-        mu_.Await(absl::Condition(&ready));
-      }
+      mu_.AwaitWithDeadline(absl::Condition(&ready),
+                            can_grow ? std::min(next_check, next_health) : next_health);
       if (!events_.empty()) {
         event = std::move(events_.front());
         events_.pop_front();
@@ -430,7 +432,36 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
         stop = stop_reason_.has_value();
       }
     }
-    if (!event.has_value() && !stop) {  // time to look for room
+    if (!event.has_value() && !stop && absl::Now() >= next_health) {
+      next_health = absl::Now() + kHealthCheck;
+      auto dead = backend.DeadNodes(gang_nodes);
+      std::optional<int> lost;
+      if (dead.ok() && !dead->empty()) {
+        for (int r = 0; r < world && !lost.has_value(); ++r) {
+          if (!ranks[r].exited && dead->contains(ranks[r].slot.node_id)) lost = r;
+        }
+      }
+      if (!lost.has_value()) continue;
+      LiveRank& rank = ranks[*lost];
+      rank.exited = true;
+      const std::string why =
+          DescribeRankEnd(*lost, rank.slot,
+                          absl::UnavailableError(absl::StrCat("the head declared node ",
+                                                              rank.slot.node_id, " dead")));
+      {
+        absl::MutexLock lock(&mu_);
+        failed_at_ = absl::Now();
+        status_.mutable_ranks(*lost)->set_state("FAILED");
+        status_.mutable_ranks(*lost)->set_exit_reason(why);
+      }
+      if (log != nullptr) log->Note(absl::StrCat(why, "; stopping the gang"));
+      StopRanks(ranks);
+      result = {AttemptEnd::kRankFailed, why, 1};
+      break;
+    }
+    if (!event.has_value() && !stop) {
+      if (!can_grow || absl::Now() < next_check) continue;
+      // Time to look for room.
       next_check = absl::Now() + check;
       auto room = backend.RoomToGrow(spec.placement(), size.max - reservation.members,
                                      reservation);

@@ -171,6 +171,20 @@ class FakeGangBackend : public GangBackend {
     return reservation;
   }
 
+  // The head's word on nodes: these are dead.
+  void SetDeadNodes(std::set<std::string> nodes) {
+    absl::MutexLock lock(&mu_);
+    dead_nodes_ = std::move(nodes);
+  }
+  absl::StatusOr<std::set<std::string>> DeadNodes(const std::set<std::string>& nodes) override {
+    absl::MutexLock lock(&mu_);
+    std::set<std::string> dead;
+    for (const std::string& node : nodes) {
+      if (dead_nodes_.contains(node)) dead.insert(node);
+    }
+    return dead;
+  }
+
   absl::StatusOr<bool> RoomToGrow(const v1::GangPlacement& /*placement*/, int extra,
                                   const GangReservation& current) override {
     absl::MutexLock lock(&mu_);
@@ -321,6 +335,7 @@ class FakeGangBackend : public GangBackend {
   absl::Status reserve_error_ ABSL_GUARDED_BY(mu_);
   bool reserve_waits_ ABSL_GUARDED_BY(mu_) = false;
   int room_ ABSL_GUARDED_BY(mu_) = 1 << 20;
+  std::set<std::string> dead_nodes_ ABSL_GUARDED_BY(mu_);
   int room_checks_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::pair<int, int>, absl::Status> start_failures_ ABSL_GUARDED_BY(mu_);
   std::set<int> ignores_sigterm_ ABSL_GUARDED_BY(mu_);
@@ -789,6 +804,18 @@ TEST_F(GangControllerTest, AnElasticGangShrinksOnAFailureAndCountsIt) {
   std::map<int, RankLaunch> second = backend_.launches_in("job-1-1");
   ASSERT_EQ(second.size(), 2u);
   EXPECT_THAT(second.at(1).env, Contains(Pair("TORCHELASTIC_RESTART_COUNT", "1")));
+}
+
+TEST_F(GangControllerTest, ARankOnANodeTheHeadDeclaredDeadFailsTheGangWithoutItsWatchEnding) {
+  RunningController run(Options(WorkersSpec(4, 0)));
+  ASSERT_TRUE(backend_.AwaitWatches(4));
+  // n1 froze: its ranks' watches never end, but the head declares it dead.
+  backend_.SetDeadNodes({"n1"});
+  v1::JobStatus status = run.Join();
+  EXPECT_EQ(status.state(), "FAILED");
+  EXPECT_THAT(status.message(), HasSubstr("on node n1"));
+  EXPECT_THAT(status.message(), HasSubstr("the head declared node n1 dead"));
+  EXPECT_THAT(backend_.releases(), ElementsAre("job-1-0"));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 #include <vector>
@@ -51,6 +52,7 @@ void JobManager::Shutdown() {
   for (auto& job : jobs) {
     if (job->controller != nullptr) job->controller->Stop("the head shut down");
   }
+  absl::MutexLock joining(&join_mu_);
   for (auto& job : jobs) {
     if (job->thread.joinable()) job->thread.join();
   }
@@ -107,10 +109,34 @@ grpc::Status JobManager::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequ
   return result.first;
 }
 
+void JobManager::ReapEnded() {
+  std::vector<std::shared_ptr<Job>> ended;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::shared_ptr<Job>> by_age;
+    for (auto& [id, job] : jobs_) {
+      if (job->ended) by_age.push_back(job);
+    }
+    std::sort(by_age.begin(), by_age.end(), [](const auto& a, const auto& b) {
+      return a->status.end_time_ms() < b->status.end_time_ms();
+    });
+    for (size_t i = 0; i + kKeptEndedJobs < by_age.size(); ++i) jobs_.erase(by_age[i]->id);
+    ended = std::move(by_age);
+  }
+  // An ended job's thread has published its end and returns at once.
+  absl::MutexLock joining(&join_mu_);
+  for (auto& job : ended) {
+    if (job->thread.joinable() && job->thread.get_id() != std::this_thread::get_id()) {
+      job->thread.join();
+    }
+  }
+}
+
 grpc::Status JobManager::DoSubmit(const v1::SubmitJobRequest& request, v1::JobStatus* response) {
   if (absl::Status valid = ValidateJobSpec(request.spec()); !valid.ok()) {
     return rpc::ToGrpcStatus(valid);
   }
+  ReapEnded();
   auto job = std::make_shared<Job>();
   {
     absl::MutexLock lock(&mu_);

@@ -63,14 +63,20 @@ class JobManager final : public v1::Jobs::Service {
   };
 
   grpc::Status DoSubmit(const v1::SubmitJobRequest& request, v1::JobStatus* response);
+  // Joins the threads of ended jobs and forgets the oldest ended ones past kKeptEndedJobs (their
+  // logs and status files stay on disk, where the CLI reads them).
+  void ReapEnded() ABSL_LOCKS_EXCLUDED(mu_);
   // The job by id, else the newest with that name; null when none.
   std::shared_ptr<Job> Find(const std::string& id_or_name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Published(const std::shared_ptr<Job>& job, const v1::JobStatus& status);
   void WriteStatusFile(const Job& job, const v1::JobStatus& status);
 
+  static constexpr size_t kKeptEndedJobs = 256;
+
   const JobManagerOptions options_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex join_mu_;  // one joiner of jobs' threads at a time (ReapEnded, Shutdown)
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   using SubmitResult = std::pair<grpc::Status, v1::JobStatus>;
   rpc::RequestCache<SubmitResult> submit_cache_;
