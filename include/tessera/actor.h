@@ -36,6 +36,7 @@
 #pragma once
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -77,6 +78,9 @@ struct ActorOptions {
   // tasks (TaskOptions::node_affinity).
   std::string node_affinity;
   bool node_affinity_soft = false;
+  // Added to the environment of the actor's worker process (a gang rank's RANK, MASTER_ADDR...);
+  // Tessera's own worker variables cannot be overridden.
+  std::map<std::string, std::string> env;
 };
 
 namespace internal {
@@ -269,6 +273,10 @@ class ActorCreator {
   ActorCreator& NodeAffinity(std::string node_id, bool soft = false) {
     options_.node_affinity = std::move(node_id);
     options_.node_affinity_soft = soft;
+    return *this;
+  }
+  ActorCreator& Env(std::string name, std::string value) {
+    options_.env[std::move(name)] = std::move(value);
     return *this;
   }
   ActorCreator& Options(ActorOptions options) {

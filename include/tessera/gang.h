@@ -21,13 +21,17 @@
 // Thread-safe: a Gang is a value (its id); calls on copies may be made from any thread.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "tessera/actor.h"
+#include "tessera/tessera.h"
 
 namespace tessera {
 
@@ -114,5 +118,47 @@ class Gang {
 // Submits the gang to the cluster Init connected to and returns at once (it may still wait for
 // its reservation). FailedPrecondition before Init.
 absl::StatusOr<Gang> StartGang(const GangOptions& options);
+
+namespace internal {
+// One member of an actor gang, type-erased: its actor and the call it runs.
+struct ActorGangMember {
+  std::function<absl::Status()> wait;  // blocks until the member's call has returned or failed
+  std::function<void()> kill;          // ends the actor (its call then fails)
+};
+using StartActorGangMember =
+    std::function<absl::StatusOr<ActorGangMember>(const ActorOptions& options)>;
+absl::StatusOr<GangStatus> RunActorGang(const GangOptions& options, StartActorGangMember start);
+}  // namespace internal
+
+// Actor mode: one actor per rank, made by `factory` (registered with TESSERA_ACTOR) inside the
+// gang's reservation with the rank's environment (RANK, WORLD_SIZE, MASTER_ADDR, ... as for
+// StartGang; read it with getenv in the constructor or the method), each running
+// `method(args...)` (registered with TESSERA_ACTOR_METHOD; not void). The gang succeeds when every
+// rank's call has returned. When one fails, or its actor dies, every actor of the gang is
+// killed, the reservation is taken again and every rank is made and run again with
+// TORCHELASTIC_RESTART_COUNT one higher, up to max_restarts: an actor of a gang is never
+// restarted alone (its own MaxRestarts is 0). Unlike StartGang, the controller runs here, in
+// this program, which owns the actors; the call blocks until the gang ends. `command`,
+// `working_folder` and `hang_timeout` do not apply.
+//
+//   class Trainer { public: int Train(int steps); };
+//   std::unique_ptr<Trainer> MakeTrainer();          // TESSERA_ACTOR(MakeTrainer)
+//   auto done = tessera::RunActorGang({.name = "t", .workers = 4, .max_restarts = 1},
+//                                     MakeTrainer, &Trainer::Train, 100);
+template <typename R, typename M, typename... Args>
+absl::StatusOr<GangStatus> RunActorGang(const GangOptions& options, R (*factory)(), M method,
+                                        Args... args) {
+  internal::StartActorGangMember start =
+      [=](const ActorOptions& actor_options) -> absl::StatusOr<internal::ActorGangMember> {
+    auto handle = Actor(factory).Options(actor_options).Remote();
+    if (!handle.status().ok()) return handle.status();
+    auto ref = handle.Task(method).Remote(args...);
+    internal::ActorGangMember member;
+    member.wait = [ref] { return Get(ref, absl::InfiniteDuration()).status(); };
+    member.kill = [handle] { (void)Kill(handle); };
+    return member;
+  };
+  return internal::RunActorGang(options, std::move(start));
+}
 
 }  // namespace tessera

@@ -447,6 +447,7 @@ absl::StatusOr<std::string> DriverRuntime::CreateActor(internal::AnyFunction fac
   actor.max_task_retries = options.max_task_retries;
   LeaseShape actor_shape = *shape;
   actor_shape.key = absl::StrCat("actor:", id, "|", shape->key);
+  actor_shape.env = options.env;
   {
     absl::MutexLock lock(&actors_mu_);
     if (!options.name.empty()) {

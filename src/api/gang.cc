@@ -2,9 +2,17 @@
 // typed options here and checked there (train/job_spec.h) before anything is reserved.
 #include "tessera/gang.h"
 
+#include <atomic>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <string>
+#include <thread>
 #include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 
 #include "absl/strings/str_cat.h"
 #include "api/reservations.h"
@@ -15,6 +23,9 @@
 #include "resources/resource_set.h"
 #include "rpc/proto_convert.h"
 #include "tessera/v1/jobs.grpc.pb.h"
+#include "train/cluster_gang_backend.h"
+#include "train/gang_controller.h"
+#include "train/job_spec.h"
 
 namespace tessera {
 namespace {
@@ -111,7 +122,141 @@ GangStatus FromProto(const v1::JobStatus& s) {
   return out;
 }
 
+// A rank of an actor gang is watched by waiting for its call; killing its actor ends the wait.
+class ActorRankWatch final : public train::RankWatch {
+ public:
+  ActorRankWatch(internal::ActorGangMember member, std::function<void(train::RankEnd)> ended)
+      : member_(std::move(member)) {
+    thread_ = std::thread([this, ended = std::move(ended)] {
+      const absl::Status status = member_.wait();
+      if (cancelled_.load()) {
+        ended(absl::CancelledError("the watch was ended"));
+        return;
+      }
+      v1::WorkerExit exit;
+      exit.set_exit_code(status.ok() ? 0 : 1);
+      exit.set_reason(status.ok() ? "returned"
+                                  : absl::StrCat("failed: ", status.message()));
+      ended(exit);
+    });
+  }
+  ~ActorRankWatch() override {
+    Cancel();
+    thread_.join();
+  }
+  void Cancel() override {
+    if (!cancelled_.exchange(true)) member_.kill();
+  }
+
+ private:
+  internal::ActorGangMember member_;
+  std::atomic<bool> cancelled_{false};
+  std::thread thread_;
+};
+
+// The cluster's reservations (ClusterGangBackend), with ranks that are actors of this program.
+// Thread-safe: one mutex guards the members.
+class ActorGangBackend final : public train::GangBackend {
+ public:
+  ActorGangBackend(std::unique_ptr<train::GangBackend> cluster,
+                   internal::StartActorGangMember start)
+      : cluster_(std::move(cluster)), start_(std::move(start)) {}
+  // The last attempt's actors end with the gang.
+  ~ActorGangBackend() override {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, member] : members_) member.kill();
+  }
+
+  absl::StatusOr<train::GangReservation> Reserve(const std::string& name,
+                                                 const v1::GangPlacement& placement,
+                                                 train::GangSize size, absl::Duration timeout,
+                                                 const std::function<bool()>& stopped) override {
+    return cluster_->Reserve(name, placement, size, timeout, stopped);
+  }
+  absl::StatusOr<bool> RoomToGrow(const v1::GangPlacement& placement, int extra,
+                                  const train::GangReservation& current) override {
+    return cluster_->RoomToGrow(placement, extra, current);
+  }
+  void Release(const train::GangReservation& reservation) override {
+    cluster_->Release(reservation);
+  }
+  absl::StatusOr<train::NodePort> FreePort(const train::GangSlot& slot) override {
+    return cluster_->FreePort(slot);
+  }
+  absl::Status PrepareWorkingDir(const train::GangSlot&, const std::string&,
+                                 const std::string&) override {
+    return absl::InvalidArgumentError("an actor gang ships no working directory");
+  }
+  absl::StatusOr<std::set<std::string>> DeadNodes(const std::set<std::string>& nodes) override {
+    return cluster_->DeadNodes(nodes);
+  }
+
+  absl::StatusOr<train::StartedRank> StartRank(const train::RankLaunch& launch) override {
+    auto resources = rpc::ResourcesFromProto(launch.resources);
+    if (!resources.ok()) return resources.status();
+    ActorOptions options;
+    options.resources = resources->ToString();
+    options.placement_group = launch.reservation;
+    options.bundle_index = launch.slot.bundle_index;
+    options.env = launch.env;
+    options.max_restarts = 0;  // never alone: the gang restarts together
+    auto member = start_(options);
+    if (!member.ok()) return member.status();
+    train::StartedRank started;
+    started.rank = launch.rank;
+    started.node_id = launch.slot.node_id;
+    started.worker_id = absl::StrCat("actor-of-rank-", launch.rank);
+    absl::MutexLock lock(&mu_);
+    members_[started.worker_id] = *std::move(member);
+    return started;
+  }
+  std::unique_ptr<train::RankWatch> WatchRank(
+      const train::StartedRank& rank, std::function<void(bool, const std::string&)>,
+      std::function<void(train::RankEnd)> ended) override {
+    absl::MutexLock lock(&mu_);
+    return std::make_unique<ActorRankWatch>(members_.at(rank.worker_id), std::move(ended));
+  }
+  absl::Status SignalRank(const train::StartedRank& rank, int) override {
+    internal::ActorGangMember member;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = members_.find(rank.worker_id);
+      if (it == members_.end()) return absl::NotFoundError("no such rank");
+      member = it->second;
+    }
+    member.kill();
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::unique_ptr<train::GangBackend> cluster_;
+  const internal::StartActorGangMember start_;
+  absl::Mutex mu_;
+  std::map<std::string, internal::ActorGangMember> members_ ABSL_GUARDED_BY(mu_);
+};
+
 }  // namespace
+
+namespace internal {
+
+absl::StatusOr<GangStatus> RunActorGang(const GangOptions& options, StartActorGangMember start) {
+  GangOptions with_command = options;
+  with_command.command = {"(actors)"};  // what the job says it runs; actors ignore it
+  TESSERA_ASSIGN_OR_RETURN(v1::SubmitJobRequest request, GangRequest(with_command));
+  TESSERA_RETURN_IF_ERROR(train::ValidateJobSpec(request.spec()));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, Connect());
+  ActorGangBackend backend(std::make_unique<train::ClusterGangBackend>(std::move(client)),
+                           std::move(start));
+  absl::BitGen gen;
+  train::GangControllerOptions controller_options;
+  controller_options.job_id = absl::StrFormat("actors-%08x", absl::Uniform<uint32_t>(gen));
+  controller_options.spec = request.spec();
+  controller_options.backend = &backend;
+  train::GangController controller(std::move(controller_options));
+  return FromProto(controller.Run());
+}
+
+}  // namespace internal
 
 absl::StatusOr<Gang> StartGang(const GangOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(v1::SubmitJobRequest request, GangRequest(options));

@@ -42,6 +42,8 @@ namespace tessera::api {
 struct LeaseShape {
   std::string key;
   v1::ResourceRequest request;
+  // Added to the worker's environment (an actor's ActorOptions::env); part of `key` when set.
+  std::map<std::string, std::string> env;
 };
 
 struct QueuedTask {

@@ -186,6 +186,7 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
   v1::WorkerSpec& worker = *lease.mutable_worker();
   for (const std::string& arg : argv_) worker.add_argv(arg);
   auto& env = *worker.mutable_env();
+  env.insert(shape.env.begin(), shape.env.end());  // the actor's own; Tessera's below win
   env[std::string(worker::kWorkerModeEnv)] = std::string("1");
   env[std::string(worker::kOwnerAddressEnv)] = options_.owner_address;
   env[std::string(worker::kTokenEnv)] = options_.token;

@@ -2,6 +2,11 @@
 // processes; each gang is a job of the head, whose controller starts every rank at once with the
 // torchrun environment and restarts the group when one fails.
 #include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
 
 #include <string>
 
@@ -21,6 +26,43 @@ namespace {
 using ::testing::HasSubstr;
 
 class GangTest : public ApiClusterSuite<4> {};
+
+// A rank of an actor gang: reads the environment its gang gave its process.
+class RankActor {
+ public:
+  std::string Describe(int steps) {
+    if (Env("FAIL_RANK") == Env("RANK") && Env("TORCHELASTIC_RESTART_COUNT") == "0") {
+      if (Env("HOW") == "die") std::_Exit(3);
+      throw std::runtime_error("rank " + Env("RANK") + " gave up");
+    }
+    // The gang's environment reached the actor's process (the test says what to expect).
+    if (Env("RANK").empty() || Env("WORLD_SIZE") != Env("EXPECT_WORLD") ||
+        Env("MASTER_ADDR").empty() || Env("TESSERA_JOB_ID").empty()) {
+      throw std::runtime_error("rank " + Env("RANK") + " has a wrong environment: world " +
+                               Env("WORLD_SIZE") + ", master " + Env("MASTER_ADDR"));
+    }
+    return absl::StrCat("rank=", Env("RANK"), " world=", Env("WORLD_SIZE"),
+                        " restart=", Env("TORCHELASTIC_RESTART_COUNT"), " steps=", steps,
+                        " pid=", ::getpid());
+  }
+
+ private:
+  static std::string Env(const char* name) {
+    const char* value = std::getenv(name);
+    return value == nullptr ? "" : value;
+  }
+};
+std::unique_ptr<RankActor> MakeRankActor() { return std::make_unique<RankActor>(); }
+TESSERA_ACTOR(MakeRankActor);
+TESSERA_ACTOR_METHOD(&RankActor::Describe);
+
+GangOptions ActorGang(std::string name, int workers) {
+  GangOptions options;
+  options.name = std::move(name);
+  options.workers = workers;
+  options.stop_grace = absl::Milliseconds(500);
+  return options;
+}
 
 GangOptions ShGang(std::string name, int workers, std::string script) {
   GangOptions options;
@@ -120,6 +162,36 @@ TEST_F(GangTest, BadOptionsAreOneLineErrorsAndStartNothing) {
   GangOptions no_command = ShGang("empty", 2, "true");
   no_command.command.clear();
   EXPECT_TRUE(absl::IsInvalidArgument(StartGang(no_command).status()));
+}
+
+TEST_F(GangTest, AnActorGangRunsEveryRanksCallWithItsEnvironment) {
+  GangOptions options = ActorGang("actors", 3);
+  options.env = {{"FAIL_RANK", "none"}, {"EXPECT_WORLD", "3"}};
+  auto done = RunActorGang(options, MakeRankActor, &RankActor::Describe, 7);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state, "SUCCEEDED") << done->message;
+  EXPECT_EQ(done->world_size, 3);
+  EXPECT_EQ(done->restart_count, 0);
+}
+
+TEST_F(GangTest, AnActorThatDiesRestartsTheWholeGangNotItselfAlone) {
+  GangOptions options = ActorGang("dying", 2);
+  options.env = {{"FAIL_RANK", "1"}, {"HOW", "die"}, {"EXPECT_WORLD", "2"}};
+  options.max_restarts = 1;
+  auto done = RunActorGang(options, MakeRankActor, &RankActor::Describe, 1);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state, "SUCCEEDED") << done->message;
+  EXPECT_EQ(done->restart_count, 1);  // the gang restarted as one; the actor was not alone
+}
+
+TEST_F(GangTest, AnActorCallThatFailsWithNoRestartsLeftFailsTheGangNamingTheRank) {
+  GangOptions options = ActorGang("throwing", 2);
+  options.env = {{"FAIL_RANK", "0"}, {"HOW", "throw"}, {"EXPECT_WORLD", "2"}};
+  auto done = RunActorGang(options, MakeRankActor, &RankActor::Describe, 1);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state, "FAILED");
+  EXPECT_THAT(done->message, HasSubstr("rank 0 on node"));
+  EXPECT_THAT(done->message, HasSubstr("rank 0 gave up"));
 }
 
 }  // namespace
