@@ -190,6 +190,9 @@ class ActorGangBackend final : public train::GangBackend {
   absl::StatusOr<std::set<std::string>> DeadNodes(const std::set<std::string>& nodes) override {
     return cluster_->DeadNodes(nodes);
   }
+  absl::StatusOr<size_t> WriteStdin(const train::StartedRank&, const std::string&, bool) override {
+    return absl::FailedPreconditionError("the actors of a gang read no stdin");
+  }
 
   absl::StatusOr<train::StartedRank> StartRank(const train::RankLaunch& launch) override {
     auto resources = rpc::ResourcesFromProto(launch.resources);

@@ -10,10 +10,16 @@
 // A drop-in for torchrun: the command runs as one gang of ranks on the cluster, with torchrun's
 // environment, restarted as a group on failure (docs/train.md). The job is owned by the
 // cluster's head; this command follows it, printing every rank's output prefixed "[rankN]: ",
-// and exits with the job's exit code. Ctrl-C or SIGTERM stops the job; with --detach it prints
-// the job id and returns at once.
+// and exits with the job's exit code. Its stdin goes to rank 0 (unless --no-stdin, or it is
+// /dev/null). Ctrl-C or SIGTERM stops the job; with --detach it prints the job id and returns at
+// once.
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
 
 #include <iostream>
 #include <memory>
@@ -53,6 +59,7 @@ struct TrainArgs {
   std::string start_timeout;
   std::string elastic_check;
   bool detach = false;
+  bool no_stdin = false;
 };
 
 absl::StatusOr<v1::Resources> ParseResources(const std::string& flag, const std::string& text) {
@@ -195,9 +202,80 @@ class JobSignalStopper {
   std::thread thread_;
 };
 
+// Whether this command's stdin is input a user means for rank 0: a pipe, a file or a socket, or
+// a terminal this process has in the foreground; not /dev/null.
+bool StdinIsInput() {
+  struct stat st {};
+  if (::fstat(STDIN_FILENO, &st) != 0) return false;
+  if (S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode) || S_ISSOCK(st.st_mode)) return true;
+  return ::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+}
+
+// Feeds this command's stdin to rank 0 (tessera.v1.Jobs.WriteJobStdin) until end of file, then
+// closes it there; input is taken by the rank 0 running at the time (none while the gang
+// restarts: it is offered again until one takes it). Stops when told. Thread-safe.
+class StdinForwarder {
+ public:
+  StdinForwarder(ClusterClient* client, std::string job)
+      : client_(client), job_(std::move(job)), thread_([this] { Loop(); }) {}
+  ~StdinForwarder() {
+    stop_.store(true);
+    thread_.join();
+  }
+
+ private:
+  // Sends `data` (and the close with it) until rank 0 has taken all of it; false when stopped
+  // or the job can take no more.
+  bool Send(std::string data, bool close) {
+    while (!stop_.load()) {
+      v1::WriteJobStdinRequest request;
+      request.set_job_id(job_);
+      request.set_data(data);
+      request.set_close(close);
+      v1::WriteJobStdinResponse response;
+      absl::Status sent = client_->Call(client_->HeadPeer(), Retry::kNever,
+                                        [&](grpc::ClientContext* c) {
+                                          return client_->jobs().WriteJobStdin(c, request, &response);
+                                        });
+      if (sent.ok()) {
+        data.erase(0, std::min<size_t>(response.written(), data.size()));
+        if (data.empty()) return true;
+      } else if (!absl::IsUnavailable(sent) && !absl::IsNotFound(sent)) {
+        return false;  // the job ended, or does not forward stdin
+      }
+      absl::SleepFor(absl::Milliseconds(20));  // rank 0 is starting, or reads slowly
+    }
+    return false;
+  }
+
+  void Loop() {
+    std::string buffer(64 * 1024, '\0');
+    while (!stop_.load()) {
+      pollfd fd{STDIN_FILENO, POLLIN, 0};
+      const int ready = ::poll(&fd, 1, 100);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) continue;
+      const ssize_t n = ::read(STDIN_FILENO, buffer.data(), buffer.size());
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) {
+        Send("", /*close=*/true);
+        return;
+      }
+      if (!Send(buffer.substr(0, static_cast<size_t>(n)), /*close=*/false)) return;
+    }
+  }
+
+  ClusterClient* const client_;
+  const std::string job_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 int RunTrain(const TrainArgs& args) {
   auto request = BuildTrainRequest(args);
   if (!request.ok()) return ReportError(request.status());
+  const bool forward_stdin = !args.detach && !args.no_stdin && StdinIsInput();
+  request->mutable_spec()->set_forward_stdin(forward_stdin);
   JobSignalStopper stopper;  // before any gRPC thread exists, so they inherit the mask
   auto client = ConnectCluster(args.common);
   if (!client.ok()) return ReportError(client.status());
@@ -212,7 +290,10 @@ int RunTrain(const TrainArgs& args) {
     return 0;
   }
   stopper.Start(&c, submitted.job_id());
+  std::unique_ptr<StdinForwarder> input;
+  if (forward_stdin) input = std::make_unique<StdinForwarder>(&c, submitted.job_id());
   auto ended = FollowJobLog(c, submitted.job_id(), -1, /*follow=*/true, /*attach=*/true);
+  input.reset();
   if (!ended.ok()) return ReportError(ended.status());
   if (!ended->has_value()) {
     return ReportError(absl::StrCat("job ", submitted.job_id(), " did not say how it ended"));
@@ -277,6 +358,8 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
                   "Ship this folder to every host that runs a rank and start the ranks in it")
       ->type_name("DIR");
   cmd->add_flag("--detach", args->detach, "Print the job id and return; the job goes on");
+  cmd->add_flag("--no-stdin", args->no_stdin,
+                "Do not forward this command's stdin to rank 0 (it is, unless it is /dev/null)");
   AddCommonClusterFlags(*cmd, args->common);
   cmd->add_option("COMMAND", args->process.command, "The script and its arguments, after --")
       ->required();

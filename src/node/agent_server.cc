@@ -148,6 +148,8 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
   server->watchdog_ = std::make_unique<WorkerWatchdog>(WatchdogOptions{}, MakeProcProgressProbe());
   service_options.watchdog = server->watchdog_.get();
   service_options.working_dirs_root = server->node_dir_ + "/jobs";
+  server->stdin_pipes_ = std::make_unique<WorkerStdinPipes>(workers_dir);
+  service_options.stdin_pipes = server->stdin_pipes_.get();
   NodeAgentServer* self = server.get();
   server->service_ = std::make_unique<NodeAgentService>(
       std::move(service_options), state, server->workers_.get(), server->head_.get(),

@@ -26,6 +26,7 @@
 #include "node/head_link.h"
 #include "node/node_agent_service.h"
 #include "node/object_data_server.h"
+#include "node/worker_stdin.h"
 #include "node/worker_watchdog.h"
 #include "process/launcher_pool.h"
 #include "process/process_supervisor.h"
@@ -81,9 +82,11 @@ class NodeAgentServer {
   // The store's data port for other agents' pulls; after objects_: stopped before the store.
   std::unique_ptr<ObjectDataServer> object_data_;
   std::unique_ptr<LauncherPool> launchers_;  // before workers_: outlives the supervisor
+  // Before workers_ and service_: the workers' exit callbacks and the service use them.
+  std::unique_ptr<WorkerWatchdog> watchdog_;
+  std::unique_ptr<WorkerStdinPipes> stdin_pipes_;
   std::unique_ptr<ProcessSupervisor> workers_;
   std::unique_ptr<HeadLink> head_;
-  std::unique_ptr<WorkerWatchdog> watchdog_;  // before service_: outlives it
   std::unique_ptr<NodeAgentService> service_;
   std::thread watchdog_thread_;  // runs the watchdog's rules every 100 ms until Shutdown
   std::unique_ptr<rpc::RpcServer> server_;

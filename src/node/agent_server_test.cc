@@ -650,6 +650,38 @@ TEST_F(AgentServerTest, AWorkerWithoutOutputOrCpuTimeIsKilledAsHung) {
   EXPECT_THAT(watched.exit.reason(), HasSubstr("hung: no output and no CPU time"));
 }
 
+TEST_F(AgentServerTest, AWorkerWithAStdinPipeReadsWhatIsWrittenThenEndOfFile) {
+  StartAgent("h100-sxm-8.yaml");
+  auto request = Request({{"CPU", 10000}}, {"/bin/sh", "-c", "cat; echo end"});
+  request.mutable_worker()->set_stdin_pipe(true);
+  v1::LeaseReply reply;
+  ASSERT_TRUE(Lease(request, &reply).ok());
+  ASSERT_TRUE(reply.has_granted()) << reply.explanation();
+  auto write = [&](const std::string& worker, const std::string& data, bool close) {
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, kToken, kPatience);
+    v1::WriteWorkerStdinRequest input;
+    input.set_worker_id(worker);
+    input.set_data(data);
+    input.set_close(close);
+    v1::WriteWorkerStdinResponse written;
+    grpc::Status status = stub_->WriteWorkerStdin(&context, input, &written);
+    return std::make_pair(status, written.written());
+  };
+  auto [status, written] = write(reply.granted().worker_id(), "fed\n", false);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(written, 4u);
+  ASSERT_TRUE(write(reply.granted().worker_id(), "", true).first.ok());
+  Watched watched = Watch(reply.granted().worker_id());
+  EXPECT_EQ(watched.out, "fed\nend\n");
+  EXPECT_EQ(watched.exit.exit_code(), 0);
+  // Closed (and the worker gone): nothing more to write; a worker without a pipe neither.
+  EXPECT_EQ(write(reply.granted().worker_id(), "more", false).first.error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_FALSE(std::filesystem::exists(state_dir_ + "/nodes/n1/workers/" +
+                                       reply.granted().worker_id() + ".in"));
+}
+
 TEST_F(AgentServerTest, FindsFreePortsAndUnpacksWorkingDirectories) {
   StartAgent("h100-sxm-8.yaml");
   grpc::ClientContext context;

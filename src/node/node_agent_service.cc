@@ -247,17 +247,31 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
   child.argv.assign(spec.argv().begin(), spec.argv().end());
   child.env = env.vars();
   child.cwd = cwd;
+  if (spec.stdin_pipe()) {
+    absl::StatusOr<std::string> pipe =
+        options_.stdin_pipes == nullptr
+            ? absl::FailedPreconditionError("this node agent forwards no stdin")
+            : options_.stdin_pipes->Open(lease.worker);
+    if (!pipe.ok()) {
+      state_->WorkerFailedToStart(lease.worker, std::string(pipe.status().message()));
+      return rpc::ToGrpcStatus(pipe.status());
+    }
+    child.stdin_path = *pipe;
+  }
   child.stdout_path = absl::StrCat(options_.workers_dir, "/", lease.worker.value(), ".out");
   child.stderr_path = absl::StrCat(options_.workers_dir, "/", lease.worker.value(), ".err");
   AgentState* state = state_;
   WorkerWatchdog* watchdog = options_.watchdog;
+  WorkerStdinPipes* pipes = spec.stdin_pipe() ? options_.stdin_pipes : nullptr;
   auto pid = workers_->Start(ChildId(lease.worker.value()), child,
-                             [state, watchdog](const ChildId& id, const ExitStatus& exit) {
+                             [state, watchdog, pipes](const ChildId& id, const ExitStatus& exit) {
                                if (watchdog != nullptr) watchdog->Remove(WorkerId(id.value()));
+                               if (pipes != nullptr) pipes->Forget(WorkerId(id.value()));
                                (void)state->WorkerExited(WorkerId(id.value()),
                                                          WorkerExitFromStatus(exit));
                              });
   if (!pid.ok()) {
+    if (pipes != nullptr) pipes->Forget(lease.worker);
     const std::string reason = absl::StrCat("cannot start worker: ", pid.status().message());
     state_->WorkerFailedToStart(lease.worker, reason);
     return grpc::Status(static_cast<grpc::StatusCode>(pid.status().code()), reason);
@@ -513,6 +527,19 @@ grpc::Status NodeAgentService::PrepareWorkingDir(grpc::ServerContext*,
   auto path = UnpackWorkingDir(options_.working_dirs_root, request->job_id(), request->archive());
   if (!path.ok()) return rpc::ToGrpcStatus(path.status());
   response->set_path(*path);
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeAgentService::WriteWorkerStdin(grpc::ServerContext*,
+                                                const v1::WriteWorkerStdinRequest* request,
+                                                v1::WriteWorkerStdinResponse* response) {
+  if (options_.stdin_pipes == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "this node agent forwards no stdin");
+  }
+  auto written = options_.stdin_pipes->Write(WorkerId(request->worker_id()), request->data(),
+                                             request->close());
+  if (!written.ok()) return rpc::ToGrpcStatus(written.status());
+  response->set_written(*written);
   return grpc::Status::OK;
 }
 

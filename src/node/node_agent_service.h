@@ -23,6 +23,7 @@
 #include "node/object_data_server.h"
 #include "node/object_transfer.h"
 #include "node/worker_log_stream.h"
+#include "node/worker_stdin.h"
 #include "node/worker_watchdog.h"
 #include "process/process_supervisor.h"
 #include "rpc/request_cache.h"
@@ -52,6 +53,9 @@ struct AgentServiceOptions {
   WorkerWatchdog* watchdog = nullptr;
   // Where jobs' working directories are unpacked (<state>/nodes/<node-id>/jobs); "": refused.
   std::string working_dirs_root;
+  // The stdin pipes of workers that asked for one (WorkerSpec.stdin_pipe); null: refused.
+  // Not owned.
+  WorkerStdinPipes* stdin_pipes = nullptr;
 };
 
 class NodeAgentService final : public v1::NodeAgent::Service {
@@ -87,6 +91,9 @@ class NodeAgentService final : public v1::NodeAgent::Service {
   grpc::Status PrepareWorkingDir(grpc::ServerContext* context,
                                  const v1::PrepareWorkingDirRequest* request,
                                  v1::PrepareWorkingDirResponse* response) override;
+  grpc::Status WriteWorkerStdin(grpc::ServerContext* context,
+                                const v1::WriteWorkerStdinRequest* request,
+                                v1::WriteWorkerStdinResponse* response) override;
   grpc::Status Shutdown(grpc::ServerContext* context, const v1::ShutdownRequest* request,
                         v1::ShutdownResponse* response) override;
 

@@ -340,8 +340,9 @@ absl::Status ChildProcess::Launch(const ChildSpec& spec, LauncherPool& pool) {
 absl::Status ChildProcess::Fork(const ChildSpec& spec, const SpawnOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(std::string program, ResolveProgram(spec));
 
-  UniqueFd stdin_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  if (!stdin_fd.valid()) return ErrnoStatus(errno, "cannot open /dev/null");
+  const std::string stdin_path = spec.stdin_path.empty() ? "/dev/null" : spec.stdin_path;
+  UniqueFd stdin_fd(::open(stdin_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!stdin_fd.valid()) return ErrnoStatus(errno, absl::StrCat("cannot open ", stdin_path));
   TESSERA_RETURN_IF_ERROR(KeepAboveStdio(stdin_fd));
   TESSERA_ASSIGN_OR_RETURN(UniqueFd stdout_fd, OpenOutput(spec.stdout_path));
   TESSERA_ASSIGN_OR_RETURN(UniqueFd stderr_fd, OpenOutput(spec.stderr_path));

@@ -2,7 +2,7 @@
 //
 // The child gets exactly the environment, directory and files the spec names: its own session
 // and process group (so a signal to the worker reaches everything it started), stdin from
-// /dev/null, stdout and stderr appended to files (created 0644 with their parent folders), and no
+// its stdin_path (else /dev/null), stdout and stderr appended to files (created 0644 with their parent folders), and no
 // other file descriptor of the parent (the node agent's sockets never leak into workers).
 // Spawn returns only after the exec succeeded; a child that cannot start (no such program, not
 // executable, bad directory) is an error from Spawn, never a silent exit 127.
@@ -59,6 +59,9 @@ struct ChildSpec {
   // "": /dev/null. Both may name the same file.
   std::string stdout_path;
   std::string stderr_path;
+  // The file (or FIFO) stdin reads; "": /dev/null. Opened read-only; a FIFO must already have a
+  // writer (the node agent holds one for a worker whose stdin it forwards).
+  std::string stdin_path;
   // memory.max of the child's cgroup; needs a cgroup parent with the memory controller.
   std::optional<int64_t> memory_max_bytes;
 };

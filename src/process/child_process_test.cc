@@ -134,6 +134,15 @@ TEST_P(ChildProcessTest, StdinIsDevNull) {
   EXPECT_EQ(ReadText(spec.stdout_path), "/dev/null\n");
 }
 
+TEST_P(ChildProcessTest, StdinIsItsPathWhenOneIsGiven) {
+  ChildSpec spec = Spec({"stdin"});
+  const std::string input = dir_ / "input";
+  std::ofstream(input) << "fed\n";
+  spec.stdin_path = input;
+  EXPECT_TRUE(Run(spec).success());
+  EXPECT_EQ(ReadText(spec.stdout_path), input + "\n");
+}
+
 TEST_P(ChildProcessTest, NoInheritedFileDescriptorReachesTheChild) {
   // Descriptors without close-on-exec, as a careless library (or a gRPC socket) might leave.
   int pipe_fds[2];

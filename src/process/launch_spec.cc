@@ -35,6 +35,7 @@ LaunchSpec LaunchSpecFromChild(const ChildSpec& spec) {
   launch.cwd = spec.cwd;
   launch.stdout_path = spec.stdout_path;
   launch.stderr_path = spec.stderr_path;
+  launch.stdin_path = spec.stdin_path;
   return launch;
 }
 
@@ -45,6 +46,7 @@ std::string EncodeLaunchSpec(const LaunchSpec& spec) {
   AppendString(out, spec.cwd);
   AppendString(out, spec.stdout_path);
   AppendString(out, spec.stderr_path);
+  AppendString(out, spec.stdin_path);
   auto* header = reinterpret_cast<unsigned char*>(out.data());
   launch_wire::StoreU32(header, launch_wire::kSpecMagic);
   launch_wire::StoreU32(header + 4, launch_wire::kSpecVersion);
@@ -65,6 +67,7 @@ absl::StatusOr<LaunchSpec> DecodeLaunchSpec(std::string_view bytes) {
   spec.cwd = view.cwd;
   spec.stdout_path = view.stdout_path;
   spec.stderr_path = view.stderr_path;
+  spec.stdin_path = view.stdin_path;
   launch_wire::FreeSpecView(&view);
   return spec;
 }

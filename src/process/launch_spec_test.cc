@@ -21,6 +21,7 @@ LaunchSpec Sample() {
   spec.cwd = "/work dir";
   spec.stdout_path = "/state/nodes/n1/workers/w1.out";
   spec.stderr_path = "";
+  spec.stdin_path = "/state/nodes/n1/workers/w1.in";
   return spec;
 }
 
@@ -49,7 +50,7 @@ TEST(LaunchSpecTest, HeaderIsMagicVersionAndBodySize) {
   ASSERT_GE(bytes.size(), wire::kSpecHeaderBytes);
   EXPECT_EQ(bytes.substr(0, 4), "TSLS");
   const auto* header = reinterpret_cast<const unsigned char*>(bytes.data());
-  EXPECT_EQ(wire::LoadU32(header + 4), 1u);
+  EXPECT_EQ(wire::LoadU32(header + 4), 2u);
   EXPECT_EQ(wire::LoadU32(header + 8), bytes.size() - wire::kSpecHeaderBytes);
 }
 
@@ -75,8 +76,8 @@ TEST(LaunchSpecTest, RefusesAWrongHeader) {
   magic[0] = 'X';
   EXPECT_EQ(ErrorOf(magic), "launch spec has a wrong magic number");
   std::string version = good;
-  PutU32(version, 4, 2);
-  EXPECT_EQ(ErrorOf(version), "launch spec has version 2, this launcher reads version 1");
+  PutU32(version, 4, 1);
+  EXPECT_EQ(ErrorOf(version), "launch spec has version 1, this launcher reads version 2");
   std::string huge = good;
   PutU32(huge, 8, wire::kMaxSpecBytes + 1);
   EXPECT_THAT(ErrorOf(huge), HasSubstr("is over the limit"));
@@ -103,7 +104,7 @@ std::string U32(uint32_t value) {
 std::string Str(const std::string& s) { return U32(static_cast<uint32_t>(s.size())) + s + std::string(1, '\0'); }
 
 TEST(LaunchSpecTest, RefusesMalformedBodiesWithOneLineReasons) {
-  const std::string tail = U32(0) + Str("") + Str("") + Str("");  // no env, no cwd, no logs
+  const std::string tail = U32(0) + Str("") + Str("") + Str("") + Str("");  // no env, cwd, logs, stdin
   EXPECT_EQ(ErrorOf(WithBody(U32(1) + Str("prog") + tail)), "");
   EXPECT_EQ(ErrorOf(WithBody("")), "launch spec is truncated at the argv count");
   EXPECT_EQ(ErrorOf(WithBody(U32(0) + tail)), "launch spec has no program (argv is empty)");
@@ -116,9 +117,11 @@ TEST(LaunchSpecTest, RefusesMalformedBodiesWithOneLineReasons) {
   EXPECT_EQ(ErrorOf(WithBody(U32(1) + U32(4) + std::string("pr\0g", 4) + std::string(1, '\0') + tail)),
             "argv[0] of the launch spec holds a NUL byte");
   EXPECT_EQ(ErrorOf(WithBody(U32(1) + U32(4) + "progX" + tail)), "argv[0] of the launch spec does not end with NUL");
-  EXPECT_EQ(ErrorOf(WithBody(U32(1) + Str("prog") + U32(1) + Str("NOEQUALS") + Str("") + Str("") + Str(""))),
+  EXPECT_EQ(ErrorOf(WithBody(U32(1) + Str("prog") + U32(0) + Str("") + Str("") + Str(""))),
+            "launch spec is truncated at the length of stdin path");
+  EXPECT_EQ(ErrorOf(WithBody(U32(1) + Str("prog") + U32(1) + Str("NOEQUALS") + Str("") + Str("") + Str("") + Str(""))),
             "environment[0] of the launch spec is not KEY=VALUE");
-  EXPECT_EQ(ErrorOf(WithBody(U32(1) + Str("prog") + U32(1) + Str("=value") + Str("") + Str("") + Str(""))),
+  EXPECT_EQ(ErrorOf(WithBody(U32(1) + Str("prog") + U32(1) + Str("=value") + Str("") + Str("") + Str("") + Str(""))),
             "environment[0] of the launch spec is not KEY=VALUE");
   EXPECT_EQ(ErrorOf(WithBody(U32(1) + Str("prog") + tail + "x")), "launch spec has 1 bytes after its last field");
 }

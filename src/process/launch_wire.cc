@@ -123,7 +123,8 @@ bool ParseSpecBody(char* body, size_t size, SpecView* spec, char* error, size_t 
             ReadList(reader, &parsed.envc, &parsed.envp, "environment", error, error_size) &&
             ReadString(reader, &parsed.cwd, "directory", -1, error, error_size) &&
             ReadString(reader, &parsed.stdout_path, "stdout path", -1, error, error_size) &&
-            ReadString(reader, &parsed.stderr_path, "stderr path", -1, error, error_size);
+            ReadString(reader, &parsed.stderr_path, "stderr path", -1, error, error_size) &&
+            ReadString(reader, &parsed.stdin_path, "stdin path", -1, error, error_size);
   if (ok && (parsed.argc == 0 || parsed.argv[0][0] == '\0')) {
     SetError(error, error_size, "launch spec has no program (argv is empty)");
     ok = false;

@@ -3,13 +3,13 @@
 // back when it cannot reach exec. A successful exec sends nothing: the launcher's end of the
 // channel is close-on-exec, so the agent reads EOF.
 //
-// Launch spec, version 1. Every integer is a little-endian u32; a string is its length (u32),
+// Launch spec, version 2. Every integer is a little-endian u32; a string is its length (u32),
 // its bytes (no NUL among them), then one NUL byte (so the launcher points into the buffer):
 //
 //   header: magic "TSLS", version (1), body size (bytes after the header, at most kMaxSpecBytes)
 //   body:   argc, argc strings (argv; argc >= 1, argv[0] not empty)
 //           envc, envc strings ("KEY=VALUE", KEY not empty: the complete environment)
-//           cwd ("": the launcher's own), stdout path, stderr path ("": /dev/null)
+//           cwd ("": the launcher's own), stdout path, stderr path, stdin path ("": /dev/null)
 //   nothing after the last string.
 //
 // Failure report: magic "TSLR", stage (u32, a LaunchStage), errno (u32), detail size (u32,
@@ -27,7 +27,7 @@ namespace tessera::launch_wire {
 
 inline constexpr uint32_t kSpecMagic = 0x534c5354;    // "TSLS" in little-endian byte order
 inline constexpr uint32_t kReportMagic = 0x524c5354;  // "TSLR"
-inline constexpr uint32_t kSpecVersion = 1;
+inline constexpr uint32_t kSpecVersion = 2;
 inline constexpr size_t kSpecHeaderBytes = 12;
 inline constexpr size_t kReportHeaderBytes = 16;
 // Far above what execve accepts (argv + env are limited to a quarter of the stack limit).
@@ -45,7 +45,7 @@ enum LaunchStage : uint32_t {
   kStageStdoutOpen = 4,
   kStageStderrFolder = 5,
   kStageStderrOpen = 6,
-  kStageStdin = 7,   // opening /dev/null
+  kStageStdin = 7,   // opening the stdin path (/dev/null by default)
   kStageCgroup = 8,  // moving into the worker's cgroup
   kStageChdir = 9,
   kStageStdio = 10,  // dup2 onto 0, 1, 2
@@ -61,6 +61,7 @@ struct SpecView {
   const char* cwd = nullptr;
   const char* stdout_path = nullptr;
   const char* stderr_path = nullptr;
+  const char* stdin_path = nullptr;
 };
 
 struct Report {

@@ -2,7 +2,8 @@
 // starts it ahead of time (LauncherPool), with its channel (a stream socket) on fd 3,
 // stdin/stdout/stderr on /dev/null, its own session and default signal handling. It waits for
 // ONE launch spec
-// (launch_wire.h), then does what ChildProcess's forked child does: stdin from /dev/null, stdout
+// (launch_wire.h), then does what ChildProcess's forked child does: stdin from its path (else
+// /dev/null), stdout
 // and stderr appended to their log files (created 0644 with their parent folders), the spec's
 // directory, every other descriptor closed, argv[0] looked up in the spec's PATH, execve with
 // exactly the spec's environment. A failure before exec is reported on the channel (stage,
@@ -262,7 +263,7 @@ int main(int argc, char** argv) {
 
   // The same order as ChildProcess: program, log files, directory, descriptors, exec.
   char* program = Resolve(spec);
-  int stdin_fd = open("/dev/null", O_RDONLY);
+  int stdin_fd = open(spec.stdin_path[0] != '\0' ? spec.stdin_path : "/dev/null", O_RDONLY);
   if (stdin_fd < 0) Fail(wire::kStageStdin, errno);
   int stdout_fd = OpenOutput(spec.stdout_path, wire::kStageStdoutFolder, wire::kStageStdoutOpen);
   int stderr_fd = OpenOutput(spec.stderr_path, wire::kStageStderrFolder, wire::kStageStderrOpen);

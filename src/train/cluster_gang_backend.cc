@@ -409,6 +409,7 @@ absl::StatusOr<StartedRank> ClusterGangBackend::StartRank(const RankLaunch& laun
   worker.set_stop_when_unwatched(true);
   worker.set_hang_timeout_ms(absl::ToInt64Milliseconds(launch.hang_timeout));
   worker.set_working_dir_job(launch.working_dir_job);
+  worker.set_stdin_pipe(launch.stdin_pipe);
   const std::string peer = absl::StrCat("the node agent of ", launch.slot.node_id, " at ",
                                         node.address);
   // The bundle was just committed on this agent; a lease into it is granted here at once. A
@@ -457,6 +458,20 @@ absl::Status ClusterGangBackend::SignalRank(const StartedRank& rank, int signal)
   return client_->Call(
       absl::StrCat("the node agent of ", rank.node_id, " at ", rank.agent_address), Retry::kSafe,
       [&](grpc::ClientContext* ctx) { return agent->KillWorker(ctx, request, &response); });
+}
+
+absl::StatusOr<size_t> ClusterGangBackend::WriteStdin(const StartedRank& rank,
+                                                      const std::string& data, bool close) {
+  v1::NodeAgent::Stub* agent = Agent(rank.agent_address);
+  v1::WriteWorkerStdinRequest request;
+  request.set_worker_id(rank.worker_id);
+  request.set_data(data);
+  request.set_close(close);
+  v1::WriteWorkerStdinResponse response;
+  TESSERA_RETURN_IF_ERROR(client_->Call(
+      absl::StrCat("the node agent of ", rank.node_id, " at ", rank.agent_address), Retry::kNever,
+      [&](grpc::ClientContext* ctx) { return agent->WriteWorkerStdin(ctx, request, &response); }));
+  return static_cast<size_t>(response.written());
 }
 
 absl::StatusOr<std::set<std::string>> ClusterGangBackend::DeadNodes(

@@ -39,6 +39,8 @@ class ClusterGangBackend final : public GangBackend {
       std::function<void(RankEnd end)> ended) override;
   absl::Status SignalRank(const StartedRank& rank, int signal) override;
   absl::StatusOr<std::set<std::string>> DeadNodes(const std::set<std::string>& nodes) override;
+  absl::StatusOr<size_t> WriteStdin(const StartedRank& rank, const std::string& data,
+                                    bool close) override;
 
  private:
   struct NodeEntry {

@@ -56,6 +56,7 @@ struct RankLaunch {
   std::map<std::string, std::string> env;
   std::string cwd;
   std::string working_dir_job;  // "" none
+  bool stdin_pipe = false;      // its stdin is fed by WriteStdin (rank 0 of a forward_stdin job)
   absl::Duration hang_timeout = absl::ZeroDuration();
   std::string job_id;
 };
@@ -114,6 +115,10 @@ class GangBackend {
       std::function<void(RankEnd end)> ended) = 0;
   // Sends `signal` to the rank's process group.
   virtual absl::Status SignalRank(const StartedRank& rank, int signal) = 0;
+  // Writes to the stdin of a rank started with stdin_pipe: the bytes taken (the rest did not fit
+  // now). Errors name the node.
+  virtual absl::StatusOr<size_t> WriteStdin(const StartedRank& rank, const std::string& data,
+                                            bool close) = 0;
   // Which of `nodes` the head has declared dead (or no longer knows): a machine that froze
   // without closing its connections ends no watch, so the controller asks.
   virtual absl::StatusOr<std::set<std::string>> DeadNodes(const std::set<std::string>& nodes) = 0;

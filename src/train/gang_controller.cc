@@ -99,6 +99,20 @@ void GangController::Stop(std::string reason) {
   stop_reason_ = std::move(reason);
 }
 
+absl::StatusOr<size_t> GangController::WriteStdin(const std::string& data, bool close) {
+  std::optional<StartedRank> rank;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!options_.spec.forward_stdin()) {
+      return absl::FailedPreconditionError("the job does not forward stdin");
+    }
+    if (ended_) return absl::FailedPreconditionError("the job has ended");
+    rank = stdin_rank_;
+  }
+  if (!rank.has_value()) return absl::UnavailableError("no rank 0 runs now");
+  return options_.backend->WriteStdin(*rank, data, close);
+}
+
 bool GangController::stopping() const {
   absl::MutexLock lock(&mu_);
   return stop_reason_.has_value();
@@ -295,6 +309,7 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
     launch.env["TESSERA_JOB_ID"] = options_.job_id;
     launch.cwd = spec.cwd();
     launch.working_dir_job = spec.working_dir().empty() ? "" : options_.job_id;
+    launch.stdin_pipe = spec.forward_stdin() && r == 0;
     launch.hang_timeout = absl::Milliseconds(spec.hang_timeout_ms());
     launch.job_id = options_.job_id;
   }
@@ -368,6 +383,7 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
       rank->mutable_isolation_env()->insert(ranks[r].started.isolation_env.begin(),
                                             ranks[r].started.isolation_env.end());
     }
+    if (spec.forward_stdin()) stdin_rank_ = ranks[0].started;
     if (attempt == 0) {
       status_.set_start_time_ms(absl::ToUnixMillis(running_at));
       status_.set_launch_ms(ToMs(running_at - options_.submitted));
@@ -510,6 +526,10 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
     StopRanks(ranks);
     result = {AttemptEnd::kRankFailed, why, ExitCodeOf(event->end)};
     break;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stdin_rank_.reset();
   }
   for (LiveRank& rank : ranks) rank.watch.reset();
   backend.Release(reservation);

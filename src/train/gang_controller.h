@@ -48,6 +48,9 @@ class GangController {
   // Asks the job to stop: the gang is stopped and released, the job ends STOPPED with `reason`.
   // No effect once it has ended.
   void Stop(std::string reason);
+  // Input for rank 0's stdin (a forward_stdin job): the bytes taken (the rest did not fit now).
+  // Unavailable while no rank 0 runs (the gang is starting or restarting): ask again.
+  absl::StatusOr<size_t> WriteStdin(const std::string& data, bool close);
   v1::JobStatus status() const;
 
  private:
@@ -86,6 +89,8 @@ class GangController {
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   // When the last rank failure was seen (a restart's time is measured from it).
   std::optional<absl::Time> failed_at_ ABSL_GUARDED_BY(mu_);
+  // Rank 0 of the running attempt, while its stdin is fed (forward_stdin).
+  std::optional<StartedRank> stdin_rank_ ABSL_GUARDED_BY(mu_);
 };
 
 // "rank 2 on node v6e-0-w2 (127.0.0.1) was killed by signal 9 (SIGKILL)": how a rank ended, as

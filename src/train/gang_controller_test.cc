@@ -171,6 +171,18 @@ class FakeGangBackend : public GangBackend {
     return reservation;
   }
 
+  absl::StatusOr<size_t> WriteStdin(const StartedRank& rank, const std::string& data,
+                                    bool close) override {
+    absl::MutexLock lock(&mu_);
+    stdin_[rank.worker_id] += data;
+    if (close) stdin_[rank.worker_id] += "<EOF>";
+    return data.size();
+  }
+  std::map<std::string, std::string> stdin_written() const {
+    absl::MutexLock lock(&mu_);
+    return stdin_;
+  }
+
   // The head's word on nodes: these are dead.
   void SetDeadNodes(std::set<std::string> nodes) {
     absl::MutexLock lock(&mu_);
@@ -336,6 +348,7 @@ class FakeGangBackend : public GangBackend {
   bool reserve_waits_ ABSL_GUARDED_BY(mu_) = false;
   int room_ ABSL_GUARDED_BY(mu_) = 1 << 20;
   std::set<std::string> dead_nodes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> stdin_ ABSL_GUARDED_BY(mu_);
   int room_checks_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::pair<int, int>, absl::Status> start_failures_ ABSL_GUARDED_BY(mu_);
   std::set<int> ignores_sigterm_ ABSL_GUARDED_BY(mu_);
@@ -816,6 +829,35 @@ TEST_F(GangControllerTest, ARankOnANodeTheHeadDeclaredDeadFailsTheGangWithoutIts
   EXPECT_THAT(status.message(), HasSubstr("on node n1"));
   EXPECT_THAT(status.message(), HasSubstr("the head declared node n1 dead"));
   EXPECT_THAT(backend_.releases(), ElementsAre("job-1-0"));
+}
+
+TEST_F(GangControllerTest, StdinGoesToRankZeroOfTheRunningAttemptOnly) {
+  v1::JobSpec spec = WorkersSpec(2, 0);
+  spec.set_forward_stdin(true);
+  RunningController run(Options(spec));
+  ASSERT_TRUE(backend_.AwaitWatches(2));
+  std::map<int, RankLaunch> launches = backend_.launches_of(1);
+  EXPECT_TRUE(launches.at(0).stdin_pipe);
+  EXPECT_FALSE(launches.at(1).stdin_pipe);
+  auto written = run.controller().WriteStdin("line 1\n", /*close=*/false);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(*written, 7u);
+  ASSERT_TRUE(run.controller().WriteStdin("", /*close=*/true).ok());
+  EXPECT_EQ(backend_.stdin_written().at("w1-0"), "line 1\n<EOF>");
+  for (int r = 0; r < 2; ++r) backend_.EndRank(r, Exited(0));
+  run.Join();
+  // After the end nobody takes input.
+  EXPECT_EQ(run.controller().WriteStdin("late", false).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(GangControllerTest, AJobWithoutForwardedStdinRefusesInput) {
+  RunningController run(Options(WorkersSpec(1, 0)));
+  ASSERT_TRUE(backend_.AwaitWatches(1));
+  EXPECT_EQ(run.controller().WriteStdin("x", false).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  backend_.EndRank(0, Exited(0));
+  run.Join();
 }
 
 }  // namespace

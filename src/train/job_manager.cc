@@ -224,6 +224,21 @@ grpc::Status JobManager::StopJob(grpc::ServerContext*, const v1::StopJobRequest*
   return grpc::Status::OK;
 }
 
+grpc::Status JobManager::WriteJobStdin(grpc::ServerContext*,
+                                       const v1::WriteJobStdinRequest* request,
+                                       v1::WriteJobStdinResponse* response) {
+  std::shared_ptr<Job> job;
+  {
+    absl::MutexLock lock(&mu_);
+    job = Find(request->job_id());
+  }
+  if (job == nullptr) return NotFound(request->job_id());
+  auto written = job->controller->WriteStdin(request->data(), request->close());
+  if (!written.ok()) return rpc::ToGrpcStatus(written.status());
+  response->set_written(*written);
+  return grpc::Status::OK;
+}
+
 grpc::Status JobManager::StreamJobLogs(grpc::ServerContext* context,
                                        const v1::StreamJobLogsRequest* request,
                                        grpc::ServerWriter<v1::JobLogChunk>* writer) {

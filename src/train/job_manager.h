@@ -47,6 +47,8 @@ class JobManager final : public v1::Jobs::Service {
                        v1::JobStatus* response) override;
   grpc::Status StreamJobLogs(grpc::ServerContext* context, const v1::StreamJobLogsRequest* request,
                              grpc::ServerWriter<v1::JobLogChunk>* writer) override;
+  grpc::Status WriteJobStdin(grpc::ServerContext*, const v1::WriteJobStdinRequest* request,
+                             v1::WriteJobStdinResponse* response) override;
 
   // Stops every running job (the head is shutting down) and waits for their controllers.
   void Shutdown();

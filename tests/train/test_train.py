@@ -10,6 +10,7 @@ the same script with the same seed.
 import os
 import re
 import signal
+import subprocess
 import time
 
 import pytest
@@ -425,3 +426,25 @@ def test_dead_node_moves_gang_to_other_slice(make_cluster, torch_module, torchru
     sums = checksums(out)
     assert sorted(sums) == [0, 1, 2, 3] and len(set(sums.values())) == 1, sums
     assert_same_parameters(torch_module, output, reference)
+
+
+# ----------------------------------------------------------------------------------------------
+# h. A foreground train forwards its stdin to rank 0 (and only there); /dev/null is not forwarded.
+
+def test_stdin_reaches_rank_zero(make_cluster):
+    cluster = make_cluster(ONE_SLICE)
+    script = 'if [ "$RANK" = 0 ]; then cat; else echo "rank $RANK read [$(cat)]"; fi'
+    r = subprocess.run([str(cluster.tessera), "train", "--workers", "2", "--", "sh", "-c", script],
+                       input="first line\nsecond line\n", capture_output=True, text=True,
+                       timeout=60, cwd=cluster.work, env=cluster.env)
+    assert r.returncode == 0, f"exit {r.returncode}:\n{r.stdout}\n{r.stderr}"
+    lines = rank_lines(r.stdout)
+    assert (0, "first line") in lines and (0, "second line") in lines, r.stdout
+    assert (1, "rank 1 read []") in lines, r.stdout  # the others read an empty stdin
+    # --no-stdin: rank 0 reads nothing either.
+    r = subprocess.run([str(cluster.tessera), "train", "--workers", "1", "--no-stdin", "--", "sh",
+                        "-c", 'echo "read [$(cat)]"'], input="ignored\n", capture_output=True,
+                       text=True, timeout=60, cwd=cluster.work, env=cluster.env)
+    assert r.returncode == 0, f"exit {r.returncode}:\n{r.stdout}\n{r.stderr}"
+    assert (0, "read []") in rank_lines(r.stdout), r.stdout
+
