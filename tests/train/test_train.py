@@ -448,3 +448,28 @@ def test_stdin_reaches_rank_zero(make_cluster):
     assert r.returncode == 0, f"exit {r.returncode}:\n{r.stdout}\n{r.stderr}"
     assert (0, "read []") in rank_lines(r.stdout), r.stdout
 
+
+# ----------------------------------------------------------------------------------------------
+# i. --working-dir ships a folder to every host that runs a rank; the ranks start in their copy.
+
+def test_working_dir_reaches_every_rank(make_cluster, tmp_path):
+    cluster = make_cluster(ONE_SLICE)
+    code = tmp_path / "code"
+    (code / "pkg").mkdir(parents=True)
+    (code / "pkg" / "__init__.py").write_text("WHAT = 'shipped'\n")
+    (code / "main.py").write_text(
+        "import os, pkg\nprint(pkg.WHAT, os.environ['RANK'], os.getcwd())\n")
+    r = cluster.cli("train", "--accelerator", "TPU-V6E", "--topology", "4x4", "--working-dir",
+                    code, "--", PYTHON, "main.py", timeout=90)
+    assert r.returncode == 0, f"exit {r.returncode}:\n{r.stdout}\n{r.stderr}"
+    seen = {}
+    for rank, line in rank_lines(r.stdout):
+        what, rank_env, cwd = line.split(" ", 2)
+        assert what == "shipped" and int(rank_env) == rank, line
+        seen[rank] = cwd
+    assert sorted(seen) == [0, 1, 2, 3], r.stdout
+    # Each rank ran in its own host's copy, under that node's folder, not in the source folder.
+    for rank, cwd in seen.items():
+        assert cwd.startswith(str(cluster.state / "nodes")) and "/jobs/job-" in cwd, cwd
+    assert len(set(seen.values())) == 4, seen
+
