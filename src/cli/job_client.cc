@@ -103,15 +103,6 @@ absl::Status FillJobProcess(const JobProcessArgs& args, v1::JobSpec* spec) {
   return absl::OkStatus();
 }
 
-std::string JobStatusJson(const v1::JobStatus& status) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions print;
-  print.preserve_proto_field_names = true;
-  print.always_print_primitive_fields = true;
-  (void)google::protobuf::util::MessageToJsonString(status, &json, print);
-  return json;
-}
-
 std::string JobStatusText(const v1::JobStatus& status) {
   std::ostringstream out;
   out << "job " << status.job_id();

@@ -35,8 +35,7 @@ absl::Status FillJobProcess(const JobProcessArgs& args, v1::JobSpec* spec);
 // "N" or "MIN:MAX" (MIN <= MAX, both >= 1).
 absl::Status ParseCountRange(const std::string& flag, const std::string& text, int* min, int* max);
 
-// The job's status as JSON (snake_case field names) or as text lines.
-std::string JobStatusJson(const v1::JobStatus& status);
+// The job's status as text lines (as JSON: MessageJson, cluster_format.h).
 std::string JobStatusText(const v1::JobStatus& status);
 
 // The job's status.json in the state folder, for a job of a cluster that is gone.

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/cluster_args.h"
 #include "cli/cluster_client.h"
+#include "cli/cluster_format.h"
 #include "cli/commands.h"
 #include "cli/job_client.h"
 #include "cli/text_table.h"
@@ -97,7 +98,7 @@ int RunStatus(const JobArgs& args) {
       client != nullptr ? GetJob(*client, args.job) : absl::StatusOr<v1::JobStatus>(why);
   if (!status.ok() && NoHead(status.status())) status = ReadJobStatusFile(StateOf(args.common), args.job);
   if (!status.ok()) return ReportError(status.status());
-  std::cout << (args.json ? JobStatusJson(*status) + "\n" : JobStatusText(*status));
+  std::cout << (args.json ? MessageJson(*status).dump() + "\n" : JobStatusText(*status));
   return 0;
 }
 
@@ -117,9 +118,9 @@ int RunList(const JobArgs& args) {
   }
   if (from_files) jobs = ReadJobStatusFiles(StateOf(args.common));
   if (args.json) {
-    std::cout << "[";
-    for (size_t i = 0; i < jobs.size(); ++i) std::cout << (i ? "," : "") << JobStatusJson(jobs[i]);
-    std::cout << "]\n";
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const v1::JobStatus& job : jobs) list.push_back(MessageJson(job));
+    std::cout << list.dump() << "\n";
     return 0;
   }
   TextTable table({"JOB", "NAME", "STATE", "RANKS", "RESTARTS", "MESSAGE"});

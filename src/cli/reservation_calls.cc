@@ -48,18 +48,23 @@ absl::StatusOr<v1::SliceAlternative> TpuSliceAlternative(std::string_view what,
 }
 
 absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroupAndWait(
-    ClusterClient& client, const v1::CreatePlacementGroupRequest& request, absl::Duration wait) {
+    ClusterClient& client, const v1::CreatePlacementGroupRequest& request, absl::Duration wait,
+    const std::function<bool()>& stopped) {
   v1::PlacementGroupInfo info;
   TESSERA_RETURN_IF_ERROR(
       client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+        ctx->set_deadline(absl::ToChronoTime(absl::Now() + kReservationCallDeadline));
         return client.head().CreatePlacementGroup(ctx, request, &info);
       }));
   const absl::Time until = absl::Now() + wait;
-  while (info.state() != "CREATED" && info.state() != "INFEASIBLE" && absl::Now() < until) {
+  while (info.state() != "CREATED" && info.state() != "INFEASIBLE" && absl::Now() < until &&
+         !(stopped && stopped())) {
     v1::WaitPlacementGroupRequest wait_request;
     wait_request.set_name(request.name());
-    wait_request.set_timeout_ms(
-        std::max<int64_t>(1, absl::ToInt64Milliseconds(until - absl::Now())));
+    // With someone to ask whether to stop, no wait is longer than 250 ms.
+    const absl::Duration step = stopped ? std::min(until - absl::Now(), absl::Milliseconds(250))
+                                        : until - absl::Now();
+    wait_request.set_timeout_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(step)));
     TESSERA_RETURN_IF_ERROR(
         client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
           // The head answers by timeout_ms: give the call that much more than its usual deadline.
@@ -80,17 +85,19 @@ absl::StatusOr<v1::SliceGroupInfo> FindSliceGroup(ClusterClient& client, const s
 
 absl::StatusOr<v1::SliceGroupInfo> ReserveSlicesAndWait(ClusterClient& client,
                                                         const v1::ReserveSlicesRequest& request,
-                                                        absl::Duration wait) {
+                                                        absl::Duration wait,
+                                                        const std::function<bool()>& stopped) {
   v1::SliceGroupInfo info;
   TESSERA_RETURN_IF_ERROR(
       client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+        ctx->set_deadline(absl::ToChronoTime(absl::Now() + kReservationCallDeadline));
         return client.head().ReserveSlices(ctx, request, &info);
       }));
   const absl::Time until = absl::Now() + wait;
-  absl::Duration poll = absl::Milliseconds(50);
-  while (info.state() == "PENDING" && absl::Now() < until) {
+  absl::Duration poll = absl::Milliseconds(20);
+  while (info.state() == "PENDING" && absl::Now() < until && !(stopped && stopped())) {
     absl::SleepFor(std::min(poll, until - absl::Now()));
-    poll = std::min(poll * 2, absl::Milliseconds(500));
+    poll = std::min(poll * 2, absl::Milliseconds(250));
     TESSERA_ASSIGN_OR_RETURN(info, FindSliceGroup(client, request.name()));
   }
   return info;
@@ -104,6 +111,7 @@ absl::StatusOr<v1::RemovePlacementGroupResponse> RemovePlacementGroupNamed(
   v1::RemovePlacementGroupResponse response;
   TESSERA_RETURN_IF_ERROR(
       client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+        ctx->set_deadline(absl::ToChronoTime(absl::Now() + kReservationCallDeadline));
         return client.head().RemovePlacementGroup(ctx, request, &response);
       }));
   return response;
@@ -117,6 +125,7 @@ absl::StatusOr<v1::ReleaseSlicesResponse> ReleaseSlicesNamed(ClusterClient& clie
   v1::ReleaseSlicesResponse response;
   TESSERA_RETURN_IF_ERROR(
       client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+        ctx->set_deadline(absl::ToChronoTime(absl::Now() + kReservationCallDeadline));
         return client.head().ReleaseSlices(ctx, request, &response);
       }));
   return response;

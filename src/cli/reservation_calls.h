@@ -5,6 +5,7 @@
 // Thread-compatible, like the ClusterClient they use.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -25,15 +26,19 @@ absl::StatusOr<v1::SliceAlternative> TpuSliceAlternative(std::string_view what,
 
 // Sends CreatePlacementGroup, then waits (WaitPlacementGroup) up to `wait` while the group is
 // neither CREATED nor INFEASIBLE. The group as the head last described it: its state says how it
-// ended (PENDING when the wait ran out). Errors are the calls' own.
+// ended (PENDING when the wait ran out, or when `stopped`, polled at least every 250 ms, said
+// so). Errors are the calls' own. The create may wait on a two-phase commit with agents that do
+// not answer: it gets a minute, not the client's usual deadline.
 absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroupAndWait(
-    ClusterClient& client, const v1::CreatePlacementGroupRequest& request, absl::Duration wait);
+    ClusterClient& client, const v1::CreatePlacementGroupRequest& request, absl::Duration wait,
+    const std::function<bool()>& stopped = nullptr);
 
 // Sends ReserveSlices, then polls the head (it has no wait call for slices), backing off, up to
-// `wait` while the reservation is PENDING.
+// `wait` while the reservation is PENDING (or until `stopped` says so).
 absl::StatusOr<v1::SliceGroupInfo> ReserveSlicesAndWait(ClusterClient& client,
                                                         const v1::ReserveSlicesRequest& request,
-                                                        absl::Duration wait);
+                                                        absl::Duration wait,
+                                                        const std::function<bool()>& stopped = nullptr);
 
 // The reservation named `name` as the head lists it; NotFound when there is none.
 absl::StatusOr<v1::SliceGroupInfo> FindSliceGroup(ClusterClient& client, const std::string& name);
@@ -42,5 +47,9 @@ absl::StatusOr<v1::RemovePlacementGroupResponse> RemovePlacementGroupNamed(
     ClusterClient& client, const std::string& name);
 absl::StatusOr<v1::ReleaseSlicesResponse> ReleaseSlicesNamed(ClusterClient& client,
                                                              const std::string& name);
+
+// How long a call that waits on a two-phase commit (create, reserve, remove, release) may take:
+// the head retries an agent that does not answer until its node timeout.
+inline constexpr absl::Duration kReservationCallDeadline = absl::Seconds(60);
 
 }  // namespace tessera::cli

@@ -6,7 +6,6 @@
 // stderr to its own, records the job with the head, and exits with the worker's exit code
 // (128 + signal when it was killed). Ctrl-C (or SIGTERM) kills the worker, whose exit then ends
 // the command as usual; a command killed outright has its worker stopped by the agent.
-#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -30,6 +29,7 @@
 #include "cli/cluster_format.h"
 #include "cli/commands.h"
 #include "cli/lease_round.h"
+#include "cli/signal_waiter.h"
 #include "rpc/proto_convert.h"
 #include "labels/label_selector.h"
 #include "resources/resource_set.h"
@@ -192,21 +192,18 @@ void WriteAll(int fd, const std::string& data) {
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
-// Forwards SIGINT/SIGTERM/SIGHUP to the worker while the command runs. The signals are blocked
-// in every thread (gRPC's included, which inherit the mask) and taken by one waiting thread.
+// Forwards SIGINT/SIGTERM/SIGHUP to the worker while the command runs (SignalWaiter).
 // Thread-safe: SetWorker and Stop may be called from the main thread while the waiter runs.
 class SignalForwarder {
  public:
-  SignalForwarder() {
-    sigemptyset(&set_);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR2}) sigaddset(&set_, s);
-    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-  }
-  ~SignalForwarder() { Stop(); }
-
   void Start(ClusterClient* client) {
     client_ = client;
-    thread_ = std::thread([this] { Loop(); });
+    waiter_.Start([this](int sig) {
+      std::lock_guard<std::mutex> lock(mu_);
+      interrupted_ = true;
+      signal_ = sig;
+      if (!worker_id_.empty()) KillLocked();
+    });
   }
 
   void SetWorker(std::string address, std::string worker_id) {
@@ -221,23 +218,9 @@ class SignalForwarder {
     return interrupted_;
   }
 
-  void Stop() {
-    if (!thread_.joinable()) return;
-    pthread_kill(thread_.native_handle(), SIGUSR2);
-    thread_.join();
-  }
+  void Stop() { waiter_.Stop(); }
 
  private:
-  void Loop() {
-    while (true) {
-      int sig = 0;
-      if (sigwait(&set_, &sig) != 0 || sig == SIGUSR2) return;
-      std::lock_guard<std::mutex> lock(mu_);
-      interrupted_ = true;
-      signal_ = sig;
-      if (!worker_id_.empty()) KillLocked();
-    }
-  }
 
   void KillLocked() {
     tessera::v1::KillWorkerRequest request;
@@ -251,9 +234,8 @@ class SignalForwarder {
     if (!status.ok()) std::cerr << "tessera: warning: could not stop the worker: " << status.message() << "\n";
   }
 
-  sigset_t set_;
+  SignalWaiter waiter_;  // first: blocks the signals before anything else exists
   ClusterClient* client_ = nullptr;
-  std::thread thread_;
   std::mutex mu_;
   bool interrupted_ = false;
   int signal_ = 0;

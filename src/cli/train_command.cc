@@ -14,7 +14,6 @@
 // /dev/null). Ctrl-C or SIGTERM stops the job; with --detach it prints the job id and returns at
 // once.
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,6 +32,7 @@
 #include "cli/commands.h"
 #include "cli/job_client.h"
 #include "cli/reservation_calls.h"
+#include "cli/signal_waiter.h"
 #include "labels/label_selector.h"
 #include "resources/resource_set.h"
 #include "rpc/proto_convert.h"
@@ -165,42 +165,18 @@ absl::StatusOr<v1::SubmitJobRequest> BuildTrainRequest(const TrainArgs& args) {
   return request;
 }
 
-// SIGINT, SIGTERM and SIGHUP stop the job (blocked in every thread and taken by one waiting
-// thread, as `tessera run` does). Thread-safe.
-class JobSignalStopper {
- public:
-  JobSignalStopper() {
-    sigemptyset(&set_);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR2}) sigaddset(&set_, s);
-    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-  }
-  ~JobSignalStopper() {
-    if (!thread_.joinable()) return;
-    pthread_kill(thread_.native_handle(), SIGUSR2);
-    thread_.join();
-  }
-  void Start(ClusterClient* client, std::string job) {
-    thread_ = std::thread([this, client, job = std::move(job)] {
-      while (true) {
-        int sig = 0;
-        if (sigwait(&set_, &sig) != 0 || sig == SIGUSR2) return;
-        std::cerr << "tessera: stopping job " << job << " (" << sigabbrev_np(sig) << ")\n";
-        v1::StopJobRequest request;
-        request.set_job_id(job);
-        request.set_reason(absl::StrCat("its client got SIG", sigabbrev_np(sig)));
-        v1::JobStatus response;
-        (void)client->Call(client->HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
-          c->set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(2));
-          return client->jobs().StopJob(c, request, &response);
-        });
-      }
-    });
-  }
-
- private:
-  sigset_t set_;
-  std::thread thread_;
-};
+// SIGINT, SIGTERM and SIGHUP stop the job.
+void StopJobOnSignal(ClusterClient* client, const std::string& job, int sig) {
+  std::cerr << "tessera: stopping job " << job << " (" << sigabbrev_np(sig) << ")\n";
+  v1::StopJobRequest request;
+  request.set_job_id(job);
+  request.set_reason(absl::StrCat("its client got SIG", sigabbrev_np(sig)));
+  v1::JobStatus response;
+  (void)client->Call(client->HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
+    c->set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(2));
+    return client->jobs().StopJob(c, request, &response);
+  });
+}
 
 // Whether this command's stdin is input a user means for rank 0: a pipe, a file or a socket, or
 // a terminal this process has in the foreground; not /dev/null.
@@ -276,7 +252,7 @@ int RunTrain(const TrainArgs& args) {
   if (!request.ok()) return ReportError(request.status());
   const bool forward_stdin = !args.detach && !args.no_stdin && StdinIsInput();
   request->mutable_spec()->set_forward_stdin(forward_stdin);
-  JobSignalStopper stopper;  // before any gRPC thread exists, so they inherit the mask
+  SignalWaiter signals;  // before any gRPC thread exists, so they inherit the mask
   auto client = ConnectCluster(args.common);
   if (!client.ok()) return ReportError(client.status());
   ClusterClient& c = **client;
@@ -289,11 +265,12 @@ int RunTrain(const TrainArgs& args) {
     std::cout << submitted.job_id() << "\n";
     return 0;
   }
-  stopper.Start(&c, submitted.job_id());
+  signals.Start([&c, job = submitted.job_id()](int sig) { StopJobOnSignal(&c, job, sig); });
   std::unique_ptr<StdinForwarder> input;
   if (forward_stdin) input = std::make_unique<StdinForwarder>(&c, submitted.job_id());
   auto ended = FollowJobLog(c, submitted.job_id(), -1, /*follow=*/true, /*attach=*/true);
   input.reset();
+  signals.Stop();  // its callback uses the client, which goes before it
   if (!ended.ok()) return ReportError(ended.status());
   if (!ended->has_value()) {
     return ReportError(absl::StrCat("job ", submitted.job_id(), " did not say how it ended"));

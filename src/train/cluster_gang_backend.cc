@@ -30,30 +30,24 @@ std::string HostOf(const std::string& address) {
 
 bool Stopped(const std::function<bool()>& stopped) { return stopped && stopped(); }
 
-// The head's reservation calls wait for two-phase commits on the agents, which retry an agent
-// that does not answer until the head's node timeout: far longer than a plain call's deadline.
-constexpr absl::Duration kReservationCallDeadline = absl::Seconds(60);
-
-void ReleaseNamed(cli::ClusterClient& client, const GangReservation& reservation) {
-  if (reservation.slice_group) {
-    v1::ReleaseSlicesRequest request;
-    request.set_request_id(cli::NewRequestId("gang-release"));
-    request.set_name(reservation.name);
-    v1::ReleaseSlicesResponse response;
-    (void)client.Call(client.HeadPeer(), cli::Retry::kSafe, [&](grpc::ClientContext* ctx) {
-      ctx->set_deadline(absl::ToChronoTime(absl::Now() + kReservationCallDeadline));
-      return client.head().ReleaseSlices(ctx, request, &response);
-    });
+void ReleaseNamed(cli::ClusterClient& client, const std::string& name, bool slice_group) {
+  if (slice_group) {
+    (void)cli::ReleaseSlicesNamed(client, name);
   } else {
-    v1::RemovePlacementGroupRequest request;
-    request.set_request_id(cli::NewRequestId("gang-remove"));
-    request.set_name(reservation.name);
-    v1::RemovePlacementGroupResponse response;
-    (void)client.Call(client.HeadPeer(), cli::Retry::kSafe, [&](grpc::ClientContext* ctx) {
-      ctx->set_deadline(absl::ToChronoTime(absl::Now() + kReservationCallDeadline));
-      return client.head().RemovePlacementGroup(ctx, request, &response);
-    });
+    (void)cli::RemovePlacementGroupNamed(client, name);
   }
+}
+
+// Why a reservation that did not come through did not, once it is given back.
+absl::Status NotReserved(const std::string& state, const std::string& explanation,
+                         absl::Duration timeout, const std::function<bool()>& stopped,
+                         const char* what) {
+  if (Stopped(stopped)) return absl::CancelledError(absl::StrCat("stopped while waiting for ", what));
+  if (state == "PENDING" || state == "RESCHEDULING") {
+    return absl::DeadlineExceededError(
+        absl::StrCat("no room within ", absl::FormatDuration(timeout), ": ", explanation));
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(what, " ", state, ": ", explanation));
 }
 
 class GrpcRankWatch final : public RankWatch {
@@ -214,37 +208,18 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReserveSlices(
     request.mutable_alternatives()->DeleteSubrange(1, request.alternatives_size() - 1);
     request.mutable_alternatives(0)->set_num_slices(slices);
   }
-  v1::SliceGroupInfo info;
-  TESSERA_RETURN_IF_ERROR(
-      client_->Call(client_->HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
-        ctx->set_deadline(absl::ToChronoTime(absl::Now() + kReservationCallDeadline));
-        return client_->head().ReserveSlices(ctx, request, &info);
-      }));
-  const absl::Time until = absl::Now() + timeout;
-  absl::Duration poll = absl::Milliseconds(20);
-  while (info.state() == "PENDING") {
-    if (Stopped(stopped) || absl::Now() >= until) {
-      ReleaseNamed(*client_, GangReservation{.name = name, .slice_group = true});
-      if (Stopped(stopped)) return absl::CancelledError("stopped while waiting for slices");
-      return absl::DeadlineExceededError(absl::StrCat(
-          "no room within ", absl::FormatDuration(timeout), ": ", info.explanation()));
-    }
-    absl::SleepFor(std::min(poll, until - absl::Now()));
-    poll = std::min(poll * 2, absl::Milliseconds(250));
-    TESSERA_ASSIGN_OR_RETURN(info, cli::FindSliceGroup(*client_, name));
-  }
+  TESSERA_ASSIGN_OR_RETURN(v1::SliceGroupInfo info,
+                           cli::ReserveSlicesAndWait(*client_, request, timeout, stopped));
   if (info.state() != "RESERVED") {
-    ReleaseNamed(*client_, GangReservation{.name = name, .slice_group = true});
-    return absl::ResourceExhaustedError(
-        absl::StrCat("slice reservation ", info.state(), ": ", info.explanation()));
+    ReleaseNamed(*client_, name, /*slice_group=*/true);
+    return NotReserved(info.state(), info.explanation(), timeout, stopped, "slice reservation");
   }
   GangReservation reservation;
   reservation.name = name;
   reservation.slice_group = true;
-  reservation.members = std::max(1, request.alternatives(
-      std::clamp(info.alternative(), 0, request.alternatives_size() - 1)).num_slices());
   const v1::SliceAlternative& chosen =
       request.alternatives(std::clamp(info.alternative(), 0, request.alternatives_size() - 1));
+  reservation.members = std::max(1, chosen.num_slices());
   const bool per_chip = chosen.bundle_per_chip();
   reservation.explanation = absl::StrCat(
       chosen.nvlink_hosts() > 0 ? "NVLink domain" : "slice", info.domains_size() > 1 ? "s " : " ",
@@ -256,7 +231,7 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReserveSlices(
     GangSlot slot;
     slot.bundle_index = i;
     if (absl::Status s = FillSlot(host.node_id(), host.allocation(), &slot); !s.ok()) {
-      ReleaseNamed(*client_, GangReservation{.name = name, .slice_group = true});
+      ReleaseNamed(*client_, name, /*slice_group=*/true);
       return s;
     }
     if (chosen.nvlink_hosts() == 0) {
@@ -303,33 +278,11 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReservePlacementGroup(
   for (int i = 1; i < placement.label_selectors_size(); ++i) {
     fill(request.add_fallbacks(), &placement.label_selectors(i));
   }
-  v1::PlacementGroupInfo info;
-  TESSERA_RETURN_IF_ERROR(
-      client_->Call(client_->HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
-        ctx->set_deadline(absl::ToChronoTime(absl::Now() + kReservationCallDeadline));
-        return client_->head().CreatePlacementGroup(ctx, request, &info);
-      }));
-  const absl::Time until = absl::Now() + timeout;
-  while (info.state() != "CREATED" && info.state() != "INFEASIBLE") {
-    if (Stopped(stopped) || absl::Now() >= until) {
-      ReleaseNamed(*client_, GangReservation{.name = name});
-      if (Stopped(stopped)) return absl::CancelledError("stopped while waiting for the group");
-      return absl::DeadlineExceededError(absl::StrCat(
-          "no room within ", absl::FormatDuration(timeout), ": ", info.explanation()));
-    }
-    v1::WaitPlacementGroupRequest wait;
-    wait.set_name(name);
-    wait.set_timeout_ms(std::max<int64_t>(
-        1, std::min<int64_t>(250, absl::ToInt64Milliseconds(until - absl::Now()))));
-    TESSERA_RETURN_IF_ERROR(
-        client_->Call(client_->HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
-          return client_->head().WaitPlacementGroup(ctx, wait, &info);
-        }));
-  }
+  TESSERA_ASSIGN_OR_RETURN(v1::PlacementGroupInfo info,
+                           cli::CreatePlacementGroupAndWait(*client_, request, timeout, stopped));
   if (info.state() != "CREATED") {
-    ReleaseNamed(*client_, GangReservation{.name = name});
-    return absl::ResourceExhaustedError(absl::StrCat("placement group ", info.state(), ": ",
-                                                     info.explanation()));
+    ReleaseNamed(*client_, name, /*slice_group=*/false);
+    return NotReserved(info.state(), info.explanation(), timeout, stopped, "placement group");
   }
   GangReservation reservation;
   reservation.name = name;
@@ -343,7 +296,7 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReservePlacementGroup(
     GangSlot whole;
     whole.bundle_index = b.index();
     if (absl::Status s = FillSlot(b.node_id(), b.allocation(), &whole); !s.ok()) {
-      ReleaseNamed(*client_, GangReservation{.name = name});
+      ReleaseNamed(*client_, name, /*slice_group=*/false);
       return s;
     }
     const size_t per_rank = whole.device_ids.size() / static_cast<size_t>(share);
@@ -364,7 +317,7 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReservePlacementGroup(
 }
 
 void ClusterGangBackend::Release(const GangReservation& reservation) {
-  ReleaseNamed(*client_, reservation);
+  ReleaseNamed(*client_, reservation.name, reservation.slice_group);
 }
 
 absl::StatusOr<NodePort> ClusterGangBackend::FreePort(const GangSlot& slot) {

@@ -152,13 +152,6 @@ v1::JobStatus GangController::Run() {
       exit_code = 0;
       break;
     }
-    if (result.end == AttemptEnd::kStopped) {
-      final_state = "STOPPED";
-      absl::MutexLock lock(&mu_);
-      final_message = stop_reason_.value_or("stopped");
-      exit_code = 128 + SIGTERM;
-      break;
-    }
     if (result.end == AttemptEnd::kResized) {
       {
         absl::MutexLock lock(&mu_);
@@ -174,13 +167,21 @@ v1::JobStatus GangController::Run() {
       exit_code = 1;
       break;
     }
+    // A rank failed, or the job was asked to stop (a stop wins over a restart).
+    if (stopping()) {
+      final_state = "STOPPED";
+      absl::MutexLock lock(&mu_);
+      final_message = stop_reason_.value_or("stopped");
+      exit_code = 128 + SIGTERM;
+      break;
+    }
     int restarts = 0;
     {
       absl::MutexLock lock(&mu_);
       restarts = status_.restart_count();
     }
     const int budget = options_.spec.max_restarts();
-    if (restarts < budget && !stopping()) {
+    if (restarts < budget) {
       {
         absl::MutexLock lock(&mu_);
         status_.set_restart_count(restarts + 1);
@@ -191,13 +192,6 @@ v1::JobStatus GangController::Run() {
       SetState("RESTARTING", note);
       ++attempt;
       continue;
-    }
-    if (stopping()) {
-      final_state = "STOPPED";
-      absl::MutexLock lock(&mu_);
-      final_message = stop_reason_.value_or("stopped");
-      exit_code = 128 + SIGTERM;
-      break;
     }
     final_state = "FAILED";
     final_message = absl::StrCat(result.message, "; ", restarts, " of ", budget,
@@ -450,30 +444,15 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
     }
     if (!event.has_value() && !stop && absl::Now() >= next_health) {
       next_health = absl::Now() + kHealthCheck;
+      // A rank on a node the head declared dead ends here as if its watch had lost contact.
       auto dead = backend.DeadNodes(gang_nodes);
-      std::optional<int> lost;
-      if (dead.ok() && !dead->empty()) {
-        for (int r = 0; r < world && !lost.has_value(); ++r) {
-          if (!ranks[r].exited && dead->contains(ranks[r].slot.node_id)) lost = r;
+      for (int r = 0; dead.ok() && r < world && !event.has_value(); ++r) {
+        if (!ranks[r].exited && dead->contains(ranks[r].slot.node_id)) {
+          event = Event{r, absl::UnavailableError(absl::StrCat(
+                               "the head declared node ", ranks[r].slot.node_id, " dead"))};
         }
       }
-      if (!lost.has_value()) continue;
-      LiveRank& rank = ranks[*lost];
-      rank.exited = true;
-      const std::string why =
-          DescribeRankEnd(*lost, rank.slot,
-                          absl::UnavailableError(absl::StrCat("the head declared node ",
-                                                              rank.slot.node_id, " dead")));
-      {
-        absl::MutexLock lock(&mu_);
-        failed_at_ = absl::Now();
-        status_.mutable_ranks(*lost)->set_state("FAILED");
-        status_.mutable_ranks(*lost)->set_exit_reason(why);
-      }
-      if (log != nullptr) log->Note(absl::StrCat(why, "; stopping the gang"));
-      StopRanks(ranks);
-      result = {AttemptEnd::kRankFailed, why, 1};
-      break;
+      if (!event.has_value()) continue;
     }
     if (!event.has_value() && !stop) {
       if (!can_grow || absl::Now() < next_check) continue;
