@@ -473,3 +473,21 @@ def test_working_dir_reaches_every_rank(make_cluster, tmp_path):
         assert cwd.startswith(str(cluster.state / "nodes")) and "/jobs/job-" in cwd, cwd
     assert len(set(seen.values())) == 4, seen
 
+
+# ----------------------------------------------------------------------------------------------
+# j. A `tessera run` client killed with SIGKILL: its agent stops the worker it no longer watches.
+
+def test_killed_run_client_stops_its_worker(make_cluster):
+    cluster = make_cluster(ONE_SLICE)
+    client = cluster.start("run", "--", "sh", "-c", "echo up; exec sleep 600", log_name="run")
+    wait_for(lambda: "up" in client.stdout(), 30, "the run worker to start")
+    running = [w for w in _workers(cluster) if w.get("state") == "RUNNING"]
+    assert len(running) == 1, running
+    pid = num(running[0].get("pid"))
+    assert pid_alive(pid), running
+    os.kill(client.pid, signal.SIGKILL)
+    client.wait(timeout=10)
+    wait_for(lambda: not pid_alive(pid), 20, f"the unwatched worker (pid {pid}) to be stopped")
+    worker = next(w for w in _workers(cluster) if num(w.get("pid")) == pid)
+    assert "owner stopped watching" in worker.get("exit", {}).get("reason", ""), worker
+
