@@ -65,7 +65,9 @@ ObjectRefBase Failed(absl::Status status) {
 absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitOptions& options) {
   std::unique_ptr<DriverRuntime> runtime(new DriverRuntime());
   runtime->options_ = options;
-  const cli::StateFolder state{cli::ResolveStateDir(options.state_dir)};
+  auto trusted = cli::TrustedStateFolder(options.state_dir);
+  if (!trusted.ok()) return trusted.status();
+  const cli::StateFolder state = *std::move(trusted);
   auto token = cli::FindToken(state, options.token_file);
   if (!token.ok()) {
     return absl::Status(token.status().code(),

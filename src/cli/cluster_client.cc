@@ -76,7 +76,7 @@ absl::StatusOr<std::string> FindToken(const StateFolder& state, const std::strin
 
 absl::StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Connect(
     ClusterClientOptions options) {
-  StateFolder state{ResolveStateDir(options.state_dir)};
+  TESSERA_ASSIGN_OR_RETURN(StateFolder state, TrustedStateFolder(options.state_dir));
   std::string address = options.head_address;
   if (address.empty()) {
     auto from_file = ReadFirstLine(state.HeadAddressFile());

@@ -30,27 +30,27 @@ std::string Argv0(int pid) {
 }
 
 // A pid may be signalled only while it is still the process we mean.
-bool StillOurs(const Target& t) {
+bool StillOurs(const Target& t, const StateFolder& state) {
   if (!ProcessAlive(t.pid)) return false;
-  if (!t.is_worker) return IsTesseraStartProcess(t.pid);
+  if (!t.is_worker) return IsTesseraStartProcess(t.pid, state);
   return Argv0(t.pid) == t.worker_argv0;
 }
 
 // Waits until none of `targets` is alive or `grace` has passed. True when all are gone.
-bool WaitGone(const std::vector<Target>& targets, absl::Duration grace) {
+bool WaitGone(const std::vector<Target>& targets, const StateFolder& state, absl::Duration grace) {
   const absl::Time until = absl::Now() + grace;
   while (true) {
     bool any = false;
-    for (const Target& t : targets) any = any || StillOurs(t);
+    for (const Target& t : targets) any = any || StillOurs(t, state);
     if (!any) return true;
     if (absl::Now() >= until) return false;
     absl::SleepFor(absl::Milliseconds(20));
   }
 }
 
-void SignalAll(std::vector<Target>& targets, int sig, const char* how) {
+void SignalAll(std::vector<Target>& targets, const StateFolder& state, int sig, const char* how) {
   for (Target& t : targets) {
-    if (StillOurs(t) && kill(t.pid, sig) == 0) t.how = how;
+    if (StillOurs(t, state) && kill(t.pid, sig) == 0) t.how = how;
   }
 }
 
@@ -85,7 +85,7 @@ absl::StatusOr<StopReport> StopCluster(const StateFolder& state, const StopOptio
   // cannot stop them itself.
   std::vector<Target> workers;
   for (Target& t : daemons) {
-    if (t.what == "head" || t.address.empty() || !StillOurs(t)) continue;
+    if (t.what == "head" || t.address.empty() || !StillOurs(t, state)) continue;
     tessera::v1::ListWorkersResponse response;
     const absl::Status listed = c.Call(t.what, Retry::kNever, [&](grpc::ClientContext* ctx) {
       return c.agent(t.address).ListWorkers(ctx, tessera::v1::ListWorkersRequest(), &response);
@@ -102,7 +102,7 @@ absl::StatusOr<StopReport> StopCluster(const StateFolder& state, const StopOptio
 
   // Agents first, so none of them reports to a head that is going away.
   for (Target& t : daemons) {
-    if (t.address.empty() || !StillOurs(t)) continue;
+    if (t.address.empty() || !StillOurs(t, state)) continue;
     tessera::v1::ShutdownResponse response;
     const absl::Status asked = c.Call(t.what, Retry::kNever, [&](grpc::ClientContext* ctx) {
       if (t.what == "head") return c.head().Shutdown(ctx, tessera::v1::ShutdownRequest(), &response);
@@ -110,21 +110,21 @@ absl::StatusOr<StopReport> StopCluster(const StateFolder& state, const StopOptio
     });
     if (asked.ok()) t.how = "shut down";
   }
-  if (!WaitGone(daemons, options.grace)) {
-    SignalAll(daemons, SIGTERM, "SIGTERM");
-    if (!WaitGone(daemons, options.grace)) {
-      SignalAll(daemons, SIGKILL, "SIGKILL");
-      WaitGone(daemons, options.grace);
+  if (!WaitGone(daemons, state, options.grace)) {
+    SignalAll(daemons, state, SIGTERM, "SIGTERM");
+    if (!WaitGone(daemons, state, options.grace)) {
+      SignalAll(daemons, state, SIGKILL, "SIGKILL");
+      WaitGone(daemons, state, options.grace);
     }
   }
   // An agent that stopped cleanly has ended its workers; kill what is left of the others.
-  SignalAll(workers, SIGKILL, "SIGKILL");
-  WaitGone(workers, options.grace);
+  SignalAll(workers, state, SIGKILL, "SIGKILL");
+  WaitGone(workers, state, options.grace);
 
   StopReport report;
   for (std::vector<Target>* list : {&daemons, &workers}) {
     for (Target& t : *list) {
-      if (StillOurs(t)) {
+      if (StillOurs(t, state)) {
         return absl::InternalError(
             absl::StrCat(t.what, " (pid ", t.pid, ") is still running after SIGKILL"));
       }

@@ -14,6 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "process/private_paths.h"
+#include "process/unique_fd.h"
 
 extern char** environ;
 
@@ -41,12 +44,10 @@ std::string SelfExecutable() {
 absl::StatusOr<int> SpawnDaemon(const std::vector<std::string>& argv,
                                 const std::string& log_file) {
   if (argv.empty()) return absl::InvalidArgumentError("no command to start");
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(log_file).parent_path(), ec);
-  if (ec) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot create the folder of ", log_file, ": ", ec.message()));
-  }
+  TESSERA_RETURN_IF_ERROR(
+      EnsurePrivateDirectory(std::filesystem::path(log_file).parent_path().string()));
+  // Opened here, 0600 whatever the umask; the child gets it as its stdout and stderr.
+  TESSERA_ASSIGN_OR_RETURN(UniqueFd log, OpenPrivateFileForAppend(log_file));
   std::vector<std::string> args_copy = argv;
   std::vector<char*> args;
   for (std::string& a : args_copy) args.push_back(a.data());
@@ -56,8 +57,7 @@ absl::StatusOr<int> SpawnDaemon(const std::vector<std::string>& argv,
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_file.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0600);
+  posix_spawn_file_actions_adddup2(&actions, log.get(), STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);

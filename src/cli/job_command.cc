@@ -51,8 +51,9 @@ bool NoHead(const absl::Status& status) {
          absl::IsDeadlineExceeded(status) || absl::IsFailedPrecondition(status);
 }
 
-StateFolder StateOf(const CommonClusterArgs& common) {
-  return StateFolder{ResolveStateDir(common.state_dir)};
+// The state folder whose job files are read when no head answers (only when it may be trusted).
+absl::StatusOr<StateFolder> StateOf(const CommonClusterArgs& common) {
+  return TrustedStateFolder(common.state_dir);
 }
 
 int RunSubmit(const CommonClusterArgs& common, const SubmitArgs& args) {
@@ -96,7 +97,10 @@ int RunStatus(const JobArgs& args) {
   std::unique_ptr<ClusterClient> client = TryConnect(args.common, &why);
   absl::StatusOr<v1::JobStatus> status =
       client != nullptr ? GetJob(*client, args.job) : absl::StatusOr<v1::JobStatus>(why);
-  if (!status.ok() && NoHead(status.status())) status = ReadJobStatusFile(StateOf(args.common), args.job);
+  if (!status.ok() && NoHead(status.status())) {
+    auto state = StateOf(args.common);
+    status = state.ok() ? ReadJobStatusFile(*state, args.job) : state.status();
+  }
   if (!status.ok()) return ReportError(status.status());
   std::cout << (args.json ? MessageJson(*status).dump() + "\n" : JobStatusText(*status));
   return 0;
@@ -106,6 +110,7 @@ int RunList(const JobArgs& args) {
   absl::Status why;
   std::unique_ptr<ClusterClient> client = TryConnect(args.common, &why);
   std::vector<v1::JobStatus> jobs;
+  if (client == nullptr && !NoHead(why)) return ReportError(why);
   bool from_files = client == nullptr;
   if (client != nullptr) {
     v1::JobList list;
@@ -116,7 +121,11 @@ int RunList(const JobArgs& args) {
     from_files = !listed.ok();
     jobs.assign(list.jobs().begin(), list.jobs().end());
   }
-  if (from_files) jobs = ReadJobStatusFiles(StateOf(args.common));
+  if (from_files) {
+    auto state = StateOf(args.common);
+    if (!state.ok()) return ReportError(state.status());
+    jobs = ReadJobStatusFiles(*state);
+  }
   if (args.json) {
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
     for (const v1::JobStatus& job : jobs) list.push_back(MessageJson(job));
@@ -145,9 +154,9 @@ int RunLogs(const JobArgs& args) {
     if (followed.ok()) return 0;
     if (!NoHead(followed.status())) return ReportError(followed.status());
   }
-  if (absl::Status s = PrintJobLogFile(StateOf(args.common), args.job, args.rank); !s.ok()) {
-    return ReportError(s);
-  }
+  auto state = StateOf(args.common);
+  if (!state.ok()) return ReportError(state.status());
+  if (absl::Status s = PrintJobLogFile(*state, args.job, args.rank); !s.ok()) return ReportError(s);
   return 0;
 }
 

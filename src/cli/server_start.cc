@@ -37,7 +37,7 @@ ClusterClientOptions ProbeOptions(const StateFolder& state, const std::string& h
 
 absl::Status CheckNoHeadRunning(const StateFolder& state) {
   const auto pid = ReadPidFile(state.HeadPidFile());
-  if (pid.has_value() && ProcessAlive(*pid) && IsTesseraStartProcess(*pid)) {
+  if (pid.has_value() && ProcessAlive(*pid) && IsTesseraStartProcess(*pid, state)) {
     return absl::FailedPreconditionError(
         absl::StrCat("a head is already running with state folder ", state.root, " (pid ", *pid,
                      "); stop it with `tessera stop`, or give another --state-dir"));
@@ -47,7 +47,7 @@ absl::Status CheckNoHeadRunning(const StateFolder& state) {
 
 absl::Status CheckNoAgentRunning(const StateFolder& state, const std::string& node_id) {
   const auto pid = ReadPidFile(state.AgentPidFile(node_id));
-  if (pid.has_value() && ProcessAlive(*pid) && IsTesseraStartProcess(*pid)) {
+  if (pid.has_value() && ProcessAlive(*pid) && IsTesseraStartProcess(*pid, state)) {
     return absl::FailedPreconditionError(
         absl::StrCat("node agent ", node_id, " is already running with state folder ", state.root,
                      " (pid ", *pid, "); stop it with `tessera stop`, or give another --node-id"));

@@ -1,6 +1,8 @@
 #include "cli/state_folder.h"
 
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/string_util.h"
+#include "process/private_paths.h"
 
 namespace tessera::cli {
 
@@ -20,7 +23,16 @@ std::string ResolveStateDir(const std::string& flag) {
   if (const char* env = std::getenv("TESSERA_STATE_DIR"); env != nullptr && env[0] != '\0') {
     return env;
   }
-  return "/tmp/tessera";
+  return DefaultStateDirectory();
+}
+
+absl::StatusOr<StateFolder> TrustedStateFolder(const std::string& flag) {
+  std::error_code ec;
+  StateFolder state{std::filesystem::absolute(ResolveStateDir(flag), ec).string()};
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("state folder: ", ec.message()));
+  absl::Status trusted = CheckPrivateDirectory(state.root);
+  if (!trusted.ok() && !absl::IsNotFound(trusted)) return trusted;
+  return state;
 }
 
 absl::StatusOr<std::string> ReadFirstLine(const std::string& path) {
@@ -62,7 +74,24 @@ bool ProcessAlive(int pid) {
   return state != 'Z' && state != 'X';
 }
 
-bool IsTesseraStartProcess(int pid) {
+namespace {
+
+// The same folder, however each side spelled it.
+bool SameFolder(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  const std::filesystem::path x = std::filesystem::weakly_canonical(a, ec);
+  if (ec) return false;
+  const std::filesystem::path y = std::filesystem::weakly_canonical(b, ec);
+  return !ec && x == y;
+}
+
+}  // namespace
+
+bool IsTesseraStartProcess(int pid, const StateFolder& state) {
+  struct stat owner {};
+  if (::stat(absl::StrCat("/proc/", pid).c_str(), &owner) != 0 || owner.st_uid != ::geteuid()) {
+    return false;
+  }
   std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"), std::ios::binary);
   if (!in) return false;
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -71,7 +100,21 @@ bool IsTesseraStartProcess(int pid) {
   for (std::string arg; std::getline(split, arg, '\0');) argv.push_back(arg);
   if (argv.size() < 2) return false;
   const std::string program = std::filesystem::path(argv[0]).filename().string();
-  return program.find("tessera") != std::string::npos && argv[1] == "start";
+  if (program.find("tessera") == std::string::npos || argv[1] != "start") return false;
+  for (size_t i = 2; i + 1 < argv.size(); ++i) {
+    if (argv[i] != "--state-dir") continue;
+    std::filesystem::path named = argv[i + 1];
+    if (named.is_relative()) {
+      // Relative to the daemon's own working folder, not to ours.
+      std::error_code ec;
+      const std::filesystem::path cwd =
+          std::filesystem::read_symlink(absl::StrCat("/proc/", pid, "/cwd"), ec);
+      if (ec) return false;
+      named = cwd / named;
+    }
+    return SameFolder(named.string(), state.root);
+  }
+  return false;
 }
 
 }  // namespace tessera::cli

@@ -12,7 +12,8 @@
 
 namespace tessera::cli {
 
-// `flag` when given, else $TESSERA_STATE_DIR, else /tmp/tessera.
+// `flag` when given, else $TESSERA_STATE_DIR, else the per-user default
+// (process/private_paths.h DefaultStateDirectory: ~/.local/state/tessera).
 std::string ResolveStateDir(const std::string& flag);
 
 struct StateFolder {
@@ -42,6 +43,12 @@ struct StateFolder {
   }
 };
 
+// The state folder `flag` names (ResolveStateDir, made absolute), once it may be trusted: a folder
+// that exists must pass CheckPrivateDirectory (owned by this user, not writable by others, safe
+// folders above it), since whoever controls it controls the token, the head's address and the
+// pid files the CLI signals. A folder that does not exist yet passes (nothing in it to trust).
+absl::StatusOr<StateFolder> TrustedStateFolder(const std::string& flag);
+
 // The first line of a small file, trimmed. NotFound when the file is missing.
 absl::StatusOr<std::string> ReadFirstLine(const std::string& path);
 
@@ -54,8 +61,9 @@ std::optional<int> ReadPidFile(const std::string& path);
 // True while `pid` names a live process (a zombie counts as gone).
 bool ProcessAlive(int pid);
 
-// True when `pid` is a `tessera start ...` process (so a stale pid file whose pid was reused by
-// another program is never signalled).
-bool IsTesseraStartProcess(int pid);
+// True when `pid` is a `tessera start ... --state-dir <state.root>` process of this user: a pid file
+// is trusted only for a process of that very state folder, so neither a stale pid reused by
+// another program nor a pid file copied from another cluster's folder is ever signalled.
+bool IsTesseraStartProcess(int pid, const StateFolder& state);
 
 }  // namespace tessera::cli

@@ -43,7 +43,9 @@ bool LooksLikeStateFolder(const StateFolder& state) {
 }
 
 int RunStop(const StopArgs& args, AfterStop after) {
-  const StateFolder state{ResolveStateDir(args.state_dir)};
+  auto trusted = TrustedStateFolder(args.state_dir);
+  if (!trusted.ok()) return ReportError(trusted.status());
+  const StateFolder state = *std::move(trusted);
   auto grace = ParseDurationFlag("--grace", args.grace);
   if (!grace.ok()) return ReportError(grace.status());
   std::error_code ec;
@@ -94,7 +96,7 @@ void AddStopLike(CLI::App& app, int& exit_code, const char* name, const char* he
   auto args = std::make_shared<StopArgs>();
   CLI::App* cmd = app.add_subcommand(name, help);
   cmd->add_option("--state-dir", args->state_dir,
-                  "The cluster's state folder (default: $TESSERA_STATE_DIR, else /tmp/tessera)")
+                  "The cluster's state folder (default: $TESSERA_STATE_DIR, else ~/.local/state/tessera)")
       ->type_name("DIR");
   cmd->add_option("--grace", args->grace,
                   "How long each process gets to stop before SIGTERM, then SIGKILL")

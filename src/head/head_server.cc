@@ -11,50 +11,13 @@
 #include "absl/strings/str_cat.h"
 #include "cli/cluster_client.h"
 #include "head/node_agent_client.h"
+#include "process/private_paths.h"
 #include "train/cluster_gang_backend.h"
 #include "rpc/token.h"
 
 namespace tessera {
 
 namespace {
-
-// Writes `content` to `path` through a temporary file and a rename, so readers never see half.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& content) {
-  std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << content;
-    out.close();
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path, ": ",
-                                            std::strerror(err)));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status MakeDirectories(const std::string& path) {
-  std::string partial;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string::npos) end = path.size();
-    partial = path.substr(0, end);
-    if (!partial.empty() && ::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
-      return absl::InternalError(absl::StrCat("cannot create folder ", partial, ": ",
-                                              std::strerror(errno)));
-    }
-    start = end + 1;
-  }
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat("state folder ", path, " is not a folder"));
-  }
-  return absl::OkStatus();
-}
 
 // The host clients on this machine dial for a wildcard bind.
 std::string DialableHost(const std::string& bind) {
@@ -74,7 +37,7 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
     return absl::InvalidArgumentError(
         "node timeout must be longer than the heartbeat interval");
   }
-  if (absl::Status status = MakeDirectories(options.state_dir); !status.ok()) return status;
+  if (absl::Status status = EnsurePrivateDirectory(options.state_dir); !status.ok()) return status;
   std::unique_ptr<HeadServer> head(new HeadServer());
   head->options_ = options;
   auto token = rpc::ReadOrCreateTokenFile(options.state_dir + "/token");
@@ -125,9 +88,9 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
 
   head->ticker_ = std::thread([raw] { raw->TickLoop(); });
   absl::Status written =
-      WriteFileAtomically(options.state_dir + "/head.address", head->address_ + "\n");
+      WritePrivateFileAtomically(options.state_dir + "/head.address", head->address_ + "\n");
   if (written.ok()) {
-    written = WriteFileAtomically(options.state_dir + "/head.pid",
+    written = WritePrivateFileAtomically(options.state_dir + "/head.pid",
                                   absl::StrCat(::getpid(), "\n"));
   }
   if (!written.ok()) {

@@ -43,6 +43,12 @@ Environment BuildWorkerEnvironment(const WorkerEnvParts& parts) {
   env.Set(kObjectStoreSocketEnv, parts.object_store_socket);
   // The agent's address decides where its workers are reachable, whatever the lease asked.
   if (!parts.worker_bind.empty()) env.Set(kWorkerBindEnv, parts.worker_bind);
+  env.Unset(kTokenEnv);
+  if (parts.token_file.empty()) {
+    env.Unset(kTokenFileEnv);
+  } else {
+    env.Set(kTokenFileEnv, parts.token_file);
+  }
   return env;
 }
 

@@ -2,7 +2,8 @@
 // TPU slice identity, then the lease's WorkerSpec.env, then the isolation variables of the
 // lease's device instances (so a worker cannot widen what it sees), then the ids the runtime
 // gives every worker (TESSERA_NODE_ID, TESSERA_WORKER_ID, TESSERA_LEASE_ID, and
-// TESSERA_OBJECT_STORE_SOCKET when the node hosts an object store).
+// TESSERA_OBJECT_STORE_SOCKET when the node hosts an object store). TESSERA_TOKEN never passes:
+// workers get TESSERA_TOKEN_FILE.
 // Thread-safe: pure functions of their inputs.
 #pragma once
 
@@ -38,12 +39,19 @@ struct WorkerEnvParts {
   // The host a worker serves its calls on: the one others reach this agent at ("" leaves the
   // worker's default, loopback).
   std::string worker_bind;
+  // The private file the worker reads the cluster token from ("": none).
+  std::string token_file;
 };
 
 // Where a worker finds its node's object store (worker/worker_runtime.h reads it).
 inline constexpr char kObjectStoreSocketEnv[] = "TESSERA_OBJECT_STORE_SOCKET";
 // Where a worker serves (worker/worker_runtime.h reads it).
 inline constexpr char kWorkerBindEnv[] = "TESSERA_WORKER_BIND";
+// The cluster token is never passed in a worker's environment (it would end up in logs and in
+// every child process): a value from the agent's environment or the lease is removed, and the
+// worker is told where to read it instead (worker/worker_runtime.h reads both names).
+inline constexpr char kTokenEnv[] = "TESSERA_TOKEN";
+inline constexpr char kTokenFileEnv[] = "TESSERA_TOKEN_FILE";
 
 Environment BuildWorkerEnvironment(const WorkerEnvParts& parts);
 

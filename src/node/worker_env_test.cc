@@ -58,6 +58,27 @@ TEST(WorkerEnvTest, WorkersServeWhereTheirAgentIsReachedWhateverTheLeaseAsked) {
   EXPECT_EQ(BuildWorkerEnvironment(parts).Get(kWorkerBindEnv), "10.0.0.7");
 }
 
+TEST(WorkerEnvTest, TheTokenNeverEntersAWorkersEnvironmentOnlyWhereToReadIt) {
+  WorkerEnvParts parts;
+  // An agent started with TESSERA_TOKEN set, and a lease that carries one.
+  parts.agent = Environment({{"PATH", "/bin"}, {"TESSERA_TOKEN", "agent-secret"},
+                             {"TESSERA_TOKEN_FILE", "/elsewhere/token"}});
+  parts.spec_env = {{"TESSERA_TOKEN", "lease-secret"}};
+  parts.node = NodeId("n1");
+  parts.worker = WorkerId("w-1");
+  parts.lease = LeaseId("l-1");
+  Environment env = BuildWorkerEnvironment(parts);
+  EXPECT_FALSE(env.Has(kTokenEnv));
+  EXPECT_FALSE(env.Has(kTokenFileEnv));  // no file of this node: none from elsewhere either
+  parts.token_file = "/state/nodes/n1/token";
+  env = BuildWorkerEnvironment(parts);
+  EXPECT_FALSE(env.Has(kTokenEnv));
+  EXPECT_EQ(env.Get(kTokenFileEnv), "/state/nodes/n1/token");
+  for (const auto& [name, value] : env.vars()) {
+    EXPECT_EQ(value.find("secret"), std::string::npos) << name;
+  }
+}
+
 TEST(WorkerEnvTest, TpuHostGetsVisibleChipsAndSliceIdentity) {
   LoadedNode node = LoadExample("tpu-v6e-4x4-worker0.yaml", "tpu-w0");
   EXPECT_EQ(node.slice_env.at("TPU_NAME"), "my-v6e-slice");

@@ -41,6 +41,15 @@ absl::StatusOr<sockaddr_un> SocketAddress(const std::string& path) {
   return addr;
 }
 
+// The store maps its memory into every client: only processes of this user (or root, who can
+// read any process's memory anyway) may connect, whatever the socket file's mode.
+bool PeerMayConnect(int fd) {
+  ucred peer{};
+  socklen_t length = sizeof(peer);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) return false;
+  return peer.uid == geteuid() || peer.uid == 0;
+}
+
 // True when something accepts connections at `path`.
 bool SomeoneListens(const sockaddr_un& addr) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -149,6 +158,11 @@ class ObjectStoreServer::Loop {
     while (true) {
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) return;  // EAGAIN, or a client that vanished in between
+      if (!PeerMayConnect(fd)) {
+        close(fd);
+        server_.refused_.fetch_add(1);
+        continue;
+      }
       epoll_event ev{};
       ev.events = EPOLLIN | EPOLLRDHUP;
       ev.data.fd = fd;
@@ -450,8 +464,9 @@ absl::StatusOr<std::unique_ptr<ObjectStoreServer>> ObjectStoreServer::Start(
 
   const int listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (listen_fd < 0) return Errno("socket for the object store");
+  // 0600 whatever the umask, before anyone may connect (listen comes after the chmod).
   if (bind(listen_fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) != 0 ||
-      listen(listen_fd, 128) != 0) {
+      chmod(options.socket_path.c_str(), 0600) != 0 || listen(listen_fd, 128) != 0) {
     absl::Status s = Errno(absl::StrCat("listening on ", options.socket_path));
     close(listen_fd);
     return s;

@@ -42,7 +42,9 @@ struct ObjectStoreServerOptions {
 class ObjectStoreServer {
  public:
   // Creates the arena, binds the socket (a stale socket file nobody listens on is replaced; a
-  // live one is AlreadyExists) and starts serving.
+  // live one is AlreadyExists; the socket file is 0600 whatever the umask) and starts serving.
+  // Only processes of the same user (or root) may connect: others are closed at once
+  // (SO_PEERCRED), since every client maps the store's memory.
   static absl::StatusOr<std::unique_ptr<ObjectStoreServer>> Start(ObjectStoreServerOptions options);
   ~ObjectStoreServer();
   ObjectStoreServer(const ObjectStoreServer&) = delete;
@@ -57,6 +59,8 @@ class ObjectStoreServer {
   const std::string& socket_path() const { return options_.socket_path; }
   // Connections accepted and not yet closed (for tests and status).
   int64_t connection_count() const { return connections_.load(); }
+  // Connections closed at once because the peer is another user (SO_PEERCRED).
+  int64_t refused_connection_count() const { return refused_.load(); }
   // Gets waiting for their object to be sealed (for tests and status).
   int64_t waiting_get_count() const { return waiting_gets_.load(); }
 
@@ -73,6 +77,7 @@ class ObjectStoreServer {
   std::unique_ptr<Loop> loop_;
   std::thread thread_;
   std::atomic<int64_t> connections_{0};
+  std::atomic<int64_t> refused_{0};
   std::atomic<int64_t> waiting_gets_{0};
   bool stopped_ = false;
 };

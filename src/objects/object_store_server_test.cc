@@ -3,6 +3,7 @@
 
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -118,6 +119,45 @@ class ObjectStoreServerTest : public ::testing::Test {
   std::string socket_;
   std::unique_ptr<ObjectStoreServer> server_;
 };
+
+TEST_F(ObjectStoreServerTest, SocketIs0600WhateverTheUmask) {
+  const mode_t saved = umask(0);
+  StartServer(1 << 20);
+  umask(saved);
+  struct stat st {};
+  ASSERT_EQ(lstat(socket_.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+// Every client maps the store's memory: another user is turned away by its credentials even
+// when the socket file itself is open to everyone.
+TEST_F(ObjectStoreServerTest, AnotherUserIsRefusedByItsCredentials) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to connect as another user";
+  StartServer(1 << 20);
+  ASSERT_EQ(chmod(dir_.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(socket_.c_str(), 0777), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(10);
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_.c_str(), sizeof(addr.sun_path) - 1);
+    if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) _exit(11);
+    char byte;
+    // The server closes the connection without a word: end of file, no arena descriptor.
+    _exit(read(fd, &byte, 1) == 0 ? 0 : 12);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(server_->refused_connection_count(), 1);
+  // This user still connects.
+  EXPECT_NE(Connect(), nullptr);
+}
 
 TEST_F(ObjectStoreServerTest, PutInOneProcessGetInAnother) {
   StartServer(16 * kMiB);

@@ -25,6 +25,7 @@
 #include "process/launch_wire.h"
 #include "process/launcher.h"
 #include "process/launcher_pool.h"
+#include "process/private_paths.h"
 
 namespace tessera {
 namespace {
@@ -133,19 +134,18 @@ absl::StatusOr<UniqueFd> OpenOutput(const std::string& path) {
   }
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) {
-    std::error_code error;
-    std::filesystem::create_directories(parent, error);
-    if (error) return LogFolderError(path, error.message());
+    // A worker's output is its owner's alone: folders 0700 and files 0600, whatever the umask.
+    if (absl::Status made = EnsurePrivateDirectory(parent.string()); !made.ok()) {
+      return LogFolderError(path, std::string(made.message()));
+    }
   }
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
-  if (!fd.valid() && errno == ENOENT) {
-    fd.Reset(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
-    // The umask must not make a log unreadable to `tessera logs` run by another user.
-    if (fd.valid()) ::fchmod(fd.get(), 0644);
+  absl::StatusOr<UniqueFd> fd = OpenPrivateFileForAppend(path);
+  if (!fd.ok()) {
+    return absl::Status(fd.status().code(),
+                        absl::StrCat("cannot open log file ", path, ": ", fd.status().message()));
   }
-  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("cannot open log file ", path));
-  TESSERA_RETURN_IF_ERROR(KeepAboveStdio(fd));
-  return fd;
+  TESSERA_RETURN_IF_ERROR(KeepAboveStdio(*fd));
+  return *std::move(fd);
 }
 
 std::vector<char*> CStrings(std::vector<std::string>& strings) {

@@ -2,7 +2,7 @@
 //
 // The child gets exactly the environment, directory and files the spec names: its own session
 // and process group (so a signal to the worker reaches everything it started), stdin from
-// its stdin_path (else /dev/null), stdout and stderr appended to files (created 0644 with their parent folders), and no
+// its stdin_path (else /dev/null), stdout and stderr appended to files (created 0600 with their parent folders 0700), and no
 // other file descriptor of the parent (the node agent's sockets never leak into workers).
 // Spawn returns only after the exec succeeded; a child that cannot start (no such program, not
 // executable, bad directory) is an error from Spawn, never a silent exit 127.
@@ -55,7 +55,7 @@ struct ChildSpec {
   std::map<std::string, std::string, std::less<>> env;
   // Working directory; "": the parent's.
   std::string cwd;
-  // Files that receive stdout and stderr (appended; created 0644 with missing parent folders);
+  // Files that receive stdout and stderr (appended; created 0600 with missing parent folders 0700);
   // "": /dev/null. Both may name the same file.
   std::string stdout_path;
   std::string stderr_path;

@@ -112,13 +112,20 @@ TEST_P(ChildProcessTest, OutputGoesToLogFilesCreatedWithTheirFoldersAndAppended)
   ChildSpec spec = Spec({"out", "to stdout", "err", "to stderr"});
   spec.stdout_path = dir_ / "nodes/n1/workers/w1.out";
   spec.stderr_path = dir_ / "nodes/n1/workers/w1.err";
+  // Whatever the umask, a worker's output is its owner's alone.
+  const mode_t saved_umask = ::umask(0);
   EXPECT_TRUE(Run(spec).success());
   EXPECT_TRUE(Run(spec).success());
+  ::umask(saved_umask);
   EXPECT_EQ(ReadText(spec.stdout_path), "to stdout\nto stdout\n");
   EXPECT_EQ(ReadText(spec.stderr_path), "to stderr\nto stderr\n");
   struct stat st;
   ASSERT_EQ(::stat(spec.stdout_path.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat((dir_ / "nodes/n1/workers").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(::stat((dir_ / "nodes").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
 }
 
 TEST_P(ChildProcessTest, StdoutAndStderrMayShareOneFile) {

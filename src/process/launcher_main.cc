@@ -4,7 +4,7 @@
 // ONE launch spec
 // (launch_wire.h), then does what ChildProcess's forked child does: stdin from its path (else
 // /dev/null), stdout
-// and stderr appended to their log files (created 0644 with their parent folders), the spec's
+// and stderr appended to their log files (created 0600 with their parent folders 0700), the spec's
 // directory, every other descriptor closed, argv[0] looked up in the spec's PATH, execve with
 // exactly the spec's environment. A failure before exec is reported on the channel (stage,
 // errno, detail) and the launcher exits 127; a successful exec closes the channel
@@ -56,10 +56,10 @@ void PrepareSpareLogs(const char* dir) {
   struct stat st;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return;
   for (int& fd : spares.fds) {
-    fd = open(dir, O_TMPFILE | O_WRONLY | O_APPEND | O_CLOEXEC, 0644);
+    fd = open(dir, O_TMPFILE | O_WRONLY | O_APPEND | O_CLOEXEC, 0600);
     if (fd < 0) return;  // not supported here: logs are created at launch
-    // The umask must not make a log unreadable to `tessera logs` run by another user.
-    fchmod(fd, 0644);
+    // A worker's output is its owner's alone, whatever the umask.
+    fchmod(fd, 0600);
   }
   spares.dir_dev = st.st_dev;
   spares.dir_ino = st.st_ino;
@@ -191,7 +191,13 @@ int CreateParentFolders(const char* path) {
     if (*at != '/' && *at != '\0') continue;
     const char saved = *at;
     *at = '\0';
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    if (mkdir(dir, 0700) == 0) {
+      // Private whatever the umask (which may also have narrowed it below 0700).
+      if (chmod(dir, 0700) != 0) {
+        result = errno;
+        break;
+      }
+    } else if (errno != EEXIST) {
       result = errno;
       break;
     }
@@ -202,7 +208,7 @@ int CreateParentFolders(const char* path) {
   return result;
 }
 
-// A log file opened for appending (created 0644 with its folders), or /dev/null for "".
+// A log file opened for appending (created 0600 with its folders 0700), or /dev/null for "".
 int OpenOutput(const char* path, uint32_t folder_stage, uint32_t open_stage) {
   if (path[0] == '\0') {
     int fd = open("/dev/null", O_WRONLY);
@@ -211,12 +217,9 @@ int OpenOutput(const char* path, uint32_t folder_stage, uint32_t open_stage) {
   }
   if (int spare = LinkSpare(path); spare >= 0) return spare;
   if (int err = CreateParentFolders(path); err != 0) Fail(folder_stage, err);
-  int fd = open(path, O_WRONLY | O_APPEND);
-  if (fd < 0 && errno == ENOENT) {
-    fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
-    // The umask must not make a log unreadable to `tessera logs` run by another user.
-    if (fd >= 0) fchmod(fd, 0644);
-  }
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0600);
+  // A worker's output is its owner's alone, whatever the umask.
+  if (fd >= 0 && fchmod(fd, 0600) != 0) Fail(open_stage, errno);
   if (fd < 0) Fail(open_stage, errno);
   return fd;
 }

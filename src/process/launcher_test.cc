@@ -209,7 +209,7 @@ TEST(LauncherTest, NewLogsInItsLogFolderAreTheFilesItMadeAhead) {
   struct stat out;
   ASSERT_EQ(::stat(spec.stdout_path.c_str(), &out), 0);
   EXPECT_EQ(out.st_ino, spare.st_ino);
-  EXPECT_EQ(out.st_mode & 0777, 0644u);
+  EXPECT_EQ(out.st_mode & 0777, 0600u);
   EXPECT_EQ(ReadText(spec.stdout_path), "new\n");
   EXPECT_EQ(ReadText(spec.stderr_path), "before\nappended\n");
 }

@@ -11,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/string_util.h"
+#include "process/private_paths.h"
+#include "process/unique_fd.h"
 
 namespace tessera::rpc {
 
@@ -22,19 +24,6 @@ absl::Status ErrnoError(absl::string_view what, const std::string& path) {
   if (err == ENOENT) return absl::NotFoundError(message);
   if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
   return absl::InternalError(message);
-}
-
-// Writes all of `data`, retrying short writes and EINTR.
-bool WriteAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
 }
 
 }  // namespace
@@ -66,58 +55,27 @@ absl::StatusOr<std::string> GenerateToken() {
 }
 
 absl::Status WriteTokenFile(const std::string& path, std::string_view token) {
-  std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  // O_EXCL with mode 0600: the file is never readable by others, and a stale temporary from a
-  // crashed writer is replaced below rather than reused with unknown permissions.
-  ::unlink(tmp.c_str());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return ErrnoError("cannot create token file", tmp);
-  std::string content = absl::StrCat(ToAbsl(token), "\n");
-  bool ok = WriteAll(fd, content) && ::fchmod(fd, 0600) == 0 && ::fsync(fd) == 0;
-  absl::Status status = ok ? absl::OkStatus() : ErrnoError("cannot write token file", tmp);
-  ::close(fd);
-  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    status = ErrnoError("cannot rename token file to", path);
-  }
-  if (!status.ok()) ::unlink(tmp.c_str());
-  return status;
+  return WritePrivateFileAtomically(path, absl::StrCat(ToAbsl(token), "\n"));
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("cannot open token file", path);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    absl::Status status = ErrnoError("cannot stat token file", path);
-    ::close(fd);
-    return status;
-  }
-  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    ::close(fd);
-    char mode[8];
-    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return absl::PermissionDeniedError(
-        absl::StrCat("token file ", path, " has mode ", mode,
-                     "; it must not be readable by group or others (chmod 600 ", path, ")"));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoError("cannot open token file", path);
+  if (absl::Status status = CheckPrivateFile(fd.get(), path); !status.ok()) {
+    return absl::PermissionDeniedError(absl::StrCat("token file: ", status.message()));
   }
   std::string content;
   char buf[512];
   while (true) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
+    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      absl::Status status = ErrnoError("cannot read token file", path);
-      ::close(fd);
-      return status;
-    }
+    if (n < 0) return ErrnoError("cannot read token file", path);
     if (n == 0) break;
     content.append(buf, static_cast<size_t>(n));
     if (content.size() > 4096) {
-      ::close(fd);
       return absl::InvalidArgumentError(absl::StrCat("token file ", path, " is too large"));
     }
   }
-  ::close(fd);
   std::string token(Trim(content));
   if (token.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("token file ", path, " is empty"));

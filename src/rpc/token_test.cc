@@ -79,6 +79,39 @@ TEST_F(TokenFileTest, RefusesGroupOrWorldReadableFile) {
   EXPECT_EQ(ReadTokenFile(path).status().code(), absl::StatusCode::kPermissionDenied);
 }
 
+TEST_F(TokenFileTest, RefusesATokenFileAnotherUserOwns) {
+  // Another local user who wrote a token file of their own must not get it accepted.
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give the file to another user";
+  std::string path = Path("token");
+  ASSERT_TRUE(WriteTokenFile(path, "attacker").ok());
+  ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);
+  auto token = ReadTokenFile(path);
+  EXPECT_EQ(token.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(token.status().message().find("belongs to uid 65534"), absl::string_view::npos)
+      << token.status();
+  // ReadOrCreate neither accepts it nor replaces it silently.
+  EXPECT_EQ(ReadOrCreateTokenFile(path).status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(TokenFileTest, NeverFollowsALinkAtTheTokenPath) {
+  std::string real = Path("real");
+  ASSERT_TRUE(WriteTokenFile(real, "secret").ok());
+  std::string link = Path("token");
+  ASSERT_EQ(::symlink(real.c_str(), link.c_str()), 0);
+  EXPECT_FALSE(ReadTokenFile(link).ok());
+}
+
+TEST_F(TokenFileTest, WrittenFileIs0600UnderAnOpenUmask) {
+  const mode_t saved = ::umask(0);
+  std::string path = Path("token");
+  const absl::Status written = WriteTokenFile(path, "secret");
+  ::umask(saved);
+  ASSERT_TRUE(written.ok()) << written;
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
 TEST_F(TokenFileTest, MissingEmptyAndMalformedFiles) {
   EXPECT_EQ(ReadTokenFile(Path("absent")).status().code(), absl::StatusCode::kNotFound);
   std::string empty = Path("empty");

@@ -26,6 +26,7 @@
 #include "rpc/auth.h"
 #include "rpc/channel.h"
 #include "rpc/retry.h"
+#include "rpc/token.h"
 #include "rpc/server.h"
 #include "rpc/status_conversion.h"
 #include "tessera/v1/worker.grpc.pb.h"
@@ -257,10 +258,13 @@ const RuntimeContext& CurrentContext() {
 
 void RunWorker() {
   auto* g = new WorkerGlobals();
-  g->token = Env(kTokenEnv);
+  const std::string token_file = Env(kTokenFileEnv);
+  if (token_file.empty()) Die(absl::StrCat(kTokenFileEnv, " is not set"));
+  absl::StatusOr<std::string> token = rpc::ReadTokenFile(token_file);
+  if (!token.ok()) Die(std::string(token.status().message()));
+  g->token = *std::move(token);
   g->owner_address = Env(kOwnerAddressEnv);
   const std::string worker_id = Env(kWorkerIdEnv);
-  if (g->token.empty()) Die(absl::StrCat(kTokenEnv, " is not set"));
   if (g->owner_address.empty()) Die(absl::StrCat(kOwnerAddressEnv, " is not set"));
   if (worker_id.empty()) Die(absl::StrCat(kWorkerIdEnv, " is not set"));
   g->owner = v1::Owner::NewStub(rpc::MakeChannel(g->owner_address));

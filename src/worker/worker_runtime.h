@@ -1,5 +1,5 @@
 // Worker mode: the user's binary started by a node agent for one of a driver's leases
-// (TESSERA_WORKER_MODE=1, TESSERA_OWNER_ADDRESS, TESSERA_TOKEN, TESSERA_WORKER_ID). RunWorker
+// (TESSERA_WORKER_MODE=1, TESSERA_OWNER_ADDRESS, TESSERA_TOKEN_FILE, TESSERA_WORKER_ID). RunWorker
 // serves the Worker service, tells the owner it is ready (Owner.WorkerReady), runs the tasks the
 // owner pushes, and exits the process when the owner's stream ends: the owner let it go, or the
 // owner disappeared. It also exits when no owner connects within a while after it said ready.
@@ -20,7 +20,10 @@ namespace tessera::worker {
 
 inline constexpr char kWorkerModeEnv[] = "TESSERA_WORKER_MODE";
 inline constexpr char kOwnerAddressEnv[] = "TESSERA_OWNER_ADDRESS";
+// The cluster token is never in a worker's environment: the lease carries none (a TESSERA_TOKEN
+// there is removed) and the agent names a private file to read it from.
 inline constexpr char kTokenEnv[] = "TESSERA_TOKEN";
+inline constexpr char kTokenFileEnv[] = "TESSERA_TOKEN_FILE";
 inline constexpr char kWorkerIdEnv[] = "TESSERA_WORKER_ID";
 inline constexpr char kNodeIdEnv[] = "TESSERA_NODE_ID";
 // This node's object store socket, set by the agent (src/node/worker_env.h); when unset the

@@ -2,6 +2,7 @@
 // binary is both the driver and, started by the agents in worker mode, the workers that run its
 // tasks (main calls tessera::Init first when it is a worker).
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "integration/api_test_cluster.h"
 #include "integration/cluster_harness.h"
@@ -71,6 +73,18 @@ std::vector<std::string> GpuView(int) {
 }
 TESSERA_REMOTE(GpuView);
 
+// What a worker's environment says of the cluster token: never the token itself, only where a
+// private file holds it.
+std::vector<std::string> TokenView(int) {
+  const char* token = std::getenv("TESSERA_TOKEN");
+  const char* file = std::getenv("TESSERA_TOKEN_FILE");
+  struct stat st {};
+  const bool found = file != nullptr && ::stat(file, &st) == 0;
+  return {token == nullptr ? "<unset>" : "set", file == nullptr ? "<unset>" : "set",
+          found ? absl::StrFormat("%o", st.st_mode & 0777) : "<missing>"};
+}
+TESSERA_REMOTE(TokenView);
+
 int NotRegistered(int x) { return x; }
 
 class ApiIntegrationTest : public ApiClusterSuite<4> {};
@@ -83,6 +97,12 @@ TEST_F(ApiIntegrationTest, RemoteTaskRoundTrip) {
   auto greeting = Get(Task(Greet).Remote("ann", 2), kPatience);
   ASSERT_TRUE(greeting.ok()) << greeting.status();
   EXPECT_EQ(*greeting, "hi ann;hi ann;");
+}
+
+TEST_F(ApiIntegrationTest, WorkersReadTheTokenFromAPrivateFileNeverFromTheirEnvironment) {
+  auto view = Get(Task(TokenView).Remote(0), kPatience);
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_THAT(*view, ::testing::ElementsAre("<unset>", "set", "600"));
 }
 
 TEST_F(ApiIntegrationTest, ManyTasksEveryResultOnce) {

@@ -15,12 +15,6 @@
 
 namespace tessera::testing {
 
-#define ASSERT_OK(expr)                                       \
-  do {                                                        \
-    const absl::Status assert_ok_status_ = (expr);            \
-    ASSERT_TRUE(assert_ok_status_.ok()) << assert_ok_status_; \
-  } while (0)
-
 inline constexpr absl::Duration kPatience = absl::Seconds(60);
 
 // A suite whose tests share one cluster of `options`' nodes, with this binary initialized as

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -51,6 +52,10 @@ bool ReapIfDone(int pid) {
 }  // namespace
 
 std::string TesseraBinary() { return TESSERA_CLI_BINARY; }
+
+std::string Describe(const CliResult& r) {
+  return absl::StrCat("exit ", r.exit_code, "\n--- stdout\n", r.out, "--- stderr\n", r.err);
+}
 
 std::string CpuHost(int cores) {
   return absl::StrCat("host: {sockets: 1, cores_per_socket: ", cores, ", memory: 16GiB}\n");
@@ -267,6 +272,11 @@ absl::Status TestCluster::StartNode(const NodeSpec& node) {
   }
   if (!node.labels.empty()) argv.insert(argv.end(), {"--labels", node.labels});
   if (!node.resources.empty()) argv.insert(argv.end(), {"--resources", node.resources});
+  // Small stores unless the test sizes one: tests keep shared memory well under 2 GiB in all.
+  if (std::find(node.extra_args.begin(), node.extra_args.end(), "--object-store-memory") ==
+      node.extra_args.end()) {
+    argv.insert(argv.end(), {"--object-store-memory", "32MiB"});
+  }
   argv.insert(argv.end(), node.extra_args.begin(), node.extra_args.end());
   const int pid = Spawn(argv, absl::StrCat("agent-", node.id));
   if (pid <= 0) return absl::InternalError(absl::StrCat("cannot start node ", node.id));

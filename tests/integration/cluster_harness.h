@@ -28,6 +28,16 @@ struct CliResult {
   std::string err;
 };
 
+// The exit code and both outputs, for a failed expectation's message.
+std::string Describe(const CliResult& r);
+
+// In a test: fails it (fatally) with the status when `expr` is not OK.
+#define ASSERT_OK(expr)                                       \
+  do {                                                        \
+    const absl::Status assert_ok_status_ = (expr);            \
+    ASSERT_TRUE(assert_ok_status_.ok()) << assert_ok_status_; \
+  } while (0)
+
 struct NodeSpec {
   std::string id;
   // A simulated hardware description (YAML text), written to a file in the state folder.
