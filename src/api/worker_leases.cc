@@ -104,6 +104,7 @@ void WorkerLeases::LeaseLoop() {
       continue;
     }
     const std::string worker_id = granted->first.worker_id();
+    ReapFinishedWatchers();
     absl::MutexLock lock(&mu_);
     Leased& leased = leased_[worker_id];
     leased.shape_key = shape.key;
@@ -111,8 +112,40 @@ void WorkerLeases::LeaseLoop() {
     leased.grant = std::move(granted->first);
     leased.granted_at = absl::Now();
     changed_.SignalAll();
-    watchers_.emplace_back([this, worker_id] { Watch(worker_id); });
+    const uint64_t serial = next_watcher_++;
+    // Under mu_: the entry is whole before the thread can look at it.
+    watchers_[serial].thread = std::thread([this, serial, worker_id] {
+      RunWatcher(serial, worker_id);
+    });
   }
+}
+
+void WorkerLeases::RunWatcher(uint64_t serial, std::string worker_id) {
+  Watch(serial, worker_id);
+  absl::MutexLock lock(&mu_);
+  finished_watchers_.push_back(serial);
+  changed_.SignalAll();  // the monitor joins it
+}
+
+void WorkerLeases::ReapFinishedWatchers() {
+  std::vector<std::thread> finished;
+  {
+    absl::MutexLock lock(&mu_);
+    for (uint64_t serial : finished_watchers_) {
+      auto it = watchers_.find(serial);
+      if (it == watchers_.end()) continue;  // Shutdown took it
+      finished.push_back(std::move(it->second.thread));
+      watchers_.erase(it);
+    }
+    finished_watchers_.clear();
+  }
+  // Each has returned from Watch and at most releases mu_: these joins do not wait long.
+  for (std::thread& thread : finished) thread.join();
+}
+
+size_t WorkerLeases::watcher_threads_for_tests() {
+  absl::MutexLock lock(&mu_);
+  return watchers_.size();
 }
 
 void WorkerLeases::CutWatchesOnDeadNodes() {
@@ -136,6 +169,7 @@ void WorkerLeases::CutWatchesOnDeadNodes() {
 void WorkerLeases::Monitor() {
   absl::Time next_node_check = absl::Now();
   while (true) {
+    ReapFinishedWatchers();
     std::vector<std::pair<std::string, std::string>> overdue;  // worker id, its agent
     bool check_nodes = false;
     {
@@ -189,7 +223,8 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
   env.insert(shape.env.begin(), shape.env.end());  // the actor's own; Tessera's below win
   env[std::string(worker::kWorkerModeEnv)] = std::string("1");
   env[std::string(worker::kOwnerAddressEnv)] = options_.owner_address;
-  env[std::string(worker::kTokenEnv)] = options_.token;
+  // No token here: the agent gives the worker a private file to read it from.
+  env.erase(std::string(worker::kTokenEnv));
   // What the worker's own driver runtime needs when a task submits tasks (nested calls).
   if (!options_.state_dir.empty()) env[std::string(worker::kStateDirEnv)] = options_.state_dir;
   if (!options_.head_address.empty()) {
@@ -288,7 +323,7 @@ absl::Status WorkerLeases::RequestLeaseFrom(const std::string& agent,
   }
 }
 
-void WorkerLeases::Watch(std::string worker_id) {
+void WorkerLeases::Watch(uint64_t serial, const std::string& worker_id) {
   std::string agent_address;
   {
     absl::MutexLock lock(&mu_);
@@ -298,7 +333,9 @@ void WorkerLeases::Watch(std::string worker_id) {
   rpc::ConfigureClientContext(context.get(), options_.token, absl::InfiniteDuration());
   {
     absl::MutexLock lock(&mu_);
-    watch_contexts_.push_back(context);
+    auto watcher = watchers_.find(serial);
+    if (watcher != watchers_.end()) watcher->second.context = context;
+    if (watches_cut_) context->TryCancel();  // Shutdown cut the others before this one began
     auto it = leased_.find(worker_id);
     if (it != leased_.end()) {
       it->second.watch = context;
@@ -457,14 +494,18 @@ void WorkerLeases::Shutdown() {
     absl::MutexLock lock(&mu_);
     const absl::Time until = absl::Now() + absl::Seconds(5);
     while (!leased_.empty() && absl::Now() < until) changed_.WaitWithDeadline(&mu_, until);
-    for (auto& context : watch_contexts_) context->TryCancel();
+    watches_cut_ = true;
+    for (auto& [serial, watcher] : watchers_) {
+      if (watcher.context != nullptr) watcher.context->TryCancel();
+    }
   }
-  std::vector<std::thread> watchers;
+  std::map<uint64_t, Watcher> watchers;
   {
     absl::MutexLock lock(&mu_);
     watchers.swap(watchers_);
+    finished_watchers_.clear();
   }
-  for (std::thread& t : watchers) t.join();
+  for (auto& [serial, watcher] : watchers) watcher.thread.join();
   // Streams of workers that are gone end by themselves; cut any left, then wait for gRPC.
   std::vector<std::shared_ptr<GrpcWorkerChannel>> channels;
   {

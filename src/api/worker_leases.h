@@ -7,8 +7,10 @@
 // GrpcWorkerChannel handed to the submitter.
 //
 // Threading: thread-safe. One thread asks for leases (requests of a shape are one at a time
-// anyway), one thread per granted worker watches it, one looks out for workers that never say
-// ready and for dead nodes; WorkerReady runs on the Owner service's threads.
+// anyway), one thread per held lease watches its worker (joined as soon as the lease ends, so a
+// long-running driver holds as many watcher threads as leases, not as leases it ever held), one
+// looks out for workers that never say ready and for dead nodes, and joins finished watchers;
+// WorkerReady runs on the Owner service's threads.
 #pragma once
 
 #include <atomic>
@@ -61,6 +63,10 @@ class WorkerLeases final : public LeaseSource {
   // Stops asking for leases and waits (bounded) for every watched worker to exit.
   void Shutdown();
 
+  // Watcher threads started and not yet joined (for tests). A watcher is joined promptly after
+  // its lease ends: by the monitor thread, woken when it finishes, or before the next one starts.
+  size_t watcher_threads_for_tests() ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   struct Leased {
     std::string shape_key;
@@ -91,7 +97,12 @@ class WorkerLeases final : public LeaseSource {
                                 v1::LeaseReply* reply);
   std::string LocalAgentAddress() const;
   v1::NodeAgent::Stub* Agent(const std::string& address);
-  void Watch(std::string worker_id);
+  // A watcher thread: watches `worker_id` until its lease ends, then marks watcher `serial`
+  // finished, to be joined by ReapFinishedWatchers.
+  void RunWatcher(uint64_t serial, std::string worker_id);
+  void Watch(uint64_t serial, const std::string& worker_id);
+  // Joins the watcher threads that have finished and forgets them.
+  void ReapFinishedWatchers() ABSL_LOCKS_EXCLUDED(mu_);
   void FillNodeLabels(const std::string& node_id, v1::WorkerReadyReply& reply);
 
   const WorkerLeasesOptions options_;
@@ -107,8 +118,17 @@ class WorkerLeases final : public LeaseSource {
   std::map<std::string, Leased> leased_ ABSL_GUARDED_BY(mu_);  // by worker id
   std::map<std::string, std::unique_ptr<v1::NodeAgent::Stub>> agents_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::map<std::string, std::string>> labels_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> watchers_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::shared_ptr<grpc::ClientContext>> watch_contexts_ ABSL_GUARDED_BY(mu_);
+  struct Watcher {
+    std::thread thread;
+    std::shared_ptr<grpc::ClientContext> context;  // set once its stream starts
+  };
+  // Every watcher thread not yet joined, by serial; those whose thread has returned (or is about
+  // to) are listed in finished_watchers_ until ReapFinishedWatchers joins them.
+  std::map<uint64_t, Watcher> watchers_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> finished_watchers_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_watcher_ ABSL_GUARDED_BY(mu_) = 0;
+  // Set when Shutdown cuts every watch: a watch that starts later is cut at once.
+  bool watches_cut_ ABSL_GUARDED_BY(mu_) = false;
   // Every worker stream, kept until gRPC is done with it (then dropped on one of our threads).
   std::vector<std::shared_ptr<GrpcWorkerChannel>> channels_ ABSL_GUARDED_BY(mu_);
   std::thread lease_thread_;
