@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/server_start.h"
 #include "cli/state_folder.h"
+#include "rpc/token.h"
 #include "head/head_server.h"
 #include "labels/label.h"
 #include "node/agent_options.h"
@@ -32,7 +33,6 @@ namespace {
 
 // The object store of an agent started without --object-store-memory: room for a few large
 // values (docs/objects.md), cheap enough that a 16-host simulated cluster allocates 1 GiB.
-constexpr uint64_t kDefaultObjectStoreBytes = uint64_t{64} << 20;
 
 struct StartArgs {
   bool head = false;
@@ -48,6 +48,7 @@ struct StartArgs {
   std::string labels;
   std::string resources;
   std::string token_file;
+  std::string token_out;  // --head: a copy of the token, mode 0600, for other machines
   std::string sysroot;
   std::string launcher;
   int prestarted_workers = -1;  // -1: the agent's default
@@ -130,9 +131,9 @@ absl::StatusOr<AgentOptions> BuildAgentOptions(const StartArgs& args, const Stat
   if (!args.sysroot.empty()) options.sysroot = args.sysroot;
   if (!args.launcher.empty()) options.launcher = args.launcher;
   if (args.prestarted_workers >= 0) options.prestarted_workers = args.prestarted_workers;
-  // Every agent hosts a store unless told otherwise (0: none); the default is small because
-  // its pages are allocated when the agent starts, on every node of a simulated cluster too.
-  options.object_store_bytes = kDefaultObjectStoreBytes;
+  // Every agent hosts a store unless told otherwise (0: none); without a size it takes the
+  // default share of this host's memory (node/object_store_sizing.h).
+  options.object_store_bytes = std::nullopt;
   if (!args.object_store_memory.empty()) {
     auto bytes = ParseByteSize(args.object_store_memory);
     if (!bytes.ok()) {
@@ -164,10 +165,17 @@ int StartHead(const StartArgs& args, const StateFolder& state, absl::Duration ti
   }
   auto head = StartHeadDaemon(state, DaemonArgs(args, state), timeout);
   if (!head.ok()) return ReportError(head.status());
-  const std::string token = ReadFirstLine(state.TokenFile()).value_or("");
   const std::string port = head->address.substr(head->address.rfind(':') + 1);
   const bool loopback = head->address.starts_with("127.") || head->address.starts_with("[::1]") ||
                         head->address.starts_with("localhost");
+  // The token itself is never printed (terminals and CI logs keep it): it travels as a file.
+  std::string token_copy = state.TokenFile();
+  if (!args.token_out.empty()) {
+    auto token = rpc::ReadTokenFile(state.TokenFile());
+    if (!token.ok()) return ReportError(token.status());
+    if (absl::Status s = rpc::WriteTokenFile(args.token_out, *token); !s.ok()) return ReportError(s);
+    token_copy = args.token_out;
+  }
   std::cout << "Head started at " << head->address << " (pid " << head->pid
             << "), state folder " << state.root << ".\n"
             << "Log: " << head->log_file << "\n\n"
@@ -175,9 +183,9 @@ int StartHead(const StartArgs& args, const StateFolder& state, absl::Duration ti
             << "  tessera start --address " << head->address
             << (state.root == ResolveStateDir("") ? "" : absl::StrCat(" --state-dir ", state.root))
             << " --hardware FILE\n"
-            << "On another machine (token in " << state.TokenFile() << "):\n"
-            << "  TESSERA_TOKEN=" << token << " tessera start --address <this host>:" << port
-            << "\n";
+            << "On another machine, copy the token file " << token_copy
+            << " there (keep it mode 0600), then:\n"
+            << "  tessera start --address <this host>:" << port << " --token-file FILE\n";
   if (loopback) {
     std::cout << "  (the head listens on loopback only; start it with --bind 0.0.0.0 to accept "
                  "other machines)\n";
@@ -226,8 +234,10 @@ int StartAgent(const StartArgs& args, const StateFolder& state, absl::Duration t
 }
 
 int RunStart(const StartArgs& args) {
+  auto trusted = TrustedStateFolder(args.state_dir);
+  if (!trusted.ok()) return ReportError(trusted.status());
+  const StateFolder state = *std::move(trusted);
   std::error_code ec;
-  const StateFolder state{std::filesystem::absolute(ResolveStateDir(args.state_dir), ec).string()};
   auto timeout = ParseDurationFlag("--timeout", args.timeout);
   if (!timeout.ok()) return ReportError(timeout.status());
   if (args.head && !args.address.empty()) {
@@ -242,8 +252,9 @@ int RunStart(const StartArgs& args) {
     }
     return StartHead(args, state, *timeout);
   }
-  if (!args.node_timeout.empty() || !args.heartbeat_interval.empty()) {
-    return ReportError("--node-timeout and --heartbeat-interval are for the head (--head)");
+  if (!args.node_timeout.empty() || !args.heartbeat_interval.empty() || !args.token_out.empty()) {
+    return ReportError("--node-timeout, --heartbeat-interval and --token-out are for the head "
+                       "(--head)");
   }
   if (args.address.empty() && !std::filesystem::exists(state.HeadAddressFile(), ec)) {
     return ReportError(absl::StrCat("give --head to start a head, or --address HOST:PORT of the "
@@ -265,7 +276,7 @@ void AddStartCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--bind", args->bind, "Address to listen on (default 127.0.0.1)")
       ->type_name("ADDR");
   cmd->add_option("--state-dir", args->state_dir,
-                  "The cluster's state folder (default: $TESSERA_STATE_DIR, else /tmp/tessera)")
+                  "The cluster's state folder (default: $TESSERA_STATE_DIR, else ~/.local/state/tessera)")
       ->type_name("DIR");
   cmd->add_option("--node-timeout", args->node_timeout,
                   "Head: a node that misses heartbeats this long is declared dead")
@@ -289,6 +300,10 @@ void AddStartCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--token-file", args->token_file, "The cluster token (default: "
                   "$TESSERA_TOKEN, else <state>/token)")
       ->type_name("F");
+  cmd->add_option("--token-out", args->token_out,
+                  "With --head: also write the cluster token to FILE (mode 0600), to copy to "
+                  "other machines; the token is never printed")
+      ->type_name("FILE");
   cmd->add_option("--sysroot", args->sysroot, "Read Linux paths under DIR (discovery)")
       ->type_name("DIR");
   cmd->add_option("--launcher", args->launcher,
@@ -298,8 +313,9 @@ void AddStartCommand(CLI::App& app, int& exit_code) {
                   "Worker launchers kept ready (0: fork every worker; default 2)")
       ->type_name("N");
   cmd->add_option("--object-store-memory", args->object_store_memory,
-                  "Size of this node's shared-memory object store, allocated at start "
-                  "(e.g. 2GiB; default 64MiB; 0: no store)")
+                  "Size of this node's shared-memory object store, allocated at start and "
+                  "refused when it does not fit this host's memory with a margin to spare "
+                  "(e.g. 2GiB; default: 30% of the available memory, at most 2 GiB; 0: no store)")
       ->type_name("SIZE");
   cmd->add_option("--timeout", args->timeout, "How long to wait for the server to be ready")
       ->type_name("DUR");

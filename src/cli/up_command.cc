@@ -1,13 +1,17 @@
 // tessera up CLUSTER.yaml [--state-dir DIR] [--port P] [--node-timeout DUR] [--timeout DUR]
+//            [--object-store-memory SIZE]
 // A whole cluster on this machine: a head, and one node agent per node of the cluster file (the
 // format `tessera schedule` reads, docs/scheduling-formats.md), each agent started with
 // `--cluster-file CLUSTER.yaml --node-id <id>` so it has that node's simulated hardware and
 // labels. Returns once every node is registered, with a summary; `tessera down` undoes it. When
-// anything fails to start, what did start is stopped again.
+// anything fails to start, what did start is stopped again. Every agent's object store is sized
+// here, for all of them together, before anything starts (node/object_store_sizing.h): by
+// default they share one default store's worth of this host's memory.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -18,6 +22,11 @@
 #include "cli/cluster_views.h"
 #include "cli/commands.h"
 #include "cli/server_start.h"
+#include "hardware/sysroot.h"
+#include "node/object_store_sizing.h"
+#include "process/private_paths.h"
+#include "resources/byte_size.h"
+#include "resources/quantity.h"
 #include "scheduling/cluster_file.h"
 
 namespace tessera::cli {
@@ -29,6 +38,7 @@ struct UpArgs {
   int port = 0;
   std::string node_timeout;
   std::string timeout = "120s";
+  std::string object_store_memory;  // each agent's; "": a share of the default
 };
 
 absl::StatusOr<std::vector<ClusterNode>> LoadClusterFile(const std::string& path) {
@@ -37,6 +47,25 @@ absl::StatusOr<std::vector<ClusterNode>> LoadClusterFile(const std::string& path
   std::stringstream text;
   text << in.rdbuf();
   return ParseClusterFile(text.str(), path);
+}
+
+// The size of each agent's object store: --object-store-memory, or the default divided among the
+// agents. They start at once, so they are checked against this host's memory together (each
+// agent checks its own store again as it starts, see ResolveAgentOptions).
+absl::StatusOr<uint64_t> AgentStoreBytes(const std::string& object_store_memory, int agents) {
+  std::optional<uint64_t> requested;
+  if (!object_store_memory.empty()) {
+    auto bytes = ParseByteSize(object_store_memory);
+    if (!bytes.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--object-store-memory: ", bytes.status().message()));
+    }
+    if (*bytes == 0) return 0;  // no stores: nothing to size
+    requested = *bytes;
+  }
+  auto memory = ReadHostMemory(Sysroot("/"));
+  if (!memory.ok()) return memory.status();
+  return DecideObjectStoreSize({.requested_bytes = requested, .agents = agents}, *memory);
 }
 
 int Fail(const StateFolder& state, const absl::Status& status) {
@@ -48,20 +77,25 @@ int Fail(const StateFolder& state, const absl::Status& status) {
 int RunUp(const UpArgs& args) {
   auto nodes = LoadClusterFile(args.cluster_file);
   if (!nodes.ok()) return ReportError(nodes.status());
+  auto store_bytes = AgentStoreBytes(args.object_store_memory, static_cast<int>(nodes->size()));
+  if (!store_bytes.ok()) return ReportError(store_bytes.status());
+  // Exact and readable in the agents' command lines ("682MiB").
+  auto store_size = Quantity::FromIntChecked(static_cast<int64_t>(*store_bytes));
+  if (!store_size.ok()) return ReportError(store_size.status());
+  const std::string store_flag = FormatByteQuantity(*store_size);
   auto timeout = ParseDurationFlag("--timeout", args.timeout);
   if (!timeout.ok()) return ReportError(timeout.status());
   if (!args.node_timeout.empty()) {
     auto parsed = ParseDurationFlag("--node-timeout", args.node_timeout);
     if (!parsed.ok()) return ReportError(parsed.status());
   }
+  auto trusted = TrustedStateFolder(args.state_dir);
+  if (!trusted.ok()) return ReportError(trusted.status());
+  const StateFolder state = *std::move(trusted);
   std::error_code ec;
-  const std::string state_root =
-      std::filesystem::absolute(ResolveStateDir(args.state_dir), ec).string();
-  const StateFolder state{state_root};
   const std::string cluster_file = std::filesystem::absolute(args.cluster_file, ec).string();
   if (absl::Status s = CheckNoHeadRunning(state); !s.ok()) return ReportError(s);
-  std::filesystem::create_directories(state.LogsDir(), ec);
-  if (ec) return ReportError(absl::StrCat("cannot create ", state.LogsDir(), ": ", ec.message()));
+  if (absl::Status s = EnsurePrivateDirectory(state.LogsDir()); !s.ok()) return ReportError(s);
 
   const absl::Time deadline = absl::Now() + *timeout;
   std::vector<std::string> head_args = {"start", "--head", "--port", absl::StrCat(args.port),
@@ -76,7 +110,7 @@ int RunUp(const UpArgs& args) {
     auto agent = SpawnAgentDaemon(state, node.id,
                                   {"start", "--address", head->address, "--cluster-file",
                                    cluster_file, "--node-id", node.id, "--state-dir", state.root,
-                                   "--block"});
+                                   "--object-store-memory", store_flag, "--block"});
     if (!agent.ok()) return Fail(state, agent.status());
     agents.push_back(*std::move(agent));
   }
@@ -94,6 +128,10 @@ int RunUp(const UpArgs& args) {
   if (!listed.ok()) return Fail(state, listed.status());
   std::cout << "Cluster up: head at " << head->address << " (pid " << head->pid << "), "
             << agents.size() << " node agent" << (agents.size() == 1 ? "" : "s")
+            << (*store_bytes == 0
+                    ? " without object stores"
+                    : absl::StrCat(" with a ", FormatBytes(*store_bytes), " object store",
+                                   agents.size() == 1 ? "" : " each"))
             << ", state folder " << state.root << ".\n\n"
             << NodesTable(*listed) << "\n"
             << "Next: tessera status; tessera run -- hostname; tessera down"
@@ -111,7 +149,7 @@ void AddUpCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("CLUSTER", args->cluster_file, "Cluster file (docs/scheduling-formats.md)")
       ->required();
   cmd->add_option("--state-dir", args->state_dir,
-                  "The cluster's state folder (default: $TESSERA_STATE_DIR, else /tmp/tessera)")
+                  "The cluster's state folder (default: $TESSERA_STATE_DIR, else ~/.local/state/tessera)")
       ->type_name("DIR");
   cmd->add_option("--port", args->port, "The head's port (default 0: any free port)")
       ->type_name("P");
@@ -120,6 +158,15 @@ void AddUpCommand(CLI::App& app, int& exit_code) {
       ->type_name("DUR");
   cmd->add_option("--timeout", args->timeout, "How long starting may take in all (default 120s)")
       ->type_name("DUR");
+  cmd->add_option("--object-store-memory", args->object_store_memory,
+                  absl::StrCat("Size of each node agent's shared-memory object store, allocated "
+                               "at start, checked against this host's memory for all agents "
+                               "together (default: ",
+                               kDefaultStorePercentOfAvailable,
+                               "% of the available memory, at most ",
+                               FormatBytes(kDefaultStoreCapBytes),
+                               ", split among the agents; 0: no stores)"))
+      ->type_name("SIZE");
   cmd->callback([args, &exit_code] { exit_code = RunUp(*args); });
 }
 

@@ -12,6 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
+#include "hardware/sysroot.h"
+#include "node/object_store_sizing.h"
+#include "process/private_paths.h"
 #include "rpc/token.h"
 
 namespace tessera {
@@ -50,7 +53,9 @@ std::string DefaultLauncherPath() {
 
 std::string DefaultStateDir(const Environment& env) {
   if (auto dir = env.Get("TESSERA_STATE_DIR"); dir.has_value() && !dir->empty()) return *dir;
-  return "/tmp/tessera";
+  const std::optional<std::string> xdg = env.Get("XDG_STATE_HOME");
+  const std::optional<std::string> home = env.Get("HOME");
+  return DefaultStateDirectory(xdg ? xdg->c_str() : nullptr, home ? home->c_str() : nullptr);
 }
 
 absl::StatusOr<AgentOptions> ResolveAgentOptions(AgentOptions options) {
@@ -75,6 +80,12 @@ absl::StatusOr<AgentOptions> ResolveAgentOptions(AgentOptions options) {
     return absl::InvalidArgumentError("give a hardware file or a cluster file, not both");
   }
   if (options.state_dir.empty()) options.state_dir = DefaultStateDir(env);
+  // The head's address and the token are read from it: a folder someone else controls could
+  // hand this agent their token and their head.
+  if (absl::Status trusted = CheckPrivateDirectory(options.state_dir);
+      !trusted.ok() && !absl::IsNotFound(trusted)) {
+    return trusted;
+  }
   if (options.head_address.empty()) {
     auto address = ReadTrimmed(options.state_dir + "/head.address");
     if (!address.ok()) return address.status();
@@ -100,6 +111,15 @@ absl::StatusOr<AgentOptions> ResolveAgentOptions(AgentOptions options) {
           absl::StrCat("a node id is required with the cluster file ", *options.cluster_file));
     }
     options.node_id = HostName();
+  }
+  // Last, after every cheaper check: sized here, before the store allocates anything. A store of
+  // 0 needs no meminfo (nor a Linux host).
+  if (options.object_store_bytes != 0) {
+    TESSERA_ASSIGN_OR_RETURN(const HostMemory memory,
+                             ReadHostMemory(Sysroot(options.memory_sysroot)));
+    TESSERA_ASSIGN_OR_RETURN(
+        options.object_store_bytes,
+        DecideObjectStoreSize({.requested_bytes = options.object_store_bytes}, memory));
   }
   return options;
 }

@@ -16,7 +16,8 @@ namespace tessera {
 
 // Copyable value; not thread-safe.
 struct AgentOptions {
-  // The cluster's state folder. "": $TESSERA_STATE_DIR, else /tmp/tessera.
+  // The cluster's state folder. "": $TESSERA_STATE_DIR, else the per-user default
+  // (process/private_paths.h DefaultStateDirectory).
   std::string state_dir;
   // host:port of the head. "": <state>/head.address when it exists, else the agent runs alone
   // (no registration, no spillback: every lease is decided locally).
@@ -60,20 +61,31 @@ struct AgentOptions {
   std::string launcher;
   // The node's shared-memory object store (`--object-store-memory SIZE`), served at
   // <node dir>/objects.sock and to other agents (OfferObject, then the agent's TCP data port;
-  // PullObject); its pages are allocated when the agent starts. 0: no store.
-  uint64_t object_store_bytes = 0;
+  // PullObject); its pages are allocated when the agent starts. 0: no store (so a program or
+  // test that embeds an agent allocates nothing it did not ask for). nullopt: the default size,
+  // a share of this host's memory (30% of MemAvailable, at most 2 GiB: DecideObjectStoreSize in
+  // node/object_store_sizing.h). Resolution checks the size against this host's memory before
+  // anything is allocated and leaves the decided size here.
+  std::optional<uint64_t> object_store_bytes = 0;
+  // Root of the tree whose /proc/meminfo the store is sized against. Not `sysroot`: a fake tree
+  // for discovery describes another machine, but the store's pages are always this host's.
+  // Tests point it at a fake tree.
+  std::string memory_sysroot = "/";
 };
 
 // The options with every default filled in: state_dir, token (from token_file, the environment
 // or <state>/token; that file's errors, e.g. PermissionDenied when others may read it; NotFound
 // naming the file when there is no token and a head is named), head_address
 // (from <state>/head.address when present) and node_id (host name unless a cluster file is
-// given, which requires one). InvalidArgument for an empty bind address, a port outside
-// [0, 65535], prestarted_workers outside [0, kMaxPrestartedWorkers], or a launcher given that
-// is not an executable file (while prestarted_workers > 0).
+// given, which requires one), and object_store_bytes (the default share when nullopt).
+// InvalidArgument for an empty bind address, a port outside [0, 65535], prestarted_workers
+// outside [0, kMaxPrestartedWorkers], a launcher given that is not an executable file (while
+// prestarted_workers > 0), or an object store that does not fit this host's memory (one line
+// naming the size, the host's memory, what is available and what shared memory holds); a store
+// that is not 0 needs <memory_sysroot>/proc/meminfo, whose read or parse error is returned.
 absl::StatusOr<AgentOptions> ResolveAgentOptions(AgentOptions options);
 
-// "$TESSERA_STATE_DIR" or "/tmp/tessera".
+// "$TESSERA_STATE_DIR", else DefaultStateDirectory of env's XDG_STATE_HOME and HOME.
 std::string DefaultStateDir(const Environment& env);
 
 // The most launchers an agent keeps ready.

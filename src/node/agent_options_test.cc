@@ -1,10 +1,13 @@
 #include "node/agent_options.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "node/object_store_sizing.h"
 
 namespace tessera {
 namespace {
@@ -127,6 +130,74 @@ TEST_F(AgentOptionsTest, PrestartedWorkersAndTheLauncher) {
   options.prestarted_workers = 2;
   options.launcher = "/bin/true";
   EXPECT_TRUE(ResolveAgentOptions(options).ok());
+}
+
+// A fake /proc/meminfo under dir_/host: 24 GiB, 19.1 GiB available, 1.28 GiB of other stores.
+class AgentObjectStoreSizeTest : public AgentOptionsTest {
+ protected:
+  void SetUp() override {
+    AgentOptionsTest::SetUp();
+    std::filesystem::create_directories(dir_ / "host/proc");
+    std::ofstream(dir_ / "host/proc/meminfo")
+        << "MemTotal:       24684092 kB\nMemFree:        19365168 kB\n"
+           "MemAvailable:   20027802 kB\nShmem:           1342177 kB\n";
+    options_.state_dir = dir_.string();
+    options_.node_id = "n1";
+    options_.environment = Environment();
+    options_.memory_sysroot = (dir_ / "host").string();
+  }
+  AgentOptions options_;
+};
+
+TEST_F(AgentObjectStoreSizeTest, AStoreTooBigForTheHostIsRefusedBeforeItIsAllocated) {
+  options_.object_store_bytes = uint64_t{30} << 30;
+  auto resolved = ResolveAgentOptions(options_);
+  EXPECT_EQ(resolved.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(resolved.status().message(),
+            "--object-store-memory 30 GiB does not fit: this host has 23.54 GiB of memory, "
+            "19.1 GiB available, and 1.28 GiB in shared memory (other object stores are part of "
+            "it); at most 17.92 GiB fits, keeping 1.18 GiB free");
+}
+
+TEST_F(AgentObjectStoreSizeTest, AStoreThatFitsKeepsItsSize) {
+  options_.object_store_bytes = uint64_t{8} << 30;
+  auto resolved = ResolveAgentOptions(options_);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->object_store_bytes, uint64_t{8} << 30);
+}
+
+TEST_F(AgentObjectStoreSizeTest, WithoutASizeTheStoreGetsTheDefaultShareOfTheHost) {
+  options_.object_store_bytes = std::nullopt;
+  auto resolved = ResolveAgentOptions(options_);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->object_store_bytes, kDefaultStoreCapBytes);  // 30% of 19.1 GiB is more
+
+  // A host with little available gets 30% of it.
+  std::ofstream(dir_ / "host/proc/meminfo")
+      << "MemTotal: 4194304 kB\nMemAvailable: 1048576 kB\nShmem: 0 kB\n";
+  resolved = ResolveAgentOptions(options_);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->object_store_bytes, uint64_t{307} << 20);
+}
+
+TEST_F(AgentObjectStoreSizeTest, TheStoreIsSizedAgainstTheMemoryRootNotTheDiscoveryRoot) {
+  // Discovery may read a fake machine with a terabyte; the store's pages are still this host's.
+  options_.sysroot = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/hardware/gaudi2-8";
+  options_.object_store_bytes = uint64_t{30} << 30;
+  EXPECT_THAT(ResolveAgentOptions(options_).status().message(), HasSubstr("does not fit"));
+}
+
+TEST_F(AgentObjectStoreSizeTest, WithoutMeminfoOnlyANoStoreAgentResolves) {
+  std::filesystem::remove(dir_ / "host/proc/meminfo");
+  options_.object_store_bytes = uint64_t{4} << 20;
+  auto resolved = ResolveAgentOptions(options_);
+  EXPECT_EQ(resolved.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(resolved.status().message(), HasSubstr("/proc/meminfo"));
+  EXPECT_THAT(resolved.status().message(), HasSubstr((dir_ / "host").string()));
+  options_.object_store_bytes = 0;
+  resolved = ResolveAgentOptions(options_);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->object_store_bytes, 0u);
 }
 
 TEST_F(AgentOptionsTest, DefaultLauncherIsBesideThisExecutable) {

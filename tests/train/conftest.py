@@ -305,6 +305,9 @@ class Cluster:
             pytest.fail(f"tessera {' '.join(map(str, args))}: not JSON ({e}): {r.stdout[:2000]}")
 
     def up(self, cluster_file, *extra):
+        # Small stores unless the test sizes them: tests keep shared memory well under 2 GiB.
+        if "--object-store-memory" not in extra:
+            extra = (*extra, "--object-store-memory", "16MiB")
         r = self.cli("up", cluster_file, *extra, timeout=150)
         assert r.returncode == 0, f"tessera up failed:\n{r.stdout}\n{r.stderr}"
         self.is_up = True

@@ -57,7 +57,8 @@ def test_elastic_gang_shrinks_and_grows(make_cluster, torch_module):
     # The node comes back (a new agent on it): the gang grows to 3 without using its budget.
     head = (cluster.state / "head.address").read_text().strip()
     restart = run([cluster.tessera, "start", "--address", head, "--cluster-file", THREE_NODES,
-                   "--node-id", victim, "--state-dir", cluster.state], timeout=60,
+                   "--node-id", victim, "--state-dir", cluster.state,
+                   "--object-store-memory", "16MiB"], timeout=60,
                   cwd=cluster.work, env=cluster.env)
     assert restart.returncode == 0, f"{agent_cmd}: {restart.stdout}\n{restart.stderr}"
     status = cluster.wait_status(

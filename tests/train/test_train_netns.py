@@ -207,7 +207,7 @@ class NetnsCluster(Cluster):
     def start_agent(self, index, node_id, *extra):
         cmd = [*self.nets.exec_prefix(index), self.tessera, "start", "--address", self.head,
                "--bind", self.nets.ips[index], "--state-dir", self.state, "--node-id", node_id,
-               *extra]
+               "--object-store-memory", "16MiB", *extra]
         r = run(cmd, timeout=60, cwd=self.work, env=self.env)
         assert r.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{r.stdout}\n{r.stderr}"
         self.nodes[node_id] = index
