@@ -1,5 +1,6 @@
 // HeadService, jobs and KV: the job table (records from `tessera run`, failed when their node
-// dies) and the key-value table, both kept in the StateStore.
+// dies; all running jobs and the newest ended ones are kept, listed in pages in the order they
+// were first recorded) and the key-value table, both kept in the StateStore.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -8,11 +9,13 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/string_util.h"
 #include "head/head_service.h"
 #include "head/head_service_internal.h"
+#include "head/request_limits.h"
 #include "rpc/status_conversion.h"
 
 namespace tessera {
@@ -20,21 +23,47 @@ namespace tessera {
 using head_internal::Invalid;
 using head_internal::InvalidText;
 
+namespace {
+constexpr std::string_view kJobsListing = "jobs";
+}  // namespace
+
 int HeadService::FailJobsOn(const std::string& node, const std::string& reason) {
-  int failed_jobs = 0;
-  for (auto& [job_id, job] : jobs_) {
+  std::vector<std::string> failed;
+  for (auto& [job_id, entry] : jobs_) {
+    v1::JobInfo& job = entry.info;
     if (job.node_id() != node || job.state() != "RUNNING") continue;
     job.set_state("FAILED");
     job.set_exit_reason(absl::StrCat("node ", node, " died: ", reason));
     job.set_end_time_ms(absl::ToUnixMillis(clock_->Now()));
     (void)options_.store->Put(kJobsTable, job_id, job.SerializeAsString());
-    ++failed_jobs;
+    failed.push_back(job_id);
   }
-  return failed_jobs;
+  // Forgetting erases from jobs_: only after the walk over it.
+  for (const std::string& job_id : failed) ended_jobs_.push_back(job_id);
+  ForgetOldEndedJobs();
+  return static_cast<int>(failed.size());
+}
+
+void HeadService::JobEnded(const std::string& job_id) {
+  ended_jobs_.push_back(job_id);
+  ForgetOldEndedJobs();
+}
+
+void HeadService::ForgetOldEndedJobs() {
+  while (ended_jobs_.size() > options_.max_ended_jobs) {
+    const std::string job_id = std::move(ended_jobs_.front());
+    ended_jobs_.pop_front();
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) continue;
+    jobs_in_order_.erase(it->second.order);
+    jobs_.erase(it);
+    (void)options_.store->Delete(kJobsTable, job_id);
+  }
 }
 
 grpc::Status HeadService::RecordJob(grpc::ServerContext*, const v1::RecordJobRequest* request,
                                     v1::JobInfo* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   const v1::JobInfo& job = request->job();
   if (job.job_id().empty()) return InvalidText("job.job_id: is empty");
   const std::string& state = job.state();
@@ -44,8 +73,11 @@ grpc::Status HeadService::RecordJob(grpc::ServerContext*, const v1::RecordJobReq
   }
   absl::MutexLock lock(&mu_);
   auto [it, created] = jobs_.try_emplace(job.job_id());
-  v1::JobInfo& stored = it->second;
+  v1::JobInfo& stored = it->second.info;
+  const bool was_running = !created && stored.state() == "RUNNING";
   if (created) {
+    it->second.order = next_job_order_++;
+    jobs_in_order_.emplace(it->second.order, job.job_id());
     stored = job;
     if (stored.state().empty()) stored.set_state("RUNNING");
     if (stored.start_time_ms() == 0) stored.set_start_time_ms(absl::ToUnixMillis(clock_->Now()));
@@ -59,23 +91,41 @@ grpc::Status HeadService::RecordJob(grpc::ServerContext*, const v1::RecordJobReq
     if (job.start_time_ms() != 0) stored.set_start_time_ms(job.start_time_ms());
     if (job.end_time_ms() != 0) stored.set_end_time_ms(job.end_time_ms());
   }
-  if (stored.state() != "RUNNING" && stored.end_time_ms() == 0) {
+  const bool ended = stored.state() != "RUNNING";
+  if (ended && stored.end_time_ms() == 0) {
     stored.set_end_time_ms(absl::ToUnixMillis(clock_->Now()));
   }
   (void)options_.store->Put(kJobsTable, stored.job_id(), stored.SerializeAsString());
-  *response = stored;
+  *response = stored;  // before retention may forget it (max_ended_jobs 0)
+  if (ended && (created || was_running)) JobEnded(job.job_id());
   return grpc::Status::OK;
 }
 
-grpc::Status HeadService::ListJobs(grpc::ServerContext*, const v1::ListRequest*,
+grpc::Status HeadService::ListJobs(grpc::ServerContext*, const v1::ListRequest* request,
                                    v1::ListJobsResponse* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  auto page = head_internal::ParsePageRequest(*request, kJobsListing, options_.max_page_size);
+  if (!page.ok()) return Invalid(page.status());
+  int64_t after = 0;
+  if (!page->after.empty() && (!absl::SimpleAtoi(page->after, &after) || after < 0)) {
+    return InvalidText(absl::StrCat("page_token: ", Quote(request->page_token()),
+                                    " is not a page token of the ", ToAbsl(kJobsListing), " listing"));
+  }
   absl::MutexLock lock(&mu_);
-  for (const auto& [id, job] : jobs_) *response->add_jobs() = job;
+  head_internal::PageFiller filler(page->size, options_.max_page_bytes);
+  std::optional<std::string> resume = head_internal::AppendPage(
+      jobs_in_order_.upper_bound(after), jobs_in_order_.end(), filler, response->mutable_jobs(),
+      [](const auto& entry) { return absl::StrCat(entry.first); },
+      [&](const auto& entry, v1::JobInfo* out) { *out = jobs_.at(entry.second).info; });
+  if (resume.has_value()) {
+    response->set_next_page_token(head_internal::PageToken(kJobsListing, *resume));
+  }
   return grpc::Status::OK;
 }
 
 grpc::Status HeadService::KvPut(grpc::ServerContext*, const v1::KvPutRequest* request,
                                 v1::KvPutResponse* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   if (request->key().empty()) return InvalidText("key: is empty");
   // Under the head's mutex so check-then-write is one step.
   absl::MutexLock lock(&mu_);
@@ -94,6 +144,7 @@ grpc::Status HeadService::KvPut(grpc::ServerContext*, const v1::KvPutRequest* re
 
 grpc::Status HeadService::KvGet(grpc::ServerContext*, const v1::KvGetRequest* request,
                                 v1::KvGetResponse* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   auto value = options_.store->Get(kKvTable, request->key());
   if (!value.ok()) return rpc::ToGrpcStatus(value.status());
   response->set_found(value->has_value());
@@ -103,6 +154,7 @@ grpc::Status HeadService::KvGet(grpc::ServerContext*, const v1::KvGetRequest* re
 
 grpc::Status HeadService::KvDelete(grpc::ServerContext*, const v1::KvDeleteRequest* request,
                                    v1::KvDeleteResponse* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   absl::MutexLock lock(&mu_);
   auto deleted = options_.store->Delete(kKvTable, request->key());
   if (!deleted.ok()) return rpc::ToGrpcStatus(deleted.status());
@@ -112,6 +164,7 @@ grpc::Status HeadService::KvDelete(grpc::ServerContext*, const v1::KvDeleteReque
 
 grpc::Status HeadService::KvList(grpc::ServerContext*, const v1::KvListRequest* request,
                                  v1::KvListResponse* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   auto entries = options_.store->List(kKvTable, request->prefix());
   if (!entries.ok()) return rpc::ToGrpcStatus(entries.status());
   for (const auto& [key, value] : *entries) response->add_keys(key);

@@ -14,6 +14,7 @@
 #include "base/string_util.h"
 #include "head/head_service.h"
 #include "head/head_service_internal.h"
+#include "head/request_limits.h"
 
 namespace tessera {
 
@@ -22,6 +23,7 @@ using head_internal::InvalidText;
 
 grpc::Status HeadService::PickNode(grpc::ServerContext*, const v1::PickNodeRequest* request,
                                    v1::PickNodeResponse* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   auto parsed = rpc::ResourceRequestFromProto(request->request());
   if (!parsed.ok()) return Invalid(parsed.status());
   std::set<std::string> excluded(request->exclude_node_ids().begin(),

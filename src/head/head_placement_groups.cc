@@ -3,12 +3,14 @@
 // as PlacementGroupInfo. Their commit and removal are the shared reservation machinery.
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "head/head_service.h"
 #include "head/head_service_internal.h"
+#include "head/request_limits.h"
 
 namespace tessera {
 
@@ -75,6 +77,8 @@ void HeadService::TryPlaceGroup(GroupEntry& group) {
 grpc::Status HeadService::CreatePlacementGroup(grpc::ServerContext*,
                                                const v1::CreatePlacementGroupRequest* request,
                                                v1::PlacementGroupInfo* response) {
+  // Before the request-id cache and any lock: an oversized request costs nothing.
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   return RunOnce(create_cache_, request->request_id(), response,
                  [&](v1::PlacementGroupInfo* out) { return DoCreatePlacementGroup(*request, out); });
 }
@@ -117,6 +121,7 @@ grpc::Status HeadService::DoCreatePlacementGroup(const v1::CreatePlacementGroupR
 grpc::Status HeadService::RemovePlacementGroup(grpc::ServerContext*,
                                                const v1::RemovePlacementGroupRequest* request,
                                                v1::RemovePlacementGroupResponse* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   return RunOnce(remove_cache_, request->request_id(), response,
                  [&](v1::RemovePlacementGroupResponse* out) {
                    return DoRemovePlacementGroup(*request, out);
@@ -157,6 +162,7 @@ grpc::Status HeadService::DoRemovePlacementGroup(const v1::RemovePlacementGroupR
 grpc::Status HeadService::WaitPlacementGroup(grpc::ServerContext*,
                                              const v1::WaitPlacementGroupRequest* request,
                                              v1::PlacementGroupInfo* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   if (request->timeout_ms() < 0) return InvalidText("timeout_ms: is negative");
   // A real wait on a condition variable: real time, whatever clock the head runs on.
   absl::Time deadline = absl::Now() + absl::Milliseconds(request->timeout_ms());
@@ -175,10 +181,19 @@ grpc::Status HeadService::WaitPlacementGroup(grpc::ServerContext*,
   }
 }
 
-grpc::Status HeadService::ListPlacementGroups(grpc::ServerContext*, const v1::ListRequest*,
+grpc::Status HeadService::ListPlacementGroups(grpc::ServerContext*, const v1::ListRequest* request,
                                               v1::ListPlacementGroupsResponse* response) {
+  constexpr std::string_view kListing = "placement-groups";
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  auto page = head_internal::ParsePageRequest(*request, kListing, options_.max_page_size);
+  if (!page.ok()) return Invalid(page.status());
   absl::MutexLock lock(&mu_);
-  for (const auto& [name, group] : groups_) FillGroupInfo(group, response->add_groups());
+  head_internal::PageFiller filler(page->size, options_.max_page_bytes);
+  std::optional<std::string> resume = head_internal::AppendPage(
+      groups_.upper_bound(page->after), groups_.end(), filler, response->mutable_groups(),
+      [](const auto& entry) { return entry.first; },
+      [&](const auto& entry, v1::PlacementGroupInfo* out) { FillGroupInfo(entry.second, out); });
+  if (resume.has_value()) response->set_next_page_token(head_internal::PageToken(kListing, *resume));
   return grpc::Status::OK;
 }
 

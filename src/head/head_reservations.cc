@@ -157,6 +157,25 @@ void HeadService::ReservationsLostNode(const std::string& node, const std::strin
   }
 }
 
+void HeadService::ReservationLostBundle(Reservation& reservation, int index,
+                                        const std::string& node) {
+  reservation.confirmed[index].reset();
+  reservation.phase = ReservationPhase::kDegraded;
+  if (reservation.replaceable()) {
+    // The view still holds its instances on that node: the next sync prepares it there again.
+    reservation.explanation =
+        absl::StrCat("bundle ", index, " was lost on node ", node, "; preparing it again");
+  } else {
+    reservation.explanation = absl::StrCat("host ", node, " lost bundle ", index);
+  }
+  RecordEvent(absl::StrCat(ReservationNoun(reservation.kind), " ", reservation.name, ": bundle ",
+                           index, " is no longer held by the agent of ", node,
+                           reservation.replaceable() ? "; it is prepared again"
+                                                     : "; the group is broken"));
+  Persist(reservation);
+  MarkChanged();
+}
+
 void HeadService::SyncReservation(const std::string& name) {
   for (int round = 0; round < 4; ++round) {
     std::vector<NodeWork> work;
@@ -226,6 +245,7 @@ void HeadService::SyncReservation(const std::string& name) {
     for (const NodeWork& w : work) {
       for (const auto& [index, allocation] : w.prepare) {
         reservation.confirmed[index] = BundleHold{w.node, allocation};
+        NoteCommitted(w.node, name, index);  // heartbeats from then on must report it
       }
     }
   }

@@ -14,9 +14,11 @@
 // waits for it. Tick() runs health checks and reconciliation; HeadServer calls it from one thread
 // on a timer, tests call it by hand with a FakeClock.
 //
-// Cost: node registration and heartbeats are O(that node's leases); group create/remove is the
-// scheduler's cost plus one state-store write; no call scans the cluster except the listing and
-// status calls and the periodic health check.
+// Cost: node registration and heartbeats are O(that node's leases and bundles); group
+// create/remove is the scheduler's cost plus one state-store write; no call scans the cluster except the listing and
+// status calls and the periodic health check. Requests are bounded (head/request_limits.h) and
+// checked before any lock is taken; the job table keeps only the newest ended jobs; listings
+// come in pages of bounded size.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +61,14 @@ struct HeadServiceOptions {
   absl::Duration retry_interval = absl::Seconds(1);
   size_t max_events = 1000;
   size_t request_cache_capacity = 4096;
+  // Job retention: every running job is kept, and the newest max_ended_jobs of those that ended
+  // (by when they ended); older ended jobs are forgotten, in the StateStore too.
+  size_t max_ended_jobs = 1000;
+  // Paged listings (ListJobs, ListPlacementGroups, ListSlices): a page holds at most
+  // max_page_size items (also the size of a page when the call asks for none), and stops before
+  // it grows past max_page_bytes (one item alone always fits), well under gRPC's 4 MB.
+  size_t max_page_size = 500;
+  size_t max_page_bytes = 2 * 1024 * 1024;
   Clock* clock = nullptr;       // nullptr: the real clock
   StateStore* store = nullptr;  // required; must outlive the service
   NodeAgentClientFactory agent_clients;  // required
@@ -73,6 +83,10 @@ class HeadService final : public v1::Head::Service {
 
   // Declares dead the nodes whose heartbeats stopped for node_timeout, and brings the agents in
   // line with the view: re-placed bundles prepared and committed, waiting groups retried.
+  // Silence is counted only while the head could hear: a health check that runs more than one
+  // heartbeat interval after the previous one (the head was blocked or paused) moves the deadline
+  // of every node it would declare dead by the length of that gap, once per silence (see
+  // CheckHealth).
   void Tick();
 
   // --- tessera.v1.Head ---
@@ -133,6 +147,12 @@ class HeadService final : public v1::Head::Service {
     std::shared_ptr<NodeAgentClient> client;
     // Leases outside bundles, mirrored into the view: lease id -> allocation id.
     absl::flat_hash_map<std::string, AllocationId> leases;
+    // Where the silence the health check counts starts when a late check moved it (the node's
+    // grace); a grace is given again only after a heartbeat newer than this.
+    absl::Time watched_from = absl::InfinitePast();
+    // The bundles the head committed on this node: (reservation name, bundle index) -> the
+    // bundles epoch of that commit. A heartbeat that saw this epoch and lacks the bundle lost it.
+    std::map<std::pair<std::string, int>, int64_t> committed_epochs;
   };
 
   struct GroupEntry : Reservation {
@@ -162,6 +182,17 @@ class HeadService final : public v1::Head::Service {
   void DropNodeFromView(NodeEntry& node, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillNodeInfo(const NodeEntry& node, v1::NodeInfo* info) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When the head last heard this incarnation: its last heartbeat processed, or a later one
+  // that arrived and waits for mu_.
+  absl::Time LastHeard(const NodeEntry& node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Compares a heartbeat's bundles with the reservations: bundles the head does not hold there
+  // go into response->release (with an event); bundles it committed there that the agent lacks
+  // are lost (ReservationLostBundle). Reservations with a round in flight are not judged.
+  void ReconcileBundles(NodeEntry& node, const v1::HeartbeatRequest& request,
+                        v1::HeartbeatResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A bundle of `reservation` was committed on `node`: remembers the epoch of that commit.
+  void NoteCommitted(const std::string& node, const std::string& reservation, int index)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<NodeAgentClient> ClientFor(const std::string& node) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -195,6 +226,11 @@ class HeadService final : public v1::Head::Service {
   void ReservationsLostNode(const std::string& node, const std::string& reason,
                             const std::vector<Allocation>& lost, std::vector<std::string>* moved,
                             std::vector<std::string>* broken) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The agent of a live node no longer holds committed bundle `index`: a placement group
+  // prepares it again where the view holds it (RESCHEDULING meanwhile), a slice group is broken
+  // (and reserved anew once its hosts are all alive, as after a host's death).
+  void ReservationLostBundle(Reservation& reservation, int index, const std::string& node)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Blocks until the named reservation of `kind` is not busy; nullptr when there is none.
   Reservation* WaitUntilIdle(ReservationKind kind, const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -215,6 +251,11 @@ class HeadService final : public v1::Head::Service {
   // Slice groups (head_slice_groups.cc).
   void FillSliceInfo(const SliceEntry& slice, v1::SliceGroupInfo* info) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The slices the nodes' labels describe, by name, with whether they are intact and who holds
+  // them.
+  std::map<std::string, v1::ListSlicesResponse::Slice> SliceCatalog() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every slice, then every slice group (cluster status; ListSlices pages through the same).
   void FillSlices(v1::ListSlicesResponse* response) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TryPlaceSlice(SliceEntry& slice) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplySliceResult(SliceEntry& slice, const DomainGroupResult& result)
@@ -223,6 +264,9 @@ class HeadService final : public v1::Head::Service {
   // Jobs (head_jobs_kv.cc): running jobs on a dead node fail; returns how many.
   int FailJobsOn(const std::string& node, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records that a job ended, then forgets the oldest ended jobs beyond max_ended_jobs.
+  void JobEnded(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ForgetOldEndedJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void RecordEvent(std::string event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { changed_ = true; }
@@ -259,12 +303,32 @@ class HeadService final : public v1::Head::Service {
   std::map<std::string, NodeEntry, std::less<>> nodes_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, GroupEntry, std::less<>> groups_ ABSL_GUARDED_BY(mu_);  // by name
   std::map<std::string, SliceEntry, std::less<>> slices_ ABSL_GUARDED_BY(mu_);  // by name
-  std::map<std::string, v1::JobInfo, std::less<>> jobs_ ABSL_GUARDED_BY(mu_);
+  struct JobEntry {
+    v1::JobInfo info;
+    int64_t order = 0;  // when the head first recorded it: ListJobs' order and page key
+  };
+  std::map<std::string, JobEntry, std::less<>> jobs_ ABSL_GUARDED_BY(mu_);  // by job id
+  std::map<int64_t, std::string> jobs_in_order_ ABSL_GUARDED_BY(mu_);      // order -> job id
+  std::deque<std::string> ended_jobs_ ABSL_GUARDED_BY(mu_);  // ended job ids, earliest end first
+  int64_t next_job_order_ ABSL_GUARDED_BY(mu_) = 1;
   std::deque<std::string> events_ ABSL_GUARDED_BY(mu_);
   int64_t next_group_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_slice_ ABSL_GUARDED_BY(mu_) = 1;
   bool changed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_retry_ ABSL_GUARDED_BY(mu_);
+  // Both start from the clock (clock_ is declared, so initialized, before them).
+  absl::Time last_health_check_ ABSL_GUARDED_BY(mu_) = clock_->Now();
+  // Bumped by every bundle commit; starts from the clock so it also grows across head restarts.
+  int64_t bundles_epoch_ ABSL_GUARDED_BY(mu_) = absl::ToUnixMicros(clock_->Now());
+  // When each node's latest heartbeat arrived, stamped before the handler waits for mu_, so a
+  // heartbeat queued behind a slow request still counts from its arrival. Taken after mu_ (or
+  // alone); never held across anything else.
+  struct HeardFrom {
+    std::string incarnation;
+    absl::Time at;
+  };
+  mutable absl::Mutex heard_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  absl::flat_hash_map<std::string, HeardFrom> heard_ ABSL_GUARDED_BY(heard_mu_);
   absl::CondVar idle_;  // signalled when a group stops being busy
 
   using CreateResult = std::pair<grpc::Status, v1::PlacementGroupInfo>;

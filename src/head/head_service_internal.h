@@ -1,12 +1,23 @@
 // Helpers shared by the files that implement HeadService (head_*.cc): the gRPC error shapes of
-// bad input and the request-id cache around a mutating call. Not for use outside src/head.
-// Thread-safety: stateless functions.
+// bad input, the request-id cache around a mutating call, and paged listings. Not for use outside
+// src/head.
+// Thread-safety: stateless functions; a PageFiller belongs to one call.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
+#include <google/protobuf/repeated_field.h>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/string_util.h"
 #include "rpc/proto_convert.h"
 #include "rpc/request_cache.h"
 #include "scheduling/cluster_view.h"
@@ -37,6 +48,92 @@ grpc::Status RunOnce(rpc::RequestCache<std::pair<grpc::Status, Response>>& cache
   });
   *response = result.second;
   return result.first;
+}
+
+// --- paged listings ---
+// A List* call pages through a table in the order of a key (names, ids, or the order jobs were
+// recorded in). A page token is "<listing>:<last key of the previous page>", so a page resumes
+// after that key however the table changed meanwhile: every entry present throughout the
+// listing is returned exactly once, in key order.
+
+// One page asked of a listing.
+struct PageRequest {
+  size_t size = 0;    // items at most, >= 1
+  std::string after;  // "" from the start, else the key the next page starts after
+};
+
+// page_size 0 (none asked) or above `max_size` is max_size; negative is InvalidArgument, and so
+// is a page token not made by this `listing` ("jobs", "placement-groups", ...).
+inline absl::StatusOr<PageRequest> ParsePageRequest(const v1::ListRequest& request,
+                                                    std::string_view listing, size_t max_size) {
+  if (request.page_size() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size: ", request.page_size(), " is negative"));
+  }
+  PageRequest page;
+  page.size = request.page_size() == 0 ? max_size
+                                       : std::min(max_size, static_cast<size_t>(request.page_size()));
+  if (page.size == 0) page.size = 1;
+  const std::string& token = request.page_token();
+  if (token.empty()) return page;
+  const std::string prefix = absl::StrCat(ToAbsl(listing), ":");
+  if (!absl::StartsWith(token, prefix) || token.size() == prefix.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_token: ", Quote(token), " is not a page token of the ",
+                     ToAbsl(listing), " listing"));
+  }
+  page.after = token.substr(prefix.size());
+  return page;
+}
+
+inline std::string PageToken(std::string_view listing, std::string_view last_key) {
+  return absl::StrCat(ToAbsl(listing), ":", ToAbsl(last_key));
+}
+
+// Counts what one page holds: at most `max_items` items, and no item that would take it past
+// `max_bytes` (an item alone always fits, so every page makes progress).
+class PageFiller {
+ public:
+  PageFiller(size_t max_items, size_t max_bytes) : max_items_(max_items), max_bytes_(max_bytes) {}
+
+  // Appends one item filled by `fill(Item*)`; false (and nothing appended) when the page is full.
+  template <typename Item, typename Fill>
+  bool Append(google::protobuf::RepeatedPtrField<Item>* out, Fill&& fill) {
+    if (items_ >= max_items_) return false;
+    Item* item = out->Add();
+    fill(item);
+    const size_t bytes = item->ByteSizeLong();
+    if (items_ > 0 && bytes_ + bytes > max_bytes_) {
+      out->RemoveLast();
+      items_ = max_items_;  // full: nothing smaller may jump the order
+      return false;
+    }
+    ++items_;
+    bytes_ += bytes;
+    return true;
+  }
+
+ private:
+  size_t max_items_;
+  size_t max_bytes_;
+  size_t items_ = 0;
+  size_t bytes_ = 0;
+};
+
+// Appends the entries of [begin, end), in order, while the page has room: fill(entry, Item*)
+// describes one, key(entry) is its key as a page token carries it. Returns nullopt when every
+// entry fitted, else the key the next page resumes after: the last entry appended, or "" when
+// the page was full before the first (then the next page starts at `begin`).
+template <typename Iter, typename Item, typename Key, typename Fill>
+std::optional<std::string> AppendPage(Iter begin, Iter end, PageFiller& page,
+                                      google::protobuf::RepeatedPtrField<Item>* out, Key&& key,
+                                      Fill&& fill) {
+  std::string last;
+  for (Iter it = begin; it != end; ++it) {
+    if (!page.Append(out, [&](Item* item) { fill(*it, item); })) return last;
+    last = key(*it);
+  }
+  return std::nullopt;
 }
 
 }  // namespace tessera::head_internal

@@ -1,10 +1,17 @@
 // Unit tests of the head's state and service with a FakeClock and fake node agents: registration,
 // heartbeats, death after the timeout with bundles re-placed, two-phase commit rollback,
-// request-id deduplication, malformed requests, and head-restart registration.
+// request-id deduplication, malformed and oversized requests, head-restart registration, job
+// retention and paged listings.
 #include "head/head_service.h"
 
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <functional>
+#include <limits>
 #include <map>
 #include <memory>
+#include <thread>
 #include <set>
 #include <string>
 #include <utility>
@@ -15,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "hardware/node_label_keys.h"
+#include "head/request_limits.h"
 #include "rpc/proto_convert.h"
 #include "scheduling/scheduling_test_util.h"
 
@@ -35,6 +43,12 @@ class FakeAgent : public NodeAgentClient {
   };
 
   absl::Status Prepare(const v1::PrepareBundlesRequest& request) override {
+    std::function<void()> hook;
+    {
+      absl::MutexLock lock(&mu_);
+      hook = on_prepare_;
+    }
+    if (hook) hook();  // while the head's round is in flight
     absl::MutexLock lock(&mu_);
     ++prepares_;
     if (!fail_prepare_.ok()) return fail_prepare_;
@@ -66,6 +80,11 @@ class FakeAgent : public NodeAgentClient {
     absl::MutexLock lock(&mu_);
     fail_prepare_ = std::move(status);
   }
+  // Runs `hook` at the start of every prepare, outside the fake's lock.
+  void OnPrepare(std::function<void()> hook) {
+    absl::MutexLock lock(&mu_);
+    on_prepare_ = std::move(hook);
+  }
   void FailCommit(absl::Status status) {
     absl::MutexLock lock(&mu_);
     fail_commit_ = std::move(status);
@@ -87,6 +106,7 @@ class FakeAgent : public NodeAgentClient {
   mutable absl::Mutex mu_;
   absl::Status fail_prepare_;
   absl::Status fail_commit_;
+  std::function<void()> on_prepare_;
   std::map<std::pair<std::string, int>, Held> held_;
   int prepares_ = 0;
   int commits_ = 0;
@@ -95,7 +115,10 @@ class FakeAgent : public NodeAgentClient {
 
 class HeadServiceTest : public ::testing::Test {
  protected:
-  HeadServiceTest() {
+  HeadServiceTest() { head_ = std::make_unique<HeadService>(Options()); }
+
+  // The options every test's head runs with; a test that needs others starts its own head.
+  HeadServiceOptions Options() {
     HeadServiceOptions options;
     options.heartbeat_interval = absl::Milliseconds(500);
     options.node_timeout = absl::Seconds(5);
@@ -106,7 +129,7 @@ class HeadServiceTest : public ::testing::Test {
       if (agent == nullptr) agent = std::make_shared<FakeAgent>();
       return agent;
     };
-    head_ = std::make_unique<HeadService>(std::move(options));
+    return options;
   }
 
   v1::RegisterNodeRequest NodeRequest(const std::string& id, std::string_view resources,
@@ -363,15 +386,20 @@ TEST_F(HeadServiceTest, DeadNodeBundlesAreReplacedAndNothingElseIsDisturbed) {
 }
 
 TEST_F(HeadServiceTest, MissingHeartbeatsWithinTimeoutKeepTheNodeAlive) {
+  // The head ticks on time throughout (a late tick does not count its gap: see the
+  // reconciliation tests at the end).
+  auto advance_ticking = [&](absl::Duration d) {
+    for (absl::Duration done; done < d; done += absl::Milliseconds(500)) {
+      clock_.Advance(absl::Milliseconds(500));
+      head_->Tick();
+    }
+  };
   Register("n1");
-  clock_.Advance(absl::Seconds(4));
-  head_->Tick();
+  advance_ticking(absl::Seconds(4));
   EXPECT_TRUE(Beat("n1"));
-  clock_.Advance(absl::Seconds(4));
-  head_->Tick();
+  advance_ticking(absl::Seconds(4));
   EXPECT_TRUE(Beat("n1"));
-  clock_.Advance(absl::Seconds(6));
-  head_->Tick();
+  advance_ticking(absl::Seconds(6));
   EXPECT_FALSE(Beat("n1"));  // dead: the agent must register again
 }
 
@@ -687,6 +715,942 @@ TEST_F(HeadServiceTest, KvAndJobs) {
   EXPECT_EQ(recorded.state(), "SUCCEEDED");
   EXPECT_GT(recorded.end_time_ms(), 0);
   EXPECT_TRUE(store_.Get(kJobsTable, "j1")->has_value());
+}
+
+
+// --- request limits ---
+
+namespace limits = request_limits;
+
+// A one-line INVALID_ARGUMENT carrying exactly `message`.
+void ExpectRefused(const grpc::Status& status, const std::string& message) {
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << message;
+  EXPECT_EQ(status.error_message(), message);
+  EXPECT_EQ(status.error_message().find('\n'), std::string::npos);
+}
+
+v1::CreatePlacementGroupRequest GroupOf(size_t bundles, const std::string& name = "big") {
+  v1::CreatePlacementGroupRequest request;
+  request.set_name(name);
+  request.set_strategy("PACK");
+  for (size_t i = 0; i < bundles; ++i) {
+    (*request.mutable_primary()->add_bundles()->mutable_resources()->mutable_raw())["CPU"] = 10000;
+  }
+  return request;
+}
+
+TEST_F(HeadServiceTest, APlacementGroupOf200000BundlesIsRefusedAtOnceAndChangesNothing) {
+  Register("n1", "CPU=2048");
+  v1::CreatePlacementGroupRequest huge = GroupOf(200000);
+  huge.set_request_id("req-huge");
+  ASSERT_LT(huge.ByteSizeLong(), 4u * 1024 * 1024);  // it fits in one gRPC message
+  v1::PlacementGroupInfo info;
+  const absl::Time start = absl::Now();
+  grpc::Status status = head_->CreatePlacementGroup(nullptr, &huge, &info);
+  // The scheduler took 10-20 s over this under the head's mutex; the count check is O(1).
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  ExpectRefused(status, "placement group has 200000 bundles; at most 1024 are allowed");
+
+  // Nothing changed: no group, nothing asked of the agent, nothing stored, and the request id
+  // was not taken (the refusal came before the request-id cache).
+  EXPECT_EQ(Status().placement_groups_size(), 0);
+  EXPECT_EQ(agents_["n1"]->prepares(), 0);
+  EXPECT_FALSE(store_.Get(kPlacementGroupsTable, "big")->has_value());
+  v1::CreatePlacementGroupRequest fits = GroupOf(limits::kMaxBundlesPerPlacementGroup);
+  fits.set_request_id("req-huge");
+  ASSERT_TRUE(head_->CreatePlacementGroup(nullptr, &fits, &info).ok());
+  EXPECT_EQ(info.state(), "CREATED") << info.explanation();
+  EXPECT_EQ(info.bundles_size(), 1024);
+}
+
+TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNothing) {
+  Register("n1");
+  const std::string long_name(limits::kMaxNameLength + 1, 'n');
+  struct Case {
+    std::string message;
+    std::function<grpc::Status()> call;
+  };
+  std::vector<Case> cases;
+  auto create = [this](v1::CreatePlacementGroupRequest request) {
+    return [this, request] {
+      v1::PlacementGroupInfo info;
+      return head_->CreatePlacementGroup(nullptr, &request, &info);
+    };
+  };
+  auto reserve = [this](v1::ReserveSlicesRequest request) {
+    return [this, request] {
+      v1::SliceGroupInfo info;
+      return head_->ReserveSlices(nullptr, &request, &info);
+    };
+  };
+  auto pick = [this](v1::PickNodeRequest request) {
+    return [this, request] {
+      v1::PickNodeResponse response;
+      return head_->PickNode(nullptr, &request, &response);
+    };
+  };
+  auto record = [this](v1::JobInfo job) {
+    return [this, job] {
+      v1::RecordJobRequest request;
+      *request.mutable_job() = job;
+      v1::JobInfo response;
+      return head_->RecordJob(nullptr, &request, &response);
+    };
+  };
+  auto resources = [](size_t count, v1::Resources* out) {
+    for (size_t i = 0; i < count; ++i) (*out->mutable_raw())[absl::StrCat("r", i)] = 10000;
+  };
+  auto selector_keys = [](size_t count, v1::LabelSelector* out) {
+    for (size_t i = 0; i < count; ++i) (*out->mutable_constraints())[absl::StrCat("k", i)] = "v";
+  };
+
+  // Placement groups.
+  {
+    v1::CreatePlacementGroupRequest r = GroupOf(1);
+    for (size_t i = 0; i <= limits::kMaxPlacementGroupFallbacks; ++i) {
+      *r.add_fallbacks() = GroupOf(1).primary();
+    }
+    cases.push_back({"placement group has 17 fallbacks; at most 16 are allowed", create(r)});
+  }
+  {
+    v1::CreatePlacementGroupRequest r = GroupOf(1);
+    *r.add_fallbacks() = GroupOf(limits::kMaxBundlesPerPlacementGroup + 1).primary();
+    cases.push_back(
+        {"placement group fallbacks[0] has 1025 bundles; at most 1024 are allowed", create(r)});
+  }
+  {
+    v1::CreatePlacementGroupRequest r = GroupOf(1);  // CPU, and 64 more
+    resources(limits::kMaxResourcesPerBundle,
+              r.mutable_primary()->mutable_bundles(0)->mutable_resources());
+    cases.push_back(
+        {"primary.bundles[0].resources has 65 resources; at most 64 are allowed", create(r)});
+  }
+  {
+    v1::CreatePlacementGroupRequest r = GroupOf(1);
+    (*r.mutable_primary()->mutable_bundles(0)->mutable_resources()->mutable_raw())
+        [std::string(limits::kMaxResourceNameLength + 1, 'r')] = 1;
+    cases.push_back({"primary.bundles[0].resources: a resource name has 254 characters; at most "
+                     "253 are allowed",
+                     create(r)});
+  }
+  {
+    v1::CreatePlacementGroupRequest r = GroupOf(1);
+    selector_keys(limits::kMaxSelectorKeys + 1,
+                  r.mutable_primary()->mutable_bundles(0)->mutable_label_selector());
+    cases.push_back(
+        {"primary.bundles[0].label_selector has 65 keys; at most 64 are allowed", create(r)});
+  }
+  {
+    v1::CreatePlacementGroupRequest r = GroupOf(1);
+    (*r.mutable_primary()->mutable_bundles(0)->mutable_label_selector()->mutable_constraints())
+        [std::string(limits::kMaxLabelKeyLength + 1, 'k')] = "v";
+    cases.push_back({"primary.bundles[0].label_selector: a key has 318 characters; at most 317 "
+                     "are allowed",
+                     create(r)});
+  }
+  {
+    v1::CreatePlacementGroupRequest r = GroupOf(1);
+    (*r.mutable_primary()->mutable_bundles(0)->mutable_label_selector()->mutable_constraints())
+        ["zone"] = std::string(limits::kMaxLabelExpressionLength + 1, 'v');
+    cases.push_back({"primary.bundles[0].label_selector[\"zone\"] has 4097 characters; at most "
+                     "4096 are allowed",
+                     create(r)});
+  }
+  {
+    v1::CreatePlacementGroupRequest r = GroupOf(1, long_name);
+    cases.push_back({"name has 254 characters; at most 253 are allowed", create(r)});
+    r = GroupOf(1);
+    r.set_request_id(long_name);
+    cases.push_back({"request_id has 254 characters; at most 253 are allowed", create(r)});
+  }
+  cases.push_back({"name has 254 characters; at most 253 are allowed", [&] {
+                     v1::RemovePlacementGroupRequest r;
+                     r.set_name(long_name);
+                     v1::RemovePlacementGroupResponse response;
+                     return head_->RemovePlacementGroup(nullptr, &r, &response);
+                   }});
+  cases.push_back({"name has 254 characters; at most 253 are allowed", [&] {
+                     v1::WaitPlacementGroupRequest r;
+                     r.set_name(long_name);
+                     v1::PlacementGroupInfo response;
+                     return head_->WaitPlacementGroup(nullptr, &r, &response);
+                   }});
+
+  // Slice groups.
+  auto slices = [](int num_slices) {
+    v1::ReserveSlicesRequest r;
+    r.set_name("s");
+    v1::SliceAlternative* alt = r.add_alternatives();
+    alt->set_accelerator_type("TPU-V6E");
+    alt->set_topology("4x4");
+    alt->set_num_slices(num_slices);
+    return r;
+  };
+  cases.push_back({"alternatives[0] asks for 65 slices; at most 64 are allowed",
+                   reserve(slices(limits::kMaxSlicesPerRequest + 1))});
+  {
+    v1::ReserveSlicesRequest r = slices(1);
+    for (size_t i = 0; i < limits::kMaxSliceAlternatives; ++i) *r.add_alternatives() = r.alternatives(0);
+    cases.push_back({"slice request has 17 alternatives; at most 16 are allowed", reserve(r)});
+  }
+  {
+    v1::ReserveSlicesRequest r;
+    v1::SliceAlternative* alt = r.add_alternatives();
+    alt->set_nvlink_hosts(static_cast<int>(limits::kMaxNvlinkHostsPerRequest) + 1);
+    resources(1, alt->mutable_per_host());
+    cases.push_back({"alternatives[0] asks for 1025 NVLink hosts; at most 1024 are allowed",
+                     reserve(r)});
+    alt->set_nvlink_hosts(2);
+    resources(limits::kMaxResourcesPerBundle + 1, alt->mutable_per_host());
+    cases.push_back(
+        {"alternatives[0].per_host has 65 resources; at most 64 are allowed", reserve(r)});
+  }
+  {
+    v1::ReserveSlicesRequest r = slices(1);
+    r.mutable_alternatives(0)->set_topology(std::string(limits::kMaxTopologyLength + 1, '4'));
+    cases.push_back(
+        {"alternatives[0].topology has 65 characters; at most 64 are allowed", reserve(r)});
+    r = slices(1);
+    r.set_name(long_name);
+    cases.push_back({"name has 254 characters; at most 253 are allowed", reserve(r)});
+  }
+  cases.push_back({"name has 254 characters; at most 253 are allowed", [&] {
+                     v1::ReleaseSlicesRequest r;
+                     r.set_name(long_name);
+                     v1::ReleaseSlicesResponse response;
+                     return head_->ReleaseSlices(nullptr, &r, &response);
+                   }});
+
+  // PickNode: label selectors and fallbacks, resources, excluded nodes.
+  {
+    v1::PickNodeRequest r;
+    resources(1, r.mutable_request()->mutable_resources());
+    for (size_t i = 0; i <= limits::kMaxLabelFallbacks; ++i) selector_keys(1, r.mutable_request()->add_fallbacks());
+    cases.push_back({"request has 17 fallbacks; at most 16 are allowed", pick(r)});
+  }
+  {
+    v1::PickNodeRequest r;
+    selector_keys(1, r.mutable_request()->add_fallbacks());
+    selector_keys(limits::kMaxSelectorKeys + 1, r.mutable_request()->add_fallbacks());
+    cases.push_back({"request.fallbacks[1] has 65 keys; at most 64 are allowed", pick(r)});
+  }
+  {
+    v1::PickNodeRequest r;
+    (*r.mutable_request()->mutable_label_selector()->mutable_constraints())["zone"] =
+        std::string(limits::kMaxLabelExpressionLength + 1, 'v');
+    cases.push_back({"request.label_selector[\"zone\"] has 4097 characters; at most 4096 are "
+                     "allowed",
+                     pick(r)});
+  }
+  {
+    v1::PickNodeRequest r;
+    resources(limits::kMaxResourcesPerBundle + 1, r.mutable_request()->mutable_resources());
+    cases.push_back({"request.resources has 65 resources; at most 64 are allowed", pick(r)});
+  }
+  {
+    v1::PickNodeRequest r;
+    for (size_t i = 0; i <= limits::kMaxExcludedNodes; ++i) r.add_exclude_node_ids(absl::StrCat("n", i));
+    cases.push_back({"pick request has 1025 excluded nodes; at most 1024 are allowed", pick(r)});
+  }
+  {
+    v1::PickNodeRequest r;
+    r.mutable_request()->set_affinity_node_id(long_name);
+    cases.push_back(
+        {"request.affinity_node_id has 254 characters; at most 253 are allowed", pick(r)});
+  }
+
+  // Jobs.
+  {
+    v1::JobInfo job;
+    job.set_job_id(long_name);
+    cases.push_back({"job.job_id has 254 characters; at most 253 are allowed", record(job)});
+    job.set_job_id("j");
+    for (size_t i = 0; i <= limits::kMaxJobArgvEntries; ++i) job.add_argv("a");
+    cases.push_back({"job.argv has 4097 entries; at most 4096 are allowed", record(job)});
+    job.clear_argv();
+    job.add_argv(std::string(limits::kMaxJobArgvBytes, 'a'));
+    job.add_argv("b");
+    cases.push_back({"job.argv has 131073 bytes; at most 131072 are allowed", record(job)});
+    job.clear_argv();
+    job.set_exit_reason(std::string(limits::kMaxExitReasonBytes + 1, 'x'));
+    cases.push_back({"job.exit_reason has 16385 bytes; at most 16384 are allowed", record(job)});
+  }
+
+  // KV.
+  const std::string long_key(limits::kMaxKvKeyBytes + 1, 'k');
+  cases.push_back({"key has 4097 bytes; at most 4096 are allowed", [&] {
+                     v1::KvPutRequest r;
+                     r.set_key(long_key);
+                     v1::KvPutResponse response;
+                     return head_->KvPut(nullptr, &r, &response);
+                   }});
+  cases.push_back({"value has 1048577 bytes; at most 1048576 are allowed", [&] {
+                     v1::KvPutRequest r;
+                     r.set_key("k");
+                     r.set_value(std::string(limits::kMaxKvValueBytes + 1, 'v'));
+                     v1::KvPutResponse response;
+                     return head_->KvPut(nullptr, &r, &response);
+                   }});
+  cases.push_back({"key has 4097 bytes; at most 4096 are allowed", [&] {
+                     v1::KvGetRequest r;
+                     r.set_key(long_key);
+                     v1::KvGetResponse response;
+                     return head_->KvGet(nullptr, &r, &response);
+                   }});
+  cases.push_back({"key has 4097 bytes; at most 4096 are allowed", [&] {
+                     v1::KvDeleteRequest r;
+                     r.set_key(long_key);
+                     v1::KvDeleteResponse response;
+                     return head_->KvDelete(nullptr, &r, &response);
+                   }});
+  cases.push_back({"prefix has 4097 bytes; at most 4096 are allowed", [&] {
+                     v1::KvListRequest r;
+                     r.set_prefix(long_key);
+                     v1::KvListResponse response;
+                     return head_->KvList(nullptr, &r, &response);
+                   }});
+
+  // Listing.
+  cases.push_back({"page_token has 1025 bytes; at most 1024 are allowed", [&] {
+                     v1::ListRequest r;
+                     r.set_page_token(std::string(limits::kMaxPageTokenBytes + 1, 't'));
+                     v1::ListJobsResponse response;
+                     return head_->ListJobs(nullptr, &r, &response);
+                   }});
+
+  for (const Case& c : cases) ExpectRefused(c.call(), c.message);
+
+  // Nothing changed anywhere.
+  v1::ClusterStatus s = Status();
+  EXPECT_EQ(s.nodes_size(), 1);
+  EXPECT_EQ(s.placement_groups_size(), 0);
+  EXPECT_EQ(s.slices().groups_size(), 0);
+  EXPECT_EQ(Used("CPU"), 0);
+  EXPECT_TRUE(Held().empty());
+  EXPECT_EQ(agents_["n1"]->prepares(), 0);
+  EXPECT_TRUE(store_.List(kJobsTable)->empty());
+  EXPECT_TRUE(store_.List(kKvTable)->empty());
+  EXPECT_TRUE(store_.List(kPlacementGroupsTable)->empty());
+  EXPECT_TRUE(store_.List(kSliceGroupsTable)->empty());
+}
+
+// --- job retention ---
+
+grpc::Status RecordJobIn(HeadService& head, const std::string& id, const std::string& state,
+                         const std::string& node = "", const std::string& exit_reason = "") {
+  v1::RecordJobRequest request;
+  request.mutable_job()->set_job_id(id);
+  request.mutable_job()->set_state(state);
+  request.mutable_job()->set_node_id(node);
+  request.mutable_job()->set_exit_reason(exit_reason);
+  request.mutable_job()->add_argv("true");
+  v1::JobInfo recorded;
+  return head.RecordJob(nullptr, &request, &recorded);
+}
+
+// Every job the head lists, paging through with `page_size`, in the order listed; `pages`
+// counts the pages.
+std::vector<std::string> ListedJobs(HeadService& head, int page_size = 0, int* pages = nullptr) {
+  std::vector<std::string> ids;
+  v1::ListRequest request;
+  request.set_page_size(page_size);
+  int count = 0;
+  while (true) {
+    v1::ListJobsResponse page;
+    grpc::Status status = head.ListJobs(nullptr, &request, &page);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    if (!status.ok() || ++count > 1000) break;
+    for (const v1::JobInfo& job : page.jobs()) ids.push_back(job.job_id());
+    if (page.next_page_token().empty()) break;
+    request.set_page_token(page.next_page_token());
+  }
+  if (pages != nullptr) *pages = count;
+  return ids;
+}
+
+TEST_F(HeadServiceTest, RetentionKeepsEveryRunningJobAndTheNewestEndedOnes) {
+  HeadServiceOptions options = Options();
+  options.max_ended_jobs = 3;
+  head_ = std::make_unique<HeadService>(std::move(options));
+  // Running jobs and ended ones interleaved: r0 e0 r1 e1 ... ; e<i> ends as it is recorded.
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(RecordJobIn(*head_, absl::StrCat("r", i), "RUNNING").ok());
+    ASSERT_TRUE(RecordJobIn(*head_, absl::StrCat("e", i), "RUNNING").ok());
+    ASSERT_TRUE(RecordJobIn(*head_, absl::StrCat("e", i), i % 2 == 0 ? "SUCCEEDED" : "FAILED").ok());
+  }
+  std::vector<std::string> expected = {"r0", "r1", "r2", "r3", "r4", "r5", "r6",
+                                       "r7", "e7", "r8", "e8", "r9", "e9"};
+  EXPECT_EQ(ListedJobs(*head_), expected);
+  // Forgotten in the store too.
+  EXPECT_FALSE(store_.Get(kJobsTable, "e6")->has_value());
+  EXPECT_TRUE(store_.Get(kJobsTable, "e7")->has_value());
+  EXPECT_EQ(store_.List(kJobsTable)->size(), 13u);
+
+  // Updating an ended job does not make it newer: the next job to end pushes it out.
+  ASSERT_TRUE(RecordJobIn(*head_, "e7", "", "", "late exit reason").ok());
+  ASSERT_TRUE(RecordJobIn(*head_, "r0", "SUCCEEDED").ok());
+  expected = {"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "e8", "r9", "e9"};
+  EXPECT_EQ(ListedJobs(*head_), expected);
+}
+
+TEST_F(HeadServiceTest, JobsFailedByADeadNodeCountAsEnded) {
+  HeadServiceOptions options = Options();
+  options.max_ended_jobs = 1;
+  head_ = std::make_unique<HeadService>(std::move(options));
+  Register("n1");
+  Register("n2");
+  ASSERT_TRUE(RecordJobIn(*head_, "done", "SUCCEEDED").ok());
+  ASSERT_TRUE(RecordJobIn(*head_, "on-n1", "RUNNING", "n1").ok());
+  ASSERT_TRUE(RecordJobIn(*head_, "on-n2", "RUNNING", "n2").ok());
+  for (int i = 0; i < 12; ++i) {
+    clock_.Advance(absl::Milliseconds(500));
+    Beat("n2");
+    head_->Tick();
+  }
+  // n1 died: its job failed, and as the newest ended job it pushed "done" out.
+  EXPECT_EQ(ListedJobs(*head_), (std::vector<std::string>{"on-n1", "on-n2"}));
+  EXPECT_FALSE(store_.Get(kJobsTable, "done")->has_value());
+}
+
+// --- paged listings ---
+
+TEST_F(HeadServiceTest, JobsArePagedInTheOrderRecordedEachExactlyOnce) {
+  HeadServiceOptions options = Options();
+  options.max_page_size = 4;
+  head_ = std::make_unique<HeadService>(std::move(options));
+  std::vector<std::string> recorded;
+  for (int i = 0; i < 10; ++i) {
+    recorded.push_back(absl::StrCat("job-", (i * 7) % 10));  // ids not in recording order
+    ASSERT_TRUE(RecordJobIn(*head_, recorded.back(), "RUNNING").ok());
+  }
+  int pages = 0;
+  EXPECT_EQ(ListedJobs(*head_, 0, &pages), recorded);  // 0: the head's page size
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(ListedJobs(*head_, 1000, &pages), recorded);  // capped at max_page_size
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(ListedJobs(*head_, 3, &pages), recorded);
+  EXPECT_EQ(pages, 4);
+
+  // The table changes between pages: a job recorded meanwhile comes at the end, none twice.
+  v1::ListRequest request;
+  v1::ListJobsResponse first;
+  ASSERT_TRUE(head_->ListJobs(nullptr, &request, &first).ok());
+  ASSERT_EQ(first.jobs_size(), 4);
+  ASSERT_TRUE(RecordJobIn(*head_, "job-late", "RUNNING").ok());
+  std::vector<std::string> seen;
+  for (const auto& job : first.jobs()) seen.push_back(job.job_id());
+  request.set_page_token(first.next_page_token());
+  while (!request.page_token().empty()) {
+    v1::ListJobsResponse page;
+    ASSERT_TRUE(head_->ListJobs(nullptr, &request, &page).ok());
+    for (const auto& job : page.jobs()) seen.push_back(job.job_id());
+    request.set_page_token(page.next_page_token());
+  }
+  recorded.push_back("job-late");
+  EXPECT_EQ(seen, recorded);
+}
+
+TEST_F(HeadServiceTest, BadPageRequestsAreRefused) {
+  v1::ListRequest request;
+  v1::ListJobsResponse jobs;
+  v1::ListPlacementGroupsResponse groups;
+  v1::ListSlicesResponse slices;
+  request.set_page_size(-1);
+  ExpectRefused(head_->ListJobs(nullptr, &request, &jobs), "page_size: -1 is negative");
+  request.set_page_size(0);
+  request.set_page_token("jobs:abc");
+  ExpectRefused(head_->ListJobs(nullptr, &request, &jobs),
+                "page_token: \"jobs:abc\" is not a page token of the jobs listing");
+  request.set_page_token("slices:s/x");
+  ExpectRefused(head_->ListJobs(nullptr, &request, &jobs),
+                "page_token: \"slices:s/x\" is not a page token of the jobs listing");
+  request.set_page_token("jobs:3");
+  ExpectRefused(head_->ListPlacementGroups(nullptr, &request, &groups),
+                "page_token: \"jobs:3\" is not a page token of the placement-groups listing");
+  request.set_page_token("slices:x/y");
+  ExpectRefused(head_->ListSlices(nullptr, &request, &slices),
+                "page_token: \"slices:x/y\" is not a page token of the slices listing");
+}
+
+TEST_F(HeadServiceTest, PlacementGroupsArePagedByName) {
+  HeadServiceOptions options = Options();
+  options.max_page_size = 3;
+  head_ = std::make_unique<HeadService>(std::move(options));
+  Register("n1", "CPU=16");
+  std::vector<std::string> names;
+  for (int i = 6; i >= 0; --i) {
+    names.push_back(absl::StrCat("g", i));
+    Create(names.back(), "PACK", {"CPU=1"});
+  }
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> seen;
+  std::vector<int> sizes;
+  v1::ListRequest request;
+  do {
+    v1::ListPlacementGroupsResponse page;
+    ASSERT_TRUE(head_->ListPlacementGroups(nullptr, &request, &page).ok());
+    sizes.push_back(page.groups_size());
+    for (const auto& g : page.groups()) seen.push_back(g.name());
+    request.set_page_token(page.next_page_token());
+  } while (!request.page_token().empty() && sizes.size() < 100);
+  EXPECT_EQ(seen, names);
+  EXPECT_EQ(sizes, (std::vector<int>{3, 3, 1}));
+}
+
+TEST_F(HeadServiceTest, APageStopsBeforeItsByteBudgetButAlwaysHoldsOneItem) {
+  HeadServiceOptions options = Options();
+  options.max_page_bytes = 1000;
+  head_ = std::make_unique<HeadService>(std::move(options));
+  for (int i = 0; i < 5; ++i) {
+    v1::RecordJobRequest request;
+    request.mutable_job()->set_job_id(absl::StrCat("j", i));
+    // j2 alone is larger than the budget.
+    request.mutable_job()->add_argv(std::string(i == 2 ? 3000 : 400, 'a'));
+    v1::JobInfo recorded;
+    ASSERT_TRUE(head_->RecordJob(nullptr, &request, &recorded).ok());
+  }
+  std::vector<int> sizes;
+  std::vector<std::string> seen;
+  v1::ListRequest request;
+  do {
+    v1::ListJobsResponse page;
+    ASSERT_TRUE(head_->ListJobs(nullptr, &request, &page).ok());
+    EXPECT_TRUE(page.ByteSizeLong() <= 1000 + 16 || page.jobs_size() == 1) << page.ByteSizeLong();
+    sizes.push_back(page.jobs_size());
+    for (const auto& job : page.jobs()) seen.push_back(job.job_id());
+    request.set_page_token(page.next_page_token());
+  } while (!request.page_token().empty() && sizes.size() < 100);
+  EXPECT_EQ(seen, (std::vector<std::string>{"j0", "j1", "j2", "j3", "j4"}));
+  EXPECT_EQ(sizes, (std::vector<int>{2, 1, 2}));
+}
+
+TEST_F(HeadServiceTest, SliceGroupsThenSlicesArePagedAsOneListing) {
+  HeadServiceOptions options = Options();
+  options.max_page_size = 2;
+  head_ = std::make_unique<HeadService>(std::move(options));
+  for (std::string slice : {"s3", "s1", "s2"}) {
+    for (int w = 0; w < 4; ++w) {
+      Register(absl::StrCat(slice, "-w", w), "CPU=8,TPU=4",
+               LabelSet{{std::string(labels::kTpuSliceName), slice},
+                        {std::string(labels::kTpuWorkerId), std::to_string(w)},
+                        {std::string(labels::kTpuTopology), "4x4"},
+                        {std::string(labels::kTpuPodType), "v6e-16"},
+                        {std::string(labels::kAcceleratorType), "TPU-V6E"}});
+    }
+  }
+  for (std::string name : {"train-b", "train-a"}) {
+    v1::ReserveSlicesRequest request;
+    request.set_name(name);
+    auto* alt = request.add_alternatives();
+    alt->set_accelerator_type("TPU-V6E");
+    alt->set_topology("4x4");
+    v1::SliceGroupInfo info;
+    ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
+    ASSERT_EQ(info.state(), "RESERVED") << info.explanation();
+  }
+  std::vector<std::string> seen;
+  int pages = 0;
+  v1::ListRequest request;
+  do {
+    v1::ListSlicesResponse page;
+    ASSERT_TRUE(head_->ListSlices(nullptr, &request, &page).ok());
+    EXPECT_LE(page.slices_size() + page.groups_size(), 2);
+    for (const auto& g : page.groups()) seen.push_back(g.name());
+    for (const auto& s : page.slices()) seen.push_back(s.name());
+    request.set_page_token(page.next_page_token());
+    ++pages;
+  } while (!request.page_token().empty() && pages < 100);
+  EXPECT_EQ(seen, (std::vector<std::string>{"train-a", "train-b", "s1", "s2", "s3"}));
+  EXPECT_EQ(pages, 3);
+}
+
+// --- The head and the agents reconcile what each node holds; a second live agent with a node id
+// is refused; health is never judged on time the head could not watch. ---
+
+// A heartbeat of `node` (incarnation i1) reporting `bundles` ("group/index" each, generation 7),
+// having seen the bundles epoch `epoch_seen`.
+v1::HeartbeatRequest BeatWithBundles(const std::string& node,
+                                     const std::vector<std::pair<std::string, int>>& bundles,
+                                     int64_t epoch_seen = 0) {
+  v1::HeartbeatRequest request;
+  request.set_node_id(node);
+  request.set_incarnation("i1");
+  request.set_bundles_epoch_seen(epoch_seen);
+  for (const auto& [group, index] : bundles) {
+    v1::HeldBundle* held = request.add_bundles();
+    held->set_placement_group(group);
+    held->set_bundle_index(index);
+    held->set_committed(true);
+    held->set_generation(7);
+    rpc::ResourcesToProto(Res("CPU=1"), held->mutable_allocation()->mutable_resources());
+  }
+  return request;
+}
+
+std::string NodeState(HeadService& head, const std::string& id) {
+  v1::ListNodesResponse nodes;
+  v1::ListRequest list;
+  EXPECT_TRUE(head.ListNodes(nullptr, &list, &nodes).ok());
+  for (const auto& node : nodes.nodes()) {
+    if (node.node().node_id() == id) return node.state();
+  }
+  return "";
+}
+
+bool AnyEventHas(const std::vector<std::string>& events, const std::string& text) {
+  for (const std::string& e : events) {
+    if (absl::StrContains(e, text)) return true;
+  }
+  return false;
+}
+
+TEST_F(HeadServiceTest, ABundleOfNoGroupReportedByAHeartbeatIsReleasedWithAnEvent) {
+  Register("n1");
+  v1::HeartbeatRequest beat = BeatWithBundles("n1", {{"ghost", 0}});
+  v1::HeartbeatResponse response;
+  ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
+  EXPECT_TRUE(response.known());
+  ASSERT_EQ(response.release_size(), 1);
+  EXPECT_EQ(response.release(0).placement_group(), "ghost");
+  EXPECT_EQ(response.release(0).bundle_index(), 0);
+  EXPECT_EQ(response.release(0).generation(), 7u);  // the agent spares one prepared again since
+  EXPECT_TRUE(AnyEventHas(head_->events(), "bundles 0 of ghost on n1 belong to no group"));
+  EXPECT_EQ(Used("CPU"), 0);
+}
+
+TEST_F(HeadServiceTest, APrepareAppliedAfterTheHeadGaveUpIsReleasedByTheNextHeartbeat) {
+  Register("n1");
+  Register("n2");
+  // The prepare on n2 "times out" (the head cancels both); the group waits.
+  agents_["n2"]->FailPrepare(absl::DeadlineExceededError("prepare timed out"));
+  v1::PlacementGroupInfo info = Create("pg", "STRICT_SPREAD", {"CPU=1", "CPU=1"});
+  ASSERT_EQ(info.state(), "PENDING");
+  // ... but n2's agent applied it late and holds the bundle: its heartbeat says so.
+  v1::HeartbeatRequest beat = BeatWithBundles("n2", {{"pg", 0}, {"pg", 1}});
+  v1::HeartbeatResponse response;
+  ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
+  ASSERT_EQ(response.release_size(), 2);
+  EXPECT_TRUE(AnyEventHas(head_->events(), "bundles 0,1 of pg on n2 were held by the agent but "
+                                           "not by the head"));
+  // Nothing is counted for it in the head's view either.
+  EXPECT_EQ(Used("CPU"), 0);
+}
+
+TEST_F(HeadServiceTest, BundlesTheHeadHoldsThereAreKeptAndOthersReleased) {
+  Register("n1");
+  Register("n2");
+  v1::PlacementGroupInfo info = Create("pg", "PACK", {"CPU=1"});
+  ASSERT_EQ(info.state(), "CREATED");
+  const std::string holder = info.bundles(0).node_id();
+  const std::string other = holder == "n1" ? "n2" : "n1";
+  v1::HeartbeatResponse response;
+  // The holder reports it, and a bundle index the group does not have.
+  v1::HeartbeatRequest beat = BeatWithBundles(holder, {{"pg", 0}, {"pg", 3}});
+  ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
+  ASSERT_EQ(response.release_size(), 1);
+  EXPECT_EQ(response.release(0).bundle_index(), 3);
+  // The other node reports bundle 0 too: not held there.
+  v1::HeartbeatRequest elsewhere = BeatWithBundles(other, {{"pg", 0}});
+  v1::HeartbeatResponse other_response;
+  ASSERT_TRUE(head_->Heartbeat(nullptr, &elsewhere, &other_response).ok());
+  ASSERT_EQ(other_response.release_size(), 1);
+  EXPECT_EQ(Find("pg").state(), "CREATED");
+}
+
+TEST_F(HeadServiceTest, ABundleWhosePrepareIsInFlightIsNotAnOrphan) {
+  Register("n1");
+  v1::HeartbeatResponse during;
+  // The agent has applied the prepare and heartbeats before the head's round has returned.
+  agents_["n1"]->OnPrepare([&] {
+    v1::HeartbeatRequest beat = BeatWithBundles("n1", {{"pg", 0}});
+    EXPECT_TRUE(head_->Heartbeat(nullptr, &beat, &during).ok());
+  });
+  v1::PlacementGroupInfo info = Create("pg", "PACK", {"CPU=1"});
+  ASSERT_EQ(info.state(), "CREATED");
+  EXPECT_TRUE(during.known());
+  EXPECT_EQ(during.release_size(), 0);
+  EXPECT_FALSE(AnyEventHas(head_->events(), "released"));
+}
+
+TEST_F(HeadServiceTest, ACommittedBundleTheAgentNoLongerHoldsIsPreparedAgain) {
+  v1::RegisterNodeResponse registered;
+  v1::RegisterNodeRequest request = NodeRequest("n1", "CPU=4");
+  ASSERT_TRUE(head_->RegisterNode(nullptr, &request, &registered).ok());
+  const int64_t before_commit = registered.bundles_epoch();
+  v1::PlacementGroupInfo info = Create("pg", "PACK", {"CPU=1"});
+  ASSERT_EQ(info.state(), "CREATED");
+  ASSERT_EQ(agents_["n1"]->prepares(), 1);
+
+  // A report taken before the agent could have seen the commit proves nothing.
+  v1::HeartbeatRequest stale = BeatWithBundles("n1", {}, before_commit);
+  v1::HeartbeatResponse response;
+  ASSERT_TRUE(head_->Heartbeat(nullptr, &stale, &response).ok());
+  EXPECT_EQ(Find("pg").state(), "CREATED");
+  const int64_t after_commit = response.bundles_epoch();
+  EXPECT_GT(after_commit, before_commit);
+
+  // One taken after it did, and without the bundle: lost; the next tick prepares it again.
+  v1::HeartbeatRequest lacking = BeatWithBundles("n1", {}, after_commit);
+  response.Clear();
+  ASSERT_TRUE(head_->Heartbeat(nullptr, &lacking, &response).ok());
+  v1::PlacementGroupInfo lost = Find("pg");
+  EXPECT_EQ(lost.state(), "RESCHEDULING");
+  EXPECT_TRUE(absl::StrContains(lost.explanation(), "bundle 0 was lost on node n1"))
+      << lost.explanation();
+  EXPECT_TRUE(AnyEventHas(head_->events(),
+                          "placement group pg: bundle 0 is no longer held by the agent of n1"));
+  EXPECT_EQ(Used("CPU"), 10000);  // the view keeps its instances for it meanwhile
+  head_->Tick();
+  EXPECT_EQ(Find("pg").state(), "CREATED");
+  EXPECT_EQ(agents_["n1"]->prepares(), 2);
+  EXPECT_EQ(Held(true), (std::set<std::string>{"pg[0]@n1"}));
+  // Reported again: nothing more happens.
+  v1::HeartbeatRequest holding = BeatWithBundles("n1", {{"pg", 0}}, after_commit + 1000);
+  response.Clear();
+  ASSERT_TRUE(head_->Heartbeat(nullptr, &holding, &response).ok());
+  EXPECT_EQ(response.release_size(), 0);
+  EXPECT_EQ(Find("pg").state(), "CREATED");
+}
+
+TEST_F(HeadServiceTest, ASliceHostThatLostItsBundleBreaksTheGroupWhichIsReservedAgain) {
+  for (int w = 0; w < 4; ++w) {
+    Register(absl::StrCat("s1-w", w), "CPU=8,TPU=4",
+             LabelSet{{std::string(labels::kTpuSliceName), "s1"},
+                      {std::string(labels::kTpuWorkerId), std::to_string(w)},
+                      {std::string(labels::kTpuTopology), "4x4"},
+                      {std::string(labels::kTpuPodType), "v6e-16"},
+                      {std::string(labels::kAcceleratorType), "TPU-V6E"}});
+  }
+  v1::ReserveSlicesRequest request;
+  request.set_name("train");
+  auto* alt = request.add_alternatives();
+  alt->set_accelerator_type("TPU-V6E");
+  alt->set_topology("4x4");
+  v1::SliceGroupInfo info;
+  ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
+  ASSERT_EQ(info.state(), "RESERVED") << info.explanation();
+  v1::HeartbeatRequest lacking = BeatWithBundles("s1-w1", {}, std::numeric_limits<int64_t>::max());
+  lacking.set_incarnation("i1");
+  v1::HeartbeatResponse response;
+  ASSERT_TRUE(head_->Heartbeat(nullptr, &lacking, &response).ok());
+  EXPECT_TRUE(AnyEventHas(head_->events(), "slice group train: bundle"));
+  head_->Tick();  // broken, and given back: its hosts are all alive
+  head_->Tick();  // reserved again
+  EXPECT_EQ(Held(true).size(), 4u);
+  v1::ListSlicesResponse slices;
+  v1::ListRequest list;
+  ASSERT_TRUE(head_->ListSlices(nullptr, &list, &slices).ok());
+  ASSERT_EQ(slices.groups_size(), 1);
+  EXPECT_EQ(slices.groups(0).state(), "RESERVED") << slices.groups(0).explanation();
+}
+
+TEST_F(HeadServiceTest, ASecondLiveAgentWithTheSameNodeIdIsRefused) {
+  Register("n1");
+  v1::PlacementGroupInfo info = Create("pg", "PACK", {"CPU=2"});
+  ASSERT_EQ(info.state(), "CREATED");
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(Beat("n1"));
+
+  v1::RegisterNodeRequest second = NodeRequest("n1", "CPU=4", {}, "i2");
+  second.mutable_node()->set_address("10.0.0.2:7000");
+  v1::RegisterNodeResponse response;
+  grpc::Status status = head_->RegisterNode(nullptr, &second, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_TRUE(absl::StrContains(status.error_message(),
+                                "node n1 is already held by a live agent at 127.0.0.1:1"))
+      << status.error_message();
+  EXPECT_EQ(status.error_message().find('\n'), std::string::npos);
+  // The first agent keeps its node and what it holds.
+  EXPECT_TRUE(Beat("n1", "i1"));
+  EXPECT_FALSE(Beat("n1", "i2"));
+  EXPECT_EQ(Find("pg").state(), "CREATED");
+  EXPECT_EQ(Held(true), (std::set<std::string>{"pg[0]@n1"}));
+  EXPECT_EQ(Used("CPU"), 20000);
+  EXPECT_TRUE(AnyEventHas(head_->events(), "a second agent for node n1 (at 10.0.0.2:7000) was refused"));
+}
+
+TEST_F(HeadServiceTest, ANodeIdIsTakenOverOnceItsAgentIsDeadOrSilentAndKeptOnItsOwnReturn) {
+  Register("n1");
+  // Its own incarnation registering again (a head restart, a reconnect) is accepted.
+  v1::RegisterNodeResponse response;
+  ASSERT_TRUE(head_->RegisterNode(nullptr, &requests_["n1"], &response).ok());
+  // Silent past the timeout, before any health check: another agent may take the id.
+  clock_.Advance(absl::Seconds(6));
+  v1::RegisterNodeRequest second = NodeRequest("n1", "CPU=4", {}, "i2");
+  second.mutable_node()->set_address("10.0.0.2:7000");
+  ASSERT_TRUE(head_->RegisterNode(nullptr, &second, &response).ok());
+  EXPECT_TRUE(Beat("n1", "i2"));
+  // Declared dead, then back from elsewhere: accepted too.
+  for (int i = 0; i < 12; ++i) {
+    clock_.Advance(absl::Milliseconds(500));
+    head_->Tick();
+  }
+  EXPECT_FALSE(Beat("n1", "i2"));
+  v1::RegisterNodeRequest third = NodeRequest("n1", "CPU=4", {}, "i3");
+  third.mutable_node()->set_address("10.0.0.3:7000");
+  ASSERT_TRUE(head_->RegisterNode(nullptr, &third, &response).ok());
+  EXPECT_TRUE(Beat("n1", "i3"));
+}
+
+// The rule: silence counts only over time the head watched. A health check that runs more
+// than one heartbeat interval after the previous one moves the deadline of every node it would
+// declare dead by that gap (at most to now), once per silence.
+TEST_F(HeadServiceTest, ALateHealthCheckGivesEveryNodeAFreshChanceOnce) {
+  Register("n1");
+  Register("n2");
+  head_->Tick();
+  // The head was stuck for 10 s: no heartbeat could be read, no check ran.
+  clock_.Advance(absl::Seconds(10));
+  head_->Tick();
+  EXPECT_TRUE(Beat("n1"));
+  EXPECT_TRUE(Beat("n2"));
+  EXPECT_TRUE(AnyEventHas(head_->events(), "the health check ran 10s after the previous one"));
+
+  // n2 then stays silent while the head ticks on time: dead after one timeout.
+  for (int i = 0; i < 9; ++i) {
+    clock_.Advance(absl::Milliseconds(500));
+    head_->Tick();
+    EXPECT_TRUE(Beat("n1"));
+  }
+  EXPECT_EQ(NodeState(*head_, "n2"), "ALIVE");  // 4.5 s of watched silence
+  for (int i = 0; i < 12; ++i) {
+    clock_.Advance(absl::Milliseconds(500));
+    head_->Tick();
+    Beat("n1");
+  }
+  EXPECT_EQ(NodeState(*head_, "n2"), "DEAD");
+  EXPECT_EQ(NodeState(*head_, "n1"), "ALIVE");
+
+  // Once per silence: a node that stayed silent through one late check dies at the next.
+  Register("n3");
+  head_->Tick();
+  clock_.Advance(absl::Seconds(10));
+  head_->Tick();  // n1 and n3 get their fresh chance
+  Beat("n1");
+  clock_.Advance(absl::Seconds(10));
+  head_->Tick();  // n1 was heard since: another one; n3 was not
+  EXPECT_TRUE(Beat("n1"));
+  EXPECT_FALSE(Beat("n3"));
+}
+
+// The head's own clock, counting its reads (so a test knows a handler has stamped its arrival).
+class CountingClock : public Clock {
+ public:
+  explicit CountingClock(FakeClock* inner) : inner_(inner) {}
+  absl::Time Now() const override {
+    absl::MutexLock lock(&mu_);
+    ++reads_;
+    return inner_->Now();
+  }
+  void SleepFor(absl::Duration d) override { inner_->SleepFor(d); }
+  int reads() const {
+    absl::MutexLock lock(&mu_);
+    return reads_;
+  }
+  // Waits until Now() was called more than `reads` times.
+  void AwaitReadsAbove(int reads) const {
+    absl::MutexLock lock(&mu_);
+    threshold_ = reads;
+    mu_.Await(absl::Condition(this, &CountingClock::AboveThreshold));
+  }
+
+ private:
+  bool AboveThreshold() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return reads_ > threshold_; }
+
+  FakeClock* inner_;
+  mutable absl::Mutex mu_;
+  mutable int reads_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable int threshold_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// A store whose next Put blocks (its caller holding the head's lock) until released.
+class BlockingStore : public InMemoryStateStore {
+ public:
+  absl::Status Put(std::string_view table, std::string_view key, std::string_view value) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (armed_) {
+        armed_ = false;
+        blocked_ = true;
+        mu_.Await(absl::Condition(+[](bool* blocked) { return !*blocked; }, &blocked_));
+      }
+    }
+    return InMemoryStateStore::Put(table, key, value);
+  }
+  void BlockNextPut() {
+    absl::MutexLock lock(&mu_);
+    armed_ = true;
+  }
+  void AwaitBlocked() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&blocked_));
+  }
+  void Unblock() {
+    absl::MutexLock lock(&mu_);
+    blocked_ = false;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool armed_ ABSL_GUARDED_BY(mu_) = false;
+  bool blocked_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+TEST(HeadServiceBusyTest, AHeartbeatQueuedBehindASlowRequestCountsFromItsArrival) {
+  FakeClock fake;
+  CountingClock clock(&fake);
+  BlockingStore store;
+  HeadServiceOptions options;
+  options.heartbeat_interval = absl::Seconds(4);
+  options.node_timeout = absl::Seconds(5);
+  options.clock = &clock;
+  options.store = &store;
+  options.agent_clients = [](const std::string&, const std::string&) {
+    return std::make_shared<FakeAgent>();
+  };
+  HeadService head(std::move(options));
+  v1::RegisterNodeRequest request;
+  rpc::NodeToProto(Spec("n1", "CPU=4", {}), "127.0.0.1:1", "i1", request.mutable_node());
+  v1::RegisterNodeResponse registered;
+  ASSERT_TRUE(head.RegisterNode(nullptr, &request, &registered).ok());
+  fake.Advance(absl::Seconds(3));
+  head.Tick();
+
+  // A request holds the head's lock (its state-store write hangs) ...
+  store.BlockNextPut();
+  std::thread slow([&] {
+    v1::CreatePlacementGroupRequest create;
+    create.set_name("pg");
+    create.set_strategy("PACK");
+    rpc::ResourcesToProto(Res("CPU=1"), create.mutable_primary()->add_bundles()->mutable_resources());
+    v1::PlacementGroupInfo info;
+    (void)head.CreatePlacementGroup(nullptr, &create, &info);
+  });
+  store.AwaitBlocked();
+  fake.Advance(absl::Seconds(1));
+  // ... while n1's heartbeat arrives (t = 4 s) and waits for it.
+  const int reads = clock.reads();
+  v1::HeartbeatResponse beat_response;
+  std::thread beat([&] {
+    v1::HeartbeatRequest beat_request;
+    beat_request.set_node_id("n1");
+    beat_request.set_incarnation("i1");
+    EXPECT_TRUE(head.Heartbeat(nullptr, &beat_request, &beat_response).ok());
+  });
+  clock.AwaitReadsAbove(reads);  // stamped on arrival
+  fake.Advance(absl::Milliseconds(1500));  // t = 5.5 s: past the timeout since registration
+  store.Unblock();
+  slow.join();
+  beat.join();
+  EXPECT_TRUE(beat_response.known());
+  head.Tick();
+  v1::ListNodesResponse nodes;
+  v1::ListRequest list;
+  ASSERT_TRUE(head.ListNodes(nullptr, &list, &nodes).ok());
+  ASSERT_EQ(nodes.nodes_size(), 1);
+  EXPECT_EQ(nodes.nodes(0).state(), "ALIVE");
+  // Heard at its arrival, not when the lock let it in.
+  EXPECT_EQ(nodes.nodes(0).last_heartbeat_age_ms(), 1500);
 }
 
 }  // namespace

@@ -4,15 +4,20 @@
 // shows. Their commit and release are the shared reservation machinery.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/string_util.h"
 #include "hardware/node_label_keys.h"
 #include "head/head_service.h"
 #include "head/head_service_internal.h"
+#include "head/request_limits.h"
 
 namespace tessera {
 
@@ -88,6 +93,8 @@ void HeadService::TryPlaceSlice(SliceEntry& slice) {
 grpc::Status HeadService::ReserveSlices(grpc::ServerContext*,
                                         const v1::ReserveSlicesRequest* request,
                                         v1::SliceGroupInfo* response) {
+  // Before the request-id cache and any lock: an oversized request costs nothing.
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   return RunOnce(reserve_cache_, request->request_id(), response,
                  [&](v1::SliceGroupInfo* out) { return DoReserveSlices(*request, out); });
 }
@@ -133,6 +140,7 @@ grpc::Status HeadService::DoReserveSlices(const v1::ReserveSlicesRequest& reques
 grpc::Status HeadService::ReleaseSlices(grpc::ServerContext*,
                                         const v1::ReleaseSlicesRequest* request,
                                         v1::ReleaseSlicesResponse* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   return RunOnce(release_cache_, request->request_id(), response,
                  [&](v1::ReleaseSlicesResponse* out) { return DoReleaseSlices(*request, out); });
 }
@@ -165,7 +173,7 @@ grpc::Status HeadService::DoReleaseSlices(const v1::ReleaseSlicesRequest& reques
   return grpc::Status::OK;
 }
 
-void HeadService::FillSlices(v1::ListSlicesResponse* response) const {
+std::map<std::string, v1::ListSlicesResponse::Slice> HeadService::SliceCatalog() const {
   struct Catalog {
     std::string accelerator_type;
     std::string topology;
@@ -196,8 +204,9 @@ void HeadService::FillSlices(v1::ListSlicesResponse* response) const {
   for (const auto& [name, slice] : slices_) {
     for (const std::string& domain : slice.domains) holders[domain] = name;
   }
+  std::map<std::string, v1::ListSlicesResponse::Slice> catalog;
   for (const auto& [name, c] : slices) {
-    auto* out = response->add_slices();
+    v1::ListSlicesResponse::Slice* out = &catalog[name];
     out->set_name(name);
     out->set_accelerator_type(c.accelerator_type);
     out->set_topology(c.topology);
@@ -210,13 +219,50 @@ void HeadService::FillSlices(v1::ListSlicesResponse* response) const {
     out->set_intact(static_cast<int64_t>(c.alive_workers.size()) >= hosts);
     if (auto h = holders.find(name); h != holders.end()) out->set_held_by(h->second);
   }
+  return catalog;
+}
+
+void HeadService::FillSlices(v1::ListSlicesResponse* response) const {
+  for (auto& [name, slice] : SliceCatalog()) *response->add_slices() = std::move(slice);
   for (const auto& [name, slice] : slices_) FillSliceInfo(slice, response->add_groups());
 }
 
-grpc::Status HeadService::ListSlices(grpc::ServerContext*, const v1::ListRequest*,
+grpc::Status HeadService::ListSlices(grpc::ServerContext*, const v1::ListRequest* request,
                                      v1::ListSlicesResponse* response) {
+  // One listing of two tables: the slice groups by name, then the slices by name. The token's
+  // key says which: "g/<group>" or "s/<slice>". Groups come first so that a caller looking for
+  // its group finds it on the first page while there are fewer groups than a page holds.
+  constexpr std::string_view kListing = "slices";
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  auto page = head_internal::ParsePageRequest(*request, kListing, options_.max_page_size);
+  if (!page.ok()) return Invalid(page.status());
+  const std::string& after = page->after;
+  const bool in_slices = absl::StartsWith(after, "s/");
+  if (!after.empty() && !in_slices && !absl::StartsWith(after, "g/")) {
+    return InvalidText(absl::StrCat("page_token: ", Quote(request->page_token()),
+                                    " is not a page token of the slices listing"));
+  }
+  const std::string after_key = after.empty() ? "" : after.substr(2);
   absl::MutexLock lock(&mu_);
-  FillSlices(response);
+  head_internal::PageFiller filler(page->size, options_.max_page_bytes);
+  if (!in_slices) {
+    std::optional<std::string> resume = head_internal::AppendPage(
+        slices_.upper_bound(after_key), slices_.end(), filler, response->mutable_groups(),
+        [](const auto& entry) { return entry.first; },
+        [&](const auto& entry, v1::SliceGroupInfo* out) { FillSliceInfo(entry.second, out); });
+    if (resume.has_value()) {
+      response->set_next_page_token(head_internal::PageToken(kListing, "g/" + *resume));
+      return grpc::Status::OK;
+    }
+  }
+  std::map<std::string, v1::ListSlicesResponse::Slice> catalog = SliceCatalog();
+  std::optional<std::string> resume = head_internal::AppendPage(
+      catalog.upper_bound(in_slices ? after_key : ""), catalog.end(), filler,
+      response->mutable_slices(), [](const auto& entry) { return entry.first; },
+      [](const auto& entry, v1::ListSlicesResponse::Slice* out) { *out = entry.second; });
+  if (resume.has_value()) {
+    response->set_next_page_token(head_internal::PageToken(kListing, "s/" + *resume));
+  }
   return grpc::Status::OK;
 }
 

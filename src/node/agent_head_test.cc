@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "head/head_server.h"
@@ -192,6 +195,105 @@ TEST_F(AgentHeadTest, HeadMirrorsLeasesFromHeartbeats) {
   v1::KillWorkerResponse killed;
   ASSERT_TRUE(stub->KillWorker(Context().get(), kill, &killed).ok());
   EXPECT_TRUE(Eventually([&] { return gpu_available() == 80000; }));
+}
+
+
+// --- The head and the agents reconcile what each node holds; a node id has one live agent. ---
+
+std::string ReadFirstLineOf(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+TEST_F(AgentHeadTest, ABundleTheHeadDoesNotHoldIsReleasedByTheNextHeartbeat) {
+  gpu_ = StartAgent("h100-sxm-8.yaml", "gpu");
+  ASSERT_NE(gpu_, nullptr);
+  // A prepare applied after the head gave up on it: the agent holds what the head never counts.
+  BundleAsk late;
+  late.index = 0;
+  late.resources = node_testing::Res("CPU=6");
+  const Quantity cpus = gpu_->state().Available().Get("CPU");
+  ASSERT_TRUE(gpu_->state().PrepareBundles("pg-lost", {late}).ok());
+  ASSERT_EQ(gpu_->state().Bundles().size(), 1u);
+  EXPECT_TRUE(Eventually([&] { return gpu_->state().Bundles().empty(); }));
+  EXPECT_EQ(gpu_->state().Available().Get("CPU"), cpus);
+  v1::ClusterStatus status;
+  ASSERT_TRUE(head_stub_->GetClusterStatus(Context().get(), v1::ListRequest(), &status).ok());
+  bool said = false;
+  for (const std::string& event : status.events()) {
+    said = said || (absl::StrContains(event, "bundles 0 of pg-lost on gpu") &&
+                    absl::StrContains(event, "released"));
+  }
+  EXPECT_TRUE(said);
+}
+
+TEST_F(AgentHeadTest, ASecondAgentWithALiveNodeIdIsRefusedAndTheFirstKeepsItsNodeAndWorkers) {
+  cpu_ = StartAgent("cpu-only.yaml", "cpu");
+  ASSERT_NE(cpu_, nullptr);
+  v1::LeaseReply granted = Lease(*cpu_, Request("CPU=1", {"/bin/sleep", "1000"}));
+  ASSERT_TRUE(granted.has_granted()) << granted.explanation();
+  const WorkerId worker(granted.granted().worker_id());
+
+  AgentOptions options;
+  options.state_dir = state_dir_;
+  options.node_id = "cpu";
+  options.hardware_file = node_testing::ExampleHardware("cpu-only.yaml");
+  options.environment = Environment();
+  auto second = NodeAgentServer::Create(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(second.status().message(),
+              HasSubstr(absl::StrCat("node cpu is already held by a live agent at ",
+                                     cpu_->address())));
+  EXPECT_EQ(second.status().message().find('\n'), std::string::npos);
+
+  // The first agent keeps its node, its files and its worker.
+  v1::ListNodesResponse nodes;
+  ASSERT_TRUE(head_stub_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok());
+  ASSERT_EQ(nodes.nodes_size(), 1);
+  EXPECT_EQ(nodes.nodes(0).state(), "ALIVE");
+  EXPECT_EQ(nodes.nodes(0).node().address(), cpu_->address());
+  EXPECT_EQ(ReadFirstLineOf(cpu_->node_dir() + "/agent.address"), cpu_->address());
+  EXPECT_EQ(cpu_->state().FindWorker(worker)->state, WorkerState::kRunning);
+  const int64_t before = cpu_->head_link()->registrations();
+  // Still heartbeating as the node's agent: its heartbeats stay known (no re-registration).
+  v1::ListNodesResponse later;
+  EXPECT_TRUE(Eventually([&] {
+    return head_stub_->ListNodes(Context().get(), v1::ListRequest(), &later).ok() &&
+           later.nodes_size() == 1 && later.nodes(0).last_heartbeat_age_ms() < 1000 &&
+           later.nodes(0).workers() == 1;
+  }));
+  EXPECT_EQ(cpu_->head_link()->registrations(), before);
+  EXPECT_TRUE(cpu_->head_link()->refusal().ok());
+}
+
+TEST_F(AgentHeadTest, ANodeIdIsTakenOnceItsAgentIsDeclaredDead) {
+  head_.reset();
+  HeadOptions head;
+  head.state_dir = state_dir_;
+  head.heartbeat_interval = absl::Milliseconds(50);
+  head.node_timeout = absl::Milliseconds(500);
+  auto server = HeadServer::Create(head);
+  ASSERT_TRUE(server.ok()) << server.status();
+  head_ = std::move(*server);
+  head_stub_ = v1::Head::NewStub(rpc::MakeChannel(head_->address()));
+
+  cpu_ = StartAgent("cpu-only.yaml", "cpu");
+  ASSERT_NE(cpu_, nullptr);
+  cpu_->Shutdown();  // stops heartbeating; the head declares it dead after its timeout
+  v1::ListNodesResponse nodes;
+  EXPECT_TRUE(Eventually([&] {
+    return head_stub_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok() &&
+           nodes.nodes_size() == 1 && nodes.nodes(0).state() == "DEAD";
+  }));
+  gpu_ = StartAgent("cpu-only.yaml", "cpu");
+  ASSERT_NE(gpu_, nullptr);
+  ASSERT_TRUE(head_stub_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok());
+  ASSERT_EQ(nodes.nodes_size(), 1);
+  EXPECT_EQ(nodes.nodes(0).state(), "ALIVE");
+  EXPECT_EQ(nodes.nodes(0).node().address(), gpu_->address());
 }
 
 }  // namespace

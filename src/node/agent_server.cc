@@ -16,6 +16,8 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "node/agent_proto.h"
+#include "process/private_paths.h"
+#include "rpc/token.h"
 #include "node/node_hardware_loader.h"
 
 namespace tessera {
@@ -30,20 +32,14 @@ std::string NewIncarnation() {
                          absl::Uniform<uint32_t>(gen));
 }
 
-// Written beside, then renamed: a reader never sees half an address.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text << "\n";
-    if (!out.flush()) return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp));
-  }
+// Removes `path` when its first line is `expected`; leaves it otherwise (or when unreadable).
+void RemoveIfItHolds(const std::string& path, const std::string& expected) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line) || line != expected) return;
+  in.close();
   std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot write ", path, ": ", ec.message()));
-  }
-  return absl::OkStatus();
+  std::filesystem::remove(path, ec);
 }
 
 // The host others dial: the bind address, unless it is a wildcard.
@@ -89,17 +85,13 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
                          AgentStateOptions{server->incarnation_.substr(0, 6)}));
   server->node_dir_ = absl::StrCat(options.state_dir, "/nodes/", loaded.id.value());
   const std::string workers_dir = server->node_dir_ + "/workers";
-  std::error_code ec;
-  std::filesystem::create_directories(workers_dir, ec);
-  if (ec) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create ", workers_dir, ": ", ec.message()));
-  }
+  TESSERA_RETURN_IF_ERROR(EnsurePrivateDirectory(workers_dir));
 
-  if (options.object_store_bytes > 0) {
+  // ResolveAgentOptions decided the size against this host's memory (a default included).
+  if (const uint64_t store_bytes = options.object_store_bytes.value_or(0); store_bytes > 0) {
     ObjectStoreServerOptions store;
     store.socket_path = server->node_dir_ + "/" + kObjectStoreSocketName;
-    store.capacity_bytes = options.object_store_bytes;
+    store.capacity_bytes = store_bytes;
     TESSERA_ASSIGN_OR_RETURN(server->objects_, ObjectStoreServer::Start(std::move(store)));
     ObjectDataServerOptions data;
     data.bind_address = options.bind;
@@ -123,6 +115,10 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
   service_options.kill_grace = absl::Milliseconds(options.kill_grace_ms);
   service_options.token = options.token;
   service_options.worker_bind = AdvertisedHost(options.bind);
+  // Workers read the token from a private file of this node, never from their environment
+  // (where it would reach their logs, their children and `ps e`).
+  service_options.worker_token_file = server->node_dir_ + "/token";
+  TESSERA_RETURN_IF_ERROR(rpc::WriteTokenFile(service_options.worker_token_file, options.token));
   if (server->objects_ != nullptr) {
     service_options.objects = {&server->objects_->store(), &server->objects_->arena()};
     service_options.data_server = server->object_data_.get();
@@ -137,6 +133,9 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
     link.call_timeout = absl::Milliseconds(options.head_call_timeout_ms);
     link.retry_budget = absl::Milliseconds(options.head_retry_budget_ms);
     NodeAgentServer* self = server.get();
+    // The node id went to another live agent while this one was away: this agent stops, and
+    // RunNodeAgent reports the refusal.
+    link.on_refused = [self](const absl::Status&) { self->RequestShutdown(); };
     server->head_ = std::make_unique<HeadLink>(
         std::move(link), state, [self](const std::vector<WorkerId>& workers) {
           for (const WorkerId& id : workers) {
@@ -177,6 +176,8 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
   // known to the head (when the head answered).
   if (server->head_ != nullptr) {
     absl::Status registered = server->head_->Start(server->address_);
+    // Another live agent holds this node id: this one must not run beside it.
+    if (absl::IsAlreadyExists(registered)) return registered;
     if (!registered.ok()) {
       std::fprintf(stderr, "node agent %s: not registered yet with the head at %s: %s\n",
                    server->node_id().value().c_str(), server->options_.head_address.c_str(),
@@ -184,9 +185,9 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
     }
   }
   TESSERA_RETURN_IF_ERROR(
-      WriteFileAtomically(server->node_dir_ + "/agent.pid", std::to_string(::getpid())));
+      WritePrivateFileAtomically(server->node_dir_ + "/agent.pid", absl::StrCat(::getpid(), "\n")));
   TESSERA_RETURN_IF_ERROR(
-      WriteFileAtomically(server->node_dir_ + "/agent.address", server->address_));
+      WritePrivateFileAtomically(server->node_dir_ + "/agent.address", server->address_ + "\n"));
   return server;
 }
 
@@ -231,9 +232,10 @@ void NodeAgentServer::Shutdown() {
   if (object_data_ != nullptr) object_data_->Stop();
   if (objects_ != nullptr) objects_->Stop();
   if (!node_dir_.empty()) {
-    std::error_code ec;
-    std::filesystem::remove(node_dir_ + "/agent.address", ec);
-    std::filesystem::remove(node_dir_ + "/agent.pid", ec);
+    // Only this agent's own: a second agent refused for the same node id leaves the live
+    // agent's files alone.
+    RemoveIfItHolds(node_dir_ + "/agent.address", address_);
+    RemoveIfItHolds(node_dir_ + "/agent.pid", std::to_string(::getpid()));
   }
   absl::MutexLock lock(&mu_);
   shut_down_ = true;
@@ -274,6 +276,9 @@ absl::Status RunNodeAgent(const AgentOptions& options) {
     }
   });
   (*server)->Wait();
+  // The head refused this agent's node id after a reconnect: say so, as a failed start does.
+  absl::Status refused =
+      (*server)->head_link() != nullptr ? (*server)->head_link()->refusal() : absl::OkStatus();
   {
     absl::MutexLock lock(&mu);
     done = true;
@@ -281,7 +286,7 @@ absl::Status RunNodeAgent(const AgentOptions& options) {
   watcher.join();
   server->reset();
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  return absl::OkStatus();
+  return refused;
 }
 
 }  // namespace tessera

@@ -46,6 +46,9 @@ class FakeHead final : public v1::Head::Service {
                             v1::RegisterNodeResponse* response) override {
     absl::MutexLock lock(&mu);
     registrations.push_back(*request);
+    if (!refuse_registration.empty()) {
+      return grpc::Status(grpc::StatusCode::ALREADY_EXISTS, refuse_registration);
+    }
     response->set_heartbeat_interval_ms(20);
     response->set_dead_after_ms(1000);
     for (const v1::HeldBundle& b : release_on_register) *response->add_release() = b;
@@ -75,6 +78,8 @@ class FakeHead final : public v1::Head::Service {
   std::vector<v1::HeldBundle> release_on_register ABSL_GUARDED_BY(mu);
   v1::PickNodeResponse pick_answer ABSL_GUARDED_BY(mu);
   bool known ABSL_GUARDED_BY(mu) = true;
+  // Not empty: RegisterNode is refused with ALREADY_EXISTS and this message.
+  std::string refuse_registration ABSL_GUARDED_BY(mu);
 };
 
 class AgentServerTest : public ::testing::Test {
@@ -874,6 +879,30 @@ TEST_F(AgentServerTest, UnknownWorkers) {
   v1::KillWorkerResponse response;
   EXPECT_EQ(stub_->KillWorker(&context, kill, &response).error_code(),
             grpc::StatusCode::NOT_FOUND);
+}
+
+
+// --- A node id has one live agent ---
+
+TEST_F(AgentServerTest, AnAgentWhoseNodeIdWentToAnotherLiveAgentStopsWithTheHeadsReason) {
+  StartHead();
+  StartAgent("cpu-only.yaml");
+  ASSERT_TRUE(agent_->head_link()->refusal().ok());
+  // While this agent was away, the head gave its node id to another agent, which is alive.
+  {
+    absl::MutexLock lock(&head_.mu);
+    head_.known = false;
+    head_.refuse_registration = "node n1 is already held by a live agent at 10.0.0.2:7000";
+  }
+  agent_->Wait();  // the agent shuts itself down
+  const absl::Status refusal = agent_->head_link()->refusal();
+  EXPECT_EQ(refusal.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(refusal.message()),
+              HasSubstr("refused this agent: node n1 is already held by a live agent at "
+                        "10.0.0.2:7000"));
+  // It asked once and gave up: it does not keep knocking.
+  absl::MutexLock lock(&head_.mu);
+  EXPECT_EQ(head_.registrations.size(), 2u);
 }
 
 }  // namespace

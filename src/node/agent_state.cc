@@ -20,6 +20,14 @@ const RequestId kLocalRequest(1);
 // Exited workers kept for ListWorkers and late WatchWorker calls; older ones are forgotten.
 constexpr size_t kExitedWorkersKept = 1000;
 
+// Cancels remembered against late prepares. A late prepare is one in flight when its cancel
+// came, so a few thousand cover every call a head can have in flight; what one still leaves
+// behind is released by the head's reconciliation.
+constexpr size_t kCancelsKept = 4096;
+
+// The index a whole-group cancel is remembered under.
+constexpr int kWholeGroup = -1;
+
 }  // namespace
 
 std::string BundleKeyName(const BundleKey& key) {
@@ -258,8 +266,14 @@ bool AgentState::AwaitWorkerExit(const WorkerId& worker, absl::Time deadline) co
   return it != workers_.end() && it->second.state == WorkerState::kExited;
 }
 
+uint64_t AgentState::BundleWatermark() const {
+  absl::MutexLock lock(&mu_);
+  return bundle_sequence_;
+}
+
 absl::Status AgentState::PrepareBundles(const std::string& group,
-                                        const std::vector<BundleAsk>& bundles) {
+                                        const std::vector<BundleAsk>& bundles,
+                                        const PrepareGuard& guard) {
   if (group.empty()) return absl::InvalidArgumentError("placement_group is empty");
   for (size_t i = 0; i < bundles.size(); ++i) {
     if (bundles[i].index < 0) {
@@ -274,6 +288,25 @@ absl::Status AgentState::PrepareBundles(const std::string& group,
     }
   }
   absl::MutexLock lock(&mu_);
+  if (guard.arrived_at.has_value()) {
+    auto cancelled_since = [&](int index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      auto it = cancelled_.find(BundleKey{group, index});
+      return it != cancelled_.end() && it->second > *guard.arrived_at;
+    };
+    const bool group_cancelled = cancelled_since(kWholeGroup);
+    for (const BundleAsk& ask : bundles) {
+      if (group_cancelled || cancelled_since(ask.index)) {
+        return absl::AbortedError(absl::StrCat(
+            "bundle ", BundleKeyName(BundleKey{group, ask.index}), " was cancelled on node ",
+            node_id_.value(), " after this prepare was sent; nothing is held"));
+      }
+    }
+  }
+  if (guard.abandoned && guard.abandoned()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("the prepare of ", group, " on node ", node_id_.value(),
+                     " came after its deadline; the head gave up on it, so nothing is held"));
+  }
   std::vector<BundleKey> taken;  // by this call, rolled back on error
   auto roll_back = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (const BundleKey& key : taken) {
@@ -305,6 +338,9 @@ absl::Status AgentState::PrepareBundles(const std::string& group,
     bundles_.emplace(key, BundleRecord{key, *std::move(allocation), false});
     taken.push_back(std::move(key));
   }
+  // Taken, or confirmed by a retry: a new generation either way.
+  const uint64_t generation = ++bundle_sequence_;
+  for (const BundleAsk& ask : bundles) generations_[BundleKey{group, ask.index}] = generation;
   return absl::OkStatus();
 }
 
@@ -324,6 +360,7 @@ void AgentState::ReleaseBundleLocked(const BundleKey& key, std::vector<WorkerId>
   if (it->second.committed) (void)ledger_->RemoveBundles(key.group, key.index);
   (void)view_.Release(it->second.allocation.id);
   bundles_.erase(it);
+  generations_.erase(key);
   // The leases inside it end now; their workers are killed by the caller and their exits find
   // the lease gone.
   for (auto lease = leases_.begin(); lease != leases_.end();) {
@@ -352,8 +389,45 @@ std::vector<WorkerId> AgentState::CancelBundles(const std::string& group,
   } else {
     for (int index : indices) keys.push_back(BundleKey{group, index});
   }
+  // Remembered before anything else: a prepare that arrived before this cancel takes nothing.
+  const uint64_t sequence = ++bundle_sequence_;
+  auto remember = [&](BundleKey key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    cancelled_[key] = sequence;
+    cancelled_order_.emplace_back(std::move(key), sequence);
+  };
+  if (indices.empty()) {
+    remember(BundleKey{group, kWholeGroup});
+  } else {
+    for (const BundleKey& key : keys) remember(key);
+  }
+  while (cancelled_order_.size() > kCancelsKept) {
+    const auto& [key, seq] = cancelled_order_.front();
+    // Forgotten unless cancelled again since.
+    if (auto it = cancelled_.find(key); it != cancelled_.end() && it->second == seq) {
+      cancelled_.erase(it);
+    }
+    cancelled_order_.pop_front();
+  }
   std::vector<WorkerId> running;
   for (const BundleKey& key : keys) ReleaseBundleLocked(key, running);
+  return running;
+}
+
+absl::StatusOr<std::vector<WorkerId>> AgentState::ReleaseBundleIfGeneration(
+    const BundleKey& key, uint64_t generation) {
+  absl::MutexLock lock(&mu_);
+  auto it = generations_.find(key);
+  if (it == generations_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("bundle ", BundleKeyName(key), " is not held on node ", node_id_.value()));
+  }
+  if (generation != kAnyGeneration && it->second != generation) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "bundle ", BundleKeyName(key), " on node ", node_id_.value(), " is at generation ",
+        it->second, ", not ", generation, ": it was prepared again since"));
+  }
+  std::vector<WorkerId> running;
+  ReleaseBundleLocked(key, running);
   return running;
 }
 
@@ -375,6 +449,18 @@ std::vector<BundleRecord> AgentState::Bundles() const {
   std::vector<BundleRecord> out;
   out.reserve(bundles_.size());
   for (const auto& [key, bundle] : bundles_) out.push_back(bundle);
+  return out;
+}
+
+std::vector<HeldBundleState> AgentState::BundleStates() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<HeldBundleState> out;
+  out.reserve(bundles_.size());
+  for (const auto& [key, bundle] : bundles_) {
+    auto generation = generations_.find(key);
+    out.push_back(
+        HeldBundleState{bundle, generation == generations_.end() ? 0 : generation->second});
+  }
   return out;
 }
 

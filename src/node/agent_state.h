@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -63,6 +64,24 @@ struct BundleAsk {
   std::vector<DeviceGrant> devices;
 };
 
+// A bundle as the head is told about it: its record and its generation, which every prepare of
+// it changes, so a release judged on an older report misses a bundle prepared again since.
+struct HeldBundleState {
+  BundleRecord record;
+  uint64_t generation = 0;
+};
+
+// What a prepare knows of its own call, so that a cancel always wins over a late prepare.
+struct PrepareGuard {
+  // BundleWatermark() when the call arrived: a cancel of one of its bundles processed since
+  // makes it take nothing (Aborted). nullopt: not checked.
+  std::optional<uint64_t> arrived_at;
+  // True once the head has given up on the call (its deadline passed): then it takes nothing
+  // (DeadlineExceeded). Checked under the state's lock, as the bundles would be taken. Null:
+  // never.
+  std::function<bool()> abandoned;
+};
+
 struct AgentStateOptions {
   // Prefix of lease and worker ids; unique per agent process start (the incarnation), so the
   // log files of an earlier start are never overwritten.
@@ -113,17 +132,33 @@ class AgentState {
   // OK (a retry); one held with another allocation is AlreadyExists; instances that are not free
   // are ResourceExhausted; grants that do not match the demand are InvalidArgument. Nothing
   // changes on error.
-  absl::Status PrepareBundles(const std::string& group, const std::vector<BundleAsk>& bundles);
+  // With a guard, a prepare that arrived before a cancel of one of its bundles, or whose caller
+  // gave up, takes nothing (see PrepareGuard).
+  absl::Status PrepareBundles(const std::string& group, const std::vector<BundleAsk>& bundles,
+                              const PrepareGuard& guard = {});
+  // The bundle sequence now, for PrepareGuard::arrived_at.
+  uint64_t BundleWatermark() const;
   // Marks held bundles committed; bundles not held here are ignored (the head may retry a commit
   // after a cancel).
   void CommitBundles(const std::string& group, const std::vector<int>& indices);
   // Releases the bundles (every bundle of the group when `indices` is empty) and the leases
   // inside them; returns the workers of those leases still running, which the caller kills.
+  // Cancels are remembered (the newest few thousand) so that a prepare that arrived before them
+  // takes nothing.
   std::vector<WorkerId> CancelBundles(const std::string& group, const std::vector<int>& indices);
+  // Releases a bundle the head does not hold (its reconciliation), when it still has
+  // `generation` (kAnyGeneration: whatever it has, for a head that does not name one); returns
+  // the workers to kill. NotFound when not held; FailedPrecondition when prepared again since
+  // (kept: the head asked for it after the report it judged).
+  static constexpr uint64_t kAnyGeneration = 0;  // generations start at 1
+  absl::StatusOr<std::vector<WorkerId>> ReleaseBundleIfGeneration(const BundleKey& key,
+                                                                  uint64_t generation);
 
   bool HoldsLease(const LeaseId& lease) const;
   std::vector<LeaseRecord> Leases() const;
   std::vector<BundleRecord> Bundles() const;
+  // The same with their generations (what heartbeats and registrations report).
+  std::vector<HeldBundleState> BundleStates() const;
   // What is free on the node now (for status and tests).
   ResourceSet Available() const;
 
@@ -154,6 +189,14 @@ class AgentState {
   // Ledger allocation id of each lease served from a bundle.
   std::map<LeaseId, AllocationId> bundle_leases_ ABSL_GUARDED_BY(mu_);
   std::map<BundleKey, BundleRecord> bundles_ ABSL_GUARDED_BY(mu_);
+  // Bumped by every prepare (each bundle it takes or confirms gets the new value as its
+  // generation) and every cancel.
+  uint64_t bundle_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<BundleKey, uint64_t> generations_ ABSL_GUARDED_BY(mu_);  // of the held bundles
+  // Recent cancels: bundle (index -1: the whole group) -> the sequence of its latest cancel,
+  // and the order they came in (oldest first) to forget the oldest.
+  std::map<BundleKey, uint64_t> cancelled_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<BundleKey, uint64_t>> cancelled_order_ ABSL_GUARDED_BY(mu_);
   std::map<WorkerId, WorkerRecord> workers_ ABSL_GUARDED_BY(mu_);
   std::deque<WorkerId> exited_order_ ABSL_GUARDED_BY(mu_);  // oldest exit first
 };

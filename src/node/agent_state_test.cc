@@ -393,5 +393,80 @@ TEST(AgentStateTest, ListsLeasesAndWorkers) {
   EXPECT_EQ(state->Leases()[0].id, b.id);
 }
 
+
+// --- A cancel always wins over a late prepare; bundles reported with their generations. ---
+
+TEST(AgentStateTest, APrepareThatArrivedBeforeItsCancelTakesNothing) {
+  auto state = MakeState("h100-sxm-8.yaml");
+  const ResourceSet free_before = state->Available();
+  // The prepare arrives, then waits; the head gives up and its cancel is processed first.
+  PrepareGuard late;
+  late.arrived_at = state->BundleWatermark();
+  EXPECT_THAT(state->CancelBundles("pg-1", {0}), IsEmpty());
+  absl::Status status = state->PrepareBundles("pg-1", {Bundle(0, "CPU=6,GPU=2", {4, 5})}, late);
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
+  EXPECT_THAT(status.message(), HasSubstr("pg-1/0 was cancelled on node n1"));
+  EXPECT_THAT(state->Bundles(), IsEmpty());
+  EXPECT_EQ(state->Available(), free_before) << state->Available().ToString();
+
+  // A prepare sent after the cancel (the head placing the group again) is taken.
+  PrepareGuard fresh;
+  fresh.arrived_at = state->BundleWatermark();
+  ASSERT_TRUE(state->PrepareBundles("pg-1", {Bundle(0, "CPU=6,GPU=2", {4, 5})}, fresh).ok());
+  EXPECT_EQ(state->Available().Get("GPU"), Quantity::FromInt(6));
+}
+
+TEST(AgentStateTest, AWholeGroupCancelRefusesEveryBundleOfItsLatePrepares) {
+  auto state = MakeState("h100-sxm-8.yaml");
+  PrepareGuard late;
+  late.arrived_at = state->BundleWatermark();
+  (void)state->CancelBundles("pg-1", {});
+  EXPECT_EQ(state->PrepareBundles("pg-1", {Bundle(3, "GPU=1", {0})}, late).code(),
+            absl::StatusCode::kAborted);
+  // Other groups are not affected.
+  EXPECT_TRUE(state->PrepareBundles("pg-2", {Bundle(3, "GPU=1", {0})}, late).ok());
+}
+
+TEST(AgentStateTest, APrepareItsCallerGaveUpOnTakesNothing) {
+  auto state = MakeState("h100-sxm-8.yaml");
+  PrepareGuard abandoned;
+  abandoned.arrived_at = state->BundleWatermark();
+  abandoned.abandoned = [] { return true; };
+  absl::Status status = state->PrepareBundles("pg-1", {Bundle(0, "GPU=2", {0, 1})}, abandoned);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_THAT(state->Bundles(), IsEmpty());
+  EXPECT_EQ(state->Available().Get("GPU"), Quantity::FromInt(8));
+}
+
+TEST(AgentStateTest, AReleaseJudgedOnAnOlderReportSparesABundlePreparedAgain) {
+  auto state = MakeState("h100-sxm-8.yaml");
+  ASSERT_TRUE(state->PrepareBundles("pg-1", {Bundle(0, "GPU=1", {0})}).ok());
+  std::vector<HeldBundleState> reported = state->BundleStates();
+  ASSERT_EQ(reported.size(), 1u);
+  const uint64_t first = reported[0].generation;
+  EXPECT_GT(first, 0u);
+  // The head prepares it again (a retry) after the report the release was judged on.
+  ASSERT_TRUE(state->PrepareBundles("pg-1", {Bundle(0, "GPU=1", {0})}).ok());
+  const uint64_t second = state->BundleStates()[0].generation;
+  EXPECT_NE(second, first);
+  const BundleKey key{"pg-1", 0};
+  EXPECT_EQ(state->ReleaseBundleIfGeneration(key, first).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state->Bundles().size(), 1u);
+  // Judged on the current report: released, with the workers inside it to kill.
+  state->CommitBundles("pg-1", {0});
+  LeaseAsk inside = Ask("GPU=1");
+  inside.bundle = BundleTarget{"pg-1", 0};
+  LeaseRecord lease = Grant(*state, inside);
+  ASSERT_TRUE(state->WorkerStarted(lease.worker, 99, {"sleep"}, {}, "", "").ok());
+  auto killed = state->ReleaseBundleIfGeneration(key, second);
+  ASSERT_TRUE(killed.ok()) << killed.status();
+  EXPECT_THAT(*killed, ElementsAre(lease.worker));
+  EXPECT_THAT(state->Bundles(), IsEmpty());
+  EXPECT_EQ(state->Available().Get("GPU"), Quantity::FromInt(8));
+  EXPECT_EQ(state->ReleaseBundleIfGeneration(key, second).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace tessera

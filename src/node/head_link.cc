@@ -24,6 +24,11 @@ HeadLink::~HeadLink() { Stop(); }
 absl::Status HeadLink::Start(std::string agent_address) {
   agent_address_ = std::move(agent_address);
   absl::Status first = Register(options_.retry_budget);
+  if (absl::IsAlreadyExists(first)) {
+    absl::MutexLock lock(&mu_);
+    refusal_ = first;
+    return first;
+  }
   thread_ = std::thread([this] { Loop(); });
   return first;
 }
@@ -46,33 +51,60 @@ int64_t HeadLink::registrations() const {
   return registrations_;
 }
 
+absl::Status HeadLink::refusal() const {
+  absl::MutexLock lock(&mu_);
+  return refusal_;
+}
+
+namespace {
+
+void HeldBundleToProto(const HeldBundleState& bundle, v1::HeldBundle* proto) {
+  BundleToProto(bundle.record, proto);
+  proto->set_generation(bundle.generation);
+}
+
+}  // namespace
+
+void HeadLink::ReleaseUnheld(const google::protobuf::RepeatedPtrField<v1::HeldBundle>& bundles,
+                             const char* why) {
+  std::vector<WorkerId> to_kill;
+  for (const v1::HeldBundle& bundle : bundles) {
+    auto killed = state_->ReleaseBundleIfGeneration(
+        BundleKey{bundle.placement_group(), bundle.bundle_index()}, bundle.generation());
+    // Not held any more, or prepared again since the report the head judged: nothing to do.
+    if (!killed.ok()) continue;
+    to_kill.insert(to_kill.end(), killed->begin(), killed->end());
+    std::fprintf(stderr, "node agent %s: released bundle %d of %s (%s)\n",
+                 state_->node_id().value().c_str(), bundle.bundle_index(),
+                 bundle.placement_group().c_str(), why);
+  }
+  if (!to_kill.empty()) kill_workers_(to_kill);
+}
+
 absl::Status HeadLink::Register(absl::Duration budget) {
   v1::RegisterNodeRequest request;
   rpc::NodeToProto(state_->spec(), agent_address_, options_.incarnation,
                    request.mutable_node());
   for (const LeaseRecord& lease : state_->Leases()) LeaseToProto(lease, request.add_leases());
-  for (const BundleRecord& bundle : state_->Bundles()) {
-    BundleToProto(bundle, request.add_bundles());
+  for (const HeldBundleState& bundle : state_->BundleStates()) {
+    HeldBundleToProto(bundle, request.add_bundles());
   }
   v1::RegisterNodeResponse response;
   const rpc::RetryOptions retry = Retry(budget);
   absl::Status status =
       rpc::RetryUnary(retry, &v1::Head::Stub::RegisterNode, stub_.get(), request, &response);
+  if (absl::IsAlreadyExists(status)) {
+    // Another live agent holds this node id: final, and said in one line.
+    return absl::AlreadyExistsError(absl::StrCat("the head at ", options_.head_address,
+                                                 " refused this agent: ", status.message()));
+  }
   if (!status.ok()) return status;
 
   // Bundles of groups the head does not know (it restarted, or the group is gone).
-  std::vector<WorkerId> to_kill;
-  for (const v1::HeldBundle& bundle : response.release()) {
-    std::vector<WorkerId> killed =
-        state_->CancelBundles(bundle.placement_group(), {bundle.bundle_index()});
-    to_kill.insert(to_kill.end(), killed.begin(), killed.end());
-    std::fprintf(stderr, "node agent %s: released bundle %d of %s (unknown to the head)\n",
-                 state_->node_id().value().c_str(), bundle.bundle_index(),
-                 bundle.placement_group().c_str());
-  }
-  if (!to_kill.empty()) kill_workers_(to_kill);
+  ReleaseUnheld(response.release(), "unknown to the head");
 
   absl::MutexLock lock(&mu_);
+  bundles_epoch_seen_ = response.bundles_epoch();
   if (response.heartbeat_interval_ms() > 0) {
     interval_ = absl::Milliseconds(response.heartbeat_interval_ms());
   }
@@ -93,7 +125,15 @@ absl::Status HeadLink::Heartbeat() {
   v1::HeartbeatRequest request;
   request.set_node_id(state_->node_id().value());
   request.set_incarnation(options_.incarnation);
+  {
+    // Read before the bundles: the report is then at least as new as the epoch says.
+    absl::MutexLock lock(&mu_);
+    request.set_bundles_epoch_seen(bundles_epoch_seen_);
+  }
   for (const LeaseRecord& lease : state_->Leases()) LeaseToProto(lease, request.add_leases());
+  for (const HeldBundleState& bundle : state_->BundleStates()) {
+    HeldBundleToProto(bundle, request.add_bundles());
+  }
   request.set_workers(state_->running_workers());
   v1::HeartbeatResponse response;
   // One interval's worth of retries: the next heartbeat is the next retry.
@@ -104,6 +144,9 @@ absl::Status HeadLink::Heartbeat() {
   if (!response.known()) {
     return absl::NotFoundError("the head does not know this node");
   }
+  ReleaseUnheld(response.release(), "the head does not hold it");
+  absl::MutexLock lock(&mu_);
+  bundles_epoch_seen_ = std::max(bundles_epoch_seen_, response.bundles_epoch());
   return absl::OkStatus();
 }
 
@@ -125,6 +168,17 @@ void HeadLink::Loop() {
     }
     if (!registered) {
       absl::Status status = Register(options_.call_timeout);
+      if (absl::IsAlreadyExists(status)) {
+        // This node id went to another live agent while this one was away: stop for good.
+        std::fprintf(stderr, "node agent %s: %s\n", state_->node_id().value().c_str(),
+                     std::string(status.message()).c_str());
+        {
+          absl::MutexLock lock(&mu_);
+          refusal_ = status;
+        }
+        if (options_.on_refused) options_.on_refused(status);
+        return;
+      }
       if (status.ok()) {
         retry_wait = kFirstRetry;
       } else {

@@ -1,9 +1,12 @@
 // HeadLink: the node agent's side of its conversation with the head. Registers the node (its
 // description with a fresh incarnation, plus the leases and bundles it holds), then heartbeats at
-// the interval the head asks for with the full lease set. When the head answers known=false (it
-// restarted) or calls fail and later succeed, the node registers again; bundles the head says it
-// does not know are released here and the workers inside them killed. Also asks the head which
-// node could take a lease this node cannot (PickNode, for spillback).
+// the interval the head asks for with the full lease and bundle sets. When the head answers
+// known=false (it restarted) or calls fail and later succeed, the node registers again; bundles
+// the head says it does not hold (in a registration or heartbeat answer) are released here, when
+// not prepared again since, and the workers inside them killed. A registration the head refuses
+// with ALREADY_EXISTS (another live agent holds this node id) is final: the link stops and says
+// so (refusal(), on_refused). Also asks the head which node could take a lease this node cannot
+// (PickNode, for spillback).
 //
 // Thread-safe: one background thread runs the loop; PickNode may be called from any thread.
 #pragma once
@@ -33,6 +36,9 @@ struct HeadLinkOptions {
   absl::Duration retry_budget = absl::Seconds(5);
   // Until the head names its interval; also the wait between failed registrations.
   absl::Duration initial_heartbeat = absl::Seconds(1);
+  // Called once, from the link's thread, when the head refuses a re-registration for good
+  // (ALREADY_EXISTS); the agent shuts down. Must not block on the link. Null: nothing.
+  std::function<void(const absl::Status&)> on_refused;
 };
 
 class HeadLink {
@@ -46,8 +52,9 @@ class HeadLink {
   HeadLink& operator=(const HeadLink&) = delete;
 
   // Registers `agent_address` (host:port of this agent's NodeAgent service) once, retried within
-  // the budget, then starts the heartbeat loop whatever the outcome: a head that is not up yet
-  // is registered with later. Returns the first attempt's status. Call once.
+  // the budget, then starts the heartbeat loop whatever the outcome (a head that is not up yet
+  // is registered with later) unless the head refused it (ALREADY_EXISTS: the caller should
+  // give up). Returns the first attempt's status. Call once.
   absl::Status Start(std::string agent_address);
   // Stops the loop and waits for it. Deregisters nothing: the head notices by timeout or by a
   // new incarnation.
@@ -59,6 +66,9 @@ class HeadLink {
 
   bool registered() const;
   int64_t registrations() const;  // successful RegisterNode calls so far
+  // The head's refusal of this agent (ALREADY_EXISTS, one line naming the node id and the live
+  // agent's address); OK while there is none.
+  absl::Status refusal() const;
 
  private:
   // Retries with the cluster token and the call timeout, within `budget` in all.
@@ -67,6 +77,10 @@ class HeadLink {
   // from the loop (which retries on its own and so notices Stop between attempts).
   absl::Status Register(absl::Duration budget);
   absl::Status Heartbeat();
+  // Releases the bundles the head does not hold (when not prepared again since) and kills the
+  // workers inside them; `why` goes into the agent's log line.
+  void ReleaseUnheld(const google::protobuf::RepeatedPtrField<v1::HeldBundle>& bundles,
+                     const char* why);
   void Loop();
 
   const HeadLinkOptions options_;
@@ -79,6 +93,9 @@ class HeadLink {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
   int64_t registrations_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status refusal_ ABSL_GUARDED_BY(mu_);
+  // The head's bundles epoch in the latest answer received, echoed in heartbeats.
+  int64_t bundles_epoch_seen_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration interval_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };

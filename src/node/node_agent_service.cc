@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <set>
 
@@ -241,6 +242,7 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
   parts.lease = lease.id;
   parts.object_store_socket = options_.object_store_socket;
   parts.worker_bind = options_.worker_bind;
+  parts.token_file = options_.worker_token_file;
   const Environment env = BuildWorkerEnvironment(parts);
 
   ChildSpec child;
@@ -442,12 +444,21 @@ grpc::Status NodeAgentService::ListWorkers(grpc::ServerContext*, const v1::ListW
   return grpc::Status::OK;
 }
 
-grpc::Status NodeAgentService::PrepareBundles(grpc::ServerContext*,
+grpc::Status NodeAgentService::PrepareBundles(grpc::ServerContext* context,
                                               const v1::PrepareBundlesRequest* request,
                                               v1::PrepareBundlesResponse*) {
+  // A cancel always wins over a late prepare: one processed after this call arrived, or this
+  // call's deadline passing (the head gave up on it and cancels), makes it take nothing.
+  PrepareGuard guard;
+  guard.arrived_at = state_->BundleWatermark();
+  if (context != nullptr) {
+    guard.abandoned = [context] {
+      return context->IsCancelled() || context->deadline() < std::chrono::system_clock::now();
+    };
+  }
   auto asks = BundleAsksFromProto(*request);
   if (!asks.ok()) return Invalid(asks.status());
-  absl::Status prepared = state_->PrepareBundles(request->placement_group(), *asks);
+  absl::Status prepared = state_->PrepareBundles(request->placement_group(), *asks, guard);
   if (prepared.ok() && request->commit()) {
     std::vector<int> indices;
     for (const BundleAsk& ask : *asks) indices.push_back(ask.index);

@@ -7,6 +7,10 @@
 // with the local explanation. A granted lease starts its worker at once with the isolation
 // environment of its device instances; the worker's exit releases the lease.
 //
+// PrepareBundles takes nothing when a cancel of its bundles was processed after it arrived, or
+// when its deadline passed before it could be applied (the head gave up on it): a cancel always
+// wins over a late prepare.
+//
 // Thread-safe: gRPC calls handlers concurrently; all shared state is in AgentState (its own
 // mutex), the ProcessSupervisor (its own) and the request cache (its own).
 #pragma once
@@ -45,6 +49,9 @@ struct AgentServiceOptions {
   std::string object_store_socket;
   // The host workers serve on (TESSERA_WORKER_BIND): the host this agent is reached at.
   std::string worker_bind;
+  // The 0600 file holding the cluster token that workers read (TESSERA_TOKEN_FILE); the token
+  // itself never enters a worker's environment. "" gives workers no token.
+  std::string worker_token_file;
   // For calls to other agents (PullObject).
   std::string token;
   absl::Duration pull_timeout = absl::Minutes(10);

@@ -31,20 +31,10 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using Json = nlohmann::json;
 
-#define ASSERT_OK(expr)                                    \
-  do {                                                     \
-    const absl::Status assert_ok_status_ = (expr);         \
-    ASSERT_TRUE(assert_ok_status_.ok()) << assert_ok_status_; \
-  } while (0)
-
 // "CPU=1" -> raw map entry helpers.
 int64_t Raw(const tessera::v1::Resources& r, const std::string& name) {
   const auto it = r.raw().find(name);
   return it == r.raw().end() ? 0 : it->second;
-}
-
-std::string Describe(const CliResult& r) {
-  return absl::StrCat("exit ", r.exit_code, "\n--- stdout\n", r.out, "--- stderr\n", r.err);
 }
 
 Json ParseJson(const CliResult& r) {
@@ -545,6 +535,48 @@ TEST(ClusterIntegrationTest, KilledNodeAgentIsDeclaredDeadAndOnlyItsBundlesMove)
   EXPECT_THAT(status.out, HasSubstr(victim));
 }
 
+TEST(ClusterIntegrationTest, ASecondAgentWithALiveNodeIdIsRefusedAndExitsLeavingTheFirstAlone) {
+  ClusterOptions options;
+  options.nodes = {{.id = "n1", .hardware_yaml = CpuHost(4)}};
+  auto cluster = TestCluster::Start(options);
+  ASSERT_OK(cluster.status());
+  TestCluster& c = **cluster;
+  const std::string address = c.NodeAddress("n1");
+  ASSERT_FALSE(address.empty());
+  // A worker of the first agent, running until told to finish.
+  const std::string release = ReleaseFile(c, "duplicate-release");
+  const int run = c.CliAsync({"run", "--resources", "CPU=3", "--", "sh", "-c",
+                              WaitForFileCommand(release)});
+  ASSERT_OK(c.WaitUntil([&]() -> absl::Status {
+    auto node = FindNode(c, "n1");
+    if (!node.ok()) return node.status();
+    return node->workers() == 1 ? absl::OkStatus() : absl::UnavailableError("not running yet");
+  }));
+
+  // Another agent started with the same node id (no object store: the first one's socket is in
+  // the same state folder) exits by itself with one line naming the node and the live agent.
+  const CliResult second = c.Cli(
+      {"start", "--block", "--address", c.head_address(), "--node-id", "n1", "--hardware",
+       absl::StrCat(c.state_dir(), "/test-logs/n1.yaml"), "--object-store-memory", "0B"});
+  EXPECT_NE(second.exit_code, 0) << Describe(second);
+  EXPECT_THAT(second.err, HasSubstr(absl::StrCat("node n1 is already held by a live agent at ",
+                                                 address)))
+      << Describe(second);
+
+  // The first agent keeps its node, its address file and its worker.
+  auto node = FindNode(c, "n1");
+  ASSERT_OK(node.status());
+  EXPECT_EQ(node->state(), "ALIVE");
+  EXPECT_EQ(node->node().address(), address);
+  EXPECT_EQ(c.NodeAddress("n1"), address);
+  Touch(release);
+  const CliResult finished = c.Wait(run);
+  EXPECT_EQ(finished.exit_code, 0) << Describe(finished);
+  const CliResult status = c.Cli({"status"});
+  ASSERT_EQ(status.exit_code, 0) << Describe(status);
+  EXPECT_THAT(status.out, HasSubstr("a second agent for node n1")) << Describe(status);
+}
+
 TEST(ClusterIntegrationTest, HeadRestartWithMemoryStoreReportsWhatWasLost) {
   ClusterOptions options;
   options.nodes = {{.id = "n1", .hardware_yaml = CpuHost(4)},
@@ -702,17 +734,25 @@ TEST(ClusterIntegrationTest, StartAndStopDaemonsLeaveNothingRunning) {
   const std::string hardware = absl::StrCat(c.state_dir(), "/test-logs/cpu.yaml");
   std::ofstream(hardware) << CpuHost(2);
 
-  const CliResult head =
-      c.Cli({"start", "--head", "--port", "0", "--state-dir", state, "--node-timeout", "2s"});
+  const std::string token_copy = absl::StrCat(c.state_dir(), "/test-logs/token-copy");
+  const CliResult head = c.Cli({"start", "--head", "--port", "0", "--state-dir", state,
+                                "--node-timeout", "2s", "--token-out", token_copy});
   ASSERT_EQ(head.exit_code, 0) << Describe(head);
   EXPECT_THAT(head.out, HasSubstr("Head started at 127.0.0.1:"));
   const std::string token = cli::ReadFirstLine(state + "/token").value_or("");
   ASSERT_EQ(token.size(), 64u);
-  EXPECT_THAT(head.out, HasSubstr(token));
+  // The token is never printed (terminals and CI logs keep it): it goes to a 0600 file.
+  EXPECT_THAT(head.out + head.err, Not(HasSubstr(token)));
+  EXPECT_THAT(head.out, HasSubstr("--token-file FILE"));
+  EXPECT_THAT(head.out, HasSubstr(token_copy));
+  EXPECT_EQ(cli::ReadFirstLine(token_copy).value_or(""), token);
+  EXPECT_EQ(std::filesystem::status(token_copy).permissions(), std::filesystem::perms::owner_read |
+                                                                   std::filesystem::perms::owner_write);
   const std::string address = cli::ReadFirstLine(state + "/head.address").value_or("");
 
   const CliResult agent = c.Cli({"start", "--address", address, "--hardware", hardware,
-                                 "--node-id", "d1", "--state-dir", state});
+                                 "--node-id", "d1", "--state-dir", state,
+                                 "--object-store-memory", "16MiB"});
   ASSERT_EQ(agent.exit_code, 0) << Describe(agent);
   EXPECT_THAT(agent.out, HasSubstr("Node agent d1 started"));
   // A second head on the same state folder is refused.
@@ -750,7 +790,8 @@ TEST(ClusterIntegrationTest, UpStartsEveryNodeOfTheFileAndDownLeavesNothing) {
                          "      host: {sockets: 1, cores_per_socket: 4, memory: 32GiB}\n"
                          "      accelerators:\n"
                          "        - {family: nvidia, type: H100, count: 2, memory: 80GiB}\n";
-  const CliResult up = c.Cli({"up", file, "--state-dir", state, "--node-timeout", "2s"});
+  const CliResult up = c.Cli({"up", file, "--state-dir", state, "--node-timeout", "2s",
+                              "--object-store-memory", "16MiB"});
   ASSERT_EQ(up.exit_code, 0) << Describe(up);
   EXPECT_THAT(up.out, HasSubstr("3 node agents"));
 
