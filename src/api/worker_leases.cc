@@ -231,6 +231,9 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
     env[std::string(worker::kHeadAddressEnv)] = options_.head_address;
   }
   worker.set_cwd(cwd_);
+  // A worker belongs to this driver: when the driver dies (its watch of the worker ends), the
+  // agent stops the worker, even one busy inside a task or an actor method.
+  worker.set_stop_when_unwatched(true);
   lease.set_job_id(options_.job_id);
 
   rpc::RetryOptions retry;

@@ -1,6 +1,7 @@
 // Actors end to end on a real cluster (a head and two node agents as processes): this test binary
 // is the driver and, started by the agents in worker mode, each actor's dedicated process.
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -44,6 +46,11 @@ class Counter {
   bool WaitForFile(std::string path) {
     while (!std::filesystem::exists(path)) absl::SleepFor(absl::Milliseconds(5));
     return true;
+  }
+  // Says it has started (creates `marker`), then blocks for good.
+  bool Block(std::string marker) {
+    std::ofstream(marker) << "busy\n";
+    while (true) absl::SleepFor(absl::Seconds(1));
   }
   std::vector<std::string> Context() const {
     const RuntimeContext& context = GetRuntimeContext();
@@ -89,6 +96,7 @@ TESSERA_ACTOR_METHOD(&Counter::History);
 TESSERA_ACTOR_METHOD(&Counter::Fail);
 TESSERA_ACTOR_METHOD(&Counter::Pid);
 TESSERA_ACTOR_METHOD(&Counter::WaitForFile);
+TESSERA_ACTOR_METHOD(&Counter::Block);
 TESSERA_ACTOR_METHOD(&Counter::Context);
 TESSERA_ACTOR_METHOD(&Counter::Overlap);
 
@@ -224,6 +232,43 @@ TEST_F(ActorIntegrationTest, AnotherDriverFindsANamedActorThroughTheHead) {
   ASSERT_OK(Kill(counter));
 }
 
+// A driver killed while its actor is busy inside a method: the actor's process ends with it (the
+// agent stops a worker whose owner's watch is gone), it does not run on holding its resources.
+TEST_F(ActorIntegrationTest, ADriversActorEndsWhenTheDriverIsKilledMidCall) {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  const pid_t guest = fork();
+  if (guest == 0) {
+    dup2(out[1], 1);
+    close(out[0]);
+    setenv("TESSERA_ACTOR_TEST_DOOMED", "1", 1);
+    setenv("TESSERA_ACTOR_TEST_STATE", cluster_->state_dir().c_str(), 1);
+    execl(self.c_str(), self.c_str(), nullptr);
+    _exit(127);
+  }
+  ASSERT_GT(guest, 0);
+  close(out[1]);
+  // The guest prints its actor's pid once the actor is busy in a call that never returns.
+  std::string line;
+  char c;
+  while (read(out[0], &c, 1) == 1 && c != '\n') line.push_back(c);
+  close(out[0]);
+  int actor_pid = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(line, &actor_pid)) << "guest said: " << line;
+  ASSERT_TRUE(cli::ProcessAlive(actor_pid));
+  ASSERT_EQ(kill(guest, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(guest, &status, 0), guest);
+  ASSERT_OK(cluster_->WaitUntil(
+      [&] {
+        return cli::ProcessAlive(actor_pid)
+                   ? absl::UnavailableError(absl::StrCat("actor process ", actor_pid, " still runs"))
+                   : absl::OkStatus();
+      },
+      absl::Seconds(30)));
+}
+
 TEST_F(ActorIntegrationTest, MaxConcurrencyOverlapsCalls) {
   ActorHandle<Counter> counter = Actor(MakeCounter).MaxConcurrency(4).Remote(0);
   std::vector<ObjectRef<int>> refs;
@@ -292,8 +337,39 @@ int RunGuest(const char* name, const char* state_dir) {
   return code;
 }
 
+// The guest of ADriversActorEndsWhenTheDriverIsKilledMidCall: starts an actor, prints its pid
+// once the actor is inside a call that never returns, and waits to be killed.
+int RunDoomedOwner(const char* state_dir) {
+  using namespace tessera;  // NOLINT: a test's second main
+  InitOptions init;
+  init.state_dir = state_dir;
+  if (absl::Status s = Init(init); !s.ok()) {
+    std::fprintf(stderr, "doomed: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  ActorHandle<tessera::testing::Counter> counter = Actor(tessera::testing::MakeCounter).Remote(0);
+  auto pid = Get(counter.Task(&tessera::testing::Counter::Pid).Remote(), absl::Seconds(60));
+  if (!pid.ok()) {
+    std::fprintf(stderr, "doomed: %s\n", std::string(pid.status().message()).c_str());
+    return 1;
+  }
+  const std::string marker = absl::StrCat(state_dir, "/test-logs/doomed-", getpid());
+  ObjectRef<bool> never = counter.Task(&tessera::testing::Counter::Block).Remote(marker);
+  const absl::Time until = absl::Now() + absl::Seconds(60);
+  while (!std::filesystem::exists(marker) && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  std::printf("%d\n", *pid);
+  std::fflush(stdout);
+  (void)Get(never);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (tessera::IsWorkerProcess()) (void)tessera::Init();
+  if (std::getenv("TESSERA_ACTOR_TEST_DOOMED") != nullptr) {
+    return RunDoomedOwner(std::getenv("TESSERA_ACTOR_TEST_STATE"));
+  }
   if (const char* guest = std::getenv("TESSERA_ACTOR_TEST_GUEST"); guest != nullptr) {
     return RunGuest(guest, std::getenv("TESSERA_ACTOR_TEST_STATE"));
   }
