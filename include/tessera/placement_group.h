@@ -44,6 +44,10 @@ struct PlacementGroupOptions {
   std::vector<Alternative> fallbacks;
   // How long to wait for room (zero: take it now or fail).
   absl::Duration timeout = absl::Seconds(30);
+  // A group belongs to the program that created it and is removed when that program ends or
+  // dies (its driver stops keeping itself alive at the head). Detached: it lives until
+  // RemovePlacementGroup, whoever calls it.
+  bool detached = false;
 };
 
 // A created group: which shape was taken and the node of each bundle.
@@ -76,6 +80,8 @@ struct SliceOptions {
   };
   std::vector<Alternative> fallbacks;
   absl::Duration timeout = absl::Seconds(30);
+  // As PlacementGroupOptions::detached: released with the program unless detached.
+  bool detached = false;
 };
 
 struct SliceHost {

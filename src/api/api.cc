@@ -88,7 +88,7 @@ absl::Status Init(InitOptions options) {
   auto created = api::DriverRuntime::Create(options);
   if (!created.ok()) return created.status();
   runtime = new std::shared_ptr<api::DriverRuntime>(*std::move(created));
-  api::RememberReservationCluster(options);
+  api::RememberReservationCluster(options, (*runtime)->driver_id());
   return absl::OkStatus();
 }
 

@@ -143,6 +143,10 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
   runtime->leases_ = std::make_unique<WorkerLeases>(leases, runtime->submitter_.get());
   runtime->submitter_->SetLeaseSource(runtime->leases_.get());
 
+  if (runtime->head_ != nullptr) {
+    runtime->keepalive_ = std::make_unique<DriverKeepAlive>(runtime->head_.get(), runtime->token_,
+                                                            runtime->driver_id());
+  }
   DriverRuntime* self = runtime.get();
   runtime->reaper_ = std::thread([self] {
     while (!self->stop_reaper_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
@@ -158,6 +162,8 @@ void DriverRuntime::Shutdown() {
   if (!reaper_.joinable()) return;
   stop_reaper_.Notify();
   reaper_.join();
+  // What this driver reserved is released first (the head hears it exited).
+  if (keepalive_ != nullptr) keepalive_->Stop();
   submitter_->Shutdown();
   leases_->Shutdown();
   {

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "api/driver_keepalive.h"
 #include "api/object_node_store.h"
 #include "api/object_table.h"
 #include "api/task_submitter.h"
@@ -28,6 +29,9 @@ class DriverRuntime {
  public:
   static absl::StatusOr<std::unique_ptr<DriverRuntime>> Create(const InitOptions& options);
   ~DriverRuntime();
+
+  // This driver's id at the head: its leases' job id, the owner of what it reserves.
+  const std::string& driver_id() const { return owner_.worker_id; }
 
   ObjectRefBase Submit(internal::AnyFunction fn, const TaskOptions& options,
                        std::vector<internal::TaskArgument> args);
@@ -98,6 +102,8 @@ class DriverRuntime {
 
   absl::Notification stop_reaper_;
   std::thread reaper_;
+  // Keeps what this driver reserved alive at the head; nullptr without a head.
+  std::unique_ptr<DriverKeepAlive> keepalive_;
 };
 
 }  // namespace tessera::api

@@ -23,6 +23,7 @@ namespace {
 
 absl::Mutex cluster_mu(absl::kConstInit);
 std::optional<cli::ClusterClientOptions>* cluster ABSL_GUARDED_BY(cluster_mu) = nullptr;
+std::string* owner ABSL_GUARDED_BY(cluster_mu) = nullptr;
 
 absl::StatusOr<std::unique_ptr<cli::ClusterClient>> Connect() {
   std::optional<cli::ClusterClientOptions> options = ReservationCluster();
@@ -76,6 +77,7 @@ absl::StatusOr<v1::CreatePlacementGroupRequest> GroupRequest(const PlacementGrou
   v1::CreatePlacementGroupRequest request;
   rpc::PlacementGroupSpecToProto(spec, &request);
   request.set_request_id(cli::NewRequestId("pg"));
+  if (!options.detached) request.set_owner(ReservationOwner());
   return request;
 }
 
@@ -88,6 +90,7 @@ absl::StatusOr<v1::ReserveSlicesRequest> SliceRequest(const SliceOptions& option
   v1::ReserveSlicesRequest request;
   request.set_request_id(cli::NewRequestId("slice"));
   request.set_name(options.name);
+  if (!options.detached) request.set_owner(ReservationOwner());
   auto primary = cli::TpuSliceAlternative("accelerator_type/topology", options.accelerator_type,
                                           options.topology, options.num_slices,
                                           /*per_chip=*/false);
@@ -116,7 +119,7 @@ absl::StatusOr<v1::ReserveSlicesRequest> SliceRequest(const SliceOptions& option
 
 }  // namespace
 
-void RememberReservationCluster(const InitOptions& options) {
+void RememberReservationCluster(const InitOptions& options, std::string driver_id) {
   cli::ClusterClientOptions client;
   client.state_dir = options.state_dir;
   client.head_address = options.head_address;
@@ -124,12 +127,21 @@ void RememberReservationCluster(const InitOptions& options) {
   absl::MutexLock lock(&cluster_mu);
   delete cluster;
   cluster = new std::optional<cli::ClusterClientOptions>(std::move(client));
+  delete owner;
+  owner = new std::string(std::move(driver_id));
 }
 
 void ForgetReservationCluster() {
   absl::MutexLock lock(&cluster_mu);
   delete cluster;
   cluster = nullptr;
+  delete owner;
+  owner = nullptr;
+}
+
+std::string ReservationOwner() {
+  absl::MutexLock lock(&cluster_mu);
+  return owner == nullptr ? "" : *owner;
 }
 
 std::optional<cli::ClusterClientOptions> ReservationCluster() {

@@ -41,6 +41,7 @@ void HeadService::FillGroupInfo(const GroupEntry& group, v1::PlacementGroupInfo*
   info->set_strategy(std::string(PlacementStrategyName(group.spec.strategy)));
   info->set_state(ReservationStateName(group.kind, group.phase));
   info->set_option(group.option);
+  info->set_owner(group.owner);
   std::vector<std::optional<BundleHold>> desired = DesiredBundles(group);
   size_t count = group.scheduled.has_value() ? desired.size() : group.spec.primary.bundles.size();
   for (size_t i = 0; i < count; ++i) {
@@ -96,6 +97,8 @@ grpc::Status HeadService::DoCreatePlacementGroup(const v1::CreatePlacementGroupR
     GroupEntry entry;
     entry.id = id;
     entry.name = name;
+    entry.owner = request.owner();
+    NoteDriverAlive(entry.owner);
     entry.request = request;
     entry.spec = *std::move(spec);
     entry.spec.name = name;

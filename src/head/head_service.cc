@@ -91,10 +91,12 @@ grpc::Status HeadService::Shutdown(grpc::ServerContext*, const v1::ShutdownReque
 void HeadService::Tick() {
   std::vector<std::string> to_sync;
   std::vector<std::pair<std::string, std::vector<NodeWork>>> healing;  // slice -> cancels
+  std::vector<std::string> gone_drivers;
   {
     absl::MutexLock lock(&mu_);
     absl::Time now = clock_->Now();
     CheckHealth(now);
+    gone_drivers = TakeExpiredDrivers(now);
     if (changed_ || now - last_retry_ >= options_.retry_interval) {
       changed_ = false;
       last_retry_ = now;
@@ -155,6 +157,10 @@ void HeadService::Tick() {
   }
   for (const auto& [name, work] : healing) CancelBundles(name, work);
   for (const std::string& name : to_sync) SyncReservation(name);
+  for (const std::string& driver : gone_drivers) {
+    (void)ReleaseOwnedBy(driver, absl::StrCat("fell silent for ",
+                                              absl::FormatDuration(options_.driver_timeout)));
+  }
 }
 
 }  // namespace tessera

@@ -69,6 +69,9 @@ struct HeadServiceOptions {
   // it grows past max_page_bytes (one item alone always fits), well under gRPC's 4 MB.
   size_t max_page_size = 500;
   size_t max_page_bytes = 2 * 1024 * 1024;
+  // A driver that owns reservations and has not called KeepDriverAlive for this long is gone:
+  // what it owns (and did not create detached) is released.
+  absl::Duration driver_timeout = absl::Seconds(10);
   Clock* clock = nullptr;       // nullptr: the real clock
   StateStore* store = nullptr;  // required; must outlive the service
   NodeAgentClientFactory agent_clients;  // required
@@ -113,6 +116,10 @@ class HeadService final : public v1::Head::Service {
                              v1::ReleaseSlicesResponse* response) override;
   grpc::Status ListSlices(grpc::ServerContext*, const v1::ListRequest*,
                           v1::ListSlicesResponse* response) override;
+  grpc::Status KeepDriverAlive(grpc::ServerContext*, const v1::KeepDriverAliveRequest* request,
+                               v1::KeepDriverAliveResponse* response) override;
+  grpc::Status DriverExited(grpc::ServerContext*, const v1::DriverExitedRequest* request,
+                            v1::DriverExitedResponse* response) override;
   grpc::Status ListNodes(grpc::ServerContext*, const v1::ListRequest*,
                          v1::ListNodesResponse* response) override;
   grpc::Status GetClusterStatus(grpc::ServerContext*, const v1::ListRequest*,
@@ -265,6 +272,16 @@ class HeadService final : public v1::Head::Service {
   int FailJobsOn(const std::string& node, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records that a job ended, then forgets the oldest ended jobs beyond max_ended_jobs.
+  // --- drivers (head_drivers.cc) ---
+  // A driver that owns a reservation is alive from now (KeepDriverAlive, a create with owner).
+  void NoteDriverAlive(const std::string& driver) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drivers whose last sign of life is older than driver_timeout; forgotten as they are listed.
+  std::vector<std::string> TakeExpiredDrivers(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes every placement group and releases every slice group `driver` owns (the agents give
+  // their bundles back); the names released.
+  std::vector<std::string> ReleaseOwnedBy(const std::string& driver, const std::string& why)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   void JobEnded(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetOldEndedJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -312,6 +329,7 @@ class HeadService final : public v1::Head::Service {
   std::deque<std::string> ended_jobs_ ABSL_GUARDED_BY(mu_);  // ended job ids, earliest end first
   int64_t next_job_order_ ABSL_GUARDED_BY(mu_) = 1;
   std::deque<std::string> events_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, absl::Time, std::less<>> drivers_ ABSL_GUARDED_BY(mu_);  // last heard
   int64_t next_group_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_slice_ ABSL_GUARDED_BY(mu_) = 1;
   bool changed_ ABSL_GUARDED_BY(mu_) = false;

@@ -54,6 +54,7 @@ void HeadService::FillSliceInfo(const SliceEntry& slice, v1::SliceGroupInfo* inf
   info->set_name(slice.name);
   info->set_state(ReservationStateName(slice.kind, slice.phase));
   info->set_alternative(slice.alternative);
+  info->set_owner(slice.owner);
   for (const std::string& domain : slice.domains) info->add_domains(domain);
   for (const DomainBundle& bundle : slice.bundles) {
     v1::SliceHost* host = info->add_hosts();
@@ -112,6 +113,8 @@ grpc::Status HeadService::DoReserveSlices(const v1::ReserveSlicesRequest& reques
     SliceEntry entry;
     entry.id = id;
     entry.name = name;
+    entry.owner = request.owner();
+    NoteDriverAlive(entry.owner);
     entry.request = request;
     entry.parsed = *std::move(parsed);
     entry.parsed.name = name;

@@ -92,6 +92,7 @@ absl::Status Check(const v1::CreatePlacementGroupRequest& request) {
   TESSERA_RETURN_IF_ERROR(CheckName("request_id", request.request_id()));
   TESSERA_RETURN_IF_ERROR(CheckName("name", request.name()));
   TESSERA_RETURN_IF_ERROR(CheckName("strategy", request.strategy()));
+  TESSERA_RETURN_IF_ERROR(CheckName("owner", request.owner()));
   TESSERA_RETURN_IF_ERROR(CheckAtMost("placement group has", request.fallbacks_size(),
                                       "fallbacks", kMaxPlacementGroupFallbacks));
   TESSERA_RETURN_IF_ERROR(CheckBundleOption("placement group", "primary", request.primary()));
@@ -115,6 +116,7 @@ absl::Status Check(const v1::WaitPlacementGroupRequest& request) {
 absl::Status Check(const v1::ReserveSlicesRequest& request) {
   TESSERA_RETURN_IF_ERROR(CheckName("request_id", request.request_id()));
   TESSERA_RETURN_IF_ERROR(CheckName("name", request.name()));
+  TESSERA_RETURN_IF_ERROR(CheckName("owner", request.owner()));
   TESSERA_RETURN_IF_ERROR(CheckAtMost("slice request has", request.alternatives_size(),
                                       "alternatives", kMaxSliceAlternatives));
   for (int i = 0; i < request.alternatives_size(); ++i) {
@@ -183,6 +185,14 @@ absl::Status Check(const v1::KvDeleteRequest& request) {
 
 absl::Status Check(const v1::KvListRequest& request) {
   return CheckBytes("prefix", request.prefix(), kMaxKvKeyBytes);
+}
+
+absl::Status Check(const v1::KeepDriverAliveRequest& request) {
+  return CheckName("driver_id", request.driver_id());
+}
+
+absl::Status Check(const v1::DriverExitedRequest& request) {
+  return CheckName("driver_id", request.driver_id());
 }
 
 absl::Status Check(const v1::ListRequest& request) {

@@ -92,6 +92,8 @@ absl::Status Check(const v1::KvPutRequest& request);
 absl::Status Check(const v1::KvGetRequest& request);
 absl::Status Check(const v1::KvDeleteRequest& request);
 absl::Status Check(const v1::KvListRequest& request);
+absl::Status Check(const v1::KeepDriverAliveRequest& request);
+absl::Status Check(const v1::DriverExitedRequest& request);
 absl::Status Check(const v1::ListRequest& request);
 
 }  // namespace tessera::request_limits

@@ -51,6 +51,8 @@ struct Reservation {
   ReservationKind kind;
   std::string id;    // "pg-7", "slices-2"
   std::string name;  // the key on the agents; the id for an anonymous group
+  // The driver that owns it (released when that driver ends); "" when detached.
+  std::string owner;
   ReservationPhase phase = ReservationPhase::kPending;
   std::vector<std::optional<BundleHold>> confirmed;  // committed on the agents, by bundle
   std::string explanation;

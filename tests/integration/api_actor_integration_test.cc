@@ -26,6 +26,7 @@
 #include "absl/time/clock.h"
 #include "integration/api_test_cluster.h"
 #include "integration/cluster_harness.h"
+#include "tessera/placement_group.h"
 #include "tessera/tessera.h"
 
 namespace tessera::testing {
@@ -233,8 +234,10 @@ TEST_F(ActorIntegrationTest, AnotherDriverFindsANamedActorThroughTheHead) {
 }
 
 // A driver killed while its actor is busy inside a method: the actor's process ends with it (the
-// agent stops a worker whose owner's watch is gone), it does not run on holding its resources.
-TEST_F(ActorIntegrationTest, ADriversActorEndsWhenTheDriverIsKilledMidCall) {
+// agent stops a worker whose owner's watch is gone), it does not run on holding its resources;
+// the placement group it owned is removed (the head hears no more from it), the one it created
+// detached stays.
+TEST_F(ActorIntegrationTest, ADriversActorAndReservationsEndWhenTheDriverIsKilledMidCall) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   int out[2];
   ASSERT_EQ(pipe(out), 0);
@@ -267,6 +270,23 @@ TEST_F(ActorIntegrationTest, ADriversActorEndsWhenTheDriverIsKilledMidCall) {
                    : absl::OkStatus();
       },
       absl::Seconds(30)));
+  auto group_state = [&](const std::string& name) -> std::string {
+    auto groups = cluster_->client().ListPlacementGroups();
+    if (!groups.ok()) return "?";
+    for (const auto& g : groups->groups()) {
+      if (g.name() == name) return g.state();
+    }
+    return "";
+  };
+  ASSERT_OK(cluster_->WaitUntil(
+      [&] {
+        const std::string state = group_state("doomed-owned");
+        return state.empty() ? absl::OkStatus()
+                             : absl::UnavailableError(absl::StrCat("doomed-owned is ", state));
+      },
+      absl::Seconds(40)));
+  EXPECT_EQ(group_state("doomed-detached"), "CREATED");
+  ASSERT_OK(RemovePlacementGroup("doomed-detached"));
 }
 
 TEST_F(ActorIntegrationTest, MaxConcurrencyOverlapsCalls) {
@@ -346,6 +366,18 @@ int RunDoomedOwner(const char* state_dir) {
   if (absl::Status s = Init(init); !s.ok()) {
     std::fprintf(stderr, "doomed: %s\n", std::string(s.message()).c_str());
     return 1;
+  }
+  PlacementGroupOptions owned;
+  owned.name = "doomed-owned";
+  owned.bundles = {"CPU=1"};
+  PlacementGroupOptions detached = owned;
+  detached.name = "doomed-detached";
+  detached.detached = true;
+  for (const PlacementGroupOptions& group : {owned, detached}) {
+    if (auto created = CreatePlacementGroup(group); !created.ok()) {
+      std::fprintf(stderr, "doomed: %s\n", std::string(created.status().message()).c_str());
+      return 1;
+    }
   }
   ActorHandle<tessera::testing::Counter> counter = Actor(tessera::testing::MakeCounter).Remote(0);
   auto pid = Get(counter.Task(&tessera::testing::Counter::Pid).Remote(), absl::Seconds(60));

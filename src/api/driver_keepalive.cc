@@ -1,0 +1,43 @@
+#include "api/driver_keepalive.h"
+
+#include <utility>
+
+#include "rpc/auth.h"
+
+namespace tessera::api {
+
+DriverKeepAlive::DriverKeepAlive(v1::Head::Stub* head, std::string token, std::string driver_id,
+                                 absl::Duration period)
+    : head_(head), token_(std::move(token)), driver_id_(std::move(driver_id)), period_(period) {
+  thread_ = std::thread([this] {
+    do {
+      Beat();
+    } while (!stop_.WaitForNotificationWithTimeout(period_));
+  });
+}
+
+DriverKeepAlive::~DriverKeepAlive() { Stop(); }
+
+void DriverKeepAlive::Beat() const {
+  v1::KeepDriverAliveRequest request;
+  request.set_driver_id(driver_id_);
+  v1::KeepDriverAliveResponse response;
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, token_, period_);
+  (void)head_->KeepDriverAlive(&context, request, &response);
+}
+
+void DriverKeepAlive::Stop() {
+  if (!thread_.joinable()) return;
+  stop_.Notify();
+  thread_.join();
+  v1::DriverExitedRequest request;
+  request.set_driver_id(driver_id_);
+  v1::DriverExitedResponse response;
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, token_, absl::Seconds(5));
+  // Best effort: a head that does not answer releases them after its driver timeout instead.
+  (void)head_->DriverExited(&context, request, &response);
+}
+
+}  // namespace tessera::api
