@@ -49,7 +49,8 @@
 namespace tessera {
 
 struct InitOptions {
-  // The cluster's state folder on this machine; "" is $TESSERA_STATE_DIR, else /tmp/tessera.
+  // The cluster's state folder on this machine; "" is $TESSERA_STATE_DIR, else the per-user
+  // ~/.local/state/tessera. A folder another user owns or can write is refused.
   std::string state_dir;
   // The head, when it is not in the state folder (another machine); "" reads <state>/head.address.
   std::string head_address;
