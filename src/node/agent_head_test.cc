@@ -1,6 +1,8 @@
 // Node agents with the real head, in one process on loopback: registration, spillback of a lease
 // a node cannot take to the node the head picks, and a placement group reserved on an agent by
 // the head's two-phase commit, with a lease served from its bundle and released with it.
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -197,6 +199,44 @@ TEST_F(AgentHeadTest, HeadMirrorsLeasesFromHeartbeats) {
   EXPECT_TRUE(Eventually([&] { return gpu_available() == 80000; }));
 }
 
+
+// A head restarted without --port takes a new port and publishes it in the state folder: the
+// agents that dialled the old one find it there and register again, their workers untouched.
+TEST_F(AgentHeadTest, AgentsFindAHeadRestartedOnAnotherPort) {
+  gpu_ = StartAgent("h100-sxm-8.yaml", "gpu");
+  ASSERT_NE(gpu_, nullptr);
+  v1::LeaseReply granted = Lease(*gpu_, Request("GPU=3", {"/bin/sleep", "1000"}));
+  ASSERT_TRUE(granted.has_granted()) << granted.explanation();
+  const std::string old_address = head_->address();
+  head_.reset();
+  // Hold the old port, so the new head cannot take it by chance.
+  const int old_port = std::stoi(old_address.substr(old_address.rfind(':') + 1));
+  const int blocker = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(old_port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int one = 1;
+  ::setsockopt(blocker, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  ASSERT_EQ(::bind(blocker, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  HeadOptions options;
+  options.state_dir = state_dir_;
+  options.heartbeat_interval = absl::Milliseconds(50);
+  auto restarted = HeadServer::Create(options);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  head_ = std::move(*restarted);
+  ASSERT_NE(head_->address(), old_address);
+  head_stub_ = v1::Head::NewStub(rpc::MakeChannel(head_->address()));
+  auto gpus_used = [&]() -> int64_t {
+    v1::ListNodesResponse nodes;
+    if (!head_stub_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok()) return -1;
+    if (nodes.nodes_size() != 1 || nodes.nodes(0).state() != "ALIVE") return -1;
+    return 80000 - nodes.nodes(0).available().raw().at("GPU");
+  };
+  EXPECT_TRUE(Eventually([&] { return gpus_used() == 30000; }));
+  EXPECT_TRUE(gpu_->state().FindWorker(WorkerId(granted.granted().worker_id())).has_value());
+  ::close(blocker);
+}
 
 // --- The head and the agents reconcile what each node holds; a node id has one live agent. ---
 

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "hardware/sysroot.h"
@@ -86,10 +88,23 @@ absl::StatusOr<AgentOptions> ResolveAgentOptions(AgentOptions options) {
       !trusted.ok() && !absl::IsNotFound(trusted)) {
     return trusted;
   }
-  if (options.head_address.empty()) {
-    auto address = ReadTrimmed(options.state_dir + "/head.address");
-    if (!address.ok()) return address.status();
-    if (address->has_value()) options.head_address = **address;
+  {
+    const std::string published_file = options.state_dir + "/head.address";
+    auto published = ReadTrimmed(published_file);
+    if (!published.ok()) return published.status();
+    std::vector<std::string> given;
+    for (absl::string_view part :
+         absl::StrSplit(options.head_address, ',', absl::SkipWhitespace())) {
+      given.emplace_back(Trim(std::string_view(part.data(), part.size())));
+    }
+    if (given.empty() && published->has_value()) given.push_back(**published);
+    options.head_address = given.empty() ? "" : given.front();
+    options.head_fallbacks.assign(given.begin() + (given.empty() ? 0 : 1), given.end());
+    // The head of this folder (the agent dials what it publishes): follow it when it moves.
+    if (published->has_value() &&
+        std::find(given.begin(), given.end(), **published) != given.end()) {
+      options.head_address_file = published_file;
+    }
   }
   if (options.token.empty()) {
     const std::string state_token = options.state_dir + "/token";

@@ -19,9 +19,16 @@ struct AgentOptions {
   // The cluster's state folder. "": $TESSERA_STATE_DIR, else the per-user default
   // (process/private_paths.h DefaultStateDirectory).
   std::string state_dir;
-  // host:port of the head. "": <state>/head.address when it exists, else the agent runs alone
-  // (no registration, no spillback: every lease is decided locally).
+  // host:port of the head, or several separated by commas (a head that may come back at
+  // another of them). "": <state>/head.address when it exists, else the agent runs alone (no
+  // registration, no spillback: every lease is decided locally). Resolved: the first address.
   std::string head_address;
+  // Resolved: the other addresses given (tried in turn when the head cannot be reached).
+  std::vector<std::string> head_fallbacks;
+  // Resolved: where the head of this state folder publishes its address (<state>/head.address),
+  // when the agent's head is that one; the agent looks there again when the head cannot be
+  // reached, so a head restarted on another port is found. "" for a remote head.
+  std::string head_address_file;
   // The cluster token. "": read from token_file, else $TESSERA_TOKEN, else <state>/token.
   std::string token;
   std::string token_file;  // --token-file (mode 0600, rpc/token.h)

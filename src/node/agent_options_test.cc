@@ -44,6 +44,36 @@ TEST_F(AgentOptionsTest, ReadsHeadAddressAndTokenFromTheStateFolder) {
   EXPECT_EQ(resolved->token, "abcdef");
 }
 
+TEST_F(AgentOptionsTest, SeveralHeadAddressesAndFollowingTheFolderOfTheHead) {
+  Write("token", "abcdef\n");
+  AgentOptions options;
+  options.state_dir = dir_.string();
+  options.node_id = "n1";
+  options.environment = Environment();
+  // No head of this folder yet: the addresses given, in order; nothing to follow.
+  options.head_address = "10.0.0.1:7000, 10.0.0.2:7000,";
+  auto resolved = ResolveAgentOptions(options);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->head_address, "10.0.0.1:7000");
+  EXPECT_EQ(resolved->head_fallbacks, std::vector<std::string>{"10.0.0.2:7000"});
+  EXPECT_EQ(resolved->head_address_file, "");
+  // The folder's head publishes one of them: the agent follows what it publishes.
+  Write("head.address", "10.0.0.2:7000\n");
+  resolved = ResolveAgentOptions(options);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->head_address_file, (dir_ / "head.address").string());
+  // A head found through the folder is followed too; another cluster's head is not.
+  options.head_address = "";
+  resolved = ResolveAgentOptions(options);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->head_address, "10.0.0.2:7000");
+  EXPECT_EQ(resolved->head_address_file, (dir_ / "head.address").string());
+  options.head_address = "10.9.9.9:7000";
+  resolved = ResolveAgentOptions(options);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->head_address_file, "");
+}
+
 TEST_F(AgentOptionsTest, EnvironmentTokenAndStateDir) {
   Write("token", "fromfile");
   AgentOptions options;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "base/string_util.h"
 #include "node/agent_proto.h"
 #include "process/private_paths.h"
 #include "rpc/token.h"
@@ -128,6 +129,17 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
   if (!options.head_address.empty()) {
     HeadLinkOptions link;
     link.head_address = options.head_address;
+    link.head_fallbacks = options.head_fallbacks;
+    if (!options.head_address_file.empty()) {
+      // The head of this state folder says where it listens now (a restart may change its port).
+      link.find_head = [file = options.head_address_file, dir = options.state_dir]() -> std::string {
+        if (!CheckPrivateDirectory(dir).ok()) return "";
+        std::ifstream in(file);
+        std::string line;
+        std::getline(in, line);
+        return std::string(Trim(line));
+      };
+    }
     link.token = options.token;
     link.incarnation = server->incarnation_;
     link.call_timeout = absl::Milliseconds(options.head_call_timeout_ms);

@@ -17,7 +17,40 @@ HeadLink::HeadLink(HeadLinkOptions options, AgentState* state, KillWorkers kill_
       state_(state),
       kill_workers_(std::move(kill_workers)),
       stub_(v1::Head::NewStub(rpc::MakeChannel(options_.head_address))),
+      address_(options_.head_address),
       interval_(options_.initial_heartbeat) {}
+
+std::shared_ptr<v1::Head::Stub> HeadLink::CurrentStub(std::string* address) const {
+  absl::MutexLock lock(&mu_);
+  if (address != nullptr) *address = address_;
+  return stub_;
+}
+
+bool HeadLink::LookForTheHead() {
+  std::string current;
+  CurrentStub(&current);
+  std::string next;
+  if (options_.find_head) {
+    const std::string published = options_.find_head();
+    if (!published.empty() && published != current) next = published;
+  }
+  if (next.empty() && !options_.head_fallbacks.empty()) {
+    // Round the given addresses: the primary, then each fallback.
+    std::vector<std::string> all = {options_.head_address};
+    all.insert(all.end(), options_.head_fallbacks.begin(), options_.head_fallbacks.end());
+    const auto at = std::find(all.begin(), all.end(), current);
+    next = at == all.end() || at + 1 == all.end() ? all.front() : *(at + 1);
+    if (next == current) next.clear();
+  }
+  if (next.empty()) return false;
+  std::fprintf(stderr, "node agent %s: the head does not answer at %s; trying %s\n",
+               state_->node_id().value().c_str(), current.c_str(), next.c_str());
+  std::shared_ptr<v1::Head::Stub> stub = v1::Head::NewStub(rpc::MakeChannel(next));
+  absl::MutexLock lock(&mu_);
+  stub_ = std::move(stub);
+  address_ = next;
+  return true;
+}
 
 HeadLink::~HeadLink() { Stop(); }
 
@@ -91,11 +124,13 @@ absl::Status HeadLink::Register(absl::Duration budget) {
   }
   v1::RegisterNodeResponse response;
   const rpc::RetryOptions retry = Retry(budget);
+  std::string address;
+  const std::shared_ptr<v1::Head::Stub> stub = CurrentStub(&address);
   absl::Status status =
-      rpc::RetryUnary(retry, &v1::Head::Stub::RegisterNode, stub_.get(), request, &response);
+      rpc::RetryUnary(retry, &v1::Head::Stub::RegisterNode, stub.get(), request, &response);
   if (absl::IsAlreadyExists(status)) {
     // Another live agent holds this node id: final, and said in one line.
-    return absl::AlreadyExistsError(absl::StrCat("the head at ", options_.head_address,
+    return absl::AlreadyExistsError(absl::StrCat("the head at ", address,
                                                  " refused this agent: ", status.message()));
   }
   if (!status.ok()) return status;
@@ -138,8 +173,9 @@ absl::Status HeadLink::Heartbeat() {
   v1::HeartbeatResponse response;
   // One interval's worth of retries: the next heartbeat is the next retry.
   const rpc::RetryOptions retry = Retry(options_.call_timeout);
+  const std::shared_ptr<v1::Head::Stub> stub = CurrentStub();
   absl::Status status =
-      rpc::RetryUnary(retry, &v1::Head::Stub::Heartbeat, stub_.get(), request, &response);
+      rpc::RetryUnary(retry, &v1::Head::Stub::Heartbeat, stub.get(), request, &response);
   if (!status.ok()) return status;
   if (!response.known()) {
     return absl::NotFoundError("the head does not know this node");
@@ -182,13 +218,18 @@ void HeadLink::Loop() {
       if (status.ok()) {
         retry_wait = kFirstRetry;
       } else {
+        std::string address;
+        CurrentStub(&address);
+        std::fprintf(stderr, "node agent %s: cannot register with the head at %s: %s\n",
+                     state_->node_id().value().c_str(), address.c_str(),
+                     std::string(status.message()).c_str());
+        // The head may have moved (restarted on another port, or at another of its addresses):
+        // the next attempt goes there.
+        if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) LookForTheHead();
         // A head that is coming up is found soon; one that stays away is asked less often.
         const absl::Duration cap = wait;
         wait = std::min(retry_wait, cap);
         retry_wait = std::min(retry_wait * 2, cap);
-        std::fprintf(stderr, "node agent %s: cannot register with the head at %s: %s\n",
-                     state_->node_id().value().c_str(), options_.head_address.c_str(),
-                     std::string(status.message()).c_str());
       }
     } else {
       absl::Status status = Heartbeat();
@@ -214,7 +255,7 @@ absl::StatusOr<v1::PickNodeResponse> HeadLink::PickNode(const v1::ResourceReques
   v1::PickNodeResponse response;
   const rpc::RetryOptions retry = Retry(options_.retry_budget);
   absl::Status status =
-      rpc::RetryUnary(retry, &v1::Head::Stub::PickNode, stub_.get(), pick, &response);
+      rpc::RetryUnary(retry, &v1::Head::Stub::PickNode, CurrentStub().get(), pick, &response);
   if (!status.ok()) return status;
   return response;
 }

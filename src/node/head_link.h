@@ -5,8 +5,10 @@
 // the head says it does not hold (in a registration or heartbeat answer) are released here, when
 // not prepared again since, and the workers inside them killed. A registration the head refuses
 // with ALREADY_EXISTS (another live agent holds this node id) is final: the link stops and says
-// so (refusal(), on_refused). Also asks the head which node could take a lease this node cannot
-// (PickNode, for spillback).
+// so (refusal(), on_refused). A head that cannot be reached is looked for again: at the address
+// it publishes (find_head: a restarted head on another port), else at the next of the addresses
+// given. Also asks the head which node could take a lease this node cannot (PickNode, for
+// spillback).
 //
 // Thread-safe: one background thread runs the loop; PickNode may be called from any thread.
 #pragma once
@@ -30,6 +32,11 @@ namespace tessera {
 
 struct HeadLinkOptions {
   std::string head_address;
+  // Other addresses of the head, tried in turn when the current one cannot be reached.
+  std::vector<std::string> head_fallbacks;
+  // Where the head publishes its address (it may come back on another port): read again when
+  // the head cannot be reached, and followed when it names another address. Null: none.
+  std::function<std::string()> find_head;
   std::string token;
   std::string incarnation;
   absl::Duration call_timeout = absl::Seconds(2);
@@ -82,14 +89,20 @@ class HeadLink {
   void ReleaseUnheld(const google::protobuf::RepeatedPtrField<v1::HeldBundle>& bundles,
                      const char* why);
   void Loop();
+  // The head's stub and address now (they change when the head moves).
+  std::shared_ptr<v1::Head::Stub> CurrentStub(std::string* address = nullptr) const;
+  // After a failed call: moves to the address the head publishes when it differs from the
+  // current one, else to the next address given. True when it moved.
+  bool LookForTheHead();
 
   const HeadLinkOptions options_;
   AgentState* const state_;
   const KillWorkers kill_workers_;
-  std::unique_ptr<v1::Head::Stub> stub_;
   std::string agent_address_;  // set by Start, before the loop runs
 
   mutable absl::Mutex mu_;
+  std::shared_ptr<v1::Head::Stub> stub_ ABSL_GUARDED_BY(mu_);
+  std::string address_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
   int64_t registrations_ ABSL_GUARDED_BY(mu_) = 0;
