@@ -1,5 +1,6 @@
 // tessera start --head [--port P] [--bind ADDR] [--state-dir DIR] [--node-timeout DUR]
-//               [--heartbeat-interval DUR] [--block]
+//               [--heartbeat-interval DUR] [--redis-address ADDR [--redis-password-file F]
+//               [--redis-key-prefix P]] [--block]
 // tessera start --address HOST:PORT [--hardware FILE | --cluster-file F --node-id ID]
 //               [--labels k=v,...] [--resources ...] [--node-id ID] [--bind ADDR] [--port P]
 //               [--state-dir DIR] [--token-file F] [--block]
@@ -22,6 +23,7 @@
 #include "cli/state_folder.h"
 #include "rpc/token.h"
 #include "head/head_server.h"
+#include "head/redis_state_store.h"
 #include "labels/label.h"
 #include "node/agent_options.h"
 #include "node/agent_server.h"
@@ -49,6 +51,9 @@ struct StartArgs {
   std::string resources;
   std::string token_file;
   std::string token_out;  // --head: a copy of the token, mode 0600, for other machines
+  std::string redis_address;        // --head: keep the tables in this Redis
+  std::string redis_password_file;  // --head: that Redis's password, in a 0600 file
+  std::string redis_key_prefix;     // --head: "": the default, "tessera:"
   std::string sysroot;
   std::string launcher;
   int prestarted_workers = -1;  // -1: the agent's default
@@ -75,6 +80,9 @@ std::vector<std::string> DaemonArgs(const StartArgs& args, const StateFolder& st
   add("--state-dir", state.root);
   add("--node-timeout", args.node_timeout);
   add("--heartbeat-interval", args.heartbeat_interval);
+  add("--redis-address", args.redis_address);
+  add("--redis-password-file", abs(args.redis_password_file));
+  add("--redis-key-prefix", args.redis_key_prefix);
   add("--hardware", abs(args.hardware));
   add("--cluster-file", abs(args.cluster_file));
   add("--node-id", args.node_id);
@@ -114,6 +122,28 @@ absl::StatusOr<HeadOptions> BuildHeadOptions(const StartArgs& args, const StateF
           "--heartbeat-interval: must be positive and shorter than the node timeout");
     }
     options.heartbeat_interval = *interval;
+  }
+  if (args.redis_address.empty() &&
+      (!args.redis_password_file.empty() || !args.redis_key_prefix.empty())) {
+    return absl::InvalidArgumentError(
+        "--redis-password-file and --redis-key-prefix need --redis-address");
+  }
+  if (!args.redis_address.empty()) {
+    // Checked here, so a bad address or password file is reported before a daemon starts; the
+    // head connects to Redis (and fails when it cannot) as it starts.
+    if (auto address = ParseRedisAddress(args.redis_address); !address.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--redis-address: ", address.status().message()));
+    }
+    if (!args.redis_password_file.empty()) {
+      if (auto password = ReadRedisPasswordFile(args.redis_password_file); !password.ok()) {
+        return absl::Status(password.status().code(),
+                            absl::StrCat("--redis-password-file: ", password.status().message()));
+      }
+    }
+    options.redis_address = args.redis_address;
+    options.redis_password_file = args.redis_password_file;
+    if (!args.redis_key_prefix.empty()) options.redis_key_prefix = args.redis_key_prefix;
   }
   return options;
 }
@@ -252,6 +282,11 @@ int RunStart(const StartArgs& args) {
     }
     return StartHead(args, state, *timeout);
   }
+  if (!args.redis_address.empty() || !args.redis_password_file.empty() ||
+      !args.redis_key_prefix.empty()) {
+    return ReportError("--redis-address, --redis-password-file and --redis-key-prefix are for "
+                       "the head (--head)");
+  }
   if (!args.node_timeout.empty() || !args.heartbeat_interval.empty() || !args.token_out.empty()) {
     return ReportError("--node-timeout, --heartbeat-interval and --token-out are for the head "
                        "(--head)");
@@ -270,7 +305,8 @@ void AddStartCommand(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<StartArgs>();
   CLI::App* cmd = app.add_subcommand("start", "Start the head (--head) or a node agent (--address)");
   cmd->add_flag("--head", args->head, "Start the cluster's head");
-  cmd->add_option("--address", args->address, "The head to join (node agents)")
+  cmd->add_option("--address", args->address,
+                  "The head to join (node agents); several, comma separated, are tried in turn")
       ->type_name("HOST:PORT");
   cmd->add_option("--port", args->port, "Port to listen on (0: any free port)")->type_name("P");
   cmd->add_option("--bind", args->bind, "Address to listen on (default 127.0.0.1)")
@@ -285,6 +321,17 @@ void AddStartCommand(CLI::App& app, int& exit_code) {
                   "Head: how often node agents heartbeat (default 500ms, at most a quarter of "
                   "the node timeout)")
       ->type_name("DUR");
+  cmd->add_option("--redis-address", args->redis_address,
+                  "Head: keep the cluster's tables in the Redis server at HOST:PORT or "
+                  "unix:/path/to/socket, so a head restart loses nothing (default: in memory)")
+      ->type_name("ADDR");
+  cmd->add_option("--redis-password-file", args->redis_password_file,
+                  "Head: the Redis password, on one line of a file only you can read (mode 0600)")
+      ->type_name("F");
+  cmd->add_option("--redis-key-prefix", args->redis_key_prefix,
+                  "Head: put before every Redis key, so clusters can share one Redis "
+                  "(default tessera:)")
+      ->type_name("P");
   cmd->add_option("--hardware", args->hardware, "A simulated hardware description instead of "
                   "this machine's")
       ->type_name("FILE");

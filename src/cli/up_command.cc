@@ -1,5 +1,6 @@
 // tessera up CLUSTER.yaml [--state-dir DIR] [--port P] [--node-timeout DUR] [--timeout DUR]
 //            [--object-store-memory SIZE]
+//            [--redis-address ADDR [--redis-password-file F] [--redis-key-prefix P]]
 // A whole cluster on this machine: a head, and one node agent per node of the cluster file (the
 // format `tessera schedule` reads, docs/scheduling-formats.md), each agent started with
 // `--cluster-file CLUSTER.yaml --node-id <id>` so it has that node's simulated hardware and
@@ -39,6 +40,10 @@ struct UpArgs {
   std::string node_timeout;
   std::string timeout = "120s";
   std::string object_store_memory;  // each agent's; "": a share of the default
+  // Passed to the head (tessera start --head), which checks them.
+  std::string redis_address;
+  std::string redis_password_file;
+  std::string redis_key_prefix;
 };
 
 absl::StatusOr<std::vector<ClusterNode>> LoadClusterFile(const std::string& path) {
@@ -101,6 +106,17 @@ int RunUp(const UpArgs& args) {
   std::vector<std::string> head_args = {"start", "--head", "--port", absl::StrCat(args.port),
                                         "--state-dir", state.root};
   if (!args.node_timeout.empty()) head_args.insert(head_args.end(), {"--node-timeout", args.node_timeout});
+  if (!args.redis_address.empty()) {
+    head_args.insert(head_args.end(), {"--redis-address", args.redis_address});
+  }
+  if (!args.redis_password_file.empty()) {
+    head_args.insert(head_args.end(),
+                     {"--redis-password-file",
+                      std::filesystem::absolute(args.redis_password_file, ec).string()});
+  }
+  if (!args.redis_key_prefix.empty()) {
+    head_args.insert(head_args.end(), {"--redis-key-prefix", args.redis_key_prefix});
+  }
   head_args.push_back("--block");
   auto head = StartHeadDaemon(state, head_args, *timeout);
   if (!head.ok()) return Fail(state, head.status());
@@ -167,6 +183,16 @@ void AddUpCommand(CLI::App& app, int& exit_code) {
                                FormatBytes(kDefaultStoreCapBytes),
                                ", split among the agents; 0: no stores)"))
       ->type_name("SIZE");
+  cmd->add_option("--redis-address", args->redis_address,
+                  "Keep the head's tables in the Redis server at HOST:PORT or unix:/path, so a "
+                  "head restart loses nothing (default: in memory)")
+      ->type_name("ADDR");
+  cmd->add_option("--redis-password-file", args->redis_password_file,
+                  "The Redis password, on one line of a file only you can read (mode 0600)")
+      ->type_name("F");
+  cmd->add_option("--redis-key-prefix", args->redis_key_prefix,
+                  "Put before every Redis key, so clusters can share one Redis (default tessera:)")
+      ->type_name("P");
   cmd->callback([args, &exit_code] { exit_code = RunUp(*args); });
 }
 

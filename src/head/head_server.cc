@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/cluster_client.h"
 #include "head/node_agent_client.h"
+#include "head/redis_state_store.h"
 #include "process/private_paths.h"
 #include "train/cluster_gang_backend.h"
 #include "rpc/token.h"
@@ -43,6 +44,17 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
   auto token = rpc::ReadOrCreateTokenFile(options.state_dir + "/token");
   if (!token.ok()) return token.status();
   head->token_ = *token;
+  if (options.redis_address.empty()) {
+    head->store_ = std::make_unique<InMemoryStateStore>();
+  } else {
+    RedisStateStoreOptions redis;
+    redis.address = options.redis_address;
+    redis.password_file = options.redis_password_file;
+    redis.key_prefix = options.redis_key_prefix;
+    auto store = RedisStateStore::Create(std::move(redis));
+    if (!store.ok()) return store.status();
+    head->store_ = *std::move(store);
+  }
 
   rpc::RetryOptions retry;
   retry.token = head->token_;
@@ -52,7 +64,7 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
   HeadServiceOptions service_options;
   service_options.heartbeat_interval = options.heartbeat_interval;
   service_options.node_timeout = options.node_timeout;
-  service_options.store = &head->store_;
+  service_options.store = head->store_.get();
   service_options.agent_clients = GrpcNodeAgentClientFactory(retry);
   HeadServer* raw = head.get();
   service_options.on_shutdown = [raw] {

@@ -28,6 +28,12 @@ struct HeadOptions {
   int port = 0;  // 0: an ephemeral port, written to head.address
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
   absl::Duration node_timeout = absl::Seconds(5);
+  // Where the head keeps its tables (StateStore): "" in memory, lost with the process; else the
+  // Redis server at this address, HOST:PORT or unix:/path (head/redis_state_store.h), which
+  // Create connects to first and fails on when it is unreachable or refuses the password.
+  std::string redis_address;
+  std::string redis_password_file;            // "": the Redis server needs no password
+  std::string redis_key_prefix = "tessera:";  // this cluster's namespace in a shared Redis
 };
 
 // Thread-safe: Shutdown and Wait may be called from any thread.
@@ -43,6 +49,8 @@ class HeadServer {
   const std::string& token() const { return token_; }
   HeadService* service() { return service_.get(); }
   train::JobManager* jobs() { return jobs_.get(); }
+  // The tables' store: a RedisStateStore with options.redis_address, else an InMemoryStateStore.
+  StateStore* store() { return store_.get(); }
 
   // Stops the running jobs (their gangs and reservations), then serving and the ticker, and
   // removes head.address and head.pid. Idempotent.
@@ -63,7 +71,7 @@ class HeadServer {
   HeadOptions options_;
   std::string token_;
   std::string address_;
-  InMemoryStateStore store_;
+  std::unique_ptr<StateStore> store_;  // declared before service_, which uses it
   std::unique_ptr<HeadService> service_;
   std::unique_ptr<train::JobManager> jobs_;
   std::unique_ptr<rpc::RpcServer> server_;
