@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "objects/object_store_client.h"
+#include "objects/other_user_probe.h"
 #include "objects/store_protocol.h"
 
 extern char** environ;
@@ -137,23 +138,8 @@ TEST_F(ObjectStoreServerTest, AnotherUserIsRefusedByItsCredentials) {
   StartServer(1 << 20);
   ASSERT_EQ(chmod(dir_.c_str(), 0777), 0);
   ASSERT_EQ(chmod(socket_.c_str(), 0777), 0);
-  const pid_t child = fork();
-  if (child == 0) {
-    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(10);
-    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, socket_.c_str(), sizeof(addr.sun_path) - 1);
-    if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) _exit(11);
-    char byte;
-    // The server closes the connection without a word: end of file, no arena descriptor.
-    _exit(read(fd, &byte, 1) == 0 ? 0 : 12);
-  }
-  ASSERT_GT(child, 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(testing::ConnectAsOtherUser(socket_, 65534),
+            testing::OtherUserOutcome::kClosedWithoutAWord);
   EXPECT_EQ(server_->refused_connection_count(), 1);
   // This user still connects.
   EXPECT_NE(Connect(), nullptr);

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/state_folder.h"
 #include "integration/cluster_harness.h"
+#include "objects/other_user_probe.h"
 
 namespace tessera::testing {
 namespace {
@@ -134,24 +135,9 @@ TEST(LocalSecurityTest, TheObjectStoreRefusesAnotherUserEvenThroughAnOpenSocketF
                                   state.ObjectStoreSocket("n1")}) {
     ASSERT_EQ(::chmod(path.c_str(), 0777), 0) << path;
   }
-  // Connect as uid 65534: the store closes the connection without sending anything (no arena).
-  const std::string socket_path = state.ObjectStoreSocket("n1");
-  const pid_t child = fork();
-  if (child == 0) {
-    if (setgid(kNobody) != 0 || setuid(kNobody) != 0) _exit(10);
-    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, socket_path.c_str(), sizeof(addr.sun_path) - 1);
-    if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) _exit(11);
-    char byte;
-    _exit(read(fd, &byte, 1) == 0 ? 0 : 12);
-  }
-  ASSERT_GT(child, 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: no second user, 11: cannot connect, 12: served";
+  // As uid 65534: the store closes the connection without sending anything (no arena).
+  EXPECT_EQ(ConnectAsOtherUser(state.ObjectStoreSocket("n1"), kNobody),
+            OtherUserOutcome::kClosedWithoutAWord);
 }
 
 TEST(LocalSecurityTest, DownSignalsOnlyTheProcessesOfItsOwnFolder) {
