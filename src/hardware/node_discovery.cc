@@ -153,7 +153,9 @@ absl::Status ApplyResourceOverrides(const ResourceSet& overrides, NodeHardware& 
     }
     const bool device_resource =
         std::any_of(AcceleratorPlugins().begin(), AcceleratorPlugins().end(),
-                    [&](const AcceleratorPlugin* p) { return p->resource_name() == name; });
+                    [&wanted = name](const AcceleratorPlugin* p) {
+                      return p->resource_name() == wanted;
+                    });
     if (family == nullptr && device_resource) {
       // A device count without devices could never be isolated: refuse it, do not invent GPUs.
       return absl::InvalidArgumentError(absl::StrCat(

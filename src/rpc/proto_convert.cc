@@ -17,10 +17,6 @@ namespace tessera::rpc {
 
 namespace {
 
-// Devices of one resource on one node; far above any real host, low enough that a hostile count
-// cannot make the receiver allocate gigabytes.
-constexpr int kMaxDevicesPerResource = 4096;
-
 absl::Status Invalid(std::string_view field, std::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(ToAbsl(field), ": ", ToAbsl(problem)));
 }

@@ -118,6 +118,11 @@ absl::StatusOr<NodeIndex> ClusterView::AddNode(NodeSpec spec) {
       return absl::InvalidArgumentError(absl::StrCat("node ", id, ": ", resource, " total ",
                                                      total.ToString(), " is not a whole number of devices"));
     }
+    if (total.WholePart() < 0 || total.WholePart() > kMaxDevicesPerResource) {
+      return absl::InvalidArgumentError(absl::StrCat("node ", id, ": ", resource, " total ",
+                                                     total.ToString(), " is more than the ",
+                                                     kMaxDevicesPerResource, " devices a node may have"));
+    }
     spec.devices.emplace(resource, PlainTopology(static_cast<int>(total.WholePart())));
   }
   for (auto& [resource, topology] : spec.devices) {
@@ -279,12 +284,15 @@ bool ClusterView::FitsNow(NodeIndex node, const ResourceSet& demand) const {
   return record.available.Contains(demand) && DevicesFit(record, demand, /*now=*/true);
 }
 
-absl::Status ClusterView::CheckAllocatable(NodeIndex node, const ResourceSet& demand) const {
+absl::Status ClusterView::CheckAllocatable(NodeIndex node, const ResourceSet& demand,
+                                           bool allow_draining) const {
   if (node < 0 || node >= slot_count() || nodes_[node].removed) {
     return absl::NotFoundError(absl::StrCat("node index ", node, " is not in the cluster"));
   }
   const NodeRecord& record = nodes_[node];
-  if (record.state != NodeState::kAlive) {
+  const bool usable = record.state == NodeState::kAlive ||
+                      (allow_draining && record.state == NodeState::kDraining);
+  if (!usable) {
     return absl::FailedPreconditionError(absl::StrCat("node ", record.id.value(), " is ",
                                                       ToAbsl(NodeStateName(record.state))));
   }
@@ -336,7 +344,18 @@ absl::StatusOr<Allocation> ClusterView::Allocate(NodeIndex node, const ResourceS
 
 absl::StatusOr<Allocation> ClusterView::AllocateExact(NodeIndex node, const ResourceSet& demand,
                                                        std::vector<DeviceGrant> devices) {
-  TESSERA_RETURN_IF_ERROR(CheckAllocatable(node, demand));
+  return TakeExact(node, demand, std::move(devices), /*allow_draining=*/false);
+}
+
+absl::StatusOr<Allocation> ClusterView::RestoreExact(NodeIndex node, const ResourceSet& demand,
+                                                      std::vector<DeviceGrant> devices) {
+  return TakeExact(node, demand, std::move(devices), /*allow_draining=*/true);
+}
+
+absl::StatusOr<Allocation> ClusterView::TakeExact(NodeIndex node, const ResourceSet& demand,
+                                                   std::vector<DeviceGrant> devices,
+                                                   bool allow_draining) {
+  TESSERA_RETURN_IF_ERROR(CheckAllocatable(node, demand, allow_draining));
   const NodeRecord& record = nodes_[node];
   std::sort(devices.begin(), devices.end(),
             [](const DeviceGrant& a, const DeviceGrant& b) { return a.resource < b.resource; });
@@ -400,7 +419,9 @@ absl::StatusOr<Allocation> ClusterView::Apply(NodeIndex node, const ResourceSet&
   NodeRecord& record = nodes_[node];
   Allocation allocation;
   allocation.devices = std::move(devices);
-  Unindex(node);
+  // Only alive nodes are in the utilization indexes (a draining one takes a restored allocation).
+  const bool indexed = record.state == NodeState::kAlive;
+  if (indexed) Unindex(node);
   record.available = *record.available.Minus(demand);
   for (const DeviceGrant& grant : allocation.devices) {
     for (DeviceInstances& d : record.devices) {
@@ -411,7 +432,11 @@ absl::StatusOr<Allocation> ClusterView::Apply(NodeIndex node, const ResourceSet&
       }
     }
   }
-  Reindex(node);
+  if (indexed) {
+    Reindex(node);
+  } else {
+    UpdateUtilization(node);
+  }
   allocation.id = AllocationId(next_allocation_++);
   allocation.node = record.id;
   allocation.resources = demand;

@@ -41,6 +41,10 @@ std::string_view NodeStateName(NodeState state);
 using DeviceTopologyPtr = std::shared_ptr<const DeviceTopology>;
 
 // What a node registers with.
+// Devices of one resource on one node: far above any real host, low enough that a hostile count
+// cannot make a receiver allocate gigabytes (AddNode refuses more; so does the protocol).
+inline constexpr int kMaxDevicesPerResource = 4096;
+
 struct NodeSpec {
   NodeId id;
   ResourceSet resources;
@@ -149,6 +153,12 @@ class ClusterView {
   // devices at 1 each, a fraction on one instance, every unit-instance resource granted once).
   absl::StatusOr<Allocation> AllocateExact(NodeIndex node, const ResourceSet& demand,
                                            std::vector<DeviceGrant> devices);
+  // AllocateExact for a reservation that already exists elsewhere and is being taken back into a
+  // fresh view (a head restarted from its state store restoring what the node agents hold): the
+  // same checks and errors, except that a draining node is accepted too — draining refuses new
+  // work, not what a node already holds. A dead node is still refused.
+  absl::StatusOr<Allocation> RestoreExact(NodeIndex node, const ResourceSet& demand,
+                                          std::vector<DeviceGrant> devices);
   // Returns exactly what the allocation took. NotFound when it is not held (released twice, or
   // its node failed).
   absl::StatusOr<Allocation> Release(AllocationId id);
@@ -190,7 +200,12 @@ class ClusterView {
   absl::StatusOr<std::vector<Allocation>> TakeAllocations(NodeRecord& record);
   // NotFound / FailedPrecondition / ResourceExhausted when the node cannot take `demand` now
   // (device shapes aside): what Allocate and AllocateExact both check first.
-  absl::Status CheckAllocatable(NodeIndex node, const ResourceSet& demand) const;
+  // `allow_draining`: a draining node passes too (RestoreExact).
+  absl::Status CheckAllocatable(NodeIndex node, const ResourceSet& demand,
+                                bool allow_draining = false) const;
+  // AllocateExact and RestoreExact.
+  absl::StatusOr<Allocation> TakeExact(NodeIndex node, const ResourceSet& demand,
+                                       std::vector<DeviceGrant> devices, bool allow_draining);
   // Applies a checked allocation: subtracts the demand and the grants, records it.
   absl::StatusOr<Allocation> Apply(NodeIndex node, const ResourceSet& demand,
                                    std::vector<DeviceGrant> devices);

@@ -134,6 +134,41 @@ TEST(ClusterViewTest, DrainingNodeTakesNoNewWork) {
   EXPECT_TRUE(cluster.Allocate(n, Res("CPU=1")).ok());
 }
 
+TEST(ClusterViewTest, RestoreExactAlsoTakesBackWhatADrainingNodeHolds) {
+  ClusterView cluster;
+  const NodeIndex n = MustAdd(cluster, Spec("n0", "CPU=8,GPU=4", {}, FullyLinked(4)));
+  const NodeIndex other = MustAdd(cluster, Spec("n1", "CPU=8"));
+  const Quantity one = Quantity::FromInt(1);
+  ASSERT_TRUE(cluster.SetDraining(NodeId("n0"), true).ok());
+  // New work is refused on a draining node, an existing reservation taken back is not.
+  EXPECT_EQ(cluster.AllocateExact(n, Res("GPU=1"), {DeviceGrant{"GPU", {2}, {one}}})
+                .status()
+                .message(),
+            "node n0 is draining");
+  absl::StatusOr<Allocation> a =
+      cluster.RestoreExact(n, Res("CPU=2,GPU=2"), {DeviceGrant{"GPU", {0, 2}, {one, one}}});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(cluster.node(n).available, Res("CPU=6,GPU=2"));
+  EXPECT_EQ(cluster.node(n).FindDevices("GPU")->FullyFree(), 2);
+  EXPECT_EQ(cluster.node(n).utilization_ppm, 500'000);
+  // It stays out of the utilization order while draining.
+  EXPECT_EQ(cluster.UtilizationOrder("GPU")->size(), 0u);
+  EXPECT_EQ(cluster.UtilizationOrder("")->size(), 1u);
+  // The same checks as AllocateExact otherwise.
+  EXPECT_EQ(cluster.RestoreExact(n, Res("GPU=1"), {DeviceGrant{"GPU", {2}, {one}}})
+                .status()
+                .message(),
+            "node n0: GPU 2 has 0 free, not 1");
+  EXPECT_EQ(cluster.RestoreExact(n, Res("CPU=7"), {}).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(cluster.SetDraining(NodeId("n0"), false).ok());
+  EXPECT_EQ(cluster.UtilizationOrder("GPU")->size(), 1u);
+  EXPECT_EQ(*cluster.Release(a->id), *a);
+  EXPECT_EQ(cluster.node(n).available, cluster.node(n).total);
+  ASSERT_TRUE(cluster.FailNode(NodeId("n1")).ok());
+  EXPECT_EQ(cluster.RestoreExact(other, Res("CPU=1"), {}).status().message(), "node n1 is dead");
+}
+
 TEST(ClusterViewTest, SetTotalsKeepsAllocationsAndRefusesDevices) {
   ClusterView cluster;
   const NodeIndex n = MustAdd(cluster, Spec("n0", "CPU=8,GPU=2"));

@@ -1,6 +1,7 @@
 #include "scheduling/domain_group_scheduler.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -317,8 +318,8 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TryNvLink(const DomainAltern
   return outcome;
 }
 
-absl::StatusOr<DomainGroupResult> DomainGroupScheduler::ReserveSlices(
-    const DomainGroupRequest& request) {
+absl::StatusOr<std::vector<std::optional<DomainGroupScheduler::ResolvedShape>>>
+DomainGroupScheduler::CheckRequest(const DomainGroupRequest& request) const {
   if (request.name.empty()) return absl::InvalidArgumentError("a domain group needs a name");
   if (request.alternatives.empty()) {
     return absl::InvalidArgumentError(
@@ -351,6 +352,14 @@ absl::StatusOr<DomainGroupResult> DomainGroupScheduler::ReserveSlices(
                       absl::StrCat(GenerationOf(shape->pod_type), " ", shape->topology.ToString()),
                       shape->chips, std::max(1, shape->resources_per_chip)});
   }
+  return shapes;
+}
+
+absl::StatusOr<DomainGroupResult> DomainGroupScheduler::ReserveSlices(
+    const DomainGroupRequest& request) {
+  absl::StatusOr<std::vector<std::optional<ResolvedShape>>> checked = CheckRequest(request);
+  if (!checked.ok()) return checked.status();
+  const std::vector<std::optional<ResolvedShape>>& shapes = *checked;
   Catalog();
   DomainGroupResult result;
   bool feasible = false;
@@ -377,6 +386,260 @@ absl::StatusOr<DomainGroupResult> DomainGroupScheduler::ReserveSlices(
   }
   result.status = feasible ? ScheduleStatus::kPending : ScheduleStatus::kInfeasible;
   result.explanation = absl::StrJoin(reasons, "; ");
+  return result;
+}
+
+absl::StatusOr<DomainGroupScheduler::RestoredLayout> DomainGroupScheduler::CheckRestoredBundles(
+    const std::string& where, const DomainAlternative& alt,
+    const std::optional<ResolvedShape>& shape, std::span<const DomainBundle> bundles) {
+  auto invalid = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", parts...));
+  };
+  if (bundles.empty()) return invalid("no bundles to restore");
+  RestoredLayout layout;
+  // Each host is one (domain, worker) and, in a slice, each (domain, worker) one host.
+  std::map<std::string, std::pair<std::string, int>> host_of;  // node -> (domain, worker)
+  std::map<std::pair<std::string, int>, std::string> node_of;
+  std::map<std::string, std::map<int, std::vector<size_t>>> by_domain;  // domain -> worker -> bundles
+  for (size_t i = 0; i < bundles.size(); ++i) {
+    const DomainBundle& b = bundles[i];
+    if (b.node.value().empty()) return invalid("bundle ", i, " has no node");
+    if (b.domain.empty()) return invalid("bundle ", i, " (host ", b.node.value(), ") has no domain");
+    if (shape.has_value() ? b.worker < 0 : b.worker != -1) {
+      return invalid("bundle ", i, " (host ", b.node.value(), ") has worker id ", b.worker,
+                     shape.has_value() ? " (TPU hosts have worker ids from 0)"
+                                       : " (NVLink hosts have none, -1)");
+    }
+    const std::pair<std::string, int> host(b.domain, b.worker);
+    auto [seen, fresh] = host_of.emplace(b.node.value(), host);
+    if (!fresh && seen->second != host) {
+      return invalid("host ", b.node.value(), " appears as two hosts (", seen->second.first,
+                     " worker ", seen->second.second, " and ", b.domain, " worker ", b.worker, ")");
+    }
+    auto [known, first] = node_of.emplace(host, b.node.value());
+    if (shape.has_value() && !first && known->second != b.node.value()) {
+      return invalid(b.domain, " worker ", b.worker, " is on two hosts (", known->second, " and ",
+                     b.node.value(), ")");
+    }
+    if (!by_domain.contains(b.domain)) layout.domains.push_back(b.domain);
+    by_domain[b.domain][b.worker].push_back(i);
+  }
+  if (!shape.has_value()) {
+    if (layout.domains.size() != 1) {
+      return invalid("the hosts are in ", layout.domains.size(),
+                     " NVLink domains (an NVLink group is in one)");
+    }
+    if (host_of.size() != static_cast<size_t>(alt.count) || bundles.size() != host_of.size()) {
+      return invalid(Plural(bundles.size(), "bundle", "bundles"), " on ",
+                     Plural(host_of.size(), "host", "hosts"), "; the alternative is ",
+                     Plural(static_cast<size_t>(alt.count), "host", "hosts"),
+                     " with one bundle each");
+    }
+    for (size_t i = 0; i < bundles.size(); ++i) {
+      if (bundles[i].allocation.resources != alt.per_host) {
+        return invalid("host ", bundles[i].node.value(), " holds ",
+                       bundles[i].allocation.resources.ToString(), ", not the per-host ",
+                       alt.per_host.ToString());
+      }
+    }
+    return layout;
+  }
+  if (layout.domains.size() != static_cast<size_t>(alt.count)) {
+    return invalid("the bundles are on ", Plural(layout.domains.size(), "slice", "slices"),
+                   "; the alternative is ", alt.count);
+  }
+  const int64_t per_bundle = shape->resources_per_chip;
+  for (const auto& [domain, workers] : by_domain) {
+    // Every host of a slice takes all its TPU: what one host's bundles take is the host's TPU.
+    std::optional<Quantity> host_tpu;
+    for (const auto& [worker, indices] : workers) {
+      __int128 raw = 0;  // wide: restored input is not trusted to be small
+      for (size_t i : indices) raw += bundles[i].allocation.resources.Get(kTpu).raw();
+      if (raw > std::numeric_limits<int64_t>::max()) {
+        return invalid(domain, " worker ", worker, " holds more TPU than any host has");
+      }
+      const Quantity tpu = Quantity::FromRaw(static_cast<int64_t>(raw));
+      if (!tpu.IsInteger() || tpu.WholePart() <= 0) {
+        return invalid(domain, " worker ", worker, " holds TPU=", tpu.ToString(),
+                       " (a host's bundles take a whole number of chips)");
+      }
+      if (host_tpu.has_value() && *host_tpu != tpu) {
+        return invalid(domain, " has hosts holding TPU=", host_tpu->ToString(), " and TPU=",
+                       tpu.ToString(), " (every host of a slice holds all its chips)");
+      }
+      host_tpu = tpu;
+    }
+    const int64_t tpu = host_tpu->WholePart();
+    const int64_t hosts = std::max<int64_t>(1, shape->chips * per_bundle / tpu);
+    std::vector<std::string> given;
+    for (const auto& [worker, indices] : workers) given.push_back(absl::StrCat(worker));
+    if (static_cast<int64_t>(workers.size()) != hosts || workers.rbegin()->first != hosts - 1) {
+      return invalid("slice ", domain, " has workers ", absl::StrJoin(given, ", "), "; a ",
+                     shape->label, " slice of hosts with TPU=", tpu, " has workers 0..", hosts - 1);
+    }
+    for (const auto& [worker, indices] : workers) {
+      // The bundles Take makes for the host, in order.
+      std::vector<ResourceSet> expected;
+      if (alt.granularity == BundleGranularity::kPerHost) {
+        ResourceSet demand = alt.per_host;
+        demand.Set(std::string(kTpu), Quantity::FromInt(tpu));
+        expected.push_back(std::move(demand));
+      } else {
+        for (int64_t c = 0; c < tpu / per_bundle; ++c) {
+          ResourceSet demand = c == 0 ? alt.per_host : ResourceSet();
+          demand.Set(std::string(kTpu), Quantity::FromInt(per_bundle));
+          expected.push_back(std::move(demand));
+        }
+      }
+      bool same = expected.size() == indices.size();
+      for (size_t k = 0; same && k < indices.size(); ++k) {
+        same = bundles[indices[k]].allocation.resources == expected[k];
+      }
+      if (!same) {
+        std::vector<std::string> held, wanted;
+        for (size_t i : indices) held.push_back(bundles[i].allocation.resources.ToString());
+        for (const ResourceSet& r : expected) wanted.push_back(r.ToString());
+        return invalid(domain, " worker ", worker, " holds [", absl::StrJoin(held, " "),
+                       "]; the alternative reserves [", absl::StrJoin(wanted, " "), "] per host");
+      }
+    }
+    layout.host_tpu[domain] = tpu;
+  }
+  return layout;
+}
+
+std::string DomainGroupScheduler::HostMismatch(NodeIndex node, const DomainBundle& bundle,
+                                               const std::optional<ResolvedShape>& shape,
+                                               const RestoredLayout& layout) const {
+  const NodeRecord& record = cluster_->node(node);
+  const FabricMembership& f = record.fabric;
+  if (!shape.has_value()) {
+    auto kind = record.labels.find(labels::kFabricKind);
+    if (f.fabric_domain != bundle.domain || kind == record.labels.end() ||
+        kind->second != "nvlink") {
+      return absl::StrCat("it is not in NVLink domain ", bundle.domain, " (its domain: ",
+                          f.fabric_domain.empty() ? "none" : f.fabric_domain, ")");
+    }
+    return "";
+  }
+  const std::string wanted = absl::StrCat(bundle.domain, " worker ", bundle.worker);
+  if (f.tpu_slice_name != bundle.domain || f.tpu_worker_id != absl::StrCat(bundle.worker)) {
+    return absl::StrCat("it registered as ",
+                        f.tpu_slice_name.empty()
+                            ? std::string("no slice's host")
+                            : absl::StrCat(f.tpu_slice_name, " worker ", f.tpu_worker_id),
+                        ", not ", wanted);
+  }
+  if (ShapeKey{f.tpu_pod_type, f.tpu_topology} != shape->key) {
+    return absl::StrCat("its slice is a ", f.tpu_pod_type, " ", f.tpu_topology, ", not a ",
+                        shape->key.pod_type, " ", shape->key.topology);
+  }
+  const int64_t tpu = layout.host_tpu.at(bundle.domain);
+  if (record.total.Get(kTpu) != Quantity::FromInt(tpu)) {
+    return absl::StrCat("it has TPU=", record.total.Get(kTpu).ToString(),
+                        "; the slice's hosts held TPU=", tpu);
+  }
+  return "";
+}
+
+std::string_view DomainRestoreStatusName(DomainRestoreStatus status) {
+  switch (status) {
+    case DomainRestoreStatus::kRestored:
+      return "RESTORED";
+    case DomainRestoreStatus::kBroken:
+      return "BROKEN";
+    case DomainRestoreStatus::kRefused:
+      return "REFUSED";
+  }
+  return "UNKNOWN";
+}
+
+absl::StatusOr<DomainGroupRestoreResult> DomainGroupScheduler::Restore(
+    const DomainGroupRequest& request, size_t alternative, std::span<const DomainBundle> bundles) {
+  absl::StatusOr<std::vector<std::optional<ResolvedShape>>> checked = CheckRequest(request);
+  if (!checked.ok()) return checked.status();
+  const std::string where = absl::StrCat("domain group ", request.name);
+  if (alternative >= request.alternatives.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": alternative ", alternative + 1, " does not exist (the request has ",
+                     request.alternatives.size(), ")"));
+  }
+  const DomainAlternative& alt = request.alternatives[alternative];
+  const std::optional<ResolvedShape>& shape = (*checked)[alternative];
+  absl::StatusOr<RestoredLayout> layout = CheckRestoredBundles(
+      absl::StrCat(where, " alternative ", alternative + 1), alt, shape, bundles);
+  if (!layout.ok()) return layout.status();
+  Catalog();
+
+  DomainGroupRestoreResult result;
+  result.alternative = alternative;
+  std::vector<std::string> missing;  // "host (why)"
+  std::vector<std::optional<NodeIndex>> present(bundles.size());
+  for (size_t i = 0; i < bundles.size(); ++i) {
+    const DomainBundle& b = bundles[i];
+    const std::optional<NodeIndex> node = cluster_->Find(b.node);
+    if (!node.has_value() || cluster_->node(*node).state == NodeState::kDead) {
+      // A host with several bundles (one per chip) is named once.
+      if (std::find(result.missing.begin(), result.missing.end(), b.node) ==
+          result.missing.end()) {
+        result.missing.push_back(b.node);
+        missing.push_back(absl::StrCat(b.node.value(),
+                                       node.has_value() ? " (dead)" : " (not in the cluster)"));
+      }
+      continue;
+    }
+    present[i] = *node;
+  }
+  // Take every present host's bundles, all or nothing.
+  std::vector<Allocation> taken(bundles.size());
+  auto refuse = [&](size_t i, std::string why) {
+    for (size_t k = i; k > 0; --k) {
+      if (present[k - 1].has_value()) (void)cluster_->Release(taken[k - 1].id);
+    }
+    const DomainBundle& b = bundles[i];
+    DomainGroupRestoreResult refused;
+    refused.status = DomainRestoreStatus::kRefused;
+    refused.alternative = alternative;
+    refused.explanation = absl::StrCat(
+        "host ", b.node.value(), " (", shape.has_value() ? "worker " : "NVLink domain ",
+        shape.has_value() ? absl::StrCat(b.worker, " of slice ", b.domain) : b.domain,
+        ") cannot take its bundle back: ", why);
+    return refused;
+  };
+  for (size_t i = 0; i < bundles.size(); ++i) {
+    if (!present[i].has_value()) continue;
+    const DomainBundle& b = bundles[i];
+    if (std::string why = HostMismatch(*present[i], b, shape, *layout); !why.empty()) {
+      return refuse(i, std::move(why));
+    }
+    absl::StatusOr<Allocation> allocation =
+        cluster_->RestoreExact(*present[i], b.allocation.resources, b.allocation.devices);
+    if (!allocation.ok()) return refuse(i, std::string(allocation.status().message()));
+    taken[i] = *std::move(allocation);
+  }
+  const int64_t id = next_id_++;
+  for (size_t i = 0; i < bundles.size(); ++i) {
+    DomainBundle b = bundles[i];
+    if (present[i].has_value()) {
+      b.allocation = taken[i];
+      allocation_owner_[b.allocation.id.value()] = id;
+    } else {
+      b.allocation.id = AllocationId();
+      b.allocation.node = b.node;
+    }
+    result.bundles.push_back(std::move(b));
+  }
+  result.domains = layout->domains;
+  result.id = DomainGroupId(id);
+  if (!missing.empty()) {
+    result.status = DomainRestoreStatus::kBroken;
+    const bool one = missing.size() == 1;
+    result.explanation = absl::StrCat(one ? "host " : "hosts ", JoinLimited(missing),
+                                      one ? " is" : " are", " missing; the group is broken until ",
+                                      one ? "it is" : "they are", " back");
+  }
+  groups_[id] = Group{request.name, result.bundles};
+  by_name_[request.name] = id;
   return result;
 }
 

@@ -13,6 +13,8 @@
 //   hosts that still holds N (best fit), ties by domain name; inside it the lowest node indices.
 // - A reservation takes one bundle per host (the host's TPU chips plus the optional per-host
 //   demand) or one per chip; on any failure everything this attempt took is released.
+// - Restore takes back a group that existed before (a restarted head) with exactly its hosts and
+//   allocations, whole or not at all; hosts that did not come back leave it broken.
 //
 // Cost: slices are catalogued incrementally as nodes register (labels never change after
 // registration); a reservation checks the hosts of every slice of the requested shape
@@ -22,6 +24,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,8 +73,32 @@ struct DomainGroupResult {
   std::string explanation;           // one line when not placed; nothing is held then
 };
 
+// What Restore made of a group that existed before.
+enum class DomainRestoreStatus {
+  kRestored,  // every host's bundle is held again, exactly as before
+  // Some hosts are not in the view or are dead: the other hosts' bundles are held, theirs are
+  // not — the state a host loss leaves a group in (the head shows it BROKEN).
+  kBroken,
+  // Some host's bundle cannot be taken back (its devices are held by something else, the host
+  // registered as another slice's worker, ...): nothing is held and the group is not kept.
+  kRefused,
+};
+std::string_view DomainRestoreStatusName(DomainRestoreStatus status);
+
+struct DomainGroupRestoreResult {
+  DomainRestoreStatus status = DomainRestoreStatus::kRestored;
+  std::optional<DomainGroupId> id;   // fresh, this scheduler's own; unset when kRefused
+  size_t alternative = 0;
+  std::vector<std::string> domains;  // in the order the bundles name them (unless kRefused)
+  // As given, with this view's allocations (unless kRefused). A bundle whose host is missing
+  // keeps its node, resources and devices, with AllocationId() (0, which no view ever holds).
+  std::vector<DomainBundle> bundles;
+  std::vector<NodeId> missing;       // kBroken: the hosts not held, in bundle order
+  std::string explanation;           // one line unless kRestored: which hosts, and why
+};
+
 // Not thread-safe: one owner calls it; it changes the cluster view (which must outlive it) only
-// through Allocate and Release.
+// through Allocate, RestoreExact and Release.
 class DomainGroupScheduler {
  public:
   explicit DomainGroupScheduler(ClusterView* cluster) : cluster_(cluster) {}
@@ -81,6 +108,32 @@ class DomainGroupScheduler {
   // that fits now are reserved (kPlaced), or nothing is (kPending when some alternative could fit
   // once busy slices free up, else kInfeasible), with a one-line explanation per alternative.
   absl::StatusOr<DomainGroupResult> ReserveSlices(const DomainGroupRequest& request);
+
+  // Re-creates a group that existed before (a head restarted from its state store) with exactly
+  // its hosts and allocations, so the work on its slices continues untouched. `alternative` is
+  // the one that was taken; `bundles` are the group's bundles as ReserveSlices returned them (of
+  // each allocation only the resources and devices are read: ids and nodes of the old view are
+  // ignored). Whole slices or nothing:
+  //   - InvalidArgument (nothing changes) when the bundles are not a whole reservation of that
+  //     alternative: for slices, `count` distinct slices, each with one host per worker id
+  //     0..hosts-1 (hosts from the slice's chips and the TPU each host's bundles take) and, per
+  //     host, the bundles ReserveSlices makes (one of all its TPU plus per_host, or one per chip
+  //     with per_host on the first); for NVLink, `count` distinct hosts of one domain, each with
+  //     per_host. Also for what ReserveSlices refuses (the request), an alternative the request
+  //     does not have, and no bundles; AlreadyExists for a name in use.
+  //   - A host that is not in the view or is dead is missing: the group is restored kBroken —
+  //     the other hosts' bundles are held, the missing ones' are not — as a host loss leaves it.
+  //     Nothing is re-reserved here; the caller reserves the group anew once its hosts are back
+  //     (Release, then ReserveSlices), as it does after a host loss.
+  //   - kRefused, nothing held and no group kept, when any present host cannot take its bundle
+  //     back: it registered with other labels (another slice, worker id or shape; another NVLink
+  //     domain), another TPU count than the bundles say, or the view cannot give the exact
+  //     allocation (ClusterView::RestoreExact: instances held by something else — another group,
+  //     a lease —, more than the host has). A slice is never split or double-booked.
+  // Restore order does not matter between groups that do not conflict: nothing is chosen.
+  absl::StatusOr<DomainGroupRestoreResult> Restore(const DomainGroupRequest& request,
+                                                   size_t alternative,
+                                                   std::span<const DomainBundle> bundles);
 
   // Releases every bundle still held (a failed node's bundles are already gone) and forgets the
   // group; returns exactly what was released.
@@ -119,6 +172,24 @@ class DomainGroupScheduler {
     std::vector<DomainBundle> bundles;
   };
 
+  // The request checks ReserveSlices and Restore share (name, alternatives, shapes, name in use);
+  // the resolved shape of each alternative, nullopt for an NVLink one.
+  absl::StatusOr<std::vector<std::optional<ResolvedShape>>> CheckRequest(
+      const DomainGroupRequest& request) const;
+  // The shape of restored bundles that passed CheckRestoredBundles.
+  struct RestoredLayout {
+    std::vector<std::string> domains;        // in the order the bundles name them
+    std::map<std::string, int64_t> host_tpu;  // slice -> TPU of each of its hosts (slices only)
+  };
+  // InvalidArgument unless `bundles` are a whole reservation of `alt` (see Restore).
+  static absl::StatusOr<RestoredLayout> CheckRestoredBundles(
+      const std::string& where, const DomainAlternative& alt,
+      const std::optional<ResolvedShape>& shape, std::span<const DomainBundle> bundles);
+  // Why the registered, not dead host `node` cannot be `bundle`'s host ("" when it can, its free
+  // devices aside).
+  std::string HostMismatch(NodeIndex node, const DomainBundle& bundle,
+                           const std::optional<ResolvedShape>& shape,
+                           const RestoredLayout& layout) const;
   void Catalog();
   // The alive host of every worker id, or the first missing / dead worker.
   bool SliceHosts(const Slice& slice, const ResolvedShape& shape, std::vector<NodeIndex>& out,

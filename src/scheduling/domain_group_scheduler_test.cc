@@ -3,8 +3,11 @@
 #include <map>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "hardware/node_label_keys.h"
 #include "scheduling/scheduling_test_util.h"
@@ -404,6 +407,449 @@ TEST(DomainGroupSchedulerPropertyTest, RandomSequencesKeepTheInvariants) {
         }
       }
     }
+  }
+}
+
+// --- Restore: a head restarted from its state store takes its slice groups back ---
+
+// What a head stores of a group's bundles: node, domain, worker, resources and devices (no
+// allocation id, which belongs to the old view).
+std::vector<DomainBundle> Saved(const std::vector<DomainBundle>& bundles) {
+  std::vector<DomainBundle> saved = bundles;
+  for (DomainBundle& b : saved) {
+    b.allocation.id = AllocationId();
+    b.allocation.node = NodeId();
+  }
+  return saved;
+}
+
+// The bundles without the views' allocation ids.
+std::vector<std::string> Wheres(const std::vector<DomainBundle>& bundles) {
+  std::vector<std::string> out;
+  for (const DomainBundle& b : bundles) {
+    std::ostringstream line;
+    line << b.node << " " << b.domain << " w" << b.worker << " "
+         << b.allocation.resources.ToString();
+    for (const DeviceGrant& g : b.allocation.devices) {
+      line << " " << g.resource << ":";
+      for (int i : g.instances) line << i << ",";
+    }
+    out.push_back(line.str());
+  }
+  return out;
+}
+
+// Every node's state, totals, free amounts (per device instance too) and number of allocations.
+std::string ViewDigest(const ClusterView& cluster) {
+  std::ostringstream out;
+  for (NodeIndex n = 0; n < cluster.slot_count(); ++n) {
+    const NodeRecord& r = cluster.node(n);
+    out << r.id << " " << NodeStateName(r.state) << " total " << r.total.ToString() << " free "
+        << r.available.ToString() << " held " << r.allocations.size();
+    if (r.state != NodeState::kDead) out << " util " << r.utilization_ppm;
+    for (const DeviceInstances& d : r.devices) {
+      out << " " << d.resource << "[";
+      for (Quantity q : d.available) out << q << " ";
+      out << "]";
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+DomainAlternative PerHost(std::string per_host) {
+  DomainAlternative alt = Slices("v6e", "4x4");
+  alt.per_host = Res(per_host);
+  return alt;
+}
+
+DomainAlternative PerChip() {
+  DomainAlternative alt = Slices("v6e", "4x4");
+  alt.granularity = BundleGranularity::kPerChip;
+  alt.per_host = Res("CPU=1");
+  return alt;
+}
+
+void AddThreeSlices(ClusterView& cluster) {
+  for (std::string name : {"a", "b", "c"}) AddSlice(cluster, name);
+}
+
+TEST(DomainGroupRestoreTest, AWholeSliceComesBackOnItsFourHostsExactly) {
+  ClusterView before;
+  AddThreeSlices(before);
+  // b's hosts are busier: the first group takes b, the second a.
+  ASSERT_TRUE(before.Allocate(*before.Find(NodeId("b-w0")), Res("CPU=1")).ok());
+  DomainGroupScheduler original(&before);
+  const DomainGroupRequest host_request = Request("hosts", {PerHost("CPU=2")});
+  const DomainGroupRequest chip_request = Request("chips", {Slices("v6e", "8x8"), PerChip()});
+  auto hosts = original.ReserveSlices(host_request);
+  auto chips = original.ReserveSlices(chip_request);
+  ASSERT_EQ(hosts->status, ScheduleStatus::kPlaced);
+  ASSERT_EQ(chips->status, ScheduleStatus::kPlaced);
+  ASSERT_EQ(hosts->domains, std::vector<std::string>{"b"});
+  ASSERT_EQ(chips->domains, std::vector<std::string>{"a"});
+  ASSERT_EQ(chips->alternative, 1u);
+  ASSERT_EQ(chips->bundles.size(), 16u);
+
+  ClusterView after;
+  AddThreeSlices(after);
+  ASSERT_TRUE(after.Allocate(*after.Find(NodeId("b-w0")), Res("CPU=1")).ok());  // the lease again
+  DomainGroupScheduler restored(&after);
+  // Restored the other way round: nothing is chosen, so the order cannot matter.
+  auto back_chips = restored.Restore(chip_request, chips->alternative, Saved(chips->bundles));
+  auto back_hosts = restored.Restore(host_request, hosts->alternative, Saved(hosts->bundles));
+  ASSERT_TRUE(back_chips.ok()) << back_chips.status();
+  ASSERT_TRUE(back_hosts.ok()) << back_hosts.status();
+  for (const auto& [back, was] : {std::pair{&*back_hosts, &*hosts}, std::pair{&*back_chips, &*chips}}) {
+    EXPECT_EQ(back->status, DomainRestoreStatus::kRestored);
+    EXPECT_EQ(DomainRestoreStatusName(back->status), "RESTORED");
+    EXPECT_EQ(back->explanation, "");
+    EXPECT_TRUE(back->missing.empty());
+    EXPECT_EQ(back->alternative, was->alternative);
+    EXPECT_EQ(back->domains, was->domains);
+    EXPECT_EQ(Wheres(back->bundles), Wheres(was->bundles));
+    ASSERT_TRUE(back->id.has_value());
+    EXPECT_EQ(*restored.Bundles(*back->id), back->bundles);
+    for (const DomainBundle& b : back->bundles) {
+      EXPECT_EQ(*after.FindAllocation(b.allocation.id), b.allocation);
+    }
+  }
+  EXPECT_EQ(restored.FindByName("hosts"), back_hosts->id);
+  EXPECT_EQ(ViewDigest(after), ViewDigest(before));
+  // The restored groups hold their slices like reserved ones: only c is left, then nothing.
+  auto third = restored.ReserveSlices(Request("third", {Slices("v6e", "4x4")}));
+  ASSERT_EQ(third->status, ScheduleStatus::kPlaced);
+  EXPECT_EQ(third->domains, std::vector<std::string>{"c"});
+  auto fourth = restored.ReserveSlices(Request("fourth", {Slices("v6e", "4x4")}));
+  EXPECT_EQ(fourth->explanation,
+            "3 v6e 4x4 slices exist; all are busy (held by chips, hosts, third, other work)");
+
+  // Release gives back exactly what was restored.
+  auto released = restored.Release(*back_hosts->id);
+  ASSERT_TRUE(released.ok());
+  ASSERT_EQ(released->size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ((*released)[i], back_hosts->bundles[i].allocation);
+  EXPECT_EQ(after.node(*after.Find(NodeId("b-w0"))).available, Res("CPU=7,TPU=4"));
+  EXPECT_EQ(after.node(*after.Find(NodeId("b-w1"))).available, Res("CPU=8,TPU=4"));
+}
+
+TEST(DomainGroupRestoreTest, ASliceWithMissingOrDeadHostsIsRestoredBroken) {
+  ClusterView before;
+  AddSlice(before, "a");
+  DomainGroupScheduler original(&before);
+  const DomainGroupRequest request = Request("g", {PerHost("CPU=2")});
+  auto reserved = original.ReserveSlices(request);
+  ASSERT_EQ(reserved->status, ScheduleStatus::kPlaced);
+
+  // After the restart a-w2 has not registered and a-w3 registered and died.
+  ClusterView after;
+  AddSlice(after, "a", SliceOptions{.skip_worker = 2});
+  ASSERT_TRUE(after.FailNode(NodeId("a-w3")).ok());
+  DomainGroupScheduler restored(&after);
+  auto r = restored.Restore(request, 0, Saved(reserved->bundles));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, DomainRestoreStatus::kBroken);
+  EXPECT_EQ(r->missing, (std::vector<NodeId>{NodeId("a-w2"), NodeId("a-w3")}));
+  EXPECT_EQ(r->explanation,
+            "hosts a-w2 (not in the cluster), a-w3 (dead) are missing; the group is broken until "
+            "they are back");
+  EXPECT_EQ(r->domains, std::vector<std::string>{"a"});
+  EXPECT_EQ(Wheres(r->bundles), Wheres(reserved->bundles));
+  // The present hosts' bundles are held, the missing ones' are not (id 0 is never held).
+  ASSERT_EQ(r->bundles.size(), 4u);
+  for (int w : {0, 1}) {
+    EXPECT_NE(after.FindAllocation(r->bundles[w].allocation.id), nullptr) << w;
+    EXPECT_EQ(FreeTpu(after, "a-w" + std::to_string(w)), Quantity::FromInt(0));
+  }
+  for (int w : {2, 3}) {
+    EXPECT_EQ(r->bundles[w].allocation.id, AllocationId()) << w;
+    EXPECT_EQ(r->bundles[w].allocation.node, NodeId("a-w" + std::to_string(w)));
+  }
+  // As after a host loss: the group keeps the slice's survivors until the caller reserves it
+  // anew — Release (only what is held), then ReserveSlices once the hosts are back.
+  auto released = restored.Release(*r->id);
+  ASSERT_TRUE(released.ok());
+  EXPECT_EQ(released->size(), 2u);
+  for (NodeIndex n = 0; n < after.slot_count(); ++n) {
+    EXPECT_EQ(after.node(n).available, after.node(n).total) << after.node(n).id;
+  }
+  ASSERT_TRUE(after.RemoveNode(NodeId("a-w3")).ok());
+  for (int w : {2, 3}) {
+    MustAdd(after, Spec("a-w" + std::to_string(w), "CPU=8,TPU=4",
+                        {{std::string(labels::kTpuSliceName), "a"},
+                         {std::string(labels::kTpuWorkerId), std::to_string(w)},
+                         {std::string(labels::kTpuTopology), "4x4"},
+                         {std::string(labels::kTpuPodType), "v6e-16"}}));
+  }
+  auto again = restored.ReserveSlices(request);
+  ASSERT_EQ(again->status, ScheduleStatus::kPlaced);
+  EXPECT_EQ(again->domains, std::vector<std::string>{"a"});
+}
+
+TEST(DomainGroupRestoreTest, AHostThatCannotTakeItsBundleBackRefusesTheWholeGroup) {
+  ClusterView before;
+  AddSlice(before, "a");
+  DomainGroupScheduler original(&before);
+  const DomainGroupRequest request = Request("g", {PerHost("CPU=2")});
+  auto reserved = original.ReserveSlices(request);
+  ASSERT_EQ(reserved->status, ScheduleStatus::kPlaced);
+  const std::vector<DomainBundle> saved = Saved(reserved->bundles);
+
+  ClusterView after;
+  AddSlice(after, "a");
+  // A lease an agent reported holds chip 2 of the last host.
+  const Quantity one = Quantity::FromInt(1);
+  const Allocation lease = *after.AllocateExact(*after.Find(NodeId("a-w3")), Res("TPU=1"),
+                                                {DeviceGrant{"TPU", {2}, {one}}});
+  const std::string view = ViewDigest(after);
+  DomainGroupScheduler restored(&after);
+  auto r = restored.Restore(request, 0, saved);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, DomainRestoreStatus::kRefused);
+  EXPECT_EQ(r->explanation,
+            "host a-w3 (worker 3 of slice a) cannot take its bundle back: node a-w3 has "
+            "CPU=8,TPU=3 free, not CPU=2,TPU=4");
+  EXPECT_FALSE(r->id.has_value());
+  EXPECT_TRUE(r->bundles.empty());
+  EXPECT_TRUE(r->domains.empty());
+  // Nothing of it is held, and it is not kept: a-w0..2 were taken and given back.
+  EXPECT_EQ(ViewDigest(after), view);
+  EXPECT_FALSE(restored.FindByName("g").has_value());
+  // Once the lease is gone the same restore goes through.
+  ASSERT_TRUE(after.Release(lease.id).ok());
+  auto retry = restored.Restore(request, 0, saved);
+  ASSERT_TRUE(retry.ok());
+  EXPECT_EQ(retry->status, DomainRestoreStatus::kRestored);
+}
+
+TEST(DomainGroupRestoreTest, AChipHeldByALeaseRefusesAPerChipGroup) {
+  ClusterView before;
+  AddSlice(before, "a");
+  DomainGroupScheduler original(&before);
+  const DomainGroupRequest request = Request("g", {PerChip()});
+  auto reserved = original.ReserveSlices(request);
+  ASSERT_EQ(reserved->status, ScheduleStatus::kPlaced);
+  ClusterView after;
+  AddSlice(after, "a");
+  const Quantity one = Quantity::FromInt(1);
+  ASSERT_TRUE(after.AllocateExact(*after.Find(NodeId("a-w1")), Res("TPU=1"),
+                                  {DeviceGrant{"TPU", {0}, {one}}})
+                  .ok());
+  const std::string view = ViewDigest(after);
+  DomainGroupScheduler restored(&after);
+  auto r = restored.Restore(request, 0, Saved(reserved->bundles));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, DomainRestoreStatus::kRefused);
+  EXPECT_EQ(r->explanation,
+            "host a-w1 (worker 1 of slice a) cannot take its bundle back: node a-w1: TPU 0 has 0 "
+            "free, not 1");
+  EXPECT_EQ(ViewDigest(after), view);
+}
+
+TEST(DomainGroupRestoreTest, AHostThatRegisteredAsSomethingElseRefusesTheGroup) {
+  ClusterView before;
+  AddSlice(before, "a");
+  DomainGroupScheduler original(&before);
+  const DomainGroupRequest request = Request("g", {Slices("v6e", "4x4")});
+  auto reserved = original.ReserveSlices(request);
+  ASSERT_EQ(reserved->status, ScheduleStatus::kPlaced);
+  const std::vector<DomainBundle> saved = Saved(reserved->bundles);
+  auto labels = [](std::string worker) {
+    return LabelSet{{std::string(labels::kTpuSliceName), "a"},
+                    {std::string(labels::kTpuWorkerId), std::move(worker)},
+                    {std::string(labels::kTpuTopology), "4x4"},
+                    {std::string(labels::kTpuPodType), "v6e-16"}};
+  };
+  {
+    // a-w0 and a-w1 came back with their worker ids swapped.
+    ClusterView after;
+    MustAdd(after, Spec("a-w0", "CPU=8,TPU=4", labels("1")));
+    MustAdd(after, Spec("a-w1", "CPU=8,TPU=4", labels("0")));
+    MustAdd(after, Spec("a-w2", "CPU=8,TPU=4", labels("2")));
+    MustAdd(after, Spec("a-w3", "CPU=8,TPU=4", labels("3")));
+    DomainGroupScheduler restored(&after);
+    auto r = restored.Restore(request, 0, saved);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, DomainRestoreStatus::kRefused);
+    EXPECT_EQ(r->explanation,
+              "host a-w0 (worker 0 of slice a) cannot take its bundle back: it registered as a "
+              "worker 1, not a worker 0");
+  }
+  {
+    // a-w2 came back with 8 chips.
+    ClusterView after;
+    for (int w = 0; w < 4; ++w) {
+      MustAdd(after, Spec("a-w" + std::to_string(w), w == 2 ? "CPU=8,TPU=8" : "CPU=8,TPU=4",
+                          labels(std::to_string(w))));
+    }
+    const std::string view = ViewDigest(after);
+    DomainGroupScheduler restored(&after);
+    auto r = restored.Restore(request, 0, saved);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, DomainRestoreStatus::kRefused);
+    EXPECT_EQ(r->explanation,
+              "host a-w2 (worker 2 of slice a) cannot take its bundle back: it has TPU=8; the "
+              "slice's hosts held TPU=4");
+    EXPECT_EQ(ViewDigest(after), view);
+  }
+}
+
+TEST(DomainGroupRestoreTest, BundlesThatAreNotAWholeReservationAreInvalid) {
+  ClusterView before;
+  AddSlice(before, "a");
+  AddSlice(before, "b");
+  DomainGroupScheduler original(&before);
+  const DomainGroupRequest request = Request("g", {PerHost("CPU=2")});
+  auto reserved = original.ReserveSlices(request);
+  ASSERT_EQ(reserved->status, ScheduleStatus::kPlaced);
+  const std::vector<DomainBundle> saved = Saved(reserved->bundles);
+  ASSERT_EQ(reserved->domains, std::vector<std::string>{"a"});
+
+  ClusterView after;
+  AddSlice(after, "a");
+  AddSlice(after, "b");
+  DomainGroupScheduler restored(&after);
+  ASSERT_EQ(restored.ReserveSlices(Request("taken", {Slices("v6e", "4x4")}))->status,
+            ScheduleStatus::kPlaced);  // takes b
+  const std::string view = ViewDigest(after);
+  auto message = [&](const DomainGroupRequest& req, size_t alternative,
+                     const std::vector<DomainBundle>& bundles) {
+    auto r = restored.Restore(req, alternative, bundles);
+    EXPECT_FALSE(r.ok());
+    EXPECT_EQ(ViewDigest(after), view);
+    return r.ok() ? std::string("ok") : std::string(r.status().message());
+  };
+  std::vector<DomainBundle> three(saved.begin(), saved.begin() + 3);
+  EXPECT_EQ(message(request, 0, three),
+            "domain group g alternative 1: slice a has workers 0, 1, 2; a v6e 4x4 slice of hosts "
+            "with TPU=4 has workers 0..3");
+  std::vector<DomainBundle> less_cpu = saved;
+  less_cpu[1].allocation.resources = Res("CPU=1,TPU=4");
+  EXPECT_EQ(message(request, 0, less_cpu),
+            "domain group g alternative 1: a worker 1 holds [CPU=1,TPU=4]; the alternative "
+            "reserves [CPU=2,TPU=4] per host");
+  std::vector<DomainBundle> half_host = saved;
+  half_host[3].allocation.resources = Res("CPU=2,TPU=2");
+  EXPECT_EQ(message(request, 0, half_host),
+            "domain group g alternative 1: a has hosts holding TPU=4 and TPU=2 (every host of a "
+            "slice holds all its chips)");
+  std::vector<DomainBundle> twice = saved;
+  twice[3].node = NodeId("a-w2");
+  EXPECT_EQ(message(request, 0, twice),
+            "domain group g alternative 1: host a-w2 appears as two hosts (a worker 2 and a "
+            "worker 3)");
+  EXPECT_EQ(message(Request("g", {[] {
+                      DomainAlternative two = PerHost("CPU=2");
+                      two.count = 2;
+                      return two;
+                    }()}),
+                    0, saved),
+            "domain group g alternative 1: the bundles are on 1 slice; the alternative is 2");
+  EXPECT_EQ(message(request, 1, saved),
+            "domain group g: alternative 2 does not exist (the request has 1)");
+  EXPECT_EQ(message(request, 0, {}), "domain group g alternative 1: no bundles to restore");
+  EXPECT_TRUE(absl::StartsWith(message(Request("g", {Slices("v6e", "3x5")}), 0, saved),
+                               "domain group g alternative 1: "));
+  EXPECT_EQ(restored.Restore(Request("taken", {PerHost("CPU=2")}), 0, saved).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(ViewDigest(after), view);
+  EXPECT_FALSE(restored.FindByName("g").has_value());
+}
+
+TEST(DomainGroupRestoreTest, RestoreOrderDoesNotMatter) {
+  ClusterView before;
+  AddThreeSlices(before);
+  DomainGroupScheduler original(&before);
+  std::vector<std::pair<DomainGroupRequest, DomainGroupResult>> groups;
+  for (const DomainGroupRequest& request :
+       {Request("g1", {PerHost("CPU=1")}), Request("g2", {PerChip()}),
+        Request("g3", {PerHost("CPU=3")})}) {
+    auto r = original.ReserveSlices(request);
+    ASSERT_EQ(r->status, ScheduleStatus::kPlaced);
+    groups.emplace_back(request, *r);
+  }
+  ASSERT_TRUE(original.Release(*groups[2].second.id).ok());
+  groups.pop_back();  // the released one leaves its slice free
+  auto restore = [&](std::vector<int> order) {
+    ClusterView after;
+    AddThreeSlices(after);
+    DomainGroupScheduler restored(&after);
+    for (int i : order) {
+      auto r = restored.Restore(groups[i].first, groups[i].second.alternative,
+                                Saved(groups[i].second.bundles));
+      EXPECT_TRUE(r.ok() && r->status == DomainRestoreStatus::kRestored) << i;
+    }
+    return ViewDigest(after);
+  };
+  EXPECT_EQ(restore({0, 1}), ViewDigest(before));
+  EXPECT_EQ(restore({1, 0}), ViewDigest(before));
+}
+
+TEST(DomainGroupRestoreTest, NvLinkHostsComeBackOrTheGroupIsBrokenOrRefused) {
+  auto build = [](ClusterView& cluster, bool with_small_1, std::string small_1_domain) {
+    for (int i = 0; i < 3; ++i) MustAdd(cluster, NvLinkHost("big-" + std::to_string(i), "big"));
+    MustAdd(cluster, NvLinkHost("small-0", "small"));
+    if (with_small_1) MustAdd(cluster, NvLinkHost("small-1", small_1_domain));
+  };
+  ClusterView before;
+  build(before, true, "small");
+  DomainGroupScheduler original(&before);
+  DomainAlternative two;
+  two.count = 2;
+  two.per_host = Res("GPU=8");
+  const DomainGroupRequest request = Request("n", {two});
+  auto reserved = original.ReserveSlices(request);
+  ASSERT_EQ(reserved->status, ScheduleStatus::kPlaced);
+  ASSERT_EQ(reserved->domains, std::vector<std::string>{"small"});
+  const std::vector<DomainBundle> saved = Saved(reserved->bundles);
+  {
+    ClusterView after;
+    build(after, true, "small");
+    DomainGroupScheduler restored(&after);
+    std::vector<DomainBundle> same_host = saved;
+    same_host[1].node = same_host[0].node;
+    EXPECT_EQ(restored.Restore(request, 0, same_host).status().message(),
+              "domain group n alternative 1: 2 bundles on 1 host; the alternative is 2 hosts with "
+              "one bundle each");
+    std::vector<DomainBundle> with_worker = saved;
+    with_worker[0].worker = 0;
+    EXPECT_EQ(restored.Restore(request, 0, with_worker).status().message(),
+              "domain group n alternative 1: bundle 0 (host small-0) has worker id 0 (NVLink "
+              "hosts have none, -1)");
+  }
+  {
+    ClusterView after;
+    build(after, true, "small");
+    DomainGroupScheduler restored(&after);
+    auto r = restored.Restore(request, 0, saved);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, DomainRestoreStatus::kRestored);
+    EXPECT_EQ(Wheres(r->bundles), Wheres(reserved->bundles));
+    EXPECT_EQ(ViewDigest(after), ViewDigest(before));
+  }
+  {
+    ClusterView after;
+    build(after, false, "");
+    DomainGroupScheduler restored(&after);
+    auto r = restored.Restore(request, 0, saved);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, DomainRestoreStatus::kBroken);
+    EXPECT_EQ(r->explanation,
+              "host small-1 (not in the cluster) is missing; the group is broken until it is back");
+    EXPECT_EQ(after.node(*after.Find(NodeId("small-0"))).available, Res("CPU=16,GPU=0"));
+  }
+  {
+    ClusterView after;
+    build(after, true, "big");
+    const std::string view = ViewDigest(after);
+    DomainGroupScheduler restored(&after);
+    auto r = restored.Restore(request, 0, saved);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, DomainRestoreStatus::kRefused);
+    EXPECT_EQ(r->explanation,
+              "host small-1 (NVLink domain small) cannot take its bundle back: it is not in "
+              "NVLink domain small (its domain: big)");
+    EXPECT_EQ(ViewDigest(after), view);
   }
 }
 

@@ -362,6 +362,86 @@ absl::StatusOr<PlacementGroupResult> PlacementGroupScheduler::Create(
   return result;
 }
 
+absl::StatusOr<PlacementGroupRestoreResult> PlacementGroupScheduler::Restore(
+    const PlacementGroupSpec& spec, size_t option, std::span<const RestoredBundle> bundles) {
+  TESSERA_RETURN_IF_ERROR(ValidatePlacementGroupSpec(spec));
+  const std::string what =
+      spec.name.empty() ? std::string("an anonymous placement group")
+                        : absl::StrCat("placement group ", Quote(spec.name));
+  if (!spec.name.empty() && by_name_.contains(spec.name)) {
+    return absl::AlreadyExistsError(absl::StrCat("a placement group named ", Quote(spec.name),
+                                                 " exists"));
+  }
+  const std::vector<const BundleOption*> options = OptionsInOrder(spec);
+  if (option >= options.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": option ", option,
+                                                   " does not exist (the spec has ",
+                                                   options.size(), ")"));
+  }
+  const BundleOption& chosen = *options[option];
+  if (bundles.size() != chosen.bundles.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", bundles.size(),
+                                                   " restored bundles for the ",
+                                                   chosen.bundles.size(), " of option ", option));
+  }
+  PlacementGroup group;
+  group.id = PlacementGroupId(next_id_++);
+  group.spec = spec;
+  group.option = option;
+  group.bundles.resize(bundles.size());
+  PlacementGroupRestoreResult result;
+  result.id = group.id;
+  result.option = option;
+  std::vector<int> waiting;  // given without a node
+  for (size_t b = 0; b < bundles.size(); ++b) {
+    const RestoredBundle& restored = bundles[b];
+    const int index = static_cast<int>(b);
+    if (!restored.node.has_value()) {
+      waiting.push_back(index);
+      continue;
+    }
+    auto refuse = [&](std::string reason) {
+      result.refused.push_back(UnrestoredBundle{index, std::move(reason)});
+    };
+    const std::optional<NodeIndex> node = cluster_->Find(*restored.node);
+    if (!node.has_value()) {
+      refuse(absl::StrCat("node ", restored.node->value(), " is not in the cluster"));
+      continue;
+    }
+    if (restored.resources != chosen.bundles[b]) {
+      refuse(absl::StrCat("its allocation ", restored.resources.ToString(),
+                          " is not the bundle's demand ", chosen.bundles[b].ToString()));
+      continue;
+    }
+    // RestoreExact refuses a dead node, more than is free, and grants that do not match.
+    absl::StatusOr<Allocation> allocation =
+        cluster_->RestoreExact(*node, restored.resources, restored.devices);
+    if (!allocation.ok()) {
+      refuse(std::string(allocation.status().message()));
+      continue;
+    }
+    Own(group, index, *allocation);
+  }
+  for (const UnrestoredBundle& r : result.refused) {
+    if (!result.explanation.empty()) absl::StrAppend(&result.explanation, "; ");
+    absl::StrAppend(&result.explanation, "bundle ", r.bundle, ": ", r.reason);
+  }
+  const bool complete = result.refused.empty() && waiting.empty();
+  group.state = complete ? PlacementGroupState::kCreated : PlacementGroupState::kRescheduling;
+  if (!result.explanation.empty()) {
+    group.explanation = absl::StrCat("not restored: ", result.explanation);
+  } else if (!complete) {
+    group.explanation =
+        absl::StrCat(waiting.size() == 1 ? "bundle " : "bundles ", absl::StrJoin(waiting, ", "),
+                     waiting.size() == 1 ? " has" : " have", " no node yet");
+  }
+  result.state = group.state;
+  result.bundles = group.bundles;
+  if (!spec.name.empty()) by_name_.emplace(spec.name, group.id.value());
+  groups_.emplace(group.id.value(), std::move(group));
+  return result;
+}
+
 absl::StatusOr<std::vector<Allocation>> PlacementGroupScheduler::Remove(PlacementGroupId id) {
   auto it = groups_.find(id.value());
   if (it == groups_.end()) {

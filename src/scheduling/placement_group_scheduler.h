@@ -3,7 +3,8 @@
 // STRICT_SPREAD, trying the primary bundle shape and then each fallback in order. A group that
 // loses bundles with a failed node has ONLY those bundles re-placed (STRICT_PACK excepted: the
 // whole group moves to one node); one that cannot be re-placed stays RESCHEDULING, explained, and
-// is retried by OnClusterChanged.
+// is retried by OnClusterChanged. Restore re-creates a group that existed before (a restarted
+// head) with exactly the placement it had, bundle by bundle, never placing anything anew.
 //
 // Cost: per bundle, a scan of the anchored utilization order that stops at the first node that
 // fits (O(log n) on a cluster with room); explanations (the failure path) scan the alive nodes.
@@ -57,6 +58,33 @@ struct PlacementGroup {
   std::string explanation;  // why it is still RESCHEDULING
 };
 
+// One bundle of a placement group being restored (a head restarted from its state store): where
+// it was held, exactly, or no node when it was waiting for one.
+struct RestoredBundle {
+  std::optional<NodeId> node;        // nullopt: it had no node (its group was RESCHEDULING)
+  ResourceSet resources;             // what its allocation took: the bundle's demand
+  std::vector<DeviceGrant> devices;  // the device instances it held, exactly
+};
+
+// A bundle given with a node that Restore could not take back, and why.
+struct UnrestoredBundle {
+  int bundle = 0;
+  std::string reason;  // one line: "node n9 is not in the cluster", "node n0: GPU 3 has 0 free, ..."
+  friend bool operator==(const UnrestoredBundle&, const UnrestoredBundle&) = default;
+};
+
+struct PlacementGroupRestoreResult {
+  PlacementGroupId id;  // fresh: this scheduler's own (the caller maps its ids, e.g. "pg-7", to it)
+  size_t option = 0;
+  // kCreated when every bundle is held again; kRescheduling otherwise (OnClusterChanged places
+  // the rest).
+  PlacementGroupState state = PlacementGroupState::kCreated;
+  // By bundle index: the placement now held (this view's allocation ids), nullopt when not held.
+  std::vector<std::optional<BundlePlacement>> bundles;
+  std::vector<UnrestoredBundle> refused;  // ascending bundle index
+  std::string explanation;  // "bundle 1: <reason>; bundle 3: <reason>" ("" when none refused)
+};
+
 // What a re-placement attempt did to one group.
 struct RescheduleReport {
   PlacementGroupId id;
@@ -76,6 +104,30 @@ class PlacementGroupScheduler {
   // use. Otherwise every bundle is reserved (kPlaced) or nothing is (kPending / kInfeasible, with
   // an explanation); a group that is not placed is not kept (the caller retries).
   absl::StatusOr<PlacementGroupResult> Create(const PlacementGroupSpec& spec);
+
+  // Re-creates a group that existed before (a head restarted from its state store) with the
+  // placement it had, so the work running in its bundles continues untouched. `option` is the
+  // option that was chosen (0 primary, then the fallbacks); `bundles` has one entry per bundle of
+  // that option. Each bundle given with a node is taken back with exactly its device instances
+  // (ClusterView::RestoreExact: a draining node is accepted); selectors and the strategy are not
+  // re-checked (the placement was theirs when it was made, and moving running work would be
+  // worse). A bundle that cannot be taken back is left unplaced and listed in `refused` with the
+  // reason; nothing is refused as a whole for it:
+  //   - its node is not in the view (never came back after the restart) or is dead;
+  //   - its resources are not the bundle's demand in that option;
+  //   - the view cannot give the allocation (instances held by something else — another group,
+  //     a lease, an earlier bundle of this group —, more than the node has, grants that do not
+  //     match the demand).
+  // A group with any bundle unplaced is RESCHEDULING; Restore never places anything anew (that
+  // could take what a group restored after it holds): restore every group first, then call
+  // OnClusterChanged, which places the unplaced bundles by the usual rules (STRICT_PACK moves
+  // the whole group). A group with no bundle held is still kept, with its option.
+  // Errors, with nothing changed: InvalidArgument for a spec ValidatePlacementGroupSpec refuses,
+  // an option the spec does not have, or a bundle count other than the option's; AlreadyExists
+  // for a name in use. The group gets a fresh PlacementGroupId.
+  absl::StatusOr<PlacementGroupRestoreResult> Restore(const PlacementGroupSpec& spec,
+                                                      size_t option,
+                                                      std::span<const RestoredBundle> bundles);
 
   // Releases every reserved bundle and forgets the group; returns exactly what was released.
   absl::StatusOr<std::vector<Allocation>> Remove(PlacementGroupId id);

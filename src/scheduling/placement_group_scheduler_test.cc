@@ -1,6 +1,10 @@
 #include "scheduling/placement_group_scheduler.h"
 
+#include <memory>
 #include <set>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -266,6 +270,369 @@ TEST(PlacementGroupSchedulerTest, SelectorsPerBundleAreHonored) {
   spec.primary.selectors = {*ParseLabelSelector("zone=b"), *ParseLabelSelector("zone=b")};
   auto r = pgs.Create(spec);
   EXPECT_THAT(Nodes(r->bundles), ElementsAre("n1", "n3"));
+}
+
+// --- Restore: a head restarted from its state store takes its groups back ---
+
+// What a head stores of a group's bundles and hands to Restore after a restart.
+std::vector<RestoredBundle> Saved(const PlacementGroup& group) {
+  std::vector<RestoredBundle> saved;
+  for (const std::optional<BundlePlacement>& b : group.bundles) {
+    if (!b.has_value()) {
+      saved.emplace_back();
+      continue;
+    }
+    saved.push_back(RestoredBundle{b->node, b->allocation.resources, b->allocation.devices});
+  }
+  return saved;
+}
+
+// A bundle's placement without the allocation id, which belongs to each view.
+std::string Where(const std::optional<BundlePlacement>& b) {
+  if (!b.has_value()) return "unplaced";
+  std::ostringstream out;
+  out << b->node << " " << b->allocation.resources.ToString();
+  for (const DeviceGrant& g : b->allocation.devices) {
+    out << " " << g.resource << ":";
+    for (size_t i = 0; i < g.instances.size(); ++i) out << g.instances[i] << "=" << g.amounts[i] << ",";
+  }
+  return out.str();
+}
+
+std::vector<std::string> Wheres(const std::vector<std::optional<BundlePlacement>>& bundles) {
+  std::vector<std::string> out;
+  for (const auto& b : bundles) out.push_back(Where(b));
+  return out;
+}
+
+// Every node's state, totals, free amounts, free amount per device instance, number of
+// allocations and utilization, one line per node.
+std::string ViewDigest(const ClusterView& cluster) {
+  std::ostringstream out;
+  for (NodeIndex n = 0; n < cluster.slot_count(); ++n) {
+    const NodeRecord& r = cluster.node(n);
+    out << r.id << " " << NodeStateName(r.state) << " total " << r.total.ToString() << " free "
+        << r.available.ToString() << " held " << r.allocations.size();
+    // The pack/spread key; not kept up to date on a dead node (it is in no order).
+    if (r.state != NodeState::kDead) out << " util " << r.utilization_ppm;
+    for (const DeviceInstances& d : r.devices) {
+      out << " " << d.resource << "[";
+      for (Quantity q : d.available) out << q << " ";
+      out << "]";
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+// Nodes n0..n5 (8 GPUs, 16 CPUs) and a CPU-only c0, as the agents register them again.
+void AddRestartCluster(ClusterView& cluster) {
+  AddGpuNodes(cluster, 6);
+  MustAdd(cluster, Spec("c0", "CPU=32,memory=64GiB"));
+}
+
+std::vector<PlacementGroupSpec> MixedGroups() {
+  std::vector<PlacementGroupSpec> specs;
+  specs.push_back(Group(PlacementStrategy::kPack, {"GPU=4", "GPU=2", "CPU=2,GPU=2"}, "pack"));
+  specs.push_back(Group(PlacementStrategy::kStrictSpread, {"GPU=1", "GPU=0.5", "GPU=0.25"},
+                        "spread"));
+  specs.push_back(Group(PlacementStrategy::kStrictPack, {"CPU=4,memory=8GiB", "CPU=8"}, "cpu"));
+  PlacementGroupSpec fallback = Group(PlacementStrategy::kStrictPack, {"GPU=16"}, "fallback");
+  fallback.fallbacks.push_back(BundleOption{{Res("GPU=3"), Res("GPU=3")}, {}});
+  specs.push_back(fallback);
+  return specs;
+}
+
+TEST(PlacementGroupRestoreTest, ARestoredGroupHasExactlyItsPlacementAndTheViewMatches) {
+  ClusterView before;
+  AddRestartCluster(before);
+  PlacementGroupScheduler original(&before);
+  // A group that is gone by the restart shaped where the others went: placing them anew on the
+  // restarted cluster would put them elsewhere.
+  auto filler = original.Create(Group(PlacementStrategy::kSpread, {"GPU=3", "GPU=3", "GPU=3"}));
+  ASSERT_EQ(filler->status, ScheduleStatus::kPlaced);
+  std::vector<PlacementGroupId> ids;
+  for (const PlacementGroupSpec& spec : MixedGroups()) {
+    auto r = original.Create(spec);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->status, ScheduleStatus::kPlaced) << spec.name << ": " << r->explanation;
+    ids.push_back(*r->id);
+  }
+  ASSERT_TRUE(original.Remove(*filler->id).ok());
+  ASSERT_EQ(original.Find(ids[3])->option, 1u);  // the fallback was chosen
+  {
+    ClusterView fresh;
+    AddRestartCluster(fresh);
+    PlacementGroupScheduler anew(&fresh);
+    auto again = anew.Create(MixedGroups()[0]);
+    std::vector<std::optional<BundlePlacement>> placed(again->bundles.begin(),
+                                                       again->bundles.end());
+    ASSERT_NE(Wheres(placed), Wheres(original.Find(ids[0])->bundles));
+  }
+
+  ClusterView after;
+  AddRestartCluster(after);
+  PlacementGroupScheduler restored(&after);
+  for (PlacementGroupId id : ids) {
+    const PlacementGroup& g = *original.Find(id);
+    const std::vector<RestoredBundle> saved = Saved(g);
+    auto r = restored.Restore(g.spec, g.option, saved);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->state, PlacementGroupState::kCreated);
+    EXPECT_EQ(r->option, g.option);
+    EXPECT_THAT(r->refused, IsEmpty());
+    EXPECT_EQ(r->explanation, "");
+    EXPECT_EQ(Wheres(r->bundles), Wheres(g.bundles)) << g.spec.name;
+    const PlacementGroup* kept = restored.Find(r->id);
+    ASSERT_NE(kept, nullptr);
+    EXPECT_EQ(restored.FindByName(g.spec.name), r->id);
+    EXPECT_EQ(kept->state, PlacementGroupState::kCreated);
+    EXPECT_EQ(kept->bundles, r->bundles);
+    // The allocations are this view's.
+    for (const auto& b : r->bundles) EXPECT_EQ(*after.FindAllocation(b->allocation.id), b->allocation);
+  }
+  EXPECT_EQ(ViewDigest(after), ViewDigest(before));
+  // Nothing is waiting, and a later retry moves nothing.
+  EXPECT_THAT(restored.OnClusterChanged(), IsEmpty());
+  EXPECT_EQ(ViewDigest(after), ViewDigest(before));
+}
+
+TEST(PlacementGroupRestoreTest, RemoveAfterRestoreFreesExactlyWhatWasRestored) {
+  ClusterView before;
+  AddRestartCluster(before);
+  PlacementGroupScheduler original(&before);
+  auto created = original.Create(MixedGroups()[0]);
+  ASSERT_EQ(created->status, ScheduleStatus::kPlaced);
+  ClusterView after;
+  AddRestartCluster(after);
+  const std::string empty = ViewDigest(after);
+  PlacementGroupScheduler restored(&after);
+  // Work the restart did not touch: a lease on n5 (where the group is not).
+  ASSERT_TRUE(after.Allocate(*after.Find(NodeId("n5")), Res("CPU=1,GPU=1")).ok());
+  const std::string with_lease = ViewDigest(after);
+  const PlacementGroup& g = *original.Find(*created->id);
+  auto r = restored.Restore(g.spec, g.option, Saved(g));
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto released = restored.Remove(r->id);
+  ASSERT_TRUE(released.ok()) << released.status();
+  ASSERT_EQ(released->size(), 3u);
+  for (size_t b = 0; b < 3; ++b) EXPECT_EQ((*released)[b], r->bundles[b]->allocation);
+  EXPECT_EQ(ViewDigest(after), with_lease);
+  EXPECT_NE(ViewDigest(after), empty);
+  EXPECT_TRUE(restored.groups().empty());
+  EXPECT_FALSE(restored.FindByName("pack").has_value());
+}
+
+TEST(PlacementGroupRestoreTest, BundlesOnUnknownOrDeadNodesWaitAndArePlacedLater) {
+  ClusterView before;
+  AddGpuNodes(before, 4);
+  PlacementGroupScheduler original(&before);
+  auto created =
+      original.Create(Group(PlacementStrategy::kStrictSpread, {"GPU=2", "GPU=2", "GPU=2"}, "g"));
+  ASSERT_EQ(created->status, ScheduleStatus::kPlaced);
+  ASSERT_THAT(Nodes(created->bundles), ElementsAre("n0", "n1", "n2"));
+
+  // After the restart n0 is back, n1 registered and then died, n2 never came back; n3 and a new
+  // n4 are there.
+  ClusterView after;
+  MustAdd(after, Spec("n0", "CPU=16,GPU=8", {{"zone", "a"}}, FullyLinked(8)));
+  MustAdd(after, Spec("n1", "CPU=16,GPU=8", {{"zone", "b"}}, FullyLinked(8)));
+  MustAdd(after, Spec("n3", "CPU=16,GPU=8", {{"zone", "b"}}, FullyLinked(8)));
+  MustAdd(after, Spec("n4", "CPU=16,GPU=8", {{"zone", "a"}}, FullyLinked(8)));
+  ASSERT_TRUE(after.FailNode(NodeId("n1")).ok());
+  PlacementGroupScheduler restored(&after);
+  const PlacementGroup& g = *original.Find(*created->id);
+  auto r = restored.Restore(g.spec, g.option, Saved(g));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->state, PlacementGroupState::kRescheduling);
+  EXPECT_THAT(r->refused, ElementsAre(UnrestoredBundle{1, "node n1 is dead"},
+                                      UnrestoredBundle{2, "node n2 is not in the cluster"}));
+  EXPECT_EQ(r->explanation, "bundle 1: node n1 is dead; bundle 2: node n2 is not in the cluster");
+  EXPECT_EQ(Where(r->bundles[0]), Where(g.bundles[0]));  // the survivor is held as it was
+  EXPECT_FALSE(r->bundles[1].has_value());
+  EXPECT_FALSE(r->bundles[2].has_value());
+  const PlacementGroup* waiting = restored.Find(r->id);
+  EXPECT_EQ(waiting->state, PlacementGroupState::kRescheduling);
+  EXPECT_EQ(waiting->explanation,
+            "not restored: bundle 1: node n1 is dead; bundle 2: node n2 is not in the cluster");
+  EXPECT_EQ(Available(after, "n3"), Res("CPU=16,GPU=8"));  // Restore placed nothing anew
+
+  // The usual re-placement: the lost bundles go to nodes the survivor is not on.
+  std::vector<RescheduleReport> reports = restored.OnClusterChanged();
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_TRUE(reports[0].placed);
+  EXPECT_THAT(reports[0].bundles, ElementsAre(1, 2));
+  const PlacementGroup* placed = restored.Find(r->id);
+  EXPECT_EQ(placed->state, PlacementGroupState::kCreated);
+  EXPECT_EQ(Where(placed->bundles[0]), Where(g.bundles[0]));
+  std::set<std::string> nodes;
+  for (const auto& b : placed->bundles) nodes.insert(b->node.value());
+  EXPECT_EQ(nodes, (std::set<std::string>{"n0", "n3", "n4"}));
+}
+
+TEST(PlacementGroupRestoreTest, BundlesSavedWithoutANodeWaitForOne) {
+  ClusterView cluster;
+  AddGpuNodes(cluster, 2);
+  PlacementGroupScheduler pgs(&cluster);
+  PlacementGroupSpec spec = Group(PlacementStrategy::kSpread, {"GPU=1", "GPU=1"}, "g");
+  const Quantity one = Quantity::FromInt(1);
+  std::vector<RestoredBundle> saved = {
+      RestoredBundle{NodeId("n1"), Res("GPU=1"), {DeviceGrant{"GPU", {5}, {one}}}},
+      RestoredBundle{}};
+  auto r = pgs.Restore(spec, 0, saved);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->state, PlacementGroupState::kRescheduling);
+  EXPECT_THAT(r->refused, IsEmpty());  // nothing to report: it had no node
+  EXPECT_EQ(pgs.Find(r->id)->explanation, "bundle 1 has no node yet");
+  EXPECT_EQ(r->bundles[0]->allocation.devices[0].instances, std::vector<int>{5});
+  EXPECT_EQ(Available(cluster, "n0"), Res("CPU=16,GPU=8"));
+  std::vector<RescheduleReport> reports = pgs.OnClusterChanged();
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_TRUE(reports[0].placed);
+  EXPECT_EQ(pgs.Find(r->id)->bundles[1]->node.value(), "n0");  // SPREAD: a node of its own
+
+  // A group with nothing held is kept too, with its option.
+  auto none = pgs.Restore(Group(PlacementStrategy::kPack, {"GPU=1"}, "h"), 0,
+                          std::vector<RestoredBundle>(1));
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->state, PlacementGroupState::kRescheduling);
+  EXPECT_EQ(pgs.Find(none->id)->explanation, "bundle 0 has no node yet");
+}
+
+TEST(PlacementGroupRestoreTest, AllocationsTheViewCannotGiveAreRefusedAndNothingLeaks) {
+  ClusterView cluster;
+  AddGpuNodes(cluster, 2);
+  MustAdd(cluster, Spec("small", "CPU=4,GPU=4", {}, FullyLinked(4)));
+  const Quantity one = Quantity::FromInt(1);
+  // A lease the agent of n0 reported holds GPU 3 and 2 CPUs.
+  const Allocation lease =
+      *cluster.AllocateExact(*cluster.Find(NodeId("n0")), Res("CPU=2,GPU=1"), {DeviceGrant{"GPU", {3}, {one}}});
+  const std::string with_lease = ViewDigest(cluster);
+  PlacementGroupScheduler pgs(&cluster);
+  PlacementGroupSpec spec = Group(PlacementStrategy::kPack,
+                                  {"GPU=2", "GPU=1", "GPU=1", "CPU=2,GPU=1", "CPU=15"}, "g");
+  std::vector<RestoredBundle> saved = {
+      // Taken by the lease.
+      RestoredBundle{NodeId("n0"), Res("GPU=2"), {DeviceGrant{"GPU", {2, 3}, {one, one}}}},
+      // Fine.
+      RestoredBundle{NodeId("n0"), Res("GPU=1"), {DeviceGrant{"GPU", {4}, {one}}}},
+      // The same instance as the bundle before it.
+      RestoredBundle{NodeId("n0"), Res("GPU=1"), {DeviceGrant{"GPU", {4}, {one}}}},
+      // "small" came back with 4 GPUs; instance 6 is gone.
+      RestoredBundle{NodeId("small"), Res("CPU=2,GPU=1"), {DeviceGrant{"GPU", {6}, {one}}}},
+      // More CPU than is free next to the lease: 16 - 2 = 14.
+      RestoredBundle{NodeId("n0"), Res("CPU=15"), {}},
+  };
+  auto r = pgs.Restore(spec, 0, saved);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->state, PlacementGroupState::kRescheduling);
+  EXPECT_THAT(r->refused,
+              ElementsAre(UnrestoredBundle{0, "node n0: GPU 3 has 0 free, not 1"},
+                          UnrestoredBundle{2, "node n0: GPU 4 has 0 free, not 1"},
+                          UnrestoredBundle{3, "GPU: instances must be ascending, distinct and below 4"},
+                          UnrestoredBundle{4, "node n0 has CPU=14,GPU=6 free, not CPU=15"}));
+  ASSERT_TRUE(r->bundles[1].has_value());
+  for (int b : {0, 2, 3, 4}) EXPECT_FALSE(r->bundles[b].has_value()) << b;
+  // Only bundle 1 is held besides the lease; removing the group leaves the lease alone.
+  EXPECT_EQ(Available(cluster, "n0"), Res("CPU=14,GPU=6"));
+  EXPECT_EQ(Available(cluster, "small"), Res("CPU=4,GPU=4"));
+  ASSERT_EQ(pgs.Remove(r->id)->size(), 1u);
+  EXPECT_EQ(ViewDigest(cluster), with_lease);
+  EXPECT_EQ(*cluster.FindAllocation(lease.id), lease);
+}
+
+TEST(PlacementGroupRestoreTest, AnAllocationThatIsNotTheBundlesDemandIsRefused) {
+  ClusterView cluster;
+  AddGpuNodes(cluster, 1);
+  PlacementGroupScheduler pgs(&cluster);
+  const Quantity one = Quantity::FromInt(1);
+  std::vector<RestoredBundle> saved = {
+      RestoredBundle{NodeId("n0"), Res("GPU=1"), {DeviceGrant{"GPU", {0}, {one}}}}};
+  auto r = pgs.Restore(Group(PlacementStrategy::kPack, {"CPU=1,GPU=1"}, "g"), 0, saved);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->refused, ElementsAre(UnrestoredBundle{
+                              0, "its allocation GPU=1 is not the bundle's demand CPU=1,GPU=1"}));
+  EXPECT_EQ(Available(cluster, "n0"), Res("CPU=16,GPU=8"));
+}
+
+TEST(PlacementGroupRestoreTest, BadInputIsAnErrorAndChangesNothing) {
+  ClusterView cluster;
+  AddGpuNodes(cluster, 2);
+  PlacementGroupScheduler pgs(&cluster);
+  ASSERT_EQ(pgs.Create(Group(PlacementStrategy::kPack, {"GPU=1"}, "taken"))->status,
+            ScheduleStatus::kPlaced);
+  const std::string view = ViewDigest(cluster);
+  const Quantity one = Quantity::FromInt(1);
+  const std::vector<RestoredBundle> one_bundle = {
+      RestoredBundle{NodeId("n1"), Res("GPU=1"), {DeviceGrant{"GPU", {0}, {one}}}}};
+
+  auto exists = pgs.Restore(Group(PlacementStrategy::kPack, {"GPU=1"}, "taken"), 0, one_bundle);
+  EXPECT_EQ(exists.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(exists.status().message(), "a placement group named \"taken\" exists");
+
+  auto option = pgs.Restore(Group(PlacementStrategy::kPack, {"GPU=1"}, "g"), 1, one_bundle);
+  EXPECT_EQ(option.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(option.status().message(),
+            "placement group \"g\": option 1 does not exist (the spec has 1)");
+
+  auto count =
+      pgs.Restore(Group(PlacementStrategy::kPack, {"GPU=1", "GPU=1"}, "g"), 0, one_bundle);
+  EXPECT_EQ(count.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(count.status().message(),
+            "placement group \"g\": 1 restored bundles for the 2 of option 0");
+
+  auto invalid = pgs.Restore(Group(PlacementStrategy::kPack, {"CPU=0"}, "g"), 0, one_bundle);
+  EXPECT_EQ(invalid.status().code(), absl::StatusCode::kInvalidArgument);
+
+  EXPECT_EQ(pgs.groups().size(), 1u);
+  EXPECT_FALSE(pgs.FindByName("g").has_value());
+  EXPECT_EQ(ViewDigest(cluster), view);
+  // A restored name is taken like a created one.
+  ASSERT_TRUE(pgs.Restore(Group(PlacementStrategy::kPack, {"GPU=1"}, "g"), 0, one_bundle).ok());
+  EXPECT_EQ(pgs.Create(Group(PlacementStrategy::kPack, {"GPU=1"}, "g")).status().code(),
+            absl::StatusCode::kAlreadyExists);
+}
+
+TEST(PlacementGroupRestoreTest, RestoreOrderDoesNotMatter) {
+  ClusterView before;
+  AddRestartCluster(before);
+  PlacementGroupScheduler original(&before);
+  auto filler = original.Create(Group(PlacementStrategy::kSpread, {"GPU=3", "GPU=3", "GPU=3"}));
+  std::vector<const PlacementGroup*> groups;
+  for (const PlacementGroupSpec& spec : MixedGroups()) {
+    auto r = original.Create(spec);
+    ASSERT_EQ(r->status, ScheduleStatus::kPlaced);
+    groups.push_back(original.Find(*r->id));
+  }
+  ASSERT_TRUE(original.Remove(*filler->id).ok());
+  auto restore_all = [&](const std::vector<int>& order) {
+    auto cluster = std::make_unique<ClusterView>();
+    AddRestartCluster(*cluster);
+    PlacementGroupScheduler pgs(cluster.get());
+    for (int i : order) {
+      auto r = pgs.Restore(groups[i]->spec, groups[i]->option, Saved(*groups[i]));
+      EXPECT_TRUE(r.ok() && r->state == PlacementGroupState::kCreated) << i;
+    }
+    return ViewDigest(*cluster);
+  };
+  const std::string forward = restore_all({0, 1, 2, 3});
+  EXPECT_EQ(forward, ViewDigest(before));
+  EXPECT_EQ(restore_all({3, 2, 1, 0}), forward);
+  EXPECT_EQ(restore_all({1, 3, 0, 2}), forward);
+}
+
+TEST(PlacementGroupRestoreTest, ABundleOnADrainingNodeIsTakenBack) {
+  ClusterView cluster;
+  AddGpuNodes(cluster, 2);
+  ASSERT_TRUE(cluster.SetDraining(NodeId("n0"), true).ok());
+  PlacementGroupScheduler pgs(&cluster);
+  const Quantity one = Quantity::FromInt(1);
+  std::vector<RestoredBundle> saved = {
+      RestoredBundle{NodeId("n0"), Res("GPU=1"), {DeviceGrant{"GPU", {7}, {one}}}}};
+  auto r = pgs.Restore(Group(PlacementStrategy::kPack, {"GPU=1"}, "g"), 0, saved);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->state, PlacementGroupState::kCreated);
+  EXPECT_EQ(Available(cluster, "n0"), Res("CPU=16,GPU=7"));
 }
 
 }  // namespace
