@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "cli/list_pages.h"
 #include "cli/state_folder.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
@@ -193,11 +194,10 @@ absl::StatusOr<std::string> NodeObjectStore::NodeState(const std::string& node_i
     if (head_ == nullptr) head_ = v1::Head::NewStub(rpc::MakeChannel(options_.head_address));
     head = head_.get();
   }
-  v1::ListRequest request;
-  v1::ListNodesResponse response;
-  grpc::ClientContext context;
-  rpc::ConfigureClientContext(&context, options_.token, kHeadCallTimeout);
-  TESSERA_RETURN_IF_ERROR(rpc::FromGrpcStatus(head->ListNodes(&context, request, &response)));
+  TESSERA_ASSIGN_OR_RETURN(
+      v1::ListNodesResponse response,
+      cli::ListEveryPageOf(*head, &v1::Head::Stub::ListNodes, options_.token, kHeadCallTimeout,
+                           absl::StrCat("the head at ", options_.head_address)));
   for (const v1::NodeInfo& node : response.nodes()) {
     if (node.node().node_id() == node_id) return node.state();
   }

@@ -17,6 +17,7 @@
 #include "api/worker_channel.h"
 #include "cli/cluster_client.h"
 #include "cli/lease_round.h"
+#include "cli/list_pages.h"
 #include "cli/state_folder.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
@@ -149,12 +150,12 @@ size_t WorkerLeases::watcher_threads_for_tests() {
 }
 
 void WorkerLeases::CutWatchesOnDeadNodes() {
-  v1::ListNodesResponse nodes;
-  grpc::ClientContext context;
-  rpc::ConfigureClientContext(&context, options_.token, absl::Seconds(5));
-  if (!head_->ListNodes(&context, v1::ListRequest(), &nodes).ok()) return;  // next time
+  auto nodes = cli::ListEveryPageOf(*head_, &v1::Head::Stub::ListNodes, options_.token,
+                                    absl::Seconds(5),
+                                    absl::StrCat("the head at ", options_.head_address));
+  if (!nodes.ok()) return;  // next time
   std::set<std::string> dead;
-  for (const v1::NodeInfo& node : nodes.nodes()) {
+  for (const v1::NodeInfo& node : nodes->nodes()) {
     if (node.state() == "DEAD") dead.insert(node.node().node_id());
   }
   if (dead.empty()) return;
@@ -417,12 +418,12 @@ void WorkerLeases::FillNodeLabels(const std::string& node_id, v1::WorkerReadyRep
     }
   }
   if (head_ == nullptr) return;
-  v1::ListNodesResponse nodes;
-  grpc::ClientContext context;
-  rpc::ConfigureClientContext(&context, options_.token, absl::Seconds(5));
-  if (!head_->ListNodes(&context, v1::ListRequest(), &nodes).ok()) return;
+  auto nodes = cli::ListEveryPageOf(*head_, &v1::Head::Stub::ListNodes, options_.token,
+                                    absl::Seconds(5),
+                                    absl::StrCat("the head at ", options_.head_address));
+  if (!nodes.ok()) return;
   absl::MutexLock lock(&mu_);
-  for (const v1::NodeInfo& node : nodes.nodes()) {
+  for (const v1::NodeInfo& node : nodes->nodes()) {
     const auto& labels = node.node().labels();
     labels_[node.node().node_id()] = std::map<std::string, std::string>(labels.begin(), labels.end());
   }

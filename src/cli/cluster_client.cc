@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
+#include "cli/list_pages.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
 #include "rpc/retry.h"
@@ -149,36 +150,42 @@ absl::Status ClusterClient::Call(
   return status.ok() ? status : FromGrpc(last, peer);
 }
 
+template <typename Response, typename PageCall>
+absl::StatusOr<Response> ClusterClient::ListEveryPageOfHead(PageCall&& call) {
+  const std::string peer = HeadPeer();
+  return ListEveryPage<Response>(
+      peer, [&](const tessera::v1::ListRequest& request, Response* page) {
+        return Call(peer, Retry::kSafe, [&](grpc::ClientContext* c) {
+          page->Clear();  // nothing of a failed attempt stays in the page
+          return call(c, request, page);
+        });
+      });
+}
+
 absl::StatusOr<tessera::v1::ListNodesResponse> ClusterClient::ListNodes() {
-  tessera::v1::ListNodesResponse response;
-  TESSERA_RETURN_IF_ERROR(Call(HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
-    return head_->ListNodes(c, tessera::v1::ListRequest(), &response);
-  }));
-  return response;
+  return ListEveryPageOfHead<tessera::v1::ListNodesResponse>(
+      [&](grpc::ClientContext* c, const tessera::v1::ListRequest& request,
+          tessera::v1::ListNodesResponse* page) { return head_->ListNodes(c, request, page); });
 }
 
 absl::StatusOr<tessera::v1::ListPlacementGroupsResponse> ClusterClient::ListPlacementGroups() {
-  tessera::v1::ListPlacementGroupsResponse response;
-  TESSERA_RETURN_IF_ERROR(Call(HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
-    return head_->ListPlacementGroups(c, tessera::v1::ListRequest(), &response);
-  }));
-  return response;
+  return ListEveryPageOfHead<tessera::v1::ListPlacementGroupsResponse>(
+      [&](grpc::ClientContext* c, const tessera::v1::ListRequest& request,
+          tessera::v1::ListPlacementGroupsResponse* page) {
+        return head_->ListPlacementGroups(c, request, page);
+      });
 }
 
 absl::StatusOr<tessera::v1::ListSlicesResponse> ClusterClient::ListSlices() {
-  tessera::v1::ListSlicesResponse response;
-  TESSERA_RETURN_IF_ERROR(Call(HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
-    return head_->ListSlices(c, tessera::v1::ListRequest(), &response);
-  }));
-  return response;
+  return ListEveryPageOfHead<tessera::v1::ListSlicesResponse>(
+      [&](grpc::ClientContext* c, const tessera::v1::ListRequest& request,
+          tessera::v1::ListSlicesResponse* page) { return head_->ListSlices(c, request, page); });
 }
 
 absl::StatusOr<tessera::v1::ListJobsResponse> ClusterClient::ListJobs() {
-  tessera::v1::ListJobsResponse response;
-  TESSERA_RETURN_IF_ERROR(Call(HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
-    return head_->ListJobs(c, tessera::v1::ListRequest(), &response);
-  }));
-  return response;
+  return ListEveryPageOfHead<tessera::v1::ListJobsResponse>(
+      [&](grpc::ClientContext* c, const tessera::v1::ListRequest& request,
+          tessera::v1::ListJobsResponse* page) { return head_->ListJobs(c, request, page); });
 }
 
 absl::StatusOr<tessera::v1::ClusterStatus> ClusterClient::GetClusterStatus() {

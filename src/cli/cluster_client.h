@@ -72,7 +72,8 @@ class ClusterClient {
 
   std::string HeadPeer() const;
 
-  // Common reads of the head, retried.
+  // Common reads of the head, retried. The listings return every item: they walk every page
+  // (cli/list_pages.h), each page its own retried call with its own deadline.
   absl::StatusOr<tessera::v1::ListNodesResponse> ListNodes();
   absl::StatusOr<tessera::v1::ListPlacementGroupsResponse> ListPlacementGroups();
   absl::StatusOr<tessera::v1::ListSlicesResponse> ListSlices();
@@ -87,6 +88,10 @@ class ClusterClient {
  private:
   ClusterClient(ClusterClientOptions options, StateFolder state, std::string head_address,
                 std::string token);
+
+  // Every page of one head listing: `call(context, request, page)` asks for one page.
+  template <typename Response, typename PageCall>
+  absl::StatusOr<Response> ListEveryPageOfHead(PageCall&& call);
 
   ClusterClientOptions options_;
   StateFolder state_;

@@ -3,17 +3,13 @@
 // Read-only views of a running cluster. JSON is the protocol's own messages (docs:
 // proto/tessera/v1/head.proto), so programs see exactly what the head said; `workers` fans out
 // ListWorkers to every node that is not dead and lists them per node. The head answers listings
-// in pages; `list` asks for every page and shows them as one, so it works at any table size.
+// in pages; ClusterClient's listings walk every page, so `list` shows them as one at any table
+// size.
 #include <iostream>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "base/status_macros.h"
-#include "base/string_util.h"
 #include "cli/cluster_args.h"
 #include "cli/cluster_client.h"
 #include "cli/cluster_format.h"
@@ -24,32 +20,6 @@ namespace tessera::cli {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-// Every page of one of the head's List* calls, merged into one response (repeated fields
-// appended in page order, no next_page_token). `call(context, request, page)` asks for one page;
-// each page is its own retried call with its own deadline.
-template <typename Response, typename Call>
-absl::StatusOr<Response> ListEveryPage(ClusterClient& client, Call&& call) {
-  Response all;
-  tessera::v1::ListRequest request;
-  std::set<std::string> tokens;  // a head that repeats a token would loop forever
-  while (true) {
-    Response page;
-    TESSERA_RETURN_IF_ERROR(client.Call(client.HeadPeer(), Retry::kSafe,
-                                        [&](grpc::ClientContext* c) {
-                                          return call(c, request, &page);
-                                        }));
-    std::string next = page.next_page_token();
-    all.MergeFrom(page);
-    all.clear_next_page_token();
-    if (next.empty()) return all;
-    if (!tokens.insert(next).second) {
-      return absl::InternalError(absl::StrCat(client.HeadPeer(), " returned the page token ",
-                                              Quote(next), " twice"));
-    }
-    request.set_page_token(std::move(next));
-  }
-}
 
 int ListWorkers(ClusterClient& client, bool json) {
   std::vector<std::string> unreachable;
@@ -84,34 +54,10 @@ int RunList(const CommonClusterArgs& common, const std::string& what, bool json)
     }
     return 0;
   };
-  if (what == "nodes") {
-    return print(ListEveryPage<tessera::v1::ListNodesResponse>(
-                     c, [&](auto* context, const auto& request, auto* page) {
-                       return c.head().ListNodes(context, request, page);
-                     }),
-                 NodesTable);
-  }
-  if (what == "placement-groups") {
-    return print(ListEveryPage<tessera::v1::ListPlacementGroupsResponse>(
-                     c, [&](auto* context, const auto& request, auto* page) {
-                       return c.head().ListPlacementGroups(context, request, page);
-                     }),
-                 PlacementGroupsTable);
-  }
-  if (what == "slices") {
-    return print(ListEveryPage<tessera::v1::ListSlicesResponse>(
-                     c, [&](auto* context, const auto& request, auto* page) {
-                       return c.head().ListSlices(context, request, page);
-                     }),
-                 SlicesTables);
-  }
-  if (what == "jobs") {
-    return print(ListEveryPage<tessera::v1::ListJobsResponse>(
-                     c, [&](auto* context, const auto& request, auto* page) {
-                       return c.head().ListJobs(context, request, page);
-                     }),
-                 JobsTable);
-  }
+  if (what == "nodes") return print(c.ListNodes(), NodesTable);
+  if (what == "placement-groups") return print(c.ListPlacementGroups(), PlacementGroupsTable);
+  if (what == "slices") return print(c.ListSlices(), SlicesTables);
+  if (what == "jobs") return print(c.ListJobs(), JobsTable);
   return ListWorkers(c, json);
 }
 

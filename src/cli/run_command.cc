@@ -6,6 +6,11 @@
 // stderr to its own, records the job with the head, and exits with the worker's exit code
 // (128 + signal when it was killed). Ctrl-C (or SIGTERM) kills the worker, whose exit then ends
 // the command as usual; a command killed outright has its worker stopped by the agent.
+// A request nothing can ever hold fails at once with the reason (exit code 1): inside a
+// placement group that is a group that does not exist, a bundle index out of range, or a demand
+// larger than the bundle reserves or naming a resource it lacks; a request that fits its bundle
+// waits while the bundle's other work holds it. The job's end recorded at the head is the one the
+// worker had, also when the head presumed it failed while its node was silent.
 #include <signal.h>
 #include <unistd.h>
 
@@ -243,13 +248,36 @@ class SignalForwarder {
   std::string worker_id_;
 };
 
-absl::Status RecordJob(ClusterClient& client, const tessera::v1::JobInfo& job) {
+// Records the job with the head; returns the head's record of it after the update.
+absl::StatusOr<tessera::v1::JobInfo> RecordJob(ClusterClient& client,
+                                               const tessera::v1::JobInfo& job) {
   tessera::v1::RecordJobRequest request;
   *request.mutable_job() = job;
   tessera::v1::JobInfo response;
-  return client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
-    return client.head().RecordJob(c, request, &response);
-  });
+  TESSERA_RETURN_IF_ERROR(
+      client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
+        return client.head().RecordJob(c, request, &response);
+      }));
+  return response;
+}
+
+// Records how the job ended. The command's exit code is the worker's whatever the head says;
+// a head whose record still disagrees (an ended job stays as it ended) gets a warning naming
+// both, so the listing's state is never a silent contradiction of what the terminal showed.
+void RecordJobEnd(ClusterClient& client, const tessera::v1::JobInfo& job) {
+  auto recorded = RecordJob(client, job);
+  if (!recorded.ok()) {
+    std::cerr << "tessera: warning: the job's end was not recorded: "
+              << recorded.status().message() << "\n";
+    return;
+  }
+  if (recorded->state() != job.state()) {
+    const std::string why =
+        recorded->exit_reason().empty() ? "" : absl::StrCat(" (", recorded->exit_reason(), ")");
+    std::cerr << "tessera: warning: the head keeps job " << job.job_id() << " as "
+              << recorded->state() << why << " although its worker ended " << job.state()
+              << "\n";
+  }
 }
 
 int RunCommand(const RunArgs& args) {
@@ -276,8 +304,9 @@ int RunCommand(const RunArgs& args) {
   job.set_worker_id(grant.worker_id());
   job.set_state("RUNNING");
   job.set_start_time_ms(NowMs());
-  if (absl::Status s = RecordJob(c, job); !s.ok()) {
-    std::cerr << "tessera: warning: the job was not recorded: " << s.message() << "\n";
+  if (auto recorded = RecordJob(c, job); !recorded.ok()) {
+    std::cerr << "tessera: warning: the job was not recorded: " << recorded.status().message()
+              << "\n";
   }
 
   tessera::v1::WatchWorkerRequest watch;
@@ -309,9 +338,9 @@ int RunCommand(const RunArgs& args) {
                     ? "SUCCEEDED"
                     : "FAILED");
   job.set_exit_reason(exit->reason());
-  if (absl::Status s = RecordJob(c, job); !s.ok()) {
-    std::cerr << "tessera: warning: the job's end was not recorded: " << s.message() << "\n";
-  }
+  // The worker's end as its agent reported it, also when the head presumed the job failed while
+  // the node was silent (the head takes this real end over its presumption).
+  RecordJobEnd(c, job);
   if (exit->signal() != 0 || exit->out_of_memory()) {
     std::cerr << "tessera: worker " << grant.worker_id() << " on node " << grant.node_id() << " "
               << (exit->reason().empty() ? absl::StrCat("killed by signal ", exit->signal())

@@ -1,6 +1,7 @@
-// HeadService, jobs and KV: the job table (records from `tessera run`, failed when their node
-// dies; all running jobs and the newest ended ones are kept, listed in pages in the order they
-// were first recorded) and the key-value table, both kept in the StateStore.
+// HeadService, jobs and KV: the job table (records from `tessera run`; failed, as presumed, when
+// their node is declared dead, until the job's real end is recorded; all running jobs and the
+// newest ended ones are kept, listed in pages in the order they were first recorded) and the
+// key-value table, both kept in the StateStore.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -32,10 +33,12 @@ int HeadService::FailJobsOn(const std::string& node, const std::string& reason) 
   for (auto& [job_id, entry] : jobs_) {
     v1::JobInfo& job = entry.info;
     if (job.node_id() != node || job.state() != "RUNNING") continue;
+    // Presumed: a silent node may still run the job to its end, which its recorder then reports.
     job.set_state("FAILED");
-    job.set_exit_reason(absl::StrCat("node ", node, " died: ", reason));
+    job.set_failure_presumed(true);
+    job.set_exit_reason(absl::StrCat("node ", node, " was declared dead: ", reason));
     job.set_end_time_ms(absl::ToUnixMillis(clock_->Now()));
-    (void)options_.store->Put(kJobsTable, job_id, job.SerializeAsString());
+    StorePut(kJobsTable, job_id, job.SerializeAsString());
     failed.push_back(job_id);
   }
   // Forgetting erases from jobs_: only after the walk over it.
@@ -57,7 +60,7 @@ void HeadService::ForgetOldEndedJobs() {
     if (it == jobs_.end()) continue;
     jobs_in_order_.erase(it->second.order);
     jobs_.erase(it);
-    (void)options_.store->Delete(kJobsTable, job_id);
+    StoreDelete(kJobsTable, job_id);
   }
 }
 
@@ -79,23 +82,39 @@ grpc::Status HeadService::RecordJob(grpc::ServerContext*, const v1::RecordJobReq
     it->second.order = next_job_order_++;
     jobs_in_order_.emplace(it->second.order, job.job_id());
     stored = job;
+    stored.clear_failure_presumed();  // only the head presumes
     if (stored.state().empty()) stored.set_state("RUNNING");
     if (stored.start_time_ms() == 0) stored.set_start_time_ms(absl::ToUnixMillis(clock_->Now()));
   } else {
-    // An update: fields given replace the stored ones; a finished job stays finished.
+    // An update: fields given replace the stored ones. A job that ended stays as it ended (state,
+    // exit reason, end time), except a failure the head only presumed: the job's real end, heard
+    // by its recorder from the worker, replaces it.
+    const bool real_end_over_presumed =
+        stored.failure_presumed() && (state == "SUCCEEDED" || state == "FAILED");
+    if (real_end_over_presumed) {
+      RecordEvent(absl::StrCat("job ", stored.job_id(), " ended ", state,
+                               " after all; it had been failed as ", stored.exit_reason()));
+      stored.set_state(state);
+      stored.set_exit_reason(job.exit_reason());
+      stored.set_end_time_ms(job.end_time_ms());  // 0: now, below
+      stored.clear_failure_presumed();
+    }
+    const bool running = stored.state() == "RUNNING";
     if (job.argv_size() > 0) *stored.mutable_argv() = job.argv();
     if (!job.node_id().empty()) stored.set_node_id(job.node_id());
     if (!job.worker_id().empty()) stored.set_worker_id(job.worker_id());
-    if (!state.empty() && stored.state() == "RUNNING") stored.set_state(state);
-    if (!job.exit_reason().empty()) stored.set_exit_reason(job.exit_reason());
     if (job.start_time_ms() != 0) stored.set_start_time_ms(job.start_time_ms());
-    if (job.end_time_ms() != 0) stored.set_end_time_ms(job.end_time_ms());
+    if (running) {
+      if (!state.empty()) stored.set_state(state);
+      if (!job.exit_reason().empty()) stored.set_exit_reason(job.exit_reason());
+      if (job.end_time_ms() != 0) stored.set_end_time_ms(job.end_time_ms());
+    }
   }
   const bool ended = stored.state() != "RUNNING";
   if (ended && stored.end_time_ms() == 0) {
     stored.set_end_time_ms(absl::ToUnixMillis(clock_->Now()));
   }
-  (void)options_.store->Put(kJobsTable, stored.job_id(), stored.SerializeAsString());
+  StorePut(kJobsTable, stored.job_id(), stored.SerializeAsString());
   *response = stored;  // before retention may forget it (max_ended_jobs 0)
   if (ended && (created || was_running)) JobEnded(job.job_id());
   return grpc::Status::OK;

@@ -1,12 +1,13 @@
 // HeadService, the node registry: registration (an agent restart replaces the node; a second
 // live agent with the same node id is refused), heartbeats mirroring the agents' leases into the
 // view and reconciling the bundles they hold with the reservations, and health (a silent node is
-// declared dead, its bundles re-placed or its slices broken, its running jobs failed; silence is
-// counted only while the head could hear).
+// declared dead, its bundles re-placed or its slices broken, its running jobs presumed failed;
+// silence is counted only while the head could hear).
 #include <algorithm>
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "base/string_util.h"
 #include "head/head_service.h"
 #include "head/head_service_internal.h"
+#include "head/request_limits.h"
 
 namespace tessera {
 
@@ -34,7 +36,7 @@ AgentLookup HeadService::Agents() const {
 }
 
 void HeadService::PersistNode(const NodeEntry& node) {
-  (void)options_.store->Put(kNodesTable, node.id, node.description.SerializeAsString());
+  StorePut(kNodesTable, node.id, node.description.SerializeAsString());
 }
 
 void HeadService::MirrorLeases(NodeEntry& node,
@@ -139,7 +141,10 @@ void HeadService::DeclareDead(NodeEntry& node, const std::string& reason) {
   }
   if (!broken.empty()) absl::StrAppend(&event, "; slice groups ", absl::StrJoin(broken, ", "),
                                        " are broken");
-  if (failed_jobs > 0) absl::StrAppend(&event, "; ", failed_jobs, " running jobs failed");
+  if (failed_jobs > 0) {
+    absl::StrAppend(&event, "; ", failed_jobs,
+                    " running jobs are presumed failed (until their real end is recorded)");
+  }
   RecordEvent(std::move(event));
   PersistNode(node);
   MarkChanged();
@@ -348,10 +353,20 @@ void HeadService::FillNodeInfo(const NodeEntry& node, v1::NodeInfo* info) const 
   info->set_workers(node.workers);
 }
 
-grpc::Status HeadService::ListNodes(grpc::ServerContext*, const v1::ListRequest*,
+grpc::Status HeadService::ListNodes(grpc::ServerContext*, const v1::ListRequest* request,
                                     v1::ListNodesResponse* response) {
+  // Pages by node id: a node registered or dropped meanwhile moves no other node across pages.
+  constexpr std::string_view kListing = "nodes";
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  auto page = head_internal::ParsePageRequest(*request, kListing, options_.max_page_size);
+  if (!page.ok()) return Invalid(page.status());
   absl::MutexLock lock(&mu_);
-  for (const auto& [id, node] : nodes_) FillNodeInfo(node, response->add_nodes());
+  head_internal::PageFiller filler(page->size, options_.max_page_bytes);
+  std::optional<std::string> resume = head_internal::AppendPage(
+      nodes_.upper_bound(page->after), nodes_.end(), filler, response->mutable_nodes(),
+      [](const auto& entry) { return entry.first; },
+      [&](const auto& entry, v1::NodeInfo* out) { FillNodeInfo(entry.second, out); });
+  if (resume.has_value()) response->set_next_page_token(head_internal::PageToken(kListing, *resume));
   return grpc::Status::OK;
 }
 

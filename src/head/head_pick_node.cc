@@ -42,13 +42,20 @@ grpc::Status HeadService::PickNode(grpc::ServerContext*, const v1::PickNodeReque
     if (auto g = groups_.find(target.placement_group); g != groups_.end()) {
       for (const auto& hold : g->second.confirmed) holders.push_back(hold ? hold->node : "");
       shapes = OptionsInOrder(g->second.spec)[g->second.option]->bundles;
+      // A group still waiting for room has its bundles, just none held yet.
+      holders.resize(std::max(holders.size(), shapes.size()));
     } else if (auto s = slices_.find(target.placement_group); s != slices_.end()) {
-      if (s->second.phase == ReservationPhase::kHeld ||
-          s->second.phase == ReservationPhase::kDegraded) {
-        for (const DomainBundle& b : s->second.bundles) {
-          holders.push_back(b.node.value());
-          shapes.push_back(b.allocation.resources);
-        }
+      if (s->second.phase != ReservationPhase::kHeld &&
+          s->second.phase != ReservationPhase::kDegraded) {
+        // Its hosts (and so its bundles) are known once it is reserved.
+        response->set_status("pending");
+        response->set_explanation(absl::StrCat("slice group ", target.placement_group,
+                                               " is not reserved yet"));
+        return grpc::Status::OK;
+      }
+      for (const DomainBundle& b : s->second.bundles) {
+        holders.push_back(b.node.value());
+        shapes.push_back(b.allocation.resources);
       }
     } else {
       response->set_status("infeasible");

@@ -1,5 +1,6 @@
 // The head process's server on loopback: token file and address/pid files, the token check on
-// every call, two-phase commit through real NodeAgent stubs, and the Shutdown RPC.
+// every call, two-phase commit through real NodeAgent stubs, the Shutdown RPC, and listings
+// that span several pages read whole through cli::ClusterClient.
 #include "head/head_server.h"
 
 #include <sys/stat.h>
@@ -8,10 +9,16 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "cli/cluster_client.h"
+#include "cli/list_pages.h"
 #include "gtest/gtest.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
@@ -199,6 +206,82 @@ TEST(HeadServerOptionsTest, BadOptionsAreRefused) {
   options.state_dir = "/tmp/tessera-unused";
   options.node_timeout = absl::Milliseconds(100);
   EXPECT_EQ(HeadServer::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// --- every page through ClusterClient ---
+
+TEST_F(HeadServerTest, ClusterClientListsEveryNodeAcrossThePagesOfARealHead) {
+  // More nodes than the head's largest page (HeadServiceOptions::max_page_size, 500): three pages.
+  constexpr int kNodes = 1001;
+  std::vector<std::string> ids;
+  for (int i = 0; i < kNodes; ++i) {
+    ids.push_back(absl::StrFormat("n%04d", (i * 2) % kNodes));  // out of id order (kNodes is odd)
+    v1::RegisterNodeRequest reg;
+    rpc::NodeToProto(testing_util::Spec(ids.back(), "CPU=1"), "127.0.0.1:1", "i1",
+                     reg.mutable_node());
+    v1::RegisterNodeResponse registered;
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, head_->token(), absl::Seconds(30));
+    grpc::Status status = stub_->RegisterNode(&context, reg, &registered);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  std::sort(ids.begin(), ids.end());
+  {
+    // One call gets one page only.
+    v1::ListRequest request;
+    v1::ListNodesResponse page;
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, head_->token(), absl::Seconds(30));
+    ASSERT_TRUE(stub_->ListNodes(&context, request, &page).ok());
+    EXPECT_EQ(page.nodes_size(), 500);
+    EXPECT_FALSE(page.next_page_token().empty());
+  }
+
+  cli::ClusterClientOptions options;
+  options.state_dir = dir_ + "/state";
+  auto client = cli::ClusterClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto nodes = (*client)->ListNodes();
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  std::vector<std::string> listed;
+  for (const v1::NodeInfo& node : nodes->nodes()) listed.push_back(node.node().node_id());
+  EXPECT_EQ(listed, ids);  // each once, in id order
+  EXPECT_TRUE(nodes->next_page_token().empty());
+
+  // The API's callers with a bare stub walk the same pages.
+  auto bare = cli::ListEveryPageOf(*stub_, &v1::Head::Stub::ListNodes, head_->token(),
+                                   absl::Seconds(30), "the head");
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_EQ(bare->nodes_size(), kNodes);
+}
+
+// A head that answers every page with the same next_page_token.
+class RepeatingHead : public v1::Head::Service {
+ public:
+  grpc::Status ListNodes(grpc::ServerContext*, const v1::ListRequest*,
+                         v1::ListNodesResponse* response) override {
+    response->add_nodes()->mutable_node()->set_node_id("n1");
+    response->set_next_page_token("nodes:n1");
+    return grpc::Status::OK;
+  }
+};
+
+TEST_F(HeadServerTest, AHeadThatRepeatsAPageTokenEndsTheListingWithAnError) {
+  RepeatingHead repeating;
+  rpc::ServerOptions server_options;
+  server_options.token = head_->token();
+  auto server = rpc::RpcServer::Start(server_options, {&repeating});
+  ASSERT_TRUE(server.ok()) << server.status();
+  cli::ClusterClientOptions options;
+  options.state_dir = dir_ + "/state";
+  options.head_address = (*server)->address();
+  auto client = cli::ClusterClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto nodes = (*client)->ListNodes();
+  ASSERT_EQ(nodes.status().code(), absl::StatusCode::kInternal) << nodes.status();
+  EXPECT_EQ(nodes.status().message(),
+            absl::StrCat("the head at ", (*server)->address(),
+                         " returned the page token \"nodes:n1\" twice; the listing stops there"));
 }
 
 }  // namespace

@@ -155,6 +155,16 @@ NodeAgentService::LeaseOutcome NodeAgentService::DecideLease(const v1::LeaseRequ
     reply.mutable_spillback()->set_address(pick->address());
     return out;
   }
+  // A lease inside a bundle is the head's to judge: it knows whether the group exists, how many
+  // bundles it has, what each reserves and where each is held. This node's "pending" only says
+  // that it does not hold the bundle (or that its bundle is busy, and then the head, asked
+  // without this node, says pending too), so a group that is gone, a bundle index out of range
+  // or a demand no targeted bundle can ever hold is refused at once with the head's reason.
+  if (ask->bundle.has_value() && pick->status() == "infeasible") {
+    reply.set_status("infeasible");
+    reply.set_explanation(pick->explanation());
+    return out;
+  }
   // Nobody can take it now. Pending when it could run somewhere later (here or elsewhere).
   const bool pending =
       decision->status == ScheduleStatus::kPending || pick->status() == "pending";
@@ -216,6 +226,8 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
     const std::string dir = absl::StrCat(options_.working_dirs_root, "/", spec.working_dir_job());
     std::error_code ec;
     if (options_.working_dirs_root.empty() ||
+        // Job ids never start with '.' (UnpackWorkingDir): "." and ".." are not jobs' folders.
+        spec.working_dir_job()[0] == '.' ||
         spec.working_dir_job().find('/') != std::string::npos ||
         !std::filesystem::is_directory(dir, ec)) {
       const std::string why = absl::StrCat("worker.working_dir_job: no working directory of job ",

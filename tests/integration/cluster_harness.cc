@@ -317,6 +317,15 @@ absl::Status TestCluster::FreezeMachine(const std::string& node_id) {
   return absl::OkStatus();
 }
 
+absl::Status TestCluster::ThawMachine(const std::string& node_id) {
+  const auto it = node_pids_.find(node_id);
+  if (it == node_pids_.end()) return absl::NotFoundError(node_id);
+  // The processes under it first, so the agent finds its workers running when it resumes.
+  for (int pid : DescendantsOf(it->second)) kill(pid, SIGCONT);
+  kill(it->second, SIGCONT);
+  return absl::OkStatus();
+}
+
 std::vector<int> TestCluster::DescendantsOf(int pid) {
   // ppid of every process, from /proc/<pid>/stat ("pid (comm) state ppid ...": comm may hold
   // spaces and parentheses, so read after the last ')').

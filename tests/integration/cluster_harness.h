@@ -101,6 +101,9 @@ class TestCluster {
   // A machine that vanishes without a word (power, network): SIGSTOPs the node's agent and every
   // process under it, so nothing is closed and nobody answers. KillMachine ends it.
   absl::Status FreezeMachine(const std::string& node_id);
+  // Ends a FreezeMachine: SIGCONTs the node's agent and every process under it, which carry on
+  // where they stopped (a machine back from a network partition or a long pause).
+  absl::Status ThawMachine(const std::string& node_id);
   int NodePid(const std::string& node_id) const;
   std::string NodeAddress(const std::string& node_id) const;
 

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -20,6 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "absl/strings/str_split.h"
 #include "integration/cluster_harness.h"
 #include "integration/network_namespaces.h"
@@ -820,6 +823,177 @@ TEST(ClusterIntegrationTest, UpStartsEveryNodeOfTheFileAndDownLeavesNothing) {
   EXPECT_NE(ran.exit_code, 0) << Describe(ran);
   EXPECT_FALSE(std::filesystem::exists(state));
   EXPECT_THAT(c.ProcessesOfThisCluster(), ::testing::IsEmpty());
+}
+
+// --- `tessera run` inside a bundle; a job across its node's pause ---
+
+// Collects the `tessera` command started as `pid` when it ends within `timeout`; one still
+// running then is killed, and its result says so (it would have hung).
+CliResult WaitWithin(TestCluster& c, int pid, absl::Duration timeout) {
+  const absl::Time until = absl::Now() + timeout;
+  while (absl::Now() < until) {
+    siginfo_t info{};
+    // WNOWAIT: only looks, so Wait() still collects the exit.
+    if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == pid) {
+      return c.Wait(pid);
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  kill(pid, SIGKILL);
+  CliResult r = c.Wait(pid);
+  absl::StrAppend(&r.err, "[test: still running after ", absl::FormatDuration(timeout),
+                  ", killed]\n");
+  return r;
+}
+
+CliResult CliWithin(TestCluster& c, const std::vector<std::string>& args,
+                    absl::Duration timeout = absl::Seconds(30)) {
+  return WaitWithin(c, c.CliAsync(args), timeout);
+}
+
+absl::Status FileExists(const std::string& path) {
+  return std::filesystem::exists(path) ? absl::OkStatus()
+                                       : absl::UnavailableError(absl::StrCat(path, " not yet"));
+}
+
+TEST(ClusterIntegrationTest, RunInABundleThatCanNeverHoldTheRequestIsRefusedAtOnce) {
+  ClusterOptions options;
+  options.nodes = {{.id = "n1", .hardware_yaml = CpuHost(4)},
+                   {.id = "n2", .hardware_yaml = CpuHost(4)}};
+  auto cluster = TestCluster::Start(options);
+  ASSERT_OK(cluster.status());
+  TestCluster& c = **cluster;
+  // Bundle 0 on n1 (the agent `tessera run` asks first, as this machine's), bundle 1 on n2.
+  const CliResult created =
+      c.Cli({"pg", "create", "held", "--strategy", "STRICT_SPREAD", "--bundles", "CPU=1;CPU=2",
+             "--bundle-selector", "tessera.io/node-id=n1;tessera.io/node-id=n2", "--wait", "30s"});
+  ASSERT_EQ(created.exit_code, 0) << Describe(created);
+  auto group = FindGroup(c, "held");
+  ASSERT_OK(group.status());
+  ASSERT_THAT(BundleNodes(*group), ::testing::ElementsAre("n1", "n2"));
+
+  struct Refusal {
+    std::vector<std::string> flags;
+    std::vector<std::string> says;
+  };
+  const std::vector<Refusal> refusals = {
+      // More than the bundle holds in all, on the node this command asks first and elsewhere.
+      {{"--placement-group", "held", "--bundle", "0", "--resources", "CPU=2"},
+       {"bundle 0 of held reserves CPU=1", "it can never hold CPU=2"}},
+      {{"--placement-group", "held", "--bundle", "1", "--resources", "CPU=3"},
+       {"bundle 1 of held reserves CPU=2", "it can never hold CPU=3"}},
+      // A resource the bundle lacks.
+      {{"--placement-group", "held", "--bundle", "1", "--resources", "GPU=1"},
+       {"bundle 1 of held reserves CPU=2", "it can never hold GPU=1"}},
+      // Any bundle: none can.
+      {{"--placement-group", "held", "--resources", "CPU=3"},
+       {"no bundle of held can ever hold CPU=3"}},
+      // A bundle index out of range; a group that does not exist.
+      {{"--placement-group", "held", "--bundle", "5", "--resources", "CPU=1"},
+       {"held has 2 bundles; there is no bundle 5"}},
+      {{"--placement-group", "nope", "--bundle", "0"},
+       {"no placement group or slice group named nope"}},
+  };
+  for (const Refusal& refusal : refusals) {
+    std::vector<std::string> args = {"run"};
+    args.insert(args.end(), refusal.flags.begin(), refusal.flags.end());
+    args.insert(args.end(), {"--", "true"});
+    const CliResult r = CliWithin(c, args);
+    const std::string what = absl::StrJoin(refusal.flags, " ");
+    EXPECT_EQ(r.exit_code, 1) << what << ": " << Describe(r);
+    EXPECT_THAT(r.err, ::testing::StartsWith("tessera: error: cannot run the command (infeasible)"))
+        << what << ": " << Describe(r);
+    for (const std::string& part : refusal.says) {
+      EXPECT_THAT(r.err, HasSubstr(part)) << what << ": " << Describe(r);
+    }
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << ": " << Describe(r);
+  }
+
+  // A request that fits but must wait for the bundle's other work waits (here until --wait ends),
+  // then runs once that work is done.
+  const std::string started = ReleaseFile(c, "bundle-busy");
+  const std::string release = ReleaseFile(c, "bundle-release");
+  const int busy = c.CliAsync({"run", "--placement-group", "held", "--bundle", "1", "--resources",
+                               "CPU=2", "--", "sh", "-c",
+                               absl::StrCat("touch ", started, "; ", WaitForFileCommand(release))});
+  ASSERT_OK(c.WaitUntil([&] { return FileExists(started); }));
+  const CliResult waited = CliWithin(c, {"run", "--placement-group", "held", "--bundle", "1",
+                                         "--resources", "CPU=1", "--wait", "3s", "--", "true"},
+                                     absl::Seconds(60));
+  EXPECT_EQ(waited.exit_code, 1) << Describe(waited);
+  EXPECT_THAT(waited.err, HasSubstr("tessera: waiting for resources")) << Describe(waited);
+  EXPECT_THAT(waited.err, HasSubstr("cannot run the command (pending)")) << Describe(waited);
+  const int after = c.CliAsync({"run", "--placement-group", "held", "--bundle", "1", "--resources",
+                                "CPU=1", "--", "echo", "after"});
+  Touch(release);
+  const CliResult first = WaitWithin(c, busy, absl::Seconds(60));
+  EXPECT_EQ(first.exit_code, 0) << Describe(first);
+  const CliResult second = WaitWithin(c, after, absl::Seconds(60));
+  EXPECT_EQ(second.exit_code, 0) << Describe(second);
+  EXPECT_EQ(second.out, "after\n") << Describe(second);
+
+  // A group that was removed.
+  const CliResult removed = c.Cli({"pg", "remove", "held"});
+  ASSERT_EQ(removed.exit_code, 0) << Describe(removed);
+  const CliResult gone = CliWithin(c, {"run", "--placement-group", "held", "--bundle", "0", "--",
+                                       "true"});
+  EXPECT_EQ(gone.exit_code, 1) << Describe(gone);
+  EXPECT_THAT(gone.err, HasSubstr("no placement group or slice group named held"))
+      << Describe(gone);
+}
+
+absl::StatusOr<tessera::v1::JobInfo> OnlyJob(TestCluster& c) {
+  auto jobs = c.client().ListJobs();
+  if (!jobs.ok()) return jobs.status();
+  if (jobs->jobs_size() != 1) {
+    return absl::UnavailableError(absl::StrCat(jobs->jobs_size(), " jobs listed"));
+  }
+  return jobs->jobs(0);
+}
+
+TEST(ClusterIntegrationTest, AJobWhoseNodeWasPausedPastTheTimeoutIsRecordedAsItReallyEnded) {
+  ClusterOptions options;
+  options.nodes = {{.id = "n1", .hardware_yaml = CpuHost(2)},
+                   {.id = "n2", .hardware_yaml = CpuHost(2)}};
+  auto cluster = TestCluster::Start(options);
+  ASSERT_OK(cluster.status());
+  TestCluster& c = **cluster;
+  const std::string started = ReleaseFile(c, "paused-started");
+  const std::string release = ReleaseFile(c, "paused-release");
+  const int run = c.CliAsync({"run", "--label-selector", "tessera.io/node-id=n1", "--", "sh", "-c",
+                              absl::StrCat("touch ", started, "; ", WaitForFileCommand(release),
+                                           "; echo finished")});
+  ASSERT_OK(c.WaitUntil([&] { return FileExists(started); }));
+  ASSERT_OK(c.WaitUntil([&]() -> absl::Status {
+    auto job = OnlyJob(c);
+    if (!job.ok()) return job.status();
+    return job->state() == "RUNNING" ? absl::OkStatus()
+                                     : absl::UnavailableError(job->DebugString());
+  }));
+
+  // The machine pauses past the node timeout: the head declares it dead and presumes the job
+  // failed.
+  ASSERT_OK(c.FreezeMachine("n1"));
+  ASSERT_OK(c.WaitNodes({"n1"}, "DEAD"));
+  auto presumed = OnlyJob(c);
+  ASSERT_OK(presumed.status());
+  EXPECT_EQ(presumed->state(), "FAILED") << presumed->DebugString();
+  EXPECT_TRUE(presumed->failure_presumed()) << presumed->DebugString();
+  EXPECT_THAT(presumed->exit_reason(), HasSubstr("node n1 was declared dead"));
+
+  // It resumes, the worker runs to its end, and `tessera run` reports that end, as does the head.
+  Touch(release);
+  ASSERT_OK(c.ThawMachine("n1"));
+  const CliResult r = WaitWithin(c, run, absl::Seconds(60));
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(r.out, "finished\n") << Describe(r);
+  EXPECT_THAT(r.err, Not(HasSubstr("warning"))) << Describe(r);
+  auto ended = OnlyJob(c);
+  ASSERT_OK(ended.status());
+  EXPECT_EQ(ended->state(), "SUCCEEDED") << ended->DebugString();
+  EXPECT_FALSE(ended->failure_presumed()) << ended->DebugString();
+  ASSERT_OK(c.WaitNodes({"n1"}, "ALIVE"));  // the same agent registered again
 }
 
 // Node agents in their own network namespaces, joined to the head's by veth pairs: the runtime
