@@ -92,14 +92,19 @@ void HeadService::TryPlace(Reservation& reservation) {
 
 // The StateStore holds what `tessera status` and a Redis-backed head need.
 void HeadService::Persist(const Reservation& reservation) {
+  // The request it came from and what the head knows of it now: all a restarted head needs.
   if (reservation.kind == ReservationKind::kPlacementGroup) {
-    v1::PlacementGroupInfo info;
-    FillGroupInfo(static_cast<const GroupEntry&>(reservation), &info);
-    (void)options_.store->Put(kPlacementGroupsTable, reservation.name, info.SerializeAsString());
+    const auto& group = static_cast<const GroupEntry&>(reservation);
+    v1::StoredPlacementGroup stored;
+    *stored.mutable_request() = group.request;
+    FillGroupInfo(group, stored.mutable_info());
+    StorePut(kPlacementGroupsTable, reservation.name, stored.SerializeAsString());
   } else {
-    v1::SliceGroupInfo info;
-    FillSliceInfo(static_cast<const SliceEntry&>(reservation), &info);
-    (void)options_.store->Put(kSliceGroupsTable, reservation.name, info.SerializeAsString());
+    const auto& slice = static_cast<const SliceEntry&>(reservation);
+    v1::StoredSliceGroup stored;
+    *stored.mutable_request() = slice.request;
+    FillSliceInfo(slice, stored.mutable_info());
+    StorePut(kSliceGroupsTable, reservation.name, stored.SerializeAsString());
   }
 }
 
@@ -293,10 +298,10 @@ void HeadService::Erase(Reservation& reservation) {
   const std::string name = reservation.name;
   ForgetPlacement(reservation);
   if (reservation.kind == ReservationKind::kPlacementGroup) {
-    (void)options_.store->Delete(kPlacementGroupsTable, name);
+    StoreDelete(kPlacementGroupsTable, name);
     groups_.erase(name);
   } else {
-    (void)options_.store->Delete(kSliceGroupsTable, name);
+    StoreDelete(kSliceGroupsTable, name);
     slices_.erase(name);
   }
   idle_.SignalAll();

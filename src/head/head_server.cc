@@ -71,6 +71,11 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
     if (!raw->requested_.HasBeenNotified()) raw->requested_.Notify();
   };
   head->service_ = std::make_unique<HeadService>(std::move(service_options));
+  // What a previous head left in the store (Redis) comes back before anything is served.
+  if (absl::Status restored = head->service_->Restore(); !restored.ok()) {
+    return absl::Status(restored.code(), absl::StrCat("cannot restore the head's state: ",
+                                                      restored.message()));
+  }
   train::JobManagerOptions jobs;
   jobs.jobs_dir = options.state_dir + "/jobs";
   // Each job's controller calls this head (and the agents) on a connection of its own.

@@ -50,6 +50,7 @@
 #include "scheduling/placement_group_scheduler.h"
 #include "scheduling/task_scheduler.h"
 #include "tessera/v1/head.grpc.pb.h"
+#include "tessera/v1/head_state.pb.h"
 
 namespace tessera {
 
@@ -138,6 +139,11 @@ class HeadService final : public v1::Head::Service {
                       v1::KvListResponse* response) override;
   grpc::Status Shutdown(grpc::ServerContext*, const v1::ShutdownRequest*,
                         v1::ShutdownResponse*) override;
+
+  // Reads back what a previous head left in the StateStore (head_persistence.cc): nodes, jobs,
+  // placement groups and slice groups. Call once, before serving. DataLoss naming the table and
+  // key when a record cannot be read; the store's error when it cannot be listed.
+  absl::Status Restore() ABSL_LOCKS_EXCLUDED(mu_);
 
   // For tests and status: the events recorded so far (oldest first).
   std::vector<std::string> events() const;
@@ -272,6 +278,22 @@ class HeadService final : public v1::Head::Service {
   int FailJobsOn(const std::string& node, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records that a job ended, then forgets the oldest ended jobs beyond max_ended_jobs.
+  // --- persistence (head_persistence.cc) ---
+  // Writes and deletes that report a failure (event and stderr) instead of dropping it.
+  void StorePut(std::string_view table, const std::string& key, const std::string& value)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StoreDelete(std::string_view table, const std::string& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StoreFailed(std::string_view what, std::string_view table, const std::string& key,
+                   const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RestoreNodes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RestoreJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RestoreReservations() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RestoreGroup(const std::string& key, const std::string& value)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RestoreSlice(const std::string& key, const std::string& value)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // --- drivers (head_drivers.cc) ---
   // A driver that owns a reservation is alive from now (KeepDriverAlive, a create with owner).
   void NoteDriverAlive(const std::string& driver) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1653,5 +1653,508 @@ TEST(HeadServiceBusyTest, AHeartbeatQueuedBehindASlowRequestCountsFromItsArrival
   EXPECT_EQ(nodes.nodes(0).last_heartbeat_age_ms(), 1500);
 }
 
+// --- Drivers own their reservations ---
+
+class DriverLifetimeTest : public HeadServiceTest {
+ protected:
+  void SetUp() override {
+    for (int w = 0; w < 4; ++w) {
+      Register(absl::StrCat("s1-w", w), "CPU=8,TPU=4",
+               LabelSet{{std::string(labels::kTpuSliceName), "s1"},
+                        {std::string(labels::kTpuWorkerId), std::to_string(w)},
+                        {std::string(labels::kTpuTopology), "4x4"},
+                        {std::string(labels::kTpuPodType), "v6e-16"},
+                        {std::string(labels::kAcceleratorType), "TPU-V6E"}});
+    }
+  }
+  void OwnedGroup(const std::string& name, const std::string& owner) {
+    v1::CreatePlacementGroupRequest request;
+    request.set_name(name);
+    request.set_strategy("PACK");
+    request.set_owner(owner);
+    rpc::ResourcesToProto(Res("CPU=1"), request.mutable_primary()->add_bundles()->mutable_resources());
+    v1::PlacementGroupInfo info;
+    ASSERT_TRUE(head_->CreatePlacementGroup(nullptr, &request, &info).ok());
+    ASSERT_EQ(info.state(), "CREATED") << info.explanation();
+    EXPECT_EQ(info.owner(), owner);
+  }
+  void OwnedSlice(const std::string& name, const std::string& owner) {
+    v1::ReserveSlicesRequest request;
+    request.set_name(name);
+    request.set_owner(owner);
+    auto* alt = request.add_alternatives();
+    alt->set_accelerator_type("TPU-V6E");
+    alt->set_topology("4x4");
+    v1::SliceGroupInfo info;
+    ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
+    ASSERT_EQ(info.state(), "RESERVED") << info.explanation();
+    EXPECT_EQ(info.owner(), owner);
+  }
+  bool SliceExists(const std::string& name) {
+    v1::ListSlicesResponse list;
+    v1::ListRequest request;
+    EXPECT_TRUE(head_->ListSlices(nullptr, &request, &list).ok());
+    for (const auto& g : list.groups()) {
+      if (g.name() == name) return true;
+    }
+    return false;
+  }
+  void KeepAlive(const std::string& driver) {
+    v1::KeepDriverAliveRequest request;
+    request.set_driver_id(driver);
+    v1::KeepDriverAliveResponse response;
+    ASSERT_TRUE(head_->KeepDriverAlive(nullptr, &request, &response).ok());
+    EXPECT_EQ(response.timeout_ms(), 10000);
+  }
+  // Time passes with every node beating (only drivers fall silent).
+  void Pass(absl::Duration d, const std::vector<std::string>& alive_drivers = {}) {
+    for (absl::Duration t; t < d; t += absl::Milliseconds(500)) {
+      clock_.Advance(absl::Milliseconds(500));
+      for (int w = 0; w < 4; ++w) Beat(absl::StrCat("s1-w", w));
+      for (const std::string& driver : alive_drivers) KeepAlive(driver);
+      head_->Tick();
+    }
+  }
+};
+
+TEST_F(DriverLifetimeTest, ADriverThatFallsSilentLosesWhatItOwnsAndOnlyThat) {
+  OwnedGroup("mine", "driver-a");
+  OwnedSlice("train", "driver-a");
+  OwnedGroup("theirs", "driver-b");
+  OwnedGroup("detached", "");
+  ASSERT_EQ(Held(true).size(), 7u);  // the slice on its 4 hosts, three groups of one bundle
+  // Both drivers keep themselves alive past the timeout: nothing is released.
+  Pass(absl::Seconds(15), {"driver-a", "driver-b"});
+  EXPECT_EQ(Find("mine").state(), "CREATED");
+  EXPECT_TRUE(SliceExists("train"));
+  // driver-a stops (killed): after the timeout its group and slice are given back to the agents.
+  Pass(absl::Seconds(11), {"driver-b"});
+  EXPECT_EQ(Find("mine").name(), "");
+  EXPECT_FALSE(SliceExists("train"));
+  EXPECT_EQ(Find("theirs").state(), "CREATED");
+  EXPECT_EQ(Find("detached").state(), "CREATED");
+  for (const std::string& held : Held()) {
+    EXPECT_FALSE(absl::StartsWith(held, "mine[")) << held;
+    EXPECT_FALSE(absl::StartsWith(held, "train[")) << held;
+  }
+  bool noted = false;
+  const v1::ClusterStatus status = Status();
+  for (const std::string& event : status.events()) {
+    noted = noted || absl::StrContains(event, "driver driver-a fell silent for 10s: released mine, train");
+  }
+  EXPECT_TRUE(noted);
+  // A detached group outlives every driver.
+  Pass(absl::Seconds(11));
+  EXPECT_EQ(Find("detached").state(), "CREATED");
+  EXPECT_EQ(Find("theirs").name(), "");
+}
+
+TEST_F(DriverLifetimeTest, ADriverThatExitsReleasesAtOnce) {
+  OwnedGroup("mine", "driver-a");
+  OwnedSlice("train", "driver-a");
+  v1::DriverExitedRequest request;
+  request.set_driver_id("driver-a");
+  v1::DriverExitedResponse response;
+  ASSERT_TRUE(head_->DriverExited(nullptr, &request, &response).ok());
+  EXPECT_EQ(std::set<std::string>(response.released().begin(), response.released().end()),
+            (std::set<std::string>{"mine", "train"}));
+  EXPECT_EQ(Find("mine").name(), "");
+  EXPECT_FALSE(SliceExists("train"));
+  EXPECT_TRUE(Held().empty());
+  // Again: nothing left to release, and that is not an error.
+  ASSERT_TRUE(head_->DriverExited(nullptr, &request, &response).ok());
+  v1::KeepDriverAliveRequest empty;
+  v1::KeepDriverAliveResponse ignored;
+  EXPECT_EQ(head_->KeepDriverAlive(nullptr, &empty, &ignored).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// --- nodes listed in pages; jobs a dead node presumed failed ---
+
+// Every node id the head lists, paging through with `page_size`; `sizes` gets each page's size,
+// `states` each node's state.
+std::vector<std::string> ListedNodes(HeadService& head, int page_size,
+                                     std::vector<int>* sizes = nullptr,
+                                     std::map<std::string, std::string>* states = nullptr) {
+  std::vector<std::string> ids;
+  v1::ListRequest request;
+  request.set_page_size(page_size);
+  for (int pages = 0; pages < 1000; ++pages) {
+    v1::ListNodesResponse page;
+    grpc::Status status = head.ListNodes(nullptr, &request, &page);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    if (!status.ok()) break;
+    if (sizes != nullptr) sizes->push_back(page.nodes_size());
+    for (const v1::NodeInfo& node : page.nodes()) {
+      ids.push_back(node.node().node_id());
+      if (states != nullptr) (*states)[node.node().node_id()] = node.state();
+    }
+    if (page.next_page_token().empty()) break;
+    request.set_page_token(page.next_page_token());
+  }
+  return ids;
+}
+
+TEST_F(HeadServiceTest, NodesArePagedByIdEachExactlyOnceUpToTheCap) {
+  HeadServiceOptions options = Options();
+  options.max_page_size = 3;
+  head_ = std::make_unique<HeadService>(std::move(options));
+  std::vector<std::string> ids;
+  for (int i = 0; i < 8; ++i) {
+    ids.push_back(absl::StrCat("n", (i * 5) % 8));  // registered out of id order
+    Register(ids.back());
+  }
+  std::sort(ids.begin(), ids.end());
+  std::vector<int> sizes;
+  EXPECT_EQ(ListedNodes(*head_, 0, &sizes), ids);  // 0: the head's page size
+  EXPECT_EQ(sizes, (std::vector<int>{3, 3, 2}));
+  sizes.clear();
+  EXPECT_EQ(ListedNodes(*head_, 1000, &sizes), ids);  // capped at max_page_size
+  EXPECT_EQ(sizes, (std::vector<int>{3, 3, 2}));
+  sizes.clear();
+  EXPECT_EQ(ListedNodes(*head_, 2, &sizes), ids);
+  EXPECT_EQ(sizes, (std::vector<int>{2, 2, 2, 2}));
+
+  // The registry changes between pages: the rest resumes after the last id listed, so a node
+  // registered after it comes, one before it does not, and none comes twice.
+  v1::ListRequest request;
+  v1::ListNodesResponse first;
+  ASSERT_TRUE(head_->ListNodes(nullptr, &request, &first).ok());
+  ASSERT_EQ(first.nodes_size(), 3);
+  EXPECT_EQ(first.next_page_token(), "nodes:n2");
+  Register("n00");  // sorts before n2
+  Register("n9");   // sorts after every node
+  std::vector<std::string> seen;
+  for (const auto& node : first.nodes()) seen.push_back(node.node().node_id());
+  request.set_page_token(first.next_page_token());
+  while (!request.page_token().empty()) {
+    v1::ListNodesResponse page;
+    ASSERT_TRUE(head_->ListNodes(nullptr, &request, &page).ok());
+    for (const auto& node : page.nodes()) seen.push_back(node.node().node_id());
+    request.set_page_token(page.next_page_token());
+  }
+  std::vector<std::string> expected = ids;
+  expected.push_back("n9");
+  EXPECT_EQ(seen, expected);
+
+  // Dead nodes are listed too, in their place.
+  for (int i = 0; i < 12; ++i) {
+    clock_.Advance(absl::Milliseconds(500));
+    for (const std::string& id : ids) {
+      if (id != "n3") Beat(id);
+    }
+    Beat("n00");
+    Beat("n9");
+    head_->Tick();
+  }
+  std::map<std::string, std::string> states;
+  EXPECT_EQ(ListedNodes(*head_, 0, nullptr, &states).size(), ids.size() + 2);
+  EXPECT_EQ(states["n3"], "DEAD");
+  EXPECT_EQ(states["n4"], "ALIVE");
+}
+
+TEST_F(HeadServiceTest, BadNodePageRequestsAreRefused) {
+  Register("n1");
+  v1::ListRequest request;
+  v1::ListNodesResponse nodes;
+  request.set_page_size(-2);
+  ExpectRefused(head_->ListNodes(nullptr, &request, &nodes), "page_size: -2 is negative");
+  request.set_page_size(0);
+  request.set_page_token("jobs:3");
+  ExpectRefused(head_->ListNodes(nullptr, &request, &nodes),
+                "page_token: \"jobs:3\" is not a page token of the nodes listing");
+  request.set_page_token("nodes:");
+  ExpectRefused(head_->ListNodes(nullptr, &request, &nodes),
+                "page_token: \"nodes:\" is not a page token of the nodes listing");
+  request.set_page_token(std::string(limits::kMaxPageTokenBytes + 1, 't'));
+  ExpectRefused(head_->ListNodes(nullptr, &request, &nodes),
+                "page_token has 1025 bytes; at most 1024 are allowed");
+}
+
+// Records `job` and returns the head's record after it.
+v1::JobInfo Record(HeadService& head, const std::string& id, const std::string& state,
+                   const std::string& node = "", const std::string& exit_reason = "") {
+  v1::RecordJobRequest request;
+  request.mutable_job()->set_job_id(id);
+  request.mutable_job()->set_state(state);
+  request.mutable_job()->set_node_id(node);
+  request.mutable_job()->set_exit_reason(exit_reason);
+  v1::JobInfo recorded;
+  grpc::Status status = head.RecordJob(nullptr, &request, &recorded);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return recorded;
+}
+
+v1::JobInfo ListedJob(HeadService& head, const std::string& id) {
+  v1::ListRequest request;
+  v1::ListJobsResponse jobs;
+  EXPECT_TRUE(head.ListJobs(nullptr, &request, &jobs).ok());
+  for (const v1::JobInfo& job : jobs.jobs()) {
+    if (job.job_id() == id) return job;
+  }
+  return v1::JobInfo();
+}
+
+TEST_F(HeadServiceTest, AJobsRealEndReplacesTheFailureItsNodesDeathMadePresumed) {
+  Register("n1");
+  Register("n2");
+  Record(*head_, "comes-back", "RUNNING", "n1");
+  Record(*head_, "fails-for-real", "RUNNING", "n1");
+  Record(*head_, "ended-before", "RUNNING", "n1");
+  Record(*head_, "ended-before", "FAILED", "", "exited with code 2");
+  // A recorder cannot claim a presumption of its own.
+  v1::RecordJobRequest claimed;
+  claimed.mutable_job()->set_job_id("claims");
+  claimed.mutable_job()->set_node_id("n2");
+  claimed.mutable_job()->set_failure_presumed(true);
+  v1::JobInfo claimed_record;
+  ASSERT_TRUE(head_->RecordJob(nullptr, &claimed, &claimed_record).ok());
+  EXPECT_FALSE(claimed_record.failure_presumed());
+
+  // n1 goes silent (its agent paused) and is declared dead: its running jobs fail, presumed.
+  for (int i = 0; i < 12; ++i) {
+    clock_.Advance(absl::Milliseconds(500));
+    Beat("n2");
+    head_->Tick();
+  }
+  ASSERT_EQ(NodeState(*head_, "n1"), "DEAD");
+  for (const char* id : {"comes-back", "fails-for-real"}) {
+    const v1::JobInfo job = ListedJob(*head_, id);
+    EXPECT_EQ(job.state(), "FAILED") << id;
+    EXPECT_TRUE(job.failure_presumed()) << id;
+    EXPECT_TRUE(absl::StartsWith(job.exit_reason(), "node n1 was declared dead: no heartbeat"))
+        << job.exit_reason();
+  }
+  EXPECT_TRUE(AnyEventHas(head_->events(), "2 running jobs are presumed failed"));
+  // A job that had ended already keeps its own end.
+  EXPECT_EQ(ListedJob(*head_, "ended-before").exit_reason(), "exited with code 2");
+  EXPECT_FALSE(ListedJob(*head_, "ended-before").failure_presumed());
+
+  // The same agent comes back; a repeated start record changes nothing.
+  v1::RegisterNodeResponse registered;
+  ASSERT_TRUE(head_->RegisterNode(nullptr, &requests_["n1"], &registered).ok());
+  EXPECT_TRUE(Beat("n1"));
+  EXPECT_EQ(Record(*head_, "comes-back", "RUNNING", "n1").state(), "FAILED");
+
+  // The worker ran to its end meanwhile: its recorder's SUCCEEDED replaces the presumption.
+  clock_.Advance(absl::Seconds(1));
+  const v1::JobInfo succeeded =
+      Record(*head_, "comes-back", "SUCCEEDED", "n1", "exited with code 0");
+  EXPECT_EQ(succeeded.state(), "SUCCEEDED");
+  EXPECT_EQ(succeeded.exit_reason(), "exited with code 0");
+  EXPECT_FALSE(succeeded.failure_presumed());
+  EXPECT_EQ(succeeded.end_time_ms(), absl::ToUnixMillis(clock_.Now()));
+  EXPECT_EQ(ListedJob(*head_, "comes-back").state(), "SUCCEEDED");
+  v1::JobInfo stored;
+  ASSERT_TRUE(stored.ParseFromString(**store_.Get(kJobsTable, "comes-back")));
+  EXPECT_EQ(stored.state(), "SUCCEEDED");
+  EXPECT_FALSE(stored.failure_presumed());
+  EXPECT_TRUE(AnyEventHas(head_->events(), "job comes-back ended SUCCEEDED after all"));
+
+  // A real failure replaces the presumed one too, and from then on it stands.
+  const v1::JobInfo failed = Record(*head_, "fails-for-real", "FAILED", "", "exited with code 3");
+  EXPECT_EQ(failed.exit_reason(), "exited with code 3");
+  EXPECT_FALSE(failed.failure_presumed());
+  for (const char* id : {"fails-for-real", "ended-before"}) {
+    const v1::JobInfo again = Record(*head_, id, "SUCCEEDED", "", "exited with code 0");
+    EXPECT_EQ(again.state(), "FAILED") << id;
+    EXPECT_NE(again.exit_reason(), "exited with code 0") << id;
+    EXPECT_EQ(ListedJob(*head_, id).state(), "FAILED") << id;
+  }
+  // And an ended job is not failed again.
+  EXPECT_EQ(Record(*head_, "comes-back", "FAILED", "", "late").state(), "SUCCEEDED");
+}
+
+TEST_F(HeadServiceTest, AJobsRealEndIsTakenAlsoBeforeItsNodeIsHeardFromAgain) {
+  // The recorder heard the worker's end from the agent while the head still counts the node dead
+  // (its re-registration has not arrived yet): the recorder's word is the evidence.
+  Register("n1");
+  Register("n2");
+  Record(*head_, "j", "RUNNING", "n1");
+  for (int i = 0; i < 12; ++i) {
+    clock_.Advance(absl::Milliseconds(500));
+    Beat("n2");
+    head_->Tick();
+  }
+  ASSERT_EQ(NodeState(*head_, "n1"), "DEAD");
+  ASSERT_TRUE(ListedJob(*head_, "j").failure_presumed());
+  EXPECT_EQ(Record(*head_, "j", "SUCCEEDED", "", "exited with code 0").state(), "SUCCEEDED");
+  EXPECT_EQ(ListedJob(*head_, "j").state(), "SUCCEEDED");
+}
+
+TEST_F(HeadServiceTest, ARequestIntoAGroupStillWaitingForRoomWaitsUnlessItsBundleCannotExist) {
+  Register("n1", "CPU=4");
+  ASSERT_EQ(Create("first", "PACK", {"CPU=3"}).state(), "CREATED");
+  v1::PlacementGroupInfo info = Create("later", "PACK", {"CPU=2", "CPU=1"});
+  ASSERT_EQ(info.state(), "PENDING");
+  v1::PickNodeRequest inside;
+  inside.mutable_request()->set_placement_group("later");
+  rpc::ResourcesToProto(Res("CPU=1"), inside.mutable_request()->mutable_resources());
+  v1::PickNodeResponse picked;
+  inside.mutable_request()->set_bundle_index(1);
+  ASSERT_TRUE(head_->PickNode(nullptr, &inside, &picked).ok());
+  EXPECT_EQ(picked.status(), "pending") << picked.explanation();
+  inside.mutable_request()->set_bundle_index(5);
+  ASSERT_TRUE(head_->PickNode(nullptr, &inside, &picked).ok());
+  EXPECT_EQ(picked.status(), "infeasible");
+  EXPECT_EQ(picked.explanation(), "later has 2 bundles; there is no bundle 5");
+}
+
+// --- A head restarted on its state store comes back with what it held ---
+
+class HeadRestartTest : public DriverLifetimeTest {
+ protected:
+  void Restart() {
+    head_.reset();  // the old head is gone (its agents, the fakes, keep what they hold)
+    head_ = std::make_unique<HeadService>(Options());
+    absl::Status restored = head_->Restore();
+    ASSERT_TRUE(restored.ok()) << restored;
+  }
+  std::map<std::string, std::string> SliceHosts(const std::string& name) {
+    v1::ListSlicesResponse list;
+    v1::ListRequest request;
+    EXPECT_TRUE(head_->ListSlices(nullptr, &request, &list).ok());
+    std::map<std::string, std::string> hosts;
+    for (const auto& g : list.groups()) {
+      if (g.name() != name) continue;
+      hosts["state"] = g.state();
+      for (const auto& h : g.hosts()) hosts[h.node_id()] = h.allocation().DebugString();
+    }
+    return hosts;
+  }
+  int Prepares() {
+    int n = 0;
+    for (const auto& [node, agent] : agents_) n += agent->prepares();
+    return n;
+  }
+  int Cancels() {
+    int n = 0;
+    for (const auto& [node, agent] : agents_) n += agent->cancels();
+    return n;
+  }
+};
+
+TEST_F(HeadRestartTest, EveryGroupSliceJobAndNodeComesBackExactlyAndNothingIsRedone) {
+  Register("n1", "CPU=4,GPU=2");
+  v1::PlacementGroupInfo group = Create("pg", "PACK", {"CPU=1,GPU=1", "CPU=2"});
+  ASSERT_EQ(group.state(), "CREATED");
+  OwnedSlice("train", "");
+  v1::RecordJobRequest job;
+  job.mutable_job()->set_job_id("job-1");
+  job.mutable_job()->set_node_id("n1");
+  job.mutable_job()->set_state("RUNNING");
+  job.mutable_job()->set_start_time_ms(1);
+  v1::JobInfo recorded;
+  ASSERT_TRUE(head_->RecordJob(nullptr, &job, &recorded).ok());
+  const std::map<std::string, std::string> slice_before = SliceHosts("train");
+  const int64_t cpu_before = Used("CPU");
+  const int64_t gpu_before = Used("GPU");
+  const std::set<std::string> held_before = Held(true);
+  const int prepares = Prepares();
+  const int cancels = Cancels();
+
+  Restart();
+  v1::PlacementGroupInfo again = Find("pg");
+  EXPECT_EQ(again.state(), "CREATED");
+  EXPECT_EQ(again.id(), group.id());
+  ASSERT_EQ(again.bundles_size(), 2);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(again.bundles(i).node_id(), group.bundles(i).node_id());
+    EXPECT_EQ(again.bundles(i).allocation().DebugString(),
+              group.bundles(i).allocation().DebugString());
+  }
+  EXPECT_EQ(SliceHosts("train"), slice_before);
+  EXPECT_EQ(Used("CPU"), cpu_before);
+  EXPECT_EQ(Used("GPU"), gpu_before);
+  v1::ListJobsResponse jobs;
+  v1::ListRequest list;
+  ASSERT_TRUE(head_->ListJobs(nullptr, &list, &jobs).ok());
+  ASSERT_EQ(jobs.jobs_size(), 1);
+  EXPECT_EQ(jobs.jobs(0).state(), "RUNNING");
+  // The agents keep heartbeating the same incarnation: known at once, and nothing is prepared
+  // or cancelled again on them.
+  EXPECT_TRUE(Beat("n1"));
+  Pass(absl::Seconds(3));
+  Beat("n1");
+  EXPECT_EQ(Prepares(), prepares);
+  EXPECT_EQ(Cancels(), cancels);
+  EXPECT_EQ(Held(true), held_before);
+  EXPECT_EQ(Find("pg").state(), "CREATED");
+  // New names do not collide with the restored ones.
+  v1::PlacementGroupInfo next = Create("", "PACK", {"CPU=1"});
+  EXPECT_NE(next.id(), group.id());
+}
+
+TEST_F(HeadRestartTest, ANodeThatNeverComesBackIsDeclaredDeadAndItsWorkHandledAsALoss) {
+  Register("n1", "CPU=4,GPU=1");
+  Create("pg", "PACK", {"GPU=1"});
+  ASSERT_EQ(Find("pg").bundles(0).node_id(), "n1");
+  OwnedSlice("train", "");
+  Restart();
+  // n1 stays silent; the slice hosts beat.
+  Pass(absl::Seconds(6));
+  v1::ListNodesResponse nodes;
+  v1::ListRequest list;
+  ASSERT_TRUE(head_->ListNodes(nullptr, &list, &nodes).ok());
+  for (const auto& n : nodes.nodes()) {
+    EXPECT_EQ(n.state(), n.node().node_id() == "n1" ? "DEAD" : "ALIVE") << n.node().node_id();
+  }
+  // Its bundle was lost with n1: nowhere else has a GPU, so the group waits for one.
+  EXPECT_EQ(Find("pg").state(), "RESCHEDULING");
+  EXPECT_EQ(Find("pg").bundles(0).node_id(), "");
+  EXPECT_EQ(SliceHosts("train")["state"], "RESERVED");
+}
+
+TEST_F(HeadRestartTest, AnUnreadableRecordStopsTheRestoreNamingIt) {
+  ASSERT_TRUE(store_.Put(kPlacementGroupsTable, "broken", "not a record").ok());
+  head_ = std::make_unique<HeadService>(Options());
+  absl::Status restored = head_->Restore();
+  EXPECT_EQ(restored.code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(absl::StrContains(restored.message(), "table placement_groups, key broken"))
+      << restored;
+}
+
+// A store whose writes fail on demand.
+class FailingStore : public InMemoryStateStore {
+ public:
+  absl::Status Put(std::string_view table, std::string_view key, std::string_view value) override {
+    if (fail) return absl::UnavailableError("redis at unix:/x: HSET: connection refused");
+    return InMemoryStateStore::Put(table, key, value);
+  }
+  bool fail = false;
+};
+
+TEST_F(HeadServiceTest, AFailedStateStoreWriteIsAnEventNotASilence) {
+  FailingStore failing;
+  HeadServiceOptions options = Options();
+  options.store = &failing;
+  head_ = std::make_unique<HeadService>(options);
+  failing.fail = true;
+  Register("n1");
+  const v1::ClusterStatus status = Status();
+  bool said = false;
+  for (const std::string& event : status.events()) {
+    said = said || absl::StrContains(event, "the state store could not write nodes/n1: redis at "
+                                            "unix:/x: HSET: connection refused");
+  }
+  EXPECT_TRUE(said);
+}
+
+// Found by head_service_fuzzer: a device count without devices used to size a vector.
+TEST_F(HeadServiceTest, ANodeClaimingBillionsOfDevicesIsRefusedNotAllocated) {
+  for (const char* count : {"GPU=2147483648", "GPU=2000000000", "GPU=4097"}) {
+    v1::RegisterNodeRequest request = NodeRequest("huge", count);
+    v1::RegisterNodeResponse response;
+    grpc::Status status = head_->RegisterNode(nullptr, &request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << count;
+    EXPECT_TRUE(absl::StrContains(status.error_message(), "devices a node may have"))
+        << status.error_message();
+  }
+  v1::ListNodesResponse nodes;
+  v1::ListRequest list;
+  ASSERT_TRUE(head_->ListNodes(nullptr, &list, &nodes).ok());
+  EXPECT_EQ(nodes.nodes_size(), 0);
+}
+
 }  // namespace
 }  // namespace tessera
