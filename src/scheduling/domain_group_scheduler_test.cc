@@ -15,6 +15,7 @@
 namespace tessera {
 namespace {
 
+using testing_util::ViewDigest;
 using testing_util::MustAdd;
 using testing_util::Res;
 using testing_util::Spec;
@@ -439,23 +440,6 @@ std::vector<std::string> Wheres(const std::vector<DomainBundle>& bundles) {
   return out;
 }
 
-// Every node's state, totals, free amounts (per device instance too) and number of allocations.
-std::string ViewDigest(const ClusterView& cluster) {
-  std::ostringstream out;
-  for (NodeIndex n = 0; n < cluster.slot_count(); ++n) {
-    const NodeRecord& r = cluster.node(n);
-    out << r.id << " " << NodeStateName(r.state) << " total " << r.total.ToString() << " free "
-        << r.available.ToString() << " held " << r.allocations.size();
-    if (r.state != NodeState::kDead) out << " util " << r.utilization_ppm;
-    for (const DeviceInstances& d : r.devices) {
-      out << " " << d.resource << "[";
-      for (Quantity q : d.available) out << q << " ";
-      out << "]";
-    }
-    out << "\n";
-  }
-  return out.str();
-}
 
 DomainAlternative PerHost(std::string per_host) {
   DomainAlternative alt = Slices("v6e", "4x4");

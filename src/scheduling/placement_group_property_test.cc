@@ -19,6 +19,7 @@
 namespace tessera {
 namespace {
 
+using testing_util::ViewDigest;
 using testing_util::FullyLinked;
 using testing_util::Res;
 using testing_util::Spec;
@@ -218,25 +219,6 @@ TEST(PlacementGroupPropertyTest, InvariantsHoldAndDecisionsRepeat) {
   EXPECT_GT(replaced, 20u);
 }
 
-// Every node's state, totals, free amounts (per device instance too), number of allocations and
-// utilization, one line per node.
-std::string ViewDigest(const ClusterView& cluster) {
-  std::ostringstream out;
-  for (NodeIndex n = 0; n < cluster.slot_count(); ++n) {
-    const NodeRecord& r = cluster.node(n);
-    out << r.id << " " << NodeStateName(r.state) << " total " << r.total.ToString() << " free "
-        << r.available.ToString() << " held " << r.allocations.size();
-    // The pack/spread key; not kept up to date on a dead node (it is in no order).
-    if (r.state != NodeState::kDead) out << " util " << r.utilization_ppm;
-    for (const DeviceInstances& d : r.devices) {
-      out << " " << d.resource << "[";
-      for (Quantity q : d.available) out << q << " ";
-      out << "]";
-    }
-    out << "\n";
-  }
-  return out.str();
-}
 
 // Each group as the head shows it, by name (or "pg-<id>" for an anonymous one): strategy,
 // option, state, and each bundle's node, resources and device instances (not the view's

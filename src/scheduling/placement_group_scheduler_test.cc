@@ -15,6 +15,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
+using testing_util::ViewDigest;
 using testing_util::FullyLinked;
 using testing_util::MustAdd;
 using testing_util::Res;
@@ -305,25 +306,6 @@ std::vector<std::string> Wheres(const std::vector<std::optional<BundlePlacement>
   return out;
 }
 
-// Every node's state, totals, free amounts, free amount per device instance, number of
-// allocations and utilization, one line per node.
-std::string ViewDigest(const ClusterView& cluster) {
-  std::ostringstream out;
-  for (NodeIndex n = 0; n < cluster.slot_count(); ++n) {
-    const NodeRecord& r = cluster.node(n);
-    out << r.id << " " << NodeStateName(r.state) << " total " << r.total.ToString() << " free "
-        << r.available.ToString() << " held " << r.allocations.size();
-    // The pack/spread key; not kept up to date on a dead node (it is in no order).
-    if (r.state != NodeState::kDead) out << " util " << r.utilization_ppm;
-    for (const DeviceInstances& d : r.devices) {
-      out << " " << d.resource << "[";
-      for (Quantity q : d.available) out << q << " ";
-      out << "]";
-    }
-    out << "\n";
-  }
-  return out.str();
-}
 
 // Nodes n0..n5 (8 GPUs, 16 CPUs) and a CPU-only c0, as the agents register them again.
 void AddRestartCluster(ClusterView& cluster) {

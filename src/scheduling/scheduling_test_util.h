@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -60,6 +61,26 @@ inline NodeIndex MustAdd(ClusterView& cluster, NodeSpec spec) {
   absl::StatusOr<NodeIndex> index = cluster.AddNode(std::move(spec));
   EXPECT_TRUE(index.ok()) << index.status();
   return index.value_or(-1);
+}
+
+// Every node's state, totals, free amounts (per device instance too), number of allocations and
+// utilization, one line per node: two views that decide alike have the same digest.
+inline std::string ViewDigest(const ClusterView& cluster) {
+  std::ostringstream out;
+  for (NodeIndex n = 0; n < cluster.slot_count(); ++n) {
+    const NodeRecord& r = cluster.node(n);
+    out << r.id << " " << NodeStateName(r.state) << " total " << r.total.ToString() << " free "
+        << r.available.ToString() << " held " << r.allocations.size();
+    // The pack/spread key; not kept up to date on a dead node (it is in no order).
+    if (r.state != NodeState::kDead) out << " util " << r.utilization_ppm;
+    for (const DeviceInstances& d : r.devices) {
+      out << " " << d.resource << "[";
+      for (Quantity q : d.available) out << q << " ";
+      out << "]";
+    }
+    out << "\n";
+  }
+  return out.str();
 }
 
 }  // namespace tessera::testing_util
