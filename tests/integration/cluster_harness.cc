@@ -102,6 +102,16 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(ClusterOptions o
   std::vector<std::string> ids;
   for (const NodeSpec& node : cluster->options_.nodes) ids.push_back(node.id);
   TESSERA_RETURN_IF_ERROR(cluster->WaitNodes(ids, "ALIVE"));
+  // An agent registers before it writes its address file: wait for the files too, so tests
+  // that dial an agent (NodeAddress) never read a file that is not there yet.
+  TESSERA_RETURN_IF_ERROR(cluster->WaitUntil([&]() -> absl::Status {
+    for (const std::string& id : ids) {
+      if (cluster->NodeAddress(id).empty()) {
+        return absl::UnavailableError(absl::StrCat("no address file of node ", id, " yet"));
+      }
+    }
+    return absl::OkStatus();
+  }));
   return cluster;
 }
 
