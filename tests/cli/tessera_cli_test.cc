@@ -192,39 +192,13 @@ TEST(TesseraCliTest, SimulatedV6eHostAdvertisesItsSlice) {
   EXPECT_EQ(report["resources"]["TPU-v6e-16-head"], "1");
 }
 
-// This host's MemAvailable in bytes, read the way the agents read it.
-uint64_t AvailableBytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return 0;
-}
-
-// Nothing here allocates a store: every size is refused before anything starts.
+// Nothing here allocates a store: the default share is refused before anything starts. (A size
+// too big for the host is refused before allocation too: agent_options_test and
+// object_store_sizing_test show it against a fake /proc/meminfo, so no test here ever asks this
+// shared machine for more than it should give.)
 TEST(TesseraCliTest, ObjectStoresThatDoNotFitThisHostAreRefusedBeforeAnythingStarts) {
-  ExpectOneLineError(RunCommand({TesseraBinary(), "start", "--address", "127.0.0.1:1",
-                                 "--state-dir", "/nonexistent/tessera", "--object-store-memory",
-                                 "1000TiB"},
-                                {{"TESSERA_TOKEN", "token"}}),
-                     1, "--object-store-memory 1000 TiB does not fit: this host has ");
-
-  const std::string cluster = WriteTemp("tessera_cli_two_nodes.yaml",
-                                        "node_groups:\n  - name: cpu\n    count: 2\n"
-                                        "    hardware:\n      host: {sockets: 1, "
-                                        "cores_per_socket: 1, memory: 1GiB}\n");
   const std::string state =
       std::filesystem::temp_directory_path() / ("tessera_cli_up_" + std::to_string(::getpid()));
-  // `tessera up` starts its agents together, so their stores must fit together: two of 60% of
-  // what is available do not, although one would.
-  const uint64_t each = AvailableBytes() / 10 * 6;
-  ExpectOneLineError(RunCommand({TesseraBinary(), "up", cluster, "--state-dir", state,
-                                 "--object-store-memory", std::to_string(each) + "B"}),
-                     1, " for each of 2 node agents (");
-  EXPECT_FALSE(std::filesystem::exists(state));
   // The default is shared among the agents: 2 GiB at most, split 1000 ways, is too little.
   const std::string many = WriteTemp("tessera_cli_many_nodes.yaml",
                                      "node_groups:\n  - name: cpu\n    count: 1000\n"
