@@ -40,6 +40,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/fuzz_script.h"
 #include "base/clock.h"
 #include "hardware/node_label_keys.h"
 #include "head/head_service.h"
@@ -305,15 +306,9 @@ class Harness {
 };
 
 void Harness::Run(const uint8_t* data, size_t size) {
-  size_t at = 0;
-  for (int calls = 0; calls < kMaxCallsPerInput && at < size; ++calls) {
-    const uint8_t op = data[at++];
-    size_t length = 0;
-    if (at < size) length = data[at++];
-    if (at < size) length |= static_cast<size_t>(data[at++]) << 8;
-    length = std::min(length, size - at);
-    Call(op, data + at, length);
-    at += length;
+  ForEachScriptedCall(data, size, kMaxCallsPerInput, [&](uint8_t op, const uint8_t* bytes,
+                                                        size_t length) {
+    Call(op, bytes, length);
     CheckAfterCall();
 
     clock_.Advance(kStep);
@@ -324,7 +319,7 @@ void Harness::Run(const uint8_t* data, size_t size) {
       }
     }
     head_->Tick();
-  }
+  });
   CheckAfterCall();
   CheckListings();
 }

@@ -60,6 +60,13 @@ std::string DefaultStateDir(const Environment& env) {
   return DefaultStateDirectory(xdg ? xdg->c_str() : nullptr, home ? home->c_str() : nullptr);
 }
 
+std::string PublishedHeadAddress(const std::string& head_address_file,
+                                 const std::string& state_dir) {
+  if (head_address_file.empty() || !CheckPrivateDirectory(state_dir).ok()) return "";
+  auto published = ReadTrimmed(head_address_file);
+  return published.ok() && published->has_value() ? **published : "";
+}
+
 absl::StatusOr<AgentOptions> ResolveAgentOptions(AgentOptions options) {
   const Environment env = options.environment.value_or(Environment::FromProcess());
   if (options.bind.empty()) return absl::InvalidArgumentError("bind address is empty");

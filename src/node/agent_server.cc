@@ -132,12 +132,8 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
     link.head_fallbacks = options.head_fallbacks;
     if (!options.head_address_file.empty()) {
       // The head of this state folder says where it listens now (a restart may change its port).
-      link.find_head = [file = options.head_address_file, dir = options.state_dir]() -> std::string {
-        if (!CheckPrivateDirectory(dir).ok()) return "";
-        std::ifstream in(file);
-        std::string line;
-        std::getline(in, line);
-        return std::string(Trim(line));
+      link.find_head = [file = options.head_address_file, dir = options.state_dir] {
+        return PublishedHeadAddress(file, dir);
       };
     }
     link.token = options.token;

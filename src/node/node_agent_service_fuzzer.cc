@@ -50,6 +50,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/fuzz_script.h"
 #include "hardware/environment.h"
 #include "node/agent_options.h"
 #include "node/agent_proto.h"
@@ -190,17 +191,11 @@ class Harness {
   }
 
   void Run(const uint8_t* data, size_t size) {
-    size_t at = 0;
-    for (int calls = 0; calls < kMaxCallsPerInput && at < size; ++calls) {
-      const uint8_t op = data[at++];
-      size_t length = 0;
-      if (at < size) length = data[at++];
-      if (at < size) length |= static_cast<size_t>(data[at++]) << 8;
-      length = std::min(length, size - at);
-      Call(op, data + at, length);
-      at += length;
-      CheckAccounting();
-    }
+    ForEachScriptedCall(data, size, kMaxCallsPerInput,
+                        [&](uint8_t op, const uint8_t* bytes, size_t length) {
+                          Call(op, bytes, length);
+                          CheckAccounting();
+                        });
   }
 
  private:

@@ -28,7 +28,6 @@ std::string TwoBySlice() {
          "      host: {sockets: 1, cores_per_socket: 8, memory: 64GiB}\n";
 }
 
-// What the head says of a thing, without the fields that change by themselves.
 std::string Describe(const google::protobuf::Message& m) { return m.ShortDebugString(); }
 
 TEST(HeadRestartTest, AHeadKilledAndRestartedOnRedisLosesNothing) {
