@@ -61,6 +61,7 @@
 #include "rpc/channel.h"
 #include "rpc/proto_convert.h"
 #include "rpc/server.h"
+#include "rpc/state_names.h"
 #include "rpc/token.h"
 #include "tessera/v1/head.grpc.pb.h"
 #include "tessera/v1/node_agent.grpc.pb.h"
@@ -412,7 +413,7 @@ LocalCluster* Cluster() {
     if (c->head_stub->ListNodes(context.get(), v1::ListRequest(), &nodes).ok()) {
       int alive = 0;
       for (const auto& node : nodes.nodes()) {
-        if (node.state() != "ALIVE") continue;
+        if (node.state() != v1::NODE_STATE_ALIVE) continue;
         ++alive;
         if (node.node().node_id() == "n-0") {
           c->agent_stub = v1::NodeAgent::NewStub(rpc::MakeChannel(node.node().address()));
@@ -458,8 +459,9 @@ void BM_HeadPlacementGroupCreateRemove(benchmark::State& state) {
       ++errors;
       continue;
     }
-    if (info.state() != "CREATED" && not_created++ == 0) {
-      std::cerr << name << " is " << info.state() << ": " << info.explanation() << "\n";
+    if (info.state() != v1::PLACEMENT_GROUP_STATE_CREATED && not_created++ == 0) {
+      std::cerr << name << " is " << rpc::PlacementGroupStateName(info.state()) << ": "
+                << info.explanation() << "\n";
     }
     remove.set_name(name);
     remove.set_request_id(absl::StrCat("remove-", name));

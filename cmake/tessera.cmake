@@ -13,14 +13,21 @@ function(tessera_library name)
 endfunction()
 
 # tessera_test(NAME SRCS a_test.cc DEPS lib ...): a GoogleTest binary, each test case a ctest entry.
+# PROPERTIES name value ...: more ctest properties of each test case (TIMEOUT, LABELS, ...).
 function(tessera_test name)
-  cmake_parse_arguments(ARG "" "" "SRCS;DEPS;ENV" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SRCS;DEPS;ENV;PROPERTIES" ${ARGN})
   add_executable(${name} ${ARG_SRCS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
   target_compile_options(${name} PRIVATE ${TESSERA_WARNINGS})
   target_compile_definitions(${name} PRIVATE
     TESSERA_SOURCE_DIR="${PROJECT_SOURCE_DIR}" TESSERA_BINARY_DIR="${PROJECT_BINARY_DIR}")
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES ENVIRONMENT "${ARG_ENV}")
+  # ENVIRONMENT only when given: an empty value would pair every later property name with the
+  # wrong value.
+  set(properties ${ARG_PROPERTIES})
+  if(ARG_ENV)
+    list(PREPEND properties ENVIRONMENT "${ARG_ENV}")
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES ${properties})
 endfunction()
 
 # tessera_fuzzer(NAME SRCS f.cc DEPS lib ...): a libFuzzer target, built only with TESSERA_FUZZERS.

@@ -62,9 +62,14 @@ struct ActorOptions {
   std::string resources = "CPU=1";
   // The first is the request's, the rest are fallbacks tried in order.
   std::vector<std::string> label_selectors;
-  // "" unnamed; else GetActor<T>(name) finds it, in this driver or (through the head's KV) in
-  // another driver of the cluster. Unique among this driver's live actors.
+  // "" unnamed; else GetActor<T>(name) finds it, in this driver or (through the head's actor
+  // directory) in another driver of the cluster. Unique among the cluster's live actors: a
+  // create with a name another live actor holds fails AlreadyExists naming that actor. The name
+  // is free again once the actor is dead (killed, out of restarts, its node or owner gone).
   std::string name;
+  // As Ray's lifetime="detached", for a named actor: its name is not released when this driver
+  // exits or falls silent (it is, without detached). Its process still ends with this driver.
+  bool detached = false;
   // Restarts after its process dies (0: the first death is final).
   int max_restarts = 0;
   // Times a call running when the process died is run again on the restarted actor.
@@ -252,6 +257,11 @@ class ActorCreator {
     options_.name = std::move(name);
     return *this;
   }
+  // See ActorOptions::detached.
+  ActorCreator& Detached() {
+    options_.detached = true;
+    return *this;
+  }
   ActorCreator& MaxRestarts(int n) {
     options_.max_restarts = n;
     return *this;
@@ -318,9 +328,10 @@ absl::Status Kill(const ActorHandle<T>& handle) {
 }
 
 // The live actor named `name`: one this driver created, else one another driver of the cluster
-// published in the head's KV (calls then go straight to its process on a stream of this driver's;
-// restarts are not followed: call GetActor again; Kill only detaches). NotFound when none;
-// InvalidArgument when it is of another class.
+// registered in the head's actor directory (calls then go straight to its process on a stream of
+// this driver's; restarts are not followed: call GetActor again; Kill only detaches). NotFound
+// when none; Unavailable while the other driver's actor has no process up (starting or
+// restarting: try again); InvalidArgument when it is of another class.
 template <typename T>
 absl::StatusOr<ActorHandle<T>> GetActor(const std::string& name) {
   auto id = internal::FindNamedActor(name, typeid(T).name());

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "api/submitter_test_fakes.h"
 #include "api/task_submitter.h"
 
@@ -188,6 +189,37 @@ TEST_F(ActorSubmitterTest, ALeaseThatCannotBeGrantedKillsTheActor) {
   submitter_.LeaseFailed(shape_.key, absl::ResourceExhaustedError("infeasible: no GPU"), true);
   EXPECT_THAT(std::string(outcomes_.at(a).status().message()),
               HasSubstr("is dead: its worker could not start: infeasible"));
+}
+
+// What the driver tells the head's actor directory: each restart, then the one death.
+TEST_F(ActorSubmitterTest, TheObserverHearsEachRestartAndTheDeathOnce) {
+  std::vector<std::string> heard;
+  submitter_.SetActorObserver([&](const std::string& key, const ActorChange& change) {
+    heard.push_back(absl::StrCat(key, " ",
+                                 change.kind == ActorChange::Kind::kDead ? "dead" : "restarting",
+                                 " ", change.restarts, ": ", change.cause));
+  });
+  Create(/*max_restarts=*/1, /*max_task_retries=*/0);
+  auto [h1, c1] = AddWorker();
+  submitter_.WorkerDied(h1, "killed by signal 9 (SIGKILL)");
+  auto [h2, c2] = AddWorker();
+  submitter_.WorkerDied(h2, "exited with code 3");
+  submitter_.KillActor(shape_.key);  // dead already: nothing more to hear
+  EXPECT_THAT(heard, ::testing::ElementsAre(
+                         "actor:1|CPU=1| restarting 1: killed by signal 9 (SIGKILL)",
+                         "actor:1|CPU=1| dead 1: its process died (exited with code 3) and it was "
+                         "restarted 1 times (max_restarts 1)"));
+}
+
+TEST_F(ActorSubmitterTest, TheObserverHearsAKill) {
+  std::vector<std::string> causes;
+  submitter_.SetActorObserver(
+      [&](const std::string&, const ActorChange& change) { causes.push_back(change.cause); });
+  Create(5, 5);
+  auto [h, channel] = AddWorker();
+  submitter_.KillActor(shape_.key);
+  submitter_.WorkerDied(h, "exited with code 0");
+  EXPECT_THAT(causes, ::testing::ElementsAre("killed by tessera::Kill"));
 }
 
 }  // namespace

@@ -4,9 +4,9 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "api/node_affinity.h"
 #include "api/object_location.h"
 #include "api/owner_service.h"
@@ -34,9 +34,6 @@ class OwnedReference final : public internal::LocalReference {
   std::shared_ptr<ObjectTable> table_;
   ObjectId id_;
 };
-
-// Where a named actor's owner publishes "<id>\n<worker address>\n<class>" for other drivers.
-constexpr char kActorKvPrefix[] = "tessera/actor/";
 
 // This driver's node: the one whose agent it leases through (`agent_address`), else the first
 // live agent of this host's state folder (as WorkerLeases picks it). "" when there is none.
@@ -131,9 +128,17 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
   runtime->token_ = *token;
   if (!head_address.empty()) runtime->head_ = v1::Head::NewStub(rpc::MakeChannel(head_address));
   DriverRuntime* runtime_ptr = runtime.get();
-  leases.on_worker_ready = [runtime_ptr](const std::string& key, const std::string& address) {
-    runtime_ptr->OnWorkerReady(key, address);
+  leases.on_worker_ready = [runtime_ptr](const std::string& key, const std::string& address,
+                                         const std::string& node_id) {
+    runtime_ptr->OnWorkerReady(key, address, node_id);
   };
+  if (runtime->head_ != nullptr) {
+    runtime->directory_ = std::make_unique<ActorDirectoryClient>(runtime->head_.get(), *token);
+  }
+  runtime->submitter_->SetActorObserver(
+      [runtime_ptr](const std::string& key, const ActorChange& change) {
+        runtime_ptr->OnActorChanged(key, change);
+      });
   if (leases.agent_address.empty() && head_address.empty() &&
       cli::NodeIdsInStateFolder(state).empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -162,7 +167,9 @@ void DriverRuntime::Shutdown() {
   if (!reaper_.joinable()) return;
   stop_reaper_.Notify();
   reaper_.join();
-  // What this driver reserved is released first (the head hears it exited).
+  // What the head should know of this driver's named actors is sent before it hears the driver
+  // exited; then what this driver reserved is released, and its actors not detached die.
+  if (directory_ != nullptr) directory_->Stop();
   if (keepalive_ != nullptr) keepalive_->Stop();
   submitter_->Shutdown();
   leases_->Shutdown();
@@ -456,16 +463,32 @@ absl::StatusOr<std::string> DriverRuntime::CreateActor(internal::AnyFunction fac
   LeaseShape actor_shape = *shape;
   actor_shape.key = absl::StrCat("actor:", id, "|", shape->key);
   actor_shape.env = options.env;
+  ActorEntry entry{actor_shape.key, options.name, type_name};
+  entry.owner = options.detached ? "" : driver_id();
   {
     absl::MutexLock lock(&actors_mu_);
     if (!options.name.empty()) {
       if (actor_names_.count(options.name) > 0) {
-        return absl::AlreadyExistsError(
-            absl::StrCat("an actor named ", Quote(options.name), " already exists"));
+        return absl::AlreadyExistsError(absl::StrCat("an actor named ", Quote(options.name),
+                                                     " already exists in this driver (actor ",
+                                                     actor_names_[options.name], ")"));
       }
       actor_names_[options.name] = id;
     }
-    actors_[id] = ActorEntry{actor_shape.key, options.name, type_name};
+    actors_[id] = entry;
+  }
+  if (!options.name.empty() && directory_ != nullptr) {
+    // The head holds the cluster's names: a name another live actor holds fails the create
+    // here, before any worker is asked for.
+    auto registered = directory_->Create(DirectoryRecord(id, entry, v1::ACTOR_STATE_PENDING));
+    if (!registered.ok()) {
+      absl::MutexLock lock(&actors_mu_);
+      actor_names_.erase(options.name);
+      actors_.erase(id);
+      return absl::Status(registered.status().code(),
+                          absl::StrCat("actor ", Quote(options.name), ": ",
+                                       registered.status().message()));
+    }
   }
   submitter_->CreateActor(actor_shape, std::move(actor), std::move(constructor));
   return id;
@@ -510,7 +533,7 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
 
 absl::Status DriverRuntime::KillActor(const std::string& actor_id) {
   std::string shape_key;
-  std::string name;
+  bool named_here = false;
   {
     absl::MutexLock lock(&actors_mu_);
     auto it = actors_.find(actor_id);
@@ -520,17 +543,12 @@ absl::Status DriverRuntime::KillActor(const std::string& actor_id) {
     shape_key = it->second.shape_key;
     // Its name is free again; calls through existing handles fail "is dead".
     if (!it->second.name.empty()) actor_names_.erase(it->second.name);
-    name = it->second.attached ? "" : it->second.name;
+    named_here = !it->second.attached && !it->second.name.empty();
   }
+  // Its death reaches the head through OnActorChanged; waiting for it frees the name cluster-wide
+  // before Kill returns.
   submitter_->KillActor(shape_key);
-  if (!name.empty() && head_ != nullptr) {
-    v1::KvDeleteRequest request;
-    request.set_key(absl::StrCat(kActorKvPrefix, name));
-    v1::KvDeleteResponse response;
-    grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, token_, absl::Seconds(5));
-    (void)head_->KvDelete(&context, request, &response);  // best effort: a stale entry fails to attach
-  }
+  if (named_here && directory_ != nullptr) directory_->Flush();
   return absl::OkStatus();
 }
 
@@ -550,49 +568,74 @@ absl::StatusOr<std::string> DriverRuntime::FindNamedActor(const std::string& nam
   return AttachNamedActor(name, type_name);
 }
 
-void DriverRuntime::OnWorkerReady(const std::string& shape_key, const std::string& address) {
-  std::string value;
-  std::string name;
-  {
-    absl::MutexLock lock(&actors_mu_);
-    for (const auto& [id, entry] : actors_) {
-      if (entry.shape_key != shape_key || entry.name.empty() || entry.attached) continue;
-      name = entry.name;
-      value = absl::StrCat(id, "\n", address, "\n", entry.type_name);
+v1::ActorInfo DriverRuntime::DirectoryRecord(const std::string& id, const ActorEntry& entry,
+                                             v1::ActorState state) const {
+  v1::ActorInfo info;
+  info.set_actor_id(id);
+  info.set_name(entry.name);
+  info.set_class_name(entry.type_name);
+  info.set_owner(entry.owner);
+  info.set_state(state);
+  info.set_restarts(entry.restarts);
+  return info;
+}
+
+void DriverRuntime::OnWorkerReady(const std::string& shape_key, const std::string& address,
+                                  const std::string& node_id) {
+  if (directory_ == nullptr) return;
+  absl::MutexLock lock(&actors_mu_);
+  for (const auto& [id, entry] : actors_) {
+    if (entry.shape_key != shape_key || entry.name.empty() || entry.attached) continue;
+    // On every (re)start, so another driver finds the actor's current process.
+    v1::ActorInfo alive = DirectoryRecord(id, entry, v1::ACTOR_STATE_ALIVE);
+    alive.set_address(address);
+    alive.set_node_id(node_id);
+    directory_->Update(std::move(alive));
+  }
+}
+
+void DriverRuntime::OnActorChanged(const std::string& shape_key, const ActorChange& change) {
+  absl::MutexLock lock(&actors_mu_);
+  for (auto& [id, entry] : actors_) {
+    if (entry.shape_key != shape_key || entry.attached) continue;
+    entry.restarts = change.restarts;
+    if (entry.name.empty()) continue;
+    if (change.kind == ActorChange::Kind::kDead) {
+      // Its name is free again, here and (once the queue is sent) in the cluster.
+      auto named = actor_names_.find(entry.name);
+      if (named != actor_names_.end() && named->second == id) actor_names_.erase(named);
+      if (directory_ != nullptr) directory_->Died(id, change.cause);
+    } else if (directory_ != nullptr) {
+      directory_->Update(DirectoryRecord(id, entry, v1::ACTOR_STATE_RESTARTING));
     }
   }
-  if (name.empty() || head_ == nullptr) return;
-  // Published on every (re)start, so another driver finds the actor's current process.
-  v1::KvPutRequest request;
-  request.set_key(absl::StrCat(kActorKvPrefix, name));
-  request.set_value(value);
-  request.set_overwrite(true);
-  v1::KvPutResponse response;
-  grpc::ClientContext context;
-  rpc::ConfigureClientContext(&context, token_, absl::Seconds(5));
-  (void)head_->KvPut(&context, request, &response);  // best effort: lookups elsewhere fail NotFound
 }
 
 absl::StatusOr<std::string> DriverRuntime::AttachNamedActor(const std::string& name,
                                                             const char* type_name) {
   const absl::Status not_found = absl::NotFoundError(absl::StrCat("no live actor named ", Quote(name)));
-  if (head_ == nullptr) return not_found;
-  v1::KvGetRequest request;
-  request.set_key(absl::StrCat(kActorKvPrefix, name));
-  v1::KvGetResponse response;
-  grpc::ClientContext context;
-  rpc::ConfigureClientContext(&context, token_, absl::Seconds(5));
-  grpc::Status got = head_->KvGet(&context, request, &response);
-  if (!got.ok() || !response.found()) return not_found;
-  std::vector<std::string> parts = absl::StrSplit(response.value(), '\n');
-  if (parts.size() != 3) return not_found;
-  const std::string& id = parts[0];
-  if (parts[2] != type_name) {
+  if (directory_ == nullptr) return not_found;
+  absl::StatusOr<v1::ActorInfo> found = directory_->Get(name, "");
+  if (absl::IsNotFound(found.status())) return not_found;
+  if (!found.ok()) {
+    return absl::Status(found.status().code(),
+                        absl::StrCat("cannot look up the actor named ", Quote(name),
+                                     " at the head: ", found.status().message()));
+  }
+  if (found->class_name() != type_name) {
     return absl::InvalidArgumentError(
         absl::StrCat("the actor named ", Quote(name), " is of another class"));
   }
+  if (found->state() != v1::ACTOR_STATE_ALIVE || found->address().empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        "the actor named ", Quote(name), " is ",
+        absl::AsciiStrToLower(v1::ActorState_Name(found->state()).substr(sizeof("ACTOR_STATE_") - 1)),
+        ": its process is not up yet; try again"));
+  }
+  const std::string id = found->actor_id();
+  const std::string address = found->address();
   LeaseShape shape;
-  shape.key = absl::StrCat("attached:", id, "@", parts[1]);
+  shape.key = absl::StrCat("attached:", id, "@", address);
   {
     absl::MutexLock lock(&actors_mu_);
     auto it = actors_.find(id);
@@ -601,7 +644,6 @@ absl::StatusOr<std::string> DriverRuntime::AttachNamedActor(const std::string& n
   }
   const WorkerHandle handle = submitter_->NewHandle();
   TaskSubmitter* submitter = submitter_.get();
-  const std::string address = parts[1];
   auto channel = GrpcWorkerChannel::Start(
       rpc::MakeChannel(address), token_,
       [submitter, handle](const v1::TaskResultBatch& results) {

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "api/actor_directory_client.h"
 #include "api/driver_keepalive.h"
 #include "api/object_node_store.h"
 #include "api/object_table.h"
@@ -88,12 +89,24 @@ class DriverRuntime {
     std::string shape_key;
     std::string name;
     std::string type_name;
-    bool attached = false;  // owned by another driver, found by name through the head's KV
+    bool attached = false;  // owned by another driver, found by name in the head's directory
+    std::string owner;      // at the head: this driver's id, "" when detached
+    int restarts = 0;
   };
-  void OnWorkerReady(const std::string& shape_key, const std::string& address);
+  // The head's record of a named actor of this driver, in `state`.
+  v1::ActorInfo DirectoryRecord(const std::string& id, const ActorEntry& entry,
+                                v1::ActorState state) const;
+  // A worker of `shape_key` is up: a named actor of this driver is alive there.
+  void OnWorkerReady(const std::string& shape_key, const std::string& address,
+                     const std::string& node_id);
+  // The submitter's actor observer (under its mutex: only queues): a named actor of this driver
+  // restarts or is dead.
+  void OnActorChanged(const std::string& shape_key, const ActorChange& change);
   absl::StatusOr<std::string> AttachNamedActor(const std::string& name, const char* type_name);
   std::string token_;
   std::unique_ptr<v1::Head::Stub> head_;
+  // Named actors at the head; nullptr without a head (names are then this driver's only).
+  std::unique_ptr<ActorDirectoryClient> directory_;
   absl::Mutex attached_mu_;
   std::vector<std::shared_ptr<GrpcWorkerChannel>> attached_ ABSL_GUARDED_BY(attached_mu_);
   absl::Mutex actors_mu_;

@@ -6,10 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/string_util.h"
 #include "cli/list_pages.h"
 #include "cli/state_folder.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
+#include "rpc/state_names.h"
 #include "rpc/status_conversion.h"
 
 namespace tessera::api {
@@ -187,7 +189,8 @@ void NodeObjectStore::Delete(const ObjectId& id, const v1::StoredObject& where) 
   }
 }
 
-absl::StatusOr<std::string> NodeObjectStore::NodeState(const std::string& node_id) {
+absl::StatusOr<std::optional<v1::NodeState>> NodeObjectStore::HeadNodeState(
+    const std::string& node_id) {
   v1::Head::Stub* head = nullptr;
   {
     absl::MutexLock lock(&mu_);
@@ -201,7 +204,7 @@ absl::StatusOr<std::string> NodeObjectStore::NodeState(const std::string& node_i
   for (const v1::NodeInfo& node : response.nodes()) {
     if (node.node().node_id() == node_id) return node.state();
   }
-  return std::string();
+  return std::nullopt;
 }
 
 absl::Status NodeObjectStore::CheckLost(const ObjectId& id, const v1::StoredObject& where,
@@ -209,11 +212,13 @@ absl::Status NodeObjectStore::CheckLost(const ObjectId& id, const v1::StoredObje
   if (options_.head_address.empty()) return absl::OkStatus();
   const absl::Time until = std::min(deadline, absl::Now() + options_.lost_verdict_wait);
   while (true) {
-    auto state = NodeState(where.node_id());
-    if (state.ok() && (*state == "DEAD" || state->empty())) {
+    auto state = HeadNodeState(where.node_id());
+    if (state.ok() && (*state == v1::NODE_STATE_DEAD || !state->has_value())) {
       return absl::NotFoundError(absl::StrCat(
           "object ", id.Hex(), " is lost: node ", where.node_id(), " died (",
-          state->empty() ? "the head no longer knows it" : "the head marked it DEAD",
+          !state->has_value()
+              ? "the head no longer knows it"
+              : absl::StrCat("the head marked it ", ToAbsl(rpc::NodeStateName(**state))),
           why.ok() ? "" : absl::StrCat("; reaching it: ", why.message()), ")"));
     }
     // Only a holder that could not be reached is worth waiting on; one that answered is alive.

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -82,8 +83,8 @@ class NodeObjectStore {
   absl::StatusOr<ObjectStoreClient*> Local() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<internal::SerializedValue> ReadLocal(const ObjectId& id);
   absl::Status Pull(const ObjectId& id, const v1::StoredObject& where, absl::Time deadline);
-  // The head's state of `node_id` ("ALIVE", "DEAD", ...; "" unknown to it).
-  absl::StatusOr<std::string> NodeState(const std::string& node_id);
+  // The head's state of `node_id`; nullopt when the head does not know it.
+  absl::StatusOr<std::optional<v1::NodeState>> HeadNodeState(const std::string& node_id);
 
   const NodeObjectStoreOptions options_;
   absl::Mutex mu_;

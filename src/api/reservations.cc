@@ -14,6 +14,7 @@
 #include "cli/reservation_calls.h"
 #include "resources/resource_set.h"
 #include "rpc/proto_convert.h"
+#include "rpc/state_names.h"
 #include "scheduling/placement_group_spec.h"
 #include "tessera/placement_group.h"
 
@@ -33,16 +34,22 @@ absl::StatusOr<std::unique_ptr<cli::ClusterClient>> Connect() {
   return cli::ClusterClient::Connect(*options);
 }
 
-// The error for a reservation the head did not grant, after it was withdrawn.
-absl::Status NotGranted(std::string_view what, const std::string& name, const std::string& state,
-                        const std::string& explanation, absl::Duration timeout) {
+// Why the head did not grant a reservation.
+enum class Refusal { kInfeasible, kNotYet };
+
+// The error for a reservation the head did not grant, after it was withdrawn; `state` is the word
+// of the state it was left in.
+absl::Status NotGranted(std::string_view what, const std::string& name, Refusal refusal,
+                        std::string_view state, const std::string& explanation,
+                        absl::Duration timeout) {
   const std::string why = explanation.empty() ? "" : absl::StrCat(": ", explanation);
-  if (state == "INFEASIBLE") {
+  if (refusal == Refusal::kInfeasible) {
     return absl::ResourceExhaustedError(
         absl::StrCat(ToAbsl(what), " ", name, " can never be placed on this cluster", why));
   }
-  return absl::DeadlineExceededError(absl::StrCat(ToAbsl(what), " ", name, " is still ", state,
-                                                  " after ", absl::FormatDuration(timeout), why));
+  return absl::DeadlineExceededError(absl::StrCat(ToAbsl(what), " ", name, " is still ",
+                                                  ToAbsl(state), " after ",
+                                                  absl::FormatDuration(timeout), why));
 }
 
 absl::Status CheckName(std::string_view what, const std::string& name) {
@@ -157,9 +164,13 @@ absl::StatusOr<PlacementGroup> CreatePlacementGroup(const PlacementGroupOptions&
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, api::Connect());
   TESSERA_ASSIGN_OR_RETURN(v1::PlacementGroupInfo info,
                            cli::CreatePlacementGroupAndWait(*client, request, options.timeout));
-  if (info.state() != "CREATED") {
+  if (info.state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
     (void)cli::RemovePlacementGroupNamed(*client, options.name);  // withdrawn: nothing is left
-    return api::NotGranted("placement group", options.name, info.state(), info.explanation(),
+    return api::NotGranted("placement group", options.name,
+                           info.state() == v1::PLACEMENT_GROUP_STATE_INFEASIBLE
+                               ? api::Refusal::kInfeasible
+                               : api::Refusal::kNotYet,
+                           rpc::PlacementGroupStateName(info.state()), info.explanation(),
                            options.timeout);
   }
   PlacementGroup group;
@@ -184,9 +195,13 @@ absl::StatusOr<SliceReservation> ReserveSlices(const SliceOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, api::Connect());
   TESSERA_ASSIGN_OR_RETURN(v1::SliceGroupInfo info,
                            cli::ReserveSlicesAndWait(*client, request, options.timeout));
-  if (info.state() != "RESERVED") {
+  if (info.state() != v1::SLICE_GROUP_STATE_RESERVED) {
     (void)cli::ReleaseSlicesNamed(*client, options.name);  // withdrawn: nothing is left
-    return api::NotGranted("slice reservation", options.name, info.state(), info.explanation(),
+    return api::NotGranted("slice reservation", options.name,
+                           info.state() == v1::SLICE_GROUP_STATE_INFEASIBLE
+                               ? api::Refusal::kInfeasible
+                               : api::Refusal::kNotYet,
+                           rpc::SliceGroupStateName(info.state()), info.explanation(),
                            options.timeout);
   }
   SliceReservation reservation;

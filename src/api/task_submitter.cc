@@ -420,8 +420,12 @@ void TaskSubmitter::KillActor(const std::string& shape_key) {
 
 void TaskSubmitter::ActorDeadLocked(Shape& shape, const std::string& cause,
                                     std::vector<Outcome>& out) {
+  const bool was_dead = shape.dead;
   shape.dead = true;
   shape.death = cause;
+  if (!was_dead && actor_observer_) {
+    actor_observer_(shape.shape.key, ActorChange{ActorChange::Kind::kDead, shape.restarts, cause});
+  }
   const absl::Status dead =
       absl::UnavailableError(absl::StrCat(shape.actor_spec.display, " is dead: ", cause));
   for (QueuedTask& task : shape.queue) {
@@ -456,6 +460,10 @@ void TaskSubmitter::ActorWorkerDiedLocked(Shape& shape, Worker& worker, const st
     return;
   }
   ++shape.restarts;
+  if (actor_observer_) {
+    actor_observer_(shape.shape.key,
+                    ActorChange{ActorChange::Kind::kRestarting, shape.restarts, cause});
+  }
   std::vector<QueuedTask> retry;
   QueuedTask constructor = shape.constructor;
   constructor.spec.set_attempt(shape.restarts);

@@ -11,9 +11,9 @@
 // queue until each has used max_retries, then fail naming the exit cause. Each task's result is
 // delivered once; later copies are counted, never delivered.
 //
-// Threading: thread-safe (one mutex). Calls into the LeaseSource and the WorkerChannels are made
-// under that mutex and must not block or call back into the submitter on the same thread; result
-// callbacks run outside it.
+// Threading: thread-safe (one mutex). Calls into the LeaseSource, the WorkerChannels and the
+// actor observer are made under that mutex and must not block or call back into the submitter on
+// the same thread; result callbacks run outside it.
 #pragma once
 
 #include <atomic>
@@ -60,6 +60,17 @@ struct ActorSpec {
   int max_task_retries = 0;
 };
 
+// What became of an actor's process, told to the submitter's actor observer.
+struct ActorChange {
+  enum class Kind { kRestarting, kDead };
+  Kind kind = Kind::kDead;
+  int restarts = 0;   // restarts so far (this one included, when restarting)
+  std::string cause;  // why its process died (restarting), or why the actor is dead
+};
+// Called under the submitter's mutex, in the order the changes happen: must not block or call
+// back into the submitter.
+using ActorObserver = std::function<void(const std::string& shape_key, const ActorChange& change)>;
+
 // A leased worker as the submitter sees it.
 class WorkerChannel {
  public:
@@ -99,6 +110,8 @@ class TaskSubmitter {
 
   // Set once before the first Submit (the lease source may need the submitter to exist first).
   void SetLeaseSource(LeaseSource* leases) { leases_ = leases; }
+  // Set once before the first CreateActor: hears each restart and the death of every actor.
+  void SetActorObserver(ActorObserver observer) { actor_observer_ = std::move(observer); }
 
   void Submit(const LeaseShape& shape, QueuedTask task);
 
@@ -180,6 +193,7 @@ class TaskSubmitter {
   const SubmitterOptions options_;
   LeaseSource* leases_;
   const DeliverFn deliver_;
+  ActorObserver actor_observer_;
 
   mutable absl::Mutex mu_;
   std::map<std::string, Shape> shapes_ ABSL_GUARDED_BY(mu_);

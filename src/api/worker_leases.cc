@@ -156,7 +156,7 @@ void WorkerLeases::CutWatchesOnDeadNodes() {
   if (!nodes.ok()) return;  // next time
   std::set<std::string> dead;
   for (const v1::NodeInfo& node : nodes->nodes()) {
-    if (node.state() == "DEAD") dead.insert(node.node().node_id());
+    if (node.state() == v1::NODE_STATE_DEAD) dead.insert(node.node().node_id());
   }
   if (dead.empty()) return;
   absl::MutexLock lock(&mu_);
@@ -478,7 +478,7 @@ v1::WorkerReadyReply WorkerLeases::WorkerReady(const v1::WorkerReadyRequest& req
     it->second.handle = handle;
   }
   if (submitter_->AddWorker(leased.shape_key, handle, channel) && options_.on_worker_ready) {
-    options_.on_worker_ready(leased.shape_key, request.address());
+    options_.on_worker_ready(leased.shape_key, request.address(), grant.node_id());
   }
   reply.set_accepted(true);
   return reply;

@@ -45,9 +45,12 @@ struct WorkerLeasesOptions {
   absl::Duration ready_timeout = absl::Seconds(30);
   // How often the head is asked for dead nodes while workers are held (with a head).
   absl::Duration node_check_interval = absl::Seconds(1);
-  // Called once a leased worker of `shape_key` is handed to the submitter (actors publish their
-  // address for other drivers with it). Runs on the Owner service's thread; must not block long.
-  std::function<void(const std::string& shape_key, const std::string& address)> on_worker_ready;
+  // Called once a leased worker of `shape_key` is handed to the submitter, with its address and
+  // node (named actors are registered alive there for other drivers). Runs on the Owner
+  // service's thread; must not block long.
+  std::function<void(const std::string& shape_key, const std::string& address,
+                     const std::string& node_id)>
+      on_worker_ready;
 };
 
 class WorkerLeases final : public LeaseSource {

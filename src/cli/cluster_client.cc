@@ -201,7 +201,7 @@ ClusterClient::ListWorkersEverywhere(std::vector<std::string>& unreachable) {
   TESSERA_ASSIGN_OR_RETURN(tessera::v1::ListNodesResponse nodes, ListNodes());
   std::vector<tessera::v1::ListWorkersResponse> out;
   for (const tessera::v1::NodeInfo& info : nodes.nodes()) {
-    if (info.state() == "DEAD") continue;
+    if (info.state() == tessera::v1::NODE_STATE_DEAD) continue;
     const std::string& address = info.node().address();
     tessera::v1::ListWorkersResponse response;
     // A node that is down must not hold the whole listing up: no retries, a short deadline.

@@ -27,7 +27,8 @@ std::string DevicesText(const tessera::v1::Allocation& allocation);
 std::string LabelsText(const google::protobuf::Map<std::string, std::string>& labels);
 
 // A protocol message as JSON, with the .proto field names (int64 values are strings, as the
-// proto JSON mapping writes them).
+// proto JSON mapping writes them). The head's states are the words people see ("ALIVE",
+// "CREATED", "pending"; rpc/state_names.h), not the enum value names.
 nlohmann::ordered_json MessageJson(const google::protobuf::Message& message);
 
 // Splits "a;b;c" on ';' and trims each piece; empty text is no pieces.

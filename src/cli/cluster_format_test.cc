@@ -57,13 +57,51 @@ TEST(ClusterFormatTest, MessageJsonUsesProtoFieldNames) {
   const auto json = MessageJson(job);
   EXPECT_EQ(json["job_id"], "job-1");
   EXPECT_EQ(json["exit_reason"], "exited with code 3");
-  EXPECT_EQ(json["state"], "");  // primitive fields are always present
+  EXPECT_EQ(json["state"], "UNKNOWN");  // primitive fields are always present
+}
+
+// Scripts and the docs read the words people see, not the proto enum names ("NODE_STATE_ALIVE").
+TEST(ClusterFormatTest, MessageJsonWritesTheHeadsStatesAsTheirWords) {
+  tessera::v1::ClusterStatus status;
+  status.add_nodes()->set_state(tessera::v1::NODE_STATE_ALIVE);
+  status.add_nodes()->set_state(tessera::v1::NODE_STATE_DEAD);
+  status.add_placement_groups()->set_state(tessera::v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
+  status.mutable_slices()->add_groups()->set_state(tessera::v1::SLICE_GROUP_STATE_BROKEN);
+  status.add_demand()->set_status(tessera::v1::DEMAND_STATUS_INFEASIBLE);
+  const auto json = MessageJson(status);
+  EXPECT_EQ(json["nodes"][0]["state"], "ALIVE");
+  EXPECT_EQ(json["nodes"][1]["state"], "DEAD");
+  EXPECT_EQ(json["placement_groups"][0]["state"], "RESCHEDULING");
+  EXPECT_EQ(json["slices"]["groups"][0]["state"], "BROKEN");
+  EXPECT_EQ(json["demand"][0]["status"], "infeasible");
+
+  tessera::v1::ListJobsResponse jobs;
+  jobs.add_jobs()->set_state(tessera::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(MessageJson(jobs)["jobs"][0]["state"], "SUCCEEDED");
+  tessera::v1::PickNodeResponse picked;
+  picked.set_status(tessera::v1::PICK_STATUS_PLACED);
+  EXPECT_EQ(MessageJson(picked)["status"], "placed");
+}
+
+TEST(ClusterViewsTest, StatusTextCountsNodesAndNamesDemandInWords) {
+  tessera::v1::ClusterStatus status;
+  status.add_nodes()->set_state(tessera::v1::NODE_STATE_ALIVE);
+  status.add_nodes()->set_state(tessera::v1::NODE_STATE_ALIVE);
+  status.add_nodes()->set_state(tessera::v1::NODE_STATE_DEAD);
+  tessera::v1::Demand* demand = status.add_demand();
+  demand->set_kind("placement group");
+  demand->set_name("g");
+  demand->set_status(tessera::v1::DEMAND_STATUS_PENDING);
+  demand->set_explanation("no room");
+  const std::string text = StatusText(status, "head:1");
+  EXPECT_THAT(text, HasSubstr("Nodes: 2 ALIVE, 1 DEAD\n"));
+  EXPECT_THAT(text, HasSubstr("  placement group g: pending: no room\n"));
 }
 
 TEST(ClusterViewsTest, NodesTableHidesMarkerResources) {
   tessera::v1::ListNodesResponse nodes;
   auto* n = nodes.add_nodes();
-  n->set_state("ALIVE");
+  n->set_state(tessera::v1::NODE_STATE_ALIVE);
   n->mutable_node()->set_node_id("v6e-0-w0");
   (*n->mutable_node()->mutable_labels())["tessera.io/tpu-slice-name"] = "v6e-0";
   *n->mutable_node()->mutable_resources() =
@@ -71,6 +109,7 @@ TEST(ClusterViewsTest, NodesTableHidesMarkerResources) {
            {"accelerator_type:TPU-V6E", 10000}});
   *n->mutable_available() = Res({{"TPU", 0}});
   const std::string table = NodesTable(nodes);
+  EXPECT_THAT(table, HasSubstr("ALIVE"));
   EXPECT_THAT(table, HasSubstr("TPU 4/4"));
   EXPECT_THAT(table, ::testing::Not(HasSubstr("head")));
   EXPECT_THAT(table, ::testing::Not(HasSubstr("accelerator_type")));
@@ -80,7 +119,7 @@ TEST(ClusterViewsTest, PlacementGroupTextShowsEveryBundle) {
   tessera::v1::PlacementGroupInfo g;
   g.set_name("g");
   g.set_id("pg-1");
-  g.set_state("PENDING");
+  g.set_state(tessera::v1::PLACEMENT_GROUP_STATE_PENDING);
   g.set_strategy("STRICT_SPREAD");
   g.set_explanation("only 2 nodes have CPU=1 free");
   g.add_bundles()->set_index(0);

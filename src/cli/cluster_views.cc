@@ -8,6 +8,7 @@
 #include "cli/cluster_format.h"
 #include "cli/text_table.h"
 #include "hardware/node_label_keys.h"
+#include "rpc/state_names.h"
 
 namespace tessera::cli {
 namespace {
@@ -53,7 +54,7 @@ std::string NodesTable(const tessera::v1::ListNodesResponse& nodes) {
   for (const tessera::v1::NodeInfo& info : nodes.nodes()) {
     const tessera::v1::NodeDescription& node = info.node();
     const std::set<std::string> slice = {Label(node, std::string(labels::kTpuSliceName))};
-    table.AddRow({node.node_id(), info.state(), node.address(),
+    table.AddRow({node.node_id(), std::string(rpc::NodeStateName(info.state())), node.address(),
                   OrDash(Label(node, std::string(labels::kAcceleratorType))),
                   UsageText(WithoutMarkers(info.available(), slice),
                             WithoutMarkers(node.resources(), slice)),
@@ -72,7 +73,8 @@ std::string BundleNodesText(const tessera::v1::PlacementGroupInfo& group) {
 
 std::string PlacementGroupText(const tessera::v1::PlacementGroupInfo& group) {
   std::string out = absl::StrCat("Placement group ", group.name(), " (", group.id(), "): ",
-                                 group.state(), ", ", group.strategy());
+                                 std::string(rpc::PlacementGroupStateName(group.state())), ", ",
+                                 group.strategy());
   if (group.option() > 0) absl::StrAppend(&out, ", fallback option ", group.option());
   absl::StrAppend(&out, "\n");
   for (const tessera::v1::BundleLocation& b : group.bundles()) {
@@ -93,15 +95,15 @@ std::string PlacementGroupText(const tessera::v1::PlacementGroupInfo& group) {
 std::string PlacementGroupsTable(const tessera::v1::ListPlacementGroupsResponse& groups) {
   TextTable table({"NAME", "ID", "STATE", "STRATEGY", "BUNDLES", "EXPLANATION"});
   for (const tessera::v1::PlacementGroupInfo& g : groups.groups()) {
-    table.AddRow({g.name(), g.id(), g.state(), g.strategy(), BundleNodesText(g),
-                  g.explanation()});
+    table.AddRow({g.name(), g.id(), std::string(rpc::PlacementGroupStateName(g.state())),
+                  g.strategy(), BundleNodesText(g), g.explanation()});
   }
   return table.Render(0);
 }
 
 std::string SliceGroupText(const tessera::v1::SliceGroupInfo& group) {
   std::string out = absl::StrCat("Slice reservation ", group.name(), " (", group.id(), "): ",
-                                 group.state());
+                                 std::string(rpc::SliceGroupStateName(group.state())));
   if (group.alternative() > 0) absl::StrAppend(&out, ", alternative ", group.alternative());
   if (!group.domains().empty()) {
     absl::StrAppend(&out, ", ", absl::StrJoin(group.domains(), ", "));
@@ -130,7 +132,8 @@ std::string SlicesTables(const tessera::v1::ListSlicesResponse& slices) {
   if (!slices.groups().empty()) {
     TextTable groups({"RESERVATION", "ID", "STATE", "DOMAINS", "HOSTS", "EXPLANATION"});
     for (const auto& g : slices.groups()) {
-      groups.AddRow({g.name(), g.id(), g.state(), OrDash(absl::StrJoin(g.domains(), ",")),
+      groups.AddRow({g.name(), g.id(), std::string(rpc::SliceGroupStateName(g.state())),
+                     OrDash(absl::StrJoin(g.domains(), ",")),
                      absl::StrCat(g.hosts_size()), g.explanation()});
     }
     absl::StrAppend(&out, "\n", groups.Render(0));
@@ -141,7 +144,8 @@ std::string SlicesTables(const tessera::v1::ListSlicesResponse& slices) {
 std::string JobsTable(const tessera::v1::ListJobsResponse& jobs) {
   TextTable table({"JOB", "STATE", "NODE", "WORKER", "EXIT", "COMMAND"});
   for (const tessera::v1::JobInfo& j : jobs.jobs()) {
-    table.AddRow({j.job_id(), j.state(), OrDash(j.node_id()), OrDash(j.worker_id()),
+    table.AddRow({j.job_id(), std::string(rpc::JobStateName(j.state())), OrDash(j.node_id()),
+                  OrDash(j.worker_id()),
                   OrDash(j.exit_reason()), CommandText(j.argv())});
   }
   return table.Render(0);
@@ -165,8 +169,8 @@ std::string WorkersTable(const std::vector<tessera::v1::ListWorkersResponse>& pe
 
 std::string StatusText(const tessera::v1::ClusterStatus& status,
                        const std::string& head_address) {
-  std::map<std::string, int> by_state;
-  for (const auto& n : status.nodes()) ++by_state[n.state()];
+  std::map<std::string, int> by_state;  // by word, so the counts read in the order they did
+  for (const auto& n : status.nodes()) ++by_state[std::string(rpc::NodeStateName(n.state()))];
   std::vector<std::string> counts;
   for (const auto& [state, count] : by_state) {
     counts.push_back(absl::StrCat(count, " ", state));
@@ -212,7 +216,8 @@ std::string StatusText(const tessera::v1::ClusterStatus& status,
   absl::StrAppend(&out, "\nDemand:\n");
   if (status.demand().empty()) absl::StrAppend(&out, "  nothing pending or infeasible\n");
   for (const tessera::v1::Demand& d : status.demand()) {
-    absl::StrAppend(&out, "  ", d.kind(), " ", d.name(), ": ", d.status(),
+    absl::StrAppend(&out, "  ", d.kind(), " ", d.name(), ": ",
+                    std::string(rpc::DemandStatusName(d.status())),
                     d.explanation().empty() ? "" : ": ", d.explanation(), "\n");
   }
   if (!status.events().empty()) {

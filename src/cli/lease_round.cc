@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "rpc/state_names.h"
+
 namespace tessera::cli {
 
 absl::StatusOr<LeaseRoundOutcome> RunLeaseRound(tessera::v1::LeaseRequest lease,
@@ -13,7 +15,7 @@ absl::StatusOr<LeaseRoundOutcome> RunLeaseRound(tessera::v1::LeaseRequest lease,
   auto take = [&](const tessera::v1::PickNodeResponse& picked) {
     address = picked.address();
     node_id = picked.node_id();
-    out.status = picked.status();
+    out.status = std::string(rpc::PickStatusName(picked.status()));
     out.explanation = picked.explanation();
   };
   if (address.empty()) {

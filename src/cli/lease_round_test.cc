@@ -134,7 +134,7 @@ TEST(LeaseRoundTest, ASpilledBackUnreachableAgentIsLeftOutToo) {
                                   const std::vector<std::string>& exclude,
                                   tessera::v1::PickNodeResponse* p) {
     asked.push_back("pick without " + exclude.front());
-    p->set_status("pending");
+    p->set_status(tessera::v1::PICK_STATUS_PENDING);
     p->set_explanation("no node fits now");
     return absl::OkStatus();  // names no node
   };

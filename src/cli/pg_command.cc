@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "cli/reservation_calls.h"
 #include "rpc/proto_convert.h"
+#include "rpc/state_names.h"
 #include "scheduling/placement_group_spec.h"
 
 namespace tessera::cli {
@@ -90,9 +91,12 @@ int RunCreate(const CommonClusterArgs& common, const CreateArgs& args) {
   } else {
     std::cout << PlacementGroupText(info);
   }
-  if (wait > absl::ZeroDuration() && info.state() != "CREATED") {
-    return ReportError(absl::StrCat("placement group ", info.name(), " is ", info.state(),
-                                    info.state() == "INFEASIBLE" ? "" : " after waiting",
+  if (wait > absl::ZeroDuration() && info.state() != tessera::v1::PLACEMENT_GROUP_STATE_CREATED) {
+    return ReportError(absl::StrCat("placement group ", info.name(), " is ",
+                                    std::string(rpc::PlacementGroupStateName(info.state())),
+                                    info.state() == tessera::v1::PLACEMENT_GROUP_STATE_INFEASIBLE
+                                        ? ""
+                                        : " after waiting",
                                     info.explanation().empty() ? "" : ": ", info.explanation()));
   }
   return 0;

@@ -57,7 +57,8 @@ absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroupAndWait(
         return client.head().CreatePlacementGroup(ctx, request, &info);
       }));
   const absl::Time until = absl::Now() + wait;
-  while (info.state() != "CREATED" && info.state() != "INFEASIBLE" && absl::Now() < until &&
+  while (info.state() != v1::PLACEMENT_GROUP_STATE_CREATED &&
+         info.state() != v1::PLACEMENT_GROUP_STATE_INFEASIBLE && absl::Now() < until &&
          !(stopped && stopped())) {
     v1::WaitPlacementGroupRequest wait_request;
     wait_request.set_name(request.name());
@@ -95,7 +96,8 @@ absl::StatusOr<v1::SliceGroupInfo> ReserveSlicesAndWait(ClusterClient& client,
       }));
   const absl::Time until = absl::Now() + wait;
   absl::Duration poll = absl::Milliseconds(20);
-  while (info.state() == "PENDING" && absl::Now() < until && !(stopped && stopped())) {
+  while (info.state() == v1::SLICE_GROUP_STATE_PENDING && absl::Now() < until &&
+         !(stopped && stopped())) {
     absl::SleepFor(std::min(poll, until - absl::Now()));
     poll = std::min(poll * 2, absl::Milliseconds(250));
     TESSERA_ASSIGN_OR_RETURN(info, FindSliceGroup(client, request.name()));

@@ -36,6 +36,7 @@
 #include "cli/lease_round.h"
 #include "cli/signal_waiter.h"
 #include "rpc/proto_convert.h"
+#include "rpc/state_names.h"
 #include "labels/label_selector.h"
 #include "resources/resource_set.h"
 
@@ -275,8 +276,8 @@ void RecordJobEnd(ClusterClient& client, const tessera::v1::JobInfo& job) {
     const std::string why =
         recorded->exit_reason().empty() ? "" : absl::StrCat(" (", recorded->exit_reason(), ")");
     std::cerr << "tessera: warning: the head keeps job " << job.job_id() << " as "
-              << recorded->state() << why << " although its worker ended " << job.state()
-              << "\n";
+              << rpc::JobStateName(recorded->state()) << why << " although its worker ended "
+              << rpc::JobStateName(job.state()) << "\n";
   }
 }
 
@@ -302,7 +303,7 @@ int RunCommand(const RunArgs& args) {
   *job.mutable_argv() = lease->worker().argv();
   job.set_node_id(grant.node_id());
   job.set_worker_id(grant.worker_id());
-  job.set_state("RUNNING");
+  job.set_state(tessera::v1::JOB_STATE_RUNNING);
   job.set_start_time_ms(NowMs());
   if (auto recorded = RecordJob(c, job); !recorded.ok()) {
     std::cerr << "tessera: warning: the job was not recorded: " << recorded.status().message()
@@ -329,14 +330,14 @@ int RunCommand(const RunArgs& args) {
     const std::string why = absl::StrCat(
         "lost contact with node ", grant.node_id(), " while worker ", grant.worker_id(),
         " ran: ", FromGrpc(finished, absl::StrCat("the node agent at ", granted->address)).message());
-    job.set_state("FAILED");
+    job.set_state(tessera::v1::JOB_STATE_FAILED);
     job.set_exit_reason(why);
     (void)RecordJob(c, job);
     return ReportError(why);
   }
   job.set_state(exit->exit_code() == 0 && exit->signal() == 0 && !exit->out_of_memory()
-                    ? "SUCCEEDED"
-                    : "FAILED");
+                    ? tessera::v1::JOB_STATE_SUCCEEDED
+                    : tessera::v1::JOB_STATE_FAILED);
   job.set_exit_reason(exit->reason());
   // The worker's end as its agent reported it, also when the head presumed the job failed while
   // the node was silent (the head takes this real end over its presumption).

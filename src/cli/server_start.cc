@@ -141,7 +141,7 @@ absl::Status WaitAgentsReady(const StateFolder& state, const std::string& head_a
       if (nodes.ok()) {
         std::set<std::string> alive;
         for (const auto& n : nodes->nodes()) {
-          if (n.state() == "ALIVE") alive.insert(n.node().node_id());
+          if (n.state() == tessera::v1::NODE_STATE_ALIVE) alive.insert(n.node().node_id());
         }
         std::vector<std::string> missing;
         for (const StartedServer& a : agents) {

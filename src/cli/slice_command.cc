@@ -24,6 +24,7 @@
 #include "cli/reservation_calls.h"
 #include "resources/resource_set.h"
 #include "rpc/proto_convert.h"
+#include "rpc/state_names.h"
 
 namespace tessera::cli {
 namespace {
@@ -113,9 +114,12 @@ int RunReserve(const CommonClusterArgs& common, const ReserveArgs& args) {
   } else {
     std::cout << SliceGroupText(info);
   }
-  if (wait > absl::ZeroDuration() && info.state() != "RESERVED") {
-    return ReportError(absl::StrCat("slice reservation ", info.name(), " is ", info.state(),
-                                    info.state() == "PENDING" ? " after waiting" : "",
+  if (wait > absl::ZeroDuration() && info.state() != tessera::v1::SLICE_GROUP_STATE_RESERVED) {
+    return ReportError(absl::StrCat("slice reservation ", info.name(), " is ",
+                                    std::string(rpc::SliceGroupStateName(info.state())),
+                                    info.state() == tessera::v1::SLICE_GROUP_STATE_PENDING
+                                        ? " after waiting"
+                                        : "",
                                     info.explanation().empty() ? "" : ": ", info.explanation()));
   }
   return 0;

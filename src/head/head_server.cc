@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "cli/cluster_client.h"
@@ -26,6 +29,24 @@ std::string DialableHost(const std::string& bind) {
   if (bind == "::" || bind == "[::]") return "::1";
   return bind;
 }
+
+// The job manager's records in the head's StateStore.
+class StoredJobRecords final : public train::JobRecordStore {
+ public:
+  explicit StoredJobRecords(StateStore* store) : store_(store) {}
+  absl::Status Put(const std::string& job_id, const std::string& record) override {
+    return store_->Put(train::kTrainJobsTable, job_id, record);
+  }
+  absl::Status Delete(const std::string& job_id) override {
+    return store_->Delete(train::kTrainJobsTable, job_id).status();
+  }
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> List() const override {
+    return store_->List(train::kTrainJobsTable);
+  }
+
+ private:
+  StateStore* const store_;
+};
 
 }  // namespace
 
@@ -64,6 +85,7 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
   HeadServiceOptions service_options;
   service_options.heartbeat_interval = options.heartbeat_interval;
   service_options.node_timeout = options.node_timeout;
+  service_options.driver_timeout = options.driver_timeout;
   service_options.store = head->store_.get();
   service_options.agent_clients = GrpcNodeAgentClientFactory(retry);
   HeadServer* raw = head.get();
@@ -78,8 +100,15 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
   }
   train::JobManagerOptions jobs;
   jobs.jobs_dir = options.state_dir + "/jobs";
+  // On Redis, jobs outlive this process: their records are kept there, and their ranks wait
+  // for the next head instead of ending with their watches.
+  const bool durable = !options.redis_address.empty();
+  if (durable) {
+    head->job_records_ = std::make_unique<StoredJobRecords>(head->store_.get());
+    jobs.records = head->job_records_.get();
+  }
   // Each job's controller calls this head (and the agents) on a connection of its own.
-  jobs.backends = [raw]() -> absl::StatusOr<std::unique_ptr<train::GangBackend>> {
+  jobs.backends = [raw, durable]() -> absl::StatusOr<std::unique_ptr<train::GangBackend>> {
     cli::ClusterClientOptions client;
     client.state_dir = raw->options_.state_dir;
     client.head_address = raw->address_;
@@ -89,7 +118,7 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
     client.retry_budget = absl::Seconds(3);
     auto connected = cli::ClusterClient::Connect(std::move(client));
     if (!connected.ok()) return connected.status();
-    return std::make_unique<train::ClusterGangBackend>(*std::move(connected));
+    return std::make_unique<train::ClusterGangBackend>(*std::move(connected), durable);
   };
   head->jobs_ = std::make_unique<train::JobManager>(std::move(jobs));
 
@@ -103,7 +132,14 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
   head->server_ = *std::move(server);
   head->address_ = rpc::JoinHostPort(DialableHost(options.bind), head->server_->port());
 
-  head->ticker_ = std::thread([raw] { raw->TickLoop(); });
+  head->ticker_ = std::thread([raw] { raw->HealthLoop(); });
+  head->reconciler_ = std::thread([raw] { raw->ReconcileLoop(); });
+  // The jobs a previous head ran, once their controllers can call this head.
+  if (absl::Status resumed = head->jobs_->Resume(); !resumed.ok()) {
+    head->Shutdown();
+    return absl::Status(resumed.code(), absl::StrCat("cannot adopt the training jobs: ",
+                                                     resumed.message()));
+  }
   absl::Status written =
       WritePrivateFileAtomically(options.state_dir + "/head.address", head->address_ + "\n");
   if (written.ok()) {
@@ -119,10 +155,21 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
 
 HeadServer::~HeadServer() { Shutdown(); }
 
-void HeadServer::TickLoop() {
+absl::Duration HeadServer::TickPeriod() const {
   // Often enough that a dead node is noticed within a small fraction of its timeout.
-  absl::Duration period = std::min(options_.heartbeat_interval / 2, absl::Milliseconds(100));
-  while (!stop_ticker_.WaitForNotificationWithTimeout(period)) service_->Tick();
+  return std::min(options_.heartbeat_interval / 2, absl::Milliseconds(100));
+}
+
+void HeadServer::HealthLoop() {
+  while (!stop_ticker_.WaitForNotificationWithTimeout(TickPeriod())) service_->CheckHealth();
+}
+
+void HeadServer::ReconcileLoop() {
+  // The two-phase rounds run on threads of their own; releasing a gone driver's reservations
+  // waits for its agents here, never on the health loop.
+  while (!stop_ticker_.WaitForNotificationWithTimeout(TickPeriod())) {
+    service_->Reconcile(/*wait=*/false);
+  }
 }
 
 void HeadServer::Shutdown() {
@@ -134,6 +181,7 @@ void HeadServer::Shutdown() {
   if (jobs_ != nullptr) jobs_->Shutdown();
   if (!stop_ticker_.HasBeenNotified()) stop_ticker_.Notify();
   if (ticker_.joinable()) ticker_.join();
+  if (reconciler_.joinable()) reconciler_.join();
   if (server_ != nullptr) {
     // gRPC waits out the whole grace while any client is still connected, not only while
     // calls run, and the CLI that asked for the shutdown stays connected until it sees this

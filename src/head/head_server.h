@@ -1,7 +1,7 @@
 // HeadServer: the head process's server — the token (created when absent), the HeadService and
 // the job manager (tessera.v1.Jobs: jobs' controllers run here, calling this head back over
-// gRPC like any client) on a gRPC server, its address and pid files in the state folder, and the ticker thread that runs
-// health checks and reconciliation. RunHead serves until the Shutdown RPC, SIGTERM or SIGINT.
+// gRPC like any client) on a gRPC server, its address and pid files in the state folder, and two
+// timer threads: one runs health checks (never blocked by an agent), one reconciliation. RunHead serves until the Shutdown RPC, SIGTERM or SIGINT.
 #pragma once
 
 #include <atomic>
@@ -28,6 +28,8 @@ struct HeadOptions {
   int port = 0;  // 0: an ephemeral port, written to head.address
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
   absl::Duration node_timeout = absl::Seconds(5);
+  // A driver silent this long loses what it owns (HeadServiceOptions::driver_timeout).
+  absl::Duration driver_timeout = absl::Seconds(10);
   // Where the head keeps its tables (StateStore): "" in memory, lost with the process; else the
   // Redis server at this address, HOST:PORT or unix:/path (head/redis_state_store.h), which
   // Create connects to first and fails on when it is unreachable or refuses the password.
@@ -66,18 +68,24 @@ class HeadServer {
 
  private:
   HeadServer() = default;
-  void TickLoop();
+  absl::Duration TickPeriod() const;
+  // Health checks, on the ticker thread: they take the cluster lock only and make no RPC.
+  void HealthLoop();
+  // Reconciliation (drivers gone, reservations retried and synced), on a thread of its own.
+  void ReconcileLoop();
 
   HeadOptions options_;
   std::string token_;
   std::string address_;
   std::unique_ptr<StateStore> store_;  // declared before service_, which uses it
+  std::unique_ptr<train::JobRecordStore> job_records_;  // over store_; null without Redis
   std::unique_ptr<HeadService> service_;
   std::unique_ptr<train::JobManager> jobs_;
   std::unique_ptr<rpc::RpcServer> server_;
   absl::Notification requested_;
   absl::Notification stop_ticker_;
   std::thread ticker_;
+  std::thread reconciler_;
   absl::Mutex shutdown_mu_;
   bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
 };

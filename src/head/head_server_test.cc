@@ -177,7 +177,7 @@ TEST_F(HeadServerTest, PlacementGroupThroughRealAgentStubs) {
     grpc::Status status = stub_->CreatePlacementGroup(&context, create, &info);
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
-  EXPECT_EQ(info.state(), "CREATED") << info.explanation();
+  EXPECT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED) << info.explanation();
   EXPECT_EQ(agent.committed(), 1u);
   v1::RemovePlacementGroupRequest remove;
   remove.set_name("pg");

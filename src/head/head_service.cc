@@ -1,7 +1,7 @@
-// HeadService, the facade: construction, the event log, cluster status, shutdown and the
-// periodic Tick that drives health checks and reconciliation. The RPCs live with their idea:
-// head_nodes.cc (registry, health), head_pick_node.cc, head_reservations.cc (two-phase commit for
-// either kind), head_placement_groups.cc, head_slice_groups.cc, head_jobs_kv.cc.
+// HeadService, the front's core: construction of the managers, the periodic checks, cluster
+// status, shutdown, restore, and what a node's death or a driver's end means across managers.
+// The RPCs live with their idea: head_service_nodes.cc, head_service_reservations.cc,
+// head_service_jobs_kv.cc, head_actors.cc.
 #include "head/head_service.h"
 
 #include <map>
@@ -10,73 +10,224 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 
 namespace tessera {
+
+namespace {
+
+NodeRegistryOptions RegistryOptions(const HeadServiceOptions& options, Clock* clock,
+                                    const StoreWriter* writer, EventLog* events) {
+  NodeRegistryOptions registry;
+  registry.heartbeat_interval = options.heartbeat_interval;
+  registry.node_timeout = options.node_timeout;
+  registry.clock = clock;
+  registry.writer = writer;
+  registry.events = events;
+  registry.agent_clients = options.agent_clients;
+  return registry;
+}
+
+}  // namespace
 
 HeadService::HeadService(HeadServiceOptions options)
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
-      tasks_(&view_),
-      groups_scheduler_(&view_),
-      slices_scheduler_(&view_),
+      events_(options_.max_events),
+      writer_(options_.store, &events_),
+      drivers_(options_.driver_timeout),
+      jobs_(JobTableOptions{clock_, &writer_, &events_, options_.max_ended_jobs}),
+      kv_(options_.store),
+      actors_(ActorDirectoryOptions{options_.store, clock_, options_.max_dead_actors}),
+      nodes_(RegistryOptions(options_, clock_, &writer_, &events_), &cluster_),
+      reservations_(ReservationManagerOptions{clock_, &writer_, &events_, &drivers_,
+                                              options_.retry_interval,
+                                              options_.max_concurrent_syncs},
+                    &cluster_, &nodes_),
       create_cache_(options_.request_cache_capacity),
       remove_cache_(options_.request_cache_capacity),
       reserve_cache_(options_.request_cache_capacity),
       release_cache_(options_.request_cache_capacity) {
-  absl::MutexLock lock(&mu_);
-  last_retry_ = clock_->Now();
+  nodes_.set_listener(this);
 }
 
 HeadService::~HeadService() = default;
 
-std::vector<std::string> HeadService::events() const {
-  absl::MutexLock lock(&mu_);
-  return std::vector<std::string>(events_.begin(), events_.end());
+// --- what crosses managers ---
+
+void HeadService::OnNodeDead(const std::string& node, const std::string& reason,
+                             const std::vector<Allocation>& lost, std::string* event) {
+  std::vector<std::string> moved;
+  std::vector<std::string> broken;
+  reservations_.NodeDead(node, reason, lost, &moved, &broken);
+  const int failed_jobs = jobs_.FailJobsOn(node, reason);
+  const std::vector<std::string> actors =
+      actors_.NodeDead(node, absl::StrCat("its node ", node, " was declared dead: ", reason));
+  ReportActorStoreFailures();
+  if (!moved.empty()) {
+    absl::StrAppend(event, "; bundles of ", absl::StrJoin(moved, ", "), " are re-placed");
+  }
+  if (!broken.empty()) {
+    absl::StrAppend(event, "; slice groups ", absl::StrJoin(broken, ", "), " are broken");
+  }
+  if (failed_jobs > 0) {
+    absl::StrAppend(event, "; ", failed_jobs,
+                    " running jobs are presumed failed (until their real end is recorded)");
+  }
+  if (!actors.empty()) {
+    absl::StrAppend(event, "; actors ", absl::StrJoin(actors, ", "),
+                    " are restarting (or died, when detached)");
+  }
 }
 
-void HeadService::RecordEvent(std::string event) {
-  events_.push_back(std::move(event));
-  while (events_.size() > options_.max_events) events_.pop_front();
+std::vector<size_t> HeadService::OnBundlesReported(const std::string& node,
+                                                   const std::vector<ReportedBundle>& bundles,
+                                                   std::optional<int64_t> epoch_seen) {
+  return reservations_.Reconcile(node, bundles, epoch_seen);
+}
+
+std::vector<std::string> HeadService::ReleaseDriver(const std::string& driver,
+                                                    const std::string& why) {
+  drivers_.Forget(driver);
+  std::vector<std::string> released = reservations_.ReleaseOwnedBy(driver);
+  const std::vector<std::string> actors =
+      actors_.OwnerGone(driver, absl::StrCat("its owner, driver ", driver, ", ", why));
+  ReportActorStoreFailures();
+  if (!released.empty() || !actors.empty()) {
+    std::string event = absl::StrCat("driver ", driver, " ", why);
+    if (!released.empty()) absl::StrAppend(&event, ": released ", absl::StrJoin(released, ", "));
+    if (!actors.empty()) {
+      absl::StrAppend(&event, released.empty() ? ": " : "; ", "actors ",
+                      absl::StrJoin(actors, ", "), " died with it");
+    }
+    events_.Record(std::move(event));
+  }
+  return released;
+}
+
+void HeadService::ReportActorStoreFailures() {
+  for (std::string& failure : actors_.TakeStoreFailures()) events_.Record(std::move(failure));
+}
+
+// --- periodic ---
+
+void HeadService::CheckHealth() {
+  absl::MutexLock lock(&cluster_.mu);
+  nodes_.CheckHealth(clock_->Now());
+}
+
+void HeadService::Reconcile(bool wait) {
+  for (const std::string& driver : drivers_.TakeExpired(clock_->Now())) {
+    (void)ReleaseDriver(driver, absl::StrCat("fell silent for ",
+                                             absl::FormatDuration(drivers_.timeout())));
+  }
+  reservations_.Tick(wait);
+}
+
+void HeadService::Tick() {
+  CheckHealth();
+  Reconcile(/*wait=*/true);
+}
+
+absl::Status HeadService::Restore() {
+  std::vector<std::pair<std::string, v1::PlacementGroupInfo>> groups;  // request id -> answer
+  std::vector<std::pair<std::string, v1::SliceGroupInfo>> slices;
+  {
+    absl::MutexLock lock(&cluster_.mu);
+    TESSERA_RETURN_IF_ERROR(nodes_.Restore());
+    TESSERA_RETURN_IF_ERROR(reservations_.Restore());
+    for (const auto& [name, group] : reservations_.groups()) {
+      if (group.request.request_id().empty()) continue;
+      auto& [id, info] = groups.emplace_back(group.request.request_id(), v1::PlacementGroupInfo());
+      reservations_.DescribeGroup(group, &info);
+    }
+    for (const auto& [name, slice] : reservations_.slices()) {
+      if (slice.request.request_id().empty()) continue;
+      auto& [id, info] = slices.emplace_back(slice.request.request_id(), v1::SliceGroupInfo());
+      reservations_.DescribeSlice(slice, &info);
+    }
+  }
+  // A create the previous head answered, retried to this one (its client did not hear the
+  // answer), is answered with the group it made instead of making a second one.
+  for (const auto& group : groups) {
+    (void)create_cache_.Run(group.first,
+                            [&] { return CreateResult{grpc::Status::OK, group.second}; });
+  }
+  for (const auto& slice : slices) {
+    (void)reserve_cache_.Run(slice.first,
+                             [&] { return ReserveResult{grpc::Status::OK, slice.second}; });
+  }
+  TESSERA_RETURN_IF_ERROR(jobs_.Restore());
+  TESSERA_RETURN_IF_ERROR(actors_.Restore());
+  // As the owners of reservations: a whole driver timeout to call this head.
+  for (const std::string& owner : actors_.LiveOwners()) drivers_.NoteAlive(owner, clock_->Now());
+  return absl::OkStatus();
+}
+
+// --- status ---
+
+void HeadService::FillNodeInfo(const NodeRegistry::Node& node, v1::NodeInfo* info) const {
+  *info->mutable_node() = node.description;
+  const bool alive = node.health == NodeRegistry::Health::kAlive;
+  info->set_state(alive ? v1::NODE_STATE_ALIVE : v1::NODE_STATE_DEAD);
+  if (alive) {
+    if (std::optional<NodeIndex> index = cluster_.view.Find(NodeId(node.id)); index.has_value()) {
+      rpc::ResourcesToProto(cluster_.view.node(*index).available, info->mutable_available());
+    }
+  }
+  info->set_last_heartbeat_age_ms(absl::ToInt64Milliseconds(clock_->Now() - node.last_heartbeat));
+  info->set_workers(node.workers);
+}
+
+void HeadService::FillSlices(v1::ListSlicesResponse* response) const {
+  for (auto& [name, slice] : reservations_.SliceCatalog()) *response->add_slices() = std::move(slice);
+  for (const auto& [name, slice] : reservations_.slices()) {
+    reservations_.DescribeSlice(slice, response->add_groups());
+  }
 }
 
 grpc::Status HeadService::GetClusterStatus(grpc::ServerContext*, const v1::ListRequest*,
                                            v1::ClusterStatus* response) {
-  absl::MutexLock lock(&mu_);
-  std::map<std::string, std::pair<int64_t, int64_t>> usage;  // resource -> (used, total)
-  for (const auto& [id, node] : nodes_) {
-    FillNodeInfo(node, response->add_nodes());
-    if (node.health != NodeHealth::kAlive) continue;
-    std::optional<NodeIndex> index = view_.Find(NodeId(id));
-    if (!index.has_value()) continue;
-    const NodeRecord& record = view_.node(*index);
-    for (const auto& [resource, total] : record.total) {
-      auto& [used, sum] = usage[resource];
-      sum += total.raw();
-      used += total.raw() - record.available.Get(resource).raw();
+  {
+    absl::MutexLock lock(&cluster_.mu);
+    std::map<std::string, std::pair<int64_t, int64_t>> usage;  // resource -> (used, total)
+    for (const auto& [id, node] : nodes_.nodes()) {
+      FillNodeInfo(node, response->add_nodes());
+      if (node.health != NodeRegistry::Health::kAlive) continue;
+      std::optional<NodeIndex> index = cluster_.view.Find(NodeId(id));
+      if (!index.has_value()) continue;
+      const NodeRecord& record = cluster_.view.node(*index);
+      for (const auto& [resource, total] : record.total) {
+        auto& [used, sum] = usage[resource];
+        sum += total.raw();
+        used += total.raw() - record.available.Get(resource).raw();
+      }
     }
+    for (const auto& [resource, amounts] : usage) {
+      v1::ResourceUsage* out = response->add_usage();
+      out->set_resource(resource);
+      out->set_used_raw(amounts.first);
+      out->set_total_raw(amounts.second);
+    }
+    FillSlices(response->mutable_slices());
+    auto add_demand = [&](const Reservation& reservation, const char* kind) {
+      if (!reservation.IsDemand()) return;
+      v1::Demand* demand = response->add_demand();
+      demand->set_kind(kind);
+      demand->set_name(reservation.name);
+      demand->set_status(reservation.phase == ReservationPhase::kInfeasible
+                             ? v1::DEMAND_STATUS_INFEASIBLE
+                             : v1::DEMAND_STATUS_PENDING);
+      demand->set_explanation(reservation.explanation);
+    };
+    for (const auto& [name, group] : reservations_.groups()) {
+      reservations_.DescribeGroup(group, response->add_placement_groups());
+      add_demand(group, "placement group");
+    }
+    for (const auto& [name, slice] : reservations_.slices()) add_demand(slice, "slices");
   }
-  for (const auto& [resource, amounts] : usage) {
-    v1::ResourceUsage* out = response->add_usage();
-    out->set_resource(resource);
-    out->set_used_raw(amounts.first);
-    out->set_total_raw(amounts.second);
-  }
-  FillSlices(response->mutable_slices());
-  auto add_demand = [&](const Reservation& reservation, const char* kind) {
-    if (!reservation.IsDemand()) return;
-    v1::Demand* demand = response->add_demand();
-    demand->set_kind(kind);
-    demand->set_name(reservation.name);
-    demand->set_status(reservation.phase == ReservationPhase::kInfeasible ? "infeasible"
-                                                                          : "pending");
-    demand->set_explanation(reservation.explanation);
-  };
-  for (const auto& [name, group] : groups_) {
-    FillGroupInfo(group, response->add_placement_groups());
-    add_demand(group, "placement group");
-  }
-  for (const auto& [name, slice] : slices_) add_demand(slice, "slices");
-  for (const std::string& event : events_) response->add_events(event);
+  for (const std::string& event : events_.List()) response->add_events(event);
   return grpc::Status::OK;
 }
 
@@ -84,83 +235,6 @@ grpc::Status HeadService::Shutdown(grpc::ServerContext*, const v1::ShutdownReque
                                    v1::ShutdownResponse*) {
   if (options_.on_shutdown) options_.on_shutdown();
   return grpc::Status::OK;
-}
-
-// --- health and reconciliation ---
-
-void HeadService::Tick() {
-  std::vector<std::string> to_sync;
-  std::vector<std::pair<std::string, std::vector<NodeWork>>> healing;  // slice -> cancels
-  std::vector<std::string> gone_drivers;
-  {
-    absl::MutexLock lock(&mu_);
-    absl::Time now = clock_->Now();
-    CheckHealth(now);
-    gone_drivers = TakeExpiredDrivers(now);
-    if (changed_ || now - last_retry_ >= options_.retry_interval) {
-      changed_ = false;
-      last_retry_ = now;
-      std::vector<RescheduleReport> reports = groups_scheduler_.OnClusterChanged();
-      for (const RescheduleReport& report : reports) {
-        for (auto& [name, group] : groups_) {
-          if (group.scheduled == report.id && !report.placed) group.explanation = report.explanation;
-        }
-      }
-      auto retry = [&](Reservation& reservation) {
-        if (reservation.busy) return;
-        if (reservation.phase != ReservationPhase::kPending &&
-            reservation.phase != ReservationPhase::kInfeasible) {
-          return;
-        }
-        const ReservationPhase phase = reservation.phase;
-        const std::string explanation = reservation.explanation;
-        TryPlace(reservation);
-        if (reservation.phase != phase || reservation.explanation != explanation) {
-          Persist(reservation);
-        }
-      };
-      for (auto& [name, group] : groups_) retry(group);
-      for (auto& [name, slice] : slices_) retry(slice);
-    }
-    // A broken slice group whose hosts are all back (their agents registered again) is reserved
-    // anew: its remaining bundles are given back and it waits for placement like a new one (the
-    // same slice again when it is intact and free, else another).
-    for (auto& [name, slice] : slices_) {
-      if (slice.busy || slice.phase != ReservationPhase::kDegraded || slice.bundles.empty()) {
-        continue;
-      }
-      const bool all_back = std::all_of(
-          slice.bundles.begin(), slice.bundles.end(), [&](const DomainBundle& bundle) {
-            auto node = nodes_.find(bundle.node.value());
-            return node != nodes_.end() && node->second.health == NodeHealth::kAlive;
-          });
-      if (!all_back) continue;
-      healing.emplace_back(name, CancelAllWork(slice));
-      ForgetPlacement(slice);
-      slice.phase = ReservationPhase::kPending;
-      slice.explanation = "its hosts are back; reserving it again";
-      RecordEvent(absl::StrCat("slice group ", name, ": its hosts are back; it is reserved again"));
-      Persist(slice);
-      MarkChanged();
-    }
-    auto wants_sync = [](const Reservation& reservation) {
-      return !reservation.busy &&
-             (reservation.phase == ReservationPhase::kCommitting ||
-              (reservation.phase == ReservationPhase::kDegraded && reservation.replaceable()));
-    };
-    for (const auto& [name, group] : groups_) {
-      if (wants_sync(group)) to_sync.push_back(name);
-    }
-    for (const auto& [name, slice] : slices_) {
-      if (wants_sync(slice)) to_sync.push_back(name);
-    }
-  }
-  for (const auto& [name, work] : healing) CancelBundles(name, work);
-  for (const std::string& name : to_sync) SyncReservation(name);
-  for (const std::string& driver : gone_drivers) {
-    (void)ReleaseOwnedBy(driver, absl::StrCat("fell silent for ",
-                                              absl::FormatDuration(options_.driver_timeout)));
-  }
 }
 
 }  // namespace tessera

@@ -234,6 +234,10 @@ class Harness {
     kKvGet,
     kKvDelete,
     kKvList,
+    kRegisterActor,
+    kActorDied,
+    kGetActor,
+    kListActors,
     // Harness steps.
     kHeartbeatAsBaseNode,  // a fuzzed heartbeat with a registered node's id and incarnation
     kSetAgentFaults,       // the first byte: FuzzAgent::Fault bits for that node's agent
@@ -496,6 +500,38 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       }
       return;
     }
+    case kRegisterActor: {
+      v1::RegisterActorRequest request;
+      v1::ActorInfo response;
+      if (Parse(data, size, &request)) {
+        CheckStatus(head_->RegisterActor(nullptr, &request, &response), "RegisterActor");
+      }
+      return;
+    }
+    case kActorDied: {
+      v1::ActorDiedRequest request;
+      v1::ActorInfo response;
+      if (Parse(data, size, &request)) {
+        CheckStatus(head_->ActorDied(nullptr, &request, &response), "ActorDied");
+      }
+      return;
+    }
+    case kGetActor: {
+      v1::GetActorRequest request;
+      v1::ActorInfo response;
+      if (Parse(data, size, &request)) {
+        CheckStatus(head_->GetActor(nullptr, &request, &response), "GetActor");
+      }
+      return;
+    }
+    case kListActors: {
+      v1::ListRequest request;
+      v1::ListActorsResponse response;
+      if (Parse(data, size, &request)) {
+        CheckStatus(head_->ListActors(nullptr, &request, &response), "ListActors");
+      }
+      return;
+    }
     case kSetAgentFaults:
       AgentOf(base)->SetFaults(size > 0 ? data[0] : 0);
       return;
@@ -518,7 +554,7 @@ void Harness::CheckAfterCall() {
   v1::ListNodesResponse nodes;
   Require(head_->ListNodes(nullptr, &all, &nodes).ok(), "ListNodes fails");
   for (const v1::NodeInfo& node : nodes.nodes()) {
-    if (node.state() != "ALIVE") continue;
+    if (node.state() != v1::NODE_STATE_ALIVE) continue;
     const std::string& id = node.node().node_id();
     auto total = rpc::ResourcesFromProto(node.node().resources());
     auto available = rpc::ResourcesFromProto(node.available());
@@ -576,6 +612,31 @@ void Harness::CheckListings() {
   v1::KvListRequest kv;
   v1::KvListResponse keys;
   Require(head_->KvList(nullptr, &kv, &keys).ok(), "KvList fails");
+  walk("ListActors",
+       [&](const v1::ListRequest* r, v1::ListActorsResponse* out) {
+         return head_->ListActors(nullptr, r, out);
+       },
+       v1::ListActorsResponse());
+  // A name is held by one live actor per namespace, and GetActor finds that one.
+  v1::ListRequest request;
+  std::set<std::pair<std::string, std::string>> names;
+  for (int pages = 0; pages < 100000; ++pages) {
+    v1::ListActorsResponse response;
+    Require(head_->ListActors(nullptr, &request, &response).ok(), "ListActors fails");
+    for (const v1::ActorInfo& actor : response.actors()) {
+      if (actor.state() == v1::ACTOR_STATE_DEAD) continue;
+      Require(names.emplace(actor.namespace_(), actor.name()).second,
+              absl::StrCat("two live actors are named ", actor.name()));
+      v1::GetActorRequest get;
+      get.set_name(actor.name());
+      get.set_namespace_(actor.namespace_());
+      v1::ActorInfo found;
+      Require(head_->GetActor(nullptr, &get, &found).ok() && found.actor_id() == actor.actor_id(),
+              absl::StrCat("GetActor does not find live actor ", actor.actor_id()));
+    }
+    if (response.next_page_token().empty()) break;
+    request.set_page_token(response.next_page_token());
+  }
 }
 
 }  // namespace

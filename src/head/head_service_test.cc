@@ -24,6 +24,7 @@
 #include "hardware/node_label_keys.h"
 #include "head/request_limits.h"
 #include "rpc/proto_convert.h"
+#include "rpc/state_names.h"
 #include "scheduling/scheduling_test_util.h"
 
 namespace tessera {
@@ -237,7 +238,7 @@ TEST_F(HeadServiceTest, RegisterAndHeartbeat) {
   v1::ListRequest list;
   ASSERT_TRUE(head_->ListNodes(nullptr, &list, &nodes).ok());
   ASSERT_EQ(nodes.nodes_size(), 1);
-  EXPECT_EQ(nodes.nodes(0).state(), "ALIVE");
+  EXPECT_EQ(nodes.nodes(0).state(), v1::NODE_STATE_ALIVE);
   EXPECT_EQ(nodes.nodes(0).available().raw().at("CPU"), 40000);
   EXPECT_TRUE(store_.Get(kNodesTable, "n1")->has_value());
 }
@@ -258,20 +259,20 @@ TEST_F(HeadServiceTest, HeartbeatLeasesAreMirroredAndReleased) {
   EXPECT_EQ(Used("CPU"), 30000);
   // A group that needs more than is left waits.
   v1::PlacementGroupInfo info = Create("big", "PACK", {"CPU=2"});
-  EXPECT_EQ(info.state(), "PENDING");
+  EXPECT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_PENDING);
   // The lease ends: the next heartbeat leaves it out, and the waiting group is placed.
   beat.clear_leases();
   ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
   EXPECT_EQ(Used("CPU"), 0);
   head_->Tick();
-  EXPECT_EQ(Find("big").state(), "CREATED");
+  EXPECT_EQ(Find("big").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
 }
 
 TEST_F(HeadServiceTest, CreateCommitsOnTheAgentsAndRemoveCancels) {
   Register("n1");
   Register("n2");
   v1::PlacementGroupInfo info = Create("pg", "STRICT_SPREAD", {"CPU=1", "CPU=1"});
-  EXPECT_EQ(info.state(), "CREATED");
+  EXPECT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   ASSERT_EQ(info.bundles_size(), 2);
   std::set<std::string> nodes = {info.bundles(0).node_id(), info.bundles(1).node_id()};
   EXPECT_EQ(nodes, (std::set<std::string>{"n1", "n2"}));
@@ -297,7 +298,7 @@ TEST_F(HeadServiceTest, OneFailingPrepareRollsBackEverythingAndRetriesLater) {
   Register("n3");
   agents_["n2"]->FailPrepare(absl::UnavailableError("agent n2 is restarting"));
   v1::PlacementGroupInfo info = Create("pg", "STRICT_SPREAD", {"CPU=1", "CPU=1", "CPU=1"});
-  EXPECT_EQ(info.state(), "PENDING");
+  EXPECT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_PENDING);
   EXPECT_TRUE(absl::StrContains(info.explanation(), "prepare on n2 failed"))
       << info.explanation();
   // Nothing is held anywhere: not on any agent, not in the head's view.
@@ -310,7 +311,7 @@ TEST_F(HeadServiceTest, OneFailingPrepareRollsBackEverythingAndRetriesLater) {
   clock_.Advance(absl::Seconds(2));
   for (const char* n : {"n1", "n2", "n3"}) Beat(n);
   head_->Tick();
-  EXPECT_EQ(Find("pg").state(), "CREATED");
+  EXPECT_EQ(Find("pg").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   EXPECT_EQ(Held(true).size(), 3u);
   EXPECT_EQ(Used("CPU"), 30000);
 }
@@ -320,7 +321,7 @@ TEST_F(HeadServiceTest, FailingCommitRollsBackToo) {
   Register("n2");
   agents_["n1"]->FailCommit(absl::DeadlineExceededError("commit timed out"));
   v1::PlacementGroupInfo info = Create("pg", "STRICT_SPREAD", {"CPU=1", "CPU=1"});
-  EXPECT_EQ(info.state(), "PENDING");
+  EXPECT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_PENDING);
   EXPECT_TRUE(Held().empty());
   EXPECT_EQ(Used("CPU"), 0);
 }
@@ -330,17 +331,17 @@ TEST_F(HeadServiceTest, DeadNodeBundlesAreReplacedAndNothingElseIsDisturbed) {
   Register("n2");
   Register("n3");
   v1::PlacementGroupInfo spread = Create("spread", "STRICT_SPREAD", {"CPU=1", "CPU=1"});
-  ASSERT_EQ(spread.state(), "CREATED");
+  ASSERT_EQ(spread.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   const std::string victim = spread.bundles(0).node_id();
   const std::string survivor = spread.bundles(1).node_id();
   // Another group, on the survivor only.
   v1::PlacementGroupInfo pinned = Create("pinned", "PACK", {"CPU=3"});
-  ASSERT_EQ(pinned.state(), "CREATED");
+  ASSERT_EQ(pinned.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   // A job running on the victim.
   v1::RecordJobRequest job;
   job.mutable_job()->set_job_id("job-1");
   job.mutable_job()->set_node_id(victim);
-  job.mutable_job()->set_state("RUNNING");
+  job.mutable_job()->set_state(v1::JOB_STATE_RUNNING);
   v1::JobInfo recorded;
   ASSERT_TRUE(head_->RecordJob(nullptr, &job, &recorded).ok());
   std::set<std::string> before = Held(true);
@@ -358,10 +359,11 @@ TEST_F(HeadServiceTest, DeadNodeBundlesAreReplacedAndNothingElseIsDisturbed) {
   v1::ListRequest list;
   ASSERT_TRUE(head_->ListNodes(nullptr, &list, &nodes).ok());
   for (const auto& node : nodes.nodes()) {
-    EXPECT_EQ(node.state(), node.node().node_id() == victim ? "DEAD" : "ALIVE");
+    EXPECT_EQ(node.state(),
+              node.node().node_id() == victim ? v1::NODE_STATE_DEAD : v1::NODE_STATE_ALIVE);
   }
   v1::PlacementGroupInfo replaced = Find("spread");
-  EXPECT_EQ(replaced.state(), "CREATED") << replaced.explanation();
+  EXPECT_EQ(replaced.state(), v1::PLACEMENT_GROUP_STATE_CREATED) << replaced.explanation();
   EXPECT_NE(replaced.bundles(0).node_id(), victim);
   EXPECT_NE(replaced.bundles(0).node_id(), survivor);  // still strictly spread
   EXPECT_EQ(replaced.bundles(1).node_id(), survivor);  // the surviving bundle did not move
@@ -376,7 +378,7 @@ TEST_F(HeadServiceTest, DeadNodeBundlesAreReplacedAndNothingElseIsDisturbed) {
   v1::ListJobsResponse jobs;
   ASSERT_TRUE(head_->ListJobs(nullptr, &list, &jobs).ok());
   ASSERT_EQ(jobs.jobs_size(), 1);
-  EXPECT_EQ(jobs.jobs(0).state(), "FAILED");
+  EXPECT_EQ(jobs.jobs(0).state(), v1::JOB_STATE_FAILED);
   EXPECT_TRUE(absl::StrContains(jobs.jobs(0).exit_reason(), victim));
   bool event = false;
   for (const std::string& e : head_->events()) {
@@ -504,7 +506,7 @@ TEST_F(HeadServiceTest, RegisterAfterHeadRestartReleasesUnknownBundlesWithAnEven
 TEST_F(HeadServiceTest, KnownBundlesAreKeptOnReRegistration) {
   Register("n1");
   v1::PlacementGroupInfo info = Create("pg", "PACK", {"CPU=1"});
-  ASSERT_EQ(info.state(), "CREATED");
+  ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   v1::RegisterNodeRequest again = requests_["n1"];
   v1::HeldBundle* held = again.add_bundles();
   held->set_placement_group("pg");
@@ -513,21 +515,21 @@ TEST_F(HeadServiceTest, KnownBundlesAreKeptOnReRegistration) {
   v1::RegisterNodeResponse response;
   ASSERT_TRUE(head_->RegisterNode(nullptr, &again, &response).ok());
   EXPECT_EQ(response.release_size(), 0);
-  EXPECT_EQ(Find("pg").state(), "CREATED");
+  EXPECT_EQ(Find("pg").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
 }
 
 TEST_F(HeadServiceTest, AgentRestartDropsWhatTheOldIncarnationHeld) {
   Register("n1");
   Register("n2");
   v1::PlacementGroupInfo info = Create("pg", "PACK", {"CPU=4"});
-  ASSERT_EQ(info.state(), "CREATED");
+  ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   const std::string node = info.bundles(0).node_id();
   v1::RegisterNodeRequest restarted = NodeRequest(node, "CPU=4", {}, "i2");
   v1::RegisterNodeResponse response;
   ASSERT_TRUE(head_->RegisterNode(nullptr, &restarted, &response).ok());
   head_->Tick();
   v1::PlacementGroupInfo moved = Find("pg");
-  EXPECT_EQ(moved.state(), "CREATED");
+  EXPECT_EQ(moved.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   EXPECT_EQ(Used("CPU"), 40000);  // held once, not twice
 }
 
@@ -538,16 +540,16 @@ TEST_F(HeadServiceTest, PickNodeHonoursExcludeAndBundles) {
   rpc::ResourcesToProto(Res("CPU=1"), pick.mutable_request()->mutable_resources());
   v1::PickNodeResponse picked;
   ASSERT_TRUE(head_->PickNode(nullptr, &pick, &picked).ok());
-  EXPECT_EQ(picked.status(), "placed");
+  EXPECT_EQ(picked.status(), v1::PICK_STATUS_PLACED);
   std::string first = picked.node_id();
   EXPECT_EQ(picked.address(), "127.0.0.1:1");
   pick.add_exclude_node_ids(first);
   ASSERT_TRUE(head_->PickNode(nullptr, &pick, &picked).ok());
-  EXPECT_EQ(picked.status(), "placed");
+  EXPECT_EQ(picked.status(), v1::PICK_STATUS_PLACED);
   EXPECT_NE(picked.node_id(), first);
   pick.add_exclude_node_ids(picked.node_id());
   ASSERT_TRUE(head_->PickNode(nullptr, &pick, &picked).ok());
-  EXPECT_NE(picked.status(), "placed");
+  EXPECT_NE(picked.status(), v1::PICK_STATUS_PLACED);
   EXPECT_EQ(Used("CPU"), 0);  // advice only: nothing is held by PickNode
 
   v1::PlacementGroupInfo info = Create("pg", "PACK", {"CPU=1"});
@@ -558,7 +560,7 @@ TEST_F(HeadServiceTest, PickNodeHonoursExcludeAndBundles) {
   EXPECT_EQ(picked.node_id(), info.bundles(0).node_id());
   inside.mutable_request()->set_placement_group("nope");
   ASSERT_TRUE(head_->PickNode(nullptr, &inside, &picked).ok());
-  EXPECT_EQ(picked.status(), "infeasible");
+  EXPECT_EQ(picked.status(), v1::PICK_STATUS_INFEASIBLE);
 }
 
 TEST_F(HeadServiceTest, SlicesAreReservedWholeAndBrokenWhenAHostDies) {
@@ -580,7 +582,7 @@ TEST_F(HeadServiceTest, SlicesAreReservedWholeAndBrokenWhenAHostDies) {
   alt->set_num_slices(2);
   v1::SliceGroupInfo info;
   ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
-  EXPECT_EQ(info.state(), "RESERVED") << info.explanation();
+  EXPECT_EQ(info.state(), v1::SLICE_GROUP_STATE_RESERVED) << info.explanation();
   EXPECT_EQ(info.hosts_size(), 8);
   EXPECT_EQ(Held(true).size(), 8u);
   std::set<std::string> hosts;
@@ -592,7 +594,7 @@ TEST_F(HeadServiceTest, SlicesAreReservedWholeAndBrokenWhenAHostDies) {
   more.mutable_alternatives(0)->set_num_slices(1);
   v1::SliceGroupInfo waiting;
   ASSERT_TRUE(head_->ReserveSlices(nullptr, &more, &waiting).ok());
-  EXPECT_EQ(waiting.state(), "PENDING");
+  EXPECT_EQ(waiting.state(), v1::SLICE_GROUP_STATE_PENDING);
   EXPECT_FALSE(waiting.explanation().empty());
 
   // s1-w2 stops beating: the group is BROKEN.
@@ -612,7 +614,9 @@ TEST_F(HeadServiceTest, SlicesAreReservedWholeAndBrokenWhenAHostDies) {
   EXPECT_EQ(slices.slices(0).hosts_alive(), 3);
   EXPECT_EQ(slices.slices(0).held_by(), "train");
   bool broken = false;
-  for (const auto& g : slices.groups()) broken = broken || (g.name() == "train" && g.state() == "BROKEN");
+  for (const auto& g : slices.groups()) {
+    broken = broken || (g.name() == "train" && g.state() == v1::SLICE_GROUP_STATE_BROKEN);
+  }
   EXPECT_TRUE(broken);
 
   v1::ReleaseSlicesRequest release;
@@ -640,7 +644,7 @@ TEST_F(HeadServiceTest, ABrokenSliceGroupWhoseHostReturnsIsReservedAgain) {
   alt->set_topology("4x4");
   v1::SliceGroupInfo info;
   ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
-  ASSERT_EQ(info.state(), "RESERVED") << info.explanation();
+  ASSERT_EQ(info.state(), v1::SLICE_GROUP_STATE_RESERVED) << info.explanation();
 
   // s1-w2's agent restarts: a new incarnation drops what the old one held; the group breaks.
   v1::RegisterNodeRequest again = NodeRequest("s1-w2", "CPU=8,TPU=4", labels(2), "i2");
@@ -655,7 +659,7 @@ TEST_F(HeadServiceTest, ABrokenSliceGroupWhoseHostReturnsIsReservedAgain) {
     }
     return v1::SliceGroupInfo();
   };
-  EXPECT_EQ(group_state().state(), "BROKEN");
+  EXPECT_EQ(group_state().state(), v1::SLICE_GROUP_STATE_BROKEN);
 
   // Every host is back: the next ticks reserve it again, whole, on its agents.
   for (int i = 0; i < 4; ++i) {
@@ -664,7 +668,7 @@ TEST_F(HeadServiceTest, ABrokenSliceGroupWhoseHostReturnsIsReservedAgain) {
     head_->Tick();
   }
   v1::SliceGroupInfo healed = group_state();
-  EXPECT_EQ(healed.state(), "RESERVED") << healed.explanation();
+  EXPECT_EQ(healed.state(), v1::SLICE_GROUP_STATE_RESERVED) << healed.explanation();
   EXPECT_EQ(healed.hosts_size(), 4);
   EXPECT_EQ(Held(true).size(), 4u);
   bool said = false;
@@ -709,10 +713,10 @@ TEST_F(HeadServiceTest, KvAndJobs) {
   job.mutable_job()->add_argv("env");
   v1::JobInfo recorded;
   ASSERT_TRUE(head_->RecordJob(nullptr, &job, &recorded).ok());
-  EXPECT_EQ(recorded.state(), "RUNNING");
-  job.mutable_job()->set_state("SUCCEEDED");
+  EXPECT_EQ(recorded.state(), v1::JOB_STATE_RUNNING);
+  job.mutable_job()->set_state(v1::JOB_STATE_SUCCEEDED);
   ASSERT_TRUE(head_->RecordJob(nullptr, &job, &recorded).ok());
-  EXPECT_EQ(recorded.state(), "SUCCEEDED");
+  EXPECT_EQ(recorded.state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_GT(recorded.end_time_ms(), 0);
   EXPECT_TRUE(store_.Get(kJobsTable, "j1")->has_value());
 }
@@ -759,7 +763,7 @@ TEST_F(HeadServiceTest, APlacementGroupOf200000BundlesIsRefusedAtOnceAndChangesN
   v1::CreatePlacementGroupRequest fits = GroupOf(limits::kMaxBundlesPerPlacementGroup);
   fits.set_request_id("req-huge");
   ASSERT_TRUE(head_->CreatePlacementGroup(nullptr, &fits, &info).ok());
-  EXPECT_EQ(info.state(), "CREATED") << info.explanation();
+  EXPECT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED) << info.explanation();
   EXPECT_EQ(info.bundles_size(), 1024);
 }
 
@@ -1036,7 +1040,7 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
 
 // --- job retention ---
 
-grpc::Status RecordJobIn(HeadService& head, const std::string& id, const std::string& state,
+grpc::Status RecordJobIn(HeadService& head, const std::string& id, v1::JobState state,
                          const std::string& node = "", const std::string& exit_reason = "") {
   v1::RecordJobRequest request;
   request.mutable_job()->set_job_id(id);
@@ -1074,9 +1078,11 @@ TEST_F(HeadServiceTest, RetentionKeepsEveryRunningJobAndTheNewestEndedOnes) {
   head_ = std::make_unique<HeadService>(std::move(options));
   // Running jobs and ended ones interleaved: r0 e0 r1 e1 ... ; e<i> ends as it is recorded.
   for (int i = 0; i < 10; ++i) {
-    ASSERT_TRUE(RecordJobIn(*head_, absl::StrCat("r", i), "RUNNING").ok());
-    ASSERT_TRUE(RecordJobIn(*head_, absl::StrCat("e", i), "RUNNING").ok());
-    ASSERT_TRUE(RecordJobIn(*head_, absl::StrCat("e", i), i % 2 == 0 ? "SUCCEEDED" : "FAILED").ok());
+    ASSERT_TRUE(RecordJobIn(*head_, absl::StrCat("r", i), v1::JOB_STATE_RUNNING).ok());
+    ASSERT_TRUE(RecordJobIn(*head_, absl::StrCat("e", i), v1::JOB_STATE_RUNNING).ok());
+    ASSERT_TRUE(RecordJobIn(*head_, absl::StrCat("e", i),
+                            i % 2 == 0 ? v1::JOB_STATE_SUCCEEDED : v1::JOB_STATE_FAILED)
+                    .ok());
   }
   std::vector<std::string> expected = {"r0", "r1", "r2", "r3", "r4", "r5", "r6",
                                        "r7", "e7", "r8", "e8", "r9", "e9"};
@@ -1087,8 +1093,8 @@ TEST_F(HeadServiceTest, RetentionKeepsEveryRunningJobAndTheNewestEndedOnes) {
   EXPECT_EQ(store_.List(kJobsTable)->size(), 13u);
 
   // Updating an ended job does not make it newer: the next job to end pushes it out.
-  ASSERT_TRUE(RecordJobIn(*head_, "e7", "", "", "late exit reason").ok());
-  ASSERT_TRUE(RecordJobIn(*head_, "r0", "SUCCEEDED").ok());
+  ASSERT_TRUE(RecordJobIn(*head_, "e7", v1::JOB_STATE_UNSPECIFIED, "", "late exit reason").ok());
+  ASSERT_TRUE(RecordJobIn(*head_, "r0", v1::JOB_STATE_SUCCEEDED).ok());
   expected = {"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "e8", "r9", "e9"};
   EXPECT_EQ(ListedJobs(*head_), expected);
 }
@@ -1099,9 +1105,9 @@ TEST_F(HeadServiceTest, JobsFailedByADeadNodeCountAsEnded) {
   head_ = std::make_unique<HeadService>(std::move(options));
   Register("n1");
   Register("n2");
-  ASSERT_TRUE(RecordJobIn(*head_, "done", "SUCCEEDED").ok());
-  ASSERT_TRUE(RecordJobIn(*head_, "on-n1", "RUNNING", "n1").ok());
-  ASSERT_TRUE(RecordJobIn(*head_, "on-n2", "RUNNING", "n2").ok());
+  ASSERT_TRUE(RecordJobIn(*head_, "done", v1::JOB_STATE_SUCCEEDED).ok());
+  ASSERT_TRUE(RecordJobIn(*head_, "on-n1", v1::JOB_STATE_RUNNING, "n1").ok());
+  ASSERT_TRUE(RecordJobIn(*head_, "on-n2", v1::JOB_STATE_RUNNING, "n2").ok());
   for (int i = 0; i < 12; ++i) {
     clock_.Advance(absl::Milliseconds(500));
     Beat("n2");
@@ -1121,7 +1127,7 @@ TEST_F(HeadServiceTest, JobsArePagedInTheOrderRecordedEachExactlyOnce) {
   std::vector<std::string> recorded;
   for (int i = 0; i < 10; ++i) {
     recorded.push_back(absl::StrCat("job-", (i * 7) % 10));  // ids not in recording order
-    ASSERT_TRUE(RecordJobIn(*head_, recorded.back(), "RUNNING").ok());
+    ASSERT_TRUE(RecordJobIn(*head_, recorded.back(), v1::JOB_STATE_RUNNING).ok());
   }
   int pages = 0;
   EXPECT_EQ(ListedJobs(*head_, 0, &pages), recorded);  // 0: the head's page size
@@ -1136,7 +1142,7 @@ TEST_F(HeadServiceTest, JobsArePagedInTheOrderRecordedEachExactlyOnce) {
   v1::ListJobsResponse first;
   ASSERT_TRUE(head_->ListJobs(nullptr, &request, &first).ok());
   ASSERT_EQ(first.jobs_size(), 4);
-  ASSERT_TRUE(RecordJobIn(*head_, "job-late", "RUNNING").ok());
+  ASSERT_TRUE(RecordJobIn(*head_, "job-late", v1::JOB_STATE_RUNNING).ok());
   std::vector<std::string> seen;
   for (const auto& job : first.jobs()) seen.push_back(job.job_id());
   request.set_page_token(first.next_page_token());
@@ -1246,7 +1252,7 @@ TEST_F(HeadServiceTest, SliceGroupsThenSlicesArePagedAsOneListing) {
     alt->set_topology("4x4");
     v1::SliceGroupInfo info;
     ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
-    ASSERT_EQ(info.state(), "RESERVED") << info.explanation();
+    ASSERT_EQ(info.state(), v1::SLICE_GROUP_STATE_RESERVED) << info.explanation();
   }
   std::vector<std::string> seen;
   int pages = 0;
@@ -1287,14 +1293,15 @@ v1::HeartbeatRequest BeatWithBundles(const std::string& node,
   return request;
 }
 
-std::string NodeState(HeadService& head, const std::string& id) {
+// The head's state of node `id`; UNSPECIFIED when it does not list it.
+v1::NodeState NodeState(HeadService& head, const std::string& id) {
   v1::ListNodesResponse nodes;
   v1::ListRequest list;
   EXPECT_TRUE(head.ListNodes(nullptr, &list, &nodes).ok());
   for (const auto& node : nodes.nodes()) {
     if (node.node().node_id() == id) return node.state();
   }
-  return "";
+  return v1::NODE_STATE_UNSPECIFIED;
 }
 
 bool AnyEventHas(const std::vector<std::string>& events, const std::string& text) {
@@ -1324,7 +1331,7 @@ TEST_F(HeadServiceTest, APrepareAppliedAfterTheHeadGaveUpIsReleasedByTheNextHear
   // The prepare on n2 "times out" (the head cancels both); the group waits.
   agents_["n2"]->FailPrepare(absl::DeadlineExceededError("prepare timed out"));
   v1::PlacementGroupInfo info = Create("pg", "STRICT_SPREAD", {"CPU=1", "CPU=1"});
-  ASSERT_EQ(info.state(), "PENDING");
+  ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_PENDING);
   // ... but n2's agent applied it late and holds the bundle: its heartbeat says so.
   v1::HeartbeatRequest beat = BeatWithBundles("n2", {{"pg", 0}, {"pg", 1}});
   v1::HeartbeatResponse response;
@@ -1340,7 +1347,7 @@ TEST_F(HeadServiceTest, BundlesTheHeadHoldsThereAreKeptAndOthersReleased) {
   Register("n1");
   Register("n2");
   v1::PlacementGroupInfo info = Create("pg", "PACK", {"CPU=1"});
-  ASSERT_EQ(info.state(), "CREATED");
+  ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   const std::string holder = info.bundles(0).node_id();
   const std::string other = holder == "n1" ? "n2" : "n1";
   v1::HeartbeatResponse response;
@@ -1354,7 +1361,7 @@ TEST_F(HeadServiceTest, BundlesTheHeadHoldsThereAreKeptAndOthersReleased) {
   v1::HeartbeatResponse other_response;
   ASSERT_TRUE(head_->Heartbeat(nullptr, &elsewhere, &other_response).ok());
   ASSERT_EQ(other_response.release_size(), 1);
-  EXPECT_EQ(Find("pg").state(), "CREATED");
+  EXPECT_EQ(Find("pg").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
 }
 
 TEST_F(HeadServiceTest, ABundleWhosePrepareIsInFlightIsNotAnOrphan) {
@@ -1366,7 +1373,7 @@ TEST_F(HeadServiceTest, ABundleWhosePrepareIsInFlightIsNotAnOrphan) {
     EXPECT_TRUE(head_->Heartbeat(nullptr, &beat, &during).ok());
   });
   v1::PlacementGroupInfo info = Create("pg", "PACK", {"CPU=1"});
-  ASSERT_EQ(info.state(), "CREATED");
+  ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   EXPECT_TRUE(during.known());
   EXPECT_EQ(during.release_size(), 0);
   EXPECT_FALSE(AnyEventHas(head_->events(), "released"));
@@ -1378,14 +1385,14 @@ TEST_F(HeadServiceTest, ACommittedBundleTheAgentNoLongerHoldsIsPreparedAgain) {
   ASSERT_TRUE(head_->RegisterNode(nullptr, &request, &registered).ok());
   const int64_t before_commit = registered.bundles_epoch();
   v1::PlacementGroupInfo info = Create("pg", "PACK", {"CPU=1"});
-  ASSERT_EQ(info.state(), "CREATED");
+  ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   ASSERT_EQ(agents_["n1"]->prepares(), 1);
 
   // A report taken before the agent could have seen the commit proves nothing.
   v1::HeartbeatRequest stale = BeatWithBundles("n1", {}, before_commit);
   v1::HeartbeatResponse response;
   ASSERT_TRUE(head_->Heartbeat(nullptr, &stale, &response).ok());
-  EXPECT_EQ(Find("pg").state(), "CREATED");
+  EXPECT_EQ(Find("pg").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   const int64_t after_commit = response.bundles_epoch();
   EXPECT_GT(after_commit, before_commit);
 
@@ -1394,14 +1401,14 @@ TEST_F(HeadServiceTest, ACommittedBundleTheAgentNoLongerHoldsIsPreparedAgain) {
   response.Clear();
   ASSERT_TRUE(head_->Heartbeat(nullptr, &lacking, &response).ok());
   v1::PlacementGroupInfo lost = Find("pg");
-  EXPECT_EQ(lost.state(), "RESCHEDULING");
+  EXPECT_EQ(lost.state(), v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
   EXPECT_TRUE(absl::StrContains(lost.explanation(), "bundle 0 was lost on node n1"))
       << lost.explanation();
   EXPECT_TRUE(AnyEventHas(head_->events(),
                           "placement group pg: bundle 0 is no longer held by the agent of n1"));
   EXPECT_EQ(Used("CPU"), 10000);  // the view keeps its instances for it meanwhile
   head_->Tick();
-  EXPECT_EQ(Find("pg").state(), "CREATED");
+  EXPECT_EQ(Find("pg").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   EXPECT_EQ(agents_["n1"]->prepares(), 2);
   EXPECT_EQ(Held(true), (std::set<std::string>{"pg[0]@n1"}));
   // Reported again: nothing more happens.
@@ -1409,7 +1416,7 @@ TEST_F(HeadServiceTest, ACommittedBundleTheAgentNoLongerHoldsIsPreparedAgain) {
   response.Clear();
   ASSERT_TRUE(head_->Heartbeat(nullptr, &holding, &response).ok());
   EXPECT_EQ(response.release_size(), 0);
-  EXPECT_EQ(Find("pg").state(), "CREATED");
+  EXPECT_EQ(Find("pg").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
 }
 
 TEST_F(HeadServiceTest, ASliceHostThatLostItsBundleBreaksTheGroupWhichIsReservedAgain) {
@@ -1428,7 +1435,7 @@ TEST_F(HeadServiceTest, ASliceHostThatLostItsBundleBreaksTheGroupWhichIsReserved
   alt->set_topology("4x4");
   v1::SliceGroupInfo info;
   ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
-  ASSERT_EQ(info.state(), "RESERVED") << info.explanation();
+  ASSERT_EQ(info.state(), v1::SLICE_GROUP_STATE_RESERVED) << info.explanation();
   v1::HeartbeatRequest lacking = BeatWithBundles("s1-w1", {}, std::numeric_limits<int64_t>::max());
   lacking.set_incarnation("i1");
   v1::HeartbeatResponse response;
@@ -1441,13 +1448,14 @@ TEST_F(HeadServiceTest, ASliceHostThatLostItsBundleBreaksTheGroupWhichIsReserved
   v1::ListRequest list;
   ASSERT_TRUE(head_->ListSlices(nullptr, &list, &slices).ok());
   ASSERT_EQ(slices.groups_size(), 1);
-  EXPECT_EQ(slices.groups(0).state(), "RESERVED") << slices.groups(0).explanation();
+  EXPECT_EQ(slices.groups(0).state(), v1::SLICE_GROUP_STATE_RESERVED)
+      << slices.groups(0).explanation();
 }
 
 TEST_F(HeadServiceTest, ASecondLiveAgentWithTheSameNodeIdIsRefused) {
   Register("n1");
   v1::PlacementGroupInfo info = Create("pg", "PACK", {"CPU=2"});
-  ASSERT_EQ(info.state(), "CREATED");
+  ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   clock_.Advance(absl::Seconds(1));
   ASSERT_TRUE(Beat("n1"));
 
@@ -1463,7 +1471,7 @@ TEST_F(HeadServiceTest, ASecondLiveAgentWithTheSameNodeIdIsRefused) {
   // The first agent keeps its node and what it holds.
   EXPECT_TRUE(Beat("n1", "i1"));
   EXPECT_FALSE(Beat("n1", "i2"));
-  EXPECT_EQ(Find("pg").state(), "CREATED");
+  EXPECT_EQ(Find("pg").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   EXPECT_EQ(Held(true), (std::set<std::string>{"pg[0]@n1"}));
   EXPECT_EQ(Used("CPU"), 20000);
   EXPECT_TRUE(AnyEventHas(head_->events(), "a second agent for node n1 (at 10.0.0.2:7000) was refused"));
@@ -1512,14 +1520,14 @@ TEST_F(HeadServiceTest, ALateHealthCheckGivesEveryNodeAFreshChanceOnce) {
     head_->Tick();
     EXPECT_TRUE(Beat("n1"));
   }
-  EXPECT_EQ(NodeState(*head_, "n2"), "ALIVE");  // 4.5 s of watched silence
+  EXPECT_EQ(NodeState(*head_, "n2"), v1::NODE_STATE_ALIVE);  // 4.5 s of watched silence
   for (int i = 0; i < 12; ++i) {
     clock_.Advance(absl::Milliseconds(500));
     head_->Tick();
     Beat("n1");
   }
-  EXPECT_EQ(NodeState(*head_, "n2"), "DEAD");
-  EXPECT_EQ(NodeState(*head_, "n1"), "ALIVE");
+  EXPECT_EQ(NodeState(*head_, "n2"), v1::NODE_STATE_DEAD);
+  EXPECT_EQ(NodeState(*head_, "n1"), v1::NODE_STATE_ALIVE);
 
   // Once per silence: a node that stayed silent through one late check dies at the next.
   Register("n3");
@@ -1648,7 +1656,7 @@ TEST(HeadServiceBusyTest, AHeartbeatQueuedBehindASlowRequestCountsFromItsArrival
   v1::ListRequest list;
   ASSERT_TRUE(head.ListNodes(nullptr, &list, &nodes).ok());
   ASSERT_EQ(nodes.nodes_size(), 1);
-  EXPECT_EQ(nodes.nodes(0).state(), "ALIVE");
+  EXPECT_EQ(nodes.nodes(0).state(), v1::NODE_STATE_ALIVE);
   // Heard at its arrival, not when the lock let it in.
   EXPECT_EQ(nodes.nodes(0).last_heartbeat_age_ms(), 1500);
 }
@@ -1675,7 +1683,7 @@ class DriverLifetimeTest : public HeadServiceTest {
     rpc::ResourcesToProto(Res("CPU=1"), request.mutable_primary()->add_bundles()->mutable_resources());
     v1::PlacementGroupInfo info;
     ASSERT_TRUE(head_->CreatePlacementGroup(nullptr, &request, &info).ok());
-    ASSERT_EQ(info.state(), "CREATED") << info.explanation();
+    ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED) << info.explanation();
     EXPECT_EQ(info.owner(), owner);
   }
   void OwnedSlice(const std::string& name, const std::string& owner) {
@@ -1687,7 +1695,7 @@ class DriverLifetimeTest : public HeadServiceTest {
     alt->set_topology("4x4");
     v1::SliceGroupInfo info;
     ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
-    ASSERT_EQ(info.state(), "RESERVED") << info.explanation();
+    ASSERT_EQ(info.state(), v1::SLICE_GROUP_STATE_RESERVED) << info.explanation();
     EXPECT_EQ(info.owner(), owner);
   }
   bool SliceExists(const std::string& name) {
@@ -1725,14 +1733,14 @@ TEST_F(DriverLifetimeTest, ADriverThatFallsSilentLosesWhatItOwnsAndOnlyThat) {
   ASSERT_EQ(Held(true).size(), 7u);  // the slice on its 4 hosts, three groups of one bundle
   // Both drivers keep themselves alive past the timeout: nothing is released.
   Pass(absl::Seconds(15), {"driver-a", "driver-b"});
-  EXPECT_EQ(Find("mine").state(), "CREATED");
+  EXPECT_EQ(Find("mine").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   EXPECT_TRUE(SliceExists("train"));
   // driver-a stops (killed): after the timeout its group and slice are given back to the agents.
   Pass(absl::Seconds(11), {"driver-b"});
   EXPECT_EQ(Find("mine").name(), "");
   EXPECT_FALSE(SliceExists("train"));
-  EXPECT_EQ(Find("theirs").state(), "CREATED");
-  EXPECT_EQ(Find("detached").state(), "CREATED");
+  EXPECT_EQ(Find("theirs").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(Find("detached").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   for (const std::string& held : Held()) {
     EXPECT_FALSE(absl::StartsWith(held, "mine[")) << held;
     EXPECT_FALSE(absl::StartsWith(held, "train[")) << held;
@@ -1745,7 +1753,7 @@ TEST_F(DriverLifetimeTest, ADriverThatFallsSilentLosesWhatItOwnsAndOnlyThat) {
   EXPECT_TRUE(noted);
   // A detached group outlives every driver.
   Pass(absl::Seconds(11));
-  EXPECT_EQ(Find("detached").state(), "CREATED");
+  EXPECT_EQ(Find("detached").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   EXPECT_EQ(Find("theirs").name(), "");
 }
 
@@ -1775,7 +1783,7 @@ TEST_F(DriverLifetimeTest, ADriverThatExitsReleasesAtOnce) {
 // `states` each node's state.
 std::vector<std::string> ListedNodes(HeadService& head, int page_size,
                                      std::vector<int>* sizes = nullptr,
-                                     std::map<std::string, std::string>* states = nullptr) {
+                                     std::map<std::string, v1::NodeState>* states = nullptr) {
   std::vector<std::string> ids;
   v1::ListRequest request;
   request.set_page_size(page_size);
@@ -1847,10 +1855,10 @@ TEST_F(HeadServiceTest, NodesArePagedByIdEachExactlyOnceUpToTheCap) {
     Beat("n9");
     head_->Tick();
   }
-  std::map<std::string, std::string> states;
+  std::map<std::string, v1::NodeState> states;
   EXPECT_EQ(ListedNodes(*head_, 0, nullptr, &states).size(), ids.size() + 2);
-  EXPECT_EQ(states["n3"], "DEAD");
-  EXPECT_EQ(states["n4"], "ALIVE");
+  EXPECT_EQ(states["n3"], v1::NODE_STATE_DEAD);
+  EXPECT_EQ(states["n4"], v1::NODE_STATE_ALIVE);
 }
 
 TEST_F(HeadServiceTest, BadNodePageRequestsAreRefused) {
@@ -1872,7 +1880,7 @@ TEST_F(HeadServiceTest, BadNodePageRequestsAreRefused) {
 }
 
 // Records `job` and returns the head's record after it.
-v1::JobInfo Record(HeadService& head, const std::string& id, const std::string& state,
+v1::JobInfo Record(HeadService& head, const std::string& id, v1::JobState state,
                    const std::string& node = "", const std::string& exit_reason = "") {
   v1::RecordJobRequest request;
   request.mutable_job()->set_job_id(id);
@@ -1898,10 +1906,10 @@ v1::JobInfo ListedJob(HeadService& head, const std::string& id) {
 TEST_F(HeadServiceTest, AJobsRealEndReplacesTheFailureItsNodesDeathMadePresumed) {
   Register("n1");
   Register("n2");
-  Record(*head_, "comes-back", "RUNNING", "n1");
-  Record(*head_, "fails-for-real", "RUNNING", "n1");
-  Record(*head_, "ended-before", "RUNNING", "n1");
-  Record(*head_, "ended-before", "FAILED", "", "exited with code 2");
+  Record(*head_, "comes-back", v1::JOB_STATE_RUNNING, "n1");
+  Record(*head_, "fails-for-real", v1::JOB_STATE_RUNNING, "n1");
+  Record(*head_, "ended-before", v1::JOB_STATE_RUNNING, "n1");
+  Record(*head_, "ended-before", v1::JOB_STATE_FAILED, "", "exited with code 2");
   // A recorder cannot claim a presumption of its own.
   v1::RecordJobRequest claimed;
   claimed.mutable_job()->set_job_id("claims");
@@ -1917,10 +1925,10 @@ TEST_F(HeadServiceTest, AJobsRealEndReplacesTheFailureItsNodesDeathMadePresumed)
     Beat("n2");
     head_->Tick();
   }
-  ASSERT_EQ(NodeState(*head_, "n1"), "DEAD");
+  ASSERT_EQ(NodeState(*head_, "n1"), v1::NODE_STATE_DEAD);
   for (const char* id : {"comes-back", "fails-for-real"}) {
     const v1::JobInfo job = ListedJob(*head_, id);
-    EXPECT_EQ(job.state(), "FAILED") << id;
+    EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED) << id;
     EXPECT_TRUE(job.failure_presumed()) << id;
     EXPECT_TRUE(absl::StartsWith(job.exit_reason(), "node n1 was declared dead: no heartbeat"))
         << job.exit_reason();
@@ -1934,35 +1942,38 @@ TEST_F(HeadServiceTest, AJobsRealEndReplacesTheFailureItsNodesDeathMadePresumed)
   v1::RegisterNodeResponse registered;
   ASSERT_TRUE(head_->RegisterNode(nullptr, &requests_["n1"], &registered).ok());
   EXPECT_TRUE(Beat("n1"));
-  EXPECT_EQ(Record(*head_, "comes-back", "RUNNING", "n1").state(), "FAILED");
+  EXPECT_EQ(Record(*head_, "comes-back", v1::JOB_STATE_RUNNING, "n1").state(),
+            v1::JOB_STATE_FAILED);
 
   // The worker ran to its end meanwhile: its recorder's SUCCEEDED replaces the presumption.
   clock_.Advance(absl::Seconds(1));
   const v1::JobInfo succeeded =
-      Record(*head_, "comes-back", "SUCCEEDED", "n1", "exited with code 0");
-  EXPECT_EQ(succeeded.state(), "SUCCEEDED");
+      Record(*head_, "comes-back", v1::JOB_STATE_SUCCEEDED, "n1", "exited with code 0");
+  EXPECT_EQ(succeeded.state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(succeeded.exit_reason(), "exited with code 0");
   EXPECT_FALSE(succeeded.failure_presumed());
   EXPECT_EQ(succeeded.end_time_ms(), absl::ToUnixMillis(clock_.Now()));
-  EXPECT_EQ(ListedJob(*head_, "comes-back").state(), "SUCCEEDED");
+  EXPECT_EQ(ListedJob(*head_, "comes-back").state(), v1::JOB_STATE_SUCCEEDED);
   v1::JobInfo stored;
   ASSERT_TRUE(stored.ParseFromString(**store_.Get(kJobsTable, "comes-back")));
-  EXPECT_EQ(stored.state(), "SUCCEEDED");
+  EXPECT_EQ(stored.state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_FALSE(stored.failure_presumed());
   EXPECT_TRUE(AnyEventHas(head_->events(), "job comes-back ended SUCCEEDED after all"));
 
   // A real failure replaces the presumed one too, and from then on it stands.
-  const v1::JobInfo failed = Record(*head_, "fails-for-real", "FAILED", "", "exited with code 3");
+  const v1::JobInfo failed =
+      Record(*head_, "fails-for-real", v1::JOB_STATE_FAILED, "", "exited with code 3");
   EXPECT_EQ(failed.exit_reason(), "exited with code 3");
   EXPECT_FALSE(failed.failure_presumed());
   for (const char* id : {"fails-for-real", "ended-before"}) {
-    const v1::JobInfo again = Record(*head_, id, "SUCCEEDED", "", "exited with code 0");
-    EXPECT_EQ(again.state(), "FAILED") << id;
+    const v1::JobInfo again = Record(*head_, id, v1::JOB_STATE_SUCCEEDED, "", "exited with code 0");
+    EXPECT_EQ(again.state(), v1::JOB_STATE_FAILED) << id;
     EXPECT_NE(again.exit_reason(), "exited with code 0") << id;
-    EXPECT_EQ(ListedJob(*head_, id).state(), "FAILED") << id;
+    EXPECT_EQ(ListedJob(*head_, id).state(), v1::JOB_STATE_FAILED) << id;
   }
   // And an ended job is not failed again.
-  EXPECT_EQ(Record(*head_, "comes-back", "FAILED", "", "late").state(), "SUCCEEDED");
+  EXPECT_EQ(Record(*head_, "comes-back", v1::JOB_STATE_FAILED, "", "late").state(),
+            v1::JOB_STATE_SUCCEEDED);
 }
 
 TEST_F(HeadServiceTest, AJobsRealEndIsTakenAlsoBeforeItsNodeIsHeardFromAgain) {
@@ -1970,33 +1981,34 @@ TEST_F(HeadServiceTest, AJobsRealEndIsTakenAlsoBeforeItsNodeIsHeardFromAgain) {
   // (its re-registration has not arrived yet): the recorder's word is the evidence.
   Register("n1");
   Register("n2");
-  Record(*head_, "j", "RUNNING", "n1");
+  Record(*head_, "j", v1::JOB_STATE_RUNNING, "n1");
   for (int i = 0; i < 12; ++i) {
     clock_.Advance(absl::Milliseconds(500));
     Beat("n2");
     head_->Tick();
   }
-  ASSERT_EQ(NodeState(*head_, "n1"), "DEAD");
+  ASSERT_EQ(NodeState(*head_, "n1"), v1::NODE_STATE_DEAD);
   ASSERT_TRUE(ListedJob(*head_, "j").failure_presumed());
-  EXPECT_EQ(Record(*head_, "j", "SUCCEEDED", "", "exited with code 0").state(), "SUCCEEDED");
-  EXPECT_EQ(ListedJob(*head_, "j").state(), "SUCCEEDED");
+  EXPECT_EQ(Record(*head_, "j", v1::JOB_STATE_SUCCEEDED, "", "exited with code 0").state(),
+            v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(ListedJob(*head_, "j").state(), v1::JOB_STATE_SUCCEEDED);
 }
 
 TEST_F(HeadServiceTest, ARequestIntoAGroupStillWaitingForRoomWaitsUnlessItsBundleCannotExist) {
   Register("n1", "CPU=4");
-  ASSERT_EQ(Create("first", "PACK", {"CPU=3"}).state(), "CREATED");
+  ASSERT_EQ(Create("first", "PACK", {"CPU=3"}).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   v1::PlacementGroupInfo info = Create("later", "PACK", {"CPU=2", "CPU=1"});
-  ASSERT_EQ(info.state(), "PENDING");
+  ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_PENDING);
   v1::PickNodeRequest inside;
   inside.mutable_request()->set_placement_group("later");
   rpc::ResourcesToProto(Res("CPU=1"), inside.mutable_request()->mutable_resources());
   v1::PickNodeResponse picked;
   inside.mutable_request()->set_bundle_index(1);
   ASSERT_TRUE(head_->PickNode(nullptr, &inside, &picked).ok());
-  EXPECT_EQ(picked.status(), "pending") << picked.explanation();
+  EXPECT_EQ(picked.status(), v1::PICK_STATUS_PENDING) << picked.explanation();
   inside.mutable_request()->set_bundle_index(5);
   ASSERT_TRUE(head_->PickNode(nullptr, &inside, &picked).ok());
-  EXPECT_EQ(picked.status(), "infeasible");
+  EXPECT_EQ(picked.status(), v1::PICK_STATUS_INFEASIBLE);
   EXPECT_EQ(picked.explanation(), "later has 2 bundles; there is no bundle 5");
 }
 
@@ -2017,7 +2029,7 @@ class HeadRestartTest : public DriverLifetimeTest {
     std::map<std::string, std::string> hosts;
     for (const auto& g : list.groups()) {
       if (g.name() != name) continue;
-      hosts["state"] = g.state();
+      hosts["state"] = std::string(rpc::SliceGroupStateName(g.state()));
       for (const auto& h : g.hosts()) hosts[h.node_id()] = h.allocation().DebugString();
     }
     return hosts;
@@ -2037,12 +2049,12 @@ class HeadRestartTest : public DriverLifetimeTest {
 TEST_F(HeadRestartTest, EveryGroupSliceJobAndNodeComesBackExactlyAndNothingIsRedone) {
   Register("n1", "CPU=4,GPU=2");
   v1::PlacementGroupInfo group = Create("pg", "PACK", {"CPU=1,GPU=1", "CPU=2"});
-  ASSERT_EQ(group.state(), "CREATED");
+  ASSERT_EQ(group.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   OwnedSlice("train", "");
   v1::RecordJobRequest job;
   job.mutable_job()->set_job_id("job-1");
   job.mutable_job()->set_node_id("n1");
-  job.mutable_job()->set_state("RUNNING");
+  job.mutable_job()->set_state(v1::JOB_STATE_RUNNING);
   job.mutable_job()->set_start_time_ms(1);
   v1::JobInfo recorded;
   ASSERT_TRUE(head_->RecordJob(nullptr, &job, &recorded).ok());
@@ -2055,7 +2067,7 @@ TEST_F(HeadRestartTest, EveryGroupSliceJobAndNodeComesBackExactlyAndNothingIsRed
 
   Restart();
   v1::PlacementGroupInfo again = Find("pg");
-  EXPECT_EQ(again.state(), "CREATED");
+  EXPECT_EQ(again.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   EXPECT_EQ(again.id(), group.id());
   ASSERT_EQ(again.bundles_size(), 2);
   for (int i = 0; i < 2; ++i) {
@@ -2070,7 +2082,7 @@ TEST_F(HeadRestartTest, EveryGroupSliceJobAndNodeComesBackExactlyAndNothingIsRed
   v1::ListRequest list;
   ASSERT_TRUE(head_->ListJobs(nullptr, &list, &jobs).ok());
   ASSERT_EQ(jobs.jobs_size(), 1);
-  EXPECT_EQ(jobs.jobs(0).state(), "RUNNING");
+  EXPECT_EQ(jobs.jobs(0).state(), v1::JOB_STATE_RUNNING);
   // The agents keep heartbeating the same incarnation: known at once, and nothing is prepared
   // or cancelled again on them.
   EXPECT_TRUE(Beat("n1"));
@@ -2079,7 +2091,7 @@ TEST_F(HeadRestartTest, EveryGroupSliceJobAndNodeComesBackExactlyAndNothingIsRed
   EXPECT_EQ(Prepares(), prepares);
   EXPECT_EQ(Cancels(), cancels);
   EXPECT_EQ(Held(true), held_before);
-  EXPECT_EQ(Find("pg").state(), "CREATED");
+  EXPECT_EQ(Find("pg").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   // New names do not collide with the restored ones.
   v1::PlacementGroupInfo next = Create("", "PACK", {"CPU=1"});
   EXPECT_NE(next.id(), group.id());
@@ -2097,12 +2109,14 @@ TEST_F(HeadRestartTest, ANodeThatNeverComesBackIsDeclaredDeadAndItsWorkHandledAs
   v1::ListRequest list;
   ASSERT_TRUE(head_->ListNodes(nullptr, &list, &nodes).ok());
   for (const auto& n : nodes.nodes()) {
-    EXPECT_EQ(n.state(), n.node().node_id() == "n1" ? "DEAD" : "ALIVE") << n.node().node_id();
+    EXPECT_EQ(n.state(), n.node().node_id() == "n1" ? v1::NODE_STATE_DEAD : v1::NODE_STATE_ALIVE)
+        << n.node().node_id();
   }
   // Its bundle was lost with n1: nowhere else has a GPU, so the group waits for one.
-  EXPECT_EQ(Find("pg").state(), "RESCHEDULING");
+  EXPECT_EQ(Find("pg").state(), v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
   EXPECT_EQ(Find("pg").bundles(0).node_id(), "");
-  EXPECT_EQ(SliceHosts("train")["state"], "RESERVED");
+  EXPECT_EQ(SliceHosts("train")["state"],
+            rpc::SliceGroupStateName(v1::SLICE_GROUP_STATE_RESERVED));
 }
 
 TEST_F(HeadRestartTest, AnUnreadableRecordStopsTheRestoreNamingIt) {
@@ -2154,6 +2168,28 @@ TEST_F(HeadServiceTest, ANodeClaimingBillionsOfDevicesIsRefusedNotAllocated) {
   v1::ListRequest list;
   ASSERT_TRUE(head_->ListNodes(nullptr, &list, &nodes).ok());
   EXPECT_EQ(nodes.nodes_size(), 0);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST_F(HeadRestartTest, ACreateRetriedToTheRestartedHeadIsAnsweredWithTheGroupItMade) {
+  Register("n1", "CPU=4");
+  // An anonymous group: a retry that were applied again would make a second one.
+  v1::PlacementGroupInfo first = Create("", "PACK", {"CPU=2"}, nullptr, "req-1");
+  ASSERT_EQ(first.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  Restart();
+  v1::PlacementGroupInfo retried = Create("", "PACK", {"CPU=2"}, nullptr, "req-1");
+  EXPECT_EQ(retried.name(), first.name());
+  EXPECT_EQ(retried.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  v1::ListPlacementGroupsResponse list;
+  v1::ListRequest request;
+  ASSERT_TRUE(head_->ListPlacementGroups(nullptr, &request, &list).ok());
+  EXPECT_EQ(list.groups_size(), 1);
+  EXPECT_EQ(Prepares(), 1);  // nothing prepared again
 }
 
 }  // namespace

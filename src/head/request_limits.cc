@@ -161,7 +161,6 @@ absl::Status Check(const v1::RecordJobRequest& request) {
   TESSERA_RETURN_IF_ERROR(CheckName("job.job_id", job.job_id()));
   TESSERA_RETURN_IF_ERROR(CheckName("job.node_id", job.node_id()));
   TESSERA_RETURN_IF_ERROR(CheckName("job.worker_id", job.worker_id()));
-  TESSERA_RETURN_IF_ERROR(CheckName("job.state", job.state()));
   TESSERA_RETURN_IF_ERROR(
       CheckAtMost("job.argv has", job.argv_size(), "entries", kMaxJobArgvEntries));
   size_t argv_bytes = 0;
@@ -193,6 +192,29 @@ absl::Status Check(const v1::KeepDriverAliveRequest& request) {
 
 absl::Status Check(const v1::DriverExitedRequest& request) {
   return CheckName("driver_id", request.driver_id());
+}
+
+absl::Status Check(const v1::RegisterActorRequest& request) {
+  const v1::ActorInfo& actor = request.actor();
+  TESSERA_RETURN_IF_ERROR(CheckName("actor.actor_id", actor.actor_id()));
+  TESSERA_RETURN_IF_ERROR(CheckName("actor.name", actor.name()));
+  TESSERA_RETURN_IF_ERROR(CheckName("actor.namespace", actor.namespace_()));
+  TESSERA_RETURN_IF_ERROR(CheckName("actor.owner", actor.owner()));
+  TESSERA_RETURN_IF_ERROR(CheckName("actor.address", actor.address()));
+  TESSERA_RETURN_IF_ERROR(CheckName("actor.node_id", actor.node_id()));
+  TESSERA_RETURN_IF_ERROR(
+      CheckChars("actor.class_name", actor.class_name(), kMaxActorClassNameLength));
+  return CheckBytes("actor.death_cause", actor.death_cause(), kMaxActorDeathCauseBytes);
+}
+
+absl::Status Check(const v1::ActorDiedRequest& request) {
+  TESSERA_RETURN_IF_ERROR(CheckName("actor_id", request.actor_id()));
+  return CheckBytes("death_cause", request.death_cause(), kMaxActorDeathCauseBytes);
+}
+
+absl::Status Check(const v1::GetActorRequest& request) {
+  TESSERA_RETURN_IF_ERROR(CheckName("name", request.name()));
+  return CheckName("namespace", request.namespace_());
 }
 
 absl::Status Check(const v1::ListRequest& request) {

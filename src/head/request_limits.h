@@ -75,6 +75,13 @@ inline constexpr size_t kMaxJobArgvBytes = 128 * 1024;
 // Bytes in a job's exit reason.
 inline constexpr size_t kMaxExitReasonBytes = 16 * 1024;
 
+// --- named actors ---
+// Actor ids, names, namespaces, owners, addresses and node ids are names (kMaxNameLength).
+// Characters in an actor's class name (a C++ type's mangled name can be long).
+inline constexpr size_t kMaxActorClassNameLength = 1024;
+// Bytes in an actor's death cause.
+inline constexpr size_t kMaxActorDeathCauseBytes = 16 * 1024;
+
 // --- listing ---
 // Bytes in a List* call's page token (the head's own tokens are far shorter).
 inline constexpr size_t kMaxPageTokenBytes = 1024;
@@ -94,6 +101,9 @@ absl::Status Check(const v1::KvDeleteRequest& request);
 absl::Status Check(const v1::KvListRequest& request);
 absl::Status Check(const v1::KeepDriverAliveRequest& request);
 absl::Status Check(const v1::DriverExitedRequest& request);
+absl::Status Check(const v1::RegisterActorRequest& request);
+absl::Status Check(const v1::ActorDiedRequest& request);
+absl::Status Check(const v1::GetActorRequest& request);
 absl::Status Check(const v1::ListRequest& request);
 
 }  // namespace tessera::request_limits

@@ -14,16 +14,26 @@ absl::string_view ReservationNoun(ReservationKind kind) {
   return kind == ReservationKind::kPlacementGroup ? "placement group" : "slice group";
 }
 
-std::string ReservationStateName(ReservationKind kind, ReservationPhase phase) {
-  const bool group = kind == ReservationKind::kPlacementGroup;
+v1::PlacementGroupState PlacementGroupStateOf(ReservationPhase phase) {
   switch (phase) {
-    case ReservationPhase::kPending: return "PENDING";
-    case ReservationPhase::kInfeasible: return "INFEASIBLE";
-    case ReservationPhase::kCommitting: return "PENDING";
-    case ReservationPhase::kHeld: return group ? "CREATED" : "RESERVED";
-    case ReservationPhase::kDegraded: return group ? "RESCHEDULING" : "BROKEN";
+    case ReservationPhase::kPending:
+    case ReservationPhase::kCommitting: return v1::PLACEMENT_GROUP_STATE_PENDING;
+    case ReservationPhase::kInfeasible: return v1::PLACEMENT_GROUP_STATE_INFEASIBLE;
+    case ReservationPhase::kHeld: return v1::PLACEMENT_GROUP_STATE_CREATED;
+    case ReservationPhase::kDegraded: return v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
   }
-  return "PENDING";
+  return v1::PLACEMENT_GROUP_STATE_PENDING;
+}
+
+v1::SliceGroupState SliceGroupStateOf(ReservationPhase phase) {
+  switch (phase) {
+    case ReservationPhase::kPending:
+    case ReservationPhase::kCommitting: return v1::SLICE_GROUP_STATE_PENDING;
+    case ReservationPhase::kInfeasible: return v1::SLICE_GROUP_STATE_INFEASIBLE;
+    case ReservationPhase::kHeld: return v1::SLICE_GROUP_STATE_RESERVED;
+    case ReservationPhase::kDegraded: return v1::SLICE_GROUP_STATE_BROKEN;
+  }
+  return v1::SLICE_GROUP_STATE_PENDING;
 }
 
 bool Reservation::AnyConfirmed() const {

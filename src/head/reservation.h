@@ -2,10 +2,10 @@
 // held with an exact allocation on one node agent, committed there with two-phase commit
 // (prepare on every node, then commit on all, cancel what was prepared on any failure). The
 // kinds differ only in how their bundles are chosen (PlacementGroupScheduler or
-// DomainGroupScheduler) and how they are described in the protocol; HeadService supplies those.
+// DomainGroupScheduler) and how they are described in the protocol; ReservationManager supplies those.
 //
-// Threading: Reservation and NodeWorkPlan are plain values guarded by their owner (HeadService's
-// mutex). TwoPhaseCommit and CancelBundles make RPCs: call them without holding any lock.
+// Threading: Reservation and NodeWorkPlan are plain values guarded by their owner (the ReservationManager's
+// lock, ClusterState::mu). TwoPhaseCommit and CancelBundles make RPCs: call them without holding any lock.
 #pragma once
 
 #include <functional>
@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "head/node_agent_client.h"
 #include "rpc/proto_convert.h"
+#include "tessera/v1/head.pb.h"
 
 namespace tessera {
 
@@ -33,9 +34,10 @@ absl::string_view ReservationNoun(ReservationKind kind);
 // broken for good).
 enum class ReservationPhase { kPending, kInfeasible, kCommitting, kHeld, kDegraded };
 
-// The protocol's state word: PENDING, INFEASIBLE, then CREATED / RESCHEDULING for placement
-// groups and RESERVED / BROKEN for slice groups.
-std::string ReservationStateName(ReservationKind kind, ReservationPhase phase);
+// The protocol's state of each kind: PENDING (also while committing), INFEASIBLE, then CREATED /
+// RESCHEDULING for placement groups and RESERVED / BROKEN for slice groups.
+v1::PlacementGroupState PlacementGroupStateOf(ReservationPhase phase);
+v1::SliceGroupState SliceGroupStateOf(ReservationPhase phase);
 
 // Where a bundle is (to be) held: node and exact allocation.
 struct BundleHold {

@@ -190,17 +190,18 @@ TEST(TwoPhaseCommitTest, EveryNodeIsAskedAtOnce) {
   EXPECT_EQ(agents.by_node["c"]->calls, (std::vector<std::string>{"prepare 2", "commit 2"}));
 }
 
-TEST(ReservationTest, StateWordsDependOnTheKind) {
-  EXPECT_EQ(ReservationStateName(ReservationKind::kPlacementGroup, ReservationPhase::kHeld),
-            "CREATED");
-  EXPECT_EQ(ReservationStateName(ReservationKind::kSliceGroup, ReservationPhase::kHeld),
-            "RESERVED");
-  EXPECT_EQ(ReservationStateName(ReservationKind::kPlacementGroup, ReservationPhase::kDegraded),
-            "RESCHEDULING");
-  EXPECT_EQ(ReservationStateName(ReservationKind::kSliceGroup, ReservationPhase::kDegraded),
-            "BROKEN");
-  EXPECT_EQ(ReservationStateName(ReservationKind::kSliceGroup, ReservationPhase::kCommitting),
-            "PENDING");
+TEST(ReservationTest, StatesDependOnTheKind) {
+  EXPECT_EQ(PlacementGroupStateOf(ReservationPhase::kHeld), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(SliceGroupStateOf(ReservationPhase::kHeld), v1::SLICE_GROUP_STATE_RESERVED);
+  EXPECT_EQ(PlacementGroupStateOf(ReservationPhase::kDegraded),
+            v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
+  EXPECT_EQ(SliceGroupStateOf(ReservationPhase::kDegraded), v1::SLICE_GROUP_STATE_BROKEN);
+  EXPECT_EQ(SliceGroupStateOf(ReservationPhase::kCommitting), v1::SLICE_GROUP_STATE_PENDING);
+  EXPECT_EQ(PlacementGroupStateOf(ReservationPhase::kCommitting),
+            v1::PLACEMENT_GROUP_STATE_PENDING);
+  EXPECT_EQ(PlacementGroupStateOf(ReservationPhase::kInfeasible),
+            v1::PLACEMENT_GROUP_STATE_INFEASIBLE);
+  EXPECT_EQ(SliceGroupStateOf(ReservationPhase::kInfeasible), v1::SLICE_GROUP_STATE_INFEASIBLE);
 }
 
 TEST(ReservationTest, ABrokenSliceGroupIsNoDemandButAReplacedPlacementGroupIs) {

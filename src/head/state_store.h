@@ -1,7 +1,7 @@
 // StateStore: where the head keeps its tables (nodes, placement groups, slice groups, jobs, KV):
 // table + key -> bytes. InMemoryStateStore is the default and is lost with the process;
 // RedisStateStore (redis_state_store.h) keeps them in Redis, so a head restart loses nothing
-// (head_persistence.cc reads them back).
+// (each manager reads its own table back: HeadService::Restore).
 #pragma once
 
 #include <map>

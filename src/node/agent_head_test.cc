@@ -136,7 +136,7 @@ TEST_F(AgentHeadTest, PlacementGroupReservedOnTheAgentAndLeasesInsideIt) {
   v1::PlacementGroupInfo info;
   grpc::Status status = head_stub_->CreatePlacementGroup(Context().get(), create, &info);
   ASSERT_TRUE(status.ok()) << status.error_message();
-  ASSERT_EQ(info.state(), "CREATED") << info.explanation();
+  ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED) << info.explanation();
   ASSERT_EQ(info.bundles_size(), 1);
   EXPECT_EQ(info.bundles(0).node_id(), "gpu");
 
@@ -230,7 +230,7 @@ TEST_F(AgentHeadTest, AgentsFindAHeadRestartedOnAnotherPort) {
   auto gpus_used = [&]() -> int64_t {
     v1::ListNodesResponse nodes;
     if (!head_stub_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok()) return -1;
-    if (nodes.nodes_size() != 1 || nodes.nodes(0).state() != "ALIVE") return -1;
+    if (nodes.nodes_size() != 1 || nodes.nodes(0).state() != v1::NODE_STATE_ALIVE) return -1;
     return 80000 - nodes.nodes(0).available().raw().at("GPU");
   };
   EXPECT_TRUE(Eventually([&] { return gpus_used() == 30000; }));
@@ -293,7 +293,7 @@ TEST_F(AgentHeadTest, ASecondAgentWithALiveNodeIdIsRefusedAndTheFirstKeepsItsNod
   v1::ListNodesResponse nodes;
   ASSERT_TRUE(head_stub_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok());
   ASSERT_EQ(nodes.nodes_size(), 1);
-  EXPECT_EQ(nodes.nodes(0).state(), "ALIVE");
+  EXPECT_EQ(nodes.nodes(0).state(), v1::NODE_STATE_ALIVE);
   EXPECT_EQ(nodes.nodes(0).node().address(), cpu_->address());
   EXPECT_EQ(ReadFirstLineOf(cpu_->node_dir() + "/agent.address"), cpu_->address());
   EXPECT_EQ(cpu_->state().FindWorker(worker)->state, WorkerState::kRunning);
@@ -326,13 +326,13 @@ TEST_F(AgentHeadTest, ANodeIdIsTakenOnceItsAgentIsDeclaredDead) {
   v1::ListNodesResponse nodes;
   EXPECT_TRUE(Eventually([&] {
     return head_stub_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok() &&
-           nodes.nodes_size() == 1 && nodes.nodes(0).state() == "DEAD";
+           nodes.nodes_size() == 1 && nodes.nodes(0).state() == v1::NODE_STATE_DEAD;
   }));
   gpu_ = StartAgent("cpu-only.yaml", "cpu");
   ASSERT_NE(gpu_, nullptr);
   ASSERT_TRUE(head_stub_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok());
   ASSERT_EQ(nodes.nodes_size(), 1);
-  EXPECT_EQ(nodes.nodes(0).state(), "ALIVE");
+  EXPECT_EQ(nodes.nodes(0).state(), v1::NODE_STATE_ALIVE);
   EXPECT_EQ(nodes.nodes(0).node().address(), gpu_->address());
 }
 

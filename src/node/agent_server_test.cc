@@ -368,7 +368,7 @@ TEST_F(AgentServerTest, SpillsBackThroughTheHeadAndStopsAtTheHopLimit) {
     absl::MutexLock lock(&head_.mu);
     head_.pick_answer.set_node_id("n2");
     head_.pick_answer.set_address("127.0.0.1:9");
-    head_.pick_answer.set_status("placed");
+    head_.pick_answer.set_status(v1::PICK_STATUS_PLACED);
   }
   StartAgent("cpu-only.yaml");
   // More GPUs than a CPU-only node has.
@@ -410,7 +410,7 @@ TEST_F(AgentServerTest, SpillsBackThroughTheHeadAndStopsAtTheHopLimit) {
   {
     absl::MutexLock lock(&head_.mu);
     head_.pick_answer = v1::PickNodeResponse();
-    head_.pick_answer.set_status("infeasible");
+    head_.pick_answer.set_status(v1::PICK_STATUS_INFEASIBLE);
     head_.pick_answer.set_explanation("no node has 1 GPU free");
   }
   ASSERT_TRUE(Lease(Request({{"GPU", 10000}}, {"/bin/true"}), &reply).ok());

@@ -160,14 +160,14 @@ NodeAgentService::LeaseOutcome NodeAgentService::DecideLease(const v1::LeaseRequ
   // that it does not hold the bundle (or that its bundle is busy, and then the head, asked
   // without this node, says pending too), so a group that is gone, a bundle index out of range
   // or a demand no targeted bundle can ever hold is refused at once with the head's reason.
-  if (ask->bundle.has_value() && pick->status() == "infeasible") {
+  if (ask->bundle.has_value() && pick->status() == v1::PICK_STATUS_INFEASIBLE) {
     reply.set_status("infeasible");
     reply.set_explanation(pick->explanation());
     return out;
   }
   // Nobody can take it now. Pending when it could run somewhere later (here or elsewhere).
   const bool pending =
-      decision->status == ScheduleStatus::kPending || pick->status() == "pending";
+      decision->status == ScheduleStatus::kPending || pick->status() == v1::PICK_STATUS_PENDING;
   reply.set_status(pending ? "pending" : "infeasible");
   if (!pick->explanation().empty()) {
     reply.set_explanation(

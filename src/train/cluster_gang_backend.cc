@@ -9,9 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "base/string_util.h"
 #include "cli/reservation_calls.h"
 #include "hardware/node_label_keys.h"
 #include "rpc/proto_convert.h"
+#include "rpc/state_names.h"
 
 namespace tessera::train {
 namespace {
@@ -38,16 +40,20 @@ void ReleaseNamed(cli::ClusterClient& client, const std::string& name, bool slic
   }
 }
 
-// Why a reservation that did not come through did not, once it is given back.
-absl::Status NotReserved(const std::string& state, const std::string& explanation,
-                         absl::Duration timeout, const std::function<bool()>& stopped,
-                         const char* what) {
+// Where a reservation that did not come through was left: still waiting for room, or refused.
+enum class NotReservedCase { kStillWaiting, kRefused };
+
+// Why a reservation that did not come through did not, once it is given back; `state` is the
+// word of the state the head left it in.
+absl::Status NotReserved(NotReservedCase left, std::string_view state,
+                         const std::string& explanation, absl::Duration timeout,
+                         const std::function<bool()>& stopped, const char* what) {
   if (Stopped(stopped)) return absl::CancelledError(absl::StrCat("stopped while waiting for ", what));
-  if (state == "PENDING" || state == "RESCHEDULING") {
+  if (left == NotReservedCase::kStillWaiting) {
     return absl::DeadlineExceededError(
         absl::StrCat("no room within ", absl::FormatDuration(timeout), ": ", explanation));
   }
-  return absl::ResourceExhaustedError(absl::StrCat(what, " ", state, ": ", explanation));
+  return absl::ResourceExhaustedError(absl::StrCat(what, " ", ToAbsl(state), ": ", explanation));
 }
 
 class GrpcRankWatch final : public RankWatch {
@@ -96,8 +102,9 @@ class GrpcRankWatch final : public RankWatch {
 
 }  // namespace
 
-ClusterGangBackend::ClusterGangBackend(std::unique_ptr<cli::ClusterClient> client)
-    : client_(std::move(client)) {}
+ClusterGangBackend::ClusterGangBackend(std::unique_ptr<cli::ClusterClient> client,
+                                       bool ranks_outlive_the_head)
+    : client_(std::move(client)), ranks_outlive_the_head_(ranks_outlive_the_head) {}
 
 absl::Status ClusterGangBackend::RefreshNodes() {
   TESSERA_ASSIGN_OR_RETURN(v1::ListNodesResponse nodes, client_->ListNodes());
@@ -210,9 +217,13 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReserveSlices(
   }
   TESSERA_ASSIGN_OR_RETURN(v1::SliceGroupInfo info,
                            cli::ReserveSlicesAndWait(*client_, request, timeout, stopped));
-  if (info.state() != "RESERVED") {
+  if (info.state() != v1::SLICE_GROUP_STATE_RESERVED) {
     ReleaseNamed(*client_, name, /*slice_group=*/true);
-    return NotReserved(info.state(), info.explanation(), timeout, stopped, "slice reservation");
+    return NotReserved(info.state() == v1::SLICE_GROUP_STATE_PENDING
+                           ? NotReservedCase::kStillWaiting
+                           : NotReservedCase::kRefused,
+                       rpc::SliceGroupStateName(info.state()), info.explanation(), timeout,
+                       stopped, "slice reservation");
   }
   GangReservation reservation;
   reservation.name = name;
@@ -280,9 +291,13 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReservePlacementGroup(
   }
   TESSERA_ASSIGN_OR_RETURN(v1::PlacementGroupInfo info,
                            cli::CreatePlacementGroupAndWait(*client_, request, timeout, stopped));
-  if (info.state() != "CREATED") {
+  if (info.state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
     ReleaseNamed(*client_, name, /*slice_group=*/false);
-    return NotReserved(info.state(), info.explanation(), timeout, stopped, "placement group");
+    const bool waiting = info.state() == v1::PLACEMENT_GROUP_STATE_PENDING ||
+                         info.state() == v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
+    return NotReserved(waiting ? NotReservedCase::kStillWaiting : NotReservedCase::kRefused,
+                       rpc::PlacementGroupStateName(info.state()), info.explanation(), timeout,
+                       stopped, "placement group");
   }
   GangReservation reservation;
   reservation.name = name;
@@ -359,7 +374,7 @@ absl::StatusOr<StartedRank> ClusterGangBackend::StartRank(const RankLaunch& laun
   worker.mutable_env()->insert(launch.env.begin(), launch.env.end());
   worker.set_cwd(launch.cwd);
   for (int b : launch.visible_bundles) worker.add_visible_bundles(b);
-  worker.set_stop_when_unwatched(true);
+  worker.set_stop_when_unwatched(!ranks_outlive_the_head_);
   worker.set_hang_timeout_ms(absl::ToInt64Milliseconds(launch.hang_timeout));
   worker.set_working_dir_job(launch.working_dir_job);
   worker.set_stdin_pipe(launch.stdin_pipe);
@@ -432,7 +447,7 @@ absl::StatusOr<std::set<std::string>> ClusterGangBackend::DeadNodes(
   TESSERA_ASSIGN_OR_RETURN(v1::ListNodesResponse listed, client_->ListNodes());
   std::set<std::string> dead = nodes;
   for (const v1::NodeInfo& info : listed.nodes()) {
-    if (info.state() != "DEAD") dead.erase(info.node().node_id());
+    if (info.state() != v1::NODE_STATE_DEAD) dead.erase(info.node().node_id());
   }
   return dead;
 }

@@ -2,7 +2,9 @@
 // groups (whole TPU slices, NVLink hosts) and placement groups (workers, nnodes); ranks are
 // command workers leased inside their bundles from the agent holding them, owned by the
 // controller (WorkerSpec.stop_when_unwatched: a rank whose controller died never lingers), and
-// watched over NodeAgent.WatchWorker.
+// watched over NodeAgent.WatchWorker. A head whose jobs outlive it (a durable state store)
+// leases them without stop_when_unwatched instead: the job's record owns them, and the restarted
+// head watches them again (or releases their reservation, which ends them).
 //
 // Thread-safe: one mutex guards the client's stub cache and the node table; calls run outside it.
 #pragma once
@@ -21,7 +23,10 @@ namespace tessera::train {
 
 class ClusterGangBackend final : public GangBackend {
  public:
-  explicit ClusterGangBackend(std::unique_ptr<cli::ClusterClient> client);
+  // `ranks_outlive_the_head`: ranks are not stopped when their watch goes away (the job's record
+  // in a durable store owns them; see above).
+  explicit ClusterGangBackend(std::unique_ptr<cli::ClusterClient> client,
+                              bool ranks_outlive_the_head = false);
 
   absl::StatusOr<GangReservation> Reserve(const std::string& name,
                                           const v1::GangPlacement& placement, GangSize size,
@@ -68,6 +73,7 @@ class ClusterGangBackend final : public GangBackend {
                         GangSlot* slot);
 
   const std::unique_ptr<cli::ClusterClient> client_;
+  const bool ranks_outlive_the_head_;
   absl::Mutex mu_;
   std::map<std::string, NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);
 };

@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "train/stored_job.h"
 
 namespace tessera::train {
 namespace {
@@ -86,6 +87,20 @@ GangController::GangController(GangControllerOptions options) : options_(std::mo
   status_.set_attached(options_.attached);
   status_.set_submit_time_ms(absl::ToUnixMillis(options_.submitted));
   if (options_.log != nullptr) status_.set_log_dir(options_.log->dir());
+  if (options_.resume.has_value()) {
+    status_ = options_.resume->status();
+    attempt_ = options_.resume->attempt();
+  }
+}
+
+v1::StoredTrainJob GangController::record() const {
+  absl::MutexLock lock(&mu_);
+  v1::StoredTrainJob record;
+  *record.mutable_spec() = options_.spec;
+  *record.mutable_status() = status_;
+  record.set_attempt(attempt_);
+  if (running_.has_value()) *record.mutable_running() = *running_;
+  return record;
 }
 
 v1::JobStatus GangController::status() const {
@@ -144,8 +159,40 @@ v1::JobStatus GangController::Run() {
   std::string final_state;
   std::string final_message;
   int exit_code = 0;
+  std::optional<AttemptResult> adopted;
+  if (options_.resume.has_value()) {
+    const v1::StoredTrainJob& stored = *options_.resume;
+    attempt = stored.attempt();
+    // What the attempt the last head was reserving, starting or ending may still hold goes back
+    // (the agents end any rank left in it).
+    auto release_attempt = [&] {
+      GangReservation held;
+      held.name = absl::StrCat(options_.job_id, "-", attempt);
+      held.slice_group = !options_.spec.placement().slices().empty();
+      options_.backend->Release(held);
+    };
+    bool all_succeeded = stored.status().ranks_size() > 0;
+    for (const v1::RankStatus& rank : stored.status().ranks()) {
+      all_succeeded = all_succeeded && rank.state() == "SUCCEEDED";
+    }
+    if (stored.has_running()) {
+      adopted = AdoptAttempt(stored.running());
+    } else if (all_succeeded) {
+      // The last head went as the attempt ended well, before the job's end was recorded.
+      release_attempt();
+      adopted = AttemptResult{AttemptEnd::kSucceeded, "", 0};
+    } else {
+      release_attempt();
+      if (log != nullptr) {
+        log->Note(absl::StrCat("the head restarted while attempt ", attempt + 1,
+                               " was starting; starting it again"));
+      }
+      ++attempt;
+    }
+  }
   while (true) {
-    AttemptResult result = RunAttempt(attempt);
+    AttemptResult result =
+        adopted.has_value() ? *std::exchange(adopted, std::nullopt) : RunAttempt(attempt);
     if (result.end == AttemptEnd::kSucceeded) {
       final_state = "SUCCEEDED";
       final_message = "every rank exited with code 0";
@@ -220,6 +267,13 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
   GangBackend& backend = *options_.backend;
   const v1::JobSpec& spec = options_.spec;
   const std::string what = PlacementWords(spec.placement());
+  // The first attempt to run (an adopted job that never ran may count from 1).
+  bool first_start = attempt == 0;
+  {
+    absl::MutexLock lock(&mu_);
+    attempt_ = attempt;
+    if (options_.resume.has_value()) first_start = status_.start_time_ms() == 0;
+  }
   SetState(attempt == 0 ? "PENDING" : "RESTARTING", absl::StrCat("waiting for ", what));
   const absl::Duration timeout = spec.start_timeout_ms() > 0
                                      ? absl::Milliseconds(spec.start_timeout_ms())
@@ -378,7 +432,7 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
                                             ranks[r].started.isolation_env.end());
     }
     if (spec.forward_stdin()) stdin_rank_ = ranks[0].started;
-    if (attempt == 0) {
+    if (first_start) {
       status_.set_start_time_ms(absl::ToUnixMillis(running_at));
       status_.set_launch_ms(ToMs(running_at - options_.submitted));
     } else if (failed_at_.has_value()) {
@@ -393,6 +447,16 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
                                                            " MASTER_PORT=", env_options.master_port)
                                             : ""));
   }
+  {
+    std::vector<StartedRank> started_ranks;
+    std::vector<GangSlot> rank_slots;
+    for (const LiveRank& rank : ranks) {
+      started_ranks.push_back(rank.started);
+      rank_slots.push_back(rank.slot);
+    }
+    absl::MutexLock lock(&mu_);
+    running_ = ToStored(reservation, started_ranks, rank_slots);
+  }
   SetState("RUNNING", absl::StrCat(world, " ranks running on ", reservation.name,
                                    size.min < size.max
                                        ? absl::StrCat(" (", MemberWord(spec.placement(),
@@ -400,7 +464,62 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
                                                       " of ", size.min, "..", size.max, ")")
                                        : ""));
 
+  return Supervise(reservation, ranks, /*adopted=*/false);
+}
+
+GangController::AttemptResult GangController::AdoptAttempt(const v1::StoredAttempt& stored) {
+  GangReservation reservation = ReservationOf(stored);
+  std::vector<LiveRank> ranks(stored.ranks_size());
+  {
+    absl::MutexLock lock(&mu_);
+    running_ = stored;
+    for (int r = 0; r < stored.ranks_size(); ++r) {
+      ranks[r].started = StartedRankOf(stored.ranks(r));
+      ranks[r].slot = FromStored(stored.ranks(r).slot());
+      // A rank that succeeded before the head went stays done; every other is watched again
+      // (one that ended meanwhile reports its exit, or is lost: a rank failure either way).
+      ranks[r].exited =
+          r < status_.ranks_size() && status_.ranks(r).state() == "SUCCEEDED";
+    }
+    if (options_.spec.forward_stdin() && !ranks.empty()) stdin_rank_ = ranks[0].started;
+  }
+  // A probe for room to grow that the last head had in flight.
+  GangReservation probe;
+  probe.name = absl::StrCat(reservation.name, "-probe");
+  probe.slice_group = reservation.slice_group;
+  options_.backend->Release(probe);
+  if (options_.log != nullptr) {
+    options_.log->Note(absl::StrCat("the head restarted: watching the ", ranks.size(),
+                                    " ranks on ", reservation.name, " again"));
+  }
+  return Supervise(reservation, ranks, /*adopted=*/true);
+}
+
+GangController::AttemptResult GangController::Supervise(GangReservation& reservation,
+                                                        std::vector<LiveRank>& ranks,
+                                                        bool adopted) {
+  JobLog* log = options_.log;
+  GangBackend& backend = *options_.backend;
+  const v1::JobSpec& spec = options_.spec;
+  const GangSize size = PlacementSize(spec.placement());
+  const int world = static_cast<int>(ranks.size());
+  int succeeded = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    events_.clear();
+  }
   for (int r = 0; r < world; ++r) {
+    if (ranks[r].exited) {
+      ++succeeded;
+      continue;
+    }
+    if (log != nullptr) {
+      if (adopted) {
+        log->ResumeRank(r);
+      } else {
+        log->BeginRank(r);
+      }
+    }
     ranks[r].watch = backend.WatchRank(
         ranks[r].started,
         [log, r](bool is_stderr, const std::string& data) {
@@ -412,8 +531,8 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
         });
   }
 
-  int succeeded = 0;
-  AttemptResult result;
+  // (Every rank of an adopted attempt may have succeeded before the head went.)
+  AttemptResult result{AttemptEnd::kSucceeded, "", 0};
   // Below its maximum, an elastic gang looks for room to grow this often.
   const bool can_grow = reservation.members < size.max;
   const absl::Duration check = spec.elastic_check_ms() > 0
@@ -424,8 +543,8 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
   constexpr absl::Duration kHealthCheck = absl::Seconds(1);
   absl::Time next_health = absl::Now() + kHealthCheck;
   std::set<std::string> gang_nodes;
-  for (const GangSlot& slot : layout->slots) gang_nodes.insert(slot.node_id);
-  while (true) {
+  for (const LiveRank& rank : ranks) gang_nodes.insert(rank.slot.node_id);
+  while (succeeded < world) {
     std::optional<Event> event;
     bool stop = false;
     {
@@ -511,8 +630,13 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
     stdin_rank_.reset();
   }
   for (LiveRank& rank : ranks) rank.watch.reset();
-  backend.Release(reservation);
+  {
+    absl::MutexLock lock(&mu_);
+    running_.reset();
+  }
+  // Recorded before the release: a head that goes between the two releases it again.
   Publish();
+  backend.Release(reservation);
   return result;
 }
 

@@ -7,7 +7,10 @@
 // one higher, up to max_restarts. An elastic gang (a range of workers, nodes or slices) starts
 // with as many members as fit, shrinks when a restart finds fewer, and grows when room returns
 // (a membership change: ranks restart, the restart count does not). Stop() ends it from outside (job stop, the client's Ctrl-C, an
-// attached client gone).
+// attached client gone). A controller made with `resume` (a head restarted on its state store)
+// adopts the job where the last head left it: the ranks of a running attempt are watched again
+// (never restarted) and their output goes on into the log; an attempt that was still being
+// reserved or started is released and started again (not counted as a restart).
 //
 // Thread-safe: Run() on one thread; Stop() and status() from any.
 #pragma once
@@ -23,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "tessera/v1/jobs.pb.h"
+#include "tessera/v1/train_state.pb.h"
 #include "train/gang_backend.h"
 #include "train/job_log.h"
 
@@ -37,6 +41,8 @@ struct GangControllerOptions {
   bool attached = false;
   // Called with the job's status after every change (without the controller's lock held).
   std::function<void(const v1::JobStatus&)> on_change;
+  // The record a previous head kept of this job (record()): the job is adopted, not started.
+  std::optional<v1::StoredTrainJob> resume;
 };
 
 class GangController {
@@ -52,6 +58,9 @@ class GangController {
   // Unavailable while no rank 0 runs (the gang is starting or restarting): ask again.
   absl::StatusOr<size_t> WriteStdin(const std::string& data, bool close);
   v1::JobStatus status() const;
+  // What a head restarted on the same state store needs to adopt the job: its spec, status, the
+  // attempt's number and, while its ranks run, where they run.
+  v1::StoredTrainJob record() const;
 
  private:
   enum class AttemptEnd { kSucceeded, kRankFailed, kStopped, kNotPlaced, kResized };
@@ -72,6 +81,13 @@ class GangController {
   };
 
   AttemptResult RunAttempt(int attempt);
+  // Watches `ranks` (every rank of the attempt on `reservation`) until the attempt ends, then
+  // releases the reservation. Ranks already `exited` are not watched; `adopted`: the ranks were
+  // started by a previous head and their output already logged is skipped.
+  AttemptResult Supervise(GangReservation& reservation, std::vector<LiveRank>& ranks,
+                          bool adopted);
+  // The running attempt a previous head left (options_.resume), supervised to its end.
+  AttemptResult AdoptAttempt(const v1::StoredAttempt& stored);
   // SIGTERM to every rank still running, SIGKILL to those left after the grace period; waits
   // for their exits (bounded) and ends the watches.
   void StopRanks(std::vector<LiveRank>& ranks);
@@ -91,6 +107,9 @@ class GangController {
   std::optional<absl::Time> failed_at_ ABSL_GUARDED_BY(mu_);
   // Rank 0 of the running attempt, while its stdin is fed (forward_stdin).
   std::optional<StartedRank> stdin_rank_ ABSL_GUARDED_BY(mu_);
+  int attempt_ ABSL_GUARDED_BY(mu_) = 0;
+  // The attempt whose ranks run, as record() keeps it.
+  std::optional<v1::StoredAttempt> running_ ABSL_GUARDED_BY(mu_);
 };
 
 // "rank 2 on node v6e-0-w2 (127.0.0.1) was killed by signal 9 (SIGKILL)": how a rank ended, as

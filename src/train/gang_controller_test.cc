@@ -700,6 +700,104 @@ TEST_F(GangControllerTest, StopAfterTheEndChangesNothing) {
   EXPECT_EQ(run.controller().status().state(), "SUCCEEDED");
 }
 
+// The record a head kept of job-1 while it ran (its ranks started on `first`), as a restarted
+// head reads it back.
+v1::StoredTrainJob RecordWhileRunning(GangControllerOptions options, FakeGangBackend& first,
+                                      int world) {
+  options.backend = &first;
+  options.on_change = nullptr;
+  RunningController run(std::move(options));
+  EXPECT_TRUE(first.AwaitWatches(world));
+  return run.controller().record();  // the controller then ends: the old head is gone
+}
+
+TEST_F(GangControllerTest, AnAdoptedJobWatchesItsRanksAgainWithoutStartingThem) {
+  FakeGangBackend first(/*nodes=*/2);
+  v1::StoredTrainJob record = RecordWhileRunning(Options(WorkersSpec(2, 1)), first, 2);
+  ASSERT_TRUE(record.has_running());
+  EXPECT_EQ(record.status().state(), "RUNNING");
+  EXPECT_EQ(record.running().reservation(), "job-1-0");
+
+  GangControllerOptions options = Options(WorkersSpec(2, 1));
+  options.resume = record;
+  RunningController run(std::move(options));
+  ASSERT_TRUE(backend_.AwaitWatches(2));
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(backend_.EndRank(r, Exited(0)));
+  v1::JobStatus status = run.Join();
+
+  EXPECT_EQ(status.state(), "SUCCEEDED");
+  EXPECT_EQ(status.restart_count(), 0);
+  EXPECT_TRUE(backend_.reserves().empty());
+  EXPECT_TRUE(backend_.launches().empty());
+  EXPECT_TRUE(backend_.signals().empty());
+  EXPECT_THAT(backend_.releases(), Contains("job-1-0"));
+  EXPECT_EQ(status.ranks(1).worker_id(), "w1-1");
+  EXPECT_EQ(status.ranks(1).pid(), 1001);
+}
+
+TEST_F(GangControllerTest, AnAdoptedRankThatFailedIsARestartFromTheBudget) {
+  FakeGangBackend first(/*nodes=*/2);
+  GangControllerOptions options = Options(WorkersSpec(2, 1));
+  options.resume = RecordWhileRunning(Options(WorkersSpec(2, 1)), first, 2);
+  RunningController run(std::move(options));
+  ASSERT_TRUE(backend_.AwaitWatches(2));
+  ASSERT_TRUE(backend_.EndRank(1, Exited(3)));  // it died while the head was down
+
+  ASSERT_TRUE(backend_.AwaitWatches(4));  // the whole gang again, in a new reservation
+  EXPECT_THAT(backend_.reserves(), ElementsAre("job-1-1"));
+  for (int r = 0; r < 2; ++r) backend_.EndRank(r, Exited(0));
+  v1::JobStatus status = run.Join();
+  EXPECT_EQ(status.state(), "SUCCEEDED");
+  EXPECT_EQ(status.restart_count(), 1);
+}
+
+TEST_F(GangControllerTest, AnAdoptedJobThatWasStartingReleasesAndStartsTheNextAttempt) {
+  FakeGangBackend first(/*nodes=*/2);
+  first.ReserveWaitsUntilStopped();
+  v1::StoredTrainJob record;
+  {
+    GangControllerOptions waiting = Options(WorkersSpec(2, 0));
+    waiting.backend = &first;
+    waiting.on_change = nullptr;
+    RunningController run(std::move(waiting));
+    ASSERT_TRUE(first.AwaitReserves(1));
+    record = run.controller().record();
+  }
+  EXPECT_FALSE(record.has_running());
+
+  GangControllerOptions options = Options(WorkersSpec(2, 0));
+  options.resume = record;
+  RunningController run(std::move(options));
+  ASSERT_TRUE(backend_.AwaitWatches(2));
+  for (int r = 0; r < 2; ++r) backend_.EndRank(r, Exited(0));
+  v1::JobStatus status = run.Join();
+  EXPECT_EQ(status.state(), "SUCCEEDED");
+  EXPECT_EQ(status.restart_count(), 0);
+  EXPECT_THAT(backend_.releases(), ElementsAre("job-1-0", "job-1-1"));
+  EXPECT_THAT(backend_.reserves(), ElementsAre("job-1-1"));
+}
+
+TEST_F(GangControllerTest, AnAdoptedJobWhoseRanksAllSucceededEndsWithoutRunningAgain) {
+  // The last head went after the attempt's end, before the job's.
+  v1::StoredTrainJob record;
+  *record.mutable_spec() = WorkersSpec(2, 0);
+  record.mutable_status()->set_job_id("job-1");
+  record.mutable_status()->set_state("RUNNING");
+  for (int r = 0; r < 2; ++r) {
+    v1::RankStatus* rank = record.mutable_status()->add_ranks();
+    rank->set_rank(r);
+    rank->set_state("SUCCEEDED");
+  }
+  GangControllerOptions options = Options(WorkersSpec(2, 0));
+  options.resume = record;
+  RunningController run(std::move(options));
+  v1::JobStatus status = run.Join();
+
+  EXPECT_EQ(status.state(), "SUCCEEDED");
+  EXPECT_TRUE(backend_.reserves().empty());
+  EXPECT_THAT(backend_.releases(), ElementsAre("job-1-0"));
+}
+
 TEST_F(GangControllerTest, RankOutputAndTheControllersNotesGoToTheJobLog) {
   const std::filesystem::path base = std::filesystem::temp_directory_path() /
                                      absl::StrCat("tessera_gang_controller_test_", ::getpid());

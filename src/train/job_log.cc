@@ -4,10 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "base/string_util.h"
 
 namespace tessera::train {
@@ -67,6 +72,7 @@ JobLog::~JobLog() {
   ::close(fd_);
   absl::MutexLock lock(&mu_);
   for (auto& [rank, fd] : rank_files_) ::close(fd);
+  for (auto& [rank, fd] : offset_files_) ::close(fd);
 }
 
 void JobLog::AppendLocked(std::string_view data, bool is_stderr) {
@@ -91,13 +97,35 @@ void JobLog::WriteRankFileLocked(int rank, std::string_view data) {
   WriteAll(it->second, data);
 }
 
+void JobLog::WriteOffsetsLocked(int rank) {
+  auto it = offset_files_.find(rank);
+  if (it == offset_files_.end()) {
+    const std::string path = absl::StrCat(dir_, "/rank-", rank, ".offsets");
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    it = offset_files_.emplace(rank, fd).first;
+  }
+  auto logged = [&](bool is_stderr) {
+    return received_[{rank, is_stderr}] - partial_[{rank, is_stderr}].size();
+  };
+  // Fixed width: each write replaces the whole file's content in place.
+  const std::string line = absl::StrFormat("%020u %020u\n", logged(false), logged(true));
+  (void)::pwrite(it->second, line.data(), line.size(), 0);
+}
+
 void JobLog::RankOutput(int rank, bool is_stderr, std::string_view data) {
   absl::MutexLock lock(&mu_);
   if (closed_) return;
-  WriteRankFileLocked(rank, data);
+  uint64_t& skip = skip_[{rank, is_stderr}];
+  const size_t skipped = static_cast<size_t>(std::min<uint64_t>(skip, data.size()));
+  skip -= skipped;
+  data.remove_prefix(skipped);
+  if (data.empty()) return;
+  received_[{rank, is_stderr}] += data.size();
   std::string& partial = partial_[{rank, is_stderr}];
   const std::string prefix = absl::StrCat("[rank", rank, "]: ");
   std::string lines;
+  std::string plain;
   size_t start = 0;
   while (start < data.size()) {
     const size_t newline = data.find('\n', start);
@@ -105,11 +133,50 @@ void JobLog::RankOutput(int rank, bool is_stderr, std::string_view data) {
       partial.append(data.substr(start));
       break;
     }
-    absl::StrAppend(&lines, prefix, partial, ToAbsl(data.substr(start, newline + 1 - start)));
+    const std::string_view line = data.substr(start, newline + 1 - start);
+    absl::StrAppend(&lines, prefix, partial, ToAbsl(line));
+    absl::StrAppend(&plain, partial, ToAbsl(line));
     partial.clear();
     start = newline + 1;
   }
+  if (plain.empty()) return;
   AppendLocked(lines, is_stderr);
+  WriteRankFileLocked(rank, plain);
+  WriteOffsetsLocked(rank);
+}
+
+void JobLog::BeginRank(int rank) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return;
+  for (bool is_stderr : {false, true}) {
+    received_[{rank, is_stderr}] = 0;
+    skip_[{rank, is_stderr}] = 0;
+    partial_[{rank, is_stderr}].clear();
+  }
+  WriteOffsetsLocked(rank);
+}
+
+void JobLog::ResumeRank(int rank) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return;
+  const std::string path = absl::StrCat(dir_, "/rank-", rank, ".offsets");
+  std::string text(64, '\0');
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  const ssize_t n = fd < 0 ? 0 : ::pread(fd, text.data(), text.size(), 0);
+  if (fd >= 0) ::close(fd);
+  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  std::vector<std::string> fields =
+      absl::StrSplit(absl::StripAsciiWhitespace(text), ' ', absl::SkipEmpty());
+  uint64_t logged[2] = {0, 0};
+  if (fields.size() == 2) {
+    (void)absl::SimpleAtoi(fields[0], &logged[0]);
+    (void)absl::SimpleAtoi(fields[1], &logged[1]);
+  }
+  for (bool is_stderr : {false, true}) {
+    received_[{rank, is_stderr}] = logged[is_stderr];
+    skip_[{rank, is_stderr}] = logged[is_stderr];
+    partial_[{rank, is_stderr}].clear();
+  }
 }
 
 void JobLog::EndRank(int rank) {
@@ -119,9 +186,10 @@ void JobLog::EndRank(int rank) {
     auto it = partial_.find({rank, is_stderr});
     if (it == partial_.end() || it->second.empty()) continue;
     AppendLocked(absl::StrCat("[rank", rank, "]: ", it->second, "\n"), is_stderr);
-    WriteRankFileLocked(rank, "\n");
+    WriteRankFileLocked(rank, absl::StrCat(it->second, "\n"));
     it->second.clear();
   }
+  WriteOffsetsLocked(rank);
 }
 
 void JobLog::Note(std::string_view line) {

@@ -1,7 +1,10 @@
 // JobLog: the logs of one job, kept in its folder on the head's host (docs/train.md):
 //   job.log        every rank's output, line by line, prefixed "[rank3]: " as torchrun's --tee
 //                  does, and the controller's own lines ("tessera: ..."), in the order written
-//   rank-<R>.log   rank R's own output, unprefixed, across restarts
+//   rank-<R>.log   rank R's own output, unprefixed, across restarts (whole lines, as job.log)
+//   rank-<R>.offsets  how many bytes of the stdout and stderr of rank R's current worker are in
+//                  the logs (whole lines): a head restarted while the worker runs watches it
+//                  again from its start and skips those (ResumeRank), so no line is logged twice
 // Readers follow job.log by offset; which stretches of it came from stderr is kept in memory
 // (lost with the head: a later reader sees them as stdout).
 //
@@ -41,6 +44,11 @@ class JobLog {
   // Output of `rank`: complete lines are written at once, a partial line waits for its end (or
   // for EndRank).
   void RankOutput(int rank, bool is_stderr, std::string_view data);
+  // A new worker of `rank` starts (an attempt): its streams are counted from their first byte.
+  void BeginRank(int rank);
+  // The worker of `rank` is watched again by a restarted head, and the watch replays its output
+  // from the start: the bytes rank-<R>.offsets says were logged are skipped.
+  void ResumeRank(int rank);
   // Writes what is left of the rank's partial lines (a rank that exited, or restarts).
   void EndRank(int rank);
   // One line of the controller's, as "tessera: <line>" (stderr).
@@ -60,6 +68,8 @@ class JobLog {
   JobLog(std::string dir, int fd) : dir_(std::move(dir)), fd_(fd) {}
   void AppendLocked(std::string_view data, bool is_stderr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WriteRankFileLocked(int rank, std::string_view data) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // rank-<R>.offsets: the bytes of each stream of the rank's worker in the logs.
+  void WriteOffsetsLocked(int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string dir_;
   const int fd_;
@@ -71,6 +81,11 @@ class JobLog {
   // Partial lines per (rank, is_stderr).
   std::map<std::pair<int, bool>, std::string> partial_ ABSL_GUARDED_BY(mu_);
   std::map<int, int> rank_files_ ABSL_GUARDED_BY(mu_);  // rank -> fd
+  std::map<int, int> offset_files_ ABSL_GUARDED_BY(mu_);  // rank -> fd
+  // Per (rank, is_stderr): bytes of the worker's stream received (partial line included), and
+  // bytes of a replayed stream still to skip (ResumeRank).
+  std::map<std::pair<int, bool>, uint64_t> received_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int, bool>, uint64_t> skip_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -111,6 +111,45 @@ TEST_F(JobLogTest, PartialLinesOfStdoutAndStderrAreKeptApart) {
   EXPECT_EQ(JobLogText(), "[rank0]: out-line\n[rank0]: err-line\n");
 }
 
+TEST_F(JobLogTest, AResumedRankSkipsTheOutputItsLogAlreadyHolds) {
+  {
+    std::unique_ptr<JobLog> log = NewLog();
+    ASSERT_NE(log, nullptr);
+    log->BeginRank(0);
+    log->RankOutput(0, false, "step 1\nstep 2\nhal");
+    log->RankOutput(0, true, "warn\n");
+  }  // the head goes: the partial line "hal" was never logged
+  std::unique_ptr<JobLog> log = NewLog();
+  ASSERT_NE(log, nullptr);
+  log->ResumeRank(0);
+  // A new watch replays the worker's output from its first byte, in other chunks.
+  log->RankOutput(0, false, "step 1\nst");
+  log->RankOutput(0, true, "warn\nerr 2\n");
+  log->RankOutput(0, false, "ep 2\nhalf\nstep 3\n");
+
+  EXPECT_EQ(JobLogText(),
+            "[rank0]: step 1\n[rank0]: step 2\n[rank0]: warn\n[rank0]: err 2\n[rank0]: half\n"
+            "[rank0]: step 3\n");
+  EXPECT_EQ(RankLogText(0), "step 1\nstep 2\nwarn\nerr 2\nhalf\nstep 3\n");
+}
+
+TEST_F(JobLogTest, ANewWorkerOfARankIsCountedFromItsFirstByte) {
+  {
+    std::unique_ptr<JobLog> log = NewLog();
+    ASSERT_NE(log, nullptr);
+    log->RankOutput(1, false, "attempt 1\n");
+    log->EndRank(1);
+    log->BeginRank(1);  // the next attempt's worker
+    log->RankOutput(1, false, "attempt 2\n");
+  }
+  std::unique_ptr<JobLog> log = NewLog();
+  ASSERT_NE(log, nullptr);
+  log->ResumeRank(1);
+  log->RankOutput(1, false, "attempt 2\nmore\n");
+
+  EXPECT_EQ(JobLogText(), "[rank1]: attempt 1\n[rank1]: attempt 2\n[rank1]: more\n");
+}
+
 TEST_F(JobLogTest, NoteWritesATesseraLineAsStderr) {
   std::unique_ptr<JobLog> log = NewLog();
   ASSERT_NE(log, nullptr);

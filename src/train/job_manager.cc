@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <utility>
 #include <vector>
@@ -15,6 +16,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include <iostream>
+
+#include "base/status_macros.h"
 #include "rpc/status_conversion.h"
 #include "train/job_spec.h"
 
@@ -30,15 +34,21 @@ std::string NewJobId() {
   return absl::StrFormat("job-%08x", absl::Uniform<uint32_t>(gen));
 }
 
-grpc::Status NotFound(const std::string& id) {
-  return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no job ", id));
-}
 
 constexpr size_t kChunkBytes = 64 * 1024;
 
 }  // namespace
 
-JobManager::JobManager(JobManagerOptions options) : options_(std::move(options)) {}
+JobManager::JobManager(JobManagerOptions options)
+    : options_(std::move(options)), adopted_(options_.records == nullptr) {}
+
+grpc::Status JobManager::Missing(const std::string& id) const {
+  if (!adopted_.load()) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "the head is still adopting the jobs of the previous head");
+  }
+  return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no job ", id));
+}
 
 JobManager::~JobManager() { Shutdown(); }
 
@@ -87,12 +97,32 @@ void JobManager::WriteStatusFile(const Job& job, const v1::JobStatus& status) {
   if (written) std::rename(tmp.c_str(), path.c_str());
 }
 
+v1::JobStatus JobManager::StatusOf(const Job& job) {
+  return job.controller != nullptr ? job.controller->status() : job.status;
+}
+
+void JobManager::SaveRecord(Job& job) {
+  if (options_.records == nullptr || job.controller == nullptr) return;
+  const absl::Status saved =
+      options_.records->Put(job.id, job.controller->record().SerializeAsString());
+  const bool first_failure = !saved.ok() && !job.record_failing;
+  job.record_failing = !saved.ok();
+  if (first_failure) {
+    const std::string why = absl::StrCat("cannot record job ", job.id,
+                                         " in the head's state store (a head restart would lose ",
+                                         "it): ", saved.message());
+    std::cerr << "tessera head: " << why << "\n";
+    if (job.log != nullptr) job.log->Note(why);
+  }
+}
+
 void JobManager::Published(const std::shared_ptr<Job>& job, const v1::JobStatus& status) {
   {
     absl::MutexLock lock(&mu_);
     job->status = status;
     if (Ended(status.state())) job->ended = true;
   }
+  SaveRecord(*job);
   WriteStatusFile(*job, status);
 }
 
@@ -111,6 +141,7 @@ grpc::Status JobManager::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequ
 
 void JobManager::ReapEnded() {
   std::vector<std::shared_ptr<Job>> ended;
+  std::vector<std::string> forgotten;
   {
     absl::MutexLock lock(&mu_);
     std::vector<std::shared_ptr<Job>> by_age;
@@ -120,8 +151,14 @@ void JobManager::ReapEnded() {
     std::sort(by_age.begin(), by_age.end(), [](const auto& a, const auto& b) {
       return a->status.end_time_ms() < b->status.end_time_ms();
     });
-    for (size_t i = 0; i + kKeptEndedJobs < by_age.size(); ++i) jobs_.erase(by_age[i]->id);
+    for (size_t i = 0; i + kKeptEndedJobs < by_age.size(); ++i) {
+      jobs_.erase(by_age[i]->id);
+      forgotten.push_back(by_age[i]->id);
+    }
     ended = std::move(by_age);
+  }
+  if (options_.records != nullptr) {
+    for (const std::string& id : forgotten) (void)options_.records->Delete(id);
   }
   // An ended job's thread has published its end and returns at once.
   absl::MutexLock joining(&join_mu_);
@@ -153,34 +190,88 @@ grpc::Status JobManager::DoSubmit(const v1::SubmitJobRequest& request, v1::JobSt
   auto backend = options_.backends();
   if (!backend.ok()) return rpc::ToGrpcStatus(backend.status());
   job->backend = *std::move(backend);
+  std::string command = absl::StrJoin(request.spec().argv(), " ");
+  absl::StrReplaceAll({{"\n", "\\n"}}, &command);  // one line in the log
+  job->log->Note(absl::StrCat("job ", job->id, " submitted: ", command));
   GangControllerOptions controller;
   controller.job_id = job->id;
   controller.spec = request.spec();
-  controller.backend = job->backend.get();
-  controller.log = job->log.get();
   controller.attached = request.attached();
   controller.submitted = absl::Now();
+  Launch(job, std::move(controller));
+  *response = job->status;
+  return grpc::Status::OK;
+}
+
+void JobManager::Launch(const std::shared_ptr<Job>& job, GangControllerOptions controller) {
+  controller.backend = job->backend.get();
+  controller.log = job->log.get();
   std::weak_ptr<Job> weak = job;
   controller.on_change = [this, weak](const v1::JobStatus& status) {
     if (auto j = weak.lock()) Published(j, status);
   };
   job->controller = std::make_unique<GangController>(std::move(controller));
   job->status = job->controller->status();
-  std::string command = absl::StrJoin(request.spec().argv(), " ");
-  absl::StrReplaceAll({{"\n", "\\n"}}, &command);  // one line in the log
-  job->log->Note(absl::StrCat("job ", job->id, " submitted: ", command));
   {
     absl::MutexLock lock(&mu_);
     jobs_[job->id] = job;
   }
+  SaveRecord(*job);
   WriteStatusFile(*job, job->status);
   job->thread = std::thread([this, job] {
     v1::JobStatus final = job->controller->Run();
     job->log->Close();
     Published(job, final);
   });
-  *response = job->status;
-  return grpc::Status::OK;
+}
+
+absl::Status JobManager::Resume() {
+  if (options_.records == nullptr) return absl::OkStatus();
+  TESSERA_ASSIGN_OR_RETURN(auto records, options_.records->List());
+  // Every record is read before any job is adopted: one that cannot be read stops the head.
+  std::vector<v1::StoredTrainJob> jobs;
+  for (const auto& [job_id, bytes] : records) {
+    v1::StoredTrainJob& stored = jobs.emplace_back();
+    if (!stored.ParseFromString(bytes) || stored.status().job_id() != job_id) {
+      return absl::DataLossError(absl::StrCat(std::string(kTrainJobsTable), "/", job_id,
+                                              ": not a training job's record"));
+    }
+  }
+  for (v1::StoredTrainJob& stored : jobs) {
+    auto job = std::make_shared<Job>();
+    job->id = stored.status().job_id();
+    job->status = stored.status();
+    auto log = JobLog::Create(absl::StrCat(options_.jobs_dir, "/", job->id));
+    if (!log.ok()) {
+      std::cerr << "tessera head: cannot adopt job " << job->id << ": " << log.status().message()
+                << "\n";
+      continue;
+    }
+    job->log = *std::move(log);
+    if (Ended(stored.status().state())) {
+      job->ended = true;
+      job->log->Close();
+      absl::MutexLock lock(&mu_);
+      jobs_[job->id] = job;
+      continue;
+    }
+    auto backend = options_.backends();
+    if (!backend.ok()) {
+      std::cerr << "tessera head: cannot adopt job " << job->id << ": "
+                << backend.status().message() << "\n";
+      continue;
+    }
+    job->backend = *std::move(backend);
+    GangControllerOptions controller;
+    controller.job_id = job->id;
+    controller.spec = stored.spec();
+    controller.attached = stored.status().attached();
+    controller.submitted = absl::FromUnixMillis(stored.status().submit_time_ms());
+    controller.resume = std::move(stored);
+    Launch(job, std::move(controller));
+  }
+  adopted_.store(true);
+  return absl::OkStatus();
 }
 
 grpc::Status JobManager::GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
@@ -190,19 +281,20 @@ grpc::Status JobManager::GetJob(grpc::ServerContext*, const v1::GetJobRequest* r
     absl::MutexLock lock(&mu_);
     job = Find(request->job_id());
   }
-  if (job == nullptr) return NotFound(request->job_id());
-  *response = job->controller->status();
+  if (job == nullptr) return Missing(request->job_id());
+  *response = StatusOf(*job);
   return grpc::Status::OK;
 }
 
 grpc::Status JobManager::ListGangJobs(grpc::ServerContext*, const v1::ListRequest*,
                                       v1::JobList* response) {
+  if (!adopted_.load()) return Missing("");
   std::vector<std::shared_ptr<Job>> jobs;
   {
     absl::MutexLock lock(&mu_);
     for (auto& [id, job] : jobs_) jobs.push_back(job);
   }
-  for (auto& job : jobs) *response->add_jobs() = job->controller->status();
+  for (auto& job : jobs) *response->add_jobs() = StatusOf(*job);
   return grpc::Status::OK;
 }
 
@@ -213,14 +305,18 @@ grpc::Status JobManager::StopJob(grpc::ServerContext*, const v1::StopJobRequest*
     absl::MutexLock lock(&mu_);
     job = Find(request->job_id());
   }
-  if (job == nullptr) return NotFound(request->job_id());
+  if (job == nullptr) return Missing(request->job_id());
+  if (job->controller == nullptr) {
+    *response = job->status;
+    return grpc::Status::OK;
+  }
   job->controller->Stop(request->reason().empty() ? "stopped by request" : request->reason());
   {
     absl::MutexLock lock(&mu_);
     auto ended = [&job]() { return job->ended; };
     mu_.AwaitWithTimeout(absl::Condition(&ended), absl::Minutes(2));
   }
-  *response = job->controller->status();
+  *response = StatusOf(*job);
   return grpc::Status::OK;
 }
 
@@ -232,7 +328,10 @@ grpc::Status JobManager::WriteJobStdin(grpc::ServerContext*,
     absl::MutexLock lock(&mu_);
     job = Find(request->job_id());
   }
-  if (job == nullptr) return NotFound(request->job_id());
+  if (job == nullptr) return Missing(request->job_id());
+  if (job->controller == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the job has ended");
+  }
   auto written = job->controller->WriteStdin(request->data(), request->close());
   if (!written.ok()) return rpc::ToGrpcStatus(written.status());
   response->set_written(*written);
@@ -247,18 +346,20 @@ grpc::Status JobManager::StreamJobLogs(grpc::ServerContext* context,
     absl::MutexLock lock(&mu_);
     job = Find(request->job_id());
   }
-  if (job == nullptr) return NotFound(request->job_id());
+  if (job == nullptr) return Missing(request->job_id());
   if (request->rank() < -1) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "rank: a rank, or -1 for every rank");
   }
-  const bool watching_attached = request->attach() && job->controller->status().attached();
+  const bool watching_attached = request->attach() && StatusOf(*job).attached();
   auto job_ended = [&] {
     absl::MutexLock lock(&mu_);
     return job->ended;
   };
   // The reader is gone: an attached job's client died (or was killed), so the job stops.
   auto reader_gone = [&] {
-    if (watching_attached && !job_ended()) job->controller->Stop("its client went away");
+    if (watching_attached && !job_ended() && job->controller != nullptr) {
+      job->controller->Stop("its client went away");
+    }
     return grpc::Status(grpc::StatusCode::CANCELLED, "the reader went away");
   };
   uint64_t offset = request->offset();
@@ -296,7 +397,7 @@ grpc::Status JobManager::StreamJobLogs(grpc::ServerContext* context,
     if (ended_before_read || !request->follow()) {
       if (request->follow()) {
         v1::JobLogChunk last;
-        *last.mutable_ended() = job->controller->status();
+        *last.mutable_ended() = StatusOf(*job);
         writer->Write(last);
       }
       return grpc::Status::OK;

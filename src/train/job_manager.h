@@ -4,10 +4,14 @@
 // survives its client. A job submitted attached (a foreground `tessera train`) is stopped when
 // its client's log stream goes away without the job having ended (a killed client leaves no rank
 // and no reservation behind).
+// With a JobRecordStore (the head's state store on Redis), every job's record
+// (train_state.proto) is kept there as it changes; Resume() on a restarted head adopts the jobs
+// that were running (their ranks are watched again, not restarted) and lists the ended ones.
 //
 // Thread-safe: one mutex guards the job table; each job's controller has its own.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -23,6 +27,7 @@
 #include "train/gang_backend.h"
 #include "train/gang_controller.h"
 #include "train/job_log.h"
+#include "train/job_record_store.h"
 
 namespace tessera::train {
 
@@ -30,6 +35,8 @@ struct JobManagerOptions {
   std::string jobs_dir;  // <state>/jobs
   // A backend per job (each controller calls the cluster on its own connection).
   std::function<absl::StatusOr<std::unique_ptr<GangBackend>>()> backends;
+  // Where jobs' records are kept (not owned); null: nowhere, and jobs end with the head.
+  JobRecordStore* records = nullptr;
 };
 
 class JobManager final : public v1::Jobs::Service {
@@ -50,6 +57,13 @@ class JobManager final : public v1::Jobs::Service {
   grpc::Status WriteJobStdin(grpc::ServerContext*, const v1::WriteJobStdinRequest* request,
                              v1::WriteJobStdinResponse* response) override;
 
+  // Adopts the jobs in `records` (a head restarted on its state store): a running one gets a
+  // controller that watches its ranks again, an ended one is listed. Call once, when the
+  // backends can reach the head. Fails, adopting nothing, when the store cannot be read or
+  // holds a record that is not one (DataLoss naming train_jobs/<id>); a job whose log folder or
+  // connection cannot be made is skipped with a line on stderr.
+  absl::Status Resume();
+
   // Stops every running job (the head is shutting down) and waits for their controllers.
   void Shutdown();
 
@@ -58,13 +72,25 @@ class JobManager final : public v1::Jobs::Service {
     std::string id;
     std::unique_ptr<GangBackend> backend;
     std::unique_ptr<JobLog> log;
-    std::unique_ptr<GangController> controller;
+    std::unique_ptr<GangController> controller;  // null: an ended job a previous head ran
     std::thread thread;
     v1::JobStatus status;  // the controller's last published status
     bool ended = false;
+    // The store refused its record last time (noted once in its log); only its controller's
+    // thread saves records.
+    bool record_failing = false;
   };
 
   grpc::Status DoSubmit(const v1::SubmitJobRequest& request, v1::JobStatus* response);
+  // Makes the job's controller, lists the job, records it and starts its thread.
+  void Launch(const std::shared_ptr<Job>& job, GangControllerOptions controller)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // NOT_FOUND, or UNAVAILABLE while Resume() has not adopted the stored jobs yet (ask again).
+  grpc::Status Missing(const std::string& id) const;
+  // The job's status now: its controller's, or the record of an ended job.
+  static v1::JobStatus StatusOf(const Job& job);
+  // Keeps the job's record in options_.records (when set).
+  void SaveRecord(Job& job);
   // Joins the threads of ended jobs and forgets the oldest ended ones past kKeptEndedJobs (their
   // logs and status files stay on disk, where the CLI reads them).
   void ReapEnded() ABSL_LOCKS_EXCLUDED(mu_);
@@ -80,6 +106,8 @@ class JobManager final : public v1::Jobs::Service {
   std::map<std::string, std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
   absl::Mutex join_mu_;  // one joiner of jobs' threads at a time (ReapEnded, Shutdown)
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Whether the stored jobs were adopted (Resume() ran, or there is no store).
+  std::atomic<bool> adopted_;
   using SubmitResult = std::pair<grpc::Status, v1::JobStatus>;
   rpc::RequestCache<SubmitResult> submit_cache_;
 };

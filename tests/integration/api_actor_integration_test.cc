@@ -26,6 +26,7 @@
 #include "absl/time/clock.h"
 #include "integration/api_test_cluster.h"
 #include "integration/cluster_harness.h"
+#include "rpc/state_names.h"
 #include "tessera/placement_group.h"
 #include "tessera/tessera.h"
 
@@ -215,7 +216,7 @@ TEST_F(ActorIntegrationTest, NamedActorIsFoundByName) {
 }
 
 // Another driver (this binary run again as a guest, see main) finds the actor by name through the
-// head's KV and calls it; the owner sees the guest's call in the actor's state.
+// head's actor directory and calls it; the owner sees the guest's call in the actor's state.
 TEST_F(ActorIntegrationTest, AnotherDriverFindsANamedActorThroughTheHead) {
   ActorHandle<Counter> counter = Actor(MakeCounter).Name("shared").Remote(40);
   EXPECT_EQ(*Get(counter.Task(&Counter::Add).Remote(1), kPatience), 41);
@@ -270,22 +271,28 @@ TEST_F(ActorIntegrationTest, ADriversActorAndReservationsEndWhenTheDriverIsKille
                    : absl::OkStatus();
       },
       absl::Seconds(30)));
-  auto group_state = [&](const std::string& name) -> std::string {
+  // The state of the group named `name`; nullopt when there is none.
+  auto group_state =
+      [&](const std::string& name) -> absl::StatusOr<std::optional<v1::PlacementGroupState>> {
     auto groups = cluster_->client().ListPlacementGroups();
-    if (!groups.ok()) return "?";
+    if (!groups.ok()) return groups.status();
     for (const auto& g : groups->groups()) {
       if (g.name() == name) return g.state();
     }
-    return "";
+    return std::nullopt;
   };
   ASSERT_OK(cluster_->WaitUntil(
-      [&] {
-        const std::string state = group_state("doomed-owned");
-        return state.empty() ? absl::OkStatus()
-                             : absl::UnavailableError(absl::StrCat("doomed-owned is ", state));
+      [&]() -> absl::Status {
+        const auto state = group_state("doomed-owned");
+        if (!state.ok()) return state.status();
+        if (!state->has_value()) return absl::OkStatus();
+        return absl::UnavailableError(absl::StrCat(
+            "doomed-owned is ", std::string(rpc::PlacementGroupStateName(**state))));
       },
       absl::Seconds(40)));
-  EXPECT_EQ(group_state("doomed-detached"), "CREATED");
+  const auto detached = group_state("doomed-detached");
+  ASSERT_OK(detached.status());
+  EXPECT_EQ(*detached, v1::PLACEMENT_GROUP_STATE_CREATED);
   ASSERT_OK(RemovePlacementGroup("doomed-detached"));
 }
 

@@ -57,7 +57,7 @@ TEST_F(ApiAffinityTest, HardAffinityToAnUnknownNodeFailsNamingIt) {
 // Last in the suite: it loses cpu2.
 TEST_F(ApiAffinityTest, ZSoftAffinityToADeadNodeRunsElsewhereHardFails) {
   ASSERT_OK(cluster_->KillMachine("cpu2").status());
-  ASSERT_OK(cluster_->WaitNodes({"cpu2"}, "DEAD"));
+  ASSERT_OK(cluster_->WaitNodes({"cpu2"}, v1::NODE_STATE_DEAD));
   auto soft = Get(Task(WhereAmI).NodeAffinity("cpu2", /*soft=*/true).Remote(0), kPatience);
   ASSERT_TRUE(soft.ok()) << soft.status();
   EXPECT_NE(*soft, "cpu2");

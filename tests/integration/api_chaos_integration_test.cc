@@ -142,7 +142,7 @@ TEST_F(ApiChaosTest, KillAWorkerThenANodeDuringTenThousandTasks) {
   EXPECT_LE(d.duplicate_results, d.retries);
 
   // The cluster learns the machine is gone; the workload went on without it.
-  ASSERT_OK(cluster_->WaitNodes({node->node}, "DEAD"));
+  ASSERT_OK(cluster_->WaitNodes({node->node}, v1::NODE_STATE_DEAD));
   // Work after the loss is leased from the nodes left.
   auto after = Get(Task(Work).Remote(7, std::string()), kPatience);
   ASSERT_TRUE(after.ok()) << after.status();

@@ -42,7 +42,7 @@ TEST(ApiNetnsTest, TasksAndStoredResultsReachAWorkerBehindAVethPair) {
                          .head_address = absl::StrCat(link->host_ip, ":", port),
                          .extra_args = {"--bind", link->inside_ip},
                          .wrapper = {"ip", "netns", "exec", link->name}}));
-  ASSERT_OK(c.WaitNodes({"far"}, "ALIVE"));
+  ASSERT_OK(c.WaitNodes({"far"}, v1::NODE_STATE_ALIVE));
 
   InitOptions init;
   init.state_dir = c.state_dir();

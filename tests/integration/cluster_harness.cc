@@ -18,7 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "base/string_util.h"
 #include "cli/state_folder.h"
+#include "rpc/state_names.h"
 
 extern char** environ;
 
@@ -96,12 +98,16 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(ClusterOptions o
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<TestCluster> cluster, Empty());
   cluster->options_ = std::move(options);
   TESSERA_RETURN_IF_ERROR(cluster->StartHead());
+  if (cluster->options_.tap_agent_reports) {
+    TESSERA_ASSIGN_OR_RETURN(cluster->tap_,
+                             HeadTap::Start(cluster->head_address_, cluster->token()));
+  }
   for (const NodeSpec& node : cluster->options_.nodes) {
     TESSERA_RETURN_IF_ERROR(cluster->StartNode(node));
   }
   std::vector<std::string> ids;
   for (const NodeSpec& node : cluster->options_.nodes) ids.push_back(node.id);
-  TESSERA_RETURN_IF_ERROR(cluster->WaitNodes(ids, "ALIVE"));
+  TESSERA_RETURN_IF_ERROR(cluster->WaitNodes(ids, v1::NODE_STATE_ALIVE));
   // An agent registers before it writes its address file: wait for the files too, so tests
   // that dial an agent (NodeAddress) never read a file that is not there yet.
   TESSERA_RETURN_IF_ERROR(cluster->WaitUntil([&]() -> absl::Status {
@@ -271,7 +277,9 @@ absl::Status TestCluster::KillHead() {
 absl::Status TestCluster::StartNode(const NodeSpec& node) {
   std::vector<std::string> argv = node.wrapper;
   argv.insert(argv.end(), {TesseraBinary(), "start", "--block", "--address",
-                           node.head_address.empty() ? head_address_ : node.head_address,
+                           !node.head_address.empty() ? node.head_address
+                           : tap_ != nullptr          ? tap_->address()
+                                                      : head_address_,
                            "--node-id", node.id, "--state-dir", state_dir_});
   if (!node.cluster_file.empty()) {
     argv.insert(argv.end(), {"--cluster-file", node.cluster_file});
@@ -365,6 +373,15 @@ std::vector<int> TestCluster::DescendantsOf(int pid) {
   return out;
 }
 
+absl::Status TestCluster::SignalAgent(const std::string& node_id, int signal) {
+  const auto it = node_pids_.find(node_id);
+  if (it == node_pids_.end()) return absl::NotFoundError(node_id);
+  if (kill(it->second, signal) != 0) {
+    return absl::InternalError(absl::StrCat("kill ", it->second, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 int TestCluster::NodePid(const std::string& node_id) const {
   const auto it = node_pids_.find(node_id);
   return it == node_pids_.end() ? 0 : it->second;
@@ -374,11 +391,11 @@ std::string TestCluster::NodeAddress(const std::string& node_id) const {
   return cli::ReadFirstLine(cli::StateFolder{state_dir_}.AgentAddressFile(node_id)).value_or("");
 }
 
-absl::Status TestCluster::WaitNodes(const std::vector<std::string>& ids, const std::string& state) {
+absl::Status TestCluster::WaitNodes(const std::vector<std::string>& ids, v1::NodeState state) {
   return WaitUntil(
       [&]() -> absl::Status {
         for (const auto& [id, pid] : node_pids_) {
-          if (state == "ALIVE" && ReapIfDone(pid)) {
+          if (state == v1::NODE_STATE_ALIVE && ReapIfDone(pid)) {
             return absl::FailedPreconditionError(absl::StrCat("node agent ", id, " exited"));
           }
         }
@@ -389,8 +406,8 @@ absl::Status TestCluster::WaitNodes(const std::vector<std::string>& ids, const s
           if (n.state() == state) missing.erase(n.node().node_id());
         }
         if (missing.empty()) return absl::OkStatus();
-        return absl::UnavailableError(absl::StrCat("not yet ", state, ": ",
-                                                   absl::StrJoin(missing, ", ")));
+        return absl::UnavailableError(absl::StrCat(
+            "not yet ", ToAbsl(rpc::NodeStateName(state)), ": ", absl::StrJoin(missing, ", ")));
       },
       options_.ready_timeout);
 }
@@ -447,6 +464,7 @@ void TestCluster::TearDown() {
   }
   node_pids_.clear();
   head_pid_ = 0;
+  tap_.reset();
   if (std::getenv("TESSERA_KEEP_TEST_STATE") == nullptr) {
     std::error_code ec;
     fs::remove_all(state_dir_, ec);

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "cli/cluster_client.h"
+#include "integration/head_tap.h"
 
 namespace tessera::testing {
 
@@ -59,6 +60,9 @@ struct ClusterOptions {
   std::string node_timeout = "1500ms";
   std::vector<NodeSpec> nodes;
   std::vector<std::string> head_extra_args;
+  // The agents (of nodes that name no head_address) report to the head through a HeadTap
+  // (TestCluster::head_tap()), which keeps each agent's latest report of its leases and bundles.
+  bool tap_agent_reports = false;
   // How long starting, and waiting for the cluster to settle, may take on a loaded machine.
   absl::Duration ready_timeout = absl::Seconds(60);
 };
@@ -104,15 +108,21 @@ class TestCluster {
   // Ends a FreezeMachine: SIGCONTs the node's agent and every process under it, which carry on
   // where they stopped (a machine back from a network partition or a long pause).
   absl::Status ThawMachine(const std::string& node_id);
+  // Sends `signal` to the node's agent alone, without waiting: SIGSTOP pauses it (its workers
+  // run on, nobody answers for it, its heartbeats stop), SIGCONT resumes it.
+  absl::Status SignalAgent(const std::string& node_id, int signal);
   int NodePid(const std::string& node_id) const;
+  int head_pid() const { return head_pid_; }
+  // The tap the agents report through (ClusterOptions::tap_agent_reports); nullptr without one.
+  HeadTap* head_tap() const { return tap_.get(); }
   std::string NodeAddress(const std::string& node_id) const;
 
   // Polls `check` (backing off to 100 ms) until it returns OK or `timeout` passes; returns the
   // last status.
   absl::Status WaitUntil(const std::function<absl::Status()>& check,
                          absl::Duration timeout = absl::Seconds(30));
-  // Waits until every node id in `ids` is listed with `state` ("ALIVE", "DEAD").
-  absl::Status WaitNodes(const std::vector<std::string>& ids, const std::string& state);
+  // Waits until every node id in `ids` is listed with `state` (NODE_STATE_ALIVE, _DEAD).
+  absl::Status WaitNodes(const std::vector<std::string>& ids, v1::NodeState state);
 
   // Processes whose environment names this cluster's state folder (servers and workers alike).
   std::vector<int> ProcessesOfThisCluster() const;
@@ -133,6 +143,7 @@ class TestCluster {
   std::map<std::string, int> node_pids_;
   std::map<int, std::pair<std::string, std::string>> async_outputs_;  // pid -> out, err files
   std::unique_ptr<cli::ClusterClient> client_;
+  std::unique_ptr<HeadTap> tap_;
   int spawned_ = 0;
 };
 

@@ -26,6 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "integration/cluster_harness.h"
 #include "integration/network_namespaces.h"
+#include "rpc/state_names.h"
 
 namespace tessera::testing {
 namespace {
@@ -213,7 +214,7 @@ TEST(ClusterIntegrationTest, PlacementGroupsOfEveryStrategy) {
     ASSERT_EQ(r.exit_code, 0) << k.strategy << ": " << Describe(r);
     auto g = FindGroup(c, k.name);
     ASSERT_OK(g.status());
-    EXPECT_EQ(g->state(), "CREATED") << k.strategy;
+    EXPECT_EQ(g->state(), v1::PLACEMENT_GROUP_STATE_CREATED) << k.strategy;
     const std::vector<std::string> nodes = BundleNodes(*g);
     const std::set<std::string> distinct(nodes.begin(), nodes.end());
     if (k.strategy == "STRICT_PACK" || k.strategy == "PACK") {
@@ -229,7 +230,7 @@ TEST(ClusterIntegrationTest, PlacementGroupsOfEveryStrategy) {
   ASSERT_EQ(infeasible.exit_code, 0) << Describe(infeasible);
   auto wide = FindGroup(c, "too-wide");
   ASSERT_OK(wide.status());
-  EXPECT_EQ(wide->state(), "INFEASIBLE");
+  EXPECT_EQ(wide->state(), v1::PLACEMENT_GROUP_STATE_INFEASIBLE);
   EXPECT_FALSE(wide->explanation().empty());
   for (const std::string& n : BundleNodes(*wide)) EXPECT_EQ(n, "");
 
@@ -339,7 +340,7 @@ TEST(ClusterIntegrationTest, SlicesAreReservedWholeAndNeverShareAHost) {
     auto slices = c.client().ListSlices();
     if (!slices.ok()) return slices.status();
     for (const auto& g : slices->groups()) {
-      if (g.name() == "c" && g.state() == "RESERVED") return absl::OkStatus();
+      if (g.name() == "c" && g.state() == v1::SLICE_GROUP_STATE_RESERVED) return absl::OkStatus();
     }
     return absl::UnavailableError("c not reserved yet");
   }));
@@ -509,13 +510,14 @@ TEST(ClusterIntegrationTest, KilledNodeAgentIsDeclaredDeadAndOnlyItsBundlesMove)
   const std::string keeper_allocation = before->bundles(1).allocation().SerializeAsString();
 
   ASSERT_OK(c.KillNode(victim, SIGKILL));
-  ASSERT_OK(c.WaitNodes({victim}, "DEAD"));
+  ASSERT_OK(c.WaitNodes({victim}, v1::NODE_STATE_DEAD));
   ASSERT_OK(c.WaitUntil([&]() -> absl::Status {
     auto g = FindGroup(c, "g");
     if (!g.ok()) return g.status();
-    if (g->state() != "CREATED" || g->bundles(0).node_id().empty() ||
+    if (g->state() != v1::PLACEMENT_GROUP_STATE_CREATED || g->bundles(0).node_id().empty() ||
         g->bundles(0).node_id() == victim) {
-      return absl::UnavailableError(absl::StrCat("bundle 0 not re-placed yet: ", g->state()));
+      return absl::UnavailableError(absl::StrCat(
+          "bundle 0 not re-placed yet: ", std::string(rpc::PlacementGroupStateName(g->state()))));
     }
     return absl::OkStatus();
   }));
@@ -530,7 +532,7 @@ TEST(ClusterIntegrationTest, KilledNodeAgentIsDeclaredDeadAndOnlyItsBundlesMove)
   ASSERT_OK(nodes.status());
   for (const auto& n : nodes->nodes()) {
     if (n.node().node_id() != victim) {
-      EXPECT_EQ(n.state(), "ALIVE") << n.node().node_id();
+      EXPECT_EQ(n.state(), v1::NODE_STATE_ALIVE) << n.node().node_id();
     }
   }
   const CliResult status = c.Cli({"status"});
@@ -569,7 +571,7 @@ TEST(ClusterIntegrationTest, ASecondAgentWithALiveNodeIdIsRefusedAndExitsLeaving
   // The first agent keeps its node, its address file and its worker.
   auto node = FindNode(c, "n1");
   ASSERT_OK(node.status());
-  EXPECT_EQ(node->state(), "ALIVE");
+  EXPECT_EQ(node->state(), v1::NODE_STATE_ALIVE);
   EXPECT_EQ(node->node().address(), address);
   EXPECT_EQ(c.NodeAddress("n1"), address);
   Touch(release);
@@ -594,7 +596,7 @@ TEST(ClusterIntegrationTest, HeadRestartWithMemoryStoreReportsWhatWasLost) {
 
   ASSERT_OK(c.KillHead());
   ASSERT_OK(c.StartHead());  // same port, same token, empty memory
-  ASSERT_OK(c.WaitNodes({"n1", "n2"}, "ALIVE"));
+  ASSERT_OK(c.WaitNodes({"n1", "n2"}, v1::NODE_STATE_ALIVE));
   // The agents released the bundles of the group the new head does not know, and the head says
   // so instead of forgetting silently.
   ASSERT_OK(c.WaitUntil([&]() -> absl::Status {
@@ -968,17 +970,17 @@ TEST(ClusterIntegrationTest, AJobWhoseNodeWasPausedPastTheTimeoutIsRecordedAsItR
   ASSERT_OK(c.WaitUntil([&]() -> absl::Status {
     auto job = OnlyJob(c);
     if (!job.ok()) return job.status();
-    return job->state() == "RUNNING" ? absl::OkStatus()
-                                     : absl::UnavailableError(job->DebugString());
+    return job->state() == v1::JOB_STATE_RUNNING ? absl::OkStatus()
+                                                 : absl::UnavailableError(job->DebugString());
   }));
 
   // The machine pauses past the node timeout: the head declares it dead and presumes the job
   // failed.
   ASSERT_OK(c.FreezeMachine("n1"));
-  ASSERT_OK(c.WaitNodes({"n1"}, "DEAD"));
+  ASSERT_OK(c.WaitNodes({"n1"}, v1::NODE_STATE_DEAD));
   auto presumed = OnlyJob(c);
   ASSERT_OK(presumed.status());
-  EXPECT_EQ(presumed->state(), "FAILED") << presumed->DebugString();
+  EXPECT_EQ(presumed->state(), v1::JOB_STATE_FAILED) << presumed->DebugString();
   EXPECT_TRUE(presumed->failure_presumed()) << presumed->DebugString();
   EXPECT_THAT(presumed->exit_reason(), HasSubstr("node n1 was declared dead"));
 
@@ -991,9 +993,9 @@ TEST(ClusterIntegrationTest, AJobWhoseNodeWasPausedPastTheTimeoutIsRecordedAsItR
   EXPECT_THAT(r.err, Not(HasSubstr("warning"))) << Describe(r);
   auto ended = OnlyJob(c);
   ASSERT_OK(ended.status());
-  EXPECT_EQ(ended->state(), "SUCCEEDED") << ended->DebugString();
+  EXPECT_EQ(ended->state(), v1::JOB_STATE_SUCCEEDED) << ended->DebugString();
   EXPECT_FALSE(ended->failure_presumed()) << ended->DebugString();
-  ASSERT_OK(c.WaitNodes({"n1"}, "ALIVE"));  // the same agent registered again
+  ASSERT_OK(c.WaitNodes({"n1"}, v1::NODE_STATE_ALIVE));  // the same agent registered again
 }
 
 // Node agents in their own network namespaces, joined to the head's by veth pairs: the runtime
@@ -1024,7 +1026,7 @@ TEST(NetnsTest, AgentsInSeparateNetworkNamespaces) {
     node.head_address = absl::StrCat(links[i].host_ip, ":", port);
     ASSERT_OK(c.StartNode(node));
   }
-  ASSERT_OK(c.WaitNodes({"ns1", "ns2"}, "ALIVE"));
+  ASSERT_OK(c.WaitNodes({"ns1", "ns2"}, v1::NODE_STATE_ALIVE));
   auto n2 = FindNode(c, "ns2");
   ASSERT_OK(n2.status());
   EXPECT_THAT(n2->node().address(), HasSubstr(absl::StrCat("10.202.")));

@@ -1,9 +1,10 @@
 // A head SIGKILLed and restarted on Redis (a real redis-server) loses nothing: a placement group,
-// a slice reservation, a running job and a named actor's record all come back, and the agents
+// a slice reservation, a running job and the actor directory's records all come back, and the agents
 // keep every bundle and worker they held (docs/cluster-runtime.md, "State store").
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -50,7 +51,7 @@ TEST(HeadRestartTest, AHeadKilledAndRestartedOnRedisLosesNothing) {
   ASSERT_OK(cluster.status());
   TestCluster& c = **cluster;
 
-  // A placement group, a slice reservation, a running job and a named actor's record.
+  // A placement group, a slice reservation, a running job and named actors.
   const CliResult group = c.Cli({"pg", "create", "keep", "--bundles", "CPU=1;CPU=1", "--wait",
                                  "30s"});
   ASSERT_EQ(group.exit_code, 0) << Describe(group);
@@ -65,19 +66,49 @@ TEST(HeadRestartTest, AHeadKilledAndRestartedOnRedisLosesNothing) {
     auto jobs = c.client().ListJobs();
     if (!jobs.ok()) return jobs.status();
     for (const auto& j : jobs->jobs()) {
-      if (j.state() == "RUNNING") job_id = j.job_id();
+      if (j.state() == v1::JOB_STATE_RUNNING) job_id = j.job_id();
     }
     return job_id.empty() ? absl::UnavailableError("the job is not running yet") : absl::OkStatus();
   }));
-  {
-    tessera::v1::KvPutRequest put;
-    put.set_key("actor:counter");
-    put.set_value("worker-7@127.0.0.1:4567");
-    tessera::v1::KvPutResponse response;
+  // A named actor in the directory, as a driver registers it once its worker is up, and a dead
+  // one (kept for listing, its name free).
+  v1::ActorInfo counter;
+  counter.set_actor_id("actor-7");
+  counter.set_name("counter");
+  counter.set_class_name("Counter");
+  counter.set_owner("driver-7");
+  counter.set_state(v1::ACTOR_STATE_ALIVE);
+  counter.set_address("127.0.0.1:4567");
+  counter.set_node_id("n1");
+  for (const char* id : {"actor-7", "actor-8"}) {
+    v1::RegisterActorRequest request;
+    *request.mutable_actor() = counter;
+    request.mutable_actor()->set_actor_id(id);
+    if (std::string_view(id) == "actor-8") request.mutable_actor()->set_name("gone");
+    v1::ActorInfo response;
     ASSERT_OK(c.client().Call("head", cli::Retry::kSafe, [&](grpc::ClientContext* ctx) {
-      return c.client().head().KvPut(ctx, put, &response);
+      return c.client().head().RegisterActor(ctx, request, &response);
     }));
   }
+  {
+    v1::ActorDiedRequest died;
+    died.set_actor_id("actor-8");
+    died.set_death_cause("killed by tessera::Kill");
+    v1::ActorInfo response;
+    ASSERT_OK(c.client().Call("head", cli::Retry::kSafe, [&](grpc::ClientContext* ctx) {
+      return c.client().head().ActorDied(ctx, died, &response);
+    }));
+  }
+  // The driver keeps itself alive meanwhile, so its actor is not taken for orphaned.
+  auto keep_driver_alive = [&] {
+    v1::KeepDriverAliveRequest request;
+    request.set_driver_id("driver-7");
+    v1::KeepDriverAliveResponse response;
+    return c.client().Call("head", cli::Retry::kSafe, [&](grpc::ClientContext* ctx) {
+      return c.client().head().KeepDriverAlive(ctx, request, &response);
+    });
+  };
+  ASSERT_OK(keep_driver_alive());
   auto groups_before = c.client().ListPlacementGroups();
   auto slices_before = c.client().ListSlices();
   ASSERT_OK(groups_before.status());
@@ -85,7 +116,7 @@ TEST(HeadRestartTest, AHeadKilledAndRestartedOnRedisLosesNothing) {
 
   ASSERT_OK(c.KillHead());  // SIGKILL: nothing is closed or flushed
   ASSERT_OK(c.StartHead());
-  ASSERT_OK(c.WaitNodes({"n1", "v6e-0-w0", "v6e-0-w1"}, "ALIVE"));
+  ASSERT_OK(c.WaitNodes({"n1", "v6e-0-w0", "v6e-0-w1"}, v1::NODE_STATE_ALIVE));
 
   auto groups_after = c.client().ListPlacementGroups();
   auto slices_after = c.client().ListSlices();
@@ -95,20 +126,46 @@ TEST(HeadRestartTest, AHeadKilledAndRestartedOnRedisLosesNothing) {
   EXPECT_EQ(Describe(*groups_after), Describe(*groups_before));
   ASSERT_EQ(slices_after->groups_size(), 1);
   EXPECT_EQ(Describe(slices_after->groups(0)), Describe(slices_before->groups(0)));
+  ASSERT_OK(keep_driver_alive());
   {
-    tessera::v1::KvGetRequest get;
-    get.set_key("actor:counter");
-    tessera::v1::KvGetResponse response;
+    // The live actor holds its name again, exactly as registered; the dead one is listed.
+    v1::GetActorRequest get;
+    get.set_name("counter");
+    v1::ActorInfo found;
     ASSERT_OK(c.client().Call("head", cli::Retry::kSafe, [&](grpc::ClientContext* ctx) {
-      return c.client().head().KvGet(ctx, get, &response);
+      return c.client().head().GetActor(ctx, get, &found);
     }));
-    EXPECT_TRUE(response.found());
-    EXPECT_EQ(response.value(), "worker-7@127.0.0.1:4567");
+    EXPECT_EQ(Describe(found), Describe(counter));
+    v1::ListRequest list;
+    v1::ListActorsResponse listed;
+    ASSERT_OK(c.client().Call("head", cli::Retry::kSafe, [&](grpc::ClientContext* ctx) {
+      return c.client().head().ListActors(ctx, list, &listed);
+    }));
+    ASSERT_EQ(listed.actors_size(), 2) << Describe(listed);
+    EXPECT_EQ(listed.actors(0).actor_id(), "actor-7");
+    EXPECT_EQ(listed.actors(1).actor_id(), "actor-8");
+    EXPECT_EQ(listed.actors(1).state(), v1::ACTOR_STATE_DEAD);
+    EXPECT_EQ(listed.actors(1).death_cause(), "killed by tessera::Kill");
+    // A second actor cannot take the restored name.
+    v1::RegisterActorRequest twin;
+    *twin.mutable_actor() = counter;
+    twin.mutable_actor()->set_actor_id("actor-9");
+    twin.mutable_actor()->set_state(v1::ACTOR_STATE_PENDING);
+    v1::ActorInfo response;
+    EXPECT_EQ(c.client()
+                  .Call("head", cli::Retry::kSafe,
+                        [&](grpc::ClientContext* ctx) {
+                          return c.client().head().RegisterActor(ctx, twin, &response);
+                        })
+                  .code(),
+              absl::StatusCode::kAlreadyExists);
   }
   auto jobs = c.client().ListJobs();
   ASSERT_OK(jobs.status());
   bool running = false;
-  for (const auto& j : jobs->jobs()) running = running || (j.job_id() == job_id && j.state() == "RUNNING");
+  for (const auto& j : jobs->jobs()) {
+    running = running || (j.job_id() == job_id && j.state() == v1::JOB_STATE_RUNNING);
+  }
   EXPECT_TRUE(running) << Describe(*jobs);
   // The agents kept their bundles: nothing was released as unknown, over several heartbeats.
   absl::SleepFor(absl::Seconds(2));
@@ -128,7 +185,7 @@ TEST(HeadRestartTest, AHeadKilledAndRestartedOnRedisLosesNothing) {
     auto listed = c.client().ListJobs();
     if (!listed.ok()) return listed.status();
     for (const auto& j : listed->jobs()) {
-      if (j.job_id() == job_id && j.state() == "SUCCEEDED") return absl::OkStatus();
+      if (j.job_id() == job_id && j.state() == v1::JOB_STATE_SUCCEEDED) return absl::OkStatus();
     }
     return absl::UnavailableError("the job's end is not recorded yet");
   }));

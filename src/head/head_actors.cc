@@ -1,0 +1,82 @@
+// HeadService's named actors: the four actor RPCs as a thin front on the ActorDirectory
+// (actor_directory.h), which owns the records, their names and their persistence. This file only
+// checks request limits, converts between v1::ActorInfo and ActorRecord, and maps the
+// directory's absl::Status to gRPC. A registration that names an owner is also a sign of life
+// from that driver (as a reservation's create is), so an owner that never calls
+// KeepDriverAlive still times out and takes its actors with it.
+// Threading: the directory and the driver table have their own locks; no other is taken.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "head/actor_info_proto.h"
+#include "head/head_service.h"
+#include "head/head_service_internal.h"
+#include "head/request_limits.h"
+#include "rpc/status_conversion.h"
+
+namespace tessera {
+
+using head_internal::Invalid;
+using head_internal::InvalidText;
+
+grpc::Status HeadService::RegisterActor(grpc::ServerContext*,
+                                        const v1::RegisterActorRequest* request,
+                                        v1::ActorInfo* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  absl::StatusOr<ActorRecord> actor = ActorRecordFromProto(request->actor());
+  if (!actor.ok()) {
+    return InvalidText(absl::StrCat("actor.", actor.status().message()));
+  }
+  drivers_.NoteAlive(actor->owner, clock_->Now());
+  absl::StatusOr<ActorRecord> stored = actors_.Register(*actor);
+  ReportActorStoreFailures();
+  if (!stored.ok()) return rpc::ToGrpcStatus(stored.status());
+  ActorRecordToProto(*stored, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadService::ActorDied(grpc::ServerContext*, const v1::ActorDiedRequest* request,
+                                    v1::ActorInfo* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  if (request->actor_id().empty()) return InvalidText("actor_id: is empty");
+  absl::StatusOr<ActorRecord> dead = actors_.Died(request->actor_id(), request->death_cause());
+  ReportActorStoreFailures();
+  if (!dead.ok()) return rpc::ToGrpcStatus(dead.status());
+  ActorRecordToProto(*dead, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadService::GetActor(grpc::ServerContext*, const v1::GetActorRequest* request,
+                                   v1::ActorInfo* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  if (request->name().empty()) return InvalidText("name: is empty");
+  absl::StatusOr<ActorRecord> actor = actors_.Get(request->name(), request->namespace_());
+  if (!actor.ok()) return rpc::ToGrpcStatus(actor.status());
+  ActorRecordToProto(*actor, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadService::ListActors(grpc::ServerContext*, const v1::ListRequest* request,
+                                     v1::ListActorsResponse* response) {
+  // Pages by actor id: actors registered or forgotten meanwhile move no other across pages.
+  constexpr std::string_view kListing = "actors";
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  auto page = head_internal::ParsePageRequest(*request, kListing, options_.max_page_size);
+  if (!page.ok()) return Invalid(page.status());
+  bool more = false;
+  const std::vector<ActorRecord> actors = actors_.List(page->after, page->size, &more);
+  head_internal::PageFiller filler(page->size, options_.max_page_bytes);
+  std::optional<std::string> resume = head_internal::AppendPage(
+      actors.begin(), actors.end(), filler, response->mutable_actors(),
+      [](const ActorRecord& actor) { return actor.actor_id; },
+      [](const ActorRecord& actor, v1::ActorInfo* out) { ActorRecordToProto(actor, out); });
+  // Every actor asked for fitted, yet others follow: the next page starts after the last.
+  if (!resume.has_value() && more && !actors.empty()) resume = actors.back().actor_id;
+  if (resume.has_value()) response->set_next_page_token(head_internal::PageToken(kListing, *resume));
+  return grpc::Status::OK;
+}
+
+}  // namespace tessera

@@ -1,0 +1,139 @@
+// HeadService, the jobs' and KV's RPCs: the protocol's JobInfo converted to and from the
+// JobTable's records (listed in pages in the order jobs were first recorded), and the KvStore.
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "base/string_util.h"
+#include "head/head_service.h"
+#include "head/head_service_internal.h"
+#include "head/request_limits.h"
+#include "rpc/status_conversion.h"
+
+namespace tessera {
+
+using head_internal::Invalid;
+using head_internal::InvalidText;
+
+namespace {
+
+constexpr std::string_view kJobsListing = "jobs";
+
+void JobToProto(const JobRecord& job, v1::JobInfo* info) {
+  info->set_job_id(job.job_id);
+  for (const std::string& arg : job.argv) info->add_argv(arg);
+  info->set_node_id(job.node_id);
+  info->set_worker_id(job.worker_id);
+  switch (job.state) {
+    case JobState::kRunning: info->set_state(v1::JOB_STATE_RUNNING); break;
+    case JobState::kSucceeded: info->set_state(v1::JOB_STATE_SUCCEEDED); break;
+    case JobState::kFailed: info->set_state(v1::JOB_STATE_FAILED); break;
+  }
+  info->set_exit_reason(job.exit_reason);
+  info->set_start_time_ms(job.start_time_ms);
+  info->set_end_time_ms(job.end_time_ms);
+  info->set_failure_presumed(job.failure_presumed);
+}
+
+absl::StatusOr<JobReport> JobReportFromProto(const v1::JobInfo& info) {
+  JobReport report;
+  report.job_id = info.job_id();
+  report.argv.assign(info.argv().begin(), info.argv().end());
+  report.node_id = info.node_id();
+  report.worker_id = info.worker_id();
+  switch (info.state()) {
+    case v1::JOB_STATE_UNSPECIFIED: break;
+    case v1::JOB_STATE_RUNNING: report.state = JobState::kRunning; break;
+    case v1::JOB_STATE_SUCCEEDED: report.state = JobState::kSucceeded; break;
+    case v1::JOB_STATE_FAILED: report.state = JobState::kFailed; break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job.state: ", static_cast<int>(info.state()), " is not RUNNING, SUCCEEDED or FAILED"));
+  }
+  report.exit_reason = info.exit_reason();
+  report.start_time_ms = info.start_time_ms();
+  report.end_time_ms = info.end_time_ms();
+  return report;
+}
+
+}  // namespace
+
+grpc::Status HeadService::RecordJob(grpc::ServerContext*, const v1::RecordJobRequest* request,
+                                    v1::JobInfo* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  // Only the head presumes a failure: a recorder's failure_presumed is ignored.
+  auto report = JobReportFromProto(request->job());
+  if (!report.ok()) return Invalid(report.status());
+  auto recorded = jobs_.Record(*report);
+  if (!recorded.ok()) return rpc::ToGrpcStatus(recorded.status());
+  JobToProto(*recorded, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadService::ListJobs(grpc::ServerContext*, const v1::ListRequest* request,
+                                   v1::ListJobsResponse* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  auto page = head_internal::ParsePageRequest(*request, kJobsListing, options_.max_page_size);
+  if (!page.ok()) return Invalid(page.status());
+  int64_t after = 0;
+  if (!page->after.empty() && (!absl::SimpleAtoi(page->after, &after) || after < 0)) {
+    return InvalidText(absl::StrCat("page_token: ", Quote(request->page_token()),
+                                    " is not a page token of the ", ToAbsl(kJobsListing),
+                                    " listing"));
+  }
+  bool more = false;
+  std::vector<std::pair<int64_t, JobRecord>> jobs = jobs_.Page(after, page->size, &more);
+  head_internal::PageFiller filler(page->size, options_.max_page_bytes);
+  std::optional<std::string> resume = head_internal::AppendPage(
+      jobs.begin(), jobs.end(), filler, response->mutable_jobs(),
+      [](const auto& entry) { return absl::StrCat(entry.first); },
+      [](const auto& entry, v1::JobInfo* out) { JobToProto(entry.second, out); });
+  // The table had more than this page asked for: the next page starts after the last one here.
+  if (!resume.has_value() && more && !jobs.empty()) resume = absl::StrCat(jobs.back().first);
+  if (resume.has_value()) {
+    response->set_next_page_token(head_internal::PageToken(kJobsListing, *resume));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadService::KvPut(grpc::ServerContext*, const v1::KvPutRequest* request,
+                                v1::KvPutResponse* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  auto added = kv_.Put(request->key(), request->value(), request->overwrite());
+  if (!added.ok()) return rpc::ToGrpcStatus(added.status());
+  response->set_added(*added);
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadService::KvGet(grpc::ServerContext*, const v1::KvGetRequest* request,
+                                v1::KvGetResponse* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  auto value = kv_.Get(request->key());
+  if (!value.ok()) return rpc::ToGrpcStatus(value.status());
+  response->set_found(value->has_value());
+  if (value->has_value()) response->set_value(**value);
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadService::KvDelete(grpc::ServerContext*, const v1::KvDeleteRequest* request,
+                                   v1::KvDeleteResponse* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  auto deleted = kv_.Delete(request->key());
+  if (!deleted.ok()) return rpc::ToGrpcStatus(deleted.status());
+  response->set_deleted(*deleted);
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadService::KvList(grpc::ServerContext*, const v1::KvListRequest* request,
+                                 v1::KvListResponse* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  auto keys = kv_.Keys(request->prefix());
+  if (!keys.ok()) return rpc::ToGrpcStatus(keys.status());
+  for (const std::string& key : *keys) response->add_keys(key);
+  return grpc::Status::OK;
+}
+
+}  // namespace tessera

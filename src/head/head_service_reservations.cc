@@ -1,0 +1,165 @@
+// HeadService, the reservations' RPCs: placement groups and slice groups (checked, converted,
+// answered once per request id, then the ReservationManager's), their listings, and the drivers
+// that own them. A reservation created with an owner lives as long as that driver keeps calling
+// KeepDriverAlive (the C++ API does every second) and is released when the driver says it exited
+// or falls silent for the driver timeout, the way the peers release a job's reservations with the
+// job unless they were created detached; so are the named actors it owns.
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/string_util.h"
+#include "head/head_service.h"
+#include "head/head_service_internal.h"
+#include "head/request_limits.h"
+#include "rpc/status_conversion.h"
+
+namespace tessera {
+
+using head_internal::Invalid;
+using head_internal::InvalidText;
+using head_internal::RunOnce;
+
+grpc::Status HeadService::CreatePlacementGroup(grpc::ServerContext*,
+                                               const v1::CreatePlacementGroupRequest* request,
+                                               v1::PlacementGroupInfo* response) {
+  // Before the request-id cache and any lock: an oversized request costs nothing.
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  return RunOnce(create_cache_, request->request_id(), response,
+                 [&](v1::PlacementGroupInfo* out) {
+                   auto spec = rpc::PlacementGroupSpecFromProto(*request);
+                   if (!spec.ok()) return Invalid(spec.status());
+                   return rpc::ToGrpcStatus(
+                       reservations_.CreatePlacementGroup(*request, *std::move(spec), out));
+                 });
+}
+
+grpc::Status HeadService::RemovePlacementGroup(grpc::ServerContext*,
+                                               const v1::RemovePlacementGroupRequest* request,
+                                               v1::RemovePlacementGroupResponse* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  return RunOnce(remove_cache_, request->request_id(), response,
+                 [&](v1::RemovePlacementGroupResponse* out) {
+                   return rpc::ToGrpcStatus(
+                       reservations_.RemovePlacementGroup(request->name(), out));
+                 });
+}
+
+grpc::Status HeadService::WaitPlacementGroup(grpc::ServerContext*,
+                                             const v1::WaitPlacementGroupRequest* request,
+                                             v1::PlacementGroupInfo* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  if (request->timeout_ms() < 0) return InvalidText("timeout_ms: is negative");
+  return rpc::ToGrpcStatus(reservations_.WaitPlacementGroup(
+      request->name(), absl::Milliseconds(request->timeout_ms()), response));
+}
+
+grpc::Status HeadService::ListPlacementGroups(grpc::ServerContext*, const v1::ListRequest* request,
+                                              v1::ListPlacementGroupsResponse* response) {
+  constexpr std::string_view kListing = "placement-groups";
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  auto page = head_internal::ParsePageRequest(*request, kListing, options_.max_page_size);
+  if (!page.ok()) return Invalid(page.status());
+  absl::MutexLock lock(&cluster_.mu);
+  const auto& groups = reservations_.groups();
+  head_internal::PageFiller filler(page->size, options_.max_page_bytes);
+  std::optional<std::string> resume = head_internal::AppendPage(
+      groups.upper_bound(page->after), groups.end(), filler, response->mutable_groups(),
+      [](const auto& entry) { return entry.first; },
+      [&](const auto& entry, v1::PlacementGroupInfo* out) {
+        reservations_.DescribeGroup(entry.second, out);
+      });
+  if (resume.has_value()) response->set_next_page_token(head_internal::PageToken(kListing, *resume));
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadService::ReserveSlices(grpc::ServerContext*,
+                                        const v1::ReserveSlicesRequest* request,
+                                        v1::SliceGroupInfo* response) {
+  // Before the request-id cache and any lock: an oversized request costs nothing.
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  return RunOnce(reserve_cache_, request->request_id(), response, [&](v1::SliceGroupInfo* out) {
+    auto parsed = rpc::DomainGroupRequestFromProto(*request);
+    if (!parsed.ok()) return Invalid(parsed.status());
+    return rpc::ToGrpcStatus(reservations_.ReserveSlices(*request, *std::move(parsed), out));
+  });
+}
+
+grpc::Status HeadService::ReleaseSlices(grpc::ServerContext*,
+                                        const v1::ReleaseSlicesRequest* request,
+                                        v1::ReleaseSlicesResponse* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  return RunOnce(release_cache_, request->request_id(), response,
+                 [&](v1::ReleaseSlicesResponse* out) {
+                   return rpc::ToGrpcStatus(reservations_.ReleaseSlices(request->name(), out));
+                 });
+}
+
+grpc::Status HeadService::ListSlices(grpc::ServerContext*, const v1::ListRequest* request,
+                                     v1::ListSlicesResponse* response) {
+  // One listing of two tables: the slice groups by name, then the slices by name. The token's
+  // key says which: "g/<group>" or "s/<slice>". Groups come first so that a caller looking for
+  // its group finds it on the first page while there are fewer groups than a page holds.
+  constexpr std::string_view kListing = "slices";
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  auto page = head_internal::ParsePageRequest(*request, kListing, options_.max_page_size);
+  if (!page.ok()) return Invalid(page.status());
+  const std::string& after = page->after;
+  const bool in_slices = absl::StartsWith(after, "s/");
+  if (!after.empty() && !in_slices && !absl::StartsWith(after, "g/")) {
+    return InvalidText(absl::StrCat("page_token: ", Quote(request->page_token()),
+                                    " is not a page token of the slices listing"));
+  }
+  const std::string after_key = after.empty() ? "" : after.substr(2);
+  absl::MutexLock lock(&cluster_.mu);
+  head_internal::PageFiller filler(page->size, options_.max_page_bytes);
+  if (!in_slices) {
+    const auto& slices = reservations_.slices();
+    std::optional<std::string> resume = head_internal::AppendPage(
+        slices.upper_bound(after_key), slices.end(), filler, response->mutable_groups(),
+        [](const auto& entry) { return entry.first; },
+        [&](const auto& entry, v1::SliceGroupInfo* out) {
+          reservations_.DescribeSlice(entry.second, out);
+        });
+    if (resume.has_value()) {
+      response->set_next_page_token(head_internal::PageToken(kListing, "g/" + *resume));
+      return grpc::Status::OK;
+    }
+  }
+  std::map<std::string, v1::ListSlicesResponse::Slice> catalog = reservations_.SliceCatalog();
+  std::optional<std::string> resume = head_internal::AppendPage(
+      catalog.upper_bound(in_slices ? after_key : ""), catalog.end(), filler,
+      response->mutable_slices(), [](const auto& entry) { return entry.first; },
+      [](const auto& entry, v1::ListSlicesResponse::Slice* out) { *out = entry.second; });
+  if (resume.has_value()) {
+    response->set_next_page_token(head_internal::PageToken(kListing, "s/" + *resume));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadService::KeepDriverAlive(grpc::ServerContext*,
+                                          const v1::KeepDriverAliveRequest* request,
+                                          v1::KeepDriverAliveResponse* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  if (request->driver_id().empty()) return InvalidText("driver_id: is empty");
+  drivers_.NoteAlive(request->driver_id(), clock_->Now());
+  response->set_timeout_ms(absl::ToInt64Milliseconds(drivers_.timeout()));
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadService::DriverExited(grpc::ServerContext*,
+                                       const v1::DriverExitedRequest* request,
+                                       v1::DriverExitedResponse* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  if (request->driver_id().empty()) return InvalidText("driver_id: is empty");
+  for (const std::string& name : ReleaseDriver(request->driver_id(), "exited")) {
+    response->add_released(name);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace tessera

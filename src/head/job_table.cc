@@ -1,0 +1,209 @@
+#include "head/job_table.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "base/string_util.h"
+#include "tessera/v1/head.pb.h"
+
+namespace tessera {
+
+namespace {
+
+// The stored format: a v1::JobInfo.
+v1::JobState ToProto(JobState state) {
+  switch (state) {
+    case JobState::kRunning: return v1::JOB_STATE_RUNNING;
+    case JobState::kSucceeded: return v1::JOB_STATE_SUCCEEDED;
+    case JobState::kFailed: return v1::JOB_STATE_FAILED;
+  }
+  return v1::JOB_STATE_UNSPECIFIED;
+}
+
+std::string Serialize(const JobRecord& job) {
+  v1::JobInfo info;
+  info.set_job_id(job.job_id);
+  for (const std::string& arg : job.argv) info.add_argv(arg);
+  info.set_node_id(job.node_id);
+  info.set_worker_id(job.worker_id);
+  info.set_state(ToProto(job.state));
+  info.set_exit_reason(job.exit_reason);
+  info.set_start_time_ms(job.start_time_ms);
+  info.set_end_time_ms(job.end_time_ms);
+  info.set_failure_presumed(job.failure_presumed);
+  return info.SerializeAsString();
+}
+
+absl::StatusOr<JobRecord> Parse(const std::string& key, const std::string& value) {
+  auto corrupt = [&](std::string_view why) {
+    return absl::DataLossError(absl::StrCat("state store table ", ToAbsl(kJobsTable), ", key ",
+                                            key, ": ", ToAbsl(why)));
+  };
+  v1::JobInfo info;
+  if (!info.ParseFromString(value)) return corrupt("not a job record");
+  if (info.job_id() != key) return corrupt("holds another job");
+  JobRecord job;
+  job.job_id = info.job_id();
+  job.argv.assign(info.argv().begin(), info.argv().end());
+  job.node_id = info.node_id();
+  job.worker_id = info.worker_id();
+  switch (info.state()) {
+    case v1::JOB_STATE_SUCCEEDED: job.state = JobState::kSucceeded; break;
+    case v1::JOB_STATE_FAILED: job.state = JobState::kFailed; break;
+    case v1::JOB_STATE_RUNNING: job.state = JobState::kRunning; break;
+    default: return corrupt("has no job state");
+  }
+  job.exit_reason = info.exit_reason();
+  job.start_time_ms = info.start_time_ms();
+  job.end_time_ms = info.end_time_ms();
+  job.failure_presumed = info.failure_presumed();
+  return job;
+}
+
+}  // namespace
+
+std::string_view JobStateWord(JobState state) {
+  switch (state) {
+    case JobState::kRunning: return "RUNNING";
+    case JobState::kSucceeded: return "SUCCEEDED";
+    case JobState::kFailed: return "FAILED";
+  }
+  return "RUNNING";
+}
+
+void JobTable::Persist(const JobRecord& record) {
+  options_.writer->Put(kJobsTable, record.job_id, Serialize(record));
+}
+
+absl::StatusOr<JobRecord> JobTable::Record(const JobReport& report) {
+  if (report.job_id.empty()) return absl::InvalidArgumentError("job.job_id: is empty");
+  const int64_t now_ms = absl::ToUnixMillis(options_.clock->Now());
+  absl::MutexLock lock(&mu_);
+  auto [it, created] = jobs_.try_emplace(report.job_id);
+  JobRecord& stored = it->second.record;
+  const bool was_running = !created && stored.state == JobState::kRunning;
+  if (created) {
+    it->second.order = next_order_++;
+    in_order_.emplace(it->second.order, report.job_id);
+    stored.job_id = report.job_id;
+    stored.argv = report.argv;
+    stored.node_id = report.node_id;
+    stored.worker_id = report.worker_id;
+    stored.state = report.state.value_or(JobState::kRunning);
+    stored.exit_reason = report.exit_reason;
+    stored.start_time_ms = report.start_time_ms != 0 ? report.start_time_ms : now_ms;
+    stored.end_time_ms = report.end_time_ms;
+  } else {
+    // An update: fields given replace the stored ones. A job that ended stays as it ended (state,
+    // exit reason, end time), except a failure the head only presumed: the job's real end, heard
+    // by its recorder from the worker, replaces it.
+    const bool real_end_over_presumed = stored.failure_presumed && report.state.has_value() &&
+                                        *report.state != JobState::kRunning;
+    if (real_end_over_presumed) {
+      options_.events->Record(absl::StrCat("job ", stored.job_id, " ended ",
+                                           ToAbsl(JobStateWord(*report.state)),
+                                           " after all; it had been failed as ",
+                                           stored.exit_reason));
+      stored.state = *report.state;
+      stored.exit_reason = report.exit_reason;
+      stored.end_time_ms = report.end_time_ms;  // 0: now, below
+      stored.failure_presumed = false;
+    }
+    const bool running = stored.state == JobState::kRunning;
+    if (!report.argv.empty()) stored.argv = report.argv;
+    if (!report.node_id.empty()) stored.node_id = report.node_id;
+    if (!report.worker_id.empty()) stored.worker_id = report.worker_id;
+    if (report.start_time_ms != 0) stored.start_time_ms = report.start_time_ms;
+    if (running) {
+      if (report.state.has_value()) stored.state = *report.state;
+      if (!report.exit_reason.empty()) stored.exit_reason = report.exit_reason;
+      if (report.end_time_ms != 0) stored.end_time_ms = report.end_time_ms;
+    }
+  }
+  const bool ended = stored.state != JobState::kRunning;
+  if (ended && stored.end_time_ms == 0) stored.end_time_ms = now_ms;
+  Persist(stored);
+  JobRecord result = stored;  // before retention may forget it (max_ended 0)
+  if (ended && (created || was_running)) NoteEnded(report.job_id);
+  return result;
+}
+
+int JobTable::FailJobsOn(const std::string& node, const std::string& reason) {
+  const int64_t now_ms = absl::ToUnixMillis(options_.clock->Now());
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> failed;
+  for (auto& [job_id, entry] : jobs_) {
+    JobRecord& job = entry.record;
+    if (job.node_id != node || job.state != JobState::kRunning) continue;
+    // Presumed: a silent node may still run the job to its end, which its recorder then reports.
+    job.state = JobState::kFailed;
+    job.failure_presumed = true;
+    job.exit_reason = absl::StrCat("node ", node, " was declared dead: ", reason);
+    job.end_time_ms = now_ms;
+    Persist(job);
+    failed.push_back(job_id);
+  }
+  // Forgetting erases from jobs_: only after the walk over it.
+  for (const std::string& job_id : failed) ended_.push_back(job_id);
+  ForgetOldEnded();
+  return static_cast<int>(failed.size());
+}
+
+void JobTable::NoteEnded(const std::string& job_id) {
+  ended_.push_back(job_id);
+  ForgetOldEnded();
+}
+
+void JobTable::ForgetOldEnded() {
+  while (ended_.size() > options_.max_ended) {
+    const std::string job_id = std::move(ended_.front());
+    ended_.pop_front();
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) continue;
+    in_order_.erase(it->second.order);
+    jobs_.erase(it);
+    options_.writer->Delete(kJobsTable, job_id);
+  }
+}
+
+std::vector<std::pair<int64_t, JobRecord>> JobTable::Page(int64_t after, size_t limit,
+                                                          bool* more) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::pair<int64_t, JobRecord>> page;
+  auto it = in_order_.upper_bound(after);
+  for (; it != in_order_.end() && page.size() < limit; ++it) {
+    page.emplace_back(it->first, jobs_.at(it->second).record);
+  }
+  *more = it != in_order_.end();
+  return page;
+}
+
+absl::Status JobTable::Restore() {
+  TESSERA_ASSIGN_OR_RETURN(auto records, options_.writer->store()->List(kJobsTable));
+  std::vector<JobRecord> jobs;
+  for (const auto& [key, value] : records) {
+    TESSERA_ASSIGN_OR_RETURN(JobRecord job, Parse(key, value));
+    jobs.push_back(std::move(job));
+  }
+  // The order jobs were first recorded in: their start times.
+  std::stable_sort(jobs.begin(), jobs.end(), [](const JobRecord& a, const JobRecord& b) {
+    return a.start_time_ms < b.start_time_ms;
+  });
+  absl::MutexLock lock(&mu_);
+  std::vector<std::pair<int64_t, std::string>> ended;
+  for (JobRecord& job : jobs) {
+    const std::string id = job.job_id;
+    if (job.state != JobState::kRunning) ended.emplace_back(job.end_time_ms, id);
+    const int64_t order = next_order_++;
+    in_order_[order] = id;
+    jobs_[id] = Entry{std::move(job), order};
+  }
+  std::stable_sort(ended.begin(), ended.end());
+  for (auto& [end, id] : ended) ended_.push_back(std::move(id));
+  ForgetOldEnded();
+  return absl::OkStatus();
+}
+
+}  // namespace tessera

@@ -1,0 +1,617 @@
+// ReservationManager, reservations of either kind: finding them, bringing the agents in line with
+// the scheduler's placement (two-phase commit, see reservation.h) on the request's thread or the
+// sync threads Tick starts, removal, what a dead node or an agent's report does to them, and
+// what a gone driver owned. The kinds' own parts live in placement_groups.cc and
+// slice_groups.cc; reading back a previous head's records in reservation_restore.cc.
+#include "head/reservation_manager.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "head/head_service_internal.h"
+#include "head/state_store.h"
+
+namespace tessera {
+
+using head_internal::Exact;
+
+ReservationManager::ReservationManager(ReservationManagerOptions options, ClusterState* cluster,
+                                       NodeRegistry* nodes)
+    : options_(std::move(options)), cluster_(cluster), nodes_(nodes) {}
+
+ReservationManager::~ReservationManager() {
+  WaitForSyncs();
+  JoinFinishedSyncs();
+}
+
+Reservation* ReservationManager::Find(const std::string& name) {
+  if (auto g = groups_.find(name); g != groups_.end()) return &g->second;
+  if (auto s = slices_.find(name); s != slices_.end()) return &s->second;
+  return nullptr;
+}
+
+const Reservation* ReservationManager::Find(const std::string& name) const {
+  return const_cast<ReservationManager*>(this)->Find(name);
+}
+
+Reservation* ReservationManager::Find(ReservationKind kind, const std::string& name) {
+  Reservation* found = Find(name);
+  return found != nullptr && found->kind == kind ? found : nullptr;
+}
+
+bool ReservationManager::NameTaken(const std::string& name) const {
+  return Find(name) != nullptr;
+}
+
+absl::Status ReservationManager::ClaimName(const std::string& requested,
+                                           absl::string_view prefix, int64_t* counter,
+                                           std::string* id, std::string* name) {
+  if (!requested.empty() && NameTaken(requested)) {
+    return absl::AlreadyExistsError(absl::StrCat("a group named ", requested, " exists"));
+  }
+  do {
+    *id = absl::StrCat(prefix, "-", (*counter)++);
+  } while (requested.empty() && NameTaken(*id));
+  *name = requested.empty() ? *id : requested;
+  return absl::OkStatus();
+}
+
+bool ReservationManager::IsPlaced(const Reservation& reservation) const {
+  if (reservation.kind == ReservationKind::kPlacementGroup) {
+    return static_cast<const GroupEntry&>(reservation).scheduled.has_value();
+  }
+  return static_cast<const SliceEntry&>(reservation).scheduled.has_value();
+}
+
+std::vector<std::optional<BundleHold>> ReservationManager::DesiredHolds(
+    const Reservation& reservation) const {
+  if (reservation.kind == ReservationKind::kPlacementGroup) {
+    return DesiredBundles(static_cast<const GroupEntry&>(reservation));
+  }
+  // A slice group's bundles never move: where the scheduler put them is where they are wanted.
+  std::vector<std::optional<BundleHold>> desired;
+  for (const DomainBundle& bundle : static_cast<const SliceEntry&>(reservation).bundles) {
+    desired.push_back(BundleHold{bundle.node.value(), Exact(bundle.allocation)});
+  }
+  return desired;
+}
+
+void ReservationManager::ForgetPlacement(Reservation& reservation) {
+  if (reservation.kind == ReservationKind::kPlacementGroup) {
+    GroupEntry& group = static_cast<GroupEntry&>(reservation);
+    if (group.scheduled.has_value()) (void)cluster_->groups.Remove(*group.scheduled);
+    group.scheduled.reset();
+  } else {
+    SliceEntry& slice = static_cast<SliceEntry&>(reservation);
+    if (slice.scheduled.has_value()) (void)cluster_->slices.Release(*slice.scheduled);
+    slice.scheduled.reset();
+    slice.bundles.clear();
+    slice.domains.clear();
+  }
+  reservation.confirmed.clear();
+}
+
+void ReservationManager::TryPlace(Reservation& reservation) {
+  if (reservation.kind == ReservationKind::kPlacementGroup) {
+    TryPlaceGroup(static_cast<GroupEntry&>(reservation));
+  } else {
+    TryPlaceSlice(static_cast<SliceEntry&>(reservation));
+  }
+}
+
+// The StateStore holds what `tessera status` and a Redis-backed head need.
+void ReservationManager::Persist(const Reservation& reservation) {
+  // The request it came from and what the head knows of it now: all a restarted head needs.
+  if (reservation.kind == ReservationKind::kPlacementGroup) {
+    const auto& group = static_cast<const GroupEntry&>(reservation);
+    v1::StoredPlacementGroup stored;
+    *stored.mutable_request() = group.request;
+    DescribeGroup(group, stored.mutable_info());
+    options_.writer->Put(kPlacementGroupsTable, reservation.name, stored.SerializeAsString());
+  } else {
+    const auto& slice = static_cast<const SliceEntry&>(reservation);
+    v1::StoredSliceGroup stored;
+    *stored.mutable_request() = slice.request;
+    DescribeSlice(slice, stored.mutable_info());
+    options_.writer->Put(kSliceGroupsTable, reservation.name, stored.SerializeAsString());
+  }
+}
+
+bool ReservationManager::KnowsBundle(const std::string& node, const ReportedBundle& bundle) const {
+  const Reservation* reservation = Find(bundle.reservation);
+  if (reservation == nullptr) return false;
+  if (reservation->busy) return true;
+  int index = bundle.index;
+  std::vector<std::optional<BundleHold>> desired = DesiredHolds(*reservation);
+  if (index < 0 || index >= static_cast<int>(desired.size())) return false;
+  const std::vector<std::optional<BundleHold>>& confirmed = reservation->confirmed;
+  bool here = desired[index].has_value() && desired[index]->node == node;
+  bool confirmed_here = index < static_cast<int>(confirmed.size()) &&
+                        confirmed[index].has_value() && confirmed[index]->node == node;
+  return here || confirmed_here;
+}
+
+void ReservationManager::NodeDead(const std::string& node, const std::string& reason,
+                                       const std::vector<Allocation>& lost,
+                                       std::vector<std::string>* moved,
+                                       std::vector<std::string>* broken) {
+  committed_epochs_.erase(node);  // its agent, and what it held, are gone
+  std::vector<RescheduleReport> reports = cluster_->groups.OnNodeFailed(NodeId(node), lost);
+  std::map<int64_t, const RescheduleReport*> by_group;
+  for (const RescheduleReport& report : reports) by_group[report.id.value()] = &report;
+
+  for (auto& [name, group] : groups_) {
+    bool touched = false;
+    for (std::optional<BundleHold>& hold : group.confirmed) {
+      if (hold.has_value() && hold->node == node) {
+        hold.reset();  // the agent is gone, and its reservation with it
+        touched = true;
+      }
+    }
+    if (group.scheduled.has_value() && by_group.count(group.scheduled->value()) != 0) {
+      const RescheduleReport* report = by_group.at(group.scheduled->value());
+      touched = true;
+      group.explanation = report->placed ? "" : report->explanation;
+    }
+    if (!touched) continue;
+    moved->push_back(name);
+    group.phase = ReservationPhase::kDegraded;
+    if (group.explanation.empty()) {
+      group.explanation = absl::StrCat("re-placing bundles lost with node ", node);
+    }
+    Persist(group);
+  }
+  for (auto& [name, slice] : slices_) {
+    bool holds = std::any_of(slice.bundles.begin(), slice.bundles.end(),
+                             [&](const DomainBundle& b) { return b.node.value() == node; });
+    if (!holds || slice.phase == ReservationPhase::kDegraded) continue;
+    slice.phase = ReservationPhase::kDegraded;
+    slice.explanation = absl::StrCat("host ", node, " died (", reason, ")");
+    broken->push_back(name);
+    Persist(slice);
+  }
+}
+
+void ReservationManager::LostBundle(Reservation& reservation, int index,
+                                        const std::string& node) {
+  reservation.confirmed[index].reset();
+  reservation.phase = ReservationPhase::kDegraded;
+  if (reservation.replaceable()) {
+    // The view still holds its instances on that node: the next sync prepares it there again.
+    reservation.explanation =
+        absl::StrCat("bundle ", index, " was lost on node ", node, "; preparing it again");
+  } else {
+    reservation.explanation = absl::StrCat("host ", node, " lost bundle ", index);
+  }
+  options_.events->Record(absl::StrCat(ReservationNoun(reservation.kind), " ", reservation.name, ": bundle ",
+                           index, " is no longer held by the agent of ", node,
+                           reservation.replaceable() ? "; it is prepared again"
+                                                     : "; the group is broken"));
+  Persist(reservation);
+  cluster_->changed = true;
+}
+
+void ReservationManager::Sync(const std::string& name) {
+  for (int round = 0; round < 4; ++round) {
+    std::vector<NodeWork> work;
+    std::vector<NodeWork> stale;  // bundles to cancel where they no longer belong
+    {
+      absl::MutexLock lock(&cluster_->mu);
+      Reservation* reservation = Find(name);
+      if (reservation == nullptr || reservation->busy || !IsPlaced(*reservation)) return;
+      // A slice group is only ever committed once; a broken one stays as it is.
+      if (!reservation->replaceable() && reservation->phase != ReservationPhase::kCommitting) {
+        return;
+      }
+      std::vector<std::optional<BundleHold>> desired = DesiredHolds(*reservation);
+      reservation->confirmed.resize(desired.size());
+      NodeWorkPlan prepare(nodes_->Agents());
+      NodeWorkPlan cancel(nodes_->Agents());
+      bool complete = true;
+      for (size_t i = 0; i < desired.size(); ++i) {
+        const auto& want = desired[i];
+        const auto& have = reservation->confirmed[i];
+        if (!want.has_value()) complete = false;
+        if (want == have) continue;
+        if (have.has_value()) cancel.Cancel(have->node, static_cast<int>(i));
+        if (want.has_value()) prepare.Prepare(want->node, static_cast<int>(i), want->allocation);
+      }
+      if (prepare.empty() && cancel.empty()) {
+        ReservationPhase phase = complete ? ReservationPhase::kHeld : ReservationPhase::kDegraded;
+        if (phase != reservation->phase) {
+          reservation->phase = phase;
+          if (complete) reservation->explanation.clear();
+          Persist(*reservation);
+        }
+        idle_.SignalAll();
+        return;
+      }
+      work = prepare.Take();
+      stale = cancel.Take();
+      reservation->busy = true;
+    }
+    CancelBundles(name, stale);
+    absl::Status status = TwoPhaseCommit(name, work);
+    absl::MutexLock lock(&cluster_->mu);
+    Reservation& reservation = *Find(name);  // busy: nobody removed it
+    reservation.busy = false;
+    idle_.SignalAll();
+    for (const NodeWork& w : stale) {
+      for (int index : w.cancel) {
+        std::optional<BundleHold>& hold = reservation.confirmed[index];
+        if (hold.has_value() && hold->node == w.node) hold.reset();
+      }
+    }
+    if (!status.ok()) {
+      if (!reservation.AnyConfirmed() &&
+          (reservation.phase == ReservationPhase::kCommitting || !reservation.replaceable())) {
+        // A fresh reservation: give everything back and wait for the cluster to change.
+        ForgetPlacement(reservation);
+        reservation.phase = ReservationPhase::kPending;
+      } else {
+        reservation.phase = ReservationPhase::kDegraded;
+      }
+      reservation.explanation = absl::StrCat("two-phase commit failed: ", status.message());
+      options_.events->Record(absl::StrCat(ReservationNoun(reservation.kind), " ", name, ": ",
+                               reservation.explanation));
+      Persist(reservation);
+      return;
+    }
+    for (const NodeWork& w : work) {
+      for (const auto& [index, allocation] : w.prepare) {
+        reservation.confirmed[index] = BundleHold{w.node, allocation};
+        NoteCommitted(w.node, name, index);  // heartbeats from then on must report it
+      }
+    }
+  }
+}
+
+Reservation* ReservationManager::WaitUntilIdle(ReservationKind kind, const std::string& name) {
+  Reservation* reservation = Find(kind, name);
+  while (reservation != nullptr && reservation->busy) {
+    idle_.Wait(&cluster_->mu);
+    reservation = Find(kind, name);
+  }
+  return reservation;
+}
+
+void ReservationManager::SyncAndDescribe(ReservationKind kind, const std::string& name,
+                                  absl::FunctionRef<void(const Reservation*)> describe) {
+  // Another sync (the ticker's) may hold the reservation; when it lets go between two of its
+  // rounds the phase can still read kCommitting although the commit went through. Sync again
+  // then, so the caller is told the outcome, not that moment. Bounded: a sync always leaves
+  // kCommitting (held, degraded or pending) unless another one overtakes it.
+  constexpr int kAttempts = 8;
+  for (int attempt = 1;; ++attempt) {
+    Sync(name);
+    absl::MutexLock lock(&cluster_->mu);
+    const Reservation* reservation = WaitUntilIdle(kind, name);
+    if (reservation == nullptr || reservation->phase != ReservationPhase::kCommitting ||
+        attempt == kAttempts) {
+      describe(reservation);
+      return;
+    }
+  }
+}
+
+std::vector<NodeWork> ReservationManager::CancelAllWork(const Reservation& reservation) const {
+  NodeWorkPlan plan(nodes_->Agents());
+  for (size_t i = 0; i < reservation.confirmed.size(); ++i) {
+    if (reservation.confirmed[i].has_value()) {
+      plan.Cancel(reservation.confirmed[i]->node, static_cast<int>(i));
+    }
+  }
+  return plan.Take();
+}
+
+void ReservationManager::Erase(Reservation& reservation) {
+  const std::string name = reservation.name;
+  ForgetPlacement(reservation);
+  if (reservation.kind == ReservationKind::kPlacementGroup) {
+    options_.writer->Delete(kPlacementGroupsTable, name);
+    groups_.erase(name);
+  } else {
+    options_.writer->Delete(kSliceGroupsTable, name);
+    slices_.erase(name);
+  }
+  idle_.SignalAll();
+  cluster_->changed = true;
+}
+
+absl::Status ReservationManager::Remove(ReservationKind kind, const std::string& name,
+                                        absl::FunctionRef<void(Reservation&)> finish) {
+  if (name.empty()) return absl::InvalidArgumentError("name: is empty");
+  std::vector<NodeWork> work;
+  {
+    absl::MutexLock lock(&cluster_->mu);
+    Reservation* reservation = WaitUntilIdle(kind, name);
+    if (reservation == nullptr) {
+      return absl::NotFoundError(absl::StrCat("no ", ReservationNoun(kind), " named ", name));
+    }
+    reservation->busy = true;
+    work = CancelAllWork(*reservation);
+  }
+  // The agents give the bundles back first, so the view never offers them while still held.
+  CancelBundles(name, work);
+  absl::MutexLock lock(&cluster_->mu);
+  Reservation& reservation = *Find(kind, name);  // busy: nobody removed it
+  finish(reservation);
+  Erase(reservation);
+  return absl::OkStatus();
+}
+
+std::vector<std::string> ReservationManager::ReleaseOwnedBy(const std::string& owner) {
+  std::vector<std::string> groups;
+  std::vector<std::string> slices;
+  {
+    absl::MutexLock lock(&cluster_->mu);
+    for (const auto& [name, group] : groups_) {
+      if (group.owner == owner) groups.push_back(name);
+    }
+    for (const auto& [name, slice] : slices_) {
+      if (slice.owner == owner) slices.push_back(name);
+    }
+  }
+  std::vector<std::string> released;
+  for (const std::string& name : groups) {
+    v1::RemovePlacementGroupResponse response;
+    // NotFound: removed meanwhile by someone else, which is just as good.
+    if (RemovePlacementGroup(name, &response).ok()) released.push_back(name);
+  }
+  for (const std::string& name : slices) {
+    v1::ReleaseSlicesResponse response;
+    if (ReleaseSlices(name, &response).ok()) released.push_back(name);
+  }
+  return released;
+}
+
+// --- what agents report ---
+
+void ReservationManager::NoteCommitted(const std::string& node, const std::string& reservation,
+                                       int index) {
+  if (nodes_->Find(node) == nullptr) return;
+  committed_epochs_[node][{reservation, index}] = ++bundles_epoch_;
+}
+
+std::vector<size_t> ReservationManager::Reconcile(const std::string& node,
+                                                  const std::vector<ReportedBundle>& bundles,
+                                                  std::optional<int64_t> epoch_seen) {
+  // Held by the agent, not by the head: a head restart with the in-memory store lost their
+  // groups, a prepare applied after the head cancelled it (or gave up on it), or a group removed
+  // while its cancel did not get through. KnowsBundle counts a reservation with a round in
+  // flight as known: a prepare in flight is not an orphan.
+  const bool registering = !epoch_seen.has_value();
+  std::vector<size_t> release;
+  std::set<std::pair<std::string, int>> reported;
+  std::map<std::string, std::vector<int>> released;
+  for (size_t i = 0; i < bundles.size(); ++i) {
+    const ReportedBundle& bundle = bundles[i];
+    reported.emplace(bundle.reservation, bundle.index);
+    if (KnowsBundle(node, bundle)) continue;
+    release.push_back(i);
+    released[bundle.reservation].push_back(bundle.index);
+  }
+  for (const auto& [group, indices] : released) {
+    const std::string list = absl::StrJoin(indices, ",");
+    const bool known = NameTaken(group);
+    if (registering) {
+      options_.events->Record(
+          known ? absl::StrCat("bundles ", list, " of ", group, " on ", node,
+                               " are not held by the head; they were released")
+                : absl::StrCat("placement group ", group,
+                               " was lost with the head restart; its bundles on ", node,
+                               " were released"));
+    } else {
+      options_.events->Record(absl::StrCat(
+          "bundles ", list, " of ", group, " on ", node,
+          known ? " were held by the agent but not by the head (prepared after the head had "
+                  "cancelled them); they were released"
+                : " belong to no group the head holds (removed, or prepared after the head gave "
+                  "up on it); they were released"));
+    }
+  }
+  if (registering) return release;
+  // Committed here by the head, missing on the agent. Judged only from a report taken after
+  // the agent saw the epoch of that commit, so the report cannot predate the prepare.
+  auto epochs = committed_epochs_.find(node);
+  if (epochs == committed_epochs_.end()) return release;
+  for (auto it = epochs->second.begin(); it != epochs->second.end();) {
+    const auto& [key, epoch] = *it;
+    Reservation* reservation = Find(key.first);
+    const bool still_committed =
+        reservation != nullptr && key.second < static_cast<int>(reservation->confirmed.size()) &&
+        reservation->confirmed[key.second].has_value() &&
+        reservation->confirmed[key.second]->node == node;
+    if (!still_committed) {
+      it = epochs->second.erase(it);
+      continue;
+    }
+    if (reservation->busy || epoch > *epoch_seen || reported.contains(key)) {
+      ++it;
+      continue;
+    }
+    const int index = key.second;
+    it = epochs->second.erase(it);
+    LostBundle(*reservation, index, node);
+  }
+  return release;
+}
+
+// --- periodic ---
+
+std::vector<std::string> ReservationManager::RetryAndHeal(
+    std::vector<std::pair<std::string, std::vector<NodeWork>>>* healing) {
+  const absl::Time now = options_.clock->Now();
+  if (cluster_->changed || now - last_retry_ >= options_.retry_interval) {
+    cluster_->changed = false;
+    last_retry_ = now;
+    std::vector<RescheduleReport> reports = cluster_->groups.OnClusterChanged();
+    for (const RescheduleReport& report : reports) {
+      for (auto& [name, group] : groups_) {
+        if (group.scheduled == report.id && !report.placed) group.explanation = report.explanation;
+      }
+    }
+    auto retry = [&](Reservation& reservation) {
+      if (reservation.busy) return;
+      if (reservation.phase != ReservationPhase::kPending &&
+          reservation.phase != ReservationPhase::kInfeasible) {
+        return;
+      }
+      const ReservationPhase phase = reservation.phase;
+      const std::string explanation = reservation.explanation;
+      TryPlace(reservation);
+      if (reservation.phase != phase || reservation.explanation != explanation) {
+        Persist(reservation);
+      }
+    };
+    for (auto& [name, group] : groups_) retry(group);
+    for (auto& [name, slice] : slices_) retry(slice);
+  }
+  // A broken slice group whose hosts are all back (their agents registered again) is reserved
+  // anew: its remaining bundles are given back and it waits for placement like a new one (the
+  // same slice again when it is intact and free, else another).
+  for (auto& [name, slice] : slices_) {
+    if (slice.busy || slice.phase != ReservationPhase::kDegraded || slice.bundles.empty()) {
+      continue;
+    }
+    const bool all_back =
+        std::all_of(slice.bundles.begin(), slice.bundles.end(), [&](const DomainBundle& bundle) {
+          return nodes_->IsAlive(bundle.node.value());
+        });
+    if (!all_back) continue;
+    healing->emplace_back(name, CancelAllWork(slice));
+    ForgetPlacement(slice);
+    slice.phase = ReservationPhase::kPending;
+    slice.explanation = "its hosts are back; reserving it again";
+    options_.events->Record(
+        absl::StrCat("slice group ", name, ": its hosts are back; it is reserved again"));
+    Persist(slice);
+    cluster_->changed = true;
+  }
+  auto wants_sync = [](const Reservation& reservation) {
+    return !reservation.busy &&
+           (reservation.phase == ReservationPhase::kCommitting ||
+            (reservation.phase == ReservationPhase::kDegraded && reservation.replaceable()));
+  };
+  std::vector<std::string> to_sync;
+  for (const auto& [name, group] : groups_) {
+    if (wants_sync(group)) to_sync.push_back(name);
+  }
+  for (const auto& [name, slice] : slices_) {
+    if (wants_sync(slice)) to_sync.push_back(name);
+  }
+  return to_sync;
+}
+
+void ReservationManager::Tick(bool wait) {
+  std::vector<std::pair<std::string, std::vector<NodeWork>>> healing;  // slice -> cancels
+  std::vector<std::string> to_sync;
+  {
+    absl::MutexLock lock(&cluster_->mu);
+    to_sync = RetryAndHeal(&healing);
+  }
+  // The healing cancels come first: the slice group waits as pending until the next retry.
+  for (const auto& [name, work] : healing) CancelBundles(name, work);
+  JoinFinishedSyncs();
+  for (const std::string& name : to_sync) StartSync(name);
+  if (wait) WaitForSyncs();
+}
+
+void ReservationManager::StartSync(const std::string& name) {
+  absl::MutexLock lock(&syncs_mu_);
+  // One at a time per reservation (Sync also backs off a busy one); the rest wait for the next
+  // tick, which asks again for every reservation still out of line.
+  if (syncs_.contains(name) || syncs_.size() >= options_.max_concurrent_syncs) return;
+  syncs_.emplace(name, std::thread([this, name] {
+    Sync(name);
+    absl::MutexLock done(&syncs_mu_);
+    auto it = syncs_.find(name);
+    finished_syncs_.push_back(std::move(it->second));
+    syncs_.erase(it);
+    syncs_done_.SignalAll();
+  }));
+}
+
+void ReservationManager::WaitForSyncs() {
+  absl::MutexLock lock(&syncs_mu_);
+  while (!syncs_.empty()) syncs_done_.Wait(&syncs_mu_);
+}
+
+void ReservationManager::JoinFinishedSyncs() {
+  std::vector<std::thread> finished;
+  {
+    absl::MutexLock lock(&syncs_mu_);
+    finished.swap(finished_syncs_);
+  }
+  for (std::thread& thread : finished) thread.join();
+}
+
+// --- leases inside reservations ---
+
+BundleTargetAdvice ReservationManager::AdviseBundleTarget(
+    const std::string& name, int bundle_index, const ResourceSet& demand,
+    const std::set<std::string>& excluded) const {
+  using Status = BundleTargetAdvice::Status;
+  auto advice = [](Status status, std::string explanation) {
+    return BundleTargetAdvice{status, "", std::move(explanation)};
+  };
+  std::vector<std::string> holders;
+  std::vector<ResourceSet> shapes;  // what each bundle reserves, by index
+  if (auto g = groups_.find(name); g != groups_.end()) {
+    for (const auto& hold : g->second.confirmed) holders.push_back(hold ? hold->node : "");
+    shapes = OptionsInOrder(g->second.spec)[g->second.option]->bundles;
+    // A group still waiting for room has its bundles, just none held yet.
+    holders.resize(std::max(holders.size(), shapes.size()));
+  } else if (auto s = slices_.find(name); s != slices_.end()) {
+    if (s->second.phase != ReservationPhase::kHeld &&
+        s->second.phase != ReservationPhase::kDegraded) {
+      // Its hosts (and so its bundles) are known once it is reserved.
+      return advice(Status::kPending, absl::StrCat("slice group ", name, " is not reserved yet"));
+    }
+    for (const DomainBundle& b : s->second.bundles) {
+      holders.push_back(b.node.value());
+      shapes.push_back(b.allocation.resources);
+    }
+  } else {
+    return advice(Status::kInfeasible,
+                  absl::StrCat("no placement group or slice group named ", name));
+  }
+  if (bundle_index >= static_cast<int>(holders.size())) {
+    return advice(Status::kInfeasible, absl::StrCat(name, " has ", holders.size(),
+                                                    " bundles; there is no bundle ", bundle_index));
+  }
+  // A demand no targeted bundle could ever hold is infeasible, wherever the bundles are.
+  bool could_hold = false;
+  for (int i = 0; i < static_cast<int>(shapes.size()); ++i) {
+    if (bundle_index >= 0 && i != bundle_index) continue;
+    could_hold = could_hold || shapes[i].Contains(demand);
+  }
+  if (!shapes.empty() && !could_hold) {
+    return advice(Status::kInfeasible,
+                  bundle_index >= 0
+                      ? absl::StrCat("bundle ", bundle_index, " of ", name, " reserves ",
+                                     shapes[bundle_index].ToString(), "; it can never hold ",
+                                     demand.ToString())
+                      : absl::StrCat("no bundle of ", name, " can ever hold ", demand.ToString(),
+                                     " (a request never spans bundles)"));
+  }
+  for (int i = 0; i < static_cast<int>(holders.size()); ++i) {
+    if (bundle_index >= 0 && i != bundle_index) continue;
+    const std::string& node = holders[i];
+    if (node.empty() || excluded.count(node) != 0 || !nodes_->IsAlive(node)) continue;
+    return BundleTargetAdvice{Status::kPlaced, node, ""};
+  }
+  return advice(Status::kPending,
+                bundle_index >= 0
+                    ? absl::StrCat("bundle ", bundle_index, " of ", name,
+                                   " is not held on a live node that was not tried yet")
+                    : absl::StrCat("no bundle of ", name,
+                                   " is held on a live node that was not tried yet"));
+}
+
+}  // namespace tessera

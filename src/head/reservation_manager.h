@@ -1,0 +1,256 @@
+// ReservationManager: placement groups and slice groups — placing them with their schedulers,
+// holding their bundles on the node agents by two-phase commit (reservation.h), re-placing what
+// a node's death or an agent's loss takes (placement groups) or breaking them (slice groups),
+// reconciling what the agents report holding, releasing what a gone driver owned, and their
+// records in the StateStore (tables "placement_groups" and "slice_groups").
+//
+// Threading: its tables are guarded by ClusterState::mu; the methods marked
+// ABSL_EXCLUSIVE_LOCKS_REQUIRED are called with it held (by the front, or the registry's
+// listener), the others take it themselves and make agent RPCs without it. A reservation with a
+// round in flight is `busy`; removal waits for it. Tick's two-phase commits run on threads of
+// their own, several reservations at once (at most max_concurrent_syncs), never on the health
+// check's path: a slow agent delays only the reservations that wait on it.
+// Cost: create/remove is the scheduler's cost plus one store write and one round of agent calls;
+// a heartbeat's reconciliation is O(that node's bundles); Tick is O(reservations).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "base/clock.h"
+#include "head/cluster_state.h"
+#include "head/driver_table.h"
+#include "head/event_log.h"
+#include "head/node_registry.h"
+#include "head/reservation.h"
+#include "head/store_writer.h"
+#include "rpc/proto_convert.h"
+#include "tessera/v1/head.pb.h"
+#include "tessera/v1/head_state.pb.h"
+
+namespace tessera {
+
+struct ReservationManagerOptions {
+  Clock* clock = nullptr;               // required
+  const StoreWriter* writer = nullptr;  // required
+  EventLog* events = nullptr;           // required
+  DriverTable* drivers = nullptr;       // required
+  absl::Duration retry_interval = absl::Seconds(1);
+  size_t max_concurrent_syncs = 8;
+};
+
+// Where a request inside a reservation should go (PickNode with a bundle target).
+struct BundleTargetAdvice {
+  enum class Status { kPlaced, kPending, kInfeasible };
+  Status status = Status::kPending;
+  std::string node;  // kPlaced
+  std::string explanation;
+};
+
+class ReservationManager {
+ public:
+  struct GroupEntry : Reservation {
+    GroupEntry() : Reservation(ReservationKind::kPlacementGroup) {}
+    v1::CreatePlacementGroupRequest request;  // what it was created from (stored)
+    PlacementGroupSpec spec;
+    std::optional<PlacementGroupId> scheduled;  // while the view holds it
+    int option = 0;
+  };
+  struct SliceEntry : Reservation {
+    SliceEntry() : Reservation(ReservationKind::kSliceGroup) {}
+    v1::ReserveSlicesRequest request;
+    DomainGroupRequest parsed;
+    std::optional<DomainGroupId> scheduled;
+    int alternative = 0;
+    std::vector<std::string> domains;
+    std::vector<DomainBundle> bundles;  // bundle index = position
+  };
+
+  ReservationManager(ReservationManagerOptions options, ClusterState* cluster,
+                     NodeRegistry* nodes);
+  // Waits for the syncs Tick started.
+  ~ReservationManager();
+
+  // --- requests (take ClusterState::mu themselves) ---
+  // ALREADY_EXISTS for a taken name, InvalidArgument for a spec the scheduler refuses. Answers
+  // once placement and the first two-phase round are over (or the group waits for room).
+  absl::Status CreatePlacementGroup(const v1::CreatePlacementGroupRequest& request,
+                                    PlacementGroupSpec spec, v1::PlacementGroupInfo* response)
+      ABSL_LOCKS_EXCLUDED(cluster_->mu);
+  // NotFound when there is none; the agents give the bundles back before it is forgotten.
+  absl::Status RemovePlacementGroup(const std::string& name,
+                                    v1::RemovePlacementGroupResponse* response)
+      ABSL_LOCKS_EXCLUDED(cluster_->mu);
+  // Until it is created or `timeout` (real time) passes; NotFound when there is none.
+  absl::Status WaitPlacementGroup(const std::string& name, absl::Duration timeout,
+                                  v1::PlacementGroupInfo* response)
+      ABSL_LOCKS_EXCLUDED(cluster_->mu);
+  absl::Status ReserveSlices(const v1::ReserveSlicesRequest& request, DomainGroupRequest parsed,
+                             v1::SliceGroupInfo* response) ABSL_LOCKS_EXCLUDED(cluster_->mu);
+  absl::Status ReleaseSlices(const std::string& name, v1::ReleaseSlicesResponse* response)
+      ABSL_LOCKS_EXCLUDED(cluster_->mu);
+  // Removes every placement group and releases every slice group `owner` owns; the names.
+  std::vector<std::string> ReleaseOwnedBy(const std::string& owner)
+      ABSL_LOCKS_EXCLUDED(cluster_->mu);
+
+  // --- periodic ---
+  // Retries waiting reservations (after a change, and every retry_interval), reserves anew the
+  // broken slice groups whose hosts are back, and starts the two-phase rounds that bring the
+  // agents in line, on threads of their own. With `wait`, returns when those rounds are over.
+  void Tick(bool wait) ABSL_LOCKS_EXCLUDED(cluster_->mu, syncs_mu_);
+
+  // --- what nodes do to reservations (the registry's listener, under ClusterState::mu) ---
+  // Placement groups drop the node's bundles and are re-placed (`moved`); slice groups holding
+  // a host there are broken (`broken`).
+  void NodeDead(const std::string& node, const std::string& reason,
+                const std::vector<Allocation>& lost, std::vector<std::string>* moved,
+                std::vector<std::string>* broken) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // An agent's report of the bundles it holds: the positions of those the head does not hold
+  // there (to release, with an event); with `epoch_seen`, bundles committed there before that
+  // epoch and missing from the report are lost (re-prepared, or the slice group broken).
+  std::vector<size_t> Reconcile(const std::string& node, const std::vector<ReportedBundle>& bundles,
+                                std::optional<int64_t> epoch_seen)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // Bumped by every bundle commit; agents echo it in heartbeats.
+  int64_t bundles_epoch() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu) {
+    return bundles_epoch_;
+  }
+
+  // --- reading (under ClusterState::mu) ---
+  const std::map<std::string, GroupEntry, std::less<>>& groups() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu) {
+    return groups_;
+  }
+  const std::map<std::string, SliceEntry, std::less<>>& slices() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu) {
+    return slices_;
+  }
+  void DescribeGroup(const GroupEntry& group, v1::PlacementGroupInfo* info) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  void DescribeSlice(const SliceEntry& slice, v1::SliceGroupInfo* info) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // The slices the nodes' labels describe, by name, with whether they are intact and who holds
+  // them.
+  std::map<std::string, v1::ListSlicesResponse::Slice> SliceCatalog() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // Which node should take a request inside reservation `name` (bundle -1: any bundle).
+  BundleTargetAdvice AdviseBundleTarget(const std::string& name, int bundle_index,
+                                        const ResourceSet& demand,
+                                        const std::set<std::string>& excluded) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+
+  // Reads back a previous head's groups and slice groups with exactly their bundles' nodes and
+  // allocations (reservation_restore.cc). DataLoss naming the table and key.
+  absl::Status Restore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+
+ private:
+  Reservation* Find(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  const Reservation* Find(const std::string& name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  Reservation* Find(ReservationKind kind, const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  bool NameTaken(const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // A fresh id "<prefix>-N" and the group's name (the id when none was asked for);
+  // AlreadyExists when the asked-for name is taken by a group of either kind.
+  absl::Status ClaimName(const std::string& requested, absl::string_view prefix, int64_t* counter,
+                         std::string* id, std::string* name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  bool IsPlaced(const Reservation& reservation) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // Where the kind's scheduler wants each bundle held.
+  std::vector<std::optional<BundleHold>> DesiredHolds(const Reservation& reservation) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  std::vector<std::optional<BundleHold>> DesiredBundles(const GroupEntry& group) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // Gives the placement back to the kind's scheduler; the reservation waits for room again.
+  void ForgetPlacement(Reservation& reservation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  void TryPlace(Reservation& reservation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  void TryPlaceGroup(GroupEntry& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  void TryPlaceSlice(SliceEntry& slice) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  void ApplySliceResult(SliceEntry& slice, const DomainGroupResult& result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  void Persist(const Reservation& reservation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  bool KnowsBundle(const std::string& node, const ReportedBundle& bundle) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // A bundle of `reservation` was committed on `node`: remembers the epoch of that commit.
+  void NoteCommitted(const std::string& node, const std::string& reservation, int index)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // The agent of a live node no longer holds committed bundle `index`: a placement group
+  // prepares it again where the view holds it (RESCHEDULING meanwhile), a slice group is broken
+  // (and reserved anew once its hosts are all alive, as after a host's death).
+  void LostBundle(Reservation& reservation, int index, const std::string& node)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // Blocks until the named reservation of `kind` is not busy; nullptr when there is none.
+  Reservation* WaitUntilIdle(ReservationKind kind, const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // The cancels that release every confirmed bundle, for a removal.
+  std::vector<NodeWork> CancelAllWork(const Reservation& reservation) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // Ends a removal: the placement back to the scheduler, the group out of the store and the map.
+  void Erase(Reservation& reservation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // Marks it busy, cancels every bundle on the agents (without the lock), then calls
+  // `finish` under the lock with the reservation (still busy) before erasing it.
+  absl::Status Remove(ReservationKind kind, const std::string& name,
+                      absl::FunctionRef<void(Reservation&)> finish)
+      ABSL_LOCKS_EXCLUDED(cluster_->mu);
+  // Retries waiting reservations and heals broken slice groups; the names that want a round and
+  // the cancels healing needs.
+  std::vector<std::string> RetryAndHeal(
+      std::vector<std::pair<std::string, std::vector<NodeWork>>>* healing)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+
+  // --- without the lock ---
+  // Brings the agents in line with the scheduler's placement of the reservation: cancels bundles
+  // that moved, prepares then commits the new ones; on failure a fresh reservation gives its
+  // placement back and waits, a placement group already holding bundles is re-placed later.
+  void Sync(const std::string& name) ABSL_LOCKS_EXCLUDED(cluster_->mu);
+  // After creating a reservation that was placed: syncs it, waits until no round is in flight,
+  // then calls `describe` under the lock with it (nullptr: removed meanwhile).
+  void SyncAndDescribe(ReservationKind kind, const std::string& name,
+                       absl::FunctionRef<void(const Reservation*)> describe)
+      ABSL_LOCKS_EXCLUDED(cluster_->mu);
+  // Starts Sync(name) on a thread of its own unless one runs for it or max_concurrent_syncs do.
+  void StartSync(const std::string& name) ABSL_LOCKS_EXCLUDED(syncs_mu_);
+  void WaitForSyncs() ABSL_LOCKS_EXCLUDED(syncs_mu_);
+  void JoinFinishedSyncs() ABSL_LOCKS_EXCLUDED(syncs_mu_);
+
+  // Restore helpers (reservation_restore.cc).
+  absl::Status RestoreGroup(const std::string& key, const std::string& value)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  absl::Status RestoreSlice(const std::string& key, const std::string& value)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+
+  ReservationManagerOptions options_;
+  ClusterState* cluster_;
+  NodeRegistry* nodes_;
+  std::map<std::string, GroupEntry, std::less<>> groups_ ABSL_GUARDED_BY(cluster_->mu);
+  std::map<std::string, SliceEntry, std::less<>> slices_ ABSL_GUARDED_BY(cluster_->mu);
+  int64_t next_group_ ABSL_GUARDED_BY(cluster_->mu) = 1;
+  int64_t next_slice_ ABSL_GUARDED_BY(cluster_->mu) = 1;
+  absl::Time last_retry_ ABSL_GUARDED_BY(cluster_->mu) = options_.clock->Now();
+  // Bumped by every bundle commit; starts from the clock so it also grows across head restarts.
+  int64_t bundles_epoch_ ABSL_GUARDED_BY(cluster_->mu) = absl::ToUnixMicros(options_.clock->Now());
+  // node -> (reservation name, bundle index) -> the bundles epoch of its commit there. A
+  // heartbeat that saw this epoch and lacks the bundle lost it.
+  std::map<std::string, std::map<std::pair<std::string, int>, int64_t>, std::less<>>
+      committed_epochs_ ABSL_GUARDED_BY(cluster_->mu);
+  absl::CondVar idle_;  // signalled when a reservation stops being busy (with cluster_->mu)
+
+  absl::Mutex syncs_mu_ ABSL_ACQUIRED_AFTER(cluster_->mu);
+  absl::CondVar syncs_done_;
+  std::map<std::string, std::thread> syncs_ ABSL_GUARDED_BY(syncs_mu_);  // running, by name
+  std::vector<std::thread> finished_syncs_ ABSL_GUARDED_BY(syncs_mu_);   // to join
+};
+
+}  // namespace tessera

@@ -1,0 +1,191 @@
+// ReservationManager, slice groups: what sets them apart from placement groups — whole TPU slices (or
+// hosts of one NVLink domain) chosen by the DomainGroupScheduler, never re-placed (a dead host
+// breaks the group), described as SliceGroupInfo, and the catalog of slices `tessera slice list`
+// shows. Their commit and release are the shared reservation machinery.
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/string_util.h"
+#include "hardware/node_label_keys.h"
+#include "head/reservation_manager.h"
+
+namespace tessera {
+
+namespace {
+
+// Chips in a topology "4x4" / "2x2x2"; 0 when it is not one.
+int64_t TopologyChips(const std::string& topology) {
+  if (topology.empty()) return 0;
+  int64_t chips = 1;
+  size_t start = 0;
+  while (start <= topology.size()) {
+    size_t end = topology.find('x', start);
+    if (end == std::string::npos) end = topology.size();
+    std::string part = topology.substr(start, end - start);
+    if (part.empty() || part.size() > 6) return 0;
+    for (char c : part) {
+      if (c < '0' || c > '9') return 0;
+    }
+    chips *= std::stoll(part);
+    start = end + 1;
+  }
+  return chips;
+}
+
+}  // namespace
+
+void ReservationManager::DescribeSlice(const SliceEntry& slice, v1::SliceGroupInfo* info) const {
+  info->Clear();
+  info->set_id(slice.id);
+  info->set_name(slice.name);
+  info->set_state(SliceGroupStateOf(slice.phase));
+  info->set_alternative(slice.alternative);
+  info->set_owner(slice.owner);
+  for (const std::string& domain : slice.domains) info->add_domains(domain);
+  for (const DomainBundle& bundle : slice.bundles) {
+    v1::SliceHost* host = info->add_hosts();
+    host->set_domain(bundle.domain);
+    host->set_node_id(bundle.node.value());
+    host->set_worker(bundle.worker);
+    rpc::AllocationToProto(bundle.allocation, host->mutable_allocation());
+  }
+  info->set_explanation(slice.ShownExplanation());
+}
+
+void ReservationManager::ApplySliceResult(SliceEntry& slice, const DomainGroupResult& result) {
+  if (result.status == ScheduleStatus::kPlaced) {
+    slice.scheduled = result.id;
+    slice.alternative = static_cast<int>(result.alternative);
+    slice.domains = result.domains;
+    slice.bundles = result.bundles;
+    slice.phase = ReservationPhase::kCommitting;
+    slice.explanation.clear();
+    return;
+  }
+  slice.phase = result.status == ScheduleStatus::kPending ? ReservationPhase::kPending
+                                                          : ReservationPhase::kInfeasible;
+  slice.explanation = result.explanation;
+}
+
+void ReservationManager::TryPlaceSlice(SliceEntry& slice) {
+  auto result = cluster_->slices.ReserveSlices(slice.parsed);
+  if (!result.ok()) {
+    slice.phase = ReservationPhase::kInfeasible;
+    slice.explanation = std::string(result.status().message());
+    return;
+  }
+  ApplySliceResult(slice, *result);
+}
+
+absl::Status ReservationManager::ReserveSlices(const v1::ReserveSlicesRequest& request,
+                                               DomainGroupRequest parsed,
+                                               v1::SliceGroupInfo* response) {
+  std::string name;
+  {
+    absl::MutexLock lock(&cluster_->mu);
+    std::string id;
+    if (absl::Status claimed = ClaimName(request.name(), "slices", &next_slice_, &id, &name);
+        !claimed.ok()) {
+      return claimed;
+    }
+    SliceEntry entry;
+    entry.id = id;
+    entry.name = name;
+    entry.owner = request.owner();
+    entry.request = request;
+    entry.parsed = std::move(parsed);
+    entry.parsed.name = name;
+    // The scheduler refuses shapes it does not know; that is bad input and changes nothing.
+    auto result = cluster_->slices.ReserveSlices(entry.parsed);
+    if (!result.ok()) return absl::InvalidArgumentError(result.status().message());
+    options_.drivers->NoteAlive(entry.owner, options_.clock->Now());
+    ApplySliceResult(entry, *result);
+    SliceEntry& slice = slices_.emplace(name, std::move(entry)).first->second;
+    Persist(slice);
+    if (slice.phase != ReservationPhase::kCommitting) {
+      DescribeSlice(slice, response);
+      return absl::OkStatus();
+    }
+  }
+  SyncAndDescribe(ReservationKind::kSliceGroup, name, [&](const Reservation* slice) {
+    if (slice == nullptr) {
+      response->set_name(name);
+      response->set_state(v1::SLICE_GROUP_STATE_RELEASED);
+      return;
+    }
+    DescribeSlice(static_cast<const SliceEntry&>(*slice), response);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status ReservationManager::ReleaseSlices(const std::string& name,
+                                               v1::ReleaseSlicesResponse* response) {
+  return Remove(ReservationKind::kSliceGroup, name, [&](Reservation& reservation) {
+    for (const DomainBundle& bundle : static_cast<SliceEntry&>(reservation).bundles) {
+      v1::SliceHost* host = response->add_released();
+      host->set_domain(bundle.domain);
+      host->set_node_id(bundle.node.value());
+      host->set_worker(bundle.worker);
+      rpc::AllocationToProto(bundle.allocation, host->mutable_allocation());
+    }
+  });
+}
+
+std::map<std::string, v1::ListSlicesResponse::Slice> ReservationManager::SliceCatalog() const {
+  struct Catalog {
+    std::string accelerator_type;
+    std::string topology;
+    std::set<std::string> workers;
+    std::set<std::string> alive_workers;
+    int64_t tpu_per_host = 0;
+  };
+  std::map<std::string, Catalog> slices;
+  for (const auto& [id, node] : nodes_->nodes()) {
+    const auto& labels = node.description.labels();
+    auto name = labels.find(std::string(labels::kTpuSliceName));
+    if (name == labels.end() || name->second.empty()) continue;
+    Catalog& c = slices[name->second];
+    if (auto t = labels.find(std::string(labels::kAcceleratorType)); t != labels.end()) {
+      c.accelerator_type = t->second;
+    }
+    if (auto t = labels.find(std::string(labels::kTpuTopology)); t != labels.end()) c.topology = t->second;
+    std::string worker;
+    if (auto w = labels.find(std::string(labels::kTpuWorkerId)); w != labels.end()) worker = w->second;
+    c.workers.insert(worker);
+    if (node.health == NodeRegistry::Health::kAlive) c.alive_workers.insert(worker);
+    auto tpu = node.description.resources().raw().find("TPU");
+    if (tpu != node.description.resources().raw().end()) {
+      c.tpu_per_host = std::max(c.tpu_per_host, tpu->second / Quantity::kScale);
+    }
+  }
+  std::map<std::string, std::string> holders;
+  for (const auto& [name, slice] : slices_) {
+    for (const std::string& domain : slice.domains) holders[domain] = name;
+  }
+  std::map<std::string, v1::ListSlicesResponse::Slice> catalog;
+  for (const auto& [name, c] : slices) {
+    v1::ListSlicesResponse::Slice* out = &catalog[name];
+    out->set_name(name);
+    out->set_accelerator_type(c.accelerator_type);
+    out->set_topology(c.topology);
+    int64_t chips = TopologyChips(c.topology);
+    int64_t hosts = (chips > 0 && c.tpu_per_host > 0)
+                        ? std::max<int64_t>(1, chips / c.tpu_per_host)
+                        : static_cast<int64_t>(c.workers.size());
+    out->set_hosts(static_cast<int>(hosts));
+    out->set_hosts_alive(static_cast<int>(c.alive_workers.size()));
+    out->set_intact(static_cast<int64_t>(c.alive_workers.size()) >= hosts);
+    if (auto h = holders.find(name); h != holders.end()) out->set_held_by(h->second);
+  }
+  return catalog;
+}
+
+}  // namespace tessera
