@@ -44,6 +44,7 @@ struct StartArgs {
   std::string state_dir;
   std::string node_timeout;
   std::string heartbeat_interval;
+  std::string driver_timeout;
   std::string hardware;
   std::string cluster_file;
   std::string node_id;
@@ -80,6 +81,7 @@ std::vector<std::string> DaemonArgs(const StartArgs& args, const StateFolder& st
   add("--state-dir", state.root);
   add("--node-timeout", args.node_timeout);
   add("--heartbeat-interval", args.heartbeat_interval);
+  add("--driver-timeout", args.driver_timeout);
   add("--redis-address", args.redis_address);
   add("--redis-password-file", abs(args.redis_password_file));
   add("--redis-key-prefix", args.redis_key_prefix);
@@ -122,6 +124,14 @@ absl::StatusOr<HeadOptions> BuildHeadOptions(const StartArgs& args, const StateF
           "--heartbeat-interval: must be positive and shorter than the node timeout");
     }
     options.heartbeat_interval = *interval;
+  }
+  if (!args.driver_timeout.empty()) {
+    auto timeout = ParseDurationFlag("--driver-timeout", args.driver_timeout);
+    if (!timeout.ok()) return timeout.status();
+    if (*timeout <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("--driver-timeout: must be positive");
+    }
+    options.driver_timeout = *timeout;
   }
   if (args.redis_address.empty() &&
       (!args.redis_password_file.empty() || !args.redis_key_prefix.empty())) {
@@ -287,9 +297,10 @@ int RunStart(const StartArgs& args) {
     return ReportError("--redis-address, --redis-password-file and --redis-key-prefix are for "
                        "the head (--head)");
   }
-  if (!args.node_timeout.empty() || !args.heartbeat_interval.empty() || !args.token_out.empty()) {
-    return ReportError("--node-timeout, --heartbeat-interval and --token-out are for the head "
-                       "(--head)");
+  if (!args.node_timeout.empty() || !args.heartbeat_interval.empty() ||
+      !args.driver_timeout.empty() || !args.token_out.empty()) {
+    return ReportError("--node-timeout, --heartbeat-interval, --driver-timeout and --token-out "
+                       "are for the head (--head)");
   }
   if (args.address.empty() && !std::filesystem::exists(state.HeadAddressFile(), ec)) {
     return ReportError(absl::StrCat("give --head to start a head, or --address HOST:PORT of the "
@@ -320,6 +331,11 @@ void AddStartCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--heartbeat-interval", args->heartbeat_interval,
                   "Head: how often node agents heartbeat (default 500ms, at most a quarter of "
                   "the node timeout)")
+      ->type_name("DUR");
+  cmd->add_option("--driver-timeout", args->driver_timeout,
+                  "Head: a driver (API program) silent this long loses the placement groups, "
+                  "slice reservations and named actors it owns that are not detached "
+                  "(default 10s)")
       ->type_name("DUR");
   cmd->add_option("--redis-address", args->redis_address,
                   "Head: keep the cluster's tables in the Redis server at HOST:PORT or "

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -49,10 +50,70 @@ uint64_t SaturatingMul(uint64_t a, uint64_t b) {
 // What the host has, for every refusal: "this host has ..., ... available, and ... in shared
 // memory (...)".
 std::string DescribeHost(const HostMemory& memory) {
+  std::string cgroup;
+  if (!memory.cgroup.empty()) {
+    cgroup = absl::StrCat(" (within memory cgroup ", memory.cgroup, ", limited to ",
+                          FormatBytes(memory.cgroup_limit_bytes), " and using ",
+                          FormatBytes(memory.cgroup_usage_bytes), ")");
+  }
   return absl::StrCat("this host has ", FormatBytes(memory.total_bytes), " of memory, ",
-                      FormatBytes(memory.available_bytes), " available, and ",
+                      FormatBytes(memory.available_bytes), " available", cgroup, ", and ",
                       FormatBytes(memory.shared_bytes),
                       " in shared memory (other object stores are part of it)");
+}
+
+// A number of bytes in a cgroup file ("max" and unreadable files: none).
+std::optional<uint64_t> CgroupBytes(const Sysroot& root, const std::string& file) {
+  auto text = root.ReadFile(file);
+  if (!text.ok()) return std::nullopt;
+  uint64_t bytes = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &bytes)) return std::nullopt;
+  return bytes;
+}
+
+// Lowers `memory` to the tightest limit of the cgroup at `path` (under `mount`) and the ones
+// above it.
+void ApplyCgroupLimits(const Sysroot& root, const std::string& mount, std::string path,
+                       const char* limit_file, const char* usage_file, HostMemory* memory) {
+  while (!path.empty() && path != "/") {
+    const std::string dir = absl::StrCat(mount, path);
+    std::optional<uint64_t> limit = CgroupBytes(root, absl::StrCat(dir, "/", limit_file));
+    // Unlimited v1 cgroups read as a huge page-rounded number: above the host, no limit.
+    if (limit.has_value() && *limit < memory->total_bytes) {
+      const uint64_t usage = CgroupBytes(root, absl::StrCat(dir, "/", usage_file)).value_or(0);
+      const uint64_t left = SaturatingSub(*limit, usage);
+      if (left < memory->available_bytes || memory->cgroup.empty()) {
+        memory->cgroup = path;
+        memory->cgroup_limit_bytes = *limit;
+        memory->cgroup_usage_bytes = usage;
+      }
+      memory->total_bytes = std::min(memory->total_bytes, *limit);
+      memory->available_bytes = std::min(memory->available_bytes, left);
+    }
+    const size_t slash = path.rfind('/');
+    path = slash == 0 || slash == std::string::npos ? "" : path.substr(0, slash);
+  }
+}
+
+void ApplyCgroup(const Sysroot& root, HostMemory* memory) {
+  auto text = root.ReadFile("/proc/self/cgroup");
+  if (!text.ok()) return;
+  std::optional<std::string> v1;
+  std::optional<std::string> v2;
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> parts = absl::StrSplit(line, absl::MaxSplits(':', 2));
+    if (parts.size() != 3) continue;
+    if (parts[0] == "0" && parts[1].empty()) v2 = parts[2];
+    for (absl::string_view controller : absl::StrSplit(parts[1], ',')) {
+      if (controller == "memory") v1 = parts[2];
+    }
+  }
+  if (v1.has_value()) {
+    ApplyCgroupLimits(root, "/sys/fs/cgroup/memory", *v1, "memory.limit_in_bytes",
+                      "memory.usage_in_bytes", memory);
+  } else if (v2.has_value()) {
+    ApplyCgroupLimits(root, "/sys/fs/cgroup", *v2, "memory.max", "memory.current", memory);
+  }
 }
 
 absl::StatusOr<uint64_t> DecideRequested(uint64_t requested, int agents,
@@ -128,7 +189,9 @@ absl::StatusOr<HostMemory> ReadHostMemory(const Sysroot& root) {
         absl::StrCat("sizing the object store: ", text.status().message(),
                      root.is_live() ? "" : absl::StrCat(" (under ", root.root(), ")")));
   }
-  return ParseMeminfo(*text, root.HostPath(kMeminfo));
+  auto memory = ParseMeminfo(*text, root.HostPath(kMeminfo));
+  if (memory.ok()) ApplyCgroup(root, &*memory);
+  return memory;
 }
 
 uint64_t SafetyMarginBytes(const HostMemory& memory) {

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -31,18 +32,29 @@
 
 namespace tessera {
 
-// The numbers of /proc/meminfo the rule reads, in bytes.
+// The numbers of /proc/meminfo the rule reads, in bytes, lowered to the agent's memory cgroup
+// when that has a limit (the store's pages are charged to the cgroup of the agent that touches
+// them first, so the cgroup's limit binds before the host's memory does).
 struct HostMemory {
-  uint64_t total_bytes = 0;      // MemTotal
-  uint64_t available_bytes = 0;  // MemAvailable: what can be allocated without swapping
+  uint64_t total_bytes = 0;      // MemTotal, or the cgroup's limit when lower
+  uint64_t available_bytes = 0;  // MemAvailable (what can be allocated without swapping), or
+                                 // what the cgroup's limit leaves when lower
   uint64_t shared_bytes = 0;     // Shmem: shared memory and tmpfs, object stores among it
+  // The memory cgroup whose limit lowered the figures above ("" when none did), its limit and
+  // what it uses.
+  std::string cgroup;
+  uint64_t cgroup_limit_bytes = 0;
+  uint64_t cgroup_usage_bytes = 0;
 };
 
 // Parses /proc/meminfo's text; `source` names it in errors. InvalidArgument when MemTotal,
 // MemAvailable or Shmem is missing or is not "<number> kB".
 absl::StatusOr<HostMemory> ParseMeminfo(std::string_view text, std::string_view source);
 // /proc/meminfo under `root`: its read error (NotFound when missing, naming the file and, for a
-// fake tree, the tree) or ParseMeminfo's.
+// fake tree, the tree) or ParseMeminfo's; then the memory cgroup of this process
+// (/proc/self/cgroup: cgroup v1's memory controller, else v2's unified one) and every cgroup
+// above it: the tightest limit (memory.limit_in_bytes or memory.max, less what that cgroup uses
+// now) lowers the figures. Cgroup files that are missing or unreadable set no limit.
 absl::StatusOr<HostMemory> ReadHostMemory(const Sysroot& root);
 
 // The default's parts, for the docs and the help texts that name them.

@@ -154,6 +154,72 @@ TEST(ObjectStoreSizingTest, ReadsMeminfoThroughTheSysroot) {
   EXPECT_EQ(memory->shared_bytes, 512u * 1024);
 }
 
+// A fake tree with a 4 GiB host whose agent runs in a memory cgroup.
+class CgroupTree {
+ public:
+  CgroupTree()
+      : root_(std::filesystem::temp_directory_path() /
+              ("object_store_cgroup_test_" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(root_ / "proc/self");
+    std::ofstream(root_ / "proc/meminfo")
+        << "MemTotal: 4194304 kB\nMemAvailable: 3145728 kB\nShmem: 0 kB\n";
+  }
+  ~CgroupTree() { std::filesystem::remove_all(root_); }
+  void Write(const std::string& path, const std::string& text) {
+    std::filesystem::create_directories((root_ / path).parent_path());
+    std::ofstream(root_ / path) << text;
+  }
+  Sysroot sysroot() const { return Sysroot(root_.string()); }
+
+ private:
+  std::filesystem::path root_;
+};
+
+TEST(ObjectStoreSizingTest, AnAgentInACgroupV2IsSizedAgainstItsLimit) {
+  CgroupTree tree;
+  tree.Write("proc/self/cgroup", "0::/agents/n1\n");
+  tree.Write("sys/fs/cgroup/agents/n1/memory.max", "max\n");
+  tree.Write("sys/fs/cgroup/agents/memory.max", "1073741824\n");  // 1 GiB above it binds
+  tree.Write("sys/fs/cgroup/agents/memory.current", "268435456\n");
+  auto memory = ReadHostMemory(tree.sysroot());
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  EXPECT_EQ(memory->total_bytes, 1 * kGiB);
+  EXPECT_EQ(memory->available_bytes, 768 * kMiB);
+  EXPECT_EQ(memory->cgroup, "/agents");
+  auto refused = DecideObjectStoreSize({.requested_bytes = 1 * kGiB}, *memory);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("within memory cgroup /agents, limited to 1 GiB and using 256 MiB"));
+  EXPECT_TRUE(DecideObjectStoreSize({.requested_bytes = 256 * kMiB}, *memory).ok());
+}
+
+TEST(ObjectStoreSizingTest, AnAgentInACgroupV1MemoryControllerIsSizedAgainstItsLimit) {
+  CgroupTree tree;
+  tree.Write("proc/self/cgroup", "5:cpu,cpuacct:/\n4:memory:/job\n0::/\n");
+  tree.Write("sys/fs/cgroup/memory/job/memory.limit_in_bytes", "536870912\n");
+  tree.Write("sys/fs/cgroup/memory/job/memory.usage_in_bytes", "0\n");
+  auto memory = ReadHostMemory(tree.sysroot());
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  EXPECT_EQ(memory->total_bytes, 512 * kMiB);
+  EXPECT_EQ(memory->available_bytes, 512 * kMiB);
+}
+
+TEST(ObjectStoreSizingTest, AnUnlimitedOrUnreadableCgroupLeavesTheHostsFigures) {
+  CgroupTree tree;
+  tree.Write("proc/self/cgroup", "4:memory:/job\n");
+  // cgroup v1's "no limit" is a huge page-rounded number.
+  tree.Write("sys/fs/cgroup/memory/job/memory.limit_in_bytes", "9223372036854771712\n");
+  auto memory = ReadHostMemory(tree.sysroot());
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  EXPECT_EQ(memory->total_bytes, 4 * kGiB);
+  EXPECT_EQ(memory->available_bytes, 3 * kGiB);
+  EXPECT_TRUE(memory->cgroup.empty());
+  tree.Write("proc/self/cgroup", "0::/gone\n");  // no such cgroup folder
+  memory = ReadHostMemory(tree.sysroot());
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  EXPECT_EQ(memory->total_bytes, 4 * kGiB);
+}
+
 TEST(ObjectStoreSizingTest, TheLiveHostHasMeminfo) {
   auto memory = ReadHostMemory(Sysroot("/"));
   ASSERT_TRUE(memory.ok()) << memory.status();

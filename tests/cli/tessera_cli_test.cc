@@ -133,6 +133,12 @@ TEST(TesseraCliTest, MalformedFlagsAreOneLineErrorsNamingTheFlag) {
                                  "--state-dir", "/nonexistent/tessera", "--object-store-memory",
                                  "lots"}),
                      1, "--object-store-memory: ");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "start", "--head", "--state-dir",
+                                 "/nonexistent/tessera", "--driver-timeout", "0s"}),
+                     1, "--driver-timeout: must be positive");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "start", "--address", "127.0.0.1:1",
+                                 "--state-dir", "/nonexistent/tessera", "--driver-timeout", "5s"}),
+                     1, "--driver-timeout and --token-out are for the head");
   // Checked before any cluster is looked for.
   ExpectOneLineError(RunCommand({TesseraBinary(), "run", "--state-dir", "/nonexistent/tessera",
                                  "--wait", "soon", "--", "true"}),
