@@ -58,16 +58,19 @@ WorkerLeases::WorkerLeases(WorkerLeasesOptions options, TaskSubmitter* submitter
   if (!options_.head_address.empty()) {
     head_ = v1::Head::NewStub(rpc::MakeChannel(options_.head_address));
   }
-  lease_thread_ = std::thread([this] { LeaseLoop(); });
   monitor_thread_ = std::thread([this] { Monitor(); });
 }
 
 WorkerLeases::~WorkerLeases() { Shutdown(); }
 
 void WorkerLeases::RequestWorker(const LeaseShape& shape) {
+  ReapFinishedLeaseThreads();
   absl::MutexLock lock(&mu_);
-  requests_.push_back(shape);
-  changed_.SignalAll();
+  if (stopping_) return;  // never answered: the submitter is shutting down too
+  ++asking_;
+  const uint64_t serial = next_lease_thread_++;
+  // Under mu_: the entry is whole before the thread can look at it.
+  lease_threads_[serial].thread = std::thread([this, serial, shape] { RunLease(serial, shape); });
 }
 
 std::string WorkerLeases::LocalAgentAddress() const {
@@ -88,89 +91,90 @@ v1::NodeAgent::Stub* WorkerLeases::Agent(const std::string& address) {
   return stub.get();
 }
 
-void WorkerLeases::LeaseLoop() {
-  while (true) {
-    LeaseShape shape;
+void WorkerLeases::RunLease(uint64_t serial, LeaseShape shape) {
+  bool permanent = false;
+  auto granted = Acquire(shape, permanent);
+  if (!granted.ok()) {
+    submitter_->LeaseFailed(shape.key, granted.status(), permanent);
+  } else {
+    const std::string worker_id = granted->first.worker_id();
     {
       absl::MutexLock lock(&mu_);
-      while (requests_.empty() && !stopping_) changed_.Wait(&mu_);
-      if (stopping_) return;
-      shape = std::move(requests_.front());
-      requests_.pop_front();
+      Leased& leased = leased_[worker_id];
+      leased.shape_key = shape.key;
+      leased.agent_address = granted->second;
+      leased.grant = std::move(granted->first);
+      leased.granted_at = absl::Now();
+      --asking_;
+      changed_.SignalAll();
     }
-    bool permanent = false;
-    auto granted = Acquire(shape, permanent);
-    if (!granted.ok()) {
-      submitter_->LeaseFailed(shape.key, granted.status(), permanent);
-      continue;
-    }
-    const std::string worker_id = granted->first.worker_id();
-    ReapFinishedWatchers();
-    absl::MutexLock lock(&mu_);
-    Leased& leased = leased_[worker_id];
-    leased.shape_key = shape.key;
-    leased.agent_address = granted->second;
-    leased.grant = std::move(granted->first);
-    leased.granted_at = absl::Now();
-    changed_.SignalAll();
-    const uint64_t serial = next_watcher_++;
-    // Under mu_: the entry is whole before the thread can look at it.
-    watchers_[serial].thread = std::thread([this, serial, worker_id] {
-      RunWatcher(serial, worker_id);
-    });
+    Watch(serial, worker_id);
   }
-}
-
-void WorkerLeases::RunWatcher(uint64_t serial, std::string worker_id) {
-  Watch(serial, worker_id);
   absl::MutexLock lock(&mu_);
-  finished_watchers_.push_back(serial);
+  if (!granted.ok()) --asking_;
+  finished_lease_threads_.push_back(serial);
   changed_.SignalAll();  // the monitor joins it
 }
 
-void WorkerLeases::ReapFinishedWatchers() {
+void WorkerLeases::ReapFinishedLeaseThreads() {
   std::vector<std::thread> finished;
   {
     absl::MutexLock lock(&mu_);
-    for (uint64_t serial : finished_watchers_) {
-      auto it = watchers_.find(serial);
-      if (it == watchers_.end()) continue;  // Shutdown took it
+    for (uint64_t serial : finished_lease_threads_) {
+      auto it = lease_threads_.find(serial);
+      if (it == lease_threads_.end()) continue;  // Shutdown took it
       finished.push_back(std::move(it->second.thread));
-      watchers_.erase(it);
+      lease_threads_.erase(it);
     }
-    finished_watchers_.clear();
+    finished_lease_threads_.clear();
   }
-  // Each has returned from Watch and at most releases mu_: these joins do not wait long.
+  // Each has returned from RunLease's work and at most releases mu_: these joins do not wait
+  // long.
   for (std::thread& thread : finished) thread.join();
 }
 
-size_t WorkerLeases::watcher_threads_for_tests() {
+size_t WorkerLeases::lease_threads_for_tests() {
   absl::MutexLock lock(&mu_);
-  return watchers_.size();
+  return lease_threads_.size();
 }
 
-void WorkerLeases::CutWatchesOnDeadNodes() {
+void WorkerLeases::CutCallsToDeadNodes() {
   auto nodes = cli::ListEveryPageOf(*head_, &v1::Head::Stub::ListNodes, options_.token,
                                     absl::Seconds(5),
                                     absl::StrCat("the head at ", options_.head_address));
   if (!nodes.ok()) return;  // next time
   std::set<std::string> dead;
+  // Lease requests know their agent's address, not its node: the addresses of dead nodes that
+  // no live node has taken over.
+  std::set<std::string> dead_addresses;
+  std::set<std::string> live_addresses;
   for (const v1::NodeInfo& node : nodes->nodes()) {
-    if (node.state() == v1::NODE_STATE_DEAD) dead.insert(node.node().node_id());
+    if (node.state() == v1::NODE_STATE_DEAD) {
+      dead.insert(node.node().node_id());
+      dead_addresses.insert(node.node().address());
+    } else {
+      live_addresses.insert(node.node().address());
+    }
   }
   if (dead.empty()) return;
+  for (const std::string& address : live_addresses) dead_addresses.erase(address);
   absl::MutexLock lock(&mu_);
   for (auto& [id, leased] : leased_) {
     if (leased.node_dead || dead.count(leased.grant.node_id()) == 0) continue;
     leased.node_dead = true;
     if (leased.watch != nullptr) leased.watch->TryCancel();
   }
+  for (auto& [context, call] : lease_calls_) {
+    if (call.node_dead || dead_addresses.count(call.agent_address) == 0) continue;
+    call.node_dead = true;
+    context->TryCancel();
+  }
 }
 
 void WorkerLeases::Monitor() {
   absl::Time next_node_check = absl::Now();
   while (true) {
-    ReapFinishedWatchers();
+    ReapFinishedLeaseThreads();
     std::vector<std::pair<std::string, std::string>> overdue;  // worker id, its agent
     bool check_nodes = false;
     {
@@ -178,7 +182,7 @@ void WorkerLeases::Monitor() {
       if (stopping_) return;
       const absl::Time now = absl::Now();
       absl::Time next = now + absl::Seconds(1);
-      if (head_ != nullptr && !leased_.empty()) {
+      if (head_ != nullptr && (!leased_.empty() || !lease_calls_.empty())) {
         if (now >= next_node_check) {
           check_nodes = true;
           next_node_check = now + options_.node_check_interval;
@@ -200,7 +204,7 @@ void WorkerLeases::Monitor() {
         continue;
       }
     }
-    if (check_nodes) CutWatchesOnDeadNodes();
+    if (check_nodes) CutCallsToDeadNodes();
     for (const auto& [worker_id, agent] : overdue) {
       v1::KillWorkerRequest kill;
       kill.set_worker_id(worker_id);
@@ -285,9 +289,9 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
           absl::StrCat("no node can ever run it (infeasible): ", explanation));
     }
     absl::MutexLock lock(&mu_);
-    if (stopping_) return absl::CancelledError("tessera is shutting down");
     // Pending: the cluster is busy; ask again shortly.
-    changed_.WaitWithTimeout(&mu_, backoff);
+    const absl::Time retry_at = absl::Now() + backoff;
+    while (!stopping_ && absl::Now() < retry_at) changed_.WaitWithDeadline(&mu_, retry_at);
     if (stopping_) return absl::CancelledError("tessera is shutting down");
     backoff = std::min(backoff * 2, absl::Milliseconds(500));
   }
@@ -299,7 +303,8 @@ absl::Status WorkerLeases::RequestLeaseFrom(const std::string& agent,
   // Granting starts the worker process: each attempt has time for that on a loaded machine, and
   // one that timed out is asked again (same request id: one worker, never two). An agent that
   // cannot be reached is given up on after a few quick tries: its machine may be gone while
-  // the head still lists it, and the lease round then asks the head for another node.
+  // the head still lists it, and the lease round then asks the head for another node. So is one
+  // whose node the head declares dead while a call is in flight: the monitor cancels the call.
   constexpr int kUnreachableTries = 3;
   const absl::Time give_up = absl::Now() + absl::Seconds(60);
   absl::Duration backoff = absl::Milliseconds(50);
@@ -307,9 +312,26 @@ absl::Status WorkerLeases::RequestLeaseFrom(const std::string& agent,
   while (true) {
     grpc::ClientContext context;
     rpc::ConfigureClientContext(&context, options_.token, absl::Seconds(20));
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return absl::CancelledError("tessera is shutting down");
+      lease_calls_[&context].agent_address = agent;
+    }
     reply->Clear();
     const grpc::Status status = Agent(agent)->RequestLease(&context, request, reply);
+    bool node_dead = false;
+    bool stopping = false;
+    {
+      absl::MutexLock lock(&mu_);
+      node_dead = lease_calls_[&context].node_dead;
+      lease_calls_.erase(&context);
+      stopping = stopping_;
+    }
     if (status.ok()) return absl::OkStatus();
+    if (stopping) return absl::CancelledError("tessera is shutting down");
+    if (node_dead) {
+      return absl::UnavailableError("the head declared its node dead (it lost its heartbeats)");
+    }
     const absl::Status s = rpc::FromGrpcStatus(status);
     if (s.code() == absl::StatusCode::kUnavailable) {
       if (++unreachable >= kUnreachableTries) return s;
@@ -319,8 +341,8 @@ absl::Status WorkerLeases::RequestLeaseFrom(const std::string& agent,
     if (absl::Now() + backoff >= give_up) return s;
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_) return absl::CancelledError("tessera is shutting down");
-      changed_.WaitWithTimeout(&mu_, backoff);
+      const absl::Time retry_at = absl::Now() + backoff;
+      while (!stopping_ && absl::Now() < retry_at) changed_.WaitWithDeadline(&mu_, retry_at);
       if (stopping_) return absl::CancelledError("tessera is shutting down");
     }
     backoff = std::min(backoff * 2, absl::Seconds(1));
@@ -337,8 +359,8 @@ void WorkerLeases::Watch(uint64_t serial, const std::string& worker_id) {
   rpc::ConfigureClientContext(context.get(), options_.token, absl::InfiniteDuration());
   {
     absl::MutexLock lock(&mu_);
-    auto watcher = watchers_.find(serial);
-    if (watcher != watchers_.end()) watcher->second.context = context;
+    auto thread = lease_threads_.find(serial);
+    if (thread != lease_threads_.end()) thread->second.watch = context;
     if (watches_cut_) context->TryCancel();  // Shutdown cut the others before this one began
     auto it = leased_.find(worker_id);
     if (it != leased_.end()) {
@@ -487,29 +509,34 @@ v1::WorkerReadyReply WorkerLeases::WorkerReady(const v1::WorkerReadyRequest& req
 void WorkerLeases::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_ && !lease_thread_.joinable()) return;
+    if (stopping_ && !monitor_thread_.joinable()) return;
     stopping_ = true;
     changed_.SignalAll();
+    for (auto& [context, call] : lease_calls_) context->TryCancel();
   }
-  if (lease_thread_.joinable()) lease_thread_.join();
   if (monitor_thread_.joinable()) monitor_thread_.join();
+  {
+    // The requests end at once (cancelled, or at their next wait), or with their grant.
+    absl::MutexLock lock(&mu_);
+    while (asking_ > 0) changed_.Wait(&mu_);
+  }
   {
     // Workers let go exit on their own; give them a moment before cutting the watches.
     absl::MutexLock lock(&mu_);
     const absl::Time until = absl::Now() + absl::Seconds(5);
     while (!leased_.empty() && absl::Now() < until) changed_.WaitWithDeadline(&mu_, until);
     watches_cut_ = true;
-    for (auto& [serial, watcher] : watchers_) {
-      if (watcher.context != nullptr) watcher.context->TryCancel();
+    for (auto& [serial, thread] : lease_threads_) {
+      if (thread.watch != nullptr) thread.watch->TryCancel();
     }
   }
-  std::map<uint64_t, Watcher> watchers;
+  std::map<uint64_t, LeaseThread> threads;
   {
     absl::MutexLock lock(&mu_);
-    watchers.swap(watchers_);
-    finished_watchers_.clear();
+    threads.swap(lease_threads_);
+    finished_lease_threads_.clear();
   }
-  for (auto& [serial, watcher] : watchers) watcher.thread.join();
+  for (auto& [serial, thread] : threads) thread.thread.join();
   // Streams of workers that are gone end by themselves; cut any left, then wait for gRPC.
   std::vector<std::shared_ptr<GrpcWorkerChannel>> channels;
   {

@@ -6,15 +6,20 @@
 // is what tells the submitter a worker died), and turns the worker's WorkerReady call into a
 // GrpcWorkerChannel handed to the submitter.
 //
-// Threading: thread-safe. One thread asks for leases (requests of a shape are one at a time
-// anyway), one thread per held lease watches its worker (joined as soon as the lease ends, so a
-// long-running driver holds as many watcher threads as leases, not as leases it ever held), one
-// looks out for workers that never say ready and for dead nodes, and joins finished watchers;
-// WorkerReady runs on the Owner service's threads.
+// Threading: thread-safe. Each lease request runs on a thread of its own (the submitter asks for
+// one lease of a shape at a time, so these are at most one per shape), which then watches the
+// granted worker until the lease ends, and is joined as soon as it does: a long-running driver
+// holds as many lease threads as leases held or being asked for, not as leases it ever held. So
+// an agent that does not answer (its machine stopped, or too loaded to start a worker) holds up
+// only the requests sent to it, never another shape's; and once the head declares its node
+// dead, the requests in flight to it are cancelled and go elsewhere like those to an agent that
+// cannot be reached. One more thread looks out for workers that never say ready and for dead
+// nodes (a ListNodes on the head every node_check_interval while workers are held or lease
+// requests are in flight), and joins finished lease threads; WorkerReady runs on the Owner
+// service's threads.
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -43,7 +48,8 @@ struct WorkerLeasesOptions {
   bool forward_output = true;
   // How long a granted worker may take to call WorkerReady.
   absl::Duration ready_timeout = absl::Seconds(30);
-  // How often the head is asked for dead nodes while workers are held (with a head).
+  // How often the head is asked for dead nodes while workers are held or lease requests are in
+  // flight (with a head).
   absl::Duration node_check_interval = absl::Seconds(1);
   // Called once a leased worker of `shape_key` is handed to the submitter, with its address and
   // node (named actors are registered alive there for other drivers). Runs on the Owner
@@ -63,12 +69,14 @@ class WorkerLeases final : public LeaseSource {
   // A worker this driver leased says it serves at `request.address()`.
   v1::WorkerReadyReply WorkerReady(const v1::WorkerReadyRequest& request);
 
-  // Stops asking for leases and waits (bounded) for every watched worker to exit.
+  // Stops asking for leases (cancelling the requests in flight) and waits (bounded) for every
+  // watched worker to exit.
   void Shutdown();
 
-  // Watcher threads started and not yet joined (for tests). A watcher is joined promptly after
-  // its lease ends: by the monitor thread, woken when it finishes, or before the next one starts.
-  size_t watcher_threads_for_tests() ABSL_LOCKS_EXCLUDED(mu_);
+  // Lease threads started and not yet joined (for tests). One is joined promptly after its
+  // lease ends (or its request fails): by the monitor thread, woken when it finishes, or before
+  // the next one starts.
+  size_t lease_threads_for_tests() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Leased {
@@ -82,16 +90,23 @@ class WorkerLeases final : public LeaseSource {
     absl::Time granted_at;
     std::shared_ptr<grpc::ClientContext> watch;  // set once its watch started
   };
-  void LeaseLoop();
+  // Cancellable state of one RequestLease call in flight.
+  struct LeaseCall {
+    std::string agent_address;
+    bool node_dead = false;  // the head declared the agent's node dead: the call is cancelled
+  };
   // Kills every granted worker that has not called WorkerReady within ready_timeout (a worker
   // stuck before serving would hold its lease, and its shape's one lease request, forever);
-  // its watch then reports the lease failed, a start failure. And, while workers are held,
-  // asks the head every node_check_interval which nodes are dead, and cuts the watches of
-  // workers there: a machine that vanished without closing its connections (power, network)
-  // leaves them hanging otherwise, and its workers' tasks would never be retried.
+  // its watch then reports the lease failed, a start failure. And, while workers are held or
+  // lease requests are in flight, asks the head every node_check_interval which nodes are dead,
+  // and cuts the watches of workers and the lease requests there: a machine that vanished
+  // without closing its connections (power, network, a stopped agent) leaves them hanging
+  // otherwise, its workers' tasks would never be retried, and a lease sent there would wait
+  // out its attempts (20 s each, up to 60 s) before trying another node.
   void Monitor();
-  // Cuts the watches of workers on nodes the head lists as DEAD.
-  void CutWatchesOnDeadNodes();
+  // Cuts the watches of workers, and cancels the lease requests in flight, on nodes the head
+  // lists as DEAD.
+  void CutCallsToDeadNodes();
   // Runs one request to a grant, or an error (permanent: infeasible or invalid).
   absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> Acquire(const LeaseShape& shape,
                                                                  bool& permanent);
@@ -100,12 +115,13 @@ class WorkerLeases final : public LeaseSource {
                                 v1::LeaseReply* reply);
   std::string LocalAgentAddress() const;
   v1::NodeAgent::Stub* Agent(const std::string& address);
-  // A watcher thread: watches `worker_id` until its lease ends, then marks watcher `serial`
-  // finished, to be joined by ReapFinishedWatchers.
-  void RunWatcher(uint64_t serial, std::string worker_id);
+  // A lease thread: asks for a lease of `shape` and, once granted, watches its worker until the
+  // lease ends; then marks lease thread `serial` finished, to be joined by
+  // ReapFinishedLeaseThreads.
+  void RunLease(uint64_t serial, LeaseShape shape);
   void Watch(uint64_t serial, const std::string& worker_id);
-  // Joins the watcher threads that have finished and forgets them.
-  void ReapFinishedWatchers() ABSL_LOCKS_EXCLUDED(mu_);
+  // Joins the lease threads that have finished and forgets them.
+  void ReapFinishedLeaseThreads() ABSL_LOCKS_EXCLUDED(mu_);
   void FillNodeLabels(const std::string& node_id, v1::WorkerReadyReply& reply);
 
   const WorkerLeasesOptions options_;
@@ -116,25 +132,27 @@ class WorkerLeases final : public LeaseSource {
 
   absl::Mutex mu_;
   absl::CondVar changed_;
-  std::deque<LeaseShape> requests_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, Leased> leased_ ABSL_GUARDED_BY(mu_);  // by worker id
   std::map<std::string, std::unique_ptr<v1::NodeAgent::Stub>> agents_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::map<std::string, std::string>> labels_ ABSL_GUARDED_BY(mu_);
-  struct Watcher {
+  // Every RequestLease call in flight, by its context (alive while listed).
+  std::map<grpc::ClientContext*, LeaseCall> lease_calls_ ABSL_GUARDED_BY(mu_);
+  // Lease threads still asking for their lease (Shutdown waits for none before the watches).
+  int asking_ ABSL_GUARDED_BY(mu_) = 0;
+  struct LeaseThread {
     std::thread thread;
-    std::shared_ptr<grpc::ClientContext> context;  // set once its stream starts
+    std::shared_ptr<grpc::ClientContext> watch;  // set once its watch stream starts
   };
-  // Every watcher thread not yet joined, by serial; those whose thread has returned (or is about
-  // to) are listed in finished_watchers_ until ReapFinishedWatchers joins them.
-  std::map<uint64_t, Watcher> watchers_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> finished_watchers_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_watcher_ ABSL_GUARDED_BY(mu_) = 0;
+  // Every lease thread not yet joined, by serial; those whose thread has returned (or is about
+  // to) are listed in finished_lease_threads_ until ReapFinishedLeaseThreads joins them.
+  std::map<uint64_t, LeaseThread> lease_threads_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> finished_lease_threads_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_lease_thread_ ABSL_GUARDED_BY(mu_) = 0;
   // Set when Shutdown cuts every watch: a watch that starts later is cut at once.
   bool watches_cut_ ABSL_GUARDED_BY(mu_) = false;
   // Every worker stream, kept until gRPC is done with it (then dropped on one of our threads).
   std::vector<std::shared_ptr<GrpcWorkerChannel>> channels_ ABSL_GUARDED_BY(mu_);
-  std::thread lease_thread_;
   std::thread monitor_thread_;
 };
 

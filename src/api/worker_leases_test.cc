@@ -1,7 +1,9 @@
-// WorkerLeases against a fake node agent (a gRPC server on loopback, port 0): a granted worker
-// that never calls WorkerReady is killed after ready_timeout, its lease counts as a start
-// failure, and after max_start_failures the waiting task fails saying why; the watcher thread of
-// every lease that ended is joined, however many leases a driver holds over its life.
+// WorkerLeases against fake node agents and a fake head (gRPC servers on loopback, port 0): a
+// granted worker that never calls WorkerReady is killed after ready_timeout, its lease counts as
+// a start failure, and after max_start_failures the waiting task fails saying why; the thread of
+// every lease that ended is joined, however many leases a driver holds over its life; an agent
+// that never answers a lease request holds up no other shape's lease, and the request is
+// cancelled and sent to another node once the head declares the agent's node dead.
 #include "api/worker_leases.h"
 
 #include <signal.h>
@@ -19,8 +21,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "api/task_submitter.h"
 #include "grpcpp/grpcpp.h"
+#include "tessera/v1/head.grpc.pb.h"
 #include "tessera/v1/node_agent.grpc.pb.h"
 
 namespace tessera::api {
@@ -34,10 +38,11 @@ class FakeAgent final : public v1::NodeAgent::Service {
  public:
   explicit FakeAgent(bool exit_at_once = false) : exit_at_once_(exit_at_once) {}
 
-  grpc::Status RequestLease(grpc::ServerContext*, const v1::LeaseRequest*,
+  grpc::Status RequestLease(grpc::ServerContext*, const v1::LeaseRequest* request,
                             v1::LeaseReply* reply) override {
     if (on_lease) on_lease();
     absl::MutexLock lock(&mu_);
+    granted_affinities_.push_back(request->request().affinity_node_id());
     v1::LeaseGrant* grant = reply->mutable_granted();
     grant->set_worker_id(absl::StrCat("w-", ++granted_));
     grant->set_lease_id(absl::StrCat("l-", granted_));
@@ -80,6 +85,11 @@ class FakeAgent final : public v1::NodeAgent::Service {
     absl::MutexLock lock(&mu_);
     return kill_signals_;
   }
+  // The affinity_node_id of every lease granted, in order (tests tell their shapes by it).
+  std::vector<std::string> granted_affinities() {
+    absl::MutexLock lock(&mu_);
+    return granted_affinities_;
+  }
 
   // Called at the start of every RequestLease, on a gRPC thread; set before leases are asked.
   std::function<void()> on_lease;
@@ -90,7 +100,110 @@ class FakeAgent final : public v1::NodeAgent::Service {
   int granted_ ABSL_GUARDED_BY(mu_) = 0;
   std::set<std::string> killed_ ABSL_GUARDED_BY(mu_);
   std::vector<int> kill_signals_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> granted_affinities_ ABSL_GUARDED_BY(mu_);
 };
+
+// Never answers a lease request: each call waits until its caller cancels it (a deadline, or
+// cancelled on purpose) or the agent is let go, as an agent whose process is stopped would.
+class SilentAgent final : public v1::NodeAgent::Service {
+ public:
+  grpc::Status RequestLease(grpc::ServerContext* context, const v1::LeaseRequest*,
+                            v1::LeaseReply*) override {
+    absl::MutexLock lock(&mu_);
+    ++calls_;
+    ++open_;
+    auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return let_go_ || context->IsCancelled();
+    };
+    while (!done()) mu_.AwaitWithTimeout(absl::Condition(&done), absl::Milliseconds(10));
+    --open_;
+    if (absl::Now() + absl::Seconds(1) < absl::FromChrono(context->deadline())) ++cut_short_;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the silent agent was let go");
+  }
+
+  int calls() {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
+  int open() {
+    absl::MutexLock lock(&mu_);
+    return open_;
+  }
+  // Calls that ended well before their deadline (cancelled, or let go).
+  int cut_short() {
+    absl::MutexLock lock(&mu_);
+    return cut_short_;
+  }
+  void LetGo() {
+    absl::MutexLock lock(&mu_);
+    let_go_ = true;
+  }
+
+ private:
+  absl::Mutex mu_;
+  int calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int open_ ABSL_GUARDED_BY(mu_) = 0;
+  int cut_short_ ABSL_GUARDED_BY(mu_) = 0;
+  bool let_go_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Two nodes: "silent" and "good". PickNode places a request on its affinity_node_id's node,
+// unless that node is excluded: then on "good". ListNodes reports "silent" DEAD once told.
+class FakeHead final : public v1::Head::Service {
+ public:
+  FakeHead(std::string silent_address, std::string good_address)
+      : silent_address_(std::move(silent_address)), good_address_(std::move(good_address)) {}
+
+  grpc::Status PickNode(grpc::ServerContext*, const v1::PickNodeRequest* request,
+                        v1::PickNodeResponse* response) override {
+    const auto& excluded = request->exclude_node_ids();
+    std::string node = request->request().affinity_node_id();
+    if (std::find(excluded.begin(), excluded.end(), node) != excluded.end()) node = "good";
+    response->set_node_id(node);
+    response->set_address(node == "silent" ? silent_address_ : good_address_);
+    response->set_status(v1::PICK_STATUS_PLACED);
+    return grpc::Status::OK;
+  }
+  grpc::Status ListNodes(grpc::ServerContext*, const v1::ListRequest*,
+                         v1::ListNodesResponse* response) override {
+    v1::NodeInfo* good = response->add_nodes();
+    good->mutable_node()->set_node_id("good");
+    good->mutable_node()->set_address(good_address_);
+    good->set_state(v1::NODE_STATE_ALIVE);
+    v1::NodeInfo* silent = response->add_nodes();
+    silent->mutable_node()->set_node_id("silent");
+    silent->mutable_node()->set_address(silent_address_);
+    silent->set_state(silent_dead_.load() ? v1::NODE_STATE_DEAD : v1::NODE_STATE_ALIVE);
+    return grpc::Status::OK;
+  }
+
+  void DeclareSilentDead() { silent_dead_ = true; }
+
+ private:
+  const std::string silent_address_;
+  const std::string good_address_;
+  std::atomic<bool> silent_dead_{false};
+};
+
+std::unique_ptr<grpc::Server> Serve(grpc::Service* service, std::string* address) {
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  *address = absl::StrCat("127.0.0.1:", port);
+  return server;
+}
+
+// Waits for `done`, at most `limit` (a bound against hanging, far above what it takes).
+bool Eventually(const std::function<bool()>& done, absl::Duration limit = absl::Seconds(60)) {
+  const absl::Time give_up = absl::Now() + limit;
+  while (!done()) {
+    if (absl::Now() >= give_up) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
 
 TEST(WorkerLeasesTest, AWorkerThatNeverSaysReadyIsKilledAndCountsAsAStartFailure) {
   FakeAgent agent;
@@ -147,7 +260,7 @@ TEST(WorkerLeasesTest, AWorkerThatNeverSaysReadyIsKilledAndCountsAsAStartFailure
   server->Shutdown();
 }
 
-TEST(WorkerLeasesTest, TheWatcherOfEveryLeaseThatEndedIsJoined) {
+TEST(WorkerLeasesTest, TheThreadOfEveryLeaseThatEndedIsJoined) {
   FakeAgent agent(/*exit_at_once=*/true);
   int port = 0;
   grpc::ServerBuilder builder;
@@ -174,10 +287,10 @@ TEST(WorkerLeasesTest, TheWatcherOfEveryLeaseThatEndedIsJoined) {
   options.forward_output = false;
   auto leases = std::make_unique<WorkerLeases>(options, &submitter);
   submitter.SetLeaseSource(leases.get());
-  // Watcher threads alive as each lease is asked for: at most the few whose leases are ending.
+  // Lease threads alive as each lease is asked for: this one and the few whose leases are ending.
   std::atomic<size_t> most_watchers{0};
   agent.on_lease = [&] {
-    const size_t now = leases->watcher_threads_for_tests();
+    const size_t now = leases->lease_threads_for_tests();
     size_t seen = most_watchers.load();
     while (now > seen && !most_watchers.compare_exchange_weak(seen, now)) {
     }
@@ -199,16 +312,85 @@ TEST(WorkerLeasesTest, TheWatcherOfEveryLeaseThatEndedIsJoined) {
   EXPECT_EQ(submitter.stats().leases_requested, kLeases);
   EXPECT_LE(most_watchers.load(), 10u);
 
-  // Every lease has ended: every watcher is joined, without a shutdown.
+  // Every lease has ended: every lease thread is joined, without a shutdown.
   const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (leases->watcher_threads_for_tests() != 0 && absl::Now() < give_up) {
+  while (leases->lease_threads_for_tests() != 0 && absl::Now() < give_up) {
     absl::SleepFor(absl::Milliseconds(1));
   }
-  EXPECT_EQ(leases->watcher_threads_for_tests(), 0u);
+  EXPECT_EQ(leases->lease_threads_for_tests(), 0u);
 
   leases->Shutdown();
   submitter.Shutdown();
   server->Shutdown();
+}
+
+TEST(WorkerLeasesTest, AnAgentThatNeverAnswersHoldsUpNoOtherLeaseAndIsLeftWhenItsNodeDies) {
+  SilentAgent silent;
+  FakeAgent good;
+  std::string silent_address;
+  std::string good_address;
+  std::unique_ptr<grpc::Server> silent_server = Serve(&silent, &silent_address);
+  std::unique_ptr<grpc::Server> good_server = Serve(&good, &good_address);
+  ASSERT_NE(silent_server, nullptr);
+  ASSERT_NE(good_server, nullptr);
+  FakeHead head(silent_address, good_address);
+  std::string head_address;
+  std::unique_ptr<grpc::Server> head_server = Serve(&head, &head_address);
+  ASSERT_NE(head_server, nullptr);
+
+  TaskSubmitter submitter(SubmitterOptions{}, nullptr,
+                          [](const ObjectId&, absl::StatusOr<std::string>) { return true; });
+  WorkerLeasesOptions options;
+  options.head_address = head_address;
+  options.state_dir = ::testing::TempDir() + "/worker_leases_test_no_state";  // no local agent
+  options.forward_output = false;
+  options.node_check_interval = absl::Milliseconds(10);
+  auto leases = std::make_unique<WorkerLeases>(options, &submitter);
+  submitter.SetLeaseSource(leases.get());
+  auto submit = [&](const std::string& node) {
+    LeaseShape shape;
+    shape.key = absl::StrCat("CPU=1|node=", node);
+    shape.request.set_affinity_node_id(node);
+    QueuedTask task;
+    task.spec.set_task_id(absl::StrCat("t-", node));
+    task.spec.set_function("F");
+    task.return_id = ObjectId::FromRandom();
+    submitter.Submit(shape, std::move(task));
+  };
+
+  // A lease for the silent node's shape is asked of its agent, which does not answer.
+  submit("silent");
+  ASSERT_TRUE(Eventually([&] { return silent.open() == 1; }));
+  // Another shape's lease is granted meanwhile, that first request still open: with one thread
+  // for every request it would wait for the silent agent's attempts to run out (60 s).
+  submit("good");
+  ASSERT_TRUE(Eventually([&] { return good.granted_affinities().size() == 1; }));
+  EXPECT_EQ(good.granted_affinities(), (std::vector<std::string>{"good"}));
+  EXPECT_EQ(silent.open(), 1);
+  EXPECT_EQ(silent.calls(), 1);
+
+  // Once the head says the silent node is dead, its request is cancelled (not left to its 20 s
+  // deadline and the retries after it) and the lease is granted by another node.
+  head.DeclareSilentDead();
+  ASSERT_TRUE(Eventually([&] { return good.granted_affinities().size() == 2; }));
+  EXPECT_EQ(good.granted_affinities(), (std::vector<std::string>{"good", "silent"}));
+  EXPECT_TRUE(Eventually([&] { return silent.open() == 0; }));
+  EXPECT_EQ(silent.calls(), 1);      // one attempt: never asked again
+  EXPECT_EQ(silent.cut_short(), 1);  // cancelled, not timed out
+
+  // Both workers exit (their leases end at once: no wait for them at shutdown).
+  silent.LetGo();
+  submitter.Shutdown();
+  for (const char* worker : {"w-1", "w-2"}) {
+    v1::KillWorkerRequest kill;
+    kill.set_worker_id(worker);
+    v1::KillWorkerResponse killed;
+    good.KillWorker(nullptr, &kill, &killed);
+  }
+  leases->Shutdown();
+  head_server->Shutdown();
+  good_server->Shutdown();
+  silent_server->Shutdown();
 }
 
 }  // namespace

@@ -30,10 +30,21 @@ grpc::Status HeadService::RegisterActor(grpc::ServerContext*,
   if (!actor.ok()) {
     return InvalidText(absl::StrCat("actor.", actor.status().message()));
   }
-  drivers_.NoteAlive(actor->owner, clock_->Now());
-  absl::StatusOr<ActorRecord> stored = actors_.Register(*actor);
+  absl::StatusOr<ActorRecord> stored;
+  {
+    // Under the cluster lock, so no node dies between the check and the record: an actor said
+    // to be alive on a node the head has declared dead would stay so, as NodeDead has run.
+    absl::MutexLock lock(&cluster_.mu);
+    if (actor->state == ActorState::kAlive && !nodes_.IsAlive(actor->node_id)) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          absl::StrCat("actor ", actor->actor_id, " cannot be alive on node ",
+                                       actor->node_id, ": the head does not hold it alive"));
+    }
+    stored = actors_.Register(*actor);
+  }
   ReportActorStoreFailures();
   if (!stored.ok()) return rpc::ToGrpcStatus(stored.status());
+  drivers_.NoteAlive(stored->owner, clock_->Now());  // a sign of life from its owner
   ActorRecordToProto(*stored, response);
   return grpc::Status::OK;
 }

@@ -11,6 +11,8 @@
 #include "base/clock.h"
 #include "head/head_service.h"
 #include "head/state_store.h"
+#include "rpc/proto_convert.h"
+#include "scheduling/scheduling_test_util.h"
 
 namespace tessera {
 namespace {
@@ -19,7 +21,18 @@ using ::testing::HasSubstr;
 
 class HeadActorsTest : public ::testing::Test {
  protected:
-  HeadActorsTest() { head_ = std::make_unique<HeadService>(Options()); }
+  HeadActorsTest() {
+    head_ = std::make_unique<HeadService>(Options());
+    RegisterNode(*head_, "n1");
+  }
+
+  // The node the actors run on (no agent is called in these tests).
+  static void RegisterNode(HeadService& head, const std::string& id) {
+    v1::RegisterNodeRequest request;
+    rpc::NodeToProto(testing_util::Spec(id, "CPU=4"), "127.0.0.1:1", "i1", request.mutable_node());
+    v1::RegisterNodeResponse response;
+    ASSERT_TRUE(head.RegisterNode(nullptr, &request, &response).ok());
+  }
 
   HeadServiceOptions Options() {
     HeadServiceOptions options;
@@ -27,7 +40,7 @@ class HeadActorsTest : public ::testing::Test {
     options.store = &store_;
     options.driver_timeout = absl::Seconds(10);
     options.agent_clients = [](const std::string&, const std::string&) {
-      return std::shared_ptr<NodeAgentClient>();  // no nodes in these tests
+      return std::shared_ptr<NodeAgentClient>();  // no agent is called in these tests
     };
     return options;
   }
@@ -174,10 +187,38 @@ TEST_F(HeadActorsTest, ARestoredHeadKnowsTheNamesTheFormerOneHeld) {
   ASSERT_TRUE(Register(alive).ok());
   head_.reset();
   auto restarted = std::make_unique<HeadService>(Options());
-  ASSERT_TRUE(restarted->Restore().ok());
+  ASSERT_TRUE(restarted->Restore().ok());  // n1 comes back with the nodes table
   v1::ActorInfo found;
   ASSERT_TRUE(Lookup("counter", &found, restarted.get()).ok());
   EXPECT_EQ(found.SerializeAsString(), alive.SerializeAsString());
+}
+
+TEST_F(HeadActorsTest, AnActorOnANodeDeclaredDeadRestartsUnderItsOwnerAndCannotBeAliveThere) {
+  v1::ActorInfo alive = Actor("a1", "counter");
+  alive.set_state(v1::ACTOR_STATE_ALIVE);
+  alive.set_address("127.0.0.1:5000");
+  alive.set_node_id("n1");
+  ASSERT_TRUE(Register(alive).ok());
+  for (int i = 0; i < 24; ++i) {  // n1 falls silent past the node timeout, checked every 250 ms
+    clock_.Advance(absl::Milliseconds(250));
+    head_->Tick();
+  }
+  v1::ActorInfo found;
+  ASSERT_TRUE(Lookup("counter", &found).ok());  // its name is still its own
+  EXPECT_EQ(found.state(), v1::ACTOR_STATE_RESTARTING);
+  EXPECT_TRUE(found.node_id().empty());
+  // A late report from the dead node is refused; the owner's restart elsewhere is taken.
+  grpc::Status late = Register(alive);
+  EXPECT_EQ(late.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(late.error_message(), HasSubstr("node n1"));
+  RegisterNode(*head_, "n2");
+  v1::ActorInfo moved = alive;
+  moved.set_node_id("n2");
+  moved.set_restarts(1);
+  ASSERT_TRUE(Register(moved).ok());
+  ASSERT_TRUE(Lookup("counter", &found).ok());
+  EXPECT_EQ(found.node_id(), "n2");
+  EXPECT_EQ(found.state(), v1::ACTOR_STATE_ALIVE);
 }
 
 }  // namespace

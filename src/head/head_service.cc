@@ -118,11 +118,12 @@ void HeadService::CheckHealth() {
 }
 
 void HeadService::Reconcile(bool wait) {
+  // The rounds start first: a release below may wait for a busy reservation and its agents.
+  reservations_.Tick(wait);
   for (const std::string& driver : drivers_.TakeExpired(clock_->Now())) {
     (void)ReleaseDriver(driver, absl::StrCat("fell silent for ",
                                              absl::FormatDuration(drivers_.timeout())));
   }
-  reservations_.Tick(wait);
 }
 
 void HeadService::Tick() {
@@ -160,6 +161,7 @@ absl::Status HeadService::Restore() {
   }
   TESSERA_RETURN_IF_ERROR(jobs_.Restore());
   TESSERA_RETURN_IF_ERROR(actors_.Restore());
+  ReportActorStoreFailures();
   // As the owners of reservations: a whole driver timeout to call this head.
   for (const std::string& owner : actors_.LiveOwners()) drivers_.NoteAlive(owner, clock_->Now());
   return absl::OkStatus();

@@ -177,7 +177,8 @@ class HeadService final : public v1::Head::Service, private NodeListener {
 
  private:
   // --- NodeListener (under the cluster lock) ---
-  // Reservations drop or break, running jobs there fail as presumed, actors there die.
+  // Reservations drop or break, running jobs there fail as presumed, actors there restart under
+  // their owners (detached ones die).
   void OnNodeDead(const std::string& node, const std::string& reason,
                   const std::vector<Allocation>& lost, std::string* event) override
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_.mu);

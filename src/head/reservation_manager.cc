@@ -25,6 +25,10 @@ ReservationManager::ReservationManager(ReservationManagerOptions options, Cluste
     : options_(std::move(options)), cluster_(cluster), nodes_(nodes) {}
 
 ReservationManager::~ReservationManager() {
+  {
+    absl::MutexLock lock(&syncs_mu_);
+    stopping_ = true;  // a Tick racing the destructor starts nothing
+  }
   WaitForSyncs();
   JoinFinishedSyncs();
 }
@@ -493,10 +497,23 @@ std::vector<std::string> ReservationManager::RetryAndHeal(
     Persist(slice);
     cluster_->changed = true;
   }
-  auto wants_sync = [](const Reservation& reservation) {
-    return !reservation.busy &&
-           (reservation.phase == ReservationPhase::kCommitting ||
-            (reservation.phase == ReservationPhase::kDegraded && reservation.replaceable()));
+  // A round for a reservation out of line with its placement: committing, or a placement group
+  // being re-placed whose scheduler now wants holds it lacks (one with a hole and no room has
+  // nothing to do and takes no thread).
+  auto wants_sync = [&](const Reservation& reservation) {
+    if (reservation.busy) return false;
+    if (reservation.phase == ReservationPhase::kCommitting) return true;
+    if (reservation.phase != ReservationPhase::kDegraded || !reservation.replaceable()) {
+      return false;
+    }
+    const std::vector<std::optional<BundleHold>> desired = DesiredHolds(reservation);
+    bool complete = true;
+    for (size_t i = 0; i < desired.size(); ++i) {
+      const bool held = i < reservation.confirmed.size() && reservation.confirmed[i].has_value();
+      if (desired[i] != (held ? reservation.confirmed[i] : std::nullopt)) return true;
+      complete = complete && desired[i].has_value();
+    }
+    return complete;  // every bundle held again: the round marks it created
   };
   std::vector<std::string> to_sync;
   for (const auto& [name, group] : groups_) {
@@ -514,6 +531,14 @@ void ReservationManager::Tick(bool wait) {
   {
     absl::MutexLock lock(&cluster_->mu);
     to_sync = RetryAndHeal(&healing);
+    // Past max_concurrent_syncs the rest wait for the next tick; each tick starts from where
+    // the previous one's list moved on, so no reservation is passed over for good.
+    if (!to_sync.empty()) {
+      const size_t start = next_sync_ % to_sync.size();
+      std::rotate(to_sync.begin(), to_sync.begin() + static_cast<std::ptrdiff_t>(start),
+                  to_sync.end());
+      next_sync_ += options_.max_concurrent_syncs;
+    }
   }
   // The healing cancels come first: the slice group waits as pending until the next retry.
   for (const auto& [name, work] : healing) CancelBundles(name, work);
@@ -526,7 +551,9 @@ void ReservationManager::StartSync(const std::string& name) {
   absl::MutexLock lock(&syncs_mu_);
   // One at a time per reservation (Sync also backs off a busy one); the rest wait for the next
   // tick, which asks again for every reservation still out of line.
-  if (syncs_.contains(name) || syncs_.size() >= options_.max_concurrent_syncs) return;
+  if (stopping_ || syncs_.contains(name) || syncs_.size() >= options_.max_concurrent_syncs) {
+    return;
+  }
   syncs_.emplace(name, std::thread([this, name] {
     Sync(name);
     absl::MutexLock done(&syncs_mu_);

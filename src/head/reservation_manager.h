@@ -251,6 +251,9 @@ class ReservationManager {
   absl::CondVar syncs_done_;
   std::map<std::string, std::thread> syncs_ ABSL_GUARDED_BY(syncs_mu_);  // running, by name
   std::vector<std::thread> finished_syncs_ ABSL_GUARDED_BY(syncs_mu_);   // to join
+  bool stopping_ ABSL_GUARDED_BY(syncs_mu_) = false;
+  // Where the next tick's list of rounds starts.
+  size_t next_sync_ ABSL_GUARDED_BY(cluster_->mu) = 0;
 };
 
 }  // namespace tessera
