@@ -22,36 +22,18 @@ namespace {
 
 constexpr std::string_view kJobsListing = "jobs";
 
-void JobToProto(const JobRecord& job, v1::JobInfo* info) {
-  info->set_job_id(job.job_id);
-  for (const std::string& arg : job.argv) info->add_argv(arg);
-  info->set_node_id(job.node_id);
-  info->set_worker_id(job.worker_id);
-  switch (job.state) {
-    case JobState::kRunning: info->set_state(v1::JOB_STATE_RUNNING); break;
-    case JobState::kSucceeded: info->set_state(v1::JOB_STATE_SUCCEEDED); break;
-    case JobState::kFailed: info->set_state(v1::JOB_STATE_FAILED); break;
-  }
-  info->set_exit_reason(job.exit_reason);
-  info->set_start_time_ms(job.start_time_ms);
-  info->set_end_time_ms(job.end_time_ms);
-  info->set_failure_presumed(job.failure_presumed);
-}
-
 absl::StatusOr<JobReport> JobReportFromProto(const v1::JobInfo& info) {
   JobReport report;
   report.job_id = info.job_id();
   report.argv.assign(info.argv().begin(), info.argv().end());
   report.node_id = info.node_id();
   report.worker_id = info.worker_id();
-  switch (info.state()) {
-    case v1::JOB_STATE_UNSPECIFIED: break;
-    case v1::JOB_STATE_RUNNING: report.state = JobState::kRunning; break;
-    case v1::JOB_STATE_SUCCEEDED: report.state = JobState::kSucceeded; break;
-    case v1::JOB_STATE_FAILED: report.state = JobState::kFailed; break;
-    default:
+  if (info.state() != v1::JOB_STATE_UNSPECIFIED) {
+    report.state = JobStateFromProto(info.state());
+    if (!report.state.has_value()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "job.state: ", static_cast<int>(info.state()), " is not RUNNING, SUCCEEDED or FAILED"));
+    }
   }
   report.exit_reason = info.exit_reason();
   report.start_time_ms = info.start_time_ms();
@@ -69,7 +51,7 @@ grpc::Status HeadService::RecordJob(grpc::ServerContext*, const v1::RecordJobReq
   if (!report.ok()) return Invalid(report.status());
   auto recorded = jobs_.Record(*report);
   if (!recorded.ok()) return rpc::ToGrpcStatus(recorded.status());
-  JobToProto(*recorded, response);
+  JobRecordToProto(*recorded, response);
   return grpc::Status::OK;
 }
 
@@ -90,7 +72,7 @@ grpc::Status HeadService::ListJobs(grpc::ServerContext*, const v1::ListRequest* 
   std::optional<std::string> resume = head_internal::AppendPage(
       jobs.begin(), jobs.end(), filler, response->mutable_jobs(),
       [](const auto& entry) { return absl::StrCat(entry.first); },
-      [](const auto& entry, v1::JobInfo* out) { JobToProto(entry.second, out); });
+      [](const auto& entry, v1::JobInfo* out) { JobRecordToProto(entry.second, out); });
   // The table had more than this page asked for: the next page starts after the last one here.
   if (!resume.has_value() && more && !jobs.empty()) resume = absl::StrCat(jobs.back().first);
   if (resume.has_value()) {

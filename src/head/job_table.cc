@@ -6,33 +6,14 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
-#include "tessera/v1/head.pb.h"
 
 namespace tessera {
 
 namespace {
 
-// The stored format: a v1::JobInfo.
-v1::JobState ToProto(JobState state) {
-  switch (state) {
-    case JobState::kRunning: return v1::JOB_STATE_RUNNING;
-    case JobState::kSucceeded: return v1::JOB_STATE_SUCCEEDED;
-    case JobState::kFailed: return v1::JOB_STATE_FAILED;
-  }
-  return v1::JOB_STATE_UNSPECIFIED;
-}
-
 std::string Serialize(const JobRecord& job) {
   v1::JobInfo info;
-  info.set_job_id(job.job_id);
-  for (const std::string& arg : job.argv) info.add_argv(arg);
-  info.set_node_id(job.node_id);
-  info.set_worker_id(job.worker_id);
-  info.set_state(ToProto(job.state));
-  info.set_exit_reason(job.exit_reason);
-  info.set_start_time_ms(job.start_time_ms);
-  info.set_end_time_ms(job.end_time_ms);
-  info.set_failure_presumed(job.failure_presumed);
+  JobRecordToProto(job, &info);
   return info.SerializeAsString();
 }
 
@@ -49,12 +30,9 @@ absl::StatusOr<JobRecord> Parse(const std::string& key, const std::string& value
   job.argv.assign(info.argv().begin(), info.argv().end());
   job.node_id = info.node_id();
   job.worker_id = info.worker_id();
-  switch (info.state()) {
-    case v1::JOB_STATE_SUCCEEDED: job.state = JobState::kSucceeded; break;
-    case v1::JOB_STATE_FAILED: job.state = JobState::kFailed; break;
-    case v1::JOB_STATE_RUNNING: job.state = JobState::kRunning; break;
-    default: return corrupt("has no job state");
-  }
+  std::optional<JobState> state = JobStateFromProto(info.state());
+  if (!state.has_value()) return corrupt("has no job state");
+  job.state = *state;
   job.exit_reason = info.exit_reason();
   job.start_time_ms = info.start_time_ms();
   job.end_time_ms = info.end_time_ms();
@@ -63,6 +41,36 @@ absl::StatusOr<JobRecord> Parse(const std::string& key, const std::string& value
 }
 
 }  // namespace
+
+v1::JobState JobStateToProto(JobState state) {
+  switch (state) {
+    case JobState::kRunning: return v1::JOB_STATE_RUNNING;
+    case JobState::kSucceeded: return v1::JOB_STATE_SUCCEEDED;
+    case JobState::kFailed: return v1::JOB_STATE_FAILED;
+  }
+  return v1::JOB_STATE_UNSPECIFIED;
+}
+
+std::optional<JobState> JobStateFromProto(v1::JobState state) {
+  switch (state) {
+    case v1::JOB_STATE_RUNNING: return JobState::kRunning;
+    case v1::JOB_STATE_SUCCEEDED: return JobState::kSucceeded;
+    case v1::JOB_STATE_FAILED: return JobState::kFailed;
+    default: return std::nullopt;
+  }
+}
+
+void JobRecordToProto(const JobRecord& job, v1::JobInfo* info) {
+  info->set_job_id(job.job_id);
+  for (const std::string& arg : job.argv) info->add_argv(arg);
+  info->set_node_id(job.node_id);
+  info->set_worker_id(job.worker_id);
+  info->set_state(JobStateToProto(job.state));
+  info->set_exit_reason(job.exit_reason);
+  info->set_start_time_ms(job.start_time_ms);
+  info->set_end_time_ms(job.end_time_ms);
+  info->set_failure_presumed(job.failure_presumed);
+}
 
 std::string_view JobStateWord(JobState state) {
   switch (state) {

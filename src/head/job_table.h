@@ -25,6 +25,7 @@
 #include "base/clock.h"
 #include "head/event_log.h"
 #include "head/store_writer.h"
+#include "tessera/v1/head.pb.h"
 
 namespace tessera {
 
@@ -100,5 +101,11 @@ class JobTable {
 
 // "RUNNING", "SUCCEEDED", "FAILED", as events name them.
 std::string_view JobStateWord(JobState state);
+
+// The protocol's JobInfo (the stored record's format and the RPCs' answer) and its states;
+// UNSPECIFIED and unknown numbers are no state.
+void JobRecordToProto(const JobRecord& job, v1::JobInfo* info);
+v1::JobState JobStateToProto(JobState state);
+std::optional<JobState> JobStateFromProto(v1::JobState state);
 
 }  // namespace tessera
