@@ -1,4 +1,5 @@
-// tessera up CLUSTER.yaml [--state-dir DIR] [--port P] [--node-timeout DUR] [--timeout DUR]
+// tessera up CLUSTER.yaml [--state-dir DIR] [--port P] [--node-timeout DUR] [--driver-timeout DUR]
+//            [--timeout DUR]
 //            [--object-store-memory SIZE]
 //            [--redis-address ADDR [--redis-password-file F] [--redis-key-prefix P]]
 // A whole cluster on this machine: a head, and one node agent per node of the cluster file (the
@@ -38,6 +39,7 @@ struct UpArgs {
   std::string state_dir;
   int port = 0;
   std::string node_timeout;
+  std::string driver_timeout;
   std::string timeout = "120s";
   std::string object_store_memory;  // each agent's; "": a share of the default
   // Passed to the head (tessera start --head), which checks them.
@@ -80,6 +82,14 @@ int Fail(const StateFolder& state, const absl::Status& status) {
 }
 
 int RunUp(const UpArgs& args) {
+  if (!args.driver_timeout.empty()) {
+    // The head checks it too; here a bad value starts nothing and reads nothing.
+    auto parsed = ParseDurationFlag("--driver-timeout", args.driver_timeout);
+    if (!parsed.ok()) return ReportError(parsed.status());
+    if (*parsed <= absl::ZeroDuration()) {
+      return ReportError(absl::InvalidArgumentError("--driver-timeout: must be positive"));
+    }
+  }
   auto nodes = LoadClusterFile(args.cluster_file);
   if (!nodes.ok()) return ReportError(nodes.status());
   auto store_bytes = AgentStoreBytes(args.object_store_memory, static_cast<int>(nodes->size()));
@@ -106,6 +116,9 @@ int RunUp(const UpArgs& args) {
   std::vector<std::string> head_args = {"start", "--head", "--port", absl::StrCat(args.port),
                                         "--state-dir", state.root};
   if (!args.node_timeout.empty()) head_args.insert(head_args.end(), {"--node-timeout", args.node_timeout});
+  if (!args.driver_timeout.empty()) {
+    head_args.insert(head_args.end(), {"--driver-timeout", args.driver_timeout});
+  }
   if (!args.redis_address.empty()) {
     head_args.insert(head_args.end(), {"--redis-address", args.redis_address});
   }
@@ -171,6 +184,10 @@ void AddUpCommand(CLI::App& app, int& exit_code) {
       ->type_name("P");
   cmd->add_option("--node-timeout", args->node_timeout,
                   "A node that misses heartbeats this long is declared dead")
+      ->type_name("DUR");
+  cmd->add_option("--driver-timeout", args->driver_timeout,
+                  "A driver (API program) silent this long loses what it owns that is not "
+                  "detached (default 10s)")
       ->type_name("DUR");
   cmd->add_option("--timeout", args->timeout, "How long starting may take in all (default 120s)")
       ->type_name("DUR");

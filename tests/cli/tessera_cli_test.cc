@@ -139,6 +139,9 @@ TEST(TesseraCliTest, MalformedFlagsAreOneLineErrorsNamingTheFlag) {
   ExpectOneLineError(RunCommand({TesseraBinary(), "start", "--address", "127.0.0.1:1",
                                  "--state-dir", "/nonexistent/tessera", "--driver-timeout", "5s"}),
                      1, "--driver-timeout and --token-out are for the head");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "up", "/nonexistent/cluster.yaml", "--state-dir",
+                                 "/nonexistent/tessera", "--driver-timeout", "0s"}),
+                     1, "--driver-timeout: must be positive");
   // Checked before any cluster is looked for.
   ExpectOneLineError(RunCommand({TesseraBinary(), "run", "--state-dir", "/nonexistent/tessera",
                                  "--wait", "soon", "--", "true"}),
