@@ -5,15 +5,14 @@
 #include <cstdio>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "rpc/retry.h"
 
 namespace tessera::api {
 namespace {
 
-rpc::RetryOptions Retries(const std::string& token) {
+rpc::RetryOptions Retries(std::string token) {
   rpc::RetryOptions options;
-  options.token = token;
+  options.token = std::move(token);
   options.attempt_timeout = absl::Seconds(2);
   options.total_budget = absl::Seconds(5);
   return options;
@@ -22,7 +21,7 @@ rpc::RetryOptions Retries(const std::string& token) {
 }  // namespace
 
 ActorDirectoryClient::ActorDirectoryClient(v1::Head::Stub* head, std::string token)
-    : head_(head), token_(std::move(token)) {
+    : head_(head), retry_(Retries(std::move(token))) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -33,7 +32,7 @@ absl::StatusOr<v1::ActorInfo> ActorDirectoryClient::Create(const v1::ActorInfo& 
   *request.mutable_actor() = actor;
   v1::ActorInfo response;
   absl::Status created =
-      rpc::RetryUnary(Retries(token_), &v1::Head::Stub::RegisterActor, head_, request, &response);
+      rpc::RetryUnary(retry_, &v1::Head::Stub::RegisterActor, head_, request, &response);
   if (absl::IsAlreadyExists(created)) {
     // An attempt that timed out may have registered it: then the holder is this very actor.
     auto holder = Get(actor.name(), actor.namespace_());
@@ -50,7 +49,7 @@ absl::StatusOr<v1::ActorInfo> ActorDirectoryClient::Get(const std::string& name,
   request.set_namespace_(name_space);
   v1::ActorInfo response;
   absl::Status got =
-      rpc::RetryUnary(Retries(token_), &v1::Head::Stub::GetActor, head_, request, &response);
+      rpc::RetryUnary(retry_, &v1::Head::Stub::GetActor, head_, request, &response);
   if (!got.ok()) return got;
   return response;
 }
@@ -87,9 +86,9 @@ void ActorDirectoryClient::Send(const Change& change) const {
   v1::ActorInfo response;
   absl::Status sent =
       change.died
-          ? rpc::RetryUnary(Retries(token_), &v1::Head::Stub::ActorDied, head_, change.death,
+          ? rpc::RetryUnary(retry_, &v1::Head::Stub::ActorDied, head_, change.death,
                             &response)
-          : rpc::RetryUnary(Retries(token_), &v1::Head::Stub::RegisterActor, head_, change.update,
+          : rpc::RetryUnary(retry_, &v1::Head::Stub::RegisterActor, head_, change.update,
                             &response);
   // Dead at the head already (its node or owner died first): nothing left to tell.
   if (sent.ok() || absl::IsFailedPrecondition(sent)) return;

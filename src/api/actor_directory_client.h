@@ -11,6 +11,7 @@
 // change, retried on UNAVAILABLE for a few seconds (a head restarting).
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <string>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "rpc/retry.h"
 #include "tessera/v1/head.grpc.pb.h"
 
 namespace tessera::api {
@@ -56,7 +58,7 @@ class ActorDirectoryClient {
   void Run();
 
   v1::Head::Stub* const head_;
-  const std::string token_;
+  const rpc::RetryOptions retry_;  // the token, 2 s attempts within 5 s
   absl::Mutex mu_;
   std::deque<Change> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t queued_ ABSL_GUARDED_BY(mu_) = 0;  // changes ever queued

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/node_affinity.h"
@@ -18,10 +19,23 @@
 #include "rpc/auth.h"
 #include "rpc/channel.h"
 #include "rpc/proto_convert.h"
+#include "rpc/state_names.h"
 #include "worker/worker_runtime.h"
 
 namespace tessera::api {
 namespace {
+
+// The lease shape key of an actor this driver owns: "actor:<id>|<shape>".
+constexpr std::string_view kOwnedActorPrefix = "actor:";
+
+// The actor id of an owned actor's shape key; nullopt for any other key (task workers,
+// attached actors).
+std::optional<std::string> OwnedActorId(const std::string& shape_key) {
+  if (!absl::StartsWith(shape_key, ToAbsl(kOwnedActorPrefix))) return std::nullopt;
+  const size_t end = shape_key.find('|', kOwnedActorPrefix.size());
+  if (end == std::string::npos) return std::nullopt;
+  return shape_key.substr(kOwnedActorPrefix.size(), end - kOwnedActorPrefix.size());
+}
 
 // A ref owned here: its last copy drops the value from the table.
 class OwnedReference final : public internal::LocalReference {
@@ -461,7 +475,7 @@ absl::StatusOr<std::string> DriverRuntime::CreateActor(internal::AnyFunction fac
   actor.max_restarts = options.max_restarts;
   actor.max_task_retries = options.max_task_retries;
   LeaseShape actor_shape = *shape;
-  actor_shape.key = absl::StrCat("actor:", id, "|", shape->key);
+  actor_shape.key = absl::StrCat(ToAbsl(kOwnedActorPrefix), id, "|", shape->key);
   actor_shape.env = options.env;
   ActorEntry entry{actor_shape.key, options.name, type_name};
   entry.owner = options.detached ? "" : driver_id();
@@ -583,31 +597,38 @@ v1::ActorInfo DriverRuntime::DirectoryRecord(const std::string& id, const ActorE
 void DriverRuntime::OnWorkerReady(const std::string& shape_key, const std::string& address,
                                   const std::string& node_id) {
   if (directory_ == nullptr) return;
+  const std::optional<std::string> id = OwnedActorId(shape_key);
+  if (!id.has_value()) return;  // a task worker
   absl::MutexLock lock(&actors_mu_);
-  for (const auto& [id, entry] : actors_) {
-    if (entry.shape_key != shape_key || entry.name.empty() || entry.attached) continue;
-    // On every (re)start, so another driver finds the actor's current process.
-    v1::ActorInfo alive = DirectoryRecord(id, entry, v1::ACTOR_STATE_ALIVE);
-    alive.set_address(address);
-    alive.set_node_id(node_id);
-    directory_->Update(std::move(alive));
-  }
+  auto it = actors_.find(*id);
+  if (it == actors_.end()) return;
+  const ActorEntry& entry = it->second;
+  if (entry.shape_key != shape_key || entry.name.empty() || entry.attached) return;
+  // On every (re)start, so another driver finds the actor's current process.
+  v1::ActorInfo alive = DirectoryRecord(*id, entry, v1::ACTOR_STATE_ALIVE);
+  alive.set_address(address);
+  alive.set_node_id(node_id);
+  directory_->Update(std::move(alive));
 }
 
 void DriverRuntime::OnActorChanged(const std::string& shape_key, const ActorChange& change) {
+  const std::optional<std::string> owned = OwnedActorId(shape_key);
+  if (!owned.has_value()) return;
+  const std::string& id = *owned;
   absl::MutexLock lock(&actors_mu_);
-  for (auto& [id, entry] : actors_) {
-    if (entry.shape_key != shape_key || entry.attached) continue;
-    entry.restarts = change.restarts;
-    if (entry.name.empty()) continue;
-    if (change.kind == ActorChange::Kind::kDead) {
-      // Its name is free again, here and (once the queue is sent) in the cluster.
-      auto named = actor_names_.find(entry.name);
-      if (named != actor_names_.end() && named->second == id) actor_names_.erase(named);
-      if (directory_ != nullptr) directory_->Died(id, change.cause);
-    } else if (directory_ != nullptr) {
-      directory_->Update(DirectoryRecord(id, entry, v1::ACTOR_STATE_RESTARTING));
-    }
+  auto it = actors_.find(id);
+  if (it == actors_.end()) return;
+  ActorEntry& entry = it->second;
+  if (entry.shape_key != shape_key || entry.attached) return;
+  entry.restarts = change.restarts;
+  if (entry.name.empty()) return;
+  if (change.kind == ActorChange::Kind::kDead) {
+    // Its name is free again, here and (once the queue is sent) in the cluster.
+    auto named = actor_names_.find(entry.name);
+    if (named != actor_names_.end() && named->second == id) actor_names_.erase(named);
+    if (directory_ != nullptr) directory_->Died(id, change.cause);
+  } else if (directory_ != nullptr) {
+    directory_->Update(DirectoryRecord(id, entry, v1::ACTOR_STATE_RESTARTING));
   }
 }
 
@@ -629,7 +650,7 @@ absl::StatusOr<std::string> DriverRuntime::AttachNamedActor(const std::string& n
   if (found->state() != v1::ACTOR_STATE_ALIVE || found->address().empty()) {
     return absl::UnavailableError(absl::StrCat(
         "the actor named ", Quote(name), " is ",
-        absl::AsciiStrToLower(v1::ActorState_Name(found->state()).substr(sizeof("ACTOR_STATE_") - 1)),
+        absl::AsciiStrToLower(ToAbsl(rpc::ActorStateName(found->state()))),
         ": its process is not up yet; try again"));
   }
   const std::string id = found->actor_id();

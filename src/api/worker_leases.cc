@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "api/worker_channel.h"
@@ -133,15 +134,30 @@ void WorkerLeases::ReapFinishedLeaseThreads() {
   for (std::thread& thread : finished) thread.join();
 }
 
+absl::Status WorkerLeases::ShuttingDown() {
+  return absl::CancelledError("tessera is shutting down");
+}
+
+absl::Status WorkerLeases::WaitBeforeRetry(absl::Duration backoff) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time retry_at = absl::Now() + backoff;
+  while (!stopping_ && absl::Now() < retry_at) changed_.WaitWithDeadline(&mu_, retry_at);
+  return stopping_ ? ShuttingDown() : absl::OkStatus();
+}
+
+absl::StatusOr<v1::ListNodesResponse> WorkerLeases::ListHeadNodes() {
+  return cli::ListEveryPageOf(*head_, &v1::Head::Stub::ListNodes, options_.token,
+                              absl::Seconds(5),
+                              absl::StrCat("the head at ", options_.head_address));
+}
+
 size_t WorkerLeases::lease_threads_for_tests() {
   absl::MutexLock lock(&mu_);
   return lease_threads_.size();
 }
 
 void WorkerLeases::CutCallsToDeadNodes() {
-  auto nodes = cli::ListEveryPageOf(*head_, &v1::Head::Stub::ListNodes, options_.token,
-                                    absl::Seconds(5),
-                                    absl::StrCat("the head at ", options_.head_address));
+  auto nodes = ListHeadNodes();
   if (!nodes.ok()) return;  // next time
   std::set<std::string> dead;
   // Lease requests know their agent's address, not its node: the addresses of dead nodes that
@@ -288,11 +304,8 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
       return absl::ResourceExhaustedError(
           absl::StrCat("no node can ever run it (infeasible): ", explanation));
     }
-    absl::MutexLock lock(&mu_);
     // Pending: the cluster is busy; ask again shortly.
-    const absl::Time retry_at = absl::Now() + backoff;
-    while (!stopping_ && absl::Now() < retry_at) changed_.WaitWithDeadline(&mu_, retry_at);
-    if (stopping_) return absl::CancelledError("tessera is shutting down");
+    TESSERA_RETURN_IF_ERROR(WaitBeforeRetry(backoff));
     backoff = std::min(backoff * 2, absl::Milliseconds(500));
   }
 }
@@ -314,7 +327,7 @@ absl::Status WorkerLeases::RequestLeaseFrom(const std::string& agent,
     rpc::ConfigureClientContext(&context, options_.token, absl::Seconds(20));
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_) return absl::CancelledError("tessera is shutting down");
+      if (stopping_) return ShuttingDown();
       lease_calls_[&context].agent_address = agent;
     }
     reply->Clear();
@@ -328,7 +341,7 @@ absl::Status WorkerLeases::RequestLeaseFrom(const std::string& agent,
       stopping = stopping_;
     }
     if (status.ok()) return absl::OkStatus();
-    if (stopping) return absl::CancelledError("tessera is shutting down");
+    if (stopping) return ShuttingDown();
     if (node_dead) {
       return absl::UnavailableError("the head declared its node dead (it lost its heartbeats)");
     }
@@ -339,12 +352,7 @@ absl::Status WorkerLeases::RequestLeaseFrom(const std::string& agent,
       return s;
     }
     if (absl::Now() + backoff >= give_up) return s;
-    {
-      absl::MutexLock lock(&mu_);
-      const absl::Time retry_at = absl::Now() + backoff;
-      while (!stopping_ && absl::Now() < retry_at) changed_.WaitWithDeadline(&mu_, retry_at);
-      if (stopping_) return absl::CancelledError("tessera is shutting down");
-    }
+    TESSERA_RETURN_IF_ERROR(WaitBeforeRetry(backoff));
     backoff = std::min(backoff * 2, absl::Seconds(1));
   }
 }
@@ -440,9 +448,7 @@ void WorkerLeases::FillNodeLabels(const std::string& node_id, v1::WorkerReadyRep
     }
   }
   if (head_ == nullptr) return;
-  auto nodes = cli::ListEveryPageOf(*head_, &v1::Head::Stub::ListNodes, options_.token,
-                                    absl::Seconds(5),
-                                    absl::StrCat("the head at ", options_.head_address));
+  auto nodes = ListHeadNodes();
   if (!nodes.ok()) return;
   absl::MutexLock lock(&mu_);
   for (const v1::NodeInfo& node : nodes->nodes()) {

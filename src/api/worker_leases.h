@@ -110,6 +110,12 @@ class WorkerLeases final : public LeaseSource {
   // Runs one request to a grant, or an error (permanent: infeasible or invalid).
   absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> Acquire(const LeaseShape& shape,
                                                                  bool& permanent);
+  // The error of every call cut short by Shutdown.
+  static absl::Status ShuttingDown();
+  // Waits `backoff` before the next attempt; ShuttingDown() when Shutdown comes first.
+  absl::Status WaitBeforeRetry(absl::Duration backoff) ABSL_LOCKS_EXCLUDED(mu_);
+  // Every node the head lists (paged).
+  absl::StatusOr<v1::ListNodesResponse> ListHeadNodes();
   // RequestLease on one agent, retried as the lease's contract allows (see the .cc).
   absl::Status RequestLeaseFrom(const std::string& agent, const v1::LeaseRequest& request,
                                 v1::LeaseReply* reply);

@@ -61,6 +61,15 @@ absl::StatusOr<absl::Duration> ParseDurationFlag(std::string_view flag, std::str
   return d;
 }
 
+absl::StatusOr<absl::Duration> ParsePositiveDurationFlag(std::string_view flag,
+                                                         std::string_view text) {
+  auto duration = ParseDurationFlag(flag, text);
+  if (duration.ok() && *duration <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(ToAbsl(flag), ": must be positive"));
+  }
+  return duration;
+}
+
 absl::StatusOr<std::string> FindToken(const StateFolder& state, const std::string& token_file) {
   if (const char* env = std::getenv("TESSERA_TOKEN"); env != nullptr && env[0] != '\0') {
     return std::string(Trim(env));

@@ -111,5 +111,8 @@ std::string NewRequestId(std::string_view prefix);
 
 // "10s", "500ms", "2m" (absl durations) or a plain number of seconds ("30", "0.5").
 absl::StatusOr<absl::Duration> ParseDurationFlag(std::string_view flag, std::string_view text);
+// ParseDurationFlag, and zero is refused too: "<flag>: must be positive".
+absl::StatusOr<absl::Duration> ParsePositiveDurationFlag(std::string_view flag,
+                                                         std::string_view text);
 
 }  // namespace tessera::cli

@@ -80,8 +80,8 @@ absl::Status FillJobProcess(const JobProcessArgs& args, v1::JobSpec* spec) {
   if (args.max_restarts < 0) return absl::InvalidArgumentError("--max-restarts: must be 0 or more");
   spec->set_max_restarts(args.max_restarts);
   if (!args.hang_timeout.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(absl::Duration d, ParseDurationFlag("--hang-timeout", args.hang_timeout));
-    if (d <= absl::ZeroDuration()) return absl::InvalidArgumentError("--hang-timeout: must be positive");
+    TESSERA_ASSIGN_OR_RETURN(absl::Duration d,
+                             ParsePositiveDurationFlag("--hang-timeout", args.hang_timeout));
     spec->set_hang_timeout_ms(absl::ToInt64Milliseconds(d));
   }
   if (!args.stop_grace.empty()) {

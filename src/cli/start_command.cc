@@ -107,11 +107,8 @@ absl::StatusOr<HeadOptions> BuildHeadOptions(const StartArgs& args, const StateF
   if (!args.bind.empty()) options.bind = args.bind;
   if (args.port >= 0) options.port = args.port;
   if (!args.node_timeout.empty()) {
-    auto timeout = ParseDurationFlag("--node-timeout", args.node_timeout);
+    auto timeout = ParsePositiveDurationFlag("--node-timeout", args.node_timeout);
     if (!timeout.ok()) return timeout.status();
-    if (*timeout <= absl::ZeroDuration()) {
-      return absl::InvalidArgumentError("--node-timeout: must be positive");
-    }
     options.node_timeout = *timeout;
     // Several heartbeats fit in the timeout, so one late heartbeat never kills a node.
     options.heartbeat_interval = std::min(options.heartbeat_interval, *timeout / 4);
@@ -126,11 +123,8 @@ absl::StatusOr<HeadOptions> BuildHeadOptions(const StartArgs& args, const StateF
     options.heartbeat_interval = *interval;
   }
   if (!args.driver_timeout.empty()) {
-    auto timeout = ParseDurationFlag("--driver-timeout", args.driver_timeout);
+    auto timeout = ParsePositiveDurationFlag("--driver-timeout", args.driver_timeout);
     if (!timeout.ok()) return timeout.status();
-    if (*timeout <= absl::ZeroDuration()) {
-      return absl::InvalidArgumentError("--driver-timeout: must be positive");
-    }
     options.driver_timeout = *timeout;
   }
   if (args.redis_address.empty() &&

@@ -84,11 +84,8 @@ int Fail(const StateFolder& state, const absl::Status& status) {
 int RunUp(const UpArgs& args) {
   if (!args.driver_timeout.empty()) {
     // The head checks it too; here a bad value starts nothing and reads nothing.
-    auto parsed = ParseDurationFlag("--driver-timeout", args.driver_timeout);
+    auto parsed = ParsePositiveDurationFlag("--driver-timeout", args.driver_timeout);
     if (!parsed.ok()) return ReportError(parsed.status());
-    if (*parsed <= absl::ZeroDuration()) {
-      return ReportError(absl::InvalidArgumentError("--driver-timeout: must be positive"));
-    }
   }
   auto nodes = LoadClusterFile(args.cluster_file);
   if (!nodes.ok()) return ReportError(nodes.status());
@@ -115,21 +112,18 @@ int RunUp(const UpArgs& args) {
   const absl::Time deadline = absl::Now() + *timeout;
   std::vector<std::string> head_args = {"start", "--head", "--port", absl::StrCat(args.port),
                                         "--state-dir", state.root};
-  if (!args.node_timeout.empty()) head_args.insert(head_args.end(), {"--node-timeout", args.node_timeout});
-  if (!args.driver_timeout.empty()) {
-    head_args.insert(head_args.end(), {"--driver-timeout", args.driver_timeout});
-  }
-  if (!args.redis_address.empty()) {
-    head_args.insert(head_args.end(), {"--redis-address", args.redis_address});
-  }
-  if (!args.redis_password_file.empty()) {
-    head_args.insert(head_args.end(),
-                     {"--redis-password-file",
-                      std::filesystem::absolute(args.redis_password_file, ec).string()});
-  }
-  if (!args.redis_key_prefix.empty()) {
-    head_args.insert(head_args.end(), {"--redis-key-prefix", args.redis_key_prefix});
-  }
+  auto add = [&head_args](const char* flag, const std::string& value) {
+    if (!value.empty()) head_args.insert(head_args.end(), {flag, value});
+  };
+  add("--node-timeout", args.node_timeout);
+  add("--driver-timeout", args.driver_timeout);
+  add("--redis-address", args.redis_address);
+  const std::string password_file =
+      args.redis_password_file.empty()
+          ? ""
+          : std::filesystem::absolute(args.redis_password_file, ec).string();
+  add("--redis-password-file", password_file);
+  add("--redis-key-prefix", args.redis_key_prefix);
   head_args.push_back("--block");
   auto head = StartHeadDaemon(state, head_args, *timeout);
   if (!head.ok()) return Fail(state, head.status());

@@ -14,6 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "head/head_service.h"
+#include "head/head_service_test_util.h"
 #include "rpc/proto_convert.h"
 #include "scheduling/scheduling_test_util.h"
 
@@ -22,31 +23,7 @@ namespace {
 
 using testing_util::Res;
 using testing_util::Spec;
-
-// Holds every bundle it is asked to; a prepare first runs the hook (outside its lock).
-// Thread-safe.
-class SlowAgent : public NodeAgentClient {
- public:
-  absl::Status Prepare(const v1::PrepareBundlesRequest&) override {
-    std::function<void()> hook;
-    {
-      absl::MutexLock lock(&mu_);
-      hook = hook_;
-    }
-    if (hook) hook();
-    return absl::OkStatus();
-  }
-  absl::Status Commit(const v1::CommitBundlesRequest&) override { return absl::OkStatus(); }
-  absl::Status Cancel(const v1::CancelBundlesRequest&) override { return absl::OkStatus(); }
-  void OnPrepare(std::function<void()> hook) {
-    absl::MutexLock lock(&mu_);
-    hook_ = std::move(hook);
-  }
-
- private:
-  absl::Mutex mu_;
-  std::function<void()> hook_;
-};
+using head_testing::FakeAgent;
 
 class HeadServiceConcurrencyTest : public ::testing::Test {
  protected:
@@ -56,7 +33,7 @@ class HeadServiceConcurrencyTest : public ::testing::Test {
     options.store = &store_;
     options.agent_clients = [this](const std::string& node, const std::string&) {
       auto& agent = agents_[node];
-      if (agent == nullptr) agent = std::make_shared<SlowAgent>();
+      if (agent == nullptr) agent = std::make_shared<FakeAgent>();
       return agent;
     };
     head_ = std::make_unique<HeadService>(std::move(options));
@@ -114,7 +91,7 @@ class HeadServiceConcurrencyTest : public ::testing::Test {
 
   FakeClock clock_;
   InMemoryStateStore store_;
-  std::map<std::string, std::shared_ptr<SlowAgent>> agents_;
+  std::map<std::string, std::shared_ptr<FakeAgent>> agents_;
   std::unique_ptr<HeadService> head_;
 };
 

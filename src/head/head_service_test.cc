@@ -3,6 +3,7 @@
 // request-id deduplication, malformed and oversized requests, head-restart registration, job
 // retention and paged listings.
 #include "head/head_service.h"
+#include "head/head_service_test_util.h"
 
 #include <algorithm>
 #include <functional>
@@ -32,87 +33,7 @@ namespace {
 
 using testing_util::Res;
 using testing_util::Spec;
-
-// A node agent that keeps the bundles the head prepares and commits (in one step when the
-// prepare says so), and fails on demand.
-// Thread-safe.
-class FakeAgent : public NodeAgentClient {
- public:
-  struct Held {
-    bool committed = false;
-    rpc::ExactAllocation allocation;
-  };
-
-  absl::Status Prepare(const v1::PrepareBundlesRequest& request) override {
-    std::function<void()> hook;
-    {
-      absl::MutexLock lock(&mu_);
-      hook = on_prepare_;
-    }
-    if (hook) hook();  // while the head's round is in flight
-    absl::MutexLock lock(&mu_);
-    ++prepares_;
-    if (!fail_prepare_.ok()) return fail_prepare_;
-    for (const auto& bundle : request.bundles()) {
-      held_[{request.placement_group(), bundle.bundle_index()}] =
-          Held{request.commit(), *rpc::AllocationFromProto(bundle.allocation())};
-    }
-    return absl::OkStatus();
-  }
-  absl::Status Commit(const v1::CommitBundlesRequest& request) override {
-    absl::MutexLock lock(&mu_);
-    ++commits_;
-    if (!fail_commit_.ok()) return fail_commit_;
-    for (int index : request.bundle_indices()) {
-      auto it = held_.find({request.placement_group(), index});
-      if (it == held_.end()) return absl::FailedPreconditionError("commit without prepare");
-      it->second.committed = true;
-    }
-    return absl::OkStatus();
-  }
-  absl::Status Cancel(const v1::CancelBundlesRequest& request) override {
-    absl::MutexLock lock(&mu_);
-    ++cancels_;
-    for (int index : request.bundle_indices()) held_.erase({request.placement_group(), index});
-    return absl::OkStatus();
-  }
-
-  void FailPrepare(absl::Status status) {
-    absl::MutexLock lock(&mu_);
-    fail_prepare_ = std::move(status);
-  }
-  // Runs `hook` at the start of every prepare, outside the fake's lock.
-  void OnPrepare(std::function<void()> hook) {
-    absl::MutexLock lock(&mu_);
-    on_prepare_ = std::move(hook);
-  }
-  void FailCommit(absl::Status status) {
-    absl::MutexLock lock(&mu_);
-    fail_commit_ = std::move(status);
-  }
-  std::map<std::pair<std::string, int>, Held> held() const {
-    absl::MutexLock lock(&mu_);
-    return held_;
-  }
-  int prepares() const {
-    absl::MutexLock lock(&mu_);
-    return prepares_;
-  }
-  int cancels() const {
-    absl::MutexLock lock(&mu_);
-    return cancels_;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  absl::Status fail_prepare_;
-  absl::Status fail_commit_;
-  std::function<void()> on_prepare_;
-  std::map<std::pair<std::string, int>, Held> held_;
-  int prepares_ = 0;
-  int commits_ = 0;
-  int cancels_ = 0;
-};
+using head_testing::FakeAgent;
 
 class HeadServiceTest : public ::testing::Test {
  protected:
@@ -2169,12 +2090,6 @@ TEST_F(HeadServiceTest, ANodeClaimingBillionsOfDevicesIsRefusedNotAllocated) {
   ASSERT_TRUE(head_->ListNodes(nullptr, &list, &nodes).ok());
   EXPECT_EQ(nodes.nodes_size(), 0);
 }
-
-}  // namespace
-}  // namespace tessera
-
-namespace tessera {
-namespace {
 
 TEST_F(HeadRestartTest, ACreateRetriedToTheRestartedHeadIsAnsweredWithTheGroupItMade) {
   Register("n1", "CPU=4");

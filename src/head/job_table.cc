@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
+#include "rpc/state_names.h"
 
 namespace tessera {
 
@@ -72,15 +73,6 @@ void JobRecordToProto(const JobRecord& job, v1::JobInfo* info) {
   info->set_failure_presumed(job.failure_presumed);
 }
 
-std::string_view JobStateWord(JobState state) {
-  switch (state) {
-    case JobState::kRunning: return "RUNNING";
-    case JobState::kSucceeded: return "SUCCEEDED";
-    case JobState::kFailed: return "FAILED";
-  }
-  return "RUNNING";
-}
-
 void JobTable::Persist(const JobRecord& record) {
   options_.writer->Put(kJobsTable, record.job_id, Serialize(record));
 }
@@ -111,7 +103,7 @@ absl::StatusOr<JobRecord> JobTable::Record(const JobReport& report) {
                                         *report.state != JobState::kRunning;
     if (real_end_over_presumed) {
       options_.events->Record(absl::StrCat("job ", stored.job_id, " ended ",
-                                           ToAbsl(JobStateWord(*report.state)),
+                                           ToAbsl(rpc::JobStateName(JobStateToProto(*report.state))),
                                            " after all; it had been failed as ",
                                            stored.exit_reason));
       stored.state = *report.state;

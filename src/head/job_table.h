@@ -99,9 +99,6 @@ class JobTable {
   int64_t next_order_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
-// "RUNNING", "SUCCEEDED", "FAILED", as events name them.
-std::string_view JobStateWord(JobState state);
-
 // The protocol's JobInfo (the stored record's format and the RPCs' answer) and its states;
 // UNSPECIFIED and unknown numbers are no state.
 void JobRecordToProto(const JobRecord& job, v1::JobInfo* info);

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
@@ -52,9 +53,9 @@ void NodeRegistry::MirrorLeases(Node& node, const std::vector<ReportedLease>& le
   ClusterView& view = cluster_->view;
   std::optional<NodeIndex> index = view.Find(NodeId(node.id));
   if (!index.has_value()) return;
-  absl::flat_hash_map<std::string, bool> seen;
+  absl::flat_hash_set<std::string> seen;
   for (const ReportedLease& lease : leases) {
-    seen[lease.lease_id] = true;
+    seen.insert(lease.lease_id);
     if (node.leases.contains(lease.lease_id)) continue;
     auto taken = view.AllocateExact(*index, lease.allocation.resources, lease.allocation.devices);
     // A lease the view cannot take (the head reserved those devices for a bundle the agent has

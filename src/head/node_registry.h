@@ -92,7 +92,6 @@ class NodeRegistry {
       : options_(std::move(options)), cluster_(cluster) {}
   // Required before the first call; must outlive the registry.
   void set_listener(NodeListener* listener) { listener_ = listener; }
-  const NodeRegistryOptions& options() const { return options_; }
 
   // Registers (or re-registers) a node with what its agent holds. AlreadyExists when another
   // live agent holds the node id; InvalidArgument when the view refuses the node. `release`

@@ -130,14 +130,31 @@ bool ReservationManager::KnowsBundle(const std::string& node, const ReportedBund
   const Reservation* reservation = Find(bundle.reservation);
   if (reservation == nullptr) return false;
   if (reservation->busy) return true;
-  int index = bundle.index;
-  std::vector<std::optional<BundleHold>> desired = DesiredHolds(*reservation);
-  if (index < 0 || index >= static_cast<int>(desired.size())) return false;
+  const int index = bundle.index;
+  // Where the kind's scheduler wants bundle `index` (as DesiredHolds, without building them all:
+  // this runs for every bundle of every heartbeat).
+  size_t count = reservation->confirmed.size();
+  std::optional<std::string> wanted;
+  if (reservation->kind == ReservationKind::kPlacementGroup) {
+    const auto& group = static_cast<const GroupEntry&>(*reservation);
+    const PlacementGroup* placed =
+        group.scheduled.has_value() ? cluster_->groups.Find(*group.scheduled) : nullptr;
+    if (placed != nullptr) {
+      count = placed->bundles.size();
+      if (index >= 0 && index < static_cast<int>(count) && placed->bundles[index].has_value()) {
+        wanted = placed->bundles[index]->node.value();
+      }
+    }
+  } else {
+    const auto& bundles = static_cast<const SliceEntry&>(*reservation).bundles;
+    count = bundles.size();
+    if (index >= 0 && index < static_cast<int>(count)) wanted = bundles[index].node.value();
+  }
+  if (index < 0 || index >= static_cast<int>(count)) return false;
   const std::vector<std::optional<BundleHold>>& confirmed = reservation->confirmed;
-  bool here = desired[index].has_value() && desired[index]->node == node;
-  bool confirmed_here = index < static_cast<int>(confirmed.size()) &&
-                        confirmed[index].has_value() && confirmed[index]->node == node;
-  return here || confirmed_here;
+  const bool confirmed_here = index < static_cast<int>(confirmed.size()) &&
+                              confirmed[index].has_value() && confirmed[index]->node == node;
+  return wanted == node || confirmed_here;
 }
 
 void ReservationManager::NodeDead(const std::string& node, const std::string& reason,

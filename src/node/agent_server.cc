@@ -15,7 +15,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "base/string_util.h"
 #include "node/agent_proto.h"
 #include "process/private_paths.h"
 #include "rpc/token.h"

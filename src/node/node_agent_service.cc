@@ -226,9 +226,7 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
     const std::string dir = absl::StrCat(options_.working_dirs_root, "/", spec.working_dir_job());
     std::error_code ec;
     if (options_.working_dirs_root.empty() ||
-        // Job ids never start with '.' (UnpackWorkingDir): "." and ".." are not jobs' folders.
-        spec.working_dir_job()[0] == '.' ||
-        spec.working_dir_job().find('/') != std::string::npos ||
+        !IsWorkingDirJobId(spec.working_dir_job()) ||
         !std::filesystem::is_directory(dir, ec)) {
       const std::string why = absl::StrCat("worker.working_dir_job: no working directory of job ",
                                            spec.working_dir_job(), " on this node");

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/string_util.h"
+#include "process/cgroup.h"
 #include "resources/byte_size.h"
 
 namespace tessera {
@@ -98,12 +99,11 @@ void ApplyCgroupLimits(const Sysroot& root, const std::string& mount, std::strin
 void ApplyCgroup(const Sysroot& root, HostMemory* memory) {
   auto text = root.ReadFile("/proc/self/cgroup");
   if (!text.ok()) return;
+  // cgroup v1's memory controller line ("N:...,memory,...:<path>") wins over the unified one.
   std::optional<std::string> v1;
-  std::optional<std::string> v2;
   for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
     std::vector<std::string> parts = absl::StrSplit(line, absl::MaxSplits(':', 2));
     if (parts.size() != 3) continue;
-    if (parts[0] == "0" && parts[1].empty()) v2 = parts[2];
     for (absl::string_view controller : absl::StrSplit(parts[1], ',')) {
       if (controller == "memory") v1 = parts[2];
     }
@@ -111,7 +111,7 @@ void ApplyCgroup(const Sysroot& root, HostMemory* memory) {
   if (v1.has_value()) {
     ApplyCgroupLimits(root, "/sys/fs/cgroup/memory", *v1, "memory.limit_in_bytes",
                       "memory.usage_in_bytes", memory);
-  } else if (v2.has_value()) {
+  } else if (absl::StatusOr<std::string> v2 = ParseCgroupV2Path(*text); v2.ok()) {
     ApplyCgroupLimits(root, "/sys/fs/cgroup", *v2, "memory.max", "memory.current", memory);
   }
 }

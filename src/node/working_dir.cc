@@ -20,14 +20,6 @@ namespace fs = std::filesystem;
 
 constexpr char kCompleteMarker[] = ".tessera-complete";
 
-bool SafeJobId(const std::string& id) {
-  if (id.empty() || id.size() > 128 || id[0] == '.') return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_' || c == '.';
-  });
-}
-
 absl::Status CheckRelativePath(const std::string& path) {
   if (path.empty()) return absl::InvalidArgumentError("working dir archive: an entry has no path");
   if (path.size() > 4096 || path[0] == '/' || path.find('\0') != std::string::npos) {
@@ -66,6 +58,14 @@ absl::Status WriteNewFile(const std::string& path, const std::string& data, mode
 }
 
 }  // namespace
+
+bool IsWorkingDirJobId(const std::string& id) {
+  if (id.empty() || id.size() > 128 || id[0] == '.') return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '-' || c == '_' || c == '.';
+  });
+}
 
 absl::StatusOr<PackedDirectory> PackDirectory(const std::string& dir, uint64_t limit_bytes) {
   std::error_code ec;
@@ -123,7 +123,7 @@ absl::StatusOr<PackedDirectory> PackDirectory(const std::string& dir, uint64_t l
 
 absl::StatusOr<std::string> UnpackWorkingDir(const std::string& root, const std::string& job_id,
                                              const std::string& archive_bytes) {
-  if (!SafeJobId(job_id)) {
+  if (!IsWorkingDirJobId(job_id)) {
     return absl::InvalidArgumentError("job_id: not a job id (letters, digits, '-', '_', '.')");
   }
   v1::DirectoryArchive archive;

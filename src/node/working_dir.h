@@ -28,6 +28,10 @@ struct PackedDirectory {
 // InvalidArgument when `dir` is not a readable folder or its files exceed `limit_bytes`.
 absl::StatusOr<PackedDirectory> PackDirectory(const std::string& dir, uint64_t limit_bytes);
 
+// Whether `id` can name a job's working directory: 1 to 128 of [A-Za-z0-9._-], not starting with
+// '.' (so never ".", ".." or a path).
+bool IsWorkingDirJobId(const std::string& id);
+
 // Unpacks `archive` for `job_id` under `root` (created 0700 when missing) into
 // <root>/<job_id>/ and returns that path; a folder already complete for this job is reused.
 // InvalidArgument (one line naming the entry) for a malformed archive or an unsafe path, and

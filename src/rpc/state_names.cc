@@ -95,6 +95,21 @@ std::string_view PickStatusName(v1::PickStatus status) {
   }
 }
 
+std::string_view ActorStateName(v1::ActorState state) {
+  switch (state) {
+    case v1::ACTOR_STATE_PENDING:
+      return "PENDING";
+    case v1::ACTOR_STATE_ALIVE:
+      return "ALIVE";
+    case v1::ACTOR_STATE_RESTARTING:
+      return "RESTARTING";
+    case v1::ACTOR_STATE_DEAD:
+      return "DEAD";
+    default:
+      return kUnknown;
+  }
+}
+
 std::optional<std::string_view> StateWordOf(const google::protobuf::EnumValueDescriptor& value) {
   const google::protobuf::EnumDescriptor* type = value.type();
   const int number = value.number();

@@ -25,6 +25,8 @@ std::string_view SliceGroupStateName(v1::SliceGroupState state);
 std::string_view JobStateName(v1::JobState state);           // "RUNNING", "SUCCEEDED", "FAILED"
 std::string_view DemandStatusName(v1::DemandStatus status);  // "pending", "infeasible"
 std::string_view PickStatusName(v1::PickStatus status);      // "placed", "pending", "infeasible"
+// "PENDING", "ALIVE", "RESTARTING", "DEAD" (for messages; not one of StateWordOf's six)
+std::string_view ActorStateName(v1::ActorState state);
 
 // The word of a value of one of the six enums above; nullopt for a value of any other enum (those
 // are not shown through this mapping). How generic writers, such as the CLI's JSON, find them.

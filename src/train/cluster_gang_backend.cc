@@ -176,7 +176,7 @@ absl::StatusOr<GangReservation> ClusterGangBackend::Reserve(
 absl::StatusOr<bool> ClusterGangBackend::RoomToGrow(const v1::GangPlacement& placement,
                                                     int extra, const GangReservation& current) {
   if (extra < 1) return false;
-  const std::string probe = absl::StrCat(current.name, "-probe");
+  const std::string probe = ProbeReservationName(current.name);
   absl::StatusOr<GangReservation> reserved;
   if (!placement.slices().empty()) {
     reserved = ReserveSlices(probe, placement, extra, absl::ZeroDuration(), nullptr);

@@ -21,6 +21,15 @@
 
 namespace tessera::train {
 
+// The reservation of a job's attempt ("<job>-<attempt>"), and the probe that looks for room to
+// grow beside reservation `reservation` ("<reservation>-probe").
+inline std::string AttemptReservationName(const std::string& job_id, int attempt) {
+  return job_id + "-" + std::to_string(attempt);
+}
+inline std::string ProbeReservationName(const std::string& reservation) {
+  return reservation + "-probe";
+}
+
 // How many members (workers, nodes or whole slices) a gang may have: min == max unless elastic.
 struct GangSize {
   int min = 1;

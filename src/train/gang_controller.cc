@@ -167,7 +167,7 @@ v1::JobStatus GangController::Run() {
     // (the agents end any rank left in it).
     auto release_attempt = [&] {
       GangReservation held;
-      held.name = absl::StrCat(options_.job_id, "-", attempt);
+      held.name = AttemptReservationName(options_.job_id, attempt);
       held.slice_group = !options_.spec.placement().slices().empty();
       options_.backend->Release(held);
     };
@@ -279,8 +279,8 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
                                      ? absl::Milliseconds(spec.start_timeout_ms())
                                      : absl::Seconds(60);
   const GangSize size = PlacementSize(spec.placement());
-  auto reserved = backend.Reserve(absl::StrCat(options_.job_id, "-", attempt), spec.placement(),
-                                  size, timeout, [this] { return stopping(); });
+  auto reserved = backend.Reserve(AttemptReservationName(options_.job_id, attempt),
+                                  spec.placement(), size, timeout, [this] { return stopping(); });
   if (!reserved.ok()) {
     if (absl::IsCancelled(reserved.status())) return {AttemptEnd::kStopped, "", 0};
     return {AttemptEnd::kNotPlaced,
@@ -485,7 +485,7 @@ GangController::AttemptResult GangController::AdoptAttempt(const v1::StoredAttem
   }
   // A probe for room to grow that the last head had in flight.
   GangReservation probe;
-  probe.name = absl::StrCat(reservation.name, "-probe");
+  probe.name = ProbeReservationName(reservation.name);
   probe.slice_group = reservation.slice_group;
   options_.backend->Release(probe);
   if (options_.log != nullptr) {

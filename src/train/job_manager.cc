@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <iostream>
 #include <utility>
 #include <vector>
 
@@ -16,7 +17,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include <iostream>
 
 #include "base/status_macros.h"
 #include "rpc/status_conversion.h"
@@ -33,7 +33,6 @@ std::string NewJobId() {
   absl::BitGen gen;
   return absl::StrFormat("job-%08x", absl::Uniform<uint32_t>(gen));
 }
-
 
 constexpr size_t kChunkBytes = 64 * 1024;
 

@@ -384,14 +384,14 @@ std::vector<std::string> AgentViewProblems(const AgentReport& report, const Raw&
     AddDevices(lease.allocation(), mine);
     for (const auto& [device, amount] : mine) {
       if (!held->second.contains(device)) {
-        problems.push_back(absl::StrCat("agent ", report.node_id, ": lease ", lease.lease_id(),
+        problems.push_back(absl::StrCat("agent ", report.report.node_id(), ": lease ", lease.lease_id(),
                                         " in bundle ", lease.bundle_index(), " of ",
                                         lease.placement_group(), " uses ", device.first, " ",
                                         device.second, ", not its bundle's"));
       }
     }
   }
-  OverTotal(absl::StrCat("agent ", report.node_id), used, total, devices, problems);
+  OverTotal(absl::StrCat("agent ", report.report.node_id()), used, total, devices, problems);
   return problems;
 }
 

@@ -50,14 +50,10 @@ absl::StatusOr<std::unique_ptr<HeadTap>> HeadTap::Start(const std::string& head_
   return tap;
 }
 
-void HeadTap::Record(const std::string& node_id, const std::string& incarnation, bool registration,
-                     tessera::v1::HeartbeatRequest report) {
+void HeadTap::Record(tessera::v1::HeartbeatRequest report) {
   absl::MutexLock lock(&mu_);
-  AgentReport& slot = reports_[node_id];
-  slot.node_id = node_id;
-  slot.incarnation = incarnation;
+  AgentReport& slot = reports_[report.node_id()];
   slot.at = absl::Now();
-  slot.registration = registration;
   slot.report = std::move(report);
 }
 
@@ -74,7 +70,7 @@ grpc::Status HeadTap::RegisterNode(grpc::ServerContext* context,
   report.set_incarnation(request->node().incarnation());
   *report.mutable_leases() = request->leases();
   *report.mutable_bundles() = request->bundles();
-  Record(request->node().node_id(), request->node().incarnation(), true, std::move(report));
+  Record(std::move(report));
   grpc::ClientContext forward;
   rpc::ConfigureClientContext(&forward, token_, ForwardTimeout(*context));
   return Unreached(head_->RegisterNode(&forward, *request, response));
@@ -83,7 +79,7 @@ grpc::Status HeadTap::RegisterNode(grpc::ServerContext* context,
 grpc::Status HeadTap::Heartbeat(grpc::ServerContext* context,
                                 const tessera::v1::HeartbeatRequest* request,
                                 tessera::v1::HeartbeatResponse* response) {
-  Record(request->node_id(), request->incarnation(), false, *request);
+  Record(*request);
   grpc::ClientContext forward;
   rpc::ConfigureClientContext(&forward, token_, ForwardTimeout(*context));
   return Unreached(head_->Heartbeat(&forward, *request, response));

@@ -27,11 +27,9 @@ namespace tessera::testing {
 
 // One agent's latest report, as its RegisterNode or Heartbeat carried it.
 struct AgentReport {
-  std::string node_id;
-  std::string incarnation;
   absl::Time at;  // when it arrived
-  bool registration = false;
-  tessera::v1::HeartbeatRequest report;  // leases and bundles (a registration's copied in)
+  // Node id, incarnation, leases and bundles (a registration's copied in).
+  tessera::v1::HeartbeatRequest report;
 };
 
 class HeadTap final : public tessera::v1::Head::Service {
@@ -58,8 +56,7 @@ class HeadTap final : public tessera::v1::Head::Service {
 
  private:
   HeadTap(const std::string& head_address, std::string token);
-  void Record(const std::string& node_id, const std::string& incarnation, bool registration,
-              tessera::v1::HeartbeatRequest report);
+  void Record(tessera::v1::HeartbeatRequest report);
 
   std::string token_;
   std::unique_ptr<tessera::v1::Head::Stub> head_;

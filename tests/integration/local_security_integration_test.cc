@@ -2,14 +2,10 @@
 // they prepared, a permissive umask, copied pid files (docs/cluster-runtime.md, "Security model").
 // Tests that need a second user run as root (they give files to uid 65534) and skip otherwise.
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
