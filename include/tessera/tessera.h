@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -68,6 +69,12 @@ struct InitOptions {
   int max_workers_per_kind = 64;
   // Copy workers' stdout and stderr to this process's.
   bool forward_worker_output = true;
+  // The command a leased worker runs; empty is this program's own command line (the worker
+  // contract above). A front end in another language names its worker here (the Python
+  // package: its interpreter with -m tessera._private.worker_main).
+  std::vector<std::string> worker_command;
+  // Added to every leased worker's environment (Tessera's own worker variables win).
+  std::map<std::string, std::string> worker_env;
 };
 
 // Connects this program to the cluster as a driver, or, in a worker process, runs tasks and never

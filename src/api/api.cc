@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "api/driver_runtime.h"
+#include "api/foreign_calls.h"
 #include "api/reservations.h"
 #include "tessera/tessera.h"
 #include "worker/worker_runtime.h"
@@ -198,6 +199,43 @@ absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* 
   auto current = CurrentOrNested(&why);
   if (current == nullptr) return why;
   return current->FindNamedActor(name, type_name);
+}
+
+ObjectRefBase SubmitTaskByName(const FunctionDescriptor& function, const TaskOptions& options,
+                               std::vector<TaskArgument> args) {
+  absl::Status why;
+  auto current = CurrentOrNested(&why);
+  if (current == nullptr) return FailedRef(why);
+  return current->SubmitByName(function, options, std::move(args));
+}
+
+absl::StatusOr<std::string> CreateActorByName(const FunctionDescriptor& function,
+                                              const ActorOptions& options,
+                                              std::vector<TaskArgument> args,
+                                              const std::string& type_name) {
+  absl::Status why;
+  auto current = CurrentOrNested(&why);
+  if (current == nullptr) return why;
+  return current->CreateActorByName(function, options, std::move(args), type_name);
+}
+
+ObjectRefBase PutParts(const std::vector<std::string_view>& parts,
+                       const std::vector<ObjectRefData>& contained) {
+  absl::Status why;
+  auto current = CurrentOrNested(&why);
+  if (current == nullptr) return FailedRef(why);
+  return current->PutParts(parts, contained);
+}
+
+v1::Language LanguageOfClass(std::string_view class_name) {
+  return class_name.substr(0, kPythonClassPrefix.size()) == kPythonClassPrefix
+             ? v1::LANGUAGE_PYTHON
+             : v1::LANGUAGE_CPP;
+}
+
+std::string DriverId() {
+  auto current = Current();
+  return current == nullptr ? "" : current->driver_id();
 }
 
 }  // namespace internal

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "api/error_payloads.h"
 #include "api/node_affinity.h"
 #include "api/object_location.h"
 #include "api/owner_service.h"
@@ -64,6 +65,13 @@ std::pair<std::string, std::string> LocalNode(const cli::StateFolder& state,
     if (pid.has_value() && cli::ProcessAlive(*pid)) return {node, *address};
   }
   return {"", agent_address};
+}
+
+void RefToProto(const ObjectRefData& ref, v1::ObjectRefProto* proto) {
+  proto->set_object_id(ref.id.Binary());
+  proto->set_owner_node_id(ref.owner.node_id);
+  proto->set_owner_address(ref.owner.address);
+  proto->set_owner_worker_id(ref.owner.worker_id);
 }
 
 ObjectRefBase Failed(absl::Status status) {
@@ -139,6 +147,8 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
   leases.owner_address = runtime->server_->address();
   leases.job_id = runtime->owner_.worker_id;
   leases.forward_output = options.forward_worker_output;
+  leases.worker_command = options.worker_command;
+  leases.worker_env = options.worker_env;
   runtime->token_ = *token;
   if (!head_address.empty()) runtime->head_ = v1::Head::NewStub(rpc::MakeChannel(head_address));
   DriverRuntime* runtime_ptr = runtime.get();
@@ -252,6 +262,13 @@ ObjectRefBase DriverRuntime::Submit(internal::AnyFunction fn, const TaskOptions&
     return Failed(absl::InvalidArgumentError(
         "the function is not registered: add TESSERA_REMOTE(its_name) at namespace scope"));
   }
+  return SubmitByName(internal::FunctionDescriptor{*name}, options, std::move(args));
+}
+
+ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& function,
+                                          const TaskOptions& options,
+                                          std::vector<internal::TaskArgument> args) {
+  const std::string* name = &function.name;
   if (options.max_retries < 0) {
     return Failed(absl::InvalidArgumentError(
         absl::StrCat("task ", *name, ": max_retries ", options.max_retries, " is negative")));
@@ -273,12 +290,18 @@ ObjectRefBase DriverRuntime::Submit(internal::AnyFunction fn, const TaskOptions&
   const ObjectId return_id = ObjectId::ForTaskReturn(task_id, 1);
   objects_->AddPending(return_id);
   ObjectRefBase result = MakeOwnedRef(return_id);
+  // The code a worker fetches lives until the task is done, whatever the caller keeps.
+  if (function.code.has_value()) {
+    objects_->OnReady(return_id, [keep = *function.code](const absl::StatusOr<std::string>&) {});
+  }
 
   auto task = std::make_shared<QueuedTask>();
   task->return_id = return_id;
   task->max_retries = options.max_retries;
   task->spec.set_task_id(task_id.Binary());
   task->spec.set_function(*name);
+  task->spec.set_language(function.language);
+  if (function.code.has_value()) RefToProto(function.code->data(), task->spec.mutable_function_ref());
   // Arguments owned here wait in the table; each is inlined when its value arrives.
   std::vector<std::pair<int, ObjectRefBase>> waits;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -292,11 +315,7 @@ ObjectRefBase DriverRuntime::Submit(internal::AnyFunction fn, const TaskOptions&
     if (ref.owner.address == owner_.address) {
       waits.emplace_back(static_cast<int>(i), *args[i].ref);
     } else {
-      v1::ObjectRefProto* proto = arg->mutable_ref();
-      proto->set_object_id(ref.id.Binary());
-      proto->set_owner_node_id(ref.owner.node_id);
-      proto->set_owner_address(ref.owner.address);
-      proto->set_owner_worker_id(ref.owner.worker_id);
+      RefToProto(ref, arg->mutable_ref());
     }
   }
   if (waits.empty()) {
@@ -332,17 +351,12 @@ ObjectRefBase DriverRuntime::Submit(internal::AnyFunction fn, const TaskOptions&
         absl::MutexLock lock(&pending->mu);
         if (value.ok() && IsStoredEnvelope(*value)) {
           // Large: the worker asks this owner where it lies and reads it from a store.
-          v1::ObjectRefProto* proto = task->spec.mutable_args(index)->mutable_ref();
-          proto->set_object_id(ref.id().Binary());
-          proto->set_owner_node_id(owner.node_id);
-          proto->set_owner_address(owner.address);
-          proto->set_owner_worker_id(owner.worker_id);
+          RefToProto(ObjectRefData{ref.id(), owner}, task->spec.mutable_args(index)->mutable_ref());
         } else if (value.ok()) {
           task->spec.mutable_args(index)->set_value(*value);
         } else if (pending->failed.ok()) {
-          pending->failed = absl::Status(
-              value.status().code(), absl::StrCat("task ", task->spec.function(), ": argument ",
-                                                  index, ": ", value.status().message()));
+          pending->failed = WithContext(
+              value.status(), absl::StrCat("task ", task->spec.function(), ": argument ", index, ": "));
         }
         last = --pending->left == 0;
         failed = pending->failed;
@@ -420,6 +434,27 @@ ObjectRefBase DriverRuntime::Put(std::string value) {
   return MakeOwnedRef(id);
 }
 
+ObjectRefBase DriverRuntime::PutParts(const std::vector<std::string_view>& parts,
+                                      const std::vector<ObjectRefData>& contained) {
+  for (const ObjectRefData& ref : contained) {
+    if (ref.owner.address == owner_.address) (void)objects_->Keep(ref.id);
+  }
+  const ObjectId id = ObjectId::ForPut(driver_task_, puts_.fetch_add(1));
+  size_t size = 0;
+  for (std::string_view part : parts) size += part.size();
+  if (size >= kInlineValueLimitBytes) {
+    if (auto where = store_->PutParts(id, parts); where.ok()) {
+      objects_->AddValue(id, EncodeStoredEnvelope(*where));
+      return MakeOwnedRef(id);
+    }
+  }
+  std::string value;
+  value.reserve(size);
+  for (std::string_view part : parts) value.append(part.data(), part.size());
+  objects_->AddValue(id, std::move(value));
+  return MakeOwnedRef(id);
+}
+
 absl::StatusOr<std::string> DriverRuntime::CreateActor(internal::AnyFunction factory,
                                                        const ActorOptions& options,
                                                        std::vector<internal::TaskArgument> args,
@@ -429,6 +464,14 @@ absl::StatusOr<std::string> DriverRuntime::CreateActor(internal::AnyFunction fac
     return absl::InvalidArgumentError(
         "the actor factory is not registered: add TESSERA_ACTOR(its_name) at namespace scope");
   }
+  return CreateActorByName(internal::FunctionDescriptor{*name}, options, std::move(args),
+                           type_name);
+}
+
+absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
+    const internal::FunctionDescriptor& function, const ActorOptions& options,
+    std::vector<internal::TaskArgument> args, const std::string& type_name) {
+  const std::string* name = &function.name;
   if (options.max_restarts < 0 || options.max_task_retries < 0 || options.max_concurrency < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "actor ", *name, ": max_restarts and max_task_retries must be >= 0 and max_concurrency "
@@ -454,6 +497,10 @@ absl::StatusOr<std::string> DriverRuntime::CreateActor(internal::AnyFunction fac
   constructor.spec.set_function(*name);
   constructor.spec.set_actor_id(actor_task.Binary());
   constructor.spec.set_max_concurrency(options.max_concurrency);
+  constructor.spec.set_language(function.language);
+  if (function.code.has_value()) {
+    RefToProto(function.code->data(), constructor.spec.mutable_function_ref());
+  }
   for (size_t i = 0; i < args.size(); ++i) {
     if (!args[i].ref.has_value()) {
       KeepRefsInside(args[i].value);
@@ -463,8 +510,7 @@ absl::StatusOr<std::string> DriverRuntime::CreateActor(internal::AnyFunction fac
     // The constructor runs again on every restart: its arguments are resolved once, here.
     auto value = Get(*args[i].ref, absl::InfiniteDuration());
     if (!value.ok()) {
-      return absl::Status(value.status().code(), absl::StrCat("actor ", *name, ": argument ", i,
-                                                              ": ", value.status().message()));
+      return WithContext(value.status(), absl::StrCat("actor ", *name, ": argument ", i, ": "));
     }
     constructor.spec.add_args()->set_value(std::move(*value).ToString());
   }
@@ -479,6 +525,8 @@ absl::StatusOr<std::string> DriverRuntime::CreateActor(internal::AnyFunction fac
   actor_shape.env = options.env;
   ActorEntry entry{actor_shape.key, options.name, type_name};
   entry.owner = options.detached ? "" : driver_id();
+  entry.language = function.language;
+  entry.code = function.code;
   {
     absl::MutexLock lock(&actors_mu_);
     if (!options.name.empty()) {
@@ -511,6 +559,7 @@ absl::StatusOr<std::string> DriverRuntime::CreateActor(internal::AnyFunction fac
 ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const std::string& method,
                                              std::vector<internal::TaskArgument> args) {
   std::string shape_key;
+  v1::Language language = v1::LANGUAGE_CPP;
   {
     absl::MutexLock lock(&actors_mu_);
     auto it = actors_.find(actor_id);
@@ -518,11 +567,13 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
       return Failed(absl::NotFoundError(absl::StrCat("no actor ", actor_id, " in this driver")));
     }
     shape_key = it->second.shape_key;
+    language = it->second.language;
   }
   const TaskId task_id = TaskId::FromRandom();
   QueuedTask call;
   call.spec.set_task_id(task_id.Binary());
   call.spec.set_function(method);
+  call.spec.set_language(language);
   call.return_id = ObjectId::ForTaskReturn(task_id, 1);
   for (size_t i = 0; i < args.size(); ++i) {
     if (!args[i].ref.has_value()) {
@@ -533,9 +584,7 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
     // Resolved before the call is numbered, so calls keep the order they were made in.
     auto value = Get(*args[i].ref, absl::InfiniteDuration());
     if (!value.ok()) {
-      return Failed(absl::Status(value.status().code(),
-                                 absl::StrCat("task ", method, ": argument ", i, ": ",
-                                              value.status().message())));
+      return Failed(WithContext(value.status(), absl::StrCat("task ", method, ": argument ", i, ": ")));
     }
     call.spec.add_args()->set_value(std::move(*value).ToString());
   }
@@ -572,7 +621,7 @@ absl::StatusOr<std::string> DriverRuntime::FindNamedActor(const std::string& nam
     absl::MutexLock lock(&actors_mu_);
     auto it = actor_names_.find(name);
     if (it != actor_names_.end()) {
-      if (actors_.at(it->second).type_name != type_name) {
+      if (*type_name != '\0' && actors_.at(it->second).type_name != type_name) {
         return absl::InvalidArgumentError(
             absl::StrCat("the actor named ", Quote(name), " is of another class"));
       }
@@ -643,7 +692,7 @@ absl::StatusOr<std::string> DriverRuntime::AttachNamedActor(const std::string& n
                         absl::StrCat("cannot look up the actor named ", Quote(name),
                                      " at the head: ", found.status().message()));
   }
-  if (found->class_name() != type_name) {
+  if (*type_name != '\0' && found->class_name() != type_name) {
     return absl::InvalidArgumentError(
         absl::StrCat("the actor named ", Quote(name), " is of another class"));
   }
@@ -661,7 +710,9 @@ absl::StatusOr<std::string> DriverRuntime::AttachNamedActor(const std::string& n
     absl::MutexLock lock(&actors_mu_);
     auto it = actors_.find(id);
     if (it != actors_.end() && it->second.shape_key == shape.key) return id;
-    actors_[id] = ActorEntry{shape.key, name, type_name, /*attached=*/true};
+    ActorEntry entry{shape.key, name, found->class_name(), /*attached=*/true};
+    entry.language = internal::LanguageOfClass(found->class_name());
+    actors_[id] = std::move(entry);
   }
   const WorkerHandle handle = submitter_->NewHandle();
   TaskSubmitter* submitter = submitter_.get();

@@ -7,7 +7,9 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -17,6 +19,7 @@
 #include "absl/synchronization/notification.h"
 #include "api/actor_directory_client.h"
 #include "api/driver_keepalive.h"
+#include "api/foreign_calls.h"
 #include "api/object_node_store.h"
 #include "api/object_table.h"
 #include "api/task_submitter.h"
@@ -36,20 +39,29 @@ class DriverRuntime {
 
   ObjectRefBase Submit(internal::AnyFunction fn, const TaskOptions& options,
                        std::vector<internal::TaskArgument> args);
+  ObjectRefBase SubmitByName(const internal::FunctionDescriptor& function,
+                             const TaskOptions& options, std::vector<internal::TaskArgument> args);
   // The value: inline from the table, or a pinned view of the local store for a large one
   // (pulled from its node first when it lies elsewhere).
   absl::StatusOr<internal::SerializedValue> Get(const ObjectRefBase& ref, absl::Duration timeout);
   std::vector<bool> Wait(const std::vector<const ObjectRefBase*>& refs, int num,
                          absl::Duration timeout);
   ObjectRefBase Put(std::string value);
+  ObjectRefBase PutParts(const std::vector<std::string_view>& parts,
+                         const std::vector<ObjectRefData>& contained);
 
   // Actors (include/tessera/actor.h): the id (hex) of a new actor, or why it cannot be made.
   absl::StatusOr<std::string> CreateActor(internal::AnyFunction factory, const ActorOptions& options,
                                           std::vector<internal::TaskArgument> args,
                                           const char* type_name);
+  absl::StatusOr<std::string> CreateActorByName(const internal::FunctionDescriptor& function,
+                                                const ActorOptions& options,
+                                                std::vector<internal::TaskArgument> args,
+                                                const std::string& type_name);
   ObjectRefBase SubmitActorTask(const std::string& actor_id, const std::string& method,
                                 std::vector<internal::TaskArgument> args);
   absl::Status KillActor(const std::string& actor_id);
+  // The id of the live actor named `name`; `type_name` "" matches any class.
   absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name);
   TaskStats stats() const { return submitter_->stats(); }
   void Shutdown();
@@ -92,6 +104,8 @@ class DriverRuntime {
     bool attached = false;  // owned by another driver, found by name in the head's directory
     std::string owner;      // at the head: this driver's id, "" when detached
     int restarts = 0;
+    v1::Language language = v1::LANGUAGE_CPP;
+    std::optional<ObjectRefBase> code;  // its class, for workers of other languages
   };
   // The head's record of a named actor of this driver, in `state`.
   v1::ActorInfo DirectoryRecord(const std::string& id, const ActorEntry& entry,

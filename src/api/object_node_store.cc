@@ -1,6 +1,7 @@
 #include "api/object_node_store.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <utility>
 
@@ -74,21 +75,38 @@ bool NodeObjectStore::Available() {
 }
 
 absl::StatusOr<v1::StoredObject> NodeObjectStore::Put(const ObjectId& id, std::string_view bytes) {
+  return PutParts(id, {bytes});
+}
+
+absl::StatusOr<v1::StoredObject> NodeObjectStore::PutParts(
+    const ObjectId& id, const std::vector<std::string_view>& parts) {
+  uint64_t size = 0;
+  for (std::string_view part : parts) size += part.size();
   absl::MutexLock lock(&mu_);
   auto client = Local();
   if (!client.ok()) return client.status();
-  absl::Status put = (*client)->Put(id, bytes, "", CreateObjectOptions{});
-  if (put.code() == absl::StatusCode::kAlreadyExists) {
+  absl::StatusOr<MutableObjectBuffer> buffer =
+      (*client)->Create(id, size, "", CreateObjectOptions{});
+  if (buffer.status().code() == absl::StatusCode::kAlreadyExists) {
     // An earlier attempt of the same task got this far before its result was lost.
     (void)(*client)->Delete(id);
-    put = (*client)->Put(id, bytes, "", CreateObjectOptions{});
+    buffer = (*client)->Create(id, size, "", CreateObjectOptions{});
   }
-  if (!put.ok()) return put;
+  if (!buffer.ok()) return buffer.status();
+  uint8_t* to = buffer->data();
+  for (std::string_view part : parts) {
+    if (!part.empty()) std::memcpy(to, part.data(), part.size());
+    to += part.size();
+  }
+  if (absl::Status sealed = (*client)->Seal(id); !sealed.ok()) {
+    (void)(*client)->Abort(id);
+    return sealed;
+  }
   CountObjectPath(&internal::ObjectPathStats::store_puts);
   v1::StoredObject where;
   where.set_node_id(options_.node_id);
   where.set_agent_address(options_.agent_address);
-  where.set_size(bytes.size());
+  where.set_size(size);
   return where;
 }
 

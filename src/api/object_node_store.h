@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -63,6 +64,9 @@ class NodeObjectStore {
   // Puts `bytes` as the primary copy (not evictable) of `id` in this node's store. A copy left by
   // an earlier attempt of the same task is replaced.
   absl::StatusOr<v1::StoredObject> Put(const ObjectId& id, std::string_view bytes);
+  // The same for a value in pieces: each is copied once, straight into the store's memory.
+  absl::StatusOr<v1::StoredObject> PutParts(const ObjectId& id,
+                                            const std::vector<std::string_view>& parts);
 
   // A pinned view of `id`, which `where` says lies on some node: read in place on this node,
   // else pulled into this node's store first (a secondary, evictable copy).

@@ -79,6 +79,25 @@ TEST_F(NodeObjectStoreTest, PutThenReadInPlaceThenDelete) {
   EXPECT_THAT(std::string(gone.status().message()), HasSubstr("no longer in node n1"));
 }
 
+TEST_F(NodeObjectStoreTest, PutPartsWritesThePiecesInOrderAsOneObject) {
+  NodeObjectStore store = Store();
+  const ObjectId id = ObjectId::FromRandom();
+  const std::string head(10, 'h');
+  const std::string body(150 * 1024, 'b');
+  const std::string tail = "end";
+  auto where = store.PutParts(id, {head, body, "", tail});
+  ASSERT_TRUE(where.ok()) << where.status();
+  EXPECT_EQ(where->size(), head.size() + body.size() + tail.size());
+  {
+    auto value = store.Read(id, *where, absl::InfiniteFuture());
+    ASSERT_TRUE(value.ok()) << value.status();
+    EXPECT_EQ(value->view(), head + body + tail);
+  }
+  // Once no reader pins it, a retried task's second put of its return replaces the first.
+  ASSERT_TRUE(store.PutParts(id, {tail}).ok());
+  EXPECT_EQ(store.Read(id, *where, absl::InfiniteFuture())->view(), tail);
+}
+
 TEST_F(NodeObjectStoreTest, WithoutAStoreNothingIsAvailable) {
   NodeObjectStoreOptions options;
   options.socket_path = dir_ + "/nothing.sock";

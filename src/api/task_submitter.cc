@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "api/error_payloads.h"
 
 namespace tessera::api {
 namespace {
@@ -15,13 +16,23 @@ constexpr double kMinRunNanos = 2000;
 
 absl::Status TaskErrorStatus(const std::string& function, const v1::TaskError& error) {
   if (error.kind() == "application") {
-    return absl::UnknownError(absl::StrCat("task ", function, " failed: ", error.type(),
-                                           error.message().empty() ? "" : ": ", error.message()));
+    return WithException(
+        WithErrorKind(absl::UnknownError(absl::StrCat("task ", function, " failed: ", error.type(),
+                                                      error.message().empty() ? "" : ": ",
+                                                      error.message())),
+                      ErrorKind::kTaskError),
+        error.exception(), error.traceback());
   }
   return absl::InvalidArgumentError(absl::StrCat("task ", function, ": ", error.message()));
 }
 
 namespace {
+
+// What a call to a dead actor gets.
+absl::Status ActorDeadStatus(const std::string& display, const std::string& cause) {
+  return WithErrorKind(absl::UnavailableError(absl::StrCat(display, " is dead: ", cause)),
+                       ErrorKind::kActorDied);
+}
 
 // Why an actor whose constructor did not make an instance is dead.
 std::string ConstructorFailure(const std::string& factory, const v1::TaskError& error) {
@@ -144,7 +155,10 @@ void TaskSubmitter::LeaseFailed(const std::string& shape_key, const absl::Status
                       outcomes);
     } else if (shape.workers.empty() &&
         (permanent || shape.start_failures >= options_.max_start_failures)) {
-      FailQueuedLocked(shape, status, outcomes);
+      // Permanent: no node can ever run it (infeasible, or its hard affinity's node is gone).
+      FailQueuedLocked(
+          shape, permanent ? WithErrorKind(status, ErrorKind::kTaskUnschedulable) : status,
+          outcomes);
       shape.start_failures = 0;  // a later task may try again
     } else if (!permanent) {
       MaybeGrowLocked(shape);
@@ -158,8 +172,7 @@ void TaskSubmitter::FailQueuedLocked(Shape& shape, const absl::Status& status,
   for (QueuedTask& task : shape.queue) {
     ++stats_.failed;
     out.emplace_back(task.return_id,
-                     absl::Status(status.code(), absl::StrCat("task ", task.spec.function(),
-                                                              ": ", status.message())));
+                     WithContext(status, absl::StrCat("task ", task.spec.function(), ": ")));
   }
   shape.queue.clear();
 }
@@ -193,7 +206,7 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
         // (it would throw again). The calls already sent would only hear "no instance" from the
         // worker, so they get that error here; the worker is let go.
         const absl::Status dead =
-            absl::UnavailableError(absl::StrCat(shape.actor_spec.display, " is dead: ", cause));
+            ActorDeadStatus(shape.actor_spec.display, cause);
         for (auto& [id, call] : worker.in_flight) {
           ++stats_.failed;
           outcomes.emplace_back(call.return_id, dead);
@@ -255,10 +268,12 @@ void TaskSubmitter::WorkerDied(WorkerHandle handle, const std::string& cause) {
         ++stats_.failed;
         outcomes.emplace_back(
             task.return_id,
-            absl::UnavailableError(absl::StrCat(
-                "task ", task.spec.function(), " failed: its worker died (", cause, ") on ",
-                runs == 1 ? "its only attempt" : absl::StrCat("each of ", runs, " attempts"),
-                " (max_retries ", task.max_retries, ")")));
+            WithErrorKind(absl::UnavailableError(absl::StrCat(
+                              "task ", task.spec.function(), " failed: its worker died (", cause,
+                              ") on ",
+                              runs == 1 ? "its only attempt" : absl::StrCat("each of ", runs, " attempts"),
+                              " (max_retries ", task.max_retries, ")")),
+                          ErrorKind::kWorkerCrashed));
       }
     }
     for (auto it = retry.rbegin(); it != retry.rend(); ++it) {
@@ -358,9 +373,8 @@ void TaskSubmitter::SubmitActorCall(const std::string& shape_key, QueuedTask cal
       ++stats_.failed;
       outcomes.emplace_back(
           call.return_id,
-          absl::UnavailableError(absl::StrCat(it->second.actor_spec.display, " is dead: ",
-                                              shut_down_ ? "tessera is shut down"
-                                                         : it->second.death)));
+          ActorDeadStatus(it->second.actor_spec.display,
+                          shut_down_ ? "tessera is shut down" : it->second.death));
     } else {
       Shape& shape = it->second;
       call.spec.set_kind(v1::ACTOR_METHOD);
@@ -408,8 +422,7 @@ void TaskSubmitter::KillActor(const std::string& shape_key) {
         if (task.spec.kind() == v1::ACTOR_CREATE) continue;
         ++stats_.failed;
         outcomes.emplace_back(task.return_id,
-                              absl::UnavailableError(absl::StrCat(
-                                  shape.actor_spec.display, " is dead: killed by tessera::Kill")));
+                              ActorDeadStatus(shape.actor_spec.display, "killed by tessera::Kill"));
       }
       RemoveWorkerLocked(worker);
     }
@@ -427,7 +440,7 @@ void TaskSubmitter::ActorDeadLocked(Shape& shape, const std::string& cause,
     actor_observer_(shape.shape.key, ActorChange{ActorChange::Kind::kDead, shape.restarts, cause});
   }
   const absl::Status dead =
-      absl::UnavailableError(absl::StrCat(shape.actor_spec.display, " is dead: ", cause));
+      ActorDeadStatus(shape.actor_spec.display, cause);
   for (QueuedTask& task : shape.queue) {
     if (task.spec.kind() == v1::ACTOR_CREATE) continue;
     ++stats_.failed;
@@ -453,8 +466,7 @@ void TaskSubmitter::ActorWorkerDiedLocked(Shape& shape, Worker& worker, const st
                      " times (max_restarts ", shape.actor_spec.max_restarts, ")");
     for (QueuedTask& task : pending) {
       ++stats_.failed;
-      out.emplace_back(task.return_id, absl::UnavailableError(absl::StrCat(
-                                           shape.actor_spec.display, " is dead: ", death)));
+      out.emplace_back(task.return_id, ActorDeadStatus(shape.actor_spec.display, death));
     }
     ActorDeadLocked(shape, death, out);
     return;
@@ -476,12 +488,14 @@ void TaskSubmitter::ActorWorkerDiedLocked(Shape& shape, Worker& worker, const st
       retry.push_back(std::move(task));
     } else {
       ++stats_.failed;
-      out.emplace_back(task.return_id,
-                       absl::UnavailableError(absl::StrCat(
-                           shape.actor_spec.display, ": call ", task.spec.function(),
-                           " failed: the actor's process died (", cause, ") while it ran (",
-                           runs == 1 ? "its only attempt" : absl::StrCat("each of ", runs, " attempts"),
-                           ", max_task_retries ", task.max_retries, "); the actor restarts")));
+      out.emplace_back(
+          task.return_id,
+          WithErrorKind(absl::UnavailableError(absl::StrCat(
+                            shape.actor_spec.display, ": call ", task.spec.function(),
+                            " failed: the actor's process died (", cause, ") while it ran (",
+                            runs == 1 ? "its only attempt" : absl::StrCat("each of ", runs, " attempts"),
+                            ", max_task_retries ", task.max_retries, "); the actor restarts")),
+                        ErrorKind::kActorUnavailable));
     }
   }
   for (auto it = retry.rbegin(); it != retry.rend(); ++it) shape.queue.push_front(std::move(*it));

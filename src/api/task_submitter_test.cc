@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "api/error_payloads.h"
 #include "api/submitter_test_fakes.h"
 
 namespace tessera::api {
@@ -124,6 +125,7 @@ TEST_F(SubmitterTest, DeadWorkersTasksRetryThenFailNamingTheCause) {
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(status.message()), HasSubstr("killed by signal 9 (SIGKILL)"));
   EXPECT_THAT(std::string(status.message()), HasSubstr("each of 2 attempts"));
+  EXPECT_EQ(ErrorKindOf(status), "WORKER_CRASHED");
   const TaskStats stats = submitter_.stats();
   EXPECT_EQ(stats.retries, 1);
   EXPECT_EQ(stats.failed, 1);
@@ -156,9 +158,16 @@ TEST_F(SubmitterTest, ApplicationErrorsAreNotRetried) {
   r->mutable_error()->set_kind("application");
   r->mutable_error()->set_type("std::runtime_error");
   r->mutable_error()->set_message("bad input");
+  r->mutable_error()->set_exception("serialized exception");
+  r->mutable_error()->set_traceback("remote traceback");
   submitter_.OnResults(h, results);
   ASSERT_EQ(outcomes_.count(id), 1u);
-  EXPECT_EQ(outcomes_.at(id).status().message(), "task f failed: std::runtime_error: bad input");
+  const absl::Status& status = outcomes_.at(id).status();
+  EXPECT_EQ(status.message(), "task f failed: std::runtime_error: bad input");
+  // What a Python caller re-raises travels with the status.
+  EXPECT_EQ(ErrorKindOf(status), "TASK_ERROR");
+  EXPECT_EQ(ExceptionOf(status), "serialized exception");
+  EXPECT_EQ(TracebackOf(status), "remote traceback");
   EXPECT_EQ(submitter_.stats().retries, 0);
 }
 
@@ -167,6 +176,7 @@ TEST_F(SubmitterTest, PermanentLeaseFailureFailsWaitingTasks) {
   submitter_.LeaseFailed(shape_.key, absl::ResourceExhaustedError("infeasible: no GPU"), true);
   ASSERT_EQ(outcomes_.count(id), 1u);
   EXPECT_EQ(outcomes_.at(id).status().message(), "task f: infeasible: no GPU");
+  EXPECT_EQ(ErrorKindOf(outcomes_.at(id).status()), "TASK_UNSCHEDULABLE");
 }
 
 TEST_F(SubmitterTest, StartFailuresRetryThenFail) {

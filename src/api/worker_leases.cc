@@ -53,7 +53,9 @@ void WriteOut(FILE* to, const std::string& data) {
 }  // namespace
 
 WorkerLeases::WorkerLeases(WorkerLeasesOptions options, TaskSubmitter* submitter)
-    : options_(std::move(options)), submitter_(submitter), argv_(OwnCommandLine()) {
+    : options_(std::move(options)),
+      submitter_(submitter),
+      argv_(options_.worker_command.empty() ? OwnCommandLine() : options_.worker_command) {
   std::error_code ec;
   cwd_ = std::filesystem::current_path(ec).string();
   if (!options_.head_address.empty()) {
@@ -242,8 +244,10 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
   for (const std::string& arg : argv_) worker.add_argv(arg);
   auto& env = *worker.mutable_env();
   env.insert(shape.env.begin(), shape.env.end());  // the actor's own; Tessera's below win
+  env.insert(options_.worker_env.begin(), options_.worker_env.end());
   env[std::string(worker::kWorkerModeEnv)] = std::string("1");
   env[std::string(worker::kOwnerAddressEnv)] = options_.owner_address;
+  env[std::string(worker::kJobIdEnv)] = options_.job_id;
   // No token here: the agent gives the worker a private file to read it from.
   env.erase(std::string(worker::kTokenEnv));
   // What the worker's own driver runtime needs when a task submits tasks (nested calls).

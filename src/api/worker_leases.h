@@ -45,6 +45,10 @@ struct WorkerLeasesOptions {
   std::string state_dir;      // to find this host's live agent when agent_address is ""
   std::string owner_address;  // this driver's Owner service
   std::string job_id;
+  // What workers run (empty: this program's own command line) and what is added to their
+  // environment (InitOptions::worker_command, worker_env).
+  std::vector<std::string> worker_command;
+  std::map<std::string, std::string> worker_env;
   bool forward_output = true;
   // How long a granted worker may take to call WorkerReady.
   absl::Duration ready_timeout = absl::Seconds(30);

@@ -38,6 +38,12 @@ std::string CurrentExceptionTypeName() {
 }
 
 v1::TaskResult ExecuteTask(const v1::TaskSpec& spec, const ArgumentFetcher& fetch) {
+  if (spec.language() != v1::LANGUAGE_CPP) {
+    return Failure(spec, "invalid", "",
+                   absl::StrCat("task ", spec.function(), " is written in ",
+                                v1::Language_Name(spec.language()),
+                                " and this is a C++ worker"));
+  }
   const internal::Invoker* invoker = internal::FindInvoker(spec.function());
   if (invoker == nullptr) {
     return Failure(spec, "invalid", "",

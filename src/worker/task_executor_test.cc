@@ -94,5 +94,15 @@ TEST(TaskExecutorTest, UnknownFunctionAndBadArguments) {
   EXPECT_THAT(bad.error().message(), HasSubstr("arguments of Twice"));
 }
 
+TEST(TaskExecutorTest, ATaskOfAnotherLanguageIsRefusedWithoutRunning) {
+  v1::TaskSpec spec = Spec("Twice");
+  spec.set_language(v1::LANGUAGE_PYTHON);
+  AddValue(spec, SerializeValue(21));
+  v1::TaskResult result = ExecuteTask(spec, NoFetch());
+  ASSERT_TRUE(result.has_error());
+  EXPECT_EQ(result.error().kind(), "invalid");
+  EXPECT_THAT(result.error().message(), HasSubstr("LANGUAGE_PYTHON and this is a C++ worker"));
+}
+
 }  // namespace
 }  // namespace tessera::worker

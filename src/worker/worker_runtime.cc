@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -48,6 +49,7 @@ struct WorkerGlobals {
   // This node's agent (read beside the store's socket).
   std::string agent_address;
   std::string bind_address = "127.0.0.1";
+  TaskRunner runner;
 };
 
 WorkerGlobals* globals = nullptr;  // set once by RunWorker before any task runs
@@ -117,7 +119,7 @@ absl::StatusOr<internal::SerializedValue> FetchFromOwner(const v1::ObjectRefProt
 // Runs `task`; a large result goes into this node's store and the result says where it lies
 // (the stored-value envelope) instead of carrying it.
 v1::TaskResult Execute(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
-  v1::TaskResult result = ExecuteTask(task, fetch);
+  v1::TaskResult result = globals->runner(task, fetch);
   if (!result.has_value() || result.value().size() < api::kInlineValueLimitBytes ||
       globals == nullptr || globals->store == nullptr) {
     return result;
@@ -247,6 +249,11 @@ std::vector<int> ParseIds(const std::string& text) {
   return ids;
 }
 
+// The service and server of the running worker (leaked on purpose: the process ends with _exit,
+// never by unwinding main).
+WorkerService* service = nullptr;
+rpc::RpcServer* server = nullptr;
+
 }  // namespace
 
 bool InWorkerMode() { return Env(kWorkerModeEnv) == "1"; }
@@ -256,36 +263,47 @@ const RuntimeContext& CurrentContext() {
   return globals != nullptr ? globals->context : *driver_context;
 }
 
-void RunWorker() {
+absl::Status StartWorker(TaskRunner runner) {
+  if (globals != nullptr) return absl::FailedPreconditionError("the worker is already started");
   auto* g = new WorkerGlobals();
+  g->runner = std::move(runner);
   const std::string token_file = Env(kTokenFileEnv);
-  if (token_file.empty()) Die(absl::StrCat(kTokenFileEnv, " is not set"));
+  if (token_file.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(kTokenFileEnv, " is not set"));
+  }
   absl::StatusOr<std::string> token = rpc::ReadTokenFile(token_file);
-  if (!token.ok()) Die(std::string(token.status().message()));
+  if (!token.ok()) return token.status();
   g->token = *std::move(token);
   g->owner_address = Env(kOwnerAddressEnv);
   const std::string worker_id = Env(kWorkerIdEnv);
-  if (g->owner_address.empty()) Die(absl::StrCat(kOwnerAddressEnv, " is not set"));
-  if (worker_id.empty()) Die(absl::StrCat(kWorkerIdEnv, " is not set"));
+  if (g->owner_address.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(kOwnerAddressEnv, " is not set"));
+  }
+  if (worker_id.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(kWorkerIdEnv, " is not set"));
+  }
   g->owner = v1::Owner::NewStub(rpc::MakeChannel(g->owner_address));
   g->context.in_worker = true;
   g->context.worker_id = worker_id;
   g->context.node_id = Env(kNodeIdEnv);
 
-  // Leaked on purpose: the process ends with _exit, never by unwinding main.
-  auto* service = new WorkerService();
+  service = new WorkerService();
   rpc::ServerOptions server_options;
   server_options.token = g->token;
   if (std::string bind = Env(kWorkerBindEnv); !bind.empty()) {
     server_options.bind_address = bind;
     g->bind_address = bind;
   }
-  auto server = rpc::RpcServer::Start(server_options, {service});
-  if (!server.ok()) Die(absl::StrCat("cannot serve: ", server.status().message()));
+  auto started = rpc::RpcServer::Start(server_options, {service});
+  if (!started.ok()) {
+    return absl::Status(started.status().code(),
+                        absl::StrCat("cannot serve: ", started.status().message()));
+  }
+  server = started->release();
 
   v1::WorkerReadyRequest ready;
   ready.set_worker_id(worker_id);
-  ready.set_address((*server)->address());
+  ready.set_address(server->address());
   ready.set_pid(getpid());
   v1::WorkerReadyReply reply;
   rpc::RetryOptions retry;
@@ -305,9 +323,12 @@ void RunWorker() {
     }
   }
   if (!told.ok()) {
-    Die(absl::StrCat("cannot reach the owner at ", g->owner_address, ": ", told.message()));
+    return absl::Status(told.code(), absl::StrCat("cannot reach the owner at ", g->owner_address,
+                                                  ": ", told.message()));
   }
-  if (!reply.accepted()) Die("the owner does not want this worker any more");
+  if (!reply.accepted()) {
+    return absl::FailedPreconditionError("the owner does not want this worker any more");
+  }
   if (!reply.node_id().empty()) g->context.node_id = reply.node_id();
   g->context.node_labels.insert(reply.node_labels().begin(), reply.node_labels().end());
   g->context.isolation_env.insert(reply.isolation_env().begin(), reply.isolation_env().end());
@@ -329,16 +350,53 @@ void RunWorker() {
   }
   globals = g;
   service->context_ready().Notify();
+  // Whatever runs the tasks, the process ends with its owner's stream (or without one).
+  std::thread([] {
+    if (!service->started().WaitForNotificationWithTimeout(kNoOwnerTimeout)) {
+      Die("the owner never pushed tasks; exiting");
+    }
+    service->finished().WaitForNotification();
+    absl::SleepFor(absl::Seconds(2));
+    ExitWorker();
+  }).detach();
+  return absl::OkStatus();
+}
 
-  if (!service->started().WaitForNotificationWithTimeout(kNoOwnerTimeout)) {
-    Die("the owner never pushed tasks; exiting");
+bool WaitForWorkerEnd(absl::Duration timeout) {
+  return service != nullptr && service->finished().WaitForNotificationWithTimeout(timeout);
+}
+
+void ExitWorker() {
+  // Once: a second caller (the watcher, or the runner's thread) waits here for the exit.
+  static std::once_flag exiting;
+  std::call_once(exiting, [] {
+    // Lets the stream's final status reach the owner before the process goes.
+    if (server != nullptr) server->Shutdown(absl::Milliseconds(200));
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(0);
+  });
+  _exit(0);
+}
+
+void RunWorker() {
+  if (absl::Status started = StartWorker(ExecuteTask); !started.ok()) {
+    Die(std::string(started.message()));
   }
   service->finished().WaitForNotification();
-  // Lets the stream's final status reach the owner before the process goes.
-  (*server)->Shutdown(absl::Milliseconds(200));
-  std::fflush(stdout);
-  std::fflush(stderr);
-  _exit(0);
+  ExitWorker();
+}
+
+absl::StatusOr<std::string> PutTaskReturn(const std::string& task_id,
+                                          const std::vector<std::string_view>& parts) {
+  if (globals == nullptr || globals->store == nullptr) {
+    return absl::FailedPreconditionError("this worker has no object store");
+  }
+  auto task = TaskId::FromBinary(task_id);
+  if (!task.ok()) return task.status();
+  auto where = globals->store->PutParts(ObjectId::ForTaskReturn(*task, 1), parts);
+  if (!where.ok()) return where.status();
+  return api::EncodeStoredEnvelope(*where);
 }
 
 absl::StatusOr<NestedDriverEnv> NestedDriverEnvironment() {

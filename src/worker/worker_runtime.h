@@ -8,13 +8,18 @@
 // called by tasks on any thread.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "tessera/object_ref_data.h"
 #include "tessera/runtime_context.h"
 #include "tessera/tessera.h"
+#include "tessera/v1/worker.pb.h"
+#include "worker/task_executor.h"
 
 namespace tessera::worker {
 
@@ -25,6 +30,8 @@ inline constexpr char kOwnerAddressEnv[] = "TESSERA_OWNER_ADDRESS";
 inline constexpr char kTokenEnv[] = "TESSERA_TOKEN";
 inline constexpr char kTokenFileEnv[] = "TESSERA_TOKEN_FILE";
 inline constexpr char kWorkerIdEnv[] = "TESSERA_WORKER_ID";
+// The job (driver id at the head) whose lease started this worker.
+inline constexpr char kJobIdEnv[] = "TESSERA_JOB_ID";
 inline constexpr char kNodeIdEnv[] = "TESSERA_NODE_ID";
 // This node's object store socket, set by the agent (src/node/worker_env.h); when unset the
 // worker uses the one its owner names in WorkerReadyReply.
@@ -41,8 +48,30 @@ inline constexpr char kHeadAddressEnv[] = "TESSERA_HEAD_ADDRESS";
 bool InWorkerMode();
 
 // Never returns: exits the process when its work is over (0), or when it cannot start (1, with
-// the reason on stderr, which is the worker's log).
+// the reason on stderr, which is the worker's log). Runs C++ tasks (ExecuteTask).
 [[noreturn]] void RunWorker();
+
+// What runs each pushed task, on the gRPC thread that received it (one at a time for a stream,
+// or up to an actor's max_concurrency at once): ExecuteTask for C++ workers; the Python package
+// hands tasks to its interpreter's main thread. A result whose value is already the
+// stored-value envelope (see PutTaskReturn) passes through unchanged.
+using TaskRunner = std::function<v1::TaskResult(const v1::TaskSpec&, const ArgumentFetcher&)>;
+
+// RunWorker in two halves, for a worker whose tasks run elsewhere than in a registry: serves and
+// says ready to the owner, then returns (an error when it cannot start). From then on a watcher
+// exits the process (0) two seconds after the owner's stream ended, whatever the interpreter
+// is doing, and (1) when no owner connects in time.
+absl::Status StartWorker(TaskRunner runner);
+// Waits up to `timeout` for the owner's stream to end; true once it has.
+bool WaitForWorkerEnd(absl::Duration timeout);
+// Exits the process now (0), letting the stream's final status reach the owner first.
+[[noreturn]] void ExitWorker();
+
+// Puts the value made of `parts` (concatenated) into this node's store as task `task_id`'s
+// return, and gives the stored-value envelope to put in the TaskResult; FailedPrecondition
+// when this worker has no store (the value then goes inline).
+absl::StatusOr<std::string> PutTaskReturn(const std::string& task_id,
+                                          const std::vector<std::string_view>& parts);
 
 // The value of an object owned by another process (a ref received inside a value), from its
 // owner's GetObject: inline, or read from this node's store (pulled there first when the owner

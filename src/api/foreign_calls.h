@@ -1,0 +1,48 @@
+// The runtime's calls for front ends in other languages (the Python package's tessera._core):
+// tasks and actors named by what they run instead of by a registered C++ function, and values
+// put in pieces. They go through the same runtime as the C++ API (the driver's, or in a worker
+// its nested one), so refs, leases and errors behave exactly alike.
+//
+// Threading: thread-safe once tessera::Init has returned OK (or inside a worker).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tessera/tessera.h"
+#include "tessera/v1/worker.pb.h"
+
+namespace tessera::internal {
+
+// What a task or an actor runs. C++: `name` is the registered function and `code` is empty.
+// Other languages: `name` is a display name and `code` the object holding the function or class
+// as that language's workers read it (kept alive by the caller while tasks may still run).
+struct FunctionDescriptor {
+  std::string name;
+  v1::Language language = v1::LANGUAGE_CPP;
+  std::optional<ObjectRefBase> code;
+};
+
+ObjectRefBase SubmitTaskByName(const FunctionDescriptor& function, const TaskOptions& options,
+                               std::vector<TaskArgument> args);
+// The new actor's id (hex). `type_name` is what GetActor matches a found actor's class against;
+// an actor of another language has its class named with that language's prefix, so that a
+// driver that finds it by name sends its calls to the right kind of worker.
+inline constexpr std::string_view kPythonClassPrefix = "python:";
+v1::Language LanguageOfClass(std::string_view class_name);
+absl::StatusOr<std::string> CreateActorByName(const FunctionDescriptor& function,
+                                              const ActorOptions& options,
+                                              std::vector<TaskArgument> args,
+                                              const std::string& type_name);
+// A value made of `parts` (concatenated): into this node's store, each part copied once, when it
+// is large; inline otherwise. `contained` are the refs written inside it (kept alive while it
+// lives when they are owned here).
+ObjectRefBase PutParts(const std::vector<std::string_view>& parts,
+                       const std::vector<ObjectRefData>& contained);
+// The id the head knows this process's runtime by (its job id); "" before Init.
+std::string DriverId();
+
+}  // namespace tessera::internal
