@@ -1,0 +1,157 @@
+"""Runs the tasks a Python worker is pushed: loads the function or class from its code ref
+(cached per object id), decodes the arguments, calls it, and answers the core with the
+serialized result or the raised exception (a TesseraTaskError holding the cause and the remote
+traceback, so the caller re-raises it with its own type).
+
+Plain tasks and actors with max_concurrency 1 run on the main thread, in order; an actor allowing
+more runs its calls on a pool of that many threads.
+
+Threading: `run` is called from the main thread; results are answered from whichever thread ran
+the call.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import socket
+import sys
+import threading
+from typing import Any, Dict, Optional
+
+from tessera import _core
+from tessera import exceptions
+from tessera._private import arguments, serialization
+
+_node_ip: Optional[str] = None
+
+
+def node_ip() -> str:
+    global _node_ip
+    if _node_ip is None:
+        try:
+            _node_ip = socket.gethostbyname(socket.gethostname())
+        except OSError:
+            _node_ip = "127.0.0.1"
+    return _node_ip
+
+
+class _CurrentTask(threading.local):
+    task_id: Optional[bytes] = None
+    name: Optional[str] = None
+
+
+current = _CurrentTask()
+# The worker's Executor (set by worker_main; None in a driver).
+active: Optional["Executor"] = None
+
+
+class Executor:
+    def __init__(self) -> None:
+        self._code: Dict[bytes, Any] = {}
+        self._instance: Any = None
+        self._actor_id: Optional[bytes] = None
+        self._class_name: str = ""
+        self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
+
+    def actor_id(self) -> Optional[bytes]:
+        return self._actor_id
+
+    def _load(self, task: "_core.Task") -> Any:
+        ref = task.code
+        if ref is None:
+            raise ValueError(f"task {task.function} carries no code")
+        key = ref.binary()
+        code = self._code.get(key)
+        if code is None:
+            code = serialization.deserialize(_core.get([ref])[0])
+            self._code[key] = code
+        return code
+
+    def run(self, task: "_core.Task") -> None:
+        if task.kind == _core.ACTOR_METHOD and self._pool is not None:
+            self._pool.submit(self._run, task)
+        else:
+            self._run(task)
+
+    def _run(self, task: "_core.Task") -> None:
+        current.task_id = task.task_id
+        current.name = task.function
+        try:
+            if task.kind == _core.TASK:
+                function = self._load(task)
+                args, kwargs = arguments.decode(task.args)
+                result = function(*args, **kwargs)
+            elif task.kind == _core.ACTOR_CREATE:
+                cls = self._load(task)
+                args, kwargs = arguments.decode(task.args)
+                self._class_name = cls.__name__
+                self._actor_id = task.actor_id
+                self._instance = cls(*args, **kwargs)
+                if task.max_concurrency > 1 and self._pool is None:
+                    self._pool = concurrent.futures.ThreadPoolExecutor(task.max_concurrency)
+                result = None
+            else:
+                result = self._call_method(task)
+        except SystemExit as e:
+            if task.kind == _core.ACTOR_METHOD:
+                self._answer(task, None)
+                _flush_and_exit(e.code if isinstance(e.code, int) else 0)
+            self._fail(task, e)
+            return
+        except BaseException as e:  # noqa: B036 - the caller gets every exception
+            self._fail(task, e)
+            return
+        finally:
+            current.task_id = None
+            current.name = None
+        self._answer(task, result)
+
+    def _call_method(self, task: "_core.Task") -> Any:
+        name = task.function
+        if name == "__ray_terminate__":
+            # Exits after the calls before it, like Ray's graceful stop.
+            self._answer(task, None)
+            _flush_and_exit(0)
+        if self._instance is None:
+            raise RuntimeError("the actor has no instance (its constructor did not run here)")
+        args, kwargs = arguments.decode(task.args)
+        return getattr(self._instance, name)(*args, **kwargs)
+
+    def _answer(self, task: "_core.Task", result: Any) -> None:
+        try:
+            serialized = serialization.serialize(result)
+        except Exception as e:
+            self._fail(task, e)
+            return
+        _core.task_done(task, serialized.parts)
+
+    def _fail(self, task: "_core.Task", error: BaseException) -> None:
+        name = task.function
+        actor_id = self._actor_id.hex() if self._actor_id else None
+        actor_repr = f"{self._class_name}" if actor_id else None
+        display = f"{self._class_name}.{name}" if task.kind == _core.ACTOR_METHOD else name
+        traceback_text = exceptions.format_remote_traceback(
+            error, display, os.getpid(), node_ip(), actor_id, actor_repr)
+        # A task error from a task this one waited for keeps its original cause (so the caller
+        # can still catch its class); the traceback shows both tasks.
+        cause = error.cause if isinstance(error, exceptions.TesseraTaskError) else error
+        wrapped = exceptions.TesseraTaskError(display, traceback_text, cause, pid=os.getpid(),
+                                              ip=node_ip(), actor_repr=actor_repr,
+                                              actor_id=actor_id)
+        try:
+            payload = serialization.serialize(wrapped).to_bytes()
+        except Exception as e:
+            # The cause cannot be pickled: its text travels instead.
+            stand_in = exceptions.TesseraError(
+                f"{type(cause).__name__}: {cause} (the exception could not be serialized: {e})")
+            wrapped = exceptions.TesseraTaskError(display, traceback_text, stand_in,
+                                                  pid=os.getpid(), ip=node_ip())
+            payload = serialization.serialize(wrapped).to_bytes()
+        _core.task_failed(task, type(error).__name__, str(error), payload, traceback_text)
+
+
+def _flush_and_exit(code: int) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

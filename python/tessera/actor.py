@@ -1,0 +1,220 @@
+"""`@tessera.remote` on a class: an ActorClass whose `.remote(...)` starts an actor (one worker
+process holding one instance) and returns its ActorHandle; `handle.method.remote(...)` calls a
+method there and returns the ObjectRef of its result. Calls from one handle run in the order they
+were made (with max_concurrency 1); `@tessera.method` sets a method's options.
+
+The class travels cloudpickled, like a remote function's code. A handle owned by this process
+kills its actor when it is garbage collected, unless the actor is named and detached (then
+`tessera.kill` or the cluster's end stops it). Named actors are found from any driver with
+`tessera.get_actor(name)`; a handle pickled into a task is rebuilt there by the actor's name
+(an unnamed actor's handle cannot leave the process that made it).
+
+Threading: handles and method calls from any thread.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Dict, Optional
+
+from tessera import _core
+from tessera._private import arguments, options as option_checks, worker
+from tessera.remote_function import _CodeCache, put_serialized
+
+# Methods every actor has, as in Ray.
+_TERMINATE = "__ray_terminate__"
+_TERMINATE_ALIASES = ("__ray_terminate__", "__tessera_terminate__")
+
+
+def method(*args: Any, **options: Any) -> Callable:
+    """`@tessera.method(num_returns=..., max_task_retries=..., retry_exceptions=...)` on an actor
+    method: options for its calls (num_returns must be 1)."""
+    allowed = {"num_returns", "max_task_retries", "retry_exceptions", "concurrency_group",
+               "enable_task_events", "_generator_backpressure_num_objects"}
+    if args and callable(args[0]) and len(args) == 1 and not options:
+        args[0].__tessera_method_options__ = {}
+        return args[0]
+    unknown = sorted(set(options) - allowed)
+    if args or unknown:
+        raise ValueError(f"Invalid option keyword {', '.join(unknown) or args!r} for actor "
+                         f"methods. Valid ones are {sorted(allowed)}.")
+    if options.get("num_returns", 1) != 1:
+        raise ValueError("num_returns must be 1 (multiple returns are not supported: return a "
+                         "tuple)")
+
+    def decorate(function: Callable) -> Callable:
+        function.__tessera_method_options__ = dict(options)
+        return function
+
+    return decorate
+
+
+def _has_async_methods(cls: type) -> bool:
+    return any(inspect.iscoroutinefunction(member) or inspect.isasyncgenfunction(member)
+               for _, member in inspect.getmembers(cls, inspect.isfunction))
+
+
+class ActorMethod:
+    """`handle.name`: `.remote(*args, **kwargs)` calls it on the actor."""
+
+    def __init__(self, handle: "ActorHandle", name: str) -> None:
+        self._handle = handle
+        self._name = name
+
+    def remote(self, *args: Any, **kwargs: Any) -> "_core.ObjectRef":
+        call = arguments.encode(args, kwargs, put_serialized)
+        try:
+            return _core.submit_actor_task(self._handle._actor_id, self._name, call)
+        except _core.CoreError as e:
+            worker.raise_core_error(e)
+
+    def options(self, **options: Any) -> "ActorMethod":
+        method(**options)  # checks them
+        return self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"Actor methods cannot be called directly. Instead of running "
+                        f"'object.{self._name}()', try 'object.{self._name}.remote()'.")
+
+    def __repr__(self) -> str:
+        return f"ActorMethod({self._handle._class_name}.{self._name})"
+
+
+class ActorHandle:
+    """A reference to a running actor."""
+
+    def __init__(self, actor_id: str, class_name: str, methods: Optional[set],
+                 name: str = "", owned: bool = False, detached: bool = False) -> None:
+        self._actor_id = actor_id
+        self._class_name = class_name
+        # None: not known here (found by name), any attribute is taken for a method.
+        self._methods = methods
+        self._name = name
+        self._owned = owned
+        self._detached = detached
+
+    def __getattr__(self, item: str) -> ActorMethod:
+        if item.startswith("__") and item not in _TERMINATE_ALIASES:
+            raise AttributeError(item)
+        if item in _TERMINATE_ALIASES:
+            return ActorMethod(self, _TERMINATE)
+        if self._methods is not None and item not in self._methods:
+            raise AttributeError(f"'{self._class_name}' actor has no method '{item}'")
+        return ActorMethod(self, item)
+
+    def __reduce__(self):
+        if not self._name:
+            raise TypeError(f"the handle of an unnamed actor ({self._class_name}) cannot be "
+                            "passed to another process: give the actor a name "
+                            "(.options(name=...)) and pass the handle, or pass the name and use "
+                            "tessera.get_actor there")
+        return (_handle_by_name, (self._name,))
+
+    def __del__(self) -> None:
+        # The last reference of the creating process ends the actor (a detached one lives on).
+        if getattr(self, "_owned", False) and not self._detached:
+            try:
+                _core.kill_actor(self._actor_id)
+            except Exception:
+                pass  # shut down already, or the actor is gone
+
+    def __repr__(self) -> str:
+        return f"Actor({self._class_name}, {self._actor_id[:16]})"
+
+
+def _handle_by_name(name: str) -> ActorHandle:
+    return get_actor(name)
+
+
+class ActorClass:
+    """A class whose instances run as actors on the cluster."""
+
+    def __init__(self, cls: type, options: Dict[str, Any], code: Optional[_CodeCache] = None):
+        self._cls = cls
+        self._options = dict(options)
+        self._async = _has_async_methods(cls)
+        self._core_options = option_checks.actor_core_options(self._options, self._async)
+        self._methods = {name for name, _ in inspect.getmembers(cls, callable)
+                         if not name.startswith("__") or name in ("__call__",)}
+        self._code = code or _CodeCache(cls, f"actor class {cls.__name__}")
+        self.__name__ = cls.__name__
+        self.__doc__ = cls.__doc__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"Actors cannot be instantiated directly. Instead of "
+                        f"'{self._cls.__name__}()', use '{self._cls.__name__}.remote()'.")
+
+    def remote(self, *args: Any, **kwargs: Any) -> ActorHandle:
+        """Starts the actor (its constructor runs on its worker); its handle."""
+        worker.auto_init()
+        core = self._core_options
+        if core.get("get_if_exists") and core.get("name"):
+            try:
+                return get_actor(core["name"])
+            except ValueError:
+                pass
+        call = arguments.encode(args, kwargs, put_serialized)
+        try:
+            actor_id = _core.create_actor(self._cls.__name__, self._code.ref(), call, core)
+        except _core.CoreError as e:
+            kind, message = e.args[0], e.args[1]
+            if core.get("name") and "already" in message:
+                raise ValueError(f"The name {core['name']} (namespace="
+                                 f"{core.get('namespace') or None}) is already taken. Please use "
+                                 "a different name or get the existing actor using "
+                                 f"tessera.get_actor('{core['name']}')") from None
+            worker.raise_core_error(e)
+        return ActorHandle(actor_id, self._cls.__name__, self._methods, core.get("name") or "",
+                           owned=True, detached=bool(core.get("detached")))
+
+    def options(self, **options: Any) -> "ActorClass":
+        option_checks.validate_actor_options(options, in_options=True)
+        merged = dict(self._options)
+        merged.update(options)
+        return ActorClass(self._cls, merged, self._code)
+
+    def __reduce__(self):
+        # As RemoteFunction's: by state, without this process's code cache.
+        return (_unpickled_actor_class, (), {"cls": self._cls, "options": self._options})
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        ActorClass.__init__(self, state["cls"], state["options"])
+
+    def __repr__(self) -> str:
+        return f"ActorClass({self._cls.__name__})"
+
+
+def _unpickled_actor_class() -> ActorClass:
+    return ActorClass.__new__(ActorClass)
+
+
+def get_actor(name: str, namespace: Optional[str] = None) -> ActorHandle:
+    """The handle of the live actor named `name`, made by this driver or another one."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("Please supply a non-empty value to get_actor")
+    worker.auto_init()
+    try:
+        actor_id = _core.get_actor(name)
+    except _core.CoreError as e:
+        if e.args[0] in ("SYSTEM", "INVALID") and ("no live actor" in e.args[1]
+                                                 or "not found" in e.args[1].lower()):
+            raise ValueError(f"Failed to look up actor with name '{name}'. This could because 1. "
+                             "You are trying to look up a named actor you didn't create. 2. The "
+                             "named actor died. 3. You did not use a namespace matching the "
+                             "namespace of the actor.") from None
+        worker.raise_core_error(e)
+    return ActorHandle(actor_id, name, None, name)
+
+
+def kill(actor: ActorHandle, *, no_restart: bool = True) -> None:
+    """Ends the actor's process now: calls running there fail, and it is not restarted."""
+    if not isinstance(actor, ActorHandle):
+        raise ValueError(f"tessera.kill() only supported for actors. For tasks, try "
+                         f"tessera.cancel(). Got: {type(actor).__name__}.")
+    if not no_restart:
+        raise ValueError("kill(no_restart=False) is not supported: a killed actor stays dead")
+    worker.auto_init()
+    try:
+        _core.kill_actor(actor._actor_id)
+    except _core.CoreError as e:
+        worker.raise_core_error(e)

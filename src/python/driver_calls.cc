@@ -1,0 +1,364 @@
+#include "python/driver_calls.h"
+
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "api/foreign_calls.h"
+#include "labels/label_selector.h"
+#include "python/core_error.h"
+#include "python/object_ref.h"
+#include "tessera/tessera.h"
+
+namespace tessera::python {
+namespace {
+
+// How long a wait runs without the GIL before it checks for signals (Ctrl-C).
+constexpr absl::Duration kSignalSlice = absl::Milliseconds(100);
+
+absl::Duration TimeoutFrom(const py::object& seconds) {
+  if (seconds.is_none()) return absl::InfiniteDuration();
+  const double value = seconds.cast<double>();
+  if (value < 0) throw py::value_error(absl::StrCat("timeout ", value, " is negative"));
+  return absl::Seconds(value);
+}
+
+// Raises KeyboardInterrupt (or whatever a signal handler raised) between wait slices.
+void CheckSignals() {
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
+template <typename T>
+T Get(const py::dict& options, const char* key, T fallback) {
+  if (!options.contains(key)) return fallback;
+  py::object value = options[key];
+  if (value.is_none()) return fallback;
+  return value.cast<T>();
+}
+
+std::vector<std::string> LabelSelectors(const py::dict& options) {
+  std::vector<std::string> selectors;
+  if (!options.contains("label_selectors")) return selectors;
+  for (py::handle item : options["label_selectors"].cast<py::list>()) {
+    auto map = item.cast<std::map<std::string, std::string>>();
+    auto selector = ParseLabelSelectorMap(map);
+    if (!selector.ok()) {
+      throw py::value_error(absl::StrCat("label_selector: ", selector.status().message()));
+    }
+    selectors.push_back(selector->ToString());
+  }
+  return selectors;
+}
+
+TaskOptions TaskOptionsFrom(const py::dict& options) {
+  TaskOptions out;
+  out.resources = Get<std::string>(options, "resources", out.resources);
+  out.label_selectors = LabelSelectors(options);
+  out.max_retries = Get<int>(options, "max_retries", out.max_retries);
+  out.placement_group = Get<std::string>(options, "placement_group", "");
+  out.bundle_index = Get<int>(options, "bundle_index", -1);
+  out.node_affinity = Get<std::string>(options, "node_affinity", "");
+  out.node_affinity_soft = Get<bool>(options, "node_affinity_soft", false);
+  return out;
+}
+
+ActorOptions ActorOptionsFrom(const py::dict& options) {
+  ActorOptions out;
+  out.resources = Get<std::string>(options, "resources", out.resources);
+  out.label_selectors = LabelSelectors(options);
+  out.name = Get<std::string>(options, "name", "");
+  out.detached = Get<bool>(options, "detached", false);
+  out.max_restarts = Get<int>(options, "max_restarts", 0);
+  out.max_task_retries = Get<int>(options, "max_task_retries", 0);
+  out.max_concurrency = Get<int>(options, "max_concurrency", 1);
+  out.placement_group = Get<std::string>(options, "placement_group", "");
+  out.bundle_index = Get<int>(options, "bundle_index", -1);
+  out.node_affinity = Get<std::string>(options, "node_affinity", "");
+  out.node_affinity_soft = Get<bool>(options, "node_affinity_soft", false);
+  out.env = Get<std::map<std::string, std::string>>(options, "env", {});
+  return out;
+}
+
+// Task arguments: bytes are values, ObjectRefs are resolved to their values by the runtime.
+std::vector<internal::TaskArgument> ArgumentsFrom(const py::list& args) {
+  std::vector<internal::TaskArgument> out;
+  out.reserve(args.size());
+  for (py::handle arg : args) {
+    if (py::isinstance<py::bytes>(arg)) {
+      out.push_back(internal::TaskArgument{arg.cast<std::string>(), std::nullopt});
+    } else {
+      out.push_back(internal::TaskArgument{std::string(), UnwrapRef(arg)});
+    }
+  }
+  return out;
+}
+
+internal::FunctionDescriptor PythonFunction(const std::string& name, py::handle code) {
+  internal::FunctionDescriptor function;
+  function.name = name;
+  function.language = v1::LANGUAGE_PYTHON;
+  function.code = UnwrapRef(code);
+  return function;
+}
+
+InitOptions InitOptionsFrom(const py::dict& options) {
+  InitOptions out;
+  out.state_dir = Get<std::string>(options, "state_dir", "");
+  out.head_address = Get<std::string>(options, "head_address", "");
+  out.token_file = Get<std::string>(options, "token_file", "");
+  out.agent_address = Get<std::string>(options, "agent_address", "");
+  out.bind_address = Get<std::string>(options, "bind_address", out.bind_address);
+  out.worker_idle_timeout =
+      absl::Seconds(Get<double>(options, "worker_idle_timeout_s",
+                                absl::ToDoubleSeconds(out.worker_idle_timeout)));
+  out.max_workers_per_kind = Get<int>(options, "max_workers_per_kind", out.max_workers_per_kind);
+  out.forward_worker_output = Get<bool>(options, "forward_worker_output", true);
+  out.worker_command = Get<std::vector<std::string>>(options, "worker_command", {});
+  out.worker_env = Get<std::map<std::string, std::string>>(options, "worker_env", {});
+  return out;
+}
+
+// ready[i] per ref once `num` are ready or `timeout` passed, in signal-checked slices.
+std::vector<bool> WaitInSlices(const std::vector<ObjectRefBase>& refs, int num,
+                               absl::Duration timeout) {
+  std::vector<const ObjectRefBase*> pointers;
+  pointers.reserve(refs.size());
+  for (const ObjectRefBase& ref : refs) pointers.push_back(&ref);
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  while (true) {
+    const absl::Duration left = deadline - absl::Now();
+    const absl::Duration slice = std::max(absl::ZeroDuration(), std::min(left, kSignalSlice));
+    std::vector<bool> ready;
+    {
+      py::gil_scoped_release release;
+      ready = internal::WaitReady(pointers, num, slice);
+    }
+    const int count = static_cast<int>(std::count(ready.begin(), ready.end(), true));
+    if (count >= num || absl::Now() >= deadline) return ready;
+    CheckSignals();
+  }
+}
+
+py::list GetValues(const py::list& ref_list, const py::object& timeout_s) {
+  CheckNotForked();
+  std::vector<ObjectRefBase> refs;
+  refs.reserve(ref_list.size());
+  for (py::handle item : ref_list) refs.push_back(UnwrapRef(item));
+  const absl::Duration timeout = TimeoutFrom(timeout_s);
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  // Waited for together (in slices, so Ctrl-C lands), then read in order: the first failed
+  // ref raises.
+  const std::vector<bool> ready = WaitInSlices(refs, static_cast<int>(refs.size()), timeout);
+  if (std::count(ready.begin(), ready.end(), false) > 0) {
+    ThrowStatus(absl::DeadlineExceededError("Get timed out: some object(s) not ready."));
+  }
+  py::list values;
+  for (const ObjectRefBase& ref : refs) {
+    absl::StatusOr<internal::SerializedValue> value;
+    {
+      py::gil_scoped_release release;
+      const absl::Duration left =
+          deadline == absl::InfiniteFuture() ? absl::InfiniteDuration() : deadline - absl::Now();
+      value = internal::GetValue(ref, std::max(left, absl::ZeroDuration()));
+    }
+    if (!value.ok()) ThrowStatus(value.status());
+    values.append(WrapBuffer(*std::move(value)));
+  }
+  return values;
+}
+
+py::dict RuntimeContextDict() {
+  const RuntimeContext& context = GetRuntimeContext();
+  py::dict out;
+  out["in_worker"] = context.in_worker;
+  out["node_id"] = context.node_id;
+  out["worker_id"] = context.worker_id;
+  out["accelerator_ids"] = context.accelerator_ids;
+  out["isolation_env"] = context.isolation_env;
+  out["node_labels"] = context.node_labels;
+  out["job_id"] = internal::DriverId();
+  return out;
+}
+
+}  // namespace
+
+void BindDriverCalls(py::module_& m) {
+  m.def(
+      "init",
+      [](const py::dict& options) {
+        CheckNotForked();
+        InitOptions init = InitOptionsFrom(options);
+        absl::Status status;
+        {
+          py::gil_scoped_release release;
+          status = Init(std::move(init));
+        }
+        if (!status.ok()) ThrowStatus(status);
+      },
+      py::arg("options"),
+      "Connects this process to a cluster as a driver (keys: state_dir, head_address, "
+      "token_file, agent_address, bind_address, worker_idle_timeout_s, max_workers_per_kind, "
+      "forward_worker_output, worker_command, worker_env).");
+  m.def("shutdown", [] {
+    if (Forked()) return;
+    py::gil_scoped_release release;
+    Shutdown();
+  });
+  m.def("is_worker", [] { return IsWorkerProcess(); });
+  m.def("job_id", [] { return internal::DriverId(); });
+
+  m.def(
+      "put",
+      [](const py::list& parts, const py::list& contained) {
+        CheckNotForked();
+        // Views of the parts' memory (held by `buffers`, with the GIL, while the copy runs).
+        std::vector<py::buffer_info> buffers;
+        buffers.reserve(parts.size());
+        for (py::handle part : parts) buffers.push_back(py::buffer(py::reinterpret_borrow<py::object>(part)).request());
+        std::vector<std::string_view> views;
+        views.reserve(buffers.size());
+        for (const py::buffer_info& info : buffers) {
+          views.emplace_back(static_cast<const char*>(info.ptr),
+                             static_cast<size_t>(info.size * info.itemsize));
+        }
+        std::vector<ObjectRefData> refs;
+        for (py::handle ref : contained) refs.push_back(UnwrapRef(ref).data());
+        ObjectRefBase ref;
+        {
+          py::gil_scoped_release release;
+          ref = internal::PutParts(views, refs);
+        }
+        if (!ref.early_error().ok()) ThrowStatus(ref.early_error());
+        return WrapRef(std::move(ref));
+      },
+      py::arg("parts"), py::arg("contained"),
+      "Stores the value made of `parts` (contiguous buffers, concatenated); `contained` are the "
+      "ObjectRefs written inside it.");
+  m.def("get", &GetValues, py::arg("refs"), py::arg("timeout_s") = py::none(),
+        "The values (Buffers) of `refs`, in order; CoreError for the first that failed or on "
+        "timeout (GET_TIMEOUT).");
+  m.def(
+      "wait",
+      [](const py::list& ref_list, int num, const py::object& timeout_s) {
+        CheckNotForked();
+        std::vector<ObjectRefBase> refs;
+        for (py::handle item : ref_list) refs.push_back(UnwrapRef(item));
+        return WaitInSlices(refs, num, TimeoutFrom(timeout_s));
+      },
+      py::arg("refs"), py::arg("num"), py::arg("timeout_s") = py::none(),
+      "ready[i] for each ref once `num` are ready (done, with a value or an error) or the "
+      "timeout passed.");
+  m.def(
+      "submit_task",
+      [](const std::string& name, py::handle code, const py::list& args, const py::dict& options) {
+        CheckNotForked();
+        internal::FunctionDescriptor function = PythonFunction(name, code);
+        std::vector<internal::TaskArgument> arguments = ArgumentsFrom(args);
+        TaskOptions task = TaskOptionsFrom(options);
+        ObjectRefBase ref;
+        {
+          py::gil_scoped_release release;
+          ref = internal::SubmitTaskByName(function, task, std::move(arguments));
+        }
+        if (!ref.early_error().ok()) ThrowStatus(ref.early_error());
+        return WrapRef(std::move(ref));
+      },
+      py::arg("name"), py::arg("code"), py::arg("args"), py::arg("options"),
+      "Submits the Python function stored in `code` (display name `name`) with `args` (bytes "
+      "values or ObjectRefs); the ObjectRef of its result.");
+  m.def(
+      "create_actor",
+      [](const std::string& name, py::handle code, const py::list& args, const py::dict& options) {
+        CheckNotForked();
+        internal::FunctionDescriptor function = PythonFunction(name, code);
+        std::vector<internal::TaskArgument> arguments = ArgumentsFrom(args);
+        ActorOptions actor = ActorOptionsFrom(options);
+        absl::StatusOr<std::string> id;
+        {
+          py::gil_scoped_release release;
+          id = internal::CreateActorByName(
+              function, actor, std::move(arguments),
+              absl::StrCat(std::string(internal::kPythonClassPrefix), name));
+        }
+        if (!id.ok()) ThrowStatus(id.status());
+        return *id;
+      },
+      py::arg("name"), py::arg("code"), py::arg("args"), py::arg("options"),
+      "Creates an actor of the Python class stored in `code`; its id (hex).");
+  m.def(
+      "submit_actor_task",
+      [](const std::string& actor_id, const std::string& method, const py::list& args) {
+        CheckNotForked();
+        std::vector<internal::TaskArgument> arguments = ArgumentsFrom(args);
+        ObjectRefBase ref;
+        {
+          py::gil_scoped_release release;
+          ref = internal::SubmitActorTask(actor_id, method, std::move(arguments));
+        }
+        if (!ref.early_error().ok()) ThrowStatus(ref.early_error());
+        return WrapRef(std::move(ref));
+      },
+      py::arg("actor_id"), py::arg("method"), py::arg("args"));
+  m.def(
+      "kill_actor",
+      [](const std::string& actor_id) {
+        CheckNotForked();
+        absl::Status status;
+        {
+          py::gil_scoped_release release;
+          status = internal::KillActor(actor_id);
+        }
+        if (!status.ok()) ThrowStatus(status);
+      },
+      py::arg("actor_id"));
+  m.def(
+      "get_actor",
+      [](const std::string& name) {
+        CheckNotForked();
+        absl::StatusOr<std::string> id;
+        {
+          py::gil_scoped_release release;
+          id = internal::FindNamedActor(name, "");
+        }
+        if (!id.ok()) ThrowStatus(id.status());
+        return *id;
+      },
+      py::arg("name"), "The id of the live actor named `name` (this driver's or another's).");
+  m.def("runtime_context", &RuntimeContextDict,
+        "This process's node, worker, job and accelerator ids (in a driver: in_worker False).");
+  m.def("task_stats", [] {
+    const TaskStats s = GetTaskStats();
+    py::dict out;
+    out["submitted"] = s.submitted;
+    out["succeeded"] = s.succeeded;
+    out["failed"] = s.failed;
+    out["retries"] = s.retries;
+    out["duplicate_results"] = s.duplicate_results;
+    out["workers_started"] = s.workers_started;
+    out["workers_died"] = s.workers_died;
+    out["leases_requested"] = s.leases_requested;
+    return out;
+  });
+  m.def("object_path_stats", [] {
+    const internal::ObjectPathStats s = internal::GetObjectPathStats();
+    py::dict out;
+    out["store_puts"] = s.store_puts;
+    out["zero_copy_reads"] = s.zero_copy_reads;
+    out["pulls"] = s.pulls;
+    out["inline_reads"] = s.inline_reads;
+    out["store_deletes"] = s.store_deletes;
+    return out;
+  });
+}
+
+}  // namespace tessera::python

@@ -1,0 +1,17 @@
+// tessera._core: the C++ runtime as the Python package (python/tessera) sees it. Everything the
+// package does that touches the cluster goes through here; the Python side only turns values
+// into bytes and back and gives the API Ray's names and checks.
+#include <pybind11/pybind11.h>
+
+#include "python/core_error.h"
+#include "python/driver_calls.h"
+#include "python/object_ref.h"
+#include "python/worker_loop.h"
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "The Tessera runtime (C++), bound for the tessera package.";
+  tessera::python::BindCoreError(m);
+  tessera::python::BindObjects(m);
+  tessera::python::BindDriverCalls(m);
+  tessera::python::BindWorkerLoop(m);
+}

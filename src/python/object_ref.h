@@ -1,0 +1,43 @@
+// The Python faces of the runtime's values: ObjectRef (a reference to a value owned by this
+// process or another, freed in the owner's table when the last one goes) and Buffer (the bytes
+// of a value, read-only, exported through the buffer protocol: a pinned view of the node's
+// shared-memory store for a large value, so pickle's out-of-band buffers and the NumPy arrays
+// made from them alias the store's memory instead of copying it).
+//
+// Threading: call with the GIL held. An ObjectRef's last release runs without the GIL (the
+// owner's table may delete a stored copy over the store's socket).
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "tessera/object_ref.h"
+#include "tessera/tessera.h"
+
+namespace tessera::python {
+
+namespace py = pybind11;
+
+struct PyObjectRef {
+  ObjectRefBase ref;
+};
+
+struct PyBuffer {
+  internal::SerializedValue value;
+};
+
+void BindObjects(py::module_& m);
+
+// The wrappers for values the core returned.
+py::object WrapRef(ObjectRefBase ref);
+py::object WrapBuffer(internal::SerializedValue value);
+// The ObjectRef inside a Python ObjectRef; TypeError for anything else.
+const ObjectRefBase& UnwrapRef(py::handle object);
+
+// Set in a child after fork: the core's threads and locks did not come along, so every call
+// raises instead of touching them.
+bool Forked();
+void CheckNotForked();
+
+}  // namespace tessera::python

@@ -1,0 +1,229 @@
+#include "python/worker_loop.h"
+
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "api/object_location.h"
+#include "python/core_error.h"
+#include "python/object_ref.h"
+#include "worker/worker_runtime.h"
+
+namespace tessera::python {
+namespace {
+
+// One pushed task between the gRPC thread that waits for it and the Python code that runs it.
+struct PendingTask {
+  v1::TaskSpec spec;
+  std::vector<internal::SerializedValue> args;  // in order; refs already fetched
+  std::chrono::steady_clock::time_point started;
+  v1::TaskResult result;
+  absl::Notification done;
+};
+
+class TaskQueue {
+ public:
+  void Push(std::shared_ptr<PendingTask> task) {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(std::move(task));
+  }
+  // The next task, or nullptr when none came within `timeout`.
+  std::shared_ptr<PendingTask> Pop(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto has_task = [this] { return !queue_.empty(); };
+    mu_.AwaitWithTimeout(absl::Condition(&has_task), timeout);
+    if (queue_.empty()) return nullptr;
+    std::shared_ptr<PendingTask> task = std::move(queue_.front());
+    queue_.pop_front();
+    return task;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::deque<std::shared_ptr<PendingTask>> queue_ ABSL_GUARDED_BY(mu_);
+};
+
+TaskQueue* queue = nullptr;  // made by start_worker, never freed (the process _exits)
+
+v1::TaskResult Failure(const v1::TaskSpec& spec, std::string message) {
+  v1::TaskResult result;
+  result.set_task_id(spec.task_id());
+  result.mutable_error()->set_kind("invalid");
+  result.mutable_error()->set_message(std::move(message));
+  return result;
+}
+
+// The runner the C++ worker calls on its gRPC threads.
+v1::TaskResult RunOnPython(const v1::TaskSpec& spec, const worker::ArgumentFetcher& fetch) {
+  if (spec.language() != v1::LANGUAGE_PYTHON) {
+    return Failure(spec, absl::StrCat("task ", spec.function(), " is written in ",
+                                      v1::Language_Name(spec.language()),
+                                      " and this is a Python worker"));
+  }
+  auto task = std::make_shared<PendingTask>();
+  task->spec = spec;
+  for (int i = 0; i < spec.args_size(); ++i) {
+    const v1::TaskArg& arg = spec.args(i);
+    if (!arg.has_ref()) {
+      task->args.emplace_back(arg.value());
+      continue;
+    }
+    auto value = fetch(arg.ref());
+    if (!value.ok()) {
+      return Failure(spec, absl::StrCat("argument ", i, ": ", value.status().message()));
+    }
+    task->args.push_back(*std::move(value));
+  }
+  queue->Push(task);
+  task->done.WaitForNotification();
+  return std::move(task->result);
+}
+
+// What Python sees of a task: read-only fields and the argument Buffers.
+struct PyTask {
+  std::shared_ptr<PendingTask> pending;
+};
+
+ObjectRefBase RefFromProto(const v1::ObjectRefProto& proto) {
+  ObjectRefData data;
+  if (auto id = ObjectId::FromBinary(proto.object_id()); id.ok()) data.id = *id;
+  data.owner = OwnerAddress{proto.owner_node_id(), proto.owner_address(), proto.owner_worker_id()};
+  return ObjectRefBase(std::move(data), nullptr);
+}
+
+void Finish(PendingTask& task) {
+  if (task.done.HasBeenNotified()) return;
+  task.result.set_task_id(task.spec.task_id());
+  task.result.set_run_nanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::steady_clock::now() - task.started)
+                                .count());
+  task.done.Notify();
+}
+
+}  // namespace
+
+void BindWorkerLoop(py::module_& m) {
+  py::class_<PyTask>(m, "Task", "A task pushed to this worker, as next_task() hands it out.")
+      .def_property_readonly("task_id",
+                             [](const PyTask& t) { return py::bytes(t.pending->spec.task_id()); })
+      .def_property_readonly("kind", [](const PyTask& t) { return static_cast<int>(t.pending->spec.kind()); })
+      .def_property_readonly("function", [](const PyTask& t) { return t.pending->spec.function(); })
+      .def_property_readonly("code",
+                             [](const PyTask& t) -> py::object {
+                               if (!t.pending->spec.has_function_ref()) return py::none();
+                               return WrapRef(RefFromProto(t.pending->spec.function_ref()));
+                             })
+      .def_property_readonly("actor_id",
+                             [](const PyTask& t) { return py::bytes(t.pending->spec.actor_id()); })
+      .def_property_readonly("attempt", [](const PyTask& t) { return t.pending->spec.attempt(); })
+      .def_property_readonly("max_concurrency",
+                             [](const PyTask& t) { return t.pending->spec.max_concurrency(); })
+      .def_property_readonly("args", [](const PyTask& t) {
+        py::list args;
+        // Buffers over the task's own argument bytes: they live as long as the task does.
+        for (const internal::SerializedValue& value : t.pending->args) {
+          args.append(WrapBuffer(value));
+        }
+        return args;
+      });
+  // Task kinds, as TaskSpec numbers them.
+  m.attr("TASK") = static_cast<int>(v1::TASK);
+  m.attr("ACTOR_CREATE") = static_cast<int>(v1::ACTOR_CREATE);
+  m.attr("ACTOR_METHOD") = static_cast<int>(v1::ACTOR_METHOD);
+
+  m.def("start_worker", [] {
+    queue = new TaskQueue();
+    absl::Status started;
+    {
+      py::gil_scoped_release release;
+      started = worker::StartWorker(RunOnPython);
+    }
+    if (!started.ok()) ThrowStatus(started);
+  }, "Serves the Worker service and tells the owner this worker is ready.");
+  m.def(
+      "next_task",
+      [](double timeout_s) -> py::object {
+        std::shared_ptr<PendingTask> task;
+        {
+          py::gil_scoped_release release;
+          task = queue->Pop(absl::Seconds(timeout_s));
+        }
+        if (task == nullptr) return py::none();
+        task->started = std::chrono::steady_clock::now();
+        return py::cast(PyTask{std::move(task)});
+      },
+      py::arg("timeout_s"), "The next task, or None when none came within the timeout.");
+  m.def("worker_ended", [](double timeout_s) {
+    py::gil_scoped_release release;
+    return worker::WaitForWorkerEnd(absl::Seconds(timeout_s));
+  }, py::arg("timeout_s"), "Whether the owner's stream has ended (waiting up to the timeout).");
+  m.def(
+      "task_done",
+      [](const PyTask& task, const py::list& parts) {
+        std::vector<py::buffer_info> buffers;
+        buffers.reserve(parts.size());
+        size_t size = 0;
+        for (py::handle part : parts) {
+          buffers.push_back(py::buffer(py::reinterpret_borrow<py::object>(part)).request());
+          size += static_cast<size_t>(buffers.back().size * buffers.back().itemsize);
+        }
+        std::vector<std::string_view> views;
+        for (const py::buffer_info& info : buffers) {
+          views.emplace_back(static_cast<const char*>(info.ptr),
+                             static_cast<size_t>(info.size * info.itemsize));
+        }
+        PendingTask& pending = *task.pending;
+        if (pending.done.HasBeenNotified()) throw std::runtime_error("this task was already answered");
+        py::gil_scoped_release release;
+        bool stored = false;
+        if (size >= api::kInlineValueLimitBytes) {
+          // Straight into this node's store; without one (or room) the value goes inline.
+          auto envelope = worker::PutTaskReturn(pending.spec.task_id(), views);
+          if (envelope.ok()) {
+            pending.result.set_value(*std::move(envelope));
+            stored = true;
+          }
+        }
+        if (!stored) {
+          std::string value;
+          value.reserve(size);
+          for (std::string_view view : views) value.append(view.data(), view.size());
+          pending.result.set_value(std::move(value));
+        }
+        Finish(pending);
+      },
+      py::arg("task"), py::arg("parts"), "Answers `task` with the value made of `parts`.");
+  m.def(
+      "task_failed",
+      [](const PyTask& task, const std::string& type, const std::string& message,
+         py::bytes exception, const std::string& traceback) {
+        PendingTask& pending = *task.pending;
+        if (pending.done.HasBeenNotified()) throw std::runtime_error("this task was already answered");
+        v1::TaskError* error = pending.result.mutable_error();
+        error->set_kind("application");
+        error->set_type(type);
+        error->set_message(message);
+        error->set_exception(std::string(exception));
+        error->set_traceback(traceback);
+        Finish(pending);
+      },
+      py::arg("task"), py::arg("type"), py::arg("message"), py::arg("exception"),
+      py::arg("traceback"),
+      "Answers `task` with the exception its code raised (a serialized Python value).");
+  m.def("worker_exit", [] {
+    py::gil_scoped_release release;
+    worker::ExitWorker();
+  }, "Ends this worker process now (after the owner's stream ended).");
+}
+
+}  // namespace tessera::python

@@ -1,0 +1,154 @@
+"""Actors from Python: state kept between calls in order, errors from methods, named actors found
+from another driver, kill, a killed actor restarted (its state reset) or dead with its cause."""
+import os
+import signal
+import textwrap
+
+import pytest
+
+import tessera
+from tessera import exceptions
+
+
+@tessera.remote
+class Counter:
+    def __init__(self, start=0):
+        self.value = start
+
+    def add(self, amount=1):
+        self.value += amount
+        return self.value
+
+    def pid(self):
+        return os.getpid()
+
+    def fail(self):
+        raise RuntimeError("method failed")
+
+    def die(self):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_an_actor_keeps_its_state_and_runs_calls_in_order(cluster):
+    counter = Counter.remote(10)
+    refs = [counter.add.remote(1) for _ in range(300)]
+    assert tessera.get(refs) == list(range(11, 311))
+
+
+def test_a_method_error_is_raised_in_the_caller_and_the_actor_lives_on(cluster):
+    counter = Counter.remote()
+    with pytest.raises(RuntimeError, match="method failed") as info:
+        tessera.get(counter.fail.remote())
+    assert "Counter.fail" in str(info.value)
+    assert tessera.get(counter.add.remote()) == 1
+
+
+def test_an_unknown_method_is_an_attribute_error(cluster):
+    with pytest.raises(AttributeError, match="no method 'nope'"):
+        Counter.remote().nope
+
+
+def test_instantiating_an_actor_class_directly_is_a_type_error(cluster):
+    with pytest.raises(TypeError, match=r"use 'Counter.remote\(\)'"):
+        Counter()
+
+
+def test_a_killed_actor_without_restarts_is_dead_with_its_cause(cluster):
+    counter = Counter.remote()
+    tessera.get(counter.add.remote())
+    with pytest.raises(exceptions.RayActorError):
+        tessera.get(counter.die.remote())
+    with pytest.raises(exceptions.ActorDiedError) as info:
+        tessera.get(counter.add.remote())
+    assert "SIGKILL" in str(info.value)
+
+
+def test_a_killed_actor_with_restarts_comes_back_with_fresh_state(cluster):
+    counter = Counter.options(max_restarts=1).remote(100)
+    first_pid = tessera.get(counter.pid.remote())
+    assert tessera.get(counter.add.remote(5)) == 105
+    os.kill(first_pid, signal.SIGKILL)
+    # The constructor runs again on a new process: the state starts over.
+    value = None
+    for _ in range(100):
+        try:
+            value = tessera.get(counter.add.remote(1))
+            break
+        except exceptions.RayActorError:
+            continue  # the call that raced the death
+    assert value == 101
+    assert tessera.get(counter.pid.remote()) != first_pid
+
+
+def test_kill_ends_the_actor(cluster):
+    counter = Counter.remote()
+    tessera.get(counter.add.remote())
+    tessera.kill(counter)
+    with pytest.raises(exceptions.ActorDiedError):
+        tessera.get(counter.add.remote())
+    with pytest.raises(ValueError, match="For tasks, try tessera.cancel"):
+        tessera.kill("not a handle")
+
+
+def test_a_named_actor_is_found_by_another_driver(cluster):
+    counter = Counter.options(name="shared-counter").remote()
+    tessera.get(counter.add.remote(41))
+    script = textwrap.dedent("""
+        import tessera
+        tessera.init(address="auto")
+        handle = tessera.get_actor("shared-counter")
+        print(tessera.get(handle.add.remote(1)))
+        tessera.shutdown()
+    """)
+    result = cluster.python(script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "42"
+    assert tessera.get(tessera.get_actor("shared-counter").add.remote(0)) == 42
+
+
+def test_an_actor_name_is_unique_and_free_again_after_kill(cluster):
+    first = Counter.options(name="unique-name").remote()
+    tessera.get(first.add.remote())
+    with pytest.raises(ValueError, match="already taken"):
+        Counter.options(name="unique-name").remote()
+    tessera.kill(first)
+    second = Counter.options(name="unique-name").remote(7)
+    assert tessera.get(second.add.remote(0)) == 7
+
+
+def test_get_actor_of_an_unknown_name_is_a_value_error(cluster):
+    with pytest.raises(ValueError, match="Failed to look up actor with name 'nobody'"):
+        tessera.get_actor("nobody")
+
+
+def test_a_named_actor_handle_passed_to_a_task_reaches_the_actor(cluster):
+    counter = Counter.options(name="passed-counter").remote()
+
+    @tessera.remote
+    def bump(handle):
+        return tessera.get(handle.add.remote(2))
+
+    assert tessera.get(bump.remote(counter)) == 2
+    assert tessera.get(counter.add.remote(0)) == 2
+
+
+def test_an_actor_process_ends_when_its_handle_goes(cluster):
+    from conftest import pid_alive, wait_for
+    counter = Counter.remote()
+    pid = tessera.get(counter.pid.remote())
+    del counter
+    wait_for(lambda: not pid_alive(pid), 30, f"actor process {pid} to exit")
+
+
+def test_a_threaded_actor_runs_calls_at_once(cluster):
+    @tessera.remote(max_concurrency=4)
+    class Gate:
+        def __init__(self):
+            import threading
+            self.barrier = threading.Barrier(4, timeout=20)
+
+        def meet(self):
+            return self.barrier.wait() >= 0
+
+    gate = Gate.remote()
+    assert tessera.get([gate.meet.remote() for _ in range(4)], timeout=60) == [True] * 4

@@ -1,0 +1,173 @@
+"""Remote functions from Python on a two-node simulated cluster: values in and out, arguments by
+reference, nested tasks, options, remote exceptions with their type and traceback, and a worker
+killed mid-task (retried, or reported with its exit cause)."""
+import os
+import signal
+
+import pytest
+
+import tessera
+from tessera import exceptions
+
+
+@tessera.remote
+def square(x):
+    return x * x
+
+
+@tessera.remote
+def add(a, b=0, *, c=0):
+    return a + b + c
+
+
+@tessera.remote
+def first(items):
+    return items[0]
+
+
+@tessera.remote
+def fail(text):
+    raise ValueError(text)
+
+
+def test_a_task_returns_its_value(cluster):
+    assert tessera.get(square.remote(7)) == 49
+
+
+def test_many_tasks_come_back_in_order(cluster):
+    refs = [square.remote(i) for i in range(200)]
+    assert tessera.get(refs) == [i * i for i in range(200)]
+
+
+def test_keyword_and_default_arguments(cluster):
+    assert tessera.get(add.remote(1)) == 1
+    assert tessera.get(add.remote(1, 2, c=3)) == 6
+    assert tessera.get(add.remote(a=4, b=5)) == 9
+
+
+def test_a_top_level_ref_is_passed_as_its_value(cluster):
+    ref = square.remote(3)
+    assert tessera.get(add.remote(ref, tessera.put(10))) == 19
+
+
+def test_a_ref_nested_in_a_list_stays_a_ref(cluster):
+    inner = tessera.put("kept")
+
+    @tessera.remote
+    def kind(items):
+        return type(items[0]).__name__, tessera.get(items[0])
+
+    assert tessera.get(kind.remote([inner])) == ("ObjectRef", "kept")
+
+
+def test_large_arguments_travel_through_the_store(cluster):
+    import numpy as np
+    array = np.arange(200_000, dtype=np.int64)  # 1.6 MB: the call is put and passed by ref
+
+    @tessera.remote
+    def total(a):
+        return int(a.sum()), a.flags.writeable
+
+    assert tessera.get(total.remote(array)) == (int(array.sum()), False)
+
+
+def test_closures_and_lambdas_defined_here_run_remotely(cluster):
+    offset = 5
+    shifted = tessera.remote(lambda x: x + offset)
+    assert tessera.get(shifted.remote(1)) == 6
+
+
+def test_a_task_submits_tasks_of_its_own(cluster):
+    @tessera.remote
+    def tree(depth):
+        if depth == 0:
+            return 1
+        return sum(tessera.get([tree.remote(depth - 1), tree.remote(depth - 1)]))
+
+    assert tessera.get(tree.remote(2)) == 4
+
+
+def test_calling_a_remote_function_directly_is_a_type_error(cluster):
+    with pytest.raises(TypeError, match=r"try 'square.remote\(\)'"):
+        square(1)
+
+
+def test_options_override_the_decorator(cluster):
+    assert tessera.get(square.options(num_cpus=2, max_retries=0).remote(4)) == 16
+    with pytest.raises(ValueError, match="Invalid option keyword bogus"):
+        square.options(bogus=1)
+
+
+def test_an_exception_is_raised_as_its_own_type_and_as_a_task_error(cluster):
+    ref = fail.remote("boom")
+    with pytest.raises(ValueError) as info:
+        tessera.get(ref)
+    error = info.value
+    assert isinstance(error, exceptions.RayTaskError)
+    assert isinstance(error, exceptions.TesseraTaskError)
+    assert error.args == (error.cause,)
+    assert isinstance(error.cause, ValueError) and str(error.cause) == "boom"
+    with pytest.raises(exceptions.RayTaskError):
+        tessera.get(ref)
+
+
+def test_the_remote_traceback_names_the_task_and_the_raising_line(cluster):
+    with pytest.raises(ValueError) as info:
+        tessera.get(fail.remote("deep"))
+    text = str(info.value)
+    assert text.startswith("tessera::fail() (pid=")
+    assert 'raise ValueError(text)' in text
+    assert text.rstrip().endswith("ValueError: deep")
+    assert "_private" not in text  # the runtime's own frames are dropped
+
+
+def test_a_failed_argument_fails_the_task_with_the_cause(cluster):
+    with pytest.raises(ValueError, match="upstream"):
+        tessera.get(square.remote(fail.remote("upstream")))
+
+
+def test_an_exception_in_a_nested_task_reaches_the_driver(cluster):
+    @tessera.remote
+    def outer():
+        return tessera.get(fail.remote("inner"))
+
+    with pytest.raises(ValueError, match="inner"):
+        tessera.get(outer.remote())
+
+
+def test_a_worker_killed_mid_task_is_reported_with_its_exit_cause(cluster):
+    @tessera.remote(max_retries=0)
+    def die():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    with pytest.raises(exceptions.WorkerCrashedError) as info:
+        tessera.get(die.remote())
+    assert "SIGKILL" in str(info.value)
+
+
+def test_a_killed_worker_is_retried_on_a_new_worker(cluster, tmp_path):
+    marker = tmp_path / "attempted"
+
+    @tessera.remote(max_retries=1)
+    def die_once(path):
+        if not os.path.exists(path):
+            open(path, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return "second attempt"
+
+    before = tessera._core.task_stats()["retries"]
+    assert tessera.get(die_once.remote(str(marker))) == "second attempt"
+    assert tessera._core.task_stats()["retries"] == before + 1
+
+
+def test_a_get_timeout_raises_get_timeout_error(cluster):
+    @tessera.remote
+    def slow():
+        import time
+        time.sleep(30)
+
+    ref = slow.remote()
+    with pytest.raises(exceptions.GetTimeoutError):
+        tessera.get(ref, timeout=0.2)
+    with pytest.raises(TimeoutError):
+        tessera.get(ref, timeout=0)
