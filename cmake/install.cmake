@@ -1,0 +1,54 @@
+# `cmake --install build [--prefix P]`: what a machine needs to run Tessera and to build programs
+# against it. Included at the end of the top-level CMakeLists.txt, once every target exists.
+#
+#   P/bin                          tessera, tessera-launcher (beside it: the agents start it),
+#                                  tessera-cuda-probe when CUDA is built
+#   P/include/tessera              the public headers (tessera/tessera.h is the umbrella)
+#   P/lib/libtessera.so*           the C++ API (src/shared)
+#   P/lib/cmake/Tessera            find_package(Tessera CONFIG) -> Tessera::tessera
+#   P/lib/pkgconfig/tessera.pc     pkg-config --cflags --libs tessera
+#   P/${TESSERA_PYTHON_INSTALL_DIR}/tessera   the Python package with its _core extension
+#                                  (default lib/python3.X/dist-packages: CMakeLists.txt)
+#
+# Every installed path is relative to the prefix chosen at install time (the CMake package and
+# the .pc file find the prefix from where they lie).
+
+include(CMakePackageConfigHelpers)
+
+set(tessera_programs tessera tessera-launcher)
+if(TARGET tessera-cuda-probe)
+  list(APPEND tessera_programs tessera-cuda-probe)
+endif()
+install(TARGETS ${tessera_programs} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/tessera
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        FILES_MATCHING PATTERN "*.h")
+
+install(TARGETS tessera_shared EXPORT TesseraTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+
+set(tessera_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/Tessera)
+install(EXPORT TesseraTargets NAMESPACE Tessera:: DESTINATION ${tessera_cmake_dir})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/TesseraConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/packaging/TesseraConfig.cmake
+  INSTALL_DESTINATION ${tessera_cmake_dir})
+# 0.x: a minor release may break the API, so only the same minor version is compatible.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/packaging/TesseraConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/packaging/TesseraConfig.cmake
+              ${PROJECT_BINARY_DIR}/packaging/TesseraConfigVersion.cmake
+        DESTINATION ${tessera_cmake_dir})
+
+configure_file(${PROJECT_SOURCE_DIR}/cmake/tessera.pc.in
+               ${PROJECT_BINARY_DIR}/packaging/tessera.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/packaging/tessera.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# The Python package: its sources (what tessera_python_package copies into build/python) and
+# the extension, which links the static libraries, never libtessera.so.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/tessera
+        DESTINATION ${TESSERA_PYTHON_INSTALL_DIR}
+        FILES_MATCHING PATTERN "*.py" PATTERN "*.pyi" PATTERN "py.typed"
+        PATTERN "__pycache__" EXCLUDE)
+install(TARGETS tessera_python_core LIBRARY DESTINATION ${TESSERA_PYTHON_INSTALL_DIR}/tessera)
