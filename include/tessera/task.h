@@ -41,6 +41,9 @@ struct TaskOptions {
   // fit the task. Soft: there when it can take the task now, else wherever else fits.
   std::string node_affinity;
   bool node_affinity_soft = false;
+  // Ray's "SPREAD": each worker leased for this kind of task goes to the least used node that
+  // fits, in turn, instead of packing onto the first.
+  bool spread = false;
 };
 
 namespace internal {

@@ -27,6 +27,9 @@
 // unregistered function: InvalidArgument, at once. Timeout: DeadlineExceeded.
 //
 // Threading: every function here is thread-safe once Init has returned OK.
+//
+// Also reachable from here: placement groups and slices (tessera/placement_group.h) and gangs
+// (tessera/gang.h), included at the end (gang.h builds on what this header declares).
 #pragma once
 
 #include <cstdint>
@@ -69,6 +72,8 @@ struct InitOptions {
   int max_workers_per_kind = 64;
   // Copy workers' stdout and stderr to this process's.
   bool forward_worker_output = true;
+  // ... each line starting with the worker's pid and node: "(pid=4242, node=n1) hello".
+  bool prefix_worker_output = false;
   // The command a leased worker runs; empty is this program's own command line (the worker
   // contract above). A front end in another language names its worker here (the Python
   // package: its interpreter with -m tessera._private.worker_main).
@@ -201,3 +206,7 @@ struct TaskStats {
 TaskStats GetTaskStats();
 
 }  // namespace tessera
+
+// After the declarations above, which gang.h's templates use (gang.h includes this header too).
+#include "tessera/gang.h"             // IWYU pragma: export
+#include "tessera/placement_group.h"  // IWYU pragma: export

@@ -6,8 +6,9 @@ were made (with max_concurrency 1); `@tessera.method` sets a method's options.
 The class travels cloudpickled, like a remote function's code. A handle owned by this process
 kills its actor when it is garbage collected, unless the actor is named and detached (then
 `tessera.kill` or the cluster's end stops it). Named actors are found from any driver with
-`tessera.get_actor(name)`; a handle pickled into a task is rebuilt there by the actor's name
-(an unnamed actor's handle cannot leave the process that made it).
+`tessera.get_actor(name)`; a handle passed to a task (or inside any value) reaches the actor
+from there: that process asks the actor's owner where it runs. Once a handle has left the
+process that made the actor, the actor lives until `kill` or its owner's end.
 
 Threading: handles and method calls from any thread.
 """
@@ -64,6 +65,7 @@ class ActorMethod:
     def remote(self, *args: Any, **kwargs: Any) -> "_core.ObjectRef":
         call = arguments.encode(args, kwargs, put_serialized)
         try:
+            self._handle._attach()
             return _core.submit_actor_task(self._handle._actor_id, self._name, call)
         except _core.CoreError as e:
             worker.raise_core_error(e)
@@ -84,7 +86,8 @@ class ActorHandle:
     """A reference to a running actor."""
 
     def __init__(self, actor_id: str, class_name: str, methods: Optional[set],
-                 name: str = "", owned: bool = False, detached: bool = False) -> None:
+                 name: str = "", owned: bool = False, detached: bool = False,
+                 owner_address: str = "") -> None:
         self._actor_id = actor_id
         self._class_name = class_name
         # None: not known here (found by name), any attribute is taken for a method.
@@ -92,6 +95,13 @@ class ActorHandle:
         self._name = name
         self._owned = owned
         self._detached = detached
+        # The process that made the actor; calls from another process go to the actor's process
+        # once this one has been asked where it runs (attached on the first call).
+        self._owner_address = owner_address
+        self._attached = owned or not owner_address
+        # Once the handle has left this process, its copies may still call the actor: the
+        # actor then lives as long as its owner, not as long as this handle.
+        self._shared = False
 
     def __getattr__(self, item: str) -> ActorMethod:
         if item.startswith("__") and item not in _TERMINATE_ALIASES:
@@ -102,17 +112,23 @@ class ActorHandle:
             raise AttributeError(f"'{self._class_name}' actor has no method '{item}'")
         return ActorMethod(self, item)
 
+    def _attach(self) -> None:
+        if not self._attached:
+            if self._owner_address != _core.owner_address():
+                _core.attach_actor(self._actor_id, self._owner_address)
+            self._attached = True
+
     def __reduce__(self):
-        if not self._name:
-            raise TypeError(f"the handle of an unnamed actor ({self._class_name}) cannot be "
-                            "passed to another process: give the actor a name "
-                            "(.options(name=...)) and pass the handle, or pass the name and use "
-                            "tessera.get_actor there")
-        return (_handle_by_name, (self._name,))
+        self._shared = True
+        owner = self._owner_address or _core.owner_address()
+        return (_rebuild_handle, (self._actor_id, self._class_name,
+                                  sorted(self._methods) if self._methods is not None else None,
+                                  self._name, owner))
 
     def __del__(self) -> None:
-        # The last reference of the creating process ends the actor (a detached one lives on).
-        if getattr(self, "_owned", False) and not self._detached:
+        # The last reference of the creating process ends the actor, unless a copy of the handle
+        # left the process (it lives with its owner then) or it is detached.
+        if getattr(self, "_owned", False) and not self._detached and not self._shared:
             try:
                 _core.kill_actor(self._actor_id)
             except Exception:
@@ -122,8 +138,10 @@ class ActorHandle:
         return f"Actor({self._class_name}, {self._actor_id[:16]})"
 
 
-def _handle_by_name(name: str) -> ActorHandle:
-    return get_actor(name)
+def _rebuild_handle(actor_id: str, class_name: str, methods: Optional[list], name: str,
+                    owner_address: str) -> ActorHandle:
+    return ActorHandle(actor_id, class_name, set(methods) if methods is not None else None,
+                       name, owner_address=owner_address)
 
 
 class ActorClass:
@@ -165,7 +183,8 @@ class ActorClass:
                                  f"tessera.get_actor('{core['name']}')") from None
             worker.raise_core_error(e)
         return ActorHandle(actor_id, self._cls.__name__, self._methods, core.get("name") or "",
-                           owned=True, detached=bool(core.get("detached")))
+                           owned=True, detached=bool(core.get("detached")),
+                           owner_address=_core.owner_address())
 
     def options(self, **options: Any) -> "ActorClass":
         option_checks.validate_actor_options(options, in_options=True)

@@ -51,6 +51,7 @@ std::shared_ptr<api::DriverRuntime> CurrentOrNested(absl::Status* why) {
     // Subtasks are leased from this worker's node first, so they stay local when they fit.
     options.agent_address = env->agent_address;
     options.bind_address = env->bind_address;
+    options.worker_env = env->worker_env;
     created = api::DriverRuntime::Create(options);
   }
   if (!created.ok()) {
@@ -63,6 +64,11 @@ std::shared_ptr<api::DriverRuntime> CurrentOrNested(absl::Status* why) {
   // Never shut down: the worker _exits when its owner lets it go, and the workers this runtime
   // leased then see their stream end and exit too.
   runtime = new std::shared_ptr<api::DriverRuntime>(*std::move(created));
+  // A recursive cancel of the worker's task reaches what the task submitted.
+  std::weak_ptr<api::DriverRuntime> nested = *runtime;
+  worker::SetNestedCancel([nested](bool force) {
+    if (auto live = nested.lock(); live != nullptr) live->CancelAll(force);
+  });
   return *runtime;
 }
 
@@ -225,6 +231,40 @@ ObjectRefBase PutParts(const std::vector<std::string_view>& parts,
   auto current = CurrentOrNested(&why);
   if (current == nullptr) return FailedRef(why);
   return current->PutParts(parts, contained);
+}
+
+ObjectRefBase NewPromise() {
+  absl::Status why;
+  auto current = CurrentOrNested(&why);
+  if (current == nullptr) return FailedRef(why);
+  return current->NewPromise();
+}
+
+void FulfillPromise(const ObjectRefBase& promise, absl::StatusOr<std::string> value) {
+  auto current = Current();
+  if (current == nullptr || !OwnedBy(*current, promise)) return;
+  current->FulfillPromise(promise.id(), std::move(value));
+}
+
+absl::Status AttachActor(const std::string& actor_id, const std::string& owner_address) {
+  absl::Status why;
+  auto current = CurrentOrNested(&why);
+  if (current == nullptr) return why;
+  return current->AttachActorById(actor_id, owner_address);
+}
+
+std::string OwnerAddressOfThisProcess() {
+  absl::Status why;
+  auto current = CurrentOrNested(&why);
+  return current == nullptr ? "" : current->owner().address;
+}
+
+absl::Status CancelTask(const ObjectRefBase& ref, bool force, bool recursive) {
+  if (absl::Status early = ref.early_error(); !early.ok()) return absl::OkStatus();  // failed
+  absl::Status why;
+  auto current = CurrentOrNested(&why);
+  if (current == nullptr) return why;
+  return current->Cancel(ref, force, recursive);
 }
 
 v1::Language LanguageOfClass(std::string_view class_name) {

@@ -12,6 +12,7 @@
 #include "api/node_affinity.h"
 #include "api/object_location.h"
 #include "api/owner_service.h"
+#include "base/status_macros.h"
 #include "base/string_util.h"
 #include "cli/cluster_client.h"
 #include "cli/state_folder.h"
@@ -20,6 +21,7 @@
 #include "rpc/auth.h"
 #include "rpc/channel.h"
 #include "rpc/proto_convert.h"
+#include "rpc/retry.h"
 #include "rpc/state_names.h"
 #include "worker/worker_runtime.h"
 
@@ -147,6 +149,7 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
   leases.owner_address = runtime->server_->address();
   leases.job_id = runtime->owner_.worker_id;
   leases.forward_output = options.forward_worker_output;
+  leases.prefix_output = options.prefix_worker_output;
   leases.worker_command = options.worker_command;
   leases.worker_env = options.worker_env;
   runtime->token_ = *token;
@@ -217,6 +220,7 @@ absl::StatusOr<LeaseShape> DriverRuntime::ShapeFor(const TaskOptions& options) {
     absl::StrAppend(&key, "|pg=", options.placement_group, "/", options.bundle_index);
   }
   absl::StrAppend(&key, NodeAffinityKey(options));
+  if (options.spread) absl::StrAppend(&key, "|spread");
   absl::MutexLock lock(&shapes_mu_);
   auto it = shapes_.find(key);
   if (it != shapes_.end()) return it->second;
@@ -236,6 +240,7 @@ absl::StatusOr<LeaseShape> DriverRuntime::ShapeFor(const TaskOptions& options) {
     if (absl::Status affinity = ApplyNodeAffinity(options, &shape.request); !affinity.ok()) {
       return affinity;
     }
+    if (options.spread) shape.request.set_strategy(v1::STRATEGY_SPREAD);
     for (size_t i = 0; i < options.label_selectors.size(); ++i) {
       auto selector = ParseLabelSelector(options.label_selectors[i]);
       if (!selector.ok()) {
@@ -432,6 +437,30 @@ ObjectRefBase DriverRuntime::Put(std::string value) {
   }
   objects_->AddValue(id, std::move(value));
   return MakeOwnedRef(id);
+}
+
+absl::Status DriverRuntime::Cancel(const ObjectRefBase& ref, bool force, bool recursive) {
+  if (ref.data().owner.address != owner_.address) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "object ", ref.id().Hex(), " is owned by another process: only its owner can cancel "
+        "the task that makes it"));
+  }
+  if (ref.id() != ObjectId::ForTaskReturn(ref.id().task_id(), 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("object ", ref.id().Hex(), " is not a task's result (a put value?)"));
+  }
+  if (objects_->Wait({ref.id()}, 1, absl::Now())[0]) return absl::OkStatus();  // done already
+  return submitter_->Cancel(ref.id(), force, recursive);
+}
+
+ObjectRefBase DriverRuntime::NewPromise() {
+  const ObjectId id = ObjectId::ForPut(driver_task_, puts_.fetch_add(1));
+  objects_->AddPending(id);
+  return MakeOwnedRef(id);
+}
+
+void DriverRuntime::FulfillPromise(const ObjectId& id, absl::StatusOr<std::string> value) {
+  objects_->Complete(id, std::move(value));
 }
 
 ObjectRefBase DriverRuntime::PutParts(const std::vector<std::string_view>& parts,
@@ -645,19 +674,63 @@ v1::ActorInfo DriverRuntime::DirectoryRecord(const std::string& id, const ActorE
 
 void DriverRuntime::OnWorkerReady(const std::string& shape_key, const std::string& address,
                                   const std::string& node_id) {
-  if (directory_ == nullptr) return;
   const std::optional<std::string> id = OwnedActorId(shape_key);
   if (!id.has_value()) return;  // a task worker
   absl::MutexLock lock(&actors_mu_);
   auto it = actors_.find(*id);
   if (it == actors_.end()) return;
-  const ActorEntry& entry = it->second;
-  if (entry.shape_key != shape_key || entry.name.empty() || entry.attached) return;
-  // On every (re)start, so another driver finds the actor's current process.
+  ActorEntry& entry = it->second;
+  if (entry.shape_key != shape_key || entry.attached) return;
+  // On every (re)start: processes holding its handle (LocateActor) and other drivers (the
+  // directory, when it is named) find the actor's current process.
+  entry.address = address;
+  if (directory_ == nullptr || entry.name.empty()) return;
   v1::ActorInfo alive = DirectoryRecord(*id, entry, v1::ACTOR_STATE_ALIVE);
   alive.set_address(address);
   alive.set_node_id(node_id);
   directory_->Update(std::move(alive));
+}
+
+absl::StatusOr<std::pair<std::string, std::string>> DriverRuntime::LocateOwnedActor(
+    const std::string& actor_id) {
+  absl::MutexLock lock(&actors_mu_);
+  auto it = actors_.find(actor_id);
+  if (it == actors_.end() || it->second.attached) {
+    return absl::NotFoundError(absl::StrCat("no actor ", actor_id, " is owned by this process"));
+  }
+  if (it->second.dead) {
+    return absl::UnavailableError(absl::StrCat("actor ", actor_id, " is dead"));
+  }
+  if (it->second.address.empty()) {
+    return absl::UnavailableError(
+        absl::StrCat("actor ", actor_id, " has no live process now (starting or restarting)"));
+  }
+  return std::make_pair(it->second.address, it->second.type_name);
+}
+
+absl::Status DriverRuntime::AttachActorById(const std::string& actor_id,
+                                            const std::string& owner_address) {
+  {
+    absl::MutexLock lock(&actors_mu_);
+    if (actors_.count(actor_id) > 0) return absl::OkStatus();  // owned here, or attached already
+  }
+  auto owner = v1::Owner::NewStub(rpc::MakeChannel(owner_address));
+  v1::LocateActorRequest request;
+  request.set_actor_id(actor_id);
+  v1::LocateActorReply reply;
+  rpc::RetryOptions retry;
+  retry.token = token_;
+  // A restarting actor answers UNAVAILABLE for a while: wait for its new process.
+  retry.total_budget = absl::Seconds(30);
+  absl::Status located =
+      rpc::RetryUnary(retry, &v1::Owner::Stub::LocateActor, owner.get(), request, &reply);
+  if (!located.ok()) {
+    return WithErrorKind(
+        absl::Status(located.code(), absl::StrCat("actor ", actor_id, " from its owner at ",
+                                                  owner_address, ": ", located.message())),
+        ErrorKind::kActorUnavailable);
+  }
+  return AttachAt(actor_id, "", reply.class_name(), reply.address());
 }
 
 void DriverRuntime::OnActorChanged(const std::string& shape_key, const ActorChange& change) {
@@ -670,6 +743,8 @@ void DriverRuntime::OnActorChanged(const std::string& shape_key, const ActorChan
   ActorEntry& entry = it->second;
   if (entry.shape_key != shape_key || entry.attached) return;
   entry.restarts = change.restarts;
+  entry.address.clear();  // until its next process is ready
+  if (change.kind == ActorChange::Kind::kDead) entry.dead = true;
   if (entry.name.empty()) return;
   if (change.kind == ActorChange::Kind::kDead) {
     // Its name is free again, here and (once the queue is sent) in the cluster.
@@ -703,15 +778,20 @@ absl::StatusOr<std::string> DriverRuntime::AttachNamedActor(const std::string& n
         ": its process is not up yet; try again"));
   }
   const std::string id = found->actor_id();
-  const std::string address = found->address();
+  TESSERA_RETURN_IF_ERROR(AttachAt(id, name, found->class_name(), found->address()));
+  return id;
+}
+
+absl::Status DriverRuntime::AttachAt(const std::string& id, const std::string& name,
+                                     const std::string& class_name, const std::string& address) {
   LeaseShape shape;
   shape.key = absl::StrCat("attached:", id, "@", address);
   {
     absl::MutexLock lock(&actors_mu_);
     auto it = actors_.find(id);
-    if (it != actors_.end() && it->second.shape_key == shape.key) return id;
-    ActorEntry entry{shape.key, name, found->class_name(), /*attached=*/true};
-    entry.language = internal::LanguageOfClass(found->class_name());
+    if (it != actors_.end() && it->second.shape_key == shape.key) return absl::OkStatus();
+    ActorEntry entry{shape.key, name, class_name, /*attached=*/true};
+    entry.language = internal::LanguageOfClass(class_name);
     actors_[id] = std::move(entry);
   }
   const WorkerHandle handle = submitter_->NewHandle();
@@ -729,9 +809,10 @@ absl::StatusOr<std::string> DriverRuntime::AttachNamedActor(const std::string& n
     attached_.push_back(channel);
   }
   ActorSpec actor;
-  actor.display = absl::StrCat("actor ", Quote(name));
+  actor.display = name.empty() ? absl::StrCat("actor ", id.substr(0, 8))
+                               : absl::StrCat("actor ", Quote(name));
   submitter_->AttachActor(shape, std::move(actor), handle, channel);
-  return id;
+  return absl::OkStatus();
 }
 
 }  // namespace tessera::api

@@ -49,6 +49,15 @@ class DriverRuntime {
   ObjectRefBase Put(std::string value);
   ObjectRefBase PutParts(const std::vector<std::string_view>& parts,
                          const std::vector<ObjectRefData>& contained);
+  // tessera.cancel of the task that makes `ref` (TaskSubmitter::Cancel); a ref of another owner
+  // or one that is not a task's return is InvalidArgument.
+  absl::Status Cancel(const ObjectRefBase& ref, bool force, bool recursive);
+  // Every task this runtime submitted that is not finished (a worker's runtime, when the task
+  // that submitted them is cancelled).
+  void CancelAll(bool force) { submitter_->CancelAll(force); }
+  // An object of this driver whose value FulfillPromise gives later (until then Get waits).
+  ObjectRefBase NewPromise();
+  void FulfillPromise(const ObjectId& id, absl::StatusOr<std::string> value);
 
   // Actors (include/tessera/actor.h): the id (hex) of a new actor, or why it cannot be made.
   absl::StatusOr<std::string> CreateActor(internal::AnyFunction factory, const ActorOptions& options,
@@ -63,6 +72,11 @@ class DriverRuntime {
   absl::Status KillActor(const std::string& actor_id);
   // The id of the live actor named `name`; `type_name` "" matches any class.
   absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name);
+  // Where an actor this runtime owns runs now, and its class (Owner.LocateActor).
+  absl::StatusOr<std::pair<std::string, std::string>> LocateOwnedActor(const std::string& actor_id);
+  // Makes calls to actor `actor_id`, owned by the process at `owner_address`, possible here (a
+  // handle passed to this process): OK at once when it is known here already.
+  absl::Status AttachActorById(const std::string& actor_id, const std::string& owner_address);
   TaskStats stats() const { return submitter_->stats(); }
   void Shutdown();
 
@@ -106,6 +120,8 @@ class DriverRuntime {
     int restarts = 0;
     v1::Language language = v1::LANGUAGE_CPP;
     std::optional<ObjectRefBase> code;  // its class, for workers of other languages
+    std::string address;  // owned: its live process's Worker service ("" while there is none)
+    bool dead = false;
   };
   // The head's record of a named actor of this driver, in `state`.
   v1::ActorInfo DirectoryRecord(const std::string& id, const ActorEntry& entry,
@@ -117,6 +133,9 @@ class DriverRuntime {
   // restarts or is dead.
   void OnActorChanged(const std::string& shape_key, const ActorChange& change);
   absl::StatusOr<std::string> AttachNamedActor(const std::string& name, const char* type_name);
+  // Opens a guest stream to the actor's process at `address`.
+  absl::Status AttachAt(const std::string& id, const std::string& name,
+                        const std::string& class_name, const std::string& address);
   std::string token_;
   std::unique_ptr<v1::Head::Stub> head_;
   // Named actors at the head; nullptr without a head (names are then this driver's only).

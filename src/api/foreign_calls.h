@@ -42,6 +42,18 @@ absl::StatusOr<std::string> CreateActorByName(const FunctionDescriptor& function
 // lives when they are owned here).
 ObjectRefBase PutParts(const std::vector<std::string_view>& parts,
                        const std::vector<ObjectRefData>& contained);
+// An object whose value is given later by FulfillPromise (a placement group's ready()): Get and
+// Wait wait for it meanwhile. A value or an error, given once; FulfillPromise of an object that
+// is not a pending promise of this process does nothing.
+ObjectRefBase NewPromise();
+void FulfillPromise(const ObjectRefBase& promise, absl::StatusOr<std::string> value);
+// Makes calls to actor `actor_id` (owned by the process at `owner_address`) possible from this
+// process: a handle passed here in a value.
+absl::Status AttachActor(const std::string& actor_id, const std::string& owner_address);
+// This process's Owner address: what a handle of an actor it owns names.
+std::string OwnerAddressOfThisProcess();
+// Cancels the task whose result is `ref` (DriverRuntime::Cancel, TaskSubmitter::Cancel).
+absl::Status CancelTask(const ObjectRefBase& ref, bool force, bool recursive);
 // The id the head knows this process's runtime by (its job id); "" before Init.
 std::string DriverId();
 

@@ -59,4 +59,14 @@ grpc::Status OwnerService::GetObject(grpc::ServerContext*, const v1::GetObjectRe
   return grpc::Status::OK;
 }
 
+grpc::Status OwnerService::LocateActor(grpc::ServerContext*, const v1::LocateActorRequest* request,
+                                       v1::LocateActorReply* reply) {
+  absl::StatusOr<std::pair<std::string, std::string>> found =
+      runtime_->LocateOwnedActor(request->actor_id());
+  if (!found.ok()) return rpc::ToGrpcStatus(found.status());
+  reply->set_address(found->first);
+  reply->set_class_name(found->second);
+  return grpc::Status::OK;
+}
+
 }  // namespace tessera::api

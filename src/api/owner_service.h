@@ -1,7 +1,8 @@
 // OwnerService: the Owner gRPC service a driver hosts (proto worker.proto): workers it leased
 // say they are ready (and learn their node's store socket if their agent did not say), and
 // workers fetch the values it owns (GetObject, waiting up to wait_ms): inline, where a large one
-// is stored, or that it is lost (its node died).
+// is stored, or that it is lost (its node died); and other processes holding a handle of one of
+// its actors ask where that actor runs (LocateActor).
 //
 // Threading: thread-safe; handlers run on gRPC's threads and only call thread-safe parts of the
 // runtime.
@@ -21,6 +22,8 @@ class OwnerService final : public v1::Owner::Service {
                            v1::WorkerReadyReply* reply) override;
   grpc::Status GetObject(grpc::ServerContext* context, const v1::GetObjectRequest* request,
                          v1::GetObjectReply* reply) override;
+  grpc::Status LocateActor(grpc::ServerContext* context, const v1::LocateActorRequest* request,
+                           v1::LocateActorReply* reply) override;
 
  private:
   DriverRuntime* const runtime_;

@@ -24,6 +24,15 @@ class FakeChannel : public WorkerChannel {
     batches.push_back(std::move(batch));
   }
   void Close() override { closed = true; }
+  void CancelTask(const std::string& task_id, bool force, bool recursive) override {
+    cancels.push_back({task_id, force, recursive});
+  }
+  struct CancelAsk {
+    std::string task_id;
+    bool force = false;
+    bool recursive = false;
+  };
+  std::vector<CancelAsk> cancels;  // every CancelTask, in order
   // Every task sent and not yet answered, in order.
   std::vector<v1::TaskSpec> Unanswered() const {
     std::vector<v1::TaskSpec> out;

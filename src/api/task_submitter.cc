@@ -28,6 +28,11 @@ absl::Status TaskErrorStatus(const std::string& function, const v1::TaskError& e
 
 namespace {
 
+absl::Status CancelledStatus(const std::string& function) {
+  return WithErrorKind(absl::CancelledError(absl::StrCat("task ", function, " was cancelled")),
+                       ErrorKind::kTaskCancelled);
+}
+
 // What a call to a dead actor gets.
 absl::Status ActorDeadStatus(const std::string& display, const std::string& cause) {
   return WithErrorKind(absl::UnavailableError(absl::StrCat(display, " is dead: ", cause)),
@@ -55,6 +60,8 @@ void TaskSubmitter::Submit(const LeaseShape& shape, QueuedTask task) {
     ++stats_.submitted;
     if (shut_down_) {
       outcomes.emplace_back(task.return_id, absl::CancelledError("tessera is shut down"));
+    } else if (cancelled_returns_.erase(task.return_id) > 0) {
+      ++stats_.failed;  // cancelled while its arguments resolved: its outcome was delivered
     } else {
       auto [it, inserted] = shapes_.try_emplace(shape.key);
       if (inserted) it->second.shape = shape;
@@ -221,9 +228,13 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
       const double run = std::max(double(result.run_nanos()), kMinRunNanos);
       shape.run_nanos_ewma =
           shape.run_nanos_ewma <= 0 ? run : 0.8 * shape.run_nanos_ewma + 0.2 * run;
+      const bool cancelled = cancelled_.erase(result.task_id()) > 0;
       if (result.has_error()) {
         ++stats_.failed;
-        outcomes.emplace_back(task.return_id, TaskErrorStatus(task.spec.function(), result.error()));
+        // Interrupted by its cancel (or failing anyway): it ends cancelled.
+        outcomes.emplace_back(task.return_id,
+                              cancelled ? CancelledStatus(task.spec.function())
+                                        : TaskErrorStatus(task.spec.function(), result.error()));
       } else {
         ++stats_.succeeded;
         outcomes.emplace_back(task.return_id, result.value());
@@ -260,6 +271,19 @@ void TaskSubmitter::WorkerDied(WorkerHandle handle, const std::string& cause) {
     // Back to the front of the queue: they have waited longest.
     for (auto& [id, task] : worker.in_flight) {
       const int runs = task.spec.attempt() + 1;
+      if (auto cancel = cancelled_.find(id); cancel != cancelled_.end()) {
+        const bool forced = cancel->second;
+        cancelled_.erase(cancel);
+        ++stats_.failed;
+        outcomes.emplace_back(
+            task.return_id,
+            forced ? WithErrorKind(absl::UnavailableError(absl::StrCat(
+                                       "task ", task.spec.function(), " was cancelled with force: "
+                                       "its worker was killed (", cause, ")")),
+                                   ErrorKind::kWorkerCrashed)
+                   : CancelledStatus(task.spec.function()));
+        continue;
+      }
       if (runs <= task.max_retries && !shut_down_) {
         task.spec.set_attempt(runs);
         ++stats_.retries;
@@ -299,6 +323,74 @@ void TaskSubmitter::ReapIdle(absl::Time now) {
     worker.channel->Close();
     RemoveWorkerLocked(worker);
   }
+}
+
+absl::StatusOr<bool> TaskSubmitter::CancelLocked(const ObjectId& return_id, bool force,
+                                                  bool recursive, std::vector<Outcome>& out) {
+  for (auto& [key, shape] : shapes_) {
+    auto queued = std::find_if(shape.queue.begin(), shape.queue.end(), [&](const QueuedTask& t) {
+      return t.return_id == return_id && t.spec.kind() != v1::ACTOR_CREATE;
+    });
+    if (queued == shape.queue.end()) continue;
+    if (shape.actor && force) {
+      return absl::InvalidArgumentError("force=True is not supported for actor tasks");
+    }
+    ++stats_.failed;
+    out.emplace_back(return_id, CancelledStatus(queued->spec.function()));
+    shape.queue.erase(queued);
+    return true;
+  }
+  const std::string task_id = return_id.task_id().Binary();
+  for (auto& [handle, worker] : workers_) {
+    auto it = worker.in_flight.find(task_id);
+    if (it == worker.in_flight.end()) continue;
+    if (it->second.spec.kind() == v1::ACTOR_METHOD) {
+      // As Ray: a running actor call is not interrupted.
+      if (force) return absl::InvalidArgumentError("force=True is not supported for actor tasks");
+      return true;
+    }
+    cancelled_[task_id] = force;
+    worker.channel->CancelTask(task_id, force, recursive);
+    return true;
+  }
+  return false;
+}
+
+absl::Status TaskSubmitter::Cancel(const ObjectId& return_id, bool force, bool recursive) {
+  std::vector<Outcome> outcomes;
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<bool> held = CancelLocked(return_id, force, recursive, outcomes);
+    if (!held.ok()) {
+      status = held.status();
+    } else if (!*held) {
+      // Not here yet (its arguments resolve) or done already: a done object ignores the outcome.
+      cancelled_returns_.insert(return_id);
+      outcomes.emplace_back(return_id, CancelledStatus(return_id.task_id().Hex().substr(0, 8)));
+    }
+  }
+  DeliverAll(std::move(outcomes));
+  return status;
+}
+
+void TaskSubmitter::CancelAll(bool force) {
+  std::vector<Outcome> outcomes;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<ObjectId> returns;
+    for (const auto& [key, shape] : shapes_) {
+      if (shape.actor) continue;
+      for (const QueuedTask& task : shape.queue) returns.push_back(task.return_id);
+    }
+    for (const auto& [handle, worker] : workers_) {
+      for (const auto& [id, task] : worker.in_flight) {
+        if (task.spec.kind() == v1::TASK) returns.push_back(task.return_id);
+      }
+    }
+    for (const ObjectId& id : returns) (void)CancelLocked(id, force, /*recursive=*/true, outcomes);
+  }
+  DeliverAll(std::move(outcomes));
 }
 
 void TaskSubmitter::Shutdown() {

@@ -27,6 +27,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -79,6 +80,8 @@ class WorkerChannel {
   virtual void Send(v1::TaskBatch batch) = 0;
   // Lets the worker go (it exits; its lease ends). Never blocks.
   virtual void Close() = 0;
+  // Asks the worker to cancel task `task_id` it was sent (Worker.CancelTask). Never blocks.
+  virtual void CancelTask(const std::string& task_id, bool force, bool recursive) = 0;
 };
 
 class LeaseSource {
@@ -141,6 +144,18 @@ class TaskSubmitter {
   // The worker's process is gone (`cause`: "killed by signal 9 (SIGKILL)", ...).
   void WorkerDied(WorkerHandle worker, const std::string& cause);
 
+  // Cancels the task whose return is `return_id` (tessera.cancel). Queued, or not submitted
+  // yet (still waiting for its arguments): it fails TASK_CANCELLED now and never runs. Sent to a
+  // worker: the worker is asked to interrupt it (and with `recursive`, to cancel what it
+  // submitted); it then ends TASK_CANCELLED whatever error it stops with (a value that comes
+  // first still counts). `force`: the worker ends its process, the task fails WORKER_CRASHED;
+  // a cancelled task is never retried. An actor call is only dropped while queued (a running
+  // one is not interrupted; force is InvalidArgument). Finished or unknown tasks: OK, no effect
+  // (a return not submitted yet is remembered, so that a later Submit drops it).
+  absl::Status Cancel(const ObjectId& return_id, bool force, bool recursive);
+  // Cancels every task not finished (a worker's own runtime when its task is cancelled).
+  void CancelAll(bool force);
+
   // Lets go of workers idle since before now - idle_timeout.
   void ReapIdle(absl::Time now);
   // Closes every worker and fails every task not finished with Cancelled.
@@ -189,6 +204,9 @@ class TaskSubmitter {
                              std::vector<Outcome>& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ActorDeadLocked(Shape& shape, const std::string& cause, std::vector<Outcome>& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One task's cancel, under the lock; false when the submitter does not hold it.
+  absl::StatusOr<bool> CancelLocked(const ObjectId& return_id, bool force, bool recursive,
+                                    std::vector<Outcome>& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SubmitterOptions options_;
   LeaseSource* leases_;
@@ -197,6 +215,10 @@ class TaskSubmitter {
 
   mutable absl::Mutex mu_;
   std::map<std::string, Shape> shapes_ ABSL_GUARDED_BY(mu_);
+  // Tasks in flight asked to cancel (by task id): whether force was asked.
+  absl::flat_hash_map<std::string, bool> cancelled_ ABSL_GUARDED_BY(mu_);
+  // Returns cancelled before their task was submitted (its arguments were still resolving).
+  absl::flat_hash_set<ObjectId> cancelled_returns_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<WorkerHandle, Worker> workers_ ABSL_GUARDED_BY(mu_);
   std::atomic<WorkerHandle> next_handle_{1};
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -189,6 +189,60 @@ TEST_F(SubmitterTest, StartFailuresRetryThenFail) {
   ASSERT_EQ(outcomes_.count(id), 1u);
 }
 
+TEST_F(SubmitterTest, AQueuedTaskCancelledFailsAtOnceAndNeverRuns) {
+  const ObjectId id = Submit();
+  ASSERT_TRUE(submitter_.Cancel(id, /*force=*/false, /*recursive=*/true).ok());
+  ASSERT_EQ(outcomes_.count(id), 1u);
+  EXPECT_EQ(ErrorKindOf(outcomes_.at(id).status()), "TASK_CANCELLED");
+  auto [h, channel] = AddWorker();
+  EXPECT_TRUE(channel->sent.empty());
+}
+
+TEST_F(SubmitterTest, ARunningTaskCancelledAsksItsWorkerAndEndsCancelled) {
+  const ObjectId id = Submit();
+  auto [h, channel] = AddWorker();
+  const std::string task_id = channel->Unanswered().at(0).task_id();
+  ASSERT_TRUE(submitter_.Cancel(id, /*force=*/false, /*recursive=*/true).ok());
+  ASSERT_EQ(channel->cancels.size(), 1u);
+  EXPECT_EQ(channel->cancels[0].task_id, task_id);
+  EXPECT_FALSE(channel->cancels[0].force);
+  EXPECT_TRUE(channel->cancels[0].recursive);
+  EXPECT_EQ(outcomes_.count(id), 0u);  // until the worker answers
+  // Interrupted, the task stops with an error of its own: it ends cancelled.
+  v1::TaskResultBatch results;
+  auto* r = results.add_results();
+  r->set_task_id(task_id);
+  r->mutable_error()->set_kind("application");
+  r->mutable_error()->set_type("KeyboardInterrupt");
+  submitter_.OnResults(h, results);
+  ASSERT_EQ(outcomes_.count(id), 1u);
+  EXPECT_EQ(ErrorKindOf(outcomes_.at(id).status()), "TASK_CANCELLED");
+}
+
+TEST_F(SubmitterTest, AForcedCancelEndsWorkerCrashedAndIsNeverRetried) {
+  const ObjectId id = Submit(/*max_retries=*/3);
+  auto [h, channel] = AddWorker();
+  ASSERT_TRUE(submitter_.Cancel(id, /*force=*/true, /*recursive=*/false).ok());
+  EXPECT_TRUE(channel->cancels.at(0).force);
+  submitter_.WorkerDied(h, "killed by signal 9 (SIGKILL)");
+  ASSERT_EQ(outcomes_.count(id), 1u);
+  EXPECT_EQ(ErrorKindOf(outcomes_.at(id).status()), "WORKER_CRASHED");
+  EXPECT_EQ(submitter_.stats().retries, 0);
+}
+
+TEST_F(SubmitterTest, ACancelBeforeSubmitDropsTheLaterSubmit) {
+  QueuedTask task;
+  const TaskId tid = TaskId::FromRandom();
+  task.spec.set_task_id(tid.Binary());
+  task.spec.set_function("f");
+  task.return_id = ObjectId::ForTaskReturn(tid, 1);
+  ASSERT_TRUE(submitter_.Cancel(task.return_id, false, true).ok());
+  EXPECT_EQ(ErrorKindOf(outcomes_.at(task.return_id).status()), "TASK_CANCELLED");
+  submitter_.Submit(shape_, task);  // its arguments resolved after the cancel
+  EXPECT_EQ(submitter_.queued(shape_.key), 0u);
+  EXPECT_TRUE(leases_.requests.empty());
+}
+
 TEST_F(SubmitterTest, IdleWorkersAreLetGo) {
   Submit();
   auto [h, channel] = AddWorker();

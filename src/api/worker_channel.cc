@@ -13,6 +13,7 @@ std::shared_ptr<GrpcWorkerChannel> GrpcWorkerChannel::Start(std::shared_ptr<grpc
   std::shared_ptr<GrpcWorkerChannel> self(
       new GrpcWorkerChannel(std::move(on_results), std::move(on_done)));
   self->stub_ = v1::Worker::NewStub(std::move(channel));
+  self->token_ = token;
   // No deadline: the stream lasts as long as the worker is held.
   rpc::ConfigureClientContext(&self->context_, token, absl::InfiniteDuration());
   self->stub_->async()->PushTasks(&self->context_, self.get());
@@ -53,6 +54,22 @@ void GrpcWorkerChannel::Close() {
 }
 
 void GrpcWorkerChannel::Cancel() { context_.TryCancel(); }
+
+void GrpcWorkerChannel::CancelTask(const std::string& task_id, bool force, bool recursive) {
+  struct Call {
+    grpc::ClientContext context;
+    v1::CancelTaskRequest request;
+    v1::CancelTaskReply reply;
+  };
+  auto* call = new Call();
+  rpc::ConfigureClientContext(&call->context, token_, absl::Seconds(10));
+  call->request.set_task_id(task_id);
+  call->request.set_force(force);
+  call->request.set_recursive(recursive);
+  // A worker that is gone cannot be cancelled: its death ends the task anyway.
+  stub_->async()->CancelTask(&call->context, &call->request, &call->reply,
+                             [call](grpc::Status) { delete call; });
+}
 
 void GrpcWorkerChannel::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mu_);

@@ -31,6 +31,8 @@ class GrpcWorkerChannel final : public WorkerChannel,
 
   void Send(v1::TaskBatch batch) override;
   void Close() override;
+  // A unary Worker.CancelTask beside the stream (fire and forget: the task's end says the rest).
+  void CancelTask(const std::string& task_id, bool force, bool recursive) override;
   // Ends the stream at once (shutdown).
   void Cancel();
   // The stream is over: the object may be destroyed.
@@ -49,6 +51,7 @@ class GrpcWorkerChannel final : public WorkerChannel,
   const ResultsFn on_results_;
   const std::function<void()> on_done_;
   std::unique_ptr<v1::Worker::Stub> stub_;
+  std::string token_;
   grpc::ClientContext context_;
   v1::TaskResultBatch incoming_;  // owned by the read in flight
 

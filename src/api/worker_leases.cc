@@ -15,6 +15,7 @@
 #include "base/status_macros.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "api/prefixed_output.h"
 #include "api/worker_channel.h"
 #include "cli/cluster_client.h"
 #include "cli/lease_round.h"
@@ -46,6 +47,7 @@ std::vector<std::string> OwnCommandLine() {
 }
 
 void WriteOut(FILE* to, const std::string& data) {
+  if (data.empty()) return;
   std::fwrite(data.data(), 1, data.size(), to);
   std::fflush(to);
 }
@@ -245,6 +247,12 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
   auto& env = *worker.mutable_env();
   env.insert(shape.env.begin(), shape.env.end());  // the actor's own; Tessera's below win
   env.insert(options_.worker_env.begin(), options_.worker_env.end());
+  if (!options_.worker_env.empty()) {
+    // So that the worker's own leases (tasks it submits) pass the same variables on.
+    std::vector<std::string> keys;
+    for (const auto& [key, value] : options_.worker_env) keys.push_back(key);
+    env[std::string(worker::kWorkerEnvKeysEnv)] = absl::StrJoin(keys, ",");
+  }
   env[std::string(worker::kWorkerModeEnv)] = std::string("1");
   env[std::string(worker::kOwnerAddressEnv)] = options_.owner_address;
   env[std::string(worker::kJobIdEnv)] = options_.job_id;
@@ -268,8 +276,11 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
   retry.total_budget = absl::Seconds(60);
   absl::Duration backoff = absl::Milliseconds(20);
   while (true) {
-    const std::string address =
-        options_.agent_address.empty() ? LocalAgentAddress() : options_.agent_address;
+    // SPREAD is a choice among nodes, which only the head can make: it picks the first too.
+    const bool head_picks = shape.request.strategy() == v1::STRATEGY_SPREAD && head_ != nullptr;
+    const std::string address = head_picks                      ? std::string()
+                                : options_.agent_address.empty() ? LocalAgentAddress()
+                                                                 : options_.agent_address;
     if (address.empty() && head_ == nullptr) {
       permanent = true;
       return absl::FailedPreconditionError(absl::StrCat(
@@ -363,10 +374,22 @@ absl::Status WorkerLeases::RequestLeaseFrom(const std::string& agent,
 
 void WorkerLeases::Watch(uint64_t serial, const std::string& worker_id) {
   std::string agent_address;
+  std::string prefix;
   {
     absl::MutexLock lock(&mu_);
-    agent_address = leased_.at(worker_id).agent_address;
+    const Leased& leased = leased_.at(worker_id);
+    agent_address = leased.agent_address;
+    if (options_.prefix_output) {
+      prefix = absl::StrCat("(pid=", leased.grant.pid(), ", node=", leased.grant.node_id(), ") ");
+    }
   }
+  // Whole lines, prefixed, when asked; else the bytes as they come.
+  PrefixedLines out_lines(prefix);
+  PrefixedLines err_lines(prefix);
+  auto forward = [&](FILE* to, PrefixedLines& lines, const std::string& chunk) {
+    if (!options_.forward_output) return;
+    WriteOut(to, options_.prefix_output ? lines.Add(chunk) : chunk);
+  };
   auto context = std::make_shared<grpc::ClientContext>();
   rpc::ConfigureClientContext(context.get(), options_.token, absl::InfiniteDuration());
   {
@@ -389,11 +412,15 @@ void WorkerLeases::Watch(uint64_t serial, const std::string& worker_id) {
   while (reader->Read(&event)) {
     if (event.has_exit()) {
       cause = event.exit().reason();
-    } else if (event.has_stdout() && options_.forward_output) {
-      WriteOut(stdout, event.stdout());
-    } else if (event.has_stderr() && options_.forward_output) {
-      WriteOut(stderr, event.stderr());
+    } else if (event.has_stdout()) {
+      forward(stdout, out_lines, event.stdout());
+    } else if (event.has_stderr()) {
+      forward(stderr, err_lines, event.stderr());
     }
+  }
+  if (options_.forward_output && options_.prefix_output) {
+    WriteOut(stdout, out_lines.Flush());
+    WriteOut(stderr, err_lines.Flush());
   }
   grpc::Status status = reader->Finish();
   if (cause.empty()) {

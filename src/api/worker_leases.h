@@ -50,6 +50,7 @@ struct WorkerLeasesOptions {
   std::vector<std::string> worker_command;
   std::map<std::string, std::string> worker_env;
   bool forward_output = true;
+  bool prefix_output = false;  // InitOptions::prefix_worker_output
   // How long a granted worker may take to call WorkerReady.
   absl::Duration ready_timeout = absl::Seconds(30);
   // How often the head is asked for dead nodes while workers are held or lease requests are in

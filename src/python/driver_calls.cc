@@ -13,8 +13,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "api/foreign_calls.h"
-#include "labels/label_selector.h"
 #include "python/core_error.h"
+#include "python/label_selectors.h"
 #include "python/object_ref.h"
 #include "tessera/tessera.h"
 
@@ -45,17 +45,8 @@ T Get(const py::dict& options, const char* key, T fallback) {
 }
 
 std::vector<std::string> LabelSelectors(const py::dict& options) {
-  std::vector<std::string> selectors;
-  if (!options.contains("label_selectors")) return selectors;
-  for (py::handle item : options["label_selectors"].cast<py::list>()) {
-    auto map = item.cast<std::map<std::string, std::string>>();
-    auto selector = ParseLabelSelectorMap(map);
-    if (!selector.ok()) {
-      throw py::value_error(absl::StrCat("label_selector: ", selector.status().message()));
-    }
-    selectors.push_back(selector->ToString());
-  }
-  return selectors;
+  if (!options.contains("label_selectors")) return {};
+  return SelectorTexts(options["label_selectors"], "label_selector");
 }
 
 TaskOptions TaskOptionsFrom(const py::dict& options) {
@@ -67,6 +58,7 @@ TaskOptions TaskOptionsFrom(const py::dict& options) {
   out.bundle_index = Get<int>(options, "bundle_index", -1);
   out.node_affinity = Get<std::string>(options, "node_affinity", "");
   out.node_affinity_soft = Get<bool>(options, "node_affinity_soft", false);
+  out.spread = Get<bool>(options, "spread", false);
   return out;
 }
 
@@ -121,6 +113,7 @@ InitOptions InitOptionsFrom(const py::dict& options) {
                                 absl::ToDoubleSeconds(out.worker_idle_timeout)));
   out.max_workers_per_kind = Get<int>(options, "max_workers_per_kind", out.max_workers_per_kind);
   out.forward_worker_output = Get<bool>(options, "forward_worker_output", true);
+  out.prefix_worker_output = Get<bool>(options, "prefix_worker_output", false);
   out.worker_command = Get<std::vector<std::string>>(options, "worker_command", {});
   out.worker_env = Get<std::map<std::string, std::string>>(options, "worker_env", {});
   return out;
@@ -321,6 +314,38 @@ void BindDriverCalls(py::module_& m) {
         if (!status.ok()) ThrowStatus(status);
       },
       py::arg("actor_id"));
+  m.def(
+      "attach_actor",
+      [](const std::string& actor_id, const std::string& owner_address) {
+        CheckNotForked();
+        absl::Status status;
+        {
+          py::gil_scoped_release release;
+          status = internal::AttachActor(actor_id, owner_address);
+        }
+        if (!status.ok()) ThrowStatus(status);
+      },
+      py::arg("actor_id"), py::arg("owner_address"),
+      "Makes calls to an actor owned by another process possible here (a handle passed in).");
+  m.def("owner_address", [] {
+    CheckNotForked();
+    py::gil_scoped_release release;
+    return internal::OwnerAddressOfThisProcess();
+  }, "The address this process's handles and refs name as their owner.");
+  m.def(
+      "cancel",
+      [](py::handle ref_object, bool force, bool recursive) {
+        CheckNotForked();
+        ObjectRefBase ref = UnwrapRef(ref_object);
+        absl::Status status;
+        {
+          py::gil_scoped_release release;
+          status = internal::CancelTask(ref, force, recursive);
+        }
+        if (!status.ok()) ThrowStatus(status);
+      },
+      py::arg("ref"), py::arg("force"), py::arg("recursive"),
+      "Cancels the task whose result is `ref` (see TaskSubmitter::Cancel).");
   m.def(
       "get_actor",
       [](const std::string& name) {

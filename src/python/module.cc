@@ -3,8 +3,10 @@
 // into bytes and back and gives the API Ray's names and checks.
 #include <pybind11/pybind11.h>
 
+#include "python/cluster_calls.h"
 #include "python/core_error.h"
 #include "python/driver_calls.h"
+#include "python/gang_calls.h"
 #include "python/object_ref.h"
 #include "python/worker_loop.h"
 
@@ -13,5 +15,7 @@ PYBIND11_MODULE(_core, m) {
   tessera::python::BindCoreError(m);
   tessera::python::BindObjects(m);
   tessera::python::BindDriverCalls(m);
+  tessera::python::BindGangCalls(m);
   tessera::python::BindWorkerLoop(m);
+  tessera::python::BindClusterCalls(m);
 }

@@ -2,6 +2,10 @@
 
 #include <pybind11/stl.h>
 
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -10,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -54,6 +59,27 @@ class TaskQueue {
 };
 
 TaskQueue* queue = nullptr;  // made by start_worker, never freed (the process _exits)
+
+// The plain task the main thread runs now, and the ones cancelled before they started: a cancel
+// interrupts the first (KeyboardInterrupt in the main thread) and makes next_task answer the
+// others without running them.
+absl::Mutex running_mu(absl::kConstInit);
+std::string* running ABSL_GUARDED_BY(running_mu) = nullptr;
+absl::flat_hash_set<std::string>* cancelled_early ABSL_GUARDED_BY(running_mu) = nullptr;
+
+// The interpreter's main thread (where tasks run), set by start_worker.
+pthread_t main_thread;
+
+void OnCancel(const std::string& task_id) {
+  absl::MutexLock lock(&running_mu);
+  if (running != nullptr && *running == task_id) {
+    // A real SIGINT to the main thread: it also wakes a task out of a blocking call (sleep,
+    // select), which only setting Python's interrupt flag would not.
+    pthread_kill(main_thread, SIGINT);
+    return;
+  }
+  cancelled_early->insert(task_id);
+}
 
 v1::TaskResult Failure(const v1::TaskSpec& spec, std::string message) {
   v1::TaskResult result;
@@ -103,6 +129,10 @@ ObjectRefBase RefFromProto(const v1::ObjectRefProto& proto) {
 
 void Finish(PendingTask& task) {
   if (task.done.HasBeenNotified()) return;
+  {
+    absl::MutexLock lock(&running_mu);
+    if (running != nullptr && *running == task.spec.task_id()) running->clear();
+  }
   task.result.set_task_id(task.spec.task_id());
   task.result.set_run_nanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                 std::chrono::steady_clock::now() - task.started)
@@ -143,10 +173,16 @@ void BindWorkerLoop(py::module_& m) {
 
   m.def("start_worker", [] {
     queue = new TaskQueue();
+    main_thread = pthread_self();
+    {
+      absl::MutexLock lock(&running_mu);
+      running = new std::string();
+      cancelled_early = new absl::flat_hash_set<std::string>();
+    }
     absl::Status started;
     {
       py::gil_scoped_release release;
-      started = worker::StartWorker(RunOnPython);
+      started = worker::StartWorker(RunOnPython, OnCancel);
     }
     if (!started.ok()) ThrowStatus(started);
   }, "Serves the Worker service and tells the owner this worker is ready.");
@@ -154,12 +190,29 @@ void BindWorkerLoop(py::module_& m) {
       "next_task",
       [](double timeout_s) -> py::object {
         std::shared_ptr<PendingTask> task;
-        {
-          py::gil_scoped_release release;
-          task = queue->Pop(absl::Seconds(timeout_s));
+        const absl::Time deadline = absl::Now() + absl::Seconds(timeout_s);
+        while (true) {
+          {
+            py::gil_scoped_release release;
+            task = queue->Pop(std::max(absl::ZeroDuration(), deadline - absl::Now()));
+          }
+          if (task == nullptr) return py::none();
+          task->started = std::chrono::steady_clock::now();
+          bool cancelled = false;
+          {
+            absl::MutexLock lock(&running_mu);
+            cancelled = cancelled_early->erase(task->spec.task_id()) > 0;
+            if (!cancelled && task->spec.kind() == v1::TASK) *running = task->spec.task_id();
+          }
+          if (!cancelled) break;
+          // Cancelled before it started: answered without running (the owner reports it
+          // cancelled).
+          v1::TaskError* error = task->result.mutable_error();
+          error->set_kind("application");
+          error->set_type("TaskCancelledError");
+          error->set_message("cancelled before it started");
+          Finish(*task);
         }
-        if (task == nullptr) return py::none();
-        task->started = std::chrono::steady_clock::now();
         return py::cast(PyTask{std::move(task)});
       },
       py::arg("timeout_s"), "The next task, or None when none came within the timeout.");

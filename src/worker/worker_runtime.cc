@@ -1,5 +1,6 @@
 #include "worker/worker_runtime.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -50,7 +51,12 @@ struct WorkerGlobals {
   std::string agent_address;
   std::string bind_address = "127.0.0.1";
   TaskRunner runner;
+  CancelHook on_cancel;
 };
+
+// The nested runtime's cancel of what it submitted (SetNestedCancel).
+absl::Mutex nested_cancel_mu(absl::kConstInit);
+std::function<void(bool)>* nested_cancel ABSL_GUARDED_BY(nested_cancel_mu) = nullptr;
 
 WorkerGlobals* globals = nullptr;  // set once by RunWorker before any task runs
 
@@ -224,6 +230,30 @@ class WorkerService final : public v1::Worker::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status CancelTask(grpc::ServerContext*, const v1::CancelTaskRequest* request,
+                          v1::CancelTaskReply*) override {
+    if (request->recursive()) {
+      std::function<void(bool)> cancel;
+      {
+        absl::MutexLock lock(&nested_cancel_mu);
+        if (nested_cancel != nullptr) cancel = *nested_cancel;
+      }
+      if (cancel) cancel(request->force());
+    }
+    if (request->force()) {
+      // The owner counts this worker's death as the forced cancel's end; the reply goes first.
+      std::thread([] {
+        absl::SleepFor(absl::Milliseconds(20));
+        std::fflush(stdout);
+        std::fflush(stderr);
+        kill(getpid(), SIGKILL);
+      }).detach();
+      return grpc::Status::OK;
+    }
+    if (globals != nullptr && globals->on_cancel) globals->on_cancel(request->task_id());
+    return grpc::Status::OK;
+  }
+
   absl::Notification& started() { return started_; }
   absl::Notification& context_ready() { return context_ready_; }
   absl::Notification& finished() { return finished_; }
@@ -263,10 +293,17 @@ const RuntimeContext& CurrentContext() {
   return globals != nullptr ? globals->context : *driver_context;
 }
 
-absl::Status StartWorker(TaskRunner runner) {
+void SetNestedCancel(std::function<void(bool force)> cancel_submitted) {
+  absl::MutexLock lock(&nested_cancel_mu);
+  delete nested_cancel;
+  nested_cancel = new std::function<void(bool)>(std::move(cancel_submitted));
+}
+
+absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel) {
   if (globals != nullptr) return absl::FailedPreconditionError("the worker is already started");
   auto* g = new WorkerGlobals();
   g->runner = std::move(runner);
+  g->on_cancel = std::move(on_cancel);
   const std::string token_file = Env(kTokenFileEnv);
   if (token_file.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(kTokenFileEnv, " is not set"));
@@ -414,6 +451,10 @@ absl::StatusOr<NestedDriverEnv> NestedDriverEnvironment() {
     std::getline(agent, env.agent_address);
   }
   env.bind_address = globals->bind_address;
+  for (absl::string_view key : absl::StrSplit(Env(kWorkerEnvKeysEnv), ',', absl::SkipEmpty())) {
+    const std::string name(key);
+    if (const char* value = std::getenv(name.c_str()); value != nullptr) env.worker_env[name] = value;
+  }
   return env;
 }
 

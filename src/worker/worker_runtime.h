@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,9 @@ inline constexpr char kOwnerAddressEnv[] = "TESSERA_OWNER_ADDRESS";
 inline constexpr char kTokenEnv[] = "TESSERA_TOKEN";
 inline constexpr char kTokenFileEnv[] = "TESSERA_TOKEN_FILE";
 inline constexpr char kWorkerIdEnv[] = "TESSERA_WORKER_ID";
+// The names of the variables the owner added to every worker's environment
+// (InitOptions::worker_env), comma separated: a worker's own leases pass them on.
+inline constexpr char kWorkerEnvKeysEnv[] = "TESSERA_WORKER_ENV_KEYS";
 // The job (driver id at the head) whose lease started this worker.
 inline constexpr char kJobIdEnv[] = "TESSERA_JOB_ID";
 inline constexpr char kNodeIdEnv[] = "TESSERA_NODE_ID";
@@ -61,7 +65,14 @@ using TaskRunner = std::function<v1::TaskResult(const v1::TaskSpec&, const Argum
 // says ready to the owner, then returns (an error when it cannot start). From then on a watcher
 // exits the process (0) two seconds after the owner's stream ended, whatever the interpreter
 // is doing, and (1) when no owner connects in time.
-absl::Status StartWorker(TaskRunner runner);
+//
+// `on_cancel` (may be empty) is told of every non-forced cancel of a task pushed here, with the
+// task's id, on a gRPC thread: the Python runner interrupts the task if it is the one running.
+using CancelHook = std::function<void(const std::string& task_id)>;
+absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel = nullptr);
+// What a recursive cancel also does: cancel the work this process's own runtime submitted (set
+// by the API when a task makes that runtime). `force`: as the cancel was asked.
+void SetNestedCancel(std::function<void(bool force)> cancel_submitted);
 // Waits up to `timeout` for the owner's stream to end; true once it has.
 bool WaitForWorkerEnd(absl::Duration timeout);
 // Exits the process now (0), letting the stream's final status reach the owner first.
@@ -84,6 +95,8 @@ absl::StatusOr<internal::SerializedValue> FetchObject(const ObjectRefData& ref,
 // leased there first. FailedPrecondition before RunWorker has learned its context.
 struct NestedDriverEnv {
   std::string token;
+  // What the owner added to this worker's environment, for the workers it leases in turn.
+  std::map<std::string, std::string> worker_env;
   std::string state_dir;     // "" when the owner did not say
   std::string head_address;  // "" when the owner did not say
   std::string agent_address;  // this worker's node agent ("" when unknown)

@@ -152,3 +152,32 @@ def test_a_threaded_actor_runs_calls_at_once(cluster):
 
     gate = Gate.remote()
     assert tessera.get([gate.meet.remote() for _ in range(4)], timeout=60) == [True] * 4
+
+
+def test_an_unnamed_actor_handle_passed_to_tasks_reaches_the_actor(cluster):
+    counter = Counter.remote()
+
+    @tessera.remote
+    def bump_many(handle, times):
+        return tessera.get([handle.add.remote(1) for _ in range(times)])[-1]
+
+    assert sorted(tessera.get([bump_many.remote(counter, 5) for _ in range(3)])) [-1] == 15
+    assert tessera.get(counter.add.remote(0)) == 15
+
+
+def test_a_handle_returned_from_a_task_reaches_the_actor_it_made(cluster):
+    @tessera.remote
+    def make():
+        handle = Counter.remote(5)
+        tessera.get(handle.add.remote(1))
+        return handle
+
+    @tessera.remote
+    def make_and_keep():
+        import time
+        handle = make.remote()
+        inner = tessera.get(handle)
+        value = tessera.get(inner.add.remote(1))
+        return value
+
+    assert tessera.get(make_and_keep.remote(), timeout=120) in (7,)

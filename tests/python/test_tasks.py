@@ -171,3 +171,27 @@ def test_a_get_timeout_raises_get_timeout_error(cluster):
         tessera.get(ref, timeout=0.2)
     with pytest.raises(TimeoutError):
         tessera.get(ref, timeout=0)
+
+
+def test_worker_output_reaches_the_driver_with_the_worker_and_node(cluster):
+    import textwrap
+    result = cluster.python(textwrap.dedent("""
+        import sys, tessera
+        tessera.init(address="auto")
+        @tessera.remote
+        def talk():
+            import os
+            print("hello from a task")
+            print("and its stderr", file=sys.stderr)
+            return os.getpid()
+        pid = tessera.get(talk.remote())
+        tessera.shutdown()
+        print("worker pid", pid)
+    """))
+    assert result.returncode == 0, result.stderr
+    pid = result.stdout.strip().splitlines()[-1].split()[-1]
+    assert f"(pid={pid}, node=cpu-" in result.stdout
+    line = next(l for l in result.stdout.splitlines() if "hello from a task" in l)
+    assert line.startswith(f"(pid={pid}, node=cpu-") and line.endswith(") hello from a task")
+    assert any(l.startswith(f"(pid={pid}, ") and l.endswith("and its stderr")
+               for l in result.stderr.splitlines())

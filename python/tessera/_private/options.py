@@ -287,6 +287,12 @@ def _format_amount(name: str, quantity: float) -> str:
     return str(whole) if fraction == 0 else f"{whole}.{fraction:04d}".rstrip("0")
 
 
+def format_resources(demand: Dict[str, float]) -> str:
+    """The core's resource set text for {name: quantity} ("CPU=1,GPU=0.5"; zeros left out)."""
+    amounts = ((name, _format_amount(name, quantity)) for name, quantity in sorted(demand.items()))
+    return ",".join(f"{name}={amount}" for name, amount in amounts if amount not in ("0", "0B"))
+
+
 def _resources_text(options: dict, default_cpus: float) -> str:
     demand: Dict[str, float] = dict(options.get("resources") or {})
     cpus = options.get("num_cpus")
@@ -294,8 +300,7 @@ def _resources_text(options: dict, default_cpus: float) -> str:
     demand["GPU"] = options.get("num_gpus") or 0
     if options.get("memory") is not None:
         demand["memory"] = options["memory"]
-    amounts = ((name, _format_amount(name, quantity)) for name, quantity in sorted(demand.items()))
-    return ",".join(f"{name}={amount}" for name, amount in amounts if amount not in ("0", "0B"))
+    return format_resources(demand)
 
 
 def _label_selectors(options: dict) -> List[Dict[str, str]]:

@@ -176,6 +176,7 @@ def init(address: Optional[str] = None, **kwargs: Any) -> TesseraContext:
             "worker_idle_timeout_s": float(kwargs.get("_worker_idle_timeout_s")
                                            or _WORKER_IDLE_TIMEOUT_S),
             "forward_worker_output": kwargs.get("log_to_driver", True) is not False,
+            "prefix_worker_output": True,
         }
         try:
             _core.init(options)
@@ -327,6 +328,22 @@ def wait(object_refs: List[ObjectRef], *, num_returns: int = 1, timeout: Optiona
         # At most num_returns ready ones, as Ray returns.
         (ready if flag and len(ready) < num_returns else not_ready).append(ref)
     return ready, not_ready
+
+
+def cancel(object_ref: ObjectRef, *, force: bool = False, recursive: bool = True) -> None:
+    """Cancels the task that makes `object_ref`: a queued one never runs; a running one is
+    interrupted (KeyboardInterrupt in the task, also while it waits in `get`), or with `force`
+    its worker is killed; `recursive` cancels the tasks it submitted too. `get` on it then
+    raises TaskCancelledError (WorkerCrashedError with force). A cancelled task is not retried;
+    a finished one is left as it is. Running actor calls are not interrupted."""
+    auto_init()
+    if not isinstance(object_ref, ObjectRef):
+        raise TypeError("tessera.cancel() only supported for object refs. For actors, try "
+                        f"tessera.kill(). Got: {type(object_ref).__name__}.")
+    try:
+        _core.cancel(object_ref, bool(force), bool(recursive))
+    except _core.CoreError as e:
+        raise_core_error(e)
 
 
 def _after_fork_in_child() -> None:

@@ -5,6 +5,7 @@ main thread (signal handlers, such as a DataLoader's, can only be installed ther
 owner lets it go; then it flushes its output and exits.
 """
 
+import signal
 import sys
 
 
@@ -21,14 +22,21 @@ def main() -> None:
         sys.stderr.write(f"tessera worker: {e.args[1]}\n")
         sys.stderr.flush()
         sys.exit(1)
+    # A cancel interrupts the running task with SIGINT (KeyboardInterrupt), whatever the
+    # worker's parent left the signal set to.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     executor = executor_module.Executor()
     executor_module.active = executor
     while True:
-        task = _core.next_task(0.5)
-        if task is not None:
-            executor.run(task)
-        elif _core.worker_ended(0):
-            break
+        try:
+            task = _core.next_task(0.5)
+            if task is not None:
+                executor.run(task)
+            elif _core.worker_ended(0):
+                break
+        except KeyboardInterrupt:
+            # A cancel's interrupt that landed after its task ended: nothing to stop.
+            continue
     sys.stdout.flush()
     sys.stderr.flush()
     _core.worker_exit()

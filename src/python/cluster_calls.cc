@@ -1,0 +1,219 @@
+#include "python/cluster_calls.h"
+
+#include <pybind11/stl.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "api/foreign_calls.h"
+#include "api/reservations.h"
+#include "cli/cluster_client.h"
+#include "python/core_error.h"
+#include "python/label_selectors.h"
+#include "python/object_ref.h"
+#include "resources/quantity.h"
+#include "rpc/state_names.h"
+#include "tessera/placement_group.h"
+
+namespace tessera::python {
+namespace {
+
+std::map<std::string, double> Quantities(const v1::Resources& resources) {
+  std::map<std::string, double> out;
+  for (const auto& [name, raw] : resources.raw()) {
+    out[name] = static_cast<double>(raw) / Quantity::kScale;
+  }
+  return out;
+}
+
+// The head of the cluster init connected to.
+std::unique_ptr<cli::ClusterClient> Head() {
+  std::optional<cli::ClusterClientOptions> options = api::ReservationCluster();
+  if (!options.has_value()) {
+    ThrowStatus(absl::FailedPreconditionError("tessera is not connected to a cluster: call "
+                                              "tessera.init() first"));
+  }
+  absl::StatusOr<std::unique_ptr<cli::ClusterClient>> client;
+  {
+    py::gil_scoped_release release;
+    client = cli::ClusterClient::Connect(*options);
+  }
+  if (!client.ok()) ThrowStatus(client.status());
+  return *std::move(client);
+}
+
+template <typename T>
+T Get(const py::dict& options, const char* key, T fallback) {
+  if (!options.contains(key) || options[key].is_none()) return fallback;
+  return options[key].cast<T>();
+}
+
+py::list ListNodes() {
+  std::unique_ptr<cli::ClusterClient> head = Head();
+  absl::StatusOr<v1::ListNodesResponse> listed;
+  {
+    py::gil_scoped_release release;
+    listed = head->ListNodes();
+  }
+  if (!listed.ok()) ThrowStatus(listed.status());
+  py::list nodes;
+  for (const v1::NodeInfo& info : listed->nodes()) {
+    py::dict node;
+    node["node_id"] = info.node().node_id();
+    node["address"] = info.node().address();
+    node["state"] = std::string(rpc::NodeStateName(info.state()));
+    node["alive"] = info.state() == v1::NODE_STATE_ALIVE;
+    node["resources"] = Quantities(info.node().resources());
+    node["available"] = Quantities(info.available());
+    node["labels"] = std::map<std::string, std::string>(info.node().labels().begin(),
+                                                        info.node().labels().end());
+    node["workers"] = info.workers();
+    nodes.append(node);
+  }
+  return nodes;
+}
+
+py::list ListPlacementGroups() {
+  std::unique_ptr<cli::ClusterClient> head = Head();
+  absl::StatusOr<v1::ListPlacementGroupsResponse> listed;
+  {
+    py::gil_scoped_release release;
+    listed = head->ListPlacementGroups();
+  }
+  if (!listed.ok()) ThrowStatus(listed.status());
+  py::list groups;
+  for (const v1::PlacementGroupInfo& info : listed->groups()) {
+    py::dict group;
+    group["id"] = info.id();
+    group["name"] = info.name();
+    group["strategy"] = info.strategy();
+    group["state"] = std::string(rpc::PlacementGroupStateName(info.state()));
+    group["option"] = info.option();
+    std::map<int, std::string> nodes;
+    for (const v1::BundleLocation& bundle : info.bundles()) nodes[bundle.index()] = bundle.node_id();
+    group["bundle_nodes"] = nodes;
+    group["explanation"] = info.explanation();
+    group["owner"] = info.owner();
+    groups.append(group);
+  }
+  return groups;
+}
+
+py::dict CreatePlacementGroup(const py::dict& options) {
+  PlacementGroupOptions create;
+  create.name = Get<std::string>(options, "name", "");
+  create.strategy = Get<std::string>(options, "strategy", "PACK");
+  create.bundles = Get<std::vector<std::string>>(options, "bundles", {});
+  if (options.contains("bundle_selectors")) {
+    create.bundle_selectors = SelectorTexts(options["bundle_selectors"], "bundle_label_selector");
+  }
+  create.timeout = absl::Seconds(Get<double>(options, "timeout_s", 30));
+  create.detached = Get<bool>(options, "detached", false);
+  if (options.contains("fallbacks")) {
+    for (py::handle item : options["fallbacks"].cast<py::list>()) {
+      py::dict fallback = item.cast<py::dict>();
+      create.fallbacks.push_back(PlacementGroupOptions::Alternative{
+          Get<std::vector<std::string>>(fallback, "bundles", {}),
+          fallback.contains("bundle_selectors")
+              ? SelectorTexts(fallback["bundle_selectors"], "fallback_strategy")
+              : std::vector<std::string>{}});
+    }
+  }
+  absl::StatusOr<PlacementGroup> created;
+  {
+    py::gil_scoped_release release;
+    created = tessera::CreatePlacementGroup(create);
+  }
+  if (!created.ok()) ThrowStatus(created.status());
+  py::dict out;
+  out["name"] = created->name;
+  out["option"] = created->option;
+  out["bundle_nodes"] = created->bundle_nodes;
+  return out;
+}
+
+py::dict ReserveSlices(const py::dict& options) {
+  SliceOptions reserve;
+  reserve.name = Get<std::string>(options, "name", "");
+  reserve.accelerator_type = Get<std::string>(options, "accelerator_type", "");
+  reserve.topology = Get<std::string>(options, "topology", "");
+  reserve.num_slices = Get<int>(options, "num_slices", 1);
+  reserve.per_host = Get<std::string>(options, "per_host", "");
+  reserve.timeout = absl::Seconds(Get<double>(options, "timeout_s", 30));
+  reserve.detached = Get<bool>(options, "detached", false);
+  absl::StatusOr<SliceReservation> reserved;
+  {
+    py::gil_scoped_release release;
+    reserved = tessera::ReserveSlices(reserve);
+  }
+  if (!reserved.ok()) ThrowStatus(reserved.status());
+  py::dict out;
+  out["name"] = reserved->name;
+  out["alternative"] = reserved->alternative;
+  out["slices"] = reserved->slices;
+  py::list hosts;
+  for (const SliceHost& host : reserved->hosts) {
+    py::dict h;
+    h["node_id"] = host.node_id;
+    h["slice"] = host.slice;
+    h["tpu_worker"] = host.tpu_worker;
+    hosts.append(h);
+  }
+  out["hosts"] = hosts;
+  return out;
+}
+
+template <absl::Status (*Call)(const std::string&)>
+void Remove(const std::string& name) {
+  absl::Status status;
+  {
+    py::gil_scoped_release release;
+    status = Call(name);
+  }
+  if (!status.ok()) ThrowStatus(status);
+}
+
+}  // namespace
+
+void BindClusterCalls(py::module_& m) {
+  m.def("list_nodes", &ListNodes,
+        "The cluster's nodes: node_id, address, state, alive, resources, available, labels.");
+  m.def("list_placement_groups", &ListPlacementGroups,
+        "The cluster's placement groups and slice reservations as the head knows them.");
+  m.def("create_placement_group", &CreatePlacementGroup, py::arg("options"),
+        "Reserves every bundle or none (blocking up to timeout_s): name, option, bundle_nodes.");
+  m.def("remove_placement_group", &Remove<tessera::RemovePlacementGroup>, py::arg("name"));
+  m.def("reserve_slices", &ReserveSlices, py::arg("options"),
+        "Reserves whole slices (blocking up to timeout_s): name, slices, hosts in bundle order.");
+  m.def("release_slices", &Remove<tessera::ReleaseSlices>, py::arg("name"));
+  m.def(
+      "new_promise",
+      [] {
+        CheckNotForked();
+        ObjectRefBase ref;
+        {
+          py::gil_scoped_release release;
+          ref = internal::NewPromise();
+        }
+        if (!ref.early_error().ok()) ThrowStatus(ref.early_error());
+        return WrapRef(std::move(ref));
+      },
+      "An ObjectRef whose value fulfill_promise gives later.");
+  m.def(
+      "fulfill_promise",
+      [](py::handle promise, py::object value, const std::string& error) {
+        const ObjectRefBase& ref = UnwrapRef(promise);
+        absl::StatusOr<std::string> outcome =
+            value.is_none() ? absl::StatusOr<std::string>(absl::UnknownError(error))
+                            : absl::StatusOr<std::string>(value.cast<std::string>());
+        py::gil_scoped_release release;
+        internal::FulfillPromise(ref, std::move(outcome));
+      },
+      py::arg("promise"), py::arg("value"), py::arg("error") = "",
+      "Gives the promise its value (bytes), or when value is None, fails it with `error`.");
+}
+
+}  // namespace tessera::python

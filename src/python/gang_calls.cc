@@ -1,0 +1,230 @@
+#include "python/gang_calls.h"
+
+#include <pybind11/stl.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "labels/label_selector.h"
+#include "python/core_error.h"
+#include "python/object_ref.h"
+#include "tessera/actor.h"
+#include "tessera/gang.h"
+#include "tessera/tessera.h"
+
+namespace tessera::python {
+namespace {
+
+const std::set<std::string>& GangOptionKeys() {
+  static const std::set<std::string> keys = {
+      "name",         "accelerator_type", "topology",        "num_slices",
+      "workers",      "resources_per_worker", "strategy",    "label_selectors",
+      "max_restarts", "torch_env",        "start_timeout_s", "stop_grace_s",
+      "env"};
+  return keys;
+}
+
+template <typename T>
+T Get(const py::dict& options, const char* key, T fallback) {
+  if (!options.contains(key)) return fallback;
+  py::object value = options[key];
+  if (value.is_none()) return fallback;
+  try {
+    return value.cast<T>();
+  } catch (const py::cast_error&) {
+    throw py::type_error(absl::StrCat("gang option '", key, "' has the wrong type (",
+                                      std::string(py::str(value.get_type().attr("__name__"))),
+                                      ")"));
+  }
+}
+
+GangOptions GangOptionsFrom(const py::dict& options) {
+  for (const auto& [key, value] : options) {
+    const std::string name = py::str(key);
+    if (!GangOptionKeys().contains(name)) {
+      throw py::value_error(absl::StrCat("unknown gang option '", name, "' (known: ",
+                                         absl::StrJoin(GangOptionKeys(), ", "), ")"));
+    }
+  }
+  GangOptions out;
+  out.name = Get<std::string>(options, "name", "");
+  out.accelerator_type = Get<std::string>(options, "accelerator_type", "");
+  out.topology = Get<std::string>(options, "topology", "");
+  out.num_slices = Get<int>(options, "num_slices", out.num_slices);
+  out.workers = Get<int>(options, "workers", 0);
+  out.resources_per_worker =
+      Get<std::string>(options, "resources_per_worker", out.resources_per_worker);
+  out.strategy = Get<std::string>(options, "strategy", out.strategy);
+  if (options.contains("label_selectors") && !options["label_selectors"].is_none()) {
+    out.label_selectors = LabelSelectorTexts(options["label_selectors"]);
+  }
+  out.max_restarts = Get<int>(options, "max_restarts", 0);
+  out.torch_env = Get<bool>(options, "torch_env", true);
+  const double start_timeout_s = Get<double>(
+      options, "start_timeout_s", absl::ToDoubleSeconds(out.start_timeout));
+  if (start_timeout_s <= 0) {
+    throw py::value_error(absl::StrCat("start_timeout_s ", start_timeout_s, " is not positive"));
+  }
+  out.start_timeout = absl::Seconds(start_timeout_s);
+  const double stop_grace_s =
+      Get<double>(options, "stop_grace_s", absl::ToDoubleSeconds(out.stop_grace));
+  if (stop_grace_s < 0) {
+    throw py::value_error(absl::StrCat("stop_grace_s ", stop_grace_s, " is negative"));
+  }
+  out.stop_grace = absl::Seconds(stop_grace_s);
+  out.env = Get<std::map<std::string, std::string>>(options, "env", {});
+  return out;
+}
+
+// The rank's actor options in the dict form _core.create_actor takes (driver_calls.cc).
+py::dict ActorOptionsDict(const ActorOptions& o) {
+  py::list selectors;
+  for (const std::string& text : o.label_selectors) {
+    auto selector = ParseLabelSelector(text);
+    // The controller made these texts from parsed selectors: they parse.
+    if (selector.ok()) selectors.append(py::cast(selector->ToMap()));
+  }
+  py::dict out;
+  out["resources"] = o.resources;
+  out["label_selectors"] = selectors;
+  out["name"] = o.name;
+  out["detached"] = o.detached;
+  out["max_restarts"] = o.max_restarts;
+  out["max_task_retries"] = o.max_task_retries;
+  out["max_concurrency"] = o.max_concurrency;
+  out["placement_group"] = o.placement_group;
+  out["bundle_index"] = o.bundle_index;
+  out["node_affinity"] = o.node_affinity;
+  out["node_affinity_soft"] = o.node_affinity_soft;
+  out["env"] = py::cast(o.env);
+  return out;
+}
+
+py::dict GangStatusDict(const GangStatus& s) {
+  py::list ranks;
+  for (const GangRank& r : s.ranks) {
+    py::dict rank;
+    rank["rank"] = r.rank;
+    rank["local_rank"] = r.local_rank;
+    rank["node_rank"] = r.node_rank;
+    rank["node_id"] = r.node_id;
+    rank["host"] = r.host;
+    rank["worker_id"] = r.worker_id;
+    rank["pid"] = r.pid;
+    rank["state"] = r.state;
+    rank["exit_reason"] = r.exit_reason;
+    ranks.append(rank);
+  }
+  py::dict out;
+  out["id"] = s.id;
+  out["name"] = s.name;
+  out["state"] = s.state;
+  out["message"] = s.message;
+  out["restart_count"] = s.restart_count;
+  out["membership_changes"] = s.membership_changes;
+  out["world_size"] = s.world_size;
+  out["exit_code"] = s.exit_code;
+  out["log_dir"] = s.log_dir;
+  out["ranks"] = ranks;
+  return out;
+}
+
+// "TypeName: message" of the Python exception being handled (one line for a failed start).
+std::string ExceptionText(const py::error_already_set& e) {
+  std::string type = "Exception";
+  if (e.type()) type = py::str(e.type().attr("__name__"));
+  std::string message = e.value() ? std::string(py::str(e.value())) : std::string();
+  return message.empty() ? type : absl::StrCat(type, ": ", message);
+}
+
+// Runs with the GIL held: the Python start's (actor id, ObjectRef), copied into C++ values.
+absl::StatusOr<std::pair<std::string, ObjectRefBase>> CallStart(py::handle start,
+                                                               const ActorOptions& options) {
+  try {
+    py::object result = py::reinterpret_borrow<py::object>(start)(ActorOptionsDict(options));
+    if (!py::isinstance<py::tuple>(result) || py::len(result) != 2) {
+      return absl::InvalidArgumentError(
+          "run_actor_gang: start must return (actor id hex, ObjectRef of the rank's call)");
+    }
+    py::tuple pair = result.cast<py::tuple>();
+    return std::make_pair(pair[0].cast<std::string>(), UnwrapRef(pair[1]));
+  } catch (py::error_already_set& e) {
+    return absl::FailedPreconditionError(ExceptionText(e));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("run_actor_gang: start: ", e.what()));
+  }
+}
+
+py::dict RunActorGangFromPython(const py::dict& options, const py::function& start) {
+  CheckNotForked();
+  GangOptions gang = GangOptionsFrom(options);
+  // `start` outlives the run (this frame holds it); the controller's threads borrow it and call
+  // it with the GIL. The member's wait and kill touch only C++ values.
+  py::handle borrowed = start;
+  internal::StartActorGangMember start_member =
+      [borrowed](const ActorOptions& actor_options) -> absl::StatusOr<internal::ActorGangMember> {
+    absl::StatusOr<std::pair<std::string, ObjectRefBase>> started;
+    {
+      py::gil_scoped_acquire gil;
+      started = CallStart(borrowed, actor_options);
+    }
+    if (!started.ok()) return started.status();
+    internal::ActorGangMember member;
+    member.wait = [ref = started->second] {
+      return internal::GetValue(ref, absl::InfiniteDuration()).status();
+    };
+    member.kill = [actor_id = started->first] { (void)internal::KillActor(actor_id); };
+    return member;
+  };
+  absl::StatusOr<GangStatus> status;
+  {
+    py::gil_scoped_release release;
+    status = internal::RunActorGang(gang, std::move(start_member));
+  }
+  if (!status.ok()) ThrowStatus(status.status());
+  return GangStatusDict(*status);
+}
+
+}  // namespace
+
+std::vector<std::string> LabelSelectorTexts(py::handle dicts) {
+  if (!py::isinstance<py::list>(dicts) && !py::isinstance<py::tuple>(dicts)) {
+    throw py::type_error("label_selectors must be a list of dicts");
+  }
+  std::vector<std::string> texts;
+  for (py::handle item : dicts) {
+    std::map<std::string, std::string> map;
+    try {
+      map = item.cast<std::map<std::string, std::string>>();
+    } catch (const py::cast_error&) {
+      throw py::type_error("label_selectors must be a list of dicts of str to str");
+    }
+    auto selector = ParseLabelSelectorMap(map);
+    if (!selector.ok()) {
+      throw py::value_error(absl::StrCat("label_selector: ", selector.status().message()));
+    }
+    texts.push_back(selector->ToString());
+  }
+  return texts;
+}
+
+void BindGangCalls(py::module_& m) {
+  m.def("run_actor_gang", &RunActorGangFromPython, py::arg("options"), py::arg("start"),
+        "Runs an actor gang to its end (blocks, without the GIL). options: name; "
+        "accelerator_type+topology+num_slices, or workers+resources_per_worker+strategy; "
+        "label_selectors, max_restarts, torch_env, start_timeout_s, stop_grace_s, env. For "
+        "each rank of each attempt the controller calls start(actor_options) -> (actor id "
+        "hex, ObjectRef of the rank's call); actor_options is create_actor's dict with the "
+        "rank's bundle and environment. Returns the gang's status dict (state, message, "
+        "restart_count, world_size, ranks).");
+}
+
+}  // namespace tessera::python

@@ -1,0 +1,26 @@
+#include "python/label_selectors.h"
+
+#include <pybind11/stl.h>
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "labels/label_selector.h"
+
+namespace tessera::python {
+
+std::vector<std::string> SelectorTexts(py::handle dicts, const char* what) {
+  std::vector<std::string> texts;
+  if (dicts.is_none()) return texts;
+  for (py::handle item : dicts.cast<py::list>()) {
+    auto map = item.cast<std::map<std::string, std::string>>();
+    auto selector = ParseLabelSelectorMap(map);
+    if (!selector.ok()) {
+      throw py::value_error(absl::StrCat(what, ": ", selector.status().message()));
+    }
+    texts.push_back(selector->ToString());
+  }
+  return texts;
+}
+
+}  // namespace tessera::python
