@@ -134,8 +134,8 @@ absl::StatusOr<GangStatus> RunActorGang(const GangOptions& options, StartActorGa
 // gang's reservation with the rank's environment (RANK, WORLD_SIZE, MASTER_ADDR, ... as for
 // StartGang; read it with getenv in the constructor or the method), each running
 // `method(args...)` (registered with TESSERA_ACTOR_METHOD; not void). The gang succeeds when every
-// rank's call has returned. When one fails, or its actor dies, every actor of the gang is
-// killed, the reservation is taken again and every rank is made and run again with
+// rank's call has returned. When one fails, or its actor dies, every other actor of the gang is
+// given stop_grace to end on its own, then killed; the reservation is taken again and every rank is made and run again with
 // TORCHELASTIC_RESTART_COUNT one higher, up to max_restarts: an actor of a gang is never
 // restarted alone (its own MaxRestarts is 0). Unlike StartGang, the controller runs here, in
 // this program, which owns the actors; the call blocks until the gang ends. `command`,

@@ -2,6 +2,8 @@
 // typed options here and checked there (train/job_spec.h) before anything is reserved.
 #include "tessera/gang.h"
 
+#include <signal.h>
+
 #include <atomic>
 #include <filesystem>
 #include <map>
@@ -219,7 +221,11 @@ class ActorGangBackend final : public train::GangBackend {
     absl::MutexLock lock(&mu_);
     return std::make_unique<ActorRankWatch>(members_.at(rank.worker_id), std::move(ended));
   }
-  absl::Status SignalRank(const train::StartedRank& rank, int) override {
+  // An actor has no graceful stop, so SIGTERM (the controller's request before its stop
+  // grace) only waits: a rank that ends on its own meanwhile (its process died, its call
+  // raised) is reported with its own cause, not as killed by the gang. SIGKILL ends the actor.
+  absl::Status SignalRank(const train::StartedRank& rank, int signal) override {
+    if (signal != SIGKILL) return absl::OkStatus();
     internal::ActorGangMember member;
     {
       absl::MutexLock lock(&mu_);

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "labels/label_selector.h"
 #include "python/core_error.h"
+#include "python/label_selectors.h"
 #include "python/object_ref.h"
 #include "tessera/actor.h"
 #include "tessera/gang.h"
@@ -25,10 +26,9 @@ namespace {
 
 const std::set<std::string>& GangOptionKeys() {
   static const std::set<std::string> keys = {
-      "name",         "accelerator_type", "topology",        "num_slices",
-      "workers",      "resources_per_worker", "strategy",    "label_selectors",
-      "max_restarts", "torch_env",        "start_timeout_s", "stop_grace_s",
-      "env"};
+      "name", "accelerator_type", "topology", "num_slices", "workers",
+      "resources_per_worker", "strategy", "label_selectors", "max_restarts", "torch_env",
+      "start_timeout_s", "stop_grace_s", "env"};
   return keys;
 }
 
@@ -64,7 +64,7 @@ GangOptions GangOptionsFrom(const py::dict& options) {
       Get<std::string>(options, "resources_per_worker", out.resources_per_worker);
   out.strategy = Get<std::string>(options, "strategy", out.strategy);
   if (options.contains("label_selectors") && !options["label_selectors"].is_none()) {
-    out.label_selectors = LabelSelectorTexts(options["label_selectors"]);
+    out.label_selectors = SelectorTexts(options["label_selectors"], "label_selectors");
   }
   out.max_restarts = Get<int>(options, "max_restarts", 0);
   out.torch_env = Get<bool>(options, "torch_env", true);
@@ -194,27 +194,6 @@ py::dict RunActorGangFromPython(const py::dict& options, const py::function& sta
 }
 
 }  // namespace
-
-std::vector<std::string> LabelSelectorTexts(py::handle dicts) {
-  if (!py::isinstance<py::list>(dicts) && !py::isinstance<py::tuple>(dicts)) {
-    throw py::type_error("label_selectors must be a list of dicts");
-  }
-  std::vector<std::string> texts;
-  for (py::handle item : dicts) {
-    std::map<std::string, std::string> map;
-    try {
-      map = item.cast<std::map<std::string, std::string>>();
-    } catch (const py::cast_error&) {
-      throw py::type_error("label_selectors must be a list of dicts of str to str");
-    }
-    auto selector = ParseLabelSelectorMap(map);
-    if (!selector.ok()) {
-      throw py::value_error(absl::StrCat("label_selector: ", selector.status().message()));
-    }
-    texts.push_back(selector->ToString());
-  }
-  return texts;
-}
 
 void BindGangCalls(py::module_& m) {
   m.def("run_actor_gang", &RunActorGangFromPython, py::arg("options"), py::arg("start"),

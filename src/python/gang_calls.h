@@ -18,10 +18,6 @@ namespace tessera::python {
 
 namespace py = pybind11;
 
-// The label selector texts of a list of {key: value-expression} dicts (Ray's label_selector
-// form); ValueError naming the bad one. For any option dict that carries label_selectors.
-std::vector<std::string> LabelSelectorTexts(py::handle dicts);
-
 void BindGangCalls(py::module_& m);
 
 }  // namespace tessera::python

@@ -12,8 +12,16 @@ namespace tessera::python {
 std::vector<std::string> SelectorTexts(py::handle dicts, const char* what) {
   std::vector<std::string> texts;
   if (dicts.is_none()) return texts;
-  for (py::handle item : dicts.cast<py::list>()) {
-    auto map = item.cast<std::map<std::string, std::string>>();
+  if (!py::isinstance<py::list>(dicts) && !py::isinstance<py::tuple>(dicts)) {
+    throw py::type_error(absl::StrCat(what, " must be a list of dicts"));
+  }
+  for (py::handle item : dicts) {
+    std::map<std::string, std::string> map;
+    try {
+      map = item.cast<std::map<std::string, std::string>>();
+    } catch (const py::cast_error&) {
+      throw py::type_error(absl::StrCat(what, " must be a list of dicts of str to str"));
+    }
     auto selector = ParseLabelSelectorMap(map);
     if (!selector.ok()) {
       throw py::value_error(absl::StrCat(what, ": ", selector.status().message()));
