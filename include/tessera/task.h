@@ -41,6 +41,11 @@ struct TaskOptions {
   // fit the task. Soft: there when it can take the task now, else wherever else fits.
   std::string node_affinity;
   bool node_affinity_soft = false;
+  // Retry the task's own exceptions too (within max_retries): any, when retry_exception_types
+  // is empty, else only those whose type name is listed (C++: as the error names it, e.g.
+  // "std::runtime_error").
+  bool retry_exceptions = false;
+  std::vector<std::string> retry_exception_types;
   // Ray's "SPREAD": each worker leased for this kind of task goes to the least used node that
   // fits, in turn, instead of packing onto the first.
   bool spread = false;

@@ -43,6 +43,11 @@ def put_serialized(serialized: serialization.SerializedObject) -> "_core.ObjectR
         worker.raise_core_error(e)
 
 
+def exception_type_name(cls: type) -> str:
+    """How retry_exceptions names an exception class: "module.QualName"."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 class _CodeCache:
     """The code's ref for the current connection (a new one after shutdown and init)."""
 
@@ -70,6 +75,9 @@ class RemoteFunction:
         self._function = function
         self._options = dict(options)
         self._core_options = option_checks.task_core_options(self._options)
+        # The worker matches a raised exception against these names (its class or a base).
+        self._core_options["retry_exception_type_names"] = [
+            exception_type_name(t) for t in self._core_options.get("retry_exception_types") or []]
         self._name = getattr(function, "__qualname__", getattr(function, "__name__", "task"))
         self._code = code or _CodeCache(function, f"remote function {self._name}")
         functools.update_wrapper(self, function)

@@ -303,6 +303,10 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
   auto task = std::make_shared<QueuedTask>();
   task->return_id = return_id;
   task->max_retries = options.max_retries;
+  task->spec.set_retry_exceptions(options.retry_exceptions);
+  for (const std::string& type : options.retry_exception_types) {
+    task->spec.add_retry_exception_types(type);
+  }
   task->spec.set_task_id(task_id.Binary());
   task->spec.set_function(*name);
   task->spec.set_language(function.language);

@@ -229,6 +229,15 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
       shape.run_nanos_ewma =
           shape.run_nanos_ewma <= 0 ? run : 0.8 * shape.run_nanos_ewma + 0.2 * run;
       const bool cancelled = cancelled_.erase(result.task_id()) > 0;
+      if (result.has_error() && result.error().retryable() && !cancelled && !shut_down_ &&
+          task.spec.kind() == v1::TASK && task.spec.attempt() + 1 <= task.max_retries) {
+        // retry_exceptions: run again, at the front of the queue, as after a worker's death.
+        task.spec.set_attempt(task.spec.attempt() + 1);
+        ++stats_.retries;
+        shape.queue.push_front(std::move(task));
+        worker.in_flight.erase(it);
+        continue;
+      }
       if (result.has_error()) {
         ++stats_.failed;
         // Interrupted by its cancel (or failing anyway): it ends cancelled.

@@ -59,6 +59,9 @@ TaskOptions TaskOptionsFrom(const py::dict& options) {
   out.node_affinity = Get<std::string>(options, "node_affinity", "");
   out.node_affinity_soft = Get<bool>(options, "node_affinity_soft", false);
   out.spread = Get<bool>(options, "spread", false);
+  out.retry_exceptions = Get<bool>(options, "retry_exceptions", false);
+  out.retry_exception_types =
+      Get<std::vector<std::string>>(options, "retry_exception_type_names", {});
   return out;
 }
 

@@ -158,6 +158,13 @@ void BindWorkerLoop(py::module_& m) {
       .def_property_readonly("attempt", [](const PyTask& t) { return t.pending->spec.attempt(); })
       .def_property_readonly("max_concurrency",
                              [](const PyTask& t) { return t.pending->spec.max_concurrency(); })
+      .def_property_readonly("retry_exceptions",
+                             [](const PyTask& t) { return t.pending->spec.retry_exceptions(); })
+      .def_property_readonly("retry_exception_types",
+                             [](const PyTask& t) {
+                               const auto& types = t.pending->spec.retry_exception_types();
+                               return std::vector<std::string>(types.begin(), types.end());
+                             })
       .def_property_readonly("args", [](const PyTask& t) {
         py::list args;
         // Buffers over the task's own argument bytes: they live as long as the task does.
@@ -259,7 +266,7 @@ void BindWorkerLoop(py::module_& m) {
   m.def(
       "task_failed",
       [](const PyTask& task, const std::string& type, const std::string& message,
-         py::bytes exception, const std::string& traceback) {
+         py::bytes exception, const std::string& traceback, bool retryable) {
         PendingTask& pending = *task.pending;
         if (pending.done.HasBeenNotified()) throw std::runtime_error("this task was already answered");
         v1::TaskError* error = pending.result.mutable_error();
@@ -268,10 +275,11 @@ void BindWorkerLoop(py::module_& m) {
         error->set_message(message);
         error->set_exception(std::string(exception));
         error->set_traceback(traceback);
+        error->set_retryable(retryable);
         Finish(pending);
       },
       py::arg("task"), py::arg("type"), py::arg("message"), py::arg("exception"),
-      py::arg("traceback"),
+      py::arg("traceback"), py::arg("retryable") = false,
       "Answers `task` with the exception its code raised (a serialized Python value).");
   m.def("worker_exit", [] {
     py::gil_scoped_release release;

@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -88,6 +89,11 @@ v1::TaskResult ExecuteTask(const v1::TaskSpec& spec, const ArgumentFetcher& fetc
     result = Failure(spec, "application", CurrentExceptionTypeName(), e.what());
   } catch (...) {
     result = Failure(spec, "application", CurrentExceptionTypeName(), "");
+  }
+  if (result.has_error() && result.error().kind() == "application" && spec.retry_exceptions()) {
+    const auto& types = spec.retry_exception_types();
+    result.mutable_error()->set_retryable(
+        types.empty() || std::find(types.begin(), types.end(), result.error().type()) != types.end());
   }
   result.set_run_nanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
                            std::chrono::steady_clock::now() - start)

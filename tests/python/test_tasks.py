@@ -195,3 +195,46 @@ def test_worker_output_reaches_the_driver_with_the_worker_and_node(cluster):
     assert line.startswith(f"(pid={pid}, node=cpu-") and line.endswith(") hello from a task")
     assert any(l.startswith(f"(pid={pid}, ") and l.endswith("and its stderr")
                for l in result.stderr.splitlines())
+
+
+class Flaky(Exception):
+    pass
+
+
+def test_retry_exceptions_runs_the_task_again_for_the_listed_exceptions(cluster, tmp_path):
+    counter = tmp_path / "runs"
+
+    @tessera.remote(max_retries=2, retry_exceptions=[Flaky])
+    def flaky(path):
+        with open(path, "a") as f:
+            f.write("x")
+        if len(open(path).read()) < 3:
+            raise Flaky("not yet")
+        return "third time"
+
+    assert tessera.get(flaky.remote(str(counter))) == "third time"
+    assert len(counter.read_text()) == 3
+
+    other = tmp_path / "other"
+
+    @tessera.remote(max_retries=2, retry_exceptions=[Flaky])
+    def wrong_kind(path):
+        with open(path, "a") as f:
+            f.write("x")
+        raise KeyError("not listed")
+
+    with pytest.raises(KeyError):
+        tessera.get(wrong_kind.remote(str(other)))
+    assert len(other.read_text()) == 1  # not retried: not a Flaky
+
+    again = tmp_path / "again"
+
+    @tessera.remote(max_retries=1, retry_exceptions=True)
+    def always(path):
+        with open(path, "a") as f:
+            f.write("x")
+        raise ValueError("always")
+
+    with pytest.raises(ValueError):
+        tessera.get(always.remote(str(again)))
+    assert len(again.read_text()) == 2  # the first run and one retry

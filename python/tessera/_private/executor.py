@@ -148,7 +148,17 @@ class Executor:
             wrapped = exceptions.TesseraTaskError(display, traceback_text, stand_in,
                                                   pid=os.getpid(), ip=node_ip())
             payload = serialization.serialize(wrapped).to_bytes()
-        _core.task_failed(task, type(error).__name__, str(error), payload, traceback_text)
+        _core.task_failed(task, type(error).__name__, str(error), payload, traceback_text,
+                          _retryable(task, cause))
+
+
+def _retryable(task: "_core.Task", error: BaseException) -> bool:
+    """Whether the task's retry_exceptions asks to run it again after `error`."""
+    if not task.retry_exceptions or isinstance(error, (KeyboardInterrupt, SystemExit)):
+        return False
+    wanted = set(task.retry_exception_types)
+    return not wanted or any(f"{c.__module__}.{c.__qualname__}" in wanted
+                             for c in type(error).__mro__)
 
 
 def _flush_and_exit(code: int) -> None:
