@@ -243,6 +243,30 @@ TEST_F(SubmitterTest, ACancelBeforeSubmitDropsTheLaterSubmit) {
   EXPECT_TRUE(leases_.requests.empty());
 }
 
+TEST_F(SubmitterTest, ARetryableErrorRunsAgainWithinMaxRetriesThenFails) {
+  const ObjectId id = Submit(/*max_retries=*/1);
+  auto [h, channel] = AddWorker();
+  // The task's latest send fails with a retryable error.
+  auto fail = [&](int attempt) {
+    const v1::TaskSpec& sent = channel->sent.back();
+    EXPECT_EQ(sent.attempt(), attempt);
+    v1::TaskResultBatch results;
+    auto* r = results.add_results();
+    r->set_task_id(sent.task_id());
+    r->mutable_error()->set_kind("application");
+    r->mutable_error()->set_type("Flaky");
+    r->mutable_error()->set_retryable(true);
+    submitter_.OnResults(h, results);
+  };
+  fail(0);
+  EXPECT_EQ(outcomes_.count(id), 0u);  // sent again
+  EXPECT_EQ(channel->sent.size(), 2u);
+  EXPECT_EQ(submitter_.stats().retries, 1);
+  fail(1);
+  ASSERT_EQ(outcomes_.count(id), 1u);  // out of retries: the error stands
+  EXPECT_EQ(ErrorKindOf(outcomes_.at(id).status()), "TASK_ERROR");
+}
+
 TEST_F(SubmitterTest, IdleWorkersAreLetGo) {
   Submit();
   auto [h, channel] = AddWorker();

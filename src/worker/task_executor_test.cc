@@ -104,5 +104,18 @@ TEST(TaskExecutorTest, ATaskOfAnotherLanguageIsRefusedWithoutRunning) {
   EXPECT_THAT(result.error().message(), HasSubstr("LANGUAGE_PYTHON and this is a C++ worker"));
 }
 
+TEST(TaskExecutorTest, RetryExceptionsMarksTheListedTypesRetryable) {
+  v1::TaskSpec spec = Spec("Throws");
+  AddValue(spec, SerializeValue(0));
+  EXPECT_FALSE(ExecuteTask(spec, NoFetch()).error().retryable());  // not asked
+  spec.set_retry_exceptions(true);
+  EXPECT_TRUE(ExecuteTask(spec, NoFetch()).error().retryable());  // any exception
+  spec.add_retry_exception_types("std::out_of_range");
+  EXPECT_TRUE(ExecuteTask(spec, NoFetch()).error().retryable());
+  spec.clear_retry_exception_types();
+  spec.add_retry_exception_types("std::invalid_argument");
+  EXPECT_FALSE(ExecuteTask(spec, NoFetch()).error().retryable());
+}
+
 }  // namespace
 }  // namespace tessera::worker
