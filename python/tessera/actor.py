@@ -16,6 +16,7 @@ Threading: handles and method calls from any thread.
 from __future__ import annotations
 
 import inspect
+import threading
 from typing import Any, Callable, Dict, Optional
 
 from tessera import _core
@@ -55,6 +56,19 @@ def _has_async_methods(cls: type) -> bool:
                for _, member in inspect.getmembers(cls, inspect.isfunction))
 
 
+def _end_after(ref: "_core.ObjectRef", actor_id: str) -> None:
+    """Kills the actor once its __ray_terminate__ call is answered (so it is not restarted)."""
+
+    def end() -> None:
+        try:
+            _core.wait([ref], 1, None)
+            _core.kill_actor(actor_id)
+        except Exception:
+            pass  # the runtime shut down first, or the actor is gone already
+
+    threading.Thread(target=end, name="tessera-actor-terminate", daemon=True).start()
+
+
 class ActorMethod:
     """`handle.name`: `.remote(*args, **kwargs)` calls it on the actor."""
 
@@ -66,9 +80,12 @@ class ActorMethod:
         call = arguments.encode(args, kwargs, put_serialized)
         try:
             self._handle._attach()
-            return _core.submit_actor_task(self._handle._actor_id, self._name, call)
+            ref = _core.submit_actor_task(self._handle._actor_id, self._name, call)
         except _core.CoreError as e:
             worker.raise_core_error(e)
+        if self._name == _TERMINATE:
+            _end_after(ref, self._handle._actor_id)
+        return ref
 
     def options(self, **options: Any) -> "ActorMethod":
         method(**options)  # checks them

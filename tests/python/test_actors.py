@@ -181,3 +181,41 @@ def test_a_handle_returned_from_a_task_reaches_the_actor_it_made(cluster):
         return value
 
     assert tessera.get(make_and_keep.remote(), timeout=120) in (7,)
+
+
+def test_an_async_actor_runs_its_coroutines_concurrently_on_one_loop(cluster):
+    @tessera.remote
+    class AsyncGate:
+        def __init__(self):
+            import asyncio
+            self.arrived = 0
+            self.all_here = asyncio.Event()
+
+        async def meet(self, expected):
+            import asyncio
+            self.arrived += 1
+            if self.arrived == expected:
+                self.all_here.set()
+            await asyncio.wait_for(self.all_here.wait(), timeout=20)
+            return self.arrived
+
+        def plain(self):
+            return "sync methods work too"
+
+    gate = AsyncGate.remote()
+    # Five calls wait on one another: only concurrent coroutines can all finish.
+    assert tessera.get([gate.meet.remote(5) for _ in range(5)], timeout=60) == [5] * 5
+    assert tessera.get(gate.plain.remote()) == "sync methods work too"
+
+
+def test_ray_terminate_ends_the_actor_after_its_calls_and_it_is_not_restarted(cluster):
+    from conftest import pid_alive, wait_for
+    counter = Counter.options(max_restarts=2).remote()
+    pid = tessera.get(counter.pid.remote())
+    pending = [counter.add.remote(1) for _ in range(3)]
+    done = counter.__ray_terminate__.remote()
+    assert tessera.get(pending) == [1, 2, 3]  # the calls before it ran
+    tessera.get(done, timeout=30)
+    wait_for(lambda: not pid_alive(pid), 30, "the actor's process to end")
+    with pytest.raises(exceptions.ActorDiedError):
+        tessera.get(counter.add.remote(1), timeout=30)

@@ -320,7 +320,7 @@ def test_actor_options():
 
 
 def test_actor_max_concurrency():
-    assert actor(has_async_methods=True)["max_concurrency"] == 1000
+    assert actor(has_async_methods=True)["max_concurrency"] == 100
     assert actor(has_async_methods=True, max_concurrency=4)["max_concurrency"] == 4
 
 

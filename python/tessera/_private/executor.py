@@ -4,7 +4,8 @@ serialized result or the raised exception (a TesseraTaskError holding the cause 
 traceback, so the caller re-raises it with its own type).
 
 Plain tasks and actors with max_concurrency 1 run on the main thread, in order; an actor allowing
-more runs its calls on a pool of that many threads.
+more runs its calls on a pool of that many threads; an async actor's coroutines run on one event
+loop thread, each waited for by a pool thread (so up to max_concurrency are in flight).
 
 Threading: `run` is called from the main thread; results are answered from whichever thread ran
 the call.
@@ -12,7 +13,10 @@ the call.
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import concurrent.futures
+import inspect
 import os
 import socket
 import sys
@@ -53,6 +57,7 @@ class Executor:
         self._actor_id: Optional[bytes] = None
         self._class_name: str = ""
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
 
     def actor_id(self) -> Optional[bytes]:
         return self._actor_id
@@ -90,6 +95,12 @@ class Executor:
                 self._instance = cls(*args, **kwargs)
                 if task.max_concurrency > 1 and self._pool is None:
                     self._pool = concurrent.futures.ThreadPoolExecutor(task.max_concurrency)
+                if _has_coroutines(cls) and self._loop is None:
+                    # An async actor: its coroutines run on one event loop, up to
+                    # max_concurrency at once (each waited for by one pool thread).
+                    self._loop = asyncio.new_event_loop()
+                    threading.Thread(target=self._loop.run_forever, name="tessera-actor-loop",
+                                     daemon=True).start()
                 result = None
             else:
                 result = self._call_method(task)
@@ -110,13 +121,21 @@ class Executor:
     def _call_method(self, task: "_core.Task") -> Any:
         name = task.function
         if name == "__ray_terminate__":
-            # Exits after the calls before it, like Ray's graceful stop.
-            self._answer(task, None)
-            _flush_and_exit(0)
+            # Ray's graceful stop, after the calls before it: the exit handlers run here, and
+            # the owner, once answered, ends the actor for good (no restart).
+            atexit._run_exitfuncs()
+            return None
         if self._instance is None:
             raise RuntimeError("the actor has no instance (its constructor did not run here)")
         args, kwargs = arguments.decode(task.args)
-        return getattr(self._instance, name)(*args, **kwargs)
+        result = getattr(self._instance, name)(*args, **kwargs)
+        if inspect.iscoroutine(result):
+            if self._loop is None:
+                result.close()
+                raise TypeError(f"{self._class_name}.{name} is a coroutine function, but the "
+                                "actor has no event loop")
+            result = asyncio.run_coroutine_threadsafe(result, self._loop).result()
+        return result
 
     def _answer(self, task: "_core.Task", result: Any) -> None:
         try:
@@ -150,6 +169,11 @@ class Executor:
             payload = serialization.serialize(wrapped).to_bytes()
         _core.task_failed(task, type(error).__name__, str(error), payload, traceback_text,
                           _retryable(task, cause))
+
+
+def _has_coroutines(cls: type) -> bool:
+    return any(inspect.iscoroutinefunction(member)
+               for _, member in inspect.getmembers(cls, inspect.isfunction))
 
 
 def _retryable(task: "_core.Task", error: BaseException) -> bool:

@@ -32,7 +32,9 @@ from ..util.scheduling_strategies import (
 
 INFINITE_RETRIES = 1_000_000  # what -1 (infinite) retries/restarts become for the core
 DEFAULT_TASK_MAX_RETRIES = 3
-DEFAULT_ASYNC_MAX_CONCURRENCY = 1000
+# Calls of an async actor in flight at once. Ray's default is 1000; here each call in flight also
+# holds a thread of the worker's C++ call pool and of its Python pool, so the default is 100.
+DEFAULT_ASYNC_MAX_CONCURRENCY = 100
 ACCELERATOR_TYPE_LABEL = "tessera.io/accelerator-type"
 BYTE_RESOURCES = ("memory", "object_store_memory")
 RESOURCE_UNITS = 10000  # the core's fixed point: 4 decimal places
