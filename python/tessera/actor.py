@@ -29,17 +29,19 @@ _TERMINATE_ALIASES = ("__ray_terminate__", "__tessera_terminate__")
 
 
 def method(*args: Any, **options: Any) -> Callable:
-    """`@tessera.method(num_returns=..., max_task_retries=..., retry_exceptions=...)` on an actor
-    method: options for its calls (num_returns must be 1)."""
-    allowed = {"num_returns", "max_task_retries", "retry_exceptions", "concurrency_group",
-               "enable_task_events", "_generator_backpressure_num_objects"}
+    """`@tessera.method(num_returns=1)` on an actor method. Ray's per-method max_task_retries,
+    retry_exceptions and concurrency groups are not supported: they are refused rather than
+    ignored (the actor's own max_task_retries applies)."""
+    allowed = {"num_returns", "enable_task_events"}
     if args and callable(args[0]) and len(args) == 1 and not options:
         args[0].__tessera_method_options__ = {}
         return args[0]
     unknown = sorted(set(options) - allowed)
     if args or unknown:
         raise ValueError(f"Invalid option keyword {', '.join(unknown) or args!r} for actor "
-                         f"methods. Valid ones are {sorted(allowed)}.")
+                         f"methods. Valid ones are {sorted(allowed)} (per-method "
+                         "max_task_retries, retry_exceptions and concurrency groups are not "
+                         "supported).")
     if options.get("num_returns", 1) != 1:
         raise ValueError("num_returns must be 1 (multiple returns are not supported: return a "
                          "tuple)")
@@ -130,10 +132,10 @@ class ActorHandle:
         return ActorMethod(self, item)
 
     def _attach(self) -> None:
-        if not self._attached:
-            if self._owner_address != _core.owner_address():
-                _core.attach_actor(self._actor_id, self._owner_address)
-            self._attached = True
+        # A handle from another process: the core finds where the actor runs (again after a
+        # restart of the actor, when the stream to its old process ended).
+        if not self._attached and self._owner_address != _core.owner_address():
+            _core.attach_actor(self._actor_id, self._owner_address)
 
     def __reduce__(self):
         self._shared = True
@@ -143,11 +145,12 @@ class ActorHandle:
                                   self._name, owner))
 
     def __del__(self) -> None:
-        # The last reference of the creating process ends the actor, unless a copy of the handle
-        # left the process (it lives with its owner then) or it is detached.
+        # The last reference of the creating process ends the actor once the calls made before
+        # have run, unless a copy of the handle left the process (it lives with its owner then)
+        # or it is detached.
         if getattr(self, "_owned", False) and not self._detached and not self._shared:
             try:
-                _core.kill_actor(self._actor_id)
+                ActorMethod(self, _TERMINATE).remote()
             except Exception:
                 pass  # shut down already, or the actor is gone
 
@@ -192,8 +195,7 @@ class ActorClass:
         try:
             actor_id = _core.create_actor(self._cls.__name__, self._code.ref(), call, core)
         except _core.CoreError as e:
-            kind, message = e.args[0], e.args[1]
-            if core.get("name") and "already" in message:
+            if core.get("name") and e.args[0] == "ALREADY_EXISTS":
                 raise ValueError(f"The name {core['name']} (namespace="
                                  f"{core.get('namespace') or None}) is already taken. Please use "
                                  "a different name or get the existing actor using "
@@ -232,14 +234,13 @@ def get_actor(name: str, namespace: Optional[str] = None) -> ActorHandle:
     try:
         actor_id = _core.get_actor(name)
     except _core.CoreError as e:
-        if e.args[0] in ("SYSTEM", "INVALID") and ("no live actor" in e.args[1]
-                                                 or "not found" in e.args[1].lower()):
+        if e.args[0] == "NOT_FOUND":
             raise ValueError(f"Failed to look up actor with name '{name}'. This could because 1. "
                              "You are trying to look up a named actor you didn't create. 2. The "
                              "named actor died. 3. You did not use a namespace matching the "
                              "namespace of the actor.") from None
         worker.raise_core_error(e)
-    return ActorHandle(actor_id, name, None, name)
+    return ActorHandle(actor_id, f"actor {name!r}", None, name)
 
 
 def kill(actor: ActorHandle, *, no_restart: bool = True) -> None:

@@ -31,6 +31,17 @@ namespace {
 // The lease shape key of an actor this driver owns: "actor:<id>|<shape>".
 constexpr std::string_view kOwnedActorPrefix = "actor:";
 
+// The shape key of an actor another process owns, reached through its process at an address:
+// "attached:<id>@<address>".
+constexpr std::string_view kAttachedActorPrefix = "attached:";
+
+std::optional<std::string> AttachedActorId(const std::string& shape_key) {
+  if (!absl::StartsWith(shape_key, ToAbsl(kAttachedActorPrefix))) return std::nullopt;
+  const size_t end = shape_key.find('@', kAttachedActorPrefix.size());
+  if (end == std::string::npos) return std::nullopt;
+  return shape_key.substr(kAttachedActorPrefix.size(), end - kAttachedActorPrefix.size());
+}
+
 // The actor id of an owned actor's shape key; nullopt for any other key (task workers,
 // attached actors).
 std::optional<std::string> OwnedActorId(const std::string& shape_key) {
@@ -295,12 +306,8 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
   const ObjectId return_id = ObjectId::ForTaskReturn(task_id, 1);
   objects_->AddPending(return_id);
   ObjectRefBase result = MakeOwnedRef(return_id);
-  // The code a worker fetches lives until the task is done, whatever the caller keeps.
-  if (function.code.has_value()) {
-    objects_->OnReady(return_id, [keep = *function.code](const absl::StatusOr<std::string>&) {});
-  }
-
   auto task = std::make_shared<QueuedTask>();
+  task->code = function.code;  // fetched by the worker: kept while the task may run
   task->return_id = return_id;
   task->max_retries = options.max_retries;
   task->spec.set_retry_exceptions(options.retry_exceptions);
@@ -716,7 +723,9 @@ absl::Status DriverRuntime::AttachActorById(const std::string& actor_id,
                                             const std::string& owner_address) {
   {
     absl::MutexLock lock(&actors_mu_);
-    if (actors_.count(actor_id) > 0) return absl::OkStatus();  // owned here, or attached already
+    auto it = actors_.find(actor_id);
+    // Owned here, or attached to its live process already.
+    if (it != actors_.end() && !(it->second.attached && it->second.dead)) return absl::OkStatus();
   }
   auto owner = v1::Owner::NewStub(rpc::MakeChannel(owner_address));
   v1::LocateActorRequest request;
@@ -738,6 +747,15 @@ absl::Status DriverRuntime::AttachActorById(const std::string& actor_id,
 }
 
 void DriverRuntime::OnActorChanged(const std::string& shape_key, const ActorChange& change) {
+  if (const std::optional<std::string> attached = AttachedActorId(shape_key);
+      attached.has_value() && change.kind == ActorChange::Kind::kDead) {
+    // Its process is gone for this driver (its stream ended): the next AttachActorById finds
+    // where it runs now (it may have restarted).
+    absl::MutexLock lock(&actors_mu_);
+    auto it = actors_.find(*attached);
+    if (it != actors_.end() && it->second.shape_key == shape_key) it->second.dead = true;
+    return;
+  }
   const std::optional<std::string> owned = OwnedActorId(shape_key);
   if (!owned.has_value()) return;
   const std::string& id = *owned;
@@ -789,7 +807,7 @@ absl::StatusOr<std::string> DriverRuntime::AttachNamedActor(const std::string& n
 absl::Status DriverRuntime::AttachAt(const std::string& id, const std::string& name,
                                      const std::string& class_name, const std::string& address) {
   LeaseShape shape;
-  shape.key = absl::StrCat("attached:", id, "@", address);
+  shape.key = absl::StrCat(ToAbsl(kAttachedActorPrefix), id, "@", address);
   {
     absl::MutexLock lock(&actors_mu_);
     auto it = actors_.find(id);

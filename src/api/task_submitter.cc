@@ -87,7 +87,7 @@ void TaskSubmitter::DispatchLocked(Shape& shape) {
     Worker* best = nullptr;
     for (WorkerHandle handle : shape.workers) {
       Worker& w = workers_.at(handle);
-      if (static_cast<int>(w.in_flight.size()) >= cap) continue;
+      if (w.doomed || static_cast<int>(w.in_flight.size()) >= cap) continue;
       if (best == nullptr || w.in_flight.size() < best->in_flight.size()) best = &w;
     }
     if (best == nullptr) break;
@@ -263,7 +263,8 @@ void TaskSubmitter::RemoveWorkerLocked(Worker& worker) {
   workers_.erase(worker.handle);
 }
 
-void TaskSubmitter::WorkerDied(WorkerHandle handle, const std::string& cause) {
+void TaskSubmitter::WorkerDied(WorkerHandle handle, const std::string& cause,
+                               bool bundle_removed) {
   std::vector<Outcome> outcomes;
   {
     absl::MutexLock lock(&mu_);
@@ -274,7 +275,7 @@ void TaskSubmitter::WorkerDied(WorkerHandle handle, const std::string& cause) {
     Shape& shape = shapes_.at(worker.shape_key);
     std::vector<QueuedTask> retry;
     if (shape.actor) {
-      ActorWorkerDiedLocked(shape, worker, cause, outcomes);
+      ActorWorkerDiedLocked(shape, worker, cause, bundle_removed, outcomes);
       worker.in_flight.clear();
     }
     // Back to the front of the queue: they have waited longest.
@@ -291,6 +292,16 @@ void TaskSubmitter::WorkerDied(WorkerHandle handle, const std::string& cause) {
                                        "its worker was killed (", cause, ")")),
                                    ErrorKind::kWorkerCrashed)
                    : CancelledStatus(task.spec.function()));
+        continue;
+      }
+      if (bundle_removed) {
+        ++stats_.failed;
+        outcomes.emplace_back(
+            task.return_id,
+            WithErrorKind(absl::UnavailableError(absl::StrCat(
+                              "task ", task.spec.function(), " failed: its placement group was "
+                              "removed while it ran (", cause, ")")),
+                          ErrorKind::kTaskPlacementGroupRemoved));
         continue;
       }
       if (runs <= task.max_retries && !shut_down_) {
@@ -360,6 +371,23 @@ absl::StatusOr<bool> TaskSubmitter::CancelLocked(const ObjectId& return_id, bool
     }
     cancelled_[task_id] = force;
     worker.channel->CancelTask(task_id, force, recursive);
+    if (force) {
+      // Its process ends: the other tasks sent to it go back to the front of the queue (one
+      // may have started there: at least once, as after any death) and nothing more is sent.
+      worker.doomed = true;
+      Shape& shape = shapes_.at(worker.shape_key);
+      std::vector<QueuedTask> others;
+      for (auto in = worker.in_flight.begin(); in != worker.in_flight.end();) {
+        if (in->first == task_id) {
+          ++in;
+          continue;
+        }
+        others.push_back(std::move(in->second));
+        worker.in_flight.erase(in++);
+      }
+      for (auto o = others.rbegin(); o != others.rend(); ++o) shape.queue.push_front(std::move(*o));
+      DispatchLocked(shape);
+    }
     return true;
   }
   return false;
@@ -474,8 +502,9 @@ void TaskSubmitter::SubmitActorCall(const std::string& shape_key, QueuedTask cal
       ++stats_.failed;
       outcomes.emplace_back(
           call.return_id,
-          ActorDeadStatus(it->second.actor_spec.display,
-                          shut_down_ ? "tessera is shut down" : it->second.death));
+          WithErrorKind(ActorDeadStatus(it->second.actor_spec.display,
+                                        shut_down_ ? "tessera is shut down" : it->second.death),
+                        it->second.death_kind));
     } else {
       Shape& shape = it->second;
       call.spec.set_kind(v1::ACTOR_METHOD);
@@ -533,15 +562,16 @@ void TaskSubmitter::KillActor(const std::string& shape_key) {
 }
 
 void TaskSubmitter::ActorDeadLocked(Shape& shape, const std::string& cause,
-                                    std::vector<Outcome>& out) {
+                                    std::vector<Outcome>& out, ErrorKind kind) {
   const bool was_dead = shape.dead;
   shape.dead = true;
   shape.death = cause;
+  shape.death_kind = kind;
   if (!was_dead && actor_observer_) {
     actor_observer_(shape.shape.key, ActorChange{ActorChange::Kind::kDead, shape.restarts, cause});
   }
-  const absl::Status dead =
-      ActorDeadStatus(shape.actor_spec.display, cause);
+  const absl::Status dead = WithErrorKind(
+      absl::UnavailableError(absl::StrCat(shape.actor_spec.display, " is dead: ", cause)), kind);
   for (QueuedTask& task : shape.queue) {
     if (task.spec.kind() == v1::ACTOR_CREATE) continue;
     ++stats_.failed;
@@ -551,7 +581,7 @@ void TaskSubmitter::ActorDeadLocked(Shape& shape, const std::string& cause,
 }
 
 void TaskSubmitter::ActorWorkerDiedLocked(Shape& shape, Worker& worker, const std::string& cause,
-                                          std::vector<Outcome>& out) {
+                                          bool bundle_removed, std::vector<Outcome>& out) {
   // The calls it had, in the order they were numbered (the constructor is 0).
   std::vector<QueuedTask> pending;
   for (auto& [id, task] : worker.in_flight) {
@@ -561,6 +591,20 @@ void TaskSubmitter::ActorWorkerDiedLocked(Shape& shape, Worker& worker, const st
     return a.spec.sequence() < b.spec.sequence();
   });
   if (shape.dead) return;  // killed: its calls were answered then
+  if (bundle_removed) {
+    // Its placement group is gone: never restarted (it could not be placed again).
+    const std::string death = absl::StrCat("its placement group was removed (", cause, ")");
+    const absl::Status removed =
+        WithErrorKind(absl::UnavailableError(
+                          absl::StrCat(shape.actor_spec.display, " is dead: ", death)),
+                      ErrorKind::kActorPlacementGroupRemoved);
+    for (QueuedTask& task : pending) {
+      ++stats_.failed;
+      out.emplace_back(task.return_id, removed);
+    }
+    ActorDeadLocked(shape, death, out, ErrorKind::kActorPlacementGroupRemoved);
+    return;
+  }
   if (shape.restarts >= shape.actor_spec.max_restarts) {
     const std::string death =
         absl::StrCat("its process died (", cause, ") and it was restarted ", shape.restarts,

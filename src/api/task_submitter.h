@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "api/error_payloads.h"
 #include "tessera/object_id.h"
+#include "tessera/object_ref.h"
 #include "tessera/tessera.h"
 #include "tessera/v1/common.pb.h"
 #include "tessera/v1/worker.pb.h"
@@ -51,6 +54,9 @@ struct QueuedTask {
   v1::TaskSpec spec;  // arguments resolved; spec.attempt() counts the runs before this one
   ObjectId return_id;  // nil for an actor's constructor (its outcome is not an object)
   int max_retries = 3;
+  // A task of another language: the object holding its code, which workers fetch from this
+  // owner, kept as long as the task may still run (retries included).
+  std::optional<ObjectRefBase> code;
 };
 
 // An actor as the submitter sees it: a shape of its own with at most one worker, never let go
@@ -142,7 +148,9 @@ class TaskSubmitter {
 
   void OnResults(WorkerHandle worker, const v1::TaskResultBatch& results);
   // The worker's process is gone (`cause`: "killed by signal 9 (SIGKILL)", ...).
-  void WorkerDied(WorkerHandle worker, const std::string& cause);
+  // `bundle_removed`: its agent killed it because its placement group was removed; its tasks
+  // then fail TASK_PG_REMOVED and its actor is dead (ACTOR_PG_REMOVED), with no retry or restart.
+  void WorkerDied(WorkerHandle worker, const std::string& cause, bool bundle_removed = false);
 
   // Cancels the task whose return is `return_id` (tessera.cancel). Queued, or not submitted
   // yet (still waiting for its arguments): it fails TASK_CANCELLED now and never runs. Sent to a
@@ -174,6 +182,7 @@ class TaskSubmitter {
     std::shared_ptr<WorkerChannel> channel;
     absl::flat_hash_map<std::string, QueuedTask> in_flight;  // by task id
     absl::Time idle_since;
+    bool doomed = false;  // a forced cancel ends its process: nothing more is sent to it
   };
   struct Shape {
     LeaseShape shape;
@@ -190,6 +199,7 @@ class TaskSubmitter {
     int64_t next_sequence = 1;
     bool dead = false;
     std::string death;  // why it is dead
+    ErrorKind death_kind = ErrorKind::kActorDied;
   };
   using Outcome = std::pair<ObjectId, absl::StatusOr<std::string>>;
 
@@ -201,9 +211,11 @@ class TaskSubmitter {
   void RemoveWorkerLocked(Worker& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DeliverAll(std::vector<Outcome> outcomes) ABSL_LOCKS_EXCLUDED(mu_);
   void ActorWorkerDiedLocked(Shape& shape, Worker& worker, const std::string& cause,
-                             std::vector<Outcome>& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ActorDeadLocked(Shape& shape, const std::string& cause, std::vector<Outcome>& out)
+                             bool bundle_removed, std::vector<Outcome>& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The actor is dead for good: its queued and later calls fail with `kind`.
+  void ActorDeadLocked(Shape& shape, const std::string& cause, std::vector<Outcome>& out,
+                       ErrorKind kind = ErrorKind::kActorDied) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One task's cancel, under the lock; false when the submitter does not hold it.
   absl::StatusOr<bool> CancelLocked(const ObjectId& return_id, bool force, bool recursive,
                                     std::vector<Outcome>& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

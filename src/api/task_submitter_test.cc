@@ -230,6 +230,28 @@ TEST_F(SubmitterTest, AForcedCancelEndsWorkerCrashedAndIsNeverRetried) {
   EXPECT_EQ(submitter_.stats().retries, 0);
 }
 
+TEST_F(SubmitterTest, AForcedCancelSendsTheWorkersOtherTasksElsewhere) {
+  // Short tasks pipeline onto one worker.
+  const ObjectId first = Submit();
+  auto [h, channel] = AddWorker();
+  AnswerAll(h, *channel, /*run_nanos=*/1000);
+  const ObjectId target = Submit();
+  const ObjectId sibling = Submit();
+  ASSERT_EQ(channel->Unanswered().size(), 2u);
+  ASSERT_TRUE(submitter_.Cancel(target, /*force=*/true, /*recursive=*/false).ok());
+  // The sibling is not left to die with the worker: it waits for another one.
+  EXPECT_EQ(submitter_.queued(shape_.key), 1u);
+  submitter_.WorkerDied(h, "killed by signal 9 (SIGKILL)");
+  EXPECT_EQ(ErrorKindOf(outcomes_.at(target).status()), "WORKER_CRASHED");
+  EXPECT_EQ(outcomes_.count(sibling), 0u);
+  auto [h2, channel2] = AddWorker();
+  ASSERT_EQ(channel2->Unanswered().size(), 1u);
+  EXPECT_EQ(channel2->Unanswered()[0].attempt(), 0);  // the move cost it no attempt
+  AnswerAll(h2, *channel2);
+  EXPECT_TRUE(outcomes_.at(sibling).ok());
+  EXPECT_TRUE(outcomes_.at(first).ok());
+}
+
 TEST_F(SubmitterTest, ACancelBeforeSubmitDropsTheLaterSubmit) {
   QueuedTask task;
   const TaskId tid = TaskId::FromRandom();

@@ -409,9 +409,11 @@ void WorkerLeases::Watch(uint64_t serial, const std::string& worker_id) {
       Agent(agent_address)->WatchWorker(context.get(), request);
   v1::WorkerEvent event;
   std::string cause;
+  bool bundle_removed = false;
   while (reader->Read(&event)) {
     if (event.has_exit()) {
       cause = event.exit().reason();
+      bundle_removed = event.exit().bundle_removed();
     } else if (event.has_stdout()) {
       forward(stdout, out_lines, event.stdout());
     } else if (event.has_stderr()) {
@@ -451,7 +453,7 @@ void WorkerLeases::Watch(uint64_t serial, const std::string& worker_id) {
     changed_.SignalAll();
   }
   if (handle != 0) {
-    submitter_->WorkerDied(handle, cause);
+    submitter_->WorkerDied(handle, cause, bundle_removed);
   } else if (!stopping && never_ready) {
     submitter_->LeaseFailed(
         shape_key,

@@ -43,6 +43,7 @@ void WorkerExitToProto(const WorkerExitInfo& exit, v1::WorkerExit* proto) {
   proto->set_signal(exit.signal);
   proto->set_out_of_memory(exit.out_of_memory);
   proto->set_reason(exit.reason);
+  proto->set_bundle_removed(exit.bundle_removed);
 }
 
 void WorkerToProto(const WorkerRecord& worker, v1::WorkerInfo* proto) {

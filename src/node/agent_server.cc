@@ -146,7 +146,8 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
     server->head_ = std::make_unique<HeadLink>(
         std::move(link), state, [self](const std::vector<WorkerId>& workers) {
           for (const WorkerId& id : workers) {
-            self->state_->NoteKill(id, "after the head released its bundle");
+            self->state_->NoteKill(id, "after the head released its bundle",
+                                   /*bundle_removed=*/true);
           }
           self->service_->KillNow(workers);
         });

@@ -211,6 +211,7 @@ absl::Status AgentState::WorkerExited(const WorkerId& worker, WorkerExitInfo exi
   w.state = WorkerState::kExited;
   w.exit = std::move(exit);
   if (!w.kill_cause.empty()) w.exit->reason = absl::StrCat(w.exit->reason, ", ", w.kill_cause);
+  w.exit->bundle_removed = w.killed_for_bundle;
   // The lease may be gone already: its bundle was cancelled while the worker ran.
   (void)ReleaseLeaseLocked(w.lease);
 
@@ -223,11 +224,14 @@ absl::Status AgentState::WorkerExited(const WorkerId& worker, WorkerExitInfo exi
   return absl::OkStatus();
 }
 
-void AgentState::NoteKill(const WorkerId& worker, std::string cause) {
+void AgentState::NoteKill(const WorkerId& worker, std::string cause, bool bundle_removed) {
   absl::MutexLock lock(&mu_);
   auto it = workers_.find(worker);
   if (it == workers_.end() || it->second.state == WorkerState::kExited) return;
-  if (it->second.kill_cause.empty()) it->second.kill_cause = std::move(cause);
+  if (it->second.kill_cause.empty()) {
+    it->second.kill_cause = std::move(cause);
+    it->second.killed_for_bundle = bundle_removed;
+  }
 }
 
 std::optional<WorkerRecord> AgentState::FindWorker(const WorkerId& worker) const {

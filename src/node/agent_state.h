@@ -117,8 +117,9 @@ class AgentState {
   absl::Status WorkerExited(const WorkerId& worker, WorkerExitInfo exit);
 
   // Records why the agent is about to kill a running worker ("after a KillWorker request"); its
-  // exit reason gets it appended. Ignored for unknown or exited workers.
-  void NoteKill(const WorkerId& worker, std::string cause);
+  // exit reason gets it appended, and `bundle_removed` says the cause was its bundle's removal.
+  // Ignored for unknown or exited workers.
+  void NoteKill(const WorkerId& worker, std::string cause, bool bundle_removed = false);
 
   std::optional<WorkerRecord> FindWorker(const WorkerId& worker) const;
   std::vector<WorkerRecord> Workers() const;

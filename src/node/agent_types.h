@@ -50,6 +50,7 @@ struct WorkerExitInfo {
   int signal = 0;      // 0 when it exited
   bool out_of_memory = false;
   std::string reason;  // "exited with code 3", "killed by signal 9 (SIGKILL)", "out of memory"
+  bool bundle_removed = false;  // killed because its bundle was removed (WorkerExit proto)
   friend bool operator==(const WorkerExitInfo&, const WorkerExitInfo&) = default;
 };
 
@@ -69,8 +70,10 @@ struct WorkerRecord {
   std::string stdout_path;
   std::string stderr_path;
   std::optional<BundleKey> bundle;
-  // Why the agent killed it ("after a KillWorker request"), added to its exit reason.
+  // Why the agent killed it ("after a KillWorker request"), added to its exit reason; and
+  // whether that was the removal of its bundle.
   std::string kill_cause;
+  bool killed_for_bundle = false;
 };
 
 }  // namespace tessera

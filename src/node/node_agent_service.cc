@@ -309,7 +309,8 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
       !state_->HoldsLease(lease.id) && worker.has_value() &&
       worker->state != WorkerState::kExited) {
     // Its bundle was cancelled while it started: it must not run outside a reservation.
-    state_->NoteKill(lease.worker, "after its bundle was cancelled while it started");
+    state_->NoteKill(lease.worker, "after its bundle was cancelled while it started",
+                     /*bundle_removed=*/true);
     (void)workers_->Signal(ChildId(lease.worker.value()), SIGKILL);
   }
 
@@ -498,8 +499,10 @@ grpc::Status NodeAgentService::CancelBundles(grpc::ServerContext*,
       state_->CancelBundles(request->placement_group(),
                             {request->bundle_indices().begin(), request->bundle_indices().end()});
   for (const WorkerId& id : killed) {
-    state_->NoteKill(id, absl::StrCat("after its bundle of ", request->placement_group(),
-                                      " was cancelled"));
+    state_->NoteKill(id,
+                     absl::StrCat("after its bundle of ", request->placement_group(),
+                                  " was cancelled"),
+                     /*bundle_removed=*/true);
   }
   KillNow(killed);
   for (const WorkerId& id : killed) response->add_killed_workers(id.value());

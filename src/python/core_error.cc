@@ -16,6 +16,8 @@ std::string KindOf(const absl::Status& status) {
     case absl::StatusCode::kInvalidArgument: return "INVALID";
     case absl::StatusCode::kCancelled: return "TASK_CANCELLED";
     case absl::StatusCode::kResourceExhausted: return "OBJECT_STORE_FULL";
+    case absl::StatusCode::kAlreadyExists: return "ALREADY_EXISTS";
+    case absl::StatusCode::kNotFound: return "NOT_FOUND";
     default: return "SYSTEM";
   }
 }

@@ -3,6 +3,8 @@
 // into bytes and back and gives the API Ray's names and checks.
 #include <pybind11/pybind11.h>
 
+#include "absl/synchronization/mutex.h"
+
 #include "python/cluster_calls.h"
 #include "python/core_error.h"
 #include "python/driver_calls.h"
@@ -12,6 +14,11 @@
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "The Tessera runtime (C++), bound for the tessera package.";
+  // As the CLI does: Debian's Abseil checks every mutex acquisition against a global lock-order
+  // graph by default, a measurable share of each task's cost (the C++ tests keep the check).
+#ifdef NDEBUG
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+#endif
   tessera::python::BindCoreError(m);
   tessera::python::BindObjects(m);
   tessera::python::BindDriverCalls(m);

@@ -18,7 +18,12 @@ std::atomic<bool> forked{false};
 struct ReleaseWithoutGil {
   void operator()(PyObjectRef* ref) const {
     if (ref == nullptr) return;
-    if (forked.load() || _Py_IsFinalizing()) {
+#if PY_VERSION_HEX >= 0x030D0000
+    const bool finalizing = Py_IsFinalizing();
+#else
+    const bool finalizing = _Py_IsFinalizing();
+#endif
+    if (forked.load() || finalizing) {
       new ObjectRefBase(std::move(ref->ref));  // leaked on purpose
       delete ref;
       return;

@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -33,6 +34,9 @@ struct PendingTask {
   std::vector<internal::SerializedValue> args;  // in order; refs already fetched
   std::chrono::steady_clock::time_point started;
   v1::TaskResult result;
+  // Claimed by the one answer (task_done, task_failed or a cancel before it ran), before it
+  // writes `result`: a second answer, from any thread, is refused.
+  std::atomic<bool> answered{false};
   absl::Notification done;
 };
 
@@ -127,12 +131,21 @@ ObjectRefBase RefFromProto(const v1::ObjectRefProto& proto) {
   return ObjectRefBase(std::move(data), nullptr);
 }
 
+// The task's code has returned (or raised): a cancel no longer interrupts it.
+void NoLongerRunning(const PendingTask& task) {
+  absl::MutexLock lock(&running_mu);
+  if (running != nullptr && *running == task.spec.task_id()) running->clear();
+  if (cancelled_early != nullptr) cancelled_early->erase(task.spec.task_id());
+}
+
+// Claims the one answer of `task`; RuntimeError when it was answered already.
+void Claim(PendingTask& task) {
+  if (task.answered.exchange(true)) throw std::runtime_error("this task was already answered");
+}
+
+// Sends the claimed answer to the gRPC thread waiting for it.
 void Finish(PendingTask& task) {
-  if (task.done.HasBeenNotified()) return;
-  {
-    absl::MutexLock lock(&running_mu);
-    if (running != nullptr && *running == task.spec.task_id()) running->clear();
-  }
+  NoLongerRunning(task);
   task.result.set_task_id(task.spec.task_id());
   task.result.set_run_nanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                 std::chrono::steady_clock::now() - task.started)
@@ -214,6 +227,7 @@ void BindWorkerLoop(py::module_& m) {
           if (!cancelled) break;
           // Cancelled before it started: answered without running (the owner reports it
           // cancelled).
+          task->answered.store(true);
           v1::TaskError* error = task->result.mutable_error();
           error->set_kind("application");
           error->set_type("TaskCancelledError");
@@ -243,7 +257,7 @@ void BindWorkerLoop(py::module_& m) {
                              static_cast<size_t>(info.size * info.itemsize));
         }
         PendingTask& pending = *task.pending;
-        if (pending.done.HasBeenNotified()) throw std::runtime_error("this task was already answered");
+        Claim(pending);
         py::gil_scoped_release release;
         bool stored = false;
         if (size >= api::kInlineValueLimitBytes) {
@@ -268,7 +282,7 @@ void BindWorkerLoop(py::module_& m) {
       [](const PyTask& task, const std::string& type, const std::string& message,
          py::bytes exception, const std::string& traceback, bool retryable) {
         PendingTask& pending = *task.pending;
-        if (pending.done.HasBeenNotified()) throw std::runtime_error("this task was already answered");
+        Claim(pending);
         v1::TaskError* error = pending.result.mutable_error();
         error->set_kind("application");
         error->set_type(type);
@@ -281,6 +295,10 @@ void BindWorkerLoop(py::module_& m) {
       py::arg("task"), py::arg("type"), py::arg("message"), py::arg("exception"),
       py::arg("traceback"), py::arg("retryable") = false,
       "Answers `task` with the exception its code raised (a serialized Python value).");
+  m.def(
+      "task_returned", [](const PyTask& task) { NoLongerRunning(*task.pending); },
+      py::arg("task"),
+      "The task's code has returned or raised: a cancel from now on does not interrupt it.");
   m.def("worker_exit", [] {
     py::gil_scoped_release release;
     worker::ExitWorker();

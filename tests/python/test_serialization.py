@@ -217,3 +217,23 @@ def test_buffer_offsets_past_the_region_are_a_value_error():
 def test_unpicklable_value_is_a_type_error_naming_it():
     with pytest.raises(TypeError, match="cannot serialize lock: .*_thread.lock"):
         serialize(threading.Lock())
+
+
+def test_the_plain_value_fast_path_writes_the_bytes_cloudpickle_would():
+    import cloudpickle
+    from tessera._private import serialization as s
+    for value in [None, True, 7, 2.5, "text", b"raw", (1, "a"), [1, [2, [3]]],
+                  {"k": [1, 2], "n": None}]:
+        assert s._is_plain(value), value
+        stream, buffers, refs = s._pickle(value)
+        assert bytes(stream) == cloudpickle.dumps(value, protocol=5)
+        assert (buffers, refs) == ([], [])
+        assert s.deserialize(s.serialize(value).to_bytes()) == value
+
+    class Number(int):
+        pass
+
+    # Anything else takes cloudpickle's path: subclasses, deep or large containers, other keys.
+    for value in [Number(3), [[[[1]]]], list(range(17)), {1: "int key"}, {"s": {1, 2}}]:
+        assert not s._is_plain(value), value
+        assert s.deserialize(s.serialize(value).to_bytes()) == value

@@ -82,41 +82,63 @@ class Executor:
     def _run(self, task: "_core.Task") -> None:
         current.task_id = task.task_id
         current.name = task.function
+        result: Any = None
+        error: Optional[BaseException] = None
         try:
-            if task.kind == _core.TASK:
-                function = self._load(task)
-                args, kwargs = arguments.decode(task.args)
-                result = function(*args, **kwargs)
-            elif task.kind == _core.ACTOR_CREATE:
-                cls = self._load(task)
-                args, kwargs = arguments.decode(task.args)
-                self._class_name = cls.__name__
-                self._actor_id = task.actor_id
-                self._instance = cls(*args, **kwargs)
-                if task.max_concurrency > 1 and self._pool is None:
-                    self._pool = concurrent.futures.ThreadPoolExecutor(task.max_concurrency)
-                if _has_coroutines(cls) and self._loop is None:
-                    # An async actor: its coroutines run on one event loop, up to
-                    # max_concurrency at once (each waited for by one pool thread).
-                    self._loop = asyncio.new_event_loop()
-                    threading.Thread(target=self._loop.run_forever, name="tessera-actor-loop",
-                                     daemon=True).start()
-                result = None
-            else:
-                result = self._call_method(task)
-        except SystemExit as e:
-            if task.kind == _core.ACTOR_METHOD:
-                self._answer(task, None)
-                _flush_and_exit(e.code if isinstance(e.code, int) else 0)
-            self._fail(task, e)
-            return
+            result = self._execute(task)
         except BaseException as e:  # noqa: B036 - the caller gets every exception
-            self._fail(task, e)
-            return
+            error = e
         finally:
+            # From here on a cancel no longer interrupts this task (its answer is on the way).
+            _core.task_returned(task)
             current.task_id = None
             current.name = None
-        self._answer(task, result)
+        if isinstance(error, SystemExit) and task.kind == _core.ACTOR_METHOD:
+            self._answer_surely(task, lambda: self._answer(task, None))
+            _flush_and_exit(error.code if isinstance(error.code, int) else 0)
+        if error is not None:
+            self._answer_surely(task, lambda: self._fail(task, error))
+        else:
+            self._answer_surely(task, lambda: self._answer(task, result))
+
+    @staticmethod
+    def _answer_surely(task: "_core.Task", answer) -> None:
+        """Runs `answer`; a cancel's interrupt that lands while it runs (sent just before the task
+        returned) must not leave the task unanswered, so it is run again, and in the end the task
+        is answered as cancelled."""
+        for _ in range(3):
+            try:
+                answer()
+                return
+            except KeyboardInterrupt:
+                continue
+            except RuntimeError as e:
+                if "already answered" in str(e):
+                    return
+                raise
+        _core.task_failed(task, "TaskCancelledError", "cancelled", b"", "")
+
+    def _execute(self, task: "_core.Task") -> Any:
+        if task.kind == _core.TASK:
+            function = self._load(task)
+            args, kwargs = arguments.decode(task.args)
+            return function(*args, **kwargs)
+        if task.kind == _core.ACTOR_CREATE:
+            cls = self._load(task)
+            args, kwargs = arguments.decode(task.args)
+            self._class_name = cls.__name__
+            self._actor_id = task.actor_id
+            self._instance = cls(*args, **kwargs)
+            if task.max_concurrency > 1 and self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(task.max_concurrency)
+            if _has_coroutines(cls) and self._loop is None:
+                # An async actor: its coroutines run on one event loop, up to max_concurrency
+                # at once (each waited for by one pool thread).
+                self._loop = asyncio.new_event_loop()
+                threading.Thread(target=self._loop.run_forever, name="tessera-actor-loop",
+                                 daemon=True).start()
+            return None
+        return self._call_method(task)
 
     def _call_method(self, task: "_core.Task") -> Any:
         name = task.function

@@ -26,8 +26,10 @@ shares that memory and must not be written to (torch cannot mark it read-only). 
 
 Threading: serialize and deserialize share no state except the ref type registry, which
 register_ref_type writes at start-up. Cost: one pickling pass; persistent_id and reducer_override
-are called per pickled object; no copy of out-of-band buffers either way; deserialize copies only
-the pickle stream and the ref payloads.
+are called per pickled object (small values of only None, bool, int, float, str and bytes in
+small tuples, lists and dicts skip them: the C pickler, the same bytes, ~4.5 us a value instead
+of ~7); no copy of out-of-band buffers either way; deserialize copies only the pickle stream and
+the ref payloads (a value with neither refs nor buffers is read by pickle.loads from the view).
 """
 
 from __future__ import annotations
@@ -153,9 +155,30 @@ def _align(offset: int) -> int:
     return -(-offset // ALIGNMENT) * ALIGNMENT
 
 
-def serialize(value: Any) -> SerializedObject:
-    """Pickles `value` into the value format. Raises TypeError naming the value's type when it
-    cannot be pickled (the pickling error is chained)."""
+# Values made only of these exact types (in small tuples, lists and dicts) pickle the same with
+# the C pickler as with cloudpickle: no refs, no out-of-band buffers, no code by value. They take
+# the fast path, which skips building a CloudPickler (most of a small value's cost).
+_PLAIN_SCALARS = frozenset({type(None), bool, int, float, str, bytes})
+_PLAIN_CONTAINERS = frozenset({tuple, list, dict})
+_PLAIN_MAX_ITEMS = 16
+_PLAIN_MAX_DEPTH = 3
+
+
+def _is_plain(value: Any, depth: int = 0) -> bool:
+    kind = type(value)
+    if kind in _PLAIN_SCALARS:
+        return True
+    if kind not in _PLAIN_CONTAINERS or depth >= _PLAIN_MAX_DEPTH or len(value) > _PLAIN_MAX_ITEMS:
+        return False
+    if kind is dict:
+        return all(type(k) is str and _is_plain(v, depth + 1) for k, v in value.items())
+    return all(_is_plain(item, depth + 1) for item in value)
+
+
+def _pickle(value: Any) -> Tuple[Any, List[memoryview], list]:
+    """(pickle stream, out-of-band buffers, contained refs) of `value`."""
+    if _is_plain(value):
+        return pickle.dumps(value, protocol=5), [], []
     buffers: List[memoryview] = []
 
     def buffer_callback(buffer: pickle.PickleBuffer) -> bool:
@@ -171,7 +194,13 @@ def serialize(value: Any) -> SerializedObject:
         pickler.dump(value)
     except Exception as e:
         raise TypeError(f"cannot serialize {type(value).__name__}: {e}") from e
-    pickled = stream.getbuffer()
+    return stream.getbuffer(), buffers, pickler.refs
+
+
+def serialize(value: Any) -> SerializedObject:
+    """Pickles `value` into the value format. Raises TypeError naming the value's type when it
+    cannot be pickled (the pickling error is chained)."""
+    pickled, buffers, contained_refs = _pickle(value)
 
     # Buffer offsets inside the region, each a multiple of ALIGNMENT.
     layout: List[Tuple[int, int]] = []
@@ -181,8 +210,8 @@ def serialize(value: Any) -> SerializedObject:
         layout.append((offset, view.nbytes))
         region_size = offset + view.nbytes
 
-    refs = bytearray(_U32_HEAD.pack(_ARRAY32, len(pickler.refs)))
-    for ref in pickler.refs:
+    refs = bytearray(_U32_HEAD.pack(_ARRAY32, len(contained_refs)))
+    for ref in contained_refs:
         payload = _ref_encoders[type(ref)][1](ref)
         refs += _EXT32_HEAD.pack(_EXT32, len(payload), REF_EXT_TYPE)
         refs += payload
@@ -211,7 +240,7 @@ def serialize(value: Any) -> SerializedObject:
         parts.append(bytes(offset - end))
         parts.append(view)
         end = offset + view.nbytes
-    return SerializedObject(parts, pickler.refs, len(prefix) + region_size)
+    return SerializedObject(parts, contained_refs, len(prefix) + region_size)
 
 
 class _Unpickler(pickle.Unpickler):
@@ -321,6 +350,8 @@ def deserialize(data: Any) -> Any:
             )
     buffers = [region[offset : offset + length] for offset, length in layout]
 
+    if not buffers and not ref_payloads:
+        return pickle.loads(pickled)  # nothing to resolve: the C unpickler straight from the view
     return _Unpickler(io.BytesIO(pickled.tobytes()), buffers, ref_payloads).load()
 
 
