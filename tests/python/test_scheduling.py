@@ -85,3 +85,34 @@ def test_placement_group_arguments_are_checked(cluster):
         placement_group([{"CPU": 1}], strategy="ROUND_ROBIN")
     with pytest.raises(ValueError, match="lifetime"):
         placement_group([{"CPU": 1}], lifetime="forever")
+
+
+@tessera.remote
+def mark_then_sleep(marker, seconds):
+    open(marker, "w").close()
+    time.sleep(seconds)
+
+
+def test_removing_a_group_ends_its_tasks_and_actors_as_removed_not_retried(cluster, tmp_path):
+    from conftest import wait_for
+    group = placement_group([{"CPU": 1}, {"CPU": 1}])
+    tessera.get(group.ready(), timeout=60)
+
+    @tessera.remote
+    class Member:
+        def ping(self):
+            return "pong"
+
+    member = Member.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+        group, placement_group_bundle_index=0)).remote()
+    assert tessera.get(member.ping.remote(), timeout=60) == "pong"
+    marker = tmp_path / "started"
+    running = mark_then_sleep.options(
+        max_retries=3, scheduling_strategy=PlacementGroupSchedulingStrategy(
+            group, placement_group_bundle_index=1)).remote(str(marker), 60)
+    wait_for(marker.exists, 60, "the task to start in its bundle")
+    remove_placement_group(group)
+    with pytest.raises(exceptions.TaskPlacementGroupRemoved):
+        tessera.get(running, timeout=60)
+    with pytest.raises(exceptions.ActorPlacementGroupRemoved):
+        tessera.get(member.ping.remote(), timeout=60)
