@@ -12,7 +12,7 @@
 //   memory (a map, not a copy): with the default page population (one madvise over the object),
 //   and without it (pages fault lazily on first touch, not measured here); bytes_copied = 0.
 //
-//   build-x/bench/object_store_bench [--benchmark_filter=...]
+//   build/bench/object_store_bench [--benchmark_filter=...]
 //
 // The forked store process is killed and the socket folder removed before main returns.
 #include <signal.h>

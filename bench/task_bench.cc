@@ -7,7 +7,7 @@
 // async no-op tasks and wait for each batch, for a fixed time; the figure is the tasks of all
 // clients over the slowest client's time (connecting is not timed).
 // Needs a running cluster: `tessera up examples/clusters/small.yaml` (TESSERA_STATE_DIR names it),
-// then `build-x/bench/task_bench`. This binary is also its own worker.
+// then `build/bench/task_bench`. This binary is also its own worker.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The loops of the peers' published microbenchmarks (../shared/reference/benchmarks.md, A1-A2)
+"""The loops of the peers' published microbenchmarks (Ray's core microbenchmark loops)
 run on Dask distributed, so that Tessera's figures have a peer measured on the same machine in the
 same run (docs/benchmarks.md).
 

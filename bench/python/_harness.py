@@ -1,7 +1,7 @@
 """The timing harness and output of the Python microbenchmarks (microbench.py for Tessera,
 dask_microbench.py for Dask distributed), so both systems run exactly the same loops the same way.
 
-timeit is the peer harness's (Ray's `timeit`, /work/shared/reference/benchmarks.md A1): a
+timeit is the peer harness's (Ray's `timeit`, the peers' published harness (Ray's microbenchmark A1)): a
 warm-up of `warmup_s` counting calls c, then `trials` trials that each run blocks of c // 10 + 1
 calls until `trial_s` has passed; a trial's rate is multiplier x calls / elapsed. The figure is
 the mean of the trials (as the peer reports), with the stddev and the best trial beside it.
@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from typing import Callable, Dict, List, Optional
@@ -65,6 +66,35 @@ def timeit(fn: Callable[[], object], multiplier: float, sizes: Sizes) -> Dict[st
             done += step
         rates.append(multiplier * done / (time.perf_counter() - start))
     return summarize(rates)
+
+
+def race_clients(command: List[str], clients: int, system: str,
+                 env: Optional[Dict[str, str]] = None) -> float:
+    """Tasks/s of `clients` copies of `command` started at once: each prints "ready" once
+    connected, starts on "go", then prints "<tasks> <seconds>"; the rate is all their tasks over
+    the slowest one's time."""
+    children = [subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True, env=env)
+                for _ in range(clients)]
+    try:
+        for child in children:
+            if child.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"a {system} client process failed to connect")
+        for child in children:
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        tasks, slowest = 0, 0.0
+        for child in children:
+            n, taken = child.stdout.readline().split()
+            tasks += int(n)
+            slowest = max(slowest, float(taken))
+    finally:
+        for child in children:
+            try:
+                child.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                child.kill()
+    return tasks / slowest
 
 
 def summarize(rates: List[float]) -> Dict[str, float]:

@@ -4,7 +4,7 @@
 docs/benchmarks.md ("Python API (microbenchmarks)"): per loop the best run of each system (a
 run's figure is the mean of its trials, as the peer's harness reports; the best of the runs
 because the shared 2-core machine only ever slows a run down), Tessera / Dask, Ray's published
-single-node figure (/work/shared/reference/benchmarks.md A3, Ray 2.20.0 release log, one
+single-node figure (the Ray 2.20.0 release log's microbenchmark, one
 m5.16xlarge: 64 vCPUs) and Tessera / Ray, and large put against the memcpy of the same run.
 
     /usr/bin/python3 bench/python/compare.py [--build build] [--repeats 3] [--quick] [--out DIR]

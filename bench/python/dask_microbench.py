@@ -1,6 +1,5 @@
 #!/usr/bin/python3
-"""The loops of bench/python/microbench.py (Ray's A2 loops, /work/shared/reference/
-benchmarks.md) on Dask distributed, with the same sizes, timing and output (_harness.py), so
+"""The loops of bench/python/microbench.py (Ray's core microbenchmark loops) on Dask distributed, with the same sizes, timing and output (_harness.py), so
 that the Python API's figures have a peer measured on the same machine in the same run
 (bench/python/compare.py, docs/benchmarks.md "Python API (microbenchmarks)").
 
@@ -22,7 +21,6 @@ Needs Debian's python3-distributed.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 
@@ -89,30 +87,9 @@ def client_process(address: str, seconds: float, batch: int) -> None:
 def multi_client(address: str, sizes: _harness.Sizes) -> dict:
     rates = []
     for _ in range(sizes.multi_client_trials):
-        children = [subprocess.Popen([sys.executable, os.path.abspath(__file__),
-                                      "--client-process", address,
-                                      str(sizes.multi_client_seconds), str(sizes.batch)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-                    for _ in range(sizes.clients)]
-        try:
-            for child in children:
-                if child.stdout.readline().strip() != "ready":
-                    raise RuntimeError("a Dask client process failed to connect")
-            for child in children:
-                child.stdin.write("go\n")
-                child.stdin.flush()
-            tasks, slowest = 0, 0.0
-            for child in children:
-                n, taken = child.stdout.readline().split()
-                tasks += int(n)
-                slowest = max(slowest, float(taken))
-        finally:
-            for child in children:
-                try:
-                    child.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    child.kill()
-        rates.append(tasks / slowest)
+        command = [sys.executable, os.path.abspath(__file__), "--client-process", address,
+                   str(sizes.multi_client_seconds), str(sizes.batch)]
+        rates.append(_harness.race_clients(command, sizes.clients, "Dask"))
     return _harness.summarize(rates)
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Ray's Core microbenchmark loops (/work/shared/reference/benchmarks.md, A2) from Python against
+"""Ray's core microbenchmark loops (ray/_private/ray_perf.py) from Python against
 a local Tessera cluster; bench/python/dask_microbench.py runs the same loops on Dask distributed
 and bench/python/compare.py puts both beside Ray's published figures (docs/benchmarks.md,
 "Python API (microbenchmarks)").
@@ -119,31 +119,9 @@ def multi_client(state_dir: str, sizes: _harness.Sizes) -> dict:
     rates = []
     env = dict(os.environ, TESSERA_STATE_DIR=state_dir)
     for _ in range(sizes.multi_client_trials):
-        children = [subprocess.Popen([sys.executable, os.path.abspath(__file__),
-                                      "--client-process", state_dir,
-                                      str(sizes.multi_client_seconds), str(sizes.batch)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     env=env)
-                    for _ in range(sizes.clients)]
-        try:
-            for child in children:
-                if child.stdout.readline().strip() != "ready":
-                    raise RuntimeError("a Tessera client process failed to connect")
-            for child in children:
-                child.stdin.write("go\n")
-                child.stdin.flush()
-            tasks, slowest = 0, 0.0
-            for child in children:
-                n, taken = child.stdout.readline().split()
-                tasks += int(n)
-                slowest = max(slowest, float(taken))
-        finally:
-            for child in children:
-                try:
-                    child.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    child.kill()
-        rates.append(tasks / slowest)
+        command = [sys.executable, os.path.abspath(__file__), "--client-process", state_dir,
+                   str(sizes.multi_client_seconds), str(sizes.batch)]
+        rates.append(_harness.race_clients(command, sizes.clients, "Tessera", env=env))
     return _harness.summarize(rates)
 
 

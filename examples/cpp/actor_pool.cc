@@ -3,7 +3,7 @@
 // At the end each actor reports how many items it handled and its worker id.
 //
 //   tessera up examples/clusters/small.yaml
-//   build-x/examples/cpp/actor_pool 4 1000
+//   build/examples/cpp/actor_pool 4 1000
 //   tessera down
 #include <cstdio>
 #include <cstdlib>

@@ -3,7 +3,7 @@
 // earlier tasks: each reduce starts when its inputs are ready, without holding a worker.
 //
 //   tessera up examples/clusters/small.yaml
-//   build-x/examples/cpp/map_reduce 64
+//   build/examples/cpp/map_reduce 64
 //   tessera down
 #include <cstdio>
 #include <cstdlib>

@@ -4,7 +4,7 @@
 // TPU worker id and its Tessera worker id. Then kills the actors and releases the slice.
 //
 //   tessera up examples/clusters/demo.yaml
-//   build-x/examples/cpp/slice_actors
+//   build/examples/cpp/slice_actors
 //   tessera down
 #include <cstdio>
 #include <cstdlib>
