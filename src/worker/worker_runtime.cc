@@ -39,6 +39,8 @@ namespace {
 
 // How long a worker that said it is ready waits for its owner's stream before giving up.
 constexpr absl::Duration kNoOwnerTimeout = absl::Seconds(60);
+// How long another driver's stream waits for this process's actor to be constructed.
+constexpr absl::Duration kGuestWaitForActor = absl::Seconds(60);
 
 struct WorkerGlobals {
   std::string token;
@@ -142,7 +144,8 @@ v1::TaskResult Execute(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
 // actor also serves guest streams: other drivers that found the actor by name (their calls run
 // in their stream's order, one at a time with the owner's when max_concurrency is 1); the
 // process still ends with its owner's stream.
-// Thread-safe: gRPC may call PushTasks on any thread; a second stream to a plain worker is refused.
+// Thread-safe: gRPC may call PushTasks on any thread; a second stream waits for the actor to be
+// constructed, and is refused by a plain worker.
 class WorkerService final : public v1::Worker::Service {
  public:
   grpc::Status PushTasks(
@@ -151,14 +154,18 @@ class WorkerService final : public v1::Worker::Service {
     bool guest = false;
     {
       absl::MutexLock lock(&mu_);
-      if (streaming_ && actor_concurrency_.load() == 0) {
-        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                            "this worker already serves its owner's stream");
-      }
       guest = streaming_;
       streaming_ = true;
     }
-    if (guest) return ServeGuest(stream);
+    if (guest) {
+      // A guest can arrive as soon as the owner knows the worker's address, before the actor's
+      // constructor ran here: it waits for that (a plain task worker never hosts one).
+      if (!actor_created_.WaitForNotificationWithTimeout(kGuestWaitForActor)) {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                            "this worker already serves its owner's stream and hosts no actor");
+      }
+      return ServeGuest(stream);
+    }
     started_.Notify();
     // The owner opens this stream from inside its WorkerReady handler, so it can arrive before
     // the reply that fills the runtime context: no task runs until the context is there.
@@ -192,6 +199,7 @@ class WorkerService final : public v1::Worker::Service {
           if (task.max_concurrency() > 1 && pool == nullptr) {
             pool = std::make_unique<CallPool>(task.max_concurrency());
           }
+          if (!actor_created_.HasBeenNotified()) actor_created_.Notify();
         }
       }
       if (results.results_size() == 0) continue;
@@ -267,6 +275,7 @@ class WorkerService final : public v1::Worker::Service {
   absl::Mutex exec_mu_;
   absl::Notification started_;
   absl::Notification context_ready_;
+  absl::Notification actor_created_;  // this process's actor's constructor has run
   absl::Notification finished_;
 };
 

@@ -219,3 +219,23 @@ def test_ray_terminate_ends_the_actor_after_its_calls_and_it_is_not_restarted(cl
     wait_for(lambda: not pid_alive(pid), 30, "the actor's process to end")
     with pytest.raises(exceptions.ActorDiedError):
         tessera.get(counter.add.remote(1), timeout=30)
+
+
+def test_a_handle_used_by_a_task_before_the_actor_is_constructed_waits_for_it(cluster):
+    @tessera.remote
+    class Slow:
+        def __init__(self):
+            import time
+            time.sleep(2)  # the task below reaches the actor's process before this ends
+            self.ready = True
+
+        def ready_now(self):
+            return self.ready
+
+    slow = Slow.remote()
+
+    @tessera.remote
+    def call(handle):
+        return tessera.get(handle.ready_now.remote())
+
+    assert tessera.get(call.remote(slow), timeout=60) is True
