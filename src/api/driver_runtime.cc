@@ -438,16 +438,7 @@ void DriverRuntime::KeepRefsInside(const std::string& value) {
 
 ObjectRefBase DriverRuntime::Put(std::string value) {
   KeepRefsInside(value);
-  const ObjectId id = ObjectId::ForPut(driver_task_, puts_.fetch_add(1));
-  if (value.size() >= kInlineValueLimitBytes) {
-    // Into this node's store; without a store (or room in it) the value stays inline.
-    if (auto where = store_->Put(id, value); where.ok()) {
-      objects_->AddValue(id, EncodeStoredEnvelope(*where));
-      return MakeOwnedRef(id);
-    }
-  }
-  objects_->AddValue(id, std::move(value));
-  return MakeOwnedRef(id);
+  return PutParts({value}, {});
 }
 
 absl::Status DriverRuntime::Cancel(const ObjectRefBase& ref, bool force, bool recursive) {
@@ -483,6 +474,7 @@ ObjectRefBase DriverRuntime::PutParts(const std::vector<std::string_view>& parts
   size_t size = 0;
   for (std::string_view part : parts) size += part.size();
   if (size >= kInlineValueLimitBytes) {
+    // Into this node's store; without a store (or room in it) the value stays inline.
     if (auto where = store_->PutParts(id, parts); where.ok()) {
       objects_->AddValue(id, EncodeStoredEnvelope(*where));
       return MakeOwnedRef(id);

@@ -217,22 +217,13 @@ void BindDriverCalls(py::module_& m) {
       "put",
       [](const py::list& parts, const py::list& contained) {
         CheckNotForked();
-        // Views of the parts' memory (held by `buffers`, with the GIL, while the copy runs).
-        std::vector<py::buffer_info> buffers;
-        buffers.reserve(parts.size());
-        for (py::handle part : parts) buffers.push_back(py::buffer(py::reinterpret_borrow<py::object>(part)).request());
-        std::vector<std::string_view> views;
-        views.reserve(buffers.size());
-        for (const py::buffer_info& info : buffers) {
-          views.emplace_back(static_cast<const char*>(info.ptr),
-                             static_cast<size_t>(info.size * info.itemsize));
-        }
+        const PartViews views(parts);  // held while the copy runs without the GIL
         std::vector<ObjectRefData> refs;
         for (py::handle ref : contained) refs.push_back(UnwrapRef(ref).data());
         ObjectRefBase ref;
         {
           py::gil_scoped_release release;
-          ref = internal::PutParts(views, refs);
+          ref = internal::PutParts(views.views, refs);
         }
         if (!ref.early_error().ok()) ThrowStatus(ref.early_error());
         return WrapRef(std::move(ref));

@@ -44,6 +44,18 @@ std::string OwnerText(const OwnerAddress& owner) {
 
 }  // namespace
 
+PartViews::PartViews(const py::list& parts) {
+  buffers.reserve(parts.size());
+  views.reserve(parts.size());
+  for (py::handle part : parts) {
+    buffers.push_back(py::buffer(py::reinterpret_borrow<py::object>(part)).request());
+    const py::buffer_info& info = buffers.back();
+    views.emplace_back(static_cast<const char*>(info.ptr),
+                       static_cast<size_t>(info.size * info.itemsize));
+    size += views.back().size();
+  }
+}
+
 bool Forked() { return forked.load(); }
 
 void CheckNotForked() {

@@ -11,6 +11,8 @@
 #include <pybind11/pybind11.h>
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "tessera/object_ref.h"
 #include "tessera/tessera.h"
@@ -25,6 +27,16 @@ struct PyObjectRef {
 
 struct PyBuffer {
   internal::SerializedValue value;
+};
+
+// Read-only views of a list of Python buffer objects (bytes, memoryview, numpy arrays...), for
+// handing a value's parts to the core. The views stay valid while this lives: make it before
+// releasing the GIL and let it go after taking it back.
+struct PartViews {
+  explicit PartViews(const py::list& parts);
+  std::vector<py::buffer_info> buffers;
+  std::vector<std::string_view> views;
+  size_t size = 0;  // of all the parts
 };
 
 void BindObjects(py::module_& m);

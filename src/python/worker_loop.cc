@@ -95,10 +95,8 @@ v1::TaskResult Failure(const v1::TaskSpec& spec, std::string message) {
 
 // The runner the C++ worker calls on its gRPC threads.
 v1::TaskResult RunOnPython(const v1::TaskSpec& spec, const worker::ArgumentFetcher& fetch) {
-  if (spec.language() != v1::LANGUAGE_PYTHON) {
-    return Failure(spec, absl::StrCat("task ", spec.function(), " is written in ",
-                                      v1::Language_Name(spec.language()),
-                                      " and this is a Python worker"));
+  if (auto refused = worker::RefuseOtherLanguage(spec, v1::LANGUAGE_PYTHON, "Python")) {
+    return *refused;
   }
   auto task = std::make_shared<PendingTask>();
   task->spec = spec;
@@ -244,18 +242,9 @@ void BindWorkerLoop(py::module_& m) {
   m.def(
       "task_done",
       [](const PyTask& task, const py::list& parts) {
-        std::vector<py::buffer_info> buffers;
-        buffers.reserve(parts.size());
-        size_t size = 0;
-        for (py::handle part : parts) {
-          buffers.push_back(py::buffer(py::reinterpret_borrow<py::object>(part)).request());
-          size += static_cast<size_t>(buffers.back().size * buffers.back().itemsize);
-        }
-        std::vector<std::string_view> views;
-        for (const py::buffer_info& info : buffers) {
-          views.emplace_back(static_cast<const char*>(info.ptr),
-                             static_cast<size_t>(info.size * info.itemsize));
-        }
+        const PartViews parts_in(parts);  // held while the copy runs without the GIL
+        const std::vector<std::string_view>& views = parts_in.views;
+        const size_t size = parts_in.size;
         PendingTask& pending = *task.pending;
         Claim(pending);
         py::gil_scoped_release release;

@@ -38,13 +38,18 @@ std::string CurrentExceptionTypeName() {
   return status == 0 && demangled != nullptr ? std::string(demangled.get()) : type->name();
 }
 
+std::optional<v1::TaskResult> RefuseOtherLanguage(const v1::TaskSpec& spec,
+                                                  v1::Language language,
+                                                  const char* worker_language) {
+  if (spec.language() == language) return std::nullopt;
+  return Failure(spec, "invalid", "",
+                 absl::StrCat("task ", spec.function(), " is written in ",
+                              v1::Language_Name(spec.language()), " and this is a ",
+                              worker_language, " worker"));
+}
+
 v1::TaskResult ExecuteTask(const v1::TaskSpec& spec, const ArgumentFetcher& fetch) {
-  if (spec.language() != v1::LANGUAGE_CPP) {
-    return Failure(spec, "invalid", "",
-                   absl::StrCat("task ", spec.function(), " is written in ",
-                                v1::Language_Name(spec.language()),
-                                " and this is a C++ worker"));
-  }
+  if (auto refused = RefuseOtherLanguage(spec, v1::LANGUAGE_CPP, "C++")) return *refused;
   const internal::Invoker* invoker = internal::FindInvoker(spec.function());
   if (invoker == nullptr) {
     return Failure(spec, "invalid", "",

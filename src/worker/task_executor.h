@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -22,6 +23,12 @@ using ArgumentFetcher =
     std::function<absl::StatusOr<internal::SerializedValue>(const v1::ObjectRefProto& ref)>;
 
 v1::TaskResult ExecuteTask(const v1::TaskSpec& spec, const ArgumentFetcher& fetch);
+
+// The "invalid" result of a task written in another language than this worker's
+// (`worker_language`: "C++", "Python"), or nullopt when the task is of that language.
+std::optional<v1::TaskResult> RefuseOtherLanguage(const v1::TaskSpec& spec,
+                                                  v1::Language language,
+                                                  const char* worker_language);
 
 // The readable name of the exception being handled (inside a catch block), e.g.
 // "std::runtime_error"; "unknown" when there is none.
