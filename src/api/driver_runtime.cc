@@ -116,7 +116,9 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
     NodeObjectStoreOptions store;
     store.node_id = node_id;
     store.agent_address = agent;
-    store.socket_path = node_id.empty() ? "" : runtime->StoreSocketOf(node_id);
+    // Its path even before the agent has made it: the store connects on first use.
+    store.socket_path =
+        node_id.empty() ? "" : cli::StateFolder{state.root}.ObjectStoreSocket(node_id);
     store.token = *token;
     store.head_address = head_address;
     store.state_dir = state.root;

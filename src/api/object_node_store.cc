@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -62,6 +63,13 @@ absl::StatusOr<ObjectStoreClient*> NodeObjectStore::Local() {
   if (local_ != nullptr) return local_.get();
   if (options_.socket_path.empty()) {
     return absl::UnavailableError("this node has no object store");
+  }
+  // Looked up on each use until it connects: an agent that has just started may not have made
+  // its store's socket yet when this runtime starts.
+  std::error_code ec;
+  if (!std::filesystem::exists(options_.socket_path, ec)) {
+    return absl::UnavailableError(
+        absl::StrCat("this node has no object store (no socket at ", options_.socket_path, ")"));
   }
   auto client = ObjectStoreClient::Connect({.socket_path = options_.socket_path});
   if (!client.ok()) return client.status();

@@ -107,6 +107,22 @@ TEST_F(NodeObjectStoreTest, WithoutAStoreNothingIsAvailable) {
   EXPECT_FALSE(store.Put(ObjectId::FromRandom(), "abc").ok());
 }
 
+TEST_F(NodeObjectStoreTest, AStoreStartedAfterTheRuntimeIsFoundOnFirstUse) {
+  NodeObjectStoreOptions options;
+  options.socket_path = dir_ + "/later.sock";
+  options.node_id = "n1";
+  NodeObjectStore store(std::move(options));
+  EXPECT_FALSE(store.Available());
+  ObjectStoreServerOptions later;
+  later.socket_path = dir_ + "/later.sock";
+  later.capacity_bytes = 4 << 20;
+  later.arena.allocate_pages = false;
+  auto server = ObjectStoreServer::Start(std::move(later));
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_TRUE(store.Available());
+  EXPECT_TRUE(store.Put(ObjectId::FromRandom(), "abc").ok());
+}
+
 TEST_F(NodeObjectStoreTest, AnObjectElsewhereWithNoReachableAgentFailsWithoutAHead) {
   NodeObjectStore store = Store();
   v1::StoredObject where;
