@@ -67,8 +67,11 @@ struct ActorOptions {
   // create with a name another live actor holds fails AlreadyExists naming that actor. The name
   // is free again once the actor is dead (killed, out of restarts, its node or owner gone).
   std::string name;
-  // As Ray's lifetime="detached", for a named actor: its name is not released when this driver
-  // exits or falls silent (it is, without detached). Its process still ends with this driver.
+  // As Ray's lifetime="detached" (the actor must be named): it outlives this driver. While this
+  // driver lives it owns the actor (restarts it, ends it when asked); once this driver exits or
+  // falls silent, the actor lives on with no owner, found by name from other drivers, until
+  // Kill from any of them or its process dies (it is not restarted then). Without detached, the
+  // actor dies with this driver.
   bool detached = false;
   // Restarts after its process dies (0: the first death is final).
   int max_restarts = 0;
@@ -320,7 +323,8 @@ ActorCreator<typename internal::ActorClassOf<R>::type, R, Params...> Actor(
   return ActorCreator<typename internal::ActorClassOf<R>::type, R, Params...>(factory);
 }
 
-// Ends the actor for good: its process is let go, pending calls fail, later calls fail at once.
+// Ends the actor for good, from this driver or any other holding its handle: its process exits
+// now (it is not restarted), pending calls fail, later calls fail at once.
 template <typename T>
 absl::Status Kill(const ActorHandle<T>& handle) {
   if (!handle.status().ok()) return handle.status();
@@ -329,7 +333,7 @@ absl::Status Kill(const ActorHandle<T>& handle) {
 
 // The live actor named `name`: one this driver created, else one another driver of the cluster
 // registered in the head's actor directory (calls then go straight to its process on a stream of
-// this driver's; restarts are not followed: call GetActor again; Kill only detaches). NotFound
+// this driver's; restarts are not followed: call GetActor again; Kill ends it). NotFound
 // when none; Unavailable while the other driver's actor has no process up (starting or
 // restarting: try again); InvalidArgument when it is of another class.
 template <typename T>

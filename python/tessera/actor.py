@@ -4,8 +4,8 @@ method there and returns the ObjectRef of its result. Calls from one handle run 
 were made (with max_concurrency 1); `@tessera.method` sets a method's options.
 
 The class travels cloudpickled, like a remote function's code. A handle owned by this process
-kills its actor when it is garbage collected, unless the actor is named and detached (then
-`tessera.kill` or the cluster's end stops it). Named actors are found from any driver with
+kills its actor when it is garbage collected, unless the actor is detached (named, it outlives
+this driver until `tessera.kill` from any driver, its process's death or the cluster's end). Named actors are found from any driver with
 `tessera.get_actor(name)`; a handle passed to a task (or inside any value) reaches the actor
 from there: that process asks the actor's owner where it runs. Once a handle has left the
 process that made the actor, the actor lives until `kill` or its owner's end.
@@ -135,7 +135,19 @@ class ActorHandle:
         # A handle from another process: the core finds where the actor runs (again after a
         # restart of the actor, when the stream to its old process ended).
         if not self._attached and self._owner_address != _core.owner_address():
-            _core.attach_actor(self._actor_id, self._owner_address)
+            try:
+                _core.attach_actor(self._actor_id, self._owner_address)
+            except _core.CoreError:
+                # A detached actor outlives its owner: it is found by its name then (the same
+                # actor only, not a later one that took the name).
+                if not self._name or not self._found_by_name():
+                    raise
+
+    def _found_by_name(self) -> bool:
+        try:
+            return _core.get_actor(self._name) == self._actor_id
+        except _core.CoreError:
+            return False
 
     def __reduce__(self):
         self._shared = True
@@ -186,6 +198,9 @@ class ActorClass:
         """Starts the actor (its constructor runs on its worker); its handle."""
         worker.auto_init()
         core = self._core_options
+        if core.get("detached") and not core.get("name"):
+            raise ValueError("A detached actor must be named: pass name= with "
+                             "lifetime='detached' (other drivers find it with tessera.get_actor)")
         if core.get("get_if_exists") and core.get("name"):
             try:
                 return get_actor(core["name"])

@@ -175,6 +175,7 @@ TEST_F(ActorSubmitterTest, KillFailsPendingAndLaterCallsAndLetsTheWorkerGo) {
   const ObjectId a = Call("a");
   submitter_.KillActor(shape_.key);
   EXPECT_TRUE(channel->closed);
+  EXPECT_TRUE(channel->exit_asked);  // its process ends now, detached or not
   EXPECT_THAT(std::string(outcomes_.at(a).status().message()),
               HasSubstr("is dead: killed by tessera::Kill"));
   submitter_.WorkerDied(h, "exited with code 0");  // its exit afterwards changes nothing

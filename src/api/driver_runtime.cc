@@ -169,8 +169,8 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
   if (!head_address.empty()) runtime->head_ = v1::Head::NewStub(rpc::MakeChannel(head_address));
   DriverRuntime* runtime_ptr = runtime.get();
   leases.on_worker_ready = [runtime_ptr](const std::string& key, const std::string& address,
-                                         const std::string& node_id) {
-    runtime_ptr->OnWorkerReady(key, address, node_id);
+                                         const std::string& node_id, const std::string& worker_id) {
+    runtime_ptr->OnWorkerReady(key, address, node_id, worker_id);
   };
   if (runtime->head_ != nullptr) {
     runtime->directory_ = std::make_unique<ActorDirectoryClient>(runtime->head_.get(), *token);
@@ -554,11 +554,17 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
                       : absl::StrCat("actor ", Quote(options.name));
   actor.max_restarts = options.max_restarts;
   actor.max_task_retries = options.max_task_retries;
+  if (options.detached && options.name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "actor ", *name, ": a detached actor must be named (other drivers find it by its name)"));
+  }
   LeaseShape actor_shape = *shape;
   actor_shape.key = absl::StrCat(ToAbsl(kOwnedActorPrefix), id, "|", shape->key);
   actor_shape.env = options.env;
+  if (options.detached) actor_shape.detached_actor_id = id;
   ActorEntry entry{actor_shape.key, options.name, type_name};
-  entry.owner = options.detached ? "" : driver_id();
+  entry.owner = driver_id();
+  entry.detached = options.detached;
   entry.language = function.language;
   entry.code = function.code;
   {
@@ -631,6 +637,7 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
 absl::Status DriverRuntime::KillActor(const std::string& actor_id) {
   std::string shape_key;
   bool named_here = false;
+  std::optional<ActorEntry> attached;
   {
     absl::MutexLock lock(&actors_mu_);
     auto it = actors_.find(actor_id);
@@ -641,12 +648,29 @@ absl::Status DriverRuntime::KillActor(const std::string& actor_id) {
     // Its name is free again; calls through existing handles fail "is dead".
     if (!it->second.name.empty()) actor_names_.erase(it->second.name);
     named_here = !it->second.attached && !it->second.name.empty();
+    if (it->second.attached && !it->second.dead) attached = it->second;
+  }
+  if (attached.has_value()) {
+    absl::Status ended = KillAttachedActor(actor_id, *attached);
+    submitter_->KillActor(shape_key);
+    return ended;
   }
   // Its death reaches the head through OnActorChanged; waiting for it frees the name cluster-wide
   // before Kill returns.
   submitter_->KillActor(shape_key);
   if (named_here && directory_ != nullptr) directory_->Flush();
   return absl::OkStatus();
+}
+
+absl::Status DriverRuntime::KillOwnedActor(const std::string& actor_id) {
+  {
+    absl::MutexLock lock(&actors_mu_);
+    auto it = actors_.find(actor_id);
+    if (it == actors_.end() || it->second.attached) {
+      return absl::NotFoundError(absl::StrCat("no actor ", actor_id, " is owned by this process"));
+    }
+  }
+  return KillActor(actor_id);
 }
 
 absl::StatusOr<std::string> DriverRuntime::FindNamedActor(const std::string& name,
@@ -665,6 +689,33 @@ absl::StatusOr<std::string> DriverRuntime::FindNamedActor(const std::string& nam
   return AttachNamedActor(name, type_name);
 }
 
+absl::Status DriverRuntime::KillAttachedActor(const std::string& actor_id,
+                                             const ActorEntry& entry) {
+  const std::string cause = absl::StrCat("killed by tessera::Kill from driver ", driver_id());
+  if (!entry.name.empty() && directory_ != nullptr) {
+    // With no owner left to end it, the head hears of its death from here, before its process
+    // goes (so the cause is this, not the exit its agent reports).
+    absl::StatusOr<v1::ActorInfo> record = directory_->Get(entry.name, "");
+    if (record.ok() && record->actor_id() == actor_id && record->owner().empty()) {
+      directory_->Died(actor_id, cause);
+      directory_->Flush();
+    }
+  }
+  auto worker = v1::Worker::NewStub(rpc::MakeChannel(entry.address));
+  v1::ExitActorRequest request;
+  v1::ExitActorReply reply;
+  rpc::RetryOptions retry;
+  retry.token = token_;
+  retry.attempt_timeout = absl::Seconds(15);
+  retry.total_budget = absl::Seconds(15);
+  absl::Status exited =
+      rpc::RetryUnary(retry, &v1::Worker::Stub::ExitActor, worker.get(), request, &reply);
+  // A process that cannot be reached has ended already.
+  if (exited.ok() || absl::IsUnavailable(exited)) return absl::OkStatus();
+  return absl::Status(exited.code(), absl::StrCat("cannot end actor ", actor_id, " at ",
+                                                  entry.address, ": ", exited.message()));
+}
+
 v1::ActorInfo DriverRuntime::DirectoryRecord(const std::string& id, const ActorEntry& entry,
                                              v1::ActorState state) const {
   v1::ActorInfo info;
@@ -672,13 +723,14 @@ v1::ActorInfo DriverRuntime::DirectoryRecord(const std::string& id, const ActorE
   info.set_name(entry.name);
   info.set_class_name(entry.type_name);
   info.set_owner(entry.owner);
+  info.set_detached(entry.detached);
   info.set_state(state);
   info.set_restarts(entry.restarts);
   return info;
 }
 
 void DriverRuntime::OnWorkerReady(const std::string& shape_key, const std::string& address,
-                                  const std::string& node_id) {
+                                  const std::string& node_id, const std::string& worker_id) {
   const std::optional<std::string> id = OwnedActorId(shape_key);
   if (!id.has_value()) return;  // a task worker
   absl::MutexLock lock(&actors_mu_);
@@ -689,10 +741,12 @@ void DriverRuntime::OnWorkerReady(const std::string& shape_key, const std::strin
   // On every (re)start: processes holding its handle (LocateActor) and other drivers (the
   // directory, when it is named) find the actor's current process.
   entry.address = address;
+  entry.worker_id = worker_id;
   if (directory_ == nullptr || entry.name.empty()) return;
   v1::ActorInfo alive = DirectoryRecord(*id, entry, v1::ACTOR_STATE_ALIVE);
   alive.set_address(address);
   alive.set_node_id(node_id);
+  alive.set_worker_id(worker_id);
   directory_->Update(std::move(alive));
 }
 
@@ -808,6 +862,7 @@ absl::Status DriverRuntime::AttachAt(const std::string& id, const std::string& n
     if (it != actors_.end() && it->second.shape_key == shape.key) return absl::OkStatus();
     ActorEntry entry{shape.key, name, class_name, /*attached=*/true};
     entry.language = internal::LanguageOfClass(class_name);
+    entry.address = address;
     actors_[id] = std::move(entry);
   }
   const WorkerHandle handle = submitter_->NewHandle();

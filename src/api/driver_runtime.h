@@ -70,6 +70,8 @@ class DriverRuntime {
   ObjectRefBase SubmitActorTask(const std::string& actor_id, const std::string& method,
                                 std::vector<internal::TaskArgument> args);
   absl::Status KillActor(const std::string& actor_id);
+  // KillActor of an actor this driver made (Owner.KillActor); NotFound for any other.
+  absl::Status KillOwnedActor(const std::string& actor_id);
   // The id of the live actor named `name`; `type_name` "" matches any class.
   absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name);
   // Where an actor this runtime owns runs now, and its class (Owner.LocateActor).
@@ -116,11 +118,15 @@ class DriverRuntime {
     std::string name;
     std::string type_name;
     bool attached = false;  // owned by another driver, found by name in the head's directory
-    std::string owner;      // at the head: this driver's id, "" when detached
+    std::string owner;      // at the head: this driver's id
+    bool detached = false;  // lifetime="detached": outlives this driver
     int restarts = 0;
     v1::Language language = v1::LANGUAGE_CPP;
     std::optional<ObjectRefBase> code;  // its class, for workers of other languages
-    std::string address;  // owned: its live process's Worker service ("" while there is none)
+    // Its live process's Worker service ("" while an owned one has none); attached: the one
+    // its guest stream goes to.
+    std::string address;
+    std::string worker_id;  // owned: the node agent's id of that process
     bool dead = false;
   };
   // The head's record of a named actor of this driver, in `state`.
@@ -128,7 +134,11 @@ class DriverRuntime {
                                 v1::ActorState state) const;
   // A worker of `shape_key` is up: a named actor of this driver is alive there.
   void OnWorkerReady(const std::string& shape_key, const std::string& address,
-                     const std::string& node_id);
+                     const std::string& node_id, const std::string& worker_id);
+  // tessera::Kill of another driver's actor: its process is asked to end (Worker.ExitActor),
+  // which has its owner end it when the owner lives; a detached actor with no owner left is
+  // reported dead to the head first.
+  absl::Status KillAttachedActor(const std::string& actor_id, const ActorEntry& entry);
   // The submitter's actor observer (under its mutex: only queues): a named actor of this driver
   // restarts or is dead.
   void OnActorChanged(const std::string& shape_key, const ActorChange& change);

@@ -69,4 +69,9 @@ grpc::Status OwnerService::LocateActor(grpc::ServerContext*, const v1::LocateAct
   return grpc::Status::OK;
 }
 
+grpc::Status OwnerService::KillActor(grpc::ServerContext*, const v1::KillActorRequest* request,
+                                     v1::KillActorReply*) {
+  return rpc::ToGrpcStatus(runtime_->KillOwnedActor(request->actor_id()));
+}
+
 }  // namespace tessera::api

@@ -2,7 +2,8 @@
 // say they are ready (and learn their node's store socket if their agent did not say), and
 // workers fetch the values it owns (GetObject, waiting up to wait_ms): inline, where a large one
 // is stored, or that it is lost (its node died); and other processes holding a handle of one of
-// its actors ask where that actor runs (LocateActor).
+// its actors ask where that actor runs (LocateActor), and an actor's process asks it to end the
+// actor when another process killed it (KillActor).
 //
 // Threading: thread-safe; handlers run on gRPC's threads and only call thread-safe parts of the
 // runtime.
@@ -24,6 +25,8 @@ class OwnerService final : public v1::Owner::Service {
                          v1::GetObjectReply* reply) override;
   grpc::Status LocateActor(grpc::ServerContext* context, const v1::LocateActorRequest* request,
                            v1::LocateActorReply* reply) override;
+  grpc::Status KillActor(grpc::ServerContext* context, const v1::KillActorRequest* request,
+                         v1::KillActorReply* reply) override;
 
  private:
   DriverRuntime* const runtime_;

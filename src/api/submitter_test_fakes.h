@@ -24,6 +24,7 @@ class FakeChannel : public WorkerChannel {
     batches.push_back(std::move(batch));
   }
   void Close() override { closed = true; }
+  void ExitActor() override { exit_asked = true; }
   void CancelTask(const std::string& task_id, bool force, bool recursive) override {
     cancels.push_back({task_id, force, recursive});
   }
@@ -46,6 +47,7 @@ class FakeChannel : public WorkerChannel {
   std::vector<v1::TaskSpec> sent;  // the tasks of every batch, in order
   std::set<std::string> answered;  // task ids the test has answered
   bool closed = false;
+  bool exit_asked = false;  // ExitActor was called
 };
 
 }  // namespace tessera::api

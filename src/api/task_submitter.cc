@@ -528,6 +528,7 @@ void TaskSubmitter::AttachActor(const LeaseShape& shape, ActorSpec actor, Worker
   Shape& s = it->second;
   s.shape = shape;
   s.actor = true;
+  s.attached = true;
   actor.max_restarts = 0;  // restarts are its owner's business
   s.actor_spec = std::move(actor);
   Worker& worker = workers_[handle];
@@ -547,6 +548,9 @@ void TaskSubmitter::KillActor(const std::string& shape_key) {
     Shape& shape = it->second;
     for (WorkerHandle handle : std::vector<WorkerHandle>(shape.workers)) {
       Worker& worker = workers_.at(handle);
+      // Its process ends now, not once it sees its stream end (a detached one never would);
+      // a guest's stream is only closed (the actor is its owner's to end).
+      if (!shape.attached) worker.channel->ExitActor();
       worker.channel->Close();
       for (auto& [id, task] : worker.in_flight) {
         if (task.spec.kind() == v1::ACTOR_CREATE) continue;

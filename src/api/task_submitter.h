@@ -48,6 +48,8 @@ struct LeaseShape {
   v1::ResourceRequest request;
   // Added to the worker's environment (an actor's ActorOptions::env); part of `key` when set.
   std::map<std::string, std::string> env;
+  // A detached actor's id (hex): its worker outlives this driver (WorkerSpec.detached_actor_id).
+  std::string detached_actor_id;
 };
 
 struct QueuedTask {
@@ -88,6 +90,8 @@ class WorkerChannel {
   virtual void Close() = 0;
   // Asks the worker to cancel task `task_id` it was sent (Worker.CancelTask). Never blocks.
   virtual void CancelTask(const std::string& task_id, bool force, bool recursive) = 0;
+  // Tells the actor's process, as its owner, to exit now (Worker.ExitActor). Never blocks.
+  virtual void ExitActor() = 0;
 };
 
 class LeaseSource {
@@ -193,6 +197,7 @@ class TaskSubmitter {
     double run_nanos_ewma = 0;  // 0: not measured yet
     // Actors only.
     bool actor = false;
+    bool attached = false;  // another driver's actor, reached by a guest stream
     ActorSpec actor_spec;
     QueuedTask constructor;
     int restarts = 0;

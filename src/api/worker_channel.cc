@@ -71,6 +71,20 @@ void GrpcWorkerChannel::CancelTask(const std::string& task_id, bool force, bool 
                              [call](grpc::Status) { delete call; });
 }
 
+void GrpcWorkerChannel::ExitActor() {
+  struct Call {
+    grpc::ClientContext context;
+    v1::ExitActorRequest request;
+    v1::ExitActorReply reply;
+  };
+  auto* call = new Call();
+  rpc::ConfigureClientContext(&call->context, token_, absl::Seconds(10));
+  call->request.set_from_owner(true);
+  // A process that is gone has exited already.
+  stub_->async()->ExitActor(&call->context, &call->request, &call->reply,
+                            [call](grpc::Status) { delete call; });
+}
+
 void GrpcWorkerChannel::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mu_);
   write_in_flight_ = false;

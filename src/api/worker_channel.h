@@ -33,6 +33,8 @@ class GrpcWorkerChannel final : public WorkerChannel,
   void Close() override;
   // A unary Worker.CancelTask beside the stream (fire and forget: the task's end says the rest).
   void CancelTask(const std::string& task_id, bool force, bool recursive) override;
+  // A unary Worker.ExitActor (from_owner) beside the stream, fire and forget.
+  void ExitActor() override;
   // Ends the stream at once (shutdown).
   void Cancel();
   // The stream is over: the object may be destroyed.

@@ -109,6 +109,7 @@ void WorkerLeases::RunLease(uint64_t serial, LeaseShape shape) {
       leased.shape_key = shape.key;
       leased.agent_address = granted->second;
       leased.grant = std::move(granted->first);
+      leased.detached = !shape.detached_actor_id.empty();
       leased.granted_at = absl::Now();
       --asking_;
       changed_.SignalAll();
@@ -265,8 +266,13 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
   }
   worker.set_cwd(cwd_);
   // A worker belongs to this driver: when the driver dies (its watch of the worker ends), the
-  // agent stops the worker, even one busy inside a task or an actor method.
-  worker.set_stop_when_unwatched(true);
+  // agent stops the worker, even one busy inside a task or an actor method. A detached actor's
+  // outlives it: its agent tells the head when it exits instead.
+  worker.set_stop_when_unwatched(shape.detached_actor_id.empty());
+  if (!shape.detached_actor_id.empty()) {
+    worker.set_detached_actor_id(shape.detached_actor_id);
+    env[std::string(worker::kDetachedActorEnv)] = std::string("1");
+  }
   lease.set_job_id(options_.job_id);
 
   rpc::RetryOptions retry;
@@ -539,7 +545,8 @@ v1::WorkerReadyReply WorkerLeases::WorkerReady(const v1::WorkerReadyRequest& req
     it->second.handle = handle;
   }
   if (submitter_->AddWorker(leased.shape_key, handle, channel) && options_.on_worker_ready) {
-    options_.on_worker_ready(leased.shape_key, request.address(), grant.node_id());
+    options_.on_worker_ready(leased.shape_key, request.address(), grant.node_id(),
+                             grant.worker_id());
   }
   reply.set_accepted(true);
   return reply;
@@ -560,10 +567,15 @@ void WorkerLeases::Shutdown() {
     while (asking_ > 0) changed_.Wait(&mu_);
   }
   {
-    // Workers let go exit on their own; give them a moment before cutting the watches.
+    // Workers let go exit on their own; give them a moment before cutting the watches (detached
+    // actors' workers stay: cutting their watches leaves them running).
     absl::MutexLock lock(&mu_);
+    auto only_detached_left = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return std::all_of(leased_.begin(), leased_.end(),
+                         [](const auto& entry) { return entry.second.detached; });
+    };
     const absl::Time until = absl::Now() + absl::Seconds(5);
-    while (!leased_.empty() && absl::Now() < until) changed_.WaitWithDeadline(&mu_, until);
+    while (!only_detached_left() && absl::Now() < until) changed_.WaitWithDeadline(&mu_, until);
     watches_cut_ = true;
     for (auto& [serial, thread] : lease_threads_) {
       if (thread.watch != nullptr) thread.watch->TryCancel();

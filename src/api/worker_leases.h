@@ -56,11 +56,11 @@ struct WorkerLeasesOptions {
   // How often the head is asked for dead nodes while workers are held or lease requests are in
   // flight (with a head).
   absl::Duration node_check_interval = absl::Seconds(1);
-  // Called once a leased worker of `shape_key` is handed to the submitter, with its address and
-  // node (named actors are registered alive there for other drivers). Runs on the Owner
-  // service's thread; must not block long.
+  // Called once a leased worker of `shape_key` is handed to the submitter, with its address,
+  // node and the agent's id of it (named actors are registered alive there for other drivers).
+  // Runs on the Owner service's thread; must not block long.
   std::function<void(const std::string& shape_key, const std::string& address,
-                     const std::string& node_id)>
+                     const std::string& node_id, const std::string& worker_id)>
       on_worker_ready;
 };
 
@@ -92,6 +92,7 @@ class WorkerLeases final : public LeaseSource {
     bool exited = false;
     bool ready_failed = false;  // no WorkerReady in time: killed, its ready call refused
     bool node_dead = false;     // the head declared its node dead: its watch is cut
+    bool detached = false;      // a detached actor's: it outlives this driver (not waited for)
     absl::Time granted_at;
     std::shared_ptr<grpc::ClientContext> watch;  // set once its watch started
   };

@@ -18,7 +18,8 @@ namespace {
 
 std::string Describe(const ActorRecord& actor) {
   std::string text = absl::StrCat("actor ", actor.actor_id, " (class ", Quote(actor.class_name));
-  absl::StrAppend(&text, actor.owner.empty() ? ", detached" : absl::StrCat(", owner ", actor.owner),
+  if (actor.detached) absl::StrAppend(&text, ", detached");
+  absl::StrAppend(&text, actor.owner.empty() ? ", no owner" : absl::StrCat(", owner ", actor.owner),
                   ")");
   return text;
 }
@@ -103,6 +104,7 @@ ActorRecord ActorDirectory::MarkDead(const ActorRecord& actor, const std::string
   dead.death_cause = cause;
   dead.address.clear();
   dead.node_id.clear();
+  dead.worker_id.clear();
   dead.changed = options_.clock->Now();
   Store(dead);
   ForgetOldDead();
@@ -155,6 +157,7 @@ absl::StatusOr<ActorRecord> ActorDirectory::Register(const ActorRecord& actor) {
     if (record.state != ActorState::kAlive) {
       record.address.clear();
       record.node_id.clear();
+      record.worker_id.clear();
     }
     Store(record);
     return record;
@@ -175,6 +178,7 @@ absl::StatusOr<ActorRecord> ActorDirectory::Register(const ActorRecord& actor) {
   record.restarts = actor.restarts;
   record.address = actor.state == ActorState::kAlive ? actor.address : "";
   record.node_id = actor.state == ActorState::kAlive ? actor.node_id : "";
+  record.worker_id = actor.state == ActorState::kAlive ? actor.worker_id : "";
   record.changed = options_.clock->Now();
   Store(record);
   return record;
@@ -211,23 +215,43 @@ std::vector<ActorRecord> ActorDirectory::List(const std::string& after, size_t l
   return page;
 }
 
-std::vector<std::string> ActorDirectory::KillAll(
-    const std::set<std::pair<std::string, std::string>>& index, const std::string& key,
-    const std::string& cause) {
+std::vector<std::string> ActorDirectory::OwnerGone(const std::string& owner,
+                                                   const std::string& cause) {
+  if (owner.empty()) return {};  // actors with no owner have none to lose
+  absl::MutexLock lock(&mu_);
   std::vector<std::string> ids;
-  for (auto it = index.lower_bound({key, ""}); it != index.end() && it->first == key; ++it) {
+  for (auto it = by_owner_.lower_bound({owner, ""}); it != by_owner_.end() && it->first == owner;
+       ++it) {
     ids.push_back(it->second);
   }
   std::vector<std::string> names;
-  for (const std::string& id : ids) names.push_back(MarkDead(actors_.at(id), cause).name);
+  for (const std::string& id : ids) {
+    const ActorRecord& actor = actors_.at(id);
+    if (!actor.detached) {
+      names.push_back(MarkDead(actor, cause).name);
+      continue;
+    }
+    ActorRecord orphan = actor;
+    orphan.owner.clear();
+    orphan.changed = options_.clock->Now();
+    Store(std::move(orphan));
+  }
   return names;
 }
 
-std::vector<std::string> ActorDirectory::OwnerGone(const std::string& owner,
-                                                   const std::string& cause) {
-  if (owner.empty()) return {};  // detached actors have no owner to lose
+absl::StatusOr<ActorRecord> ActorDirectory::WorkerExited(const std::string& actor_id,
+                                                         const std::string& worker_id,
+                                                         const std::string& cause) {
   absl::MutexLock lock(&mu_);
-  return KillAll(by_owner_, owner, cause);
+  auto it = actors_.find(actor_id);
+  if (it == actors_.end()) {
+    return absl::NotFoundError(absl::StrCat("no actor ", actor_id, " is registered"));
+  }
+  const ActorRecord& actor = it->second;
+  if (actor.state == ActorState::kDead || !actor.owner.empty()) return actor;
+  // An earlier process of a restarted actor says nothing of the one serving now.
+  if (!actor.worker_id.empty() && actor.worker_id != worker_id) return actor;
+  return MarkDead(actor, cause);
 }
 
 std::vector<std::string> ActorDirectory::NodeDead(const std::string& node_id,

@@ -5,9 +5,11 @@
 //
 // Lifetimes (what Ray users rely on): a name is held by one live actor per namespace and is free
 // again the moment that actor is dead; an actor that is not detached dies with its owner driver
-// (OwnerGone); an actor on a node declared dead is RESTARTING, its name kept, until its owner
-// starts it again or reports it dead (a detached one, which has no owner, is dead at once:
-// NodeDead). Dead records are kept for listing, the newest max_dead of them.
+// (OwnerGone), while a detached one outlives it with no owner (nobody restarts it from then on:
+// its worker's exit, told by its node agent, ends it: WorkerExited); an actor on a node declared
+// dead is RESTARTING, its name kept, until its owner starts it again or reports it dead (one
+// with no owner is dead at once: NodeDead). Dead records are kept for listing, the newest
+// max_dead of them.
 //
 // Thread-safety: one mutex of its own; never calls out while holding it except to the
 // StateStore. Cost: Register/Died/Get O(log n); OwnerGone/NodeDead O(actors of that owner/node);
@@ -42,10 +44,12 @@ struct ActorRecord {
   std::string name;  // never empty in the directory
   std::string name_space;
   std::string class_name;
-  std::string owner;  // "" when detached
+  std::string owner;  // the driver that owns it; "" for a detached actor whose creator has gone
+  bool detached = false;
   ActorState state = ActorState::kPending;
-  std::string address;  // while alive
-  std::string node_id;  // while alive
+  std::string address;    // while alive
+  std::string node_id;    // while alive
+  std::string worker_id;  // while alive: the node agent's id of its process
   int restarts = 0;
   std::string death_cause;  // when dead
   absl::Time changed;       // when the head last changed it (orders the dead for retention)
@@ -78,13 +82,21 @@ class ActorDirectory {
   std::vector<ActorRecord> List(const std::string& after, size_t limit, bool* more) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The driver `owner` exited or fell silent: its actors that are not dead die with `cause`.
-  // Returns their names.
+  // The driver `owner` exited or fell silent: its actors that are not dead die with `cause`, but
+  // its detached ones live on with no owner. Returns the names of those that died.
   std::vector<std::string> OwnerGone(const std::string& owner, const std::string& cause)
       ABSL_LOCKS_EXCLUDED(mu_);
   // The node was declared dead: every actor alive there is restarting (its owner's to restart or
   // end), or dead with `cause` when detached. Returns their names.
   std::vector<std::string> NodeDead(const std::string& node_id, const std::string& cause)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The node agent says worker `worker_id`, which hosted actor `actor_id`, exited with `cause`:
+  // when the actor has no owner (a detached actor whose creator has gone) and that worker is its
+  // process, the actor is dead with `cause`; otherwise nothing changes (its owner restarts it or
+  // reports it). Returns the record; NotFound for an unknown id.
+  absl::StatusOr<ActorRecord> WorkerExited(const std::string& actor_id,
+                                           const std::string& worker_id, const std::string& cause)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // The drivers that own actors not dead, each once (after Restore, the head gives each a full
@@ -123,10 +135,6 @@ class ActorDirectory {
   ActorRecord MarkDead(const ActorRecord& actor, const std::string& cause)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetOldDead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Marks dead every actor `index` lists under `key` (by_owner_, by_node_); their names.
-  std::vector<std::string> KillAll(const std::set<std::pair<std::string, std::string>>& index,
-                                   const std::string& key, const std::string& cause)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 }  // namespace tessera

@@ -177,6 +177,54 @@ TEST_F(ActorDirectoryTest, AnOwnersActorsDieWithItButDetachedOnesStay) {
   EXPECT_THAT(directory->OwnerGone("driver-1", "again"), IsEmpty());
 }
 
+ActorRecord Detached(ActorRecord actor) {
+  actor.detached = true;
+  return actor;
+}
+
+TEST_F(ActorDirectoryTest, ADetachedActorOutlivesItsCreatorWithNoOwner) {
+  auto directory = MakeDirectory();
+  ActorRecord made = Alive(Detached(Actor("a1", "service", "driver-1")), "x", "node-1");
+  made.worker_id = "w1";
+  ASSERT_TRUE(directory->Register(made).ok());
+  ASSERT_TRUE(directory->Register(Actor("a2", "plain", "driver-1")).ok());
+
+  EXPECT_THAT(directory->OwnerGone("driver-1", "its owner driver-1 exited"),
+              UnorderedElementsAre("plain"));
+  auto service = directory->Get("service", "");
+  ASSERT_TRUE(service.ok()) << service.status();
+  EXPECT_EQ(service->state, ActorState::kAlive);
+  EXPECT_TRUE(service->owner.empty());
+  EXPECT_TRUE(service->detached);
+  EXPECT_EQ(service->worker_id, "w1");
+  EXPECT_THAT(directory->LiveOwners(), IsEmpty());
+}
+
+TEST_F(ActorDirectoryTest, TheExitOfADetachedActorsWorkerEndsItOnlyOnceNoDriverOwnsIt) {
+  auto directory = MakeDirectory();
+  ActorRecord made = Alive(Detached(Actor("a1", "service", "driver-1")), "x", "node-1");
+  made.worker_id = "w1";
+  ASSERT_TRUE(directory->Register(made).ok());
+  // While its creator lives, the creator restarts it or reports it dead.
+  auto owned = directory->WorkerExited("a1", "w1", "killed by signal 9 (SIGKILL)");
+  ASSERT_TRUE(owned.ok()) << owned.status();
+  EXPECT_EQ(owned->state, ActorState::kAlive);
+
+  (void)directory->OwnerGone("driver-1", "its owner driver-1 exited");
+  // A process it no longer runs in says nothing of it.
+  auto stale = directory->WorkerExited("a1", "w0", "exited with code 1");
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  EXPECT_EQ(stale->state, ActorState::kAlive);
+
+  auto dead = directory->WorkerExited("a1", "w1", "killed by signal 9 (SIGKILL)");
+  ASSERT_TRUE(dead.ok()) << dead.status();
+  EXPECT_EQ(dead->state, ActorState::kDead);
+  EXPECT_EQ(dead->death_cause, "killed by signal 9 (SIGKILL)");
+  EXPECT_EQ(directory->Get("service", "").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(directory->WorkerExited("nobody", "w1", "x").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST_F(ActorDirectoryTest, TheActorsAliveOnADeadNodeRestartUnderTheirOwnerOrDieWhenDetached) {
   auto directory = MakeDirectory();
   ASSERT_TRUE(directory->Register(Alive(Actor("a1", "there"), "x", "node-1")).ok());

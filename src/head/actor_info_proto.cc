@@ -47,6 +47,8 @@ void ActorRecordToProto(const ActorRecord& record, v1::ActorInfo* info) {
   info->set_node_id(record.node_id);
   info->set_restarts(record.restarts);
   info->set_death_cause(record.death_cause);
+  info->set_detached(record.detached);
+  info->set_worker_id(record.worker_id);
 }
 
 absl::StatusOr<ActorRecord> ActorRecordFromProto(const v1::ActorInfo& info) {
@@ -63,6 +65,8 @@ absl::StatusOr<ActorRecord> ActorRecordFromProto(const v1::ActorInfo& info) {
   record.node_id = info.node_id();
   record.restarts = info.restarts();
   record.death_cause = info.death_cause();
+  record.detached = info.detached();
+  record.worker_id = info.worker_id();
   return record;
 }
 

@@ -1,4 +1,4 @@
-// HeadService's named actors: the four actor RPCs as a thin front on the ActorDirectory
+// HeadService's named actors: the five actor RPCs as a thin front on the ActorDirectory
 // (actor_directory.h), which owns the records, their names and their persistence. This file only
 // checks request limits, converts between v1::ActorInfo and ActorRecord, and maps the
 // directory's absl::Status to gRPC. A registration that names an owner is also a sign of life
@@ -57,6 +57,19 @@ grpc::Status HeadService::ActorDied(grpc::ServerContext*, const v1::ActorDiedReq
   ReportActorStoreFailures();
   if (!dead.ok()) return rpc::ToGrpcStatus(dead.status());
   ActorRecordToProto(*dead, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadService::ActorWorkerExited(grpc::ServerContext*,
+                                            const v1::ActorWorkerExitedRequest* request,
+                                            v1::ActorInfo* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  if (request->actor_id().empty()) return InvalidText("actor_id: is empty");
+  absl::StatusOr<ActorRecord> actor =
+      actors_.WorkerExited(request->actor_id(), request->worker_id(), request->cause());
+  ReportActorStoreFailures();
+  if (!actor.ok()) return rpc::ToGrpcStatus(actor.status());
+  ActorRecordToProto(*actor, response);
   return grpc::Status::OK;
 }
 

@@ -136,6 +136,8 @@ class HeadService final : public v1::Head::Service, private NodeListener {
                              v1::ActorInfo* response) override;
   grpc::Status ActorDied(grpc::ServerContext*, const v1::ActorDiedRequest* request,
                          v1::ActorInfo* response) override;
+  grpc::Status ActorWorkerExited(grpc::ServerContext*, const v1::ActorWorkerExitedRequest* request,
+                                 v1::ActorInfo* response) override;
   grpc::Status GetActor(grpc::ServerContext*, const v1::GetActorRequest* request,
                         v1::ActorInfo* response) override;
   grpc::Status ListActors(grpc::ServerContext*, const v1::ListRequest* request,

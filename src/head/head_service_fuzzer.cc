@@ -238,6 +238,7 @@ class Harness {
     kActorDied,
     kGetActor,
     kListActors,
+    kActorWorkerExited,
     // Harness steps.
     kHeartbeatAsBaseNode,  // a fuzzed heartbeat with a registered node's id and incarnation
     kSetAgentFaults,       // the first byte: FuzzAgent::Fault bits for that node's agent
@@ -513,6 +514,14 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::ActorInfo response;
       if (Parse(data, size, &request)) {
         CheckStatus(head_->ActorDied(nullptr, &request, &response), "ActorDied");
+      }
+      return;
+    }
+    case kActorWorkerExited: {
+      v1::ActorWorkerExitedRequest request;
+      v1::ActorInfo response;
+      if (Parse(data, size, &request)) {
+        CheckStatus(head_->ActorWorkerExited(nullptr, &request, &response), "ActorWorkerExited");
       }
       return;
     }

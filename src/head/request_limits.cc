@@ -202,6 +202,7 @@ absl::Status Check(const v1::RegisterActorRequest& request) {
   TESSERA_RETURN_IF_ERROR(CheckName("actor.owner", actor.owner()));
   TESSERA_RETURN_IF_ERROR(CheckName("actor.address", actor.address()));
   TESSERA_RETURN_IF_ERROR(CheckName("actor.node_id", actor.node_id()));
+  TESSERA_RETURN_IF_ERROR(CheckName("actor.worker_id", actor.worker_id()));
   TESSERA_RETURN_IF_ERROR(
       CheckChars("actor.class_name", actor.class_name(), kMaxActorClassNameLength));
   return CheckBytes("actor.death_cause", actor.death_cause(), kMaxActorDeathCauseBytes);
@@ -210,6 +211,12 @@ absl::Status Check(const v1::RegisterActorRequest& request) {
 absl::Status Check(const v1::ActorDiedRequest& request) {
   TESSERA_RETURN_IF_ERROR(CheckName("actor_id", request.actor_id()));
   return CheckBytes("death_cause", request.death_cause(), kMaxActorDeathCauseBytes);
+}
+
+absl::Status Check(const v1::ActorWorkerExitedRequest& request) {
+  TESSERA_RETURN_IF_ERROR(CheckName("actor_id", request.actor_id()));
+  TESSERA_RETURN_IF_ERROR(CheckName("worker_id", request.worker_id()));
+  return CheckBytes("cause", request.cause(), kMaxActorDeathCauseBytes);
 }
 
 absl::Status Check(const v1::GetActorRequest& request) {

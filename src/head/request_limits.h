@@ -103,6 +103,7 @@ absl::Status Check(const v1::KeepDriverAliveRequest& request);
 absl::Status Check(const v1::DriverExitedRequest& request);
 absl::Status Check(const v1::RegisterActorRequest& request);
 absl::Status Check(const v1::ActorDiedRequest& request);
+absl::Status Check(const v1::ActorWorkerExitedRequest& request);
 absl::Status Check(const v1::GetActorRequest& request);
 absl::Status Check(const v1::ListRequest& request);
 

@@ -241,10 +241,58 @@ void HeadLink::Loop() {
         again_now = absl::IsNotFound(status);
       }
     }
+    if (registered) SendActorWorkerExits();
     absl::MutexLock lock(&mu_);
     if (again_now) continue;
-    mu_.AwaitWithTimeout(absl::Condition(&stop_), wait);
+    // Woken early by a worker exit to report (told at once rather than a heartbeat later).
+    auto stop_or_exits = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stop_ || new_actor_exits_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&stop_or_exits), wait);
   }
+}
+
+void HeadLink::ReportActorWorkerExit(std::string actor_id, std::string worker_id,
+                                     std::string cause) {
+  // Bounded: an agent cut off from its head for long forgets the oldest (their records then
+  // wait for the head to find the node dead, which ends them too).
+  constexpr size_t kMaxPendingExits = 4096;
+  v1::ActorWorkerExitedRequest exit;
+  exit.set_actor_id(std::move(actor_id));
+  exit.set_worker_id(std::move(worker_id));
+  exit.set_cause(std::move(cause));
+  absl::MutexLock lock(&mu_);
+  if (actor_exits_.size() >= kMaxPendingExits) actor_exits_.erase(actor_exits_.begin());
+  actor_exits_.push_back(std::move(exit));
+  new_actor_exits_ = true;
+}
+
+void HeadLink::SendActorWorkerExits() {
+  std::vector<v1::ActorWorkerExitedRequest> exits;
+  {
+    absl::MutexLock lock(&mu_);
+    exits.swap(actor_exits_);
+    new_actor_exits_ = false;
+  }
+  if (exits.empty()) return;
+  const rpc::RetryOptions retry = Retry(options_.call_timeout);
+  std::vector<v1::ActorWorkerExitedRequest> unsent;
+  for (v1::ActorWorkerExitedRequest& exit : exits) {
+    if (!unsent.empty()) {  // the head could not be reached: the rest wait for the next round
+      unsent.push_back(std::move(exit));
+      continue;
+    }
+    v1::ActorInfo actor;
+    const absl::Status told = rpc::RetryUnary(retry, &v1::Head::Stub::ActorWorkerExited,
+                                              CurrentStub().get(), exit, &actor);
+    // Only an unreachable head is asked again; any answer (an unknown actor too) is final.
+    if (absl::IsUnavailable(told) || absl::IsDeadlineExceeded(told)) {
+      unsent.push_back(std::move(exit));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  actor_exits_.insert(actor_exits_.begin(), std::make_move_iterator(unsent.begin()),
+                      std::make_move_iterator(unsent.end()));
 }
 
 absl::StatusOr<v1::PickNodeResponse> HeadLink::PickNode(const v1::ResourceRequest& request,

@@ -71,6 +71,10 @@ class HeadLink {
   absl::StatusOr<v1::PickNodeResponse> PickNode(const v1::ResourceRequest& request,
                                                 const std::vector<std::string>& exclude);
 
+  // The worker of a detached actor exited (its record at the head ends once no driver owns it):
+  // told to the head from the loop's thread, soon and again until the head answers. Never blocks.
+  void ReportActorWorkerExit(std::string actor_id, std::string worker_id, std::string cause);
+
   bool registered() const;
   int64_t registrations() const;  // successful RegisterNode calls so far
   // The head's refusal of this agent (ALREADY_EXISTS, one line naming the node id and the live
@@ -89,6 +93,8 @@ class HeadLink {
   void ReleaseUnheld(const google::protobuf::RepeatedPtrField<v1::HeldBundle>& bundles,
                      const char* why);
   void Loop();
+  // Tells the head the exits reported so far; keeps those it could not reach it with.
+  void SendActorWorkerExits();
   // The head's stub and address now (they change when the head moves).
   std::shared_ptr<v1::Head::Stub> CurrentStub(std::string* address = nullptr) const;
   // After a failed call: moves to the address the head publishes when it differs from the
@@ -110,6 +116,8 @@ class HeadLink {
   // The head's bundles epoch in the latest answer received, echoed in heartbeats.
   int64_t bundles_epoch_seen_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration interval_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::ActorWorkerExitedRequest> actor_exits_ ABSL_GUARDED_BY(mu_);
+  bool new_actor_exits_ ABSL_GUARDED_BY(mu_) = false;  // reported since the last send: wake
   std::thread thread_;
 };
 

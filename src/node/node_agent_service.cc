@@ -275,13 +275,17 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
   AgentState* state = state_;
   WorkerWatchdog* watchdog = options_.watchdog;
   WorkerStdinPipes* pipes = spec.stdin_pipe() ? options_.stdin_pipes : nullptr;
-  auto pid = workers_->Start(ChildId(lease.worker.value()), child,
-                             [state, watchdog, pipes](const ChildId& id, const ExitStatus& exit) {
-                               if (watchdog != nullptr) watchdog->Remove(WorkerId(id.value()));
-                               if (pipes != nullptr) pipes->Forget(WorkerId(id.value()));
-                               (void)state->WorkerExited(WorkerId(id.value()),
-                                                         WorkerExitFromStatus(exit));
-                             });
+  // A detached actor's worker outlives the driver that made it: its exit is told to the head.
+  HeadLink* report_to = spec.detached_actor_id().empty() ? nullptr : head_;
+  auto on_exit = [state, watchdog, pipes, report_to, actor = spec.detached_actor_id()](
+                     const ChildId& id, const ExitStatus& exit) {
+    if (watchdog != nullptr) watchdog->Remove(WorkerId(id.value()));
+    if (pipes != nullptr) pipes->Forget(WorkerId(id.value()));
+    WorkerExitInfo info = WorkerExitFromStatus(exit);
+    if (report_to != nullptr) report_to->ReportActorWorkerExit(actor, id.value(), info.reason);
+    (void)state->WorkerExited(WorkerId(id.value()), std::move(info));
+  };
+  auto pid = workers_->Start(ChildId(lease.worker.value()), child, std::move(on_exit));
   if (!pid.ok()) {
     if (pipes != nullptr) pipes->Forget(lease.worker);
     const std::string reason = absl::StrCat("cannot start worker: ", pid.status().message());

@@ -54,6 +54,7 @@ struct WorkerGlobals {
   std::string bind_address = "127.0.0.1";
   TaskRunner runner;
   CancelHook on_cancel;
+  bool detached = false;  // a detached actor's worker (kDetachedActorEnv)
 };
 
 // The nested runtime's cancel of what it submitted (SetNestedCancel).
@@ -143,7 +144,7 @@ v1::TaskResult Execute(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
 // Serves one owner's stream of task batches, one task at a time in order. A process hosting an
 // actor also serves guest streams: other drivers that found the actor by name (their calls run
 // in their stream's order, one at a time with the owner's when max_concurrency is 1); the
-// process still ends with its owner's stream.
+// process still ends with its owner's stream, unless its actor is detached.
 // Thread-safe: gRPC may call PushTasks on any thread; a second stream waits for the actor to be
 // constructed, and is refused by a plain worker.
 class WorkerService final : public v1::Worker::Service {
@@ -195,6 +196,10 @@ class WorkerService final : public v1::Worker::Service {
         }
         *results.add_results() = Execute(task, fetch);
         if (task.kind() == v1::ACTOR_CREATE) {
+          if (auto id = TaskId::FromBinary(task.actor_id()); id.ok()) {
+            absl::MutexLock lock(&mu_);
+            actor_id_ = id->Hex();
+          }
           actor_concurrency_.store(std::max(1, task.max_concurrency()));
           if (task.max_concurrency() > 1 && pool == nullptr) {
             pool = std::make_unique<CallPool>(task.max_concurrency());
@@ -262,6 +267,42 @@ class WorkerService final : public v1::Worker::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status ExitActor(grpc::ServerContext*, const v1::ExitActorRequest* request,
+                         v1::ExitActorReply*) override {
+    std::string actor_id;
+    {
+      absl::MutexLock lock(&mu_);
+      actor_id = actor_id_;
+    }
+    if (actor_id.empty()) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "this worker hosts no actor");
+    }
+    const bool owner_streams = started_.HasBeenNotified() && !finished_.HasBeenNotified();
+    if (!request->from_owner() && owner_streams && globals != nullptr) {
+      // Its owner ends it (and so knows not to restart it): the owner's own ExitActor follows.
+      v1::KillActorRequest kill;
+      kill.set_actor_id(actor_id);
+      v1::KillActorReply killed;
+      rpc::RetryOptions retry;
+      retry.token = globals->token;
+      retry.attempt_timeout = absl::Seconds(5);
+      retry.total_budget = absl::Seconds(10);
+      if (rpc::RetryUnary(retry, &v1::Owner::Stub::KillActor, globals->owner.get(), kill, &killed)
+              .ok()) {
+        return grpc::Status::OK;
+      }
+      // An owner that cannot be reached is going: the process ends here, as it would with it.
+    }
+    // The reply goes first.
+    std::thread([] {
+      absl::SleepFor(absl::Milliseconds(50));
+      std::fflush(stdout);
+      std::fflush(stderr);
+      _exit(0);
+    }).detach();
+    return grpc::Status::OK;
+  }
+
   absl::Notification& started() { return started_; }
   absl::Notification& context_ready() { return context_ready_; }
   absl::Notification& finished() { return finished_; }
@@ -269,6 +310,7 @@ class WorkerService final : public v1::Worker::Service {
  private:
   absl::Mutex mu_;
   bool streaming_ ABSL_GUARDED_BY(mu_) = false;
+  std::string actor_id_ ABSL_GUARDED_BY(mu_);  // hex, once this process's actor is created
   // 0: no actor here; else its max_concurrency.
   std::atomic<int> actor_concurrency_{0};
   // Held around each actor call when max_concurrency is 1 (the owner's and guests' streams).
@@ -321,6 +363,7 @@ absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel) {
   if (!token.ok()) return token.status();
   g->token = *std::move(token);
   g->owner_address = Env(kOwnerAddressEnv);
+  g->detached = Env(kDetachedActorEnv) == "1";
   const std::string worker_id = Env(kWorkerIdEnv);
   if (g->owner_address.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(kOwnerAddressEnv, " is not set"));
@@ -402,6 +445,8 @@ absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel) {
       Die("the owner never pushed tasks; exiting");
     }
     service->finished().WaitForNotification();
+    // A detached actor serves the other drivers that call it until it is told to exit.
+    if (globals->detached) return;
     absl::SleepFor(absl::Seconds(2));
     ExitWorker();
   }).detach();
@@ -409,6 +454,10 @@ absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel) {
 }
 
 bool WaitForWorkerEnd(absl::Duration timeout) {
+  if (globals != nullptr && globals->detached) {
+    absl::SleepFor(timeout);
+    return false;
+  }
   return service != nullptr && service->finished().WaitForNotificationWithTimeout(timeout);
 }
 
@@ -430,6 +479,8 @@ void RunWorker() {
     Die(std::string(started.message()));
   }
   service->finished().WaitForNotification();
+  // A detached actor lives on, serving other drivers, until ExitActor or a signal ends it.
+  while (globals->detached) absl::SleepFor(absl::Hours(1));
   ExitWorker();
 }
 

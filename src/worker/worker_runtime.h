@@ -47,6 +47,9 @@ inline constexpr char kWorkerBindEnv[] = "TESSERA_WORKER_BIND";
 // the cluster's state folder on the owner's host and the head's address.
 inline constexpr char kStateDirEnv[] = "TESSERA_STATE_DIR";
 inline constexpr char kHeadAddressEnv[] = "TESSERA_HEAD_ADDRESS";
+// "1" in the worker of a detached actor: it outlives its owner's stream (it ends by
+// Worker.ExitActor or a signal), so it keeps serving the other drivers that call its actor.
+inline constexpr char kDetachedActorEnv[] = "TESSERA_DETACHED_ACTOR";
 
 // Whether this process was started as a worker.
 bool InWorkerMode();
@@ -64,7 +67,8 @@ using TaskRunner = std::function<v1::TaskResult(const v1::TaskSpec&, const Argum
 // RunWorker in two halves, for a worker whose tasks run elsewhere than in a registry: serves and
 // says ready to the owner, then returns (an error when it cannot start). From then on a watcher
 // exits the process (0) two seconds after the owner's stream ended, whatever the interpreter
-// is doing, and (1) when no owner connects in time.
+// is doing (never, in a detached actor's worker: see kDetachedActorEnv), and (1) when no owner
+// connects in time.
 //
 // `on_cancel` (may be empty) is told of every non-forced cancel of a task pushed here, with the
 // task's id, on a gRPC thread: the Python runner interrupts the task if it is the one running.
@@ -73,7 +77,8 @@ absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel = nullptr);
 // What a recursive cancel also does: cancel the work this process's own runtime submitted (set
 // by the API when a task makes that runtime). `force`: as the cancel was asked.
 void SetNestedCancel(std::function<void(bool force)> cancel_submitted);
-// Waits up to `timeout` for the owner's stream to end; true once it has.
+// Waits up to `timeout` for the owner's stream to end; true once it has (never true in a detached
+// actor's worker, which outlives that stream).
 bool WaitForWorkerEnd(absl::Duration timeout);
 // Exits the process now (0), letting the stream's final status reach the owner first.
 [[noreturn]] void ExitWorker();
