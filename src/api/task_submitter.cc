@@ -396,18 +396,25 @@ absl::StatusOr<bool> TaskSubmitter::CancelLocked(const ObjectId& return_id, bool
 absl::Status TaskSubmitter::Cancel(const ObjectId& return_id, bool force, bool recursive) {
   std::vector<Outcome> outcomes;
   absl::Status status;
+  bool held_here = true;
   {
     absl::MutexLock lock(&mu_);
     absl::StatusOr<bool> held = CancelLocked(return_id, force, recursive, outcomes);
     if (!held.ok()) {
       status = held.status();
     } else if (!*held) {
-      // Not here yet (its arguments resolve) or done already: a done object ignores the outcome.
+      // Not here yet (its arguments resolve: Submit drops it when it comes) or done already.
+      held_here = false;
       cancelled_returns_.insert(return_id);
-      outcomes.emplace_back(return_id, CancelledStatus(return_id.task_id().Hex().substr(0, 8)));
     }
   }
   DeliverAll(std::move(outcomes));
+  if (!held_here &&
+      !deliver_(return_id, CancelledStatus(return_id.task_id().Hex().substr(0, 8)))) {
+    // Done already (a done object ignores the outcome): no Submit will come to drop the mark.
+    absl::MutexLock lock(&mu_);
+    cancelled_returns_.erase(return_id);
+  }
   return status;
 }
 

@@ -265,6 +265,20 @@ TEST_F(SubmitterTest, ACancelBeforeSubmitDropsTheLaterSubmit) {
   EXPECT_TRUE(leases_.requests.empty());
 }
 
+TEST_F(SubmitterTest, ACancelOfAFinishedTaskLeavesNoMarkBehind) {
+  QueuedTask task;
+  const TaskId tid = TaskId::FromRandom();
+  task.spec.set_task_id(tid.Binary());
+  task.spec.set_function("f");
+  task.return_id = ObjectId::ForTaskReturn(tid, 1);
+  outcomes_.emplace(task.return_id, std::string("done"));  // it finished before the cancel
+  ASSERT_TRUE(submitter_.Cancel(task.return_id, false, true).ok());
+  EXPECT_EQ(*outcomes_.at(task.return_id), "done");
+  // Nothing waits to drop a later Submit of that id: the mark went with the ignored outcome.
+  submitter_.Submit(shape_, task);
+  EXPECT_EQ(submitter_.queued(shape_.key), 1u);
+}
+
 TEST_F(SubmitterTest, ARetryableErrorRunsAgainWithinMaxRetriesThenFails) {
   const ObjectId id = Submit(/*max_retries=*/1);
   auto [h, channel] = AddWorker();
