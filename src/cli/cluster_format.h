@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
+#include "rpc/message_json.h"
 #include "tessera/v1/common.pb.h"
 
 namespace tessera::cli {
@@ -26,10 +27,8 @@ std::string DevicesText(const tessera::v1::Allocation& allocation);
 // "k=v,k2=v2", sorted by key.
 std::string LabelsText(const google::protobuf::Map<std::string, std::string>& labels);
 
-// A protocol message as JSON, with the .proto field names (int64 values are strings, as the
-// proto JSON mapping writes them). The head's states are the words people see ("ALIVE",
-// "CREATED", "pending"; rpc/state_names.h), not the enum value names.
-nlohmann::ordered_json MessageJson(const google::protobuf::Message& message);
+// A protocol message as JSON for people and programs: rpc/message_json.h.
+using rpc::MessageJson;
 
 // Splits "a;b;c" on ';' and trims each piece; empty text is no pieces.
 std::vector<std::string> SplitSemicolons(std::string_view text);

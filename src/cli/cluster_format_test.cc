@@ -50,37 +50,29 @@ TEST(ClusterFormatTest, SplitSemicolonsTrimsPieces) {
   EXPECT_TRUE(SplitSemicolons("  ").empty());
 }
 
-TEST(ClusterFormatTest, MessageJsonUsesProtoFieldNames) {
-  tessera::v1::JobInfo job;
-  job.set_job_id("job-1");
-  job.set_exit_reason("exited with code 3");
-  const auto json = MessageJson(job);
-  EXPECT_EQ(json["job_id"], "job-1");
-  EXPECT_EQ(json["exit_reason"], "exited with code 3");
-  EXPECT_EQ(json["state"], "UNKNOWN");  // primitive fields are always present
-}
-
-// Scripts and the docs read the words people see, not the proto enum names ("NODE_STATE_ALIVE").
-TEST(ClusterFormatTest, MessageJsonWritesTheHeadsStatesAsTheirWords) {
-  tessera::v1::ClusterStatus status;
-  status.add_nodes()->set_state(tessera::v1::NODE_STATE_ALIVE);
-  status.add_nodes()->set_state(tessera::v1::NODE_STATE_DEAD);
-  status.add_placement_groups()->set_state(tessera::v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
-  status.mutable_slices()->add_groups()->set_state(tessera::v1::SLICE_GROUP_STATE_BROKEN);
-  status.add_demand()->set_status(tessera::v1::DEMAND_STATUS_INFEASIBLE);
-  const auto json = MessageJson(status);
-  EXPECT_EQ(json["nodes"][0]["state"], "ALIVE");
-  EXPECT_EQ(json["nodes"][1]["state"], "DEAD");
-  EXPECT_EQ(json["placement_groups"][0]["state"], "RESCHEDULING");
-  EXPECT_EQ(json["slices"]["groups"][0]["state"], "BROKEN");
-  EXPECT_EQ(json["demand"][0]["status"], "infeasible");
-
+TEST(ClusterViewsTest, JobsTableListsJobsByStartTimeWithTheirTimes) {
   tessera::v1::ListJobsResponse jobs;
-  jobs.add_jobs()->set_state(tessera::v1::JOB_STATE_SUCCEEDED);
-  EXPECT_EQ(MessageJson(jobs)["jobs"][0]["state"], "SUCCEEDED");
-  tessera::v1::PickNodeResponse picked;
-  picked.set_status(tessera::v1::PICK_STATUS_PLACED);
-  EXPECT_EQ(MessageJson(picked)["status"], "placed");
+  const absl::Time start = absl::FromUnixSeconds(1764633600);  // 2025-12-02 00:00:00 UTC
+  auto add = [&](const std::string& id, absl::Duration after, absl::Duration ran, bool ended) {
+    tessera::v1::JobInfo* job = jobs.add_jobs();
+    job->set_job_id(id);
+    job->set_state(ended ? tessera::v1::JOB_STATE_SUCCEEDED : tessera::v1::JOB_STATE_RUNNING);
+    job->set_start_time_ms(absl::ToUnixMillis(start + after));
+    if (ended) job->set_end_time_ms(absl::ToUnixMillis(start + after + ran));
+  };
+  add("zz-first", absl::ZeroDuration(), absl::Seconds(90), true);
+  add("aa-last", absl::Minutes(10), absl::ZeroDuration(), false);
+  add("mm-second", absl::Minutes(5), absl::Seconds(3), true);
+  const std::string text = JobsTable(jobs, start + absl::Minutes(12), absl::UTCTimeZone());
+  const size_t first = text.find("zz-first");
+  const size_t second = text.find("mm-second");
+  const size_t last = text.find("aa-last");
+  ASSERT_NE(last, std::string::npos) << text;
+  EXPECT_LT(first, second) << text;
+  EXPECT_LT(second, last) << text;
+  EXPECT_THAT(text, HasSubstr("2025-12-02 00:00:00  1m30s"));
+  EXPECT_THAT(text, HasSubstr("2025-12-02 00:10:00  2m"));  // running: until now
+  EXPECT_EQ(JobsByStartTime(jobs).jobs(0).job_id(), "zz-first");
 }
 
 TEST(ClusterViewsTest, StatusTextCountsNodesAndNamesDemandInWords) {

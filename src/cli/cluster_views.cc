@@ -1,5 +1,6 @@
 #include "cli/cluster_views.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -141,12 +142,34 @@ std::string SlicesTables(const tessera::v1::ListSlicesResponse& slices) {
   return out;
 }
 
-std::string JobsTable(const tessera::v1::ListJobsResponse& jobs) {
-  TextTable table({"JOB", "STATE", "NODE", "WORKER", "EXIT", "COMMAND"});
-  for (const tessera::v1::JobInfo& j : jobs.jobs()) {
-    table.AddRow({j.job_id(), std::string(rpc::JobStateName(j.state())), OrDash(j.node_id()),
-                  OrDash(j.worker_id()),
-                  OrDash(j.exit_reason()), CommandText(j.argv())});
+tessera::v1::ListJobsResponse JobsByStartTime(tessera::v1::ListJobsResponse jobs) {
+  std::stable_sort(jobs.mutable_jobs()->begin(), jobs.mutable_jobs()->end(),
+                   [](const tessera::v1::JobInfo& a, const tessera::v1::JobInfo& b) {
+                     if (a.start_time_ms() != b.start_time_ms()) {
+                       return a.start_time_ms() < b.start_time_ms();
+                     }
+                     return a.job_id() < b.job_id();
+                   });
+  return jobs;
+}
+
+std::string JobsTable(const tessera::v1::ListJobsResponse& jobs, absl::Time now,
+                      absl::TimeZone zone) {
+  TextTable table({"JOB", "STATE", "STARTED", "RAN", "NODE", "WORKER", "EXIT", "COMMAND"});
+  const tessera::v1::ListJobsResponse sorted = JobsByStartTime(jobs);
+  for (const tessera::v1::JobInfo& j : sorted.jobs()) {
+    std::string started = "-";
+    std::string ran = "-";
+    if (j.start_time_ms() > 0) {
+      const absl::Time start = absl::FromUnixMillis(j.start_time_ms());
+      started = absl::FormatTime("%Y-%m-%d %H:%M:%S", start, zone);
+      const absl::Time end = j.end_time_ms() > 0 ? absl::FromUnixMillis(j.end_time_ms()) : now;
+      ran = absl::FormatDuration(absl::Trunc(std::max(end - start, absl::ZeroDuration()),
+                                             absl::Seconds(1)));
+    }
+    table.AddRow({j.job_id(), std::string(rpc::JobStateName(j.state())), started, ran,
+                  OrDash(j.node_id()), OrDash(j.worker_id()), OrDash(j.exit_reason()),
+                  CommandText(j.argv())});
   }
   return table.Render(0);
 }

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <string>
+
+#include "absl/time/time.h"
 #include <vector>
 
 #include "tessera/v1/head.pb.h"
@@ -16,7 +18,12 @@ std::string PlacementGroupText(const tessera::v1::PlacementGroupInfo& group);
 std::string PlacementGroupsTable(const tessera::v1::ListPlacementGroupsResponse& groups);
 std::string SliceGroupText(const tessera::v1::SliceGroupInfo& group);
 std::string SlicesTables(const tessera::v1::ListSlicesResponse& slices);
-std::string JobsTable(const tessera::v1::ListJobsResponse& jobs);
+// Jobs by start time (oldest first; ties by id), with their start time and how long they ran
+// (local time; "-" when unknown). `now` is for the running jobs' duration.
+std::string JobsTable(const tessera::v1::ListJobsResponse& jobs, absl::Time now,
+                      absl::TimeZone zone);
+// The jobs of `jobs` in the order JobsTable shows them.
+tessera::v1::ListJobsResponse JobsByStartTime(tessera::v1::ListJobsResponse jobs);
 std::string WorkersTable(const std::vector<tessera::v1::ListWorkersResponse>& per_node);
 std::string StatusText(const tessera::v1::ClusterStatus& status, const std::string& head_address);
 

@@ -57,7 +57,13 @@ int RunList(const CommonClusterArgs& common, const std::string& what, bool json)
   if (what == "nodes") return print(c.ListNodes(), NodesTable);
   if (what == "placement-groups") return print(c.ListPlacementGroups(), PlacementGroupsTable);
   if (what == "slices") return print(c.ListSlices(), SlicesTables);
-  if (what == "jobs") return print(c.ListJobs(), JobsTable);
+  if (what == "jobs") {
+    auto jobs = c.ListJobs();
+    if (jobs.ok()) *jobs = JobsByStartTime(*std::move(jobs));
+    return print(jobs, [](const tessera::v1::ListJobsResponse& listed) {
+      return JobsTable(listed, absl::Now(), absl::LocalTimeZone());
+    });
+  }
   return ListWorkers(c, json);
 }
 

@@ -696,8 +696,8 @@ class ClusterChaosTest : public ::testing::Test {
     EXPECT_EQ(doc["nodes"].size(), kNodes.size()) << status.out;
     for (Json& node : doc["nodes"]) {
       const std::string id = node["node"]["node_id"].dump();
-      Json& total = node["node"]["resources"]["raw"];
-      Json& available = node["available"]["raw"];
+      Json& total = node["node"]["resources"];
+      Json& available = node["available"];
       ASSERT_TRUE(total.is_object() && !total.empty()) << node.dump();
       for (const auto& [name, amount] : total.items()) {
         EXPECT_EQ(available.contains(name) ? JsonInt(available[name]) : 0, JsonInt(amount))
