@@ -1,8 +1,8 @@
 #include "head/store_writer.h"
 
-#include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "base/log_line.h"
 #include "base/string_util.h"
 
 namespace tessera {
@@ -24,7 +24,7 @@ void StoreWriter::Failed(std::string_view what, std::string_view table, std::str
   const std::string line = absl::StrCat("the state store could not ", ToAbsl(what), " ",
                                         ToAbsl(table), "/", ToAbsl(key), ": ", status.message(),
                                         " (it may not survive a head restart)");
-  std::fprintf(stderr, "head: %s\n", line.c_str());
+  LogLine(absl::StrCat("head: ", line));
   events_->Record(line);
 }
 

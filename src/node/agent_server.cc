@@ -14,11 +14,12 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/log_line.h"
 #include "base/status_macros.h"
 #include "node/agent_proto.h"
+#include "node/node_hardware_loader.h"
 #include "process/private_paths.h"
 #include "rpc/token.h"
-#include "node/node_hardware_loader.h"
 
 namespace tessera {
 namespace {
@@ -61,8 +62,8 @@ absl::StatusOr<std::unique_ptr<LauncherPool>> StartLauncherPool(const AgentOptio
   // Worker logs go to workers_dir: the launchers make their files there ahead of time.
   auto pool = LauncherPool::Create({path, options.prestarted_workers, workers_dir});
   if (pool.ok() || !options.launcher.empty()) return pool;
-  std::fprintf(stderr, "node agent %s: %s; workers are forked from the agent instead\n",
-               node.value().c_str(), std::string(pool.status().message()).c_str());
+  LogLine(absl::StrCat("node agent ", node.value(), ": ", pool.status().message(),
+                       "; workers are forked from the agent instead"));
   return nullptr;
 }
 
@@ -187,9 +188,9 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
     // Another live agent holds this node id: this one must not run beside it.
     if (absl::IsAlreadyExists(registered)) return registered;
     if (!registered.ok()) {
-      std::fprintf(stderr, "node agent %s: not registered yet with the head at %s: %s\n",
-                   server->node_id().value().c_str(), server->options_.head_address.c_str(),
-                   std::string(registered.message()).c_str());
+      LogLine(absl::StrCat("node agent ", server->node_id().value(),
+                           ": not registered yet with the head at ",
+                           server->options_.head_address, ": ", registered.message()));
     }
   }
   TESSERA_RETURN_IF_ERROR(

@@ -1,10 +1,10 @@
 #include "node/head_link.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/log_line.h"
 #include "node/agent_proto.h"
 #include "rpc/channel.h"
 #include "rpc/proto_convert.h"
@@ -43,8 +43,8 @@ bool HeadLink::LookForTheHead() {
     if (next == current) next.clear();
   }
   if (next.empty()) return false;
-  std::fprintf(stderr, "node agent %s: the head does not answer at %s; trying %s\n",
-               state_->node_id().value().c_str(), current.c_str(), next.c_str());
+  LogLine(absl::StrCat("node agent ", state_->node_id().value(), ": the head does not answer at ",
+                       current, "; trying ", next));
   std::shared_ptr<v1::Head::Stub> stub = v1::Head::NewStub(rpc::MakeChannel(next));
   absl::MutexLock lock(&mu_);
   stub_ = std::move(stub);
@@ -107,9 +107,8 @@ void HeadLink::ReleaseUnheld(const google::protobuf::RepeatedPtrField<v1::HeldBu
     // Not held any more, or prepared again since the report the head judged: nothing to do.
     if (!killed.ok()) continue;
     to_kill.insert(to_kill.end(), killed->begin(), killed->end());
-    std::fprintf(stderr, "node agent %s: released bundle %d of %s (%s)\n",
-                 state_->node_id().value().c_str(), bundle.bundle_index(),
-                 bundle.placement_group().c_str(), why);
+    LogLine(absl::StrCat("node agent ", state_->node_id().value(), ": released bundle ",
+                         bundle.bundle_index(), " of ", bundle.placement_group(), " (", why, ")"));
   }
   if (!to_kill.empty()) kill_workers_(to_kill);
 }
@@ -206,8 +205,7 @@ void HeadLink::Loop() {
       absl::Status status = Register(options_.call_timeout);
       if (absl::IsAlreadyExists(status)) {
         // This node id went to another live agent while this one was away: stop for good.
-        std::fprintf(stderr, "node agent %s: %s\n", state_->node_id().value().c_str(),
-                     std::string(status.message()).c_str());
+        LogLine(absl::StrCat("node agent ", state_->node_id().value(), ": ", status.message()));
         {
           absl::MutexLock lock(&mu_);
           refusal_ = status;
@@ -220,9 +218,9 @@ void HeadLink::Loop() {
       } else {
         std::string address;
         CurrentStub(&address);
-        std::fprintf(stderr, "node agent %s: cannot register with the head at %s: %s\n",
-                     state_->node_id().value().c_str(), address.c_str(),
-                     std::string(status.message()).c_str());
+        LogLine(absl::StrCat("node agent ", state_->node_id().value(),
+                             ": cannot register with the head at ", address, ": ",
+                             status.message()));
         // The head may have moved (restarted on another port, or at another of its addresses):
         // the next attempt goes there.
         if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) LookForTheHead();

@@ -6,9 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "base/log_line.h"
 #include "process/file_util.h"
 #include "process/wakeable_epoll.h"
 
@@ -162,8 +162,7 @@ void LauncherPool::RefillLoop() {
       if (!started.ok()) {
         ++stats_.refill_failures;
         refill_failed_ = true;
-        std::fprintf(stderr, "worker launcher pool: %s\n",
-                     std::string(started.status().message()).c_str());
+        LogLine(absl::StrCat("worker launcher pool: ", started.status().message()));
         continue;
       }
       ++stats_.started;

@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
-#include <iostream>
 #include <utility>
 #include <vector>
 
@@ -17,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "base/log_line.h"
 
 #include "base/status_macros.h"
 #include "rpc/status_conversion.h"
@@ -110,7 +109,7 @@ void JobManager::SaveRecord(Job& job) {
     const std::string why = absl::StrCat("cannot record job ", job.id,
                                          " in the head's state store (a head restart would lose ",
                                          "it): ", saved.message());
-    std::cerr << "tessera head: " << why << "\n";
+    LogLine(absl::StrCat("tessera head: ", why));
     if (job.log != nullptr) job.log->Note(why);
   }
 }
@@ -242,8 +241,8 @@ absl::Status JobManager::Resume() {
     job->status = stored.status();
     auto log = JobLog::Create(absl::StrCat(options_.jobs_dir, "/", job->id));
     if (!log.ok()) {
-      std::cerr << "tessera head: cannot adopt job " << job->id << ": " << log.status().message()
-                << "\n";
+      LogLine(absl::StrCat("tessera head: cannot adopt job ", job->id, ": ",
+                           log.status().message()));
       continue;
     }
     job->log = *std::move(log);
@@ -256,8 +255,8 @@ absl::Status JobManager::Resume() {
     }
     auto backend = options_.backends();
     if (!backend.ok()) {
-      std::cerr << "tessera head: cannot adopt job " << job->id << ": "
-                << backend.status().message() << "\n";
+      LogLine(absl::StrCat("tessera head: cannot adopt job ", job->id, ": ",
+                           backend.status().message()));
       continue;
     }
     job->backend = *std::move(backend);
