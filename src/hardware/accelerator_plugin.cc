@@ -34,4 +34,10 @@ EnvChanges AcceleratorPlugin::IsolationEnv(std::span<const int> assigned,
   return {EnvChange{std::string(visible_devices_env()), FormatMask(assigned)}};
 }
 
+std::unique_ptr<TelemetryReader> AcceleratorPlugin::OpenTelemetry(
+    const TelemetryContext& /*context*/) const {
+  return MakeNoTelemetryReader(std::string(family()),
+                               "no device telemetry source");
+}
+
 }  // namespace tessera

@@ -1,9 +1,12 @@
 // AcceleratorPlugin: everything Tessera knows about one accelerator family (NVIDIA, AMD, Intel
 // GPU, Google TPU, AWS Neuron, Intel Gaudi). Core code never names a concrete plugin; the
 // registry (plugin_registry.h) lists them once. Every plugin passes one conformance suite.
+// Besides detection and isolation, a plugin opens its family's live device figures
+// (OpenTelemetry, telemetry_reader.h).
 // Thread-safe: plugins are stateless after construction; all inputs come through arguments.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -16,6 +19,7 @@
 #include "hardware/environment.h"
 #include "hardware/pci.h"
 #include "hardware/sysroot.h"
+#include "hardware/telemetry_reader.h"
 #include "labels/label.h"
 #include "resources/quantity.h"
 #include "resources/resource_set.h"
@@ -94,6 +98,12 @@ class AcceleratorPlugin {
   // Families add their extra variables (CUDA_DEVICE_ORDER, TPU bounds, ...).
   virtual EnvChanges IsolationEnv(std::span<const int> assigned,
                                   const std::vector<Device>& devices) const;
+
+  // Opens this family's source of live device figures on the host `context` describes
+  // (telemetry_reader.h). Cheap and total: libraries and channels are opened by the reader's
+  // first Read, which says why when they cannot be. A family that cannot measure a figure leaves
+  // it absent. Default: a reader that reports no figures and says the family has no source.
+  virtual std::unique_ptr<TelemetryReader> OpenTelemetry(const TelemetryContext& context) const;
 };
 
 }  // namespace tessera

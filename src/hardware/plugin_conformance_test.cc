@@ -1,6 +1,8 @@
 // The one suite every accelerator plugin passes: identity, quantity rules, mask round trips,
-// isolation, and detection on every fake machine under tests/fixtures/hardware (a plugin must
-// never claim another family's device, and detection must be total and deterministic).
+// isolation, detection on every fake machine under tests/fixtures/hardware (a plugin must
+// never claim another family's device, and detection must be total and deterministic), and
+// telemetry on every fake machine (total, figures within their ranges, and nothing reported for
+// a device the plugin does not own).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -142,6 +144,70 @@ TEST_P(PluginConformanceTest, DetectionOnEveryFixtureIsSoundAndDeterministic) {
                                   !c.value->empty());
       }
       EXPECT_TRUE(sets_mask) << "one device of several must set " << p.visible_devices_env();
+    }
+  }
+}
+
+// Whether every present figure of `t` lies in its range.
+void ExpectFiguresInRange(const DeviceTelemetry& t) {
+  for (const std::optional<double>* ratio :
+       {&t.utilization_ratio, &t.duty_cycle_ratio, &t.sm_activity_ratio,
+        &t.tensor_activity_ratio, &t.memory_busy_ratio, &t.memory_bandwidth_ratio,
+        &t.power_ratio}) {
+    if (ratio->has_value()) {
+      EXPECT_GE(**ratio, 0.0);
+      EXPECT_LE(**ratio, 1.0);
+    }
+  }
+  if (t.memory_used_bytes && t.memory_total_bytes) {
+    EXPECT_LE(*t.memory_used_bytes, *t.memory_total_bytes);
+  }
+  EXPECT_GE(t.power_watts.value_or(0), 0.0);
+  EXPECT_GE(t.energy_joules.value_or(0), 0.0);
+  for (const std::optional<double>* celsius :
+       {&t.temperature_celsius, &t.memory_temperature_celsius}) {
+    if (celsius->has_value()) {
+      EXPECT_GT(**celsius, -60.0);
+      EXPECT_LT(**celsius, 150.0);
+    }
+  }
+  EXPECT_TRUE(!t.HasAnyFigure() || !t.source.empty()) << "figures without a source";
+}
+
+TEST_P(PluginConformanceTest, TelemetryIsTotalOnEveryFixtureAndSilentForDevicesItDoesNotOwn) {
+  const AcceleratorPlugin& p = *GetParam();
+  const absl::Time start = absl::FromUnixSeconds(1'700'000'000);
+  for (const std::string& machine : FixtureMachines()) {
+    SCOPED_TRACE(machine);
+    const std::string root = kFixtures + "/" + machine;
+    Sysroot sysroot(root);
+    auto reader = p.OpenTelemetry(TelemetryContext{sysroot, Environment::ForSysroot(sysroot), {}});
+    ASSERT_NE(reader, nullptr);
+    EXPECT_TRUE(reader->Read({}, start).devices.empty());
+
+    // Its own devices, every other family's on this machine, and one of its family that this
+    // machine does not have.
+    std::vector<Device> asked = DetectOn(p, root).devices;
+    const size_t own = asked.size();
+    for (const AcceleratorPlugin* other : AcceleratorPlugins()) {
+      if (other == &p) continue;
+      for (Device& d : DetectOn(*other, root).devices) asked.push_back(std::move(d));
+    }
+    asked.push_back(Device{.family = std::string(p.family()), .index = 99,
+                           .uuid = "GPU-ffffffff-ffff-ffff-ffff-ffffffffffff",
+                           .pci_bus_id = "0000:ff:1f.7",
+                           .attributes = {{"chip", "99"}, {"core_in_chip", "0"}}});
+    for (int round = 0; round < 2; ++round) {
+      const FamilyTelemetry reading = reader->Read(asked, start + absl::Seconds(10 * round));
+      ASSERT_EQ(reading.devices.size(), asked.size());
+      for (size_t i = 0; i < asked.size(); ++i) {
+        const DeviceTelemetry& t = reading.devices[i];
+        SCOPED_TRACE(asked[i].family + "/" + std::to_string(asked[i].index));
+        EXPECT_EQ(t.family, asked[i].family);
+        EXPECT_EQ(t.index, asked[i].index);
+        ExpectFiguresInRange(t);
+        EXPECT_TRUE(i < own || !t.HasAnyFigure()) << "reported a device it does not own";
+      }
     }
   }
 }

@@ -25,8 +25,25 @@
  * A device without "link" lines has no NVLink (NVML_ERROR_NOT_SUPPORTED); without "fabric" its
  * fabric info is NVML_ERROR_NOT_SUPPORTED.
  *
+ * Telemetry, what the device's queries answer (in NVML's units):
+ *   memory_used <bytes>               nvmlMemory_t.used (free = memory - used); without it 0
+ *   utilization <gpu %> <memory %>    nvmlDeviceGetUtilizationRates
+ *   power <milliwatts>                nvmlDeviceGetPowerUsage
+ *   energy <millijoules>              nvmlDeviceGetTotalEnergyConsumption
+ *   temperature <celsius>             nvmlDeviceGetTemperature(V), sensor NVML_TEMPERATURE_GPU
+ *   gpm <sm %> <tensor %> <dram bw %> GPM supported (nvmlGpmQueryDeviceSupport), and what
+ *                                     nvmlGpmMetricsGet gives for SM_UTIL, ANY_TENSOR_UTIL and
+ *                                     DRAM_BW_UTIL between two samples of the device
+ * In place of the values, "not_supported" makes the query return NVML_ERROR_NOT_SUPPORTED and
+ * "error <code>" that nvmlReturn_t (e.g. "error 15", GPU is lost); a query without its line is
+ * NVML_ERROR_NOT_SUPPORTED (for gpm: the device does not support GPM).
+ *
+ * nvmlInit_v2 and nvmlShutdown are reference-counted like NVML's: the table is read when the count
+ * goes from 0 to 1, so a detection's session and a telemetry reader's can overlap.
+ *
  * Built twice: fake_nvml (every entry point) and, with FAKE_NVML_OLD_DRIVER, fake_nvml_old, which
- * lacks nvmlDeviceGetNvLinkRemoteDeviceType and nvmlDeviceGetGpuFabricInfo like an older driver.
+ * lacks nvmlDeviceGetNvLinkRemoteDeviceType, nvmlDeviceGetGpuFabricInfo,
+ * nvmlDeviceGetTemperatureV and the GPM entry points, like an older driver.
  */
 
 #include <ctype.h>
@@ -44,6 +61,8 @@ typedef int nvmlReturn_t;
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define NVML_ERROR_DRIVER_NOT_LOADED 9
 #define NVML_ERROR_LIBRARY_NOT_FOUND 12
+#define NVML_ERROR_GPU_IS_LOST 15
+#define NVML_ERROR_ARGUMENT_VERSION_MISMATCH 25
 #define NVML_ERROR_UNKNOWN 999
 
 typedef int nvmlEnableState_t;
@@ -75,12 +94,72 @@ typedef struct {
   unsigned char state;
 } nvmlGpuFabricInfo_t;
 
+typedef struct {
+  unsigned int gpu;
+  unsigned int memory;
+} nvmlUtilization_t;
+
+typedef int nvmlTemperatureSensors_t;
+#define NVML_TEMPERATURE_GPU 0
+
+typedef struct {
+  unsigned int version;
+  nvmlTemperatureSensors_t sensorType;
+  int temperature;
+} nvmlTemperature_t;
+#define NVML_TEMPERATURE_V1 ((unsigned int)(sizeof(nvmlTemperature_t) | (1U << 24)))
+
+struct nvmlGpmSample_st;
+typedef struct {
+  struct nvmlGpmSample_st* handle;
+} nvmlGpmSample_t;
+
+typedef struct {
+  char* shortName;
+  char* longName;
+  char* unit;
+} nvmlGpmMetricMetricInfo_t;
+
+typedef struct {
+  unsigned int metricId;
+  nvmlReturn_t nvmlReturn;
+  double value;
+  nvmlGpmMetricMetricInfo_t metricInfo;
+} nvmlGpmMetric_t;
+
+/* The oldest header's bound (98): callers built against newer headers pass bigger arrays. */
+#define FAKE_GPM_METRIC_MAX 98
+typedef struct {
+  unsigned int version;
+  unsigned int numMetrics;
+  nvmlGpmSample_t sample1;
+  nvmlGpmSample_t sample2;
+  nvmlGpmMetric_t metrics[FAKE_GPM_METRIC_MAX];
+} nvmlGpmMetricsGet_t;
+#define NVML_GPM_METRICS_GET_VERSION 1
+
+typedef struct {
+  unsigned int version;
+  unsigned int isSupportedDevice;
+} nvmlGpmSupport_t;
+#define NVML_GPM_SUPPORT_VERSION 1
+#define NVML_GPM_METRIC_SM_UTIL 2
+#define NVML_GPM_METRIC_ANY_TENSOR_UTIL 5
+#define NVML_GPM_METRIC_DRAM_BW_UTIL 10
+
 enum { kMaxGpus = 64, kText = 128 };
 enum { kLinkInactive = 0, kLinkGpu = 1, kLinkSwitch = 2 };
 
 struct link {
   int kind;
   unsigned int domain, bus, dev, fn;
+};
+
+/* One telemetry query's answer: unset (NOT_SUPPORTED), an error code, or up to three values. */
+struct reading {
+  int set;
+  nvmlReturn_t rc;
+  double values[3];
 };
 
 struct nvmlDevice_st {
@@ -95,13 +174,20 @@ struct nvmlDevice_st {
   int has_fabric;
   unsigned char cluster_uuid[16];
   unsigned int clique;
+  unsigned long long memory_used;
+  struct reading utilization, power, energy, temperature, gpm;
 };
 typedef struct nvmlDevice_st* nvmlDevice_t;
+
+struct nvmlGpmSample_st {
+  nvmlDevice_t device;       /* NULL until nvmlGpmSampleGet fills it */
+  unsigned long long taken;  /* sequence number of that call */
+};
 
 static struct nvmlDevice_st g_gpus[kMaxGpus];
 static int g_count;
 static char g_driver[kText];
-static int g_initialized;
+static int g_init_count; /* nvmlInit_v2 calls not yet matched by nvmlShutdown */
 
 static int parse_bus(const char* s, unsigned int* d, unsigned int* b, unsigned int* v,
                      unsigned int* f) {
@@ -129,6 +215,33 @@ static int parse_uuid(const char* s, unsigned char out[16]) {
     ++s;
   }
   return n == 16;
+}
+
+/* "<v1> ... <vn>", "not_supported" or "error <code>"; 0 on error. */
+static int parse_reading(const char* s, int n, struct reading* r) {
+  char tail;
+  int code = 0;
+  memset(r, 0, sizeof(*r));
+  r->set = 1;
+  if (strcmp(s, "not_supported") == 0) {
+    r->rc = NVML_ERROR_NOT_SUPPORTED;
+    return 1;
+  }
+  if (sscanf(s, "error %d %c", &code, &tail) == 1) {
+    r->rc = code;
+    return code != NVML_SUCCESS;
+  }
+  r->rc = NVML_SUCCESS;
+  int got = 0;
+  if (n == 1) got = sscanf(s, "%lf %c", &r->values[0], &tail);
+  if (n == 2) got = sscanf(s, "%lf %lf %c", &r->values[0], &r->values[1], &tail);
+  if (n == 3) got = sscanf(s, "%lf %lf %lf %c", &r->values[0], &r->values[1], &r->values[2], &tail);
+  return got == n;
+}
+
+/* The return code of a query answered by `r`. */
+static nvmlReturn_t reading_rc(const struct reading* r) {
+  return r->set ? r->rc : NVML_ERROR_NOT_SUPPORTED;
 }
 
 static void copy_text(char* dst, const char* src) {
@@ -190,6 +303,20 @@ static int parse_line(char* line) {
       return 0;
     }
     ++g->link_count;
+  } else if (strcmp(line, "memory_used") == 0) {
+    char* stop = NULL;
+    g->memory_used = strtoull(rest, &stop, 10);
+    if (stop == rest || *stop != '\0') return 0;
+  } else if (strcmp(line, "utilization") == 0) {
+    return parse_reading(rest, 2, &g->utilization);
+  } else if (strcmp(line, "power") == 0) {
+    return parse_reading(rest, 1, &g->power);
+  } else if (strcmp(line, "energy") == 0) {
+    return parse_reading(rest, 1, &g->energy);
+  } else if (strcmp(line, "temperature") == 0) {
+    return parse_reading(rest, 1, &g->temperature);
+  } else if (strcmp(line, "gpm") == 0) {
+    return parse_reading(rest, 3, &g->gpm);
   } else if (strcmp(line, "fabric") == 0) {
     char uuid[64];
     unsigned int clique = 0;
@@ -228,7 +355,7 @@ static nvmlReturn_t load_table(void) {
 }
 
 static int valid(nvmlDevice_t d) {
-  return g_initialized && d >= g_gpus && d < g_gpus + g_count;
+  return g_init_count > 0 && d >= g_gpus && d < g_gpus + g_count;
 }
 
 static nvmlReturn_t put_text(char* dst, unsigned int length, const char* src) {
@@ -253,7 +380,7 @@ static void fill_pci(nvmlPciInfo_t* p, unsigned int domain, unsigned int bus, un
 /* The link slot `link` of a device, NULL with *rc set when there is none. */
 static const struct link* get_link(nvmlDevice_t d, unsigned int link, nvmlReturn_t* rc) {
   if (!valid(d)) {
-    *rc = g_initialized ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_UNINITIALIZED;
+    *rc = g_init_count > 0 ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_UNINITIALIZED;
     return NULL;
   }
   if (d->link_count == 0) {
@@ -270,14 +397,17 @@ static const struct link* get_link(nvmlDevice_t d, unsigned int link, nvmlReturn
 }
 
 API nvmlReturn_t nvmlInit_v2(void) {
-  nvmlReturn_t rc = load_table();
-  g_initialized = rc == NVML_SUCCESS;
-  return rc;
+  if (g_init_count == 0) {
+    nvmlReturn_t rc = load_table();
+    if (rc != NVML_SUCCESS) return rc;
+  }
+  ++g_init_count;
+  return NVML_SUCCESS;
 }
 
 API nvmlReturn_t nvmlShutdown(void) {
-  if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
-  g_initialized = 0;
+  if (g_init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  --g_init_count;
   return NVML_SUCCESS;
 }
 
@@ -290,24 +420,26 @@ API const char* nvmlErrorString(nvmlReturn_t result) {
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
     case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
     default: return "Unknown Error";
   }
 }
 
 API nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
-  if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
+  if (g_init_count == 0) return NVML_ERROR_UNINITIALIZED;
   return put_text(version, length, g_driver);
 }
 
 API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
-  if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
+  if (g_init_count == 0) return NVML_ERROR_UNINITIALIZED;
   if (count == NULL) return NVML_ERROR_INVALID_ARGUMENT;
   *count = (unsigned int)g_count;
   return NVML_SUCCESS;
 }
 
 API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
-  if (!g_initialized) return NVML_ERROR_UNINITIALIZED;
+  if (g_init_count == 0) return NVML_ERROR_UNINITIALIZED;
   if (device == NULL || index >= (unsigned int)g_count) return NVML_ERROR_INVALID_ARGUMENT;
   *device = &g_gpus[index];
   return NVML_SUCCESS;
@@ -326,8 +458,8 @@ API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int
 API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   if (!valid(device) || memory == NULL) return NVML_ERROR_INVALID_ARGUMENT;
   memory->total = device->memory;
-  memory->free = device->memory;
-  memory->used = 0;
+  memory->used = device->memory_used;
+  memory->free = device->memory - device->memory_used;
   return NVML_SUCCESS;
 }
 
@@ -368,7 +500,120 @@ API nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsign
   return NVML_SUCCESS;
 }
 
+enum { kUtilization, kPower, kEnergy, kTemperature };
+
+/* The return code of a telemetry query `which` of `device` writing to `out`. */
+static nvmlReturn_t answer(nvmlDevice_t device, const void* out, int which) {
+  if (!valid(device)) {
+    return g_init_count > 0 ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_UNINITIALIZED;
+  }
+  if (out == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+  const struct reading* r = which == kUtilization ? &device->utilization
+                            : which == kPower     ? &device->power
+                            : which == kEnergy    ? &device->energy
+                                                  : &device->temperature;
+  return reading_rc(r);
+}
+
+API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
+                                               nvmlUtilization_t* utilization) {
+  nvmlReturn_t rc = answer(device, utilization, kUtilization);
+  if (rc != NVML_SUCCESS) return rc;
+  utilization->gpu = (unsigned int)device->utilization.values[0];
+  utilization->memory = (unsigned int)device->utilization.values[1];
+  return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* power) {
+  nvmlReturn_t rc = answer(device, power, kPower);
+  if (rc != NVML_SUCCESS) return rc;
+  *power = (unsigned int)device->power.values[0];
+  return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
+                                                     unsigned long long* energy) {
+  nvmlReturn_t rc = answer(device, energy, kEnergy);
+  if (rc != NVML_SUCCESS) return rc;
+  *energy = (unsigned long long)device->energy.values[0];
+  return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensor,
+                                          unsigned int* temp) {
+  nvmlReturn_t rc = answer(device, temp, kTemperature);
+  if (rc != NVML_SUCCESS) return rc;
+  if (sensor != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
+  *temp = (unsigned int)device->temperature.values[0];
+  return NVML_SUCCESS;
+}
+
 #ifndef FAKE_NVML_OLD_DRIVER
+
+static unsigned long long g_samples_taken; /* nvmlGpmSampleGet calls so far */
+
+API nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_t* temperature) {
+  nvmlReturn_t rc = answer(device, temperature, kTemperature);
+  if (rc != NVML_SUCCESS) return rc;
+  if (temperature->version != NVML_TEMPERATURE_V1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  if (temperature->sensorType != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
+  temperature->temperature = (int)device->temperature.values[0];
+  return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t* support) {
+  if (!valid(device) || support == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+  if (support->version != NVML_GPM_SUPPORT_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  support->isSupportedDevice = reading_rc(&device->gpm) != NVML_ERROR_NOT_SUPPORTED;
+  return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t* sample) {
+  if (g_init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  if (sample == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+  sample->handle = calloc(1, sizeof(struct nvmlGpmSample_st));
+  return sample->handle != NULL ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
+API nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
+  if (sample.handle == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+  free(sample.handle);
+  return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t sample) {
+  if (!valid(device) || sample.handle == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+  if (reading_rc(&device->gpm) == NVML_ERROR_NOT_SUPPORTED) return NVML_ERROR_NOT_SUPPORTED;
+  sample.handle->device = device;
+  sample.handle->taken = ++g_samples_taken;
+  return NVML_SUCCESS;
+}
+
+/* The table's values for SM_UTIL, ANY_TENSOR_UTIL and DRAM_BW_UTIL between two samples of one
+ * device, the second taken after the first; other metric ids are NOT_SUPPORTED. */
+API nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* get) {
+  if (g_init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  if (get == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+  if (get->version != NVML_GPM_METRICS_GET_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  const struct nvmlGpmSample_st* a = get->sample1.handle;
+  const struct nvmlGpmSample_st* b = get->sample2.handle;
+  if (a == NULL || b == NULL || a->device == NULL || a->device != b->device ||
+      b->taken <= a->taken || get->numMetrics > FAKE_GPM_METRIC_MAX) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  nvmlReturn_t rc = reading_rc(&a->device->gpm);
+  if (rc != NVML_SUCCESS) return rc;
+  for (unsigned int i = 0; i < get->numMetrics; ++i) {
+    nvmlGpmMetric_t* m = &get->metrics[i];
+    int slot = m->metricId == NVML_GPM_METRIC_SM_UTIL           ? 0
+               : m->metricId == NVML_GPM_METRIC_ANY_TENSOR_UTIL ? 1
+               : m->metricId == NVML_GPM_METRIC_DRAM_BW_UTIL    ? 2
+                                                                : -1;
+    m->nvmlReturn = slot < 0 ? NVML_ERROR_NOT_SUPPORTED : NVML_SUCCESS;
+    m->value = slot < 0 ? 0.0 : a->device->gpm.values[slot];
+  }
+  return NVML_SUCCESS;
+}
 
 API nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
                                                      nvmlIntNvLinkDeviceType_t* type) {

@@ -4,6 +4,7 @@
 #include "absl/strings/str_split.h"
 #include "base/string_util.h"
 #include "hardware/plugins/amd/amd_detection.h"
+#include "hardware/plugins/amd/amd_telemetry.h"
 #include "hardware/plugins/common/index_list.h"
 #include "hardware/plugins/common/quantity_rules.h"
 
@@ -54,6 +55,10 @@ class AmdPlugin final : public AcceleratorPlugin {
       out.push_back(one->front());
     }
     return out;
+  }
+
+  std::unique_ptr<TelemetryReader> OpenTelemetry(const TelemetryContext& context) const override {
+    return MakeAmdTelemetryReader(context);
   }
 };
 

@@ -1,5 +1,6 @@
 // The amd accelerator family: AMD Instinct / Radeon GPUs found through the KFD topology
-// (amd_detection.h), resource "GPU", mask HIP_VISIBLE_DEVICES (ordinals, or GPU-<uuid> entries).
+// (amd_detection.h), resource "GPU", mask HIP_VISIBLE_DEVICES (ordinals, or GPU-<uuid> entries),
+// device figures from amdgpu sysfs and hwmon (amd_telemetry.h).
 #pragma once
 
 #include <memory>

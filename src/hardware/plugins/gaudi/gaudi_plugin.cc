@@ -20,6 +20,17 @@ class GaudiPlugin final : public AcceleratorPlugin {
   absl::Status ValidateQuantity(const Quantity& quantity) const override {
     return ValidateWholeQuantity(resource_name(), quantity);
   }
+
+  // Gaudi's figures (utilization .aip, memory, power, temperature) come from HLML
+  // (hlml_device_get_*, libhlml.so); habanalabs' sysfs attributes name the card, not its load.
+  // Until Tessera loads HLML, every figure is absent.
+  std::unique_ptr<TelemetryReader> OpenTelemetry(
+      const TelemetryContext& /*context*/) const override {
+    return MakeNoTelemetryReader(
+        std::string(family()),
+        "device figures come from HLML (libhlml.so), which Tessera does not load yet; "
+        "none reported");
+  }
 };
 
 }  // namespace

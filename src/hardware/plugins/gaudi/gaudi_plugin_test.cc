@@ -2,11 +2,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hardware/testing/plugin_test_support.h"
 
 namespace tessera {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 TEST(GaudiPluginTest, Names) {
   auto p = MakeGaudiPlugin();
@@ -32,6 +34,23 @@ TEST(GaudiPluginTest, MaskNamesModuleIds) {
   EXPECT_EQ(p->FormatMask(modules), "2,7");
   EXPECT_THAT(p->IsolationEnv(modules, {}),
               ElementsAre(EnvChange{"HABANA_VISIBLE_MODULES", std::string("2,7")}));
+}
+
+// The figures need HLML; the fixture's sysfs attributes describe the cards, not their load.
+TEST(GaudiPluginTest, TelemetryReportsNoFiguresAndSaysTheyNeedHlml) {
+  auto p = MakeGaudiPlugin();
+  testing::FixtureHost host(testing::FixturePath("gaudi2-8"));
+  const std::vector<Device> devices = p->Detect(host.context()).devices;
+  ASSERT_EQ(devices.size(), 8u);
+  auto reader =
+      p->OpenTelemetry(TelemetryContext{Sysroot(testing::FixturePath("gaudi2-8")), {}, {}});
+  const FamilyTelemetry reading = reader->Read(devices, absl::UnixEpoch());
+  ASSERT_EQ(reading.devices.size(), 8u);
+  for (size_t i = 0; i < devices.size(); ++i) {
+    EXPECT_EQ(reading.devices[i].index, devices[i].index);
+    EXPECT_FALSE(reading.devices[i].HasAnyFigure());
+  }
+  EXPECT_THAT(reading.warnings, ElementsAre(HasSubstr("come from HLML")));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "hardware/plugins/common/index_list.h"
 #include "hardware/plugins/common/quantity_rules.h"
 #include "hardware/plugins/intel_gpu/intel_gpu_detection.h"
+#include "hardware/plugins/intel_gpu/intel_gpu_telemetry.h"
 
 namespace tessera {
 namespace {
@@ -83,6 +84,10 @@ class IntelGpuPlugin final : public AcceleratorPlugin {
     return {EnvChange{"ONEAPI_DEVICE_SELECTOR", FormatMask(assigned)},
             EnvChange{"ZE_FLAT_DEVICE_HIERARCHY", std::string("COMPOSITE")},
             EnvChange{"ZE_ENABLE_PCI_ID_DEVICE_ORDER", std::string("1")}};
+  }
+
+  std::unique_ptr<TelemetryReader> OpenTelemetry(const TelemetryContext& context) const override {
+    return MakeIntelGpuTelemetryReader(context);
   }
 };
 

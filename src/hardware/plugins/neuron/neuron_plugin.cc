@@ -5,6 +5,7 @@
 #include "hardware/plugins/common/index_list.h"
 #include "hardware/plugins/common/quantity_rules.h"
 #include "hardware/plugins/neuron/neuron_detection.h"
+#include "hardware/plugins/neuron/neuron_telemetry.h"
 
 namespace tessera {
 namespace {
@@ -35,6 +36,10 @@ class NeuronPlugin final : public AcceleratorPlugin {
           absl::StrCat("NEURON_RT_VISIBLE_CORES: ", list.status().message()));
     }
     return list;
+  }
+
+  std::unique_ptr<TelemetryReader> OpenTelemetry(const TelemetryContext& context) const override {
+    return MakeNeuronTelemetryReader(context);
   }
 };
 

@@ -1,5 +1,6 @@
 // The neuron accelerator family: AWS NeuronCores (neuron_detection.h), resource "neuron_cores",
-// whole numbers only, mask NEURON_RT_VISIBLE_CORES (global core ids; "0-3" ranges accepted).
+// whole numbers only, mask NEURON_RT_VISIBLE_CORES (global core ids; "0-3" ranges accepted),
+// device memory in use and power share from the driver's sysfs (neuron_telemetry.h).
 #pragma once
 
 #include <memory>

@@ -208,15 +208,19 @@ void FromSysfs(const DetectionContext& context, std::string_view why_no_nvml, De
 }  // namespace
 
 std::optional<std::string> NvmlLibraryFor(const DetectionContext& context, std::string* why_none) {
-  if (!context.options.nvml_library.empty()) return context.options.nvml_library;
-  if (auto from_env = context.env.Get("TESSERA_NVML_LIBRARY"); from_env && !from_env->empty()) {
+  return NvmlLibraryFor(context.sysroot, context.env, context.options.nvml_library, why_none);
+}
+
+std::optional<std::string> NvmlLibraryFor(const Sysroot& sysroot, const Environment& env,
+                                          const std::string& configured, std::string* why_none) {
+  if (!configured.empty()) return configured;
+  if (auto from_env = env.Get("TESSERA_NVML_LIBRARY"); from_env && !from_env->empty()) {
     return *from_env;
   }
-  if (context.sysroot.is_live()) return std::string(kNvmlSoname);
-  if (context.sysroot.Exists(kFakeTreeNvml)) return context.sysroot.HostPath(kFakeTreeNvml);
+  if (sysroot.is_live()) return std::string(kNvmlSoname);
+  if (sysroot.Exists(kFakeTreeNvml)) return sysroot.HostPath(kFakeTreeNvml);
   if (why_none != nullptr) {
-    *why_none = absl::StrCat("the tree at ", context.sysroot.root(), " has no ",
-                             ToAbsl(kFakeTreeNvml));
+    *why_none = absl::StrCat("the tree at ", sysroot.root(), " has no ", ToAbsl(kFakeTreeNvml));
   }
   return std::nullopt;
 }

@@ -9,6 +9,7 @@
 #include "base/string_util.h"
 #include "hardware/plugins/common/quantity_rules.h"
 #include "hardware/plugins/nvidia/nvidia_detect.h"
+#include "hardware/plugins/nvidia/nvidia_telemetry.h"
 
 namespace tessera {
 namespace {
@@ -89,6 +90,10 @@ class NvidiaPlugin final : public AcceleratorPlugin {
     // ordinals to name the devices the scheduler chose.
     env.push_back(EnvChange{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"});
     return env;
+  }
+
+  std::unique_ptr<TelemetryReader> OpenTelemetry(const TelemetryContext& context) const override {
+    return MakeNvidiaTelemetryReader(context);
   }
 };
 

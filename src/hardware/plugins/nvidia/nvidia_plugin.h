@@ -4,6 +4,8 @@
 //   ValidateQuantity: 0 < q < 1 (a share of one GPU) or a whole number (the shared rule).
 //   ParseMask: ordinals and GPU-<uuid> entries; MIG-<uuid> entries are refused for now.
 //   IsolationEnv: CUDA_VISIBLE_DEVICES plus CUDA_DEVICE_ORDER=PCI_BUS_ID.
+//   OpenTelemetry: NVML utilization, memory, power, energy, temperature, GPM activity
+//                  (nvidia_telemetry.h).
 // Thread-safe: stateless.
 #pragma once
 

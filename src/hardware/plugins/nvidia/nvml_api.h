@@ -9,6 +9,7 @@ namespace tessera::nvml {
 
 using nvmlReturn_t = int;  // enum nvmlReturn_enum: int-sized
 inline constexpr nvmlReturn_t NVML_SUCCESS = 0;
+inline constexpr nvmlReturn_t NVML_ERROR_UNINITIALIZED = 1;
 inline constexpr nvmlReturn_t NVML_ERROR_NOT_SUPPORTED = 3;
 inline constexpr nvmlReturn_t NVML_ERROR_DRIVER_NOT_LOADED = 9;
 inline constexpr nvmlReturn_t NVML_ERROR_LIBRARY_NOT_FOUND = 12;
@@ -58,6 +59,67 @@ struct nvmlMemory_t {
   unsigned long long used;
 };
 
+// nvmlDeviceGetUtilizationRates: percent of the last sample period (1/6 s to 1 s) in which a
+// kernel ran (gpu) and in which device memory was read or written (memory).
+struct nvmlUtilization_t {
+  unsigned int gpu;
+  unsigned int memory;
+};
+
+using nvmlTemperatureSensors_t = int;  // enum nvmlTemperatureSensors_enum
+inline constexpr nvmlTemperatureSensors_t NVML_TEMPERATURE_GPU = 0;
+
+// nvmlDeviceGetTemperatureV's struct (nvmlTemperature_v1_t); `version` must be
+// nvmlTemperature_v1 = NVML_STRUCT_VERSION(Temperature, 1) = sizeof | (1 << 24).
+struct nvmlTemperature_t {
+  unsigned int version;
+  nvmlTemperatureSensors_t sensorType;
+  int temperature;
+};
+inline constexpr unsigned int nvmlTemperature_v1 =
+    static_cast<unsigned int>(sizeof(nvmlTemperature_t)) | (1u << 24);
+
+// GPU Performance Monitoring (Hopper and newer): two samples >= 100 ms apart, then metrics over
+// the interval. Metric ids are NVML_GPM_METRIC_* (percent values 0.0 - 100.0).
+struct nvmlGpmSample_st;
+struct nvmlGpmSample_t {
+  nvmlGpmSample_st* handle;
+};
+inline constexpr unsigned int NVML_GPM_METRIC_SM_UTIL = 2;
+inline constexpr unsigned int NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5;
+inline constexpr unsigned int NVML_GPM_METRIC_DRAM_BW_UTIL = 10;
+// The array bound of current headers (older ones had 98 and more recently 210). NVML reads only
+// the first numMetrics entries, so a struct of the newest size works with every driver.
+inline constexpr unsigned int NVML_GPM_METRIC_MAX = 333;
+inline constexpr unsigned int NVML_GPM_METRICS_GET_VERSION = 1;
+inline constexpr unsigned int NVML_GPM_SUPPORT_VERSION = 1;
+
+struct nvmlGpmMetricMetricInfo_t {
+  char* shortName;
+  char* longName;
+  char* unit;
+};
+
+struct nvmlGpmMetric_t {
+  unsigned int metricId;    // in: NVML_GPM_METRIC_*
+  nvmlReturn_t nvmlReturn;  // out: the value is valid only when NVML_SUCCESS
+  double value;
+  nvmlGpmMetricMetricInfo_t metricInfo;
+};
+
+struct nvmlGpmMetricsGet_t {
+  unsigned int version;  // NVML_GPM_METRICS_GET_VERSION
+  unsigned int numMetrics;
+  nvmlGpmSample_t sample1;
+  nvmlGpmSample_t sample2;
+  nvmlGpmMetric_t metrics[NVML_GPM_METRIC_MAX];
+};
+
+struct nvmlGpmSupport_t {
+  unsigned int version;  // NVML_GPM_SUPPORT_VERSION
+  unsigned int isSupportedDevice;
+};
+
 inline constexpr unsigned int NVML_GPU_FABRIC_UUID_LEN = 16;
 using nvmlGpuFabricState_t = unsigned char;
 inline constexpr nvmlGpuFabricState_t NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0;
@@ -90,6 +152,19 @@ using DeviceGetNvLinkRemotePciInfoFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned i
 using DeviceGetNvLinkRemoteDeviceTypeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int,
                                                            nvmlIntNvLinkDeviceType_t*);
 using DeviceGetGpuFabricInfoFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlGpuFabricInfo_t*);
+// Telemetry.
+using DeviceGetUtilizationRatesFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*);
+using DeviceGetPowerUsageFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);  // milliwatts
+using DeviceGetTotalEnergyConsumptionFn = nvmlReturn_t (*)(nvmlDevice_t,
+                                                           unsigned long long*);  // millijoules
+using DeviceGetTemperatureFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlTemperatureSensors_t,
+                                                unsigned int*);  // °C; deprecated in 13.0
+using DeviceGetTemperatureVFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlTemperature_t*);
+using GpmQueryDeviceSupportFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlGpmSupport_t*);
+using GpmSampleAllocFn = nvmlReturn_t (*)(nvmlGpmSample_t*);
+using GpmSampleFreeFn = nvmlReturn_t (*)(nvmlGpmSample_t);
+using GpmSampleGetFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlGpmSample_t);
+using GpmMetricsGetFn = nvmlReturn_t (*)(nvmlGpmMetricsGet_t*);
 
 }  // extern "C"
 
@@ -97,5 +172,11 @@ using DeviceGetGpuFabricInfoFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlGpuFabricInf
 static_assert(sizeof(nvmlPciInfo_t) == 68);
 static_assert(sizeof(nvmlMemory_t) == 24);
 static_assert(sizeof(nvmlGpuFabricInfo_t) == 28);
+static_assert(sizeof(nvmlUtilization_t) == 8);
+static_assert(sizeof(nvmlTemperature_t) == 12 && nvmlTemperature_v1 == 0x100000c);
+static_assert(sizeof(nvmlGpmSample_t) == 8);
+static_assert(sizeof(nvmlGpmMetric_t) == 40);
+static_assert(sizeof(nvmlGpmMetricsGet_t) == 24 + 40 * NVML_GPM_METRIC_MAX);
+static_assert(sizeof(nvmlGpmSupport_t) == 8);
 
 }  // namespace tessera::nvml

@@ -58,6 +58,16 @@ absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(const std::string
   optional("nvmlDeviceGetNvLinkRemotePciInfo_v2", &lib->nvlink_remote_pci);
   optional("nvmlDeviceGetNvLinkRemoteDeviceType", &lib->nvlink_remote_type);
   optional("nvmlDeviceGetGpuFabricInfo", &lib->fabric_info);
+  optional("nvmlDeviceGetUtilizationRates", &lib->utilization_rates);
+  optional("nvmlDeviceGetPowerUsage", &lib->power_usage);
+  optional("nvmlDeviceGetTotalEnergyConsumption", &lib->total_energy);
+  optional("nvmlDeviceGetTemperatureV", &lib->temperature_v);
+  optional("nvmlDeviceGetTemperature", &lib->temperature);
+  optional("nvmlGpmQueryDeviceSupport", &lib->gpm_query_support);
+  optional("nvmlGpmSampleAlloc", &lib->gpm_sample_alloc);
+  optional("nvmlGpmSampleFree", &lib->gpm_sample_free);
+  optional("nvmlGpmSampleGet", &lib->gpm_sample_get);
+  optional("nvmlGpmMetricsGet", &lib->gpm_metrics_get);
   return lib;
 }
 

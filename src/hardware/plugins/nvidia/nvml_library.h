@@ -1,7 +1,8 @@
 // NvmlLibrary: NVML opened with dlopen and its entry points looked up, never linked, so Tessera
 // builds and runs on machines without the NVIDIA driver. Entry points that every NVML since the
-// r3xx drivers has are required; newer ones (NVLink queries, GPU fabric info) are optional and
-// null when the driver is too old. Thread-safe after Open: immutable; NVML itself is thread-safe.
+// r3xx drivers has are required; newer ones (NVLink queries, GPU fabric info, GPM, the
+// telemetry queries) are optional and null when the driver is too old. Thread-safe after Open:
+// immutable; NVML itself is thread-safe.
 #pragma once
 
 #include <memory>
@@ -47,6 +48,23 @@ class NvmlLibrary {
   nvml::DeviceGetNvLinkRemotePciInfoFn nvlink_remote_pci = nullptr;   // ..._v2
   nvml::DeviceGetNvLinkRemoteDeviceTypeFn nvlink_remote_type = nullptr;
   nvml::DeviceGetGpuFabricInfoFn fabric_info = nullptr;       // nvmlDeviceGetGpuFabricInfo
+  // Optional telemetry entry points.
+  nvml::DeviceGetUtilizationRatesFn utilization_rates = nullptr;  // nvmlDeviceGetUtilizationRates
+  nvml::DeviceGetPowerUsageFn power_usage = nullptr;          // nvmlDeviceGetPowerUsage
+  nvml::DeviceGetTotalEnergyConsumptionFn total_energy = nullptr;
+  nvml::DeviceGetTemperatureVFn temperature_v = nullptr;      // nvmlDeviceGetTemperatureV
+  nvml::DeviceGetTemperatureFn temperature = nullptr;         // deprecated; when V is missing
+  nvml::GpmQueryDeviceSupportFn gpm_query_support = nullptr;  // the GPM set: all or none used
+  nvml::GpmSampleAllocFn gpm_sample_alloc = nullptr;
+  nvml::GpmSampleFreeFn gpm_sample_free = nullptr;
+  nvml::GpmSampleGetFn gpm_sample_get = nullptr;
+  nvml::GpmMetricsGetFn gpm_metrics_get = nullptr;
+
+  // Whether the library has every GPM entry point.
+  bool has_gpm() const {
+    return gpm_query_support != nullptr && gpm_sample_alloc != nullptr &&
+           gpm_sample_free != nullptr && gpm_sample_get != nullptr && gpm_metrics_get != nullptr;
+  }
 
  private:
   NvmlLibrary(void* handle, std::string path) : handle_(handle), path_(std::move(path)) {}

@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "hardware/plugins/tpu/tpu_detection.h"
 #include "hardware/plugins/tpu/tpu_isolation.h"
+#include "hardware/plugins/tpu/tpu_telemetry.h"
 
 namespace tessera {
 namespace {
@@ -41,6 +42,10 @@ class TpuPlugin final : public AcceleratorPlugin {
   EnvChanges IsolationEnv(std::span<const int> assigned,
                           const std::vector<Device>& devices) const override {
     return TpuIsolationEnv(assigned, devices);
+  }
+
+  std::unique_ptr<TelemetryReader> OpenTelemetry(const TelemetryContext& context) const override {
+    return MakeTpuTelemetryReader(context);
   }
 };
 
