@@ -20,6 +20,10 @@ if(TARGET tessera-cuda-probe)
   list(APPEND tessera_programs tessera-cuda-probe)
 endif()
 install(TARGETS ${tessera_programs} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The dashboard the head serves (it looks beside its binary: ../share/tessera/dashboard).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/web/dashboard/
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/tessera/dashboard
+        PATTERN "README.md" EXCLUDE)
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/tessera
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}

@@ -85,7 +85,10 @@ TEST(ClusterViewsTest, StatusTextCountsNodesAndNamesDemandInWords) {
   demand->set_name("g");
   demand->set_status(tessera::v1::DEMAND_STATUS_PENDING);
   demand->set_explanation("no room");
+  status.set_http_address("127.0.0.1:8265");
   const std::string text = StatusText(status, "head:1");
+  EXPECT_THAT(text, HasSubstr("Dashboard: http://127.0.0.1:8265/  (metrics: "
+                              "http://127.0.0.1:8265/metrics)\n"));
   EXPECT_THAT(text, HasSubstr("Nodes: 2 ALIVE, 1 DEAD\n"));
   EXPECT_THAT(text, HasSubstr("  placement group g: pending: no room\n"));
 }

@@ -198,13 +198,20 @@ std::string StatusText(const tessera::v1::ClusterStatus& status,
   for (const auto& [state, count] : by_state) {
     counts.push_back(absl::StrCat(count, " ", state));
   }
-  std::string out = absl::StrCat("Cluster at ", head_address, "\n\nNodes: ",
-                                 counts.empty() ? "none" : absl::StrJoin(counts, ", "), "\n");
+  std::string out = absl::StrCat("Cluster at ", head_address, "\n");
+  if (!status.http_address().empty()) {
+    absl::StrAppend(&out, "Dashboard: http://", status.http_address(),
+                    "/  (metrics: http://", status.http_address(), "/metrics)\n");
+  }
+  absl::StrAppend(&out, "\nNodes: ", counts.empty() ? "none" : absl::StrJoin(counts, ", "),
+                  "\n");
   tessera::v1::ListNodesResponse nodes;
   *nodes.mutable_nodes() = status.nodes();
   if (!status.nodes().empty()) absl::StrAppend(&out, NodesTable(nodes));
 
-  absl::StrAppend(&out, "\nResources (used/total):\n");
+  // What leases and bundles hold, as the head accounts for it (measured use: the dashboard and
+  // the agents' /metrics).
+  absl::StrAppend(&out, "\nResources (reserved/total):\n");
   if (status.usage().empty()) absl::StrAppend(&out, "  none\n");
   std::set<std::string> slice_names;
   for (const auto& s : status.slices().slices()) slice_names.insert(s.name());

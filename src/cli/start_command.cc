@@ -1,9 +1,9 @@
 // tessera start --head [--port P] [--bind ADDR] [--state-dir DIR] [--node-timeout DUR]
 //               [--heartbeat-interval DUR] [--redis-address ADDR [--redis-password-file F]
-//               [--redis-key-prefix P]] [--block]
+//               [--redis-key-prefix P]] [--http-port P] [--block]
 // tessera start --address HOST:PORT [--hardware FILE | --cluster-file F --node-id ID]
 //               [--labels k=v,...] [--resources ...] [--node-id ID] [--bind ADDR] [--port P]
-//               [--state-dir DIR] [--token-file F] [--block]
+//               [--state-dir DIR] [--token-file F] [--http-port P] [--block]
 // Starts the head or a node agent of this machine. By default the server runs as a daemon (this
 // command starts itself again with --block in a new session, output to the log file in the state
 // folder) and the command returns once the server is ready, printing its address, and for the
@@ -16,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "cli/cluster_client.h"
 #include "cli/commands.h"
 #include "cli/server_start.h"
@@ -40,6 +42,7 @@ struct StartArgs {
   bool head = false;
   std::string address;
   int port = -1;  // -1: the server's default
+  std::string http_port;  // "": the server's default (any free port); -1: none
   std::string bind;
   std::string state_dir;
   std::string node_timeout;
@@ -97,8 +100,20 @@ std::vector<std::string> DaemonArgs(const StartArgs& args, const StateFolder& st
     add("--prestarted-workers", absl::StrCat(args.prestarted_workers));
   }
   add("--object-store-memory", args.object_store_memory);
+  add("--http-port", args.http_port);
   out.push_back("--block");
   return out;
+}
+
+// --http-port as a number (range-checked by the server's options), else `default_port`.
+absl::StatusOr<int> HttpPortFlag(const StartArgs& args, int default_port) {
+  if (args.http_port.empty()) return default_port;
+  int port = 0;
+  if (!absl::SimpleAtoi(args.http_port, &port)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http-port: \"", args.http_port, "\" is not a port number"));
+  }
+  return port;
 }
 
 absl::StatusOr<HeadOptions> BuildHeadOptions(const StartArgs& args, const StateFolder& state) {
@@ -106,6 +121,7 @@ absl::StatusOr<HeadOptions> BuildHeadOptions(const StartArgs& args, const StateF
   options.state_dir = state.root;
   if (!args.bind.empty()) options.bind = args.bind;
   if (args.port >= 0) options.port = args.port;
+  TESSERA_ASSIGN_OR_RETURN(options.http_port, HttpPortFlag(args, options.http_port));
   if (!args.node_timeout.empty()) {
     auto timeout = ParsePositiveDurationFlag("--node-timeout", args.node_timeout);
     if (!timeout.ok()) return timeout.status();
@@ -165,6 +181,7 @@ absl::StatusOr<AgentOptions> BuildAgentOptions(const StartArgs& args, const Stat
   if (!args.sysroot.empty()) options.sysroot = args.sysroot;
   if (!args.launcher.empty()) options.launcher = args.launcher;
   if (args.prestarted_workers >= 0) options.prestarted_workers = args.prestarted_workers;
+  TESSERA_ASSIGN_OR_RETURN(options.http_port, HttpPortFlag(args, options.http_port));
   // Every agent hosts a store unless told otherwise (0: none); without a size it takes the
   // default share of this host's memory (node/object_store_sizing.h).
   options.object_store_bytes = std::nullopt;
@@ -374,6 +391,12 @@ void AddStartCommand(CLI::App& app, int& exit_code) {
                   "refused when it does not fit this host's memory with a margin to spare "
                   "(e.g. 2GiB; default: 30% of the available memory, at most 2 GiB; 0: no store)")
       ->type_name("SIZE");
+  cmd->add_option("--http-port", args->http_port,
+                  "Port of the HTTP endpoint on the --bind host (the head: dashboard, /api/v1 "
+                  "and /metrics; a node agent: /metrics); bound beyond loopback it requires the "
+                  "cluster token as a bearer token (default 0: any free port, written to "
+                  "<state>/head.http or <state>/nodes/<id>/agent.http; -1: none)")
+      ->type_name("P");
   cmd->add_option("--timeout", args->timeout, "How long to wait for the server to be ready")
       ->type_name("DUR");
   cmd->add_flag("--block", args->block, "Run in the foreground instead of as a daemon");

@@ -1,18 +1,34 @@
 #include "head/event_log.h"
 
+#include <algorithm>
 #include <utility>
+
+#include "absl/time/clock.h"
 
 namespace tessera {
 
-void EventLog::Record(std::string event) {
+void EventLog::Record(std::string message, std::string kind) {
   absl::MutexLock lock(&mu_);
-  events_.push_back(std::move(event));
+  events_.push_back(HeadEvent{++last_seq_, absl::Now(), std::move(kind), std::move(message)});
   while (events_.size() > max_events_) events_.pop_front();
 }
 
 std::vector<std::string> EventLog::List() const {
   absl::MutexLock lock(&mu_);
-  return std::vector<std::string>(events_.begin(), events_.end());
+  std::vector<std::string> messages;
+  messages.reserve(events_.size());
+  for (const HeadEvent& event : events_) messages.push_back(event.message);
+  return messages;
+}
+
+std::vector<HeadEvent> EventLog::Since(int64_t after, size_t limit, int64_t* next) const {
+  absl::MutexLock lock(&mu_);
+  auto first = std::upper_bound(events_.begin(), events_.end(), after,
+                                [](int64_t seq, const HeadEvent& e) { return seq < e.seq; });
+  std::vector<HeadEvent> out;
+  for (auto it = first; it != events_.end() && out.size() < limit; ++it) out.push_back(*it);
+  if (next != nullptr) *next = out.empty() ? std::min(after, last_seq_) : out.back().seq;
+  return out;
 }
 
 }  // namespace tessera

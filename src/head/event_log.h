@@ -1,33 +1,56 @@
-// EventLog: what the head did on its own that users should hear of — nodes declared dead and
-// what ran on them, bundles released by reconciliation, reservations lost or restored, failed
-// state-store writes — newest last, the oldest dropped past a bound. `tessera status` shows it.
+// EventLog: what users should hear of from the head — nodes joining, declared dead and what ran
+// on them, reservations made, lost or restored, bundles released by reconciliation, drivers
+// gone, failed state-store writes — newest last, the oldest dropped past a bound. Each event has
+// a sequence number (from 1, never reused while the head runs), the time it was recorded and a
+// kind ("node", "reservation", "job", "worker", "actor", "driver", "head"), so a reader follows
+// the stream with Since(last seen). `tessera status` shows the messages; `tessera events` and the
+// dashboard follow the stream.
 //
-// Thread-safety: one mutex of its own, held only to copy strings (a leaf lock: taken after any
-// other head lock, never before one). Cost: Record O(1), List O(events).
+// Thread-safety: one mutex of its own, held only to copy events (a leaf lock: taken after any
+// other head lock, never before one). Cost: Record O(1), List O(events), Since O(log + result).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace tessera {
+
+struct HeadEvent {
+  int64_t seq = 0;
+  absl::Time time;
+  std::string kind;
+  std::string message;
+};
 
 class EventLog {
  public:
   explicit EventLog(size_t max_events) : max_events_(max_events) {}
 
-  void Record(std::string event) ABSL_LOCKS_EXCLUDED(mu_);
-  // Oldest first.
+  void Record(std::string message, std::string kind = "head") ABSL_LOCKS_EXCLUDED(mu_);
+  // The messages, oldest first.
   std::vector<std::string> List() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Up to `limit` events with seq > after, oldest first; *next is the seq to ask after next time
+  // (the last one returned, or `after` when none; the newest seq when `after` was dropped).
+  std::vector<HeadEvent> Since(int64_t after, size_t limit, int64_t* next) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The newest event's seq (0 before the first): how many were recorded since the head started.
+  int64_t last_seq() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return last_seq_;
+  }
 
  private:
   const size_t max_events_;
   mutable absl::Mutex mu_;
-  std::deque<std::string> events_ ABSL_GUARDED_BY(mu_);
+  std::deque<HeadEvent> events_ ABSL_GUARDED_BY(mu_);
+  int64_t last_seq_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tessera

@@ -1,5 +1,7 @@
 #include "head/head_server.h"
 
+#include <nlohmann/json.hpp>
+
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -131,6 +133,28 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
   if (!server.ok()) return server.status();
   head->server_ = *std::move(server);
   head->address_ = rpc::JoinHostPort(DialableHost(options.bind), head->server_->port());
+  if (options.http_port >= 0) {
+    HeadHttpOptions http;
+    http.host = options.bind;
+    http.port = options.http_port;
+    // On loopback only this host's users reach it, as they reach the token file; beyond it,
+    // the token is asked for.
+    if (!rpc::IsLoopbackHost(options.bind)) http.bearer_token = head->token_;
+    http.dashboard_dir = options.dashboard_dir.empty() ? FindDashboardDir()
+                                                       : options.dashboard_dir;
+    http.jobs_dir = options.state_dir + "/jobs";
+    http.service = head->service_.get();
+    http.jobs = head->jobs_.get();
+    auto started = HeadHttp::Start(std::move(http));
+    if (!started.ok()) {
+      head->Shutdown();
+      return absl::Status(started.status().code(),
+                          absl::StrCat("cannot serve HTTP: ", started.status().message()));
+    }
+    head->http_ = *std::move(started);
+    head->http_address_ = rpc::JoinHostPort(DialableHost(options.bind), head->http_->port());
+    head->service_->set_http_address(head->http_address_);
+  }
 
   head->ticker_ = std::thread([raw] { raw->HealthLoop(); });
   head->reconciler_ = std::thread([raw] { raw->ReconcileLoop(); });
@@ -142,6 +166,10 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
   }
   absl::Status written =
       WritePrivateFileAtomically(options.state_dir + "/head.address", head->address_ + "\n");
+  if (written.ok() && !head->http_address_.empty()) {
+    written = WritePrivateFileAtomically(options.state_dir + "/head.http",
+                                         head->http_address_ + "\n");
+  }
   if (written.ok()) {
     written = WritePrivateFileAtomically(options.state_dir + "/head.pid",
                                   absl::StrCat(::getpid(), "\n"));
@@ -167,8 +195,40 @@ void HeadServer::HealthLoop() {
 void HeadServer::ReconcileLoop() {
   // The two-phase rounds run on threads of their own; releasing a gone driver's reservations
   // waits for its agents here, never on the health loop.
+  absl::Time targets_due = absl::InfinitePast();
   while (!stop_ticker_.WaitForNotificationWithTimeout(TickPeriod())) {
     service_->Reconcile(/*wait=*/false);
+    if (absl::Now() >= targets_due) {
+      WritePrometheusTargets();
+      targets_due = absl::Now() + absl::Seconds(2);
+    }
+  }
+}
+
+void HeadServer::WritePrometheusTargets() {
+  if (http_address_.empty()) return;
+  // One group per endpoint, so each series carries the node it came from.
+  nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+  groups.push_back({{"targets", {http_address_}}, {"labels", {{"job", "tessera-head"}}}});
+  v1::ListRequest request;
+  while (true) {
+    v1::ListNodesResponse page;
+    if (!service_->ListNodes(nullptr, &request, &page).ok()) return;
+    for (const v1::NodeInfo& node : page.nodes()) {
+      if (node.state() != v1::NODE_STATE_ALIVE || node.node().http_address().empty()) continue;
+      groups.push_back({{"targets", {node.node().http_address()}},
+                        {"labels", {{"job", "tessera-node"}, {"node", node.node().node_id()}}}});
+    }
+    if (page.next_page_token().empty()) break;
+    request.set_page_token(page.next_page_token());
+  }
+  std::string text = groups.dump(2) + "\n";
+  if (text == prometheus_targets_) return;
+  const std::string dir = options_.state_dir + "/prometheus";
+  ::mkdir(dir.c_str(), 0700);
+  // Written whole, then renamed over the old one: Prometheus never reads half a file.
+  if (WritePrivateFileAtomically(dir + "/targets.json", text).ok()) {
+    prometheus_targets_ = std::move(text);
   }
 }
 
@@ -182,6 +242,7 @@ void HeadServer::Shutdown() {
   if (!stop_ticker_.HasBeenNotified()) stop_ticker_.Notify();
   if (ticker_.joinable()) ticker_.join();
   if (reconciler_.joinable()) reconciler_.join();
+  if (http_ != nullptr) http_->Stop();
   if (server_ != nullptr) {
     // gRPC waits out the whole grace while any client is still connected, not only while
     // calls run, and the CLI that asked for the shutdown stays connected until it sees this
@@ -190,6 +251,7 @@ void HeadServer::Shutdown() {
     server_->Wait();
   }
   ::unlink((options_.state_dir + "/head.address").c_str());
+  ::unlink((options_.state_dir + "/head.http").c_str());
   ::unlink((options_.state_dir + "/head.pid").c_str());
 }
 

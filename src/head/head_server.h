@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "head/head_http.h"
 #include "head/head_service.h"
 #include "head/state_store.h"
 #include "rpc/server.h"
@@ -36,13 +37,21 @@ struct HeadOptions {
   std::string redis_address;
   std::string redis_password_file;            // "": the Redis server needs no password
   std::string redis_key_prefix = "tessera:";  // this cluster's namespace in a shared Redis
+  // The HTTP endpoint (dashboard, /api/v1, /metrics; head_http.h) on `bind`: 0 an ephemeral
+  // port, -1 none. Bound beyond loopback it asks for the cluster token as a bearer token.
+  int http_port = 0;
+  // The dashboard's files; "": found beside the executable or in the source tree.
+  std::string dashboard_dir;
 };
 
 // Thread-safe: Shutdown and Wait may be called from any thread.
 class HeadServer {
  public:
   // Creates the state folder, reads <state>/token or creates it (mode 0600), starts serving, and
-  // writes <state>/head.address (host:port with the real port) and <state>/head.pid.
+  // writes <state>/head.address (host:port with the real port), <state>/head.http (its HTTP
+  // endpoint's host:port) and <state>/head.pid. While it runs it keeps
+  // <state>/prometheus/targets.json (Prometheus file_sd: the head's and every live agent's
+  // HTTP endpoint) up to date.
   static absl::StatusOr<std::unique_ptr<HeadServer>> Create(const HeadOptions& options);
   ~HeadServer();
 
@@ -71,8 +80,10 @@ class HeadServer {
   absl::Duration TickPeriod() const;
   // Health checks, on the ticker thread: they take the cluster lock only and make no RPC.
   void HealthLoop();
-  // Reconciliation (drivers gone, reservations retried and synced), on a thread of its own.
+  // Reconciliation (drivers gone, reservations retried and synced), on a thread of its own;
+  // it also rewrites the Prometheus targets file when they changed.
   void ReconcileLoop();
+  void WritePrometheusTargets();
 
   HeadOptions options_;
   std::string token_;
@@ -82,6 +93,9 @@ class HeadServer {
   std::unique_ptr<HeadService> service_;
   std::unique_ptr<train::JobManager> jobs_;
   std::unique_ptr<rpc::RpcServer> server_;
+  std::unique_ptr<HeadHttp> http_;
+  std::string http_address_;
+  std::string prometheus_targets_;  // what targets.json holds now (reconciler thread only)
   absl::Notification requested_;
   absl::Notification stop_ticker_;
   std::thread ticker_;

@@ -101,7 +101,7 @@ std::vector<std::string> HeadService::ReleaseDriver(const std::string& driver,
       absl::StrAppend(&event, released.empty() ? ": " : "; ", "actors ",
                       absl::StrJoin(actors, ", "), " died with it");
     }
-    events_.Record(std::move(event));
+    events_.Record(std::move(event), "driver");
   }
   return released;
 }
@@ -230,6 +230,7 @@ grpc::Status HeadService::GetClusterStatus(grpc::ServerContext*, const v1::ListR
     for (const auto& [name, slice] : reservations_.slices()) add_demand(slice, "slices");
   }
   for (const std::string& event : events_.List()) response->add_events(event);
+  response->set_http_address(http_address_);
   return grpc::Status::OK;
 }
 

@@ -6,7 +6,8 @@
 //   KvStore             the internal key-value table            (kv_store.h)
 //   ActorDirectory      named actors                            (actor_directory.h)
 //   DriverTable         drivers that own reservations/actors    (driver_table.h)
-//   EventLog            what the head did on its own            (event_log.h)
+//   EventLog            what users should hear of               (event_log.h)
+//   DeviceHistory       the nodes' device readings              (device_history.h)
 // The front validates requests (head/request_limits.h, before any lock), converts between the
 // protocol and the managers' types, maps errors to gRPC codes, answers retried mutating calls
 // from the request-id caches, and tells the managers what a node's death or a driver's end means
@@ -41,6 +42,7 @@
 #include "head/actor_directory.h"
 #include "head/cluster_state.h"
 #include "head/driver_table.h"
+#include "head/device_history.h"
 #include "head/event_log.h"
 #include "head/job_table.h"
 #include "head/kv_store.h"
@@ -169,6 +171,12 @@ class HeadService final : public v1::Head::Service, private NodeListener {
 
   // For tests and status: the events recorded so far (oldest first).
   std::vector<std::string> events() const { return events_.List(); }
+  // The event stream (tessera events, the dashboard).
+  const EventLog& event_log() const { return events_; }
+  // The devices' readings the agents sent in their heartbeats.
+  const DeviceHistory& device_history() const { return device_history_; }
+  // Where the head serves HTTP (ClusterStatus.http_address); set once, before serving.
+  void set_http_address(std::string address) { http_address_ = std::move(address); }
 
  private:
   // --- NodeListener (under the cluster lock) ---
@@ -197,6 +205,8 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   HeadServiceOptions options_;
   Clock* clock_;
   EventLog events_;
+  DeviceHistory device_history_;
+  std::string http_address_;
   StoreWriter writer_;
   DriverTable drivers_;
   JobTable jobs_;

@@ -99,6 +99,7 @@ grpc::Status HeadService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatReq
                        *leases, *bundles, request->bundles_epoch_seen(), &release);
   response->set_known(known);
   if (!known) return grpc::Status::OK;
+  device_history_.Record(request->node_id(), request->device_samples());
   for (size_t i : release) *response->add_release() = request->bundles(static_cast<int>(i));
   response->set_bundles_epoch(reservations_.bundles_epoch());
   return grpc::Status::OK;

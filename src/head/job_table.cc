@@ -105,7 +105,7 @@ absl::StatusOr<JobRecord> JobTable::Record(const JobReport& report) {
       options_.events->Record(absl::StrCat("job ", stored.job_id, " ended ",
                                            ToAbsl(rpc::JobStateName(JobStateToProto(*report.state))),
                                            " after all; it had been failed as ",
-                                           stored.exit_reason));
+                                           stored.exit_reason), "job");
       stored.state = *report.state;
       stored.exit_reason = report.exit_reason;
       stored.end_time_ms = report.end_time_ms;  // 0: now, below

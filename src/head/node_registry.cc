@@ -115,7 +115,7 @@ void NodeRegistry::CheckHealth(absl::Time now) {
     options_.events->Record(absl::StrCat(
         "the health check ran ", Millis(gap),
         " after the previous one (the head was busy or paused); ", spared,
-        " nodes silent past the timeout were given that much longer"));
+        " nodes silent past the timeout were given that much longer"), "node");
   }
   absl::MutexLock lock(&heard_mu_);
   for (auto it = heard_.begin(); it != heard_.end();) {
@@ -136,7 +136,7 @@ void NodeRegistry::DeclareDead(Node& node, const std::string& reason) {
   std::vector<Allocation> lost_allocations = lost.ok() ? *std::move(lost) : std::vector<Allocation>();
   std::string event = absl::StrCat("node ", node.id, " declared dead: ", reason);
   listener_->OnNodeDead(node.id, reason, lost_allocations, &event);
-  options_.events->Record(std::move(event));
+  options_.events->Record(std::move(event), "node");
   Persist(node);
   cluster_->changed = true;
 }
@@ -163,7 +163,7 @@ absl::Status NodeRegistry::Register(const rpc::NodeRegistration& registration,
           " (incarnation ", live.incarnation, ", heard from ", Millis(silent),
           " ago); stop that agent first, or give this one another node id");
       options_.events->Record(absl::StrCat("a second agent for node ", id, " (at ",
-                                           registration.address, ") was refused: ", message));
+                                           registration.address, ") was refused: ", message), "node");
       return absl::AlreadyExistsError(std::move(message));
     }
   }
@@ -250,7 +250,7 @@ absl::Status NodeRegistry::Restore() {
   }
   if (!records.empty()) {
     options_.events->Record(absl::StrCat("restored ", records.size(),
-                                         " nodes from the state store; waiting for their agents"));
+                                         " nodes from the state store; waiting for their agents"), "node");
   }
   return absl::OkStatus();
 }

@@ -212,7 +212,7 @@ void ReservationManager::LostBundle(Reservation& reservation, int index,
   options_.events->Record(absl::StrCat(ReservationNoun(reservation.kind), " ", reservation.name, ": bundle ",
                            index, " is no longer held by the agent of ", node,
                            reservation.replaceable() ? "; it is prepared again"
-                                                     : "; the group is broken"));
+                                                     : "; the group is broken"), "reservation");
   Persist(reservation);
   cluster_->changed = true;
 }
@@ -279,7 +279,7 @@ void ReservationManager::Sync(const std::string& name) {
       }
       reservation.explanation = absl::StrCat("two-phase commit failed: ", status.message());
       options_.events->Record(absl::StrCat(ReservationNoun(reservation.kind), " ", name, ": ",
-                               reservation.explanation));
+                               reservation.explanation), "reservation");
       Persist(reservation);
       return;
     }
@@ -426,14 +426,14 @@ std::vector<size_t> ReservationManager::Reconcile(const std::string& node,
                                " are not held by the head; they were released")
                 : absl::StrCat("placement group ", group,
                                " was lost with the head restart; its bundles on ", node,
-                               " were released"));
+                               " were released"), "reservation");
     } else {
       options_.events->Record(absl::StrCat(
           "bundles ", list, " of ", group, " on ", node,
           known ? " were held by the agent but not by the head (prepared after the head had "
                   "cancelled them); they were released"
                 : " belong to no group the head holds (removed, or prepared after the head gave "
-                  "up on it); they were released"));
+                  "up on it); they were released"), "reservation");
     }
   }
   if (registering) return release;
@@ -510,7 +510,7 @@ std::vector<std::string> ReservationManager::RetryAndHeal(
     slice.phase = ReservationPhase::kPending;
     slice.explanation = "its hosts are back; reserving it again";
     options_.events->Record(
-        absl::StrCat("slice group ", name, ": its hosts are back; it is reserved again"));
+        absl::StrCat("slice group ", name, ": its hosts are back; it is reserved again"), "reservation");
     Persist(slice);
     cluster_->changed = true;
   }

@@ -93,7 +93,7 @@ absl::Status ReservationManager::RestoreGroup(const std::string& key, const std:
     group.phase = ReservationPhase::kPending;
     group.explanation =
         absl::StrCat("could not be restored as it was: ", restored.status().message());
-    options_.events->Record(absl::StrCat("placement group ", key, " ", group.explanation));
+    options_.events->Record(absl::StrCat("placement group ", key, " ", group.explanation), "reservation");
     cluster_->changed = true;
     return absl::OkStatus();
   }
@@ -113,7 +113,7 @@ absl::Status ReservationManager::RestoreGroup(const std::string& key, const std:
   if (!restored->refused.empty()) {
     group.explanation = restored->explanation;
     options_.events->Record(absl::StrCat("placement group ", key, " was restored without some bundles: ",
-                             restored->explanation));
+                             restored->explanation), "reservation");
   }
   cluster_->changed = true;
   return absl::OkStatus();
@@ -167,7 +167,7 @@ absl::Status ReservationManager::RestoreSlice(const std::string& key, const std:
     slice.explanation = absl::StrCat(
         "could not be restored as it was: ",
         restored.ok() ? restored->explanation : std::string(restored.status().message()));
-    options_.events->Record(absl::StrCat("slice group ", key, " ", slice.explanation));
+    options_.events->Record(absl::StrCat("slice group ", key, " ", slice.explanation), "reservation");
     cluster_->changed = true;
     return absl::OkStatus();
   }
@@ -189,7 +189,7 @@ absl::Status ReservationManager::RestoreSlice(const std::string& key, const std:
     // As a host loss leaves it: reserved anew once its hosts are back (Tick).
     slice.phase = ReservationPhase::kDegraded;
     slice.explanation = restored->explanation;
-    options_.events->Record(absl::StrCat("slice group ", key, " was restored broken: ", restored->explanation));
+    options_.events->Record(absl::StrCat("slice group ", key, " was restored broken: ", restored->explanation), "reservation");
   } else {
     slice.phase = ReservationPhase::kHeld;
   }
@@ -204,7 +204,7 @@ absl::Status ReservationManager::Restore() {
   for (const auto& [key, value] : slices) TESSERA_RETURN_IF_ERROR(RestoreSlice(key, value));
   if (!groups.empty() || !slices.empty()) {
     options_.events->Record(absl::StrCat("restored ", groups.size(), " placement groups and ", slices.size(),
-                             " slice groups from the state store"));
+                             " slice groups from the state store"), "reservation");
   }
   return absl::OkStatus();
 }

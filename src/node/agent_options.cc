@@ -73,6 +73,14 @@ absl::StatusOr<AgentOptions> ResolveAgentOptions(AgentOptions options) {
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("port ", options.port, " is out of range"));
   }
+  if (options.http_port < -1 || options.http_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "HTTP port ", options.http_port, " is out of range (-1 for none, 0 for any free port)"));
+  }
+  if (options.telemetry_interval_ms <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "telemetry interval ", options.telemetry_interval_ms, " ms is not positive"));
+  }
   if (options.max_spillback_hops < 0) {
     return absl::InvalidArgumentError("max_spillback_hops is negative");
   }

@@ -34,6 +34,14 @@ struct AgentOptions {
   std::string token_file;  // --token-file (mode 0600, rpc/token.h)
   std::string bind = "127.0.0.1";
   int port = 0;  // 0: an ephemeral port (written to <state>/nodes/<id>/agent.address)
+  // The agent's HTTP endpoint (Prometheus /metrics), on the `bind` host: 0 an ephemeral port,
+  // -1 none (`--http-port`). Its host:port is written to <state>/nodes/<id>/agent.http and sent
+  // to the head (NodeDescription.http_address). Bound beyond loopback it requires the cluster
+  // token as a bearer token ("Authorization: Bearer <token>"); on loopback it does not.
+  int http_port = 0;
+  // How often the agent reads its devices' telemetry and its workers' CPU and memory (for
+  // /metrics and the heartbeat's device samples).
+  int64_t telemetry_interval_ms = 2000;
   // "": the cluster file's node needs it; otherwise the host name.
   std::string node_id;
   // A simulated hardware description (YAML) instead of probing this machine.
@@ -85,7 +93,8 @@ struct AgentOptions {
 // naming the file when there is no token and a head is named), head_address
 // (from <state>/head.address when present) and node_id (host name unless a cluster file is
 // given, which requires one), and object_store_bytes (the default share when nullopt).
-// InvalidArgument for an empty bind address, a port outside [0, 65535], prestarted_workers
+// InvalidArgument for an empty bind address, a port outside [0, 65535], an HTTP port outside
+// [-1, 65535], a telemetry interval that is not positive, prestarted_workers
 // outside [0, kMaxPrestartedWorkers], a launcher given that is not an executable file (while
 // prestarted_workers > 0), or an object store that does not fit this host's memory (one line
 // naming the size, the host's memory, what is available and what shared memory holds); a store

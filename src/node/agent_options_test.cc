@@ -140,6 +140,25 @@ TEST_F(AgentOptionsTest, BadValues) {
   EXPECT_THAT(ResolveAgentOptions(options).status().message(), HasSubstr("bind"));
 }
 
+TEST_F(AgentOptionsTest, TheHttpPortIsAPortOrMinusOneForNone) {
+  AgentOptions options;
+  options.state_dir = dir_.string();
+  options.node_id = "n1";
+  options.environment = Environment();
+  EXPECT_EQ(options.http_port, 0);  // an endpoint on any free port by default
+  for (int port : {-1, 0, 65535}) {
+    options.http_port = port;
+    EXPECT_TRUE(ResolveAgentOptions(options).ok()) << port;
+  }
+  options.http_port = -2;
+  EXPECT_EQ(ResolveAgentOptions(options).status().message(),
+            "HTTP port -2 is out of range (-1 for none, 0 for any free port)");
+  options.http_port = 0;
+  options.telemetry_interval_ms = 0;
+  EXPECT_EQ(ResolveAgentOptions(options).status().message(),
+            "telemetry interval 0 ms is not positive");
+}
+
 TEST_F(AgentOptionsTest, PrestartedWorkersAndTheLauncher) {
   AgentOptions options;
   options.state_dir = dir_.string();

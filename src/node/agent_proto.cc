@@ -99,4 +99,30 @@ absl::StatusOr<std::vector<BundleAsk>> BundleAsksFromProto(const v1::PrepareBund
   return asks;
 }
 
+bool DeviceSampleToProto(const DeviceTelemetry& telemetry, std::string_view resource, int instance,
+                         absl::Time read_at, v1::DeviceSample* proto) {
+  v1::DeviceSample sample;
+  bool any = false;
+  auto put = [&any](const auto& figure, auto set) {
+    if (!figure.has_value()) return;
+    set(*figure);
+    any = true;
+  };
+  put(telemetry.utilization_ratio, [&](double v) { sample.set_utilization(v); });
+  put(telemetry.duty_cycle_ratio, [&](double v) { sample.set_duty_cycle(v); });
+  put(telemetry.sm_activity_ratio, [&](double v) { sample.set_sm_activity(v); });
+  put(telemetry.tensor_activity_ratio, [&](double v) { sample.set_tensor_activity(v); });
+  put(telemetry.memory_bandwidth_ratio, [&](double v) { sample.set_memory_bandwidth(v); });
+  put(telemetry.memory_used_bytes, [&](uint64_t v) { sample.set_memory_used_bytes(v); });
+  put(telemetry.memory_total_bytes, [&](uint64_t v) { sample.set_memory_total_bytes(v); });
+  put(telemetry.power_watts, [&](double v) { sample.set_power_watts(v); });
+  put(telemetry.temperature_celsius, [&](double v) { sample.set_temperature_celsius(v); });
+  if (!any) return false;
+  sample.set_resource(std::string(resource));
+  sample.set_index(instance);
+  sample.set_time_ms(absl::ToUnixMillis(read_at));
+  *proto = std::move(sample);
+  return true;
+}
+
 }  // namespace tessera

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "base/log_line.h"
 #include "base/status_macros.h"
+#include "metrics/metrics_endpoint.h"
 #include "node/agent_proto.h"
 #include "node/node_hardware_loader.h"
 #include "process/private_paths.h"
@@ -49,6 +50,21 @@ std::string AdvertisedHost(const std::string& bind) {
   char name[HOST_NAME_MAX + 1] = {};
   if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "127.0.0.1";
   return name;
+}
+
+// The latest reading's devices as the head's DeviceSamples (those that measure anything).
+std::vector<v1::DeviceSample> DeviceSamplesOf(const NodeReading& reading) {
+  std::vector<v1::DeviceSample> samples;
+  if (reading.read_at == absl::InfinitePast()) return samples;
+  for (const DeviceReading& device : reading.devices) {
+    if (device.resource.empty()) continue;  // not one of the node's advertised devices
+    v1::DeviceSample sample;
+    if (DeviceSampleToProto(device.telemetry, device.resource, device.instance, reading.read_at,
+                            &sample)) {
+      samples.push_back(std::move(sample));
+    }
+  }
+  return samples;
 }
 
 // The pool workers start from; null (workers forked) when none is asked for, or when the
@@ -103,6 +119,38 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
   }
 
   AgentState* state = server->state_.get();
+  // The HTTP endpoint and what it serves, before the head link: the registration names it.
+  TelemetrySamplerOptions telemetry;
+  telemetry.interval = absl::Milliseconds(options.telemetry_interval_ms);
+  telemetry.sysroot = options.sysroot;
+  telemetry.environment = options.environment.value_or(Environment::FromProcess());
+  server->telemetry_ = TelemetrySampler::Start(state, std::move(telemetry));
+  TelemetrySampler* sampler = server->telemetry_.get();
+  AgentMetricsSources sources;
+  sources.state = state;
+  sources.latest = [sampler] { return sampler->Latest(); };
+  if (server->objects_ != nullptr) sources.object_store = &server->objects_->store();
+  TESSERA_ASSIGN_OR_RETURN(server->metrics_,
+                           AgentMetrics::Create(server->registry_, std::move(sources)));
+  if (options.http_port >= 0) {
+    metrics::HttpServerOptions http;
+    http.host = options.bind;
+    http.port = options.http_port;
+    http.worker_threads = 2;
+    // Only this host can reach a loopback endpoint: there it needs no token.
+    if (!rpc::IsLoopbackHost(options.bind)) http.bearer_token = options.token;
+    auto started = metrics::HttpServer::Start(std::move(http));
+    if (!started.ok()) {
+      return absl::Status(started.status().code(),
+                          absl::StrCat("the HTTP endpoint (--http-port ", options.http_port,
+                                       "): ", started.status().message()));
+    }
+    server->http_ = *std::move(started);
+    TESSERA_RETURN_IF_ERROR(
+        server->http_->Handle("/metrics", metrics::PrometheusMetricsHandler(server->registry_)));
+    server->http_address_ = rpc::JoinHostPort(AdvertisedHost(options.bind), server->http_->port());
+  }
+
   TESSERA_ASSIGN_OR_RETURN(server->launchers_, StartLauncherPool(options, loaded.id, workers_dir));
   SupervisorOptions supervisor;
   supervisor.launcher_pool = server->launchers_.get();
@@ -138,6 +186,8 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
     }
     link.token = options.token;
     link.incarnation = server->incarnation_;
+    link.http_address = server->http_address_;
+    link.device_samples = [sampler] { return DeviceSamplesOf(sampler->Latest()); };
     link.call_timeout = absl::Milliseconds(options.head_call_timeout_ms);
     link.retry_budget = absl::Milliseconds(options.head_retry_budget_ms);
     NodeAgentServer* self = server.get();
@@ -158,6 +208,7 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
   service_options.working_dirs_root = server->node_dir_ + "/jobs";
   server->stdin_pipes_ = std::make_unique<WorkerStdinPipes>(workers_dir);
   service_options.stdin_pipes = server->stdin_pipes_.get();
+  service_options.metrics = server->metrics_.get();
   NodeAgentServer* self = server.get();
   server->service_ = std::make_unique<NodeAgentService>(
       std::move(service_options), state, server->workers_.get(), server->head_.get(),
@@ -195,6 +246,11 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
   }
   TESSERA_RETURN_IF_ERROR(
       WritePrivateFileAtomically(server->node_dir_ + "/agent.pid", absl::StrCat(::getpid(), "\n")));
+  // Before agent.address: whoever waits for that file finds this one too.
+  if (server->http_ != nullptr) {
+    TESSERA_RETURN_IF_ERROR(WritePrivateFileAtomically(server->node_dir_ + "/agent.http",
+                                                       server->http_address_ + "\n"));
+  }
   TESSERA_RETURN_IF_ERROR(
       WritePrivateFileAtomically(server->node_dir_ + "/agent.address", server->address_ + "\n"));
   return server;
@@ -227,6 +283,8 @@ void NodeAgentServer::Shutdown() {
     stop_watchdog_ = true;
   }
   if (watchdog_thread_.joinable()) watchdog_thread_.join();
+  // No scrape from here on: what /metrics reads is torn down below.
+  if (http_ != nullptr) http_->Stop();
   const absl::Duration grace = absl::Milliseconds(options_.kill_grace_ms);
   // Workers first, so watchers see their exits while the server still serves them; then no new
   // calls; then whatever a last call started.
@@ -238,12 +296,14 @@ void NodeAgentServer::Shutdown() {
   if (workers_ != nullptr) workers_->Shutdown(grace);
   if (launchers_ != nullptr) launchers_->Shutdown();
   if (head_ != nullptr) head_->Stop();
+  if (telemetry_ != nullptr) telemetry_->Stop();
   if (object_data_ != nullptr) object_data_->Stop();
   if (objects_ != nullptr) objects_->Stop();
   if (!node_dir_.empty()) {
     // Only this agent's own: a second agent refused for the same node id leaves the live
     // agent's files alone.
     RemoveIfItHolds(node_dir_ + "/agent.address", address_);
+    if (!http_address_.empty()) RemoveIfItHolds(node_dir_ + "/agent.http", http_address_);
     RemoveIfItHolds(node_dir_ + "/agent.pid", std::to_string(::getpid()));
   }
   absl::MutexLock lock(&mu_);

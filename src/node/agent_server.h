@@ -5,6 +5,12 @@
 // RunNodeAgent is the `tessera start --address ...` process: it serves until the Shutdown RPC,
 // SIGTERM or SIGINT.
 //
+// It also serves HTTP (AgentOptions::http_port): Prometheus /metrics (node/agent_metrics.h) on
+// the bind host, requiring the cluster token as a bearer token unless bound to loopback, with
+// its host:port in <state>/nodes/<node-id>/agent.http (written before agent.address) and in the
+// node's registration. A TelemetrySampler thread reads the devices and workers every
+// telemetry_interval_ms for /metrics and the heartbeat's device samples.
+//
 // Workers start from a pool of prestarted tessera-launcher processes (AgentOptions::
 // prestarted_workers, launcher), so a lease that starts a worker does not fork the agent; without
 // a launcher beside the agent's executable the agent says so on stderr and forks them.
@@ -20,12 +26,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "metrics/http_server.h"
+#include "metrics/metric_registry.h"
+#include "node/agent_metrics.h"
 #include "node/agent_options.h"
 #include "node/agent_state.h"
 #include "objects/object_store_server.h"
 #include "node/head_link.h"
 #include "node/node_agent_service.h"
 #include "node/object_data_server.h"
+#include "node/telemetry_sampler.h"
 #include "node/worker_stdin.h"
 #include "node/worker_watchdog.h"
 #include "process/launcher_pool.h"
@@ -52,6 +62,10 @@ class NodeAgentServer {
   // The node folder: <state>/nodes/<node-id>.
   const std::string& node_dir() const { return node_dir_; }
   AgentState& state() { return *state_; }
+  // host:port of the HTTP endpoint (/metrics); "" when it serves none (http_port -1).
+  const std::string& http_address() const { return http_address_; }
+  // The device and worker figures behind /metrics and the heartbeat's device samples.
+  const TelemetrySampler& telemetry() const { return *telemetry_; }
   // Null when the agent runs without a head.
   HeadLink* head_link() { return head_.get(); }
   // The prestarted worker launchers; null when workers are forked from the agent.
@@ -65,8 +79,8 @@ class NodeAgentServer {
   void RequestShutdown();
   // Blocks until a shutdown is requested, then shuts down.
   void Wait();
-  // Kills the workers (SIGTERM, then SIGKILL after the grace period), stops serving and
-  // heartbeating, removes agent.address and agent.pid. Deregisters nothing: the head notices by
+  // Kills the workers (SIGTERM, then SIGKILL after the grace period), stops serving (HTTP first)
+  // and heartbeating, removes agent.address, agent.http and agent.pid. Deregisters nothing: the head notices by
   // timeout or by a new incarnation. Idempotent.
   void Shutdown();
 
@@ -81,6 +95,10 @@ class NodeAgentServer {
   std::unique_ptr<ObjectStoreServer> objects_;  // before service_: outlives the service
   // The store's data port for other agents' pulls; after objects_: stopped before the store.
   std::unique_ptr<ObjectDataServer> object_data_;
+  std::unique_ptr<TelemetrySampler> telemetry_;  // before head_ and metrics_, which read it
+  metrics::MetricRegistry registry_;
+  // Before workers_ and service_, which count into it; after what its callbacks read.
+  std::unique_ptr<AgentMetrics> metrics_;
   std::unique_ptr<LauncherPool> launchers_;  // before workers_: outlives the supervisor
   // Before workers_ and service_: the workers' exit callbacks and the service use them.
   std::unique_ptr<WorkerWatchdog> watchdog_;
@@ -90,6 +108,8 @@ class NodeAgentServer {
   std::unique_ptr<NodeAgentService> service_;
   std::thread watchdog_thread_;  // runs the watchdog's rules every 100 ms until Shutdown
   std::unique_ptr<rpc::RpcServer> server_;
+  std::string http_address_;
+  std::unique_ptr<metrics::HttpServer> http_;  // last: stopped first, before what it reads
 
   absl::Mutex mu_;
   bool requested_ ABSL_GUARDED_BY(mu_) = false;

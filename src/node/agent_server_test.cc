@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "node/agent_test_util.h"
+#include "node/fake_head.h"
 #include "node/working_dir.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
@@ -38,49 +39,7 @@ constexpr char kLauncher[] = TESSERA_BINARY_DIR "/bin/tessera-launcher";
 using node_testing::Eventually;
 using node_testing::kPatience;
 
-// The head as the agent sees it: records registrations and heartbeats; PickNode answers what the
-// test says.
-class FakeHead final : public v1::Head::Service {
- public:
-  grpc::Status RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* request,
-                            v1::RegisterNodeResponse* response) override {
-    absl::MutexLock lock(&mu);
-    registrations.push_back(*request);
-    if (!refuse_registration.empty()) {
-      return grpc::Status(grpc::StatusCode::ALREADY_EXISTS, refuse_registration);
-    }
-    response->set_heartbeat_interval_ms(20);
-    response->set_dead_after_ms(1000);
-    for (const v1::HeldBundle& b : release_on_register) *response->add_release() = b;
-    release_on_register.clear();
-    known = true;
-    return grpc::Status::OK;
-  }
-  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
-                         v1::HeartbeatResponse* response) override {
-    absl::MutexLock lock(&mu);
-    heartbeats.push_back(*request);
-    response->set_known(known);
-    return grpc::Status::OK;
-  }
-  grpc::Status PickNode(grpc::ServerContext*, const v1::PickNodeRequest* request,
-                        v1::PickNodeResponse* response) override {
-    absl::MutexLock lock(&mu);
-    picks.push_back(*request);
-    *response = pick_answer;
-    return grpc::Status::OK;
-  }
-
-  absl::Mutex mu;
-  std::vector<v1::RegisterNodeRequest> registrations ABSL_GUARDED_BY(mu);
-  std::vector<v1::HeartbeatRequest> heartbeats ABSL_GUARDED_BY(mu);
-  std::vector<v1::PickNodeRequest> picks ABSL_GUARDED_BY(mu);
-  std::vector<v1::HeldBundle> release_on_register ABSL_GUARDED_BY(mu);
-  v1::PickNodeResponse pick_answer ABSL_GUARDED_BY(mu);
-  bool known ABSL_GUARDED_BY(mu) = true;
-  // Not empty: RegisterNode is refused with ALREADY_EXISTS and this message.
-  std::string refuse_registration ABSL_GUARDED_BY(mu);
-};
+using node_testing::FakeHead;
 
 class AgentServerTest : public ::testing::Test {
  protected:

@@ -117,6 +117,7 @@ absl::Status HeadLink::Register(absl::Duration budget) {
   v1::RegisterNodeRequest request;
   rpc::NodeToProto(state_->spec(), agent_address_, options_.incarnation,
                    request.mutable_node());
+  request.mutable_node()->set_http_address(options_.http_address);
   for (const LeaseRecord& lease : state_->Leases()) LeaseToProto(lease, request.add_leases());
   for (const HeldBundleState& bundle : state_->BundleStates()) {
     HeldBundleToProto(bundle, request.add_bundles());
@@ -169,6 +170,11 @@ absl::Status HeadLink::Heartbeat() {
     HeldBundleToProto(bundle, request.add_bundles());
   }
   request.set_workers(state_->running_workers());
+  if (options_.device_samples) {
+    for (v1::DeviceSample& sample : options_.device_samples()) {
+      *request.add_device_samples() = std::move(sample);
+    }
+  }
   v1::HeartbeatResponse response;
   // One interval's worth of retries: the next heartbeat is the next retry.
   const rpc::RetryOptions retry = Retry(options_.call_timeout);

@@ -1,14 +1,14 @@
 // HeadLink: the node agent's side of its conversation with the head. Registers the node (its
 // description with a fresh incarnation, plus the leases and bundles it holds), then heartbeats at
-// the interval the head asks for with the full lease and bundle sets. When the head answers
-// known=false (it restarted) or calls fail and later succeed, the node registers again; bundles
-// the head says it does not hold (in a registration or heartbeat answer) are released here, when
-// not prepared again since, and the workers inside them killed. A registration the head refuses
-// with ALREADY_EXISTS (another live agent holds this node id) is final: the link stops and says
-// so (refusal(), on_refused). A head that cannot be reached is looked for again: at the address
-// it publishes (find_head: a restarted head on another port), else at the next of the addresses
-// given. Also asks the head which node could take a lease this node cannot (PickNode, for
-// spillback).
+// the interval the head asks for with the full lease and bundle sets and the latest device samples.
+// When the head answers known=false (it restarted) or calls fail and later succeed, the node
+// registers again; bundles the head says it does not hold (in a registration or heartbeat answer)
+// are released here, when not prepared again since, and the workers inside them killed. A
+// registration the head refuses with ALREADY_EXISTS (another live agent holds this node id) is
+// final: the link stops and says so (refusal(), on_refused). A head that cannot be reached is
+// looked for again: at the address it publishes (find_head: a restarted head on another port), else
+// at the next of the addresses given. Also asks the head which node could take a lease this node
+// cannot (PickNode, for spillback).
 //
 // Thread-safe: one background thread runs the loop; PickNode may be called from any thread.
 #pragma once
@@ -43,6 +43,12 @@ struct HeadLinkOptions {
   absl::Duration retry_budget = absl::Seconds(5);
   // Until the head names its interval; also the wait between failed registrations.
   absl::Duration initial_heartbeat = absl::Seconds(1);
+  // host:port of the agent's HTTP endpoint (NodeDescription.http_address); "" when it has none.
+  std::string http_address;
+  // The latest reading of each device that measures anything, sent with every heartbeat
+  // (HeartbeatRequest.device_samples). Called from the link's thread; must not block on the
+  // link. Null: none sent.
+  std::function<std::vector<v1::DeviceSample>()> device_samples;
   // Called once, from the link's thread, when the head refuses a re-registration for good
   // (ALREADY_EXISTS); the agent shuts down. Must not block on the link. Null: nothing.
   std::function<void(const absl::Status&)> on_refused;

@@ -102,9 +102,26 @@ grpc::Status NodeAgentService::RequestLease(grpc::ServerContext*, const v1::Leas
       lease_cache_.Run(request->request_id().empty()
                            ? std::string()
                            : absl::StrCat("RequestLease/", request->request_id()),
-                       [&] { return DecideLease(*request); });
+                       [&] {
+                         LeaseOutcome decided = DecideLease(*request);
+                         CountAnswer(decided);
+                         return decided;
+                       });
   *reply = std::move(outcome.reply);
   return outcome.status;
+}
+
+void NodeAgentService::CountAnswer(const LeaseOutcome& outcome) {
+  if (options_.metrics == nullptr) return;
+  LeaseAnswer answer = LeaseAnswer::kRefused;
+  if (!outcome.status.ok()) {
+    answer = LeaseAnswer::kFailed;
+  } else if (outcome.reply.has_granted()) {
+    answer = LeaseAnswer::kGranted;
+  } else if (outcome.reply.has_spillback()) {
+    answer = LeaseAnswer::kSpilledBack;
+  }
+  options_.metrics->CountLease(answer);
 }
 
 NodeAgentService::LeaseOutcome NodeAgentService::DecideLease(const v1::LeaseRequest& request) {
@@ -130,6 +147,13 @@ NodeAgentService::LeaseOutcome NodeAgentService::DecideLease(const v1::LeaseRequ
   switch (NextStepAfterLocal(*decision, request.hops(), options_.max_spillback_hops)) {
     case LeaseNextStep::kGranted:
       out.status = StartWorker(*decision->lease, request.worker(), &reply);
+      if (options_.metrics != nullptr) {
+        if (out.status.ok()) {
+          options_.metrics->CountWorkerStarted();
+        } else {
+          options_.metrics->CountWorkerStartFailure();
+        }
+      }
       return out;
     case LeaseNextStep::kAnswerHere:
       reply.set_status(StatusWord(decision->status));
@@ -277,13 +301,21 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
   WorkerStdinPipes* pipes = spec.stdin_pipe() ? options_.stdin_pipes : nullptr;
   // A detached actor's worker outlives the driver that made it: its exit is told to the head.
   HeadLink* report_to = spec.detached_actor_id().empty() ? nullptr : head_;
-  auto on_exit = [state, watchdog, pipes, report_to, actor = spec.detached_actor_id()](
+  AgentMetrics* metrics = options_.metrics;
+  auto on_exit = [state, watchdog, pipes, report_to, metrics, actor = spec.detached_actor_id()](
                      const ChildId& id, const ExitStatus& exit) {
-    if (watchdog != nullptr) watchdog->Remove(WorkerId(id.value()));
-    if (pipes != nullptr) pipes->Forget(WorkerId(id.value()));
+    const WorkerId worker(id.value());
+    if (watchdog != nullptr) watchdog->Remove(worker);
+    if (pipes != nullptr) pipes->Forget(worker);
     WorkerExitInfo info = WorkerExitFromStatus(exit);
     if (report_to != nullptr) report_to->ReportActorWorkerExit(actor, id.value(), info.reason);
-    (void)state->WorkerExited(WorkerId(id.value()), std::move(info));
+    (void)state->WorkerExited(worker, std::move(info));
+    if (metrics != nullptr) {
+      // Read back: the record knows whether the agent killed it (its kill cause).
+      if (std::optional<WorkerRecord> record = state->FindWorker(worker); record.has_value()) {
+        metrics->CountWorkerExit(ClassifyWorkerExit(*record));
+      }
+    }
   };
   auto pid = workers_->Start(ChildId(lease.worker.value()), child, std::move(on_exit));
   if (!pid.ok()) {

@@ -22,6 +22,7 @@
 
 #include "absl/time/time.h"
 #include "hardware/environment.h"
+#include "node/agent_metrics.h"
 #include "node/agent_state.h"
 #include "node/head_link.h"
 #include "node/object_data_server.h"
@@ -63,6 +64,9 @@ struct AgentServiceOptions {
   // The stdin pipes of workers that asked for one (WorkerSpec.stdin_pipe); null: refused.
   // Not owned.
   WorkerStdinPipes* stdin_pipes = nullptr;
+  // Counts lease answers and worker starts and exits (tessera_leases_total, ...); null: not
+  // counted. Not owned; must outlive the service and its workers' exit callbacks.
+  AgentMetrics* metrics = nullptr;
 };
 
 class NodeAgentService final : public v1::NodeAgent::Service {
@@ -119,6 +123,8 @@ class NodeAgentService final : public v1::NodeAgent::Service {
     v1::LeaseReply reply;
   };
   LeaseOutcome DecideLease(const v1::LeaseRequest& request);
+  // Counts the answer in the metrics (when there are any).
+  void CountAnswer(const LeaseOutcome& outcome);
   // Starts the granted lease's worker and fills the grant; on failure the lease is released.
   grpc::Status StartWorker(const LeaseRecord& lease, const v1::WorkerSpec& spec,
                            v1::LeaseReply* reply);

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "grpc/grpc.h"
 #include "grpcpp/security/server_credentials.h"
@@ -16,6 +17,11 @@ std::string JoinHostPort(const std::string& host, int port) {
     return absl::StrCat("[", host, "]:", port);
   }
   return absl::StrCat(host, ":", port);
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" ||
+         absl::StartsWith(host, "127.");
 }
 
 absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(

@@ -21,6 +21,9 @@ struct ServerOptions {
 
 // host:port with IPv6 hosts bracketed ("[::1]:5000").
 std::string JoinHostPort(const std::string& host, int port);
+// Whether binding `host` serves this machine only: 127.0.0.0/8, ::1 or localhost (not a
+// wildcard, not another address).
+bool IsLoopbackHost(const std::string& host);
 
 // Owns a started grpc::Server. Thread-safe: Shutdown and Wait may be called from any thread.
 class RpcServer {

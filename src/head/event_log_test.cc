@@ -1,0 +1,33 @@
+#include "head/event_log.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera {
+namespace {
+
+TEST(EventLogTest, AReaderFollowsTheStreamBySequenceNumber) {
+  EventLog log(/*max_events=*/3);
+  log.Record("node n1 joined", "node");
+  log.Record("placement group g created", "reservation");
+  int64_t next = 0;
+  auto first = log.Since(0, 10, &next);
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].seq, 1);
+  EXPECT_EQ(first[0].kind, "node");
+  EXPECT_EQ(first[1].message, "placement group g created");
+  EXPECT_EQ(next, 2);
+  EXPECT_TRUE(log.Since(next, 10, &next).empty());
+  EXPECT_EQ(next, 2);
+  log.Record("node n1 was declared dead", "node");
+  log.Record("head restarted");  // kind "head"
+  auto later = log.Since(next, 1, &next);  // limited to one
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_EQ(later[0].seq, 3);
+  EXPECT_EQ(log.Since(next, 10, &next)[0].kind, "head");
+  // The oldest went past the bound; List keeps the messages.
+  EXPECT_EQ(log.List().size(), 3u);
+  EXPECT_EQ(log.Since(0, 10, &next).front().seq, 2);
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,420 @@
+// HeadHttp (head_http.h): routes onto the services' own handlers, their answers through
+// rpc::MessageJson; the metrics are callback gauges over one GetClusterStatus per scrape.
+#include "head/head_http.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/status_macros.h"
+#include "hardware/node_label_keys.h"
+#include "metrics/metrics_endpoint.h"
+#include "metrics/static_file_handler.h"
+#include "rpc/message_json.h"
+#include "resources/quantity.h"
+#include "rpc/state_names.h"
+
+namespace tessera {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using metrics::HttpRequest;
+using metrics::HttpResponse;
+using metrics::TextResponse;
+
+constexpr size_t kMaxLogChunk = 256 * 1024;
+constexpr size_t kMaxEvents = 1000;
+
+HttpResponse JsonResponse(const Json& json) {
+  return HttpResponse{200, "application/json", json.dump(), {{"Cache-Control", "no-cache"}}};
+}
+
+HttpResponse FromGrpc(const grpc::Status& status) {
+  const int code = status.error_code() == grpc::StatusCode::NOT_FOUND          ? 404
+                   : status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? 400
+                                                                                : 500;
+  return TextResponse(code, status.error_message());
+}
+
+// Every page of a paged listing, merged (the repeated fields appended).
+template <typename Response, typename Call>
+grpc::Status AllPages(Call call, Response* all) {
+  v1::ListRequest request;
+  while (true) {
+    Response page;
+    grpc::Status status = call(&request, &page);
+    if (!status.ok()) return status;
+    const std::string next = page.next_page_token();
+    all->MergeFrom(page);
+    if (next.empty()) break;
+    request.set_page_token(next);
+  }
+  all->clear_next_page_token();
+  return grpc::Status::OK;
+}
+
+// A job id or node id as a path segment: the characters ids are made of, nothing that walks.
+bool SafeId(std::string_view id) {
+  if (id.empty() || id.size() > 256 || id == "." || id == "..") return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+}
+
+// Reads up to kMaxLogChunk bytes of `path` from `offset` (never following a symlink).
+absl::StatusOr<std::pair<std::string, int64_t>> ReadFrom(const std::string& path, int64_t offset) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::make_pair(std::string(), offset);  // nothing written yet
+    return absl::UnavailableError(absl::StrCat("cannot open ", path));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
+  }
+  std::string data;
+  if (offset < st.st_size) {
+    data.resize(std::min<int64_t>(kMaxLogChunk, st.st_size - offset));
+    const ssize_t n = ::pread(fd, data.data(), data.size(), offset);
+    data.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  ::close(fd);
+  return std::make_pair(std::move(data), offset + static_cast<int64_t>(data.size()));
+}
+
+Json SampleJson(const v1::DeviceSample& s) {
+  Json out = {{"time_ms", s.time_ms()}};
+  if (s.has_utilization()) out["utilization"] = s.utilization();
+  if (s.has_duty_cycle()) out["duty_cycle"] = s.duty_cycle();
+  if (s.has_sm_activity()) out["sm_activity"] = s.sm_activity();
+  if (s.has_tensor_activity()) out["tensorcore_activity"] = s.tensor_activity();
+  if (s.has_memory_bandwidth()) out["memory_bandwidth"] = s.memory_bandwidth();
+  if (s.has_memory_used_bytes()) out["memory_used_bytes"] = s.memory_used_bytes();
+  if (s.has_memory_total_bytes()) out["memory_total_bytes"] = s.memory_total_bytes();
+  if (s.has_power_watts()) out["power_watts"] = s.power_watts();
+  if (s.has_temperature_celsius()) out["temperature_celsius"] = s.temperature_celsius();
+  return out;
+}
+
+}  // namespace
+
+std::string FindDashboardDir() {
+  std::error_code ec;
+  const std::filesystem::path bin =
+      std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+  for (const std::filesystem::path& candidate :
+       {bin / ".." / "share" / "tessera" / "dashboard",
+        std::filesystem::path(TESSERA_SOURCE_DIR) / "web" / "dashboard"}) {
+    if (std::filesystem::is_regular_file(candidate / "index.html", ec)) {
+      return std::filesystem::weakly_canonical(candidate, ec).string();
+    }
+  }
+  return "";
+}
+
+absl::StatusOr<std::unique_ptr<HeadHttp>> HeadHttp::Start(HeadHttpOptions options) {
+  if (options.service == nullptr || options.jobs == nullptr) {
+    return absl::InvalidArgumentError("HeadHttp needs the head's service and job manager");
+  }
+  std::unique_ptr<HeadHttp> http(new HeadHttp());
+  http->options_ = std::move(options);
+  metrics::HttpServerOptions server;
+  server.host = http->options_.host;
+  server.port = http->options_.port;
+  server.bearer_token = http->options_.bearer_token;
+  TESSERA_ASSIGN_OR_RETURN(http->server_, metrics::HttpServer::Start(std::move(server)));
+  TESSERA_RETURN_IF_ERROR(http->RegisterMetrics());
+  TESSERA_RETURN_IF_ERROR(http->AddRoutes());
+  return http;
+}
+
+HeadHttp::~HeadHttp() { Stop(); }
+
+void HeadHttp::Stop() {
+  if (server_ != nullptr) server_->Stop();
+}
+
+absl::Status HeadHttp::AddRoutes() {
+  HeadService* head = options_.service;
+  train::JobManager* jobs = options_.jobs;
+  metrics::HttpServer& server = *server_;
+  TESSERA_RETURN_IF_ERROR(server.Handle("/metrics", metrics::PrometheusMetricsHandler(registry_)));
+
+  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/cluster", [head](const HttpRequest&) {
+    v1::ListRequest request;
+    v1::ClusterStatus status;
+    grpc::Status got = head->GetClusterStatus(nullptr, &request, &status);
+    return got.ok() ? JsonResponse(rpc::MessageJson(status)) : FromGrpc(got);
+  }));
+  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/nodes", [head](const HttpRequest&) {
+    v1::ListNodesResponse all;
+    grpc::Status got = AllPages(
+        [head](v1::ListRequest* r, v1::ListNodesResponse* p) { return head->ListNodes(nullptr, r, p); },
+        &all);
+    return got.ok() ? JsonResponse(rpc::MessageJson(all)) : FromGrpc(got);
+  }));
+  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/placement_groups", [head](const HttpRequest&) {
+    v1::ListPlacementGroupsResponse all;
+    grpc::Status got = AllPages(
+        [head](v1::ListRequest* r, v1::ListPlacementGroupsResponse* p) {
+          return head->ListPlacementGroups(nullptr, r, p);
+        },
+        &all);
+    return got.ok() ? JsonResponse(rpc::MessageJson(all)) : FromGrpc(got);
+  }));
+  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/slices", [head](const HttpRequest&) {
+    v1::ListSlicesResponse all;
+    grpc::Status got = AllPages(
+        [head](v1::ListRequest* r, v1::ListSlicesResponse* p) { return head->ListSlices(nullptr, r, p); },
+        &all);
+    return got.ok() ? JsonResponse(rpc::MessageJson(all)) : FromGrpc(got);
+  }));
+  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/actors", [head](const HttpRequest&) {
+    v1::ListActorsResponse all;
+    grpc::Status got = AllPages(
+        [head](v1::ListRequest* r, v1::ListActorsResponse* p) { return head->ListActors(nullptr, r, p); },
+        &all);
+    return got.ok() ? JsonResponse(rpc::MessageJson(all)) : FromGrpc(got);
+  }));
+  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/jobs", [head, jobs](const HttpRequest&) {
+    v1::ListRequest request;
+    v1::JobList gangs;
+    grpc::Status got = jobs->ListGangJobs(nullptr, &request, &gangs);
+    if (!got.ok()) return FromGrpc(got);
+    v1::ListJobsResponse drivers;
+    got = AllPages(
+        [head](v1::ListRequest* r, v1::ListJobsResponse* p) { return head->ListJobs(nullptr, r, p); },
+        &drivers);
+    if (!got.ok()) return FromGrpc(got);
+    Json out = rpc::MessageJson(gangs);
+    out["drivers"] = rpc::MessageJson(drivers)["jobs"];
+    return JsonResponse(out);
+  }));
+  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/events", [head](const HttpRequest& request) {
+    int64_t after = 0;
+    if (auto text = request.QueryValue("after"); text.has_value() && !text->empty() &&
+                                                  !absl::SimpleAtoi(absl::string_view(text->data(), text->size()), &after)) {
+      return TextResponse(400, "after: not a number");
+    }
+    int64_t next = after;
+    Json events = Json::array();
+    for (const HeadEvent& event : head->event_log().Since(after, kMaxEvents, &next)) {
+      events.push_back({{"seq", event.seq},
+                        {"time_ms", absl::ToUnixMillis(event.time)},
+                        {"kind", event.kind},
+                        {"message", event.message}});
+    }
+    return JsonResponse(Json{{"events", std::move(events)}, {"next", next}});
+  }));
+  // /api/v1/nodes/<id>/telemetry
+  TESSERA_RETURN_IF_ERROR(server.HandlePrefix("/api/v1/nodes/", [head](const HttpRequest& request) {
+    const std::vector<std::string> parts =
+        absl::StrSplit(request.path.substr(std::string_view("/api/v1/nodes/").size()), '/');
+    if (parts.size() != 2 || parts[1] != "telemetry" || !SafeId(parts[0])) {
+      return TextResponse(404, "no such page: /api/v1/nodes/<node-id>/telemetry is served");
+    }
+    const std::string& node_id = parts[0];
+    v1::ListNodesResponse nodes;
+    grpc::Status got = AllPages(
+        [head](v1::ListRequest* r, v1::ListNodesResponse* p) { return head->ListNodes(nullptr, r, p); },
+        &nodes);
+    if (!got.ok()) return FromGrpc(got);
+    const v1::NodeInfo* node = nullptr;
+    for (const v1::NodeInfo& n : nodes.nodes()) {
+      if (n.node().node_id() == node_id) node = &n;
+    }
+    if (node == nullptr) return TextResponse(404, absl::StrCat("no node ", node_id));
+    std::string type;
+    if (auto it = node->node().labels().find(std::string(labels::kAcceleratorType));
+        it != node->node().labels().end()) {
+      type = it->second;
+    }
+    Json devices = Json::array();
+    for (const auto& [key, history] : head->device_history().Get(node_id)) {
+      Json samples = Json::array();
+      for (const v1::DeviceSample& sample : history) samples.push_back(SampleJson(sample));
+      devices.push_back({{"resource", key.first},
+                         {"index", key.second},
+                         {"type", type},
+                         {"samples", std::move(samples)}});
+    }
+    return JsonResponse(Json{{"node_id", node_id}, {"devices", std::move(devices)}});
+  }));
+  // /api/v1/jobs/<id>/logs?rank=R&offset=N
+  TESSERA_RETURN_IF_ERROR(
+      server.HandlePrefix("/api/v1/jobs/", [jobs, dir = options_.jobs_dir](const HttpRequest& request) {
+        const std::vector<std::string> parts =
+            absl::StrSplit(request.path.substr(std::string_view("/api/v1/jobs/").size()), '/');
+        if (parts.size() != 2 || parts[1] != "logs" || !SafeId(parts[0])) {
+          return TextResponse(404, "no such page: /api/v1/jobs/<job-id>/logs is served");
+        }
+        int64_t rank = -1;
+        int64_t offset = 0;
+        if (auto text = request.QueryValue("rank"); text.has_value() && !text->empty() &&
+                                                    !absl::SimpleAtoi(absl::string_view(text->data(), text->size()), &rank)) {
+          return TextResponse(400, "rank: not a number");
+        }
+        if (auto text = request.QueryValue("offset"); text.has_value() && !text->empty() &&
+                                                      (!absl::SimpleAtoi(absl::string_view(text->data(), text->size()), &offset) || offset < 0)) {
+          return TextResponse(400, "offset: not a byte offset");
+        }
+        v1::GetJobRequest get;
+        get.set_job_id(parts[0]);
+        v1::JobStatus status;
+        grpc::Status got = jobs->GetJob(nullptr, &get, &status);
+        if (!got.ok()) return FromGrpc(got);
+        const std::string file =
+            rank < 0 ? "job.log" : absl::StrCat("rank-", rank, ".log");
+        auto read = ReadFrom(absl::StrCat(dir, "/", parts[0], "/", file), offset);
+        if (!read.ok()) return TextResponse(500, std::string(read.status().message()));
+        const bool ended = status.end_time_ms() > 0;
+        const bool done = ended && read->first.size() < kMaxLogChunk;
+        return JsonResponse(
+            Json{{"data", read->first}, {"next_offset", read->second}, {"done", done}});
+      }));
+  if (!options_.dashboard_dir.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(metrics::HttpHandler files,
+                             metrics::StaticFileHandler({.root = options_.dashboard_dir}));
+    TESSERA_RETURN_IF_ERROR(server.HandlePrefix("/", std::move(files)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HeadHttp::RegisterMetrics() {
+  HeadService* head = options_.service;
+  train::JobManager* jobs = options_.jobs;
+  auto status_of = [head]() {
+    v1::ListRequest request;
+    v1::ClusterStatus status;
+    (void)head->GetClusterStatus(nullptr, &request, &status);
+    return status;
+  };
+  auto add = [this](metrics::MetricDefinition definition,
+                    metrics::CollectCallback callback) -> absl::Status {
+    TESSERA_ASSIGN_OR_RETURN(metrics::CallbackRegistration registration,
+                             registry_.AddCallbackGauge(std::move(definition), std::move(callback)));
+    callbacks_.push_back(std::move(registration));
+    return absl::OkStatus();
+  };
+  TESSERA_RETURN_IF_ERROR(add(
+      {"tessera_nodes", "Nodes the head knows, by state.", {"state"}},
+      [status_of](metrics::SampleSink& sink) {
+        const v1::ClusterStatus status = status_of();
+        std::map<std::string, int> by_state;
+        for (const std::string_view state : {"ALIVE", "DRAINING", "DEAD"}) by_state[std::string(state)] = 0;
+        for (const v1::NodeInfo& node : status.nodes()) {
+          ++by_state[std::string(rpc::NodeStateName(node.state()))];
+        }
+        for (const auto& [state, count] : by_state) (void)sink.Emit({state}, count);
+      }));
+  TESSERA_RETURN_IF_ERROR(add(
+      {"tessera_head_node_resource_capacity", "What a node has of a resource (its unit: cores, bytes, "
+       "devices).", {"node", "resource"}},
+      [status_of](metrics::SampleSink& sink) {
+        const v1::ClusterStatus status = status_of();
+        for (const v1::NodeInfo& node : status.nodes()) {
+          for (const auto& [resource, raw] : node.node().resources().raw()) {
+            (void)sink.Emit({node.node().node_id(), resource},
+                            static_cast<double>(raw) / Quantity::kScale);
+          }
+        }
+      }));
+  TESSERA_RETURN_IF_ERROR(add(
+      {"tessera_head_node_resource_reserved", "What leases and bundles hold of a node's resource (its "
+       "unit), as the head accounts for it.", {"node", "resource"}},
+      [status_of](metrics::SampleSink& sink) {
+        const v1::ClusterStatus status = status_of();
+        for (const v1::NodeInfo& node : status.nodes()) {
+          for (const auto& [resource, raw] : node.node().resources().raw()) {
+            auto free = node.available().raw().find(resource);
+            const int64_t available = free == node.available().raw().end() ? 0 : free->second;
+            (void)sink.Emit({node.node().node_id(), resource},
+                            static_cast<double>(raw - available) / Quantity::kScale);
+          }
+        }
+      }));
+  TESSERA_RETURN_IF_ERROR(add(
+      {"tessera_placement_groups", "Placement groups, by state.", {"state"}},
+      [status_of](metrics::SampleSink& sink) {
+        const v1::ClusterStatus status = status_of();
+        std::map<std::string, int> by_state;
+        for (const std::string_view s : {"PENDING", "CREATED", "RESCHEDULING", "INFEASIBLE"}) {
+          by_state[std::string(s)] = 0;
+        }
+        for (const v1::PlacementGroupInfo& group : status.placement_groups()) {
+          ++by_state[std::string(rpc::PlacementGroupStateName(group.state()))];
+        }
+        for (const auto& [state, count] : by_state) (void)sink.Emit({state}, count);
+      }));
+  TESSERA_RETURN_IF_ERROR(add(
+      {"tessera_slice_groups", "Slice reservations (whole TPU slices), by state.", {"state"}},
+      [status_of](metrics::SampleSink& sink) {
+        const v1::ClusterStatus status = status_of();
+        std::map<std::string, int> by_state;
+        for (const std::string_view s : {"PENDING", "RESERVED", "INFEASIBLE", "BROKEN"}) {
+          by_state[std::string(s)] = 0;
+        }
+        for (const v1::SliceGroupInfo& group : status.slices().groups()) {
+          ++by_state[std::string(rpc::SliceGroupStateName(group.state()))];
+        }
+        for (const auto& [state, count] : by_state) (void)sink.Emit({state}, count);
+      }));
+  TESSERA_RETURN_IF_ERROR(add(
+      {"tessera_demand", "Requests the cluster cannot place now, by status (pending: not now; "
+       "infeasible: never as the cluster is).", {"status"}},
+      [status_of](metrics::SampleSink& sink) {
+        const v1::ClusterStatus status = status_of();
+        std::map<std::string, int> by_status{{"pending", 0}, {"infeasible", 0}};
+        for (const v1::Demand& demand : status.demand()) {
+          ++by_status[std::string(rpc::DemandStatusName(demand.status()))];
+        }
+        for (const auto& [status, count] : by_status) (void)sink.Emit({status}, count);
+      }));
+  TESSERA_RETURN_IF_ERROR(add(
+      {"tessera_gangs", "Training gangs (jobs of `tessera job`), by state.", {"state"}},
+      [jobs](metrics::SampleSink& sink) {
+        v1::ListRequest request;
+        v1::JobList list;
+        (void)jobs->ListGangJobs(nullptr, &request, &list);
+        std::map<std::string, int> by_state;
+        for (const std::string_view s :
+             {"PENDING", "STARTING", "RUNNING", "RESTARTING", "SUCCEEDED", "FAILED", "STOPPED"}) {
+          by_state[std::string(s)] = 0;
+        }
+        for (const v1::JobStatus& job : list.jobs()) ++by_state[job.state()];
+        for (const auto& [state, count] : by_state) (void)sink.Emit({state}, count);
+      }));
+  TESSERA_RETURN_IF_ERROR(add(
+      {"tessera_gang_restarts", "Group restarts after failures of each training gang so far.",
+       {"job"}},
+      [jobs](metrics::SampleSink& sink) {
+        v1::ListRequest request;
+        v1::JobList list;
+        (void)jobs->ListGangJobs(nullptr, &request, &list);
+        for (const v1::JobStatus& job : list.jobs()) (void)sink.Emit({job.job_id()}, job.restart_count());
+      }));
+  TESSERA_ASSIGN_OR_RETURN(
+      metrics::CallbackRegistration events,
+      registry_.AddCallbackCounter(
+          {"tessera_head_events_total",
+           "Events the head has recorded since it started (the newest are kept for `tessera "
+           "events`).",
+           {}},
+          [head](metrics::SampleSink& sink) {
+            (void)sink.Emit({}, static_cast<double>(head->event_log().last_seq()));
+          }));
+  callbacks_.push_back(std::move(events));
+  return absl::OkStatus();
+}
+
+}  // namespace tessera

@@ -1,0 +1,63 @@
+// HeadHttp: the head's HTTP endpoint (metrics::HttpServer) beside its gRPC port:
+//   /            the dashboard (web/dashboard, static files; when a dashboard folder is known)
+//   /api/v1/...  its JSON (rpc/message_json.h: amounts in their units, states as words):
+//                cluster, nodes, nodes/<id>/telemetry, placement_groups, slices, actors, jobs,
+//                jobs/<id>/logs?rank=&offset=, events?after=
+//   /metrics     Prometheus text format: the cluster as the head sees it (nodes by state, each
+//                node's resources total and reserved, reservations by state, jobs and gangs,
+//                actors, demand, events) — docs/observability.md lists every series
+// The answers come from the HeadService's and JobManager's own handlers, called in process, so
+// they say exactly what the gRPC API says. Bound beyond loopback, every request needs the
+// cluster token as a bearer token (HeadHttpOptions::bearer_token); on loopback none.
+//
+// Threading: thread-safe (the server's threads call the services' thread-safe handlers).
+// Cost: a listing per request; nothing cached.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "head/head_service.h"
+#include "metrics/http_server.h"
+#include "metrics/metric_registry.h"
+#include "train/job_manager.h"
+
+namespace tessera {
+
+struct HeadHttpOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;              // 0: an ephemeral port
+  std::string bearer_token;  // "": no token asked (loopback)
+  // The dashboard's static files; "" serves none (/ is then 404).
+  std::string dashboard_dir;
+  // Where the jobs' logs are (JobManagerOptions::jobs_dir).
+  std::string jobs_dir;
+  HeadService* service = nullptr;   // required
+  train::JobManager* jobs = nullptr;  // required
+};
+
+class HeadHttp {
+ public:
+  static absl::StatusOr<std::unique_ptr<HeadHttp>> Start(HeadHttpOptions options);
+  ~HeadHttp();
+  int port() const { return server_->port(); }
+  void Stop();
+
+ private:
+  HeadHttp() = default;
+  absl::Status RegisterMetrics();
+  absl::Status AddRoutes();
+
+  HeadHttpOptions options_;
+  metrics::MetricRegistry registry_;
+  std::vector<metrics::CallbackRegistration> callbacks_;
+  std::unique_ptr<metrics::HttpServer> server_;
+};
+
+// Where the dashboard's files are for this process: beside an installed binary
+// (<prefix>/share/tessera/dashboard, from /proc/self/exe), else the source tree's web/dashboard
+// this binary was built from; "" when neither exists.
+std::string FindDashboardDir();
+
+}  // namespace tessera
