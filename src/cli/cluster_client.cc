@@ -205,6 +205,16 @@ absl::StatusOr<tessera::v1::ClusterStatus> ClusterClient::GetClusterStatus() {
   return response;
 }
 
+absl::StatusOr<tessera::v1::ListEventsResponse> ClusterClient::ListEvents(int64_t after) {
+  tessera::v1::ListEventsRequest request;
+  request.set_after(after);
+  tessera::v1::ListEventsResponse response;
+  TESSERA_RETURN_IF_ERROR(Call(HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
+    return head_->ListEvents(c, request, &response);
+  }));
+  return response;
+}
+
 absl::StatusOr<std::vector<tessera::v1::ListWorkersResponse>>
 ClusterClient::ListWorkersEverywhere(std::vector<std::string>& unreachable) {
   TESSERA_ASSIGN_OR_RETURN(tessera::v1::ListNodesResponse nodes, ListNodes());

@@ -79,6 +79,8 @@ class ClusterClient {
   absl::StatusOr<tessera::v1::ListSlicesResponse> ListSlices();
   absl::StatusOr<tessera::v1::ListJobsResponse> ListJobs();
   absl::StatusOr<tessera::v1::ClusterStatus> GetClusterStatus();
+  // The head's events after sequence number `after`, oldest first (at most 1000).
+  absl::StatusOr<tessera::v1::ListEventsResponse> ListEvents(int64_t after);
 
   // Every alive node's workers (ListWorkers fanned out to each node agent, in node order).
   // Nodes that do not answer are named in `unreachable` ("n2 (cannot reach ...)").

@@ -18,6 +18,7 @@ void AddPlacementGroupCommand(CLI::App& app, int& exit_code);
 void AddSliceCommand(CLI::App& app, int& exit_code);
 void AddListCommand(CLI::App& app, int& exit_code);
 void AddStatusCommand(CLI::App& app, int& exit_code);
+void AddEventsCommand(CLI::App& app, int& exit_code);
 void AddLogsCommand(CLI::App& app, int& exit_code);
 void AddRunCommand(CLI::App& app, int& exit_code);
 void AddTrainCommand(CLI::App& app, int& exit_code);

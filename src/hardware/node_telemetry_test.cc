@@ -8,21 +8,16 @@
 
 #include <filesystem>
 
-namespace tessera {
+#include "hardware/testing/plugin_test_support.h"
+
+namespace tessera::testing {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
-using ::testing::IsEmpty;
-using ::testing::Optional;
-
-const std::string kFixtures = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/hardware/";
 const std::string kExamples = std::string(TESSERA_SOURCE_DIR) + "/examples/hardware/";
-const absl::Time kNow = absl::FromUnixSeconds(1'700'000'000);
 
 NodeHardware Discover(const std::string& machine, Environment env = Environment()) {
   DiscoveryOptions options;
-  options.sysroot = kFixtures + machine;
+  options.sysroot = FixturePath(machine);
   options.environment = std::move(env);
   auto node = DiscoverNode(options);
   EXPECT_TRUE(node.ok()) << node.status();
@@ -37,8 +32,8 @@ std::vector<int> Indices(const NodeTelemetry& t) {
 
 TEST(NodeTelemetryTest, EveryAdvertisedDeviceOfAProbedNodeIsRead) {
   const NodeHardware node = Discover("mi300x-8");
-  NodeTelemetryReader reader(node, Sysroot(kFixtures + "mi300x-8"), Environment(), {});
-  const NodeTelemetry t = reader.Read(kNow);
+  NodeTelemetryReader reader(node, Sysroot(FixturePath("mi300x-8")), Environment(), {});
+  const NodeTelemetry t = reader.Read(kFirstReading);
   EXPECT_THAT(Indices(t), ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
   EXPECT_THAT(t.warnings, IsEmpty());
   for (const DeviceTelemetry& d : t.devices) {
@@ -53,7 +48,7 @@ TEST(NodeTelemetryTest, OnlyTheDevicesTheAgentsMaskLeavesVisibleAreRead) {
   env.Set("HIP_VISIBLE_DEVICES", "5,2");
   const NodeHardware node = Discover("mi300x-8", env);
   const NodeTelemetry t =
-      ReadNodeTelemetry(node, Sysroot(kFixtures + "mi300x-8"), env, {}, kNow);
+      ReadNodeTelemetry(node, Sysroot(FixturePath("mi300x-8")), env, {}, kFirstReading);
   EXPECT_THAT(Indices(t), ElementsAre(5, 2));
   EXPECT_THAT(t.devices[0].utilization_ratio, Optional(0.0));
   EXPECT_THAT(t.devices[1].utilization_ratio, Optional(0.97));
@@ -61,8 +56,8 @@ TEST(NodeTelemetryTest, OnlyTheDevicesTheAgentsMaskLeavesVisibleAreRead) {
 
 TEST(NodeTelemetryTest, AOneShotReadingHasNoFiguresThatNeedTwoSamples) {
   const NodeHardware node = Discover("intel-max-1550-4");
-  const NodeTelemetry t =
-      ReadNodeTelemetry(node, Sysroot(kFixtures + "intel-max-1550-4"), Environment(), {}, kNow);
+  const NodeTelemetry t = ReadNodeTelemetry(node, Sysroot(FixturePath("intel-max-1550-4")),
+                                            Environment(), {}, kFirstReading);
   ASSERT_EQ(t.devices.size(), 4u);
   EXPECT_THAT(t.devices[0].energy_joules, Optional(123456.789012));
   EXPECT_EQ(t.devices[0].power_watts, std::nullopt);
@@ -71,7 +66,7 @@ TEST(NodeTelemetryTest, AOneShotReadingHasNoFiguresThatNeedTwoSamples) {
 TEST(NodeTelemetryTest, FamilyWarningsAreNamedByFamily) {
   const NodeHardware node = Discover("gaudi2-8");
   const NodeTelemetry t =
-      ReadNodeTelemetry(node, Sysroot(kFixtures + "gaudi2-8"), Environment(), {}, kNow);
+      ReadNodeTelemetry(node, Sysroot(FixturePath("gaudi2-8")), Environment(), {}, kFirstReading);
   EXPECT_EQ(t.devices.size(), 8u);
   EXPECT_THAT(t.warnings, ElementsAre(HasSubstr("gaudi: device figures come from HLML")));
 }
@@ -84,7 +79,7 @@ TEST(NodeTelemetryTest, ASimulatedNodeReadsTheModelDrivenByTheBusyDevices) {
   // Nothing is read from disk: the sysroot does not even exist.
   NodeTelemetryReader reader(*node, Sysroot("/no/such/tree"), Environment(),
                              NodeTelemetryOptions{.simulation_seed = 9});
-  const NodeTelemetry t = reader.Read(kNow, BusyDevices{{"nvidia", {0, 5}}});
+  const NodeTelemetry t = reader.Read(kFirstReading, BusyDevices{{"nvidia", {0, 5}}});
   ASSERT_EQ(t.devices.size(), 8u);
   EXPECT_THAT(t.warnings, IsEmpty());
   for (const DeviceTelemetry& d : t.devices) {
@@ -101,17 +96,17 @@ TEST(NodeTelemetryTest, ASimulatedNodeReadsTheModelDrivenByTheBusyDevices) {
   // The same seed, devices and busy set give the same figures from a fresh reader.
   NodeTelemetryReader again(*node, Sysroot("/no/such/tree"), Environment(),
                             NodeTelemetryOptions{.simulation_seed = 9});
-  EXPECT_EQ(again.Read(kNow, BusyDevices{{"nvidia", {0, 5}}}).devices[5].utilization_ratio,
+  EXPECT_EQ(again.Read(kFirstReading, BusyDevices{{"nvidia", {0, 5}}}).devices[5].utilization_ratio,
             t.devices[5].utilization_ratio);
 }
 
 TEST(NodeTelemetryTest, ANodeWithoutAcceleratorsReadsNothing) {
   const NodeHardware node = Discover("cpu-only-vm");
-  const NodeTelemetry t =
-      ReadNodeTelemetry(node, Sysroot(kFixtures + "cpu-only-vm"), Environment(), {}, kNow);
+  const NodeTelemetry t = ReadNodeTelemetry(node, Sysroot(FixturePath("cpu-only-vm")),
+                                            Environment(), {}, kFirstReading);
   EXPECT_THAT(t.devices, IsEmpty());
   EXPECT_THAT(t.warnings, IsEmpty());
 }
 
 }  // namespace
-}  // namespace tessera
+}  // namespace tessera::testing

@@ -32,7 +32,6 @@ using metrics::HttpResponse;
 using metrics::TextResponse;
 
 constexpr size_t kMaxLogChunk = 256 * 1024;
-constexpr size_t kMaxEvents = 1000;
 
 HttpResponse JsonResponse(const Json& json) {
   return HttpResponse{200, "application/json", json.dump(), {{"Cache-Control", "no-cache"}}};
@@ -201,20 +200,16 @@ absl::Status HeadHttp::AddRoutes() {
     return JsonResponse(out);
   }));
   TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/events", [head](const HttpRequest& request) {
+    v1::ListEventsRequest list;
     int64_t after = 0;
     if (auto text = request.QueryValue("after"); text.has_value() && !text->empty() &&
                                                   !absl::SimpleAtoi(absl::string_view(text->data(), text->size()), &after)) {
       return TextResponse(400, "after: not a number");
     }
-    int64_t next = after;
-    Json events = Json::array();
-    for (const HeadEvent& event : head->event_log().Since(after, kMaxEvents, &next)) {
-      events.push_back({{"seq", event.seq},
-                        {"time_ms", absl::ToUnixMillis(event.time)},
-                        {"kind", event.kind},
-                        {"message", event.message}});
-    }
-    return JsonResponse(Json{{"events", std::move(events)}, {"next", next}});
+    list.set_after(after);
+    v1::ListEventsResponse events;
+    grpc::Status got = head->ListEvents(nullptr, &list, &events);
+    return got.ok() ? JsonResponse(rpc::MessageJson(events)) : FromGrpc(got);
   }));
   // /api/v1/nodes/<id>/telemetry
   TESSERA_RETURN_IF_ERROR(server.HandlePrefix("/api/v1/nodes/", [head](const HttpRequest& request) {

@@ -240,4 +240,21 @@ grpc::Status HeadService::Shutdown(grpc::ServerContext*, const v1::ShutdownReque
   return grpc::Status::OK;
 }
 
+grpc::Status HeadService::ListEvents(grpc::ServerContext*, const v1::ListEventsRequest* request,
+                                     v1::ListEventsResponse* response) {
+  constexpr int kMaxEvents = 1000;
+  const int limit = request->limit() <= 0 || request->limit() > kMaxEvents ? kMaxEvents
+                                                                           : request->limit();
+  int64_t next = request->after();
+  for (const HeadEvent& event : events_.Since(request->after(), limit, &next)) {
+    v1::HeadEventInfo* info = response->add_events();
+    info->set_seq(event.seq);
+    info->set_time_ms(absl::ToUnixMillis(event.time));
+    info->set_kind(event.kind);
+    info->set_message(event.message);
+  }
+  response->set_next(next);
+  return grpc::Status::OK;
+}
+
 }  // namespace tessera

@@ -150,6 +150,8 @@ class HeadService final : public v1::Head::Service, private NodeListener {
                                 v1::ClusterStatus* response) override;
   grpc::Status RecordJob(grpc::ServerContext*, const v1::RecordJobRequest* request,
                          v1::JobInfo* response) override;
+  grpc::Status ListEvents(grpc::ServerContext*, const v1::ListEventsRequest* request,
+                          v1::ListEventsResponse* response) override;
   grpc::Status ListJobs(grpc::ServerContext*, const v1::ListRequest*,
                         v1::ListJobsResponse* response) override;
   grpc::Status KvPut(grpc::ServerContext*, const v1::KvPutRequest* request,

@@ -239,6 +239,7 @@ class Harness {
     kGetActor,
     kListActors,
     kActorWorkerExited,
+    kListEvents,
     // Harness steps.
     kHeartbeatAsBaseNode,  // a fuzzed heartbeat with a registered node's id and incarnation
     kSetAgentFaults,       // the first byte: FuzzAgent::Fault bits for that node's agent
@@ -522,6 +523,15 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::ActorInfo response;
       if (Parse(data, size, &request)) {
         CheckStatus(head_->ActorWorkerExited(nullptr, &request, &response), "ActorWorkerExited");
+      }
+      return;
+    }
+    case kListEvents: {
+      v1::ListEventsRequest request;
+      v1::ListEventsResponse response;
+      if (Parse(data, size, &request)) {
+        CheckStatus(head_->ListEvents(nullptr, &request, &response), "ListEvents");
+        Require(response.events_size() <= 1000, "ListEvents answers at most 1000 events");
       }
       return;
     }

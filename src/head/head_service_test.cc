@@ -1246,6 +1246,36 @@ TEST_F(HeadServiceTest, ABundleOfNoGroupReportedByAHeartbeatIsReleasedWithAnEven
   EXPECT_EQ(Used("CPU"), 0);
 }
 
+// `tessera events` and the dashboard follow the same notices as a stream, by sequence number.
+TEST_F(HeadServiceTest, ListEventsFollowsTheEventsBySequenceWithTheirKind) {
+  Register("n1");
+  for (const char* group : {"ghost-a", "ghost-b"}) {
+    v1::HeartbeatRequest beat = BeatWithBundles("n1", {{group, 0}});
+    v1::HeartbeatResponse response;
+    ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
+  }
+  v1::ListEventsRequest request;
+  request.set_limit(1);
+  v1::ListEventsResponse first;
+  ASSERT_TRUE(head_->ListEvents(nullptr, &request, &first).ok());
+  ASSERT_EQ(first.events_size(), 1);
+  EXPECT_EQ(first.events(0).seq(), 1);
+  EXPECT_EQ(first.events(0).kind(), "reservation");
+  EXPECT_TRUE(absl::StrContains(first.events(0).message(), "ghost-a"));
+  EXPECT_GT(first.events(0).time_ms(), 0);
+  request.set_after(first.next());
+  request.set_limit(0);  // the default bound
+  v1::ListEventsResponse rest;
+  ASSERT_TRUE(head_->ListEvents(nullptr, &request, &rest).ok());
+  ASSERT_EQ(rest.events_size(), 1);
+  EXPECT_TRUE(absl::StrContains(rest.events(0).message(), "ghost-b"));
+  request.set_after(rest.next());
+  v1::ListEventsResponse none;
+  ASSERT_TRUE(head_->ListEvents(nullptr, &request, &none).ok());
+  EXPECT_EQ(none.events_size(), 0);
+  EXPECT_EQ(none.next(), rest.next());
+}
+
 TEST_F(HeadServiceTest, APrepareAppliedAfterTheHeadGaveUpIsReleasedByTheNextHeartbeat) {
   Register("n1");
   Register("n2");

@@ -36,14 +36,12 @@ namespace {
 
 using metrics::ParsedExposition;
 using node_testing::Eventually;
-using node_testing::FakeHead;
 using metrics_testing::HttpGet;
 using metrics_testing::HttpReply;
 using node_testing::kPatience;
+using node_testing::kToken;
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
-constexpr char kToken[] = "test-token-0123456789";
-constexpr char kLauncher[] = TESSERA_BINARY_DIR "/bin/tessera-launcher";
 
 std::string ReadFile(const std::string& path) {
   std::stringstream text;
@@ -59,38 +57,12 @@ Labels Gpu(int index) {
           {"type", "H100"}, {"slice", ""}};
 }
 
-class AgentHttpTest : public ::testing::Test {
+class AgentHttpTest : public node_testing::AgentWithHeadTest {
  protected:
-  void SetUp() override {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "tessera-agent-http-XXXXXX").string();
-    state_dir_ = ::mkdtemp(pattern.data());
-  }
-  void TearDown() override {
-    agent_.reset();
-    head_server_.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(state_dir_, ec);
-  }
-
-  void StartHead() {
-    rpc::ServerOptions options;
-    options.token = kToken;
-    auto server = rpc::RpcServer::Start(options, {&head_});
-    ASSERT_TRUE(server.ok()) << server.status();
-    head_server_ = std::move(*server);
-  }
-
   AgentOptions Options(std::string hardware) {
-    AgentOptions options;
-    options.state_dir = state_dir_;
-    options.token = kToken;
-    options.node_id = "n1";
-    options.hardware_file = node_testing::ExampleHardware(hardware);
+    AgentOptions options = AgentOptionsFor(std::move(hardware));
     options.environment = Environment({{"PATH", "/usr/bin:/bin"}, {"HOME", state_dir_}});
-    options.launcher = kLauncher;
     options.telemetry_interval_ms = 20;
-    if (head_server_ != nullptr) options.head_address = head_server_->address();
     return options;
   }
 
@@ -152,11 +124,6 @@ class AgentHttpTest : public ::testing::Test {
     const grpc::Status status = stub->KillWorker(&context, request, &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
   }
-
-  std::string state_dir_;
-  FakeHead head_;
-  std::unique_ptr<rpc::RpcServer> head_server_;
-  std::unique_ptr<NodeAgentServer> agent_;
 };
 
 TEST_F(AgentHttpTest, ServesMetricsOnLoopbackWithoutATokenWithResourcesDevicesAndTheStore) {

@@ -33,47 +33,18 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-constexpr char kToken[] = "test-token-0123456789";
-// Agents in this test binary have no launcher beside them; they get the built one.
-constexpr char kLauncher[] = TESSERA_BINARY_DIR "/bin/tessera-launcher";
 using node_testing::Eventually;
+using node_testing::kLauncher;
 using node_testing::kPatience;
+using node_testing::kToken;
 
-using node_testing::FakeHead;
-
-class AgentServerTest : public ::testing::Test {
+class AgentServerTest : public node_testing::AgentWithHeadTest {
  protected:
-  void SetUp() override {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "tessera-agent-XXXXXX").string();
-    state_dir_ = ::mkdtemp(pattern.data());
-  }
-  void TearDown() override {
-    agent_.reset();
-    head_server_.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(state_dir_, ec);
-  }
-
-  void StartHead() {
-    rpc::ServerOptions options;
-    options.token = kToken;
-    auto server = rpc::RpcServer::Start(options, {&head_});
-    ASSERT_TRUE(server.ok()) << server.status();
-    head_server_ = std::move(*server);
-  }
-
   void StartAgent(std::string hardware, std::string node_id = "n1", uint64_t store_bytes = 0) {
-    AgentOptions options;
+    AgentOptions options = AgentOptionsFor(std::move(hardware), std::move(node_id));
     options.object_store_bytes = store_bytes;
-    options.state_dir = state_dir_;
-    options.token = kToken;
-    options.node_id = std::move(node_id);
-    options.hardware_file = node_testing::ExampleHardware(hardware);
     options.environment = Environment({{"PATH", "/usr/bin:/bin"}, {"AGENT_VAR", "inherited"}});
     options.kill_grace_ms = 5000;
-    options.launcher = kLauncher;
-    if (head_server_ != nullptr) options.head_address = head_server_->address();
     auto agent = NodeAgentServer::Create(options);
     ASSERT_TRUE(agent.ok()) << agent.status();
     agent_ = std::move(*agent);
@@ -134,10 +105,6 @@ class AgentServerTest : public ::testing::Test {
     return env;
   }
 
-  std::string state_dir_;
-  FakeHead head_;
-  std::unique_ptr<rpc::RpcServer> head_server_;
-  std::unique_ptr<NodeAgentServer> agent_;
   std::unique_ptr<v1::NodeAgent::Stub> stub_;
 };
 

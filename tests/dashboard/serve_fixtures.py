@@ -24,6 +24,8 @@ import threading
 import time
 import urllib.parse
 
+from make_fixtures import usage_of  # beside this file: the cluster's usage as the head sums it
+
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 DEFAULT_WEB = REPO / "web" / "dashboard"
@@ -54,17 +56,6 @@ def _shift_times(value, shift_ms):
     elif isinstance(value, list):
         for item in value:
             _shift_times(item, shift_ms)
-
-
-def _usage(nodes):
-    used, total = {}, {}
-    for info in nodes:
-        if info["state"] != "ALIVE":
-            continue
-        for name, amount in info["node"]["resources"].items():
-            total[name] = total.get(name, 0) + amount
-            used[name] = used.get(name, 0) + amount - info["available"].get(name, 0)
-    return [{"resource": name, "used": used[name], "total": total[name]} for name in sorted(total)]
 
 
 def synthesise_nodes(nodes, count):
@@ -109,7 +100,7 @@ class FixtureApi:
             node_list, self.telemetry_source = synthesise_nodes(node_list, nodes)
         cluster = self._load("cluster.json")
         cluster["nodes"] = node_list
-        cluster["usage"] = _usage(node_list)
+        cluster["usage"] = usage_of(node_list)
 
         static = {
             "cluster": cluster,

@@ -9,30 +9,15 @@
 #include "hardware/testing/fake_tree.h"
 #include "hardware/testing/plugin_test_support.h"
 
-namespace tessera {
+namespace tessera::testing {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
-using ::testing::IsEmpty;
-using ::testing::Optional;
-using testing::FakeTree;
-using testing::FixtureHost;
-using testing::FixturePath;
-
 constexpr uint64_t kGiB = 1024ull * 1024 * 1024;
-const absl::Time kNow = absl::FromUnixSeconds(1'700'000'000);
-
-FamilyTelemetry ReadOn(const std::string& root, const std::vector<Device>& devices) {
-  auto reader = MakeAmdPlugin()->OpenTelemetry(TelemetryContext{Sysroot(root), {}, {}});
-  return reader->Read(devices, kNow);
-}
 
 TEST(AmdTelemetryTest, Mi300xFiguresAreTheSysfsValues) {
-  FixtureHost host(FixturePath("mi300x-8"));
-  const std::vector<Device> devices = MakeAmdPlugin()->Detect(host.context()).devices;
+  const std::vector<Device> devices = DetectOnFixture(*MakeAmdPlugin(), "mi300x-8");
   ASSERT_EQ(devices.size(), 8u);
-  const FamilyTelemetry reading = ReadOn(FixturePath("mi300x-8"), devices);
+  const FamilyTelemetry reading = ReadOnce(*MakeAmdPlugin(), FixturePath("mi300x-8"), devices);
   EXPECT_THAT(reading.warnings, IsEmpty());
   ASSERT_EQ(reading.devices.size(), 8u);
   const DeviceTelemetry& gpu0 = reading.devices[0];
@@ -74,7 +59,7 @@ TEST(AmdTelemetryTest, AverageBeatsInstantPowerAndUnlabelledSensorsGoByNumber) {
   tree.Write(fn + "/hwmon/hwmon0/temp1_input", "45000\n");
   tree.Write(fn + "/hwmon/hwmon0/temp2_input", "52000\n");
   const Device gpu{.family = "amd", .index = 0, .pci_bus_id = "0000:03:00.0"};
-  const DeviceTelemetry t = ReadOn(tree.root(), {gpu}).devices[0];
+  const DeviceTelemetry t = ReadOnce(*MakeAmdPlugin(), tree.root(), {gpu}).devices[0];
   EXPECT_THAT(t.utilization_ratio, Optional(0.07));
   EXPECT_THAT(t.power_watts, Optional(300.5));
   EXPECT_THAT(t.temperature_celsius, Optional(45.0));
@@ -93,7 +78,7 @@ TEST(AmdTelemetryTest, MalformedValuesAreDroppedWithAWarning) {
   tree.Write(fn + "/gpu_busy_percent", "140\n");
   tree.Write(fn + "/mem_info_vram_used", "lots\n");
   const Device gpu{.family = "amd", .index = 0, .pci_bus_id = "0000:03:00.0"};
-  const DeviceTelemetry t = ReadOn(tree.root(), {gpu}).devices[0];
+  const DeviceTelemetry t = ReadOnce(*MakeAmdPlugin(), tree.root(), {gpu}).devices[0];
   EXPECT_FALSE(t.HasAnyFigure());
   EXPECT_THAT(t.warnings, ElementsAre(HasSubstr("gpu_busy_percent 140 is not a percentage"),
                                       HasSubstr("mem_info_vram_used")));
@@ -102,7 +87,8 @@ TEST(AmdTelemetryTest, MalformedValuesAreDroppedWithAWarning) {
 TEST(AmdTelemetryTest, AGpuWithoutSysfsOrOfAnotherFamilyHasNoFigures) {
   const Device gone{.family = "amd", .index = 3, .pci_bus_id = "0000:99:00.0"};
   const Device nvidia{.family = "nvidia", .index = 0, .pci_bus_id = "0000:03:00.0"};
-  const FamilyTelemetry reading = ReadOn(FixturePath("mi300x-8"), {gone, nvidia});
+  const FamilyTelemetry reading =
+      ReadOnce(*MakeAmdPlugin(), FixturePath("mi300x-8"), {gone, nvidia});
   EXPECT_FALSE(reading.devices[0].HasAnyFigure());
   EXPECT_THAT(reading.devices[0].warnings, ElementsAre(HasSubstr("GPU 3: no sysfs directory")));
   EXPECT_FALSE(reading.devices[1].HasAnyFigure());
@@ -110,4 +96,4 @@ TEST(AmdTelemetryTest, AGpuWithoutSysfsOrOfAnotherFamilyHasNoFigures) {
 }
 
 }  // namespace
-}  // namespace tessera
+}  // namespace tessera::testing

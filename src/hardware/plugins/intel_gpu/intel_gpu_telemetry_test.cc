@@ -9,28 +9,16 @@
 #include "hardware/testing/fake_tree.h"
 #include "hardware/testing/plugin_test_support.h"
 
-namespace tessera {
+namespace tessera::testing {
 namespace {
 
 using ::testing::DoubleNear;
-using ::testing::IsEmpty;
-using ::testing::Optional;
-using testing::FakeTree;
-using testing::FixtureHost;
-using testing::FixturePath;
-
-const absl::Time kStart = absl::FromUnixSeconds(1'700'000'000);
-
-std::unique_ptr<TelemetryReader> OpenOn(const std::string& root) {
-  return MakeIntelGpuPlugin()->OpenTelemetry(TelemetryContext{Sysroot(root), {}, {}});
-}
 
 TEST(IntelGpuTelemetryTest, Max1550EnergyComesFromTheCardsHwmonAndPowerNeedsTwoReadings) {
-  FixtureHost host(FixturePath("intel-max-1550-4"));
-  const std::vector<Device> devices = MakeIntelGpuPlugin()->Detect(host.context()).devices;
+  const std::vector<Device> devices = DetectOnFixture(*MakeIntelGpuPlugin(), "intel-max-1550-4");
   ASSERT_EQ(devices.size(), 4u);
-  auto reader = OpenOn(FixturePath("intel-max-1550-4"));
-  const FamilyTelemetry first = reader->Read(devices, kStart);
+  auto reader = OpenTelemetryOn(*MakeIntelGpuPlugin(), FixturePath("intel-max-1550-4"));
+  const FamilyTelemetry first = reader->Read(devices, kFirstReading);
   EXPECT_THAT(first.warnings, IsEmpty());
   ASSERT_EQ(first.devices.size(), 4u);
   const DeviceTelemetry& gpu0 = first.devices[0];
@@ -45,7 +33,7 @@ TEST(IntelGpuTelemetryTest, Max1550EnergyComesFromTheCardsHwmonAndPowerNeedsTwoR
   EXPECT_EQ(gpu0.memory_total_bytes, std::nullopt);
   EXPECT_THAT(gpu0.warnings, IsEmpty());
   // The fixture's counters stand still: zero watts is what they measure.
-  const FamilyTelemetry second = reader->Read(devices, kStart + absl::Seconds(5));
+  const FamilyTelemetry second = reader->Read(devices, kFirstReading + absl::Seconds(5));
   EXPECT_THAT(second.devices[0].power_watts, Optional(0.0));
 }
 
@@ -72,11 +60,11 @@ class XeCardTest : public ::testing::Test {
 };
 
 TEST_F(XeCardTest, PowerIsTheEnergyDeltaOverTheTimeBetweenReadings) {
-  auto reader = OpenOn(tree_.root());
+  auto reader = OpenTelemetryOn(*MakeIntelGpuPlugin(), tree_.root());
   const std::vector<Device> devices = {card_};
-  EXPECT_EQ(reader->Read(devices, kStart).devices[0].power_watts, std::nullopt);
+  EXPECT_EQ(reader->Read(devices, kFirstReading).devices[0].power_watts, std::nullopt);
   SetEnergy(1'000'000 + 2'500'000'000);  // 2500 J in 10 s
-  const DeviceTelemetry t = reader->Read(devices, kStart + absl::Seconds(10)).devices[0];
+  const DeviceTelemetry t = reader->Read(devices, kFirstReading + absl::Seconds(10)).devices[0];
   EXPECT_THAT(t.power_watts, Optional(DoubleNear(250.0, 1e-9)));
   EXPECT_THAT(t.energy_joules, Optional(2501.0));
   EXPECT_THAT(t.temperature_celsius, Optional(61.0));
@@ -85,16 +73,16 @@ TEST_F(XeCardTest, PowerIsTheEnergyDeltaOverTheTimeBetweenReadings) {
 }
 
 TEST_F(XeCardTest, ACounterThatGoesBackRestartsThePairInsteadOfReportingNegativePower) {
-  auto reader = OpenOn(tree_.root());
+  auto reader = OpenTelemetryOn(*MakeIntelGpuPlugin(), tree_.root());
   const std::vector<Device> devices = {card_};
-  reader->Read(devices, kStart);
+  reader->Read(devices, kFirstReading);
   SetEnergy(10);  // the driver reloaded
-  EXPECT_EQ(reader->Read(devices, kStart + absl::Seconds(1)).devices[0].power_watts,
+  EXPECT_EQ(reader->Read(devices, kFirstReading + absl::Seconds(1)).devices[0].power_watts,
             std::nullopt);
   SetEnergy(10 + 4'000'000);
-  EXPECT_THAT(reader->Read(devices, kStart + absl::Seconds(3)).devices[0].power_watts,
+  EXPECT_THAT(reader->Read(devices, kFirstReading + absl::Seconds(3)).devices[0].power_watts,
               Optional(DoubleNear(2.0, 1e-9)));
 }
 
 }  // namespace
-}  // namespace tessera
+}  // namespace tessera::testing

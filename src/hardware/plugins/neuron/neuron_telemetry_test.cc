@@ -9,37 +9,20 @@
 #include "hardware/testing/fake_tree.h"
 #include "hardware/testing/plugin_test_support.h"
 
-namespace tessera {
+namespace tessera::testing {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
-using ::testing::IsEmpty;
-using ::testing::Optional;
-using testing::FakeTree;
-using testing::FixtureHost;
-using testing::FixturePath;
-
 constexpr uint64_t kMiB = 1024 * 1024;
-const absl::Time kNow = absl::FromUnixSeconds(1'700'000'000);
-
-FamilyTelemetry ReadOn(const std::string& root, const std::vector<Device>& devices) {
-  auto reader = MakeNeuronPlugin()->OpenTelemetry(TelemetryContext{Sysroot(root), {}, {}});
-  return reader->Read(devices, kNow);
-}
 
 class Trn1TelemetryTest : public ::testing::Test {
  protected:
-  Trn1TelemetryTest() {
-    FixtureHost host(FixturePath("trn1-32xlarge"));
-    devices_ = MakeNeuronPlugin()->Detect(host.context()).devices;
-  }
-  std::vector<Device> devices_;
+  const std::vector<Device> devices_ = DetectOnFixture(*MakeNeuronPlugin(), "trn1-32xlarge");
 };
 
 TEST_F(Trn1TelemetryTest, DeviceMemoryIsTheSumOfTheCoresCategoriesAndPowerTheChipsAverage) {
   ASSERT_EQ(devices_.size(), 32u);
-  const FamilyTelemetry reading = ReadOn(FixturePath("trn1-32xlarge"), devices_);
+  const FamilyTelemetry reading =
+      ReadOnce(*MakeNeuronPlugin(), FixturePath("trn1-32xlarge"), devices_);
   EXPECT_THAT(reading.warnings, IsEmpty());
   ASSERT_EQ(reading.devices.size(), 32u);
   // Core 0 of chip 0 (training): collectives 512 + constants 2048 + dma_rings 16 + driver 32 +
@@ -66,7 +49,8 @@ TEST_F(Trn1TelemetryTest, DeviceMemoryIsTheSumOfTheCoresCategoriesAndPowerTheChi
 }
 
 TEST_F(Trn1TelemetryTest, AChipWithoutPowerSamplesYetHasNoPowerFigureAndNoWarning) {
-  const FamilyTelemetry reading = ReadOn(FixturePath("trn1-32xlarge"), devices_);
+  const FamilyTelemetry reading =
+      ReadOnce(*MakeNeuronPlugin(), FixturePath("trn1-32xlarge"), devices_);
   for (int core : {30, 31}) {  // chip 15
     EXPECT_EQ(reading.devices[core].power_ratio, std::nullopt);
     EXPECT_THAT(reading.devices[core].memory_used_bytes, Optional(32 * kMiB));
@@ -86,7 +70,7 @@ TEST(NeuronTelemetryTest, BadPowerLinesAndUnreadableCountersAreWarnings) {
   const Device other{.family = "neuron", .index = 2,
                      .attributes = {{"chip", "1"}, {"core_in_chip", "0"}}};
   const Device bare{.family = "neuron", .index = 3};
-  const FamilyTelemetry reading = ReadOn(tree.root(), {core0, other, bare});
+  const FamilyTelemetry reading = ReadOnce(*MakeNeuronPlugin(), tree.root(), {core0, other, bare});
   EXPECT_FALSE(reading.devices[0].HasAnyFigure());  // no partial memory sum
   EXPECT_THAT(reading.devices[0].warnings,
               ElementsAre(HasSubstr("constants/total"),
@@ -97,4 +81,4 @@ TEST(NeuronTelemetryTest, BadPowerLinesAndUnreadableCountersAreWarnings) {
 }
 
 }  // namespace
-}  // namespace tessera
+}  // namespace tessera::testing

@@ -12,24 +12,13 @@
 #include "hardware/testing/fake_tree.h"
 #include "hardware/testing/plugin_test_support.h"
 
-namespace tessera {
+namespace tessera::testing {
 namespace {
-
-using ::testing::AllOf;
-using ::testing::Contains;
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
-using ::testing::IsEmpty;
-using ::testing::Optional;
-using testing::FakeTree;
-using testing::FixtureHost;
-using testing::FixturePath;
 
 constexpr char kFakeNvml[] = TESSERA_FAKE_NVML;
 constexpr char kFakeNvmlOld[] = TESSERA_FAKE_NVML_OLD;
 constexpr uint64_t kMiB = 1024 * 1024;
 constexpr uint64_t kH100Memory = 81559 * kMiB;
-const absl::Time kStart = absl::FromUnixSeconds(1'700'000'000);
 
 class ScopedTable {
  public:
@@ -39,22 +28,18 @@ class ScopedTable {
   ~ScopedTable() { unsetenv("TESSERA_FAKE_NVML_TABLE"); }
 };
 
-std::vector<Device> DetectWith(const std::string& root, const std::string& library) {
-  FixtureHost host(root);
-  host.options.nvml_library = library;
-  return MakeNvidiaPlugin()->Detect(host.context()).devices;
+std::vector<Device> DetectWith(std::string_view machine, const std::string& library) {
+  return DetectOnFixture(*MakeNvidiaPlugin(), machine, DetectionOptions{.nvml_library = library});
 }
 
 std::unique_ptr<TelemetryReader> OpenOn(const std::string& root, const std::string& library) {
-  TelemetryContext context{Sysroot(root), Environment(), TelemetryOptions{}};
-  context.options.nvml_library = library;
-  return MakeNvidiaPlugin()->OpenTelemetry(context);
+  return OpenTelemetryOn(*MakeNvidiaPlugin(), root, TelemetryOptions{.nvml_library = library});
 }
 
 class H100TelemetryTest : public ::testing::Test {
  protected:
   H100TelemetryTest() : table_(FixturePath("h100-sxm-8.nvml")) {
-    devices_ = DetectWith(FixturePath("h100-sxm-8"), kFakeNvml);
+    devices_ = DetectWith("h100-sxm-8", kFakeNvml);
   }
 
   ScopedTable table_;
@@ -64,7 +49,7 @@ class H100TelemetryTest : public ::testing::Test {
 TEST_F(H100TelemetryTest, EveryFigureIsReadAsTheTableHoldsIt) {
   ASSERT_EQ(devices_.size(), 8u);
   auto reader = OpenOn(FixturePath("h100-sxm-8"), kFakeNvml);
-  const FamilyTelemetry reading = reader->Read(devices_, kStart);
+  const FamilyTelemetry reading = reader->Read(devices_, kFirstReading);
   EXPECT_THAT(reading.warnings, IsEmpty());
   ASSERT_EQ(reading.devices.size(), 8u);
   const DeviceTelemetry& gpu0 = reading.devices[0];
@@ -91,7 +76,7 @@ TEST_F(H100TelemetryTest, EveryFigureIsReadAsTheTableHoldsIt) {
 
 TEST_F(H100TelemetryTest, NotSupportedIsOmittedSilentlyAndAFailureWithAWarning) {
   auto reader = OpenOn(FixturePath("h100-sxm-8"), kFakeNvml);
-  const FamilyTelemetry reading = reader->Read(devices_, kStart);
+  const FamilyTelemetry reading = reader->Read(devices_, kFirstReading);
   const DeviceTelemetry& gpu7 = reading.devices[7];  // power management off
   EXPECT_EQ(gpu7.power_watts, std::nullopt);
   EXPECT_EQ(gpu7.energy_joules, std::nullopt);
@@ -108,26 +93,26 @@ TEST_F(H100TelemetryTest, NotSupportedIsOmittedSilentlyAndAFailureWithAWarning) 
 
 TEST_F(H100TelemetryTest, GpmActivityComesFromTheSecondReadingAtLeast100MsLater) {
   auto reader = OpenOn(FixturePath("h100-sxm-8"), kFakeNvml);
-  reader->Read(devices_, kStart);
-  const FamilyTelemetry too_soon = reader->Read(devices_, kStart + absl::Milliseconds(50));
+  reader->Read(devices_, kFirstReading);
+  const FamilyTelemetry too_soon = reader->Read(devices_, kFirstReading + absl::Milliseconds(50));
   EXPECT_EQ(too_soon.devices[0].sm_activity_ratio, std::nullopt);
-  const FamilyTelemetry later = reader->Read(devices_, kStart + absl::Milliseconds(150));
+  const FamilyTelemetry later = reader->Read(devices_, kFirstReading + absl::Milliseconds(150));
   const DeviceTelemetry& gpu0 = later.devices[0];
   EXPECT_THAT(gpu0.sm_activity_ratio, Optional(0.715));
   EXPECT_THAT(gpu0.tensor_activity_ratio, Optional(0.4825));
   EXPECT_THAT(gpu0.memory_bandwidth_ratio, Optional(0.62));
   EXPECT_THAT(gpu0.warnings, IsEmpty());
   // And on every reading after that.
-  const FamilyTelemetry next = reader->Read(devices_, kStart + absl::Seconds(5));
+  const FamilyTelemetry next = reader->Read(devices_, kFirstReading + absl::Seconds(5));
   EXPECT_THAT(next.devices[4].sm_activity_ratio, Optional(0.305));
   EXPECT_THAT(next.devices[6].tensor_activity_ratio, Optional(0.0));
 }
 
 TEST_F(H100TelemetryTest, AReaderSurvivesADetectionSessionOpenedAndClosedMeanwhile) {
   auto reader = OpenOn(FixturePath("h100-sxm-8"), kFakeNvml);
-  reader->Read(devices_, kStart);
-  ASSERT_EQ(DetectWith(FixturePath("h100-sxm-8"), kFakeNvml).size(), 8u);  // init + shutdown
-  const FamilyTelemetry reading = reader->Read(devices_, kStart + absl::Seconds(1));
+  reader->Read(devices_, kFirstReading);
+  ASSERT_EQ(DetectWith("h100-sxm-8", kFakeNvml).size(), 8u);  // init + shutdown
+  const FamilyTelemetry reading = reader->Read(devices_, kFirstReading + absl::Seconds(1));
   EXPECT_THAT(reading.warnings, IsEmpty());
   EXPECT_THAT(reading.devices[3].utilization_ratio, Optional(0.91));
   EXPECT_THAT(reading.devices[3].sm_activity_ratio, Optional(0.66));
@@ -135,8 +120,8 @@ TEST_F(H100TelemetryTest, AReaderSurvivesADetectionSessionOpenedAndClosedMeanwhi
 
 TEST_F(H100TelemetryTest, AnOlderDriverUsesTheDeprecatedTemperatureCallAndHasNoGpm) {
   auto reader = OpenOn(FixturePath("h100-sxm-8"), kFakeNvmlOld);
-  reader->Read(devices_, kStart);
-  const FamilyTelemetry reading = reader->Read(devices_, kStart + absl::Seconds(1));
+  reader->Read(devices_, kFirstReading);
+  const FamilyTelemetry reading = reader->Read(devices_, kFirstReading + absl::Seconds(1));
   EXPECT_THAT(reading.devices[0].temperature_celsius, Optional(64.0));
   EXPECT_EQ(reading.devices[0].sm_activity_ratio, std::nullopt);
   EXPECT_THAT(reading.devices[0].warnings, IsEmpty());
@@ -151,7 +136,7 @@ TEST_F(H100TelemetryTest, DevicesNvmlDoesNotKnowOrOfAnotherFamilyGetNothing) {
   Device amd{.family = "amd", .index = 0, .pci_bus_id = devices_[0].pci_bus_id};
   auto reader = OpenOn(FixturePath("h100-sxm-8"), kFakeNvml);
   const std::vector<Device> asked = {stranger, amd};
-  const FamilyTelemetry reading = reader->Read(asked, kStart);
+  const FamilyTelemetry reading = reader->Read(asked, kFirstReading);
   ASSERT_EQ(reading.devices.size(), 2u);
   EXPECT_FALSE(reading.devices[0].HasAnyFigure());
   EXPECT_THAT(reading.devices[0].warnings,
@@ -163,11 +148,11 @@ TEST_F(H100TelemetryTest, DevicesNvmlDoesNotKnowOrOfAnotherFamilyGetNothing) {
 
 TEST(NvidiaTelemetryTest, AnAdaCardHasNoGpm) {
   ScopedTable table(FixturePath("workstation-rtx4090.nvml"));
-  const std::vector<Device> devices = DetectWith(FixturePath("workstation-rtx4090"), kFakeNvml);
+  const std::vector<Device> devices = DetectWith("workstation-rtx4090", kFakeNvml);
   ASSERT_EQ(devices.size(), 1u);
   auto reader = OpenOn(FixturePath("workstation-rtx4090"), kFakeNvml);
-  reader->Read(devices, kStart);
-  const DeviceTelemetry t = reader->Read(devices, kStart + absl::Seconds(2)).devices[0];
+  reader->Read(devices, kFirstReading);
+  const DeviceTelemetry t = reader->Read(devices, kFirstReading + absl::Seconds(2)).devices[0];
   EXPECT_THAT(t.utilization_ratio, Optional(0.35));
   EXPECT_THAT(t.memory_busy_ratio, Optional(0.12));
   EXPECT_THAT(t.memory_used_bytes, Optional(8211 * kMiB));
@@ -188,8 +173,8 @@ TEST(NvidiaTelemetryTest, ValuesOutOfRangeAndFailingQueriesAreWarnedAbout) {
                                "utilization 150 40\npower error 15\ngpm 101 50 20\n"));
   const Device gpu{.family = "nvidia", .index = 0, .uuid = "GPU-1", .pci_bus_id = "0000:1b:00.0"};
   auto reader = OpenOn(tree.root(), kFakeNvml);
-  reader->Read(std::vector<Device>{gpu}, kStart);
-  const DeviceTelemetry t = reader->Read(std::vector<Device>{gpu}, kStart + absl::Seconds(1))
+  reader->Read(std::vector<Device>{gpu}, kFirstReading);
+  const DeviceTelemetry t = reader->Read(std::vector<Device>{gpu}, kFirstReading + absl::Seconds(1))
                                 .devices[0];
   EXPECT_EQ(t.utilization_ratio, std::nullopt);
   EXPECT_THAT(t.memory_busy_ratio, Optional(0.4));
@@ -204,10 +189,10 @@ TEST(NvidiaTelemetryTest, ValuesOutOfRangeAndFailingQueriesAreWarnedAbout) {
 
 TEST(NvidiaTelemetryTest, WithoutNvmlNoDeviceHasFiguresAndTheReadingSaysWhy) {
   // The fixture carries no NVML of its own, and none is configured.
-  const std::vector<Device> devices = DetectWith(FixturePath("h100-sxm-8"), "");
+  const std::vector<Device> devices = DetectWith("h100-sxm-8", "");
   ASSERT_EQ(devices.size(), 8u);  // from sysfs
   auto reader = OpenOn(FixturePath("h100-sxm-8"), "");
-  const FamilyTelemetry reading = reader->Read(devices, kStart);
+  const FamilyTelemetry reading = reader->Read(devices, kFirstReading);
   ASSERT_EQ(reading.devices.size(), 8u);
   for (const DeviceTelemetry& t : reading.devices) EXPECT_FALSE(t.HasAnyFigure()) << t.index;
   EXPECT_THAT(reading.warnings,
@@ -216,4 +201,4 @@ TEST(NvidiaTelemetryTest, WithoutNvmlNoDeviceHasFiguresAndTheReadingSaysWhy) {
 }
 
 }  // namespace
-}  // namespace tessera
+}  // namespace tessera::testing

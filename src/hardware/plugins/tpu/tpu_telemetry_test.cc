@@ -15,21 +15,12 @@
 #include "hardware/plugins/tpu/tpu_plugin.h"
 #include "hardware/testing/plugin_test_support.h"
 
-namespace tessera {
+namespace tessera::testing {
 namespace {
 
 namespace rpc = ::tpu::monitoring::runtime;
-using ::testing::AllOf;
-using ::testing::Contains;
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
-using ::testing::IsEmpty;
-using ::testing::Optional;
-using testing::FixtureHost;
-using testing::FixturePath;
 
 constexpr uint64_t kGiB = 1024ull * 1024 * 1024;
-const absl::Time kNow = absl::FromUnixSeconds(1'700'000'000);
 
 class FakeMetricService final : public rpc::RuntimeMetricService::Service {
  public:
@@ -110,17 +101,13 @@ void ServeV5eTraining(FakeMetricService& s) {
   s.AddDoubles("tpu.runtime.hbm.utilization.percent", hbm);
 }
 
-std::vector<Device> V5eChips() {
-  FixtureHost host(FixturePath("tpu-v5e-8"));
-  return MakeTpuPlugin()->Detect(host.context()).devices;
-}
+std::vector<Device> V5eChips() { return DetectOnFixture(*MakeTpuPlugin(), "tpu-v5e-8"); }
 
 FamilyTelemetry ReadFrom(const std::vector<std::string>& servers,
                          const std::vector<Device>& devices) {
-  TelemetryContext context{Sysroot(FixturePath("tpu-v5e-8")), {}, {}};
-  context.options.tpu_metric_servers = servers;
-  context.options.rpc_timeout = absl::Seconds(5);
-  return MakeTpuPlugin()->OpenTelemetry(context)->Read(devices, kNow);
+  TelemetryOptions options{.tpu_metric_servers = servers, .rpc_timeout = absl::Seconds(5)};
+  return OpenTelemetryOn(*MakeTpuPlugin(), FixturePath("tpu-v5e-8"), std::move(options))
+      ->Read(devices, kFirstReading);
 }
 
 TEST(TpuTelemetryTest, EveryChipGetsTheFiguresLibtpuServesForItsDeviceId) {
@@ -197,7 +184,8 @@ TEST(TpuTelemetryTest, OnAFakeTreeNoServerIsAsked) {
                            Environment::ForSysroot(Sysroot(FixturePath("tpu-v5e-8"))), {}};
   EXPECT_THAT(TpuMetricServers(context), IsEmpty());
   const std::vector<Device> chips = V5eChips();
-  const FamilyTelemetry reading = MakeTpuPlugin()->OpenTelemetry(context)->Read(chips, kNow);
+  const FamilyTelemetry reading =
+      MakeTpuPlugin()->OpenTelemetry(context)->Read(chips, kFirstReading);
   for (const DeviceTelemetry& t : reading.devices) EXPECT_FALSE(t.HasAnyFigure());
   EXPECT_THAT(reading.warnings, ElementsAre(HasSubstr("read only on the live machine")));
 }
@@ -212,4 +200,4 @@ TEST(TpuTelemetryTest, TheLiveMachineAsksLocalhostAtEveryMetricsPort) {
 }
 
 }  // namespace
-}  // namespace tessera
+}  // namespace tessera::testing
