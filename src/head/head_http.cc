@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "hardware/node_label_keys.h"
+#include "head/head_service_internal.h"
 #include "metrics/metrics_endpoint.h"
 #include "metrics/static_file_handler.h"
 #include "rpc/message_json.h"
@@ -30,6 +31,7 @@ using Json = nlohmann::ordered_json;
 using metrics::HttpRequest;
 using metrics::HttpResponse;
 using metrics::TextResponse;
+using head_internal::AllPages;
 
 constexpr size_t kMaxLogChunk = 256 * 1024;
 
@@ -42,23 +44,6 @@ HttpResponse FromGrpc(const grpc::Status& status) {
                    : status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? 400
                                                                                 : 500;
   return TextResponse(code, status.error_message());
-}
-
-// Every page of a paged listing, merged (the repeated fields appended).
-template <typename Response, typename Call>
-grpc::Status AllPages(Call call, Response* all) {
-  v1::ListRequest request;
-  while (true) {
-    Response page;
-    grpc::Status status = call(&request, &page);
-    if (!status.ok()) return status;
-    const std::string next = page.next_page_token();
-    all->MergeFrom(page);
-    if (next.empty()) break;
-    request.set_page_token(next);
-  }
-  all->clear_next_page_token();
-  return grpc::Status::OK;
 }
 
 // A job id or node id as a path segment: the characters ids are made of, nothing that walks.
@@ -373,7 +358,7 @@ absl::Status HeadHttp::RegisterMetrics() {
         for (const v1::Demand& demand : status.demand()) {
           ++by_status[std::string(rpc::DemandStatusName(demand.status()))];
         }
-        for (const auto& [status, count] : by_status) (void)sink.Emit({status}, count);
+        for (const auto& [word, count] : by_status) (void)sink.Emit({word}, count);
       }));
   TESSERA_RETURN_IF_ERROR(add(
       {"tessera_gangs", "Training gangs (jobs of `tessera job`), by state.", {"state"}},

@@ -19,6 +19,7 @@
 #include "head/redis_state_store.h"
 #include "process/private_paths.h"
 #include "train/cluster_gang_backend.h"
+#include "head/head_service_internal.h"
 #include "rpc/token.h"
 
 namespace tessera {
@@ -210,17 +211,20 @@ void HeadServer::WritePrometheusTargets() {
   // One group per endpoint, so each series carries the node it came from.
   nlohmann::ordered_json groups = nlohmann::ordered_json::array();
   groups.push_back({{"targets", {http_address_}}, {"labels", {{"job", "tessera-head"}}}});
-  v1::ListRequest request;
-  while (true) {
-    v1::ListNodesResponse page;
-    if (!service_->ListNodes(nullptr, &request, &page).ok()) return;
-    for (const v1::NodeInfo& node : page.nodes()) {
-      if (node.state() != v1::NODE_STATE_ALIVE || node.node().http_address().empty()) continue;
-      groups.push_back({{"targets", {node.node().http_address()}},
-                        {"labels", {{"job", "tessera-node"}, {"node", node.node().node_id()}}}});
-    }
-    if (page.next_page_token().empty()) break;
-    request.set_page_token(page.next_page_token());
+  v1::ListNodesResponse nodes;
+  HeadService* service = service_.get();
+  if (!head_internal::AllPages(
+           [service](v1::ListRequest* r, v1::ListNodesResponse* p) {
+             return service->ListNodes(nullptr, r, p);
+           },
+           &nodes)
+           .ok()) {
+    return;
+  }
+  for (const v1::NodeInfo& node : nodes.nodes()) {
+    if (node.state() != v1::NODE_STATE_ALIVE || node.node().http_address().empty()) continue;
+    groups.push_back({{"targets", {node.node().http_address()}},
+                      {"labels", {{"job", "tessera-node"}, {"node", node.node().node_id()}}}});
   }
   std::string text = groups.dump(2) + "\n";
   if (text == prometheus_targets_) return;

@@ -136,4 +136,23 @@ std::optional<std::string> AppendPage(Iter begin, Iter end, PageFiller& page,
   return std::nullopt;
 }
 
+// Every page of a paged listing called in process (`call(request, page)`: a HeadService
+// handler), merged: the repeated fields appended, next_page_token cleared. For the head's own
+// readers of its listings (the HTTP API, the Prometheus targets file).
+template <typename Response, typename Call>
+grpc::Status AllPages(Call call, Response* all) {
+  v1::ListRequest request;
+  while (true) {
+    Response page;
+    grpc::Status status = call(&request, &page);
+    if (!status.ok()) return status;
+    const std::string next = page.next_page_token();
+    all->MergeFrom(page);
+    if (next.empty()) break;
+    request.set_page_token(next);
+  }
+  all->clear_next_page_token();
+  return grpc::Status::OK;
+}
+
 }  // namespace tessera::head_internal
