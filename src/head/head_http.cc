@@ -15,6 +15,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "hardware/node_label_keys.h"
 #include "head/head_service_internal.h"
@@ -273,11 +275,23 @@ absl::Status HeadHttp::AddRoutes() {
 absl::Status HeadHttp::RegisterMetrics() {
   HeadService* head = options_.service;
   train::JobManager* jobs = options_.jobs;
-  auto status_of = [head]() {
-    v1::ListRequest request;
-    v1::ClusterStatus status;
-    (void)head->GetClusterStatus(nullptr, &request, &status);
-    return status;
+  // One GetClusterStatus serves every family of a scrape (they are collected one after another):
+  // a status younger than a second is reused.
+  struct Snapshot {
+    absl::Mutex mu;
+    absl::Time taken ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+    v1::ClusterStatus status ABSL_GUARDED_BY(mu);
+  };
+  auto snapshot = std::make_shared<Snapshot>();
+  auto status_of = [head, snapshot]() {
+    absl::MutexLock lock(&snapshot->mu);
+    if (absl::Now() - snapshot->taken > absl::Seconds(1)) {
+      v1::ListRequest request;
+      snapshot->status.Clear();
+      (void)head->GetClusterStatus(nullptr, &request, &snapshot->status);
+      snapshot->taken = absl::Now();
+    }
+    return snapshot->status;
   };
   auto add = [this](metrics::MetricDefinition definition,
                     metrics::CollectCallback callback) -> absl::Status {
