@@ -1,19 +1,22 @@
 // tessera stop [--state-dir DIR] [--grace DUR]
 // tessera down [--state-dir DIR] [--grace DUR]
 // `stop` ends every head and node agent of one state folder on this machine, and their workers
-// (cluster_stop.h). `down` does the same and then removes the state folder, so a local cluster
-// from `tessera up` leaves neither a process nor a file behind.
-#include <cstdlib>
+// (cluster_stop.h). `down` does the same and then removes the state folder but its logs
+// (state_folder_removal.h), so a local cluster from `tessera up` leaves no process behind, and
+// of its files only the jobs', daemons' and workers' logs.
 #include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cli/cluster_client.h"
 #include "cli/cluster_stop.h"
 #include "cli/commands.h"
 #include "cli/state_folder.h"
+#include "cli/state_folder_removal.h"
 
 namespace tessera::cli {
 namespace {
@@ -24,23 +27,6 @@ struct StopArgs {
   std::string state_dir;
   std::string grace = "5s";
 };
-
-// Only a folder that holds what a cluster writes is removed, and never `/` or the home folder:
-// `down --state-dir ~` by mistake must not delete anything of the user's.
-bool LooksLikeStateFolder(const StateFolder& state) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path root = fs::weakly_canonical(state.root, ec);
-  if (ec || !fs::is_directory(root, ec) || root == root.root_path()) return false;
-  if (const char* home = std::getenv("HOME");
-      home != nullptr && fs::equivalent(root, fs::path(home), ec)) {
-    return false;
-  }
-  for (const char* marker : {"token", "head.address", "head.pid", "nodes", "jobs"}) {
-    if (fs::exists(root / marker, ec)) return true;
-  }
-  return false;
-}
 
 int RunStop(const StopArgs& args, AfterStop after) {
   auto trusted = TrustedStateFolder(args.state_dir);
@@ -62,30 +48,27 @@ int RunStop(const StopArgs& args, AfterStop after) {
     std::cout << "Stopped " << p.what << " (pid " << p.pid << ", " << p.how << ").\n";
   }
   if (after == AfterStop::kRemoveFolder) {
-    if (!LooksLikeStateFolder(state)) {
-      return ReportError(absl::StrCat(
-          state.root, " holds files a cluster does not write; not removing it (remove it yourself "
-                      "if it is yours)"));
+    // Everything but the logs, which outlive the cluster: the jobs' (docs/train.md), and the
+    // head's, agents' and workers', moved under <state>/logs/<time>/ (kept_logs.h).
+    auto removed = RemoveStateFolder(state, RemovalOptions{});
+    if (!removed.ok()) return ReportError(removed.status());
+    for (const std::string& warning : removed->logs.warnings) {
+      std::cerr << "warning: " << warning << "\n";
     }
-    // Everything but the jobs' logs, which outlive the cluster (docs/train.md).
-    bool kept_jobs = false;
-    for (const auto& entry : std::filesystem::directory_iterator(state.root, ec)) {
-      if (entry.path() == std::filesystem::path(state.JobsDir())) {
-        kept_jobs = true;
-        continue;
-      }
-      std::filesystem::remove_all(entry.path(), ec);
-      if (ec) {
-        return ReportError(absl::StrCat("cannot remove ", entry.path().string(), ": ", ec.message()));
-      }
-    }
-    if (!kept_jobs) std::filesystem::remove(state.root, ec);
-    if (ec) return ReportError(absl::StrCat("cannot remove ", state.root, ": ", ec.message()));
-    if (kept_jobs) {
-      std::cout << "Removed " << state.root << " except its job logs, kept in " << state.JobsDir()
-                << ".\n";
-    } else {
+    if (removed->nothing_to_remove) {
+      std::cout << "Nothing to remove: " << state.root << " holds only the logs kept earlier.\n";
+    } else if (removed->removed_folder) {
       std::cout << "Removed " << state.root << ".\n";
+    } else {
+      std::vector<std::string> kept;
+      if (removed->kept_jobs) kept.push_back(absl::StrCat("job logs in ", state.JobsDir()));
+      if (!removed->logs.folder.empty()) {
+        kept.push_back(absl::StrCat("cluster logs in ", removed->logs.folder));
+      }
+      std::cout << "Removed " << state.root << " except its "
+                << (kept.empty() ? std::string("kept logs in ") + state.LogsDir()
+                                 : absl::StrJoin(kept, " and its "))
+                << ".\n";
     }
   }
   return 0;
@@ -114,7 +97,7 @@ void AddStopCommand(CLI::App& app, int& exit_code) {
 
 void AddDownCommand(CLI::App& app, int& exit_code) {
   AddStopLike(app, exit_code, "down",
-              "Stop a local cluster (tessera up) and remove its state folder",
+              "Stop a local cluster (tessera up) and remove its state folder but its logs",
               AfterStop::kRemoveFolder);
 }
 

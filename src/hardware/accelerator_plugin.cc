@@ -40,4 +40,9 @@ std::unique_ptr<TelemetryReader> AcceleratorPlugin::OpenTelemetry(
                                "no device telemetry source");
 }
 
+std::unique_ptr<DeviceErrorReader> AcceleratorPlugin::OpenErrorWatch(
+    const DeviceErrorContext& /*context*/) const {
+  return MakeNoDeviceErrorReader();
+}
+
 }  // namespace tessera

@@ -2,7 +2,8 @@
 // GPU, Google TPU, AWS Neuron, Intel Gaudi). Core code never names a concrete plugin; the
 // registry (plugin_registry.h) lists them once. Every plugin passes one conformance suite.
 // Besides detection and isolation, a plugin opens its family's live device figures
-// (OpenTelemetry, telemetry_reader.h).
+// (OpenTelemetry, telemetry_reader.h) and its driver's messages about devices (OpenErrorWatch,
+// device_error_reader.h).
 // Thread-safe: plugins are stateless after construction; all inputs come through arguments.
 #pragma once
 
@@ -16,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "hardware/device.h"
+#include "hardware/device_error_reader.h"
 #include "hardware/environment.h"
 #include "hardware/pci.h"
 #include "hardware/sysroot.h"
@@ -104,6 +106,13 @@ class AcceleratorPlugin {
   // first Read, which says why when they cannot be. A family that cannot measure a figure leaves
   // it absent. Default: a reader that reports no figures and says the family has no source.
   virtual std::unique_ptr<TelemetryReader> OpenTelemetry(const TelemetryContext& context) const;
+
+  // Opens this family's source of driver and runtime messages about its devices on the host
+  // `context` describes (device_error_reader.h), for the failure reasons of workers that held
+  // them. Cheap and total: a source that cannot be read says so in the reports' warnings.
+  // Default: a reader that reports nothing (the family has no source).
+  virtual std::unique_ptr<DeviceErrorReader> OpenErrorWatch(
+      const DeviceErrorContext& context) const;
 };
 
 }  // namespace tessera

@@ -1,8 +1,9 @@
 // The one suite every accelerator plugin passes: identity, quantity rules, mask round trips,
 // isolation, detection on every fake machine under tests/fixtures/hardware (a plugin must
-// never claim another family's device, and detection must be total and deterministic), and
+// never claim another family's device, and detection must be total and deterministic),
 // telemetry on every fake machine (total, figures within their ranges, and nothing reported for
-// a device the plugin does not own).
+// a device the plugin does not own), and device messages on every fake machine (total, quiet
+// while nothing changes, and nothing said of a device the plugin does not own).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -209,6 +210,33 @@ TEST_P(PluginConformanceTest, TelemetryIsTotalOnEveryFixtureAndSilentForDevicesI
         EXPECT_TRUE(i < own || !t.HasAnyFigure()) << "reported a device it does not own";
       }
     }
+  }
+}
+
+TEST_P(PluginConformanceTest, DeviceMessagesAreQuietOnEveryFixtureAndNeverOfOthersDevices) {
+  const AcceleratorPlugin& p = *GetParam();
+  const absl::Time start = absl::FromUnixSeconds(1'700'000'000);
+  for (const std::string& machine : FixtureMachines()) {
+    SCOPED_TRACE(machine);
+    const std::string root = kFixtures + "/" + machine;
+    auto reader = p.OpenErrorWatch(DeviceErrorContext{Sysroot(root), {}});
+    ASSERT_NE(reader, nullptr);
+    std::vector<Device> asked = DetectOn(p, root).devices;
+    const size_t own = asked.size();
+    for (const AcceleratorPlugin* other : AcceleratorPlugins()) {
+      if (other == &p) continue;
+      for (Device& d : DetectOn(*other, root).devices) asked.push_back(std::move(d));
+    }
+    const DeviceErrorSnapshot snapshot = reader->Snapshot(asked, start);
+    const DeviceErrorReport unchanged = reader->MessagesSince(snapshot, asked, start);
+    EXPECT_THAT(unchanged.messages, ::testing::IsEmpty());
+    EXPECT_THAT(unchanged.warnings, ::testing::IsEmpty());
+    // As if every counter had been 0 when the worker started: still nothing of others' devices.
+    DeviceErrorSnapshot zeroed = snapshot;
+    for (auto& [key, value] : zeroed.marks) value = 0;
+    const std::vector<Device> others(asked.begin() + static_cast<std::ptrdiff_t>(own),
+                                     asked.end());
+    EXPECT_THAT(reader->MessagesSince(zeroed, others, start).messages, ::testing::IsEmpty());
   }
 }
 

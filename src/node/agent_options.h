@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "hardware/device_error_reader.h"
 #include "hardware/environment.h"
 #include "labels/label.h"
 #include "resources/resource_set.h"
@@ -50,6 +51,10 @@ struct AgentOptions {
   std::optional<std::string> cluster_file;
   // Root of the Linux tree discovery reads.
   std::string sysroot = "/";
+  // Where the drivers' messages about devices come from (the kernel log for NVIDIA Xid records,
+  // the TPU runtime's log folder), for failed workers' exit reasons; the defaults are the live
+  // machine's (device_error_reader.h). Tests point them at files of their own.
+  DeviceErrorOptions device_errors;
   // Operator labels and resources, on top of what discovery reports.
   LabelSet labels;
   ResourceSet resources;

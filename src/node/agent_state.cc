@@ -211,6 +211,9 @@ absl::Status AgentState::WorkerExited(const WorkerId& worker, WorkerExitInfo exi
   w.state = WorkerState::kExited;
   w.exit = std::move(exit);
   if (!w.kill_cause.empty()) w.exit->reason = absl::StrCat(w.exit->reason, ", ", w.kill_cause);
+  if (!w.exit->device_messages.empty()) {
+    w.exit->reason = absl::StrCat(w.exit->reason, "; device messages: ", w.exit->device_messages);
+  }
   w.exit->bundle_removed = w.killed_for_bundle;
   // The lease may be gone already: its bundle was cancelled while the worker ran.
   (void)ReleaseLeaseLocked(w.lease);

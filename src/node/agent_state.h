@@ -112,8 +112,10 @@ class AgentState {
   // The worker could not be started: its lease is released, and it is recorded as exited with
   // `reason`.
   void WorkerFailedToStart(const WorkerId& worker, std::string reason);
-  // The worker exited: its lease (if still held) is released at once and the exit kept.
-  // NotFound for an unknown worker; a second exit of the same worker is ignored.
+  // The worker exited: its lease (if still held) is released at once and the exit kept, its
+  // reason followed by the kill cause (NoteKill) and then "; device messages: <the exit's
+  // device_messages>" when there are any. NotFound for an unknown worker; a second exit of the
+  // same worker is ignored.
   absl::Status WorkerExited(const WorkerId& worker, WorkerExitInfo exit);
 
   // Records why the agent is about to kill a running worker ("after a KillWorker request"); its

@@ -51,6 +51,9 @@ struct WorkerExitInfo {
   bool out_of_memory = false;
   std::string reason;  // "exited with code 3", "killed by signal 9 (SIGKILL)", "out of memory"
   bool bundle_removed = false;  // killed because its bundle was removed (WorkerExit proto)
+  // What the drivers said about its devices while it ran ("GPU 0 (0000:01:00.0): Xid 79, ...",
+  // WorkerDeviceErrors): AgentState appends it to `reason`, last. "" when nothing was said.
+  std::string device_messages;
   friend bool operator==(const WorkerExitInfo&, const WorkerExitInfo&) = default;
 };
 

@@ -302,13 +302,23 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
   // A detached actor's worker outlives the driver that made it: its exit is told to the head.
   HeadLink* report_to = spec.detached_actor_id().empty() ? nullptr : head_;
   AgentMetrics* metrics = options_.metrics;
-  auto on_exit = [state, watchdog, pipes, report_to, metrics, actor = spec.detached_actor_id()](
-                     const ChildId& id, const ExitStatus& exit) {
+  WorkerDeviceErrors* device_errors = options_.device_errors;
+  auto on_exit = [state, watchdog, pipes, report_to, metrics, device_errors,
+                  actor = spec.detached_actor_id()](const ChildId& id, const ExitStatus& exit) {
     const WorkerId worker(id.value());
     if (watchdog != nullptr) watchdog->Remove(worker);
     if (pipes != nullptr) pipes->Forget(worker);
     WorkerExitInfo info = WorkerExitFromStatus(exit);
-    if (report_to != nullptr) report_to->ReportActorWorkerExit(actor, id.value(), info.reason);
+    if (device_errors != nullptr) {
+      info.device_messages = device_errors->Exited(worker, /*failed=*/!exit.success());
+    }
+    if (report_to != nullptr) {
+      report_to->ReportActorWorkerExit(
+          actor, id.value(),
+          info.device_messages.empty()
+              ? info.reason
+              : absl::StrCat(info.reason, "; device messages: ", info.device_messages));
+    }
     (void)state->WorkerExited(worker, std::move(info));
     if (metrics != nullptr) {
       // Read back: the record knows whether the agent killed it (its kill cause).
@@ -317,9 +327,12 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
       }
     }
   };
+  // Before the start: a worker that fails at once still has its devices' messages.
+  if (device_errors != nullptr) device_errors->Started(lease.worker, *visible);
   auto pid = workers_->Start(ChildId(lease.worker.value()), child, std::move(on_exit));
   if (!pid.ok()) {
     if (pipes != nullptr) pipes->Forget(lease.worker);
+    if (device_errors != nullptr) (void)device_errors->Exited(lease.worker, /*failed=*/false);
     const std::string reason = absl::StrCat("cannot start worker: ", pid.status().message());
     state_->WorkerFailedToStart(lease.worker, reason);
     return grpc::Status(static_cast<grpc::StatusCode>(pid.status().code()), reason);

@@ -27,6 +27,7 @@
 #include "node/head_link.h"
 #include "node/object_data_server.h"
 #include "node/object_transfer.h"
+#include "node/worker_device_errors.h"
 #include "node/worker_log_stream.h"
 #include "node/worker_stdin.h"
 #include "node/worker_watchdog.h"
@@ -67,6 +68,9 @@ struct AgentServiceOptions {
   // Counts lease answers and worker starts and exits (tessera_leases_total, ...); null: not
   // counted. Not owned; must outlive the service and its workers' exit callbacks.
   AgentMetrics* metrics = nullptr;
+  // The device messages a failed worker's exit reason gets (worker_device_errors.h); null: none.
+  // Not owned; must outlive the service and its workers' exit callbacks.
+  WorkerDeviceErrors* device_errors = nullptr;
 };
 
 class NodeAgentService final : public v1::NodeAgent::Service {

@@ -778,7 +778,7 @@ TEST(ClusterIntegrationTest, StartAndStopDaemonsLeaveNothingRunning) {
   EXPECT_FALSE(std::filesystem::exists(state + "/head.pid"));
 }
 
-TEST(ClusterIntegrationTest, UpStartsEveryNodeOfTheFileAndDownLeavesNothing) {
+TEST(ClusterIntegrationTest, UpStartsEveryNodeOfTheFileAndDownLeavesOnlyItsLogs) {
   auto empty = TestCluster::Empty();
   ASSERT_OK(empty.status());
   TestCluster& c = **empty;
@@ -823,8 +823,26 @@ TEST(ClusterIntegrationTest, UpStartsEveryNodeOfTheFileAndDownLeavesNothing) {
   ASSERT_EQ(down.exit_code, 0) << Describe(down);
   const CliResult ran = c.Wait(run);
   EXPECT_NE(ran.exit_code, 0) << Describe(ran);
-  EXPECT_FALSE(std::filesystem::exists(state));
   EXPECT_THAT(c.ProcessesOfThisCluster(), ::testing::IsEmpty());
+  // Of the state folder only the logs are left: the head's, every agent's and the worker's,
+  // under logs/<time>/, which logs/latest names.
+  namespace fs = std::filesystem;
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(state)) {
+    left.push_back(entry.path().filename().string());
+  }
+  EXPECT_THAT(left, ::testing::ElementsAre("logs"));
+  const std::string kept = state + "/logs/latest";
+  EXPECT_TRUE(fs::is_symlink(kept));
+  EXPECT_TRUE(fs::is_regular_file(kept + "/head.log"));
+  for (const char* node : {"cpu-0", "cpu-1", "gpu-0"}) {
+    EXPECT_TRUE(fs::is_regular_file(absl::StrCat(kept, "/nodes/", node, "/agent.log"))) << node;
+  }
+  bool worker_out = false;
+  for (const auto& entry : fs::directory_iterator(kept + "/nodes/gpu-0/workers")) {
+    worker_out |= entry.path().extension() == ".out";
+  }
+  EXPECT_TRUE(worker_out) << "no worker output kept for gpu-0";
 }
 
 // --- `tessera run` inside a bundle; a job across its node's pause ---

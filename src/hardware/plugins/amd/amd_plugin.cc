@@ -4,6 +4,7 @@
 #include "absl/strings/str_split.h"
 #include "base/string_util.h"
 #include "hardware/plugins/amd/amd_detection.h"
+#include "hardware/plugins/amd/amd_error_reader.h"
 #include "hardware/plugins/amd/amd_telemetry.h"
 #include "hardware/plugins/common/index_list.h"
 #include "hardware/plugins/common/quantity_rules.h"
@@ -59,6 +60,11 @@ class AmdPlugin final : public AcceleratorPlugin {
 
   std::unique_ptr<TelemetryReader> OpenTelemetry(const TelemetryContext& context) const override {
     return MakeAmdTelemetryReader(context);
+  }
+
+  std::unique_ptr<DeviceErrorReader> OpenErrorWatch(
+      const DeviceErrorContext& context) const override {
+    return MakeAmdErrorReader(context);
   }
 };
 

@@ -5,6 +5,7 @@
 #include "hardware/plugins/common/index_list.h"
 #include "hardware/plugins/common/quantity_rules.h"
 #include "hardware/plugins/neuron/neuron_detection.h"
+#include "hardware/plugins/neuron/neuron_error_reader.h"
 #include "hardware/plugins/neuron/neuron_telemetry.h"
 
 namespace tessera {
@@ -40,6 +41,11 @@ class NeuronPlugin final : public AcceleratorPlugin {
 
   std::unique_ptr<TelemetryReader> OpenTelemetry(const TelemetryContext& context) const override {
     return MakeNeuronTelemetryReader(context);
+  }
+
+  std::unique_ptr<DeviceErrorReader> OpenErrorWatch(
+      const DeviceErrorContext& context) const override {
+    return MakeNeuronErrorReader(context);
   }
 };
 

@@ -9,6 +9,7 @@
 #include "base/string_util.h"
 #include "hardware/plugins/common/quantity_rules.h"
 #include "hardware/plugins/nvidia/nvidia_detect.h"
+#include "hardware/plugins/nvidia/nvidia_error_reader.h"
 #include "hardware/plugins/nvidia/nvidia_telemetry.h"
 
 namespace tessera {
@@ -94,6 +95,11 @@ class NvidiaPlugin final : public AcceleratorPlugin {
 
   std::unique_ptr<TelemetryReader> OpenTelemetry(const TelemetryContext& context) const override {
     return MakeNvidiaTelemetryReader(context);
+  }
+
+  std::unique_ptr<DeviceErrorReader> OpenErrorWatch(
+      const DeviceErrorContext& context) const override {
+    return MakeNvidiaErrorReader(context);
   }
 };
 

@@ -6,6 +6,7 @@
 //   IsolationEnv: CUDA_VISIBLE_DEVICES plus CUDA_DEVICE_ORDER=PCI_BUS_ID.
 //   OpenTelemetry: NVML utilization, memory, power, energy, temperature, GPM activity
 //                  (nvidia_telemetry.h).
+//   OpenErrorWatch: Xid records of the kernel log (nvidia_error_reader.h).
 // Thread-safe: stateless.
 #pragma once
 

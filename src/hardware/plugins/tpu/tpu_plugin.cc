@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "hardware/plugins/tpu/tpu_detection.h"
+#include "hardware/plugins/tpu/tpu_error_reader.h"
 #include "hardware/plugins/tpu/tpu_isolation.h"
 #include "hardware/plugins/tpu/tpu_telemetry.h"
 
@@ -46,6 +47,11 @@ class TpuPlugin final : public AcceleratorPlugin {
 
   std::unique_ptr<TelemetryReader> OpenTelemetry(const TelemetryContext& context) const override {
     return MakeTpuTelemetryReader(context);
+  }
+
+  std::unique_ptr<DeviceErrorReader> OpenErrorWatch(
+      const DeviceErrorContext& context) const override {
+    return MakeTpuErrorReader(context);
   }
 };
 
