@@ -7,7 +7,8 @@
 // async no-op tasks and wait for each batch, for a fixed time; the figure is the tasks of all
 // clients over the slowest client's time (connecting is not timed).
 // Needs a running cluster: `tessera up examples/clusters/small.yaml` (TESSERA_STATE_DIR names it),
-// then `build/bench/task_bench`. This binary is also its own worker.
+// then `build/bench/task_bench`. This binary is also its own worker. TESSERA_BENCH_TASK_EVENTS=0
+// turns the driver's timeline reports off (InitOptions::record_task_events).
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -242,7 +243,11 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], kChildFlag) == 0) {
     return RunMultiClientChild(std::atof(argv[2]));
   }
-  if (absl::Status s = tessera::Init(); !s.ok()) {
+  // TESSERA_BENCH_TASK_EVENTS=0: no timeline reports (bench/task_events_overhead.sh compares).
+  tessera::InitOptions options;
+  const char* events = std::getenv("TESSERA_BENCH_TASK_EVENTS");
+  options.record_task_events = events == nullptr || std::strcmp(events, "0") != 0;
+  if (absl::Status s = tessera::Init(std::move(options)); !s.ok()) {
     std::fprintf(stderr, "task_bench: %s\n", std::string(s.message()).c_str());
     return 1;
   }

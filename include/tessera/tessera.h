@@ -80,6 +80,9 @@ struct InitOptions {
   std::vector<std::string> worker_command;
   // Added to every leased worker's environment (Tessera's own worker variables win).
   std::map<std::string, std::string> worker_env;
+  // Report the runs of this driver's tasks and actor calls to the head, for `tessera timeline`
+  // (a bounded buffer, sent every second; never slows the work).
+  bool record_task_events = true;
 };
 
 // Connects this program to the cluster as a driver, or, in a worker process, runs tasks and never

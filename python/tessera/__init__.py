@@ -27,7 +27,7 @@ from tessera._private.worker import (
     shutdown,
     wait,
 )
-from tessera._private.state import available_resources, cluster_resources, nodes
+from tessera._private.state import available_resources, cluster_resources, nodes, timeline
 from tessera.actor import ActorClass, ActorHandle, get_actor, kill, method
 from tessera.remote_function import remote
 from tessera.runtime_context import get_gpu_ids, get_runtime_context
@@ -37,5 +37,6 @@ __version__ = "0.1.0"
 __all__ = [
     "ActorClass", "ActorHandle", "ObjectRef", "TesseraContext", "available_resources", "cancel",
     "cluster_resources", "exceptions", "get", "get_actor", "get_gpu_ids", "get_runtime_context",
-    "init", "is_initialized", "kill", "method", "nodes", "put", "remote", "shutdown", "wait",
+    "init", "is_initialized", "kill", "method", "nodes", "put", "remote", "shutdown", "timeline",
+    "wait",
 ]

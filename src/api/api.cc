@@ -278,5 +278,16 @@ std::string DriverId() {
   return current == nullptr ? "" : current->driver_id();
 }
 
+std::string JobId() {
+  auto current = Current();
+  return current == nullptr ? "" : current->job_id();
+}
+
+absl::StatusOr<std::string> TimelineJson() {
+  auto current = Current();
+  if (current == nullptr) return absl::FailedPreconditionError("tessera is not initialized");
+  return current->TimelineJson();
+}
+
 }  // namespace internal
 }  // namespace tessera

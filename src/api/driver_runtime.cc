@@ -1,5 +1,6 @@
 #include "api/driver_runtime.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <utility>
@@ -19,10 +20,12 @@
 #include "labels/label_selector.h"
 #include "resources/resource_set.h"
 #include "rpc/auth.h"
+#include "rpc/status_conversion.h"
 #include "rpc/channel.h"
 #include "rpc/proto_convert.h"
 #include "rpc/retry.h"
 #include "rpc/state_names.h"
+#include "timeline/chrome_trace.h"
 #include "worker/worker_runtime.h"
 
 namespace tessera::api {
@@ -160,7 +163,11 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
   leases.agent_address = options.agent_address;
   leases.state_dir = state.root;
   leases.owner_address = runtime->server_->address();
-  leases.job_id = runtime->owner_.worker_id;
+  // The job: the one this process runs in (a task's nested driver, a `tessera run` program, a
+  // gang's rank), else this driver itself.
+  const char* job = std::getenv(worker::kJobIdEnv);
+  leases.job_id = job != nullptr && *job != '\0' ? std::string(job) : runtime->owner_.worker_id;
+  runtime->job_id_ = leases.job_id;
   leases.forward_output = options.forward_worker_output;
   leases.prefix_output = options.prefix_worker_output;
   leases.worker_command = options.worker_command;
@@ -192,6 +199,15 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
     runtime->keepalive_ = std::make_unique<DriverKeepAlive>(runtime->head_.get(), runtime->token_,
                                                             runtime->driver_id());
   }
+  if (runtime->head_ != nullptr && options.record_task_events) {
+    TaskEventReporterOptions reporter;
+    reporter.token = runtime->token_;
+    reporter.job_id = leases.job_id;
+    runtime->task_events_ =
+        std::make_unique<TaskEventReporter>(runtime->head_.get(), std::move(reporter));
+    TaskEventReporter* sink = runtime->task_events_.get();
+    runtime->submitter_->SetTaskEventSink([sink](v1::TaskEvent event) { sink->Add(std::move(event)); });
+  }
   DriverRuntime* self = runtime.get();
   runtime->reaper_ = std::thread([self] {
     while (!self->stop_reaper_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
@@ -213,6 +229,8 @@ void DriverRuntime::Shutdown() {
   if (keepalive_ != nullptr) keepalive_->Stop();
   submitter_->Shutdown();
   leases_->Shutdown();
+  // After the submitter: the last runs it saw are sent too.
+  if (task_events_ != nullptr) task_events_->Stop();
   {
     absl::MutexLock lock(&attached_mu_);
     for (auto& c : attached_) {
@@ -224,6 +242,33 @@ void DriverRuntime::Shutdown() {
   objects_->FailAllPending(absl::CancelledError("tessera is shut down"));
   server_->Shutdown(absl::Milliseconds(100));
   server_->Wait();
+}
+
+absl::StatusOr<std::string> DriverRuntime::TimelineJson() {
+  if (head_ == nullptr) {
+    return absl::FailedPreconditionError("a timeline needs the cluster's head; this driver has none");
+  }
+  if (task_events_ != nullptr) task_events_->Flush();
+  timeline::TimelineInput input;
+  input.job_id = job_id_;
+  int64_t after = 0;
+  while (true) {
+    v1::GetTaskEventsRequest request;
+    request.set_job_id(job_id_);
+    request.set_after(after);
+    v1::GetTaskEventsResponse response;
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, token_, absl::Seconds(30));
+    grpc::Status got = head_->GetTaskEvents(&context, request, &response);
+    if (got.error_code() == grpc::StatusCode::NOT_FOUND) break;  // nothing ran yet
+    if (!got.ok()) return rpc::FromGrpcStatus(got);
+    input.dropped = response.dropped();
+    for (v1::TaskEvent& event : *response.mutable_events()) input.tasks.push_back(std::move(event));
+    if (!response.more()) break;
+    after = response.next();
+  }
+  input.now = absl::Now();
+  return timeline::ChromeTrace(input).dump();
 }
 
 absl::StatusOr<LeaseShape> DriverRuntime::ShapeFor(const TaskOptions& options) {

@@ -19,6 +19,7 @@
 #include "absl/synchronization/notification.h"
 #include "api/actor_directory_client.h"
 #include "api/driver_keepalive.h"
+#include "api/task_event_reporter.h"
 #include "api/foreign_calls.h"
 #include "api/object_node_store.h"
 #include "api/object_table.h"
@@ -34,8 +35,15 @@ class DriverRuntime {
   static absl::StatusOr<std::unique_ptr<DriverRuntime>> Create(const InitOptions& options);
   ~DriverRuntime();
 
-  // This driver's id at the head: its leases' job id, the owner of what it reserves.
+  // This driver's id at the head: the owner of what it reserves.
   const std::string& driver_id() const { return owner_.worker_id; }
+  // The job its work belongs to (its leases' job id, its timeline): the job of the process it
+  // runs in (TESSERA_JOB_ID: a task's nested driver, a `tessera run` program, a gang's rank),
+  // else its own driver id.
+  const std::string& job_id() const { return job_id_; }
+  // This job's timeline as the head has it, in the Chrome trace format (timeline/chrome_trace.h),
+  // after sending the runs not reported yet. FailedPrecondition without a head.
+  absl::StatusOr<std::string> TimelineJson();
 
   ObjectRefBase Submit(internal::AnyFunction fn, const TaskOptions& options,
                        std::vector<internal::TaskArgument> args);
@@ -147,6 +155,7 @@ class DriverRuntime {
   absl::Status AttachAt(const std::string& id, const std::string& name,
                         const std::string& class_name, const std::string& address);
   std::string token_;
+  std::string job_id_;
   std::unique_ptr<v1::Head::Stub> head_;
   // Named actors at the head; nullptr without a head (names are then this driver's only).
   std::unique_ptr<ActorDirectoryClient> directory_;
@@ -160,6 +169,9 @@ class DriverRuntime {
   std::thread reaper_;
   // Keeps what this driver reserved alive at the head; nullptr without a head.
   std::unique_ptr<DriverKeepAlive> keepalive_;
+  // Sends the runs of this driver's tasks to the head (timelines); nullptr without a head or
+  // when not asked for.
+  std::unique_ptr<TaskEventReporter> task_events_;
 };
 
 }  // namespace tessera::api

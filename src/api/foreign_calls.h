@@ -54,7 +54,12 @@ absl::Status AttachActor(const std::string& actor_id, const std::string& owner_a
 std::string OwnerAddressOfThisProcess();
 // Cancels the task whose result is `ref` (DriverRuntime::Cancel, TaskSubmitter::Cancel).
 absl::Status CancelTask(const ObjectRefBase& ref, bool force, bool recursive);
-// The id the head knows this process's runtime by (its job id); "" before Init.
+// The id the head knows this process's runtime by; "" before Init.
 std::string DriverId();
+// The job this process's work belongs to (DriverRuntime::job_id); "" before Init.
+std::string JobId();
+// This job's timeline in the Chrome trace format (DriverRuntime::TimelineJson); FailedPrecondition
+// before Init.
+absl::StatusOr<std::string> TimelineJson();
 
 }  // namespace tessera::internal

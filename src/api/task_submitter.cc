@@ -40,6 +40,26 @@ absl::Status ActorDeadStatus(const std::string& display, const std::string& caus
 }
 
 // Why an actor whose constructor did not make an instance is dead.
+// "task", "actor_create", "actor_call": TaskEvent.kind.
+std::string TaskKindWord(v1::TaskKind kind) {
+  switch (kind) {
+    case v1::ACTOR_CREATE: return "actor_create";
+    case v1::ACTOR_METHOD: return "actor_call";
+    default: return "task";
+  }
+}
+
+// TaskEvent.outcome of a run whose worker sent `result`: what the submitter makes of it below.
+std::string RunOutcome(const QueuedTask& task, const v1::TaskResult& result, bool cancelled) {
+  if (!result.has_error()) return "ok";
+  if (cancelled) return "cancelled";
+  const std::string type = result.error().type().empty() ? result.error().kind()
+                                                         : result.error().type();
+  const bool retried = result.error().retryable() && task.spec.kind() == v1::TASK &&
+                       task.spec.attempt() + 1 <= task.max_retries;
+  return absl::StrCat(retried ? "retried: " : "error: ", type);
+}
+
 std::string ConstructorFailure(const std::string& factory, const v1::TaskError& error) {
   if (error.kind() == "application") {
     return absl::StrCat("its constructor ", factory, " threw ", error.type(),
@@ -65,6 +85,7 @@ void TaskSubmitter::Submit(const LeaseShape& shape, QueuedTask task) {
     } else {
       auto [it, inserted] = shapes_.try_emplace(shape.key);
       if (inserted) it->second.shape = shape;
+      StampSubmitLocked(task);
       it->second.queue.push_back(std::move(task));
       DispatchLocked(it->second);
     }
@@ -125,7 +146,7 @@ void TaskSubmitter::MaybeGrowLocked(Shape& shape) {
 WorkerHandle TaskSubmitter::NewHandle() { return next_handle_.fetch_add(1); }
 
 bool TaskSubmitter::AddWorker(const std::string& shape_key, WorkerHandle handle,
-                              std::shared_ptr<WorkerChannel> channel) {
+                              std::shared_ptr<WorkerChannel> channel, WorkerIdentity identity) {
   absl::MutexLock lock(&mu_);
   auto it = shapes_.find(shape_key);
   if (shut_down_ || it == shapes_.end()) {
@@ -139,6 +160,7 @@ bool TaskSubmitter::AddWorker(const std::string& shape_key, WorkerHandle handle,
   worker.handle = handle;
   worker.shape_key = shape_key;
   worker.channel = std::move(channel);
+  worker.identity = std::move(identity);
   worker.idle_since = absl::Now();
   shape.workers.push_back(handle);
   ++stats_.workers_started;
@@ -203,6 +225,10 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
         continue;
       }
       QueuedTask& task = it->second;
+      if (task_event_sink_) {
+        RecordRunLocked(task, worker, result.start_time_us(), result.end_time_us(),
+                        RunOutcome(task, result, cancelled_.contains(result.task_id())));
+      }
       if (task.spec.kind() == v1::ACTOR_CREATE) {
         const bool failed = result.has_error() && shape.actor && !shape.dead;
         const std::string cause =
@@ -256,6 +282,30 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
   DeliverAll(std::move(outcomes));
 }
 
+void TaskSubmitter::StampSubmitLocked(QueuedTask& task) const {
+  if (task_event_sink_ && task.submit_time_us == 0) {
+    task.submit_time_us = absl::ToUnixMicros(absl::Now());
+  }
+}
+
+void TaskSubmitter::RecordRunLocked(const QueuedTask& task, const Worker& worker,
+                                    int64_t start_us, int64_t end_us, std::string outcome) const {
+  v1::TaskEvent event;
+  event.set_task_id(task.spec.task_id());
+  event.set_name(task.spec.function());
+  event.set_kind(TaskKindWord(task.spec.kind()));
+  event.set_actor_id(task.spec.actor_id());
+  event.set_attempt(task.spec.attempt());
+  event.set_node_id(worker.identity.node_id);
+  event.set_worker_id(worker.identity.worker_id);
+  event.set_worker_pid(worker.identity.pid);
+  event.set_submit_time_us(task.submit_time_us);
+  event.set_start_time_us(start_us);
+  event.set_end_time_us(end_us);
+  event.set_outcome(std::move(outcome));
+  task_event_sink_(std::move(event));
+}
+
 void TaskSubmitter::RemoveWorkerLocked(Worker& worker) {
   Shape& shape = shapes_.at(worker.shape_key);
   shape.workers.erase(std::remove(shape.workers.begin(), shape.workers.end(), worker.handle),
@@ -273,6 +323,13 @@ void TaskSubmitter::WorkerDied(WorkerHandle handle, const std::string& cause,
     ++stats_.workers_died;
     Worker& worker = wit->second;
     Shape& shape = shapes_.at(worker.shape_key);
+    if (task_event_sink_) {
+      const int64_t now_us = absl::ToUnixMicros(absl::Now());
+      for (const auto& [id, task] : worker.in_flight) {
+        RecordRunLocked(task, worker, 0, now_us,
+                        cancelled_.contains(id) ? "cancelled" : absl::StrCat("worker died: ", cause));
+      }
+    }
     std::vector<QueuedTask> retry;
     if (shape.actor) {
       ActorWorkerDiedLocked(shape, worker, cause, bundle_removed, outcomes);
@@ -484,6 +541,7 @@ void TaskSubmitter::CreateActor(const LeaseShape& shape, ActorSpec actor, Queued
     constructor.spec.set_kind(v1::ACTOR_CREATE);
     constructor.spec.set_sequence(0);
     constructor.return_id = ObjectId();
+    StampSubmitLocked(constructor);
     s.constructor = constructor;
     if (shut_down_) {
       ActorDeadLocked(s, "tessera is shut down", outcomes);
@@ -517,6 +575,7 @@ void TaskSubmitter::SubmitActorCall(const std::string& shape_key, QueuedTask cal
       call.spec.set_kind(v1::ACTOR_METHOD);
       call.spec.set_sequence(shape.next_sequence++);
       call.max_retries = shape.actor_spec.max_task_retries;
+      StampSubmitLocked(call);
       shape.queue.push_back(std::move(call));
       DispatchLocked(shape);
     }

@@ -38,6 +38,7 @@
 #include "tessera/object_ref.h"
 #include "tessera/tessera.h"
 #include "tessera/v1/common.pb.h"
+#include "tessera/v1/head.pb.h"
 #include "tessera/v1/worker.pb.h"
 
 namespace tessera::api {
@@ -59,7 +60,20 @@ struct QueuedTask {
   // A task of another language: the object holding its code, which workers fetch from this
   // owner, kept as long as the task may still run (retries included).
   std::optional<ObjectRefBase> code;
+  // When the owner first queued it (Unix µs; 0: not recorded), for its timeline.
+  int64_t submit_time_us = 0;
 };
+
+// Who a leased worker is, for the timelines of the runs it serves.
+struct WorkerIdentity {
+  std::string node_id;
+  std::string worker_id;
+  int pid = 0;
+};
+
+// Told of every run that ended (ran to a result, failed, or lost with its worker), under the
+// submitter's mutex: must not block or call back into the submitter (TaskEventReporter::Add).
+using TaskEventSink = std::function<void(v1::TaskEvent event)>;
 
 // An actor as the submitter sees it: a shape of its own with at most one worker, never let go
 // while the actor lives, whose constructor task is sent first on every new worker.
@@ -125,6 +139,8 @@ class TaskSubmitter {
   void SetLeaseSource(LeaseSource* leases) { leases_ = leases; }
   // Set once before the first CreateActor: hears each restart and the death of every actor.
   void SetActorObserver(ActorObserver observer) { actor_observer_ = std::move(observer); }
+  // Set once before the first Submit: hears every run that ended (the timelines).
+  void SetTaskEventSink(TaskEventSink sink) { task_event_sink_ = std::move(sink); }
 
   void Submit(const LeaseShape& shape, QueuedTask task);
 
@@ -145,7 +161,7 @@ class TaskSubmitter {
   WorkerHandle NewHandle();
   // A worker leased for `shape_key` is ready. False (the channel closed) after Shutdown.
   bool AddWorker(const std::string& shape_key, WorkerHandle handle,
-                 std::shared_ptr<WorkerChannel> channel);
+                 std::shared_ptr<WorkerChannel> channel, WorkerIdentity identity = {});
   // The outstanding lease of `shape_key` gave no worker. `permanent`: asking again cannot help
   // (infeasible, invalid), so the shape's waiting tasks fail at once when it has no worker.
   void LeaseFailed(const std::string& shape_key, const absl::Status& status, bool permanent);
@@ -184,6 +200,7 @@ class TaskSubmitter {
     WorkerHandle handle = 0;
     std::string shape_key;
     std::shared_ptr<WorkerChannel> channel;
+    WorkerIdentity identity;
     absl::flat_hash_map<std::string, QueuedTask> in_flight;  // by task id
     absl::Time idle_since;
     bool doomed = false;  // a forced cancel ends its process: nothing more is sent to it
@@ -215,6 +232,11 @@ class TaskSubmitter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveWorkerLocked(Worker& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DeliverAll(std::vector<Outcome> outcomes) ABSL_LOCKS_EXCLUDED(mu_);
+  // Tells the task event sink (when there is one) of a run of `task` on `worker` that ended.
+  void RecordRunLocked(const QueuedTask& task, const Worker& worker, int64_t start_us,
+                       int64_t end_us, std::string outcome) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Stamps a task being queued with the time, when runs are recorded.
+  void StampSubmitLocked(QueuedTask& task) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void ActorWorkerDiedLocked(Shape& shape, Worker& worker, const std::string& cause,
                              bool bundle_removed, std::vector<Outcome>& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -229,6 +251,7 @@ class TaskSubmitter {
   LeaseSource* leases_;
   const DeliverFn deliver_;
   ActorObserver actor_observer_;
+  TaskEventSink task_event_sink_;
 
   mutable absl::Mutex mu_;
   std::map<std::string, Shape> shapes_ ABSL_GUARDED_BY(mu_);

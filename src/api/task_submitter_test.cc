@@ -132,6 +132,56 @@ TEST_F(SubmitterTest, DeadWorkersTasksRetryThenFailNamingTheCause) {
   EXPECT_EQ(stats.workers_died, 2);
 }
 
+// Every run that ends is told to the event sink once: with the worker's times and identity,
+// and its outcome in words.
+TEST_F(SubmitterTest, EveryRunThatEndsIsToldToTheTaskEventSink) {
+  std::vector<v1::TaskEvent> events;
+  submitter_.SetTaskEventSink([&](v1::TaskEvent event) { events.push_back(std::move(event)); });
+  Submit(/*max_retries=*/1);
+  const ObjectId failing = Submit(/*max_retries=*/0);
+  auto channel = std::make_shared<FakeChannel>();
+  const WorkerHandle h = submitter_.NewHandle();
+  ASSERT_TRUE(submitter_.AddWorker(shape_.key, h, channel, WorkerIdentity{"n1", "w-1", 4242}));
+  ASSERT_EQ(channel->Unanswered().size(), 1u);  // one at a time until durations are known
+  v1::TaskResultBatch results;
+  v1::TaskResult* ok = results.add_results();
+  ok->set_task_id(channel->Unanswered()[0].task_id());
+  ok->set_value("v");
+  ok->set_start_time_us(1'000'000);
+  ok->set_end_time_us(1'000'250);
+  channel->answered.insert(ok->task_id());
+  submitter_.OnResults(h, results);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].name(), "f");
+  EXPECT_EQ(events[0].kind(), "task");
+  EXPECT_EQ(events[0].node_id(), "n1");
+  EXPECT_EQ(events[0].worker_id(), "w-1");
+  EXPECT_EQ(events[0].worker_pid(), 4242);
+  EXPECT_EQ(events[0].start_time_us(), 1'000'000);
+  EXPECT_EQ(events[0].end_time_us(), 1'000'250);
+  EXPECT_GT(events[0].submit_time_us(), 0);
+  EXPECT_EQ(events[0].outcome(), "ok");
+  // An application error, then a run lost with its worker.
+  ASSERT_EQ(channel->Unanswered().size(), 1u);
+  v1::TaskResultBatch failed;
+  v1::TaskResult* error = failed.add_results();
+  error->set_task_id(channel->Unanswered()[0].task_id());
+  error->mutable_error()->set_kind("application");
+  error->mutable_error()->set_type("ValueError");
+  channel->answered.insert(error->task_id());
+  submitter_.OnResults(h, failed);
+  ASSERT_EQ(outcomes_.count(failing), 1u);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].outcome(), "error: ValueError");
+  Submit();
+  ASSERT_EQ(channel->Unanswered().size(), 1u);
+  submitter_.WorkerDied(h, "killed by signal 9 (SIGKILL)");
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[2].outcome(), "worker died: killed by signal 9 (SIGKILL)");
+  EXPECT_EQ(events[2].start_time_us(), 0);
+  EXPECT_GT(events[2].end_time_us(), 0);
+}
+
 TEST_F(SubmitterTest, ResultsAreDeliveredOnce) {
   Submit();
   auto [h, channel] = AddWorker();

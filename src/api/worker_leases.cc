@@ -544,7 +544,9 @@ v1::WorkerReadyReply WorkerLeases::WorkerReady(const v1::WorkerReadyRequest& req
     }
     it->second.handle = handle;
   }
-  if (submitter_->AddWorker(leased.shape_key, handle, channel) && options_.on_worker_ready) {
+  if (submitter_->AddWorker(leased.shape_key, handle, channel,
+                           WorkerIdentity{grant.node_id(), grant.worker_id(), request.pid()}) &&
+      options_.on_worker_ready) {
     options_.on_worker_ready(leased.shape_key, request.address(), grant.node_id(),
                              grant.worker_id());
   }

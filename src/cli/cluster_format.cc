@@ -1,8 +1,10 @@
 #include "cli/cluster_format.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/string_util.h"
 #include "resources/byte_size.h"
@@ -19,6 +21,18 @@ std::string AmountText(std::string_view resource, int64_t raw) {
     return FormatBytes(static_cast<uint64_t>(q.WholePart()));
   }
   return FormatResourceAmount(resource, q);
+}
+
+std::string MeasuredUseText(const tessera::v1::ResourceUsage& usage) {
+  if (!usage.has_measured()) return "";
+  if (usage.measured_devices() > 0) {
+    const double mean = usage.measured() / usage.measured_devices();
+    return absl::StrFormat("  busy %.0f%% of %d measured", 100 * mean, usage.measured_devices());
+  }
+  if (IsByteResource(usage.resource())) {
+    return absl::StrCat("  in use ", FormatBytes(static_cast<uint64_t>(std::max(0.0, usage.measured()))));
+  }
+  return absl::StrFormat("  in use %.2f", usage.measured());
 }
 
 std::string ResourcesText(const tessera::v1::Resources& resources) {

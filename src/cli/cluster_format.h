@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "rpc/message_json.h"
 #include "tessera/v1/common.pb.h"
+#include "tessera/v1/head.pb.h"
 
 namespace tessera::cli {
 
@@ -22,6 +23,9 @@ std::string UsageText(const tessera::v1::Resources& available,
                       const tessera::v1::Resources& total);
 // One amount of one resource as people read it ("2.5", "64 GiB"; rounded for bytes).
 std::string AmountText(std::string_view resource, int64_t raw);
+// "  in use 3.25" (CPU cores), "  in use 1.5 GiB" (memory), "  busy 87% of 16 measured" (a device
+// resource: the mean busy fraction of the devices measured); "" when nothing was measured.
+std::string MeasuredUseText(const tessera::v1::ResourceUsage& usage);
 // "GPU 0,1; TPU 2 (0.5)": the device instances of an allocation; "" when it holds none.
 std::string DevicesText(const tessera::v1::Allocation& allocation);
 // "k=v,k2=v2", sorted by key.

@@ -33,6 +33,21 @@ TEST(ClusterFormatTest, UsageTextForPeopleRoundsBytes) {
   EXPECT_EQ(UsageText(Res({}), Res({{"GPU", 40000}})), "GPU 4/4");
 }
 
+TEST(ClusterFormatTest, MeasuredUseIsInTheResourcesUnitOrABusyShareOfDevices) {
+  tessera::v1::ResourceUsage usage;
+  usage.set_resource("CPU");
+  EXPECT_EQ(MeasuredUseText(usage), "");  // nobody measured it
+  usage.set_measured(3.254);
+  EXPECT_EQ(MeasuredUseText(usage), "  in use 3.25");
+  usage.set_resource("memory");
+  usage.set_measured(1.5 * 1024 * 1024 * 1024);
+  EXPECT_EQ(MeasuredUseText(usage), "  in use 1.5 GiB");
+  usage.set_resource("TPU");
+  usage.set_measured(13.92);
+  usage.set_measured_devices(16);
+  EXPECT_EQ(MeasuredUseText(usage), "  busy 87% of 16 measured");
+}
+
 TEST(ClusterFormatTest, DevicesTextNamesInstancesAndFractions) {
   tessera::v1::Allocation a;
   auto* gpu = a.add_devices();

@@ -209,16 +209,16 @@ std::string StatusText(const tessera::v1::ClusterStatus& status,
   *nodes.mutable_nodes() = status.nodes();
   if (!status.nodes().empty()) absl::StrAppend(&out, NodesTable(nodes));
 
-  // What leases and bundles hold, as the head accounts for it (measured use: the dashboard and
-  // the agents' /metrics).
-  absl::StrAppend(&out, "\nResources (reserved/total):\n");
+  // What leases and bundles hold, as the head accounts for it, and beside it what the agents
+  // measured in use (the dashboard and the agents' /metrics have it per node and device).
+  absl::StrAppend(&out, "\nResources (reserved/total, measured use):\n");
   if (status.usage().empty()) absl::StrAppend(&out, "  none\n");
   std::set<std::string> slice_names;
   for (const auto& s : status.slices().slices()) slice_names.insert(s.name());
   for (const tessera::v1::ResourceUsage& u : status.usage()) {
     if (IsMarkerResource(u.resource(), slice_names)) continue;
     absl::StrAppend(&out, "  ", u.resource(), " ", AmountText(u.resource(), u.used_raw()), "/",
-                    AmountText(u.resource(), u.total_raw()), "\n");
+                    AmountText(u.resource(), u.total_raw()), MeasuredUseText(u), "\n");
   }
 
   const auto& slices = status.slices();

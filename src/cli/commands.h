@@ -19,6 +19,7 @@ void AddSliceCommand(CLI::App& app, int& exit_code);
 void AddListCommand(CLI::App& app, int& exit_code);
 void AddStatusCommand(CLI::App& app, int& exit_code);
 void AddEventsCommand(CLI::App& app, int& exit_code);
+void AddTimelineCommand(CLI::App& app, int& exit_code);
 void AddLogsCommand(CLI::App& app, int& exit_code);
 void AddRunCommand(CLI::App& app, int& exit_code);
 void AddTrainCommand(CLI::App& app, int& exit_code);

@@ -1,12 +1,17 @@
 // tessera events [--follow] [--after SEQ] [--json]
-// The head's event stream (Head.ListEvents): what users should hear of, oldest first, one line
-// each ("2026-12-02 01:20:00  node  node n1 was declared dead: ..."; local time). --follow keeps
-// printing new events as the head records them (every second) until interrupted; --json prints
-// each event as one JSON object per line (seq, time_ms, kind, message).
+// The head's event stream (Head.ListEvents): nodes joining and lost, reservations made, held,
+// lost and removed, jobs starting and ending, gang ranks failing and restarting, drivers gone,
+// oldest first, one line each in local time; a notice (what `tessera status` also shows) is
+// marked "!":
+//   2026-12-02 01:20:00  node         node n1 joined (agent at 10.0.0.5:7001): CPU=8
+//   2026-12-02 01:21:40  node       ! node n1 declared dead: no heartbeat for 10s
+// --follow keeps printing new events as the head records them (every second) until interrupted;
+// --json prints each event as one JSON object per line (seq, time_ms, kind, message, notice).
 #include <iostream>
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cli/cluster_args.h"
@@ -38,7 +43,8 @@ int RunEvents(const EventsArgs& args) {
       } else {
         std::cout << absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMillis(event.time_ms()),
                                       zone)
-                  << "  " << event.kind() << "  " << event.message() << "\n";
+                  << "  " << absl::StrFormat("%-11s", event.kind()) << (event.notice() ? "! " : "  ")
+                  << event.message() << "\n";
       }
     }
     std::cout.flush();
@@ -55,7 +61,7 @@ int RunEvents(const EventsArgs& args) {
 void AddEventsCommand(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<EventsArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "events", "The head's events: nodes lost, reservations lost or restored, drivers gone, ...");
+      "events", "The cluster's events: nodes, reservations, jobs, gangs, drivers (! marks a notice)");
   cmd->add_flag("--follow,-f", args->follow, "Keep printing new events until interrupted");
   cmd->add_option("--after", args->after, "Only events after this sequence number")
       ->check(CLI::NonNegativeNumber);

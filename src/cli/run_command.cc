@@ -116,6 +116,8 @@ absl::StatusOr<LeaseRequest> BuildLeaseRequest(const RunArgs& args) {
   // leaving it to hold its resources (or its bundle) with nobody to read it.
   worker.set_stop_when_unwatched(true);
   lease.set_job_id(NewRequestId("job"));
+  // The program's own tasks are reported under this job (`tessera timeline JOB`).
+  (*worker.mutable_env())["TESSERA_JOB_ID"] = lease.job_id();
   return lease;
 }
 

@@ -21,9 +21,23 @@ void DeviceHistory::Record(const std::string& node_id,
   }
 }
 
+void DeviceHistory::RecordUsage(const std::string& node_id, const v1::NodeUsage& usage) {
+  absl::MutexLock lock(&mu_);
+  v1::NodeUsage& kept = usage_[node_id];
+  if (usage.time_ms() >= kept.time_ms()) kept = usage;
+}
+
 void DeviceHistory::Forget(const std::string& node_id) {
   absl::MutexLock lock(&mu_);
   nodes_.erase(node_id);
+  usage_.erase(node_id);
+}
+
+std::optional<v1::NodeUsage> DeviceHistory::Usage(const std::string& node_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = usage_.find(node_id);
+  if (it == usage_.end()) return std::nullopt;
+  return it->second;
 }
 
 std::vector<std::pair<DeviceHistory::Key, std::vector<v1::DeviceSample>>> DeviceHistory::Get(

@@ -1,7 +1,8 @@
-// DeviceHistory: the latest readings of every node's devices, as agents send them in heartbeats
-// (HeartbeatRequest.device_samples), kept per device for the dashboard's time series and
-// `tessera status`'s use beside reservation: the newest max_samples per device, the oldest
-// dropped. A node's history goes when the node is forgotten.
+// DeviceHistory: the latest readings of every node, as agents send them in heartbeats: its
+// devices' (HeartbeatRequest.device_samples), kept per device for the dashboard's time series
+// (the newest max_samples per device, the oldest dropped), and what its workers use
+// (HeartbeatRequest.usage, the newest only); both are `tessera status`'s use beside
+// reservation. A node's readings go when the node is forgotten.
 //
 // Thread-safety: one mutex of its own (a leaf lock). Cost: Record O(samples), Get O(history of
 // the node).
@@ -10,6 +11,7 @@
 #include <cstddef>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +33,8 @@ class DeviceHistory {
   void Record(const std::string& node_id,
               const google::protobuf::RepeatedPtrField<v1::DeviceSample>& samples)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The node's workers' use, replacing an older one.
+  void RecordUsage(const std::string& node_id, const v1::NodeUsage& usage) ABSL_LOCKS_EXCLUDED(mu_);
   void Forget(const std::string& node_id) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Each device of the node that sent readings, by (resource, index), oldest reading first.
@@ -39,12 +43,15 @@ class DeviceHistory {
       ABSL_LOCKS_EXCLUDED(mu_);
   // The newest reading of each device of every node, by node id.
   std::map<std::string, std::vector<v1::DeviceSample>> Latest() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The newest use of the node's workers; nullopt when its agent sent none.
+  std::optional<v1::NodeUsage> Usage(const std::string& node_id) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   const size_t max_samples_;
   const size_t max_devices_per_node_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::map<Key, std::deque<v1::DeviceSample>>> nodes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, v1::NodeUsage> usage_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tessera

@@ -8,8 +8,17 @@
 namespace tessera {
 
 void EventLog::Record(std::string message, std::string kind) {
+  Add(std::move(kind), std::move(message), /*notice=*/true);
+}
+
+void EventLog::RecordChange(std::string kind, std::string message) {
+  Add(std::move(kind), std::move(message), /*notice=*/false);
+}
+
+void EventLog::Add(std::string kind, std::string message, bool notice) {
   absl::MutexLock lock(&mu_);
-  events_.push_back(HeadEvent{++last_seq_, absl::Now(), std::move(kind), std::move(message)});
+  events_.push_back(
+      HeadEvent{++last_seq_, absl::Now(), std::move(kind), std::move(message), notice});
   while (events_.size() > max_events_) events_.pop_front();
 }
 
@@ -17,7 +26,9 @@ std::vector<std::string> EventLog::List() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::string> messages;
   messages.reserve(events_.size());
-  for (const HeadEvent& event : events_) messages.push_back(event.message);
+  for (const HeadEvent& event : events_) {
+    if (event.notice) messages.push_back(event.message);
+  }
   return messages;
 }
 

@@ -29,5 +29,21 @@ TEST(EventLogTest, AReaderFollowsTheStreamBySequenceNumber) {
   EXPECT_EQ(log.Since(0, 10, &next).front().seq, 2);
 }
 
+TEST(EventLogTest, ChangesAreInTheStreamButNotAmongTheNotices) {
+  EventLog log(/*max_events=*/10);
+  log.RecordChange("node", "node n1 joined");
+  log.Record("node n1 declared dead: no heartbeat for 10s", "node");
+  log.RecordChange("job", "job j1 started");
+  EXPECT_EQ(log.List(), std::vector<std::string>{"node n1 declared dead: no heartbeat for 10s"});
+  int64_t next = 0;
+  auto all = log.Since(0, 10, &next);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_FALSE(all[0].notice);
+  EXPECT_EQ(all[0].kind, "node");
+  EXPECT_TRUE(all[1].notice);
+  EXPECT_FALSE(all[2].notice);
+  EXPECT_EQ(all[2].message, "job j1 started");
+}
+
 }  // namespace
 }  // namespace tessera

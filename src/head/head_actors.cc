@@ -15,6 +15,7 @@
 #include "head/head_service.h"
 #include "head/head_service_internal.h"
 #include "head/request_limits.h"
+#include "rpc/state_names.h"
 #include "rpc/status_conversion.h"
 
 namespace tessera {
@@ -46,6 +47,7 @@ grpc::Status HeadService::RegisterActor(grpc::ServerContext*,
   if (!stored.ok()) return rpc::ToGrpcStatus(stored.status());
   drivers_.NoteAlive(stored->owner, clock_->Now());  // a sign of life from its owner
   ActorRecordToProto(*stored, response);
+  RecordActorChange(*response);
   return grpc::Status::OK;
 }
 
@@ -57,6 +59,7 @@ grpc::Status HeadService::ActorDied(grpc::ServerContext*, const v1::ActorDiedReq
   ReportActorStoreFailures();
   if (!dead.ok()) return rpc::ToGrpcStatus(dead.status());
   ActorRecordToProto(*dead, response);
+  RecordActorChange(*response);
   return grpc::Status::OK;
 }
 
@@ -70,7 +73,19 @@ grpc::Status HeadService::ActorWorkerExited(grpc::ServerContext*,
   ReportActorStoreFailures();
   if (!actor.ok()) return rpc::ToGrpcStatus(actor.status());
   ActorRecordToProto(*actor, response);
+  if (response->state() == v1::ACTOR_STATE_DEAD) RecordActorChange(*response);
   return grpc::Status::OK;
+}
+
+void HeadService::RecordActorChange(const v1::ActorInfo& actor) {
+  std::string where;
+  if (actor.state() == v1::ACTOR_STATE_ALIVE) {
+    where = absl::StrCat(" on node ", actor.node_id());
+  } else if (actor.state() == v1::ACTOR_STATE_DEAD && !actor.death_cause().empty()) {
+    where = absl::StrCat(": ", actor.death_cause());
+  }
+  events_.RecordChange("actor", absl::StrCat("actor ", actor.name(), " (", actor.class_name(), ") ",
+                                             ToAbsl(rpc::ActorStateName(actor.state())), where));
 }
 
 grpc::Status HeadService::GetActor(grpc::ServerContext*, const v1::GetActorRequest* request,

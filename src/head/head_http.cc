@@ -114,6 +114,7 @@ absl::StatusOr<std::unique_ptr<HeadHttp>> HeadHttp::Start(HeadHttpOptions option
   }
   std::unique_ptr<HeadHttp> http(new HeadHttp());
   http->options_ = std::move(options);
+  if (http->options_.registry != nullptr) http->registry_ = http->options_.registry;
   metrics::HttpServerOptions server;
   server.host = http->options_.host;
   server.port = http->options_.port;
@@ -134,7 +135,7 @@ absl::Status HeadHttp::AddRoutes() {
   HeadService* head = options_.service;
   train::JobManager* jobs = options_.jobs;
   metrics::HttpServer& server = *server_;
-  TESSERA_RETURN_IF_ERROR(server.Handle("/metrics", metrics::PrometheusMetricsHandler(registry_)));
+  TESSERA_RETURN_IF_ERROR(server.Handle("/metrics", metrics::PrometheusMetricsHandler(*registry_)));
 
   TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/cluster", [head](const HttpRequest&) {
     v1::ListRequest request;
@@ -296,7 +297,7 @@ absl::Status HeadHttp::RegisterMetrics() {
   auto add = [this](metrics::MetricDefinition definition,
                     metrics::CollectCallback callback) -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(metrics::CallbackRegistration registration,
-                             registry_.AddCallbackGauge(std::move(definition), std::move(callback)));
+                             registry_->AddCallbackGauge(std::move(definition), std::move(callback)));
     callbacks_.push_back(std::move(registration));
     return absl::OkStatus();
   };
@@ -399,7 +400,7 @@ absl::Status HeadHttp::RegisterMetrics() {
       }));
   TESSERA_ASSIGN_OR_RETURN(
       metrics::CallbackRegistration events,
-      registry_.AddCallbackCounter(
+      registry_->AddCallbackCounter(
           {"tessera_head_events_total",
            "Events the head has recorded since it started (the newest are kept for `tessera "
            "events`).",
@@ -408,6 +409,20 @@ absl::Status HeadHttp::RegisterMetrics() {
             (void)sink.Emit({}, static_cast<double>(head->event_log().last_seq()));
           }));
   callbacks_.push_back(std::move(events));
+  TESSERA_ASSIGN_OR_RETURN(
+      metrics::CallbackRegistration tasks,
+      registry_->AddCallbackCounter(
+          {"tessera_tasks_total",
+           "Task runs, actor constructors and actor calls that ended, as their drivers reported "
+           "them, by kind (task, actor_create, actor_call) and outcome (ok, error, retried, "
+           "worker_died, cancelled).",
+           {"kind", "outcome"}},
+          [head](metrics::SampleSink& sink) {
+            for (const auto& [key, count] : head->task_events().Counts()) {
+              (void)sink.Emit({key.first, key.second}, static_cast<double>(count));
+            }
+          }));
+  callbacks_.push_back(std::move(tasks));
   return absl::OkStatus();
 }
 

@@ -35,6 +35,9 @@ struct HeadHttpOptions {
   std::string jobs_dir;
   HeadService* service = nullptr;   // required
   train::JobManager* jobs = nullptr;  // required
+  // Where its families go, beside those the head's other parts registered (RPC and scheduling
+  // latencies); null: a registry of its own. Must outlive the HeadHttp.
+  metrics::MetricRegistry* registry = nullptr;
 };
 
 class HeadHttp {
@@ -50,7 +53,8 @@ class HeadHttp {
   absl::Status AddRoutes();
 
   HeadHttpOptions options_;
-  metrics::MetricRegistry registry_;
+  metrics::MetricRegistry own_registry_;
+  metrics::MetricRegistry* registry_ = &own_registry_;  // options_.registry when given
   std::vector<metrics::CallbackRegistration> callbacks_;
   std::unique_ptr<metrics::HttpServer> server_;
 };

@@ -85,7 +85,13 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
   retry.attempt_timeout = absl::Seconds(2);
   // Bounded by the node timeout: past it the node is dead anyway.
   retry.total_budget = options.node_timeout;
+  auto latency = HeadLatencyMetrics::Register(head->registry_);
+  if (!latency.ok()) return latency.status();
+  auto rpc_metrics = rpc::RpcServerMetrics::Create(head->registry_);
+  if (!rpc_metrics.ok()) return rpc_metrics.status();
+  head->rpc_metrics_ = *std::move(rpc_metrics);
   HeadServiceOptions service_options;
+  service_options.latency = *latency;
   service_options.heartbeat_interval = options.heartbeat_interval;
   service_options.node_timeout = options.node_timeout;
   service_options.driver_timeout = options.driver_timeout;
@@ -123,12 +129,17 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
     if (!connected.ok()) return connected.status();
     return std::make_unique<train::ClusterGangBackend>(*std::move(connected), durable);
   };
+  EventLog* events = &head->service_->mutable_event_log();
+  jobs.on_event = [events](const std::string& kind, const std::string& message) {
+    events->RecordChange(kind, message);
+  };
   head->jobs_ = std::make_unique<train::JobManager>(std::move(jobs));
 
   rpc::ServerOptions server_options;
   server_options.bind_address = options.bind;
   server_options.port = options.port;
   server_options.token = head->token_;
+  server_options.metrics = head->rpc_metrics_.get();
   auto server =
       rpc::RpcServer::Start(server_options, {head->service_.get(), head->jobs_.get()});
   if (!server.ok()) return server.status();
@@ -146,6 +157,7 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
     http.jobs_dir = options.state_dir + "/jobs";
     http.service = head->service_.get();
     http.jobs = head->jobs_.get();
+    http.registry = &head->registry_;
     auto started = HeadHttp::Start(std::move(http));
     if (!started.ok()) {
       head->Shutdown();

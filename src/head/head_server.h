@@ -18,7 +18,9 @@
 #include "head/head_http.h"
 #include "head/head_service.h"
 #include "head/state_store.h"
+#include "metrics/metric_registry.h"
 #include "rpc/server.h"
+#include "rpc/server_metrics.h"
 #include "train/job_manager.h"
 
 namespace tessera {
@@ -88,6 +90,10 @@ class HeadServer {
   HeadOptions options_;
   std::string token_;
   std::string address_;
+  // The head's metric families (its HTTP endpoint's /metrics); declared before everything that
+  // feeds them, so it outlives them.
+  metrics::MetricRegistry registry_;
+  std::unique_ptr<rpc::RpcServerMetrics> rpc_metrics_;
   std::unique_ptr<StateStore> store_;  // declared before service_, which uses it
   std::unique_ptr<train::JobRecordStore> job_records_;  // over store_; null without Redis
   std::unique_ptr<HeadService> service_;

@@ -43,7 +43,7 @@ HeadService::HeadService(HeadServiceOptions options)
       nodes_(RegistryOptions(options_, clock_, &writer_, &events_), &cluster_),
       reservations_(ReservationManagerOptions{clock_, &writer_, &events_, &drivers_,
                                               options_.retry_interval,
-                                              options_.max_concurrent_syncs},
+                                              options_.max_concurrent_syncs, options_.latency},
                     &cluster_, &nodes_),
       create_cache_(options_.request_cache_capacity),
       remove_cache_(options_.request_cache_capacity),
@@ -180,6 +180,9 @@ void HeadService::FillNodeInfo(const NodeRegistry::Node& node, v1::NodeInfo* inf
   }
   info->set_last_heartbeat_age_ms(absl::ToInt64Milliseconds(clock_->Now() - node.last_heartbeat));
   info->set_workers(node.workers);
+  if (std::optional<v1::NodeUsage> usage = device_history_.Usage(node.id); usage.has_value()) {
+    *info->mutable_usage() = *std::move(usage);
+  }
 }
 
 void HeadService::FillSlices(v1::ListSlicesResponse* response) const {
@@ -187,6 +190,34 @@ void HeadService::FillSlices(v1::ListSlicesResponse* response) const {
   for (const auto& [name, slice] : reservations_.slices()) {
     reservations_.DescribeSlice(slice, response->add_groups());
   }
+}
+
+std::map<std::string, HeadService::MeasuredUse> HeadService::MeasureUse(
+    const v1::ClusterStatus& status) const {
+  std::map<std::string, MeasuredUse> out;
+  const std::map<std::string, std::vector<v1::DeviceSample>> devices = device_history_.Latest();
+  for (const v1::NodeInfo& info : status.nodes()) {
+    if (info.state() != v1::NODE_STATE_ALIVE) continue;
+    if (info.has_usage()) {
+      out["CPU"].amount += info.usage().cpu_cores();
+      out["memory"].amount += static_cast<double>(info.usage().memory_bytes());
+    }
+    auto it = devices.find(info.node().node_id());
+    if (it == devices.end()) continue;
+    for (const v1::DeviceSample& sample : it->second) {
+      std::optional<double> busy;
+      if (sample.has_utilization()) {
+        busy = sample.utilization();
+      } else if (sample.has_duty_cycle()) {
+        busy = sample.duty_cycle();
+      }
+      if (!busy.has_value()) continue;
+      MeasuredUse& use = out[sample.resource()];
+      use.amount += *busy;
+      ++use.devices;
+    }
+  }
+  return out;
 }
 
 grpc::Status HeadService::GetClusterStatus(grpc::ServerContext*, const v1::ListRequest*,
@@ -206,11 +237,16 @@ grpc::Status HeadService::GetClusterStatus(grpc::ServerContext*, const v1::ListR
         used += total.raw() - record.available.Get(resource).raw();
       }
     }
+    const std::map<std::string, MeasuredUse> measured = MeasureUse(*response);
     for (const auto& [resource, amounts] : usage) {
       v1::ResourceUsage* out = response->add_usage();
       out->set_resource(resource);
       out->set_used_raw(amounts.first);
       out->set_total_raw(amounts.second);
+      if (auto it = measured.find(resource); it != measured.end()) {
+        out->set_measured(it->second.amount);
+        out->set_measured_devices(it->second.devices);
+      }
     }
     FillSlices(response->mutable_slices());
     auto add_demand = [&](const Reservation& reservation, const char* kind) {
@@ -252,6 +288,7 @@ grpc::Status HeadService::ListEvents(grpc::ServerContext*, const v1::ListEventsR
     info->set_time_ms(absl::ToUnixMillis(event.time));
     info->set_kind(event.kind);
     info->set_message(event.message);
+    info->set_notice(event.notice);
   }
   response->set_next(next);
   return grpc::Status::OK;

@@ -6,8 +6,9 @@
 //   KvStore             the internal key-value table            (kv_store.h)
 //   ActorDirectory      named actors                            (actor_directory.h)
 //   DriverTable         drivers that own reservations/actors    (driver_table.h)
-//   EventLog            what users should hear of               (event_log.h)
+//   EventLog            the stream of notices and changes        (event_log.h)
 //   DeviceHistory       the nodes' device readings              (device_history.h)
+//   TaskEventStore      the task runs drivers report            (task_event_store.h)
 // The front validates requests (head/request_limits.h, before any lock), converts between the
 // protocol and the managers' types, maps errors to gRPC codes, answers retried mutating calls
 // from the request-id caches, and tells the managers what a node's death or a driver's end means
@@ -43,6 +44,8 @@
 #include "head/cluster_state.h"
 #include "head/driver_table.h"
 #include "head/device_history.h"
+#include "head/head_latency_metrics.h"
+#include "head/task_event_store.h"
 #include "head/event_log.h"
 #include "head/job_table.h"
 #include "head/kv_store.h"
@@ -84,6 +87,8 @@ struct HeadServiceOptions {
   StateStore* store = nullptr;  // required; must outlive the service
   NodeAgentClientFactory agent_clients;  // required
   std::function<void()> on_shutdown;     // called by the Shutdown RPC
+  // Where its scheduling decisions and two-phase commits are timed; null histograms: nowhere.
+  HeadLatencyMetrics latency;
 };
 
 // Thread-safe (see the file comment).
@@ -154,6 +159,11 @@ class HeadService final : public v1::Head::Service, private NodeListener {
                           v1::ListEventsResponse* response) override;
   grpc::Status ListJobs(grpc::ServerContext*, const v1::ListRequest*,
                         v1::ListJobsResponse* response) override;
+  // Timelines (head_service_jobs_kv.cc): the TaskEventStore behind a proto front.
+  grpc::Status ReportTaskEvents(grpc::ServerContext*, const v1::ReportTaskEventsRequest* request,
+                                v1::ReportTaskEventsResponse* response) override;
+  grpc::Status GetTaskEvents(grpc::ServerContext*, const v1::GetTaskEventsRequest* request,
+                             v1::GetTaskEventsResponse* response) override;
   grpc::Status KvPut(grpc::ServerContext*, const v1::KvPutRequest* request,
                      v1::KvPutResponse* response) override;
   grpc::Status KvGet(grpc::ServerContext*, const v1::KvGetRequest* request,
@@ -175,8 +185,12 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   std::vector<std::string> events() const { return events_.List(); }
   // The event stream (tessera events, the dashboard).
   const EventLog& event_log() const { return events_; }
+  // For the head's other parts (its job manager) to add their changes to the stream.
+  EventLog& mutable_event_log() { return events_; }
   // The devices' readings the agents sent in their heartbeats.
   const DeviceHistory& device_history() const { return device_history_; }
+  // The task runs drivers reported (timelines; /metrics counts them).
+  const TaskEventStore& task_events() const { return task_events_; }
   // Where the head serves HTTP (ClusterStatus.http_address); set once, before serving.
   void set_http_address(std::string address) { http_address_ = std::move(address); }
 
@@ -196,6 +210,8 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   // detached are released; returns the reservations' names.
   std::vector<std::string> ReleaseDriver(const std::string& driver, const std::string& why)
       ABSL_LOCKS_EXCLUDED(cluster_.mu);
+  // A named actor's new state, as a change in the event stream.
+  void RecordActorChange(const v1::ActorInfo& actor);
   // Writes the actor directory failed to make, as events.
   void ReportActorStoreFailures();
   // Every slice, then every slice group (cluster status; ListSlices pages through the same).
@@ -203,11 +219,19 @@ class HeadService final : public v1::Head::Service, private NodeListener {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_.mu);
   void FillNodeInfo(const NodeRegistry::Node& node, v1::NodeInfo* info) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_.mu);
+  // Measured use by resource over the alive nodes of `status` (its nodes filled in): CPU cores
+  // and memory bytes from the agents' usage, a device resource's busy fractions summed.
+  struct MeasuredUse {
+    double amount = 0;
+    int devices = 0;
+  };
+  std::map<std::string, MeasuredUse> MeasureUse(const v1::ClusterStatus& status) const;
 
   HeadServiceOptions options_;
   Clock* clock_;
   EventLog events_;
   DeviceHistory device_history_;
+  TaskEventStore task_events_;
   std::string http_address_;
   StoreWriter writer_;
   DriverTable drivers_;

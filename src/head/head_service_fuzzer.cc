@@ -240,6 +240,8 @@ class Harness {
     kListActors,
     kActorWorkerExited,
     kListEvents,
+    kReportTaskEvents,
+    kGetTaskEvents,
     // Harness steps.
     kHeartbeatAsBaseNode,  // a fuzzed heartbeat with a registered node's id and incarnation
     kSetAgentFaults,       // the first byte: FuzzAgent::Fault bits for that node's agent
@@ -532,6 +534,23 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       if (Parse(data, size, &request)) {
         CheckStatus(head_->ListEvents(nullptr, &request, &response), "ListEvents");
         Require(response.events_size() <= 1000, "ListEvents answers at most 1000 events");
+      }
+      return;
+    }
+    case kReportTaskEvents: {
+      v1::ReportTaskEventsRequest request;
+      v1::ReportTaskEventsResponse response;
+      if (Parse(data, size, &request)) {
+        CheckStatus(head_->ReportTaskEvents(nullptr, &request, &response), "ReportTaskEvents");
+      }
+      return;
+    }
+    case kGetTaskEvents: {
+      v1::GetTaskEventsRequest request;
+      v1::GetTaskEventsResponse response;
+      if (Parse(data, size, &request)) {
+        CheckStatus(head_->GetTaskEvents(nullptr, &request, &response), "GetTaskEvents");
+        Require(response.events_size() <= 10000, "GetTaskEvents answers at most 10000 runs");
       }
       return;
     }

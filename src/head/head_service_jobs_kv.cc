@@ -55,6 +55,39 @@ grpc::Status HeadService::RecordJob(grpc::ServerContext*, const v1::RecordJobReq
   return grpc::Status::OK;
 }
 
+grpc::Status HeadService::ReportTaskEvents(grpc::ServerContext*,
+                                           const v1::ReportTaskEventsRequest* request,
+                                           v1::ReportTaskEventsResponse*) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  if (request->job_id().empty()) return InvalidText("job_id: is empty");
+  std::vector<v1::TaskEvent> events(request->events().begin(), request->events().end());
+  task_events_.Report(request->job_id(), std::move(events), request->dropped());
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadService::GetTaskEvents(grpc::ServerContext*,
+                                        const v1::GetTaskEventsRequest* request,
+                                        v1::GetTaskEventsResponse* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  constexpr int kMaxEvents = 10000;
+  const int limit = request->limit() <= 0 || request->limit() > kMaxEvents ? kMaxEvents
+                                                                           : request->limit();
+  TaskEventPage page = task_events_.Get(request->job_id(), request->after(), limit);
+  if (page.job_id.empty()) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        request->job_id().empty()
+                            ? "no job has reported task runs to this head"
+                            : absl::StrCat("no task runs of job ", request->job_id(),
+                                           " are known to this head"));
+  }
+  response->set_job_id(page.job_id);
+  for (v1::TaskEvent& event : page.events) *response->add_events() = std::move(event);
+  response->set_next(page.next);
+  response->set_more(page.more);
+  response->set_dropped(page.dropped);
+  return grpc::Status::OK;
+}
+
 grpc::Status HeadService::ListJobs(grpc::ServerContext*, const v1::ListRequest* request,
                                    v1::ListJobsResponse* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);

@@ -13,6 +13,7 @@
 #include "head/head_service.h"
 #include "head/head_service_internal.h"
 #include "head/request_limits.h"
+#include "metrics/scoped_timer.h"
 #include "rpc/status_conversion.h"
 
 namespace tessera {
@@ -100,6 +101,7 @@ grpc::Status HeadService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatReq
   response->set_known(known);
   if (!known) return grpc::Status::OK;
   device_history_.Record(request->node_id(), request->device_samples());
+  if (request->has_usage()) device_history_.RecordUsage(request->node_id(), request->usage());
   for (size_t i : release) *response->add_release() = request->bundles(static_cast<int>(i));
   response->set_bundles_epoch(reservations_.bundles_epoch());
   return grpc::Status::OK;
@@ -156,7 +158,10 @@ grpc::Status HeadService::PickNode(grpc::ServerContext*, const v1::PickNodeReque
   // the lease reports it in its next heartbeat, which mirrors it here).
   SchedulingRequest decision = parsed->request;
   for (const std::string& id : excluded) decision.excluded_nodes.push_back(NodeId(id));
-  auto result = cluster_.tasks.Advise(decision);
+  auto result = [&] {
+    metrics::ScopedTimer timer(options_.latency.task_decision);
+    return cluster_.tasks.Advise(decision);
+  }();
   if (!result.ok()) return Invalid(result.status());
   switch (result->status) {
     case ScheduleStatus::kPlaced: answer(result->placement->node.value()); return grpc::Status::OK;

@@ -8,8 +8,6 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
-#include <functional>
-#include <limits>
 #include <map>
 #include <memory>
 #include <thread>
@@ -20,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "hardware/node_label_keys.h"
@@ -1246,7 +1245,8 @@ TEST_F(HeadServiceTest, ABundleOfNoGroupReportedByAHeartbeatIsReleasedWithAnEven
   EXPECT_EQ(Used("CPU"), 0);
 }
 
-// `tessera events` and the dashboard follow the same notices as a stream, by sequence number.
+// `tessera events` and the dashboard follow the notices and the ordinary changes as one stream,
+// by sequence number.
 TEST_F(HeadServiceTest, ListEventsFollowsTheEventsBySequenceWithTheirKind) {
   Register("n1");
   for (const char* group : {"ghost-a", "ghost-b"}) {
@@ -1256,10 +1256,19 @@ TEST_F(HeadServiceTest, ListEventsFollowsTheEventsBySequenceWithTheirKind) {
   }
   v1::ListEventsRequest request;
   request.set_limit(1);
+  v1::ListEventsResponse joined;
+  ASSERT_TRUE(head_->ListEvents(nullptr, &request, &joined).ok());
+  ASSERT_EQ(joined.events_size(), 1);
+  EXPECT_EQ(joined.events(0).seq(), 1);
+  EXPECT_EQ(joined.events(0).kind(), "node");
+  EXPECT_TRUE(absl::StrContains(joined.events(0).message(), "node n1 joined")) << joined.DebugString();
+  EXPECT_FALSE(joined.events(0).notice());
+  request.set_after(joined.next());
   v1::ListEventsResponse first;
   ASSERT_TRUE(head_->ListEvents(nullptr, &request, &first).ok());
   ASSERT_EQ(first.events_size(), 1);
-  EXPECT_EQ(first.events(0).seq(), 1);
+  EXPECT_EQ(first.events(0).seq(), 2);
+  EXPECT_TRUE(first.events(0).notice());
   EXPECT_EQ(first.events(0).kind(), "reservation");
   EXPECT_TRUE(absl::StrContains(first.events(0).message(), "ghost-a"));
   EXPECT_GT(first.events(0).time_ms(), 0);
@@ -1274,6 +1283,138 @@ TEST_F(HeadServiceTest, ListEventsFollowsTheEventsBySequenceWithTheirKind) {
   ASSERT_TRUE(head_->ListEvents(nullptr, &request, &none).ok());
   EXPECT_EQ(none.events_size(), 0);
   EXPECT_EQ(none.next(), rest.next());
+}
+
+// The ordinary life of the cluster is in the stream, not among `tessera status`'s notices.
+TEST_F(HeadServiceTest, TheStreamHoldsNodeReservationAndJobChanges) {
+  Register("n1");
+  ASSERT_EQ(Create("pg", "PACK", {"CPU=1", "CPU=1"}).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  v1::RemovePlacementGroupRequest remove;
+  remove.set_name("pg");
+  v1::RemovePlacementGroupResponse removed;
+  ASSERT_TRUE(head_->RemovePlacementGroup(nullptr, &remove, &removed).ok());
+  v1::RecordJobRequest job;
+  job.mutable_job()->set_job_id("job-1");
+  job.mutable_job()->set_node_id("n1");
+  job.mutable_job()->add_argv("./train");
+  job.mutable_job()->set_state(v1::JOB_STATE_RUNNING);
+  v1::JobInfo recorded;
+  ASSERT_TRUE(head_->RecordJob(nullptr, &job, &recorded).ok());
+  job.mutable_job()->set_state(v1::JOB_STATE_FAILED);
+  job.mutable_job()->set_exit_reason("exited with code 3");
+  ASSERT_TRUE(head_->RecordJob(nullptr, &job, &recorded).ok());
+
+  v1::ListEventsRequest request;
+  v1::ListEventsResponse stream;
+  ASSERT_TRUE(head_->ListEvents(nullptr, &request, &stream).ok());
+  std::vector<std::string> changes;
+  for (const v1::HeadEventInfo& event : stream.events()) {
+    EXPECT_FALSE(event.notice()) << event.message();
+    changes.push_back(absl::StrCat(event.kind(), ": ", event.message()));
+  }
+  ASSERT_EQ(changes.size(), 6u) << absl::StrJoin(changes, "\n");
+  EXPECT_TRUE(absl::StartsWith(changes[0], "node: node n1 joined (agent at ")) << changes[0];
+  EXPECT_TRUE(absl::EndsWith(changes[0], "): CPU=4")) << changes[0];
+  EXPECT_EQ(changes[1], "reservation: placement group pg created: 2 bundles, PACK");
+  EXPECT_EQ(changes[2], "reservation: placement group pg held: 2 bundles on 1 nodes (n1)");
+  EXPECT_EQ(changes[3], "reservation: placement group pg removed");
+  EXPECT_EQ(changes[4], "job: job job-1 started on node n1: ./train");
+  EXPECT_EQ(changes[5], "job: job job-1 FAILED: exited with code 3");
+  // None of them is a notice: `tessera status` shows none.
+  EXPECT_TRUE(head_->events().empty());
+}
+
+// `tessera status` puts measured use beside reservations: the workers' CPU and memory from the
+// agents' usage, a device resource's busy share from its devices' readings.
+TEST_F(HeadServiceTest, StatusShowsMeasuredUseBesideReservations) {
+  Register("n1", "CPU=4,memory=8GiB");
+  Register("n2", "CPU=4,memory=8GiB");
+  EXPECT_FALSE(Status().usage(0).has_measured());  // nothing measured yet
+  auto beat = [&](const std::string& node, double cores, uint64_t bytes,
+                  std::vector<double> gpu_busy) {
+    v1::HeartbeatRequest request = BeatWithBundles(node, {});
+    request.mutable_usage()->set_cpu_cores(cores);
+    request.mutable_usage()->set_memory_bytes(bytes);
+    request.mutable_usage()->set_time_ms(1000);
+    for (size_t i = 0; i < gpu_busy.size(); ++i) {
+      v1::DeviceSample* sample = request.add_device_samples();
+      sample->set_resource("GPU");
+      sample->set_index(static_cast<int>(i));
+      sample->set_time_ms(1000);
+      sample->set_utilization(gpu_busy[i]);
+    }
+    v1::HeartbeatResponse response;
+    ASSERT_TRUE(head_->Heartbeat(nullptr, &request, &response).ok());
+    ASSERT_TRUE(response.known());
+  };
+  beat("n1", 1.5, 1 << 30, {0.5, 1.0});
+  beat("n2", 0.25, 512 << 20, {});
+  const v1::ClusterStatus status = Status();
+  std::map<std::string, v1::ResourceUsage> usage;
+  for (const v1::ResourceUsage& u : status.usage()) usage[u.resource()] = u;
+  ASSERT_TRUE(usage["CPU"].has_measured());
+  EXPECT_DOUBLE_EQ(usage["CPU"].measured(), 1.75);
+  EXPECT_EQ(usage["CPU"].measured_devices(), 0);
+  EXPECT_DOUBLE_EQ(usage["memory"].measured(), double((1 << 30) + (512 << 20)));
+  // A resource no node advertises is not listed, whatever readings came.
+  EXPECT_EQ(usage.count("GPU"), 0u);
+  ASSERT_EQ(status.nodes_size(), 2);
+  EXPECT_DOUBLE_EQ(status.nodes(0).usage().cpu_cores(), 1.5);
+  v1::ListNodesResponse nodes;
+  v1::ListRequest list;
+  ASSERT_TRUE(head_->ListNodes(nullptr, &list, &nodes).ok());
+  EXPECT_EQ(nodes.nodes(1).usage().memory_bytes(), 512u << 20);
+}
+
+TEST_F(HeadServiceTest, TaskRunsReportedByDriversArePagedPerJob) {
+  v1::ReportTaskEventsRequest report;
+  report.set_job_id("driver-1");
+  for (const char* name : {"f", "g", "h"}) {
+    v1::TaskEvent* event = report.add_events();
+    event->set_name(name);
+    event->set_kind("task");
+    event->set_outcome("ok");
+  }
+  report.set_dropped(2);
+  v1::ReportTaskEventsResponse reported;
+  ASSERT_TRUE(head_->ReportTaskEvents(nullptr, &report, &reported).ok());
+  v1::GetTaskEventsRequest get;
+  get.set_limit(2);  // the job that reported last
+  v1::GetTaskEventsResponse page;
+  ASSERT_TRUE(head_->GetTaskEvents(nullptr, &get, &page).ok());
+  EXPECT_EQ(page.job_id(), "driver-1");
+  ASSERT_EQ(page.events_size(), 2);
+  EXPECT_EQ(page.events(1).name(), "g");
+  EXPECT_TRUE(page.more());
+  EXPECT_EQ(page.dropped(), 2);
+  get.set_job_id("driver-1");
+  get.set_after(page.next());
+  v1::GetTaskEventsResponse rest;
+  ASSERT_TRUE(head_->GetTaskEvents(nullptr, &get, &rest).ok());
+  ASSERT_EQ(rest.events_size(), 1);
+  EXPECT_FALSE(rest.more());
+  // An unknown job is NOT_FOUND; a report without a job, or too large, is refused.
+  get.set_job_id("driver-x");
+  v1::GetTaskEventsResponse none;
+  EXPECT_EQ(head_->GetTaskEvents(nullptr, &get, &none).error_code(), grpc::StatusCode::NOT_FOUND);
+  v1::ReportTaskEventsRequest nameless = report;
+  nameless.clear_job_id();
+  EXPECT_EQ(head_->ReportTaskEvents(nullptr, &nameless, &reported).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  v1::ReportTaskEventsRequest huge;
+  huge.set_job_id("driver-1");
+  huge.add_events()->set_name(std::string(request_limits::kMaxTaskEventNameBytes + 1, 'x'));
+  grpc::Status refused = head_->ReportTaskEvents(nullptr, &huge, &reported);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(refused.error_message(), "events[0].name has 1025 bytes"))
+      << refused.error_message();
+  // Nothing of the refused reports was kept.
+  get.set_job_id("driver-1");
+  get.set_after(0);
+  get.set_limit(0);
+  v1::GetTaskEventsResponse all;
+  ASSERT_TRUE(head_->GetTaskEvents(nullptr, &get, &all).ok());
+  EXPECT_EQ(all.events_size(), 3);
 }
 
 TEST_F(HeadServiceTest, APrepareAppliedAfterTheHeadGaveUpIsReleasedByTheNextHeartbeat) {

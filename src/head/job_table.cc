@@ -126,7 +126,19 @@ absl::StatusOr<JobRecord> JobTable::Record(const JobReport& report) {
   if (ended && stored.end_time_ms == 0) stored.end_time_ms = now_ms;
   Persist(stored);
   JobRecord result = stored;  // before retention may forget it (max_ended 0)
-  if (ended && (created || was_running)) NoteEnded(report.job_id);
+  if (created) {
+    options_.events->RecordChange(
+        "job", absl::StrCat("job ", stored.job_id, " started",
+                            stored.node_id.empty() ? "" : absl::StrCat(" on node ", stored.node_id),
+                            stored.argv.empty() ? "" : absl::StrCat(": ", stored.argv.front())));
+  }
+  if (ended && (created || was_running)) {
+    options_.events->RecordChange(
+        "job", absl::StrCat("job ", stored.job_id, " ",
+                            ToAbsl(rpc::JobStateName(JobStateToProto(stored.state))),
+                            stored.exit_reason.empty() ? "" : absl::StrCat(": ", stored.exit_reason)));
+    NoteEnded(report.job_id);
+  }
   return result;
 }
 

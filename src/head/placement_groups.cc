@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "head/head_service_internal.h"
 #include "head/reservation_manager.h"
+#include "metrics/scoped_timer.h"
 
 namespace tessera {
 
@@ -52,7 +53,10 @@ void ReservationManager::DescribeGroup(const GroupEntry& group, v1::PlacementGro
 }
 
 void ReservationManager::TryPlaceGroup(GroupEntry& group) {
-  auto result = cluster_->groups.Create(group.spec);
+  auto result = [&] {
+    metrics::ScopedTimer timer(options_.latency.group_decision);
+    return cluster_->groups.Create(group.spec);
+  }();
   if (!result.ok()) {
     group.phase = ReservationPhase::kInfeasible;
     group.explanation = std::string(result.status().message());
@@ -91,6 +95,11 @@ absl::Status ReservationManager::CreatePlacementGroup(
     entry.spec = std::move(spec);
     entry.spec.name = name;
     GroupEntry& group = groups_.emplace(name, std::move(entry)).first->second;
+    options_.events->RecordChange(
+        "reservation",
+        absl::StrCat("placement group ", name, " created: ", group.spec.primary.bundles.size(),
+                     " bundles, ", ToAbsl(PlacementStrategyName(group.spec.strategy)),
+                     group.owner.empty() ? "" : absl::StrCat(", owner ", group.owner)));
     TryPlaceGroup(group);
     Persist(group);
     if (group.phase != ReservationPhase::kCommitting) {

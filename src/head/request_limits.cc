@@ -156,6 +156,31 @@ absl::Status Check(const v1::PickNodeRequest& request) {
   return CheckResourceRequest("request", request.request());
 }
 
+absl::Status Check(const v1::ReportTaskEventsRequest& request) {
+  TESSERA_RETURN_IF_ERROR(CheckName("job_id", request.job_id()));
+  TESSERA_RETURN_IF_ERROR(CheckAtMost("report has", request.events_size(), "events",
+                                      kMaxTaskEventsPerReport));
+  for (int i = 0; i < request.events_size(); ++i) {
+    const v1::TaskEvent& event = request.events(i);
+    const std::string field = absl::StrCat("events[", i, "]");
+    TESSERA_RETURN_IF_ERROR(CheckBytes(field + ".task_id", event.task_id(), kMaxTaskEventIdBytes));
+    TESSERA_RETURN_IF_ERROR(CheckBytes(field + ".actor_id", event.actor_id(), kMaxTaskEventIdBytes));
+    TESSERA_RETURN_IF_ERROR(CheckBytes(field + ".name", event.name(), kMaxTaskEventNameBytes));
+    TESSERA_RETURN_IF_ERROR(CheckBytes(field + ".kind", event.kind(), kMaxTaskEventIdBytes));
+    TESSERA_RETURN_IF_ERROR(CheckName(field + ".node_id", event.node_id()));
+    TESSERA_RETURN_IF_ERROR(CheckName(field + ".worker_id", event.worker_id()));
+    TESSERA_RETURN_IF_ERROR(
+        CheckBytes(field + ".outcome", event.outcome(), kMaxTaskEventOutcomeBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Check(const v1::GetTaskEventsRequest& request) {
+  TESSERA_RETURN_IF_ERROR(CheckName("job_id", request.job_id()));
+  if (request.after() < 0) return absl::InvalidArgumentError("after: is negative");
+  return absl::OkStatus();
+}
+
 absl::Status Check(const v1::RecordJobRequest& request) {
   const v1::JobInfo& job = request.job();
   TESSERA_RETURN_IF_ERROR(CheckName("job.job_id", job.job_id()));

@@ -74,6 +74,12 @@ inline constexpr size_t kMaxJobArgvEntries = 4096;
 inline constexpr size_t kMaxJobArgvBytes = 128 * 1024;
 // Bytes in a job's exit reason.
 inline constexpr size_t kMaxExitReasonBytes = 16 * 1024;
+// A report of task runs (ReportTaskEvents): runs per report, and the bytes of each run's name
+// and outcome (an exception's type and a death's cause, not its traceback).
+inline constexpr size_t kMaxTaskEventsPerReport = 10000;
+inline constexpr size_t kMaxTaskEventNameBytes = 1024;
+inline constexpr size_t kMaxTaskEventOutcomeBytes = 1024;
+inline constexpr size_t kMaxTaskEventIdBytes = 64;
 
 // --- named actors ---
 // Actor ids, names, namespaces, owners, addresses and node ids are names (kMaxNameLength).
@@ -95,6 +101,8 @@ absl::Status Check(const v1::ReserveSlicesRequest& request);
 absl::Status Check(const v1::ReleaseSlicesRequest& request);
 absl::Status Check(const v1::PickNodeRequest& request);
 absl::Status Check(const v1::RecordJobRequest& request);
+absl::Status Check(const v1::ReportTaskEventsRequest& request);
+absl::Status Check(const v1::GetTaskEventsRequest& request);
 absl::Status Check(const v1::KvPutRequest& request);
 absl::Status Check(const v1::KvGetRequest& request);
 absl::Status Check(const v1::KvDeleteRequest& request);

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "head/head_service_internal.h"
 #include "head/state_store.h"
 
@@ -246,7 +247,10 @@ void ReservationManager::Sync(const std::string& name) {
         ReservationPhase phase = complete ? ReservationPhase::kHeld : ReservationPhase::kDegraded;
         if (phase != reservation->phase) {
           reservation->phase = phase;
-          if (complete) reservation->explanation.clear();
+          if (complete) {
+            reservation->explanation.clear();
+            options_.events->RecordChange("reservation", DescribeHeld(*reservation));
+          }
           Persist(*reservation);
         }
         idle_.SignalAll();
@@ -257,7 +261,13 @@ void ReservationManager::Sync(const std::string& name) {
       reservation->busy = true;
     }
     CancelBundles(name, stale);
+    const absl::Time commit_start = absl::Now();
     absl::Status status = TwoPhaseCommit(name, work);
+    if (metrics::Histogram* commit =
+            status.ok() ? options_.latency.commit_ok : options_.latency.commit_failed;
+        commit != nullptr) {
+      commit->Observe(absl::ToDoubleSeconds(absl::Now() - commit_start));
+    }
     absl::MutexLock lock(&cluster_->mu);
     Reservation& reservation = *Find(name);  // busy: nobody removed it
     reservation.busy = false;
@@ -330,8 +340,20 @@ std::vector<NodeWork> ReservationManager::CancelAllWork(const Reservation& reser
   return plan.Take();
 }
 
+std::string ReservationManager::DescribeHeld(const Reservation& reservation) const {
+  std::set<std::string> nodes;
+  for (const std::optional<BundleHold>& hold : reservation.confirmed) {
+    if (hold.has_value()) nodes.insert(hold->node);
+  }
+  return absl::StrCat(ReservationNoun(reservation.kind), " ", reservation.name, " held: ",
+                      reservation.confirmed.size(), " bundles on ", nodes.size(), " nodes (",
+                      absl::StrJoin(nodes, ", "), ")");
+}
+
 void ReservationManager::Erase(Reservation& reservation) {
   const std::string name = reservation.name;
+  options_.events->RecordChange("reservation",
+                                absl::StrCat(ReservationNoun(reservation.kind), " ", name, " removed"));
   ForgetPlacement(reservation);
   if (reservation.kind == ReservationKind::kPlacementGroup) {
     options_.writer->Delete(kPlacementGroupsTable, name);

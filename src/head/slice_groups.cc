@@ -16,6 +16,7 @@
 #include "base/string_util.h"
 #include "hardware/node_label_keys.h"
 #include "head/reservation_manager.h"
+#include "metrics/scoped_timer.h"
 
 namespace tessera {
 
@@ -76,7 +77,10 @@ void ReservationManager::ApplySliceResult(SliceEntry& slice, const DomainGroupRe
 }
 
 void ReservationManager::TryPlaceSlice(SliceEntry& slice) {
-  auto result = cluster_->slices.ReserveSlices(slice.parsed);
+  auto result = [&] {
+    metrics::ScopedTimer timer(options_.latency.slice_decision);
+    return cluster_->slices.ReserveSlices(slice.parsed);
+  }();
   if (!result.ok()) {
     slice.phase = ReservationPhase::kInfeasible;
     slice.explanation = std::string(result.status().message());
@@ -104,11 +108,17 @@ absl::Status ReservationManager::ReserveSlices(const v1::ReserveSlicesRequest& r
     entry.parsed = std::move(parsed);
     entry.parsed.name = name;
     // The scheduler refuses shapes it does not know; that is bad input and changes nothing.
-    auto result = cluster_->slices.ReserveSlices(entry.parsed);
+    auto result = [&] {
+      metrics::ScopedTimer timer(options_.latency.slice_decision);
+      return cluster_->slices.ReserveSlices(entry.parsed);
+    }();
     if (!result.ok()) return absl::InvalidArgumentError(result.status().message());
     options_.drivers->NoteAlive(entry.owner, options_.clock->Now());
     ApplySliceResult(entry, *result);
     SliceEntry& slice = slices_.emplace(name, std::move(entry)).first->second;
+    options_.events->RecordChange(
+        "reservation", absl::StrCat("slice group ", name, " requested",
+                                    slice.owner.empty() ? "" : absl::StrCat(" by ", slice.owner)));
     Persist(slice);
     if (slice.phase != ReservationPhase::kCommitting) {
       DescribeSlice(slice, response);

@@ -172,6 +172,11 @@ absl::StatusOr<std::vector<double>> LinearBuckets(double start, double width, in
   return bounds;
 }
 
+std::vector<double> LatencySecondsBuckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+          0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30};
+}
+
 absl::StatusOr<std::vector<double>> ExponentialBuckets(double start, double factor, int count) {
   if (!(start > 0) || !(factor > 1) || count < 1 || !std::isfinite(start)) {
     return absl::InvalidArgumentError(

@@ -135,6 +135,9 @@ class alignas(64) Histogram {
 // ... (start > 0, factor > 1). InvalidArgument otherwise.
 absl::StatusOr<std::vector<double>> LinearBuckets(double start, double width, int count);
 absl::StatusOr<std::vector<double>> ExponentialBuckets(double start, double factor, int count);
+// The bounds every Tessera latency histogram uses (seconds): 100 µs to 30 s in 1-2.5-5 steps, so
+// that series of different families can be compared bucket for bucket.
+std::vector<double> LatencySecondsBuckets();
 
 // One series as collected.
 struct SeriesSnapshot {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -65,6 +66,16 @@ std::vector<v1::DeviceSample> DeviceSamplesOf(const NodeReading& reading) {
     }
   }
   return samples;
+}
+
+// What the latest reading says the workers use; nullopt before the first reading.
+std::optional<v1::NodeUsage> UsageOf(const NodeReading& reading) {
+  if (reading.read_at == absl::InfinitePast()) return std::nullopt;
+  v1::NodeUsage usage;
+  usage.set_cpu_cores(reading.workers.cpu_cores);
+  usage.set_memory_bytes(reading.workers.memory_bytes);
+  usage.set_time_ms(absl::ToUnixMillis(reading.read_at));
+  return usage;
 }
 
 // The pool workers start from; null (workers forked) when none is asked for, or when the
@@ -188,6 +199,7 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
     link.incarnation = server->incarnation_;
     link.http_address = server->http_address_;
     link.device_samples = [sampler] { return DeviceSamplesOf(sampler->Latest()); };
+    link.usage = [sampler] { return UsageOf(sampler->Latest()); };
     link.call_timeout = absl::Milliseconds(options.head_call_timeout_ms);
     link.retry_budget = absl::Milliseconds(options.head_retry_budget_ms);
     NodeAgentServer* self = server.get();
@@ -205,6 +217,10 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
   }
   server->watchdog_ = std::make_unique<WorkerWatchdog>(WatchdogOptions{}, MakeProcProgressProbe());
   service_options.watchdog = server->watchdog_.get();
+  server->device_errors_ = std::make_unique<WorkerDeviceErrors>(
+      state->hardware(), Sysroot(options.sysroot), options.device_errors,
+      absl::StrCat("node agent ", loaded.id.value()));
+  service_options.device_errors = server->device_errors_.get();
   service_options.working_dirs_root = server->node_dir_ + "/jobs";
   server->stdin_pipes_ = std::make_unique<WorkerStdinPipes>(workers_dir);
   service_options.stdin_pipes = server->stdin_pipes_.get();
@@ -217,6 +233,8 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
   server_options.bind_address = options.bind;
   server_options.port = options.port;
   server_options.token = options.token;
+  TESSERA_ASSIGN_OR_RETURN(server->rpc_metrics_, rpc::RpcServerMetrics::Create(server->registry_));
+  server_options.metrics = server->rpc_metrics_.get();
   TESSERA_ASSIGN_OR_RETURN(server->server_,
                            rpc::RpcServer::Start(server_options, {server->service_.get()}));
   server->watchdog_thread_ = std::thread([self] {
@@ -225,6 +243,7 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
                                        absl::Milliseconds(100))) {
       self->mu_.Unlock();
       self->service_->EnforceWatchdog(absl::Now());
+      self->device_errors_->Poll();
       self->mu_.Lock();
     }
   });

@@ -28,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "metrics/http_server.h"
 #include "metrics/metric_registry.h"
+#include "rpc/server_metrics.h"
 #include "node/agent_metrics.h"
 #include "node/agent_options.h"
 #include "node/agent_state.h"
@@ -37,6 +38,7 @@
 #include "node/object_data_server.h"
 #include "node/telemetry_sampler.h"
 #include "node/worker_stdin.h"
+#include "node/worker_device_errors.h"
 #include "node/worker_watchdog.h"
 #include "process/launcher_pool.h"
 #include "process/process_supervisor.h"
@@ -99,14 +101,18 @@ class NodeAgentServer {
   metrics::MetricRegistry registry_;
   // Before workers_ and service_, which count into it; after what its callbacks read.
   std::unique_ptr<AgentMetrics> metrics_;
+  std::unique_ptr<rpc::RpcServerMetrics> rpc_metrics_;  // before server_, which counts into it
   std::unique_ptr<LauncherPool> launchers_;  // before workers_: outlives the supervisor
   // Before workers_ and service_: the workers' exit callbacks and the service use them.
   std::unique_ptr<WorkerWatchdog> watchdog_;
+  std::unique_ptr<WorkerDeviceErrors> device_errors_;
   std::unique_ptr<WorkerStdinPipes> stdin_pipes_;
   std::unique_ptr<ProcessSupervisor> workers_;
   std::unique_ptr<HeadLink> head_;
   std::unique_ptr<NodeAgentService> service_;
-  std::thread watchdog_thread_;  // runs the watchdog's rules every 100 ms until Shutdown
+  // Runs the watchdog's rules, and reads the device messages' streams, every 100 ms until
+  // Shutdown.
+  std::thread watchdog_thread_;
   std::unique_ptr<rpc::RpcServer> server_;
   std::string http_address_;
   std::unique_ptr<metrics::HttpServer> http_;  // last: stopped first, before what it reads

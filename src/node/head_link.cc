@@ -175,6 +175,11 @@ absl::Status HeadLink::Heartbeat() {
       *request.add_device_samples() = std::move(sample);
     }
   }
+  if (options_.usage) {
+    if (std::optional<v1::NodeUsage> usage = options_.usage(); usage.has_value()) {
+      *request.mutable_usage() = *std::move(usage);
+    }
+  }
   v1::HeartbeatResponse response;
   // One interval's worth of retries: the next heartbeat is the next retry.
   const rpc::RetryOptions retry = Retry(options_.call_timeout);

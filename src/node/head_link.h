@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -49,6 +50,9 @@ struct HeadLinkOptions {
   // (HeartbeatRequest.device_samples). Called from the link's thread; must not block on the
   // link. Null: none sent.
   std::function<std::vector<v1::DeviceSample>()> device_samples;
+  // What the node's workers use (HeartbeatRequest.usage), the same way; nullopt: not measured
+  // yet. Null: never sent.
+  std::function<std::optional<v1::NodeUsage>()> usage;
   // Called once, from the link's thread, when the head refuses a re-registration for good
   // (ALREADY_EXISTS); the agent shuts down. Must not block on the link. Null: nothing.
   std::function<void(const absl::Status&)> on_refused;

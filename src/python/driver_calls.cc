@@ -211,7 +211,19 @@ void BindDriverCalls(py::module_& m) {
     Shutdown();
   });
   m.def("is_worker", [] { return IsWorkerProcess(); });
-  m.def("job_id", [] { return internal::DriverId(); });
+  m.def("job_id", [] { return internal::JobId(); });
+  m.def(
+      "timeline_json",
+      [] {
+        absl::StatusOr<std::string> json;
+        {
+          py::gil_scoped_release release;
+          json = internal::TimelineJson();
+        }
+        if (!json.ok()) ThrowStatus(json.status());
+        return *json;
+      },
+      "This job's timeline in the Chrome trace format, as JSON text.");
 
   m.def(
       "put",

@@ -13,10 +13,14 @@
 
 namespace tessera::rpc {
 
+class RpcServerMetrics;
+
 struct ServerOptions {
   std::string bind_address = "127.0.0.1";
   int port = 0;       // 0: an ephemeral port
   std::string token;  // required
+  // Counts and times every call (rpc/server_metrics.h); null: none. Must outlive the server.
+  RpcServerMetrics* metrics = nullptr;
 };
 
 // host:port with IPv6 hosts bracketed ("[::1]:5000").

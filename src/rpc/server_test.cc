@@ -4,12 +4,15 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
 #include "rpc/retry.h"
+#include "rpc/server_metrics.h"
 #include "rpc/status_conversion.h"
 #include "tessera/v1/node_agent.grpc.pb.h"
 
@@ -192,6 +195,77 @@ TEST(ServerStartTest, DeadPeerIsUnavailableAfterRetries) {
               status.code() == absl::StatusCode::kDeadlineExceeded)
       << status;
   EXPECT_GE(stats.attempts, 2);
+}
+
+// The value of one series of `name` in the registry (-1 when absent); for a histogram, its count.
+double SeriesValue(const metrics::MetricRegistry& registry, const std::string& name,
+                   const std::vector<std::string>& labels) {
+  for (const metrics::FamilySnapshot& family : registry.Collect()) {
+    if (family.name != name) continue;
+    for (const metrics::SeriesSnapshot& series : family.series) {
+      if (series.label_values != labels) continue;
+      return family.type == metrics::MetricType::kHistogram
+                 ? static_cast<double>(series.cumulative_counts.back())
+                 : series.value;
+    }
+  }
+  return -1;
+}
+
+TEST(RpcServerMetricsTest, EveryCallIsCountedByMethodAndCodeAndUnaryCallsAreTimed) {
+  metrics::MetricRegistry registry;
+  auto rpc_metrics = RpcServerMetrics::Create(registry);
+  ASSERT_TRUE(rpc_metrics.ok()) << rpc_metrics.status();
+  CountingAgent service;
+  ServerOptions options;
+  options.token = kToken;
+  options.metrics = rpc_metrics->get();
+  auto server = RpcServer::Start(options, {&service});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::NodeAgent::NewStub(MakeChannel((*server)->address()));
+  auto kill = [&](const std::string& worker, std::string_view token) {
+    grpc::ClientContext context;
+    ConfigureClientContext(&context, token, absl::Seconds(30));
+    v1::KillWorkerRequest request;
+    request.set_worker_id(worker);
+    v1::KillWorkerResponse response;
+    return stub->KillWorker(&context, request, &response);
+  };
+  ASSERT_TRUE(kill("w1", kToken).ok());
+  ASSERT_TRUE(kill("w2", kToken).ok());
+  ASSERT_EQ(kill("bad", kToken).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  ASSERT_EQ(kill("w1", "wrong-token-000000").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  {
+    grpc::ClientContext context;
+    ConfigureClientContext(&context, kToken, absl::Seconds(30));
+    auto reader = stub->WatchWorker(&context, v1::WatchWorkerRequest());
+    v1::WorkerEvent event;
+    while (reader->Read(&event)) {
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+  }
+  (*server)->Shutdown();
+  (*server)->Wait();
+  const std::string service_name = "tessera.v1.NodeAgent";
+  EXPECT_EQ(SeriesValue(registry, "tessera_rpc_server_handled_total",
+                        {service_name, "KillWorker", "OK"}), 2);
+  EXPECT_EQ(SeriesValue(registry, "tessera_rpc_server_handled_total",
+                        {service_name, "KillWorker", "INVALID_ARGUMENT"}), 1);
+  EXPECT_EQ(SeriesValue(registry, "tessera_rpc_server_handled_total",
+                        {service_name, "KillWorker", "UNAUTHENTICATED"}), 1);
+  EXPECT_EQ(SeriesValue(registry, "tessera_rpc_server_handled_total",
+                        {service_name, "WatchWorker", "OK"}), 1);
+  // Unary calls are timed, whatever their outcome; streams are not.
+  EXPECT_EQ(SeriesValue(registry, "tessera_rpc_server_handling_seconds",
+                        {service_name, "KillWorker"}), 4);
+  EXPECT_EQ(SeriesValue(registry, "tessera_rpc_server_handling_seconds",
+                        {service_name, "WatchWorker"}), -1);
+}
+
+TEST(RpcServerMetricsTest, CodesHaveGrpcsNames) {
+  EXPECT_EQ(GrpcCodeName(grpc::StatusCode::OK), "OK");
+  EXPECT_EQ(GrpcCodeName(grpc::StatusCode::RESOURCE_EXHAUSTED), "RESOURCE_EXHAUSTED");
+  EXPECT_EQ(GrpcCodeName(static_cast<grpc::StatusCode>(99)), "UNKNOWN");
 }
 
 TEST(JoinHostPortTest, BracketsIpv6) {

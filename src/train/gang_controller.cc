@@ -146,10 +146,47 @@ void GangController::Publish() {
 void GangController::SetState(const std::string& state, const std::string& message) {
   {
     absl::MutexLock lock(&mu_);
+    EnterPhaseLocked(state, message);
     status_.set_state(state);
     status_.set_message(message);
   }
   Publish();
+}
+
+void GangController::EnterPhaseLocked(const std::string& state, const std::string& message) {
+  constexpr int kMaxPhases = 256;
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  auto* phases = status_.mutable_phases();
+  if (!phases->empty()) {
+    v1::JobPhase& last = *phases->rbegin();
+    if (last.state() == state && last.attempt() == attempt_) return;  // still in it
+    last.set_end_time_ms(now_ms);
+  }
+  v1::JobPhase* phase = phases->Add();
+  phase->set_state(state);
+  phase->set_message(message);
+  phase->set_attempt(attempt_);
+  phase->set_start_time_ms(now_ms);
+  if (phases->size() > kMaxPhases) phases->DeleteSubrange(0, phases->size() - kMaxPhases);
+}
+
+void GangController::KeepPastRanksLocked() {
+  constexpr int kMaxPastRanks = 4096;
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  auto* past = status_.mutable_past_ranks();
+  for (v1::RankStatus& rank : *status_.mutable_ranks()) {
+    if (rank.end_time_ms() == 0) rank.set_end_time_ms(now_ms);
+    rank.clear_isolation_env();  // what a past rank saw is in its log
+    *past->Add() = std::move(rank);
+  }
+  status_.clear_ranks();
+  if (past->size() > kMaxPastRanks) past->DeleteSubrange(0, past->size() - kMaxPastRanks);
+}
+
+void EndRankStatus(v1::RankStatus& rank, const std::string& state, const std::string& reason) {
+  rank.set_state(state);
+  rank.set_exit_reason(reason);
+  if (rank.end_time_ms() == 0) rank.set_end_time_ms(absl::ToUnixMillis(absl::Now()));
 }
 
 v1::JobStatus GangController::Run() {
@@ -248,6 +285,9 @@ v1::JobStatus GangController::Run() {
   }
   {
     absl::MutexLock lock(&mu_);
+    EnterPhaseLocked(final_state, final_message);
+    status_.mutable_phases()->rbegin()->set_end_time_ms(
+        status_.phases().rbegin()->start_time_ms());  // an end state lasts no time
     status_.set_state(final_state);
     status_.set_message(final_message);
     status_.set_exit_code(exit_code);
@@ -365,11 +405,14 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
     absl::MutexLock lock(&mu_);
     status_.set_world_size(world);
     status_.set_reservation(reservation.name);
-    status_.clear_ranks();
+    KeepPastRanksLocked();
+    const int64_t now_ms = absl::ToUnixMillis(absl::Now());
     for (int r = 0; r < world; ++r) {
       const RankPlace& place = layout->ranks[r];
       v1::RankStatus* rank = status_.add_ranks();
       rank->set_rank(r);
+      rank->set_attempt(attempt);
+      rank->set_start_time_ms(now_ms);
       rank->set_local_rank(place.local_rank);
       rank->set_node_rank(place.node_rank);
       rank->set_node_id(launches[r].slot.node_id);
@@ -409,9 +452,8 @@ GangController::AttemptResult GangController::RunAttempt(int attempt) {
       absl::MutexLock lock(&mu_);
       failed_at_ = absl::Now();
       for (int r = 0; r < world; ++r) {
-        v1::RankStatus* rank = status_.mutable_ranks(r);
-        rank->set_state(started[r].ok() ? "STOPPED" : "FAILED");
-        if (!started[r].ok()) rank->set_exit_reason(std::string(started[r].status().message()));
+        EndRankStatus(*status_.mutable_ranks(r), started[r].ok() ? "STOPPED" : "FAILED",
+                      started[r].ok() ? "" : std::string(started[r].status().message()));
       }
     }
     for (LiveRank& rank : ranks) {
@@ -602,10 +644,9 @@ GangController::AttemptResult GangController::Supervise(GangReservation& reserva
                        event->end->signal() == 0 && !event->end->out_of_memory();
     {
       absl::MutexLock lock(&mu_);
-      v1::RankStatus* status = status_.mutable_ranks(event->rank);
-      status->set_state(clean ? "SUCCEEDED" : "FAILED");
-      status->set_exit_reason(event->end.ok() ? event->end->reason()
-                                              : std::string(event->end.status().message()));
+      EndRankStatus(*status_.mutable_ranks(event->rank), clean ? "SUCCEEDED" : "FAILED",
+                    event->end.ok() ? event->end->reason()
+                                    : std::string(event->end.status().message()));
     }
     if (clean) {
       if (++succeeded == world) {
@@ -654,10 +695,9 @@ void GangController::StopRanks(std::vector<LiveRank>& ranks) {
         Event event = std::move(events_.front());
         events_.pop_front();
         ranks[event.rank].exited = true;
-        v1::RankStatus* status = status_.mutable_ranks(event.rank);
-        status->set_state("STOPPED");
-        status->set_exit_reason(event.end.ok() ? event.end->reason()
-                                               : std::string(event.end.status().message()));
+        EndRankStatus(*status_.mutable_ranks(event.rank), "STOPPED",
+                      event.end.ok() ? event.end->reason()
+                                     : std::string(event.end.status().message()));
       }
     }
   };

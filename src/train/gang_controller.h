@@ -93,6 +93,11 @@ class GangController {
   void StopRanks(std::vector<LiveRank>& ranks);
   bool stopping() const;
   void SetState(const std::string& state, const std::string& message);
+  // The job enters `state` (a new phase unless it is in it already, in this attempt).
+  void EnterPhaseLocked(const std::string& state, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The attempt's ranks move to past_ranks (a new attempt's ranks are about to be listed).
+  void KeepPastRanksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Publish();
   absl::Duration stop_grace() const;
 
@@ -115,6 +120,8 @@ class GangController {
 // "rank 2 on node v6e-0-w2 (127.0.0.1) was killed by signal 9 (SIGKILL)": how a rank ended, as
 // the job's summary says it. Exit code of the job for it: the rank's code, 128 + its signal.
 std::string DescribeRankEnd(int rank, const GangSlot& slot, const RankEnd& end);
+// The rank ended in `state` with `reason`, now (unless its end was already noted).
+void EndRankStatus(v1::RankStatus& rank, const std::string& state, const std::string& reason);
 int ExitCodeOf(const RankEnd& end);
 
 }  // namespace tessera::train

@@ -19,6 +19,7 @@
 
 #include "base/status_macros.h"
 #include "rpc/status_conversion.h"
+#include "train/job_changes.h"
 #include "train/job_spec.h"
 
 namespace tessera::train {
@@ -115,10 +116,15 @@ void JobManager::SaveRecord(Job& job) {
 }
 
 void JobManager::Published(const std::shared_ptr<Job>& job, const v1::JobStatus& status) {
+  v1::JobStatus before;
   {
     absl::MutexLock lock(&mu_);
+    before = std::move(job->status);
     job->status = status;
     if (Ended(status.state())) job->ended = true;
+  }
+  if (options_.on_event) {
+    for (const auto& [kind, message] : JobChanges(before, status)) options_.on_event(kind, message);
   }
   SaveRecord(*job);
   WriteStatusFile(*job, status);

@@ -37,6 +37,9 @@ struct JobManagerOptions {
   std::function<absl::StatusOr<std::unique_ptr<GangBackend>>()> backends;
   // Where jobs' records are kept (not owned); null: nowhere, and jobs end with the head.
   JobRecordStore* records = nullptr;
+  // Told of each change worth an event (kind "job" or "worker", one line; the head's event
+  // stream): a job entering a state, a rank failing. May be empty; must not block.
+  std::function<void(const std::string& kind, const std::string& message)> on_event;
 };
 
 class JobManager final : public v1::Jobs::Service {

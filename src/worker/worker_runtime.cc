@@ -23,6 +23,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "api/object_location.h"
 #include "api/object_node_store.h"
 #include "rpc/auth.h"
@@ -127,17 +129,23 @@ absl::StatusOr<internal::SerializedValue> FetchFromOwner(const v1::ObjectRefProt
 
 // Runs `task`; a large result goes into this node's store and the result says where it lies
 // (the stored-value envelope) instead of carrying it.
+// Each result says when the task began and ended here (its owner's timeline).
 v1::TaskResult Execute(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
+  const int64_t start_us = absl::ToUnixMicros(absl::Now());
   v1::TaskResult result = globals->runner(task, fetch);
+  result.set_start_time_us(start_us);
   if (!result.has_value() || result.value().size() < api::kInlineValueLimitBytes ||
       globals == nullptr || globals->store == nullptr) {
+    result.set_end_time_us(absl::ToUnixMicros(absl::Now()));
     return result;
   }
   auto task_id = TaskId::FromBinary(task.task_id());
-  if (!task_id.ok()) return result;
-  auto where = globals->store->Put(ObjectId::ForTaskReturn(*task_id, 1), result.value());
-  // No store, or no room in it: the value goes inline as it would have without a store.
-  if (where.ok()) result.set_value(api::EncodeStoredEnvelope(*where));
+  if (task_id.ok()) {
+    auto where = globals->store->Put(ObjectId::ForTaskReturn(*task_id, 1), result.value());
+    // No store, or no room in it: the value goes inline as it would have without a store.
+    if (where.ok()) result.set_value(api::EncodeStoredEnvelope(*where));
+  }
+  result.set_end_time_us(absl::ToUnixMicros(absl::Now()));
   return result;
 }
 

@@ -10,8 +10,10 @@ script's verdict; writes a PNG screenshot per page.
     python3 tests/dashboard/check_pages.py --serve-fixtures --out /tmp/dash [--nodes 1000]
 
 As a module (for pytest): check_pages(base_url, checks, out_dir, token=None) -> [PageResult];
-default_checks(), fixture_checks(), navigation_checks(), large_cluster_checks(n) and
-run_fixture_suite(out_dir) build on it; describe(results) says what failed.
+default_checks(), fixture_checks(), navigation_checks(), large_cluster_checks(n),
+registered_node_check(id, devices, type) and run_fixture_suite(out_dir) build on it;
+describe(results) says what failed. timed_tab(browser) and measure_page(tab, base_url, route)
+time a page's load and its polls (PageTiming).
 
 Chromium is Debian's `chromium` package, driven through the DevTools protocol over
 --remote-debugging-pipe (file descriptors 3 and 4, NUL-separated JSON), so nothing beyond the
@@ -506,7 +508,7 @@ def fixture_checks():
                                   " && document.getElementById('log-rank').value === '3'",
                                   "want 16 rank rows and the log of rank 3")),
         PageCheck("actors", "#/actors", ["llm-server", "tokenizer", "node cpu-0 was declared dead", "detached"]),
-        PageCheck("events", "#/events", ["Events", "declared dead", "eval-sweep"],
+        PageCheck("events", "#/events", ["Events", "declared dead", "eval-sweep", "node · notice"],
                   script=_js_wait("(() => { const seqs = [...document.querySelectorAll('tbody tr td:first-child')]"
                                   ".map((td) => Number(td.textContent)); return seqs.length >= 25"
                                   " && seqs.every((s, i) => i === 0 || seqs[i - 1] > s); })()",
@@ -514,8 +516,9 @@ def fixture_checks():
     ]
 
 
-def large_cluster_checks(nodes):
-    """The nodes page with `nodes` nodes: 50 rows of DOM, paging, and how long a filter takes."""
+def large_cluster_checks(nodes, filter_text="node-09"):
+    """The nodes page with `nodes` nodes: 50 rows of DOM, paging, and how long a filter takes
+    (filtering by `filter_text`, which must match at least one node)."""
     measure = """(() => {
   const rows = () => document.querySelectorAll('#node-table tbody tr:not(.empty)').length;
   const before = rows();
@@ -534,11 +537,27 @@ def large_cluster_checks(nodes):
   const poll = document.getElementById('page').dataset.pollMs;
   return {ok: ok || `rows ${before}/${rows()}, matched ${matched}, svgs ${svgs}`,
           note: `poll ${poll} ms, filter ${filterMs.toFixed(1)} ms, next page ${pageMs.toFixed(1)} ms (first row ${second})`};
-})()""" % (FILTER_NODES % json.dumps("node-09"))
+})()""" % (FILTER_NODES % json.dumps(filter_text))
     return [
         PageCheck("nodes-large", "#/nodes", [f"{nodes:,} nodes", "rows 1–50"], script=measure),
         PageCheck("overview-large", "#/overview", ["Cluster overview", f"/ {nodes:,}".replace(",", "")]),
     ]
+
+
+def registered_node_check(node_id, devices, accelerator_type):
+    """The page of one node a head registered with `devices` devices of `accelerator_type` on one
+    NVSwitch in two NUMA groups, each device measured (fill_head_registry's nodes): the hardware
+    view draws every device and link, and each device has its two sparklines."""
+    links = devices * (devices - 1) // 2
+    return PageCheck(
+        f"node-{node_id}", f"#/nodes/{node_id}",
+        [node_id, "alive", f"{devices} × {accelerator_type}", f"GPU {devices - 1}", "Last"],
+        script=_js_wait(f"document.querySelectorAll('.hw g.device').length === {devices}"
+                        f" && document.querySelectorAll('.hw g.link-group').length === {links}"
+                        " && document.querySelectorAll('.hw .numa').length === 2"
+                        f" && document.querySelectorAll('.spark path.line').length === {2 * devices}",
+                        f"hardware view: want {devices} devices, {links} links in 2 NUMA groups, "
+                        f"{2 * devices} sparklines"))
 
 
 def navigation_checks():
@@ -615,6 +634,89 @@ def run_fixture_suite(out_dir, nodes=None, timeout_s=20.0):
             results.append(check_page(tab, server.url, head_down_check(), out_dir, timeout_s, settle_s=0.5))
             tab.close()
     return results
+
+
+# --- Timings -------------------------------------------------------------------------------
+
+# Installed before each document of a timed tab: records when #page first reads "ready" (the
+# first poll's end, from the navigation's start) and every poll's data-poll-ms (app.js sets it
+# after each poll, fetches included) with when it ended.
+TIMING_RECORDER = """(() => {
+  window.__tesseraPolls = [];
+  window.__tesseraReadyMs = null;
+  new MutationObserver((records) => {
+    for (const r of records) {
+      const el = r.target;
+      if (!el || el.id !== 'page') continue;
+      if (r.attributeName === 'data-poll-ms') {
+        window.__tesseraPolls.push({end: performance.now(), ms: Number(el.dataset.pollMs)});
+      } else if (el.dataset.state === 'ready' && window.__tesseraReadyMs === null) {
+        window.__tesseraReadyMs = performance.now();
+      }
+    }
+  }).observe(document, {subtree: true, attributes: true, attributeFilter: ['data-poll-ms', 'data-state']});
+})();"""
+
+TIMING_READ = """(() => ({
+  ready: window.__tesseraReadyMs,
+  polls: window.__tesseraPolls || [],
+  fetches: performance.getEntriesByType('resource')
+    .filter((e) => e.name.includes('/api/v1/'))
+    .map((e) => ({path: new URL(e.name).pathname, start: e.startTime, end: e.responseEnd})),
+  route: (document.getElementById('page') || {dataset: {}}).dataset.route || '',
+}))()"""
+
+
+@dataclasses.dataclass
+class PageTiming:
+    route: str
+    load_ms: float   # navigation start to the end of the first poll (the page shown)
+    polls: list      # later polls: {"ms": whole poll, "fetch_ms": its fetches' span, "rest_ms": ms - fetch_ms}
+    fetch_ms: dict   # API path -> [ms of each fetch] (the browser's resource timing)
+    errors: list     # console errors and exceptions while measured
+
+    def median(self, key):
+        values = sorted(p[key] for p in self.polls)
+        return values[len(values) // 2] if values else float("nan")
+
+
+def timed_tab(browser, token=None):
+    """A tab that records each page's load and poll times (measure_page reads them)."""
+    tab = Tab(browser, token)
+    tab.send("Page.addScriptToEvaluateOnNewDocument", {"source": TIMING_RECORDER})
+    return tab
+
+
+def measure_page(tab, base_url, route, polls=5, timeout_s=60.0):
+    """Loads `route` afresh in a timed_tab and waits for `polls` polls after the first; returns
+    a PageTiming. CdpError when the page is not ready or the polls do not come within timeout_s."""
+    tab.take_errors()
+    tab.navigate("about:blank")
+    tab.browser.wait(0.2)
+    tab.navigate(base_url.split("#")[0] + route)
+    deadline = time.monotonic() + timeout_s
+    read = {}
+    while time.monotonic() < deadline:
+        try:
+            read = tab.evaluate(TIMING_READ) or {}
+        except CdpError:
+            read = {}  # the document is being replaced
+        if read.get("route") == route and read.get("ready") is not None and len(read.get("polls", [])) > polls:
+            break
+        tab.browser.wait(0.25)
+    else:
+        raise CdpError(f"{route}: {len(read.get('polls', []))} polls within {timeout_s} s, want {polls + 1}")
+    fetches = read.get("fetches", [])
+    by_path = {}
+    for f in fetches:
+        by_path.setdefault(f["path"], []).append(round(f["end"] - f["start"], 1))
+    later = []
+    for p in read["polls"][1:polls + 1]:
+        start = p["end"] - p["ms"]
+        inside = [f for f in fetches if f["start"] >= start - 1 and f["end"] <= p["end"] + 1]
+        span = (max(f["end"] for f in inside) - min(f["start"] for f in inside)) if inside else 0.0
+        later.append({"ms": round(p["ms"], 1), "fetch_ms": round(span, 1), "rest_ms": round(p["ms"] - span, 1)})
+    return PageTiming(route, round(read["ready"], 1), later, by_path, tab.take_errors())
 
 
 def _parse_expect(items):

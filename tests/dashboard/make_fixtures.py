@@ -246,7 +246,10 @@ def make_events():
         (25, "actor", "actor tokenizer dead: node cpu-0 was declared dead"),
         (3, "reservation", "placement group eval-sweep waits: no node has 8 GPU free"),
     ]
-    events = [{"seq": i + 1, "time_ms": NOW - minutes * MIN + i * 1000, "kind": kind, "message": message}
+    # Notices want a user's attention (a node lost and what it took); the rest are changes.
+    notice = lambda message: "declared dead" in message or "presumed failed" in message
+    events = [{"seq": i + 1, "time_ms": NOW - minutes * MIN + i * 1000, "kind": kind, "message": message,
+               "notice": notice(message)}
               for i, (minutes, kind, message) in enumerate(lines)]
     return {"events": events, "next": len(events) + 1}
 

@@ -153,6 +153,35 @@ def test_a_real_prometheus_scrapes_the_cluster_through_the_targets_file(cluster,
         held = wait_for(lambda: query('sum(tessera_head_node_resource_reserved{resource="TPU"})'),
                         30, "reserved TPUs")
         assert float(held[0]["value"][1]) == 16
+        # The heartbeats the head answered are counted and timed by method.
+        beats = wait_for(lambda: query('tessera_rpc_server_handled_total{job="tessera-head",'
+                                       'method="Heartbeat",code="OK"}'), 30, "counted heartbeats")
+        assert float(beats[0]["value"][1]) > 0
+        timed = wait_for(lambda: query('tessera_rpc_server_handling_seconds_count{job="tessera-head",'
+                                       'method="Heartbeat"}'), 30, "timed heartbeats")
+        assert float(timed[0]["value"][1]) > 0
+        # The gang's slice group was placed and committed: both were timed.
+        placed = wait_for(lambda: query('tessera_head_scheduling_decision_seconds_count'
+                                        '{kind="slice_group"}'), 30, "a timed slice decision")
+        assert float(placed[0]["value"][1]) >= 1
+        committed = wait_for(lambda: query('tessera_head_two_phase_commit_seconds_count'
+                                           '{outcome="ok"}'), 30, "a timed two-phase commit")
+        assert float(committed[0]["value"][1]) >= 1
+
+        # Every Grafana dashboard query (monitoring/grafana/tessera-dashboard.json) runs here.
+        sys.path.insert(0, str(REPO / "tests" / "observability"))
+        import urllib.error
+        import test_grafana_dashboard as grafana
+        dashboard = grafana.load_dashboard()
+        values = {**grafana.variable_values(dashboard), "__rate_interval": "1m"}
+        for where, expr in grafana.expressions(dashboard):
+            url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode(
+                {"query": grafana.substitute(expr, values)})
+            try:
+                answer = json.loads(get(url))
+            except urllib.error.HTTPError as error:  # 400: Prometheus rejected the query
+                answer = {"status": "error", "error": error.read().decode()}
+            assert answer["status"] == "success", f"{where}: {expr}: {answer}"
     finally:
         server.terminate()
         try:
@@ -160,6 +189,23 @@ def test_a_real_prometheus_scrapes_the_cluster_through_the_targets_file(cluster,
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+def test_the_gangs_timeline_has_its_phases_and_every_rank(cluster, tmp_path):
+    out = tmp_path / "trace.json"
+    run(TESSERA, "timeline", "watched", "-o", out, *cluster["args"])
+    trace = json.loads(out.read_text())
+    events = trace["traceEvents"]
+    assert trace["otherData"]["job_id"] == cluster["job"]
+    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events if e["ph"] == "M"
+             and e["name"] in ("process_name", "thread_name")}
+    assert names[(1, None)] == f"Job {cluster['job']} (watched)"
+    phases = [e["name"] for e in events if e.get("cat") == "phase"]
+    assert phases[:3] == ["PENDING", "STARTING", "RUNNING"], phases
+    ranks = [e for e in events if e.get("cat") == "rank"]
+    assert len(ranks) == 4  # one per host of the 4x4 slice, running now
+    assert {e["args"]["state"] for e in ranks} == {"RUNNING"}
+    assert all(e["dur"] > 0 for e in ranks)
 
 
 def test_the_dashboard_shows_the_cluster_and_follows_a_new_job(cluster):

@@ -1,9 +1,10 @@
 """The cluster as a whole, as Ray's state calls show it: `nodes()`, `cluster_resources()`,
-`available_resources()` (from the head; may be a heartbeat old)."""
+`available_resources()` (from the head; may be a heartbeat old), and this job's `timeline()`."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+import json
+from typing import Any, Dict, List, Optional
 
 from tessera import _core
 from tessera._private import worker
@@ -55,3 +56,20 @@ def cluster_resources() -> Dict[str, float]:
 def available_resources() -> Dict[str, float]:
     """What the alive nodes have free now, summed (resources fully in use are left out)."""
     return {name: amount for name, amount in _sum("available").items() if amount > 0}
+
+
+def timeline(filename: Optional[str] = None) -> Optional[List[Dict[str, Any]]]:
+    """This job's task runs and actor calls, as Ray's `ray.timeline` gives them: a list of Chrome
+    trace events (Perfetto and chrome://tracing open them), or, given a filename, written there
+    as a trace file (and None returned). Runs still being reported are sent first. The same as
+    `tessera timeline JOB` on the command line, for this process's job."""
+    worker.auto_init()
+    try:
+        trace = json.loads(_core.timeline_json())
+    except _core.CoreError as e:
+        worker.raise_core_error(e)
+    if filename is None:
+        return trace["traceEvents"]
+    with open(filename, "w", encoding="utf-8") as out:
+        json.dump(trace, out)
+    return None
