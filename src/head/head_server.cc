@@ -177,15 +177,16 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
     return absl::Status(resumed.code(), absl::StrCat("cannot adopt the training jobs: ",
                                                      resumed.message()));
   }
-  absl::Status written =
-      WritePrivateFileAtomically(options.state_dir + "/head.address", head->address_ + "\n");
+  // head.address last: who waits for it (the CLI, tests) then finds the pid and HTTP files too.
+  absl::Status written = WritePrivateFileAtomically(options.state_dir + "/head.pid",
+                                                    absl::StrCat(::getpid(), "\n"));
   if (written.ok() && !head->http_address_.empty()) {
     written = WritePrivateFileAtomically(options.state_dir + "/head.http",
                                          head->http_address_ + "\n");
   }
   if (written.ok()) {
-    written = WritePrivateFileAtomically(options.state_dir + "/head.pid",
-                                  absl::StrCat(::getpid(), "\n"));
+    written =
+        WritePrivateFileAtomically(options.state_dir + "/head.address", head->address_ + "\n");
   }
   if (!written.ok()) {
     head->Shutdown();

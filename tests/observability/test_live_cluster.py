@@ -16,6 +16,7 @@ import sys
 import tempfile
 import textwrap
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -170,7 +171,6 @@ def test_a_real_prometheus_scrapes_the_cluster_through_the_targets_file(cluster,
 
         # Every Grafana dashboard query (monitoring/grafana/tessera-dashboard.json) runs here.
         sys.path.insert(0, str(REPO / "tests" / "observability"))
-        import urllib.error
         import test_grafana_dashboard as grafana
         dashboard = grafana.load_dashboard()
         values = {**grafana.variable_values(dashboard), "__rate_interval": "1m"}
