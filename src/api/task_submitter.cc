@@ -49,14 +49,13 @@ std::string TaskKindWord(v1::TaskKind kind) {
   }
 }
 
-// TaskEvent.outcome of a run whose worker sent `result`: what the submitter makes of it below.
-std::string RunOutcome(const QueuedTask& task, const v1::TaskResult& result, bool cancelled) {
+// TaskEvent.outcome of a run whose worker sent `result`, as the submitter decided it (cancelled,
+// or run again).
+std::string RunOutcome(const v1::TaskResult& result, bool cancelled, bool retried) {
   if (!result.has_error()) return "ok";
   if (cancelled) return "cancelled";
   const std::string type = result.error().type().empty() ? result.error().kind()
                                                          : result.error().type();
-  const bool retried = result.error().retryable() && task.spec.kind() == v1::TASK &&
-                       task.spec.attempt() + 1 <= task.max_retries;
   return absl::StrCat(retried ? "retried: " : "error: ", type);
 }
 
@@ -225,11 +224,13 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
         continue;
       }
       QueuedTask& task = it->second;
-      if (task_event_sink_) {
+      auto record = [&](bool cancelled, bool retried) {
+        if (!task_event_sink_) return;
         RecordRunLocked(task, worker, result.start_time_us(), result.end_time_us(),
-                        RunOutcome(task, result, cancelled_.contains(result.task_id())));
-      }
+                        RunOutcome(result, cancelled, retried));
+      };
       if (task.spec.kind() == v1::ACTOR_CREATE) {
+        record(/*cancelled=*/false, /*retried=*/false);
         const bool failed = result.has_error() && shape.actor && !shape.dead;
         const std::string cause =
             failed ? ConstructorFailure(task.spec.function(), result.error()) : "";
@@ -255,8 +256,11 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
       shape.run_nanos_ewma =
           shape.run_nanos_ewma <= 0 ? run : 0.8 * shape.run_nanos_ewma + 0.2 * run;
       const bool cancelled = cancelled_.erase(result.task_id()) > 0;
-      if (result.has_error() && result.error().retryable() && !cancelled && !shut_down_ &&
-          task.spec.kind() == v1::TASK && task.spec.attempt() + 1 <= task.max_retries) {
+      const bool retry = result.has_error() && result.error().retryable() && !cancelled &&
+                         !shut_down_ && task.spec.kind() == v1::TASK &&
+                         task.spec.attempt() + 1 <= task.max_retries;
+      record(cancelled, retry);  // before the task moves back into the queue
+      if (retry) {
         // retry_exceptions: run again, at the front of the queue, as after a worker's death.
         task.spec.set_attempt(task.spec.attempt() + 1);
         ++stats_.retries;
