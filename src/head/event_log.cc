@@ -11,7 +11,7 @@ void EventLog::Record(std::string message, std::string kind) {
   Add(std::move(kind), std::move(message), /*notice=*/true);
 }
 
-void EventLog::RecordChange(std::string kind, std::string message) {
+void EventLog::RecordChange(std::string message, std::string kind) {
   Add(std::move(kind), std::move(message), /*notice=*/false);
 }
 

@@ -41,7 +41,7 @@ class EventLog {
   // A notice.
   void Record(std::string message, std::string kind = "head") ABSL_LOCKS_EXCLUDED(mu_);
   // A change: in the stream (Since), not among the notices (List).
-  void RecordChange(std::string kind, std::string message) ABSL_LOCKS_EXCLUDED(mu_);
+  void RecordChange(std::string message, std::string kind) ABSL_LOCKS_EXCLUDED(mu_);
   // The notices' messages, oldest first.
   std::vector<std::string> List() const ABSL_LOCKS_EXCLUDED(mu_);
   // Up to `limit` events with seq > after, oldest first; *next is the seq to ask after next time

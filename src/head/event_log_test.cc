@@ -31,9 +31,9 @@ TEST(EventLogTest, AReaderFollowsTheStreamBySequenceNumber) {
 
 TEST(EventLogTest, ChangesAreInTheStreamButNotAmongTheNotices) {
   EventLog log(/*max_events=*/10);
-  log.RecordChange("node", "node n1 joined");
+  log.RecordChange("node n1 joined", "node");
   log.Record("node n1 declared dead: no heartbeat for 10s", "node");
-  log.RecordChange("job", "job j1 started");
+  log.RecordChange("job j1 started", "job");
   EXPECT_EQ(log.List(), std::vector<std::string>{"node n1 declared dead: no heartbeat for 10s"});
   int64_t next = 0;
   auto all = log.Since(0, 10, &next);

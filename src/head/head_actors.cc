@@ -84,8 +84,9 @@ void HeadService::RecordActorChange(const v1::ActorInfo& actor) {
   } else if (actor.state() == v1::ACTOR_STATE_DEAD && !actor.death_cause().empty()) {
     where = absl::StrCat(": ", actor.death_cause());
   }
-  events_.RecordChange("actor", absl::StrCat("actor ", actor.name(), " (", actor.class_name(), ") ",
-                                             ToAbsl(rpc::ActorStateName(actor.state())), where));
+  events_.RecordChange(absl::StrCat("actor ", actor.name(), " (", actor.class_name(), ") ",
+                                    ToAbsl(rpc::ActorStateName(actor.state())), where),
+                       "actor");
 }
 
 grpc::Status HeadService::GetActor(grpc::ServerContext*, const v1::GetActorRequest* request,

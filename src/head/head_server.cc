@@ -131,7 +131,7 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
   };
   EventLog* events = &head->service_->mutable_event_log();
   jobs.on_event = [events](const std::string& kind, const std::string& message) {
-    events->RecordChange(kind, message);
+    events->RecordChange(message, kind);
   };
   head->jobs_ = std::make_unique<train::JobManager>(std::move(jobs));
 

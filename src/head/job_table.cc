@@ -128,15 +128,17 @@ absl::StatusOr<JobRecord> JobTable::Record(const JobReport& report) {
   JobRecord result = stored;  // before retention may forget it (max_ended 0)
   if (created) {
     options_.events->RecordChange(
-        "job", absl::StrCat("job ", stored.job_id, " started",
-                            stored.node_id.empty() ? "" : absl::StrCat(" on node ", stored.node_id),
-                            stored.argv.empty() ? "" : absl::StrCat(": ", stored.argv.front())));
+        absl::StrCat("job ", stored.job_id, " started",
+                     stored.node_id.empty() ? "" : absl::StrCat(" on node ", stored.node_id),
+                     stored.argv.empty() ? "" : absl::StrCat(": ", stored.argv.front())),
+        "job");
   }
   if (ended && (created || was_running)) {
     options_.events->RecordChange(
-        "job", absl::StrCat("job ", stored.job_id, " ",
-                            ToAbsl(rpc::JobStateName(JobStateToProto(stored.state))),
-                            stored.exit_reason.empty() ? "" : absl::StrCat(": ", stored.exit_reason)));
+        absl::StrCat("job ", stored.job_id, " ",
+                     ToAbsl(rpc::JobStateName(JobStateToProto(stored.state))),
+                     stored.exit_reason.empty() ? "" : absl::StrCat(": ", stored.exit_reason)),
+        "job");
     NoteEnded(report.job_id);
   }
   return result;

@@ -189,8 +189,9 @@ absl::Status NodeRegistry::Register(const rpc::NodeRegistration& registration,
     existing = nodes_.emplace(id, std::move(entry)).first;
     cluster_->changed = true;
     options_.events->RecordChange(
-        "node", absl::StrCat("node ", id, " joined (agent at ", registration.address, "): ",
-                             registration.spec.resources.ToString()));
+        absl::StrCat("node ", id, " joined (agent at ", registration.address,
+                     "): ", registration.spec.resources.ToString()),
+        "node");
   } else if (existing->second.description.address() != registration.address) {
     existing->second.client = options_.agent_clients(id, registration.address);
   }

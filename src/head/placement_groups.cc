@@ -96,10 +96,10 @@ absl::Status ReservationManager::CreatePlacementGroup(
     entry.spec.name = name;
     GroupEntry& group = groups_.emplace(name, std::move(entry)).first->second;
     options_.events->RecordChange(
-        "reservation",
         absl::StrCat("placement group ", name, " created: ", group.spec.primary.bundles.size(),
                      " bundles, ", ToAbsl(PlacementStrategyName(group.spec.strategy)),
-                     group.owner.empty() ? "" : absl::StrCat(", owner ", group.owner)));
+                     group.owner.empty() ? "" : absl::StrCat(", owner ", group.owner)),
+        "reservation");
     TryPlaceGroup(group);
     Persist(group);
     if (group.phase != ReservationPhase::kCommitting) {

@@ -249,7 +249,7 @@ void ReservationManager::Sync(const std::string& name) {
           reservation->phase = phase;
           if (complete) {
             reservation->explanation.clear();
-            options_.events->RecordChange("reservation", DescribeHeld(*reservation));
+            options_.events->RecordChange(DescribeHeld(*reservation), "reservation");
           }
           Persist(*reservation);
         }
@@ -352,8 +352,8 @@ std::string ReservationManager::DescribeHeld(const Reservation& reservation) con
 
 void ReservationManager::Erase(Reservation& reservation) {
   const std::string name = reservation.name;
-  options_.events->RecordChange("reservation",
-                                absl::StrCat(ReservationNoun(reservation.kind), " ", name, " removed"));
+  options_.events->RecordChange(
+      absl::StrCat(ReservationNoun(reservation.kind), " ", name, " removed"), "reservation");
   ForgetPlacement(reservation);
   if (reservation.kind == ReservationKind::kPlacementGroup) {
     options_.writer->Delete(kPlacementGroupsTable, name);

@@ -117,8 +117,9 @@ absl::Status ReservationManager::ReserveSlices(const v1::ReserveSlicesRequest& r
     ApplySliceResult(entry, *result);
     SliceEntry& slice = slices_.emplace(name, std::move(entry)).first->second;
     options_.events->RecordChange(
-        "reservation", absl::StrCat("slice group ", name, " requested",
-                                    slice.owner.empty() ? "" : absl::StrCat(" by ", slice.owner)));
+        absl::StrCat("slice group ", name, " requested",
+                     slice.owner.empty() ? "" : absl::StrCat(" by ", slice.owner)),
+        "reservation");
     Persist(slice);
     if (slice.phase != ReservationPhase::kCommitting) {
       DescribeSlice(slice, response);
