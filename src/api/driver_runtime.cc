@@ -206,7 +206,7 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
     runtime->task_events_ =
         std::make_unique<TaskEventReporter>(runtime->head_.get(), std::move(reporter));
     TaskEventReporter* sink = runtime->task_events_.get();
-    runtime->submitter_->SetTaskEventSink([sink](v1::TaskEvent event) { sink->Add(std::move(event)); });
+    runtime->submitter_->SetTaskEventSink([sink](std::vector<TaskRun>& runs) { sink->Add(runs); });
   }
   DriverRuntime* self = runtime.get();
   runtime->reaper_ = std::thread([self] {

@@ -1,6 +1,7 @@
-// TaskEventReporter: the driver's side of timelines. The task submitter hands it every run that
-// ended (Add, never blocking: one short lock); a thread of its own sends what has gathered to the
-// head every `interval` (Head.ReportTaskEvents, at most kMaxEventsPerReport a call) and the rest
+// TaskEventReporter: the driver's side of timelines. The task submitter hands it the runs that
+// ended (Add, a batch at a time, never blocking: one short lock per batch, plain records moved);
+// a thread of its own turns what has gathered into TaskEvents and sends them to the head every
+// `interval` (Head.ReportTaskEvents, at most kMaxEventsPerReport a call) and the rest
 // at Stop. Timelines are best effort and never slow the work: past max_pending runs waiting to be
 // sent, new ones are dropped, and a report the head does not take is dropped too; both are
 // counted and the next report tells the head how many (GetTaskEventsResponse.dropped).
@@ -18,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "api/task_run.h"
 #include "tessera/v1/head.grpc.pb.h"
 
 namespace tessera::api {
@@ -39,7 +41,8 @@ class TaskEventReporter {
   TaskEventReporter(const TaskEventReporter&) = delete;
   TaskEventReporter& operator=(const TaskEventReporter&) = delete;
 
-  void Add(v1::TaskEvent event) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes the runs (moved out of `runs`, which is left empty).
+  void Add(std::vector<TaskRun>& runs) ABSL_LOCKS_EXCLUDED(mu_);
   // Sends what is waiting (each call bounded by a few seconds), then ends the thread.
   // Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
@@ -56,10 +59,12 @@ class TaskEventReporter {
   v1::Head::Stub* const head_;
   const TaskEventReporterOptions options_;
   mutable absl::Mutex mu_;
-  std::vector<v1::TaskEvent> pending_ ABSL_GUARDED_BY(mu_);
+  std::vector<TaskRun> pending_ ABSL_GUARDED_BY(mu_);
   int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;           // all so far
   int64_t dropped_unreported_ ABSL_GUARDED_BY(mu_) = 0;  // not yet told to the head
   absl::Mutex flush_mu_;  // one flush at a time (the thread's, or Stop's last)
+  // The runs of the report being sent; emptied after, its capacity kept for the next swap.
+  std::vector<TaskRun> sending_ ABSL_GUARDED_BY(flush_mu_);
   absl::Notification stop_;
   std::thread thread_;
 };

@@ -54,10 +54,11 @@ class TaskEventReporterTest : public ::testing::Test {
     options.max_pending = max_pending;
     return std::make_unique<TaskEventReporter>(stub_.get(), options);
   }
-  static v1::TaskEvent TaskRun(const std::string& name) {
-    v1::TaskEvent event;
-    event.set_name(name);
-    return event;
+  // Hands the reporter one run of `name`.
+  static void AddRun(TaskEventReporter& reporter, const std::string& name) {
+    std::vector<TaskRun> runs(1);
+    runs[0].name = std::make_shared<const std::string>(name);
+    reporter.Add(runs);
   }
 
   RecordingHead head_;
@@ -67,8 +68,8 @@ class TaskEventReporterTest : public ::testing::Test {
 
 TEST_F(TaskEventReporterTest, StopSendsEveryRunWithItsJob) {
   auto reporter = Reporter();
-  reporter->Add(TaskRun("f"));
-  reporter->Add(TaskRun("g"));
+  AddRun(*reporter, "f");
+  AddRun(*reporter, "g");
   reporter->Stop();
   ASSERT_EQ(head_.reports.size(), 1u);
   EXPECT_EQ(head_.reports[0].job_id(), "driver-1");
@@ -78,9 +79,64 @@ TEST_F(TaskEventReporterTest, StopSendsEveryRunWithItsJob) {
   EXPECT_EQ(reporter->dropped(), 0);
 }
 
+// The plain records become TaskEvents only when sent: every field, the words of kinds and
+// outcomes, and the worker's identity shared by its runs.
+TEST_F(TaskEventReporterTest, EveryFieldOfARunReachesTheHeadInWords) {
+  auto reporter = Reporter();
+  auto worker = std::make_shared<const WorkerIdentity>(WorkerIdentity{"n1", "w-7", 99});
+  std::vector<TaskRun> runs(2);
+  runs[0].task_id = ToRunId(std::string(TaskId::kSize, 'a'));
+  runs[0].actor_id = ToRunId(std::string(TaskId::kSize, 'b'));
+  runs[0].kind = v1::ACTOR_METHOD;
+  runs[0].attempt = 2;
+  runs[0].name = std::make_shared<const std::string>("Counter.add");
+  runs[0].worker = worker;
+  runs[0].submit_time_us = 10;
+  runs[0].start_time_us = 20;
+  runs[0].end_time_us = 30;
+  runs[0].outcome = TaskRun::Outcome::kRetried;
+  runs[0].detail = "ValueError";
+  runs[1].kind = v1::ACTOR_CREATE;
+  runs[1].worker = worker;
+  runs[1].outcome = TaskRun::Outcome::kWorkerDied;
+  runs[1].detail = "killed by signal 9 (SIGKILL)";
+  reporter->Add(runs);
+  EXPECT_TRUE(runs.empty());
+  reporter->Stop();
+  ASSERT_EQ(head_.Runs(), 2);
+  const v1::TaskEvent& call = head_.reports[0].events(0);
+  EXPECT_EQ(call.task_id(), std::string(TaskId::kSize, 'a'));
+  EXPECT_EQ(call.actor_id(), std::string(TaskId::kSize, 'b'));
+  EXPECT_EQ(call.kind(), "actor_call");
+  EXPECT_EQ(call.attempt(), 2);
+  EXPECT_EQ(call.name(), "Counter.add");
+  EXPECT_EQ(call.node_id(), "n1");
+  EXPECT_EQ(call.worker_id(), "w-7");
+  EXPECT_EQ(call.worker_pid(), 99);
+  EXPECT_EQ(call.submit_time_us(), 10);
+  EXPECT_EQ(call.start_time_us(), 20);
+  EXPECT_EQ(call.end_time_us(), 30);
+  EXPECT_EQ(call.outcome(), "retried: ValueError");
+  const v1::TaskEvent& constructor = head_.reports[0].events(1);
+  EXPECT_EQ(constructor.kind(), "actor_create");
+  EXPECT_EQ(constructor.worker_id(), "w-7");
+  EXPECT_EQ(constructor.outcome(), "worker died: killed by signal 9 (SIGKILL)");
+}
+
+TEST_F(TaskEventReporterTest, ABatchPastTheBoundKeepsWhatFits) {
+  auto reporter = Reporter(/*max_pending=*/3);
+  AddRun(*reporter, "a");
+  std::vector<TaskRun> batch(4);
+  reporter->Add(batch);
+  reporter->Stop();
+  ASSERT_EQ(head_.Runs(), 3);
+  EXPECT_EQ(head_.reports[0].dropped(), 2);
+  EXPECT_EQ(reporter->dropped(), 2);
+}
+
 TEST_F(TaskEventReporterTest, RunsPastTheBoundAreDroppedAndTheHeadIsToldHowMany) {
   auto reporter = Reporter(/*max_pending=*/2);
-  for (const char* name : {"a", "b", "c", "d"}) reporter->Add(TaskRun(name));
+  for (const char* name : {"a", "b", "c", "d"}) AddRun(*reporter, name);
   reporter->Stop();
   ASSERT_EQ(head_.Runs(), 2);
   EXPECT_EQ(head_.reports[0].dropped(), 2);
@@ -97,13 +153,13 @@ TEST_F(TaskEventReporterTest, AReportTheHeadRefusesIsCountedInTheNextOne) {
     absl::MutexLock lock(&head_.mu);
     head_.refuse = true;
   }
-  reporter.Add(TaskRun("lost"));
+  AddRun(reporter, "lost");
   while (reporter.dropped() == 0) absl::SleepFor(absl::Milliseconds(10));
   {
     absl::MutexLock lock(&head_.mu);
     head_.refuse = false;
   }
-  reporter.Add(TaskRun("kept"));
+  AddRun(reporter, "kept");
   reporter.Stop();
   absl::MutexLock lock(&head_.mu);
   int64_t told = 0;

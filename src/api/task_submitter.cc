@@ -40,24 +40,19 @@ absl::Status ActorDeadStatus(const std::string& display, const std::string& caus
 }
 
 // Why an actor whose constructor did not make an instance is dead.
-// "task", "actor_create", "actor_call": TaskEvent.kind.
-std::string TaskKindWord(v1::TaskKind kind) {
-  switch (kind) {
-    case v1::ACTOR_CREATE: return "actor_create";
-    case v1::ACTOR_METHOD: return "actor_call";
-    default: return "task";
-  }
+// The outcome of a run whose worker sent `result`, as the submitter decided it (cancelled, or
+// run again), with its detail (the exception type).
+std::pair<TaskRun::Outcome, std::string> RunOutcome(const v1::TaskResult& result, bool cancelled,
+                                                    bool retried) {
+  if (!result.has_error()) return {TaskRun::Outcome::kOk, ""};
+  if (cancelled) return {TaskRun::Outcome::kCancelled, ""};
+  const std::string& type = result.error().type().empty() ? result.error().kind()
+                                                          : result.error().type();
+  return {retried ? TaskRun::Outcome::kRetried : TaskRun::Outcome::kError, type};
 }
 
-// TaskEvent.outcome of a run whose worker sent `result`, as the submitter decided it (cancelled,
-// or run again).
-std::string RunOutcome(const v1::TaskResult& result, bool cancelled, bool retried) {
-  if (!result.has_error()) return "ok";
-  if (cancelled) return "cancelled";
-  const std::string type = result.error().type().empty() ? result.error().kind()
-                                                         : result.error().type();
-  return absl::StrCat(retried ? "retried: " : "error: ", type);
-}
+// Bound of the table of function names shared by runs.
+constexpr size_t kMaxRunNames = 4096;
 
 std::string ConstructorFailure(const std::string& factory, const v1::TaskError& error) {
   if (error.kind() == "application") {
@@ -159,7 +154,7 @@ bool TaskSubmitter::AddWorker(const std::string& shape_key, WorkerHandle handle,
   worker.handle = handle;
   worker.shape_key = shape_key;
   worker.channel = std::move(channel);
-  worker.identity = std::move(identity);
+  worker.identity = std::make_shared<const WorkerIdentity>(std::move(identity));
   worker.idle_since = absl::Now();
   shape.workers.push_back(handle);
   ++stats_.workers_started;
@@ -207,6 +202,7 @@ void TaskSubmitter::FailQueuedLocked(Shape& shape, const absl::Status& status,
 
 void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& results) {
   std::vector<Outcome> outcomes;
+  std::vector<TaskRun> runs;
   {
     absl::MutexLock lock(&mu_);
     auto wit = workers_.find(handle);
@@ -226,8 +222,9 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
       QueuedTask& task = it->second;
       auto record = [&](bool cancelled, bool retried) {
         if (!task_event_sink_) return;
-        RecordRunLocked(task, worker, result.start_time_us(), result.end_time_us(),
-                        RunOutcome(result, cancelled, retried));
+        auto [outcome, detail] = RunOutcome(result, cancelled, retried);
+        RecordRunLocked(task, worker, result.start_time_us(), result.end_time_us(), outcome,
+                        std::move(detail), runs);
       };
       if (task.spec.kind() == v1::ACTOR_CREATE) {
         record(/*cancelled=*/false, /*retried=*/false);
@@ -283,6 +280,7 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
     if (!worker_gone && worker.in_flight.empty()) worker.idle_since = absl::Now();
     DispatchLocked(shape);
   }
+  TellTaskEventSink(runs);  // before the outcomes: a timeline asked for after a get has the run
   DeliverAll(std::move(outcomes));
 }
 
@@ -293,21 +291,31 @@ void TaskSubmitter::StampSubmitLocked(QueuedTask& task) const {
 }
 
 void TaskSubmitter::RecordRunLocked(const QueuedTask& task, const Worker& worker,
-                                    int64_t start_us, int64_t end_us, std::string outcome) const {
-  v1::TaskEvent event;
-  event.set_task_id(task.spec.task_id());
-  event.set_name(task.spec.function());
-  event.set_kind(TaskKindWord(task.spec.kind()));
-  event.set_actor_id(task.spec.actor_id());
-  event.set_attempt(task.spec.attempt());
-  event.set_node_id(worker.identity.node_id);
-  event.set_worker_id(worker.identity.worker_id);
-  event.set_worker_pid(worker.identity.pid);
-  event.set_submit_time_us(task.submit_time_us);
-  event.set_start_time_us(start_us);
-  event.set_end_time_us(end_us);
-  event.set_outcome(std::move(outcome));
-  task_event_sink_(std::move(event));
+                                    int64_t start_us, int64_t end_us, TaskRun::Outcome outcome,
+                                    std::string detail, std::vector<TaskRun>& runs) {
+  TaskRun& run = runs.emplace_back();
+  run.task_id = ToRunId(task.spec.task_id());
+  run.actor_id = ToRunId(task.spec.actor_id());
+  run.kind = task.spec.kind();
+  run.attempt = task.spec.attempt();
+  run.name = RunNameLocked(task.spec.function());
+  run.worker = worker.identity;
+  run.submit_time_us = task.submit_time_us;
+  run.start_time_us = start_us;
+  run.end_time_us = end_us;
+  run.outcome = outcome;
+  run.detail = std::move(detail);
+}
+
+std::shared_ptr<const std::string> TaskSubmitter::RunNameLocked(const std::string& function) {
+  if (auto it = run_names_.find(function); it != run_names_.end()) return it->second;
+  auto name = std::make_shared<const std::string>(function);
+  if (run_names_.size() < kMaxRunNames) run_names_.emplace(function, name);
+  return name;
+}
+
+void TaskSubmitter::TellTaskEventSink(std::vector<TaskRun>& runs) const {
+  if (!runs.empty()) task_event_sink_(runs);
 }
 
 void TaskSubmitter::RemoveWorkerLocked(Worker& worker) {
@@ -320,6 +328,7 @@ void TaskSubmitter::RemoveWorkerLocked(Worker& worker) {
 void TaskSubmitter::WorkerDied(WorkerHandle handle, const std::string& cause,
                                bool bundle_removed) {
   std::vector<Outcome> outcomes;
+  std::vector<TaskRun> ended;
   {
     absl::MutexLock lock(&mu_);
     auto wit = workers_.find(handle);
@@ -330,8 +339,10 @@ void TaskSubmitter::WorkerDied(WorkerHandle handle, const std::string& cause,
     if (task_event_sink_) {
       const int64_t now_us = absl::ToUnixMicros(absl::Now());
       for (const auto& [id, task] : worker.in_flight) {
+        const bool cancelled = cancelled_.contains(id);
         RecordRunLocked(task, worker, 0, now_us,
-                        cancelled_.contains(id) ? "cancelled" : absl::StrCat("worker died: ", cause));
+                        cancelled ? TaskRun::Outcome::kCancelled : TaskRun::Outcome::kWorkerDied,
+                        cancelled ? "" : cause, ended);
       }
     }
     std::vector<QueuedTask> retry;
@@ -387,6 +398,7 @@ void TaskSubmitter::WorkerDied(WorkerHandle handle, const std::string& cause,
     RemoveWorkerLocked(worker);
     DispatchLocked(shape);
   }
+  TellTaskEventSink(ended);
   DeliverAll(std::move(outcomes));
 }
 

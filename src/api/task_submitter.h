@@ -34,6 +34,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "api/error_payloads.h"
+#include "api/task_run.h"
 #include "tessera/object_id.h"
 #include "tessera/object_ref.h"
 #include "tessera/tessera.h"
@@ -64,16 +65,10 @@ struct QueuedTask {
   int64_t submit_time_us = 0;
 };
 
-// Who a leased worker is, for the timelines of the runs it serves.
-struct WorkerIdentity {
-  std::string node_id;
-  std::string worker_id;
-  int pid = 0;
-};
-
-// Told of every run that ended (ran to a result, failed, or lost with its worker), under the
-// submitter's mutex: must not block or call back into the submitter (TaskEventReporter::Add).
-using TaskEventSink = std::function<void(v1::TaskEvent event)>;
+// Told of the runs that ended (ran to a result, failed, or lost with their worker), a batch at
+// a time (those of one result batch or one worker's death), outside the submitter's mutex, from
+// the thread that heard them: must not block for long (TaskEventReporter::Add).
+using TaskEventSink = std::function<void(std::vector<TaskRun>& runs)>;
 
 // An actor as the submitter sees it: a shape of its own with at most one worker, never let go
 // while the actor lives, whose constructor task is sent first on every new worker.
@@ -200,7 +195,7 @@ class TaskSubmitter {
     WorkerHandle handle = 0;
     std::string shape_key;
     std::shared_ptr<WorkerChannel> channel;
-    WorkerIdentity identity;
+    std::shared_ptr<const WorkerIdentity> identity;  // shared by the runs it served
     absl::flat_hash_map<std::string, QueuedTask> in_flight;  // by task id
     absl::Time idle_since;
     bool doomed = false;  // a forced cancel ends its process: nothing more is sent to it
@@ -232,9 +227,14 @@ class TaskSubmitter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveWorkerLocked(Worker& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DeliverAll(std::vector<Outcome> outcomes) ABSL_LOCKS_EXCLUDED(mu_);
-  // Tells the task event sink (when there is one) of a run of `task` on `worker` that ended.
+  // Adds to `runs` (for the task event sink) a run of `task` on `worker` that ended.
   void RecordRunLocked(const QueuedTask& task, const Worker& worker, int64_t start_us,
-                       int64_t end_us, std::string outcome) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+                       int64_t end_us, TaskRun::Outcome outcome, std::string detail,
+                       std::vector<TaskRun>& runs) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The function's name, shared by its runs (a bounded table; past it, a copy per run).
+  std::shared_ptr<const std::string> RunNameLocked(const std::string& function)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TellTaskEventSink(std::vector<TaskRun>& runs) const ABSL_LOCKS_EXCLUDED(mu_);
   // Stamps a task being queued with the time, when runs are recorded.
   void StampSubmitLocked(QueuedTask& task) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void ActorWorkerDiedLocked(Shape& shape, Worker& worker, const std::string& cause,
@@ -255,6 +255,8 @@ class TaskSubmitter {
 
   mutable absl::Mutex mu_;
   std::map<std::string, Shape> shapes_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<const std::string>> run_names_
+      ABSL_GUARDED_BY(mu_);
   // Tasks in flight asked to cancel (by task id): whether force was asked.
   absl::flat_hash_map<std::string, bool> cancelled_ ABSL_GUARDED_BY(mu_);
   // Returns cancelled before their task was submitted (its arguments were still resolving).

@@ -136,7 +136,9 @@ TEST_F(SubmitterTest, DeadWorkersTasksRetryThenFailNamingTheCause) {
 // and its outcome in words.
 TEST_F(SubmitterTest, EveryRunThatEndsIsToldToTheTaskEventSink) {
   std::vector<v1::TaskEvent> events;
-  submitter_.SetTaskEventSink([&](v1::TaskEvent event) { events.push_back(std::move(event)); });
+  submitter_.SetTaskEventSink([&](std::vector<TaskRun>& runs) {
+    for (const TaskRun& run : runs) ToTaskEvent(run, &events.emplace_back());
+  });
   Submit(/*max_retries=*/1);
   const ObjectId failing = Submit(/*max_retries=*/0);
   auto channel = std::make_shared<FakeChannel>();

@@ -119,6 +119,7 @@ InitOptions InitOptionsFrom(const py::dict& options) {
   out.prefix_worker_output = Get<bool>(options, "prefix_worker_output", false);
   out.worker_command = Get<std::vector<std::string>>(options, "worker_command", {});
   out.worker_env = Get<std::map<std::string, std::string>>(options, "worker_env", {});
+  out.record_task_events = Get<bool>(options, "record_task_events", true);
   return out;
 }
 

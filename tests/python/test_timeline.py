@@ -77,6 +77,17 @@ def test_a_drivers_runs_come_back_as_a_chrome_trace(cluster):
     assert len({(e["pid"], e["tid"]) for e in by_cat["actor_call"]}) == 1
 
 
+def test_a_driver_can_leave_its_runs_out_of_timelines(cluster):
+    tessera.shutdown()
+    tessera.init(_state_dir=str(cluster.state), _record_task_events=False)
+    assert tessera.get([square.remote(i) for i in range(5)]) == [i * i for i in range(5)]
+    assert spans(tessera.timeline()) == []
+    tessera.shutdown()
+    tessera.init(_state_dir=str(cluster.state))  # as the fixture left it
+    assert tessera.get(square.remote(2)) == 4
+    assert [e["name"] for e in spans(tessera.timeline())] == ["square"]
+
+
 def test_the_cli_writes_the_same_timeline_to_a_file(cluster, tmp_path):
     assert tessera.get(square.remote(3)) == 9
     expected = len(spans(tessera.timeline()))  # also sends what was not reported yet

@@ -42,7 +42,7 @@ _INIT_KEYWORDS = {
     "num_cpus", "num_gpus", "resources", "labels", "object_store_memory", "ignore_reinit_error",
     "namespace", "runtime_env", "log_to_driver", "include_dashboard", "dashboard_host",
     "dashboard_port", "configure_logging", "logging_level", "logging_format", "logging_config",
-    "job_config", "local_mode", "_state_dir", "_worker_idle_timeout_s",
+    "job_config", "local_mode", "_state_dir", "_worker_idle_timeout_s", "_record_task_events",
 }
 
 
@@ -177,6 +177,7 @@ def init(address: Optional[str] = None, **kwargs: Any) -> TesseraContext:
                                            or _WORKER_IDLE_TIMEOUT_S),
             "forward_worker_output": kwargs.get("log_to_driver", True) is not False,
             "prefix_worker_output": True,
+            "record_task_events": kwargs.get("_record_task_events", True) is not False,
         }
         try:
             _core.init(options)
