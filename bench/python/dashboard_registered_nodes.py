@@ -70,8 +70,8 @@ def main():
               f"{resident_mib(head.head_pid()):.0f} MiB\n")
         print("| JSON call (fetched from Python) | used by | median ms | highest ms | bytes |")
         print("|---|---|--:|--:|--:|")
-        for path, pages in (("nodes", "nodes, node"), ("cluster", "overview"), ("events", "overview"),
-                            (f"nodes/{node}/telemetry", "node")):
+        for path, pages in (("nodes", "nodes"), ("cluster", "overview"), ("events", "overview"),
+                            (f"nodes/{node}", "node"), (f"nodes/{node}/telemetry", "node")):
             median, highest, size = time_call(head.url + "api/v1/" + path, args.calls)
             print(f"| `/api/v1/{path}` | {pages} | {median:.1f} | {highest:.1f} | {size:,} |")
         print()

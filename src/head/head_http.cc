@@ -36,6 +36,9 @@ using metrics::TextResponse;
 using head_internal::AllPages;
 
 constexpr size_t kMaxLogChunk = 256 * 1024;
+// A node list of 1,000 nodes answers about 2.6 MB, built at a peak of tens of MiB of small blocks
+// per HTTP thread; past this size the thread gives the freed memory back.
+constexpr size_t kReleaseMemoryAfterBytes = 1 << 20;
 
 HttpResponse JsonResponse(const Json& json) {
   return HttpResponse{200, "application/json", json.dump(), {{"Cache-Control", "no-cache"}}};
@@ -119,6 +122,7 @@ absl::StatusOr<std::unique_ptr<HeadHttp>> HeadHttp::Start(HeadHttpOptions option
   server.host = http->options_.host;
   server.port = http->options_.port;
   server.bearer_token = http->options_.bearer_token;
+  server.release_memory_after_bytes = kReleaseMemoryAfterBytes;
   TESSERA_ASSIGN_OR_RETURN(http->server_, metrics::HttpServer::Start(std::move(server)));
   TESSERA_RETURN_IF_ERROR(http->RegisterMetrics());
   TESSERA_RETURN_IF_ERROR(http->AddRoutes());
@@ -199,24 +203,24 @@ absl::Status HeadHttp::AddRoutes() {
     grpc::Status got = head->ListEvents(nullptr, &list, &events);
     return got.ok() ? JsonResponse(rpc::MessageJson(events)) : FromGrpc(got);
   }));
-  // /api/v1/nodes/<id>/telemetry
+  // /api/v1/nodes/<id> (one node: {"node": NodeInfo}, or {"node": null} when the head lists no
+  // such node, so that a page asking for it has no failed load to report) and
+  // /api/v1/nodes/<id>/telemetry.
   TESSERA_RETURN_IF_ERROR(server.HandlePrefix("/api/v1/nodes/", [head](const HttpRequest& request) {
     const std::vector<std::string> parts =
         absl::StrSplit(request.path.substr(std::string_view("/api/v1/nodes/").size()), '/');
-    if (parts.size() != 2 || parts[1] != "telemetry" || !SafeId(parts[0])) {
-      return TextResponse(404, "no such page: /api/v1/nodes/<node-id>/telemetry is served");
+    const bool one_node = parts.size() == 1;
+    if (!SafeId(parts[0]) || !(one_node || (parts.size() == 2 && parts[1] == "telemetry"))) {
+      return TextResponse(404,
+                          "no such page: /api/v1/nodes/<node-id> and /api/v1/nodes/<node-id>/"
+                          "telemetry are served");
     }
     const std::string& node_id = parts[0];
-    v1::ListNodesResponse nodes;
-    grpc::Status got = AllPages(
-        [head](v1::ListRequest* r, v1::ListNodesResponse* p) { return head->ListNodes(nullptr, r, p); },
-        &nodes);
-    if (!got.ok()) return FromGrpc(got);
-    const v1::NodeInfo* node = nullptr;
-    for (const v1::NodeInfo& n : nodes.nodes()) {
-      if (n.node().node_id() == node_id) node = &n;
+    const std::optional<v1::NodeInfo> node = head->NodeInfoOf(node_id);
+    if (one_node) {
+      return JsonResponse(Json{{"node", node.has_value() ? rpc::MessageJson(*node) : Json(nullptr)}});
     }
-    if (node == nullptr) return TextResponse(404, absl::StrCat("no node ", node_id));
+    if (!node.has_value()) return TextResponse(404, absl::StrCat("no node ", node_id));
     std::string type;
     if (auto it = node->node().labels().find(std::string(labels::kAcceleratorType));
         it != node->node().labels().end()) {

@@ -125,6 +125,17 @@ TEST_F(HeadHttpTest, ServesTheDashboardAndItsJsonInUnitsAndWords) {
   EXPECT_FALSE(sample.contains("power_watts"));  // not measured: absent, never 0
   EXPECT_EQ(Get(http_, "/api/v1/nodes/nobody/telemetry").status, 404);
   EXPECT_EQ(Get(http_, "/api/v1/nodes/n1/other").status, 404);
+  // One node, as the list shows it; an unknown one is null (the page says so, nothing failed).
+  const Reply one = Get(http_, "/api/v1/nodes/n1");
+  ASSERT_EQ(one.status, 200) << one.body;
+  const Json node = Json::parse(one.body)["node"];
+  EXPECT_EQ(node["node"]["node_id"], "n1");
+  EXPECT_EQ(node["state"], "ALIVE");
+  EXPECT_EQ(node["node"]["resources"]["CPU"], 8);
+  const Reply nobody = Get(http_, "/api/v1/nodes/nobody");
+  ASSERT_EQ(nobody.status, 200);
+  EXPECT_TRUE(Json::parse(nobody.body)["node"].is_null());
+  EXPECT_EQ(Get(http_, "/api/v1/nodes/").status, 404);
 
   for (const char* listing : {"/api/v1/nodes", "/api/v1/placement_groups", "/api/v1/slices",
                               "/api/v1/actors", "/api/v1/jobs"}) {

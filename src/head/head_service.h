@@ -189,6 +189,9 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   EventLog& mutable_event_log() { return events_; }
   // The devices' readings the agents sent in their heartbeats.
   const DeviceHistory& device_history() const { return device_history_; }
+  // One node as ListNodes shows it; nullopt when the head lists no node `node_id`.
+  std::optional<v1::NodeInfo> NodeInfoOf(const std::string& node_id)
+      ABSL_LOCKS_EXCLUDED(cluster_.mu);
   // The task runs drivers reported (timelines; /metrics counts them).
   const TaskEventStore& task_events() const { return task_events_; }
   // Where the head serves HTTP (ClusterStatus.http_address); set once, before serving.

@@ -125,6 +125,15 @@ grpc::Status HeadService::ListNodes(grpc::ServerContext*, const v1::ListRequest*
   return grpc::Status::OK;
 }
 
+std::optional<v1::NodeInfo> HeadService::NodeInfoOf(const std::string& node_id) {
+  absl::MutexLock lock(&cluster_.mu);
+  auto it = nodes_.nodes().find(node_id);
+  if (it == nodes_.nodes().end()) return std::nullopt;
+  v1::NodeInfo info;
+  FillNodeInfo(it->second, &info);
+  return info;
+}
+
 grpc::Status HeadService::PickNode(grpc::ServerContext*, const v1::PickNodeRequest* request,
                                    v1::PickNodeResponse* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);

@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/heap_memory.h"
 #include "base/string_util.h"
 
 namespace tessera::metrics {
@@ -463,7 +464,7 @@ void HttpServer::Serve(int fd) {
       response = Respond(*request);
     }
   }
-  const std::string bytes = Serialize(std::move(response), include_body);
+  std::string bytes = Serialize(std::move(response), include_body);
   if (WriteAll(fd, bytes, wake_read_, absl::Now() + options_.write_timeout)) {
     // Our side is done; read and drop what the client still sends until it closes.
     shutdown(fd, SHUT_WR);
@@ -477,6 +478,11 @@ void HttpServer::Serve(int fd) {
     }
   }
   close(fd);
+  if (options_.release_memory_after_bytes > 0 &&
+      bytes.size() >= options_.release_memory_after_bytes) {
+    std::string().swap(bytes);
+    ReleaseFreeHeapMemory();
+  }
 }
 
 HttpResponse HttpServer::Respond(HttpRequest& request) {

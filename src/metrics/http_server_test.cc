@@ -21,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
+#include "base/heap_memory.h"
 #include "base/string_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -134,6 +135,38 @@ TEST_F(HttpServerTest, PortZeroPicksAPortAndARouteAnswers) {
   EXPECT_EQ(reply.headers.at("content-type"), "text/plain; charset=utf-8");
   EXPECT_EQ(reply.headers.at("connection"), "close");
   EXPECT_THAT(reply.headers.at("date"), HasSubstr(" GMT"));
+}
+
+// A handler that builds its answer from ~128 MiB of small blocks, every 256th kept alive past the
+// response (as caches and long-lived state are), so the freed ones cannot go back by themselves.
+TEST_F(HttpServerTest, AfterALargeAnswerTheFreedHeapGoesBackToTheSystem) {
+  StartServer({.worker_threads = 1, .release_memory_after_bytes = 1 << 20});
+  std::vector<std::unique_ptr<std::string>> kept;
+  ASSERT_TRUE(server_->Handle("/large", [&kept](const HttpRequest&) {
+    std::vector<std::unique_ptr<std::string>> blocks;
+    for (int i = 0; i < 256 * 1024; ++i) blocks.push_back(std::make_unique<std::string>(480, 'x'));
+    for (size_t i = 0; i < blocks.size(); i += 256) kept.push_back(std::move(blocks[i]));
+    return TextResponse(200, std::string(2 << 20, 'j'));
+  }).ok());
+  ASSERT_TRUE(server_->Handle("/small", [&kept](const HttpRequest&) {
+    std::vector<std::unique_ptr<std::string>> blocks;
+    for (int i = 0; i < 256 * 1024; ++i) blocks.push_back(std::make_unique<std::string>(480, 'x'));
+    for (size_t i = 0; i < blocks.size(); i += 256) kept.push_back(std::move(blocks[i]));
+    return TextResponse(200, "small");
+  }).ok());
+  constexpr int64_t kMiB = 1 << 20;
+  // An answer under the threshold leaves the peak resident: the test can see the difference.
+  const int64_t base = ResidentBytes();
+  ASSERT_EQ(Get(port_, "/small").status, 200);
+  ASSERT_GE(ResidentBytes() - base, 100 * kMiB);
+  ASSERT_EQ(Get(port_, "/large").status, 200);
+  // The release runs after the connection is closed: wait for it.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (ResidentBytes() > base + 32 * kMiB && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_LE(ResidentBytes() - base, 32 * kMiB);
+  EXPECT_EQ(kept.size(), 2048u);
 }
 
 TEST_F(HttpServerTest, AnUnknownPathIsNotFound) {

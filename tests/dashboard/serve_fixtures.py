@@ -123,6 +123,9 @@ class FixtureApi:
         for path in sorted((self.dir / "telemetry").glob("*.json")):
             self.telemetry[path.stem] = json.loads(path.read_text(encoding="utf-8"))
         self.node_ids = {n["node"]["node_id"] for n in node_list}
+        # GET nodes/<id>: one node's entry, {"node": null} for an id the head does not list.
+        self.node_by_id = {n["node"]["node_id"]: json.dumps({"node": n}).encode()
+                           for n in json.loads(self.static["nodes"])["nodes"]}
 
     def _load(self, name):
         return json.loads((self.dir / name).read_text(encoding="utf-8"))
@@ -136,6 +139,8 @@ class FixtureApi:
         parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/") if p]
         if len(parts) == 1 and parts[0] in self.static:
             return 200, self.static[parts[0]]
+        if len(parts) == 2 and parts[0] == "nodes":
+            return 200, self.node_by_id.get(parts[1], b'{"node": null}')
         if len(parts) == 3 and parts[0] == "nodes" and parts[2] == "telemetry":
             return self._telemetry(parts[1])
         if len(parts) == 3 and parts[0] == "jobs" and parts[2] == "logs":

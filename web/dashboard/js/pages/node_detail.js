@@ -1,7 +1,7 @@
 // One node (#/nodes/<id>): its facts, resources used of total, labels, the hardware view (devices
 // by NUMA node with their NICs and links, see topology.js) and per-device utilization and memory
 // as sparklines from the telemetry endpoint (a figure a device cannot measure shows "n/a").
-// Polls GET nodes and then, for a node with devices, GET nodes/<id>/telemetry. Main thread only.
+// Polls GET nodes/<id> and then, for a node with devices, GET nodes/<id>/telemetry. Main thread only.
 
 import { h, setText, clear, reconcile, setHidden } from '../dom.js';
 import {
@@ -9,7 +9,7 @@ import {
 } from '../format.js';
 import { DataTable, Facts, Sparkline, setBadge, badge } from '../widgets.js';
 import {
-  nodeId, nodeResources, usageText, acceleratorSummary, nodeLabels, nodeDevices, ACCELERATOR_TYPE_LABEL,
+  nodeResources, usageText, acceleratorSummary, nodeLabels, nodeDevices, ACCELERATOR_TYPE_LABEL,
 } from '../model.js';
 import { HardwareView, signature } from '../topology.js';
 
@@ -159,8 +159,7 @@ export function createNodeDetailPage({ api, args }) {
   }
 
   async function refresh(signal) {
-    const list = await api.getAll('nodes', 'nodes', { signal });
-    const info = (list.nodes || []).find((n) => nodeId(n) === id);
+    const info = (await api.get(`nodes/${encodeURIComponent(id)}`, { signal })).node;
     setHidden(missing, Boolean(info));
     if (!info) {
       setText(missing, `The head lists no node ${id}.`);
