@@ -1,8 +1,9 @@
 // Task-decision throughput of the scheduling core on synthetic clusters: n nodes with 8
 // NVSwitch-linked GPUs each and realistic labels (accelerator type, 4 zones, 16 node groups).
 // Each iteration schedules a 1-GPU task and releases it, so the cluster stays steady.
-// Placement groups: each iteration creates a group (1 or 8 bundles, STRICT_PACK or SPREAD) and
-// removes it. Slices: on a cluster whose nodes include 1k v6e-16 slices (4 hosts of 4 chips
+// Placement groups: each iteration creates a group (1, 8 or 64 bundles, STRICT_PACK or SPREAD)
+// and removes it; the bundle search (what runs when the greedy pass strands a bundle) is timed
+// on its own with 64 bundles, half of them confined to one node group. Slices: on a cluster whose nodes include 1k v6e-16 slices (4 hosts of 4 chips
 // each), each iteration reserves 1 or 4 whole slices and releases them.
 #include <malloc.h>
 
@@ -12,6 +13,7 @@
 #include "benchmark/benchmark.h"
 #include "hardware/node_label_keys.h"
 #include "scheduling/cluster_view.h"
+#include "scheduling/bundle_search.h"
 #include "scheduling/domain_group_scheduler.h"
 #include "scheduling/placement_group_scheduler.h"
 #include "scheduling/task_scheduler.h"
@@ -128,6 +130,45 @@ void BM_PlacementGroupCreateRemove(benchmark::State& state) {
 BENCHMARK(BM_PlacementGroupCreateRemove)
     ->ArgNames({"nodes", "bundles", "spread"})
     ->ArgsProduct({{1000, 10000, 50000}, {1, 8}, {0, 1}})
+    ->Args({10000, 64, 1})
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_BundleSearch(benchmark::State& state) {
+  std::unique_ptr<Cluster> cluster = Build(static_cast<int>(state.range(0)));
+  if (cluster == nullptr) {
+    state.SkipWithError("building the cluster failed");
+    return;
+  }
+  BundleOption option;
+  const LabelSelector group = *ParseLabelSelector(std::string(labels::kNodeGroup) + "=group-3");
+  for (int b = 0; b < 64; ++b) {
+    option.bundles.push_back(*ParseResourceSet(b % 2 == 0 ? "CPU=1,GPU=1" : "CPU=4,GPU=2"));
+    option.selectors.push_back(b < 32 ? LabelSelector() : group);
+  }
+  BundleSearchRequest request;
+  request.option = &option;
+  request.strategy = static_cast<PlacementStrategy>(state.range(1));
+  for (int b = 0; b < 64; ++b) request.todo.push_back(b);
+  for (auto _ : state) {
+    BundleSearchResult result = SearchBundles(cluster->view, request);
+    if (result.outcome != SearchOutcome::kFound) {
+      state.SkipWithError("the search found no placement");
+      return;
+    }
+    for (const auto& [bundle, allocation] : result.taken) {
+      if (!cluster->view.Release(allocation.id).ok()) {
+        state.SkipWithError("a release failed");
+        return;
+      }
+    }
+  }
+  state.counters["searches/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+// Second argument: the PlacementStrategy (0 PACK, 1 SPREAD, 2 STRICT_PACK, 3 STRICT_SPREAD).
+BENCHMARK(BM_BundleSearch)
+    ->ArgNames({"nodes", "strategy"})
+    ->ArgsProduct({{10000}, {0, 1, 3}})
     ->Unit(benchmark::kMicrosecond);
 
 // `nodes` in all: 1k v6e-16 slices (4k hosts with slice labels and TPU=4), the rest GPU nodes.

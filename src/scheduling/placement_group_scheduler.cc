@@ -8,44 +8,11 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
+#include "scheduling/bundle_search.h"
 #include "scheduling/explanation.h"
-#include "scheduling/resource_families.h"
 
 namespace tessera {
 namespace {
-
-// Label-index candidates are examined one by one when few (as TaskScheduler does).
-constexpr size_t kSmallCandidateSet = 16;
-
-// Scarcest first (reference §4.2): larger accelerator demand, then custom resources, then
-// memory, then CPU; ties keep the caller's order.
-std::vector<int> ScarcestFirst(const BundleOption& option, const std::vector<int>& todo) {
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t>;
-  auto key = [&](int b) {
-    int64_t accel = 0, custom = 0, memory = 0, cpu = 0;
-    for (const auto& [name, q] : option.bundles[b]) {
-      if (IsUnitInstanceResource(name)) {
-        accel += q.raw();
-      } else if (name == "CPU") {
-        cpu += q.raw();
-      } else if (name == "memory" || name == "object_store_memory") {
-        memory += q.raw();
-      } else {
-        custom += q.raw();
-      }
-    }
-    return Key(accel, custom, memory, cpu);
-  };
-  std::vector<std::pair<Key, int>> keyed;
-  keyed.reserve(todo.size());
-  for (int b : todo) keyed.emplace_back(key(b), b);
-  std::stable_sort(keyed.begin(), keyed.end(),
-                   [](const auto& x, const auto& y) { return x.first > y.first; });
-  std::vector<int> order;
-  order.reserve(keyed.size());
-  for (const auto& [k, b] : keyed) order.push_back(b);
-  return order;
-}
 
 std::vector<NodeIndex> AliveNodes(const ClusterView& cluster) {
   std::vector<NodeIndex> nodes;
@@ -80,44 +47,46 @@ bool PlacementGroupScheduler::Usable(NodeIndex node, const LabelSelector& select
 std::optional<NodeIndex> PlacementGroupScheduler::FirstNode(
     const LabelSelector& selector, const ResourceSet& demand, const std::set<NodeIndex>& excluded,
     const std::vector<const LabelSelector*>& also_match) const {
-  // Anchor on the demanded resource the fewest nodes carry: nodes without it never fit.
-  const UtilizationIndex* order = cluster_->UtilizationOrder("");
-  for (const auto& [resource, q] : demand) {
-    const UtilizationIndex* by_resource = cluster_->UtilizationOrder(resource);
-    if (by_resource == nullptr || by_resource->empty()) return std::nullopt;
-    if (order == nullptr || by_resource->size() < order->size()) order = by_resource;
-  }
-  if (order == nullptr || order->empty()) return std::nullopt;
-  auto ok = [&](NodeIndex n) {
-    if (excluded.count(n) != 0 || !Usable(n, selector, demand)) return false;
-    for (const LabelSelector* s : also_match) {
-      if (!s->Matches(cluster_->node(n).labels)) return false;
-    }
-    return true;
-  };
-  const std::optional<size_t> count = cluster_->SelectorCandidateCount(selector);
-  if (count && (*count <= kSmallCandidateSet || *count * *count <= order->size())) {
-    // Same choice as the ordered scan: the least (utilization, index) that is usable.
-    std::optional<std::pair<int64_t, NodeIndex>> best;
-    const std::vector<NodeIndex> candidates = *cluster_->SelectorCandidates(selector);
-    for (NodeIndex n : candidates) {
-      if (!ok(n)) continue;
-      const std::pair<int64_t, NodeIndex> key(cluster_->node(n).utilization_ppm, n);
-      if (!best || key < *best) best = key;
-    }
-    if (!best) return std::nullopt;
-    return best->second;
-  }
-  for (const auto& [utilization, n] : *order) {
-    if (ok(n)) return n;
-  }
-  return std::nullopt;
+  const std::vector<NodeIndex> first =
+      FirstAcceptedNodes(*cluster_, selector, demand, 1, [&](NodeIndex n) {
+        if (excluded.count(n) != 0 || !Usable(n, selector, demand)) return false;
+        for (const LabelSelector* s : also_match) {
+          if (!s->Matches(cluster_->node(n).labels)) return false;
+        }
+        return true;
+      });
+  if (first.empty()) return std::nullopt;
+  return first.front();
 }
 
 PlacementGroupScheduler::Attempt PlacementGroupScheduler::Place(const BundleOption& option,
                                                                 PlacementStrategy strategy,
                                                                 const std::vector<int>& todo,
                                                                 const std::set<NodeIndex>& used) {
+  Attempt attempt = Greedy(option, strategy, todo, used);
+  if (attempt.placed) return attempt;
+  // The greedy pass can strand bundles (one took the only node another could use): search.
+  BundleSearchRequest request;
+  request.option = &option;
+  request.strategy = strategy;
+  request.todo = todo;
+  request.used = used;
+  BundleSearchResult found = SearchBundles(*cluster_, request);
+  if (found.outcome == SearchOutcome::kFound) {
+    attempt.placed = true;
+    attempt.taken = std::move(found.taken);
+    attempt.failed_bundle = -1;
+    return attempt;
+  }
+  attempt.gave_up = found.outcome == SearchOutcome::kGaveUp;
+  if (found.failed_bundle >= 0) attempt.failed_bundle = found.failed_bundle;
+  return attempt;
+}
+
+PlacementGroupScheduler::Attempt PlacementGroupScheduler::Greedy(const BundleOption& option,
+                                                                 PlacementStrategy strategy,
+                                                                 const std::vector<int>& todo,
+                                                                 const std::set<NodeIndex>& used) {
   Attempt attempt;
   std::set<NodeIndex> used_now = used;
   auto take = [&](int b, NodeIndex n) {
@@ -209,20 +178,14 @@ PlacementGroupScheduler::Attempt PlacementGroupScheduler::Place(const BundleOpti
 Diagnosis PlacementGroupScheduler::Explain(const BundleOption& option, PlacementStrategy strategy,
                                            const std::vector<int>& todo,
                                            const std::set<NodeIndex>& used,
-                                           int failed_bundle) const {
+                                           const Attempt& attempt) const {
   const std::vector<NodeIndex> alive = AliveNodes(*cluster_);
   const size_t n = todo.size();
-  auto feasible_nodes = [&](int b, bool skip_used) {
-    std::vector<NodeIndex> nodes;
-    for (NodeIndex node : alive) {
-      if (skip_used && used.count(node) != 0) continue;
-      if (BundleSelector(option, b).Matches(cluster_->node(node).labels) &&
-          cluster_->FeasibleOn(node, option.bundles[b])) {
-        nodes.push_back(node);
-      }
-    }
-    return nodes;
-  };
+  BundleSearchRequest request;
+  request.option = &option;
+  request.strategy = strategy;
+  request.todo = todo;
+  request.used = used;
   Diagnosis d;
   if (strategy == PlacementStrategy::kStrictPack) {
     ResourceSet sum;
@@ -238,9 +201,7 @@ Diagnosis PlacementGroupScheduler::Explain(const BundleOption& option, Placement
       d.text = absl::StrCat("no node matches the selectors of ", together, " (STRICT_PACK)");
       return d;
     }
-    size_t could = 0;
-    for (NodeIndex node : matching) could += cluster_->FeasibleOn(node, sum) ? 1 : 0;
-    if (could == 0) {
+    if (CheckIdleFeasibility(*cluster_, request).outcome == SearchOutcome::kNone) {
       std::string shortest;
       for (const auto& [name, need] : sum) {
         Quantity largest;
@@ -256,6 +217,13 @@ Diagnosis PlacementGroupScheduler::Explain(const BundleOption& option, Placement
                             shortest.empty() ? sum.ToString() : shortest, ")");
       return d;
     }
+    // Nodes with the totals for the sum and the devices for each bundle.
+    size_t could = 0;
+    for (NodeIndex node : matching) {
+      bool holds = cluster_->node(node).total.Contains(sum);
+      for (int b : todo) holds = holds && cluster_->FeasibleOn(node, option.bundles[b]);
+      could += holds ? 1 : 0;
+    }
     d.feasible = true;
     d.text = absl::StrCat(could, could == 1 ? " node could hold " : " nodes could hold ",
                           together, " together (STRICT_PACK needs ", sum.ToString(),
@@ -263,34 +231,35 @@ Diagnosis PlacementGroupScheduler::Explain(const BundleOption& option, Placement
     return d;
   }
   const bool strict_spread = strategy == PlacementStrategy::kStrictSpread;
-  std::set<NodeIndex> any;
-  std::optional<std::pair<size_t, int>> tightest;  // (candidates, bundle) among selector bundles
   for (int b : todo) {
-    if (feasible_nodes(b, false).empty()) {
+    bool anywhere = false;
+    for (NodeIndex node : alive) {
+      if (BundleSelector(option, b).Matches(cluster_->node(node).labels) &&
+          cluster_->FeasibleOn(node, option.bundles[b])) {
+        anywhere = true;
+        break;
+      }
+    }
+    if (!anywhere) {
       d.text = absl::StrCat("bundle ", b, ": ",
                             Diagnose(*cluster_, BundleSelector(option, b), option.bundles[b], alive)
                                 .text);
       return d;
     }
-    const std::vector<NodeIndex> nodes = feasible_nodes(b, strict_spread);
-    any.insert(nodes.begin(), nodes.end());
-    if (!BundleSelector(option, b).empty() && (!tightest || nodes.size() < tightest->first)) {
-      tightest.emplace(nodes.size(), b);
-    }
   }
-  if (strict_spread && any.size() < n) {
-    d.text = absl::StrCat("STRICT_SPREAD needs ", n, n == 1 ? " node" : " nodes", "; only ",
-                          any.size(),
-                          tightest ? absl::StrCat(" match bundle ", tightest->second, "'s selector")
-                                   : std::string(" can hold a bundle"));
-    if (!used.empty()) {
-      absl::StrAppend(&d.text, " besides the ", used.size(),
-                      " nodes holding the group's other bundles");
-    }
+  // Each bundle fits some node; whether they fit together, on an idle cluster.
+  IdleFeasibility idle = CheckIdleFeasibility(*cluster_, request);
+  if (idle.outcome == SearchOutcome::kNone) {
+    d.text = std::move(idle.why);
     return d;
   }
   d.feasible = true;
-  const int b = failed_bundle >= 0 ? failed_bundle : todo.front();
+  if (attempt.gave_up) {
+    d.text = absl::StrCat("no placement of the ", n, " bundles found within ", kMaxSearchSteps,
+                          " tries (", ToAbsl(PlacementStrategyName(strategy)), ")");
+    return d;
+  }
+  const int b = attempt.failed_bundle >= 0 ? attempt.failed_bundle : todo.front();
   bool fits_alone = false;
   for (NodeIndex node : alive) {
     if ((!strict_spread || used.count(node) == 0) &&
@@ -324,13 +293,13 @@ absl::StatusOr<PlacementGroupResult> PlacementGroupScheduler::Create(
         absl::StrCat("a placement group named ", Quote(spec.name), " exists"));
   }
   const std::vector<const BundleOption*> options = OptionsInOrder(spec);
-  std::vector<int> failed(options.size(), -1);
+  std::vector<Attempt> failed(options.size());
   for (size_t i = 0; i < options.size(); ++i) {
     std::vector<int> todo(options[i]->bundles.size());
     for (size_t b = 0; b < todo.size(); ++b) todo[b] = static_cast<int>(b);
     Attempt attempt = Place(*options[i], spec.strategy, todo, {});
     if (!attempt.placed) {
-      failed[i] = attempt.failed_bundle;
+      failed[i] = std::move(attempt);
       continue;
     }
     PlacementGroup group;
@@ -500,7 +469,7 @@ RescheduleReport PlacementGroupScheduler::Replace(PlacementGroup& group) {
   }
   group.state = PlacementGroupState::kRescheduling;
   group.explanation =
-      Explain(option, group.spec.strategy, todo, used, attempt.failed_bundle).text;
+      Explain(option, group.spec.strategy, todo, used, attempt).text;
   report.explanation = group.explanation;
   return report;
 }

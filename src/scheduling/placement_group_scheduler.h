@@ -6,8 +6,14 @@
 // is retried by OnClusterChanged. Restore re-creates a group that existed before (a restarted
 // head) with exactly the placement it had, bundle by bundle, never placing anything anew.
 //
+// Bundles are placed by a greedy pass and, when it fails, by a bounded search
+// (scheduling/bundle_search.h) that finds an assignment whenever one exists for groups of up to
+// kCompleteSearchBundles bundles (larger ones: within kMaxSearchSteps tries). A group that is not
+// placed is INFEASIBLE when no assignment exists even on an idle cluster, else PENDING.
+//
 // Cost: per bundle, a scan of the anchored utilization order that stops at the first node that
-// fits (O(log n) on a cluster with room); explanations (the failure path) scan the alive nodes.
+// fits (O(log n) on a cluster with room); the search and the explanations (the failure path)
+// scan further.
 #pragma once
 
 #include <cstdint>
@@ -148,11 +154,16 @@ class PlacementGroupScheduler {
     bool placed = false;
     std::vector<std::pair<int, Allocation>> taken;  // (bundle index, allocation) in order taken
     int failed_bundle = -1;
+    bool gave_up = false;  // the search ran out of steps (it may have missed an assignment)
   };
   // Places `todo` bundles of `option`; `used` are nodes already holding the group's bundles.
-  // All or nothing: on failure every allocation of this attempt is released.
+  // All or nothing: on failure every allocation of this attempt is released. The greedy pass
+  // first (each bundle, scarcest first, on the first node that fits it), then, when it fails,
+  // the search of scheduling/bundle_search.h.
   Attempt Place(const BundleOption& option, PlacementStrategy strategy,
                 const std::vector<int>& todo, const std::set<NodeIndex>& used);
+  Attempt Greedy(const BundleOption& option, PlacementStrategy strategy,
+                 const std::vector<int>& todo, const std::set<NodeIndex>& used);
   std::optional<NodeIndex> FirstNode(const LabelSelector& selector, const ResourceSet& demand,
                                      const std::set<NodeIndex>& excluded,
                                      const std::vector<const LabelSelector*>& also_match) const;
@@ -160,7 +171,7 @@ class PlacementGroupScheduler {
   // Why `option` could not be placed; feasible = some node change is not needed.
   Diagnosis Explain(const BundleOption& option, PlacementStrategy strategy,
                     const std::vector<int>& todo, const std::set<NodeIndex>& used,
-                    int failed_bundle) const;
+                    const Attempt& attempt) const;
   RescheduleReport Replace(PlacementGroup& group);
   void Own(PlacementGroup& group, int bundle, const Allocation& allocation);
 

@@ -116,10 +116,14 @@ TEST(PlacementGroupSchedulerTest, StrictSpreadNeedsDistinctNodesAndSaysHowMany) 
   auto no = pgs.Create(zoned);
   ASSERT_TRUE(no.ok());
   EXPECT_EQ(no->status, ScheduleStatus::kInfeasible);
-  EXPECT_EQ(no->explanation, "STRICT_SPREAD needs 5 nodes; only 3 match bundle 0's selector");
+  EXPECT_EQ(no->explanation,
+            "STRICT_SPREAD: bundles 0, 1, ..., 4 (GPU=1 with selector zone=a) need 5 nodes; only "
+            "3 can hold any of them (n0, n2, n4)");
   auto plain = pgs.Create(Group(PlacementStrategy::kStrictSpread,
                                 {"GPU=1", "GPU=1", "GPU=1", "GPU=1", "GPU=1", "GPU=1", "GPU=1"}));
-  EXPECT_EQ(plain->explanation, "STRICT_SPREAD needs 7 nodes; only 6 can hold a bundle");
+  EXPECT_EQ(plain->explanation,
+            "STRICT_SPREAD: bundles 0, 1, ..., 6 (GPU=1) need 7 nodes; only 6 can hold any of "
+            "them (n0, n1, n2, n3, n4, ...)");
 }
 
 TEST(PlacementGroupSchedulerTest, FallbacksAreTriedInOrderAndTheChosenOneIsReported) {
@@ -254,8 +258,8 @@ TEST(PlacementGroupSchedulerTest, StrictSpreadReplacementAvoidsSurvivorsNodes) {
   ASSERT_EQ(reports.size(), 1u);
   EXPECT_FALSE(reports[0].placed);  // n0 and n1 hold survivors and have room, but are excluded
   EXPECT_EQ(reports[0].explanation,
-            "STRICT_SPREAD needs 1 node; only 0 can hold a bundle besides the 2 nodes holding "
-            "the group's other bundles");
+            "STRICT_SPREAD: bundle 2 (GPU=1) needs 1 node; only 0 can hold it besides the 2 "
+            "nodes holding the group's other bundles");
   MustAdd(cluster, Spec("n9", "GPU=8", {}, FullyLinked(8)));
   reports = pgs.OnClusterChanged();
   ASSERT_EQ(reports.size(), 1u);
@@ -271,6 +275,165 @@ TEST(PlacementGroupSchedulerTest, SelectorsPerBundleAreHonored) {
   spec.primary.selectors = {*ParseLabelSelector("zone=b"), *ParseLabelSelector("zone=b")};
   auto r = pgs.Create(spec);
   EXPECT_THAT(Nodes(r->bundles), ElementsAre("n1", "n3"));
+}
+
+// --- Bundles are assigned by a search: an assignment is found whenever one exists ---
+
+// Two idle nodes with one GPU each; only n0 has zone=a. Bundle 0 fits both nodes and comes
+// first, bundle 1 fits only n0: taking n0 for bundle 0 (the first node in utilization order)
+// strands bundle 1.
+void AddGreedyTrap(ClusterView& cluster) {
+  MustAdd(cluster, Spec("n0", "CPU=4,GPU=1", {{"zone", "a"}}, FullyLinked(1)));
+  MustAdd(cluster, Spec("n1", "CPU=4,GPU=1", {}, FullyLinked(1)));
+}
+
+PlacementGroupSpec TrapGroup(PlacementStrategy strategy) {
+  PlacementGroupSpec spec = Group(strategy, {"GPU=1", "GPU=1"});
+  spec.primary.selectors = {LabelSelector(), *ParseLabelSelector("zone=a")};
+  return spec;
+}
+
+// The greedy pass puts the unconstrained bundle on n0, leaving the zone=a bundle nowhere; the
+// search finds the other way round, for every strategy that allows two nodes.
+TEST(PlacementGroupSearchTest, FindsTheAssignmentAGreedyOrderMisses) {
+  for (PlacementStrategy strategy :
+       {PlacementStrategy::kStrictSpread, PlacementStrategy::kSpread, PlacementStrategy::kPack}) {
+    SCOPED_TRACE(PlacementStrategyName(strategy));
+    ClusterView cluster;
+    AddGreedyTrap(cluster);
+    PlacementGroupScheduler pgs(&cluster);
+    auto r = pgs.Create(TrapGroup(strategy));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->status, ScheduleStatus::kPlaced) << r->explanation;
+    EXPECT_THAT(Nodes(r->bundles), ElementsAre("n1", "n0"));
+  }
+}
+
+// n0 (zone=a) and n1 have 2 CPUs each. The 2-CPU bundle is the scarcest and takes n0 first in a
+// greedy pass; the two zone=a bundles then have nowhere to go. They must share n0.
+TEST(PlacementGroupSearchTest, PackAndSpreadShareANodeWhenTheSelectorsLeaveNoOtherWay) {
+  for (PlacementStrategy strategy : {PlacementStrategy::kPack, PlacementStrategy::kSpread}) {
+    SCOPED_TRACE(PlacementStrategyName(strategy));
+    ClusterView cluster;
+    MustAdd(cluster, Spec("n0", "CPU=2", {{"zone", "a"}}));
+    MustAdd(cluster, Spec("n1", "CPU=2"));
+    PlacementGroupScheduler pgs(&cluster);
+    PlacementGroupSpec spec = Group(strategy, {"CPU=2", "CPU=1", "CPU=1"});
+    spec.primary.selectors = {LabelSelector(), *ParseLabelSelector("zone=a"),
+                              *ParseLabelSelector("zone=a")};
+    auto r = pgs.Create(spec);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->status, ScheduleStatus::kPlaced) << r->explanation;
+    EXPECT_THAT(Nodes(r->bundles), ElementsAre("n1", "n0", "n0"));
+  }
+}
+
+// A whole GPU and half of one fit an idle 2-GPU node together (on different devices), though
+// their sum, 1.5 GPUs, is no amount a single allocation could take.
+TEST(PlacementGroupSearchTest, StrictPackFitsBundlesTogetherDeviceByDevice) {
+  ClusterView cluster;
+  MustAdd(cluster, Spec("n0", "CPU=4,GPU=2", {}, FullyLinked(2)));
+  PlacementGroupScheduler pgs(&cluster);
+  auto r = pgs.Create(Group(PlacementStrategy::kStrictPack, {"GPU=1", "GPU=0.5"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->status, ScheduleStatus::kPlaced) << r->explanation;
+  EXPECT_THAT(Nodes(r->bundles), ElementsAre("n0", "n0"));
+  EXPECT_NE(r->bundles[0].allocation.devices[0].instances,
+            r->bundles[1].allocation.devices[0].instances);
+
+  // Two half-used devices hold a quarter and a half, one on each.
+  ClusterView busy;
+  MustAdd(busy, Spec("n0", "CPU=4,GPU=2", {}, FullyLinked(2)));
+  ASSERT_TRUE(busy.Allocate(0, Res("GPU=0.5")).ok());   // device 0: 0.5 left
+  ASSERT_TRUE(busy.Allocate(0, Res("GPU=0.75")).ok());  // device 1: 0.25 left
+  PlacementGroupScheduler on_busy(&busy);
+  auto q = on_busy.Create(Group(PlacementStrategy::kStrictPack, {"GPU=0.25", "GPU=0.5"}));
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->status, ScheduleStatus::kPlaced) << q->explanation;
+}
+
+// Three idle nodes; only n0 has zone=a. Two bundles need zone=a and distinct nodes: no
+// assignment exists on any state of this cluster, and the explanation names those bundles.
+TEST(PlacementGroupSearchTest, StrictSpreadProvesInfeasibilityByMatching) {
+  ClusterView cluster;
+  MustAdd(cluster, Spec("n0", "CPU=8,GPU=8", {{"zone", "a"}}, FullyLinked(8)));
+  MustAdd(cluster, Spec("n1", "CPU=8,GPU=8", {{"zone", "b"}}, FullyLinked(8)));
+  MustAdd(cluster, Spec("n2", "CPU=8,GPU=8", {{"zone", "b"}}, FullyLinked(8)));
+  PlacementGroupScheduler pgs(&cluster);
+  PlacementGroupSpec spec = Group(PlacementStrategy::kStrictSpread, {"GPU=1", "GPU=1", "CPU=1"});
+  spec.primary.selectors = {*ParseLabelSelector("zone=a"), *ParseLabelSelector("zone=a"),
+                            LabelSelector()};
+  auto r = pgs.Create(spec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, ScheduleStatus::kInfeasible);
+  EXPECT_EQ(r->explanation,
+            "STRICT_SPREAD: bundles 0, 1 (GPU=1 with selector zone=a) need 2 nodes; only 1 can "
+            "hold any of them (n0)");
+}
+
+// On an idle cluster nothing is busy: two zone=a bundles that only n0 can take, and that do not
+// fit it together, are INFEASIBLE, explained by the bundles, not PENDING on "room".
+TEST(PlacementGroupSearchTest, BundlesThatNeverFitTogetherAreInfeasibleOnAnIdleCluster) {
+  ClusterView cluster;
+  MustAdd(cluster, Spec("n0", "CPU=2", {{"zone", "a"}}));
+  MustAdd(cluster, Spec("n1", "CPU=8"));
+  PlacementGroupScheduler pgs(&cluster);
+  PlacementGroupSpec spec = Group(PlacementStrategy::kPack, {"CPU=2", "CPU=1"});
+  spec.primary.selectors.assign(2, *ParseLabelSelector("zone=a"));
+  auto r = pgs.Create(spec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, ScheduleStatus::kInfeasible);
+  EXPECT_EQ(r->explanation,
+            "bundles 0 (CPU=2 with selector zone=a), 1 (CPU=1 with selector zone=a) can only go "
+            "on n0, which cannot hold them together");
+}
+
+// A PACK group whose node fails is re-placed by the same search: the bundle without a selector
+// must leave the only zone=a node to the one that needs it.
+TEST(PlacementGroupSearchTest, AReplacedGroupIsSearchedToo) {
+  ClusterView cluster;
+  MustAdd(cluster, Spec("n-old", "CPU=4,GPU=2", {{"zone", "a"}}, FullyLinked(2)));
+  PlacementGroupScheduler pgs(&cluster);
+  auto r = pgs.Create(TrapGroup(PlacementStrategy::kPack));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->status, ScheduleStatus::kPlaced) << r->explanation;
+  AddGreedyTrap(cluster);
+  auto lost = cluster.FailNode(NodeId("n-old"));
+  ASSERT_TRUE(lost.ok());
+  auto reports = pgs.OnNodeFailed(NodeId("n-old"), *lost);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_TRUE(reports[0].placed) << reports[0].explanation;
+  const PlacementGroup* group = pgs.Find(*r->id);
+  ASSERT_NE(group, nullptr);
+  EXPECT_EQ(group->bundles[0]->node.value(), "n1");
+  EXPECT_EQ(group->bundles[1]->node.value(), "n0");
+}
+
+// Six bundles, six one-CPU nodes, and selectors that leave exactly one assignment: bundle i may
+// use node i or node i+1, and bundle 5 only node 5. A greedy pass that gives bundle i node i+1
+// strands bundle 5; the search finds the diagonal.
+TEST(PlacementGroupSearchTest, SixBundlesWithOneAssignmentAreFound) {
+  for (PlacementStrategy strategy : {PlacementStrategy::kPack, PlacementStrategy::kSpread,
+                                     PlacementStrategy::kStrictSpread}) {
+    SCOPED_TRACE(PlacementStrategyName(strategy));
+    ClusterView cluster;
+    // Added n5 first: among idle nodes a greedy pass takes the first added, node i+1.
+    for (int i = 5; i >= 0; --i) {
+      MustAdd(cluster, Spec("n" + std::to_string(i), "CPU=1", {{"slot", std::to_string(i)}}));
+    }
+    PlacementGroupSpec spec;
+    spec.strategy = strategy;
+    for (int i = 0; i < 6; ++i) {
+      spec.primary.bundles.push_back(Res("CPU=1"));
+      spec.primary.selectors.push_back(*ParseLabelSelector(
+          i == 5 ? "slot=5" : "slot=in(" + std::to_string(i) + "," + std::to_string(i + 1) + ")"));
+    }
+    PlacementGroupScheduler pgs(&cluster);
+    auto r = pgs.Create(spec);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->status, ScheduleStatus::kPlaced) << r->explanation;
+    EXPECT_THAT(Nodes(r->bundles), ElementsAre("n0", "n1", "n2", "n3", "n4", "n5"));
+  }
 }
 
 // --- Restore: a head restarted from its state store takes its groups back ---

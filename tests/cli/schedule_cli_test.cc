@@ -101,16 +101,17 @@ TEST(ScheduleCliTest, PlacementGroupExample) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("[1] create_placement_group train: placed bundle 0 on gpu-0 "
                                "(GPU 0,1); bundle 1 on gpu-0 (GPU 2,3)\n"));
-  EXPECT_THAT(r.out, HasSubstr("[3] create_placement_group wide: INFEASIBLE: STRICT_SPREAD needs "
-                               "3 nodes; only 2 can hold a bundle\n"));
+  EXPECT_THAT(r.out, HasSubstr("[3] create_placement_group wide: INFEASIBLE: STRICT_SPREAD: bundles "
+                               "0, 1, 2 (GPU=1) need 3 nodes; only 2 can hold any of them (gpu-0, "
+                               "gpu-1)\n"));
   EXPECT_THAT(r.out, HasSubstr("[4] create_placement_group flexible: placed bundle 0 on gpu-1 "
                                "(GPU 0,1) (fallback option 1)\n"));
   EXPECT_THAT(r.out, HasSubstr("    placement group train: RESCHEDULING bundles 0,1: 1 node could "
                                "hold the 2 bundles together (STRICT_PACK needs GPU=4); none has "
                                "room now\n"));
-  EXPECT_THAT(r.out, HasSubstr("    placement group ps: RESCHEDULING bundles 2: STRICT_SPREAD "
-                               "needs 1 node; only 0 can hold a bundle besides the 2 nodes holding "
-                               "the group's other bundles\n"));
+  EXPECT_THAT(r.out, HasSubstr("    placement group ps: RESCHEDULING bundles 2: STRICT_SPREAD: "
+                               "bundle 2 (CPU=1) needs 1 node; only 0 can hold it besides the 2 "
+                               "nodes holding the group's other bundles\n"));
   EXPECT_THAT(r.out, HasSubstr("[6] remove_placement_group flexible: removed; released GPU=2 on "
                                "gpu-1\n    placement group train: re-placed bundle 0 on gpu-1 "
                                "(GPU 0,1); bundle 1 on gpu-1 (GPU 2,3)\n"));
