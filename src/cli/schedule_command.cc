@@ -1,4 +1,5 @@
 // tessera schedule --cluster CLUSTER.yaml --requests REQUESTS.yaml [--json]
+//                  [--cpu-work-on-accelerator-nodes]
 // The scheduling simulator: builds the cluster a cluster file describes, applies a requests
 // file's events in order through the real TaskScheduler, and prints each placement or
 // explanation, what node events did, waiting requests placed later, and the final utilization.
@@ -150,8 +151,12 @@ std::string_view EventName(const SimulatedEvent& e) {
 // Drives the scheduler through the events. Not thread-safe; one run per instance.
 class Simulation {
  public:
-  explicit Simulation(bool json)
-      : json_(json), scheduler_(&view_), groups_(&view_), slices_(&view_), ledger_(&view_) {}
+  Simulation(bool json, SchedulerOptions task_options)
+      : json_(json),
+        scheduler_(&view_, task_options),
+        groups_(&view_),
+        slices_(&view_),
+        ledger_(&view_) {}
 
   absl::Status AddNodes(const std::vector<ClusterNode>& nodes) {
     for (const ClusterNode& node : nodes) {
@@ -691,7 +696,7 @@ class Simulation {
 };
 
 absl::Status RunSchedule(const std::string& cluster_path, const std::string& requests_path,
-                         bool json) {
+                         bool json, SchedulerOptions task_options) {
   TESSERA_ASSIGN_OR_RETURN(const std::string cluster_text, ReadFile(cluster_path));
   TESSERA_ASSIGN_OR_RETURN(const std::vector<ClusterNode> nodes,
                            ParseClusterFile(cluster_text, cluster_path));
@@ -700,7 +705,7 @@ absl::Status RunSchedule(const std::string& cluster_path, const std::string& req
   TESSERA_ASSIGN_OR_RETURN(const std::string requests_text, ReadFile(requests_path));
   TESSERA_ASSIGN_OR_RETURN(const std::vector<SimulatedEvent> events,
                            ParseRequestsFile(requests_text, requests_path, ids));
-  Simulation simulation(json);
+  Simulation simulation(json, task_options);
   TESSERA_RETURN_IF_ERROR(simulation.AddNodes(nodes));
   for (size_t i = 0; i < events.size(); ++i) {
     if (absl::Status s = simulation.Apply(events[i], i); !s.ok()) {
@@ -719,6 +724,7 @@ void AddScheduleCommand(CLI::App& app, int& exit_code) {
     std::string cluster;
     std::string requests;
     bool json = false;
+    bool cpu_work_on_accelerator_nodes = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -726,8 +732,13 @@ void AddScheduleCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--cluster", args->cluster, "Cluster file (node groups, slices)")->required();
   cmd->add_option("--requests", args->requests, "Requests file (ordered events)")->required();
   cmd->add_flag("--json", args->json, "Print JSON for programs");
+  cmd->add_flag("--cpu-work-on-accelerator-nodes", args->cpu_work_on_accelerator_nodes,
+                "Place tasks and actors that ask for no accelerator on accelerator nodes as "
+                "readily as on others, as `tessera start --head` does with the same flag");
   cmd->callback([args, &exit_code] {
-    absl::Status s = RunSchedule(args->cluster, args->requests, args->json);
+    SchedulerOptions task_options;
+    task_options.avoid_accelerator_nodes = !args->cpu_work_on_accelerator_nodes;
+    absl::Status s = RunSchedule(args->cluster, args->requests, args->json, task_options);
     exit_code = s.ok() ? 0 : ReportError(ToStd(s.message()));
   });
 }

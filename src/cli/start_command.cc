@@ -1,6 +1,7 @@
 // tessera start --head [--port P] [--bind ADDR] [--state-dir DIR] [--node-timeout DUR]
 //               [--heartbeat-interval DUR] [--redis-address ADDR [--redis-password-file F]
-//               [--redis-key-prefix P]] [--http-port P] [--block]
+//               [--redis-key-prefix P]] [--http-port P] [--cpu-work-on-accelerator-nodes]
+//               [--block]
 // tessera start --address HOST:PORT [--hardware FILE | --cluster-file F --node-id ID]
 //               [--labels k=v,...] [--resources ...] [--node-id ID] [--bind ADDR] [--port P]
 //               [--state-dir DIR] [--token-file F] [--http-port P] [--block]
@@ -48,6 +49,8 @@ struct StartArgs {
   std::string node_timeout;
   std::string heartbeat_interval;
   std::string driver_timeout;
+  // --head: turns SchedulerOptions::avoid_accelerator_nodes off.
+  bool cpu_work_on_accelerator_nodes = false;
   std::string hardware;
   std::string cluster_file;
   std::string node_id;
@@ -85,6 +88,7 @@ std::vector<std::string> DaemonArgs(const StartArgs& args, const StateFolder& st
   add("--node-timeout", args.node_timeout);
   add("--heartbeat-interval", args.heartbeat_interval);
   add("--driver-timeout", args.driver_timeout);
+  if (args.cpu_work_on_accelerator_nodes) out.push_back("--cpu-work-on-accelerator-nodes");
   add("--redis-address", args.redis_address);
   add("--redis-password-file", abs(args.redis_password_file));
   add("--redis-key-prefix", args.redis_key_prefix);
@@ -143,6 +147,7 @@ absl::StatusOr<HeadOptions> BuildHeadOptions(const StartArgs& args, const StateF
     if (!timeout.ok()) return timeout.status();
     options.driver_timeout = *timeout;
   }
+  options.scheduling.avoid_accelerator_nodes = !args.cpu_work_on_accelerator_nodes;
   if (args.redis_address.empty() &&
       (!args.redis_password_file.empty() || !args.redis_key_prefix.empty())) {
     return absl::InvalidArgumentError(
@@ -309,9 +314,10 @@ int RunStart(const StartArgs& args) {
                        "the head (--head)");
   }
   if (!args.node_timeout.empty() || !args.heartbeat_interval.empty() ||
-      !args.driver_timeout.empty() || !args.token_out.empty()) {
-    return ReportError("--node-timeout, --heartbeat-interval, --driver-timeout and --token-out "
-                       "are for the head (--head)");
+      !args.driver_timeout.empty() || !args.token_out.empty() ||
+      args.cpu_work_on_accelerator_nodes) {
+    return ReportError("--node-timeout, --heartbeat-interval, --driver-timeout, --token-out and "
+                       "--cpu-work-on-accelerator-nodes are for the head (--head)");
   }
   if (args.address.empty() && !std::filesystem::exists(state.HeadAddressFile(), ec)) {
     return ReportError(absl::StrCat("give --head to start a head, or --address HOST:PORT of the "
@@ -348,6 +354,10 @@ void AddStartCommand(CLI::App& app, int& exit_code) {
                   "slice reservations and named actors it owns that are not detached "
                   "(default 10s)")
       ->type_name("DUR");
+  cmd->add_flag("--cpu-work-on-accelerator-nodes", args->cpu_work_on_accelerator_nodes,
+                "Head: place tasks and actors that ask for no accelerator on accelerator nodes "
+                "as readily as on others (default: on nodes without accelerators while one can "
+                "take them)");
   cmd->add_option("--redis-address", args->redis_address,
                   "Head: keep the cluster's tables in the Redis server at HOST:PORT or "
                   "unix:/path/to/socket, so a head restart loses nothing (default: in memory)")

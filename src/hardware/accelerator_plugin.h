@@ -28,6 +28,10 @@
 
 namespace tessera {
 
+// A node with accelerators of type T carries one unit of the resource "accelerator_type:T", for
+// requests that ask for that type.
+inline constexpr std::string_view kAcceleratorTypeResourcePrefix = "accelerator_type:";
+
 // Settings that change how detection probes (never what a family means).
 struct DetectionOptions {
   // Path or soname of the NVML library; "" means the default search (see the NVIDIA plugin).

@@ -262,7 +262,7 @@ absl::StatusOr<NodeHardware> Assemble(RawNode raw, const DiscoveryOptions& optio
   }
 
   for (const auto& [type, count] : type_counts) {
-    const std::string marker = absl::StrCat("accelerator_type:", type);
+    const std::string marker = absl::StrCat(ToAbsl(kAcceleratorTypeResourcePrefix), type);
     if (ValidateResourceName(marker).ok()) node.resources.Set(marker, Quantity::FromInt(1));
   }
   if (type_counts.size() == 1) {

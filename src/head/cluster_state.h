@@ -17,7 +17,8 @@
 namespace tessera {
 
 struct ClusterState {
-  ClusterState() : tasks(&view), groups(&view), slices(&view) {}
+  explicit ClusterState(SchedulerOptions task_options = {})
+      : tasks(&view, task_options), groups(&view), slices(&view) {}
   ClusterState(const ClusterState&) = delete;
   ClusterState& operator=(const ClusterState&) = delete;
 

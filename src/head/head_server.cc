@@ -95,6 +95,7 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
   service_options.heartbeat_interval = options.heartbeat_interval;
   service_options.node_timeout = options.node_timeout;
   service_options.driver_timeout = options.driver_timeout;
+  service_options.scheduling = options.scheduling;
   service_options.store = head->store_.get();
   service_options.agent_clients = GrpcNodeAgentClientFactory(retry);
   HeadServer* raw = head.get();

@@ -42,6 +42,8 @@ struct HeadOptions {
   // The HTTP endpoint (dashboard, /api/v1, /metrics; head_http.h) on `bind`: 0 an ephemeral
   // port, -1 none. Bound beyond loopback it asks for the cluster token as a bearer token.
   int http_port = 0;
+  // How tasks and actors are placed (HeadServiceOptions::scheduling).
+  SchedulerOptions scheduling;
   // The dashboard's files; "": found beside the executable or in the source tree.
   std::string dashboard_dir;
 };

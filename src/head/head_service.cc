@@ -40,6 +40,7 @@ HeadService::HeadService(HeadServiceOptions options)
       jobs_(JobTableOptions{clock_, &writer_, &events_, options_.max_ended_jobs}),
       kv_(options_.store),
       actors_(ActorDirectoryOptions{options_.store, clock_, options_.max_dead_actors}),
+      cluster_(options_.scheduling),
       nodes_(RegistryOptions(options_, clock_, &writer_, &events_), &cluster_),
       reservations_(ReservationManagerOptions{clock_, &writer_, &events_, &drivers_,
                                               options_.retry_interval,

@@ -52,6 +52,7 @@
 #include "head/node_agent_client.h"
 #include "head/node_registry.h"
 #include "head/reservation_manager.h"
+#include "scheduling/task_scheduler.h"
 #include "head/state_store.h"
 #include "head/store_writer.h"
 #include "rpc/proto_convert.h"
@@ -83,6 +84,9 @@ struct HeadServiceOptions {
   // what it owns (and did not create detached) is released.
   absl::Duration driver_timeout = absl::Seconds(10);
   size_t max_dead_actors = 1000;  // dead named actors kept for ListActors
+  // How tasks and actors are placed (pack threshold, whether CPU-only work avoids accelerator
+  // nodes).
+  SchedulerOptions scheduling;
   Clock* clock = nullptr;       // nullptr: the real clock
   StateStore* store = nullptr;  // required; must outlive the service
   NodeAgentClientFactory agent_clients;  // required

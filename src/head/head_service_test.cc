@@ -453,6 +453,27 @@ TEST_F(HeadServiceTest, AgentRestartDropsWhatTheOldIncarnationHeld) {
   EXPECT_EQ(Used("CPU"), 40000);  // held once, not twice
 }
 
+TEST_F(HeadServiceTest, PickNodeKeepsCpuWorkOffAcceleratorNodesUnlessTurnedOff) {
+  auto pick_cpu = [&] {
+    v1::PickNodeRequest pick;
+    rpc::ResourcesToProto(Res("CPU=1"), pick.mutable_request()->mutable_resources());
+    v1::PickNodeResponse picked;
+    EXPECT_TRUE(head_->PickNode(nullptr, &pick, &picked).ok());
+    return picked.node_id();
+  };
+  // The GPU node registers last, so it would win the pack order's tie among empty nodes.
+  Register("cpu", "CPU=4");
+  Register("gpu", "CPU=4,GPU=2");
+  EXPECT_EQ(pick_cpu(), "cpu");
+  HeadServiceOptions options = Options();
+  options.scheduling.avoid_accelerator_nodes = false;
+  head_ = std::make_unique<HeadService>(std::move(options));
+  requests_.clear();
+  Register("cpu", "CPU=4");
+  Register("gpu", "CPU=4,GPU=2");
+  EXPECT_EQ(pick_cpu(), "gpu");
+}
+
 TEST_F(HeadServiceTest, PickNodeHonoursExcludeAndBundles) {
   Register("n1");
   Register("n2");

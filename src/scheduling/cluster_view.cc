@@ -133,6 +133,9 @@ absl::StatusOr<NodeIndex> ClusterView::AddNode(NodeSpec spec) {
   }
   record.id = std::move(spec.id);
   record.total = spec.resources;
+  for (const auto& [resource, q] : record.total) {
+    record.carries_accelerators = record.carries_accelerators || IsAcceleratorResource(resource);
+  }
   record.available = std::move(spec.resources);
   record.fabric = FabricMembershipFromLabels(spec.labels);
   record.labels = std::move(spec.labels);
@@ -142,7 +145,7 @@ absl::StatusOr<NodeIndex> ClusterView::AddNode(NodeSpec spec) {
   nodes_.push_back(std::move(record));
   ++alive_count_;
   IndexLabels(index);
-  Reindex(index);
+  Join(index);
   feasibility_log_.push_back(index);
   return index;
 }
@@ -178,7 +181,7 @@ absl::StatusOr<std::vector<Allocation>> ClusterView::FailNode(const NodeId& id) 
   NodeRecord& record = nodes_[index];
   if (record.state == NodeState::kDead) return std::vector<Allocation>();
   if (record.state == NodeState::kAlive) {
-    Unindex(index);
+    Leave(index);
     --alive_count_;
   }
   record.state = NodeState::kDead;
@@ -206,13 +209,13 @@ absl::Status ClusterView::SetDraining(const NodeId& id, bool draining) {
   const NodeState wanted = draining ? NodeState::kDraining : NodeState::kAlive;
   if (record.state == wanted) return absl::OkStatus();
   if (draining) {
-    Unindex(index);
+    Leave(index);
     --alive_count_;
     record.state = NodeState::kDraining;
   } else {
     record.state = NodeState::kAlive;
     ++alive_count_;
-    Reindex(index);
+    Join(index);
     feasibility_log_.push_back(index);
   }
   return absl::OkStatus();
@@ -250,10 +253,14 @@ absl::Status ClusterView::SetTotals(const NodeId& id, const ResourceSet& totals)
   bool grew = false;
   for (const auto& [resource, q] : totals) grew = grew || q > record.total.Get(resource);
   const bool indexed = record.state == NodeState::kAlive;
-  if (indexed) Unindex(index);
+  if (indexed) Leave(index);
   record.total = totals;
   record.available = *std::move(available);
-  if (indexed) Reindex(index);
+  record.carries_accelerators = false;
+  for (const auto& [resource, q] : record.total) {
+    record.carries_accelerators = record.carries_accelerators || IsAcceleratorResource(resource);
+  }
+  if (indexed) Join(index);
   if (grew) feasibility_log_.push_back(index);
   return absl::OkStatus();
 }
@@ -492,6 +499,7 @@ void ClusterView::Unindex(NodeIndex index) {
   const NodeRecord& record = nodes_[index];
   const std::pair<int64_t, NodeIndex> key(record.utilization_ppm, index);
   by_resource_[""].erase(key);
+  if (!record.carries_accelerators) without_accelerators_.erase(key);
   for (const auto& [resource, total] : record.total) {
     auto it = by_resource_.find(resource);
     if (it != by_resource_.end()) it->second.erase(key);
@@ -503,10 +511,32 @@ void ClusterView::Reindex(NodeIndex index) {
   const NodeRecord& record = nodes_[index];
   const std::pair<int64_t, NodeIndex> key(record.utilization_ppm, index);
   by_resource_[""].insert(key);
+  if (!record.carries_accelerators) without_accelerators_.insert(key);
   for (const auto& [resource, total] : record.total) {
     auto it = by_resource_.find(resource);
     if (it == by_resource_.end()) it = by_resource_.emplace(resource, UtilizationIndex()).first;
     it->second.insert(key);
+  }
+}
+
+void ClusterView::Leave(NodeIndex index) {
+  Unindex(index);
+  const NodeRecord& record = nodes_[index];
+  by_resource_in_order_[""].erase(index);
+  if (!record.carries_accelerators) without_accelerators_by_index_.erase(index);
+  for (const auto& [resource, total] : record.total) {
+    auto it = by_resource_in_order_.find(resource);
+    if (it != by_resource_in_order_.end()) it->second.erase(index);
+  }
+}
+
+void ClusterView::Join(NodeIndex index) {
+  Reindex(index);
+  const NodeRecord& record = nodes_[index];
+  by_resource_in_order_[""].insert(index);
+  if (!record.carries_accelerators) without_accelerators_by_index_.insert(index);
+  for (const auto& [resource, total] : record.total) {
+    by_resource_in_order_[resource].insert(index);
   }
 }
 
@@ -535,6 +565,11 @@ void ClusterView::UnindexLabels(NodeIndex index) {
 const UtilizationIndex* ClusterView::UtilizationOrder(std::string_view resource) const {
   auto it = by_resource_.find(resource);
   return it == by_resource_.end() ? nullptr : &it->second;
+}
+
+const NodeOrder* ClusterView::IndexOrder(std::string_view resource) const {
+  auto it = by_resource_in_order_.find(resource);
+  return it == by_resource_in_order_.end() ? nullptr : &it->second;
 }
 
 const absl::btree_set<NodeIndex>* ClusterView::NodesWithLabel(std::string_view key,

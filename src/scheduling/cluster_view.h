@@ -5,7 +5,8 @@
 // Cost model: every update (add, remove, fail, drain, change totals, allocate, release) costs in
 // proportion to the change (O(resources + labels) of one node, times log n for the indexes),
 // never a scan of the cluster. Label lookups go through an index key -> value -> nodes, and the
-// schedulable nodes of each resource are kept ordered by utilization for pack/spread choices.
+// schedulable nodes of each resource are kept ordered by utilization (pack choices) and by index
+// (round-robin spread choices), with and without the nodes that carry accelerators.
 #pragma once
 
 #include <cstdint>
@@ -114,12 +115,16 @@ struct NodeRecord {
   int64_t utilization_ppm = 0;
   absl::btree_set<int64_t> allocations;  // outstanding allocation ids on this node
   bool removed = false;
+  // Whether its totals carry an accelerator resource (IsAcceleratorResource).
+  bool carries_accelerators = false;
 
   const DeviceInstances* FindDevices(std::string_view resource) const;
 };
 
-// Nodes ordered by (utilization, index): the pack/spread order of one resource.
+// Nodes ordered by (utilization, index): the pack order of one resource.
 using UtilizationIndex = absl::btree_set<std::pair<int64_t, NodeIndex>>;
+// Nodes in ascending index: the round-robin order of spread choices.
+using NodeOrder = absl::btree_set<NodeIndex>;
 
 // Not thread-safe: one owner (the scheduler's caller) mutates and reads it.
 class ClusterView {
@@ -177,6 +182,15 @@ class ClusterView {
 
   // Alive nodes that carry `resource` (every alive node for ""), by utilization.
   const UtilizationIndex* UtilizationOrder(std::string_view resource) const;
+  // Alive nodes that carry no accelerator resource, by utilization.
+  const UtilizationIndex& UtilizationOrderWithoutAccelerators() const {
+    return without_accelerators_;
+  }
+  // Alive nodes that carry `resource` (every alive node for ""), by index; nullptr when none ever
+  // did. Changes only when a node joins, leaves, drains or gets new totals, never on allocation.
+  const NodeOrder* IndexOrder(std::string_view resource) const;
+  // Alive nodes that carry no accelerator resource, by index.
+  const NodeOrder& IndexOrderWithoutAccelerators() const { return without_accelerators_by_index_; }
   // Registered nodes whose label `key` has `value` / any value (nullptr when none).
   const absl::btree_set<NodeIndex>* NodesWithLabel(std::string_view key,
                                                    std::string_view value) const;
@@ -211,6 +225,10 @@ class ClusterView {
                                    std::vector<DeviceGrant> devices);
   void Unindex(NodeIndex index);   // out of the utilization indexes
   void Reindex(NodeIndex index);   // into them, with a fresh utilization
+  // Out of / into every index of alive nodes (utilization and index order): the node stops or
+  // starts taking work, or its totals change.
+  void Leave(NodeIndex index);
+  void Join(NodeIndex index);
   void UpdateUtilization(NodeIndex index);
   void IndexLabels(NodeIndex index);
   void UnindexLabels(NodeIndex index);
@@ -222,6 +240,9 @@ class ClusterView {
   std::vector<NodeRecord> nodes_;
   absl::flat_hash_map<std::string, NodeIndex> by_id_;
   std::map<std::string, UtilizationIndex, std::less<>> by_resource_;  // "" = every alive node
+  UtilizationIndex without_accelerators_;
+  std::map<std::string, NodeOrder, std::less<>> by_resource_in_order_;  // "" = every alive node
+  NodeOrder without_accelerators_by_index_;
   LabelIndex label_index_;
   absl::flat_hash_map<int64_t, Allocation> allocations_;
   int64_t next_allocation_ = 1;

@@ -16,4 +16,9 @@ bool IsUnitInstanceResource(std::string_view resource) {
   return plugin != nullptr && plugin->unit_instance();
 }
 
+bool IsAcceleratorResource(std::string_view resource) {
+  return resource.starts_with(kAcceleratorTypeResourcePrefix) ||
+         FamilyOwningResource(resource) != nullptr;
+}
+
 }  // namespace tessera

@@ -14,4 +14,8 @@ const AcceleratorPlugin* FamilyOwningResource(std::string_view resource);
 // Tracked per device instance (capacity 1 each): owned by a family whose unit_instance() is true.
 bool IsUnitInstanceResource(std::string_view resource);
 
+// Whether the resource is an accelerator's: owned by some family (GPU, TPU, neuron_cores, HPU,
+// ...), or a type marker (accelerator_type:H100).
+bool IsAcceleratorResource(std::string_view resource);
+
 }  // namespace tessera

@@ -10,6 +10,7 @@
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "scheduling/explanation.h"
+#include "scheduling/resource_families.h"
 
 namespace tessera {
 namespace {
@@ -44,7 +45,8 @@ std::string_view ScheduleStatusName(ScheduleStatus status) {
 
 TaskScheduler::TaskScheduler(ClusterView* cluster, SchedulerOptions options)
     : cluster_(cluster),
-      pack_threshold_ppm_(std::llround(options.pack_threshold * 1'000'000)) {}
+      pack_threshold_ppm_(std::llround(options.pack_threshold * 1'000'000)),
+      avoid_accelerator_nodes_(options.avoid_accelerator_nodes) {}
 
 bool TaskScheduler::Usable(NodeIndex node, const LabelSelector& selector,
                            const ResourceSet& demand) const {
@@ -54,69 +56,87 @@ bool TaskScheduler::Usable(NodeIndex node, const LabelSelector& selector,
          selector.Matches(record.labels) && cluster_->FitsNow(node, demand);
 }
 
+bool TaskScheduler::InPool(NodeIndex node, Pool pool) const {
+  return pool == Pool::kAll || !cluster_->node(node).carries_accelerators;
+}
+
 std::optional<NodeIndex> TaskScheduler::PickForSelector(const LabelSelector& selector,
                                                         const ResourceSet& demand,
-                                                        SchedulingStrategy strategy) {
-  // Anchor on the demanded resource that the fewest nodes carry: nodes without it never fit.
-  const UtilizationIndex* order = cluster_->UtilizationOrder("");
+                                                        SchedulingStrategy strategy, Pool pool) {
+  return strategy == SchedulingStrategy::kSpread ? SpreadPick(selector, demand, pool)
+                                                 : PackPick(selector, demand, pool);
+}
+
+std::optional<NodeIndex> TaskScheduler::PackPick(const LabelSelector& selector,
+                                                 const ResourceSet& demand, Pool pool) const {
+  // Anchor on the smallest order that holds every node that could take it: the pool's, or that
+  // of the demanded resource the fewest nodes carry (nodes without it never fit).
+  const UtilizationIndex* order = pool == Pool::kAll
+                                      ? cluster_->UtilizationOrder("")
+                                      : &cluster_->UtilizationOrderWithoutAccelerators();
   for (const auto& [resource, q] : demand) {
     const UtilizationIndex* by_resource = cluster_->UtilizationOrder(resource);
     if (by_resource == nullptr || by_resource->empty()) return std::nullopt;
     if (order == nullptr || by_resource->size() < order->size()) order = by_resource;
   }
   if (order == nullptr || order->empty()) return std::nullopt;
-  const bool spread = strategy == SchedulingStrategy::kSpread;
+  auto usable = [&](NodeIndex n) { return InPool(n, pool) && Usable(n, selector, demand); };
 
   const std::optional<size_t> count = cluster_->SelectorCandidateCount(selector);
   if (count && (*count <= kSmallCandidateSet || *count * *count <= order->size())) {
     std::optional<std::pair<int64_t, NodeIndex>> best_below, least;
-    std::optional<NodeIndex> tie_after_cursor;
     const std::vector<NodeIndex> candidates = *cluster_->SelectorCandidates(selector);
     for (NodeIndex n : candidates) {
-      if (!Usable(n, selector, demand)) continue;
+      if (!usable(n)) continue;
       const std::pair<int64_t, NodeIndex> key(cluster_->node(n).utilization_ppm, n);
       if (key.first < pack_threshold_ppm_ && (!best_below || key > *best_below)) best_below = key;
-      if (!least || key.first < least->first) {
-        least = key;
-        tie_after_cursor.reset();
-      }
-      if (key.first == least->first && n > spread_cursor_ && !tie_after_cursor) tie_after_cursor = n;
+      if (!least || key < *least) least = key;
     }
     if (!least) return std::nullopt;
-    if (!spread) return best_below ? best_below->second : least->second;
-    spread_cursor_ = tie_after_cursor.value_or(least->second);
-    return spread_cursor_;
+    return best_below ? best_below->second : least->second;
   }
+  // The most utilized node below the threshold; then the least utilized above it.
+  const auto split = order->lower_bound({pack_threshold_ppm_, INT_MIN});
+  for (auto it = split; it != order->begin();) {
+    --it;
+    if (usable(it->second)) return it->second;
+  }
+  for (auto it = split; it != order->end(); ++it) {
+    if (usable(it->second)) return it->second;
+  }
+  return std::nullopt;
+}
 
-  auto usable = [&](const std::pair<int64_t, NodeIndex>& key) {
-    return Usable(key.second, selector, demand);
-  };
-  if (!spread) {
-    // Pack: the most utilized node below the threshold; then spread above it.
-    const auto split = order->lower_bound({pack_threshold_ppm_, INT_MIN});
-    for (auto it = split; it != order->begin();) {
-      --it;
-      if (usable(*it)) return it->second;
-    }
-    for (auto it = split; it != order->end(); ++it) {
-      if (usable(*it)) return it->second;
-    }
-    return std::nullopt;
+std::optional<NodeIndex> TaskScheduler::SpreadPick(const LabelSelector& selector,
+                                                   const ResourceSet& demand, Pool pool) {
+  const NodeOrder* order = pool == Pool::kAll ? cluster_->IndexOrder("")
+                                              : &cluster_->IndexOrderWithoutAccelerators();
+  for (const auto& [resource, q] : demand) {
+    const NodeOrder* by_resource = cluster_->IndexOrder(resource);
+    if (by_resource == nullptr || by_resource->empty()) return std::nullopt;
+    if (order == nullptr || by_resource->size() < order->size()) order = by_resource;
   }
-  // Spread: least utilized first; among the least utilized, continue after the last spread pick.
-  const int64_t least = order->begin()->first;
-  const auto after_cursor = order->lower_bound({least, spread_cursor_ + 1});
-  const auto after_ties = order->lower_bound({least + 1, INT_MIN});
-  auto scan = [&](auto from, auto to) -> std::optional<NodeIndex> {
-    for (auto it = from; it != to; ++it) {
-      if (usable(*it)) return it->second;
+  if (order == nullptr || order->empty()) return std::nullopt;
+  auto usable = [&](NodeIndex n) { return InPool(n, pool) && Usable(n, selector, demand); };
+  // The first usable node after the cursor, else the first from the start: round robin.
+  auto next = [&](const auto& nodes) -> std::optional<NodeIndex> {
+    const auto after = std::upper_bound(nodes.begin(), nodes.end(), spread_cursor_);
+    for (auto it = after; it != nodes.end(); ++it) {
+      if (usable(*it)) return *it;
+    }
+    for (auto it = nodes.begin(); it != after; ++it) {
+      if (usable(*it)) return *it;
     }
     return std::nullopt;
   };
-  std::optional<NodeIndex> found = scan(after_cursor, after_ties);
-  if (!found) found = scan(order->begin(), after_cursor);
-  if (!found) found = scan(after_ties, order->end());
-  if (found && cluster_->node(*found).utilization_ppm == least) spread_cursor_ = *found;
+  std::optional<NodeIndex> found;
+  const std::optional<size_t> count = cluster_->SelectorCandidateCount(selector);
+  if (count && (*count <= kSmallCandidateSet || *count * *count <= order->size())) {
+    found = next(*cluster_->SelectorCandidates(selector));
+  } else {
+    found = next(*order);
+  }
+  if (found) spread_cursor_ = *found;
   return found;
 }
 
@@ -124,10 +144,26 @@ TaskScheduler::Outcome TaskScheduler::Pick(const SchedulingRequest& request,
                                            std::optional<NodeIndex> preferred) {
   const std::vector<LabelSelector>& options = Options(request);
   const bool hard = request.affinity && request.affinity->kind == AffinityKind::kHard;
+  bool avoid = avoid_accelerator_nodes_;
+  for (const auto& [resource, q] : request.resources) {
+    avoid = avoid && !IsAcceleratorResource(resource);
+  }
+  // A node named by affinity is taken as asked; the submitter's own node (local_node) is passed
+  // over for a node without accelerators when the work asks for none.
+  const bool local_is_avoided = preferred && avoid && !request.affinity &&
+                                cluster_->node(*preferred).carries_accelerators;
   for (size_t i = 0; i < options.size(); ++i) {
-    if (preferred && Usable(*preferred, options[i], request.resources)) return {preferred, i};
+    const bool preferred_fits = preferred && Usable(*preferred, options[i], request.resources);
+    if (preferred_fits && !local_is_avoided) return {preferred, i};
     if (hard) continue;
-    if (auto node = PickForSelector(options[i], request.resources, request.strategy)) {
+    if (avoid) {
+      if (auto node = PickForSelector(options[i], request.resources, request.strategy,
+                                      Pool::kWithoutAccelerators)) {
+        return {node, i};
+      }
+    }
+    if (preferred_fits) return {preferred, i};
+    if (auto node = PickForSelector(options[i], request.resources, request.strategy, Pool::kAll)) {
       return {node, i};
     }
   }

@@ -3,8 +3,14 @@
 // Infeasible requests are parked and re-examined only against the nodes whose change could help
 // them (added, undrained, totals raised), so releases and allocations never re-scan them.
 //
-// Cost per decision: O(log n) through the cluster view's per-resource utilization order and label
-// index; explanations (the failure path) scan the considered nodes.
+// Policies: kDefault packs onto the most utilized node below the pack threshold, then takes the
+// least utilized; kSpread goes round robin, in node order, over the nodes whose free amounts of
+// the requested resources fit (what else a node holds does not count). Either way, work that asks
+// for no accelerator tries the nodes without accelerators first (SchedulerOptions).
+//
+// Cost per decision: O(log n) through the cluster view's per-resource utilization and index
+// orders and label index, plus the nodes a choice passes over that cannot take the request;
+// explanations (the failure path) scan the considered nodes.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +46,11 @@ struct ScheduleResult {
 struct SchedulerOptions {
   // kDefault packs onto nodes whose utilization is below this fraction, then spreads.
   double pack_threshold = 0.5;
+  // Work that asks for no accelerator resource goes to a node without accelerators while one can
+  // take it, and to an accelerator node only when none can, so CPU work does not block a later
+  // accelerator request while CPU nodes stand idle. A node named by affinity is still honoured.
+  // false: every node is judged alike.
+  bool avoid_accelerator_nodes = true;
 };
 
 // Not thread-safe: one owner calls it; it mutates the cluster view it was given (which must
@@ -74,8 +85,15 @@ class TaskScheduler {
   enum class Commit { kAllocate, kAdviseOnly };
   absl::StatusOr<ScheduleResult> Decide(const SchedulingRequest& request, Commit commit);
   Outcome Pick(const SchedulingRequest& request, std::optional<NodeIndex> preferred);
+  // Which nodes a choice considers: all alive ones, or only those without accelerators.
+  enum class Pool { kAll, kWithoutAccelerators };
   std::optional<NodeIndex> PickForSelector(const LabelSelector& selector, const ResourceSet& demand,
-                                           SchedulingStrategy strategy);
+                                           SchedulingStrategy strategy, Pool pool);
+  std::optional<NodeIndex> PackPick(const LabelSelector& selector, const ResourceSet& demand,
+                                    Pool pool) const;
+  std::optional<NodeIndex> SpreadPick(const LabelSelector& selector, const ResourceSet& demand,
+                                      Pool pool);
+  bool InPool(NodeIndex node, Pool pool) const;
   bool Usable(NodeIndex node, const LabelSelector& selector, const ResourceSet& demand) const;
   ScheduleResult Explain(const SchedulingRequest& request, std::span<const NodeIndex> nodes,
                          std::string_view prefix) const;
@@ -84,7 +102,8 @@ class TaskScheduler {
 
   ClusterView* cluster_;
   int64_t pack_threshold_ppm_;
-  NodeIndex spread_cursor_ = -1;
+  bool avoid_accelerator_nodes_;
+  NodeIndex spread_cursor_ = -1;  // the last spread pick: the next one starts after it
   std::map<int64_t, SchedulingRequest> parked_;
   // The current decision's excluded nodes (SchedulingRequest::excluded_nodes), as indices.
   std::vector<NodeIndex> excluded_;

@@ -40,6 +40,14 @@ std::string Place(TaskScheduler& scheduler, const SchedulingRequest& r) {
   return result->placement->node.value();
 }
 
+// Schedules `r` as a SPREAD request `n` times; the nodes it went to, in order.
+std::vector<std::string> PlaceSpread(TaskScheduler& scheduler, SchedulingRequest r, int n) {
+  r.strategy = SchedulingStrategy::kSpread;
+  std::vector<std::string> placed;
+  for (int i = 0; i < n; ++i) placed.push_back(Place(scheduler, r));
+  return placed;
+}
+
 ScheduleResult NotPlaced(TaskScheduler& scheduler, const SchedulingRequest& r) {
   absl::StatusOr<ScheduleResult> result = scheduler.Schedule(r);
   EXPECT_TRUE(result.ok()) << result.status();
@@ -82,7 +90,7 @@ TEST(TaskSchedulerTest, DefaultPrefersTheLocalNodeWhenItFits) {
   EXPECT_EQ(Place(scheduler, r), "n1");
 }
 
-TEST(TaskSchedulerTest, SpreadGoesRoundRobinAmongTies) {
+TEST(TaskSchedulerTest, SpreadGoesRoundRobinOverTheNodesThatFit) {
   ClusterView cluster;
   AddCpuNodes(cluster, 3);
   TaskScheduler scheduler(&cluster);
@@ -92,14 +100,122 @@ TEST(TaskSchedulerTest, SpreadGoesRoundRobinAmongTies) {
   for (int i = 0; i < 4; ++i) {
     absl::StatusOr<ScheduleResult> result = scheduler.Schedule(r);
     placed.push_back(result->placement->node.value());
-    ASSERT_TRUE(cluster.Release(result->placement->allocation.id).ok());  // ties stay ties
+    ASSERT_TRUE(cluster.Release(result->placement->allocation.id).ok());
   }
   EXPECT_THAT(placed, ElementsAre("n0", "n1", "n2", "n0"));
-  // Without releases the least utilized node wins.
+  // How used a node is does not count, only whether the request fits: n1 keeps its turn while it
+  // has a CPU free, and is passed over once it has none.
   ASSERT_TRUE(cluster.Allocate(*cluster.Find(NodeId("n1")), Res("CPU=3")).ok());
   std::vector<std::string> more;
-  for (int i = 0; i < 3; ++i) more.push_back(Place(scheduler, r));
-  EXPECT_THAT(more, ElementsAre("n2", "n0", "n2"));
+  for (int i = 0; i < 5; ++i) more.push_back(Place(scheduler, r));
+  EXPECT_THAT(more, ElementsAre("n1", "n2", "n0", "n2", "n0"));
+}
+
+TEST(TaskSchedulerTest, SpreadIsJudgedOnTheRequestedResourcesOnly) {
+  // A node whose GPUs are all held still has its CPUs free: CPU-only SPREAD work spreads over it
+  // too, instead of counting it as full.
+  ClusterView cluster;
+  MustAdd(cluster, Spec("gpu0", "CPU=8,GPU=2"));
+  MustAdd(cluster, Spec("gpu1", "CPU=8,GPU=2"));
+  ASSERT_TRUE(cluster.Allocate(*cluster.Find(NodeId("gpu0")), Res("GPU=2")).ok());
+  TaskScheduler scheduler(&cluster);
+  EXPECT_THAT(PlaceSpread(scheduler, Request("CPU=1"), 4),
+              ElementsAre("gpu0", "gpu1", "gpu0", "gpu1"));
+}
+
+TEST(TaskSchedulerTest, SpreadHonoursSelectorsAndSkipsNodesThatCannotFit) {
+  ClusterView cluster;
+  for (int i = 0; i < 4; ++i) {
+    MustAdd(cluster, Spec("n" + std::to_string(i), "CPU=2", {{"zone", i % 2 ? "b" : "a"}}));
+  }
+  TaskScheduler scheduler(&cluster);
+  SchedulingRequest r = Request("CPU=1");
+  r.strategy = SchedulingStrategy::kSpread;
+  r.selectors = Selectors({"zone=a"});
+  EXPECT_THAT(PlaceSpread(scheduler, r, 4), ElementsAre("n0", "n2", "n0", "n2"));
+  EXPECT_EQ(NotPlaced(scheduler, r).status, ScheduleStatus::kPending);
+}
+
+TEST(TaskSchedulerTest, CpuOnlyWorkAvoidsAcceleratorNodes) {
+  ClusterView cluster;
+  MustAdd(cluster, Spec("gpu", "CPU=8,GPU=8"));  // emptier and larger than the CPU nodes
+  MustAdd(cluster, Spec("cpu0", "CPU=2"));
+  MustAdd(cluster, Spec("cpu1", "CPU=2"));
+  TaskScheduler scheduler(&cluster);
+  std::vector<std::string> placed;
+  for (int i = 0; i < 4; ++i) placed.push_back(Place(scheduler, Request("CPU=1")));
+  EXPECT_THAT(placed, ElementsAre("cpu1", "cpu0", "cpu0", "cpu1"));  // packed, as among all nodes
+  // Only when no CPU node can take it does CPU work go to the accelerator node.
+  EXPECT_EQ(Place(scheduler, Request("CPU=1")), "gpu");
+  // Work that asks for an accelerator goes where the accelerators are.
+  EXPECT_EQ(Place(scheduler, Request("CPU=1,GPU=1")), "gpu");
+}
+
+TEST(TaskSchedulerTest, CpuOnlySpreadWorkAvoidsAcceleratorNodes) {
+  ClusterView cluster;
+  MustAdd(cluster, Spec("cpu0", "CPU=1"));
+  MustAdd(cluster, Spec("gpu", "CPU=8,GPU=8"));
+  MustAdd(cluster, Spec("cpu1", "CPU=1"));
+  TaskScheduler scheduler(&cluster);
+  EXPECT_THAT(PlaceSpread(scheduler, Request("CPU=1"), 4),
+              ElementsAre("cpu0", "cpu1", "gpu", "gpu"));
+}
+
+TEST(TaskSchedulerTest, CpuOnlyWorkPassesOverALocalAcceleratorNodeButHonoursAffinity) {
+  ClusterView cluster;
+  MustAdd(cluster, Spec("gpu", "CPU=8,GPU=8"));
+  MustAdd(cluster, Spec("cpu", "CPU=4"));
+  TaskScheduler scheduler(&cluster);
+  SchedulingRequest r = Request("CPU=1");
+  r.local_node = NodeId("gpu");
+  EXPECT_EQ(Place(scheduler, r), "cpu");
+  r.local_node = NodeId("cpu");
+  EXPECT_EQ(Place(scheduler, r), "cpu");
+  r.local_node.reset();
+  r.affinity = NodeAffinity{NodeId("gpu"), AffinityKind::kSoft};
+  EXPECT_EQ(Place(scheduler, r), "gpu");
+  r.affinity->kind = AffinityKind::kHard;
+  EXPECT_EQ(Place(scheduler, r), "gpu");
+  // With the CPU node full, the submitter's accelerator node takes it after all.
+  ASSERT_TRUE(cluster.Allocate(*cluster.Find(NodeId("cpu")), Res("CPU=2")).ok());
+  SchedulingRequest local = Request("CPU=1");
+  local.local_node = NodeId("gpu");
+  EXPECT_EQ(Place(scheduler, local), "gpu");
+}
+
+TEST(TaskSchedulerTest, AvoidingAcceleratorNodesCanBeTurnedOff) {
+  ClusterView cluster;
+  MustAdd(cluster, Spec("gpu", "CPU=8,GPU=8"));
+  MustAdd(cluster, Spec("cpu", "CPU=2"));
+  TaskScheduler scheduler(&cluster, SchedulerOptions{.avoid_accelerator_nodes = false});
+  // Both nodes are empty: the tie goes to the higher index; then cpu is at the pack threshold and
+  // gpu, below it, packs.
+  std::vector<std::string> placed;
+  for (int i = 0; i < 3; ++i) placed.push_back(Place(scheduler, Request("CPU=1")));
+  EXPECT_THAT(placed, ElementsAre("cpu", "gpu", "gpu"));
+  SchedulingRequest local = Request("CPU=1");
+  local.local_node = NodeId("gpu");
+  EXPECT_EQ(Place(scheduler, local), "gpu");
+}
+
+TEST(TaskSchedulerTest, NodesThatGainOrLoseAcceleratorsChangePool) {
+  ClusterView cluster;
+  MustAdd(cluster, Spec("a", "CPU=4"));
+  MustAdd(cluster, Spec("b", "CPU=4,GPU=1"));
+  TaskScheduler scheduler(&cluster);
+  EXPECT_EQ(Place(scheduler, Request("CPU=1")), "a");
+  // Accelerators change only by registering again.
+  ASSERT_TRUE(cluster.RemoveNode(NodeId("a")).ok());
+  ASSERT_TRUE(cluster.RemoveNode(NodeId("b")).ok());
+  MustAdd(cluster, Spec("a", "CPU=4,GPU=1"));
+  MustAdd(cluster, Spec("b", "CPU=4"));
+  EXPECT_EQ(Place(scheduler, Request("CPU=1")), "b");
+  ASSERT_TRUE(cluster.SetDraining(NodeId("b"), true).ok());
+  EXPECT_EQ(Place(scheduler, Request("CPU=1")), "a");
+  ASSERT_TRUE(cluster.SetDraining(NodeId("b"), false).ok());
+  EXPECT_EQ(Place(scheduler, Request("CPU=1")), "b");
+  ASSERT_TRUE(cluster.FailNode(NodeId("b")).ok());
+  EXPECT_EQ(Place(scheduler, Request("CPU=1")), "a");
 }
 
 TEST(TaskSchedulerTest, HardAffinity) {

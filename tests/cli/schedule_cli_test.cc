@@ -19,10 +19,11 @@ using ::testing::StartsWith;
 const std::string kExamples = std::string(TESSERA_SOURCE_DIR) + "/examples/";
 
 CommandResult Schedule(const std::string& cluster, const std::string& requests,
-                       bool json = false) {
+                       bool json = false, std::vector<std::string> flags = {}) {
   std::vector<std::string> argv = {TesseraBinary(), "schedule", "--cluster", cluster,
                                    "--requests", requests};
   if (json) argv.push_back("--json");
+  argv.insert(argv.end(), flags.begin(), flags.end());
   return RunCommand(argv);
 }
 
@@ -153,6 +154,29 @@ TEST(ScheduleCliTest, RequestsInPlacementGroupBundles) {
   EXPECT_EQ(doc["events"][7]["placed_in_bundles"][0]["name"], "pair");
   EXPECT_EQ(doc["events"][8]["stopped"], nlohmann::json::array({"pair", "shard"}));
   EXPECT_EQ(Schedule(cluster, requests).out, r.out);  // identical run to run
+}
+
+TEST(ScheduleCliTest, CpuWorkAvoidsAcceleratorNodesUnlessTurnedOff) {
+  const std::string requests = WriteTemp("tessera_cpu_work.yaml", R"(events:
+  - submit_task: {name: prep, count: 4, resources: {CPU: 2}}
+  - submit_task: {name: more, resources: {CPU: 2}}
+  - submit_task: {name: fan, count: 2, resources: {CPU: 1}, strategy: SPREAD}
+)");
+  const std::string cluster = kExamples + "clusters/small.yaml";  // gpu-0, gpu-1, cpu-0 (8 CPUs)
+  auto r = Schedule(cluster, requests);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_THAT(r.out,
+                HasSubstr("] submit_task prep-" + std::to_string(i) + ": placed on cpu-0\n"));
+  }
+  // cpu-0 is full: only now does CPU work go to the GPU nodes, SPREAD taking them in turn.
+  EXPECT_THAT(r.out, HasSubstr("[5] submit_task more: placed on gpu-"));
+  EXPECT_THAT(r.out, HasSubstr("[6] submit_task fan-0: placed on gpu-0\n"
+                               "[7] submit_task fan-1: placed on gpu-1\n"));
+  auto off = Schedule(cluster, requests, false, {"--cpu-work-on-accelerator-nodes"});
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  EXPECT_THAT(off.out, HasSubstr("[3] submit_task prep-2: placed on gpu-"));
+  std::filesystem::remove(requests);
 }
 
 TEST(ScheduleCliTest, SliceExample) {

@@ -138,7 +138,7 @@ TEST(TesseraCliTest, MalformedFlagsAreOneLineErrorsNamingTheFlag) {
                      1, "--driver-timeout: must be positive");
   ExpectOneLineError(RunCommand({TesseraBinary(), "start", "--address", "127.0.0.1:1",
                                  "--state-dir", "/nonexistent/tessera", "--driver-timeout", "5s"}),
-                     1, "--driver-timeout and --token-out are for the head");
+                     1, "--token-out and --cpu-work-on-accelerator-nodes are for the head");
   ExpectOneLineError(RunCommand({TesseraBinary(), "up", "/nonexistent/cluster.yaml", "--state-dir",
                                  "/nonexistent/tessera", "--driver-timeout", "0s"}),
                      1, "--driver-timeout: must be positive");

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
+#include "hardware/accelerator_plugin.h"
 #include "hardware/node_label_keys.h"
 #include "hardware/simulated/description_reader.h"
 #include "hardware/simulated/interconnect.h"
@@ -180,7 +181,8 @@ class Parser {
       return r_.Error(f, absl::StrCat(Quote(type), " is not a valid accelerator type: ",
                                       type.empty() ? "it is empty" : ok.message()));
     }
-    if (absl::Status ok = ValidateResourceName(absl::StrCat("accelerator_type:", type)); !ok.ok()) {
+    const std::string marker = absl::StrCat(ToAbsl(kAcceleratorTypeResourcePrefix), type);
+    if (absl::Status ok = ValidateResourceName(marker); !ok.ok()) {
       return r_.Error(f, absl::StrCat(Quote(type), " is not a valid accelerator type: ",
                                       ok.message()));
     }
