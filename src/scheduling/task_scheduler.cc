@@ -67,19 +67,31 @@ std::optional<NodeIndex> TaskScheduler::PickForSelector(const LabelSelector& sel
                                                  : PackPick(selector, demand, pool);
 }
 
+namespace {
+
+// The smallest order that holds every node that could take `demand`: the pool's, or that of the
+// demanded resource the fewest nodes carry (nodes without it never fit); nullptr when no node can.
+template <typename Order, typename ByResource>
+const Order* SmallestOrder(const Order* pool_order, const ResourceSet& demand,
+                           ByResource by_resource) {
+  const Order* order = pool_order;
+  for (const auto& [resource, q] : demand) {
+    const Order* carrying = by_resource(resource);
+    if (carrying == nullptr || carrying->empty()) return nullptr;
+    if (order == nullptr || carrying->size() < order->size()) order = carrying;
+  }
+  return order == nullptr || order->empty() ? nullptr : order;
+}
+
+}  // namespace
+
 std::optional<NodeIndex> TaskScheduler::PackPick(const LabelSelector& selector,
                                                  const ResourceSet& demand, Pool pool) const {
-  // Anchor on the smallest order that holds every node that could take it: the pool's, or that
-  // of the demanded resource the fewest nodes carry (nodes without it never fit).
-  const UtilizationIndex* order = pool == Pool::kAll
-                                      ? cluster_->UtilizationOrder("")
-                                      : &cluster_->UtilizationOrderWithoutAccelerators();
-  for (const auto& [resource, q] : demand) {
-    const UtilizationIndex* by_resource = cluster_->UtilizationOrder(resource);
-    if (by_resource == nullptr || by_resource->empty()) return std::nullopt;
-    if (order == nullptr || by_resource->size() < order->size()) order = by_resource;
-  }
-  if (order == nullptr || order->empty()) return std::nullopt;
+  const UtilizationIndex* order = SmallestOrder(
+      pool == Pool::kAll ? cluster_->UtilizationOrder("")
+                         : &cluster_->UtilizationOrderWithoutAccelerators(),
+      demand, [&](const auto& r) { return cluster_->UtilizationOrder(r); });
+  if (order == nullptr) return std::nullopt;
   auto usable = [&](NodeIndex n) { return InPool(n, pool) && Usable(n, selector, demand); };
 
   const std::optional<size_t> count = cluster_->SelectorCandidateCount(selector);
@@ -109,18 +121,21 @@ std::optional<NodeIndex> TaskScheduler::PackPick(const LabelSelector& selector,
 
 std::optional<NodeIndex> TaskScheduler::SpreadPick(const LabelSelector& selector,
                                                    const ResourceSet& demand, Pool pool) {
-  const NodeOrder* order = pool == Pool::kAll ? cluster_->IndexOrder("")
-                                              : &cluster_->IndexOrderWithoutAccelerators();
-  for (const auto& [resource, q] : demand) {
-    const NodeOrder* by_resource = cluster_->IndexOrder(resource);
-    if (by_resource == nullptr || by_resource->empty()) return std::nullopt;
-    if (order == nullptr || by_resource->size() < order->size()) order = by_resource;
-  }
-  if (order == nullptr || order->empty()) return std::nullopt;
+  const NodeOrder* order = SmallestOrder(
+      pool == Pool::kAll ? cluster_->IndexOrder("") : &cluster_->IndexOrderWithoutAccelerators(),
+      demand, [&](const auto& r) { return cluster_->IndexOrder(r); });
+  if (order == nullptr) return std::nullopt;
   auto usable = [&](NodeIndex n) { return InPool(n, pool) && Usable(n, selector, demand); };
   // The first usable node after the cursor, else the first from the start: round robin.
   auto next = [&](const auto& nodes) -> std::optional<NodeIndex> {
-    const auto after = std::upper_bound(nodes.begin(), nodes.end(), spread_cursor_);
+    // The set's own search: std::upper_bound would walk a btree's iterators one by one.
+    const auto after = [&] {
+      if constexpr (requires { nodes.upper_bound(spread_cursor_); }) {
+        return nodes.upper_bound(spread_cursor_);
+      } else {
+        return std::upper_bound(nodes.begin(), nodes.end(), spread_cursor_);
+      }
+    }();
     for (auto it = after; it != nodes.end(); ++it) {
       if (usable(*it)) return *it;
     }
