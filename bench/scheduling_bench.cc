@@ -1,10 +1,12 @@
 // Task-decision throughput of the scheduling core on synthetic clusters: n nodes with 8
 // NVSwitch-linked GPUs each and realistic labels (accelerator type, 4 zones, 16 node groups).
-// Each iteration schedules a 1-GPU task and releases it, so the cluster stays steady.
+// Each iteration schedules a task and releases it, so the cluster stays steady: a 1-GPU task
+// (default and SPREAD strategies) and a CPU-only task (some nodes without GPUs, or none).
 // Placement groups: each iteration creates a group (1, 8 or 64 bundles, STRICT_PACK or SPREAD)
 // and removes it; the bundle search (what runs when the greedy pass strands a bundle) is timed
-// on its own with 64 bundles, half of them confined to one node group. Slices: on a cluster whose nodes include 1k v6e-16 slices (4 hosts of 4 chips
-// each), each iteration reserves 1 or 4 whole slices and releases them.
+// on its own with 64 bundles, half of them confined to one node group. Slices: on a cluster
+// whose nodes include 1k v6e-16 slices (4 hosts of 4 chips each), each iteration reserves 1 or
+// 4 whole slices and releases them.
 #include <malloc.h>
 
 #include <memory>
@@ -42,19 +44,24 @@ struct Cluster {
 };
 
 // Builds the cluster and measures the heap it took (malloc's in-use bytes before and after).
-std::unique_ptr<Cluster> Build(int nodes) {
+// The last `cpu_only_nodes` nodes have CPUs and memory but no GPUs.
+std::unique_ptr<Cluster> Build(int nodes, int cpu_only_nodes = 0) {
   const size_t before = mallinfo2().uordblks;
   auto cluster = std::make_unique<Cluster>();
   const DeviceTopologyPtr topology = NvSwitch8();
   const ResourceSet resources = *ParseResourceSet("CPU=192,GPU=8,memory=2TiB");
+  const ResourceSet cpu_only = *ParseResourceSet("CPU=192,memory=2TiB");
   for (int i = 0; i < nodes; ++i) {
+    const bool has_gpus = i < nodes - cpu_only_nodes;
     NodeSpec spec;
     spec.id = NodeId("node-" + std::to_string(i));
-    spec.resources = resources;
-    spec.labels = {{std::string(labels::kAcceleratorType), "H100"},
-                   {std::string(labels::kAvailabilityZone), "z" + std::to_string(i % 4 + 1)},
+    spec.resources = has_gpus ? resources : cpu_only;
+    spec.labels = {{std::string(labels::kAvailabilityZone), "z" + std::to_string(i % 4 + 1)},
                    {std::string(labels::kNodeGroup), "group-" + std::to_string(i % 16)}};
-    spec.devices.emplace("GPU", topology);
+    if (has_gpus) {
+      spec.labels.emplace(std::string(labels::kAcceleratorType), "H100");
+      spec.devices.emplace("GPU", topology);
+    }
     if (!cluster->view.AddNode(std::move(spec)).ok()) return nullptr;
   }
   const size_t after = mallinfo2().uordblks;
@@ -62,16 +69,37 @@ std::unique_ptr<Cluster> Build(int nodes) {
   return cluster;
 }
 
+// The cluster, or nullptr with the benchmark marked skipped when it could not be built.
+std::unique_ptr<Cluster> OrSkip(benchmark::State& state, std::unique_ptr<Cluster> cluster) {
+  if (cluster == nullptr) state.SkipWithError("building the cluster failed");
+  return cluster;
+}
+
 enum Selector { kNoSelector = 0, kZoneSelector = 1 };
+
+// Schedules and releases one request per iteration; shared by the policy benchmarks below.
+void RunDecisions(benchmark::State& state, Cluster& cluster, const SchedulingRequest& request) {
+  TaskScheduler scheduler(&cluster.view);
+  for (auto _ : state) {
+    absl::StatusOr<ScheduleResult> result = scheduler.Schedule(request);
+    if (!result.ok() || !result->placement) {
+      state.SkipWithError("a decision failed");
+      return;
+    }
+    benchmark::DoNotOptimize(result->placement->node);
+    if (!cluster.view.Release(result->placement->allocation.id).ok()) {
+      state.SkipWithError("a release failed");
+      return;
+    }
+  }
+  state.counters["decisions/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
 
 void BM_OneGpuTaskDecision(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));
-  std::unique_ptr<Cluster> cluster = Build(nodes);
-  if (cluster == nullptr) {
-    state.SkipWithError("building the cluster failed");
-    return;
-  }
-  TaskScheduler scheduler(&cluster->view);
+  std::unique_ptr<Cluster> cluster = OrSkip(state, Build(nodes));
+  if (cluster == nullptr) return;
   SchedulingRequest request;
   request.id = RequestId(1);
   request.resources = *ParseResourceSet("CPU=1,GPU=1");
@@ -79,20 +107,7 @@ void BM_OneGpuTaskDecision(benchmark::State& state) {
     request.selectors = FallbackList::FromSelectors(
         {*ParseLabelSelector("tessera.io/availability-zone=in(z1,z2)")});
   }
-  for (auto _ : state) {
-    absl::StatusOr<ScheduleResult> result = scheduler.Schedule(request);
-    if (!result.ok() || !result->placement) {
-      state.SkipWithError("a decision failed");
-      return;
-    }
-    benchmark::DoNotOptimize(result->placement->allocation.devices);
-    if (!cluster->view.Release(result->placement->allocation.id).ok()) {
-      state.SkipWithError("a release failed");
-      return;
-    }
-  }
-  state.counters["decisions/s"] =
-      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  RunDecisions(state, *cluster, request);
   state.counters["bytes/node"] = cluster->bytes_per_node;
 }
 BENCHMARK(BM_OneGpuTaskDecision)
@@ -100,13 +115,45 @@ BENCHMARK(BM_OneGpuTaskDecision)
     ->ArgsProduct({{1000, 10000, 50000}, {kNoSelector, kZoneSelector}})
     ->Unit(benchmark::kMicrosecond);
 
+// A SPREAD task asking for one GPU: the round robin over the nodes where it fits.
+void BM_SpreadTaskDecision(benchmark::State& state) {
+  std::unique_ptr<Cluster> cluster = OrSkip(state, Build(static_cast<int>(state.range(0))));
+  if (cluster == nullptr) return;
+  SchedulingRequest request;
+  request.id = RequestId(1);
+  request.resources = *ParseResourceSet("CPU=1,GPU=1");
+  request.strategy = SchedulingStrategy::kSpread;
+  RunDecisions(state, *cluster, request);
+}
+BENCHMARK(BM_SpreadTaskDecision)
+    ->ArgNames({"nodes"})
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Arg(50000)
+    ->Unit(benchmark::kMicrosecond);
+
+// A CPU-only task (CPU=1) with the default strategy; `cpu_only_percent` of the nodes have no
+// GPUs (0: every node has GPUs, so the nodes-without-accelerators pool is empty and the
+// decision falls back to all nodes).
+void BM_CpuOnlyTaskDecision(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  const int cpu_only = static_cast<int>(nodes * state.range(1) / 100);
+  std::unique_ptr<Cluster> cluster = OrSkip(state, Build(nodes, cpu_only));
+  if (cluster == nullptr) return;
+  SchedulingRequest request;
+  request.id = RequestId(1);
+  request.resources = *ParseResourceSet("CPU=1");
+  RunDecisions(state, *cluster, request);
+}
+BENCHMARK(BM_CpuOnlyTaskDecision)
+    ->ArgNames({"nodes", "cpu_only_percent"})
+    ->ArgsProduct({{1000, 10000, 50000}, {0, 25}})
+    ->Unit(benchmark::kMicrosecond);
+
 void BM_PlacementGroupCreateRemove(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));
-  std::unique_ptr<Cluster> cluster = Build(nodes);
-  if (cluster == nullptr) {
-    state.SkipWithError("building the cluster failed");
-    return;
-  }
+  std::unique_ptr<Cluster> cluster = OrSkip(state, Build(nodes));
+  if (cluster == nullptr) return;
   PlacementGroupScheduler groups(&cluster->view);
   PlacementGroupSpec spec;
   spec.strategy = state.range(2) == 0 ? PlacementStrategy::kStrictPack : PlacementStrategy::kSpread;
@@ -134,11 +181,8 @@ BENCHMARK(BM_PlacementGroupCreateRemove)
     ->Unit(benchmark::kMicrosecond);
 
 void BM_BundleSearch(benchmark::State& state) {
-  std::unique_ptr<Cluster> cluster = Build(static_cast<int>(state.range(0)));
-  if (cluster == nullptr) {
-    state.SkipWithError("building the cluster failed");
-    return;
-  }
+  std::unique_ptr<Cluster> cluster = OrSkip(state, Build(static_cast<int>(state.range(0))));
+  if (cluster == nullptr) return;
   BundleOption option;
   const LabelSelector group = *ParseLabelSelector(std::string(labels::kNodeGroup) + "=group-3");
   for (int b = 0; b < 64; ++b) {
@@ -196,11 +240,9 @@ std::unique_ptr<Cluster> BuildWithSlices(int nodes) {
 }
 
 void BM_SliceReserveRelease(benchmark::State& state) {
-  std::unique_ptr<Cluster> cluster = BuildWithSlices(static_cast<int>(state.range(0)));
-  if (cluster == nullptr) {
-    state.SkipWithError("building the cluster failed");
-    return;
-  }
+  std::unique_ptr<Cluster> cluster =
+      OrSkip(state, BuildWithSlices(static_cast<int>(state.range(0))));
+  if (cluster == nullptr) return;
   DomainGroupScheduler slices(&cluster->view);
   DomainGroupRequest request;
   request.name = "bench";
