@@ -42,6 +42,9 @@ struct PlacementGroupOptions {
     std::vector<std::string> bundle_selectors;
   };
   std::vector<Alternative> fallbacks;
+  // Set: every bundle on nodes that share one value of this label key (one rack, one NVLink
+  // domain: "tessera.io/fabric-domain"); kept while any bundle is placed.
+  std::string same_label;
   // How long to wait for room (zero: take it now or fail).
   absl::Duration timeout = absl::Seconds(30);
   // A group belongs to the program that created it and is removed when that program ends or
@@ -79,6 +82,13 @@ struct SliceOptions {
     int num_slices = 1;
   };
   std::vector<Alternative> fallbacks;
+  // For every alternative: only the slice of this tessera.io/tpu-slice-name ("" any), only
+  // slices whose every host matches this label selector ("tessera.io/availability-zone=b"), and
+  // blocks of the topology inside larger slices instead of whole slices (sub_slice: a 2x4 in a
+  // 4x4, its hosts numbered 0..n-1 in the block, the block named "<slice>/<block>").
+  std::string slice;
+  std::string label_selector;
+  bool sub_slice = false;
   absl::Duration timeout = absl::Seconds(30);
   // As PlacementGroupOptions::detached: released with the program unless detached.
   bool detached = false;

@@ -3,6 +3,7 @@
 // not come through is withdrawn before the error returns.
 #include "api/reservations.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -12,6 +13,7 @@
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "cli/reservation_calls.h"
+#include "labels/label_selector.h"
 #include "resources/resource_set.h"
 #include "rpc/proto_convert.h"
 #include "rpc/state_names.h"
@@ -80,6 +82,7 @@ absl::StatusOr<v1::CreatePlacementGroupRequest> GroupRequest(const PlacementGrou
     if (!fallback.ok()) return prefix(fallback.status());
     spec.fallbacks.push_back(*std::move(fallback));
   }
+  spec.same_label = options.same_label;
   if (absl::Status valid = ValidatePlacementGroupSpec(spec); !valid.ok()) return prefix(valid);
   v1::CreatePlacementGroupRequest request;
   rpc::PlacementGroupSpecToProto(spec, &request);
@@ -120,6 +123,20 @@ absl::StatusOr<v1::ReserveSlicesRequest> SliceRequest(const SliceOptions& option
     for (v1::SliceAlternative& alt : *request.mutable_alternatives()) {
       rpc::ResourcesToProto(*per_host, alt.mutable_per_host());
     }
+  }
+  std::optional<LabelSelector> selector;
+  if (!options.label_selector.empty()) {
+    auto parsed = ParseLabelSelector(options.label_selector);
+    if (!parsed.ok()) {
+      return prefix(absl::InvalidArgumentError(
+          absl::StrCat("label_selector: ", parsed.status().message())));
+    }
+    selector = *std::move(parsed);
+  }
+  for (v1::SliceAlternative& alt : *request.mutable_alternatives()) {
+    alt.set_domain(options.slice);
+    alt.set_sub_slice(options.sub_slice);
+    if (selector.has_value()) rpc::LabelSelectorToProto(*selector, alt.mutable_label_selector());
   }
   return request;
 }

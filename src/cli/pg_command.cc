@@ -1,6 +1,6 @@
 // tessera pg create NAME --strategy S --bundles "CPU=1,GPU=2;CPU=1,GPU=2"
 //                       [--bundle-selector SEL[;SEL...]]... [--fallback BUNDLES[|SELECTORS]]...
-//                       [--wait DUR] [--json]
+//                       [--same-label KEY] [--wait DUR] [--json]
 // tessera pg list [--json]
 // tessera pg remove NAME
 // Placement groups on a running cluster. The head decides and reserves them (two-phase commit
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
@@ -37,6 +38,7 @@ struct CreateArgs {
   std::string bundles;
   std::vector<std::string> bundle_selectors;
   std::vector<std::string> fallbacks;
+  std::string same_label;
   std::string wait;
   bool json = false;
 };
@@ -67,7 +69,12 @@ absl::StatusOr<tessera::v1::CreatePlacementGroupRequest> BuildCreateRequest(
                           fallback_selectors));
     spec.fallbacks.push_back(std::move(option));
   }
-  TESSERA_RETURN_IF_ERROR(ValidatePlacementGroupSpec(spec));
+  spec.same_label = args.same_label;
+  if (absl::Status valid = ValidatePlacementGroupSpec(spec); !valid.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(absl::StartsWith(valid.message(), "same_label") ? "--" : "",
+                     valid.message()));
+  }
 
   tessera::v1::CreatePlacementGroupRequest request;
   rpc::PlacementGroupSpecToProto(spec, &request);
@@ -149,6 +156,10 @@ void AddPlacementGroupCommand(CLI::App& app, int& exit_code) {
                   "\"CPU=1;CPU=1|zone=a;zone=a\"")
       ->type_name("BUNDLES")
       ->allow_extra_args(false);
+  cmd->add_option("--same-label", create->same_label,
+                  "Every bundle on nodes that share one value of this label key (one rack, one "
+                  "NVLink domain)")
+      ->type_name("KEY");
   cmd->add_option("--wait", create->wait, "Wait until the group is created (e.g. 30s)")
       ->type_name("DUR");
   cmd->add_flag("--json", create->json, "Print JSON for programs");

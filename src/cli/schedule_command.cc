@@ -63,11 +63,13 @@ struct Tracked {
   SchedulingRequest request;
   Phase phase = Phase::kWaiting;
   std::optional<Placement> placement;
+  int retries = 0;  // resubmissions after its work was lost, against spec.max_retries
 };
 
 SchedulingRequest ToSchedulingRequest(const SimulatedRequest& spec, int64_t id) {
   SchedulingRequest r;
   r.id = RequestId(id);
+  r.holder = Holder{spec.actor ? HolderKind::kActor : HolderKind::kTask, spec.name};
   r.resources = spec.resources;
   r.selectors = FallbackList::WithPrimary(spec.label_selector,
                                           FallbackList::FromSelectors(spec.fallbacks));
@@ -197,6 +199,13 @@ class Simulation {
       case SimulatedEventKind::kFailNode: {
         record["node"] = e.target;
         absl::StrAppend(&text, e.target, ": ");
+        // Every reservation (placement group, slice group) with a bundle on the node.
+        std::vector<std::string> touched;
+        for (const Holder& h : view_.HoldersOn(NodeId(e.target))) {
+          if (h.kind == HolderKind::kPlacementGroup || h.kind == HolderKind::kSliceGroup) {
+            touched.push_back(h.ToString());
+          }
+        }
         auto lost = view_.FailNode(NodeId(e.target));
         if (!lost.ok()) {
           record["result"] = std::string(lost.status().message());
@@ -216,9 +225,12 @@ class Simulation {
         for (std::string& name : SyncBundles()) names.push_back(std::move(name));
         std::sort(names.begin(), names.end());
         record["lost"] = names;
+        record["touched"] = touched;
         absl::StrAppend(&text, names.empty() ? "dead; nothing was running"
                                              : absl::StrCat("dead; released (work lost) ",
                                                             absl::StrJoin(names, ", ")));
+        if (!touched.empty()) absl::StrAppend(&text, "; touched ", absl::StrJoin(touched, ", "));
+        Resubmit(names, record, text);
         ReportGroups(reports, record, text);
         break;
       }
@@ -352,6 +364,27 @@ class Simulation {
       absl::StrAppend(&text, ToAbsl(ScheduleStatusName(result->status)), ": ", result->explanation);
     }
     return absl::OkStatus();
+  }
+
+  // Work lost with a node goes back to waiting while its retry budget lasts (the retry after
+  // the event places it); the rest stays lost.
+  void Resubmit(const std::vector<std::string>& lost, Json& record, std::string& text) {
+    Json json = Json::array();
+    std::vector<std::string> parts;
+    for (const std::string& name : lost) {
+      Tracked& t = tracked_.at(name);
+      const int budget = t.spec.max_retries;
+      if (budget >= 0 && t.retries >= budget) continue;
+      ++t.retries;
+      t.phase = Phase::kWaiting;
+      t.placement.reset();
+      resubmitted_.insert(name);
+      parts.push_back(budget < 0 ? absl::StrCat(name, " (retry ", t.retries, ")")
+                                 : absl::StrCat(name, " (retry ", t.retries, " of ", budget, ")"));
+      json.push_back({{"name", name}, {"retry", t.retries}, {"max_retries", budget}});
+    }
+    record["resubmitted"] = std::move(json);
+    if (!parts.empty()) absl::StrAppend(&text, "; resubmitted ", absl::StrJoin(parts, ", "));
   }
 
   // "bundle 0 on n1 (GPU 0,1); bundle 1 on n2 (CPU only)" for the bundles given.
@@ -510,6 +543,7 @@ class Simulation {
     std::set<int64_t> unparked;
     for (RequestId id : scheduler_.OnClusterChanged()) unparked.insert(id.value());
     Json placed = Json::array();
+    Json unplaced = Json::array();  // resubmitted by this event, not placed
     for (const std::string& name : order_) {
       Tracked& t = tracked_.at(name);
       const bool retry = t.phase == Phase::kWaiting ||
@@ -518,10 +552,11 @@ class Simulation {
       Json again;
       std::string line;
       TESSERA_RETURN_IF_ERROR(Schedule(t, again, line));
-      if (t.phase != Phase::kRunning) continue;  // still waiting: nothing new to say
+      const bool fresh = resubmitted_.contains(name);  // says where it went, placed or not
+      if (t.phase != Phase::kRunning && !fresh) continue;  // still waiting: nothing new to say
       again["name"] = name;
-      placed.push_back(std::move(again));
-      absl::StrAppend(&text, "\n    waiting ", name, ": ", line);
+      (t.phase == Phase::kRunning ? placed : unplaced).push_back(std::move(again));
+      absl::StrAppend(&text, fresh ? "\n    resubmitted " : "\n    waiting ", name, ": ", line);
     }
     if (!placed.empty()) record["placed_waiting"] = std::move(placed);
     std::vector<RescheduleReport> rescheduled;
@@ -564,12 +599,15 @@ class Simulation {
       Json again;
       std::string line;
       TESSERA_RETURN_IF_ERROR(Schedule(t, again, line));
-      if (t.phase != Phase::kRunning) continue;
+      const bool fresh = resubmitted_.contains(name);
+      if (t.phase != Phase::kRunning && !fresh) continue;
       again["name"] = name;
-      in_bundles.push_back(std::move(again));
-      absl::StrAppend(&text, "\n    waiting ", name, ": ", line);
+      (t.phase == Phase::kRunning ? in_bundles : unplaced).push_back(std::move(again));
+      absl::StrAppend(&text, fresh ? "\n    resubmitted " : "\n    waiting ", name, ": ", line);
     }
     if (!in_bundles.empty()) record["placed_in_bundles"] = std::move(in_bundles);
+    if (!unplaced.empty()) record["resubmitted_waiting"] = std::move(unplaced);
+    resubmitted_.clear();
     return absl::OkStatus();
   }
 
@@ -689,6 +727,8 @@ class Simulation {
   std::map<std::string, PlacementGroupSpec> waiting_groups_;  // not placed yet, by name
   std::map<std::string, DomainGroupRequest> waiting_slices_;  // not reserved yet, by name
   std::map<std::string, Tracked> tracked_;  // by request name
+  // Lost work submitted again by the current event: the retry after it reports where it went.
+  std::set<std::string> resubmitted_;
   std::vector<std::string> order_;          // request names in submission order
   std::map<int64_t, std::string> owners_;   // running allocation id -> request name
   std::vector<Json> events_;

@@ -1,12 +1,14 @@
 // tessera slice reserve NAME --accelerator TPU-V6E --topology 4x4 [--num-slices K] [--per-chip]
-//                            [--fallback TYPE:TOPO[:K]]... [--wait DUR] [--json]
+//                            [--sub-slice] [--fallback TYPE:TOPO[:K]]... [--wait DUR] [--json]
 // tessera slice reserve NAME --nvlink-hosts N [--wait DUR]
+//   either form: [--domain NAME] [--selector SEL]
 // tessera slice release NAME
 // tessera slice list [--json]
 // Whole TPU slices (or hosts of one NVLink domain) reserved on a running cluster: every host of
 // the slice or none, decided by the head. Shapes are checked here first so a typo costs no call.
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,7 @@
 #include "cli/cluster_views.h"
 #include "cli/commands.h"
 #include "cli/reservation_calls.h"
+#include "labels/label_selector.h"
 #include "resources/resource_set.h"
 #include "rpc/proto_convert.h"
 #include "rpc/state_names.h"
@@ -40,6 +43,9 @@ struct ReserveArgs {
   int nvlink_hosts = 0;
   std::string per_host;
   std::vector<std::string> fallbacks;
+  bool sub_slice = false;
+  std::string domain;
+  std::string selector;
   std::string wait;
   bool json = false;
 };
@@ -95,6 +101,22 @@ absl::StatusOr<tessera::v1::ReserveSlicesRequest> BuildReserveRequest(const Rese
     for (tessera::v1::SliceAlternative& alt : *request.mutable_alternatives()) {
       rpc::ResourcesToProto(*per_host, alt.mutable_per_host());
     }
+  }
+  if (args.sub_slice && args.nvlink_hosts > 0) {
+    return absl::InvalidArgumentError("--sub-slice takes blocks of TPU slices, not NVLink hosts");
+  }
+  std::optional<LabelSelector> selector;
+  if (!args.selector.empty()) {
+    auto parsed = ParseLabelSelector(args.selector);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--selector: ", parsed.status().message()));
+    }
+    selector = *std::move(parsed);
+  }
+  for (tessera::v1::SliceAlternative& alt : *request.mutable_alternatives()) {
+    alt.set_sub_slice(args.sub_slice);
+    alt.set_domain(args.domain);
+    if (selector.has_value()) rpc::LabelSelectorToProto(*selector, alt.mutable_label_selector());
   }
   return request;
 }
@@ -178,6 +200,17 @@ void AddSliceCommand(CLI::App& app, int& exit_code) {
                   "TYPE:TOPO[:K]")
       ->type_name("ALT")
       ->allow_extra_args(false);
+  cmd->add_flag("--sub-slice", reserve->sub_slice,
+                "Take ICI-contiguous blocks of the topology inside larger slices (a 2x4 in a "
+                "4x4), named <slice>/<block>");
+  cmd->add_option("--domain", reserve->domain,
+                  "Only this slice (tessera.io/tpu-slice-name) or, with --nvlink-hosts, this "
+                  "NVLink domain")
+      ->type_name("NAME");
+  cmd->add_option("--selector", reserve->selector,
+                  "Only slices whose every host matches this label selector (with "
+                  "--nvlink-hosts: hosts that match it), e.g. tessera.io/availability-zone=b")
+      ->type_name("SEL");
   cmd->add_option("--wait", reserve->wait, "Wait until reserved (e.g. 30s)")->type_name("DUR");
   cmd->add_flag("--json", reserve->json, "Print JSON for programs");
   AddCommonClusterFlags(*cmd, *common);

@@ -188,6 +188,38 @@ TEST_F(HeadServiceTest, HeartbeatLeasesAreMirroredAndReleased) {
   EXPECT_EQ(Find("big").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
 }
 
+TEST_F(HeadServiceTest, PendingPicksNameTheHoldersAndADeadNodeItsLostLeases) {
+  Register("n1", "CPU=4");
+  v1::HeartbeatRequest beat;
+  beat.set_node_id("n1");
+  beat.set_incarnation("i1");
+  v1::LeaseInfo* lease = beat.add_leases();
+  lease->set_lease_id("l-n1-7");
+  rpc::ResourcesToProto(Res("CPU=2"), lease->mutable_allocation()->mutable_resources());
+  v1::HeartbeatResponse response;
+  ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
+  ASSERT_EQ(Create("pg", "PACK", {"CPU=1"}).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  v1::PickNodeRequest pick;
+  rpc::ResourcesToProto(Res("CPU=2"), pick.mutable_request()->mutable_resources());
+  v1::PickNodeResponse picked;
+  ASSERT_TRUE(head_->PickNode(nullptr, &pick, &picked).ok());
+  EXPECT_EQ(picked.status(), v1::PICK_STATUS_PENDING);
+  EXPECT_EQ(picked.explanation(),
+            "1 node could fit CPU=2; it is busy (available CPU: 1; held by lease l-n1-7, "
+            "placement group pg)");
+  // n1 goes silent: the event says which work was lost with it.
+  for (int i = 0; i < 12; ++i) {
+    clock_.Advance(absl::Milliseconds(500));
+    head_->Tick();
+  }
+  bool named = false;
+  for (const std::string& e : head_->events()) {
+    named = named || (absl::StrContains(e, "node n1 declared dead") &&
+                      absl::StrContains(e, "work lost: lease l-n1-7"));
+  }
+  EXPECT_TRUE(named);
+}
+
 TEST_F(HeadServiceTest, CreateCommitsOnTheAgentsAndRemoveCancels) {
   Register("n1");
   Register("n2");

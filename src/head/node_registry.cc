@@ -1,6 +1,7 @@
 #include "head/node_registry.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -13,6 +14,7 @@
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "head/state_store.h"
+#include "scheduling/explanation.h"
 
 namespace tessera {
 
@@ -60,7 +62,9 @@ void NodeRegistry::MirrorLeases(Node& node, const std::vector<ReportedLease>& le
     auto taken = view.AllocateExact(*index, lease.allocation.resources, lease.allocation.devices);
     // A lease the view cannot take (the head reserved those devices for a bundle the agent has
     // not prepared yet) is retried at the next heartbeat; the bundle's prepare fails meanwhile.
-    if (taken.ok()) node.leases.emplace(lease.lease_id, taken->id);
+    if (!taken.ok()) continue;
+    (void)view.SetHolder(taken->id, Holder{HolderKind::kLease, lease.lease_id});
+    node.leases.emplace(lease.lease_id, taken->id);
   }
   for (auto it = node.leases.begin(); it != node.leases.end();) {
     if (seen.contains(it->first)) {
@@ -132,9 +136,14 @@ void NodeRegistry::DeclareDead(Node& node, const std::string& reason) {
   if (node.health == Health::kDead) return;
   node.health = Health::kDead;
   node.leases.clear();
+  const std::vector<Holder> holders = cluster_->view.HoldersOn(NodeId(node.id));
+  std::vector<Holder> leases;
+  std::copy_if(holders.begin(), holders.end(), std::back_inserter(leases),
+               [](const Holder& h) { return h.kind == HolderKind::kLease; });
   auto lost = cluster_->view.FailNode(NodeId(node.id));
   std::vector<Allocation> lost_allocations = lost.ok() ? *std::move(lost) : std::vector<Allocation>();
   std::string event = absl::StrCat("node ", node.id, " declared dead: ", reason);
+  if (!leases.empty()) absl::StrAppend(&event, "; work lost: ", DescribeHolders(leases));
   listener_->OnNodeDead(node.id, reason, lost_allocations, &event);
   options_.events->Record(std::move(event), "node");
   Persist(node);

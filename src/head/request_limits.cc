@@ -93,6 +93,7 @@ absl::Status Check(const v1::CreatePlacementGroupRequest& request) {
   TESSERA_RETURN_IF_ERROR(CheckName("name", request.name()));
   TESSERA_RETURN_IF_ERROR(CheckName("strategy", request.strategy()));
   TESSERA_RETURN_IF_ERROR(CheckName("owner", request.owner()));
+  TESSERA_RETURN_IF_ERROR(CheckName("same_label", request.same_label()));
   TESSERA_RETURN_IF_ERROR(CheckAtMost("placement group has", request.fallbacks_size(),
                                       "fallbacks", kMaxPlacementGroupFallbacks));
   TESSERA_RETURN_IF_ERROR(CheckBundleOption("placement group", "primary", request.primary()));
@@ -137,6 +138,9 @@ absl::Status Check(const v1::ReserveSlicesRequest& request) {
                                        alternative.accelerator_type(),
                                        kMaxAcceleratorTypeLength));
     TESSERA_RETURN_IF_ERROR(CheckResources(where + ".per_host", alternative.per_host()));
+    TESSERA_RETURN_IF_ERROR(CheckName(where + ".domain", alternative.domain()));
+    TESSERA_RETURN_IF_ERROR(
+        CheckSelector(where + ".label_selector", alternative.label_selector()));
   }
   return absl::OkStatus();
 }

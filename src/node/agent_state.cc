@@ -116,6 +116,8 @@ absl::StatusOr<LocalDecision> AgentState::TryLease(const LeaseAsk& ask) {
     return decision;
   }
   decision.lease = RecordLease(ask, std::move(result.placement->allocation), std::nullopt);
+  (void)view_.SetHolder(decision.lease->allocation.id,
+                        Holder{HolderKind::kLease, decision.lease->id.value()});
   return decision;
 }
 
@@ -342,6 +344,7 @@ absl::Status AgentState::PrepareBundles(const std::string& group,
                           absl::StrCat("bundle ", BundleKeyName(key), " on node ",
                                        node_id_.value(), ": ", allocation.status().message()));
     }
+    (void)view_.SetHolder(allocation->id, Holder{HolderKind::kPlacementGroup, group});
     bundles_.emplace(key, BundleRecord{key, *std::move(allocation), false});
     taken.push_back(std::move(key));
   }

@@ -110,6 +110,7 @@ py::dict CreatePlacementGroup(const py::dict& options) {
   if (options.contains("bundle_selectors")) {
     create.bundle_selectors = SelectorTexts(options["bundle_selectors"], "bundle_label_selector");
   }
+  create.same_label = Get<std::string>(options, "same_label", "");
   create.timeout = absl::Seconds(Get<double>(options, "timeout_s", 30));
   create.detached = Get<bool>(options, "detached", false);
   if (options.contains("fallbacks")) {
@@ -142,6 +143,16 @@ py::dict ReserveSlices(const py::dict& options) {
   reserve.topology = Get<std::string>(options, "topology", "");
   reserve.num_slices = Get<int>(options, "num_slices", 1);
   reserve.per_host = Get<std::string>(options, "per_host", "");
+  if (options.contains("label_selector")) {
+    // One selector every host must match, as the one-element list SelectorTexts reads.
+    const std::vector<std::string> texts =
+        SelectorTexts(options["label_selector"], "bundle_label_selector");
+    if (texts.size() > 1) {
+      throw py::value_error("bundle_label_selector: a slice takes one selector for every host");
+    }
+    if (!texts.empty()) reserve.label_selector = texts[0];
+  }
+  reserve.sub_slice = Get<bool>(options, "sub_slice", false);
   reserve.timeout = absl::Seconds(Get<double>(options, "timeout_s", 30));
   reserve.detached = Get<bool>(options, "detached", false);
   absl::StatusOr<SliceReservation> reserved;

@@ -427,6 +427,7 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
                              BundleOptionFromProto(proto.fallbacks(i), Indexed("fallbacks", i)));
     spec.fallbacks.push_back(std::move(option));
   }
+  spec.same_label = proto.same_label();
   if (absl::Status status = ValidatePlacementGroupSpec(spec); !status.ok()) {
     return absl::InvalidArgumentError(status.message());
   }
@@ -442,6 +443,7 @@ void PlacementGroupSpecToProto(const PlacementGroupSpec& spec,
   for (const BundleOption& option : spec.fallbacks) {
     BundleOptionToProto(option, proto->add_fallbacks());
   }
+  proto->set_same_label(spec.same_label);
 }
 
 absl::StatusOr<DomainGroupRequest> DomainGroupRequestFromProto(
@@ -483,6 +485,15 @@ absl::StatusOr<DomainGroupRequest> DomainGroupRequestFromProto(
     if (alt.accelerator.empty() && alt.per_host.empty()) {
       return Invalid(where, "nvlink_hosts needs per_host resources (what each host must hold)");
     }
+    alt.domain = in.domain();
+    if (in.sub_slice() && alt.accelerator.empty()) {
+      return Invalid(where, "sub_slice needs accelerator_type and topology");
+    }
+    alt.sub_slice = in.sub_slice();
+    if (in.has_label_selector()) {
+      TESSERA_ASSIGN_OR_RETURN(alt.selector, LabelSelectorFromProto(in.label_selector(),
+                                                                    where + ".label_selector"));
+    }
     request.alternatives.push_back(std::move(alt));
   }
   return request;
@@ -502,6 +513,9 @@ void DomainGroupRequestToProto(const DomainGroupRequest& request, v1::ReserveSli
       out->set_bundle_per_chip(alt.granularity == BundleGranularity::kPerChip);
     }
     if (!alt.per_host.empty()) ResourcesToProto(alt.per_host, out->mutable_per_host());
+    out->set_domain(alt.domain);
+    out->set_sub_slice(alt.sub_slice);
+    if (!alt.selector.empty()) LabelSelectorToProto(alt.selector, out->mutable_label_selector());
   }
 }
 

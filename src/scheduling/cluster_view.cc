@@ -167,7 +167,7 @@ absl::StatusOr<std::vector<Allocation>> ClusterView::TakeAllocations(NodeRecord&
   taken.reserve(record.allocations.size());
   for (int64_t id : record.allocations) {
     auto it = allocations_.find(id);
-    taken.push_back(std::move(it->second));
+    taken.push_back(std::move(it->second.allocation));
     allocations_.erase(it);
   }
   record.allocations.clear();
@@ -448,7 +448,7 @@ absl::StatusOr<Allocation> ClusterView::Apply(NodeIndex node, const ResourceSet&
   allocation.node = record.id;
   allocation.resources = demand;
   record.allocations.insert(allocation.id.value());
-  allocations_.emplace(allocation.id.value(), allocation);
+  allocations_.emplace(allocation.id.value(), Held{allocation, Holder{}});
   return allocation;
 }
 
@@ -458,7 +458,7 @@ absl::StatusOr<Allocation> ClusterView::Release(AllocationId id) {
     return absl::NotFoundError(absl::StrCat("allocation ", id.value(),
                                             " is not held (released already, or its node failed)"));
   }
-  Allocation allocation = std::move(it->second);
+  Allocation allocation = std::move(it->second.allocation);
   allocations_.erase(it);
   const NodeIndex node = by_id_.at(allocation.node.value());
   NodeRecord& record = nodes_[node];
@@ -481,7 +481,34 @@ absl::StatusOr<Allocation> ClusterView::Release(AllocationId id) {
 
 const Allocation* ClusterView::FindAllocation(AllocationId id) const {
   auto it = allocations_.find(id.value());
-  return it == allocations_.end() ? nullptr : &it->second;
+  return it == allocations_.end() ? nullptr : &it->second.allocation;
+}
+
+absl::Status ClusterView::SetHolder(AllocationId id, Holder holder) {
+  auto it = allocations_.find(id.value());
+  if (it == allocations_.end()) {
+    return absl::NotFoundError(absl::StrCat("allocation ", id.value(), " is not held"));
+  }
+  it->second.holder = std::move(holder);
+  return absl::OkStatus();
+}
+
+const Holder& ClusterView::HolderOf(AllocationId id) const {
+  static const Holder kNobody;
+  auto it = allocations_.find(id.value());
+  return it == allocations_.end() ? kNobody : it->second.holder;
+}
+
+std::vector<Holder> ClusterView::HoldersOn(const NodeId& id) const {
+  std::vector<Holder> holders;
+  std::optional<NodeIndex> index = Find(id);
+  if (!index.has_value()) return holders;
+  for (int64_t allocation : nodes_[*index].allocations) {
+    holders.push_back(allocations_.at(allocation).holder);
+  }
+  std::sort(holders.begin(), holders.end());
+  holders.erase(std::unique(holders.begin(), holders.end()), holders.end());
+  return holders;
 }
 
 void ClusterView::UpdateUtilization(NodeIndex index) {
@@ -578,6 +605,21 @@ const absl::btree_set<NodeIndex>* ClusterView::NodesWithLabel(std::string_view k
   if (by_key == label_index_.end()) return nullptr;
   auto by_value = by_key->second.find(value);
   return by_value == by_key->second.end() ? nullptr : &by_value->second;
+}
+
+std::vector<std::pair<std::string, std::vector<NodeIndex>>> ClusterView::NodesByLabelValue(
+    std::string_view key) const {
+  std::vector<std::pair<std::string, std::vector<NodeIndex>>> out;
+  auto by_key = label_index_.find(key);
+  if (by_key == label_index_.end()) return out;
+  for (const auto& [value, nodes] : by_key->second) {
+    std::vector<NodeIndex> alive;
+    for (NodeIndex n : nodes) {
+      if (nodes_[n].state == NodeState::kAlive) alive.push_back(n);
+    }
+    if (!alive.empty()) out.emplace_back(value, std::move(alive));
+  }
+  return out;
 }
 
 std::optional<std::pair<const LabelConstraint*, size_t>> ClusterView::MostSelective(

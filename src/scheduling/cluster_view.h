@@ -30,6 +30,7 @@
 #include "resources/resource_set.h"
 #include "scheduling/device_set_choice.h"
 #include "scheduling/device_topology.h"
+#include "scheduling/holder.h"
 
 namespace tessera {
 
@@ -167,6 +168,13 @@ class ClusterView {
   // Returns exactly what the allocation took. NotFound when it is not held (released twice, or
   // its node failed).
   absl::StatusOr<Allocation> Release(AllocationId id);
+  // Names who holds a held allocation (until it is released or its node fails); NotFound when
+  // it is not held. An allocation nobody named is held by "other work".
+  absl::Status SetHolder(AllocationId id, Holder holder);
+  // The holder of a held allocation (kUnknown when unnamed or not held).
+  const Holder& HolderOf(AllocationId id) const;
+  // The distinct holders of what the node holds now, sorted: what failing it would touch.
+  std::vector<Holder> HoldersOn(const NodeId& id) const;
 
   // Whether the demand could ever fit the node (its totals and device counts).
   bool FeasibleOn(NodeIndex node, const ResourceSet& demand) const;
@@ -194,6 +202,10 @@ class ClusterView {
   // Registered nodes whose label `key` has `value` / any value (nullptr when none).
   const absl::btree_set<NodeIndex>* NodesWithLabel(std::string_view key,
                                                    std::string_view value) const;
+  // The alive nodes of each value of label `key`, by value (values with none are left out);
+  // O(nodes carrying the key).
+  std::vector<std::pair<std::string, std::vector<NodeIndex>>> NodesByLabelValue(
+      std::string_view key) const;
   // Registered (not removed) nodes that may satisfy the selector, through the label index: the
   // nodes of its most selective IN / EXISTS constraint, ascending. nullopt when the selector has
   // no such constraint (every node is a candidate). Candidates still need Matches().
@@ -244,7 +256,11 @@ class ClusterView {
   std::map<std::string, NodeOrder, std::less<>> by_resource_in_order_;  // "" = every alive node
   NodeOrder without_accelerators_by_index_;
   LabelIndex label_index_;
-  absl::flat_hash_map<int64_t, Allocation> allocations_;
+  struct Held {
+    Allocation allocation;
+    Holder holder;
+  };
+  absl::flat_hash_map<int64_t, Held> allocations_;
   int64_t next_allocation_ = 1;
   int alive_count_ = 0;
   std::vector<NodeIndex> feasibility_log_;

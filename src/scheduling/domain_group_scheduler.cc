@@ -12,12 +12,14 @@
 #include "base/string_util.h"
 #include "hardware/node_label_keys.h"
 #include "hardware/tpu/slice_shape.h"
+#include "hardware/tpu/sub_slice.h"
+#include "scheduling/explanation.h"
 
 namespace tessera {
 namespace {
 
 constexpr std::string_view kTpu = "TPU";
-constexpr size_t kMaxNamed = 5;  // holders / problems named in one explanation line
+constexpr size_t kMaxNamed = 5;  // problems named in one explanation line
 
 // "v6e" from "v6e-16"; v5litepod reads as users write it, "v5e".
 std::string GenerationOf(std::string_view pod_type) {
@@ -39,6 +41,29 @@ std::string JoinLimited(const std::vector<std::string>& items) {
 }
 
 }  // namespace
+
+std::string DomainAlternative::FilterText() const {
+  std::string text;
+  if (!domain.empty()) absl::StrAppend(&text, " named ", domain);
+  if (!selector.empty()) {
+    absl::StrAppend(&text, accelerator.empty() ? " with hosts matching "
+                                               : " with every host matching ",
+                    selector.ToString());
+  }
+  return text;
+}
+
+bool DomainGroupScheduler::Admits(const Slice& slice, const DomainAlternative& alt) const {
+  if (!alt.domain.empty() && slice.name != alt.domain) return false;
+  if (alt.selector.empty()) return true;
+  for (const auto& [w, registrations] : slice.workers) {
+    for (NodeIndex n : registrations) {
+      const NodeRecord& record = cluster_->node(n);
+      if (!record.removed && !alt.selector.Matches(record.labels)) return false;
+    }
+  }
+  return true;
+}
 
 void DomainGroupScheduler::Catalog() {
   for (; catalogued_ < cluster_->slot_count(); ++catalogued_) {
@@ -71,14 +96,7 @@ bool DomainGroupScheduler::SliceHosts(const Slice& slice, const ResolvedShape& s
   }
   const int64_t hosts = std::max<int64_t>(1, shape.chips * shape.resources_per_chip / host_tpu);
   for (int w = 0; w < hosts; ++w) {
-    auto it = slice.workers.find(w);
-    std::optional<NodeIndex> registered;
-    if (it != slice.workers.end()) {
-      for (NodeIndex n : it->second) {
-        if (cluster_->node(n).removed) continue;
-        registered = n;
-      }
-    }
+    const std::optional<NodeIndex> registered = Registered(slice, w);
     if (!registered.has_value()) {
       problem = absl::StrCat("missing worker ", w);
       return false;
@@ -93,29 +111,41 @@ bool DomainGroupScheduler::SliceHosts(const Slice& slice, const ResolvedShape& s
   return true;
 }
 
+bool DomainGroupScheduler::HostsIdle(const std::vector<NodeIndex>& hosts,
+                                     const DomainAlternative& alt) const {
+  return std::all_of(hosts.begin(), hosts.end(), [&](NodeIndex n) {
+    return !TpuBusy(n) && (alt.per_host.empty() || cluster_->FitsNow(n, alt.per_host));
+  });
+}
+
 bool DomainGroupScheduler::TpuBusy(NodeIndex node) const {
   const NodeRecord& record = cluster_->node(node);
   if (record.allocations.empty()) return false;  // the common idle host: no lookups
   return record.available.Get(kTpu) != record.total.Get(kTpu);
 }
 
-std::string DomainGroupScheduler::Holders(const std::vector<NodeIndex>& hosts) const {
-  std::set<int64_t> groups;
-  bool other = false;
-  for (NodeIndex n : hosts) {
-    for (int64_t allocation : cluster_->node(n).allocations) {
-      auto owner = allocation_owner_.find(allocation);
-      if (owner == allocation_owner_.end()) {
-        other = true;
-      } else {
-        groups.insert(owner->second);
-      }
+std::string DomainGroupScheduler::Holders(const std::vector<NodeIndex>& hosts,
+                                          const DomainAlternative& alt) const {
+  std::vector<std::string> resources;
+  if (!alt.accelerator.empty()) resources.emplace_back(kTpu);
+  for (const auto& [resource, q] : alt.per_host) resources.push_back(resource);
+  return DescribeHolders(HoldersOn(*cluster_, hosts, resources));
+}
+
+std::optional<std::string> DomainGroupScheduler::HostMisfit(NodeIndex node,
+                                                            const DomainAlternative& alt) const {
+  const NodeRecord& record = cluster_->node(node);
+  ResourceSet demand = alt.per_host;
+  if (!alt.accelerator.empty()) demand.Set(std::string(kTpu), record.total.Get(kTpu));
+  if (cluster_->FeasibleOn(node, demand)) return std::nullopt;
+  for (const auto& [resource, q] : demand) {
+    const Quantity has = record.total.Get(resource);
+    if (has < q) {
+      return has.IsZero() ? absl::StrCat("its hosts have no ", resource)
+                          : absl::StrCat("its hosts have ", resource, "=", has.ToString());
     }
   }
-  std::vector<std::string> names;
-  for (int64_t g : groups) names.push_back(groups_.at(g).name);
-  if (other) names.push_back("other work");
-  return JoinLimited(names);
+  return absl::StrCat("its hosts cannot hold ", demand.ToString());
 }
 
 std::string DomainGroupScheduler::ExistingSlices() const {
@@ -172,6 +202,27 @@ bool DomainGroupScheduler::Take(const std::vector<NodeIndex>& hosts, const std::
   return ok;
 }
 
+void DomainGroupScheduler::TakeDomains(
+    const std::vector<std::pair<std::string, std::vector<NodeIndex>>>& chosen,
+    const DomainAlternative& alt, const ResolvedShape& shape, std::string_view noun,
+    Outcome& outcome) {
+  for (const auto& [domain, hosts] : chosen) {
+    std::vector<int> workers(hosts.size());
+    for (size_t w = 0; w < workers.size(); ++w) workers[w] = static_cast<int>(w);
+    if (!Take(hosts, domain, workers, alt, shape.resources_per_chip, outcome.bundles)) {
+      for (auto it = outcome.bundles.rbegin(); it != outcome.bundles.rend(); ++it) {
+        (void)cluster_->Release(it->allocation.id);
+      }
+      outcome.bundles.clear();
+      outcome.domains.clear();
+      outcome.explanation = absl::StrCat(ToAbsl(noun), " ", domain, " could not be reserved");
+      return;
+    }
+    outcome.domains.push_back(domain);
+  }
+  outcome.placed = true;
+}
+
 DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAlternative& alt,
                                                               const ResolvedShape& shape) {
   Outcome outcome;
@@ -184,7 +235,8 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAltern
   std::vector<Candidate> idle;
   std::vector<NodeIndex> busy_hosts;
   std::vector<std::string> broken;
-  size_t existing = 0, busy = 0;
+  std::optional<std::string> misfit;  // why the first slice whose hosts can never fit does not
+  size_t existing = 0, busy = 0, misfits = 0;
   std::vector<NodeIndex> hosts;
   if (found != slices_.end()) {
     for (const auto& [name, slice] : found->second) {
@@ -193,19 +245,22 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAltern
       for (const auto& [w, registrations] : slice.workers) {
         for (NodeIndex n : registrations) any = any || !cluster_->node(n).removed;
       }
-      if (!any) continue;
+      if (!any || !Admits(slice, alt)) continue;
       ++existing;
       if (!SliceHosts(slice, shape, hosts, problem)) {
         broken.push_back(absl::StrCat(name, ": ", problem));
         continue;
       }
-      bool free = true;
-      int64_t score = 0;
-      for (NodeIndex n : hosts) {
-        free = free && !TpuBusy(n) && (alt.per_host.empty() || cluster_->FitsNow(n, alt.per_host));
-        score += cluster_->node(n).utilization_ppm;
+      std::optional<std::string> why;
+      for (size_t h = 0; h < hosts.size() && !why.has_value(); ++h) why = HostMisfit(hosts[h], alt);
+      if (why.has_value()) {
+        ++misfits;
+        if (!misfit.has_value()) misfit = std::move(why);
+        continue;
       }
-      if (free) {
+      int64_t score = 0;
+      for (NodeIndex n : hosts) score += cluster_->node(n).utilization_ppm;
+      if (HostsIdle(hosts, alt)) {
         idle.push_back(Candidate{score, &slice});
       } else {
         ++busy;
@@ -213,7 +268,7 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAltern
       }
     }
   }
-  const size_t intact = existing - broken.size();
+  const size_t intact = existing - broken.size() - misfits;
   outcome.feasible = intact >= k;
   if (idle.size() >= k) {
     // Busiest hosts first: idle slices on empty hosts stay whole.
@@ -221,38 +276,34 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAltern
                       [](const Candidate& a, const Candidate& b) {
                         return std::tie(b.score, a.slice->name) < std::tie(a.score, b.slice->name);
                       });
+    std::vector<std::pair<std::string, std::vector<NodeIndex>>> chosen;
     for (size_t i = 0; i < k; ++i) {
       std::string problem;
-      const std::string& name = idle[i].slice->name;
       (void)SliceHosts(*idle[i].slice, shape, hosts, problem);
-      std::vector<int> workers;
-      for (size_t w = 0; w < hosts.size(); ++w) workers.push_back(static_cast<int>(w));
-      if (!Take(hosts, name, workers, alt, shape.resources_per_chip, outcome.bundles)) {
-        for (auto it = outcome.bundles.rbegin(); it != outcome.bundles.rend(); ++it) {
-          (void)cluster_->Release(it->allocation.id);
-        }
-        outcome.bundles.clear();
-        outcome.domains.clear();
-        outcome.explanation = absl::StrCat("slice ", name, " could not be reserved");
-        return outcome;
-      }
-      outcome.domains.push_back(name);
+      chosen.emplace_back(idle[i].slice->name, hosts);
     }
-    outcome.placed = true;
+    TakeDomains(chosen, alt, shape, "slice", outcome);
     return outcome;
   }
+  const std::string filter = alt.FilterText();
   if (existing == 0) {
-    outcome.explanation =
-        absl::StrCat("no ", shape.label, " slice exists (slices: ", ExistingSlices(), ")");
+    outcome.explanation = absl::StrCat("no ", shape.label, " slice", filter,
+                                       " exists (slices: ", ExistingSlices(), ")");
     return outcome;
   }
-  std::string text =
-      absl::StrCat(existing, " ", shape.label, existing == 1 ? " slice exists" : " slices exist");
+  std::string text = absl::StrCat(existing, " ", shape.label, existing == 1 ? " slice" : " slices",
+                                  filter, existing == 1 ? " exists" : " exist");
   if (existing < k) absl::StrAppend(&text, "; ", k, " needed");
   if (busy > 0) {
     absl::StrAppend(&text, "; ", busy == existing ? "all" : absl::StrCat(busy),
                     busy == 1 && existing != 1 ? " is" : " are", " busy (held by ",
-                    Holders(busy_hosts), ")");
+                    Holders(busy_hosts, alt), ")");
+  }
+  if (misfits > 0) {
+    absl::StrAppend(&text, "; ", misfits == existing ? "none" : absl::StrCat(misfits),
+                    misfits == existing ? " can" : " cannot", " hold ",
+                    alt.per_host.empty() ? "the request" : alt.per_host.ToString(),
+                    " per host beside its TPU (", *misfit, ")");
   }
   if (!broken.empty()) {
     absl::StrAppend(&text, "; ", broken.size(), broken.size() == 1 ? " is" : " are",
@@ -264,18 +315,199 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAltern
   return outcome;
 }
 
+std::optional<NodeIndex> DomainGroupScheduler::Registered(const Slice& slice, int w) const {
+  auto it = slice.workers.find(w);
+  if (it == slice.workers.end()) return std::nullopt;
+  std::optional<NodeIndex> registered;
+  for (NodeIndex n : it->second) {
+    if (!cluster_->node(n).removed) registered = n;
+  }
+  return registered;
+}
+
+const DomainGroupScheduler::Slice* DomainGroupScheduler::FindSlice(const std::string& name,
+                                                                   ShapeKey* key) const {
+  for (const auto& [shape, by_name] : slices_) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) continue;
+    if (key != nullptr) *key = shape;
+    return &it->second;
+  }
+  return nullptr;
+}
+
+std::optional<std::vector<std::vector<int>>> DomainGroupScheduler::SubBlocks(
+    const Slice& slice, const ShapeKey& key, const ResolvedShape& shape) const {
+  if (slice.host_tpu <= 0 || slice.host_tpu % shape.resources_per_chip != 0) return std::nullopt;
+  const int chips_per_host = static_cast<int>(slice.host_tpu / shape.resources_per_chip);
+  absl::StatusOr<SliceShape> parent = DescribeSlice(key.pod_type, key.topology, chips_per_host);
+  if (!parent.ok() || parent->generation != shape.generation) return std::nullopt;
+  absl::StatusOr<SliceShape> sub = MakeSliceShape(shape.generation, shape.topology, chips_per_host);
+  if (!sub.ok()) return std::nullopt;
+  absl::StatusOr<std::vector<std::vector<int>>> blocks = SubSliceBlocks(*parent, *sub);
+  if (!blocks.ok()) return std::nullopt;
+  return *std::move(blocks);
+}
+
+DomainGroupScheduler::Outcome DomainGroupScheduler::TrySubSlices(const DomainAlternative& alt,
+                                                                 const ResolvedShape& shape) {
+  Outcome outcome;
+  const size_t k = static_cast<size_t>(alt.count);
+  struct Block {
+    int64_t parent_chips;
+    int64_t score;  // the parent's summed utilization: busier parents first
+    const Slice* slice;
+    size_t index;
+    std::vector<NodeIndex> hosts;
+  };
+  std::vector<Block> idle;
+  std::vector<NodeIndex> busy_hosts;
+  std::optional<std::string> misfit;
+  size_t blocks = 0, busy = 0, broken = 0, misfits = 0, parents = 0;
+  for (const auto& [key, by_name] : slices_) {
+    for (const auto& [name, slice] : by_name) {
+      if (!Admits(slice, alt)) continue;
+      const std::optional<std::vector<std::vector<int>>> layout = SubBlocks(slice, key, shape);
+      if (!layout.has_value()) continue;
+      int64_t score = 0, parent_hosts = 0;
+      for (const auto& [w, registrations] : slice.workers) {
+        if (std::optional<NodeIndex> n = Registered(slice, w)) {
+          score += cluster_->node(*n).utilization_ppm;
+          ++parent_hosts;
+        }
+      }
+      if (parent_hosts == 0) continue;
+      ++parents;
+      for (size_t b = 0; b < layout->size(); ++b) {
+        ++blocks;
+        std::vector<NodeIndex> hosts;
+        for (int w : (*layout)[b]) {
+          std::optional<NodeIndex> n = Registered(slice, w);
+          if (!n.has_value() || cluster_->node(*n).state != NodeState::kAlive) break;
+          hosts.push_back(*n);
+        }
+        if (hosts.size() != (*layout)[b].size()) {
+          ++broken;
+          continue;
+        }
+        std::optional<std::string> why;
+        for (size_t h = 0; h < hosts.size() && !why.has_value(); ++h) {
+          why = HostMisfit(hosts[h], alt);
+        }
+        if (why.has_value()) {
+          ++misfits;
+          if (!misfit.has_value()) misfit = std::move(why);
+          continue;
+        }
+        if (HostsIdle(hosts, alt)) {
+          idle.push_back(Block{slice.host_tpu * parent_hosts, score, &slice, b, std::move(hosts)});
+        } else {
+          ++busy;
+          busy_hosts.insert(busy_hosts.end(), hosts.begin(), hosts.end());
+        }
+      }
+    }
+  }
+  outcome.feasible = blocks - broken - misfits >= k;
+  if (idle.size() >= k) {
+    std::sort(idle.begin(), idle.end(), [](const Block& a, const Block& b) {
+      return std::tie(a.parent_chips, b.score, a.slice->name, a.index) <
+             std::tie(b.parent_chips, a.score, b.slice->name, b.index);
+    });
+    std::vector<std::pair<std::string, std::vector<NodeIndex>>> chosen;
+    for (size_t i = 0; i < k; ++i) {
+      chosen.emplace_back(absl::StrCat(idle[i].slice->name, "/", idle[i].index), idle[i].hosts);
+    }
+    TakeDomains(chosen, alt, shape, "block", outcome);
+    return outcome;
+  }
+  const std::string filter = alt.FilterText();
+  if (blocks == 0) {
+    outcome.explanation = absl::StrCat("no slice", filter, " holds a ", shape.label,
+                                       " block (slices: ", ExistingSlices(), ")");
+    return outcome;
+  }
+  std::string text = absl::StrCat(Plural(blocks, shape.label + " block", shape.label + " blocks"),
+                                  " in ", Plural(parents, "slice", "slices"), filter);
+  if (blocks < k) absl::StrAppend(&text, "; ", k, " needed");
+  if (busy > 0) {
+    absl::StrAppend(&text, "; ", busy == blocks ? "all" : absl::StrCat(busy),
+                    busy == 1 && blocks != 1 ? " is" : " are", " busy (held by ",
+                    Holders(busy_hosts, alt), ")");
+  }
+  if (broken > 0) {
+    absl::StrAppend(&text, "; ", broken, broken == 1 ? " has" : " have",
+                    " a missing or dead host");
+  }
+  if (misfits > 0) {
+    absl::StrAppend(&text, "; ", misfits == blocks ? "none" : absl::StrCat(misfits),
+                    misfits == blocks ? " can" : " cannot", " hold ", alt.per_host.ToString(),
+                    " per host beside its TPU (", *misfit, ")");
+  }
+  if (!idle.empty() && blocks >= k) {
+    absl::StrAppend(&text, "; ", idle.size(), " idle, ", k, " needed");
+  }
+  outcome.explanation = text;
+  return outcome;
+}
+
+std::string DomainGroupScheduler::SubSliceHostMismatch(NodeIndex node, const DomainBundle& bundle,
+                                                       const ResolvedShape& shape,
+                                                       const RestoredLayout& layout) const {
+  const FabricMembership& f = cluster_->node(node).fabric;
+  const size_t slash = bundle.domain.rfind('/');
+  size_t block = 0;
+  if (slash == std::string::npos ||
+      !absl::SimpleAtoi(ToAbsl(std::string_view(bundle.domain).substr(slash + 1)), &block)) {
+    return absl::StrCat("its domain ", bundle.domain, " is not <slice>/<block>");
+  }
+  const std::string slice_name = bundle.domain.substr(0, slash);
+  if (f.tpu_slice_name != slice_name) {
+    return absl::StrCat("it registered as ",
+                        f.tpu_slice_name.empty() ? std::string("no slice's host")
+                                                 : absl::StrCat("a host of ", f.tpu_slice_name),
+                        ", not of ", slice_name);
+  }
+  ShapeKey key;
+  const Slice* slice = FindSlice(slice_name, &key);
+  const std::optional<std::vector<std::vector<int>>> blocks =
+      slice == nullptr ? std::nullopt : SubBlocks(*slice, key, shape);
+  if (!blocks.has_value() || block >= blocks->size() || bundle.worker < 0 ||
+      static_cast<size_t>(bundle.worker) >= (*blocks)[block].size()) {
+    return absl::StrCat("slice ", slice_name, " (", key.pod_type, " ", key.topology,
+                        ") has no ", shape.label, " block ", block, " with a worker ",
+                        bundle.worker);
+  }
+  const int parent_worker = (*blocks)[block][bundle.worker];
+  if (f.tpu_worker_id != absl::StrCat(parent_worker)) {
+    return absl::StrCat("it registered as ", slice_name, " worker ", f.tpu_worker_id,
+                        ", not worker ", parent_worker, " (block ", block, " worker ",
+                        bundle.worker, ")");
+  }
+  const int64_t tpu = layout.host_tpu.at(bundle.domain);
+  if (cluster_->node(node).total.Get(kTpu) != Quantity::FromInt(tpu)) {
+    return absl::StrCat("it has TPU=", cluster_->node(node).total.Get(kTpu).ToString(),
+                        "; the block's hosts held TPU=", tpu);
+  }
+  return "";
+}
+
 DomainGroupScheduler::Outcome DomainGroupScheduler::TryNvLink(const DomainAlternative& alt) {
   Outcome outcome;
   const size_t n_hosts = static_cast<size_t>(alt.count);
   std::optional<std::tuple<size_t, std::string, std::vector<NodeIndex>>> best;
   size_t largest_feasible = 0, feasible_domains = 0;
   std::vector<NodeIndex> busy_hosts;
+  size_t admitted = 0;
   for (const auto& [domain, members] : nvlink_domains_) {
+    if (!alt.domain.empty() && domain != alt.domain) continue;
+    ++admitted;
     std::vector<NodeIndex> usable;
     size_t feasible = 0;
     for (NodeIndex n : members) {
       const NodeRecord& record = cluster_->node(n);
       if (record.removed || record.state != NodeState::kAlive) continue;
+      if (!alt.selector.Matches(record.labels)) continue;
       if (!cluster_->FeasibleOn(n, alt.per_host)) continue;
       ++feasible;
       if (cluster_->FitsNow(n, alt.per_host)) {
@@ -304,16 +536,19 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TryNvLink(const DomainAltern
     return outcome;
   }
   const std::string demand = alt.per_host.ToString();
-  if (nvlink_domains_.empty()) {
-    outcome.explanation = "no NVLink domain exists";
+  const std::string filter = alt.FilterText();
+  if (admitted == 0) {
+    outcome.explanation = absl::StrCat("no NVLink domain", alt.domain.empty() ? "" : " named ",
+                                       alt.domain, " exists");
   } else if (feasible_domains == 0) {
-    outcome.explanation = absl::StrCat("no NVLink domain has ", n_hosts, " hosts that could fit ",
-                                       demand, " (largest: ", largest_feasible, ")");
+    outcome.explanation = absl::StrCat("no NVLink domain", filter, " has ", n_hosts,
+                                       " hosts that could fit ", demand, " (largest: ",
+                                       largest_feasible, ")");
   } else {
     outcome.explanation = absl::StrCat(Plural(feasible_domains, "NVLink domain", "NVLink domains"),
-                                       " could hold ", n_hosts, " hosts of ", demand,
+                                       filter, " could hold ", n_hosts, " hosts of ", demand,
                                        "; none has ", n_hosts, " free now (held by ",
-                                       Holders(busy_hosts), ")");
+                                       Holders(busy_hosts, alt), ")");
   }
   return outcome;
 }
@@ -336,6 +571,10 @@ DomainGroupScheduler::CheckRequest(const DomainGroupRequest& request) const {
       return absl::InvalidArgumentError(absl::StrCat(where, ": count must be at least 1"));
     }
     if (alt.accelerator.empty()) {
+      if (alt.sub_slice) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": sub_slice needs a TPU accelerator and topology"));
+      }
       if (alt.granularity == BundleGranularity::kPerChip || alt.per_host.empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat(where, ": an NVLink alternative needs a per-host demand, per host"));
@@ -350,7 +589,8 @@ DomainGroupScheduler::CheckRequest(const DomainGroupRequest& request) const {
     shapes.push_back(
         ResolvedShape{ShapeKey{shape->pod_type, shape->topology.ToString()},
                       absl::StrCat(GenerationOf(shape->pod_type), " ", shape->topology.ToString()),
-                      shape->chips, std::max(1, shape->resources_per_chip)});
+                      shape->chips, std::max(1, shape->resources_per_chip), shape->generation,
+                      shape->topology});
   }
   return shapes;
 }
@@ -366,10 +606,14 @@ absl::StatusOr<DomainGroupResult> DomainGroupScheduler::ReserveSlices(
   std::vector<std::string> reasons;
   for (size_t i = 0; i < request.alternatives.size(); ++i) {
     const DomainAlternative& alt = request.alternatives[i];
-    Outcome outcome = shapes[i].has_value() ? TrySlices(alt, *shapes[i]) : TryNvLink(alt);
+    Outcome outcome = !shapes[i].has_value() ? TryNvLink(alt)
+                      : alt.sub_slice        ? TrySubSlices(alt, *shapes[i])
+                                             : TrySlices(alt, *shapes[i]);
     if (outcome.placed) {
       const int64_t id = next_id_++;
-      for (const DomainBundle& b : outcome.bundles) allocation_owner_[b.allocation.id.value()] = id;
+      for (const DomainBundle& b : outcome.bundles) {
+        (void)cluster_->SetHolder(b.allocation.id, Holder{HolderKind::kSliceGroup, request.name});
+      }
       groups_[id] = Group{request.name, outcome.bundles};
       by_name_[request.name] = id;
       result.status = ScheduleStatus::kPlaced;
@@ -510,6 +754,7 @@ absl::StatusOr<DomainGroupScheduler::RestoredLayout> DomainGroupScheduler::Check
 
 std::string DomainGroupScheduler::HostMismatch(NodeIndex node, const DomainBundle& bundle,
                                                const std::optional<ResolvedShape>& shape,
+                                               bool sub_slice,
                                                const RestoredLayout& layout) const {
   const NodeRecord& record = cluster_->node(node);
   const FabricMembership& f = record.fabric;
@@ -522,6 +767,7 @@ std::string DomainGroupScheduler::HostMismatch(NodeIndex node, const DomainBundl
     }
     return "";
   }
+  if (sub_slice) return SubSliceHostMismatch(node, bundle, *shape, layout);
   const std::string wanted = absl::StrCat(bundle.domain, " worker ", bundle.worker);
   if (f.tpu_slice_name != bundle.domain || f.tpu_worker_id != absl::StrCat(bundle.worker)) {
     return absl::StrCat("it registered as ",
@@ -609,7 +855,8 @@ absl::StatusOr<DomainGroupRestoreResult> DomainGroupScheduler::Restore(
   for (size_t i = 0; i < bundles.size(); ++i) {
     if (!present[i].has_value()) continue;
     const DomainBundle& b = bundles[i];
-    if (std::string why = HostMismatch(*present[i], b, shape, *layout); !why.empty()) {
+    if (std::string why = HostMismatch(*present[i], b, shape, alt.sub_slice, *layout);
+        !why.empty()) {
       return refuse(i, std::move(why));
     }
     absl::StatusOr<Allocation> allocation =
@@ -622,7 +869,7 @@ absl::StatusOr<DomainGroupRestoreResult> DomainGroupScheduler::Restore(
     DomainBundle b = bundles[i];
     if (present[i].has_value()) {
       b.allocation = taken[i];
-      allocation_owner_[b.allocation.id.value()] = id;
+      (void)cluster_->SetHolder(b.allocation.id, Holder{HolderKind::kSliceGroup, request.name});
     } else {
       b.allocation.id = AllocationId();
       b.allocation.node = b.node;
@@ -650,7 +897,6 @@ absl::StatusOr<std::vector<Allocation>> DomainGroupScheduler::Release(DomainGrou
   }
   std::vector<Allocation> released;
   for (const DomainBundle& b : it->second.bundles) {
-    allocation_owner_.erase(b.allocation.id.value());
     if (cluster_->FindAllocation(b.allocation.id) == nullptr) continue;  // lost with its node
     absl::StatusOr<Allocation> r = cluster_->Release(b.allocation.id);
     if (r.ok()) released.push_back(*std::move(r));

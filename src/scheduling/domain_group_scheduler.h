@@ -11,6 +11,12 @@
 //   (highest summed utilization) are taken first, ties by slice name; so idle slices on empty
 //   hosts stay whole for others. An NVLink request goes to the domain with the fewest usable
 //   hosts that still holds N (best fit), ties by domain name; inside it the lowest node indices.
+// - An alternative may be pinned to one named slice or NVLink domain, and restricted to slices
+//   whose every host (NVLink: to hosts that) match a label selector (a zone, a pool).
+// - A sub-slice alternative takes ICI-contiguous blocks of its topology inside larger slices:
+//   smallest parent first, then the parents whose hosts are otherwise busiest, then by name and
+//   block index; a block is usable when its hosts are alive and idle (the rest of the parent
+//   does not matter).
 // - A reservation takes one bundle per host (the host's TPU chips plus the optional per-host
 //   demand) or one per chip; on any failure everything this attempt took is released.
 // - Restore takes back a group that existed before (a restarted head) with exactly its hosts and
@@ -27,9 +33,12 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "hardware/tpu/tpu_generation.h"
+#include "hardware/tpu/tpu_topology.h"
 #include "scheduling/cluster_view.h"
 #include "scheduling/task_scheduler.h"
 
@@ -49,6 +58,18 @@ struct DomainAlternative {
   BundleGranularity granularity = BundleGranularity::kPerHost;
   // Added to every host bundle (e.g. CPU=8); for an NVLink alternative, the whole per-host demand.
   ResourceSet per_host;
+  // Set: only this slice (tessera.io/tpu-slice-name) or NVLink domain may be taken.
+  std::string domain;
+  // TPU: an ICI-contiguous block of `topology` inside a larger slice of the generation (or a
+  // whole slice of that shape) is taken instead of a whole slice: never straddling slices, its
+  // hosts numbered 0..n-1 as the block's own workers, its domain named `<slice>/<block>`
+  // (hardware/tpu/sub_slice.h numbers the blocks).
+  bool sub_slice = false;
+  // Only slices whose every registered host matches it, or NVLink hosts that match it.
+  LabelSelector selector;
+
+  // " named v6e-1", " with every host matching zone=b" (hosts matching, for NVLink), both, or "".
+  std::string FilterText() const;
 };
 
 struct DomainGroupRequest {
@@ -159,6 +180,8 @@ class DomainGroupScheduler {
     std::string label;  // "v6e 4x4"
     int chips = 0;
     int resources_per_chip = 1;
+    TpuGeneration generation = TpuGeneration::kV6e;
+    TpuTopology topology;
   };
   struct Outcome {
     bool placed = false;
@@ -188,16 +211,43 @@ class DomainGroupScheduler {
   // Why the registered, not dead host `node` cannot be `bundle`'s host ("" when it can, its free
   // devices aside).
   std::string HostMismatch(NodeIndex node, const DomainBundle& bundle,
-                           const std::optional<ResolvedShape>& shape,
+                           const std::optional<ResolvedShape>& shape, bool sub_slice,
                            const RestoredLayout& layout) const;
   void Catalog();
+  // Whether the alternative's name pin and selector let it take the slice.
+  bool Admits(const Slice& slice, const DomainAlternative& alt) const;
   // The alive host of every worker id, or the first missing / dead worker.
   bool SliceHosts(const Slice& slice, const ResolvedShape& shape, std::vector<NodeIndex>& out,
                   std::string& problem) const;
   bool TpuBusy(NodeIndex node) const;
-  std::string Holders(const std::vector<NodeIndex>& hosts) const;
+  // No host has a TPU in use and every one fits the per-host demand now.
+  bool HostsIdle(const std::vector<NodeIndex>& hosts, const DomainAlternative& alt) const;
+  // Who holds what `alt` asks for (TPU and the per-host demand) on the hosts.
+  std::string Holders(const std::vector<NodeIndex>& hosts, const DomainAlternative& alt) const;
+  // Why the host can never take its bundle of `alt` (all its TPU plus the per-host demand), or
+  // nullopt when it could.
+  std::optional<std::string> HostMisfit(NodeIndex node, const DomainAlternative& alt) const;
   Outcome TrySlices(const DomainAlternative& alt, const ResolvedShape& shape);
+  Outcome TrySubSlices(const DomainAlternative& alt, const ResolvedShape& shape);
+  // The blocks of `shape` inside the slice (parent worker ids per block, sub-slice worker
+  // order), or nullopt when the slice cannot hold such blocks (another generation, hosts that
+  // hold other chip blocks, a grid the block does not divide).
+  std::optional<std::vector<std::vector<int>>> SubBlocks(const Slice& slice, const ShapeKey& key,
+                                                         const ResolvedShape& shape) const;
+  // HostMismatch for a bundle of a sub-slice block (domain "<slice>/<block>").
+  std::string SubSliceHostMismatch(NodeIndex node, const DomainBundle& bundle,
+                                   const ResolvedShape& shape, const RestoredLayout& layout) const;
+  // The registered (not removed) host of worker `w`, whatever its state.
+  std::optional<NodeIndex> Registered(const Slice& slice, int w) const;
+  // The slice `name` of any shape (nullptr when none is catalogued).
+  const Slice* FindSlice(const std::string& name, ShapeKey* key) const;
   Outcome TryNvLink(const DomainAlternative& alt);
+  // Takes every chosen domain (its name and hosts, numbered 0..n-1 as its workers) into
+  // `outcome`, all or nothing; a failure releases what was taken and explains which `noun`
+  // ("slice", "block") could not be reserved.
+  void TakeDomains(const std::vector<std::pair<std::string, std::vector<NodeIndex>>>& chosen,
+                   const DomainAlternative& alt, const ResolvedShape& shape,
+                   std::string_view noun, Outcome& outcome);
   // Takes the bundles of `hosts` in order; all or nothing.
   bool Take(const std::vector<NodeIndex>& hosts, const std::string& domain,
             const std::vector<int>& workers, const DomainAlternative& alt, int chips_per_bundle,
@@ -210,7 +260,6 @@ class DomainGroupScheduler {
   std::map<std::string, std::vector<NodeIndex>, std::less<>> nvlink_domains_;
   std::map<int64_t, Group> groups_;
   std::map<std::string, int64_t, std::less<>> by_name_;
-  std::map<int64_t, int64_t> allocation_owner_;  // allocation id -> group id
   int64_t next_id_ = 1;
 };
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "hardware/node_label_keys.h"
 #include "scheduling/scheduling_test_util.h"
@@ -15,29 +16,12 @@
 namespace tessera {
 namespace {
 
+using testing_util::AddSlice;
+using testing_util::SliceOptions;
 using testing_util::ViewDigest;
 using testing_util::MustAdd;
 using testing_util::Res;
 using testing_util::Spec;
-
-struct SliceOptions {
-  std::string pod_type = "v6e-16";
-  std::string topology = "4x4";
-  int hosts = 4;
-  std::string resources = "CPU=8,TPU=4";
-  int skip_worker = -1;
-};
-
-void AddSlice(ClusterView& cluster, const std::string& name, const SliceOptions& o = {}) {
-  for (int w = 0; w < o.hosts; ++w) {
-    if (w == o.skip_worker) continue;
-    LabelSet labels{{std::string(labels::kTpuSliceName), name},
-                    {std::string(labels::kTpuWorkerId), std::to_string(w)},
-                    {std::string(labels::kTpuTopology), o.topology},
-                    {std::string(labels::kTpuPodType), o.pod_type}};
-    MustAdd(cluster, Spec(name + "-w" + std::to_string(w), o.resources, labels));
-  }
-}
 
 DomainAlternative Slices(std::string accelerator, std::string topology, int count = 1) {
   DomainAlternative alt;
@@ -87,8 +71,8 @@ TEST(DomainGroupSchedulerTest, SliceWithMissingWorkerIsNotIntact) {
   ASSERT_TRUE(two.ok());
   EXPECT_EQ(two->status, ScheduleStatus::kPending);  // b frees up one day
   EXPECT_EQ(two->explanation,
-            "2 v6e 4x4 slices exist; 1 is busy (held by g1); 1 is not intact (a: missing worker "
-            "2)");
+            "2 v6e 4x4 slices exist; 1 is busy (held by slice group g1); 1 is not intact (a: "
+            "missing worker 2)");
   EXPECT_EQ(FreeTpu(cluster, "a-w0"), Quantity::FromInt(4));
 }
 
@@ -120,7 +104,129 @@ TEST(DomainGroupSchedulerTest, BusySlicesArePendingAndNameTheirHolders) {
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(result->status, ScheduleStatus::kPending);
   EXPECT_EQ(result->explanation,
-            "3 v6e 4x4 slices exist; all are busy (held by g-7, g-9, other work)");
+            "3 v6e 4x4 slices exist; all are busy (held by slice group g-7, slice group g-9, "
+            "other work)");
+}
+
+TEST(DomainGroupSchedulerTest, PerHostDemandNoHostCanEverFitIsInfeasible) {
+  ClusterView cluster;
+  AddSlice(cluster, "a");  // hosts of CPU=8,TPU=4, no GPU
+  AddSlice(cluster, "b");
+  DomainGroupScheduler scheduler(&cluster);
+  DomainAlternative cpus = Slices("v6e", "4x4");
+  cpus.per_host = Res("CPU=64");
+  auto too_many_cpus = scheduler.ReserveSlices(Request("cpus", {cpus}));
+  ASSERT_TRUE(too_many_cpus.ok());
+  EXPECT_EQ(too_many_cpus->status, ScheduleStatus::kInfeasible);
+  EXPECT_EQ(too_many_cpus->explanation,
+            "2 v6e 4x4 slices exist; none can hold CPU=64 per host beside its TPU (its hosts "
+            "have CPU=8)");
+  DomainAlternative gpu = Slices("v6e", "4x4");
+  gpu.per_host = Res("GPU=1");
+  auto no_gpu = scheduler.ReserveSlices(Request("gpu", {gpu}));
+  ASSERT_TRUE(no_gpu.ok());
+  EXPECT_EQ(no_gpu->status, ScheduleStatus::kInfeasible);
+  EXPECT_EQ(no_gpu->explanation,
+            "2 v6e 4x4 slices exist; none can hold GPU=1 per host beside its TPU (its hosts have "
+            "no GPU)");
+  EXPECT_EQ(FreeTpu(cluster, "a-w0"), Quantity::FromInt(4));
+
+  // One slice busy, the other on bigger hosts: PENDING on the busy one only.
+  ClusterView mixed;
+  AddSlice(mixed, "small");
+  AddSlice(mixed, "big", SliceOptions{.resources = "CPU=96,TPU=4"});
+  DomainGroupScheduler slices(&mixed);
+  ASSERT_EQ(slices.ReserveSlices(Request("first", {cpus}))->status, ScheduleStatus::kPlaced);
+  auto second = slices.ReserveSlices(Request("second", {cpus}));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->status, ScheduleStatus::kPending);
+  EXPECT_EQ(second->explanation,
+            "2 v6e 4x4 slices exist; 1 is busy (held by slice group first); 1 cannot hold CPU=64 "
+            "per host beside its TPU (its hosts have CPU=8)");
+}
+
+TEST(DomainGroupSchedulerTest, AnAlternativePinnedToASliceTakesThatSliceOnly) {
+  ClusterView cluster;
+  AddSlice(cluster, "a");
+  AddSlice(cluster, "b");
+  DomainGroupScheduler scheduler(&cluster);
+  DomainAlternative pinned = Slices("v6e", "4x4");
+  pinned.domain = "b";
+  auto first = scheduler.ReserveSlices(Request("first", {pinned}));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->status, ScheduleStatus::kPlaced);
+  EXPECT_EQ(first->domains, std::vector<std::string>{"b"});
+  // b is held; a is idle but not the one asked for.
+  auto second = scheduler.ReserveSlices(Request("second", {pinned}));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->status, ScheduleStatus::kPending);
+  EXPECT_EQ(second->explanation,
+            "1 v6e 4x4 slice named b exists; all are busy (held by slice group first)");
+  pinned.domain = "zz";
+  auto missing = scheduler.ReserveSlices(Request("missing", {pinned}));
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(missing->status, ScheduleStatus::kInfeasible);
+  EXPECT_EQ(missing->explanation, "no v6e 4x4 slice named zz exists (slices: 2 v6e 4x4)");
+  EXPECT_EQ(FreeTpu(cluster, "a-w0"), Quantity::FromInt(4));
+}
+
+TEST(DomainGroupSchedulerTest, ASelectorRestrictsTheSlicesToThoseWhoseEveryHostMatches) {
+  ClusterView cluster;
+  for (const auto& [slice, zone] : {std::pair{"east", "e"}, std::pair{"west", "w"}}) {
+    for (int w = 0; w < 4; ++w) {
+      LabelSet labels{{std::string(labels::kTpuSliceName), slice},
+                      {std::string(labels::kTpuWorkerId), std::to_string(w)},
+                      {std::string(labels::kTpuTopology), "4x4"},
+                      {std::string(labels::kTpuPodType), "v6e-16"},
+                      // One host of "east" sits in another zone: the slice does not qualify.
+                      {"zone", std::string(slice) == "east" && w == 3 ? "w" : zone}};
+      MustAdd(cluster, Spec(absl::StrCat(slice, "-w", w), "CPU=8,TPU=4", labels));
+    }
+  }
+  DomainGroupScheduler scheduler(&cluster);
+  DomainAlternative in_w = Slices("v6e", "4x4");
+  in_w.selector = *ParseLabelSelector("zone=w");
+  auto r = scheduler.ReserveSlices(Request("w", {in_w}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->status, ScheduleStatus::kPlaced);
+  EXPECT_EQ(r->domains, std::vector<std::string>{"west"});
+  DomainAlternative in_e = Slices("v6e", "4x4");
+  in_e.selector = *ParseLabelSelector("zone=e");
+  auto e = scheduler.ReserveSlices(Request("e", {in_e}));
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->status, ScheduleStatus::kInfeasible);
+  EXPECT_EQ(e->explanation,
+            "no v6e 4x4 slice with every host matching zone=e exists (slices: 2 v6e 4x4)");
+}
+
+TEST(DomainGroupSchedulerTest, NvLinkHostsCanBePinnedToADomainAndFilteredBySelector) {
+  ClusterView cluster;
+  for (const auto& [domain, n] : {std::pair{"nv-a", 3}, std::pair{"nv-b", 2}}) {
+    for (int i = 0; i < n; ++i) {
+      MustAdd(cluster, Spec(absl::StrCat(domain, "-", i), "CPU=8,GPU=4",
+                            {{std::string(labels::kFabricDomain), domain},
+                             {std::string(labels::kFabricKind), "nvlink"},
+                             {"zone", i == 0 ? "x" : "y"}},
+                            testing_util::FullyLinked(4)));
+    }
+  }
+  DomainGroupScheduler scheduler(&cluster);
+  DomainAlternative alt;
+  alt.count = 2;
+  alt.per_host = Res("GPU=4");
+  alt.domain = "nv-a";  // best fit would take nv-b
+  auto pinned = scheduler.ReserveSlices(Request("pinned", {alt}));
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  ASSERT_EQ(pinned->status, ScheduleStatus::kPlaced);
+  EXPECT_EQ(pinned->domains, std::vector<std::string>{"nv-a"});
+  alt.domain = "";
+  alt.selector = *ParseLabelSelector("zone=x");  // one host per domain: never 2
+  auto filtered = scheduler.ReserveSlices(Request("filtered", {alt}));
+  ASSERT_TRUE(filtered.ok());
+  EXPECT_EQ(filtered->status, ScheduleStatus::kInfeasible);
+  EXPECT_EQ(filtered->explanation,
+            "no NVLink domain with hosts matching zone=x has 2 hosts that could fit GPU=4 "
+            "(largest: 1)");
 }
 
 TEST(DomainGroupSchedulerTest, NoSliceOfTheShapeIsInfeasibleAndListsTheSlicesThatExist) {
@@ -187,7 +293,7 @@ TEST(DomainGroupSchedulerTest, FallbackOrderIsHonoredAndReported) {
   EXPECT_EQ(later->status, ScheduleStatus::kPending);
   EXPECT_EQ(later->explanation,
             "alternative 1: no v6e 8x8 slice exists (slices: 1 v5e 2x4, 1 v6e 4x4); alternative "
-            "2: 1 v5e 2x4 slice exists; all are busy (held by g)");
+            "2: 1 v5e 2x4 slice exists; all are busy (held by slice group g)");
 }
 
 TEST(DomainGroupSchedulerTest, AllOrNothingWhenTooFewIdleSlices) {
@@ -312,7 +418,8 @@ TEST(DomainGroupSchedulerTest, NvLinkHostsComeFromOneDomainBestFit) {
   auto busy = scheduler.ReserveSlices(Request("n4", {two}));
   EXPECT_EQ(busy->status, ScheduleStatus::kPending);
   EXPECT_EQ(busy->explanation,
-            "2 NVLink domains could hold 2 hosts of GPU=8; none has 2 free now (held by n1, n3)");
+            "2 NVLink domains could hold 2 hosts of GPU=8; none has 2 free now (held by slice "
+            "group n1, slice group n3)");
 }
 
 TEST(DomainGroupSchedulerTest, RejectsMalformedRequests) {
@@ -506,7 +613,8 @@ TEST(DomainGroupRestoreTest, AWholeSliceComesBackOnItsFourHostsExactly) {
   EXPECT_EQ(third->domains, std::vector<std::string>{"c"});
   auto fourth = restored.ReserveSlices(Request("fourth", {Slices("v6e", "4x4")}));
   EXPECT_EQ(fourth->explanation,
-            "3 v6e 4x4 slices exist; all are busy (held by chips, hosts, third, other work)");
+            "3 v6e 4x4 slices exist; all are busy (held by slice group chips, slice group hosts, "
+            "slice group third)");
 
   // Release gives back exactly what was restored.
   auto released = restored.Release(*back_hosts->id);

@@ -2,30 +2,30 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/string_util.h"
 
 namespace tessera {
 namespace {
 
 // Availability figures listed in a pending explanation; more are summarized as "...".
 constexpr size_t kMaxListed = 8;
+// Holders named in an explanation; more are counted by kind.
+constexpr size_t kMaxHoldersNamed = 5;
 
 std::string Nodes(size_t n) { return absl::StrCat(n, n == 1 ? " node" : " nodes"); }
 
 std::string ConstraintGap(const LabelConstraint& c) {
   const std::string values = absl::StrCat("(", absl::StrJoin(c.values, ", "), ")");
   switch (c.op) {
-    case SelectorOperator::kIn:
-      return absl::StrCat("no node has ", c.key, " in ", values);
-    case SelectorOperator::kNotIn:
-      return absl::StrCat("every node has ", c.key, " in ", values);
-    case SelectorOperator::kExists:
-      return absl::StrCat("no node has label ", c.key);
-    case SelectorOperator::kDoesNotExist:
-      return absl::StrCat("every node has label ", c.key);
+    case SelectorOperator::kIn: return absl::StrCat("no node has ", c.key, " in ", values);
+    case SelectorOperator::kNotIn: return absl::StrCat("every node has ", c.key, " in ", values);
+    case SelectorOperator::kExists: return absl::StrCat("no node has label ", c.key);
+    case SelectorOperator::kDoesNotExist: return absl::StrCat("every node has label ", c.key);
   }
   return "";
 }
@@ -76,10 +76,11 @@ Diagnosis Diagnose(const ClusterView& cluster, const LabelSelector& selector,
         largest = std::max(largest, Offered(cluster.node(n), resource, q, /*now=*/false));
       }
       if (largest >= q) continue;
-      if (!selector.empty()) return {false, absl::StrCat(scope, "none has ", resource, " >= ", q.ToString())};
+      if (!selector.empty())
+        return {false, absl::StrCat(scope, "none has ", resource, " >= ", q.ToString())};
       if (largest.IsZero()) return {false, absl::StrCat("no node has ", resource)};
-      return {false, absl::StrCat("no node has ", q.ToString(), " ", resource, " (largest: ",
-                                  largest.ToString(), ")")};
+      return {false, absl::StrCat("no node has ", q.ToString(), " ", resource,
+                                  " (largest: ", largest.ToString(), ")")};
     }
     return {false, absl::StrCat(selector.empty() ? "no single node" : scope + "none", " has ",
                                 demand.ToString())};
@@ -96,21 +97,71 @@ Diagnosis Diagnose(const ClusterView& cluster, const LabelSelector& selector,
       blocking = resource;
     }
   }
-  std::string text = absl::StrCat(selector.empty() ? "" : Nodes(matching.size()) + " match the selector and ",
-                                   selector.empty() ? Nodes(feasible.size()) + " could" : absl::StrCat(feasible.size(), " could"),
-                                   " fit ", demand.ToString(), "; ",
-                                   feasible.size() == 1 ? "it is busy" : "all are busy");
+  std::string text = absl::StrCat(
+      selector.empty() ? "" : Nodes(matching.size()) + " match the selector and ",
+      selector.empty() ? Nodes(feasible.size()) + " could"
+                       : absl::StrCat(feasible.size(), " could"),
+      " fit ", demand.ToString(), "; ", feasible.size() == 1 ? "it is busy" : "all are busy");
   if (!blocking.empty()) {
     const Quantity q = demand.Get(blocking);
     std::vector<Quantity> offered;
-    for (NodeIndex n : feasible) offered.push_back(Offered(cluster.node(n), blocking, q, /*now=*/true));
+    for (NodeIndex n : feasible)
+      offered.push_back(Offered(cluster.node(n), blocking, q, /*now=*/true));
     std::sort(offered.begin(), offered.end(), std::greater<>());
     std::vector<std::string> shown;
-    for (size_t i = 0; i < offered.size() && i < kMaxListed; ++i) shown.push_back(offered[i].ToString());
+    for (size_t i = 0; i < offered.size() && i < kMaxListed; ++i)
+      shown.push_back(offered[i].ToString());
     if (offered.size() > kMaxListed) shown.push_back("...");
-    absl::StrAppend(&text, " (available ", blocking, ": ", absl::StrJoin(shown, ", "), ")");
+    const std::string resources[] = {blocking};
+    absl::StrAppend(&text, " (available ", blocking, ": ", absl::StrJoin(shown, ", "), "; held by ",
+                    DescribeHolders(HoldersOn(cluster, feasible, resources)), ")");
   }
   return {true, text};
+}
+
+std::vector<Holder> HoldersOn(const ClusterView& cluster, std::span<const NodeIndex> nodes,
+                              std::span<const std::string> resources) {
+  std::vector<Holder> holders;
+  for (NodeIndex n : nodes) {
+    for (int64_t id : cluster.node(n).allocations) {
+      const AllocationId allocation(id);
+      if (!resources.empty()) {
+        const Allocation* a = cluster.FindAllocation(allocation);
+        if (a == nullptr || std::none_of(resources.begin(), resources.end(), [&](const auto& r) {
+              return !a->resources.Get(r).IsZero();
+            })) {
+          continue;
+        }
+      }
+      holders.push_back(cluster.HolderOf(allocation));
+    }
+  }
+  std::sort(holders.begin(), holders.end());
+  holders.erase(std::unique(holders.begin(), holders.end()), holders.end());
+  return holders;
+}
+
+std::string DescribeHolders(std::span<const Holder> holders) {
+  if (holders.empty()) return "nothing";
+  std::vector<Holder> distinct(holders.begin(), holders.end());
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  // Unknown holders sort first; they read best last.
+  const bool other = distinct.front().kind == HolderKind::kUnknown;
+  if (other) distinct.erase(distinct.begin());
+  std::vector<std::string> parts;
+  if (distinct.size() + (other ? 1 : 0) <= kMaxHoldersNamed) {
+    for (const Holder& h : distinct) parts.push_back(h.ToString());
+  } else {
+    std::map<HolderKind, size_t> counts;
+    for (const Holder& h : distinct) ++counts[h.kind];
+    for (const auto& [kind, n] : counts) {
+      parts.push_back(n == 1 ? absl::StrCat(1, " ", ToAbsl(HolderKindName(kind)))
+                             : absl::StrCat(n, " ", ToAbsl(HolderKindPlural(kind))));
+    }
+  }
+  if (other) parts.push_back("other work");
+  return absl::StrJoin(parts, ", ");
 }
 
 }  // namespace tessera

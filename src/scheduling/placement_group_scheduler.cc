@@ -280,9 +280,128 @@ Diagnosis PlacementGroupScheduler::Explain(const BundleOption& option, Placement
   return d;
 }
 
+std::vector<std::pair<std::string, std::vector<NodeIndex>>> PlacementGroupScheduler::LabelValues(
+    const PlacementGroupSpec& spec, const std::optional<std::string>& pinned) const {
+  std::vector<std::pair<std::string, std::vector<NodeIndex>>> values =
+      cluster_->NodesByLabelValue(spec.same_label);
+  if (pinned.has_value()) {
+    std::erase_if(values, [&](const auto& v) { return v.first != *pinned; });
+  }
+  std::stable_sort(values.begin(), values.end(), [](const auto& a, const auto& b) {
+    return a.second.size() < b.second.size();
+  });
+  return values;
+}
+
+namespace {
+
+ResourceSet SummedDemand(const BundleOption& option, const std::vector<int>& todo) {
+  ResourceSet demand;
+  for (int b : todo) demand = demand.Plus(option.bundles[b]).value_or(demand);
+  return demand;
+}
+
+// Whether what the nodes hold in all (`now`: free now) covers `demand`.
+bool Covers(const ClusterView& cluster, const std::vector<NodeIndex>& nodes,
+            const ResourceSet& demand, bool now) {
+  ResourceSet sum;
+  for (NodeIndex n : nodes) {
+    const NodeRecord& r = cluster.node(n);
+    sum = sum.Plus(now ? r.available : r.total).value_or(sum);
+  }
+  return sum.Contains(demand);
+}
+
+// `option` with every bundle's selector also requiring key=value.
+BundleOption Confine(const BundleOption& option, const std::string& key,
+                     const std::string& value) {
+  BundleOption confined = option;
+  confined.selectors.resize(confined.bundles.size());
+  for (LabelSelector& selector : confined.selectors) {
+    (void)selector.AddConstraint(LabelConstraint{key, SelectorOperator::kIn, {value}});
+  }
+  return confined;
+}
+
+}  // namespace
+
+PlacementGroupScheduler::Attempt PlacementGroupScheduler::PlaceGroup(
+    const PlacementGroupSpec& spec, const BundleOption& option, const std::vector<int>& todo,
+    const std::set<NodeIndex>& used, const std::optional<std::string>& pinned) {
+  if (spec.same_label.empty()) return Place(option, spec.strategy, todo, used);
+  const ResourceSet demand = SummedDemand(option, todo);
+  Attempt attempt;
+  for (const auto& [value, nodes] : LabelValues(spec, pinned)) {
+    if (!Covers(*cluster_, nodes, demand, /*now=*/true)) continue;
+    attempt = Place(Confine(option, spec.same_label, value), spec.strategy, todo, used);
+    if (attempt.placed) return attempt;
+  }
+  return attempt;
+}
+
+Diagnosis PlacementGroupScheduler::ExplainGroup(const PlacementGroupSpec& spec,
+                                                const BundleOption& option,
+                                                const std::vector<int>& todo,
+                                                const std::set<NodeIndex>& used,
+                                                const std::optional<std::string>& pinned,
+                                                const Attempt& attempt) const {
+  if (spec.same_label.empty()) return Explain(option, spec.strategy, todo, used, attempt);
+  const std::string& key = spec.same_label;
+  const std::vector<std::pair<std::string, std::vector<NodeIndex>>> values =
+      LabelValues(spec, pinned);
+  Diagnosis why;
+  if (values.empty()) {
+    why.text = pinned.has_value() ? absl::StrCat("no alive node has ", key, "=", *pinned,
+                                                 ", where the group's other bundles are")
+                                  : absl::StrCat("no alive node has label ", key);
+    return why;
+  }
+  // PENDING when some value could hold the group on an idle cluster: the first such value is
+  // shown, else the first that could hold its summed demand.
+  const ResourceSet demand = SummedDemand(option, todo);
+  std::optional<std::pair<std::string, Diagnosis>> shown;
+  for (const auto& [value, nodes] : values) {
+    if (!Covers(*cluster_, nodes, demand, /*now=*/false)) continue;
+    Diagnosis d = Explain(Confine(option, key, value), spec.strategy, todo, used, Attempt{});
+    if (!shown.has_value() || (d.feasible && !shown->second.feasible)) shown.emplace(value, d);
+    if (d.feasible) break;
+  }
+  if (!shown.has_value()) {
+    why.text = absl::StrCat("no value of ", key, " has nodes that could ever hold ",
+                            demand.ToString(), " together (", values.size(),
+                            values.size() == 1 ? " value)" : " values)");
+    return why;
+  }
+  const std::string where =
+      pinned.has_value() ? absl::StrCat(key, "=", *pinned, " (where the group's other bundles are)")
+                         : absl::StrCat("one value of ", key);
+  why.feasible = shown->second.feasible;
+  why.text = absl::StrCat("confined to ", where, ": ", key, "=", shown->first, ": ",
+                          shown->second.text);
+  return why;
+}
+
+std::optional<std::string> PlacementGroupScheduler::PinnedValue(
+    const PlacementGroup& group) const {
+  if (group.spec.same_label.empty()) return std::nullopt;
+  for (const std::optional<BundlePlacement>& bundle : group.bundles) {
+    if (!bundle) continue;
+    const std::optional<NodeIndex> n = cluster_->Find(bundle->node);
+    if (!n.has_value()) continue;
+    const LabelSet& labels = cluster_->node(*n).labels;
+    auto it = labels.find(group.spec.same_label);
+    if (it != labels.end()) return it->second;
+  }
+  return std::nullopt;
+}
+
 void PlacementGroupScheduler::Own(PlacementGroup& group, int bundle, const Allocation& allocation) {
   group.bundles[bundle] = BundlePlacement{allocation.node, allocation};
   owners_[allocation.id.value()] = {group.id.value(), bundle};
+  (void)cluster_->SetHolder(
+      allocation.id,
+      Holder{HolderKind::kPlacementGroup,
+             group.spec.name.empty() ? absl::StrCat(group.id.value()) : group.spec.name});
 }
 
 absl::StatusOr<PlacementGroupResult> PlacementGroupScheduler::Create(
@@ -297,7 +416,7 @@ absl::StatusOr<PlacementGroupResult> PlacementGroupScheduler::Create(
   for (size_t i = 0; i < options.size(); ++i) {
     std::vector<int> todo(options[i]->bundles.size());
     for (size_t b = 0; b < todo.size(); ++b) todo[b] = static_cast<int>(b);
-    Attempt attempt = Place(*options[i], spec.strategy, todo, {});
+    Attempt attempt = PlaceGroup(spec, *options[i], todo, {}, std::nullopt);
     if (!attempt.placed) {
       failed[i] = std::move(attempt);
       continue;
@@ -322,7 +441,7 @@ absl::StatusOr<PlacementGroupResult> PlacementGroupScheduler::Create(
   for (size_t i = 0; i < options.size(); ++i) {
     std::vector<int> todo(options[i]->bundles.size());
     for (size_t b = 0; b < todo.size(); ++b) todo[b] = static_cast<int>(b);
-    Diagnosis d = Explain(*options[i], spec.strategy, todo, {}, failed[i]);
+    const Diagnosis d = ExplainGroup(spec, *options[i], todo, {}, std::nullopt, failed[i]);
     feasible = feasible || d.feasible;
     texts.push_back(options.size() == 1 ? d.text : absl::StrCat("option ", i, ": ", d.text));
   }
@@ -458,8 +577,10 @@ RescheduleReport PlacementGroupScheduler::Replace(PlacementGroup& group) {
     group.state = PlacementGroupState::kCreated;
     return report;
   }
-  // The group keeps the option it was created with (its bundle shapes and selectors).
-  Attempt attempt = Place(option, group.spec.strategy, todo, used);
+  // The group keeps the option it was created with (its bundle shapes and selectors), and its
+  // label value while any bundle is placed.
+  const std::optional<std::string> pinned = PinnedValue(group);
+  const Attempt attempt = PlaceGroup(group.spec, option, todo, used, pinned);
   if (attempt.placed) {
     for (const auto& [b, allocation] : attempt.taken) Own(group, b, allocation);
     group.state = PlacementGroupState::kCreated;
@@ -468,8 +589,7 @@ RescheduleReport PlacementGroupScheduler::Replace(PlacementGroup& group) {
     return report;
   }
   group.state = PlacementGroupState::kRescheduling;
-  group.explanation =
-      Explain(option, group.spec.strategy, todo, used, attempt).text;
+  group.explanation = ExplainGroup(group.spec, option, todo, used, pinned, attempt).text;
   report.explanation = group.explanation;
   return report;
 }

@@ -11,6 +11,11 @@
 // kCompleteSearchBundles bundles (larger ones: within kMaxSearchSteps tries). A group that is not
 // placed is INFEASIBLE when no assignment exists even on an idle cluster, else PENDING.
 //
+// A group with spec.same_label is placed inside one value of that label at a time (reference
+// scheduling.md §7): values whose nodes could hold the bundles' summed demand now are tried,
+// fewest nodes first; the value taken is kept while any bundle stays placed, so re-placement
+// stays inside it, and a group that lost every bundle may take another.
+//
 // Cost: per bundle, a scan of the anchored utilization order that stops at the first node that
 // fits (O(log n) on a cluster with room); the search and the explanations (the failure path)
 // scan further.
@@ -23,6 +28,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -172,6 +178,23 @@ class PlacementGroupScheduler {
   Diagnosis Explain(const BundleOption& option, PlacementStrategy strategy,
                     const std::vector<int>& todo, const std::set<NodeIndex>& used,
                     const Attempt& attempt) const;
+  // Place() for a group's option, honouring spec.same_label: the option confined to one value
+  // of the key at a time (only `pinned` when set), skipping values whose nodes cannot hold the
+  // bundles' summed demand now.
+  Attempt PlaceGroup(const PlacementGroupSpec& spec, const BundleOption& option,
+                     const std::vector<int>& todo, const std::set<NodeIndex>& used,
+                     const std::optional<std::string>& pinned);
+  // Why PlaceGroup did not place it (Explain, per value for a confined group).
+  Diagnosis ExplainGroup(const PlacementGroupSpec& spec, const BundleOption& option,
+                         const std::vector<int>& todo, const std::set<NodeIndex>& used,
+                         const std::optional<std::string>& pinned, const Attempt& attempt) const;
+  // The alive nodes of each value of spec.same_label (only `pinned` when set), fewest nodes
+  // first, ties by value.
+  std::vector<std::pair<std::string, std::vector<NodeIndex>>> LabelValues(
+      const PlacementGroupSpec& spec, const std::optional<std::string>& pinned) const;
+  // The same_label value the group's placed bundles share (nullopt when none is placed or the
+  // group is not confined).
+  std::optional<std::string> PinnedValue(const PlacementGroup& group) const;
   RescheduleReport Replace(PlacementGroup& group);
   void Own(PlacementGroup& group, int bundle, const Allocation& allocation);
 

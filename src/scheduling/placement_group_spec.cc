@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/string_util.h"
+#include "labels/label.h"
 #include "scheduling/scheduling_request.h"
 
 namespace tessera {
@@ -113,6 +114,11 @@ absl::Status ValidatePlacementGroupSpec(const PlacementGroupSpec& spec) {
     if (absl::Status s = ValidateOption(spec.fallbacks[i], absl::StrCat("fallback ", i + 1));
         !s.ok()) {
       return s;
+    }
+  }
+  if (!spec.same_label.empty()) {
+    if (absl::Status s = ValidateLabelKey(spec.same_label); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("same_label: ", s.message()));
     }
   }
   return absl::OkStatus();

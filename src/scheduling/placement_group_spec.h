@@ -48,6 +48,10 @@ struct PlacementGroupSpec {
   PlacementStrategy strategy = PlacementStrategy::kPack;
   BundleOption primary;
   std::vector<BundleOption> fallbacks;  // tried in order after the primary
+  // Set: every bundle lands on nodes that share one value of this label key (one rack, one
+  // NVLink domain, one zone), nodes without the label taking none; the value is chosen at
+  // creation and kept while any bundle is placed.
+  std::string same_label;
 };
 
 // The options in the order they are tried: option 0 is the primary, then the fallbacks.
@@ -60,7 +64,8 @@ inline constexpr std::string_view kReservedBundleResource = "bundle";
 //   bundle 2: empty or all-zero bundle (a bundle reserves at least one resource)
 //   fallback 1: 3 bundle selectors for 2 bundles (give one per bundle, or none)
 // Rules: at least one bundle; no empty or all-zero bundle; no `bundle` resource; negative
-// amounts refused; unit-instance amounts follow the task rules (whole devices or a fraction).
+// amounts refused; unit-instance amounts follow the task rules (whole devices or a fraction);
+// `same_label`, when set, is a valid label key.
 absl::Status ValidatePlacementGroupSpec(const PlacementGroupSpec& spec);
 
 }  // namespace tessera

@@ -11,6 +11,7 @@
 #include "hardware/plugin_registry.h"
 #include "hardware/simulated/description_reader.h"
 #include "hardware/tpu/slice_shape.h"
+#include "labels/label.h"
 
 namespace tessera {
 namespace {
@@ -136,10 +137,16 @@ class Parser {
                            std::vector<SimulatedEvent>& events) {
     TESSERA_RETURN_IF_ERROR(
         r_.CheckMap(body, {"name", "count", "resources", "label_selector", "fallbacks", "strategy",
-                           "node_affinity", "local_node", "placement_group", "bundle_index"}));
+                           "node_affinity", "local_node", "placement_group", "bundle_index",
+                           actor ? "max_restarts" : "max_retries"}));
     SimulatedRequest& request = event.request;
     event.kind = SimulatedEventKind::kSubmit;
     request.actor = actor;
+    request.max_retries = actor ? kDefaultActorMaxRestarts : kDefaultTaskMaxRetries;
+    if (auto f = r_.Child(body, actor ? "max_restarts" : "max_retries")) {
+      TESSERA_ASSIGN_OR_RETURN(const int64_t budget, r_.Integer(*f, -1, kMaxRetryBudget));
+      request.max_retries = static_cast<int>(budget);
+    }
     TESSERA_ASSIGN_OR_RETURN(const Field name_field, r_.Required(body, "name"));
     TESSERA_ASSIGN_OR_RETURN(request.name, r_.String(name_field));
     if (request.name.empty()) return r_.Error(name_field, "must not be empty");
@@ -252,7 +259,8 @@ class Parser {
     return absl::OkStatus();
   }
 
-  // {name, strategy, bundles: [{resources, label_selector}], fallbacks: [{bundles: [...]}]}.
+  // {name, strategy, bundles: [{resources, label_selector}], fallbacks: [{bundles: [...]}],
+  // same_label}.
   absl::StatusOr<BundleOption> ParseBundles(const Field& f) {
     BundleOption option;
     TESSERA_ASSIGN_OR_RETURN(const std::vector<Field> items, r_.List(f));
@@ -275,7 +283,8 @@ class Parser {
 
   absl::Status ParseGroup(const Field& body, SimulatedEvent& event,
                           std::vector<SimulatedEvent>& events) {
-    TESSERA_RETURN_IF_ERROR(r_.CheckMap(body, {"name", "strategy", "bundles", "fallbacks"}));
+    TESSERA_RETURN_IF_ERROR(
+        r_.CheckMap(body, {"name", "strategy", "bundles", "fallbacks", "same_label"}));
     event.kind = SimulatedEventKind::kCreatePlacementGroup;
     PlacementGroupSpec& spec = event.group;
     TESSERA_ASSIGN_OR_RETURN(const Field name_field, r_.Required(body, "name"));
@@ -298,6 +307,12 @@ class Parser {
         spec.fallbacks.push_back(std::move(parsed));
       }
     }
+    if (auto f = r_.Child(body, "same_label")) {
+      TESSERA_ASSIGN_OR_RETURN(spec.same_label, r_.String(*f));
+      if (absl::Status s = ValidateLabelKey(spec.same_label); !s.ok()) {
+        return r_.Error(*f, ToStd(s.message()));
+      }
+    }
     if (absl::Status s = ValidatePlacementGroupSpec(spec); !s.ok()) {
       return r_.Error(body, ToStd(s.message()));
     }
@@ -313,8 +328,9 @@ class Parser {
     return absl::OkStatus();
   }
 
-  // reserve_slices: {name, alternatives: [{accelerator, topology, count, bundle, per_host}]}; an
-  // alternative without accelerator and topology asks for `count` hosts of one NVLink domain.
+  // reserve_slices: {name, alternatives: [{accelerator, topology, count, bundle, per_host, slice,
+  // label_selector, sub_slice}]}; an alternative without accelerator and topology asks for `count` hosts of
+  // one NVLink domain (pinned by `domain`).
   absl::Status ParseSlices(const Field& body, SimulatedEvent& event,
                            std::vector<SimulatedEvent>& events) {
     TESSERA_RETURN_IF_ERROR(r_.CheckMap(body, {"name", "alternatives"}));
@@ -328,7 +344,8 @@ class Parser {
     if (items.empty()) return r_.Error(list, "needs at least one alternative");
     for (const Field& item : items) {
       TESSERA_RETURN_IF_ERROR(
-          r_.CheckMap(item, {"accelerator", "topology", "count", "bundle", "per_host"}));
+          r_.CheckMap(item, {"accelerator", "topology", "count", "bundle", "per_host", "slice",
+                             "domain", "label_selector", "sub_slice"}));
       DomainAlternative alt;
       auto accelerator = r_.Child(item, "accelerator");
       auto topology = r_.Child(item, "topology");
@@ -361,6 +378,26 @@ class Parser {
       }
       if (!accelerator && alt.per_host.empty()) {
         return r_.Error(item, "an NVLink alternative needs per_host resources");
+      }
+      if (auto f = r_.Child(item, "slice")) {
+        if (!accelerator) return r_.Error(*f, "slice pins a TPU alternative; use domain for NVLink");
+        TESSERA_ASSIGN_OR_RETURN(alt.domain, r_.String(*f));
+        if (alt.domain.empty()) return r_.Error(*f, "must not be empty");
+      }
+      if (auto f = r_.Child(item, "domain")) {
+        if (accelerator) return r_.Error(*f, "domain pins an NVLink alternative; use slice for TPU");
+        TESSERA_ASSIGN_OR_RETURN(alt.domain, r_.String(*f));
+        if (alt.domain.empty()) return r_.Error(*f, "must not be empty");
+      }
+      if (auto f = r_.Child(item, "label_selector")) {
+        TESSERA_ASSIGN_OR_RETURN(alt.selector, ParseSelector(*f));
+      }
+      if (auto f = r_.Child(item, "sub_slice")) {
+        if (!accelerator) return r_.Error(*f, "sub_slice needs accelerator and topology");
+        TESSERA_ASSIGN_OR_RETURN(const std::string text, r_.String(*f));
+        auto value = ParseBool(text);
+        if (!value.ok()) return r_.Error(*f, ToStd(value.status().message()));
+        alt.sub_slice = *value;
       }
       request.alternatives.push_back(std::move(alt));
     }

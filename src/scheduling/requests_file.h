@@ -43,7 +43,16 @@ struct SimulatedRequest {
   // Set: served from this placement group's bundle (group by name); the fields above that
   // choose a node are then empty.
   std::optional<BundleTarget> bundle_target;
+  // How often work lost with its node (or its bundle) is submitted again; -1 without end.
+  // `max_retries` of a task (default 3) or `max_restarts` of an actor (default 0), as in Ray.
+  int max_retries = 3;
 };
+
+// The retry budgets a submission gets when it names none.
+inline constexpr int kDefaultTaskMaxRetries = 3;
+inline constexpr int kDefaultActorMaxRestarts = 0;
+// The largest budget a file may give (-1 gives an endless one).
+inline constexpr int kMaxRetryBudget = 1000;
 
 enum class SimulatedEventKind {
   kSubmit,

@@ -112,7 +112,7 @@ TEST(RequestsFileTest, Errors) {
   EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, resorces: {CPU: 1}}"),
             "requests.yaml:2:28: events[0].submit_task: unknown key \"resorces\" (did you mean "
             "resources?); expected one of: name, count, resources, label_selector, fallbacks, "
-            "strategy, node_affinity, local_node, placement_group, bundle_index");
+            "strategy, node_affinity, local_node, placement_group, bundle_index, max_retries");
   EXPECT_EQ(ErrorOf("events:\n  - submit_task: {resources: {CPU: 1}}"),
             "requests.yaml:2:18: events[0].submit_task: missing required key \"name\"");
   EXPECT_EQ(
@@ -295,6 +295,48 @@ TEST(RequestsFileTest, PlacementGroupEvents) {
   EXPECT_EQ(ErrorOf("events:\n  - remove_placement_group: pg"),
             "requests.yaml:2:29: events[0].remove_placement_group: no placement group named \"pg\" "
             "is created before this event");
+}
+
+TEST(RequestsFileTest, ConfinedGroupsPinnedSlicesAndRetryBudgets) {
+  auto events = ParseRequestsFile(
+      "events:\n"
+      "  - create_placement_group: {name: pg, same_label: rack, bundles: [{resources: {CPU: 1}}]}\n"
+      "  - reserve_slices:\n"
+      "      name: s\n"
+      "      alternatives:\n"
+      "        - {accelerator: v6e, topology: 4x4, slice: v6e-1, label_selector: zone=b}\n"
+      "        - {count: 2, per_host: {GPU: 8}, domain: nvl-a}\n"
+      "  - submit_task: {name: t}\n"
+      "  - submit_task: {name: t3, max_retries: -1}\n"
+      "  - submit_actor: {name: a}\n"
+      "  - submit_actor: {name: a2, max_restarts: 5}\n",
+      "requests.yaml", {});
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->size(), 6u);
+  EXPECT_EQ((*events)[0].group.same_label, "rack");
+  const DomainGroupRequest& slices = (*events)[1].slices;
+  EXPECT_EQ(slices.alternatives[0].domain, "v6e-1");
+  EXPECT_EQ(slices.alternatives[0].selector.ToString(), "zone=b");
+  EXPECT_EQ(slices.alternatives[1].domain, "nvl-a");
+  EXPECT_EQ((*events)[2].request.max_retries, 3);
+  EXPECT_EQ((*events)[3].request.max_retries, -1);
+  EXPECT_EQ((*events)[4].request.max_retries, 0);
+  EXPECT_EQ((*events)[5].request.max_retries, 5);
+
+  EXPECT_THAT(ErrorOf("events:\n  - create_placement_group: {name: pg, same_label: \"a b\", "
+                      "bundles: [{resources: {CPU: 1}}]}"),
+              ::testing::HasSubstr("requests.yaml:2:52: events[0].create_placement_group."
+                                   "same_label: "));
+  EXPECT_THAT(ErrorOf("events:\n  - reserve_slices: {name: s, alternatives: [{count: 2, "
+                      "per_host: {GPU: 1}, slice: x}]}"),
+              ::testing::HasSubstr("slice pins a TPU alternative; use domain for NVLink"));
+  EXPECT_THAT(ErrorOf("events:\n  - reserve_slices: {name: s, alternatives: [{accelerator: v6e, "
+                      "topology: 4x4, domain: x}]}"),
+              ::testing::HasSubstr("domain pins an NVLink alternative; use slice for TPU"));
+  EXPECT_THAT(ErrorOf("events:\n  - submit_task: {name: t, max_retries: 1001}"),
+              ::testing::HasSubstr("max_retries"));
+  EXPECT_THAT(ErrorOf("events:\n  - submit_task: {name: t, max_restarts: 1}"),
+              ::testing::HasSubstr("unknown key \"max_restarts\""));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "base/strong_id.h"
 #include "labels/fallback.h"
 #include "resources/resource_set.h"
+#include "scheduling/holder.h"
 
 namespace tessera {
 
@@ -46,6 +47,9 @@ struct BundleTarget {
 // Not thread-safe; copyable value.
 struct SchedulingRequest {
   RequestId id;
+  // How other requests' explanations name it once placed ("held by task t1"); an unknown kind
+  // names it as a task by its id.
+  Holder holder;
   // Unit-instance resources (GPU, TPU, ...): a whole number takes that many fully free devices of
   // one node; 0 < q < 1 best-fits onto one device; anything else is refused.
   ResourceSet resources;

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "gtest/gtest.h"
+#include "hardware/node_label_keys.h"
 #include "labels/label.h"
 #include "resources/resource_set.h"
 #include "scheduling/cluster_view.h"
@@ -61,6 +62,27 @@ inline NodeIndex MustAdd(ClusterView& cluster, NodeSpec spec) {
   absl::StatusOr<NodeIndex> index = cluster.AddNode(std::move(spec));
   EXPECT_TRUE(index.ok()) << index.status();
   return index.value_or(-1);
+}
+
+// The hosts of one TPU slice, "<name>-w<worker>", with the slice labels.
+struct SliceOptions {
+  std::string pod_type = "v6e-16";
+  std::string topology = "4x4";
+  int hosts = 4;
+  std::string resources = "CPU=8,TPU=4";
+  int skip_worker = -1;  // leave this worker out (a slice that is not intact)
+};
+
+inline void AddSlice(ClusterView& cluster, const std::string& name,
+                     const SliceOptions& o = {}) {
+  for (int w = 0; w < o.hosts; ++w) {
+    if (w == o.skip_worker) continue;
+    LabelSet labels{{std::string(labels::kTpuSliceName), name},
+                    {std::string(labels::kTpuWorkerId), std::to_string(w)},
+                    {std::string(labels::kTpuTopology), o.topology},
+                    {std::string(labels::kTpuPodType), o.pod_type}};
+    MustAdd(cluster, Spec(name + "-w" + std::to_string(w), o.resources, labels));
+  }
 }
 
 // Every node's state, totals, free amounts (per device instance too), number of allocations and

@@ -282,6 +282,10 @@ absl::StatusOr<ScheduleResult> TaskScheduler::Decide(const SchedulingRequest& re
       return absl::InternalError(absl::StrCat("allocation on a node that fit failed: ",
                                               allocation.status().message()));
     }
+    (void)cluster_->SetHolder(allocation->id,
+                              request.holder.kind == HolderKind::kUnknown
+                                  ? Holder{HolderKind::kTask, absl::StrCat(request.id.value())}
+                                  : request.holder);
     result.placement = Placement{allocation->node, *std::move(allocation), outcome.option};
     parked_.erase(request.id.value());
     return result;

@@ -227,7 +227,9 @@ TEST(TaskSchedulerTest, HardAffinity) {
   EXPECT_EQ(Place(scheduler, r), "n0");
   ScheduleResult busy = NotPlaced(scheduler, r);
   EXPECT_EQ(busy.status, ScheduleStatus::kPending);
-  EXPECT_EQ(busy.explanation, "affinity node n0: 1 node could fit CPU=3; it is busy (available CPU: 1)");
+  EXPECT_EQ(busy.explanation,
+            "affinity node n0: 1 node could fit CPU=3; it is busy (available CPU: 1; held by task "
+            "1)");
   r.affinity->node = NodeId("n9");
   ScheduleResult missing = NotPlaced(scheduler, r);
   EXPECT_EQ(missing.status, ScheduleStatus::kInfeasible);
@@ -272,8 +274,10 @@ TEST(TaskSchedulerTest, FallbackOrderIsHonoredAndReported) {
   EXPECT_EQ(third.status, ScheduleStatus::kPending);
   EXPECT_EQ(third.explanation,
             "option 0: no node has zone in (z9); "
-            "option 1: 1 node match the selector and 1 could fit CPU=4; it is busy (available CPU: 0); "
-            "option 2: 1 node match the selector and 1 could fit CPU=4; it is busy (available CPU: 0)");
+            "option 1: 1 node match the selector and 1 could fit CPU=4; it is busy (available "
+            "CPU: 0; held by task 1); "
+            "option 2: 1 node match the selector and 1 could fit CPU=4; it is busy (available "
+            "CPU: 0; held by task 1)");
 }
 
 TEST(TaskSchedulerTest, FractionsBestFitOntoOneDevice) {
@@ -292,7 +296,8 @@ TEST(TaskSchedulerTest, FractionsBestFitOntoOneDevice) {
   EXPECT_EQ(node.FindDevices("GPU")->available,
             (std::vector<Quantity>{Quantity(), *Quantity::Parse("0.5")}));
   ScheduleResult pending = NotPlaced(scheduler, Request("GPU=1"));
-  EXPECT_EQ(pending.explanation, "1 node could fit GPU=1; it is busy (available GPU: 0)");
+  EXPECT_EQ(pending.explanation,
+            "1 node could fit GPU=1; it is busy (available GPU: 0; held by task 1)");
 }
 
 TEST(TaskSchedulerTest, MultiDeviceRequestGetsAWholeIsland) {
@@ -336,7 +341,9 @@ TEST(TaskSchedulerTest, ExplanationForPendingRequests) {
   TaskScheduler scheduler(&cluster);
   ScheduleResult r = NotPlaced(scheduler, Request("GPU=4"));
   EXPECT_EQ(r.status, ScheduleStatus::kPending);
-  EXPECT_EQ(r.explanation, "3 nodes could fit GPU=4; all are busy (available GPU: 2, 1, 0)");
+  // Taken by the cluster view directly: nobody named the holders.
+  EXPECT_EQ(r.explanation,
+            "3 nodes could fit GPU=4; all are busy (available GPU: 2, 1, 0; held by other work)");
   EXPECT_EQ(scheduler.parked_count(), 0u);  // pending is not parked
 }
 
@@ -368,7 +375,7 @@ TEST(TaskSchedulerTest, DrainingNodesTakeNoNewWork) {
   TaskScheduler scheduler(&cluster);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(Place(scheduler, Request("CPU=1")), "n0");
   EXPECT_EQ(NotPlaced(scheduler, Request("CPU=1")).explanation,
-            "1 node could fit CPU=1; it is busy (available CPU: 0)");
+            "1 node could fit CPU=1; it is busy (available CPU: 0; held by task 1)");
   SchedulingRequest r = Request("CPU=1");
   r.affinity = NodeAffinity{NodeId("n1"), AffinityKind::kHard};
   EXPECT_EQ(NotPlaced(scheduler, r).explanation, "affinity node n1 is draining");

@@ -53,9 +53,15 @@ TEST(ScheduleCliTest, MixedExampleText) {
   EXPECT_THAT(r.out, HasSubstr("[5] submit_task b200-job: INFEASIBLE: no node has "
                                "tessera.io/accelerator-type in (B200)\n"));
   EXPECT_THAT(r.out, HasSubstr("[9] submit_task wait-8: PENDING: "));
-  EXPECT_THAT(r.out, HasSubstr("[13] fail_node cpu-1: dead; released (work lost) pinned\n"));
+  // Lost with cpu-1, the soft-affinity task is resubmitted within its retry budget.
+  EXPECT_THAT(r.out, HasSubstr("[13] fail_node cpu-1: dead; released (work lost) pinned; "
+                               "resubmitted pinned (retry 1 of 3)\n"
+                               "    resubmitted pinned: placed on cpu-2\n"));
   EXPECT_THAT(r.out, HasSubstr("[14] drain_node cpu-2: draining; takes no new work; still "
-                               "running near, ps\n"));
+                               "running near, pinned, ps\n"));
+  EXPECT_THAT(r.out, HasSubstr("[9] submit_task wait-8: PENDING: 4 nodes could fit GPU=8; all "
+                               "are busy (available GPU: 7, 4, 0, 0; held by task big-0, task "
+                               "big-1, task infer-a, task train-a)\n"));
   EXPECT_THAT(r.out, HasSubstr("[15] add_nodes 1 node: b200-0\n    waiting b200-job: placed on "
                                "b200-0, GPU 0,1,2,3,4,5,6,7\n"));
   EXPECT_THAT(r.out, HasSubstr("utilization:\n  CPU "));
@@ -143,7 +149,8 @@ TEST(ScheduleCliTest, RequestsInPlacementGroupBundles) {
   EXPECT_THAT(r.out, HasSubstr("[7] finish loader: finished; released CPU=1,GPU=1 to bundle 1 of "
                                "train on gpu-1\n"));
   // The bundle on the failed node is re-placed empty; its work is lost, the other bundle's is not.
-  EXPECT_THAT(r.out, HasSubstr("[8] fail_node gpu-0: dead; released (work lost) rank0\n"
+  EXPECT_THAT(r.out, HasSubstr("[8] fail_node gpu-0: dead; released (work lost) rank0; touched "
+                               "placement group train\n"
                                "    placement group train: re-placed bundle 0 on gpu-1 (GPU 2,3)\n"
                                "    waiting pair: placed in bundle 0 on gpu-1, GPU 2,3\n"));
   EXPECT_THAT(r.out, HasSubstr("; stopped pair, shard\n"));
@@ -179,6 +186,124 @@ TEST(ScheduleCliTest, CpuWorkAvoidsAcceleratorNodesUnlessTurnedOff) {
   std::filesystem::remove(requests);
 }
 
+TEST(ScheduleCliTest, NodeFailureListsTheWorkLostAndEveryReservationItTouched) {
+  const std::string requests = WriteTemp("tessera_fail_touched.yaml", R"(events:
+  - reserve_slices: {name: train, alternatives: [{accelerator: v6e, topology: 4x4}]}
+  - create_placement_group:
+      name: side
+      strategy: PACK
+      bundles: [{resources: {CPU: 2}, label_selector: "tessera.io/tpu-slice-name=v6e-0"}]
+  - submit_task: {name: probe, resources: {CPU: 1}, node_affinity: {node: v6e-0-w0}}
+  - fail_node: v6e-0-w0
+  - fail_node: v6e-1-w0
+)");
+  const std::string cluster = kExamples + "clusters/mixed.yaml";
+  const CommandResult r = Schedule(cluster, requests);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[4] fail_node v6e-0-w0: dead; released (work lost) probe; "
+                               "touched placement group side, slice group train; resubmitted "
+                               "probe (retry 1 of 3)\n"
+                               "    placement group side: re-placed bundle 0 on v6e-0-w1\n"
+                               "    resubmitted probe: INFEASIBLE: affinity node v6e-0-w0 is "
+                               "dead\n"));
+  EXPECT_THAT(r.out, HasSubstr("[5] fail_node v6e-1-w0: dead; nothing was running\n"));
+  const CommandResult j = Schedule(cluster, requests, /*json=*/true);
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const nlohmann::json doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["events"][3]["lost"], nlohmann::json({"probe"}));
+  EXPECT_EQ(doc["events"][3]["touched"],
+            nlohmann::json({"placement group side", "slice group train"}));
+  EXPECT_EQ(doc["events"][4]["touched"], nlohmann::json::array());
+  std::filesystem::remove(requests);
+}
+
+TEST(ScheduleCliTest, LostWorkIsResubmittedWithinItsRetryBudget) {
+  const std::string requests = WriteTemp("tessera_retries.yaml", R"(events:
+  - submit_task: {name: default, resources: {CPU: 8}, node_affinity: {node: cpu-0, soft: true}}
+  - submit_task: {name: once, resources: {CPU: 8}, max_retries: 1,
+                  node_affinity: {node: cpu-0, soft: true}}
+  - submit_task: {name: never, resources: {CPU: 8}, max_retries: 0,
+                  node_affinity: {node: cpu-0, soft: true}}
+  - submit_actor: {name: actor, resources: {CPU: 8}, node_affinity: {node: cpu-0, soft: true}}
+  - submit_actor: {name: restarts, resources: {CPU: 8}, max_restarts: -1,
+                   node_affinity: {node: cpu-0, soft: true}}
+  - fail_node: cpu-0
+)");
+  const std::string cluster = WriteTemp("tessera_retries_cluster.yaml", R"(node_groups:
+  - name: cpu
+    count: 3
+    hardware: {host: {sockets: 1, cores_per_socket: 20, threads_per_core: 2, memory: 64GiB}}
+)");
+  const CommandResult r = Schedule(cluster, requests);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[6] fail_node cpu-0: dead; released (work lost) actor, default, "
+                               "never, once, restarts; resubmitted default (retry 1 of 3), once "
+                               "(retry 1 of 1), restarts (retry 1)\n"));
+  EXPECT_THAT(r.out, HasSubstr("    resubmitted default: placed on cpu-"));
+  const CommandResult j = Schedule(cluster, requests, /*json=*/true);
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const nlohmann::json doc = nlohmann::json::parse(j.out);
+  const nlohmann::json& failure = doc["events"][5];
+  ASSERT_EQ(failure["resubmitted"].size(), 3u);
+  EXPECT_EQ(failure["resubmitted"][1], nlohmann::json({{"name", "once"}, {"retry", 1},
+                                                       {"max_retries", 1}}));
+  EXPECT_EQ(failure["resubmitted"][2]["max_retries"], -1);
+  // Actors name their budget max_restarts, tasks max_retries; anything else is refused.
+  ExpectOneLineError(Schedule(cluster, WriteTemp("tessera_retries_bad.yaml",
+                                                 "events:\n  - submit_actor: {name: a, "
+                                                 "max_retries: 2}\n")),
+                     "max_retries");
+  ExpectOneLineError(Schedule(cluster, WriteTemp("tessera_retries_range.yaml",
+                                                 "events:\n  - submit_task: {name: a, "
+                                                 "max_retries: -2}\n")),
+                     "max_retries");
+  std::filesystem::remove(requests);
+  std::filesystem::remove(cluster);
+}
+
+TEST(ScheduleCliTest, GroupsConfinedToOneLabelValueAndPinnedSlices) {
+  const std::string requests = WriteTemp("tessera_confined.yaml", R"(events:
+  - create_placement_group:
+      name: one-zone
+      strategy: SPREAD
+      same_label: tessera.io/availability-zone
+      bundles: [{resources: {GPU: 8}}, {resources: {TPU: 4}}]
+  - create_placement_group:
+      name: nowhere
+      same_label: rack
+      bundles: [{resources: {CPU: 1}}]
+  - reserve_slices:
+      name: second
+      alternatives: [{accelerator: v6e, topology: 4x4, slice: v6e-1}]
+  - reserve_slices:
+      name: half
+      alternatives: [{accelerator: v6e, topology: 2x4, sub_slice: true}]
+  - reserve_slices:
+      name: zoned
+      alternatives:
+        - accelerator: v6e
+          topology: 4x4
+          label_selector: "tessera.io/availability-zone=us-east5-a"
+)");
+  const std::string cluster = kExamples + "clusters/mixed.yaml";
+  const CommandResult r = Schedule(cluster, requests);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // H100 boxes are in us-east5-a, the v6e hosts in us-east5-b: no zone has both.
+  EXPECT_THAT(r.out, HasSubstr("[1] create_placement_group one-zone: INFEASIBLE: no value of "
+                               "tessera.io/availability-zone has nodes that could ever hold "
+                               "GPU=8,TPU=4 together"));
+  EXPECT_THAT(r.out, HasSubstr("[2] create_placement_group nowhere: INFEASIBLE: no alive node "
+                               "has label rack\n"));
+  EXPECT_THAT(r.out, HasSubstr("[3] reserve_slices second: placed v6e-1: v6e-1-w0"));
+  // v6e-1 is held whole: the 2x4 block comes out of v6e-0, its workers 0 and 2.
+  EXPECT_THAT(r.out, HasSubstr("[4] reserve_slices half: placed v6e-0/0: v6e-0-w0 (TPU 0,1,2,3), "
+                               "v6e-0-w2 (TPU 0,1,2,3)\n"));
+  EXPECT_THAT(r.out, HasSubstr("[5] reserve_slices zoned: INFEASIBLE: no v6e 4x4 slice with "
+                               "every host matching tessera.io/availability-zone=us-east5-a "
+                               "exists"));
+  std::filesystem::remove(requests);
+}
+
 TEST(ScheduleCliTest, SliceExample) {
   const std::string cluster = kExamples + "clusters/mixed.yaml";
   const std::string requests = kExamples + "requests/slices.yaml";
@@ -188,18 +313,20 @@ TEST(ScheduleCliTest, SliceExample) {
                                "v6e-0-w1 (TPU 0,1,2,3)"));
   EXPECT_THAT(r.out, HasSubstr("v6e-1-w3 (TPU 0,1,2,3) (alternative 2)\n"));
   EXPECT_THAT(r.out, HasSubstr("[2] reserve_slices infer: PENDING: 2 v6e 4x4 slices exist; all "
-                               "are busy (held by train)\n"));
+                               "are busy (held by slice group train)\n"));
   EXPECT_THAT(r.out, HasSubstr("[4] reserve_slices huge: INFEASIBLE: no v6e 8x16 slice exists "
                                "(slices: 2 v5e 2x4, 2 v6e 4x4)\n"));
   EXPECT_THAT(r.out, HasSubstr("    waiting slice reservation infer: placed v6e-0: v6e-0-w0"));
   EXPECT_THAT(r.out, HasSubstr("[7] reserve_slices multi: INFEASIBLE: 2 v6e 4x4 slices exist; 1 is "
-                               "busy (held by infer); 1 is not intact (v6e-1: worker 2 is dead)"));
+                               "busy (held by slice group infer); 1 is not intact (v6e-1: "
+                               "worker 2 is dead)"));
   EXPECT_THAT(r.out, HasSubstr("[9] release_slices huge: withdrawn before it was placed\n"));
   EXPECT_THAT(r.out, HasSubstr("  TPU 16/44 (36.4%)\n"));
   EXPECT_THAT(r.out, HasSubstr("[11] reserve_slices nvl: placed nvl-a: gb-0 (GPU 0,1,2,3), gb-1 "
                                "(GPU 0,1,2,3)\n"));
   EXPECT_THAT(r.out, HasSubstr("[12] reserve_slices nvl-more: PENDING: 1 NVLink domain could "
-                               "hold 2 hosts of GPU=4; none has 2 free now (held by nvl)\n"));
+                               "hold 2 hosts of GPU=4; none has 2 free now (held by slice group "
+                               "nvl)\n"));
   const CommandResult j = Schedule(cluster, requests, /*json=*/true);
   ASSERT_EQ(j.exit_code, 0) << j.err;
   const nlohmann::json doc = nlohmann::json::parse(j.out);

@@ -233,6 +233,14 @@ TEST(ClusterIntegrationTest, PlacementGroupsOfEveryStrategy) {
   EXPECT_EQ(wide->state(), v1::PLACEMENT_GROUP_STATE_INFEASIBLE);
   EXPECT_FALSE(wide->explanation().empty());
   for (const std::string& n : BundleNodes(*wide)) EXPECT_EQ(n, "");
+  // A group confined to one value of a label no node carries can never be placed.
+  const CliResult confined = c.Cli({"pg", "create", "one-rack", "--bundles", "CPU=1",
+                                    "--same-label", "rack", "--json"});
+  ASSERT_EQ(confined.exit_code, 0) << Describe(confined);
+  auto rack = FindGroup(c, "one-rack");
+  ASSERT_OK(rack.status());
+  EXPECT_EQ(rack->state(), v1::PLACEMENT_GROUP_STATE_INFEASIBLE);
+  EXPECT_EQ(rack->explanation(), "no alive node has label rack");
 
   // A command placed in bundle 1 of the strict-spread group runs on that bundle's node.
   auto spread = FindGroup(c, "strict-spread");
@@ -243,7 +251,8 @@ TEST(ClusterIntegrationTest, PlacementGroupsOfEveryStrategy) {
   EXPECT_EQ(in_bundle.out, spread->bundles(1).node_id() + "\n");
 
   // Removing every group returns every node to idle.
-  for (const char* name : {"pack", "spread", "strict-pack", "strict-spread", "too-wide"}) {
+  for (const char* name :
+       {"pack", "spread", "strict-pack", "strict-spread", "too-wide", "one-rack"}) {
     const CliResult r = c.Cli({"pg", "remove", name});
     EXPECT_EQ(r.exit_code, 0) << Describe(r);
   }
@@ -344,6 +353,17 @@ TEST(ClusterIntegrationTest, SlicesAreReservedWholeAndNeverShareAHost) {
     }
     return absl::UnavailableError("c not reserved yet");
   }));
+  // Pinned to the slice b holds, a reservation waits and names its holder.
+  const std::string held = b["domains"][0].get<std::string>();
+  const CliResult pinned = c.Cli({"slice", "reserve", "d", "--accelerator", "TPU-V6E",
+                                  "--topology", "2x4", "--domain", held, "--json"});
+  ASSERT_EQ(pinned.exit_code, 0) << Describe(pinned);
+  const Json d = ParseJson(pinned);
+  EXPECT_EQ(d["state"], "PENDING") << pinned.out;
+  EXPECT_THAT(d["explanation"].get<std::string>(),
+              ::testing::HasSubstr(absl::StrCat("1 v6e 2x4 slice named ", held,
+                                                " exists; all are busy (held by slice group b)")))
+      << pinned.out;
 }
 
 TEST(ClusterIntegrationTest, HostsOfOneNvLinkDomainAreReservedTogether) {

@@ -76,6 +76,14 @@ def test_a_group_that_can_never_fit_fails_its_ready_ref(cluster):
     assert not group.wait(0)
 
 
+def test_a_group_confined_to_a_label_no_node_has_fails_with_the_reason(cluster):
+    group = placement_group([{"CPU": 1}], same_label="rack")
+    with pytest.raises(exceptions.TesseraError, match="no alive node has label rack"):
+        tessera.get(group.ready(), timeout=60)
+    with pytest.raises(ValueError, match="same_label must be a label key"):
+        placement_group([{"CPU": 1}], same_label="")
+
+
 def test_placement_group_arguments_are_checked(cluster):
     with pytest.raises(ValueError, match="cannot be empty"):
         placement_group([])

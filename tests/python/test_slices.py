@@ -59,3 +59,32 @@ def test_a_bad_topology_is_a_value_error(slice_cluster):
         slice_placement_group("4x", "v6e")
     with pytest.raises(ValueError, match="Invalid accelerator version"):
         slice_placement_group("4x4", "v99")
+
+
+def test_a_selector_keeps_to_slices_whose_hosts_match_and_sub_slices_take_blocks(slice_cluster):
+    with pytest.raises(RuntimeError, match="no v6e 4x4 slice with every host matching "
+                                           "tessera.io/availability-zone=nowhere exists"):
+        slice_placement_group("4x4", "v6e", timeout_s=1,
+                              bundle_label_selector={"tessera.io/availability-zone": "nowhere"})
+    # Naming the slice by its label reserves it; a block of it can then not be had.
+    named = slice_placement_group("4x4", "v6e", timeout_s=30,
+                                  bundle_label_selector={"tessera.io/tpu-slice-name": "v6e-0"})
+    try:
+        assert named.slices == ["v6e-0"]
+        with pytest.raises(RuntimeError, match="2 v6e 2x4 blocks in 1 slice; all are busy "
+                                               r"\(held by slice group "):
+            slice_placement_group("2x4", "v6e", sub_slice=True, timeout_s=1)
+    finally:
+        named.shutdown()
+    # Two 2x4 blocks of the 4x4: workers 0, 2 and 1, 3, each numbered 0 and 1 in its block.
+    halves = [slice_placement_group("2x4", "v6e", sub_slice=True, timeout_s=30) for _ in range(2)]
+    try:
+        assert [h.slices for h in halves] == [["v6e-0/0"], ["v6e-0/1"]]
+        assert [[host["node_id"] for host in h.hosts] for h in halves] == [
+            ["v6e-0-w0", "v6e-0-w2"], ["v6e-0-w1", "v6e-0-w3"]]
+        assert [[host["tpu_worker"] for host in h.hosts] for h in halves] == [[0, 1], [0, 1]]
+    finally:
+        for h in halves:
+            h.shutdown()
+    with pytest.raises(ValueError, match="one selector for every host"):
+        slice_placement_group("4x4", "v6e", bundle_label_selector=[{"a": "1"}, {"a": "2"}])

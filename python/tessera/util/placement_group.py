@@ -127,8 +127,13 @@ def placement_group(bundles: List[Dict[str, float]], strategy: str = "PACK", nam
                     lifetime: Optional[str] = None, _soft_target_node_id: Optional[str] = None,
                     bundle_label_selector: Optional[List[Dict[str, str]]] = None,
                     fallback_strategy: Optional[List[Dict[str, Any]]] = None,
-                    _timeout_s: float = _DEFAULT_TIMEOUT_S) -> PlacementGroup:
-    """Reserves `bundles` (all or none) under `strategy`; returns at once (see ready())."""
+                    _timeout_s: float = _DEFAULT_TIMEOUT_S,
+                    same_label: Optional[str] = None) -> PlacementGroup:
+    """Reserves `bundles` (all or none) under `strategy`; returns at once (see ready()).
+    `same_label` (a Tessera extension): every bundle on nodes that share one value of this
+    label key, e.g. "tessera.io/fabric-domain" for one NVLink domain."""
+    if same_label is not None and (not isinstance(same_label, str) or not same_label):
+        raise ValueError(f"same_label must be a label key, got {same_label!r}")
     _check_bundles(bundles)
     if strategy not in VALID_STRATEGIES:
         raise ValueError(f"Invalid placement group strategy {strategy}. Supported strategies "
@@ -160,6 +165,7 @@ def placement_group(bundles: List[Dict[str, float]], strategy: str = "PACK", nam
         "bundles": [option_checks.format_resources(b) for b in bundles],
         "bundle_selectors": bundle_label_selector or [],
         "fallbacks": fallbacks,
+        "same_label": same_label or "",
         "timeout_s": float(_timeout_s),
         "detached": lifetime == "detached",
     }

@@ -85,9 +85,13 @@ def slice_placement_group(topology: str, accelerator_version: str,
                           resources_per_bundle: Optional[Dict[str, float]] = None,
                           num_slices: int = 1, chips_per_vm: Optional[int] = None,
                           name: str = "", lifetime: Optional[str] = None,
-                          timeout_s: float = 100.0, **kwargs: Any) -> SlicePlacementGroup:
+                          timeout_s: float = 100.0, sub_slice: bool = False,
+                          **kwargs: Any) -> SlicePlacementGroup:
     """Reserves `num_slices` whole slices of `accelerator_version` (e.g. "v6e" or "TPU-V6E")
-    with `topology` (e.g. "4x4"): every host of each, or nothing."""
+    with `topology` (e.g. "4x4"): every host of each, or nothing. `bundle_label_selector` (one
+    dict, or a list of equal dicts) keeps to slices whose every host matches it; with
+    {"tessera.io/tpu-slice-name": name} it names the slice. `sub_slice` (a Tessera extension)
+    takes ICI-contiguous blocks of `topology` inside larger slices instead of whole slices."""
     unknown = sorted(set(kwargs) - {"strategy", "bundle_label_selector",
                                     "head_reservation_timeout_s"})
     if unknown:
@@ -106,6 +110,16 @@ def slice_placement_group(topology: str, accelerator_version: str,
         raise ValueError("chips_per_vm is not supported: the cluster knows each host's chips")
     if lifetime not in (None, "detached"):
         raise ValueError(f"lifetime must be None or 'detached', got {lifetime!r}")
+    if not isinstance(sub_slice, bool):
+        raise ValueError(f"sub_slice must be a bool, got {sub_slice!r}")
+    selector = kwargs.get("bundle_label_selector")
+    if isinstance(selector, list):
+        if any(s != selector[0] for s in selector):
+            raise ValueError("bundle_label_selector: a slice takes one selector for every host, "
+                             f"got {selector!r}")
+        selector = selector[0] if selector else None
+    if selector is not None and not isinstance(selector, dict):
+        raise ValueError(f"bundle_label_selector must be a dict, got {selector!r}")
     # Ray's default bundle: one CPU beside the host's chips (so a default actor fits in it).
     per_host = dict(resources_per_bundle if resources_per_bundle is not None else {"CPU": 1})
     per_host.pop("TPU", None)  # a host's bundle holds all its chips
@@ -122,6 +136,8 @@ def slice_placement_group(topology: str, accelerator_version: str,
             "per_host": option_checks.format_resources(per_host),
             "timeout_s": float(timeout_s),
             "detached": lifetime == "detached",
+            "label_selector": [selector] if selector else [],
+            "sub_slice": sub_slice,
         })
     except _core.CoreError as e:
         kind, message = e.args[0], e.args[1]
