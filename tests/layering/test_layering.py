@@ -1,0 +1,90 @@
+"""Includes follow the library order that docs/architecture.md documents: a library under src/
+includes only itself and the libraries listed below it. The order is read from the document's
+diagram, so the document and the check cannot drift apart.
+
+The upward includes that exist today are listed in KNOWN_UPWARD with the reason; the check fails
+on any other one, and on a listed one that is gone (so the list only shrinks)."""
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
+
+# (library, included library, file) -> why it is still there.
+KNOWN_UPWARD = {
+    ("api", "cli", f): "the cluster access library (state folder, token, ClusterClient) lives "
+                       "in src/cli; it moves to a client library below api, train and head"
+    for f in ("src/api/driver_runtime.cc", "src/api/gang.cc", "src/api/object_node_store.cc",
+              "src/api/reservations.cc", "src/api/reservations.h", "src/api/worker_leases.cc")
+}
+KNOWN_UPWARD.update({
+    ("train", "cli", f): "the cluster access library in src/cli (as for api)"
+    for f in ("src/train/cluster_gang_backend.cc", "src/train/cluster_gang_backend.h")
+})
+KNOWN_UPWARD.update({
+    ("head", "cli", f): "head_server reads the state folder through the cluster access library"
+    for f in ("src/head/head_server.cc", "src/head/head_server_test.cc")
+})
+KNOWN_UPWARD.update({
+    ("head", "train", f): "the head's process serves train's Jobs service"
+    for f in ("src/head/head_http.h", "src/head/head_server.cc", "src/head/head_server.h")
+})
+KNOWN_UPWARD.update({
+    ("worker", "api", "src/worker/worker_runtime.cc"):
+        "object location code in api; it moves to objects",
+    ("node", "head", "src/node/agent_head_test.cc"): "a node agent test against a real head",
+})
+
+
+def documented_order():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    diagram = text.split("```", 2)[1]
+    libraries = (ROOT / "src")
+    order = []
+    for line in diagram.splitlines():
+        word = line.split(" ", 1)[0]
+        if word and (libraries / word).is_dir() and word not in order:
+            order.append(word)
+    return order
+
+
+def upward_includes(order):
+    rank = {name: i for i, name in enumerate(order)}
+    found = {}
+    for path in sorted((ROOT / "src").rglob("*")):
+        if path.suffix not in (".cc", ".h"):
+            continue
+        library = path.relative_to(ROOT / "src").parts[0]
+        if library not in rank:
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            match = INCLUDE.match(line)
+            if not match:
+                continue
+            target = match.group(1)
+            if target in rank and rank[target] < rank[library]:
+                key = (library, target, str(path.relative_to(ROOT)))
+                found.setdefault(key, f"{key[2]}:{number}: {library} includes {target}/")
+    return found
+
+
+def test_the_document_lists_every_library():
+    order = documented_order()
+    libraries = sorted(p.name for p in (ROOT / "src").iterdir()
+                       if p.is_dir() and (p / "CMakeLists.txt").exists())
+    missing = [name for name in libraries if name not in order]
+    assert not missing, f"docs/architecture.md does not place {missing} in the library order"
+    assert order[-1] == "base", order
+
+
+def test_no_include_points_up_the_documented_order():
+    found = upward_includes(documented_order())
+    new = [where for key, where in sorted(found.items()) if key not in KNOWN_UPWARD]
+    assert not new, ("includes that point up the order of docs/architecture.md:\n  "
+                     + "\n  ".join(new))
+
+
+def test_the_known_exceptions_are_still_needed():
+    found = upward_includes(documented_order())
+    gone = sorted(f"{k[2]} ({k[0]} -> {k[1]})" for k in KNOWN_UPWARD if k not in found)
+    assert not gone, "no longer upward; drop them from KNOWN_UPWARD: " + ", ".join(gone)
