@@ -638,7 +638,7 @@ class Simulation {
           "; bundle ", target.bundle, " does not exist");
       return result;
     }
-    result = ledger_.Allocate(target, request.resources);
+    result = ledger_.Allocate(target, request.resources, request.holder);
     if (result.status == ScheduleStatus::kPlaced) return result;
     // A bundle waiting to be re-placed is pending, not missing, when its shape could hold it.
     for (size_t b = 0; b < shapes.size(); ++b) {

@@ -149,6 +149,7 @@ absl::StatusOr<LocalDecision> AgentState::TryBundleLease(const LeaseAsk& ask) {
   const int bundle = result.placement->bundle >= 0 ? result.placement->bundle : target.bundle;
   LeaseRecord lease = RecordLease(ask, std::move(allocation), BundleKey{target.group, bundle});
   bundle_leases_.emplace(lease.id, ledger_id);
+  (void)ledger_->SetHolder(ledger_id, Holder{HolderKind::kLease, lease.id.value()});
   decision.lease = std::move(lease);
   return decision;
 }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "base/string_util.h"
 #include "scheduling/device_set_choice.h"
+#include "scheduling/explanation.h"
 
 namespace tessera {
 namespace {
@@ -55,7 +56,7 @@ std::vector<Allocation> BundleLedger::RemoveBundles(std::string_view group,
   std::vector<Allocation> out;
   for (int64_t id : lost) {
     auto s = served_.find(id);
-    out.push_back(std::move(s->second.second));
+    out.push_back(std::move(s->second.allocation));
     served_.erase(s);
   }
   return out;
@@ -142,11 +143,22 @@ std::string BundleLedger::Shortfall(const Bundle& b, const ResourceSet& demand) 
       }
     }
   }
-  return absl::StrCat(absl::StrJoin(parts, ", "), " (serving ", b.served.size(),
-                      b.served.size() == 1 ? " request)" : " requests)");
+  std::vector<Holder> holders;
+  for (int64_t id : b.served) holders.push_back(served_.at(id).holder);
+  return absl::StrCat(absl::StrJoin(parts, ", "), " (held by ", DescribeHolders(holders), ")");
 }
 
-ScheduleResult BundleLedger::Allocate(const BundleTarget& target, const ResourceSet& demand) {
+absl::Status BundleLedger::SetHolder(AllocationId id, Holder holder) {
+  auto s = served_.find(id.value());
+  if (s == served_.end()) {
+    return absl::NotFoundError(absl::StrCat("bundle allocation ", id.value(), " is not held"));
+  }
+  s->second.holder = std::move(holder);
+  return absl::OkStatus();
+}
+
+ScheduleResult BundleLedger::Allocate(const BundleTarget& target, const ResourceSet& demand,
+                                      Holder holder) {
   ScheduleResult result;
   std::vector<std::map<Key, Bundle, std::less<>>::iterator> candidates;
   if (target.bundle >= 0) {
@@ -207,7 +219,7 @@ ScheduleResult BundleLedger::Allocate(const BundleTarget& target, const Resource
     a.resources = demand;
     a.devices = std::move(*devices);
     b.served.push_back(a.id.value());
-    served_.emplace(a.id.value(), std::make_pair(it->first, a));
+    served_.emplace(a.id.value(), Served{it->first, a, std::move(holder)});
     result.status = ScheduleStatus::kPlaced;
     result.placement = Placement{a.node, std::move(a), 0, it->first.second};
     return result;
@@ -231,7 +243,8 @@ absl::StatusOr<Allocation> BundleLedger::Release(AllocationId id) {
                                             " is not held (released already, or its bundle is "
                                             "gone)"));
   }
-  auto [key, allocation] = std::move(s->second);
+  const Key key = s->second.bundle;
+  Allocation allocation = std::move(s->second.allocation);
   served_.erase(s);
   Bundle& b = bundles_.at(key);
   std::erase(b.served, id.value());

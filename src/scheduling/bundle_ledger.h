@@ -44,8 +44,12 @@ class BundleLedger {
   // Serves `demand` from the target. kPlaced: Placement{node, allocation, 0, bundle}. kPending:
   // the target could hold it but has not enough left now, or the bundle is not reserved now
   // (never placed yet, or lost with its node). kInfeasible: no bundle of the target could ever
-  // hold it. The explanation is one line.
-  ScheduleResult Allocate(const BundleTarget& target, const ResourceSet& demand);
+  // hold it. The explanation is one line, naming who holds what is left short. `holder` names
+  // the request in other requests' explanations (SetHolder may name it later).
+  ScheduleResult Allocate(const BundleTarget& target, const ResourceSet& demand,
+                          Holder holder = {});
+  // Names who holds a served allocation; NotFound when it is not held.
+  absl::Status SetHolder(AllocationId id, Holder holder);
 
   // Returns exactly what the allocation took to its bundle. NotFound when not held (released
   // twice, or its bundle was removed).
@@ -80,7 +84,12 @@ class BundleLedger {
 
   const ClusterView* cluster_;
   std::map<Key, Bundle, std::less<>> bundles_;
-  std::map<int64_t, std::pair<Key, Allocation>> served_;  // allocation id -> (bundle, what)
+  struct Served {
+    Key bundle;
+    Allocation allocation;
+    Holder holder;
+  };
+  std::map<int64_t, Served> served_;  // allocation id -> what it took, from which bundle
   int64_t next_id_ = 1;
 };
 

@@ -52,18 +52,23 @@ TEST_F(BundleLedgerTest, ServesATargetedBundleWithItsBestConnectedDevices) {
   // The bundle holds two devices of each island; a 2-device request takes one island's pair.
   ASSERT_TRUE(ledger_.AddBundle("pg", 0, Reserve("CPU=4,GPU=4", {0, 1, 4, 5})).ok());
   const ResourceSet view_before = view_.node(node_).available;
-  ScheduleResult first = ledger_.Allocate({"pg", 0}, Res("CPU=1,GPU=2"));
+  ScheduleResult first =
+      ledger_.Allocate({"pg", 0}, Res("CPU=1,GPU=2"), {HolderKind::kTask, "rank0"});
   EXPECT_THAT(Gpus(first), ElementsAre(0, 1));
   EXPECT_EQ(first.placement->bundle, 0);
   EXPECT_EQ(first.placement->node.value(), "n0");
   ScheduleResult second = ledger_.Allocate({"pg", 0}, Res("CPU=1,GPU=2"));
+  // Named later, as a node agent names a lease once it has its id.
+  ASSERT_TRUE(ledger_.SetHolder(second.placement->allocation.id, {HolderKind::kLease, "l-1"}).ok());
+  EXPECT_EQ(ledger_.SetHolder(AllocationId(999), {HolderKind::kLease, "x"}).code(),
+            absl::StatusCode::kNotFound);
   EXPECT_THAT(Gpus(second), ElementsAre(4, 5));
-  // Nothing left: pending, with what is left and how many requests the bundle serves.
+  // Nothing left: pending, with what is left and who holds the rest.
   ScheduleResult third = ledger_.Allocate({"pg", 0}, Res("GPU=1"));
   EXPECT_EQ(third.status, ScheduleStatus::kPending);
   EXPECT_EQ(third.explanation,
-            "not enough left now for GPU=1: bundle 0 of pg has GPU 0 of 4 left (serving 2 "
-            "requests)");
+            "not enough left now for GPU=1: bundle 0 of pg has GPU 0 of 4 left (held by task "
+            "rank0, lease l-1)");
   // The cluster view is never touched: the reservation already counts as used.
   EXPECT_EQ(view_.node(node_).available, view_before);
   EXPECT_EQ(*ledger_.RemainingOf("pg", 0), Res("CPU=2,GPU=0"));
@@ -83,8 +88,8 @@ TEST_F(BundleLedgerTest, AnyBundleTakesTheFirstThatHoldsTheWholeDemandAndNeverSp
   ScheduleResult spans = ledger_.Allocate({"pg", -1}, Res("GPU=2"));
   EXPECT_EQ(spans.status, ScheduleStatus::kPending);
   EXPECT_EQ(spans.explanation,
-            "not enough left now for GPU=2: bundle 0 of pg has GPU 1 of 2 left (serving 1 "
-            "request); bundle 1 of pg has GPU 0 of 2 left (serving 1 request)");
+            "not enough left now for GPU=2: bundle 0 of pg has GPU 1 of 2 left (held by other "
+            "work); bundle 1 of pg has GPU 0 of 2 left (held by other work)");
   ScheduleResult fits = ledger_.Allocate({"pg", -1}, Res("GPU=1"));
   EXPECT_THAT(Gpus(fits), ElementsAre(1));
 }
@@ -99,8 +104,8 @@ TEST_F(BundleLedgerTest, FractionsBestFitInsideTheBundleAndWholeDevicesNeedUntou
   ScheduleResult whole = ledger_.Allocate({"pg", 0}, Res("GPU=1"));
   EXPECT_EQ(whole.status, ScheduleStatus::kPending);
   EXPECT_EQ(whole.explanation,
-            "not enough left now for GPU=1: bundle 0 of pg has GPU 0.25 of 2 left (serving 3 "
-            "requests)");
+            "not enough left now for GPU=1: bundle 0 of pg has GPU 0.25 of 2 left (held by other "
+            "work)");
   EXPECT_THAT(Gpus(ledger_.Allocate({"pg", 0}, Res("GPU=0.25"))), ElementsAre(2));
 }
 
@@ -116,8 +121,8 @@ TEST_F(BundleLedgerTest, EnoughInTotalIsNotEnoughWithoutAnUntouchedDevice) {
   ScheduleResult none = ledger_.Allocate({"pg", 0}, Res("GPU=0.5"));
   EXPECT_EQ(none.status, ScheduleStatus::kPending);
   EXPECT_EQ(none.explanation,
-            "not enough left now for GPU=0.5: bundle 0 of pg has GPU 0.25 of 2 left (serving 4 "
-            "requests)");
+            "not enough left now for GPU=0.5: bundle 0 of pg has GPU 0.25 of 2 left (held by other "
+            "work)");
 }
 
 TEST_F(BundleLedgerTest, WholeDeviceShortfallIsNamedWhenTheAmountWouldFit) {
@@ -129,8 +134,8 @@ TEST_F(BundleLedgerTest, WholeDeviceShortfallIsNamedWhenTheAmountWouldFit) {
   ScheduleResult whole = ledger_.Allocate({"pg", 0}, Res("GPU=1"));
   EXPECT_EQ(whole.status, ScheduleStatus::kPending);
   EXPECT_EQ(whole.explanation,
-            "not enough left now for GPU=1: bundle 0 of pg has 0 whole GPU left (serving 3 "
-            "requests)");
+            "not enough left now for GPU=1: bundle 0 of pg has 0 whole GPU left (held by other "
+            "work)");
 }
 
 TEST_F(BundleLedgerTest, AFractionalReservationCanNeverHoldAWholeDevice) {

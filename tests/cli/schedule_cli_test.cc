@@ -141,8 +141,8 @@ TEST(ScheduleCliTest, RequestsInPlacementGroupBundles) {
   EXPECT_THAT(r.out, HasSubstr("[3] submit_task loader: placed in bundle 1 on gpu-1, GPU 0\n"));
   // Two devices are left in the group, one per bundle: a request never spans bundles.
   EXPECT_THAT(r.out, HasSubstr("[4] submit_task pair: PENDING: not enough left now for GPU=2: "
-                               "bundle 0 of train has GPU 0 of 2 left (serving 1 request); bundle "
-                               "1 of train has GPU 1 of 2 left (serving 1 request)\n"));
+                               "bundle 0 of train has GPU 0 of 2 left (held by actor rank0); "
+                               "bundle 1 of train has GPU 1 of 2 left (held by task loader)\n"));
   EXPECT_THAT(r.out, HasSubstr("[5] submit_task shard: placed in bundle 1 on gpu-1, GPU 1 (0.5)\n"));
   EXPECT_THAT(r.out, HasSubstr("[6] submit_task too-big: INFEASIBLE: no bundle of train can ever "
                                "hold GPU=4 (a request never spans bundles)\n"));
