@@ -104,6 +104,9 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(ClusterOptions o
   }
   for (const NodeSpec& node : cluster->options_.nodes) {
     TESSERA_RETURN_IF_ERROR(cluster->StartNode(node));
+    if (cluster->options_.register_in_order) {
+      TESSERA_RETURN_IF_ERROR(cluster->WaitNodes({node.id}, v1::NODE_STATE_ALIVE));
+    }
   }
   std::vector<std::string> ids;
   for (const NodeSpec& node : cluster->options_.nodes) ids.push_back(node.id);

@@ -65,6 +65,9 @@ struct ClusterOptions {
   bool tap_agent_reports = false;
   // How long starting, and waiting for the cluster to settle, may take on a loaded machine.
   absl::Duration ready_timeout = absl::Seconds(60);
+  // Start each agent only once the one before is registered, so the head indexes the nodes in
+  // the order given (as `tessera schedule` does those of a cluster file).
+  bool register_in_order = false;
 };
 
 // Hardware descriptions used across tests.
