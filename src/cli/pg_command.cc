@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
@@ -23,6 +22,7 @@
 #include "cli/cluster_views.h"
 #include "cli/commands.h"
 #include "cli/reservation_calls.h"
+#include "labels/label.h"
 #include "rpc/proto_convert.h"
 #include "rpc/state_names.h"
 #include "scheduling/placement_group_spec.h"
@@ -69,12 +69,13 @@ absl::StatusOr<tessera::v1::CreatePlacementGroupRequest> BuildCreateRequest(
                           fallback_selectors));
     spec.fallbacks.push_back(std::move(option));
   }
-  spec.same_label = args.same_label;
-  if (absl::Status valid = ValidatePlacementGroupSpec(spec); !valid.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(absl::StartsWith(valid.message(), "same_label") ? "--" : "",
-                     valid.message()));
+  if (!args.same_label.empty()) {
+    if (absl::Status key = ValidateLabelKey(args.same_label); !key.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--same-label: ", key.message()));
+    }
   }
+  spec.same_label = args.same_label;
+  TESSERA_RETURN_IF_ERROR(ValidatePlacementGroupSpec(spec));
 
   tessera::v1::CreatePlacementGroupRequest request;
   rpc::PlacementGroupSpecToProto(spec, &request);

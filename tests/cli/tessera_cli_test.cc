@@ -146,6 +146,17 @@ TEST(TesseraCliTest, MalformedFlagsAreOneLineErrorsNamingTheFlag) {
   ExpectOneLineError(RunCommand({TesseraBinary(), "run", "--state-dir", "/nonexistent/tessera",
                                  "--wait", "soon", "--", "true"}),
                      1, "--wait");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "pg", "create", "g", "--bundles", "CPU=1",
+                                 "--same-label", "a b", "--state-dir", "/nonexistent/tessera"}),
+                     1, "--same-label: label key \"a b\"");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "slice", "reserve", "s", "--accelerator",
+                                 "TPU-V6E", "--topology", "4x4", "--selector", "zone=in(a",
+                                 "--state-dir", "/nonexistent/tessera"}),
+                     1, "--selector: label selector \"zone=in(a\"");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "slice", "reserve", "s", "--nvlink-hosts", "2",
+                                 "--per-host", "GPU=4", "--sub-slice", "--state-dir",
+                                 "/nonexistent/tessera"}),
+                     1, "--sub-slice takes blocks of TPU slices, not NVLink hosts");
 }
 
 TEST(TesseraCliTest, LabelSelectorsWithFallbacksSayWhichOptionMatchesAndWhy) {
