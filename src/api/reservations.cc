@@ -3,7 +3,6 @@
 // not come through is withdrawn before the error returns.
 #include "api/reservations.h"
 
-#include <optional>
 #include <string>
 #include <utility>
 
@@ -13,7 +12,6 @@
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "cli/reservation_calls.h"
-#include "labels/label_selector.h"
 #include "resources/resource_set.h"
 #include "rpc/proto_convert.h"
 #include "rpc/state_names.h"
@@ -124,19 +122,10 @@ absl::StatusOr<v1::ReserveSlicesRequest> SliceRequest(const SliceOptions& option
       rpc::ResourcesToProto(*per_host, alt.mutable_per_host());
     }
   }
-  std::optional<LabelSelector> selector;
-  if (!options.label_selector.empty()) {
-    auto parsed = ParseLabelSelector(options.label_selector);
-    if (!parsed.ok()) {
-      return prefix(absl::InvalidArgumentError(
-          absl::StrCat("label_selector: ", parsed.status().message())));
-    }
-    selector = *std::move(parsed);
-  }
-  for (v1::SliceAlternative& alt : *request.mutable_alternatives()) {
-    alt.set_domain(options.slice);
-    alt.set_sub_slice(options.sub_slice);
-    if (selector.has_value()) rpc::LabelSelectorToProto(*selector, alt.mutable_label_selector());
+  if (absl::Status restricted = cli::RestrictSliceAlternatives(
+          request, "label_selector", options.slice, options.label_selector, options.sub_slice);
+      !restricted.ok()) {
+    return prefix(restricted);
   }
   return request;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -10,8 +11,30 @@
 #include "hardware/tpu/tpu_accelerator_type.h"
 #include "hardware/tpu/tpu_generation.h"
 #include "hardware/tpu/tpu_topology.h"
+#include "labels/label_selector.h"
+#include "rpc/proto_convert.h"
 
 namespace tessera::cli {
+
+absl::Status RestrictSliceAlternatives(v1::ReserveSlicesRequest& request,
+                                       std::string_view selector_what, const std::string& domain,
+                                       const std::string& selector, bool sub_slice) {
+  std::optional<LabelSelector> parsed;
+  if (!selector.empty()) {
+    absl::StatusOr<LabelSelector> text = ParseLabelSelector(selector);
+    if (!text.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(ToAbsl(selector_what), ": ", text.status().message()));
+    }
+    parsed = *std::move(text);
+  }
+  for (v1::SliceAlternative& alt : *request.mutable_alternatives()) {
+    alt.set_domain(domain);
+    alt.set_sub_slice(sub_slice);
+    if (parsed.has_value()) rpc::LabelSelectorToProto(*parsed, alt.mutable_label_selector());
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<v1::SliceAlternative> TpuSliceAlternative(std::string_view what,
                                                         std::string_view accelerator,

@@ -24,6 +24,14 @@ absl::StatusOr<v1::SliceAlternative> TpuSliceAlternative(std::string_view what,
                                                         std::string_view topology,
                                                         int num_slices, bool per_chip);
 
+// Sets on every alternative of `request` what it may take: only the slice or NVLink domain
+// `domain` ("" any), only slices whose every host matches `selector` (label selector text, ""
+// none; with NVLink hosts, hosts that match), and blocks of larger slices with `sub_slice`.
+// InvalidArgument, prefixed by `selector_what`, for a selector that does not parse.
+absl::Status RestrictSliceAlternatives(v1::ReserveSlicesRequest& request,
+                                       std::string_view selector_what, const std::string& domain,
+                                       const std::string& selector, bool sub_slice);
+
 // Sends CreatePlacementGroup, then waits (WaitPlacementGroup) up to `wait` while the group is
 // neither CREATED nor INFEASIBLE. The group as the head last described it: its state says how it
 // ended (PENDING when the wait ran out, or when `stopped`, polled at least every 250 ms, said

@@ -28,6 +28,7 @@
 #include "scheduling/bundle_ledger.h"
 #include "scheduling/cluster_view.h"
 #include "scheduling/domain_group_scheduler.h"
+#include "scheduling/explanation.h"
 #include "scheduling/placement_group_scheduler.h"
 #include "scheduling/requests_file.h"
 #include "scheduling/task_scheduler.h"
@@ -201,9 +202,12 @@ class Simulation {
         absl::StrAppend(&text, e.target, ": ");
         // Every reservation (placement group, slice group) with a bundle on the node.
         std::vector<std::string> touched;
-        for (const Holder& h : view_.HoldersOn(NodeId(e.target))) {
-          if (h.kind == HolderKind::kPlacementGroup || h.kind == HolderKind::kSliceGroup) {
-            touched.push_back(h.ToString());
+        if (const std::optional<NodeIndex> index = view_.Find(NodeId(e.target))) {
+          const NodeIndex failing[] = {*index};
+          for (const Holder& h : HoldersOn(view_, failing)) {
+            if (h.kind == HolderKind::kPlacementGroup || h.kind == HolderKind::kSliceGroup) {
+              touched.push_back(h.ToString());
+            }
           }
         }
         auto lost = view_.FailNode(NodeId(e.target));

@@ -8,7 +8,6 @@
 // the slice or none, decided by the head. Shapes are checked here first so a typo costs no call.
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +23,6 @@
 #include "cli/cluster_views.h"
 #include "cli/commands.h"
 #include "cli/reservation_calls.h"
-#include "labels/label_selector.h"
 #include "resources/resource_set.h"
 #include "rpc/proto_convert.h"
 #include "rpc/state_names.h"
@@ -105,19 +103,8 @@ absl::StatusOr<tessera::v1::ReserveSlicesRequest> BuildReserveRequest(const Rese
   if (args.sub_slice && args.nvlink_hosts > 0) {
     return absl::InvalidArgumentError("--sub-slice takes blocks of TPU slices, not NVLink hosts");
   }
-  std::optional<LabelSelector> selector;
-  if (!args.selector.empty()) {
-    auto parsed = ParseLabelSelector(args.selector);
-    if (!parsed.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--selector: ", parsed.status().message()));
-    }
-    selector = *std::move(parsed);
-  }
-  for (tessera::v1::SliceAlternative& alt : *request.mutable_alternatives()) {
-    alt.set_sub_slice(args.sub_slice);
-    alt.set_domain(args.domain);
-    if (selector.has_value()) rpc::LabelSelectorToProto(*selector, alt.mutable_label_selector());
-  }
+  TESSERA_RETURN_IF_ERROR(RestrictSliceAlternatives(request, "--selector", args.domain,
+                                                    args.selector, args.sub_slice));
   return request;
 }
 

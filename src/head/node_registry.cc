@@ -1,7 +1,6 @@
 #include "head/node_registry.h"
 
 #include <algorithm>
-#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -136,10 +135,13 @@ void NodeRegistry::DeclareDead(Node& node, const std::string& reason) {
   if (node.health == Health::kDead) return;
   node.health = Health::kDead;
   node.leases.clear();
-  const std::vector<Holder> holders = cluster_->view.HoldersOn(NodeId(node.id));
   std::vector<Holder> leases;
-  std::copy_if(holders.begin(), holders.end(), std::back_inserter(leases),
-               [](const Holder& h) { return h.kind == HolderKind::kLease; });
+  if (const std::optional<NodeIndex> index = cluster_->view.Find(NodeId(node.id))) {
+    const NodeIndex dying[] = {*index};
+    for (const Holder& h : HoldersOn(cluster_->view, dying)) {
+      if (h.kind == HolderKind::kLease) leases.push_back(h);
+    }
+  }
   auto lost = cluster_->view.FailNode(NodeId(node.id));
   std::vector<Allocation> lost_allocations = lost.ok() ? *std::move(lost) : std::vector<Allocation>();
   std::string event = absl::StrCat("node ", node.id, " declared dead: ", reason);

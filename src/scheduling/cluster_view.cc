@@ -311,7 +311,8 @@ absl::Status ClusterView::CheckAllocatable(NodeIndex node, const ResourceSet& de
   return absl::OkStatus();
 }
 
-absl::StatusOr<Allocation> ClusterView::Allocate(NodeIndex node, const ResourceSet& demand) {
+absl::StatusOr<Allocation> ClusterView::Allocate(NodeIndex node, const ResourceSet& demand,
+                                                  Holder holder) {
   TESSERA_RETURN_IF_ERROR(CheckAllocatable(node, demand));
   const NodeRecord& record = nodes_[node];
   Allocation allocation;
@@ -346,7 +347,7 @@ absl::StatusOr<Allocation> ClusterView::Allocate(NodeIndex node, const ResourceS
     }
     allocation.devices.push_back(std::move(grant));
   }
-  return Apply(node, demand, std::move(allocation.devices));
+  return Apply(node, demand, std::move(allocation.devices), std::move(holder));
 }
 
 absl::StatusOr<Allocation> ClusterView::AllocateExact(NodeIndex node, const ResourceSet& demand,
@@ -418,11 +419,11 @@ absl::StatusOr<Allocation> ClusterView::TakeExact(NodeIndex node, const Resource
           absl::StrCat(d.resource, " is demanded but no instances are granted"));
     }
   }
-  return Apply(node, demand, std::move(devices));
+  return Apply(node, demand, std::move(devices), Holder{});
 }
 
 absl::StatusOr<Allocation> ClusterView::Apply(NodeIndex node, const ResourceSet& demand,
-                                              std::vector<DeviceGrant> devices) {
+                                              std::vector<DeviceGrant> devices, Holder holder) {
   NodeRecord& record = nodes_[node];
   Allocation allocation;
   allocation.devices = std::move(devices);
@@ -448,7 +449,7 @@ absl::StatusOr<Allocation> ClusterView::Apply(NodeIndex node, const ResourceSet&
   allocation.node = record.id;
   allocation.resources = demand;
   record.allocations.insert(allocation.id.value());
-  allocations_.emplace(allocation.id.value(), Held{allocation, Holder{}});
+  allocations_.emplace(allocation.id.value(), Held{allocation, std::move(holder)});
   return allocation;
 }
 
@@ -497,18 +498,6 @@ const Holder& ClusterView::HolderOf(AllocationId id) const {
   static const Holder kNobody;
   auto it = allocations_.find(id.value());
   return it == allocations_.end() ? kNobody : it->second.holder;
-}
-
-std::vector<Holder> ClusterView::HoldersOn(const NodeId& id) const {
-  std::vector<Holder> holders;
-  std::optional<NodeIndex> index = Find(id);
-  if (!index.has_value()) return holders;
-  for (int64_t allocation : nodes_[*index].allocations) {
-    holders.push_back(allocations_.at(allocation).holder);
-  }
-  std::sort(holders.begin(), holders.end());
-  holders.erase(std::unique(holders.begin(), holders.end()), holders.end());
-  return holders;
 }
 
 void ClusterView::UpdateUtilization(NodeIndex index) {

@@ -151,8 +151,10 @@ class ClusterView {
 
   // Takes `demand` on the node: whole devices through ChooseDeviceSet, a fraction through
   // BestFitFraction. Never over-allocates: FailedPrecondition for a node that is not alive,
-  // ResourceExhausted when it does not fit now; nothing changes on error.
-  absl::StatusOr<Allocation> Allocate(NodeIndex node, const ResourceSet& demand);
+  // ResourceExhausted when it does not fit now; nothing changes on error. `holder` names who
+  // holds it (SetHolder may name it later).
+  absl::StatusOr<Allocation> Allocate(NodeIndex node, const ResourceSet& demand,
+                                      Holder holder = {});
   // Takes `demand` with the device instances the caller names (a reservation decided elsewhere,
   // e.g. the head's choice a node agent prepares, or a lease a node agent reports). Same errors
   // as Allocate, plus InvalidArgument when the grants do not match the demand exactly (whole
@@ -173,8 +175,6 @@ class ClusterView {
   absl::Status SetHolder(AllocationId id, Holder holder);
   // The holder of a held allocation (kUnknown when unnamed or not held).
   const Holder& HolderOf(AllocationId id) const;
-  // The distinct holders of what the node holds now, sorted: what failing it would touch.
-  std::vector<Holder> HoldersOn(const NodeId& id) const;
 
   // Whether the demand could ever fit the node (its totals and device counts).
   bool FeasibleOn(NodeIndex node, const ResourceSet& demand) const;
@@ -234,7 +234,7 @@ class ClusterView {
                                        std::vector<DeviceGrant> devices, bool allow_draining);
   // Applies a checked allocation: subtracts the demand and the grants, records it.
   absl::StatusOr<Allocation> Apply(NodeIndex node, const ResourceSet& demand,
-                                   std::vector<DeviceGrant> devices);
+                                   std::vector<DeviceGrant> devices, Holder holder);
   void Unindex(NodeIndex index);   // out of the utilization indexes
   void Reindex(NodeIndex index);   // into them, with a fresh utilization
   // Out of / into every index of alive nodes (utilization and index order): the node stops or

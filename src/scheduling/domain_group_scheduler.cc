@@ -132,6 +132,32 @@ std::string DomainGroupScheduler::Holders(const std::vector<NodeIndex>& hosts,
   return DescribeHolders(HoldersOn(*cluster_, hosts, resources));
 }
 
+std::optional<std::string> DomainGroupScheduler::HostsMisfit(const std::vector<NodeIndex>& hosts,
+                                                             const DomainAlternative& alt) const {
+  for (NodeIndex n : hosts) {
+    if (std::optional<std::string> why = HostMisfit(n, alt)) return why;
+  }
+  return std::nullopt;
+}
+
+void DomainGroupScheduler::AppendBusyAndMisfits(std::string& text, size_t total, size_t busy,
+                                                const std::vector<NodeIndex>& busy_hosts,
+                                                size_t misfits,
+                                                const std::optional<std::string>& misfit,
+                                                const DomainAlternative& alt) const {
+  if (busy > 0) {
+    absl::StrAppend(&text, "; ", busy == total ? "all" : absl::StrCat(busy),
+                    busy == 1 && total != 1 ? " is" : " are", " busy (held by ",
+                    Holders(busy_hosts, alt), ")");
+  }
+  if (misfits > 0) {
+    absl::StrAppend(&text, "; ", misfits == total ? "none" : absl::StrCat(misfits),
+                    misfits == total ? " can" : " cannot", " hold ",
+                    alt.per_host.empty() ? "the request" : alt.per_host.ToString(),
+                    " per host beside its TPU (", misfit.value_or(""), ")");
+  }
+}
+
 std::optional<std::string> DomainGroupScheduler::HostMisfit(NodeIndex node,
                                                             const DomainAlternative& alt) const {
   const NodeRecord& record = cluster_->node(node);
@@ -251,9 +277,7 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAltern
         broken.push_back(absl::StrCat(name, ": ", problem));
         continue;
       }
-      std::optional<std::string> why;
-      for (size_t h = 0; h < hosts.size() && !why.has_value(); ++h) why = HostMisfit(hosts[h], alt);
-      if (why.has_value()) {
+      if (std::optional<std::string> why = HostsMisfit(hosts, alt)) {
         ++misfits;
         if (!misfit.has_value()) misfit = std::move(why);
         continue;
@@ -294,17 +318,7 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAltern
   std::string text = absl::StrCat(existing, " ", shape.label, existing == 1 ? " slice" : " slices",
                                   filter, existing == 1 ? " exists" : " exist");
   if (existing < k) absl::StrAppend(&text, "; ", k, " needed");
-  if (busy > 0) {
-    absl::StrAppend(&text, "; ", busy == existing ? "all" : absl::StrCat(busy),
-                    busy == 1 && existing != 1 ? " is" : " are", " busy (held by ",
-                    Holders(busy_hosts, alt), ")");
-  }
-  if (misfits > 0) {
-    absl::StrAppend(&text, "; ", misfits == existing ? "none" : absl::StrCat(misfits),
-                    misfits == existing ? " can" : " cannot", " hold ",
-                    alt.per_host.empty() ? "the request" : alt.per_host.ToString(),
-                    " per host beside its TPU (", *misfit, ")");
-  }
+  AppendBusyAndMisfits(text, existing, busy, busy_hosts, misfits, misfit, alt);
   if (!broken.empty()) {
     absl::StrAppend(&text, "; ", broken.size(), broken.size() == 1 ? " is" : " are",
                     " not intact (", JoinLimited(broken), ")");
@@ -354,7 +368,7 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySubSlices(const DomainAlt
   Outcome outcome;
   const size_t k = static_cast<size_t>(alt.count);
   struct Block {
-    int64_t parent_chips;
+    int64_t parent_tpu;  // the parent's TPU in all: smaller parents first
     int64_t score;  // the parent's summed utilization: busier parents first
     const Slice* slice;
     size_t index;
@@ -390,11 +404,7 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySubSlices(const DomainAlt
           ++broken;
           continue;
         }
-        std::optional<std::string> why;
-        for (size_t h = 0; h < hosts.size() && !why.has_value(); ++h) {
-          why = HostMisfit(hosts[h], alt);
-        }
-        if (why.has_value()) {
+        if (std::optional<std::string> why = HostsMisfit(hosts, alt)) {
           ++misfits;
           if (!misfit.has_value()) misfit = std::move(why);
           continue;
@@ -411,8 +421,8 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySubSlices(const DomainAlt
   outcome.feasible = blocks - broken - misfits >= k;
   if (idle.size() >= k) {
     std::sort(idle.begin(), idle.end(), [](const Block& a, const Block& b) {
-      return std::tie(a.parent_chips, b.score, a.slice->name, a.index) <
-             std::tie(b.parent_chips, a.score, b.slice->name, b.index);
+      return std::tie(a.parent_tpu, b.score, a.slice->name, a.index) <
+             std::tie(b.parent_tpu, a.score, b.slice->name, b.index);
     });
     std::vector<std::pair<std::string, std::vector<NodeIndex>>> chosen;
     for (size_t i = 0; i < k; ++i) {
@@ -430,19 +440,10 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySubSlices(const DomainAlt
   std::string text = absl::StrCat(Plural(blocks, shape.label + " block", shape.label + " blocks"),
                                   " in ", Plural(parents, "slice", "slices"), filter);
   if (blocks < k) absl::StrAppend(&text, "; ", k, " needed");
-  if (busy > 0) {
-    absl::StrAppend(&text, "; ", busy == blocks ? "all" : absl::StrCat(busy),
-                    busy == 1 && blocks != 1 ? " is" : " are", " busy (held by ",
-                    Holders(busy_hosts, alt), ")");
-  }
+  AppendBusyAndMisfits(text, blocks, busy, busy_hosts, misfits, misfit, alt);
   if (broken > 0) {
     absl::StrAppend(&text, "; ", broken, broken == 1 ? " has" : " have",
                     " a missing or dead host");
-  }
-  if (misfits > 0) {
-    absl::StrAppend(&text, "; ", misfits == blocks ? "none" : absl::StrCat(misfits),
-                    misfits == blocks ? " can" : " cannot", " hold ", alt.per_host.ToString(),
-                    " per host beside its TPU (", *misfit, ")");
   }
   if (!idle.empty() && blocks >= k) {
     absl::StrAppend(&text, "; ", idle.size(), " idle, ", k, " needed");

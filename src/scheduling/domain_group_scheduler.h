@@ -227,6 +227,15 @@ class DomainGroupScheduler {
   // Why the host can never take its bundle of `alt` (all its TPU plus the per-host demand), or
   // nullopt when it could.
   std::optional<std::string> HostMisfit(NodeIndex node, const DomainAlternative& alt) const;
+  // The first host's HostMisfit, or nullopt when every host could take its bundle.
+  std::optional<std::string> HostsMisfit(const std::vector<NodeIndex>& hosts,
+                                         const DomainAlternative& alt) const;
+  // "; all are busy (held by ...)" and "; none can hold CPU=64 per host beside its TPU (...)"
+  // for `total` slices or blocks, of which `busy` are busy and `misfits` can never fit.
+  void AppendBusyAndMisfits(std::string& text, size_t total, size_t busy,
+                            const std::vector<NodeIndex>& busy_hosts, size_t misfits,
+                            const std::optional<std::string>& misfit,
+                            const DomainAlternative& alt) const;
   Outcome TrySlices(const DomainAlternative& alt, const ResolvedShape& shape);
   Outcome TrySubSlices(const DomainAlternative& alt, const ResolvedShape& shape);
   // The blocks of `shape` inside the slice (parent worker ids per block, sub-slice worker

@@ -105,16 +105,17 @@ TEST(ExplanationTest, HoldersAreForgottenWithTheirAllocations) {
   ASSERT_TRUE(cluster.SetHolder(one->id, {HolderKind::kLease, "l-1"}).ok());
   ASSERT_TRUE(cluster.SetHolder(two->id, {HolderKind::kSliceGroup, "s"}).ok());
   EXPECT_EQ(cluster.HolderOf(one->id).ToString(), "lease l-1");
-  EXPECT_THAT(cluster.HoldersOn(NodeId("b")), ElementsAre(Holder{HolderKind::kSliceGroup, "s"}));
+  EXPECT_THAT(HoldersOn(cluster, std::vector<NodeIndex>{1}),
+              ElementsAre(Holder{HolderKind::kSliceGroup, "s"}));
 
   ASSERT_TRUE(cluster.Release(one->id).ok());
   EXPECT_EQ(cluster.HolderOf(one->id).kind, HolderKind::kUnknown);
-  EXPECT_THAT(cluster.HoldersOn(NodeId("a")), IsEmpty());
+  EXPECT_THAT(HoldersOn(cluster, std::vector<NodeIndex>{0}), IsEmpty());
   EXPECT_EQ(cluster.SetHolder(one->id, {HolderKind::kTask, "late"}).code(),
             absl::StatusCode::kNotFound);
   ASSERT_TRUE(cluster.FailNode(NodeId("b")).ok());
   EXPECT_EQ(cluster.HolderOf(two->id).kind, HolderKind::kUnknown);
-  EXPECT_THAT(cluster.HoldersOn(NodeId("b")), IsEmpty());
+  EXPECT_THAT(HoldersOn(cluster, std::vector<NodeIndex>{1}), IsEmpty());
 }
 
 }  // namespace

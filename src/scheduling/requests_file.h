@@ -30,6 +30,12 @@ struct SimulatedNodeAffinity {
   bool soft = false;  // soft: prefer the node, run elsewhere when it cannot take the request
 };
 
+// The retry budgets a submission gets when it names none.
+inline constexpr int kDefaultTaskMaxRetries = 3;
+inline constexpr int kDefaultActorMaxRestarts = 0;
+// The largest budget a file may give (-1 gives an endless one).
+inline constexpr int kMaxRetryBudget = 1000;
+
 // One task or actor submission.
 struct SimulatedRequest {
   std::string name;  // unique within the file
@@ -45,14 +51,8 @@ struct SimulatedRequest {
   std::optional<BundleTarget> bundle_target;
   // How often work lost with its node (or its bundle) is submitted again; -1 without end.
   // `max_retries` of a task (default 3) or `max_restarts` of an actor (default 0), as in Ray.
-  int max_retries = 3;
+  int max_retries = kDefaultTaskMaxRetries;
 };
-
-// The retry budgets a submission gets when it names none.
-inline constexpr int kDefaultTaskMaxRetries = 3;
-inline constexpr int kDefaultActorMaxRestarts = 0;
-// The largest budget a file may give (-1 gives an endless one).
-inline constexpr int kMaxRetryBudget = 1000;
 
 enum class SimulatedEventKind {
   kSubmit,

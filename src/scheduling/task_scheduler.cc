@@ -277,15 +277,15 @@ absl::StatusOr<ScheduleResult> TaskScheduler::Decide(const SchedulingRequest& re
     return result;
   }
   if (outcome.node) {
-    absl::StatusOr<Allocation> allocation = cluster_->Allocate(*outcome.node, request.resources);
+    absl::StatusOr<Allocation> allocation = cluster_->Allocate(
+        *outcome.node, request.resources,
+        request.holder.kind == HolderKind::kUnknown
+            ? Holder{HolderKind::kTask, absl::StrCat(request.id.value())}
+            : request.holder);
     if (!allocation.ok()) {
       return absl::InternalError(absl::StrCat("allocation on a node that fit failed: ",
                                               allocation.status().message()));
     }
-    (void)cluster_->SetHolder(allocation->id,
-                              request.holder.kind == HolderKind::kUnknown
-                                  ? Holder{HolderKind::kTask, absl::StrCat(request.id.value())}
-                                  : request.holder);
     result.placement = Placement{allocation->node, *std::move(allocation), outcome.option};
     parked_.erase(request.id.value());
     return result;
