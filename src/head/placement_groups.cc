@@ -1,6 +1,6 @@
-// ReservationManager, placement groups: what sets them apart from slice groups — the
-// PlacementGroupScheduler chooses (and re-chooses) their bundles, and the protocol describes them
-// as PlacementGroupInfo. Their commit and removal are the shared reservation machinery.
+// ReservationManager, placement groups: what sets them apart from slice groups — the engine
+// chooses (and re-chooses) their bundles, and the protocol describes them as
+// PlacementGroupInfo. Their commit and removal are the shared reservation machinery.
 #include <optional>
 #include <string>
 #include <string_view>
@@ -10,37 +10,22 @@
 #include "absl/strings/str_cat.h"
 #include "head/head_service_internal.h"
 #include "head/reservation_manager.h"
-#include "metrics/scoped_timer.h"
 
 namespace tessera {
 
 using head_internal::Exact;
 
-std::vector<std::optional<BundleHold>> ReservationManager::DesiredBundles(
-    const GroupEntry& group) const {
-  std::vector<std::optional<BundleHold>> desired(group.confirmed.size());
-  if (!group.scheduled.has_value()) return desired;
-  const PlacementGroup* placed = cluster_->groups.Find(*group.scheduled);
-  if (placed == nullptr) return desired;
-  desired.resize(placed->bundles.size());
-  for (size_t i = 0; i < placed->bundles.size(); ++i) {
-    if (placed->bundles[i].has_value()) {
-      desired[i] = BundleHold{placed->bundles[i]->node.value(), Exact(placed->bundles[i]->allocation)};
-    }
-  }
-  return desired;
-}
-
 void ReservationManager::DescribeGroup(const GroupEntry& group, v1::PlacementGroupInfo* info) const {
+  const ReservationRecord& record = Record(group);
   info->Clear();
   info->set_id(group.id);
   info->set_name(group.name);
-  info->set_strategy(std::string(PlacementStrategyName(group.spec.strategy)));
+  info->set_strategy(std::string(PlacementStrategyName(record.spec.strategy)));
   info->set_state(PlacementGroupStateOf(group.phase));
-  info->set_option(group.option);
+  info->set_option(static_cast<int>(record.choice));
   info->set_owner(group.owner);
-  std::vector<std::optional<BundleHold>> desired = DesiredBundles(group);
-  size_t count = group.scheduled.has_value() ? desired.size() : group.spec.primary.bundles.size();
+  std::vector<std::optional<BundleHold>> desired = DesiredHolds(group);
+  size_t count = record.held() ? desired.size() : record.spec.primary.bundles.size();
   for (size_t i = 0; i < count; ++i) {
     v1::BundleLocation* location = info->add_bundles();
     location->set_index(static_cast<int>(i));
@@ -50,29 +35,6 @@ void ReservationManager::DescribeGroup(const GroupEntry& group, v1::PlacementGro
     }
   }
   info->set_explanation(group.ShownExplanation());
-}
-
-void ReservationManager::TryPlaceGroup(GroupEntry& group) {
-  auto result = [&] {
-    metrics::ScopedTimer timer(options_.latency.group_decision);
-    return cluster_->groups.Create(group.spec);
-  }();
-  if (!result.ok()) {
-    group.phase = ReservationPhase::kInfeasible;
-    group.explanation = std::string(result.status().message());
-    return;
-  }
-  if (result->status == ScheduleStatus::kPlaced) {
-    group.scheduled = result->id;
-    group.option = static_cast<int>(result->option);
-    group.confirmed.assign(result->bundles.size(), std::nullopt);
-    group.phase = ReservationPhase::kCommitting;
-    group.explanation.clear();
-    return;
-  }
-  group.phase = result->status == ScheduleStatus::kPending ? ReservationPhase::kPending
-                                                           : ReservationPhase::kInfeasible;
-  group.explanation = result->explanation;
 }
 
 absl::Status ReservationManager::CreatePlacementGroup(
@@ -86,21 +48,27 @@ absl::Status ReservationManager::CreatePlacementGroup(
         !claimed.ok()) {
       return claimed;
     }
+    spec.name = name;
+    const size_t bundles = spec.primary.bundles.size();
+    const PlacementStrategy strategy = spec.strategy;
+    // The spec was checked when it was read: the engine refuses nothing here but a name in use,
+    // which ClaimName has ruled out.
+    absl::StatusOr<ReservationOutcome> outcome =
+        cluster_->reservations.CreatePlacementGroup(std::move(spec));
+    if (!outcome.ok()) return outcome.status();
     GroupEntry entry;
     entry.id = id;
     entry.name = name;
     entry.owner = request.owner();
     options_.drivers->NoteAlive(entry.owner, options_.clock->Now());
     entry.request = request;
-    entry.spec = std::move(spec);
-    entry.spec.name = name;
     GroupEntry& group = groups_.emplace(name, std::move(entry)).first->second;
     options_.events->RecordChange(
-        absl::StrCat("placement group ", name, " created: ", group.spec.primary.bundles.size(),
-                     " bundles, ", ToAbsl(PlacementStrategyName(group.spec.strategy)),
+        absl::StrCat("placement group ", name, " created: ", bundles, " bundles, ",
+                     ToAbsl(PlacementStrategyName(strategy)),
                      group.owner.empty() ? "" : absl::StrCat(", owner ", group.owner)),
         "reservation");
-    TryPlaceGroup(group);
+    ApplyPlacement(group, *outcome);
     Persist(group);
     if (group.phase != ReservationPhase::kCommitting) {
       DescribeGroup(group, response);

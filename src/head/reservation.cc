@@ -10,10 +10,6 @@
 
 namespace tessera {
 
-absl::string_view ReservationNoun(ReservationKind kind) {
-  return kind == ReservationKind::kPlacementGroup ? "placement group" : "slice group";
-}
-
 v1::PlacementGroupState PlacementGroupStateOf(ReservationPhase phase) {
   switch (phase) {
     case ReservationPhase::kPending:

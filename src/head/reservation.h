@@ -19,19 +19,17 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "head/node_agent_client.h"
+#include "scheduling/reservation_engine.h"
 #include "rpc/proto_convert.h"
 #include "tessera/v1/head.pb.h"
 
 namespace tessera {
 
-enum class ReservationKind { kPlacementGroup, kSliceGroup };
-
-// "placement group" / "slice group", as events and errors name them.
-absl::string_view ReservationNoun(ReservationKind kind);
-
-// kCommitting: placed in the view, the agents are being asked. kHeld: every bundle committed.
-// kDegraded: a node holding a bundle died (a placement group is re-placed; a slice group is
-// broken for good).
+// The protocol-level state: the engine's placement (scheduling/reservation_engine.h: waiting,
+// placed, re-placing, broken) refined by what the agents hold. kPending / kInfeasible: the
+// engine keeps it waiting. kCommitting: placed by the engine, the agents are being asked.
+// kHeld: every bundle committed. kDegraded: a bundle is not held (a node died or an agent lost
+// it: a placement group is re-placed; a slice group is broken until its hosts are back).
 enum class ReservationPhase { kPending, kInfeasible, kCommitting, kHeld, kDegraded };
 
 // The protocol's state of each kind: PENDING (also while committing), INFEASIBLE, then CREATED /

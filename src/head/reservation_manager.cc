@@ -6,6 +6,8 @@
 #include "head/reservation_manager.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <utility>
@@ -16,6 +18,8 @@
 #include "absl/time/clock.h"
 #include "head/head_service_internal.h"
 #include "head/state_store.h"
+#include "metrics/scoped_timer.h"
+#include "base/string_util.h"
 
 namespace tessera {
 
@@ -23,7 +27,18 @@ using head_internal::Exact;
 
 ReservationManager::ReservationManager(ReservationManagerOptions options, ClusterState* cluster,
                                        NodeRegistry* nodes)
-    : options_(std::move(options)), cluster_(cluster), nodes_(nodes) {}
+    : options_(std::move(options)), cluster_(cluster), nodes_(nodes) {
+  // The engine's decisions, timed by kind (tessera_head_scheduling_decision_seconds).
+  HeadLatencyMetrics latency = options_.latency;
+  absl::MutexLock lock(&cluster_->mu);
+  cluster_->reservations.set_decision_wrapper(
+      [latency](ReservationKind kind, absl::FunctionRef<void()> decide) {
+        metrics::ScopedTimer timer(kind == ReservationKind::kPlacementGroup
+                                       ? latency.group_decision
+                                       : latency.slice_decision);
+        decide();
+      });
+}
 
 ReservationManager::~ReservationManager() {
   {
@@ -66,47 +81,57 @@ absl::Status ReservationManager::ClaimName(const std::string& requested,
   return absl::OkStatus();
 }
 
-bool ReservationManager::IsPlaced(const Reservation& reservation) const {
-  if (reservation.kind == ReservationKind::kPlacementGroup) {
-    return static_cast<const GroupEntry&>(reservation).scheduled.has_value();
+const ReservationRecord& ReservationManager::Record(const Reservation& reservation) const {
+  const ReservationRecord* record = cluster_->reservations.Find(reservation.name);
+  // Added and removed with the manager's entry, under the same lock: a missing one is our bug.
+  if (record == nullptr) {
+    std::fprintf(stderr, "tessera head: the reservation engine has no record of %s\n",
+                 reservation.name.c_str());
+    std::abort();
   }
-  return static_cast<const SliceEntry&>(reservation).scheduled.has_value();
+  return *record;
+}
+
+bool ReservationManager::IsPlaced(const Reservation& reservation) const {
+  return Record(reservation).held();
 }
 
 std::vector<std::optional<BundleHold>> ReservationManager::DesiredHolds(
     const Reservation& reservation) const {
-  if (reservation.kind == ReservationKind::kPlacementGroup) {
-    return DesiredBundles(static_cast<const GroupEntry&>(reservation));
-  }
-  // A slice group's bundles never move: where the scheduler put them is where they are wanted.
-  std::vector<std::optional<BundleHold>> desired;
-  for (const DomainBundle& bundle : static_cast<const SliceEntry&>(reservation).bundles) {
-    desired.push_back(BundleHold{bundle.node.value(), Exact(bundle.allocation)});
+  const std::vector<std::optional<BundlePlacement>> bundles =
+      cluster_->reservations.Bundles(reservation.name);
+  if (bundles.empty()) return std::vector<std::optional<BundleHold>>(reservation.confirmed.size());
+  // A slice group's bundles never move: where the engine put them is where they are wanted.
+  std::vector<std::optional<BundleHold>> desired(bundles.size());
+  for (size_t i = 0; i < bundles.size(); ++i) {
+    if (bundles[i].has_value()) {
+      desired[i] = BundleHold{bundles[i]->node.value(), Exact(bundles[i]->allocation)};
+    }
   }
   return desired;
 }
 
-void ReservationManager::ForgetPlacement(Reservation& reservation) {
-  if (reservation.kind == ReservationKind::kPlacementGroup) {
-    GroupEntry& group = static_cast<GroupEntry&>(reservation);
-    if (group.scheduled.has_value()) (void)cluster_->groups.Remove(*group.scheduled);
-    group.scheduled.reset();
-  } else {
-    SliceEntry& slice = static_cast<SliceEntry&>(reservation);
-    if (slice.scheduled.has_value()) (void)cluster_->slices.Release(*slice.scheduled);
-    slice.scheduled.reset();
-    slice.bundles.clear();
-    slice.domains.clear();
+bool ReservationManager::ApplyPlacement(Reservation& reservation,
+                                        const ReservationOutcome& outcome) {
+  const ReservationPhase phase = reservation.phase;
+  const std::string explanation = reservation.explanation;
+  switch (outcome.status) {
+    case ReservationStatus::kPlaced:
+      reservation.phase = ReservationPhase::kCommitting;
+      reservation.confirmed.assign(cluster_->reservations.Bundles(reservation.name).size(),
+                                   std::nullopt);
+      reservation.explanation.clear();
+      break;
+    case ReservationStatus::kInfeasible:
+      reservation.phase = ReservationPhase::kInfeasible;
+      reservation.explanation = outcome.explanation;
+      break;
+    default:
+      reservation.phase = ReservationPhase::kPending;
+      reservation.explanation = outcome.explanation;
+      break;
   }
-  reservation.confirmed.clear();
-}
-
-void ReservationManager::TryPlace(Reservation& reservation) {
-  if (reservation.kind == ReservationKind::kPlacementGroup) {
-    TryPlaceGroup(static_cast<GroupEntry&>(reservation));
-  } else {
-    TryPlaceSlice(static_cast<SliceEntry&>(reservation));
-  }
+  return reservation.phase != phase || reservation.explanation != explanation;
 }
 
 // The StateStore holds what `tessera status` and a Redis-backed head need.
@@ -132,25 +157,14 @@ bool ReservationManager::KnowsBundle(const std::string& node, const ReportedBund
   if (reservation == nullptr) return false;
   if (reservation->busy) return true;
   const int index = bundle.index;
-  // Where the kind's scheduler wants bundle `index` (as DesiredHolds, without building them all:
-  // this runs for every bundle of every heartbeat).
-  size_t count = reservation->confirmed.size();
+  // Where the engine wants bundle `index` (this runs for every bundle of every heartbeat: no
+  // copies). A reservation the engine does not hold has only what was confirmed.
+  size_t placed_count = 0;
+  const std::optional<NodeId> placed =
+      cluster_->reservations.BundleNode(reservation->name, index, &placed_count);
+  const size_t count = IsPlaced(*reservation) ? placed_count : reservation->confirmed.size();
   std::optional<std::string> wanted;
-  if (reservation->kind == ReservationKind::kPlacementGroup) {
-    const auto& group = static_cast<const GroupEntry&>(*reservation);
-    const PlacementGroup* placed =
-        group.scheduled.has_value() ? cluster_->groups.Find(*group.scheduled) : nullptr;
-    if (placed != nullptr) {
-      count = placed->bundles.size();
-      if (index >= 0 && index < static_cast<int>(count) && placed->bundles[index].has_value()) {
-        wanted = placed->bundles[index]->node.value();
-      }
-    }
-  } else {
-    const auto& bundles = static_cast<const SliceEntry&>(*reservation).bundles;
-    count = bundles.size();
-    if (index >= 0 && index < static_cast<int>(count)) wanted = bundles[index].node.value();
-  }
+  if (placed.has_value()) wanted = placed->value();
   if (index < 0 || index >= static_cast<int>(count)) return false;
   const std::vector<std::optional<BundleHold>>& confirmed = reservation->confirmed;
   const bool confirmed_here = index < static_cast<int>(confirmed.size()) &&
@@ -159,13 +173,14 @@ bool ReservationManager::KnowsBundle(const std::string& node, const ReportedBund
 }
 
 void ReservationManager::NodeDead(const std::string& node, const std::string& reason,
-                                       const std::vector<Allocation>& lost,
-                                       std::vector<std::string>* moved,
-                                       std::vector<std::string>* broken) {
+                                  const std::vector<Allocation>& lost,
+                                  std::vector<std::string>* moved,
+                                  std::vector<std::string>* broken) {
   committed_epochs_.erase(node);  // its agent, and what it held, are gone
-  std::vector<RescheduleReport> reports = cluster_->groups.OnNodeFailed(NodeId(node), lost);
-  std::map<int64_t, const RescheduleReport*> by_group;
-  for (const RescheduleReport& report : reports) by_group[report.id.value()] = &report;
+  std::map<std::string, const ReservationOutcome*> touched_by_engine;
+  const std::vector<ReservationOutcome> outcomes =
+      cluster_->reservations.OnNodeFailed(NodeId(node), reason, lost);
+  for (const ReservationOutcome& outcome : outcomes) touched_by_engine[outcome.name] = &outcome;
 
   for (auto& [name, group] : groups_) {
     bool touched = false;
@@ -175,10 +190,10 @@ void ReservationManager::NodeDead(const std::string& node, const std::string& re
         touched = true;
       }
     }
-    if (group.scheduled.has_value() && by_group.count(group.scheduled->value()) != 0) {
-      const RescheduleReport* report = by_group.at(group.scheduled->value());
+    if (auto it = touched_by_engine.find(name); it != touched_by_engine.end()) {
       touched = true;
-      group.explanation = report->placed ? "" : report->explanation;
+      group.explanation =
+          it->second->status == ReservationStatus::kPlaced ? "" : it->second->explanation;
     }
     if (!touched) continue;
     moved->push_back(name);
@@ -189,11 +204,10 @@ void ReservationManager::NodeDead(const std::string& node, const std::string& re
     Persist(group);
   }
   for (auto& [name, slice] : slices_) {
-    bool holds = std::any_of(slice.bundles.begin(), slice.bundles.end(),
-                             [&](const DomainBundle& b) { return b.node.value() == node; });
-    if (!holds || slice.phase == ReservationPhase::kDegraded) continue;
+    auto it = touched_by_engine.find(name);
+    if (it == touched_by_engine.end() || slice.phase == ReservationPhase::kDegraded) continue;
     slice.phase = ReservationPhase::kDegraded;
-    slice.explanation = absl::StrCat("host ", node, " died (", reason, ")");
+    slice.explanation = it->second->explanation;  // "host n3 died (<reason>)"
     broken->push_back(name);
     Persist(slice);
   }
@@ -209,8 +223,10 @@ void ReservationManager::LostBundle(Reservation& reservation, int index,
         absl::StrCat("bundle ", index, " was lost on node ", node, "; preparing it again");
   } else {
     reservation.explanation = absl::StrCat("host ", node, " lost bundle ", index);
+    // Broken as after a host's death: reserved anew once its hosts are all back.
+    cluster_->reservations.Break(reservation.name, reservation.explanation);
   }
-  options_.events->Record(absl::StrCat(ReservationNoun(reservation.kind), " ", reservation.name, ": bundle ",
+  options_.events->Record(absl::StrCat(ToAbsl(ReservationNoun(reservation.kind)), " ", reservation.name, ": bundle ",
                            index, " is no longer held by the agent of ", node,
                            reservation.replaceable() ? "; it is prepared again"
                                                      : "; the group is broken"), "reservation");
@@ -282,13 +298,18 @@ void ReservationManager::Sync(const std::string& name) {
       if (!reservation.AnyConfirmed() &&
           (reservation.phase == ReservationPhase::kCommitting || !reservation.replaceable())) {
         // A fresh reservation: give everything back and wait for the cluster to change.
-        ForgetPlacement(reservation);
+        reservation.explanation = absl::StrCat("two-phase commit failed: ", status.message());
+        cluster_->reservations.Unplace(name, reservation.explanation);
+        reservation.confirmed.clear();
         reservation.phase = ReservationPhase::kPending;
       } else {
+        reservation.explanation = absl::StrCat("two-phase commit failed: ", status.message());
         reservation.phase = ReservationPhase::kDegraded;
+        if (!reservation.replaceable()) {
+          cluster_->reservations.Break(name, reservation.explanation);
+        }
       }
-      reservation.explanation = absl::StrCat("two-phase commit failed: ", status.message());
-      options_.events->Record(absl::StrCat(ReservationNoun(reservation.kind), " ", name, ": ",
+      options_.events->Record(absl::StrCat(ToAbsl(ReservationNoun(reservation.kind)), " ", name, ": ",
                                reservation.explanation), "reservation");
       Persist(reservation);
       return;
@@ -345,7 +366,7 @@ std::string ReservationManager::DescribeHeld(const Reservation& reservation) con
   for (const std::optional<BundleHold>& hold : reservation.confirmed) {
     if (hold.has_value()) nodes.insert(hold->node);
   }
-  return absl::StrCat(ReservationNoun(reservation.kind), " ", reservation.name, " held: ",
+  return absl::StrCat(ToAbsl(ReservationNoun(reservation.kind)), " ", reservation.name, " held: ",
                       reservation.confirmed.size(), " bundles on ", nodes.size(), " nodes (",
                       absl::StrJoin(nodes, ", "), ")");
 }
@@ -353,8 +374,9 @@ std::string ReservationManager::DescribeHeld(const Reservation& reservation) con
 void ReservationManager::Erase(Reservation& reservation) {
   const std::string name = reservation.name;
   options_.events->RecordChange(
-      absl::StrCat(ReservationNoun(reservation.kind), " ", name, " removed"), "reservation");
-  ForgetPlacement(reservation);
+      absl::StrCat(ToAbsl(ReservationNoun(reservation.kind)), " ", name, " removed"), "reservation");
+  (void)cluster_->reservations.Remove(name);  // gives back what the engine held
+  reservation.confirmed.clear();
   if (reservation.kind == ReservationKind::kPlacementGroup) {
     options_.writer->Delete(kPlacementGroupsTable, name);
     groups_.erase(name);
@@ -374,7 +396,7 @@ absl::Status ReservationManager::Remove(ReservationKind kind, const std::string&
     absl::MutexLock lock(&cluster_->mu);
     Reservation* reservation = WaitUntilIdle(kind, name);
     if (reservation == nullptr) {
-      return absl::NotFoundError(absl::StrCat("no ", ReservationNoun(kind), " named ", name));
+      return absl::NotFoundError(absl::StrCat("no ", ToAbsl(ReservationNoun(kind)), " named ", name));
     }
     reservation->busy = true;
     work = CancelAllWork(*reservation);
@@ -489,52 +511,49 @@ std::vector<size_t> ReservationManager::Reconcile(const std::string& node,
 
 std::vector<std::string> ReservationManager::RetryAndHeal(
     std::vector<std::pair<std::string, std::vector<NodeWork>>>* healing) {
+  // The order `tessera schedule` follows too (scheduling/simulation.h): heal, then retry.
+  // A broken slice group whose hosts are all back (their agents registered again) is reserved
+  // anew: its remaining bundles are given back (the healing cancels Tick sends before any
+  // round) and it waits for placement like a new one (the same slice again when it is intact
+  // and free, else another), tried at once below.
+  auto may_heal = [&](const std::string& name) {
+    const Reservation* slice = Find(name);
+    return slice != nullptr && !slice->busy && slice->phase == ReservationPhase::kDegraded;
+  };
+  auto alive = [&](const NodeId& node) { return nodes_->IsAlive(node.value()); };
+  for (const std::string& name : cluster_->reservations.HealBroken(alive, may_heal)) {
+    SliceEntry& slice = slices_.at(name);
+    healing->emplace_back(name, CancelAllWork(slice));
+    slice.confirmed.clear();
+    slice.phase = ReservationPhase::kPending;
+    slice.explanation = Record(slice).explanation;  // "its hosts are back; reserving it again"
+    options_.events->Record(
+        absl::StrCat("slice group ", name, ": its hosts are back; it is reserved again"),
+        "reservation");
+    Persist(slice);
+    cluster_->changed = true;
+  }
   const absl::Time now = options_.clock->Now();
   if (cluster_->changed || now - last_retry_ >= options_.retry_interval) {
     cluster_->changed = false;
     last_retry_ = now;
-    std::vector<RescheduleReport> reports = cluster_->groups.OnClusterChanged();
-    for (const RescheduleReport& report : reports) {
-      for (auto& [name, group] : groups_) {
-        if (group.scheduled == report.id && !report.placed) group.explanation = report.explanation;
-      }
-    }
-    auto retry = [&](Reservation& reservation) {
-      if (reservation.busy) return;
-      if (reservation.phase != ReservationPhase::kPending &&
-          reservation.phase != ReservationPhase::kInfeasible) {
-        return;
-      }
-      const ReservationPhase phase = reservation.phase;
-      const std::string explanation = reservation.explanation;
-      TryPlace(reservation);
-      if (reservation.phase != phase || reservation.explanation != explanation) {
-        Persist(reservation);
-      }
+    auto idle = [&](const std::string& name) {
+      const Reservation* reservation = Find(name);
+      return reservation != nullptr && !reservation->busy;
     };
-    for (auto& [name, group] : groups_) retry(group);
-    for (auto& [name, slice] : slices_) retry(slice);
-  }
-  // A broken slice group whose hosts are all back (their agents registered again) is reserved
-  // anew: its remaining bundles are given back and it waits for placement like a new one (the
-  // same slice again when it is intact and free, else another).
-  for (auto& [name, slice] : slices_) {
-    if (slice.busy || slice.phase != ReservationPhase::kDegraded || slice.bundles.empty()) {
-      continue;
+    for (const ReservationOutcome& outcome : cluster_->reservations.RetryWaiting(idle)) {
+      Reservation* reservation = Find(outcome.name);
+      if (reservation == nullptr) continue;
+      if (outcome.replacement) {
+        // A placement group re-placing lost bundles: once they have nodes the next round holds
+        // them (wants_sync below); until then it says why not.
+        if (outcome.status == ReservationStatus::kReplacing) {
+          reservation->explanation = outcome.explanation;
+        }
+        continue;
+      }
+      if (ApplyPlacement(*reservation, outcome)) Persist(*reservation);
     }
-    const bool all_back =
-        std::all_of(slice.bundles.begin(), slice.bundles.end(), [&](const DomainBundle& bundle) {
-          return nodes_->IsAlive(bundle.node.value());
-        });
-    if (!all_back) continue;
-    healing->emplace_back(name, CancelAllWork(slice));
-    ForgetPlacement(slice);
-    slice.phase = ReservationPhase::kPending;
-    slice.explanation = "its hosts are back; reserving it again";
-    options_.events->Record(
-        absl::StrCat("slice group ", name, ": its hosts are back; it is reserved again"), "reservation");
-    Persist(slice);
-    cluster_->changed = true;
   }
   // A round for a reservation out of line with its placement: committing, or a placement group
   // being re-placed whose scheduler now wants holds it lacks (one with a hole and no room has
@@ -626,52 +645,35 @@ BundleTargetAdvice ReservationManager::AdviseBundleTarget(
   auto advice = [](Status status, std::string explanation) {
     return BundleTargetAdvice{status, "", std::move(explanation)};
   };
-  std::vector<std::string> holders;
-  std::vector<ResourceSet> shapes;  // what each bundle reserves, by index
-  if (auto g = groups_.find(name); g != groups_.end()) {
-    for (const auto& hold : g->second.confirmed) holders.push_back(hold ? hold->node : "");
-    shapes = OptionsInOrder(g->second.spec)[g->second.option]->bundles;
-    // A group still waiting for room has its bundles, just none held yet.
-    holders.resize(std::max(holders.size(), shapes.size()));
-  } else if (auto s = slices_.find(name); s != slices_.end()) {
-    if (s->second.phase != ReservationPhase::kHeld &&
-        s->second.phase != ReservationPhase::kDegraded) {
-      // Its hosts (and so its bundles) are known once it is reserved.
-      return advice(Status::kPending, absl::StrCat("slice group ", name, " is not reserved yet"));
-    }
-    for (const DomainBundle& b : s->second.bundles) {
-      holders.push_back(b.node.value());
-      shapes.push_back(b.allocation.resources);
-    }
-  } else {
+  const BundleTargetCheck check =
+      cluster_->reservations.CheckBundleTarget(name, bundle_index, demand);
+  if (check.status == ScheduleStatus::kInfeasible) {
+    return advice(Status::kInfeasible, check.explanation);
+  }
+  if (check.status == ScheduleStatus::kPending) return advice(Status::kPending, check.explanation);
+  const Reservation* reservation = Find(name);
+  if (reservation == nullptr) {
     return advice(Status::kInfeasible,
                   absl::StrCat("no placement group or slice group named ", name));
   }
-  if (bundle_index >= static_cast<int>(holders.size())) {
-    return advice(Status::kInfeasible, absl::StrCat(name, " has ", holders.size(),
-                                                    " bundles; there is no bundle ", bundle_index));
+  // A slice group's hosts serve once it is reserved on them; a placement group's bundle once
+  // its agent has committed it there.
+  if (!reservation->replaceable() && reservation->phase != ReservationPhase::kHeld &&
+      reservation->phase != ReservationPhase::kDegraded) {
+    return advice(Status::kPending, absl::StrCat("slice group ", name, " is not reserved yet"));
   }
-  // A demand no targeted bundle could ever hold is infeasible, wherever the bundles are.
-  bool could_hold = false;
-  for (int i = 0; i < static_cast<int>(shapes.size()); ++i) {
-    if (bundle_index >= 0 && i != bundle_index) continue;
-    could_hold = could_hold || shapes[i].Contains(demand);
+  for (const auto& [index, node] : check.candidates) {
+    if (excluded.count(node.value()) != 0 || !nodes_->IsAlive(node.value())) continue;
+    if (reservation->replaceable()) {
+      const std::vector<std::optional<BundleHold>>& confirmed = reservation->confirmed;
+      if (index >= static_cast<int>(confirmed.size()) || !confirmed[index].has_value() ||
+          confirmed[index]->node != node.value()) {
+        continue;
+      }
+    }
+    return BundleTargetAdvice{Status::kPlaced, node.value(), ""};
   }
-  if (!shapes.empty() && !could_hold) {
-    return advice(Status::kInfeasible,
-                  bundle_index >= 0
-                      ? absl::StrCat("bundle ", bundle_index, " of ", name, " reserves ",
-                                     shapes[bundle_index].ToString(), "; it can never hold ",
-                                     demand.ToString())
-                      : absl::StrCat("no bundle of ", name, " can ever hold ", demand.ToString(),
-                                     " (a request never spans bundles)"));
-  }
-  for (int i = 0; i < static_cast<int>(holders.size()); ++i) {
-    if (bundle_index >= 0 && i != bundle_index) continue;
-    const std::string& node = holders[i];
-    if (node.empty() || excluded.count(node) != 0 || !nodes_->IsAlive(node)) continue;
-    return BundleTargetAdvice{Status::kPlaced, node, ""};
-  }
+  if (!check.replacing.empty()) return advice(Status::kPending, check.replacing);
   return advice(Status::kPending,
                 bundle_index >= 0
                     ? absl::StrCat("bundle ", bundle_index, " of ", name,

@@ -1,8 +1,11 @@
-// ReservationManager: placement groups and slice groups — placing them with their schedulers,
-// holding their bundles on the node agents by two-phase commit (reservation.h), re-placing what
-// a node's death or an agent's loss takes (placement groups) or breaking them (slice groups),
-// reconciling what the agents report holding, releasing what a gone driver owned, and their
-// records in the StateStore (tables "placement_groups" and "slice_groups").
+// ReservationManager: placement groups and slice groups on a running cluster. Every placement
+// decision (placing, waiting and retrying, re-placing what a node's death takes, breaking and
+// healing slice groups, where a request inside one goes) is the ReservationEngine's
+// (ClusterState::reservations, the engine `tessera schedule` drives too); this manager adds
+// what only a cluster has: holding the bundles on the node agents by two-phase commit
+// (reservation.h), reconciling what the agents report holding, releasing what a gone driver
+// owned, events, and the records in the StateStore (tables "placement_groups" and
+// "slice_groups").
 //
 // Threading: its tables are guarded by ClusterState::mu; the methods marked
 // ABSL_EXCLUSIVE_LOCKS_REQUIRED are called with it held (by the front, or the registry's
@@ -63,21 +66,15 @@ struct BundleTargetAdvice {
 
 class ReservationManager {
  public:
+  // What the engine does not keep: the request as it came (stored, and answered again to a
+  // retried create).
   struct GroupEntry : Reservation {
     GroupEntry() : Reservation(ReservationKind::kPlacementGroup) {}
-    v1::CreatePlacementGroupRequest request;  // what it was created from (stored)
-    PlacementGroupSpec spec;
-    std::optional<PlacementGroupId> scheduled;  // while the view holds it
-    int option = 0;
+    v1::CreatePlacementGroupRequest request;
   };
   struct SliceEntry : Reservation {
     SliceEntry() : Reservation(ReservationKind::kSliceGroup) {}
     v1::ReserveSlicesRequest request;
-    DomainGroupRequest parsed;
-    std::optional<DomainGroupId> scheduled;
-    int alternative = 0;
-    std::vector<std::string> domains;
-    std::vector<DomainBundle> bundles;  // bundle index = position
   };
 
   ReservationManager(ReservationManagerOptions options, ClusterState* cluster,
@@ -169,18 +166,17 @@ class ReservationManager {
   absl::Status ClaimName(const std::string& requested, absl::string_view prefix, int64_t* counter,
                          std::string* id, std::string* name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // The engine's record of a reservation this manager has (they are added and removed together).
+  const ReservationRecord& Record(const Reservation& reservation) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // Whether the engine holds it placed (its bundles have nodes in the view).
   bool IsPlaced(const Reservation& reservation) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
-  // Where the kind's scheduler wants each bundle held.
+  // Where the engine wants each bundle held.
   std::vector<std::optional<BundleHold>> DesiredHolds(const Reservation& reservation) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
-  std::vector<std::optional<BundleHold>> DesiredBundles(const GroupEntry& group) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
-  // Gives the placement back to the kind's scheduler; the reservation waits for room again.
-  void ForgetPlacement(Reservation& reservation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
-  void TryPlace(Reservation& reservation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
-  void TryPlaceGroup(GroupEntry& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
-  void TryPlaceSlice(SliceEntry& slice) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
-  void ApplySliceResult(SliceEntry& slice, const DomainGroupResult& result)
+  // What an engine decision about a reservation that was waiting means here: placed, it is
+  // committed next (kCommitting); otherwise it waits, explained. Whether anything changed.
+  bool ApplyPlacement(Reservation& reservation, const ReservationOutcome& outcome)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
   void Persist(const Reservation& reservation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
   bool KnowsBundle(const std::string& node, const ReportedBundle& bundle) const
@@ -234,6 +230,16 @@ class ReservationManager {
   absl::Status RestoreGroup(const std::string& key, const std::string& value)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
   absl::Status RestoreSlice(const std::string& key, const std::string& value)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // Keeps a restored entry (its id counter moved past `id_number`, its owner given a whole
+  // driver timeout); the entry as kept.
+  Reservation& AdoptRestored(GroupEntry entry, int64_t id_number)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  Reservation& AdoptRestored(SliceEntry entry, int64_t id_number)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // A restored reservation's bundles count as committed where the engine holds them, except
+  // the bundle indices `not_held`.
+  void ConfirmRestored(Reservation& reservation, const std::vector<int>& not_held)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
 
   ReservationManagerOptions options_;

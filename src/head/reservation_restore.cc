@@ -19,7 +19,6 @@
 
 namespace tessera {
 
-using head_internal::Exact;
 
 namespace {
 
@@ -51,24 +50,29 @@ absl::Status ReservationManager::RestoreGroup(const std::string& key, const std:
   if (info.name() != key) return Corrupt(kPlacementGroupsTable, key, "holds another group");
   auto spec = rpc::PlacementGroupSpecFromProto(stored.request());
   if (!spec.ok()) return Corrupt(kPlacementGroupsTable, key, spec.status().message());
+  spec->name = key;
   GroupEntry entry;
   entry.id = info.id();
   entry.name = key;
   entry.owner = stored.request().owner();
   entry.request = stored.request();
-  entry.spec = *std::move(spec);
-  entry.spec.name = key;
   entry.explanation = info.explanation();
-  next_group_ = std::max(next_group_, IdNumber(entry.id) + 1);
-  options_.drivers->NoteAlive(entry.owner, options_.clock->Now());  // a whole driver timeout to call this head
-  GroupEntry& group = groups_.emplace(key, std::move(entry)).first->second;
-  if (info.state() != v1::PLACEMENT_GROUP_STATE_CREATED &&
-      info.state() != v1::PLACEMENT_GROUP_STATE_RESCHEDULING) {
+  const bool held = info.state() == v1::PLACEMENT_GROUP_STATE_CREATED ||
+                    info.state() == v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
+  if (!held) {
     // It held nothing: it waits for room as it did (Tick retries it).
-    group.phase = info.state() == v1::PLACEMENT_GROUP_STATE_INFEASIBLE
+    entry.phase = info.state() == v1::PLACEMENT_GROUP_STATE_INFEASIBLE
                       ? ReservationPhase::kInfeasible
                       : ReservationPhase::kPending;
-    cluster_->changed = true;
+    if (absl::Status kept = cluster_->reservations.RestoreWaiting(
+            *std::move(spec),
+            entry.phase == ReservationPhase::kInfeasible ? ReservationStatus::kInfeasible
+                                                         : ReservationStatus::kPending,
+            entry.explanation);
+        !kept.ok()) {
+      return Corrupt(kPlacementGroupsTable, key, kept.message());
+    }
+    AdoptRestored(std::move(entry), IdNumber(info.id()));
     return absl::OkStatus();
   }
   std::vector<RestoredBundle> bundles(static_cast<size_t>(info.bundles_size()));
@@ -86,36 +90,28 @@ absl::Status ReservationManager::RestoreGroup(const std::string& key, const std:
     bundle.resources = allocation->resources;
     bundle.devices = allocation->devices;
   }
-  auto restored =
-      cluster_->groups.Restore(group.spec, static_cast<size_t>(info.option()), bundles);
-  if (!restored.ok()) {
+  absl::StatusOr<ReservationOutcome> restored = cluster_->reservations.RestorePlacementGroup(
+      *std::move(spec), static_cast<size_t>(info.option()), bundles);
+  if (!restored.ok()) return Corrupt(kPlacementGroupsTable, key, restored.status().message());
+  Reservation& group = AdoptRestored(std::move(entry), IdNumber(info.id()));
+  if (restored->status == ReservationStatus::kPending) {
     // The record does not fit the cluster any more (a changed spec rule): it waits anew.
     group.phase = ReservationPhase::kPending;
-    group.explanation =
-        absl::StrCat("could not be restored as it was: ", restored.status().message());
-    options_.events->Record(absl::StrCat("placement group ", key, " ", group.explanation), "reservation");
-    cluster_->changed = true;
+    group.explanation = restored->explanation;
+    options_.events->Record(absl::StrCat("placement group ", key, " ", group.explanation),
+                            "reservation");
     return absl::OkStatus();
   }
-  group.scheduled = restored->id;
-  group.option = static_cast<int>(restored->option);
-  group.confirmed.assign(restored->bundles.size(), std::nullopt);
-  for (size_t i = 0; i < restored->bundles.size(); ++i) {
-    const std::optional<BundlePlacement>& placed = restored->bundles[i];
-    if (!placed.has_value()) continue;
-    // Held on its agent, as before the restart; reconciliation checks that once the agent has
-    // heard from this head.
-    group.confirmed[i] = BundleHold{placed->node.value(), Exact(placed->allocation)};
-    NoteCommitted(placed->node.value(), key, static_cast<int>(i));
-  }
-  group.phase = restored->state == tessera::PlacementGroupState::kCreated ? ReservationPhase::kHeld
-                                                                 : ReservationPhase::kDegraded;
-  if (!restored->refused.empty()) {
+  ConfirmRestored(group, restored->bundles);
+  group.phase = restored->status == ReservationStatus::kPlaced ? ReservationPhase::kHeld
+                                                               : ReservationPhase::kDegraded;
+  if (!restored->bundles.empty()) {
     group.explanation = restored->explanation;
-    options_.events->Record(absl::StrCat("placement group ", key, " was restored without some bundles: ",
-                             restored->explanation), "reservation");
+    options_.events->Record(absl::StrCat("placement group ", key,
+                                         " was restored without some bundles: ",
+                                         restored->explanation),
+                            "reservation");
   }
-  cluster_->changed = true;
   return absl::OkStatus();
 }
 
@@ -128,22 +124,26 @@ absl::Status ReservationManager::RestoreSlice(const std::string& key, const std:
   if (info.name() != key) return Corrupt(kSliceGroupsTable, key, "holds another group");
   auto parsed = rpc::DomainGroupRequestFromProto(stored.request());
   if (!parsed.ok()) return Corrupt(kSliceGroupsTable, key, parsed.status().message());
+  parsed->name = key;
   SliceEntry entry;
   entry.id = info.id();
   entry.name = key;
   entry.owner = stored.request().owner();
   entry.request = stored.request();
-  entry.parsed = *std::move(parsed);
-  entry.parsed.name = key;
   entry.explanation = info.explanation();
-  next_slice_ = std::max(next_slice_, IdNumber(entry.id) + 1);
-  options_.drivers->NoteAlive(entry.owner, options_.clock->Now());
-  SliceEntry& slice = slices_.emplace(key, std::move(entry)).first->second;
   if (info.state() != v1::SLICE_GROUP_STATE_RESERVED &&
       info.state() != v1::SLICE_GROUP_STATE_BROKEN) {
-    slice.phase = info.state() == v1::SLICE_GROUP_STATE_INFEASIBLE ? ReservationPhase::kInfeasible
+    entry.phase = info.state() == v1::SLICE_GROUP_STATE_INFEASIBLE ? ReservationPhase::kInfeasible
                                                                    : ReservationPhase::kPending;
-    cluster_->changed = true;
+    if (absl::Status kept = cluster_->reservations.RestoreWaiting(
+            *std::move(parsed),
+            entry.phase == ReservationPhase::kInfeasible ? ReservationStatus::kInfeasible
+                                                         : ReservationStatus::kPending,
+            entry.explanation);
+        !kept.ok()) {
+      return Corrupt(kSliceGroupsTable, key, kept.message());
+    }
+    AdoptRestored(std::move(entry), IdNumber(info.id()));
     return absl::OkStatus();
   }
   std::vector<DomainBundle> bundles;
@@ -158,43 +158,63 @@ absl::Status ReservationManager::RestoreSlice(const std::string& key, const std:
     bundle.allocation.devices = allocation->devices;
     bundles.push_back(std::move(bundle));
   }
-  auto restored = cluster_->slices.Restore(slice.parsed, static_cast<size_t>(info.alternative()),
-                                            bundles);
-  if (!restored.ok() || restored->status == DomainRestoreStatus::kRefused) {
+  absl::StatusOr<ReservationOutcome> restored = cluster_->reservations.RestoreSliceGroup(
+      *std::move(parsed), static_cast<size_t>(info.alternative()), bundles);
+  if (!restored.ok()) return Corrupt(kSliceGroupsTable, key, restored.status().message());
+  Reservation& slice = AdoptRestored(std::move(entry), IdNumber(info.id()));
+  if (restored->status == ReservationStatus::kPending) {
     // Nothing of it is held: it is reserved anew, whole (the agents' old bundles are released
     // as unknown by reconciliation).
     slice.phase = ReservationPhase::kPending;
-    slice.explanation = absl::StrCat(
-        "could not be restored as it was: ",
-        restored.ok() ? restored->explanation : std::string(restored.status().message()));
-    options_.events->Record(absl::StrCat("slice group ", key, " ", slice.explanation), "reservation");
-    cluster_->changed = true;
+    slice.explanation = restored->explanation;
+    options_.events->Record(absl::StrCat("slice group ", key, " ", slice.explanation),
+                            "reservation");
     return absl::OkStatus();
   }
-  slice.scheduled = restored->id;
-  slice.alternative = static_cast<int>(restored->alternative);
-  slice.domains = restored->domains;
-  slice.bundles = restored->bundles;
-  slice.confirmed.assign(slice.bundles.size(), std::nullopt);
-  for (size_t i = 0; i < slice.bundles.size(); ++i) {
-    const DomainBundle& bundle = slice.bundles[i];
-    if (std::find(restored->missing.begin(), restored->missing.end(), bundle.node) !=
-        restored->missing.end()) {
-      continue;
-    }
-    slice.confirmed[i] = BundleHold{bundle.node.value(), Exact(bundle.allocation)};
-    NoteCommitted(bundle.node.value(), key, static_cast<int>(i));
-  }
-  if (restored->status == DomainRestoreStatus::kBroken) {
+  ConfirmRestored(slice, restored->bundles);
+  if (restored->status == ReservationStatus::kBroken) {
     // As a host loss leaves it: reserved anew once its hosts are back (Tick).
     slice.phase = ReservationPhase::kDegraded;
     slice.explanation = restored->explanation;
-    options_.events->Record(absl::StrCat("slice group ", key, " was restored broken: ", restored->explanation), "reservation");
+    options_.events->Record(
+        absl::StrCat("slice group ", key, " was restored broken: ", restored->explanation),
+        "reservation");
   } else {
     slice.phase = ReservationPhase::kHeld;
   }
-  cluster_->changed = true;
   return absl::OkStatus();
+}
+
+Reservation& ReservationManager::AdoptRestored(GroupEntry entry, int64_t id_number) {
+  next_group_ = std::max(next_group_, id_number + 1);
+  // A whole driver timeout to call this head.
+  options_.drivers->NoteAlive(entry.owner, options_.clock->Now());
+  cluster_->changed = true;
+  const std::string name = entry.name;
+  return groups_.emplace(name, std::move(entry)).first->second;
+}
+
+Reservation& ReservationManager::AdoptRestored(SliceEntry entry, int64_t id_number) {
+  next_slice_ = std::max(next_slice_, id_number + 1);
+  options_.drivers->NoteAlive(entry.owner, options_.clock->Now());
+  cluster_->changed = true;
+  const std::string name = entry.name;
+  return slices_.emplace(name, std::move(entry)).first->second;
+}
+
+void ReservationManager::ConfirmRestored(Reservation& reservation,
+                                         const std::vector<int>& not_held) {
+  const std::vector<std::optional<BundleHold>> desired = DesiredHolds(reservation);
+  reservation.confirmed.assign(desired.size(), std::nullopt);
+  for (size_t i = 0; i < desired.size(); ++i) {
+    const bool missing = std::find(not_held.begin(), not_held.end(), static_cast<int>(i)) !=
+                         not_held.end();
+    if (!desired[i].has_value() || missing) continue;
+    // Held on its agent, as before the restart; reconciliation checks that once the agent has
+    // heard from this head.
+    reservation.confirmed[i] = desired[i];
+    NoteCommitted(desired[i]->node, reservation.name, static_cast<int>(i));
+  }
 }
 
 absl::Status ReservationManager::Restore() {

@@ -1,5 +1,5 @@
 // ReservationManager, slice groups: what sets them apart from placement groups — whole TPU slices (or
-// hosts of one NVLink domain) chosen by the DomainGroupScheduler, never re-placed (a dead host
+// hosts of one NVLink domain) chosen by the engine, never re-placed (a dead host
 // breaks the group), described as SliceGroupInfo, and the catalog of slices `tessera slice list`
 // shows. Their commit and release are the shared reservation machinery.
 #include <algorithm>
@@ -16,7 +16,6 @@
 #include "base/string_util.h"
 #include "hardware/node_label_keys.h"
 #include "head/reservation_manager.h"
-#include "metrics/scoped_timer.h"
 
 namespace tessera {
 
@@ -44,49 +43,24 @@ int64_t TopologyChips(const std::string& topology) {
 }  // namespace
 
 void ReservationManager::DescribeSlice(const SliceEntry& slice, v1::SliceGroupInfo* info) const {
+  const ReservationRecord& record = Record(slice);
   info->Clear();
   info->set_id(slice.id);
   info->set_name(slice.name);
   info->set_state(SliceGroupStateOf(slice.phase));
-  info->set_alternative(slice.alternative);
+  info->set_alternative(static_cast<int>(record.choice));
   info->set_owner(slice.owner);
-  for (const std::string& domain : slice.domains) info->add_domains(domain);
-  for (const DomainBundle& bundle : slice.bundles) {
-    v1::SliceHost* host = info->add_hosts();
-    host->set_domain(bundle.domain);
-    host->set_node_id(bundle.node.value());
-    host->set_worker(bundle.worker);
-    rpc::AllocationToProto(bundle.allocation, host->mutable_allocation());
+  for (const std::string& domain : record.domains) info->add_domains(domain);
+  if (const std::vector<DomainBundle>* hosts = cluster_->reservations.SliceHosts(slice.name)) {
+    for (const DomainBundle& bundle : *hosts) {
+      v1::SliceHost* host = info->add_hosts();
+      host->set_domain(bundle.domain);
+      host->set_node_id(bundle.node.value());
+      host->set_worker(bundle.worker);
+      rpc::AllocationToProto(bundle.allocation, host->mutable_allocation());
+    }
   }
   info->set_explanation(slice.ShownExplanation());
-}
-
-void ReservationManager::ApplySliceResult(SliceEntry& slice, const DomainGroupResult& result) {
-  if (result.status == ScheduleStatus::kPlaced) {
-    slice.scheduled = result.id;
-    slice.alternative = static_cast<int>(result.alternative);
-    slice.domains = result.domains;
-    slice.bundles = result.bundles;
-    slice.phase = ReservationPhase::kCommitting;
-    slice.explanation.clear();
-    return;
-  }
-  slice.phase = result.status == ScheduleStatus::kPending ? ReservationPhase::kPending
-                                                          : ReservationPhase::kInfeasible;
-  slice.explanation = result.explanation;
-}
-
-void ReservationManager::TryPlaceSlice(SliceEntry& slice) {
-  auto result = [&] {
-    metrics::ScopedTimer timer(options_.latency.slice_decision);
-    return cluster_->slices.ReserveSlices(slice.parsed);
-  }();
-  if (!result.ok()) {
-    slice.phase = ReservationPhase::kInfeasible;
-    slice.explanation = std::string(result.status().message());
-    return;
-  }
-  ApplySliceResult(slice, *result);
 }
 
 absl::Status ReservationManager::ReserveSlices(const v1::ReserveSlicesRequest& request,
@@ -100,22 +74,19 @@ absl::Status ReservationManager::ReserveSlices(const v1::ReserveSlicesRequest& r
         !claimed.ok()) {
       return claimed;
     }
+    parsed.name = name;
+    // The engine refuses shapes it does not know; that is bad input and changes nothing.
+    absl::StatusOr<ReservationOutcome> outcome =
+        cluster_->reservations.ReserveSlices(std::move(parsed));
+    if (!outcome.ok()) return absl::InvalidArgumentError(outcome.status().message());
     SliceEntry entry;
     entry.id = id;
     entry.name = name;
     entry.owner = request.owner();
     entry.request = request;
-    entry.parsed = std::move(parsed);
-    entry.parsed.name = name;
-    // The scheduler refuses shapes it does not know; that is bad input and changes nothing.
-    auto result = [&] {
-      metrics::ScopedTimer timer(options_.latency.slice_decision);
-      return cluster_->slices.ReserveSlices(entry.parsed);
-    }();
-    if (!result.ok()) return absl::InvalidArgumentError(result.status().message());
     options_.drivers->NoteAlive(entry.owner, options_.clock->Now());
-    ApplySliceResult(entry, *result);
     SliceEntry& slice = slices_.emplace(name, std::move(entry)).first->second;
+    ApplyPlacement(slice, *outcome);
     options_.events->RecordChange(
         absl::StrCat("slice group ", name, " requested",
                      slice.owner.empty() ? "" : absl::StrCat(" by ", slice.owner)),
@@ -140,7 +111,9 @@ absl::Status ReservationManager::ReserveSlices(const v1::ReserveSlicesRequest& r
 absl::Status ReservationManager::ReleaseSlices(const std::string& name,
                                                v1::ReleaseSlicesResponse* response) {
   return Remove(ReservationKind::kSliceGroup, name, [&](Reservation& reservation) {
-    for (const DomainBundle& bundle : static_cast<SliceEntry&>(reservation).bundles) {
+    const std::vector<DomainBundle>* hosts = cluster_->reservations.SliceHosts(reservation.name);
+    for (size_t i = 0; hosts != nullptr && i < hosts->size(); ++i) {
+      const DomainBundle& bundle = (*hosts)[i];
       v1::SliceHost* host = response->add_released();
       host->set_domain(bundle.domain);
       host->set_node_id(bundle.node.value());
@@ -179,7 +152,7 @@ std::map<std::string, v1::ListSlicesResponse::Slice> ReservationManager::SliceCa
   }
   std::map<std::string, std::string> holders;
   for (const auto& [name, slice] : slices_) {
-    for (const std::string& domain : slice.domains) holders[domain] = name;
+    for (const std::string& domain : Record(slice).domains) holders[domain] = name;
   }
   std::map<std::string, v1::ListSlicesResponse::Slice> catalog;
   for (const auto& [name, c] : slices) {

@@ -320,6 +320,11 @@ class Parser {
     for (const BundleOption& option : spec.fallbacks) {
       most_bundles = std::max(most_bundles, option.bundles.size());
     }
+    if (slice_groups_.contains(spec.name)) {
+      // The cluster names both kinds from one space (a head refuses the second).
+      return r_.Error(name_field, absl::StrCat("a slice reservation named ", Quote(spec.name),
+                                               " exists; a placement group needs another name"));
+    }
     if (!groups_.emplace(spec.name, most_bundles).second) {
       return r_.Error(name_field, absl::StrCat("a placement group named ", Quote(spec.name),
                                                " is already created"));
@@ -400,6 +405,10 @@ class Parser {
         alt.sub_slice = *value;
       }
       request.alternatives.push_back(std::move(alt));
+    }
+    if (groups_.contains(request.name)) {
+      return r_.Error(name_field, absl::StrCat("a placement group named ", Quote(request.name),
+                                               " exists; a slice reservation needs another name"));
     }
     if (!slice_groups_.insert(request.name).second) {
       return r_.Error(name_field, absl::StrCat("a slice reservation named ", Quote(request.name),

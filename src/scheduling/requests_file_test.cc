@@ -257,6 +257,21 @@ TEST(RequestsFileTest, SliceEventErrorsNameTheProblem) {
             std::string::npos);
 }
 
+TEST(RequestsFileTest, PlacementGroupsAndSliceReservationsShareOneNameSpace) {
+  // A cluster refuses the second of a placement group and a slice group with one name, so a
+  // requests file does too, before anything runs.
+  EXPECT_EQ(ErrorOf("events:\n  - reserve_slices: {name: s, alternatives: [{accelerator: v6e, "
+                    "topology: 4x4}]}\n  - create_placement_group: {name: s, bundles: "
+                    "[{resources: {CPU: 1}}]}"),
+            "requests.yaml:3:36: events[1].create_placement_group.name: a slice reservation "
+            "named \"s\" exists; a placement group needs another name");
+  EXPECT_NE(ErrorOf("events:\n  - create_placement_group: {name: g, bundles: [{resources: {CPU: "
+                    "1}}]}\n  - reserve_slices: {name: g, alternatives: [{accelerator: v6e, "
+                    "topology: 4x4}]}")
+                .find("a placement group named \"g\" exists"),
+            std::string::npos);
+}
+
 TEST(RequestsFileTest, PlacementGroupEvents) {
   auto events = ParseRequestsFile(
       "events:\n"

@@ -204,6 +204,7 @@ TEST(ScheduleCliTest, NodeFailureListsTheWorkLostAndEveryReservationItTouched) {
                                "touched placement group side, slice group train; resubmitted "
                                "probe (retry 1 of 3)\n"
                                "    placement group side: re-placed bundle 0 on v6e-0-w1\n"
+                               "    slice group train: BROKEN: host v6e-0-w0 died (fail_node)\n"
                                "    resubmitted probe: INFEASIBLE: affinity node v6e-0-w0 is "
                                "dead\n"));
   EXPECT_THAT(r.out, HasSubstr("[5] fail_node v6e-1-w0: dead; nothing was running\n"));
@@ -214,6 +215,11 @@ TEST(ScheduleCliTest, NodeFailureListsTheWorkLostAndEveryReservationItTouched) {
   EXPECT_EQ(doc["events"][3]["touched"],
             nlohmann::json({"placement group side", "slice group train"}));
   EXPECT_EQ(doc["events"][4]["touched"], nlohmann::json::array());
+  // As on a cluster, the slice group that lost a host is broken (its other hosts stay held).
+  EXPECT_EQ(doc["events"][3]["broken"],
+            nlohmann::json::array({{{"name", "train"},
+                                    {"explanation", "host v6e-0-w0 died (fail_node)"}}}));
+  EXPECT_EQ(doc["utilization"]["TPU"]["used"], "12");
   std::filesystem::remove(requests);
 }
 

@@ -88,3 +88,36 @@ def test_the_known_exceptions_are_still_needed():
     found = upward_includes(documented_order())
     gone = sorted(f"{k[2]} ({k[0]} -> {k[1]})" for k in KNOWN_UPWARD if k not in found)
     assert not gone, "no longer upward; drop them from KNOWN_UPWARD: " + ", ".join(gone)
+
+
+# What decides placements (scheduling/): the schedulers and the bundle ledger, which the
+# reservation engine and the simulation drive.
+DECIDING_HEADERS = ("scheduling/task_scheduler.h", "scheduling/placement_group_scheduler.h",
+                    "scheduling/domain_group_scheduler.h", "scheduling/bundle_ledger.h",
+                    "scheduling/reservation_engine.h")
+
+
+def includes_of(path):
+    return [m.group(0).split('"')[1] for m in
+            (re.match(r'^\s*#\s*include\s+"[^"]+"', line)
+             for line in path.read_text().splitlines()) if m]
+
+
+def test_the_simulator_command_only_reads_and_writes():
+    """`tessera schedule` hands every event to scheduling/simulation.h: the command includes
+    nothing that decides a placement, so it cannot decide one differently from the cluster."""
+    command = ROOT / "src" / "cli" / "schedule_command.cc"
+    deciding = [h for h in includes_of(command) if h in DECIDING_HEADERS]
+    assert not deciding, f"{command.relative_to(ROOT)} includes {deciding}"
+    assert "scheduling/simulation.h" in includes_of(command)
+
+
+def test_the_heads_reservations_go_through_the_engine():
+    """The head places groups and slices only through the engine the simulator drives."""
+    schedulers = ("scheduling/placement_group_scheduler.h", "scheduling/domain_group_scheduler.h")
+    found = [f"{p.relative_to(ROOT)} includes {h}"
+             for p in sorted((ROOT / "src" / "head").glob("*.[ch]*"))
+             for h in includes_of(p) if h in schedulers]
+    assert not found, "\n".join(found)
+    state = includes_of(ROOT / "src" / "head" / "cluster_state.h")
+    assert "scheduling/reservation_engine.h" in state
