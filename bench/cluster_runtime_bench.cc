@@ -46,10 +46,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "benchmark/benchmark.h"
 #include "grpcpp/grpcpp.h"
 #include "head/head_server.h"
@@ -59,12 +59,12 @@
 #include "process/process_supervisor.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
-#include "rpc/proto_convert.h"
 #include "rpc/server.h"
 #include "rpc/state_names.h"
 #include "rpc/token.h"
 #include "tessera/v1/head.grpc.pb.h"
 #include "tessera/v1/node_agent.grpc.pb.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 namespace {
@@ -443,7 +443,7 @@ void BM_HeadPlacementGroupCreateRemove(benchmark::State& state) {
   state.SetLabel(absl::StrCat(bundles, " bundle", bundles == 1 ? "" : "s", " ", strategy));
   v1::CreatePlacementGroupRequest create;
   create.set_strategy(strategy);
-  const v1::Resources resources = rpc::ResourcesToProto(*ParseResourceSet("CPU=1,GPU=1"));
+  const v1::Resources resources = wire::ResourcesToProto(*ParseResourceSet("CPU=1,GPU=1"));
   for (int i = 0; i < bundles; ++i) {
     *create.mutable_primary()->add_bundles()->mutable_resources() = resources;
   }
@@ -486,8 +486,8 @@ constexpr absl::Duration kSettle = absl::Milliseconds(2);
 
 v1::LeaseRequest LeaseRequestFor(const std::string& resources) {
   v1::LeaseRequest request;
-  rpc::ResourcesToProto(*ParseResourceSet(resources),
-                        request.mutable_request()->mutable_resources());
+  wire::ResourcesToProto(*ParseResourceSet(resources),
+                         request.mutable_request()->mutable_resources());
   request.mutable_worker()->add_argv("/bin/true");
   return request;
 }

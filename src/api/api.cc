@@ -145,7 +145,7 @@ absl::StatusOr<std::string> GetSerialized(const ObjectRefBase& ref, absl::Durati
   return std::move(*value).ToString();
 }
 
-ObjectPathStats GetObjectPathStats() { return api::ObjectPathSnapshot(); }
+ObjectPathStats GetObjectPathStats() { return ObjectPathSnapshot(); }
 
 std::vector<bool> WaitReady(const std::vector<const ObjectRefBase*>& refs, int num,
                             absl::Duration timeout) {

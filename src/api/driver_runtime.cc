@@ -11,21 +11,21 @@
 #include "absl/strings/str_join.h"
 #include "api/error_payloads.h"
 #include "api/node_affinity.h"
-#include "api/object_location.h"
 #include "api/owner_service.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
-#include "cli/cluster_client.h"
-#include "cli/state_folder.h"
+#include "client/cluster_client.h"
+#include "client/state_folder.h"
 #include "labels/label_selector.h"
+#include "objects/object_location.h"
 #include "resources/resource_set.h"
 #include "rpc/auth.h"
-#include "rpc/status_conversion.h"
 #include "rpc/channel.h"
-#include "rpc/proto_convert.h"
 #include "rpc/retry.h"
 #include "rpc/state_names.h"
+#include "rpc/status_conversion.h"
 #include "timeline/chrome_trace.h"
+#include "wire/proto_convert.h"
 #include "worker/worker_runtime.h"
 
 namespace tessera::api {
@@ -68,17 +68,17 @@ class OwnedReference final : public internal::LocalReference {
 
 // This driver's node: the one whose agent it leases through (`agent_address`), else the first
 // live agent of this host's state folder (as WorkerLeases picks it). "" when there is none.
-std::pair<std::string, std::string> LocalNode(const cli::StateFolder& state,
+std::pair<std::string, std::string> LocalNode(const client::StateFolder& state,
                                               const std::string& agent_address) {
-  for (const std::string& node : cli::NodeIdsInStateFolder(state)) {
-    auto address = cli::ReadFirstLine(state.AgentAddressFile(node));
+  for (const std::string& node : client::NodeIdsInStateFolder(state)) {
+    auto address = client::ReadFirstLine(state.AgentAddressFile(node));
     if (!address.ok() || address->empty()) continue;
     if (!agent_address.empty()) {
       if (*address == agent_address) return {node, *address};
       continue;
     }
-    const auto pid = cli::ReadPidFile(state.AgentPidFile(node));
-    if (pid.has_value() && cli::ProcessAlive(*pid)) return {node, *address};
+    const auto pid = client::ReadPidFile(state.AgentPidFile(node));
+    if (pid.has_value() && client::ProcessAlive(*pid)) return {node, *address};
   }
   return {"", agent_address};
 }
@@ -100,17 +100,17 @@ ObjectRefBase Failed(absl::Status status) {
 absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitOptions& options) {
   std::unique_ptr<DriverRuntime> runtime(new DriverRuntime());
   runtime->options_ = options;
-  auto trusted = cli::TrustedStateFolder(options.state_dir);
+  auto trusted = client::TrustedStateFolder(options.state_dir);
   if (!trusted.ok()) return trusted.status();
-  const cli::StateFolder state = *std::move(trusted);
-  auto token = cli::FindToken(state, options.token_file);
+  const client::StateFolder state = *std::move(trusted);
+  auto token = client::FindToken(state, options.token_file);
   if (!token.ok()) {
     return absl::Status(token.status().code(),
                         absl::StrCat("cannot find the cluster token: ", token.status().message()));
   }
   std::string head_address = options.head_address;
   if (head_address.empty()) {
-    auto from_file = cli::ReadFirstLine(state.HeadAddressFile());
+    auto from_file = client::ReadFirstLine(state.HeadAddressFile());
     if (from_file.ok()) head_address = *from_file;
   }
   runtime->state_dir_ = state.root;
@@ -121,7 +121,7 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
     store.agent_address = agent;
     // Its path even before the agent has made it: the store connects on first use.
     store.socket_path =
-        node_id.empty() ? "" : cli::StateFolder{state.root}.ObjectStoreSocket(node_id);
+        node_id.empty() ? "" : client::StateFolder{state.root}.ObjectStoreSocket(node_id);
     store.token = *token;
     store.head_address = head_address;
     store.state_dir = state.root;
@@ -187,7 +187,7 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
         runtime_ptr->OnActorChanged(key, change);
       });
   if (leases.agent_address.empty() && head_address.empty() &&
-      cli::NodeIdsInStateFolder(state).empty()) {
+      client::NodeIdsInStateFolder(state).empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "no cluster in the state folder ", state.root,
         " (start one with `tessera up` or `tessera start`, or set TESSERA_STATE_DIR)"));
@@ -290,7 +290,7 @@ absl::StatusOr<LeaseShape> DriverRuntime::ShapeFor(const TaskOptions& options) {
       return absl::InvalidArgumentError(
           absl::StrCat("resources ", Quote(options.resources), ": ", resources.status().message()));
     }
-    *shape.request.mutable_resources() = rpc::ResourcesToProto(*resources);
+    *shape.request.mutable_resources() = wire::ResourcesToProto(*resources);
     if (!options.placement_group.empty()) {
       shape.request.set_placement_group(options.placement_group);
       shape.request.set_bundle_index(options.bundle_index);
@@ -306,8 +306,8 @@ absl::StatusOr<LeaseShape> DriverRuntime::ShapeFor(const TaskOptions& options) {
                                                        Quote(options.label_selectors[i]), ": ",
                                                        selector.status().message()));
       }
-      rpc::LabelSelectorToProto(*selector, i == 0 ? shape.request.mutable_label_selector()
-                                                  : shape.request.add_fallbacks());
+      wire::LabelSelectorToProto(*selector, i == 0 ? shape.request.mutable_label_selector()
+                                                   : shape.request.add_fallbacks());
     }
     return shape;
   };
@@ -459,7 +459,7 @@ absl::StatusOr<internal::SerializedValue> DriverRuntime::Get(const ObjectRefBase
 }
 
 std::string DriverRuntime::StoreSocketOf(const std::string& node_id) const {
-  const std::string socket = cli::StateFolder{state_dir_}.ObjectStoreSocket(node_id);
+  const std::string socket = client::StateFolder{state_dir_}.ObjectStoreSocket(node_id);
   std::error_code ec;
   return std::filesystem::exists(socket, ec) ? socket : "";
 }

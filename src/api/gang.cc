@@ -13,29 +13,28 @@
 #include <utility>
 
 #include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
-
-#include "absl/strings/str_cat.h"
 #include "api/reservations.h"
 #include "base/status_macros.h"
-#include "cli/cluster_client.h"
-#include "cli/reservation_calls.h"
+#include "client/cluster_client.h"
+#include "client/reservation_calls.h"
 #include "labels/label_selector.h"
 #include "resources/resource_set.h"
-#include "rpc/proto_convert.h"
 #include "tessera/v1/jobs.grpc.pb.h"
 #include "train/cluster_gang_backend.h"
 #include "train/gang_controller.h"
 #include "train/job_spec.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 namespace {
 
-absl::StatusOr<std::unique_ptr<cli::ClusterClient>> Connect() {
-  std::optional<cli::ClusterClientOptions> options = api::ReservationCluster();
+absl::StatusOr<std::unique_ptr<client::ClusterClient>> Connect() {
+  std::optional<client::ClusterClientOptions> options = api::ReservationCluster();
   if (!options.has_value()) return absl::FailedPreconditionError("call tessera::Init first");
-  return cli::ClusterClient::Connect(*options);
+  return client::ClusterClient::Connect(*options);
 }
 
 absl::StatusOr<v1::Resources> Resources(const std::string& what, const std::string& text) {
@@ -43,14 +42,14 @@ absl::StatusOr<v1::Resources> Resources(const std::string& what, const std::stri
   if (!parsed.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("gang: ", what, ": ", parsed.status().message()));
   }
-  return rpc::ResourcesToProto(*parsed);
+  return wire::ResourcesToProto(*parsed);
 }
 
 int64_t Ms(absl::Duration d) { return std::max<int64_t>(0, absl::ToInt64Milliseconds(d)); }
 
 absl::StatusOr<v1::SubmitJobRequest> GangRequest(const GangOptions& o) {
   v1::SubmitJobRequest request;
-  request.set_request_id(cli::NewRequestId("gang"));
+  request.set_request_id(client::NewRequestId("gang"));
   v1::JobSpec& spec = *request.mutable_spec();
   spec.set_name(o.name);
   for (const std::string& arg : o.command) spec.add_argv(arg);
@@ -72,10 +71,10 @@ absl::StatusOr<v1::SubmitJobRequest> GangRequest(const GangOptions& o) {
         "gang: give exactly one of accelerator_type (with topology), workers or nodes");
   }
   if (!o.accelerator_type.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(*p.add_slices(),
-                             cli::TpuSliceAlternative("gang: accelerator_type/topology",
-                                                      o.accelerator_type, o.topology,
-                                                      o.num_slices, o.per_chip));
+    TESSERA_ASSIGN_OR_RETURN(
+        *p.add_slices(),
+        client::TpuSliceAlternative("gang: accelerator_type/topology", o.accelerator_type,
+                                    o.topology, o.num_slices, o.per_chip));
     if (o.min_slices > 0 && o.min_slices < o.num_slices) p.set_min_slices(o.min_slices);
   }
   if (o.workers > 0) {
@@ -101,7 +100,7 @@ absl::StatusOr<v1::SubmitJobRequest> GangRequest(const GangOptions& o) {
       return absl::InvalidArgumentError(
           absl::StrCat("gang: label selector: ", selector.status().message()));
     }
-    rpc::LabelSelectorToProto(*selector, p.add_label_selectors());
+    wire::LabelSelectorToProto(*selector, p.add_label_selectors());
   }
   return request;
 }
@@ -197,7 +196,7 @@ class ActorGangBackend final : public train::GangBackend {
   }
 
   absl::StatusOr<train::StartedRank> StartRank(const train::RankLaunch& launch) override {
-    auto resources = rpc::ResourcesFromProto(launch.resources);
+    auto resources = wire::ResourcesFromProto(launch.resources);
     if (!resources.ok()) return resources.status();
     ActorOptions options;
     options.resources = resources->ToString();
@@ -253,7 +252,7 @@ absl::StatusOr<GangStatus> RunActorGang(const GangOptions& options, StartActorGa
   with_command.command = {"(actors)"};  // what the job says it runs; actors ignore it
   TESSERA_ASSIGN_OR_RETURN(v1::SubmitJobRequest request, GangRequest(with_command));
   TESSERA_RETURN_IF_ERROR(train::ValidateJobSpec(request.spec()));
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, Connect());
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, Connect());
   ActorGangBackend backend(std::make_unique<train::ClusterGangBackend>(std::move(client)),
                            std::move(start));
   absl::BitGen gen;
@@ -269,24 +268,22 @@ absl::StatusOr<GangStatus> RunActorGang(const GangOptions& options, StartActorGa
 
 absl::StatusOr<Gang> StartGang(const GangOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(v1::SubmitJobRequest request, GangRequest(options));
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, Connect());
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, Connect());
   v1::JobStatus status;
-  TESSERA_RETURN_IF_ERROR(client->Call(client->HeadPeer(), cli::Retry::kSafe,
-                                       [&](grpc::ClientContext* ctx) {
-                                         return client->jobs().SubmitJob(ctx, request, &status);
-                                       }));
+  TESSERA_RETURN_IF_ERROR(client->Call(
+      client->HeadPeer(), client::Retry::kSafe,
+      [&](grpc::ClientContext* ctx) { return client->jobs().SubmitJob(ctx, request, &status); }));
   return Gang(status.job_id());
 }
 
 absl::StatusOr<GangStatus> Gang::Status() const {
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, Connect());
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, Connect());
   v1::GetJobRequest request;
   request.set_job_id(id_);
   v1::JobStatus status;
-  TESSERA_RETURN_IF_ERROR(client->Call(client->HeadPeer(), cli::Retry::kSafe,
-                                       [&](grpc::ClientContext* ctx) {
-                                         return client->jobs().GetJob(ctx, request, &status);
-                                       }));
+  TESSERA_RETURN_IF_ERROR(client->Call(
+      client->HeadPeer(), client::Retry::kSafe,
+      [&](grpc::ClientContext* ctx) { return client->jobs().GetJob(ctx, request, &status); }));
   return FromProto(status);
 }
 
@@ -306,22 +303,21 @@ absl::StatusOr<GangStatus> Gang::Wait(absl::Duration timeout) const {
 }
 
 absl::StatusOr<GangStatus> Gang::Stop() const {
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, Connect());
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, Connect());
   v1::StopJobRequest request;
   request.set_job_id(id_);
   request.set_reason("stopped by its program");
   v1::JobStatus status;
-  TESSERA_RETURN_IF_ERROR(client->Call(client->HeadPeer(), cli::Retry::kSafe,
-                                       [&](grpc::ClientContext* ctx) {
-                                         ctx->set_deadline(absl::ToChronoTime(
-                                             absl::Now() + absl::Minutes(3)));
-                                         return client->jobs().StopJob(ctx, request, &status);
-                                       }));
+  TESSERA_RETURN_IF_ERROR(
+      client->Call(client->HeadPeer(), client::Retry::kSafe, [&](grpc::ClientContext* ctx) {
+        ctx->set_deadline(absl::ToChronoTime(absl::Now() + absl::Minutes(3)));
+        return client->jobs().StopJob(ctx, request, &status);
+      }));
   return FromProto(status);
 }
 
 absl::StatusOr<std::string> Gang::Logs() const {
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, Connect());
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, Connect());
   v1::StreamJobLogsRequest request;
   request.set_job_id(id_);
   request.set_rank(-1);
@@ -330,7 +326,7 @@ absl::StatusOr<std::string> Gang::Logs() const {
   std::string text;
   v1::JobLogChunk chunk;
   while (stream->Read(&chunk)) text += chunk.data();
-  TESSERA_RETURN_IF_ERROR(cli::FromGrpc(stream->Finish(), client->HeadPeer()));
+  TESSERA_RETURN_IF_ERROR(client::FromGrpc(stream->Finish(), client->HeadPeer()));
   return text;
 }
 

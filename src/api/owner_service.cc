@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/driver_runtime.h"
-#include "api/object_location.h"
+#include "objects/object_location.h"
 #include "rpc/status_conversion.h"
 
 namespace tessera::api {

@@ -1,5 +1,5 @@
 // include/tessera/placement_group.h: the options are checked here (nothing is sent when they are
-// wrong), the head decides and reserves (cli/reservation_calls.h), and a group or slice that did
+// wrong), the head decides and reserves (client/reservation_calls.h), and a group or slice that did
 // not come through is withdrawn before the error returns.
 #include "api/reservations.h"
 
@@ -11,27 +11,27 @@
 #include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
-#include "cli/reservation_calls.h"
+#include "client/reservation_calls.h"
 #include "resources/resource_set.h"
-#include "rpc/proto_convert.h"
 #include "rpc/state_names.h"
 #include "scheduling/placement_group_spec.h"
 #include "tessera/placement_group.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 namespace api {
 namespace {
 
 absl::Mutex cluster_mu(absl::kConstInit);
-std::optional<cli::ClusterClientOptions>* cluster ABSL_GUARDED_BY(cluster_mu) = nullptr;
+std::optional<client::ClusterClientOptions>* cluster ABSL_GUARDED_BY(cluster_mu) = nullptr;
 std::string* owner ABSL_GUARDED_BY(cluster_mu) = nullptr;
 
-absl::StatusOr<std::unique_ptr<cli::ClusterClient>> Connect() {
-  std::optional<cli::ClusterClientOptions> options = ReservationCluster();
+absl::StatusOr<std::unique_ptr<client::ClusterClient>> Connect() {
+  std::optional<client::ClusterClientOptions> options = ReservationCluster();
   if (!options.has_value()) {
     return absl::FailedPreconditionError("call tessera::Init before reserving");
   }
-  return cli::ClusterClient::Connect(*options);
+  return client::ClusterClient::Connect(*options);
 }
 
 // Why the head did not grant a reservation.
@@ -83,8 +83,8 @@ absl::StatusOr<v1::CreatePlacementGroupRequest> GroupRequest(const PlacementGrou
   spec.same_label = options.same_label;
   if (absl::Status valid = ValidatePlacementGroupSpec(spec); !valid.ok()) return prefix(valid);
   v1::CreatePlacementGroupRequest request;
-  rpc::PlacementGroupSpecToProto(spec, &request);
-  request.set_request_id(cli::NewRequestId("pg"));
+  wire::PlacementGroupSpecToProto(spec, &request);
+  request.set_request_id(client::NewRequestId("pg"));
   if (!options.detached) request.set_owner(ReservationOwner());
   return request;
 }
@@ -96,19 +96,19 @@ absl::StatusOr<v1::ReserveSlicesRequest> SliceRequest(const SliceOptions& option
                                                     status.message()));
   };
   v1::ReserveSlicesRequest request;
-  request.set_request_id(cli::NewRequestId("slice"));
+  request.set_request_id(client::NewRequestId("slice"));
   request.set_name(options.name);
   if (!options.detached) request.set_owner(ReservationOwner());
-  auto primary = cli::TpuSliceAlternative("accelerator_type/topology", options.accelerator_type,
-                                          options.topology, options.num_slices,
-                                          /*per_chip=*/false);
+  auto primary = client::TpuSliceAlternative("accelerator_type/topology", options.accelerator_type,
+                                             options.topology, options.num_slices,
+                                             /*per_chip=*/false);
   if (!primary.ok()) return prefix(primary.status());
   *request.add_alternatives() = *std::move(primary);
   for (size_t i = 0; i < options.fallbacks.size(); ++i) {
     const SliceOptions::Alternative& alt = options.fallbacks[i];
-    auto fallback = cli::TpuSliceAlternative(absl::StrCat("fallback ", i + 1),
-                                             alt.accelerator_type, alt.topology, alt.num_slices,
-                                             /*per_chip=*/false);
+    auto fallback = client::TpuSliceAlternative(absl::StrCat("fallback ", i + 1),
+                                                alt.accelerator_type, alt.topology, alt.num_slices,
+                                                /*per_chip=*/false);
     if (!fallback.ok()) return prefix(fallback.status());
     *request.add_alternatives() = *std::move(fallback);
   }
@@ -119,10 +119,10 @@ absl::StatusOr<v1::ReserveSlicesRequest> SliceRequest(const SliceOptions& option
           absl::StrCat("per_host ", Quote(options.per_host), ": ", per_host.status().message())));
     }
     for (v1::SliceAlternative& alt : *request.mutable_alternatives()) {
-      rpc::ResourcesToProto(*per_host, alt.mutable_per_host());
+      wire::ResourcesToProto(*per_host, alt.mutable_per_host());
     }
   }
-  if (absl::Status restricted = cli::RestrictSliceAlternatives(
+  if (absl::Status restricted = client::RestrictSliceAlternatives(
           request, "label_selector", options.slice, options.label_selector, options.sub_slice);
       !restricted.ok()) {
     return prefix(restricted);
@@ -133,13 +133,13 @@ absl::StatusOr<v1::ReserveSlicesRequest> SliceRequest(const SliceOptions& option
 }  // namespace
 
 void RememberReservationCluster(const InitOptions& options, std::string driver_id) {
-  cli::ClusterClientOptions client;
+  client::ClusterClientOptions client;
   client.state_dir = options.state_dir;
   client.head_address = options.head_address;
   client.token_file = options.token_file;
   absl::MutexLock lock(&cluster_mu);
   delete cluster;
-  cluster = new std::optional<cli::ClusterClientOptions>(std::move(client));
+  cluster = new std::optional<client::ClusterClientOptions>(std::move(client));
   delete owner;
   owner = new std::string(std::move(driver_id));
 }
@@ -157,7 +157,7 @@ std::string ReservationOwner() {
   return owner == nullptr ? "" : *owner;
 }
 
-std::optional<cli::ClusterClientOptions> ReservationCluster() {
+std::optional<client::ClusterClientOptions> ReservationCluster() {
   absl::MutexLock lock(&cluster_mu);
   if (cluster == nullptr) return std::nullopt;
   return *cluster;
@@ -167,11 +167,11 @@ std::optional<cli::ClusterClientOptions> ReservationCluster() {
 
 absl::StatusOr<PlacementGroup> CreatePlacementGroup(const PlacementGroupOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(v1::CreatePlacementGroupRequest request, api::GroupRequest(options));
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, api::Connect());
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, api::Connect());
   TESSERA_ASSIGN_OR_RETURN(v1::PlacementGroupInfo info,
-                           cli::CreatePlacementGroupAndWait(*client, request, options.timeout));
+                           client::CreatePlacementGroupAndWait(*client, request, options.timeout));
   if (info.state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
-    (void)cli::RemovePlacementGroupNamed(*client, options.name);  // withdrawn: nothing is left
+    (void)client::RemovePlacementGroupNamed(*client, options.name);  // withdrawn: nothing is left
     return api::NotGranted("placement group", options.name,
                            info.state() == v1::PLACEMENT_GROUP_STATE_INFEASIBLE
                                ? api::Refusal::kInfeasible
@@ -192,17 +192,17 @@ absl::StatusOr<PlacementGroup> CreatePlacementGroup(const PlacementGroupOptions&
 }
 
 absl::Status RemovePlacementGroup(const std::string& name) {
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, api::Connect());
-  return cli::RemovePlacementGroupNamed(*client, name).status();
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, api::Connect());
+  return client::RemovePlacementGroupNamed(*client, name).status();
 }
 
 absl::StatusOr<SliceReservation> ReserveSlices(const SliceOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(v1::ReserveSlicesRequest request, api::SliceRequest(options));
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, api::Connect());
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, api::Connect());
   TESSERA_ASSIGN_OR_RETURN(v1::SliceGroupInfo info,
-                           cli::ReserveSlicesAndWait(*client, request, options.timeout));
+                           client::ReserveSlicesAndWait(*client, request, options.timeout));
   if (info.state() != v1::SLICE_GROUP_STATE_RESERVED) {
-    (void)cli::ReleaseSlicesNamed(*client, options.name);  // withdrawn: nothing is left
+    (void)client::ReleaseSlicesNamed(*client, options.name);  // withdrawn: nothing is left
     return api::NotGranted("slice reservation", options.name,
                            info.state() == v1::SLICE_GROUP_STATE_INFEASIBLE
                                ? api::Refusal::kInfeasible
@@ -221,8 +221,8 @@ absl::StatusOr<SliceReservation> ReserveSlices(const SliceOptions& options) {
 }
 
 absl::Status ReleaseSlices(const std::string& name) {
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<cli::ClusterClient> client, api::Connect());
-  return cli::ReleaseSlicesNamed(*client, name).status();
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, api::Connect());
+  return client::ReleaseSlicesNamed(*client, name).status();
 }
 
 }  // namespace tessera

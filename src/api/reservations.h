@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "cli/cluster_client.h"
+#include "client/cluster_client.h"
 #include "tessera/tessera.h"
 
 namespace tessera::api {
@@ -17,7 +17,7 @@ void RememberReservationCluster(const InitOptions& options, std::string driver_i
 void ForgetReservationCluster();
 
 // The options recorded by Init, or nothing before Init / after Shutdown.
-std::optional<cli::ClusterClientOptions> ReservationCluster();
+std::optional<client::ClusterClientOptions> ReservationCluster();
 // The driver id recorded by Init ("" before Init / after Shutdown).
 std::string ReservationOwner();
 

@@ -221,6 +221,7 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
       }
       QueuedTask& task = it->second;
       auto record = [&](bool cancelled, bool retried) {
+        mu_.AssertHeld();  // run right here, under this function's lock
         if (!task_event_sink_) return;
         auto [outcome, detail] = RunOutcome(result, cancelled, retried);
         RecordRunLocked(task, worker, result.start_time_us(), result.end_time_us(), outcome,

@@ -3,24 +3,24 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <iterator>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "api/prefixed_output.h"
 #include "api/worker_channel.h"
-#include "cli/cluster_client.h"
-#include "cli/lease_round.h"
-#include "cli/list_pages.h"
-#include "cli/state_folder.h"
+#include "base/status_macros.h"
+#include "client/cluster_client.h"
+#include "client/lease_round.h"
+#include "client/list_pages.h"
+#include "client/state_folder.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
 #include "rpc/retry.h"
@@ -79,11 +79,11 @@ void WorkerLeases::RequestWorker(const LeaseShape& shape) {
 }
 
 std::string WorkerLeases::LocalAgentAddress() const {
-  const cli::StateFolder state{options_.state_dir};
-  for (const std::string& node : cli::NodeIdsInStateFolder(state)) {
-    const auto pid = cli::ReadPidFile(state.AgentPidFile(node));
-    if (!pid.has_value() || !cli::ProcessAlive(*pid)) continue;
-    auto address = cli::ReadFirstLine(state.AgentAddressFile(node));
+  const client::StateFolder state{options_.state_dir};
+  for (const std::string& node : client::NodeIdsInStateFolder(state)) {
+    const auto pid = client::ReadPidFile(state.AgentPidFile(node));
+    if (!pid.has_value() || !client::ProcessAlive(*pid)) continue;
+    auto address = client::ReadFirstLine(state.AgentAddressFile(node));
     if (address.ok() && !address->empty()) return *address;
   }
   return "";
@@ -151,9 +151,9 @@ absl::Status WorkerLeases::WaitBeforeRetry(absl::Duration backoff) {
 }
 
 absl::StatusOr<v1::ListNodesResponse> WorkerLeases::ListHeadNodes() {
-  return cli::ListEveryPageOf(*head_, &v1::Head::Stub::ListNodes, options_.token,
-                              absl::Seconds(5),
-                              absl::StrCat("the head at ", options_.head_address));
+  return client::ListEveryPageOf(*head_, &v1::Head::Stub::ListNodes, options_.token,
+                                 absl::Seconds(5),
+                                 absl::StrCat("the head at ", options_.head_address));
 }
 
 size_t WorkerLeases::lease_threads_for_tests() {
@@ -293,7 +293,7 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
           "no node agent runs on this host (state folder ", options_.state_dir,
           ") and no head is known to pick one"));
     }
-    cli::LeaseRoundCalls calls;
+    client::LeaseRoundCalls calls;
     auto pick_node = [&](const v1::ResourceRequest& request,
                          const std::vector<std::string>& exclude, v1::PickNodeResponse* picked) {
       v1::PickNodeRequest pick;
@@ -313,8 +313,8 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
       return absl::Status(s.code(),
                           absl::StrCat("lease from the node agent at ", agent, ": ", s.message()));
     };
-    calls.request_id = [] { return cli::NewRequestId("lease"); };
-    auto round = cli::RunLeaseRound(lease, address, calls);
+    calls.request_id = [] { return client::NewRequestId("lease"); };
+    auto round = client::RunLeaseRound(lease, address, calls);
     if (!round.ok()) return round.status();
     if (round->grant.has_value()) return std::make_pair(*std::move(round->grant), round->address);
     // Past the hop limit the lease waits like a pending one.

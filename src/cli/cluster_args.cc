@@ -17,12 +17,13 @@ void AddCommonClusterFlags(CLI::App& command, CommonClusterArgs& args) {
       ->type_name("FILE");
 }
 
-absl::StatusOr<std::unique_ptr<ClusterClient>> ConnectCluster(const CommonClusterArgs& args) {
-  ClusterClientOptions options;
+absl::StatusOr<std::unique_ptr<client::ClusterClient>> ConnectCluster(
+    const CommonClusterArgs& args) {
+  client::ClusterClientOptions options;
   options.state_dir = args.state_dir;
   options.head_address = args.address;
   options.token_file = args.token_file;
-  return ClusterClient::Connect(std::move(options));
+  return client::ClusterClient::Connect(std::move(options));
 }
 
 }  // namespace tessera::cli

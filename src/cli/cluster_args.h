@@ -2,13 +2,12 @@
 // token) and the one way those commands connect. Thread-compatible: values filled by CLI11.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
 
-#include <CLI/CLI.hpp>
-
 #include "absl/status/statusor.h"
-#include "cli/cluster_client.h"
+#include "client/cluster_client.h"
 
 namespace tessera::cli {
 
@@ -21,6 +20,7 @@ struct CommonClusterArgs {
 // --state-dir DIR, --address HOST:PORT (the head), --token-file FILE.
 void AddCommonClusterFlags(CLI::App& command, CommonClusterArgs& args);
 
-absl::StatusOr<std::unique_ptr<ClusterClient>> ConnectCluster(const CommonClusterArgs& args);
+absl::StatusOr<std::unique_ptr<client::ClusterClient>> ConnectCluster(
+    const CommonClusterArgs& args);
 
 }  // namespace tessera::cli

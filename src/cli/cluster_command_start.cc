@@ -8,7 +8,7 @@ namespace tessera::cli {
 
 absl::StatusOr<absl::Duration> ParseWaitFlag(const std::string& text, absl::Duration if_empty) {
   if (text.empty()) return if_empty;
-  return ParseDurationFlag("--wait", text);
+  return client::ParseDurationFlag("--wait", text);
 }
 
 absl::StatusOr<ClusterCommandStart> StartClusterCommand(const CommonClusterArgs& common,

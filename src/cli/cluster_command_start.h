@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "cli/cluster_args.h"
-#include "cli/cluster_client.h"
+#include "client/cluster_client.h"
 
 namespace tessera::cli {
 
@@ -19,7 +19,7 @@ absl::StatusOr<absl::Duration> ParseWaitFlag(const std::string& text, absl::Dura
 
 struct ClusterCommandStart {
   absl::Duration wait;
-  std::unique_ptr<ClusterClient> client;
+  std::unique_ptr<client::ClusterClient> client;
 };
 
 // ParseWaitFlag, then ConnectCluster: a bad flag is reported before any connection is tried.

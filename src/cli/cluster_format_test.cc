@@ -3,8 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "cli/cluster_client.h"
 #include "cli/cluster_views.h"
+#include "client/cluster_client.h"
 
 namespace tessera::cli {
 namespace {
@@ -140,21 +140,21 @@ TEST(ClusterViewsTest, PlacementGroupTextShowsEveryBundle) {
 }
 
 TEST(ParseDurationFlagTest, TakesAbslDurationsAndSeconds) {
-  EXPECT_EQ(*ParseDurationFlag("--wait", "500ms"), absl::Milliseconds(500));
-  EXPECT_EQ(*ParseDurationFlag("--wait", "2"), absl::Seconds(2));
-  EXPECT_EQ(*ParseDurationFlag("--wait", " 1m "), absl::Minutes(1));
-  const auto bad = ParseDurationFlag("--wait", "soon");
+  EXPECT_EQ(*client::ParseDurationFlag("--wait", "500ms"), absl::Milliseconds(500));
+  EXPECT_EQ(*client::ParseDurationFlag("--wait", "2"), absl::Seconds(2));
+  EXPECT_EQ(*client::ParseDurationFlag("--wait", " 1m "), absl::Minutes(1));
+  const auto bad = client::ParseDurationFlag("--wait", "soon");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("--wait: \"soon\""));
-  EXPECT_FALSE(ParseDurationFlag("--wait", "-1s").ok());
-  EXPECT_FALSE(ParseDurationFlag("--wait", "-3").ok());
+  EXPECT_FALSE(client::ParseDurationFlag("--wait", "-1s").ok());
+  EXPECT_FALSE(client::ParseDurationFlag("--wait", "-3").ok());
 }
 
 TEST(NewRequestIdTest, IdsAreFreshAndPrefixed) {
-  const std::string a = NewRequestId("pg");
+  const std::string a = client::NewRequestId("pg");
   EXPECT_EQ(a.rfind("pg-", 0), 0u);
   EXPECT_EQ(a.size(), 3u + 16u);
-  EXPECT_NE(a, NewRequestId("pg"));
+  EXPECT_NE(a, client::NewRequestId("pg"));
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "cli/cluster_client.h"
+#include "client/cluster_client.h"
 
 namespace tessera::cli {
 namespace {
@@ -30,14 +30,15 @@ std::string Argv0(int pid) {
 }
 
 // A pid may be signalled only while it is still the process we mean.
-bool StillOurs(const Target& t, const StateFolder& state) {
-  if (!ProcessAlive(t.pid)) return false;
-  if (!t.is_worker) return IsTesseraStartProcess(t.pid, state);
+bool StillOurs(const Target& t, const client::StateFolder& state) {
+  if (!client::ProcessAlive(t.pid)) return false;
+  if (!t.is_worker) return client::IsTesseraStartProcess(t.pid, state);
   return Argv0(t.pid) == t.worker_argv0;
 }
 
 // Waits until none of `targets` is alive or `grace` has passed. True when all are gone.
-bool WaitGone(const std::vector<Target>& targets, const StateFolder& state, absl::Duration grace) {
+bool WaitGone(const std::vector<Target>& targets, const client::StateFolder& state,
+              absl::Duration grace) {
   const absl::Time until = absl::Now() + grace;
   while (true) {
     bool any = false;
@@ -48,7 +49,8 @@ bool WaitGone(const std::vector<Target>& targets, const StateFolder& state, absl
   }
 }
 
-void SignalAll(std::vector<Target>& targets, const StateFolder& state, int sig, const char* how) {
+void SignalAll(std::vector<Target>& targets, const client::StateFolder& state, int sig,
+               const char* how) {
   for (Target& t : targets) {
     if (StillOurs(t, state) && kill(t.pid, sig) == 0) t.how = how;
   }
@@ -56,30 +58,31 @@ void SignalAll(std::vector<Target>& targets, const StateFolder& state, int sig, 
 
 }  // namespace
 
-absl::StatusOr<StopReport> StopCluster(const StateFolder& state, const StopOptions& options) {
+absl::StatusOr<StopReport> StopCluster(const client::StateFolder& state,
+                                       const StopOptions& options) {
   std::vector<Target> daemons;
-  for (const std::string& node : NodeIdsInStateFolder(state)) {
-    const auto pid = ReadPidFile(state.AgentPidFile(node));
+  for (const std::string& node : client::NodeIdsInStateFolder(state)) {
+    const auto pid = client::ReadPidFile(state.AgentPidFile(node));
     Target t{.what = absl::StrCat("node agent ", node), .pid = pid.value_or(0)};
-    t.address = ReadFirstLine(state.AgentAddressFile(node)).value_or("");
+    t.address = client::ReadFirstLine(state.AgentAddressFile(node)).value_or("");
     t.files = {state.AgentPidFile(node), state.AgentAddressFile(node)};
     daemons.push_back(std::move(t));
   }
   {
-    const auto pid = ReadPidFile(state.HeadPidFile());
+    const auto pid = client::ReadPidFile(state.HeadPidFile());
     Target head{.what = "head", .pid = pid.value_or(0)};
-    head.address = ReadFirstLine(state.HeadAddressFile()).value_or("");
+    head.address = client::ReadFirstLine(state.HeadAddressFile()).value_or("");
     head.files = {state.HeadPidFile(), state.HeadAddressFile()};
     daemons.push_back(std::move(head));
   }
 
-  ClusterClientOptions client_options;
+  client::ClusterClientOptions client_options;
   client_options.state_dir = state.root;
-  client_options.head = HeadRequirement::kOptional;
+  client_options.head = client::HeadRequirement::kOptional;
   client_options.call_deadline = absl::Seconds(2);
-  auto client = ClusterClient::Connect(client_options);
+  auto client = client::ClusterClient::Connect(client_options);
   if (!client.ok()) return client.status();
-  ClusterClient& c = **client;
+  client::ClusterClient& c = **client;
 
   // Workers are remembered before their agents go, in case an agent has to be killed and
   // cannot stop them itself.
@@ -87,9 +90,10 @@ absl::StatusOr<StopReport> StopCluster(const StateFolder& state, const StopOptio
   for (Target& t : daemons) {
     if (t.what == "head" || t.address.empty() || !StillOurs(t, state)) continue;
     tessera::v1::ListWorkersResponse response;
-    const absl::Status listed = c.Call(t.what, Retry::kNever, [&](grpc::ClientContext* ctx) {
-      return c.agent(t.address).ListWorkers(ctx, tessera::v1::ListWorkersRequest(), &response);
-    });
+    const absl::Status listed =
+        c.Call(t.what, client::Retry::kNever, [&](grpc::ClientContext* ctx) {
+          return c.agent(t.address).ListWorkers(ctx, tessera::v1::ListWorkersRequest(), &response);
+        });
     if (!listed.ok()) continue;
     for (const auto& w : response.workers()) {
       if (w.state() != "RUNNING" || w.pid() <= 1 || w.argv().empty()) continue;
@@ -104,8 +108,9 @@ absl::StatusOr<StopReport> StopCluster(const StateFolder& state, const StopOptio
   for (Target& t : daemons) {
     if (t.address.empty() || !StillOurs(t, state)) continue;
     tessera::v1::ShutdownResponse response;
-    const absl::Status asked = c.Call(t.what, Retry::kNever, [&](grpc::ClientContext* ctx) {
-      if (t.what == "head") return c.head().Shutdown(ctx, tessera::v1::ShutdownRequest(), &response);
+    const absl::Status asked = c.Call(t.what, client::Retry::kNever, [&](grpc::ClientContext* ctx) {
+      if (t.what == "head")
+        return c.head().Shutdown(ctx, tessera::v1::ShutdownRequest(), &response);
       return c.agent(t.address).Shutdown(ctx, tessera::v1::ShutdownRequest(), &response);
     });
     if (asked.ok()) t.how = "shut down";

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "cli/state_folder.h"
+#include "client/state_folder.h"
 
 namespace tessera::cli {
 
@@ -29,6 +29,7 @@ struct StopReport {
   std::vector<StoppedProcess> stopped;
 };
 
-absl::StatusOr<StopReport> StopCluster(const StateFolder& state, const StopOptions& options);
+absl::StatusOr<StopReport> StopCluster(const client::StateFolder& state,
+                                       const StopOptions& options);
 
 }  // namespace tessera::cli

@@ -15,8 +15,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cli/cluster_args.h"
-#include "cli/cluster_client.h"
 #include "cli/commands.h"
+#include "client/cluster_client.h"
 #include "rpc/message_json.h"
 
 namespace tessera::cli {

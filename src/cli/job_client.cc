@@ -80,12 +80,13 @@ absl::Status FillJobProcess(const JobProcessArgs& args, v1::JobSpec* spec) {
   if (args.max_restarts < 0) return absl::InvalidArgumentError("--max-restarts: must be 0 or more");
   spec->set_max_restarts(args.max_restarts);
   if (!args.hang_timeout.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(absl::Duration d,
-                             ParsePositiveDurationFlag("--hang-timeout", args.hang_timeout));
+    TESSERA_ASSIGN_OR_RETURN(
+        absl::Duration d, client::ParsePositiveDurationFlag("--hang-timeout", args.hang_timeout));
     spec->set_hang_timeout_ms(absl::ToInt64Milliseconds(d));
   }
   if (!args.stop_grace.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(absl::Duration d, ParseDurationFlag("--stop-grace", args.stop_grace));
+    TESSERA_ASSIGN_OR_RETURN(absl::Duration d,
+                             client::ParseDurationFlag("--stop-grace", args.stop_grace));
     spec->set_stop_grace_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
   }
   if (!args.working_dir.empty()) {
@@ -131,7 +132,8 @@ std::string JobStatusText(const v1::JobStatus& status) {
   return out.str();
 }
 
-absl::StatusOr<v1::JobStatus> ReadJobStatusFile(const StateFolder& state, const std::string& job) {
+absl::StatusOr<v1::JobStatus> ReadJobStatusFile(const client::StateFolder& state,
+                                                const std::string& job) {
   if (!SafeJobName(job)) return absl::InvalidArgumentError(absl::StrCat(Quote(job), " is not a job id"));
   const std::string path = absl::StrCat(state.JobsDir(), "/", job, "/status.json");
   std::ifstream in(path);
@@ -155,7 +157,7 @@ absl::StatusOr<v1::JobStatus> ReadJobStatusFile(const StateFolder& state, const 
   return status;
 }
 
-std::vector<v1::JobStatus> ReadJobStatusFiles(const StateFolder& state) {
+std::vector<v1::JobStatus> ReadJobStatusFiles(const client::StateFolder& state) {
   std::vector<v1::JobStatus> jobs;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(state.JobsDir(), ec)) {
@@ -170,7 +172,7 @@ std::vector<v1::JobStatus> ReadJobStatusFiles(const StateFolder& state) {
   return jobs;
 }
 
-absl::StatusOr<std::optional<v1::JobStatus>> FollowJobLog(ClusterClient& client,
+absl::StatusOr<std::optional<v1::JobStatus>> FollowJobLog(client::ClusterClient& client,
                                                           const std::string& job, int rank,
                                                           bool follow, bool attach) {
   v1::StreamJobLogsRequest request;
@@ -196,7 +198,7 @@ absl::StatusOr<std::optional<v1::JobStatus>> FollowJobLog(ClusterClient& client,
     const grpc::Status finished = stream->Finish();
     if (finished.ok()) return ended;
     if (finished.error_code() != grpc::StatusCode::UNAVAILABLE || !follow) {
-      return FromGrpc(finished, client.HeadPeer());
+      return client::FromGrpc(finished, client.HeadPeer());
     }
     absl::SleepFor(absl::Milliseconds(200));
   }
@@ -204,7 +206,7 @@ absl::StatusOr<std::optional<v1::JobStatus>> FollowJobLog(ClusterClient& client,
                                              client.HeadPeer()));
 }
 
-absl::Status PrintJobLogFile(const StateFolder& state, const std::string& job, int rank) {
+absl::Status PrintJobLogFile(const client::StateFolder& state, const std::string& job, int rank) {
   std::string id = job;
   if (!SafeJobName(job)) return absl::InvalidArgumentError(absl::StrCat(Quote(job), " is not a job id"));
   if (!std::filesystem::exists(absl::StrCat(state.JobsDir(), "/", job))) {

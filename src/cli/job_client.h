@@ -11,8 +11,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "cli/cluster_client.h"
-#include "cli/state_folder.h"
+#include "client/cluster_client.h"
+#include "client/state_folder.h"
 #include "tessera/v1/jobs.pb.h"
 
 namespace tessera::cli {
@@ -39,18 +39,19 @@ absl::Status ParseCountRange(const std::string& flag, const std::string& text, i
 std::string JobStatusText(const v1::JobStatus& status);
 
 // The job's status.json in the state folder, for a job of a cluster that is gone.
-absl::StatusOr<v1::JobStatus> ReadJobStatusFile(const StateFolder& state, const std::string& job);
+absl::StatusOr<v1::JobStatus> ReadJobStatusFile(const client::StateFolder& state,
+                                                const std::string& job);
 // Every job with a folder in the state folder.
-std::vector<v1::JobStatus> ReadJobStatusFiles(const StateFolder& state);
+std::vector<v1::JobStatus> ReadJobStatusFiles(const client::StateFolder& state);
 
 // Streams the job's merged log (or one rank's) to stdout/stderr as the head sends it; with
 // `follow`, until the job ends, and then returns its final status. `attach` makes this stream
 // the job's client (see tessera.v1.Jobs.StreamJobLogs).
-absl::StatusOr<std::optional<v1::JobStatus>> FollowJobLog(ClusterClient& client,
+absl::StatusOr<std::optional<v1::JobStatus>> FollowJobLog(client::ClusterClient& client,
                                                           const std::string& job, int rank,
                                                           bool follow, bool attach);
 
 // Prints the job's log files as they are on disk (a cluster that is gone).
-absl::Status PrintJobLogFile(const StateFolder& state, const std::string& job, int rank);
+absl::Status PrintJobLogFile(const client::StateFolder& state, const std::string& job, int rank);
 
 }  // namespace tessera::cli

@@ -12,13 +12,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/cluster_args.h"
-#include "cli/cluster_client.h"
 #include "cli/cluster_format.h"
 #include "cli/commands.h"
 #include "cli/job_client.h"
 #include "cli/text_table.h"
+#include "client/cluster_client.h"
 #include "resources/resource_set.h"
-#include "rpc/proto_convert.h"
+#include "wire/proto_convert.h"
 
 namespace tessera::cli {
 namespace {
@@ -37,7 +37,8 @@ struct JobArgs {
 };
 
 // The head, or nullptr with the reason when no cluster answers (then the job folders are read).
-std::unique_ptr<ClusterClient> TryConnect(const CommonClusterArgs& common, absl::Status* why) {
+std::unique_ptr<client::ClusterClient> TryConnect(const CommonClusterArgs& common,
+                                                  absl::Status* why) {
   auto client = ConnectCluster(common);
   if (!client.ok()) {
     *why = client.status();
@@ -52,13 +53,13 @@ bool NoHead(const absl::Status& status) {
 }
 
 // The state folder whose job files are read when no head answers (only when it may be trusted).
-absl::StatusOr<StateFolder> StateOf(const CommonClusterArgs& common) {
-  return TrustedStateFolder(common.state_dir);
+absl::StatusOr<client::StateFolder> StateOf(const CommonClusterArgs& common) {
+  return client::TrustedStateFolder(common.state_dir);
 }
 
 int RunSubmit(const CommonClusterArgs& common, const SubmitArgs& args) {
   v1::SubmitJobRequest request;
-  request.set_request_id(NewRequestId("job"));
+  request.set_request_id(client::NewRequestId("job"));
   v1::JobSpec& spec = *request.mutable_spec();
   auto resources = ParseResourceSet(args.resources);
   if (!resources.ok()) {
@@ -67,13 +68,13 @@ int RunSubmit(const CommonClusterArgs& common, const SubmitArgs& args) {
   v1::GangPlacement& placement = *spec.mutable_placement();
   placement.set_min_workers(1);
   placement.set_max_workers(1);
-  *placement.mutable_resources_per_worker() = rpc::ResourcesToProto(*resources);
+  *placement.mutable_resources_per_worker() = wire::ResourcesToProto(*resources);
   if (absl::Status s = FillJobProcess(args.process, &spec); !s.ok()) return ReportError(s);
   auto client = ConnectCluster(common);
   if (!client.ok()) return ReportError(client.status());
-  ClusterClient& c = **client;
+  client::ClusterClient& c = **client;
   v1::JobStatus status;
-  absl::Status sent = c.Call(c.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+  absl::Status sent = c.Call(c.HeadPeer(), client::Retry::kSafe, [&](grpc::ClientContext* ctx) {
     return c.jobs().SubmitJob(ctx, request, &status);
   });
   if (!sent.ok()) return ReportError(sent);
@@ -81,11 +82,11 @@ int RunSubmit(const CommonClusterArgs& common, const SubmitArgs& args) {
   return 0;
 }
 
-absl::StatusOr<v1::JobStatus> GetJob(ClusterClient& c, const std::string& job) {
+absl::StatusOr<v1::JobStatus> GetJob(client::ClusterClient& c, const std::string& job) {
   v1::GetJobRequest request;
   request.set_job_id(job);
   v1::JobStatus status;
-  absl::Status got = c.Call(c.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+  absl::Status got = c.Call(c.HeadPeer(), client::Retry::kSafe, [&](grpc::ClientContext* ctx) {
     return c.jobs().GetJob(ctx, request, &status);
   });
   if (!got.ok()) return got;
@@ -94,7 +95,7 @@ absl::StatusOr<v1::JobStatus> GetJob(ClusterClient& c, const std::string& job) {
 
 int RunStatus(const JobArgs& args) {
   absl::Status why;
-  std::unique_ptr<ClusterClient> client = TryConnect(args.common, &why);
+  std::unique_ptr<client::ClusterClient> client = TryConnect(args.common, &why);
   absl::StatusOr<v1::JobStatus> status =
       client != nullptr ? GetJob(*client, args.job) : absl::StatusOr<v1::JobStatus>(why);
   if (!status.ok() && NoHead(status.status())) {
@@ -108,15 +109,16 @@ int RunStatus(const JobArgs& args) {
 
 int RunList(const JobArgs& args) {
   absl::Status why;
-  std::unique_ptr<ClusterClient> client = TryConnect(args.common, &why);
+  std::unique_ptr<client::ClusterClient> client = TryConnect(args.common, &why);
   std::vector<v1::JobStatus> jobs;
   if (client == nullptr && !NoHead(why)) return ReportError(why);
   bool from_files = client == nullptr;
   if (client != nullptr) {
     v1::JobList list;
-    absl::Status listed = client->Call(client->HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
-      return client->jobs().ListGangJobs(ctx, v1::ListRequest(), &list);
-    });
+    absl::Status listed =
+        client->Call(client->HeadPeer(), client::Retry::kSafe, [&](grpc::ClientContext* ctx) {
+          return client->jobs().ListGangJobs(ctx, v1::ListRequest(), &list);
+        });
     if (!listed.ok() && !NoHead(listed)) return ReportError(listed);
     from_files = !listed.ok();
     jobs.assign(list.jobs().begin(), list.jobs().end());
@@ -148,7 +150,7 @@ int RunList(const JobArgs& args) {
 int RunLogs(const JobArgs& args) {
   if (args.rank < -1) return ReportError("--rank: a rank number (0 or more)");
   absl::Status why;
-  std::unique_ptr<ClusterClient> client = TryConnect(args.common, &why);
+  std::unique_ptr<client::ClusterClient> client = TryConnect(args.common, &why);
   if (client != nullptr) {
     auto followed = FollowJobLog(*client, args.job, args.rank, args.follow, /*attach=*/false);
     if (followed.ok()) return 0;
@@ -163,11 +165,11 @@ int RunLogs(const JobArgs& args) {
 int RunJobStop(const JobArgs& args) {
   auto client = ConnectCluster(args.common);
   if (!client.ok()) return ReportError(client.status());
-  ClusterClient& c = **client;
+  client::ClusterClient& c = **client;
   v1::StopJobRequest request;
   request.set_job_id(args.job);
   v1::JobStatus status;
-  absl::Status stopped = c.Call(c.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+  absl::Status stopped = c.Call(c.HeadPeer(), client::Retry::kSafe, [&](grpc::ClientContext* ctx) {
     ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(3));
     return c.jobs().StopJob(ctx, request, &status);
   });

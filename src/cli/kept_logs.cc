@@ -85,7 +85,7 @@ struct Move {
   std::string to;  // relative, e.g. "nodes/n1/workers/w-1.out"
 };
 
-std::vector<Move> LogsToKeep(const StateFolder& state) {
+std::vector<Move> LogsToKeep(const client::StateFolder& state) {
   std::vector<Move> moves;
   for (const std::string& name : NamesIn(state.LogsDir())) {
     const std::string path = absl::StrCat(state.LogsDir(), "/", name);
@@ -198,7 +198,7 @@ bool IsKeptLogsFolderName(std::string_view name) {
                      [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); });
 }
 
-absl::StatusOr<KeptLogs> KeepClusterLogs(const StateFolder& state,
+absl::StatusOr<KeptLogs> KeepClusterLogs(const client::StateFolder& state,
                                          const KeepLogsOptions& options) {
   KeptLogs kept;
   const std::vector<Move> moves = LogsToKeep(state);

@@ -25,7 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "cli/state_folder.h"
+#include "client/state_folder.h"
 
 namespace tessera::cli {
 
@@ -45,7 +45,8 @@ struct KeptLogs {
 
 // Moves the logs as above and prunes. An error (naming the file) when a log cannot be moved: the
 // caller must then remove nothing, so no log is lost. Files already moved stay in the new folder.
-absl::StatusOr<KeptLogs> KeepClusterLogs(const StateFolder& state, const KeepLogsOptions& options);
+absl::StatusOr<KeptLogs> KeepClusterLogs(const client::StateFolder& state,
+                                         const KeepLogsOptions& options);
 
 // "2026-12-03T14-05-09Z": `t` in UTC, to the second, with no ':' (valid in every file system).
 std::string KeptLogsFolderName(absl::Time t);

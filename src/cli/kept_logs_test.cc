@@ -66,7 +66,7 @@ class KeptLogsTest : public ::testing::Test {
     Write(state_.NodeDir("n1") + "/workers/w-1.err", "err " + tag);
   }
 
-  StateFolder state_;
+  client::StateFolder state_;
 };
 
 TEST_F(KeptLogsTest, NamesAreUtcSecondsWithoutColons) {

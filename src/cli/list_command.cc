@@ -11,17 +11,17 @@
 #include <vector>
 
 #include "cli/cluster_args.h"
-#include "cli/cluster_client.h"
 #include "cli/cluster_format.h"
 #include "cli/cluster_views.h"
 #include "cli/commands.h"
+#include "client/cluster_client.h"
 
 namespace tessera::cli {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-int ListWorkers(ClusterClient& client, bool json) {
+int ListWorkers(client::ClusterClient& client, bool json) {
   std::vector<std::string> unreachable;
   auto workers = client.ListWorkersEverywhere(unreachable);
   if (!workers.ok()) return ReportError(workers.status());
@@ -42,7 +42,7 @@ int ListWorkers(ClusterClient& client, bool json) {
 int RunList(const CommonClusterArgs& common, const std::string& what, bool json) {
   auto client = ConnectCluster(common);
   if (!client.ok()) return ReportError(client.status());
-  ClusterClient& c = **client;
+  client::ClusterClient& c = **client;
   auto print = [json](const auto& response, auto&& text) {
     if (!response.ok()) return ReportError(response.status());
     if (json) {

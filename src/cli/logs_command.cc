@@ -12,8 +12,8 @@
 #include "absl/strings/str_join.h"
 #include "base/string_util.h"
 #include "cli/cluster_args.h"
-#include "cli/cluster_client.h"
 #include "cli/commands.h"
+#include "client/cluster_client.h"
 
 namespace tessera::cli {
 namespace {
@@ -28,7 +28,7 @@ struct LogsArgs {
 int RunLogs(const LogsArgs& args) {
   auto client = ConnectCluster(args.common);
   if (!client.ok()) return ReportError(client.status());
-  ClusterClient& c = **client;
+  client::ClusterClient& c = **client;
   std::vector<std::string> unreachable;
   auto workers = c.ListWorkersEverywhere(unreachable);
   if (!workers.ok()) return ReportError(workers.status());
@@ -72,7 +72,7 @@ int RunLogs(const LogsArgs& args) {
     }
   }
   const absl::Status status =
-      FromGrpc(stream->Finish(), absl::StrCat("node ", node_id, " at ", address));
+      client::FromGrpc(stream->Finish(), absl::StrCat("node ", node_id, " at ", address));
   if (!status.ok()) return ReportError(status);
   return 0;
 }

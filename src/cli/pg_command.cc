@@ -15,17 +15,17 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
-#include "cli/cluster_client.h"
+#include "cli/cluster_args.h"
 #include "cli/cluster_command_start.h"
 #include "cli/cluster_format.h"
-#include "cli/cluster_args.h"
 #include "cli/cluster_views.h"
 #include "cli/commands.h"
-#include "cli/reservation_calls.h"
+#include "client/cluster_client.h"
+#include "client/reservation_calls.h"
 #include "labels/label.h"
-#include "rpc/proto_convert.h"
 #include "rpc/state_names.h"
 #include "scheduling/placement_group_spec.h"
+#include "wire/proto_convert.h"
 
 namespace tessera::cli {
 namespace {
@@ -78,8 +78,8 @@ absl::StatusOr<tessera::v1::CreatePlacementGroupRequest> BuildCreateRequest(
   TESSERA_RETURN_IF_ERROR(ValidatePlacementGroupSpec(spec));
 
   tessera::v1::CreatePlacementGroupRequest request;
-  rpc::PlacementGroupSpecToProto(spec, &request);
-  request.set_request_id(NewRequestId("pg"));
+  wire::PlacementGroupSpecToProto(spec, &request);
+  request.set_request_id(client::NewRequestId("pg"));
   return request;
 }
 
@@ -89,9 +89,9 @@ int RunCreate(const CommonClusterArgs& common, const CreateArgs& args) {
   auto start = StartClusterCommand(common, args.wait, absl::ZeroDuration());
   if (!start.ok()) return ReportError(start.status());
   const absl::Duration wait = start->wait;
-  ClusterClient& c = *start->client;
+  client::ClusterClient& c = *start->client;
 
-  auto created = CreatePlacementGroupAndWait(c, *request, wait);
+  auto created = client::CreatePlacementGroupAndWait(c, *request, wait);
   if (!created.ok()) return ReportError(created.status());
   const PlacementGroupInfo& info = *created;
   if (args.json) {
@@ -126,7 +126,7 @@ int RunList(const CommonClusterArgs& common, bool json) {
 int RunRemove(const CommonClusterArgs& common, const std::string& name) {
   auto client = ConnectCluster(common);
   if (!client.ok()) return ReportError(client.status());
-  auto response = RemovePlacementGroupNamed(**client, name);
+  auto response = client::RemovePlacementGroupNamed(**client, name);
   if (!response.ok()) return ReportError(response.status());
   std::cout << "Removed placement group " << name << " (" << response->released_size()
             << " bundle" << (response->released_size() == 1 ? "" : "s") << " released).\n";

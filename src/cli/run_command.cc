@@ -29,16 +29,16 @@
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "cli/cluster_args.h"
-#include "cli/cluster_client.h"
 #include "cli/cluster_command_start.h"
 #include "cli/cluster_format.h"
 #include "cli/commands.h"
-#include "cli/lease_round.h"
 #include "cli/signal_waiter.h"
-#include "rpc/proto_convert.h"
-#include "rpc/state_names.h"
+#include "client/cluster_client.h"
+#include "client/lease_round.h"
 #include "labels/label_selector.h"
 #include "resources/resource_set.h"
+#include "rpc/state_names.h"
+#include "wire/proto_convert.h"
 
 namespace tessera::cli {
 namespace {
@@ -70,7 +70,7 @@ absl::StatusOr<LeaseRequest> BuildLeaseRequest(const RunArgs& args) {
   if (!resources.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--resources: ", resources.status().message()));
   }
-  *request.mutable_resources() = rpc::ResourcesToProto(*resources);
+  *request.mutable_resources() = wire::ResourcesToProto(*resources);
   for (size_t i = 0; i < args.selectors.size(); ++i) {
     auto selector = ParseLabelSelector(args.selectors[i]);
     if (!selector.ok()) {
@@ -78,9 +78,9 @@ absl::StatusOr<LeaseRequest> BuildLeaseRequest(const RunArgs& args) {
           absl::StrCat("--label-selector: ", selector.status().message()));
     }
     if (i == 0) {
-      rpc::LabelSelectorToProto(*selector, request.mutable_label_selector());
+      wire::LabelSelectorToProto(*selector, request.mutable_label_selector());
     } else {
-      rpc::LabelSelectorToProto(*selector, request.add_fallbacks());
+      wire::LabelSelectorToProto(*selector, request.add_fallbacks());
     }
   }
   if (args.strategy == "SPREAD") {
@@ -115,18 +115,18 @@ absl::StatusOr<LeaseRequest> BuildLeaseRequest(const RunArgs& args) {
   // This command watches the worker; if it is killed, its agent stops the worker instead of
   // leaving it to hold its resources (or its bundle) with nobody to read it.
   worker.set_stop_when_unwatched(true);
-  lease.set_job_id(NewRequestId("job"));
+  lease.set_job_id(client::NewRequestId("job"));
   // The program's own tasks are reported under this job (`tessera timeline JOB`).
   (*worker.mutable_env())["TESSERA_JOB_ID"] = lease.job_id();
   return lease;
 }
 
 // A node agent on this machine: the first node of the state folder whose agent is alive.
-std::string LocalAgentAddress(const StateFolder& state) {
-  for (const std::string& node : NodeIdsInStateFolder(state)) {
-    const auto pid = ReadPidFile(state.AgentPidFile(node));
-    if (!pid.has_value() || !ProcessAlive(*pid)) continue;
-    auto address = ReadFirstLine(state.AgentAddressFile(node));
+std::string LocalAgentAddress(const client::StateFolder& state) {
+  for (const std::string& node : client::NodeIdsInStateFolder(state)) {
+    const auto pid = client::ReadPidFile(state.AgentPidFile(node));
+    if (!pid.has_value() || !client::ProcessAlive(*pid)) continue;
+    auto address = client::ReadFirstLine(state.AgentAddressFile(node));
     if (address.ok() && !address->empty()) return *address;
   }
   return "";
@@ -139,36 +139,37 @@ struct Granted {
 
 // Asks agents until one grants the lease: spillbacks are followed, a pending answer is retried
 // (backing off) until `wait` runs out.
-absl::StatusOr<Granted> AcquireLease(ClusterClient& client, LeaseRequest lease,
+absl::StatusOr<Granted> AcquireLease(client::ClusterClient& client, LeaseRequest lease,
                                      absl::Duration wait,
                                      const std::function<bool()>& interrupted) {
   const absl::Time until = absl::Now() + wait;
   absl::Duration backoff = absl::Milliseconds(50);
   bool told_waiting = false;
-  LeaseRoundCalls calls;
+  client::LeaseRoundCalls calls;
   calls.pick_node = [&](const tessera::v1::ResourceRequest& request,
                         tessera::v1::PickNodeResponse* picked) {
     tessera::v1::PickNodeRequest pick;
     *pick.mutable_request() = request;
-    return client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
+    return client.Call(client.HeadPeer(), client::Retry::kSafe, [&](grpc::ClientContext* c) {
       return client.head().PickNode(c, pick, picked);
     });
   };
   calls.request_lease = [&](const std::string& address, const LeaseRequest& request,
                             LeaseReply* reply) {
-    return client.Call(absl::StrCat("the node agent at ", address), Retry::kSafe,
+    return client.Call(absl::StrCat("the node agent at ", address), client::Retry::kSafe,
                        [&](grpc::ClientContext* c) {
                          return client.agent(address).RequestLease(c, request, reply);
                        });
   };
-  calls.request_id = [] { return NewRequestId("lease"); };
+  calls.request_id = [] { return client::NewRequestId("lease"); };
   while (true) {
-    TESSERA_ASSIGN_OR_RETURN(LeaseRoundOutcome round,
-                             RunLeaseRound(lease, LocalAgentAddress(client.state()), calls));
+    TESSERA_ASSIGN_OR_RETURN(
+        client::LeaseRoundOutcome round,
+        client::RunLeaseRound(lease, LocalAgentAddress(client.state()), calls));
     if (round.grant.has_value()) return Granted{*std::move(round.grant), round.address};
     if (round.hop_limit) {
-      return absl::UnavailableError(
-          absl::StrCat("the lease was sent on ", kMaxLeaseHops, " times without being granted"));
+      return absl::UnavailableError(absl::StrCat("the lease was sent on ", client::kMaxLeaseHops,
+                                                 " times without being granted"));
     }
     // Why nothing took it this round: "pending" or "infeasible", with the explanation.
     const std::string& status = round.status;
@@ -204,7 +205,7 @@ int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 // Thread-safe: SetWorker and Stop may be called from the main thread while the waiter runs.
 class SignalForwarder {
  public:
-  void Start(ClusterClient* client) {
+  void Start(client::ClusterClient* client) {
     client_ = client;
     waiter_.Start([this](int sig) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -236,14 +237,16 @@ class SignalForwarder {
     // The worker gets the signal this command got, as a local process would from the terminal.
     request.set_signal(signal_);
     tessera::v1::KillWorkerResponse response;
-    const absl::Status status = client_->Call(
-        absl::StrCat("the node agent at ", address_), Retry::kSafe,
-        [&](grpc::ClientContext* c) { return client_->agent(address_).KillWorker(c, request, &response); });
+    const absl::Status status =
+        client_->Call(absl::StrCat("the node agent at ", address_), client::Retry::kSafe,
+                      [&](grpc::ClientContext* c) {
+                        return client_->agent(address_).KillWorker(c, request, &response);
+                      });
     if (!status.ok()) std::cerr << "tessera: warning: could not stop the worker: " << status.message() << "\n";
   }
 
   SignalWaiter waiter_;  // first: blocks the signals before anything else exists
-  ClusterClient* client_ = nullptr;
+  client::ClusterClient* client_ = nullptr;
   std::mutex mu_;
   bool interrupted_ = false;
   int signal_ = 0;
@@ -252,22 +255,21 @@ class SignalForwarder {
 };
 
 // Records the job with the head; returns the head's record of it after the update.
-absl::StatusOr<tessera::v1::JobInfo> RecordJob(ClusterClient& client,
+absl::StatusOr<tessera::v1::JobInfo> RecordJob(client::ClusterClient& client,
                                                const tessera::v1::JobInfo& job) {
   tessera::v1::RecordJobRequest request;
   *request.mutable_job() = job;
   tessera::v1::JobInfo response;
-  TESSERA_RETURN_IF_ERROR(
-      client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
-        return client.head().RecordJob(c, request, &response);
-      }));
+  TESSERA_RETURN_IF_ERROR(client.Call(
+      client.HeadPeer(), client::Retry::kSafe,
+      [&](grpc::ClientContext* c) { return client.head().RecordJob(c, request, &response); }));
   return response;
 }
 
 // Records how the job ended. The command's exit code is the worker's whatever the head says;
 // a head whose record still disagrees (an ended job stays as it ended) gets a warning naming
 // both, so the listing's state is never a silent contradiction of what the terminal showed.
-void RecordJobEnd(ClusterClient& client, const tessera::v1::JobInfo& job) {
+void RecordJobEnd(client::ClusterClient& client, const tessera::v1::JobInfo& job) {
   auto recorded = RecordJob(client, job);
   if (!recorded.ok()) {
     std::cerr << "tessera: warning: the job's end was not recorded: "
@@ -292,7 +294,7 @@ int RunCommand(const RunArgs& args) {
   SignalForwarder forwarder;  // before any gRPC thread exists, so they inherit the mask
   auto client = ConnectCluster(args.common);
   if (!client.ok()) return ReportError(client.status());
-  ClusterClient& c = **client;
+  client::ClusterClient& c = **client;
   forwarder.Start(&c);
 
   auto granted = AcquireLease(c, *lease, *wait, [&] { return forwarder.interrupted(); });
@@ -330,8 +332,8 @@ int RunCommand(const RunArgs& args) {
   int code = 1;
   if (!exit.has_value()) {
     const std::string why = absl::StrCat(
-        "lost contact with node ", grant.node_id(), " while worker ", grant.worker_id(),
-        " ran: ", FromGrpc(finished, absl::StrCat("the node agent at ", granted->address)).message());
+        "lost contact with node ", grant.node_id(), " while worker ", grant.worker_id(), " ran: ",
+        client::FromGrpc(finished, absl::StrCat("the node agent at ", granted->address)).message());
     job.set_state(tessera::v1::JOB_STATE_FAILED);
     job.set_exit_reason(why);
     (void)RecordJob(c, job);

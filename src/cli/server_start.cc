@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
-#include "cli/cluster_client.h"
 #include "cli/daemon.h"
+#include "client/cluster_client.h"
 
 namespace tessera::cli {
 namespace {
@@ -21,13 +21,14 @@ std::vector<std::string> WithSelf(const std::vector<std::string>& args) {
 }
 
 // Calls to a server that is starting: short deadlines, no retries (the caller polls).
-ClusterClientOptions ProbeOptions(const StateFolder& state, const std::string& head_address,
-                                  const std::string& token_file) {
-  ClusterClientOptions options;
+client::ClusterClientOptions ProbeOptions(const client::StateFolder& state,
+                                          const std::string& head_address,
+                                          const std::string& token_file) {
+  client::ClusterClientOptions options;
   options.state_dir = state.root;
   options.head_address = head_address;
   options.token_file = token_file;
-  options.head = HeadRequirement::kOptional;
+  options.head = client::HeadRequirement::kOptional;
   options.call_deadline = absl::Seconds(2);
   options.retry_budget = absl::ZeroDuration();
   return options;
@@ -35,9 +36,9 @@ ClusterClientOptions ProbeOptions(const StateFolder& state, const std::string& h
 
 }  // namespace
 
-absl::Status CheckNoHeadRunning(const StateFolder& state) {
-  const auto pid = ReadPidFile(state.HeadPidFile());
-  if (pid.has_value() && ProcessAlive(*pid) && IsTesseraStartProcess(*pid, state)) {
+absl::Status CheckNoHeadRunning(const client::StateFolder& state) {
+  const auto pid = client::ReadPidFile(state.HeadPidFile());
+  if (pid.has_value() && client::ProcessAlive(*pid) && client::IsTesseraStartProcess(*pid, state)) {
     return absl::FailedPreconditionError(
         absl::StrCat("a head is already running with state folder ", state.root, " (pid ", *pid,
                      "); stop it with `tessera stop`, or give another --state-dir"));
@@ -45,9 +46,9 @@ absl::Status CheckNoHeadRunning(const StateFolder& state) {
   return absl::OkStatus();
 }
 
-absl::Status CheckNoAgentRunning(const StateFolder& state, const std::string& node_id) {
-  const auto pid = ReadPidFile(state.AgentPidFile(node_id));
-  if (pid.has_value() && ProcessAlive(*pid) && IsTesseraStartProcess(*pid, state)) {
+absl::Status CheckNoAgentRunning(const client::StateFolder& state, const std::string& node_id) {
+  const auto pid = client::ReadPidFile(state.AgentPidFile(node_id));
+  if (pid.has_value() && client::ProcessAlive(*pid) && client::IsTesseraStartProcess(*pid, state)) {
     return absl::FailedPreconditionError(
         absl::StrCat("node agent ", node_id, " is already running with state folder ", state.root,
                      " (pid ", *pid, "); stop it with `tessera stop`, or give another --node-id"));
@@ -55,7 +56,7 @@ absl::Status CheckNoAgentRunning(const StateFolder& state, const std::string& no
   return absl::OkStatus();
 }
 
-absl::StatusOr<StartedServer> StartHeadDaemon(const StateFolder& state,
+absl::StatusOr<StartedServer> StartHeadDaemon(const client::StateFolder& state,
                                               const std::vector<std::string>& args,
                                               absl::Duration timeout) {
   TESSERA_RETURN_IF_ERROR(CheckNoHeadRunning(state));
@@ -65,15 +66,15 @@ absl::StatusOr<StartedServer> StartHeadDaemon(const StateFolder& state,
   StartedServer head;
   head.log_file = state.HeadLogFile();
   TESSERA_ASSIGN_OR_RETURN(head.pid, SpawnDaemon(WithSelf(args), head.log_file));
-  std::unique_ptr<ClusterClient> client;
+  std::unique_ptr<client::ClusterClient> client;
   TESSERA_RETURN_IF_ERROR(
       WaitReady(head.pid, "the head", head.log_file, timeout, [&]() -> absl::Status {
-        auto address = ReadFirstLine(state.HeadAddressFile());
+        auto address = client::ReadFirstLine(state.HeadAddressFile());
         if (!address.ok() || address->empty()) {
           return absl::UnavailableError("its address file is not written yet");
         }
         if (client == nullptr || client->head_address() != *address) {
-          auto connected = ClusterClient::Connect(ProbeOptions(state, *address, ""));
+          auto connected = client::ClusterClient::Connect(ProbeOptions(state, *address, ""));
           if (!connected.ok()) return connected.status();
           client = *std::move(connected);
         }
@@ -83,7 +84,7 @@ absl::StatusOr<StartedServer> StartHeadDaemon(const StateFolder& state,
   return head;
 }
 
-absl::StatusOr<StartedServer> SpawnAgentDaemon(const StateFolder& state,
+absl::StatusOr<StartedServer> SpawnAgentDaemon(const client::StateFolder& state,
                                                const std::string& node_id,
                                                const std::vector<std::string>& args) {
   TESSERA_RETURN_IF_ERROR(CheckNoAgentRunning(state, node_id));
@@ -96,11 +97,12 @@ absl::StatusOr<StartedServer> SpawnAgentDaemon(const StateFolder& state,
   return agent;
 }
 
-absl::Status WaitAgentsReady(const StateFolder& state, const std::string& head_address,
+absl::Status WaitAgentsReady(const client::StateFolder& state, const std::string& head_address,
                              const std::string& token_file, std::vector<StartedServer>& agents,
                              absl::Duration timeout) {
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<ClusterClient> client,
-                           ClusterClient::Connect(ProbeOptions(state, head_address, token_file)));
+  TESSERA_ASSIGN_OR_RETURN(
+      std::unique_ptr<client::ClusterClient> client,
+      client::ClusterClient::Connect(ProbeOptions(state, head_address, token_file)));
   const absl::Time until = absl::Now() + timeout;
   absl::Duration poll = absl::Milliseconds(10);
   std::set<size_t> waiting;
@@ -116,7 +118,7 @@ absl::Status WaitAgentsReady(const StateFolder& state, const std::string& head_a
             absl::StrCat("node agent ", agent.node_id, " exited before it was ready: ",
                          tail.empty() ? "no log output" : tail, " (log: ", agent.log_file, ")"));
       }
-      auto address = ReadFirstLine(state.AgentAddressFile(agent.node_id));
+      auto address = client::ReadFirstLine(state.AgentAddressFile(agent.node_id));
       if (!address.ok() || address->empty()) {
         last_problem = absl::StrCat("node agent ", agent.node_id, " has not written its address");
         ++it;
@@ -124,7 +126,7 @@ absl::Status WaitAgentsReady(const StateFolder& state, const std::string& head_a
       }
       tessera::v1::ListWorkersResponse workers;
       const absl::Status answered =
-          client->Call("the node agent", Retry::kNever, [&](grpc::ClientContext* c) {
+          client->Call("the node agent", client::Retry::kNever, [&](grpc::ClientContext* c) {
             return client->agent(*address).ListWorkers(c, tessera::v1::ListWorkersRequest(),
                                                         &workers);
           });

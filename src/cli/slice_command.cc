@@ -17,15 +17,15 @@
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "cli/cluster_args.h"
-#include "cli/cluster_client.h"
 #include "cli/cluster_command_start.h"
 #include "cli/cluster_format.h"
 #include "cli/cluster_views.h"
 #include "cli/commands.h"
-#include "cli/reservation_calls.h"
+#include "client/cluster_client.h"
+#include "client/reservation_calls.h"
 #include "resources/resource_set.h"
-#include "rpc/proto_convert.h"
 #include "rpc/state_names.h"
+#include "wire/proto_convert.h"
 
 namespace tessera::cli {
 namespace {
@@ -51,7 +51,7 @@ struct ReserveArgs {
 absl::StatusOr<tessera::v1::ReserveSlicesRequest> BuildReserveRequest(const ReserveArgs& args) {
   tessera::v1::ReserveSlicesRequest request;
   if (Trim(args.name).empty()) return absl::InvalidArgumentError("NAME: must not be empty");
-  request.set_request_id(NewRequestId("slice"));
+  request.set_request_id(client::NewRequestId("slice"));
   request.set_name(args.name);
   if (args.nvlink_hosts > 0) {
     if (!args.accelerator.empty() || !args.topology.empty()) {
@@ -72,9 +72,10 @@ absl::StatusOr<tessera::v1::ReserveSlicesRequest> BuildReserveRequest(const Rese
           "give --accelerator and --topology (e.g. --accelerator TPU-V6E --topology 4x4), or "
           "--nvlink-hosts N");
     }
-    TESSERA_ASSIGN_OR_RETURN(*request.add_alternatives(),
-                             TpuSliceAlternative("--accelerator/--topology", args.accelerator,
-                                            args.topology, args.num_slices, args.per_chip));
+    TESSERA_ASSIGN_OR_RETURN(
+        *request.add_alternatives(),
+        client::TpuSliceAlternative("--accelerator/--topology", args.accelerator, args.topology,
+                                    args.num_slices, args.per_chip));
   }
   for (const std::string& text : args.fallbacks) {
     const std::string what = absl::StrCat("--fallback ", Quote(text));
@@ -88,8 +89,9 @@ absl::StatusOr<tessera::v1::ReserveSlicesRequest> BuildReserveRequest(const Rese
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": ", Quote(parts[2]), " is not a number of slices"));
     }
-    TESSERA_ASSIGN_OR_RETURN(*request.add_alternatives(),
-                             TpuSliceAlternative(what, parts[0], parts[1], k, args.per_chip));
+    TESSERA_ASSIGN_OR_RETURN(
+        *request.add_alternatives(),
+        client::TpuSliceAlternative(what, parts[0], parts[1], k, args.per_chip));
   }
   if (!args.per_host.empty()) {
     auto per_host = ParseResourceSet(args.per_host);
@@ -97,14 +99,14 @@ absl::StatusOr<tessera::v1::ReserveSlicesRequest> BuildReserveRequest(const Rese
       return absl::InvalidArgumentError(absl::StrCat("--per-host: ", per_host.status().message()));
     }
     for (tessera::v1::SliceAlternative& alt : *request.mutable_alternatives()) {
-      rpc::ResourcesToProto(*per_host, alt.mutable_per_host());
+      wire::ResourcesToProto(*per_host, alt.mutable_per_host());
     }
   }
   if (args.sub_slice && args.nvlink_hosts > 0) {
     return absl::InvalidArgumentError("--sub-slice takes blocks of TPU slices, not NVLink hosts");
   }
-  TESSERA_RETURN_IF_ERROR(RestrictSliceAlternatives(request, "--selector", args.domain,
-                                                    args.selector, args.sub_slice));
+  TESSERA_RETURN_IF_ERROR(client::RestrictSliceAlternatives(request, "--selector", args.domain,
+                                                            args.selector, args.sub_slice));
   return request;
 }
 
@@ -114,8 +116,8 @@ int RunReserve(const CommonClusterArgs& common, const ReserveArgs& args) {
   auto start = StartClusterCommand(common, args.wait, absl::ZeroDuration());
   if (!start.ok()) return ReportError(start.status());
   const absl::Duration wait = start->wait;
-  ClusterClient& c = *start->client;
-  auto reserved = ReserveSlicesAndWait(c, *request, wait);
+  client::ClusterClient& c = *start->client;
+  auto reserved = client::ReserveSlicesAndWait(c, *request, wait);
   if (!reserved.ok()) return ReportError(reserved.status());
   const SliceGroupInfo& info = *reserved;
   if (args.json) {
@@ -137,7 +139,7 @@ int RunReserve(const CommonClusterArgs& common, const ReserveArgs& args) {
 int RunRelease(const CommonClusterArgs& common, const std::string& name) {
   auto client = ConnectCluster(common);
   if (!client.ok()) return ReportError(client.status());
-  auto response = ReleaseSlicesNamed(**client, name);
+  auto response = client::ReleaseSlicesNamed(**client, name);
   if (!response.ok()) return ReportError(response.status());
   std::cout << "Released slice reservation " << name << " (" << response->released_size()
             << " host" << (response->released_size() == 1 ? "" : "s") << ").\n";

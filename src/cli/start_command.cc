@@ -20,11 +20,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "cli/cluster_client.h"
 #include "cli/commands.h"
 #include "cli/server_start.h"
-#include "cli/state_folder.h"
-#include "rpc/token.h"
+#include "client/cluster_client.h"
+#include "client/state_folder.h"
 #include "head/head_server.h"
 #include "head/redis_state_store.h"
 #include "labels/label.h"
@@ -32,6 +31,7 @@
 #include "node/agent_server.h"
 #include "resources/byte_size.h"
 #include "resources/resource_set.h"
+#include "rpc/token.h"
 
 namespace tessera::cli {
 namespace {
@@ -71,7 +71,7 @@ struct StartArgs {
 
 // The same command line for the daemon, with every path absolute (the daemon keeps this
 // folder, but a path must not depend on that) and --block.
-std::vector<std::string> DaemonArgs(const StartArgs& args, const StateFolder& state) {
+std::vector<std::string> DaemonArgs(const StartArgs& args, const client::StateFolder& state) {
   auto abs = [](const std::string& path) {
     std::error_code ec;
     return path.empty() ? path : std::filesystem::absolute(path, ec).string();
@@ -120,21 +120,22 @@ absl::StatusOr<int> HttpPortFlag(const StartArgs& args, int default_port) {
   return port;
 }
 
-absl::StatusOr<HeadOptions> BuildHeadOptions(const StartArgs& args, const StateFolder& state) {
+absl::StatusOr<HeadOptions> BuildHeadOptions(const StartArgs& args,
+                                             const client::StateFolder& state) {
   HeadOptions options;
   options.state_dir = state.root;
   if (!args.bind.empty()) options.bind = args.bind;
   if (args.port >= 0) options.port = args.port;
   TESSERA_ASSIGN_OR_RETURN(options.http_port, HttpPortFlag(args, options.http_port));
   if (!args.node_timeout.empty()) {
-    auto timeout = ParsePositiveDurationFlag("--node-timeout", args.node_timeout);
+    auto timeout = client::ParsePositiveDurationFlag("--node-timeout", args.node_timeout);
     if (!timeout.ok()) return timeout.status();
     options.node_timeout = *timeout;
     // Several heartbeats fit in the timeout, so one late heartbeat never kills a node.
     options.heartbeat_interval = std::min(options.heartbeat_interval, *timeout / 4);
   }
   if (!args.heartbeat_interval.empty()) {
-    auto interval = ParseDurationFlag("--heartbeat-interval", args.heartbeat_interval);
+    auto interval = client::ParseDurationFlag("--heartbeat-interval", args.heartbeat_interval);
     if (!interval.ok()) return interval.status();
     if (*interval <= absl::ZeroDuration() || *interval >= options.node_timeout) {
       return absl::InvalidArgumentError(
@@ -143,7 +144,7 @@ absl::StatusOr<HeadOptions> BuildHeadOptions(const StartArgs& args, const StateF
     options.heartbeat_interval = *interval;
   }
   if (!args.driver_timeout.empty()) {
-    auto timeout = ParsePositiveDurationFlag("--driver-timeout", args.driver_timeout);
+    auto timeout = client::ParsePositiveDurationFlag("--driver-timeout", args.driver_timeout);
     if (!timeout.ok()) return timeout.status();
     options.driver_timeout = *timeout;
   }
@@ -173,7 +174,8 @@ absl::StatusOr<HeadOptions> BuildHeadOptions(const StartArgs& args, const StateF
   return options;
 }
 
-absl::StatusOr<AgentOptions> BuildAgentOptions(const StartArgs& args, const StateFolder& state) {
+absl::StatusOr<AgentOptions> BuildAgentOptions(const StartArgs& args,
+                                               const client::StateFolder& state) {
   AgentOptions options;
   options.state_dir = state.root;
   options.head_address = args.address;
@@ -212,7 +214,7 @@ absl::StatusOr<AgentOptions> BuildAgentOptions(const StartArgs& args, const Stat
   return ResolveAgentOptions(std::move(options));
 }
 
-int StartHead(const StartArgs& args, const StateFolder& state, absl::Duration timeout) {
+int StartHead(const StartArgs& args, const client::StateFolder& state, absl::Duration timeout) {
   auto options = BuildHeadOptions(args, state);
   if (!options.ok()) return ReportError(options.status());
   if (args.block) {
@@ -232,12 +234,14 @@ int StartHead(const StartArgs& args, const StateFolder& state, absl::Duration ti
     if (absl::Status s = rpc::WriteTokenFile(args.token_out, *token); !s.ok()) return ReportError(s);
     token_copy = args.token_out;
   }
-  std::cout << "Head started at " << head->address << " (pid " << head->pid
-            << "), state folder " << state.root << ".\n"
+  std::cout << "Head started at " << head->address << " (pid " << head->pid << "), state folder "
+            << state.root << ".\n"
             << "Log: " << head->log_file << "\n\n"
             << "Add a node agent on this machine:\n"
             << "  tessera start --address " << head->address
-            << (state.root == ResolveStateDir("") ? "" : absl::StrCat(" --state-dir ", state.root))
+            << (state.root == client::ResolveStateDir("")
+                    ? ""
+                    : absl::StrCat(" --state-dir ", state.root))
             << " --hardware FILE\n"
             << "On another machine, copy the token file " << token_copy
             << " there (keep it mode 0600), then:\n"
@@ -247,12 +251,14 @@ int StartHead(const StartArgs& args, const StateFolder& state, absl::Duration ti
                  "other machines)\n";
   }
   std::cout << "Stop it with: tessera stop"
-            << (state.root == ResolveStateDir("") ? "" : absl::StrCat(" --state-dir ", state.root))
+            << (state.root == client::ResolveStateDir("")
+                    ? ""
+                    : absl::StrCat(" --state-dir ", state.root))
             << "\n";
   return 0;
 }
 
-int StartAgent(const StartArgs& args, const StateFolder& state, absl::Duration timeout) {
+int StartAgent(const StartArgs& args, const client::StateFolder& state, absl::Duration timeout) {
   if (!args.cluster_file.empty() && args.node_id.empty()) {
     return ReportError("--cluster-file needs --node-id (which node of the file this agent is)");
   }
@@ -290,11 +296,11 @@ int StartAgent(const StartArgs& args, const StateFolder& state, absl::Duration t
 }
 
 int RunStart(const StartArgs& args) {
-  auto trusted = TrustedStateFolder(args.state_dir);
+  auto trusted = client::TrustedStateFolder(args.state_dir);
   if (!trusted.ok()) return ReportError(trusted.status());
-  const StateFolder state = *std::move(trusted);
+  const client::StateFolder state = *std::move(trusted);
   std::error_code ec;
-  auto timeout = ParseDurationFlag("--timeout", args.timeout);
+  auto timeout = client::ParseDurationFlag("--timeout", args.timeout);
   if (!timeout.ok()) return ReportError(timeout.status());
   if (args.head && !args.address.empty()) {
     return ReportError("give --head to start a head, or --address HOST:PORT to join one, not both");

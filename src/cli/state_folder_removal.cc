@@ -17,7 +17,7 @@ constexpr char kJobs[] = "jobs";
 constexpr char kLogs[] = "logs";
 
 // Only a folder that holds what a cluster writes is removed, and never `/` or the home folder.
-bool LooksLikeStateFolder(const StateFolder& state) {
+bool LooksLikeStateFolder(const client::StateFolder& state) {
   std::error_code ec;
   const fs::path root = fs::weakly_canonical(state.root, ec);
   if (ec || !fs::is_directory(root, ec) || root == root.root_path()) return false;
@@ -33,7 +33,7 @@ bool LooksLikeStateFolder(const StateFolder& state) {
 
 }  // namespace
 
-absl::StatusOr<RemovalReport> RemoveStateFolder(const StateFolder& state,
+absl::StatusOr<RemovalReport> RemoveStateFolder(const client::StateFolder& state,
                                                 const RemovalOptions& options) {
   RemovalReport report;
   std::error_code ec;

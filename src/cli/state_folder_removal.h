@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "cli/kept_logs.h"
-#include "cli/state_folder.h"
+#include "client/state_folder.h"
 
 namespace tessera::cli {
 
@@ -33,7 +33,7 @@ struct RemovalReport {
 
 // FailedPrecondition (naming the folder) when it does not look like a state folder; the error of
 // KeepClusterLogs or of a removal, naming the path. Nothing is removed unless every log was kept.
-absl::StatusOr<RemovalReport> RemoveStateFolder(const StateFolder& state,
+absl::StatusOr<RemovalReport> RemoveStateFolder(const client::StateFolder& state,
                                                 const RemovalOptions& options);
 
 }  // namespace tessera::cli

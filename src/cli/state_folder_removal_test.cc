@@ -67,7 +67,7 @@ class StateFolderRemovalTest : public ::testing::Test {
     std::ofstream(state_.JobsDir() + "/j-" + tag + "/job.log") << "job " << tag;
   }
 
-  StateFolder state_;
+  client::StateFolder state_;
 };
 
 TEST_F(StateFolderRemovalTest, DownKeepsTheJobsAndTheClusterLogsAndRemovesTheRest) {

@@ -12,11 +12,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "cli/cluster_client.h"
 #include "cli/cluster_stop.h"
 #include "cli/commands.h"
-#include "cli/state_folder.h"
 #include "cli/state_folder_removal.h"
+#include "client/cluster_client.h"
+#include "client/state_folder.h"
 
 namespace tessera::cli {
 namespace {
@@ -29,10 +29,10 @@ struct StopArgs {
 };
 
 int RunStop(const StopArgs& args, AfterStop after) {
-  auto trusted = TrustedStateFolder(args.state_dir);
+  auto trusted = client::TrustedStateFolder(args.state_dir);
   if (!trusted.ok()) return ReportError(trusted.status());
-  const StateFolder state = *std::move(trusted);
-  auto grace = ParseDurationFlag("--grace", args.grace);
+  const client::StateFolder state = *std::move(trusted);
+  auto grace = client::ParseDurationFlag("--grace", args.grace);
   if (!grace.ok()) return ReportError(grace.status());
   std::error_code ec;
   if (!std::filesystem::exists(state.root, ec)) {

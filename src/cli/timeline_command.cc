@@ -21,8 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cli/cluster_args.h"
-#include "cli/cluster_client.h"
 #include "cli/commands.h"
+#include "client/cluster_client.h"
 #include "timeline/chrome_trace.h"
 
 namespace tessera::cli {
@@ -35,7 +35,8 @@ struct TimelineArgs {
 };
 
 // Every run the head has of `job` ("" : the last reporter's); NotFound when it has none.
-absl::StatusOr<timeline::TimelineInput> FetchTaskRuns(ClusterClient& client, const std::string& job) {
+absl::StatusOr<timeline::TimelineInput> FetchTaskRuns(client::ClusterClient& client,
+                                                      const std::string& job) {
   timeline::TimelineInput input;
   int64_t after = 0;
   while (true) {
@@ -43,9 +44,9 @@ absl::StatusOr<timeline::TimelineInput> FetchTaskRuns(ClusterClient& client, con
     request.set_job_id(job);
     request.set_after(after);
     tessera::v1::GetTaskEventsResponse response;
-    absl::Status got = client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
-      return client.head().GetTaskEvents(c, request, &response);
-    });
+    absl::Status got = client.Call(
+        client.HeadPeer(), client::Retry::kSafe,
+        [&](grpc::ClientContext* c) { return client.head().GetTaskEvents(c, request, &response); });
     if (!got.ok()) return got;
     input.job_id = response.job_id();
     input.dropped = response.dropped();
@@ -87,10 +88,9 @@ int RunTimeline(const TimelineArgs& args) {
     tessera::v1::GetJobRequest request;
     request.set_job_id(job);
     tessera::v1::JobStatus status;
-    absl::Status got = (*client)->Call((*client)->HeadPeer(), Retry::kSafe,
-                                       [&](grpc::ClientContext* c) {
-                                         return (*client)->jobs().GetJob(c, request, &status);
-                                       });
+    absl::Status got = (*client)->Call(
+        (*client)->HeadPeer(), client::Retry::kSafe,
+        [&](grpc::ClientContext* c) { return (*client)->jobs().GetJob(c, request, &status); });
     if (got.ok()) {
       gang = std::move(status);
       job = gang->job_id();

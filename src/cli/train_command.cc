@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include <atomic>
-
 #include <iostream>
 #include <memory>
 #include <string>
@@ -28,14 +27,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/cluster_args.h"
-#include "cli/cluster_client.h"
 #include "cli/commands.h"
 #include "cli/job_client.h"
-#include "cli/reservation_calls.h"
 #include "cli/signal_waiter.h"
+#include "client/cluster_client.h"
+#include "client/reservation_calls.h"
 #include "labels/label_selector.h"
 #include "resources/resource_set.h"
-#include "rpc/proto_convert.h"
+#include "wire/proto_convert.h"
 
 namespace tessera::cli {
 namespace {
@@ -65,12 +64,12 @@ struct TrainArgs {
 absl::StatusOr<v1::Resources> ParseResources(const std::string& flag, const std::string& text) {
   auto parsed = ParseResourceSet(text);
   if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", parsed.status().message()));
-  return rpc::ResourcesToProto(*parsed);
+  return wire::ResourcesToProto(*parsed);
 }
 
 absl::StatusOr<v1::SubmitJobRequest> BuildTrainRequest(const TrainArgs& args) {
   v1::SubmitJobRequest request;
-  request.set_request_id(NewRequestId("train"));
+  request.set_request_id(client::NewRequestId("train"));
   request.set_attached(!args.detach);
   v1::JobSpec& spec = *request.mutable_spec();
   spec.set_torch_env(true);
@@ -87,8 +86,8 @@ absl::StatusOr<v1::SubmitJobRequest> BuildTrainRequest(const TrainArgs& args) {
     int min = 0;
     int max = 0;
     if (absl::Status s = ParseCountRange("--slices", args.slices, &min, &max); !s.ok()) return s;
-    auto alternative = TpuSliceAlternative("--accelerator/--topology", args.accelerator,
-                                           args.topology, max, args.per_chip);
+    auto alternative = client::TpuSliceAlternative("--accelerator/--topology", args.accelerator,
+                                                   args.topology, max, args.per_chip);
     if (!alternative.ok()) return alternative.status();
     *placement.add_slices() = *alternative;
     if (min < max) placement.set_min_slices(min);
@@ -145,19 +144,19 @@ absl::StatusOr<v1::SubmitJobRequest> BuildTrainRequest(const TrainArgs& args) {
     if (!selector.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--label-selector: ", selector.status().message()));
     }
-    rpc::LabelSelectorToProto(*selector, placement.add_label_selectors());
+    wire::LabelSelectorToProto(*selector, placement.add_label_selectors());
   }
   if (!args.selectors.empty() && placement.slices_size() > 0) {
     return absl::InvalidArgumentError(
         "--label-selector goes with --workers or --nnodes (a slice is chosen by its shape)");
   }
   if (!args.start_timeout.empty()) {
-    auto timeout = ParseDurationFlag("--start-timeout", args.start_timeout);
+    auto timeout = client::ParseDurationFlag("--start-timeout", args.start_timeout);
     if (!timeout.ok()) return timeout.status();
     spec.set_start_timeout_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(*timeout)));
   }
   if (!args.elastic_check.empty()) {
-    auto check = ParseDurationFlag("--elastic-check", args.elastic_check);
+    auto check = client::ParseDurationFlag("--elastic-check", args.elastic_check);
     if (!check.ok()) return check.status();
     spec.set_elastic_check_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(*check)));
   }
@@ -166,13 +165,13 @@ absl::StatusOr<v1::SubmitJobRequest> BuildTrainRequest(const TrainArgs& args) {
 }
 
 // SIGINT, SIGTERM and SIGHUP stop the job.
-void StopJobOnSignal(ClusterClient* client, const std::string& job, int sig) {
+void StopJobOnSignal(client::ClusterClient* client, const std::string& job, int sig) {
   std::cerr << "tessera: stopping job " << job << " (" << sigabbrev_np(sig) << ")\n";
   v1::StopJobRequest request;
   request.set_job_id(job);
   request.set_reason(absl::StrCat("its client got SIG", sigabbrev_np(sig)));
   v1::JobStatus response;
-  (void)client->Call(client->HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
+  (void)client->Call(client->HeadPeer(), client::Retry::kSafe, [&](grpc::ClientContext* c) {
     c->set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(2));
     return client->jobs().StopJob(c, request, &response);
   });
@@ -192,7 +191,7 @@ bool StdinIsInput() {
 // restarts: it is offered again until one takes it). Stops when told. Thread-safe.
 class StdinForwarder {
  public:
-  StdinForwarder(ClusterClient* client, std::string job)
+  StdinForwarder(client::ClusterClient* client, std::string job)
       : client_(client), job_(std::move(job)), thread_([this] { Loop(); }) {}
   ~StdinForwarder() {
     stop_.store(true);
@@ -209,10 +208,10 @@ class StdinForwarder {
       request.set_data(data);
       request.set_close(close);
       v1::WriteJobStdinResponse response;
-      absl::Status sent = client_->Call(client_->HeadPeer(), Retry::kNever,
-                                        [&](grpc::ClientContext* c) {
-                                          return client_->jobs().WriteJobStdin(c, request, &response);
-                                        });
+      absl::Status sent =
+          client_->Call(client_->HeadPeer(), client::Retry::kNever, [&](grpc::ClientContext* c) {
+            return client_->jobs().WriteJobStdin(c, request, &response);
+          });
       if (sent.ok()) {
         data.erase(0, std::min<size_t>(response.written(), data.size()));
         if (data.empty()) return true;
@@ -241,7 +240,7 @@ class StdinForwarder {
     }
   }
 
-  ClusterClient* const client_;
+  client::ClusterClient* const client_;
   const std::string job_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -255,9 +254,9 @@ int RunTrain(const TrainArgs& args) {
   SignalWaiter signals;  // before any gRPC thread exists, so they inherit the mask
   auto client = ConnectCluster(args.common);
   if (!client.ok()) return ReportError(client.status());
-  ClusterClient& c = **client;
+  client::ClusterClient& c = **client;
   v1::JobStatus submitted;
-  absl::Status sent = c.Call(c.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+  absl::Status sent = c.Call(c.HeadPeer(), client::Retry::kSafe, [&](grpc::ClientContext* ctx) {
     return c.jobs().SubmitJob(ctx, *request, &submitted);
   });
   if (!sent.ok()) return ReportError(sent);

@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "cli/cluster_client.h"
 #include "cli/cluster_stop.h"
 #include "cli/cluster_views.h"
 #include "cli/commands.h"
 #include "cli/server_start.h"
+#include "client/cluster_client.h"
 #include "hardware/sysroot.h"
 #include "node/object_store_sizing.h"
 #include "process/private_paths.h"
@@ -75,7 +75,7 @@ absl::StatusOr<uint64_t> AgentStoreBytes(const std::string& object_store_memory,
   return DecideObjectStoreSize({.requested_bytes = requested, .agents = agents}, *memory);
 }
 
-int Fail(const StateFolder& state, const absl::Status& status) {
+int Fail(const client::StateFolder& state, const absl::Status& status) {
   // Leave nothing behind from a half-started cluster.
   (void)StopCluster(state, StopOptions{.grace = absl::Seconds(2)});
   return ReportError(status);
@@ -84,7 +84,7 @@ int Fail(const StateFolder& state, const absl::Status& status) {
 int RunUp(const UpArgs& args) {
   if (!args.driver_timeout.empty()) {
     // The head checks it too; here a bad value starts nothing and reads nothing.
-    auto parsed = ParsePositiveDurationFlag("--driver-timeout", args.driver_timeout);
+    auto parsed = client::ParsePositiveDurationFlag("--driver-timeout", args.driver_timeout);
     if (!parsed.ok()) return ReportError(parsed.status());
   }
   auto nodes = LoadClusterFile(args.cluster_file);
@@ -95,15 +95,15 @@ int RunUp(const UpArgs& args) {
   auto store_size = Quantity::FromIntChecked(static_cast<int64_t>(*store_bytes));
   if (!store_size.ok()) return ReportError(store_size.status());
   const std::string store_flag = FormatByteQuantity(*store_size);
-  auto timeout = ParseDurationFlag("--timeout", args.timeout);
+  auto timeout = client::ParseDurationFlag("--timeout", args.timeout);
   if (!timeout.ok()) return ReportError(timeout.status());
   if (!args.node_timeout.empty()) {
-    auto parsed = ParseDurationFlag("--node-timeout", args.node_timeout);
+    auto parsed = client::ParseDurationFlag("--node-timeout", args.node_timeout);
     if (!parsed.ok()) return ReportError(parsed.status());
   }
-  auto trusted = TrustedStateFolder(args.state_dir);
+  auto trusted = client::TrustedStateFolder(args.state_dir);
   if (!trusted.ok()) return ReportError(trusted.status());
-  const StateFolder state = *std::move(trusted);
+  const client::StateFolder state = *std::move(trusted);
   std::error_code ec;
   const std::string cluster_file = std::filesystem::absolute(args.cluster_file, ec).string();
   if (absl::Status s = CheckNoHeadRunning(state); !s.ok()) return ReportError(s);
@@ -143,9 +143,9 @@ int RunUp(const UpArgs& args) {
     return Fail(state, ready);
   }
 
-  ClusterClientOptions options;
+  client::ClusterClientOptions options;
   options.state_dir = state.root;
-  auto client = ClusterClient::Connect(options);
+  auto client = client::ClusterClient::Connect(options);
   if (!client.ok()) return Fail(state, client.status());
   auto listed = (*client)->ListNodes();
   if (!listed.ok()) return Fail(state, listed.status());

@@ -1,18 +1,18 @@
 // The head's actor RPCs (head_actors.cc) on a HeadService with a fake clock and an in-memory
 // store: proto round trips and status codes, ListActors' pages and tokens, request limits, the
 // owner's exit or silence, and a second head restored from the first one's store.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "base/clock.h"
 #include "head/head_service.h"
 #include "head/state_store.h"
-#include "rpc/proto_convert.h"
 #include "scheduling/scheduling_test_util.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 namespace {
@@ -29,7 +29,7 @@ class HeadActorsTest : public ::testing::Test {
   // The node the actors run on (no agent is called in these tests).
   static void RegisterNode(HeadService& head, const std::string& id) {
     v1::RegisterNodeRequest request;
-    rpc::NodeToProto(testing_util::Spec(id, "CPU=4"), "127.0.0.1:1", "i1", request.mutable_node());
+    wire::NodeToProto(testing_util::Spec(id, "CPU=4"), "127.0.0.1:1", "i1", request.mutable_node());
     v1::RegisterNodeResponse response;
     ASSERT_TRUE(head.RegisterNode(nullptr, &request, &response).ok());
   }

@@ -4,9 +4,8 @@
 // the bearer token when bound beyond loopback.
 #include <filesystem>
 #include <fstream>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -15,8 +14,8 @@
 #include "head/head_server.h"
 #include "metrics/exposition_parser.h"
 #include "metrics/http_test_client.h"
-#include "rpc/proto_convert.h"
 #include "scheduling/scheduling_test_util.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 namespace {
@@ -79,7 +78,7 @@ class HeadHttpTest : public ::testing::Test {
     node->set_address("127.0.0.1:1");
     node->set_incarnation("i1");
     node->set_http_address(http_address);
-    rpc::ResourcesToProto(Res("CPU=8,GPU=2,memory=16GiB"), node->mutable_resources());
+    wire::ResourcesToProto(Res("CPU=8,GPU=2,memory=16GiB"), node->mutable_resources());
     v1::RegisterNodeResponse registered;
     ASSERT_TRUE(head_->service()->RegisterNode(nullptr, &request, &registered).ok());
     v1::HeartbeatRequest beat;

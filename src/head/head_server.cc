@@ -1,7 +1,5 @@
 #include "head/head_server.h"
 
-#include <nlohmann/json.hpp>
-
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,18 +7,19 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "cli/cluster_client.h"
+#include "client/cluster_client.h"
+#include "head/head_service_internal.h"
 #include "head/node_agent_client.h"
 #include "head/redis_state_store.h"
 #include "process/private_paths.h"
-#include "train/cluster_gang_backend.h"
-#include "head/head_service_internal.h"
 #include "rpc/token.h"
+#include "train/cluster_gang_backend.h"
 
 namespace tessera {
 
@@ -119,14 +118,14 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
   }
   // Each job's controller calls this head (and the agents) on a connection of its own.
   jobs.backends = [raw, durable]() -> absl::StatusOr<std::unique_ptr<train::GangBackend>> {
-    cli::ClusterClientOptions client;
+    client::ClusterClientOptions client;
     client.state_dir = raw->options_.state_dir;
     client.head_address = raw->address_;
     client.token_file = raw->options_.state_dir + "/token";
     // A rank's agent that does not answer is given up on quickly: its node is being lost.
     client.call_deadline = absl::Seconds(5);
     client.retry_budget = absl::Seconds(3);
-    auto connected = cli::ClusterClient::Connect(std::move(client));
+    auto connected = client::ClusterClient::Connect(std::move(client));
     if (!connected.ok()) return connected.status();
     return std::make_unique<train::ClusterGangBackend>(*std::move(connected), durable);
   };

@@ -1,15 +1,15 @@
 // The head process's server on loopback: token file and address/pid files, the token check on
 // every call, two-phase commit through real NodeAgent stubs, the Shutdown RPC, and listings
-// that span several pages read whole through cli::ClusterClient.
+// that span several pages read whole through client::ClusterClient.
 #include "head/head_server.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
-#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -17,17 +17,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
-#include "cli/cluster_client.h"
-#include "cli/list_pages.h"
+#include "client/cluster_client.h"
+#include "client/list_pages.h"
 #include "gtest/gtest.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
-#include "rpc/proto_convert.h"
 #include "rpc/server.h"
 #include "rpc/token.h"
 #include "scheduling/scheduling_test_util.h"
 #include "tessera/v1/head.grpc.pb.h"
 #include "tessera/v1/node_agent.grpc.pb.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 namespace {
@@ -157,8 +157,8 @@ TEST_F(HeadServerTest, PlacementGroupThroughRealAgentStubs) {
   ASSERT_TRUE(agent_server.ok()) << agent_server.status();
 
   v1::RegisterNodeRequest reg;
-  rpc::NodeToProto(testing_util::Spec("n1", "CPU=4"), (*agent_server)->address(), "i1",
-                   reg.mutable_node());
+  wire::NodeToProto(testing_util::Spec("n1", "CPU=4"), (*agent_server)->address(), "i1",
+                    reg.mutable_node());
   v1::RegisterNodeResponse registered;
   {
     grpc::ClientContext context;
@@ -168,8 +168,8 @@ TEST_F(HeadServerTest, PlacementGroupThroughRealAgentStubs) {
   v1::CreatePlacementGroupRequest create;
   create.set_name("pg");
   create.set_request_id("r1");
-  rpc::ResourcesToProto(testing_util::Res("CPU=2"),
-                        create.mutable_primary()->add_bundles()->mutable_resources());
+  wire::ResourcesToProto(testing_util::Res("CPU=2"),
+                         create.mutable_primary()->add_bundles()->mutable_resources());
   v1::PlacementGroupInfo info;
   {
     grpc::ClientContext context;
@@ -217,8 +217,8 @@ TEST_F(HeadServerTest, ClusterClientListsEveryNodeAcrossThePagesOfARealHead) {
   for (int i = 0; i < kNodes; ++i) {
     ids.push_back(absl::StrFormat("n%04d", (i * 2) % kNodes));  // out of id order (kNodes is odd)
     v1::RegisterNodeRequest reg;
-    rpc::NodeToProto(testing_util::Spec(ids.back(), "CPU=1"), "127.0.0.1:1", "i1",
-                     reg.mutable_node());
+    wire::NodeToProto(testing_util::Spec(ids.back(), "CPU=1"), "127.0.0.1:1", "i1",
+                      reg.mutable_node());
     v1::RegisterNodeResponse registered;
     grpc::ClientContext context;
     rpc::ConfigureClientContext(&context, head_->token(), absl::Seconds(30));
@@ -237,9 +237,9 @@ TEST_F(HeadServerTest, ClusterClientListsEveryNodeAcrossThePagesOfARealHead) {
     EXPECT_FALSE(page.next_page_token().empty());
   }
 
-  cli::ClusterClientOptions options;
+  client::ClusterClientOptions options;
   options.state_dir = dir_ + "/state";
-  auto client = cli::ClusterClient::Connect(options);
+  auto client = client::ClusterClient::Connect(options);
   ASSERT_TRUE(client.ok()) << client.status();
   auto nodes = (*client)->ListNodes();
   ASSERT_TRUE(nodes.ok()) << nodes.status();
@@ -249,8 +249,8 @@ TEST_F(HeadServerTest, ClusterClientListsEveryNodeAcrossThePagesOfARealHead) {
   EXPECT_TRUE(nodes->next_page_token().empty());
 
   // The API's callers with a bare stub walk the same pages.
-  auto bare = cli::ListEveryPageOf(*stub_, &v1::Head::Stub::ListNodes, head_->token(),
-                                   absl::Seconds(30), "the head");
+  auto bare = client::ListEveryPageOf(*stub_, &v1::Head::Stub::ListNodes, head_->token(),
+                                      absl::Seconds(30), "the head");
   ASSERT_TRUE(bare.ok()) << bare.status();
   EXPECT_EQ(bare->nodes_size(), kNodes);
 }
@@ -272,10 +272,10 @@ TEST_F(HeadServerTest, AHeadThatRepeatsAPageTokenEndsTheListingWithAnError) {
   server_options.token = head_->token();
   auto server = rpc::RpcServer::Start(server_options, {&repeating});
   ASSERT_TRUE(server.ok()) << server.status();
-  cli::ClusterClientOptions options;
+  client::ClusterClientOptions options;
   options.state_dir = dir_ + "/state";
   options.head_address = (*server)->address();
-  auto client = cli::ClusterClient::Connect(options);
+  auto client = client::ClusterClient::Connect(options);
   ASSERT_TRUE(client.ok()) << client.status();
   auto nodes = (*client)->ListNodes();
   ASSERT_EQ(nodes.status().code(), absl::StatusCode::kInternal) << nodes.status();

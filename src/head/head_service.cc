@@ -114,7 +114,7 @@ void HeadService::ReportActorStoreFailures() {
 // --- periodic ---
 
 void HeadService::CheckHealth() {
-  absl::MutexLock lock(&cluster_.mu);
+  ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
   nodes_.CheckHealth(clock_->Now());
 }
 
@@ -136,7 +136,7 @@ absl::Status HeadService::Restore() {
   std::vector<std::pair<std::string, v1::PlacementGroupInfo>> groups;  // request id -> answer
   std::vector<std::pair<std::string, v1::SliceGroupInfo>> slices;
   {
-    absl::MutexLock lock(&cluster_.mu);
+    ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
     TESSERA_RETURN_IF_ERROR(nodes_.Restore());
     TESSERA_RETURN_IF_ERROR(reservations_.Restore());
     for (const auto& [name, group] : reservations_.groups()) {
@@ -176,7 +176,7 @@ void HeadService::FillNodeInfo(const NodeRegistry::Node& node, v1::NodeInfo* inf
   info->set_state(alive ? v1::NODE_STATE_ALIVE : v1::NODE_STATE_DEAD);
   if (alive) {
     if (std::optional<NodeIndex> index = cluster_.view.Find(NodeId(node.id)); index.has_value()) {
-      rpc::ResourcesToProto(cluster_.view.node(*index).available, info->mutable_available());
+      wire::ResourcesToProto(cluster_.view.node(*index).available, info->mutable_available());
     }
   }
   info->set_last_heartbeat_age_ms(absl::ToInt64Milliseconds(clock_->Now() - node.last_heartbeat));
@@ -224,7 +224,7 @@ std::map<std::string, HeadService::MeasuredUse> HeadService::MeasureUse(
 grpc::Status HeadService::GetClusterStatus(grpc::ServerContext*, const v1::ListRequest*,
                                            v1::ClusterStatus* response) {
   {
-    absl::MutexLock lock(&cluster_.mu);
+    ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
     std::map<std::string, std::pair<int64_t, int64_t>> usage;  // resource -> (used, total)
     for (const auto& [id, node] : nodes_.nodes()) {
       FillNodeInfo(node, response->add_nodes());

@@ -42,23 +42,23 @@
 #include "base/clock.h"
 #include "head/actor_directory.h"
 #include "head/cluster_state.h"
-#include "head/driver_table.h"
 #include "head/device_history.h"
-#include "head/head_latency_metrics.h"
-#include "head/task_event_store.h"
+#include "head/driver_table.h"
 #include "head/event_log.h"
+#include "head/head_latency_metrics.h"
 #include "head/job_table.h"
 #include "head/kv_store.h"
 #include "head/node_agent_client.h"
 #include "head/node_registry.h"
 #include "head/reservation_manager.h"
-#include "scheduling/task_scheduler.h"
 #include "head/state_store.h"
 #include "head/store_writer.h"
-#include "rpc/proto_convert.h"
+#include "head/task_event_store.h"
 #include "rpc/request_cache.h"
+#include "scheduling/task_scheduler.h"
 #include "tessera/v1/head.grpc.pb.h"
 #include "tessera/v1/head_state.pb.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 
@@ -202,16 +202,22 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   void set_http_address(std::string address) { http_address_ = std::move(address); }
 
  private:
+  // Methods that run under the cluster lock name it as the managers do too (ClusterLock).
+  // In a lambda run under the lock: tells the analysis it is held (and checks that it is).
+  void AssertClusterLocked() const
+      ABSL_ASSERT_EXCLUSIVE_LOCK(cluster_.mu, nodes_.mutex(), reservations_.mutex()) {
+    cluster_.mu.AssertHeld();
+  }
   // --- NodeListener (under the cluster lock) ---
   // Reservations drop or break, running jobs there fail as presumed, actors there restart under
   // their owners (detached ones die).
   void OnNodeDead(const std::string& node, const std::string& reason,
                   const std::vector<Allocation>& lost, std::string* event) override
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_.mu);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_.mu, nodes_.mutex(), reservations_.mutex());
   std::vector<size_t> OnBundlesReported(const std::string& node,
                                         const std::vector<ReportedBundle>& bundles,
                                         std::optional<int64_t> epoch_seen) override
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_.mu);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_.mu, nodes_.mutex(), reservations_.mutex());
 
   // The driver exited or fell silent (`why`): the reservations and actors it owns that are not
   // detached are released; returns the reservations' names.
@@ -223,9 +229,9 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   void ReportActorStoreFailures();
   // Every slice, then every slice group (cluster status; ListSlices pages through the same).
   void FillSlices(v1::ListSlicesResponse* response) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_.mu);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_.mu, nodes_.mutex(), reservations_.mutex());
   void FillNodeInfo(const NodeRegistry::Node& node, v1::NodeInfo* info) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_.mu);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_.mu, nodes_.mutex(), reservations_.mutex());
   // Measured use by resource over the alive nodes of `status` (its nodes filled in): CPU cores
   // and memory bytes from the agents' usage, a device resource's busy fractions summed.
   struct MeasuredUse {

@@ -15,8 +15,8 @@
 #include "gtest/gtest.h"
 #include "head/head_service.h"
 #include "head/head_service_test_util.h"
-#include "rpc/proto_convert.h"
 #include "scheduling/scheduling_test_util.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 namespace {
@@ -41,7 +41,7 @@ class HeadServiceConcurrencyTest : public ::testing::Test {
 
   void Register(const std::string& id, std::string_view resources) {
     v1::RegisterNodeRequest request;
-    rpc::NodeToProto(Spec(id, resources), "127.0.0.1:1", "i1", request.mutable_node());
+    wire::NodeToProto(Spec(id, resources), "127.0.0.1:1", "i1", request.mutable_node());
     v1::RegisterNodeResponse response;
     ASSERT_TRUE(head_->RegisterNode(nullptr, &request, &response).ok());
   }
@@ -59,7 +59,8 @@ class HeadServiceConcurrencyTest : public ::testing::Test {
     v1::CreatePlacementGroupRequest request;
     request.set_name(name);
     request.set_strategy("PACK");
-    rpc::ResourcesToProto(Res(bundle), request.mutable_primary()->add_bundles()->mutable_resources());
+    wire::ResourcesToProto(Res(bundle),
+                           request.mutable_primary()->add_bundles()->mutable_resources());
     v1::PlacementGroupInfo info;
     EXPECT_TRUE(head_->CreatePlacementGroup(nullptr, &request, &info).ok());
     return info;

@@ -24,6 +24,8 @@
 // cluster status never shows more used than total. At the end of each input: every listing
 // (placement groups, slices, jobs, KV) succeeds, pages through to its end, and no page passes
 // gRPC's 4 MB message limit. A broken invariant prints one line and aborts.
+#include <google/protobuf/stubs/logging.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -35,18 +37,16 @@
 #include <utility>
 #include <vector>
 
-#include <google/protobuf/stubs/logging.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "base/fuzz_script.h"
 #include "base/clock.h"
+#include "base/fuzz_script.h"
 #include "hardware/node_label_keys.h"
 #include "head/head_service.h"
 #include "head/node_agent_client.h"
 #include "head/state_store.h"
-#include "rpc/proto_convert.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 namespace {
@@ -262,8 +262,8 @@ class Harness {
   // Registers a base node as its agent would, reporting the bundles it holds.
   void Register(BaseNode& node) {
     v1::RegisterNodeRequest request;
-    rpc::NodeToProto(node.spec, absl::StrCat(node.spec.id.value(), ":7000"), Incarnation(node),
-                     request.mutable_node());
+    wire::NodeToProto(node.spec, absl::StrCat(node.spec.id.value(), ":7000"), Incarnation(node),
+                      request.mutable_node());
     std::shared_ptr<FuzzAgent> agent = AgentOf(node);
     for (const v1::HeldBundle& bundle : agent->Held()) *request.add_bundles() = bundle;
     v1::RegisterNodeResponse response;
@@ -594,8 +594,8 @@ void Harness::CheckAfterCall() {
   for (const v1::NodeInfo& node : nodes.nodes()) {
     if (node.state() != v1::NODE_STATE_ALIVE) continue;
     const std::string& id = node.node().node_id();
-    auto total = rpc::ResourcesFromProto(node.node().resources());
-    auto available = rpc::ResourcesFromProto(node.available());
+    auto total = wire::ResourcesFromProto(node.node().resources());
+    auto available = wire::ResourcesFromProto(node.available());
     Require(total.ok(), absl::StrCat("node ", id, ": its registered resources no longer parse"));
     Require(available.ok(), absl::StrCat("node ", id, ": its available resources do not parse: ",
                                          available.status().ToString()));

@@ -4,6 +4,8 @@
 // Thread-safety: stateless functions; a PageFiller belongs to one call.
 #pragma once
 
+#include <google/protobuf/repeated_field.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <optional>
@@ -11,17 +13,15 @@
 #include <string_view>
 #include <utility>
 
-#include <google/protobuf/repeated_field.h>
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/string_util.h"
-#include "rpc/proto_convert.h"
 #include "rpc/request_cache.h"
 #include "scheduling/cluster_view.h"
 #include "tessera/v1/head.grpc.pb.h"
+#include "wire/proto_convert.h"
 
 namespace tessera::head_internal {
 
@@ -33,8 +33,8 @@ inline grpc::Status InvalidText(std::string message) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::move(message));
 }
 
-inline rpc::ExactAllocation Exact(const Allocation& allocation) {
-  return rpc::ExactAllocation{allocation.resources, allocation.devices};
+inline wire::ExactAllocation Exact(const Allocation& allocation) {
+  return wire::ExactAllocation{allocation.resources, allocation.devices};
 }
 
 // Runs `call(response)` once per request id: a retried request gets the first answer again.

@@ -33,7 +33,7 @@ absl::StatusOr<std::vector<ReportedLease>> LeasesFromProto(
       return absl::InvalidArgumentError(absl::StrCat("leases[", i, "].lease_id: is empty"));
     }
     auto allocation =
-        rpc::AllocationFromProto(lease.allocation(), absl::StrCat("leases[", i, "].allocation"));
+        wire::AllocationFromProto(lease.allocation(), absl::StrCat("leases[", i, "].allocation"));
     if (!allocation.ok()) return allocation.status();
     if (!lease.placement_group().empty()) continue;
     out.push_back(ReportedLease{lease.lease_id(), *std::move(allocation)});
@@ -61,7 +61,7 @@ absl::StatusOr<std::vector<ReportedBundle>> BundlesFromProto(
 
 grpc::Status HeadService::RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* request,
                                        v1::RegisterNodeResponse* response) {
-  auto registration = rpc::NodeFromProto(request->node());
+  auto registration = wire::NodeFromProto(request->node());
   if (!registration.ok()) return Invalid(registration.status());
   if (registration->address.empty()) return InvalidText("node.address: is empty");
   // Validate everything before changing anything.
@@ -69,7 +69,7 @@ grpc::Status HeadService::RegisterNode(grpc::ServerContext*, const v1::RegisterN
   if (!leases.ok()) return Invalid(leases.status());
   auto bundles = BundlesFromProto(request->bundles());
   if (!bundles.ok()) return Invalid(bundles.status());
-  absl::MutexLock lock(&cluster_.mu);
+  ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
   std::vector<size_t> release;
   absl::Status registered =
       nodes_.Register(*registration, request->node(), *leases, *bundles, &release);
@@ -93,7 +93,7 @@ grpc::Status HeadService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatReq
   // Before the cluster lock: a heartbeat that waits behind a slow request counts from its
   // arrival.
   nodes_.NoteArrival(request->node_id(), request->incarnation(), arrived);
-  absl::MutexLock lock(&cluster_.mu);
+  ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
   std::vector<size_t> release;
   const bool known =
       nodes_.Heartbeat(request->node_id(), request->incarnation(), arrived, request->workers(),
@@ -114,19 +114,22 @@ grpc::Status HeadService::ListNodes(grpc::ServerContext*, const v1::ListRequest*
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   auto page = head_internal::ParsePageRequest(*request, kListing, options_.max_page_size);
   if (!page.ok()) return Invalid(page.status());
-  absl::MutexLock lock(&cluster_.mu);
+  ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
   const auto& nodes = nodes_.nodes();
   head_internal::PageFiller filler(page->size, options_.max_page_bytes);
   std::optional<std::string> resume = head_internal::AppendPage(
       nodes.upper_bound(page->after), nodes.end(), filler, response->mutable_nodes(),
       [](const auto& entry) { return entry.first; },
-      [&](const auto& entry, v1::NodeInfo* out) { FillNodeInfo(entry.second, out); });
+      [&](const auto& entry, v1::NodeInfo* out) {
+        AssertClusterLocked();
+        FillNodeInfo(entry.second, out);
+      });
   if (resume.has_value()) response->set_next_page_token(head_internal::PageToken(kListing, *resume));
   return grpc::Status::OK;
 }
 
 std::optional<v1::NodeInfo> HeadService::NodeInfoOf(const std::string& node_id) {
-  absl::MutexLock lock(&cluster_.mu);
+  ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
   auto it = nodes_.nodes().find(node_id);
   if (it == nodes_.nodes().end()) return std::nullopt;
   v1::NodeInfo info;
@@ -137,18 +140,19 @@ std::optional<v1::NodeInfo> HeadService::NodeInfoOf(const std::string& node_id) 
 grpc::Status HeadService::PickNode(grpc::ServerContext*, const v1::PickNodeRequest* request,
                                    v1::PickNodeResponse* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
-  auto parsed = rpc::ResourceRequestFromProto(request->request());
+  auto parsed = wire::ResourceRequestFromProto(request->request());
   if (!parsed.ok()) return Invalid(parsed.status());
   std::set<std::string> excluded(request->exclude_node_ids().begin(),
                                  request->exclude_node_ids().end());
-  absl::MutexLock lock(&cluster_.mu);
+  ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
   auto answer = [&](const std::string& node) {
+    AssertClusterLocked();
     response->set_node_id(node);
     response->set_address(nodes_.Find(node)->description.address());
     response->set_status(v1::PICK_STATUS_PLACED);
   };
   if (parsed->target.has_value()) {
-    const rpc::BundleTarget& target = *parsed->target;
+    const wire::BundleTarget& target = *parsed->target;
     BundleTargetAdvice advice = reservations_.AdviseBundleTarget(
         target.placement_group, target.bundle_index, parsed->request.resources, excluded);
     switch (advice.status) {
@@ -168,6 +172,7 @@ grpc::Status HeadService::PickNode(grpc::ServerContext*, const v1::PickNodeReque
   SchedulingRequest decision = parsed->request;
   for (const std::string& id : excluded) decision.excluded_nodes.push_back(NodeId(id));
   auto result = [&] {
+    AssertClusterLocked();
     metrics::ScopedTimer timer(options_.latency.task_decision);
     return cluster_.tasks.Advise(decision);
   }();

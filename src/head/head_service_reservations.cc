@@ -29,13 +29,11 @@ grpc::Status HeadService::CreatePlacementGroup(grpc::ServerContext*,
                                                v1::PlacementGroupInfo* response) {
   // Before the request-id cache and any lock: an oversized request costs nothing.
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
-  return RunOnce(create_cache_, request->request_id(), response,
-                 [&](v1::PlacementGroupInfo* out) {
-                   auto spec = rpc::PlacementGroupSpecFromProto(*request);
-                   if (!spec.ok()) return Invalid(spec.status());
-                   return rpc::ToGrpcStatus(
-                       reservations_.CreatePlacementGroup(*request, *std::move(spec), out));
-                 });
+  return RunOnce(create_cache_, request->request_id(), response, [&](v1::PlacementGroupInfo* out) {
+    auto spec = wire::PlacementGroupSpecFromProto(*request);
+    if (!spec.ok()) return Invalid(spec.status());
+    return rpc::ToGrpcStatus(reservations_.CreatePlacementGroup(*request, *std::move(spec), out));
+  });
 }
 
 grpc::Status HeadService::RemovePlacementGroup(grpc::ServerContext*,
@@ -64,13 +62,14 @@ grpc::Status HeadService::ListPlacementGroups(grpc::ServerContext*, const v1::Li
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   auto page = head_internal::ParsePageRequest(*request, kListing, options_.max_page_size);
   if (!page.ok()) return Invalid(page.status());
-  absl::MutexLock lock(&cluster_.mu);
+  ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
   const auto& groups = reservations_.groups();
   head_internal::PageFiller filler(page->size, options_.max_page_bytes);
   std::optional<std::string> resume = head_internal::AppendPage(
       groups.upper_bound(page->after), groups.end(), filler, response->mutable_groups(),
       [](const auto& entry) { return entry.first; },
       [&](const auto& entry, v1::PlacementGroupInfo* out) {
+        AssertClusterLocked();
         reservations_.DescribeGroup(entry.second, out);
       });
   if (resume.has_value()) response->set_next_page_token(head_internal::PageToken(kListing, *resume));
@@ -83,7 +82,7 @@ grpc::Status HeadService::ReserveSlices(grpc::ServerContext*,
   // Before the request-id cache and any lock: an oversized request costs nothing.
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   return RunOnce(reserve_cache_, request->request_id(), response, [&](v1::SliceGroupInfo* out) {
-    auto parsed = rpc::DomainGroupRequestFromProto(*request);
+    auto parsed = wire::DomainGroupRequestFromProto(*request);
     if (!parsed.ok()) return Invalid(parsed.status());
     return rpc::ToGrpcStatus(reservations_.ReserveSlices(*request, *std::move(parsed), out));
   });
@@ -115,7 +114,7 @@ grpc::Status HeadService::ListSlices(grpc::ServerContext*, const v1::ListRequest
                                     " is not a page token of the slices listing"));
   }
   const std::string after_key = after.empty() ? "" : after.substr(2);
-  absl::MutexLock lock(&cluster_.mu);
+  ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
   head_internal::PageFiller filler(page->size, options_.max_page_bytes);
   if (!in_slices) {
     const auto& slices = reservations_.slices();
@@ -123,6 +122,7 @@ grpc::Status HeadService::ListSlices(grpc::ServerContext*, const v1::ListRequest
         slices.upper_bound(after_key), slices.end(), filler, response->mutable_groups(),
         [](const auto& entry) { return entry.first; },
         [&](const auto& entry, v1::SliceGroupInfo* out) {
+          AssertClusterLocked();
           reservations_.DescribeSlice(entry.second, out);
         });
     if (resume.has_value()) {

@@ -3,16 +3,15 @@
 // request-id deduplication, malformed and oversized requests, head-restart registration, job
 // retention and paged listings.
 #include "head/head_service.h"
-#include "head/head_service_test_util.h"
 
 #include <algorithm>
 #include <functional>
 #include <limits>
 #include <map>
 #include <memory>
-#include <thread>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -22,10 +21,11 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "hardware/node_label_keys.h"
+#include "head/head_service_test_util.h"
 #include "head/request_limits.h"
-#include "rpc/proto_convert.h"
 #include "rpc/state_names.h"
 #include "scheduling/scheduling_test_util.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 namespace {
@@ -57,7 +57,7 @@ class HeadServiceTest : public ::testing::Test {
                                       LabelSet labels = {}, std::string incarnation = "i1") {
     v1::RegisterNodeRequest request;
     NodeSpec spec = Spec(id, resources, std::move(labels));
-    rpc::NodeToProto(spec, "127.0.0.1:1", incarnation, request.mutable_node());
+    wire::NodeToProto(spec, "127.0.0.1:1", incarnation, request.mutable_node());
     return request;
   }
 
@@ -93,7 +93,7 @@ class HeadServiceTest : public ::testing::Test {
     request.set_strategy(strategy);
     request.set_request_id(request_id);
     for (const std::string& b : bundles) {
-      rpc::ResourcesToProto(Res(b), request.mutable_primary()->add_bundles()->mutable_resources());
+      wire::ResourcesToProto(Res(b), request.mutable_primary()->add_bundles()->mutable_resources());
     }
     v1::PlacementGroupInfo info;
     grpc::Status status = head_->CreatePlacementGroup(nullptr, &request, &info);
@@ -170,7 +170,7 @@ TEST_F(HeadServiceTest, HeartbeatLeasesAreMirroredAndReleased) {
   beat.set_incarnation("i1");
   v1::LeaseInfo* lease = beat.add_leases();
   lease->set_lease_id("l1");
-  rpc::ResourcesToProto(Res("CPU=3"), lease->mutable_allocation()->mutable_resources());
+  wire::ResourcesToProto(Res("CPU=3"), lease->mutable_allocation()->mutable_resources());
   v1::HeartbeatResponse response;
   ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
   EXPECT_EQ(Used("CPU"), 30000);
@@ -195,12 +195,12 @@ TEST_F(HeadServiceTest, PendingPicksNameTheHoldersAndADeadNodeItsLostLeases) {
   beat.set_incarnation("i1");
   v1::LeaseInfo* lease = beat.add_leases();
   lease->set_lease_id("l-n1-7");
-  rpc::ResourcesToProto(Res("CPU=2"), lease->mutable_allocation()->mutable_resources());
+  wire::ResourcesToProto(Res("CPU=2"), lease->mutable_allocation()->mutable_resources());
   v1::HeartbeatResponse response;
   ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
   ASSERT_EQ(Create("pg", "PACK", {"CPU=1"}).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   v1::PickNodeRequest pick;
-  rpc::ResourcesToProto(Res("CPU=2"), pick.mutable_request()->mutable_resources());
+  wire::ResourcesToProto(Res("CPU=2"), pick.mutable_request()->mutable_resources());
   v1::PickNodeResponse picked;
   ASSERT_TRUE(head_->PickNode(nullptr, &pick, &picked).ok());
   EXPECT_EQ(picked.status(), v1::PICK_STATUS_PENDING);
@@ -438,10 +438,10 @@ TEST_F(HeadServiceTest, RegisterAfterHeadRestartReleasesUnknownBundlesWithAnEven
   held->set_placement_group("pg-3");
   held->set_bundle_index(0);
   held->set_committed(true);
-  rpc::ResourcesToProto(Res("CPU=1"), held->mutable_allocation()->mutable_resources());
+  wire::ResourcesToProto(Res("CPU=1"), held->mutable_allocation()->mutable_resources());
   v1::LeaseInfo* lease = request.add_leases();
   lease->set_lease_id("l1");
-  rpc::ResourcesToProto(Res("CPU=2"), lease->mutable_allocation()->mutable_resources());
+  wire::ResourcesToProto(Res("CPU=2"), lease->mutable_allocation()->mutable_resources());
   v1::RegisterNodeResponse response;
   ASSERT_TRUE(head_->RegisterNode(nullptr, &request, &response).ok());
   ASSERT_EQ(response.release_size(), 1);
@@ -488,7 +488,7 @@ TEST_F(HeadServiceTest, AgentRestartDropsWhatTheOldIncarnationHeld) {
 TEST_F(HeadServiceTest, PickNodeKeepsCpuWorkOffAcceleratorNodesUnlessTurnedOff) {
   auto pick_cpu = [&] {
     v1::PickNodeRequest pick;
-    rpc::ResourcesToProto(Res("CPU=1"), pick.mutable_request()->mutable_resources());
+    wire::ResourcesToProto(Res("CPU=1"), pick.mutable_request()->mutable_resources());
     v1::PickNodeResponse picked;
     EXPECT_TRUE(head_->PickNode(nullptr, &pick, &picked).ok());
     return picked.node_id();
@@ -510,7 +510,7 @@ TEST_F(HeadServiceTest, PickNodeHonoursExcludeAndBundles) {
   Register("n1");
   Register("n2");
   v1::PickNodeRequest pick;
-  rpc::ResourcesToProto(Res("CPU=1"), pick.mutable_request()->mutable_resources());
+  wire::ResourcesToProto(Res("CPU=1"), pick.mutable_request()->mutable_resources());
   v1::PickNodeResponse picked;
   ASSERT_TRUE(head_->PickNode(nullptr, &pick, &picked).ok());
   EXPECT_EQ(picked.status(), v1::PICK_STATUS_PLACED);
@@ -1261,7 +1261,7 @@ v1::HeartbeatRequest BeatWithBundles(const std::string& node,
     held->set_bundle_index(index);
     held->set_committed(true);
     held->set_generation(7);
-    rpc::ResourcesToProto(Res("CPU=1"), held->mutable_allocation()->mutable_resources());
+    wire::ResourcesToProto(Res("CPU=1"), held->mutable_allocation()->mutable_resources());
   }
   return request;
 }
@@ -1763,7 +1763,7 @@ TEST(HeadServiceBusyTest, AHeartbeatQueuedBehindASlowRequestCountsFromItsArrival
   };
   HeadService head(std::move(options));
   v1::RegisterNodeRequest request;
-  rpc::NodeToProto(Spec("n1", "CPU=4", {}), "127.0.0.1:1", "i1", request.mutable_node());
+  wire::NodeToProto(Spec("n1", "CPU=4", {}), "127.0.0.1:1", "i1", request.mutable_node());
   v1::RegisterNodeResponse registered;
   ASSERT_TRUE(head.RegisterNode(nullptr, &request, &registered).ok());
   fake.Advance(absl::Seconds(3));
@@ -1775,7 +1775,8 @@ TEST(HeadServiceBusyTest, AHeartbeatQueuedBehindASlowRequestCountsFromItsArrival
     v1::CreatePlacementGroupRequest create;
     create.set_name("pg");
     create.set_strategy("PACK");
-    rpc::ResourcesToProto(Res("CPU=1"), create.mutable_primary()->add_bundles()->mutable_resources());
+    wire::ResourcesToProto(Res("CPU=1"),
+                           create.mutable_primary()->add_bundles()->mutable_resources());
     v1::PlacementGroupInfo info;
     (void)head.CreatePlacementGroup(nullptr, &create, &info);
   });
@@ -1825,7 +1826,8 @@ class DriverLifetimeTest : public HeadServiceTest {
     request.set_name(name);
     request.set_strategy("PACK");
     request.set_owner(owner);
-    rpc::ResourcesToProto(Res("CPU=1"), request.mutable_primary()->add_bundles()->mutable_resources());
+    wire::ResourcesToProto(Res("CPU=1"),
+                           request.mutable_primary()->add_bundles()->mutable_resources());
     v1::PlacementGroupInfo info;
     ASSERT_TRUE(head_->CreatePlacementGroup(nullptr, &request, &info).ok());
     ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED) << info.explanation();
@@ -2146,7 +2148,7 @@ TEST_F(HeadServiceTest, ARequestIntoAGroupStillWaitingForRoomWaitsUnlessItsBundl
   ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_PENDING);
   v1::PickNodeRequest inside;
   inside.mutable_request()->set_placement_group("later");
-  rpc::ResourcesToProto(Res("CPU=1"), inside.mutable_request()->mutable_resources());
+  wire::ResourcesToProto(Res("CPU=1"), inside.mutable_request()->mutable_resources());
   v1::PickNodeResponse picked;
   inside.mutable_request()->set_bundle_index(1);
   ASSERT_TRUE(head_->PickNode(nullptr, &inside, &picked).ok());

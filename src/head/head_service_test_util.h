@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "head/node_agent_client.h"
-#include "rpc/proto_convert.h"
+#include "wire/proto_convert.h"
 
 namespace tessera::head_testing {
 
@@ -21,7 +21,7 @@ class FakeAgent : public NodeAgentClient {
  public:
   struct Held {
     bool committed = false;
-    rpc::ExactAllocation allocation;
+    wire::ExactAllocation allocation;
   };
 
   absl::Status Prepare(const v1::PrepareBundlesRequest& request) override {
@@ -36,7 +36,7 @@ class FakeAgent : public NodeAgentClient {
     if (!fail_prepare_.ok()) return fail_prepare_;
     for (const auto& bundle : request.bundles()) {
       held_[{request.placement_group(), bundle.bundle_index()}] =
-          Held{request.commit(), *rpc::AllocationFromProto(bundle.allocation())};
+          Held{request.commit(), *wire::AllocationFromProto(bundle.allocation())};
     }
     return absl::OkStatus();
   }

@@ -152,7 +152,7 @@ void NodeRegistry::DeclareDead(Node& node, const std::string& reason) {
   cluster_->changed = true;
 }
 
-absl::Status NodeRegistry::Register(const rpc::NodeRegistration& registration,
+absl::Status NodeRegistry::Register(const wire::NodeRegistration& registration,
                                     const v1::NodeDescription& description,
                                     const std::vector<ReportedLease>& leases,
                                     const std::vector<ReportedBundle>& bundles,
@@ -248,7 +248,7 @@ absl::Status NodeRegistry::Restore() {
   for (const auto& [key, value] : records) {
     v1::NodeDescription description;
     if (!description.ParseFromString(value)) return corrupt(key, "not a node record");
-    auto node = rpc::NodeFromProto(description);
+    auto node = wire::NodeFromProto(description);
     if (!node.ok()) return corrupt(key, node.status().message());
     const std::string id = node->spec.id.value();
     if (id != key) return corrupt(key, absl::StrCat("holds node ", id));

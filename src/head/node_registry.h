@@ -29,15 +29,15 @@
 #include "head/node_agent_client.h"
 #include "head/reservation.h"
 #include "head/store_writer.h"
-#include "rpc/proto_convert.h"
 #include "tessera/v1/common.pb.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 
 // A lease an agent holds outside any bundle (leases inside bundles use the bundle's allocation).
 struct ReportedLease {
   std::string lease_id;
-  rpc::ExactAllocation allocation;
+  wire::ExactAllocation allocation;
 };
 
 // A bundle an agent holds, prepared or committed.
@@ -92,11 +92,13 @@ class NodeRegistry {
       : options_(std::move(options)), cluster_(cluster) {}
   // Required before the first call; must outlive the registry.
   void set_listener(NodeListener* listener) { listener_ = listener; }
+  // The mutex its methods require: ClusterState::mu (ClusterLock names it).
+  absl::Mutex* mutex() const ABSL_LOCK_RETURNED(cluster_->mu) { return &cluster_->mu; }
 
   // Registers (or re-registers) a node with what its agent holds. AlreadyExists when another
   // live agent holds the node id; InvalidArgument when the view refuses the node. `release`
   // gets the positions of `bundles` the agent must give back.
-  absl::Status Register(const rpc::NodeRegistration& registration,
+  absl::Status Register(const wire::NodeRegistration& registration,
                         const v1::NodeDescription& description,
                         const std::vector<ReportedLease>& leases,
                         const std::vector<ReportedBundle>& bundles, std::vector<size_t>* release)

@@ -31,7 +31,7 @@ void ReservationManager::DescribeGroup(const GroupEntry& group, v1::PlacementGro
     location->set_index(static_cast<int>(i));
     if (i < desired.size() && desired[i].has_value()) {
       location->set_node_id(desired[i]->node);
-      rpc::AllocationToProto(desired[i]->allocation, location->mutable_allocation());
+      wire::AllocationToProto(desired[i]->allocation, location->mutable_allocation());
     }
   }
   info->set_explanation(group.ShownExplanation());
@@ -42,7 +42,7 @@ absl::Status ReservationManager::CreatePlacementGroup(
     v1::PlacementGroupInfo* response) {
   std::string name;
   {
-    absl::MutexLock lock(&cluster_->mu);
+    ClusterLock lock(&cluster_->mu, nodes_->mutex());
     std::string id;
     if (absl::Status claimed = ClaimName(request.name(), "pg", &next_group_, &id, &name);
         !claimed.ok()) {
@@ -76,6 +76,7 @@ absl::Status ReservationManager::CreatePlacementGroup(
     }
   }
   SyncAndDescribe(ReservationKind::kPlacementGroup, name, [&](const Reservation* group) {
+    AssertLocked();  // SyncAndDescribe calls it under the lock
     if (group == nullptr) {
       response->set_name(name);
       response->set_state(v1::PLACEMENT_GROUP_STATE_REMOVED);
@@ -95,7 +96,7 @@ absl::Status ReservationManager::RemovePlacementGroup(const std::string& name,
       v1::BundleLocation* location = response->add_released();
       location->set_index(static_cast<int>(i));
       location->set_node_id(hold->node);
-      rpc::AllocationToProto(hold->allocation, location->mutable_allocation());
+      wire::AllocationToProto(hold->allocation, location->mutable_allocation());
     }
   });
 }
@@ -106,7 +107,7 @@ absl::Status ReservationManager::WaitPlacementGroup(const std::string& name,
   // A real wait on a condition variable: real time, whatever clock the head runs on (a fake
   // clock would never move while this waits).
   const absl::Time deadline = absl::Now() + timeout;
-  absl::MutexLock lock(&cluster_->mu);
+  ClusterLock lock(&cluster_->mu, nodes_->mutex());
   while (true) {
     auto it = groups_.find(name);
     if (it == groups_.end()) {

@@ -93,7 +93,7 @@ inline constexpr size_t kMaxActorDeathCauseBytes = 16 * 1024;
 inline constexpr size_t kMaxPageTokenBytes = 1024;
 
 // OK, or InvalidArgument with one line naming the limit and the value. The checks cover only
-// sizes; the parsers (rpc/proto_convert.h) still validate content.
+// sizes; the parsers (wire/proto_convert.h) still validate content.
 absl::Status Check(const v1::CreatePlacementGroupRequest& request);
 absl::Status Check(const v1::RemovePlacementGroupRequest& request);
 absl::Status Check(const v1::WaitPlacementGroupRequest& request);

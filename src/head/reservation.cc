@@ -58,7 +58,7 @@ NodeWork& NodeWorkPlan::For(const std::string& node) {
   return it->second;
 }
 
-void NodeWorkPlan::Prepare(const std::string& node, int index, rpc::ExactAllocation allocation) {
+void NodeWorkPlan::Prepare(const std::string& node, int index, wire::ExactAllocation allocation) {
   For(node).prepare.emplace_back(index, std::move(allocation));
 }
 
@@ -102,7 +102,7 @@ v1::PrepareBundlesRequest PrepareRequest(const std::string& group, const NodeWor
   for (const auto& [index, allocation] : w.prepare) {
     v1::BundleReservation* bundle = request.add_bundles();
     bundle->set_bundle_index(index);
-    rpc::AllocationToProto(allocation, bundle->mutable_allocation());
+    wire::AllocationToProto(allocation, bundle->mutable_allocation());
   }
   return request;
 }

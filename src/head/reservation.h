@@ -20,8 +20,8 @@
 #include "absl/strings/string_view.h"
 #include "head/node_agent_client.h"
 #include "scheduling/reservation_engine.h"
-#include "rpc/proto_convert.h"
 #include "tessera/v1/head.pb.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 
@@ -40,7 +40,7 @@ v1::SliceGroupState SliceGroupStateOf(ReservationPhase phase);
 // Where a bundle is (to be) held: node and exact allocation.
 struct BundleHold {
   std::string node;
-  rpc::ExactAllocation allocation;
+  wire::ExactAllocation allocation;
   friend bool operator==(const BundleHold&, const BundleHold&) = default;
 };
 
@@ -71,7 +71,7 @@ struct Reservation {
 struct NodeWork {
   std::string node;
   std::shared_ptr<NodeAgentClient> client;  // nullptr: the node is not alive
-  std::vector<std::pair<int, rpc::ExactAllocation>> prepare;  // bundle index, allocation
+  std::vector<std::pair<int, wire::ExactAllocation>> prepare;  // bundle index, allocation
   std::vector<int> cancel;
 };
 
@@ -83,7 +83,7 @@ class NodeWorkPlan {
  public:
   explicit NodeWorkPlan(AgentLookup agents) : agents_(std::move(agents)) {}
 
-  void Prepare(const std::string& node, int index, rpc::ExactAllocation allocation);
+  void Prepare(const std::string& node, int index, wire::ExactAllocation allocation);
   void Cancel(const std::string& node, int index);
   bool empty() const { return by_node_.empty(); }
   std::vector<NodeWork> Take();

@@ -30,7 +30,7 @@ ReservationManager::ReservationManager(ReservationManagerOptions options, Cluste
     : options_(std::move(options)), cluster_(cluster), nodes_(nodes) {
   // The engine's decisions, timed by kind (tessera_head_scheduling_decision_seconds).
   HeadLatencyMetrics latency = options_.latency;
-  absl::MutexLock lock(&cluster_->mu);
+  ClusterLock lock(&cluster_->mu, nodes_->mutex());
   cluster_->reservations.set_decision_wrapper(
       [latency](ReservationKind kind, absl::FunctionRef<void()> decide) {
         metrics::ScopedTimer timer(kind == ReservationKind::kPlacementGroup
@@ -239,7 +239,7 @@ void ReservationManager::Sync(const std::string& name) {
     std::vector<NodeWork> work;
     std::vector<NodeWork> stale;  // bundles to cancel where they no longer belong
     {
-      absl::MutexLock lock(&cluster_->mu);
+      ClusterLock lock(&cluster_->mu, nodes_->mutex());
       Reservation* reservation = Find(name);
       if (reservation == nullptr || reservation->busy || !IsPlaced(*reservation)) return;
       // A slice group is only ever committed once; a broken one stays as it is.
@@ -284,7 +284,7 @@ void ReservationManager::Sync(const std::string& name) {
         commit != nullptr) {
       commit->Observe(absl::ToDoubleSeconds(absl::Now() - commit_start));
     }
-    absl::MutexLock lock(&cluster_->mu);
+    ClusterLock lock(&cluster_->mu, nodes_->mutex());
     Reservation& reservation = *Find(name);  // busy: nobody removed it
     reservation.busy = false;
     idle_.SignalAll();
@@ -341,7 +341,7 @@ void ReservationManager::SyncAndDescribe(ReservationKind kind, const std::string
   constexpr int kAttempts = 8;
   for (int attempt = 1;; ++attempt) {
     Sync(name);
-    absl::MutexLock lock(&cluster_->mu);
+    ClusterLock lock(&cluster_->mu, nodes_->mutex());
     const Reservation* reservation = WaitUntilIdle(kind, name);
     if (reservation == nullptr || reservation->phase != ReservationPhase::kCommitting ||
         attempt == kAttempts) {
@@ -352,6 +352,7 @@ void ReservationManager::SyncAndDescribe(ReservationKind kind, const std::string
 }
 
 std::vector<NodeWork> ReservationManager::CancelAllWork(const Reservation& reservation) const {
+  AssertLocked();
   NodeWorkPlan plan(nodes_->Agents());
   for (size_t i = 0; i < reservation.confirmed.size(); ++i) {
     if (reservation.confirmed[i].has_value()) {
@@ -393,7 +394,7 @@ absl::Status ReservationManager::Remove(ReservationKind kind, const std::string&
   if (name.empty()) return absl::InvalidArgumentError("name: is empty");
   std::vector<NodeWork> work;
   {
-    absl::MutexLock lock(&cluster_->mu);
+    ClusterLock lock(&cluster_->mu, nodes_->mutex());
     Reservation* reservation = WaitUntilIdle(kind, name);
     if (reservation == nullptr) {
       return absl::NotFoundError(absl::StrCat("no ", ToAbsl(ReservationNoun(kind)), " named ", name));
@@ -403,7 +404,7 @@ absl::Status ReservationManager::Remove(ReservationKind kind, const std::string&
   }
   // The agents give the bundles back first, so the view never offers them while still held.
   CancelBundles(name, work);
-  absl::MutexLock lock(&cluster_->mu);
+  ClusterLock lock(&cluster_->mu, nodes_->mutex());
   Reservation& reservation = *Find(kind, name);  // busy: nobody removed it
   finish(reservation);
   Erase(reservation);
@@ -414,7 +415,7 @@ std::vector<std::string> ReservationManager::ReleaseOwnedBy(const std::string& o
   std::vector<std::string> groups;
   std::vector<std::string> slices;
   {
-    absl::MutexLock lock(&cluster_->mu);
+    ClusterLock lock(&cluster_->mu, nodes_->mutex());
     for (const auto& [name, group] : groups_) {
       if (group.owner == owner) groups.push_back(name);
     }
@@ -439,6 +440,7 @@ std::vector<std::string> ReservationManager::ReleaseOwnedBy(const std::string& o
 
 void ReservationManager::NoteCommitted(const std::string& node, const std::string& reservation,
                                        int index) {
+  AssertLocked();
   if (nodes_->Find(node) == nullptr) return;
   committed_epochs_[node][{reservation, index}] = ++bundles_epoch_;
 }
@@ -517,10 +519,14 @@ std::vector<std::string> ReservationManager::RetryAndHeal(
   // round) and it waits for placement like a new one (the same slice again when it is intact
   // and free, else another), tried at once below.
   auto may_heal = [&](const std::string& name) {
+    AssertLocked();  // run by the engine, under this function's lock
     const Reservation* slice = Find(name);
     return slice != nullptr && !slice->busy && slice->phase == ReservationPhase::kDegraded;
   };
-  auto alive = [&](const NodeId& node) { return nodes_->IsAlive(node.value()); };
+  auto alive = [&](const NodeId& node) {
+    AssertLocked();
+    return nodes_->IsAlive(node.value());
+  };
   for (const std::string& name : cluster_->reservations.HealBroken(alive, may_heal)) {
     SliceEntry& slice = slices_.at(name);
     healing->emplace_back(name, CancelAllWork(slice));
@@ -538,6 +544,7 @@ std::vector<std::string> ReservationManager::RetryAndHeal(
     cluster_->changed = false;
     last_retry_ = now;
     auto idle = [&](const std::string& name) {
+      AssertLocked();
       const Reservation* reservation = Find(name);
       return reservation != nullptr && !reservation->busy;
     };
@@ -559,6 +566,7 @@ std::vector<std::string> ReservationManager::RetryAndHeal(
   // being re-placed whose scheduler now wants holds it lacks (one with a hole and no room has
   // nothing to do and takes no thread).
   auto wants_sync = [&](const Reservation& reservation) {
+    AssertLocked();
     if (reservation.busy) return false;
     if (reservation.phase == ReservationPhase::kCommitting) return true;
     if (reservation.phase != ReservationPhase::kDegraded || !reservation.replaceable()) {
@@ -587,7 +595,7 @@ void ReservationManager::Tick(bool wait) {
   std::vector<std::pair<std::string, std::vector<NodeWork>>> healing;  // slice -> cancels
   std::vector<std::string> to_sync;
   {
-    absl::MutexLock lock(&cluster_->mu);
+    ClusterLock lock(&cluster_->mu, nodes_->mutex());
     to_sync = RetryAndHeal(&healing);
     // Past max_concurrent_syncs the rest wait for the next tick; each tick starts from where
     // the previous one's list moved on, so no reservation is passed over for good.
@@ -641,6 +649,7 @@ void ReservationManager::JoinFinishedSyncs() {
 BundleTargetAdvice ReservationManager::AdviseBundleTarget(
     const std::string& name, int bundle_index, const ResourceSet& demand,
     const std::set<std::string>& excluded) const {
+  AssertLocked();
   using Status = BundleTargetAdvice::Status;
   auto advice = [](Status status, std::string explanation) {
     return BundleTargetAdvice{status, "", std::move(explanation)};

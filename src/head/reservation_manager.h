@@ -40,9 +40,9 @@
 #include "head/node_registry.h"
 #include "head/reservation.h"
 #include "head/store_writer.h"
-#include "rpc/proto_convert.h"
 #include "tessera/v1/head.pb.h"
 #include "tessera/v1/head_state.pb.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 
@@ -81,6 +81,9 @@ class ReservationManager {
                      NodeRegistry* nodes);
   // Waits for the syncs Tick started.
   ~ReservationManager();
+  // The mutex the methods marked ABSL_EXCLUSIVE_LOCKS_REQUIRED require: ClusterState::mu, the
+  // registry's too (ClusterLock names it).
+  absl::Mutex* mutex() const ABSL_LOCK_RETURNED(cluster_->mu) { return &cluster_->mu; }
 
   // --- requests (take ClusterState::mu themselves) ---
   // ALREADY_EXISTS for a taken name, InvalidArgument for a spec the scheduler refuses. Answers
@@ -155,6 +158,12 @@ class ReservationManager {
   absl::Status Restore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
 
  private:
+  // The registry shares this manager's ClusterState, so holding cluster_->mu holds its lock:
+  // tells the analysis so (and checks the lock is held) before calls into the registry, and in
+  // lambdas run under the lock.
+  void AssertLocked() const ABSL_ASSERT_EXCLUSIVE_LOCK(cluster_->mu, nodes_->mutex()) {
+    cluster_->mu.AssertHeld();
+  }
   Reservation* Find(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
   const Reservation* Find(const std::string& name) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);

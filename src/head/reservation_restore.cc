@@ -15,7 +15,7 @@
 #include "head/head_service_internal.h"
 #include "head/reservation_manager.h"
 #include "head/state_store.h"
-#include "rpc/proto_convert.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 
@@ -48,7 +48,7 @@ absl::Status ReservationManager::RestoreGroup(const std::string& key, const std:
   }
   const v1::PlacementGroupInfo& info = stored.info();
   if (info.name() != key) return Corrupt(kPlacementGroupsTable, key, "holds another group");
-  auto spec = rpc::PlacementGroupSpecFromProto(stored.request());
+  auto spec = wire::PlacementGroupSpecFromProto(stored.request());
   if (!spec.ok()) return Corrupt(kPlacementGroupsTable, key, spec.status().message());
   spec->name = key;
   GroupEntry entry;
@@ -81,7 +81,7 @@ absl::Status ReservationManager::RestoreGroup(const std::string& key, const std:
       return Corrupt(kPlacementGroupsTable, key, absl::StrCat("bundle index ", location.index()));
     }
     if (location.node_id().empty()) continue;
-    auto allocation = rpc::AllocationFromProto(location.allocation());
+    auto allocation = wire::AllocationFromProto(location.allocation());
     if (!allocation.ok()) {
       return Corrupt(kPlacementGroupsTable, key, allocation.status().message());
     }
@@ -122,7 +122,7 @@ absl::Status ReservationManager::RestoreSlice(const std::string& key, const std:
   }
   const v1::SliceGroupInfo& info = stored.info();
   if (info.name() != key) return Corrupt(kSliceGroupsTable, key, "holds another group");
-  auto parsed = rpc::DomainGroupRequestFromProto(stored.request());
+  auto parsed = wire::DomainGroupRequestFromProto(stored.request());
   if (!parsed.ok()) return Corrupt(kSliceGroupsTable, key, parsed.status().message());
   parsed->name = key;
   SliceEntry entry;
@@ -148,7 +148,7 @@ absl::Status ReservationManager::RestoreSlice(const std::string& key, const std:
   }
   std::vector<DomainBundle> bundles;
   for (const v1::SliceHost& host : info.hosts()) {
-    auto allocation = rpc::AllocationFromProto(host.allocation());
+    auto allocation = wire::AllocationFromProto(host.allocation());
     if (!allocation.ok()) return Corrupt(kSliceGroupsTable, key, allocation.status().message());
     DomainBundle bundle;
     bundle.node = NodeId(host.node_id());

@@ -57,7 +57,7 @@ void ReservationManager::DescribeSlice(const SliceEntry& slice, v1::SliceGroupIn
       host->set_domain(bundle.domain);
       host->set_node_id(bundle.node.value());
       host->set_worker(bundle.worker);
-      rpc::AllocationToProto(bundle.allocation, host->mutable_allocation());
+      wire::AllocationToProto(bundle.allocation, host->mutable_allocation());
     }
   }
   info->set_explanation(slice.ShownExplanation());
@@ -68,7 +68,7 @@ absl::Status ReservationManager::ReserveSlices(const v1::ReserveSlicesRequest& r
                                                v1::SliceGroupInfo* response) {
   std::string name;
   {
-    absl::MutexLock lock(&cluster_->mu);
+    ClusterLock lock(&cluster_->mu, nodes_->mutex());
     std::string id;
     if (absl::Status claimed = ClaimName(request.name(), "slices", &next_slice_, &id, &name);
         !claimed.ok()) {
@@ -98,6 +98,7 @@ absl::Status ReservationManager::ReserveSlices(const v1::ReserveSlicesRequest& r
     }
   }
   SyncAndDescribe(ReservationKind::kSliceGroup, name, [&](const Reservation* slice) {
+    AssertLocked();  // SyncAndDescribe calls it under the lock
     if (slice == nullptr) {
       response->set_name(name);
       response->set_state(v1::SLICE_GROUP_STATE_RELEASED);
@@ -111,6 +112,7 @@ absl::Status ReservationManager::ReserveSlices(const v1::ReserveSlicesRequest& r
 absl::Status ReservationManager::ReleaseSlices(const std::string& name,
                                                v1::ReleaseSlicesResponse* response) {
   return Remove(ReservationKind::kSliceGroup, name, [&](Reservation& reservation) {
+    AssertLocked();  // Remove calls it under the lock
     const std::vector<DomainBundle>* hosts = cluster_->reservations.SliceHosts(reservation.name);
     for (size_t i = 0; hosts != nullptr && i < hosts->size(); ++i) {
       const DomainBundle& bundle = (*hosts)[i];
@@ -118,12 +120,13 @@ absl::Status ReservationManager::ReleaseSlices(const std::string& name,
       host->set_domain(bundle.domain);
       host->set_node_id(bundle.node.value());
       host->set_worker(bundle.worker);
-      rpc::AllocationToProto(bundle.allocation, host->mutable_allocation());
+      wire::AllocationToProto(bundle.allocation, host->mutable_allocation());
     }
   });
 }
 
 std::map<std::string, v1::ListSlicesResponse::Slice> ReservationManager::SliceCatalog() const {
+  AssertLocked();
   struct Catalog {
     std::string accelerator_type;
     std::string topology;

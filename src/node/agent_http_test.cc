@@ -21,15 +21,15 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "metrics/exposition_parser.h"
+#include "metrics/http_test_client.h"
 #include "node/agent_server.h"
 #include "node/agent_test_util.h"
 #include "node/fake_head.h"
-#include "metrics/http_test_client.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
-#include "rpc/proto_convert.h"
 #include "rpc/server.h"
 #include "tessera/v1/node_agent.grpc.pb.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 namespace {
@@ -100,8 +100,8 @@ class AgentHttpTest : public node_testing::AgentWithHeadTest {
 
   v1::LeaseGrant Lease(std::string_view resources, std::vector<std::string> argv) {
     v1::LeaseRequest request;
-    rpc::ResourcesToProto(node_testing::Res(resources),
-                          request.mutable_request()->mutable_resources());
+    wire::ResourcesToProto(node_testing::Res(resources),
+                           request.mutable_request()->mutable_resources());
     for (std::string& arg : argv) request.mutable_worker()->add_argv(std::move(arg));
     auto stub = v1::NodeAgent::NewStub(rpc::MakeChannel(agent_->address()));
     grpc::ClientContext context;

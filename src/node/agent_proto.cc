@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "rpc/proto_convert.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 
@@ -15,8 +15,8 @@ absl::StatusOr<LeaseAsk> LeaseAskFromProto(const v1::LeaseRequest& proto) {
   if (proto.hops() < 0) {
     return absl::InvalidArgumentError(absl::StrCat("hops: ", proto.hops(), " is negative"));
   }
-  TESSERA_ASSIGN_OR_RETURN(rpc::ResourceRequestValue value,
-                           rpc::ResourceRequestFromProto(proto.request()));
+  TESSERA_ASSIGN_OR_RETURN(wire::ResourceRequestValue value,
+                           wire::ResourceRequestFromProto(proto.request()));
   LeaseAsk ask;
   ask.job_id = proto.job_id();
   ask.resources = std::move(value.request.resources);
@@ -54,7 +54,7 @@ void WorkerToProto(const WorkerRecord& worker, v1::WorkerInfo* proto) {
   for (const std::string& arg : worker.argv) proto->add_argv(arg);
   proto->set_state(std::string(WorkerStateName(worker.state)));
   if (worker.exit.has_value()) WorkerExitToProto(*worker.exit, proto->mutable_exit());
-  rpc::AllocationToProto(worker.allocation, proto->mutable_allocation());
+  wire::AllocationToProto(worker.allocation, proto->mutable_allocation());
   for (const auto& [name, value] : worker.isolation_env) {
     (*proto->mutable_isolation_env())[name] = value;
   }
@@ -70,7 +70,7 @@ void WorkerToProto(const WorkerRecord& worker, v1::WorkerInfo* proto) {
 
 void LeaseToProto(const LeaseRecord& lease, v1::LeaseInfo* proto) {
   proto->set_lease_id(lease.id.value());
-  rpc::AllocationToProto(lease.allocation, proto->mutable_allocation());
+  wire::AllocationToProto(lease.allocation, proto->mutable_allocation());
   if (lease.bundle.has_value()) {
     proto->set_placement_group(lease.bundle->group);
     proto->set_bundle_index(lease.bundle->index);
@@ -82,7 +82,7 @@ void LeaseToProto(const LeaseRecord& lease, v1::LeaseInfo* proto) {
 void BundleToProto(const BundleRecord& bundle, v1::HeldBundle* proto) {
   proto->set_placement_group(bundle.key.group);
   proto->set_bundle_index(bundle.key.index);
-  rpc::AllocationToProto(bundle.allocation, proto->mutable_allocation());
+  wire::AllocationToProto(bundle.allocation, proto->mutable_allocation());
   proto->set_committed(bundle.committed);
 }
 
@@ -91,8 +91,8 @@ absl::StatusOr<std::vector<BundleAsk>> BundleAsksFromProto(const v1::PrepareBund
   for (int i = 0; i < proto.bundles_size(); ++i) {
     const v1::BundleReservation& b = proto.bundles(i);
     TESSERA_ASSIGN_OR_RETURN(
-        rpc::ExactAllocation allocation,
-        rpc::AllocationFromProto(b.allocation(), absl::StrCat("bundles[", i, "].allocation")));
+        wire::ExactAllocation allocation,
+        wire::AllocationFromProto(b.allocation(), absl::StrCat("bundles[", i, "].allocation")));
     asks.push_back(BundleAsk{b.bundle_index(), std::move(allocation.resources),
                              std::move(allocation.devices)});
   }

@@ -7,8 +7,8 @@
 #include "base/log_line.h"
 #include "node/agent_proto.h"
 #include "rpc/channel.h"
-#include "rpc/proto_convert.h"
 #include "rpc/retry.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 
@@ -115,8 +115,7 @@ void HeadLink::ReleaseUnheld(const google::protobuf::RepeatedPtrField<v1::HeldBu
 
 absl::Status HeadLink::Register(absl::Duration budget) {
   v1::RegisterNodeRequest request;
-  rpc::NodeToProto(state_->spec(), agent_address_, options_.incarnation,
-                   request.mutable_node());
+  wire::NodeToProto(state_->spec(), agent_address_, options_.incarnation, request.mutable_node());
   request.mutable_node()->set_http_address(options_.http_address);
   for (const LeaseRecord& lease : state_->Leases()) LeaseToProto(lease, request.add_leases());
   for (const HeldBundleState& bundle : state_->BundleStates()) {

@@ -11,19 +11,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <set>
-
 #include <filesystem>
+#include <set>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "node/agent_proto.h"
-#include "node/worker_log_stream.h"
 #include "node/worker_env.h"
+#include "node/worker_log_stream.h"
 #include "node/working_dir.h"
-#include "rpc/proto_convert.h"
 #include "rpc/status_conversion.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 namespace {
@@ -367,7 +366,7 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
   grant->set_lease_id(lease.id.value());
   grant->set_worker_id(lease.worker.value());
   grant->set_node_id(state_->node_id().value());
-  rpc::AllocationToProto(lease.allocation, grant->mutable_allocation());
+  wire::AllocationToProto(lease.allocation, grant->mutable_allocation());
   for (auto& [name, value] : isolation_env) (*grant->mutable_isolation_env())[name] = value;
   grant->set_pid(*pid);
   reply->set_status("placed");

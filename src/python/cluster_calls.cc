@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/foreign_calls.h"
 #include "api/reservations.h"
-#include "cli/cluster_client.h"
+#include "client/cluster_client.h"
 #include "python/core_error.h"
 #include "python/label_selectors.h"
 #include "python/object_ref.h"
@@ -30,16 +30,16 @@ std::map<std::string, double> Quantities(const v1::Resources& resources) {
 }
 
 // The head of the cluster init connected to.
-std::unique_ptr<cli::ClusterClient> Head() {
-  std::optional<cli::ClusterClientOptions> options = api::ReservationCluster();
+std::unique_ptr<client::ClusterClient> Head() {
+  std::optional<client::ClusterClientOptions> options = api::ReservationCluster();
   if (!options.has_value()) {
     ThrowStatus(absl::FailedPreconditionError("tessera is not connected to a cluster: call "
                                               "tessera.init() first"));
   }
-  absl::StatusOr<std::unique_ptr<cli::ClusterClient>> client;
+  absl::StatusOr<std::unique_ptr<client::ClusterClient>> client;
   {
     py::gil_scoped_release release;
-    client = cli::ClusterClient::Connect(*options);
+    client = client::ClusterClient::Connect(*options);
   }
   if (!client.ok()) ThrowStatus(client.status());
   return *std::move(client);
@@ -52,7 +52,7 @@ T Get(const py::dict& options, const char* key, T fallback) {
 }
 
 py::list ListNodes() {
-  std::unique_ptr<cli::ClusterClient> head = Head();
+  std::unique_ptr<client::ClusterClient> head = Head();
   absl::StatusOr<v1::ListNodesResponse> listed;
   {
     py::gil_scoped_release release;
@@ -77,7 +77,7 @@ py::list ListNodes() {
 }
 
 py::list ListPlacementGroups() {
-  std::unique_ptr<cli::ClusterClient> head = Head();
+  std::unique_ptr<client::ClusterClient> head = Head();
   absl::StatusOr<v1::ListPlacementGroupsResponse> listed;
   {
     py::gil_scoped_release release;

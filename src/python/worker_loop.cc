@@ -1,8 +1,7 @@
 #include "python/worker_loop.h"
 
-#include <pybind11/stl.h>
-
 #include <pthread.h>
+#include <pybind11/stl.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -20,7 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "api/object_location.h"
+#include "objects/object_location.h"
 #include "python/core_error.h"
 #include "python/object_ref.h"
 #include "worker/worker_runtime.h"
@@ -249,7 +248,7 @@ void BindWorkerLoop(py::module_& m) {
         Claim(pending);
         py::gil_scoped_release release;
         bool stored = false;
-        if (size >= api::kInlineValueLimitBytes) {
+        if (size >= kInlineValueLimitBytes) {
           // Straight into this node's store; without one (or room) the value goes inline.
           auto envelope = worker::PutTaskReturn(pending.spec.task_id(), views);
           if (envelope.ok()) {

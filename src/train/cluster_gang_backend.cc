@@ -10,15 +10,15 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
-#include "cli/reservation_calls.h"
+#include "client/reservation_calls.h"
 #include "hardware/node_label_keys.h"
-#include "rpc/proto_convert.h"
 #include "rpc/state_names.h"
+#include "wire/proto_convert.h"
 
 namespace tessera::train {
 namespace {
 
-using cli::Retry;
+using client::Retry;
 
 // The host of "host:port" / "[v6]:port".
 std::string HostOf(const std::string& address) {
@@ -32,11 +32,11 @@ std::string HostOf(const std::string& address) {
 
 bool Stopped(const std::function<bool()>& stopped) { return stopped && stopped(); }
 
-void ReleaseNamed(cli::ClusterClient& client, const std::string& name, bool slice_group) {
+void ReleaseNamed(client::ClusterClient& client, const std::string& name, bool slice_group) {
   if (slice_group) {
-    (void)cli::ReleaseSlicesNamed(client, name);
+    (void)client::ReleaseSlicesNamed(client, name);
   } else {
-    (void)cli::RemovePlacementGroupNamed(client, name);
+    (void)client::RemovePlacementGroupNamed(client, name);
   }
 }
 
@@ -80,8 +80,8 @@ class GrpcRankWatch final : public RankWatch {
       } else if (cancelled_.load()) {
         ended(absl::CancelledError("the watch was ended"));
       } else {
-        ended(cli::FromGrpc(finished, absl::StrCat("the node agent of ", rank.node_id, " at ",
-                                                   rank.agent_address)));
+        ended(client::FromGrpc(finished, absl::StrCat("the node agent of ", rank.node_id, " at ",
+                                                      rank.agent_address)));
       }
     });
   }
@@ -102,7 +102,7 @@ class GrpcRankWatch final : public RankWatch {
 
 }  // namespace
 
-ClusterGangBackend::ClusterGangBackend(std::unique_ptr<cli::ClusterClient> client,
+ClusterGangBackend::ClusterGangBackend(std::unique_ptr<client::ClusterClient> client,
                                        bool ranks_outlive_the_head)
     : client_(std::move(client)), ranks_outlive_the_head_(ranks_outlive_the_head) {}
 
@@ -207,7 +207,7 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReserveSlices(
     const std::string& name, const v1::GangPlacement& placement, int slices,
     absl::Duration timeout, const std::function<bool()>& stopped) {
   v1::ReserveSlicesRequest request;
-  request.set_request_id(cli::NewRequestId("gang-slices"));
+  request.set_request_id(client::NewRequestId("gang-slices"));
   request.set_name(name);
   *request.mutable_alternatives() = placement.slices();
   // An elastic range asks its first shape with `slices` slices; fixed gangs keep every fallback.
@@ -216,7 +216,7 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReserveSlices(
     request.mutable_alternatives(0)->set_num_slices(slices);
   }
   TESSERA_ASSIGN_OR_RETURN(v1::SliceGroupInfo info,
-                           cli::ReserveSlicesAndWait(*client_, request, timeout, stopped));
+                           client::ReserveSlicesAndWait(*client_, request, timeout, stopped));
   if (info.state() != v1::SLICE_GROUP_STATE_RESERVED) {
     ReleaseNamed(*client_, name, /*slice_group=*/true);
     return NotReserved(info.state() == v1::SLICE_GROUP_STATE_PENDING
@@ -268,7 +268,7 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReservePlacementGroup(
   const v1::Resources& bundle_resources =
       per_node ? placement.resources_per_node() : placement.resources_per_worker();
   v1::CreatePlacementGroupRequest request;
-  request.set_request_id(cli::NewRequestId("gang-pg"));
+  request.set_request_id(client::NewRequestId("gang-pg"));
   request.set_name(name);
   request.set_strategy(per_node ? "STRICT_SPREAD"
                                 : (placement.strategy().empty() ? "PACK" : placement.strategy()));
@@ -289,8 +289,8 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReservePlacementGroup(
   for (int i = 1; i < placement.label_selectors_size(); ++i) {
     fill(request.add_fallbacks(), &placement.label_selectors(i));
   }
-  TESSERA_ASSIGN_OR_RETURN(v1::PlacementGroupInfo info,
-                           cli::CreatePlacementGroupAndWait(*client_, request, timeout, stopped));
+  TESSERA_ASSIGN_OR_RETURN(v1::PlacementGroupInfo info, client::CreatePlacementGroupAndWait(
+                                                            *client_, request, timeout, stopped));
   if (info.state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
     ReleaseNamed(*client_, name, /*slice_group=*/false);
     const bool waiting = info.state() == v1::PLACEMENT_GROUP_STATE_PENDING ||
@@ -363,7 +363,7 @@ absl::StatusOr<StartedRank> ClusterGangBackend::StartRank(const RankLaunch& laun
   TESSERA_ASSIGN_OR_RETURN(NodeEntry node, Node(launch.slot.node_id));
   v1::NodeAgent::Stub* agent = Agent(node.address);
   v1::LeaseRequest request;
-  request.set_request_id(cli::NewRequestId("rank"));
+  request.set_request_id(client::NewRequestId("rank"));
   request.set_job_id(launch.job_id);
   v1::ResourceRequest& demand = *request.mutable_request();
   *demand.mutable_resources() = launch.resources;
@@ -406,7 +406,7 @@ absl::StatusOr<StartedRank> ClusterGangBackend::StartRank(const RankLaunch& laun
           reply.has_spillback() ? "it is held elsewhere" : reply.explanation()));
     }
     absl::SleepFor(absl::Milliseconds(20));
-    request.set_request_id(cli::NewRequestId("rank"));
+    request.set_request_id(client::NewRequestId("rank"));
   }
 }
 

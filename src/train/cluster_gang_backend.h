@@ -16,7 +16,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "cli/cluster_client.h"
+#include "client/cluster_client.h"
 #include "train/gang_backend.h"
 
 namespace tessera::train {
@@ -25,7 +25,7 @@ class ClusterGangBackend final : public GangBackend {
  public:
   // `ranks_outlive_the_head`: ranks are not stopped when their watch goes away (the job's record
   // in a durable store owns them; see above).
-  explicit ClusterGangBackend(std::unique_ptr<cli::ClusterClient> client,
+  explicit ClusterGangBackend(std::unique_ptr<client::ClusterClient> client,
                               bool ranks_outlive_the_head = false);
 
   absl::StatusOr<GangReservation> Reserve(const std::string& name,
@@ -72,7 +72,7 @@ class ClusterGangBackend final : public GangBackend {
   absl::Status FillSlot(const std::string& node_id, const v1::Allocation& allocation,
                         GangSlot* slot);
 
-  const std::unique_ptr<cli::ClusterClient> client_;
+  const std::unique_ptr<client::ClusterClient> client_;
   const bool ranks_outlive_the_head_;
   absl::Mutex mu_;
   std::map<std::string, NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);

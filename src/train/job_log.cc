@@ -106,6 +106,7 @@ void JobLog::WriteOffsetsLocked(int rank) {
     it = offset_files_.emplace(rank, fd).first;
   }
   auto logged = [&](bool is_stderr) {
+    mu_.AssertHeld();  // run right here, under this function's lock
     return received_[{rank, is_stderr}] - partial_[{rank, is_stderr}].size();
   };
   // Fixed width: each write replaces the whole file's content in place.

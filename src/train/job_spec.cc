@@ -1,7 +1,7 @@
 #include "train/job_spec.h"
 
 #include "absl/strings/str_cat.h"
-#include "rpc/proto_convert.h"
+#include "wire/proto_convert.h"
 
 namespace tessera::train {
 namespace {
@@ -22,7 +22,7 @@ bool ValidEnvName(const std::string& name) {
 }
 
 absl::Status CheckResources(const v1::Resources& resources, const std::string& what) {
-  auto parsed = rpc::ResourcesFromProto(resources, what);
+  auto parsed = wire::ResourcesFromProto(resources, what);
   if (!parsed.ok()) return Invalid(std::string(parsed.status().message()));
   for (const auto& [name, raw] : resources.raw()) {
     if (raw < 0) return Invalid(absl::StrCat(what, ": ", name, " is negative"));
@@ -117,8 +117,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     }
   }
   for (int i = 0; i < p.label_selectors_size(); ++i) {
-    auto parsed = rpc::LabelSelectorFromProto(p.label_selectors(i),
-                                              absl::StrCat("spec.placement.label_selectors[", i, "]"));
+    auto parsed = wire::LabelSelectorFromProto(
+        p.label_selectors(i), absl::StrCat("spec.placement.label_selectors[", i, "]"));
     if (!parsed.ok()) return Invalid(std::string(parsed.status().message()));
   }
   return absl::OkStatus();

@@ -3,36 +3,36 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <memory>
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <string>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "api/object_location.h"
-#include "api/object_node_store.h"
+#include "objects/object_location.h"
+#include "objects/object_node_store.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
 #include "rpc/retry.h"
-#include "rpc/token.h"
 #include "rpc/server.h"
 #include "rpc/status_conversion.h"
+#include "rpc/token.h"
 #include "tessera/v1/worker.grpc.pb.h"
 #include "worker/task_executor.h"
 
@@ -50,7 +50,7 @@ struct WorkerGlobals {
   std::unique_ptr<v1::Owner::Stub> owner;
   RuntimeContext context;
   // This node's object store (large results go there; stored arguments are read from it).
-  std::unique_ptr<api::NodeObjectStore> store;
+  std::unique_ptr<NodeObjectStore> store;
   // This node's agent (read beside the store's socket).
   std::string agent_address;
   std::string bind_address = "127.0.0.1";
@@ -134,8 +134,8 @@ v1::TaskResult Execute(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
   const int64_t start_us = absl::ToUnixMicros(absl::Now());
   v1::TaskResult result = globals->runner(task, fetch);
   result.set_start_time_us(start_us);
-  if (!result.has_value() || result.value().size() < api::kInlineValueLimitBytes ||
-      globals == nullptr || globals->store == nullptr) {
+  if (!result.has_value() || result.value().size() < kInlineValueLimitBytes || globals == nullptr ||
+      globals->store == nullptr) {
     result.set_end_time_us(absl::ToUnixMicros(absl::Now()));
     return result;
   }
@@ -143,7 +143,7 @@ v1::TaskResult Execute(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
   if (task_id.ok()) {
     auto where = globals->store->Put(ObjectId::ForTaskReturn(*task_id, 1), result.value());
     // No store, or no room in it: the value goes inline as it would have without a store.
-    if (where.ok()) result.set_value(api::EncodeStoredEnvelope(*where));
+    if (where.ok()) result.set_value(EncodeStoredEnvelope(*where));
   }
   result.set_end_time_us(absl::ToUnixMicros(absl::Now()));
   return result;
@@ -435,7 +435,7 @@ absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel) {
   std::string socket = Env(kObjectStoreSocketEnv);
   if (socket.empty()) socket = reply.object_store_socket();
   if (!socket.empty()) {
-    api::NodeObjectStoreOptions store;
+    NodeObjectStoreOptions store;
     store.socket_path = socket;
     store.node_id = g->context.node_id;
     store.token = g->token;
@@ -443,7 +443,7 @@ absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel) {
     std::ifstream agent(std::filesystem::path(socket).parent_path() / "agent.address");
     std::getline(agent, store.agent_address);
     g->agent_address = store.agent_address;
-    g->store = std::make_unique<api::NodeObjectStore>(std::move(store));
+    g->store = std::make_unique<NodeObjectStore>(std::move(store));
   }
   globals = g;
   service->context_ready().Notify();
@@ -501,7 +501,7 @@ absl::StatusOr<std::string> PutTaskReturn(const std::string& task_id,
   if (!task.ok()) return task.status();
   auto where = globals->store->PutParts(ObjectId::ForTaskReturn(*task, 1), parts);
   if (!where.ok()) return where.status();
-  return api::EncodeStoredEnvelope(*where);
+  return EncodeStoredEnvelope(*where);
 }
 
 absl::StatusOr<NestedDriverEnv> NestedDriverEnvironment() {

@@ -260,15 +260,15 @@ TEST_F(ActorIntegrationTest, ADriversActorAndReservationsEndWhenTheDriverIsKille
   close(out[0]);
   int actor_pid = 0;
   ASSERT_TRUE(absl::SimpleAtoi(line, &actor_pid)) << "guest said: " << line;
-  ASSERT_TRUE(cli::ProcessAlive(actor_pid));
+  ASSERT_TRUE(client::ProcessAlive(actor_pid));
   ASSERT_EQ(kill(guest, SIGTERM), 0);
   int status = 0;
   ASSERT_EQ(waitpid(guest, &status, 0), guest);
   ASSERT_OK(cluster_->WaitUntil(
       [&] {
-        return cli::ProcessAlive(actor_pid)
-                   ? absl::UnavailableError(absl::StrCat("actor process ", actor_pid, " still runs"))
-                   : absl::OkStatus();
+        return client::ProcessAlive(actor_pid) ? absl::UnavailableError(absl::StrCat(
+                                                     "actor process ", actor_pid, " still runs"))
+                                               : absl::OkStatus();
       },
       absl::Seconds(30)));
   // The state of the group named `name`; nullopt when there is none.

@@ -7,6 +7,8 @@
 // The kills hit known tasks: a "victim" task writes its pid and node to a file and blocks until
 // killed (its retry finds the file and answers at once), so what the test asserts does not
 // depend on timing.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -17,13 +19,10 @@
 #include <string>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "cli/cluster_client.h"
-#include "cli/state_folder.h"
+#include "client/cluster_client.h"
+#include "client/state_folder.h"
 #include "integration/api_test_cluster.h"
 #include "integration/cluster_harness.h"
 #include "tessera/tessera.h"
@@ -171,7 +170,7 @@ TEST_F(ApiAgentDeathTest, WorkersExitWhenTheirAgentDies) {
   ASSERT_OK(cluster_->WaitUntil(
       [&]() -> absl::Status {
         for (int pid : below) {
-          if (cli::ProcessAlive(pid)) {
+          if (client::ProcessAlive(pid)) {
             return absl::UnavailableError(absl::StrCat("process ", pid, " of the dead agent lives"));
           }
         }

@@ -43,11 +43,10 @@ class NamedActorIntegrationTest : public ApiClusterSuite<8> {
     v1::GetActorRequest request;
     request.set_name(name);
     v1::ActorInfo info;
-    absl::Status got = cluster_->client().Call("head", cli::Retry::kSafe,
-                                               [&](grpc::ClientContext* context) {
-                                                 return cluster_->client().head().GetActor(
-                                                     context, request, &info);
-                                               });
+    absl::Status got =
+        cluster_->client().Call("head", client::Retry::kSafe, [&](grpc::ClientContext* context) {
+          return cluster_->client().head().GetActor(context, request, &info);
+        });
     if (!got.ok()) return got;
     return info;
   }
@@ -58,8 +57,8 @@ class NamedActorIntegrationTest : public ApiClusterSuite<8> {
     request.set_page_size(2);  // several pages
     do {
       v1::ListActorsResponse page;
-      absl::Status listed = cluster_->client().Call(
-          "head", cli::Retry::kSafe, [&](grpc::ClientContext* context) {
+      absl::Status listed =
+          cluster_->client().Call("head", client::Retry::kSafe, [&](grpc::ClientContext* context) {
             return cluster_->client().head().ListActors(context, request, &page);
           });
       EXPECT_TRUE(listed.ok()) << listed;

@@ -27,6 +27,8 @@
 // states, never for durations. Cost: 5-10 s per test on 2 cores (three agents, three 32 MiB
 // stores, a few workers), about a minute more when a lease request of the driver is caught by the
 // paused agent (it waits out its deadlines); the sampler runs on its own thread and client.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -36,22 +38,19 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "cli/cluster_client.h"
-#include "cli/state_folder.h"
+#include "client/cluster_client.h"
+#include "client/state_folder.h"
 #include "head/redis_test_server.h"
 #include "integration/cluster_harness.h"
 #include "integration/head_tap.h"
@@ -421,7 +420,7 @@ using HeldBundles = std::map<std::string, std::set<std::string>>;
 // available is the node's total minus what the agent holds (its leases outside bundles and its
 // bundles). With `idle`, also: nothing is held anywhere and no group is live. On agreement, the
 // bundles held, by node.
-absl::StatusOr<HeldBundles> HeadMatchesAgents(cli::ClusterClient& client, const HeadTap& tap,
+absl::StatusOr<HeldBundles> HeadMatchesAgents(client::ClusterClient& client, const HeadTap& tap,
                                               bool idle) {
   const absl::Time since = absl::Now();
   auto status = client.GetClusterStatus();
@@ -541,15 +540,15 @@ class InvariantSampler {
 
  private:
   void Loop() {
-    std::unique_ptr<cli::ClusterClient> client;
+    std::unique_ptr<client::ClusterClient> client;
     while (!stop_) {
       if (client == nullptr) {
-        cli::ClusterClientOptions options;
+        client::ClusterClientOptions options;
         options.state_dir = state_dir_;
-        options.head = cli::HeadRequirement::kOptional;
+        options.head = client::HeadRequirement::kOptional;
         options.call_deadline = absl::Seconds(2);
         options.retry_budget = absl::Milliseconds(500);
-        auto connected = cli::ClusterClient::Connect(options);
+        auto connected = client::ClusterClient::Connect(options);
         if (connected.ok()) client = std::move(*connected);
       }
       if (client != nullptr) Sample(*client);
@@ -557,7 +556,7 @@ class InvariantSampler {
     }
   }
 
-  void Sample(cli::ClusterClient& client) {
+  void Sample(client::ClusterClient& client) {
     auto status = client.GetClusterStatus();
     if (!status.ok()) return;  // the head is down: its view is sampled once it is back
     std::vector<std::string> problems = HeadViewProblems(*status);
@@ -797,7 +796,7 @@ TEST_F(WorkerAndAgentChaosTest, KilledWorkersAndPausedAgentsDuringTenThousandTas
   // The stranded victim's worker, given up on by the driver, does not linger once its agent is
   // back (nobody watches it any more).
   EXPECT_OK(cluster_->WaitUntil([&]() -> absl::Status {
-    if (!cli::ProcessAlive(stranded->pid)) return absl::OkStatus();
+    if (!client::ProcessAlive(stranded->pid)) return absl::OkStatus();
     return absl::FailedPreconditionError(
         absl::StrCat("the stranded victim's worker ", stranded->pid, " on ", paused,
                      " still runs"));

@@ -6,9 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -19,7 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
-#include "cli/state_folder.h"
+#include "client/state_folder.h"
 #include "rpc/state_names.h"
 
 extern char** environ;
@@ -41,7 +41,7 @@ void WriteFile(const std::string& path, const std::string& text) {
   out << text;
 }
 
-bool Alive(int pid) { return cli::ProcessAlive(pid); }
+bool Alive(int pid) { return client::ProcessAlive(pid); }
 
 // Reaps `pid` if it is our child and has exited; true once it is gone.
 bool ReapIfDone(int pid) {
@@ -127,7 +127,7 @@ absl::StatusOr<std::unique_ptr<TestCluster>> TestCluster::Start(ClusterOptions o
 TestCluster::~TestCluster() { TearDown(); }
 
 std::string TestCluster::token() const {
-  return cli::ReadFirstLine(cli::StateFolder{state_dir_}.TokenFile()).value_or("");
+  return client::ReadFirstLine(client::StateFolder{state_dir_}.TokenFile()).value_or("");
 }
 
 int TestCluster::Spawn(const std::vector<std::string>& argv, const std::string& log_name,
@@ -205,14 +205,14 @@ CliResult TestCluster::Wait(int pid) {
   return result;
 }
 
-cli::ClusterClient& TestCluster::client() {
+client::ClusterClient& TestCluster::client() {
   if (client_ == nullptr || client_->head_address() != head_address_) {
-    cli::ClusterClientOptions options;
+    client::ClusterClientOptions options;
     options.state_dir = state_dir_;
-    options.head = cli::HeadRequirement::kOptional;
+    options.head = client::HeadRequirement::kOptional;
     options.call_deadline = absl::Seconds(5);
     options.retry_budget = absl::Seconds(10);
-    client_ = std::move(cli::ClusterClient::Connect(options)).value();
+    client_ = std::move(client::ClusterClient::Connect(options)).value();
   }
   return *client_;
 }
@@ -230,7 +230,7 @@ absl::Status TestCluster::WaitUntil(const std::function<absl::Status()>& check,
 }
 
 absl::Status TestCluster::StartHead() {
-  const cli::StateFolder state{state_dir_};
+  const client::StateFolder state{state_dir_};
   std::error_code ec;
   fs::remove(state.HeadAddressFile(), ec);
   std::vector<std::string> argv = {TesseraBinary(),
@@ -254,7 +254,7 @@ absl::Status TestCluster::StartHead() {
                                                              state_dir_, "/test-logs/head-",
                                                              spawned_, ".log"))));
         }
-        auto address = cli::ReadFirstLine(state.HeadAddressFile());
+        auto address = client::ReadFirstLine(state.HeadAddressFile());
         if (!address.ok() || address->empty()) return absl::UnavailableError("no head.address yet");
         head_address_ = *address;
         auto listed = client().ListNodes();
@@ -391,7 +391,8 @@ int TestCluster::NodePid(const std::string& node_id) const {
 }
 
 std::string TestCluster::NodeAddress(const std::string& node_id) const {
-  return cli::ReadFirstLine(cli::StateFolder{state_dir_}.AgentAddressFile(node_id)).value_or("");
+  return client::ReadFirstLine(client::StateFolder{state_dir_}.AgentAddressFile(node_id))
+      .value_or("");
 }
 
 absl::Status TestCluster::WaitNodes(const std::vector<std::string>& ids, v1::NodeState state) {

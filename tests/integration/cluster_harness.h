@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "cli/cluster_client.h"
+#include "client/cluster_client.h"
 #include "integration/head_tap.h"
 
 namespace tessera::testing {
@@ -94,7 +94,7 @@ class TestCluster {
   CliResult Wait(int pid);
 
   // A client for direct calls (token and head from the state folder).
-  cli::ClusterClient& client();
+  client::ClusterClient& client();
 
   absl::Status StartHead();
   // SIGKILLs the head (no clean shutdown), as a crash would.
@@ -145,7 +145,7 @@ class TestCluster {
   int head_pid_ = 0;
   std::map<std::string, int> node_pids_;
   std::map<int, std::pair<std::string, std::string>> async_outputs_;  // pid -> out, err files
-  std::unique_ptr<cli::ClusterClient> client_;
+  std::unique_ptr<client::ClusterClient> client_;
   std::unique_ptr<HeadTap> tap_;
   int spawned_ = 0;
 };

@@ -648,16 +648,16 @@ TEST(ClusterIntegrationTest, WrongTokenIsRejected) {
   std::ofstream(wrong) << std::string(64, 'a') << "\n";
   std::filesystem::permissions(wrong, std::filesystem::perms::owner_read |
                                           std::filesystem::perms::owner_write);
-  cli::ClusterClientOptions client_options;
+  client::ClusterClientOptions client_options;
   client_options.state_dir = c.state_dir();
   client_options.token_file = wrong;
-  auto client = cli::ClusterClient::Connect(client_options);
+  auto client = client::ClusterClient::Connect(client_options);
   ASSERT_OK(client.status());
   auto nodes = (*client)->ListNodes();
   EXPECT_EQ(nodes.status().code(), absl::StatusCode::kUnauthenticated) << nodes.status();
   tessera::v1::ListWorkersResponse workers;
   const absl::Status agent_call =
-      (*client)->Call("agent", cli::Retry::kNever, [&](grpc::ClientContext* ctx) {
+      (*client)->Call("agent", client::Retry::kNever, [&](grpc::ClientContext* ctx) {
         return (*client)->agent(c.NodeAddress("n1")).ListWorkers(ctx, {}, &workers);
       });
   EXPECT_EQ(agent_call.code(), absl::StatusCode::kUnauthenticated) << agent_call;
@@ -673,7 +673,7 @@ TEST(ClusterIntegrationTest, MalformedRequestsAreInvalidArgumentAndChangeNothing
   auto cluster = TestCluster::Start(options);
   ASSERT_OK(cluster.status());
   TestCluster& c = **cluster;
-  cli::ClusterClient& client = c.client();
+  client::ClusterClient& client = c.client();
 
   auto expect_invalid = [&](const absl::Status& s, const std::string& what) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << what << ": " << s;
@@ -687,7 +687,7 @@ TEST(ClusterIntegrationTest, MalformedRequestsAreInvalidArgumentAndChangeNothing
     auto* bundle = request.mutable_primary()->add_bundles();
     (*bundle->mutable_resources()->mutable_raw())["CPU"] = 10000;
     tessera::v1::PlacementGroupInfo info;
-    expect_invalid(client.Call("head", cli::Retry::kNever,
+    expect_invalid(client.Call("head", client::Retry::kNever,
                                [&](grpc::ClientContext* ctx) {
                                  return client.head().CreatePlacementGroup(ctx, request, &info);
                                }),
@@ -695,7 +695,7 @@ TEST(ClusterIntegrationTest, MalformedRequestsAreInvalidArgumentAndChangeNothing
     request.set_strategy("PACK");
     (*bundle->mutable_resources()->mutable_raw())["CPU"] = -10000;
     request.set_request_id("bad-2");
-    expect_invalid(client.Call("head", cli::Retry::kNever,
+    expect_invalid(client.Call("head", client::Retry::kNever,
                                [&](grpc::ClientContext* ctx) {
                                  return client.head().CreatePlacementGroup(ctx, request, &info);
                                }),
@@ -710,7 +710,7 @@ TEST(ClusterIntegrationTest, MalformedRequestsAreInvalidArgumentAndChangeNothing
     alt->set_topology("3x3x3x3");
     alt->set_num_slices(1);
     tessera::v1::SliceGroupInfo info;
-    expect_invalid(client.Call("head", cli::Retry::kNever,
+    expect_invalid(client.Call("head", client::Retry::kNever,
                                [&](grpc::ClientContext* ctx) {
                                  return client.head().ReserveSlices(ctx, request, &info);
                                }),
@@ -721,7 +721,7 @@ TEST(ClusterIntegrationTest, MalformedRequestsAreInvalidArgumentAndChangeNothing
     request.set_request_id("bad-4");
     (*request.mutable_request()->mutable_resources()->mutable_raw())["CPU"] = 10000;
     tessera::v1::LeaseReply reply;  // no argv: nothing to run
-    expect_invalid(client.Call("agent", cli::Retry::kNever,
+    expect_invalid(client.Call("agent", client::Retry::kNever,
                                [&](grpc::ClientContext* ctx) {
                                  return client.agent(c.NodeAddress("n1")).RequestLease(ctx, request,
                                                                                       &reply);
@@ -764,16 +764,16 @@ TEST(ClusterIntegrationTest, StartAndStopDaemonsLeaveNothingRunning) {
                                 "--node-timeout", "2s", "--token-out", token_copy});
   ASSERT_EQ(head.exit_code, 0) << Describe(head);
   EXPECT_THAT(head.out, HasSubstr("Head started at 127.0.0.1:"));
-  const std::string token = cli::ReadFirstLine(state + "/token").value_or("");
+  const std::string token = client::ReadFirstLine(state + "/token").value_or("");
   ASSERT_EQ(token.size(), 64u);
   // The token is never printed (terminals and CI logs keep it): it goes to a 0600 file.
   EXPECT_THAT(head.out + head.err, Not(HasSubstr(token)));
   EXPECT_THAT(head.out, HasSubstr("--token-file FILE"));
   EXPECT_THAT(head.out, HasSubstr(token_copy));
-  EXPECT_EQ(cli::ReadFirstLine(token_copy).value_or(""), token);
+  EXPECT_EQ(client::ReadFirstLine(token_copy).value_or(""), token);
   EXPECT_EQ(std::filesystem::status(token_copy).permissions(), std::filesystem::perms::owner_read |
                                                                    std::filesystem::perms::owner_write);
-  const std::string address = cli::ReadFirstLine(state + "/head.address").value_or("");
+  const std::string address = client::ReadFirstLine(state + "/head.address").value_or("");
 
   const CliResult agent = c.Cli({"start", "--address", address, "--hardware", hardware,
                                  "--node-id", "d1", "--state-dir", state,

@@ -86,7 +86,7 @@ TEST(HeadRestartTest, AHeadKilledAndRestartedOnRedisLosesNothing) {
     request.mutable_actor()->set_actor_id(id);
     if (std::string_view(id) == "actor-8") request.mutable_actor()->set_name("gone");
     v1::ActorInfo response;
-    ASSERT_OK(c.client().Call("head", cli::Retry::kSafe, [&](grpc::ClientContext* ctx) {
+    ASSERT_OK(c.client().Call("head", client::Retry::kSafe, [&](grpc::ClientContext* ctx) {
       return c.client().head().RegisterActor(ctx, request, &response);
     }));
   }
@@ -95,7 +95,7 @@ TEST(HeadRestartTest, AHeadKilledAndRestartedOnRedisLosesNothing) {
     died.set_actor_id("actor-8");
     died.set_death_cause("killed by tessera::Kill");
     v1::ActorInfo response;
-    ASSERT_OK(c.client().Call("head", cli::Retry::kSafe, [&](grpc::ClientContext* ctx) {
+    ASSERT_OK(c.client().Call("head", client::Retry::kSafe, [&](grpc::ClientContext* ctx) {
       return c.client().head().ActorDied(ctx, died, &response);
     }));
   }
@@ -104,7 +104,7 @@ TEST(HeadRestartTest, AHeadKilledAndRestartedOnRedisLosesNothing) {
     v1::KeepDriverAliveRequest request;
     request.set_driver_id("driver-7");
     v1::KeepDriverAliveResponse response;
-    return c.client().Call("head", cli::Retry::kSafe, [&](grpc::ClientContext* ctx) {
+    return c.client().Call("head", client::Retry::kSafe, [&](grpc::ClientContext* ctx) {
       return c.client().head().KeepDriverAlive(ctx, request, &response);
     });
   };
@@ -132,13 +132,13 @@ TEST(HeadRestartTest, AHeadKilledAndRestartedOnRedisLosesNothing) {
     v1::GetActorRequest get;
     get.set_name("counter");
     v1::ActorInfo found;
-    ASSERT_OK(c.client().Call("head", cli::Retry::kSafe, [&](grpc::ClientContext* ctx) {
+    ASSERT_OK(c.client().Call("head", client::Retry::kSafe, [&](grpc::ClientContext* ctx) {
       return c.client().head().GetActor(ctx, get, &found);
     }));
     EXPECT_EQ(Describe(found), Describe(counter));
     v1::ListRequest list;
     v1::ListActorsResponse listed;
-    ASSERT_OK(c.client().Call("head", cli::Retry::kSafe, [&](grpc::ClientContext* ctx) {
+    ASSERT_OK(c.client().Call("head", client::Retry::kSafe, [&](grpc::ClientContext* ctx) {
       return c.client().head().ListActors(ctx, list, &listed);
     }));
     ASSERT_EQ(listed.actors_size(), 2) << Describe(listed);
@@ -153,7 +153,7 @@ TEST(HeadRestartTest, AHeadKilledAndRestartedOnRedisLosesNothing) {
     twin.mutable_actor()->set_state(v1::ACTOR_STATE_PENDING);
     v1::ActorInfo response;
     EXPECT_EQ(c.client()
-                  .Call("head", cli::Retry::kSafe,
+                  .Call("head", client::Retry::kSafe,
                         [&](grpc::ClientContext* ctx) {
                           return c.client().head().RegisterActor(ctx, twin, &response);
                         })

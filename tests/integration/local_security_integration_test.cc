@@ -1,6 +1,8 @@
 // Local security end to end, as another user on the same machine would try it: a state folder
 // they prepared, a permissive umask, copied pid files (docs/cluster-runtime.md, "Security model").
 // Tests that need a second user run as root (they give files to uid 65534) and skip otherwise.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,11 +13,8 @@
 #include <string>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "absl/strings/str_cat.h"
-#include "cli/state_folder.h"
+#include "client/state_folder.h"
 #include "integration/cluster_harness.h"
 #include "objects/other_user_probe.h"
 
@@ -79,7 +78,7 @@ TEST(LocalSecurityTest, AStateFolderAnotherUserPreparedIsRefused) {
   }
   // Nothing was started there and nothing in it was changed.
   EXPECT_FALSE(fs::exists(theirs + "/head.pid"));
-  EXPECT_EQ(cli::ReadFirstLine(theirs + "/token").value_or(""), "attacker-token");
+  EXPECT_EQ(client::ReadFirstLine(theirs + "/token").value_or(""), "attacker-token");
   EXPECT_THAT(c.ProcessesOfThisCluster(), IsEmpty());
 }
 
@@ -110,7 +109,7 @@ TEST(LocalSecurityTest, EverythingTheClusterWritesIsPrivateWhateverTheUmask) {
   const CliResult run = c.Cli({"run", "--", "sh", "-c", "echo private-output"});
   ASSERT_EQ(run.exit_code, 0) << Describe(run);
   EXPECT_EQ(run.out, "private-output\n");
-  const cli::StateFolder state{c.state_dir()};
+  const client::StateFolder state{c.state_dir()};
   ASSERT_TRUE(fs::exists(state.ObjectStoreSocket("n1")));
   ASSERT_FALSE(fs::is_empty(state.NodeDir("n1") + "/workers"));
   EXPECT_THAT(OpenToOthers(c.state_dir()), IsEmpty());
@@ -125,7 +124,7 @@ TEST(LocalSecurityTest, TheObjectStoreRefusesAnotherUserEvenThroughAnOpenSocketF
   auto cluster = TestCluster::Start(options);
   ASSERT_OK(cluster.status());
   TestCluster& c = **cluster;
-  const cli::StateFolder state{c.state_dir()};
+  const client::StateFolder state{c.state_dir()};
   // Open the way there, as a careless administrator might.
   for (const std::string& path : {state.root, state.NodesDir(), state.NodeDir("n1"),
                                   state.ObjectStoreSocket("n1")}) {
@@ -140,8 +139,8 @@ TEST(LocalSecurityTest, DownSignalsOnlyTheProcessesOfItsOwnFolder) {
   auto cluster = TestCluster::Start(ClusterOptions{});
   ASSERT_OK(cluster.status());
   TestCluster& c = **cluster;
-  const cli::StateFolder state{c.state_dir()};
-  const auto head_pid = cli::ReadPidFile(state.HeadPidFile());
+  const client::StateFolder state{c.state_dir()};
+  const auto head_pid = client::ReadPidFile(state.HeadPidFile());
   ASSERT_TRUE(head_pid.has_value());
   // Another folder holding copies of this cluster's pid and address files.
   const std::string copy = absl::StrCat(c.state_dir(), "/test-logs/copy");

@@ -11,18 +11,18 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "cli/cluster_client.h"
+#include "client/cluster_client.h"
 #include "tessera/v1/head.pb.h"
 
-namespace tessera::cli {
+namespace tessera::client {
 
 // One TPU alternative of a slice request, checked: the generation ("TPU-V6E", "v6e") with a
 // topology valid for it ("4x4"), or a pod type ("v6e-16") with its topology; `num_slices` >= 1.
 // The accelerator is spelled canonically. InvalidArgument naming `what` otherwise.
 absl::StatusOr<v1::SliceAlternative> TpuSliceAlternative(std::string_view what,
-                                                        std::string_view accelerator,
-                                                        std::string_view topology,
-                                                        int num_slices, bool per_chip);
+                                                         std::string_view accelerator,
+                                                         std::string_view topology, int num_slices,
+                                                         bool per_chip);
 
 // Sets on every alternative of `request` what it may take: only the slice or NVLink domain
 // `domain` ("" any), only slices whose every host matches `selector` (label selector text, ""
@@ -43,16 +43,15 @@ absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroupAndWait(
 
 // Sends ReserveSlices, then polls the head (it has no wait call for slices), backing off, up to
 // `wait` while the reservation is PENDING (or until `stopped` says so).
-absl::StatusOr<v1::SliceGroupInfo> ReserveSlicesAndWait(ClusterClient& client,
-                                                        const v1::ReserveSlicesRequest& request,
-                                                        absl::Duration wait,
-                                                        const std::function<bool()>& stopped = nullptr);
+absl::StatusOr<v1::SliceGroupInfo> ReserveSlicesAndWait(
+    ClusterClient& client, const v1::ReserveSlicesRequest& request, absl::Duration wait,
+    const std::function<bool()>& stopped = nullptr);
 
 // The reservation named `name` as the head lists it; NotFound when there is none.
 absl::StatusOr<v1::SliceGroupInfo> FindSliceGroup(ClusterClient& client, const std::string& name);
 
-absl::StatusOr<v1::RemovePlacementGroupResponse> RemovePlacementGroupNamed(
-    ClusterClient& client, const std::string& name);
+absl::StatusOr<v1::RemovePlacementGroupResponse> RemovePlacementGroupNamed(ClusterClient& client,
+                                                                           const std::string& name);
 absl::StatusOr<v1::ReleaseSlicesResponse> ReleaseSlicesNamed(ClusterClient& client,
                                                              const std::string& name);
 
@@ -60,4 +59,4 @@ absl::StatusOr<v1::ReleaseSlicesResponse> ReleaseSlicesNamed(ClusterClient& clie
 // the head retries an agent that does not answer until its node timeout.
 inline constexpr absl::Duration kReservationCallDeadline = absl::Seconds(60);
 
-}  // namespace tessera::cli
+}  // namespace tessera::client

@@ -32,7 +32,7 @@
 #include "tessera/v1/node_agent.grpc.pb.h"
 #include "tessera/v1/worker.pb.h"
 
-namespace tessera::api {
+namespace tessera {
 
 struct NodeObjectStoreOptions {
   std::string socket_path;    // this node's store; "" none (values stay inline)
@@ -80,8 +80,8 @@ class NodeObjectStore {
   // The "is lost" error when the head says `where`'s node died (waiting up to
   // lost_verdict_wait for its verdict after `why` made the node look unreachable); OK when the
   // node is alive or no head is known.
-  absl::Status CheckLost(const ObjectId& id, const v1::StoredObject& where,
-                         const absl::Status& why, absl::Time deadline);
+  absl::Status CheckLost(const ObjectId& id, const v1::StoredObject& where, const absl::Status& why,
+                         absl::Time deadline);
 
  private:
   absl::StatusOr<ObjectStoreClient*> Local() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -98,4 +98,4 @@ class NodeObjectStore {
   std::unique_ptr<v1::Head::Stub> head_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace tessera::api
+}  // namespace tessera

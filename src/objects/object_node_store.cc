@@ -1,4 +1,4 @@
-#include "api/object_node_store.h"
+#include "objects/object_node_store.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,14 +9,14 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
-#include "cli/list_pages.h"
-#include "cli/state_folder.h"
+#include "client/list_pages.h"
+#include "client/state_folder.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
 #include "rpc/state_names.h"
 #include "rpc/status_conversion.h"
 
-namespace tessera::api {
+namespace tessera {
 namespace {
 
 absl::Mutex counters_mu(absl::kConstInit);
@@ -37,10 +37,8 @@ bool LooksUnreachable(const absl::Status& why) {
     case absl::StatusCode::kInternal:
     case absl::StatusCode::kUnknown:
     case absl::StatusCode::kAborted:
-    case absl::StatusCode::kCancelled:
-      return true;
-    default:
-      return false;
+    case absl::StatusCode::kCancelled: return true;
+    default: return false;
   }
 }
 
@@ -157,9 +155,9 @@ absl::StatusOr<internal::SerializedValue> NodeObjectStore::Read(const ObjectId& 
   }
   local = ReadLocal(id);
   if (!local.ok()) {
-    return absl::Status(local.status().code(),
-                        absl::StrCat("object ", id.Hex(), " after its pull: ",
-                                     local.status().message()));
+    return absl::Status(
+        local.status().code(),
+        absl::StrCat("object ", id.Hex(), " after its pull: ", local.status().message()));
   }
   return local;
 }
@@ -200,7 +198,7 @@ void NodeObjectStore::Delete(const ObjectId& id, const v1::StoredObject& where) 
   std::unique_ptr<ObjectStoreClient>& other = others_[where.node_id()];
   if (other == nullptr) {
     const std::string socket =
-        cli::StateFolder{options_.state_dir}.ObjectStoreSocket(where.node_id());
+        client::StateFolder{options_.state_dir}.ObjectStoreSocket(where.node_id());
     std::error_code ec;
     if (!std::filesystem::exists(socket, ec)) return;
     auto client = ObjectStoreClient::Connect({.socket_path = socket});
@@ -225,8 +223,8 @@ absl::StatusOr<std::optional<v1::NodeState>> NodeObjectStore::HeadNodeState(
   }
   TESSERA_ASSIGN_OR_RETURN(
       v1::ListNodesResponse response,
-      cli::ListEveryPageOf(*head, &v1::Head::Stub::ListNodes, options_.token, kHeadCallTimeout,
-                           absl::StrCat("the head at ", options_.head_address)));
+      client::ListEveryPageOf(*head, &v1::Head::Stub::ListNodes, options_.token, kHeadCallTimeout,
+                              absl::StrCat("the head at ", options_.head_address)));
   for (const v1::NodeInfo& node : response.nodes()) {
     if (node.node().node_id() == node_id) return node.state();
   }
@@ -255,4 +253,4 @@ absl::Status NodeObjectStore::CheckLost(const ObjectId& id, const v1::StoredObje
   }
 }
 
-}  // namespace tessera::api
+}  // namespace tessera

@@ -1,4 +1,4 @@
-#include "cli/reservation_calls.h"
+#include "client/reservation_calls.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -12,9 +12,9 @@
 #include "hardware/tpu/tpu_generation.h"
 #include "hardware/tpu/tpu_topology.h"
 #include "labels/label_selector.h"
-#include "rpc/proto_convert.h"
+#include "wire/proto_convert.h"
 
-namespace tessera::cli {
+namespace tessera::client {
 
 absl::Status RestrictSliceAlternatives(v1::ReserveSlicesRequest& request,
                                        std::string_view selector_what, const std::string& domain,
@@ -31,22 +31,21 @@ absl::Status RestrictSliceAlternatives(v1::ReserveSlicesRequest& request,
   for (v1::SliceAlternative& alt : *request.mutable_alternatives()) {
     alt.set_domain(domain);
     alt.set_sub_slice(sub_slice);
-    if (parsed.has_value()) rpc::LabelSelectorToProto(*parsed, alt.mutable_label_selector());
+    if (parsed.has_value()) wire::LabelSelectorToProto(*parsed, alt.mutable_label_selector());
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<v1::SliceAlternative> TpuSliceAlternative(std::string_view what,
-                                                        std::string_view accelerator,
-                                                        std::string_view topology,
-                                                        int num_slices, bool per_chip) {
+                                                         std::string_view accelerator,
+                                                         std::string_view topology, int num_slices,
+                                                         bool per_chip) {
   v1::SliceAlternative alt;
   auto generation = ParseTpuGeneration(accelerator);
   if (generation.ok()) {
     auto shape = ParseTpuTopologyFor(*generation, topology);
     if (!shape.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(ToAbsl(what), ": ", shape.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat(ToAbsl(what), ": ", shape.status().message()));
     }
     alt.set_accelerator_type(TpuTypeString(*generation));
     alt.set_topology(shape->ToString());
@@ -86,8 +85,8 @@ absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroupAndWait(
     v1::WaitPlacementGroupRequest wait_request;
     wait_request.set_name(request.name());
     // With someone to ask whether to stop, no wait is longer than 250 ms.
-    const absl::Duration step = stopped ? std::min(until - absl::Now(), absl::Milliseconds(250))
-                                        : until - absl::Now();
+    const absl::Duration step =
+        stopped ? std::min(until - absl::Now(), absl::Milliseconds(250)) : until - absl::Now();
     wait_request.set_timeout_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(step)));
     TESSERA_RETURN_IF_ERROR(
         client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
@@ -156,4 +155,4 @@ absl::StatusOr<v1::ReleaseSlicesResponse> ReleaseSlicesNamed(ClusterClient& clie
   return response;
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::client

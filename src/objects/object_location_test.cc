@@ -1,12 +1,12 @@
-#include "api/object_location.h"
-
-#include <string>
+#include "objects/object_location.h"
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "tessera/serialization.h"
 
-namespace tessera::api {
+namespace tessera {
 namespace {
 
 TEST(ObjectLocationTest, EnvelopeRoundTrip) {
@@ -27,8 +27,7 @@ TEST(ObjectLocationTest, SerializedValuesAreNeverEnvelopes) {
   // msgpack never starts a value with 0xc1, whatever it holds.
   for (const std::string& value :
        {SerializeValue(std::string("\xc1TSTORED1")), SerializeValue(42),
-        SerializeValue(std::string()),
-        SerializeValue(std::vector<std::string>{"\xc1TSTORED1"})}) {
+        SerializeValue(std::string()), SerializeValue(std::vector<std::string>{"\xc1TSTORED1"})}) {
     EXPECT_FALSE(IsStoredEnvelope(value));
     EXPECT_FALSE(DecodeStoredEnvelope(value).has_value());
   }
@@ -37,4 +36,4 @@ TEST(ObjectLocationTest, SerializedValuesAreNeverEnvelopes) {
 }
 
 }  // namespace
-}  // namespace tessera::api
+}  // namespace tessera

@@ -1,6 +1,6 @@
-#include "api/object_location.h"
+#include "objects/object_location.h"
 
-namespace tessera::api {
+namespace tessera {
 namespace {
 
 // 0xc1 is "never used" in the msgpack format; the tag tells this envelope from any other use.
@@ -28,4 +28,4 @@ std::optional<v1::StoredObject> DecodeStoredEnvelope(std::string_view bytes) {
   return where;
 }
 
-}  // namespace tessera::api
+}  // namespace tessera

@@ -1,13 +1,13 @@
 // RunLeaseRound with fake calls: the head picks when no agent is given, spillbacks are followed
 // to the granting agent, a refusal keeps its word and explanation, and the hop limit ends it.
-#include "cli/lease_round.h"
+#include "client/lease_round.h"
 
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 
-namespace tessera::cli {
+namespace tessera::client {
 namespace {
 
 // Agents that spill every lease on to the next ("a1" -> "a2" -> ...) until `grant_at`.
@@ -157,4 +157,4 @@ TEST(LeaseRoundTest, ASpilledBackUnreachableAgentIsLeftOutToo) {
 }
 
 }  // namespace
-}  // namespace tessera::cli
+}  // namespace tessera::client

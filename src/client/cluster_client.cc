@@ -1,4 +1,4 @@
-#include "cli/cluster_client.h"
+#include "client/cluster_client.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -9,14 +9,14 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
-#include "cli/list_pages.h"
+#include "client/list_pages.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
 #include "rpc/retry.h"
 #include "rpc/status_conversion.h"
 #include "rpc/token.h"
 
-namespace tessera::cli {
+namespace tessera::client {
 namespace {
 
 std::mt19937_64& Rng() {
@@ -29,8 +29,8 @@ std::mt19937_64& Rng() {
 absl::Status FromGrpc(const grpc::Status& status, std::string_view peer) {
   absl::Status converted = rpc::FromGrpcStatus(status);
   if (!converted.ok() && rpc::IsRetryable(status.error_code())) {
-    return absl::Status(converted.code(), absl::StrCat("cannot reach ", ToAbsl(peer), ": ",
-                                                       converted.message()));
+    return absl::Status(converted.code(),
+                        absl::StrCat("cannot reach ", ToAbsl(peer), ": ", converted.message()));
   }
   return converted;
 }
@@ -51,8 +51,8 @@ absl::StatusOr<absl::Duration> ParseDurationFlag(std::string_view flag, std::str
   }
   absl::Duration d;
   if (!absl::ParseDuration(ToAbsl(trimmed), &d)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        ToAbsl(flag), ": ", Quote(trimmed), " is not a duration (e.g. 500ms, 10s, 2m)"));
+    return absl::InvalidArgumentError(absl::StrCat(ToAbsl(flag), ": ", Quote(trimmed),
+                                                   " is not a duration (e.g. 500ms, 10s, 2m)"));
   }
   if (d < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -77,9 +77,9 @@ absl::StatusOr<std::string> FindToken(const StateFolder& state, const std::strin
   const std::string path = token_file.empty() ? state.TokenFile() : token_file;
   auto token = rpc::ReadTokenFile(path);
   if (token.status().code() == absl::StatusCode::kNotFound) {
-    return absl::NotFoundError(
-        absl::StrCat("no cluster token: ", path, " does not exist (give --token-file or set "
-                     "TESSERA_TOKEN)"));
+    return absl::NotFoundError(absl::StrCat("no cluster token: ", path,
+                                            " does not exist (give --token-file or set "
+                                            "TESSERA_TOKEN)"));
   }
   return token;
 }
@@ -94,8 +94,7 @@ absl::StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Connect(
       address = *from_file;
     } else if (options.head == HeadRequirement::kRequired) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "no cluster is running with state folder ", state.root, " (no ",
-          state.HeadAddressFile(),
+          "no cluster is running with state folder ", state.root, " (no ", state.HeadAddressFile(),
           "); start one with `tessera start --head` or `tessera up`, or give --state-dir"));
     }
   }
@@ -106,9 +105,8 @@ absl::StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Connect(
   } else if (options.head == HeadRequirement::kRequired) {
     return found.status();
   }
-  return std::unique_ptr<ClusterClient>(
-      new ClusterClient(std::move(options), std::move(state), std::move(address),
-                        std::move(token)));
+  return std::unique_ptr<ClusterClient>(new ClusterClient(std::move(options), std::move(state),
+                                                          std::move(address), std::move(token)));
 }
 
 ClusterClient::ClusterClient(ClusterClientOptions options, StateFolder state,
@@ -130,9 +128,7 @@ tessera::v1::NodeAgent::Stub& ClusterClient::agent(const std::string& address) {
   return *stub;
 }
 
-std::string ClusterClient::HeadPeer() const {
-  return absl::StrCat("the head at ", head_address_);
-}
+std::string ClusterClient::HeadPeer() const { return absl::StrCat("the head at ", head_address_); }
 
 std::unique_ptr<grpc::ClientContext> ClusterClient::StreamContext() const {
   // No deadline: a stream lasts as long as what it follows.
@@ -215,8 +211,8 @@ absl::StatusOr<tessera::v1::ListEventsResponse> ClusterClient::ListEvents(int64_
   return response;
 }
 
-absl::StatusOr<std::vector<tessera::v1::ListWorkersResponse>>
-ClusterClient::ListWorkersEverywhere(std::vector<std::string>& unreachable) {
+absl::StatusOr<std::vector<tessera::v1::ListWorkersResponse>> ClusterClient::ListWorkersEverywhere(
+    std::vector<std::string>& unreachable) {
   TESSERA_ASSIGN_OR_RETURN(tessera::v1::ListNodesResponse nodes, ListNodes());
   std::vector<tessera::v1::ListWorkersResponse> out;
   for (const tessera::v1::NodeInfo& info : nodes.nodes()) {
@@ -239,4 +235,4 @@ ClusterClient::ListWorkersEverywhere(std::vector<std::string>& unreachable) {
   return out;
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::client

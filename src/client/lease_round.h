@@ -3,9 +3,9 @@
 // every spillback the agents answer, up to kMaxLeaseHops. An agent the head sent it to that
 // cannot be reached (UNAVAILABLE: its machine is gone and the head has not noticed yet) is not
 // the end when the caller gives `pick_node_excluding`: the head picks again without that node
-// (and every other unreachable one of the round), within the same hop limit. The callers decide what a refusal
-// means (wait and retry, or give up) and how to call the agents (their own channels, retries and
-// error wording). Thread-compatible: no state of its own.
+// (and every other unreachable one of the round), within the same hop limit. The callers decide
+// what a refusal means (wait and retry, or give up) and how to call the agents (their own channels,
+// retries and error wording). Thread-compatible: no state of its own.
 #pragma once
 
 #include <functional>
@@ -18,14 +18,14 @@
 #include "tessera/v1/head.pb.h"
 #include "tessera/v1/node_agent.pb.h"
 
-namespace tessera::cli {
+namespace tessera::client {
 
 // A lease is sent on this many times at most before its round ends.
 inline constexpr int kMaxLeaseHops = 8;
 
 struct LeaseRoundOutcome {
   std::optional<tessera::v1::LeaseGrant> grant;
-  std::string address;      // the agent that granted it
+  std::string address;  // the agent that granted it
   // Otherwise the last word on why not, "pending" or "infeasible": the agent's lease reply
   // status, or the head's PickStatus as rpc::PickStatusName writes it.
   std::string status;
@@ -58,4 +58,4 @@ absl::StatusOr<LeaseRoundOutcome> RunLeaseRound(tessera::v1::LeaseRequest lease,
                                                 std::string first_address,
                                                 const LeaseRoundCalls& calls);
 
-}  // namespace tessera::cli
+}  // namespace tessera::client

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace tessera::cli {
+namespace tessera::client {
 
 // `flag` when given, else $TESSERA_STATE_DIR, else the per-user default
 // (process/private_paths.h DefaultStateDirectory: ~/.local/state/tessera).
@@ -61,9 +61,9 @@ std::optional<int> ReadPidFile(const std::string& path);
 // True while `pid` names a live process (a zombie counts as gone).
 bool ProcessAlive(int pid);
 
-// True when `pid` is a `tessera start ... --state-dir <state.root>` process of this user: a pid file
-// is trusted only for a process of that very state folder, so neither a stale pid reused by
+// True when `pid` is a `tessera start ... --state-dir <state.root>` process of this user: a pid
+// file is trusted only for a process of that very state folder, so neither a stale pid reused by
 // another program nor a pid file copied from another cluster's folder is ever signalled.
 bool IsTesseraStartProcess(int pid, const StateFolder& state);
 
-}  // namespace tessera::cli
+}  // namespace tessera::client

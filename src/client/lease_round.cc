@@ -1,10 +1,10 @@
-#include "cli/lease_round.h"
+#include "client/lease_round.h"
 
 #include <utility>
 
 #include "rpc/state_names.h"
 
-namespace tessera::cli {
+namespace tessera::client {
 
 absl::StatusOr<LeaseRoundOutcome> RunLeaseRound(tessera::v1::LeaseRequest lease,
                                                 std::string first_address,
@@ -60,4 +60,4 @@ absl::StatusOr<LeaseRoundOutcome> RunLeaseRound(tessera::v1::LeaseRequest lease,
   return out;
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::client

@@ -20,9 +20,9 @@
 #include "node/agent_test_util.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
-#include "rpc/proto_convert.h"
 #include "tessera/v1/head.grpc.pb.h"
 #include "tessera/v1/node_agent.grpc.pb.h"
+#include "wire/proto_convert.h"
 
 namespace tessera {
 namespace {
@@ -81,8 +81,8 @@ class AgentHeadTest : public ::testing::Test {
 
   static v1::LeaseRequest Request(std::string_view resources, std::vector<std::string> argv) {
     v1::LeaseRequest request;
-    rpc::ResourcesToProto(node_testing::Res(resources),
-                          request.mutable_request()->mutable_resources());
+    wire::ResourcesToProto(node_testing::Res(resources),
+                           request.mutable_request()->mutable_resources());
     for (std::string& arg : argv) request.mutable_worker()->add_argv(std::move(arg));
     return request;
   }
@@ -131,8 +131,8 @@ TEST_F(AgentHeadTest, PlacementGroupReservedOnTheAgentAndLeasesInsideIt) {
   create.set_name("pg");
   create.set_request_id("create-pg");
   create.set_strategy("STRICT_PACK");
-  rpc::ResourcesToProto(node_testing::Res("CPU=1,GPU=2"),
-                        create.mutable_primary()->add_bundles()->mutable_resources());
+  wire::ResourcesToProto(node_testing::Res("CPU=1,GPU=2"),
+                         create.mutable_primary()->add_bundles()->mutable_resources());
   v1::PlacementGroupInfo info;
   grpc::Status status = head_stub_->CreatePlacementGroup(Context().get(), create, &info);
   ASSERT_TRUE(status.ok()) << status.error_message();
@@ -198,7 +198,6 @@ TEST_F(AgentHeadTest, HeadMirrorsLeasesFromHeartbeats) {
   ASSERT_TRUE(stub->KillWorker(Context().get(), kill, &killed).ok());
   EXPECT_TRUE(Eventually([&] { return gpu_available() == 80000; }));
 }
-
 
 // A head restarted without --port takes a new port and publishes it in the state folder: the
 // agents that dialled the old one find it there and register again, their workers untouched.
@@ -284,9 +283,9 @@ TEST_F(AgentHeadTest, ASecondAgentWithALiveNodeIdIsRefusedAndTheFirstKeepsItsNod
   auto second = NodeAgentServer::Create(options);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(second.status().message(),
-              HasSubstr(absl::StrCat("node cpu is already held by a live agent at ",
-                                     cpu_->address())));
+  EXPECT_THAT(
+      second.status().message(),
+      HasSubstr(absl::StrCat("node cpu is already held by a live agent at ", cpu_->address())));
   EXPECT_EQ(second.status().message().find('\n'), std::string::npos);
 
   // The first agent keeps its node, its files and its worker.

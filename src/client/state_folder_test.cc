@@ -1,5 +1,7 @@
-#include "cli/state_folder.h"
+#include "client/state_folder.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -7,13 +9,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
-#include "cli/cluster_client.h"
+#include "client/cluster_client.h"
 #include "process/private_paths.h"
 
-namespace tessera::cli {
+namespace tessera::client {
 namespace {
 
 namespace fs = std::filesystem;
@@ -54,7 +53,8 @@ TEST_F(StateFolderTest, TrustsOnlyAFolderOfThisUserThatOthersCannotWrite) {
   ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
   auto refused = TrustedStateFolder(theirs);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("belongs to uid 65534"));
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("belongs to uid 65534"));
 }
 
 TEST_F(StateFolderTest, ListsNodeFoldersAndReadsPidFiles) {
@@ -144,4 +144,4 @@ TEST_F(StateFolderTest, ConnectWithoutAHeadSaysHowToStartOne) {
 }
 
 }  // namespace
-}  // namespace tessera::cli
+}  // namespace tessera::client

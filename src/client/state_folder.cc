@@ -1,4 +1,4 @@
-#include "cli/state_folder.h"
+#include "client/state_folder.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -16,7 +16,7 @@
 #include "base/string_util.h"
 #include "process/private_paths.h"
 
-namespace tessera::cli {
+namespace tessera::client {
 
 std::string ResolveStateDir(const std::string& flag) {
   if (!flag.empty()) return flag;
@@ -117,4 +117,4 @@ bool IsTesseraStartProcess(int pid, const StateFolder& state) {
   return false;
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::client

@@ -6,6 +6,8 @@
 // second thread while the first makes unary calls; gRPC stubs are thread-safe).
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <functional>
 #include <map>
 #include <memory>
@@ -13,17 +15,15 @@
 #include <string_view>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "cli/state_folder.h"
+#include "client/state_folder.h"
 #include "tessera/v1/head.grpc.pb.h"
 #include "tessera/v1/jobs.grpc.pb.h"
 #include "tessera/v1/node_agent.grpc.pb.h"
 
-namespace tessera::cli {
+namespace tessera::client {
 
 // Whether a call may be sent again after UNAVAILABLE or DEADLINE_EXCEEDED.
 enum class Retry {
@@ -73,7 +73,7 @@ class ClusterClient {
   std::string HeadPeer() const;
 
   // Common reads of the head, retried. The listings return every item: they walk every page
-  // (cli/list_pages.h), each page its own retried call with its own deadline.
+  // (client/list_pages.h), each page its own retried call with its own deadline.
   absl::StatusOr<tessera::v1::ListNodesResponse> ListNodes();
   absl::StatusOr<tessera::v1::ListPlacementGroupsResponse> ListPlacementGroups();
   absl::StatusOr<tessera::v1::ListSlicesResponse> ListSlices();
@@ -117,4 +117,4 @@ absl::StatusOr<absl::Duration> ParseDurationFlag(std::string_view flag, std::str
 absl::StatusOr<absl::Duration> ParsePositiveDurationFlag(std::string_view flag,
                                                          std::string_view text);
 
-}  // namespace tessera::cli
+}  // namespace tessera::client

@@ -1,4 +1,4 @@
-#include "rpc/proto_convert.h"
+#include "wire/proto_convert.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,7 @@
 #include "labels/fallback.h"
 #include "labels/label.h"
 
-namespace tessera::rpc {
+namespace tessera::wire {
 
 namespace {
 
@@ -42,8 +42,8 @@ absl::StatusOr<ResourceSet> ResourcesFromProto(const v1::Resources& proto, std::
       return Prefixed(field, status);
     }
     if (raw < 0) {
-      return Invalid(field, absl::StrCat("resource ", Quote(name), ": raw amount ", raw,
-                                         " is negative"));
+      return Invalid(field,
+                     absl::StrCat("resource ", Quote(name), ": raw amount ", raw, " is negative"));
     }
     if (raw > 0) set.Set(name, Quantity::FromRaw(raw));
   }
@@ -83,12 +83,13 @@ absl::StatusOr<DeviceGrant> DeviceGrantFromProto(const v1::DeviceGrant& proto,
     int instance = proto.instances(i);
     int64_t raw = proto.amounts_raw(i);
     if (instance < 0 || instance >= kMaxDevicesPerResource) {
-      return Invalid(field, absl::StrCat(grant.resource, ": instance ", instance,
-                                         " is out of range"));
+      return Invalid(field,
+                     absl::StrCat(grant.resource, ": instance ", instance, " is out of range"));
     }
     if (i > 0 && instance <= proto.instances(i - 1)) {
-      return Invalid(field, absl::StrCat(grant.resource, ": instances must be ascending and "
-                                                         "distinct (",
+      return Invalid(field, absl::StrCat(grant.resource,
+                                         ": instances must be ascending and "
+                                         "distinct (",
                                          proto.instances(i - 1), " then ", instance, ")"));
     }
     if (raw <= 0 || raw > Quantity::kScale) {
@@ -111,9 +112,9 @@ void DeviceGrantToProto(const DeviceGrant& grant, v1::DeviceGrant* proto) {
 absl::StatusOr<ExactAllocation> AllocationFromProto(const v1::Allocation& proto,
                                                     std::string_view field) {
   ExactAllocation allocation;
-  TESSERA_ASSIGN_OR_RETURN(allocation.resources,
-                           ResourcesFromProto(proto.resources(), absl::StrCat(ToAbsl(field),
-                                                                               ".resources")));
+  TESSERA_ASSIGN_OR_RETURN(
+      allocation.resources,
+      ResourcesFromProto(proto.resources(), absl::StrCat(ToAbsl(field), ".resources")));
   std::set<std::string> seen;
   for (int i = 0; i < proto.devices_size(); ++i) {
     std::string where = Indexed(absl::StrCat(ToAbsl(field), ".devices"), i);
@@ -166,19 +167,19 @@ absl::StatusOr<DeviceTopology> DeviceTopologyFromProto(const v1::DeviceTopology&
   DeviceTopology topology;
   topology.count = count;
   if (proto.numa_node_size() != 0 && proto.numa_node_size() != count) {
-    return Invalid(where, absl::StrCat(proto.numa_node_size(), " NUMA nodes for ", count,
-                                       " devices"));
+    return Invalid(where,
+                   absl::StrCat(proto.numa_node_size(), " NUMA nodes for ", count, " devices"));
   }
   if (proto.nearest_nic_size() != 0 && proto.nearest_nic_size() != count) {
-    return Invalid(where, absl::StrCat(proto.nearest_nic_size(), " nearest NICs for ", count,
-                                       " devices"));
+    return Invalid(where,
+                   absl::StrCat(proto.nearest_nic_size(), " nearest NICs for ", count, " devices"));
   }
   topology.numa_node.assign(count, -1);
   topology.nearest_nic.assign(count, "");
   for (int i = 0; i < proto.numa_node_size(); ++i) {
     if (proto.numa_node(i) < -1) {
-      return Invalid(where, absl::StrCat("device ", i, ": NUMA node ", proto.numa_node(i),
-                                         " is negative"));
+      return Invalid(
+          where, absl::StrCat("device ", i, ": NUMA node ", proto.numa_node(i), " is negative"));
     }
     topology.numa_node[i] = proto.numa_node(i);
   }
@@ -255,7 +256,8 @@ absl::StatusOr<NodeRegistration> NodeFromProto(const v1::NodeDescription& proto)
     if (node.spec.devices.count(resource) != 0) {
       return Invalid(where, absl::StrCat("a second topology for ", resource));
     }
-    node.spec.devices.emplace(resource, std::make_shared<const DeviceTopology>(std::move(topology)));
+    node.spec.devices.emplace(resource,
+                              std::make_shared<const DeviceTopology>(std::move(topology)));
   }
   node.address = proto.address();
   node.incarnation = proto.incarnation();
@@ -302,14 +304,14 @@ absl::StatusOr<ResourceRequestValue> ResourceRequestFromProto(const v1::Resource
   TESSERA_ASSIGN_OR_RETURN(request.resources,
                            ResourcesFromProto(proto.resources(), prefix + ".resources"));
   std::vector<LabelSelector> options;
-  TESSERA_ASSIGN_OR_RETURN(LabelSelector primary,
-                           LabelSelectorFromProto(proto.label_selector(),
-                                                  prefix + ".label_selector"));
+  TESSERA_ASSIGN_OR_RETURN(
+      LabelSelector primary,
+      LabelSelectorFromProto(proto.label_selector(), prefix + ".label_selector"));
   options.push_back(std::move(primary));
   for (int i = 0; i < proto.fallbacks_size(); ++i) {
-    TESSERA_ASSIGN_OR_RETURN(LabelSelector fallback,
-                             LabelSelectorFromProto(proto.fallbacks(i),
-                                                    Indexed(prefix + ".fallbacks", i)));
+    TESSERA_ASSIGN_OR_RETURN(
+        LabelSelector fallback,
+        LabelSelectorFromProto(proto.fallbacks(i), Indexed(prefix + ".fallbacks", i)));
     options.push_back(std::move(fallback));
   }
   // An empty primary with no fallbacks is "any node": the empty list.
@@ -320,13 +322,13 @@ absl::StatusOr<ResourceRequestValue> ResourceRequestFromProto(const v1::Resource
     case v1::STRATEGY_DEFAULT: request.strategy = SchedulingStrategy::kDefault; break;
     case v1::STRATEGY_SPREAD: request.strategy = SchedulingStrategy::kSpread; break;
     default:
-      return Invalid(prefix + ".strategy", absl::StrCat("unknown strategy ",
-                                                        static_cast<int>(proto.strategy())));
+      return Invalid(prefix + ".strategy",
+                     absl::StrCat("unknown strategy ", static_cast<int>(proto.strategy())));
   }
   if (!proto.affinity_node_id().empty()) {
-    request.affinity = NodeAffinity{NodeId(proto.affinity_node_id()),
-                                    proto.affinity_soft() ? AffinityKind::kSoft
-                                                          : AffinityKind::kHard};
+    request.affinity =
+        NodeAffinity{NodeId(proto.affinity_node_id()),
+                     proto.affinity_soft() ? AffinityKind::kSoft : AffinityKind::kHard};
   } else if (proto.affinity_soft()) {
     return Invalid(prefix + ".affinity_soft", "set without affinity_node_id");
   }
@@ -346,14 +348,13 @@ absl::StatusOr<ResourceRequestValue> ResourceRequestFromProto(const v1::Resource
 }
 
 void ResourceRequestToProto(const SchedulingRequest& request,
-                            const std::optional<BundleTarget>& target,
-                            v1::ResourceRequest* proto) {
+                            const std::optional<BundleTarget>& target, v1::ResourceRequest* proto) {
   proto->Clear();
   ResourcesToProto(request.resources, proto->mutable_resources());
   const auto& options = request.selectors.options();
   for (size_t i = 0; i < options.size(); ++i) {
-    LabelSelectorToProto(options[i], i == 0 ? proto->mutable_label_selector()
-                                            : proto->add_fallbacks());
+    LabelSelectorToProto(options[i],
+                         i == 0 ? proto->mutable_label_selector() : proto->add_fallbacks());
   }
   proto->set_strategy(request.strategy == SchedulingStrategy::kSpread ? v1::STRATEGY_SPREAD
                                                                       : v1::STRATEGY_DEFAULT);
@@ -380,13 +381,13 @@ absl::StatusOr<BundleOption> BundleOptionFromProto(const v1::BundleOptionSpec& p
   }
   for (int i = 0; i < proto.bundles_size(); ++i) {
     std::string where = Indexed(absl::StrCat(ToAbsl(field), ".bundles"), i);
-    TESSERA_ASSIGN_OR_RETURN(ResourceSet bundle,
-                             ResourcesFromProto(proto.bundles(i).resources(), where + ".resources"));
+    TESSERA_ASSIGN_OR_RETURN(
+        ResourceSet bundle, ResourcesFromProto(proto.bundles(i).resources(), where + ".resources"));
     option.bundles.push_back(std::move(bundle));
     if (any_selector) {
-      TESSERA_ASSIGN_OR_RETURN(LabelSelector selector,
-                               LabelSelectorFromProto(proto.bundles(i).label_selector(),
-                                                      where + ".label_selector"));
+      TESSERA_ASSIGN_OR_RETURN(
+          LabelSelector selector,
+          LabelSelectorFromProto(proto.bundles(i).label_selector(), where + ".label_selector"));
       option.selectors.push_back(std::move(selector));
     }
   }
@@ -461,8 +462,9 @@ absl::StatusOr<DomainGroupRequest> DomainGroupRequestFromProto(
     if (in.nvlink_hosts() > 0) {
       if (!in.accelerator_type().empty() || !in.topology().empty() || in.num_slices() != 0 ||
           in.bundle_per_chip()) {
-        return Invalid(where, "nvlink_hosts excludes accelerator_type, topology, num_slices and "
-                              "bundle_per_chip");
+        return Invalid(where,
+                       "nvlink_hosts excludes accelerator_type, topology, num_slices and "
+                       "bundle_per_chip");
       }
       alt.count = in.nvlink_hosts();
     } else {
@@ -474,8 +476,8 @@ absl::StatusOr<DomainGroupRequest> DomainGroupRequestFromProto(
       alt.accelerator = in.accelerator_type();
       alt.topology = in.topology();
       alt.count = in.num_slices() == 0 ? 1 : in.num_slices();
-      alt.granularity = in.bundle_per_chip() ? BundleGranularity::kPerChip
-                                             : BundleGranularity::kPerHost;
+      alt.granularity =
+          in.bundle_per_chip() ? BundleGranularity::kPerChip : BundleGranularity::kPerHost;
     }
     if (in.has_per_host()) {
       auto per_host = ResourcesFromProto(in.per_host(), absl::StrCat(where, ".per_host"));
@@ -491,8 +493,8 @@ absl::StatusOr<DomainGroupRequest> DomainGroupRequestFromProto(
     }
     alt.sub_slice = in.sub_slice();
     if (in.has_label_selector()) {
-      TESSERA_ASSIGN_OR_RETURN(alt.selector, LabelSelectorFromProto(in.label_selector(),
-                                                                    where + ".label_selector"));
+      TESSERA_ASSIGN_OR_RETURN(
+          alt.selector, LabelSelectorFromProto(in.label_selector(), where + ".label_selector"));
     }
     request.alternatives.push_back(std::move(alt));
   }
@@ -519,4 +521,4 @@ void DomainGroupRequestToProto(const DomainGroupRequest& request, v1::ReserveSli
   }
 }
 
-}  // namespace tessera::rpc
+}  // namespace tessera::wire

@@ -4,7 +4,7 @@
 // ListEveryPage: ClusterClient's listings (with its retries per page), and through
 // ListEveryPageOf the callers that hold a bare Head stub (src/api):
 //
-//   auto nodes = cli::ListEveryPageOf(*head, &v1::Head::Stub::ListNodes, token,
+//   auto nodes = client::ListEveryPageOf(*head, &v1::Head::Stub::ListNodes, token,
 //                                     absl::Seconds(5), "the head at 10.0.0.1:6380");
 //
 // Thread-compatible: no state of its own; `fetch` is called from the calling thread only.
@@ -24,7 +24,7 @@
 #include "rpc/status_conversion.h"
 #include "tessera/v1/head.grpc.pb.h"
 
-namespace tessera::cli {
+namespace tessera::client {
 
 // Every page of one listing merged into one response: repeated fields appended in page order,
 // next_page_token cleared. `fetch(request, page)` asks for one page (absl::Status); its error
@@ -71,4 +71,4 @@ absl::StatusOr<Response> ListEveryPageOf(
       });
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::client

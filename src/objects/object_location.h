@@ -13,7 +13,7 @@
 
 #include "tessera/v1/worker.pb.h"
 
-namespace tessera::api {
+namespace tessera {
 
 // Values this large or larger go into the node's object store instead of traveling inline
 // (docs/objects.md): below it, one more copy costs less than a store round trip and a pull.
@@ -24,4 +24,4 @@ std::string EncodeStoredEnvelope(const v1::StoredObject& where);
 std::optional<v1::StoredObject> DecodeStoredEnvelope(std::string_view bytes);
 bool IsStoredEnvelope(std::string_view bytes);
 
-}  // namespace tessera::api
+}  // namespace tessera

@@ -1,17 +1,16 @@
-#include "api/object_node_store.h"
+#include "objects/object_node_store.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <filesystem>
 #include <memory>
 #include <string>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "objects/object_store_server.h"
 
-namespace tessera::api {
+namespace tessera {
 namespace {
 
 using ::testing::HasSubstr;
@@ -134,4 +133,4 @@ TEST_F(NodeObjectStoreTest, AnObjectElsewhereWithNoReachableAgentFailsWithoutAHe
 }
 
 }  // namespace
-}  // namespace tessera::api
+}  // namespace tessera

@@ -1,4 +1,4 @@
-#include "rpc/proto_convert.h"
+#include "wire/proto_convert.h"
 
 #include <random>
 #include <string>
@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "scheduling/scheduling_test_util.h"
 
-namespace tessera::rpc {
+namespace tessera::wire {
 namespace {
 
 using testing_util::Res;
@@ -42,8 +42,8 @@ TEST(ResourcesConvertTest, ZeroDroppedNegativeAndBadNamesRefusedNamingTheField) 
 TEST(AllocationConvertTest, RoundTripKeepsInstancesAndFractions) {
   Allocation allocation;
   allocation.resources = Res("CPU=2,GPU=2.5");
-  allocation.devices = {DeviceGrant{"GPU", {1, 3, 6}, {Quantity::FromInt(1), Quantity::FromInt(1),
-                                                       Quantity::FromRaw(5000)}}};
+  allocation.devices = {DeviceGrant{
+      "GPU", {1, 3, 6}, {Quantity::FromInt(1), Quantity::FromInt(1), Quantity::FromRaw(5000)}}};
   v1::Allocation proto;
   AllocationToProto(allocation, &proto);
   auto back = AllocationFromProto(proto);
@@ -57,8 +57,7 @@ TEST(AllocationConvertTest, MalformedGrantsAreRefused) {
     auto result = AllocationFromProto(proto);
     ASSERT_FALSE(result.ok());
     EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(result.status().message().find(expected), absl::string_view::npos)
-        << result.status();
+    EXPECT_NE(result.status().message().find(expected), absl::string_view::npos) << result.status();
   };
   v1::Allocation mismatched;
   auto* grant = mismatched.add_devices();
@@ -258,16 +257,13 @@ TEST(PlacementGroupConvertTest, RoundTripAndValidation) {
   EXPECT_EQ(back->fallbacks, spec.fallbacks);
 
   proto.set_strategy("SIDEWAYS");
-  EXPECT_EQ(PlacementGroupSpecFromProto(proto).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PlacementGroupSpecFromProto(proto).status().code(), absl::StatusCode::kInvalidArgument);
   proto.set_strategy("PACK");
   proto.mutable_primary()->clear_bundles();
-  EXPECT_EQ(PlacementGroupSpecFromProto(proto).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PlacementGroupSpecFromProto(proto).status().code(), absl::StatusCode::kInvalidArgument);
   proto.mutable_primary()->add_bundles();
   proto.set_name("has space");
-  EXPECT_EQ(PlacementGroupSpecFromProto(proto).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PlacementGroupSpecFromProto(proto).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(SliceConvertTest, RoundTripSlicesAndNvLink) {
@@ -304,9 +300,11 @@ TEST(SliceConvertTest, RoundTripSlicesAndNvLink) {
 TEST(ProtoConvertRobustnessTest, RandomContentGivesValueOrOneLineError) {
   std::mt19937 rng(12345);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
-  const std::vector<std::string> words = {"", "GPU", "CPU", "memory", "x\ny", "9", "in(a",
-                                          "tessera.io/node-id", "!exists()", "nvlink", "a b",
-                                          "\xff\xfe", "in(a,b)", "PACK", "STRICT_SPREAD"};
+  const std::vector<std::string> words = {
+      "",          "GPU",    "CPU",          "memory",
+      "x\ny",      "9",      "in(a",         "tessera.io/node-id",
+      "!exists()", "nvlink", "a b",          "\xff\xfe",
+      "in(a,b)",   "PACK",   "STRICT_SPREAD"};
   const std::vector<int64_t> numbers = {0, 1, -1, 10000, 10001, INT64_MAX, INT64_MIN, 5000, 3};
   auto word = [&] { return words[pick(static_cast<int>(words.size()))]; };
   auto number = [&] { return numbers[pick(static_cast<int>(numbers.size()))]; };
@@ -364,4 +362,4 @@ TEST(ProtoConvertRobustnessTest, RandomContentGivesValueOrOneLineError) {
 }
 
 }  // namespace
-}  // namespace tessera::rpc
+}  // namespace tessera::wire

@@ -25,7 +25,7 @@
 #include "tessera/v1/common.pb.h"
 #include "tessera/v1/head.pb.h"
 
-namespace tessera::rpc {
+namespace tessera::wire {
 
 // --- Resources ---
 absl::StatusOr<ResourceSet> ResourcesFromProto(const v1::Resources& proto,
@@ -102,7 +102,8 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
 void PlacementGroupSpecToProto(const PlacementGroupSpec& spec,
                                v1::CreatePlacementGroupRequest* proto);
 
-absl::StatusOr<DomainGroupRequest> DomainGroupRequestFromProto(const v1::ReserveSlicesRequest& proto);
+absl::StatusOr<DomainGroupRequest> DomainGroupRequestFromProto(
+    const v1::ReserveSlicesRequest& proto);
 void DomainGroupRequestToProto(const DomainGroupRequest& request, v1::ReserveSlicesRequest* proto);
 
-}  // namespace tessera::rpc
+}  // namespace tessera::wire
