@@ -6,7 +6,8 @@
 // and removes it; the bundle search (what runs when the greedy pass strands a bundle) is timed
 // on its own with 64 bundles, half of them confined to one node group. Slices: on a cluster
 // whose nodes include 1k v6e-16 slices (4 hosts of 4 chips each), each iteration reserves 1 or
-// 4 whole slices and releases them.
+// 4 whole slices and releases them. The same groups and slices through the ReservationEngine
+// (BM_Engine*), as the head and the simulator place them: the engine's cost over the scheduler's.
 #include <malloc.h>
 
 #include <memory>
@@ -18,6 +19,7 @@
 #include "scheduling/bundle_search.h"
 #include "scheduling/domain_group_scheduler.h"
 #include "scheduling/placement_group_scheduler.h"
+#include "scheduling/reservation_engine.h"
 #include "scheduling/task_scheduler.h"
 
 namespace tessera {
@@ -180,6 +182,39 @@ BENCHMARK(BM_PlacementGroupCreateRemove)
     ->Args({10000, 64, 1})
     ->Unit(benchmark::kMicrosecond);
 
+// The same groups through the ReservationEngine, as the head and `tessera schedule` place them
+// (the record by name, the id map, the outcome): its cost over PlacementGroupScheduler's alone
+// is the ratio of the two in one run.
+void BM_EngineGroupCreateRemove(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  std::unique_ptr<Cluster> cluster = OrSkip(state, Build(nodes));
+  if (cluster == nullptr) return;
+  ReservationEngine engine(&cluster->view);
+  PlacementGroupSpec spec;
+  spec.name = "bench";
+  spec.strategy = state.range(2) == 0 ? PlacementStrategy::kStrictPack : PlacementStrategy::kSpread;
+  spec.primary.bundles.assign(state.range(1), *ParseResourceSet("CPU=1,GPU=1"));
+  for (auto _ : state) {
+    absl::StatusOr<ReservationOutcome> outcome = engine.CreatePlacementGroup(spec);
+    if (!outcome.ok() || outcome->status != ReservationStatus::kPlaced) {
+      state.SkipWithError("a create failed");
+      return;
+    }
+    benchmark::DoNotOptimize(outcome->name);
+    if (!engine.Remove("bench").ok()) {
+      state.SkipWithError("a remove failed");
+      return;
+    }
+  }
+  state.counters["groups/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_EngineGroupCreateRemove)
+    ->ArgNames({"nodes", "bundles", "spread"})
+    ->ArgsProduct({{1000, 10000, 50000}, {1, 8}, {0, 1}})
+    ->Args({10000, 64, 1})
+    ->Unit(benchmark::kMicrosecond);
+
 void BM_BundleSearch(benchmark::State& state) {
   std::unique_ptr<Cluster> cluster = OrSkip(state, Build(static_cast<int>(state.range(0))));
   if (cluster == nullptr) return;
@@ -267,6 +302,39 @@ void BM_SliceReserveRelease(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_SliceReserveRelease)
+    ->ArgNames({"nodes", "slices"})
+    ->ArgsProduct({{10000, 50000}, {1, 4}})
+    ->Unit(benchmark::kMicrosecond);
+
+// Slice reservations through the ReservationEngine (see BM_EngineGroupCreateRemove).
+void BM_EngineSliceReserveRelease(benchmark::State& state) {
+  std::unique_ptr<Cluster> cluster =
+      OrSkip(state, BuildWithSlices(static_cast<int>(state.range(0))));
+  if (cluster == nullptr) return;
+  ReservationEngine engine(&cluster->view);
+  DomainGroupRequest request;
+  request.name = "bench";
+  DomainAlternative alt;
+  alt.accelerator = "v6e";
+  alt.topology = "4x4";
+  alt.count = static_cast<int>(state.range(1));
+  request.alternatives.push_back(alt);
+  for (auto _ : state) {
+    absl::StatusOr<ReservationOutcome> outcome = engine.ReserveSlices(request);
+    if (!outcome.ok() || outcome->status != ReservationStatus::kPlaced) {
+      state.SkipWithError("a reservation failed");
+      return;
+    }
+    benchmark::DoNotOptimize(outcome->name);
+    if (!engine.Remove("bench").ok()) {
+      state.SkipWithError("a release failed");
+      return;
+    }
+  }
+  state.counters["reservations/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_EngineSliceReserveRelease)
     ->ArgNames({"nodes", "slices"})
     ->ArgsProduct({{10000, 50000}, {1, 4}})
     ->Unit(benchmark::kMicrosecond);

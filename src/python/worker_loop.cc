@@ -48,7 +48,10 @@ class TaskQueue {
   // The next task, or nullptr when none came within `timeout`.
   std::shared_ptr<PendingTask> Pop(absl::Duration timeout) {
     absl::MutexLock lock(&mu_);
-    auto has_task = [this] { return !queue_.empty(); };
+    auto has_task = [this] {
+      mu_.AssertHeld();  // a Condition is evaluated under the mutex it waits with
+      return !queue_.empty();
+    };
     mu_.AwaitWithTimeout(absl::Condition(&has_task), timeout);
     if (queue_.empty()) return nullptr;
     std::shared_ptr<PendingTask> task = std::move(queue_.front());

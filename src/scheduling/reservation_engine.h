@@ -103,8 +103,7 @@ struct BundleTargetCheck {
 
 class ReservationEngine {
  public:
-  explicit ReservationEngine(ClusterView* cluster)
-      : cluster_(cluster), groups_(cluster), slices_(cluster) {}
+  explicit ReservationEngine(ClusterView* cluster) : groups_(cluster), slices_(cluster) {}
 
   // Every placement decision (a create, a retry) runs as `wrap(kind, decide)`; the head times
   // them. By default a decision just runs.
@@ -210,7 +209,6 @@ class ReservationEngine {
   ReservationRecord* GroupRecord(PlacementGroupId id);
   void Decide(ReservationKind kind, absl::FunctionRef<void()> decide);
 
-  ClusterView* cluster_;
   PlacementGroupScheduler groups_;
   DomainGroupScheduler slices_;
   std::map<std::string, ReservationRecord, std::less<>> records_;
