@@ -11,6 +11,7 @@
 #include <malloc.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "benchmark/benchmark.h"
@@ -98,6 +99,26 @@ void RunDecisions(benchmark::State& state, Cluster& cluster, const SchedulingReq
       benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
+// The loop of every reserve-then-release benchmark: `reserve()` holds one group or slice
+// reservation and returns what `release(held)` gives back, or nullopt when it failed.
+template <typename Reserve, typename Release>
+void ReserveReleaseLoop(benchmark::State& state, const char* rate, Reserve reserve,
+                        Release release) {
+  for (auto _ : state) {
+    auto held = reserve();
+    if (!held.has_value()) {
+      state.SkipWithError("a reservation failed");
+      return;
+    }
+    if (!release(*held)) {
+      state.SkipWithError("a release failed");
+      return;
+    }
+  }
+  state.counters[rate] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 void BM_OneGpuTaskDecision(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));
   std::unique_ptr<Cluster> cluster = OrSkip(state, Build(nodes));
@@ -160,20 +181,15 @@ void BM_PlacementGroupCreateRemove(benchmark::State& state) {
   PlacementGroupSpec spec;
   spec.strategy = state.range(2) == 0 ? PlacementStrategy::kStrictPack : PlacementStrategy::kSpread;
   spec.primary.bundles.assign(state.range(1), *ParseResourceSet("CPU=1,GPU=1"));
-  for (auto _ : state) {
-    absl::StatusOr<PlacementGroupResult> result = groups.Create(spec);
-    if (!result.ok() || !result->id) {
-      state.SkipWithError("a create failed");
-      return;
-    }
-    benchmark::DoNotOptimize(result->bundles);
-    if (!groups.Remove(*result->id).ok()) {
-      state.SkipWithError("a remove failed");
-      return;
-    }
-  }
-  state.counters["groups/s"] =
-      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  ReserveReleaseLoop(
+      state, "groups/s",
+      [&]() -> std::optional<PlacementGroupId> {
+        absl::StatusOr<PlacementGroupResult> result = groups.Create(spec);
+        if (!result.ok() || !result->id) return std::nullopt;
+        benchmark::DoNotOptimize(result->bundles);
+        return result->id;
+      },
+      [&](PlacementGroupId id) { return groups.Remove(id).ok(); });
 }
 // Third argument: 0 STRICT_PACK, 1 SPREAD.
 BENCHMARK(BM_PlacementGroupCreateRemove)
@@ -194,20 +210,14 @@ void BM_EngineGroupCreateRemove(benchmark::State& state) {
   spec.name = "bench";
   spec.strategy = state.range(2) == 0 ? PlacementStrategy::kStrictPack : PlacementStrategy::kSpread;
   spec.primary.bundles.assign(state.range(1), *ParseResourceSet("CPU=1,GPU=1"));
-  for (auto _ : state) {
-    absl::StatusOr<ReservationOutcome> outcome = engine.CreatePlacementGroup(spec);
-    if (!outcome.ok() || outcome->status != ReservationStatus::kPlaced) {
-      state.SkipWithError("a create failed");
-      return;
-    }
-    benchmark::DoNotOptimize(outcome->name);
-    if (!engine.Remove("bench").ok()) {
-      state.SkipWithError("a remove failed");
-      return;
-    }
-  }
-  state.counters["groups/s"] =
-      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  ReserveReleaseLoop(
+      state, "groups/s",
+      [&]() -> std::optional<std::string> {
+        absl::StatusOr<ReservationOutcome> outcome = engine.CreatePlacementGroup(spec);
+        if (!outcome.ok() || outcome->status != ReservationStatus::kPlaced) return std::nullopt;
+        return outcome->name;
+      },
+      [&](const std::string& name) { return engine.Remove(name).ok(); });
 }
 BENCHMARK(BM_EngineGroupCreateRemove)
     ->ArgNames({"nodes", "bundles", "spread"})
@@ -274,32 +284,33 @@ std::unique_ptr<Cluster> BuildWithSlices(int nodes) {
   return cluster;
 }
 
-void BM_SliceReserveRelease(benchmark::State& state) {
-  std::unique_ptr<Cluster> cluster =
-      OrSkip(state, BuildWithSlices(static_cast<int>(state.range(0))));
-  if (cluster == nullptr) return;
-  DomainGroupScheduler slices(&cluster->view);
+// `count` whole v6e 4x4 slices.
+DomainGroupRequest SliceRequest(int count) {
   DomainGroupRequest request;
   request.name = "bench";
   DomainAlternative alt;
   alt.accelerator = "v6e";
   alt.topology = "4x4";
-  alt.count = static_cast<int>(state.range(1));
+  alt.count = count;
   request.alternatives.push_back(alt);
-  for (auto _ : state) {
-    absl::StatusOr<DomainGroupResult> result = slices.ReserveSlices(request);
-    if (!result.ok() || !result->id) {
-      state.SkipWithError("a reservation failed");
-      return;
-    }
-    benchmark::DoNotOptimize(result->bundles);
-    if (!slices.Release(*result->id).ok()) {
-      state.SkipWithError("a release failed");
-      return;
-    }
-  }
-  state.counters["reservations/s"] =
-      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  return request;
+}
+
+void BM_SliceReserveRelease(benchmark::State& state) {
+  std::unique_ptr<Cluster> cluster =
+      OrSkip(state, BuildWithSlices(static_cast<int>(state.range(0))));
+  if (cluster == nullptr) return;
+  DomainGroupScheduler slices(&cluster->view);
+  const DomainGroupRequest request = SliceRequest(static_cast<int>(state.range(1)));
+  ReserveReleaseLoop(
+      state, "reservations/s",
+      [&]() -> std::optional<DomainGroupId> {
+        absl::StatusOr<DomainGroupResult> result = slices.ReserveSlices(request);
+        if (!result.ok() || !result->id) return std::nullopt;
+        benchmark::DoNotOptimize(result->bundles);
+        return result->id;
+      },
+      [&](DomainGroupId id) { return slices.Release(id).ok(); });
 }
 BENCHMARK(BM_SliceReserveRelease)
     ->ArgNames({"nodes", "slices"})
@@ -312,27 +323,15 @@ void BM_EngineSliceReserveRelease(benchmark::State& state) {
       OrSkip(state, BuildWithSlices(static_cast<int>(state.range(0))));
   if (cluster == nullptr) return;
   ReservationEngine engine(&cluster->view);
-  DomainGroupRequest request;
-  request.name = "bench";
-  DomainAlternative alt;
-  alt.accelerator = "v6e";
-  alt.topology = "4x4";
-  alt.count = static_cast<int>(state.range(1));
-  request.alternatives.push_back(alt);
-  for (auto _ : state) {
-    absl::StatusOr<ReservationOutcome> outcome = engine.ReserveSlices(request);
-    if (!outcome.ok() || outcome->status != ReservationStatus::kPlaced) {
-      state.SkipWithError("a reservation failed");
-      return;
-    }
-    benchmark::DoNotOptimize(outcome->name);
-    if (!engine.Remove("bench").ok()) {
-      state.SkipWithError("a release failed");
-      return;
-    }
-  }
-  state.counters["reservations/s"] =
-      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  const DomainGroupRequest request = SliceRequest(static_cast<int>(state.range(1)));
+  ReserveReleaseLoop(
+      state, "reservations/s",
+      [&]() -> std::optional<std::string> {
+        absl::StatusOr<ReservationOutcome> outcome = engine.ReserveSlices(request);
+        if (!outcome.ok() || outcome->status != ReservationStatus::kPlaced) return std::nullopt;
+        return outcome->name;
+      },
+      [&](const std::string& name) { return engine.Remove(name).ok(); });
 }
 BENCHMARK(BM_EngineSliceReserveRelease)
     ->ArgNames({"nodes", "slices"})

@@ -239,6 +239,17 @@ std::string FinishText(const EventOutcome& o) {
   return "";
 }
 
+// A node event names its node; true when the view refused it (an unknown or dead node), which
+// is then all there is to say.
+bool NodeRefused(const SimulatedEvent& e, const EventOutcome& o, Json& record, std::string& text) {
+  record["node"] = e.target;
+  absl::StrAppend(&text, e.target, ": ");
+  if (o.refused.empty()) return false;
+  record["result"] = o.refused;
+  absl::StrAppend(&text, o.refused);
+  return true;
+}
+
 // One event's record (JSON) and line (text) from its outcome.
 void WriteEvent(const SimulatedEvent& e, size_t index, const EventOutcome& o, Json& record,
                 std::string& text) {
@@ -264,13 +275,7 @@ void WriteEvent(const SimulatedEvent& e, size_t index, const EventOutcome& o, Js
       break;
     }
     case SimulatedEventKind::kFailNode: {
-      record["node"] = e.target;
-      absl::StrAppend(&text, e.target, ": ");
-      if (!o.refused.empty()) {
-        record["result"] = o.refused;
-        absl::StrAppend(&text, o.refused);
-        break;
-      }
+      if (NodeRefused(e, o, record, text)) break;
       record["lost"] = o.lost;
       record["touched"] = o.touched;
       absl::StrAppend(&text, o.lost.empty() ? "dead; nothing was running"
@@ -299,13 +304,7 @@ void WriteEvent(const SimulatedEvent& e, size_t index, const EventOutcome& o, Js
       break;
     }
     case SimulatedEventKind::kDrainNode:
-      record["node"] = e.target;
-      absl::StrAppend(&text, e.target, ": ");
-      if (!o.refused.empty()) {
-        record["result"] = o.refused;
-        absl::StrAppend(&text, o.refused);
-        break;
-      }
+      if (NodeRefused(e, o, record, text)) break;
       record["keeps_running"] = o.keeps_running;
       absl::StrAppend(&text, "draining; takes no new work",
                       o.keeps_running.empty()

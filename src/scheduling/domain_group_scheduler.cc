@@ -133,7 +133,12 @@ std::string DomainGroupScheduler::Holders(const std::vector<NodeIndex>& hosts,
 }
 
 std::optional<std::string> DomainGroupScheduler::HostsMisfit(const std::vector<NodeIndex>& hosts,
-                                                             const DomainAlternative& alt) const {
+                                                             const DomainAlternative& alt,
+                                                             bool hosts_idle) const {
+  // Idle hosts that fit the per-host demand now hold all their TPU free beside it: each could
+  // take its bundle, so the per-host check (a demand built per host) is skipped on the common
+  // path. Unless the per-host demand itself names TPU, which the idle check does not add up.
+  if (hosts_idle && alt.per_host.Get(kTpu).IsZero()) return std::nullopt;
   for (NodeIndex n : hosts) {
     if (std::optional<std::string> why = HostMisfit(n, alt)) return why;
   }
@@ -277,14 +282,15 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAltern
         broken.push_back(absl::StrCat(name, ": ", problem));
         continue;
       }
-      if (std::optional<std::string> why = HostsMisfit(hosts, alt)) {
+      const bool hosts_idle = HostsIdle(hosts, alt);
+      if (std::optional<std::string> why = HostsMisfit(hosts, alt, hosts_idle)) {
         ++misfits;
         if (!misfit.has_value()) misfit = std::move(why);
         continue;
       }
       int64_t score = 0;
       for (NodeIndex n : hosts) score += cluster_->node(n).utilization_ppm;
-      if (HostsIdle(hosts, alt)) {
+      if (hosts_idle) {
         idle.push_back(Candidate{score, &slice});
       } else {
         ++busy;
@@ -404,12 +410,13 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySubSlices(const DomainAlt
           ++broken;
           continue;
         }
-        if (std::optional<std::string> why = HostsMisfit(hosts, alt)) {
+        const bool hosts_idle = HostsIdle(hosts, alt);
+        if (std::optional<std::string> why = HostsMisfit(hosts, alt, hosts_idle)) {
           ++misfits;
           if (!misfit.has_value()) misfit = std::move(why);
           continue;
         }
-        if (HostsIdle(hosts, alt)) {
+        if (hosts_idle) {
           idle.push_back(Block{slice.host_tpu * parent_hosts, score, &slice, b, std::move(hosts)});
         } else {
           ++busy;

@@ -227,9 +227,10 @@ class DomainGroupScheduler {
   // Why the host can never take its bundle of `alt` (all its TPU plus the per-host demand), or
   // nullopt when it could.
   std::optional<std::string> HostMisfit(NodeIndex node, const DomainAlternative& alt) const;
-  // The first host's HostMisfit, or nullopt when every host could take its bundle.
+  // The first host's HostMisfit, or nullopt when every host could take its bundle;
+  // `hosts_idle` is HostsIdle(hosts, alt), which settles it for most slices.
   std::optional<std::string> HostsMisfit(const std::vector<NodeIndex>& hosts,
-                                         const DomainAlternative& alt) const;
+                                         const DomainAlternative& alt, bool hosts_idle) const;
   // "; all are busy (held by ...)" and "; none can hold CPU=64 per host beside its TPU (...)"
   // for `total` slices or blocks, of which `busy` are busy and `misfits` can never fit.
   void AppendBusyAndMisfits(std::string& text, size_t total, size_t busy,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "base/string_util.h"
 
 namespace tessera {
@@ -30,14 +31,6 @@ std::string_view ReservationStatusName(ReservationStatus status) {
   return "PENDING";
 }
 
-namespace {
-
-ReservationStatus WaitingStatus(ScheduleStatus status) {
-  return status == ScheduleStatus::kPending ? ReservationStatus::kPending
-                                            : ReservationStatus::kInfeasible;
-}
-
-}  // namespace
 
 ReservationRecord* ReservationEngine::FindMutable(std::string_view name) {
   auto it = records_.find(name);
@@ -49,9 +42,10 @@ const ReservationRecord* ReservationEngine::Find(std::string_view name) const {
   return it == records_.end() ? nullptr : &it->second;
 }
 
-ReservationRecord* ReservationEngine::GroupRecord(PlacementGroupId id) {
-  auto it = group_names_.find(id.value());
-  return it == group_names_.end() ? nullptr : FindMutable(it->second);
+ReservationRecord* ReservationEngine::GroupRecord(const RescheduleReport& report) {
+  // The scheduler names each group by its record's name.
+  ReservationRecord* record = FindMutable(report.name);
+  return record != nullptr && record->group == report.id ? record : nullptr;
 }
 
 void ReservationEngine::Decide(ReservationKind kind, absl::FunctionRef<void()> decide) {
@@ -68,113 +62,97 @@ ReservationOutcome ReservationEngine::OutcomeOf(const ReservationRecord& record,
                             std::move(bundles)};
 }
 
-void ReservationEngine::TryPlaceGroup(ReservationRecord& record) {
-  absl::StatusOr<PlacementGroupResult> result = absl::UnknownError("not decided");
-  Decide(ReservationKind::kPlacementGroup, [&] { result = groups_.Create(record.spec); });
-  if (!result.ok()) {
-    // Only a spec the scheduler refuses gets here, and CreatePlacementGroup refused those
-    // already; a restored record whose spec a newer rule refuses waits, explained.
-    record.status = ReservationStatus::kInfeasible;
-    record.explanation = std::string(result.status().message());
-    return;
+absl::Status ReservationEngine::CheckNewName(std::string_view name, ReservationKind kind) const {
+  if (name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("a ", ToAbsl(ReservationNoun(kind)),
+                                                   " needs a name"));
   }
-  if (result->status != ScheduleStatus::kPlaced) {
-    record.status = WaitingStatus(result->status);
-    record.explanation = std::move(result->explanation);
-    return;
+  if (records_.contains(name)) {
+    return absl::AlreadyExistsError(absl::StrCat("a group named ", ToAbsl(name), " exists"));
   }
-  record.group = result->id;
-  group_names_[result->id->value()] = record.name;
-  record.choice = result->option;
-  record.status = ReservationStatus::kPlaced;
-  record.explanation.clear();
+  return absl::OkStatus();
 }
 
-void ReservationEngine::TryPlaceSlices(ReservationRecord& record) {
-  absl::StatusOr<DomainGroupResult> result = absl::UnknownError("not decided");
-  Decide(ReservationKind::kSliceGroup, [&] { result = slices_.ReserveSlices(record.slices); });
-  if (!result.ok()) {
-    record.status = ReservationStatus::kInfeasible;
-    record.explanation = std::string(result.status().message());
-    return;
-  }
-  if (result->status != ScheduleStatus::kPlaced) {
-    record.status = WaitingStatus(result->status);
-    record.explanation = std::move(result->explanation);
-    return;
-  }
-  record.slice_group = result->id;
-  record.choice = result->alternative;
-  record.domains = std::move(result->domains);
-  record.status = ReservationStatus::kPlaced;
-  record.explanation.clear();
+void ReservationEngine::Wait(ReservationRecord& record, ScheduleStatus status,
+                             std::string explanation) {
+  record.status = status == ScheduleStatus::kPending ? ReservationStatus::kPending
+                                                     : ReservationStatus::kInfeasible;
+  record.explanation = std::move(explanation);
 }
 
-ReservationOutcome ReservationEngine::TryPlace(ReservationRecord& record) {
+absl::Status ReservationEngine::TryPlace(ReservationRecord& record) {
   if (record.kind == ReservationKind::kPlacementGroup) {
-    TryPlaceGroup(record);
+    absl::StatusOr<PlacementGroupResult> result = absl::UnknownError("not decided");
+    Decide(record.kind, [&] { result = groups_.Create(record.spec); });
+    if (!result.ok()) return result.status();
+    if (result->status != ScheduleStatus::kPlaced) {
+      Wait(record, result->status, std::move(result->explanation));
+      return absl::OkStatus();
+    }
+    record.group = result->id;
+    record.choice = result->option;
   } else {
-    TryPlaceSlices(record);
+    absl::StatusOr<DomainGroupResult> result = absl::UnknownError("not decided");
+    Decide(record.kind, [&] { result = slices_.ReserveSlices(record.slices); });
+    if (!result.ok()) return result.status();
+    if (result->status != ScheduleStatus::kPlaced) {
+      Wait(record, result->status, std::move(result->explanation));
+      return absl::OkStatus();
+    }
+    record.slice_group = result->id;
+    record.choice = result->alternative;
+    record.domains = std::move(result->domains);
+  }
+  record.status = ReservationStatus::kPlaced;
+  record.explanation.clear();
+  return absl::OkStatus();
+}
+
+ReservationRecord* ReservationEngine::NewRecord(std::string_view name, ReservationKind kind,
+                                                absl::Status* refused) {
+  if (name.empty()) {
+    *refused = CheckNewName(name, kind);
+    return nullptr;
+  }
+  auto [it, added] = records_.try_emplace(std::string(name));
+  if (!added) {
+    *refused = CheckNewName(name, kind);
+    return nullptr;
+  }
+  it->second.kind = kind;
+  it->second.name = it->first;
+  return &it->second;
+}
+
+absl::StatusOr<ReservationOutcome> ReservationEngine::PlaceNew(ReservationRecord& record) {
+  // The scheduler's own checks come first: a request it refuses is bad input and keeps nothing.
+  if (absl::Status refused = TryPlace(record); !refused.ok()) {
+    records_.erase(record.name);
+    return refused;
   }
   return OutcomeOf(record, {});
 }
 
 absl::StatusOr<ReservationOutcome> ReservationEngine::CreatePlacementGroup(
     PlacementGroupSpec spec) {
-  if (spec.name.empty()) return absl::InvalidArgumentError("a placement group needs a name");
-  if (records_.contains(spec.name)) {
-    return absl::AlreadyExistsError(absl::StrCat("a group named ", spec.name, " exists"));
-  }
-  // The scheduler's own checks come first: a spec it refuses is bad input and keeps nothing.
-  absl::StatusOr<PlacementGroupResult> result = absl::UnknownError("not decided");
-  Decide(ReservationKind::kPlacementGroup, [&] { result = groups_.Create(spec); });
-  if (!result.ok()) return result.status();
-  ReservationRecord record;
-  record.kind = ReservationKind::kPlacementGroup;
-  record.name = spec.name;
-  record.spec = std::move(spec);
-  if (result->status == ScheduleStatus::kPlaced) {
-    record.group = result->id;
-    group_names_[result->id->value()] = record.name;
-    record.choice = result->option;
-    record.status = ReservationStatus::kPlaced;
-  } else {
-    record.status = WaitingStatus(result->status);
-    record.explanation = std::move(result->explanation);
-  }
-  const ReservationRecord& kept = records_.emplace(record.name, std::move(record)).first->second;
-  return OutcomeOf(kept, {});
+  absl::Status refused;
+  ReservationRecord* record = NewRecord(spec.name, ReservationKind::kPlacementGroup, &refused);
+  if (record == nullptr) return refused;
+  record->spec = std::move(spec);
+  return PlaceNew(*record);
 }
 
 absl::StatusOr<ReservationOutcome> ReservationEngine::ReserveSlices(DomainGroupRequest request) {
-  if (request.name.empty()) return absl::InvalidArgumentError("a slice group needs a name");
-  if (records_.contains(request.name)) {
-    return absl::AlreadyExistsError(absl::StrCat("a group named ", request.name, " exists"));
-  }
-  absl::StatusOr<DomainGroupResult> result = absl::UnknownError("not decided");
-  Decide(ReservationKind::kSliceGroup, [&] { result = slices_.ReserveSlices(request); });
-  if (!result.ok()) return result.status();
-  ReservationRecord record;
-  record.kind = ReservationKind::kSliceGroup;
-  record.name = request.name;
-  record.slices = std::move(request);
-  if (result->status == ScheduleStatus::kPlaced) {
-    record.slice_group = result->id;
-    record.choice = result->alternative;
-    record.domains = std::move(result->domains);
-    record.status = ReservationStatus::kPlaced;
-  } else {
-    record.status = WaitingStatus(result->status);
-    record.explanation = std::move(result->explanation);
-  }
-  const ReservationRecord& kept = records_.emplace(record.name, std::move(record)).first->second;
-  return OutcomeOf(kept, {});
+  absl::Status refused;
+  ReservationRecord* record = NewRecord(request.name, ReservationKind::kSliceGroup, &refused);
+  if (record == nullptr) return refused;
+  record->slices = std::move(request);
+  return PlaceNew(*record);
 }
 
 void ReservationEngine::ForgetPlacement(ReservationRecord& record) {
   if (record.group.has_value()) {
     (void)groups_.Remove(*record.group);
-    group_names_.erase(record.group->value());
     record.group.reset();
   }
   if (record.slice_group.has_value()) {
@@ -195,7 +173,6 @@ absl::StatusOr<std::vector<Allocation>> ReservationEngine::Remove(std::string_vi
   if (record.group.has_value()) {
     absl::StatusOr<std::vector<Allocation>> freed = groups_.Remove(*record.group);
     if (freed.ok()) released = *std::move(freed);
-    group_names_.erase(record.group->value());
   } else if (record.slice_group.has_value()) {
     absl::StatusOr<std::vector<Allocation>> freed = slices_.Release(*record.slice_group);
     if (freed.ok()) released = *std::move(freed);
@@ -208,7 +185,7 @@ std::vector<ReservationOutcome> ReservationEngine::RetryWaiting(
     absl::FunctionRef<bool(const std::string& name)> may_retry) {
   std::vector<ReservationOutcome> outcomes;
   for (const RescheduleReport& report : groups_.OnClusterChanged()) {
-    ReservationRecord* record = GroupRecord(report.id);
+    ReservationRecord* record = GroupRecord(report);
     if (record == nullptr) continue;
     if (report.placed) {
       record->status = ReservationStatus::kPlaced;
@@ -223,7 +200,12 @@ std::vector<ReservationOutcome> ReservationEngine::RetryWaiting(
   for (ReservationKind kind : {ReservationKind::kPlacementGroup, ReservationKind::kSliceGroup}) {
     for (auto& [name, record] : records_) {
       if (record.kind != kind || !record.waiting() || !may_retry(name)) continue;
-      outcomes.push_back(TryPlace(record));
+      if (absl::Status refused = TryPlace(record); !refused.ok()) {
+        // Only a record whose request a newer rule refuses (a restored one) gets here: it
+        // waits, explained, rather than being dropped.
+        Wait(record, ScheduleStatus::kInfeasible, std::string(refused.message()));
+      }
+      outcomes.push_back(OutcomeOf(record, {}));
     }
   }
   return outcomes;
@@ -234,7 +216,7 @@ std::vector<ReservationOutcome> ReservationEngine::OnNodeFailed(const NodeId& no
                                                                 std::span<const Allocation> lost) {
   std::vector<ReservationOutcome> outcomes;
   for (const RescheduleReport& report : groups_.OnNodeFailed(node, lost)) {
-    ReservationRecord* record = GroupRecord(report.id);
+    ReservationRecord* record = GroupRecord(report);
     if (record == nullptr) continue;
     if (report.placed) {
       record->status = ReservationStatus::kPlaced;
@@ -302,10 +284,7 @@ void ReservationEngine::Unplace(std::string_view name, std::string explanation) 
 
 absl::StatusOr<ReservationOutcome> ReservationEngine::RestorePlacementGroup(
     PlacementGroupSpec spec, size_t option, std::span<const RestoredBundle> bundles) {
-  if (spec.name.empty()) return absl::InvalidArgumentError("a placement group needs a name");
-  if (records_.contains(spec.name)) {
-    return absl::AlreadyExistsError(absl::StrCat("a group named ", spec.name, " exists"));
-  }
+  TESSERA_RETURN_IF_ERROR(CheckNewName(spec.name, ReservationKind::kPlacementGroup));
   ReservationRecord record;
   record.kind = ReservationKind::kPlacementGroup;
   record.name = spec.name;
@@ -319,7 +298,6 @@ absl::StatusOr<ReservationOutcome> ReservationEngine::RestorePlacementGroup(
         absl::StrCat("could not be restored as it was: ", restored.status().message());
   } else {
     record.group = restored->id;
-    group_names_[restored->id.value()] = record.name;
     record.choice = restored->option;
     record.status = restored->state == PlacementGroupState::kCreated
                         ? ReservationStatus::kPlaced
@@ -333,10 +311,7 @@ absl::StatusOr<ReservationOutcome> ReservationEngine::RestorePlacementGroup(
 
 absl::StatusOr<ReservationOutcome> ReservationEngine::RestoreSliceGroup(
     DomainGroupRequest request, size_t alternative, std::span<const DomainBundle> bundles) {
-  if (request.name.empty()) return absl::InvalidArgumentError("a slice group needs a name");
-  if (records_.contains(request.name)) {
-    return absl::AlreadyExistsError(absl::StrCat("a group named ", request.name, " exists"));
-  }
+  TESSERA_RETURN_IF_ERROR(CheckNewName(request.name, ReservationKind::kSliceGroup));
   ReservationRecord record;
   record.kind = ReservationKind::kSliceGroup;
   record.name = request.name;
@@ -374,35 +349,30 @@ absl::StatusOr<ReservationOutcome> ReservationEngine::RestoreSliceGroup(
 
 absl::Status ReservationEngine::RestoreWaiting(PlacementGroupSpec spec, ReservationStatus status,
                                                std::string explanation) {
-  if (spec.name.empty()) return absl::InvalidArgumentError("a placement group needs a name");
-  if (records_.contains(spec.name)) {
-    return absl::AlreadyExistsError(absl::StrCat("a group named ", spec.name, " exists"));
-  }
   ReservationRecord record;
   record.kind = ReservationKind::kPlacementGroup;
   record.name = spec.name;
   record.spec = std::move(spec);
-  record.status = status == ReservationStatus::kInfeasible ? ReservationStatus::kInfeasible
-                                                           : ReservationStatus::kPending;
-  record.explanation = std::move(explanation);
-  records_.emplace(record.name, std::move(record));
-  return absl::OkStatus();
+  return KeepWaiting(std::move(record), status, std::move(explanation));
 }
 
 absl::Status ReservationEngine::RestoreWaiting(DomainGroupRequest request,
                                                ReservationStatus status,
                                                std::string explanation) {
-  if (request.name.empty()) return absl::InvalidArgumentError("a slice group needs a name");
-  if (records_.contains(request.name)) {
-    return absl::AlreadyExistsError(absl::StrCat("a group named ", request.name, " exists"));
-  }
   ReservationRecord record;
   record.kind = ReservationKind::kSliceGroup;
   record.name = request.name;
   record.slices = std::move(request);
-  record.status = status == ReservationStatus::kInfeasible ? ReservationStatus::kInfeasible
-                                                           : ReservationStatus::kPending;
-  record.explanation = std::move(explanation);
+  return KeepWaiting(std::move(record), status, std::move(explanation));
+}
+
+absl::Status ReservationEngine::KeepWaiting(ReservationRecord record, ReservationStatus status,
+                                            std::string explanation) {
+  TESSERA_RETURN_IF_ERROR(CheckNewName(record.name, record.kind));
+  Wait(record,
+       status == ReservationStatus::kInfeasible ? ScheduleStatus::kInfeasible
+                                                : ScheduleStatus::kPending,
+       std::move(explanation));
   records_.emplace(record.name, std::move(record));
   return absl::OkStatus();
 }

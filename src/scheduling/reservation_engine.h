@@ -199,20 +199,30 @@ class ReservationEngine {
 
  private:
   ReservationRecord* FindMutable(std::string_view name);
-  // Tries to place a waiting record; returns its outcome.
-  ReservationOutcome TryPlace(ReservationRecord& record);
-  void TryPlaceGroup(ReservationRecord& record);
-  void TryPlaceSlices(ReservationRecord& record);
+  // InvalidArgument for an empty name, AlreadyExists for one either kind uses.
+  absl::Status CheckNewName(std::string_view name, ReservationKind kind) const;
+  // Tries to place the record now: kPlaced, or waiting (explained). The scheduler's refusal of
+  // its request (bad input) is returned with the record unchanged.
+  absl::Status TryPlace(ReservationRecord& record);
+  // A new, empty record of that name and kind in the map; nullptr (and why in `refused`) for a
+  // name CheckNewName refuses.
+  ReservationRecord* NewRecord(std::string_view name, ReservationKind kind, absl::Status* refused);
+  // Tries to place a new record: its outcome (placed or waiting), or the scheduler's refusal
+  // with the record dropped again.
+  absl::StatusOr<ReservationOutcome> PlaceNew(ReservationRecord& record);
+  absl::Status KeepWaiting(ReservationRecord record, ReservationStatus status,
+                           std::string explanation);
+  static void Wait(ReservationRecord& record, ScheduleStatus status, std::string explanation);
   // Gives the placement back to the kind's scheduler (the record keeps its request).
   void ForgetPlacement(ReservationRecord& record);
   static ReservationOutcome OutcomeOf(const ReservationRecord& record, std::vector<int> bundles);
-  ReservationRecord* GroupRecord(PlacementGroupId id);
+  // The record of the group a scheduler report is about (nullptr when none).
+  ReservationRecord* GroupRecord(const RescheduleReport& report);
   void Decide(ReservationKind kind, absl::FunctionRef<void()> decide);
 
   PlacementGroupScheduler groups_;
   DomainGroupScheduler slices_;
   std::map<std::string, ReservationRecord, std::less<>> records_;
-  std::map<int64_t, std::string> group_names_;  // placement group scheduler id -> name
   DecisionWrapper wrap_;
 };
 
