@@ -53,6 +53,14 @@ std::string DomainAlternative::FilterText() const {
   return text;
 }
 
+bool DomainGroupScheduler::Filters(const DomainAlternative& alt) {
+  return !alt.domain.empty() || !alt.selector.empty();
+}
+
+bool DomainGroupScheduler::IdleHostsFit(const DomainAlternative& alt) {
+  return alt.per_host.Get(kTpu).IsZero();
+}
+
 bool DomainGroupScheduler::Admits(const Slice& slice, const DomainAlternative& alt) const {
   if (!alt.domain.empty() && slice.name != alt.domain) return false;
   if (alt.selector.empty()) return true;
@@ -84,6 +92,16 @@ void DomainGroupScheduler::Catalog() {
   }
 }
 
+inline std::optional<NodeIndex> DomainGroupScheduler::Registered(const Slice& slice, int w) const {
+  auto it = slice.workers.find(w);
+  if (it == slice.workers.end()) return std::nullopt;
+  // The newest registration that is not removed (a host re-registers with a new index).
+  for (auto n = it->second.rbegin(); n != it->second.rend(); ++n) {
+    if (!cluster_->node(*n).removed) return *n;
+  }
+  return std::nullopt;
+}
+
 bool DomainGroupScheduler::SliceHosts(const Slice& slice, const ResolvedShape& shape,
                                       std::vector<NodeIndex>& out, std::string& problem) const {
   out.clear();
@@ -112,10 +130,14 @@ bool DomainGroupScheduler::SliceHosts(const Slice& slice, const ResolvedShape& s
 }
 
 bool DomainGroupScheduler::HostsIdle(const std::vector<NodeIndex>& hosts,
-                                     const DomainAlternative& alt) const {
-  return std::all_of(hosts.begin(), hosts.end(), [&](NodeIndex n) {
-    return !TpuBusy(n) && (alt.per_host.empty() || cluster_->FitsNow(n, alt.per_host));
-  });
+                                     const DomainAlternative& alt, int64_t* score) const {
+  bool idle = true;
+  *score = 0;
+  for (NodeIndex n : hosts) {
+    idle = idle && !TpuBusy(n) && (alt.per_host.empty() || cluster_->FitsNow(n, alt.per_host));
+    *score += cluster_->node(n).utilization_ppm;
+  }
+  return idle;
 }
 
 bool DomainGroupScheduler::TpuBusy(NodeIndex node) const {
@@ -133,12 +155,7 @@ std::string DomainGroupScheduler::Holders(const std::vector<NodeIndex>& hosts,
 }
 
 std::optional<std::string> DomainGroupScheduler::HostsMisfit(const std::vector<NodeIndex>& hosts,
-                                                             const DomainAlternative& alt,
-                                                             bool hosts_idle) const {
-  // Idle hosts that fit the per-host demand now hold all their TPU free beside it: each could
-  // take its bundle, so the per-host check (a demand built per host) is skipped on the common
-  // path. Unless the per-host demand itself names TPU, which the idle check does not add up.
-  if (hosts_idle && alt.per_host.Get(kTpu).IsZero()) return std::nullopt;
+                                                             const DomainAlternative& alt) const {
   for (NodeIndex n : hosts) {
     if (std::optional<std::string> why = HostMisfit(n, alt)) return why;
   }
@@ -269,27 +286,33 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAltern
   std::optional<std::string> misfit;  // why the first slice whose hosts can never fit does not
   size_t existing = 0, busy = 0, misfits = 0;
   std::vector<NodeIndex> hosts;
+  const bool filtered = Filters(alt);
+  const bool idle_fits = IdleHostsFit(alt);
   if (found != slices_.end()) {
     for (const auto& [name, slice] : found->second) {
+      if (filtered && !Admits(slice, alt)) continue;
       std::string problem;
-      bool any = false;
-      for (const auto& [w, registrations] : slice.workers) {
-        for (NodeIndex n : registrations) any = any || !cluster_->node(n).removed;
-      }
-      if (!any || !Admits(slice, alt)) continue;
-      ++existing;
       if (!SliceHosts(slice, shape, hosts, problem)) {
+        // A slice every host of which was removed exists no more; the others are not intact.
+        bool any = false;
+        for (const auto& [w, registrations] : slice.workers) {
+          for (NodeIndex n : registrations) any = any || !cluster_->node(n).removed;
+        }
+        if (!any) continue;
+        ++existing;
         broken.push_back(absl::StrCat(name, ": ", problem));
         continue;
       }
-      const bool hosts_idle = HostsIdle(hosts, alt);
-      if (std::optional<std::string> why = HostsMisfit(hosts, alt, hosts_idle)) {
-        ++misfits;
-        if (!misfit.has_value()) misfit = std::move(why);
-        continue;
-      }
+      ++existing;  // every host is there and alive
       int64_t score = 0;
-      for (NodeIndex n : hosts) score += cluster_->node(n).utilization_ppm;
+      const bool hosts_idle = HostsIdle(hosts, alt, &score);
+      if (!(hosts_idle && idle_fits)) {
+        if (std::optional<std::string> why = HostsMisfit(hosts, alt)) {
+          ++misfits;
+          if (!misfit.has_value()) misfit = std::move(why);
+          continue;
+        }
+      }
       if (hosts_idle) {
         idle.push_back(Candidate{score, &slice});
       } else {
@@ -335,15 +358,6 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAltern
   return outcome;
 }
 
-std::optional<NodeIndex> DomainGroupScheduler::Registered(const Slice& slice, int w) const {
-  auto it = slice.workers.find(w);
-  if (it == slice.workers.end()) return std::nullopt;
-  std::optional<NodeIndex> registered;
-  for (NodeIndex n : it->second) {
-    if (!cluster_->node(n).removed) registered = n;
-  }
-  return registered;
-}
 
 const DomainGroupScheduler::Slice* DomainGroupScheduler::FindSlice(const std::string& name,
                                                                    ShapeKey* key) const {
@@ -410,11 +424,14 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySubSlices(const DomainAlt
           ++broken;
           continue;
         }
-        const bool hosts_idle = HostsIdle(hosts, alt);
-        if (std::optional<std::string> why = HostsMisfit(hosts, alt, hosts_idle)) {
-          ++misfits;
-          if (!misfit.has_value()) misfit = std::move(why);
-          continue;
+        int64_t ignored_score = 0;
+        const bool hosts_idle = HostsIdle(hosts, alt, &ignored_score);
+        if (!(hosts_idle && IdleHostsFit(alt))) {
+          if (std::optional<std::string> why = HostsMisfit(hosts, alt)) {
+            ++misfits;
+            if (!misfit.has_value()) misfit = std::move(why);
+            continue;
+          }
         }
         if (hosts_idle) {
           idle.push_back(Block{slice.host_tpu * parent_hosts, score, &slice, b, std::move(hosts)});

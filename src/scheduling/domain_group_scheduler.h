@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/status/statusor.h"
 #include "hardware/tpu/tpu_generation.h"
 #include "hardware/tpu/tpu_topology.h"
@@ -214,23 +215,30 @@ class DomainGroupScheduler {
                            const std::optional<ResolvedShape>& shape, bool sub_slice,
                            const RestoredLayout& layout) const;
   void Catalog();
-  // Whether the alternative's name pin and selector let it take the slice.
+  // Whether the alternative's name pin and selector let it take the slice; Filters: whether it
+  // has either (else every slice is admitted).
   bool Admits(const Slice& slice, const DomainAlternative& alt) const;
+  static bool Filters(const DomainAlternative& alt);
   // The alive host of every worker id, or the first missing / dead worker.
   bool SliceHosts(const Slice& slice, const ResolvedShape& shape, std::vector<NodeIndex>& out,
                   std::string& problem) const;
   bool TpuBusy(NodeIndex node) const;
-  // No host has a TPU in use and every one fits the per-host demand now.
-  bool HostsIdle(const std::vector<NodeIndex>& hosts, const DomainAlternative& alt) const;
+  // No host has a TPU in use and every one fits the per-host demand now; `score` gets the hosts'
+  // summed utilization (the busiest-first order).
+  bool HostsIdle(const std::vector<NodeIndex>& hosts, const DomainAlternative& alt,
+                 int64_t* score) const;
+  // Whether hosts HostsIdle finds idle can each take their bundle (all their TPU free, the
+  // per-host demand fitting beside it): so unless the per-host demand names TPU itself, only
+  // busy hosts need HostsMisfit (a demand built per host) on the path of every reservation.
+  static bool IdleHostsFit(const DomainAlternative& alt);
   // Who holds what `alt` asks for (TPU and the per-host demand) on the hosts.
   std::string Holders(const std::vector<NodeIndex>& hosts, const DomainAlternative& alt) const;
   // Why the host can never take its bundle of `alt` (all its TPU plus the per-host demand), or
   // nullopt when it could.
   std::optional<std::string> HostMisfit(NodeIndex node, const DomainAlternative& alt) const;
-  // The first host's HostMisfit, or nullopt when every host could take its bundle;
-  // `hosts_idle` is HostsIdle(hosts, alt), which settles it for most slices.
+  // The first host's HostMisfit, or nullopt when every host could take its bundle.
   std::optional<std::string> HostsMisfit(const std::vector<NodeIndex>& hosts,
-                                         const DomainAlternative& alt, bool hosts_idle) const;
+                                         const DomainAlternative& alt) const;
   // "; all are busy (held by ...)" and "; none can hold CPU=64 per host beside its TPU (...)"
   // for `total` slices or blocks, of which `busy` are busy and `misfits` can never fit.
   void AppendBusyAndMisfits(std::string& text, size_t total, size_t busy,
@@ -248,7 +256,9 @@ class DomainGroupScheduler {
   std::string SubSliceHostMismatch(NodeIndex node, const DomainBundle& bundle,
                                    const ResolvedShape& shape, const RestoredLayout& layout) const;
   // The registered (not removed) host of worker `w`, whatever its state.
-  std::optional<NodeIndex> Registered(const Slice& slice, int w) const;
+  // Inlined: it runs for every host of every slice a reservation looks at.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE std::optional<NodeIndex> Registered(const Slice& slice,
+                                                                   int w) const;
   // The slice `name` of any shape (nullptr when none is catalogued).
   const Slice* FindSlice(const std::string& name, ShapeKey* key) const;
   Outcome TryNvLink(const DomainAlternative& alt);
