@@ -181,10 +181,9 @@ absl::StatusOr<std::vector<Allocation>> ReservationEngine::Remove(std::string_vi
   return released;
 }
 
-std::vector<ReservationOutcome> ReservationEngine::RetryWaiting(
-    absl::FunctionRef<bool(const std::string& name)> may_retry) {
-  std::vector<ReservationOutcome> outcomes;
-  for (const RescheduleReport& report : groups_.OnClusterChanged()) {
+void ReservationEngine::ApplyReplacements(const std::vector<RescheduleReport>& reports,
+                                          std::vector<ReservationOutcome>& outcomes) {
+  for (const RescheduleReport& report : reports) {
     ReservationRecord* record = GroupRecord(report);
     if (record == nullptr) continue;
     if (report.placed) {
@@ -197,6 +196,12 @@ std::vector<ReservationOutcome> ReservationEngine::RetryWaiting(
     outcomes.push_back(OutcomeOf(*record, report.bundles));
     outcomes.back().replacement = true;
   }
+}
+
+std::vector<ReservationOutcome> ReservationEngine::RetryWaiting(
+    absl::FunctionRef<bool(const std::string& name)> may_retry) {
+  std::vector<ReservationOutcome> outcomes;
+  ApplyReplacements(groups_.OnClusterChanged(), outcomes);
   for (ReservationKind kind : {ReservationKind::kPlacementGroup, ReservationKind::kSliceGroup}) {
     for (auto& [name, record] : records_) {
       if (record.kind != kind || !record.waiting() || !may_retry(name)) continue;
@@ -215,19 +220,7 @@ std::vector<ReservationOutcome> ReservationEngine::OnNodeFailed(const NodeId& no
                                                                 std::string_view reason,
                                                                 std::span<const Allocation> lost) {
   std::vector<ReservationOutcome> outcomes;
-  for (const RescheduleReport& report : groups_.OnNodeFailed(node, lost)) {
-    ReservationRecord* record = GroupRecord(report);
-    if (record == nullptr) continue;
-    if (report.placed) {
-      record->status = ReservationStatus::kPlaced;
-      record->explanation.clear();
-    } else {
-      record->status = ReservationStatus::kReplacing;
-      record->explanation = report.explanation;
-    }
-    outcomes.push_back(OutcomeOf(*record, report.bundles));
-    outcomes.back().replacement = true;
-  }
+  ApplyReplacements(groups_.OnNodeFailed(node, lost), outcomes);
   for (auto& [name, record] : records_) {
     if (!record.slice_group.has_value()) continue;
     const std::vector<DomainBundle>* hosts = slices_.Bundles(*record.slice_group);

@@ -216,6 +216,10 @@ class ReservationEngine {
   // Gives the placement back to the kind's scheduler (the record keeps its request).
   void ForgetPlacement(ReservationRecord& record);
   static ReservationOutcome OutcomeOf(const ReservationRecord& record, std::vector<int> bundles);
+  // What the placement group scheduler's re-placement reports mean for the records: each one's
+  // status and explanation, and an outcome per report (marked a replacement).
+  void ApplyReplacements(const std::vector<RescheduleReport>& reports,
+                         std::vector<ReservationOutcome>& outcomes);
   // The record of the group a scheduler report is about (nullptr when none).
   ReservationRecord* GroupRecord(const RescheduleReport& report);
   void Decide(ReservationKind kind, absl::FunctionRef<void()> decide);
