@@ -16,8 +16,8 @@
 
 #include "benchmark/benchmark.h"
 #include "hardware/node_label_keys.h"
-#include "scheduling/cluster_view.h"
 #include "scheduling/bundle_search.h"
+#include "scheduling/cluster_view.h"
 #include "scheduling/domain_group_scheduler.h"
 #include "scheduling/placement_group_scheduler.h"
 #include "scheduling/reservation_engine.h"

@@ -11,12 +11,11 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -185,8 +184,8 @@ void WriteReservation(const ReservationPlacement& r, Json& record, std::string& 
       continue;
     }
     last[b.domain] = b.node.value();
-    list.push_back(absl::StrCat(b.node.value(), " (", devices.empty() ? "no devices" : devices,
-                                ")"));
+    list.push_back(
+        absl::StrCat(b.node.value(), " (", devices.empty() ? "no devices" : devices, ")"));
   }
   record["bundles"] = std::move(bundles);
   std::vector<std::string> parts;
@@ -198,12 +197,10 @@ void WriteReservation(const ReservationPlacement& r, Json& record, std::string& 
 }
 
 // What re-placing placement groups' lost bundles did, one line each.
-void WriteReplacements(const std::vector<Replacement>& replacements, Json& out,
-                       std::string& text) {
+void WriteReplacements(const std::vector<Replacement>& replacements, Json& out, std::string& text) {
   for (const Replacement& r : replacements) {
-    Json one = {{"name", r.name},
-                {"bundles", r.bundles},
-                {"state", r.placed ? "CREATED" : "RESCHEDULING"}};
+    Json one = {
+        {"name", r.name}, {"bundles", r.bundles}, {"state", r.placed ? "CREATED" : "RESCHEDULING"}};
     absl::StrAppend(&text, "\n    placement group ", r.name, ": ");
     if (r.placed) {
       Json json;
@@ -229,12 +226,9 @@ std::string FinishText(const EventOutcome& o) {
                               : absl::StrCat(" to bundle ", p.bundle, " of ", o.finished_group),
                           " on ", p.node.value());
     }
-    case FinishResult::kWithdrawn:
-      return "withdrawn before it was placed";
-    case FinishResult::kAlreadyLost:
-      return "already lost with its node or placement group";
-    case FinishResult::kAlreadyFinished:
-      return "already finished";
+    case FinishResult::kWithdrawn: return "withdrawn before it was placed";
+    case FinishResult::kAlreadyLost: return "already lost with its node or placement group";
+    case FinishResult::kAlreadyFinished: return "already finished";
   }
   return "";
 }
@@ -270,8 +264,8 @@ void WriteEvent(const SimulatedEvent& e, size_t index, const EventOutcome& o, Js
       std::vector<std::string> ids;
       for (const ClusterNode& n : e.nodes) ids.push_back(n.id);
       record["nodes"] = ids;
-      absl::StrAppend(&text, e.nodes.size(), e.nodes.size() == 1 ? " node: " : " nodes: ",
-                      absl::StrJoin(ids, ", "));
+      absl::StrAppend(&text, e.nodes.size(),
+                      e.nodes.size() == 1 ? " node: " : " nodes: ", absl::StrJoin(ids, ", "));
       break;
     }
     case SimulatedEventKind::kFailNode: {
@@ -285,10 +279,9 @@ void WriteEvent(const SimulatedEvent& e, size_t index, const EventOutcome& o, Js
       Json resubmitted = Json::array();
       std::vector<std::string> parts;
       for (const Resubmission& r : o.resubmitted) {
-        parts.push_back(r.max_retries < 0
-                            ? absl::StrCat(r.name, " (retry ", r.retry, ")")
-                            : absl::StrCat(r.name, " (retry ", r.retry, " of ", r.max_retries,
-                                           ")"));
+        parts.push_back(r.max_retries < 0 ? absl::StrCat(r.name, " (retry ", r.retry, ")")
+                                          : absl::StrCat(r.name, " (retry ", r.retry, " of ",
+                                                         r.max_retries, ")"));
         resubmitted.push_back(
             {{"name", r.name}, {"retry", r.retry}, {"max_retries", r.max_retries}});
       }
@@ -313,8 +306,8 @@ void WriteEvent(const SimulatedEvent& e, size_t index, const EventOutcome& o, Js
       break;
     case SimulatedEventKind::kCreatePlacementGroup:
     case SimulatedEventKind::kReserveSlices: {
-      const std::string& name = e.kind == SimulatedEventKind::kReserveSlices ? e.slices.name
-                                                                             : e.group.name;
+      const std::string& name =
+          e.kind == SimulatedEventKind::kReserveSlices ? e.slices.name : e.group.name;
       record["name"] = name;
       absl::StrAppend(&text, name, ": ");
       WriteReservation(*o.reservation, record, text);
@@ -373,7 +366,8 @@ void WriteEvent(const SimulatedEvent& e, size_t index, const EventOutcome& o, Js
     again["name"] = r.name;
     const bool group = r.kind == ReservationKind::kPlacementGroup;
     (group ? created : reserved).push_back(std::move(again));
-    absl::StrAppend(&text, group ? "\n    waiting placement group " : "\n    waiting slice reservation ",
+    absl::StrAppend(&text,
+                    group ? "\n    waiting placement group " : "\n    waiting slice reservation ",
                     r.name, ": ", line);
   }
   if (!created.empty()) record["created_waiting"] = std::move(created);
@@ -413,8 +407,8 @@ absl::Status RunSchedule(const std::string& cluster_path, const std::string& req
   for (size_t i = 0; i < events.size(); ++i) {
     absl::StatusOr<EventOutcome> outcome = simulation.Apply(events[i]);
     if (!outcome.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(requests_path, ":", events[i].line, ": ",
-                                                     outcome.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(requests_path, ":", events[i].line, ": ", outcome.status().message()));
     }
     WriteEvent(events[i], i, *outcome, records.emplace_back(), lines.emplace_back());
   }

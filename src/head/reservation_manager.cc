@@ -16,10 +16,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/string_util.h"
 #include "head/head_service_internal.h"
 #include "head/state_store.h"
 #include "metrics/scoped_timer.h"
-#include "base/string_util.h"
 
 namespace tessera {
 
@@ -31,13 +31,12 @@ ReservationManager::ReservationManager(ReservationManagerOptions options, Cluste
   // The engine's decisions, timed by kind (tessera_head_scheduling_decision_seconds).
   HeadLatencyMetrics latency = options_.latency;
   ClusterLock lock(&cluster_->mu, nodes_->mutex());
-  cluster_->reservations.set_decision_wrapper(
-      [latency](ReservationKind kind, absl::FunctionRef<void()> decide) {
-        metrics::ScopedTimer timer(kind == ReservationKind::kPlacementGroup
-                                       ? latency.group_decision
-                                       : latency.slice_decision);
-        decide();
-      });
+  cluster_->reservations.set_decision_wrapper([latency](ReservationKind kind,
+                                                        absl::FunctionRef<void()> decide) {
+    metrics::ScopedTimer timer(kind == ReservationKind::kPlacementGroup ? latency.group_decision
+                                                                        : latency.slice_decision);
+    decide();
+  });
 }
 
 ReservationManager::~ReservationManager() {
@@ -118,7 +117,7 @@ bool ReservationManager::ApplyPlacement(Reservation& reservation,
   switch (outcome.status) {
     case ReservationStatus::kPlaced:
       reservation.phase = ReservationPhase::kCommitting;
-      reservation.confirmed.assign(cluster_->reservations.Bundles(reservation.name).size(),
+      reservation.confirmed.assign(cluster_->reservations.BundleCount(reservation.name),
                                    std::nullopt);
       reservation.explanation.clear();
       break;
@@ -159,10 +158,11 @@ bool ReservationManager::KnowsBundle(const std::string& node, const ReportedBund
   const int index = bundle.index;
   // Where the engine wants bundle `index` (this runs for every bundle of every heartbeat: no
   // copies). A reservation the engine does not hold has only what was confirmed.
+  // A held reservation has at least one bundle, so a count of 0 means it is not held.
   size_t placed_count = 0;
   const std::optional<NodeId> placed =
       cluster_->reservations.BundleNode(reservation->name, index, &placed_count);
-  const size_t count = IsPlaced(*reservation) ? placed_count : reservation->confirmed.size();
+  const size_t count = placed_count > 0 ? placed_count : reservation->confirmed.size();
   std::optional<std::string> wanted;
   if (placed.has_value()) wanted = placed->value();
   if (index < 0 || index >= static_cast<int>(count)) return false;
@@ -226,10 +226,11 @@ void ReservationManager::LostBundle(Reservation& reservation, int index,
     // Broken as after a host's death: reserved anew once its hosts are all back.
     cluster_->reservations.Break(reservation.name, reservation.explanation);
   }
-  options_.events->Record(absl::StrCat(ToAbsl(ReservationNoun(reservation.kind)), " ", reservation.name, ": bundle ",
-                           index, " is no longer held by the agent of ", node,
-                           reservation.replaceable() ? "; it is prepared again"
-                                                     : "; the group is broken"), "reservation");
+  options_.events->Record(
+      absl::StrCat(ToAbsl(ReservationNoun(reservation.kind)), " ", reservation.name, ": bundle ",
+                   index, " is no longer held by the agent of ", node,
+                   reservation.replaceable() ? "; it is prepared again" : "; the group is broken"),
+      "reservation");
   Persist(reservation);
   cluster_->changed = true;
 }
@@ -295,22 +296,22 @@ void ReservationManager::Sync(const std::string& name) {
       }
     }
     if (!status.ok()) {
+      reservation.explanation = absl::StrCat("two-phase commit failed: ", status.message());
       if (!reservation.AnyConfirmed() &&
           (reservation.phase == ReservationPhase::kCommitting || !reservation.replaceable())) {
         // A fresh reservation: give everything back and wait for the cluster to change.
-        reservation.explanation = absl::StrCat("two-phase commit failed: ", status.message());
         cluster_->reservations.Unplace(name, reservation.explanation);
         reservation.confirmed.clear();
         reservation.phase = ReservationPhase::kPending;
       } else {
-        reservation.explanation = absl::StrCat("two-phase commit failed: ", status.message());
         reservation.phase = ReservationPhase::kDegraded;
         if (!reservation.replaceable()) {
           cluster_->reservations.Break(name, reservation.explanation);
         }
       }
-      options_.events->Record(absl::StrCat(ToAbsl(ReservationNoun(reservation.kind)), " ", name, ": ",
-                               reservation.explanation), "reservation");
+      options_.events->Record(absl::StrCat(ToAbsl(ReservationNoun(reservation.kind)), " ", name,
+                                           ": ", reservation.explanation),
+                              "reservation");
       Persist(reservation);
       return;
     }
@@ -367,15 +368,16 @@ std::string ReservationManager::DescribeHeld(const Reservation& reservation) con
   for (const std::optional<BundleHold>& hold : reservation.confirmed) {
     if (hold.has_value()) nodes.insert(hold->node);
   }
-  return absl::StrCat(ToAbsl(ReservationNoun(reservation.kind)), " ", reservation.name, " held: ",
-                      reservation.confirmed.size(), " bundles on ", nodes.size(), " nodes (",
-                      absl::StrJoin(nodes, ", "), ")");
+  return absl::StrCat(ToAbsl(ReservationNoun(reservation.kind)), " ", reservation.name,
+                      " held: ", reservation.confirmed.size(), " bundles on ", nodes.size(),
+                      " nodes (", absl::StrJoin(nodes, ", "), ")");
 }
 
 void ReservationManager::Erase(Reservation& reservation) {
   const std::string name = reservation.name;
   options_.events->RecordChange(
-      absl::StrCat(ToAbsl(ReservationNoun(reservation.kind)), " ", name, " removed"), "reservation");
+      absl::StrCat(ToAbsl(ReservationNoun(reservation.kind)), " ", name, " removed"),
+      "reservation");
   (void)cluster_->reservations.Remove(name);  // gives back what the engine held
   reservation.confirmed.clear();
   if (reservation.kind == ReservationKind::kPlacementGroup) {
@@ -397,7 +399,8 @@ absl::Status ReservationManager::Remove(ReservationKind kind, const std::string&
     ClusterLock lock(&cluster_->mu, nodes_->mutex());
     Reservation* reservation = WaitUntilIdle(kind, name);
     if (reservation == nullptr) {
-      return absl::NotFoundError(absl::StrCat("no ", ToAbsl(ReservationNoun(kind)), " named ", name));
+      return absl::NotFoundError(
+          absl::StrCat("no ", ToAbsl(ReservationNoun(kind)), " named ", name));
     }
     reservation->busy = true;
     work = CancelAllWork(*reservation);
@@ -660,11 +663,8 @@ BundleTargetAdvice ReservationManager::AdviseBundleTarget(
     return advice(Status::kInfeasible, check.explanation);
   }
   if (check.status == ScheduleStatus::kPending) return advice(Status::kPending, check.explanation);
+  // The engine knows it, so this manager does (both are added and removed together).
   const Reservation* reservation = Find(name);
-  if (reservation == nullptr) {
-    return advice(Status::kInfeasible,
-                  absl::StrCat("no placement group or slice group named ", name));
-  }
   // A slice group's hosts serve once it is reserved on them; a placement group's bundle once
   // its agent has committed it there.
   if (!reservation->replaceable() && reservation->phase != ReservationPhase::kHeld &&

@@ -19,7 +19,6 @@
 
 namespace tessera {
 
-
 namespace {
 
 absl::Status Corrupt(std::string_view table, const std::string& key, absl::string_view why) {
@@ -107,10 +106,10 @@ absl::Status ReservationManager::RestoreGroup(const std::string& key, const std:
                                                                : ReservationPhase::kDegraded;
   if (!restored->bundles.empty()) {
     group.explanation = restored->explanation;
-    options_.events->Record(absl::StrCat("placement group ", key,
-                                         " was restored without some bundles: ",
-                                         restored->explanation),
-                            "reservation");
+    options_.events->Record(
+        absl::StrCat("placement group ", key,
+                     " was restored without some bundles: ", restored->explanation),
+        "reservation");
   }
   return absl::OkStatus();
 }
@@ -207,8 +206,8 @@ void ReservationManager::ConfirmRestored(Reservation& reservation,
   const std::vector<std::optional<BundleHold>> desired = DesiredHolds(reservation);
   reservation.confirmed.assign(desired.size(), std::nullopt);
   for (size_t i = 0; i < desired.size(); ++i) {
-    const bool missing = std::find(not_held.begin(), not_held.end(), static_cast<int>(i)) !=
-                         not_held.end();
+    const bool missing =
+        std::find(not_held.begin(), not_held.end(), static_cast<int>(i)) != not_held.end();
     if (!desired[i].has_value() || missing) continue;
     // Held on its agent, as before the restart; reconciliation checks that once the agent has
     // heard from this head.

@@ -1,7 +1,7 @@
-// ReservationManager, slice groups: what sets them apart from placement groups — whole TPU slices (or
-// hosts of one NVLink domain) chosen by the engine, never re-placed (a dead host
-// breaks the group), described as SliceGroupInfo, and the catalog of slices `tessera slice list`
-// shows. Their commit and release are the shared reservation machinery.
+// ReservationManager, slice groups: what sets them apart from placement groups — whole TPU slices
+// (or hosts of one NVLink domain) chosen by the engine, never re-placed (a dead host breaks the
+// group), described as SliceGroupInfo, and the catalog of slices `tessera slice list` shows. Their
+// commit and release are the shared reservation machinery.
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -40,6 +40,14 @@ int64_t TopologyChips(const std::string& topology) {
   return chips;
 }
 
+// One host of a slice group as the protocol says it.
+void SliceHostToProto(const DomainBundle& bundle, v1::SliceHost* host) {
+  host->set_domain(bundle.domain);
+  host->set_node_id(bundle.node.value());
+  host->set_worker(bundle.worker);
+  wire::AllocationToProto(bundle.allocation, host->mutable_allocation());
+}
+
 }  // namespace
 
 void ReservationManager::DescribeSlice(const SliceEntry& slice, v1::SliceGroupInfo* info) const {
@@ -52,13 +60,7 @@ void ReservationManager::DescribeSlice(const SliceEntry& slice, v1::SliceGroupIn
   info->set_owner(slice.owner);
   for (const std::string& domain : record.domains) info->add_domains(domain);
   if (const std::vector<DomainBundle>* hosts = cluster_->reservations.SliceHosts(slice.name)) {
-    for (const DomainBundle& bundle : *hosts) {
-      v1::SliceHost* host = info->add_hosts();
-      host->set_domain(bundle.domain);
-      host->set_node_id(bundle.node.value());
-      host->set_worker(bundle.worker);
-      wire::AllocationToProto(bundle.allocation, host->mutable_allocation());
-    }
+    for (const DomainBundle& bundle : *hosts) SliceHostToProto(bundle, info->add_hosts());
   }
   info->set_explanation(slice.ShownExplanation());
 }
@@ -113,14 +115,9 @@ absl::Status ReservationManager::ReleaseSlices(const std::string& name,
                                                v1::ReleaseSlicesResponse* response) {
   return Remove(ReservationKind::kSliceGroup, name, [&](Reservation& reservation) {
     AssertLocked();  // Remove calls it under the lock
-    const std::vector<DomainBundle>* hosts = cluster_->reservations.SliceHosts(reservation.name);
-    for (size_t i = 0; hosts != nullptr && i < hosts->size(); ++i) {
-      const DomainBundle& bundle = (*hosts)[i];
-      v1::SliceHost* host = response->add_released();
-      host->set_domain(bundle.domain);
-      host->set_node_id(bundle.node.value());
-      host->set_worker(bundle.worker);
-      wire::AllocationToProto(bundle.allocation, host->mutable_allocation());
+    if (const std::vector<DomainBundle>* hosts =
+            cluster_->reservations.SliceHosts(reservation.name)) {
+      for (const DomainBundle& bundle : *hosts) SliceHostToProto(bundle, response->add_released());
     }
   });
 }

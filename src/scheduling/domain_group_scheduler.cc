@@ -358,7 +358,6 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAltern
   return outcome;
 }
 
-
 const DomainGroupScheduler::Slice* DomainGroupScheduler::FindSlice(const std::string& name,
                                                                    ShapeKey* key) const {
   for (const auto& [shape, by_name] : slices_) {
@@ -398,6 +397,7 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySubSlices(const DomainAlt
   std::vector<NodeIndex> busy_hosts;
   std::optional<std::string> misfit;
   size_t blocks = 0, busy = 0, broken = 0, misfits = 0, parents = 0;
+  const bool idle_fits = IdleHostsFit(alt);
   for (const auto& [key, by_name] : slices_) {
     for (const auto& [name, slice] : by_name) {
       if (!Admits(slice, alt)) continue;
@@ -426,7 +426,7 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySubSlices(const DomainAlt
         }
         int64_t ignored_score = 0;
         const bool hosts_idle = HostsIdle(hosts, alt, &ignored_score);
-        if (!(hosts_idle && IdleHostsFit(alt))) {
+        if (!(hosts_idle && idle_fits)) {
           if (std::optional<std::string> why = HostsMisfit(hosts, alt)) {
             ++misfits;
             if (!misfit.has_value()) misfit = std::move(why);

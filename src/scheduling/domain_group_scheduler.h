@@ -257,8 +257,7 @@ class DomainGroupScheduler {
                                    const ResolvedShape& shape, const RestoredLayout& layout) const;
   // The registered (not removed) host of worker `w`, whatever its state.
   // Inlined: it runs for every host of every slice a reservation looks at.
-  ABSL_ATTRIBUTE_ALWAYS_INLINE std::optional<NodeIndex> Registered(const Slice& slice,
-                                                                   int w) const;
+  ABSL_ATTRIBUTE_ALWAYS_INLINE std::optional<NodeIndex> Registered(const Slice& slice, int w) const;
   // The slice `name` of any shape (nullptr when none is catalogued).
   const Slice* FindSlice(const std::string& name, ShapeKey* key) const;
   Outcome TryNvLink(const DomainAlternative& alt);

@@ -17,20 +17,14 @@ std::string_view ReservationNoun(ReservationKind kind) {
 
 std::string_view ReservationStatusName(ReservationStatus status) {
   switch (status) {
-    case ReservationStatus::kPending:
-      return "PENDING";
-    case ReservationStatus::kInfeasible:
-      return "INFEASIBLE";
-    case ReservationStatus::kPlaced:
-      return "PLACED";
-    case ReservationStatus::kReplacing:
-      return "RESCHEDULING";
-    case ReservationStatus::kBroken:
-      return "BROKEN";
+    case ReservationStatus::kPending: return "PENDING";
+    case ReservationStatus::kInfeasible: return "INFEASIBLE";
+    case ReservationStatus::kPlaced: return "PLACED";
+    case ReservationStatus::kReplacing: return "RESCHEDULING";
+    case ReservationStatus::kBroken: return "BROKEN";
   }
   return "PENDING";
 }
-
 
 ReservationRecord* ReservationEngine::FindMutable(std::string_view name) {
   auto it = records_.find(name);
@@ -64,8 +58,8 @@ ReservationOutcome ReservationEngine::OutcomeOf(const ReservationRecord& record,
 
 absl::Status ReservationEngine::CheckNewName(std::string_view name, ReservationKind kind) const {
   if (name.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("a ", ToAbsl(ReservationNoun(kind)),
-                                                   " needs a name"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a ", ToAbsl(ReservationNoun(kind)), " needs a name"));
   }
   if (records_.contains(name)) {
     return absl::AlreadyExistsError(absl::StrCat("a group named ", ToAbsl(name), " exists"));
@@ -166,7 +160,8 @@ void ReservationEngine::ForgetPlacement(ReservationRecord& record) {
 absl::StatusOr<std::vector<Allocation>> ReservationEngine::Remove(std::string_view name) {
   auto it = records_.find(name);
   if (it == records_.end()) {
-    return absl::NotFoundError(absl::StrCat("no placement group or slice group named ", ToAbsl(name)));
+    return absl::NotFoundError(
+        absl::StrCat("no placement group or slice group named ", ToAbsl(name)));
   }
   ReservationRecord& record = it->second;
   std::vector<Allocation> released;
@@ -332,9 +327,8 @@ absl::StatusOr<ReservationOutcome> ReservationEngine::RestoreSliceGroup(
     // Broken: as a host loss leaves it, reserved anew once its hosts are back (HealBroken).
     record.status = restored->status == DomainRestoreStatus::kBroken ? ReservationStatus::kBroken
                                                                      : ReservationStatus::kPlaced;
-    record.explanation = restored->status == DomainRestoreStatus::kBroken
-                             ? restored->explanation
-                             : std::string();
+    record.explanation =
+        restored->status == DomainRestoreStatus::kBroken ? restored->explanation : std::string();
   }
   const ReservationRecord& kept = records_.emplace(record.name, std::move(record)).first->second;
   return OutcomeOf(kept, std::move(missing));
@@ -349,8 +343,7 @@ absl::Status ReservationEngine::RestoreWaiting(PlacementGroupSpec spec, Reservat
   return KeepWaiting(std::move(record), status, std::move(explanation));
 }
 
-absl::Status ReservationEngine::RestoreWaiting(DomainGroupRequest request,
-                                               ReservationStatus status,
+absl::Status ReservationEngine::RestoreWaiting(DomainGroupRequest request, ReservationStatus status,
                                                std::string explanation) {
   ReservationRecord record;
   record.kind = ReservationKind::kSliceGroup;
@@ -415,6 +408,12 @@ std::optional<NodeId> ReservationEngine::BundleNode(std::string_view name, int i
   return (*hosts)[index].node;
 }
 
+size_t ReservationEngine::BundleCount(std::string_view name) const {
+  size_t count = 0;
+  (void)BundleNode(name, -1, &count);
+  return count;
+}
+
 std::vector<ResourceSet> ReservationEngine::BundleShapes(std::string_view name) const {
   const ReservationRecord* record = Find(name);
   if (record == nullptr) return {};
@@ -444,7 +443,8 @@ BundleTargetCheck ReservationEngine::CheckBundleTarget(std::string_view name, in
   }
   if (record->kind == ReservationKind::kSliceGroup && !record->held()) {
     // Its hosts (and so its bundles) are known once it is reserved.
-    return refuse(ScheduleStatus::kPending, absl::StrCat("slice group ", shown, " is not reserved yet"));
+    return refuse(ScheduleStatus::kPending,
+                  absl::StrCat("slice group ", shown, " is not reserved yet"));
   }
   // The shapes the request is judged against: a waiting placement group's every option (the
   // one it will be placed with is not known yet); a held one's chosen option; a slice group's
@@ -461,11 +461,11 @@ BundleTargetCheck ReservationEngine::CheckBundleTarget(std::string_view name, in
   for (const auto& shapes : options) most = std::max(most, shapes.size());
   if (bundle >= static_cast<int>(most)) {
     if (record->held() && record->choice > 0) {
-      return refuse(ScheduleStatus::kInfeasible,
-                    absl::StrCat("placement group ", shown, " was placed with its fallback option ",
-                                 record->choice, ", which has ", most,
-                                 most == 1 ? " bundle" : " bundles", "; bundle ", bundle,
-                                 " does not exist"));
+      return refuse(
+          ScheduleStatus::kInfeasible,
+          absl::StrCat("placement group ", shown, " was placed with its fallback option ",
+                       record->choice, ", which has ", most, most == 1 ? " bundle" : " bundles",
+                       "; bundle ", bundle, " does not exist"));
     }
     return refuse(ScheduleStatus::kInfeasible,
                   absl::StrCat(shown, " has ", most, " bundles; there is no bundle ", bundle));
@@ -480,18 +480,18 @@ BundleTargetCheck ReservationEngine::CheckBundleTarget(std::string_view name, in
     }
   }
   if (!could_hold) {
-    return refuse(ScheduleStatus::kInfeasible,
-                  bundle >= 0 && options.size() == 1
-                      ? absl::StrCat("bundle ", bundle, " of ", shown, " reserves ",
-                                     options[0][bundle].ToString(), "; it can never hold ",
-                                     demand.ToString())
-                      : absl::StrCat("no bundle of ", shown, " can ever hold ", demand.ToString(),
-                                     " (a request never spans bundles)"));
+    return refuse(
+        ScheduleStatus::kInfeasible,
+        bundle >= 0 && options.size() == 1
+            ? absl::StrCat("bundle ", bundle, " of ", shown, " reserves ",
+                           options[0][bundle].ToString(), "; it can never hold ", demand.ToString())
+            : absl::StrCat("no bundle of ", shown, " can ever hold ", demand.ToString(),
+                           " (a request never spans bundles)"));
   }
   if (!record->held()) {
-    return refuse(ScheduleStatus::kPending,
-                  absl::StrCat("placement group ", shown, " is not placed yet (",
-                               record->explanation, ")"));
+    return refuse(
+        ScheduleStatus::kPending,
+        absl::StrCat("placement group ", shown, " is not placed yet (", record->explanation, ")"));
   }
   const std::vector<std::optional<BundlePlacement>> placed = Bundles(name);
   const std::vector<ResourceSet>& shapes = options[0];

@@ -79,7 +79,7 @@ struct ReservationOutcome {
   ReservationKind kind = ReservationKind::kPlacementGroup;
   std::string name;
   ReservationStatus status = ReservationStatus::kPending;  // after the decision
-  std::string explanation;                                  // the record's, after it
+  std::string explanation;                                 // the record's, after it
   // The bundle indices it concerns: re-placed, or still waiting for a node (kReplacing); not
   // held after a restore (kReplacing, kBroken).
   std::vector<int> bundles;
@@ -175,9 +175,7 @@ class ReservationEngine {
   // --- reading ---
   const ReservationRecord* Find(std::string_view name) const;
   // Every reservation, by name.
-  const std::map<std::string, ReservationRecord, std::less<>>& records() const {
-    return records_;
-  }
+  const std::map<std::string, ReservationRecord, std::less<>>& records() const { return records_; }
   // Where each bundle of a held reservation is now, by bundle index (nullopt: a placement
   // group's bundle waiting for a node). A slice group lists every host, a lost one included.
   // Empty for a waiting or unknown reservation.
@@ -186,6 +184,8 @@ class ReservationEngine {
   // given, receives the number of bundles (0 when not held). For every bundle a heartbeat
   // reports: no copies.
   std::optional<NodeId> BundleNode(std::string_view name, int index, size_t* count) const;
+  // The number of bundles of a held reservation (0 when it waits or is unknown).
+  size_t BundleCount(std::string_view name) const;
   // The bundles of a held slice group (one per host, or chip), by bundle index, a lost host's
   // included; nullptr for anything else.
   const std::vector<DomainBundle>* SliceHosts(std::string_view name) const;

@@ -1,10 +1,10 @@
 #include "scheduling/reservation_engine.h"
 
-#include <string>
-#include <vector>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 #include "hardware/node_label_keys.h"
 #include "scheduling/scheduling_test_util.h"
@@ -55,9 +55,9 @@ TEST(ReservationEngineTest, WhatCannotBePlacedWaitsAndIsRetriedGroupsFirstEachIn
   ClusterView view;
   const NodeIndex n1 = MustAdd(view, Spec("n1", "CPU=4,ssd=4"));  // the only node with ssd
   ReservationEngine engine(&view);
-  ASSERT_EQ(engine.CreatePlacementGroup(Group("first", PlacementStrategy::kPack, {"ssd=4"}))
-                ->status,
-            ReservationStatus::kPlaced);
+  ASSERT_EQ(
+      engine.CreatePlacementGroup(Group("first", PlacementStrategy::kPack, {"ssd=4"}))->status,
+      ReservationStatus::kPlaced);
   auto b = engine.CreatePlacementGroup(Group("b", PlacementStrategy::kPack, {"ssd=2"}));
   auto a = engine.CreatePlacementGroup(Group("a", PlacementStrategy::kPack, {"ssd=2"}));
   auto never = engine.CreatePlacementGroup(Group("never", PlacementStrategy::kPack, {"ssd=64"}));
@@ -94,10 +94,9 @@ TEST(ReservationEngineTest, BadInputKeepsNothingAndNamesAreSharedByBothKinds) {
   AddSlice(view, "v6e-0");
   ReservationEngine engine(&view);
   const std::string before = ViewDigest(view);
-  EXPECT_EQ(engine.CreatePlacementGroup(Group("", PlacementStrategy::kPack, {"CPU=1"}))
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      engine.CreatePlacementGroup(Group("", PlacementStrategy::kPack, {"CPU=1"})).status().code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(engine.CreatePlacementGroup(Group("g", PlacementStrategy::kPack, {})).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(engine.ReserveSlices(Slices("s", "v6e", "3x7")).status().code(),
@@ -114,8 +113,8 @@ TEST(ReservationEngineTest, RemoveGivesBackExactlyWhatWasHeld) {
   MustAdd(view, Spec("n1", "CPU=4"));
   ReservationEngine engine(&view);
   const std::string before = ViewDigest(view);
-  ASSERT_TRUE(engine.CreatePlacementGroup(Group("g", PlacementStrategy::kPack, {"CPU=1", "CPU=2"}))
-                  .ok());
+  ASSERT_TRUE(
+      engine.CreatePlacementGroup(Group("g", PlacementStrategy::kPack, {"CPU=1", "CPU=2"})).ok());
   ASSERT_TRUE(engine.CreatePlacementGroup(Group("w", PlacementStrategy::kPack, {"CPU=9"})).ok());
   auto released = engine.Remove("g");
   ASSERT_TRUE(released.ok());
@@ -206,8 +205,7 @@ TEST(ReservationEngineTest, AnUnplacedReservationWaitsAgainAndABrokenOneCanBeHel
   EXPECT_EQ(engine.Find("s")->status, ReservationStatus::kBroken);
   auto alive = [](const NodeId&) { return true; };
   EXPECT_TRUE(engine.HealBroken(alive, [](const std::string&) { return false; }).empty());
-  EXPECT_THAT(engine.HealBroken(alive, [](const std::string&) { return true; }),
-              ElementsAre("s"));
+  EXPECT_THAT(engine.HealBroken(alive, [](const std::string&) { return true; }), ElementsAre("s"));
 }
 
 TEST(ReservationEngineTest, ARequestInsideAReservationIsJudgedAgainstItsBundles) {
@@ -230,7 +228,8 @@ TEST(ReservationEngineTest, ARequestInsideAReservationIsJudgedAgainstItsBundles)
   EXPECT_EQ(check.status, ScheduleStatus::kInfeasible);
   EXPECT_EQ(check.explanation, "bundle 1 of g reserves CPU=1; it can never hold CPU=2");
   check = engine.CheckBundleTarget("g", -1, Res("CPU=3"));
-  EXPECT_EQ(check.explanation, "no bundle of g can ever hold CPU=3 (a request never spans bundles)");
+  EXPECT_EQ(check.explanation,
+            "no bundle of g can ever hold CPU=3 (a request never spans bundles)");
   check = engine.CheckBundleTarget("g", -1, Res("CPU=1"));
   EXPECT_EQ(check.status, ScheduleStatus::kPlaced);
   ASSERT_EQ(check.candidates.size(), 2u);
@@ -241,8 +240,7 @@ TEST(ReservationEngineTest, ARequestInsideAReservationIsJudgedAgainstItsBundles)
   check = engine.CheckBundleTarget("later", 1, Res("CPU=1"));
   EXPECT_EQ(check.status, ScheduleStatus::kPending);
   EXPECT_THAT(check.explanation, HasSubstr("placement group later is not placed yet ("));
-  EXPECT_EQ(engine.CheckBundleTarget("later", 1, Res("CPU=2")).status,
-            ScheduleStatus::kInfeasible);
+  EXPECT_EQ(engine.CheckBundleTarget("later", 1, Res("CPU=2")).status, ScheduleStatus::kInfeasible);
 
   // A bundle lost with its node waits to be re-placed: pending, not missing.
   const NodeId holder = engine.Bundles("g")[1]->node;  // STRICT_SPREAD: nowhere else to go
@@ -284,16 +282,16 @@ TEST(ReservationEngineTest, RestoredReservationsComeBackExactlyOrWait) {
   ASSERT_TRUE(slice.ok());
   EXPECT_EQ(slice->status, ReservationStatus::kBroken);
   EXPECT_THAT(slice->bundles, ElementsAre(3));
-  ASSERT_TRUE(engine.RestoreWaiting(Group("w", PlacementStrategy::kPack, {"ssd=1"}),
-                                    ReservationStatus::kPending, "held by placement group g")
+  ASSERT_TRUE(engine
+                  .RestoreWaiting(Group("w", PlacementStrategy::kPack, {"ssd=1"}),
+                                  ReservationStatus::kPending, "held by placement group g")
                   .ok());
   EXPECT_EQ(engine.Find("w")->status, ReservationStatus::kPending);
   EXPECT_EQ(view.node(*view.Find(NodeId("n1"))).available.Get("CPU"), Quantity::FromInt(1));
   // A record that no longer fits (bundles of another shape) waits to be placed anew.
   std::vector<RestoredBundle> wrong(1);
-  auto refused =
-      engine.RestorePlacementGroup(Group("x", PlacementStrategy::kPack, {"ssd=1", "ssd=1"}), 0,
-                                   wrong);
+  auto refused = engine.RestorePlacementGroup(
+      Group("x", PlacementStrategy::kPack, {"ssd=1", "ssd=1"}), 0, wrong);
   ASSERT_TRUE(refused.ok());
   EXPECT_EQ(refused->status, ReservationStatus::kPending);
   EXPECT_THAT(refused->explanation, HasSubstr("could not be restored as it was"));

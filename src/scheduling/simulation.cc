@@ -16,8 +16,8 @@ SchedulingRequest ToSchedulingRequest(const SimulatedRequest& spec, int64_t id) 
   r.id = RequestId(id);
   r.holder = Holder{spec.actor ? HolderKind::kActor : HolderKind::kTask, spec.name};
   r.resources = spec.resources;
-  r.selectors = FallbackList::WithPrimary(spec.label_selector,
-                                          FallbackList::FromSelectors(spec.fallbacks));
+  r.selectors =
+      FallbackList::WithPrimary(spec.label_selector, FallbackList::FromSelectors(spec.fallbacks));
   if (spec.node_affinity.has_value()) {
     r.affinity = NodeAffinity{NodeId(spec.node_affinity->node),
                               spec.node_affinity->soft ? AffinityKind::kSoft : AffinityKind::kHard};
@@ -31,12 +31,9 @@ SchedulingRequest ToSchedulingRequest(const SimulatedRequest& spec, int64_t id) 
 
 ScheduleStatus PlacementStatus(ReservationStatus status) {
   switch (status) {
-    case ReservationStatus::kPending:
-      return ScheduleStatus::kPending;
-    case ReservationStatus::kInfeasible:
-      return ScheduleStatus::kInfeasible;
-    default:
-      return ScheduleStatus::kPlaced;
+    case ReservationStatus::kPending: return ScheduleStatus::kPending;
+    case ReservationStatus::kInfeasible: return ScheduleStatus::kInfeasible;
+    default: return ScheduleStatus::kPlaced;
   }
 }
 
@@ -62,22 +59,12 @@ absl::StatusOr<EventOutcome> Simulation::Apply(const SimulatedEvent& e) {
     case SimulatedEventKind::kReserveSlices:
       TESSERA_RETURN_IF_ERROR(ReserveSlices(e.slices, out));
       return out;
-    case SimulatedEventKind::kFinish:
-      Finish(e.target, out);
-      break;
-    case SimulatedEventKind::kAddNodes:
-      TESSERA_RETURN_IF_ERROR(AddNodes(e.nodes));
-      break;
-    case SimulatedEventKind::kFailNode:
-      FailNode(e.target, out);
-      break;
-    case SimulatedEventKind::kDrainNode:
-      DrainNode(e.target, out);
-      break;
+    case SimulatedEventKind::kFinish: Finish(e.target, out); break;
+    case SimulatedEventKind::kAddNodes: TESSERA_RETURN_IF_ERROR(AddNodes(e.nodes)); break;
+    case SimulatedEventKind::kFailNode: FailNode(e.target, out); break;
+    case SimulatedEventKind::kDrainNode: DrainNode(e.target, out); break;
     case SimulatedEventKind::kRemovePlacementGroup:
-    case SimulatedEventKind::kReleaseSlices:
-      Remove(e.target, out);
-      break;
+    case SimulatedEventKind::kReleaseSlices: Remove(e.target, out); break;
   }
   TESSERA_RETURN_IF_ERROR(RetryWaiting(out));
   return out;
@@ -86,9 +73,8 @@ absl::StatusOr<EventOutcome> Simulation::Apply(const SimulatedEvent& e) {
 absl::Status Simulation::Submit(const SimulatedRequest& request, EventOutcome& out) {
   const int64_t id = static_cast<int64_t>(order_.size()) + 1;
   order_.push_back(request.name);
-  Tracked& t =
-      tracked_.emplace(request.name, Tracked{request, ToSchedulingRequest(request, id)})
-          .first->second;
+  Tracked& t = tracked_.emplace(request.name, Tracked{request, ToSchedulingRequest(request, id)})
+                   .first->second;
   WorkAttempt attempt;
   TESSERA_RETURN_IF_ERROR(Schedule(t, attempt));
   out.submitted = std::move(attempt);
@@ -162,13 +148,9 @@ void Simulation::Finish(const std::string& name, EventOutcome& out) {
       t.phase = Phase::kWithdrawn;
       out.finish = FinishResult::kWithdrawn;
       return;
-    case Phase::kLost:
-      out.finish = FinishResult::kAlreadyLost;
-      return;
+    case Phase::kLost: out.finish = FinishResult::kAlreadyLost; return;
     case Phase::kFinished:
-    case Phase::kWithdrawn:
-      out.finish = FinishResult::kAlreadyFinished;
-      return;
+    case Phase::kWithdrawn: out.finish = FinishResult::kAlreadyFinished; return;
   }
 }
 
@@ -237,8 +219,8 @@ absl::Status Simulation::CreateGroup(const PlacementGroupSpec& spec, EventOutcom
 absl::Status Simulation::ReserveSlices(const DomainGroupRequest& request, EventOutcome& out) {
   absl::StatusOr<ReservationOutcome> outcome = reservations_.ReserveSlices(request);
   if (!outcome.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("slice reservation ", Quote(request.name),
-                                                   ": ", outcome.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("slice reservation ", Quote(request.name), ": ", outcome.status().message()));
   }
   out.reservation = DescribePlacement(*outcome);
   SyncBundles();

@@ -39,14 +39,14 @@ struct WorkAttempt {
   ScheduleStatus status = ScheduleStatus::kPending;
   std::optional<Placement> placement;  // kPlaced
   std::string explanation;             // otherwise
-  bool resubmitted = false;  // it was lost and submitted again by this event
+  bool resubmitted = false;            // it was lost and submitted again by this event
 };
 
 // Lost work submitted again.
 struct Resubmission {
   std::string name;
-  int retry = 0;         // 1 for the first resubmission
-  int max_retries = 0;   // its budget; -1 without end
+  int retry = 0;        // 1 for the first resubmission
+  int max_retries = 0;  // its budget; -1 without end
 };
 
 // A reservation decision: a create_placement_group or reserve_slices, or one placed later.
@@ -75,8 +75,8 @@ enum class RemovalResult { kRemoved, kWithdrawn, kAlreadyGone };
 
 struct EventOutcome {
   // --- what the event itself did ---
-  std::optional<WorkAttempt> submitted;                 // submit_task / submit_actor
-  std::optional<ReservationPlacement> reservation;      // create_placement_group / reserve_slices
+  std::optional<WorkAttempt> submitted;             // submit_task / submit_actor
+  std::optional<ReservationPlacement> reservation;  // create_placement_group / reserve_slices
   // finish
   FinishResult finish = FinishResult::kFinished;
   std::optional<Placement> finished;  // kFinished: where it ran; its allocation as released
@@ -99,10 +99,10 @@ struct EventOutcome {
   std::vector<std::string> stopped;  // work that ran in its bundles
 
   // --- what waited and was tried again after the event ---
-  std::vector<WorkAttempt> retried_work;  // placed now, or resubmitted (submission order)
-  std::vector<Replacement> replaced_later;            // groups whose lost bundles found nodes
-  std::vector<ReservationPlacement> placed_later;     // waiting groups, then slice groups
-  std::vector<WorkAttempt> retried_in_bundles;        // placed now, or resubmitted
+  std::vector<WorkAttempt> retried_work;           // placed now, or resubmitted (submission order)
+  std::vector<Replacement> replaced_later;         // groups whose lost bundles found nodes
+  std::vector<ReservationPlacement> placed_later;  // waiting groups, then slice groups
+  std::vector<WorkAttempt> retried_in_bundles;     // placed now, or resubmitted
 };
 
 class Simulation {
@@ -152,13 +152,13 @@ class Simulation {
   ClusterView view_;
   TaskScheduler scheduler_;
   ReservationEngine reservations_;
-  BundleLedger ledger_;                  // requests served from reservations' bundles
-  std::set<std::string> ledger_groups_;  // reservations whose bundles the ledger may hold
+  BundleLedger ledger_;                           // requests served from reservations' bundles
+  std::set<std::string> ledger_groups_;           // reservations whose bundles the ledger may hold
   std::map<int64_t, std::string> bundle_owners_;  // ledger allocation id -> request name
   std::map<std::string, Tracked> tracked_;        // by request name
-  std::set<std::string> resubmitted_;  // lost work submitted again by the current event
-  std::vector<std::string> order_;     // request names in submission order
-  std::map<int64_t, std::string> owners_;  // running allocation id -> request name
+  std::set<std::string> resubmitted_;             // lost work submitted again by the current event
+  std::vector<std::string> order_;                // request names in submission order
+  std::map<int64_t, std::string> owners_;         // running allocation id -> request name
 };
 
 }  // namespace tessera

@@ -1,11 +1,11 @@
 #include "scheduling/simulation.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "scheduling/cluster_file.h"
 #include "scheduling/requests_file.h"
