@@ -188,6 +188,55 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseQueryStrin
   return parameters;
 }
 
+absl::StatusOr<HostAndPort> ParseHostHeader(std::string_view value) {
+  HostAndPort out;
+  std::string_view host = value;
+  std::string_view port;
+  const bool bracketed = !value.empty() && value.front() == '[';
+  if (bracketed) {
+    const size_t close = value.find(']');
+    if (close == std::string_view::npos) {
+      return absl::InvalidArgumentError("the Host header opens '[' without closing it");
+    }
+    host = value.substr(1, close - 1);
+    const std::string_view after = value.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') {
+        return absl::InvalidArgumentError("the Host header has text after its ']'");
+      }
+      port = after.substr(1);
+      if (port.empty()) return absl::InvalidArgumentError("the Host header's port is empty");
+    }
+  } else if (const size_t colon = value.rfind(':'); colon != std::string_view::npos) {
+    host = value.substr(0, colon);
+    port = value.substr(colon + 1);
+    if (port.empty()) return absl::InvalidArgumentError("the Host header's port is empty");
+  }
+  if (host.empty()) return absl::InvalidArgumentError("the Host header names no host");
+  for (char c : host) {
+    const bool allowed = absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+                         c == '.' || c == '_' || (bracketed && c == ':');
+    if (!allowed) {
+      return absl::InvalidArgumentError("the Host header has a character no host name has");
+    }
+  }
+  if (!port.empty()) {
+    int number = 0;
+    for (char c : port) {
+      if (c < '0' || c > '9' || number > 65535) {
+        return absl::InvalidArgumentError("the Host header's port is not a number 1..65535");
+      }
+      number = number * 10 + (c - '0');
+    }
+    if (number < 1 || number > 65535) {
+      return absl::InvalidArgumentError("the Host header's port is not a number 1..65535");
+    }
+    out.port = number;
+  }
+  out.host = absl::AsciiStrToLower(ToAbsl(host));
+  return out;
+}
+
 absl::StatusOr<HttpRequest> ParseHttpRequestHead(std::string_view head) {
   HttpRequest request;
   std::string_view rest = head;

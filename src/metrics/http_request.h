@@ -44,6 +44,16 @@ struct HttpRequest {
 // without that line is parsed as if it had it).
 absl::StatusOr<HttpRequest> ParseHttpRequestHead(std::string_view head);
 
+// A Host header's value split (RFC 9110 7.2): "name", "name:port", "[v6addr]" or "[v6addr]:port".
+struct HostAndPort {
+  std::string host;  // lower-cased; an IPv6 address without its brackets
+  int port = -1;     // -1 when the value names none
+};
+// InvalidArgument, one line, for an empty host, a port that is not 1..65535, an unclosed bracket,
+// or a character no host name or address has (only letters, digits, '-', '.', '_' and, inside
+// brackets, ':').
+absl::StatusOr<HostAndPort> ParseHostHeader(std::string_view value);
+
 // Decodes %XX escapes (and "+" as a space when `plus_is_space`). InvalidArgument for a "%" not
 // followed by two hex digits, and for a NUL, decoded or not: the result never holds one.
 absl::StatusOr<std::string> PercentDecode(std::string_view text, bool plus_is_space);

@@ -1,6 +1,7 @@
 // libFuzzer target: the HTTP request-head parser and the query decoder never crash on any input,
 // and what they accept keeps their promises (an origin-form path, lower-case header names, no
-// NUL in anything decoded).
+// NUL in anything decoded), and the Host header splitter returns a lower-case host and a
+// port in range.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -37,6 +38,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Require(key.find('\0') == std::string_view::npos && value.find('\0') == std::string_view::npos,
               "no NUL in a decoded parameter");
     }
+  }
+  if (auto host = tessera::metrics::ParseHostHeader(text); host.ok()) {
+    Require(!host->host.empty(), "a host");
+    Require(host->port == -1 || (host->port >= 1 && host->port <= 65535), "a port 1..65535");
+    for (char c : host->host) Require(!(c >= 'A' && c <= 'Z'), "a lower-case host");
   }
   return 0;
 }

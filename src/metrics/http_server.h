@@ -8,23 +8,41 @@
 //   }));
 //   int port = server->port();
 //
-// What it does with each connection, in order: reads the request head (request line and
-// headers, at most `max_head_bytes`: 431 past it) within `read_timeout` of accepting it (408
-// when it runs out); parses it (400, http_request.h); when a bearer token is set, requires
-// "Authorization: Bearer <token>" (compared in constant time; 401 with "WWW-Authenticate:
-// Bearer" otherwise; the header is removed before a handler sees the request, and the token is
-// never written to a response or an error); allows GET and HEAD only (405 with "Allow: GET,
-// HEAD"); routes the decoded path to the exact route of that path, else to the longest
-// matching prefix route (404 when none); answers the handler's response (for HEAD without its
-// body) with Content-Length, Date and "Connection: close", and closes. One request per
-// connection: Prometheus and browsers open a new one as needed, and a worker is never held by
-// an idle keep-alive client. A request body is never read.
+// What it does with each connection, in order:
+// - Accepting. At most `max_connections` open at once and `max_connections_per_client` from one
+//   client address. Past either, a connection of that client (or anyone's, for the total) that
+//   has spent over a second without sending its whole request head is closed with 408 to make
+//   room; when there is none, the new connection is answered at once, 429 (its client's limit)
+//   or 503 (the total), and closed.
+// - Reading. The accepting thread reads every request head itself, on non-blocking sockets (one
+//   epoll loop): the whole head (request line and headers, at most `max_head_bytes`: 431 past
+//   it) must arrive within `read_timeout` of the accept, however it trickles in (408 when it
+//   does not). A client sending slowly therefore holds a descriptor, never a worker.
+// - Checking, on the same thread: the head parses (400, http_request.h); the Host header names
+//   this server (421 otherwise; "Host" is required of HTTP/1.1): when bound to a loopback address
+//   its name is that address, localhost, 127.0.0.1 or [::1], when bound to one other address
+//   that address, and when bound to every address ("", 0.0.0.0, ::) any name, plus
+//   `allowed_host_names`; a port, when given, must be this one. So a web page of another origin
+//   that a rebinding DNS points here is refused. No request body is accepted (413 for a
+//   Content-Length above 0 or a Transfer-Encoding). Then the credential the route asks for
+//   (HttpRouteOptions::access): with a bearer token set, "Authorization: Bearer <token>"
+//   (compared in constant time), or a live session of `sessions`; 401 with "WWW-Authenticate:
+//   Bearer" otherwise, before anything is said about the path (an unknown one is 404 only to
+//   those who may ask). The Authorization header is removed before a handler sees the request,
+//   and the token is never written to a response or an error. Then the method: GET and HEAD,
+//   and POST where the route allows it (405 with "Allow" otherwise).
+// - Answering. A request that passed is queued for a worker; past `max_queued_requests`
+//   waiting it is answered 503 at once. A worker runs the handler and serializes the response
+//   (for HEAD without its body) with Content-Length, Date and "Connection: close"; the accepting
+//   thread writes it (non-blocking, within `write_timeout`), shuts the connection down and
+//   closes it once the client has closed too (or after a second). One request per connection:
+//   Prometheus and browsers open a new one as needed.
+// So slow or many clients cost descriptors and a little memory, never a worker: /metrics and
+// the dashboard are answered while a flood of slow connections is open.
 //
-// Threads: one accepting thread and `worker_threads` (default 4) that each serve one
-// connection at a time; accepted connections wait in a queue of at most
-// `max_queued_connections`, past which a new one is answered 503 and closed. So a slow client
-// holds one worker for at most read_timeout + write_timeout. Handlers run on the workers, up to
-// worker_threads at once: they must be thread-safe. Errors are one line of text/plain.
+// Threads: the accepting (epoll) thread and `worker_threads` (default 4) that run handlers,
+// up to worker_threads at once: handlers must be thread-safe. Errors are one line of
+// text/plain.
 //
 // Threading: thread-safe. Routes may be added while serving. Stop() (and the destructor) stops
 // accepting, ends connections in progress and joins every thread; a handler running then
@@ -32,6 +50,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
@@ -48,6 +67,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "metrics/http_request.h"
+#include "metrics/http_sessions.h"
 
 namespace tessera::metrics {
 
@@ -66,22 +86,44 @@ HttpResponse TextResponse(int status, std::string_view message);
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
+// What a route asks of a request before its handler runs.
+enum class HttpAccess {
+  kCredential,  // the bearer token or a live session (when a token is set)
+  kToken,       // the bearer token itself (when a token is set): what mints login tickets
+  kPublic,      // nothing (static files, which hold no secret; the ticket exchange)
+};
+
+struct HttpRouteOptions {
+  HttpAccess access = HttpAccess::kCredential;
+  bool allow_post = false;  // POST too (without a body), besides GET and HEAD
+};
+
 struct HttpServerOptions {
   // An IP address or host name to bind (the first address it resolves to that binds); ""
   // binds every address.
   std::string host = "127.0.0.1";
   // 0 picks a free port (port() tells which).
   int port = 0;
-  // When not empty, every request must carry "Authorization: Bearer <bearer_token>". Visible
-  // ASCII without spaces (what the header can carry).
+  // When not empty, every request to a route that is not public must carry "Authorization:
+  // Bearer <bearer_token>" (or a live session, below). Visible ASCII without spaces (what the
+  // header can carry).
   std::string bearer_token;
-  // Threads serving connections, one connection each at a time (1..64).
+  // Where login tickets are redeemed: a live session is a credential as good as the token for
+  // HttpAccess::kCredential routes. Null: the token only.
+  std::shared_ptr<HttpSessions> sessions;
+  // Host names (lower case, no port) the Host header may name besides those of the bound
+  // address (see above).
+  std::vector<std::string> allowed_host_names;
+  // Threads running handlers (1..64).
   int worker_threads = 4;
-  // Accepted connections waiting for a worker; one more is answered 503 (1..4096).
-  int max_queued_connections = 64;
+  // Whole requests waiting for a worker; one more is answered 503 at once (1..4096).
+  int max_queued_requests = 64;
+  // Connections open at once (16..65536), and from one client address (1..max_connections).
+  int max_connections = 1024;
+  int max_connections_per_client = 32;
   // The request line and headers together, blank line included (1 KiB..1 MiB).
   size_t max_head_bytes = 16 * 1024;
-  // From accepting a connection to having its whole request head.
+  // From accepting a connection to having its whole request head (the header deadline).
   absl::Duration read_timeout = absl::Seconds(5);
   // For writing the whole response.
   absl::Duration write_timeout = absl::Seconds(10);
@@ -104,35 +146,52 @@ class HttpServer {
   int port() const { return port_; }
 
   // Routes requests for exactly `path` ("/metrics") to `handler`.
-  absl::Status Handle(std::string path, HttpHandler handler) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Handle(std::string path, HttpHandler handler, HttpRouteOptions route = {})
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Routes requests whose path starts with `prefix` ("/dashboard/", "/" for everything) to
   // `handler`, unless an exact route or a longer prefix matches.
   // Both: InvalidArgument unless the path starts with "/"; AlreadyExists when taken.
-  absl::Status HandlePrefix(std::string prefix, HttpHandler handler) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status HandlePrefix(std::string prefix, HttpHandler handler, HttpRouteOptions route = {})
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Stops accepting, ends every connection and joins the threads. Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_, stop_mu_);
 
  private:
-  HttpServer(HttpServerOptions options, int listener, int port, int wake_read, int wake_write);
+  struct Route {
+    HttpHandler handler;
+    HttpRouteOptions options;
+  };
+  // A request that passed every check, for a worker.
+  struct Job {
+    uint64_t connection = 0;
+    std::shared_ptr<const Route> route;
+    HttpRequest request;
+  };
+  // A worker's answer, for the accepting thread to write.
+  struct Answer {
+    uint64_t connection = 0;
+    std::string bytes;
+  };
+  struct Connection;
+  class Loop;
 
-  void AcceptLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  HttpServer(HttpServerOptions options, int listener, int port, int epoll_fd, int wake_fd);
+
   void WorkerLoop() ABSL_LOCKS_EXCLUDED(mu_);
-  // Reads one request from `fd`, answers it and closes `fd`.
-  void Serve(int fd) ABSL_LOCKS_EXCLUDED(mu_);
-  HttpResponse Respond(HttpRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
-  std::shared_ptr<const HttpHandler> FindRoute(const std::string& path) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  std::shared_ptr<const Route> FindRoute(const std::string& path) const ABSL_LOCKS_EXCLUDED(mu_);
   enum class RouteKind { kExact, kPrefix };
-  absl::Status AddRoute(RouteKind kind, std::string path, HttpHandler handler)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status AddRoute(RouteKind kind, std::string path, HttpHandler handler,
+                        HttpRouteOptions route) ABSL_LOCKS_EXCLUDED(mu_);
+  // Wakes the accepting thread (an eventfd write).
+  void Wake() const;
 
   const HttpServerOptions options_;
   const int listener_;
   const int port_;
-  // A pipe written once by Stop: every poll() watches its read end, so all threads wake.
-  const int wake_read_;
-  const int wake_write_;
+  const int epoll_fd_;
+  const int wake_fd_;  // eventfd: Stop and finished answers wake the accepting thread
+  std::unique_ptr<Loop> loop_;  // the accepting thread's state (that thread only)
   std::thread accept_thread_;
   std::vector<std::thread> workers_;
 
@@ -143,9 +202,10 @@ class HttpServer {
   mutable absl::Mutex mu_;
   absl::CondVar queued_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<int> queue_ ABSL_GUARDED_BY(mu_);  // accepted connections' fds, oldest first
-  std::map<std::string, std::shared_ptr<const HttpHandler>> exact_routes_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::shared_ptr<const HttpHandler>> prefix_routes_ ABSL_GUARDED_BY(mu_);
+  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);        // oldest first
+  std::vector<Answer> answers_ ABSL_GUARDED_BY(mu_);  // written by the accepting thread
+  std::map<std::string, std::shared_ptr<const Route>> exact_routes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<const Route>> prefix_routes_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tessera::metrics

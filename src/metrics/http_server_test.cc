@@ -1,6 +1,7 @@
 // The HTTP server through real loopback sockets: routes, status codes (400, 401, 404, 405, 408,
-// 431, 503), HEAD, the bearer token, static files with traversal refused, Stop with idle
-// connections open, and scrapes of a registry while other threads count.
+// 413, 421, 429, 431, 503), HEAD, the bearer token and login sessions, the Host header (DNS
+// rebinding), static files with traversal refused, Stop with idle connections open, scrapes of
+// a registry while other threads count, and scrapes answered while slow clients trickle in.
 #include "metrics/http_server.h"
 
 #include <arpa/inet.h>
@@ -44,8 +45,18 @@ struct Reply {
   std::string body;
 };
 
-int Connect(int port) {
+// From `from` (another loopback address, "127.0.0.2", is another client) when given.
+int Connect(int port, const char* from = nullptr) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (from != nullptr) {
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    inet_pton(AF_INET, from, &local.sin_addr);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
+      close(fd);
+      return -1;
+    }
+  }
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(static_cast<uint16_t>(port));
@@ -103,8 +114,12 @@ Reply Exchange(int port, std::string_view request) {
 }
 
 Reply Get(int port, std::string_view target, std::string_view extra_headers = "") {
-  return Exchange(port, absl::StrCat("GET ", ToAbsl(target), " HTTP/1.1\r\nHost: test\r\n",
-                                     ToAbsl(extra_headers), "\r\n"));
+  return Exchange(port, absl::StrCat("GET ", ToAbsl(target), " HTTP/1.1\r\nHost: 127.0.0.1:", port,
+                                     "\r\n", ToAbsl(extra_headers), "\r\n"));
+}
+
+Reply WithHost(int port, std::string_view host) {
+  return Exchange(port, absl::StrCat("GET /x HTTP/1.1\r\nHost: ", ToAbsl(host), "\r\n\r\n"));
 }
 
 HttpHandler Text(std::string body) {
@@ -180,17 +195,35 @@ TEST_F(HttpServerTest, MethodsOtherThanGetAndHeadAreNotAllowed) {
   StartServer();
   ASSERT_TRUE(server_->Handle("/x", Text("x")).ok());
   for (const char* method : {"POST", "PUT", "DELETE", "OPTIONS"}) {
-    Reply reply =
-        Exchange(port_, absl::StrCat(method, " /x HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"));
+    Reply reply = Exchange(port_, absl::StrCat(method, " /x HTTP/1.1\r\nHost: 127.0.0.1:", port_,
+                                               "\r\nContent-Length: 0\r\n\r\n"));
     EXPECT_EQ(reply.status, 405) << method;
     EXPECT_EQ(reply.headers["allow"], "GET, HEAD");
   }
 }
 
+TEST_F(HttpServerTest, PostIsForTheRoutesThatAllowItAndNoBodyIsAccepted) {
+  StartServer();
+  ASSERT_TRUE(server_->Handle("/x", Text("x"), {.allow_post = true}).ok());
+  const std::string host = absl::StrCat("Host: 127.0.0.1:", port_, "\r\n");
+  EXPECT_EQ(Exchange(port_, absl::StrCat("POST /x HTTP/1.1\r\n", host, "\r\n")).status, 200);
+  EXPECT_EQ(Exchange(port_, absl::StrCat("POST /x HTTP/1.1\r\n", host,
+                                         "Content-Length: 0\r\n\r\n")).status, 200);
+  for (const char* body : {"Content-Length: 3\r\n\r\nabc",
+                           "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"}) {
+    Reply reply = Exchange(port_, absl::StrCat("POST /x HTTP/1.1\r\n", host, body));
+    EXPECT_EQ(reply.status, 413) << body;
+    EXPECT_THAT(reply.body, HasSubstr("request body is not accepted"));
+  }
+  EXPECT_EQ(Exchange(port_, absl::StrCat("PUT /x HTTP/1.1\r\n", host, "\r\n")).headers["allow"],
+            "GET, HEAD, POST");
+}
+
 TEST_F(HttpServerTest, HeadSendsTheHeadersWithoutTheBody) {
   StartServer();
   ASSERT_TRUE(server_->Handle("/x", Text("twelve bytes")).ok());
-  Reply reply = Exchange(port_, "HEAD /x HTTP/1.1\r\n\r\n");
+  Reply reply = Exchange(port_, absl::StrCat("HEAD /x HTTP/1.1\r\nHost: 127.0.0.1:", port_,
+                                             "\r\n\r\n"));
   EXPECT_EQ(reply.status, 200);
   EXPECT_EQ(reply.headers.at("content-length"), "13");
   EXPECT_EQ(reply.body, "");
@@ -324,7 +357,7 @@ TEST_F(HttpServerTest, AClientThatSendsNoWholeRequestInTimeGetsRequestTimeout) {
 TEST_F(HttpServerTest, StopEndsIdleConnectionsAndJoins) {
   StartServer({.worker_threads = 2, .read_timeout = absl::Hours(1)});
   std::vector<int> idle;
-  for (int i = 0; i < 3; ++i) idle.push_back(Connect(port_));  // two on workers, one queued
+  for (int i = 0; i < 3; ++i) idle.push_back(Connect(port_));  // each still to send its head
   server_->Stop();
   for (int fd : idle) {
     ASSERT_GE(fd, 0);
@@ -336,7 +369,7 @@ TEST_F(HttpServerTest, StopEndsIdleConnectionsAndJoins) {
 }
 
 TEST_F(HttpServerTest, PastTheQueueANewConnectionIsToldTheServerIsBusy) {
-  StartServer({.worker_threads = 1, .max_queued_connections = 1});
+  StartServer({.worker_threads = 1, .max_queued_requests = 1});
   absl::Notification entered;
   absl::Notification release;
   ASSERT_TRUE(server_
@@ -350,10 +383,13 @@ TEST_F(HttpServerTest, PastTheQueueANewConnectionIsToldTheServerIsBusy) {
   Reply first;
   std::thread holder([&] { first = Get(port_, "/slow"); });
   entered.WaitForNotification();  // the only worker is busy
-  const int queued = Connect(port_);  // waits in the queue (accepted before the next one)
+  const int queued = Connect(port_);  // waits in the queue (read before the next one)
   ASSERT_GE(queued, 0);
-  SendAll(queued, "GET /slow HTTP/1.1\r\n\r\n");
+  SendAll(queued, absl::StrCat("GET /slow HTTP/1.1\r\nHost: 127.0.0.1:", port_, "\r\n\r\n"));
+  absl::SleepFor(absl::Milliseconds(200));
+  const absl::Time asked = absl::Now();
   Reply busy = Get(port_, "/slow");
+  EXPECT_LT(absl::Now() - asked, absl::Seconds(1));  // at once, not behind the slow one
   EXPECT_EQ(busy.status, 503);
   EXPECT_THAT(busy.body, HasSubstr("server busy"));
   release.Notify();
@@ -436,6 +472,169 @@ TEST_F(HttpServerTest, ScrapesSeeConsistentTextWhileOtherThreadsCount) {
   ASSERT_TRUE(final_scrape.ok()) << final_scrape.status();
   EXPECT_EQ(final_scrape->Value("tessera_events_total"), kCounters * kEach);
   EXPECT_EQ(final_scrape->Value("tessera_event_size_bytes_count"), kCounters * kEach);
+}
+
+
+// The probe of issue 29: 80 connections from this host's own address, each trickling a byte a
+// second of a request head that never ends, while Prometheus-like scrapes and a dashboard page
+// keep coming. The heads are read on the accepting thread, so the trickling holds no worker and
+// every scrape is answered at once (before, 4 workers and a queue of 64 were held for 5 s each).
+TEST_F(HttpServerTest, SlowClientsTricklingTheirHeadsNeverDelayScrapes) {
+  StartServer({.bearer_token = kToken,
+               .worker_threads = 2,
+               .max_connections_per_client = 128,
+               .read_timeout = absl::Seconds(30)});
+  ASSERT_TRUE(server_->Handle("/metrics", Text("tessera_up 1")).ok());
+  ASSERT_TRUE(server_->HandlePrefix("/", Text("<html>dashboard</html>"),
+                                    {.access = HttpAccess::kPublic}).ok());
+  constexpr int kSlow = 80;
+  std::vector<int> slow;
+  for (int i = 0; i < kSlow; ++i) {
+    const int fd = Connect(port_);
+    ASSERT_GE(fd, 0);
+    slow.push_back(fd);
+  }
+  std::atomic<bool> done = false;
+  std::thread trickle([&] {
+    const std::string head = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ";
+    for (size_t byte = 0; !done; ++byte) {
+      for (int fd : slow) (void)send(fd, head.data() + byte % head.size(), 1, MSG_NOSIGNAL);
+      for (int i = 0; i < 10 && !done; ++i) absl::SleepFor(absl::Milliseconds(100));
+    }
+  });
+  const std::string auth = absl::StrCat("Authorization: Bearer ", kToken, "\r\n");
+  int answered = 0;
+  absl::Duration slowest;
+  const absl::Time end = absl::Now() + absl::Seconds(3);
+  while (absl::Now() < end) {
+    const absl::Time asked = absl::Now();
+    const Reply scrape = Get(port_, "/metrics", auth);
+    const Reply page = Get(port_, "/");
+    slowest = std::max(slowest, absl::Now() - asked);
+    EXPECT_EQ(scrape.status, 200);
+    EXPECT_EQ(page.status, 200);
+    answered += scrape.status == 200 && page.status == 200;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  done = true;
+  trickle.join();
+  EXPECT_GE(answered, 10);
+  EXPECT_LT(slowest, absl::Seconds(1));
+  // The slow ones are still open, still waiting for the rest of their heads.
+  int still_open = 0;
+  for (int fd : slow) {
+    char byte;
+    still_open += recv(fd, &byte, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN;
+    close(fd);
+  }
+  EXPECT_EQ(still_open, kSlow);
+}
+
+// The header deadline is for the whole head from the accept, not per byte.
+TEST_F(HttpServerTest, AHeadTricklingInPastTheDeadlineIsTimedOutAtTheDeadline) {
+  StartServer({.read_timeout = absl::Milliseconds(600)});
+  const int fd = Connect(port_);
+  ASSERT_GE(fd, 0);
+  const absl::Time start = absl::Now();
+  std::atomic<bool> done = false;
+  std::thread trickle([&] {
+    for (int i = 0; i < 30 && !done; ++i) {
+      (void)send(fd, "G", 1, MSG_NOSIGNAL);  // a byte every 100 ms: never idle for long
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  });
+  Reply reply = ParseReply(ReadToEnd(fd));
+  const absl::Duration took = absl::Now() - start;
+  done = true;
+  trickle.join();
+  close(fd);
+  EXPECT_EQ(reply.status, 408);
+  EXPECT_LT(took, absl::Seconds(2));
+}
+
+TEST_F(HttpServerTest, PastItsConnectionLimitAClientIsRefusedAtOnceOrItsStalledOneMakesRoom) {
+  StartServer({.max_connections_per_client = 4, .read_timeout = absl::Seconds(30)});
+  ASSERT_TRUE(server_->Handle("/x", Text("x")).ok());
+  std::vector<int> idle;
+  for (int i = 0; i < 4; ++i) idle.push_back(Connect(port_));
+  absl::SleepFor(absl::Milliseconds(100));  // accepted, none stalled yet
+  const absl::Time asked = absl::Now();
+  const Reply refused = Get(port_, "/x");
+  EXPECT_EQ(refused.status, 429);
+  EXPECT_THAT(refused.body, HasSubstr("too many connections from 127.0.0.1"));
+  EXPECT_LT(absl::Now() - asked, absl::Seconds(1));
+  // Another client is not counted against this one.
+  const int other = Connect(port_, "127.0.0.2");
+  ASSERT_GE(other, 0);
+  SendAll(other, absl::StrCat("GET /x HTTP/1.1\r\nHost: 127.0.0.1:", port_, "\r\n\r\n"));
+  EXPECT_EQ(ParseReply(ReadToEnd(other)).status, 200);
+  close(other);
+  // Once a second has passed without a whole head, the oldest gives way to a new connection.
+  absl::SleepFor(absl::Milliseconds(1100));
+  EXPECT_EQ(Get(port_, "/x").status, 200);
+  EXPECT_EQ(ParseReply(ReadToEnd(idle[0])).status, 408);
+  for (int fd : idle) close(fd);
+}
+
+TEST_F(HttpServerTest, TheHostHeaderMustNameThisServer) {
+  StartServer();
+  ASSERT_TRUE(server_->Handle("/x", Text("x")).ok());
+  for (const std::string& host :
+       {absl::StrCat("127.0.0.1:", port_), absl::StrCat("localhost:", port_),
+        absl::StrCat("LocalHost:", port_), absl::StrCat("[::1]:", port_), std::string("localhost")}) {
+    EXPECT_EQ(WithHost(port_, host).status, 200) << host;
+  }
+  // A page of another origin whose name a rebinding DNS pointed here.
+  for (const std::string& host :
+       {absl::StrCat("attacker.example:", port_), std::string("attacker.example"),
+        absl::StrCat("127.0.0.1:", port_ + 1), absl::StrCat("127.0.0.1.nip.io:", port_)}) {
+    const Reply reply = WithHost(port_, host);
+    EXPECT_EQ(reply.status, 421) << host;
+    EXPECT_THAT(reply.body, HasSubstr("misdirected request")) << host;
+  }
+  EXPECT_EQ(WithHost(port_, "a b").status, 400);
+  EXPECT_EQ(Exchange(port_, "GET /x HTTP/1.1\r\n\r\n").status, 400);  // HTTP/1.1 needs one
+  EXPECT_EQ(Exchange(port_, "GET /x HTTP/1.0\r\n\r\n").status, 200);  // HTTP/1.0 may not send it
+}
+
+TEST_F(HttpServerTest, BoundToEveryAddressAnyHostIsAnsweredButTheTokenStillAskedFor) {
+  StartServer({.host = "0.0.0.0", .bearer_token = kToken,
+               .allowed_host_names = {"ignored.example"}});
+  ASSERT_TRUE(server_->Handle("/x", Text("x")).ok());
+  EXPECT_EQ(WithHost(port_, "node-7.cluster.example").status, 401);
+  EXPECT_EQ(Exchange(port_, absl::StrCat("GET /x HTTP/1.1\r\nHost: node-7.cluster.example:", port_,
+                                         "\r\nAuthorization: Bearer ", kToken, "\r\n\r\n"))
+                .status,
+            200);
+}
+
+TEST_F(HttpServerTest, ALoginTicketOpensOneSessionThatServesCredentialRoutesOnly) {
+  auto sessions = std::make_shared<HttpSessions>(
+      HttpSessionsOptions{.ticket_lifetime = absl::Milliseconds(300)});
+  StartServer({.bearer_token = kToken, .sessions = sessions});
+  ASSERT_TRUE(server_->Handle("/api", Text("data")).ok());
+  ASSERT_TRUE(server_->Handle("/mint", Text("ticket"), {.access = HttpAccess::kToken}).ok());
+  ASSERT_TRUE(server_->Handle("/page", Text("page"), {.access = HttpAccess::kPublic}).ok());
+  EXPECT_EQ(Get(port_, "/page").status, 200);
+  EXPECT_EQ(Get(port_, "/api").status, 401);
+
+  absl::StatusOr<std::string> ticket = sessions->IssueTicket();
+  ASSERT_TRUE(ticket.ok()) << ticket.status();
+  EXPECT_EQ(ticket->size(), 64u);
+  // A ticket itself is no credential.
+  EXPECT_EQ(Get(port_, "/api", absl::StrCat("Authorization: Bearer ", *ticket, "\r\n")).status, 401);
+  absl::StatusOr<std::string> session = sessions->Redeem(*ticket);
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_EQ(sessions->Redeem(*ticket).status().code(), absl::StatusCode::kPermissionDenied);
+  const std::string bearer = absl::StrCat("Authorization: Bearer ", *session, "\r\n");
+  EXPECT_EQ(Get(port_, "/api", bearer).status, 200);
+  EXPECT_EQ(Get(port_, "/mint", bearer).status, 401);  // minting wants the token itself
+  EXPECT_EQ(Get(port_, "/mint", absl::StrCat("Authorization: Bearer ", kToken, "\r\n")).status, 200);
+
+  absl::StatusOr<std::string> late = sessions->IssueTicket();
+  ASSERT_TRUE(late.ok());
+  absl::SleepFor(absl::Milliseconds(400));
+  EXPECT_EQ(sessions->Redeem(*late).status().code(), absl::StatusCode::kPermissionDenied);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// HttpGet: one HTTP/1.1 GET over a real TCP connection, for tests of the head's and the agents'
-// HTTP endpoints (metrics::HttpServer answers one request per connection and closes it, so the
-// reply is read to the end of the stream).
+// HttpGet (and HttpExchange, any method without a body): one HTTP/1.1 request over a real TCP
+// connection, for tests of the head's and the agents' HTTP endpoints (metrics::HttpServer
+// answers one request per connection and closes it, so the reply is read to the end of the
+// stream). The Host header is host:port.
 //
 //   auto reply = metrics_testing::HttpGet("127.0.0.1", port, "/metrics",
 //                                         "Authorization: Bearer t\r\n");
@@ -38,8 +39,9 @@ struct HttpReply {
 
 // `extra_headers`: whole header lines, each ending "\r\n". Unavailable when the host cannot be
 // reached; Internal when the reply is not HTTP.
-inline absl::StatusOr<HttpReply> HttpGet(const std::string& host, int port, std::string_view path,
-                                         std::string_view extra_headers = "") {
+inline absl::StatusOr<HttpReply> HttpExchange(const std::string& host, int port,
+                                              std::string_view method, std::string_view path,
+                                              std::string_view extra_headers = "") {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
@@ -59,8 +61,9 @@ inline absl::StatusOr<HttpReply> HttpGet(const std::string& host, int port, std:
   const timeval patience{static_cast<time_t>(absl::ToInt64Seconds(kHttpTestPatience)), 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof(patience));
   const std::string request =
-      absl::StrCat("GET ", std::string(path), " HTTP/1.1\r\nHost: ", host, ":", port, "\r\n",
-                   std::string(extra_headers), "\r\n");
+      absl::StrCat(std::string(method), " ", std::string(path), " HTTP/1.1\r\nHost: ",
+                   host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host, ":",
+                   port, "\r\n", std::string(extra_headers), "\r\n");
   for (size_t sent = 0; sent < request.size();) {
     const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
     if (n <= 0) {
@@ -98,6 +101,11 @@ inline absl::StatusOr<HttpReply> HttpGet(const std::string& host, int port, std:
     reply.headers[name] = value;
   }
   return reply;
+}
+
+inline absl::StatusOr<HttpReply> HttpGet(const std::string& host, int port, std::string_view path,
+                                         std::string_view extra_headers = "") {
+  return HttpExchange(host, port, "GET", path, extra_headers);
 }
 
 }  // namespace tessera::metrics_testing
