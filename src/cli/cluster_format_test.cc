@@ -106,6 +106,17 @@ TEST(ClusterViewsTest, StatusTextCountsNodesAndNamesDemandInWords) {
                               "http://127.0.0.1:8265/metrics)\n"));
   EXPECT_THAT(text, HasSubstr("Nodes: 2 ALIVE, 1 DEAD\n"));
   EXPECT_THAT(text, HasSubstr("  placement group g: pending: no room\n"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("State store")));  // said only when degraded
+}
+
+TEST(ClusterViewsTest, StatusTextSaysTheStateStoreIsDegraded) {
+  tessera::v1::ClusterStatus status;
+  status.mutable_state_store()->set_degraded(true);
+  status.mutable_state_store()->set_cause("could not write nodes/n1: connection refused");
+  status.mutable_state_store()->set_pending_writes(2);
+  EXPECT_THAT(StatusText(status, "head:1"),
+              HasSubstr("State store: DEGRADED (could not write nodes/n1: connection refused; 2 "
+                        "of the head's own writes pending)"));
 }
 
 TEST(ClusterViewsTest, NodesTableHidesMarkerResources) {

@@ -203,6 +203,13 @@ std::string StatusText(const tessera::v1::ClusterStatus& status,
     absl::StrAppend(&out, "Dashboard: http://", status.http_address(),
                     "/  (metrics: http://", status.http_address(), "/metrics)\n");
   }
+  if (status.state_store().degraded()) {
+    // Refusing reservations, removals and submissions until the store is back.
+    const tessera::v1::StateStoreHealth& store = status.state_store();
+    absl::StrAppend(&out, "State store: DEGRADED (", store.cause(), "; ", store.pending_writes(),
+                    " of the head's own writes pending); reservations, removals and submissions "
+                    "are refused until it is back\n");
+  }
   absl::StrAppend(&out, "\nNodes: ", counts.empty() ? "none" : absl::StrJoin(counts, ", "),
                   "\n");
   tessera::v1::ListNodesResponse nodes;

@@ -32,22 +32,28 @@ std::string DialableHost(const std::string& bind) {
   return bind;
 }
 
-// The job manager's records in the head's StateStore.
+// The job manager's records in the head's StateStore, through its StoreWriter: a submission's
+// record is a write the caller is answered on, a job's progress the head's own (kept while the
+// store is degraded).
 class StoredJobRecords final : public train::JobRecordStore {
  public:
-  explicit StoredJobRecords(StateStore* store) : store_(store) {}
+  explicit StoredJobRecords(StoreWriter* writer) : writer_(writer) {}
+  absl::Status Writable() const override { return writer_->Writable(); }
   absl::Status Put(const std::string& job_id, const std::string& record) override {
-    return store_->Put(train::kTrainJobsTable, job_id, record);
+    return writer_->Write(train::kTrainJobsTable, job_id, record);
   }
-  absl::Status Delete(const std::string& job_id) override {
-    return store_->Delete(train::kTrainJobsTable, job_id).status();
+  void Keep(const std::string& job_id, const std::string& record) override {
+    writer_->Put(train::kTrainJobsTable, job_id, record);
+  }
+  void Forget(const std::string& job_id) override {
+    writer_->Delete(train::kTrainJobsTable, job_id);
   }
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> List() const override {
-    return store_->List(train::kTrainJobsTable);
+    return writer_->store()->List(train::kTrainJobsTable);
   }
 
  private:
-  StateStore* const store_;
+  StoreWriter* const writer_;
 };
 
 }  // namespace
@@ -86,11 +92,14 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
   retry.total_budget = options.node_timeout;
   auto latency = HeadLatencyMetrics::Register(head->registry_);
   if (!latency.ok()) return latency.status();
+  auto store_metrics = StateStoreMetrics::Register(head->registry_);
+  if (!store_metrics.ok()) return store_metrics.status();
   auto rpc_metrics = rpc::RpcServerMetrics::Create(head->registry_);
   if (!rpc_metrics.ok()) return rpc_metrics.status();
   head->rpc_metrics_ = *std::move(rpc_metrics);
   HeadServiceOptions service_options;
   service_options.latency = *latency;
+  service_options.store_metrics = *store_metrics;
   service_options.heartbeat_interval = options.heartbeat_interval;
   service_options.node_timeout = options.node_timeout;
   service_options.driver_timeout = options.driver_timeout;
@@ -113,7 +122,7 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
   // for the next head instead of ending with their watches.
   const bool durable = !options.redis_address.empty();
   if (durable) {
-    head->job_records_ = std::make_unique<StoredJobRecords>(head->store_.get());
+    head->job_records_ = std::make_unique<StoredJobRecords>(&head->service_->store_writer());
     jobs.records = head->job_records_.get();
   }
   // Each job's controller calls this head (and the agents) on a connection of its own.

@@ -18,7 +18,7 @@ namespace tessera {
 namespace {
 
 NodeRegistryOptions RegistryOptions(const HeadServiceOptions& options, Clock* clock,
-                                    const StoreWriter* writer, EventLog* events) {
+                                    StoreWriter* writer, EventLog* events) {
   NodeRegistryOptions registry;
   registry.heartbeat_interval = options.heartbeat_interval;
   registry.node_timeout = options.node_timeout;
@@ -35,11 +35,12 @@ HeadService::HeadService(HeadServiceOptions options)
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
       events_(options_.max_events),
-      writer_(options_.store, &events_),
+      writer_(options_.store, &events_, options_.store_metrics),
+      actor_store_(&writer_),
       drivers_(options_.driver_timeout),
       jobs_(JobTableOptions{clock_, &writer_, &events_, options_.max_ended_jobs}),
-      kv_(options_.store),
-      actors_(ActorDirectoryOptions{options_.store, clock_, options_.max_dead_actors}),
+      kv_(&writer_),
+      actors_(ActorDirectoryOptions{&actor_store_, clock_, options_.max_dead_actors}),
       cluster_(options_.scheduling),
       nodes_(RegistryOptions(options_, clock_, &writer_, &events_), &cluster_),
       reservations_(ReservationManagerOptions{clock_, &writer_, &events_, &drivers_,
@@ -49,7 +50,11 @@ HeadService::HeadService(HeadServiceOptions options)
       create_cache_(options_.request_cache_capacity),
       remove_cache_(options_.request_cache_capacity),
       reserve_cache_(options_.request_cache_capacity),
-      release_cache_(options_.request_cache_capacity) {
+      release_cache_(options_.request_cache_capacity),
+      create_refusals_(options_.request_cache_capacity),
+      remove_refusals_(options_.request_cache_capacity),
+      reserve_refusals_(options_.request_cache_capacity),
+      release_refusals_(options_.request_cache_capacity) {
   nodes_.set_listener(this);
 }
 
@@ -125,6 +130,8 @@ void HeadService::Reconcile(bool wait) {
     (void)ReleaseDriver(driver, absl::StrCat("fell silent for ",
                                              absl::FormatDuration(drivers_.timeout())));
   }
+  // Last: a store that does not answer holds this thread up to its retry budget.
+  writer_.MaybeCheckHealth(clock_->Now(), options_.store_check_interval);
 }
 
 void HeadService::Tick() {
@@ -268,6 +275,12 @@ grpc::Status HeadService::GetClusterStatus(grpc::ServerContext*, const v1::ListR
   }
   for (const std::string& event : events_.List()) response->add_events(event);
   response->set_http_address(http_address_);
+  const StateStoreHealth store = writer_.health();
+  v1::StateStoreHealth* health = response->mutable_state_store();
+  health->set_degraded(store.degraded);
+  health->set_cause(store.cause);
+  health->set_pending_writes(static_cast<int64_t>(store.pending));
+  health->set_failed_writes(static_cast<int64_t>(store.failed));
   return grpc::Status::OK;
 }
 

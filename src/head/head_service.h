@@ -45,6 +45,7 @@
 #include "head/device_history.h"
 #include "head/driver_table.h"
 #include "head/event_log.h"
+#include "head/head_service_internal.h"
 #include "head/head_latency_metrics.h"
 #include "head/job_table.h"
 #include "head/kv_store.h"
@@ -93,6 +94,11 @@ struct HeadServiceOptions {
   std::function<void()> on_shutdown;     // called by the Shutdown RPC
   // Where its scheduling decisions and two-phase commits are timed; null histograms: nowhere.
   HeadLatencyMetrics latency;
+  // The state store's health on /metrics; null: nowhere.
+  StateStoreMetrics store_metrics;
+  // How often Reconcile pings the state store (StoreWriter::CheckHealth): a degraded store is
+  // found back, and its pending writes made, within about this.
+  absl::Duration store_check_interval = absl::Seconds(1);
 };
 
 // Thread-safe (see the file comment).
@@ -113,6 +119,13 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   void Reconcile(bool wait);
   // Both, waiting for the rounds (tests drive the head with this).
   void Tick();
+  // Pings the state store now: degraded when it does not answer; when it answers again, the
+  // writes kept meanwhile are made and writes are accepted again (StoreWriter::CheckHealth).
+  // Reconcile does this every store_check_interval.
+  void CheckStateStore() { writer_.CheckHealth(); }
+  // The tables' writes to the state store and its health (the head's job manager writes
+  // through it too).
+  StoreWriter& store_writer() { return writer_; }
 
   // --- tessera.v1.Head ---
   grpc::Status RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* request,
@@ -247,6 +260,7 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   TaskEventStore task_events_;
   std::string http_address_;
   StoreWriter writer_;
+  WriterBackedStore actor_store_;  // the actor directory's writes, through writer_
   DriverTable drivers_;
   JobTable jobs_;
   KvStore kv_;
@@ -263,6 +277,11 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   rpc::RequestCache<RemoveResult> remove_cache_;
   rpc::RequestCache<ReserveResult> reserve_cache_;
   rpc::RequestCache<ReleaseResult> release_cache_;
+  // The request ids of each that a state-store refusal answered (head_internal::RunDurably).
+  head_internal::StoreRefusals create_refusals_;
+  head_internal::StoreRefusals remove_refusals_;
+  head_internal::StoreRefusals reserve_refusals_;
+  head_internal::StoreRefusals release_refusals_;
 };
 
 }  // namespace tessera

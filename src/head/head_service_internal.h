@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <deque>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,7 +19,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "base/string_util.h"
+#include "head/store_writer.h"
 #include "rpc/request_cache.h"
 #include "scheduling/cluster_view.h"
 #include "tessera/v1/head.grpc.pb.h"
@@ -48,6 +52,63 @@ grpc::Status RunOnce(rpc::RequestCache<std::pair<grpc::Status, Response>>& cache
   });
   *response = result.second;
   return result.first;
+}
+
+// The request ids of one mutating method that a state-store refusal answered (UNAVAILABLE,
+// "state store unavailable: ...; nothing was changed"), and how often: RunDurably keys the
+// request-id cache by the id and that count, so a refused request tried again with its id runs
+// again, while one that was answered otherwise is answered so again. Bounded: past `capacity`
+// ids the oldest is forgotten. Thread-safe (one mutex).
+class StoreRefusals {
+ public:
+  explicit StoreRefusals(size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {}
+
+  // The cache key for `id` now.
+  std::string Key(const std::string& id) const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    auto it = counts_.find(id);
+    return it == counts_.end() ? id : absl::StrCat(id, "#refused-", it->second);
+  }
+  // `id` was answered by a refusal.
+  void Refused(const std::string& id) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    auto [it, added] = counts_.try_emplace(id, 0);
+    ++it->second;
+    if (!added) return;
+    order_.push_back(id);
+    if (order_.size() > capacity_) {
+      counts_.erase(order_.front());
+      order_.pop_front();
+    }
+  }
+
+ private:
+  const size_t capacity_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, int> counts_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> order_ ABSL_GUARDED_BY(mu_);  // ids in counts_, oldest first
+};
+
+// RunOnce for a call the state store must take (a reservation or its removal). While the store
+// is degraded it is refused at once with UNAVAILABLE, outside the cache, unless the cache has
+// answered the request already; a refusal by the store is never the answer a retry of the same
+// request id gets once the store is back (StoreRefusals).
+template <typename Response, typename Call>
+grpc::Status RunDurably(const StoreWriter& writer, StoreRefusals& refusals,
+                        rpc::RequestCache<std::pair<grpc::Status, Response>>& cache,
+                        const std::string& request_id, Response* response, Call&& call) {
+  const std::string key = request_id.empty() ? request_id : refusals.Key(request_id);
+  if (absl::Status writable = writer.Writable(); !writable.ok()) {
+    if (key.empty() || !cache.Find(key).has_value()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(writable.message()));
+    }
+  }
+  grpc::Status status = RunOnce(cache, key, response, std::forward<Call>(call));
+  if (!request_id.empty() && status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      absl::StartsWith(status.error_message(), ToAbsl(kStoreUnavailable))) {
+    refusals.Refused(request_id);
+  }
+  return status;
 }
 
 // --- paged listings ---

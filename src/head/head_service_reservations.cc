@@ -22,29 +22,31 @@ namespace tessera {
 
 using head_internal::Invalid;
 using head_internal::InvalidText;
-using head_internal::RunOnce;
+using head_internal::RunDurably;
 
 grpc::Status HeadService::CreatePlacementGroup(grpc::ServerContext*,
                                                const v1::CreatePlacementGroupRequest* request,
                                                v1::PlacementGroupInfo* response) {
   // Before the request-id cache and any lock: an oversized request costs nothing.
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
-  return RunOnce(create_cache_, request->request_id(), response, [&](v1::PlacementGroupInfo* out) {
-    auto spec = wire::PlacementGroupSpecFromProto(*request);
-    if (!spec.ok()) return Invalid(spec.status());
-    return rpc::ToGrpcStatus(reservations_.CreatePlacementGroup(*request, *std::move(spec), out));
-  });
+  return RunDurably(writer_, create_refusals_, create_cache_, request->request_id(), response,
+                    [&](v1::PlacementGroupInfo* out) {
+                      auto spec = wire::PlacementGroupSpecFromProto(*request);
+                      if (!spec.ok()) return Invalid(spec.status());
+                      return rpc::ToGrpcStatus(
+                          reservations_.CreatePlacementGroup(*request, *std::move(spec), out));
+                    });
 }
 
 grpc::Status HeadService::RemovePlacementGroup(grpc::ServerContext*,
                                                const v1::RemovePlacementGroupRequest* request,
                                                v1::RemovePlacementGroupResponse* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
-  return RunOnce(remove_cache_, request->request_id(), response,
-                 [&](v1::RemovePlacementGroupResponse* out) {
-                   return rpc::ToGrpcStatus(
-                       reservations_.RemovePlacementGroup(request->name(), out));
-                 });
+  return RunDurably(
+      writer_, remove_refusals_, remove_cache_, request->request_id(), response,
+      [&](v1::RemovePlacementGroupResponse* out) {
+        return rpc::ToGrpcStatus(reservations_.RemovePlacementGroup(request->name(), out));
+      });
 }
 
 grpc::Status HeadService::WaitPlacementGroup(grpc::ServerContext*,
@@ -81,21 +83,23 @@ grpc::Status HeadService::ReserveSlices(grpc::ServerContext*,
                                         v1::SliceGroupInfo* response) {
   // Before the request-id cache and any lock: an oversized request costs nothing.
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
-  return RunOnce(reserve_cache_, request->request_id(), response, [&](v1::SliceGroupInfo* out) {
-    auto parsed = wire::DomainGroupRequestFromProto(*request);
-    if (!parsed.ok()) return Invalid(parsed.status());
-    return rpc::ToGrpcStatus(reservations_.ReserveSlices(*request, *std::move(parsed), out));
-  });
+  return RunDurably(
+      writer_, reserve_refusals_, reserve_cache_, request->request_id(), response,
+      [&](v1::SliceGroupInfo* out) {
+        auto parsed = wire::DomainGroupRequestFromProto(*request);
+        if (!parsed.ok()) return Invalid(parsed.status());
+        return rpc::ToGrpcStatus(reservations_.ReserveSlices(*request, *std::move(parsed), out));
+      });
 }
 
 grpc::Status HeadService::ReleaseSlices(grpc::ServerContext*,
                                         const v1::ReleaseSlicesRequest* request,
                                         v1::ReleaseSlicesResponse* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
-  return RunOnce(release_cache_, request->request_id(), response,
-                 [&](v1::ReleaseSlicesResponse* out) {
-                   return rpc::ToGrpcStatus(reservations_.ReleaseSlices(request->name(), out));
-                 });
+  return RunDurably(writer_, release_refusals_, release_cache_, request->request_id(), response,
+                    [&](v1::ReleaseSlicesResponse* out) {
+                      return rpc::ToGrpcStatus(reservations_.ReleaseSlices(request->name(), out));
+                    });
 }
 
 grpc::Status HeadService::ListSlices(grpc::ServerContext*, const v1::ListRequest* request,

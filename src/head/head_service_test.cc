@@ -5,6 +5,7 @@
 #include "head/head_service.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <limits>
 #include <map>
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "base/string_util.h"
 #include "gtest/gtest.h"
 #include "hardware/node_label_keys.h"
 #include "head/head_service_test_util.h"
@@ -2275,30 +2277,140 @@ TEST_F(HeadRestartTest, AnUnreadableRecordStopsTheRestoreNamingIt) {
       << restored;
 }
 
-// A store whose writes fail on demand.
+// A store that is down on demand: writes and pings fail (reads still answer).
 class FailingStore : public InMemoryStateStore {
  public:
   absl::Status Put(std::string_view table, std::string_view key, std::string_view value) override {
     if (fail) return absl::UnavailableError("redis at unix:/x: HSET: connection refused");
     return InMemoryStateStore::Put(table, key, value);
   }
-  bool fail = false;
+  absl::StatusOr<bool> Delete(std::string_view table, std::string_view key) override {
+    if (fail) return absl::UnavailableError("redis at unix:/x: HDEL: connection refused");
+    return InMemoryStateStore::Delete(table, key);
+  }
+  absl::Status Ping() const override {
+    if (fail) return absl::UnavailableError("redis at unix:/x: PING: connection refused");
+    return absl::OkStatus();
+  }
+  std::atomic<bool> fail = false;
 };
 
-TEST_F(HeadServiceTest, AFailedStateStoreWriteIsAnEventNotASilence) {
+bool AnyEvent(const v1::ClusterStatus& status, std::string_view text) {
+  return std::any_of(status.events().begin(), status.events().end(), [&](const std::string& event) {
+    return absl::StrContains(event, ToAbsl(text));
+  });
+}
+
+TEST_F(HeadServiceTest, WithTheStoreDownNothingIsAcknowledgedAndNothingChanges) {
   FailingStore failing;
   HeadServiceOptions options = Options();
   options.store = &failing;
   head_ = std::make_unique<HeadService>(options);
+  Register("n1", "CPU=4");
+  ASSERT_EQ(Create("doomed", "PACK", {"CPU=1"}).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  const std::set<std::string> held = Held();
   failing.fail = true;
-  Register("n1");
-  const v1::ClusterStatus status = Status();
-  bool said = false;
-  for (const std::string& event : status.events()) {
-    said = said || absl::StrContains(event, "the state store could not write nodes/n1: redis at "
-                                            "unix:/x: HSET: connection refused");
+
+  // The write that finds the store down: refused, and the group was never made.
+  grpc::Status status;
+  Create("new", "PACK", {"CPU=1"}, &status, "req-new");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_TRUE(absl::StrContains(status.error_message(),
+                                "state store unavailable: could not write "
+                                "placement_groups/new: redis at unix:/x"))
+      << status.error_message();
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "; nothing was changed"));
+  EXPECT_TRUE(Find("new").name().empty());
+  EXPECT_EQ(Held(), held);  // nothing asked of the agents
+  EXPECT_EQ(Used("CPU"), 10000);
+  v1::ClusterStatus degraded = Status();
+  EXPECT_TRUE(degraded.state_store().degraded());
+  EXPECT_TRUE(AnyEvent(degraded, "the state store is degraded: could not write"));
+
+  // Degraded: removals, jobs and KV writes are refused at once, changing nothing.
+  v1::RemovePlacementGroupRequest remove;
+  remove.set_name("doomed");
+  v1::RemovePlacementGroupResponse removed;
+  EXPECT_EQ(head_->RemovePlacementGroup(nullptr, &remove, &removed).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Find("doomed").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(Held(), held);
+  v1::RecordJobRequest job;
+  job.mutable_job()->set_job_id("job-1");
+  job.mutable_job()->set_state(v1::JOB_STATE_RUNNING);
+  v1::JobInfo recorded;
+  EXPECT_EQ(head_->RecordJob(nullptr, &job, &recorded).error_code(), grpc::StatusCode::UNAVAILABLE);
+  v1::ListJobsResponse jobs;
+  v1::ListRequest list;
+  ASSERT_TRUE(head_->ListJobs(nullptr, &list, &jobs).ok());
+  EXPECT_EQ(jobs.jobs_size(), 0);
+  v1::KvPutRequest put;
+  put.set_key("k");
+  put.set_value("v");
+  v1::KvPutResponse put_response;
+  EXPECT_EQ(head_->KvPut(nullptr, &put, &put_response).error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  // Still down at the next check; back at the one after.
+  head_->CheckStateStore();
+  EXPECT_TRUE(Status().state_store().degraded());
+  failing.fail = false;
+  head_->CheckStateStore();
+  const v1::ClusterStatus back = Status();
+  EXPECT_FALSE(back.state_store().degraded());
+  EXPECT_TRUE(AnyEvent(back, "the state store is back"));
+  // The same request id runs again now (the refusal was not kept as its answer).
+  EXPECT_EQ(Create("new", "PACK", {"CPU=1"}, nullptr, "req-new").state(),
+            v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_TRUE(failing.Get(kPlacementGroupsTable, "new")->has_value());
+  ASSERT_TRUE(head_->RemovePlacementGroup(nullptr, &remove, &removed).ok());
+  EXPECT_FALSE(failing.Get(kPlacementGroupsTable, "doomed")->has_value());
+  ASSERT_TRUE(head_->RecordJob(nullptr, &job, &recorded).ok());
+  EXPECT_TRUE(failing.Get(kJobsTable, "job-1")->has_value());
+}
+
+TEST_F(HeadServiceTest, TheHeadsOwnWritesAreKeptWhileTheStoreIsDownAndMadeOnceItIsBack) {
+  FailingStore failing;
+  HeadServiceOptions options = Options();
+  options.store = &failing;
+  head_ = std::make_unique<HeadService>(options);
+  Register("n1", "CPU=4");
+  Register("n2", "CPU=4");
+  ASSERT_EQ(Create("g", "PACK", {"CPU=4"}).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  const std::string node = Find("g").bundles(0).node_id();
+  const std::string other = node == "n1" ? "n2" : "n1";
+  failing.fail = true;
+  // A registration and a node's death are the head's own: never refused, kept for later.
+  Register("n3", "CPU=1");
+  for (int i = 0; i < 12; ++i) {
+    clock_.Advance(absl::Milliseconds(500));
+    Beat(other);
+    Beat("n3");
+    head_->Tick();
   }
-  EXPECT_TRUE(said);
+  const v1::ClusterStatus degraded = Status();
+  EXPECT_TRUE(degraded.state_store().degraded());
+  EXPECT_GE(degraded.state_store().pending_writes(), 2);
+  EXPECT_FALSE(failing.Get(kNodesTable, "n3")->has_value());
+  const v1::PlacementGroupInfo moved = Find("g");
+  EXPECT_NE(moved.bundles(0).node_id(), node);
+
+  failing.fail = false;
+  head_->CheckStateStore();
+  EXPECT_FALSE(Status().state_store().degraded());
+  EXPECT_EQ(Status().state_store().pending_writes(), 0);
+  EXPECT_TRUE(failing.Get(kNodesTable, "n3")->has_value());
+  // The latest record of the group, as the head holds it now.
+  v1::StoredPlacementGroup stored;
+  ASSERT_TRUE(stored.ParseFromString(**failing.Get(kPlacementGroupsTable, "g")));
+  EXPECT_EQ(stored.info().ShortDebugString(), Find("g").ShortDebugString());
+}
+
+TEST_F(HeadServiceTest, AnInMemoryStoreNeverDegrades) {
+  Register("n1");
+  head_->CheckStateStore();
+  head_->Tick();
+  EXPECT_FALSE(Status().state_store().degraded());
+  EXPECT_EQ(Status().state_store().failed_writes(), 0);
 }
 
 // Found by head_service_fuzzer: a device count without devices used to size a vector.

@@ -81,12 +81,14 @@ absl::StatusOr<JobRecord> JobTable::Record(const JobReport& report) {
   if (report.job_id.empty()) return absl::InvalidArgumentError("job.job_id: is empty");
   const int64_t now_ms = absl::ToUnixMillis(options_.clock->Now());
   absl::MutexLock lock(&mu_);
-  auto [it, created] = jobs_.try_emplace(report.job_id);
-  JobRecord& stored = it->second.record;
+  auto found = jobs_.find(report.job_id);
+  const bool created = found == jobs_.end();
+  // The record as it will be, made durable before the table changes (a write the store does
+  // not take changes nothing).
+  JobRecord stored = created ? JobRecord() : found->second.record;
   const bool was_running = !created && stored.state == JobState::kRunning;
+  std::string real_end_event;
   if (created) {
-    it->second.order = next_order_++;
-    in_order_.emplace(it->second.order, report.job_id);
     stored.job_id = report.job_id;
     stored.argv = report.argv;
     stored.node_id = report.node_id;
@@ -102,10 +104,9 @@ absl::StatusOr<JobRecord> JobTable::Record(const JobReport& report) {
     const bool real_end_over_presumed = stored.failure_presumed && report.state.has_value() &&
                                         *report.state != JobState::kRunning;
     if (real_end_over_presumed) {
-      options_.events->Record(absl::StrCat("job ", stored.job_id, " ended ",
-                                           ToAbsl(rpc::JobStateName(JobStateToProto(*report.state))),
-                                           " after all; it had been failed as ",
-                                           stored.exit_reason), "job");
+      real_end_event = absl::StrCat("job ", stored.job_id, " ended ",
+                                    ToAbsl(rpc::JobStateName(JobStateToProto(*report.state))),
+                                    " after all; it had been failed as ", stored.exit_reason);
       stored.state = *report.state;
       stored.exit_reason = report.exit_reason;
       stored.end_time_ms = report.end_time_ms;  // 0: now, below
@@ -124,8 +125,16 @@ absl::StatusOr<JobRecord> JobTable::Record(const JobReport& report) {
   }
   const bool ended = stored.state != JobState::kRunning;
   if (ended && stored.end_time_ms == 0) stored.end_time_ms = now_ms;
-  Persist(stored);
-  JobRecord result = stored;  // before retention may forget it (max_ended 0)
+  TESSERA_RETURN_IF_ERROR(options_.writer->Write(kJobsTable, stored.job_id, Serialize(stored)));
+  if (created) {
+    Entry& entry = jobs_[report.job_id];
+    entry.order = next_order_++;
+    in_order_.emplace(entry.order, report.job_id);
+    entry.record = stored;
+  } else {
+    found->second.record = stored;
+  }
+  if (!real_end_event.empty()) options_.events->Record(std::move(real_end_event), "job");
   if (created) {
     options_.events->RecordChange(
         absl::StrCat("job ", stored.job_id, " started",
@@ -139,9 +148,9 @@ absl::StatusOr<JobRecord> JobTable::Record(const JobReport& report) {
                      ToAbsl(rpc::JobStateName(JobStateToProto(stored.state))),
                      stored.exit_reason.empty() ? "" : absl::StrCat(": ", stored.exit_reason)),
         "job");
-    NoteEnded(report.job_id);
+    NoteEnded(report.job_id);  // may forget it (max_ended 0): `stored` is the answer
   }
-  return result;
+  return stored;
 }
 
 int JobTable::FailJobsOn(const std::string& node, const std::string& reason) {

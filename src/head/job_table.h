@@ -59,7 +59,7 @@ struct JobReport {
 
 struct JobTableOptions {
   Clock* clock = nullptr;               // required
-  const StoreWriter* writer = nullptr;  // required
+  StoreWriter* writer = nullptr;        // required
   EventLog* events = nullptr;           // required
   size_t max_ended = 1000;
 };
@@ -69,8 +69,9 @@ class JobTable {
   explicit JobTable(JobTableOptions options) : options_(options) {}
 
   // Creates or updates the job (see JobReport). A job that ended stays as it ended, except a
-  // presumed failure, which the job's real end replaces. InvalidArgument for an empty id.
-  // Returns the record as stored (even when retention forgets it at once).
+  // presumed failure, which the job's real end replaces. InvalidArgument for an empty id;
+  // UNAVAILABLE, changing nothing, when the state store does not take the record
+  // (StoreWriter::Write). Returns the record as stored (even when retention forgets it at once).
   absl::StatusOr<JobRecord> Record(const JobReport& report) ABSL_LOCKS_EXCLUDED(mu_);
   // Running jobs on `node` fail, as presumed; returns how many.
   int FailJobsOn(const std::string& node, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);

@@ -11,7 +11,7 @@ absl::StatusOr<bool> KvStore::Put(const std::string& key, const std::string& val
   TESSERA_ASSIGN_OR_RETURN(std::optional<std::string> existing, store_->Get(kKvTable, key));
   const bool exists = existing.has_value();
   if (exists && !overwrite) return false;
-  TESSERA_RETURN_IF_ERROR(store_->Put(kKvTable, key, value));
+  TESSERA_RETURN_IF_ERROR(writer_->Write(kKvTable, key, value));
   return !exists;
 }
 
@@ -21,7 +21,7 @@ absl::StatusOr<std::optional<std::string>> KvStore::Get(const std::string& key) 
 
 absl::StatusOr<bool> KvStore::Delete(const std::string& key) {
   absl::MutexLock lock(&mu_);
-  return store_->Delete(kKvTable, key);
+  return writer_->Erase(kKvTable, key);
 }
 
 absl::StatusOr<std::vector<std::string>> KvStore::Keys(const std::string& prefix) const {

@@ -65,7 +65,7 @@ struct NodeRegistryOptions {
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
   absl::Duration node_timeout = absl::Seconds(5);
   Clock* clock = nullptr;               // required
-  const StoreWriter* writer = nullptr;  // required
+  StoreWriter* writer = nullptr;        // required
   EventLog* events = nullptr;           // required
   NodeAgentClientFactory agent_clients;  // required
 };

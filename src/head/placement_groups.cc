@@ -43,6 +43,9 @@ absl::Status ReservationManager::CreatePlacementGroup(
   std::string name;
   {
     ClusterLock lock(&cluster_->mu, nodes_->mutex());
+    // A degraded store refuses at once: nothing is placed.
+    if (absl::Status writable = options_.writer->Writable(); !writable.ok()) return writable;
+    const int64_t counter_before = next_group_;
     std::string id;
     if (absl::Status claimed = ClaimName(request.name(), "pg", &next_group_, &id, &name);
         !claimed.ok()) {
@@ -60,16 +63,19 @@ absl::Status ReservationManager::CreatePlacementGroup(
     entry.id = id;
     entry.name = name;
     entry.owner = request.owner();
-    options_.drivers->NoteAlive(entry.owner, options_.clock->Now());
     entry.request = request;
     GroupEntry& group = groups_.emplace(name, std::move(entry)).first->second;
+    ApplyPlacement(group, *outcome);
+    // Durable before anyone hears of it, the agents included.
+    if (absl::Status written = PersistCreated(group, &next_group_, counter_before); !written.ok()) {
+      return written;
+    }
+    options_.drivers->NoteAlive(group.owner, options_.clock->Now());
     options_.events->RecordChange(
         absl::StrCat("placement group ", name, " created: ", bundles, " bundles, ",
                      ToAbsl(PlacementStrategyName(strategy)),
                      group.owner.empty() ? "" : absl::StrCat(", owner ", group.owner)),
         "reservation");
-    ApplyPlacement(group, *outcome);
-    Persist(group);
     if (group.phase != ReservationPhase::kCommitting) {
       DescribeGroup(group, response);
       return absl::OkStatus();
@@ -88,8 +94,9 @@ absl::Status ReservationManager::CreatePlacementGroup(
 }
 
 absl::Status ReservationManager::RemovePlacementGroup(const std::string& name,
-                                                      v1::RemovePlacementGroupResponse* response) {
-  return Remove(ReservationKind::kPlacementGroup, name, [&](Reservation& group) {
+                                                      v1::RemovePlacementGroupResponse* response,
+                                                      bool acknowledged) {
+  return Remove(ReservationKind::kPlacementGroup, name, acknowledged, [&](Reservation& group) {
     for (size_t i = 0; i < group.confirmed.size(); ++i) {
       const std::optional<BundleHold>& hold = group.confirmed[i];
       if (!hold.has_value()) continue;

@@ -413,6 +413,11 @@ absl::Status RedisStateStore::Put(std::string_view table, std::string_view key,
   return absl::OkStatus();
 }
 
+absl::Status RedisStateStore::Ping() const {
+  auto reply = Run({"PING"});
+  return reply.ok() ? absl::OkStatus() : reply.status();
+}
+
 absl::StatusOr<std::optional<std::string>> RedisStateStore::Get(std::string_view table,
                                                                 std::string_view key) const {
   const std::string hash = HashKey(table);

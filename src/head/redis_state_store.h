@@ -94,6 +94,8 @@ class RedisStateStore : public StateStore {
   absl::StatusOr<bool> Delete(std::string_view table, std::string_view key) override;
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> List(
       std::string_view table, std::string_view prefix = "") const override;
+  // PING, retried as every call is.
+  absl::Status Ping() const override;
 
   const std::string& address() const { return address_.text; }
 

@@ -205,7 +205,7 @@ absl::StatusOr<std::unique_ptr<RedisTestServer>> RedisTestServer::Create(
       "unixsocket ", ConfigQuote(server->socket_path_), "\n",
       "unixsocketperm 700\n",
       "save \"\"\n",  // no RDB snapshots
-      "appendonly no\n",
+      options.persistent ? "appendonly yes\nappendfsync always\n" : "appendonly no\n",
       "dir ", ConfigQuote(server->dir_), "\n",
       "daemonize no\n",
       "databases 1\n");

@@ -13,7 +13,8 @@
 // Debian), the server also gets SIGKILL from the kernel when the thread that started it ends,
 // so a test process that crashes leaves no server running either: start it from a thread that
 // outlives it (the test's own). Start after Stop brings a fresh, empty server up on
-// the same socket (what a Redis restart looks like to a client).
+// the same socket (what a Redis restart looks like to a client), or, with `persistent`, the
+// same data back.
 //
 // Thread-compatible: one thread drives it.
 #pragma once
@@ -36,6 +37,10 @@ absl::StatusOr<std::string> FindRedisServer();
 struct RedisTestServerOptions {
   // "": no password. Else the server requires it (requirepass in the config file).
   std::string password;
+  // Keep the data across Stop and Start (an append-only file in dir(), fsynced on every write),
+  // as a production Redis configured with `appendonly yes` does; otherwise Start after Stop
+  // brings up an empty server.
+  bool persistent = false;
 };
 
 class RedisTestServer {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -134,21 +135,48 @@ bool ReservationManager::ApplyPlacement(Reservation& reservation,
 }
 
 // The StateStore holds what `tessera status` and a Redis-backed head need.
-void ReservationManager::Persist(const Reservation& reservation) {
+std::string ReservationManager::StoredRecord(const Reservation& reservation) const {
   // The request it came from and what the head knows of it now: all a restarted head needs.
   if (reservation.kind == ReservationKind::kPlacementGroup) {
     const auto& group = static_cast<const GroupEntry&>(reservation);
     v1::StoredPlacementGroup stored;
     *stored.mutable_request() = group.request;
     DescribeGroup(group, stored.mutable_info());
-    options_.writer->Put(kPlacementGroupsTable, reservation.name, stored.SerializeAsString());
-  } else {
-    const auto& slice = static_cast<const SliceEntry&>(reservation);
-    v1::StoredSliceGroup stored;
-    *stored.mutable_request() = slice.request;
-    DescribeSlice(slice, stored.mutable_info());
-    options_.writer->Put(kSliceGroupsTable, reservation.name, stored.SerializeAsString());
+    return stored.SerializeAsString();
   }
+  const auto& slice = static_cast<const SliceEntry&>(reservation);
+  v1::StoredSliceGroup stored;
+  *stored.mutable_request() = slice.request;
+  DescribeSlice(slice, stored.mutable_info());
+  return stored.SerializeAsString();
+}
+
+namespace {
+
+std::string_view TableOf(ReservationKind kind) {
+  return kind == ReservationKind::kPlacementGroup ? kPlacementGroupsTable : kSliceGroupsTable;
+}
+
+}  // namespace
+
+void ReservationManager::Persist(const Reservation& reservation) {
+  options_.writer->Put(TableOf(reservation.kind), reservation.name, StoredRecord(reservation));
+}
+
+absl::Status ReservationManager::PersistCreated(Reservation& reservation, int64_t* counter,
+                                                int64_t counter_before) {
+  absl::Status written = options_.writer->Write(TableOf(reservation.kind), reservation.name,
+                                                StoredRecord(reservation));
+  if (written.ok()) return written;
+  // Not durable, so never made: the engine gives back what it placed, the name and id are free.
+  (void)cluster_->reservations.Remove(reservation.name);
+  *counter = counter_before;
+  if (reservation.kind == ReservationKind::kPlacementGroup) {
+    groups_.erase(reservation.name);
+  } else {
+    slices_.erase(reservation.name);
+  }
+  return written;
 }
 
 bool ReservationManager::KnowsBundle(const std::string& node, const ReportedBundle& bundle) const {
@@ -380,11 +408,12 @@ void ReservationManager::Erase(Reservation& reservation) {
       "reservation");
   (void)cluster_->reservations.Remove(name);  // gives back what the engine held
   reservation.confirmed.clear();
+  // Again after a removal a caller asked for (its record went first): a node's death during
+  // the cancels may have written it back.
+  options_.writer->Delete(TableOf(reservation.kind), name);
   if (reservation.kind == ReservationKind::kPlacementGroup) {
-    options_.writer->Delete(kPlacementGroupsTable, name);
     groups_.erase(name);
   } else {
-    options_.writer->Delete(kSliceGroupsTable, name);
     slices_.erase(name);
   }
   idle_.SignalAll();
@@ -392,6 +421,7 @@ void ReservationManager::Erase(Reservation& reservation) {
 }
 
 absl::Status ReservationManager::Remove(ReservationKind kind, const std::string& name,
+                                        bool acknowledged,
                                         absl::FunctionRef<void(Reservation&)> finish) {
   if (name.empty()) return absl::InvalidArgumentError("name: is empty");
   std::vector<NodeWork> work;
@@ -401,6 +431,13 @@ absl::Status ReservationManager::Remove(ReservationKind kind, const std::string&
     if (reservation == nullptr) {
       return absl::NotFoundError(
           absl::StrCat("no ", ToAbsl(ReservationNoun(kind)), " named ", name));
+    }
+    if (acknowledged) {
+      // The record goes first: a removal the store did not take changes nothing, and one it
+      // took is never undone by a restart (the agents' bundles of an unknown group are
+      // released when they register).
+      absl::StatusOr<bool> erased = options_.writer->Erase(TableOf(kind), name);
+      if (!erased.ok()) return erased.status();
     }
     reservation->busy = true;
     work = CancelAllWork(*reservation);
@@ -429,12 +466,15 @@ std::vector<std::string> ReservationManager::ReleaseOwnedBy(const std::string& o
   std::vector<std::string> released;
   for (const std::string& name : groups) {
     v1::RemovePlacementGroupResponse response;
-    // NotFound: removed meanwhile by someone else, which is just as good.
-    if (RemovePlacementGroup(name, &response).ok()) released.push_back(name);
+    // NotFound: removed meanwhile by someone else, which is just as good. The head's own
+    // removal: made also while the store is degraded (its deletion kept pending).
+    if (RemovePlacementGroup(name, &response, /*acknowledged=*/false).ok()) {
+      released.push_back(name);
+    }
   }
   for (const std::string& name : slices) {
     v1::ReleaseSlicesResponse response;
-    if (ReleaseSlices(name, &response).ok()) released.push_back(name);
+    if (ReleaseSlices(name, &response, /*acknowledged=*/false).ok()) released.push_back(name);
   }
   return released;
 }

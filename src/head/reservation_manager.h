@@ -48,7 +48,7 @@ namespace tessera {
 
 struct ReservationManagerOptions {
   Clock* clock = nullptr;               // required
-  const StoreWriter* writer = nullptr;  // required
+  StoreWriter* writer = nullptr;        // required
   EventLog* events = nullptr;           // required
   DriverTable* drivers = nullptr;       // required
   absl::Duration retry_interval = absl::Seconds(1);
@@ -86,23 +86,29 @@ class ReservationManager {
   absl::Mutex* mutex() const ABSL_LOCK_RETURNED(cluster_->mu) { return &cluster_->mu; }
 
   // --- requests (take ClusterState::mu themselves) ---
-  // ALREADY_EXISTS for a taken name, InvalidArgument for a spec the scheduler refuses. Answers
-  // once placement and the first two-phase round are over (or the group waits for room).
+  // ALREADY_EXISTS for a taken name, InvalidArgument for a spec the scheduler refuses,
+  // UNAVAILABLE when the state store does not take its record (StoreWriter::Write: nothing is
+  // changed, nothing is asked of the agents). Answers once placement and the first two-phase
+  // round are over (or the group waits for room).
   absl::Status CreatePlacementGroup(const v1::CreatePlacementGroupRequest& request,
                                     PlacementGroupSpec spec, v1::PlacementGroupInfo* response)
       ABSL_LOCKS_EXCLUDED(cluster_->mu);
   // NotFound when there is none; the agents give the bundles back before it is forgotten.
+  // `acknowledged` (a caller's removal): its record is deleted from the store first, and
+  // UNAVAILABLE, changing nothing, when the store does not take that; otherwise (the head's own
+  // removal) the deletion is kept pending while the store is degraded.
   absl::Status RemovePlacementGroup(const std::string& name,
-                                    v1::RemovePlacementGroupResponse* response)
-      ABSL_LOCKS_EXCLUDED(cluster_->mu);
+                                    v1::RemovePlacementGroupResponse* response,
+                                    bool acknowledged = true) ABSL_LOCKS_EXCLUDED(cluster_->mu);
   // Until it is created or `timeout` (real time) passes; NotFound when there is none.
   absl::Status WaitPlacementGroup(const std::string& name, absl::Duration timeout,
                                   v1::PlacementGroupInfo* response)
       ABSL_LOCKS_EXCLUDED(cluster_->mu);
   absl::Status ReserveSlices(const v1::ReserveSlicesRequest& request, DomainGroupRequest parsed,
                              v1::SliceGroupInfo* response) ABSL_LOCKS_EXCLUDED(cluster_->mu);
-  absl::Status ReleaseSlices(const std::string& name, v1::ReleaseSlicesResponse* response)
-      ABSL_LOCKS_EXCLUDED(cluster_->mu);
+  // As RemovePlacementGroup.
+  absl::Status ReleaseSlices(const std::string& name, v1::ReleaseSlicesResponse* response,
+                             bool acknowledged = true) ABSL_LOCKS_EXCLUDED(cluster_->mu);
   // Removes every placement group and releases every slice group `owner` owns; the names.
   std::vector<std::string> ReleaseOwnedBy(const std::string& owner)
       ABSL_LOCKS_EXCLUDED(cluster_->mu);
@@ -187,7 +193,16 @@ class ReservationManager {
   // committed next (kCommitting); otherwise it waits, explained. Whether anything changed.
   bool ApplyPlacement(Reservation& reservation, const ReservationOutcome& outcome)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // The reservation's record in its table (v1::StoredPlacementGroup or StoredSliceGroup).
+  std::string StoredRecord(const Reservation& reservation) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // The head's own write of the record: kept pending while the store is degraded.
   void Persist(const Reservation& reservation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // The first record of a reservation just made, before anyone hears of it. When the store
+  // does not take it, undoes the making (the engine's placement, the entry, the id counter back
+  // to `counter_before`) and returns UNAVAILABLE; the reservation is then gone.
+  absl::Status PersistCreated(Reservation& reservation, int64_t* counter, int64_t counter_before)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
   bool KnowsBundle(const std::string& node, const ReportedBundle& bundle) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
   // A bundle of `reservation` was committed on `node`: remembers the epoch of that commit.
@@ -211,7 +226,8 @@ class ReservationManager {
   void Erase(Reservation& reservation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
   // Marks it busy, cancels every bundle on the agents (without the lock), then calls
   // `finish` under the lock with the reservation (still busy) before erasing it.
-  absl::Status Remove(ReservationKind kind, const std::string& name,
+  // With `acknowledged`, the record is deleted from the store first (see RemovePlacementGroup).
+  absl::Status Remove(ReservationKind kind, const std::string& name, bool acknowledged,
                       absl::FunctionRef<void(Reservation&)> finish)
       ABSL_LOCKS_EXCLUDED(cluster_->mu);
   // Retries waiting reservations and heals broken slice groups; the names that want a round and

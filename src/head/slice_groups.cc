@@ -71,6 +71,9 @@ absl::Status ReservationManager::ReserveSlices(const v1::ReserveSlicesRequest& r
   std::string name;
   {
     ClusterLock lock(&cluster_->mu, nodes_->mutex());
+    // A degraded store refuses at once: nothing is placed.
+    if (absl::Status writable = options_.writer->Writable(); !writable.ok()) return writable;
+    const int64_t counter_before = next_slice_;
     std::string id;
     if (absl::Status claimed = ClaimName(request.name(), "slices", &next_slice_, &id, &name);
         !claimed.ok()) {
@@ -86,14 +89,17 @@ absl::Status ReservationManager::ReserveSlices(const v1::ReserveSlicesRequest& r
     entry.name = name;
     entry.owner = request.owner();
     entry.request = request;
-    options_.drivers->NoteAlive(entry.owner, options_.clock->Now());
     SliceEntry& slice = slices_.emplace(name, std::move(entry)).first->second;
     ApplyPlacement(slice, *outcome);
+    // Durable before anyone hears of it, the agents included.
+    if (absl::Status written = PersistCreated(slice, &next_slice_, counter_before); !written.ok()) {
+      return written;
+    }
+    options_.drivers->NoteAlive(slice.owner, options_.clock->Now());
     options_.events->RecordChange(
         absl::StrCat("slice group ", name, " requested",
                      slice.owner.empty() ? "" : absl::StrCat(" by ", slice.owner)),
         "reservation");
-    Persist(slice);
     if (slice.phase != ReservationPhase::kCommitting) {
       DescribeSlice(slice, response);
       return absl::OkStatus();
@@ -112,8 +118,9 @@ absl::Status ReservationManager::ReserveSlices(const v1::ReserveSlicesRequest& r
 }
 
 absl::Status ReservationManager::ReleaseSlices(const std::string& name,
-                                               v1::ReleaseSlicesResponse* response) {
-  return Remove(ReservationKind::kSliceGroup, name, [&](Reservation& reservation) {
+                                               v1::ReleaseSlicesResponse* response,
+                                               bool acknowledged) {
+  return Remove(ReservationKind::kSliceGroup, name, acknowledged, [&](Reservation& reservation) {
     AssertLocked();  // Remove calls it under the lock
     if (const std::vector<DomainBundle>* hosts =
             cluster_->reservations.SliceHosts(reservation.name)) {

@@ -39,6 +39,9 @@ class StateStore {
   // The entries of `table` whose key starts with `prefix`, ascending by key.
   virtual absl::StatusOr<std::vector<std::pair<std::string, std::string>>> List(
       std::string_view table, std::string_view prefix = "") const = 0;
+  // Whether the store answers now (the head's health check, StoreWriter::CheckHealth); a store
+  // that cannot fail answers OK.
+  virtual absl::Status Ping() const { return absl::OkStatus(); }
 };
 
 // Thread-safe (one mutex). Never fails.

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <atomic>
 #include <utility>
 #include <vector>
@@ -102,17 +103,7 @@ v1::JobStatus JobManager::StatusOf(const Job& job) {
 
 void JobManager::SaveRecord(Job& job) {
   if (options_.records == nullptr || job.controller == nullptr) return;
-  const absl::Status saved =
-      options_.records->Put(job.id, job.controller->record().SerializeAsString());
-  const bool first_failure = !saved.ok() && !job.record_failing;
-  job.record_failing = !saved.ok();
-  if (first_failure) {
-    const std::string why = absl::StrCat("cannot record job ", job.id,
-                                         " in the head's state store (a head restart would lose ",
-                                         "it): ", saved.message());
-    LogLine(absl::StrCat("tessera head: ", why));
-    if (job.log != nullptr) job.log->Note(why);
-  }
+  options_.records->Keep(job.id, job.controller->record().SerializeAsString());
 }
 
 void JobManager::Published(const std::shared_ptr<Job>& job, const v1::JobStatus& status) {
@@ -132,15 +123,36 @@ void JobManager::Published(const std::shared_ptr<Job>& job, const v1::JobStatus&
 
 grpc::Status JobManager::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* request,
                                    v1::JobStatus* response) {
-  SubmitResult result = submit_cache_.Run(
-      request->request_id().empty() ? std::string() : absl::StrCat("SubmitJob/", request->request_id()),
-      [&] {
-        SubmitResult r;
-        r.first = DoSubmit(*request, &r.second);
-        return r;
-      });
-  *response = result.second;
-  return result.first;
+  std::string cache_key;
+  if (!request->request_id().empty()) {
+    cache_key = absl::StrCat("SubmitJob/", request->request_id());
+    // A submission the store refused is tried again under its id, not answered from the cache.
+    absl::MutexLock lock(&mu_);
+    if (auto it = refused_.find(request->request_id()); it != refused_.end()) {
+      absl::StrAppend(&cache_key, "#refused-", it->second);
+    }
+  }
+  // A store known to be down refuses at once, outside the cache (the same request tried again
+  // once it is back runs), unless the cache has the answer.
+  if (options_.records != nullptr) {
+    if (absl::Status writable = options_.records->Writable(); !writable.ok()) {
+      if (cache_key.empty() || !submit_cache_.Find(cache_key).has_value()) {
+        return rpc::ToGrpcStatus(writable);
+      }
+    }
+  }
+  SubmitResult result = submit_cache_.Run(cache_key, [&] {
+    SubmitResult r;
+    r.status = DoSubmit(*request, &r.response, &r.refused_by_store);
+    return r;
+  });
+  if (result.refused_by_store && !request->request_id().empty()) {
+    absl::MutexLock lock(&mu_);
+    if (refused_.size() >= kMaxRefusedIds) refused_.clear();  // a bound; ids are rarely reused
+    ++refused_[request->request_id()];
+  }
+  *response = result.response;
+  return result.status;
 }
 
 void JobManager::ReapEnded() {
@@ -162,7 +174,7 @@ void JobManager::ReapEnded() {
     ended = std::move(by_age);
   }
   if (options_.records != nullptr) {
-    for (const std::string& id : forgotten) (void)options_.records->Delete(id);
+    for (const std::string& id : forgotten) options_.records->Forget(id);
   }
   // An ended job's thread has published its end and returns at once.
   absl::MutexLock joining(&join_mu_);
@@ -173,7 +185,8 @@ void JobManager::ReapEnded() {
   }
 }
 
-grpc::Status JobManager::DoSubmit(const v1::SubmitJobRequest& request, v1::JobStatus* response) {
+grpc::Status JobManager::DoSubmit(const v1::SubmitJobRequest& request, v1::JobStatus* response,
+                                  bool* refused_by_store) {
   if (absl::Status valid = ValidateJobSpec(request.spec()); !valid.ok()) {
     return rpc::ToGrpcStatus(valid);
   }
@@ -202,12 +215,17 @@ grpc::Status JobManager::DoSubmit(const v1::SubmitJobRequest& request, v1::JobSt
   controller.spec = request.spec();
   controller.attached = request.attached();
   controller.submitted = absl::Now();
-  Launch(job, std::move(controller));
+  if (absl::Status launched = Launch(job, std::move(controller), /*acknowledged=*/true);
+      !launched.ok()) {
+    *refused_by_store = true;
+    return rpc::ToGrpcStatus(launched);
+  }
   *response = job->status;
   return grpc::Status::OK;
 }
 
-void JobManager::Launch(const std::shared_ptr<Job>& job, GangControllerOptions controller) {
+absl::Status JobManager::Launch(const std::shared_ptr<Job>& job, GangControllerOptions controller,
+                                bool acknowledged) {
   controller.backend = job->backend.get();
   controller.log = job->log.get();
   std::weak_ptr<Job> weak = job;
@@ -216,17 +234,30 @@ void JobManager::Launch(const std::shared_ptr<Job>& job, GangControllerOptions c
   };
   job->controller = std::make_unique<GangController>(std::move(controller));
   job->status = job->controller->status();
+  if (acknowledged && options_.records != nullptr) {
+    // Kept before anyone hears of it: a job the store did not take was never submitted, and
+    // leaves nothing behind (its log folder included).
+    if (absl::Status kept =
+            options_.records->Put(job->id, job->controller->record().SerializeAsString());
+        !kept.ok()) {
+      job->log->Close();
+      std::error_code ignored;
+      std::filesystem::remove_all(job->log->dir(), ignored);
+      return kept;
+    }
+  }
   {
     absl::MutexLock lock(&mu_);
     jobs_[job->id] = job;
   }
-  SaveRecord(*job);
+  if (!acknowledged) SaveRecord(*job);
   WriteStatusFile(*job, job->status);
   job->thread = std::thread([this, job] {
     v1::JobStatus final = job->controller->Run();
     job->log->Close();
     Published(job, final);
   });
+  return absl::OkStatus();
 }
 
 absl::Status JobManager::Resume() {
@@ -272,7 +303,8 @@ absl::Status JobManager::Resume() {
     controller.attached = stored.status().attached();
     controller.submitted = absl::FromUnixMillis(stored.status().submit_time_ms());
     controller.resume = std::move(stored);
-    Launch(job, std::move(controller));
+    // Its record is there already; what changes from now on is kept as it goes.
+    (void)Launch(job, std::move(controller), /*acknowledged=*/false);
   }
   adopted_.store(true);
   return absl::OkStatus();

@@ -79,20 +79,23 @@ class JobManager final : public v1::Jobs::Service {
     std::thread thread;
     v1::JobStatus status;  // the controller's last published status
     bool ended = false;
-    // The store refused its record last time (noted once in its log); only its controller's
-    // thread saves records.
-    bool record_failing = false;
   };
 
-  grpc::Status DoSubmit(const v1::SubmitJobRequest& request, v1::JobStatus* response);
-  // Makes the job's controller, lists the job, records it and starts its thread.
-  void Launch(const std::shared_ptr<Job>& job, GangControllerOptions controller)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // *refused_by_store: the store did not take the job's record (nothing was made).
+  grpc::Status DoSubmit(const v1::SubmitJobRequest& request, v1::JobStatus* response,
+                        bool* refused_by_store);
+  // Makes the job's controller, records it, lists the job and starts its thread. With
+  // `acknowledged` (a submission) the record is made durably first, and when the store does not
+  // take it the job is not listed, its log folder is removed and the store's UNAVAILABLE is
+  // returned; otherwise (an adopted job) it is kept as JobRecordStore::Keep.
+  absl::Status Launch(const std::shared_ptr<Job>& job, GangControllerOptions controller,
+                      bool acknowledged) ABSL_LOCKS_EXCLUDED(mu_);
   // NOT_FOUND, or UNAVAILABLE while Resume() has not adopted the stored jobs yet (ask again).
   grpc::Status Missing(const std::string& id) const;
   // The job's status now: its controller's, or the record of an ended job.
   static v1::JobStatus StatusOf(const Job& job);
-  // Keeps the job's record in options_.records (when set).
+  // Keeps the job's record in options_.records (when set; kept for later while the store is
+  // down).
   void SaveRecord(Job& job);
   // Joins the threads of ended jobs and forgets the oldest ended ones past kKeptEndedJobs (their
   // logs and status files stay on disk, where the CLI reads them).
@@ -111,8 +114,16 @@ class JobManager final : public v1::Jobs::Service {
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   // Whether the stored jobs were adopted (Resume() ran, or there is no store).
   std::atomic<bool> adopted_;
-  using SubmitResult = std::pair<grpc::Status, v1::JobStatus>;
+  struct SubmitResult {
+    grpc::Status status;
+    v1::JobStatus response;
+    bool refused_by_store = false;
+  };
   rpc::RequestCache<SubmitResult> submit_cache_;
+  // Request ids a store refusal answered, and how often: the cache key of a retry moves on, so
+  // it runs again instead of being answered with the refusal.
+  std::map<std::string, int> refused_ ABSL_GUARDED_BY(mu_);
+  static constexpr size_t kMaxRefusedIds = 4096;
 };
 
 }  // namespace tessera::train

@@ -23,18 +23,27 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Job records in a map.
+// Job records in a map; `down` makes it a store that is down (Put refused, Keep held back).
 class MapRecordStore final : public JobRecordStore {
  public:
+  absl::Status Writable() const override {
+    absl::MutexLock lock(&mu_);
+    return down_ ? absl::UnavailableError("state store unavailable: down; nothing was changed")
+                 : absl::OkStatus();
+  }
   absl::Status Put(const std::string& job_id, const std::string& record) override {
     absl::MutexLock lock(&mu_);
+    if (down_) return absl::UnavailableError("state store unavailable: down; nothing was changed");
     records_[job_id] = record;
     return absl::OkStatus();
   }
-  absl::Status Delete(const std::string& job_id) override {
+  void Keep(const std::string& job_id, const std::string& record) override {
+    absl::MutexLock lock(&mu_);
+    if (!down_) records_[job_id] = record;
+  }
+  void Forget(const std::string& job_id) override {
     absl::MutexLock lock(&mu_);
     records_.erase(job_id);
-    return absl::OkStatus();
   }
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> List() const override {
     absl::MutexLock lock(&mu_);
@@ -44,10 +53,15 @@ class MapRecordStore final : public JobRecordStore {
     absl::MutexLock lock(&mu_);
     return records_;
   }
+  void set_down(bool down) {
+    absl::MutexLock lock(&mu_);
+    down_ = down;
+  }
 
  private:
   mutable absl::Mutex mu_;
   std::map<std::string, std::string> records_ ABSL_GUARDED_BY(mu_);
+  bool down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // A cluster with no room: every gang fails to be placed at once.
@@ -158,6 +172,26 @@ TEST_F(JobManagerTest, AJobsRecordIsKeptAndTheNextManagerListsTheEndedJob) {
   ASSERT_TRUE(next->ListGangJobs(nullptr, nullptr, &list).ok());
   ASSERT_EQ(list.jobs_size(), 1);
   EXPECT_EQ(list.jobs(0).job_id(), job_id);
+}
+
+TEST_F(JobManagerTest, ASubmissionTheStoreCannotKeepIsRefusedAndListsNothing) {
+  std::unique_ptr<JobManager> manager = NewManager();
+  ASSERT_TRUE(manager->Resume().ok());
+  store_.set_down(true);
+  const v1::SubmitJobRequest request = OneWorker();
+  v1::JobStatus submitted;
+  const grpc::Status refused = manager->SubmitJob(nullptr, &request, &submitted);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(refused.error_message(), HasSubstr("nothing was changed"));
+  v1::JobList list;
+  ASSERT_TRUE(manager->ListGangJobs(nullptr, nullptr, &list).ok());
+  EXPECT_EQ(list.jobs_size(), 0);
+  EXPECT_TRUE(store_.records().empty());
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "jobs")) << "nothing made for a refused job";
+  // The store is back: the same request is taken.
+  store_.set_down(false);
+  ASSERT_TRUE(manager->SubmitJob(nullptr, &request, &submitted).ok());
+  EXPECT_TRUE(store_.records().contains(submitted.job_id()));
 }
 
 TEST_F(JobManagerTest, ARecordThatIsNotOneStopsTheAdoptionNamingIt) {

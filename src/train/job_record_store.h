@@ -3,7 +3,8 @@
 // store adopts the jobs that were running and still lists the ones that ended. The head adapts
 // its StateStore (Redis) to it, table kTrainJobsTable; tests use a map.
 //
-// Implementations are thread-safe. Each call is one round trip to the store.
+// Implementations are thread-safe. Each call is one round trip to the store (none while it is
+// known to be down).
 #pragma once
 
 #include <string>
@@ -22,9 +23,17 @@ inline constexpr std::string_view kTrainJobsTable = "train_jobs";
 class JobRecordStore {
  public:
   virtual ~JobRecordStore() = default;
-  // Creates or replaces the job's record.
+  // OK when a Put now could be made; UNAVAILABLE, with the cause, while the store is known to
+  // be down (a submission is refused at once, before anything is made).
+  virtual absl::Status Writable() const = 0;
+  // Creates or replaces the job's record, durably, or fails (a submission acknowledged only
+  // once its record is kept).
   virtual absl::Status Put(const std::string& job_id, const std::string& record) = 0;
-  virtual absl::Status Delete(const std::string& job_id) = 0;
+  // The job's record as it progresses: never fails; kept and made later while the store is down
+  // (the latest record of each job).
+  virtual void Keep(const std::string& job_id, const std::string& record) = 0;
+  // Forgets the job's record, kept for later as Keep.
+  virtual void Forget(const std::string& job_id) = 0;
   // Every record, as (job id, record), ascending by job id.
   virtual absl::StatusOr<std::vector<std::pair<std::string, std::string>>> List() const = 0;
 };
