@@ -122,13 +122,14 @@ AnchorServers* Anchors() {
   builder.RegisterService(&a->bare_service);
   a->bare = builder.BuildAndStart();
   if (a->bare == nullptr || port == 0) return nullptr;
-  a->bare_stub = v1::Head::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", port)));
+  a->bare_stub = v1::Head::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                                      grpc::InsecureChannelCredentials()));
   rpc::ServerOptions options;
   options.token = a->token;
   auto server = rpc::RpcServer::Start(options, {&a->token_service});
   if (!server.ok()) return nullptr;
   a->with_token = std::move(*server);
-  a->token_stub = v1::Head::NewStub(rpc::MakeChannel(a->with_token->address()));
+  a->token_stub = v1::Head::NewStub(rpc::MakeChannel(a->with_token->address(), a->token));
   anchors = a.release();
   return anchors;
 }
@@ -156,7 +157,7 @@ void BM_AnchorGrpcUnaryToken(benchmark::State& state) {
   v1::KvGetResponse response;
   int64_t errors = 0;
   for (auto _ : state) {
-    auto context = rpc::MakeClientContext(a->token, kCallTimeout);
+    auto context = rpc::MakeClientContext(kCallTimeout);
     if (!a->token_stub->KvGet(context.get(), request, &response).ok()) ++errors;
   }
   state.SetItemsProcessed(state.iterations());
@@ -404,19 +405,21 @@ LocalCluster* Cluster() {
     c->Stop();
     return nullptr;
   }
-  c->head_stub = v1::Head::NewStub(rpc::MakeChannel(ReadFileText(c->state_dir + "/head.address")));
+  c->head_stub = v1::Head::NewStub(
+      rpc::MakeChannel(ReadFileText(c->state_dir + "/head.address"), c->token));
   // Ready when the head lists every agent alive.
   const absl::Time end = absl::Now() + absl::Seconds(60);
   while (absl::Now() < end) {
     v1::ListNodesResponse nodes;
-    auto context = rpc::MakeClientContext(c->token, kCallTimeout);
+    auto context = rpc::MakeClientContext(kCallTimeout);
     if (c->head_stub->ListNodes(context.get(), v1::ListRequest(), &nodes).ok()) {
       int alive = 0;
       for (const auto& node : nodes.nodes()) {
         if (node.state() != v1::NODE_STATE_ALIVE) continue;
         ++alive;
         if (node.node().node_id() == "n-0") {
-          c->agent_stub = v1::NodeAgent::NewStub(rpc::MakeChannel(node.node().address()));
+          c->agent_stub =
+              v1::NodeAgent::NewStub(rpc::MakeChannel(node.node().address(), c->token));
         }
       }
       if (alive == kAgents && c->agent_stub != nullptr) {
@@ -454,7 +457,7 @@ void BM_HeadPlacementGroupCreateRemove(benchmark::State& state) {
     create.set_name(name);
     create.set_request_id(absl::StrCat("create-", name));
     v1::PlacementGroupInfo info;
-    auto create_context = rpc::MakeClientContext(c->token, kCallTimeout);
+    auto create_context = rpc::MakeClientContext(kCallTimeout);
     if (!c->head_stub->CreatePlacementGroup(create_context.get(), create, &info).ok()) {
       ++errors;
       continue;
@@ -466,7 +469,7 @@ void BM_HeadPlacementGroupCreateRemove(benchmark::State& state) {
     remove.set_name(name);
     remove.set_request_id(absl::StrCat("remove-", name));
     v1::RemovePlacementGroupResponse removed;
-    auto remove_context = rpc::MakeClientContext(c->token, kCallTimeout);
+    auto remove_context = rpc::MakeClientContext(kCallTimeout);
     if (!c->head_stub->RemovePlacementGroup(remove_context.get(), remove, &removed).ok()) {
       ++errors;
     }
@@ -518,7 +521,7 @@ void BM_AgentLeaseGrantAndStart(benchmark::State& state) {
   v1::NodeAgent::Stub* stub = c->agent_stub.get();
   std::unique_ptr<v1::NodeAgent::Stub> direct_stub;
   if (!pooled) {
-    direct_stub = v1::NodeAgent::NewStub(rpc::MakeChannel(in_process->address()));
+    direct_stub = v1::NodeAgent::NewStub(rpc::MakeChannel(in_process->address(), c->token));
     stub = direct_stub.get();
   }
   state.SetLabel(absl::StrCat(pooled ? (c->agents.empty() ? "agent's default" : "prestarted launchers")
@@ -545,7 +548,7 @@ void BM_AgentLeaseGrantAndStart(benchmark::State& state) {
   for (auto _ : state) {
     request.set_request_id(absl::StrCat("lease-", c->next_id.fetch_add(1)));
     v1::LeaseReply reply;
-    auto context = rpc::MakeClientContext(c->token, kCallTimeout);
+    auto context = rpc::MakeClientContext(kCallTimeout);
     if (!stub->RequestLease(context.get(), request, &reply).ok()) {
       ++errors;
     } else if (!reply.has_granted()) {
@@ -609,7 +612,7 @@ void BM_AgentLeaseRefusedRpc(benchmark::State& state) {
     }
     request.set_request_id(absl::StrCat("refused-", c->next_id.fetch_add(1)));
     v1::LeaseReply reply;
-    auto context = rpc::MakeClientContext(c->token, kCallTimeout);
+    auto context = rpc::MakeClientContext(kCallTimeout);
     if (!c->agent_stub->RequestLease(context.get(), request, &reply).ok() ||
         reply.has_granted() || reply.has_spillback()) {
       ++unexpected;

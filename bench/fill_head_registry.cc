@@ -215,7 +215,7 @@ int Run(const Options& options) {
   for (int n = 1; n <= options.nodes; ++n) {
     *nodes[n].registration.mutable_node() = Describe(n, options, incarnation);
   }
-  std::unique_ptr<v1::Head::Stub> stub = v1::Head::NewStub(rpc::MakeChannel(address));
+  std::unique_ptr<v1::Head::Stub> stub = v1::Head::NewStub(rpc::MakeChannel(address, *token));
   grpc::CompletionQueue queue;
 
   std::deque<int> to_register;
@@ -234,7 +234,7 @@ int Run(const Options& options) {
     auto* call = new Call();
     call->node = n;
     call->heartbeat = heartbeat;
-    rpc::ConfigureClientContext(&call->context, *token, kCallTimeout);
+    rpc::ConfigureClientContext(&call->context, kCallTimeout);
     nodes[n].busy = true;
     ++in_flight;
     if (!heartbeat) {

@@ -73,10 +73,10 @@ void BM_PullObject(benchmark::State& state) {
     state.SkipWithError("cannot start the server");
     return;
   }
-  auto stub = v1::NodeAgent::NewStub(rpc::MakeChannel((*server)->address()));
+  auto stub = v1::NodeAgent::NewStub(rpc::MakeChannel((*server)->address(), kToken));
   const LocalObjectStore puller{&puller_store, puller_arena->get()};
   for (auto _ : state) {
-    auto pulled = PullObject({stub.get(), "127.0.0.1"}, kToken, absl::Minutes(1), id, puller);
+    auto pulled = PullObject({stub.get(), "127.0.0.1"}, absl::Minutes(1), id, puller);
     if (!pulled.ok() || pulled->already_here) {
       state.SkipWithError("the pull failed");
       break;

@@ -10,9 +10,8 @@
 namespace tessera::api {
 namespace {
 
-rpc::RetryOptions Retries(std::string token) {
+rpc::RetryOptions Retries() {
   rpc::RetryOptions options;
-  options.token = std::move(token);
   options.attempt_timeout = absl::Seconds(2);
   options.total_budget = absl::Seconds(5);
   return options;
@@ -20,8 +19,8 @@ rpc::RetryOptions Retries(std::string token) {
 
 }  // namespace
 
-ActorDirectoryClient::ActorDirectoryClient(v1::Head::Stub* head, std::string token)
-    : head_(head), retry_(Retries(std::move(token))) {
+ActorDirectoryClient::ActorDirectoryClient(v1::Head::Stub* head)
+    : head_(head), retry_(Retries()) {
   thread_ = std::thread([this] { Run(); });
 }
 

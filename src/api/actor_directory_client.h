@@ -27,7 +27,7 @@ namespace tessera::api {
 class ActorDirectoryClient {
  public:
   // `head` must outlive this object.
-  ActorDirectoryClient(v1::Head::Stub* head, std::string token);
+  explicit ActorDirectoryClient(v1::Head::Stub* head);
   ~ActorDirectoryClient();  // Stop()
   ActorDirectoryClient(const ActorDirectoryClient&) = delete;
   ActorDirectoryClient& operator=(const ActorDirectoryClient&) = delete;

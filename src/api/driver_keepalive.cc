@@ -6,9 +6,9 @@
 
 namespace tessera::api {
 
-DriverKeepAlive::DriverKeepAlive(v1::Head::Stub* head, std::string token, std::string driver_id,
+DriverKeepAlive::DriverKeepAlive(v1::Head::Stub* head, std::string driver_id,
                                  absl::Duration period)
-    : head_(head), token_(std::move(token)), driver_id_(std::move(driver_id)), period_(period) {
+    : head_(head), driver_id_(std::move(driver_id)), period_(period) {
   thread_ = std::thread([this] {
     do {
       Beat();
@@ -23,7 +23,7 @@ void DriverKeepAlive::Beat() const {
   request.set_driver_id(driver_id_);
   v1::KeepDriverAliveResponse response;
   grpc::ClientContext context;
-  rpc::ConfigureClientContext(&context, token_, period_);
+  rpc::ConfigureClientContext(&context, period_);
   (void)head_->KeepDriverAlive(&context, request, &response);
 }
 
@@ -35,7 +35,7 @@ void DriverKeepAlive::Stop() {
   request.set_driver_id(driver_id_);
   v1::DriverExitedResponse response;
   grpc::ClientContext context;
-  rpc::ConfigureClientContext(&context, token_, absl::Seconds(5));
+  rpc::ConfigureClientContext(&context, absl::Seconds(5));
   // Best effort: a head that does not answer releases them after its driver timeout instead.
   (void)head_->DriverExited(&context, request, &response);
 }

@@ -173,14 +173,16 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
   leases.worker_command = options.worker_command;
   leases.worker_env = options.worker_env;
   runtime->token_ = *token;
-  if (!head_address.empty()) runtime->head_ = v1::Head::NewStub(rpc::MakeChannel(head_address));
+  if (!head_address.empty()) {
+    runtime->head_ = v1::Head::NewStub(rpc::MakeChannel(head_address, *token));
+  }
   DriverRuntime* runtime_ptr = runtime.get();
   leases.on_worker_ready = [runtime_ptr](const std::string& key, const std::string& address,
                                          const std::string& node_id, const std::string& worker_id) {
     runtime_ptr->OnWorkerReady(key, address, node_id, worker_id);
   };
   if (runtime->head_ != nullptr) {
-    runtime->directory_ = std::make_unique<ActorDirectoryClient>(runtime->head_.get(), *token);
+    runtime->directory_ = std::make_unique<ActorDirectoryClient>(runtime->head_.get());
   }
   runtime->submitter_->SetActorObserver(
       [runtime_ptr](const std::string& key, const ActorChange& change) {
@@ -196,12 +198,11 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
   runtime->submitter_->SetLeaseSource(runtime->leases_.get());
 
   if (runtime->head_ != nullptr) {
-    runtime->keepalive_ = std::make_unique<DriverKeepAlive>(runtime->head_.get(), runtime->token_,
-                                                            runtime->driver_id());
+    runtime->keepalive_ =
+        std::make_unique<DriverKeepAlive>(runtime->head_.get(), runtime->driver_id());
   }
   if (runtime->head_ != nullptr && options.record_task_events) {
     TaskEventReporterOptions reporter;
-    reporter.token = runtime->token_;
     reporter.job_id = leases.job_id;
     runtime->task_events_ =
         std::make_unique<TaskEventReporter>(runtime->head_.get(), std::move(reporter));
@@ -258,7 +259,7 @@ absl::StatusOr<std::string> DriverRuntime::TimelineJson() {
     request.set_after(after);
     v1::GetTaskEventsResponse response;
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, token_, absl::Seconds(30));
+    rpc::ConfigureClientContext(&context, absl::Seconds(30));
     grpc::Status got = head_->GetTaskEvents(&context, request, &response);
     if (got.error_code() == grpc::StatusCode::NOT_FOUND) break;  // nothing ran yet
     if (!got.ok()) return rpc::FromGrpcStatus(got);
@@ -746,11 +747,10 @@ absl::Status DriverRuntime::KillAttachedActor(const std::string& actor_id,
       directory_->Flush();
     }
   }
-  auto worker = v1::Worker::NewStub(rpc::MakeChannel(entry.address));
+  auto worker = v1::Worker::NewStub(rpc::MakeChannel(entry.address, token_));
   v1::ExitActorRequest request;
   v1::ExitActorReply reply;
   rpc::RetryOptions retry;
-  retry.token = token_;
   retry.attempt_timeout = absl::Seconds(15);
   retry.total_budget = absl::Seconds(15);
   absl::Status exited =
@@ -820,12 +820,11 @@ absl::Status DriverRuntime::AttachActorById(const std::string& actor_id,
     // Owned here, or attached to its live process already.
     if (it != actors_.end() && !(it->second.attached && it->second.dead)) return absl::OkStatus();
   }
-  auto owner = v1::Owner::NewStub(rpc::MakeChannel(owner_address));
+  auto owner = v1::Owner::NewStub(rpc::MakeChannel(owner_address, token_));
   v1::LocateActorRequest request;
   request.set_actor_id(actor_id);
   v1::LocateActorReply reply;
   rpc::RetryOptions retry;
-  retry.token = token_;
   // A restarting actor answers UNAVAILABLE for a while: wait for its new process.
   retry.total_budget = absl::Seconds(30);
   absl::Status located =
@@ -913,7 +912,7 @@ absl::Status DriverRuntime::AttachAt(const std::string& id, const std::string& n
   const WorkerHandle handle = submitter_->NewHandle();
   TaskSubmitter* submitter = submitter_.get();
   auto channel = GrpcWorkerChannel::Start(
-      rpc::MakeChannel(address), token_,
+      rpc::MakeChannel(address, token_),
       [submitter, handle](const v1::TaskResultBatch& results) {
         submitter->OnResults(handle, results);
       },

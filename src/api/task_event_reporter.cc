@@ -55,7 +55,7 @@ void TaskEventReporter::Flush() {
     for (size_t i = sent; i < sent + count; ++i) ToTaskEvent(events[i], request->add_events());
     v1::ReportTaskEventsResponse response;
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, options_.token, absl::Seconds(5));
+    rpc::ConfigureClientContext(&context, absl::Seconds(5));
     if (!head_->ReportTaskEvents(&context, *request, &response).ok()) {
       absl::MutexLock lock(&mu_);
       dropped_ += static_cast<int64_t>(count);

@@ -27,7 +27,6 @@ namespace tessera::api {
 inline constexpr size_t kMaxEventsPerReport = 10000;  // the head's bound (request_limits.h)
 
 struct TaskEventReporterOptions {
-  std::string token;   // the cluster token
   std::string job_id;  // the job the runs belong to (its timeline)
   absl::Duration interval = absl::Seconds(1);
   size_t max_pending = 100000;

@@ -44,11 +44,10 @@ class TaskEventReporterTest : public ::testing::Test {
     auto server = rpc::RpcServer::Start(options, {&head_});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    stub_ = v1::Head::NewStub(rpc::MakeChannel(server_->address()));
+    stub_ = v1::Head::NewStub(rpc::MakeChannel(server_->address(), kToken));
   }
   std::unique_ptr<TaskEventReporter> Reporter(size_t max_pending = 100) {
     TaskEventReporterOptions options;
-    options.token = kToken;
     options.job_id = "driver-1";
     options.interval = absl::Hours(1);  // only Stop sends: the test decides when
     options.max_pending = max_pending;
@@ -145,7 +144,6 @@ TEST_F(TaskEventReporterTest, RunsPastTheBoundAreDroppedAndTheHeadIsToldHowMany)
 
 TEST_F(TaskEventReporterTest, AReportTheHeadRefusesIsCountedInTheNextOne) {
   TaskEventReporterOptions options;
-  options.token = kToken;
   options.job_id = "driver-1";
   options.interval = absl::Milliseconds(20);
   TaskEventReporter reporter(stub_.get(), options);

@@ -7,15 +7,13 @@
 namespace tessera::api {
 
 std::shared_ptr<GrpcWorkerChannel> GrpcWorkerChannel::Start(std::shared_ptr<grpc::Channel> channel,
-                                                            const std::string& token,
                                                             ResultsFn on_results,
                                                             std::function<void()> on_done) {
   std::shared_ptr<GrpcWorkerChannel> self(
       new GrpcWorkerChannel(std::move(on_results), std::move(on_done)));
   self->stub_ = v1::Worker::NewStub(std::move(channel));
-  self->token_ = token;
   // No deadline: the stream lasts as long as the worker is held.
-  rpc::ConfigureClientContext(&self->context_, token, absl::InfiniteDuration());
+  rpc::ConfigureClientContext(&self->context_, absl::InfiniteDuration());
   self->stub_->async()->PushTasks(&self->context_, self.get());
   self->StartRead(&self->incoming_);
   self->StartCall();
@@ -62,7 +60,7 @@ void GrpcWorkerChannel::CancelTask(const std::string& task_id, bool force, bool 
     v1::CancelTaskReply reply;
   };
   auto* call = new Call();
-  rpc::ConfigureClientContext(&call->context, token_, absl::Seconds(10));
+  rpc::ConfigureClientContext(&call->context, absl::Seconds(10));
   call->request.set_task_id(task_id);
   call->request.set_force(force);
   call->request.set_recursive(recursive);
@@ -78,7 +76,7 @@ void GrpcWorkerChannel::ExitActor() {
     v1::ExitActorReply reply;
   };
   auto* call = new Call();
-  rpc::ConfigureClientContext(&call->context, token_, absl::Seconds(10));
+  rpc::ConfigureClientContext(&call->context, absl::Seconds(10));
   call->request.set_from_owner(true);
   // A process that is gone has exited already.
   stub_->async()->ExitActor(&call->context, &call->request, &call->reply,

@@ -26,7 +26,7 @@ class GrpcWorkerChannel final : public WorkerChannel,
   using ResultsFn = std::function<void(const v1::TaskResultBatch&)>;
   // `on_done` runs once, when the stream is over (after the last results).
   static std::shared_ptr<GrpcWorkerChannel> Start(std::shared_ptr<grpc::Channel> channel,
-                                                  const std::string& token, ResultsFn on_results,
+                                                  ResultsFn on_results,
                                                   std::function<void()> on_done);
 
   void Send(v1::TaskBatch batch) override;
@@ -53,7 +53,6 @@ class GrpcWorkerChannel final : public WorkerChannel,
   const ResultsFn on_results_;
   const std::function<void()> on_done_;
   std::unique_ptr<v1::Worker::Stub> stub_;
-  std::string token_;
   grpc::ClientContext context_;
   v1::TaskResultBatch incoming_;  // owned by the read in flight
 

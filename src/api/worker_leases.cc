@@ -61,7 +61,7 @@ WorkerLeases::WorkerLeases(WorkerLeasesOptions options, TaskSubmitter* submitter
   std::error_code ec;
   cwd_ = std::filesystem::current_path(ec).string();
   if (!options_.head_address.empty()) {
-    head_ = v1::Head::NewStub(rpc::MakeChannel(options_.head_address));
+    head_ = v1::Head::NewStub(rpc::MakeChannel(options_.head_address, options_.token));
   }
   monitor_thread_ = std::thread([this] { Monitor(); });
 }
@@ -92,7 +92,7 @@ std::string WorkerLeases::LocalAgentAddress() const {
 v1::NodeAgent::Stub* WorkerLeases::Agent(const std::string& address) {
   absl::MutexLock lock(&mu_);
   auto& stub = agents_[address];
-  if (stub == nullptr) stub = v1::NodeAgent::NewStub(rpc::MakeChannel(address));
+  if (stub == nullptr) stub = v1::NodeAgent::NewStub(rpc::MakeChannel(address, options_.token));
   return stub.get();
 }
 
@@ -151,8 +151,7 @@ absl::Status WorkerLeases::WaitBeforeRetry(absl::Duration backoff) {
 }
 
 absl::StatusOr<v1::ListNodesResponse> WorkerLeases::ListHeadNodes() {
-  return client::ListEveryPageOf(*head_, &v1::Head::Stub::ListNodes, options_.token,
-                                 absl::Seconds(5),
+  return client::ListEveryPageOf(*head_, &v1::Head::Stub::ListNodes, absl::Seconds(5),
                                  absl::StrCat("the head at ", options_.head_address));
 }
 
@@ -232,7 +231,7 @@ void WorkerLeases::Monitor() {
       kill.set_signal(SIGKILL);
       v1::KillWorkerResponse killed;
       grpc::ClientContext context;
-      rpc::ConfigureClientContext(&context, options_.token, absl::Seconds(5));
+      rpc::ConfigureClientContext(&context, absl::Seconds(5));
       // When the agent is gone too, so is the worker: its watch ends either way.
       (void)Agent(agent)->KillWorker(&context, kill, &killed);
     }
@@ -276,7 +275,6 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
   lease.set_job_id(options_.job_id);
 
   rpc::RetryOptions retry;
-  retry.token = options_.token;
   // Granting starts the worker process: give it time on a loaded machine.
   retry.attempt_timeout = absl::Seconds(20);
   retry.total_budget = absl::Seconds(60);
@@ -345,7 +343,7 @@ absl::Status WorkerLeases::RequestLeaseFrom(const std::string& agent,
   int unreachable = 0;
   while (true) {
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, options_.token, absl::Seconds(20));
+    rpc::ConfigureClientContext(&context, absl::Seconds(20));
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return ShuttingDown();
@@ -397,7 +395,7 @@ void WorkerLeases::Watch(uint64_t serial, const std::string& worker_id) {
     WriteOut(to, options_.prefix_output ? lines.Add(chunk) : chunk);
   };
   auto context = std::make_shared<grpc::ClientContext>();
-  rpc::ConfigureClientContext(context.get(), options_.token, absl::InfiniteDuration());
+  rpc::ConfigureClientContext(context.get(), absl::InfiniteDuration());
   {
     absl::MutexLock lock(&mu_);
     auto thread = lease_threads_.find(serial);
@@ -524,7 +522,7 @@ v1::WorkerReadyReply WorkerLeases::WorkerReady(const v1::WorkerReadyRequest& req
   const WorkerHandle handle = submitter_->NewHandle();
   TaskSubmitter* submitter = submitter_;
   auto channel = GrpcWorkerChannel::Start(
-      rpc::MakeChannel(request.address()), options_.token,
+      rpc::MakeChannel(request.address(), options_.token),
       [submitter, handle](const v1::TaskResultBatch& results) {
         submitter->OnResults(handle, results);
       },

@@ -28,7 +28,7 @@ std::mt19937_64& Rng() {
 
 absl::Status FromGrpc(const grpc::Status& status, std::string_view peer) {
   absl::Status converted = rpc::FromGrpcStatus(status);
-  if (!converted.ok() && rpc::IsRetryable(status.error_code())) {
+  if (!converted.ok() && (rpc::IsRetryable(status) || rpc::IsPeerAuthenticationFailure(status))) {
     return absl::Status(converted.code(),
                         absl::StrCat("cannot reach ", ToAbsl(peer), ": ", converted.message()));
   }
@@ -117,14 +117,15 @@ ClusterClient::ClusterClient(ClusterClientOptions options, StateFolder state,
       token_(std::move(token)) {
   // A client without a head still gets a stub; its calls fail as UNAVAILABLE.
   auto channel =
-      rpc::MakeChannel(head_address_.empty() ? std::string("127.0.0.1:1") : head_address_);
+      rpc::MakeChannel(head_address_.empty() ? std::string("127.0.0.1:1") : head_address_,
+                       token_);
   head_ = tessera::v1::Head::NewStub(channel);
   jobs_ = tessera::v1::Jobs::NewStub(channel);
 }
 
 tessera::v1::NodeAgent::Stub& ClusterClient::agent(const std::string& address) {
   auto& stub = agents_[address];
-  if (stub == nullptr) stub = tessera::v1::NodeAgent::NewStub(rpc::MakeChannel(address));
+  if (stub == nullptr) stub = tessera::v1::NodeAgent::NewStub(rpc::MakeChannel(address, token_));
   return *stub;
 }
 
@@ -132,7 +133,7 @@ std::string ClusterClient::HeadPeer() const { return absl::StrCat("the head at "
 
 std::unique_ptr<grpc::ClientContext> ClusterClient::StreamContext() const {
   // No deadline: a stream lasts as long as what it follows.
-  return rpc::MakeClientContext(token_, absl::InfiniteDuration());
+  return rpc::MakeClientContext(absl::InfiniteDuration());
 }
 
 absl::Status ClusterClient::Call(
@@ -140,11 +141,10 @@ absl::Status ClusterClient::Call(
     const std::function<grpc::Status(grpc::ClientContext*)>& rpc) const {
   if (retry == Retry::kNever) {
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, token_, options_.call_deadline);
+    rpc::ConfigureClientContext(&context, options_.call_deadline);
     return FromGrpc(rpc(&context), peer);
   }
   rpc::RetryOptions options;
-  options.token = token_;
   options.attempt_timeout = options_.call_deadline;
   options.total_budget = options_.retry_budget;
   grpc::Status last;

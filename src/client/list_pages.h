@@ -4,8 +4,8 @@
 // ListEveryPage: ClusterClient's listings (with its retries per page), and through
 // ListEveryPageOf the callers that hold a bare Head stub (src/api):
 //
-//   auto nodes = client::ListEveryPageOf(*head, &v1::Head::Stub::ListNodes, token,
-//                                     absl::Seconds(5), "the head at 10.0.0.1:6380");
+//   auto nodes = client::ListEveryPageOf(*head, &v1::Head::Stub::ListNodes, absl::Seconds(5),
+//                                        "the head at 10.0.0.1:6380");
 //
 // Thread-compatible: no state of its own; `fetch` is called from the calling thread only.
 #pragma once
@@ -55,18 +55,18 @@ absl::StatusOr<Response> ListEveryPage(std::string_view peer, Fetch&& fetch) {
 }
 
 // ListEveryPage over a bare stub: each page is one call of `method` (e.g.
-// &v1::Head::Stub::ListNodes) with a fresh context carrying `token` and a `per_page` deadline,
+// &v1::Head::Stub::ListNodes) with a fresh context carrying a `per_page` deadline,
 // not retried (the caller tries again later, as it would after a failed single call).
 template <typename Response>
 absl::StatusOr<Response> ListEveryPageOf(
     tessera::v1::Head::Stub& head,
     grpc::Status (tessera::v1::Head::Stub::*method)(grpc::ClientContext*,
                                                     const tessera::v1::ListRequest&, Response*),
-    std::string_view token, absl::Duration per_page, std::string_view peer) {
+    absl::Duration per_page, std::string_view peer) {
   return ListEveryPage<Response>(
       peer, [&](const tessera::v1::ListRequest& request, Response* page) {
         grpc::ClientContext context;
-        rpc::ConfigureClientContext(&context, token, per_page);
+        rpc::ConfigureClientContext(&context, per_page);
         return rpc::FromGrpcStatus((head.*method)(&context, request, page));
       });
 }

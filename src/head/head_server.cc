@@ -86,7 +86,6 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
   }
 
   rpc::RetryOptions retry;
-  retry.token = head->token_;
   retry.attempt_timeout = absl::Seconds(2);
   // Bounded by the node timeout: past it the node is dead anyway.
   retry.total_budget = options.node_timeout;
@@ -105,7 +104,7 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
   service_options.driver_timeout = options.driver_timeout;
   service_options.scheduling = options.scheduling;
   service_options.store = head->store_.get();
-  service_options.agent_clients = GrpcNodeAgentClientFactory(retry);
+  service_options.agent_clients = GrpcNodeAgentClientFactory(head->token_, retry);
   HeadServer* raw = head.get();
   service_options.on_shutdown = [raw] {
     if (!raw->requested_.HasBeenNotified()) raw->requested_.Notify();

@@ -19,10 +19,13 @@
 #include "absl/synchronization/mutex.h"
 #include "client/cluster_client.h"
 #include "client/list_pages.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
+#include "rpc/status_conversion.h"
 #include "rpc/token.h"
 #include "scheduling/scheduling_test_util.h"
 #include "tessera/v1/head.grpc.pb.h"
@@ -88,7 +91,7 @@ class HeadServerTest : public ::testing::Test {
     auto head = HeadServer::Create(options);
     ASSERT_TRUE(head.ok()) << head.status();
     head_ = std::move(*head);
-    stub_ = v1::Head::NewStub(rpc::MakeChannel(head_->address()));
+    stub_ = v1::Head::NewStub(rpc::MakeChannel(head_->address(), head_->token()));
   }
   void TearDown() override {
     head_.reset();
@@ -124,27 +127,30 @@ TEST_F(HeadServerTest, RestartKeepsTheToken) {
   EXPECT_EQ((*again)->token(), token);
 }
 
-TEST_F(HeadServerTest, WrongOrMissingTokenIsUnauthenticated) {
+TEST_F(HeadServerTest, ClientsWithoutTheTokenAreRefused) {
   v1::ListRequest request;
   v1::ListNodesResponse response;
   {
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, head_->token(), absl::Seconds(30));
+    rpc::ConfigureClientContext(&context, absl::Seconds(30));
     EXPECT_TRUE(stub_->ListNodes(&context, request, &response).ok());
   }
+  auto stranger = v1::Head::NewStub(rpc::MakeChannel(head_->address(), "not-the-token"));
   {
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, "not-the-token", absl::Seconds(30));
-    EXPECT_EQ(stub_->ListNodes(&context, request, &response).error_code(),
-              grpc::StatusCode::UNAUTHENTICATED);
+    rpc::ConfigureClientContext(&context, absl::Seconds(30));
+    EXPECT_TRUE(
+        rpc::IsPeerAuthenticationFailure(stranger->ListNodes(&context, request, &response)));
   }
   {
+    // A plaintext client, as every client was before mutual TLS.
+    auto plaintext = v1::Head::NewStub(
+        grpc::CreateChannel(head_->address(), grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    rpc::ConfigureClientContext(&context, absl::Seconds(30));
     v1::ShutdownRequest shutdown;
     v1::ShutdownResponse done;
-    EXPECT_EQ(stub_->Shutdown(&context, shutdown, &done).error_code(),
-              grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_FALSE(plaintext->Shutdown(&context, shutdown, &done).ok());
   }
   EXPECT_FALSE(head_->shutdown_requested());
 }
@@ -162,7 +168,7 @@ TEST_F(HeadServerTest, PlacementGroupThroughRealAgentStubs) {
   v1::RegisterNodeResponse registered;
   {
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, head_->token(), absl::Seconds(30));
+    rpc::ConfigureClientContext(&context, absl::Seconds(30));
     ASSERT_TRUE(stub_->RegisterNode(&context, reg, &registered).ok());
   }
   v1::CreatePlacementGroupRequest create;
@@ -173,7 +179,7 @@ TEST_F(HeadServerTest, PlacementGroupThroughRealAgentStubs) {
   v1::PlacementGroupInfo info;
   {
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, head_->token(), absl::Seconds(30));
+    rpc::ConfigureClientContext(&context, absl::Seconds(30));
     grpc::Status status = stub_->CreatePlacementGroup(&context, create, &info);
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
@@ -184,7 +190,7 @@ TEST_F(HeadServerTest, PlacementGroupThroughRealAgentStubs) {
   v1::RemovePlacementGroupResponse removed;
   {
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, head_->token(), absl::Seconds(30));
+    rpc::ConfigureClientContext(&context, absl::Seconds(30));
     ASSERT_TRUE(stub_->RemovePlacementGroup(&context, remove, &removed).ok());
   }
   EXPECT_EQ(agent.committed(), 0u);
@@ -192,7 +198,7 @@ TEST_F(HeadServerTest, PlacementGroupThroughRealAgentStubs) {
 
 TEST_F(HeadServerTest, ShutdownRpcEndsWait) {
   grpc::ClientContext context;
-  rpc::ConfigureClientContext(&context, head_->token(), absl::Seconds(30));
+  rpc::ConfigureClientContext(&context, absl::Seconds(30));
   v1::ShutdownRequest request;
   v1::ShutdownResponse response;
   ASSERT_TRUE(stub_->Shutdown(&context, request, &response).ok());
@@ -221,7 +227,7 @@ TEST_F(HeadServerTest, ClusterClientListsEveryNodeAcrossThePagesOfARealHead) {
                       reg.mutable_node());
     v1::RegisterNodeResponse registered;
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, head_->token(), absl::Seconds(30));
+    rpc::ConfigureClientContext(&context, absl::Seconds(30));
     grpc::Status status = stub_->RegisterNode(&context, reg, &registered);
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
@@ -231,7 +237,7 @@ TEST_F(HeadServerTest, ClusterClientListsEveryNodeAcrossThePagesOfARealHead) {
     v1::ListRequest request;
     v1::ListNodesResponse page;
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, head_->token(), absl::Seconds(30));
+    rpc::ConfigureClientContext(&context, absl::Seconds(30));
     ASSERT_TRUE(stub_->ListNodes(&context, request, &page).ok());
     EXPECT_EQ(page.nodes_size(), 500);
     EXPECT_FALSE(page.next_page_token().empty());
@@ -249,7 +255,7 @@ TEST_F(HeadServerTest, ClusterClientListsEveryNodeAcrossThePagesOfARealHead) {
   EXPECT_TRUE(nodes->next_page_token().empty());
 
   // The API's callers with a bare stub walk the same pages.
-  auto bare = client::ListEveryPageOf(*stub_, &v1::Head::Stub::ListNodes, head_->token(),
+  auto bare = client::ListEveryPageOf(*stub_, &v1::Head::Stub::ListNodes,
                                       absl::Seconds(30), "the head");
   ASSERT_TRUE(bare.ok()) << bare.status();
   EXPECT_EQ(bare->nodes_size(), kNodes);

@@ -4,8 +4,9 @@
 
 namespace tessera {
 
-GrpcNodeAgentClient::GrpcNodeAgentClient(const std::string& address, rpc::RetryOptions retry)
-    : stub_(v1::NodeAgent::NewStub(rpc::MakeChannel(address))), retry_(std::move(retry)) {}
+GrpcNodeAgentClient::GrpcNodeAgentClient(const std::string& address, std::string_view token,
+                                         rpc::RetryOptions retry)
+    : stub_(v1::NodeAgent::NewStub(rpc::MakeChannel(address, token))), retry_(std::move(retry)) {}
 
 absl::Status GrpcNodeAgentClient::Prepare(const v1::PrepareBundlesRequest& request) {
   v1::PrepareBundlesResponse response;
@@ -25,9 +26,9 @@ absl::Status GrpcNodeAgentClient::Cancel(const v1::CancelBundlesRequest& request
                          &response);
 }
 
-NodeAgentClientFactory GrpcNodeAgentClientFactory(rpc::RetryOptions retry) {
-  return [retry](const std::string&, const std::string& address) {
-    return std::make_shared<GrpcNodeAgentClient>(address, retry);
+NodeAgentClientFactory GrpcNodeAgentClientFactory(std::string token, rpc::RetryOptions retry) {
+  return [token = std::move(token), retry](const std::string&, const std::string& address) {
+    return std::make_shared<GrpcNodeAgentClient>(address, token, retry);
   };
 }
 

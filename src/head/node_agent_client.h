@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "rpc/retry.h"
@@ -32,7 +33,7 @@ using NodeAgentClientFactory =
 // Thread-safe.
 class GrpcNodeAgentClient : public NodeAgentClient {
  public:
-  GrpcNodeAgentClient(const std::string& address, rpc::RetryOptions retry);
+  GrpcNodeAgentClient(const std::string& address, std::string_view token, rpc::RetryOptions retry);
   absl::Status Prepare(const v1::PrepareBundlesRequest& request) override;
   absl::Status Commit(const v1::CommitBundlesRequest& request) override;
   absl::Status Cancel(const v1::CancelBundlesRequest& request) override;
@@ -42,7 +43,7 @@ class GrpcNodeAgentClient : public NodeAgentClient {
   rpc::RetryOptions retry_;
 };
 
-// A factory of GrpcNodeAgentClients with these retry options (the token among them).
-NodeAgentClientFactory GrpcNodeAgentClientFactory(rpc::RetryOptions retry);
+// A factory of GrpcNodeAgentClients proving `token` (rpc/channel.h), with these retry options.
+NodeAgentClientFactory GrpcNodeAgentClientFactory(std::string token, rpc::RetryOptions retry);
 
 }  // namespace tessera

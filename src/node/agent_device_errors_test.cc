@@ -41,7 +41,7 @@ class AgentDeviceErrorsTest : public node_testing::AgentWithHeadTest {
     auto agent = NodeAgentServer::Create(options);
     ASSERT_TRUE(agent.ok()) << agent.status();
     agent_ = std::move(*agent);
-    stub_ = v1::NodeAgent::NewStub(rpc::MakeChannel(agent_->address()));
+    stub_ = v1::NodeAgent::NewStub(rpc::MakeChannel(agent_->address(), kToken));
   }
 
   struct Sleeper {
@@ -55,7 +55,7 @@ class AgentDeviceErrorsTest : public node_testing::AgentWithHeadTest {
     request.mutable_worker()->add_argv("/bin/sleep");
     request.mutable_worker()->add_argv("1000");
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, kToken, kPatience);
+    rpc::ConfigureClientContext(&context, kPatience);
     v1::LeaseReply reply;
     EXPECT_TRUE(stub_->RequestLease(&context, request, &reply).ok());
     EXPECT_TRUE(reply.has_granted()) << reply.explanation();
@@ -66,7 +66,7 @@ class AgentDeviceErrorsTest : public node_testing::AgentWithHeadTest {
 
   void Kill(const std::string& worker) {
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, kToken, kPatience);
+    rpc::ConfigureClientContext(&context, kPatience);
     v1::KillWorkerRequest kill;
     kill.set_worker_id(worker);
     v1::KillWorkerResponse response;
@@ -75,7 +75,7 @@ class AgentDeviceErrorsTest : public node_testing::AgentWithHeadTest {
 
   v1::WorkerExit ExitOf(const std::string& worker) {
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, kToken, kPatience);
+    rpc::ConfigureClientContext(&context, kPatience);
     v1::WatchWorkerRequest request;
     request.set_worker_id(worker);
     auto reader = stub_->WatchWorker(&context, request);

@@ -103,9 +103,9 @@ class AgentHttpTest : public node_testing::AgentWithHeadTest {
     wire::ResourcesToProto(node_testing::Res(resources),
                            request.mutable_request()->mutable_resources());
     for (std::string& arg : argv) request.mutable_worker()->add_argv(std::move(arg));
-    auto stub = v1::NodeAgent::NewStub(rpc::MakeChannel(agent_->address()));
+    auto stub = v1::NodeAgent::NewStub(rpc::MakeChannel(agent_->address(), kToken));
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, kToken, kPatience);
+    rpc::ConfigureClientContext(&context, kPatience);
     v1::LeaseReply reply;
     const grpc::Status status = stub->RequestLease(&context, request, &reply);
     EXPECT_TRUE(status.ok()) << status.error_message();
@@ -114,9 +114,9 @@ class AgentHttpTest : public node_testing::AgentWithHeadTest {
   }
 
   void Kill(const std::string& worker) {
-    auto stub = v1::NodeAgent::NewStub(rpc::MakeChannel(agent_->address()));
+    auto stub = v1::NodeAgent::NewStub(rpc::MakeChannel(agent_->address(), kToken));
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, kToken, kPatience);
+    rpc::ConfigureClientContext(&context, kPatience);
     v1::KillWorkerRequest request;
     request.set_worker_id(worker);
     request.set_signal(9);

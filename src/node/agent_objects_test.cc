@@ -48,7 +48,7 @@ class AgentObjectsTest : public ::testing::Test {
     return agents_.back().get();
   }
   static std::unique_ptr<v1::NodeAgent::Stub> Stub(NodeAgentServer* agent) {
-    return v1::NodeAgent::NewStub(rpc::MakeChannel(agent->address()));
+    return v1::NodeAgent::NewStub(rpc::MakeChannel(agent->address(), kToken));
   }
   static std::unique_ptr<ObjectStoreClient> Client(NodeAgentServer* agent) {
     auto client = ObjectStoreClient::Connect({.socket_path = agent->node_dir() + "/objects.sock"});
@@ -78,7 +78,7 @@ TEST_F(AgentObjectsTest, AnObjectPutOnOneNodeIsPulledIntoAnotherAndReadThere) {
   pull.set_from_address(a->address());
   v1::PullObjectResponse pulled;
   grpc::ClientContext context;
-  rpc::ConfigureClientContext(&context, kToken, absl::Seconds(60));
+  rpc::ConfigureClientContext(&context, absl::Seconds(60));
   grpc::Status status = Stub(b)->PullObject(&context, pull, &pulled);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(pulled.size(), data.size());
@@ -95,7 +95,7 @@ TEST_F(AgentObjectsTest, AnObjectPutOnOneNodeIsPulledIntoAnotherAndReadThere) {
 
   // A second pull finds the copy here.
   grpc::ClientContext again;
-  rpc::ConfigureClientContext(&again, kToken, absl::Seconds(60));
+  rpc::ConfigureClientContext(&again, absl::Seconds(60));
   status = Stub(b)->PullObject(&again, pull, &pulled);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_TRUE(pulled.already_here());
@@ -116,21 +116,21 @@ TEST_F(AgentObjectsTest, AnUnknownObjectIsNotFoundAndAnAgentWithoutAStoreSaysSo)
   v1::PullObjectResponse pulled;
   {
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, kToken, absl::Seconds(60));
+    rpc::ConfigureClientContext(&context, absl::Seconds(60));
     grpc::Status status = Stub(a)->PullObject(&context, pull, &pulled);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
     EXPECT_NE(status.error_message().find("hosts no object store"), std::string::npos);
   }
   {
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, kToken, absl::Seconds(60));
+    rpc::ConfigureClientContext(&context, absl::Seconds(60));
     grpc::Status status = Stub(plain)->PullObject(&context, pull, &pulled);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
   }
   pull.set_from_address(a->address());
   {
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, kToken, absl::Seconds(60));
+    rpc::ConfigureClientContext(&context, absl::Seconds(60));
     v1::OfferObjectRequest offer;
     offer.set_object_id(pull.object_id());
     v1::OfferObjectResponse offered;
@@ -143,7 +143,7 @@ TEST_F(AgentObjectsTest, AnUnknownObjectIsNotFoundAndAnAgentWithoutAStoreSaysSo)
     bad.set_object_id("short");
     bad.set_from_address(a->address());
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, kToken, absl::Seconds(60));
+    rpc::ConfigureClientContext(&context, absl::Seconds(60));
     EXPECT_EQ(Stub(a)->PullObject(&context, bad, &pulled).error_code(),
               grpc::StatusCode::INVALID_ARGUMENT);
   }

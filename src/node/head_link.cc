@@ -16,7 +16,7 @@ HeadLink::HeadLink(HeadLinkOptions options, AgentState* state, KillWorkers kill_
     : options_(std::move(options)),
       state_(state),
       kill_workers_(std::move(kill_workers)),
-      stub_(v1::Head::NewStub(rpc::MakeChannel(options_.head_address))),
+      stub_(v1::Head::NewStub(rpc::MakeChannel(options_.head_address, options_.token))),
       address_(options_.head_address),
       interval_(options_.initial_heartbeat) {}
 
@@ -45,7 +45,8 @@ bool HeadLink::LookForTheHead() {
   if (next.empty()) return false;
   LogLine(absl::StrCat("node agent ", state_->node_id().value(), ": the head does not answer at ",
                        current, "; trying ", next));
-  std::shared_ptr<v1::Head::Stub> stub = v1::Head::NewStub(rpc::MakeChannel(next));
+  std::shared_ptr<v1::Head::Stub> stub =
+      v1::Head::NewStub(rpc::MakeChannel(next, options_.token));
   absl::MutexLock lock(&mu_);
   stub_ = std::move(stub);
   address_ = next;
@@ -149,7 +150,6 @@ absl::Status HeadLink::Register(absl::Duration budget) {
 
 rpc::RetryOptions HeadLink::Retry(absl::Duration budget) const {
   rpc::RetryOptions retry;
-  retry.token = options_.token;
   retry.attempt_timeout = options_.call_timeout;
   retry.total_budget = budget;
   return retry;
@@ -231,9 +231,13 @@ void HeadLink::Loop() {
         LogLine(absl::StrCat("node agent ", state_->node_id().value(),
                              ": cannot register with the head at ", address, ": ",
                              status.message()));
-        // The head may have moved (restarted on another port, or at another of its addresses):
-        // the next attempt goes there.
-        if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) LookForTheHead();
+        // The head may have moved (restarted on another port, or at another of its addresses,
+        // leaving the old one to whoever binds it: a peer that fails the handshake is never
+        // sent anything): the next attempt goes there.
+        if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) ||
+            absl::IsUnauthenticated(status)) {
+          LookForTheHead();
+        }
         // A head that is coming up is found soon; one that stays away is asked less often.
         const absl::Duration cap = wait;
         wait = std::min(retry_wait, cap);

@@ -68,9 +68,8 @@ absl::Status ReceiveBytes(const std::string& host, int port, const std::string& 
 
 }  // namespace
 
-absl::StatusOr<PullResult> PullObject(const PullSource& from, std::string_view token,
-                                      absl::Duration timeout, const ObjectId& id,
-                                      const LocalObjectStore& local) {
+absl::StatusOr<PullResult> PullObject(const PullSource& from, absl::Duration timeout,
+                                      const ObjectId& id, const LocalObjectStore& local) {
   if (local.store->Contains(id)) {
     auto location = local.store->Get(kLocalStoreClient, id);
     if (location.ok()) {
@@ -82,7 +81,7 @@ absl::StatusOr<PullResult> PullObject(const PullSource& from, std::string_view t
   v1::OfferObjectResponse offer;
   {
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, token, timeout);
+    rpc::ConfigureClientContext(&context, timeout);
     v1::OfferObjectRequest request;
     request.set_object_id(id.Binary());
     grpc::Status offered = from.stub->OfferObject(&context, request, &offer);
@@ -115,14 +114,14 @@ absl::StatusOr<PullResult> PullObject(const PullSource& from, std::string_view t
 v1::NodeAgent::Stub& ObjectPuller::StubFor(const std::string& address) {
   absl::MutexLock lock(&mu_);
   std::unique_ptr<v1::NodeAgent::Stub>& stub = stubs_[address];
-  if (stub == nullptr) stub = v1::NodeAgent::NewStub(rpc::MakeChannel(address));
+  if (stub == nullptr) stub = v1::NodeAgent::NewStub(rpc::MakeChannel(address, token_));
   return *stub;
 }
 
 absl::StatusOr<PullResult> ObjectPuller::Pull(const ObjectId& id, const std::string& from_address) {
   if (from_address.empty()) return absl::InvalidArgumentError("from_address is empty");
   TESSERA_ASSIGN_OR_RETURN(HostPort holder, SplitHostPort(from_address));
-  return PullObject({&StubFor(from_address), holder.host}, token_, timeout_, id, local_);
+  return PullObject({&StubFor(from_address), holder.host}, timeout_, id, local_);
 }
 
 }  // namespace tessera

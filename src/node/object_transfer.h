@@ -45,16 +45,15 @@ struct PullSource {
   std::string host;
 };
 
-// Copies object `id` from the agent behind `from` into `local` and seals it; the OfferObject call
-// carries `token` and the whole copy must finish within `timeout`. Already sealed here: nothing is
-// copied. On any failure nothing is left behind (the unfinished copy is aborted, an unused ticket
-// dropped). Errors, each prefixed with "fetching <id>: ": the holder's (NotFound,
-// Unauthenticated, ...), ResourceExhausted when this store has no room, Unavailable when another
-// pull of the same object is under way or the data port cannot be reached, DataLoss when the
-// stream is shorter or longer than the object.
-absl::StatusOr<PullResult> PullObject(const PullSource& from, std::string_view token,
-                                      absl::Duration timeout, const ObjectId& id,
-                                      const LocalObjectStore& local);
+// Copies object `id` from the agent behind `from` into `local` and seals it (the stub's channel
+// proves the cluster token, rpc/channel.h); the whole copy must finish within `timeout`.
+// Already sealed here: nothing is copied. On any failure nothing is left behind (the unfinished
+// copy is aborted, an unused ticket dropped). Errors, each prefixed with "fetching <id>: ": the
+// holder's (NotFound, Unauthenticated, ...), ResourceExhausted when this store has no room,
+// Unavailable when another pull of the same object is under way or the data port cannot be
+// reached, DataLoss when the stream is shorter or longer than the object.
+absl::StatusOr<PullResult> PullObject(const PullSource& from, absl::Duration timeout,
+                                      const ObjectId& id, const LocalObjectStore& local);
 
 // Pulls objects from other node agents into this node's store (PullObject above), with one
 // channel per agent address, kept. Thread-safe.

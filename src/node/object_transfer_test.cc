@@ -134,7 +134,7 @@ class ObjectTransferTest : public ::testing::Test {
     auto server = rpc::RpcServer::Start(options, {holder_.get()});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    stub_ = v1::NodeAgent::NewStub(rpc::MakeChannel(server_->address()));
+    stub_ = v1::NodeAgent::NewStub(rpc::MakeChannel(server_->address(), kToken));
   }
   void TearDown() override {
     server_->Shutdown(absl::Seconds(1));
@@ -142,7 +142,13 @@ class ObjectTransferTest : public ::testing::Test {
   }
   absl::StatusOr<PullResult> Pull(const ObjectId& id, const std::string& token = kToken,
                                   Node* into = nullptr) {
-    return PullObject({stub_.get(), "127.0.0.1"}, token, absl::Seconds(30), id,
+    std::unique_ptr<v1::NodeAgent::Stub> other;
+    v1::NodeAgent::Stub* stub = stub_.get();
+    if (token != kToken) {
+      other = v1::NodeAgent::NewStub(rpc::MakeChannel(server_->address(), token));
+      stub = other.get();
+    }
+    return PullObject({stub, "127.0.0.1"}, absl::Seconds(30), id,
                       (into == nullptr ? &b_ : into)->local());
   }
   void ExpectNothingLeftIn(Node& node) {

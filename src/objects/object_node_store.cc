@@ -171,7 +171,7 @@ absl::Status NodeObjectStore::Pull(const ObjectId& id, const v1::StoredObject& w
       return absl::UnavailableError("this process knows no local agent to pull through");
     }
     if (agent_ == nullptr) {
-      agent_ = v1::NodeAgent::NewStub(rpc::MakeChannel(options_.agent_address));
+      agent_ = v1::NodeAgent::NewStub(rpc::MakeChannel(options_.agent_address, options_.token));
     }
     agent = agent_.get();
   }
@@ -181,7 +181,7 @@ absl::Status NodeObjectStore::Pull(const ObjectId& id, const v1::StoredObject& w
   v1::PullObjectResponse response;
   grpc::ClientContext context;
   const absl::Duration left = std::min(kPullTimeout, deadline - absl::Now());
-  rpc::ConfigureClientContext(&context, options_.token, std::max(left, absl::Milliseconds(1)));
+  rpc::ConfigureClientContext(&context, std::max(left, absl::Milliseconds(1)));
   TESSERA_RETURN_IF_ERROR(rpc::FromGrpcStatus(agent->PullObject(&context, request, &response)));
   if (!response.already_here()) CountObjectPath(&internal::ObjectPathStats::pulls);
   return absl::OkStatus();
@@ -218,12 +218,14 @@ absl::StatusOr<std::optional<v1::NodeState>> NodeObjectStore::HeadNodeState(
   v1::Head::Stub* head = nullptr;
   {
     absl::MutexLock lock(&mu_);
-    if (head_ == nullptr) head_ = v1::Head::NewStub(rpc::MakeChannel(options_.head_address));
+    if (head_ == nullptr) {
+      head_ = v1::Head::NewStub(rpc::MakeChannel(options_.head_address, options_.token));
+    }
     head = head_.get();
   }
   TESSERA_ASSIGN_OR_RETURN(
       v1::ListNodesResponse response,
-      client::ListEveryPageOf(*head, &v1::Head::Stub::ListNodes, options_.token, kHeadCallTimeout,
+      client::ListEveryPageOf(*head, &v1::Head::Stub::ListNodes, kHeadCallTimeout,
                               absl::StrCat("the head at ", options_.head_address)));
   for (const v1::NodeInfo& node : response.nodes()) {
     if (node.node().node_id() == node_id) return node.state();

@@ -8,7 +8,8 @@
 #include "google/protobuf/message_lite.h"
 #include "grpcpp/impl/rpc_service_method.h"
 #include "grpcpp/support/method_handler.h"
-#include "rpc/token.h"
+#include "grpcpp/security/auth_context.h"
+#include "rpc/cluster_identity.h"
 
 namespace tessera::rpc {
 
@@ -27,16 +28,15 @@ struct ServiceMethodsAccess {
 MethodList& ServiceMethods(grpc::Service& service);
 template struct ServiceMethodsAccess<&grpc::Service::methods_>;
 
-// Runs the wrapped handler only for calls with the right token; answers the others
+// Runs the wrapped handler only for calls from a cluster peer; answers the others
 // UNAUTHENTICATED itself. Owns the original method entry (and with it the original handler).
 class AuthenticatingHandler : public grpc::internal::MethodHandler {
  public:
-  AuthenticatingHandler(std::unique_ptr<grpc::internal::RpcServiceMethod> original,
-                        std::string token)
-      : original_(std::move(original)), token_(std::move(token)) {}
+  explicit AuthenticatingHandler(std::unique_ptr<grpc::internal::RpcServiceMethod> original)
+      : original_(std::move(original)) {}
 
   void RunHandler(const HandlerParameter& param) override {
-    if (HasValidToken(*param.server_context, token_)) {
+    if (IsClusterPeer(*param.server_context)) {
       original_->handler()->RunHandler(param);
       return;
     }
@@ -62,55 +62,50 @@ class AuthenticatingHandler : public grpc::internal::MethodHandler {
   }
 
   std::unique_ptr<grpc::internal::RpcServiceMethod> original_;
-  std::string token_;
   grpc::internal::ErrorMethodHandler<grpc::StatusCode::UNAUTHENTICATED> rejecter_{
-      "missing or wrong cluster token (x-tessera-token)"};
+      "the caller did not prove it holds the cluster token (no cluster certificate)"};
 };
 
 }  // namespace
 
-bool HasValidToken(const grpc::ServerContextBase& context, std::string_view token) {
-  const auto& metadata = context.client_metadata();
-  auto range = metadata.equal_range(kTokenMetadataKey);
-  if (range.first == range.second) return false;
-  // Exactly one token: a second value would be ambiguous.
-  if (std::next(range.first) != range.second) return false;
-  const grpc::string_ref& value = range.first->second;
-  return TokensEqual(std::string_view(value.data(), value.size()), token);
+bool IsClusterPeer(const grpc::ServerContextBase& context) {
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return false;
+  // The authority signs only process certificates, all of this one name.
+  for (const grpc::string_ref& name : auth->GetPeerIdentity()) {
+    if (std::string_view(name.data(), name.size()) == kClusterServerName) return true;
+  }
+  return false;
 }
 
-absl::Status AuthenticateService(grpc::Service* service, const std::string& token) {
-  if (token.empty()) return absl::InvalidArgumentError("empty cluster token");
+absl::Status AuthenticateService(grpc::Service* service) {
   MethodList& methods = ServiceMethods(*service);
   for (const auto& method : methods) {
     if (method == nullptr || method->handler() == nullptr ||
         method->api_type() != grpc::internal::RpcServiceMethod::ApiType::SYNC) {
       return absl::InvalidArgumentError(
-          "only synchronous gRPC services can be served with token authentication");
+          "only synchronous gRPC services can be served with peer authentication");
     }
   }
   for (auto& method : methods) {
     const char* name = method->name();
     grpc::internal::RpcMethod::RpcType type = method->method_type();
-    auto* handler = new AuthenticatingHandler(std::move(method), token);
+    auto* handler = new AuthenticatingHandler(std::move(method));
     method = std::make_unique<grpc::internal::RpcServiceMethod>(name, type, handler);
   }
   return absl::OkStatus();
 }
 
-void ConfigureClientContext(grpc::ClientContext* context, std::string_view token,
-                            absl::Duration timeout) {
-  context->AddMetadata(kTokenMetadataKey, std::string(token));
+void ConfigureClientContext(grpc::ClientContext* context, absl::Duration timeout) {
   if (timeout > absl::ZeroDuration() && timeout != absl::InfiniteDuration()) {
     context->set_deadline(std::chrono::system_clock::now() +
                           absl::ToChronoNanoseconds(timeout));
   }
 }
 
-std::unique_ptr<grpc::ClientContext> MakeClientContext(std::string_view token,
-                                                       absl::Duration timeout) {
+std::unique_ptr<grpc::ClientContext> MakeClientContext(absl::Duration timeout) {
   auto context = std::make_unique<grpc::ClientContext>();
-  ConfigureClientContext(context.get(), token, timeout);
+  ConfigureClientContext(context.get(), timeout);
   return context;
 }
 

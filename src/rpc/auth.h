@@ -1,12 +1,16 @@
-// Cluster-token authentication for every call (metadata "x-tessera-token").
+// Who may call: every server requires a peer that proved it holds the cluster token, and every
+// client a server that proved the same, through mutual TLS with the identity both derive from
+// the token (rpc/cluster_identity.h). The token itself never travels.
 //
-// Server side: AuthenticateService wraps every method handler of a synchronous service so a call
-// whose token is missing or wrong is answered UNAUTHENTICATED before the service's handler runs;
-// unary and streaming methods alike. (gRPC's AuthMetadataProcessor does not run on insecure
-// credentials, and server interceptors cannot stop a handler from running, so the check sits in
-// front of the handler itself.)
+// Server side: the server's TLS credentials refuse, in the handshake, a client without a
+// certificate from the cluster's authority. AuthenticateService also wraps every method handler
+// of a synchronous service so that a call whose peer is not so authenticated (a server set up
+// without those credentials by mistake) is answered UNAUTHENTICATED before the service's
+// handler runs; unary and streaming methods alike. (Server interceptors cannot stop a handler
+// from running, so the check sits in front of the handler itself.)
 //
-// Client side: ConfigureClientContext puts the token and a deadline on a grpc::ClientContext.
+// Client side: ConfigureClientContext puts a deadline on a grpc::ClientContext; the channel
+// (rpc/channel.h) carries the identity.
 #pragma once
 
 #include <memory>
@@ -21,25 +25,22 @@
 
 namespace tessera::rpc {
 
-inline constexpr char kTokenMetadataKey[] = "x-tessera-token";
+// Whether the call's peer completed the handshake with a certificate of the cluster's
+// authority. Thread-safe.
+bool IsClusterPeer(const grpc::ServerContextBase& context);
 
-// Whether the call's metadata carries exactly `token` (constant-time compare). Thread-safe.
-bool HasValidToken(const grpc::ServerContextBase& context, std::string_view token);
-
-// Installs the token check in front of every method of `service`. Must be called before the
+// Installs the peer check in front of every method of `service`. Must be called before the
 // service is registered with a server, once per service object. InvalidArgument (and nothing
 // changed) for a service with asynchronous, callback or generic methods: only synchronous
-// services are supported, so that no method can slip past the check. `token` must not be empty.
-// Not thread-safe: call while setting the server up.
-absl::Status AuthenticateService(grpc::Service* service, const std::string& token);
+// services are supported, so that no method can slip past the check. Not thread-safe: call
+// while setting the server up.
+absl::Status AuthenticateService(grpc::Service* service);
 
-// Adds the token metadata and sets the deadline now + `timeout` (a non-positive or infinite
-// timeout leaves no deadline; callers should always give one). Not thread-safe per context.
-void ConfigureClientContext(grpc::ClientContext* context, std::string_view token,
-                            absl::Duration timeout);
+// Sets the deadline now + `timeout` (a non-positive or infinite timeout leaves no deadline;
+// callers should always give one). Not thread-safe per context.
+void ConfigureClientContext(grpc::ClientContext* context, absl::Duration timeout);
 
 // A fresh context configured as above.
-std::unique_ptr<grpc::ClientContext> MakeClientContext(std::string_view token,
-                                                       absl::Duration timeout);
+std::unique_ptr<grpc::ClientContext> MakeClientContext(absl::Duration timeout);
 
 }  // namespace tessera::rpc

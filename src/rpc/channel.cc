@@ -1,14 +1,49 @@
 #include "rpc/channel.h"
 
+#include <iostream>
+
 #include "grpc/grpc.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "rpc/cluster_identity.h"
+#include "rpc/token.h"
 
 namespace tessera::rpc {
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+namespace {
+
+// Credentials that trust no server: an authority made from a token of random bytes that is
+// never kept, so no peer can hold it.
+std::shared_ptr<grpc::ChannelCredentials> TrustNoOne() {
+  static const std::shared_ptr<grpc::ChannelCredentials> credentials = [] {
+    auto token = GenerateToken();
+    auto identity = token.ok() ? ClusterIdentity::Derive(*token)
+                               : absl::StatusOr<std::unique_ptr<ClusterIdentity>>(token.status());
+    if (identity.ok()) return (*identity)->ChannelCredentials();
+    // Without even that, trust an authority that is not a certificate: no handshake completes.
+    grpc::SslCredentialsOptions options;
+    options.pem_root_certs = "none";
+    return grpc::SslCredentials(options);
+  }();
+  return credentials;
+}
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, std::string_view token) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  auto identity = ClusterIdentity::ForToken(token);
+  if (identity.ok()) {
+    credentials = (*identity)->ChannelCredentials();
+  } else {
+    std::cerr << "rpc: no cluster identity for the channel to " << address << ": "
+              << identity.status().message() << "; its calls will fail\n";
+    credentials = TrustNoOne();
+  }
   grpc::ChannelArguments args;
+  // Every process certificate carries one name, whatever address it serves.
+  args.SetSslTargetNameOverride(kClusterServerName);
   // Retries are ours (rpc/retry.h), with deadlines per attempt; gRPC's own would double them.
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
   // A peer that restarts should be reachable again quickly, not after a long reconnect backoff.
@@ -20,7 +55,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   // window is only filled while a stream is actually that far behind.
   args.SetInt("grpc.http2.lookahead_bytes", 64 << 20);
   args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 16 << 20);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, credentials, args);
 }
 
 }  // namespace tessera::rpc

@@ -10,8 +10,10 @@
 
 namespace tessera::rpc {
 
-bool IsRetryable(grpc::StatusCode code) {
-  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED;
+bool IsRetryable(const grpc::Status& status) {
+  const grpc::StatusCode code = status.error_code();
+  return (code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED) &&
+         !IsPeerAuthenticationFailure(status);
 }
 
 absl::Status CallWithRetry(const RetryOptions& options,
@@ -37,9 +39,9 @@ absl::Status CallWithRetry(const RetryOptions& options,
     if (timeout <= absl::ZeroDuration()) timeout = options.attempt_timeout;
     ++local.attempts;
     grpc::ClientContext context;
-    ConfigureClientContext(&context, options.token, timeout);
+    ConfigureClientContext(&context, timeout);
     last = attempt(&context);
-    if (last.ok() || !IsRetryable(last.error_code())) break;
+    if (last.ok() || !IsRetryable(last)) break;
     double factor = 1.0 + options.jitter * (2.0 * uniform() - 1.0);
     absl::Duration wait = backoff * std::max(0.0, factor);
     remaining = end - clock->Now();
@@ -50,7 +52,7 @@ absl::Status CallWithRetry(const RetryOptions& options,
   }
   if (stats != nullptr) *stats = local;
   absl::Status status = FromGrpcStatus(last);
-  if (!status.ok() && IsRetryable(last.error_code()) && local.attempts > 1) {
+  if (!status.ok() && IsRetryable(last) && local.attempts > 1) {
     return absl::Status(status.code(), absl::StrCat(status.message(), " (after ", local.attempts,
                                                     " attempts)"));
   }

@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <string>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -18,7 +17,6 @@
 namespace tessera::rpc {
 
 struct RetryOptions {
-  std::string token;  // put on every attempt's context
   absl::Duration attempt_timeout = absl::Seconds(2);
   // No attempt starts after the budget, and the last one's deadline is cut to it.
   absl::Duration total_budget = absl::Seconds(10);
@@ -31,8 +29,9 @@ struct RetryOptions {
   std::function<double()> random;
 };
 
-// Whether a status is worth another attempt.
-bool IsRetryable(grpc::StatusCode code);
+// Whether a status is worth another attempt: UNAVAILABLE or DEADLINE_EXCEEDED, but not a peer
+// that failed the TLS handshake (IsPeerAuthenticationFailure): trying it again proves nothing.
+bool IsRetryable(const grpc::Status& status);
 
 // What happened over all attempts.
 struct RetryStats {
@@ -40,7 +39,7 @@ struct RetryStats {
   absl::Duration waited = absl::ZeroDuration();  // total backoff
 };
 
-// Runs `attempt` with a fresh ClientContext per try (token and deadline set) until it returns a
+// Runs `attempt` with a fresh ClientContext per try (deadline set) until it returns a
 // status that is not retryable or the budget is spent; returns the last status, converted.
 // Thread-safe as long as `attempt` is.
 absl::Status CallWithRetry(const RetryOptions& options,

@@ -11,7 +11,6 @@ namespace {
 
 RetryOptions FakeOptions(FakeClock* clock, double u = 0.5) {
   RetryOptions options;
-  options.token = "t";
   options.clock = clock;
   options.random = [u] { return u; };  // u = 0.5: no jitter
   return options;
@@ -95,10 +94,9 @@ TEST(RetryTest, StopsWhenTheBudgetEnds) {
   EXPECT_EQ(stats.attempts, 7);
 }
 
-TEST(RetryTest, EveryAttemptCarriesTokenAndDeadline) {
+TEST(RetryTest, EveryAttemptCarriesADeadline) {
   FakeClock clock;
   RetryOptions options = FakeOptions(&clock);
-  options.token = "secret-token";
   options.attempt_timeout = absl::Seconds(2);
   int calls = 0;
   (void)CallWithRetry(options, [&](grpc::ClientContext* context) {

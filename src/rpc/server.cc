@@ -9,6 +9,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "rpc/auth.h"
+#include "rpc/cluster_identity.h"
 #include "rpc/server_metrics.h"
 
 namespace tessera::rpc {
@@ -33,8 +34,10 @@ absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(
   }
   if (options.token.empty()) return absl::InvalidArgumentError("empty cluster token");
   if (services.empty()) return absl::InvalidArgumentError("no services to serve");
+  auto identity = ClusterIdentity::ForToken(options.token);
+  if (!identity.ok()) return identity.status();
   for (grpc::Service* service : services) {
-    absl::Status status = AuthenticateService(service, options.token);
+    absl::Status status = AuthenticateService(service);
     if (!status.ok()) return status;
   }
 
@@ -46,7 +49,7 @@ absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 16 << 20);
   int port = 0;
   std::string listen = JoinHostPort(options.bind_address, options.port);
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, (*identity)->ServerCredentials(), &port);
   for (grpc::Service* service : services) builder.RegisterService(service);
   // The sync server starts a thread when a call leaves it without an idle poller and ends one
   // that finishes a call while MAX_POLLERS others poll (default 2). With a few concurrent

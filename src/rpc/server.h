@@ -1,6 +1,7 @@
 // Starting a gRPC server the Tessera way: one bind address (127.0.0.1 unless asked otherwise), a
-// port (0 = ephemeral, the bound one is reported), and the cluster token checked in front of every
-// method of every service (rpc/auth.h).
+// port (0 = ephemeral, the bound one is reported), mutual TLS with the identity derived from the
+// cluster token (rpc/cluster_identity.h), and the peer checked again in front of every method of
+// every service (rpc/auth.h).
 #pragma once
 
 #include <memory>
@@ -18,7 +19,7 @@ class RpcServerMetrics;
 struct ServerOptions {
   std::string bind_address = "127.0.0.1";
   int port = 0;       // 0: an ephemeral port
-  std::string token;  // required
+  std::string token;  // required: the identity both ends derive
   // Counts and times every call (rpc/server_metrics.h); null: none. Must outlive the server.
   RpcServerMetrics* metrics = nullptr;
 };
@@ -32,7 +33,8 @@ bool IsLoopbackHost(const std::string& host);
 // Owns a started grpc::Server. Thread-safe: Shutdown and Wait may be called from any thread.
 class RpcServer {
  public:
-  // Authenticates every service (AuthenticateService), binds and starts serving. The services
+  // Authenticates every service (AuthenticateService), binds with the cluster's TLS identity and
+  // starts serving. The services
   // must outlive the server and be synchronous. InvalidArgument for a bad option or service,
   // Unavailable when the address cannot be bound (e.g. the port is taken).
   static absl::StatusOr<std::unique_ptr<RpcServer>> Start(const ServerOptions& options,

@@ -1,5 +1,6 @@
-// A real gRPC server on loopback (port 0) with the token check: right token served, missing or
-// wrong token UNAUTHENTICATED before the handler runs, unary and server-streaming alike.
+// A real gRPC server on loopback (port 0) with mutual TLS from the token: a client with the
+// token served, every other client refused before a handler runs, unary and server-streaming
+// alike.
 #include "rpc/server.h"
 
 #include <atomic>
@@ -8,9 +9,12 @@
 #include <vector>
 
 #include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
+#include "rpc/cluster_identity.h"
 #include "rpc/retry.h"
 #include "rpc/server_metrics.h"
 #include "rpc/status_conversion.h"
@@ -53,31 +57,35 @@ class ServerTest : public ::testing::Test {
     auto server = RpcServer::Start(options, {&service_});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
-    stub_ = v1::NodeAgent::NewStub(MakeChannel(server_->address()));
+    stub_ = StubFor(kToken);
   }
 
-  grpc::Status Kill(std::string_view token, bool with_token, std::string worker = "w1") {
+  // A client proving `token`.
+  std::unique_ptr<v1::NodeAgent::Stub> StubFor(std::string_view token) {
+    return v1::NodeAgent::NewStub(MakeChannel(server_->address(), token));
+  }
+  // A client with other credentials (plaintext, or TLS without a certificate).
+  std::unique_ptr<v1::NodeAgent::Stub> StubWith(std::shared_ptr<grpc::ChannelCredentials> creds) {
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride(kClusterServerName);
+    return v1::NodeAgent::NewStub(
+        grpc::CreateCustomChannel(server_->address(), std::move(creds), args));
+  }
+
+  grpc::Status Kill(v1::NodeAgent::Stub& stub, std::string worker = "w1") {
     grpc::ClientContext context;
-    if (with_token) {
-      ConfigureClientContext(&context, token, absl::Seconds(30));
-    } else {
-      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    }
+    ConfigureClientContext(&context, absl::Seconds(30));
     v1::KillWorkerRequest request;
     request.set_worker_id(worker);
     v1::KillWorkerResponse response;
-    return stub_->KillWorker(&context, request, &response);
+    return stub.KillWorker(&context, request, &response);
   }
 
-  grpc::Status Watch(std::string_view token, bool with_token, int* events) {
+  grpc::Status Watch(v1::NodeAgent::Stub& stub, int* events) {
     grpc::ClientContext context;
-    if (with_token) {
-      ConfigureClientContext(&context, token, absl::Seconds(30));
-    } else {
-      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    }
+    ConfigureClientContext(&context, absl::Seconds(30));
     v1::WatchWorkerRequest request;
-    auto reader = stub_->WatchWorker(&context, request);
+    auto reader = stub.WatchWorker(&context, request);
     v1::WorkerEvent event;
     *events = 0;
     while (reader->Read(&event)) ++*events;
@@ -94,55 +102,86 @@ TEST_F(ServerTest, BindsLoopbackOnAnEphemeralPort) {
   EXPECT_EQ(server_->address(), "127.0.0.1:" + std::to_string(server_->port()));
 }
 
-TEST_F(ServerTest, UnaryWithRightTokenIsServed) {
-  EXPECT_TRUE(Kill(kToken, true).ok());
+TEST_F(ServerTest, UnaryFromAClientWithTheTokenIsServed) {
+  EXPECT_TRUE(Kill(*stub_).ok());
   EXPECT_EQ(service_.calls.load(), 1);
   // The handler's own status comes through with code and message.
-  grpc::Status bad = Kill(kToken, true, "bad");
+  grpc::Status bad = Kill(*stub_, "bad");
   EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(bad.error_message(), "worker_id: bad");
 }
 
-TEST_F(ServerTest, UnaryWithoutOrWithWrongTokenIsUnauthenticatedBeforeTheHandler) {
-  grpc::Status missing = Kill("", false);
-  EXPECT_EQ(missing.error_code(), grpc::StatusCode::UNAUTHENTICATED) << missing.error_message();
-  grpc::Status wrong = Kill("0123456789abcdeX", true);
-  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  grpc::Status shorter = Kill("0123", true);
-  EXPECT_EQ(shorter.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+TEST_F(ServerTest, ClientsWithoutTheTokenAreRefusedInTheHandshake) {
+  // Another token, a shorter one, plaintext (what a client sending only a token header would
+  // be), and TLS trusting the right authority but with no certificate of its own.
+  auto other = StubFor("0123456789abcdeX");
+  grpc::Status wrong = Kill(*other);
+  EXPECT_TRUE(IsPeerAuthenticationFailure(wrong)) << wrong.error_message();
+  EXPECT_EQ(FromGrpcStatus(wrong).code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_FALSE(Kill(*StubFor("0123")).ok());
+  EXPECT_FALSE(Kill(*StubWith(grpc::InsecureChannelCredentials())).ok());
+  grpc::SslCredentialsOptions no_certificate;
+  no_certificate.pem_root_certs = (*ClusterIdentity::ForToken(kToken))->authority_pem();
+  EXPECT_FALSE(Kill(*StubWith(grpc::SslCredentials(no_certificate))).ok());
   EXPECT_EQ(service_.calls.load(), 0);
   // The server keeps serving good calls afterwards.
-  EXPECT_TRUE(Kill(kToken, true).ok());
+  EXPECT_TRUE(Kill(*stub_).ok());
 }
 
 TEST_F(ServerTest, StreamingIsCoveredToo) {
   int events = 0;
-  grpc::Status ok = Watch(kToken, true, &events);
+  grpc::Status ok = Watch(*stub_, &events);
   EXPECT_TRUE(ok.ok()) << ok.error_message();
   EXPECT_EQ(events, 3);
   EXPECT_EQ(service_.calls.load(), 1);
 
-  grpc::Status missing = Watch("", false, &events);
-  EXPECT_EQ(missing.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  grpc::Status plaintext = Watch(*StubWith(grpc::InsecureChannelCredentials()), &events);
+  EXPECT_FALSE(plaintext.ok());
   EXPECT_EQ(events, 0);
-  grpc::Status wrong = Watch("nope", true, &events);
-  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  grpc::Status wrong = Watch(*StubFor("nope"), &events);
+  EXPECT_TRUE(IsPeerAuthenticationFailure(wrong)) << wrong.error_message();
   EXPECT_EQ(events, 0);
   EXPECT_EQ(service_.calls.load(), 1);
 }
 
-TEST_F(ServerTest, RetryUnaryReachesTheServer) {
+TEST_F(ServerTest, RetryStopsAtAPeerThatFailsTheHandshake) {
   RetryOptions options;
-  options.token = kToken;
   v1::KillWorkerRequest request;
   request.set_worker_id("w");
   v1::KillWorkerResponse response;
   absl::Status status =
       RetryUnary(options, &v1::NodeAgent::Stub::KillWorker, stub_.get(), request, &response);
   EXPECT_TRUE(status.ok()) << status;
-  options.token = "wrong";
-  status = RetryUnary(options, &v1::NodeAgent::Stub::KillWorker, stub_.get(), request, &response);
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated);  // not retried
+  auto other = StubFor("wrong");
+  RetryStats stats;
+  status = RetryUnary(options, &v1::NodeAgent::Stub::KillWorker, other.get(), request, &response,
+                      &stats);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated) << status;
+  EXPECT_NE(status.message().find("did not prove it holds the cluster token"),
+            std::string::npos);
+  EXPECT_EQ(stats.attempts, 1);  // not retried
+}
+
+// A server that somehow lost its TLS credentials still runs no handler for an unproven peer.
+TEST(AuthenticateServiceTest, HandlersRefuseAPeerWithoutAClusterCertificate) {
+  CountingAgent service;
+  ASSERT_TRUE(AuthenticateService(&service).ok());
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::NodeAgent::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  ConfigureClientContext(&context, absl::Seconds(30));
+  v1::KillWorkerRequest request;
+  v1::KillWorkerResponse response;
+  grpc::Status status = stub->KillWorker(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  EXPECT_EQ(service.calls.load(), 0);
+  server->Shutdown();
 }
 
 TEST(ServerStartTest, TakenPortIsAnError) {
@@ -179,9 +218,8 @@ TEST(ServerStartTest, DeadPeerIsUnavailableAfterRetries) {
     ASSERT_TRUE(server.ok());
     port = (*server)->port();
   }
-  auto stub = v1::NodeAgent::NewStub(MakeChannel("127.0.0.1:" + std::to_string(port)));
+  auto stub = v1::NodeAgent::NewStub(MakeChannel("127.0.0.1:" + std::to_string(port), kToken));
   RetryOptions options;
-  options.token = kToken;
   options.total_budget = absl::Milliseconds(300);
   options.attempt_timeout = absl::Milliseconds(200);
   RetryStats stats;
@@ -222,22 +260,21 @@ TEST(RpcServerMetricsTest, EveryCallIsCountedByMethodAndCodeAndUnaryCallsAreTime
   options.metrics = rpc_metrics->get();
   auto server = RpcServer::Start(options, {&service});
   ASSERT_TRUE(server.ok()) << server.status();
-  auto stub = v1::NodeAgent::NewStub(MakeChannel((*server)->address()));
-  auto kill = [&](const std::string& worker, std::string_view token) {
+  auto stub = v1::NodeAgent::NewStub(MakeChannel((*server)->address(), kToken));
+  auto kill = [&](const std::string& worker) {
     grpc::ClientContext context;
-    ConfigureClientContext(&context, token, absl::Seconds(30));
+    ConfigureClientContext(&context, absl::Seconds(30));
     v1::KillWorkerRequest request;
     request.set_worker_id(worker);
     v1::KillWorkerResponse response;
     return stub->KillWorker(&context, request, &response);
   };
-  ASSERT_TRUE(kill("w1", kToken).ok());
-  ASSERT_TRUE(kill("w2", kToken).ok());
-  ASSERT_EQ(kill("bad", kToken).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  ASSERT_EQ(kill("w1", "wrong-token-000000").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  ASSERT_TRUE(kill("w1").ok());
+  ASSERT_TRUE(kill("w2").ok());
+  ASSERT_EQ(kill("bad").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   {
     grpc::ClientContext context;
-    ConfigureClientContext(&context, kToken, absl::Seconds(30));
+    ConfigureClientContext(&context, absl::Seconds(30));
     auto reader = stub->WatchWorker(&context, v1::WatchWorkerRequest());
     v1::WorkerEvent event;
     while (reader->Read(&event)) {
@@ -252,12 +289,10 @@ TEST(RpcServerMetricsTest, EveryCallIsCountedByMethodAndCodeAndUnaryCallsAreTime
   EXPECT_EQ(SeriesValue(registry, "tessera_rpc_server_handled_total",
                         {service_name, "KillWorker", "INVALID_ARGUMENT"}), 1);
   EXPECT_EQ(SeriesValue(registry, "tessera_rpc_server_handled_total",
-                        {service_name, "KillWorker", "UNAUTHENTICATED"}), 1);
-  EXPECT_EQ(SeriesValue(registry, "tessera_rpc_server_handled_total",
                         {service_name, "WatchWorker", "OK"}), 1);
   // Unary calls are timed, whatever their outcome; streams are not.
   EXPECT_EQ(SeriesValue(registry, "tessera_rpc_server_handling_seconds",
-                        {service_name, "KillWorker"}), 4);
+                        {service_name, "KillWorker"}), 3);
   EXPECT_EQ(SeriesValue(registry, "tessera_rpc_server_handling_seconds",
                         {service_name, "WatchWorker"}), -1);
 }

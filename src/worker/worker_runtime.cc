@@ -292,7 +292,6 @@ class WorkerService final : public v1::Worker::Service {
       kill.set_actor_id(actor_id);
       v1::KillActorReply killed;
       rpc::RetryOptions retry;
-      retry.token = globals->token;
       retry.attempt_timeout = absl::Seconds(5);
       retry.total_budget = absl::Seconds(10);
       if (rpc::RetryUnary(retry, &v1::Owner::Stub::KillActor, globals->owner.get(), kill, &killed)
@@ -379,7 +378,7 @@ absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel) {
   if (worker_id.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(kWorkerIdEnv, " is not set"));
   }
-  g->owner = v1::Owner::NewStub(rpc::MakeChannel(g->owner_address));
+  g->owner = v1::Owner::NewStub(rpc::MakeChannel(g->owner_address, g->token));
   g->context.in_worker = true;
   g->context.worker_id = worker_id;
   g->context.node_id = Env(kNodeIdEnv);
@@ -404,7 +403,6 @@ absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel) {
   ready.set_pid(getpid());
   v1::WorkerReadyReply reply;
   rpc::RetryOptions retry;
-  retry.token = g->token;
   // An owner serves before it asks for workers, so a port that refuses connections means the
   // owner is gone (a worker's own runtime let go while this lease was being granted): give up
   // after a second of that instead of the whole budget. Other failures get the usual 10 s.
@@ -534,7 +532,7 @@ absl::StatusOr<internal::SerializedValue> FetchObject(const ObjectRefData& ref,
   v1::Owner::Stub* stub = globals->owner.get();
   std::unique_ptr<v1::Owner::Stub> other;
   if (ref.owner.address != globals->owner_address) {
-    other = v1::Owner::NewStub(rpc::MakeChannel(ref.owner.address));
+    other = v1::Owner::NewStub(rpc::MakeChannel(ref.owner.address, globals->token));
     stub = other.get();
   }
   const bool forever = timeout == absl::InfiniteDuration();
@@ -546,7 +544,7 @@ absl::StatusOr<internal::SerializedValue> FetchObject(const ObjectRefData& ref,
   for (int round = 0; round < 2; ++round) {
     v1::GetObjectReply reply;
     grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context, globals->token,
+    rpc::ConfigureClientContext(&context,
                                 absl::Milliseconds(request.wait_ms()) + absl::Seconds(30));
     grpc::Status status = stub->GetObject(&context, request, &reply);
     if (!status.ok()) {

@@ -45,7 +45,7 @@ class AgentHeadTest : public ::testing::Test {
     auto server = HeadServer::Create(head);
     ASSERT_TRUE(server.ok()) << server.status();
     head_ = std::move(*server);
-    head_stub_ = v1::Head::NewStub(rpc::MakeChannel(head_->address()));
+    head_stub_ = v1::Head::NewStub(rpc::MakeChannel(head_->address(), head_->token()));
   }
   void TearDown() override {
     cpu_.reset();
@@ -68,11 +68,11 @@ class AgentHeadTest : public ::testing::Test {
   }
 
   std::unique_ptr<grpc::ClientContext> Context() {
-    return rpc::MakeClientContext(head_->token(), kPatience);
+    return rpc::MakeClientContext(kPatience);
   }
 
   v1::LeaseReply Lease(NodeAgentServer& agent, const v1::LeaseRequest& request) {
-    auto stub = v1::NodeAgent::NewStub(rpc::MakeChannel(agent.address()));
+    auto stub = v1::NodeAgent::NewStub(rpc::MakeChannel(agent.address(), head_->token()));
     v1::LeaseReply reply;
     grpc::Status status = stub->RequestLease(Context().get(), request, &reply);
     EXPECT_TRUE(status.ok()) << status.error_message();
@@ -190,7 +190,7 @@ TEST_F(AgentHeadTest, HeadMirrorsLeasesFromHeartbeats) {
     return it == nodes.nodes(0).available().raw().end() ? 0 : it->second;
   };
   EXPECT_TRUE(Eventually([&] { return gpu_available() == 50000; }));
-  auto stub = v1::NodeAgent::NewStub(rpc::MakeChannel(gpu_->address()));
+  auto stub = v1::NodeAgent::NewStub(rpc::MakeChannel(gpu_->address(), head_->token()));
   v1::KillWorkerRequest kill;
   kill.set_worker_id(granted.granted().worker_id());
   kill.set_signal(9);
@@ -225,7 +225,7 @@ TEST_F(AgentHeadTest, AgentsFindAHeadRestartedOnAnotherPort) {
   ASSERT_TRUE(restarted.ok()) << restarted.status();
   head_ = std::move(*restarted);
   ASSERT_NE(head_->address(), old_address);
-  head_stub_ = v1::Head::NewStub(rpc::MakeChannel(head_->address()));
+  head_stub_ = v1::Head::NewStub(rpc::MakeChannel(head_->address(), head_->token()));
   auto gpus_used = [&]() -> int64_t {
     v1::ListNodesResponse nodes;
     if (!head_stub_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok()) return -1;
@@ -317,7 +317,7 @@ TEST_F(AgentHeadTest, ANodeIdIsTakenOnceItsAgentIsDeclaredDead) {
   auto server = HeadServer::Create(head);
   ASSERT_TRUE(server.ok()) << server.status();
   head_ = std::move(*server);
-  head_stub_ = v1::Head::NewStub(rpc::MakeChannel(head_->address()));
+  head_stub_ = v1::Head::NewStub(rpc::MakeChannel(head_->address(), head_->token()));
 
   cpu_ = StartAgent("cpu-only.yaml", "cpu");
   ASSERT_NE(cpu_, nullptr);

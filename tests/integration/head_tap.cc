@@ -33,7 +33,8 @@ grpc::Status Unreached(const grpc::Status& status) {
 }  // namespace
 
 HeadTap::HeadTap(const std::string& head_address, std::string token)
-    : token_(std::move(token)), head_(tessera::v1::Head::NewStub(rpc::MakeChannel(head_address))) {}
+    : token_(std::move(token)),
+      head_(tessera::v1::Head::NewStub(rpc::MakeChannel(head_address, token_))) {}
 
 HeadTap::~HeadTap() {
   if (server_ != nullptr) server_->Shutdown(absl::ZeroDuration());
@@ -72,7 +73,7 @@ grpc::Status HeadTap::RegisterNode(grpc::ServerContext* context,
   *report.mutable_bundles() = request->bundles();
   Record(std::move(report));
   grpc::ClientContext forward;
-  rpc::ConfigureClientContext(&forward, token_, ForwardTimeout(*context));
+  rpc::ConfigureClientContext(&forward, ForwardTimeout(*context));
   return Unreached(head_->RegisterNode(&forward, *request, response));
 }
 
@@ -81,7 +82,7 @@ grpc::Status HeadTap::Heartbeat(grpc::ServerContext* context,
                                 tessera::v1::HeartbeatResponse* response) {
   Record(*request);
   grpc::ClientContext forward;
-  rpc::ConfigureClientContext(&forward, token_, ForwardTimeout(*context));
+  rpc::ConfigureClientContext(&forward, ForwardTimeout(*context));
   return Unreached(head_->Heartbeat(&forward, *request, response));
 }
 
@@ -89,7 +90,7 @@ grpc::Status HeadTap::PickNode(grpc::ServerContext* context,
                                const tessera::v1::PickNodeRequest* request,
                                tessera::v1::PickNodeResponse* response) {
   grpc::ClientContext forward;
-  rpc::ConfigureClientContext(&forward, token_, ForwardTimeout(*context));
+  rpc::ConfigureClientContext(&forward, ForwardTimeout(*context));
   return head_->PickNode(&forward, *request, response);
 }
 

@@ -8,8 +8,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -133,6 +136,71 @@ TEST(LocalSecurityTest, TheObjectStoreRefusesAnotherUserEvenThroughAnOpenSocketF
   // As uid 65534: the store closes the connection without sending anything (no arena).
   EXPECT_EQ(ConnectAsOtherUser(state.ObjectStoreSocket("n1"), kNobody),
             OtherUserOutcome::kClosedWithoutAWord);
+}
+
+// Another local user binds the port of a head that died and listens for what the agents send
+// it: before mutual TLS, every registration and heartbeat came with the cluster token. Now the
+// agents send nothing but a TLS hello to a peer that cannot prove it holds the token, and say
+// so in their logs.
+TEST(LocalSecurityTest, AnotherUserOnADeadHeadsPortLearnsNothing) {
+  ClusterOptions options;
+  options.nodes.push_back({.id = "squatted-agent-node", .hardware_yaml = CpuHost(2)});
+  auto cluster = TestCluster::Start(options);
+  ASSERT_OK(cluster.status());
+  TestCluster& c = **cluster;
+  const std::string token = c.token();
+  const std::string port = c.head_address().substr(c.head_address().rfind(':') + 1);
+  ASSERT_OK(c.KillHead());
+
+  // The squatter: a plain listener that answers as an HTTP/2 server would and prints, in hex,
+  // every byte it receives in 4 seconds. As uid 65534 when this runs as root.
+  const std::string squatter = absl::StrCat(
+      "import socket, select, time, binascii\n"
+      "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+      "s.bind((\"127.0.0.1\", ", port, ")); s.listen(16); s.setblocking(False)\n"
+      "got = bytes(); conns = []; end = time.time() + 4\n"
+      "while time.time() < end:\n"
+      "  r, _, _ = select.select([s] + conns, [], [], 0.1)\n"
+      "  for x in r:\n"
+      "    if x is s:\n"
+      "      c, _ = s.accept(); c.sendall(bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])); conns.append(c)\n"
+      "    else:\n"
+      "      d = x.recv(65536)\n"
+      "      if d: got += d\n"
+      "      else: conns.remove(x); x.close()\n"
+      "print(len(conns) + 0, binascii.hexlify(got).decode())\n");
+  std::string command = absl::StrCat("/usr/bin/python3 -c '", squatter, "'");
+  if (::geteuid() == 0) {
+    command = absl::StrCat("setpriv --reuid=65534 --regid=65534 --clear-groups ", command);
+  } else {
+    std::cout << "no second user without root: the squatter runs as this user, without the "
+                 "token all the same\n";
+  }
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[65536];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;) output.append(buffer, n);
+  ASSERT_EQ(::pclose(pipe), 0) << output;
+  const std::string received_hex = output.substr(output.find(' ') + 1);
+  std::string received;
+  for (size_t i = 0; i + 1 < received_hex.size(); i += 2) {
+    received.push_back(static_cast<char>(std::stoi(received_hex.substr(i, 2), nullptr, 16)));
+  }
+  // The agent did knock (so the test saw something), and gave nothing away.
+  EXPECT_FALSE(received.empty()) << output;
+  EXPECT_EQ(received.find(token), std::string::npos);
+  EXPECT_EQ(received.find("squatted-agent-node"), std::string::npos);
+  EXPECT_EQ(received.find("RegisterNode"), std::string::npos);
+  EXPECT_EQ(received.find("Heartbeat"), std::string::npos);
+  // And it said why it would not talk to that peer.
+  std::string logs;
+  for (const auto& entry : fs::directory_iterator(c.state_dir() + "/test-logs")) {
+    if (entry.path().extension() != ".log") continue;
+    std::ifstream in(entry.path());
+    logs.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  EXPECT_THAT(logs, HasSubstr("did not prove it holds the cluster token"));
 }
 
 TEST(LocalSecurityTest, DownSignalsOnlyTheProcessesOfItsOwnFolder) {
