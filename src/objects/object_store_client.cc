@@ -230,7 +230,8 @@ absl::StatusOr<MutableObjectBuffer> ObjectStoreClient::Create(const ObjectId& id
                                                   .id = id,
                                                   .data_size = data_size,
                                                   .metadata = std::string(metadata),
-                                                  .evictable = options.evictable});
+                                                  .evictable = options.evictable,
+                                                  .owner = std::move(options.owner)});
   if (!reply.ok()) return reply.status();
   const ObjectLocation& loc = reply->location;
   const SharedMemoryArena& arena = conn_->arena();
@@ -291,6 +292,10 @@ absl::StatusOr<bool> ObjectStoreClient::Contains(const ObjectId& id) {
   absl::StatusOr<StoreReply> reply = conn_->Call({.type = StoreMessageType::kContains, .id = id});
   if (!reply.ok()) return reply.status();
   return reply->contains;
+}
+
+absl::Status ObjectStoreClient::DeclareOwner(const std::string& owner) {
+  return conn_->Call({.type = StoreMessageType::kOwner, .owner = owner}).status();
 }
 
 absl::StatusOr<ObjectStoreStats> ObjectStoreClient::Stats() {

@@ -111,6 +111,9 @@ class ObjectStoreClient {
   absl::Status Delete(const ObjectId& id);
   absl::StatusOr<bool> Contains(const ObjectId& id);
   absl::StatusOr<ObjectStoreStats> Stats();
+  // This connection is the life of `owner` in the store: when it closes (the process exits or
+  // dies) and no other connection declares it, every object `owner` owns there is deleted.
+  absl::Status DeclareOwner(const std::string& owner);
 
   uint64_t arena_size() const;
 

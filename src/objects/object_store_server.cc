@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <string_view>
 #include <vector>
 
@@ -27,6 +29,30 @@ namespace {
 absl::Status Errno(std::string_view what) {
   return absl::InternalError(
       absl::StrCat(absl::string_view(what.data(), what.size()), ": ", std::strerror(errno)));
+}
+
+// The spill folder: a directory of this user, 0700, with nothing left from an earlier store (its
+// objects died with it).
+absl::Status PrepareSpillDir(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Errno(absl::StrCat("creating the spill folder ", dir));
+  }
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0) return Errno(absl::StrCat("spill folder ", dir));
+  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "spill folder ", dir, " is not a directory of this user (uid ", geteuid(), ")"));
+  }
+  if (chmod(dir.c_str(), 0700) != 0) return Errno(absl::StrCat("chmod 0700 ", dir));
+  std::error_code ec;
+  for (const auto& item : std::filesystem::directory_iterator(dir, ec)) {
+    std::error_code ignored;
+    if (!item.is_directory(ignored)) std::filesystem::remove(item.path(), ignored);
+  }
+  if (ec) {
+    return absl::InternalError(absl::StrCat("listing the spill folder ", dir, ": ", ec.message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<sockaddr_un> SocketAddress(const std::string& path) {
@@ -234,7 +260,8 @@ class ObjectStoreServer::Loop {
       case StoreMessageType::kCreate: {
         auto loc = store.Create(conn.id, request->id, request->data_size,
                                 std::move(request->metadata),
-                                CreateObjectOptions{.evictable = request->evictable});
+                                CreateObjectOptions{.evictable = request->evictable,
+                                                    .owner = std::move(request->owner)});
         if (loc.ok()) reply.location = *std::move(loc);
         else reply.status = loc.status();
         break;
@@ -272,6 +299,9 @@ class ObjectStoreServer::Loop {
         break;
       case StoreMessageType::kStats:
         reply.stats = store.Stats();
+        break;
+      case StoreMessageType::kOwner:
+        reply.status = store.DeclareOwner(conn.id, request->owner);
         break;
       case StoreMessageType::kReply:
         reply.status = absl::InvalidArgumentError("a Reply is not a request");
@@ -451,6 +481,9 @@ absl::StatusOr<std::unique_ptr<ObjectStoreServer>> ObjectStoreServer::Start(
     unlink(options.socket_path.c_str());  // stale: its server died without cleaning up
   }
 
+  if (!options.spill_dir.empty()) {
+    if (absl::Status ready = PrepareSpillDir(options.spill_dir); !ready.ok()) return ready;
+  }
   absl::StatusOr<std::unique_ptr<SharedMemoryArena>> arena =
       SharedMemoryArena::Create(options.capacity_bytes, options.arena);
   if (!arena.ok()) return arena.status();
@@ -460,7 +493,9 @@ absl::StatusOr<std::unique_ptr<ObjectStoreServer>> ObjectStoreServer::Start(
   auto store = std::make_unique<ObjectStore>(ObjectStoreOptions{
       .capacity_bytes = options.capacity_bytes,
       .max_metadata_bytes = options.max_metadata_bytes,
-      .on_sealed = [queue = seals.get()](const ObjectId& id) { queue->Push(id); }});
+      .on_sealed = [queue = seals.get()](const ObjectId& id) { queue->Push(id); },
+      .memory = (*arena)->base(),
+      .spill_dir = options.spill_dir});
 
   const int listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (listen_fd < 0) return Errno("socket for the object store");

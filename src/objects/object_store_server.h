@@ -37,6 +37,9 @@ struct ObjectStoreServerOptions {
   uint64_t capacity_bytes = 0;
   ArenaCreateOptions arena;
   uint64_t max_metadata_bytes = 64 * 1024;
+  // Where primary copies are spilled when the arena is full ("" never): made 0700 if missing,
+  // refused unless it is a directory of this user, emptied of files an earlier store left.
+  std::string spill_dir;
 };
 
 class ObjectStoreServer {

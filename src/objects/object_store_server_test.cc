@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <thread>
@@ -105,8 +106,9 @@ class ObjectStoreServerTest : public ::testing::Test {
     server_.reset();
     std::system(("rm -rf " + dir_).c_str());
   }
-  void StartServer(uint64_t capacity) {
-    auto server = ObjectStoreServer::Start({.socket_path = socket_, .capacity_bytes = capacity});
+  void StartServer(uint64_t capacity, std::string spill_dir = "") {
+    auto server = ObjectStoreServer::Start(
+        {.socket_path = socket_, .capacity_bytes = capacity, .spill_dir = std::move(spill_dir)});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
   }
@@ -225,7 +227,7 @@ TEST_F(ObjectStoreServerTest, CapacityAndEvictionThroughTheSocket) {
   StartServer(4 * kMiB);
   auto client = Connect();
   auto too_big = client->Create(ObjectId::FromRandom(), 5 * kMiB, "", {});
-  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(too_big.status().message(), HasSubstr("can never fit"));
 
   const ObjectId primary = ObjectId::FromRandom();
@@ -347,7 +349,7 @@ TEST_F(ObjectStoreServerTest, MalformedMessagesGetAnErrorAndNeverDisturbTheStore
   ASSERT_TRUE(client->Put(id, "kept", "", {}).ok());
 
   RawConnection raw(socket_);
-  raw.Send(Frame("\x01\x05short"));  // a Get whose id is cut off
+  raw.Send(Frame("\x02\x05short"));  // a Get whose id is cut off
   auto reply = raw.Read();
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->status.code(), absl::StatusCode::kInvalidArgument);
@@ -422,6 +424,67 @@ TEST_F(ObjectStoreServerTest, ManyConcurrentClients) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(server_->store().Stats().allocated_bytes, 0u);
+}
+
+// A driver killed with -9 holding objects: its connection closes and everything it owned goes,
+// including what another process (a worker) wrote for it.
+TEST_F(ObjectStoreServerTest, OwnerConnectionClosingFreesItsObjects) {
+  StartServer(4 * kMiB);
+  const ObjectId own = ObjectId::FromRandom();
+  const ObjectId result = ObjectId::FromRandom();
+  auto reader = Connect();
+  {
+    Helper driver({"own-and-wait", socket_, own.Hex(), std::to_string(kMiB), "driver-abc"});
+    ASSERT_EQ(driver.ReadLine(), "stored");
+    auto worker = Connect();
+    ASSERT_TRUE(worker->Put(result, std::string(kMiB, 'r'), "", {.owner = "driver-abc"}).ok());
+    worker.reset();  // the worker exits first: the result stays for its owner
+    ASSERT_TRUE(Eventually([&] { return server_->connection_count() == 2; }));
+    EXPECT_TRUE(*reader->Contains(result));
+    EXPECT_TRUE(*reader->Contains(own));
+  }  // SIGKILL
+  ASSERT_TRUE(Eventually([&] { return server_->connection_count() == 1; }));
+  EXPECT_FALSE(*reader->Contains(own));
+  EXPECT_FALSE(*reader->Contains(result));
+  EXPECT_EQ(reader->Stats()->allocated_bytes, 0u);
+  // A late result for the dead owner is refused rather than leaked.
+  auto late = reader->Create(ObjectId::FromRandom(), 10, "", {.owner = "driver-abc"});
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ObjectStoreServerTest, PrimariesSpillToAPrivateFolderAndReadBackIntact) {
+  const std::string spill = dir_ + "/spill";
+  ASSERT_EQ(mkdir(spill.c_str(), 0755), 0);
+  ASSERT_EQ(std::system(("touch " + spill + "/stale").c_str()), 0);
+  StartServer(4 * kMiB, spill);
+  struct stat st {};
+  ASSERT_EQ(stat(spill.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_NE(stat((spill + "/stale").c_str(), &st), 0);  // an earlier store's files are gone
+
+  std::vector<ObjectId> ids;
+  for (int i = 0; i < 4; ++i) {
+    ids.push_back(ObjectId::FromRandom());
+    ASSERT_EQ(RunHelper({"put", socket_, ids.back().Hex(), std::to_string(3 * kMiB / 2),
+                         std::to_string(10 + i)}),
+              0);
+  }
+  auto client = Connect();
+  EXPECT_GE(client->Stats()->num_spilled, 2u);
+  ASSERT_EQ(stat((spill + "/" + ids[0].Hex()).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(RunHelper({"check", socket_, ids[i].Hex(), std::to_string(3 * kMiB / 2),
+                         std::to_string(10 + i)}),
+              0)
+        << i;
+  }
+  EXPECT_GE(client->Stats()->restores, 2u);
+  for (const ObjectId& id : ids) ASSERT_TRUE(client->Delete(id).ok());
+  EXPECT_EQ(client->Stats()->num_spilled, 0u);
+  size_t left = 0;
+  for ([[maybe_unused]] const auto& f : std::filesystem::directory_iterator(spill)) ++left;
+  EXPECT_EQ(left, 0u);
 }
 
 }  // namespace

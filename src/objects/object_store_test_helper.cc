@@ -4,6 +4,8 @@
 //   object_store_test_helper check SOCKET ID_HEX SIZE BYTE   get; exit 0 iff size and every byte match
 //   object_store_test_helper pin-and-die SOCKET ID_HEX       get, print "pinned", die by SIGKILL
 //   object_store_test_helper create-and-die SOCKET ID_HEX SIZE  create, print "created", SIGKILL
+//   object_store_test_helper own-and-wait SOCKET ID_HEX SIZE OWNER  declare this connection as
+//                                         OWNER, put SIZE bytes owned by it, print "stored", wait
 // Exit 0 on success; 2 on a usage error; 1 with the error on stderr otherwise.
 #include <signal.h>
 #include <unistd.h>
@@ -67,6 +69,14 @@ int main(int argc, char** argv) {
     if (!buf.ok()) return Fail(buf.status());
     Announce("created");
     raise(SIGKILL);
+  }
+  if (mode == "own-and-wait" && argc == 6) {
+    if (absl::Status s = (*client)->DeclareOwner(argv[5]); !s.ok()) return Fail(s);
+    const uint64_t size = std::strtoull(argv[4], nullptr, 10);
+    absl::Status s = (*client)->Put(*id, std::string(size, 'x'), "", {.owner = argv[5]});
+    if (!s.ok()) return Fail(s);
+    Announce("stored");
+    while (true) pause();
   }
   return 2;
 }

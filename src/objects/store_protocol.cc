@@ -123,7 +123,7 @@ bool HasId(StoreMessageType type) {
 
 bool IsRequestType(uint8_t t) {
   return t >= static_cast<uint8_t>(StoreMessageType::kHello) &&
-         t <= static_cast<uint8_t>(StoreMessageType::kStats);
+         t <= static_cast<uint8_t>(StoreMessageType::kOwner);
 }
 
 absl::Status CheckVersionAndType(std::string_view body, std::string_view what) {
@@ -157,6 +157,7 @@ std::string_view StoreMessageTypeName(StoreMessageType type) {
     case StoreMessageType::kDelete: return "Delete";
     case StoreMessageType::kContains: return "Contains";
     case StoreMessageType::kStats: return "Stats";
+    case StoreMessageType::kOwner: return "Owner";
     case StoreMessageType::kReply: return "Reply";
   }
   return "unknown";
@@ -169,6 +170,9 @@ std::string EncodeStoreRequest(const StoreRequest& request) {
     w.U64(request.data_size);
     w.Bytes(request.metadata);
     w.U8(request.evictable ? 1 : 0);
+  }
+  if (request.type == StoreMessageType::kCreate || request.type == StoreMessageType::kOwner) {
+    w.Bytes(request.owner);
   }
   if (request.type == StoreMessageType::kGet) w.U32(request.wait_ms);
   return w.Take();
@@ -194,6 +198,9 @@ absl::StatusOr<StoreRequest> ParseStoreRequest(std::string_view body) {
     r.Bytes(request.metadata);
     r.Bool(request.evictable);
   }
+  if (request.type == StoreMessageType::kCreate || request.type == StoreMessageType::kOwner) {
+    r.Bytes(request.owner);
+  }
   if (request.type == StoreMessageType::kGet) r.U32(request.wait_ms);
   if (absl::Status s = r.Finish(); !s.ok()) return s;
   return request;
@@ -210,7 +217,8 @@ std::string EncodeStoreReply(const StoreReply& reply) {
   w.U8(reply.contains ? 1 : 0);
   const ObjectStoreStats& s = reply.stats;
   for (uint64_t v : {s.capacity_bytes, s.allocated_bytes, s.pinned_bytes, s.num_objects,
-                     s.num_unsealed, s.num_evictable, s.evictions, s.evicted_bytes}) {
+                     s.num_unsealed, s.num_evictable, s.evictions, s.evicted_bytes,
+                     s.num_spilled, s.spilled_bytes, s.spills, s.restores}) {
     w.U64(v);
   }
   return w.Take();
@@ -236,7 +244,8 @@ absl::StatusOr<StoreReply> ParseStoreReply(std::string_view body) {
   r.Bool(reply.contains);
   ObjectStoreStats& s = reply.stats;
   for (uint64_t* v : {&s.capacity_bytes, &s.allocated_bytes, &s.pinned_bytes, &s.num_objects,
-                      &s.num_unsealed, &s.num_evictable, &s.evictions, &s.evicted_bytes}) {
+                      &s.num_unsealed, &s.num_evictable, &s.evictions, &s.evicted_bytes,
+                      &s.num_spilled, &s.spilled_bytes, &s.spills, &s.restores}) {
     r.U64(*v);
   }
   if (absl::Status st = r.Finish(); !st.ok()) return st;

@@ -23,14 +23,14 @@
 
 namespace tessera {
 
-inline constexpr uint8_t kStoreProtocolVersion = 1;
+inline constexpr uint8_t kStoreProtocolVersion = 2;
 // A body larger than this is a framing error: the connection cannot be trusted after it.
 inline constexpr uint32_t kMaxStoreMessageBytes = 1 << 20;
 inline constexpr size_t kStoreFrameHeaderBytes = 4;
 
 enum class StoreMessageType : uint8_t {
   kHello = 1,     // -> arena_size (+ the memfd)
-  kCreate = 2,    // id, data_size, metadata, evictable -> offset
+  kCreate = 2,    // id, data_size, metadata, evictable, owner -> offset
   kSeal = 3,      // id
   kAbort = 4,     // id
   kGet = 5,       // id, wait_ms -> offset, data_size, metadata (pinned)
@@ -38,6 +38,7 @@ enum class StoreMessageType : uint8_t {
   kDelete = 7,    // id
   kContains = 8,  // id -> contains
   kStats = 9,     // -> stats
+  kOwner = 10,    // owner: this connection is that owner's life (ObjectStore::DeclareOwner)
   kReply = 100,
 };
 
@@ -47,6 +48,8 @@ struct StoreRequest {
   uint64_t data_size = 0;
   std::string metadata;
   bool evictable = false;
+  // Create: the object's owner; Owner: the owner this connection declares ("" none).
+  std::string owner;
   // Get: how long to wait for the object to be sealed (0: answer at once).
   uint32_t wait_ms = 0;
 

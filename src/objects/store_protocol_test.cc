@@ -10,14 +10,19 @@ using ::testing::HasSubstr;
 
 TEST(StoreProtocolTest, RequestsRoundTrip) {
   const ObjectId id = ObjectId::FromRandom();
-  for (uint8_t t = 1; t <= 9; ++t) {
+  for (uint8_t t = 1; t <= 10; ++t) {
     StoreRequest r{.type = static_cast<StoreMessageType>(t)};
-    if (r.type != StoreMessageType::kHello && r.type != StoreMessageType::kStats) r.id = id;
+    if (r.type != StoreMessageType::kHello && r.type != StoreMessageType::kStats &&
+        r.type != StoreMessageType::kOwner) {
+      r.id = id;
+    }
     if (r.type == StoreMessageType::kCreate) {
       r.data_size = 12345678901ull;
       r.metadata = std::string("m\0x", 3);
       r.evictable = true;
+      r.owner = "driver-0123456789ab";
     }
+    if (r.type == StoreMessageType::kOwner) r.owner = "driver-0123456789ab";
     if (r.type == StoreMessageType::kGet) r.wait_ms = 4000000000u;
     auto back = ParseStoreRequest(EncodeStoreRequest(r));
     ASSERT_TRUE(back.ok()) << back.status();
@@ -33,6 +38,8 @@ TEST(StoreProtocolTest, RepliesRoundTrip) {
   r.contains = true;
   r.stats.evictions = 7;
   r.stats.capacity_bytes = 99;
+  r.stats.spilled_bytes = 1234;
+  r.stats.restores = 5;
   auto back = ParseStoreReply(EncodeStoreReply(r));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->status, r.status);
@@ -42,6 +49,8 @@ TEST(StoreProtocolTest, RepliesRoundTrip) {
   EXPECT_TRUE(back->contains);
   EXPECT_EQ(back->stats.evictions, 7u);
   EXPECT_EQ(back->stats.capacity_bytes, 99u);
+  EXPECT_EQ(back->stats.spilled_bytes, 1234u);
+  EXPECT_EQ(back->stats.restores, 5u);
 }
 
 TEST(StoreProtocolTest, MalformedBodiesGetOneLineErrors) {
@@ -68,7 +77,7 @@ TEST(StoreProtocolTest, MalformedBodiesGetOneLineErrors) {
   EXPECT_THAT(ParseStoreRequest(unknown).status().message(), HasSubstr("unknown message type 42"));
 
   std::string bad_bool = create;
-  bad_bool.back() = 2;
+  bad_bool[bad_bool.size() - 5] = 2;  // evictable, before the (empty) owner's 4-byte length
   EXPECT_THAT(ParseStoreRequest(bad_bool).status().message(), HasSubstr("not 0 or 1"));
 
   std::string bad_code = EncodeStoreReply({});
