@@ -27,4 +27,20 @@ std::vector<std::string> DriverTable::TakeExpired(absl::Time now) {
   return expired;
 }
 
+void DriverTable::NoteGone(const std::string& driver, absl::Time now) {
+  if (driver.empty()) return;
+  absl::MutexLock lock(&mu_);
+  gone_.emplace_back(driver, now);
+  while (gone_.size() > kMaxGone) gone_.pop_front();
+}
+
+std::vector<std::string> DriverTable::RecentlyGone(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  while (!gone_.empty() && now - gone_.front().second > kGoneWindow) gone_.pop_front();
+  std::vector<std::string> gone;
+  gone.reserve(gone_.size());
+  for (auto it = gone_.rbegin(); it != gone_.rend(); ++it) gone.push_back(it->first);
+  return gone;
+}
+
 }  // namespace tessera

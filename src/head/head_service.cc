@@ -96,6 +96,7 @@ std::vector<size_t> HeadService::OnBundlesReported(const std::string& node,
 std::vector<std::string> HeadService::ReleaseDriver(const std::string& driver,
                                                     const std::string& why) {
   drivers_.Forget(driver);
+  drivers_.NoteGone(driver, clock_->Now());  // agents free its objects (heartbeat responses)
   std::vector<std::string> released = reservations_.ReleaseOwnedBy(driver);
   const std::vector<std::string> actors =
       actors_.OwnerGone(driver, absl::StrCat("its owner, driver ", driver, ", ", why));

@@ -104,6 +104,9 @@ grpc::Status HeadService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatReq
   if (request->has_usage()) device_history_.RecordUsage(request->node_id(), request->usage());
   for (size_t i : release) *response->add_release() = request->bundles(static_cast<int>(i));
   response->set_bundles_epoch(reservations_.bundles_epoch());
+  for (std::string& driver : drivers_.RecentlyGone(arrived)) {
+    response->add_gone_drivers(std::move(driver));
+  }
   return grpc::Status::OK;
 }
 

@@ -1926,6 +1926,34 @@ TEST_F(DriverLifetimeTest, ADriverThatExitsReleasesAtOnce) {
             grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+// Agents learn of gone drivers from heartbeat responses (their stores free what those owned):
+// an exited driver at once, a silent one after the timeout, each for a minute.
+TEST_F(DriverLifetimeTest, GoneDriversAreNamedInHeartbeatResponsesForAMinute) {
+  auto gone = [&] {
+    v1::HeartbeatRequest request;
+    request.set_node_id("s1-w0");
+    request.set_incarnation("i1");
+    v1::HeartbeatResponse response;
+    EXPECT_TRUE(head_->Heartbeat(nullptr, &request, &response).ok());
+    return std::vector<std::string>(response.gone_drivers().begin(),
+                                    response.gone_drivers().end());
+  };
+  KeepAlive("driver-a");
+  KeepAlive("driver-b");
+  EXPECT_TRUE(gone().empty());
+  v1::DriverExitedRequest request;
+  request.set_driver_id("driver-a");
+  v1::DriverExitedResponse response;
+  ASSERT_TRUE(head_->DriverExited(nullptr, &request, &response).ok());
+  EXPECT_EQ(gone(), std::vector<std::string>{"driver-a"});
+  Pass(absl::Seconds(11));  // driver-b falls silent past the 10 s timeout
+  EXPECT_EQ(gone(), (std::vector<std::string>{"driver-b", "driver-a"}));
+  Pass(absl::Seconds(50));
+  EXPECT_EQ(gone(), std::vector<std::string>{"driver-b"});
+  Pass(absl::Seconds(11));
+  EXPECT_TRUE(gone().empty());
+}
+
 // --- nodes listed in pages; jobs a dead node presumed failed ---
 
 // Every node id the head lists, paging through with `page_size`; `sizes` gets each page's size,

@@ -120,6 +120,8 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
     ObjectStoreServerOptions store;
     store.socket_path = server->node_dir_ + "/" + kObjectStoreSocketName;
     store.capacity_bytes = store_bytes;
+    // Primaries spill here when the arena is full (docs/objects.md).
+    store.spill_dir = server->node_dir_ + "/spill";
     TESSERA_ASSIGN_OR_RETURN(server->objects_, ObjectStoreServer::Start(std::move(store)));
     ObjectDataServerOptions data;
     data.bind_address = options.bind;
@@ -206,6 +208,11 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
     // The node id went to another live agent while this one was away: this agent stops, and
     // RunNodeAgent reports the refusal.
     link.on_refused = [self](const absl::Status&) { self->RequestShutdown(); };
+    // What a dead driver owned here goes, though it never connected to this node's store.
+    link.on_gone_drivers = [self](const std::vector<std::string>& drivers) {
+      if (self->objects_ == nullptr) return;
+      for (const std::string& driver : drivers) self->objects_->store().OwnerDied(driver);
+    };
     server->head_ = std::make_unique<HeadLink>(
         std::move(link), state, [self](const std::vector<WorkerId>& workers) {
           for (const WorkerId& id : workers) {

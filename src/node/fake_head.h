@@ -46,6 +46,7 @@ class FakeHead final : public v1::Head::Service {
     absl::MutexLock lock(&mu);
     heartbeats.push_back(*request);
     response->set_known(known);
+    for (const std::string& driver : gone_drivers) response->add_gone_drivers(driver);
     return grpc::Status::OK;
   }
   grpc::Status PickNode(grpc::ServerContext*, const v1::PickNodeRequest* request,
@@ -63,6 +64,8 @@ class FakeHead final : public v1::Head::Service {
   std::vector<v1::HeldBundle> release_on_register ABSL_GUARDED_BY(mu);
   v1::PickNodeResponse pick_answer ABSL_GUARDED_BY(mu);
   bool known ABSL_GUARDED_BY(mu) = true;
+  // Named in every heartbeat response (HeartbeatResponse.gone_drivers).
+  std::vector<std::string> gone_drivers ABSL_GUARDED_BY(mu);
   // Not empty: RegisterNode is refused with ALREADY_EXISTS and this message.
   std::string refuse_registration ABSL_GUARDED_BY(mu);
 };

@@ -190,6 +190,10 @@ absl::Status HeadLink::Heartbeat() {
     return absl::NotFoundError("the head does not know this node");
   }
   ReleaseUnheld(response.release(), "the head does not hold it");
+  if (options_.on_gone_drivers && response.gone_drivers_size() > 0) {
+    options_.on_gone_drivers(
+        std::vector<std::string>(response.gone_drivers().begin(), response.gone_drivers().end()));
+  }
   absl::MutexLock lock(&mu_);
   bundles_epoch_seen_ = std::max(bundles_epoch_seen_, response.bundles_epoch());
   return absl::OkStatus();

@@ -56,6 +56,10 @@ struct HeadLinkOptions {
   // Called once, from the link's thread, when the head refuses a re-registration for good
   // (ALREADY_EXISTS); the agent shuts down. Must not block on the link. Null: nothing.
   std::function<void(const absl::Status&)> on_refused;
+  // Called from the link's thread with every heartbeat response's gone drivers (exited or
+  // silent past the driver timeout; repeated for a minute): the agent frees what they owned in
+  // its object store. Must be idempotent and not block on the link. Null: nothing.
+  std::function<void(const std::vector<std::string>&)> on_gone_drivers;
 };
 
 class HeadLink {
