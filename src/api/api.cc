@@ -233,6 +233,13 @@ ObjectRefBase PutParts(const std::vector<std::string_view>& parts,
   return current->PutParts(parts, contained);
 }
 
+absl::StatusOr<ObjectStoreStats> LocalObjectStoreStats() {
+  absl::Status why;
+  auto current = CurrentOrNested(&why);
+  if (current == nullptr) return why;
+  return current->store().Stats();
+}
+
 ObjectRefBase NewPromise() {
   absl::Status why;
   auto current = CurrentOrNested(&why);

@@ -114,6 +114,8 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
     if (from_file.ok()) head_address = *from_file;
   }
   runtime->state_dir_ = state.root;
+  // Made first: the driver's id (its owner id in the stores and at the head) derives from it.
+  runtime->driver_task_ = TaskId::FromRandom();
   {
     const auto [node_id, agent] = LocalNode(state, options.agent_address);
     NodeObjectStoreOptions store;
@@ -125,6 +127,9 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
     store.token = *token;
     store.head_address = head_address;
     store.state_dir = state.root;
+    // This driver owns what it puts: the store frees it when the driver exits or dies.
+    store.owner_id = absl::StrCat("driver-", runtime->driver_task_.Hex().substr(0, 12));
+    store.declare_owner = true;
     runtime->store_ = std::make_shared<NodeObjectStore>(std::move(store));
   }
   // A stored value's copies go when its last reference does (refs may outlive the runtime, so
@@ -133,7 +138,6 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
       [store = runtime->store_](const ObjectId& id, const std::string& value) {
         if (auto where = DecodeStoredEnvelope(value); where.has_value()) store->Delete(id, *where);
       });
-  runtime->driver_task_ = TaskId::FromRandom();
 
   SubmitterOptions submitter_options;
   submitter_options.idle_timeout = options.worker_idle_timeout;
@@ -215,6 +219,9 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
       self->submitter_->ReapIdle(absl::Now());
     }
   });
+  // Connected now, not at the first large put: the connection is this driver's life in its
+  // node's store, so the results its workers store there go when it does, whatever it put.
+  (void)runtime->store_->Available();
   return runtime;
 }
 
@@ -522,11 +529,14 @@ ObjectRefBase DriverRuntime::PutParts(const std::vector<std::string_view>& parts
   size_t size = 0;
   for (std::string_view part : parts) size += part.size();
   if (size >= kInlineValueLimitBytes) {
-    // Into this node's store; without a store (or room in it) the value stays inline.
-    if (auto where = store_->PutParts(id, parts); where.ok()) {
+    // Into this node's store; only a node without a store keeps large values inline. A store
+    // that refuses it (full even after spilling) fails the put: never the heap in its place.
+    auto where = store_->PutParts(id, parts);
+    if (where.ok()) {
       objects_->AddValue(id, EncodeStoredEnvelope(*where));
       return MakeOwnedRef(id);
     }
+    if (where.status().code() != absl::StatusCode::kUnavailable) return Failed(where.status());
   }
   std::string value;
   value.reserve(size);

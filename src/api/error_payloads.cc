@@ -31,6 +31,7 @@ std::string_view ErrorKindWord(ErrorKind kind) {
     case ErrorKind::kOwnerDied: return "OWNER_DIED";
     case ErrorKind::kTaskPlacementGroupRemoved: return "TASK_PG_REMOVED";
     case ErrorKind::kActorPlacementGroupRemoved: return "ACTOR_PG_REMOVED";
+    case ErrorKind::kObjectStoreFull: return "OBJECT_STORE_FULL";
   }
   return "SYSTEM";
 }

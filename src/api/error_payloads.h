@@ -27,6 +27,7 @@ enum class ErrorKind {
   kOwnerDied,              // the process owning the value is gone
   kTaskPlacementGroupRemoved,
   kActorPlacementGroupRemoved,
+  kObjectStoreFull,        // the value does not fit in its node's object store, even spilled
 };
 
 std::string_view ErrorKindWord(ErrorKind kind);

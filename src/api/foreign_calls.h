@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "objects/object_store.h"
 #include "tessera/tessera.h"
 #include "tessera/v1/worker.pb.h"
 
@@ -42,6 +43,9 @@ absl::StatusOr<std::string> CreateActorByName(const FunctionDescriptor& function
 // lives when they are owned here).
 ObjectRefBase PutParts(const std::vector<std::string_view>& parts,
                        const std::vector<ObjectRefData>& contained);
+// The counters of this process's node's object store (ObjectStore::Stats): Unavailable when the
+// node has none, FailedPrecondition outside a runtime.
+absl::StatusOr<ObjectStoreStats> LocalObjectStoreStats();
 // An object whose value is given later by FulfillPromise (a placement group's ready()): Get and
 // Wait wait for it meanwhile. A value or an error, given once; FulfillPromise of an object that
 // is not a pending promise of this process does nothing.

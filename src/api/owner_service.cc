@@ -18,6 +18,7 @@ grpc::Status OwnerService::WorkerReady(grpc::ServerContext*, const v1::WorkerRea
   if (reply->accepted() && !reply->node_id().empty()) {
     reply->set_object_store_socket(runtime_->StoreSocketOf(reply->node_id()));
   }
+  if (reply->accepted()) reply->set_owner_id(runtime_->driver_id());
   return grpc::Status::OK;
 }
 

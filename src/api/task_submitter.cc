@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/error_payloads.h"
+#include "objects/object_location.h"
 
 namespace tessera::api {
 namespace {
@@ -22,6 +23,15 @@ absl::Status TaskErrorStatus(const std::string& function, const v1::TaskError& e
                                                       error.message())),
                       ErrorKind::kTaskError),
         error.exception(), error.traceback());
+  }
+  if (error.kind() == kTaskErrorStoreFull) {
+    return WithErrorKind(absl::ResourceExhaustedError(absl::StrCat(
+                             "task ", function, ": its result was not stored: ", error.message())),
+                         ErrorKind::kObjectStoreFull);
+  }
+  if (error.kind() == kTaskErrorStore) {
+    return absl::InternalError(
+        absl::StrCat("task ", function, ": its result was not stored: ", error.message()));
   }
   return absl::InvalidArgumentError(absl::StrCat("task ", function, ": ", error.message()));
 }

@@ -28,4 +28,13 @@ std::optional<v1::StoredObject> DecodeStoredEnvelope(std::string_view bytes) {
   return where;
 }
 
+v1::TaskError ResultNotStoredError(const absl::Status& why) {
+  v1::TaskError error;
+  const bool full = why.code() == absl::StatusCode::kResourceExhausted;
+  error.set_kind(std::string(full ? kTaskErrorStoreFull : kTaskErrorStore));
+  error.set_type(full ? "ObjectStoreFullError" : "ObjectStoreError");
+  error.set_message(std::string(why.message()));
+  return error;
+}
+
 }  // namespace tessera

@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/status.h"
+
 #include "tessera/v1/worker.pb.h"
 
 namespace tessera {
@@ -23,5 +25,14 @@ std::string EncodeStoredEnvelope(const v1::StoredObject& where);
 // The location when `bytes` is an envelope; nullopt for a value (or anything else).
 std::optional<v1::StoredObject> DecodeStoredEnvelope(std::string_view bytes);
 bool IsStoredEnvelope(std::string_view bytes);
+
+// TaskError.kind of a task whose large result its node's store refused: "object_store_full"
+// (ResourceExhausted: it does not fit even after spilling; the owner raises ObjectStoreFullError)
+// or "object_store" (any other refusal). Neither is retried: the next run would make the same
+// result.
+inline constexpr std::string_view kTaskErrorStoreFull = "object_store_full";
+inline constexpr std::string_view kTaskErrorStore = "object_store";
+// The error a result gets when the store refused it with `why`.
+v1::TaskError ResultNotStoredError(const absl::Status& why);
 
 }  // namespace tessera

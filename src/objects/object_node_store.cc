@@ -71,6 +71,9 @@ absl::StatusOr<ObjectStoreClient*> NodeObjectStore::Local() {
   }
   auto client = ObjectStoreClient::Connect({.socket_path = options_.socket_path});
   if (!client.ok()) return client.status();
+  if (options_.declare_owner && !options_.owner_id.empty()) {
+    TESSERA_RETURN_IF_ERROR((*client)->DeclareOwner(options_.owner_id));
+  }
   local_ = *std::move(client);
   return local_.get();
 }
@@ -91,12 +94,12 @@ absl::StatusOr<v1::StoredObject> NodeObjectStore::PutParts(
   absl::MutexLock lock(&mu_);
   auto client = Local();
   if (!client.ok()) return client.status();
-  absl::StatusOr<MutableObjectBuffer> buffer =
-      (*client)->Create(id, size, "", CreateObjectOptions{});
+  const CreateObjectOptions create{.owner = options_.owner_id};
+  absl::StatusOr<MutableObjectBuffer> buffer = (*client)->Create(id, size, "", create);
   if (buffer.status().code() == absl::StatusCode::kAlreadyExists) {
     // An earlier attempt of the same task got this far before its result was lost.
     (void)(*client)->Delete(id);
-    buffer = (*client)->Create(id, size, "", CreateObjectOptions{});
+    buffer = (*client)->Create(id, size, "", create);
   }
   if (!buffer.ok()) return buffer.status();
   uint8_t* to = buffer->data();
@@ -114,6 +117,13 @@ absl::StatusOr<v1::StoredObject> NodeObjectStore::PutParts(
   where.set_agent_address(options_.agent_address);
   where.set_size(size);
   return where;
+}
+
+absl::StatusOr<ObjectStoreStats> NodeObjectStore::Stats() {
+  absl::MutexLock lock(&mu_);
+  auto client = Local();
+  if (!client.ok()) return client.status();
+  return (*client)->Stats();
 }
 
 absl::StatusOr<internal::SerializedValue> NodeObjectStore::ReadLocal(const ObjectId& id) {

@@ -44,6 +44,13 @@ struct NodeObjectStoreOptions {
   // This host's state folder: a primary copy on another node of this host is deleted through
   // that node's socket there; "" only this node's copies are deleted.
   std::string state_dir;
+  // The owner of the values this process puts (a driver's or worker's id, as the head knows it):
+  // the store frees them when that owner dies. "" none (only Delete frees them).
+  std::string owner_id;
+  // This process is that owner: its connection to this node's store is declared as the owner's
+  // life there (ObjectStoreClient::DeclareOwner), so the store frees its objects when it exits
+  // or dies. A worker storing results for its driver leaves it false.
+  bool declare_owner = false;
   // How long an object whose holder cannot be reached waits for the head to say whether that
   // node died (the head's node timeout is a few seconds) before failing as unreachable.
   absl::Duration lost_verdict_wait = absl::Seconds(20);
@@ -61,12 +68,17 @@ class NodeObjectStore {
   // Whether this node's store can be reached now (connects when not yet connected).
   bool Available();
 
-  // Puts `bytes` as the primary copy (not evictable) of `id` in this node's store. A copy left by
-  // an earlier attempt of the same task is replaced.
+  // Puts `bytes` as the primary copy (not evictable) of `id` in this node's store, owned by
+  // `owner_id`. A copy left by an earlier attempt of the same task is replaced. Unavailable when
+  // this node has no store; ResourceExhausted ("object store full: ...", naming the sizes) when
+  // it does not fit even after spilling.
   absl::StatusOr<v1::StoredObject> Put(const ObjectId& id, std::string_view bytes);
   // The same for a value in pieces: each is copied once, straight into the store's memory.
   absl::StatusOr<v1::StoredObject> PutParts(const ObjectId& id,
                                             const std::vector<std::string_view>& parts);
+
+  // This node's store's counters (connecting when not yet connected); Unavailable without one.
+  absl::StatusOr<ObjectStoreStats> Stats();
 
   // A pinned view of `id`, which `where` says lies on some node: read in place on this node,
   // else pulled into this node's store first (a secondary, evictable copy).

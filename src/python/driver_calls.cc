@@ -381,6 +381,29 @@ void BindDriverCalls(py::module_& m) {
     out["leases_requested"] = s.leases_requested;
     return out;
   });
+  m.def(
+      "object_store_stats",
+      [] {
+        absl::StatusOr<ObjectStoreStats> stats;
+        {
+          py::gil_scoped_release release;
+          stats = internal::LocalObjectStoreStats();
+        }
+        if (!stats.ok()) ThrowStatus(stats.status());
+        py::dict out;
+        out["capacity_bytes"] = stats->capacity_bytes;
+        out["allocated_bytes"] = stats->allocated_bytes;
+        out["pinned_bytes"] = stats->pinned_bytes;
+        out["num_objects"] = stats->num_objects;
+        out["num_evictable"] = stats->num_evictable;
+        out["evictions"] = stats->evictions;
+        out["num_spilled"] = stats->num_spilled;
+        out["spilled_bytes"] = stats->spilled_bytes;
+        out["spills"] = stats->spills;
+        out["restores"] = stats->restores;
+        return out;
+      },
+      "The counters of this driver's node's object store (objects, bytes, spills).");
   m.def("object_path_stats", [] {
     const internal::ObjectPathStats s = internal::GetObjectPathStats();
     py::dict out;

@@ -252,10 +252,14 @@ void BindWorkerLoop(py::module_& m) {
         py::gil_scoped_release release;
         bool stored = false;
         if (size >= kInlineValueLimitBytes) {
-          // Straight into this node's store; without one (or room) the value goes inline.
+          // Straight into this node's store; only a node without one keeps it inline. A store
+          // that refuses it (full even after spilling) fails the task once with the reason.
           auto envelope = worker::PutTaskReturn(pending.spec.task_id(), views);
           if (envelope.ok()) {
             pending.result.set_value(*std::move(envelope));
+            stored = true;
+          } else if (envelope.status().code() != absl::StatusCode::kUnavailable) {
+            *pending.result.mutable_error() = ResultNotStoredError(envelope.status());
             stored = true;
           }
         }

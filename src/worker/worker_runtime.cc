@@ -142,8 +142,13 @@ v1::TaskResult Execute(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
   auto task_id = TaskId::FromBinary(task.task_id());
   if (task_id.ok()) {
     auto where = globals->store->Put(ObjectId::ForTaskReturn(*task_id, 1), result.value());
-    // No store, or no room in it: the value goes inline as it would have without a store.
-    if (where.ok()) result.set_value(EncodeStoredEnvelope(*where));
+    // No store on this node: the value goes inline as it would have without one. A store that
+    // refuses it (full even after spilling) fails the task once, saying so; never inline.
+    if (where.ok()) {
+      result.set_value(EncodeStoredEnvelope(*where));
+    } else if (where.status().code() != absl::StatusCode::kUnavailable) {
+      *result.mutable_error() = ResultNotStoredError(where.status());
+    }
   }
   result.set_end_time_us(absl::ToUnixMicros(absl::Now()));
   return result;
@@ -437,6 +442,8 @@ absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel) {
     store.socket_path = socket;
     store.node_id = g->context.node_id;
     store.token = g->token;
+    // Results belong to the owner: the store frees them when it dies, not when this worker does.
+    store.owner_id = reply.owner_id();
     // The agent's address file lies beside its store's socket, in the node's folder.
     std::ifstream agent(std::filesystem::path(socket).parent_path() / "agent.address");
     std::getline(agent, store.agent_address);
@@ -493,7 +500,7 @@ void RunWorker() {
 absl::StatusOr<std::string> PutTaskReturn(const std::string& task_id,
                                           const std::vector<std::string_view>& parts) {
   if (globals == nullptr || globals->store == nullptr) {
-    return absl::FailedPreconditionError("this worker has no object store");
+    return absl::UnavailableError("this worker has no object store");
   }
   auto task = TaskId::FromBinary(task_id);
   if (!task.ok()) return task.status();

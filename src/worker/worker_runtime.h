@@ -84,8 +84,9 @@ bool WaitForWorkerEnd(absl::Duration timeout);
 [[noreturn]] void ExitWorker();
 
 // Puts the value made of `parts` (concatenated) into this node's store as task `task_id`'s
-// return, and gives the stored-value envelope to put in the TaskResult; FailedPrecondition
-// when this worker has no store (the value then goes inline).
+// return, and gives the stored-value envelope to put in the TaskResult; Unavailable when this
+// worker has no store (the value then goes inline); another error when the store refused it
+// (ResultNotStoredError makes the task's error from it).
 absl::StatusOr<std::string> PutTaskReturn(const std::string& task_id,
                                           const std::vector<std::string_view>& parts);
 
