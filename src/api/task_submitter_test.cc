@@ -11,6 +11,7 @@
 
 #include "api/error_payloads.h"
 #include "api/submitter_test_fakes.h"
+#include "objects/object_location.h"
 
 namespace tessera::api {
 namespace {
@@ -220,6 +221,27 @@ TEST_F(SubmitterTest, ApplicationErrorsAreNotRetried) {
   EXPECT_EQ(ErrorKindOf(status), "TASK_ERROR");
   EXPECT_EQ(ExceptionOf(status), "serialized exception");
   EXPECT_EQ(TracebackOf(status), "remote traceback");
+  EXPECT_EQ(submitter_.stats().retries, 0);
+}
+
+// A result its node's store refused fails the task once, as ObjectStoreFullError: not retried
+// (the next run would make the same result), not a crashed worker.
+TEST_F(SubmitterTest, AResultTheStoreRefusedFailsOnceAsObjectStoreFull) {
+  const ObjectId id = Submit(/*max_retries=*/3);
+  auto [h, channel] = AddWorker();
+  v1::TaskResultBatch results;
+  auto* r = results.add_results();
+  r->set_task_id(channel->Unanswered().at(0).task_id());
+  *r->mutable_error() = ResultNotStoredError(absl::ResourceExhaustedError(
+      "object store full: object x of 32.0 MiB can never fit: the object store holds 24.0 MiB"));
+  submitter_.OnResults(h, results);
+  ASSERT_EQ(outcomes_.count(id), 1u);
+  const absl::Status& status = outcomes_.at(id).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(status.message(),
+            "task f: its result was not stored: object store full: object x of 32.0 MiB can "
+            "never fit: the object store holds 24.0 MiB");
+  EXPECT_EQ(ErrorKindOf(status), "OBJECT_STORE_FULL");
   EXPECT_EQ(submitter_.stats().retries, 0);
 }
 
