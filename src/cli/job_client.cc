@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/file_read.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "cli/text_table.h"
@@ -21,9 +22,6 @@
 
 namespace tessera::cli {
 namespace {
-
-// Shipped in the job's SubmitJob and in every agent's PrepareWorkingDir: under gRPC's 4 MiB.
-constexpr uint64_t kWorkingDirLimit = 3 * 1024 * 1024;
 
 void WriteAll(int fd, const std::string& data) {
   size_t done = 0;
@@ -91,7 +89,7 @@ absl::Status FillJobProcess(const JobProcessArgs& args, v1::JobSpec* spec) {
   }
   if (!args.working_dir.empty()) {
     TESSERA_ASSIGN_OR_RETURN(PackedDirectory packed,
-                             PackDirectory(args.working_dir, kWorkingDirLimit));
+                             PackDirectory(args.working_dir, kWorkingDirMaxFileBytes));
     for (const std::string& skipped : packed.skipped) {
       std::cerr << "tessera: warning: --working-dir: " << skipped
                 << " is not a regular file or folder; not shipped\n";
@@ -136,8 +134,9 @@ absl::StatusOr<v1::JobStatus> ReadJobStatusFile(const client::StateFolder& state
                                                 const std::string& job) {
   if (!SafeJobName(job)) return absl::InvalidArgumentError(absl::StrCat(Quote(job), " is not a job id"));
   const std::string path = absl::StrCat(state.JobsDir(), "/", job, "/status.json");
-  std::ifstream in(path);
-  if (!in) {
+  // Sized before it is read (base/file_read.h).
+  absl::StatusOr<std::string> text = ReadFileUpTo(path, kMaxDescriptionFileBytes, "job status");
+  if (absl::IsNotFound(text.status())) {
     // A name: the newest job of that name.
     std::optional<v1::JobStatus> newest;
     for (const v1::JobStatus& s : ReadJobStatusFiles(state)) {
@@ -146,12 +145,11 @@ absl::StatusOr<v1::JobStatus> ReadJobStatusFile(const client::StateFolder& state
     if (newest) return *newest;
     return absl::NotFoundError(absl::StrCat("no job ", job, " (no ", path, ")"));
   }
-  std::stringstream text;
-  text << in.rdbuf();
+  if (!text.ok()) return text.status();
   v1::JobStatus status;
   google::protobuf::util::JsonParseOptions parse;
   parse.ignore_unknown_fields = true;
-  if (!google::protobuf::util::JsonStringToMessage(text.str(), &status, parse).ok()) {
+  if (!google::protobuf::util::JsonStringToMessage(*text, &status, parse).ok()) {
     return absl::DataLossError(absl::StrCat(path, " is not a job status"));
   }
   return status;
@@ -218,9 +216,11 @@ absl::Status PrintJobLogFile(const client::StateFolder& state, const std::string
                                      : absl::StrCat(state.JobsDir(), "/", id, "/job.log");
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("no log ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  WriteAll(STDOUT_FILENO, text.str());
+  // In pieces: a job's log may be larger than this process's memory.
+  std::string piece(1 << 16, '\0');
+  while (in.read(piece.data(), static_cast<std::streamsize>(piece.size())) || in.gcount() > 0) {
+    WriteAll(STDOUT_FILENO, piece.substr(0, static_cast<size_t>(in.gcount())));
+  }
   return absl::OkStatus();
 }
 

@@ -5,12 +5,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/file_read.h"
+#include "base/status_macros.h"
+#include "resources/byte_size.h"
 #include "tessera/v1/jobs.pb.h"
 
 namespace tessera {
@@ -20,20 +24,76 @@ namespace fs = std::filesystem;
 
 constexpr char kCompleteMarker[] = ".tessera-complete";
 
+absl::Status Refuse(absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("working dir archive: ", why));
+}
+
 absl::Status CheckRelativePath(const std::string& path) {
-  if (path.empty()) return absl::InvalidArgumentError("working dir archive: an entry has no path");
-  if (path.size() > 4096 || path[0] == '/' || path.find('\0') != std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("working dir archive: entry \"", path.substr(0, 200), "\" is not a relative path"));
+  if (path.empty()) return Refuse("an entry has no path");
+  if (path.size() > kWorkingDirMaxPathBytes) {
+    return Refuse(absl::StrCat("entry \"", path.substr(0, 200), "...\" has a path of ",
+                               path.size(), " bytes, more than the limit of ",
+                               kWorkingDirMaxPathBytes));
+  }
+  if (path[0] == '/' || path.find('\0') != std::string::npos) {
+    return Refuse(absl::StrCat("entry \"", path.substr(0, 200), "\" is not a relative path"));
   }
   for (absl::string_view part : absl::StrSplit(path, '/')) {
     if (part.empty() || part == "." || part == ".." || part == kCompleteMarker) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("working dir archive: entry \"", path, "\" has a part that is empty, '.', "
-                       "'..' or reserved"));
+      return Refuse(absl::StrCat("entry \"", path.substr(0, 200),
+                                 "\" has a part that is empty, '.', '..' or reserved"));
     }
   }
   return absl::OkStatus();
+}
+
+// The one check of an archive (ValidateWorkingDirArchive, and UnpackWorkingDir before it makes
+// anything): the parsed archive, or the refusal.
+absl::StatusOr<v1::DirectoryArchive> ParseAndCheck(const std::string& archive_bytes) {
+  if (archive_bytes.size() > kWorkingDirMaxArchiveBytes) {
+    return Refuse(absl::StrCat(SizeForRefusal(archive_bytes.size()), ", more than the limit of ",
+                               FormatBytes(kWorkingDirMaxArchiveBytes)));
+  }
+  v1::DirectoryArchive archive;
+  if (!archive.ParseFromString(archive_bytes)) return Refuse("not a DirectoryArchive");
+  if (archive.entries_size() > kWorkingDirMaxEntries) {
+    return Refuse(absl::StrCat(archive.entries_size(), " entries, more than the limit of ",
+                               kWorkingDirMaxEntries));
+  }
+  uint64_t file_bytes = 0;
+  // Every path once; a file is never a folder on another entry's path.
+  absl::flat_hash_set<absl::string_view> files;
+  absl::flat_hash_set<absl::string_view> paths;
+  for (const auto& entry : archive.entries()) {
+    if (absl::Status s = CheckRelativePath(entry.path()); !s.ok()) return s;
+    if (!paths.insert(entry.path()).second) {
+      return Refuse(absl::StrCat("entry \"", entry.path(), "\" appears twice"));
+    }
+    if (entry.directory()) {
+      if (!entry.data().empty()) {
+        return Refuse(absl::StrCat("entry \"", entry.path(), "\" is a folder holding data"));
+      }
+      continue;
+    }
+    files.insert(entry.path());
+    file_bytes += entry.data().size();
+    if (file_bytes > kWorkingDirMaxFileBytes) {
+      return Refuse(absl::StrCat("its files hold more than the limit of ",
+                                 FormatBytes(kWorkingDirMaxFileBytes), " (at entry \"",
+                                 entry.path(), "\")"));
+    }
+  }
+  for (const auto& entry : archive.entries()) {
+    absl::string_view path = entry.path();
+    for (size_t slash = path.find('/'); slash != absl::string_view::npos;
+         slash = path.find('/', slash + 1)) {
+      if (files.contains(path.substr(0, slash))) {
+        return Refuse(absl::StrCat("entry \"", path, "\" lies under the file \"",
+                                   path.substr(0, slash), "\""));
+      }
+    }
+  }
+  return archive;
 }
 
 absl::Status WriteNewFile(const std::string& path, const std::string& data, mode_t mode) {
@@ -59,6 +119,10 @@ absl::Status WriteNewFile(const std::string& path, const std::string& data, mode
 
 }  // namespace
 
+absl::Status ValidateWorkingDirArchive(const std::string& archive) {
+  return ParseAndCheck(archive).status();
+}
+
 bool IsWorkingDirJobId(const std::string& id) {
   if (id.empty() || id.size() > 128 || id[0] == '.') return false;
   return std::all_of(id.begin(), id.end(), [](char c) {
@@ -68,6 +132,7 @@ bool IsWorkingDirJobId(const std::string& id) {
 }
 
 absl::StatusOr<PackedDirectory> PackDirectory(const std::string& dir, uint64_t limit_bytes) {
+  limit_bytes = std::min(limit_bytes, kWorkingDirMaxFileBytes);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     return absl::InvalidArgumentError(absl::StrCat("--working-dir: ", dir, " is not a folder"));
@@ -77,6 +142,11 @@ absl::StatusOr<PackedDirectory> PackDirectory(const std::string& dir, uint64_t l
   std::vector<fs::path> paths;
   for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::none, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (paths.size() >= static_cast<size_t>(kWorkingDirMaxEntries)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--working-dir: ", dir, " holds more than the limit of ", kWorkingDirMaxEntries,
+          " files and folders; ship large data another way"));
+    }
     paths.push_back(it->path());
   }
   if (ec) {
@@ -84,7 +154,32 @@ absl::StatusOr<PackedDirectory> PackDirectory(const std::string& dir, uint64_t l
         absl::StrCat("--working-dir: cannot read ", dir, ": ", ec.message()));
   }
   std::sort(paths.begin(), paths.end());
-  for (const fs::path& path : paths) {
+  // Sizes first, from the listing: nothing is read when the files do not fit.
+  struct File {
+    size_t path_index;
+    uint64_t size;
+  };
+  std::vector<File> files;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    struct stat st {};
+    if (::lstat(paths[i].c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    if (size > limit_bytes - std::min(limit_bytes, packed.bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--working-dir: ", paths[i].string(), " is ", SizeForRefusal(size),
+          packed.bytes > 0
+              ? absl::StrCat(", after ", SizeForRefusal(packed.bytes), " of other files")
+              : std::string(),
+          "; a working directory holds at most ", FormatBytes(limit_bytes),
+          " of files; ship large data another way"));
+    }
+    packed.bytes += size;
+    files.push_back({i, size});
+  }
+  packed.bytes = 0;
+  auto file = files.begin();
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const fs::path& path = paths[i];
     // Lexically: fs::relative would follow a link to where it points.
     const std::string relative = path.lexically_relative(dir).generic_string();
     const fs::file_status st = fs::symlink_status(path, ec);
@@ -96,28 +191,43 @@ absl::StatusOr<PackedDirectory> PackDirectory(const std::string& dir, uint64_t l
       entry->set_mode(static_cast<uint32_t>(st.permissions()) & 0777);
       continue;
     }
-    if (!fs::is_regular_file(st)) {
+    if (file == files.end() || file->path_index != i) {
       packed.skipped.push_back(relative);
       continue;
     }
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream data;
-    data << in.rdbuf();
-    if (!in.good() && !in.eof()) {
-      return absl::InvalidArgumentError(absl::StrCat("--working-dir: cannot read ", path.string()));
+    const uint64_t listed = (file++)->size;
+    // Read at most what was listed, plus one byte to see a file that grew since.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--working-dir: cannot read ", path.string(), ": ", std::strerror(errno)));
     }
-    packed.bytes += data.str().size();
-    if (packed.bytes > limit_bytes) {
+    std::string data(listed + 1, '\0');
+    size_t done = 0;
+    while (done < data.size()) {
+      const ssize_t n = ::read(fd, data.data() + done, data.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    if (done > listed) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--working-dir: ", dir, " holds more than ", limit_bytes / (1024 * 1024),
-          " MiB of files; ship large data another way"));
+          "--working-dir: ", path.string(), " grew while it was packed (from ",
+          SizeForRefusal(listed), "); pack a folder that is not being written"));
     }
+    data.resize(done);
+    packed.bytes += data.size();
     auto* entry = archive.add_entries();
     entry->set_path(relative);
     entry->set_mode(static_cast<uint32_t>(st.permissions()) & 0777);
-    entry->set_data(data.str());
+    entry->set_data(std::move(data));
   }
   packed.archive = archive.SerializeAsString();
+  // What the agents will check, checked here too (the archive's own size, paths).
+  if (absl::Status s = ValidateWorkingDirArchive(packed.archive); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--working-dir: ", dir, ": ", s.message()));
+  }
   return packed;
 }
 
@@ -126,13 +236,7 @@ absl::StatusOr<std::string> UnpackWorkingDir(const std::string& root, const std:
   if (!IsWorkingDirJobId(job_id)) {
     return absl::InvalidArgumentError("job_id: not a job id (letters, digits, '-', '_', '.')");
   }
-  v1::DirectoryArchive archive;
-  if (!archive.ParseFromString(archive_bytes)) {
-    return absl::InvalidArgumentError("working dir archive: not a DirectoryArchive");
-  }
-  for (const auto& entry : archive.entries()) {
-    if (absl::Status s = CheckRelativePath(entry.path()); !s.ok()) return s;
-  }
+  TESSERA_ASSIGN_OR_RETURN(const v1::DirectoryArchive archive, ParseAndCheck(archive_bytes));
   std::error_code ec;
   fs::create_directories(root, ec);
   ::chmod(root.c_str(), 0700);

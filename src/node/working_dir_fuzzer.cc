@@ -1,5 +1,6 @@
 // libFuzzer target: unpacking any bytes as a working directory archive never crashes, never
-// writes outside its root, and either fails with InvalidArgument or leaves a complete folder.
+// writes outside its root, and either fails with InvalidArgument or leaves a complete folder;
+// an archive ValidateWorkingDirArchive (the submit-time check) refuses is never unpacked.
 #include <unistd.h>
 
 #include <cstddef>
@@ -18,6 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string root = base + "/root";
   const std::string archive(reinterpret_cast<const char*>(data), size);
   auto unpacked = tessera::UnpackWorkingDir(root, "job-1", archive);
+  // One check at submission and at unpacking: what submission refuses is never unpacked.
+  if (!tessera::ValidateWorkingDirArchive(archive).ok() && unpacked.ok()) std::abort();
   if (!unpacked.ok() && !absl::IsInvalidArgument(unpacked.status())) std::abort();
   if (unpacked.ok() && !fs::exists(*unpacked + "/.tessera-complete")) std::abort();
   if (!unpacked.ok() && fs::exists(root + "/job-1")) std::abort();  // nothing left behind

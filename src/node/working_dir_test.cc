@@ -2,11 +2,15 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include "absl/time/clock.h"
 
 #include "tessera/v1/jobs.pb.h"
 
@@ -96,6 +100,75 @@ TEST_F(WorkingDirTest, SetIdBitsAreDropped) {
   struct stat st {};
   ASSERT_EQ(::stat((*dest + "/tool").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0755u);
+}
+
+// A 3 GiB file that takes no disk: refused from its size alone, in milliseconds, naming the
+// file, its size and the limit.
+TEST_F(WorkingDirTest, AHugeSparseFileIsRefusedBeforeAnythingIsRead) {
+  const std::string big = base_ + "/src/data.bin";
+  const int fd = ::open(big.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, off_t{3} << 30), 0);
+  ::close(fd);
+  const absl::Time start = absl::Now();
+  auto packed = PackDirectory(base_ + "/src", kWorkingDirMaxFileBytes);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  ASSERT_TRUE(absl::IsInvalidArgument(packed.status())) << packed.status();
+  EXPECT_THAT(packed.status().message(), HasSubstr(big + " is 3 GiB (3221225472 bytes)"));
+  EXPECT_THAT(packed.status().message(), HasSubstr("at most 3 MiB"));
+  EXPECT_EQ(packed.status().message().find('\n'), std::string::npos);
+}
+
+TEST_F(WorkingDirTest, AFolderWithTooManyEntriesIsRefusedNamingTheLimit) {
+  for (int i = 0; i <= kWorkingDirMaxEntries; ++i) {
+    ASSERT_EQ(::mkdir((base_ + "/src/pkg/d" + std::to_string(i)).c_str(), 0700), 0);
+  }
+  auto packed = PackDirectory(base_ + "/src", kWorkingDirMaxFileBytes);
+  ASSERT_TRUE(absl::IsInvalidArgument(packed.status())) << packed.status();
+  EXPECT_THAT(packed.status().message(),
+              HasSubstr("more than the limit of 10000 files and folders"));
+}
+
+// Every archive the agents would refuse is refused by the same check at submission
+// (ValidateWorkingDirArchive), naming the entry or the limit, and unpacking makes nothing.
+TEST_F(WorkingDirTest, ArchivesOverALimitOrWithBadEntriesAreRefusedNamingIt) {
+  auto with = [](std::vector<std::pair<std::string, std::string>> files) {
+    v1::DirectoryArchive archive;
+    for (auto& [path, data] : files) {
+      auto* entry = archive.add_entries();
+      entry->set_path(path);
+      entry->set_data(data);
+    }
+    return archive.SerializeAsString();
+  };
+  v1::DirectoryArchive many;
+  for (int i = 0; i <= kWorkingDirMaxEntries; ++i) {
+    auto* entry = many.add_entries();
+    entry->set_path("d" + std::to_string(i));
+    entry->set_directory(true);
+  }
+  const std::string big(13 << 17, 'x');  // 1.625 MiB: two pass the files' limit, not the archive's
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {std::string(4 << 20, 'x'), "more than the limit of 3.5 MiB"},
+      {many.SerializeAsString(), "10001 entries, more than the limit of 10000"},
+      {with({{"a", big}, {"b", big}}), "its files hold more than the limit of 3 MiB"},
+      {with({{std::string(5000, 'p'), ""}}), "more than the limit of 4096"},
+      {with({{"a", "1"}, {"a", "2"}}), "entry \"a\" appears twice"},
+      {with({{"a", "1"}, {"a/b", "2"}}), "entry \"a/b\" lies under the file \"a\""},
+      {with({{"../x", "1"}}), "entry \"../x\" has a part"},
+  };
+  for (const auto& [archive, why] : cases) {
+    absl::Status refused = ValidateWorkingDirArchive(archive);
+    EXPECT_TRUE(absl::IsInvalidArgument(refused)) << why;
+    const std::string message(refused.message());
+    EXPECT_THAT(message, HasSubstr("working dir archive: ")) << why;
+    EXPECT_THAT(message, HasSubstr(why));
+    EXPECT_EQ(message.find('\n'), std::string::npos) << why;
+    auto dest = UnpackWorkingDir(base_ + "/out", "job-5", archive);
+    EXPECT_EQ(dest.status(), refused) << why;
+    EXPECT_FALSE(fs::exists(base_ + "/out/job-5")) << why;
+  }
+  EXPECT_TRUE(ValidateWorkingDirArchive(with({{"a/b", "1"}, {"a/c", "2"}})).ok());
 }
 
 }  // namespace

@@ -194,6 +194,26 @@ TEST_F(JobManagerTest, ASubmissionTheStoreCannotKeepIsRefusedAndListsNothing) {
   EXPECT_TRUE(store_.records().contains(submitted.job_id()));
 }
 
+TEST_F(JobManagerTest, ABadWorkingDirArchiveIsRefusedByTheSubmitCallAndMakesNoJob) {
+  std::unique_ptr<JobManager> manager = NewManager();
+  ASSERT_TRUE(manager->Resume().ok());
+  v1::SubmitJobRequest request = OneWorker();
+  v1::DirectoryArchive archive;
+  v1::DirectoryArchive::Entry* entry = archive.add_entries();
+  entry->set_path("../escape.py");
+  entry->set_data("print('out')");
+  request.mutable_spec()->set_working_dir(archive.SerializeAsString());
+  v1::JobStatus submitted;
+  const grpc::Status refused = manager->SubmitJob(nullptr, &request, &submitted);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), HasSubstr("spec.working_dir: working dir archive: entry"));
+  EXPECT_EQ(refused.error_message().find('\n'), std::string::npos);
+  v1::JobList list;
+  ASSERT_TRUE(manager->ListGangJobs(nullptr, nullptr, &list).ok());
+  EXPECT_EQ(list.jobs_size(), 0);
+  EXPECT_TRUE(store_.records().empty());
+}
+
 TEST_F(JobManagerTest, ARecordThatIsNotOneStopsTheAdoptionNamingIt) {
   ASSERT_TRUE(store_.Put("job-0badbad0", "not a record").ok());
   std::unique_ptr<JobManager> manager = NewManager();

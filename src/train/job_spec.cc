@@ -1,6 +1,7 @@
 #include "train/job_spec.h"
 
 #include "absl/strings/str_cat.h"
+#include "node/working_dir.h"
 #include "wire/proto_convert.h"
 
 namespace tessera::train {
@@ -44,6 +45,12 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     }
     if (value.find('\0') != std::string::npos) {
       return Invalid(absl::StrCat("spec.env: ", name, " holds a NUL byte"));
+    }
+  }
+  if (!spec.working_dir().empty()) {
+    // The check every agent makes before it unpacks, made here so the submit call answers.
+    if (absl::Status s = ValidateWorkingDirArchive(spec.working_dir()); !s.ok()) {
+      return Invalid(absl::StrCat("spec.working_dir: ", s.message()));
     }
   }
   if (spec.max_restarts() < 0) return Invalid("spec.max_restarts: must be 0 or more");

@@ -233,5 +233,17 @@ TEST(ValidateJobSpecTest, RefusesALongName) {
   ExpectRefused(spec, "spec.name");
 }
 
+TEST(ValidateJobSpecTest, AWorkingDirArchiveIsCheckedAtSubmissionNamingTheLimit) {
+  v1::JobSpec spec = WorkersSpec();
+  v1::DirectoryArchive archive;
+  archive.add_entries()->set_path("train.py");
+  spec.set_working_dir(archive.SerializeAsString());
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  spec.set_working_dir(std::string("\xff\xff\xff", 3));
+  ExpectRefused(spec, "spec.working_dir: working dir archive: not a DirectoryArchive");
+  spec.set_working_dir(std::string(4 << 20, 'x'));
+  ExpectRefused(spec, "more than the limit of 3.5 MiB");
+}
+
 }  // namespace
 }  // namespace tessera::train
