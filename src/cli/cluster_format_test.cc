@@ -136,6 +136,22 @@ TEST(ClusterViewsTest, NodesTableHidesMarkerResources) {
   EXPECT_THAT(table, ::testing::Not(HasSubstr("accelerator_type")));
 }
 
+TEST(ClusterViewsTest, NodesTableShowsANodeWithoutAnObjectStore) {
+  tessera::v1::ListNodesResponse nodes;
+  auto* n = nodes.add_nodes();
+  n->set_state(tessera::v1::NODE_STATE_ALIVE);
+  n->mutable_node()->set_node_id("n1");
+  (*n->mutable_node()->mutable_labels())["tessera.io/object-store"] = "none";
+  auto* m = nodes.add_nodes();
+  m->set_state(tessera::v1::NODE_STATE_ALIVE);
+  m->mutable_node()->set_node_id("n2");
+  (*m->mutable_node()->mutable_labels())["tessera.io/object-store"] = "682MiB";
+  const std::string table = NodesTable(nodes);
+  EXPECT_THAT(table, HasSubstr("OBJECT STORE"));
+  EXPECT_THAT(table, ::testing::ContainsRegex("n1 .* none "));
+  EXPECT_THAT(table, ::testing::ContainsRegex("n2 .* 682MiB "));
+}
+
 TEST(ClusterViewsTest, PlacementGroupTextShowsEveryBundle) {
   tessera::v1::PlacementGroupInfo g;
   g.set_name("g");

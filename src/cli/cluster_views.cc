@@ -9,6 +9,7 @@
 #include "cli/cluster_format.h"
 #include "cli/text_table.h"
 #include "hardware/node_label_keys.h"
+#include "node/object_store_sizing.h"
 #include "rpc/state_names.h"
 
 namespace tessera::cli {
@@ -50,8 +51,9 @@ std::string AgeText(int64_t ms) {
 }
 
 std::string NodesTable(const tessera::v1::ListNodesResponse& nodes) {
+  // OBJECT STORE: the store's size, or "none" on a node started with --object-store-memory 0.
   TextTable table({"NODE", "STATE", "ADDRESS", "ACCELERATOR", "USED/TOTAL", "WORKERS",
-                   "HEARTBEAT"});
+                   "OBJECT STORE", "HEARTBEAT"});
   for (const tessera::v1::NodeInfo& info : nodes.nodes()) {
     const tessera::v1::NodeDescription& node = info.node();
     const std::set<std::string> slice = {Label(node, std::string(labels::kTpuSliceName))};
@@ -59,7 +61,9 @@ std::string NodesTable(const tessera::v1::ListNodesResponse& nodes) {
                   OrDash(Label(node, std::string(labels::kAcceleratorType))),
                   UsageText(WithoutMarkers(info.available(), slice),
                             WithoutMarkers(node.resources(), slice)),
-                  absl::StrCat(info.workers()), AgeText(info.last_heartbeat_age_ms())});
+                  absl::StrCat(info.workers()),
+                  OrDash(Label(node, std::string(kObjectStoreLabel))),
+                  AgeText(info.last_heartbeat_age_ms())});
   }
   return table.Render(0);
 }

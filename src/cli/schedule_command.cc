@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/file_read.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "cli/commands.h"
@@ -34,12 +35,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read the file"));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+// Sized before it is read (base/file_read.h): a huge file is refused at once.
+absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view what) {
+  return ReadFileUpTo(path, kMaxDescriptionFileBytes, what);
 }
 
 // One quantity of one resource as people read it ("64GiB" for bytes, "2.5" otherwise).
@@ -392,12 +390,13 @@ Json UtilizationJson(const Simulation& simulation, AmountStyle style) {
 
 absl::Status RunSchedule(const std::string& cluster_path, const std::string& requests_path,
                          bool json, SchedulerOptions task_options) {
-  TESSERA_ASSIGN_OR_RETURN(const std::string cluster_text, ReadFile(cluster_path));
+  TESSERA_ASSIGN_OR_RETURN(const std::string cluster_text, ReadFile(cluster_path, "cluster file"));
   TESSERA_ASSIGN_OR_RETURN(const std::vector<ClusterNode> nodes,
                            ParseClusterFile(cluster_text, cluster_path));
   std::set<std::string> ids;
   for (const ClusterNode& n : nodes) ids.insert(n.id);
-  TESSERA_ASSIGN_OR_RETURN(const std::string requests_text, ReadFile(requests_path));
+  TESSERA_ASSIGN_OR_RETURN(const std::string requests_text,
+                           ReadFile(requests_path, "requests file"));
   TESSERA_ASSIGN_OR_RETURN(const std::vector<SimulatedEvent> events,
                            ParseRequestsFile(requests_text, requests_path, ids));
   Simulation simulation(task_options);

@@ -29,6 +29,7 @@
 #include "labels/label.h"
 #include "node/agent_options.h"
 #include "node/agent_server.h"
+#include "node/object_store_sizing.h"
 #include "resources/byte_size.h"
 #include "resources/resource_set.h"
 #include "rpc/token.h"
@@ -193,12 +194,8 @@ absl::StatusOr<AgentOptions> BuildAgentOptions(const StartArgs& args,
   // default share of this host's memory (node/object_store_sizing.h).
   options.object_store_bytes = std::nullopt;
   if (!args.object_store_memory.empty()) {
-    auto bytes = ParseByteSize(args.object_store_memory);
-    if (!bytes.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--object-store-memory: ", bytes.status().message()));
-    }
-    options.object_store_bytes = *bytes;
+    TESSERA_ASSIGN_OR_RETURN(options.object_store_bytes,
+                             ParseObjectStoreMemoryFlag(args.object_store_memory));
   }
   auto labels = ParseLabels(args.labels, LabelOrigin::kUser);
   if (!labels.ok()) {

@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_read.h"
+#include "base/status_macros.h"
 #include "cli/cluster_stop.h"
 #include "cli/cluster_views.h"
 #include "cli/commands.h"
@@ -49,11 +51,10 @@ struct UpArgs {
 };
 
 absl::StatusOr<std::vector<ClusterNode>> LoadClusterFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read the file"));
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseClusterFile(text.str(), path);
+  // Sized before it is read (base/file_read.h): a huge file is refused at once.
+  TESSERA_ASSIGN_OR_RETURN(const std::string text,
+                           ReadFileUpTo(path, kMaxDescriptionFileBytes, "cluster file"));
+  return ParseClusterFile(text, path);
 }
 
 // The size of each agent's object store: --object-store-memory, or the default divided among the
@@ -62,13 +63,9 @@ absl::StatusOr<std::vector<ClusterNode>> LoadClusterFile(const std::string& path
 absl::StatusOr<uint64_t> AgentStoreBytes(const std::string& object_store_memory, int agents) {
   std::optional<uint64_t> requested;
   if (!object_store_memory.empty()) {
-    auto bytes = ParseByteSize(object_store_memory);
-    if (!bytes.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--object-store-memory: ", bytes.status().message()));
-    }
-    if (*bytes == 0) return 0;  // no stores: nothing to size
-    requested = *bytes;
+    TESSERA_ASSIGN_OR_RETURN(const uint64_t bytes, ParseObjectStoreMemoryFlag(object_store_memory));
+    if (bytes == 0) return 0;  // no stores: nothing to size
+    requested = bytes;
   }
   auto memory = ReadHostMemory(Sysroot("/"));
   if (!memory.ok()) return memory.status();

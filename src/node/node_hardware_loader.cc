@@ -9,22 +9,21 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/file_read.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "hardware/node_label_keys.h"
 #include "hardware/tpu/tpu_identity.h"
+#include "node/object_store_sizing.h"
 #include "scheduling/cluster_file.h"
 #include "yaml-cpp/yaml.h"
 
 namespace tessera {
 namespace {
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+// Sized before it is read (base/file_read.h): a huge file is refused at once.
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path, absl::string_view what) {
+  return ReadFileUpTo(path, kMaxDescriptionFileBytes, what);
 }
 
 std::string LabelOr(const LabelSet& labels, std::string_view key) {
@@ -90,7 +89,7 @@ absl::Status ApplyOverrides(const AgentOptions& options, NodeHardware& hardware)
 
 absl::StatusOr<LoadedNode> FromClusterFile(const AgentOptions& options) {
   const std::string& path = *options.cluster_file;
-  TESSERA_ASSIGN_OR_RETURN(const std::string text, ReadWholeFile(path));
+  TESSERA_ASSIGN_OR_RETURN(const std::string text, ReadWholeFile(path, "cluster file"));
   TESSERA_ASSIGN_OR_RETURN(std::vector<ClusterNode> nodes, ParseClusterFile(text, path));
   for (ClusterNode& node : nodes) {
     if (node.id != options.node_id) continue;
@@ -141,7 +140,8 @@ absl::StatusOr<LoadedNode> LoadNodeHardware(const AgentOptions& options) {
     loaded.id = NodeId(options.node_id);
     std::vector<std::string> hostnames;
     if (options.hardware_file.has_value()) {
-      TESSERA_ASSIGN_OR_RETURN(const std::string text, ReadWholeFile(*options.hardware_file));
+      TESSERA_ASSIGN_OR_RETURN(const std::string text,
+                               ReadWholeFile(*options.hardware_file, "hardware file"));
       hostnames = DescriptionWorkerHostnames(text);
     } else {
       hostnames =
@@ -154,6 +154,9 @@ absl::StatusOr<LoadedNode> LoadNodeHardware(const AgentOptions& options) {
     return absl::FailedPreconditionError(
         absl::StrCat("node agent cannot start: ", loaded.hardware.errors.front()));
   }
+  // What store the agent hosts (decided by ResolveAgentOptions), for listings and selectors.
+  loaded.hardware.labels[std::string(kObjectStoreLabel)] =
+      ObjectStoreLabelValue(options.object_store_bytes.value_or(0));
   return loaded;
 }
 

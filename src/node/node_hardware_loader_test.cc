@@ -4,6 +4,7 @@
 #include "gtest/gtest.h"
 #include "hardware/node_label_keys.h"
 #include "node/agent_test_util.h"
+#include "node/object_store_sizing.h"
 
 namespace tessera {
 namespace {
@@ -27,6 +28,22 @@ TEST(NodeHardwareLoaderTest, SimulatedDescriptionWithOverrides) {
   EXPECT_EQ(loaded->hardware.labels.at("pool"), "gpu");
   EXPECT_EQ(loaded->hardware.resources.Get("GPU"), Quantity::FromInt(4));
   EXPECT_EQ(loaded->hardware.resources.Get("my_res"), Quantity::FromInt(2));
+}
+
+// `--object-store-memory 0` turns the store off, and the node says so to every listing.
+TEST(NodeHardwareLoaderTest, TheNodeLabelSaysWhatObjectStoreItsAgentHosts) {
+  AgentOptions options;
+  options.node_id = "n1";
+  options.hardware_file = node_testing::ExampleHardware("h100-sxm-8.yaml");
+  options.environment = Environment();
+  options.object_store_bytes = 0;
+  auto loaded = LoadNodeHardware(options);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->hardware.labels.at(std::string(kObjectStoreLabel)), "none");
+  options.object_store_bytes = uint64_t{682} << 20;
+  loaded = LoadNodeHardware(options);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->hardware.labels.at(std::string(kObjectStoreLabel)), "682MiB");
 }
 
 TEST(NodeHardwareLoaderTest, MissingDescriptionIsAnError) {

@@ -161,6 +161,26 @@ absl::StatusOr<uint64_t> DecideDefault(int agents, const HostMemory& memory) {
 
 }  // namespace
 
+std::string ObjectStoreLabelValue(uint64_t store_bytes) {
+  if (store_bytes == 0) return "none";
+  auto quantity = Quantity::FromIntChecked(static_cast<int64_t>(
+      std::min<uint64_t>(store_bytes, std::numeric_limits<int64_t>::max())));
+  return quantity.ok() ? FormatByteQuantity(*quantity) : absl::StrCat(store_bytes, "B");
+}
+
+absl::StatusOr<uint64_t> ParseObjectStoreMemoryFlag(std::string_view text) {
+  const absl::string_view trimmed = absl::StripAsciiWhitespace(ToAbsl(text));
+  // A bare zero needs no unit: it turns the store off.
+  if (!trimmed.empty() && trimmed.find_first_not_of('0') == absl::string_view::npos) return 0;
+  auto bytes = ParseByteSize(text);
+  if (!bytes.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--object-store-memory: ",
+                                                   bytes.status().message(),
+                                                   "; 0 turns the store off"));
+  }
+  return *bytes;
+}
+
 absl::StatusOr<HostMemory> ParseMeminfo(std::string_view text, std::string_view source) {
   HostMemory memory;
   for (auto [key, field] : {std::pair{"MemTotal", &memory.total_bytes},

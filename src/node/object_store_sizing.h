@@ -67,6 +67,19 @@ inline constexpr uint64_t kSafetyMarginPercentOfTotal = 5;
 // Memory that stays available after every store: 5% of MemTotal, at least 256 MiB.
 uint64_t SafetyMarginBytes(const HostMemory& memory);
 
+// The node label that says what object store a node's agent hosts: its size as
+// FormatByteQuantity writes it ("2GiB", "682MiB"), or "none" (`--object-store-memory 0`), so
+// `tessera list nodes` and `tessera status` show a node without a store, and a selector can
+// avoid one (`tessera.io/object-store=!none`).
+inline constexpr std::string_view kObjectStoreLabel = "tessera.io/object-store";
+std::string ObjectStoreLabelValue(uint64_t store_bytes);
+
+// The value of `--object-store-memory` (tessera start, tessera up): a size with its byte unit
+// ("2GiB", "512 MiB"), or 0, with or without a unit, for no store (docs/objects.md).
+// InvalidArgument, one line starting "--object-store-memory: ", for a negative, malformed or
+// unitless value.
+absl::StatusOr<uint64_t> ParseObjectStoreMemoryFlag(std::string_view text);
+
 struct ObjectStoreSizeRequest {
   // The size of each store (`--object-store-memory`); 0: no store, nothing to check; nullopt:
   // the default share.

@@ -55,6 +55,21 @@ TEST(ObjectStoreSizingTest, ZeroMeansNoStoreAndIsNeverRefused) {
             0u);
 }
 
+// docs/objects.md: `--object-store-memory 0` turns the store off, so a bare 0 needs no unit.
+TEST(ObjectStoreSizingTest, TheFlagTakesABareZeroForNoStoreAndRefusesBadSizesInOneLine) {
+  EXPECT_EQ(*ParseObjectStoreMemoryFlag("0"), 0u);
+  EXPECT_EQ(*ParseObjectStoreMemoryFlag("0B"), 0u);
+  EXPECT_EQ(*ParseObjectStoreMemoryFlag("512MiB"), uint64_t{512} << 20);
+  for (const char* bad : {"-1GiB", "-0", "lots", "64", "1.5", ""}) {
+    auto parsed = ParseObjectStoreMemoryFlag(bad);
+    ASSERT_TRUE(absl::IsInvalidArgument(parsed.status())) << bad;
+    const std::string message(parsed.status().message());
+    EXPECT_THAT(message, ::testing::StartsWith("--object-store-memory: "));
+    EXPECT_THAT(message, ::testing::EndsWith("; 0 turns the store off"));
+    EXPECT_EQ(message.find('\n'), std::string::npos) << bad;
+  }
+}
+
 TEST(ObjectStoreSizingTest, StoresStartingTogetherMustFitTogether) {
   const HostMemory host = ReportedHost();
   EXPECT_TRUE(DecideObjectStoreSize({.requested_bytes = 2 * kGiB, .agents = 8}, host).ok());

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -133,6 +134,10 @@ TEST(TesseraCliTest, MalformedFlagsAreOneLineErrorsNamingTheFlag) {
                                  "--state-dir", "/nonexistent/tessera", "--object-store-memory",
                                  "lots"}),
                      1, "--object-store-memory: ");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "start", "--address", "127.0.0.1:1",
+                                 "--state-dir", "/nonexistent/tessera", "--object-store-memory",
+                                 "-1GiB"}),
+                     1, "--object-store-memory: ");
   ExpectOneLineError(RunCommand({TesseraBinary(), "start", "--head", "--state-dir",
                                  "/nonexistent/tessera", "--driver-timeout", "0s"}),
                      1, "--driver-timeout: must be positive");
@@ -210,6 +215,48 @@ TEST(TesseraCliTest, SimulatedV6eHostAdvertisesItsSlice) {
   EXPECT_EQ(report["labels"]["tessera.io/tpu-topology"], "4x4");
   EXPECT_EQ(report["labels"]["tessera.io/tpu-pod-type"], "v6e-16");
   EXPECT_EQ(report["resources"]["TPU-v6e-16-head"], "1");
+}
+
+// `0` turns stores off (docs/objects.md): taken without a unit, so `tessera up` sizes nothing
+// and goes on to its next flag (a bad --timeout here, so nothing starts); a negative size is one
+// line naming the flag.
+TEST(TesseraCliTest, ABareZeroObjectStoreIsTakenAsNoStore) {
+  const std::string cluster = std::string(TESSERA_SOURCE_DIR) + "/examples/clusters/small.yaml";
+  ExpectOneLineError(RunCommand({TesseraBinary(), "up", cluster, "--state-dir",
+                                 "/nonexistent/tessera", "--object-store-memory", "0",
+                                 "--timeout", "soon"}),
+                     1, "--timeout");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "up", cluster, "--state-dir",
+                                 "/nonexistent/tessera", "--object-store-memory", "-1GiB"}),
+                     1, "--object-store-memory: ");
+}
+
+// A 3 GiB file that takes no disk (ftruncate): every file the CLI reads whole is sized before it
+// is read, and refused at once with one line naming the path, its size and the limit.
+TEST(TesseraCliTest, HugeFilesAreRefusedBeforeTheyAreRead) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tessera_cli_huge_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "work");
+  const std::string huge = (dir / "work" / "data.bin").string();
+  {
+    std::ofstream create(huge);
+  }
+  ASSERT_EQ(::truncate(huge.c_str(), off_t{3} << 30), 0);
+  const std::string size = " is 3 GiB (3221225472 bytes)";
+  const auto start = std::chrono::steady_clock::now();
+  ExpectOneLineError(RunCommand({TesseraBinary(), "job", "submit", "--working-dir",
+                                 (dir / "work").string(), "--state-dir", "/nonexistent/tessera",
+                                 "--", "true"}),
+                     1, huge + size + "; a working directory holds at most 3 MiB of files");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "up", huge, "--state-dir",
+                                 "/nonexistent/tessera"}),
+                     1, "cluster file " + huge + size + "; the limit is 64 MiB");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "schedule", "--cluster", huge, "--requests",
+                                 huge}),
+                     1, "cluster file " + huge + size + "; the limit is 64 MiB");
+  // Reading the file would take seconds; sizing it takes none.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  std::filesystem::remove_all(dir);
 }
 
 // Nothing here allocates a store: the default share is refused before anything starts. (A size
