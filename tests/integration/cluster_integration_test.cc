@@ -785,10 +785,20 @@ TEST(ClusterIntegrationTest, StartAndStopDaemonsLeaveNothingRunning) {
   EXPECT_EQ(again.exit_code, 1) << Describe(again);
   EXPECT_THAT(again.err, HasSubstr("already running"));
 
+  // `--object-store-memory 0` (no unit needed) starts an agent without a store, and the node
+  // listing says so.
+  const CliResult storeless = c.Cli({"start", "--address", address, "--hardware", hardware,
+                                     "--node-id", "d2", "--state-dir", state,
+                                     "--object-store-memory", "0"});
+  ASSERT_EQ(storeless.exit_code, 0) << Describe(storeless);
+  EXPECT_FALSE(std::filesystem::exists(state + "/nodes/d2/objects.sock"));
+
   const CliResult nodes = c.Cli({"list", "nodes", "--state-dir", state});
   ASSERT_EQ(nodes.exit_code, 0) << Describe(nodes);
-  EXPECT_THAT(nodes.out, HasSubstr("d1"));
   EXPECT_THAT(nodes.out, HasSubstr("ALIVE"));
+  EXPECT_THAT(nodes.out, HasSubstr("OBJECT STORE"));
+  EXPECT_THAT(nodes.out, ::testing::ContainsRegex("d1 .* 16MiB ")) << nodes.out;
+  EXPECT_THAT(nodes.out, ::testing::ContainsRegex("d2 .* none ")) << nodes.out;
 
   const CliResult stop = c.Cli({"stop", "--state-dir", state});
   ASSERT_EQ(stop.exit_code, 0) << Describe(stop);
