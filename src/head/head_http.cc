@@ -122,6 +122,8 @@ absl::StatusOr<std::unique_ptr<HeadHttp>> HeadHttp::Start(HeadHttpOptions option
   server.host = http->options_.host;
   server.port = http->options_.port;
   server.bearer_token = http->options_.bearer_token;
+  http->sessions_ = std::make_shared<metrics::HttpSessions>();
+  server.sessions = http->sessions_;
   server.release_memory_after_bytes = kReleaseMemoryAfterBytes;
   TESSERA_ASSIGN_OR_RETURN(http->server_, metrics::HttpServer::Start(std::move(server)));
   TESSERA_RETURN_IF_ERROR(http->RegisterMetrics());
@@ -140,6 +142,34 @@ absl::Status HeadHttp::AddRoutes() {
   train::JobManager* jobs = options_.jobs;
   metrics::HttpServer& server = *server_;
   TESSERA_RETURN_IF_ERROR(server.Handle("/metrics", metrics::PrometheusMetricsHandler(*registry_)));
+
+  // The dashboard's login: a ticket for whoever holds the token (tessera dashboard), spent once
+  // by the page for a session.
+  const std::shared_ptr<metrics::HttpSessions> sessions = sessions_;
+  TESSERA_RETURN_IF_ERROR(server.Handle(
+      "/api/v1/login-tickets",
+      [sessions](const HttpRequest&) {
+        absl::StatusOr<std::string> ticket = sessions->IssueTicket();
+        if (!ticket.ok()) return TextResponse(500, std::string(ticket.status().message()));
+        return JsonResponse(
+            Json{{"ticket", *ticket},
+                 {"expires_in_s", absl::ToInt64Seconds(sessions->options().ticket_lifetime)}});
+      },
+      {.access = metrics::HttpAccess::kToken, .allow_post = true}));
+  TESSERA_RETURN_IF_ERROR(server.Handle(
+      "/api/v1/sessions",
+      [sessions](const HttpRequest& request) {
+        const std::optional<std::string_view> ticket = request.Header("x-tessera-login-ticket");
+        if (!ticket.has_value()) {
+          return TextResponse(400, "send the login ticket as \"X-Tessera-Login-Ticket: <ticket>\"");
+        }
+        absl::StatusOr<std::string> session = sessions->Redeem(*ticket);
+        if (!session.ok()) return TextResponse(403, std::string(session.status().message()));
+        return JsonResponse(
+            Json{{"session", *session},
+                 {"expires_in_s", absl::ToInt64Seconds(sessions->options().session_lifetime)}});
+      },
+      {.access = metrics::HttpAccess::kPublic, .allow_post = true}));
 
   TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/cluster", [head](const HttpRequest&) {
     v1::ListRequest request;
@@ -269,10 +299,16 @@ absl::Status HeadHttp::AddRoutes() {
         return JsonResponse(
             Json{{"data", read->first}, {"next_offset", read->second}, {"done", done}});
       }));
+  // Any other API path: 404, but only to who may ask (the pages' prefix below is public).
+  TESSERA_RETURN_IF_ERROR(server.HandlePrefix("/api/", [](const HttpRequest& request) {
+    return TextResponse(404, absl::StrCat("no such page: ", request.path));
+  }));
   if (!options_.dashboard_dir.empty()) {
     TESSERA_ASSIGN_OR_RETURN(metrics::HttpHandler files,
                              metrics::StaticFileHandler({.root = options_.dashboard_dir}));
-    TESSERA_RETURN_IF_ERROR(server.HandlePrefix("/", std::move(files)));
+    // The pages hold no secret, and must load to ask for the token.
+    TESSERA_RETURN_IF_ERROR(
+        server.HandlePrefix("/", std::move(files), {.access = metrics::HttpAccess::kPublic}));
   }
   return absl::OkStatus();
 }

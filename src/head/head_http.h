@@ -3,12 +3,20 @@
 //   /api/v1/...  its JSON (rpc/message_json.h: amounts in their units, states as words):
 //                cluster, nodes, nodes/<id>/telemetry, placement_groups, slices, actors, jobs,
 //                jobs/<id>/logs?rank=&offset=, events?after=
+//   POST /api/v1/login-tickets  (the token itself) a one-time login ticket, good for 60 s:
+//                {"ticket", "expires_in_s"}; `tessera dashboard` puts it in the URL it opens
+//   POST /api/v1/sessions  (header "X-Tessera-Login-Ticket: <ticket>") spends the ticket for a
+//                session, a bearer credential for everything but minting tickets, good for
+//                12 h: {"session", "expires_in_s"}; 403 for a ticket unknown, used or expired
 //   /metrics     Prometheus text format: the cluster as the head sees it (nodes by state, each
 //                node's resources total and reserved, reservations by state, jobs and gangs,
 //                actors, demand, events) — docs/observability.md lists every series
 // The answers come from the HeadService's and JobManager's own handlers, called in process, so
-// they say exactly what the gRPC API says. Bound beyond loopback, every request needs the
-// cluster token as a bearer token (HeadHttpOptions::bearer_token); on loopback none.
+// they say exactly what the gRPC API says. Every request but the dashboard's static files and
+// the ticket exchange needs the cluster token as a bearer token (HeadHttpOptions::bearer_token),
+// on loopback too, or a session: so job logs and agents' addresses are for those who can read
+// the 0600 token file, as the files themselves are. The server's Host check, deadlines and
+// connection limits are metrics::HttpServer's.
 //
 // Threading: thread-safe (the server's threads call the services' thread-safe handlers).
 // Cost: a listing per request; nothing cached.
@@ -16,6 +24,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "head/head_service.h"
@@ -28,7 +37,7 @@ namespace tessera {
 struct HeadHttpOptions {
   std::string host = "127.0.0.1";
   int port = 0;              // 0: an ephemeral port
-  std::string bearer_token;  // "": no token asked (loopback)
+  std::string bearer_token;  // the cluster token; "" asks for none (tests only)
   // The dashboard's static files; "" serves none (/ is then 404).
   std::string dashboard_dir;
   // Where the jobs' logs are (JobManagerOptions::jobs_dir).
@@ -55,6 +64,7 @@ class HeadHttp {
   HeadHttpOptions options_;
   metrics::MetricRegistry own_registry_;
   metrics::MetricRegistry* registry_ = &own_registry_;  // options_.registry when given
+  std::shared_ptr<metrics::HttpSessions> sessions_;
   std::vector<metrics::CallbackRegistration> callbacks_;
   std::unique_ptr<metrics::HttpServer> server_;
 };

@@ -1,7 +1,13 @@
 // The head's HTTP endpoint on a real socket: head.http, the dashboard's files, the JSON API
 // (amounts in units, states as words, device readings from heartbeats, events by sequence), job
-// log reads that never leave the jobs folder, valid /metrics, the Prometheus targets file, and
-// the bearer token when bound beyond loopback.
+// log reads that never leave the jobs folder, valid /metrics, the Prometheus targets file, the
+// bearer token on loopback and beyond, the dashboard's one-time login tickets, and the Host
+// header (DNS rebinding).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -30,12 +36,15 @@ struct Reply {
   std::string body;
 };
 
-// One GET to host:port (the server closes after each answer).
-Reply Get(const std::string& host_port, const std::string& target, const std::string& token = "") {
+// One request to host:port (the server closes after each answer), with `token` as the bearer
+// credential when not empty and `headers` (whole lines) besides.
+Reply Send(const std::string& host_port, const std::string& method, const std::string& target,
+           const std::string& token, const std::string& headers = "") {
   const size_t colon = host_port.rfind(':');
-  auto reply = metrics_testing::HttpGet(
-      host_port.substr(0, colon), std::stoi(host_port.substr(colon + 1)), target,
-      token.empty() ? "" : absl::StrCat("Authorization: Bearer ", token, "\r\n"));
+  auto reply = metrics_testing::HttpExchange(
+      host_port.substr(0, colon), std::stoi(host_port.substr(colon + 1)), method, target,
+      absl::StrCat(token.empty() ? "" : absl::StrCat("Authorization: Bearer ", token, "\r\n"),
+                   headers));
   if (!reply.ok()) return {};
   Reply out{reply->status, "", reply->body};
   for (const auto& [name, value] : reply->headers) absl::StrAppend(&out.headers, name, ": ", value, "\n");
@@ -92,6 +101,14 @@ class HeadHttpTest : public ::testing::Test {
     sample->set_memory_used_bytes(1024);
     v1::HeartbeatResponse answer;
     ASSERT_TRUE(head_->service()->Heartbeat(nullptr, &beat, &answer).ok());
+  }
+
+  // A GET with the cluster token, or with `token` ("" for none).
+  Reply Get(const std::string& host_port, const std::string& target) {
+    return Send(host_port, "GET", target, head_->token());
+  }
+  Reply Get(const std::string& host_port, const std::string& target, const std::string& token) {
+    return Send(host_port, "GET", target, token);
   }
 
   std::string dir_;
@@ -192,16 +209,78 @@ TEST_F(HeadHttpTest, MetricsAreValidExpositionAndTheTargetsFileNamesEveryEndpoin
 
 TEST_F(HeadHttpTest, BeyondLoopbackTheClusterTokenIsAskedFor) {
   Start("0.0.0.0");
-  const Reply refused = Get(http_, "/api/v1/cluster");
+  const Reply refused = Get(http_, "/api/v1/cluster", "");
   EXPECT_EQ(refused.status, 401);
   EXPECT_THAT(refused.headers, HasSubstr("www-authenticate: Bearer"));
   EXPECT_EQ(Get(http_, "/metrics", "wrong-token").status, 401);
   EXPECT_EQ(Get(http_, "/metrics", head_->token()).status, 200);
 }
 
-TEST_F(HeadHttpTest, OnLoopbackNoTokenIsAskedFor) {
+// Issue 29: on loopback every local user reaches the port, so the token is asked for there too;
+// job logs (0600 files) and the agents' addresses go only to who can read the token file.
+TEST_F(HeadHttpTest, OnLoopbackTheTokenIsAskedForTooAndJobLogsAndAgentsStayPrivate) {
   Start();
-  EXPECT_EQ(Get(http_, "/metrics").status, 200);
+  AddNode("n1", "127.0.0.1:9");
+  for (const char* target : {"/api/v1/jobs/some-job/logs", "/api/v1/jobs/some-job/logs?rank=0",
+                             "/api/v1/nodes", "/api/v1/nodes/n1", "/api/v1/cluster",
+                             "/api/v1/events", "/metrics", "/api/v1/no-such-page"}) {
+    const Reply refused = Get(http_, target, "");
+    EXPECT_EQ(refused.status, 401) << target;
+    EXPECT_THAT(refused.body, ::testing::Not(HasSubstr("127.0.0.1:9"))) << target;
+  }
+  EXPECT_EQ(Get(http_, "/api/v1/nodes", "not-the-token").status, 401);
+  EXPECT_EQ(Get(http_, "/api/v1/nodes").status, 200);
+  // The pages hold no secret: they load, and then ask.
+  EXPECT_EQ(Get(http_, "/", "").status, 200);
+}
+
+TEST_F(HeadHttpTest, ALoginTicketFromTheTokenOpensOneSessionForTheDashboard) {
+  Start();
+  EXPECT_EQ(Send(http_, "POST", "/api/v1/login-tickets", "").status, 401);
+  const Reply minted = Send(http_, "POST", "/api/v1/login-tickets", head_->token());
+  ASSERT_EQ(minted.status, 200) << minted.body;
+  const Json ticket = Json::parse(minted.body);
+  EXPECT_EQ(ticket["expires_in_s"], 60);
+  const std::string header =
+      absl::StrCat("X-Tessera-Login-Ticket: ", ticket["ticket"].get<std::string>(), "\r\n");
+  const Reply opened = Send(http_, "POST", "/api/v1/sessions", "", header);
+  ASSERT_EQ(opened.status, 200) << opened.body;
+  const std::string session = Json::parse(opened.body)["session"];
+  EXPECT_NE(session, head_->token());
+  const Reply again = Send(http_, "POST", "/api/v1/sessions", "", header);
+  EXPECT_EQ(again.status, 403);
+  EXPECT_THAT(again.body, HasSubstr("the login ticket is unknown, used or expired"));
+  EXPECT_EQ(Send(http_, "POST", "/api/v1/sessions", "").status, 400);
+  // The session reads what the page reads, and mints nothing.
+  EXPECT_EQ(Get(http_, "/api/v1/cluster", session).status, 200);
+  EXPECT_EQ(Get(http_, "/api/v1/jobs/x/logs", session).status, 404);
+  EXPECT_EQ(Send(http_, "POST", "/api/v1/login-tickets", session).status, 401);
+  EXPECT_EQ(Send(http_, "PUT", "/api/v1/cluster", session).status, 405);
+}
+
+// A web page of another origin, whose host name a rebinding DNS server points at 127.0.0.1,
+// sends its own name as Host: refused, even with a credential it could not have anyway.
+TEST_F(HeadHttpTest, AHostHeaderNamingAnotherServerIsRefused) {
+  Start();
+  const size_t colon = http_.rfind(':');
+  const int port = std::stoi(http_.substr(colon + 1));
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  const std::string request =
+      absl::StrCat("GET /api/v1/nodes HTTP/1.1\r\nHost: attacker.example:", port,
+                   "\r\nAuthorization: Bearer ", head_->token(), "\r\n\r\n");
+  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  std::string raw;
+  char buffer[4096];
+  for (ssize_t n; (n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0;) raw.append(buffer, n);
+  ::close(fd);
+  EXPECT_THAT(raw, HasSubstr("HTTP/1.1 421 Misdirected Request"));
+  EXPECT_THAT(raw, HasSubstr("misdirected request"));
 }
 
 }  // namespace

@@ -157,9 +157,9 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
     HeadHttpOptions http;
     http.host = options.bind;
     http.port = options.http_port;
-    // On loopback only this host's users reach it, as they reach the token file; beyond it,
-    // the token is asked for.
-    if (!rpc::IsLoopbackHost(options.bind)) http.bearer_token = head->token_;
+    // On loopback too: every local user reaches a loopback port, and only the cluster's user
+    // reads the token file (and the job logs it would serve).
+    http.bearer_token = head->token_;
     http.dashboard_dir = options.dashboard_dir.empty() ? FindDashboardDir()
                                                        : options.dashboard_dir;
     http.jobs_dir = options.state_dir + "/jobs";

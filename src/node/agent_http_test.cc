@@ -2,7 +2,7 @@
 // text (our parser, and promtool when installed) with the node's resources, its simulated GPUs
 // and its object store; a leased GPU shows utilization and its worker is measured and counted;
 // heartbeats to a fake head carry device samples and the registration the endpoint's address;
-// agent.http is written and removed; a token is needed beyond loopback and not on it.
+// agent.http is written and removed; the token is needed, on loopback too.
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,8 +73,10 @@ class AgentHttpTest : public node_testing::AgentWithHeadTest {
     return absl::OkStatus();
   }
 
-  // GET /metrics from the agent's endpoint (on loopback, whatever it is bound to).
-  HttpReply Get(std::string_view extra_headers = "") {
+  // GET /metrics from the agent's endpoint (on loopback, whatever it is bound to), with the
+  // cluster token.
+  HttpReply Get() { return GetWith(absl::StrCat("Authorization: Bearer ", kToken, "\r\n")); }
+  HttpReply GetWith(std::string_view extra_headers) {
     auto reply = HttpGet("127.0.0.1", PortOf(agent_->http_address()), "/metrics", extra_headers);
     EXPECT_TRUE(reply.ok()) << reply.status();
     return reply.ok() ? *std::move(reply) : HttpReply();
@@ -126,7 +128,7 @@ class AgentHttpTest : public node_testing::AgentWithHeadTest {
   }
 };
 
-TEST_F(AgentHttpTest, ServesMetricsOnLoopbackWithoutATokenWithResourcesDevicesAndTheStore) {
+TEST_F(AgentHttpTest, ServesMetricsWithResourcesDevicesAndTheStore) {
   AgentOptions options = Options("h100-sxm-8.yaml");
   options.object_store_bytes = uint64_t{8} << 20;
   ASSERT_TRUE(StartAgent(options).ok());
@@ -307,12 +309,22 @@ TEST_F(AgentHttpTest, BoundBeyondLoopbackTheClusterTokenIsRequired) {
   if (absl::Status started = StartAgent(options); !started.ok()) {
     GTEST_SKIP() << "cannot bind 0.0.0.0 here: " << started;
   }
-  EXPECT_EQ(Get().status, 401);
-  EXPECT_EQ(Get("Authorization: Bearer wrong-token-0123456789\r\n").status, 401);
-  HttpReply reply = Get(absl::StrCat("Authorization: Bearer ", kToken, "\r\n"));
+  EXPECT_EQ(GetWith("").status, 401);
+  EXPECT_EQ(GetWith("Authorization: Bearer wrong-token-0123456789\r\n").status, 401);
+  HttpReply reply = Get();
   EXPECT_EQ(reply.status, 200);
   EXPECT_TRUE(metrics::ParsePrometheusText(reply.body).ok());
   EXPECT_FALSE(absl::StrContains(reply.body, kToken));
+}
+
+// Every local user reaches a loopback port: the token is asked for there too.
+TEST_F(AgentHttpTest, OnLoopbackTooTheClusterTokenIsRequired) {
+  ASSERT_TRUE(StartAgent(Options("cpu-only.yaml")).ok());
+  HttpReply refused = GetWith("");
+  EXPECT_EQ(refused.status, 401);
+  EXPECT_FALSE(absl::StrContains(refused.body, "tessera_"));
+  EXPECT_EQ(GetWith("Authorization: Bearer wrong-token-0123456789\r\n").status, 401);
+  EXPECT_EQ(Get().status, 200);
 }
 
 TEST_F(AgentHttpTest, AnHttpPortOutOfRangeIsRefused) {
