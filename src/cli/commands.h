@@ -20,6 +20,7 @@ void AddListCommand(CLI::App& app, int& exit_code);
 void AddStatusCommand(CLI::App& app, int& exit_code);
 void AddEventsCommand(CLI::App& app, int& exit_code);
 void AddTimelineCommand(CLI::App& app, int& exit_code);
+void AddDashboardCommand(CLI::App& app, int& exit_code);
 void AddLogsCommand(CLI::App& app, int& exit_code);
 void AddRunCommand(CLI::App& app, int& exit_code);
 void AddTrainCommand(CLI::App& app, int& exit_code);

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   tessera::cli::AddStatusCommand(app, exit_code);
   tessera::cli::AddEventsCommand(app, exit_code);
   tessera::cli::AddTimelineCommand(app, exit_code);
+  tessera::cli::AddDashboardCommand(app, exit_code);
   tessera::cli::AddListCommand(app, exit_code);
   tessera::cli::AddLogsCommand(app, exit_code);
   // CLI11 reports through exceptions; they stop here, as one line each.
