@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "api/task_submitter.h"
 #include "grpcpp/grpcpp.h"
+#include "rpc/server.h"
 #include "tessera/v1/head.grpc.pb.h"
 #include "tessera/v1/node_agent.grpc.pb.h"
 
@@ -185,14 +186,16 @@ class FakeHead final : public v1::Head::Service {
   std::atomic<bool> silent_dead_{false};
 };
 
-std::unique_ptr<grpc::Server> Serve(grpc::Service* service, std::string* address) {
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  *address = absl::StrCat("127.0.0.1:", port);
-  return server;
+constexpr char kToken[] = "worker-leases-test-token";
+
+// Serves `service` on loopback as a cluster process does (mutual TLS from kToken).
+std::unique_ptr<rpc::RpcServer> Serve(grpc::Service* service, std::string* address) {
+  rpc::ServerOptions options;
+  options.token = kToken;
+  auto server = rpc::RpcServer::Start(options, {service});
+  if (!server.ok()) return nullptr;
+  *address = (*server)->address();
+  return *std::move(server);
 }
 
 // Waits for `done`, at most `limit` (a bound against hanging, far above what it takes).
@@ -207,11 +210,8 @@ bool Eventually(const std::function<bool()>& done, absl::Duration limit = absl::
 
 TEST(WorkerLeasesTest, AWorkerThatNeverSaysReadyIsKilledAndCountsAsAStartFailure) {
   FakeAgent agent;
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&agent);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::string agent_address;
+  std::unique_ptr<rpc::RpcServer> server = Serve(&agent, &agent_address);
   ASSERT_NE(server, nullptr);
 
   absl::Mutex mu;
@@ -225,7 +225,8 @@ TEST(WorkerLeasesTest, AWorkerThatNeverSaysReadyIsKilledAndCountsAsAStartFailure
                             return true;
                           });
   WorkerLeasesOptions options;
-  options.agent_address = absl::StrCat("127.0.0.1:", port);
+  options.token = kToken;
+  options.agent_address = agent_address;
   options.forward_output = false;
   options.ready_timeout = absl::Milliseconds(100);
   auto leases = std::make_unique<WorkerLeases>(options, &submitter);
@@ -262,11 +263,8 @@ TEST(WorkerLeasesTest, AWorkerThatNeverSaysReadyIsKilledAndCountsAsAStartFailure
 
 TEST(WorkerLeasesTest, TheThreadOfEveryLeaseThatEndedIsJoined) {
   FakeAgent agent(/*exit_at_once=*/true);
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&agent);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::string agent_address;
+  std::unique_ptr<rpc::RpcServer> server = Serve(&agent, &agent_address);
   ASSERT_NE(server, nullptr);
 
   // Each worker exits before it is ready: a start failure, and the submitter leases again, so
@@ -283,7 +281,8 @@ TEST(WorkerLeasesTest, TheThreadOfEveryLeaseThatEndedIsJoined) {
                             return true;
                           });
   WorkerLeasesOptions options;
-  options.agent_address = absl::StrCat("127.0.0.1:", port);
+  options.token = kToken;
+  options.agent_address = agent_address;
   options.forward_output = false;
   auto leases = std::make_unique<WorkerLeases>(options, &submitter);
   submitter.SetLeaseSource(leases.get());
@@ -329,18 +328,19 @@ TEST(WorkerLeasesTest, AnAgentThatNeverAnswersHoldsUpNoOtherLeaseAndIsLeftWhenIt
   FakeAgent good;
   std::string silent_address;
   std::string good_address;
-  std::unique_ptr<grpc::Server> silent_server = Serve(&silent, &silent_address);
-  std::unique_ptr<grpc::Server> good_server = Serve(&good, &good_address);
+  std::unique_ptr<rpc::RpcServer> silent_server = Serve(&silent, &silent_address);
+  std::unique_ptr<rpc::RpcServer> good_server = Serve(&good, &good_address);
   ASSERT_NE(silent_server, nullptr);
   ASSERT_NE(good_server, nullptr);
   FakeHead head(silent_address, good_address);
   std::string head_address;
-  std::unique_ptr<grpc::Server> head_server = Serve(&head, &head_address);
+  std::unique_ptr<rpc::RpcServer> head_server = Serve(&head, &head_address);
   ASSERT_NE(head_server, nullptr);
 
   TaskSubmitter submitter(SubmitterOptions{}, nullptr,
                           [](const ObjectId&, absl::StatusOr<std::string>) { return true; });
   WorkerLeasesOptions options;
+  options.token = kToken;
   options.head_address = head_address;
   options.state_dir = ::testing::TempDir() + "/worker_leases_test_no_state";  // no local agent
   options.forward_output = false;
