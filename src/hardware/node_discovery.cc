@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/file_read.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "hardware/environment.h"
@@ -84,14 +85,15 @@ RawNode RawFromSimulated(SimulatedHardware simulated, std::string source,
 
 absl::StatusOr<RawNode> SimulateNode(const std::string& file,
                                      const std::optional<Environment>& environment) {
-  std::ifstream in(file);
-  if (!in) {
+  // Sized before it is read (base/file_read.h): a huge file is refused at once.
+  absl::StatusOr<std::string> text =
+      ReadFileUpTo(file, kMaxDescriptionFileBytes, "hardware description");
+  if (absl::IsNotFound(text.status())) {
     return absl::NotFoundError(absl::StrCat("cannot read hardware description ", Quote(file)));
   }
-  std::stringstream text;
-  text << in.rdbuf();
+  if (!text.ok()) return text.status();
   TESSERA_ASSIGN_OR_RETURN(SimulatedHardware simulated,
-                           ParseHardwareDescription(text.str(), file, AcceleratorFamilyNames()));
+                           ParseHardwareDescription(*text, file, AcceleratorFamilyNames()));
   return RawFromSimulated(std::move(simulated), absl::StrCat("simulated ", file), environment);
 }
 

@@ -254,6 +254,8 @@ TEST(TesseraCliTest, HugeFilesAreRefusedBeforeTheyAreRead) {
   ExpectOneLineError(RunCommand({TesseraBinary(), "schedule", "--cluster", huge, "--requests",
                                  huge}),
                      1, "cluster file " + huge + size + "; the limit is 64 MiB");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--simulate", huge}), 1,
+                     "hardware description " + huge + size + "; the limit is 64 MiB");
   // Reading the file would take seconds; sizing it takes none.
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
   std::filesystem::remove_all(dir);
