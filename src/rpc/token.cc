@@ -18,6 +18,8 @@ namespace tessera::rpc {
 
 namespace {
 
+constexpr size_t kMaxTokenFileBytes = 4096;
+
 absl::Status ErrnoError(absl::string_view what, const std::string& path) {
   int err = errno;
   std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(err));
@@ -72,8 +74,11 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
     if (n < 0) return ErrnoError("cannot read token file", path);
     if (n == 0) break;
     content.append(buf, static_cast<size_t>(n));
-    if (content.size() > 4096) {
-      return absl::InvalidArgumentError(absl::StrCat("token file ", path, " is too large"));
+    // Bounded while reading: a huge (or endless) file costs at most this much.
+    if (content.size() > kMaxTokenFileBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("token file ", path, " is larger than ",
+                                                     kMaxTokenFileBytes,
+                                                     " bytes; a token is one line of text"));
     }
   }
   std::string token(Trim(content));

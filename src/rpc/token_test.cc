@@ -122,6 +122,20 @@ TEST_F(TokenFileTest, MissingEmptyAndMalformedFiles) {
   EXPECT_EQ(ReadTokenFile(spaced).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(TokenFileTest, AHugeFileIsRefusedAfterAtMostItsLimitIsRead) {
+  // 3 GiB, sparse: no disk used, and read for no more than the limit.
+  const std::string path = Path("huge");
+  {
+    std::ofstream(path) << "";
+  }
+  ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+  ASSERT_EQ(::truncate(path.c_str(), int64_t{3} << 30), 0);
+  auto token = ReadTokenFile(path);
+  EXPECT_EQ(token.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(token.status().message().find("is larger than 4096 bytes"), std::string::npos)
+      << token.status();
+}
+
 TEST_F(TokenFileTest, ReadOrCreateCreatesOnceThenReads) {
   std::string path = Path("token");
   auto first = ReadOrCreateTokenFile(path);
