@@ -31,11 +31,12 @@ import registered_head  # noqa: E402
 POLL_INTERVAL_MS = 2000  # web/dashboard/js/app.js POLL_MS
 
 
-def time_call(url, calls):
+def time_call(url, calls, token):
     times, size = [], 0
     for _ in range(calls):
         began = time.perf_counter()
-        with urllib.request.urlopen(url, timeout=30) as response:
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=30) as response:
             size = len(response.read())
         times.append((time.perf_counter() - began) * 1000)
     return statistics.median(times), max(times), size
@@ -72,14 +73,14 @@ def main():
         print("|---|---|--:|--:|--:|")
         for path, pages in (("nodes", "nodes"), ("cluster", "overview"), ("events", "overview"),
                             (f"nodes/{node}", "node"), (f"nodes/{node}/telemetry", "node")):
-            median, highest, size = time_call(head.url + "api/v1/" + path, args.calls)
+            median, highest, size = time_call(head.url + "api/v1/" + path, args.calls, head.token)
             print(f"| `/api/v1/{path}` | {pages} | {median:.1f} | {highest:.1f} | {size:,} |")
         print()
         print("| page (Chromium) | load ms | poll ms (median) | of which fetches | of which parse + render "
               "| poll / 2 s interval | JSON fetch ms (median, by path) |")
         print("|---|--:|--:|--:|--:|--:|---|")
         with check_pages.Chromium() as browser:
-            tab = check_pages.timed_tab(browser)
+            tab = check_pages.timed_tab(browser, head.token)
             for route in ("#/overview", "#/nodes", f"#/nodes/{node}"):
                 t = check_pages.measure_page(tab, head.url, route, polls=args.polls,
                                              timeout_s=30 + args.polls * 4)

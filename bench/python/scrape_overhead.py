@@ -32,10 +32,12 @@ def endpoints(state):
     return [group["targets"][0] for group in targets]
 
 
-def scraper(addresses, stop, counts):
+def scraper(addresses, stop, counts, token):
     while not stop.wait(1.0):
         for address in addresses:
-            with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as reply:
+            request = urllib.request.Request(f"http://{address}/metrics",
+                                             headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(request, timeout=5) as reply:
                 counts["bytes"] += len(reply.read())
             counts["scrapes"] += 1
 
@@ -76,7 +78,9 @@ def main():
             quiet = rate(tessera, noop, args.seconds)
             stop = threading.Event()
             counts = {"scrapes": 0, "bytes": 0}
-            thread = threading.Thread(target=scraper, args=(addresses, stop, counts), daemon=True)
+            token = (Path(state) / "token").read_text().strip()
+            thread = threading.Thread(target=scraper, args=(addresses, stop, counts, token),
+                                      daemon=True)
             thread.start()
             scraped = rate(tessera, noop, args.seconds)
             stop.set()

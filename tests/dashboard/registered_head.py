@@ -4,6 +4,7 @@ against it (test_registered_nodes.py) and its benchmark (bench/python/dashboard_
 
     with registered_head.start(tessera, filler, nodes=1000, devices=8) as head:
         head.url          # the dashboard, http://127.0.0.1:PORT/
+        head.token        # the cluster token (the endpoint asks for it, on loopback too)
         head.state        # the state folder
         head.filler_log() # what the filler said on stderr so far
     head.final_log        # after the block: all it said, its summary line last
@@ -59,11 +60,14 @@ class RegisteredHead:
     devices: int
     filler: subprocess.Popen
     log_path: pathlib.Path
+    token: str = ""
     final_log: str = ""  # the filler's stderr once it stopped (its summary last), set at exit
 
     def get(self, path, timeout=30):
         """GET api/v1/<path> as JSON."""
-        with urllib.request.urlopen(self.url + "api/v1/" + path, timeout=timeout) as response:
+        request = urllib.request.Request(self.url + "api/v1/" + path,
+                                         headers={"Authorization": f"Bearer {self.token}"})
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             return json.loads(response.read())
 
     def events(self):
@@ -142,7 +146,8 @@ def start(tessera, filler, nodes=1000, devices=8, heartbeat_ms=1000, agent_addre
                 raise RuntimeError(
                     f"fill_head_registry did not say {want!r} within {register_timeout_s} s (exit "
                     f"{proc.poll()}): {log_path.read_text(errors='replace')[-2000:]}")
-        running = RegisteredHead(state, url, nodes, devices, proc, log_path)
+        running = RegisteredHead(state, url, nodes, devices, proc, log_path,
+                                 token=(state / "token").read_text().strip())
         yield running
     finally:
         if proc is not None:

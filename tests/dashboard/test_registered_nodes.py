@@ -126,10 +126,11 @@ def test_the_pages_show_every_registered_node_without_errors(head, agent, tmp_pa
     checks[1].expect += [f"{NODES} / {NODES}", "0 draining · 0 dead"]
     checks.append(check_pages.registered_node_check("fill-0001", DEVICES, "H100"))
     with check_pages.Chromium() as browser:
-        results = check_pages.check_pages(head.url, checks, out, timeout_s=60, browser=browser)
+        results = check_pages.check_pages(head.url, checks, out, token=head.token, timeout_s=60,
+                                          browser=browser)
         print("\n" + check_pages.describe(results))
         assert all(r.ok for r in results), check_pages.describe(results)
-        tab = check_pages.timed_tab(browser)
+        tab = check_pages.timed_tab(browser, head.token)
         try:
             for route in ("#/overview", "#/nodes", "#/nodes/fill-0001"):
                 timing = check_pages.measure_page(tab, head.url, route, polls=3)

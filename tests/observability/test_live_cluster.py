@@ -2,10 +2,12 @@
 v6e 4x4 slice) with a training gang running on the slice:
 - every HTTP endpoint (the head's and each agent's /metrics) is valid Prometheus text
   (`promtool check metrics`);
-- a real Prometheus (Debian's `prometheus`), configured only with the head's file_sd targets file,
-  scrapes the head and every agent, and its HTTP API answers the expected series;
+- a real Prometheus (Debian's `prometheus`), configured only with the head's file_sd targets file
+  and the 0600 token file as its credentials (`authorization: credentials_file:`), scrapes the
+  head and every agent, and its HTTP API answers the expected series;
 - the dashboard in headless Chromium shows the nodes, the slice's holder and the gang, with no
-  console error, and updates when a job starts; a screenshot of each page is written.
+  console error, and updates when a job starts; a screenshot of each page is written; the URL
+  `tessera dashboard` prints logs the page in without the token, once.
 Tests that cannot run (no promtool, prometheus or chromium) skip with the reason."""
 import json
 import os
@@ -49,8 +51,10 @@ def wait_for(predicate, timeout, what):
     pytest.fail(f"timed out after {timeout}s waiting for {what}")
 
 
-def get(url, timeout=10):
-    with urllib.request.urlopen(url, timeout=timeout) as response:
+def get(url, timeout=10, token=None):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                timeout=timeout) as response:
         return response.read().decode()
 
 
@@ -67,7 +71,8 @@ def cluster():
     wait_for(lambda: status()["state"] == "RUNNING", 120, f"job {job} to run")
     try:
         yield {"state": Path(state), "job": job, "args": env_args,
-               "head_http": (Path(state) / "head.http").read_text().strip()}
+               "head_http": (Path(state) / "head.http").read_text().strip(),
+               "token": (Path(state) / "token").read_text().strip()}
     finally:
         run(TESSERA, "down", *env_args, timeout=120, check=False)
         shutil.rmtree(state, ignore_errors=True)
@@ -91,7 +96,8 @@ def endpoints(cluster):
 
 def test_the_head_and_every_agent_are_prometheus_targets(cluster):
     found = endpoints(cluster)
-    nodes = json.loads(get(f"http://{cluster['head_http']}/api/v1/nodes"))["nodes"]
+    nodes = json.loads(get(f"http://{cluster['head_http']}/api/v1/nodes",
+                           token=cluster["token"]))["nodes"]
     assert found["head"] == cluster["head_http"]
     assert sorted(k for k in found if k != "head") == sorted(n["node"]["node_id"] for n in nodes)
     assert len(nodes) == 7  # 2 GPU hosts, 4 slice hosts, 1 CPU node
@@ -102,7 +108,7 @@ def test_every_endpoint_is_valid_exposition_text(cluster):
     if promtool is None:
         pytest.skip("promtool is not installed (Debian's prometheus package; scripts/setup)")
     for name, address in endpoints(cluster).items():
-        text = get(f"http://{address}/metrics")
+        text = get(f"http://{address}/metrics", token=cluster["token"])
         checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
                                  text=True, timeout=30)
         assert checked.returncode == 0, f"{name} ({address}): {checked.stdout}{checked.stderr}"
@@ -125,6 +131,8 @@ def test_a_real_prometheus_scrapes_the_cluster_through_the_targets_file(cluster,
           - job_name: tessera
             file_sd_configs:
               - files: ["{cluster['state']}/prometheus/targets.json"]
+            authorization:
+              credentials_file: "{cluster['state']}/token"
     """))
     port = free_port()
     log = open(tmp_path / "prometheus.log", "w")
@@ -223,11 +231,30 @@ def test_the_dashboard_shows_the_cluster_and_follows_a_new_job(cluster):
     checks.append(check_pages.PageCheck("node-gpu", "#/nodes/gpu-0", ["GB200", "nvswitch"]))
     browser = check_pages.Chromium().start()
     try:
-        results = check_pages.check_pages(base, checks, out_dir=str(SHOTS), browser=browser)
+        results = check_pages.check_pages(base, checks, out_dir=str(SHOTS), token=cluster["token"],
+                                          browser=browser)
         failed = [r for r in results if not r.ok]
         assert not failed, check_pages.describe(failed)
+        # The URL `tessera dashboard` prints logs a fresh tab in (no token given), and its one-time
+        # ticket leaves the address at once.
+        printed = run(TESSERA, "dashboard", *cluster["args"]).stdout.split()[0]
+        assert printed.startswith(base + "#login=")
+        fresh = check_pages.Tab(browser)
+        try:
+            fresh.navigate(printed)
+            wait_for(lambda: fresh.evaluate("location.hash") == "#/overview", 30,
+                     "the login to leave the address")
+            fresh.evaluate("location.hash = '#/nodes'")
+            shows_nodes = lambda: fresh.evaluate(
+                "document.body ? document.body.innerText.includes('gpu-0') : false")
+            wait_for(shows_nodes, 30, "the logged-in dashboard to show the nodes")
+            assert not fresh.evaluate("document.getElementById('token-dialog').open")
+            assert fresh.evaluate("sessionStorage.getItem('tessera.token')") != cluster["token"]
+            assert fresh.take_errors() == []
+        finally:
+            fresh.close()
         # A job started while the jobs page is open shows there as it polls, without a reload.
-        tab = check_pages.Tab(browser)
+        tab = check_pages.Tab(browser, cluster["token"])
         try:
             tab.navigate(base + "#/jobs")
             shows = lambda text: tab.evaluate(

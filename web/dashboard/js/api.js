@@ -1,9 +1,12 @@
 // The head's JSON API (api/v1/..., relative to the page, so a prefix added by a proxy works):
 // GET with a timeout, the bearer token asked for once on a 401 and kept in sessionStorage (never
-// in the URL), and failures as ApiError values a caller can show in one line.
+// in the URL), and failures as ApiError values a caller can show in one line. A page opened by
+// `tessera dashboard` (".../#login=<ticket>") trades the one-time ticket for a session, kept
+// like the token, before its first request.
 // Main thread only; one ApiClient serves the whole page.
 
 const TOKEN_KEY = 'tessera.token';
+const LOGIN_HASH = /^#login=([0-9a-f]{64})$/;
 const REQUEST_TIMEOUT_MS = 10000;
 
 export class ApiError extends Error {
@@ -39,7 +42,8 @@ class TokenPrompt {
     const note = this.doc.getElementById('token-note');
     note.textContent = rejected
       ? 'The head rejected the token: enter the cluster token again.'
-      : 'The head answered 401: enter the cluster token (kept for this tab only).';
+      : 'The head answered 401: enter the cluster token (kept for this tab only), or open the '
+        + 'dashboard with `tessera dashboard`.';
     this.pending = new Promise((resolve) => {
       const onSubmit = (event) => {
         event.preventDefault();
@@ -109,6 +113,30 @@ export class ApiClient {
       // Storage refused (private mode): the token lasts as long as this page.
     }
     this.memoryToken = value;
+  }
+
+  // When the address ends "#login=<ticket>": takes the ticket out of the address (and so of the
+  // history) at once, trades it for a session (POST api/v1/sessions) and keeps the session as the
+  // token. True when it did; otherwise the first 401 asks for the token as ever.
+  async redeemLoginTicket(loc = window.location, hist = window.history) {
+    const match = LOGIN_HASH.exec(loc.hash || '');
+    if (!match) return false;
+    hist.replaceState(null, '', `${loc.pathname}${loc.search}#/overview`);
+    try {
+      const response = await fetch(this.url('sessions'), {
+        method: 'POST',
+        headers: { Accept: 'application/json', 'X-Tessera-Login-Ticket': match[1] },
+        cache: 'no-store',
+        credentials: 'same-origin',
+      });
+      if (!response.ok) return false;
+      const body = await response.json();
+      if (typeof body.session !== 'string' || !body.session) return false;
+      this.token = body.session;
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   url(path, query) {

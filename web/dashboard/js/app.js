@@ -60,7 +60,8 @@ class App {
     this.pendingNow = false;
   }
 
-  start() {
+  async start() {
+    await this.api.redeemLoginTicket();
     window.addEventListener('hashchange', () => this.route());
     document.addEventListener('visibilitychange', () => {
       if (!document.hidden && this.page) this.pollSoon(0);
