@@ -31,9 +31,6 @@ namespace {
 constexpr absl::Duration kMaxLinger = absl::Seconds(1);
 constexpr size_t kMaxDrainBytes = 64 * 1024;
 constexpr int kListenBacklog = 128;
-// A connection still sending its request head after this long (or half the header deadline,
-// when that is shorter) may be closed to make room for a new one of its client.
-constexpr absl::Duration kStalledAfter = absl::Seconds(1);
 // After out of descriptors (EMFILE), accepting pauses this long instead of spinning.
 constexpr absl::Duration kAcceptPause = absl::Milliseconds(100);
 constexpr uint64_t kListenerTag = ~uint64_t{0};
@@ -268,7 +265,6 @@ class HttpServer::Loop {
     host_names_.insert(bound);
     if (IsLoopbackName(bound)) host_names_.insert({"localhost", "127.0.0.1", "::1"});
     for (const std::string& name : options_.allowed_host_names) host_names_.insert(BareHost(name));
-    stalled_after_ = std::min(kStalledAfter, options_.read_timeout / 2);
   }
   ~Loop() {
     std::vector<uint64_t> ids;
@@ -285,8 +281,8 @@ class HttpServer::Loop {
   };
 
   void AcceptAll();
-  // Makes room by closing the oldest connection in `reading` that is stalled; false if none is.
-  bool EvictStalled(const std::set<uint64_t>& reading, absl::Time now);
+  // Makes room by closing the oldest connection in `reading` (408); false when it is empty.
+  bool EvictOldestReader(const std::set<uint64_t>& reading, absl::Time now);
   void OnEvent(uint64_t id, uint32_t events);
   void Read(Connection& connection, uint64_t id);
   void Dispatch(Connection& connection, uint64_t id, bool too_large);
@@ -307,7 +303,6 @@ class HttpServer::Loop {
   const HttpServerOptions& options_;
   bool accept_any_host_ = false;
   std::set<std::string> host_names_;
-  absl::Duration stalled_after_;
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, Connection> connections_;
   std::unordered_map<std::string, Client> clients_;
@@ -373,9 +368,9 @@ void HttpServer::Loop::AcceptAll() {
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        // Out of descriptors or memory: a stalled reader makes room, else accepting pauses
-        // (the listener would stay readable and spin the loop).
-        if (EvictStalled(reading_, absl::Now())) continue;
+        // Out of descriptors or memory: a slow reader makes room, else accepting pauses (the
+        // listener would stay readable and spin the loop).
+        if (EvictOldestReader(reading_, absl::Now())) continue;
         accept_paused_until_ = absl::Now() + kAcceptPause;
         Watch(server_.listener_, kListenerTag, 0);
       }
@@ -384,14 +379,14 @@ void HttpServer::Loop::AcceptAll() {
     const absl::Time now = absl::Now();
     std::string client = ClientAddress(peer);
     if (static_cast<int>(connections_.size()) >= options_.max_connections &&
-        !EvictStalled(reading_, now)) {
+        !EvictOldestReader(reading_, now)) {
       RefuseAndClose(fd, TextResponse(503, absl::StrCat("server busy: ", options_.max_connections,
                                                         " connections open")));
       continue;
     }
     if (auto it = clients_.find(client);
         it != clients_.end() && it->second.open >= options_.max_connections_per_client &&
-        !EvictStalled(it->second.reading, now)) {
+        !EvictOldestReader(it->second.reading, now)) {
       RefuseAndClose(fd, TextResponse(429, absl::StrCat("too many connections from ", client, ": ",
                                                         options_.max_connections_per_client,
                                                         " are open")));
@@ -411,19 +406,18 @@ void HttpServer::Loop::AcceptAll() {
   }
 }
 
-bool HttpServer::Loop::EvictStalled(const std::set<uint64_t>& reading, absl::Time now) {
+bool HttpServer::Loop::EvictOldestReader(const std::set<uint64_t>& reading, absl::Time now) {
   if (reading.empty()) return false;
   const uint64_t oldest = *reading.begin();
   Connection& connection = connections_.at(oldest);
   const absl::Duration age = now - connection.accepted;
-  if (age < stalled_after_) return false;
   const int fd = connection.fd;
   connection.fd = -1;  // handed to RefuseAndClose
   (void)epoll_ctl(server_.epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   Close(oldest);
   RefuseAndClose(fd, TextResponse(408, absl::StrCat("no whole request head after ",
                                                     absl::FormatDuration(absl::Trunc(age, absl::Milliseconds(1))),
-                                                    ", and others are waiting")));
+                                                    ", and newer connections are waiting")));
   return true;
 }
 

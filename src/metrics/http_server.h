@@ -10,10 +10,11 @@
 //
 // What it does with each connection, in order:
 // - Accepting. At most `max_connections` open at once and `max_connections_per_client` from one
-//   client address. Past either, a connection of that client (or anyone's, for the total) that
-//   has spent over a second without sending its whole request head is closed with 408 to make
-//   room; when there is none, the new connection is answered at once, 429 (its client's limit)
-//   or 503 (the total), and closed.
+//   client address. Past either, the oldest connection of that client (or anyone's, for the
+//   total) that is still sending its request head is closed with 408 to make room: a whole head
+//   arrives within moments of the connection, so the oldest of those is the slowest. When every
+//   one has sent its request (they wait for or get their answers), the new connection is
+//   answered at once, 429 (its client's limit) or 503 (the total), and closed.
 // - Reading. The accepting thread reads every request head itself, on non-blocking sockets (one
 //   epoll loop): the whole head (request line and headers, at most `max_head_bytes`: 431 past
 //   it) must arrive within `read_timeout` of the accept, however it trickles in (408 when it
