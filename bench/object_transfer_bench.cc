@@ -1,6 +1,7 @@
 // Copying a large object between two nodes' stores the way node agents do (src/node/
 // object_transfer.h): an OfferObject gRPC call, then the bytes over the holder's raw TCP data
-// port, written from its arena's mapping and received into the puller's. On loopback: GB/s of
+// port, sealed (AES-256-GCM chunks) from its arena's mapping and opened in the puller's. On
+// loopback: GB/s of
 // PullObject for 1 GiB, beside the loopback TCP throughput of machine_ceilings_bench run on the
 // same machine.
 // Both stores live in this process; the bytes still cross a loopback TCP connection.
@@ -33,6 +34,7 @@ class Holder : public v1::NodeAgent::Service {
     response->set_metadata(offer->metadata);
     response->set_data_port(data_->port());
     response->set_ticket(offer->ticket);
+    response->set_transfer_key(offer->key);
     return grpc::Status::OK;
   }
 
@@ -78,7 +80,8 @@ void BM_PullObject(benchmark::State& state) {
   for (auto _ : state) {
     auto pulled = PullObject({stub.get(), "127.0.0.1"}, absl::Minutes(1), id, puller);
     if (!pulled.ok() || pulled->already_here) {
-      state.SkipWithError("the pull failed");
+      state.SkipWithError(pulled.ok() ? "the object was already here"
+                                      : std::string(pulled.status().message()).c_str());
       break;
     }
     state.PauseTiming();

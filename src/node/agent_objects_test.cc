@@ -1,6 +1,7 @@
 // Two real node agents with object stores: an object put into one agent's store through its
 // socket is copied into the other's by PullObject (over the holder's data port) and read there,
 // and the holder's pin ends; an agent without a store says so; an unknown object is NOT_FOUND.
+// The agent's OfferObject carries a fresh transfer key, and its data port sends nothing readable.
 #include <stdlib.h>
 
 #include <filesystem>
@@ -10,6 +11,10 @@
 #include "gtest/gtest.h"
 #include "node/agent_server.h"
 #include "node/agent_test_util.h"
+#include "node/object_data_cipher.h"
+#include "node/object_data_protocol.h"
+#include "node/object_data_server.h"
+#include "node/object_data_socket.h"
 #include "objects/object_store_client.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
@@ -99,6 +104,45 @@ TEST_F(AgentObjectsTest, AnObjectPutOnOneNodeIsPulledIntoAnotherAndReadThere) {
   status = Stub(b)->PullObject(&again, pull, &pulled);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_TRUE(pulled.already_here());
+}
+
+TEST_F(AgentObjectsTest, OffersCarryAFreshKeyAndTheDataPortSendsNothingReadable) {
+  NodeAgentServer* a = Start("a", 32 << 20);
+  ASSERT_NE(a, nullptr);
+  std::string data;
+  while (data.size() < (2 << 20) + 5) data += "agent-objects-plaintext|";
+  const ObjectId id = ObjectId::FromRandom();
+  auto on_a = Client(a);
+  ASSERT_NE(on_a, nullptr);
+  ASSERT_TRUE(on_a->Put(id, data, "", {}).ok());
+
+  v1::OfferObjectRequest request;
+  request.set_object_id(id.Binary());
+  v1::OfferObjectResponse offers[2];
+  for (v1::OfferObjectResponse& offer : offers) {
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context, absl::Seconds(60));
+    grpc::Status status = Stub(a)->OfferObject(&context, request, &offer);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(offer.transfer_key().size(), kTransferKeyBytes);
+  }
+  EXPECT_NE(offers[0].transfer_key(), offers[1].transfer_key());
+
+  // What anyone on the path reads: the reply header, then sealed bytes only.
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  for (const v1::OfferObjectResponse& offer : offers) {
+    auto fd = ConnectTcp("127.0.0.1", offer.data_port(), deadline);
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    const std::string ask = EncodeDataRequest({DataAction::kSend, offer.ticket()});
+    ASSERT_TRUE(WriteAll(fd->get(), ask.data(), ask.size(), deadline).ok());
+    std::string wire(kDataReplyHeaderBytes + SealedSize(data.size()) + 1, '\0');
+    auto got = ReadUpTo(fd->get(), wire.data(), wire.size(), deadline);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, wire.size() - 1);
+    EXPECT_EQ(ParseDataReplyHeader(wire.substr(0, kDataReplyHeaderBytes))->size, data.size());
+    EXPECT_EQ(wire.find("plaintext"), std::string::npos);
+  }
+  EXPECT_EQ(a->object_data_server()->pending_offers(), 0u);
 }
 
 TEST_F(AgentObjectsTest, AnUnknownObjectIsNotFoundAndAnAgentWithoutAStoreSaysSo) {

@@ -459,6 +459,7 @@ grpc::Status NodeAgentService::OfferObject(grpc::ServerContext*,
   response->set_metadata(std::move(offer->metadata));
   response->set_data_port(options_.data_server->port());
   response->set_ticket(std::move(offer->ticket));
+  response->set_transfer_key(std::move(offer->key));
   return grpc::Status::OK;
 }
 

@@ -1,7 +1,9 @@
 // The wire format of the agents' raw TCP data connection for objects (object_data_server.h): the
 // pulling agent sends one fixed-size request naming the one-time ticket it got from the holder's
-// OfferObject RPC; the holder answers one reply header (a status code, the byte count that
-// follows, a short message), then exactly that many bytes of the object, then closes.
+// OfferObject RPC; the holder answers one reply header (a status code, the object's size, a
+// short message), then the object's bytes sealed under the offer's transfer key
+// (object_data_cipher.h: SealedSize(size) bytes of AES-256-GCM chunks with their tags), then
+// closes. The header itself is not sealed: a forged one can only fail the pull.
 //
 //   request: "TSDQ" | action u8 (1 send, 2 drop the ticket) | ticket (kDataTicketBytes)
 //   reply:   "TSDR" | code u8 (absl::StatusCode) | size u64 LE | message length u16 LE | message
@@ -35,7 +37,7 @@ struct DataRequest {
 
 struct DataReplyHeader {
   absl::StatusCode code = absl::StatusCode::kOk;
-  uint64_t size = 0;            // bytes of the object that follow (0 unless code is kOk)
+  uint64_t size = 0;            // the object's size, sealed after the message (0 unless kOk)
   uint16_t message_bytes = 0;   // the message that follows the header
   bool operator==(const DataReplyHeader&) const = default;
 };

@@ -1,11 +1,15 @@
 // ObjectDataServer: the holding agent's side of the raw TCP data path between node agents. The
-// NodeAgent.OfferObject RPC (token-checked like every call) pins a sealed object and registers a
-// one-time random ticket for it (OfferObject below); the pulling agent then connects to this
-// server's port, presents the ticket (object_data_protocol.h), and receives the object's bytes
-// written straight from the arena's mapping: no copy in user space on this side. A ticket is
-// good for one connection; an unknown, used or expired one is refused (Unauthenticated). The pin
-// ends when the bytes are sent, the connection fails, the puller drops the ticket, or the ticket
-// expires unused.
+// NodeAgent.OfferObject RPC (mutual TLS from the cluster token, like every call) pins a sealed
+// object and registers a one-time random ticket and a fresh random transfer key for it
+// (OfferObject below); the pulling agent then connects to this server's port, presents the
+// ticket (object_data_protocol.h), and receives the object's bytes sealed under the key
+// (object_data_cipher.h: AES-256-GCM chunks of 1 MiB, each with its tag), encrypted from the
+// arena's mapping into the sending thread's buffer and written one chunk per send. So the port
+// carries nothing readable, on loopback as between machines, and whoever is not this server
+// cannot feed the puller bytes it accepts. A ticket is good for one connection; an unknown, used
+// or expired one is refused (Unauthenticated). The pin ends when the bytes are sent, the
+// connection fails, the puller drops the ticket, or the ticket expires unused. No handshake:
+// the event loop only reads the fixed-size request.
 //
 // Bounded by construction, whatever peers do: connections are read by one event loop (epoll)
 // until their request is whole, and only a request with a valid ticket to send takes one of
@@ -16,8 +20,9 @@
 // written without blocking: a reply (a few dozen bytes) always fits a fresh socket's buffer.
 //
 // Threading: thread-safe. One event-loop thread (accepting, reading requests, refusing, dropping
-// tickets, expiring offers) and `transfer_threads` sending threads, all started by Start; Stop()
-// closes the listener and every connection and joins them.
+// tickets, expiring offers) and `transfer_threads` sending threads (each with a buffer of one
+// sealed chunk, about 1 MiB), all started by Start; Stop() closes the listener and every
+// connection and joins them.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +69,7 @@ struct ObjectDataServerOptions {
 
 struct ObjectOffer {
   std::string ticket;  // kDataTicketBytes random bytes
+  std::string key;     // kTransferKeyBytes random bytes, sealing this offer's bytes only
   uint64_t size = 0;
   std::string metadata;
 };
@@ -79,7 +85,8 @@ class ObjectDataServer {
   ObjectDataServer& operator=(const ObjectDataServer&) = delete;
 
   int port() const { return port_; }
-  // Pins sealed object `id` and answers a ticket for it. NotFound when it is not sealed here.
+  // Pins sealed object `id` and answers a ticket and a transfer key for it (both to be handed
+  // only over an authenticated channel). NotFound when it is not sealed here.
   absl::StatusOr<ObjectOffer> OfferObject(const ObjectId& id);
   // Offers not yet claimed (for tests).
   size_t pending_offers() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -92,6 +99,7 @@ class ObjectDataServer {
   struct Pending {
     ObjectId id;
     ObjectLocation location;
+    std::string key;
     absl::Time expires;
   };
   // A connection whose request claimed an offer to send, waiting for or on a sending thread.
@@ -120,7 +128,9 @@ class ObjectDataServer {
   // Refuses, drops the ticket, or queues the transfer the request asks for.
   void HandleRequest(Incoming incoming) ABSL_LOCKS_EXCLUDED(mu_);
   void SenderLoop() ABSL_LOCKS_EXCLUDED(mu_);
-  void Send(const Transfer& transfer);
+  // Writes the reply header and the sealed chunks, sealing each into `buffer` (one sealed
+  // chunk's bytes).
+  void Send(const Transfer& transfer, std::vector<uint8_t>& buffer);
   // Answers `code` and `message` without blocking, then CloseConnection.
   void Refuse(UniqueFd fd, absl::StatusCode code, std::string_view message)
       ABSL_LOCKS_EXCLUDED(mu_);

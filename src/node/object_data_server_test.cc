@@ -3,7 +3,9 @@
 // threads), a connection that sends no whole request is answered and closed after
 // request_timeout, a refused request's connection is closed at once, connections past
 // max_connections are answered Unavailable and closed, more transfers than sending threads all
-// arrive whole, and Stop ends stalled and queued transfers and releases their pins.
+// arrive whole, and Stop ends stalled and queued transfers and releases their pins. What the
+// port sends is sealed (object_data_cipher.h): the tests open it with the offer's key, and the
+// object's plaintext never appears on the wire.
 #include "node/object_data_server.h"
 
 #include <netinet/in.h>
@@ -13,14 +15,17 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "node/object_data_cipher.h"
 #include "node/object_data_protocol.h"
 #include "node/object_data_socket.h"
 #include "objects/object_store_server.h"
@@ -76,13 +81,31 @@ std::string Pattern(size_t size, int seed) {
   return data;
 }
 
-// What the data port answered on one connection: the reply's status, the bytes after it, and
-// whether the port then closed the connection.
+// What the data port answered on one connection: the reply's status, the object size it
+// announced, the sealed bytes after it, and whether the port then closed the connection.
 struct Answer {
   absl::Status status;
-  std::string body;
+  uint64_t size = 0;
+  std::string body;  // SealedSize(size) bytes as they crossed the wire
   bool closed = false;
 };
+
+// Opens a whole sealed body under `key`: the object's bytes.
+absl::StatusOr<std::string> OpenBody(const std::string& key, uint64_t size, std::string body) {
+  if (body.size() != SealedSize(size)) {
+    return absl::DataLossError(absl::StrCat(body.size(), " sealed bytes for ", size));
+  }
+  TESSERA_ASSIGN_OR_RETURN(ChunkOpener opener, ChunkOpener::Create(key, size));
+  std::string data;
+  auto* at = reinterpret_cast<uint8_t*>(body.data());
+  for (uint64_t i = 0; i < ChunkCount(size); ++i) {
+    const size_t n = ChunkPlaintextBytes(size, i);
+    TESSERA_RETURN_IF_ERROR(opener.Open(i, std::span(at, n), std::span(at + n, kSealTagBytes)));
+    data.append(reinterpret_cast<const char*>(at), n);
+    at += n + kSealTagBytes;
+  }
+  return data;
+}
 
 // Reads a whole answer and then one more read: end of stream is `closed`. DeadlineExceeded
 // when the port neither answers nor closes within kPatience.
@@ -98,7 +121,8 @@ absl::StatusOr<Answer> ReadAnswer(int fd) {
   TESSERA_ASSIGN_OR_RETURN(got, ReadUpTo(fd, message.data(), message.size(), deadline));
   Answer answer;
   answer.status = absl::Status(parsed.code, message);
-  answer.body.resize(parsed.size);
+  answer.size = parsed.size;
+  if (parsed.code == absl::StatusCode::kOk) answer.body.resize(SealedSize(parsed.size));
   TESSERA_ASSIGN_OR_RETURN(got, ReadUpTo(fd, answer.body.data(), answer.body.size(), deadline));
   if (got != answer.body.size()) {
     return absl::DataLossError(absl::StrCat("the body ended after ", got, " bytes"));
@@ -139,8 +163,8 @@ class ObjectDataServerTest : public ::testing::Test {
     const std::string request = EncodeDataRequest({action, ticket});
     return WriteAll(fd, request.data(), request.size(), absl::Now() + kPatience);
   }
-  // Offers `id` and fetches it over a new connection: its bytes, or the port's answer.
-  absl::StatusOr<std::string> Fetch(const ObjectId& id) {
+  // Offers `id` and fetches it over a new connection: the offer and the answer as it came.
+  absl::StatusOr<std::pair<ObjectOffer, Answer>> FetchSealed(const ObjectId& id) {
     TESSERA_ASSIGN_OR_RETURN(ObjectOffer offer, server_->OfferObject(id));
     TESSERA_ASSIGN_OR_RETURN(UniqueFd fd,
                              ConnectTcp("127.0.0.1", server_->port(), absl::Now() + kPatience));
@@ -148,7 +172,14 @@ class ObjectDataServerTest : public ::testing::Test {
     TESSERA_ASSIGN_OR_RETURN(Answer answer, ReadAnswer(fd.get()));
     TESSERA_RETURN_IF_ERROR(answer.status);
     if (!answer.closed) return absl::DataLossError("the port sent more than the object");
-    return answer.body;
+    return std::make_pair(std::move(offer), std::move(answer));
+  }
+  // The same, opened with the offer's key: the object's bytes, or the port's answer.
+  absl::StatusOr<std::string> Fetch(const ObjectId& id) {
+    TESSERA_ASSIGN_OR_RETURN(auto fetched, FetchSealed(id));
+    auto& [offer, answer] = fetched;
+    if (answer.size != offer.size) return absl::DataLossError("announced another size");
+    return OpenBody(offer.key, answer.size, std::move(answer.body));
   }
   void ExpectAllConnectionsClosedAndNothingPinned() {
     EXPECT_TRUE(WaitUntil([&] { return server_->open_connections() == 0; }))
@@ -179,6 +210,43 @@ TEST_F(ObjectDataServerTest, OptionsOutOfRangeAreRefusedNamingTheOption) {
   started = ObjectDataServer::Start(node_.local(), no_request_time);
   EXPECT_THAT(std::string(started.status().message()),
               HasSubstr("ObjectDataServerOptions.request_timeout must be positive, got 0"));
+}
+
+TEST_F(ObjectDataServerTest, TheBytesOnTheWireAreSealedUnderAFreshKeyPerOffer) {
+  StartServer({});
+  // A distinctive plaintext over several chunks, the last one short.
+  std::string data;
+  while (data.size() < 3 * kSealedChunkBytes + 999) data += "TESSERA-PLAINTEXT-MARKER;";
+  const ObjectId id = node_.Put(data);
+
+  auto first = FetchSealed(id);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = FetchSealed(id);
+  ASSERT_TRUE(second.ok()) << second.status();
+  const auto& [offer, answer] = *first;
+  EXPECT_EQ(offer.key.size(), kTransferKeyBytes);
+  EXPECT_NE(offer.key, second->first.key);
+  EXPECT_NE(offer.ticket, second->first.ticket);
+  EXPECT_EQ(answer.size, data.size());
+  EXPECT_EQ(answer.body.size(), SealedSize(data.size()));
+  EXPECT_EQ(answer.body.find("TESSERA-PLAINTEXT"), std::string::npos);
+  EXPECT_EQ(answer.body.find("MARKER;"), std::string::npos);
+  // The same object sealed for two offers: nothing of one stream repeats in the other.
+  EXPECT_EQ(second->second.body.find(answer.body.substr(1000, 64)), std::string::npos);
+
+  auto opened = OpenBody(offer.key, answer.size, answer.body);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_TRUE(*opened == data);
+  // Under the other offer's key it does not open.
+  EXPECT_EQ(OpenBody(second->first.key, answer.size, answer.body).status().code(),
+            absl::StatusCode::kDataLoss);
+
+  // An empty object is one empty chunk: a tag, nothing readable and nothing forgeable.
+  auto empty = FetchSealed(node_.Put(""));
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(empty->second.body.size(), kSealTagBytes);
+  EXPECT_TRUE(OpenBody(empty->first.key, 0, empty->second.body).ok());
+  ExpectAllConnectionsClosedAndNothingPinned();
 }
 
 TEST_F(ObjectDataServerTest, HundredsOfIdleConnectionsShareTheEventLoopAndATransferStillWorks) {

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "grpcpp/client_context.h"
+#include "node/object_data_cipher.h"
 #include "node/object_data_protocol.h"
 #include "node/object_data_socket.h"
 #include "objects/object_store_server.h"
@@ -32,9 +34,12 @@ void DropTicket(const std::string& host, int port, const std::string& ticket,
   (void)WriteAll(fd->get(), request.data(), request.size(), deadline);
 }
 
-// Receives the offered object's bytes into `target` (`size` bytes). Errors unprefixed.
+// Receives the offered object's sealed chunks, each read straight into its place in `target`
+// (`size` bytes; its tag beside) and opened there under `key`. Errors unprefixed.
 absl::Status ReceiveBytes(const std::string& host, int port, const std::string& ticket,
-                          uint8_t* target, uint64_t size, absl::Time deadline) {
+                          const std::string& key, uint8_t* target, uint64_t size,
+                          absl::Time deadline) {
+  TESSERA_ASSIGN_OR_RETURN(ChunkOpener opener, ChunkOpener::Create(key, size));
   TESSERA_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(host, port, deadline));
   const std::string request = EncodeDataRequest({DataAction::kSend, ticket});
   TESSERA_RETURN_IF_ERROR(WriteAll(fd.get(), request.data(), request.size(), deadline));
@@ -53,15 +58,36 @@ absl::Status ReceiveBytes(const std::string& host, int port, const std::string& 
     return absl::DataLossError(absl::StrCat("the holder sends ", parsed->size,
                                             " bytes for an object of ", size));
   }
-  TESSERA_ASSIGN_OR_RETURN(got, ReadUpTo(fd.get(), target, size, deadline));
-  if (got != size) {
-    return absl::DataLossError(
-        absl::StrCat("the stream ended after ", got, " of ", size, " bytes"));
+  const uint64_t sealed_size = SealedSize(size);
+  uint64_t at = 0;        // object bytes received
+  uint64_t received = 0;  // stream bytes received
+  uint8_t tag[kSealTagBytes];
+  for (uint64_t i = 0; i < ChunkCount(size); ++i) {
+    const size_t n = ChunkPlaintextBytes(size, i);
+    TESSERA_ASSIGN_OR_RETURN(got, ReadUpTo(fd.get(), target + at, n, deadline));
+    received += got;
+    if (got == n) {
+      TESSERA_ASSIGN_OR_RETURN(got, ReadUpTo(fd.get(), tag, sizeof(tag), deadline));
+      received += got;
+    }
+    if (received != at + n + (i + 1) * kSealTagBytes) {
+      return absl::DataLossError(absl::StrCat("the stream ended after ", received, " of ",
+                                              sealed_size, " bytes (", size,
+                                              " sealed in chunks)"));
+    }
+    if (absl::Status opened = opener.Open(i, std::span(target + at, n), tag); !opened.ok()) {
+      return absl::DataLossError(absl::StrCat(
+          "the bytes did not come from the holder (", opened.message(),
+          " under the offer's transfer key): a changed stream or another listener on its data "
+          "port"));
+    }
+    at += n;
   }
   char extra;
   TESSERA_ASSIGN_OR_RETURN(got, ReadUpTo(fd.get(), &extra, 1, deadline));
   if (got != 0) {
-    return absl::DataLossError(absl::StrCat("the stream carries more than ", size, " bytes"));
+    return absl::DataLossError(
+        absl::StrCat("the stream carries more than ", sealed_size, " bytes"));
   }
   return absl::OkStatus();
 }
@@ -88,6 +114,14 @@ absl::StatusOr<PullResult> PullObject(const PullSource& from, absl::Duration tim
     if (!offered.ok()) return Prefixed(id, rpc::FromGrpcStatus(offered));
   }
   const uint64_t size = offer.size();
+  if (offer.transfer_key().size() != kTransferKeyBytes) {
+    DropTicket(from.host, offer.data_port(), offer.ticket(), deadline);
+    return Prefixed(id, absl::FailedPreconditionError(absl::StrCat(
+                            "the holder's offer carries ", offer.transfer_key().size(),
+                            " bytes of transfer key, not ", kTransferKeyBytes,
+                            " (an agent of an older version?), so its bytes could not be "
+                            "authenticated; not copied")));
+  }
   auto location = local.store->Create(kLocalStoreClient, id, size, offer.metadata(),
                                       CreateObjectOptions{.evictable = true});
   if (!location.ok()) {
@@ -101,7 +135,8 @@ absl::StatusOr<PullResult> PullObject(const PullSource& from, absl::Duration tim
   uint8_t* target = local.arena->base() + location->offset;
   local.arena->PopulateForWrite(location->offset, size);
   absl::Status received =
-      ReceiveBytes(from.host, offer.data_port(), offer.ticket(), target, size, deadline);
+      ReceiveBytes(from.host, offer.data_port(), offer.ticket(), offer.transfer_key(), target,
+                   size, deadline);
   if (!received.ok()) {
     // Nothing unsealed is left behind.
     (void)local.store->Abort(kLocalStoreClient, id);

@@ -1,10 +1,12 @@
 // Copying objects between the stores of two nodes through their node agents. The puller asks the
 // holder's agent to offer the object (NodeAgent.OfferObject: size, metadata, data port, one-time
-// ticket; the token is checked there), creates the object in its own store, then receives the
-// bytes over a raw TCP connection to the holder's data port (object_data_server.h) straight into
-// the new object's memory, and seals it. Two copies in all (the holder's kernel copies the arena
-// pages into the socket, this side copies them out into the arena), as a plain TCP stream has. A
-// pulled copy is a secondary copy, so it is created evictable (docs/objects.md).
+// ticket, transfer key; both ends proved the cluster token there), creates the object in its own
+// store, then receives the bytes over a raw TCP connection to the holder's data port
+// (object_data_server.h) as AES-256-GCM chunks under the offer's key (object_data_cipher.h), each
+// read straight into its place in the new object's memory and opened there, and seals it. Two
+// copies (the holder's kernel copies the sealed chunk into the socket, this side copies it out
+// into the arena) and one cipher pass on each side. A pulled copy is a secondary copy, so it is
+// created evictable (docs/objects.md).
 //
 // Thread-safe: no state of its own; ObjectStore is thread-safe, and each pull writes only the
 // range its Create reserved.
@@ -51,7 +53,9 @@ struct PullSource {
 // copy is aborted, an unused ticket dropped). Errors, each prefixed with "fetching <id>: ": the
 // holder's (NotFound, Unauthenticated, ...), ResourceExhausted when this store has no room,
 // Unavailable when another pull of the same object is under way or the data port cannot be
-// reached, DataLoss when the stream is shorter or longer than the object.
+// reached, FailedPrecondition when the offer carries no transfer key, DataLoss when the stream is
+// shorter or longer than the sealed object or a chunk fails authentication ("the bytes did not
+// come from the holder": changed on the way, or another listener on the data port).
 absl::StatusOr<PullResult> PullObject(const PullSource& from, absl::Duration timeout,
                                       const ObjectId& id, const LocalObjectStore& local);
 

@@ -4,16 +4,23 @@
 // fetched again, the holder's pin ends with the transfer, and every failure (no such object, no
 // room, a wrong token, a wrong or used ticket, a stream shorter or longer than the object, a
 // holder that reports an error or dies mid-stream) leaves nothing behind in the puller's store.
+// The bytes are sealed under the offer's transfer key (object_data_cipher.h): a byte changed on
+// the way, or a stream from a listener that knows the ticket but not the key, fails the pull
+// with DataLoss and leaves nothing; an offer without a key is refused before anything is made.
 #include "node/object_transfer.h"
 
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "node/object_data_cipher.h"
 #include "node/object_data_protocol.h"
 #include "node/object_data_server.h"
 #include "node/object_data_socket.h"
@@ -25,6 +32,24 @@ namespace tessera {
 namespace {
 
 constexpr char kToken[] = "transfer-test-token";
+// The key the fake holder's offers carry.
+const std::string kFakeKey(kTransferKeyBytes, 'k');
+
+// `plaintext` sealed under `key` as a holder's data port sends it after the reply header.
+std::string Sealed(const std::string& key, const std::string& plaintext) {
+  auto sealer = ChunkSealer::Create(key, plaintext.size());
+  EXPECT_TRUE(sealer.ok()) << sealer.status();
+  std::string out(SealedSize(plaintext.size()), '\0');
+  auto* in = reinterpret_cast<const uint8_t*>(plaintext.data());
+  auto* at = reinterpret_cast<uint8_t*>(out.data());
+  for (uint64_t i = 0; i < ChunkCount(plaintext.size()); ++i) {
+    const size_t n = ChunkPlaintextBytes(plaintext.size(), i);
+    EXPECT_TRUE(sealer->Seal(i, std::span(in, n), at).ok());
+    in += n;
+    at += n + kSealTagBytes;
+  }
+  return out;
+}
 
 // One node's store, as its agent holds it.
 struct Node {
@@ -89,8 +114,54 @@ class FakeDataPort {
   std::thread thread_;
 };
 
-// The holder's OfferObject as the node agent serves it, or an offer of 10 bytes on a fake data
-// port.
+// Stands between the puller and the real data port for one connection: passes the request on,
+// reads the holder's whole answer, flips the byte at `flip_at` of it (header included) and
+// passes that on. What anyone on the path between two machines could do.
+class RelayDataPort {
+ public:
+  RelayDataPort(int upstream_port, size_t flip_at) {
+    auto listener = ListenTcp("127.0.0.1");
+    EXPECT_TRUE(listener.ok()) << listener.status();
+    listener_ = std::move(*listener);
+    port_ = *LocalPort(listener_.get());
+    thread_ = std::thread([this, upstream_port, flip_at] {
+      UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (fd.get() < 0) return;
+      const absl::Time deadline = absl::Now() + absl::Seconds(30);
+      std::string request(kDataRequestBytes, '\0');
+      (void)ReadUpTo(fd.get(), request.data(), request.size(), deadline);
+      auto upstream = ConnectTcp("127.0.0.1", upstream_port, deadline);
+      if (!upstream.ok()) return;
+      (void)WriteAll(upstream->get(), request.data(), request.size(), deadline);
+      std::string answer;
+      char buffer[1 << 16];
+      while (true) {
+        auto got = ReadUpTo(upstream->get(), buffer, sizeof(buffer), deadline);
+        if (!got.ok() || *got == 0) break;
+        answer.append(buffer, *got);
+      }
+      relayed_bytes_ = answer.size();
+      if (flip_at < answer.size()) answer[flip_at] ^= 0x20;
+      (void)WriteAll(fd.get(), answer.data(), answer.size(), deadline);
+    });
+  }
+  ~RelayDataPort() {
+    ::shutdown(listener_.get(), SHUT_RDWR);
+    thread_.join();
+  }
+  int port() const { return port_; }
+  // What the holder sent (read once the relay's connection is done).
+  size_t relayed_bytes() const { return relayed_bytes_; }
+
+ private:
+  UniqueFd listener_;
+  int port_ = 0;
+  std::atomic<size_t> relayed_bytes_ = 0;
+  std::thread thread_;
+};
+
+// The holder's OfferObject as the node agent serves it (its data port behind `relay_` when
+// set), or an offer of 10 bytes under `fake_key_` on a fake data port.
 class Holder : public v1::NodeAgent::Service {
  public:
   explicit Holder(ObjectDataServer* data) : data_(data) {}
@@ -100,6 +171,7 @@ class Holder : public v1::NodeAgent::Service {
       response->set_size(10);
       response->set_data_port(fake_->port());
       response->set_ticket(std::string(kDataTicketBytes, 'f'));
+      response->set_transfer_key(fake_key_);
       return grpc::Status::OK;
     }
     auto id = ObjectId::FromBinary(request->object_id());
@@ -111,12 +183,15 @@ class Holder : public v1::NodeAgent::Service {
     }
     response->set_size(offer->size);
     response->set_metadata(offer->metadata);
-    response->set_data_port(data_->port());
+    response->set_data_port(relay_ != nullptr ? relay_->port() : data_->port());
     response->set_ticket(offer->ticket);
+    response->set_transfer_key(offer->key);
     return grpc::Status::OK;
   }
 
   std::unique_ptr<FakeDataPort> fake_;
+  std::string fake_key_ = kFakeKey;
+  std::unique_ptr<RelayDataPort> relay_;
 
  private:
   ObjectDataServer* data_;
@@ -303,7 +378,19 @@ TEST_F(ObjectTransferTest, AShortStreamIsDataLossAndTheCopyIsAborted) {
       EncodeDataReply(absl::StatusCode::kOk, 10, "") + "abc", /*reset=*/false);
   auto pulled = Pull(ObjectId::FromRandom());
   EXPECT_EQ(pulled.status().code(), absl::StatusCode::kDataLoss) << pulled.status();
-  EXPECT_NE(pulled.status().message().find("the stream ended after 3 of 10 bytes"),
+  EXPECT_NE(pulled.status().message().find(
+                "the stream ended after 3 of 26 bytes (10 sealed in chunks)"),
+            std::string::npos)
+      << pulled.status();
+  ExpectNothingLeftIn(b_);
+
+  // Cut inside the tag.
+  holder_->fake_ = std::make_unique<FakeDataPort>(
+      EncodeDataReply(absl::StatusCode::kOk, 10, "") + Sealed(kFakeKey, "0123456789").substr(0, 20),
+      /*reset=*/false);
+  pulled = Pull(ObjectId::FromRandom());
+  EXPECT_EQ(pulled.status().code(), absl::StatusCode::kDataLoss) << pulled.status();
+  EXPECT_NE(pulled.status().message().find("the stream ended after 20 of 26 bytes"),
             std::string::npos)
       << pulled.status();
   ExpectNothingLeftIn(b_);
@@ -311,9 +398,92 @@ TEST_F(ObjectTransferTest, AShortStreamIsDataLossAndTheCopyIsAborted) {
 
 TEST_F(ObjectTransferTest, ALongStreamIsDataLossAndTheCopyIsAborted) {
   holder_->fake_ = std::make_unique<FakeDataPort>(
-      EncodeDataReply(absl::StatusCode::kOk, 10, "") + "0123456789X", /*reset=*/false);
+      EncodeDataReply(absl::StatusCode::kOk, 10, "") + Sealed(kFakeKey, "0123456789") + "X",
+      /*reset=*/false);
   auto pulled = Pull(ObjectId::FromRandom());
   EXPECT_EQ(pulled.status().code(), absl::StatusCode::kDataLoss) << pulled.status();
+  EXPECT_NE(pulled.status().message().find("the stream carries more than 26 bytes"),
+            std::string::npos)
+      << pulled.status();
+  ExpectNothingLeftIn(b_);
+}
+
+TEST_F(ObjectTransferTest, AStreamSealedUnderTheFakeKeyIsAccepted) {
+  // The fake port itself is right when it seals with the offer's key: the refusals below are
+  // the key's doing, not the fake's.
+  holder_->fake_ = std::make_unique<FakeDataPort>(
+      EncodeDataReply(absl::StatusCode::kOk, 10, "") + Sealed(kFakeKey, "0123456789"),
+      /*reset=*/false);
+  const ObjectId id = ObjectId::FromRandom();
+  auto pulled = Pull(id);
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(b_.Read(id), "0123456789");
+}
+
+TEST_F(ObjectTransferTest, AListenerThatKnowsTheTicketButNotTheKeyIsRefusedAndLeavesNothing) {
+  // A squatter on the holder's data port gets the ticket with the request, but never the key,
+  // which travelled only in the authenticated OfferObject answer: whatever it makes up, sealed
+  // under a key of its own or not sealed at all, is refused.
+  for (const std::string& forged :
+       {Sealed(std::string(kTransferKeyBytes, 'x'), "forged!!!!"),
+        std::string("forged!!!!") + std::string(kSealTagBytes, '\0')}) {
+    holder_->fake_ = std::make_unique<FakeDataPort>(
+        EncodeDataReply(absl::StatusCode::kOk, 10, "") + forged, /*reset=*/false);
+    auto pulled = Pull(ObjectId::FromRandom());
+    EXPECT_EQ(pulled.status().code(), absl::StatusCode::kDataLoss) << pulled.status();
+    EXPECT_NE(pulled.status().message().find("the bytes did not come from the holder (chunk 0 "
+                                             "of 1 failed authentication"),
+              std::string::npos)
+        << pulled.status();
+    ExpectNothingLeftIn(b_);
+  }
+  // An empty object too: its stream is one tag.
+  holder_->fake_ = std::make_unique<FakeDataPort>(
+      EncodeDataReply(absl::StatusCode::kOk, 0, "") + std::string(kSealTagBytes, '\0'),
+      /*reset=*/false);
+  holder_->fake_key_ = kFakeKey;
+  auto pulled = Pull(ObjectId::FromRandom());
+  EXPECT_EQ(pulled.status().code(), absl::StatusCode::kDataLoss) << pulled.status();
+}
+
+TEST_F(ObjectTransferTest, AByteChangedOnTheWayFailsThePullAndLeavesNothing) {
+  std::string data((3 << 20) + 777, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 31 + i / 999);
+  const ObjectId id = a_.Put(data, "");
+  const size_t body = kDataReplyHeaderBytes;
+  // In the first chunk's bytes, in the middle chunk's tag, in the last chunk's last byte.
+  for (size_t flip_at : {body + 100, body + 2 * ((1 << 20) + kSealTagBytes) - 3,
+                         body + SealedSize(data.size()) - kSealTagBytes - 1}) {
+    holder_->relay_ = std::make_unique<RelayDataPort>(data_->port(), flip_at);
+    auto pulled = Pull(id);
+    EXPECT_EQ(pulled.status().code(), absl::StatusCode::kDataLoss) << flip_at << ": "
+                                                                   << pulled.status();
+    EXPECT_NE(pulled.status().message().find("the bytes did not come from the holder"),
+              std::string::npos)
+        << pulled.status();
+    ExpectNothingLeftIn(b_);
+    holder_->relay_.reset();  // joins the relay
+    WaitUntilTheHolderPinsNothing();
+  }
+  // The same relay, changing nothing past the stream's end, passes the copy whole.
+  holder_->relay_ = std::make_unique<RelayDataPort>(data_->port(), size_t{1} << 40);
+  auto pulled = Pull(id);
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_TRUE(b_.Read(id) == data);
+  holder_->relay_.reset();
+}
+
+TEST_F(ObjectTransferTest, AnOfferWithoutATransferKeyIsRefusedAndLeavesNothing) {
+  holder_->fake_ = std::make_unique<FakeDataPort>(
+      EncodeDataReply(absl::StatusCode::kOk, 10, "") + "0123456789", /*reset=*/false);
+  holder_->fake_key_.clear();
+  const ObjectId id = ObjectId::FromRandom();
+  auto pulled = Pull(id);
+  EXPECT_EQ(pulled.status(),
+            absl::FailedPreconditionError(absl::StrCat(
+                "fetching ", id.Hex(),
+                ": the holder's offer carries 0 bytes of transfer key, not 32 (an agent of an "
+                "older version?), so its bytes could not be authenticated; not copied")));
   ExpectNothingLeftIn(b_);
 }
 
