@@ -2,6 +2,7 @@
 // refuses (each a 400 from the server).
 #include "metrics/http_request.h"
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -91,6 +92,21 @@ TEST(HttpRequestTest, PercentDecodingTreatsPlusAsSpaceOnlyWhenAsked) {
   EXPECT_FALSE(PercentDecode("%", false).ok());
   EXPECT_FALSE(PercentDecode(std::string_view("a\0b", 3), false).ok());
   EXPECT_FALSE(ParseQueryString(std::string_view("a=\0", 3)).ok());
+}
+
+TEST(HttpRequestTest, HostHeadersSplitIntoALowerCaseHostAndAPort) {
+  const auto host = [](std::string_view value) {
+    absl::StatusOr<HostAndPort> parsed = ParseHostHeader(value);
+    return parsed.ok() ? absl::StrCat(parsed->host, "|", parsed->port) : std::string("error");
+  };
+  EXPECT_EQ(host("LocalHost:8265"), "localhost|8265");
+  EXPECT_EQ(host("127.0.0.1"), "127.0.0.1|-1");
+  EXPECT_EQ(host("[::1]:80"), "::1|80");
+  EXPECT_EQ(host("[::1]"), "::1|-1");
+  for (std::string_view bad : {"", ":80", "a:", "a:0", "a:65536", "a:8x", "[::1", "[::1]x", "a b",
+                               "a/b:1", "::1:80", "a:99999999999"}) {
+    EXPECT_EQ(host(bad), "error") << bad;
+  }
 }
 
 }  // namespace
