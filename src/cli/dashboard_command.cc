@@ -1,6 +1,7 @@
 // tessera dashboard [--open] [--state-dir DIR] [--address HOST:PORT] [--token-file FILE]
-// The head's dashboard for this user's browser, with no token in any URL: asks the head's HTTP
-// endpoint (with the cluster token) for a one-time login ticket, good for 60 s, and prints
+// The head's dashboard for this user's browser, with no token in any URL: asks the head, over
+// its mutually authenticated gRPC port (never the HTTP one, so the token goes to no process
+// that has not proved it holds it), for a one-time login ticket, good for 60 s, and prints
 //   http://127.0.0.1:8265/#login=<ticket>
 // The page spends the ticket for a session kept in its tab (docs/observability.md), and takes
 // the ticket out of the address. --open opens it in the browser ($BROWSER, else xdg-open)
@@ -17,14 +18,11 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "cli/cluster_args.h"
 #include "cli/commands.h"
 #include "client/cluster_client.h"
-#include "metrics/http_client.h"
 #include "process/private_paths.h"
 
 extern char** environ;
@@ -32,39 +30,18 @@ extern char** environ;
 namespace tessera::cli {
 namespace {
 
-constexpr absl::Duration kHttpTimeout = absl::Seconds(10);
-
 struct DashboardArgs {
   CommonClusterArgs common;
   bool open = false;
 };
 
-// The login URL: the head's HTTP address and a fresh ticket.
+// The login URL: the head's HTTP address and a fresh ticket, both from the head over its
+// mutually authenticated gRPC port (so the token is never sent to an HTTP port, whoever
+// listens there).
 absl::StatusOr<std::string> LoginUrl(client::ClusterClient& cluster) {
-  absl::StatusOr<tessera::v1::ClusterStatus> status = cluster.GetClusterStatus();
-  if (!status.ok()) return status.status();
-  const std::string& http = status->http_address();
-  if (http.empty()) {
-    return absl::FailedPreconditionError(
-        "the head serves no HTTP (it was started with --http-port -1)");
-  }
-  absl::StatusOr<metrics::HttpCallReply> reply =
-      metrics::HttpCall(http, "POST", "/api/v1/login-tickets",
-                        {{"Authorization", absl::StrCat("Bearer ", cluster.token())}}, kHttpTimeout);
-  if (!reply.ok()) {
-    return absl::Status(reply.status().code(),
-                        absl::StrCat("the head's HTTP endpoint: ", reply.status().message()));
-  }
-  if (reply->status != 200) {
-    return absl::PermissionDeniedError(absl::StrCat("the head refused a login ticket (HTTP ",
-                                                    reply->status, "): ",
-                                                    reply->body.substr(0, reply->body.find('\n'))));
-  }
-  const nlohmann::json answer = nlohmann::json::parse(reply->body, nullptr, false);
-  if (!answer.is_object() || !answer.contains("ticket") || !answer["ticket"].is_string()) {
-    return absl::InternalError("the head's login ticket answer is not {\"ticket\": ...}");
-  }
-  return absl::StrCat("http://", http, "/#login=", answer["ticket"].get<std::string>());
+  absl::StatusOr<tessera::v1::CreateDashboardLoginResponse> login = cluster.CreateDashboardLogin();
+  if (!login.ok()) return login.status();
+  return absl::StrCat("http://", login->http_address(), "/#login=", login->ticket());
 }
 
 // Opens `page` (a file path) with $BROWSER or xdg-open, and waits for the opener to return.

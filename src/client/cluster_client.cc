@@ -201,6 +201,14 @@ absl::StatusOr<tessera::v1::ClusterStatus> ClusterClient::GetClusterStatus() {
   return response;
 }
 
+absl::StatusOr<tessera::v1::CreateDashboardLoginResponse> ClusterClient::CreateDashboardLogin() {
+  tessera::v1::CreateDashboardLoginResponse response;
+  TESSERA_RETURN_IF_ERROR(Call(HeadPeer(), Retry::kNever, [&](grpc::ClientContext* c) {
+    return head_->CreateDashboardLogin(c, tessera::v1::CreateDashboardLoginRequest(), &response);
+  }));
+  return response;
+}
+
 absl::StatusOr<tessera::v1::ListEventsResponse> ClusterClient::ListEvents(int64_t after) {
   tessera::v1::ListEventsRequest request;
   request.set_after(after);

@@ -79,6 +79,9 @@ class ClusterClient {
   absl::StatusOr<tessera::v1::ListSlicesResponse> ListSlices();
   absl::StatusOr<tessera::v1::ListJobsResponse> ListJobs();
   absl::StatusOr<tessera::v1::ClusterStatus> GetClusterStatus();
+  // A one-time dashboard login ticket and the head's HTTP address (never retried: each call
+  // issues a ticket).
+  absl::StatusOr<tessera::v1::CreateDashboardLoginResponse> CreateDashboardLogin();
   // The head's events after sequence number `after`, oldest first (at most 1000).
   absl::StatusOr<tessera::v1::ListEventsResponse> ListEvents(int64_t after);
 

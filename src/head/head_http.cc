@@ -122,6 +122,7 @@ absl::StatusOr<std::unique_ptr<HeadHttp>> HeadHttp::Start(HeadHttpOptions option
   server.host = http->options_.host;
   server.port = http->options_.port;
   server.bearer_token = http->options_.bearer_token;
+  server.scrape_token = http->options_.scrape_token;
   http->sessions_ = std::make_shared<metrics::HttpSessions>();
   server.sessions = http->sessions_;
   server.release_memory_after_bytes = kReleaseMemoryAfterBytes;
@@ -141,21 +142,13 @@ absl::Status HeadHttp::AddRoutes() {
   HeadService* head = options_.service;
   train::JobManager* jobs = options_.jobs;
   metrics::HttpServer& server = *server_;
-  TESSERA_RETURN_IF_ERROR(server.Handle("/metrics", metrics::PrometheusMetricsHandler(*registry_)));
+  TESSERA_RETURN_IF_ERROR(server.Handle("/metrics", metrics::PrometheusMetricsHandler(*registry_),
+                                        {.access = metrics::HttpAccess::kMetrics}));
 
-  // The dashboard's login: a ticket for whoever holds the token (tessera dashboard), spent once
-  // by the page for a session.
+  // The dashboard's login: a ticket the head issues over gRPC to whoever proves the token
+  // (HeadService::CreateDashboardLogin, `tessera dashboard`), spent once by the page for a
+  // session.
   const std::shared_ptr<metrics::HttpSessions> sessions = sessions_;
-  TESSERA_RETURN_IF_ERROR(server.Handle(
-      "/api/v1/login-tickets",
-      [sessions](const HttpRequest&) {
-        absl::StatusOr<std::string> ticket = sessions->IssueTicket();
-        if (!ticket.ok()) return TextResponse(500, std::string(ticket.status().message()));
-        return JsonResponse(
-            Json{{"ticket", *ticket},
-                 {"expires_in_s", absl::ToInt64Seconds(sessions->options().ticket_lifetime)}});
-      },
-      {.access = metrics::HttpAccess::kToken, .allow_post = true}));
   TESSERA_RETURN_IF_ERROR(server.Handle(
       "/api/v1/sessions",
       [sessions](const HttpRequest& request) {

@@ -3,9 +3,9 @@
 //   /api/v1/...  its JSON (rpc/message_json.h: amounts in their units, states as words):
 //                cluster, nodes, nodes/<id>/telemetry, placement_groups, slices, actors, jobs,
 //                jobs/<id>/logs?rank=&offset=, events?after=
-//   POST /api/v1/login-tickets  (the token itself) a one-time login ticket, good for 60 s:
-//                {"ticket", "expires_in_s"}; `tessera dashboard` puts it in the URL it opens
-//   POST /api/v1/sessions  (header "X-Tessera-Login-Ticket: <ticket>") spends the ticket for a
+//   POST /api/v1/sessions  (header "X-Tessera-Login-Ticket: <ticket>") spends a one-time login
+//                ticket (issued over gRPC by HeadService::CreateDashboardLogin, good for 60 s,
+//                which `tessera dashboard` puts in the URL it opens) for a
 //                session, a bearer credential for everything but minting tickets, good for
 //                12 h: {"session", "expires_in_s"}; 403 for a ticket unknown, used or expired
 //   /metrics     Prometheus text format: the cluster as the head sees it (nodes by state, each
@@ -38,6 +38,7 @@ struct HeadHttpOptions {
   std::string host = "127.0.0.1";
   int port = 0;              // 0: an ephemeral port
   std::string bearer_token;  // the cluster token; "" asks for none (tests only)
+  std::string scrape_token;  // also opens /metrics (rpc::DeriveScrapeToken); "": none
   // The dashboard's static files; "" serves none (/ is then 404).
   std::string dashboard_dir;
   // Where the jobs' logs are (JobManagerOptions::jobs_dir).
@@ -54,6 +55,9 @@ class HeadHttp {
   static absl::StatusOr<std::unique_ptr<HeadHttp>> Start(HeadHttpOptions options);
   ~HeadHttp();
   int port() const { return server_->port(); }
+  // The sessions the dashboard logs in to; the head issues their tickets over gRPC
+  // (HeadService::CreateDashboardLogin).
+  const std::shared_ptr<metrics::HttpSessions>& sessions() const { return sessions_; }
   void Stop();
 
  private:

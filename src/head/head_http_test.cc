@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "head/head_server.h"
 #include "metrics/exposition_parser.h"
 #include "metrics/http_test_client.h"
+#include "rpc/token.h"
 #include "scheduling/scheduling_test_util.h"
 #include "wire/proto_convert.h"
 
@@ -234,15 +236,35 @@ TEST_F(HeadHttpTest, OnLoopbackTheTokenIsAskedForTooAndJobLogsAndAgentsStayPriva
   EXPECT_EQ(Get(http_, "/", "").status, 200);
 }
 
-TEST_F(HeadHttpTest, ALoginTicketFromTheTokenOpensOneSessionForTheDashboard) {
+// What Prometheus is given opens /metrics and nothing else: a scraper that sends it to a
+// process squatting a dead target's port gives away no job log and no address.
+TEST_F(HeadHttpTest, TheScrapeTokenOpensMetricsAloneAndIsKeptPrivate) {
   Start();
-  EXPECT_EQ(Send(http_, "POST", "/api/v1/login-tickets", "").status, 401);
-  const Reply minted = Send(http_, "POST", "/api/v1/login-tickets", head_->token());
-  ASSERT_EQ(minted.status, 200) << minted.body;
-  const Json ticket = Json::parse(minted.body);
-  EXPECT_EQ(ticket["expires_in_s"], 60);
-  const std::string header =
-      absl::StrCat("X-Tessera-Login-Ticket: ", ticket["ticket"].get<std::string>(), "\r\n");
+  const std::string path = dir_ + "/state/scrape-token";
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const std::string scrape = FirstLine(path);
+  ASSERT_EQ(scrape, *rpc::DeriveScrapeToken(head_->token()));
+  EXPECT_NE(scrape, head_->token());
+  EXPECT_EQ(Get(http_, "/metrics", scrape).status, 200);
+  for (const std::string target : {"/api/v1/nodes", "/api/v1/cluster", "/api/v1/jobs",
+                                   "/api/v1/jobs/x/logs"}) {
+    EXPECT_EQ(Get(http_, target, scrape).status, 401) << target;
+  }
+  EXPECT_EQ(Get(http_, "/metrics", "not-the-scrape-token").status, 401);
+}
+
+TEST_F(HeadHttpTest, ALoginTicketFromTheHeadsRpcOpensOneSessionForTheDashboard) {
+  Start();
+  // Tickets come only from the gRPC method (a caller that proved the token); no HTTP route
+  // mints them, so the token is never sent to an HTTP port.
+  EXPECT_EQ(Send(http_, "POST", "/api/v1/login-tickets", head_->token()).status, 405);
+  v1::CreateDashboardLoginResponse login;
+  ASSERT_TRUE(head_->service()->CreateDashboardLogin(nullptr, nullptr, &login).ok());
+  EXPECT_EQ(login.expires_in_s(), 60);
+  EXPECT_EQ(login.http_address(), http_);
+  const std::string header = absl::StrCat("X-Tessera-Login-Ticket: ", login.ticket(), "\r\n");
   const Reply opened = Send(http_, "POST", "/api/v1/sessions", "", header);
   ASSERT_EQ(opened.status, 200) << opened.body;
   const std::string session = Json::parse(opened.body)["session"];
@@ -254,7 +276,7 @@ TEST_F(HeadHttpTest, ALoginTicketFromTheTokenOpensOneSessionForTheDashboard) {
   // The session reads what the page reads, and mints nothing.
   EXPECT_EQ(Get(http_, "/api/v1/cluster", session).status, 200);
   EXPECT_EQ(Get(http_, "/api/v1/jobs/x/logs", session).status, 404);
-  EXPECT_EQ(Send(http_, "POST", "/api/v1/login-tickets", session).status, 401);
+  EXPECT_EQ(Send(http_, "POST", "/api/v1/login-tickets", session).status, 405);
   EXPECT_EQ(Send(http_, "PUT", "/api/v1/cluster", session).status, 405);
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "client/cluster_client.h"
 #include "head/head_service_internal.h"
 #include "head/node_agent_client.h"
@@ -73,6 +74,11 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
   auto token = rpc::ReadOrCreateTokenFile(options.state_dir + "/token");
   if (!token.ok()) return token.status();
   head->token_ = *token;
+  // What Prometheus is given instead of the token (docs/observability.md).
+  auto scrape_token = rpc::DeriveScrapeToken(head->token_);
+  if (!scrape_token.ok()) return scrape_token.status();
+  TESSERA_RETURN_IF_ERROR(
+      rpc::WriteTokenFile(options.state_dir + "/scrape-token", *scrape_token));
   if (options.redis_address.empty()) {
     head->store_ = std::make_unique<InMemoryStateStore>();
   } else {
@@ -160,6 +166,7 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
     // On loopback too: every local user reaches a loopback port, and only the cluster's user
     // reads the token file (and the job logs it would serve).
     http.bearer_token = head->token_;
+    TESSERA_ASSIGN_OR_RETURN(http.scrape_token, rpc::DeriveScrapeToken(head->token_));
     http.dashboard_dir = options.dashboard_dir.empty() ? FindDashboardDir()
                                                        : options.dashboard_dir;
     http.jobs_dir = options.state_dir + "/jobs";
@@ -174,7 +181,7 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
     }
     head->http_ = *std::move(started);
     head->http_address_ = rpc::JoinHostPort(DialableHost(options.bind), head->http_->port());
-    head->service_->set_http_address(head->http_address_);
+    head->service_->set_http(head->http_address_, head->http_->sessions());
   }
 
   head->ticker_ = std::thread([raw] { raw->HealthLoop(); });

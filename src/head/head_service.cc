@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "rpc/status_conversion.h"
 
 namespace tessera {
 
@@ -227,6 +228,21 @@ std::map<std::string, HeadService::MeasuredUse> HeadService::MeasureUse(
     }
   }
   return out;
+}
+
+grpc::Status HeadService::CreateDashboardLogin(grpc::ServerContext*,
+                                               const v1::CreateDashboardLoginRequest*,
+                                               v1::CreateDashboardLoginResponse* response) {
+  if (http_sessions_ == nullptr || http_address_.empty()) {
+    return rpc::ToGrpcStatus(
+        absl::FailedPreconditionError("this head serves no HTTP (started with --http-port -1)"));
+  }
+  absl::StatusOr<std::string> ticket = http_sessions_->IssueTicket();
+  if (!ticket.ok()) return rpc::ToGrpcStatus(ticket.status());
+  response->set_ticket(*std::move(ticket));
+  response->set_http_address(http_address_);
+  response->set_expires_in_s(absl::ToInt64Seconds(http_sessions_->options().ticket_lifetime));
+  return grpc::Status::OK;
 }
 
 grpc::Status HeadService::GetClusterStatus(grpc::ServerContext*, const v1::ListRequest*,

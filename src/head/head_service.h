@@ -55,6 +55,7 @@
 #include "head/state_store.h"
 #include "head/store_writer.h"
 #include "head/task_event_store.h"
+#include "metrics/http_sessions.h"
 #include "rpc/request_cache.h"
 #include "scheduling/task_scheduler.h"
 #include "tessera/v1/head.grpc.pb.h"
@@ -170,6 +171,9 @@ class HeadService final : public v1::Head::Service, private NodeListener {
                          v1::ListNodesResponse* response) override;
   grpc::Status GetClusterStatus(grpc::ServerContext*, const v1::ListRequest*,
                                 v1::ClusterStatus* response) override;
+  grpc::Status CreateDashboardLogin(grpc::ServerContext*,
+                                    const v1::CreateDashboardLoginRequest*,
+                                    v1::CreateDashboardLoginResponse* response) override;
   grpc::Status RecordJob(grpc::ServerContext*, const v1::RecordJobRequest* request,
                          v1::JobInfo* response) override;
   grpc::Status ListEvents(grpc::ServerContext*, const v1::ListEventsRequest* request,
@@ -211,8 +215,12 @@ class HeadService final : public v1::Head::Service, private NodeListener {
       ABSL_LOCKS_EXCLUDED(cluster_.mu);
   // The task runs drivers reported (timelines; /metrics counts them).
   const TaskEventStore& task_events() const { return task_events_; }
-  // Where the head serves HTTP (ClusterStatus.http_address); set once, before serving.
-  void set_http_address(std::string address) { http_address_ = std::move(address); }
+  // Where the head serves HTTP (ClusterStatus.http_address) and the sessions its dashboard
+  // logs in to (CreateDashboardLogin issues their tickets); set once, before serving.
+  void set_http(std::string address, std::shared_ptr<metrics::HttpSessions> sessions) {
+    http_address_ = std::move(address);
+    http_sessions_ = std::move(sessions);
+  }
 
  private:
   // Methods that run under the cluster lock name it as the managers do too (ClusterLock).
@@ -259,6 +267,7 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   DeviceHistory device_history_;
   TaskEventStore task_events_;
   std::string http_address_;
+  std::shared_ptr<metrics::HttpSessions> http_sessions_;
   StoreWriter writer_;
   WriterBackedStore actor_store_;  // the actor directory's writes, through writer_
   DriverTable drivers_;

@@ -160,12 +160,16 @@ absl::Status ValidateOptions(const HttpServerOptions& options) {
       options.write_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("read_timeout and write_timeout must be positive");
   }
-  for (char c : options.bearer_token) {
-    if (c <= 0x20 || c >= 0x7F) {
-      // Never the token itself: it is a secret.
-      return absl::InvalidArgumentError(
-          "bearer_token has a character an Authorization header cannot carry (visible ASCII "
-          "without spaces only)");
+  for (const auto& [name, token] : {std::pair<std::string_view, const std::string&>{
+                                        "bearer_token", options.bearer_token},
+                                    {"scrape_token", options.scrape_token}}) {
+    for (char c : token) {
+      if (c <= 0x20 || c >= 0x7F) {
+        // Never the token itself: it is a secret.
+        return absl::InvalidArgumentError(absl::StrCat(
+            ToAbsl(name), " has a character an Authorization header cannot carry (visible "
+            "ASCII without spaces only)"));
+      }
     }
   }
   return absl::OkStatus();
@@ -568,9 +572,13 @@ std::optional<HttpResponse> HttpServer::Loop::Check(uint64_t id, HttpRequest& re
       if (header->size() > kScheme.size() &&
           absl::EqualsIgnoreCase(ToAbsl(header->substr(0, kScheme.size())), ToAbsl(kScheme))) {
         const std::string_view credential = Trim(header->substr(kScheme.size()));
+        const bool session_may = access == HttpAccess::kCredential ||
+                                 access == HttpAccess::kMetrics;
         authorized = ConstantTimeEquals(credential, options_.bearer_token) ||
-                     (access == HttpAccess::kCredential && options_.sessions != nullptr &&
-                      options_.sessions->IsSession(credential));
+                     (session_may && options_.sessions != nullptr &&
+                      options_.sessions->IsSession(credential)) ||
+                     (access == HttpAccess::kMetrics && !options_.scrape_token.empty() &&
+                      ConstantTimeEquals(credential, options_.scrape_token));
       }
     }
     if (!authorized) {

@@ -90,6 +90,7 @@ using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 // What a route asks of a request before its handler runs.
 enum class HttpAccess {
   kCredential,  // the bearer token or a live session (when a token is set)
+  kMetrics,     // as kCredential, or the scrape token (HttpServerOptions::scrape_token)
   kToken,       // the bearer token itself (when a token is set): what mints login tickets
   kPublic,      // nothing (static files, which hold no secret; the ticket exchange)
 };
@@ -112,6 +113,9 @@ struct HttpServerOptions {
   // Where login tickets are redeemed: a live session is a credential as good as the token for
   // HttpAccess::kCredential routes. Null: the token only.
   std::shared_ptr<HttpSessions> sessions;
+  // When not empty, a bearer credential good for HttpAccess::kMetrics routes alone (what a
+  // scraper is given instead of the token: rpc::DeriveScrapeToken). Visible ASCII.
+  std::string scrape_token;
   // Host names (lower case, no port) the Host header may name besides those of the bound
   // address (see above).
   std::vector<std::string> allowed_host_names;

@@ -152,6 +152,7 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
     http.worker_threads = 2;
     // The token on loopback too: every local user reaches a loopback port.
     http.bearer_token = options.token;
+    TESSERA_ASSIGN_OR_RETURN(http.scrape_token, rpc::DeriveScrapeToken(options.token));
     auto started = metrics::HttpServer::Start(std::move(http));
     if (!started.ok()) {
       return absl::Status(started.status().code(),
@@ -160,7 +161,8 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
     }
     server->http_ = *std::move(started);
     TESSERA_RETURN_IF_ERROR(
-        server->http_->Handle("/metrics", metrics::PrometheusMetricsHandler(server->registry_)));
+        server->http_->Handle("/metrics", metrics::PrometheusMetricsHandler(server->registry_),
+                              {.access = metrics::HttpAccess::kMetrics}));
     server->http_address_ = rpc::JoinHostPort(AdvertisedHost(options.bind), server->http_->port());
   }
 

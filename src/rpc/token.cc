@@ -1,6 +1,8 @@
 #include "rpc/token.h"
 
 #include <fcntl.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "base/string_util.h"
 #include "process/private_paths.h"
@@ -114,6 +117,19 @@ bool TokensEqual(std::string_view a, std::string_view b) {
   // Keep the compiler from turning the loop into an early-exit memcmp.
   volatile unsigned char result = diff;
   return result == 0;
+}
+
+absl::StatusOr<std::string> DeriveScrapeToken(std::string_view token) {
+  static constexpr std::string_view kLabel = "tessera metrics scrape v1";
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
+           reinterpret_cast<const unsigned char*>(kLabel.data()), kLabel.size(), digest,
+           &length) == nullptr) {
+    return absl::InternalError("cannot derive the scrape token (HMAC-SHA256 failed)");
+  }
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(digest), length));
 }
 
 }  // namespace tessera::rpc

@@ -29,6 +29,13 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
 // Reads the token at `path` when the file exists, else generates one and writes it there.
 absl::StatusOr<std::string> ReadOrCreateTokenFile(const std::string& path);
 
+// The scrape token: 64 lowercase hex characters, HMAC-SHA256 of a fixed label keyed by the
+// cluster token. The HTTP endpoints take it for /metrics alone, so a scraper (Prometheus)
+// that sends it to whoever listens at a target's address (an agent that died, its port taken)
+// gives away the metrics, never the token or the job logs. The head keeps it in
+// <state>/scrape-token (0600). Internal when the hash fails.
+absl::StatusOr<std::string> DeriveScrapeToken(std::string_view token);
+
 // Compares in time that depends only on the lengths, never on where the first difference is.
 bool TokensEqual(std::string_view a, std::string_view b);
 

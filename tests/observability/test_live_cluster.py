@@ -3,7 +3,7 @@ v6e 4x4 slice) with a training gang running on the slice:
 - every HTTP endpoint (the head's and each agent's /metrics) is valid Prometheus text
   (`promtool check metrics`);
 - a real Prometheus (Debian's `prometheus`), configured only with the head's file_sd targets file
-  and the 0600 token file as its credentials (`authorization: credentials_file:`), scrapes the
+  and the 0600 scrape-token file as its credentials (`authorization: credentials_file:`), scrapes the
   head and every agent, and its HTTP API answers the expected series;
 - the dashboard in headless Chromium shows the nodes, the slice's holder and the gang, with no
   console error, and updates when a job starts; a screenshot of each page is written; the URL
@@ -132,7 +132,7 @@ def test_a_real_prometheus_scrapes_the_cluster_through_the_targets_file(cluster,
             file_sd_configs:
               - files: ["{cluster['state']}/prometheus/targets.json"]
             authorization:
-              credentials_file: "{cluster['state']}/token"
+              credentials_file: "{cluster['state']}/scrape-token"
     """))
     port = free_port()
     log = open(tmp_path / "prometheus.log", "w")
