@@ -23,6 +23,7 @@
 #include "base/string_util.h"
 #include "gtest/gtest.h"
 #include "hardware/node_label_keys.h"
+#include "head/failing_state_store.h"
 #include "head/head_service_test_util.h"
 #include "head/request_limits.h"
 #include "rpc/state_names.h"
@@ -2305,23 +2306,6 @@ TEST_F(HeadRestartTest, AnUnreadableRecordStopsTheRestoreNamingIt) {
       << restored;
 }
 
-// A store that is down on demand: writes and pings fail (reads still answer).
-class FailingStore : public InMemoryStateStore {
- public:
-  absl::Status Put(std::string_view table, std::string_view key, std::string_view value) override {
-    if (fail) return absl::UnavailableError("redis at unix:/x: HSET: connection refused");
-    return InMemoryStateStore::Put(table, key, value);
-  }
-  absl::StatusOr<bool> Delete(std::string_view table, std::string_view key) override {
-    if (fail) return absl::UnavailableError("redis at unix:/x: HDEL: connection refused");
-    return InMemoryStateStore::Delete(table, key);
-  }
-  absl::Status Ping() const override {
-    if (fail) return absl::UnavailableError("redis at unix:/x: PING: connection refused");
-    return absl::OkStatus();
-  }
-  std::atomic<bool> fail = false;
-};
 
 bool AnyEvent(const v1::ClusterStatus& status, std::string_view text) {
   return std::any_of(status.events().begin(), status.events().end(), [&](const std::string& event) {
@@ -2330,7 +2314,7 @@ bool AnyEvent(const v1::ClusterStatus& status, std::string_view text) {
 }
 
 TEST_F(HeadServiceTest, WithTheStoreDownNothingIsAcknowledgedAndNothingChanges) {
-  FailingStore failing;
+  FailingStateStore failing;
   HeadServiceOptions options = Options();
   options.store = &failing;
   head_ = std::make_unique<HeadService>(options);
@@ -2397,7 +2381,7 @@ TEST_F(HeadServiceTest, WithTheStoreDownNothingIsAcknowledgedAndNothingChanges) 
 }
 
 TEST_F(HeadServiceTest, TheHeadsOwnWritesAreKeptWhileTheStoreIsDownAndMadeOnceItIsBack) {
-  FailingStore failing;
+  FailingStateStore failing;
   HeadServiceOptions options = Options();
   options.store = &failing;
   head_ = std::make_unique<HeadService>(options);

@@ -7,29 +7,15 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "head/failing_state_store.h"
 #include "metrics/metric_registry.h"
 
 namespace tessera {
 namespace {
 
-class FlakyStore : public InMemoryStateStore {
- public:
-  absl::Status Put(std::string_view table, std::string_view key, std::string_view value) override {
-    if (down) return absl::UnavailableError("connection refused");
-    return InMemoryStateStore::Put(table, key, value);
-  }
-  absl::StatusOr<bool> Delete(std::string_view table, std::string_view key) override {
-    if (down) return absl::UnavailableError("connection refused");
-    return InMemoryStateStore::Delete(table, key);
-  }
-  absl::Status Ping() const override {
-    return down ? absl::UnavailableError("connection refused") : absl::OkStatus();
-  }
-  std::atomic<bool> down = false;
-};
 
 TEST(StoreWriterTest, TheHeadsOwnWritesWaitForTheStoreAndLandAsTheirLatestValue) {
-  FlakyStore store;
+  FailingStateStore store;
   EventLog events(100);
   metrics::MetricRegistry registry;
   absl::StatusOr<StateStoreMetrics> metrics = StateStoreMetrics::Register(registry);
@@ -38,7 +24,7 @@ TEST(StoreWriterTest, TheHeadsOwnWritesWaitForTheStoreAndLandAsTheirLatestValue)
   ASSERT_TRUE(writer.Write("t", "gone", "x").ok());
   ASSERT_TRUE(writer.Writable().ok());
 
-  store.down = true;
+  store.fail = true;
   writer.Put("t", "a", "1");  // finds it down
   EXPECT_TRUE(writer.health().degraded);
   writer.Put("t", "a", "2");
@@ -47,8 +33,8 @@ TEST(StoreWriterTest, TheHeadsOwnWritesWaitForTheStoreAndLandAsTheirLatestValue)
   const absl::Status refused = writer.Write("t", "c", "1");
   EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(refused.message(),
-            "state store unavailable: could not write t/a: connection refused; nothing was "
-            "changed");
+            "state store unavailable: could not write t/a: redis at unix:/x: HSET: connection "
+            "refused; nothing was changed");
   EXPECT_EQ(writer.Erase("t", "gone").status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(writer.health().pending, 3u);
   EXPECT_EQ(writer.health().failed, 1u);  // refusals are not failed writes
@@ -59,7 +45,7 @@ TEST(StoreWriterTest, TheHeadsOwnWritesWaitForTheStoreAndLandAsTheirLatestValue)
   EXPECT_TRUE(writer.health().degraded);
   EXPECT_FALSE(store.Get("t", "a")->has_value());
 
-  store.down = false;
+  store.fail = false;
   writer.CheckHealth();
   EXPECT_FALSE(writer.health().degraded);
   EXPECT_EQ(**store.Get("t", "a"), "2");
@@ -78,17 +64,17 @@ TEST(StoreWriterTest, TheHeadsOwnWritesWaitForTheStoreAndLandAsTheirLatestValue)
 }
 
 TEST(StoreWriterTest, AFailedPingDegradesAHealthyStore) {
-  FlakyStore store;
+  FailingStateStore store;
   EventLog events(100);
   StoreWriter writer(&store, &events);
   writer.MaybeCheckHealth(absl::UnixEpoch(), absl::Seconds(1));
   EXPECT_FALSE(writer.health().degraded);
-  store.down = true;
+  store.fail = true;
   writer.MaybeCheckHealth(absl::UnixEpoch() + absl::Milliseconds(500), absl::Seconds(1));
   EXPECT_FALSE(writer.health().degraded);  // not due yet
   writer.MaybeCheckHealth(absl::UnixEpoch() + absl::Seconds(1), absl::Seconds(1));
   EXPECT_TRUE(writer.health().degraded);
-  EXPECT_EQ(writer.health().cause, "does not answer: connection refused");
+  EXPECT_EQ(writer.health().cause, "does not answer: redis at unix:/x: PING: connection refused");
   EXPECT_EQ(writer.Writable().code(), absl::StatusCode::kUnavailable);
 }
 

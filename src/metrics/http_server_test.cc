@@ -126,6 +126,16 @@ HttpHandler Text(std::string body) {
   return [body](const HttpRequest&) { return TextResponse(200, body); };
 }
 
+// Answers "done" once `release` is notified, after notifying `entered` (the first time): a
+// handler that holds its worker for as long as the test wants.
+HttpHandler HeldUntil(absl::Notification& entered, absl::Notification& release) {
+  return [&entered, &release](const HttpRequest&) {
+    if (!entered.HasBeenNotified()) entered.Notify();
+    release.WaitForNotification();
+    return TextResponse(200, "done");
+  };
+}
+
 class HttpServerTest : public ::testing::Test {
  protected:
   void StartServer(HttpServerOptions options = {}) {
@@ -372,14 +382,7 @@ TEST_F(HttpServerTest, PastTheQueueANewConnectionIsToldTheServerIsBusy) {
   StartServer({.worker_threads = 1, .max_queued_requests = 1});
   absl::Notification entered;
   absl::Notification release;
-  ASSERT_TRUE(server_
-                  ->Handle("/slow",
-                           [&](const HttpRequest&) {
-                             if (!entered.HasBeenNotified()) entered.Notify();
-                             release.WaitForNotification();
-                             return TextResponse(200, "done");
-                           })
-                  .ok());
+  ASSERT_TRUE(server_->Handle("/slow", HeldUntil(entered, release)).ok());
   Reply first;
   std::thread holder([&] { first = Get(port_, "/slow"); });
   entered.WaitForNotification();  // the only worker is busy
@@ -562,14 +565,7 @@ TEST_F(HttpServerTest, PastItsConnectionLimitASlowConnectionMakesRoomElseTheClie
   absl::Notification entered;
   absl::Notification release;
   ASSERT_TRUE(server_->Handle("/x", Text("x")).ok());
-  ASSERT_TRUE(server_
-                  ->Handle("/slow",
-                           [&](const HttpRequest&) {
-                             if (!entered.HasBeenNotified()) entered.Notify();
-                             release.WaitForNotification();
-                             return TextResponse(200, "done");
-                           })
-                  .ok());
+  ASSERT_TRUE(server_->Handle("/slow", HeldUntil(entered, release)).ok());
   const int idle = Connect(port_);
   ASSERT_GE(idle, 0);
   Reply first;
