@@ -17,8 +17,9 @@
 //   worker from the agent (prestarted_workers = 0), so both ways compare in one run. With
 //   --tessera=PATH the agents use their default (the launcher beside PATH).
 // - Anchors measured in the same run, to read the figures against this machine: a unary gRPC
-//   round trip on loopback to a handler that does nothing (a bare grpc::Server, and an
-//   rpc::RpcServer with the token check that every Tessera service has); fork+exec+wait of
+//   round trip on loopback to a handler that does nothing (a bare grpc::Server over plaintext,
+//   and an rpc::RpcServer over the mutual TLS from the token that every Tessera connection
+//   has, through rpc::MakeChannel); fork+exec+wait of
 //   /bin/true from this process (as the agent forks workers), posix_spawn+wait of the same, and
 //   ProcessSupervisor::Start of it until its exit is reported.
 //
@@ -104,11 +105,11 @@ class EmptyKvService final : public v1::Head::Service {
 struct AnchorServers {
   std::string token = "bench-token";
   EmptyKvService bare_service;
-  EmptyKvService token_service;
+  EmptyKvService tls_service;
   std::unique_ptr<grpc::Server> bare;
-  std::unique_ptr<rpc::RpcServer> with_token;
+  std::unique_ptr<rpc::RpcServer> with_tls;
   std::unique_ptr<v1::Head::Stub> bare_stub;
-  std::unique_ptr<v1::Head::Stub> token_stub;
+  std::unique_ptr<v1::Head::Stub> tls_stub;
 };
 AnchorServers* anchors = nullptr;
 
@@ -126,10 +127,10 @@ AnchorServers* Anchors() {
                                                       grpc::InsecureChannelCredentials()));
   rpc::ServerOptions options;
   options.token = a->token;
-  auto server = rpc::RpcServer::Start(options, {&a->token_service});
+  auto server = rpc::RpcServer::Start(options, {&a->tls_service});
   if (!server.ok()) return nullptr;
-  a->with_token = std::move(*server);
-  a->token_stub = v1::Head::NewStub(rpc::MakeChannel(a->with_token->address(), a->token));
+  a->with_tls = std::move(*server);
+  a->tls_stub = v1::Head::NewStub(rpc::MakeChannel(a->with_tls->address(), a->token));
   anchors = a.release();
   return anchors;
 }
@@ -150,7 +151,7 @@ void BM_AnchorGrpcUnaryBare(benchmark::State& state) {
 }
 BENCHMARK(BM_AnchorGrpcUnaryBare)->Threads(1)->Threads(4)->UseRealTime();
 
-void BM_AnchorGrpcUnaryToken(benchmark::State& state) {
+void BM_AnchorGrpcUnaryMutualTls(benchmark::State& state) {
   AnchorServers* a = Anchors();
   if (a == nullptr) return state.SkipWithError("anchor servers did not start");
   v1::KvGetRequest request;
@@ -158,12 +159,12 @@ void BM_AnchorGrpcUnaryToken(benchmark::State& state) {
   int64_t errors = 0;
   for (auto _ : state) {
     auto context = rpc::MakeClientContext(kCallTimeout);
-    if (!a->token_stub->KvGet(context.get(), request, &response).ok()) ++errors;
+    if (!a->tls_stub->KvGet(context.get(), request, &response).ok()) ++errors;
   }
   state.SetItemsProcessed(state.iterations());
   state.counters["errors"] = static_cast<double>(errors);
 }
-BENCHMARK(BM_AnchorGrpcUnaryToken)->Threads(1)->Threads(4)->UseRealTime();
+BENCHMARK(BM_AnchorGrpcUnaryMutualTls)->Threads(1)->Threads(4)->UseRealTime();
 
 // fork + execv("/bin/true") + waitpid, from this (multi-threaded, gRPC-linked) process, as the
 // agent forks its workers.
@@ -678,7 +679,7 @@ void TearDownAll() {
   }
   if (anchors != nullptr) {
     anchors->bare->Shutdown();
-    anchors->with_token->Shutdown();
+    anchors->with_tls->Shutdown();
     delete anchors;
     anchors = nullptr;
   }
