@@ -11,6 +11,16 @@ std::string_view Trim(std::string_view s) {
   return ToStd(absl::StripAsciiWhitespace(ToAbsl(s)));
 }
 
+bool ConstantTimeEquals(std::string_view given, std::string_view secret) {
+  unsigned char difference = given.size() == secret.size() ? 0 : 1;
+  for (size_t i = 0; i < secret.size(); ++i) {
+    difference |= static_cast<unsigned char>((i < given.size() ? given[i] : 0) ^ secret[i]);
+  }
+  // Keep the compiler from turning the loop into an early-exit comparison.
+  volatile unsigned char result = difference;
+  return result == 0;
+}
+
 absl::StatusOr<std::vector<Piece>> SplitOutsideParentheses(std::string_view s, char separator) {
   std::vector<Piece> pieces;
   int depth = 0;

@@ -21,6 +21,10 @@ inline std::string_view ToStd(absl::string_view s) { return std::string_view(s.d
 // Removes ASCII whitespace at both ends.
 std::string_view Trim(std::string_view s);
 
+// Whether `given` equals `secret`, in time that depends only on the lengths, never on where the
+// first difference is (tokens, tickets, sessions).
+bool ConstantTimeEquals(std::string_view given, std::string_view secret);
+
 // A piece of a split string and the 0-based column where it starts in the original text.
 struct Piece {
   std::string_view text;

@@ -5,6 +5,14 @@
 namespace tessera {
 namespace {
 
+TEST(ConstantTimeEqualsTest, CompareIsExact) {
+  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abcd"));
+  EXPECT_FALSE(ConstantTimeEquals("", "a"));
+  EXPECT_TRUE(ConstantTimeEquals("", ""));
+}
+
 TEST(TrimTest, RemovesSurroundingWhitespaceOnly) {
   EXPECT_EQ(Trim("  a b \t\n"), "a b");
   EXPECT_EQ(Trim(""), "");

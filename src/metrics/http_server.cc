@@ -62,18 +62,6 @@ std::string_view ReasonPhrase(int status) {
   }
 }
 
-// Takes as long for any `given` of a length: the loop runs over `expected` and never exits early.
-bool ConstantTimeEquals(std::string_view given, std::string_view expected) {
-  unsigned char difference = given.size() == expected.size() ? 0 : 1;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const char g = i < given.size() ? given[i] : 0;
-    difference |= static_cast<unsigned char>(g ^ expected[i]);
-  }
-  // Keep the compiler from turning the loop into an early-exit comparison.
-  volatile unsigned char result = difference;
-  return result == 0;
-}
-
 bool IsHeaderNameChar(char c) {
   return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
          std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;

@@ -5,6 +5,7 @@
 #include <cerrno>
 
 #include "absl/time/clock.h"
+#include "base/string_util.h"
 
 namespace tessera::metrics {
 namespace {
@@ -28,16 +29,6 @@ absl::StatusOr<std::string> RandomHex() {
     out += kHex[b & 15];
   }
   return out;
-}
-
-// Time depends on the lengths only.
-bool SameSecret(std::string_view given, std::string_view secret) {
-  unsigned char difference = given.size() == secret.size() ? 0 : 1;
-  for (size_t i = 0; i < secret.size(); ++i) {
-    difference |= static_cast<unsigned char>((i < given.size() ? given[i] : 0) ^ secret[i]);
-  }
-  volatile unsigned char result = difference;
-  return result == 0;
 }
 
 template <typename Entries>
@@ -66,7 +57,7 @@ absl::StatusOr<std::string> HttpSessions::Redeem(std::string_view ticket) {
     // Every ticket is compared, whichever matches.
     size_t found = tickets_.size();
     for (size_t i = 0; i < tickets_.size(); ++i) {
-      if (SameSecret(ticket, tickets_[i].secret)) found = i;
+      if (ConstantTimeEquals(ticket, tickets_[i].secret)) found = i;
     }
     if (found == tickets_.size()) {
       return absl::PermissionDeniedError("the login ticket is unknown, used or expired");
@@ -87,7 +78,7 @@ bool HttpSessions::IsSession(std::string_view credential) const {
   absl::MutexLock lock(&mu_);
   bool found = false;
   for (const Entry& entry : sessions_) {
-    found = (SameSecret(credential, entry.secret) && entry.expires > now) || found;
+    found = (ConstantTimeEquals(credential, entry.secret) && entry.expires > now) || found;
   }
   return found;
 }

@@ -107,18 +107,6 @@ absl::StatusOr<std::string> ReadOrCreateTokenFile(const std::string& path) {
   return token;
 }
 
-bool TokensEqual(std::string_view a, std::string_view b) {
-  // Length is not secret (every token is 64 hex characters); the contents are.
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  }
-  // Keep the compiler from turning the loop into an early-exit memcmp.
-  volatile unsigned char result = diff;
-  return result == 0;
-}
-
 absl::StatusOr<std::string> DeriveScrapeToken(std::string_view token) {
   static constexpr std::string_view kLabel = "tessera metrics scrape v1";
   unsigned char digest[EVP_MAX_MD_SIZE];

@@ -1,5 +1,6 @@
 // The cluster token: 32 random bytes from /dev/urandom, hex encoded, kept in a 0600 file in the
-// state folder (docs/cluster-runtime.md). Every call carries it; servers compare in constant time.
+// state folder (docs/cluster-runtime.md). It never travels: both ends of every connection prove
+// they hold it (rpc/cluster_identity.h).
 #pragma once
 
 #include <string>
@@ -36,7 +37,5 @@ absl::StatusOr<std::string> ReadOrCreateTokenFile(const std::string& path);
 // <state>/scrape-token (0600). Internal when the hash fails.
 absl::StatusOr<std::string> DeriveScrapeToken(std::string_view token);
 
-// Compares in time that depends only on the lengths, never on where the first difference is.
-bool TokensEqual(std::string_view a, std::string_view b);
 
 }  // namespace tessera::rpc

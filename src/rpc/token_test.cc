@@ -36,14 +36,6 @@ TEST(TokenTest, GeneratesDistinctHexTokens) {
   for (char c : *a) EXPECT_TRUE((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')) << c;
 }
 
-TEST(TokenTest, CompareIsExact) {
-  EXPECT_TRUE(TokensEqual("abc", "abc"));
-  EXPECT_FALSE(TokensEqual("abc", "abd"));
-  EXPECT_FALSE(TokensEqual("abc", "abcd"));
-  EXPECT_FALSE(TokensEqual("", "a"));
-  EXPECT_TRUE(TokensEqual("", ""));
-}
-
 TEST_F(TokenFileTest, WritesMode0600AndReadsBack) {
   std::string path = Path("token");
   ASSERT_TRUE(WriteTokenFile(path, "deadbeef").ok());
