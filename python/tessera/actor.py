@@ -20,7 +20,7 @@ import threading
 from typing import Any, Callable, Dict, Optional
 
 from tessera import _core
-from tessera._private import arguments, options as option_checks, worker
+from tessera._private import arguments, options as option_checks, signature, worker
 from tessera.remote_function import _CodeCache, put_serialized
 
 # Methods every actor has, as in Ray.
@@ -74,11 +74,16 @@ def _end_after(ref: "_core.ObjectRef", actor_id: str) -> None:
 class ActorMethod:
     """`handle.name`: `.remote(*args, **kwargs)` calls it on the actor."""
 
-    def __init__(self, handle: "ActorHandle", name: str) -> None:
+    def __init__(self, handle: "ActorHandle", name: str,
+                 check: Optional[signature.CallCheck] = None) -> None:
         self._handle = handle
         self._name = name
+        self._check = check
 
     def remote(self, *args: Any, **kwargs: Any) -> "_core.ObjectRef":
+        # Arguments that do not bind to the method's signature: TypeError, nothing submitted.
+        if self._check is not None:
+            self._check(args, kwargs)
         call = arguments.encode(args, kwargs, put_serialized)
         try:
             self._handle._attach()
@@ -106,11 +111,14 @@ class ActorHandle:
 
     def __init__(self, actor_id: str, class_name: str, methods: Optional[set],
                  name: str = "", owned: bool = False, detached: bool = False,
-                 owner_address: str = "") -> None:
+                 owner_address: str = "",
+                 method_checks: Optional[Dict[str, signature.CallCheck]] = None) -> None:
         self._actor_id = actor_id
         self._class_name = class_name
         # None: not known here (found by name), any attribute is taken for a method.
         self._methods = methods
+        # The methods' signatures, taken once per class (none for a handle made elsewhere).
+        self._method_checks = method_checks or {}
         self._name = name
         self._owned = owned
         self._detached = detached
@@ -129,7 +137,7 @@ class ActorHandle:
             return ActorMethod(self, _TERMINATE)
         if self._methods is not None and item not in self._methods:
             raise AttributeError(f"'{self._class_name}' actor has no method '{item}'")
-        return ActorMethod(self, item)
+        return ActorMethod(self, item, self._method_checks.get(item))
 
     def _attach(self) -> None:
         # A handle from another process: the core finds where the actor runs (again after a
@@ -179,13 +187,22 @@ def _rebuild_handle(actor_id: str, class_name: str, methods: Optional[list], nam
 class ActorClass:
     """A class whose instances run as actors on the cluster."""
 
-    def __init__(self, cls: type, options: Dict[str, Any], code: Optional[_CodeCache] = None):
+    def __init__(self, cls: type, options: Dict[str, Any], code: Optional[_CodeCache] = None,
+                 shared: Optional["ActorClass"] = None):
         self._cls = cls
         self._options = dict(options)
         self._async = _has_async_methods(cls)
         self._core_options = option_checks.actor_core_options(self._options, self._async)
-        self._methods = {name for name, _ in inspect.getmembers(cls, callable)
-                         if not name.startswith("__") or name in ("__call__",)}
+        if shared is not None:  # a copy .options() made: the class's methods are the same
+            self._methods = shared._methods
+            self._constructor_check = shared._constructor_check
+            self._method_checks = shared._method_checks
+        else:
+            self._methods = {name for name, _ in inspect.getmembers(cls, callable)
+                             if not name.startswith("__") or name in ("__call__",)}
+            # Signatures taken once per class: calls are checked when made, as Ray does.
+            self._constructor_check = signature.for_constructor(cls)
+            self._method_checks = signature.for_methods(cls, self._methods)
         self._code = code or _CodeCache(cls, f"actor class {cls.__name__}")
         self.__name__ = cls.__name__
         self.__doc__ = cls.__doc__
@@ -195,7 +212,9 @@ class ActorClass:
                         f"'{self._cls.__name__}()', use '{self._cls.__name__}.remote()'.")
 
     def remote(self, *args: Any, **kwargs: Any) -> ActorHandle:
-        """Starts the actor (its constructor runs on its worker); its handle."""
+        """Starts the actor (its constructor runs on its worker); its handle. Arguments that do
+        not bind to the constructor's signature raise TypeError here, and nothing starts."""
+        self._constructor_check(args, kwargs)
         worker.auto_init()
         core = self._core_options
         if core.get("detached") and not core.get("name"):
@@ -218,13 +237,14 @@ class ActorClass:
             worker.raise_core_error(e)
         return ActorHandle(actor_id, self._cls.__name__, self._methods, core.get("name") or "",
                            owned=True, detached=bool(core.get("detached")),
-                           owner_address=_core.owner_address())
+                           owner_address=_core.owner_address(),
+                           method_checks=self._method_checks)
 
     def options(self, **options: Any) -> "ActorClass":
         option_checks.validate_actor_options(options, in_options=True)
         merged = dict(self._options)
         merged.update(options)
-        return ActorClass(self._cls, merged, self._code)
+        return ActorClass(self._cls, merged, self._code, self)
 
     def __reduce__(self):
         # As RemoteFunction's: by state, without this process's code cache.

@@ -17,7 +17,7 @@ import threading
 from typing import Any, Callable, Dict, Optional
 
 from tessera import _core
-from tessera._private import arguments, options as option_checks, serialization, worker
+from tessera._private import arguments, options as option_checks, serialization, signature, worker
 
 # Ray refuses functions whose pickle is larger than this (FUNCTION_SIZE_ERROR_THRESHOLD).
 FUNCTION_SIZE_ERROR_THRESHOLD = 10**8
@@ -71,8 +71,11 @@ class RemoteFunction:
     """A function that runs as a task on the cluster."""
 
     def __init__(self, function: Callable, options: Dict[str, Any],
-                 code: Optional[_CodeCache] = None) -> None:
+                 code: Optional[_CodeCache] = None,
+                 check: Optional[signature.CallCheck] = None) -> None:
         self._function = function
+        # Its signature, taken once (shared by the copies .options() makes).
+        self._check = check or signature.for_function(function)
         self._options = dict(options)
         self._core_options = option_checks.task_core_options(self._options)
         # The worker matches a raised exception against these names (its class or a base).
@@ -87,7 +90,9 @@ class RemoteFunction:
                         f"'{self._name}()', try '{self._name}.remote()'.")
 
     def remote(self, *args: Any, **kwargs: Any) -> "_core.ObjectRef":
-        """Submits the task; the ObjectRef of its return value."""
+        """Submits the task; the ObjectRef of its return value. Arguments that do not bind to
+        the function's signature raise TypeError here, and nothing is submitted."""
+        self._check(args, kwargs)
         worker.auto_init()
         call = arguments.encode(args, kwargs, put_serialized)
         try:
@@ -101,7 +106,7 @@ class RemoteFunction:
         option_checks.validate_task_options(options, in_options=True)
         merged = dict(self._options)
         merged.update(options)
-        return RemoteFunction(self._function, merged, self._code)
+        return RemoteFunction(self._function, merged, self._code, self._check)
 
     def __reduce__(self):
         # By state, not by constructor arguments: a function that calls itself (its closure

@@ -53,6 +53,50 @@ def test_instantiating_an_actor_class_directly_is_a_type_error(cluster):
         Counter()
 
 
+def test_wrong_constructor_arguments_are_a_type_error_at_the_call(cluster, monkeypatch):
+    def created(*args, **kwargs):
+        raise AssertionError("_core.create_actor was called")
+
+    monkeypatch.setattr(tessera._core, "create_actor", created)
+    with pytest.raises(TypeError, match="^too many positional arguments$"):
+        Counter.remote(1, 2)
+    with pytest.raises(TypeError, match="^got an unexpected keyword argument 'begin'$"):
+        Counter.options(name="never").remote(begin=3)
+
+
+def test_wrong_method_arguments_are_a_type_error_at_the_call(cluster, monkeypatch):
+    @tessera.remote
+    class Methods:
+        def pair(self, a, b):
+            return a, b
+
+        @staticmethod
+        def static(a):
+            return a
+
+        @classmethod
+        def klass(cls, a):
+            return a
+
+    handle = Methods.remote()
+    assert tessera.get(handle.pair.remote(1, b=2)) == (1, 2)
+    assert tessera.get(handle.static.remote(3)) == 3
+    assert tessera.get(handle.klass.remote(4)) == 4
+
+    def submitted(*args, **kwargs):
+        raise AssertionError("_core.submit_actor_task was called")
+
+    monkeypatch.setattr(tessera._core, "submit_actor_task", submitted)
+    with pytest.raises(TypeError, match="^missing a required argument: 'b'$"):
+        handle.pair.remote(1)
+    with pytest.raises(TypeError, match="^too many positional arguments$"):
+        handle.pair.remote(1, 2, 3)
+    with pytest.raises(TypeError, match="^too many positional arguments$"):
+        handle.static.remote(1, 2)
+    with pytest.raises(TypeError, match="^missing a required argument: 'a'$"):
+        handle.klass.remote()
+
+
 def test_a_killed_actor_without_restarts_is_dead_with_its_cause(cluster):
     counter = Counter.remote()
     tessera.get(counter.add.remote())

@@ -349,3 +349,40 @@ def test_strategies_compare_by_fields_and_repr():
         "NodeAffinitySchedulingStrategy(node_id='ab', soft=False, "
         "_spill_on_unavailable=False, _fail_on_unavailable=False)"
     )
+
+
+# --- calls checked when made (tessera._private.signature) --------------------------------------
+
+
+def test_call_checks_decide_as_signature_bind_does():
+    # The precomputed check never lets through a call that bind refuses, and refuses with bind's
+    # own message.
+    import inspect
+    import itertools
+
+    from tessera._private.signature import CallCheck
+
+    sources = ["def f(a, b=0, *, c=0): pass", "def f(a, /, b, *args, c, d=1, **kw): pass",
+               "def f(*args, **kw): pass", "def f(a, /, b=2): pass", "def f(a, /, **kw): pass",
+               "def f(*, x): pass", "def f(): pass", "def f(a, b, *args): pass",
+               "def f(a, b=1, **kw): pass"]
+    names = ["a", "b", "c", "d", "x", "kw", "args"]
+    for source in sources:
+        scope = {}
+        exec(source, scope)
+        signature = inspect.signature(scope["f"])
+        check = CallCheck(signature)
+        for count in range(5):
+            for keys in itertools.chain.from_iterable(
+                    itertools.combinations(names, r) for r in range(4)):
+                args, kwargs = tuple(range(count)), dict.fromkeys(keys, 1)
+                try:
+                    signature.bind(*args, **kwargs)
+                    expected = None
+                except TypeError as e:
+                    expected = str(e)
+                if expected is None:
+                    check(args, kwargs)
+                else:
+                    with pytest.raises(TypeError, match="^" + re.escape(expected) + "$"):
+                        check(args, kwargs)

@@ -92,6 +92,38 @@ def test_calling_a_remote_function_directly_is_a_type_error(cluster):
         square(1)
 
 
+def _nothing_submitted(monkeypatch, *names):
+    """Makes the core's submit calls `names` fail the test if reached."""
+    for name in names:
+        def submitted(*args, _name=name, **kwargs):
+            raise AssertionError(f"_core.{_name} was called")
+        monkeypatch.setattr(tessera._core, name, submitted)
+
+
+def test_wrong_arguments_are_a_type_error_at_the_call(cluster, monkeypatch):
+    # Python's own binding message, as Ray raises it, before anything is submitted.
+    _nothing_submitted(monkeypatch, "submit_task")
+    with pytest.raises(TypeError, match="^missing a required argument: 'a'$"):
+        add.remote()
+    with pytest.raises(TypeError, match="^too many positional arguments$"):
+        add.remote(1, 2, 3)
+    with pytest.raises(TypeError, match="^got an unexpected keyword argument 'd'$"):
+        add.remote(1, d=4)
+    with pytest.raises(TypeError, match="^multiple values for argument 'a'$"):
+        add.remote(1, a=2)
+    with pytest.raises(TypeError, match="^too many positional arguments$"):
+        square.options(name="sq").remote(1, 2)
+
+
+def test_calls_that_bind_are_submitted(cluster):
+    @tessera.remote
+    def anything(*args, **kwargs):
+        return len(args), sorted(kwargs)
+
+    assert tessera.get(anything.remote(1, 2, x=3)) == (2, ["x"])
+    assert tessera.get(add.remote(1, c=2)) == 3
+
+
 def test_options_override_the_decorator(cluster):
     assert tessera.get(square.options(num_cpus=2, max_retries=0).remote(4)) == 16
     with pytest.raises(ValueError, match="Invalid option keyword bogus"):
