@@ -1,6 +1,7 @@
 #include "node/working_dir.h"
 
 #include <fcntl.h>
+#include <openssl/sha.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "base/file_read.h"
 #include "base/status_macros.h"
@@ -23,6 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kCompleteMarker[] = ".tessera-complete";
+constexpr char kContentIdPrefix[] = "env-";
 
 absl::Status Refuse(absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("working dir archive: ", why));
@@ -131,20 +134,31 @@ bool IsWorkingDirJobId(const std::string& id) {
   });
 }
 
-absl::StatusOr<PackedDirectory> PackDirectory(const std::string& dir, uint64_t limit_bytes) {
+absl::StatusOr<PackedDirectory> PackDirectory(const std::string& dir, uint64_t limit_bytes,
+                                              absl::string_view label, const std::string& under) {
   limit_bytes = std::min(limit_bytes, kWorkingDirMaxFileBytes);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    return absl::InvalidArgumentError(absl::StrCat("--working-dir: ", dir, " is not a folder"));
+    return absl::InvalidArgumentError(absl::StrCat(label, ": ", dir, " is not a folder"));
+  }
+  if (!under.empty() && (under.find('/') != std::string::npos || under == "." || under == "..")) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": ", under, " is not a plain name"));
   }
   v1::DirectoryArchive archive;
   PackedDirectory packed;
+  if (!under.empty()) {
+    auto* top = archive.add_entries();
+    top->set_path(under);
+    top->set_directory(true);
+    top->set_mode(0700);
+  }
+  const std::string prefix = under.empty() ? std::string() : absl::StrCat(under, "/");
   std::vector<fs::path> paths;
   for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::none, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (paths.size() >= static_cast<size_t>(kWorkingDirMaxEntries)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--working-dir: ", dir, " holds more than the limit of ", kWorkingDirMaxEntries,
+          label, ": ", dir, " holds more than the limit of ", kWorkingDirMaxEntries,
           " files and folders; ship large data another way"));
     }
     paths.push_back(it->path());
@@ -166,7 +180,7 @@ absl::StatusOr<PackedDirectory> PackDirectory(const std::string& dir, uint64_t l
     const uint64_t size = static_cast<uint64_t>(st.st_size);
     if (size > limit_bytes - std::min(limit_bytes, packed.bytes)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--working-dir: ", paths[i].string(), " is ", SizeForRefusal(size),
+          label, ": ", paths[i].string(), " is ", SizeForRefusal(size),
           packed.bytes > 0
               ? absl::StrCat(", after ", SizeForRefusal(packed.bytes), " of other files")
               : std::string(),
@@ -181,7 +195,8 @@ absl::StatusOr<PackedDirectory> PackDirectory(const std::string& dir, uint64_t l
   for (size_t i = 0; i < paths.size(); ++i) {
     const fs::path& path = paths[i];
     // Lexically: fs::relative would follow a link to where it points.
-    const std::string relative = path.lexically_relative(dir).generic_string();
+    const std::string relative =
+        absl::StrCat(prefix, path.lexically_relative(dir).generic_string());
     const fs::file_status st = fs::symlink_status(path, ec);
     if (ec) continue;
     if (fs::is_directory(st)) {
@@ -213,7 +228,7 @@ absl::StatusOr<PackedDirectory> PackDirectory(const std::string& dir, uint64_t l
     ::close(fd);
     if (done > listed) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--working-dir: ", path.string(), " grew while it was packed (from ",
+          label, ": ", path.string(), " grew while it was packed (from ",
           SizeForRefusal(listed), "); pack a folder that is not being written"));
     }
     data.resize(done);
@@ -226,9 +241,44 @@ absl::StatusOr<PackedDirectory> PackDirectory(const std::string& dir, uint64_t l
   packed.archive = archive.SerializeAsString();
   // What the agents will check, checked here too (the archive's own size, paths).
   if (absl::Status s = ValidateWorkingDirArchive(packed.archive); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--working-dir: ", dir, ": ", s.message()));
+    return absl::InvalidArgumentError(absl::StrCat(label, ": ", dir, ": ", s.message()));
   }
   return packed;
+}
+
+absl::StatusOr<PackedDirectory> PackFile(const std::string& path, uint64_t limit_bytes,
+                                         absl::string_view label) {
+  limit_bytes = std::min(limit_bytes, kWorkingDirMaxFileBytes);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": ", path, " is not a regular file"));
+  }
+  // Its size is checked before anything is read (a huge file is refused at once).
+  TESSERA_ASSIGN_OR_RETURN(std::string data, ReadFileUpTo(path, limit_bytes, label));
+  v1::DirectoryArchive archive;
+  auto* entry = archive.add_entries();
+  entry->set_path(fs::path(path).filename().string());
+  entry->set_mode(static_cast<uint32_t>(st.st_mode) & 0777);
+  PackedDirectory packed;
+  packed.bytes = data.size();
+  entry->set_data(std::move(data));
+  packed.archive = archive.SerializeAsString();
+  if (absl::Status s = ValidateWorkingDirArchive(packed.archive); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": ", path, ": ", s.message()));
+  }
+  return packed;
+}
+
+std::string WorkingDirContentId(const std::string& archive) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  ::SHA256(reinterpret_cast<const unsigned char*>(archive.data()), archive.size(), digest);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id = kContentIdPrefix;
+  for (unsigned char byte : digest) {
+    id.push_back(kHex[byte >> 4]);
+    id.push_back(kHex[byte & 0xf]);
+  }
+  return id;
 }
 
 absl::StatusOr<std::string> UnpackWorkingDir(const std::string& root, const std::string& job_id,
@@ -237,6 +287,10 @@ absl::StatusOr<std::string> UnpackWorkingDir(const std::string& root, const std:
     return absl::InvalidArgumentError("job_id: not a job id (letters, digits, '-', '_', '.')");
   }
   TESSERA_ASSIGN_OR_RETURN(const v1::DirectoryArchive archive, ParseAndCheck(archive_bytes));
+  if (absl::StartsWith(job_id, kContentIdPrefix) && job_id != WorkingDirContentId(archive_bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job_id: ", job_id, " is a content id that is not this archive's"));
+  }
   std::error_code ec;
   fs::create_directories(root, ec);
   ::chmod(root.c_str(), 0700);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace tessera {
 
@@ -38,9 +39,24 @@ struct PackedDirectory {
 
 // InvalidArgument when `dir` is not a readable folder, when its files exceed `limit_bytes` (at
 // most kWorkingDirMaxFileBytes) or it holds more than kWorkingDirMaxEntries entries: one line
-// naming the file or folder, its size and the limit. Sizes are taken from the folder's listing
-// before any file is read, so a huge (even sparse) file is refused at once.
-absl::StatusOr<PackedDirectory> PackDirectory(const std::string& dir, uint64_t limit_bytes);
+// starting with `label` (what the folder was given as) naming the file or folder, its size and
+// the limit. Sizes are taken from the folder's listing before any file is read, so a huge (even
+// sparse) file is refused at once. `under` non-empty: the entries lie under that one folder
+// (a plain name), which the archive holds too (a Python package shipped with its name).
+absl::StatusOr<PackedDirectory> PackDirectory(const std::string& dir, uint64_t limit_bytes,
+                                              absl::string_view label = "--working-dir",
+                                              const std::string& under = "");
+
+// One regular file packed alone under its own name (a module file or a zip), with the limits
+// and refusals of PackDirectory.
+absl::StatusOr<PackedDirectory> PackFile(const std::string& path, uint64_t limit_bytes,
+                                         absl::string_view label);
+
+// The content-addressed id of an archive: "env-" and the SHA-256 of its bytes in hex. An agent
+// asked to unpack under an id of this form checks that it is the archive's own, so a folder
+// cached under it holds exactly those bytes, whoever asked first (runtime environments' folders
+// are unpacked once per node and shared by every driver that ships the same content).
+std::string WorkingDirContentId(const std::string& archive);
 
 // Whether `archive` (a serialized DirectoryArchive) may be unpacked: its size (at most
 // kWorkingDirMaxArchiveBytes, checked before it is parsed), that it parses, its entry count, its
@@ -54,7 +70,9 @@ absl::Status ValidateWorkingDirArchive(const std::string& archive);
 bool IsWorkingDirJobId(const std::string& id);
 
 // Unpacks `archive` for `job_id` under `root` (created 0700 when missing) into
-// <root>/<job_id>/ and returns that path; a folder already complete for this job is reused.
+// <root>/<job_id>/ and returns that path; a folder already complete for this job is reused. A
+// job_id of the content-addressed form ("env-...") must be WorkingDirContentId(archive), else
+// InvalidArgument and nothing is made.
 // ValidateWorkingDirArchive's InvalidArgument for an archive it refuses, and nothing is made then;
 // InvalidArgument naming the entry for one that cannot be written, and nothing is left behind.
 absl::StatusOr<std::string> UnpackWorkingDir(const std::string& root, const std::string& job_id,

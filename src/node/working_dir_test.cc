@@ -62,6 +62,52 @@ TEST_F(WorkingDirTest, APackedFolderUnpacksWithItsFilesAndModesAndWithoutLinks) 
   EXPECT_EQ(*again, *dest);
 }
 
+TEST_F(WorkingDirTest, AFolderPackedUnderItsNameAndAFileAloneUnpackThere) {
+  auto package = PackDirectory(base_ + "/src/pkg", 1 << 20, "py_modules", "pkg");
+  ASSERT_TRUE(package.ok()) << package.status();
+  auto dest = UnpackWorkingDir(base_ + "/out", "mods", package->archive);
+  ASSERT_TRUE(dest.ok()) << dest.status();
+  EXPECT_EQ(Read(*dest + "/pkg/util.py"), "X = 1\n");
+  auto file = PackFile(base_ + "/src/train.py", 1 << 20, "py_modules");
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto file_dest = UnpackWorkingDir(base_ + "/out", "file", file->archive);
+  ASSERT_TRUE(file_dest.ok()) << file_dest.status();
+  EXPECT_EQ(Read(*file_dest + "/train.py"), "print('hi')\n");
+  // Refusals start with the label the caller gave.
+  auto missing = PackFile(base_ + "/src/link", 1 << 20, "py_modules");
+  EXPECT_THAT(missing.status().message(), HasSubstr("py_modules: "));
+  EXPECT_THAT(missing.status().message(), HasSubstr("is not a regular file"));
+  auto big = PackDirectory(base_ + "/src", 4, "runtime_env working_dir");
+  EXPECT_THAT(big.status().message(), HasSubstr("runtime_env working_dir: "));
+  EXPECT_THAT(PackDirectory(base_ + "/src", 1 << 20, "x", "a/b").status().message(),
+              HasSubstr("not a plain name"));
+}
+
+TEST_F(WorkingDirTest, AContentIdNamesExactlyItsArchive) {
+  auto packed = PackDirectory(base_ + "/src", 1 << 20);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  const std::string id = WorkingDirContentId(packed->archive);
+  EXPECT_EQ(id.size(), 4u + 64u);
+  EXPECT_EQ(id.rfind("env-", 0), 0u);
+  EXPECT_TRUE(IsWorkingDirJobId(id));
+  auto dest = UnpackWorkingDir(base_ + "/out", id, packed->archive);
+  ASSERT_TRUE(dest.ok()) << dest.status();
+  // A changed folder has another id; claiming an id that is not the archive's makes nothing.
+  std::ofstream(base_ + "/src/train.py") << "print('changed')\n";
+  auto changed = PackDirectory(base_ + "/src", 1 << 20);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_NE(WorkingDirContentId(changed->archive), id);
+  const std::string claimed = "env-" + std::string(64, 'a');
+  auto refused = UnpackWorkingDir(base_ + "/out", claimed, changed->archive);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("not this archive's"));
+  EXPECT_FALSE(fs::exists(base_ + "/out/" + claimed));
+  // Nor can the cached folder of an id be replaced by other content.
+  auto replaced = UnpackWorkingDir(base_ + "/out", id, changed->archive);
+  EXPECT_EQ(replaced.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Read(*dest + "/train.py"), "print('hi')\n");
+}
+
 TEST_F(WorkingDirTest, AFolderOverTheLimitIsRefusedNamingIt) {
   auto packed = PackDirectory(base_ + "/src", 4);
   ASSERT_FALSE(packed.ok());
