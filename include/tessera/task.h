@@ -12,6 +12,8 @@
 // Threading: a TaskCaller is a value; Remote may be called from any thread.
 #pragma once
 
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -23,6 +25,25 @@
 #include "tessera/serialization.h"
 
 namespace tessera {
+
+// Folders a task's or actor's worker runs with (Ray's runtime_env working_dir and py_modules):
+// each a packed DirectoryArchive under its content id (WorkingDirContentId, "env-<sha256>"),
+// unpacked once per node by that node's agent and reused by every worker that names it. Made
+// once (Python: per remote function or actor class and runtime_env) and shared, never copied per
+// call.
+struct RuntimeEnvFiles {
+  struct Package {
+    std::string id;       // the archive's content id
+    std::string archive;  // serialized tessera.v1.DirectoryArchive
+    // What goes on the worker's PYTHONPATH: the unpacked folder ("") or an entry in it (a zip).
+    std::string entry;
+  };
+  std::optional<Package> working_dir;  // the worker's cwd, and first on its PYTHONPATH
+  std::vector<Package> py_modules;     // then these, in order
+  // The ids in order ("wd=<id>;py=<id>/<entry>;..."): part of the lease shape, so a worker
+  // started with these folders serves only tasks that ask for the same.
+  std::string key;
+};
 
 struct TaskOptions {
   // What one run of the task holds ("CPU=1,GPU=1", parsed like `tessera run --resources`).
@@ -52,6 +73,11 @@ struct TaskOptions {
 };
 
 namespace internal {
+  // Added to the environment of the task's worker process (Ray's runtime_env env_vars); part of
+  // the worker's shape. Tessera's own worker variables cannot be overridden.
+  std::map<std::string, std::string> env;
+  // The folders its worker runs with (nullptr none); part of the worker's shape.
+  std::shared_ptr<const RuntimeEnvFiles> runtime_env_files;
 struct TaskArgument {
   std::string value;                 // msgpack of one value, when ref is empty
   std::optional<ObjectRefBase> ref;  // an ObjectRef argument, resolved to its value

@@ -20,7 +20,7 @@ import threading
 from typing import Any, Callable, Dict, Optional
 
 from tessera import _core
-from tessera._private import arguments, options as option_checks, signature, worker
+from tessera._private import arguments, options as option_checks, runtime_env, signature, worker
 from tessera.remote_function import _CodeCache, put_serialized
 
 # Methods every actor has, as in Ray.
@@ -193,6 +193,7 @@ class ActorClass:
         self._options = dict(options)
         self._async = _has_async_methods(cls)
         self._core_options = option_checks.actor_core_options(self._options, self._async)
+        self._env = runtime_env.Resolved(self._options.get("runtime_env"))
         if shared is not None:  # a copy .options() made: the class's methods are the same
             self._methods = shared._methods
             self._constructor_check = shared._constructor_check
@@ -215,8 +216,9 @@ class ActorClass:
         """Starts the actor (its constructor runs on its worker); its handle. Arguments that do
         not bind to the constructor's signature raise TypeError here, and nothing starts."""
         self._constructor_check(args, kwargs)
+        # With the job's runtime_env under its own (folders packed at the first call).
+        core = self._env.options(self._core_options)
         worker.auto_init()
-        core = self._core_options
         if core.get("detached") and not core.get("name"):
             raise ValueError("A detached actor must be named: pass name= with "
                              "lifetime='detached' (other drivers find it with tessera.get_actor)")

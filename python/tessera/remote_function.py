@@ -17,7 +17,8 @@ import threading
 from typing import Any, Callable, Dict, Optional
 
 from tessera import _core
-from tessera._private import arguments, options as option_checks, serialization, signature, worker
+from tessera._private import (arguments, options as option_checks, runtime_env, serialization,
+                              signature, worker)
 
 # Ray refuses functions whose pickle is larger than this (FUNCTION_SIZE_ERROR_THRESHOLD).
 FUNCTION_SIZE_ERROR_THRESHOLD = 10**8
@@ -82,6 +83,7 @@ class RemoteFunction:
         self._core_options["retry_exception_type_names"] = [
             exception_type_name(t) for t in self._core_options.get("retry_exception_types") or []]
         self._name = getattr(function, "__qualname__", getattr(function, "__name__", "task"))
+        self._env = runtime_env.Resolved(self._options.get("runtime_env"))
         self._code = code or _CodeCache(function, f"remote function {self._name}")
         functools.update_wrapper(self, function)
 
@@ -93,11 +95,12 @@ class RemoteFunction:
         """Submits the task; the ObjectRef of its return value. Arguments that do not bind to
         the function's signature raise TypeError here, and nothing is submitted."""
         self._check(args, kwargs)
+        # With the job's runtime_env under its own (folders packed at the first call).
+        core = self._env.options(self._core_options)
         worker.auto_init()
         call = arguments.encode(args, kwargs, put_serialized)
         try:
-            return _core.submit_task(self._core_options.get("name") or self._name,
-                                     self._code.ref(), call, self._core_options)
+            return _core.submit_task(core.get("name") or self._name, self._code.ref(), call, core)
         except _core.CoreError as e:
             worker.raise_core_error(e)
 

@@ -288,12 +288,22 @@ absl::StatusOr<LeaseShape> DriverRuntime::ShapeFor(const TaskOptions& options) {
   absl::StrAppend(&key, NodeAffinityKey(options));
   if (options.spread) absl::StrAppend(&key, "|spread");
   absl::MutexLock lock(&shapes_mu_);
+  // The runtime environment is part of the worker's identity: a worker started with one is never
+  // given a task that asks for another (lengths first, so no value can forge another's key).
+  for (const auto& [name, value] : options.env) {
+    absl::StrAppend(&key, "|env", name.size(), ":", name, value.size(), ":", value);
+  }
+  if (options.runtime_env_files != nullptr) {
+    absl::StrAppend(&key, "|files=", options.runtime_env_files->key);
+  }
   auto it = shapes_.find(key);
   if (it != shapes_.end()) return it->second;
   auto make = [&]() -> absl::StatusOr<LeaseShape> {
     LeaseShape shape;
     shape.key = key;
     auto resources = ParseResourceSet(options.resources);
+    shape.env = options.env;
+    shape.files = options.runtime_env_files;
     if (!resources.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("resources ", Quote(options.resources), ": ", resources.status().message()));
@@ -660,6 +670,7 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
     absl::MutexLock lock(&actors_mu_);
     auto it = actors_.find(actor_id);
     if (it == actors_.end()) {
+  actor_shape.files = options.runtime_env_files;
       return Failed(absl::NotFoundError(absl::StrCat("no actor ", actor_id, " in this driver")));
     }
     shape_key = it->second.shape_key;

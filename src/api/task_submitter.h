@@ -52,6 +52,9 @@ struct LeaseShape {
   std::map<std::string, std::string> env;
   // A detached actor's id (hex): its worker outlives this driver (WorkerSpec.detached_actor_id).
   std::string detached_actor_id;
+  // Folders the worker runs with, unpacked on its node before it starts (nullptr none); their
+  // ids are part of `key`.
+  std::shared_ptr<const RuntimeEnvFiles> files;
 };
 
 struct QueuedTask {

@@ -11,6 +11,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -305,7 +306,16 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
     if (head_ != nullptr) calls.pick_node_excluding = pick_node;
     calls.request_lease = [&](const std::string& agent, const v1::LeaseRequest& request,
                               v1::LeaseReply* reply) {
-      absl::Status s = RequestLeaseFrom(agent, request, reply);
+      absl::Status s;
+      if (shape.files != nullptr) {
+        // Its folders are unpacked on that node first (once per node and content).
+        v1::LeaseRequest with_files = request;
+        s = WithRuntimeEnvFiles(agent, *shape.files, *with_files.mutable_worker());
+        if (s.ok()) s = RequestLeaseFrom(agent, with_files, reply);
+        if (s.code() == absl::StatusCode::kFailedPrecondition) ForgetPreparedFiles(agent);
+      } else {
+        s = RequestLeaseFrom(agent, request, reply);
+      }
       if (s.ok()) return s;
       permanent = s.code() == absl::StatusCode::kInvalidArgument;
       return absl::Status(s.code(),
@@ -327,6 +337,63 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
     TESSERA_RETURN_IF_ERROR(WaitBeforeRetry(backoff));
     backoff = std::min(backoff * 2, absl::Milliseconds(500));
   }
+}
+
+absl::StatusOr<std::string> WorkerLeases::PreparedPath(const std::string& agent,
+                                                       const RuntimeEnvFiles::Package& package) {
+  const std::string key = absl::StrCat(agent, "|", package.id);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = prepared_.find(key);
+    if (it != prepared_.end()) return it->second;
+  }
+  v1::PrepareWorkingDirRequest request;
+  request.set_job_id(package.id);
+  request.set_archive(package.archive);
+  v1::PrepareWorkingDirResponse response;
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, absl::Seconds(60));
+  const grpc::Status status = Agent(agent)->PrepareWorkingDir(&context, request, &response);
+  if (!status.ok()) {
+    const absl::Status s = rpc::FromGrpcStatus(status);
+    return absl::Status(s.code(), absl::StrCat("runtime_env folder ", package.id.substr(0, 16),
+                                               " on the node agent at ", agent, ": ",
+                                               s.message()));
+  }
+  absl::MutexLock lock(&mu_);
+  prepared_[key] = response.path();
+  return response.path();
+}
+
+void WorkerLeases::ForgetPreparedFiles(const std::string& agent) {
+  absl::MutexLock lock(&mu_);
+  const std::string prefix = absl::StrCat(agent, "|");
+  for (auto it = prepared_.lower_bound(prefix);
+       it != prepared_.end() && absl::StartsWith(it->first, prefix);) {
+    it = prepared_.erase(it);
+  }
+}
+
+absl::Status WorkerLeases::WithRuntimeEnvFiles(const std::string& agent,
+                                               const RuntimeEnvFiles& files,
+                                               v1::WorkerSpec& worker) {
+  std::vector<std::string> python_path;
+  if (files.working_dir.has_value()) {
+    TESSERA_ASSIGN_OR_RETURN(std::string path, PreparedPath(agent, *files.working_dir));
+    // The agent starts the worker in that folder (an absolute cwd is replaced by it).
+    worker.set_working_dir_job(files.working_dir->id);
+    worker.set_cwd("");
+    python_path.push_back(std::move(path));
+  }
+  for (const RuntimeEnvFiles::Package& module : files.py_modules) {
+    TESSERA_ASSIGN_OR_RETURN(std::string path, PreparedPath(agent, module));
+    python_path.push_back(module.entry.empty() ? path : absl::StrCat(path, "/", module.entry));
+  }
+  auto& env = *worker.mutable_env();
+  auto existing = env.find("PYTHONPATH");
+  if (existing != env.end() && !existing->second.empty()) python_path.push_back(existing->second);
+  env["PYTHONPATH"] = absl::StrJoin(python_path, ":");
+  return absl::OkStatus();
 }
 
 absl::Status WorkerLeases::RequestLeaseFrom(const std::string& agent,

@@ -125,6 +125,17 @@ class WorkerLeases final : public LeaseSource {
   // RequestLease on one agent, retried as the lease's contract allows (see the .cc).
   absl::Status RequestLeaseFrom(const std::string& agent, const v1::LeaseRequest& request,
                                 v1::LeaseReply* reply);
+  // The path where `package` is unpacked on `agent`'s node: asked of that agent once (it unpacks
+  // it, or finds it cached by its content id) and remembered.
+  absl::StatusOr<std::string> PreparedPath(const std::string& agent,
+                                           const RuntimeEnvFiles::Package& package)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Forgets what `agent` was found to hold (its node may have lost it: a restarted agent).
+  void ForgetPreparedFiles(const std::string& agent) ABSL_LOCKS_EXCLUDED(mu_);
+  // Makes `files` ready on `agent`'s node and sets `worker` to start in the working_dir with it
+  // and the py_modules first on its PYTHONPATH.
+  absl::Status WithRuntimeEnvFiles(const std::string& agent, const RuntimeEnvFiles& files,
+                                   v1::WorkerSpec& worker) ABSL_LOCKS_EXCLUDED(mu_);
   std::string LocalAgentAddress() const;
   v1::NodeAgent::Stub* Agent(const std::string& address);
   // A lease thread: asks for a lease of `shape` and, once granted, watches its worker until the
@@ -148,6 +159,8 @@ class WorkerLeases final : public LeaseSource {
   std::map<std::string, Leased> leased_ ABSL_GUARDED_BY(mu_);  // by worker id
   std::map<std::string, std::unique_ptr<v1::NodeAgent::Stub>> agents_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::map<std::string, std::string>> labels_ ABSL_GUARDED_BY(mu_);
+  // Where each runtime_env folder lies on each agent's node, by "<agent>|<content id>".
+  std::map<std::string, std::string> prepared_ ABSL_GUARDED_BY(mu_);
   // Every RequestLease call in flight, by its context (alive while listed).
   std::map<grpc::ClientContext*, LeaseCall> lease_calls_ ABSL_GUARDED_BY(mu_);
   // Lease threads still asking for their lease (Shutdown waits for none before the watches).

@@ -62,6 +62,9 @@ TaskOptions TaskOptionsFrom(const py::dict& options) {
   out.retry_exceptions = Get<bool>(options, "retry_exceptions", false);
   out.retry_exception_types =
       Get<std::vector<std::string>>(options, "retry_exception_type_names", {});
+  out.env = Get<std::map<std::string, std::string>>(options, "env", {});
+  out.runtime_env_files =
+      Get<std::shared_ptr<RuntimeEnvFiles>>(options, "runtime_env_files", nullptr);
   return out;
 }
 
@@ -79,6 +82,8 @@ ActorOptions ActorOptionsFrom(const py::dict& options) {
   out.node_affinity = Get<std::string>(options, "node_affinity", "");
   out.node_affinity_soft = Get<bool>(options, "node_affinity_soft", false);
   out.env = Get<std::map<std::string, std::string>>(options, "env", {});
+  out.runtime_env_files =
+      Get<std::shared_ptr<RuntimeEnvFiles>>(options, "runtime_env_files", nullptr);
   return out;
 }
 

@@ -138,9 +138,15 @@ def test_retry_exceptions_must_be_bool_or_exception_classes():
         check_task(retry_exceptions=[KeyError, "OSError"])
 
 
-def test_runtime_env_only_env_vars():
-    with fails(ValueError, "runtime_env key 'pip' is not supported (only 'env_vars' is)"):
+def test_runtime_env_refusals_and_types():
+    with fails(ValueError, "runtime_env 'pip' is not supported: Tessera installs no packages "
+                           "(install them on the nodes' images)"):
         check_task(runtime_env={"pip": ["x"]})
+    with fails(ValueError, "runtime_env key 'excludes' is not supported (supported: env_vars, "
+                           "working_dir, py_modules)"):
+        check_actor(runtime_env={"excludes": ["x"]})
+    with fails(TypeError, "runtime_env['py_modules'] must be a list", whole=False):
+        check_task(runtime_env={"py_modules": "m"})
     with fails(TypeError, "runtime_env['env_vars'] must be a dict of str to str", whole=False):
         check_task(runtime_env={"env_vars": {"A": 1}})
 
@@ -386,3 +392,14 @@ def test_call_checks_decide_as_signature_bind_does():
                 else:
                     with pytest.raises(TypeError, match="^" + re.escape(expected) + "$"):
                         check(args, kwargs)
+
+
+def test_runtime_env_merge_is_rays():
+    from tessera._private.runtime_env import merge
+
+    job = {"working_dir": "/a", "py_modules": ["/m"], "env_vars": {"A": "job", "B": "job"}}
+    own = {"working_dir": "/b", "env_vars": {"B": "own"}}
+    assert merge(job, own) == {"working_dir": "/b", "py_modules": ["/m"],
+                               "env_vars": {"A": "job", "B": "own"}}
+    assert merge(None, own) == own
+    assert merge(job, None) == job

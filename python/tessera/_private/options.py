@@ -9,7 +9,8 @@ The core dict holds exactly these keys:
                      accelerator_type is the label tessera.io/accelerator-type of the primary
   placement_group    the group's id hex ("" none); bundle_index (-1 any bundle)
   node_affinity      node id hex ("" none); node_affinity_soft; spread (strategy "SPREAD")
-  name, env          display/actor name; runtime_env's env_vars
+  name, env          display/actor name; runtime_env's env_vars (the job's runtime_env and the
+                     folders are merged in per call: runtime_env.Resolved)
   tasks:  max_retries, retry_exceptions, retry_exception_types (the list, or None)
   actors: max_restarts, max_task_retries, max_concurrency, detached, get_if_exists, namespace
 Counts of -1 (infinite) become INFINITE_RETRIES. A scheduling_strategy of None gives no
@@ -174,15 +175,9 @@ def _scheduling_strategy_error(strategy: Any) -> Optional[str]:
 
 
 def _runtime_env_error(runtime_env: Optional[dict]) -> Optional[str]:
-    for key, value in (runtime_env or {}).items():
-        if key != "env_vars":
-            return f"runtime_env key '{key}' is not supported (only 'env_vars' is)"
-        if not isinstance(value, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-        ):
-            raise TypeError(
-                f"runtime_env['env_vars'] must be a dict of str to str, but received {value!r}"
-            )
+    from tessera._private import runtime_env as runtime_envs
+
+    runtime_envs.validate(runtime_env)  # raises its own one-line TypeError or ValueError
     return None
 
 

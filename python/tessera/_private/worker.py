@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tessera import _core
 from tessera import exceptions
-from tessera._private import serialization
+from tessera._private import runtime_env, serialization
 from tessera._private.local_cluster import LocalCluster
 
 ObjectRef = _core.ObjectRef
@@ -56,6 +56,8 @@ class _State:
         self.state_dir: Optional[str] = None
         self.head_address: Optional[str] = None
         self.namespace: Optional[str] = None
+        # The job's runtime_env (init's), merged under every task's and actor's.
+        self.runtime_env: Optional[Dict[str, Any]] = None
         # Bumped by every init: objects of an earlier connection (functions' code refs) are stale.
         self.session = 0
 
@@ -138,6 +140,12 @@ def init(address: Optional[str] = None, **kwargs: Any) -> TesseraContext:
                                "calling 'tessera.shutdown()' prior to 'tessera.init()'.")
         if _core.is_worker():
             return _context()
+        job_runtime_env = kwargs.get("runtime_env")
+        if job_runtime_env is not None:
+            if not isinstance(job_runtime_env, dict):
+                raise TypeError("runtime_env must be a dict, but received type "
+                                f"{type(job_runtime_env)}")
+            runtime_env.validate(job_runtime_env)
         node_kwargs = {k: kwargs.get(k) for k in
                        ("num_cpus", "num_gpus", "resources", "labels", "object_store_memory")}
         state_dir = Path(kwargs["_state_dir"]) if kwargs.get("_state_dir") else None
@@ -195,6 +203,7 @@ def init(address: Optional[str] = None, **kwargs: Any) -> TesseraContext:
         _state.state_dir = str(state_dir) if state_dir is not None else None
         _state.head_address = head_address
         _state.namespace = kwargs.get("namespace")
+        _state.runtime_env = dict(job_runtime_env) if job_runtime_env else None
         _state.session += 1
         return _context()
 
@@ -230,6 +239,11 @@ def auto_init() -> None:
     with _state.lock:
         if not _state.connected:
             init()
+
+
+def job_runtime_env() -> Optional[Dict[str, Any]]:
+    """The runtime_env given to init (None: none, or inside a worker)."""
+    return _state.runtime_env
 
 
 def session() -> int:
