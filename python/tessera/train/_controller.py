@@ -1,9 +1,10 @@
 """DataParallelTrainer.fit(): one training function on every rank of a gang that the C++ gang
 controller (_core.run_actor_gang, include/tessera/gang.h RunActorGang) reserves, starts,
 watches and restarts. For each rank of each attempt the controller calls `start` here with the
-rank's actor options (its bundle of the reservation and its torchrun environment); `start`
-makes the rank's `_TrainWorker` actor and calls its `run` with the training function. When a
-rank fails, the controller kills every actor of the gang and starts them all again with
+rank's actor options (its bundle of the reservation and its torchrun and JAX environment);
+`start` makes the rank's `_TrainWorker` actor and calls its `run` with the training function
+and the trainer's backend config (_backend.BackendConfig: TorchConfig, JaxConfig, or none).
+When a rank fails, the controller kills every actor of the gang and starts them all again with
 TORCHELASTIC_RESTART_COUNT one higher, up to FailureConfig(max_failures) times; the function
 resumes from `get_checkpoint()`. The run's outcome is read back from its storage folder.
 
@@ -21,14 +22,13 @@ from typing import Any, Callable, Dict, Optional
 from tessera import _core
 from tessera._private import arguments, worker
 from tessera.remote_function import put_code, put_serialized
+from tessera.train._backend import BackendConfig
 from tessera.train._config import RunConfig, ScalingConfig
 from tessera.train._result import ControllerError, Result, WorkerGroupError
 from tessera.train._session import _TrainWorker
 
 # How long a failed rank's error is waited for when fit() explains the failure.
 _ERROR_FETCH_TIMEOUT_S = 10.0
-# torch's default process-group timeout.
-DEFAULT_PROCESS_GROUP_TIMEOUT_S = 1800.0
 # After a rank fails, how long the other ranks may end on their own (so that a rank whose
 # process died is reported as such, not as killed by the gang) before the gang kills them.
 RANK_STOP_GRACE_S = 1.0
@@ -48,12 +48,12 @@ def _takes_config(loop: Callable) -> bool:
 
 
 class DataParallelTrainer:
-    """Runs `train_loop_per_worker` on `scaling_config`'s ranks; see the module's docstring."""
+    """Runs `train_loop_per_worker` on `scaling_config`'s ranks; see the module's docstring.
+    Without `backend_config` the ranks join no framework (report() syncs through rank 0)."""
 
     def __init__(self, train_loop_per_worker: Callable, *,
                  train_loop_config: Optional[Dict[str, Any]] = None,
-                 backend: str = "gloo",
-                 process_group_timeout_s: float = DEFAULT_PROCESS_GROUP_TIMEOUT_S,
+                 backend_config: Optional[BackendConfig] = None,
                  scaling_config: Optional[ScalingConfig] = None,
                  run_config: Optional[RunConfig] = None, datasets: Optional[dict] = None,
                  dataset_config: Any = None, metadata: Optional[dict] = None,
@@ -77,8 +77,10 @@ class DataParallelTrainer:
                              f"{type(train_loop_config).__name__}")
         self._loop = train_loop_per_worker
         self._config = train_loop_config
-        self._backend = backend
-        self._timeout_s = float(process_group_timeout_s)
+        if backend_config is not None and not isinstance(backend_config, BackendConfig):
+            raise ValueError(f"backend_config must be a backend's config (TorchConfig, "
+                             f"JaxConfig), not {type(backend_config).__name__}")
+        self._backend_config = backend_config or BackendConfig()
         self.scaling_config = scaling_config or ScalingConfig()
         self.run_config = run_config or RunConfig()
 
@@ -90,8 +92,8 @@ class DataParallelTrainer:
         run_dir = run.run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
         info = {"name": run.name, "storage_path": str(run_dir.parent), "run_dir": str(run_dir),
-                "backend": self._backend, "timeout_s": self._timeout_s,
-                "use_gpu": scaling.use_gpu, "checkpoint_config": run.checkpoint_config}
+                "backend_config": self._backend_config, "use_gpu": scaling.use_gpu,
+                "checkpoint_config": run.checkpoint_config}
         code = put_code(_TrainWorker, "training worker class")
         no_args = arguments.encode((), {}, put_serialized)
         call = arguments.encode((self._loop, self._config, self._takes_config, info), {},

@@ -1,8 +1,9 @@
 """What runs inside each training rank: the `_TrainWorker` actor (one per rank, made by the gang
 controller inside the rank's reservation with the torchrun environment: RANK, LOCAL_RANK,
-WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK/NODE_RANK, MASTER_ADDR/PORT,
-TORCHELASTIC_RESTART_COUNT), whose `run` joins the torch process group (env://), runs the
-user's training function and leaves the group; and the calls that function makes:
+WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK/NODE_RANK, MASTER_ADDR/PORT, JAX_COORDINATOR_ADDRESS,
+TORCHELASTIC_RESTART_COUNT), whose `run` starts the trainer's backend (_backend.RankBackend:
+torch's process group, JAX's distributed system, or none), runs the user's training function
+and shuts the backend down; and the calls that function makes:
 
   report(metrics, checkpoint=None)  a barrier of every rank: the ranks passing a checkpoint copy
                                     it into the run folder's next checkpoint_NNNNNN/, then rank 0
@@ -13,17 +14,17 @@ user's training function and leaves the group; and the calls that function makes
   get_context()                     the rank's world/local/node ranks and the run's name
 
 Threading: one training function per process, on the actor's thread; the session is a module
-global. Cost: report is one all-reduce and one barrier, plus the checkpoint copy.
+global. Cost: report is one all-reduce and one barrier of the backend, plus the checkpoint copy.
 """
 
 from __future__ import annotations
 
-import datetime
 import os
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
+from tessera.train._backend import RankBackend
 from tessera.train._checkpoint import Checkpoint, RunRecord
 
 
@@ -67,12 +68,13 @@ class TrainContext:
 
 class _Session:
     def __init__(self, context: TrainContext, record: RunRecord, keep: Any, attempt: int,
-                 use_gpu: bool) -> None:
+                 use_gpu: bool, backend: RankBackend) -> None:
         self.context = context
         self.record = record
         self.keep = keep
         self.attempt = attempt
         self.use_gpu = use_gpu
+        self.backend = backend
         self.next_index = record.state()["next_index"]
 
 
@@ -116,9 +118,6 @@ def device() -> Any:
 def report(metrics: Dict[str, Any], checkpoint: Optional[Checkpoint] = None) -> None:
     """Every rank calls it as often as the others (it is a barrier). Rank 0's metrics are
     kept; a checkpoint is registered when any rank passes one (their files merge)."""
-    import torch
-    import torch.distributed as dist
-
     session = _current("report")
     if not isinstance(metrics, dict):
         raise TypeError(f"report(metrics) takes a dict, not {type(metrics).__name__}")
@@ -131,13 +130,11 @@ def report(metrics: Dict[str, Any], checkpoint: Optional[Checkpoint] = None) -> 
         if Path(checkpoint.path) != target:
             shutil.copytree(checkpoint.path, target, dirs_exist_ok=True)
     # Every copy is done once this returns; then rank 0 registers what they made.
-    flag = torch.tensor([1 if checkpoint is not None else 0], device=device())
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    registered = bool(flag.item())
+    registered = bool(session.backend.all_reduce_max(1 if checkpoint is not None else 0))
     if session.context.get_world_rank() == 0:
         session.record.record_report(dict(metrics), index if registered else None,
                                      session.attempt, session.keep)
-    dist.barrier()
+    session.backend.barrier()
     if registered:
         session.next_index += 1
 
@@ -146,29 +143,25 @@ class _TrainWorker:
     """One training rank (an actor of the driver's gang)."""
 
     def run(self, loop: Callable, config: Any, takes_config: bool, info: Dict[str, Any]) -> None:
-        import torch
-        import torch.distributed as dist
-
         global _session
+        backend_config = info["backend_config"]
+        backend = backend_config.backend_cls(backend_config, info["use_gpu"])
         session = _Session(TrainContext(os.environ, info["name"], info["storage_path"]),
                            RunRecord(info["run_dir"]), info["checkpoint_config"],
                            int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
-                           info["use_gpu"])
+                           info["use_gpu"], backend)
         _session = session
         try:
-            if info["backend"] == "nccl":
-                torch.cuda.set_device(device())
-            dist.init_process_group(info["backend"], init_method="env://",
-                                    timeout=datetime.timedelta(seconds=info["timeout_s"]))
+            backend.on_start()
             try:
                 if session.context.get_world_rank() == 0:
                     session.record.remove_unregistered_checkpoints()
-                dist.barrier()
+                backend.barrier()
                 if takes_config:
                     loop(config)
                 else:
                     loop()
             finally:
-                dist.destroy_process_group()
+                backend.on_shutdown()
         finally:
             _session = None

@@ -14,16 +14,18 @@ torch, on first use.
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Union
 
+from tessera.train._backend import DEFAULT_PROCESS_GROUP_TIMEOUT_S, BackendConfig, RankBackend
 from tessera.train._config import RunConfig, ScalingConfig
-from tessera.train._controller import DEFAULT_PROCESS_GROUP_TIMEOUT_S, DataParallelTrainer
+from tessera.train._controller import DataParallelTrainer
 from tessera.train._session import device as _device, get_context
 
 
 @dataclass
-class TorchConfig:
+class TorchConfig(BackendConfig):
     """The process group: `backend` (None: nccl with use_gpu, else gloo), `init_method` ("env":
     MASTER_ADDR/MASTER_PORT from the gang), `timeout_s`."""
 
@@ -38,6 +40,43 @@ class TorchConfig:
         if self.timeout_s <= 0:
             raise ValueError(f"TorchConfig(timeout_s={self.timeout_s}) must be positive")
 
+    @property
+    def backend_cls(self) -> type:
+        return _TorchBackend
+
+
+class _TorchBackend(RankBackend):
+    """In each rank: one torch process group (env://) around the training function, whose
+    all-reduce and barrier report() uses."""
+
+    def on_start(self) -> None:
+        import torch
+        import torch.distributed as dist
+
+        name = self.config.backend or ("nccl" if self.use_gpu else "gloo")
+        if name == "nccl":
+            torch.cuda.set_device(_device())
+        dist.init_process_group(name, init_method="env://",
+                                timeout=datetime.timedelta(seconds=self.config.timeout_s))
+
+    def on_shutdown(self) -> None:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+
+    def all_reduce_max(self, value: int) -> int:
+        import torch
+        import torch.distributed as dist
+
+        flag = torch.tensor([value], device=_device())
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return int(flag.item())
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        dist.barrier()
+
 
 class TorchTrainer(DataParallelTrainer):
     """Runs `train_loop_per_worker` (taking 0 arguments, or the config) on every rank."""
@@ -49,11 +88,8 @@ class TorchTrainer(DataParallelTrainer):
                  run_config: Optional[RunConfig] = None, datasets: Optional[dict] = None,
                  dataset_config: Any = None, metadata: Optional[dict] = None,
                  resume_from_checkpoint: Any = None) -> None:
-        torch_config = torch_config or TorchConfig()
-        scaling_config = scaling_config or ScalingConfig()
-        backend = torch_config.backend or ("nccl" if scaling_config.use_gpu else "gloo")
         super().__init__(train_loop_per_worker, train_loop_config=train_loop_config,
-                         backend=backend, process_group_timeout_s=torch_config.timeout_s,
+                         backend_config=torch_config or TorchConfig(),
                          scaling_config=scaling_config, run_config=run_config,
                          datasets=datasets, dataset_config=dataset_config, metadata=metadata,
                          resume_from_checkpoint=resume_from_checkpoint)
