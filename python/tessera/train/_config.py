@@ -70,6 +70,10 @@ class ScalingConfig:
             raise ValueError("`use_tpu` is False but `TPU` was found in `resources_per_worker`. "
                              "Either set `use_tpu` to True or remove `TPU` from "
                              "`resources_per_worker`.")
+        if self.use_tpu and self.resources_per_worker is not None and not resources.get("TPU"):
+            raise ValueError("`use_tpu` is True but `TPU` is set to 0 in `resources_per_worker`. "
+                             "Either set `use_tpu` to False or request a positive number of "
+                             "`TPU` in `resources_per_worker`.")
         if self.topology is not None and not self.use_tpu:
             raise ValueError("`topology` is only valid with `use_tpu=True`.")
         if self.use_tpu:
