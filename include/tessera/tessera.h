@@ -129,9 +129,13 @@ struct ObjectPathStats {
   int64_t store_deletes = 0;    // stored copies deleted when their owner's last reference went
 };
 ObjectPathStats GetObjectPathStats();
-// ready[i] for each ref once `num` are ready or the timeout passes.
+// ready[i] for each ref once `num` are ready or the timeout passes; with `stop_at_failure`,
+// also as soon as one of them failed.
 std::vector<bool> WaitReady(const std::vector<const ObjectRefBase*>& refs, int num,
-                            absl::Duration timeout);
+                            absl::Duration timeout, bool stop_at_failure = false);
+// The error `ref` is known to have failed with: OK while it is pending or has a value (and for a
+// ref of another process, whose outcome only a read learns).
+absl::Status KnownFailure(const ObjectRefBase& ref);
 ObjectRefBase PutSerialized(std::string value);
 }  // namespace internal
 
@@ -149,12 +153,25 @@ inline absl::Status Get(const ObjectRef<void>& ref,
                         absl::Duration timeout = absl::InfiniteDuration()) {
   return internal::GetValue(ref, timeout).status();
 }
-// Every value, in order; the first error (or the timeout, over all of them) fails the whole call.
+// Every value, in order. An error fails the whole call as soon as it is known, even while
+// other refs are still pending (the first failed ref in order, among those done); so does the
+// timeout, over all of them.
 template <typename T>
 absl::StatusOr<std::vector<T>> Get(const std::vector<ObjectRef<T>>& refs,
                                    absl::Duration timeout = absl::InfiniteDuration()) {
   const absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture()
                                                                    : absl::Now() + timeout;
+  {
+    std::vector<const ObjectRefBase*> bases;
+    bases.reserve(refs.size());
+    for (const auto& ref : refs) bases.push_back(&ref);
+    const std::vector<bool> ready = internal::WaitReady(
+        bases, static_cast<int>(bases.size()), timeout, /*stop_at_failure=*/true);
+    for (size_t i = 0; i < refs.size(); ++i) {
+      if (!ready[i]) continue;
+      if (absl::Status failed = internal::KnownFailure(refs[i]); !failed.ok()) return failed;
+    }
+  }
   std::vector<T> values;
   values.reserve(refs.size());
   for (const ObjectRef<T>& ref : refs) {

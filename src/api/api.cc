@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "api/driver_runtime.h"
+#include "api/error_payloads.h"
 #include "api/foreign_calls.h"
 #include "api/reservations.h"
 #include "tessera/tessera.h"
@@ -135,7 +136,14 @@ absl::StatusOr<SerializedValue> GetValue(const ObjectRefBase& ref, absl::Duratio
   // A runtime reads what it owns from its table; in a worker (whose nested runtime, if any, owns
   // only its own puts and subtasks) everything else comes from its owner.
   if (auto current = Current(); current != nullptr) return current->Get(ref, timeout);
-  if (worker::InWorkerMode()) return worker::FetchObject(ref.data(), timeout);
+  if (worker::InWorkerMode()) {
+    bool owner_unreachable = false;
+    auto value = worker::FetchObject(ref.data(), timeout, &owner_unreachable);
+    if (!value.ok() && owner_unreachable) {
+      return api::OwnerDiedStatus(ref.id().Hex(), ref.data().owner.address, value.status());
+    }
+    return value;
+  }
   return absl::FailedPreconditionError("call tessera::Init before reading objects");
 }
 
@@ -148,7 +156,7 @@ absl::StatusOr<std::string> GetSerialized(const ObjectRefBase& ref, absl::Durati
 ObjectPathStats GetObjectPathStats() { return ObjectPathSnapshot(); }
 
 std::vector<bool> WaitReady(const std::vector<const ObjectRefBase*>& refs, int num,
-                            absl::Duration timeout) {
+                            absl::Duration timeout, bool stop_at_failure) {
   auto current = Current();
   std::vector<const ObjectRefBase*> live;
   std::vector<size_t> where;
@@ -165,7 +173,8 @@ std::vector<bool> WaitReady(const std::vector<const ObjectRefBase*>& refs, int n
     where.push_back(i);
   }
   if (live.empty()) return ready;
-  const std::vector<bool> live_ready = current->Wait(live, std::max(0, num - already), timeout);
+  const std::vector<bool> live_ready =
+      current->Wait(live, std::max(0, num - already), timeout, stop_at_failure);
   for (size_t j = 0; j < live.size(); ++j) ready[where[j]] = live_ready[j];
   return ready;
 }
@@ -181,6 +190,16 @@ absl::StatusOr<std::string> CreateActor(AnyFunction factory, const ActorOptions&
                                         std::vector<TaskArgument> args, const char* type_name) {
   absl::Status why;
   auto current = CurrentOrNested(&why);
+void KeepOwnedRefs(const std::vector<ObjectRefData>& refs) {
+  if (auto current = Current(); current != nullptr) current->KeepOwned(refs);
+}
+
+absl::Status KnownFailure(const ObjectRefBase& ref) {
+  if (absl::Status early = ref.early_error(); !early.ok()) return early;
+  auto current = Current();
+  return current == nullptr ? absl::OkStatus() : current->Failure(ref);
+}
+
   if (current == nullptr) return why;
   return current->CreateActor(factory, options, std::move(args), type_name);
 }

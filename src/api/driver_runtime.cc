@@ -26,6 +26,7 @@
 #include "rpc/status_conversion.h"
 #include "timeline/chrome_trace.h"
 #include "wire/proto_convert.h"
+#include "worker/owner_fetch.h"
 #include "worker/worker_runtime.h"
 
 namespace tessera::api {
@@ -458,13 +459,9 @@ absl::StatusOr<internal::SerializedValue> DriverRuntime::Get(const ObjectRefBase
   const absl::Time deadline =
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   if (ref.data().owner.address != owner_.address) {
-    // In a worker this is its nested runtime: another owner's object comes through that owner,
-    // as a task's argument does.
-    if (worker::InWorkerMode()) return worker::FetchObject(ref.data(), timeout);
-    return absl::UnimplementedError(absl::StrCat(
-        "object ", ref.id().Hex(), " is owned by another process (", ref.data().owner.address,
-        ", e.g. a worker that made it in a task); a driver reads only the objects it owns: "
-        "return the value itself from the task, not a ref to it"));
+    // Another process's object (a task's nested put or subtask, an actor's result) comes from
+    // that owner, wherever it runs; in a worker, through the worker's own runtime.
+    return ReadForeign(ref, timeout);
   }
   absl::StatusOr<std::string> value = objects_->Get(ref.id(), deadline);
   if (!value.ok()) return value.status();
@@ -478,18 +475,44 @@ absl::StatusOr<internal::SerializedValue> DriverRuntime::Get(const ObjectRefBase
 
 std::string DriverRuntime::StoreSocketOf(const std::string& node_id) const {
   const std::string socket = client::StateFolder{state_dir_}.ObjectStoreSocket(node_id);
+absl::StatusOr<internal::SerializedValue> DriverRuntime::ReadForeign(const ObjectRefBase& ref,
+                                                                     absl::Duration timeout) {
+  bool owner_unreachable = false;
+  absl::StatusOr<internal::SerializedValue> value =
+      worker::InWorkerMode()
+          ? worker::FetchObject(ref.data(), timeout, &owner_unreachable)
+          : worker::ReadFromOwner(OwnerStub(ref.data().owner.address), ref.data(), store_.get(),
+                                  timeout, &owner_unreachable);
+  if (!value.ok() && owner_unreachable) {
+    return OwnerDiedStatus(ref.id().Hex(), ref.data().owner.address, value.status());
+  }
+  return value;
+}
+
+v1::Owner::Stub& DriverRuntime::OwnerStub(const std::string& address) {
+  absl::MutexLock lock(&owner_stubs_mu_);
+  std::unique_ptr<v1::Owner::Stub>& stub = owner_stubs_[address];
+  if (stub == nullptr) stub = v1::Owner::NewStub(rpc::MakeChannel(address, token_));
+  return *stub;
+}
+
   std::error_code ec;
   return std::filesystem::exists(socket, ec) ? socket : "";
 }
 
 std::vector<bool> DriverRuntime::Wait(const std::vector<const ObjectRefBase*>& refs, int num,
-                                      absl::Duration timeout) {
+                                      absl::Duration timeout, bool stop_at_failure) {
   const absl::Time deadline =
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   std::vector<ObjectId> ids;
   ids.reserve(refs.size());
   for (const ObjectRefBase* ref : refs) ids.push_back(ref->id());
-  return objects_->Wait(ids, num, deadline);
+  return objects_->Wait(ids, num, deadline, stop_at_failure);
+}
+
+absl::Status DriverRuntime::Failure(const ObjectRefBase& ref) const {
+  if (ref.data().owner.address != owner_.address) return absl::OkStatus();
+  return objects_->Failure(ref.id());
 }
 
 void DriverRuntime::KeepRefsInside(const std::string& value) {
@@ -522,6 +545,12 @@ absl::Status DriverRuntime::Cancel(const ObjectRefBase& ref, bool force, bool re
 
 ObjectRefBase DriverRuntime::NewPromise() {
   const ObjectId id = ObjectId::ForPut(driver_task_, puts_.fetch_add(1));
+void DriverRuntime::KeepOwned(const std::vector<ObjectRefData>& refs) {
+  for (const ObjectRefData& ref : refs) {
+    if (ref.owner.address == owner_.address) (void)objects_->Keep(ref.id);
+  }
+}
+
   objects_->AddPending(id);
   return MakeOwnedRef(id);
 }
@@ -532,9 +561,7 @@ void DriverRuntime::FulfillPromise(const ObjectId& id, absl::StatusOr<std::strin
 
 ObjectRefBase DriverRuntime::PutParts(const std::vector<std::string_view>& parts,
                                       const std::vector<ObjectRefData>& contained) {
-  for (const ObjectRefData& ref : contained) {
-    if (ref.owner.address == owner_.address) (void)objects_->Keep(ref.id);
-  }
+  KeepOwned(contained);
   const ObjectId id = ObjectId::ForPut(driver_task_, puts_.fetch_add(1));
   size_t size = 0;
   for (std::string_view part : parts) size += part.size();

@@ -27,6 +27,7 @@
 #include "objects/object_node_store.h"
 #include "rpc/server.h"
 #include "tessera/tessera.h"
+#include "tessera/v1/worker.grpc.pb.h"
 
 namespace tessera::api {
 
@@ -52,11 +53,19 @@ class DriverRuntime {
   // The value: inline from the table, or a pinned view of the local store for a large one
   // (pulled from its node first when it lies elsewhere).
   absl::StatusOr<internal::SerializedValue> Get(const ObjectRefBase& ref, absl::Duration timeout);
+  // ready[i] once `num` are ready or `timeout` passed; with `stop_at_failure` also as soon as
+  // one is done with an error.
   std::vector<bool> Wait(const std::vector<const ObjectRefBase*>& refs, int num,
-                         absl::Duration timeout);
+                         absl::Duration timeout, bool stop_at_failure = false);
+  // The error an object this runtime owns is done with (OK while pending, done with a value, or
+  // owned elsewhere).
+  absl::Status Failure(const ObjectRefBase& ref) const;
   ObjectRefBase Put(std::string value);
   ObjectRefBase PutParts(const std::vector<std::string_view>& parts,
                          const std::vector<ObjectRefData>& contained);
+  // Keeps the objects of `refs` this runtime owns past their local references (ObjectTable::Keep):
+  // their refs were written inside a value that leaves this process (a task's result).
+  void KeepOwned(const std::vector<ObjectRefData>& refs);
   // tessera.cancel of the task that makes `ref` (TaskSubmitter::Cancel); a ref of another owner
   // or one that is not a task's return is InvalidArgument.
   absl::Status Cancel(const ObjectRefBase& ref, bool force, bool recursive);
@@ -106,6 +115,12 @@ class DriverRuntime {
   void KeepRefsInside(const std::string& value);
 
   InitOptions options_;
+  // The value of an object another process owns, from that owner (OwnerDiedError's kind when
+  // the owner has exited).
+  absl::StatusOr<internal::SerializedValue> ReadForeign(const ObjectRefBase& ref,
+                                                        absl::Duration timeout);
+  // The Owner service of the process at `address` (one stub per owner, kept).
+  v1::Owner::Stub& OwnerStub(const std::string& address);
   std::string state_dir_;
   OwnerAddress owner_;
   // This node's store (the node of the agent the driver leases through).
@@ -120,6 +135,10 @@ class DriverRuntime {
 
   absl::Mutex shapes_mu_;
   std::map<std::string, absl::StatusOr<LeaseShape>> shapes_ ABSL_GUARDED_BY(shapes_mu_);
+  absl::Mutex owner_stubs_mu_;
+  std::map<std::string, std::unique_ptr<v1::Owner::Stub>> owner_stubs_
+      ABSL_GUARDED_BY(owner_stubs_mu_);
+
 
   struct ActorEntry {
     std::string shape_key;

@@ -46,6 +46,15 @@ std::optional<std::string> ErrorKindOf(const absl::Status& status) {
   return Payload(status, kKindUrl);
 }
 
+absl::Status OwnerDiedStatus(const std::string& object_hex, const std::string& owner_address,
+                             const absl::Status& reached) {
+  return WithErrorKind(
+      absl::UnavailableError(absl::StrCat("object ", object_hex, " went with its owner, the process at ",
+                                          owner_address, ", which has exited (reaching it: ",
+                                          reached.message(), ")")),
+      ErrorKind::kOwnerDied);
+}
+
 absl::Status WithException(absl::Status status, std::string_view exception,
                            std::string_view traceback) {
   if (status.ok()) return status;

@@ -43,6 +43,11 @@ absl::Status WithException(absl::Status status, std::string_view exception,
 std::optional<std::string> ExceptionOf(const absl::Status& status);
 std::optional<std::string> TracebackOf(const absl::Status& status);
 
+// A read of `object_hex` from its owner at `owner_address` that could not reach that process:
+// the owner has exited and the object went with it (Ray's OwnerDiedError), `reached` saying why.
+absl::Status OwnerDiedStatus(const std::string& object_hex, const std::string& owner_address,
+                             const absl::Status& reached);
+
 // `status` with `prefix` put before its message and every payload kept (absl::Status(code,
 // StrCat(prefix, message)) would drop them).
 absl::Status WithContext(const absl::Status& status, std::string_view prefix);

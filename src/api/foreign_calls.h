@@ -49,6 +49,10 @@ absl::StatusOr<ObjectStoreStats> LocalObjectStoreStats();
 // An object whose value is given later by FulfillPromise (a placement group's ready()): Get and
 // Wait wait for it meanwhile. A value or an error, given once; FulfillPromise of an object that
 // is not a pending promise of this process does nothing.
+// Keeps the objects of `refs` this process owns alive past its own references: their refs were
+// written inside a value that leaves it (a task's result), so another process may read them.
+// Refs owned elsewhere, and a process that owns nothing, are left as they are.
+void KeepOwnedRefs(const std::vector<ObjectRefData>& refs);
 ObjectRefBase NewPromise();
 void FulfillPromise(const ObjectRefBase& promise, absl::StatusOr<std::string> value);
 // Makes calls to actor `actor_id` (owned by the process at `owner_address`) possible from this

@@ -95,18 +95,32 @@ absl::StatusOr<std::string> ObjectTable::Get(const ObjectId& id, absl::Time dead
   return it->second.value;
 }
 
+bool ObjectTable::IsFailed(const ObjectId& id) const {
+  auto it = entries_.find(id);
+  return it != entries_.end() && it->second.done && !it->second.value.ok();
+}
+
+absl::Status ObjectTable::Failure(const ObjectId& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end() || !it->second.done) return absl::OkStatus();
+  return it->second.value.status();
+}
+
 std::vector<bool> ObjectTable::Wait(const std::vector<ObjectId>& ids, int num,
-                                    absl::Time deadline) {
+                                    absl::Time deadline, bool stop_at_failure) {
   absl::MutexLock lock(&mu_);
   ++waiters_;
   std::vector<bool> ready(ids.size(), false);
   while (true) {
     int count = 0;
+    bool failed = false;
     for (size_t i = 0; i < ids.size(); ++i) {
       ready[i] = IsDone(ids[i]);
       count += ready[i] ? 1 : 0;
+      failed = failed || (stop_at_failure && ready[i] && IsFailed(ids[i]));
     }
-    if (count >= num || count == static_cast<int>(ids.size())) break;
+    if (count >= num || count == static_cast<int>(ids.size()) || failed) break;
     if (changed_.WaitWithDeadline(&mu_, deadline)) {
       for (size_t i = 0; i < ids.size(); ++i) ready[i] = IsDone(ids[i]);
       break;

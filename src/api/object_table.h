@@ -58,8 +58,13 @@ class ObjectTable {
   absl::StatusOr<std::string> Get(const ObjectId& id, absl::Time deadline);
 
   // Whether each id is done (an unknown id counts as done: Get answers it at once), after
-  // waiting until `num` are or `deadline` passes.
-  std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num, absl::Time deadline);
+  // waiting until `num` are or `deadline` passes; with `stop_at_failure`, also as soon as one
+  // of them is done with an error (a get of many fails at its first failure).
+  std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num, absl::Time deadline,
+                         bool stop_at_failure = false);
+
+  // The error `id` is done with; OK while it is pending, done with a value, or unknown.
+  absl::Status Failure(const ObjectId& id) const;
 
   // Runs `callback` when `id` is done (NotFound at once for an unknown id).
   void OnReady(const ObjectId& id, ReadyCallback callback);
@@ -77,6 +82,7 @@ class ObjectTable {
     std::vector<ReadyCallback> callbacks;
   };
   bool IsDone(const ObjectId& id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  bool IsFailed(const ObjectId& id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const DropCallback on_drop_;
   mutable absl::Mutex mu_;

@@ -51,6 +51,24 @@ TEST(ObjectTableTest, WaitCountsDoneEntries) {
   EXPECT_EQ(table.Wait({a, b}, 2, absl::InfiniteFuture()), (std::vector<bool>{true, true}));
 }
 
+TEST(ObjectTableTest, WaitStopsAtTheFirstFailureWhenAsked) {
+  ObjectTable table;
+  const ObjectId slow = ObjectId::FromRandom(), failed = ObjectId::FromRandom();
+  table.AddPending(slow);
+  table.AddPending(failed);
+  EXPECT_TRUE(table.Failure(failed).ok());  // pending: no failure yet
+  std::thread t([&] { table.Complete(failed, absl::UnknownError("boom")); });
+  // Waiting for both would wait forever for `slow`; the failure ends the wait.
+  EXPECT_EQ(table.Wait({slow, failed}, 2, absl::InfiniteFuture(), /*stop_at_failure=*/true),
+            (std::vector<bool>{false, true}));
+  t.join();
+  EXPECT_EQ(table.Failure(failed).message(), "boom");
+  EXPECT_TRUE(table.Failure(slow).ok());
+  // Without it, a failure is one more done entry.
+  EXPECT_EQ(table.Wait({slow, failed}, 2, absl::Now() + absl::Milliseconds(1)),
+            (std::vector<bool>{false, true}));
+}
+
 TEST(ObjectTableTest, OnReadyRunsOnceDone) {
   ObjectTable table;
   const ObjectId id = ObjectId::FromRandom();

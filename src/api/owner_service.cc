@@ -6,6 +6,7 @@
 #include "api/driver_runtime.h"
 #include "objects/object_location.h"
 #include "rpc/status_conversion.h"
+#include "worker/owner_fetch.h"
 
 namespace tessera::api {
 
@@ -54,9 +55,9 @@ grpc::Status OwnerService::GetObject(grpc::ServerContext*, const v1::GetObjectRe
   if (code == absl::StatusCode::kNotFound || code == absl::StatusCode::kDeadlineExceeded) {
     return rpc::ToGrpcStatus(value.status());
   }
-  // The task that makes it failed: that failure is the object's value.
-  reply->mutable_error()->set_kind("application");
-  reply->mutable_error()->set_message(std::string(value.status().message()));
+  // The task that makes it failed: that failure (its kind, exception and traceback) is the
+  // object's value.
+  *reply->mutable_failure() = worker::ObjectFailureOf(value.status());
   return grpc::Status::OK;
 }
 

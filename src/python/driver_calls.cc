@@ -128,9 +128,20 @@ InitOptions InitOptionsFrom(const py::dict& options) {
   return out;
 }
 
-// ready[i] per ref once `num` are ready or `timeout` passed, in signal-checked slices.
+// The first ref (in order) among those ready that is known to have failed, if any.
+std::optional<absl::Status> FirstKnownFailure(const std::vector<ObjectRefBase>& refs,
+                                              const std::vector<bool>& ready) {
+  for (size_t i = 0; i < refs.size(); ++i) {
+    if (!ready[i]) continue;
+    if (absl::Status failed = internal::KnownFailure(refs[i]); !failed.ok()) return failed;
+  }
+  return std::nullopt;
+}
+
+// ready[i] per ref once `num` are ready or `timeout` passed, in signal-checked slices; with
+// `stop_at_failure` also once one of them failed.
 std::vector<bool> WaitInSlices(const std::vector<ObjectRefBase>& refs, int num,
-                               absl::Duration timeout) {
+                               absl::Duration timeout, bool stop_at_failure = false) {
   std::vector<const ObjectRefBase*> pointers;
   pointers.reserve(refs.size());
   for (const ObjectRefBase& ref : refs) pointers.push_back(&ref);
@@ -142,7 +153,7 @@ std::vector<bool> WaitInSlices(const std::vector<ObjectRefBase>& refs, int num,
     std::vector<bool> ready;
     {
       py::gil_scoped_release release;
-      ready = internal::WaitReady(pointers, num, slice);
+      ready = internal::WaitReady(pointers, num, slice, stop_at_failure);
     }
     const int count = static_cast<int>(std::count(ready.begin(), ready.end(), true));
     if (count >= num || absl::Now() >= deadline) return ready;
@@ -159,9 +170,14 @@ py::list GetValues(const py::list& ref_list, const py::object& timeout_s) {
   const absl::Time deadline =
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   // Waited for together (in slices, so Ctrl-C lands), then read in order: the first failed
-  // ref raises.
-  const std::vector<bool> ready = WaitInSlices(refs, static_cast<int>(refs.size()), timeout);
+  // ref raises, at once when it fails while others are still pending (as Ray's get does).
+  const std::vector<bool> ready =
+      WaitInSlices(refs, static_cast<int>(refs.size()), timeout, /*stop_at_failure=*/true);
+  if (std::optional<absl::Status> failed = FirstKnownFailure(refs, ready); failed.has_value()) {
+    ThrowStatus(*failed);
+  }
   if (std::count(ready.begin(), ready.end(), false) > 0) {
+    if (stop_at_failure && FirstKnownFailure(refs, ready).has_value()) return ready;
     ThrowStatus(absl::DeadlineExceededError("Get timed out: some object(s) not ready."));
   }
   py::list values;
@@ -265,6 +281,17 @@ void BindDriverCalls(py::module_& m) {
       "timeout passed.");
   m.def(
       "submit_task",
+  m.def(
+      "keep_owned",
+      [](const py::list& refs) {
+        std::vector<ObjectRefData> data;
+        data.reserve(refs.size());
+        for (py::handle ref : refs) data.push_back(UnwrapRef(ref).data());
+        internal::KeepOwnedRefs(data);
+      },
+      py::arg("refs"),
+      "Keeps the objects of `refs` this process owns alive past its own references (refs written "
+      "inside a task's result, which other processes read).");
       [](const std::string& name, py::handle code, const py::list& args, const py::dict& options) {
         CheckNotForked();
         internal::FunctionDescriptor function = PythonFunction(name, code);

@@ -34,6 +34,7 @@
 #include "rpc/status_conversion.h"
 #include "rpc/token.h"
 #include "tessera/v1/worker.grpc.pb.h"
+#include "worker/owner_fetch.h"
 #include "worker/task_executor.h"
 
 namespace tessera::worker {
@@ -532,50 +533,16 @@ absl::StatusOr<NestedDriverEnv> NestedDriverEnvironment() {
 }
 
 absl::StatusOr<internal::SerializedValue> FetchObject(const ObjectRefData& ref,
-                                                      absl::Duration timeout) {
+                                                      absl::Duration timeout,
+                                                      bool* owner_unreachable) {
   if (globals == nullptr) {
     return absl::FailedPreconditionError("fetching an object needs a running worker");
   }
-  v1::Owner::Stub* stub = globals->owner.get();
-  std::unique_ptr<v1::Owner::Stub> other;
-  if (ref.owner.address != globals->owner_address) {
-    other = v1::Owner::NewStub(rpc::MakeChannel(ref.owner.address, globals->token));
-    stub = other.get();
+  if (ref.owner.address == globals->owner_address) {
+    return ReadFromOwner(*globals->owner, ref, globals->store.get(), timeout, owner_unreachable);
   }
-  const bool forever = timeout == absl::InfiniteDuration();
-  const absl::Time deadline = forever ? absl::InfiniteFuture() : absl::Now() + timeout;
-  v1::GetObjectRequest request;
-  request.set_object_id(ref.id.Binary());
-  request.set_wait_ms(forever ? int64_t{24} * 3600 * 1000 : absl::ToInt64Milliseconds(timeout));
-  // Asked once more when its holder cannot be reached: the owner then says whether it is lost.
-  for (int round = 0; round < 2; ++round) {
-    v1::GetObjectReply reply;
-    grpc::ClientContext context;
-    rpc::ConfigureClientContext(&context,
-                                absl::Milliseconds(request.wait_ms()) + absl::Seconds(30));
-    grpc::Status status = stub->GetObject(&context, request, &reply);
-    if (!status.ok()) {
-      absl::Status s = rpc::FromGrpcStatus(status);
-      return absl::Status(s.code(), absl::StrCat("object ", ref.id.Hex(), " from its owner at ",
-                                                 ref.owner.address, ": ", s.message()));
-    }
-    if (reply.has_error()) {
-      return absl::UnknownError(absl::StrCat(
-          reply.error().type(), reply.error().type().empty() ? "" : ": ", reply.error().message()));
-    }
-    if (!reply.has_stored()) return internal::SerializedValue(std::move(*reply.mutable_value()));
-    if (globals->store == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "object ", ref.id.Hex(), " lies in node ", reply.stored().node_id(),
-          "'s object store and this worker's node has none"));
-    }
-    auto value = globals->store->Read(ref.id, reply.stored(), deadline);
-    if (value.ok() || round == 1 || value.status().code() == absl::StatusCode::kNotFound) {
-      return value;
-    }
-    request.set_holder_unreachable(true);
-  }
-  return absl::InternalError("unreachable");
+  auto other = v1::Owner::NewStub(rpc::MakeChannel(ref.owner.address, globals->token));
+  return ReadFromOwner(*other, ref, globals->store.get(), timeout, owner_unreachable);
 }
 
 }  // namespace tessera::worker

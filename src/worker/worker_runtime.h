@@ -94,7 +94,8 @@ absl::StatusOr<std::string> PutTaskReturn(const std::string& task_id,
 // owner's GetObject: inline, or read from this node's store (pulled there first when the owner
 // says it lies on another node). Only in worker mode (elsewhere FailedPrecondition).
 absl::StatusOr<internal::SerializedValue> FetchObject(const ObjectRefData& ref,
-                                                      absl::Duration timeout);
+                                                      absl::Duration timeout,
+                                                      bool* owner_unreachable = nullptr);
 
 // What a worker's own driver runtime (tasks, Puts and actors from inside a task) connects with:
 // the cluster as the worker's owner named it, and the worker's node agent, so subtasks are
@@ -103,6 +104,7 @@ struct NestedDriverEnv {
   std::string token;
   // What the owner added to this worker's environment, for the workers it leases in turn.
   std::map<std::string, std::string> worker_env;
+// *owner_unreachable as ReadFromOwner (worker/owner_fetch.h) sets it.
   std::string state_dir;     // "" when the owner did not say
   std::string head_address;  // "" when the owner did not say
   std::string agent_address;  // this worker's node agent ("" when unknown)

@@ -211,3 +211,7 @@ def _flush_and_exit(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+        if serialized.contained_refs:
+            # The caller reads them from this process, which owns them: they outlive this
+            # task's own references (until the process ends: borrowers are not counted yet).
+            _core.keep_owned(serialized.contained_refs)

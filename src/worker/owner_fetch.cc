@@ -1,0 +1,82 @@
+#include "worker/owner_fetch.h"
+
+#include <cstdint>
+#include <utility>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "rpc/auth.h"
+#include "rpc/status_conversion.h"
+
+namespace tessera::worker {
+
+v1::ObjectFailure ObjectFailureOf(const absl::Status& status) {
+  v1::ObjectFailure failure;
+  failure.set_code(static_cast<int32_t>(status.code()));
+  failure.set_message(std::string(status.message()));
+  status.ForEachPayload([&failure](absl::string_view url, const absl::Cord& payload) {
+    (*failure.mutable_payloads())[std::string(url)] = std::string(payload);
+  });
+  return failure;
+}
+
+absl::Status StatusOfObjectFailure(const v1::ObjectFailure& failure) {
+  auto code = static_cast<absl::StatusCode>(failure.code());
+  // An OK or out-of-range code from a confused owner still reads as a failure.
+  if (failure.code() <= 0 ||
+      failure.code() > static_cast<int32_t>(absl::StatusCode::kUnauthenticated)) {
+    code = absl::StatusCode::kUnknown;
+  }
+  absl::Status status(code, failure.message());
+  for (const auto& [url, payload] : failure.payloads()) status.SetPayload(url, absl::Cord(payload));
+  return status;
+}
+
+absl::StatusOr<internal::SerializedValue> ReadFromOwner(v1::Owner::Stub& owner,
+                                                        const ObjectRefData& ref,
+                                                        NodeObjectStore* store,
+                                                        absl::Duration timeout,
+                                                        bool* owner_unreachable) {
+  const bool forever = timeout == absl::InfiniteDuration();
+  const absl::Time deadline = forever ? absl::InfiniteFuture() : absl::Now() + timeout;
+  v1::GetObjectRequest request;
+  request.set_object_id(ref.id.Binary());
+  request.set_wait_ms(forever ? int64_t{24} * 3600 * 1000 : absl::ToInt64Milliseconds(timeout));
+  // Asked once more when its holder cannot be reached: the owner then says whether it is lost.
+  for (int round = 0; round < 2; ++round) {
+    v1::GetObjectReply reply;
+    grpc::ClientContext context;
+    rpc::ConfigureClientContext(&context,
+                                absl::Milliseconds(request.wait_ms()) + absl::Seconds(30));
+    grpc::Status status = owner.GetObject(&context, request, &reply);
+    if (!status.ok()) {
+      if (owner_unreachable != nullptr) {
+        *owner_unreachable = status.error_code() == grpc::StatusCode::UNAVAILABLE;
+      }
+      absl::Status s = rpc::FromGrpcStatus(status);
+      return absl::Status(s.code(), absl::StrCat("object ", ref.id.Hex(), " from its owner at ",
+                                                 ref.owner.address, ": ", s.message()));
+    }
+    if (reply.has_failure()) return StatusOfObjectFailure(reply.failure());
+    if (reply.has_error()) {
+      return absl::UnknownError(absl::StrCat(
+          reply.error().type(), reply.error().type().empty() ? "" : ": ", reply.error().message()));
+    }
+    if (!reply.has_stored()) return internal::SerializedValue(std::move(*reply.mutable_value()));
+    if (store == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "object ", ref.id.Hex(), " lies in node ", reply.stored().node_id(),
+          "'s object store and this process's node has none"));
+    }
+    auto value = store->Read(ref.id, reply.stored(), deadline);
+    if (value.ok() || round == 1 || value.status().code() == absl::StatusCode::kNotFound) {
+      return value;
+    }
+    request.set_holder_unreachable(true);
+  }
+  return absl::InternalError("unreachable");
+}
+
+}  // namespace tessera::worker
