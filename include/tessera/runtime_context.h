@@ -1,7 +1,9 @@
-// What a task can learn about where it runs (GetRuntimeContext(), inside a task).
+// What a task can learn about where it runs (GetRuntimeContext(), inside a task). In a driver,
+// after Init: node_id is the driver's local node (the one whose agent and object store it uses,
+// "" when this host runs none), as Ray's driver reports its local node; the rest is empty.
 //
-// Threading: the context is set before the first task runs and never changes; read it from any
-// thread.
+// Threading: in a worker the context is set before the first task runs and never changes; in a
+// driver each Init sets it. Read it from any thread.
 #pragma once
 
 #include <map>

@@ -22,6 +22,9 @@ std::shared_ptr<api::DriverRuntime>* runtime ABSL_GUARDED_BY(runtime_mu) = nullp
 
 // In a worker: why its nested runtime could not be made (tried once; OK until then).
 absl::Status* nested_error ABSL_GUARDED_BY(runtime_mu) = nullptr;
+// A driver's context (Ray's: its node is the local one, the node whose agent and store it uses).
+// One per Init, never freed: a reference handed out stays valid after Shutdown.
+const RuntimeContext* driver_context ABSL_GUARDED_BY(runtime_mu) = nullptr;
 
 std::shared_ptr<api::DriverRuntime> Current() {
   absl::ReaderMutexLock lock(&runtime_mu);
@@ -97,6 +100,9 @@ absl::Status Init(InitOptions options) {
   if (!created.ok()) return created.status();
   runtime = new std::shared_ptr<api::DriverRuntime>(*std::move(created));
   api::RememberReservationCluster(options, (*runtime)->driver_id());
+  auto* context = new RuntimeContext();
+  context->node_id = (*runtime)->store().node_id();
+  driver_context = context;
   return absl::OkStatus();
 }
 
@@ -113,7 +119,12 @@ void Shutdown() {
   old->Shutdown();
 }
 
-const RuntimeContext& GetRuntimeContext() { return worker::CurrentContext(); }
+const RuntimeContext& GetRuntimeContext() {
+  const RuntimeContext& current = worker::CurrentContext();
+  if (current.in_worker) return current;
+  absl::ReaderMutexLock lock(&runtime_mu);
+  return driver_context != nullptr ? *driver_context : current;
+}
 
 TaskStats GetTaskStats() {
   auto current = Current();
