@@ -82,6 +82,8 @@ struct ActorOptions {
   // Live inside this placement group's (or reserved slice's) bundle; "" none; -1 any bundle.
   std::string placement_group;
   int bundle_index = -1;
+  // As TaskOptions::capture_child_tasks, for what the actor's methods submit.
+  bool capture_child_tasks = false;
   // Live on this node; "" anywhere. Hard: only there (restarts too); soft: prefer it. As for
   // tasks (TaskOptions::node_affinity).
   std::string node_affinity;

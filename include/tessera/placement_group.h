@@ -45,8 +45,13 @@ struct PlacementGroupOptions {
   // Set: every bundle on nodes that share one value of this label key (one rack, one NVLink
   // domain: "tessera.io/fabric-domain"); kept while any bundle is placed.
   std::string same_label;
-  // How long to wait for room (zero: take it now or fail).
+  // How long to wait for room (zero: take it now or fail; absl::InfiniteDuration(): until it is
+  // placed or removed).
   absl::Duration timeout = absl::Seconds(30);
+  // What to do while no node of the cluster could ever hold the group: false, fail at once
+  // (ResourceExhausted); true, keep waiting (PENDING) up to `timeout` for the cluster to gain
+  // such a node, as a Ray placement group does.
+  bool wait_while_infeasible = false;
   // A group belongs to the program that created it and is removed when that program ends or
   // dies (its driver stops keeping itself alive at the head). Detached: it lives until
   // RemovePlacementGroup, whoever calls it.
@@ -64,7 +69,9 @@ struct PlacementGroup {
 // cluster can never hold it: the head's explanation follows), DeadlineExceeded (no room within
 // the timeout), AlreadyExists (the name is taken), or the cluster being unreachable.
 absl::StatusOr<PlacementGroup> CreatePlacementGroup(const PlacementGroupOptions& options);
-// Frees the group's bundles (tasks and actors in it keep running until they end).
+// Frees the group's bundles: the workers of the tasks and actors in it are ended. `name` may
+// also be a slice reservation's (it is released, as ReleaseSlices). A group already removed, or
+// never made, is nothing to do: OK, as Ray's remove_placement_group.
 absl::Status RemovePlacementGroup(const std::string& name);
 
 struct SliceOptions {
@@ -111,6 +118,7 @@ struct SliceReservation {
 // Reserves whole slices, never part of one: every host of each slice, or nothing. Errors as for
 // CreatePlacementGroup.
 absl::StatusOr<SliceReservation> ReserveSlices(const SliceOptions& options);
+// Releases the slices; OK when they are released already (or the name was never reserved).
 absl::Status ReleaseSlices(const std::string& name);
 
 }  // namespace tessera

@@ -57,6 +57,9 @@ struct TaskOptions {
   // any bundle of the group.
   std::string placement_group;
   int bundle_index = -1;
+  // Whether the task's own submissions default to its placement group (Ray's
+  // placement_group_capture_child_tasks): the worker is told (TaskSpec.capture_child_tasks).
+  bool capture_child_tasks = false;
   // Run on this node (its id, as `tessera list nodes` shows it); "" anywhere. Hard (the
   // default): only there, and an error naming the node when it is dead, unknown or can never
   // fit the task. Soft: there when it can take the task now, else wherever else fits.

@@ -34,6 +34,8 @@ class Task:
     code: Optional[ObjectRef]
     actor_id: bytes
     attempt: int
+    placement_group: str  # TASK / ACTOR_CREATE: its placement group ("" none)
+    capture_child_tasks: bool
     max_concurrency: int
     retry_exceptions: bool
     retry_exception_types: List[str]

@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, Optional
 from tessera import _core
 from tessera._private import arguments, options as option_checks, runtime_env, signature, worker
 from tessera.remote_function import _CodeCache, put_serialized
+from tessera.util.placement_group import submission_core_options
 
 # Methods every actor has, as in Ray.
 _TERMINATE = "__ray_terminate__"
@@ -217,7 +218,8 @@ class ActorClass:
         not bind to the constructor's signature raise TypeError here, and nothing starts."""
         self._constructor_check(args, kwargs)
         # With the job's runtime_env under its own (folders packed at the first call).
-        core = self._env.options(self._core_options)
+        core = submission_core_options(self._options.get("scheduling_strategy"),
+                                       self._env.options(self._core_options))
         worker.auto_init()
         if core.get("detached") and not core.get("name"):
             raise ValueError("A detached actor must be named: pass name= with "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import socket
 import threading
 import traceback
@@ -297,6 +298,11 @@ class ActorDiedError(TesseraActorError):
                 actor_init_failed=True,
             )
             return
+        if error_message and error_message.startswith(self.BASE_ERROR_MSG):
+            # The core's text is Ray's whole message already: the actor's lines, then the cause.
+            found = re.search(r"^\tactor_id: (\S+)$", error_message, re.MULTILINE)
+            super().__init__(actor_id or (found.group(1) if found else None), error_message)
+            return
         lines = [self.BASE_ERROR_MSG]
         for label, value in (
             ("class_name", class_name),
@@ -446,10 +452,17 @@ class TaskPlacementGroupRemoved(_StandardTextError):
     _text = "The placement group corresponding to this task has been removed."
 
 
-class ActorPlacementGroupRemoved(_StandardTextError):
-    """The actor's placement group was removed."""
+class ActorPlacementGroupRemoved(ActorDiedError):
+    """The actor's placement group was removed: the actor is dead (not restarted), so this is an
+    ActorDiedError too, and its text says why."""
 
     _text = "The placement group corresponding to this Actor has been removed."
+
+    def __init__(self, error_message: Optional[str] = None,
+                 actor_id: Optional[str] = None) -> None:
+        TesseraActorError.__init__(
+            self, actor_id, f"{self._text} {error_message}" if error_message else self._text)
+        self.error_message = error_message
 
 
 class TaskUnschedulableError(_StandardTextError):

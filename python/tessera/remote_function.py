@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Optional
 from tessera import _core
 from tessera._private import (arguments, options as option_checks, runtime_env, serialization,
                               signature, worker)
+from tessera.util.placement_group import submission_core_options
 
 # Ray refuses functions whose pickle is larger than this (FUNCTION_SIZE_ERROR_THRESHOLD).
 FUNCTION_SIZE_ERROR_THRESHOLD = 10**8
@@ -96,7 +97,8 @@ class RemoteFunction:
         the function's signature raise TypeError here, and nothing is submitted."""
         self._check(args, kwargs)
         # With the job's runtime_env under its own (folders packed at the first call).
-        core = self._env.options(self._core_options)
+        core = submission_core_options(self._options.get("scheduling_strategy"),
+                                       self._env.options(self._core_options))
         worker.auto_init()
         call = arguments.encode(args, kwargs, put_serialized)
         try:

@@ -380,6 +380,8 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
   for (const std::string& type : options.retry_exception_types) {
     task->spec.add_retry_exception_types(type);
   }
+  task->spec.set_placement_group(options.placement_group);
+  task->spec.set_capture_child_tasks(options.capture_child_tasks);
   task->spec.set_task_id(task_id.Binary());
   task->spec.set_function(*name);
   task->spec.set_language(function.language);
@@ -624,6 +626,8 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
   constructor.spec.set_function(*name);
   constructor.spec.set_actor_id(actor_task.Binary());
   constructor.spec.set_max_concurrency(options.max_concurrency);
+  constructor.spec.set_placement_group(options.placement_group);
+  constructor.spec.set_capture_child_tasks(options.capture_child_tasks);
   constructor.spec.set_language(function.language);
   if (function.code.has_value()) {
     RefToProto(function.code->data(), constructor.spec.mutable_function_ref());

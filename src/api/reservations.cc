@@ -17,6 +17,7 @@
 #include "scheduling/placement_group_spec.h"
 #include "tessera/placement_group.h"
 #include "wire/proto_convert.h"
+#include "worker/worker_runtime.h"
 
 namespace tessera {
 namespace api {
@@ -158,9 +159,20 @@ std::string ReservationOwner() {
 }
 
 std::optional<client::ClusterClientOptions> ReservationCluster() {
-  absl::MutexLock lock(&cluster_mu);
-  if (cluster == nullptr) return std::nullopt;
-  return *cluster;
+  {
+    absl::MutexLock lock(&cluster_mu);
+    if (cluster != nullptr) return *cluster;
+  }
+  // In a worker (no Init): the cluster of the worker's own node, so a task or actor can read
+  // and manage placement groups as a driver does (what it creates has no owner: it lives until
+  // removed).
+  if (!worker::InWorkerMode()) return std::nullopt;
+  absl::StatusOr<worker::NestedDriverEnv> env = worker::NestedDriverEnvironment();
+  if (!env.ok()) return std::nullopt;
+  client::ClusterClientOptions client;
+  client.state_dir = env->state_dir;
+  client.head_address = env->head_address;
+  return client;
 }
 
 }  // namespace api
@@ -168,12 +180,20 @@ std::optional<client::ClusterClientOptions> ReservationCluster() {
 absl::StatusOr<PlacementGroup> CreatePlacementGroup(const PlacementGroupOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(v1::CreatePlacementGroupRequest request, api::GroupRequest(options));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, api::Connect());
-  TESSERA_ASSIGN_OR_RETURN(v1::PlacementGroupInfo info,
-                           client::CreatePlacementGroupAndWait(*client, request, options.timeout));
+  // A runtime shut down meanwhile stops the wait (the group is withdrawn below).
+  auto shut_down = [] { return !api::ReservationCluster().has_value(); };
+  absl::StatusOr<v1::PlacementGroupInfo> waited = client::CreatePlacementGroupAndWait(
+      *client, request, options.timeout, shut_down, options.wait_while_infeasible);
+  if (absl::IsNotFound(waited.status())) {
+    return absl::NotFoundError(
+        absl::StrCat("placement group ", options.name, " was removed before it was created"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(v1::PlacementGroupInfo info, std::move(waited));
   if (info.state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
     (void)client::RemovePlacementGroupNamed(*client, options.name);  // withdrawn: nothing is left
     return api::NotGranted("placement group", options.name,
-                           info.state() == v1::PLACEMENT_GROUP_STATE_INFEASIBLE
+                           info.state() == v1::PLACEMENT_GROUP_STATE_INFEASIBLE &&
+                                   !options.wait_while_infeasible
                                ? api::Refusal::kInfeasible
                                : api::Refusal::kNotYet,
                            rpc::PlacementGroupStateName(info.state()), info.explanation(),
@@ -193,7 +213,10 @@ absl::StatusOr<PlacementGroup> CreatePlacementGroup(const PlacementGroupOptions&
 
 absl::Status RemovePlacementGroup(const std::string& name) {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, api::Connect());
-  return client::RemovePlacementGroupNamed(*client, name).status();
+  absl::Status removed = client::RemovePlacementGroupNamed(*client, name).status();
+  // Not a placement group: a slice reservation (placed in as a group) of that name, if any.
+  if (absl::IsNotFound(removed)) removed = client::ReleaseSlicesNamed(*client, name).status();
+  return absl::IsNotFound(removed) ? absl::OkStatus() : removed;  // gone already: nothing to do
 }
 
 absl::StatusOr<SliceReservation> ReserveSlices(const SliceOptions& options) {
@@ -222,7 +245,8 @@ absl::StatusOr<SliceReservation> ReserveSlices(const SliceOptions& options) {
 
 absl::Status ReleaseSlices(const std::string& name) {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, api::Connect());
-  return client::ReleaseSlicesNamed(*client, name).status();
+  absl::Status released = client::ReleaseSlicesNamed(*client, name).status();
+  return absl::IsNotFound(released) ? absl::OkStatus() : released;  // released already
 }
 
 }  // namespace tessera

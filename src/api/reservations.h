@@ -16,7 +16,8 @@ namespace tessera::api {
 void RememberReservationCluster(const InitOptions& options, std::string driver_id);
 void ForgetReservationCluster();
 
-// The options recorded by Init, or nothing before Init / after Shutdown.
+// The options recorded by Init, or nothing before Init / after Shutdown; in a worker, its node's
+// cluster (from the worker's environment).
 std::optional<client::ClusterClientOptions> ReservationCluster();
 // The driver id recorded by Init ("" before Init / after Shutdown).
 std::string ReservationOwner();

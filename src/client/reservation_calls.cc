@@ -71,7 +71,7 @@ absl::StatusOr<v1::SliceAlternative> TpuSliceAlternative(std::string_view what,
 
 absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroupAndWait(
     ClusterClient& client, const v1::CreatePlacementGroupRequest& request, absl::Duration wait,
-    const std::function<bool()>& stopped) {
+    const std::function<bool()>& stopped, bool through_infeasible) {
   v1::PlacementGroupInfo info;
   TESSERA_RETURN_IF_ERROR(
       client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
@@ -80,8 +80,8 @@ absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroupAndWait(
       }));
   const absl::Time until = absl::Now() + wait;
   while (info.state() != v1::PLACEMENT_GROUP_STATE_CREATED &&
-         info.state() != v1::PLACEMENT_GROUP_STATE_INFEASIBLE && absl::Now() < until &&
-         !(stopped && stopped())) {
+         (through_infeasible || info.state() != v1::PLACEMENT_GROUP_STATE_INFEASIBLE) &&
+         absl::Now() < until && !(stopped && stopped())) {
     v1::WaitPlacementGroupRequest wait_request;
     wait_request.set_name(request.name());
     // With someone to ask whether to stop, no wait is longer than 250 ms.
@@ -91,7 +91,7 @@ absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroupAndWait(
     TESSERA_RETURN_IF_ERROR(
         client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
           // The head answers by timeout_ms: give the call that much more than its usual deadline.
-          ctx->set_deadline(absl::ToChronoTime(until + absl::Seconds(10)));
+          ctx->set_deadline(absl::ToChronoTime(absl::Now() + step + absl::Seconds(10)));
           return client.head().WaitPlacementGroup(ctx, wait_request, &info);
         }));
   }

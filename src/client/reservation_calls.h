@@ -33,13 +33,15 @@ absl::Status RestrictSliceAlternatives(v1::ReserveSlicesRequest& request,
                                        const std::string& selector, bool sub_slice);
 
 // Sends CreatePlacementGroup, then waits (WaitPlacementGroup) up to `wait` while the group is
-// neither CREATED nor INFEASIBLE. The group as the head last described it: its state says how it
-// ended (PENDING when the wait ran out, or when `stopped`, polled at least every 250 ms, said
-// so). Errors are the calls' own. The create may wait on a two-phase commit with agents that do
-// not answer: it gets a minute, not the client's usual deadline.
+// neither CREATED nor INFEASIBLE (with `through_infeasible`: while it is not CREATED, so an
+// infeasible group waits for the cluster to grow). The group as the head last described it: its
+// state says how it ended (PENDING or INFEASIBLE when the wait ran out, or when `stopped`, polled
+// at least every 250 ms, said so). Errors are the calls' own (NotFound: the group was removed
+// while waited for). The create may wait on a two-phase commit with agents that do not answer:
+// it gets a minute, not the client's usual deadline. `wait` may be absl::InfiniteDuration().
 absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroupAndWait(
     ClusterClient& client, const v1::CreatePlacementGroupRequest& request, absl::Duration wait,
-    const std::function<bool()>& stopped = nullptr);
+    const std::function<bool()>& stopped = nullptr, bool through_infeasible = false);
 
 // Sends ReserveSlices, then polls the head (it has no wait call for slices), backing off, up to
 // `wait` while the reservation is PENDING (or until `stopped` says so).

@@ -247,6 +247,21 @@ TEST_F(HeadServiceTest, CreateCommitsOnTheAgentsAndRemoveCancels) {
             grpc::StatusCode::NOT_FOUND);
 }
 
+TEST_F(HeadServiceTest, AGroupShowsWhatEachBundleReservesPlacedOrWaiting) {
+  Register("n1");
+  Create("placed", "PACK", {"CPU=1", "CPU=2"});
+  Create("waiting", "PACK", {"CPU=64"});
+  for (const auto& [name, shapes] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+           {"placed", {10000, 20000}}, {"waiting", {640000}}}) {
+    const v1::PlacementGroupInfo info = Find(name);
+    ASSERT_EQ(info.bundle_shapes_size(), static_cast<int>(shapes.size())) << name;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      EXPECT_EQ(info.bundle_shapes(i).raw().at("CPU"), shapes[i]) << name << " bundle " << i;
+    }
+  }
+  EXPECT_EQ(Find("waiting").state(), v1::PLACEMENT_GROUP_STATE_INFEASIBLE);
+}
+
 TEST_F(HeadServiceTest, OneFailingPrepareRollsBackEverythingAndRetriesLater) {
   Register("n1");
   Register("n2");

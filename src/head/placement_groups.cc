@@ -34,6 +34,9 @@ void ReservationManager::DescribeGroup(const GroupEntry& group, v1::PlacementGro
       wire::AllocationToProto(desired[i]->allocation, location->mutable_allocation());
     }
   }
+  for (const ResourceSet& shape : record.spec.primary.bundles) {
+    wire::ResourcesToProto(shape, info->add_bundle_shapes());
+  }
   info->set_explanation(group.ShownExplanation());
 }
 

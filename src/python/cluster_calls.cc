@@ -95,6 +95,9 @@ py::list ListPlacementGroups() {
     std::map<int, std::string> nodes;
     for (const v1::BundleLocation& bundle : info.bundles()) nodes[bundle.index()] = bundle.node_id();
     group["bundle_nodes"] = nodes;
+    py::list shapes;
+    for (const v1::Resources& shape : info.bundle_shapes()) shapes.append(Quantities(shape));
+    group["bundles"] = shapes;
     group["explanation"] = info.explanation();
     group["owner"] = info.owner();
     groups.append(group);
@@ -111,7 +114,11 @@ py::dict CreatePlacementGroup(const py::dict& options) {
     create.bundle_selectors = SelectorTexts(options["bundle_selectors"], "bundle_label_selector");
   }
   create.same_label = Get<std::string>(options, "same_label", "");
-  create.timeout = absl::Seconds(Get<double>(options, "timeout_s", 30));
+  // timeout_s None: until placed or removed.
+  create.timeout = options.contains("timeout_s") && options["timeout_s"].is_none()
+                       ? absl::InfiniteDuration()
+                       : absl::Seconds(Get<double>(options, "timeout_s", 30));
+  create.wait_while_infeasible = Get<bool>(options, "wait_while_infeasible", false);
   create.detached = Get<bool>(options, "detached", false);
   if (options.contains("fallbacks")) {
     for (py::handle item : options["fallbacks"].cast<py::list>()) {
@@ -195,7 +202,8 @@ void BindClusterCalls(py::module_& m) {
   m.def("list_placement_groups", &ListPlacementGroups,
         "The cluster's placement groups and slice reservations as the head knows them.");
   m.def("create_placement_group", &CreatePlacementGroup, py::arg("options"),
-        "Reserves every bundle or none (blocking up to timeout_s): name, option, bundle_nodes.");
+        "Reserves every bundle or none (blocking up to timeout_s, None: until placed or removed; "
+        "wait_while_infeasible: an infeasible group waits too): name, option, bundle_nodes.");
   m.def("remove_placement_group", &Remove<tessera::RemovePlacementGroup>, py::arg("name"));
   m.def("reserve_slices", &ReserveSlices, py::arg("options"),
         "Reserves whole slices (blocking up to timeout_s): name, slices, hosts in bundle order.");

@@ -56,6 +56,7 @@ TaskOptions TaskOptionsFrom(const py::dict& options) {
   out.max_retries = Get<int>(options, "max_retries", out.max_retries);
   out.placement_group = Get<std::string>(options, "placement_group", "");
   out.bundle_index = Get<int>(options, "bundle_index", -1);
+  out.capture_child_tasks = Get<bool>(options, "capture_child_tasks", false);
   out.node_affinity = Get<std::string>(options, "node_affinity", "");
   out.node_affinity_soft = Get<bool>(options, "node_affinity_soft", false);
   out.spread = Get<bool>(options, "spread", false);
@@ -79,6 +80,7 @@ ActorOptions ActorOptionsFrom(const py::dict& options) {
   out.max_concurrency = Get<int>(options, "max_concurrency", 1);
   out.placement_group = Get<std::string>(options, "placement_group", "");
   out.bundle_index = Get<int>(options, "bundle_index", -1);
+  out.capture_child_tasks = Get<bool>(options, "capture_child_tasks", false);
   out.node_affinity = Get<std::string>(options, "node_affinity", "");
   out.node_affinity_soft = Get<bool>(options, "node_affinity_soft", false);
   out.env = Get<std::map<std::string, std::string>>(options, "env", {});

@@ -169,6 +169,10 @@ void BindWorkerLoop(py::module_& m) {
       .def_property_readonly("actor_id",
                              [](const PyTask& t) { return py::bytes(t.pending->spec.actor_id()); })
       .def_property_readonly("attempt", [](const PyTask& t) { return t.pending->spec.attempt(); })
+      .def_property_readonly("placement_group",
+                             [](const PyTask& t) { return t.pending->spec.placement_group(); })
+      .def_property_readonly("capture_child_tasks",
+                             [](const PyTask& t) { return t.pending->spec.capture_child_tasks(); })
       .def_property_readonly("max_concurrency",
                              [](const PyTask& t) { return t.pending->spec.max_concurrency(); })
       .def_property_readonly("retry_exceptions",

@@ -88,3 +88,13 @@ def test_a_selector_keeps_to_slices_whose_hosts_match_and_sub_slices_take_blocks
             h.shutdown()
     with pytest.raises(ValueError, match="one selector for every host"):
         slice_placement_group("4x4", "v6e", bundle_label_selector=[{"a": "1"}, {"a": "2"}])
+
+
+def test_remove_placement_group_of_a_slice_frees_the_slice(slice_cluster):
+    from tessera.util import remove_placement_group
+    reserved = slice_placement_group("4x4", "v6e", timeout_s=30)
+    remove_placement_group(reserved.placement_group)
+    # The slice is free again at once, and the reservation's own shutdown has nothing left to do.
+    again = slice_placement_group("4x4", "v6e", timeout_s=5)
+    again.shutdown()
+    reserved.shutdown()

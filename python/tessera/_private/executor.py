@@ -46,6 +46,18 @@ class _CurrentTask(threading.local):
 
 
 current = _CurrentTask()
+
+
+class _Placement:
+    """The placement group this worker's task or actor runs in ("" none) and whether what it
+    submits with no scheduling strategy goes there too: set by each task and actor creation (a
+    worker leased in a group runs only that group's work)."""
+
+    group: str = ""
+    capture_child_tasks: bool = False
+
+
+placement = _Placement()
 # The worker's Executor (set by worker_main; None in a driver).
 active: Optional["Executor"] = None
 
@@ -82,6 +94,9 @@ class Executor:
     def _run(self, task: "_core.Task") -> None:
         current.task_id = task.task_id
         current.name = task.function
+        if task.kind != _core.ACTOR_METHOD:
+            placement.group = task.placement_group
+            placement.capture_child_tasks = task.capture_child_tasks
         result: Any = None
         error: Optional[BaseException] = None
         try:

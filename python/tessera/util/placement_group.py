@@ -3,10 +3,13 @@ reserved all or nothing under a strategy, then used by tasks and actors through
 PlacementGroupSchedulingStrategy.
 
 `placement_group(...)` returns at once; the reservation is made by the core on a background
-thread (the head places every bundle or none, waiting for room up to `_timeout_s`, 600 s by
-default), and `pg.ready()` is an ObjectRef that resolves to the group once it is made (or fails
-with the reason), so `tessera.get(pg.ready())` and `tessera.wait([pg.ready()])` work as in Ray.
-`remove_placement_group(pg)` releases it; the tasks and actors inside it end.
+thread (the head places every bundle or none; a group no node can hold yet stays PENDING, as in
+Ray, until the cluster grows or it is removed; `_timeout_s` bounds the wait), and `pg.ready()`
+is an ObjectRef that resolves to the group once it is made (or fails with the reason), so
+`tessera.get(pg.ready())` and `tessera.wait([pg.ready()])` work as in Ray.
+`remove_placement_group(pg)` releases it (a group already gone: nothing to do); the tasks and
+actors inside it end. A task or actor placed with `placement_group_capture_child_tasks=True`
+puts what it submits with no scheduling strategy into its group too.
 
 Threading: any thread. Cost: one thread per group while its reservation is pending.
 """
@@ -18,20 +21,29 @@ import threading
 from typing import Any, Dict, List, Optional
 
 from tessera import _core
-from tessera._private import options as option_checks, serialization, worker
+from tessera._private import executor, options as option_checks, serialization, worker
+from tessera.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 VALID_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
-_DEFAULT_TIMEOUT_S = 600.0
 
 
 class PlacementGroupID:
-    """A group's id: the name the cluster knows it by (Ray's `pg.id.hex()`)."""
+    """A group's id: the name the cluster knows it by (a group made without a name gets a
+    random one). `hex()` is that name, `binary()` its UTF-8 bytes; PlacementGroupID(binary)
+    is the same id again."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name) -> None:
+        if isinstance(name, (bytes, bytearray)):
+            name = bytes(name).decode()
+        if not isinstance(name, str):
+            raise TypeError(f"a placement group id is a str or bytes, got {type(name).__name__}")
         self._name = name
 
     def hex(self) -> str:
         return self._name
+
+    def binary(self) -> bytes:
+        return self._name.encode()
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PlacementGroupID) and other._name == self._name
@@ -127,9 +139,11 @@ def placement_group(bundles: List[Dict[str, float]], strategy: str = "PACK", nam
                     lifetime: Optional[str] = None, _soft_target_node_id: Optional[str] = None,
                     bundle_label_selector: Optional[List[Dict[str, str]]] = None,
                     fallback_strategy: Optional[List[Dict[str, Any]]] = None,
-                    _timeout_s: float = _DEFAULT_TIMEOUT_S,
+                    _timeout_s: Optional[float] = None,
                     same_label: Optional[str] = None) -> PlacementGroup:
-    """Reserves `bundles` (all or none) under `strategy`; returns at once (see ready()).
+    """Reserves `bundles` (all or none) under `strategy`; returns at once (see ready()). It waits
+    for room (and, when no node could hold it, for the cluster to grow) until it is placed or
+    removed; `_timeout_s` (a Tessera extension) withdraws it after that many seconds instead.
     `same_label` (a Tessera extension): every bundle on nodes that share one value of this
     label key, e.g. "tessera.io/fabric-domain" for one NVLink domain."""
     if same_label is not None and (not isinstance(same_label, str) or not same_label):
@@ -166,7 +180,8 @@ def placement_group(bundles: List[Dict[str, float]], strategy: str = "PACK", nam
         "bundle_selectors": bundle_label_selector or [],
         "fallbacks": fallbacks,
         "same_label": same_label or "",
-        "timeout_s": float(_timeout_s),
+        "timeout_s": None if _timeout_s is None else float(_timeout_s),
+        "wait_while_infeasible": True,
         "detached": lifetime == "detached",
     }
     ready = _core.new_promise()
@@ -175,8 +190,8 @@ def placement_group(bundles: List[Dict[str, float]], strategy: str = "PACK", nam
     def create() -> None:
         try:
             made = _core.create_placement_group(options)
-        except _core.CoreError as e:
-            _core.fulfill_promise(ready, None, f"placement group {core_name}: {e.args[1]}")
+        except _core.CoreError as e:  # its message names the group
+            _core.fulfill_promise(ready, None, e.args[1])
             return
         except Exception as e:  # a bad option the core refused
             _core.fulfill_promise(ready, None, f"placement group {core_name}: {e}")
@@ -189,7 +204,8 @@ def placement_group(bundles: List[Dict[str, float]], strategy: str = "PACK", nam
 
 
 def remove_placement_group(placement_group: PlacementGroup) -> None:
-    """Releases the group; the tasks and actors in it end."""
+    """Releases the group (a slice's too); the tasks and actors in it end. A group removed
+    already is nothing to do, as in Ray."""
     if not isinstance(placement_group, PlacementGroup):
         raise TypeError(f"remove_placement_group expects a PlacementGroup, got "
                         f"{type(placement_group).__name__}")
@@ -200,27 +216,51 @@ def remove_placement_group(placement_group: PlacementGroup) -> None:
         worker.raise_core_error(e)
 
 
+# The head's states as Ray names them: a group no node can hold yet is PENDING (the reason is in
+# its stats), as Ray's waits for the cluster to grow.
+_STATES = {"INFEASIBLE": "PENDING"}
+# stats["scheduling_state"], as Ray's placement_group_table says it.
+_SCHEDULING_STATES = {"CREATED": "FINISHED", "INFEASIBLE": "INFEASIBLE", "REMOVED": "REMOVED"}
+
+
+def _table_entry(group: Dict[str, Any]) -> Dict[str, Any]:
+    state = group["state"]
+    waiting = "NO_RESOURCES" if group["explanation"] else "SCHEDULING_STARTED"
+    return {
+        "placement_group_id": group["name"],
+        "name": group["name"],
+        "bundles": dict(enumerate(group["bundles"])),
+        "bundles_to_node_id": {i: node for i, node in group["bundle_nodes"].items() if node},
+        "strategy": group["strategy"],
+        "state": _STATES.get(state, state),
+        "stats": {
+            "scheduling_state": _SCHEDULING_STATES.get(state, waiting),
+            # Why it is not CREATED, as the head explains it ("" when it is).
+            "explanation": group["explanation"],
+        },
+    }
+
+
 def placement_group_table(placement_group: Optional[PlacementGroup] = None) -> Dict[str, Any]:
-    """The head's view of one group (or of every group, by id): placement_group_id, name,
-    strategy, state (PENDING, CREATED, ...), bundles_to_node_id."""
+    """The head's view of one group, as Ray's: placement_group_id, name, bundles ({index:
+    {resource: amount}}), bundles_to_node_id (placed bundles), strategy, state (PENDING,
+    CREATED, RESCHEDULING, REMOVED) and stats (scheduling_state, explanation). With no group:
+    every group, by id."""
     worker.auto_init()
     try:
         groups = _core.list_placement_groups()
     except _core.CoreError as e:
         worker.raise_core_error(e)
-    table = {}
-    for group in groups:
-        table[group["name"]] = {
-            "placement_group_id": group["name"],
-            "name": group["name"],
-            "strategy": group["strategy"],
-            "state": group["state"],
-            "bundles_to_node_id": dict(group["bundle_nodes"]),
-            "explanation": group["explanation"],
-        }
+    table = {group["name"]: _table_entry(group) for group in groups}
     if placement_group is None:
         return table
-    return table.get(placement_group.id.hex(), {"state": "REMOVED"})
+    name = placement_group.id.hex()
+    if name in table:
+        return table[name]
+    return {"placement_group_id": name, "name": name,
+            "bundles": dict(enumerate(placement_group.bundle_specs)), "bundles_to_node_id": {},
+            "strategy": placement_group._strategy, "state": "REMOVED",
+            "stats": {"scheduling_state": "REMOVED", "explanation": ""}}
 
 
 def get_placement_group(placement_group_name: str) -> PlacementGroup:
@@ -229,10 +269,33 @@ def get_placement_group(placement_group_name: str) -> PlacementGroup:
     if placement_group_name not in table or table[placement_group_name]["state"] == "REMOVED":
         raise ValueError(f"Failed to look up placement group with name: {placement_group_name}")
     entry = table[placement_group_name]
-    return PlacementGroup(placement_group_name, [{} for _ in entry["bundles_to_node_id"]],
+    return PlacementGroup(placement_group_name, list(entry["bundles"].values()),
                           entry["strategy"])
 
 
 def get_current_placement_group() -> Optional[PlacementGroup]:
-    """The group the current task or actor runs in; None in a driver (and, for now, in tasks)."""
-    return None
+    """The group the current task or actor runs in; None in a driver and outside a group."""
+    name = executor.placement.group
+    if not name:
+        return None
+    return get_placement_group(name)
+
+
+def submission_core_options(strategy: Any, core_options: Dict[str, Any]) -> Dict[str, Any]:
+    """The core options of one `.remote()` with this scheduling_strategy: a bundle index the
+    group does not have is a ValueError (nothing is submitted), and with no strategy, inside a
+    task or actor that captures child tasks, its group (any bundle), as Ray."""
+    if isinstance(strategy, PlacementGroupSchedulingStrategy):
+        group = strategy.placement_group
+        index = strategy.placement_group_bundle_index
+        if group is not None and not -1 <= index < group.bundle_count:
+            raise ValueError(f"placement group bundle index {index} is invalid. Valid placement "
+                             f"group indexes: 0 to {group.bundle_count - 1}.")
+        capture = strategy.placement_group_capture_child_tasks
+        if capture is None:
+            capture = executor.placement.capture_child_tasks
+        return {**core_options, "capture_child_tasks": bool(capture and group is not None)}
+    if strategy is None and executor.placement.capture_child_tasks:
+        return {**core_options, "placement_group": executor.placement.group, "bundle_index": -1,
+                "capture_child_tasks": True}
+    return core_options
