@@ -79,6 +79,12 @@ struct ActorOptions {
   int max_task_retries = 0;
   // Calls run at once in the actor's process (1: one at a time, in submission order).
   int max_concurrency = 1;
+  // Named concurrency groups (Python actors, as Ray's concurrency_groups): each group's calls
+  // run on its own pool (or under its own limit on an async actor's loop), up to that many at
+  // once, beside the default group's max_concurrency. Each limit must be >= 1.
+  std::map<std::string, int> concurrency_groups;
+  // The namespace the name is unique in ("" the default one).
+  std::string name_space;
   // Live inside this placement group's (or reserved slice's) bundle; "" none; -1 any bundle.
   std::string placement_group;
   int bundle_index = -1;
@@ -180,10 +186,20 @@ bool RegisterActorMethod(const char* spelled, R (T::*method)(Params...) const) {
 // whose calls fail with them.
 absl::StatusOr<std::string> CreateActor(AnyFunction factory, const ActorOptions& options,
                                         std::vector<TaskArgument> args, const char* type_name);
+// One call's own options (Python's @method and .options on a method).
+struct ActorCallOptions {
+  int max_task_retries = -1;  // runs again after the process died mid-call; -1: the actor's
+  // The call's own exceptions are retried within max_task_retries (as TaskOptions's).
+  bool retry_exceptions = false;
+  std::vector<std::string> retry_exception_types;
+  std::string concurrency_group;  // "" the default group
+};
 ObjectRefBase SubmitActorTask(const std::string& actor_id, const std::string& method,
-                              std::vector<TaskArgument> args);
+                              std::vector<TaskArgument> args,
+                              const ActorCallOptions& options = {});
 absl::Status KillActor(const std::string& actor_id);
-absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name);
+absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name,
+                                           const std::string& name_space = "");
 
 }  // namespace internal
 

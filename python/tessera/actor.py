@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import inspect
 import threading
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Iterable, Optional
 
 from tessera import _core
 from tessera._private import arguments, options as option_checks, runtime_env, signature, worker
-from tessera.remote_function import _CodeCache, put_serialized
+from tessera.remote_function import _CodeCache, exception_type_name, put_serialized
 from tessera.util.placement_group import submission_core_options
 
 # Methods every actor has, as in Ray.
@@ -30,28 +30,41 @@ _TERMINATE_ALIASES = ("__ray_terminate__", "__tessera_terminate__")
 
 
 def method(*args: Any, **options: Any) -> Callable:
-    """`@tessera.method(num_returns=1)` on an actor method. Ray's per-method max_task_retries,
-    retry_exceptions and concurrency groups are not supported: they are refused rather than
-    ignored (the actor's own max_task_retries applies)."""
-    allowed = {"num_returns", "enable_task_events"}
+    """`@tessera.method(num_returns=..., concurrency_group=..., max_task_retries=...,
+    retry_exceptions=...)` on an actor method: the defaults of its calls (a call's
+    `handle.method.options(...)` overrides them). concurrency_group must be one of the class's
+    `concurrency_groups`; max_task_retries and retry_exceptions take the place of the actor's
+    for this method's calls."""
     if args and callable(args[0]) and len(args) == 1 and not options:
         args[0].__tessera_method_options__ = {}
         return args[0]
-    unknown = sorted(set(options) - allowed)
-    if args or unknown:
-        raise ValueError(f"Invalid option keyword {', '.join(unknown) or args!r} for actor "
-                         f"methods. Valid ones are {sorted(allowed)} (per-method "
-                         "max_task_retries, retry_exceptions and concurrency groups are not "
-                         "supported).")
-    if options.get("num_returns", 1) != 1:
-        raise ValueError("num_returns must be 1 (multiple returns are not supported: return a "
-                         "tuple)")
+    if args:
+        raise ValueError("The @tessera.method decorator must be applied with keyword options "
+                         f"only ({sorted(option_checks.METHOD_OPTIONS)}), or bare")
+    option_checks.validate_method_options(options)
 
     def decorate(function: Callable) -> Callable:
         function.__tessera_method_options__ = dict(options)
         return function
 
     return decorate
+
+
+def _declared_method_options(cls: type, groups: Dict[str, int]) -> Dict[str, dict]:
+    """{method name: its @tessera.method options}; ValueError for a concurrency group the class
+    does not define."""
+    declared = {}
+    for name, member in inspect.getmembers(cls, callable):
+        options = getattr(member, "__tessera_method_options__", None)
+        if not options:
+            continue
+        group = options.get("concurrency_group")
+        if group and group not in groups:
+            raise ValueError(f"{cls.__name__}.{name} is in concurrency group '{group}', which "
+                             f"the class does not define (its concurrency_groups: "
+                             f"{sorted(groups)})")
+        declared[name] = dict(options)
+    return declared
 
 
 def _has_async_methods(cls: type) -> bool:
@@ -76,19 +89,26 @@ class ActorMethod:
     """`handle.name`: `.remote(*args, **kwargs)` calls it on the actor."""
 
     def __init__(self, handle: "ActorHandle", name: str,
-                 check: Optional[signature.CallCheck] = None) -> None:
+                 check: Optional[signature.CallCheck] = None,
+                 options: Optional[Dict[str, Any]] = None) -> None:
         self._handle = handle
         self._name = name
         self._check = check
+        # The method's @tessera.method options with .options() over them; None: none at all.
+        self._options = options
+        self._call_options: Optional[dict] = None  # what the core takes, made once
 
     def remote(self, *args: Any, **kwargs: Any) -> "_core.ObjectRef":
         # Arguments that do not bind to the method's signature: TypeError, nothing submitted.
         if self._check is not None:
             self._check(args, kwargs)
+        if self._options and self._call_options is None:
+            self._call_options = _core_call_options(self._options)
         call = arguments.encode(args, kwargs, put_serialized)
         try:
             self._handle._attach()
-            ref = _core.submit_actor_task(self._handle._actor_id, self._name, call)
+            ref = _core.submit_actor_task(self._handle._actor_id, self._name, call,
+                                          self._call_options)
         except _core.CoreError as e:
             worker.raise_core_error(e)
         if self._name == _TERMINATE:
@@ -96,8 +116,17 @@ class ActorMethod:
         return ref
 
     def options(self, **options: Any) -> "ActorMethod":
-        method(**options)  # checks them
-        return self
+        """This method's calls with these options over its own (`@tessera.method`): Ray's
+        num_returns, concurrency_group, max_task_retries, retry_exceptions, name."""
+        option_checks.validate_method_options(options)
+        groups = self._handle._groups
+        group = options.get("concurrency_group")
+        if group and groups is not None and group not in groups:
+            raise ValueError(f"concurrency group '{group}' is not defined by actor class "
+                             f"{self._handle._class_name} (its concurrency_groups: "
+                             f"{sorted(groups)})")
+        return ActorMethod(self._handle, self._name, self._check,
+                           {**(self._options or {}), **options})
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"Actor methods cannot be called directly. Instead of running "
@@ -113,14 +142,21 @@ class ActorHandle:
     def __init__(self, actor_id: str, class_name: str, methods: Optional[set],
                  name: str = "", owned: bool = False, detached: bool = False,
                  owner_address: str = "",
-                 method_checks: Optional[Dict[str, signature.CallCheck]] = None) -> None:
+                 method_checks: Optional[Dict[str, signature.CallCheck]] = None,
+                 namespace: str = "", method_options: Optional[Dict[str, dict]] = None,
+                 groups: Optional[Iterable[str]] = None) -> None:
         self._actor_id = actor_id
         self._class_name = class_name
         # None: not known here (found by name), any attribute is taken for a method.
         self._methods = methods
         # The methods' signatures, taken once per class (none for a handle made elsewhere).
         self._method_checks = method_checks or {}
+        # The methods' @tessera.method options, and the class's concurrency groups (None: not
+        # known here, for a handle found by name).
+        self._method_options = method_options or {}
+        self._groups = frozenset(groups) if groups is not None else None
         self._name = name
+        self._namespace = namespace
         self._owned = owned
         self._detached = detached
         # The process that made the actor; calls from another process go to the actor's process
@@ -138,7 +174,8 @@ class ActorHandle:
             return ActorMethod(self, _TERMINATE)
         if self._methods is not None and item not in self._methods:
             raise AttributeError(f"'{self._class_name}' actor has no method '{item}'")
-        return ActorMethod(self, item, self._method_checks.get(item))
+        return ActorMethod(self, item, self._method_checks.get(item),
+                           self._method_options.get(item))
 
     def _attach(self) -> None:
         # A handle from another process: the core finds where the actor runs (again after a
@@ -154,7 +191,7 @@ class ActorHandle:
 
     def _found_by_name(self) -> bool:
         try:
-            return _core.get_actor(self._name) == self._actor_id
+            return _core.get_actor(self._name, self._namespace) == self._actor_id
         except _core.CoreError:
             return False
 
@@ -163,7 +200,8 @@ class ActorHandle:
         owner = self._owner_address or _core.owner_address()
         return (_rebuild_handle, (self._actor_id, self._class_name,
                                   sorted(self._methods) if self._methods is not None else None,
-                                  self._name, owner))
+                                  self._name, owner, self._namespace, self._method_options,
+                                  sorted(self._groups) if self._groups is not None else None))
 
     def __del__(self) -> None:
         # The last reference of the creating process ends the actor once the calls made before
@@ -179,10 +217,21 @@ class ActorHandle:
         return f"Actor({self._class_name}, {self._actor_id[:16]})"
 
 
+def _core_call_options(options: Dict[str, Any]) -> dict:
+    """The options dict `_core.submit_actor_task` takes for a call with these options."""
+    call = option_checks.method_call_options(options)
+    call["retry_exception_types"] = [exception_type_name(t)
+                                     for t in call["retry_exception_types"]]
+    return call
+
+
 def _rebuild_handle(actor_id: str, class_name: str, methods: Optional[list], name: str,
-                    owner_address: str) -> ActorHandle:
+                    owner_address: str, namespace: str = "",
+                    method_options: Optional[Dict[str, dict]] = None,
+                    groups: Optional[list] = None) -> ActorHandle:
     return ActorHandle(actor_id, class_name, set(methods) if methods is not None else None,
-                       name, owner_address=owner_address)
+                       name, owner_address=owner_address, namespace=namespace,
+                       method_options=method_options, groups=groups)
 
 
 class ActorClass:
@@ -199,12 +248,15 @@ class ActorClass:
             self._methods = shared._methods
             self._constructor_check = shared._constructor_check
             self._method_checks = shared._method_checks
+            self._method_options = shared._method_options
         else:
             self._methods = {name for name, _ in inspect.getmembers(cls, callable)
                              if not name.startswith("__") or name in ("__call__",)}
             # Signatures taken once per class: calls are checked when made, as Ray does.
             self._constructor_check = signature.for_constructor(cls)
             self._method_checks = signature.for_methods(cls, self._methods)
+            self._method_options = _declared_method_options(
+                cls, self._core_options["concurrency_groups"])
         self._code = code or _CodeCache(cls, f"actor class {cls.__name__}")
         self.__name__ = cls.__name__
         self.__doc__ = cls.__doc__
@@ -221,28 +273,49 @@ class ActorClass:
         core = submission_core_options(self._options.get("scheduling_strategy"),
                                        self._env.options(self._core_options))
         worker.auto_init()
-        if core.get("detached") and not core.get("name"):
+        name = core.get("name") or ""
+        if core.get("detached") and not name:
             raise ValueError("A detached actor must be named: pass name= with "
                              "lifetime='detached' (other drivers find it with tessera.get_actor)")
-        if core.get("get_if_exists") and core.get("name"):
-            try:
-                return get_actor(core["name"])
-            except ValueError:
-                pass
+        if name and not core["namespace"]:
+            core = {**core, "namespace": worker.namespace()}  # the caller's, as Ray
+        if core.get("get_if_exists"):
+            found = self._live_named(name, core["namespace"])
+            if found is not None:
+                return found
         call = arguments.encode(args, kwargs, put_serialized)
         try:
             actor_id = _core.create_actor(self._cls.__name__, self._code.ref(), call, core)
         except _core.CoreError as e:
-            if core.get("name") and e.args[0] == "ALREADY_EXISTS":
-                raise ValueError(f"The name {core['name']} (namespace="
-                                 f"{core.get('namespace') or None}) is already taken. Please use "
-                                 "a different name or get the existing actor using "
-                                 f"tessera.get_actor('{core['name']}')") from None
+            if name and e.args[0] == "ALREADY_EXISTS":
+                # get_if_exists: another creator took the name since the look-up above.
+                found = self._live_named(name, core["namespace"]) if core.get(
+                    "get_if_exists") else None
+                if found is not None:
+                    return found
+                namespace = core["namespace"]
+                raise ValueError(f"The name {name} (namespace={namespace}) is already taken. "
+                                 "Please use a different name or get the existing actor using "
+                                 f"tessera.get_actor('{name}', namespace='{namespace}')") from None
             worker.raise_core_error(e)
-        return ActorHandle(actor_id, self._cls.__name__, self._methods, core.get("name") or "",
-                           owned=True, detached=bool(core.get("detached")),
-                           owner_address=_core.owner_address(),
-                           method_checks=self._method_checks)
+        return self._handle(actor_id, name, core["namespace"], owned=True,
+                            detached=bool(core.get("detached")),
+                            owner_address=_core.owner_address())
+
+    def _handle(self, actor_id: str, name: str, namespace: str, **kwargs: Any) -> ActorHandle:
+        return ActorHandle(actor_id, self._cls.__name__, self._methods, name,
+                           method_checks=self._method_checks, namespace=namespace,
+                           method_options=self._method_options,
+                           groups=self._core_options["concurrency_groups"], **kwargs)
+
+    def _live_named(self, name: str, namespace: str) -> Optional[ActorHandle]:
+        """The live actor holding `name` in `namespace` (get_if_exists), as this class's."""
+        try:
+            return self._handle(_core.get_actor(name, namespace), name, namespace)
+        except _core.CoreError as e:
+            if e.args[0] == "NOT_FOUND":
+                return None
+            worker.raise_core_error(e)
 
     def options(self, **options: Any) -> "ActorClass":
         option_checks.validate_actor_options(options, in_options=True)
@@ -266,12 +339,17 @@ def _unpickled_actor_class() -> ActorClass:
 
 
 def get_actor(name: str, namespace: Optional[str] = None) -> ActorHandle:
-    """The handle of the live actor named `name`, made by this driver or another one."""
+    """The handle of the live actor named `name` in `namespace` (None: the caller's namespace),
+    made by this driver or another one."""
     if not isinstance(name, str) or not name:
         raise ValueError("Please supply a non-empty value to get_actor")
+    if namespace is not None and not isinstance(namespace, str):
+        raise TypeError(f"namespace must be None or a string, not {type(namespace).__name__}")
     worker.auto_init()
+    if namespace is None:
+        namespace = worker.namespace()
     try:
-        actor_id = _core.get_actor(name)
+        actor_id = _core.get_actor(name, namespace)
     except _core.CoreError as e:
         if e.args[0] == "NOT_FOUND":
             raise ValueError(f"Failed to look up actor with name '{name}'. This could because 1. "
@@ -279,7 +357,7 @@ def get_actor(name: str, namespace: Optional[str] = None) -> ActorHandle:
                              "named actor died. 3. You did not use a namespace matching the "
                              "namespace of the actor.") from None
         worker.raise_core_error(e)
-    return ActorHandle(actor_id, f"actor {name!r}", None, name)
+    return ActorHandle(actor_id, f"actor {name!r}", None, name, namespace=namespace)
 
 
 def kill(actor: ActorHandle, *, no_restart: bool = True) -> None:

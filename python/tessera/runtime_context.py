@@ -46,6 +46,12 @@ class RuntimeContext:
         return dict(self._context["node_labels"])
 
     @property
+    def namespace(self) -> str:
+        """The namespace of this job (init's `namespace`, else an anonymous one of its own):
+        named actors are created and looked up there unless told otherwise."""
+        return worker.namespace()
+
+    @property
     def was_current_actor_reconstructed(self) -> bool:
         return False
 

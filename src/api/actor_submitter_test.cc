@@ -30,6 +30,10 @@ class ActorSubmitterTest : public ::testing::Test {
   void Create(int max_restarts, int max_task_retries) {
     ActorSpec actor;
     actor.display = "actor \"a\"";
+    actor.class_name = "A";
+    actor.actor_id = "ab12";
+    actor.name = "a";
+    actor.name_space = "ns";
     actor.max_restarts = max_restarts;
     actor.max_task_retries = max_task_retries;
     QueuedTask constructor;
@@ -38,8 +42,9 @@ class ActorSubmitterTest : public ::testing::Test {
     submitter_.CreateActor(shape_, actor, constructor);
   }
 
-  ObjectId Call(const std::string& name) {
+  ObjectId Call(const std::string& name, int max_task_retries = -1) {
     QueuedTask call;
+    call.max_task_retries = max_task_retries;
     const TaskId id = TaskId::FromRandom();
     call.spec.set_task_id(id.Binary());
     call.spec.set_function(name);
@@ -91,8 +96,8 @@ TEST_F(ActorSubmitterTest, AConstructorThatThrowsKillsTheActorWithItsError) {
   for (const ObjectId& id : {sent, later}) {
     ASSERT_EQ(outcomes_.count(id), 1u);
     EXPECT_EQ(outcomes_.at(id).status().code(), absl::StatusCode::kUnavailable);
-    EXPECT_EQ(outcomes_.at(id).status().message(),
-              "actor \"a\" is dead: its constructor MakeA threw std::runtime_error: no config");
+    EXPECT_THAT(std::string(outcomes_.at(id).status().message()),
+                HasSubstr("actor \"a\" is dead: its constructor MakeA threw std::runtime_error: no config"));
   }
   EXPECT_TRUE(channel->closed);                 // its worker is let go
   EXPECT_EQ(leases_.requests.size(), 1u);       // and not restarted: it would throw again
@@ -153,6 +158,26 @@ TEST_F(ActorSubmitterTest, CallsWithoutRetriesFailNamingTheCause) {
   auto [h2, channel2] = AddWorker();
   Call("b");
   EXPECT_EQ(Functions(channel2->sent), (std::vector<std::string>{"MakeA", "b"}));
+}
+
+TEST_F(ActorSubmitterTest, ACallsOwnMaxTaskRetriesTakesThePlaceOfTheActors) {
+  Create(1, 0);
+  auto [h, channel] = AddWorker();
+  const ObjectId kept = Call("kept", /*max_task_retries=*/1);
+  const ObjectId lost = Call("lost");
+  submitter_.WorkerDied(h, "killed by signal 9 (SIGKILL)");
+  // The call without retries fails at once, before the restart, with Ray's ActorDiedError text.
+  ASSERT_EQ(outcomes_.count(lost), 1u);
+  EXPECT_EQ(outcomes_.count(kept), 0u);
+  const std::string text(outcomes_.at(lost).status().message());
+  EXPECT_EQ(text.rfind("The actor died unexpectedly before finishing this task.\n"
+                       "\tclass_name: A\n\tactor_id: ab12\n\tname: a\n\tnamespace: ns\n",
+                       0),
+            0u)
+      << text;
+  EXPECT_THAT(text, HasSubstr("SIGKILL"));
+  auto [h2, channel2] = AddWorker();
+  EXPECT_EQ(Functions(channel2->sent), (std::vector<std::string>{"MakeA", "kept"}));
 }
 
 TEST_F(ActorSubmitterTest, AfterTheLastRestartEveryCallFailsDead) {

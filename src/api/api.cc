@@ -216,11 +216,11 @@ absl::Status KnownFailure(const ObjectRefBase& ref) {
 }
 
 ObjectRefBase SubmitActorTask(const std::string& actor_id, const std::string& method,
-                              std::vector<TaskArgument> args) {
+                              std::vector<TaskArgument> args, const ActorCallOptions& options) {
   absl::Status why;
   auto current = CurrentOrNested(&why);
   if (current == nullptr) return FailedRef(why);
-  return current->SubmitActorTask(actor_id, method, std::move(args));
+  return current->SubmitActorTask(actor_id, method, std::move(args), options);
 }
 
 absl::Status KillActor(const std::string& actor_id) {
@@ -230,11 +230,12 @@ absl::Status KillActor(const std::string& actor_id) {
   return current->KillActor(actor_id);
 }
 
-absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name) {
+absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name,
+                                           const std::string& name_space) {
   absl::Status why;
   auto current = CurrentOrNested(&why);
   if (current == nullptr) return why;
-  return current->FindNamedActor(name, type_name);
+  return current->FindNamedActor(name, type_name, name_space);
 }
 
 ObjectRefBase SubmitTaskByName(const FunctionDescriptor& function, const TaskOptions& options,

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/error_payloads.h"
+#include "api/multiple_returns.h"
 #include "api/node_affinity.h"
 #include "api/owner_service.h"
 #include "base/status_macros.h"
@@ -651,6 +652,14 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
                       : absl::StrCat("actor ", Quote(options.name));
   actor.max_restarts = options.max_restarts;
   actor.max_task_retries = options.max_task_retries;
+  for (const auto& [group, limit] : options.concurrency_groups) {
+    if (group.empty() || limit < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "actor ", *name, ": concurrency group ", Quote(group), " must be named and allow >= 1 "
+          "calls at once (got ", limit, ")"));
+    }
+    (*constructor.spec.mutable_concurrency_groups())[group] = limit;
+  }
   if (options.detached && options.name.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "actor ", *name, ": a detached actor must be named (other drivers find it by its name)"));
@@ -659,7 +668,7 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
   actor_shape.key = absl::StrCat(ToAbsl(kOwnedActorPrefix), id, "|", shape->key);
   actor_shape.env = options.env;
   if (options.detached) actor_shape.detached_actor_id = id;
-  ActorEntry entry{actor_shape.key, options.name, type_name};
+  ActorEntry entry{actor_shape.key, options.name, type_name, options.name_space};
   entry.owner = driver_id();
   entry.detached = options.detached;
   entry.language = function.language;
@@ -667,12 +676,17 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
   {
     absl::MutexLock lock(&actors_mu_);
     if (!options.name.empty()) {
-      if (actor_names_.count(options.name) > 0) {
-        return absl::AlreadyExistsError(absl::StrCat("an actor named ", Quote(options.name),
-                                                     " already exists in this driver (actor ",
-                                                     actor_names_[options.name], ")"));
+      const std::pair<std::string, std::string> key{options.name_space, options.name};
+      if (actor_names_.count(key) > 0) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "an actor named ", Quote(options.name), " in namespace ", Quote(options.name_space),
+            " already exists in this driver (actor ", actor_names_[key], ")"));
       }
-      actor_names_[options.name] = id;
+  actor.class_name = std::string(internal::ClassNameOf(type_name));
+  actor.actor_id = id;
+  actor.name = options.name;
+  actor.name_space = options.name_space;
+      actor_names_[key] = id;
     }
     actors_[id] = entry;
   }
@@ -682,7 +696,7 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
     auto registered = directory_->Create(DirectoryRecord(id, entry, v1::ACTOR_STATE_PENDING));
     if (!registered.ok()) {
       absl::MutexLock lock(&actors_mu_);
-      actor_names_.erase(options.name);
+      actor_names_.erase({options.name_space, options.name});
       actors_.erase(id);
       return absl::Status(registered.status().code(),
                           absl::StrCat("actor ", Quote(options.name), ": ",
@@ -694,7 +708,8 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
 }
 
 ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const std::string& method,
-                                             std::vector<internal::TaskArgument> args) {
+                                             std::vector<internal::TaskArgument> args,
+                                             const internal::ActorCallOptions& options) {
   std::string shape_key;
   v1::Language language = v1::LANGUAGE_CPP;
   {
@@ -735,6 +750,12 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
 absl::Status DriverRuntime::KillActor(const std::string& actor_id) {
   std::string shape_key;
   bool named_here = false;
+  call.spec.set_concurrency_group(options.concurrency_group);
+  call.spec.set_retry_exceptions(options.retry_exceptions);
+  for (const std::string& type : options.retry_exception_types) {
+    call.spec.add_retry_exception_types(type);
+  }
+  call.max_task_retries = options.max_task_retries;
   std::optional<ActorEntry> attached;
   {
     absl::MutexLock lock(&actors_mu_);
@@ -744,7 +765,7 @@ absl::Status DriverRuntime::KillActor(const std::string& actor_id) {
     }
     shape_key = it->second.shape_key;
     // Its name is free again; calls through existing handles fail "is dead".
-    if (!it->second.name.empty()) actor_names_.erase(it->second.name);
+    if (!it->second.name.empty()) actor_names_.erase({it->second.name_space, it->second.name});
     named_here = !it->second.attached && !it->second.name.empty();
     if (it->second.attached && !it->second.dead) attached = it->second;
   }
@@ -772,10 +793,11 @@ absl::Status DriverRuntime::KillOwnedActor(const std::string& actor_id) {
 }
 
 absl::StatusOr<std::string> DriverRuntime::FindNamedActor(const std::string& name,
-                                                          const char* type_name) {
+                                                          const char* type_name,
+                                                          const std::string& name_space) {
   {
     absl::MutexLock lock(&actors_mu_);
-    auto it = actor_names_.find(name);
+    auto it = actor_names_.find({name_space, name});
     if (it != actor_names_.end()) {
       if (*type_name != '\0' && actors_.at(it->second).type_name != type_name) {
         return absl::InvalidArgumentError(
@@ -784,7 +806,7 @@ absl::StatusOr<std::string> DriverRuntime::FindNamedActor(const std::string& nam
       return it->second;
     }
   }
-  return AttachNamedActor(name, type_name);
+  return AttachNamedActor(name, type_name, name_space);
 }
 
 absl::Status DriverRuntime::KillAttachedActor(const std::string& actor_id,
@@ -793,7 +815,7 @@ absl::Status DriverRuntime::KillAttachedActor(const std::string& actor_id,
   if (!entry.name.empty() && directory_ != nullptr) {
     // With no owner left to end it, the head hears of its death from here, before its process
     // goes (so the cause is this, not the exit its agent reports).
-    absl::StatusOr<v1::ActorInfo> record = directory_->Get(entry.name, "");
+    absl::StatusOr<v1::ActorInfo> record = directory_->Get(entry.name, entry.name_space);
     if (record.ok() && record->actor_id() == actor_id && record->owner().empty()) {
       directory_->Died(actor_id, cause);
       directory_->Flush();
@@ -841,6 +863,7 @@ void DriverRuntime::OnWorkerReady(const std::string& shape_key, const std::strin
   entry.worker_id = worker_id;
   if (directory_ == nullptr || entry.name.empty()) return;
   v1::ActorInfo alive = DirectoryRecord(*id, entry, v1::ACTOR_STATE_ALIVE);
+  info.set_namespace_(entry.name_space);
   alive.set_address(address);
   alive.set_node_id(node_id);
   alive.set_worker_id(worker_id);
@@ -887,7 +910,7 @@ absl::Status DriverRuntime::AttachActorById(const std::string& actor_id,
                                                   owner_address, ": ", located.message())),
         ErrorKind::kActorUnavailable);
   }
-  return AttachAt(actor_id, "", reply.class_name(), reply.address());
+  return AttachAt(actor_id, "", "", reply.class_name(), reply.address());
 }
 
 void DriverRuntime::OnActorChanged(const std::string& shape_key, const ActorChange& change) {
@@ -914,7 +937,7 @@ void DriverRuntime::OnActorChanged(const std::string& shape_key, const ActorChan
   if (entry.name.empty()) return;
   if (change.kind == ActorChange::Kind::kDead) {
     // Its name is free again, here and (once the queue is sent) in the cluster.
-    auto named = actor_names_.find(entry.name);
+    auto named = actor_names_.find({entry.name_space, entry.name});
     if (named != actor_names_.end() && named->second == id) actor_names_.erase(named);
     if (directory_ != nullptr) directory_->Died(id, change.cause);
   } else if (directory_ != nullptr) {
@@ -923,10 +946,12 @@ void DriverRuntime::OnActorChanged(const std::string& shape_key, const ActorChan
 }
 
 absl::StatusOr<std::string> DriverRuntime::AttachNamedActor(const std::string& name,
-                                                            const char* type_name) {
-  const absl::Status not_found = absl::NotFoundError(absl::StrCat("no live actor named ", Quote(name)));
+                                                            const char* type_name,
+                                                            const std::string& name_space) {
+  const absl::Status not_found = absl::NotFoundError(absl::StrCat(
+      "no live actor named ", Quote(name), " in namespace ", Quote(name_space)));
   if (directory_ == nullptr) return not_found;
-  absl::StatusOr<v1::ActorInfo> found = directory_->Get(name, "");
+  absl::StatusOr<v1::ActorInfo> found = directory_->Get(name, name_space);
   if (absl::IsNotFound(found.status())) return not_found;
   if (!found.ok()) {
     return absl::Status(found.status().code(),
@@ -944,19 +969,21 @@ absl::StatusOr<std::string> DriverRuntime::AttachNamedActor(const std::string& n
         ": its process is not up yet; try again"));
   }
   const std::string id = found->actor_id();
-  TESSERA_RETURN_IF_ERROR(AttachAt(id, name, found->class_name(), found->address()));
+  TESSERA_RETURN_IF_ERROR(
+      AttachAt(id, name, name_space, found->class_name(), found->address()));
   return id;
 }
 
 absl::Status DriverRuntime::AttachAt(const std::string& id, const std::string& name,
-                                     const std::string& class_name, const std::string& address) {
+                                     const std::string& name_space, const std::string& class_name,
+                                     const std::string& address) {
   LeaseShape shape;
   shape.key = absl::StrCat(ToAbsl(kAttachedActorPrefix), id, "@", address);
   {
     absl::MutexLock lock(&actors_mu_);
     auto it = actors_.find(id);
     if (it != actors_.end() && it->second.shape_key == shape.key) return absl::OkStatus();
-    ActorEntry entry{shape.key, name, class_name, /*attached=*/true};
+    ActorEntry entry{shape.key, name, class_name, name_space, /*attached=*/true};
     entry.language = internal::LanguageOfClass(class_name);
     entry.address = address;
     actors_[id] = std::move(entry);
@@ -983,3 +1010,7 @@ absl::Status DriverRuntime::AttachAt(const std::string& id, const std::string& n
 }
 
 }  // namespace tessera::api
+  actor.class_name = std::string(internal::ClassNameOf(class_name));
+  actor.actor_id = id;
+  actor.name = name;
+  actor.name_space = name_space;

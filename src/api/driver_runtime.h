@@ -20,6 +20,7 @@
 #include "api/actor_directory_client.h"
 #include "api/driver_keepalive.h"
 #include "api/foreign_calls.h"
+#include "api/multiple_returns.h"
 #include "api/object_table.h"
 #include "api/task_event_reporter.h"
 #include "api/task_submitter.h"
@@ -85,12 +86,14 @@ class DriverRuntime {
                                                 std::vector<internal::TaskArgument> args,
                                                 const std::string& type_name);
   ObjectRefBase SubmitActorTask(const std::string& actor_id, const std::string& method,
-                                std::vector<internal::TaskArgument> args);
+                                std::vector<internal::TaskArgument> args,
+                                const internal::ActorCallOptions& options = {});
   absl::Status KillActor(const std::string& actor_id);
   // KillActor of an actor this driver made (Owner.KillActor); NotFound for any other.
   absl::Status KillOwnedActor(const std::string& actor_id);
   // The id of the live actor named `name`; `type_name` "" matches any class.
-  absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name);
+  absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name,
+                                             const std::string& name_space = "");
   // Where an actor this runtime owns runs now, and its class (Owner.LocateActor).
   absl::StatusOr<std::pair<std::string, std::string>> LocateOwnedActor(const std::string& actor_id);
   // Makes calls to actor `actor_id`, owned by the process at `owner_address`, possible here (a
@@ -148,6 +151,7 @@ class DriverRuntime {
     std::string owner;      // at the head: this driver's id
     bool detached = false;  // lifetime="detached": outlives this driver
     int restarts = 0;
+    std::string name_space;  // where `name` is unique
     v1::Language language = v1::LANGUAGE_CPP;
     std::optional<ObjectRefBase> code;  // its class, for workers of other languages
     // Its live process's Worker service ("" while an owned one has none); attached: the one
@@ -169,10 +173,12 @@ class DriverRuntime {
   // The submitter's actor observer (under its mutex: only queues): a named actor of this driver
   // restarts or is dead.
   void OnActorChanged(const std::string& shape_key, const ActorChange& change);
-  absl::StatusOr<std::string> AttachNamedActor(const std::string& name, const char* type_name);
+  absl::StatusOr<std::string> AttachNamedActor(const std::string& name, const char* type_name,
+                                               const std::string& name_space);
   // Opens a guest stream to the actor's process at `address`.
   absl::Status AttachAt(const std::string& id, const std::string& name,
-                        const std::string& class_name, const std::string& address);
+                        const std::string& name_space, const std::string& class_name,
+                        const std::string& address);
   std::string token_;
   std::string job_id_;
   std::unique_ptr<v1::Head::Stub> head_;
@@ -182,7 +188,9 @@ class DriverRuntime {
   std::vector<std::shared_ptr<GrpcWorkerChannel>> attached_ ABSL_GUARDED_BY(attached_mu_);
   absl::Mutex actors_mu_;
   std::map<std::string, ActorEntry> actors_ ABSL_GUARDED_BY(actors_mu_);       // by id
-  std::map<std::string, std::string> actor_names_ ABSL_GUARDED_BY(actors_mu_);  // name -> id
+  // (namespace, name) -> id of this driver's live named actors.
+  std::map<std::pair<std::string, std::string>, std::string> actor_names_
+      ABSL_GUARDED_BY(actors_mu_);
 
   absl::Notification stop_reaper_;
   std::thread reaper_;

@@ -34,6 +34,12 @@ ObjectRefBase SubmitTaskByName(const FunctionDescriptor& function, const TaskOpt
 // driver that finds it by name sends its calls to the right kind of worker.
 inline constexpr std::string_view kPythonClassPrefix = "python:";
 v1::Language LanguageOfClass(std::string_view class_name);
+// The class's own name, without its language's prefix (what errors call it).
+inline std::string_view ClassNameOf(std::string_view type_name) {
+  return type_name.substr(0, kPythonClassPrefix.size()) == kPythonClassPrefix
+             ? type_name.substr(kPythonClassPrefix.size())
+             : type_name;
+}
 absl::StatusOr<std::string> CreateActorByName(const FunctionDescriptor& function,
                                               const ActorOptions& options,
                                               std::vector<TaskArgument> args,

@@ -43,10 +43,27 @@ absl::Status CancelledStatus(const std::string& function) {
                        ErrorKind::kTaskCancelled);
 }
 
-// What a call to a dead actor gets.
-absl::Status ActorDeadStatus(const std::string& display, const std::string& cause) {
-  return WithErrorKind(absl::UnavailableError(absl::StrCat(display, " is dead: ", cause)),
-                       ErrorKind::kActorDied);
+// What a call to a dead actor, or one running when its process died, gets: Ray's
+// ActorDiedError text (its first line, then the actor's tab-indented class_name, actor_id, pid,
+// name and namespace), then "<display> is dead: <cause>" (or `cause` whole when it names the
+// actor itself).
+absl::Status ActorDeadStatus(const ActorSpec& actor, const std::string& cause, int pid = 0,
+                             ErrorKind kind = ErrorKind::kActorDied, bool cause_whole = false) {
+  std::string text = "The actor died unexpectedly before finishing this task.";
+  auto line = [&text](const char* label, const std::string& value) {
+    if (!value.empty()) absl::StrAppend(&text, "\n\t", label, ": ", value);
+  };
+  line("class_name", actor.class_name);
+  line("actor_id", actor.actor_id);
+  line("pid", pid > 0 ? absl::StrCat(pid) : "");
+  line("name", actor.name);
+  line("namespace", actor.name_space);
+  absl::StrAppend(&text, "\n", cause_whole ? cause : absl::StrCat(actor.display, " is dead: ", cause));
+  return WithErrorKind(absl::UnavailableError(text), kind);
+}
+
+int PidOf(const std::shared_ptr<const WorkerIdentity>& identity) {
+  return identity == nullptr ? 0 : identity->pid;
 }
 
 // Why an actor whose constructor did not make an instance is dead.
@@ -247,8 +264,7 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
         // No instance was made: the actor is dead with its constructor's error, not restarted
         // (it would throw again). The calls already sent would only hear "no instance" from the
         // worker, so they get that error here; the worker is let go.
-        const absl::Status dead =
-            ActorDeadStatus(shape.actor_spec.display, cause);
+        const absl::Status dead = ActorDeadStatus(shape.actor_spec, cause);
         for (auto& [id, call] : worker.in_flight) {
           ++stats_.failed;
           outcomes.emplace_back(call.return_id, dead);
@@ -265,7 +281,7 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
           shape.run_nanos_ewma <= 0 ? run : 0.8 * shape.run_nanos_ewma + 0.2 * run;
       const bool cancelled = cancelled_.erase(result.task_id()) > 0;
       const bool retry = result.has_error() && result.error().retryable() && !cancelled &&
-                         !shut_down_ && task.spec.kind() == v1::TASK &&
+                         !shut_down_ && task.spec.kind() != v1::ACTOR_CREATE &&
                          task.spec.attempt() + 1 <= task.max_retries;
       record(cancelled, retry);  // before the task moves back into the queue
       if (retry) {
@@ -594,14 +610,15 @@ void TaskSubmitter::SubmitActorCall(const std::string& shape_key, QueuedTask cal
       ++stats_.failed;
       outcomes.emplace_back(
           call.return_id,
-          WithErrorKind(ActorDeadStatus(it->second.actor_spec.display,
-                                        shut_down_ ? "tessera is shut down" : it->second.death),
-                        it->second.death_kind));
+          ActorDeadStatus(it->second.actor_spec,
+                          shut_down_ ? "tessera is shut down" : it->second.death, 0,
+                          it->second.death_kind));
     } else {
       Shape& shape = it->second;
       call.spec.set_kind(v1::ACTOR_METHOD);
       call.spec.set_sequence(shape.next_sequence++);
-      call.max_retries = shape.actor_spec.max_task_retries;
+      call.max_retries = call.max_task_retries >= 0 ? call.max_task_retries
+                                                    : shape.actor_spec.max_task_retries;
       StampSubmitLocked(call);
       shape.queue.push_back(std::move(call));
       DispatchLocked(shape);
@@ -649,7 +666,8 @@ void TaskSubmitter::KillActor(const std::string& shape_key) {
         if (task.spec.kind() == v1::ACTOR_CREATE) continue;
         ++stats_.failed;
         outcomes.emplace_back(task.return_id,
-                              ActorDeadStatus(shape.actor_spec.display, "killed by tessera::Kill"));
+                              ActorDeadStatus(shape.actor_spec, "killed by tessera::Kill",
+                                              PidOf(worker.identity)));
       }
       RemoveWorkerLocked(worker);
     }
@@ -667,8 +685,7 @@ void TaskSubmitter::ActorDeadLocked(Shape& shape, const std::string& cause,
   if (!was_dead && actor_observer_) {
     actor_observer_(shape.shape.key, ActorChange{ActorChange::Kind::kDead, shape.restarts, cause});
   }
-  const absl::Status dead = WithErrorKind(
-      absl::UnavailableError(absl::StrCat(shape.actor_spec.display, " is dead: ", cause)), kind);
+  const absl::Status dead = ActorDeadStatus(shape.actor_spec, cause, 0, kind);
   for (QueuedTask& task : shape.queue) {
     if (task.spec.kind() == v1::ACTOR_CREATE) continue;
     ++stats_.failed;
@@ -708,7 +725,8 @@ void TaskSubmitter::ActorWorkerDiedLocked(Shape& shape, Worker& worker, const st
                      " times (max_restarts ", shape.actor_spec.max_restarts, ")");
     for (QueuedTask& task : pending) {
       ++stats_.failed;
-      out.emplace_back(task.return_id, ActorDeadStatus(shape.actor_spec.display, death));
+      out.emplace_back(task.return_id,
+                       ActorDeadStatus(shape.actor_spec, death, PidOf(worker.identity)));
     }
     ActorDeadLocked(shape, death, out);
     return;
@@ -729,15 +747,20 @@ void TaskSubmitter::ActorWorkerDiedLocked(Shape& shape, Worker& worker, const st
       ++stats_.retries;
       retry.push_back(std::move(task));
     } else {
+      // As Ray: the call fails at once, before the restart completes, with the actor's death.
       ++stats_.failed;
       out.emplace_back(
           task.return_id,
-          WithErrorKind(absl::UnavailableError(absl::StrCat(
-                            shape.actor_spec.display, ": call ", task.spec.function(),
-                            " failed: the actor's process died (", cause, ") while it ran (",
-                            runs == 1 ? "its only attempt" : absl::StrCat("each of ", runs, " attempts"),
-                            ", max_task_retries ", task.max_retries, "); the actor restarts")),
-                        ErrorKind::kActorUnavailable));
+          ActorDeadStatus(
+              shape.actor_spec,
+              absl::StrCat(shape.actor_spec.display, ": call ", task.spec.function(),
+                           " failed: the actor's process died (", cause, ") while it ran (",
+                           runs == 1 ? "its only attempt"
+                                     : absl::StrCat("each of ", runs, " attempts"),
+                           ", max_task_retries ", task.max_retries, "); the actor restarts (",
+                           shape.restarts, " of max_restarts ", shape.actor_spec.max_restarts,
+                           ")"),
+              PidOf(worker.identity), ErrorKind::kActorDied, /*cause_whole=*/true));
     }
   }
   for (auto it = retry.rbegin(); it != retry.rend(); ++it) shape.queue.push_front(std::move(*it));

@@ -61,6 +61,9 @@ struct QueuedTask {
   v1::TaskSpec spec;  // arguments resolved; spec.attempt() counts the runs before this one
   ObjectId return_id;  // nil for an actor's constructor (its outcome is not an object)
   int max_retries = 3;
+  // An actor call's own max_task_retries (Python's per-method option); -1: the actor's. It
+  // bounds the runs after its process died, and (with retry_exceptions) after its exceptions.
+  int max_task_retries = -1;
   // A task of another language: the object holding its code, which workers fetch from this
   // owner, kept as long as the task may still run (retries included).
   std::optional<ObjectRefBase> code;
@@ -77,6 +80,11 @@ using TaskEventSink = std::function<void(std::vector<TaskRun>& runs)>;
 // while the actor lives, whose constructor task is sent first on every new worker.
 struct ActorSpec {
   std::string display;  // "actor Counter (name \"c\")": what errors call it
+  // What an actor's death error names, as Ray's ActorDiedError does ("" left out).
+  std::string class_name;
+  std::string actor_id;  // hex
+  std::string name;
+  std::string name_space;
   int max_restarts = 0;
   int max_task_retries = 0;
 };

@@ -78,6 +78,9 @@ ActorOptions ActorOptionsFrom(const py::dict& options) {
   out.max_restarts = Get<int>(options, "max_restarts", 0);
   out.max_task_retries = Get<int>(options, "max_task_retries", 0);
   out.max_concurrency = Get<int>(options, "max_concurrency", 1);
+  out.concurrency_groups =
+      Get<std::map<std::string, int>>(options, "concurrency_groups", {});
+  out.name_space = Get<std::string>(options, "namespace", "");
   out.placement_group = Get<std::string>(options, "placement_group", "");
   out.bundle_index = Get<int>(options, "bundle_index", -1);
   out.capture_child_tasks = Get<bool>(options, "capture_child_tasks", false);
@@ -86,6 +89,17 @@ ActorOptions ActorOptionsFrom(const py::dict& options) {
   out.env = Get<std::map<std::string, std::string>>(options, "env", {});
   out.runtime_env_files =
       Get<std::shared_ptr<RuntimeEnvFiles>>(options, "runtime_env_files", nullptr);
+  return out;
+}
+
+// A call's options dict (python/tessera/actor.py checks it; its num_returns is checked there).
+internal::ActorCallOptions ActorCallOptionsFrom(const py::dict& options) {
+  internal::ActorCallOptions out;
+  out.max_task_retries = Get<int>(options, "max_task_retries", -1);
+  out.retry_exceptions = Get<bool>(options, "retry_exceptions", false);
+  out.retry_exception_types =
+      Get<std::vector<std::string>>(options, "retry_exception_types", {});
+  out.concurrency_group = Get<std::string>(options, "concurrency_group", "");
   return out;
 }
 
@@ -331,18 +345,24 @@ void BindDriverCalls(py::module_& m) {
       "Creates an actor of the Python class stored in `code`; its id (hex).");
   m.def(
       "submit_actor_task",
-      [](const std::string& actor_id, const std::string& method, const py::list& args) {
+      [](const std::string& actor_id, const std::string& method, const py::list& args,
+         const py::object& options) {
         CheckNotForked();
         std::vector<internal::TaskArgument> arguments = ArgumentsFrom(args);
+        const internal::ActorCallOptions call =
+            options.is_none() ? internal::ActorCallOptions{}
+                               : ActorCallOptionsFrom(options.cast<py::dict>());
         ObjectRefBase ref;
         {
           py::gil_scoped_release release;
-          ref = internal::SubmitActorTask(actor_id, method, std::move(arguments));
+          ref = internal::SubmitActorTask(actor_id, method, std::move(arguments), call);
         }
         if (!ref.early_error().ok()) ThrowStatus(ref.early_error());
         return WrapRef(std::move(ref));
       },
-      py::arg("actor_id"), py::arg("method"), py::arg("args"));
+      py::arg("actor_id"), py::arg("method"), py::arg("args"), py::arg("options") = py::none(),
+      "Calls `method` of the actor; `options` (may be None): max_task_retries (-1: the "
+      "actor's), retry_exceptions, retry_exception_types, concurrency_group, num_returns.");
   m.def(
       "kill_actor",
       [](const std::string& actor_id) {
@@ -389,17 +409,18 @@ void BindDriverCalls(py::module_& m) {
       "Cancels the task whose result is `ref` (see TaskSubmitter::Cancel).");
   m.def(
       "get_actor",
-      [](const std::string& name) {
+      [](const std::string& name, const std::string& name_space) {
         CheckNotForked();
         absl::StatusOr<std::string> id;
         {
           py::gil_scoped_release release;
-          id = internal::FindNamedActor(name, "");
+          id = internal::FindNamedActor(name, "", name_space);
         }
         if (!id.ok()) ThrowStatus(id.status());
         return *id;
       },
-      py::arg("name"), "The id of the live actor named `name` (this driver's or another's).");
+      py::arg("name"), py::arg("namespace") = "",
+      "The id of the live actor named `name` in `namespace` (this driver's or another's).");
   m.def("runtime_context", &RuntimeContextDict,
         "This process's node, worker, job and accelerator ids (in a driver: in_worker False).");
   m.def("task_stats", [] {

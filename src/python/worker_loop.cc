@@ -8,10 +8,12 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -37,6 +39,8 @@ struct PendingTask {
   // writes `result`: a second answer, from any thread, is refused.
   std::atomic<bool> answered{false};
   absl::Notification done;
+  // Set for a task handed over by RunOnPythonAsync: the answer goes there instead of `done`.
+  worker::ReplyFn reply;
 };
 
 class TaskQueue {
@@ -95,10 +99,11 @@ v1::TaskResult Failure(const v1::TaskSpec& spec, std::string message) {
   return result;
 }
 
-// The runner the C++ worker calls on its gRPC threads.
-v1::TaskResult RunOnPython(const v1::TaskSpec& spec, const worker::ArgumentFetcher& fetch) {
+// The task as Python will see it, its arguments fetched; else the result that refuses it.
+std::variant<std::shared_ptr<PendingTask>, v1::TaskResult> Prepare(
+    const v1::TaskSpec& spec, const worker::ArgumentFetcher& fetch) {
   if (auto refused = worker::RefuseOtherLanguage(spec, v1::LANGUAGE_PYTHON, "Python")) {
-    return *refused;
+    return *std::move(refused);
   }
   auto task = std::make_shared<PendingTask>();
   task->spec = spec;
@@ -114,9 +119,31 @@ v1::TaskResult RunOnPython(const v1::TaskSpec& spec, const worker::ArgumentFetch
     }
     task->args.push_back(*std::move(value));
   }
+  return task;
+}
+
+// The runner the C++ worker calls on its gRPC threads: waits for the answer.
+v1::TaskResult RunOnPython(const v1::TaskSpec& spec, const worker::ArgumentFetcher& fetch) {
+  auto prepared = Prepare(spec, fetch);
+  if (auto* refused = std::get_if<v1::TaskResult>(&prepared)) return std::move(*refused);
+  std::shared_ptr<PendingTask> task = std::get<std::shared_ptr<PendingTask>>(std::move(prepared));
   queue->Push(task);
   task->done.WaitForNotification();
   return std::move(task->result);
+}
+
+// The runner of the calls of an actor that allows several at once: queued for the main thread,
+// which hands them to the actor's event loop or thread pools; answered through `reply`.
+void RunOnPythonAsync(const v1::TaskSpec& spec, const worker::ArgumentFetcher& fetch,
+                      worker::ReplyFn reply) {
+  auto prepared = Prepare(spec, fetch);
+  if (auto* refused = std::get_if<v1::TaskResult>(&prepared)) {
+    reply(std::move(*refused));
+    return;
+  }
+  std::shared_ptr<PendingTask> task = std::get<std::shared_ptr<PendingTask>>(std::move(prepared));
+  task->reply = std::move(reply);
+  queue->Push(std::move(task));
 }
 
 // What Python sees of a task: read-only fields and the argument Buffers.
@@ -150,6 +177,10 @@ void Finish(PendingTask& task) {
   task.result.set_run_nanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                 std::chrono::steady_clock::now() - task.started)
                                 .count());
+  if (task.reply) {
+    task.reply(std::move(task.result));
+    return;
+  }
   task.done.Notify();
 }
 
@@ -175,6 +206,13 @@ void BindWorkerLoop(py::module_& m) {
                              [](const PyTask& t) { return t.pending->spec.capture_child_tasks(); })
       .def_property_readonly("max_concurrency",
                              [](const PyTask& t) { return t.pending->spec.max_concurrency(); })
+      .def_property_readonly("concurrency_groups",
+                             [](const PyTask& t) {
+                               const auto& groups = t.pending->spec.concurrency_groups();
+                               return std::map<std::string, int>(groups.begin(), groups.end());
+                             })
+      .def_property_readonly("concurrency_group",
+                             [](const PyTask& t) { return t.pending->spec.concurrency_group(); })
       .def_property_readonly("retry_exceptions",
                              [](const PyTask& t) { return t.pending->spec.retry_exceptions(); })
       .def_property_readonly("retry_exception_types",
@@ -206,7 +244,7 @@ void BindWorkerLoop(py::module_& m) {
     absl::Status started;
     {
       py::gil_scoped_release release;
-      started = worker::StartWorker(RunOnPython, OnCancel);
+      started = worker::StartWorker(RunOnPython, OnCancel, RunOnPythonAsync);
     }
     if (!started.ok()) ThrowStatus(started);
   }, "Serves the Worker service and tells the owner this worker is ready.");
@@ -249,33 +287,45 @@ void BindWorkerLoop(py::module_& m) {
       "task_done",
       [](const PyTask& task, const py::list& parts) {
         const PartViews parts_in(parts);  // held while the copy runs without the GIL
-        const std::vector<std::string_view>& views = parts_in.views;
-        const size_t size = parts_in.size;
         PendingTask& pending = *task.pending;
         Claim(pending);
         py::gil_scoped_release release;
-        bool stored = false;
-        if (size >= kInlineValueLimitBytes) {
-          // Straight into this node's store; only a node without one keeps it inline. A store
-          // that refuses it (full even after spilling) fails the task once with the reason.
-          auto envelope = worker::PutTaskReturn(pending.spec.task_id(), views);
-          if (envelope.ok()) {
-            pending.result.set_value(*std::move(envelope));
-            stored = true;
-          } else if (envelope.status().code() != absl::StatusCode::kUnavailable) {
-            *pending.result.mutable_error() = ResultNotStoredError(envelope.status());
-            stored = true;
-          }
-        }
-        if (!stored) {
-          std::string value;
-          value.reserve(size);
-          for (std::string_view view : views) value.append(view.data(), view.size());
-          pending.result.set_value(std::move(value));
+        absl::StatusOr<std::string> value = ReturnValue(pending.spec.task_id(), parts_in, 1);
+        if (value.ok()) {
+          pending.result.set_value(*std::move(value));
+        } else {
+          *pending.result.mutable_error() = ResultNotStoredError(value.status());
         }
         Finish(pending);
       },
       py::arg("task"), py::arg("parts"), "Answers `task` with the value made of `parts`.");
+  m.def(
+      "task_done_returns",
+      [](const PyTask& task, const py::list& values) {
+        std::vector<PartViews> parts_in;  // held while the copies run without the GIL
+        parts_in.reserve(values.size());
+        for (py::handle parts : values) parts_in.emplace_back(parts.cast<py::list>());
+        PendingTask& pending = *task.pending;
+        Claim(pending);
+        py::gil_scoped_release release;
+        std::vector<std::string> encoded;
+        encoded.reserve(parts_in.size());
+        for (size_t i = 0; i < parts_in.size(); ++i) {
+          absl::StatusOr<std::string> value = ReturnValue(pending.spec.task_id(), parts_in[i],
+                                                          static_cast<uint32_t>(i + 1));
+          if (!value.ok()) {
+            *pending.result.mutable_error() = ResultNotStoredError(value.status());
+            Finish(pending);
+            return;
+          }
+          encoded.push_back(*std::move(value));
+        }
+        pending.result.set_value(EncodeTaskReturns(encoded));
+        Finish(pending);
+      },
+      py::arg("task"), py::arg("values"),
+      "Answers `task`, whose num_returns is len(values), with one value per return (each the "
+      "list of parts it is made of).");
   m.def(
       "task_failed",
       [](const PyTask& task, const std::string& type, const std::string& message,
@@ -289,6 +339,7 @@ void BindWorkerLoop(py::module_& m) {
         error->set_exception(std::string(exception));
         error->set_traceback(traceback);
         error->set_retryable(retryable);
+        py::gil_scoped_release release;  // a reply writes to the owner's stream
         Finish(pending);
       },
       py::arg("task"), py::arg("type"), py::arg("message"), py::arg("exception"),

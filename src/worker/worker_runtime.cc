@@ -57,6 +57,7 @@ struct WorkerGlobals {
   std::string bind_address = "127.0.0.1";
   TaskRunner runner;
   CancelHook on_cancel;
+  AsyncTaskRunner async_runner;  // may be empty
   bool detached = false;  // a detached actor's worker (kDetachedActorEnv)
 };
 
@@ -77,25 +78,30 @@ std::string Env(const char* name) {
   _exit(1);
 }
 
-// A fixed set of threads running an actor's calls when it allows several at once.
+// Up to `limit` threads running an actor's calls when it allows several at once, started as
+// calls arrive with none idle (an actor allowing 1000 holds only as many as ran at once).
 // Thread-safe; the destructor runs what was queued, then joins.
 class CallPool {
  public:
-  explicit CallPool(int threads) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
-  }
+  explicit CallPool(int limit) : limit_(limit) {}
   ~CallPool() {
+    std::vector<std::thread> threads;
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
       changed_.SignalAll();
+      threads.swap(threads_);  // no thread starts once stopping
     }
-    for (std::thread& t : threads_) t.join();
+    for (std::thread& t : threads) t.join();
   }
   void Run(std::function<void()> fn) {
     absl::MutexLock lock(&mu_);
     queue_.push_back(std::move(fn));
-    changed_.Signal();
+    if (idle_ < static_cast<int>(queue_.size()) && static_cast<int>(threads_.size()) < limit_) {
+      threads_.emplace_back([this] { Loop(); });
+    } else {
+      changed_.Signal();
+    }
   }
 
  private:
@@ -104,7 +110,9 @@ class CallPool {
       std::function<void()> fn;
       {
         absl::MutexLock lock(&mu_);
+        ++idle_;
         while (!stopping_ && queue_.empty()) changed_.Wait(&mu_);
+        --idle_;
         if (queue_.empty()) return;
         fn = std::move(queue_.front());
         queue_.pop_front();
@@ -112,12 +120,67 @@ class CallPool {
       fn();
     }
   }
+  const int limit_;
   absl::Mutex mu_;
   absl::CondVar changed_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
+  int idle_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
 };
+
+// The calls of one stream handed to the async runner and not yet answered: the stream is
+// written under one mutex, and must not end before the last reply is written.
+class StreamReplies {
+ public:
+  explicit StreamReplies(grpc::ServerReaderWriter<v1::TaskResultBatch, v1::TaskBatch>* stream)
+      : stream_(stream) {}
+  // Writes one batch (from the reading thread or a reply).
+  bool Write(const v1::TaskResultBatch& batch) {
+    absl::MutexLock lock(&write_mu_);
+    return stream_->Write(batch);
+  }
+  // Hands `task` to the async runner; its reply is written as one batch when it comes.
+  void Start(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
+    {
+      absl::MutexLock lock(&mu_);
+      ++outstanding_;
+    }
+    const int64_t start_us = absl::ToUnixMicros(absl::Now());
+    globals->async_runner(task, fetch, [this, start_us](v1::TaskResult result) {
+      result.set_start_time_us(start_us);
+      result.set_end_time_us(absl::ToUnixMicros(absl::Now()));
+      v1::TaskResultBatch one;
+      *one.add_results() = std::move(result);
+      Write(one);
+      absl::MutexLock lock(&mu_);
+      --outstanding_;
+    });
+  }
+  // Returns once every started call has been answered.
+  void WaitForAll() {
+    absl::MutexLock lock(&mu_);
+    auto none = [this] {
+      mu_.AssertHeld();
+      return outstanding_ == 0;
+    };
+    mu_.Await(absl::Condition(&none));
+  }
+
+ private:
+  grpc::ServerReaderWriter<v1::TaskResultBatch, v1::TaskBatch>* const stream_;
+  absl::Mutex write_mu_;
+  absl::Mutex mu_;
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Calls of an actor run at once: its default group's max_concurrency and each concurrency
+// group's limit together.
+int ActorConcurrency(const v1::TaskSpec& create) {
+  int total = std::max(1, create.max_concurrency());
+  for (const auto& [group, limit] : create.concurrency_groups()) total += std::max(0, limit);
+  return total;
+}
 
 // Resolves an ObjectRef argument: its value, through its owner.
 absl::StatusOr<internal::SerializedValue> FetchFromOwner(const v1::ObjectRefProto& ref) {
@@ -135,8 +198,9 @@ v1::TaskResult Execute(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
   const int64_t start_us = absl::ToUnixMicros(absl::Now());
   v1::TaskResult result = globals->runner(task, fetch);
   result.set_start_time_us(start_us);
+  // Several returns arrive encoded, each large one stored already (objects/task_returns.h).
   if (!result.has_value() || result.value().size() < kInlineValueLimitBytes || globals == nullptr ||
-      globals->store == nullptr) {
+      globals->store == nullptr || task.num_returns() > 1) {
     result.set_end_time_us(absl::ToUnixMicros(absl::Now()));
     return result;
   }
@@ -187,19 +251,24 @@ class WorkerService final : public v1::Worker::Service {
     context_ready_.WaitForNotification();
     v1::TaskBatch batch;
     ArgumentFetcher fetch = FetchFromOwner;
-    // An actor created with max_concurrency > 1 runs its calls on a pool; results then go back
-    // one per call, as they finish (the owner matches them by task id).
+    // An actor that allows several calls at once hands them to the async runner, or runs them
+    // on a pool; results then go back one per call, as they finish (the owner matches them by
+    // task id).
     std::unique_ptr<CallPool> pool;
-    absl::Mutex write_mu;
+    StreamReplies replies(stream);
     while (stream->Read(&batch)) {
       v1::TaskResultBatch results;
       for (const v1::TaskSpec& task : batch.tasks()) {
+        if (task.kind() == v1::ACTOR_METHOD && actor_concurrency_.load() > 1 &&
+            globals->async_runner) {
+          replies.Start(task, fetch);
+          continue;
+        }
         if (pool != nullptr && task.kind() == v1::ACTOR_METHOD) {
-          pool->Run([task, &fetch, &write_mu, stream] {
+          pool->Run([task, &fetch, &replies] {
             v1::TaskResultBatch one;
             *one.add_results() = Execute(task, fetch);
-            absl::MutexLock lock(&write_mu);
-            stream->Write(one);
+            replies.Write(one);
           });
           continue;
         }
@@ -214,18 +283,19 @@ class WorkerService final : public v1::Worker::Service {
             absl::MutexLock lock(&mu_);
             actor_id_ = id->Hex();
           }
-          actor_concurrency_.store(std::max(1, task.max_concurrency()));
-          if (task.max_concurrency() > 1 && pool == nullptr) {
-            pool = std::make_unique<CallPool>(task.max_concurrency());
+          const int concurrency = ActorConcurrency(task);
+          actor_concurrency_.store(concurrency);
+          if (concurrency > 1 && pool == nullptr && !globals->async_runner) {
+            pool = std::make_unique<CallPool>(concurrency);
           }
           if (!actor_created_.HasBeenNotified()) actor_created_.Notify();
         }
       }
       if (results.results_size() == 0) continue;
-      absl::MutexLock lock(&write_mu);
-      if (!stream->Write(results)) break;
+      if (!replies.Write(results)) break;
     }
     pool.reset();  // waits for the calls still running
+    replies.WaitForAll();
     finished_.Notify();
     return grpc::Status::OK;
   }
@@ -235,9 +305,15 @@ class WorkerService final : public v1::Worker::Service {
     context_ready_.WaitForNotification();
     ArgumentFetcher fetch = FetchFromOwner;
     v1::TaskBatch batch;
+    StreamReplies replies(stream);
     while (stream->Read(&batch)) {
       v1::TaskResultBatch results;
       for (const v1::TaskSpec& task : batch.tasks()) {
+        if (task.kind() == v1::ACTOR_METHOD && actor_concurrency_.load() > 1 &&
+            globals->async_runner) {
+          replies.Start(task, fetch);
+          continue;
+        }
         if (task.kind() != v1::ACTOR_METHOD) {
           v1::TaskResult* r = results.add_results();
           r->set_task_id(task.task_id());
@@ -252,8 +328,10 @@ class WorkerService final : public v1::Worker::Service {
           *results.add_results() = Execute(task, fetch);
         }
       }
-      if (!stream->Write(results)) break;
+      if (results.results_size() == 0) continue;
+      if (!replies.Write(results)) break;
     }
+    replies.WaitForAll();
     return grpc::Status::OK;
   }
 
@@ -324,7 +402,7 @@ class WorkerService final : public v1::Worker::Service {
   absl::Mutex mu_;
   bool streaming_ ABSL_GUARDED_BY(mu_) = false;
   std::string actor_id_ ABSL_GUARDED_BY(mu_);  // hex, once this process's actor is created
-  // 0: no actor here; else its max_concurrency.
+  // 0: no actor here; else the calls it allows at once (ActorConcurrency).
   std::atomic<int> actor_concurrency_{0};
   // Held around each actor call when max_concurrency is 1 (the owner's and guests' streams).
   absl::Mutex exec_mu_;
@@ -363,11 +441,12 @@ void SetNestedCancel(std::function<void(bool force)> cancel_submitted) {
   nested_cancel = new std::function<void(bool)>(std::move(cancel_submitted));
 }
 
-absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel) {
+absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel, AsyncTaskRunner async_runner) {
   if (globals != nullptr) return absl::FailedPreconditionError("the worker is already started");
   auto* g = new WorkerGlobals();
   g->runner = std::move(runner);
   g->on_cancel = std::move(on_cancel);
+  g->async_runner = std::move(async_runner);
   const std::string token_file = Env(kTokenFileEnv);
   if (token_file.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(kTokenFileEnv, " is not set"));
@@ -499,13 +578,14 @@ void RunWorker() {
 }
 
 absl::StatusOr<std::string> PutTaskReturn(const std::string& task_id,
-                                          const std::vector<std::string_view>& parts) {
+                                          const std::vector<std::string_view>& parts,
+                                          uint32_t return_index) {
   if (globals == nullptr || globals->store == nullptr) {
     return absl::UnavailableError("this worker has no object store");
   }
   auto task = TaskId::FromBinary(task_id);
   if (!task.ok()) return task.status();
-  auto where = globals->store->PutParts(ObjectId::ForTaskReturn(*task, 1), parts);
+  auto where = globals->store->PutParts(ObjectId::ForTaskReturn(*task, return_index), parts);
   if (!where.ok()) return where.status();
   return EncodeStoredEnvelope(*where);
 }

@@ -8,6 +8,7 @@
 // called by tasks on any thread.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -73,7 +74,17 @@ using TaskRunner = std::function<v1::TaskResult(const v1::TaskSpec&, const Argum
 // `on_cancel` (may be empty) is told of every non-forced cancel of a task pushed here, with the
 // task's id, on a gRPC thread: the Python runner interrupts the task if it is the one running.
 using CancelHook = std::function<void(const std::string& task_id)>;
-absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel = nullptr);
+// A runner that answers later: it takes the task and returns at once; `reply` is called once,
+// from any thread, with the result. Given, the calls of an actor that allows several at once
+// (max_concurrency or concurrency groups above 1) go through it from the thread that read them,
+// so no thread waits per call in flight (a Python async actor's coroutines run on its event
+// loop, its threaded calls on its groups' pools); without it they run on a pool of that many
+// threads. The stream ends only once every reply has been written.
+using ReplyFn = std::function<void(v1::TaskResult)>;
+using AsyncTaskRunner =
+    std::function<void(const v1::TaskSpec&, const ArgumentFetcher&, ReplyFn reply)>;
+absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel = nullptr,
+                         AsyncTaskRunner async_runner = nullptr);
 // What a recursive cancel also does: cancel the work this process's own runtime submitted (set
 // by the API when a task makes that runtime). `force`: as the cancel was asked.
 void SetNestedCancel(std::function<void(bool force)> cancel_submitted);
@@ -84,11 +95,12 @@ bool WaitForWorkerEnd(absl::Duration timeout);
 [[noreturn]] void ExitWorker();
 
 // Puts the value made of `parts` (concatenated) into this node's store as task `task_id`'s
-// return, and gives the stored-value envelope to put in the TaskResult; Unavailable when this
-// worker has no store (the value then goes inline); another error when the store refused it
-// (ResultNotStoredError makes the task's error from it).
+// return `return_index` (1: its only or first one), and gives the stored-value envelope to put
+// in the TaskResult; Unavailable when this worker has no store (the value then goes inline);
+// another error when the store refused it (ResultNotStoredError makes the task's error from it).
 absl::StatusOr<std::string> PutTaskReturn(const std::string& task_id,
-                                          const std::vector<std::string_view>& parts);
+                                          const std::vector<std::string_view>& parts,
+                                          uint32_t return_index = 1);
 
 // The value of an object owned by another process (a ref received inside a value), from its
 // owner's GetObject: inline, or read from this node's store (pulled there first when the owner

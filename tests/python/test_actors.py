@@ -135,11 +135,13 @@ def test_kill_ends_the_actor(cluster):
 
 
 def test_a_named_actor_is_found_by_another_driver(cluster):
-    counter = Counter.options(name="shared-counter").remote()
+    # Each job has a namespace of its own unless init names one (as Ray): the other driver
+    # looks in the actor's.
+    counter = Counter.options(name="shared-counter", namespace="counters").remote()
     tessera.get(counter.add.remote(41))
     script = textwrap.dedent("""
         import tessera
-        tessera.init(address="auto")
+        tessera.init(address="auto", namespace="counters")
         handle = tessera.get_actor("shared-counter")
         print(tessera.get(handle.add.remote(1)))
         tessera.shutdown()
@@ -147,7 +149,8 @@ def test_a_named_actor_is_found_by_another_driver(cluster):
     result = cluster.python(script)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "42"
-    assert tessera.get(tessera.get_actor("shared-counter").add.remote(0)) == 42
+    assert tessera.get(
+        tessera.get_actor("shared-counter", namespace="counters").add.remote(0)) == 42
 
 
 def test_an_actor_name_is_unique_and_free_again_after_kill(cluster):

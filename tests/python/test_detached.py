@@ -26,7 +26,7 @@ MAKE_ACTORS = textwrap.dedent("""
         def pid(self):
             return os.getpid()
 
-    tessera.init(address="auto")
+    tessera.init(address="auto", namespace="detached")
     mortal = Keeper.options(name="{prefix}-mortal").remote()
     kept = Keeper.options(name="{prefix}-kept", lifetime="detached").remote()
     tessera.get(kept.add.remote(5))
@@ -45,7 +45,7 @@ def make_actors_in_another_driver(cluster, prefix):
 
 def name_is_free(name):
     try:
-        tessera.get_actor(name)
+        tessera.get_actor(name, namespace="detached")
         return False
     except ValueError:
         return True
@@ -58,7 +58,7 @@ def test_a_detached_actor_outlives_its_driver_and_is_killed_from_another(cluster
     wait_for(lambda: name_is_free("a-mortal"), 30, "the plain actor's name to be freed")
     # The detached one lives on with its state, reached by name.
     assert pid_alive(kept)
-    handle = tessera.get_actor("a-kept")
+    handle = tessera.get_actor("a-kept", namespace="detached")
     assert tessera.get(handle.add.remote(1), timeout=60) == 6
     assert tessera.get(handle.pid.remote(), timeout=60) == kept
 
@@ -71,7 +71,8 @@ def test_a_detached_actor_outlives_its_driver_and_is_killed_from_another(cluster
 
 def test_a_detached_actor_with_no_owner_is_dead_once_its_process_dies(cluster):
     _, kept = make_actors_in_another_driver(cluster, "b")
-    assert tessera.get(tessera.get_actor("b-kept").add.remote(0), timeout=60) == 5
+    assert tessera.get(tessera.get_actor("b-kept", namespace="detached").add.remote(0),
+                       timeout=60) == 5
     os.kill(kept, signal.SIGKILL)
     # Its node agent tells the head; nobody restarts it, and the name is free again.
     wait_for(lambda: name_is_free("b-kept"), 30, "the dead detached actor's name to be freed")

@@ -3,12 +3,18 @@
 serialized result or the raised exception (a TesseraTaskError holding the cause and the remote
 traceback, so the caller re-raises it with its own type).
 
-Plain tasks and actors with max_concurrency 1 run on the main thread, in order; an actor allowing
-more runs its calls on a pool of that many threads; an async actor's coroutines run on one event
-loop thread, each waited for by a pool thread (so up to max_concurrency are in flight).
+Plain tasks and actors with max_concurrency 1 (and no concurrency groups) run on the main
+thread, in order. A threaded actor runs each call on its concurrency group's pool: the default
+group's holds max_concurrency threads, each named group (`concurrency_groups={"io": 2}`) its own
+limit's. An async actor (one with a coroutine method) runs every call on its one event loop
+thread, coroutines interleaved: each group admits up to its limit in flight (an asyncio
+semaphore on the loop), and no thread waits for a call in flight. A call's group is the one it
+was submitted with (`.options(concurrency_group=...)`), else the one its method was declared
+with (`@tessera.method(concurrency_group=...)`), else the default group; a group the class did
+not declare fails the call with a ValueError naming the declared ones.
 
 Threading: `run` is called from the main thread; results are answered from whichever thread ran
-the call.
+the call (a pool's, or the event loop's).
 """
 
 from __future__ import annotations
@@ -68,8 +74,14 @@ class Executor:
         self._instance: Any = None
         self._actor_id: Optional[bytes] = None
         self._class_name: str = ""
-        self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        # Threaded actors: a pool per concurrency group ("" the default group); none when the
+        # actor runs its calls one at a time on the main thread.
+        self._pools: Dict[str, concurrent.futures.ThreadPoolExecutor] = {}
+        # Async actors: the loop, and each group's limit of calls in flight on it.
         self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._limits: Dict[str, asyncio.Semaphore] = {}
+        # {method: the concurrency group `@tessera.method` declared it in}.
+        self._declared_groups: Dict[str, str] = {}
 
     def actor_id(self) -> Optional[bytes]:
         return self._actor_id
@@ -86,19 +98,40 @@ class Executor:
         return code
 
     def run(self, task: "_core.Task") -> None:
-        if task.kind == _core.ACTOR_METHOD and self._pool is not None:
-            self._pool.submit(self._run, task)
+        if task.kind == _core.ACTOR_METHOD and (self._loop is not None or self._pools):
+            try:
+                group = self._group_of(task)
+            except ValueError as e:
+                self._answer_surely(task, lambda: self._fail(task, e))
+                return
+            if self._loop is not None:
+                asyncio.run_coroutine_threadsafe(self._run_on_loop(task, self._limits[group]),
+                                                 self._loop)
+            else:
+                self._pools[group].submit(self._run, task)
         else:
             self._run(task)
 
+    def _group_of(self, task: "_core.Task") -> str:
+        """The concurrency group the call runs in ("" the default group)."""
+        group = task.concurrency_group
+        if not group and task.function in self._declared_groups:
+            group = self._declared_groups[task.function]
+        known = self._limits if self._loop is not None else self._pools
+        if group and group not in known:
+            raise ValueError(
+                f"{self._class_name}.{task.function}: concurrency group '{group}' is not "
+                f"defined by the actor (its groups: {sorted(g for g in known if g)})")
+        return group
+
     def _run(self, task: "_core.Task") -> None:
+        result: Any = None
+        error: Optional[BaseException] = None
         current.task_id = task.task_id
         current.name = task.function
         if task.kind != _core.ACTOR_METHOD:
             placement.group = task.placement_group
             placement.capture_child_tasks = task.capture_child_tasks
-        result: Any = None
-        error: Optional[BaseException] = None
         try:
             result = self._execute(task)
         except BaseException as e:  # noqa: B036 - the caller gets every exception
@@ -108,6 +141,25 @@ class Executor:
             _core.task_returned(task)
             current.task_id = None
             current.name = None
+        self._finish(task, result, error)
+
+    async def _run_on_loop(self, task: "_core.Task", limit: asyncio.Semaphore) -> None:
+        """An async actor's call: waits for its group's room, then runs (a coroutine method
+        awaited, a plain one called) on the loop."""
+        result: Any = None
+        error: Optional[BaseException] = None
+        async with limit:
+            try:
+                result = self._call_method(task)
+                if inspect.isawaitable(result):
+                    result = await result
+            except BaseException as e:  # noqa: B036 - the caller gets every exception
+                error = e
+            finally:
+                _core.task_returned(task)
+        self._finish(task, result, error)
+
+    def _finish(self, task: "_core.Task", result: Any, error: Optional[BaseException]) -> None:
         if isinstance(error, SystemExit) and task.kind == _core.ACTOR_METHOD:
             self._answer_surely(task, lambda: self._answer(task, None))
             _flush_and_exit(error.code if isinstance(error.code, int) else 0)
@@ -144,14 +196,8 @@ class Executor:
             self._class_name = cls.__name__
             self._actor_id = task.actor_id
             self._instance = cls(*args, **kwargs)
-            if task.max_concurrency > 1 and self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(task.max_concurrency)
-            if _has_coroutines(cls) and self._loop is None:
-                # An async actor: its coroutines run on one event loop, up to max_concurrency
-                # at once (each waited for by one pool thread).
-                self._loop = asyncio.new_event_loop()
-                threading.Thread(target=self._loop.run_forever, name="tessera-actor-loop",
-                                 daemon=True).start()
+            self._declared_groups = _declared_groups(cls)
+            self._start_groups(task, _has_coroutines(cls))
             return None
         return self._call_method(task)
 
@@ -166,13 +212,28 @@ class Executor:
             raise RuntimeError("the actor has no instance (its constructor did not run here)")
         args, kwargs = arguments.decode(task.args)
         result = getattr(self._instance, name)(*args, **kwargs)
-        if inspect.iscoroutine(result):
-            if self._loop is None:
-                result.close()
-                raise TypeError(f"{self._class_name}.{name} is a coroutine function, but the "
-                                "actor has no event loop")
-            result = asyncio.run_coroutine_threadsafe(result, self._loop).result()
+        if inspect.iscoroutine(result) and self._loop is None:
+            result.close()
+            raise TypeError(f"{self._class_name}.{name} is a coroutine function, but the "
+                            "actor has no event loop")
         return result
+
+    def _start_groups(self, task: "_core.Task", is_async: bool) -> None:
+        """The actor's concurrency groups, once (a restart is a new process): the default
+        group's limit is max_concurrency."""
+        if self._loop is not None or self._pools:
+            return
+        limits = {"": max(1, task.max_concurrency), **task.concurrency_groups}
+        if is_async:
+            self._limits = {group: asyncio.Semaphore(limit) for group, limit in limits.items()}
+            self._loop = asyncio.new_event_loop()
+            threading.Thread(target=self._loop.run_forever, name="tessera-actor-loop",
+                             daemon=True).start()
+        elif len(limits) > 1 or limits[""] > 1:
+            self._pools = {
+                group: concurrent.futures.ThreadPoolExecutor(
+                    limit, thread_name_prefix=f"tessera-actor-{group or 'default'}")
+                for group, limit in limits.items()}
 
     def _answer(self, task: "_core.Task", result: Any) -> None:
         try:
@@ -211,6 +272,17 @@ class Executor:
 def _has_coroutines(cls: type) -> bool:
     return any(inspect.iscoroutinefunction(member)
                for _, member in inspect.getmembers(cls, inspect.isfunction))
+
+def _declared_groups(cls: type) -> Dict[str, str]:
+    """{method name: the concurrency group `@tessera.method` declared it in}."""
+    declared = {}
+    for name, member in inspect.getmembers(cls, callable):
+        group = (getattr(member, "__tessera_method_options__", None) or {}).get(
+            "concurrency_group")
+        if group:
+            declared[name] = group
+    return declared
+
 
 
 def _retryable(task: "_core.Task", error: BaseException) -> bool:

@@ -12,7 +12,8 @@ The core dict holds exactly these keys:
   name, env          display/actor name; runtime_env's env_vars (the job's runtime_env and the
                      folders are merged in per call: runtime_env.Resolved)
   tasks:  max_retries, retry_exceptions, retry_exception_types (the list, or None)
-  actors: max_restarts, max_task_retries, max_concurrency, detached, get_if_exists, namespace
+  actors: max_restarts, max_task_retries, max_concurrency, concurrency_groups ({name: limit}),
+          detached, get_if_exists, namespace ("" when not given: the caller's namespace applies)
 Counts of -1 (infinite) become INFINITE_RETRIES. A scheduling_strategy of None gives no
 placement group here: inheriting a capturing parent's group is the caller's part.
 
@@ -33,9 +34,9 @@ from ..util.scheduling_strategies import (
 
 INFINITE_RETRIES = 1_000_000  # what -1 (infinite) retries/restarts become for the core
 DEFAULT_TASK_MAX_RETRIES = 3
-# Calls of an async actor in flight at once. Ray's default is 1000; here each call in flight also
-# holds a thread of the worker's C++ call pool and of its Python pool, so the default is 100.
-DEFAULT_ASYNC_MAX_CONCURRENCY = 100
+# Calls of an async actor in flight at once, as Ray's default: a call in flight holds no thread
+# (the worker hands it to the actor's event loop and is answered when it ends).
+DEFAULT_ASYNC_MAX_CONCURRENCY = 1000
 ACCELERATOR_TYPE_LABEL = "tessera.io/accelerator-type"
 BYTE_RESOURCES = ("memory", "object_store_memory")
 RESOURCE_UNITS = 10000  # the core's fixed point: 4 decimal places
@@ -197,6 +198,21 @@ def _num_returns_error(value: Any) -> Optional[str]:
     return "num_returns must be 1 (multiple returns are not supported: return a tuple)"
 
 
+def _concurrency_groups_error(groups: Any) -> Optional[str]:
+    if groups is None:
+        return None
+    if not isinstance(groups, dict):
+        return ("concurrency_groups must be a dict of group name to the number of its calls run "
+                f"at once, like {{'io': 2}}, but received {groups!r}")
+    for name, limit in groups.items():
+        if not isinstance(name, str) or not name:
+            return f"concurrency group names must be non-empty strings, but received {name!r}"
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            return (f"The max concurrency of concurrency group '{name}' must be a positive "
+                    f"integer, but received {limit!r}")
+    return None
+
+
 def _lifetime_error(value: Any) -> Optional[str]:
     if value in (None, "detached", "non_detached"):
         return None
@@ -238,8 +254,19 @@ ACTOR_OPTIONS: Dict[str, _Option] = {
     "namespace": _Option((str, type(None))),
     "lifetime": _Option((str, type(None)), _lifetime_error),
     "get_if_exists": _Option(bool),
-    "concurrency_groups": _Option((list, dict, type(None))),
+    "concurrency_groups": _Option((list, dict, type(None)), _concurrency_groups_error),
     "allow_out_of_order_execution": _Option(bool),
+}
+
+
+# `@tessera.method(...)` and `handle.method.options(...)`: one call's options.
+METHOD_OPTIONS: Dict[str, _Option] = {
+    "num_returns": TASK_OPTIONS["num_returns"],
+    "concurrency_group": _Option((str, type(None))),
+    "max_task_retries": ACTOR_OPTIONS["max_task_retries"],
+    "retry_exceptions": TASK_OPTIONS["retry_exceptions"],
+    "enable_task_events": _Option(bool),
+    "name": _Option((str, type(None))),
 }
 
 
@@ -274,6 +301,29 @@ def validate_actor_options(options: dict, in_options: bool) -> None:
         raise ValueError("The actor name must be specified to use `get_if_exists`.")
     if options.get("name") == "":
         raise ValueError("Actor name cannot be an empty string.")
+
+
+def validate_method_options(options: dict) -> None:
+    """Checks an actor method's options (`@tessera.method` or `.options` on a method)."""
+    _validate_keys(options, METHOD_OPTIONS, "actor methods")
+    if options.get("concurrency_group") == "":
+        raise ValueError("concurrency_group cannot be an empty string")
+
+
+def method_call_options(options: dict) -> dict:
+    """The options dict `_core.submit_actor_task` takes for a call with these (validated)
+    options: max_task_retries (-1: the actor's), retry_exceptions and retry_exception_types (the
+    classes: the caller names them as the worker matches them), concurrency_group ("": the method's or the default group), num_returns."""
+    retry_exceptions = options.get("retry_exceptions", False)
+    retry_types = [] if isinstance(retry_exceptions, bool) else list(retry_exceptions)
+    retries = options.get("max_task_retries")
+    return {
+        "max_task_retries": -1 if retries is None else _count(retries, 0),
+        "retry_exceptions": retry_exceptions is True or bool(retry_types),
+        "retry_exception_types": retry_types,
+        "concurrency_group": options.get("concurrency_group") or "",
+        "num_returns": 1 if options.get("num_returns") is None else options["num_returns"],
+    }
 
 
 def _format_amount(name: str, quantity: float) -> str:
@@ -378,6 +428,7 @@ def actor_core_options(options: dict, has_async_methods: bool = False) -> dict:
         "max_restarts": _count(options.get("max_restarts"), 0),
         "max_task_retries": _count(options.get("max_task_retries"), 0),
         "max_concurrency": max_concurrency,
+        "concurrency_groups": dict(options.get("concurrency_groups") or {}),
         "detached": options.get("lifetime") == "detached",
         "get_if_exists": bool(options.get("get_if_exists", False)),
         "namespace": options.get("namespace") or "",

@@ -21,6 +21,7 @@ import atexit
 import os
 import sys
 import threading
+import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -37,6 +38,9 @@ serialization.register_ref_type(ObjectRef, lambda ref: ref._ext_payload(),
 # How long a leased Python worker waits for more work before its lease ends (starting one costs
 # an interpreter and the extension, so they are kept longer than the C++ API's 1 s).
 _WORKER_IDLE_TIMEOUT_S = 10.0
+
+# The driver's namespace, in its workers' environment (their tasks' and actors' namespace).
+NAMESPACE_ENV = "TESSERA_NAMESPACE"
 
 _INIT_KEYWORDS = {
     "num_cpus", "num_gpus", "resources", "labels", "object_store_memory", "ignore_reinit_error",
@@ -140,6 +144,13 @@ def init(address: Optional[str] = None, **kwargs: Any) -> TesseraContext:
                                "calling 'tessera.shutdown()' prior to 'tessera.init()'.")
         if _core.is_worker():
             return _context()
+        namespace = kwargs.get("namespace")
+        if namespace is not None and not isinstance(namespace, str):
+            raise TypeError(f"namespace must be None or a string, not {type(namespace).__name__}")
+        if namespace == "":
+            raise ValueError("'namespace' must not be an empty string.")
+        # Ray's anonymous namespace: one of this job's own when init names none.
+        namespace = namespace or str(uuid.uuid4())
         job_runtime_env = kwargs.get("runtime_env")
         if job_runtime_env is not None:
             if not isinstance(job_runtime_env, dict):
@@ -180,7 +191,7 @@ def init(address: Optional[str] = None, **kwargs: Any) -> TesseraContext:
             "state_dir": str(state_dir) if state_dir is not None else "",
             "head_address": head_address,
             "worker_command": [sys.executable, "-m", "tessera._private.worker_main"],
-            "worker_env": _worker_environment(),
+            "worker_env": {**_worker_environment(), NAMESPACE_ENV: namespace},
             "worker_idle_timeout_s": float(kwargs.get("_worker_idle_timeout_s")
                                            or _WORKER_IDLE_TIMEOUT_S),
             "forward_worker_output": kwargs.get("log_to_driver", True) is not False,
@@ -202,10 +213,18 @@ def init(address: Optional[str] = None, **kwargs: Any) -> TesseraContext:
         _state.local = local
         _state.state_dir = str(state_dir) if state_dir is not None else None
         _state.head_address = head_address
-        _state.namespace = kwargs.get("namespace")
+        _state.namespace = namespace
         _state.runtime_env = dict(job_runtime_env) if job_runtime_env else None
         _state.session += 1
         return _context()
+
+
+def namespace() -> str:
+    """The namespace named actors are created in and looked up in by default: the one init
+    gave (or made up), or in a worker its driver's."""
+    if _core.is_worker():
+        return os.environ.get(NAMESPACE_ENV, "")
+    return _state.namespace or ""
 
 
 def _context() -> TesseraContext:
