@@ -57,6 +57,9 @@ struct TaskOptions {
   // any bundle of the group.
   std::string placement_group;
   int bundle_index = -1;
+  // How many objects the task returns (Ray's num_returns; Python tasks): 1, the one result; N > 1,
+  // the N values of the sequence it returns, each its own object; 0, none (the task still runs).
+  int num_returns = 1;
   // Whether the task's own submissions default to its placement group (Ray's
   // placement_group_capture_child_tasks): the worker is told (TaskSpec.capture_child_tasks).
   bool capture_child_tasks = false;
@@ -73,14 +76,14 @@ struct TaskOptions {
   // Ray's "SPREAD": each worker leased for this kind of task goes to the least used node that
   // fits, in turn, instead of packing onto the first.
   bool spread = false;
-};
-
-namespace internal {
   // Added to the environment of the task's worker process (Ray's runtime_env env_vars); part of
   // the worker's shape. Tessera's own worker variables cannot be overridden.
   std::map<std::string, std::string> env;
   // The folders its worker runs with (nullptr none); part of the worker's shape.
   std::shared_ptr<const RuntimeEnvFiles> runtime_env_files;
+};
+
+namespace internal {
 struct TaskArgument {
   std::string value;                 // msgpack of one value, when ref is empty
   std::optional<ObjectRefBase> ref;  // an ObjectRef argument, resolved to its value

@@ -92,9 +92,10 @@ class RemoteFunction:
         raise TypeError(f"Remote functions cannot be called directly. Instead of running "
                         f"'{self._name}()', try '{self._name}.remote()'.")
 
-    def remote(self, *args: Any, **kwargs: Any) -> "_core.ObjectRef":
-        """Submits the task; the ObjectRef of its return value. Arguments that do not bind to
-        the function's signature raise TypeError here, and nothing is submitted."""
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        """Submits the task; the ObjectRef of its return value (num_returns N > 1: a list of
+        N refs, one per value of the sequence it returns; 0: None). Arguments that do not bind
+        to the function's signature raise TypeError here, and nothing is submitted."""
         self._check(args, kwargs)
         # With the job's runtime_env under its own (folders packed at the first call).
         core = submission_core_options(self._options.get("scheduling_strategy"),
@@ -102,9 +103,10 @@ class RemoteFunction:
         worker.auto_init()
         call = arguments.encode(args, kwargs, put_serialized)
         try:
-            return _core.submit_task(core.get("name") or self._name, self._code.ref(), call, core)
+            refs = _core.submit_task(core.get("name") or self._name, self._code.ref(), call, core)
         except _core.CoreError as e:
             worker.raise_core_error(e)
+        return None if core.get("num_returns") == 0 else refs
 
     def options(self, **options: Any) -> "RemoteFunction":
         """A copy with `options` over this one's (num_cpus, resources, scheduling_strategy...)."""

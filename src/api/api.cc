@@ -190,6 +190,16 @@ std::vector<bool> WaitReady(const std::vector<const ObjectRefBase*>& refs, int n
   return ready;
 }
 
+void KeepOwnedRefs(const std::vector<ObjectRefData>& refs) {
+  if (auto current = Current(); current != nullptr) current->KeepOwned(refs);
+}
+
+absl::Status KnownFailure(const ObjectRefBase& ref) {
+  if (absl::Status early = ref.early_error(); !early.ok()) return early;
+  auto current = Current();
+  return current == nullptr ? absl::OkStatus() : current->Failure(ref);
+}
+
 ObjectRefBase PutSerialized(std::string value) {
   absl::Status why;
   auto current = CurrentOrNested(&why);
@@ -201,16 +211,6 @@ absl::StatusOr<std::string> CreateActor(AnyFunction factory, const ActorOptions&
                                         std::vector<TaskArgument> args, const char* type_name) {
   absl::Status why;
   auto current = CurrentOrNested(&why);
-void KeepOwnedRefs(const std::vector<ObjectRefData>& refs) {
-  if (auto current = Current(); current != nullptr) current->KeepOwned(refs);
-}
-
-absl::Status KnownFailure(const ObjectRefBase& ref) {
-  if (absl::Status early = ref.early_error(); !early.ok()) return early;
-  auto current = Current();
-  return current == nullptr ? absl::OkStatus() : current->Failure(ref);
-}
-
   if (current == nullptr) return why;
   return current->CreateActor(factory, options, std::move(args), type_name);
 }
@@ -239,11 +239,12 @@ absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* 
 }
 
 ObjectRefBase SubmitTaskByName(const FunctionDescriptor& function, const TaskOptions& options,
-                               std::vector<TaskArgument> args) {
+                               std::vector<TaskArgument> args,
+                               std::vector<ObjectRefBase>* more_returns) {
   absl::Status why;
   auto current = CurrentOrNested(&why);
   if (current == nullptr) return FailedRef(why);
-  return current->SubmitByName(function, options, std::move(args));
+  return current->SubmitByName(function, options, std::move(args), more_returns);
 }
 
 absl::StatusOr<std::string> CreateActorByName(const FunctionDescriptor& function,

@@ -146,10 +146,12 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
   submitter_options.max_workers_per_shape = options.max_workers_per_kind;
   std::shared_ptr<ObjectTable> objects = runtime->objects_;
   // The leases are created below; the submitter only calls them after Submit.
+  runtime->returns_ = std::make_shared<MultipleReturns>(objects.get());
   runtime->submitter_ = std::make_unique<TaskSubmitter>(
       submitter_options, nullptr,
-      [objects](const ObjectId& id, absl::StatusOr<std::string> value) {
-        return objects->Complete(id, std::move(value));
+      [objects, returns = runtime->returns_](const ObjectId& id,
+                                             absl::StatusOr<std::string> value) {
+        return returns->Deliver(id, std::move(value));
       });
 
   auto service = std::make_unique<OwnerService>(runtime.get());
@@ -289,7 +291,6 @@ absl::StatusOr<LeaseShape> DriverRuntime::ShapeFor(const TaskOptions& options) {
   }
   absl::StrAppend(&key, NodeAffinityKey(options));
   if (options.spread) absl::StrAppend(&key, "|spread");
-  absl::MutexLock lock(&shapes_mu_);
   // The runtime environment is part of the worker's identity: a worker started with one is never
   // given a task that asks for another (lengths first, so no value can forge another's key).
   for (const auto& [name, value] : options.env) {
@@ -298,14 +299,15 @@ absl::StatusOr<LeaseShape> DriverRuntime::ShapeFor(const TaskOptions& options) {
   if (options.runtime_env_files != nullptr) {
     absl::StrAppend(&key, "|files=", options.runtime_env_files->key);
   }
+  absl::MutexLock lock(&shapes_mu_);
   auto it = shapes_.find(key);
   if (it != shapes_.end()) return it->second;
   auto make = [&]() -> absl::StatusOr<LeaseShape> {
     LeaseShape shape;
     shape.key = key;
-    auto resources = ParseResourceSet(options.resources);
     shape.env = options.env;
     shape.files = options.runtime_env_files;
+    auto resources = ParseResourceSet(options.resources);
     if (!resources.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("resources ", Quote(options.resources), ": ", resources.status().message()));
@@ -350,7 +352,8 @@ ObjectRefBase DriverRuntime::Submit(internal::AnyFunction fn, const TaskOptions&
 
 ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& function,
                                           const TaskOptions& options,
-                                          std::vector<internal::TaskArgument> args) {
+                                          std::vector<internal::TaskArgument> args,
+                                          std::vector<ObjectRefBase>* more_returns) {
   const std::string* name = &function.name;
   if (options.max_retries < 0) {
     return Failed(absl::InvalidArgumentError(
@@ -369,10 +372,29 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
     }
   }
 
+  if (options.num_returns < 0 || options.num_returns > internal::kMaxTaskReturns) {
+    return Failed(absl::InvalidArgumentError(absl::StrCat(
+        "task ", *name, ": num_returns ", options.num_returns, " is not between 0 and ",
+        internal::kMaxTaskReturns)));
+  }
+  if (options.num_returns > 1 && function.language != v1::LANGUAGE_PYTHON) {
+    return Failed(absl::InvalidArgumentError(absl::StrCat(
+        "task ", *name, ": num_returns ", options.num_returns,
+        " is for Python tasks (a C++ task returns one value: return a tuple)")));
+  }
+
   const TaskId task_id = TaskId::FromRandom();
   const ObjectId return_id = ObjectId::ForTaskReturn(task_id, 1);
   objects_->AddPending(return_id);
   ObjectRefBase result = MakeOwnedRef(return_id);
+  if (options.num_returns > 1) {
+    for (int i = 2; i <= options.num_returns; ++i) {
+      const ObjectId id = ObjectId::ForTaskReturn(task_id, static_cast<uint32_t>(i));
+      objects_->AddPending(id);
+      if (more_returns != nullptr) more_returns->push_back(MakeOwnedRef(id));
+    }
+    returns_->Expect(return_id, options.num_returns);
+  }
   auto task = std::make_shared<QueuedTask>();
   task->code = function.code;  // fetched by the worker: kept while the task may run
   task->return_id = return_id;
@@ -381,6 +403,7 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
   for (const std::string& type : options.retry_exception_types) {
     task->spec.add_retry_exception_types(type);
   }
+  task->spec.set_num_returns(std::max(1, options.num_returns));
   task->spec.set_placement_group(options.placement_group);
   task->spec.set_capture_child_tasks(options.capture_child_tasks);
   task->spec.set_task_id(task_id.Binary());
@@ -423,7 +446,7 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
   }
   const OwnerAddress owner = owner_;
   TaskSubmitter* submitter = submitter_.get();
-  std::shared_ptr<ObjectTable> objects = objects_;
+  std::shared_ptr<MultipleReturns> returns = returns_;
   LeaseShape lease_shape = *shape;
   for (const auto& wait : waits) {
     const int index = wait.first;
@@ -448,7 +471,7 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
       }
       if (!last) return;
       if (!failed.ok()) {
-        objects->Complete(task->return_id, failed);
+        returns->Deliver(task->return_id, failed);
       } else {
         submitter->Submit(lease_shape, std::move(*task));
       }
@@ -476,8 +499,6 @@ absl::StatusOr<internal::SerializedValue> DriverRuntime::Get(const ObjectRefBase
   return store_->Read(ref.id(), *where, deadline);
 }
 
-std::string DriverRuntime::StoreSocketOf(const std::string& node_id) const {
-  const std::string socket = client::StateFolder{state_dir_}.ObjectStoreSocket(node_id);
 absl::StatusOr<internal::SerializedValue> DriverRuntime::ReadForeign(const ObjectRefBase& ref,
                                                                      absl::Duration timeout) {
   bool owner_unreachable = false;
@@ -499,6 +520,8 @@ v1::Owner::Stub& DriverRuntime::OwnerStub(const std::string& address) {
   return *stub;
 }
 
+std::string DriverRuntime::StoreSocketOf(const std::string& node_id) const {
+  const std::string socket = client::StateFolder{state_dir_}.ObjectStoreSocket(node_id);
   std::error_code ec;
   return std::filesystem::exists(socket, ec) ? socket : "";
 }
@@ -546,14 +569,14 @@ absl::Status DriverRuntime::Cancel(const ObjectRefBase& ref, bool force, bool re
   return submitter_->Cancel(ref.id(), force, recursive);
 }
 
-ObjectRefBase DriverRuntime::NewPromise() {
-  const ObjectId id = ObjectId::ForPut(driver_task_, puts_.fetch_add(1));
 void DriverRuntime::KeepOwned(const std::vector<ObjectRefData>& refs) {
   for (const ObjectRefData& ref : refs) {
     if (ref.owner.address == owner_.address) (void)objects_->Keep(ref.id);
   }
 }
 
+ObjectRefBase DriverRuntime::NewPromise() {
+  const ObjectId id = ObjectId::ForPut(driver_task_, puts_.fetch_add(1));
   objects_->AddPending(id);
   return MakeOwnedRef(id);
 }
@@ -629,6 +652,14 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
   constructor.spec.set_max_concurrency(options.max_concurrency);
   constructor.spec.set_placement_group(options.placement_group);
   constructor.spec.set_capture_child_tasks(options.capture_child_tasks);
+  for (const auto& [group, limit] : options.concurrency_groups) {
+    if (group.empty() || limit < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "actor ", *name, ": concurrency group ", Quote(group), " must be named and allow >= 1 "
+          "calls at once (got ", limit, ")"));
+    }
+    (*constructor.spec.mutable_concurrency_groups())[group] = limit;
+  }
   constructor.spec.set_language(function.language);
   if (function.code.has_value()) {
     RefToProto(function.code->data(), constructor.spec.mutable_function_ref());
@@ -650,16 +681,12 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
   actor.display = options.name.empty()
                       ? absl::StrCat("actor ", *name, " ", id.substr(0, 8))
                       : absl::StrCat("actor ", Quote(options.name));
+  actor.class_name = std::string(internal::ClassNameOf(type_name));
+  actor.actor_id = id;
+  actor.name = options.name;
+  actor.name_space = options.name_space;
   actor.max_restarts = options.max_restarts;
   actor.max_task_retries = options.max_task_retries;
-  for (const auto& [group, limit] : options.concurrency_groups) {
-    if (group.empty() || limit < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "actor ", *name, ": concurrency group ", Quote(group), " must be named and allow >= 1 "
-          "calls at once (got ", limit, ")"));
-    }
-    (*constructor.spec.mutable_concurrency_groups())[group] = limit;
-  }
   if (options.detached && options.name.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "actor ", *name, ": a detached actor must be named (other drivers find it by its name)"));
@@ -667,6 +694,7 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
   LeaseShape actor_shape = *shape;
   actor_shape.key = absl::StrCat(ToAbsl(kOwnedActorPrefix), id, "|", shape->key);
   actor_shape.env = options.env;
+  actor_shape.files = options.runtime_env_files;
   if (options.detached) actor_shape.detached_actor_id = id;
   ActorEntry entry{actor_shape.key, options.name, type_name, options.name_space};
   entry.owner = driver_id();
@@ -682,10 +710,6 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
             "an actor named ", Quote(options.name), " in namespace ", Quote(options.name_space),
             " already exists in this driver (actor ", actor_names_[key], ")"));
       }
-  actor.class_name = std::string(internal::ClassNameOf(type_name));
-  actor.actor_id = id;
-  actor.name = options.name;
-  actor.name_space = options.name_space;
       actor_names_[key] = id;
     }
     actors_[id] = entry;
@@ -716,7 +740,6 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
     absl::MutexLock lock(&actors_mu_);
     auto it = actors_.find(actor_id);
     if (it == actors_.end()) {
-  actor_shape.files = options.runtime_env_files;
       return Failed(absl::NotFoundError(absl::StrCat("no actor ", actor_id, " in this driver")));
     }
     shape_key = it->second.shape_key;
@@ -727,6 +750,12 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
   call.spec.set_task_id(task_id.Binary());
   call.spec.set_function(method);
   call.spec.set_language(language);
+  call.spec.set_concurrency_group(options.concurrency_group);
+  call.spec.set_retry_exceptions(options.retry_exceptions);
+  for (const std::string& type : options.retry_exception_types) {
+    call.spec.add_retry_exception_types(type);
+  }
+  call.max_task_retries = options.max_task_retries;
   call.return_id = ObjectId::ForTaskReturn(task_id, 1);
   for (size_t i = 0; i < args.size(); ++i) {
     if (!args[i].ref.has_value()) {
@@ -750,12 +779,6 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
 absl::Status DriverRuntime::KillActor(const std::string& actor_id) {
   std::string shape_key;
   bool named_here = false;
-  call.spec.set_concurrency_group(options.concurrency_group);
-  call.spec.set_retry_exceptions(options.retry_exceptions);
-  for (const std::string& type : options.retry_exception_types) {
-    call.spec.add_retry_exception_types(type);
-  }
-  call.max_task_retries = options.max_task_retries;
   std::optional<ActorEntry> attached;
   {
     absl::MutexLock lock(&actors_mu_);
@@ -840,6 +863,7 @@ v1::ActorInfo DriverRuntime::DirectoryRecord(const std::string& id, const ActorE
   v1::ActorInfo info;
   info.set_actor_id(id);
   info.set_name(entry.name);
+  info.set_namespace_(entry.name_space);
   info.set_class_name(entry.type_name);
   info.set_owner(entry.owner);
   info.set_detached(entry.detached);
@@ -863,7 +887,6 @@ void DriverRuntime::OnWorkerReady(const std::string& shape_key, const std::strin
   entry.worker_id = worker_id;
   if (directory_ == nullptr || entry.name.empty()) return;
   v1::ActorInfo alive = DirectoryRecord(*id, entry, v1::ACTOR_STATE_ALIVE);
-  info.set_namespace_(entry.name_space);
   alive.set_address(address);
   alive.set_node_id(node_id);
   alive.set_worker_id(worker_id);
@@ -1003,6 +1026,10 @@ absl::Status DriverRuntime::AttachAt(const std::string& id, const std::string& n
     attached_.push_back(channel);
   }
   ActorSpec actor;
+  actor.class_name = std::string(internal::ClassNameOf(class_name));
+  actor.actor_id = id;
+  actor.name = name;
+  actor.name_space = name_space;
   actor.display = name.empty() ? absl::StrCat("actor ", id.substr(0, 8))
                                : absl::StrCat("actor ", Quote(name));
   submitter_->AttachActor(shape, std::move(actor), handle, channel);
@@ -1010,7 +1037,3 @@ absl::Status DriverRuntime::AttachAt(const std::string& id, const std::string& n
 }
 
 }  // namespace tessera::api
-  actor.class_name = std::string(internal::ClassNameOf(class_name));
-  actor.actor_id = id;
-  actor.name = name;
-  actor.name_space = name_space;

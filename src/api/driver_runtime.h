@@ -49,8 +49,10 @@ class DriverRuntime {
 
   ObjectRefBase Submit(internal::AnyFunction fn, const TaskOptions& options,
                        std::vector<internal::TaskArgument> args);
+  // `more_returns` (may be null) gets the refs of returns 2..N of a task with num_returns N > 1.
   ObjectRefBase SubmitByName(const internal::FunctionDescriptor& function,
-                             const TaskOptions& options, std::vector<internal::TaskArgument> args);
+                             const TaskOptions& options, std::vector<internal::TaskArgument> args,
+                             std::vector<ObjectRefBase>* more_returns = nullptr);
   // The value: inline from the table, or a pinned view of the local store for a large one
   // (pulled from its node first when it lies elsewhere).
   absl::StatusOr<internal::SerializedValue> Get(const ObjectRefBase& ref, absl::Duration timeout);
@@ -116,19 +118,21 @@ class DriverRuntime {
   ObjectRefBase MakeOwnedRef(const ObjectId& id);
   // Keeps the objects this driver owns whose refs are written inside `value` (ObjectTable::Keep).
   void KeepRefsInside(const std::string& value);
-
-  InitOptions options_;
   // The value of an object another process owns, from that owner (OwnerDiedError's kind when
   // the owner has exited).
   absl::StatusOr<internal::SerializedValue> ReadForeign(const ObjectRefBase& ref,
                                                         absl::Duration timeout);
   // The Owner service of the process at `address` (one stub per owner, kept).
   v1::Owner::Stub& OwnerStub(const std::string& address);
+
+  InitOptions options_;
   std::string state_dir_;
   OwnerAddress owner_;
   // This node's store (the node of the agent the driver leases through).
   std::shared_ptr<NodeObjectStore> store_;
   std::shared_ptr<ObjectTable> objects_;
+  // Tasks with several returns, and the delivery of every task's outcome into the table.
+  std::shared_ptr<MultipleReturns> returns_;
   std::unique_ptr<TaskSubmitter> submitter_;
   std::unique_ptr<WorkerLeases> leases_;
   std::unique_ptr<grpc::Service> owner_service_;
@@ -136,22 +140,22 @@ class DriverRuntime {
   TaskId driver_task_;
   std::atomic<uint32_t> puts_{0};
 
-  absl::Mutex shapes_mu_;
-  std::map<std::string, absl::StatusOr<LeaseShape>> shapes_ ABSL_GUARDED_BY(shapes_mu_);
   absl::Mutex owner_stubs_mu_;
   std::map<std::string, std::unique_ptr<v1::Owner::Stub>> owner_stubs_
       ABSL_GUARDED_BY(owner_stubs_mu_);
 
+  absl::Mutex shapes_mu_;
+  std::map<std::string, absl::StatusOr<LeaseShape>> shapes_ ABSL_GUARDED_BY(shapes_mu_);
 
   struct ActorEntry {
     std::string shape_key;
     std::string name;
     std::string type_name;
+    std::string name_space;  // where `name` is unique
     bool attached = false;  // owned by another driver, found by name in the head's directory
     std::string owner;      // at the head: this driver's id
     bool detached = false;  // lifetime="detached": outlives this driver
     int restarts = 0;
-    std::string name_space;  // where `name` is unique
     v1::Language language = v1::LANGUAGE_CPP;
     std::optional<ObjectRefBase> code;  // its class, for workers of other languages
     // Its live process's Worker service ("" while an owned one has none); attached: the one

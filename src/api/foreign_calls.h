@@ -27,8 +27,12 @@ struct FunctionDescriptor {
   std::optional<ObjectRefBase> code;
 };
 
+// `more_returns` (may be null) gets the refs of returns 2..N when options.num_returns is N > 1.
 ObjectRefBase SubmitTaskByName(const FunctionDescriptor& function, const TaskOptions& options,
-                               std::vector<TaskArgument> args);
+                               std::vector<TaskArgument> args,
+                               std::vector<ObjectRefBase>* more_returns = nullptr);
+// The most returns a task may have (num_returns).
+inline constexpr int kMaxTaskReturns = 10000;
 // The new actor's id (hex). `type_name` is what GetActor matches a found actor's class against;
 // an actor of another language has its class named with that language's prefix, so that a
 // driver that finds it by name sends its calls to the right kind of worker.
@@ -49,16 +53,16 @@ absl::StatusOr<std::string> CreateActorByName(const FunctionDescriptor& function
 // lives when they are owned here).
 ObjectRefBase PutParts(const std::vector<std::string_view>& parts,
                        const std::vector<ObjectRefData>& contained);
+// Keeps the objects of `refs` this process owns alive past its own references: their refs were
+// written inside a value that leaves it (a task's result), so another process may read them.
+// Refs owned elsewhere, and a process that owns nothing, are left as they are.
+void KeepOwnedRefs(const std::vector<ObjectRefData>& refs);
 // The counters of this process's node's object store (ObjectStore::Stats): Unavailable when the
 // node has none, FailedPrecondition outside a runtime.
 absl::StatusOr<ObjectStoreStats> LocalObjectStoreStats();
 // An object whose value is given later by FulfillPromise (a placement group's ready()): Get and
 // Wait wait for it meanwhile. A value or an error, given once; FulfillPromise of an object that
 // is not a pending promise of this process does nothing.
-// Keeps the objects of `refs` this process owns alive past its own references: their refs were
-// written inside a value that leaves it (a task's result), so another process may read them.
-// Refs owned elsewhere, and a process that owns nothing, are left as they are.
-void KeepOwnedRefs(const std::vector<ObjectRefData>& refs);
 ObjectRefBase NewPromise();
 void FulfillPromise(const ObjectRefBase& promise, absl::StatusOr<std::string> value);
 // Makes calls to actor `actor_id` (owned by the process at `owner_address`) possible from this

@@ -1,6 +1,6 @@
-// libFuzzer target: Deserialize of a few types and FindObjectRefs never crash, throw or allocate
-// beyond the input's size on any bytes, and whatever Deserialize accepts serializes back to bytes
-// that deserialize to the same value.
+// libFuzzer target: Deserialize of a few types, FindObjectRefs and DecodeTaskReturns never
+// crash, throw or allocate beyond the input's size on any bytes, and whatever Deserialize (or
+// DecodeTaskReturns) accepts serializes back to bytes that deserialize to the same value.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "objects/task_returns.h"
 #include "tessera/serialization.h"
 
 namespace {
@@ -53,5 +54,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check<std::vector<Record>>(input);
   Check<tessera::ObjectRefData>(input);
   (void)tessera::FindObjectRefs(input);
+  for (size_t count : {size_t{1}, size_t{3}}) {
+    auto returns = tessera::DecodeTaskReturns(input, count);
+    if (returns.ok() && tessera::EncodeTaskReturns(*returns) != input) {
+      std::fprintf(stderr, "DecodeTaskReturns accepted bytes it does not encode back to\n");
+      std::abort();
+    }
+  }
   return 0;
 }

@@ -54,6 +54,7 @@ TaskOptions TaskOptionsFrom(const py::dict& options) {
   out.resources = Get<std::string>(options, "resources", out.resources);
   out.label_selectors = LabelSelectors(options);
   out.max_retries = Get<int>(options, "max_retries", out.max_retries);
+  out.num_returns = Get<int>(options, "num_returns", out.num_returns);
   out.placement_group = Get<std::string>(options, "placement_group", "");
   out.bundle_index = Get<int>(options, "bundle_index", -1);
   out.capture_child_tasks = Get<bool>(options, "capture_child_tasks", false);
@@ -173,6 +174,7 @@ std::vector<bool> WaitInSlices(const std::vector<ObjectRefBase>& refs, int num,
     }
     const int count = static_cast<int>(std::count(ready.begin(), ready.end(), true));
     if (count >= num || absl::Now() >= deadline) return ready;
+    if (stop_at_failure && FirstKnownFailure(refs, ready).has_value()) return ready;
     CheckSignals();
   }
 }
@@ -193,7 +195,6 @@ py::list GetValues(const py::list& ref_list, const py::object& timeout_s) {
     ThrowStatus(*failed);
   }
   if (std::count(ready.begin(), ready.end(), false) > 0) {
-    if (stop_at_failure && FirstKnownFailure(refs, ready).has_value()) return ready;
     ThrowStatus(absl::DeadlineExceededError("Get timed out: some object(s) not ready."));
   }
   py::list values;
@@ -281,6 +282,17 @@ void BindDriverCalls(py::module_& m) {
       py::arg("parts"), py::arg("contained"),
       "Stores the value made of `parts` (contiguous buffers, concatenated); `contained` are the "
       "ObjectRefs written inside it.");
+  m.def(
+      "keep_owned",
+      [](const py::list& refs) {
+        std::vector<ObjectRefData> data;
+        data.reserve(refs.size());
+        for (py::handle ref : refs) data.push_back(UnwrapRef(ref).data());
+        internal::KeepOwnedRefs(data);
+      },
+      py::arg("refs"),
+      "Keeps the objects of `refs` this process owns alive past its own references (refs written "
+      "inside a task's result, which other processes read).");
   m.def("get", &GetValues, py::arg("refs"), py::arg("timeout_s") = py::none(),
         "The values (Buffers) of `refs`, in order; CoreError for the first that failed or on "
         "timeout (GET_TIMEOUT).");
@@ -297,33 +309,28 @@ void BindDriverCalls(py::module_& m) {
       "timeout passed.");
   m.def(
       "submit_task",
-  m.def(
-      "keep_owned",
-      [](const py::list& refs) {
-        std::vector<ObjectRefData> data;
-        data.reserve(refs.size());
-        for (py::handle ref : refs) data.push_back(UnwrapRef(ref).data());
-        internal::KeepOwnedRefs(data);
-      },
-      py::arg("refs"),
-      "Keeps the objects of `refs` this process owns alive past its own references (refs written "
-      "inside a task's result, which other processes read).");
       [](const std::string& name, py::handle code, const py::list& args, const py::dict& options) {
         CheckNotForked();
         internal::FunctionDescriptor function = PythonFunction(name, code);
         std::vector<internal::TaskArgument> arguments = ArgumentsFrom(args);
         TaskOptions task = TaskOptionsFrom(options);
         ObjectRefBase ref;
+        std::vector<ObjectRefBase> more;
         {
           py::gil_scoped_release release;
-          ref = internal::SubmitTaskByName(function, task, std::move(arguments));
+          ref = internal::SubmitTaskByName(function, task, std::move(arguments), &more);
         }
         if (!ref.early_error().ok()) ThrowStatus(ref.early_error());
-        return WrapRef(std::move(ref));
+        if (task.num_returns <= 1) return WrapRef(std::move(ref));
+        py::list refs;
+        refs.append(WrapRef(std::move(ref)));
+        for (ObjectRefBase& other : more) refs.append(WrapRef(std::move(other)));
+        return py::object(std::move(refs));
       },
       py::arg("name"), py::arg("code"), py::arg("args"), py::arg("options"),
       "Submits the Python function stored in `code` (display name `name`) with `args` (bytes "
-      "values or ObjectRefs); the ObjectRef of its result.");
+      "values or ObjectRefs); the ObjectRef of its result, or the list of its num_returns "
+      "ObjectRefs when that is more than 1.");
   m.def(
       "create_actor",
       [](const std::string& name, py::handle code, const py::list& args, const py::dict& options) {

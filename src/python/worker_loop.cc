@@ -22,6 +22,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "objects/object_location.h"
+#include "objects/task_returns.h"
 #include "python/core_error.h"
 #include "python/object_ref.h"
 #include "worker/worker_runtime.h"
@@ -170,6 +171,24 @@ void Claim(PendingTask& task) {
   if (task.answered.exchange(true)) throw std::runtime_error("this task was already answered");
 }
 
+// One return's value made of `parts`: its bytes inline, or for a large one the stored-value
+// envelope once it went straight into this node's store as return `index` (only a node without a
+// store keeps it inline). An error when the store refused it (full even after spilling): the task
+// fails once with the reason. Called without the GIL.
+absl::StatusOr<std::string> ReturnValue(const std::string& task_id, const PartViews& parts,
+                                        uint32_t index) {
+  if (parts.size >= kInlineValueLimitBytes) {
+    absl::StatusOr<std::string> envelope = worker::PutTaskReturn(task_id, parts.views, index);
+    if (envelope.ok() || envelope.status().code() != absl::StatusCode::kUnavailable) {
+      return envelope;
+    }
+  }
+  std::string value;
+  value.reserve(parts.size);
+  for (std::string_view view : parts.views) value.append(view.data(), view.size());
+  return value;
+}
+
 // Sends the claimed answer to the gRPC thread waiting for it.
 void Finish(PendingTask& task) {
   NoLongerRunning(task);
@@ -200,6 +219,8 @@ void BindWorkerLoop(py::module_& m) {
       .def_property_readonly("actor_id",
                              [](const PyTask& t) { return py::bytes(t.pending->spec.actor_id()); })
       .def_property_readonly("attempt", [](const PyTask& t) { return t.pending->spec.attempt(); })
+      .def_property_readonly("num_returns",
+                             [](const PyTask& t) { return std::max(1, t.pending->spec.num_returns()); })
       .def_property_readonly("placement_group",
                              [](const PyTask& t) { return t.pending->spec.placement_group(); })
       .def_property_readonly("capture_child_tasks",

@@ -105,6 +105,7 @@ absl::StatusOr<std::string> PutTaskReturn(const std::string& task_id,
 // The value of an object owned by another process (a ref received inside a value), from its
 // owner's GetObject: inline, or read from this node's store (pulled there first when the owner
 // says it lies on another node). Only in worker mode (elsewhere FailedPrecondition).
+// *owner_unreachable as ReadFromOwner (worker/owner_fetch.h) sets it.
 absl::StatusOr<internal::SerializedValue> FetchObject(const ObjectRefData& ref,
                                                       absl::Duration timeout,
                                                       bool* owner_unreachable = nullptr);
@@ -116,7 +117,6 @@ struct NestedDriverEnv {
   std::string token;
   // What the owner added to this worker's environment, for the workers it leases in turn.
   std::map<std::string, std::string> worker_env;
-// *owner_unreachable as ReadFromOwner (worker/owner_fetch.h) sets it.
   std::string state_dir;     // "" when the owner did not say
   std::string head_address;  // "" when the owner did not say
   std::string agent_address;  // this worker's node agent ("" when unknown)

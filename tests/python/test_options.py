@@ -125,11 +125,16 @@ def test_concurrency_groups_not_in_dot_options():
         validate_actor_options({"concurrency_groups": {"io": 2}}, in_options=True)
 
 
-def test_num_returns_must_be_one():
-    check_task(num_returns=1)
-    text = "num_returns must be 1 (multiple returns are not supported: return a tuple)"
-    with fails(ValueError, text):
-        check_task(num_returns=2)
+def test_num_returns_is_a_count_from_0():
+    for count in (0, 1, 2, 10_000):
+        check_task(num_returns=count)
+    for bad in (-1, 10_001, True, 1.5):
+        with pytest.raises((ValueError, TypeError), match="num_returns"):
+            check_task(num_returns=bad)
+    with fails(ValueError, "num_returns='streaming' (a generator's values as they are made) is "
+                           "not supported yet: return a list, or give num_returns the number of "
+                           "values"):
+        check_task(num_returns="streaming")
 
 
 def test_retry_exceptions_must_be_bool_or_exception_classes():
@@ -216,6 +221,7 @@ def test_task_defaults():
         "name": "",
         "env": {},
         "max_retries": 3,
+        "num_returns": 1,
         "retry_exceptions": False,
         "retry_exception_types": None,
     }
@@ -297,6 +303,7 @@ def test_actor_defaults_demand_nothing():
         "detached": False,
         "get_if_exists": False,
         "namespace": "",
+        "concurrency_groups": {},
     }
 
 
@@ -326,7 +333,7 @@ def test_actor_options():
 
 
 def test_actor_max_concurrency():
-    assert actor(has_async_methods=True)["max_concurrency"] == 100
+    assert actor(has_async_methods=True)["max_concurrency"] == 1000  # Ray's default
     assert actor(has_async_methods=True, max_concurrency=4)["max_concurrency"] == 4
 
 

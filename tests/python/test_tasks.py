@@ -270,3 +270,74 @@ def test_retry_exceptions_runs_the_task_again_for_the_listed_exceptions(cluster,
     with pytest.raises(ValueError):
         tessera.get(always.remote(str(again)))
     assert len(again.read_text()) == 2  # the first run and one retry
+
+
+@tessera.remote(num_returns=2)
+def two_values(x):
+    return x, x * 10
+
+
+@tessera.remote
+def write_marker(path):
+    with open(path, "w") as f:
+        f.write("ran")
+    return "ignored"
+
+
+def test_num_returns_gives_one_ref_per_returned_value(cluster):
+    a, b = two_values.remote(3)
+    assert tessera.get([a, b]) == [3, 30]
+    # Each is an object of its own: one can be read, dropped or passed on without the other.
+    del a
+    assert tessera.get(square.remote(b)) == 900
+    refs = first.options(num_returns=3).remote([[1, 2, 3]])
+    assert isinstance(refs, list) and len(refs) == 3
+    assert tessera.get(refs) == [1, 2, 3]
+
+
+def test_large_returns_travel_through_the_store_one_object_each(cluster):
+    import numpy as np
+
+    @tessera.remote(num_returns=3)
+    def arrays(n):
+        return np.full(n, 1.0), "small", np.full(n, 2.0)
+
+    for node in cluster.node_ids():
+        strategy = tessera.util.scheduling_strategies.NodeAffinitySchedulingStrategy(node, False)
+        big_a, small, big_b = arrays.options(scheduling_strategy=strategy).remote(50_000)
+        assert tessera.get(small) == "small"
+        assert float(tessera.get(big_a).sum()) == 50_000.0
+        assert float(tessera.get(big_b).sum()) == 100_000.0
+
+
+def test_num_returns_zero_gives_none_and_still_runs_the_task(cluster, tmp_path):
+    marker = tmp_path / "ran"
+    assert write_marker.options(num_returns=0).remote(str(marker)) is None
+    import time
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.read_text() == "ran"
+
+
+def test_a_wrong_number_of_returned_values_fails_every_return(cluster):
+    refs = first.options(num_returns=2).remote([[1, 2, 3]])
+    for ref in refs:
+        with pytest.raises(ValueError, match=r"Task returned 3 objects, but num_returns=2\."):
+            tessera.get(ref)
+    with pytest.raises(ValueError, match="not a sequence, but num_returns=2"):
+        tessera.get(first.options(num_returns=2).remote([5])[1])
+
+
+def test_an_exception_fails_every_return_with_its_type(cluster):
+    refs = fail.options(num_returns=2).remote("both")
+    for ref in refs:
+        with pytest.raises(ValueError, match="both"):
+            tessera.get(ref)
+
+
+def test_num_returns_is_checked_when_given(cluster):
+    with pytest.raises(ValueError, match="num_returns must be an int between 0 and"):
+        square.options(num_returns=-1)
+    with pytest.raises(ValueError, match="not supported yet"):
+        square.options(num_returns="streaming")

@@ -36,6 +36,18 @@ from tessera._private import arguments, serialization
 _node_ip: Optional[str] = None
 
 
+def _split_returns(result: Any, count: int) -> list:
+    """The `count` values of a task with num_returns=count: the sequence it returned."""
+    try:
+        values = list(result)
+    except TypeError:
+        raise ValueError(f"Task returned a {type(result).__name__}, which is not a sequence, "
+                         f"but num_returns={count}.") from None
+    if len(values) != count:
+        raise ValueError(f"Task returned {len(values)} objects, but num_returns={count}.")
+    return values
+
+
 def node_ip() -> str:
     global _node_ip
     if _node_ip is None:
@@ -236,12 +248,22 @@ class Executor:
                 for group, limit in limits.items()}
 
     def _answer(self, task: "_core.Task", result: Any) -> None:
+        count = task.num_returns
         try:
-            serialized = serialization.serialize(result)
+            values = [result] if count == 1 else _split_returns(result, count)
+            serialized = [serialization.serialize(value) for value in values]
         except Exception as e:
             self._fail(task, e)
             return
-        _core.task_done(task, serialized.parts)
+        contained = [ref for one in serialized for ref in one.contained_refs]
+        if contained:
+            # The caller reads them from this process, which owns them: they outlive this
+            # task's own references (until the process ends: borrowers are not counted yet).
+            _core.keep_owned(contained)
+        if count == 1:
+            _core.task_done(task, serialized[0].parts)
+        else:
+            _core.task_done_returns(task, [one.parts for one in serialized])
 
     def _fail(self, task: "_core.Task", error: BaseException) -> None:
         name = task.function
@@ -269,10 +291,6 @@ class Executor:
                           _retryable(task, cause))
 
 
-def _has_coroutines(cls: type) -> bool:
-    return any(inspect.iscoroutinefunction(member)
-               for _, member in inspect.getmembers(cls, inspect.isfunction))
-
 def _declared_groups(cls: type) -> Dict[str, str]:
     """{method name: the concurrency group `@tessera.method` declared it in}."""
     declared = {}
@@ -283,6 +301,10 @@ def _declared_groups(cls: type) -> Dict[str, str]:
             declared[name] = group
     return declared
 
+
+def _has_coroutines(cls: type) -> bool:
+    return any(inspect.iscoroutinefunction(member)
+               for _, member in inspect.getmembers(cls, inspect.isfunction))
 
 
 def _retryable(task: "_core.Task", error: BaseException) -> bool:
@@ -298,7 +320,3 @@ def _flush_and_exit(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
-        if serialized.contained_refs:
-            # The caller reads them from this process, which owns them: they outlive this
-            # task's own references (until the process ends: borrowers are not counted yet).
-            _core.keep_owned(serialized.contained_refs)

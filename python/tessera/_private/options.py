@@ -34,6 +34,7 @@ from ..util.scheduling_strategies import (
 
 INFINITE_RETRIES = 1_000_000  # what -1 (infinite) retries/restarts become for the core
 DEFAULT_TASK_MAX_RETRIES = 3
+MAX_NUM_RETURNS = 10_000  # the core's limit on a task's returns (internal::kMaxTaskReturns)
 # Calls of an async actor in flight at once, as Ray's default: a call in flight holds no thread
 # (the worker hands it to the actor's event loop and is answered when it ends).
 DEFAULT_ASYNC_MAX_CONCURRENCY = 1000
@@ -193,9 +194,13 @@ def _retry_exceptions_error(value: Any) -> Optional[str]:
 
 
 def _num_returns_error(value: Any) -> Optional[str]:
-    if value is None or value == 1:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)
+                         and 0 <= value <= MAX_NUM_RETURNS):
         return None
-    return "num_returns must be 1 (multiple returns are not supported: return a tuple)"
+    if value in ("streaming", "dynamic"):
+        return (f"num_returns={value!r} (a generator's values as they are made) is not supported "
+                "yet: return a list, or give num_returns the number of values")
+    return f"num_returns must be an int between 0 and {MAX_NUM_RETURNS}, but received {value!r}"
 
 
 def _concurrency_groups_error(groups: Any) -> Optional[str]:
@@ -407,6 +412,7 @@ def task_core_options(options: dict) -> dict:
     return {
         **_common_core_options(options, default_cpus=1),
         "max_retries": _count(options.get("max_retries"), DEFAULT_TASK_MAX_RETRIES),
+        "num_returns": 1 if options.get("num_returns") is None else options["num_returns"],
         "retry_exceptions": retry_exceptions is True or bool(retry_types),
         "retry_exception_types": retry_types,
     }
