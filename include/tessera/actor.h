@@ -97,6 +97,8 @@ struct ActorOptions {
   // Added to the environment of the actor's worker process (a gang rank's RANK, MASTER_ADDR...);
   // Tessera's own worker variables cannot be overridden.
   std::map<std::string, std::string> env;
+  // The folders its worker runs with (Ray's working_dir, py_modules; nullptr none).
+  std::shared_ptr<const RuntimeEnvFiles> runtime_env_files;
 };
 
 namespace internal {
@@ -105,8 +107,6 @@ namespace internal {
 // its class's typeid name. Set by the factory's invoker; read by method invokers.
 void SetActorInstance(std::shared_ptr<void> instance, const char* type_name);
 // The instance, or nullptr with `why` set (not created yet, or its constructor failed).
-  // The folders its worker runs with (Ray's working_dir, py_modules; nullptr none).
-  std::shared_ptr<const RuntimeEnvFiles> runtime_env_files;
 std::shared_ptr<void> ActorInstance(const char* type_name, std::string* why);
 
 // The registered name ("Class::Method") of a member function, by its bytes and type.
