@@ -193,10 +193,14 @@ struct ActorCallOptions {
   bool retry_exceptions = false;
   std::vector<std::string> retry_exception_types;
   std::string concurrency_group;  // "" the default group
+  // How many objects the call returns (as TaskOptions::num_returns; Python actors).
+  int num_returns = 1;
 };
+// `more_returns` (may be null) gets the refs of returns 2..N when options.num_returns is N > 1.
 ObjectRefBase SubmitActorTask(const std::string& actor_id, const std::string& method,
                               std::vector<TaskArgument> args,
-                              const ActorCallOptions& options = {});
+                              const ActorCallOptions& options = {},
+                              std::vector<ObjectRefBase>* more_returns = nullptr);
 absl::Status KillActor(const std::string& actor_id);
 absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name,
                                            const std::string& name_space = "");

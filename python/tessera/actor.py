@@ -98,8 +98,10 @@ class ActorMethod:
         self._options = options
         self._call_options: Optional[dict] = None  # what the core takes, made once
 
-    def remote(self, *args: Any, **kwargs: Any) -> "_core.ObjectRef":
-        # Arguments that do not bind to the method's signature: TypeError, nothing submitted.
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        """Calls the method; the ObjectRef of its result (num_returns N > 1: a list of N refs;
+        0: None). Arguments that do not bind to the method's signature raise TypeError here,
+        and nothing is submitted."""
         if self._check is not None:
             self._check(args, kwargs)
         if self._options and self._call_options is None:
@@ -113,6 +115,8 @@ class ActorMethod:
             worker.raise_core_error(e)
         if self._name == _TERMINATE:
             _end_after(ref, self._handle._actor_id)
+        if self._call_options is not None and self._call_options["num_returns"] == 0:
+            return None
         return ref
 
     def options(self, **options: Any) -> "ActorMethod":

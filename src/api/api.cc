@@ -216,11 +216,12 @@ absl::StatusOr<std::string> CreateActor(AnyFunction factory, const ActorOptions&
 }
 
 ObjectRefBase SubmitActorTask(const std::string& actor_id, const std::string& method,
-                              std::vector<TaskArgument> args, const ActorCallOptions& options) {
+                              std::vector<TaskArgument> args, const ActorCallOptions& options,
+                              std::vector<ObjectRefBase>* more_returns) {
   absl::Status why;
   auto current = CurrentOrNested(&why);
   if (current == nullptr) return FailedRef(why);
-  return current->SubmitActorTask(actor_id, method, std::move(args), options);
+  return current->SubmitActorTask(actor_id, method, std::move(args), options, more_returns);
 }
 
 absl::Status KillActor(const std::string& actor_id) {

@@ -350,6 +350,32 @@ ObjectRefBase DriverRuntime::Submit(internal::AnyFunction fn, const TaskOptions&
   return SubmitByName(internal::FunctionDescriptor{*name}, options, std::move(args));
 }
 
+absl::Status DriverRuntime::CheckNumReturns(const std::string& name, int num_returns,
+                                            v1::Language language) {
+  if (num_returns < 0 || num_returns > internal::kMaxTaskReturns) {
+    return absl::InvalidArgumentError(absl::StrCat("task ", name, ": num_returns ", num_returns,
+                                                   " is not between 0 and ",
+                                                   internal::kMaxTaskReturns));
+  }
+  if (num_returns > 1 && language != v1::LANGUAGE_PYTHON) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("task ", name, ": num_returns ", num_returns,
+                     " is for Python tasks (a C++ task returns one value: return a tuple)"));
+  }
+  return absl::OkStatus();
+}
+
+void DriverRuntime::ExpectMoreReturns(const ObjectId& first, int num_returns,
+                                      std::vector<ObjectRefBase>* more_returns) {
+  if (num_returns <= 1) return;
+  for (int i = 2; i <= num_returns; ++i) {
+    const ObjectId id = ObjectId::ForTaskReturn(first.task_id(), static_cast<uint32_t>(i));
+    objects_->AddPending(id);
+    if (more_returns != nullptr) more_returns->push_back(MakeOwnedRef(id));
+  }
+  returns_->Expect(first, num_returns);
+}
+
 ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& function,
                                           const TaskOptions& options,
                                           std::vector<internal::TaskArgument> args,
@@ -372,29 +398,16 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
     }
   }
 
-  if (options.num_returns < 0 || options.num_returns > internal::kMaxTaskReturns) {
-    return Failed(absl::InvalidArgumentError(absl::StrCat(
-        "task ", *name, ": num_returns ", options.num_returns, " is not between 0 and ",
-        internal::kMaxTaskReturns)));
-  }
-  if (options.num_returns > 1 && function.language != v1::LANGUAGE_PYTHON) {
-    return Failed(absl::InvalidArgumentError(absl::StrCat(
-        "task ", *name, ": num_returns ", options.num_returns,
-        " is for Python tasks (a C++ task returns one value: return a tuple)")));
+  if (absl::Status valid = CheckNumReturns(*name, options.num_returns, function.language);
+      !valid.ok()) {
+    return Failed(valid);
   }
 
   const TaskId task_id = TaskId::FromRandom();
   const ObjectId return_id = ObjectId::ForTaskReturn(task_id, 1);
   objects_->AddPending(return_id);
   ObjectRefBase result = MakeOwnedRef(return_id);
-  if (options.num_returns > 1) {
-    for (int i = 2; i <= options.num_returns; ++i) {
-      const ObjectId id = ObjectId::ForTaskReturn(task_id, static_cast<uint32_t>(i));
-      objects_->AddPending(id);
-      if (more_returns != nullptr) more_returns->push_back(MakeOwnedRef(id));
-    }
-    returns_->Expect(return_id, options.num_returns);
-  }
+  ExpectMoreReturns(return_id, options.num_returns, more_returns);
   auto task = std::make_shared<QueuedTask>();
   task->code = function.code;  // fetched by the worker: kept while the task may run
   task->return_id = return_id;
@@ -733,7 +746,8 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
 
 ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const std::string& method,
                                              std::vector<internal::TaskArgument> args,
-                                             const internal::ActorCallOptions& options) {
+                                             const internal::ActorCallOptions& options,
+                                             std::vector<ObjectRefBase>* more_returns) {
   std::string shape_key;
   v1::Language language = v1::LANGUAGE_CPP;
   {
@@ -744,6 +758,9 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
     }
     shape_key = it->second.shape_key;
     language = it->second.language;
+  }
+  if (absl::Status valid = CheckNumReturns(method, options.num_returns, language); !valid.ok()) {
+    return Failed(valid);
   }
   const TaskId task_id = TaskId::FromRandom();
   QueuedTask call;
@@ -772,6 +789,8 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
   }
   objects_->AddPending(call.return_id);
   ObjectRefBase result = MakeOwnedRef(call.return_id);
+  ExpectMoreReturns(call.return_id, options.num_returns, more_returns);
+  call.spec.set_num_returns(std::max(1, options.num_returns));
   submitter_->SubmitActorCall(shape_key, std::move(call));
   return result;
 }

@@ -89,7 +89,8 @@ class DriverRuntime {
                                                 const std::string& type_name);
   ObjectRefBase SubmitActorTask(const std::string& actor_id, const std::string& method,
                                 std::vector<internal::TaskArgument> args,
-                                const internal::ActorCallOptions& options = {});
+                                const internal::ActorCallOptions& options = {},
+                                std::vector<ObjectRefBase>* more_returns = nullptr);
   absl::Status KillActor(const std::string& actor_id);
   // KillActor of an actor this driver made (Owner.KillActor); NotFound for any other.
   absl::Status KillOwnedActor(const std::string& actor_id);
@@ -118,6 +119,13 @@ class DriverRuntime {
   ObjectRefBase MakeOwnedRef(const ObjectId& id);
   // Keeps the objects this driver owns whose refs are written inside `value` (ObjectTable::Keep).
   void KeepRefsInside(const std::string& value);
+  // Why a task or call `name` of `language` cannot return `num_returns` objects (OK when it can).
+  static absl::Status CheckNumReturns(const std::string& name, int num_returns,
+                                      v1::Language language);
+  // Makes returns 2..num_returns of `first`'s task pending (their refs into `more_returns`, may
+  // be null) and has them delivered from its answer; nothing for one return.
+  void ExpectMoreReturns(const ObjectId& first, int num_returns,
+                         std::vector<ObjectRefBase>* more_returns);
   // The value of an object another process owns, from that owner (OwnerDiedError's kind when
   // the owner has exited).
   absl::StatusOr<internal::SerializedValue> ReadForeign(const ObjectRefBase& ref,

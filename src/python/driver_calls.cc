@@ -101,6 +101,7 @@ internal::ActorCallOptions ActorCallOptionsFrom(const py::dict& options) {
   out.retry_exception_types =
       Get<std::vector<std::string>>(options, "retry_exception_types", {});
   out.concurrency_group = Get<std::string>(options, "concurrency_group", "");
+  out.num_returns = Get<int>(options, "num_returns", 1);
   return out;
 }
 
@@ -360,16 +361,23 @@ void BindDriverCalls(py::module_& m) {
             options.is_none() ? internal::ActorCallOptions{}
                                : ActorCallOptionsFrom(options.cast<py::dict>());
         ObjectRefBase ref;
+        std::vector<ObjectRefBase> more;
         {
           py::gil_scoped_release release;
-          ref = internal::SubmitActorTask(actor_id, method, std::move(arguments), call);
+          ref = internal::SubmitActorTask(actor_id, method, std::move(arguments), call, &more);
         }
         if (!ref.early_error().ok()) ThrowStatus(ref.early_error());
-        return WrapRef(std::move(ref));
+        if (call.num_returns <= 1) return WrapRef(std::move(ref));
+        py::list refs;
+        refs.append(WrapRef(std::move(ref)));
+        for (ObjectRefBase& other : more) refs.append(WrapRef(std::move(other)));
+        return py::object(std::move(refs));
       },
       py::arg("actor_id"), py::arg("method"), py::arg("args"), py::arg("options") = py::none(),
       "Calls `method` of the actor; `options` (may be None): max_task_retries (-1: the "
-      "actor's), retry_exceptions, retry_exception_types, concurrency_group, num_returns.");
+      "actor's), retry_exceptions, retry_exception_types, concurrency_group, num_returns. The "
+      "ObjectRef of its result, or the list of its num_returns ObjectRefs when that is more "
+      "than 1.");
   m.def(
       "kill_actor",
       [](const std::string& actor_id) {

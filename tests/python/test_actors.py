@@ -286,3 +286,28 @@ def test_a_handle_used_by_a_task_before_the_actor_is_constructed_waits_for_it(cl
         return tessera.get(handle.ready_now.remote())
 
     assert tessera.get(call.remote(slow), timeout=60) is True
+
+
+@tessera.remote
+class Pair:
+    @tessera.method(num_returns=2)
+    def split(self, x):
+        return x, -x
+
+    def three(self):
+        return 1, 2, 3
+
+
+def test_an_actor_method_returns_several_objects(cluster):
+    pair = Pair.remote()
+    a, b = pair.split.remote(4)
+    assert tessera.get([a, b]) == [4, -4]
+    refs = pair.three.options(num_returns=3).remote()
+    assert isinstance(refs, list) and tessera.get(refs) == [1, 2, 3]
+    assert pair.three.options(num_returns=0).remote() is None
+    wrong = pair.three.options(num_returns=2).remote()
+    for ref in wrong:
+        with pytest.raises(ValueError, match=r"Task returned 3 objects, but num_returns=2\."):
+            tessera.get(ref)
+    # The actor goes on: a failed split is the call's, not the actor's.
+    assert tessera.get(pair.split.remote(1)[1]) == -1
