@@ -195,6 +195,7 @@ struct ActorCallOptions {
   std::string concurrency_group;  // "" the default group
   // How many objects the call returns (as TaskOptions::num_returns; Python actors).
   int num_returns = 1;
+  bool streaming = false;  // a streaming generator method (as TaskOptions::streaming)
 };
 // `more_returns` (may be null) gets the refs of returns 2..N when options.num_returns is N > 1.
 ObjectRefBase SubmitActorTask(const std::string& actor_id, const std::string& method,

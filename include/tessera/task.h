@@ -60,6 +60,10 @@ struct TaskOptions {
   // How many objects the task returns (Ray's num_returns; Python tasks): 1, the one result; N > 1,
   // the N values of the sequence it returns, each its own object; 0, none (the task still runs).
   int num_returns = 1;
+  // A streaming generator (Ray's num_returns="streaming"; Python tasks): each value it yields
+  // becomes an object as soon as it is made (internal::GeneratorNext); its ref is the task's
+  // outcome. num_returns is then 1.
+  bool streaming = false;
   // Whether the task's own submissions default to its placement group (Ray's
   // placement_group_capture_child_tasks): the worker is told (TaskSpec.capture_child_tasks).
   bool capture_child_tasks = false;

@@ -17,6 +17,7 @@ format (docs/python.md).
 
 from tessera import exceptions
 from tessera._core import ObjectRef
+from tessera._private.object_ref_generator import ObjectRefGenerator
 from tessera._private.worker import (
     TesseraContext,
     cancel,
@@ -35,7 +36,7 @@ from tessera.runtime_context import get_gpu_ids, get_runtime_context
 __version__ = "0.1.0"
 
 __all__ = [
-    "ActorClass", "ActorHandle", "ObjectRef", "TesseraContext", "available_resources", "cancel",
+    "ActorClass", "ActorHandle", "ObjectRef", "ObjectRefGenerator", "TesseraContext", "available_resources", "cancel",
     "cluster_resources", "exceptions", "get", "get_actor", "get_gpu_ids", "get_runtime_context",
     "init", "is_initialized", "kill", "method", "nodes", "put", "remote", "shutdown", "timeline",
     "wait",

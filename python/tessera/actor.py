@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, Iterable, Optional
 
 from tessera import _core
 from tessera._private import arguments, options as option_checks, runtime_env, signature, worker
+from tessera._private.object_ref_generator import ObjectRefGenerator
 from tessera.remote_function import _CodeCache, exception_type_name, put_serialized
 from tessera.util.placement_group import submission_core_options
 
@@ -55,7 +56,10 @@ def _declared_method_options(cls: type, groups: Dict[str, int]) -> Dict[str, dic
     does not define."""
     declared = {}
     for name, member in inspect.getmembers(cls, callable):
-        options = getattr(member, "__tessera_method_options__", None)
+        options = dict(getattr(member, "__tessera_method_options__", None) or {})
+        if "num_returns" not in options and (inspect.isgeneratorfunction(member)
+                                             or inspect.isasyncgenfunction(member)):
+            options["num_returns"] = "streaming"  # a generator method streams, as Ray's
         if not options:
             continue
         group = options.get("concurrency_group")
@@ -115,8 +119,11 @@ class ActorMethod:
             worker.raise_core_error(e)
         if self._name == _TERMINATE:
             _end_after(ref, self._handle._actor_id)
-        if self._call_options is not None and self._call_options["num_returns"] == 0:
-            return None
+        if self._call_options is not None:
+            if self._call_options["streaming"]:
+                return ObjectRefGenerator(ref)
+            if self._call_options["num_returns"] == 0:
+                return None
         return ref
 
     def options(self, **options: Any) -> "ActorMethod":

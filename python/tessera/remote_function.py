@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Optional
 from tessera import _core
 from tessera._private import (arguments, options as option_checks, runtime_env, serialization,
                               signature, worker)
+from tessera._private.object_ref_generator import ObjectRefGenerator
 from tessera.util.placement_group import submission_core_options
 
 # Ray refuses functions whose pickle is larger than this (FUNCTION_SIZE_ERROR_THRESHOLD).
@@ -79,7 +80,10 @@ class RemoteFunction:
         # Its signature, taken once (shared by the copies .options() makes).
         self._check = check or signature.for_function(function)
         self._options = dict(options)
-        self._core_options = option_checks.task_core_options(self._options)
+        # A generator function streams its values unless num_returns says otherwise (Ray's).
+        streams_by_default = "num_returns" not in options and _is_generator_function(function)
+        self._core_options = option_checks.task_core_options(
+            {**self._options, "num_returns": "streaming"} if streams_by_default else self._options)
         # The worker matches a raised exception against these names (its class or a base).
         self._core_options["retry_exception_type_names"] = [
             exception_type_name(t) for t in self._core_options.get("retry_exception_types") or []]
@@ -106,6 +110,8 @@ class RemoteFunction:
             refs = _core.submit_task(core.get("name") or self._name, self._code.ref(), call, core)
         except _core.CoreError as e:
             worker.raise_core_error(e)
+        if core.get("streaming"):
+            return ObjectRefGenerator(refs)
         return None if core.get("num_returns") == 0 else refs
 
     def options(self, **options: Any) -> "RemoteFunction":
@@ -126,6 +132,10 @@ class RemoteFunction:
 
     def __repr__(self) -> str:
         return f"RemoteFunction({self._name})"
+
+
+def _is_generator_function(function: Callable) -> bool:
+    return inspect.isgeneratorfunction(function) or inspect.isasyncgenfunction(function)
 
 
 def _unpickled_remote_function() -> RemoteFunction:

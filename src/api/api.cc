@@ -190,6 +190,17 @@ std::vector<bool> WaitReady(const std::vector<const ObjectRefBase*>& refs, int n
   return ready;
 }
 
+absl::StatusOr<std::optional<ObjectRefBase>> GeneratorNext(const ObjectRefBase& generator,
+                                                           int64_t index, absl::Duration timeout) {
+  auto current = Current();
+  if (current == nullptr) return absl::FailedPreconditionError("call tessera::Init first");
+  return current->GeneratorNext(generator, index, timeout);
+}
+
+void ReleaseGenerator(const ObjectRefBase& generator, int64_t next_index) {
+  if (auto current = Current(); current != nullptr) current->ReleaseGenerator(generator, next_index);
+}
+
 void KeepOwnedRefs(const std::vector<ObjectRefData>& refs) {
   if (auto current = Current(); current != nullptr) current->KeepOwned(refs);
 }

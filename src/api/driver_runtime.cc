@@ -147,10 +147,13 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
   std::shared_ptr<ObjectTable> objects = runtime->objects_;
   // The leases are created below; the submitter only calls them after Submit.
   runtime->returns_ = std::make_shared<MultipleReturns>(objects.get());
+  runtime->generators_ = std::make_shared<StreamingGenerators>(objects.get());
   runtime->submitter_ = std::make_unique<TaskSubmitter>(
       submitter_options, nullptr,
-      [objects, returns = runtime->returns_](const ObjectId& id,
-                                             absl::StatusOr<std::string> value) {
+      [objects, returns = runtime->returns_, generators = runtime->generators_](
+          const ObjectId& id, absl::StatusOr<std::string> value) {
+        // A generator's outcome comes after every item it yielded (reported before it).
+        generators->Finish(id.task_id(), value.ok() ? absl::OkStatus() : value.status());
         return returns->Deliver(id, std::move(value));
       });
 
@@ -365,6 +368,49 @@ absl::Status DriverRuntime::CheckNumReturns(const std::string& name, int num_ret
   return absl::OkStatus();
 }
 
+absl::Status DriverRuntime::CheckStreaming(const std::string& name, bool streaming,
+                                           int num_returns, v1::Language language) {
+  if (!streaming) return absl::OkStatus();
+  if (language != v1::LANGUAGE_PYTHON) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("task ", name, ": streaming generators are for Python tasks"));
+  }
+  if (num_returns != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task ", name, ": a streaming generator has one ref (its outcome), not num_returns ",
+        num_returns));
+  }
+  return absl::OkStatus();
+}
+
+void DriverRuntime::ExpectStream(const ObjectId& first, bool streaming, v1::TaskSpec& spec) {
+  if (!streaming) return;
+  spec.set_streaming(true);
+  spec.set_generator_owner(owner_.address);
+  generators_->Expect(first.task_id());
+}
+
+absl::StatusOr<std::optional<ObjectRefBase>> DriverRuntime::GeneratorNext(
+    const ObjectRefBase& generator, int64_t index, absl::Duration timeout) {
+  if (generator.data().owner.address != owner_.address) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "generator ", generator.id().Hex(), " belongs to another process: only the caller "
+        "that started it reads its values"));
+  }
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  absl::StatusOr<std::optional<ObjectId>> next =
+      generators_->Next(generator.id().task_id(), index, deadline);
+  if (!next.ok()) return next.status();
+  if (!next->has_value()) return std::optional<ObjectRefBase>();
+  return std::optional<ObjectRefBase>(MakeOwnedRef(**next));
+}
+
+void DriverRuntime::ReleaseGenerator(const ObjectRefBase& generator, int64_t next_index) {
+  if (generator.data().owner.address != owner_.address) return;
+  generators_->Release(generator.id().task_id(), next_index);
+}
+
 void DriverRuntime::ExpectMoreReturns(const ObjectId& first, int num_returns,
                                       std::vector<ObjectRefBase>* more_returns) {
   if (num_returns <= 1) return;
@@ -402,6 +448,11 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
       !valid.ok()) {
     return Failed(valid);
   }
+  if (absl::Status valid =
+          CheckStreaming(*name, options.streaming, options.num_returns, function.language);
+      !valid.ok()) {
+    return Failed(valid);
+  }
 
   const TaskId task_id = TaskId::FromRandom();
   const ObjectId return_id = ObjectId::ForTaskReturn(task_id, 1);
@@ -417,6 +468,7 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
     task->spec.add_retry_exception_types(type);
   }
   task->spec.set_num_returns(std::max(1, options.num_returns));
+  ExpectStream(return_id, options.streaming, task->spec);
   task->spec.set_placement_group(options.placement_group);
   task->spec.set_capture_child_tasks(options.capture_child_tasks);
   task->spec.set_task_id(task_id.Binary());
@@ -762,6 +814,10 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
   if (absl::Status valid = CheckNumReturns(method, options.num_returns, language); !valid.ok()) {
     return Failed(valid);
   }
+  if (absl::Status valid = CheckStreaming(method, options.streaming, options.num_returns, language);
+      !valid.ok()) {
+    return Failed(valid);
+  }
   const TaskId task_id = TaskId::FromRandom();
   QueuedTask call;
   call.spec.set_task_id(task_id.Binary());
@@ -791,6 +847,7 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
   ObjectRefBase result = MakeOwnedRef(call.return_id);
   ExpectMoreReturns(call.return_id, options.num_returns, more_returns);
   call.spec.set_num_returns(std::max(1, options.num_returns));
+  ExpectStream(call.return_id, options.streaming, call.spec);
   submitter_->SubmitActorCall(shape_key, std::move(call));
   return result;
 }

@@ -22,6 +22,7 @@
 #include "api/foreign_calls.h"
 #include "api/multiple_returns.h"
 #include "api/object_table.h"
+#include "api/streaming_generators.h"
 #include "api/task_event_reporter.h"
 #include "api/task_submitter.h"
 #include "api/worker_leases.h"
@@ -92,6 +93,13 @@ class DriverRuntime {
                                 const internal::ActorCallOptions& options = {},
                                 std::vector<ObjectRefBase>* more_returns = nullptr);
   absl::Status KillActor(const std::string& actor_id);
+  // The next value of the streaming generator task whose ref is `generator` (StreamingGenerators:
+  // item `index`, waiting up to `timeout`), nullopt past its last; DeadlineExceeded meanwhile.
+  absl::StatusOr<std::optional<ObjectRefBase>> GeneratorNext(const ObjectRefBase& generator,
+                                                             int64_t index, absl::Duration timeout);
+  // The consumer of `generator` is done before item `next_index` (the rest are let go).
+  void ReleaseGenerator(const ObjectRefBase& generator, int64_t next_index);
+  StreamingGenerators& generators() { return *generators_; }
   // KillActor of an actor this driver made (Owner.KillActor); NotFound for any other.
   absl::Status KillOwnedActor(const std::string& actor_id);
   // The id of the live actor named `name`; `type_name` "" matches any class.
@@ -122,6 +130,11 @@ class DriverRuntime {
   // Why a task or call `name` of `language` cannot return `num_returns` objects (OK when it can).
   static absl::Status CheckNumReturns(const std::string& name, int num_returns,
                                       v1::Language language);
+  // Why a task or call cannot be a streaming generator as asked (OK when it can).
+  static absl::Status CheckStreaming(const std::string& name, bool streaming, int num_returns,
+                                     v1::Language language);
+  // Marks `spec` (whose first return is `first`) a streaming generator of this owner, when it is.
+  void ExpectStream(const ObjectId& first, bool streaming, v1::TaskSpec& spec);
   // Makes returns 2..num_returns of `first`'s task pending (their refs into `more_returns`, may
   // be null) and has them delivered from its answer; nothing for one return.
   void ExpectMoreReturns(const ObjectId& first, int num_returns,
@@ -141,6 +154,8 @@ class DriverRuntime {
   std::shared_ptr<ObjectTable> objects_;
   // Tasks with several returns, and the delivery of every task's outcome into the table.
   std::shared_ptr<MultipleReturns> returns_;
+  // Streaming generator tasks of this owner: the values they yielded, as they come.
+  std::shared_ptr<StreamingGenerators> generators_;
   std::unique_ptr<TaskSubmitter> submitter_;
   std::unique_ptr<WorkerLeases> leases_;
   std::unique_ptr<grpc::Service> owner_service_;

@@ -31,6 +31,13 @@ struct FunctionDescriptor {
 ObjectRefBase SubmitTaskByName(const FunctionDescriptor& function, const TaskOptions& options,
                                std::vector<TaskArgument> args,
                                std::vector<ObjectRefBase>* more_returns = nullptr);
+// The ref of item `index` of the streaming generator task whose ref is `generator` (a task
+// submitted with TaskOptions::streaming by this process), waiting up to `timeout` for it;
+// nullopt when the task ended before yielding it; DeadlineExceeded while it is not there yet.
+absl::StatusOr<std::optional<ObjectRefBase>> GeneratorNext(const ObjectRefBase& generator,
+                                                           int64_t index, absl::Duration timeout);
+// The caller is done with `generator` before item `next_index`: the items it did not take go.
+void ReleaseGenerator(const ObjectRefBase& generator, int64_t next_index);
 // The most returns a task may have (num_returns).
 inline constexpr int kMaxTaskReturns = 10000;
 // The new actor's id (hex). `type_name` is what GetActor matches a found actor's class against;

@@ -76,4 +76,16 @@ grpc::Status OwnerService::KillActor(grpc::ServerContext*, const v1::KillActorRe
   return rpc::ToGrpcStatus(runtime_->KillOwnedActor(request->actor_id()));
 }
 
+grpc::Status OwnerService::ReportGeneratorItem(grpc::ServerContext*,
+                                               const v1::ReportGeneratorItemRequest* request,
+                                               v1::ReportGeneratorItemReply*) {
+  auto task = TaskId::FromBinary(request->task_id());
+  if (!task.ok()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("task_id: ", task.status().message()));
+  }
+  return rpc::ToGrpcStatus(
+      runtime_->generators().Report(*task, request->index(), request->value()));
+}
+
 }  // namespace tessera::api

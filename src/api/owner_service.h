@@ -3,7 +3,8 @@
 // workers fetch the values it owns (GetObject, waiting up to wait_ms): inline, where a large one
 // is stored, or that it is lost (its node died); and other processes holding a handle of one of
 // its actors ask where that actor runs (LocateActor), and an actor's process asks it to end the
-// actor when another process killed it (KillActor).
+// actor when another process killed it (KillActor); workers running its streaming generator
+// tasks report each value yielded (ReportGeneratorItem).
 //
 // Threading: thread-safe; handlers run on gRPC's threads and only call thread-safe parts of the
 // runtime.
@@ -27,6 +28,9 @@ class OwnerService final : public v1::Owner::Service {
                            v1::LocateActorReply* reply) override;
   grpc::Status KillActor(grpc::ServerContext* context, const v1::KillActorRequest* request,
                          v1::KillActorReply* reply) override;
+  grpc::Status ReportGeneratorItem(grpc::ServerContext* context,
+                                   const v1::ReportGeneratorItemRequest* request,
+                                   v1::ReportGeneratorItemReply* reply) override;
 
  private:
   DriverRuntime* const runtime_;

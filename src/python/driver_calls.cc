@@ -55,6 +55,7 @@ TaskOptions TaskOptionsFrom(const py::dict& options) {
   out.label_selectors = LabelSelectors(options);
   out.max_retries = Get<int>(options, "max_retries", out.max_retries);
   out.num_returns = Get<int>(options, "num_returns", out.num_returns);
+  out.streaming = Get<bool>(options, "streaming", false);
   out.placement_group = Get<std::string>(options, "placement_group", "");
   out.bundle_index = Get<int>(options, "bundle_index", -1);
   out.capture_child_tasks = Get<bool>(options, "capture_child_tasks", false);
@@ -102,6 +103,7 @@ internal::ActorCallOptions ActorCallOptionsFrom(const py::dict& options) {
       Get<std::vector<std::string>>(options, "retry_exception_types", {});
   out.concurrency_group = Get<std::string>(options, "concurrency_group", "");
   out.num_returns = Get<int>(options, "num_returns", 1);
+  out.streaming = Get<bool>(options, "streaming", false);
   return out;
 }
 
@@ -283,6 +285,48 @@ void BindDriverCalls(py::module_& m) {
       py::arg("parts"), py::arg("contained"),
       "Stores the value made of `parts` (contiguous buffers, concatenated); `contained` are the "
       "ObjectRefs written inside it.");
+  m.def(
+      "generator_next",
+      [](py::handle generator, int64_t index, const py::object& timeout_s) -> py::object {
+        CheckNotForked();
+        const ObjectRefBase& ref = UnwrapRef(generator);
+        const absl::Duration timeout = TimeoutFrom(timeout_s);
+        const absl::Time deadline =
+            timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+        while (true) {
+          // In slices without the GIL, so Ctrl-C lands between them.
+          const absl::Duration slice =
+              std::max(absl::ZeroDuration(), std::min(deadline - absl::Now(), kSignalSlice));
+          absl::StatusOr<std::optional<ObjectRefBase>> next;
+          {
+            py::gil_scoped_release release;
+            next = internal::GeneratorNext(ref, index, slice);
+          }
+          if (next.ok()) {
+            if (!next->has_value()) return py::none();
+            return WrapRef(**std::move(next));
+          }
+          if (next.status().code() != absl::StatusCode::kDeadlineExceeded ||
+              absl::Now() >= deadline) {
+            ThrowStatus(next.status());
+          }
+          CheckSignals();
+        }
+      },
+      py::arg("generator"), py::arg("index"), py::arg("timeout_s") = py::none(),
+      "The ObjectRef of value `index` of the streaming generator task whose ref is "
+      "`generator`, once it was yielded; None when the task ended before it.");
+  m.def(
+      "generator_release",
+      [](py::handle generator, int64_t next_index) {
+        if (Forked()) return;
+        const ObjectRefBase& ref = UnwrapRef(generator);
+        py::gil_scoped_release release;
+        internal::ReleaseGenerator(ref, next_index);
+      },
+      py::arg("generator"), py::arg("next_index"),
+      "The caller is done with the generator before value `next_index`: the values it did not "
+      "take are let go.");
   m.def(
       "keep_owned",
       [](const py::list& refs) {

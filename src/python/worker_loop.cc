@@ -221,6 +221,7 @@ void BindWorkerLoop(py::module_& m) {
       .def_property_readonly("attempt", [](const PyTask& t) { return t.pending->spec.attempt(); })
       .def_property_readonly("num_returns",
                              [](const PyTask& t) { return std::max(1, t.pending->spec.num_returns()); })
+      .def_property_readonly("streaming", [](const PyTask& t) { return t.pending->spec.streaming(); })
       .def_property_readonly("placement_group",
                              [](const PyTask& t) { return t.pending->spec.placement_group(); })
       .def_property_readonly("capture_child_tasks",
@@ -320,6 +321,25 @@ void BindWorkerLoop(py::module_& m) {
         Finish(pending);
       },
       py::arg("task"), py::arg("parts"), "Answers `task` with the value made of `parts`.");
+  m.def(
+      "report_generator_item",
+      [](const PyTask& task, int64_t index, const py::list& parts) {
+        const PartViews parts_in(parts);  // held while the copy runs without the GIL
+        const v1::TaskSpec& spec = task.pending->spec;
+        absl::Status status;
+        {
+          py::gil_scoped_release release;
+          absl::StatusOr<std::string> value =
+              ReturnValue(spec.task_id(), parts_in, static_cast<uint32_t>(index + 2));
+          status = value.ok() ? worker::ReportGeneratorItem(spec, index, *std::move(value))
+                              : value.status();
+        }
+        if (!status.ok()) ThrowStatus(status);
+      },
+      py::arg("task"), py::arg("index"), py::arg("parts"),
+      "Sends value `index` (from 0) a streaming generator task yielded, made of `parts`, to its "
+      "caller, once it has it; CoreError (NOT_FOUND: the caller let the generator go) when it "
+      "cannot.");
   m.def(
       "task_done_returns",
       [](const PyTask& task, const py::list& values) {

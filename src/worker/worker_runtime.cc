@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -575,6 +576,40 @@ void RunWorker() {
   // A detached actor lives on, serving other drivers, until ExitActor or a signal ends it.
   while (globals->detached) absl::SleepFor(absl::Hours(1));
   ExitWorker();
+}
+
+absl::Status ReportGeneratorItem(const v1::TaskSpec& task, int64_t index, std::string value) {
+  if (globals == nullptr) return absl::FailedPreconditionError("this process is not a running worker");
+  if (!task.streaming() || task.generator_owner().empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task ", task.function(), " is not a streaming generator"));
+  }
+  // One stub per caller, kept: a generator reports every value through it.
+  static absl::Mutex stubs_mu(absl::kConstInit);
+  static auto* stubs ABSL_GUARDED_BY(stubs_mu) =
+      new std::map<std::string, std::unique_ptr<v1::Owner::Stub>>();
+  v1::Owner::Stub* stub = nullptr;
+  {
+    absl::MutexLock lock(&stubs_mu);
+    std::unique_ptr<v1::Owner::Stub>& slot = (*stubs)[task.generator_owner()];
+    if (slot == nullptr) {
+      slot = v1::Owner::NewStub(rpc::MakeChannel(task.generator_owner(), globals->token));
+    }
+    stub = slot.get();
+  }
+  v1::ReportGeneratorItemRequest request;
+  request.set_task_id(task.task_id());
+  request.set_index(index);
+  request.set_value(std::move(value));
+  v1::ReportGeneratorItemReply reply;
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, absl::Seconds(60));
+  grpc::Status status = stub->ReportGeneratorItem(&context, request, &reply);
+  if (status.ok()) return absl::OkStatus();
+  absl::Status s = rpc::FromGrpcStatus(status);
+  return absl::Status(s.code(), absl::StrCat("reporting value ", index, " of generator ",
+                                             task.function(), " to its caller at ",
+                                             task.generator_owner(), ": ", s.message()));
 }
 
 absl::StatusOr<std::string> PutTaskReturn(const std::string& task_id,

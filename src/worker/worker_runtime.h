@@ -102,6 +102,12 @@ absl::StatusOr<std::string> PutTaskReturn(const std::string& task_id,
                                           const std::vector<std::string_view>& parts,
                                           uint32_t return_index = 1);
 
+// Sends item `index` (from 0) of streaming generator `task` (TaskSpec.streaming) to its caller's
+// Owner service, waiting for the answer: `value` is the item's serialized value, or the
+// stored-value envelope of a large one put as return index + 2 (PutTaskReturn). NotFound when the
+// caller let the generator go (stop producing).
+absl::Status ReportGeneratorItem(const v1::TaskSpec& task, int64_t index, std::string value);
+
 // The value of an object owned by another process (a ref received inside a value), from its
 // owner's GetObject: inline, or read from this node's store (pulled there first when the owner
 // says it lies on another node). Only in worker mode (elsewhere FailedPrecondition).

@@ -36,6 +36,59 @@ from tessera._private import arguments, serialization
 _node_ip: Optional[str] = None
 
 
+def _report(task: "_core.Task", index: int, item: Any) -> bool:
+    """Sends value `index` of a streaming generator to its caller, once it has it; False when
+    the caller has let the generator go (nothing more is wanted)."""
+    serialized = serialization.serialize(item)
+    if serialized.contained_refs:
+        _core.keep_owned(serialized.contained_refs)  # the caller reads them from this process
+    try:
+        _core.report_generator_item(task, index, serialized.parts)
+    except _core.CoreError as e:
+        if e.args[0] == "NOT_FOUND":
+            return False
+        raise
+    return True
+
+
+def _not_a_generator(task: "_core.Task", result: Any) -> TypeError:
+    return TypeError(f"{task.function} was called with num_returns='streaming' but returned a "
+                     f"{type(result).__name__}, not a generator: yield its values instead")
+
+
+def _stream(task: "_core.Task", result: Any) -> None:
+    """A streaming generator task: each value it yields goes to the caller as it is made."""
+    if not inspect.isgenerator(result):
+        if inspect.isasyncgen(result):
+            raise TypeError(f"{task.function} is an async generator: it runs on an async actor's "
+                            "event loop only")
+        raise _not_a_generator(task, result)
+    for index, item in enumerate(result):
+        if not _report(task, index, item):
+            result.close()
+            return
+
+
+async def _stream_on_loop(task: "_core.Task", result: Any) -> None:
+    """The same on an async actor's event loop: an async generator's values, or a plain one's;
+    each report waits off the loop, so other calls go on meanwhile."""
+    loop = asyncio.get_running_loop()
+    if inspect.isasyncgen(result):
+        index = 0
+        async for item in result:
+            if not await loop.run_in_executor(None, _report, task, index, item):
+                await result.aclose()
+                return
+            index += 1
+        return
+    if not inspect.isgenerator(result):
+        raise _not_a_generator(task, result)
+    for index, item in enumerate(result):
+        if not await loop.run_in_executor(None, _report, task, index, item):
+            result.close()
+            return
+
+
 def _split_returns(result: Any, count: int) -> list:
     """The `count` values of a task with num_returns=count: the sequence it returned."""
     try:
@@ -146,6 +199,9 @@ class Executor:
             placement.capture_child_tasks = task.capture_child_tasks
         try:
             result = self._execute(task)
+            if task.streaming:
+                _stream(task, result)
+                result = None
         except BaseException as e:  # noqa: B036 - the caller gets every exception
             error = e
         finally:
@@ -165,6 +221,9 @@ class Executor:
                 result = self._call_method(task)
                 if inspect.isawaitable(result):
                     result = await result
+                if task.streaming:
+                    await _stream_on_loop(task, result)
+                    result = None
             except BaseException as e:  # noqa: B036 - the caller gets every exception
                 error = e
             finally:
@@ -303,7 +362,8 @@ def _declared_groups(cls: type) -> Dict[str, str]:
 
 
 def _has_coroutines(cls: type) -> bool:
-    return any(inspect.iscoroutinefunction(member)
+    """An async actor: one with async methods or async generator methods (as Ray's)."""
+    return any(inspect.iscoroutinefunction(member) or inspect.isasyncgenfunction(member)
                for _, member in inspect.getmembers(cls, inspect.isfunction))
 
 

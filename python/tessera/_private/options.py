@@ -197,9 +197,11 @@ def _num_returns_error(value: Any) -> Optional[str]:
     if value is None or (isinstance(value, int) and not isinstance(value, bool)
                          and 0 <= value <= MAX_NUM_RETURNS):
         return None
-    if value in ("streaming", "dynamic"):
-        return (f"num_returns={value!r} (a generator's values as they are made) is not supported "
-                "yet: return a list, or give num_returns the number of values")
+    if value == "streaming":
+        return None
+    if value == "dynamic":
+        return ("num_returns='dynamic' (Ray's older generators) is not supported: use "
+                "num_returns='streaming', whose values arrive as they are made")
     return f"num_returns must be an int between 0 and {MAX_NUM_RETURNS}, but received {value!r}"
 
 
@@ -327,8 +329,15 @@ def method_call_options(options: dict) -> dict:
         "retry_exceptions": retry_exceptions is True or bool(retry_types),
         "retry_exception_types": retry_types,
         "concurrency_group": options.get("concurrency_group") or "",
-        "num_returns": 1 if options.get("num_returns") is None else options["num_returns"],
+        **_returns(options.get("num_returns")),
     }
+
+
+def _returns(num_returns: Any) -> dict:
+    """The core's num_returns and streaming for a (validated) num_returns option."""
+    if num_returns == "streaming":
+        return {"num_returns": 1, "streaming": True}
+    return {"num_returns": 1 if num_returns is None else num_returns, "streaming": False}
 
 
 def _format_amount(name: str, quantity: float) -> str:
@@ -412,7 +421,7 @@ def task_core_options(options: dict) -> dict:
     return {
         **_common_core_options(options, default_cpus=1),
         "max_retries": _count(options.get("max_retries"), DEFAULT_TASK_MAX_RETRIES),
-        "num_returns": 1 if options.get("num_returns") is None else options["num_returns"],
+        **_returns(options.get("num_returns")),
         "retry_exceptions": retry_exceptions is True or bool(retry_types),
         "retry_exception_types": retry_types,
     }

@@ -369,8 +369,13 @@ def cancel(object_ref: ObjectRef, *, force: bool = False, recursive: bool = True
     interrupted (KeyboardInterrupt in the task, also while it waits in `get`), or with `force`
     its worker is killed; `recursive` cancels the tasks it submitted too. `get` on it then
     raises TaskCancelledError (WorkerCrashedError with force). A cancelled task is not retried;
-    a finished one is left as it is. Running actor calls are not interrupted."""
+    a finished one is left as it is. Running actor calls are not interrupted. An
+    ObjectRefGenerator cancels its streaming generator task."""
+    from tessera._private.object_ref_generator import ObjectRefGenerator
+
     auto_init()
+    if isinstance(object_ref, ObjectRefGenerator):
+        object_ref = object_ref.completed()
     if not isinstance(object_ref, ObjectRef):
         raise TypeError("tessera.cancel() only supported for object refs. For actors, try "
                         f"tessera.kill(). Got: {type(object_ref).__name__}.")
