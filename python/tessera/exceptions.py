@@ -126,6 +126,43 @@ def format_remote_traceback(
     return text if text.startswith(header) else header + text
 
 
+def _chain_links(error: BaseException, limit: int = 16) -> list:
+    """The exceptions chained below `error` (each the __cause__, else the unsuppressed
+    __context__, of the one before), as (exception, is_cause) pairs, up to the first that cannot
+    be pickled."""
+    import pickle
+
+    links: list = []
+    seen = {id(error)}
+    current = error
+    while len(links) < limit:
+        is_cause = current.__cause__ is not None
+        following = current.__cause__ if is_cause else (
+            None if current.__suppress_context__ else current.__context__)
+        if following is None or id(following) in seen:
+            break
+        try:
+            pickle.dumps(following)
+        except Exception:
+            break
+        links.append((following, is_cause))
+        seen.add(id(following))
+        current = following
+    return links
+
+
+def _rebuild_task_error(fields: tuple, links: list) -> "TesseraTaskError":
+    error = TesseraTaskError(*fields)
+    current = error.cause
+    for following, is_cause in links:
+        if is_cause:
+            current.__cause__ = following
+        else:
+            current.__context__ = following
+        current = following
+    return error
+
+
 class TesseraTaskError(TesseraError):
     """User code raised inside a task: `cause` is the exception, `traceback_str` its rendered
     remote traceback (format_remote_traceback)."""
@@ -164,7 +201,9 @@ class TesseraTaskError(TesseraError):
         )
 
     def __reduce__(self) -> tuple:
-        return (TesseraTaskError, self._fields())
+        # The cause's chain (`raise ... from e`, or an exception raised while handling another)
+        # travels with it: pickle keeps neither __cause__ nor __context__.
+        return (_rebuild_task_error, (self._fields(), _chain_links(self.cause)))
 
     def __str__(self) -> str:
         text = self.traceback_str.rstrip("\n")

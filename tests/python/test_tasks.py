@@ -341,3 +341,25 @@ def test_num_returns_is_checked_when_given(cluster):
         square.options(num_returns=-1)
     with pytest.raises(ValueError, match="not supported yet"):
         square.options(num_returns="streaming")
+
+
+@tessera.remote
+def raise_from(text):
+    try:
+        try:
+            raise KeyError(text)
+        except KeyError:
+            raise OSError("while handling")  # chained as the context
+    except OSError as e:
+        raise ValueError("outer") from e  # chained as the cause
+
+
+def test_an_exceptions_cause_chain_reaches_the_caller(cluster):
+    with pytest.raises(ValueError, match="outer") as raised:
+        tessera.get(raise_from.remote("innermost"))
+    cause = raised.value.cause
+    assert isinstance(cause.__cause__, OSError) and str(cause.__cause__) == "while handling"
+    assert isinstance(cause.__cause__.__context__, KeyError)
+    assert cause.__cause__.__context__.args == ("innermost",)
+    # The remote traceback shows the chain too.
+    assert "The above exception was the direct cause" in str(raised.value)
