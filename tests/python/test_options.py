@@ -125,16 +125,18 @@ def test_concurrency_groups_not_in_dot_options():
         validate_actor_options({"concurrency_groups": {"io": 2}}, in_options=True)
 
 
-def test_num_returns_is_a_count_from_0():
+def test_num_returns_is_a_count_from_0_or_streaming():
     for count in (0, 1, 2, 10_000):
         check_task(num_returns=count)
     for bad in (-1, 10_001, True, 1.5):
         with pytest.raises((ValueError, TypeError), match="num_returns"):
             check_task(num_returns=bad)
-    with fails(ValueError, "num_returns='streaming' (a generator's values as they are made) is "
-                           "not supported yet: return a list, or give num_returns the number of "
-                           "values"):
-        check_task(num_returns="streaming")
+    check_task(num_returns="streaming")
+    assert task(num_returns="streaming")["streaming"] is True
+    assert task(num_returns="streaming")["num_returns"] == 1
+    with fails(ValueError, "num_returns='dynamic' (Ray's older generators) is not supported: "
+                           "use num_returns='streaming', whose values arrive as they are made"):
+        check_task(num_returns="dynamic")
 
 
 def test_retry_exceptions_must_be_bool_or_exception_classes():
@@ -222,6 +224,7 @@ def test_task_defaults():
         "env": {},
         "max_retries": 3,
         "num_returns": 1,
+        "streaming": False,
         "retry_exceptions": False,
         "retry_exception_types": None,
     }

@@ -339,8 +339,8 @@ def test_an_exception_fails_every_return_with_its_type(cluster):
 def test_num_returns_is_checked_when_given(cluster):
     with pytest.raises(ValueError, match="num_returns must be an int between 0 and"):
         square.options(num_returns=-1)
-    with pytest.raises(ValueError, match="not supported yet"):
-        square.options(num_returns="streaming")
+    with pytest.raises(ValueError, match="num_returns='dynamic'"):
+        square.options(num_returns="dynamic")
 
 
 @tessera.remote
