@@ -166,7 +166,7 @@ bool RegisterActorMethodImpl(const char* spelled, M method) {
       std::apply(call, *std::move(args));
       return SerializeValue(msgpack::type::nil_t());
     } else {
-      return SerializeValue(std::apply(call, *std::move(args)));
+      return SerializeResult(std::apply(call, *std::move(args)));
     }
   };
   RegisterNamedInvoker(name.c_str(), std::move(invoker));

@@ -37,6 +37,21 @@ using AnyFunction = void (*)();
 // propagates (the worker catches it and reports its type and message).
 using Invoker = std::function<absl::StatusOr<std::string>(std::string_view args)>;
 
+// Keeps the objects this process owns whose refs are written in `result` (a task's serialized
+// result) alive past the function's own refs, so the caller can read them from here: through
+// the keeper the runtime that owns them set (none: nothing to keep).
+void KeepOwnedRefsIn(const std::string& result);
+using ResultRefsKeeper = void (*)(const std::string& result);
+void SetResultRefsKeeper(ResultRefsKeeper keeper);
+
+// A task's result serialized while the value still lives (the refs inside it included).
+template <typename T>
+std::string SerializeResult(const T& value) {
+  std::string bytes = SerializeValue(value);
+  KeepOwnedRefsIn(bytes);
+  return bytes;
+}
+
 // Registers `name`. Registering one name twice with different functions is a fatal error at start
 // (two functions would answer to one name).
 bool RegisterFunction(const char* name, AnyFunction key, Invoker invoker);
@@ -59,7 +74,7 @@ Invoker MakeInvoker(R (*fn)(Params...)) {
       std::apply(fn, *std::move(args));
       return SerializeValue(msgpack::type::nil_t());
     } else {
-      return SerializeValue(std::apply(fn, *std::move(args)));
+      return SerializeResult(std::apply(fn, *std::move(args)));
     }
   };
 }

@@ -68,6 +68,8 @@ std::shared_ptr<api::DriverRuntime> CurrentOrNested(absl::Status* why) {
   // Never shut down: the worker _exits when its owner lets it go, and the workers this runtime
   // leased then see their stream end and exit too.
   runtime = new std::shared_ptr<api::DriverRuntime>(*std::move(created));
+  // The refs it owns that a task returns inside its result stay readable by the caller.
+  internal::SetResultRefsKeeper(&internal::KeepOwnedRefsInResult);
   // A recursive cancel of the worker's task reaches what the task submitted.
   std::weak_ptr<api::DriverRuntime> nested = *runtime;
   worker::SetNestedCancel([nested](bool force) {
@@ -203,6 +205,12 @@ void ReleaseGenerator(const ObjectRefBase& generator, int64_t next_index) {
 
 void KeepOwnedRefs(const std::vector<ObjectRefData>& refs) {
   if (auto current = Current(); current != nullptr) current->KeepOwned(refs);
+}
+
+void KeepOwnedRefsInResult(const std::string& result) {
+  if (!MayHoldObjectRefs(result)) return;
+  auto refs = FindObjectRefs(result);
+  if (refs.ok()) KeepOwnedRefs(*refs);
 }
 
 absl::Status KnownFailure(const ObjectRefBase& ref) {

@@ -64,6 +64,9 @@ ObjectRefBase PutParts(const std::vector<std::string_view>& parts,
 // written inside a value that leaves it (a task's result), so another process may read them.
 // Refs owned elsewhere, and a process that owns nothing, are left as they are.
 void KeepOwnedRefs(const std::vector<ObjectRefData>& refs);
+// The same for the refs written in a task's serialized result (the C++ worker's keeper,
+// internal::SetResultRefsKeeper).
+void KeepOwnedRefsInResult(const std::string& result);
 // The counters of this process's node's object store (ObjectStore::Stats): Unavailable when the
 // node has none, FailedPrecondition outside a runtime.
 absl::StatusOr<ObjectStoreStats> LocalObjectStoreStats();

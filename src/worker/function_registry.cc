@@ -1,6 +1,7 @@
 // The process-wide registry behind TESSERA_REMOTE (include/tessera/remote_function.h). It lives
 // in the worker library because the worker is what looks functions up to run them; the driver
 // only needs the name of a pointer.
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -76,6 +77,16 @@ std::string RegisteredFunctionNames() {
   std::vector<std::string> names;
   for (const auto& [name, invoker] : r.invokers) names.push_back(name);
   return names.empty() ? "none" : absl::StrJoin(names, ", ");
+}
+
+namespace {
+std::atomic<ResultRefsKeeper> result_refs_keeper{nullptr};
+}  // namespace
+
+void SetResultRefsKeeper(ResultRefsKeeper keeper) { result_refs_keeper.store(keeper); }
+
+void KeepOwnedRefsIn(const std::string& result) {
+  if (ResultRefsKeeper keeper = result_refs_keeper.load(); keeper != nullptr) keeper(result);
 }
 
 }  // namespace tessera::internal
