@@ -160,6 +160,7 @@ void TaskSubmitter::MaybeGrowLocked(Shape& shape) {
     if (backlog_nanos < absl::ToDoubleNanoseconds(options_.grow_threshold)) return;
   }
   shape.lease_outstanding = true;
+  shape.lease_asked_at = absl::Now();
   ++stats_.leases_requested;
   leases_->RequestWorker(shape.shape);
 }
@@ -431,12 +432,28 @@ void TaskSubmitter::WorkerDied(WorkerHandle handle, const std::string& cause,
 
 void TaskSubmitter::ReapIdle(absl::Time now) {
   absl::MutexLock lock(&mu_);
+  // A shape whose work waits for a lease, with no worker of its own to run it: idle workers of
+  // other shapes are handed back now, not after idle_timeout (Ray returns a lease as soon as
+  // its worker has nothing to do).
+  std::optional<std::string> starving;
+  for (const auto& [key, shape] : shapes_) {
+    if (shape.lease_outstanding && !shape.queue.empty() && shape.workers.empty() &&
+        now - shape.lease_asked_at >= options_.hand_over_after) {
+      starving = key;
+      break;
+    }
+  }
   std::vector<WorkerHandle> idle;
   for (auto& [handle, worker] : workers_) {
     if (!worker.in_flight.empty()) continue;
     const Shape& shape = shapes_.at(worker.shape_key);
     if (shape.actor || !shape.queue.empty()) continue;  // an actor holds its worker for life
-    if (now - worker.idle_since >= options_.idle_timeout) idle.push_back(handle);
+    const absl::Duration idle_for = now - worker.idle_since;
+    if (idle_for >= options_.idle_timeout ||
+        (starving.has_value() && *starving != worker.shape_key &&
+         idle_for >= options_.hand_over_after)) {
+      idle.push_back(handle);
+    }
   }
   for (WorkerHandle handle : idle) {
     Worker& worker = workers_.at(handle);

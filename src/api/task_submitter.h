@@ -124,6 +124,10 @@ class LeaseSource {
 
 struct SubmitterOptions {
   absl::Duration idle_timeout = absl::Seconds(1);
+  // A worker idle this long is let go at once, whatever idle_timeout says, while another shape
+  // of this submitter has waited this long for a lease with nothing to run its work: the idle
+  // one may hold what the other waits for (another shape's resources on the same node).
+  absl::Duration hand_over_after = absl::Milliseconds(200);
   int max_workers_per_shape = 64;
   absl::Duration target_queue_time = absl::Milliseconds(2);
   int max_in_flight_per_worker = 1024;
@@ -216,6 +220,7 @@ class TaskSubmitter {
     std::deque<QueuedTask> queue;
     std::vector<WorkerHandle> workers;
     bool lease_outstanding = false;
+    absl::Time lease_asked_at;  // when the outstanding lease was asked for
     int start_failures = 0;
     double run_nanos_ewma = 0;  // 0: not measured yet
     // Actors only.

@@ -390,5 +390,43 @@ TEST_F(SubmitterTest, IdleWorkersAreLetGo) {
   EXPECT_EQ(submitter_.stats().workers_died, 0);
 }
 
+TEST_F(SubmitterTest, IdleWorkersAreHandedBackAtOnceWhileAnotherShapeWaitsForALease) {
+  Submit();
+  auto [h, channel] = AddWorker();
+  AnswerAll(h, *channel);  // idle now, well within idle_timeout
+  LeaseShape other;
+  other.key = "CPU=3|";
+  QueuedTask task;
+  const TaskId id = TaskId::FromRandom();
+  task.spec.set_task_id(id.Binary());
+  task.return_id = ObjectId::ForTaskReturn(id, 1);
+  submitter_.Submit(other, task);
+  ASSERT_EQ(leases_.requests.back(), other.key);
+  // The other shape has just asked: nothing is handed back yet.
+  submitter_.ReapIdle(absl::Now());
+  EXPECT_FALSE(channel->closed);
+  // It has waited past hand_over_after with no worker: the idle one goes, long before 1 s.
+  submitter_.ReapIdle(absl::Now() + absl::Milliseconds(300));
+  EXPECT_TRUE(channel->closed);
+  EXPECT_EQ(submitter_.workers(shape_.key), 0u);
+}
+
+TEST_F(SubmitterTest, AWaitingShapeDoesNotTakeABusyWorker) {
+  Submit();
+  auto [h, channel] = AddWorker();  // its task is in flight
+  LeaseShape other;
+  other.key = "CPU=3|";
+  QueuedTask task;
+  const TaskId id = TaskId::FromRandom();
+  task.spec.set_task_id(id.Binary());
+  task.return_id = ObjectId::ForTaskReturn(id, 1);
+  submitter_.Submit(other, task);
+  submitter_.ReapIdle(absl::Now() + absl::Milliseconds(300));
+  EXPECT_FALSE(channel->closed);
+  AnswerAll(h, *channel);
+  submitter_.ReapIdle(absl::Now() + absl::Milliseconds(600));
+  EXPECT_TRUE(channel->closed);  // idle since its answer, past hand_over_after
+}
+
 }  // namespace
 }  // namespace tessera::api

@@ -234,3 +234,22 @@ def test_the_runtime_contexts_node_id_is_the_nodes_and_takes_hard_affinity(clust
     there = node_of.options(scheduling_strategy=NodeAffinitySchedulingStrategy(task_node,
                                                                               soft=False))
     assert tessera.get(there.remote(), timeout=60) == task_node
+
+
+@tessera.remote
+def holds_the_node():
+    return "whole node"
+
+
+def test_an_idle_worker_hands_its_resources_to_a_task_of_another_shape(cluster):
+    # A 4-CPU task's worker stays leased while idle (for its next task, up to the driver's idle
+    # timeout of 10 s); a 3-CPU task pinned to the same node waits for those CPUs, and gets them
+    # as soon as its lease has waited a moment, not after the idle timeout.
+    node = cluster.node_ids()[0]
+    pinned = NodeAffinitySchedulingStrategy(node, soft=False)
+    assert tessera.get(holds_the_node.options(num_cpus=4, scheduling_strategy=pinned).remote(),
+                       timeout=60) == "whole node"
+    started = time.monotonic()
+    ref = holds_the_node.options(num_cpus=3, scheduling_strategy=pinned).remote()
+    assert tessera.get(ref, timeout=60) == "whole node"
+    assert time.monotonic() - started < 8, "the idle 4-CPU worker kept the node until it timed out"
