@@ -1096,7 +1096,8 @@ absl::Status DriverRuntime::AttachAt(const std::string& id, const std::string& n
       },
       [submitter, handle, address] {
         submitter->WorkerDied(handle, absl::StrCat("its stream to ", address, " ended"));
-      });
+      },
+      /*guest=*/true);
   {
     absl::MutexLock lock(&attached_mu_);
     attached_.push_back(channel);

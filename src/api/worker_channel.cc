@@ -3,17 +3,20 @@
 #include <utility>
 
 #include "rpc/auth.h"
+#include "worker/worker_runtime.h"
 
 namespace tessera::api {
 
 std::shared_ptr<GrpcWorkerChannel> GrpcWorkerChannel::Start(std::shared_ptr<grpc::Channel> channel,
                                                             ResultsFn on_results,
-                                                            std::function<void()> on_done) {
+                                                            std::function<void()> on_done,
+                                                            bool guest) {
   std::shared_ptr<GrpcWorkerChannel> self(
       new GrpcWorkerChannel(std::move(on_results), std::move(on_done)));
   self->stub_ = v1::Worker::NewStub(std::move(channel));
   // No deadline: the stream lasts as long as the worker is held.
   rpc::ConfigureClientContext(&self->context_, absl::InfiniteDuration());
+  if (guest) self->context_.AddMetadata(worker::kGuestStreamKey, "1");
   self->stub_->async()->PushTasks(&self->context_, self.get());
   self->StartRead(&self->incoming_);
   self->StartCall();

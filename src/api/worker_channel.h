@@ -24,10 +24,13 @@ class GrpcWorkerChannel final : public WorkerChannel,
                                 public grpc::ClientBidiReactor<v1::TaskBatch, v1::TaskResultBatch> {
  public:
   using ResultsFn = std::function<void(const v1::TaskResultBatch&)>;
-  // `on_done` runs once, when the stream is over (after the last results).
+  // `on_done` runs once, when the stream is over (after the last results). `guest`: a stream of
+  // calls to another driver's actor (worker::kGuestStreamKey says so to the worker), not the
+  // owner's stream of its own worker.
   static std::shared_ptr<GrpcWorkerChannel> Start(std::shared_ptr<grpc::Channel> channel,
                                                   ResultsFn on_results,
-                                                  std::function<void()> on_done);
+                                                  std::function<void()> on_done,
+                                                  bool guest = false);
 
   void Send(v1::TaskBatch batch) override;
   void Close() override;

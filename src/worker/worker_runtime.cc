@@ -229,12 +229,17 @@ v1::TaskResult Execute(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
 class WorkerService final : public v1::Worker::Service {
  public:
   grpc::Status PushTasks(
-      grpc::ServerContext*,
+      grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::TaskResultBatch, v1::TaskBatch>* stream) override {
-    bool guest = false;
-    {
+    // A guest says so: it can come before the owner's stream (it learned the address from the
+    // owner, which opens its own stream a moment later).
+    const bool guest = context->client_metadata().count(kGuestStreamKey) > 0;
+    if (!guest) {
       absl::MutexLock lock(&mu_);
-      guest = streaming_;
+      if (streaming_) {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                            "this worker already serves its owner's stream");
+      }
       streaming_ = true;
     }
     if (guest) {

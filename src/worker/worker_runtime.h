@@ -59,6 +59,10 @@ bool InWorkerMode();
 // the reason on stderr, which is the worker's log). Runs C++ tasks (ExecuteTask).
 [[noreturn]] void RunWorker();
 
+// The metadata key of a guest's Worker.PushTasks stream (another driver calling this process's
+// actor), so that the worker never takes a guest for its owner, whichever stream comes first.
+inline constexpr char kGuestStreamKey[] = "x-tessera-guest-stream";
+
 // What runs each pushed task, on the gRPC thread that received it (one at a time for a stream,
 // or up to an actor's max_concurrency at once): ExecuteTask for C++ workers; the Python package
 // hands tasks to its interpreter's main thread. A result whose value is already the
