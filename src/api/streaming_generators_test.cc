@@ -9,11 +9,16 @@ namespace {
 
 ObjectId Item(const TaskId& task, int index) { return ObjectId::ForTaskReturn(task, index + 2); }
 
-TEST(StreamingGeneratorsTest, ItemsArriveInOrderAndNextWaitsForEach) {
+// One generator task, expected by its owner's StreamingGenerators over a table of its own.
+class StreamingGeneratorsTest : public ::testing::Test {
+ protected:
+  StreamingGeneratorsTest() { generators.Expect(task); }
   ObjectTable table;
-  StreamingGenerators generators(&table);
+  StreamingGenerators generators{&table};
   const TaskId task = TaskId::FromRandom();
-  generators.Expect(task);
+};
+
+TEST_F(StreamingGeneratorsTest, ItemsArriveInOrderAndNextWaitsForEach) {
   EXPECT_EQ(generators.Next(task, 0, absl::Now()).status().code(),
             absl::StatusCode::kDeadlineExceeded);
   std::thread producer([&] {
@@ -34,11 +39,7 @@ TEST(StreamingGeneratorsTest, ItemsArriveInOrderAndNextWaitsForEach) {
   producer.join();
 }
 
-TEST(StreamingGeneratorsTest, ARetriedRunsItemsAreIgnoredAndAGapIsRefused) {
-  ObjectTable table;
-  StreamingGenerators generators(&table);
-  const TaskId task = TaskId::FromRandom();
-  generators.Expect(task);
+TEST_F(StreamingGeneratorsTest, ARetriedRunsItemsAreIgnoredAndAGapIsRefused) {
   ASSERT_TRUE(generators.Report(task, 0, "first run").ok());
   EXPECT_TRUE(generators.Report(task, 0, "second run").ok());
   EXPECT_EQ(*table.Get(Item(task, 0), absl::InfiniteFuture()), "first run");
@@ -47,11 +48,7 @@ TEST(StreamingGeneratorsTest, ARetriedRunsItemsAreIgnoredAndAGapIsRefused) {
   EXPECT_EQ(generators.Report(TaskId::FromRandom(), 0, "x").code(), absl::StatusCode::kNotFound);
 }
 
-TEST(StreamingGeneratorsTest, AFailureIsOneMoreItemHoldingIt) {
-  ObjectTable table;
-  StreamingGenerators generators(&table);
-  const TaskId task = TaskId::FromRandom();
-  generators.Expect(task);
+TEST_F(StreamingGeneratorsTest, AFailureIsOneMoreItemHoldingIt) {
   ASSERT_TRUE(generators.Report(task, 0, "a").ok());
   generators.Finish(task, absl::UnknownError("boom mid-stream"));
   auto failure = generators.Next(task, 1, absl::InfiniteFuture());
@@ -62,11 +59,7 @@ TEST(StreamingGeneratorsTest, AFailureIsOneMoreItemHoldingIt) {
   EXPECT_FALSE(end->has_value());
 }
 
-TEST(StreamingGeneratorsTest, ReleaseLetsUnreadItemsGoAndForgetsTheGeneratorOnceEnded) {
-  ObjectTable table;
-  StreamingGenerators generators(&table);
-  const TaskId task = TaskId::FromRandom();
-  generators.Expect(task);
+TEST_F(StreamingGeneratorsTest, ReleaseLetsUnreadItemsGoAndForgetsTheGeneratorOnceEnded) {
   ASSERT_TRUE(generators.Report(task, 0, "taken").ok());
   ASSERT_TRUE(generators.Report(task, 1, "never read").ok());
   generators.Release(task, 1);

@@ -390,17 +390,23 @@ TEST_F(SubmitterTest, IdleWorkersAreLetGo) {
   EXPECT_EQ(submitter_.stats().workers_died, 0);
 }
 
-TEST_F(SubmitterTest, IdleWorkersAreHandedBackAtOnceWhileAnotherShapeWaitsForALease) {
-  Submit();
-  auto [h, channel] = AddWorker();
-  AnswerAll(h, *channel);  // idle now, well within idle_timeout
+// A task of another shape ("CPU=3|"), whose lease the fake never grants.
+LeaseShape SubmitOtherShape(TaskSubmitter& submitter) {
   LeaseShape other;
   other.key = "CPU=3|";
   QueuedTask task;
   const TaskId id = TaskId::FromRandom();
   task.spec.set_task_id(id.Binary());
   task.return_id = ObjectId::ForTaskReturn(id, 1);
-  submitter_.Submit(other, task);
+  submitter.Submit(other, task);
+  return other;
+}
+
+TEST_F(SubmitterTest, IdleWorkersAreHandedBackAtOnceWhileAnotherShapeWaitsForALease) {
+  Submit();
+  auto [h, channel] = AddWorker();
+  AnswerAll(h, *channel);  // idle now, well within idle_timeout
+  const LeaseShape other = SubmitOtherShape(submitter_);
   ASSERT_EQ(leases_.requests.back(), other.key);
   // The other shape has just asked: nothing is handed back yet.
   submitter_.ReapIdle(absl::Now());
@@ -414,13 +420,7 @@ TEST_F(SubmitterTest, IdleWorkersAreHandedBackAtOnceWhileAnotherShapeWaitsForALe
 TEST_F(SubmitterTest, AWaitingShapeDoesNotTakeABusyWorker) {
   Submit();
   auto [h, channel] = AddWorker();  // its task is in flight
-  LeaseShape other;
-  other.key = "CPU=3|";
-  QueuedTask task;
-  const TaskId id = TaskId::FromRandom();
-  task.spec.set_task_id(id.Binary());
-  task.return_id = ObjectId::ForTaskReturn(id, 1);
-  submitter_.Submit(other, task);
+  const LeaseShape other = SubmitOtherShape(submitter_);
   submitter_.ReapIdle(absl::Now() + absl::Milliseconds(300));
   EXPECT_FALSE(channel->closed);
   AnswerAll(h, *channel);

@@ -61,6 +61,22 @@ def wait_for(predicate, timeout, what, interval=0.1):
     pytest.fail(f"timed out after {timeout}s waiting for {what}")
 
 
+def train_run_config(tmp, name, max_failures=0, num_to_keep=2):
+    """The train tests' RunConfig: runs stored under `tmp`, these failures allowed and
+    checkpoints kept."""
+    from tessera import train
+    return train.RunConfig(
+        name=name, storage_path=str(tmp / "runs"),
+        failure_config=train.FailureConfig(max_failures=max_failures),
+        checkpoint_config=train.CheckpointConfig(num_to_keep=num_to_keep))
+
+
+def rank_records(out):
+    """What each rank of a train test's loop wrote to `out` (rank<r>-attempt<a>.json)."""
+    import json
+    return {p.stem: json.loads(p.read_text()) for p in out.glob("rank*-attempt*.json")}
+
+
 def processes_naming(marker):
     """Pids of processes whose command line or environment names `marker`."""
     found = []

@@ -131,6 +131,9 @@ def test_an_async_actor_runs_1000_calls_in_flight_by_default_without_a_thread_ea
             await asyncio.wait_for(self.all_here.wait(), timeout=60)
             return self.arrived
 
+        def plain(self):
+            return "sync methods work too"
+
         async def threads(self):
             import threading
             with open(f"/proc/{os.getpid()}/status") as status:
@@ -146,6 +149,7 @@ def test_an_async_actor_runs_1000_calls_in_flight_by_default_without_a_thread_ea
     # The 1000 calls were in flight together on the loop, holding no thread each.
     assert python_threads < 20
     assert native_threads < 200
+    assert tessera.get(actor.plain.remote()) == "sync methods work too"
 
 
 def test_an_async_actors_concurrency_groups_limit_calls_on_its_loop(cluster):

@@ -230,31 +230,6 @@ def test_a_handle_returned_from_a_task_reaches_the_actor_it_made(cluster):
     assert tessera.get(make_and_keep.remote(), timeout=120) in (7,)
 
 
-def test_an_async_actor_runs_its_coroutines_concurrently_on_one_loop(cluster):
-    @tessera.remote
-    class AsyncGate:
-        def __init__(self):
-            import asyncio
-            self.arrived = 0
-            self.all_here = asyncio.Event()
-
-        async def meet(self, expected):
-            import asyncio
-            self.arrived += 1
-            if self.arrived == expected:
-                self.all_here.set()
-            await asyncio.wait_for(self.all_here.wait(), timeout=20)
-            return self.arrived
-
-        def plain(self):
-            return "sync methods work too"
-
-    gate = AsyncGate.remote()
-    # Five calls wait on one another: only concurrent coroutines can all finish.
-    assert tessera.get([gate.meet.remote(5) for _ in range(5)], timeout=60) == [5] * 5
-    assert tessera.get(gate.plain.remote()) == "sync methods work too"
-
-
 def test_ray_terminate_ends_the_actor_after_its_calls_and_it_is_not_restarted(cluster):
     from conftest import pid_alive, wait_for
     counter = Counter.options(max_restarts=2).remote()

@@ -36,6 +36,7 @@ import tessera
 from tessera import train
 from tessera.train import _backend
 from tessera.train.jax import JaxConfig, JaxTrainer, _JaxBackend
+from conftest import rank_records, train_run_config
 
 HERE = Path(__file__).resolve().parent
 FAKE_JAX = str(HERE / "fake_jax")
@@ -124,15 +125,8 @@ def run_jax(tmp, name, scaling=None, max_failures=0, num_to_keep=2, **loop_optio
         train_loop_config={"steps": STEPS, "every": CHECKPOINT_EVERY, "out": str(out),
                            **loop_options},
         scaling_config=scaling or train.ScalingConfig(**SLICE),
-        run_config=train.RunConfig(
-            name=name, storage_path=str(tmp / "runs"),
-            failure_config=train.FailureConfig(max_failures=max_failures),
-            checkpoint_config=train.CheckpointConfig(num_to_keep=num_to_keep)))
+        run_config=train_run_config(tmp, name, max_failures, num_to_keep))
     return trainer, out
-
-
-def rank_records(out):
-    return {p.stem: json.loads(p.read_text()) for p in out.glob("rank*-attempt*.json")}
 
 
 def assert_initialized_once_before_the_loop(record, world):
@@ -387,15 +381,10 @@ def test_the_report_all_reduce_goes_through_rank_0_and_turns_strangers_away():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(use_tpu=True, resources_per_worker={"CPU": 1}),
      "`use_tpu` is True but `TPU` is set to 0 in `resources_per_worker`"),
-    (dict(use_gpu=True, use_tpu=True), "Cannot specify both `use_gpu=True` and `use_tpu=True`"),
-    (dict(use_tpu=True, num_workers=4, accelerator_type="TPU-V6E"), "`topology` must be"),
-    (dict(use_tpu=True, num_workers=4, topology="4x4"), "`accelerator_type` must be"),
-    (dict(use_tpu=True, topology="4x4", accelerator_type="TPU-V6E",
-          label_selector={"a": "b"}), "Cannot set `label_selector`"),
-    (dict(topology="4x4"), "only valid with `use_tpu=True`"),
     (dict(resources_per_worker={"TPU": 4}), "`use_tpu` is False but `TPU` was found"),
 ])
-def test_bad_scaling_configs_are_value_errors(kwargs, message):
+def test_tpu_resources_and_use_tpu_must_agree(kwargs, message):
+    # The other ScalingConfig checks are the trainers' shared ones (test_train_torch.py).
     with pytest.raises(ValueError, match=message):
         train.ScalingConfig(**kwargs)
 

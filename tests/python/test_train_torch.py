@@ -24,6 +24,7 @@ import pytest
 import tessera
 from tessera import _core, train
 from tessera.train.torch import TorchTrainer
+from conftest import rank_records, train_run_config
 
 torch = pytest.importorskip("torch")
 
@@ -120,15 +121,8 @@ def run_ddp(tmp, name, max_failures=0, kill_rank=None, kill_step=None, num_to_ke
         train_loop_config={"seed": SEED, "steps": STEPS, "every": CHECKPOINT_EVERY, "out": str(out),
                            "kill_rank": kill_rank, "kill_step": kill_step},
         scaling_config=train.ScalingConfig(**SLICE),
-        run_config=train.RunConfig(
-            name=name, storage_path=str(tmp / "runs"),
-            failure_config=train.FailureConfig(max_failures=max_failures),
-            checkpoint_config=train.CheckpointConfig(num_to_keep=num_to_keep)))
+        run_config=train_run_config(tmp, name, max_failures, num_to_keep))
     return trainer, out
-
-
-def rank_records(out):
-    return {p.stem: json.loads(p.read_text()) for p in out.glob("rank*-attempt*.json")}
 
 
 def assert_same_parameters(path_a, path_b):
