@@ -72,8 +72,8 @@ std::shared_ptr<api::DriverRuntime> CurrentOrNested(absl::Status* why) {
   internal::SetResultRefsKeeper(&internal::KeepOwnedRefsInResult);
   // A recursive cancel of the worker's task reaches what the task submitted.
   std::weak_ptr<api::DriverRuntime> nested = *runtime;
-  worker::SetNestedCancel([nested](bool force) {
-    if (auto live = nested.lock(); live != nullptr) live->CancelAll(force);
+  worker::SetNestedCancel([nested](const std::string& task_id, bool force) {
+    if (auto live = nested.lock(); live != nullptr) live->CancelSubmittedBy(task_id, force);
   });
   return *runtime;
 }

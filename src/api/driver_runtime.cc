@@ -460,6 +460,9 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
   ObjectRefBase result = MakeOwnedRef(return_id);
   ExpectMoreReturns(return_id, options.num_returns, more_returns);
   auto task = std::make_shared<QueuedTask>();
+  // Submitted from inside a task (this thread runs it): a recursive cancel of that task reaches
+  // this one, and only tasks it submitted.
+  task->parent_task_id = worker::RunningTaskOnThisThread();
   task->code = function.code;  // fetched by the worker: kept while the task may run
   task->return_id = return_id;
   task->max_retries = options.max_retries;

@@ -73,9 +73,11 @@ class DriverRuntime {
   // tessera.cancel of the task that makes `ref` (TaskSubmitter::Cancel); a ref of another owner
   // or one that is not a task's return is InvalidArgument.
   absl::Status Cancel(const ObjectRefBase& ref, bool force, bool recursive);
-  // Every task this runtime submitted that is not finished (a worker's runtime, when the task
-  // that submitted them is cancelled).
-  void CancelAll(bool force) { submitter_->CancelAll(force); }
+  // Every task this runtime submitted from inside task `parent` (binary id) that is not finished
+  // (a worker's runtime, when that task is cancelled recursively).
+  void CancelSubmittedBy(const std::string& parent, bool force) {
+    submitter_->CancelSubmittedBy(parent, force);
+  }
   // An object of this driver whose value FulfillPromise gives later (until then Get waits).
   ObjectRefBase NewPromise();
   void FulfillPromise(const ObjectId& id, absl::StatusOr<std::string> value);

@@ -535,18 +535,22 @@ absl::Status TaskSubmitter::Cancel(const ObjectId& return_id, bool force, bool r
   return status;
 }
 
-void TaskSubmitter::CancelAll(bool force) {
+void TaskSubmitter::CancelSubmittedBy(const std::string& parent, bool force) {
   std::vector<Outcome> outcomes;
   {
     absl::MutexLock lock(&mu_);
     std::vector<ObjectId> returns;
     for (const auto& [key, shape] : shapes_) {
       if (shape.actor) continue;
-      for (const QueuedTask& task : shape.queue) returns.push_back(task.return_id);
+      for (const QueuedTask& task : shape.queue) {
+        if (task.parent_task_id == parent) returns.push_back(task.return_id);
+      }
     }
     for (const auto& [handle, worker] : workers_) {
       for (const auto& [id, task] : worker.in_flight) {
-        if (task.spec.kind() == v1::TASK) returns.push_back(task.return_id);
+        if (task.spec.kind() == v1::TASK && task.parent_task_id == parent) {
+          returns.push_back(task.return_id);
+        }
       }
     }
     for (const ObjectId& id : returns) (void)CancelLocked(id, force, /*recursive=*/true, outcomes);

@@ -60,6 +60,9 @@ struct LeaseShape {
 struct QueuedTask {
   v1::TaskSpec spec;  // arguments resolved; spec.attempt() counts the runs before this one
   ObjectId return_id;  // nil for an actor's constructor (its outcome is not an object)
+  // The task that submitted it (TaskId binary; "" none known): a recursive cancel of that task
+  // cancels this one.
+  std::string parent_task_id;
   int max_retries = 3;
   // An actor call's own max_task_retries (Python's per-method option); -1: the actor's. It
   // bounds the runs after its process died, and (with retry_exceptions) after its exceptions.
@@ -192,7 +195,7 @@ class TaskSubmitter {
   // (a return not submitted yet is remembered, so that a later Submit drops it).
   absl::Status Cancel(const ObjectId& return_id, bool force, bool recursive);
   // Cancels every task not finished (a worker's own runtime when its task is cancelled).
-  void CancelAll(bool force);
+  void CancelSubmittedBy(const std::string& parent, bool force);
 
   // Lets go of workers idle since before now - idle_timeout.
   void ReapIdle(absl::Time now);

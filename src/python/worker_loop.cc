@@ -322,6 +322,12 @@ void BindWorkerLoop(py::module_& m) {
       },
       py::arg("task"), py::arg("parts"), "Answers `task` with the value made of `parts`.");
   m.def(
+      "set_running_task",
+      [](const py::bytes& task_id) { worker::SetRunningTaskOnThisThread(std::string(task_id)); },
+      py::arg("task_id"),
+      "The task the calling thread runs from now (b'' none): the parent of what it submits, "
+      "which a recursive cancel of that task reaches.");
+  m.def(
       "report_generator_item",
       [](const PyTask& task, int64_t index, const py::list& parts) {
         const PartViews parts_in(parts);  // held while the copy runs without the GIL

@@ -62,9 +62,12 @@ struct WorkerGlobals {
   bool detached = false;  // a detached actor's worker (kDetachedActorEnv)
 };
 
-// The nested runtime's cancel of what it submitted (SetNestedCancel).
+// The nested runtime's cancel of what a task submitted (SetNestedCancel).
 absl::Mutex nested_cancel_mu(absl::kConstInit);
-std::function<void(bool)>* nested_cancel ABSL_GUARDED_BY(nested_cancel_mu) = nullptr;
+std::function<void(const std::string&, bool)>* nested_cancel ABSL_GUARDED_BY(nested_cancel_mu) =
+    nullptr;
+
+thread_local std::string running_task;  // RunningTaskOnThisThread
 
 WorkerGlobals* globals = nullptr;  // set once by RunWorker before any task runs
 
@@ -197,7 +200,10 @@ absl::StatusOr<internal::SerializedValue> FetchFromOwner(const v1::ObjectRefProt
 // Each result says when the task began and ended here (its owner's timeline).
 v1::TaskResult Execute(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
   const int64_t start_us = absl::ToUnixMicros(absl::Now());
+  // A C++ task runs on this thread: what it submits is its own (recursive cancel).
+  SetRunningTaskOnThisThread(task.task_id());
   v1::TaskResult result = globals->runner(task, fetch);
+  SetRunningTaskOnThisThread("");
   result.set_start_time_us(start_us);
   // Several returns arrive encoded, each large one stored already (objects/task_returns.h).
   if (!result.has_value() || result.value().size() < kInlineValueLimitBytes || globals == nullptr ||
@@ -344,12 +350,12 @@ class WorkerService final : public v1::Worker::Service {
   grpc::Status CancelTask(grpc::ServerContext*, const v1::CancelTaskRequest* request,
                           v1::CancelTaskReply*) override {
     if (request->recursive()) {
-      std::function<void(bool)> cancel;
+      std::function<void(const std::string&, bool)> cancel;
       {
         absl::MutexLock lock(&nested_cancel_mu);
         if (nested_cancel != nullptr) cancel = *nested_cancel;
       }
-      if (cancel) cancel(request->force());
+      if (cancel) cancel(request->task_id(), request->force());
     }
     if (request->force()) {
       // The owner counts this worker's death as the forced cancel's end; the reply goes first.
@@ -441,11 +447,16 @@ const RuntimeContext& CurrentContext() {
   return globals != nullptr ? globals->context : *driver_context;
 }
 
-void SetNestedCancel(std::function<void(bool force)> cancel_submitted) {
+void SetNestedCancel(
+    std::function<void(const std::string& task_id, bool force)> cancel_submitted) {
   absl::MutexLock lock(&nested_cancel_mu);
   delete nested_cancel;
-  nested_cancel = new std::function<void(bool)>(std::move(cancel_submitted));
+  nested_cancel = new std::function<void(const std::string&, bool)>(std::move(cancel_submitted));
 }
+
+const std::string& RunningTaskOnThisThread() { return running_task; }
+
+void SetRunningTaskOnThisThread(std::string task_id) { running_task = std::move(task_id); }
 
 absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel, AsyncTaskRunner async_runner) {
   if (globals != nullptr) return absl::FailedPreconditionError("the worker is already started");

@@ -89,9 +89,15 @@ using AsyncTaskRunner =
     std::function<void(const v1::TaskSpec&, const ArgumentFetcher&, ReplyFn reply)>;
 absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel = nullptr,
                          AsyncTaskRunner async_runner = nullptr);
-// What a recursive cancel also does: cancel the work this process's own runtime submitted (set
-// by the API when a task makes that runtime). `force`: as the cancel was asked.
-void SetNestedCancel(std::function<void(bool force)> cancel_submitted);
+// What a recursive cancel also does: cancel the work this process's own runtime submitted from
+// inside the cancelled task `task_id` (binary), and only that (set by the API when a task makes
+// that runtime). `force`: as the cancel was asked.
+void SetNestedCancel(
+    std::function<void(const std::string& task_id, bool force)> cancel_submitted);
+// The task the calling thread runs now (TaskId binary; "" none): the parent of the tasks it
+// submits. C++ tasks set it on their thread; the Python worker on the thread that runs a task.
+const std::string& RunningTaskOnThisThread();
+void SetRunningTaskOnThisThread(std::string task_id);
 // Waits up to `timeout` for the owner's stream to end; true once it has (never true in a detached
 // actor's worker, which outlives that stream).
 bool WaitForWorkerEnd(absl::Duration timeout);

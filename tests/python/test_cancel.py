@@ -1,13 +1,16 @@
 """tessera.cancel: a queued task never runs, a running one is interrupted (also while it waits
-in get) and ends TaskCancelledError, the tasks it submitted are cancelled with it, force kills
-its worker (WorkerCrashedError), and a cancelled task is never retried."""
+in get) and ends TaskCancelledError, the tasks it submitted are cancelled with it (a whole chain,
+and only that task's own, not other tasks' of the same worker), force kills its worker
+(WorkerCrashedError), and a cancelled task is never retried."""
 import os
 import time
+from pathlib import Path
 
 import pytest
 
 import tessera
 from tessera import exceptions
+from tessera.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from conftest import pid_alive, wait_for
 
@@ -98,3 +101,61 @@ def test_cancel_checks_its_argument(cluster):
         tessera.cancel("not a ref")
     with pytest.raises(ValueError, match="not a task's result"):
         tessera.cancel(tessera.put(1))
+
+
+@tessera.remote
+def chain(depth, marker_dir):
+    if depth == 0:
+        time.sleep(60)
+        return 0
+    Path(marker_dir, f"depth{depth}").write_text("started")
+    return tessera.get(chain.remote(depth - 1, marker_dir))
+
+
+def test_cancelling_the_head_of_a_chain_ends_every_link(cluster, tmp_path):
+    ref = chain.remote(3, str(tmp_path))
+    wait_for(lambda: (tmp_path / "depth1").exists(), 60, "the chain to reach its last link")
+    tessera.cancel(ref)
+    with pytest.raises(exceptions.TaskCancelledError):
+        tessera.get(ref, timeout=30)
+
+
+@tessera.remote
+def spawn_then_return(seconds, marker):
+    # A child left running after this task returned: not part of the next task's work.
+    child = sleep_then_mark.remote(seconds, marker)
+    return [child], os.getpid()
+
+
+@tessera.remote
+def sleep_then_mark(seconds, marker):
+    time.sleep(seconds)
+    Path(marker).write_text("finished")
+    return "finished"
+
+
+@tessera.remote
+def wait_for_a_child(marker_dir):
+    Path(marker_dir, "parent started").write_text(str(os.getpid()))
+    return tessera.get(sleep_then_mark.remote(60, str(Path(marker_dir, "own child"))))
+
+
+def test_a_recursive_cancel_reaches_only_the_cancelled_tasks_children(cluster, tmp_path):
+    # One worker runs both tasks in turn (one CPU each, pinned to the same node, in order): the
+    # first leaves a child running, the second is cancelled recursively.
+    node = cluster.node_ids()[0]
+    pinned = NodeAffinitySchedulingStrategy(node, soft=False)
+    unrelated_marker = tmp_path / "unrelated child"
+    [unrelated], first_pid = tessera.get(
+        spawn_then_return.options(scheduling_strategy=pinned).remote(10, str(unrelated_marker)))
+    ref = wait_for_a_child.options(scheduling_strategy=pinned).remote(str(tmp_path))
+    wait_for(lambda: (tmp_path / "parent started").exists(), 60, "the second task to start")
+    # The same worker process: its runtime submitted both children.
+    assert int((tmp_path / "parent started").read_text()) == first_pid
+    time.sleep(0.5)  # its child submitted
+    tessera.cancel(ref, recursive=True)
+    with pytest.raises(exceptions.TaskCancelledError):
+        tessera.get(ref, timeout=30)
+    # The first task's child was not the cancelled task's: it runs to its end.
+    assert tessera.get(unrelated, timeout=60) == "finished"
+    assert unrelated_marker.read_text() == "finished"

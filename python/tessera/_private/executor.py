@@ -194,6 +194,7 @@ class Executor:
         error: Optional[BaseException] = None
         current.task_id = task.task_id
         current.name = task.function
+        _core.set_running_task(task.task_id)
         if task.kind != _core.ACTOR_METHOD:
             placement.group = task.placement_group
             placement.capture_child_tasks = task.capture_child_tasks
@@ -207,6 +208,7 @@ class Executor:
         finally:
             # From here on a cancel no longer interrupts this task (its answer is on the way).
             _core.task_returned(task)
+            _core.set_running_task(b"")
             current.task_id = None
             current.name = None
         self._finish(task, result, error)
