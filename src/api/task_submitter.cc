@@ -462,6 +462,17 @@ void TaskSubmitter::ReapIdle(absl::Time now) {
   }
 }
 
+void TaskSubmitter::HandBackIfIdle(WorkerHandle handle, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(handle);
+  if (it == workers_.end() || !it->second.in_flight.empty()) return;
+  const Shape& shape = shapes_.at(it->second.shape_key);
+  if (shape.actor || !shape.queue.empty()) return;
+  if (now - it->second.idle_since < options_.hand_over_after) return;
+  it->second.channel->Close();
+  RemoveWorkerLocked(it->second);
+}
+
 absl::StatusOr<bool> TaskSubmitter::CancelLocked(const ObjectId& return_id, bool force,
                                                   bool recursive, std::vector<Outcome>& out) {
   for (auto& [key, shape] : shapes_) {

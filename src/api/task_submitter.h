@@ -184,6 +184,10 @@ class TaskSubmitter {
   // `bundle_removed`: its agent killed it because its placement group was removed; its tasks
   // then fail TASK_PG_REMOVED and its actor is dead (ACTOR_PG_REMOVED), with no retry or restart.
   void WorkerDied(WorkerHandle worker, const std::string& cause, bool bundle_removed = false);
+  // Its node has a lease request waiting for resources (WorkerEvent.lease_wanted): the worker is
+  // let go now if it has been idle for hand_over_after with nothing queued for it (not an
+  // actor's), instead of after idle_timeout.
+  void HandBackIfIdle(WorkerHandle worker, absl::Time now);
 
   // Cancels the task whose return is `return_id` (tessera.cancel). Queued, or not submitted
   // yet (still waiting for its arguments): it fails TASK_CANCELLED now and never runs. Sent to a

@@ -428,5 +428,18 @@ TEST_F(SubmitterTest, AWaitingShapeDoesNotTakeABusyWorker) {
   EXPECT_TRUE(channel->closed);  // idle since its answer, past hand_over_after
 }
 
+TEST_F(SubmitterTest, AWorkerIsHandedBackWhenItsNodeWantsALeaseOnceIdleAWhile) {
+  Submit();
+  auto [h, channel] = AddWorker();
+  submitter_.HandBackIfIdle(h, absl::Now() + absl::Milliseconds(300));
+  EXPECT_FALSE(channel->closed);  // busy: its task runs
+  AnswerAll(h, *channel);
+  submitter_.HandBackIfIdle(h, absl::Now());
+  EXPECT_FALSE(channel->closed);  // idle only just now: its next task may be on the way
+  submitter_.HandBackIfIdle(h, absl::Now() + absl::Milliseconds(300));
+  EXPECT_TRUE(channel->closed);
+  EXPECT_EQ(submitter_.workers(shape_.key), 0u);
+}
+
 }  // namespace
 }  // namespace tessera::api

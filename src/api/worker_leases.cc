@@ -482,7 +482,16 @@ void WorkerLeases::Watch(uint64_t serial, const std::string& worker_id) {
   std::string cause;
   bool bundle_removed = false;
   while (reader->Read(&event)) {
-    if (event.has_exit()) {
+    if (event.event_case() == v1::WorkerEvent::kLeaseWanted) {
+      // Another lease waits on its node: an idle worker goes back now.
+      WorkerHandle idle = 0;
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = leased_.find(worker_id);
+        if (it != leased_.end()) idle = it->second.handle;
+      }
+      if (idle != 0) submitter_->HandBackIfIdle(idle, absl::Now());
+    } else if (event.has_exit()) {
       cause = event.exit().reason();
       bundle_removed = event.exit().bundle_removed();
     } else if (event.has_stdout()) {

@@ -135,6 +135,11 @@ NodeAgentService::LeaseOutcome NodeAgentService::DecideLease(const v1::LeaseRequ
     out.status = Invalid(decision.status());
     return out;
   }
+  // It could run here once what is held here is free: the owners of this node's workers hear
+  // of it, and hand back those that are idle (a bundle's lease waits for its bundle instead).
+  if (decision->status == ScheduleStatus::kPending && !ask->bundle.has_value()) {
+    leases_wanted_.fetch_add(1);
+  }
   v1::LeaseReply& reply = out.reply;
   if (ask->bundle.has_value() && ask->bundle->bundle >= 0 &&
       decision->status == ScheduleStatus::kInfeasible) {
@@ -402,8 +407,17 @@ grpc::Status NodeAgentService::WatchWorker(grpc::ServerContext* context,
     return writer->Write(event);
   };
   if (options_.watchdog != nullptr) options_.watchdog->WatchStarted(id);
-  absl::Status streamed = StreamWorkerLogs({worker->stdout_path, worker->stderr_path}, {},
-                                           LogHooks(context, id, send));
+  WorkerLogStreamHooks hooks = LogHooks(context, id, send);
+  hooks.tick = [this, writer, seen = leases_wanted_.load()]() mutable {
+    const uint64_t now = leases_wanted_.load();
+    if (now == seen) return true;
+    seen = now;
+    v1::WorkerEvent wanted;
+    wanted.set_lease_wanted(true);
+    return writer->Write(wanted);
+  };
+  absl::Status streamed =
+      StreamWorkerLogs({worker->stdout_path, worker->stderr_path}, {}, hooks);
   if (options_.watchdog != nullptr) options_.watchdog->WatchEnded(id, absl::Now());
   if (absl::IsCancelled(streamed)) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "the watcher went away");

@@ -15,6 +15,7 @@
 // mutex), the ProcessSupervisor (its own) and the request cache (its own).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -146,6 +147,9 @@ class NodeAgentService final : public v1::NodeAgent::Service {
   HeadLink* const head_;
   const std::function<void()> on_shutdown_;
   rpc::RequestCache<LeaseOutcome> lease_cache_;
+  // Counts the lease requests answered "pending" on this node (nothing free here now): each
+  // WatchWorker stream tells its watcher when it moves (WorkerEvent.lease_wanted).
+  std::atomic<uint64_t> leases_wanted_{0};
   std::unique_ptr<ObjectPuller> puller_;  // null without an object store
 };
 

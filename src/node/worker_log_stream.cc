@@ -57,6 +57,10 @@ absl::Status StreamWorkerLogs(const WorkerLogFiles& files, const WorkerLogStream
       break;
     }
     if (hooks.should_stop()) gone.store(true);
+    if (hooks.tick && !gone.load()) {
+      absl::MutexLock lock(&send_mu);
+      if (!hooks.tick()) gone.store(true);
+    }
   }
   if (gone.load()) {
     for (Followed& f : followed) f.follower->Stop();

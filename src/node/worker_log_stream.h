@@ -34,6 +34,9 @@ struct WorkerLogStreamHooks {
   std::function<bool(absl::Time deadline)> await_exit;
   // True when the client has cancelled the call (or the worker is forgotten).
   std::function<bool()> should_stop;
+  // Optional: called every check_interval while following, never at the same time as send
+  // (it may send events of its own); false when the client is gone.
+  std::function<bool()> tick;
 };
 
 // OK once everything was sent (after the exit when following). Cancelled when the client went

@@ -253,3 +253,33 @@ def test_an_idle_worker_hands_its_resources_to_a_task_of_another_shape(cluster):
     ref = holds_the_node.options(num_cpus=3, scheduling_strategy=pinned).remote()
     assert tessera.get(ref, timeout=60) == "whole node"
     assert time.monotonic() - started < 8, "the idle 4-CPU worker kept the node until it timed out"
+
+
+def test_an_idle_worker_of_another_driver_hands_its_resources_over(cluster):
+    # This driver's idle 4-CPU worker holds the node; another driver's 3-CPU task pinned there
+    # waits, its node tells this driver (WorkerEvent.lease_wanted), and the idle worker goes
+    # back long before this driver's 10 s idle timeout.
+    node = cluster.node_ids()[0]
+    pinned = NodeAffinitySchedulingStrategy(node, soft=False)
+    assert tessera.get(holds_the_node.options(num_cpus=4, scheduling_strategy=pinned).remote(),
+                       timeout=60) == "whole node"
+    script = f"""
+import time
+import tessera
+from tessera.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+tessera.init()
+
+@tessera.remote(num_cpus=3)
+def three():
+    return "three"
+
+started = time.monotonic()
+pinned = NodeAffinitySchedulingStrategy({node!r}, soft=False)
+print(tessera.get(three.options(scheduling_strategy=pinned).remote(), timeout=60))
+print(f"{{time.monotonic() - started:.2f}}")
+"""
+    result = cluster.python(script, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.split()
+    assert lines[0] == "three"
+    assert float(lines[1]) < 8, "the other driver's idle worker kept the node until it timed out"
