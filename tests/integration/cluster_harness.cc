@@ -409,6 +409,13 @@ absl::Status TestCluster::WaitNodes(const std::vector<std::string>& ids, v1::Nod
         for (const auto& n : nodes->nodes()) {
           if (n.state() == state) missing.erase(n.node().node_id());
         }
+        // Alive means up here too: an agent registers with the head before it writes its
+        // address file, which a driver starting on this host reads to find its node (and store).
+        if (state == v1::NODE_STATE_ALIVE) {
+          for (const std::string& id : ids) {
+            if (node_pids_.contains(id) && NodeAddress(id).empty()) missing.insert(id);
+          }
+        }
         if (missing.empty()) return absl::OkStatus();
         return absl::UnavailableError(absl::StrCat(
             "not yet ", ToAbsl(rpc::NodeStateName(state)), ": ", absl::StrJoin(missing, ", ")));

@@ -124,7 +124,8 @@ class TestCluster {
   // last status.
   absl::Status WaitUntil(const std::function<absl::Status()>& check,
                          absl::Duration timeout = absl::Seconds(30));
-  // Waits until every node id in `ids` is listed with `state` (NODE_STATE_ALIVE, _DEAD).
+  // Waits until every node id in `ids` is listed with `state` (NODE_STATE_ALIVE, _DEAD); alive
+  // also means that an agent this cluster started has written its address file.
   absl::Status WaitNodes(const std::vector<std::string>& ids, v1::NodeState state);
 
   // Processes whose environment names this cluster's state folder (servers and workers alike).
