@@ -208,9 +208,7 @@ void KeepOwnedRefs(const std::vector<ObjectRefData>& refs) {
 }
 
 void KeepOwnedRefsInResult(const std::string& result) {
-  if (!MayHoldObjectRefs(result)) return;
-  auto refs = FindObjectRefs(result);
-  if (refs.ok()) KeepOwnedRefs(*refs);
+  if (auto current = Current(); current != nullptr) current->KeepRefsInside(result);
 }
 
 absl::Status KnownFailure(const ObjectRefBase& ref) {

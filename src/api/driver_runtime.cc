@@ -573,19 +573,12 @@ absl::StatusOr<internal::SerializedValue> DriverRuntime::ReadForeign(const Objec
   absl::StatusOr<internal::SerializedValue> value =
       worker::InWorkerMode()
           ? worker::FetchObject(ref.data(), timeout, &owner_unreachable)
-          : worker::ReadFromOwner(OwnerStub(ref.data().owner.address), ref.data(), store_.get(),
-                                  timeout, &owner_unreachable);
+          : worker::ReadFromOwner(worker::OwnerStubFor(ref.data().owner.address, token_),
+                                  ref.data(), store_.get(), timeout, &owner_unreachable);
   if (!value.ok() && owner_unreachable) {
     return OwnerDiedStatus(ref.id().Hex(), ref.data().owner.address, value.status());
   }
   return value;
-}
-
-v1::Owner::Stub& DriverRuntime::OwnerStub(const std::string& address) {
-  absl::MutexLock lock(&owner_stubs_mu_);
-  std::unique_ptr<v1::Owner::Stub>& stub = owner_stubs_[address];
-  if (stub == nullptr) stub = v1::Owner::NewStub(rpc::MakeChannel(address, token_));
-  return *stub;
 }
 
 std::string DriverRuntime::StoreSocketOf(const std::string& node_id) const {
@@ -613,9 +606,7 @@ void DriverRuntime::KeepRefsInside(const std::string& value) {
   if (!MayHoldObjectRefs(value)) return;
   auto refs = FindObjectRefs(value);
   if (!refs.ok()) return;  // not a ref the runtime wrote: nothing of ours to keep
-  for (const ObjectRefData& ref : *refs) {
-    if (ref.owner.address == owner_.address) (void)objects_->Keep(ref.id);
-  }
+  KeepOwned(*refs);
 }
 
 ObjectRefBase DriverRuntime::Put(std::string value) {

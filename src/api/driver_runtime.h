@@ -29,7 +29,6 @@
 #include "objects/object_node_store.h"
 #include "rpc/server.h"
 #include "tessera/tessera.h"
-#include "tessera/v1/worker.grpc.pb.h"
 
 namespace tessera::api {
 
@@ -70,6 +69,8 @@ class DriverRuntime {
   // Keeps the objects of `refs` this runtime owns past their local references (ObjectTable::Keep):
   // their refs were written inside a value that leaves this process (a task's result).
   void KeepOwned(const std::vector<ObjectRefData>& refs);
+  // The same for the refs written inside serialized `value` (an argument, a put, a result).
+  void KeepRefsInside(const std::string& value);
   // tessera.cancel of the task that makes `ref` (TaskSubmitter::Cancel); a ref of another owner
   // or one that is not a task's return is InvalidArgument.
   absl::Status Cancel(const ObjectRefBase& ref, bool force, bool recursive);
@@ -127,8 +128,6 @@ class DriverRuntime {
   DriverRuntime() = default;
   absl::StatusOr<LeaseShape> ShapeFor(const TaskOptions& options);
   ObjectRefBase MakeOwnedRef(const ObjectId& id);
-  // Keeps the objects this driver owns whose refs are written inside `value` (ObjectTable::Keep).
-  void KeepRefsInside(const std::string& value);
   // Why a task or call `name` of `language` cannot return `num_returns` objects (OK when it can).
   static absl::Status CheckNumReturns(const std::string& name, int num_returns,
                                       v1::Language language);
@@ -145,8 +144,6 @@ class DriverRuntime {
   // the owner has exited).
   absl::StatusOr<internal::SerializedValue> ReadForeign(const ObjectRefBase& ref,
                                                         absl::Duration timeout);
-  // The Owner service of the process at `address` (one stub per owner, kept).
-  v1::Owner::Stub& OwnerStub(const std::string& address);
 
   InitOptions options_;
   std::string state_dir_;
@@ -164,10 +161,6 @@ class DriverRuntime {
   std::unique_ptr<rpc::RpcServer> server_;
   TaskId driver_task_;
   std::atomic<uint32_t> puts_{0};
-
-  absl::Mutex owner_stubs_mu_;
-  std::map<std::string, std::unique_ptr<v1::Owner::Stub>> owner_stubs_
-      ABSL_GUARDED_BY(owner_stubs_mu_);
 
   absl::Mutex shapes_mu_;
   std::map<std::string, absl::StatusOr<LeaseShape>> shapes_ ABSL_GUARDED_BY(shapes_mu_);

@@ -430,6 +430,14 @@ void TaskSubmitter::WorkerDied(WorkerHandle handle, const std::string& cause,
   DeliverAll(std::move(outcomes));
 }
 
+absl::Duration TaskSubmitter::IdleForLocked(const Worker& worker, absl::Time now) const {
+  if (!worker.in_flight.empty()) return absl::ZeroDuration();
+  const Shape& shape = shapes_.at(worker.shape_key);
+  // An actor holds its worker for life; a shape with work queued is about to use it.
+  if (shape.actor || !shape.queue.empty()) return absl::ZeroDuration();
+  return now - worker.idle_since;
+}
+
 void TaskSubmitter::ReapIdle(absl::Time now) {
   absl::MutexLock lock(&mu_);
   // A shape whose work waits for a lease, with no worker of its own to run it: idle workers of
@@ -445,10 +453,7 @@ void TaskSubmitter::ReapIdle(absl::Time now) {
   }
   std::vector<WorkerHandle> idle;
   for (auto& [handle, worker] : workers_) {
-    if (!worker.in_flight.empty()) continue;
-    const Shape& shape = shapes_.at(worker.shape_key);
-    if (shape.actor || !shape.queue.empty()) continue;  // an actor holds its worker for life
-    const absl::Duration idle_for = now - worker.idle_since;
+    const absl::Duration idle_for = IdleForLocked(worker, now);
     if (idle_for >= options_.idle_timeout ||
         (starving.has_value() && *starving != worker.shape_key &&
          idle_for >= options_.hand_over_after)) {
@@ -465,10 +470,7 @@ void TaskSubmitter::ReapIdle(absl::Time now) {
 void TaskSubmitter::HandBackIfIdle(WorkerHandle handle, absl::Time now) {
   absl::MutexLock lock(&mu_);
   auto it = workers_.find(handle);
-  if (it == workers_.end() || !it->second.in_flight.empty()) return;
-  const Shape& shape = shapes_.at(it->second.shape_key);
-  if (shape.actor || !shape.queue.empty()) return;
-  if (now - it->second.idle_since < options_.hand_over_after) return;
+  if (it == workers_.end() || IdleForLocked(it->second, now) < options_.hand_over_after) return;
   it->second.channel->Close();
   RemoveWorkerLocked(it->second);
 }

@@ -249,6 +249,10 @@ class TaskSubmitter {
   void FailQueuedLocked(Shape& shape, const absl::Status& status, std::vector<Outcome>& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveWorkerLocked(Worker& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How long `worker` has had nothing to do that could be let go: zero while it runs a task,
+  // while its shape has work queued, and for an actor's worker (held for life).
+  absl::Duration IdleForLocked(const Worker& worker, absl::Time now) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void DeliverAll(std::vector<Outcome> outcomes) ABSL_LOCKS_EXCLUDED(mu_);
   // Adds to `runs` (for the task event sink) a run of `task` on `worker` that ended.
   void RecordRunLocked(const QueuedTask& task, const Worker& worker, int64_t start_us,

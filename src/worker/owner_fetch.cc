@@ -1,16 +1,31 @@
 #include "worker/owner_fetch.h"
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "absl/synchronization/mutex.h"
 #include "rpc/auth.h"
+#include "rpc/channel.h"
 #include "rpc/status_conversion.h"
 
 namespace tessera::worker {
+
+v1::Owner::Stub& OwnerStubFor(const std::string& address, const std::string& token) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* stubs ABSL_GUARDED_BY(mu) =
+      new std::map<std::string, std::unique_ptr<v1::Owner::Stub>>();
+  absl::MutexLock lock(&mu);
+  std::unique_ptr<v1::Owner::Stub>& stub = (*stubs)[address];
+  if (stub == nullptr) stub = v1::Owner::NewStub(rpc::MakeChannel(address, token));
+  return *stub;
+}
 
 v1::ObjectFailure ObjectFailureOf(const absl::Status& status) {
   v1::ObjectFailure failure;

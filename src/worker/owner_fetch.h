@@ -12,6 +12,11 @@
 
 namespace tessera::worker {
 
+// The Owner service of the process at `address`: one stub per address for the whole process,
+// made on first use (channels, and their TLS handshakes, are not made again per call). Kept
+// until the process ends. Thread-safe.
+v1::Owner::Stub& OwnerStubFor(const std::string& address, const std::string& token);
+
 // A failed object's status as Owner.GetObject answers it (ObjectFailure), and back: code,
 // message and every payload kept.
 v1::ObjectFailure ObjectFailureOf(const absl::Status& status);

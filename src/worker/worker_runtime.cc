@@ -600,19 +600,7 @@ absl::Status ReportGeneratorItem(const v1::TaskSpec& task, int64_t index, std::s
     return absl::FailedPreconditionError(
         absl::StrCat("task ", task.function(), " is not a streaming generator"));
   }
-  // One stub per caller, kept: a generator reports every value through it.
-  static absl::Mutex stubs_mu(absl::kConstInit);
-  static auto* stubs ABSL_GUARDED_BY(stubs_mu) =
-      new std::map<std::string, std::unique_ptr<v1::Owner::Stub>>();
-  v1::Owner::Stub* stub = nullptr;
-  {
-    absl::MutexLock lock(&stubs_mu);
-    std::unique_ptr<v1::Owner::Stub>& slot = (*stubs)[task.generator_owner()];
-    if (slot == nullptr) {
-      slot = v1::Owner::NewStub(rpc::MakeChannel(task.generator_owner(), globals->token));
-    }
-    stub = slot.get();
-  }
+  v1::Owner::Stub* stub = &OwnerStubFor(task.generator_owner(), globals->token);
   v1::ReportGeneratorItemRequest request;
   request.set_task_id(task.task_id());
   request.set_index(index);
@@ -672,8 +660,8 @@ absl::StatusOr<internal::SerializedValue> FetchObject(const ObjectRefData& ref,
   if (ref.owner.address == globals->owner_address) {
     return ReadFromOwner(*globals->owner, ref, globals->store.get(), timeout, owner_unreachable);
   }
-  auto other = v1::Owner::NewStub(rpc::MakeChannel(ref.owner.address, globals->token));
-  return ReadFromOwner(*other, ref, globals->store.get(), timeout, owner_unreachable);
+  return ReadFromOwner(OwnerStubFor(ref.owner.address, globals->token), ref,
+                       globals->store.get(), timeout, owner_unreachable);
 }
 
 }  // namespace tessera::worker
