@@ -72,8 +72,14 @@ struct TypeName<ObjectRef<T>> {
 
 }  // namespace tessera
 
+namespace tessera::internal {
+// A ref read from a value, held by this process (its own object's local reference, or its
+// borrowed reference to another's: docs/objects.md, borrowing). Defined by the runtime.
+ObjectRefBase HoldRef(ObjectRefData ref);
+}  // namespace tessera::internal
+
 // An ObjectRef<T> inside a value travels as its ObjectRefData (msgpack ext 84); the receiver
-// holds a borrowed ref without a local owner entry.
+// holds it as a borrower (internal::HoldRef).
 namespace msgpack {
 MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
   namespace adaptor {
@@ -89,7 +95,7 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
     const msgpack::object& operator()(const msgpack::object& o, tessera::ObjectRef<T>& ref) const {
       tessera::ObjectRefData data;
       o.convert(data);
-      ref = tessera::ObjectRef<T>(tessera::ObjectRefBase(std::move(data), nullptr));
+      ref = tessera::ObjectRef<T>(tessera::internal::HoldRef(std::move(data)));
       return o;
     }
   };

@@ -37,18 +37,16 @@ using AnyFunction = void (*)();
 // propagates (the worker catches it and reports its type and message).
 using Invoker = std::function<absl::StatusOr<std::string>(std::string_view args)>;
 
-// Keeps the objects this process owns whose refs are written in `result` (a task's serialized
-// result) alive past the function's own refs, so the caller can read them from here: through
-// the keeper the runtime that owns them set (none: nothing to keep).
-void KeepOwnedRefsIn(const std::string& result);
-using ResultRefsKeeper = void (*)(const std::string& result);
-void SetResultRefsKeeper(ResultRefsKeeper keeper);
+// Counts the caller of the task this thread runs as a borrower of the objects whose refs are
+// written in `result` (its serialized result), at their owners, while the function's own refs
+// still hold them: the caller reads them after this process lets go (docs/objects.md).
+void LendRefsInResult(const std::string& result);
 
 // A task's result serialized while the value still lives (the refs inside it included).
 template <typename T>
 std::string SerializeResult(const T& value) {
   std::string bytes = SerializeValue(value);
-  KeepOwnedRefsIn(bytes);
+  LendRefsInResult(bytes);
   return bytes;
 }
 

@@ -155,7 +155,8 @@ class ActorHandle:
                  owner_address: str = "",
                  method_checks: Optional[Dict[str, signature.CallCheck]] = None,
                  namespace: str = "", method_options: Optional[Dict[str, dict]] = None,
-                 groups: Optional[Iterable[str]] = None) -> None:
+                 groups: Optional[Iterable[str]] = None,
+                 lifetime: Optional["_core.ObjectRef"] = None) -> None:
         self._actor_id = actor_id
         self._class_name = class_name
         # None: not known here (found by name), any attribute is taken for a method.
@@ -174,9 +175,10 @@ class ActorHandle:
         # once this one has been asked where it runs (attached on the first call).
         self._owner_address = owner_address
         self._attached = owned or not owner_address
-        # Once the handle has left this process, its copies may still call the actor: the
-        # actor then lives as long as its owner, not as long as this handle.
-        self._shared = False
+        # The object standing for this actor's handles (an unnamed actor that is not detached):
+        # every copy of the handle, here or in another process, holds it, and the actor ends
+        # once it is freed (Ray's actor lifetime). None: the actor lives as long as its owner.
+        self._lifetime = lifetime
 
     def __getattr__(self, item: str) -> ActorMethod:
         if item.startswith("__") and item not in _TERMINATE_ALIASES:
@@ -207,22 +209,12 @@ class ActorHandle:
             return False
 
     def __reduce__(self):
-        self._shared = True
         owner = self._owner_address or _core.owner_address()
         return (_rebuild_handle, (self._actor_id, self._class_name,
                                   sorted(self._methods) if self._methods is not None else None,
                                   self._name, owner, self._namespace, self._method_options,
-                                  sorted(self._groups) if self._groups is not None else None))
-
-    def __del__(self) -> None:
-        # The last reference of the creating process ends the actor once the calls made before
-        # have run, unless a copy of the handle left the process (it lives with its owner then)
-        # or it is detached.
-        if getattr(self, "_owned", False) and not self._detached and not self._shared:
-            try:
-                ActorMethod(self, _TERMINATE).remote()
-            except Exception:
-                pass  # shut down already, or the actor is gone
+                                  sorted(self._groups) if self._groups is not None else None,
+                                  self._lifetime))
 
     def __repr__(self) -> str:
         return f"Actor({self._class_name}, {self._actor_id[:16]})"
@@ -239,10 +231,11 @@ def _core_call_options(options: Dict[str, Any]) -> dict:
 def _rebuild_handle(actor_id: str, class_name: str, methods: Optional[list], name: str,
                     owner_address: str, namespace: str = "",
                     method_options: Optional[Dict[str, dict]] = None,
-                    groups: Optional[list] = None) -> ActorHandle:
+                    groups: Optional[list] = None,
+                    lifetime: Optional["_core.ObjectRef"] = None) -> ActorHandle:
     return ActorHandle(actor_id, class_name, set(methods) if methods is not None else None,
                        name, owner_address=owner_address, namespace=namespace,
-                       method_options=method_options, groups=groups)
+                       method_options=method_options, groups=groups, lifetime=lifetime)
 
 
 class ActorClass:
@@ -309,9 +302,11 @@ class ActorClass:
                                  "Please use a different name or get the existing actor using "
                                  f"tessera.get_actor('{name}', namespace='{namespace}')") from None
             worker.raise_core_error(e)
-        return self._handle(actor_id, name, core["namespace"], owned=True,
-                            detached=bool(core.get("detached")),
-                            owner_address=_core.owner_address())
+        detached = bool(core.get("detached"))
+        # An unnamed actor that is not detached ends once every handle to it has gone.
+        lifetime = None if name or detached else _core.actor_lifetime(actor_id)
+        return self._handle(actor_id, name, core["namespace"], owned=True, detached=detached,
+                            owner_address=_core.owner_address(), lifetime=lifetime)
 
     def _handle(self, actor_id: str, name: str, namespace: str, **kwargs: Any) -> ActorHandle:
         return ActorHandle(actor_id, self._cls.__name__, self._methods, name,

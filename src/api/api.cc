@@ -12,6 +12,7 @@
 #include "api/foreign_calls.h"
 #include "api/reservations.h"
 #include "tessera/tessera.h"
+#include "worker/borrowed_refs.h"
 #include "worker/worker_runtime.h"
 
 namespace tessera {
@@ -68,8 +69,6 @@ std::shared_ptr<api::DriverRuntime> CurrentOrNested(absl::Status* why) {
   // Never shut down: the worker _exits when its owner lets it go, and the workers this runtime
   // leased then see their stream end and exit too.
   runtime = new std::shared_ptr<api::DriverRuntime>(*std::move(created));
-  // The refs it owns that a task returns inside its result stay readable by the caller.
-  internal::SetResultRefsKeeper(&internal::KeepOwnedRefsInResult);
   // A recursive cancel of the worker's task reaches what the task submitted.
   std::weak_ptr<api::DriverRuntime> nested = *runtime;
   worker::SetNestedCancel([nested](const std::string& task_id, bool force) {
@@ -203,12 +202,24 @@ void ReleaseGenerator(const ObjectRefBase& generator, int64_t next_index) {
   if (auto current = Current(); current != nullptr) current->ReleaseGenerator(generator, next_index);
 }
 
-void KeepOwnedRefs(const std::vector<ObjectRefData>& refs) {
-  if (auto current = Current(); current != nullptr) current->KeepOwned(refs);
+ObjectRefBase HoldRef(ObjectRefData ref) {
+  if (auto current = Current(); current != nullptr) return current->Hold(ref);
+  // No runtime here (a worker that has not submitted or put anything): nothing of this
+  // process's own, so it is another's object.
+  std::shared_ptr<LocalReference> borrowed = worker::Borrow(ref);
+  return ObjectRefBase(std::move(ref), std::move(borrowed));
 }
 
-void KeepOwnedRefsInResult(const std::string& result) {
-  if (auto current = Current(); current != nullptr) current->KeepRefsInside(result);
+ObjectRefBase ActorLifetimeRef(const std::string& actor_id) {
+  absl::Status why;
+  auto current = CurrentOrNested(&why);
+  if (current == nullptr) return FailedRef(why);
+  return current->ActorLifetimeRef(actor_id);
+}
+
+size_t OwnedObjectCount() {
+  auto current = Current();
+  return current == nullptr ? 0 : current->objects().size();
 }
 
 absl::Status KnownFailure(const ObjectRefBase& ref) {

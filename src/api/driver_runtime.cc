@@ -27,6 +27,7 @@
 #include "rpc/status_conversion.h"
 #include "timeline/chrome_trace.h"
 #include "wire/proto_convert.h"
+#include "worker/borrowed_refs.h"
 #include "worker/owner_fetch.h"
 #include "worker/worker_runtime.h"
 
@@ -85,13 +86,6 @@ std::pair<std::string, std::string> LocalNode(const client::StateFolder& state,
   return {"", agent_address};
 }
 
-void RefToProto(const ObjectRefData& ref, v1::ObjectRefProto* proto) {
-  proto->set_object_id(ref.id.Binary());
-  proto->set_owner_node_id(ref.owner.node_id);
-  proto->set_owner_address(ref.owner.address);
-  proto->set_owner_worker_id(ref.owner.worker_id);
-}
-
 ObjectRefBase Failed(absl::Status status) {
   return ObjectRefBase(ObjectRefData{},
                        std::make_shared<internal::LocalReference>(std::move(status)));
@@ -136,9 +130,25 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
   }
   // A stored value's copies go when its last reference does (refs may outlive the runtime, so
   // the hook holds the store).
+  // A value's entry holds the refs inside it as this process's borrowed references, counted
+  // for it by whoever made the value (its put, or the worker that returned it).
+  auto own_address = std::make_shared<std::string>();  // set once this owner serves
   runtime->objects_ = std::make_shared<ObjectTable>(
-      [store = runtime->store_](const ObjectId& id, const std::string& value) {
+      [store = runtime->store_, lifetimes = runtime->lifetimes_](const ObjectId& id,
+                                                                 const std::string& value) {
         if (auto where = DecodeStoredEnvelope(value); where.has_value()) store->Delete(id, *where);
+        absl::MutexLock lock(&lifetimes->mu);
+        if (auto it = lifetimes->actor_of.find(id); it != lifetimes->actor_of.end()) {
+          lifetimes->unreferenced.push_back(std::move(it->second));
+          lifetimes->actor_of.erase(it);
+        }
+      },
+      [own_address](const std::string& value) {
+        ObjectTable::Holds holds;
+        for (const ObjectRefData& ref : RefsInsideValue(value)) {
+          holds.push_back(worker::LentReference(ref, *own_address));
+        }
+        return holds;
       });
 
   SubmitterOptions submitter_options;
@@ -167,6 +177,16 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
   runtime->server_ = *std::move(server);
   runtime->owner_ = OwnerAddress{"", runtime->server_->address(),
                                  absl::StrCat("driver-", runtime->driver_task_.Hex().substr(0, 12))};
+  *own_address = runtime->owner_.address;
+  worker::SetBorrowToken(*token);
+  // Counts for this process's own objects change its table at once.
+  worker::SetLocalOwner(runtime->owner_.address,
+                        [table = std::weak_ptr<ObjectTable>(objects)](
+                            const ObjectId& id, const std::string& borrower, int64_t delta) {
+                          if (auto live = table.lock(); live != nullptr) {
+                            (void)live->UpdateBorrows(id, borrower, delta);
+                          }
+                        });
 
   WorkerLeasesOptions leases;
   leases.token = *token;
@@ -224,6 +244,7 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
   runtime->reaper_ = std::thread([self] {
     while (!self->stop_reaper_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
       self->submitter_->ReapIdle(absl::Now());
+      self->EndUnreferencedActors();
     }
   });
   // Connected now, not at the first large put: the connection is this driver's life in its
@@ -255,6 +276,7 @@ void DriverRuntime::Shutdown() {
     }
   }
   objects_->FailAllPending(absl::CancelledError("tessera is shut down"));
+  worker::SetLocalOwner("", nullptr);
   server_->Shutdown(absl::Milliseconds(100));
   server_->Wait();
 }
@@ -340,7 +362,18 @@ absl::StatusOr<LeaseShape> DriverRuntime::ShapeFor(const TaskOptions& options) {
 }
 
 ObjectRefBase DriverRuntime::MakeOwnedRef(const ObjectId& id) {
+  (void)objects_->AddLocal(id);
   return ObjectRefBase(ObjectRefData{id, owner_}, std::make_shared<OwnedReference>(objects_, id));
+}
+
+ObjectRefBase DriverRuntime::Hold(const ObjectRefData& ref) {
+  if (ref.owner.address != owner_.address) return ObjectRefBase(ref, worker::Borrow(ref));
+  if (!objects_->AddLocal(ref.id)) return ObjectRefBase(ref, nullptr);  // freed already
+  return ObjectRefBase(ref, std::make_shared<OwnedReference>(objects_, ref.id));
+}
+
+void DriverRuntime::HoldRefsInside(const std::string& value, std::vector<ObjectRefBase>* holds) {
+  for (const ObjectRefData& ref : RefsInsideValue(value)) holds->push_back(Hold(ref));
 }
 
 ObjectRefBase DriverRuntime::Submit(internal::AnyFunction fn, const TaskOptions& options,
@@ -475,6 +508,7 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
   task->spec.set_placement_group(options.placement_group);
   task->spec.set_capture_child_tasks(options.capture_child_tasks);
   task->spec.set_task_id(task_id.Binary());
+  task->spec.set_caller(owner_.address);
   task->spec.set_function(*name);
   task->spec.set_language(function.language);
   if (function.code.has_value()) RefToProto(function.code->data(), task->spec.mutable_function_ref());
@@ -483,10 +517,11 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
   for (size_t i = 0; i < args.size(); ++i) {
     v1::TaskArg* arg = task->spec.add_args();
     if (!args[i].ref.has_value()) {
-      KeepRefsInside(args[i].value);
+      HoldRefsInside(args[i].value, &task->argument_refs);
       arg->set_value(std::move(args[i].value));
       continue;
     }
+    task->argument_refs.push_back(*args[i].ref);
     const ObjectRefData& ref = args[i].ref->data();
     if (ref.owner.address == owner_.address) {
       waits.emplace_back(static_cast<int>(i), *args[i].ref);
@@ -602,16 +637,8 @@ absl::Status DriverRuntime::Failure(const ObjectRefBase& ref) const {
   return objects_->Failure(ref.id());
 }
 
-void DriverRuntime::KeepRefsInside(const std::string& value) {
-  if (!MayHoldObjectRefs(value)) return;
-  auto refs = FindObjectRefs(value);
-  if (!refs.ok()) return;  // not a ref the runtime wrote: nothing of ours to keep
-  KeepOwned(*refs);
-}
-
 ObjectRefBase DriverRuntime::Put(std::string value) {
-  KeepRefsInside(value);
-  return PutParts({value}, {});
+  return PutParts({value}, RefsInsideValue(value));
 }
 
 absl::Status DriverRuntime::Cancel(const ObjectRefBase& ref, bool force, bool recursive) {
@@ -628,9 +655,29 @@ absl::Status DriverRuntime::Cancel(const ObjectRefBase& ref, bool force, bool re
   return submitter_->Cancel(ref.id(), force, recursive);
 }
 
-void DriverRuntime::KeepOwned(const std::vector<ObjectRefData>& refs) {
-  for (const ObjectRefData& ref : refs) {
-    if (ref.owner.address == owner_.address) (void)objects_->Keep(ref.id);
+ObjectRefBase DriverRuntime::ActorLifetimeRef(const std::string& actor_id) {
+  const ObjectId id = ObjectId::ForPut(driver_task_, puts_.fetch_add(1));
+  {
+    absl::MutexLock lock(&lifetimes_->mu);
+    lifetimes_->actor_of[id] = actor_id;
+  }
+  objects_->AddValue(id, std::string("\xc0", 1));  // msgpack nil: a value, never read
+  return MakeOwnedRef(id);
+}
+
+void DriverRuntime::EndUnreferencedActors() {
+  std::vector<std::string> actors;
+  {
+    absl::MutexLock lock(&lifetimes_->mu);
+    actors.swap(lifetimes_->unreferenced);
+  }
+  for (const std::string& actor_id : actors) {
+    // After the calls made before it; then ended for good (not restarted).
+    ObjectRefBase stop = SubmitActorTask(actor_id, "__ray_terminate__", {});
+    if (!stop.early_error().ok()) continue;  // dead already
+    objects_->OnReady(stop.id(), [this, actor_id, stop](const absl::StatusOr<std::string>&) {
+      (void)KillActor(actor_id);
+    });
   }
 }
 
@@ -641,12 +688,16 @@ ObjectRefBase DriverRuntime::NewPromise() {
 }
 
 void DriverRuntime::FulfillPromise(const ObjectId& id, absl::StatusOr<std::string> value) {
+  // The value's entry holds the refs inside it, counted for this process first.
+  if (value.ok()) worker::Lend(RefsInsideValue(*value), owner_.address);
   objects_->Complete(id, std::move(value));
 }
 
 ObjectRefBase DriverRuntime::PutParts(const std::vector<std::string_view>& parts,
                                       const std::vector<ObjectRefData>& contained) {
-  KeepOwned(contained);
+  // The put's entry holds the refs inside its value (as the value's envelope lists them for a
+  // stored one), counted for this process first.
+  worker::Lend(contained, owner_.address);
   const ObjectId id = ObjectId::ForPut(driver_task_, puts_.fetch_add(1));
   size_t size = 0;
   for (std::string_view part : parts) size += part.size();
@@ -655,10 +706,14 @@ ObjectRefBase DriverRuntime::PutParts(const std::vector<std::string_view>& parts
     // that refuses it (full even after spilling) fails the put: never the heap in its place.
     auto where = store_->PutParts(id, parts);
     if (where.ok()) {
+      for (const ObjectRefData& ref : contained) RefToProto(ref, where->add_contained_refs());
       objects_->AddValue(id, EncodeStoredEnvelope(*where));
       return MakeOwnedRef(id);
     }
-    if (where.status().code() != absl::StatusCode::kUnavailable) return Failed(where.status());
+    if (where.status().code() != absl::StatusCode::kUnavailable) {
+      worker::Unlend(contained, owner_.address);
+      return Failed(where.status());
+    }
   }
   std::string value;
   value.reserve(size);
@@ -725,7 +780,7 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
   }
   for (size_t i = 0; i < args.size(); ++i) {
     if (!args[i].ref.has_value()) {
-      KeepRefsInside(args[i].value);
+      HoldRefsInside(args[i].value, &constructor.argument_refs);
       constructor.spec.add_args()->set_value(std::move(args[i].value));
       continue;
     }
@@ -815,6 +870,7 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
   const TaskId task_id = TaskId::FromRandom();
   QueuedTask call;
   call.spec.set_task_id(task_id.Binary());
+  call.spec.set_caller(owner_.address);
   call.spec.set_function(method);
   call.spec.set_language(language);
   call.spec.set_concurrency_group(options.concurrency_group);
@@ -826,7 +882,7 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
   call.return_id = ObjectId::ForTaskReturn(task_id, 1);
   for (size_t i = 0; i < args.size(); ++i) {
     if (!args[i].ref.has_value()) {
-      KeepRefsInside(args[i].value);
+      HoldRefsInside(args[i].value, &call.argument_refs);
       call.spec.add_args()->set_value(std::move(args[i].value));
       continue;
     }

@@ -66,11 +66,9 @@ class DriverRuntime {
   ObjectRefBase Put(std::string value);
   ObjectRefBase PutParts(const std::vector<std::string_view>& parts,
                          const std::vector<ObjectRefData>& contained);
-  // Keeps the objects of `refs` this runtime owns past their local references (ObjectTable::Keep):
-  // their refs were written inside a value that leaves this process (a task's result).
-  void KeepOwned(const std::vector<ObjectRefData>& refs);
-  // The same for the refs written inside serialized `value` (an argument, a put, a result).
-  void KeepRefsInside(const std::string& value);
+  // A reference to `ref` held by this process: a local reference to an object it owns (none,
+  // when it was freed already), else this process's borrowed reference (worker::Borrow).
+  ObjectRefBase Hold(const ObjectRefData& ref);
   // tessera.cancel of the task that makes `ref` (TaskSubmitter::Cancel); a ref of another owner
   // or one that is not a task's return is InvalidArgument.
   absl::Status Cancel(const ObjectRefBase& ref, bool force, bool recursive);
@@ -96,6 +94,11 @@ class DriverRuntime {
                                 const internal::ActorCallOptions& options = {},
                                 std::vector<ObjectRefBase>* more_returns = nullptr);
   absl::Status KillActor(const std::string& actor_id);
+  // An object of this driver that stands for the handles of actor `actor_id` (a Python actor it
+  // made, unnamed and not detached): copies of a handle carry it, so it is counted like any
+  // ref, and once it is freed (every handle, here and in borrowers, gone) the actor ends after
+  // the calls made before (__ray_terminate__, then KillActor), as Ray ends such an actor.
+  ObjectRefBase ActorLifetimeRef(const std::string& actor_id);
   // The next value of the streaming generator task whose ref is `generator` (StreamingGenerators:
   // item `index`, waiting up to `timeout`), nullopt past its last; DeadlineExceeded meanwhile.
   absl::StatusOr<std::optional<ObjectRefBase>> GeneratorNext(const ObjectRefBase& generator,
@@ -128,6 +131,8 @@ class DriverRuntime {
   DriverRuntime() = default;
   absl::StatusOr<LeaseShape> ShapeFor(const TaskOptions& options);
   ObjectRefBase MakeOwnedRef(const ObjectId& id);
+  // Holds the refs written inside serialized `value` (a task's argument) into `holds`.
+  void HoldRefsInside(const std::string& value, std::vector<ObjectRefBase>* holds);
   // Why a task or call `name` of `language` cannot return `num_returns` objects (OK when it can).
   static absl::Status CheckNumReturns(const std::string& name, int num_returns,
                                       v1::Language language);
@@ -213,6 +218,17 @@ class DriverRuntime {
   // (namespace, name) -> id of this driver's live named actors.
   std::map<std::pair<std::string, std::string>, std::string> actor_names_
       ABSL_GUARDED_BY(actors_mu_);
+
+  // The actors whose handles all went (ActorLifetimeRef): their objects, and those to end (the
+  // table's drop hook adds them; the reaper ends them, outside whatever lock dropped them).
+  struct ActorLifetimes {
+    absl::Mutex mu;
+    std::map<ObjectId, std::string> actor_of ABSL_GUARDED_BY(mu);
+    std::vector<std::string> unreferenced ABSL_GUARDED_BY(mu);
+  };
+  std::shared_ptr<ActorLifetimes> lifetimes_ = std::make_shared<ActorLifetimes>();
+  // Ends the actors whose handles all went (the reaper's round).
+  void EndUnreferencedActors();
 
   absl::Notification stop_reaper_;
   std::thread reaper_;

@@ -57,16 +57,16 @@ absl::StatusOr<std::string> CreateActorByName(const FunctionDescriptor& function
                                               const std::string& type_name);
 // A value made of `parts` (concatenated): into this node's store, each part copied once, when it
 // is large; inline otherwise. `contained` are the refs written inside it (kept alive while it
-// lives when they are owned here).
+// lives: borrowing, docs/objects.md).
 ObjectRefBase PutParts(const std::vector<std::string_view>& parts,
                        const std::vector<ObjectRefData>& contained);
-// Keeps the objects of `refs` this process owns alive past its own references: their refs were
-// written inside a value that leaves it (a task's result), so another process may read them.
-// Refs owned elsewhere, and a process that owns nothing, are left as they are.
-void KeepOwnedRefs(const std::vector<ObjectRefData>& refs);
-// The same for the refs written in a task's serialized result (the C++ worker's keeper,
-// internal::SetResultRefsKeeper).
-void KeepOwnedRefsInResult(const std::string& result);
+// internal::HoldRef (tessera/object_ref.h): DriverRuntime::Hold, or in a worker with no
+// runtime yet a borrow (nothing there is its own).
+// The objects this process owns whose refs it holds, with their borrowers: the number of
+// objects its table holds (tests and debugging; 0 outside a runtime).
+size_t OwnedObjectCount();
+// DriverRuntime::ActorLifetimeRef of this process's runtime (a failed ref outside one).
+ObjectRefBase ActorLifetimeRef(const std::string& actor_id);
 // The counters of this process's node's object store (ObjectStore::Stats): Unavailable when the
 // node has none, FailedPrecondition outside a runtime.
 absl::StatusOr<ObjectStoreStats> LocalObjectStoreStats();

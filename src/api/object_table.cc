@@ -12,17 +12,27 @@ void ObjectTable::AddPending(const ObjectId& id) {
   entries_[id];
 }
 
+ObjectTable::Holds ObjectTable::HoldsFor(const absl::StatusOr<std::string>& value) const {
+  if (!contained_ || !value.ok()) return {};
+  return contained_(*value);
+}
+
 void ObjectTable::AddValue(const ObjectId& id, std::string value) {
+  Holds holds = HoldsFor(value);
   absl::MutexLock lock(&mu_);
   Entry& entry = entries_[id];
   entry.done = true;
   entry.value = std::move(value);
+  entry.holds = std::move(holds);
 }
 
 bool ObjectTable::Complete(const ObjectId& id, absl::StatusOr<std::string> value) {
   std::vector<ReadyCallback> callbacks;
   absl::StatusOr<std::string> copy;
   bool on_drop = false;
+  // Let go after the lock when the value is not taken (a result for an entry done or gone:
+  // what it lent this process is given back).
+  Holds holds = HoldsFor(value);
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(id);
@@ -33,6 +43,7 @@ bool ObjectTable::Complete(const ObjectId& id, absl::StatusOr<std::string> value
     } else {
       it->second.done = true;
       it->second.value = std::move(value);
+      it->second.holds = std::move(holds);
       callbacks.swap(it->second.callbacks);
       if (!callbacks.empty()) copy = it->second.value;
       if (waiters_ > 0) changed_.SignalAll();
@@ -44,32 +55,69 @@ bool ObjectTable::Complete(const ObjectId& id, absl::StatusOr<std::string> value
   return true;
 }
 
-void ObjectTable::Release(const ObjectId& id) {
-  std::vector<ReadyCallback> callbacks;
-  std::optional<std::string> dropped;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = entries_.find(id);
-    if (it == entries_.end() || it->second.kept) return;
-    callbacks.swap(it->second.callbacks);
-    if (on_drop_ && it->second.done && it->second.value.ok()) {
-      dropped = std::move(*it->second.value);
-    }
-    entries_.erase(it);
-  }
-  if (dropped.has_value()) on_drop_(id, *dropped);
-  // Someone waits on it only through a ref, so no callback can be left; answer any anyway.
-  for (ReadyCallback& callback : callbacks) {
-    callback(absl::NotFoundError(absl::StrCat("object ", id.Hex(), " was released")));
-  }
+std::optional<ObjectTable::Erased> ObjectTable::EraseIfUnreferenced(
+    absl::flat_hash_map<ObjectId, Entry>::iterator it) {
+  Entry& entry = it->second;
+  if (entry.local > 0 || !entry.borrowers.empty()) return std::nullopt;
+  Erased erased;
+  erased.id = it->first;
+  erased.callbacks.swap(entry.callbacks);
+  erased.holds.swap(entry.holds);
+  if (on_drop_ && entry.done && entry.value.ok()) erased.dropped = std::move(*entry.value);
+  entries_.erase(it);
+  return erased;
 }
 
-bool ObjectTable::Keep(const ObjectId& id) {
+void ObjectTable::Finish(std::optional<Erased> erased) {
+  if (!erased.has_value()) return;
+  if (erased->dropped.has_value()) on_drop_(erased->id, *erased->dropped);
+  // Someone waits on it only through a ref, so no callback can be left; answer any anyway.
+  for (ReadyCallback& callback : erased->callbacks) {
+    callback(absl::NotFoundError(absl::StrCat("object ", erased->id.Hex(), " was released")));
+  }
+  // erased->holds go last, with it: the objects its value referred to may go now too.
+}
+
+bool ObjectTable::AddLocal(const ObjectId& id) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(id);
   if (it == entries_.end()) return false;
-  it->second.kept = true;
+  ++it->second.local;
   return true;
+}
+
+void ObjectTable::Release(const ObjectId& id) {
+  std::optional<Erased> erased;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return;
+    --it->second.local;
+    erased = EraseIfUnreferenced(it);
+  }
+  Finish(std::move(erased));
+}
+
+bool ObjectTable::UpdateBorrows(const ObjectId& id, const std::string& borrower, int64_t delta) {
+  std::optional<Erased> erased;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return false;
+    auto& borrowers = it->second.borrowers;
+    const int64_t count = (borrowers[borrower] += delta);
+    if (count <= 0) borrowers.erase(borrower);
+    if (delta < 0) erased = EraseIfUnreferenced(it);
+  }
+  Finish(std::move(erased));
+  return true;
+}
+
+std::vector<std::pair<std::string, int64_t>> ObjectTable::Borrowers(const ObjectId& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return {};
+  return {it->second.borrowers.begin(), it->second.borrowers.end()};
 }
 
 bool ObjectTable::IsDone(const ObjectId& id) const {

@@ -6,6 +6,11 @@
 // Callbacks registered with OnReady run once the entry is done (at once when it already is),
 // outside the table's lock, on the thread that completed it.
 //
+// An entry lives while this process holds references to it (AddLocal / Release) or another
+// process is counted as holding some (UpdateBorrows: borrowers, docs/objects.md). A done value
+// with refs inside keeps references to them (its holds: what `contained` makes of the value, run
+// outside the lock), let go with the entry.
+//
 // `on_drop` sees each done value the table lets go of (its last reference went, or a result
 // arrived for an entry already released), outside the lock: the owner deletes stored copies.
 //
@@ -14,6 +19,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "tessera/object_id.h"
+#include "tessera/object_ref.h"
 
 namespace tessera::api {
 
@@ -32,9 +40,13 @@ class ObjectTable {
   // The outcome handed to OnReady callbacks: the value, or why there is none.
   using ReadyCallback = std::function<void(const absl::StatusOr<std::string>& value)>;
   using DropCallback = std::function<void(const ObjectId& id, const std::string& value)>;
+  // The references a value keeps to the objects whose refs are written inside it.
+  using Holds = std::vector<std::shared_ptr<internal::LocalReference>>;
+  using ContainedHolds = std::function<Holds(const std::string& value)>;
 
   ObjectTable() = default;
-  explicit ObjectTable(DropCallback on_drop) : on_drop_(std::move(on_drop)) {}
+  explicit ObjectTable(DropCallback on_drop, ContainedHolds contained = nullptr)
+      : on_drop_(std::move(on_drop)), contained_(std::move(contained)) {}
 
   // A pending entry (a task's return).
   void AddPending(const ObjectId& id);
@@ -42,16 +54,22 @@ class ObjectTable {
   void AddValue(const ObjectId& id, std::string value);
 
   // Completes a pending entry. False (nothing changed) when it is already done; true when it
-  // was set, or when the entry is gone (every ref dropped: the value is not wanted).
+  // was set, or when the entry is gone (every ref dropped: the value is not wanted). The holds
+  // of a value not taken are let go before it returns.
   bool Complete(const ObjectId& id, absl::StatusOr<std::string> value);
 
-  // Drops an entry (the last local reference went), unless it is kept.
+  // One more local reference to `id` (false, nothing changed: the table no longer holds it).
+  bool AddLocal(const ObjectId& id);
+  // One local reference fewer: the entry goes once none is left and no borrower holds one. An
+  // entry never given a local reference goes at its first Release.
   void Release(const ObjectId& id);
 
-  // Keeps an entry past the release of its local references, until the table ends: its ref was
-  // written inside a value (an argument, a Put), so other processes may hold it, and borrowers
-  // are not tracked. False for an id the table does not hold.
-  bool Keep(const ObjectId& id);
+  // `borrower`'s count of references to `id` changes by `delta` (Owner.UpdateBorrows); the
+  // entry goes once no count and no local reference is left. False for an id the table does not
+  // hold.
+  bool UpdateBorrows(const ObjectId& id, const std::string& borrower, int64_t delta);
+  // The processes counted as holding references to `id`, with their counts (tests, debugging).
+  std::vector<std::pair<std::string, int64_t>> Borrowers(const ObjectId& id) const;
 
   // The value, waiting until `deadline`. NotFound for an id this table does not hold,
   // DeadlineExceeded at the deadline.
@@ -77,14 +95,29 @@ class ObjectTable {
  private:
   struct Entry {
     bool done = false;
-    bool kept = false;  // Keep: Release leaves it
+    int64_t local = 0;  // this process's references
+    absl::flat_hash_map<std::string, int64_t> borrowers;  // other processes' counts
     absl::StatusOr<std::string> value = std::string();
     std::vector<ReadyCallback> callbacks;
+    Holds holds;  // the references its value keeps (refs written inside it)
+  };
+  // What erasing an entry leaves to do outside the lock.
+  struct Erased {
+    ObjectId id;
+    std::optional<std::string> dropped;  // a done value, for on_drop_
+    std::vector<ReadyCallback> callbacks;
+    Holds holds;
   };
   bool IsDone(const ObjectId& id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   bool IsFailed(const ObjectId& id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Erases `it` when nothing references it any more.
+  std::optional<Erased> EraseIfUnreferenced(absl::flat_hash_map<ObjectId, Entry>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Finish(std::optional<Erased> erased);
+  Holds HoldsFor(const absl::StatusOr<std::string>& value) const;
 
   const DropCallback on_drop_;
+  const ContainedHolds contained_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ObjectId, Entry> entries_ ABSL_GUARDED_BY(mu_);
   int waiters_ ABSL_GUARDED_BY(mu_) = 0;

@@ -104,24 +104,79 @@ TEST(ObjectTableTest, DropHookSeesReleasedValuesAndUnwantedResults) {
   EXPECT_EQ(dropped[1], std::make_pair(pending, std::string("late-result")));
 }
 
-TEST(ObjectTableTest, KeptEntriesOutliveTheirLocalReferences) {
+TEST(ObjectTableTest, AnEntryLivesWhileLocalReferencesOrBorrowersDo) {
   int drops = 0;
   ObjectTable table([&](const ObjectId&, const std::string&) { ++drops; });
   const ObjectId put = ObjectId::FromRandom();
   table.AddValue(put, "lent");
-  EXPECT_TRUE(table.Keep(put));
+  ASSERT_TRUE(table.AddLocal(put));
+  ASSERT_TRUE(table.AddLocal(put));
+  EXPECT_TRUE(table.UpdateBorrows(put, "worker-a", +1));
+  EXPECT_TRUE(table.UpdateBorrows(put, "worker-a", +1));
+  EXPECT_TRUE(table.UpdateBorrows(put, "worker-b", +1));
   table.Release(put);
-  auto value = table.Get(put, absl::Now());
-  ASSERT_TRUE(value.ok()) << value.status();
-  EXPECT_EQ(*value, "lent");
+  table.Release(put);  // no local reference left: the borrowers keep it
+  EXPECT_EQ(*table.Get(put, absl::Now()), "lent");
+  EXPECT_TRUE(table.UpdateBorrows(put, "worker-a", -2));
+  EXPECT_EQ(table.Borrowers(put), (std::vector<std::pair<std::string, int64_t>>{{"worker-b", 1}}));
+  EXPECT_EQ(drops, 0);
+  EXPECT_TRUE(table.UpdateBorrows(put, "worker-b", -1));  // the last count: it goes
+  EXPECT_EQ(drops, 1);
+  EXPECT_EQ(table.size(), 0u);
+  EXPECT_FALSE(table.UpdateBorrows(put, "worker-b", +1));  // gone: a late count changes nothing
+  EXPECT_FALSE(table.AddLocal(put));
+
+  // A task's future result lent inside a value outlives the submitter's own reference.
   const ObjectId pending = ObjectId::FromRandom();
   table.AddPending(pending);
-  EXPECT_TRUE(table.Keep(pending));  // a task's future result lent inside a value
+  ASSERT_TRUE(table.AddLocal(pending));
+  EXPECT_TRUE(table.UpdateBorrows(pending, "worker-a", +1));
   table.Release(pending);
   EXPECT_TRUE(table.Complete(pending, std::string("later")));
   EXPECT_EQ(*table.Get(pending, absl::Now()), "later");
-  EXPECT_EQ(drops, 0);
-  EXPECT_FALSE(table.Keep(ObjectId::FromRandom()));
+  EXPECT_TRUE(table.UpdateBorrows(pending, "worker-a", -1));
+  EXPECT_EQ(drops, 2);
+}
+
+// A stand-in for the references a value keeps: counts how many live.
+class CountedReference final : public internal::LocalReference {
+ public:
+  explicit CountedReference(int* live) : live_(live) { ++*live_; }
+  ~CountedReference() override { --*live_; }
+
+ private:
+  int* live_;
+};
+
+TEST(ObjectTableTest, AValueKeepsTheReferencesInsideItUntilItGoes) {
+  int live = 0;
+  ObjectTable table(nullptr, [&](const std::string& value) {
+    ObjectTable::Holds holds;
+    if (value == "with-refs") {
+      holds.push_back(std::make_shared<CountedReference>(&live));
+      holds.push_back(std::make_shared<CountedReference>(&live));
+    }
+    return holds;
+  });
+  const ObjectId put = ObjectId::FromRandom();
+  table.AddValue(put, "with-refs");
+  EXPECT_EQ(live, 2);
+  table.Release(put);
+  EXPECT_EQ(live, 0);
+
+  const ObjectId result = ObjectId::FromRandom();
+  table.AddPending(result);
+  ASSERT_TRUE(table.AddLocal(result));
+  EXPECT_TRUE(table.Complete(result, std::string("with-refs")));
+  EXPECT_EQ(live, 2);
+  // A second result for the same object is refused: what it lent goes back at once.
+  EXPECT_FALSE(table.Complete(result, std::string("with-refs")));
+  EXPECT_EQ(live, 2);
+  table.Release(result);
+  EXPECT_EQ(live, 0);
+  // A result nobody wants any more holds nothing either.
+  EXPECT_TRUE(table.Complete(ObjectId::FromRandom(), std::string("with-refs")));
+  EXPECT_EQ(live, 0);
 }
 
 }  // namespace

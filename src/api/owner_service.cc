@@ -88,4 +88,27 @@ grpc::Status OwnerService::ReportGeneratorItem(grpc::ServerContext*,
       runtime_->generators().Report(*task, request->index(), request->value()));
 }
 
+grpc::Status OwnerService::UpdateBorrows(grpc::ServerContext*,
+                                         const v1::UpdateBorrowsRequest* request,
+                                         v1::UpdateBorrowsReply*) {
+  std::vector<ObjectId> ids;
+  ids.reserve(request->changes_size());
+  for (const v1::BorrowChange& change : request->changes()) {
+    auto id = ObjectId::FromBinary(change.object_id());
+    if (!id.ok()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("object_id: ", id.status().message()));
+    }
+    if (change.borrower().empty()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "borrower is required");
+    }
+    ids.push_back(*id);
+  }
+  for (int i = 0; i < request->changes_size(); ++i) {
+    const v1::BorrowChange& change = request->changes(i);
+    (void)runtime_->objects().UpdateBorrows(ids[i], change.borrower(), change.delta());
+  }
+  return grpc::Status::OK;
+}
+
 }  // namespace tessera::api

@@ -70,6 +70,9 @@ struct QueuedTask {
   // A task of another language: the object holding its code, which workers fetch from this
   // owner, kept as long as the task may still run (retries included).
   std::optional<ObjectRefBase> code;
+  // The refs of its arguments, and those written inside them: kept while it may still run (its
+  // worker counts itself as a borrower of those it keeps before it answers, docs/objects.md).
+  std::vector<ObjectRefBase> argument_refs;
   // When the owner first queued it (Unix µs; 0: not recorded), for its timeline.
   int64_t submit_time_us = 0;
 };

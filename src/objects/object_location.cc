@@ -1,5 +1,7 @@
 #include "objects/object_location.h"
 
+#include "tessera/serialization.h"
+
 namespace tessera {
 namespace {
 
@@ -35,6 +37,34 @@ v1::TaskError ResultNotStoredError(const absl::Status& why) {
   error.set_type(full ? "ObjectStoreFullError" : "ObjectStoreError");
   error.set_message(std::string(why.message()));
   return error;
+}
+
+void RefToProto(const ObjectRefData& ref, v1::ObjectRefProto* proto) {
+  proto->set_object_id(ref.id.Binary());
+  proto->set_owner_node_id(ref.owner.node_id);
+  proto->set_owner_address(ref.owner.address);
+  proto->set_owner_worker_id(ref.owner.worker_id);
+}
+
+absl::StatusOr<ObjectRefData> RefFromProto(const v1::ObjectRefProto& proto) {
+  auto id = ObjectId::FromBinary(proto.object_id());
+  if (!id.ok()) return id.status();
+  return ObjectRefData{
+      *id, OwnerAddress{proto.owner_node_id(), proto.owner_address(), proto.owner_worker_id()}};
+}
+
+std::vector<ObjectRefData> RefsInsideValue(std::string_view value) {
+  std::vector<ObjectRefData> refs;
+  if (std::optional<v1::StoredObject> where = DecodeStoredEnvelope(value); where.has_value()) {
+    for (const v1::ObjectRefProto& proto : where->contained_refs()) {
+      if (auto ref = RefFromProto(proto); ref.ok()) refs.push_back(*std::move(ref));
+    }
+    return refs;
+  }
+  if (!MayHoldObjectRefs(value)) return refs;
+  auto found = FindObjectRefs(value);
+  if (found.ok()) refs = *std::move(found);
+  return refs;
 }
 
 }  // namespace tessera

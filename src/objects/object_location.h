@@ -11,8 +11,11 @@
 #include <string>
 #include <string_view>
 
-#include "absl/status/status.h"
+#include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "tessera/object_ref_data.h"
 #include "tessera/v1/worker.pb.h"
 
 namespace tessera {
@@ -25,6 +28,15 @@ std::string EncodeStoredEnvelope(const v1::StoredObject& where);
 // The location when `bytes` is an envelope; nullopt for a value (or anything else).
 std::optional<v1::StoredObject> DecodeStoredEnvelope(std::string_view bytes);
 bool IsStoredEnvelope(std::string_view bytes);
+
+// A ref as the protos carry it, and back.
+void RefToProto(const ObjectRefData& ref, v1::ObjectRefProto* proto);
+absl::StatusOr<ObjectRefData> RefFromProto(const v1::ObjectRefProto& proto);
+
+// The refs an owner-table value holds (borrowing, docs/objects.md): a stored value's envelope's
+// contained_refs, or those written inside an inline value (in order, repeats kept); none for a
+// value that is malformed or holds none.
+std::vector<ObjectRefData> RefsInsideValue(std::string_view value);
 
 // TaskError.kind of a task whose large result its node's store refused: "object_store_full"
 // (ResourceExhausted: it does not fit even after spilling; the owner raises ObjectStoreFullError)

@@ -328,16 +328,18 @@ void BindDriverCalls(py::module_& m) {
       "The caller is done with the generator before value `next_index`: the values it did not "
       "take are let go.");
   m.def(
-      "keep_owned",
-      [](const py::list& refs) {
-        std::vector<ObjectRefData> data;
-        data.reserve(refs.size());
-        for (py::handle ref : refs) data.push_back(UnwrapRef(ref).data());
-        internal::KeepOwnedRefs(data);
+      "actor_lifetime",
+      [](const std::string& actor_id) {
+        CheckNotForked();
+        return WrapRef(internal::ActorLifetimeRef(actor_id));
       },
-      py::arg("refs"),
-      "Keeps the objects of `refs` this process owns alive past its own references (refs written "
-      "inside a task's result, which other processes read).");
+      py::arg("actor_id"),
+      "An object standing for the handles of an actor this process made: the actor ends once it "
+      "is freed (every handle, here and in other processes, gone).");
+  m.def(
+      "owned_object_count", [] { return internal::OwnedObjectCount(); },
+      "The objects this process owns that are still held (by it or a borrower): tests and "
+      "debugging.");
   m.def("get", &GetValues, py::arg("refs"), py::arg("timeout_s") = py::none(),
         "The values (Buffers) of `refs`, in order; CoreError for the first that failed or on "
         "timeout (GET_TIMEOUT).");

@@ -96,8 +96,8 @@ Made by tasks (`f.remote()`) and `tessera.put`; read with `tessera.get`.)");
           [](py::bytes payload) {
             auto data = DecodeObjectRefPayload(std::string(payload));
             if (!data.ok()) throw py::value_error(std::string(data.status().message()));
-            // Borrowed: the owner keeps the value while the ref it was read from lives.
-            return WrapRef(ObjectRefBase(*std::move(data), nullptr));
+            // Held here: counted at its owner while this process holds a copy.
+            return WrapRef(internal::HoldRef(*std::move(data)));
           },
           py::arg("payload"))
       .def("__eq__",

@@ -25,6 +25,7 @@
 #include "objects/task_returns.h"
 #include "python/core_error.h"
 #include "python/object_ref.h"
+#include "worker/borrowed_refs.h"
 #include "worker/worker_runtime.h"
 
 namespace tessera::python {
@@ -175,10 +176,24 @@ void Claim(PendingTask& task) {
 // envelope once it went straight into this node's store as return `index` (only a node without a
 // store keeps it inline). An error when the store refused it (full even after spilling): the task
 // fails once with the reason. Called without the GIL.
+// The refs a value written by Python holds (its serialization's contained_refs).
+std::vector<ObjectRefData> RefData(const py::list& refs) {
+  std::vector<ObjectRefData> data;
+  data.reserve(refs.size());
+  for (py::handle ref : refs) data.push_back(UnwrapRef(ref).data());
+  return data;
+}
+
+// Who the refs inside `task`'s results are lent to: the process that submitted it.
+const std::string& Caller(const v1::TaskSpec& task) {
+  return task.caller().empty() ? task.generator_owner() : task.caller();
+}
+
 absl::StatusOr<std::string> ReturnValue(const std::string& task_id, const PartViews& parts,
-                                        uint32_t index) {
+                                        uint32_t index, const std::vector<ObjectRefData>& contained) {
   if (parts.size >= kInlineValueLimitBytes) {
-    absl::StatusOr<std::string> envelope = worker::PutTaskReturn(task_id, parts.views, index);
+    absl::StatusOr<std::string> envelope =
+        worker::PutTaskReturn(task_id, parts.views, index, contained);
     if (envelope.ok() || envelope.status().code() != absl::StatusCode::kUnavailable) {
       return envelope;
     }
@@ -307,20 +322,26 @@ void BindWorkerLoop(py::module_& m) {
   }, py::arg("timeout_s"), "Whether the owner's stream has ended (waiting up to the timeout).");
   m.def(
       "task_done",
-      [](const PyTask& task, const py::list& parts) {
+      [](const PyTask& task, const py::list& parts, const py::list& contained) {
         const PartViews parts_in(parts);  // held while the copy runs without the GIL
+        const std::vector<ObjectRefData> refs = RefData(contained);
         PendingTask& pending = *task.pending;
         Claim(pending);
         py::gil_scoped_release release;
-        absl::StatusOr<std::string> value = ReturnValue(pending.spec.task_id(), parts_in, 1);
+        // Counted for the caller while this process's refs still hold them.
+        worker::Lend(refs, Caller(pending.spec));
+        absl::StatusOr<std::string> value = ReturnValue(pending.spec.task_id(), parts_in, 1, refs);
         if (value.ok()) {
           pending.result.set_value(*std::move(value));
         } else {
+          worker::Unlend(refs, Caller(pending.spec));
           *pending.result.mutable_error() = ResultNotStoredError(value.status());
         }
         Finish(pending);
       },
-      py::arg("task"), py::arg("parts"), "Answers `task` with the value made of `parts`.");
+      py::arg("task"), py::arg("parts"), py::arg("contained") = py::list(),
+      "Answers `task` with the value made of `parts`; `contained` are the refs written inside "
+      "it (lent to the caller).");
   m.def(
       "set_running_task",
       [](const py::bytes& task_id) { worker::SetRunningTaskOnThisThread(std::string(task_id)); },
@@ -329,38 +350,48 @@ void BindWorkerLoop(py::module_& m) {
       "which a recursive cancel of that task reaches.");
   m.def(
       "report_generator_item",
-      [](const PyTask& task, int64_t index, const py::list& parts) {
+      [](const PyTask& task, int64_t index, const py::list& parts, const py::list& contained) {
         const PartViews parts_in(parts);  // held while the copy runs without the GIL
+        const std::vector<ObjectRefData> refs = RefData(contained);
         const v1::TaskSpec& spec = task.pending->spec;
         absl::Status status;
         {
           py::gil_scoped_release release;
+          worker::Lend(refs, Caller(spec));
           absl::StatusOr<std::string> value =
-              ReturnValue(spec.task_id(), parts_in, static_cast<uint32_t>(index + 2));
+              ReturnValue(spec.task_id(), parts_in, static_cast<uint32_t>(index + 2), refs);
           status = value.ok() ? worker::ReportGeneratorItem(spec, index, *std::move(value))
                               : value.status();
+          // Not delivered (refused, or the caller let the generator go): nothing was lent.
+          if (!status.ok()) worker::Unlend(refs, Caller(spec));
         }
         if (!status.ok()) ThrowStatus(status);
       },
-      py::arg("task"), py::arg("index"), py::arg("parts"),
+      py::arg("task"), py::arg("index"), py::arg("parts"), py::arg("contained") = py::list(),
       "Sends value `index` (from 0) a streaming generator task yielded, made of `parts`, to its "
       "caller, once it has it; CoreError (NOT_FOUND: the caller let the generator go) when it "
       "cannot.");
   m.def(
       "task_done_returns",
-      [](const PyTask& task, const py::list& values) {
+      [](const PyTask& task, const py::list& values, const py::list& contained) {
         std::vector<PartViews> parts_in;  // held while the copies run without the GIL
         parts_in.reserve(values.size());
         for (py::handle parts : values) parts_in.emplace_back(parts.cast<py::list>());
+        std::vector<std::vector<ObjectRefData>> refs(parts_in.size());
+        for (size_t i = 0; i < refs.size() && i < contained.size(); ++i) {
+          refs[i] = RefData(contained[i].cast<py::list>());
+        }
         PendingTask& pending = *task.pending;
         Claim(pending);
         py::gil_scoped_release release;
+        for (const auto& one : refs) worker::Lend(one, Caller(pending.spec));
         std::vector<std::string> encoded;
         encoded.reserve(parts_in.size());
         for (size_t i = 0; i < parts_in.size(); ++i) {
           absl::StatusOr<std::string> value = ReturnValue(pending.spec.task_id(), parts_in[i],
-                                                          static_cast<uint32_t>(i + 1));
+                                                          static_cast<uint32_t>(i + 1), refs[i]);
           if (!value.ok()) {
+            for (const auto& one : refs) worker::Unlend(one, Caller(pending.spec));
             *pending.result.mutable_error() = ResultNotStoredError(value.status());
             Finish(pending);
             return;
@@ -370,9 +401,9 @@ void BindWorkerLoop(py::module_& m) {
         pending.result.set_value(EncodeTaskReturns(encoded));
         Finish(pending);
       },
-      py::arg("task"), py::arg("values"),
+      py::arg("task"), py::arg("values"), py::arg("contained") = py::list(),
       "Answers `task`, whose num_returns is len(values), with one value per return (each the "
-      "list of parts it is made of).");
+      "list of parts it is made of); contained[i] are the refs written inside value i.");
   m.def(
       "task_failed",
       [](const PyTask& task, const std::string& type, const std::string& message,

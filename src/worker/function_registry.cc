@@ -10,7 +10,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "objects/object_location.h"
 #include "tessera/remote_function.h"
+#include "tessera/serialization.h"
+#include "worker/borrowed_refs.h"
+#include "worker/worker_runtime.h"
 
 namespace tessera::internal {
 namespace {
@@ -79,14 +83,10 @@ std::string RegisteredFunctionNames() {
   return names.empty() ? "none" : absl::StrJoin(names, ", ");
 }
 
-namespace {
-std::atomic<ResultRefsKeeper> result_refs_keeper{nullptr};
-}  // namespace
-
-void SetResultRefsKeeper(ResultRefsKeeper keeper) { result_refs_keeper.store(keeper); }
-
-void KeepOwnedRefsIn(const std::string& result) {
-  if (ResultRefsKeeper keeper = result_refs_keeper.load(); keeper != nullptr) keeper(result);
+void LendRefsInResult(const std::string& result) {
+  const std::string& caller = worker::RunningTaskCallerOnThisThread();
+  if (caller.empty() || !MayHoldObjectRefs(result)) return;  // not run as a task here
+  worker::Lend(RefsInsideValue(result), caller);
 }
 
 }  // namespace tessera::internal

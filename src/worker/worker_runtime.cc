@@ -35,6 +35,7 @@
 #include "rpc/status_conversion.h"
 #include "rpc/token.h"
 #include "tessera/v1/worker.grpc.pb.h"
+#include "worker/borrowed_refs.h"
 #include "worker/owner_fetch.h"
 #include "worker/task_executor.h"
 
@@ -68,6 +69,7 @@ std::function<void(const std::string&, bool)>* nested_cancel ABSL_GUARDED_BY(nes
     nullptr;
 
 thread_local std::string running_task;  // RunningTaskOnThisThread
+thread_local std::string running_task_caller;  // RunningTaskCallerOnThisThread
 
 WorkerGlobals* globals = nullptr;  // set once by RunWorker before any task runs
 
@@ -141,6 +143,9 @@ class StreamReplies {
       : stream_(stream) {}
   // Writes one batch (from the reading thread or a reply).
   bool Write(const v1::TaskResultBatch& batch) {
+    // What the tasks borrowed from their arguments, and lent their callers inside their results,
+    // is counted at the owners before the callers hear of the results and let go of theirs.
+    FlushBorrows();
     absl::MutexLock lock(&write_mu_);
     return stream_->Write(batch);
   }
@@ -201,7 +206,7 @@ absl::StatusOr<internal::SerializedValue> FetchFromOwner(const v1::ObjectRefProt
 v1::TaskResult Execute(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
   const int64_t start_us = absl::ToUnixMicros(absl::Now());
   // A C++ task runs on this thread: what it submits is its own (recursive cancel).
-  SetRunningTaskOnThisThread(task.task_id());
+  SetRunningTaskOnThisThread(task.task_id(), task.caller());
   v1::TaskResult result = globals->runner(task, fetch);
   SetRunningTaskOnThisThread("");
   result.set_start_time_us(start_us);
@@ -216,9 +221,13 @@ v1::TaskResult Execute(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
     auto where = globals->store->Put(ObjectId::ForTaskReturn(*task_id, 1), result.value());
     // No store on this node: the value goes inline as it would have without one. A store that
     // refuses it (full even after spilling) fails the task once, saying so; never inline.
+    const std::vector<ObjectRefData> contained = RefsInsideValue(result.value());
     if (where.ok()) {
+      // The caller's entry holds the refs inside it (lent to it by SerializeResult).
+      for (const ObjectRefData& ref : contained) RefToProto(ref, where->add_contained_refs());
       result.set_value(EncodeStoredEnvelope(*where));
     } else if (where.status().code() != absl::StatusCode::kUnavailable) {
+      Unlend(contained, task.caller());  // the caller gets an error, holding nothing
       *result.mutable_error() = ResultNotStoredError(where.status());
     }
   }
@@ -456,7 +465,12 @@ void SetNestedCancel(
 
 const std::string& RunningTaskOnThisThread() { return running_task; }
 
-void SetRunningTaskOnThisThread(std::string task_id) { running_task = std::move(task_id); }
+void SetRunningTaskOnThisThread(std::string task_id, std::string caller) {
+  running_task = std::move(task_id);
+  running_task_caller = std::move(caller);
+}
+
+const std::string& RunningTaskCallerOnThisThread() { return running_task_caller; }
 
 absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel, AsyncTaskRunner async_runner) {
   if (globals != nullptr) return absl::FailedPreconditionError("the worker is already started");
@@ -471,6 +485,7 @@ absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel, AsyncTaskRunne
   absl::StatusOr<std::string> token = rpc::ReadTokenFile(token_file);
   if (!token.ok()) return token.status();
   g->token = *std::move(token);
+  SetBorrowToken(g->token);
   g->owner_address = Env(kOwnerAddressEnv);
   g->detached = Env(kDetachedActorEnv) == "1";
   const std::string worker_id = Env(kWorkerIdEnv);
@@ -600,6 +615,7 @@ absl::Status ReportGeneratorItem(const v1::TaskSpec& task, int64_t index, std::s
     return absl::FailedPreconditionError(
         absl::StrCat("task ", task.function(), " is not a streaming generator"));
   }
+  FlushBorrows();  // the refs inside the item are counted for the caller before it has them
   v1::Owner::Stub* stub = &OwnerStubFor(task.generator_owner(), globals->token);
   v1::ReportGeneratorItemRequest request;
   request.set_task_id(task.task_id());
@@ -618,7 +634,8 @@ absl::Status ReportGeneratorItem(const v1::TaskSpec& task, int64_t index, std::s
 
 absl::StatusOr<std::string> PutTaskReturn(const std::string& task_id,
                                           const std::vector<std::string_view>& parts,
-                                          uint32_t return_index) {
+                                          uint32_t return_index,
+                                          const std::vector<ObjectRefData>& contained) {
   if (globals == nullptr || globals->store == nullptr) {
     return absl::UnavailableError("this worker has no object store");
   }
@@ -626,6 +643,7 @@ absl::StatusOr<std::string> PutTaskReturn(const std::string& task_id,
   if (!task.ok()) return task.status();
   auto where = globals->store->PutParts(ObjectId::ForTaskReturn(*task, return_index), parts);
   if (!where.ok()) return where.status();
+  for (const ObjectRefData& ref : contained) RefToProto(ref, where->add_contained_refs());
   return EncodeStoredEnvelope(*where);
 }
 

@@ -97,7 +97,10 @@ void SetNestedCancel(
 // The task the calling thread runs now (TaskId binary; "" none): the parent of the tasks it
 // submits. C++ tasks set it on their thread; the Python worker on the thread that runs a task.
 const std::string& RunningTaskOnThisThread();
-void SetRunningTaskOnThisThread(std::string task_id);
+// The Owner address of the process that submitted that task ("" none known): the borrower the
+// refs inside its result are lent to (SerializeResult).
+const std::string& RunningTaskCallerOnThisThread();
+void SetRunningTaskOnThisThread(std::string task_id, std::string caller = "");
 // Waits up to `timeout` for the owner's stream to end; true once it has (never true in a detached
 // actor's worker, which outlives that stream).
 bool WaitForWorkerEnd(absl::Duration timeout);
@@ -108,9 +111,11 @@ bool WaitForWorkerEnd(absl::Duration timeout);
 // return `return_index` (1: its only or first one), and gives the stored-value envelope to put
 // in the TaskResult; Unavailable when this worker has no store (the value then goes inline);
 // another error when the store refused it (ResultNotStoredError makes the task's error from it).
+// The envelope lists `contained`, the refs written inside the value.
 absl::StatusOr<std::string> PutTaskReturn(const std::string& task_id,
                                           const std::vector<std::string_view>& parts,
-                                          uint32_t return_index = 1);
+                                          uint32_t return_index,
+                                          const std::vector<ObjectRefData>& contained);
 
 // Sends item `index` (from 0) of streaming generator `task` (TaskSpec.streaming) to its caller's
 // Owner service, waiting for the answer: `value` is the item's serialized value, or the

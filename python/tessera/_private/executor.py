@@ -40,10 +40,9 @@ def _report(task: "_core.Task", index: int, item: Any) -> bool:
     """Sends value `index` of a streaming generator to its caller, once it has it; False when
     the caller has let the generator go (nothing more is wanted)."""
     serialized = serialization.serialize(item)
-    if serialized.contained_refs:
-        _core.keep_owned(serialized.contained_refs)  # the caller reads them from this process
     try:
-        _core.report_generator_item(task, index, serialized.parts)
+        # The refs inside it are counted as the caller's before it has them.
+        _core.report_generator_item(task, index, serialized.parts, serialized.contained_refs)
     except _core.CoreError as e:
         if e.args[0] == "NOT_FOUND":
             return False
@@ -316,15 +315,12 @@ class Executor:
         except Exception as e:
             self._fail(task, e)
             return
-        contained = [ref for one in serialized for ref in one.contained_refs]
-        if contained:
-            # The caller reads them from this process, which owns them: they outlive this
-            # task's own references (until the process ends: borrowers are not counted yet).
-            _core.keep_owned(contained)
+        # The refs inside the results are counted as the caller's (borrowed) before it has them.
         if count == 1:
-            _core.task_done(task, serialized[0].parts)
+            _core.task_done(task, serialized[0].parts, serialized[0].contained_refs)
         else:
-            _core.task_done_returns(task, [one.parts for one in serialized])
+            _core.task_done_returns(task, [one.parts for one in serialized],
+                                    [one.contained_refs for one in serialized])
 
     def _fail(self, task: "_core.Task", error: BaseException) -> None:
         name = task.function

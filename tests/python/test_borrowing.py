@@ -1,0 +1,151 @@
+"""Borrower reference counting (Ray's semantics, docs/objects.md "Borrowing"), on a two-node
+simulated cluster: an object lives while its owner or any process holding a ref to it (a
+borrower: a task or actor it was passed to inside a value, a process that read it out of
+another object, the caller of a task that returned it) does, and is freed once the last of them
+lets go; an unnamed actor ends once every handle to it, in any process, has gone. The owner's
+table size (`_core.owned_object_count`, in each process) shows what is held (a remote
+function's or actor class's code is put once at its first call and kept: tests call it first)."""
+import gc
+import os
+
+import numpy as np
+
+import tessera
+from tessera import _core
+from conftest import pid_alive, wait_for
+
+
+def owned_here():
+    gc.collect()
+    return _core.owned_object_count()
+
+
+def wait_owned(expected, what):
+    wait_for(lambda: owned_here() == expected, 30, what)
+
+
+@tessera.remote
+class Holder:
+    """Keeps the refs it is given inside a value, and lets them go when asked."""
+
+    def __init__(self):
+        self.kept = []
+
+    def keep(self, box):
+        self.kept.extend(box)
+        return len(self.kept)
+
+    def read(self):
+        return tessera.get(self.kept)
+
+    def forget(self):
+        self.kept.clear()
+        gc.collect()
+        return True
+
+    def make(self, n):
+        # Refs this actor owns, returned inside a value: the caller borrows them.
+        return [tessera.put(np.full(4, i)) for i in range(n)]
+
+    def owned(self):
+        gc.collect()
+        return _core.owned_object_count()
+
+    def pid(self):
+        return os.getpid()
+
+    def call(self, method):
+        return tessera.get(getattr(self.kept[0], method).remote())
+
+
+@tessera.remote
+def read_first(box):
+    return tessera.get(box[0])
+
+
+def test_an_object_passed_inside_a_value_lives_while_the_borrower_holds_it(cluster):
+    holder = Holder.remote()
+    tessera.get(holder.owned.remote())  # started
+    before = owned_here()
+    ref = tessera.put("kept by a borrower")
+    assert tessera.get(holder.keep.remote([ref])) == 1
+    del ref
+    # The driver let go; the actor's borrow keeps it.
+    assert owned_here() == before + 1
+    assert tessera.get(holder.read.remote()) == ["kept by a borrower"]
+    # The borrower lets go: the owner frees it.
+    assert tessera.get(holder.forget.remote())
+    wait_owned(before, "the object to be freed after its borrower let go")
+
+
+def test_a_task_that_only_reads_its_argument_leaves_nothing_behind(cluster):
+    tessera.get(read_first.remote([tessera.put(1)]))  # its code is put once, and kept
+    before = owned_here()
+    ref = tessera.put(np.arange(10))
+    assert tessera.get(read_first.remote([ref])).tolist() == list(range(10))
+    del ref
+    wait_owned(before, "the object read by a task to be freed")
+
+
+def test_a_put_keeps_the_objects_inside_it(cluster):
+    before = owned_here()
+    inner = tessera.put("inner")
+    outer = tessera.put([inner])
+    del inner
+    assert owned_here() == before + 2
+    [inner_again] = tessera.get(outer)
+    assert tessera.get(inner_again) == "inner"
+    del inner_again
+    del outer
+    wait_owned(before, "a put and the put inside it to be freed")
+
+
+def test_refs_a_task_returned_are_freed_when_the_caller_lets_go(cluster):
+    holder = Holder.remote()
+    base = tessera.get(holder.owned.remote())
+    refs = tessera.get(holder.make.remote(3))
+    # The actor keeps none itself: the caller's borrow holds them.
+    assert tessera.get(holder.owned.remote()) == base + 3
+    assert [r.tolist() for r in tessera.get(refs)] == [[0] * 4, [1] * 4, [2] * 4]
+    # Passed on to a task on either node while the caller still holds them.
+    assert tessera.get(read_first.remote([refs[2]])).tolist() == [2] * 4
+    del refs
+    gc.collect()
+    wait_for(lambda: tessera.get(holder.owned.remote()) == base, 30,
+             "the actor's objects to be freed once the caller let go")
+
+
+def test_a_result_nobody_read_gives_back_what_it_lent(cluster):
+    holder = Holder.remote()
+    base = tessera.get(holder.owned.remote())
+    result = holder.make.remote(2)
+    tessera.wait([result])
+    del result
+    gc.collect()
+    wait_for(lambda: tessera.get(holder.owned.remote()) == base, 30,
+             "objects inside an unread result to be freed with it")
+
+
+def test_an_unnamed_actor_ends_when_its_last_handle_anywhere_goes(cluster):
+    holder = Holder.remote()
+    counter = Holder.remote()
+    pid = tessera.get(counter.pid.remote())
+    assert tessera.get(holder.keep.remote([counter])) == 1
+    del counter
+    gc.collect()
+    # The holder's copy keeps the actor alive and usable.
+    assert tessera.get(holder.call.remote("pid")) == pid
+    assert pid_alive(pid)
+    tessera.get(holder.forget.remote())
+    wait_for(lambda: not pid_alive(pid), 30,
+             "the actor to end after its last handle (in another process) went")
+
+
+def test_a_named_actor_outlives_its_handles(cluster):
+    named = Holder.options(name="borrowing-named").remote()
+    pid = tessera.get(named.pid.remote())
+    del named
+    gc.collect()
+    again = tessera.get_actor("borrowing-named")
+    assert tessera.get(again.pid.remote()) == pid
+    tessera.kill(again)
