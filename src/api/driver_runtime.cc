@@ -41,6 +41,12 @@ constexpr std::string_view kOwnedActorPrefix = "actor:";
 // "attached:<id>@<address>".
 constexpr std::string_view kAttachedActorPrefix = "attached:";
 
+// How often the processes counted as borrowers of this driver's objects are probed.
+constexpr absl::Duration kBorrowerProbePeriod = absl::Seconds(3);
+
+// How long looking up a named actor whose process is starting waits for it.
+constexpr absl::Duration kNamedActorStartWait = absl::Seconds(60);
+
 std::optional<std::string> AttachedActorId(const std::string& shape_key) {
   if (!absl::StartsWith(shape_key, ToAbsl(kAttachedActorPrefix))) return std::nullopt;
   const size_t end = shape_key.find('@', kAttachedActorPrefix.size());
@@ -179,6 +185,11 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
                                  absl::StrCat("driver-", runtime->driver_task_.Hex().substr(0, 12))};
   *own_address = runtime->owner_.address;
   worker::SetBorrowToken(*token);
+  // A driver borrows under its Owner address; a worker under its Worker service's (set when
+  // the worker started serving).
+  if (!worker::InWorkerMode()) worker::SetBorrowerId(runtime->owner_.address);
+  runtime->borrower_watch_ = std::make_unique<BorrowerWatch>(
+      objects, *token, runtime->owner_.address, kBorrowerProbePeriod);
   // Counts for this process's own objects change its table at once.
   worker::SetLocalOwner(runtime->owner_.address,
                         [table = std::weak_ptr<ObjectTable>(objects)](
@@ -277,6 +288,7 @@ void DriverRuntime::Shutdown() {
   }
   objects_->FailAllPending(absl::CancelledError("tessera is shut down"));
   worker::SetLocalOwner("", nullptr);
+  borrower_watch_->Stop();
   server_->Shutdown(absl::Milliseconds(100));
   server_->Wait();
 }
@@ -1100,12 +1112,23 @@ absl::StatusOr<std::string> DriverRuntime::AttachNamedActor(const std::string& n
   const absl::Status not_found = absl::NotFoundError(absl::StrCat(
       "no live actor named ", Quote(name), " in namespace ", Quote(name_space)));
   if (directory_ == nullptr) return not_found;
-  absl::StatusOr<v1::ActorInfo> found = directory_->Get(name, name_space);
-  if (absl::IsNotFound(found.status())) return not_found;
-  if (!found.ok()) {
-    return absl::Status(found.status().code(),
-                        absl::StrCat("cannot look up the actor named ", Quote(name),
-                                     " at the head: ", found.status().message()));
+  // An actor whose process is starting (or restarting) is waited for: Ray's get_actor hands out
+  // a pending actor's handle, whose calls then wait for it.
+  const absl::Time deadline = absl::Now() + kNamedActorStartWait;
+  absl::StatusOr<v1::ActorInfo> found;
+  while (true) {
+    found = directory_->Get(name, name_space);
+    if (absl::IsNotFound(found.status())) return not_found;
+    if (!found.ok()) {
+      return absl::Status(found.status().code(),
+                          absl::StrCat("cannot look up the actor named ", Quote(name),
+                                       " at the head: ", found.status().message()));
+    }
+    const bool starting = found->state() == v1::ACTOR_STATE_PENDING ||
+                          found->state() == v1::ACTOR_STATE_RESTARTING ||
+                          (found->state() == v1::ACTOR_STATE_ALIVE && found->address().empty());
+    if (!starting || absl::Now() >= deadline) break;
+    absl::SleepFor(absl::Milliseconds(50));
   }
   if (*type_name != '\0' && found->class_name() != type_name) {
     return absl::InvalidArgumentError(
@@ -1115,7 +1138,8 @@ absl::StatusOr<std::string> DriverRuntime::AttachNamedActor(const std::string& n
     return absl::UnavailableError(absl::StrCat(
         "the actor named ", Quote(name), " is ",
         absl::AsciiStrToLower(ToAbsl(rpc::ActorStateName(found->state()))),
-        ": its process is not up yet; try again"));
+        ": its process did not come up within ", absl::FormatDuration(kNamedActorStartWait),
+        "; try again"));
   }
   const std::string id = found->actor_id();
   TESSERA_RETURN_IF_ERROR(

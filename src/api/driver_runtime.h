@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "api/actor_directory_client.h"
+#include "api/borrower_watch.h"
 #include "api/driver_keepalive.h"
 #include "api/foreign_calls.h"
 #include "api/multiple_returns.h"
@@ -229,6 +230,9 @@ class DriverRuntime {
   std::shared_ptr<ActorLifetimes> lifetimes_ = std::make_shared<ActorLifetimes>();
   // Ends the actors whose handles all went (the reaper's round).
   void EndUnreferencedActors();
+
+  // Forgets borrowers of this driver's objects that are gone.
+  std::unique_ptr<BorrowerWatch> borrower_watch_;
 
   absl::Notification stop_reaper_;
   std::thread reaper_;

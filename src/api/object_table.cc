@@ -3,6 +3,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace tessera::api {
@@ -111,6 +112,32 @@ bool ObjectTable::UpdateBorrows(const ObjectId& id, const std::string& borrower,
   }
   Finish(std::move(erased));
   return true;
+}
+
+std::vector<std::string> ObjectTable::AllBorrowers() const {
+  absl::flat_hash_set<std::string> all;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, entry] : entries_) {
+    for (const auto& [borrower, count] : entry.borrowers) all.insert(borrower);
+  }
+  return {all.begin(), all.end()};
+}
+
+void ObjectTable::DropBorrower(const std::string& borrower) {
+  std::vector<Erased> erased;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      auto next = std::next(it);
+      if (it->second.borrowers.erase(borrower) > 0) {
+        if (auto gone = EraseIfUnreferenced(it); gone.has_value()) {
+          erased.push_back(*std::move(gone));
+        }
+      }
+      it = next;
+    }
+  }
+  for (Erased& one : erased) Finish(std::move(one));
 }
 
 std::vector<std::pair<std::string, int64_t>> ObjectTable::Borrowers(const ObjectId& id) const {

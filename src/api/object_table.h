@@ -70,6 +70,10 @@ class ObjectTable {
   bool UpdateBorrows(const ObjectId& id, const std::string& borrower, int64_t delta);
   // The processes counted as holding references to `id`, with their counts (tests, debugging).
   std::vector<std::pair<std::string, int64_t>> Borrowers(const ObjectId& id) const;
+  // Every borrower counted for any object.
+  std::vector<std::string> AllBorrowers() const;
+  // Forgets every count of `borrower` (its process is gone); the entries nothing else holds go.
+  void DropBorrower(const std::string& borrower);
 
   // The value, waiting until `deadline`. NotFound for an id this table does not hold,
   // DeadlineExceeded at the deadline.

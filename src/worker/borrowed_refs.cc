@@ -34,11 +34,19 @@ class Borrows {
  public:
   Borrows() {
     absl::BitGen bits;
+    absl::MutexLock lock(&mu_);
     borrower_id_ = absl::StrFormat("borrower-%016x%016x", absl::Uniform<uint64_t>(bits),
                                    absl::Uniform<uint64_t>(bits));
   }
 
-  const std::string& borrower_id() const { return borrower_id_; }
+  std::string borrower_id() {
+    absl::MutexLock lock(&mu_);
+    return borrower_id_;
+  }
+  void SetBorrowerId(const std::string& id) {
+    absl::MutexLock lock(&mu_);
+    borrower_id_ = id;
+  }
 
   void SetLocalOwner(const std::string& address, LocalBorrowChange change) {
     absl::MutexLock lock(&mu_);
@@ -53,7 +61,8 @@ class Borrows {
 
   std::shared_ptr<internal::LocalReference> Borrow(const ObjectRefData& ref);
   // Called by the last copy of a BorrowedReference.
-  void Unborrow(const ObjectRefData& ref, const BorrowedReference* gone);
+  void Unborrow(const ObjectRefData& ref, const std::string& borrower,
+                const BorrowedReference* gone);
 
   // Applies a change to this process's own object at once, or queues it for its owner.
   void Apply(Change change) {
@@ -133,8 +142,8 @@ class Borrows {
     }
   }
 
-  std::string borrower_id_;
   absl::Mutex mu_;
+  std::string borrower_id_ ABSL_GUARDED_BY(mu_);
   std::string token_ ABSL_GUARDED_BY(mu_);
   std::string local_address_ ABSL_GUARDED_BY(mu_);
   LocalBorrowChange local_change_ ABSL_GUARDED_BY(mu_);
@@ -157,14 +166,17 @@ Borrows& TheBorrows() {
   return *borrows;
 }
 
-// This process's count of one object of another process.
+// This process's count of one object of another process, under the borrower id it was made
+// with.
 class BorrowedReference final : public internal::LocalReference {
  public:
-  explicit BorrowedReference(ObjectRefData ref) : ref_(std::move(ref)) {}
-  ~BorrowedReference() override { TheBorrows().Unborrow(ref_, this); }
+  BorrowedReference(ObjectRefData ref, std::string borrower)
+      : ref_(std::move(ref)), borrower_(std::move(borrower)) {}
+  ~BorrowedReference() override { TheBorrows().Unborrow(ref_, borrower_, this); }
 
  private:
   ObjectRefData ref_;
+  std::string borrower_;
 };
 
 // A count Lend made for `borrower`, undone when this goes.
@@ -186,22 +198,22 @@ std::shared_ptr<internal::LocalReference> Borrows::Borrow(const ObjectRefData& r
     absl::MutexLock lock(&held_mu_);
     Held& held = held_[ref.id];
     if (auto live = held.reference.lock(); live != nullptr) return live;
-    auto made = std::make_shared<BorrowedReference>(ref);
+    const std::string borrower = borrower_id();
+    auto made = std::make_shared<BorrowedReference>(ref, borrower);
     held.reference = made;
     held.raw = made.get();
     // Queued under held_mu_: the addition goes out before this copy's removal can.
-    Apply(Change{ref.owner.address, ref.id, borrower_id_, +1});
+    Apply(Change{ref.owner.address, ref.id, borrower, +1});
     return made;
   }
 }
 
-void Borrows::Unborrow(const ObjectRefData& ref, const BorrowedReference* gone) {
-  {
-    absl::MutexLock lock(&held_mu_);
-    auto it = held_.find(ref.id);
-    if (it != held_.end() && it->second.raw == gone) held_.erase(it);
-    Apply(Change{ref.owner.address, ref.id, borrower_id_, -1});
-  }
+void Borrows::Unborrow(const ObjectRefData& ref, const std::string& borrower,
+                       const BorrowedReference* gone) {
+  absl::MutexLock lock(&held_mu_);
+  auto it = held_.find(ref.id);
+  if (it != held_.end() && it->second.raw == gone) held_.erase(it);
+  Apply(Change{ref.owner.address, ref.id, borrower, -1});
 }
 
 }  // namespace
@@ -212,7 +224,9 @@ void SetLocalOwner(const std::string& address, LocalBorrowChange change) {
 
 void SetBorrowToken(const std::string& token) { TheBorrows().SetToken(token); }
 
-const std::string& BorrowerId() { return TheBorrows().borrower_id(); }
+void SetBorrowerId(const std::string& id) { TheBorrows().SetBorrowerId(id); }
+
+std::string BorrowerId() { return TheBorrows().borrower_id(); }
 
 std::shared_ptr<internal::LocalReference> Borrow(const ObjectRefData& ref) {
   return TheBorrows().Borrow(ref);

@@ -35,8 +35,12 @@ using LocalBorrowChange =
 void SetLocalOwner(const std::string& address, LocalBorrowChange change);
 // The cluster token the changes are sent with (the runtime's or the worker's, whichever first).
 void SetBorrowToken(const std::string& token);
-// This process's id as a borrower of what it deserializes: made once, unique in the cluster.
-const std::string& BorrowerId();
+// This process's id as a borrower of what it holds from now: the address of a gRPC server in it
+// (a worker's Worker service, a driver's Owner service), so that owners can tell when it is gone
+// (BorrowerWatch). Until set, a random id no owner can probe. References already held keep the
+// id they were counted under.
+void SetBorrowerId(const std::string& id);
+std::string BorrowerId();
 
 // A reference to `ref`, another process's object, held here: one per object per process is
 // counted at its owner while any copy of the returned reference lives.

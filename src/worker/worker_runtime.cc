@@ -513,6 +513,8 @@ absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel, AsyncTaskRunne
                         absl::StrCat("cannot serve: ", started.status().message()));
   }
   server = started->release();
+  // What this worker borrows is counted under its address: its owners see it gone when it is.
+  SetBorrowerId(server->address());
 
   v1::WorkerReadyRequest ready;
   ready.set_worker_id(worker_id);

@@ -149,3 +149,17 @@ def test_a_named_actor_outlives_its_handles(cluster):
     again = tessera.get_actor("borrowing-named")
     assert tessera.get(again.pid.remote()) == pid
     tessera.kill(again)
+
+
+def test_a_borrower_that_dies_gives_back_what_it_held(cluster):
+    holder = Holder.remote()
+    pid = tessera.get(holder.pid.remote())
+    before = owned_here()
+    ref = tessera.put("held by an actor that will die")
+    assert tessera.get(holder.keep.remote([ref])) == 1
+    del ref
+    assert owned_here() == before + 1
+    tessera.kill(holder)
+    wait_for(lambda: not pid_alive(pid), 30, "the killed actor's process to exit")
+    # Its owner finds it gone (probed every few seconds) and forgets its count.
+    wait_owned(before, "the object a dead borrower held to be freed")
