@@ -71,6 +71,10 @@ std::shared_ptr<api::DriverRuntime> CurrentOrNested(absl::Status* why) {
   runtime = new std::shared_ptr<api::DriverRuntime>(*std::move(created));
   // A recursive cancel of the worker's task reaches what the task submitted.
   std::weak_ptr<api::DriverRuntime> nested = *runtime;
+  // Its objects that others borrow keep the worker from being let go.
+  worker::SetLendsObjectsProbe([objects = (*runtime)->objects_shared()] {
+    return objects->BorrowedCount() > 0;
+  });
   worker::SetNestedCancel([nested](const std::string& task_id, bool force) {
     if (auto live = nested.lock(); live != nullptr) live->CancelSubmittedBy(task_id, force);
   });

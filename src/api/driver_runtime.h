@@ -121,6 +121,7 @@ class DriverRuntime {
   void Shutdown();
 
   ObjectTable& objects() { return *objects_; }
+  const std::shared_ptr<ObjectTable>& objects_shared() const { return objects_; }
   NodeObjectStore& store() { return *store_; }
   // The store socket of `node_id` in this host's state folder ("" when it has none there).
   std::string StoreSocketOf(const std::string& node_id) const;

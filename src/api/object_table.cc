@@ -106,12 +106,19 @@ bool ObjectTable::UpdateBorrows(const ObjectId& id, const std::string& borrower,
     auto it = entries_.find(id);
     if (it == entries_.end()) return false;
     auto& borrowers = it->second.borrowers;
+    const bool had = !borrowers.empty();
     const int64_t count = (borrowers[borrower] += delta);
     if (count <= 0) borrowers.erase(borrower);
+    if (had != !borrowers.empty()) had ? --borrowed_ : ++borrowed_;
     if (delta < 0) erased = EraseIfUnreferenced(it);
   }
   Finish(std::move(erased));
   return true;
+}
+
+size_t ObjectTable::BorrowedCount() const {
+  absl::MutexLock lock(&mu_);
+  return borrowed_;
 }
 
 std::vector<std::string> ObjectTable::AllBorrowers() const {
@@ -130,6 +137,7 @@ void ObjectTable::DropBorrower(const std::string& borrower) {
     for (auto it = entries_.begin(); it != entries_.end();) {
       auto next = std::next(it);
       if (it->second.borrowers.erase(borrower) > 0) {
+        if (it->second.borrowers.empty()) --borrowed_;
         if (auto gone = EraseIfUnreferenced(it); gone.has_value()) {
           erased.push_back(*std::move(gone));
         }

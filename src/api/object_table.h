@@ -72,6 +72,8 @@ class ObjectTable {
   std::vector<std::pair<std::string, int64_t>> Borrowers(const ObjectId& id) const;
   // Every borrower counted for any object.
   std::vector<std::string> AllBorrowers() const;
+  // How many entries some borrower holds.
+  size_t BorrowedCount() const;
   // Forgets every count of `borrower` (its process is gone); the entries nothing else holds go.
   void DropBorrower(const std::string& borrower);
 
@@ -125,6 +127,7 @@ class ObjectTable {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ObjectId, Entry> entries_ ABSL_GUARDED_BY(mu_);
   int waiters_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t borrowed_ ABSL_GUARDED_BY(mu_) = 0;  // entries with a borrower
   absl::CondVar changed_;
 };
 

@@ -114,6 +114,7 @@ TEST(ObjectTableTest, AnEntryLivesWhileLocalReferencesOrBorrowersDo) {
   EXPECT_TRUE(table.UpdateBorrows(put, "worker-a", +1));
   EXPECT_TRUE(table.UpdateBorrows(put, "worker-a", +1));
   EXPECT_TRUE(table.UpdateBorrows(put, "worker-b", +1));
+  EXPECT_EQ(table.BorrowedCount(), 1u);
   table.Release(put);
   table.Release(put);  // no local reference left: the borrowers keep it
   EXPECT_EQ(*table.Get(put, absl::Now()), "lent");
@@ -122,6 +123,7 @@ TEST(ObjectTableTest, AnEntryLivesWhileLocalReferencesOrBorrowersDo) {
   EXPECT_EQ(drops, 0);
   EXPECT_TRUE(table.UpdateBorrows(put, "worker-b", -1));  // the last count: it goes
   EXPECT_EQ(drops, 1);
+  EXPECT_EQ(table.BorrowedCount(), 0u);
   EXPECT_EQ(table.size(), 0u);
   EXPECT_FALSE(table.UpdateBorrows(put, "worker-b", +1));  // gone: a late count changes nothing
   EXPECT_FALSE(table.AddLocal(put));
@@ -136,6 +138,16 @@ TEST(ObjectTableTest, AnEntryLivesWhileLocalReferencesOrBorrowersDo) {
   EXPECT_EQ(*table.Get(pending, absl::Now()), "later");
   EXPECT_TRUE(table.UpdateBorrows(pending, "worker-a", -1));
   EXPECT_EQ(drops, 2);
+
+  // A borrower that is gone: its counts are forgotten, and what only it held goes.
+  const ObjectId lent = ObjectId::FromRandom();
+  table.AddValue(lent, "lent to a process that died");
+  EXPECT_TRUE(table.UpdateBorrows(lent, "10.0.0.9:4000", +2));
+  EXPECT_EQ(table.AllBorrowers(), std::vector<std::string>{"10.0.0.9:4000"});
+  table.DropBorrower("10.0.0.9:4000");
+  EXPECT_EQ(drops, 3);
+  EXPECT_EQ(table.BorrowedCount(), 0u);
+  EXPECT_TRUE(table.AllBorrowers().empty());
 }
 
 // A stand-in for the references a value keeps: counts how many live.

@@ -241,6 +241,7 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
     Worker& worker = wit->second;
     Shape& shape = shapes_.at(worker.shape_key);
     bool worker_gone = false;
+    worker.lends_objects = results.lends_objects();
     for (const v1::TaskResult& result : results.results()) {
       auto it = worker.in_flight.find(result.task_id());
       if (it == worker.in_flight.end()) {
@@ -454,7 +455,9 @@ void TaskSubmitter::ReapIdle(absl::Time now) {
   std::vector<WorkerHandle> idle;
   for (auto& [handle, worker] : workers_) {
     const absl::Duration idle_for = IdleForLocked(worker, now);
-    if (idle_for >= options_.idle_timeout ||
+    // A worker whose objects others borrow outlives its idle timeout (its process is their
+    // owner); only work that needs its lease takes it, and its objects are then lost.
+    if ((idle_for >= options_.idle_timeout && !worker.lends_objects) ||
         (starving.has_value() && *starving != worker.shape_key &&
          idle_for >= options_.hand_over_after)) {
       idle.push_back(handle);

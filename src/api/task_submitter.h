@@ -224,6 +224,9 @@ class TaskSubmitter {
     absl::flat_hash_map<std::string, QueuedTask> in_flight;  // by task id
     absl::Time idle_since;
     bool doomed = false;  // a forced cancel ends its process: nothing more is sent to it
+    // Its last result said other processes borrow objects it owns: it is not let go at its idle
+    // timeout (handed over to work that waits for its lease all the same).
+    bool lends_objects = false;
   };
   struct Shape {
     LeaseShape shape;

@@ -52,7 +52,8 @@ class SubmitterTest : public ::testing::Test {
   }
 
   // Answers every unanswered task of `channel` with its id as the value, `run_nanos` each.
-  void AnswerAll(WorkerHandle h, FakeChannel& channel, int64_t run_nanos = 1000) {
+  void AnswerAll(WorkerHandle h, FakeChannel& channel, int64_t run_nanos = 1000,
+                 bool lends_objects = false) {
     v1::TaskResultBatch results;
     for (const auto& t : channel.Unanswered()) {
       auto* r = results.add_results();
@@ -61,6 +62,7 @@ class SubmitterTest : public ::testing::Test {
       r->set_run_nanos(run_nanos);
       channel.answered.insert(t.task_id());
     }
+    results.set_lends_objects(lends_objects);
     submitter_.OnResults(h, results);
   }
 
@@ -400,6 +402,27 @@ LeaseShape SubmitOtherShape(TaskSubmitter& submitter) {
   task.return_id = ObjectId::ForTaskReturn(id, 1);
   submitter.Submit(other, task);
   return other;
+}
+
+TEST_F(SubmitterTest, AWorkerWhoseObjectsAreBorrowedOutlivesItsIdleTimeout) {
+  Submit();
+  auto [h, channel] = AddWorker();
+  AnswerAll(h, *channel, 1000, /*lends_objects=*/true);
+  submitter_.ReapIdle(absl::Now() + absl::Seconds(30));
+  EXPECT_FALSE(channel->closed);  // the owner of objects others still read
+  // A batch with no results says nothing is borrowed any more: it goes idle as any other.
+  submitter_.OnResults(h, v1::TaskResultBatch());
+  submitter_.ReapIdle(absl::Now() + absl::Seconds(2));
+  EXPECT_TRUE(channel->closed);
+}
+
+TEST_F(SubmitterTest, AWorkerWhoseObjectsAreBorrowedIsStillHandedToAWaitingShape) {
+  Submit();
+  auto [h, channel] = AddWorker();
+  AnswerAll(h, *channel, 1000, /*lends_objects=*/true);
+  SubmitOtherShape(submitter_);
+  submitter_.ReapIdle(absl::Now() + absl::Milliseconds(300));
+  EXPECT_TRUE(channel->closed);  // work waiting for its lease comes first
 }
 
 TEST_F(SubmitterTest, IdleWorkersAreHandedBackAtOnceWhileAnotherShapeWaitsForALease) {

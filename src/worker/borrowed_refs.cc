@@ -18,8 +18,10 @@
 namespace tessera::worker {
 namespace {
 
-// How long one batch waits for an owner's answer before that owner is taken for gone.
-constexpr absl::Duration kOwnerAnswerDeadline = absl::Seconds(10);
+// How long a batch waits for an owner's answer before that owner is taken for gone: additions
+// hold up a worker's replies until answered (FlushBorrows); removals only the next batch.
+constexpr absl::Duration kAdditionsDeadline = absl::Seconds(10);
+constexpr absl::Duration kRemovalsDeadline = absl::Seconds(2);
 
 struct Change {
   std::string owner;  // the owner's address
@@ -56,7 +58,7 @@ class Borrows {
 
   void SetToken(const std::string& token) {
     absl::MutexLock lock(&mu_);
-    if (token_.empty()) token_ = token;
+    token_ = token;
   }
 
   std::shared_ptr<internal::LocalReference> Borrow(const ObjectRefData& ref);
@@ -66,6 +68,7 @@ class Borrows {
 
   // Applies a change to this process's own object at once, or queues it for its owner.
   void Apply(Change change) {
+    if (change.owner.empty() || change.borrower.empty()) return;  // no owner to count at
     LocalBorrowChange local;
     {
       absl::MutexLock lock(&mu_);
@@ -135,7 +138,7 @@ class Borrows {
     }
     for (const auto& [owner, request] : by_owner) {
       grpc::ClientContext context;
-      rpc::ConfigureClientContext(&context, kOwnerAnswerDeadline);
+      rpc::ConfigureClientContext(&context, additions ? kAdditionsDeadline : kRemovalsDeadline);
       v1::UpdateBorrowsReply reply;
       // An owner that cannot be reached has exited: its objects are lost, nothing to count.
       (void)OwnerStubFor(owner, token).UpdateBorrows(&context, request, &reply);

@@ -33,7 +33,8 @@ using LocalBorrowChange =
 // This process's Owner address, and how its own objects' counts change (the runtime that owns
 // them, from its creation); an empty address forgets them (its shutdown).
 void SetLocalOwner(const std::string& address, LocalBorrowChange change);
-// The cluster token the changes are sent with (the runtime's or the worker's, whichever first).
+// The cluster token the changes are sent with (the worker's, or the runtime's of the latest
+// Init: a process may reach one cluster after another).
 void SetBorrowToken(const std::string& token);
 // This process's id as a borrower of what it holds from now: the address of a gRPC server in it
 // (a worker's Worker service, a driver's Owner service), so that owners can tell when it is gone

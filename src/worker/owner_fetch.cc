@@ -19,10 +19,12 @@ namespace tessera::worker {
 
 v1::Owner::Stub& OwnerStubFor(const std::string& address, const std::string& token) {
   static absl::Mutex mu(absl::kConstInit);
+  // By token too: a process may reach several clusters in turn (shutdown, then init on
+  // another), and an address of one may come back in the next, under another identity.
   static auto* stubs ABSL_GUARDED_BY(mu) =
-      new std::map<std::string, std::unique_ptr<v1::Owner::Stub>>();
+      new std::map<std::pair<std::string, std::string>, std::unique_ptr<v1::Owner::Stub>>();
   absl::MutexLock lock(&mu);
-  std::unique_ptr<v1::Owner::Stub>& stub = (*stubs)[address];
+  std::unique_ptr<v1::Owner::Stub>& stub = (*stubs)[{address, token}];
   if (stub == nullptr) stub = v1::Owner::NewStub(rpc::MakeChannel(address, token));
   return *stub;
 }

@@ -12,9 +12,9 @@
 
 namespace tessera::worker {
 
-// The Owner service of the process at `address`: one stub per address for the whole process,
-// made on first use (channels, and their TLS handshakes, are not made again per call). Kept
-// until the process ends. Thread-safe.
+// The Owner service of the process at `address`: one stub per address and token (cluster) for
+// the whole process, made on first use (channels, and their TLS handshakes, are not made again
+// per call). Kept until the process ends. Thread-safe.
 v1::Owner::Stub& OwnerStubFor(const std::string& address, const std::string& token);
 
 // A failed object's status as Owner.GetObject answers it (ObjectFailure), and back: code,

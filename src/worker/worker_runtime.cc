@@ -68,6 +68,15 @@ absl::Mutex nested_cancel_mu(absl::kConstInit);
 std::function<void(const std::string&, bool)>* nested_cancel ABSL_GUARDED_BY(nested_cancel_mu) =
     nullptr;
 
+// Whether this process's own runtime owns objects others borrow (SetLendsObjectsProbe).
+absl::Mutex lends_mu(absl::kConstInit);
+std::function<bool()>* lends_probe ABSL_GUARDED_BY(lends_mu) = nullptr;
+
+bool LendsObjects() {
+  absl::MutexLock lock(&lends_mu);
+  return lends_probe != nullptr && (*lends_probe)();
+}
+
 thread_local std::string running_task;  // RunningTaskOnThisThread
 thread_local std::string running_task_caller;  // RunningTaskCallerOnThisThread
 
@@ -135,6 +144,9 @@ class CallPool {
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
 };
 
+// How often a worker whose objects were borrowed checks whether they still are.
+constexpr absl::Duration kLendingCheckPeriod = absl::Milliseconds(500);
+
 // The calls of one stream handed to the async runner and not yet answered: the stream is
 // written under one mutex, and must not end before the last reply is written.
 class StreamReplies {
@@ -142,12 +154,25 @@ class StreamReplies {
   explicit StreamReplies(grpc::ServerReaderWriter<v1::TaskResultBatch, v1::TaskBatch>* stream)
       : stream_(stream) {}
   // Writes one batch (from the reading thread or a reply).
-  bool Write(const v1::TaskResultBatch& batch) {
+  bool Write(v1::TaskResultBatch& batch) {
     // What the tasks borrowed from their arguments, and lent their callers inside their results,
     // is counted at the owners before the callers hear of the results and let go of theirs.
     FlushBorrows();
     absl::MutexLock lock(&write_mu_);
+    // Read under the lock: the batches say it in the order they are written.
+    lends_ = LendsObjects();
+    batch.set_lends_objects(lends_);
     return stream_->Write(batch);
+  }
+  // Tells the owner, with a batch of no results, once the objects the last batch said others
+  // borrow are no longer borrowed (so it may let this worker go when idle).
+  void TellIfNoLongerLending() {
+    {
+      absl::MutexLock lock(&write_mu_);
+      if (!lends_ || LendsObjects()) return;
+    }
+    v1::TaskResultBatch none;
+    Write(none);
   }
   // Hands `task` to the async runner; its reply is written as one batch when it comes.
   void Start(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
@@ -179,6 +204,7 @@ class StreamReplies {
  private:
   grpc::ServerReaderWriter<v1::TaskResultBatch, v1::TaskBatch>* const stream_;
   absl::Mutex write_mu_;
+  bool lends_ ABSL_GUARDED_BY(write_mu_) = false;  // what the last batch written said
   absl::Mutex mu_;
   int outstanding_ ABSL_GUARDED_BY(mu_) = 0;
 };
@@ -277,6 +303,12 @@ class WorkerService final : public v1::Worker::Service {
     // task id).
     std::unique_ptr<CallPool> pool;
     StreamReplies replies(stream);
+    absl::Notification stream_ended;
+    std::thread lending_watch([&replies, &stream_ended] {
+      while (!stream_ended.WaitForNotificationWithTimeout(kLendingCheckPeriod)) {
+        replies.TellIfNoLongerLending();
+      }
+    });
     while (stream->Read(&batch)) {
       v1::TaskResultBatch results;
       for (const v1::TaskSpec& task : batch.tasks()) {
@@ -317,6 +349,8 @@ class WorkerService final : public v1::Worker::Service {
     }
     pool.reset();  // waits for the calls still running
     replies.WaitForAll();
+    stream_ended.Notify();
+    lending_watch.join();
     finished_.Notify();
     return grpc::Status::OK;
   }
@@ -471,6 +505,12 @@ void SetRunningTaskOnThisThread(std::string task_id, std::string caller) {
 }
 
 const std::string& RunningTaskCallerOnThisThread() { return running_task_caller; }
+
+void SetLendsObjectsProbe(std::function<bool()> probe) {
+  absl::MutexLock lock(&lends_mu);
+  delete lends_probe;
+  lends_probe = new std::function<bool()>(std::move(probe));
+}
 
 absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel, AsyncTaskRunner async_runner) {
   if (globals != nullptr) return absl::FailedPreconditionError("the worker is already started");

@@ -101,6 +101,10 @@ const std::string& RunningTaskOnThisThread();
 // refs inside its result are lent to (SerializeResult).
 const std::string& RunningTaskCallerOnThisThread();
 void SetRunningTaskOnThisThread(std::string task_id, std::string caller = "");
+// Whether this process's own runtime owns objects other processes borrow (set by the API when a
+// task makes that runtime): each result says so (TaskResult.lends_objects), and the worker's
+// owner keeps the worker while it does.
+void SetLendsObjectsProbe(std::function<bool()> probe);
 // Waits up to `timeout` for the owner's stream to end; true once it has (never true in a detached
 // actor's worker, which outlives that stream).
 bool WaitForWorkerEnd(absl::Duration timeout);

@@ -7,6 +7,7 @@ table size (`_core.owned_object_count`, in each process) shows what is held (a r
 function's or actor class's code is put once at its first call and kept: tests call it first)."""
 import gc
 import os
+import textwrap
 
 import numpy as np
 
@@ -163,3 +164,35 @@ def test_a_borrower_that_dies_gives_back_what_it_held(cluster):
     wait_for(lambda: not pid_alive(pid), 30, "the killed actor's process to exit")
     # Its owner finds it gone (probed every few seconds) and forgets its count.
     wait_owned(before, "the object a dead borrower held to be freed")
+
+
+def test_a_task_worker_whose_objects_are_borrowed_outlives_its_idle_timeout(cluster):
+    # A driver whose idle workers go after half a second: the worker that made the returned
+    # object stays while the driver holds a ref to it, then goes once the driver lets go.
+    script = textwrap.dedent("""
+        import gc, os, time
+        import tessera
+
+        tessera.init(address="auto", _worker_idle_timeout_s=0.5)
+
+        @tessera.remote
+        def make():
+            return [tessera.put("made by a task"), os.getpid()]
+
+        [ref, pid] = tessera.get(make.remote())
+        time.sleep(2.5)
+        print(tessera.get(ref, timeout=30))
+        os.kill(pid, 0)  # still there
+        del ref
+        gc.collect()
+        for _ in range(200):
+            time.sleep(0.1)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                print("let go")
+                break
+    """)
+    r = cluster.python(script)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines() == ["made by a task", "let go"]
