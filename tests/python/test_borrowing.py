@@ -25,6 +25,11 @@ def wait_owned(expected, what):
     wait_for(lambda: owned_here() == expected, 30, what)
 
 
+def wait_owned_by(actor, expected, what):
+    gc.collect()
+    wait_for(lambda: tessera.get(actor.owned.remote()) == expected, 30, what)
+
+
 @tessera.remote
 class Holder:
     """Keeps the refs it is given inside a value, and lets them go when asked."""
@@ -111,9 +116,7 @@ def test_refs_a_task_returned_are_freed_when_the_caller_lets_go(cluster):
     # Passed on to a task on either node while the caller still holds them.
     assert tessera.get(read_first.remote([refs[2]])).tolist() == [2] * 4
     del refs
-    gc.collect()
-    wait_for(lambda: tessera.get(holder.owned.remote()) == base, 30,
-             "the actor's objects to be freed once the caller let go")
+    wait_owned_by(holder, base, "the actor's objects to be freed once the caller let go")
 
 
 def test_a_result_nobody_read_gives_back_what_it_lent(cluster):
@@ -122,9 +125,7 @@ def test_a_result_nobody_read_gives_back_what_it_lent(cluster):
     result = holder.make.remote(2)
     tessera.wait([result])
     del result
-    gc.collect()
-    wait_for(lambda: tessera.get(holder.owned.remote()) == base, 30,
-             "objects inside an unread result to be freed with it")
+    wait_owned_by(holder, base, "objects inside an unread result to be freed with it")
 
 
 def test_an_unnamed_actor_ends_when_its_last_handle_anywhere_goes(cluster):
