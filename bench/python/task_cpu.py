@@ -23,7 +23,7 @@ import os
 import statistics
 import sys
 import time
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import tessera
 
@@ -42,13 +42,13 @@ class Pinger:
         return 0
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of `pid` (all its threads), in seconds; 0 when it is gone."""
+def cpu_seconds(pid: int) -> Optional[float]:
+    """utime + stime of `pid` (all its threads), in seconds; None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
     except OSError:
-        return 0.0
+        return None
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # fields 14 and 15 of stat
 
 
@@ -85,7 +85,10 @@ def measure(name: str, loop, calls: int, state_dir: str) -> Tuple[float, ...]:
         done += BATCH
     wall = time.perf_counter() - start
     driver = cpu_seconds(os.getpid()) - driver_before
-    per_group = {group: sum(cpu_seconds(pid) - before[pid] for pid in pids)
+    # A process that exited during the loop (an idle worker let go) counts for nothing: its
+    # last CPU time is not readable any more. The warm-up leaves no such worker behind.
+    per_group = {group: sum((cpu_seconds(pid) or before[pid]) - before[pid] for pid in pids
+                            if before[pid] is not None)
                  for group, pids in processes.items()}
     figures = tuple(1e6 * x / done for x in (driver, per_group["workers"], per_group["daemons"],
                                               driver + per_group["workers"], wall))

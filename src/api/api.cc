@@ -173,15 +173,17 @@ ObjectPathStats GetObjectPathStats() { return ObjectPathSnapshot(); }
 
 std::vector<bool> WaitReady(const std::vector<const ObjectRefBase*>& refs, int num,
                             absl::Duration timeout, bool stop_at_failure) {
-  auto current = Current();
+  // In a worker, its own runtime asks the owners (made on first use); none: all are ready, the
+  // reads say why.
+  absl::Status why;
+  auto current = CurrentOrNested(&why);
   std::vector<const ObjectRefBase*> live;
   std::vector<size_t> where;
   std::vector<bool> ready(refs.size(), true);
   int already = 0;
   for (size_t i = 0; i < refs.size(); ++i) {
-    // A ref born failed is ready: Get answers it at once; so is one owned by another process
-    // (read from a worker: Get waits for it there).
-    if (!refs[i]->early_error().ok() || current == nullptr || !OwnedBy(*current, *refs[i])) {
+    // A ref born failed is ready: Get answers it at once.
+    if (!refs[i]->early_error().ok() || current == nullptr) {
       ++already;
       continue;
     }

@@ -160,6 +160,9 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
   SubmitterOptions submitter_options;
   submitter_options.idle_timeout = options.worker_idle_timeout;
   submitter_options.max_workers_per_shape = options.max_workers_per_kind;
+  submitter_options.discard_value = [objects = runtime->objects_](const std::string& value) {
+    objects->Discard(value);
+  };
   std::shared_ptr<ObjectTable> objects = runtime->objects_;
   // The leases are created below; the submitter only calls them after Submit.
   runtime->returns_ = std::make_shared<MultipleReturns>(objects.get());
@@ -638,10 +641,48 @@ std::vector<bool> DriverRuntime::Wait(const std::vector<const ObjectRefBase*>& r
                                       absl::Duration timeout, bool stop_at_failure) {
   const absl::Time deadline =
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
-  std::vector<ObjectId> ids;
-  ids.reserve(refs.size());
-  for (const ObjectRefBase* ref : refs) ids.push_back(ref->id());
-  return objects_->Wait(ids, num, deadline, stop_at_failure);
+  std::vector<ObjectId> ids;  // this owner's
+  std::vector<size_t> own;   // their places in `refs`
+  std::vector<size_t> foreign;
+  for (size_t i = 0; i < refs.size(); ++i) {
+    if (refs[i]->data().owner.address == owner_.address) {
+      ids.push_back(refs[i]->id());
+      own.push_back(i);
+    } else {
+      foreign.push_back(i);
+    }
+  }
+  if (foreign.empty()) return objects_->Wait(ids, num, deadline, stop_at_failure);
+  // Other processes' objects are asked about at their owners (a peek, not the value), between
+  // waits on this owner's own that grow from 1 ms to 50 ms.
+  std::vector<bool> ready(refs.size(), false);
+  absl::Duration pause = absl::Milliseconds(1);
+  while (true) {
+    int count = 0;
+    for (size_t i : foreign) {
+      if (!ready[i]) {
+        ready[i] = worker::IsDoneAtOwner(
+            worker::OwnerStubFor(refs[i]->data().owner.address, token_), refs[i]->data(),
+            absl::ZeroDuration());
+      }
+      count += ready[i] ? 1 : 0;
+    }
+    const absl::Time now = absl::Now();
+    const std::vector<bool> own_ready =
+        objects_->Wait(ids, std::max(0, num - count), std::min(deadline, now + pause),
+                       stop_at_failure);
+    bool failed = false;
+    for (size_t j = 0; j < own.size(); ++j) {
+      ready[own[j]] = own_ready[j];
+      count += own_ready[j] ? 1 : 0;
+      failed = failed || (stop_at_failure && own_ready[j] && !objects_->Failure(ids[j]).ok());
+    }
+    if (count >= num || count == static_cast<int>(refs.size()) || failed ||
+        absl::Now() >= deadline) {
+      return ready;
+    }
+    pause = std::min(pause * 2, absl::Milliseconds(50));
+  }
 }
 
 absl::Status DriverRuntime::Failure(const ObjectRefBase& ref) const {
@@ -801,7 +842,10 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
     if (!value.ok()) {
       return WithContext(value.status(), absl::StrCat("actor ", *name, ": argument ", i, ": "));
     }
-    constructor.spec.add_args()->set_value(std::move(*value).ToString());
+    std::string bytes = std::move(*value).ToString();
+    // The refs inside it live while the actor may still read them (its worker borrows them).
+    HoldRefsInside(bytes, &constructor.argument_refs);
+    constructor.spec.add_args()->set_value(std::move(bytes));
   }
   ActorSpec actor;
   actor.display = options.name.empty()
@@ -903,7 +947,9 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
     if (!value.ok()) {
       return Failed(WithContext(value.status(), absl::StrCat("task ", method, ": argument ", i, ": ")));
     }
-    call.spec.add_args()->set_value(std::move(*value).ToString());
+    std::string bytes = std::move(*value).ToString();
+    HoldRefsInside(bytes, &call.argument_refs);  // until the call is done
+    call.spec.add_args()->set_value(std::move(bytes));
   }
   objects_->AddPending(call.return_id);
   ObjectRefBase result = MakeOwnedRef(call.return_id);

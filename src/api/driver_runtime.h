@@ -58,7 +58,8 @@ class DriverRuntime {
   // (pulled from its node first when it lies elsewhere).
   absl::StatusOr<internal::SerializedValue> Get(const ObjectRefBase& ref, absl::Duration timeout);
   // ready[i] once `num` are ready or `timeout` passed; with `stop_at_failure` also as soon as
-  // one is done with an error.
+  // one of this owner's is done with an error. Another process's object is asked about at its
+  // owner (a peek), about every 50 ms while waiting.
   std::vector<bool> Wait(const std::vector<const ObjectRefBase*>& refs, int num,
                          absl::Duration timeout, bool stop_at_failure = false);
   // The error an object this runtime owns is done with (OK while pending, done with a value, or

@@ -58,6 +58,10 @@ class ObjectTable {
   // of a value not taken are let go before it returns.
   bool Complete(const ObjectId& id, absl::StatusOr<std::string> value);
 
+  // Gives back what a value that no entry takes lent this process (a duplicate result or
+  // generator item): its holds are made and let go at once.
+  void Discard(const std::string& value) const { (void)HoldsFor(value); }
+
   // One more local reference to `id` (false, nothing changed: the table no longer holds it).
   bool AddLocal(const ObjectId& id);
   // One local reference fewer: the entry goes once none is left and no borrower holds one. An

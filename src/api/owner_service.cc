@@ -31,6 +31,12 @@ grpc::Status OwnerService::GetObject(grpc::ServerContext*, const v1::GetObjectRe
                         absl::StrCat("object_id: ", id.status().message()));
   }
   const absl::Time deadline = absl::Now() + absl::Milliseconds(std::max<int64_t>(0, request->wait_ms()));
+  if (request->peek()) {
+    // An id this owner no longer holds counts as done: reading it says why.
+    if (runtime_->objects().Wait({*id}, 1, deadline)[0]) return grpc::Status::OK;
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        absl::StrCat("object ", id->Hex(), " is not ready yet"));
+  }
   absl::StatusOr<std::string> value = runtime_->objects().Get(*id, deadline);
   if (value.ok()) {
     std::optional<v1::StoredObject> where = DecodeStoredEnvelope(*value);

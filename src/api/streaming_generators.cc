@@ -24,6 +24,7 @@ absl::Status StreamingGenerators::Report(const TaskId& task, int64_t index, std:
   if (index < 0 || index > int64_t{0x7ffffff0}) {
     return absl::InvalidArgumentError(absl::StrCat("generator item index ", index, " is out of range"));
   }
+  bool duplicate = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = generators_.find(task);
@@ -33,16 +34,21 @@ absl::Status StreamingGenerators::Report(const TaskId& task, int64_t index, std:
                                               "(or its consumer let it go)"));
     }
     Generator& generator = it->second;
-    if (index < generator.received || generator.finished) return absl::OkStatus();
+    if (index < generator.received || generator.finished) {
+      duplicate = true;  // a retried run's item: what it lent this owner goes back
+    }
     if (index > generator.received) {
       return absl::FailedPreconditionError(absl::StrCat(
           "generator item ", index, " of task ", task.Hex(), " came before item ",
           generator.received));
     }
-    // Added under the lock, so that Next never sees `received` ahead of the table.
-    table_->AddValue(ItemId(task, index), std::move(value));
-    ++generator.received;
+    if (!duplicate) {
+      // Added under the lock, so that Next never sees `received` ahead of the table.
+      table_->AddValue(ItemId(task, index), std::move(value));
+      ++generator.received;
+    }
   }
+  if (duplicate) table_->Discard(value);
   return absl::OkStatus();
 }
 

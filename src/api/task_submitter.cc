@@ -231,11 +231,17 @@ void TaskSubmitter::FailQueuedLocked(Shape& shape, const absl::Status& status,
 void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& results) {
   std::vector<Outcome> outcomes;
   std::vector<TaskRun> runs;
+  // Results that are ignored (duplicates): what they lent this owner is given back after the
+  // mutex.
+  std::vector<const v1::TaskResult*> ignored;
   {
-    absl::MutexLock lock(&mu_);
+    absl::ReleasableMutexLock lock(&mu_);
     auto wit = workers_.find(handle);
     if (wit == workers_.end()) {
       stats_.duplicate_results += results.results_size();
+      lock.Release();
+      for (const v1::TaskResult& result : results.results()) ignored.push_back(&result);
+      DiscardValues(ignored);
       return;
     }
     Worker& worker = wit->second;
@@ -246,6 +252,7 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
       auto it = worker.in_flight.find(result.task_id());
       if (it == worker.in_flight.end()) {
         ++stats_.duplicate_results;
+        ignored.push_back(&result);
         continue;
       }
       QueuedTask& task = it->second;
@@ -309,6 +316,7 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
     if (!worker_gone && worker.in_flight.empty()) worker.idle_since = absl::Now();
     DispatchLocked(shape);
   }
+  DiscardValues(ignored);
   TellTaskEventSink(runs);  // before the outcomes: a timeline asked for after a get has the run
   DeliverAll(std::move(outcomes));
 }
@@ -574,6 +582,13 @@ void TaskSubmitter::CancelSubmittedBy(const std::string& parent, bool force) {
   DeliverAll(std::move(outcomes));
 }
 
+void TaskSubmitter::DiscardValues(const std::vector<const v1::TaskResult*>& results) {
+  if (!options_.discard_value) return;
+  for (const v1::TaskResult* result : results) {
+    if (result->has_value()) options_.discard_value(result->value());
+  }
+}
+
 void TaskSubmitter::Shutdown() {
   std::vector<Outcome> outcomes;
   {
@@ -719,6 +734,8 @@ void TaskSubmitter::ActorDeadLocked(Shape& shape, const std::string& cause,
   shape.dead = true;
   shape.death = cause;
   shape.death_kind = kind;
+  // Never run again: the refs its arguments held (an actor handle among them) go.
+  shape.constructor.argument_refs.clear();
   if (!was_dead && actor_observer_) {
     actor_observer_(shape.shape.key, ActorChange{ActorChange::Kind::kDead, shape.restarts, cause});
   }

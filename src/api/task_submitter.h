@@ -140,6 +140,9 @@ struct SubmitterOptions {
   absl::Duration grow_threshold = absl::Milliseconds(10);
   // Workers that fail to start in a row before the shape's waiting tasks fail.
   int max_start_failures = 3;
+  // Sees the value of each result that is ignored (a duplicate, or from a worker let go), outside
+  // the submitter's mutex: what it lent the owner is given back (ObjectTable::Discard).
+  std::function<void(const std::string& value)> discard_value;
 };
 
 using WorkerHandle = uint64_t;
@@ -251,6 +254,9 @@ class TaskSubmitter {
 
   int CapLocked(const Shape& shape) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void DispatchLocked(Shape& shape) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands the values of ignored results to options_.discard_value (not under mu_).
+  void DiscardValues(const std::vector<const v1::TaskResult*>& results)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void MaybeGrowLocked(Shape& shape) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailQueuedLocked(Shape& shape, const absl::Status& status, std::vector<Outcome>& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

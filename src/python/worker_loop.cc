@@ -362,8 +362,12 @@ void BindWorkerLoop(py::module_& m) {
               ReturnValue(spec.task_id(), parts_in, static_cast<uint32_t>(index + 2), refs);
           status = value.ok() ? worker::ReportGeneratorItem(spec, index, *std::move(value))
                               : value.status();
-          // Not delivered (refused, or the caller let the generator go): nothing was lent.
-          if (!status.ok()) worker::Unlend(refs, Caller(spec));
+          // Not made, or refused by the caller (it let the generator go): nothing was lent. A
+          // caller that did not answer may have taken it (or is gone): the count stays.
+          if (!value.ok() || absl::IsNotFound(status) || absl::IsFailedPrecondition(status) ||
+              absl::IsInvalidArgument(status)) {
+            worker::Unlend(refs, Caller(spec));
+          }
         }
         if (!status.ok()) ThrowStatus(status);
       },

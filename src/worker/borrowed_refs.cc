@@ -1,5 +1,6 @@
 #include "worker/borrowed_refs.h"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <thread>
@@ -22,6 +23,8 @@ namespace {
 // hold up a worker's replies until answered (FlushBorrows); removals only the next batch.
 constexpr absl::Duration kAdditionsDeadline = absl::Seconds(10);
 constexpr absl::Duration kRemovalsDeadline = absl::Seconds(2);
+// Tries of one batch at an owner that answers, but too slowly.
+constexpr int kAttemptsWhileSlow = 6;
 
 struct Change {
   std::string owner;  // the owner's address
@@ -75,6 +78,7 @@ class Borrows {
       if (change.owner == local_address_ && local_change_) {
         local = local_change_;
       } else {
+        if (change.delta > 0) ++queued_additions_;
         queue_.push_back(std::move(change));
         ++queued_;
         if (!sender_started_) {
@@ -87,12 +91,13 @@ class Borrows {
     local(change.id, change.borrower, change.delta);
   }
 
+  // Waits for the additions only: removals never need to land before anything else.
   void Flush() {
     absl::MutexLock lock(&mu_);
-    const uint64_t target = queued_;
+    const uint64_t target = queued_additions_;
     auto sent = [this, target] {
       mu_.AssertHeld();
-      return answered_ >= target;
+      return answered_additions_ >= target;
     };
     mu_.Await(absl::Condition(&sent));
   }
@@ -120,6 +125,12 @@ class Borrows {
       // Additions first, all answered, then removals: a reference handed on is counted at its
       // owner before any reference it came through is let go.
       SendPhase(batch, token, /*additions=*/true);
+      const uint64_t additions = std::count_if(
+          batch.begin(), batch.end(), [](const Change& change) { return change.delta > 0; });
+      {
+        absl::MutexLock lock(&mu_);
+        answered_additions_ += additions;
+      }
       SendPhase(batch, token, /*additions=*/false);
       absl::MutexLock lock(&mu_);
       answered_ += batch.size();
@@ -137,11 +148,20 @@ class Borrows {
       out->set_delta(change.delta);
     }
     for (const auto& [owner, request] : by_owner) {
-      grpc::ClientContext context;
-      rpc::ConfigureClientContext(&context, additions ? kAdditionsDeadline : kRemovalsDeadline);
-      v1::UpdateBorrowsReply reply;
-      // An owner that cannot be reached has exited: its objects are lost, nothing to count.
-      (void)OwnerStubFor(owner, token).UpdateBorrows(&context, request, &reply);
+      // An owner that cannot be reached has exited: its objects are lost, nothing to count. A
+      // slow one is asked again: an addition it missed would let a later removal of the same
+      // borrower's count free the object under another reference.
+      for (int attempt = 0;; ++attempt) {
+        grpc::ClientContext context;
+        rpc::ConfigureClientContext(&context, additions ? kAdditionsDeadline : kRemovalsDeadline);
+        v1::UpdateBorrowsReply reply;
+        const grpc::Status status = OwnerStubFor(owner, token).UpdateBorrows(&context, request,
+                                                                             &reply);
+        if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED ||
+            attempt + 1 >= kAttemptsWhileSlow) {
+          break;
+        }
+      }
     }
   }
 
@@ -153,6 +173,8 @@ class Borrows {
   std::deque<Change> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t answered_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t queued_additions_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t answered_additions_ ABSL_GUARDED_BY(mu_) = 0;
   bool sender_started_ ABSL_GUARDED_BY(mu_) = false;
 
   struct Held {

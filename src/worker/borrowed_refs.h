@@ -8,9 +8,9 @@
 // refs inside the stored value). Counts for this process's own objects are applied to its own
 // table at once (SetLocalOwner); those for other owners go out in order on one sender thread,
 // each batch's additions acknowledged before its removals are sent, so that no owner sees a
-// reference let go before the one handed on from it was counted. FlushBorrows waits for what was
-// queued so far: a worker calls it before it replies to a task, so the references its task
-// borrowed from the arguments are counted before the caller lets go of them.
+// reference let go before the one handed on from it was counted. FlushBorrows waits for the
+// additions queued so far: a worker calls it before it replies to a task, so the references its
+// task borrowed from the arguments are counted before the caller lets go of them.
 //
 // Threading: thread-safe. Owners that cannot be reached are skipped (their objects are lost).
 #pragma once
@@ -56,8 +56,9 @@ void Unlend(const std::vector<ObjectRefData>& refs, const std::string& borrower)
 std::shared_ptr<internal::LocalReference> LentReference(const ObjectRefData& ref,
                                                         const std::string& borrower);
 
-// Waits until every change queued so far has been answered by its owner (or its owner found
-// unreachable).
+// Waits until every addition queued so far has been answered by its owner (or its owner found
+// unreachable; one that answers too slowly is asked again a few times, and an addition it may
+// have taken twice only keeps the object longer).
 void FlushBorrows();
 
 // Changes queued and not yet answered (tests and the shutdown path).

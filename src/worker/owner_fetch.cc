@@ -96,4 +96,16 @@ absl::StatusOr<internal::SerializedValue> ReadFromOwner(v1::Owner::Stub& owner,
   return absl::InternalError("unreachable");
 }
 
+bool IsDoneAtOwner(v1::Owner::Stub& owner, const ObjectRefData& ref, absl::Duration wait) {
+  v1::GetObjectRequest request;
+  request.set_object_id(ref.id.Binary());
+  request.set_peek(true);
+  request.set_wait_ms(absl::ToInt64Milliseconds(wait));
+  v1::GetObjectReply reply;
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, wait + absl::Seconds(10));
+  const grpc::Status status = owner.GetObject(&context, request, &reply);
+  return status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
 }  // namespace tessera::worker

@@ -34,4 +34,9 @@ absl::StatusOr<internal::SerializedValue> ReadFromOwner(v1::Owner::Stub& owner,
                                                         absl::Duration timeout,
                                                         bool* owner_unreachable = nullptr);
 
+// Whether `ref` is done at `owner` (GetObjectRequest.peek), waiting up to `wait` there: true
+// once it is, or when the owner cannot say (gone, or no longer holding it: a read then says
+// why); false while it is being made.
+bool IsDoneAtOwner(v1::Owner::Stub& owner, const ObjectRefData& ref, absl::Duration wait);
+
 }  // namespace tessera::worker

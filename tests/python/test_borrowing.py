@@ -197,3 +197,38 @@ def test_a_task_worker_whose_objects_are_borrowed_outlives_its_idle_timeout(clus
     r = cluster.python(script)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines() == ["made by a task", "let go"]
+
+
+@tessera.remote
+def make_box(value):
+    return [tessera.put(value)]
+
+
+def test_refs_inside_an_actor_calls_ref_argument_live_while_the_actor_holds_them(cluster):
+    holder = Holder.remote()
+    # The box's ref is the caller's only until the call has it: then the actor's borrow.
+    assert tessera.get(holder.keep.remote(make_box.remote("boxed"))) == 1
+    gc.collect()
+    assert tessera.get(holder.read.remote()) == ["boxed"]
+
+
+@tessera.remote
+class HandleKeeper:
+    def __init__(self, box):
+        self.box = box
+
+    def pid_of_kept(self):
+        return tessera.get(self.box[0].pid.remote())
+
+
+def test_an_actor_passed_to_another_actors_constructor_ends_after_both_are_gone(cluster):
+    counter = Holder.remote()
+    pid = tessera.get(counter.pid.remote())
+    keeper = HandleKeeper.remote([counter])
+    assert tessera.get(keeper.pid_of_kept.remote()) == pid
+    del counter
+    gc.collect()
+    assert pid_alive(pid)  # the keeper's copy, and its constructor's argument, hold it
+    tessera.kill(keeper)
+    wait_for(lambda: not pid_alive(pid), 60,
+             "the actor to end once the actor holding its handle died")

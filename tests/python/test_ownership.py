@@ -152,3 +152,18 @@ def test_get_of_a_list_raises_the_first_failed_ref_in_order(cluster):
     tessera.wait([a, b], num_returns=2)
     with pytest.raises(ValueError, match="first"):
         tessera.get([square.remote(2), a, b])
+
+
+@tessera.remote
+def submit_slow_and_return(value, seconds):
+    return sleep_then.remote(value, seconds)
+
+
+def test_wait_on_a_ref_another_process_owns_waits_until_its_owner_has_it(cluster):
+    inner = tessera.get(submit_slow_and_return.remote("late", 3))
+    assert inner.owner_address() != tessera._core.owner_address()
+    ready, not_ready = tessera.wait([inner], timeout=0.5)
+    assert (ready, not_ready) == ([], [inner])
+    ready, not_ready = tessera.wait([inner], timeout=60)
+    assert (ready, not_ready) == ([inner], [])
+    assert tessera.get(inner) == "late"
