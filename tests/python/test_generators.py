@@ -189,3 +189,21 @@ def test_a_generator_cannot_leave_its_caller(cluster):
     with pytest.raises(TypeError, match="cannot be passed to another process"):
         pickle.dumps(generator)
     assert tessera.get(next(generator)) == 0
+
+
+def test_wait_takes_a_generator_ready_once_its_next_value_is_there(cluster, tmp_path):
+    flag = tmp_path / "go on"
+    generator = wait_between.remote(str(flag))
+    ready, not_ready = tessera.wait([generator], timeout=30)
+    assert (ready, not_ready) == ([generator], [])
+    assert tessera.get(next(generator)) == "first"
+    # The second value waits for the flag: not ready; a plain ref beside it is.
+    plain = tessera.put("here")
+    ready, not_ready = tessera.wait([generator, plain], num_returns=1, timeout=0.3)
+    assert (ready, not_ready) == ([plain], [generator])
+    ready, not_ready = tessera.wait([generator], timeout=0.3)
+    assert (ready, not_ready) == ([], [generator])
+    flag.write_text("go")
+    ready, _ = tessera.wait([generator], timeout=30)
+    assert ready == [generator]
+    assert tessera.get(next(generator)) == "second"

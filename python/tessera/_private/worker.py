@@ -21,6 +21,7 @@ import atexit
 import os
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -335,15 +336,18 @@ def get(object_refs: Any, *, timeout: Optional[float] = None) -> Any:
     return get_values(object_refs, timeout)
 
 
-def wait(object_refs: List[ObjectRef], *, num_returns: int = 1, timeout: Optional[float] = None,
-         fetch_local: bool = True) -> Tuple[List[ObjectRef], List[ObjectRef]]:
+def wait(object_refs: List[Any], *, num_returns: int = 1, timeout: Optional[float] = None,
+         fetch_local: bool = True) -> Tuple[List[Any], List[Any]]:
     """(ready, not_ready), both in the order given, once `num_returns` are ready (finished with a
-    value or an error) or `timeout` seconds passed."""
+    value or an error; an ObjectRefGenerator once its next value, or its end, is there) or
+    `timeout` seconds passed."""
+    from tessera._private.object_ref_generator import ObjectRefGenerator
+
     auto_init()
     if isinstance(object_refs, ObjectRef) or not isinstance(object_refs, list):
         raise TypeError(f"wait() expected a list of ObjectRef, got {type(object_refs).__name__}")
     for ref in object_refs:
-        if not isinstance(ref, ObjectRef):
+        if not isinstance(ref, (ObjectRef, ObjectRefGenerator)):
             raise TypeError(f"wait() expected a list of ObjectRef, got an element of type "
                             f"{type(ref).__name__}")
     if not object_refs:
@@ -355,13 +359,46 @@ def wait(object_refs: List[ObjectRef], *, num_returns: int = 1, timeout: Optiona
     if num_returns > len(object_refs):
         raise ValueError("num_returns cannot be greater than the number of objects provided to "
                          "tessera.wait.")
-    ready_flags = _core.wait(object_refs, num_returns, _timeout_seconds(timeout))
-    ready: List[ObjectRef] = []
-    not_ready: List[ObjectRef] = []
+    seconds = _timeout_seconds(timeout)
+    if any(isinstance(ref, ObjectRefGenerator) for ref in object_refs):
+        ready_flags = _wait_with_generators(object_refs, num_returns, seconds)
+    else:
+        ready_flags = _core.wait(object_refs, num_returns, seconds)
+    ready: List[Any] = []
+    not_ready: List[Any] = []
     for ref, flag in zip(object_refs, ready_flags):
         # At most num_returns ready ones, as Ray returns.
         (ready if flag and len(ready) < num_returns else not_ready).append(ref)
     return ready, not_ready
+
+
+def _wait_with_generators(items: List[Any], num_returns: int,
+                          seconds: Optional[float]) -> List[bool]:
+    """wait's flags for a list with ObjectRefGenerators: each generator is asked (next_ready)
+    between waits on the refs of up to 10 ms."""
+    from tessera._private.object_ref_generator import ObjectRefGenerator
+
+    deadline = None if seconds is None else time.monotonic() + seconds
+    refs = [i for i, item in enumerate(items) if not isinstance(item, ObjectRefGenerator)]
+    flags = [False] * len(items)
+    while True:
+        for i, item in enumerate(items):
+            if isinstance(item, ObjectRefGenerator) and not flags[i]:
+                flags[i] = item.next_ready()
+        count = sum(flags)
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if refs:
+            needed = max(0, num_returns - count)
+            slice_s = 0.01 if left is None else min(left, 0.01)
+            for i, flag in zip(refs, _core.wait([items[i] for i in refs],
+                                                min(len(refs), max(1, needed)),
+                                                slice_s)):
+                flags[i] = flag
+            count = sum(flags)
+        elif left is None or left > 0:
+            time.sleep(0.005 if left is None else min(left, 0.005))
+        if count >= num_returns or (deadline is not None and time.monotonic() >= deadline):
+            return flags
 
 
 def cancel(object_ref: ObjectRef, *, force: bool = False, recursive: bool = True) -> None:
