@@ -27,20 +27,31 @@ Loops (timing and sizes: _harness.py; --quick is 1 % of every size):
                                 takes it as argument (fetched to B) and returns its size; the
                                 time of that task, fresh object each repeat, bytes/1e9
 
+CPU per call (--cpu-per-call N, instead of the loops; docs/benchmarks.md "CPU per call"): on a
+one-node local cluster (2 CPUs), N no-op tasks and N calls on one actor in batches of 1000, got,
+after a warm-up, while the user and system CPU of the driver (this process), of every worker and
+of the daemons (head, node agent) is read from /proc/<pid>/stat before and after; --repeats R
+runs of each. A worker that exits during a run (an idle one let go) counts for nothing.
+
 Usage: PYTHONPATH=build/python TESSERA_BIN=build/bin/tessera /usr/bin/python3
        bench/python/microbench.py [--quick] [--json FILE] [--only NAME]... [--check]
-Output: one line per loop, `name rate unit`; details on stderr.
+       bench/python/microbench.py --cpu-per-call 20000 [--repeats 3]
+Output: one line per loop, `name rate unit`; details on stderr. With --cpu-per-call: per run
+`name driver_us workers_us daemons_us total_us wall_us` (µs per call; total is driver + workers),
+then a median line per loop.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -57,6 +68,8 @@ SINGLE_NODE_LOOPS = (
     "memcpy_gigabytes",
 )
 CROSS_NODE_LOOP = "cross_node_get_gigabytes"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+BATCH = 1000  # tasks or calls per block of --cpu-per-call
 
 TWO_NODES = """# Two simulated 2-core nodes for cross_node_get_gigabytes (written by microbench.py).
 node_groups:
@@ -186,6 +199,79 @@ def single_node_loops(rec: _harness.Recorder, sizes: _harness.Sizes, settle: flo
         tessera.shutdown()
 
 
+def cpu_seconds(pid: int) -> Optional[float]:
+    """utime + stime of `pid` (all its threads), in seconds; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # fields 14 and 15 of stat
+
+
+def cluster_processes(state_dir: str) -> Dict[str, List[int]]:
+    """The cluster's processes other than this one: workers and daemons."""
+    found: Dict[str, List[int]] = {"workers": [], "daemons": []}
+    marker = state_dir.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if marker not in environ and marker not in cmdline:
+            continue
+        worker = b"TESSERA_WORKER_MODE=1" in environ
+        found["workers" if worker else "daemons"].append(int(entry))
+    return found
+
+
+def measure_cpu(name: str, loop, calls: int, state_dir: str) -> Tuple[float, ...]:
+    loop(BATCH)  # warm: workers up and leased, code cached
+    processes = cluster_processes(state_dir)
+    before = {pid: cpu_seconds(pid) for group in processes.values() for pid in group}
+    driver_before = cpu_seconds(os.getpid())
+    start = time.perf_counter()
+    done = 0
+    while done < calls:
+        loop(BATCH)
+        done += BATCH
+    wall = time.perf_counter() - start
+    driver = cpu_seconds(os.getpid()) - driver_before
+    # A process that exited during the loop (an idle worker let go) counts for nothing: its
+    # last CPU time is not readable any more. The warm-up leaves no such worker behind.
+    per_group = {group: sum((cpu_seconds(pid) or before[pid]) - before[pid] for pid in pids
+                            if before[pid] is not None)
+                 for group, pids in processes.items()}
+    figures = tuple(1e6 * x / done for x in (driver, per_group["workers"], per_group["daemons"],
+                                              driver + per_group["workers"], wall))
+    print(f"{name} " + " ".join(f"{x:.1f}" for x in figures), flush=True)
+    return figures
+
+
+def cpu_per_call(calls: int, repeats: int) -> None:
+    tessera.init(num_cpus=2, object_store_memory=64 * _harness.MIB)
+    try:
+        from tessera._private import worker
+        state_dir = worker._state.state_dir
+        actor = Pinger.remote()
+        loops = {
+            "tasks_async": lambda n: tessera.get([noop.remote() for _ in range(n)]),
+            "actor_calls_async": lambda n: tessera.get([actor.ping.remote() for _ in range(n)]),
+        }
+        print("loop driver_us workers_us daemons_us total_us wall_us  (per call)", flush=True)
+        for name, loop in loops.items():
+            runs = [measure_cpu(name, loop, calls, state_dir) for _ in range(repeats)]
+            medians = [statistics.median(run[i] for run in runs) for i in range(5)]
+            print(f"{name} median " + " ".join(f"{x:.1f}" for x in medians), flush=True)
+    finally:
+        tessera.shutdown()
+
+
 def tessera_cli(*args: str, timeout: float) -> None:
     done = subprocess.run([os.environ.get("TESSERA_BIN", "tessera"), *args], capture_output=True,
                           text=True, stdin=subprocess.DEVNULL, timeout=timeout)
@@ -246,6 +332,9 @@ def main() -> None:
     parser = _harness.parser(__doc__.split("\n\n")[0])
     parser.add_argument("--client-process", nargs=3, metavar=("STATE_DIR", "SECONDS", "BATCH"),
                         help=__import__("argparse").SUPPRESS)
+    parser.add_argument("--cpu-per-call", type=int, metavar="N",
+                        help="instead of the loops: CPU per call over N tasks and N actor calls")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of --cpu-per-call")
     parser.add_argument("--check", action="store_true",
                         help="exit 1 unless every selected loop printed a positive rate (the "
                              "smoke test; asserts nothing about speed)")
@@ -253,6 +342,9 @@ def main() -> None:
     if args.client_process:
         client_process(args.client_process[0], float(args.client_process[1]),
                        int(args.client_process[2]))
+        return
+    if args.cpu_per_call:
+        cpu_per_call(args.cpu_per_call, args.repeats)
         return
     known = set(SINGLE_NODE_LOOPS) | {CROSS_NODE_LOOP}
     unknown = sorted(set(args.only or ()) - known)
