@@ -237,3 +237,19 @@ def test_the_plain_value_fast_path_writes_the_bytes_cloudpickle_would():
     for value in [Number(3), [[[[1]]]], list(range(17)), {1: "int key"}, {"s": {1, 2}}]:
         assert not s._is_plain(value), value
         assert s.deserialize(s.serialize(value).to_bytes()) == value
+
+
+def test_a_call_without_arguments_is_serialized_once_and_read_back_empty():
+    from tessera._private import arguments
+
+    def put(_):
+        raise AssertionError("a call without arguments is never stored")
+
+    first = arguments.encode((), {}, put)
+    again = arguments.encode((), {}, put)
+    assert first[0] is again[0] and len(first) == 1  # the same bytes, not pickled again
+    assert arguments.decode([memoryview(first[0])]) == ((), {})
+    # Calls with arguments still round trip, and are not taken for the empty one.
+    call = arguments.encode((1, "two"), {"three": 3.0}, put)
+    assert arguments.decode([memoryview(call[0])]) == ((1, "two"), {"three": 3.0})
+    assert arguments.decode([memoryview(arguments.encode(((),), {}, put)[0])]) == (((),), {})

@@ -5,7 +5,8 @@ top-level refs are passed as values, refs nested in containers stay refs), and a
 arguments are large is itself put into the object store and passed by reference, so the task
 message stays small and the worker reads it zero-copy.
 
-Threading: pure functions. Cost: one serialization of the arguments.
+Threading: pure functions. Cost: one serialization of the arguments (none for a call without
+any).
 """
 
 from __future__ import annotations
@@ -28,9 +29,16 @@ class _Slot:
         return (_Slot, (self.index,))
 
 
+# A call without arguments, serialized once: the common no-argument call skips a pickling on
+# both sides (encode returns it, decode recognises it).
+_NO_ARGUMENTS = serialization.serialize(((), {})).to_bytes()
+
+
 def encode(args: Sequence[Any], kwargs: Dict[str, Any], put) -> List[Any]:
     """The core's argument list: [the call's value (bytes, or an ObjectRef when large), ref...].
     `put(serialized)` stores a large call value and returns its ref."""
+    if not args and not kwargs:
+        return [_NO_ARGUMENTS]
     refs: List[Any] = []
 
     def slot(value: Any) -> Any:
@@ -51,6 +59,9 @@ def encode(args: Sequence[Any], kwargs: Dict[str, Any], put) -> List[Any]:
 def decode(buffers: Sequence[Any]) -> Tuple[tuple, Dict[str, Any]]:
     """The (args, kwargs) a task is called with, from the Buffers the core fetched."""
     if not buffers:
+        return (), {}
+    if len(buffers) == 1 and len(buffers[0]) == len(_NO_ARGUMENTS) and \
+            bytes(buffers[0]) == _NO_ARGUMENTS:
         return (), {}
     args, kwargs = serialization.deserialize(buffers[0])
     values = [serialization.deserialize(buffer) for buffer in buffers[1:]]
