@@ -253,3 +253,16 @@ def test_a_call_without_arguments_is_serialized_once_and_read_back_empty():
     call = arguments.encode((1, "two"), {"three": 3.0}, put)
     assert arguments.decode([memoryview(call[0])]) == ((1, "two"), {"three": 3.0})
     assert arguments.decode([memoryview(arguments.encode(((),), {}, put)[0])]) == (((),), {})
+
+
+@pytest.mark.parametrize("length", list(range(0, 140)))
+def test_a_plain_value_is_framed_as_the_full_path_frames_it(length):
+    import pickle as std_pickle
+
+    value = "x" * length
+    fast = serialization.serialize(value)
+    full = serialization._frame(std_pickle.dumps(value, protocol=5), [], [])
+    assert fast.to_bytes() == full.to_bytes() and fast.total_size == full.total_size
+    assert serialization.deserialize(fast.to_bytes()) == value
+    # The reader's shortcut recognises the frame (anything else goes through the full reader).
+    assert serialization._plain_pickle(memoryview(fast.to_bytes())) is not None

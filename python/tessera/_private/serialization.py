@@ -197,11 +197,33 @@ def _pickle(value: Any) -> Tuple[Any, List[memoryview], list]:
     return stream.getbuffer(), buffers, pickler.refs
 
 
+# A value with no out-of-band buffers and no refs: everything before its pickle's length is one
+# of 64 byte strings (by the padding that puts the empty REGION's data on a 64-byte boundary).
+# 27 bytes come before the pickle: fixarray, the header's ext32 head, version and buffer count,
+# the empty REFS array head, and the two bin32 heads.
+_PLAIN_FIXED = 1 + _EXT32_HEAD.size + _HEADER_FIXED.size + _U32_HEAD.size * 3
+_PLAIN_HEADS = [
+    bytes([_FIXARRAY_4]) + _EXT32_HEAD.pack(_EXT32, _HEADER_FIXED.size + padding, HEADER_EXT_TYPE)
+    + _HEADER_FIXED.pack(FORMAT_VERSION, 0) + bytes(padding) + _U32_HEAD.pack(_ARRAY32, 0)
+    for padding in range(ALIGNMENT)
+]
+_EMPTY_REGION = _U32_HEAD.pack(_BIN32, 0)
+
+
 def serialize(value: Any) -> SerializedObject:
     """Pickles `value` into the value format. Raises TypeError naming the value's type when it
     cannot be pickled (the pickling error is chained)."""
     pickled, buffers, contained_refs = _pickle(value)
+    if not buffers and not contained_refs:
+        n = len(pickled)
+        head = _PLAIN_HEADS[-(_PLAIN_FIXED + n) % ALIGNMENT]
+        prefix = b"".join((head, _U32_HEAD.pack(_BIN32, n), pickled, _EMPTY_REGION))
+        return SerializedObject([prefix], contained_refs, len(prefix))
+    return _frame(pickled, buffers, contained_refs)
 
+
+def _frame(pickled: Any, buffers: List[memoryview], contained_refs: list) -> SerializedObject:
+    """The value format around a pickle stream, its out-of-band buffers and its refs."""
     # Buffer offsets inside the region, each a multiple of ALIGNMENT.
     layout: List[Tuple[int, int]] = []
     region_size = 0
@@ -308,11 +330,34 @@ def _as_byte_view(data: Any) -> memoryview:
     return view
 
 
+def _plain_pickle(view: memoryview) -> Any:
+    """The pickle of a value with no buffers and no refs, as serialize frames it; None for any
+    other (the full reader then checks it)."""
+    if len(view) < _PLAIN_FIXED or view[0] != _FIXARRAY_4 or view[1] != _EXT32:
+        return None
+    header_size = int.from_bytes(view[2:6], "big")
+    refs_at = 1 + _EXT32_HEAD.size + header_size
+    pickle_at = refs_at + _U32_HEAD.size * 2
+    if (view[6] != HEADER_EXT_TYPE or view[7] != FORMAT_VERSION or view[8:12] != b"\0\0\0\0"
+            or pickle_at > len(view) or view[refs_at] != _ARRAY32
+            or view[refs_at + 1:refs_at + 5] != b"\0\0\0\0" or view[refs_at + 5] != _BIN32):
+        return None
+    size = int.from_bytes(view[refs_at + 6:pickle_at], "big")
+    end = pickle_at + size
+    if end + _U32_HEAD.size > len(view) or view[end] != _BIN32:
+        return None
+    return view[pickle_at:end]
+
+
 def deserialize(data: Any) -> Any:
     """Rebuilds a value from `data` (anything with the buffer protocol). Out-of-band buffers are
     views of `data`, read-only when it is. Raises ValueError for malformed framing; bytes after
     the REGION are ignored."""
-    reader = _Reader(_as_byte_view(data))
+    view = _as_byte_view(data)
+    plain = _plain_pickle(view)
+    if plain is not None:
+        return pickle.loads(plain)  # no buffers, no refs: the C unpickler straight from the view
+    reader = _Reader(view)
     if len(reader.view) == 0 or reader.view[0] != _FIXARRAY_4:
         first = f"0x{reader.view[0]:02x}" if len(reader.view) else "nothing"
         raise _malformed(f"starts with {first}, not 0x94")
