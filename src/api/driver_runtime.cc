@@ -64,15 +64,20 @@ std::optional<std::string> OwnedActorId(const std::string& shape_key) {
 }
 
 // A ref owned here: its last copy drops the value from the table.
+// One local reference of the table's count (none when the entry was freed already: reading
+// the ref then says so).
 class OwnedReference final : public internal::LocalReference {
  public:
   OwnedReference(std::shared_ptr<ObjectTable> table, ObjectId id)
-      : table_(std::move(table)), id_(id) {}
-  ~OwnedReference() override { table_->Release(id_); }
+      : table_(std::move(table)), id_(id), held_(table_->AddLocal(id_)) {}
+  ~OwnedReference() override {
+    if (held_) table_->Release(id_);
+  }
 
  private:
   std::shared_ptr<ObjectTable> table_;
   ObjectId id_;
+  bool held_;
 };
 
 // This driver's node: the one whose agent it leases through (`agent_address`), else the first
@@ -377,14 +382,12 @@ absl::StatusOr<LeaseShape> DriverRuntime::ShapeFor(const TaskOptions& options) {
 }
 
 ObjectRefBase DriverRuntime::MakeOwnedRef(const ObjectId& id) {
-  (void)objects_->AddLocal(id);
   return ObjectRefBase(ObjectRefData{id, owner_}, std::make_shared<OwnedReference>(objects_, id));
 }
 
 ObjectRefBase DriverRuntime::Hold(const ObjectRefData& ref) {
   if (ref.owner.address != owner_.address) return ObjectRefBase(ref, worker::Borrow(ref));
-  if (!objects_->AddLocal(ref.id)) return ObjectRefBase(ref, nullptr);  // freed already
-  return ObjectRefBase(ref, std::make_shared<OwnedReference>(objects_, ref.id));
+  return MakeOwnedRef(ref.id);
 }
 
 void DriverRuntime::HoldRefsInside(const std::string& value, std::vector<ObjectRefBase>* holds) {

@@ -124,6 +124,7 @@ size_t ObjectTable::BorrowedCount() const {
 std::vector<std::string> ObjectTable::AllBorrowers() const {
   absl::flat_hash_set<std::string> all;
   absl::MutexLock lock(&mu_);
+  if (borrowed_ == 0) return {};  // the common case: no walk over every entry
   for (const auto& [id, entry] : entries_) {
     for (const auto& [borrower, count] : entry.borrowers) all.insert(borrower);
   }

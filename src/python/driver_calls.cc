@@ -272,8 +272,7 @@ void BindDriverCalls(py::module_& m) {
       [](const py::list& parts, const py::list& contained) {
         CheckNotForked();
         const PartViews views(parts);  // held while the copy runs without the GIL
-        std::vector<ObjectRefData> refs;
-        for (py::handle ref : contained) refs.push_back(UnwrapRef(ref).data());
+        const std::vector<ObjectRefData> refs = RefDataOf(contained);
         ObjectRefBase ref;
         {
           py::gil_scoped_release release;

@@ -82,6 +82,13 @@ const ObjectRefBase& UnwrapRef(py::handle object) {
   return object.cast<PyObjectRef&>().ref;
 }
 
+std::vector<ObjectRefData> RefDataOf(const py::list& refs) {
+  std::vector<ObjectRefData> data;
+  data.reserve(refs.size());
+  for (py::handle ref : refs) data.push_back(UnwrapRef(ref).data());
+  return data;
+}
+
 void BindObjects(py::module_& m) {
   ref_class = new py::class_<PyObjectRef, RefHolder>(m, "ObjectRef", R"(A reference to a value in the cluster.
 

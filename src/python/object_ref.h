@@ -46,6 +46,8 @@ py::object WrapRef(ObjectRefBase ref);
 py::object WrapBuffer(internal::SerializedValue value);
 // The ObjectRef inside a Python ObjectRef; TypeError for anything else.
 const ObjectRefBase& UnwrapRef(py::handle object);
+// The data of each ObjectRef in `refs` (a value's contained refs); TypeError for anything else.
+std::vector<ObjectRefData> RefDataOf(const py::list& refs);
 
 // Set in a child after fork: the core's threads and locks did not come along, so every call
 // raises instead of touching them.

@@ -176,14 +176,6 @@ void Claim(PendingTask& task) {
 // envelope once it went straight into this node's store as return `index` (only a node without a
 // store keeps it inline). An error when the store refused it (full even after spilling): the task
 // fails once with the reason. Called without the GIL.
-// The refs a value written by Python holds (its serialization's contained_refs).
-std::vector<ObjectRefData> RefData(const py::list& refs) {
-  std::vector<ObjectRefData> data;
-  data.reserve(refs.size());
-  for (py::handle ref : refs) data.push_back(UnwrapRef(ref).data());
-  return data;
-}
-
 // Who the refs inside `task`'s results are lent to: the process that submitted it.
 const std::string& Caller(const v1::TaskSpec& task) {
   return task.caller().empty() ? task.generator_owner() : task.caller();
@@ -324,7 +316,7 @@ void BindWorkerLoop(py::module_& m) {
       "task_done",
       [](const PyTask& task, const py::list& parts, const py::list& contained) {
         const PartViews parts_in(parts);  // held while the copy runs without the GIL
-        const std::vector<ObjectRefData> refs = RefData(contained);
+        const std::vector<ObjectRefData> refs = RefDataOf(contained);
         PendingTask& pending = *task.pending;
         Claim(pending);
         py::gil_scoped_release release;
@@ -352,7 +344,7 @@ void BindWorkerLoop(py::module_& m) {
       "report_generator_item",
       [](const PyTask& task, int64_t index, const py::list& parts, const py::list& contained) {
         const PartViews parts_in(parts);  // held while the copy runs without the GIL
-        const std::vector<ObjectRefData> refs = RefData(contained);
+        const std::vector<ObjectRefData> refs = RefDataOf(contained);
         const v1::TaskSpec& spec = task.pending->spec;
         absl::Status status;
         {
@@ -383,7 +375,7 @@ void BindWorkerLoop(py::module_& m) {
         for (py::handle parts : values) parts_in.emplace_back(parts.cast<py::list>());
         std::vector<std::vector<ObjectRefData>> refs(parts_in.size());
         for (size_t i = 0; i < refs.size() && i < contained.size(); ++i) {
-          refs[i] = RefData(contained[i].cast<py::list>());
+          refs[i] = RefDataOf(contained[i].cast<py::list>());
         }
         PendingTask& pending = *task.pending;
         Claim(pending);

@@ -80,7 +80,6 @@ class Borrows {
       } else {
         if (change.delta > 0) ++queued_additions_;
         queue_.push_back(std::move(change));
-        ++queued_;
         if (!sender_started_) {
           sender_started_ = true;
           std::thread([this] { SendForever(); }).detach();
@@ -102,10 +101,6 @@ class Borrows {
     mu_.Await(absl::Condition(&sent));
   }
 
-  size_t Pending() {
-    absl::MutexLock lock(&mu_);
-    return static_cast<size_t>(queued_ - answered_);
-  }
 
  private:
   void SendForever() {
@@ -132,8 +127,6 @@ class Borrows {
         answered_additions_ += additions;
       }
       SendPhase(batch, token, /*additions=*/false);
-      absl::MutexLock lock(&mu_);
-      answered_ += batch.size();
     }
   }
 
@@ -171,8 +164,6 @@ class Borrows {
   std::string local_address_ ABSL_GUARDED_BY(mu_);
   LocalBorrowChange local_change_ ABSL_GUARDED_BY(mu_);
   std::deque<Change> queue_ ABSL_GUARDED_BY(mu_);
-  uint64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t answered_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t queued_additions_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t answered_additions_ ABSL_GUARDED_BY(mu_) = 0;
   bool sender_started_ ABSL_GUARDED_BY(mu_) = false;
@@ -251,8 +242,6 @@ void SetBorrowToken(const std::string& token) { TheBorrows().SetToken(token); }
 
 void SetBorrowerId(const std::string& id) { TheBorrows().SetBorrowerId(id); }
 
-std::string BorrowerId() { return TheBorrows().borrower_id(); }
-
 std::shared_ptr<internal::LocalReference> Borrow(const ObjectRefData& ref) {
   return TheBorrows().Borrow(ref);
 }
@@ -275,7 +264,5 @@ std::shared_ptr<internal::LocalReference> LentReference(const ObjectRefData& ref
 }
 
 void FlushBorrows() { TheBorrows().Flush(); }
-
-size_t PendingBorrowChanges() { return TheBorrows().Pending(); }
 
 }  // namespace tessera::worker

@@ -41,7 +41,6 @@ void SetBorrowToken(const std::string& token);
 // (BorrowerWatch). Until set, a random id no owner can probe. References already held keep the
 // id they were counted under.
 void SetBorrowerId(const std::string& id);
-std::string BorrowerId();
 
 // A reference to `ref`, another process's object, held here: one per object per process is
 // counted at its owner while any copy of the returned reference lives.
@@ -61,7 +60,5 @@ std::shared_ptr<internal::LocalReference> LentReference(const ObjectRefData& ref
 // have taken twice only keeps the object longer).
 void FlushBorrows();
 
-// Changes queued and not yet answered (tests and the shutdown path).
-size_t PendingBorrowChanges();
 
 }  // namespace tessera::worker
