@@ -69,6 +69,13 @@ struct PlacementGroup {
 // cluster can never hold it: the head's explanation follows), DeadlineExceeded (no room within
 // the timeout), AlreadyExists (the name is taken), or the cluster being unreachable.
 absl::StatusOr<PlacementGroup> CreatePlacementGroup(const PlacementGroupOptions& options);
+// CreatePlacementGroup in two steps, for a caller that waits elsewhere (as Python's
+// placement_group() does, in a thread behind its ready() ref): SubmitPlacementGroup returns once
+// the head has the group (a RemovePlacementGroup from then on withdraws it), or with the errors
+// above that need no waiting; WaitPlacementGroup then waits for it as CreatePlacementGroup does
+// (options.name, timeout and wait_while_infeasible), and NotFound says it was removed meanwhile.
+absl::Status SubmitPlacementGroup(const PlacementGroupOptions& options);
+absl::StatusOr<PlacementGroup> WaitPlacementGroup(const PlacementGroupOptions& options);
 // Frees the group's bundles: the workers of the tasks and actors in it are ended. `name` may
 // also be a slice reservation's (it is released, as ReleaseSlices). A group already removed, or
 // never made, is nothing to do: OK, as Ray's remove_placement_group.

@@ -177,13 +177,19 @@ std::optional<client::ClusterClientOptions> ReservationCluster() {
 
 }  // namespace api
 
-absl::StatusOr<PlacementGroup> CreatePlacementGroup(const PlacementGroupOptions& options) {
+absl::Status SubmitPlacementGroup(const PlacementGroupOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(v1::CreatePlacementGroupRequest request, api::GroupRequest(options));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, api::Connect());
+  return client::SubmitPlacementGroup(*client, request).status();
+}
+
+absl::StatusOr<PlacementGroup> WaitPlacementGroup(const PlacementGroupOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, api::Connect());
   // A runtime shut down meanwhile stops the wait (the group is withdrawn below).
   auto shut_down = [] { return !api::ReservationCluster().has_value(); };
-  absl::StatusOr<v1::PlacementGroupInfo> waited = client::CreatePlacementGroupAndWait(
-      *client, request, options.timeout, shut_down, options.wait_while_infeasible);
+  absl::StatusOr<v1::PlacementGroupInfo> waited =
+      client::WaitPlacementGroupPlaced(*client, options.name, v1::PlacementGroupInfo(),
+                                       options.timeout, shut_down, options.wait_while_infeasible);
   if (absl::IsNotFound(waited.status())) {
     return absl::NotFoundError(
         absl::StrCat("placement group ", options.name, " was removed before it was created"));
@@ -209,6 +215,11 @@ absl::StatusOr<PlacementGroup> CreatePlacementGroup(const PlacementGroupOptions&
     }
   }
   return group;
+}
+
+absl::StatusOr<PlacementGroup> CreatePlacementGroup(const PlacementGroupOptions& options) {
+  TESSERA_RETURN_IF_ERROR(SubmitPlacementGroup(options));
+  return WaitPlacementGroup(options);
 }
 
 absl::Status RemovePlacementGroup(const std::string& name) {

@@ -69,24 +69,32 @@ absl::StatusOr<v1::SliceAlternative> TpuSliceAlternative(std::string_view what,
   return alt;
 }
 
-absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroupAndWait(
-    ClusterClient& client, const v1::CreatePlacementGroupRequest& request, absl::Duration wait,
-    const std::function<bool()>& stopped, bool through_infeasible) {
+absl::StatusOr<v1::PlacementGroupInfo> SubmitPlacementGroup(
+    ClusterClient& client, const v1::CreatePlacementGroupRequest& request) {
   v1::PlacementGroupInfo info;
   TESSERA_RETURN_IF_ERROR(
       client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
         ctx->set_deadline(absl::ToChronoTime(absl::Now() + kReservationCallDeadline));
         return client.head().CreatePlacementGroup(ctx, request, &info);
       }));
+  return info;
+}
+
+absl::StatusOr<v1::PlacementGroupInfo> WaitPlacementGroupPlaced(
+    ClusterClient& client, const std::string& name, v1::PlacementGroupInfo info,
+    absl::Duration wait, const std::function<bool()>& stopped, bool through_infeasible) {
   const absl::Time until = absl::Now() + wait;
-  while (info.state() != v1::PLACEMENT_GROUP_STATE_CREATED &&
-         (through_infeasible || info.state() != v1::PLACEMENT_GROUP_STATE_INFEASIBLE) &&
-         absl::Now() < until && !(stopped && stopped())) {
+  // Not yet described: one call says where it stands, however short the wait.
+  bool described = info.state() != v1::PLACEMENT_GROUP_STATE_UNSPECIFIED;
+  while (!described ||
+         (info.state() != v1::PLACEMENT_GROUP_STATE_CREATED &&
+          (through_infeasible || info.state() != v1::PLACEMENT_GROUP_STATE_INFEASIBLE) &&
+          absl::Now() < until && !(stopped && stopped()))) {
     v1::WaitPlacementGroupRequest wait_request;
-    wait_request.set_name(request.name());
+    wait_request.set_name(name);
     // With someone to ask whether to stop, no wait is longer than 250 ms.
-    const absl::Duration step =
-        stopped ? std::min(until - absl::Now(), absl::Milliseconds(250)) : until - absl::Now();
+    const absl::Duration left = std::max(until - absl::Now(), absl::ZeroDuration());
+    const absl::Duration step = stopped ? std::min(left, absl::Milliseconds(250)) : left;
     wait_request.set_timeout_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(step)));
     TESSERA_RETURN_IF_ERROR(
         client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
@@ -94,8 +102,17 @@ absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroupAndWait(
           ctx->set_deadline(absl::ToChronoTime(absl::Now() + step + absl::Seconds(10)));
           return client.head().WaitPlacementGroup(ctx, wait_request, &info);
         }));
+    described = true;
   }
   return info;
+}
+
+absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroupAndWait(
+    ClusterClient& client, const v1::CreatePlacementGroupRequest& request, absl::Duration wait,
+    const std::function<bool()>& stopped, bool through_infeasible) {
+  TESSERA_ASSIGN_OR_RETURN(v1::PlacementGroupInfo info, SubmitPlacementGroup(client, request));
+  return WaitPlacementGroupPlaced(client, request.name(), std::move(info), wait, stopped,
+                                  through_infeasible);
 }
 
 absl::StatusOr<v1::SliceGroupInfo> FindSliceGroup(ClusterClient& client, const std::string& name) {

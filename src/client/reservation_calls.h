@@ -32,13 +32,25 @@ absl::Status RestrictSliceAlternatives(v1::ReserveSlicesRequest& request,
                                        std::string_view selector_what, const std::string& domain,
                                        const std::string& selector, bool sub_slice);
 
-// Sends CreatePlacementGroup, then waits (WaitPlacementGroup) up to `wait` while the group is
-// neither CREATED nor INFEASIBLE (with `through_infeasible`: while it is not CREATED, so an
-// infeasible group waits for the cluster to grow). The group as the head last described it: its
-// state says how it ended (PENDING or INFEASIBLE when the wait ran out, or when `stopped`, polled
-// at least every 250 ms, said so). Errors are the calls' own (NotFound: the group was removed
-// while waited for). The create may wait on a two-phase commit with agents that do not answer:
-// it gets a minute, not the client's usual deadline. `wait` may be absl::InfiniteDuration().
+// Sends CreatePlacementGroup: once it returns OK the head has the group (a RemovePlacementGroup
+// sent after it withdraws the group, wherever its placement stands). The group as the head
+// described it then. The create may wait on a two-phase commit with agents that do not answer:
+// it gets a minute, not the client's usual deadline.
+absl::StatusOr<v1::PlacementGroupInfo> SubmitPlacementGroup(
+    ClusterClient& client, const v1::CreatePlacementGroupRequest& request);
+
+// Waits (WaitPlacementGroup) up to `wait` while the group named `name`, last described by `info`
+// (UNSPECIFIED: not yet described), is neither CREATED nor INFEASIBLE (with `through_infeasible`:
+// while it is not CREATED, so an infeasible group waits for the cluster to grow). The group as
+// the head last described it: its state says how it ended (PENDING or INFEASIBLE when the wait
+// ran out, or when `stopped`, polled at least every 250 ms, said so). Errors are the calls' own
+// (NotFound: the group was removed while waited for). `wait` may be absl::InfiniteDuration().
+absl::StatusOr<v1::PlacementGroupInfo> WaitPlacementGroupPlaced(
+    ClusterClient& client, const std::string& name, v1::PlacementGroupInfo info,
+    absl::Duration wait, const std::function<bool()>& stopped = nullptr,
+    bool through_infeasible = false);
+
+// SubmitPlacementGroup, then WaitPlacementGroupPlaced.
 absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroupAndWait(
     ClusterClient& client, const v1::CreatePlacementGroupRequest& request, absl::Duration wait,
     const std::function<bool()>& stopped = nullptr, bool through_infeasible = false);

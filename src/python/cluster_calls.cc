@@ -105,7 +105,7 @@ py::list ListPlacementGroups() {
   return groups;
 }
 
-py::dict CreatePlacementGroup(const py::dict& options) {
+PlacementGroupOptions PlacementGroupOptionsFrom(const py::dict& options) {
   PlacementGroupOptions create;
   create.name = Get<std::string>(options, "name", "");
   create.strategy = Get<std::string>(options, "strategy", "PACK");
@@ -130,17 +130,39 @@ py::dict CreatePlacementGroup(const py::dict& options) {
               : std::vector<std::string>{}});
     }
   }
-  absl::StatusOr<PlacementGroup> created;
+  return create;
+}
+
+py::dict PlacementGroupDict(const PlacementGroup& group) {
+  py::dict out;
+  out["name"] = group.name;
+  out["option"] = group.option;
+  out["bundle_nodes"] = group.bundle_nodes;
+  return out;
+}
+
+// `call` (create, or wait for a submitted group) without the GIL.
+py::dict PlacementGroupCall(
+    const py::dict& options,
+    absl::StatusOr<PlacementGroup> (*call)(const PlacementGroupOptions&)) {
+  const PlacementGroupOptions group = PlacementGroupOptionsFrom(options);
+  absl::StatusOr<PlacementGroup> done;
   {
     py::gil_scoped_release release;
-    created = tessera::CreatePlacementGroup(create);
+    done = call(group);
   }
-  if (!created.ok()) ThrowStatus(created.status());
-  py::dict out;
-  out["name"] = created->name;
-  out["option"] = created->option;
-  out["bundle_nodes"] = created->bundle_nodes;
-  return out;
+  if (!done.ok()) ThrowStatus(done.status());
+  return PlacementGroupDict(*done);
+}
+
+void SubmitPlacementGroup(const py::dict& options) {
+  const PlacementGroupOptions group = PlacementGroupOptionsFrom(options);
+  absl::Status submitted;
+  {
+    py::gil_scoped_release release;
+    submitted = tessera::SubmitPlacementGroup(group);
+  }
+  if (!submitted.ok()) ThrowStatus(submitted);
 }
 
 py::dict ReserveSlices(const py::dict& options) {
@@ -201,9 +223,21 @@ void BindClusterCalls(py::module_& m) {
         "The cluster's nodes: node_id, address, state, alive, resources, available, labels.");
   m.def("list_placement_groups", &ListPlacementGroups,
         "The cluster's placement groups and slice reservations as the head knows them.");
-  m.def("create_placement_group", &CreatePlacementGroup, py::arg("options"),
-        "Reserves every bundle or none (blocking up to timeout_s, None: until placed or removed; "
-        "wait_while_infeasible: an infeasible group waits too): name, option, bundle_nodes.");
+  m.def(
+      "create_placement_group",
+      [](const py::dict& options) { return PlacementGroupCall(options, &tessera::CreatePlacementGroup); },
+      py::arg("options"),
+      "Reserves every bundle or none (blocking up to timeout_s, None: until placed or removed; "
+      "wait_while_infeasible: an infeasible group waits too): name, option, bundle_nodes.");
+  m.def("submit_placement_group", &SubmitPlacementGroup, py::arg("options"),
+        "create_placement_group's first half: returns once the head has the group (a remove "
+        "from then on withdraws it); CoreError for options it refuses.");
+  m.def(
+      "wait_placement_group",
+      [](const py::dict& options) { return PlacementGroupCall(options, &tessera::WaitPlacementGroup); },
+      py::arg("options"),
+      "create_placement_group's second half, for a submitted group: name, option, bundle_nodes; "
+      "CoreError NOT_FOUND when it was removed meanwhile.");
   m.def("remove_placement_group", &Remove<tessera::RemovePlacementGroup>, py::arg("name"));
   m.def("reserve_slices", &ReserveSlices, py::arg("options"),
         "Reserves whole slices (blocking up to timeout_s): name, slices, hosts in bundle order.");

@@ -143,6 +143,22 @@ def test_removing_a_group_ends_its_tasks_and_actors_as_removed_not_retried(clust
     remove_placement_group(group)  # gone already: nothing to do
 
 
+def test_a_group_removed_as_soon_as_it_is_made_is_gone(cluster):
+    # placement_group() returns once the head has the group: a remove right after it withdraws
+    # the group, never racing the wait for its placement (which would then hold its bundles).
+    groups = []
+    for _ in range(20):
+        groups.append(placement_group([{"CPU": 1}, {"CPU": 1}]))
+        remove_placement_group(groups[-1])
+    for group in groups:  # each wait ends: placed then removed, or removed before placed
+        try:
+            tessera.get(group.ready(), timeout=60)
+        except exceptions.RayError as e:
+            assert "removed before it was created" in str(e)
+    assert not set(placement_group_table()) & {g.id.hex() for g in groups}
+    assert tessera.available_resources().get("CPU") == tessera.cluster_resources()["CPU"]
+
+
 def test_placement_group_table_shows_what_ray_users_read(cluster):
     group = placement_group([{"CPU": 1}, {"CPU": 2}], strategy="STRICT_SPREAD")
     tessera.get(group.ready(), timeout=60)

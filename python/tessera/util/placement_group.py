@@ -187,19 +187,30 @@ def placement_group(bundles: List[Dict[str, float]], strategy: str = "PACK", nam
     ready = _core.new_promise()
     group = PlacementGroup(core_name, bundles, strategy, ready)
 
-    def create() -> None:
-        try:
-            made = _core.create_placement_group(options)
-        except _core.CoreError as e:  # its message names the group
+    def refused(e: Exception) -> None:
+        if isinstance(e, _core.CoreError):  # its message names the group
             _core.fulfill_promise(ready, None, e.args[1])
-            return
-        except Exception as e:  # a bad option the core refused
+        else:  # a bad option the core refused
             _core.fulfill_promise(ready, None, f"placement group {core_name}: {e}")
+
+    # The head has the group before this returns, so a remove_placement_group that follows at
+    # once withdraws it; only the wait for its placement runs behind ready().
+    try:
+        _core.submit_placement_group(options)
+    except Exception as e:
+        refused(e)
+        return group
+
+    def wait() -> None:
+        try:
+            made = _core.wait_placement_group(options)
+        except Exception as e:
+            refused(e)
             return
         group._bundle_nodes = list(made["bundle_nodes"])
         _core.fulfill_promise(ready, serialization.serialize(group).to_bytes())
 
-    threading.Thread(target=create, name=f"tessera-pg-{core_name}", daemon=True).start()
+    threading.Thread(target=wait, name=f"tessera-pg-{core_name}", daemon=True).start()
     return group
 
 
