@@ -19,15 +19,22 @@ using ::testing::HasSubstr;
 
 class ActorSubmitterTest : public ::testing::Test {
  protected:
-  ActorSubmitterTest()
-      : submitter_(SubmitterOptions(), &leases_,
+  // Batching off unless asked for (BatchingActorSubmitterTest): each call leaves at once.
+  explicit ActorSubmitterTest(int max_batch_wait = 1)
+      : submitter_(Options(max_batch_wait), &leases_,
                    [this](const ObjectId& id, absl::StatusOr<std::string> v) {
                      return outcomes_.emplace(id, std::move(v)).second;
                    }) {
     shape_.key = "actor:1|CPU=1|";
   }
 
-  void Create(int max_restarts, int max_task_retries) {
+  static SubmitterOptions Options(int max_batch_wait) {
+    SubmitterOptions o;
+    o.max_batch_wait = max_batch_wait;
+    return o;
+  }
+
+  void Create(int max_restarts, int max_task_retries, int max_concurrency = 1) {
     ActorSpec actor;
     actor.display = "actor \"a\"";
     actor.class_name = "A";
@@ -39,6 +46,7 @@ class ActorSubmitterTest : public ::testing::Test {
     QueuedTask constructor;
     constructor.spec.set_task_id("ctor");
     constructor.spec.set_function("MakeA");
+    constructor.spec.set_max_concurrency(max_concurrency);
     submitter_.CreateActor(shape_, actor, constructor);
   }
 
@@ -158,6 +166,38 @@ TEST_F(ActorSubmitterTest, CallsWithoutRetriesFailNamingTheCause) {
   auto [h2, channel2] = AddWorker();
   Call("b");
   EXPECT_EQ(Functions(channel2->sent), (std::vector<std::string>{"MakeA", "b"}));
+}
+
+// The default batching: calls wait for a batch while their actor runs others.
+class BatchingActorSubmitterTest : public ActorSubmitterTest {
+ protected:
+  BatchingActorSubmitterTest() : ActorSubmitterTest(SubmitterOptions().max_batch_wait) {}
+};
+
+TEST_F(BatchingActorSubmitterTest, CallsKeptBackForABatchFailWithTheDeathAsSentOnesDo) {
+  Create(1, 0);
+  auto [h, channel] = AddWorker();
+  Answer(h, channel->Unanswered().at(0));  // constructed
+  const ObjectId a = Call("a");            // sent at once: the actor had nothing to do
+  const ObjectId b = Call("b");            // kept back for a batch while "a" runs
+  EXPECT_EQ(Functions(channel->sent), (std::vector<std::string>{"MakeA", "a"}));
+  submitter_.WorkerDied(h, "killed by signal 9 (SIGKILL)");
+  for (const ObjectId& id : {a, b}) {
+    ASSERT_EQ(outcomes_.count(id), 1u);
+    EXPECT_THAT(std::string(outcomes_.at(id).status().message()), HasSubstr("SIGKILL"));
+  }
+  auto [h2, channel2] = AddWorker();
+  EXPECT_EQ(Functions(channel2->sent), (std::vector<std::string>{"MakeA"}));
+}
+
+TEST_F(BatchingActorSubmitterTest, AnActorThatRunsCallsConcurrentlyGetsEachCallAtOnce) {
+  Create(0, 0, /*max_concurrency=*/2);
+  auto [h, channel] = AddWorker();
+  Answer(h, channel->Unanswered().at(0));
+  Call("wait_for_signal");
+  Call("signal");  // what the first waits for: never kept back
+  EXPECT_EQ(Functions(channel->sent),
+            (std::vector<std::string>{"MakeA", "wait_for_signal", "signal"}));
 }
 
 TEST_F(ActorSubmitterTest, ACallsOwnMaxTaskRetriesTakesThePlaceOfTheActors) {

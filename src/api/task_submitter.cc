@@ -123,8 +123,22 @@ int TaskSubmitter::CapLocked(const Shape& shape) const {
   return static_cast<int>(std::clamp(cap, 1.0, double(options_.max_in_flight_per_worker)));
 }
 
+size_t TaskSubmitter::MinBatchLocked(const Shape& shape, int cap) const {
+  // Slow tasks (a cap of a few) go at once; no-op ones wait for up to max_batch_wait of them.
+  if (shape.actor) {
+    // A call of an actor that runs several at once may be what one in flight waits for; so
+    // may any call of another driver's actor (its concurrency is not known here).
+    const v1::TaskSpec& create = shape.constructor.spec;
+    if (shape.attached || create.max_concurrency() > 1 || !create.concurrency_groups().empty()) {
+      return 1;
+    }
+  }
+  return static_cast<size_t>(std::clamp(cap / 2, 1, std::max(1, options_.max_batch_wait)));
+}
+
 void TaskSubmitter::DispatchLocked(Shape& shape) {
   const int cap = CapLocked(shape);
+  const size_t min_batch = MinBatchLocked(shape, cap);
   while (!shape.queue.empty()) {
     Worker* best = nullptr;
     for (WorkerHandle handle : shape.workers) {
@@ -133,12 +147,19 @@ void TaskSubmitter::DispatchLocked(Shape& shape) {
       if (best == nullptr || w.in_flight.size() < best->in_flight.size()) best = &w;
     }
     if (best == nullptr) break;
+    if (!best->in_flight.empty() && shape.queue.size() < min_batch) {
+      if (shape.actor) {
+        for (QueuedTask& task : shape.queue) task.held_back = true;
+      }
+      break;
+    }
     const size_t n = std::min<size_t>(cap - best->in_flight.size(), shape.queue.size());
     v1::TaskBatch batch;
     batch.mutable_tasks()->Reserve(static_cast<int>(n));
     for (size_t i = 0; i < n; ++i) {
       QueuedTask task = std::move(shape.queue.front());
       shape.queue.pop_front();
+      task.held_back = false;
       *batch.add_tasks() = task.spec;
       std::string id = task.spec.task_id();
       best->in_flight.emplace(std::move(id), std::move(task));
@@ -750,10 +771,19 @@ void TaskSubmitter::ActorDeadLocked(Shape& shape, const std::string& cause,
 
 void TaskSubmitter::ActorWorkerDiedLocked(Shape& shape, Worker& worker, const std::string& cause,
                                           bool bundle_removed, std::vector<Outcome>& out) {
-  // The calls it had, in the order they were numbered (the constructor is 0).
+  // The calls it had, in the order they were numbered (the constructor is 0), and those kept
+  // back for a batch while it ran (it would have had them without the batching).
   std::vector<QueuedTask> pending;
   for (auto& [id, task] : worker.in_flight) {
     if (task.spec.kind() != v1::ACTOR_CREATE) pending.push_back(std::move(task));
+  }
+  for (auto it = shape.queue.begin(); it != shape.queue.end();) {
+    if (!it->held_back) {
+      ++it;
+      continue;
+    }
+    pending.push_back(std::move(*it));
+    it = shape.queue.erase(it);
   }
   std::sort(pending.begin(), pending.end(), [](const QueuedTask& a, const QueuedTask& b) {
     return a.spec.sequence() < b.spec.sequence();

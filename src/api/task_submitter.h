@@ -11,6 +11,12 @@
 // queue until each has used max_retries, then fail naming the exit cause. Each task's result is
 // delivered once; later copies are counted, never delivered.
 //
+// Fast tasks and actor calls go out in batches: a worker with nothing in flight is sent what is
+// queued at once, but one that still runs earlier work is topped up only once a batch worth
+// sending has queued (MinBatchLocked), so a burst of submissions crosses the wire, and wakes the
+// worker, a few dozen at a time rather than one by one. Actors that run calls concurrently are
+// never kept waiting (a call may be what another in flight waits for).
+//
 // Threading: thread-safe (one mutex). Calls into the LeaseSource, the WorkerChannels and the
 // actor observer are made under that mutex and must not block or call back into the submitter on
 // the same thread; result callbacks run outside it.
@@ -75,6 +81,9 @@ struct QueuedTask {
   std::vector<ObjectRefBase> argument_refs;
   // When the owner first queued it (Unix µs; 0: not recorded), for its timeline.
   int64_t submit_time_us = 0;
+  // Kept back for a larger batch while its actor's worker ran other calls (DispatchLocked): it
+  // counts as sent when that worker dies, as it would have been without the batching.
+  bool held_back = false;
 };
 
 // Told of the runs that ended (ran to a result, failed, or lost with their worker), a batch at
@@ -137,6 +146,9 @@ struct SubmitterOptions {
   int max_workers_per_shape = 64;
   absl::Duration target_queue_time = absl::Milliseconds(2);
   int max_in_flight_per_worker = 1024;
+  // The largest batch a worker with work in flight is kept waiting for (half its cap, for
+  // shapes whose cap is lower); 1: every task goes out as soon as there is room.
+  int max_batch_wait = 64;
   absl::Duration grow_threshold = absl::Milliseconds(10);
   // Workers that fail to start in a row before the shape's waiting tasks fail.
   int max_start_failures = 3;
@@ -253,6 +265,8 @@ class TaskSubmitter {
   using Outcome = std::pair<ObjectId, absl::StatusOr<std::string>>;
 
   int CapLocked(const Shape& shape) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // How many queued tasks make a batch worth sending to a worker that has work in flight.
+  size_t MinBatchLocked(const Shape& shape, int cap) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void DispatchLocked(Shape& shape) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands the values of ignored results to options_.discard_value (not under mu_).
   void DiscardValues(const std::vector<const v1::TaskResult*>& results)

@@ -20,16 +20,17 @@ using ::testing::HasSubstr;
 
 class SubmitterTest : public ::testing::Test {
  protected:
-  SubmitterTest()
-      : submitter_(Options(), &leases_,
+  explicit SubmitterTest(int max_batch_wait = SubmitterOptions().max_batch_wait)
+      : submitter_(Options(max_batch_wait), &leases_,
                    [this](const ObjectId& id, absl::StatusOr<std::string> v) {
                      return outcomes_.emplace(id, std::move(v)).second;
                    }) {
     shape_.key = "CPU=1|";
   }
-  static SubmitterOptions Options() {
+  static SubmitterOptions Options(int max_batch_wait) {
     SubmitterOptions o;
     o.idle_timeout = absl::Seconds(1);
+    o.max_batch_wait = max_batch_wait;
     return o;
   }
 
@@ -94,11 +95,42 @@ TEST_F(SubmitterTest, ShortTasksPipelineDeepAndDoNotGrowWorkers) {
   const size_t requests_before = leases_.requests.size();
   EXPECT_GE(submitter_.in_flight_cap(shape_.key), 500);
   for (int i = 0; i < 300; ++i) Submit();
-  // 300 tasks of 2 us are 0.6 ms of work: not worth another worker.
-  EXPECT_EQ(channel->Unanswered().size(), 300u);
-  EXPECT_EQ(submitter_.queued(shape_.key), 0u);
+  // 300 tasks of 2 us are 0.6 ms of work: not worth another worker. They went out in batches
+  // of 64 behind the first (the worker was busy), the rest when it has nothing left to run.
+  EXPECT_EQ(channel->Unanswered().size(), 257u);
+  EXPECT_EQ(submitter_.queued(shape_.key), 43u);
   EXPECT_LE(leases_.requests.size(), requests_before + 0);
+  AnswerAll(h, *channel, /*run_nanos=*/2000);
+  EXPECT_EQ(channel->Unanswered().size(), 43u);
+  EXPECT_EQ(submitter_.queued(shape_.key), 0u);
 }
+
+TEST_F(SubmitterTest, ABusyWorkerGetsBatchesAnIdleOneEachTaskAtOnce) {
+  Submit();
+  auto [h, channel] = AddWorker();
+  AnswerAll(h, *channel, /*run_nanos=*/2000);
+  // Idle: the next task goes at once, alone.
+  Submit();
+  ASSERT_EQ(channel->batches.size(), 2u);
+  EXPECT_EQ(channel->batches.back().tasks_size(), 1);
+  // Busy: the following ones wait until 64 make a batch, then leave together.
+  for (int i = 0; i < 63; ++i) Submit();
+  EXPECT_EQ(channel->batches.size(), 2u);
+  EXPECT_EQ(submitter_.queued(shape_.key), 63u);
+  Submit();
+  ASSERT_EQ(channel->batches.size(), 3u);
+  EXPECT_EQ(channel->batches.back().tasks_size(), 64);
+  // Slow tasks (a cap of 1) are never kept back.
+  AnswerAll(h, *channel, /*run_nanos=*/100'000'000);
+  Submit();
+  EXPECT_EQ(channel->batches.back().tasks_size(), 1);
+}
+
+// Batching off: every task leaves as soon as its worker has room.
+class UnbatchedSubmitterTest : public SubmitterTest {
+ protected:
+  UnbatchedSubmitterTest() : SubmitterTest(/*max_batch_wait=*/1) {}
+};
 
 TEST_F(SubmitterTest, LongTasksGoOneAtATimeAndGrowWorkers) {
   Submit();
@@ -306,7 +338,7 @@ TEST_F(SubmitterTest, AForcedCancelEndsWorkerCrashedAndIsNeverRetried) {
   EXPECT_EQ(submitter_.stats().retries, 0);
 }
 
-TEST_F(SubmitterTest, AForcedCancelSendsTheWorkersOtherTasksElsewhere) {
+TEST_F(UnbatchedSubmitterTest, AForcedCancelSendsTheWorkersOtherTasksElsewhere) {
   // Short tasks pipeline onto one worker.
   const ObjectId first = Submit();
   auto [h, channel] = AddWorker();

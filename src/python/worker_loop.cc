@@ -36,6 +36,8 @@ struct PendingTask {
   v1::TaskSpec spec;
   std::vector<internal::SerializedValue> args;  // in order; refs already fetched
   std::chrono::steady_clock::time_point started;
+  int64_t started_us = 0;   // when the main thread took it (wall clock, µs)
+  int64_t finished_us = 0;  // when it was answered
   v1::TaskResult result;
   // Claimed by the one answer (task_done, task_failed or a cancel before it ran), before it
   // writes `result`: a second answer, from any thread, is refused.
@@ -103,21 +105,21 @@ v1::TaskResult Failure(const v1::TaskSpec& spec, std::string message) {
 
 // The task as Python will see it, its arguments fetched; else the result that refuses it.
 std::variant<std::shared_ptr<PendingTask>, v1::TaskResult> Prepare(
-    const v1::TaskSpec& spec, const worker::ArgumentFetcher& fetch) {
+    v1::TaskSpec spec, const worker::ArgumentFetcher& fetch) {
   if (auto refused = worker::RefuseOtherLanguage(spec, v1::LANGUAGE_PYTHON, "Python")) {
     return *std::move(refused);
   }
   auto task = std::make_shared<PendingTask>();
-  task->spec = spec;
-  for (int i = 0; i < spec.args_size(); ++i) {
-    const v1::TaskArg& arg = spec.args(i);
+  task->spec = std::move(spec);
+  for (int i = 0; i < task->spec.args_size(); ++i) {
+    const v1::TaskArg& arg = task->spec.args(i);
     if (!arg.has_ref()) {
       task->args.emplace_back(arg.value());
       continue;
     }
     auto value = fetch(arg.ref());
     if (!value.ok()) {
-      return Failure(spec, absl::StrCat("argument ", i, ": ", value.status().message()));
+      return Failure(task->spec, absl::StrCat("argument ", i, ": ", value.status().message()));
     }
     task->args.push_back(*std::move(value));
   }
@@ -132,6 +134,35 @@ v1::TaskResult RunOnPython(const v1::TaskSpec& spec, const worker::ArgumentFetch
   queue->Push(task);
   task->done.WaitForNotification();
   return std::move(task->result);
+}
+
+// The runner of a run of tasks that execute in order: each is queued as soon as its arguments
+// are there (so the main thread, once woken, goes from one to the next without sleeping), then
+// the answers are collected in order.
+std::vector<v1::TaskResult> RunOnPythonInOrder(std::vector<v1::TaskSpec> specs,
+                                               const worker::ArgumentFetcher& fetch) {
+  std::vector<std::variant<std::shared_ptr<PendingTask>, v1::TaskResult>> prepared;
+  prepared.reserve(specs.size());
+  for (v1::TaskSpec& spec : specs) {
+    prepared.push_back(Prepare(std::move(spec), fetch));
+    if (auto* task = std::get_if<std::shared_ptr<PendingTask>>(&prepared.back())) {
+      queue->Push(*task);
+    }
+  }
+  std::vector<v1::TaskResult> results;
+  results.reserve(prepared.size());
+  for (auto& one : prepared) {
+    if (auto* refused = std::get_if<v1::TaskResult>(&one)) {
+      results.push_back(std::move(*refused));
+      continue;
+    }
+    PendingTask& task = *std::get<std::shared_ptr<PendingTask>>(one);
+    task.done.WaitForNotification();
+    task.result.set_start_time_us(task.started_us);
+    task.result.set_end_time_us(task.finished_us);
+    results.push_back(std::move(task.result));
+  }
+  return results;
 }
 
 // The runner of the calls of an actor that allows several at once: queued for the main thread,
@@ -198,6 +229,7 @@ absl::StatusOr<std::string> ReturnValue(const std::string& task_id, const PartVi
 
 // Sends the claimed answer to the gRPC thread waiting for it.
 void Finish(PendingTask& task) {
+  task.finished_us = absl::ToUnixMicros(absl::Now());
   NoLongerRunning(task);
   task.result.set_task_id(task.spec.task_id());
   task.result.set_run_nanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -273,7 +305,7 @@ void BindWorkerLoop(py::module_& m) {
     absl::Status started;
     {
       py::gil_scoped_release release;
-      started = worker::StartWorker(RunOnPython, OnCancel, RunOnPythonAsync);
+      started = worker::StartWorker(RunOnPython, OnCancel, RunOnPythonAsync, RunOnPythonInOrder);
     }
     if (!started.ok()) ThrowStatus(started);
   }, "Serves the Worker service and tells the owner this worker is ready.");
@@ -289,6 +321,7 @@ void BindWorkerLoop(py::module_& m) {
           }
           if (task == nullptr) return py::none();
           task->started = std::chrono::steady_clock::now();
+          task->started_us = absl::ToUnixMicros(absl::Now());
           bool cancelled = false;
           {
             absl::MutexLock lock(&running_mu);

@@ -60,6 +60,7 @@ struct WorkerGlobals {
   TaskRunner runner;
   CancelHook on_cancel;
   AsyncTaskRunner async_runner;  // may be empty
+  SequenceRunner sequence_runner;  // may be empty
   bool detached = false;  // a detached actor's worker (kDetachedActorEnv)
 };
 
@@ -226,21 +227,13 @@ absl::StatusOr<internal::SerializedValue> FetchFromOwner(const v1::ObjectRefProt
   return FetchObject(data, absl::InfiniteDuration());
 }
 
-// Runs `task`; a large result goes into this node's store and the result says where it lies
-// (the stored-value envelope) instead of carrying it.
-// Each result says when the task began and ended here (its owner's timeline).
-v1::TaskResult Execute(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
-  const int64_t start_us = absl::ToUnixMicros(absl::Now());
-  // A C++ task runs on this thread: what it submits is its own (recursive cancel).
-  SetRunningTaskOnThisThread(task.task_id(), task.caller());
-  v1::TaskResult result = globals->runner(task, fetch);
-  SetRunningTaskOnThisThread("");
-  result.set_start_time_us(start_us);
+// A large value of `result` goes into this node's store and the result says where it lies (the
+// stored-value envelope) instead of carrying it.
+void StoreLargeValue(const v1::TaskSpec& task, v1::TaskResult& result) {
   // Several returns arrive encoded, each large one stored already (objects/task_returns.h).
   if (!result.has_value() || result.value().size() < kInlineValueLimitBytes || globals == nullptr ||
       globals->store == nullptr || task.num_returns() > 1) {
-    result.set_end_time_us(absl::ToUnixMicros(absl::Now()));
-    return result;
+    return;
   }
   auto task_id = TaskId::FromBinary(task.task_id());
   if (task_id.ok()) {
@@ -257,8 +250,33 @@ v1::TaskResult Execute(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
       *result.mutable_error() = ResultNotStoredError(where.status());
     }
   }
+}
+
+// Runs `task` (its large value stored). Each result says when the task began and ended here
+// (its owner's timeline).
+v1::TaskResult Execute(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
+  const int64_t start_us = absl::ToUnixMicros(absl::Now());
+  // A C++ task runs on this thread: what it submits is its own (recursive cancel).
+  SetRunningTaskOnThisThread(task.task_id(), task.caller());
+  v1::TaskResult result = globals->runner(task, fetch);
+  SetRunningTaskOnThisThread("");
+  result.set_start_time_us(start_us);
+  StoreLargeValue(task, result);
   result.set_end_time_us(absl::ToUnixMicros(absl::Now()));
   return result;
+}
+
+// Runs tasks [begin, end) of `tasks` through the sequence runner, their results into `out`.
+void ExecuteInOrder(google::protobuf::RepeatedPtrField<v1::TaskSpec>& tasks, int begin, int end,
+                    const ArgumentFetcher& fetch, v1::TaskResultBatch& out) {
+  std::vector<v1::TaskSpec> run;
+  run.reserve(end - begin);
+  for (int i = begin; i < end; ++i) run.push_back(std::move(tasks[i]));
+  std::vector<v1::TaskResult> results = globals->sequence_runner(run, fetch);
+  for (size_t i = 0; i < results.size() && i < run.size(); ++i) {
+    StoreLargeValue(run[i], results[i]);
+    *out.add_results() = std::move(results[i]);
+  }
 }
 
 // Serves one owner's stream of task batches, one task at a time in order. A process hosting an
@@ -311,7 +329,21 @@ class WorkerService final : public v1::Worker::Service {
     });
     while (stream->Read(&batch)) {
       v1::TaskResultBatch results;
-      for (const v1::TaskSpec& task : batch.tasks()) {
+      auto& tasks = *batch.mutable_tasks();
+      for (int i = 0; i < tasks.size(); ++i) {
+        const v1::TaskSpec& task = tasks[i];
+        if (globals->sequence_runner && RunsInOrder(task)) {
+          int end = i + 1;
+          while (end < tasks.size() && RunsInOrder(tasks[end])) ++end;
+          if (task.kind() == v1::ACTOR_METHOD) {
+            absl::MutexLock exec(&exec_mu_);
+            ExecuteInOrder(tasks, i, end, fetch, results);
+          } else {
+            ExecuteInOrder(tasks, i, end, fetch, results);
+          }
+          i = end - 1;
+          continue;
+        }
         if (task.kind() == v1::ACTOR_METHOD && actor_concurrency_.load() > 1 &&
             globals->async_runner) {
           replies.Start(task, fetch);
@@ -363,7 +395,21 @@ class WorkerService final : public v1::Worker::Service {
     StreamReplies replies(stream);
     while (stream->Read(&batch)) {
       v1::TaskResultBatch results;
-      for (const v1::TaskSpec& task : batch.tasks()) {
+      auto& tasks = *batch.mutable_tasks();
+      for (int i = 0; i < tasks.size(); ++i) {
+        const v1::TaskSpec& task = tasks[i];
+        if (globals->sequence_runner && RunsInOrder(task)) {
+          int end = i + 1;
+          while (end < tasks.size() && RunsInOrder(tasks[end])) ++end;
+          if (task.kind() == v1::ACTOR_METHOD) {
+            absl::MutexLock exec(&exec_mu_);
+            ExecuteInOrder(tasks, i, end, fetch, results);
+          } else {
+            ExecuteInOrder(tasks, i, end, fetch, results);
+          }
+          i = end - 1;
+          continue;
+        }
         if (task.kind() == v1::ACTOR_METHOD && actor_concurrency_.load() > 1 &&
             globals->async_runner) {
           replies.Start(task, fetch);
@@ -454,6 +500,12 @@ class WorkerService final : public v1::Worker::Service {
   absl::Notification& finished() { return finished_; }
 
  private:
+  // A plain task, or a call of an actor that runs one call at a time: run in the stream's order.
+  bool RunsInOrder(const v1::TaskSpec& task) const {
+    return task.kind() == v1::TASK ||
+           (task.kind() == v1::ACTOR_METHOD && actor_concurrency_.load() <= 1);
+  }
+
   absl::Mutex mu_;
   bool streaming_ ABSL_GUARDED_BY(mu_) = false;
   std::string actor_id_ ABSL_GUARDED_BY(mu_);  // hex, once this process's actor is created
@@ -512,12 +564,14 @@ void SetLendsObjectsProbe(std::function<bool()> probe) {
   lends_probe = new std::function<bool()>(std::move(probe));
 }
 
-absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel, AsyncTaskRunner async_runner) {
+absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel, AsyncTaskRunner async_runner,
+                         SequenceRunner sequence_runner) {
   if (globals != nullptr) return absl::FailedPreconditionError("the worker is already started");
   auto* g = new WorkerGlobals();
   g->runner = std::move(runner);
   g->on_cancel = std::move(on_cancel);
   g->async_runner = std::move(async_runner);
+  g->sequence_runner = std::move(sequence_runner);
   const std::string token_file = Env(kTokenFileEnv);
   if (token_file.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(kTokenFileEnv, " is not set"));

@@ -87,8 +87,15 @@ using CancelHook = std::function<void(const std::string& task_id)>;
 using ReplyFn = std::function<void(v1::TaskResult)>;
 using AsyncTaskRunner =
     std::function<void(const v1::TaskSpec&, const ArgumentFetcher&, ReplyFn reply)>;
+// A runner for a run of tasks that execute one after another (plain tasks, and the calls of an
+// actor that runs one at a time) from one batch: handed over together, so the thread that runs
+// them is woken once per run, not once per task. The results in the tasks' order, each with its
+// start and end times. Without it each goes through `runner`.
+using SequenceRunner = std::function<std::vector<v1::TaskResult>(std::vector<v1::TaskSpec> tasks,
+                                                                 const ArgumentFetcher&)>;
 absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel = nullptr,
-                         AsyncTaskRunner async_runner = nullptr);
+                         AsyncTaskRunner async_runner = nullptr,
+                         SequenceRunner sequence_runner = nullptr);
 // What a recursive cancel also does: cancel the work this process's own runtime submitted from
 // inside the cancelled task `task_id` (binary), and only that (set by the API when a task makes
 // that runtime). `force`: as the cancel was asked.
