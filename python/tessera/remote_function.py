@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from tessera import _core
 from tessera._private import (arguments, options as option_checks, runtime_env, serialization,
@@ -63,6 +63,9 @@ class _CodeCache:
 
     def ref(self) -> "_core.ObjectRef":
         session = worker.session()
+        ref = self._ref
+        if ref is not None and self._session == session:
+            return ref
         with self._lock:
             if self._ref is None or self._session != session:
                 self._ref = put_code(self._code, self._what)
@@ -89,6 +92,10 @@ class RemoteFunction:
             exception_type_name(t) for t in self._core_options.get("retry_exception_types") or []]
         self._name = getattr(function, "__qualname__", getattr(function, "__name__", "task"))
         self._env = runtime_env.Resolved(self._options.get("runtime_env"))
+        self._strategy = self._options.get("scheduling_strategy")
+        # The last core options dict submitted with and the core's form of it (made once: the
+        # dict is the same object from call to call unless the session or the group changed).
+        self._prepared: Tuple[Optional[dict], Any, str] = (None, None, self._name)
         self._code = code or _CodeCache(function, f"remote function {self._name}")
         functools.update_wrapper(self, function)
 
@@ -102,12 +109,15 @@ class RemoteFunction:
         to the function's signature raise TypeError here, and nothing is submitted."""
         self._check(args, kwargs)
         # With the job's runtime_env under its own (folders packed at the first call).
-        core = submission_core_options(self._options.get("scheduling_strategy"),
-                                       self._env.options(self._core_options))
+        core = submission_core_options(self._strategy, self._env.options(self._core_options))
+        prepared = self._prepared
+        if prepared[0] is not core:
+            prepared = (core, _core.TaskOptions(core), core.get("name") or self._name)
+            self._prepared = prepared
         worker.auto_init()
         call = arguments.encode(args, kwargs, put_serialized)
         try:
-            refs = _core.submit_task(core.get("name") or self._name, self._code.ref(), call, core)
+            refs = _core.submit_task(prepared[2], self._code.ref(), call, prepared[1])
         except _core.CoreError as e:
             worker.raise_core_error(e)
         if core.get("streaming"):

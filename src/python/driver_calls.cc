@@ -353,13 +353,21 @@ void BindDriverCalls(py::module_& m) {
       py::arg("refs"), py::arg("num"), py::arg("timeout_s") = py::none(),
       "ready[i] for each ref once `num` are ready (done, with a value or an error) or the "
       "timeout passed.");
+  // A remote function's options read once (python/tessera/remote_function.py keeps it while its
+  // options dict is the same object), not key by key on every call.
+  py::class_<TaskOptions>(m, "TaskOptions")
+      .def(py::init(&TaskOptionsFrom), py::arg("options"),
+           "The core's form of a remote function's options dict (what submit_task reads).");
   m.def(
       "submit_task",
-      [](const std::string& name, py::handle code, const py::list& args, const py::dict& options) {
+      [](const std::string& name, py::handle code, const py::list& args,
+         const py::object& options) {
         CheckNotForked();
         internal::FunctionDescriptor function = PythonFunction(name, code);
         std::vector<internal::TaskArgument> arguments = ArgumentsFrom(args);
-        TaskOptions task = TaskOptionsFrom(options);
+        std::optional<TaskOptions> parsed;
+        if (!py::isinstance<TaskOptions>(options)) parsed = TaskOptionsFrom(options.cast<py::dict>());
+        const TaskOptions& task = parsed.has_value() ? *parsed : options.cast<const TaskOptions&>();
         ObjectRefBase ref;
         std::vector<ObjectRefBase> more;
         {
@@ -375,8 +383,9 @@ void BindDriverCalls(py::module_& m) {
       },
       py::arg("name"), py::arg("code"), py::arg("args"), py::arg("options"),
       "Submits the Python function stored in `code` (display name `name`) with `args` (bytes "
-      "values or ObjectRefs); the ObjectRef of its result, or the list of its num_returns "
-      "ObjectRefs when that is more than 1.");
+      "values or ObjectRefs) and `options` (a dict, or a TaskOptions made from one); the "
+      "ObjectRef of its result, or the list of its num_returns ObjectRefs when that is more "
+      "than 1.");
   m.def(
       "create_actor",
       [](const std::string& name, py::handle code, const py::list& args, const py::dict& options) {

@@ -149,6 +149,13 @@ std::vector<v1::TaskResult> RunOnPythonInOrder(std::vector<v1::TaskSpec> specs,
       queue->Push(*task);
     }
   }
+  // They are answered in order: waiting for the last first wakes this thread once, not once
+  // per task.
+  for (auto one = prepared.rbegin(); one != prepared.rend(); ++one) {
+    if (auto* task = std::get_if<std::shared_ptr<PendingTask>>(&*one)) {
+      (*task)->done.WaitForNotification();
+    }
+  }
   std::vector<v1::TaskResult> results;
   results.reserve(prepared.size());
   for (auto& one : prepared) {
@@ -157,7 +164,6 @@ std::vector<v1::TaskResult> RunOnPythonInOrder(std::vector<v1::TaskSpec> specs,
       continue;
     }
     PendingTask& task = *std::get<std::shared_ptr<PendingTask>>(one);
-    task.done.WaitForNotification();
     task.result.set_start_time_us(task.started_us);
     task.result.set_end_time_us(task.finished_us);
     results.push_back(std::move(task.result));

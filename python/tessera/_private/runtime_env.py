@@ -29,6 +29,8 @@ import types
 from typing import Any, Dict, List, Optional, Tuple
 
 from tessera import _core
+# Used at call time only: worker imports this module, and this one is imported either way round.
+from tessera._private import worker as _worker
 
 SUPPORTED = ("env_vars", "working_dir", "py_modules")
 
@@ -157,14 +159,12 @@ class Resolved:
 
     def options(self, core_options: dict) -> dict:
         """`core_options` with the merged env and folders ("env", "runtime_env_files")."""
-        from tessera._private import worker
-
-        session = worker.session()
+        session = _worker.session()
         if self._session == session and self._base is core_options:
             return self._options
         with self._lock:
             if self._session != session or self._base is not core_options:
-                merged = merge(worker.job_runtime_env(), self._own)
+                merged = merge(_worker.job_runtime_env(), self._own)
                 options = dict(core_options)
                 options["env"] = dict(merged.get("env_vars") or {})
                 options["runtime_env_files"] = files_for(merged)
