@@ -328,7 +328,7 @@ absl::StatusOr<std::string> DriverRuntime::TimelineJson() {
   return timeline::ChromeTrace(input).dump();
 }
 
-absl::StatusOr<LeaseShape> DriverRuntime::ShapeFor(const TaskOptions& options) {
+absl::StatusOr<const LeaseShape*> DriverRuntime::ShapeFor(const TaskOptions& options) {
   std::string key =
       absl::StrCat(options.resources, "|", absl::StrJoin(options.label_selectors, "|"));
   if (!options.placement_group.empty()) {
@@ -346,8 +346,14 @@ absl::StatusOr<LeaseShape> DriverRuntime::ShapeFor(const TaskOptions& options) {
   }
   absl::MutexLock lock(&shapes_mu_);
   auto it = shapes_.find(key);
-  if (it != shapes_.end()) return it->second;
-  auto make = [&]() -> absl::StatusOr<LeaseShape> {
+  if (it == shapes_.end()) it = shapes_.emplace(key, MakeShape(key, options)).first;
+  if (!it->second.ok()) return it->second.status();
+  return &*it->second;  // a node of the map: stays where it is (entries are never erased)
+}
+
+absl::StatusOr<LeaseShape> DriverRuntime::MakeShape(const std::string& key,
+                                                    const TaskOptions& options) {
+  {
     LeaseShape shape;
     shape.key = key;
     shape.env = options.env;
@@ -377,8 +383,7 @@ absl::StatusOr<LeaseShape> DriverRuntime::ShapeFor(const TaskOptions& options) {
                                                    : shape.request.add_fallbacks());
     }
     return shape;
-  };
-  return shapes_.emplace(key, make()).first->second;
+  }
 }
 
 ObjectRefBase DriverRuntime::MakeOwnedRef(const ObjectId& id) {
@@ -548,7 +553,7 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
     }
   }
   if (waits.empty()) {
-    submitter_->Submit(*shape, std::move(*task));
+    submitter_->Submit(**shape, std::move(*task));
     return result;
   }
   struct Pending {
@@ -568,7 +573,7 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
   const OwnerAddress owner = owner_;
   TaskSubmitter* submitter = submitter_.get();
   std::shared_ptr<MultipleReturns> returns = returns_;
-  LeaseShape lease_shape = *shape;
+  auto lease_shape = std::make_shared<const LeaseShape>(**shape);
   for (const auto& wait : waits) {
     const int index = wait.first;
     // The callback holds the argument's ref, so its value stays until the task has it.
@@ -594,7 +599,7 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
       if (!failed.ok()) {
         returns->Deliver(task->return_id, failed);
       } else {
-        submitter->Submit(lease_shape, std::move(*task));
+        submitter->Submit(*lease_shape, std::move(*task));
       }
     });
   }
@@ -864,8 +869,8 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
     return absl::InvalidArgumentError(absl::StrCat(
         "actor ", *name, ": a detached actor must be named (other drivers find it by its name)"));
   }
-  LeaseShape actor_shape = *shape;
-  actor_shape.key = absl::StrCat(ToAbsl(kOwnedActorPrefix), id, "|", shape->key);
+  LeaseShape actor_shape = **shape;
+  actor_shape.key = absl::StrCat(ToAbsl(kOwnedActorPrefix), id, "|", (*shape)->key);
   actor_shape.env = options.env;
   actor_shape.files = options.runtime_env_files;
   if (options.detached) actor_shape.detached_actor_id = id;

@@ -132,7 +132,10 @@ class DriverRuntime {
 
  private:
   DriverRuntime() = default;
-  absl::StatusOr<LeaseShape> ShapeFor(const TaskOptions& options);
+  // The lease shape of `options`, made once per distinct shape (the entry of shapes_, which is
+  // never erased, so the pointer stays valid for the runtime's life).
+  absl::StatusOr<const LeaseShape*> ShapeFor(const TaskOptions& options);
+  static absl::StatusOr<LeaseShape> MakeShape(const std::string& key, const TaskOptions& options);
   ObjectRefBase MakeOwnedRef(const ObjectId& id);
   // Holds the refs written inside serialized `value` (a task's argument) into `holds`.
   void HoldRefsInside(const std::string& value, std::vector<ObjectRefBase>* holds);
