@@ -332,15 +332,7 @@ class WorkerService final : public v1::Worker::Service {
       auto& tasks = *batch.mutable_tasks();
       for (int i = 0; i < tasks.size(); ++i) {
         const v1::TaskSpec& task = tasks[i];
-        if (globals->sequence_runner && RunsInOrder(task)) {
-          int end = i + 1;
-          while (end < tasks.size() && RunsInOrder(tasks[end])) ++end;
-          if (task.kind() == v1::ACTOR_METHOD) {
-            absl::MutexLock exec(&exec_mu_);
-            ExecuteInOrder(tasks, i, end, fetch, results);
-          } else {
-            ExecuteInOrder(tasks, i, end, fetch, results);
-          }
+        if (const int end = RunInOrder(tasks, i, /*guest=*/false, fetch, results); end > i) {
           i = end - 1;
           continue;
         }
@@ -398,15 +390,7 @@ class WorkerService final : public v1::Worker::Service {
       auto& tasks = *batch.mutable_tasks();
       for (int i = 0; i < tasks.size(); ++i) {
         const v1::TaskSpec& task = tasks[i];
-        if (globals->sequence_runner && RunsInOrder(task)) {
-          int end = i + 1;
-          while (end < tasks.size() && RunsInOrder(tasks[end])) ++end;
-          if (task.kind() == v1::ACTOR_METHOD) {
-            absl::MutexLock exec(&exec_mu_);
-            ExecuteInOrder(tasks, i, end, fetch, results);
-          } else {
-            ExecuteInOrder(tasks, i, end, fetch, results);
-          }
+        if (const int end = RunInOrder(tasks, i, /*guest=*/true, fetch, results); end > i) {
           i = end - 1;
           continue;
         }
@@ -500,10 +484,29 @@ class WorkerService final : public v1::Worker::Service {
   absl::Notification& finished() { return finished_; }
 
  private:
-  // A plain task, or a call of an actor that runs one call at a time: run in the stream's order.
-  bool RunsInOrder(const v1::TaskSpec& task) const {
-    return task.kind() == v1::TASK ||
+  // A plain task (not from a guest), or a call of an actor that runs one call at a time: run in
+  // the stream's order.
+  bool RunsInOrder(const v1::TaskSpec& task, bool guest) const {
+    return (task.kind() == v1::TASK && !guest) ||
            (task.kind() == v1::ACTOR_METHOD && actor_concurrency_.load() <= 1);
+  }
+
+  // Runs the tasks of `tasks` from `begin` that run in order (RunsInOrder) through the sequence
+  // runner, their results into `out`: the index after the last one run (`begin` when none was:
+  // no sequence runner, or task `begin` does not run in order).
+  int RunInOrder(google::protobuf::RepeatedPtrField<v1::TaskSpec>& tasks, int begin, bool guest,
+                 const ArgumentFetcher& fetch, v1::TaskResultBatch& out) {
+    if (!globals->sequence_runner) return begin;
+    int end = begin;
+    while (end < tasks.size() && RunsInOrder(tasks[end], guest)) ++end;
+    if (end == begin) return begin;
+    if (tasks[begin].kind() == v1::ACTOR_METHOD) {
+      absl::MutexLock exec(&exec_mu_);  // one call at a time, the owner's and the guests'
+      ExecuteInOrder(tasks, begin, end, fetch, out);
+    } else {
+      ExecuteInOrder(tasks, begin, end, fetch, out);
+    }
+    return end;
   }
 
   absl::Mutex mu_;
