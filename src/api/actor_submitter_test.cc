@@ -200,6 +200,26 @@ TEST_F(BatchingActorSubmitterTest, AnActorThatRunsCallsConcurrentlyGetsEachCallA
             (std::vector<std::string>{"MakeA", "wait_for_signal", "signal"}));
 }
 
+TEST_F(BatchingActorSubmitterTest, AnotherDriversActorIsBatchedOnlyWhenItRunsCallsInOrder) {
+  for (const bool in_order : {false, true}) {
+    LeaseShape shape;
+    shape.key = in_order ? "attached:in-order" : "attached:concurrent";
+    ActorSpec actor;
+    actor.display = "actor \"b\"";
+    actor.calls_in_order = in_order;
+    auto channel = std::make_shared<FakeChannel>();
+    submitter_.AttachActor(shape, actor, submitter_.NewHandle(), channel);
+    for (const char* name : {"first", "second"}) {
+      QueuedTask call;
+      call.spec.set_task_id(TaskId::FromRandom().Binary());
+      call.spec.set_function(name);
+      submitter_.SubmitActorCall(shape.key, call);
+    }
+    // The second waits for a batch behind the first only when the actor runs one at a time.
+    EXPECT_EQ(channel->sent.size(), in_order ? 1u : 2u) << shape.key;
+  }
+}
+
 TEST_F(ActorSubmitterTest, ACallsOwnMaxTaskRetriesTakesThePlaceOfTheActors) {
   Create(1, 0);
   auto [h, channel] = AddWorker();

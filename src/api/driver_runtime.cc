@@ -877,6 +877,7 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
   ActorEntry entry{actor_shape.key, options.name, type_name, options.name_space};
   entry.owner = driver_id();
   entry.detached = options.detached;
+  entry.calls_in_order = options.max_concurrency <= 1 && options.concurrency_groups.empty();
   entry.language = function.language;
   entry.code = function.code;
   {
@@ -1059,6 +1060,7 @@ v1::ActorInfo DriverRuntime::DirectoryRecord(const std::string& id, const ActorE
   info.set_class_name(entry.type_name);
   info.set_owner(entry.owner);
   info.set_detached(entry.detached);
+  info.set_calls_in_order(entry.calls_in_order);
   info.set_state(state);
   info.set_restarts(entry.restarts);
   return info;
@@ -1085,7 +1087,7 @@ void DriverRuntime::OnWorkerReady(const std::string& shape_key, const std::strin
   directory_->Update(std::move(alive));
 }
 
-absl::StatusOr<std::pair<std::string, std::string>> DriverRuntime::LocateOwnedActor(
+absl::StatusOr<v1::LocateActorReply> DriverRuntime::LocateOwnedActor(
     const std::string& actor_id) {
   absl::MutexLock lock(&actors_mu_);
   auto it = actors_.find(actor_id);
@@ -1099,7 +1101,11 @@ absl::StatusOr<std::pair<std::string, std::string>> DriverRuntime::LocateOwnedAc
     return absl::UnavailableError(
         absl::StrCat("actor ", actor_id, " has no live process now (starting or restarting)"));
   }
-  return std::make_pair(it->second.address, it->second.type_name);
+  v1::LocateActorReply located;
+  located.set_address(it->second.address);
+  located.set_class_name(it->second.type_name);
+  located.set_calls_in_order(it->second.calls_in_order);
+  return located;
 }
 
 absl::Status DriverRuntime::AttachActorById(const std::string& actor_id,
@@ -1125,7 +1131,7 @@ absl::Status DriverRuntime::AttachActorById(const std::string& actor_id,
                                                   owner_address, ": ", located.message())),
         ErrorKind::kActorUnavailable);
   }
-  return AttachAt(actor_id, "", "", reply.class_name(), reply.address());
+  return AttachAt(actor_id, "", "", reply.class_name(), reply.address(), reply.calls_in_order());
 }
 
 void DriverRuntime::OnActorChanged(const std::string& shape_key, const ActorChange& change) {
@@ -1197,13 +1203,14 @@ absl::StatusOr<std::string> DriverRuntime::AttachNamedActor(const std::string& n
   }
   const std::string id = found->actor_id();
   TESSERA_RETURN_IF_ERROR(
-      AttachAt(id, name, name_space, found->class_name(), found->address()));
+      AttachAt(id, name, name_space, found->class_name(), found->address(),
+               found->calls_in_order()));
   return id;
 }
 
 absl::Status DriverRuntime::AttachAt(const std::string& id, const std::string& name,
                                      const std::string& name_space, const std::string& class_name,
-                                     const std::string& address) {
+                                     const std::string& address, bool calls_in_order) {
   LeaseShape shape;
   shape.key = absl::StrCat(ToAbsl(kAttachedActorPrefix), id, "@", address);
   {
@@ -1237,6 +1244,7 @@ absl::Status DriverRuntime::AttachAt(const std::string& id, const std::string& n
   actor.name_space = name_space;
   actor.display = name.empty() ? absl::StrCat("actor ", id.substr(0, 8))
                                : absl::StrCat("actor ", Quote(name));
+  actor.calls_in_order = calls_in_order;
   submitter_->AttachActor(shape, std::move(actor), handle, channel);
   return absl::OkStatus();
 }

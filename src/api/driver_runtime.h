@@ -114,7 +114,7 @@ class DriverRuntime {
   absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name,
                                              const std::string& name_space = "");
   // Where an actor this runtime owns runs now, and its class (Owner.LocateActor).
-  absl::StatusOr<std::pair<std::string, std::string>> LocateOwnedActor(const std::string& actor_id);
+  absl::StatusOr<v1::LocateActorReply> LocateOwnedActor(const std::string& actor_id);
   // Makes calls to actor `actor_id`, owned by the process at `owner_address`, possible here (a
   // handle passed to this process): OK at once when it is known here already.
   absl::Status AttachActorById(const std::string& actor_id, const std::string& owner_address);
@@ -184,6 +184,8 @@ class DriverRuntime {
     bool attached = false;  // owned by another driver, found by name in the head's directory
     std::string owner;      // at the head: this driver's id
     bool detached = false;  // lifetime="detached": outlives this driver
+    // Runs one call at a time (max_concurrency 1, no concurrency groups; ActorInfo's).
+    bool calls_in_order = false;
     int restarts = 0;
     v1::Language language = v1::LANGUAGE_CPP;
     std::optional<ObjectRefBase> code;  // its class, for workers of other languages
@@ -208,10 +210,11 @@ class DriverRuntime {
   void OnActorChanged(const std::string& shape_key, const ActorChange& change);
   absl::StatusOr<std::string> AttachNamedActor(const std::string& name, const char* type_name,
                                                const std::string& name_space);
-  // Opens a guest stream to the actor's process at `address`.
+  // Opens a guest stream to the actor's process at `address` (`calls_in_order`: it runs one
+  // call at a time, so its calls may wait for a batch).
   absl::Status AttachAt(const std::string& id, const std::string& name,
                         const std::string& name_space, const std::string& class_name,
-                        const std::string& address);
+                        const std::string& address, bool calls_in_order);
   std::string token_;
   std::string job_id_;
   std::unique_ptr<v1::Head::Stub> head_;

@@ -69,11 +69,9 @@ grpc::Status OwnerService::GetObject(grpc::ServerContext*, const v1::GetObjectRe
 
 grpc::Status OwnerService::LocateActor(grpc::ServerContext*, const v1::LocateActorRequest* request,
                                        v1::LocateActorReply* reply) {
-  absl::StatusOr<std::pair<std::string, std::string>> found =
-      runtime_->LocateOwnedActor(request->actor_id());
+  absl::StatusOr<v1::LocateActorReply> found = runtime_->LocateOwnedActor(request->actor_id());
   if (!found.ok()) return rpc::ToGrpcStatus(found.status());
-  reply->set_address(found->first);
-  reply->set_class_name(found->second);
+  *reply = *std::move(found);
   return grpc::Status::OK;
 }
 

@@ -126,12 +126,12 @@ int TaskSubmitter::CapLocked(const Shape& shape) const {
 size_t TaskSubmitter::MinBatchLocked(const Shape& shape, int cap) const {
   // Slow tasks (a cap of a few) go at once; no-op ones wait for up to max_batch_wait of them.
   if (shape.actor) {
-    // A call of an actor that runs several at once may be what one in flight waits for; so
-    // may any call of another driver's actor (its concurrency is not known here).
+    // A call of an actor that runs several at once may be what one in flight waits for.
     const v1::TaskSpec& create = shape.constructor.spec;
-    if (shape.attached || create.max_concurrency() > 1 || !create.concurrency_groups().empty()) {
-      return 1;
-    }
+    const bool in_order = shape.attached ? shape.actor_spec.calls_in_order
+                                         : create.max_concurrency() <= 1 &&
+                                               create.concurrency_groups().empty();
+    if (!in_order) return 1;
   }
   return static_cast<size_t>(std::clamp(cap / 2, 1, std::max(1, options_.max_batch_wait)));
 }

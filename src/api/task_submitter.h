@@ -102,6 +102,9 @@ struct ActorSpec {
   std::string name_space;
   int max_restarts = 0;
   int max_task_retries = 0;
+  // Another driver's actor (AttachActor) that runs one call at a time: its calls may wait for a
+  // batch. Owned actors are known by their constructor's max_concurrency and groups.
+  bool calls_in_order = false;
 };
 
 // What became of an actor's process, told to the submitter's actor observer.

@@ -51,6 +51,7 @@ struct ActorRecord {
   std::string node_id;    // while alive
   std::string worker_id;  // while alive: the node agent's id of its process
   int restarts = 0;
+  bool calls_in_order = false;  // runs one call at a time (ActorInfo.calls_in_order)
   std::string death_cause;  // when dead
   absl::Time changed;       // when the head last changed it (orders the dead for retention)
 };

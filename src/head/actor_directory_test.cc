@@ -2,6 +2,7 @@
 // owner's and the node's deaths, retention of the dead, persistence across a restart (Restore
 // from a store another directory wrote), paging, and failed writes reported.
 #include "head/actor_directory.h"
+#include "head/actor_info_proto.h"
 
 #include <memory>
 #include <string>
@@ -180,6 +181,19 @@ TEST_F(ActorDirectoryTest, AnOwnersActorsDieWithItButDetachedOnesStay) {
 ActorRecord Detached(ActorRecord actor) {
   actor.detached = true;
   return actor;
+}
+
+TEST(ActorInfoProtoTest, WhetherTheActorRunsCallsInOrderRoundTrips) {
+  for (const bool in_order : {false, true}) {
+    ActorRecord record = Actor("a1", "counter", "driver-1");
+    record.calls_in_order = in_order;
+    v1::ActorInfo info;
+    ActorRecordToProto(record, &info);
+    EXPECT_EQ(info.calls_in_order(), in_order);
+    absl::StatusOr<ActorRecord> back = ActorRecordFromProto(info);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->calls_in_order, in_order);
+  }
 }
 
 TEST_F(ActorDirectoryTest, ADetachedActorOutlivesItsCreatorWithNoOwner) {

@@ -49,6 +49,7 @@ void ActorRecordToProto(const ActorRecord& record, v1::ActorInfo* info) {
   info->set_death_cause(record.death_cause);
   info->set_detached(record.detached);
   info->set_worker_id(record.worker_id);
+  info->set_calls_in_order(record.calls_in_order);
 }
 
 absl::StatusOr<ActorRecord> ActorRecordFromProto(const v1::ActorInfo& info) {
@@ -67,6 +68,7 @@ absl::StatusOr<ActorRecord> ActorRecordFromProto(const v1::ActorInfo& info) {
   record.death_cause = info.death_cause();
   record.detached = info.detached();
   record.worker_id = info.worker_id();
+  record.calls_in_order = info.calls_in_order();
   return record;
 }
 
