@@ -133,26 +133,19 @@ PlacementGroupOptions PlacementGroupOptionsFrom(const py::dict& options) {
   return create;
 }
 
-py::dict PlacementGroupDict(const PlacementGroup& group) {
-  py::dict out;
-  out["name"] = group.name;
-  out["option"] = group.option;
-  out["bundle_nodes"] = group.bundle_nodes;
-  return out;
-}
-
-// `call` (create, or wait for a submitted group) without the GIL.
-py::dict PlacementGroupCall(
-    const py::dict& options,
-    absl::StatusOr<PlacementGroup> (*call)(const PlacementGroupOptions&)) {
+py::dict WaitPlacementGroup(const py::dict& options) {
   const PlacementGroupOptions group = PlacementGroupOptionsFrom(options);
-  absl::StatusOr<PlacementGroup> done;
+  absl::StatusOr<PlacementGroup> placed;
   {
     py::gil_scoped_release release;
-    done = call(group);
+    placed = tessera::WaitPlacementGroup(group);
   }
-  if (!done.ok()) ThrowStatus(done.status());
-  return PlacementGroupDict(*done);
+  if (!placed.ok()) ThrowStatus(placed.status());
+  py::dict out;
+  out["name"] = placed->name;
+  out["option"] = placed->option;
+  out["bundle_nodes"] = placed->bundle_nodes;
+  return out;
 }
 
 void SubmitPlacementGroup(const py::dict& options) {
@@ -223,21 +216,13 @@ void BindClusterCalls(py::module_& m) {
         "The cluster's nodes: node_id, address, state, alive, resources, available, labels.");
   m.def("list_placement_groups", &ListPlacementGroups,
         "The cluster's placement groups and slice reservations as the head knows them.");
-  m.def(
-      "create_placement_group",
-      [](const py::dict& options) { return PlacementGroupCall(options, &tessera::CreatePlacementGroup); },
-      py::arg("options"),
-      "Reserves every bundle or none (blocking up to timeout_s, None: until placed or removed; "
-      "wait_while_infeasible: an infeasible group waits too): name, option, bundle_nodes.");
   m.def("submit_placement_group", &SubmitPlacementGroup, py::arg("options"),
-        "create_placement_group's first half: returns once the head has the group (a remove "
-        "from then on withdraws it); CoreError for options it refuses.");
-  m.def(
-      "wait_placement_group",
-      [](const py::dict& options) { return PlacementGroupCall(options, &tessera::WaitPlacementGroup); },
-      py::arg("options"),
-      "create_placement_group's second half, for a submitted group: name, option, bundle_nodes; "
-      "CoreError NOT_FOUND when it was removed meanwhile.");
+        "Asks the head for a group that reserves every bundle or none; returns once the head has "
+        "it (a remove from then on withdraws it); CoreError for options it refuses.");
+  m.def("wait_placement_group", &WaitPlacementGroup, py::arg("options"),
+        "Waits for a submitted group (up to timeout_s, None: until placed or removed; "
+        "wait_while_infeasible: an infeasible group waits too): name, option, bundle_nodes; "
+        "CoreError NOT_FOUND when it was removed meanwhile.");
   m.def("remove_placement_group", &Remove<tessera::RemovePlacementGroup>, py::arg("name"));
   m.def("reserve_slices", &ReserveSlices, py::arg("options"),
         "Reserves whole slices (blocking up to timeout_s): name, slices, hosts in bundle order.");

@@ -361,13 +361,10 @@ void BindDriverCalls(py::module_& m) {
   m.def(
       "submit_task",
       [](const std::string& name, py::handle code, const py::list& args,
-         const py::object& options) {
+         const TaskOptions& task) {
         CheckNotForked();
         internal::FunctionDescriptor function = PythonFunction(name, code);
         std::vector<internal::TaskArgument> arguments = ArgumentsFrom(args);
-        std::optional<TaskOptions> parsed;
-        if (!py::isinstance<TaskOptions>(options)) parsed = TaskOptionsFrom(options.cast<py::dict>());
-        const TaskOptions& task = parsed.has_value() ? *parsed : options.cast<const TaskOptions&>();
         ObjectRefBase ref;
         std::vector<ObjectRefBase> more;
         {
@@ -383,7 +380,7 @@ void BindDriverCalls(py::module_& m) {
       },
       py::arg("name"), py::arg("code"), py::arg("args"), py::arg("options"),
       "Submits the Python function stored in `code` (display name `name`) with `args` (bytes "
-      "values or ObjectRefs) and `options` (a dict, or a TaskOptions made from one); the "
+      "values or ObjectRefs) and `options` (a TaskOptions made from the options dict); the "
       "ObjectRef of its result, or the list of its num_returns ObjectRefs when that is more "
       "than 1.");
   m.def(
