@@ -220,6 +220,7 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
   runtime->job_id_ = leases.job_id;
   leases.forward_output = options.forward_worker_output;
   leases.prefix_output = options.prefix_worker_output;
+  leases.local_streams = options.local_worker_streams;
   leases.worker_command = options.worker_command;
   leases.worker_env = options.worker_env;
   runtime->token_ = *token;

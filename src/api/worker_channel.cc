@@ -56,7 +56,8 @@ void GrpcWorkerChannel::Close() {
 
 void GrpcWorkerChannel::Cancel() { context_.TryCancel(); }
 
-void GrpcWorkerChannel::CancelTask(const std::string& task_id, bool force, bool recursive) {
+void SendCancelTask(v1::Worker::Stub& stub, const std::string& task_id, bool force,
+                    bool recursive) {
   struct Call {
     grpc::ClientContext context;
     v1::CancelTaskRequest request;
@@ -68,11 +69,11 @@ void GrpcWorkerChannel::CancelTask(const std::string& task_id, bool force, bool 
   call->request.set_force(force);
   call->request.set_recursive(recursive);
   // A worker that is gone cannot be cancelled: its death ends the task anyway.
-  stub_->async()->CancelTask(&call->context, &call->request, &call->reply,
-                             [call](grpc::Status) { delete call; });
+  stub.async()->CancelTask(&call->context, &call->request, &call->reply,
+                           [call](grpc::Status) { delete call; });
 }
 
-void GrpcWorkerChannel::ExitActor() {
+void SendExitActor(v1::Worker::Stub& stub) {
   struct Call {
     grpc::ClientContext context;
     v1::ExitActorRequest request;
@@ -82,9 +83,15 @@ void GrpcWorkerChannel::ExitActor() {
   rpc::ConfigureClientContext(&call->context, absl::Seconds(10));
   call->request.set_from_owner(true);
   // A process that is gone has exited already.
-  stub_->async()->ExitActor(&call->context, &call->request, &call->reply,
-                            [call](grpc::Status) { delete call; });
+  stub.async()->ExitActor(&call->context, &call->request, &call->reply,
+                          [call](grpc::Status) { delete call; });
 }
+
+void GrpcWorkerChannel::CancelTask(const std::string& task_id, bool force, bool recursive) {
+  SendCancelTask(*stub_, task_id, force, recursive);
+}
+
+void GrpcWorkerChannel::ExitActor() { SendExitActor(*stub_); }
 
 void GrpcWorkerChannel::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mu_);

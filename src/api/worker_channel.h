@@ -1,5 +1,7 @@
-// GrpcWorkerChannel: the owner's end of one worker's PushTasks stream (proto worker.proto), on
-// gRPC's callback API so no thread waits per worker. Batches handed to Send while a write is in
+// The owner's end of one worker's task stream. WorkerStream is what the leases hold of one;
+// GrpcWorkerChannel is its Worker.PushTasks stream (proto worker.proto), on gRPC's callback API
+// so no thread waits per worker (api/local_worker_channel.h is the same stream over a local
+// socket, for a worker on the owner's host). Batches handed to Send while a write is in
 // flight are merged into the next write, so a burst of submissions leaves as a few large messages.
 // Close half-closes the stream (the worker exits when it sees the end).
 //
@@ -20,7 +22,23 @@
 
 namespace tessera::api {
 
-class GrpcWorkerChannel final : public WorkerChannel,
+// A worker's task stream as its owner's leases hold it: a WorkerChannel that can be cut and says
+// when it is over.
+class WorkerStream : public WorkerChannel {
+ public:
+  // Ends the stream at once (shutdown).
+  virtual void Cancel() = 0;
+  // The stream is over: the object may be destroyed.
+  virtual bool done() = 0;
+};
+
+// Worker.CancelTask and Worker.ExitActor (from_owner) to the worker behind `stub`, unary calls
+// beside its stream, fire and forget (a worker that is gone has ended its tasks and its actor).
+void SendCancelTask(v1::Worker::Stub& stub, const std::string& task_id, bool force,
+                    bool recursive);
+void SendExitActor(v1::Worker::Stub& stub);
+
+class GrpcWorkerChannel final : public WorkerStream,
                                 public grpc::ClientBidiReactor<v1::TaskBatch, v1::TaskResultBatch> {
  public:
   using ResultsFn = std::function<void(const v1::TaskResultBatch&)>;
@@ -38,10 +56,8 @@ class GrpcWorkerChannel final : public WorkerChannel,
   void CancelTask(const std::string& task_id, bool force, bool recursive) override;
   // A unary Worker.ExitActor (from_owner) beside the stream, fire and forget.
   void ExitActor() override;
-  // Ends the stream at once (shutdown).
-  void Cancel();
-  // The stream is over: the object may be destroyed.
-  bool done();
+  void Cancel() override;
+  bool done() override;
 
   void OnWriteDone(bool ok) override;
   void OnReadDone(bool ok) override;

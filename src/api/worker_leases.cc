@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "api/local_worker_channel.h"
 #include "api/prefixed_output.h"
 #include "api/worker_channel.h"
 #include "base/status_macros.h"
@@ -597,13 +598,20 @@ v1::WorkerReadyReply WorkerLeases::WorkerReady(const v1::WorkerReadyRequest& req
 
   const WorkerHandle handle = submitter_->NewHandle();
   TaskSubmitter* submitter = submitter_;
-  auto channel = GrpcWorkerChannel::Start(
-      rpc::MakeChannel(request.address(), options_.token),
-      [submitter, handle](const v1::TaskResultBatch& results) {
-        submitter->OnResults(handle, results);
-      },
-      [] {});
-  std::vector<std::shared_ptr<GrpcWorkerChannel>> finished;
+  auto on_results = [submitter, handle](const v1::TaskResultBatch& results) {
+    submitter->OnResults(handle, results);
+  };
+  std::shared_ptr<grpc::Channel> control = rpc::MakeChannel(request.address(), options_.token);
+  std::shared_ptr<WorkerStream> channel;
+  // A worker on this host, of this user, offers its stream on a local socket: faster than
+  // gRPC's. Anything else (another host, another user, the name taken) falls back to gRPC.
+  if (options_.local_streams && !request.local_stream().empty()) {
+    auto local = LocalWorkerChannel::Connect(request.local_stream(), request.pid(), control,
+                                             on_results, [] {});
+    if (local.ok()) channel = *std::move(local);
+  }
+  if (channel == nullptr) channel = GrpcWorkerChannel::Start(control, on_results, [] {});
+  std::vector<std::shared_ptr<WorkerStream>> finished;
   {
     absl::MutexLock lock(&mu_);
     for (auto& c : channels_) {
@@ -665,7 +673,7 @@ void WorkerLeases::Shutdown() {
   }
   for (auto& [serial, thread] : threads) thread.thread.join();
   // Streams of workers that are gone end by themselves; cut any left, then wait for gRPC.
-  std::vector<std::shared_ptr<GrpcWorkerChannel>> channels;
+  std::vector<std::shared_ptr<WorkerStream>> channels;
   {
     absl::MutexLock lock(&mu_);
     channels.swap(channels_);

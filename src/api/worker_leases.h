@@ -4,7 +4,8 @@
 // and fails the request when it is infeasible. It watches every granted worker through the
 // agent's WatchWorker stream (its output is copied to this process; its exit, with the cause,
 // is what tells the submitter a worker died), and turns the worker's WorkerReady call into a
-// GrpcWorkerChannel handed to the submitter.
+// worker stream handed to the submitter (a LocalWorkerChannel for a worker on this host of this
+// user, else a GrpcWorkerChannel).
 //
 // Threading: thread-safe. Each lease request runs on a thread of its own (the submitter asks for
 // one lease of a shape at a time, so these are at most one per shape), which then watches the
@@ -51,6 +52,7 @@ struct WorkerLeasesOptions {
   std::map<std::string, std::string> worker_env;
   bool forward_output = true;
   bool prefix_output = false;  // InitOptions::prefix_worker_output
+  bool local_streams = true;   // InitOptions::local_worker_streams
   // How long a granted worker may take to call WorkerReady.
   absl::Duration ready_timeout = absl::Seconds(30);
   // How often the head is asked for dead nodes while workers are held or lease requests are in
@@ -177,7 +179,7 @@ class WorkerLeases final : public LeaseSource {
   // Set when Shutdown cuts every watch: a watch that starts later is cut at once.
   bool watches_cut_ ABSL_GUARDED_BY(mu_) = false;
   // Every worker stream, kept until gRPC is done with it (then dropped on one of our threads).
-  std::vector<std::shared_ptr<GrpcWorkerChannel>> channels_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<WorkerStream>> channels_ ABSL_GUARDED_BY(mu_);
   std::thread monitor_thread_;
 };
 

@@ -137,38 +137,46 @@ v1::TaskResult RunOnPython(const v1::TaskSpec& spec, const worker::ArgumentFetch
 }
 
 // The runner of a run of tasks that execute in order: each is queued as soon as its arguments
-// are there (so the main thread, once woken, goes from one to the next without sleeping), then
-// the answers are collected in order.
-std::vector<v1::TaskResult> RunOnPythonInOrder(std::vector<v1::TaskSpec> specs,
-                                               const worker::ArgumentFetcher& fetch) {
-  std::vector<std::variant<std::shared_ptr<PendingTask>, v1::TaskResult>> prepared;
-  prepared.reserve(specs.size());
-  for (v1::TaskSpec& spec : specs) {
-    prepared.push_back(Prepare(std::move(spec), fetch));
-    if (auto* task = std::get_if<std::shared_ptr<PendingTask>>(&prepared.back())) {
-      queue->Push(*task);
-    }
-  }
-  // They are answered in order: waiting for the last first wakes this thread once, not once
-  // per task.
-  for (auto one = prepared.rbegin(); one != prepared.rend(); ++one) {
-    if (auto* task = std::get_if<std::shared_ptr<PendingTask>>(&*one)) {
-      (*task)->done.WaitForNotification();
-    }
-  }
-  std::vector<v1::TaskResult> results;
-  results.reserve(prepared.size());
-  for (auto& one : prepared) {
-    if (auto* refused = std::get_if<v1::TaskResult>(&one)) {
-      results.push_back(std::move(*refused));
+// are there (so the main thread, once woken, goes from one to the next without sleeping), and
+// the main thread, answering the last, hands all the results over (it writes them to the
+// stream: no other thread is woken for it).
+void RunOnPythonInOrder(std::vector<v1::TaskSpec> specs, const worker::ArgumentFetcher& fetch,
+                        worker::RunDoneFn done) {
+  struct Run {
+    std::vector<v1::TaskResult> results;
+    std::atomic<size_t> left{0};
+    worker::RunDoneFn done;
+  };
+  auto run = std::make_shared<Run>();
+  run->results.resize(specs.size());
+  run->done = std::move(done);
+  std::vector<std::shared_ptr<PendingTask>> queued;
+  queued.reserve(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto prepared = Prepare(std::move(specs[i]), fetch);
+    if (auto* refused = std::get_if<v1::TaskResult>(&prepared)) {
+      run->results[i] = std::move(*refused);
       continue;
     }
-    PendingTask& task = *std::get<std::shared_ptr<PendingTask>>(one);
-    task.result.set_start_time_us(task.started_us);
-    task.result.set_end_time_us(task.finished_us);
-    results.push_back(std::move(task.result));
+    std::shared_ptr<PendingTask> task = std::get<std::shared_ptr<PendingTask>>(std::move(prepared));
+    // The task owns its reply: a raw pointer back to it, valid while it is answered.
+    task->reply = [run, i, pending = task.get()](v1::TaskResult result) {
+      result.set_start_time_us(pending->started_us);
+      result.set_end_time_us(pending->finished_us);
+      run->results[i] = std::move(result);
+      if (run->left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        run->done(std::move(run->results));
+      }
+    };
+    queued.push_back(std::move(task));
   }
-  return results;
+  // Counted before any is queued: the main thread may answer the first at once.
+  run->left.store(queued.size(), std::memory_order_release);
+  if (queued.empty()) {
+    run->done(std::move(run->results));
+    return;
+  }
+  for (auto& task : queued) queue->Push(std::move(task));
 }
 
 // The runner of the calls of an actor that allows several at once: queued for the main thread,
@@ -342,6 +350,7 @@ void BindWorkerLoop(py::module_& m) {
           error->set_kind("application");
           error->set_type("TaskCancelledError");
           error->set_message("cancelled before it started");
+          py::gil_scoped_release release;  // a reply writes to the owner's stream
           Finish(*task);
         }
         return py::cast(PyTask{std::move(task)});

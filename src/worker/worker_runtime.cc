@@ -1,6 +1,8 @@
 #include "worker/worker_runtime.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +32,7 @@
 #include "objects/object_node_store.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
+#include "rpc/local_stream_socket.h"
 #include "rpc/retry.h"
 #include "rpc/server.h"
 #include "rpc/status_conversion.h"
@@ -150,10 +153,15 @@ constexpr absl::Duration kLendingCheckPeriod = absl::Milliseconds(500);
 
 // The calls of one stream handed to the async runner and not yet answered: the stream is
 // written under one mutex, and must not end before the last reply is written.
+// How a task stream is read and written: Worker.PushTasks's gRPC stream, or the owner's local
+// socket (rpc/local_stream_socket.h). Read blocks for the next batch (false: the stream is over);
+// Write sends one batch (false: the peer is gone).
+using BatchReader = std::function<bool(v1::TaskBatch*)>;
+using BatchWriter = std::function<bool(const v1::TaskResultBatch&)>;
+
 class StreamReplies {
  public:
-  explicit StreamReplies(grpc::ServerReaderWriter<v1::TaskResultBatch, v1::TaskBatch>* stream)
-      : stream_(stream) {}
+  explicit StreamReplies(BatchWriter write) : write_(std::move(write)) {}
   // Writes one batch (from the reading thread or a reply).
   bool Write(v1::TaskResultBatch& batch) {
     // What the tasks borrowed from their arguments, and lent their callers inside their results,
@@ -163,7 +171,7 @@ class StreamReplies {
     // Read under the lock: the batches say it in the order they are written.
     lends_ = LendsObjects();
     batch.set_lends_objects(lends_);
-    return stream_->Write(batch);
+    return write_(batch);
   }
   // Tells the owner, with a batch of no results, once the objects the last batch said others
   // borrow are no longer borrowed (so it may let this worker go when idle).
@@ -192,6 +200,22 @@ class StreamReplies {
       --outstanding_;
     });
   }
+  // Hands `run` (tasks that execute in order) to the sequence runner; their results are written
+  // as one batch by the thread that ran the last of them.
+  void StartRun(std::vector<v1::TaskSpec> run, const ArgumentFetcher& fetch) {
+    {
+      absl::MutexLock lock(&mu_);
+      ++outstanding_;
+    }
+    globals->sequence_runner(std::move(run), fetch, [this](std::vector<v1::TaskResult> results) {
+      v1::TaskResultBatch batch;
+      batch.mutable_results()->Reserve(static_cast<int>(results.size()));
+      for (v1::TaskResult& result : results) *batch.add_results() = std::move(result);
+      Write(batch);
+      absl::MutexLock lock(&mu_);
+      --outstanding_;
+    });
+  }
   // Returns once every started call has been answered.
   void WaitForAll() {
     absl::MutexLock lock(&mu_);
@@ -203,7 +227,7 @@ class StreamReplies {
   }
 
  private:
-  grpc::ServerReaderWriter<v1::TaskResultBatch, v1::TaskBatch>* const stream_;
+  const BatchWriter write_;
   absl::Mutex write_mu_;
   bool lends_ ABSL_GUARDED_BY(write_mu_) = false;  // what the last batch written said
   absl::Mutex mu_;
@@ -266,19 +290,6 @@ v1::TaskResult Execute(const v1::TaskSpec& task, const ArgumentFetcher& fetch) {
   return result;
 }
 
-// Runs tasks [begin, end) of `tasks` through the sequence runner, their results into `out`.
-void ExecuteInOrder(google::protobuf::RepeatedPtrField<v1::TaskSpec>& tasks, int begin, int end,
-                    const ArgumentFetcher& fetch, v1::TaskResultBatch& out) {
-  std::vector<v1::TaskSpec> run;
-  run.reserve(end - begin);
-  for (int i = begin; i < end; ++i) run.push_back(std::move(tasks[i]));
-  std::vector<v1::TaskResult> results = globals->sequence_runner(run, fetch);
-  for (size_t i = 0; i < results.size() && i < run.size(); ++i) {
-    StoreLargeValue(run[i], results[i]);
-    *out.add_results() = std::move(results[i]);
-  }
-}
-
 // Serves one owner's stream of task batches, one task at a time in order. A process hosting an
 // actor also serves guest streams: other drivers that found the actor by name (their calls run
 // in their stream's order, one at a time with the owner's when max_concurrency is 1); the
@@ -292,16 +303,7 @@ class WorkerService final : public v1::Worker::Service {
       grpc::ServerReaderWriter<v1::TaskResultBatch, v1::TaskBatch>* stream) override {
     // A guest says so: it can come before the owner's stream (it learned the address from the
     // owner, which opens its own stream a moment later).
-    const bool guest = context->client_metadata().count(kGuestStreamKey) > 0;
-    if (!guest) {
-      absl::MutexLock lock(&mu_);
-      if (streaming_) {
-        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                            "this worker already serves its owner's stream");
-      }
-      streaming_ = true;
-    }
-    if (guest) {
+    if (context->client_metadata().count(kGuestStreamKey) > 0) {
       // A guest can arrive as soon as the owner knows the worker's address, before the actor's
       // constructor ran here: it waits for that (a plain task worker never hosts one).
       if (!actor_created_.WaitForNotificationWithTimeout(kGuestWaitForActor)) {
@@ -310,6 +312,65 @@ class WorkerService final : public v1::Worker::Service {
       }
       return ServeGuest(stream);
     }
+    if (!BeginOwnerStream()) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "this worker already serves its owner's stream");
+    }
+    ServeOwner([stream](v1::TaskBatch* batch) { return stream->Read(batch); },
+               [stream](const v1::TaskResultBatch& results) { return stream->Write(results); });
+    return grpc::Status::OK;
+  }
+
+  // Claims the one owner's stream (Worker.PushTasks or the local socket): false when another
+  // came first. Stops offering the local socket either way.
+  bool BeginOwnerStream() {
+    absl::MutexLock lock(&mu_);
+    if (local_listener_ >= 0) shutdown(local_listener_, SHUT_RDWR);  // its thread ends
+    if (streaming_) return false;
+    streaming_ = true;
+    return true;
+  }
+  void SetLocalListener(int fd) {
+    absl::MutexLock lock(&mu_);
+    local_listener_ = fd;
+  }
+  void CloseLocalListener() {
+    absl::MutexLock lock(&mu_);
+    if (local_listener_ >= 0) close(local_listener_);
+    local_listener_ = -1;
+  }
+
+  // Serves the owner's stream on the local socket `listener` offered in WorkerReady, if the
+  // owner opens it (the first connection of this process's user; the socket closes then, or
+  // when the owner opens Worker.PushTasks instead).
+  void ServeLocalOwner(int listener) {
+    pthread_setname_np(pthread_self(), "owner-stream");
+    absl::StatusOr<int> fd = rpc::AcceptSameUser(listener);
+    CloseLocalListener();
+    if (!fd.ok()) return;
+    if (!BeginOwnerStream()) {
+      close(*fd);
+      return;
+    }
+    rpc::FrameReader reader(*fd);
+    const int out = *fd;
+    ServeOwner([&reader](v1::TaskBatch* batch) { return reader.Next(batch); },
+               [out](const v1::TaskResultBatch& results) {
+                 std::string frame;
+                 rpc::AppendFrame(results, &frame);
+                 return rpc::WriteAll(out, frame);
+               });
+    if (!reader.error().empty()) {
+      std::fprintf(stderr, "tessera worker: the owner's task stream broke: %s\n",
+                   reader.error().c_str());
+    }
+    shutdown(out, SHUT_RDWR);  // the owner sees the end after the last results
+    close(out);
+  }
+
+  // Serves the owner's stream of task batches, one task at a time in order (BeginOwnerStream
+  // first).
+  void ServeOwner(const BatchReader& read, BatchWriter write) {
     started_.Notify();
     // The owner opens this stream from inside its WorkerReady handler, so it can arrive before
     // the reply that fills the runtime context: no task runs until the context is there.
@@ -320,19 +381,19 @@ class WorkerService final : public v1::Worker::Service {
     // on a pool; results then go back one per call, as they finish (the owner matches them by
     // task id).
     std::unique_ptr<CallPool> pool;
-    StreamReplies replies(stream);
+    StreamReplies replies(std::move(write));
     absl::Notification stream_ended;
     std::thread lending_watch([&replies, &stream_ended] {
       while (!stream_ended.WaitForNotificationWithTimeout(kLendingCheckPeriod)) {
         replies.TellIfNoLongerLending();
       }
     });
-    while (stream->Read(&batch)) {
+    while (read(&batch)) {
       v1::TaskResultBatch results;
       auto& tasks = *batch.mutable_tasks();
       for (int i = 0; i < tasks.size(); ++i) {
         const v1::TaskSpec& task = tasks[i];
-        if (const int end = RunInOrder(tasks, i, /*guest=*/false, fetch, results); end > i) {
+        if (const int end = RunInOrder(tasks, i, /*guest=*/false, fetch, replies); end > i) {
           i = end - 1;
           continue;
         }
@@ -376,7 +437,6 @@ class WorkerService final : public v1::Worker::Service {
     stream_ended.Notify();
     lending_watch.join();
     finished_.Notify();
-    return grpc::Status::OK;
   }
 
   // Another driver's stream of calls to this process's actor.
@@ -384,13 +444,14 @@ class WorkerService final : public v1::Worker::Service {
     context_ready_.WaitForNotification();
     ArgumentFetcher fetch = FetchFromOwner;
     v1::TaskBatch batch;
-    StreamReplies replies(stream);
+    StreamReplies replies(
+        [stream](const v1::TaskResultBatch& results) { return stream->Write(results); });
     while (stream->Read(&batch)) {
       v1::TaskResultBatch results;
       auto& tasks = *batch.mutable_tasks();
       for (int i = 0; i < tasks.size(); ++i) {
         const v1::TaskSpec& task = tasks[i];
-        if (const int end = RunInOrder(tasks, i, /*guest=*/true, fetch, results); end > i) {
+        if (const int end = RunInOrder(tasks, i, /*guest=*/true, fetch, replies); end > i) {
           i = end - 1;
           continue;
         }
@@ -491,30 +552,31 @@ class WorkerService final : public v1::Worker::Service {
            (task.kind() == v1::ACTOR_METHOD && actor_concurrency_.load() <= 1);
   }
 
-  // Runs the tasks of `tasks` from `begin` that run in order (RunsInOrder) through the sequence
-  // runner, their results into `out`: the index after the last one run (`begin` when none was:
-  // no sequence runner, or task `begin` does not run in order).
+  // Hands the tasks of `tasks` from `begin` that run in order (RunsInOrder) to the sequence
+  // runner, their results written through `replies` when the last has run: the index after the
+  // last one handed over (`begin` when none was: no sequence runner, or task `begin` does not run
+  // in order).
   int RunInOrder(google::protobuf::RepeatedPtrField<v1::TaskSpec>& tasks, int begin, bool guest,
-                 const ArgumentFetcher& fetch, v1::TaskResultBatch& out) {
+                 const ArgumentFetcher& fetch, StreamReplies& replies) {
     if (!globals->sequence_runner) return begin;
     int end = begin;
     while (end < tasks.size() && RunsInOrder(tasks[end], guest)) ++end;
     if (end == begin) return begin;
-    if (tasks[begin].kind() == v1::ACTOR_METHOD) {
-      absl::MutexLock exec(&exec_mu_);  // one call at a time, the owner's and the guests'
-      ExecuteInOrder(tasks, begin, end, fetch, out);
-    } else {
-      ExecuteInOrder(tasks, begin, end, fetch, out);
-    }
+    std::vector<v1::TaskSpec> run;
+    run.reserve(end - begin);
+    for (int i = begin; i < end; ++i) run.push_back(std::move(tasks[i]));
+    replies.StartRun(std::move(run), fetch);
     return end;
   }
 
   absl::Mutex mu_;
   bool streaming_ ABSL_GUARDED_BY(mu_) = false;
+  int local_listener_ ABSL_GUARDED_BY(mu_) = -1;  // the local socket offered to the owner
   std::string actor_id_ ABSL_GUARDED_BY(mu_);  // hex, once this process's actor is created
   // 0: no actor here; else the calls it allows at once (ActorConcurrency).
   std::atomic<int> actor_concurrency_{0};
-  // Held around each actor call when max_concurrency is 1 (the owner's and guests' streams).
+  // Held around each actor call when max_concurrency is 1 (the owner's and guests' streams) that
+  // runs on the thread that read it (a sequence runner orders its own).
   absl::Mutex exec_mu_;
   absl::Notification started_;
   absl::Notification context_ready_;
@@ -617,6 +679,13 @@ absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel, AsyncTaskRunne
   ready.set_worker_id(worker_id);
   ready.set_address(server->address());
   ready.set_pid(getpid());
+  // The owner may open its stream on a local socket instead (same host and user): offered when
+  // one can be made, else the owner uses Worker.PushTasks.
+  if (absl::StatusOr<rpc::LocalListener> local = rpc::ListenLocal(/*backlog=*/4); local.ok()) {
+    service->SetLocalListener(local->fd);
+    ready.set_local_stream(local->name);
+    std::thread([fd = local->fd] { service->ServeLocalOwner(fd); }).detach();
+  }
   v1::WorkerReadyReply reply;
   rpc::RetryOptions retry;
   // An owner serves before it asks for workers, so a port that refuses connections means the

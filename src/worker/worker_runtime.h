@@ -89,10 +89,14 @@ using AsyncTaskRunner =
     std::function<void(const v1::TaskSpec&, const ArgumentFetcher&, ReplyFn reply)>;
 // A runner for a run of tasks that execute one after another (plain tasks, and the calls of an
 // actor that runs one at a time) from one batch: handed over together, so the thread that runs
-// them is woken once per run, not once per task. The results in the tasks' order, each with its
-// start and end times. Without it each goes through `runner`.
-using SequenceRunner = std::function<std::vector<v1::TaskResult>(std::vector<v1::TaskSpec> tasks,
-                                                                 const ArgumentFetcher&)>;
+// them is woken once per run, not once per task, and answered together: `done` is called once,
+// from any thread (the one that ran the last task), with the results in the tasks' order, each
+// with its start and end times and its large values already stored (PutTaskReturn). The runner
+// runs every task it is given one at a time, in the order given across calls. The thread that
+// read the run goes on reading meanwhile. Without it each task goes through `runner`.
+using RunDoneFn = std::function<void(std::vector<v1::TaskResult> results)>;
+using SequenceRunner = std::function<void(std::vector<v1::TaskSpec> tasks,
+                                          const ArgumentFetcher&, RunDoneFn done)>;
 absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel = nullptr,
                          AsyncTaskRunner async_runner = nullptr,
                          SequenceRunner sequence_runner = nullptr);

@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "api/local_worker_channel.h"
 #include "integration/api_test_cluster.h"
 #include "integration/cluster_harness.h"
 #include "rpc/state_names.h"
@@ -327,6 +328,57 @@ TEST_F(ActorIntegrationTest, BadActorsAreOneLineErrors) {
   auto never = Get(infeasible.Task(&Counter::Add).Remote(1), kPatience);
   ASSERT_FALSE(never.ok());
   EXPECT_THAT(std::string(never.status().message()), HasSubstr("infeasible"));
+}
+
+// A worker on the driver's host, of the driver's user, gets its task stream on its local socket
+// (api/local_worker_channel.h), not gRPC: the calls above all went that way.
+TEST_F(ActorIntegrationTest, AnActorOnThisHostIsCalledOverItsLocalStream) {
+  ActorHandle<Counter> counter = Actor(MakeCounter).Remote(1);
+  ASSERT_OK(counter.status());
+  EXPECT_EQ(*Get(counter.Task(&Counter::Add).Remote(1), kPatience), 2);
+  EXPECT_GT(api::LocalWorkerChannel::OpenCount(), 0);
+  ASSERT_OK(Kill(counter));
+}
+
+// InitOptions::local_worker_streams = false: every stream is Worker.PushTasks over gRPC (as for
+// workers on other hosts), with the same behaviour.
+class ActorOverGrpcStreamTest : public ApiClusterFixture {
+ protected:
+  static void SetUpTestSuite() {
+    ClusterOptions options;
+    options.nodes.push_back(NodeSpec{.id = "cpu1", .hardware_yaml = CpuHost(4)});
+    StartCluster(options, /*local_worker_streams=*/false);
+  }
+};
+
+TEST_F(ActorOverGrpcStreamTest, CallsRunInOrderKeepStateAndSurviveErrors) {
+  ActorHandle<Counter> counter = Actor(MakeCounter).Remote(0);
+  ASSERT_OK(counter.status());
+  std::vector<ObjectRef<void>> refs;
+  for (int i = 0; i < 300; ++i) refs.push_back(counter.Task(&Counter::Record).Remote(i));
+  auto history = Get(counter.Task(&Counter::History).Remote(), kPatience);
+  ASSERT_TRUE(history.ok()) << history.status();
+  ASSERT_EQ(history->size(), 300u);
+  for (int i = 0; i < 300; ++i) EXPECT_EQ((*history)[i], i);
+  auto failed = Get(counter.Task(&Counter::Fail).Remote(1), kPatience);
+  EXPECT_THAT(std::string(failed.status().message()), HasSubstr("counter refuses"));
+  EXPECT_EQ(*Get(counter.Task(&Counter::Add).Remote(5), kPatience), 5);
+  EXPECT_EQ(api::LocalWorkerChannel::OpenCount(), 0);
+  ASSERT_OK(Kill(counter));
+}
+
+TEST_F(ActorOverGrpcStreamTest, AKilledProcessFailsItsCallsDead) {
+  ActorHandle<Counter> counter = Actor(MakeCounter).MaxRestarts(0).Remote(0);
+  auto pid = Get(counter.Task(&Counter::Pid).Remote(), kPatience);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ASSERT_EQ(kill(*pid, SIGKILL), 0);
+  absl::Status status;
+  const absl::Time until = absl::Now() + kPatience;
+  while (absl::Now() < until) {
+    status = Get(counter.Task(&Counter::Add).Remote(1), kPatience).status();
+    if (!status.ok()) break;
+  }
+  EXPECT_THAT(std::string(status.message()), HasSubstr("is dead"));
 }
 
 }  // namespace

@@ -21,13 +21,15 @@ inline constexpr absl::Duration kPatience = absl::Seconds(60);
 // its driver: call StartCluster from the suite's SetUpTestSuite.
 class ApiClusterFixture : public ::testing::Test {
  protected:
-  static void StartCluster(const ClusterOptions& options) {
+  // `local_worker_streams`: InitOptions::local_worker_streams of the driver.
+  static void StartCluster(const ClusterOptions& options, bool local_worker_streams = true) {
     auto cluster = TestCluster::Start(options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = cluster->release();
     InitOptions init;
     init.state_dir = cluster_->state_dir();
     init.forward_worker_output = false;
+    init.local_worker_streams = local_worker_streams;
     ASSERT_OK(Init(init));
   }
   static void TearDownTestSuite() {
