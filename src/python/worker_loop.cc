@@ -1,8 +1,11 @@
 #include "python/worker_loop.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <pybind11/stl.h>
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -47,20 +50,61 @@ struct PendingTask {
   worker::ReplyFn reply;
 };
 
+// The tasks handed to the main thread. While it has none, the main thread reads the owner's
+// stream itself when the worker runtime lends it (worker::TaskThreadPump): it then waits in
+// poll(2) on that socket and on `wake_fd_`, which a Push from another thread (a guest's call, an
+// async actor's) writes to.
 class TaskQueue {
  public:
+  TaskQueue() : wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+
   void Push(std::shared_ptr<PendingTask> task) {
     absl::MutexLock lock(&mu_);
     queue_.push_back(std::move(task));
+    if (polling_ && wake_fd_ >= 0) {
+      const uint64_t one = 1;
+      (void)!write(wake_fd_, &one, sizeof(one));
+    }
   }
-  // The next task, or nullptr when none came within `timeout`.
-  std::shared_ptr<PendingTask> Pop(absl::Duration timeout) {
+  // The worker runtime lends the main thread its stream: wakes it if it waits without it.
+  void PumpOffered() {
     absl::MutexLock lock(&mu_);
-    auto has_task = [this] {
-      mu_.AssertHeld();  // a Condition is evaluated under the mutex it waits with
-      return !queue_.empty();
-    };
-    mu_.AwaitWithTimeout(absl::Condition(&has_task), timeout);
+    pump_offered_ = true;
+  }
+  // The next task, or nullptr when none came within `timeout`. Main thread only.
+  std::shared_ptr<PendingTask> Pop(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    absl::MutexLock lock(&mu_);
+    while (queue_.empty()) {
+      worker::OwnerStreamPump* pump = wake_fd_ >= 0 ? worker::TaskThreadPump() : nullptr;
+      if (pump == nullptr) {
+        pump_offered_ = false;
+        auto ready = [this] {
+          mu_.AssertHeld();  // a Condition is evaluated under the mutex it waits with
+          return !queue_.empty() || pump_offered_;
+        };
+        if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) break;
+        continue;
+      }
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) break;
+      polling_ = true;
+      mu_.Unlock();
+      pollfd waits[2] = {{pump->fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+      const int ready = poll(waits, 2, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+      if (ready > 0 && (waits[1].revents & POLLIN) != 0) {
+        uint64_t count;
+        (void)!read(wake_fd_, &count, sizeof(count));
+      }
+      const bool readable = ready > 0 && waits[0].revents != 0;
+      mu_.Lock();
+      polling_ = false;
+      if (readable) {
+        mu_.Unlock();
+        pump->Pump();  // queues the batch's tasks here (or hands the stream back)
+        mu_.Lock();
+      }
+    }
     if (queue_.empty()) return nullptr;
     std::shared_ptr<PendingTask> task = std::move(queue_.front());
     queue_.pop_front();
@@ -68,8 +112,11 @@ class TaskQueue {
   }
 
  private:
+  const int wake_fd_;  // -1 when no eventfd could be made: no pump then
   absl::Mutex mu_;
   std::deque<std::shared_ptr<PendingTask>> queue_ ABSL_GUARDED_BY(mu_);
+  bool polling_ ABSL_GUARDED_BY(mu_) = false;       // the main thread waits in poll(2)
+  bool pump_offered_ ABSL_GUARDED_BY(mu_) = false;  // since the main thread last looked
 };
 
 TaskQueue* queue = nullptr;  // made by start_worker, never freed (the process _exits)
@@ -319,6 +366,8 @@ void BindWorkerLoop(py::module_& m) {
     absl::Status started;
     {
       py::gil_scoped_release release;
+      // The main thread reads the owner's stream itself while idle, when lent it.
+      worker::SetTaskThreadPumpHook([] { queue->PumpOffered(); });
       started = worker::StartWorker(RunOnPython, OnCancel, RunOnPythonAsync, RunOnPythonInOrder);
     }
     if (!started.ok()) ThrowStatus(started);

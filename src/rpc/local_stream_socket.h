@@ -62,6 +62,10 @@ class FrameReader {
   // unusable; `error()` says which).
   bool Next(google::protobuf::MessageLite* message);
   const std::string& error() const { return error_; }
+  // Whether bytes already read from the socket wait here to be parsed: the socket may then have
+  // nothing to read while a frame (or its start) is already in hand, so Next must be called
+  // before waiting for the socket to become readable.
+  bool buffered() const { return end_ > start_; }
 
  private:
   // Reads until at least `want` bytes are buffered past `start_`: false at the end or an error.

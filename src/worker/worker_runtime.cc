@@ -234,6 +234,78 @@ class StreamReplies {
   int outstanding_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// The task thread's hook (SetTaskThreadPumpHook) and the pump offered to it now.
+absl::Mutex pump_hook_mu(absl::kConstInit);
+std::function<void()>* pump_hook ABSL_GUARDED_BY(pump_hook_mu) = nullptr;
+std::atomic<OwnerStreamPump*> offered_pump{nullptr};
+
+bool PumpHookSet() {
+  absl::MutexLock lock(&pump_hook_mu);
+  return pump_hook != nullptr;
+}
+
+// The owner's local stream lent to the task thread (OwnerStreamPump) by the stream's thread,
+// which waits meanwhile. Lives on that thread's stack until given back.
+class InlinePump final : public OwnerStreamPump {
+ public:
+  // `run`: hands a batch's tasks to the sequence runner; false when the batch has a task that
+  // must go through the stream's thread.
+  using InOrderFn = std::function<bool(v1::TaskBatch&)>;
+  // `buffered`: whether `read` holds bytes read from the socket already (more to take now,
+  // though the socket may have nothing).
+  InlinePump(const BatchReader& read, std::function<bool()> buffered, int fd, InOrderFn run)
+      : read_(read), buffered_(std::move(buffered)), fd_(fd), run_(std::move(run)) {}
+
+  int fd() const override { return fd_; }
+
+  bool Pump() override {
+    do {
+      v1::TaskBatch batch;
+      if (!read_(&batch)) {
+        GiveBack(/*over=*/true, {});
+        return false;
+      }
+      if (!run_(batch)) {
+        GiveBack(/*over=*/false, std::move(batch));
+        return true;
+      }
+    } while (buffered_());
+    return true;
+  }
+
+  // Offers the pump to the task thread and waits until it is given back: true when the stream
+  // is over, else false with the batch the stream's thread must handle in `handed_back`.
+  bool OfferAndWait(v1::TaskBatch* handed_back) {
+    offered_pump.store(this);
+    {
+      absl::MutexLock lock(&pump_hook_mu);
+      if (pump_hook != nullptr) (*pump_hook)();
+    }
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&returned_));
+    *handed_back = std::move(handed_back_);
+    return over_;
+  }
+
+ private:
+  void GiveBack(bool over, v1::TaskBatch batch) {
+    offered_pump.store(nullptr);
+    absl::MutexLock lock(&mu_);
+    over_ = over;
+    handed_back_ = std::move(batch);
+    returned_ = true;
+  }
+
+  const BatchReader& read_;
+  const std::function<bool()> buffered_;
+  const int fd_;
+  const InOrderFn run_;
+  absl::Mutex mu_;
+  bool returned_ ABSL_GUARDED_BY(mu_) = false;
+  bool over_ ABSL_GUARDED_BY(mu_) = false;
+  v1::TaskBatch handed_back_ ABSL_GUARDED_BY(mu_);
+};
+
 // Calls of an actor run at once: its default group's max_concurrency and each concurrency
 // group's limit together.
 int ActorConcurrency(const v1::TaskSpec& create) {
@@ -359,7 +431,8 @@ class WorkerService final : public v1::Worker::Service {
                  std::string frame;
                  rpc::AppendFrame(results, &frame);
                  return rpc::WriteAll(out, frame);
-               });
+               },
+               out, [&reader] { return reader.buffered(); });
     if (!reader.error().empty()) {
       std::fprintf(stderr, "tessera worker: the owner's task stream broke: %s\n",
                    reader.error().c_str());
@@ -369,8 +442,11 @@ class WorkerService final : public v1::Worker::Service {
   }
 
   // Serves the owner's stream of task batches, one task at a time in order (BeginOwnerStream
-  // first).
-  void ServeOwner(const BatchReader& read, BatchWriter write) {
+  // first). `pump_fd`: the local socket `read` reads (-1 for gRPC's stream), which the task
+  // thread may read itself (OwnerStreamPump); `buffered` says whether `read` holds bytes of it
+  // already.
+  void ServeOwner(const BatchReader& read, BatchWriter write, int pump_fd = -1,
+                  const std::function<bool()>& buffered = nullptr) {
     started_.Notify();
     // The owner opens this stream from inside its WorkerReady handler, so it can arrive before
     // the reply that fills the runtime context: no task runs until the context is there.
@@ -388,7 +464,8 @@ class WorkerService final : public v1::Worker::Service {
         replies.TellIfNoLongerLending();
       }
     });
-    while (read(&batch)) {
+    // Runs or hands over the tasks of one batch: false when the stream cannot be written.
+    auto handle = [&](v1::TaskBatch& batch) {
       v1::TaskResultBatch results;
       auto& tasks = *batch.mutable_tasks();
       for (int i = 0; i < tasks.size(); ++i) {
@@ -429,8 +506,29 @@ class WorkerService final : public v1::Worker::Service {
           if (!actor_created_.HasBeenNotified()) actor_created_.Notify();
         }
       }
-      if (results.results_size() == 0) continue;
-      if (!replies.Write(results)) break;
+      return results.results_size() == 0 || replies.Write(results);
+    };
+    bool over = false;
+    while (!over && read(&batch)) {
+      if (!handle(batch)) break;
+      // Every task from now on runs in order on the task thread: that thread reads the stream
+      // itself while it has nothing to run, until the stream ends or brings a task it cannot
+      // run there (handed back here). Lent only with nothing read ahead here, since the task
+      // thread waits for the socket.
+      while (pump_fd >= 0 && MayPump() && !buffered()) {
+        InlinePump pump(read, buffered, pump_fd, [&](v1::TaskBatch& tasks) {
+          return PumpInOrder(tasks, fetch, replies);
+        });
+        v1::TaskBatch handed_back;
+        if (pump.OfferAndWait(&handed_back)) {
+          over = true;
+          break;
+        }
+        if (!handle(handed_back)) {
+          over = true;
+          break;
+        }
+      }
     }
     pool.reset();  // waits for the calls still running
     replies.WaitForAll();
@@ -545,6 +643,24 @@ class WorkerService final : public v1::Worker::Service {
   absl::Notification& finished() { return finished_; }
 
  private:
+  // Whether the task thread may read the owner's stream itself: its runner asked to
+  // (SetTaskThreadPumpHook) and every task the owner sends from now on runs in order there (a
+  // plain task worker, or an actor that runs one call at a time).
+  bool MayPump() const {
+    return globals->sequence_runner && PumpHookSet() && actor_concurrency_.load() <= 1;
+  }
+  // A batch the task thread read: handed to the sequence runner when all of it runs in order
+  // (true), else left for the stream's thread (false).
+  bool PumpInOrder(v1::TaskBatch& batch, const ArgumentFetcher& fetch, StreamReplies& replies) {
+    auto& tasks = *batch.mutable_tasks();
+    for (const v1::TaskSpec& task : tasks) {
+      if (!RunsInOrder(task, /*guest=*/false)) return false;
+    }
+    if (tasks.empty()) return true;
+    RunInOrder(tasks, 0, /*guest=*/false, fetch, replies);
+    return true;
+  }
+
   // A plain task (not from a guest), or a call of an actor that runs one call at a time: run in
   // the stream's order.
   bool RunsInOrder(const v1::TaskSpec& task, bool guest) const {
@@ -601,6 +717,14 @@ rpc::RpcServer* server = nullptr;
 }  // namespace
 
 bool InWorkerMode() { return Env(kWorkerModeEnv) == "1"; }
+
+void SetTaskThreadPumpHook(std::function<void()> offered) {
+  absl::MutexLock lock(&pump_hook_mu);
+  delete pump_hook;
+  pump_hook = new std::function<void()>(std::move(offered));
+}
+
+OwnerStreamPump* TaskThreadPump() { return offered_pump.load(); }
 
 const RuntimeContext& CurrentContext() {
   static const RuntimeContext* driver_context = new RuntimeContext();

@@ -97,6 +97,30 @@ using AsyncTaskRunner =
 using RunDoneFn = std::function<void(std::vector<v1::TaskResult> results)>;
 using SequenceRunner = std::function<void(std::vector<v1::TaskSpec> tasks,
                                           const ArgumentFetcher&, RunDoneFn done)>;
+// The owner's local stream, read by the thread that runs the tasks (the one the sequence runner
+// hands them to) while it has none to run, instead of by a thread that reads and then wakes it:
+// one thread wake-up fewer per task. Offered (TaskThreadPump non-null) once every task the owner
+// sends runs in order on that thread (a plain task worker; an actor that runs one call at a
+// time), only to a runner that set SetTaskThreadPumpHook before StartWorker, and only on the
+// local stream (WorkerReadyRequest.local_stream), never on gRPC's.
+class OwnerStreamPump {
+ public:
+  virtual ~OwnerStreamPump() = default;
+  // The socket to wait on (readable: a batch, or the stream's end, has come).
+  virtual int fd() const = 0;
+  // Reads the next batch, blocking until it is whole, and hands its tasks to the sequence runner
+  // (queued when it returns), or, when one of them cannot run on the task thread, gives the pump
+  // back to the stream's thread with the batch (TaskThreadPump is then null until offered
+  // again). False once the stream is over (the pump is given back for good).
+  virtual bool Pump() = 0;
+};
+// The pump the task thread may use now (null: none; wait for tasks as usual). Only one thread,
+// the task thread, may call it.
+OwnerStreamPump* TaskThreadPump();
+// Asks for the pump, and says how to wake the task thread when it is offered: `offered` is called
+// (from the stream's thread) each time TaskThreadPump becomes non-null.
+void SetTaskThreadPumpHook(std::function<void()> offered);
+
 absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel = nullptr,
                          AsyncTaskRunner async_runner = nullptr,
                          SequenceRunner sequence_runner = nullptr);

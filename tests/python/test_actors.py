@@ -35,6 +35,33 @@ def test_an_actor_keeps_its_state_and_runs_calls_in_order(cluster):
     assert tessera.get(refs) == list(range(11, 311))
 
 
+@tessera.remote
+class Sleeper:
+    def sleep(self, seconds):
+        import time
+        time.sleep(seconds)
+        return seconds
+
+    def echo(self, value):
+        return value
+
+
+def test_calls_sent_in_many_batches_while_the_actor_is_busy_all_run_in_order(cluster):
+    # While the actor sleeps, its owner sends the calls in batches (64 at most to a busy worker)
+    # that pile up in the worker's stream; when it is free its main thread reads them, several in
+    # one read: every call must still run, in order (the frames read along with the first once
+    # stayed unread while the thread waited for the socket, and the calls hung).
+    sleeper = Sleeper.remote()
+    tessera.get(sleeper.echo.remote(0))
+    for _ in range(3):
+        busy = sleeper.sleep.remote(0.5)
+        refs = [sleeper.echo.remote(i) for i in range(600)]
+        ready, _ = tessera.wait(refs, num_returns=len(refs), timeout=30)
+        assert len(ready) == len(refs), "calls sent while the actor was busy never ran"
+        assert tessera.get(refs) == list(range(600))
+        assert tessera.get(busy) == 0.5
+
+
 def test_a_method_error_is_raised_in_the_caller_and_the_actor_lives_on(cluster):
     counter = Counter.remote()
     with pytest.raises(RuntimeError, match="method failed") as info:
