@@ -190,19 +190,23 @@ v1::TaskResult RunOnPython(const v1::TaskSpec& spec, const worker::ArgumentFetch
 void RunOnPythonInOrder(std::vector<v1::TaskSpec> specs, const worker::ArgumentFetcher& fetch,
                         worker::RunDoneFn done) {
   struct Run {
-    std::vector<v1::TaskResult> results;
+    std::vector<v1::TaskResult> results;  // sized once: each slot written by one thread
+    // Answers still to come, plus one this thread holds until every task is queued.
     std::atomic<size_t> left{0};
     worker::RunDoneFn done;
+    void Answered() {
+      if (left.fetch_sub(1, std::memory_order_acq_rel) == 1) done(std::move(results));
+    }
   };
   auto run = std::make_shared<Run>();
   run->results.resize(specs.size());
+  run->left.store(specs.size() + 1, std::memory_order_relaxed);
   run->done = std::move(done);
-  std::vector<std::shared_ptr<PendingTask>> queued;
-  queued.reserve(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
     auto prepared = Prepare(std::move(specs[i]), fetch);
     if (auto* refused = std::get_if<v1::TaskResult>(&prepared)) {
       run->results[i] = std::move(*refused);
+      run->Answered();
       continue;
     }
     std::shared_ptr<PendingTask> task = std::get<std::shared_ptr<PendingTask>>(std::move(prepared));
@@ -211,19 +215,11 @@ void RunOnPythonInOrder(std::vector<v1::TaskSpec> specs, const worker::ArgumentF
       result.set_start_time_us(pending->started_us);
       result.set_end_time_us(pending->finished_us);
       run->results[i] = std::move(result);
-      if (run->left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        run->done(std::move(run->results));
-      }
+      run->Answered();
     };
-    queued.push_back(std::move(task));
+    queue->Push(std::move(task));
   }
-  // Counted before any is queued: the main thread may answer the first at once.
-  run->left.store(queued.size(), std::memory_order_release);
-  if (queued.empty()) {
-    run->done(std::move(run->results));
-    return;
-  }
-  for (auto& task : queued) queue->Push(std::move(task));
+  run->Answered();  // every task is queued (or refused)
 }
 
 // The runner of the calls of an actor that allows several at once: queued for the main thread,
