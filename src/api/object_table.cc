@@ -47,6 +47,7 @@ bool ObjectTable::Complete(const ObjectId& id, absl::StatusOr<std::string> value
       it->second.holds = std::move(holds);
       callbacks.swap(it->second.callbacks);
       if (!callbacks.empty()) copy = it->second.value;
+      completions_.fetch_add(1, std::memory_order_release);
       if (waiters_ > 0) changed_.SignalAll();
     }
   }
@@ -161,7 +162,24 @@ bool ObjectTable::IsDone(const ObjectId& id) const {
   return it == entries_.end() || it->second.done;
 }
 
+void ObjectTable::SpinUntilDone(const ObjectId& id, absl::Time deadline) {
+  if (deadline < absl::Now() + spin_.limit()) return;
+  uint64_t seen = completions_.load(std::memory_order_acquire);
+  {
+    absl::MutexLock lock(&mu_);
+    if (IsDone(id)) return;
+  }
+  spin_.Spin([&] {
+    const uint64_t now = completions_.load(std::memory_order_acquire);
+    if (now == seen) return false;
+    seen = now;
+    absl::MutexLock lock(&mu_);
+    return IsDone(id);
+  });
+}
+
 absl::StatusOr<std::string> ObjectTable::Get(const ObjectId& id, absl::Time deadline) {
+  SpinUntilDone(id, deadline);
   absl::MutexLock lock(&mu_);
   ++waiters_;
   while (!IsDone(id)) {
@@ -193,6 +211,7 @@ absl::Status ObjectTable::Failure(const ObjectId& id) const {
 
 std::vector<bool> ObjectTable::Wait(const std::vector<ObjectId>& ids, int num,
                                     absl::Time deadline, bool stop_at_failure) {
+  if (ids.size() == 1 && num >= 1) SpinUntilDone(ids[0], deadline);
   absl::MutexLock lock(&mu_);
   ++waiters_;
   std::vector<bool> ready(ids.size(), false);

@@ -14,9 +14,14 @@
 // `on_drop` sees each done value the table lets go of (its last reference went, or a result
 // arrived for an entry already released), outside the lock: the owner deletes stored copies.
 //
+// A Get, or a Wait for one object, first watches the table for a short while before it sleeps
+// (base/adaptive_spin.h): a result that comes back over a local round trip is then taken without
+// a wake. Waits for many objects sleep at once.
+//
 // Threading: thread-safe (one mutex); Get and Wait block the calling thread only.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -30,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/adaptive_spin.h"
 #include "tessera/object_id.h"
 #include "tessera/object_ref.h"
 
@@ -43,6 +49,10 @@ class ObjectTable {
   // The references a value keeps to the objects whose refs are written inside it.
   using Holds = std::vector<std::shared_ptr<internal::LocalReference>>;
   using ContainedHolds = std::function<Holds(const std::string& value)>;
+
+  // How long a waiter for one object watches before it sleeps: a little more than a sync
+  // round trip to a worker on this host takes.
+  static constexpr absl::Duration kSpinLimit = absl::Microseconds(200);
 
   ObjectTable() = default;
   explicit ObjectTable(DropCallback on_drop, ContainedHolds contained = nullptr)
@@ -120,6 +130,8 @@ class ObjectTable {
   };
   bool IsDone(const ObjectId& id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   bool IsFailed(const ObjectId& id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Watches for `id` to be done for at most spin_'s limit (none when `deadline` comes first).
+  void SpinUntilDone(const ObjectId& id, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
   // Erases `it` when nothing references it any more.
   std::optional<Erased> EraseIfUnreferenced(absl::flat_hash_map<ObjectId, Entry>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -133,6 +145,8 @@ class ObjectTable {
   int waiters_ ABSL_GUARDED_BY(mu_) = 0;
   size_t borrowed_ ABSL_GUARDED_BY(mu_) = 0;  // entries with a borrower
   absl::CondVar changed_;
+  std::atomic<uint64_t> completions_{0};  // entries done so far: what a spinning waiter watches
+  AdaptiveSpin spin_{kSpinLimit};
 };
 
 }  // namespace tessera::api
