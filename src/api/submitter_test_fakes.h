@@ -14,7 +14,13 @@ namespace tessera::api {
 class FakeLeases : public LeaseSource {
  public:
   void RequestWorker(const LeaseShape& shape) override { requests.push_back(shape.key); }
+  bool ReturnLease(WorkerHandle worker) override {
+    returned.push_back(worker);
+    return can_return;
+  }
   std::vector<std::string> requests;
+  std::vector<WorkerHandle> returned;  // every ReturnLease, in order
+  bool can_return = true;  // what ReturnLease answers
 };
 
 class FakeChannel : public WorkerChannel {

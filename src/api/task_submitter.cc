@@ -269,6 +269,12 @@ void TaskSubmitter::OnResults(WorkerHandle handle, const v1::TaskResultBatch& re
     Shape& shape = shapes_.at(worker.shape_key);
     bool worker_gone = false;
     worker.lends_objects = results.lends_objects();
+    if (worker.lease_returned && !worker.lends_objects && results.results().empty()) {
+      // Kept only as the owner of what others borrowed: nothing is borrowed any more.
+      worker.channel->Close();
+      RemoveWorkerLocked(worker);
+      return;
+    }
     for (const v1::TaskResult& result : results.results()) {
       auto it = worker.in_flight.find(result.task_id());
       if (it == worker.in_flight.end()) {
@@ -485,26 +491,37 @@ void TaskSubmitter::ReapIdle(absl::Time now) {
   for (auto& [handle, worker] : workers_) {
     const absl::Duration idle_for = IdleForLocked(worker, now);
     // A worker whose objects others borrow outlives its idle timeout (its process is their
-    // owner); only work that needs its lease takes it, and its objects are then lost.
+    // owner); work that needs its lease gets the lease, and the process stays.
     if ((idle_for >= options_.idle_timeout && !worker.lends_objects) ||
-        (starving.has_value() && *starving != worker.shape_key &&
+        (starving.has_value() && *starving != worker.shape_key && !worker.lease_returned &&
          idle_for >= options_.hand_over_after)) {
       idle.push_back(handle);
     }
   }
-  for (WorkerHandle handle : idle) {
-    Worker& worker = workers_.at(handle);
-    worker.channel->Close();
-    RemoveWorkerLocked(worker);
-  }
+  for (WorkerHandle handle : idle) LetGoLocked(workers_.at(handle));
 }
 
 void TaskSubmitter::HandBackIfIdle(WorkerHandle handle, absl::Time now) {
   absl::MutexLock lock(&mu_);
   auto it = workers_.find(handle);
-  if (it == workers_.end() || IdleForLocked(it->second, now) < options_.hand_over_after) return;
-  it->second.channel->Close();
-  RemoveWorkerLocked(it->second);
+  if (it == workers_.end() || it->second.lease_returned ||
+      IdleForLocked(it->second, now) < options_.hand_over_after) {
+    return;
+  }
+  LetGoLocked(it->second);
+}
+
+void TaskSubmitter::LetGoLocked(Worker& worker) {
+  if (worker.lends_objects && !worker.lease_returned && worker.in_flight.empty() &&
+      !shapes_.at(worker.shape_key).actor && leases_->ReturnLease(worker.handle)) {
+    worker.lease_returned = true;
+    Shape& shape = shapes_.at(worker.shape_key);
+    shape.workers.erase(std::remove(shape.workers.begin(), shape.workers.end(), worker.handle),
+                        shape.workers.end());
+    return;
+  }
+  worker.channel->Close();
+  RemoveWorkerLocked(worker);
 }
 
 absl::StatusOr<bool> TaskSubmitter::CancelLocked(const ObjectId& return_id, bool force,

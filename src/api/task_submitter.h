@@ -132,12 +132,22 @@ class WorkerChannel {
   virtual void ExitActor() = 0;
 };
 
+using WorkerHandle = uint64_t;
+
 class LeaseSource {
  public:
   virtual ~LeaseSource() = default;
   // Starts getting one more worker of `shape`; the answer comes later, on another thread, as
   // TaskSubmitter::AddWorker or LeaseFailed with shape.key.
   virtual void RequestWorker(const LeaseShape& shape) = 0;
+  // Gives the lease of `worker` back to its node (what it holds is free for others) while its
+  // process goes on: it owns objects other processes borrow, which live in it until they are
+  // released. False when that cannot be done (its lease holds devices; no such worker): the
+  // submitter then closes it. Never blocks.
+  virtual bool ReturnLease(WorkerHandle worker) {
+    (void)worker;
+    return false;
+  }
 };
 
 struct SubmitterOptions {
@@ -159,8 +169,6 @@ struct SubmitterOptions {
   // the submitter's mutex: what it lent the owner is given back (ObjectTable::Discard).
   std::function<void(const std::string& value)> discard_value;
 };
-
-using WorkerHandle = uint64_t;
 
 class TaskSubmitter {
  public:
@@ -207,7 +215,8 @@ class TaskSubmitter {
   void WorkerDied(WorkerHandle worker, const std::string& cause, bool bundle_removed = false);
   // Its node has a lease request waiting for resources (WorkerEvent.lease_wanted): the worker is
   // let go now if it has been idle for hand_over_after with nothing queued for it (not an
-  // actor's), instead of after idle_timeout.
+  // actor's), instead of after idle_timeout; one whose objects others borrow gives back its
+  // lease and stays (LetGoLocked).
   void HandBackIfIdle(WorkerHandle worker, absl::Time now);
 
   // Cancels the task whose return is `return_id` (tessera.cancel). Queued, or not submitted
@@ -243,8 +252,10 @@ class TaskSubmitter {
     absl::Time idle_since;
     bool doomed = false;  // a forced cancel ends its process: nothing more is sent to it
     // Its last result said other processes borrow objects it owns: it is not let go at its idle
-    // timeout (handed over to work that waits for its lease all the same).
+    // timeout; work that waits for its lease gets the lease (LeaseSource::ReturnLease) while
+    // the process stays, kept out of its shape, and is closed once nothing is borrowed.
     bool lends_objects = false;
+    bool lease_returned = false;
   };
   struct Shape {
     LeaseShape shape;
@@ -278,6 +289,9 @@ class TaskSubmitter {
   void FailQueuedLocked(Shape& shape, const absl::Status& status, std::vector<Outcome>& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveWorkerLocked(Worker& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Lets an idle worker go: closed, or, while others borrow objects it owns, its lease given
+  // back and the process kept (out of its shape) until they are released.
+  void LetGoLocked(Worker& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How long `worker` has had nothing to do that could be let go: zero while it runs a task,
   // while its shape has work queued, and for an actor's worker (held for life).
   absl::Duration IdleForLocked(const Worker& worker, absl::Time now) const

@@ -448,13 +448,58 @@ TEST_F(SubmitterTest, AWorkerWhoseObjectsAreBorrowedOutlivesItsIdleTimeout) {
   EXPECT_TRUE(channel->closed);
 }
 
-TEST_F(SubmitterTest, AWorkerWhoseObjectsAreBorrowedIsStillHandedToAWaitingShape) {
+TEST_F(SubmitterTest, AWorkerWhoseObjectsAreBorrowedGivesItsLeaseToAWaitingShapeAndStays) {
   Submit();
   auto [h, channel] = AddWorker();
   AnswerAll(h, *channel, 1000, /*lends_objects=*/true);
   SubmitOtherShape(submitter_);
   submitter_.ReapIdle(absl::Now() + absl::Milliseconds(300));
-  EXPECT_TRUE(channel->closed);  // work waiting for its lease comes first
+  // Work waiting for its lease gets the lease; the process stays, the owner of what is lent.
+  EXPECT_EQ(leases_.returned, std::vector<WorkerHandle>{h});
+  EXPECT_FALSE(channel->closed);
+  EXPECT_EQ(submitter_.workers(shape_.key), 0u);
+  // It runs nothing more: its shape's next task waits for a lease of its own.
+  const size_t sent = channel->sent.size();
+  const size_t requests = leases_.requests.size();
+  Submit();
+  EXPECT_EQ(channel->sent.size(), sent);
+  EXPECT_EQ(leases_.requests.size(), requests + 1);
+  EXPECT_EQ(leases_.requests.back(), shape_.key);
+  // Given back once only, whatever asks again.
+  submitter_.ReapIdle(absl::Now() + absl::Seconds(30));
+  submitter_.HandBackIfIdle(h, absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(leases_.returned.size(), 1u);
+  EXPECT_FALSE(channel->closed);
+  // Nothing is borrowed any more: it goes.
+  submitter_.OnResults(h, v1::TaskResultBatch());
+  EXPECT_TRUE(channel->closed);
+}
+
+TEST_F(SubmitterTest, AWorkerWhoseLeaseCannotGoBackAloneIsClosedForAWaitingShape) {
+  leases_.can_return = false;  // its lease holds devices
+  Submit();
+  auto [h, channel] = AddWorker();
+  AnswerAll(h, *channel, 1000, /*lends_objects=*/true);
+  SubmitOtherShape(submitter_);
+  submitter_.ReapIdle(absl::Now() + absl::Milliseconds(300));
+  EXPECT_EQ(leases_.returned, std::vector<WorkerHandle>{h});
+  EXPECT_TRUE(channel->closed);
+}
+
+TEST_F(SubmitterTest, ALeaseWantedOnItsNodeTakesTheLeaseOfALendingWorkerNotItsProcess) {
+  Submit();
+  auto [h, channel] = AddWorker();
+  AnswerAll(h, *channel, 1000, /*lends_objects=*/true);
+  submitter_.HandBackIfIdle(h, absl::Now() + absl::Milliseconds(300));
+  EXPECT_EQ(leases_.returned, std::vector<WorkerHandle>{h});
+  EXPECT_FALSE(channel->closed);
+  EXPECT_EQ(submitter_.workers(shape_.key), 0u);
+  // A worker that lends nothing is closed as before.
+  auto [h2, channel2] = AddWorker();
+  AnswerAll(h2, *channel2);
+  submitter_.HandBackIfIdle(h2, absl::Now() + absl::Milliseconds(300));
+  EXPECT_TRUE(channel2->closed);
+  EXPECT_EQ(leases_.returned.size(), 1u);
 }
 
 TEST_F(SubmitterTest, IdleWorkersAreHandedBackAtOnceWhileAnotherShapeWaitsForALease) {

@@ -240,6 +240,40 @@ void WorkerLeases::Monitor() {
   }
 }
 
+bool WorkerLeases::ReturnLease(WorkerHandle worker) {
+  std::string worker_id;
+  std::string agent;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, leased] : leased_) {
+      if (leased.handle != worker) continue;
+      if (leased.exited || leased.detached || leased.grant.allocation().devices_size() > 0) {
+        return false;
+      }
+      worker_id = id;
+      agent = leased.agent_address;
+      break;
+    }
+  }
+  if (worker_id.empty()) return false;
+  struct Call {
+    grpc::ClientContext context;
+    v1::ReturnLeaseRequest request;
+    v1::ReturnLeaseResponse response;
+  };
+  auto call = std::make_shared<Call>();
+  call->request.set_worker_id(worker_id);
+  rpc::ConfigureClientContext(&call->context, absl::Seconds(10));
+  Agent(agent)->async()->ReturnLease(
+      &call->context, &call->request, &call->response, [call](grpc::Status status) {
+        if (!status.ok()) {
+          std::fprintf(stderr, "tessera: worker %s keeps its lease: %s\n",
+                       call->request.worker_id().c_str(), status.error_message().c_str());
+        }
+      });
+  return true;
+}
+
 absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
     const LeaseShape& shape, bool& permanent) {
   v1::LeaseRequest lease;

@@ -72,6 +72,10 @@ class WorkerLeases final : public LeaseSource {
   ~WorkerLeases() override;
 
   void RequestWorker(const LeaseShape& shape) override;
+  // NodeAgent.ReturnLease for the worker, sent without waiting (a refusal is printed; the
+  // worker then keeps its lease until it is closed). False for a worker not held, or whose
+  // lease holds devices.
+  bool ReturnLease(WorkerHandle worker) override;
 
   // A worker this driver leased says it serves at `request.address()`.
   v1::WorkerReadyReply WorkerReady(const v1::WorkerReadyRequest& request);

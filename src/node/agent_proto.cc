@@ -60,6 +60,7 @@ void WorkerToProto(const WorkerRecord& worker, v1::WorkerInfo* proto) {
   }
   proto->set_stdout_path(worker.stdout_path);
   proto->set_stderr_path(worker.stderr_path);
+  proto->set_lease_returned(worker.lease_returned);
   if (worker.bundle.has_value()) {
     proto->set_placement_group(worker.bundle->group);
     proto->set_bundle_index(worker.bundle->index);

@@ -230,6 +230,31 @@ absl::Status AgentState::WorkerExited(const WorkerId& worker, WorkerExitInfo exi
   return absl::OkStatus();
 }
 
+absl::Status AgentState::ReturnLease(const WorkerId& worker) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker);
+  if (it == workers_.end()) {
+    return absl::NotFoundError(absl::StrCat("worker ", worker.value(), " is not known"));
+  }
+  WorkerRecord& w = it->second;
+  if (w.state == WorkerState::kExited) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", worker.value(), " has exited"));
+  }
+  if (w.lease_returned || !leases_.contains(w.lease)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", worker.value(), " holds no lease"));
+  }
+  if (!w.allocation.devices.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", worker.value(), " keeps its lease: its process holds devices"));
+  }
+  TESSERA_RETURN_IF_ERROR(ReleaseLeaseLocked(w.lease).status());
+  w.lease_returned = true;
+  w.allocation = Allocation{};
+  return absl::OkStatus();
+}
+
 void AgentState::NoteKill(const WorkerId& worker, std::string cause, bool bundle_removed) {
   absl::MutexLock lock(&mu_);
   auto it = workers_.find(worker);

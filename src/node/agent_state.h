@@ -118,6 +118,12 @@ class AgentState {
   // same worker is ignored.
   absl::Status WorkerExited(const WorkerId& worker, WorkerExitInfo exit);
 
+  // Ends a running worker's lease while its process goes on (NodeAgent.ReturnLease): what the
+  // lease held is free, the worker keeps no allocation. FailedPrecondition for a worker that is
+  // not running, whose lease is gone already, or whose lease holds devices; NotFound for an
+  // unknown worker.
+  absl::Status ReturnLease(const WorkerId& worker);
+
   // Records why the agent is about to kill a running worker ("after a KillWorker request"); its
   // exit reason gets it appended, and `bundle_removed` says the cause was its bundle's removal.
   // Ignored for unknown or exited workers.

@@ -186,6 +186,39 @@ TEST(AgentStateTest, WorkerExitReleasesLeaseAndKeepsReason) {
   EXPECT_EQ(state->WorkerExited(WorkerId("nope"), exit).code(), absl::StatusCode::kNotFound);
 }
 
+TEST(AgentStateTest, AReturnedLeaseFreesWhatItHeldWhileTheWorkerRunsOn) {
+  auto state = MakeState("h100-sxm-8.yaml");
+  const Quantity cpus = state->Available().Get("CPU");
+  LeaseRecord lease = Grant(*state, Ask("CPU=2"));
+  ASSERT_TRUE(state->WorkerStarted(lease.worker, 1234, {"/bin/true"}, {}, "/o", "/e").ok());
+  ASSERT_TRUE(state->ReturnLease(lease.worker).ok());
+  EXPECT_THAT(state->Leases(), IsEmpty());
+  EXPECT_EQ(state->Available().Get("CPU"), cpus);
+  auto worker = state->FindWorker(lease.worker);
+  ASSERT_TRUE(worker.has_value());
+  EXPECT_EQ(worker->state, WorkerState::kRunning);
+  EXPECT_TRUE(worker->lease_returned);
+  EXPECT_TRUE(worker->allocation.resources.empty());
+  // Only once; its exit later releases nothing more.
+  EXPECT_EQ(state->ReturnLease(lease.worker).code(), absl::StatusCode::kFailedPrecondition);
+  Grant(*state, Ask("CPU=2"));
+  ASSERT_TRUE(state->WorkerExited(lease.worker, WorkerExitInfo{0, 0, false, "exited"}).ok());
+  EXPECT_EQ(state->Available().Get("CPU").raw(), cpus.raw() - Quantity::FromInt(2).raw());
+  EXPECT_EQ(state->ReturnLease(lease.worker).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state->ReturnLease(WorkerId("nope")).code(), absl::StatusCode::kNotFound);
+}
+
+TEST(AgentStateTest, AWorkerWhoseLeaseHoldsDevicesKeepsIt) {
+  auto state = MakeState("h100-sxm-8.yaml");
+  LeaseRecord lease = Grant(*state, Ask("GPU=1"));
+  ASSERT_TRUE(state->WorkerStarted(lease.worker, 1234, {"/bin/true"}, {}, "/o", "/e").ok());
+  const absl::Status refused = state->ReturnLease(lease.worker);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("holds devices"));
+  EXPECT_EQ(state->Leases().size(), 1u);
+  EXPECT_EQ(state->Available().Get("GPU"), Quantity::FromInt(7));
+}
+
 TEST(AgentStateTest, ExitBeforeStartRecordIsKept) {
   auto state = MakeState("cpu-only.yaml");
   LeaseRecord lease = Grant(*state, Ask("CPU=1"));

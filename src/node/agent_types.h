@@ -77,6 +77,8 @@ struct WorkerRecord {
   // whether that was the removal of its bundle.
   std::string kill_cause;
   bool killed_for_bundle = false;
+  // Its lease ended while it runs on (NodeAgent.ReturnLease): it holds nothing.
+  bool lease_returned = false;
 };
 
 }  // namespace tessera

@@ -509,6 +509,14 @@ grpc::Status NodeAgentService::KillWorker(grpc::ServerContext*,
   return rpc::ToGrpcStatus(status);
 }
 
+grpc::Status NodeAgentService::ReturnLease(grpc::ServerContext*,
+                                           const v1::ReturnLeaseRequest* request,
+                                           v1::ReturnLeaseResponse*) {
+  const WorkerId id(request->worker_id());
+  if (!state_->FindWorker(id).has_value()) return UnknownWorker(request->worker_id());
+  return rpc::ToGrpcStatus(state_->ReturnLease(id));
+}
+
 grpc::Status NodeAgentService::ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*,
                                            v1::ListWorkersResponse* response) {
   response->set_node_id(state_->node_id().value());

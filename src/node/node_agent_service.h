@@ -87,6 +87,8 @@ class NodeAgentService final : public v1::NodeAgent::Service {
                            grpc::ServerWriter<v1::WorkerEvent>* writer) override;
   grpc::Status KillWorker(grpc::ServerContext* context, const v1::KillWorkerRequest* request,
                           v1::KillWorkerResponse* response) override;
+  grpc::Status ReturnLease(grpc::ServerContext* context, const v1::ReturnLeaseRequest* request,
+                           v1::ReturnLeaseResponse* response) override;
   grpc::Status ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,
                            v1::ListWorkersResponse* response) override;
   grpc::Status ReadLogs(grpc::ServerContext* context, const v1::ReadLogsRequest* request,

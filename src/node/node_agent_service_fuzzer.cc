@@ -11,11 +11,11 @@
 // request at what exists: a worker id of the agent's, or one of three placement group names, so
 // calls meet each other's state.
 //
-// RPCs: RequestLease, KillWorker, ListWorkers, PrepareBundles, CommitBundles, CancelBundles,
-// OfferObject and PullObject (no object store: refused at once), PrepareWorkingDir (under a
-// temporary folder emptied after every input), WriteWorkerStdin. Left out: WatchWorker and
-// ReadLogs (streams: they need a live ServerWriter), FindFreePort (binds a socket and reads no
-// input), Shutdown.
+// RPCs: RequestLease, KillWorker, ReturnLease, ListWorkers, PrepareBundles, CommitBundles,
+// CancelBundles, OfferObject and PullObject (no object store: refused at once),
+// PrepareWorkingDir (under a temporary folder emptied after every input), WriteWorkerStdin. Left
+// out: WatchWorker and ReadLogs (streams: they need a live ServerWriter), FindFreePort (binds a
+// socket and reads no input), Shutdown.
 //
 // No process is ever started: the ProcessSupervisor is shut down before the first input, so a
 // granted lease runs the whole of StartWorker (visible devices, working folder, isolation
@@ -210,6 +210,7 @@ class Harness {
     kPullObject,
     kPrepareWorkingDir,
     kWriteWorkerStdin,
+    kReturnLease,
     // Harness steps.
     kStartLeaseWorker,    // a LeaseRequest taken from the state, its worker recorded as started
     kWorkerExits,         // the first byte picks a live worker; it exits
@@ -315,6 +316,18 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       if (!Parse(data, size, &request)) return;
       PointAtWorker(hint, request.mutable_worker_id());
       CheckStatus(service_->KillWorker(nullptr, &request, &response), "KillWorker");
+      return;
+    }
+    case kReturnLease: {
+      v1::ReturnLeaseRequest request;
+      v1::ReturnLeaseResponse response;
+      if (!Parse(data, size, &request)) return;
+      PointAtWorker(hint, request.mutable_worker_id());
+      CheckStatus(service_->ReturnLease(nullptr, &request, &response), "ReturnLease");
+      auto worker = state_->FindWorker(WorkerId(request.worker_id()));
+      if (worker.has_value() && worker->lease_returned) {
+        Require(!state_->HoldsLease(worker->lease), "a returned lease is still held");
+      }
       return;
     }
     case kListWorkers: {

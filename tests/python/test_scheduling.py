@@ -300,3 +300,48 @@ print(f"{{time.monotonic() - started:.2f}}")
     lines = result.stdout.split()
     assert lines[0] == "three"
     assert float(lines[1]) < 8, "the other driver's idle worker kept the node until it timed out"
+
+
+@tessera.remote
+def keeps_a_value():
+    # A value this task's worker owns, handed to the caller as a ref inside the result.
+    return [tessera.put("kept by its owner")]
+
+
+def test_an_idle_worker_whose_objects_are_borrowed_gives_its_cpus_to_another_shape(cluster):
+    # The 4-CPU task's worker owns the value it put, which this driver borrows. A 3-CPU task
+    # pinned to the same node gets the CPUs as soon as its lease has waited a moment (the
+    # worker's lease goes back to the node), and the value is still read afterwards from the
+    # worker's process, which lives on holding nothing.
+    node = cluster.node_ids()[0]
+    pinned = NodeAffinitySchedulingStrategy(node, soft=False)
+    [kept] = tessera.get(keeps_a_value.options(num_cpus=4, scheduling_strategy=pinned).remote(),
+                         timeout=60)
+    started = time.monotonic()
+    ref = holds_the_node.options(num_cpus=3, scheduling_strategy=pinned).remote()
+    assert tessera.get(ref, timeout=60) == "whole node"
+    assert time.monotonic() - started < 8, "the lending worker kept the node's CPUs"
+    assert tessera.get(kept, timeout=30) == "kept by its owner"
+
+
+def test_an_idle_worker_whose_objects_are_borrowed_gives_its_cpus_to_another_driver(cluster):
+    node = cluster.node_ids()[0]
+    pinned = NodeAffinitySchedulingStrategy(node, soft=False)
+    [kept] = tessera.get(keeps_a_value.options(num_cpus=4, scheduling_strategy=pinned).remote(),
+                         timeout=60)
+    script = f"""
+import tessera
+from tessera.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+tessera.init()
+
+@tessera.remote(num_cpus=3)
+def three():
+    return "three"
+
+pinned = NodeAffinitySchedulingStrategy({node!r}, soft=False)
+print(tessera.get(three.options(scheduling_strategy=pinned).remote(), timeout=60))
+"""
+    result = cluster.python(script, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split()[0] == "three"
+    assert tessera.get(kept, timeout=30) == "kept by its owner"
