@@ -99,6 +99,10 @@ struct ActorOptions {
   std::map<std::string, std::string> env;
   // The folders its worker runs with (Ray's working_dir, py_modules; nullptr none).
   std::shared_ptr<const RuntimeEnvFiles> runtime_env_files;
+  // A named actor's: what a handle found by name elsewhere is built with, as the creating
+  // language writes it (Python: its methods and their options); kept in the head's record, at
+  // most 64 KiB, opaque to the runtime.
+  std::string handle_metadata;
 };
 
 namespace internal {
@@ -205,6 +209,9 @@ ObjectRefBase SubmitActorTask(const std::string& actor_id, const std::string& me
 absl::Status KillActor(const std::string& actor_id);
 absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name,
                                            const std::string& name_space = "");
+// The handle metadata (ActorOptions::handle_metadata) of a named actor made here or found by
+// FindNamedActor; "" when none is known.
+std::string ActorHandleMetadata(const std::string& actor_id);
 
 }  // namespace internal
 

@@ -20,9 +20,11 @@ import threading
 from typing import Any, Callable, Dict, Iterable, Optional
 
 from tessera import _core
-from tessera._private import arguments, options as option_checks, runtime_env, signature, worker
+from tessera._private import (arguments, handle_metadata, options as option_checks, runtime_env,
+                              signature, worker)
 from tessera._private.object_ref_generator import ObjectRefGenerator
-from tessera.remote_function import _CodeCache, exception_type_name, put_serialized
+from tessera._private.options import exception_type_name
+from tessera.remote_function import _CodeCache, put_serialized
 from tessera.util.placement_group import submission_core_options
 
 # Methods every actor has, as in Ray.
@@ -204,7 +206,7 @@ class ActorHandle:
 
     def _found_by_name(self) -> bool:
         try:
-            return _core.get_actor(self._name, self._namespace) == self._actor_id
+            return _core.get_actor(self._name, self._namespace)[0] == self._actor_id
         except _core.CoreError:
             return False
 
@@ -283,6 +285,8 @@ class ActorClass:
                              "lifetime='detached' (other drivers find it with tessera.get_actor)")
         if name and not core["namespace"]:
             core = {**core, "namespace": worker.namespace()}  # the caller's, as Ray
+        if name:  # what other drivers' handles are built with (tessera.get_actor)
+            core = {**core, "handle_metadata": self._handle_metadata()}
         if core.get("get_if_exists"):
             found = self._live_named(name, core["namespace"])
             if found is not None:
@@ -314,10 +318,14 @@ class ActorClass:
                            method_options=self._method_options,
                            groups=self._core_options["concurrency_groups"], **kwargs)
 
+    def _handle_metadata(self) -> bytes:
+        return handle_metadata.encode(self._cls.__name__, self._methods, self._method_options,
+                                      self._core_options["concurrency_groups"])
+
     def _live_named(self, name: str, namespace: str) -> Optional[ActorHandle]:
         """The live actor holding `name` in `namespace` (get_if_exists), as this class's."""
         try:
-            return self._handle(_core.get_actor(name, namespace), name, namespace)
+            return self._handle(_core.get_actor(name, namespace)[0], name, namespace)
         except _core.CoreError as e:
             if e.args[0] == "NOT_FOUND":
                 return None
@@ -355,7 +363,7 @@ def get_actor(name: str, namespace: Optional[str] = None) -> ActorHandle:
     if namespace is None:
         namespace = worker.namespace()
     try:
-        actor_id = _core.get_actor(name, namespace)
+        actor_id, metadata = _core.get_actor(name, namespace)
     except _core.CoreError as e:
         if e.args[0] == "NOT_FOUND":
             raise ValueError(f"Failed to look up actor with name '{name}'. This could because 1. "
@@ -363,7 +371,11 @@ def get_actor(name: str, namespace: Optional[str] = None) -> ActorHandle:
                              "named actor died. 3. You did not use a namespace matching the "
                              "namespace of the actor.") from None
         worker.raise_core_error(e)
-    return ActorHandle(actor_id, f"actor {name!r}", None, name, namespace=namespace)
+    known = handle_metadata.decode(metadata)
+    if known is None:  # its creator registered none (another language): any method goes
+        return ActorHandle(actor_id, f"actor {name!r}", None, name, namespace=namespace)
+    return ActorHandle(actor_id, known["class_name"], known["methods"], name, namespace=namespace,
+                       method_options=known["method_options"], groups=known["groups"])
 
 
 def kill(actor: ActorHandle, *, no_restart: bool = True) -> None:

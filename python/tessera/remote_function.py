@@ -20,6 +20,7 @@ from tessera import _core
 from tessera._private import (arguments, options as option_checks, runtime_env, serialization,
                               signature, worker)
 from tessera._private.object_ref_generator import ObjectRefGenerator
+from tessera._private.options import exception_type_name
 from tessera.util.placement_group import submission_core_options
 
 # Ray refuses functions whose pickle is larger than this (FUNCTION_SIZE_ERROR_THRESHOLD).
@@ -44,11 +45,6 @@ def put_serialized(serialized: serialization.SerializedObject) -> "_core.ObjectR
         return _core.put(serialized.parts, serialized.contained_refs)
     except _core.CoreError as e:
         worker.raise_core_error(e)
-
-
-def exception_type_name(cls: type) -> str:
-    """How retry_exceptions names an exception class: "module.QualName"."""
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 class _CodeCache:

@@ -273,6 +273,12 @@ absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* 
   return current->FindNamedActor(name, type_name, name_space);
 }
 
+std::string ActorHandleMetadata(const std::string& actor_id) {
+  absl::Status why;
+  auto current = CurrentOrNested(&why);
+  return current == nullptr ? "" : current->ActorHandleMetadata(actor_id);
+}
+
 ObjectRefBase SubmitTaskByName(const FunctionDescriptor& function, const TaskOptions& options,
                                std::vector<TaskArgument> args,
                                std::vector<ObjectRefBase>* more_returns) {

@@ -879,6 +879,7 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
   entry.owner = driver_id();
   entry.detached = options.detached;
   entry.calls_in_order = options.max_concurrency <= 1 && options.concurrency_groups.empty();
+  if (!options.name.empty()) entry.handle_metadata = options.handle_metadata;
   entry.language = function.language;
   entry.code = function.code;
   {
@@ -1062,6 +1063,7 @@ v1::ActorInfo DriverRuntime::DirectoryRecord(const std::string& id, const ActorE
   info.set_owner(entry.owner);
   info.set_detached(entry.detached);
   info.set_calls_in_order(entry.calls_in_order);
+  info.set_handle_metadata(entry.handle_metadata);
   info.set_state(state);
   info.set_restarts(entry.restarts);
   return info;
@@ -1206,7 +1208,17 @@ absl::StatusOr<std::string> DriverRuntime::AttachNamedActor(const std::string& n
   TESSERA_RETURN_IF_ERROR(
       AttachAt(id, name, name_space, found->class_name(), found->address(),
                found->calls_in_order()));
+  absl::MutexLock lock(&actors_mu_);
+  if (auto it = actors_.find(id); it != actors_.end()) {
+    it->second.handle_metadata = found->handle_metadata();
+  }
   return id;
+}
+
+std::string DriverRuntime::ActorHandleMetadata(const std::string& actor_id) {
+  absl::MutexLock lock(&actors_mu_);
+  auto it = actors_.find(actor_id);
+  return it == actors_.end() ? "" : it->second.handle_metadata;
 }
 
 absl::Status DriverRuntime::AttachAt(const std::string& id, const std::string& name,

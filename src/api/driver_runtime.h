@@ -113,6 +113,8 @@ class DriverRuntime {
   // The id of the live actor named `name`; `type_name` "" matches any class.
   absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name,
                                              const std::string& name_space = "");
+  // ActorOptions::handle_metadata of a named actor made here or found by name; "" none known.
+  std::string ActorHandleMetadata(const std::string& actor_id) ABSL_LOCKS_EXCLUDED(actors_mu_);
   // Where an actor this runtime owns runs now, and its class (Owner.LocateActor).
   absl::StatusOr<v1::LocateActorReply> LocateOwnedActor(const std::string& actor_id);
   // Makes calls to actor `actor_id`, owned by the process at `owner_address`, possible here (a
@@ -194,6 +196,7 @@ class DriverRuntime {
     std::string address;
     std::string worker_id;  // owned: the node agent's id of that process
     bool dead = false;
+    std::string handle_metadata;  // ActorOptions::handle_metadata (named actors; ActorInfo's)
   };
   // The head's record of a named actor of this driver, in `state`.
   v1::ActorInfo DirectoryRecord(const std::string& id, const ActorEntry& entry,

@@ -196,6 +196,29 @@ TEST(ActorInfoProtoTest, WhetherTheActorRunsCallsInOrderRoundTrips) {
   }
 }
 
+TEST_F(ActorDirectoryTest, AHandlesMetadataIsKeptAsRegisteredAndBoundedInSize) {
+  auto directory = MakeDirectory();
+  ActorRecord actor = Actor("a1", "counter");
+  actor.handle_metadata = R"({"methods": ["add"]})";
+  ASSERT_TRUE(directory->Register(actor).ok());
+  // An update (its process came up) carries none: what was registered stays.
+  ASSERT_TRUE(directory->Register(Alive(Actor("a1", "counter"), "10.0.0.1:5", "n1")).ok());
+  auto found = directory->Get("counter", "");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->handle_metadata, actor.handle_metadata);
+  v1::ActorInfo info;
+  ActorRecordToProto(*found, &info);
+  EXPECT_EQ(info.handle_metadata(), actor.handle_metadata);
+  EXPECT_EQ(ActorRecordFromProto(info)->handle_metadata, actor.handle_metadata);
+
+  ActorRecord big = Actor("a2", "big");
+  big.handle_metadata.assign(kMaxHandleMetadata + 1, 'x');
+  const absl::Status refused = directory->Register(big).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("handle_metadata"));
+  EXPECT_EQ(directory->Get("big", "").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(ActorDirectoryTest, ADetachedActorOutlivesItsCreatorWithNoOwner) {
   auto directory = MakeDirectory();
   ActorRecord made = Alive(Detached(Actor("a1", "service", "driver-1")), "x", "node-1");

@@ -50,6 +50,7 @@ void ActorRecordToProto(const ActorRecord& record, v1::ActorInfo* info) {
   info->set_detached(record.detached);
   info->set_worker_id(record.worker_id);
   info->set_calls_in_order(record.calls_in_order);
+  info->set_handle_metadata(record.handle_metadata);
 }
 
 absl::StatusOr<ActorRecord> ActorRecordFromProto(const v1::ActorInfo& info) {
@@ -69,6 +70,7 @@ absl::StatusOr<ActorRecord> ActorRecordFromProto(const v1::ActorInfo& info) {
   record.detached = info.detached();
   record.worker_id = info.worker_id();
   record.calls_in_order = info.calls_in_order();
+  record.handle_metadata = info.handle_metadata();
   return record;
 }
 

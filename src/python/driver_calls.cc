@@ -83,6 +83,7 @@ ActorOptions ActorOptionsFrom(const py::dict& options) {
   out.concurrency_groups =
       Get<std::map<std::string, int>>(options, "concurrency_groups", {});
   out.name_space = Get<std::string>(options, "namespace", "");
+  out.handle_metadata = Get<std::string>(options, "handle_metadata", "");
   out.placement_group = Get<std::string>(options, "placement_group", "");
   out.bundle_index = Get<int>(options, "bundle_index", -1);
   out.capture_child_tasks = Get<bool>(options, "capture_child_tasks", false);
@@ -478,15 +479,18 @@ void BindDriverCalls(py::module_& m) {
       [](const std::string& name, const std::string& name_space) {
         CheckNotForked();
         absl::StatusOr<std::string> id;
+        std::string metadata;
         {
           py::gil_scoped_release release;
           id = internal::FindNamedActor(name, "", name_space);
+          if (id.ok()) metadata = internal::ActorHandleMetadata(*id);
         }
         if (!id.ok()) ThrowStatus(id.status());
-        return *id;
+        return py::make_tuple(*id, py::bytes(metadata));
       },
       py::arg("name"), py::arg("namespace") = "",
-      "The id of the live actor named `name` in `namespace` (this driver's or another's).");
+      "The live actor named `name` in `namespace` (this driver's or another's): (its id, the "
+      "handle metadata its creator registered, b\"\" none).");
   m.def("runtime_context", &RuntimeContextDict,
         "This process's node, worker, job and accelerator ids (in a driver: in_worker False).");
   m.def("task_stats", [] {

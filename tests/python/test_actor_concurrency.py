@@ -242,6 +242,47 @@ def test_a_job_without_a_namespace_gets_an_anonymous_one_its_tasks_share(cluster
     assert r.stdout.strip().splitlines() == ["not found", "mine"]
 
 
+@tessera.remote(concurrency_groups={"io": 1})
+class Described:
+    @tessera.method(num_returns=2)
+    def pair(self):
+        return "left", "right"
+
+    def count_to(self, n):
+        yield from range(n)
+
+    @tessera.method(concurrency_group="io")
+    def read(self):
+        return "read"
+
+
+def test_a_handle_found_by_name_calls_methods_with_their_declared_options(cluster):
+    # get_actor's handle, in this driver and in another, knows what the creator's does: a
+    # num_returns=2 method gives two refs, a generator method streams, the class's methods and
+    # concurrency groups are checked.
+    name = f"described-{uuid.uuid4().hex[:8]}"
+    made = Described.options(name=name, namespace="docs").remote()  # noqa: F841 - kept alive
+    found = tessera.get_actor(name, namespace="docs")
+    left, right = found.pair.remote()
+    assert tessera.get([left, right], timeout=60) == ["left", "right"]
+    assert [tessera.get(ref) for ref in found.count_to.remote(3)] == [0, 1, 2]
+    assert tessera.get(found.read.remote()) == "read"
+    with pytest.raises(AttributeError, match="'Described' actor has no method 'nope'"):
+        found.nope
+    with pytest.raises(ValueError, match="concurrency group 'cpu' is not defined"):
+        found.read.options(concurrency_group="cpu")
+    script = textwrap.dedent(f"""
+        import tessera
+        tessera.init(address="auto", namespace="docs")
+        found = tessera.get_actor("{name}")
+        print(tessera.get(list(found.pair.remote())))
+        print([tessera.get(ref) for ref in found.count_to.remote(4)])
+    """)
+    r = cluster.python(script)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines() == ["['left', 'right']", "[0, 1, 2, 3]"]
+
+
 def test_drivers_of_one_namespace_share_named_actors_and_get_if_exists(cluster):
     name = f"shared-{uuid.uuid4().hex[:8]}"
     made = Named.options(name=name, namespace="shared", lifetime="detached").remote("first")

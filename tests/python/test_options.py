@@ -8,6 +8,8 @@ import pytest
 from tessera._private.options import (
     INFINITE_RETRIES,
     actor_core_options,
+    exception_type_name,
+    method_call_options,
     task_core_options,
     validate_actor_options,
     validate_task_options,
@@ -413,3 +415,60 @@ def test_runtime_env_merge_is_rays():
                                "env_vars": {"A": "job", "B": "own"}}
     assert merge(None, own) == own
     assert merge(job, None) == job
+
+
+# --- What a handle found by name is built with (tessera._private.handle_metadata) ---
+
+class _Flaky(Exception):
+    pass
+
+
+def test_handle_metadata_reads_back_what_the_creator_wrote():
+    from tessera._private import handle_metadata
+    written = handle_metadata.encode(
+        "Counter", {"add", "stream"},
+        {"stream": {"num_returns": "streaming"},
+         "add": {"num_returns": 2, "concurrency_group": "io", "max_task_retries": 3,
+                 "retry_exceptions": [_Flaky, ValueError]}},
+        ["io"])
+    read = handle_metadata.decode(written)
+    assert read == {
+        "class_name": "Counter", "methods": {"add", "stream"}, "groups": ["io"],
+        "method_options": {
+            "stream": {"num_returns": "streaming"},
+            "add": {"num_returns": 2, "concurrency_group": "io", "max_task_retries": 3,
+                    "retry_exceptions": [f"{__name__}._Flaky", "builtins.ValueError"]}}}
+    # The names are what a call sends the worker for the classes themselves.
+    call = method_call_options(read["method_options"]["add"])
+    assert call["retry_exceptions"] is True
+    assert [exception_type_name(t) for t in call["retry_exception_types"]] == \
+        [f"{__name__}._Flaky", "builtins.ValueError"]
+
+
+@pytest.mark.parametrize("data", [
+    b"", b"not json", b"\xff\xfe", b"[]", b'{"version": 2}',
+    b'{"version": 1, "class_name": "C", "methods": "add", "method_options": {}, "groups": []}',
+    b'{"version": 1, "class_name": "C", "methods": ["a"], "groups": [],'
+    b' "method_options": {"a": {"num_returns": "many"}}}',
+    b'{"version": 1, "class_name": "C", "methods": ["a"], "groups": [],'
+    b' "method_options": {"a": {"retry_exceptions": [1]}}}',
+    b'{"version": 1, "class_name": "C", "methods": ["a"], "groups": [],'
+    b' "method_options": {"a": {"eval": "boom"}}}',
+    b'{"version": 1, "class_name": 3, "methods": [], "groups": [], "method_options": {}}',
+])
+def test_handle_metadata_that_is_not_what_encode_writes_is_ignored(data):
+    from tessera._private import handle_metadata
+    assert handle_metadata.decode(data) is None
+
+
+def test_handle_metadata_never_raises_on_random_bytes():
+    import random
+    from tessera._private import handle_metadata
+    rng = random.Random(7)
+    good = handle_metadata.encode("C", {"a"}, {"a": {"num_returns": 2}}, [])
+    for _ in range(2000):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        result = handle_metadata.decode(bytes(data))
+        assert result is None or isinstance(result["methods"], set)

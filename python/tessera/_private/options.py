@@ -23,7 +23,7 @@ Threading: pure functions. Cost: a few dict operations per call.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from ..util.scheduling_strategies import (
     DEFAULT_SCHEDULING_STRATEGY,
@@ -64,6 +64,12 @@ class _Option:
             if error:
                 raise ValueError(error)
 
+
+
+def exception_type_name(cls: Union[type, str]) -> str:
+    """How retry_exceptions names an exception class: "module.QualName" (a handle found by name
+    has the names already: handle_metadata.py)."""
+    return cls if isinstance(cls, str) else f"{cls.__module__}.{cls.__qualname__}"
 
 def _counting_option(name: str, infinite: bool) -> _Option:
     if infinite:
