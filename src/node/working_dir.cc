@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -161,6 +162,9 @@ absl::StatusOr<PackedDirectory> PackDirectory(const std::string& dir, uint64_t l
           label, ": ", dir, " holds more than the limit of ", kWorkingDirMaxEntries,
           " files and folders; ship large data another way"));
     }
+    // A folder an agent unpacked (a worker's working_dir, packed again for the tasks it
+    // submits) carries the agent's completion marker, which is not the user's.
+    if (it.depth() == 0 && it->path().filename() == kCompleteMarker) continue;
     paths.push_back(it->path());
   }
   if (ec) {
@@ -302,15 +306,20 @@ absl::StatusOr<std::string> UnpackWorkingDir(const std::string& root, const std:
   }
   const std::string dest = absl::StrCat(root, "/", job_id);
   if (fs::exists(absl::StrCat(dest, "/", kCompleteMarker), ec)) return dest;
-  // An earlier, unfinished attempt is removed; then everything is created fresh.
-  fs::remove_all(dest, ec);
-  if (::mkdir(dest.c_str(), 0700) != 0) {
+  // Written into a folder of this call's own, then renamed into place whole: two calls for the
+  // same folder at once (two workers of one environment starting together) never write into
+  // each other's, and a folder at `dest` is always complete. ('+' is never in a job id.)
+  static std::atomic<uint64_t> attempts{0};
+  const std::string staging =
+      absl::StrCat(root, "/+unpacking+", job_id, "+", ::getpid(), "+", attempts.fetch_add(1));
+  fs::remove_all(staging, ec);
+  if (::mkdir(staging.c_str(), 0700) != 0) {
     return absl::PermissionDeniedError(
-        absl::StrCat("working dir: cannot create ", dest, ": ", std::strerror(errno)));
+        absl::StrCat("working dir: cannot create ", staging, ": ", std::strerror(errno)));
   }
   auto fail = [&](absl::Status status) {
     std::error_code ignored;
-    fs::remove_all(dest, ignored);
+    fs::remove_all(staging, ignored);
     return status;
   };
   // Folders first (sorted, so parents before children), created 0700 and given their mode after
@@ -318,7 +327,7 @@ absl::StatusOr<std::string> UnpackWorkingDir(const std::string& root, const std:
   std::vector<std::pair<std::string, mode_t>> folders;
   for (const auto& entry : archive.entries()) {
     if (!entry.directory()) continue;
-    const std::string path = absl::StrCat(dest, "/", entry.path());
+    const std::string path = absl::StrCat(staging, "/", entry.path());
     if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
       return fail(absl::InvalidArgumentError(
           absl::StrCat("working dir: cannot create ", entry.path(), ": ", std::strerror(errno))));
@@ -327,7 +336,7 @@ absl::StatusOr<std::string> UnpackWorkingDir(const std::string& root, const std:
   }
   for (const auto& entry : archive.entries()) {
     if (entry.directory()) continue;
-    const std::string path = absl::StrCat(dest, "/", entry.path());
+    const std::string path = absl::StrCat(staging, "/", entry.path());
     const fs::path parent = fs::path(path).parent_path();
     struct stat st {};
     if (::lstat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -343,8 +352,23 @@ absl::StatusOr<std::string> UnpackWorkingDir(const std::string& root, const std:
     }
   }
   for (auto it = folders.rbegin(); it != folders.rend(); ++it) ::chmod(it->first.c_str(), it->second);
-  if (absl::Status s = WriteNewFile(absl::StrCat(dest, "/", kCompleteMarker), "", 0400); !s.ok()) {
+  if (absl::Status s = WriteNewFile(absl::StrCat(staging, "/", kCompleteMarker), "", 0400); !s.ok()) {
     return fail(s);
+  }
+  // Another call may put it in place first: its folder is as complete as this one. A folder
+  // there without the marker was left by an unfinished attempt of an earlier agent: it goes.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (::rename(staging.c_str(), dest.c_str()) == 0) return dest;
+    const int error = errno;
+    if (fs::exists(absl::StrCat(dest, "/", kCompleteMarker), ec)) {
+      (void)fail(absl::OkStatus());  // only removes this call's own folder
+      return dest;
+    }
+    if (attempt == 1) {
+      return fail(absl::PermissionDeniedError(absl::StrCat(
+          "working dir: cannot put ", dest, " in place: ", std::strerror(error))));
+    }
+    fs::remove_all(dest, ec);
   }
   return dest;
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/time/clock.h"
 
@@ -105,6 +106,55 @@ TEST_F(WorkingDirTest, AContentIdNamesExactlyItsArchive) {
   // Nor can the cached folder of an id be replaced by other content.
   auto replaced = UnpackWorkingDir(base_ + "/out", id, changed->archive);
   EXPECT_EQ(replaced.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Read(*dest + "/train.py"), "print('hi')\n");
+}
+
+TEST_F(WorkingDirTest, AnUnpackedFolderPacksAgainToTheSameArchive) {
+  // A worker packs the working_dir it runs in again for the tasks it submits: the agent's
+  // completion marker stays out, so the archive (and its id) is the original's.
+  auto packed = PackDirectory(base_ + "/src", 1 << 20);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  const std::string id = WorkingDirContentId(packed->archive);
+  auto dest = UnpackWorkingDir(base_ + "/out", id, packed->archive);
+  ASSERT_TRUE(dest.ok()) << dest.status();
+  auto again = PackDirectory(*dest, 1 << 20);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(WorkingDirContentId(again->archive), id);
+}
+
+TEST_F(WorkingDirTest, CallsForOneFolderAtOnceAllGetItWhole) {
+  // Two workers of one environment starting together on a node ask for its folder at once.
+  auto packed = PackDirectory(base_ + "/src", 1 << 20);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  const std::string id = WorkingDirContentId(packed->archive);
+  std::vector<absl::StatusOr<std::string>> got(8, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < got.size(); ++i) {
+    threads.emplace_back([&, i] { got[i] = UnpackWorkingDir(base_ + "/out", id, packed->archive); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const auto& dest : got) {
+    ASSERT_TRUE(dest.ok()) << dest.status();
+    EXPECT_EQ(*dest, base_ + "/out/" + id);
+  }
+  EXPECT_EQ(Read(*got[0] + "/pkg/util.py"), "X = 1\n");
+  // Only the folder itself is left: no call's own half-written one.
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(base_ + "/out")) {
+    left.push_back(entry.path().filename().string());
+  }
+  EXPECT_EQ(left, std::vector<std::string>{id});
+}
+
+TEST_F(WorkingDirTest, AFolderLeftUnfinishedIsReplaced) {
+  auto packed = PackDirectory(base_ + "/src", 1 << 20);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  fs::create_directories(base_ + "/out/job-2/pkg");
+  std::ofstream(base_ + "/out/job-2/pkg/util.py") << "half";
+  ::chmod((base_ + "/out").c_str(), 0700);
+  auto dest = UnpackWorkingDir(base_ + "/out", "job-2", packed->archive);
+  ASSERT_TRUE(dest.ok()) << dest.status();
+  EXPECT_EQ(Read(*dest + "/pkg/util.py"), "X = 1\n");
   EXPECT_EQ(Read(*dest + "/train.py"), "print('hi')\n");
 }
 

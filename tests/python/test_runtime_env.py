@@ -232,6 +232,51 @@ def test_the_jobs_runtime_env_is_merged_under_a_tasks(cluster, folders, tmp_path
     assert lines[-1] == str((False, "pkg", "task's own", "job", "task"))
 
 
+def what_a_child_sees():
+    import os as _os
+
+    import pkgmod
+    import single
+    import wdmod
+    import zmod
+
+    with open("data.txt") as f:
+        data = f.read()
+    return {"values": (wdmod.VALUE, pkgmod.VALUE, single.VALUE, zmod.VALUE), "data": data,
+            "env": (_os.environ.get("A"), _os.environ.get("B"))}
+
+
+@tessera.remote
+def spawn_nested(own_env):
+    # A task and an actor made inside a task: they run in its runtime_env, under their own.
+    import tessera as _tessera
+
+    @_tessera.remote
+    class Reporter:
+        def report(self):
+            return what_a_child_sees()
+
+    child = _tessera.remote(what_a_child_sees)
+    if own_env:
+        child = child.options(runtime_env=own_env)
+    actor = Reporter.remote()
+    return _tessera.get([child.remote(), actor.report.remote()], timeout=60)
+
+
+def test_tasks_and_actors_a_task_makes_inherit_its_runtime_env(cluster, folders):
+    env = dict(folders, env_vars={"A": "parent", "B": "parent"})
+    [from_task, from_actor] = tessera.get(
+        spawn_nested.options(runtime_env=env).remote(None), timeout=120)
+    expected = {"values": ("wd", "pkg", "single", "zip"), "data": "first",
+                "env": ("parent", "parent")}
+    assert from_task == expected
+    assert from_actor == expected
+    # A child's own runtime_env goes over the inherited one, env_vars merged (the child's win).
+    [own, _] = tessera.get(
+        spawn_nested.options(runtime_env=env).remote({"env_vars": {"B": "child"}}), timeout=120)
+    assert own == dict(expected, env=("parent", "child"))
+
+
 def test_init_refuses_pip_with_the_one_line_error(cluster):
     script = textwrap.dedent("""
         import tessera

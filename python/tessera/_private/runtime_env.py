@@ -12,7 +12,12 @@ id (checked against the bytes), which every later worker and driver reuses. A wo
 shape includes the ids and env_vars, so a worker is never reused for another environment.
 
 Ray's merge: a task's or actor's runtime_env overrides the job's (`tessera.init(runtime_env=)`)
-field by field, except `env_vars`, which are merged (the task's win).
+field by field, except `env_vars`, which are merged (the task's win). Inheritance, as Ray's: the
+tasks and actors a task or actor submits get its (merged) runtime_env under their own. Its
+worker learns it from TESSERA_RUNTIME_ENV, set with the env_vars: the env_vars and whether a
+working_dir and how many py_modules came with it, which the worker finds where its lease put
+them (first on its PYTHONPATH); they are packed again from there for the children (the same
+files; a new content id only if the packer's bytes differ).
 
 Whatever needs a package index or another service (pip, conda, uv, containers, remote URIs) is
 refused with a one-line error when the options are given, and nothing is submitted.
@@ -23,6 +28,7 @@ actor class (and per `.options()` copy) and session, at its first call; later ca
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import types
@@ -33,6 +39,8 @@ from tessera import _core
 from tessera._private import worker as _worker
 
 SUPPORTED = ("env_vars", "working_dir", "py_modules")
+# The variable that tells a worker the runtime_env its lease was made with (for inheritance).
+INHERITED_VARIABLE = "TESSERA_RUNTIME_ENV"
 
 # What each refused key needs, for its one-line error.
 _REFUSED = {
@@ -164,9 +172,71 @@ class Resolved:
             return self._options
         with self._lock:
             if self._session != session or self._base is not core_options:
-                merged = merge(_worker.job_runtime_env(), self._own)
+                merged = merge(_worker.job_runtime_env() or inherited(), self._own)
                 options = dict(core_options)
                 options["env"] = dict(merged.get("env_vars") or {})
+                if merged:
+                    options["env"][INHERITED_VARIABLE] = _describe(merged)
                 options["runtime_env_files"] = files_for(merged)
                 self._options, self._base, self._session = options, core_options, session
             return self._options
+
+
+def _describe(merged: Dict[str, Any]) -> str:
+    """What TESSERA_RUNTIME_ENV says of a merged runtime_env."""
+    return json.dumps({"env_vars": merged.get("env_vars") or {},
+                       "working_dir": merged.get("working_dir") is not None,
+                       "py_modules": len(merged.get("py_modules") or [])}, sort_keys=True)
+
+
+def _unpacked_module(root: str) -> Optional[str]:
+    """The py_modules entry a worker's PYTHONPATH entry was unpacked from: a zip itself; else
+    the one folder or .py file its unpacked root holds."""
+    if root.endswith(".zip") and os.path.isfile(root):
+        return root
+    try:
+        items = [item for item in os.listdir(root) if not item.startswith(".")]
+    except OSError:
+        return None
+    return os.path.join(root, items[0]) if len(items) == 1 else None
+
+
+_inherited_lock = threading.Lock()
+_inherited_read = False
+_inherited: Optional[Dict[str, Any]] = None
+
+
+def inherited() -> Optional[Dict[str, Any]]:
+    """In a worker, the runtime_env its lease was made with (None: none, or not a worker), read
+    once from TESSERA_RUNTIME_ENV and the PYTHONPATH its lease set."""
+    global _inherited_read, _inherited
+    if _inherited_read:
+        return _inherited
+    with _inherited_lock:
+        if not _inherited_read:
+            _inherited = _read_inherited() if _core.is_worker() else None
+            _inherited_read = True
+    return _inherited
+
+
+def _read_inherited() -> Optional[Dict[str, Any]]:
+    try:
+        told = json.loads(os.environ.get(INHERITED_VARIABLE, ""))
+    except ValueError:
+        return None
+    if not isinstance(told, dict):
+        return None
+    out: Dict[str, Any] = {}
+    env_vars = told.get("env_vars")
+    if isinstance(env_vars, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in env_vars.items()):
+        out["env_vars"] = dict(env_vars)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(":") if p]
+    if told.get("working_dir") is True and paths:
+        out["working_dir"] = paths.pop(0)
+    count = told.get("py_modules")
+    if isinstance(count, int) and 0 < count <= len(paths):
+        modules = [_unpacked_module(p) for p in paths[:count]]
+        out["py_modules"] = [m for m in modules if m is not None]
+    return {k: v for k, v in out.items() if v}
+
