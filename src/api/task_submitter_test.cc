@@ -18,6 +18,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// A task of another shape ("CPU=3|"), whose lease the fake never grants.
+LeaseShape SubmitOtherShape(TaskSubmitter& submitter);
+
 class SubmitterTest : public ::testing::Test {
  protected:
   explicit SubmitterTest(int max_batch_wait = SubmitterOptions().max_batch_wait)
@@ -65,6 +68,17 @@ class SubmitterTest : public ::testing::Test {
     }
     results.set_lends_objects(lends_objects);
     submitter_.OnResults(h, results);
+  }
+
+  // A worker that lends objects, idle while another shape has waited past hand_over_after for
+  // a lease; the submitter has reaped once since.
+  std::pair<WorkerHandle, std::shared_ptr<FakeChannel>> IdleLenderWhileAShapeWaits() {
+    Submit();
+    auto [h, channel] = AddWorker();
+    AnswerAll(h, *channel, 1000, /*lends_objects=*/true);
+    SubmitOtherShape(submitter_);
+    submitter_.ReapIdle(absl::Now() + absl::Milliseconds(300));
+    return {h, channel};
   }
 
   FakeLeases leases_;
@@ -424,7 +438,6 @@ TEST_F(SubmitterTest, IdleWorkersAreLetGo) {
   EXPECT_EQ(submitter_.stats().workers_died, 0);
 }
 
-// A task of another shape ("CPU=3|"), whose lease the fake never grants.
 LeaseShape SubmitOtherShape(TaskSubmitter& submitter) {
   LeaseShape other;
   other.key = "CPU=3|";
@@ -449,11 +462,7 @@ TEST_F(SubmitterTest, AWorkerWhoseObjectsAreBorrowedOutlivesItsIdleTimeout) {
 }
 
 TEST_F(SubmitterTest, AWorkerWhoseObjectsAreBorrowedGivesItsLeaseToAWaitingShapeAndStays) {
-  Submit();
-  auto [h, channel] = AddWorker();
-  AnswerAll(h, *channel, 1000, /*lends_objects=*/true);
-  SubmitOtherShape(submitter_);
-  submitter_.ReapIdle(absl::Now() + absl::Milliseconds(300));
+  auto [h, channel] = IdleLenderWhileAShapeWaits();
   // Work waiting for its lease gets the lease; the process stays, the owner of what is lent.
   EXPECT_EQ(leases_.returned, std::vector<WorkerHandle>{h});
   EXPECT_FALSE(channel->closed);
@@ -477,11 +486,7 @@ TEST_F(SubmitterTest, AWorkerWhoseObjectsAreBorrowedGivesItsLeaseToAWaitingShape
 
 TEST_F(SubmitterTest, AWorkerWhoseLeaseCannotGoBackAloneIsClosedForAWaitingShape) {
   leases_.can_return = false;  // its lease holds devices
-  Submit();
-  auto [h, channel] = AddWorker();
-  AnswerAll(h, *channel, 1000, /*lends_objects=*/true);
-  SubmitOtherShape(submitter_);
-  submitter_.ReapIdle(absl::Now() + absl::Milliseconds(300));
+  auto [h, channel] = IdleLenderWhileAShapeWaits();
   EXPECT_EQ(leases_.returned, std::vector<WorkerHandle>{h});
   EXPECT_TRUE(channel->closed);
 }
