@@ -134,11 +134,6 @@ absl::StatusOr<ActorRecord> ActorDirectory::Register(const ActorRecord& actor) {
     return absl::InvalidArgumentError(absl::StrCat(
         "actor ", actor.actor_id, ": cannot be registered as dead (report its death instead)"));
   }
-  if (actor.handle_metadata.size() > kMaxHandleMetadata) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("actor ", actor.actor_id, ": handle_metadata is ", actor.handle_metadata.size(),
-                     " bytes, more than ", kMaxHandleMetadata));
-  }
   if (actor.restarts < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("actor ", actor.actor_id, ": restarts ", actor.restarts, " is negative"));

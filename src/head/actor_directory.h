@@ -36,8 +36,6 @@
 namespace tessera {
 
 inline constexpr std::string_view kActorsTable = "actors";
-// The largest ActorInfo.handle_metadata a registration may carry.
-inline constexpr size_t kMaxHandleMetadata = 64 * 1024;
 
 enum class ActorState { kPending, kAlive, kRestarting, kDead };
 
@@ -54,7 +52,7 @@ struct ActorRecord {
   std::string worker_id;  // while alive: the node agent's id of its process
   int restarts = 0;
   bool calls_in_order = false;  // runs one call at a time (ActorInfo.calls_in_order)
-  std::string handle_metadata;  // ActorInfo.handle_metadata (at most kMaxHandleMetadata bytes)
+  std::string handle_metadata;  // ActorInfo.handle_metadata, as registered
   std::string death_cause;  // when dead
   absl::Time changed;       // when the head last changed it (orders the dead for retention)
 };

@@ -196,7 +196,7 @@ TEST(ActorInfoProtoTest, WhetherTheActorRunsCallsInOrderRoundTrips) {
   }
 }
 
-TEST_F(ActorDirectoryTest, AHandlesMetadataIsKeptAsRegisteredAndBoundedInSize) {
+TEST_F(ActorDirectoryTest, AHandlesMetadataIsKeptAsRegistered) {
   auto directory = MakeDirectory();
   ActorRecord actor = Actor("a1", "counter");
   actor.handle_metadata = R"({"methods": ["add"]})";
@@ -210,13 +210,6 @@ TEST_F(ActorDirectoryTest, AHandlesMetadataIsKeptAsRegisteredAndBoundedInSize) {
   ActorRecordToProto(*found, &info);
   EXPECT_EQ(info.handle_metadata(), actor.handle_metadata);
   EXPECT_EQ(ActorRecordFromProto(info)->handle_metadata, actor.handle_metadata);
-
-  ActorRecord big = Actor("a2", "big");
-  big.handle_metadata.assign(kMaxHandleMetadata + 1, 'x');
-  const absl::Status refused = directory->Register(big).status();
-  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(refused.message()), HasSubstr("handle_metadata"));
-  EXPECT_EQ(directory->Get("big", "").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(ActorDirectoryTest, ADetachedActorOutlivesItsCreatorWithNoOwner) {

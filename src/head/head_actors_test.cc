@@ -126,6 +126,11 @@ TEST_F(HeadActorsTest, BadRequestsAreOneLineInvalidArguments) {
   v1::ActorInfo long_class = Actor("a1", "counter");
   long_class.set_class_name(std::string(2000, 'c'));
   EXPECT_EQ(Register(long_class).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  v1::ActorInfo big_metadata = Actor("a1", "counter");
+  big_metadata.set_handle_metadata(std::string(64 * 1024 + 1, 'x'));
+  status = Register(big_metadata);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("actor.handle_metadata has 65537 bytes"));
   EXPECT_EQ(Register(Actor("", "counter")).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(Lookup("").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(Died("", "x").error_code(), grpc::StatusCode::INVALID_ARGUMENT);

@@ -234,6 +234,8 @@ absl::Status Check(const v1::RegisterActorRequest& request) {
   TESSERA_RETURN_IF_ERROR(CheckName("actor.worker_id", actor.worker_id()));
   TESSERA_RETURN_IF_ERROR(
       CheckChars("actor.class_name", actor.class_name(), kMaxActorClassNameLength));
+  TESSERA_RETURN_IF_ERROR(CheckBytes("actor.handle_metadata", actor.handle_metadata(),
+                                     kMaxActorHandleMetadataBytes));
   return CheckBytes("actor.death_cause", actor.death_cause(), kMaxActorDeathCauseBytes);
 }
 

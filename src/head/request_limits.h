@@ -87,6 +87,8 @@ inline constexpr size_t kMaxTaskEventIdBytes = 64;
 inline constexpr size_t kMaxActorClassNameLength = 1024;
 // Bytes in an actor's death cause.
 inline constexpr size_t kMaxActorDeathCauseBytes = 16 * 1024;
+// Bytes of what a handle found by name is built with (ActorInfo.handle_metadata).
+inline constexpr size_t kMaxActorHandleMetadataBytes = 64 * 1024;
 
 // --- listing ---
 // Bytes in a List* call's page token (the head's own tokens are far shorter).
