@@ -382,10 +382,14 @@ void TaskSubmitter::TellTaskEventSink(std::vector<TaskRun>& runs) const {
   if (!runs.empty()) task_event_sink_(runs);
 }
 
-void TaskSubmitter::RemoveWorkerLocked(Worker& worker) {
+void TaskSubmitter::LeaveShapeLocked(const Worker& worker) {
   Shape& shape = shapes_.at(worker.shape_key);
   shape.workers.erase(std::remove(shape.workers.begin(), shape.workers.end(), worker.handle),
                       shape.workers.end());
+}
+
+void TaskSubmitter::RemoveWorkerLocked(Worker& worker) {
+  LeaveShapeLocked(worker);
   workers_.erase(worker.handle);
 }
 
@@ -515,9 +519,7 @@ void TaskSubmitter::LetGoLocked(Worker& worker) {
   if (worker.lends_objects && !worker.lease_returned && worker.in_flight.empty() &&
       !shapes_.at(worker.shape_key).actor && leases_->ReturnLease(worker.handle)) {
     worker.lease_returned = true;
-    Shape& shape = shapes_.at(worker.shape_key);
-    shape.workers.erase(std::remove(shape.workers.begin(), shape.workers.end(), worker.handle),
-                        shape.workers.end());
+    LeaveShapeLocked(worker);
     return;
   }
   worker.channel->Close();

@@ -288,6 +288,8 @@ class TaskSubmitter {
   void MaybeGrowLocked(Shape& shape) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailQueuedLocked(Shape& shape, const absl::Status& status, std::vector<Outcome>& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `worker` out of its shape's workers (nothing more is sent to it).
+  void LeaveShapeLocked(const Worker& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveWorkerLocked(Worker& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Lets an idle worker go: closed, or, while others borrow objects it owns, its lease given
   // back and the process kept (out of its shape) until they are released.
