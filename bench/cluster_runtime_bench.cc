@@ -123,8 +123,8 @@ AnchorServers* Anchors() {
   builder.RegisterService(&a->bare_service);
   a->bare = builder.BuildAndStart();
   if (a->bare == nullptr || port == 0) return nullptr;
-  a->bare_stub = v1::Head::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                                      grpc::InsecureChannelCredentials()));
+  a->bare_stub = v1::Head::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   rpc::ServerOptions options;
   options.token = a->token;
   auto server = rpc::RpcServer::Start(options, {&a->tls_service});
@@ -218,8 +218,9 @@ void BM_AnchorSupervisorStartTrue(benchmark::State& state) {
   int64_t n = 0, errors = 0;
   for (auto _ : state) {
     auto done = std::make_shared<absl::Notification>();
-    auto pid = (*supervisor)->Start(ChildId(absl::StrCat("c", n++)), spec,
-                                    [done](const ChildId&, const ExitStatus&) { done->Notify(); });
+    auto pid = (*supervisor)
+                   ->Start(ChildId(absl::StrCat("c", n++)), spec,
+                           [done](const ChildId&, const ExitStatus&) { done->Notify(); });
     if (!pid.ok()) {
       ++errors;
       continue;
@@ -348,8 +349,8 @@ struct LocalCluster {
     agents.clear();
     head.reset();
     if (!tessera_binary.empty() && !state_dir.empty() && std::filesystem::exists(state_dir)) {
-      absl::Status down = RunCommand({tessera_binary, "down", "--state-dir", state_dir},
-                                     work_dir + "/down.log");
+      absl::Status down =
+          RunCommand({tessera_binary, "down", "--state-dir", state_dir}, work_dir + "/down.log");
       if (!down.ok()) std::cerr << down << "\n";
     }
     RemoveDir(work_dir);
@@ -406,8 +407,8 @@ LocalCluster* Cluster() {
     c->Stop();
     return nullptr;
   }
-  c->head_stub = v1::Head::NewStub(
-      rpc::MakeChannel(ReadFileText(c->state_dir + "/head.address"), c->token));
+  c->head_stub =
+      v1::Head::NewStub(rpc::MakeChannel(ReadFileText(c->state_dir + "/head.address"), c->token));
   // Ready when the head lists every agent alive.
   const absl::Time end = absl::Now() + absl::Seconds(60);
   while (absl::Now() < end) {
@@ -419,8 +420,7 @@ LocalCluster* Cluster() {
         if (node.state() != v1::NODE_STATE_ALIVE) continue;
         ++alive;
         if (node.node().node_id() == "n-0") {
-          c->agent_stub =
-              v1::NodeAgent::NewStub(rpc::MakeChannel(node.node().address(), c->token));
+          c->agent_stub = v1::NodeAgent::NewStub(rpc::MakeChannel(node.node().address(), c->token));
         }
       }
       if (alive == kAgents && c->agent_stub != nullptr) {
@@ -443,8 +443,11 @@ void BM_HeadPlacementGroupCreateRemove(benchmark::State& state) {
   LocalCluster* c = Cluster();
   if (c == nullptr) return state.SkipWithError("the local cluster did not start");
   const int bundles = static_cast<int>(state.range(0));
-  const char* strategy = state.range(1) == kSpread ? "SPREAD" : "STRICT_PACK";
-  state.SetLabel(absl::StrCat(bundles, " bundle", bundles == 1 ? "" : "s", " ", strategy));
+  const v1::PlacementStrategy strategy = state.range(1) == kSpread
+                                             ? v1::PLACEMENT_STRATEGY_SPREAD
+                                             : v1::PLACEMENT_STRATEGY_STRICT_PACK;
+  state.SetLabel(absl::StrCat(bundles, " bundle", bundles == 1 ? "" : "s", " ",
+                              std::string(rpc::PlacementStrategyName(strategy))));
   v1::CreatePlacementGroupRequest create;
   create.set_strategy(strategy);
   const v1::Resources resources = wire::ResourcesToProto(*ParseResourceSet("CPU=1,GPU=1"));
@@ -478,7 +481,7 @@ void BM_HeadPlacementGroupCreateRemove(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
   state.counters["not_created"] = static_cast<double>(not_created);
   // Resident memory of the head's process after the run (this process when in process); every
-// thread reads it, so the average, not the sum.
+  // thread reads it, so the average, not the sum.
   state.counters["head_rss_MiB"] =
       benchmark::Counter(RssMiB(c->HeadPid()), benchmark::Counter::kAvgThreads);
   state.counters["errors"] = static_cast<double>(errors);
@@ -513,11 +516,13 @@ void BM_AgentLeaseGrantAndStart(benchmark::State& state) {
   const bool pooled = state.range(0) == 1;
   const bool settled = state.range(1) == 1;
   if (!pooled && c->agents.empty()) {
-    return state.SkipWithError("a forking agent runs in process only (agents of tessera up use their default)");
+    return state.SkipWithError(
+        "a forking agent runs in process only (agents of tessera up use their default)");
   }
   NodeAgentServer* in_process = c->agents.empty() ? nullptr : c->agents[pooled ? 0 : 1].get();
   if (pooled && in_process != nullptr && in_process->launcher_pool() == nullptr) {
-    return state.SkipWithError("n-0 has no launcher pool (build tessera-launcher or pass --launcher=PATH)");
+    return state.SkipWithError(
+        "n-0 has no launcher pool (build tessera-launcher or pass --launcher=PATH)");
   }
   v1::NodeAgent::Stub* stub = c->agent_stub.get();
   std::unique_ptr<v1::NodeAgent::Stub> direct_stub;
@@ -525,9 +530,10 @@ void BM_AgentLeaseGrantAndStart(benchmark::State& state) {
     direct_stub = v1::NodeAgent::NewStub(rpc::MakeChannel(in_process->address(), c->token));
     stub = direct_stub.get();
   }
-  state.SetLabel(absl::StrCat(pooled ? (c->agents.empty() ? "agent's default" : "prestarted launchers")
-                                      : "fork from the agent",
-                               settled ? ", one at a time on an idle node" : ""));
+  state.SetLabel(absl::StrCat(pooled
+                                  ? (c->agents.empty() ? "agent's default" : "prestarted launchers")
+                                  : "fork from the agent",
+                              settled ? ", one at a time on an idle node" : ""));
   // Settled: the last worker has exited and every launcher the pool should hold is ready (its
   // two log files made: fd 5 open).
   auto node_is_idle = [&] {
@@ -614,15 +620,20 @@ void BM_AgentLeaseRefusedRpc(benchmark::State& state) {
     request.set_request_id(absl::StrCat("refused-", c->next_id.fetch_add(1)));
     v1::LeaseReply reply;
     auto context = rpc::MakeClientContext(kCallTimeout);
-    if (!c->agent_stub->RequestLease(context.get(), request, &reply).ok() ||
-        reply.has_granted() || reply.has_spillback()) {
+    if (!c->agent_stub->RequestLease(context.get(), request, &reply).ok() || reply.has_granted() ||
+        reply.has_spillback()) {
       ++unexpected;
     }
   }
   state.SetItemsProcessed(state.iterations());
   state.counters["unexpected"] = static_cast<double>(unexpected);
 }
-BENCHMARK(BM_AgentLeaseRefusedRpc)->ArgName("settled")->Arg(0)->Threads(1)->Threads(4)->UseRealTime();
+BENCHMARK(BM_AgentLeaseRefusedRpc)
+    ->ArgName("settled")
+    ->Arg(0)
+    ->Threads(1)
+    ->Threads(4)
+    ->UseRealTime();
 BENCHMARK(BM_AgentLeaseRefusedRpc)->ArgName("settled")->Arg(1)->UseRealTime();
 
 // The agent's decision alone, in this thread: AgentState::TryLease of CPU=1,GPU=1 (placed, device
@@ -708,7 +719,8 @@ int main(int argc, char** argv) {
   if (tessera::launcher_binary.empty()) {
     std::error_code ec;
     const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    tessera::launcher_binary = (self.parent_path().parent_path() / "bin" / "tessera-launcher").string();
+    tessera::launcher_binary =
+        (self.parent_path().parent_path() / "bin" / "tessera-launcher").string();
   }
   if (!tessera::tessera_binary.empty()) {
     // Before any other thread starts, so that every thread inherits the mask.

@@ -42,10 +42,10 @@ DeviceTopology CubeMesh() {
   t.count = 8;
   t.numa_node = {0, 0, 0, 0, 1, 1, 1, 1};
   for (int i = 0; i < 8; ++i) t.nearest_nic.push_back("mlx5_" + std::to_string(i / 2));
-  const int nv[8][8] = {
-      {0, 1, 1, 2, 2, 0, 0, 0}, {1, 0, 2, 1, 0, 2, 0, 0}, {1, 2, 0, 2, 0, 0, 1, 0},
-      {2, 1, 2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 1, 1, 2}, {0, 2, 0, 0, 1, 0, 2, 1},
-      {0, 0, 1, 0, 1, 2, 0, 2}, {0, 0, 0, 1, 2, 1, 2, 0}};
+  const int nv[8][8] = {{0, 1, 1, 2, 2, 0, 0, 0}, {1, 0, 2, 1, 0, 2, 0, 0},
+                        {1, 2, 0, 2, 0, 0, 1, 0}, {2, 1, 2, 0, 0, 0, 0, 1},
+                        {2, 0, 0, 0, 0, 1, 1, 2}, {0, 2, 0, 0, 1, 0, 2, 1},
+                        {0, 0, 1, 0, 1, 2, 0, 2}, {0, 0, 0, 1, 2, 1, 2, 0}};
   for (int a = 0; a < 8; ++a) {
     for (int b = a + 1; b < 8; ++b) {
       if (nv[a][b] > 0) t.links.push_back(Link(a, b, LinkKind::kNvLink, nv[a][b], 25 * nv[a][b]));
@@ -63,7 +63,8 @@ DeviceTopology Trn1() {
     t.links.push_back(Link(2 * chip, 2 * chip + 1, LinkKind::kNeuronLink, 1, 820));
     const int next = (chip + 1) % 16;
     for (int a : {2 * chip, 2 * chip + 1}) {
-      for (int b : {2 * next, 2 * next + 1}) t.links.push_back(Link(a, b, LinkKind::kNeuronLink, 1, 48));
+      for (int b : {2 * next, 2 * next + 1})
+        t.links.push_back(Link(a, b, LinkKind::kNeuronLink, 1, 48));
     }
   }
   return t;
@@ -92,8 +93,7 @@ void Run(const char* node, const DeviceTopology& t, int busy, int k, double min_
   std::vector<bool> free(t.count, true);
   if (busy >= 0) free[busy] = false;
   const DeviceSetChooser chooser(t);
-  const double prepared =
-      NanosPerCall([&] { return chooser.Choose(free, k).size(); }, min_seconds);
+  const double prepared = NanosPerCall([&] { return chooser.Choose(free, k).size(); }, min_seconds);
   const double one_shot =
       NanosPerCall([&] { return ChooseDeviceSet(t, free, k).size(); }, min_seconds);
   std::string devices;

@@ -54,7 +54,7 @@
 namespace tessera {
 namespace {
 
-constexpr int kInFlight = 64;                             // calls outstanding at once
+constexpr int kInFlight = 64;                              // calls outstanding at once
 constexpr absl::Duration kCallTimeout = absl::Seconds(2);  // as HeadLink's
 constexpr int64_t kGiB = int64_t{1} << 30;
 
@@ -135,7 +135,8 @@ v1::NodeDescription Describe(int n, const Options& options, const std::string& i
   raw["memory"] = 2048 * kGiB * Quantity::kScale;
   auto& labels = *node.mutable_labels();
   labels[std::string(labels::kNodeId)] = id;
-  labels[std::string(labels::kAvailabilityZone)] = absl::StrCat("zone-", std::string(1, static_cast<char>('a' + n % 4)));
+  labels[std::string(labels::kAvailabilityZone)] =
+      absl::StrCat("zone-", std::string(1, static_cast<char>('a' + n % 4)));
   labels[std::string(labels::kNodeGroup)] = absl::StrFormat("rack-%02d", (n - 1) / 40);
   labels["pool"] = "fill";
   if (devices > 0) {
@@ -286,8 +287,8 @@ int Run(const Options& options) {
     if (!call->status.ok()) {
       ++beats_failed;
       if (!transient) {
-        std::cerr << "fill_head_registry: heartbeat of " << id << " refused: "
-                  << call->status.error_message() << "\n";
+        std::cerr << "fill_head_registry: heartbeat of " << id
+                  << " refused: " << call->status.error_message() << "\n";
         return false;
       }
       return true;  // the next round is the next try, as for an agent

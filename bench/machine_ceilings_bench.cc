@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <utility>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "benchmark/benchmark.h"

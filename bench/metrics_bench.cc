@@ -19,16 +19,14 @@ MetricRegistry& SharedRegistry() {
 }
 
 CounterFamily& Counters() {
-  static CounterFamily* family =
-      *SharedRegistry().AddCounter({.name = "tessera_bench_events_total", .help = "Events.",
-                                    .label_names = {"thread"}});
+  static CounterFamily* family = *SharedRegistry().AddCounter(
+      {.name = "tessera_bench_events_total", .help = "Events.", .label_names = {"thread"}});
   return *family;
 }
 
 HistogramFamily& Histograms() {
   static HistogramFamily* family = *SharedRegistry().AddHistogram(
-      {.name = "tessera_bench_duration_seconds", .help = "Durations.",
-       .label_names = {"thread"}},
+      {.name = "tessera_bench_duration_seconds", .help = "Durations.", .label_names = {"thread"}},
       *ExponentialBuckets(1e-6, 4, 12));
   return *family;
 }
@@ -90,13 +88,13 @@ MetricRegistry& TenThousandSeries() {
   static MetricRegistry* registry = [] {
     auto* r = new MetricRegistry();
     for (int f = 0; f < 10; ++f) {
-      CounterFamily* family = *r->AddCounter(
-          {.name = "tessera_bench_family_" + std::to_string(f) + "_total",
-           .help = "A benchmark family.", .label_names = {"node", "device_index"}});
+      CounterFamily* family =
+          *r->AddCounter({.name = "tessera_bench_family_" + std::to_string(f) + "_total",
+                          .help = "A benchmark family.",
+                          .label_names = {"node", "device_index"}});
       for (int n = 0; n < 125; ++n) {
         for (int d = 0; d < 8; ++d) {
-          (*family->WithLabels({"node-" + std::to_string(n) + ".cluster.local",
-                                std::to_string(d)}))
+          (*family->WithLabels({"node-" + std::to_string(n) + ".cluster.local", std::to_string(d)}))
               ->Increment(static_cast<uint64_t>(n * 1000 + d));
         }
       }

@@ -145,7 +145,7 @@ void BM_SpreadTaskDecision(benchmark::State& state) {
   SchedulingRequest request;
   request.id = RequestId(1);
   request.resources = *ParseResourceSet("CPU=1,GPU=1");
-  request.strategy = SchedulingStrategy::kSpread;
+  request.strategy = NodeRanking::kSpread;
   RunDecisions(state, *cluster, request);
 }
 BENCHMARK(BM_SpreadTaskDecision)

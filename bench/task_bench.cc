@@ -9,6 +9,7 @@
 // Needs a running cluster: `tessera up examples/clusters/small.yaml` (TESSERA_STATE_DIR names it),
 // then `build/bench/task_bench`. This binary is also its own worker. TESSERA_BENCH_TASK_EVENTS=0
 // turns the driver's timeline reports off (InitOptions::record_task_events).
+#include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -24,8 +25,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <benchmark/benchmark.h>
 
 #include "tessera/tessera.h"
 

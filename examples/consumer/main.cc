@@ -31,7 +31,9 @@ int main() {
     std::fprintf(stderr, "consumer: %s\n", std::string(s.message()).c_str());
     return 1;
   }
-  absl::StatusOr<int> square = tessera::Get(tessera::Task(Square).Remote(7));
+  // What a task asks for is a typed value: amounts by name, a strategy, label selectors.
+  absl::StatusOr<int> square =
+      tessera::Get(tessera::Task(Square).Resources({{"CPU", 1}}).Spread().Remote(7));
 
   auto counter = tessera::Actor(MakeCounter).Remote();
   (void)counter.Task(&Counter::Add).Remote(2);

@@ -65,8 +65,8 @@ int main(int argc, char** argv) {
       sum += *total;
     }
     auto report = tessera::Get(pool[a].Task(&Summer::Report).Remote());
-    std::printf("actor %d: %s\n", a, report.ok() ? report->c_str()
-                                                 : std::string(report.status().message()).c_str());
+    std::printf("actor %d: %s\n", a,
+                report.ok() ? report->c_str() : std::string(report.status().message()).c_str());
   }
   long expected = 0;
   for (long i = 0; i < items; ++i) expected += i * i;

@@ -24,8 +24,8 @@ class HostAgent {
     const char* tpu_worker = std::getenv("TPU_WORKER_ID");
     return "node " + context.node_id + ", TPU chips [" +
            (chips == context.accelerator_ids.end() ? "" : absl::StrJoin(chips->second, ",")) +
-           "], TPU_WORKER_ID=" + (tpu_worker == nullptr ? "<unset>" : tpu_worker) +
-           ", worker " + context.worker_id;
+           "], TPU_WORKER_ID=" + (tpu_worker == nullptr ? "<unset>" : tpu_worker) + ", worker " +
+           context.worker_id;
   }
 };
 std::unique_ptr<HostAgent> MakeHostAgent() { return std::make_unique<HostAgent>(); }
@@ -53,7 +53,7 @@ int main() {
   std::vector<tessera::ActorHandle<HostAgent>> actors;
   for (size_t i = 0; i < slice->hosts.size(); ++i) {
     actors.push_back(tessera::Actor(MakeHostAgent)
-                         .Resources("TPU=4")
+                         .Resources({{"TPU", 4}})
                          .PlacementGroup(slice->name, static_cast<int>(i))
                          .Remote());
   }

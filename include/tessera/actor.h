@@ -57,54 +57,6 @@
 
 namespace tessera {
 
-struct ActorOptions {
-  // What the actor's worker holds for its whole life.
-  std::string resources = "CPU=1";
-  // The first is the request's, the rest are fallbacks tried in order.
-  std::vector<std::string> label_selectors;
-  // "" unnamed; else GetActor<T>(name) finds it, in this driver or (through the head's actor
-  // directory) in another driver of the cluster. Unique among the cluster's live actors: a
-  // create with a name another live actor holds fails AlreadyExists naming that actor. The name
-  // is free again once the actor is dead (killed, out of restarts, its node or owner gone).
-  std::string name;
-  // As Ray's lifetime="detached" (the actor must be named): it outlives this driver. While this
-  // driver lives it owns the actor (restarts it, ends it when asked); once this driver exits or
-  // falls silent, the actor lives on with no owner, found by name from other drivers, until
-  // Kill from any of them or its process dies (it is not restarted then). Without detached, the
-  // actor dies with this driver.
-  bool detached = false;
-  // Restarts after its process dies (0: the first death is final).
-  int max_restarts = 0;
-  // Times a call running when the process died is run again on the restarted actor.
-  int max_task_retries = 0;
-  // Calls run at once in the actor's process (1: one at a time, in submission order).
-  int max_concurrency = 1;
-  // Named concurrency groups (Python actors, as Ray's concurrency_groups): each group's calls
-  // run on its own pool (or under its own limit on an async actor's loop), up to that many at
-  // once, beside the default group's max_concurrency. Each limit must be >= 1.
-  std::map<std::string, int> concurrency_groups;
-  // The namespace the name is unique in ("" the default one).
-  std::string name_space;
-  // Live inside this placement group's (or reserved slice's) bundle; "" none; -1 any bundle.
-  std::string placement_group;
-  int bundle_index = -1;
-  // As TaskOptions::capture_child_tasks, for what the actor's methods submit.
-  bool capture_child_tasks = false;
-  // Live on this node; "" anywhere. Hard: only there (restarts too); soft: prefer it. As for
-  // tasks (TaskOptions::node_affinity).
-  std::string node_affinity;
-  bool node_affinity_soft = false;
-  // Added to the environment of the actor's worker process (a gang rank's RANK, MASTER_ADDR...);
-  // Tessera's own worker variables cannot be overridden.
-  std::map<std::string, std::string> env;
-  // The folders its worker runs with (Ray's working_dir, py_modules; nullptr none).
-  std::shared_ptr<const RuntimeEnvFiles> runtime_env_files;
-  // A named actor's: what a handle found by name elsewhere is built with, as the creating
-  // language writes it (Python: its methods and their options); kept in the head's record, at
-  // most 64 KiB, opaque to the runtime.
-  std::string handle_metadata;
-};
-
 namespace internal {
 
 // The instance of the actor this worker process hosts (one per process), kept type-erased with
@@ -203,8 +155,7 @@ struct ActorCallOptions {
 };
 // `more_returns` (may be null) gets the refs of returns 2..N when options.num_returns is N > 1.
 ObjectRefBase SubmitActorTask(const std::string& actor_id, const std::string& method,
-                              std::vector<TaskArgument> args,
-                              const ActorCallOptions& options = {},
+                              std::vector<TaskArgument> args, const ActorCallOptions& options = {},
                               std::vector<ObjectRefBase>* more_returns = nullptr);
 absl::Status KillActor(const std::string& actor_id);
 absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name,
@@ -260,13 +211,13 @@ class ActorHandle {
 
   template <typename R, typename... Params>
   ActorTaskCaller<R, Params...> Task(R (T::*method)(Params...)) const {
-    return ActorTaskCaller<R, Params...>(id_, error_,
-                                         internal::FindActorMethodName(internal::MethodKey(method)));
+    return ActorTaskCaller<R, Params...>(
+        id_, error_, internal::FindActorMethodName(internal::MethodKey(method)));
   }
   template <typename R, typename... Params>
   ActorTaskCaller<R, Params...> Task(R (T::*method)(Params...) const) const {
-    return ActorTaskCaller<R, Params...>(id_, error_,
-                                         internal::FindActorMethodName(internal::MethodKey(method)));
+    return ActorTaskCaller<R, Params...>(
+        id_, error_, internal::FindActorMethodName(internal::MethodKey(method)));
   }
 
  private:
@@ -275,57 +226,33 @@ class ActorHandle {
 };
 
 template <typename T, typename R, typename... Params>
-class ActorCreator {
+class ActorCreator : public internal::DemandSetters<ActorCreator<T, R, Params...>, ActorOptions> {
  public:
   explicit ActorCreator(R (*factory)(Params...)) : factory_(factory) {}
 
-  ActorCreator& Resources(std::string resources) {
-    options_.resources = std::move(resources);
-    return *this;
-  }
-  // The first call sets the selector, each further call adds a fallback.
-  ActorCreator& LabelSelector(std::string selector) {
-    options_.label_selectors.push_back(std::move(selector));
-    return *this;
-  }
   ActorCreator& Name(std::string name) {
-    options_.name = std::move(name);
+    this->options_.name = std::move(name);
     return *this;
   }
   // See ActorOptions::detached.
   ActorCreator& Detached() {
-    options_.detached = true;
+    this->options_.detached = true;
     return *this;
   }
   ActorCreator& MaxRestarts(int n) {
-    options_.max_restarts = n;
+    this->options_.max_restarts = n;
     return *this;
   }
   ActorCreator& MaxTaskRetries(int n) {
-    options_.max_task_retries = n;
+    this->options_.max_task_retries = n;
     return *this;
   }
   ActorCreator& MaxConcurrency(int n) {
-    options_.max_concurrency = n;
-    return *this;
-  }
-  ActorCreator& PlacementGroup(std::string group, int bundle_index = -1) {
-    options_.placement_group = std::move(group);
-    options_.bundle_index = bundle_index;
-    return *this;
-  }
-  // Hard (soft false): only on `node_id`; soft: prefer it, else anywhere. See ActorOptions.
-  ActorCreator& NodeAffinity(std::string node_id, bool soft = false) {
-    options_.node_affinity = std::move(node_id);
-    options_.node_affinity_soft = soft;
+    this->options_.max_concurrency = n;
     return *this;
   }
   ActorCreator& Env(std::string name, std::string value) {
-    options_.env[std::move(name)] = std::move(value);
-    return *this;
-  }
-  ActorCreator& Options(ActorOptions options) {
-    options_ = std::move(options);
+    this->options_.env[std::move(name)] = std::move(value);
     return *this;
   }
 
@@ -336,16 +263,16 @@ class ActorCreator {
                   "Remote takes exactly the factory's parameters");
     std::vector<internal::TaskArgument> arguments;
     arguments.reserve(sizeof...(Args));
+    if (!this->invalid_.ok()) return ActorHandle<T>("", this->invalid_);
     (arguments.push_back(internal::MakeArgument<Params>(std::forward<Args>(args))), ...);
-    auto id = internal::CreateActor(reinterpret_cast<internal::AnyFunction>(factory_), options_,
-                                    std::move(arguments), typeid(T).name());
+    auto id = internal::CreateActor(reinterpret_cast<internal::AnyFunction>(factory_),
+                                    this->options_, std::move(arguments), typeid(T).name());
     if (!id.ok()) return ActorHandle<T>("", id.status());
     return ActorHandle<T>(*id, absl::OkStatus());
   }
 
  private:
   R (*factory_)(Params...);
-  ActorOptions options_;
 };
 
 // The creator of actors made by `factory` (registered with TESSERA_ACTOR).
@@ -378,10 +305,10 @@ absl::StatusOr<ActorHandle<T>> GetActor(const std::string& name) {
 }  // namespace tessera
 
 // Registers the actor factory `factory` (a free function returning T or std::unique_ptr<T>).
-#define TESSERA_ACTOR(factory)                                                             \
+#define TESSERA_ACTOR(factory)                                                          \
   [[maybe_unused]] static const bool TESSERA_REMOTE_CONCAT_(tessera_actor_, __LINE__) = \
       ::tessera::internal::RegisterActorFactory(#factory, &factory)
 // Registers a member function called through ActorHandle::Task: TESSERA_ACTOR_METHOD(&C::M).
-#define TESSERA_ACTOR_METHOD(method)                                                             \
+#define TESSERA_ACTOR_METHOD(method)                                                           \
   [[maybe_unused]] static const bool TESSERA_REMOTE_CONCAT_(tessera_actor_method_, __LINE__) = \
       ::tessera::internal::RegisterActorMethod(#method, method)

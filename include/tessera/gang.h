@@ -123,7 +123,7 @@ namespace internal {
 // One member of an actor gang, type-erased: its actor and the call it runs.
 struct ActorGangMember {
   std::function<absl::Status()> wait;  // blocks until the member's call has returned or failed
-  std::function<void()> kill;          // ends the actor (its call then fails)
+  std::function<absl::Status()> kill;  // ends the actor (its call then fails)
 };
 using StartActorGangMember =
     std::function<absl::StatusOr<ActorGangMember>(const ActorOptions& options)>;
@@ -135,10 +135,10 @@ absl::StatusOr<GangStatus> RunActorGang(const GangOptions& options, StartActorGa
 // StartGang; read it with getenv in the constructor or the method), each running
 // `method(args...)` (registered with TESSERA_ACTOR_METHOD; not void). The gang succeeds when every
 // rank's call has returned. When one fails, or its actor dies, every other actor of the gang is
-// given stop_grace to end on its own, then killed; the reservation is taken again and every rank is made and run again with
-// TORCHELASTIC_RESTART_COUNT one higher, up to max_restarts: an actor of a gang is never
-// restarted alone (its own MaxRestarts is 0). Unlike StartGang, the controller runs here, in
-// this program, which owns the actors; the call blocks until the gang ends. `command`,
+// given stop_grace to end on its own, then killed; the reservation is taken again and every rank is
+// made and run again with TORCHELASTIC_RESTART_COUNT one higher, up to max_restarts: an actor of a
+// gang is never restarted alone (its own MaxRestarts is 0). Unlike StartGang, the controller runs
+// here, in this program, which owns the actors; the call blocks until the gang ends. `command`,
 // `working_folder` and `hang_timeout` do not apply.
 //
 //   class Trainer { public: int Train(int steps); };
@@ -155,7 +155,7 @@ absl::StatusOr<GangStatus> RunActorGang(const GangOptions& options, R (*factory)
     auto ref = handle.Task(method).Remote(args...);
     internal::ActorGangMember member;
     member.wait = [ref] { return Get(ref, absl::InfiniteDuration()).status(); };
-    member.kill = [handle] { (void)Kill(handle); };
+    member.kill = [handle] { return Kill(handle); };
     return member;
   };
   return internal::RunActorGang(options, std::move(start));

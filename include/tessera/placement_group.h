@@ -7,7 +7,7 @@
 //                                            .bundles = {"CPU=1,GPU=1", "CPU=1,GPU=1"}});
 //   auto slice = tessera::ReserveSlices({.name = "s", .accelerator_type = "TPU-V6E",
 //                                        .topology = "4x4"});
-//   ... tessera::Actor(Make).Resources("TPU=4").PlacementGroup("s", i).Remote();
+//   ... tessera::Actor(Make).Resources({{"TPU", 4}}).PlacementGroup("s", i).Remote();
 //   tessera::ReleaseSlices("s");  tessera::RemovePlacementGroup("train");
 //
 // They talk to the head of the cluster Init connected to. Bad options are a one-line
@@ -61,7 +61,7 @@ struct PlacementGroupOptions {
 // A created group: which shape was taken and the node of each bundle.
 struct PlacementGroup {
   std::string name;
-  int option = 0;  // 0 the primary, i the i-th fallback
+  int option = 0;                         // 0 the primary, i the i-th fallback
   std::vector<std::string> bundle_nodes;  // bundle index -> node id
 };
 
@@ -110,7 +110,7 @@ struct SliceOptions {
 
 struct SliceHost {
   std::string node_id;
-  std::string slice;  // the slice (domain) this host belongs to
+  std::string slice;    // the slice (domain) this host belongs to
   int tpu_worker = -1;  // TPU_WORKER_ID of the host in its slice
 };
 

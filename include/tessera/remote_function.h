@@ -88,6 +88,6 @@ bool RegisterRemote(const char* name, R (*fn)(Params...)) {
 #define TESSERA_REMOTE_CONCAT_INNER_(a, b) a##b
 #define TESSERA_REMOTE_CONCAT_(a, b) TESSERA_REMOTE_CONCAT_INNER_(a, b)
 // Registers the free function `fn` under the name spelled here (use it at namespace scope).
-#define TESSERA_REMOTE(fn)                                                              \
+#define TESSERA_REMOTE(fn)                                                               \
   [[maybe_unused]] static const bool TESSERA_REMOTE_CONCAT_(tessera_remote_, __LINE__) = \
       ::tessera::internal::RegisterRemote(#fn, &fn)

@@ -48,6 +48,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <msgpack.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -58,8 +59,6 @@
 #include <utility>
 #include <vector>
 
-#include <msgpack.hpp>
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "tessera/object_ref_data.h"
@@ -68,16 +67,16 @@
 // that reading requires an array of exactly that many elements (msgpack alone would accept a
 // shorter or longer one and leave members at their defaults, hiding a mismatch).
 #define TESSERA_SERIALIZE(...)                                                          \
-  template <typename TesseraPacker>                                                    \
-  void msgpack_pack(TesseraPacker& tessera_pk) const {                                 \
-    msgpack::type::make_define_array(__VA_ARGS__).msgpack_pack(tessera_pk);            \
-  }                                                                                    \
-  void msgpack_unpack(const msgpack::object& tessera_o) {                              \
-    ::tessera::serialization_internal::UnpackExactArray(                               \
-        tessera_o, msgpack::type::make_define_array(__VA_ARGS__));                     \
-  }                                                                                    \
-  template <typename TesseraObject>                                                    \
-  void msgpack_object(TesseraObject* tessera_o, msgpack::zone& tessera_z) const {      \
+  template <typename TesseraPacker>                                                     \
+  void msgpack_pack(TesseraPacker& tessera_pk) const {                                  \
+    msgpack::type::make_define_array(__VA_ARGS__).msgpack_pack(tessera_pk);             \
+  }                                                                                     \
+  void msgpack_unpack(const msgpack::object& tessera_o) {                               \
+    ::tessera::serialization_internal::UnpackExactArray(                                \
+        tessera_o, msgpack::type::make_define_array(__VA_ARGS__));                      \
+  }                                                                                     \
+  template <typename TesseraObject>                                                     \
+  void msgpack_object(TesseraObject* tessera_o, msgpack::zone& tessera_z) const {       \
     msgpack::type::make_define_array(__VA_ARGS__).msgpack_object(tessera_o, tessera_z); \
   }
 
@@ -167,7 +166,9 @@ struct TypeName<std::unordered_map<K, V>> {
 };
 template <typename A, typename B>
 struct TypeName<std::pair<A, B>> {
-  static std::string Get() { return "pair<" + TypeName<A>::Get() + ", " + TypeName<B>::Get() + ">"; }
+  static std::string Get() {
+    return "pair<" + TypeName<A>::Get() + ", " + TypeName<B>::Get() + ">";
+  }
 };
 template <typename... Ts>
 struct TypeName<std::tuple<Ts...>> {
@@ -193,7 +194,8 @@ struct StringWriter {
 // On failure: InvalidArgument naming `expected`.
 absl::Status Unpack(std::string_view bytes, std::string_view expected, msgpack::object_handle& out);
 // InvalidArgument "expected <expected>, found <what obj is>: <detail>".
-absl::Status Mismatch(std::string_view expected, const msgpack::object& obj, std::string_view detail);
+absl::Status Mismatch(std::string_view expected, const msgpack::object& obj,
+                      std::string_view detail);
 }  // namespace serialization_internal
 
 // Serializes one value (a result, a Put value).

@@ -163,14 +163,14 @@ inline absl::Status Get(const ObjectRef<void>& ref,
 template <typename T>
 absl::StatusOr<std::vector<T>> Get(const std::vector<ObjectRef<T>>& refs,
                                    absl::Duration timeout = absl::InfiniteDuration()) {
-  const absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture()
-                                                                   : absl::Now() + timeout;
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   {
     std::vector<const ObjectRefBase*> bases;
     bases.reserve(refs.size());
     for (const auto& ref : refs) bases.push_back(&ref);
-    const std::vector<bool> ready = internal::WaitReady(
-        bases, static_cast<int>(bases.size()), timeout, /*stop_at_failure=*/true);
+    const std::vector<bool> ready = internal::WaitReady(bases, static_cast<int>(bases.size()),
+                                                        timeout, /*stop_at_failure=*/true);
     for (size_t i = 0; i < refs.size(); ++i) {
       if (!ready[i]) continue;
       if (absl::Status failed = internal::KnownFailure(refs[i]); !failed.ok()) return failed;
@@ -179,8 +179,8 @@ absl::StatusOr<std::vector<T>> Get(const std::vector<ObjectRef<T>>& refs,
   std::vector<T> values;
   values.reserve(refs.size());
   for (const ObjectRef<T>& ref : refs) {
-    const absl::Duration left = deadline == absl::InfiniteFuture() ? absl::InfiniteDuration()
-                                                                   : deadline - absl::Now();
+    const absl::Duration left =
+        deadline == absl::InfiniteFuture() ? absl::InfiniteDuration() : deadline - absl::Now();
     auto value = Get(ref, left);
     if (!value.ok()) return value.status();
     values.push_back(*std::move(value));
@@ -196,7 +196,7 @@ ObjectRef<T> Put(const T& value) {
 
 template <typename T>
 struct WaitResult {
-  std::vector<ObjectRef<T>> ready;      // in the order given
+  std::vector<ObjectRef<T>> ready;  // in the order given
   std::vector<ObjectRef<T>> not_ready;
 };
 // Waits until `num` of `refs` are ready (finished, with a value or an error) or `timeout` passes.

@@ -19,8 +19,7 @@ rpc::RetryOptions Retries() {
 
 }  // namespace
 
-ActorDirectoryClient::ActorDirectoryClient(v1::Head::Stub* head)
-    : head_(head), retry_(Retries()) {
+ActorDirectoryClient::ActorDirectoryClient(v1::Head::Stub* head) : head_(head), retry_(Retries()) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -47,8 +46,7 @@ absl::StatusOr<v1::ActorInfo> ActorDirectoryClient::Get(const std::string& name,
   request.set_name(name);
   request.set_namespace_(name_space);
   v1::ActorInfo response;
-  absl::Status got =
-      rpc::RetryUnary(retry_, &v1::Head::Stub::GetActor, head_, request, &response);
+  absl::Status got = rpc::RetryUnary(retry_, &v1::Head::Stub::GetActor, head_, request, &response);
   if (!got.ok()) return got;
   return response;
 }
@@ -83,12 +81,10 @@ void ActorDirectoryClient::Flush() {
 
 void ActorDirectoryClient::Send(const Change& change) const {
   v1::ActorInfo response;
-  absl::Status sent =
-      change.died
-          ? rpc::RetryUnary(retry_, &v1::Head::Stub::ActorDied, head_, change.death,
-                            &response)
-          : rpc::RetryUnary(retry_, &v1::Head::Stub::RegisterActor, head_, change.update,
-                            &response);
+  absl::Status sent = change.died ? rpc::RetryUnary(retry_, &v1::Head::Stub::ActorDied, head_,
+                                                    change.death, &response)
+                                  : rpc::RetryUnary(retry_, &v1::Head::Stub::RegisterActor, head_,
+                                                    change.update, &response);
   // Dead at the head already (its node or owner died first): nothing left to tell.
   if (sent.ok() || absl::IsFailedPrecondition(sent)) return;
   const std::string& id = change.died ? change.death.actor_id() : change.update.actor().actor_id();

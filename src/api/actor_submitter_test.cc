@@ -1,12 +1,12 @@
 // TaskSubmitter's actor path with fake leases and channels: order, restarts, retries, death, kill.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "api/submitter_test_fakes.h"
@@ -104,11 +104,13 @@ TEST_F(ActorSubmitterTest, AConstructorThatThrowsKillsTheActorWithItsError) {
   for (const ObjectId& id : {sent, later}) {
     ASSERT_EQ(outcomes_.count(id), 1u);
     EXPECT_EQ(outcomes_.at(id).status().code(), absl::StatusCode::kUnavailable);
-    EXPECT_THAT(std::string(outcomes_.at(id).status().message()),
-                HasSubstr("actor \"a\" is dead: its constructor MakeA threw std::runtime_error: no config"));
+    EXPECT_THAT(
+        std::string(outcomes_.at(id).status().message()),
+        HasSubstr(
+            "actor \"a\" is dead: its constructor MakeA threw std::runtime_error: no config"));
   }
-  EXPECT_TRUE(channel->closed);                 // its worker is let go
-  EXPECT_EQ(leases_.requests.size(), 1u);       // and not restarted: it would throw again
+  EXPECT_TRUE(channel->closed);            // its worker is let go
+  EXPECT_EQ(leases_.requests.size(), 1u);  // and not restarted: it would throw again
   // The worker's own answer for m1 ("no instance") arrives later and is not delivered.
   Answer(h, channel->sent[1]);
   EXPECT_EQ(outcomes_.at(sent).status().code(), absl::StatusCode::kUnavailable);
@@ -266,7 +268,8 @@ TEST_F(ActorSubmitterTest, KillFailsPendingAndLaterCallsAndLetsTheWorkerGo) {
   submitter_.WorkerDied(h, "exited with code 0");  // its exit afterwards changes nothing
   EXPECT_EQ(leases_.requests.size(), 1u);
   const ObjectId b = Call("b");
-  EXPECT_THAT(std::string(outcomes_.at(b).status().message()), HasSubstr("killed by tessera::Kill"));
+  EXPECT_THAT(std::string(outcomes_.at(b).status().message()),
+              HasSubstr("killed by tessera::Kill"));
 }
 
 TEST_F(ActorSubmitterTest, ALeaseThatCannotBeGrantedKillsTheActor) {

@@ -72,9 +72,8 @@ std::shared_ptr<api::DriverRuntime> CurrentOrNested(absl::Status* why) {
   // A recursive cancel of the worker's task reaches what the task submitted.
   std::weak_ptr<api::DriverRuntime> nested = *runtime;
   // Its objects that others borrow keep the worker from being let go.
-  worker::SetLendsObjectsProbe([objects = (*runtime)->objects_shared()] {
-    return objects->BorrowedCount() > 0;
-  });
+  worker::SetLendsObjectsProbe(
+      [objects = (*runtime)->objects_shared()] { return objects->BorrowedCount() > 0; });
   worker::SetNestedCancel([nested](const std::string& task_id, bool force) {
     if (auto live = nested.lock(); live != nullptr) live->CancelSubmittedBy(task_id, force);
   });
@@ -205,7 +204,8 @@ absl::StatusOr<std::optional<ObjectRefBase>> GeneratorNext(const ObjectRefBase& 
 }
 
 void ReleaseGenerator(const ObjectRefBase& generator, int64_t next_index) {
-  if (auto current = Current(); current != nullptr) current->ReleaseGenerator(generator, next_index);
+  if (auto current = Current(); current != nullptr)
+    current->ReleaseGenerator(generator, next_index);
 }
 
 ObjectRefBase HoldRef(ObjectRefData ref) {
@@ -348,9 +348,8 @@ absl::Status CancelTask(const ObjectRefBase& ref, bool force, bool recursive) {
 }
 
 v1::Language LanguageOfClass(std::string_view class_name) {
-  return class_name.substr(0, kPythonClassPrefix.size()) == kPythonClassPrefix
-             ? v1::LANGUAGE_PYTHON
-             : v1::LANGUAGE_CPP;
+  return class_name.substr(0, kPythonClassPrefix.size()) == kPythonClassPrefix ? v1::LANGUAGE_PYTHON
+                                                                               : v1::LANGUAGE_CPP;
 }
 
 std::string DriverId() {

@@ -23,8 +23,7 @@ bool IsAddress(const std::string& id) {
 
 BorrowerWatch::BorrowerWatch(std::shared_ptr<ObjectTable> table, std::string token,
                              std::string self, absl::Duration period)
-    : table_(std::move(table)), token_(std::move(token)), self_(std::move(self)),
-      period_(period) {
+    : table_(std::move(table)), token_(std::move(token)), self_(std::move(self)), period_(period) {
   thread_ = std::thread([this] {
     while (!stop_.WaitForNotificationWithTimeout(period_)) CheckOnce();
   });

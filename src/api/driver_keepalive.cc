@@ -2,12 +2,13 @@
 
 #include <utility>
 
+#include "base/ignore_status.h"
 #include "rpc/auth.h"
+#include "rpc/status_conversion.h"
 
 namespace tessera::api {
 
-DriverKeepAlive::DriverKeepAlive(v1::Head::Stub* head, std::string driver_id,
-                                 absl::Duration period)
+DriverKeepAlive::DriverKeepAlive(v1::Head::Stub* head, std::string driver_id, absl::Duration period)
     : head_(head), driver_id_(std::move(driver_id)), period_(period) {
   thread_ = std::thread([this] {
     do {
@@ -24,7 +25,8 @@ void DriverKeepAlive::Beat() const {
   v1::KeepDriverAliveResponse response;
   grpc::ClientContext context;
   rpc::ConfigureClientContext(&context, period_);
-  (void)head_->KeepDriverAlive(&context, request, &response);
+  IgnoreStatus(rpc::FromGrpcStatus(head_->KeepDriverAlive(&context, request, &response)),
+               "a missed beat is made up by the next; the head waits a whole driver timeout");
 }
 
 void DriverKeepAlive::Stop() {
@@ -36,8 +38,8 @@ void DriverKeepAlive::Stop() {
   v1::DriverExitedResponse response;
   grpc::ClientContext context;
   rpc::ConfigureClientContext(&context, absl::Seconds(5));
-  // Best effort: a head that does not answer releases them after its driver timeout instead.
-  (void)head_->DriverExited(&context, request, &response);
+  IgnoreStatus(rpc::FromGrpcStatus(head_->DriverExited(&context, request, &response)),
+               "best effort: a head that does not answer releases them after its driver timeout");
 }
 
 }  // namespace tessera::api

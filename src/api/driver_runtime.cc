@@ -11,8 +11,8 @@
 #include "absl/strings/str_join.h"
 #include "api/error_payloads.h"
 #include "api/multiple_returns.h"
-#include "api/node_affinity.h"
 #include "api/owner_service.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "client/cluster_client.h"
@@ -97,6 +97,36 @@ std::pair<std::string, std::string> LocalNode(const client::StateFolder& state,
   return {"", agent_address};
 }
 
+// The task's (or actor's) placement group and whether its children go there too, in its spec.
+void SetPlacementGroup(const SchedulingStrategy& strategy, v1::TaskSpec& spec) {
+  if (const auto* group = std::get_if<PlacementGroupScheduling>(&strategy)) {
+    spec.set_placement_group(group->placement_group);
+    spec.set_capture_child_tasks(group->capture_child_tasks);
+  }
+}
+
+// This driver's node's object store (the node of LocalNode), owned by driver `driver_task`.
+std::shared_ptr<NodeObjectStore> OpenNodeStore(const client::StateFolder& state,
+                                               const std::string& agent_address,
+                                               const std::string& token,
+                                               const std::string& head_address,
+                                               const TaskId& driver_task) {
+  const auto [node_id, agent] = LocalNode(state, agent_address);
+  NodeObjectStoreOptions store;
+  store.node_id = node_id;
+  store.agent_address = agent;
+  // Its path even before the agent has made it: the store connects on first use.
+  store.socket_path =
+      node_id.empty() ? "" : client::StateFolder{state.root}.ObjectStoreSocket(node_id);
+  store.token = token;
+  store.head_address = head_address;
+  store.state_dir = state.root;
+  // This driver owns what it puts: the store frees it when the driver exits or dies.
+  store.owner_id = absl::StrCat("driver-", driver_task.Hex().substr(0, 12));
+  store.declare_owner = true;
+  return std::make_shared<NodeObjectStore>(std::move(store));
+}
+
 ObjectRefBase Failed(absl::Status status) {
   return ObjectRefBase(ObjectRefData{},
                        std::make_shared<internal::LocalReference>(std::move(status)));
@@ -123,30 +153,27 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
   runtime->state_dir_ = state.root;
   // Made first: the driver's id (its owner id in the stores and at the head) derives from it.
   runtime->driver_task_ = TaskId::FromRandom();
-  {
-    const auto [node_id, agent] = LocalNode(state, options.agent_address);
-    NodeObjectStoreOptions store;
-    store.node_id = node_id;
-    store.agent_address = agent;
-    // Its path even before the agent has made it: the store connects on first use.
-    store.socket_path =
-        node_id.empty() ? "" : client::StateFolder{state.root}.ObjectStoreSocket(node_id);
-    store.token = *token;
-    store.head_address = head_address;
-    store.state_dir = state.root;
-    // This driver owns what it puts: the store frees it when the driver exits or dies.
-    store.owner_id = absl::StrCat("driver-", runtime->driver_task_.Hex().substr(0, 12));
-    store.declare_owner = true;
-    runtime->store_ = std::make_shared<NodeObjectStore>(std::move(store));
-  }
+  runtime->store_ =
+      OpenNodeStore(state, options.agent_address, *token, head_address, runtime->driver_task_);
+  auto own_address = std::make_shared<std::string>();  // set once this owner serves
+  runtime->MakeObjectTable(own_address);
+  runtime->MakeSubmitter();
+  TESSERA_RETURN_IF_ERROR(runtime->ServeOwner(*token, *own_address));
+  TESSERA_RETURN_IF_ERROR(runtime->StartLeases(state, *token, head_address));
+  runtime->StartBackgroundWork();
+  // Connected now, not at the first large put: the connection is this driver's life in its
+  // node's store, so the results its workers store there go when it does, whatever it put.
+  runtime->store_->Available();
+  return runtime;
+}
+
+void DriverRuntime::MakeObjectTable(const std::shared_ptr<std::string>& own_address) {
   // A stored value's copies go when its last reference does (refs may outlive the runtime, so
   // the hook holds the store).
   // A value's entry holds the refs inside it as this process's borrowed references, counted
   // for it by whoever made the value (its put, or the worker that returned it).
-  auto own_address = std::make_shared<std::string>();  // set once this owner serves
-  runtime->objects_ = std::make_shared<ObjectTable>(
-      [store = runtime->store_, lifetimes = runtime->lifetimes_](const ObjectId& id,
-                                                                 const std::string& value) {
+  objects_ = std::make_shared<ObjectTable>(
+      [store = store_, lifetimes = lifetimes_](const ObjectId& id, const std::string& value) {
         if (auto where = DecodeStoredEnvelope(value); where.has_value()) store->Delete(id, *where);
         absl::MutexLock lock(&lifetimes->mu);
         if (auto it = lifetimes->actor_of.find(id); it != lifetimes->actor_of.end()) {
@@ -161,116 +188,122 @@ absl::StatusOr<std::unique_ptr<DriverRuntime>> DriverRuntime::Create(const InitO
         }
         return holds;
       });
+}
 
+void DriverRuntime::MakeSubmitter() {
   SubmitterOptions submitter_options;
-  submitter_options.idle_timeout = options.worker_idle_timeout;
-  submitter_options.max_workers_per_shape = options.max_workers_per_kind;
-  submitter_options.discard_value = [objects = runtime->objects_](const std::string& value) {
+  submitter_options.idle_timeout = options_.worker_idle_timeout;
+  submitter_options.max_workers_per_shape = options_.max_workers_per_kind;
+  submitter_options.discard_value = [objects = objects_](const std::string& value) {
     objects->Discard(value);
   };
-  std::shared_ptr<ObjectTable> objects = runtime->objects_;
+  std::shared_ptr<ObjectTable> objects = objects_;
   // The leases are created below; the submitter only calls them after Submit.
-  runtime->returns_ = std::make_shared<MultipleReturns>(objects.get());
-  runtime->generators_ = std::make_shared<StreamingGenerators>(objects.get());
-  runtime->submitter_ = std::make_unique<TaskSubmitter>(
+  returns_ = std::make_shared<MultipleReturns>(objects.get());
+  generators_ = std::make_shared<StreamingGenerators>(objects.get());
+  submitter_ = std::make_unique<TaskSubmitter>(
       submitter_options, nullptr,
-      [objects, returns = runtime->returns_, generators = runtime->generators_](
-          const ObjectId& id, absl::StatusOr<std::string> value) {
+      [objects, returns = returns_, generators = generators_](const ObjectId& id,
+                                                              absl::StatusOr<std::string> value) {
         // A generator's outcome comes after every item it yielded (reported before it).
         generators->Finish(id.task_id(), value.ok() ? absl::OkStatus() : value.status());
         return returns->Deliver(id, std::move(value));
       });
+}
 
-  auto service = std::make_unique<OwnerService>(runtime.get());
+absl::Status DriverRuntime::ServeOwner(const std::string& token, std::string& own_address) {
+  std::shared_ptr<ObjectTable> objects = objects_;
+  auto service = std::make_unique<OwnerService>(this);
   rpc::ServerOptions server_options;
-  server_options.bind_address = options.bind_address;
-  server_options.token = *token;
+  server_options.bind_address = options_.bind_address;
+  server_options.token = token;
   auto server = rpc::RpcServer::Start(server_options, {service.get()});
   if (!server.ok()) return server.status();
-  runtime->owner_service_ = std::move(service);
-  runtime->server_ = *std::move(server);
-  runtime->owner_ = OwnerAddress{"", runtime->server_->address(),
-                                 absl::StrCat("driver-", runtime->driver_task_.Hex().substr(0, 12))};
-  *own_address = runtime->owner_.address;
-  worker::SetBorrowToken(*token);
+  owner_service_ = std::move(service);
+  server_ = *std::move(server);
+  owner_ = OwnerAddress{"", server_->address(),
+                        absl::StrCat("driver-", driver_task_.Hex().substr(0, 12))};
+  own_address = owner_.address;
+  worker::SetBorrowToken(token);
   // A driver borrows under its Owner address; a worker under its Worker service's (set when
   // the worker started serving).
-  if (!worker::InWorkerMode()) worker::SetBorrowerId(runtime->owner_.address);
-  runtime->borrower_watch_ = std::make_unique<BorrowerWatch>(
-      objects, *token, runtime->owner_.address, kBorrowerProbePeriod);
+  if (!worker::InWorkerMode()) worker::SetBorrowerId(owner_.address);
+  borrower_watch_ =
+      std::make_unique<BorrowerWatch>(objects, token, owner_.address, kBorrowerProbePeriod);
   // Counts for this process's own objects change its table at once.
-  worker::SetLocalOwner(runtime->owner_.address,
+  worker::SetLocalOwner(owner_.address,
                         [table = std::weak_ptr<ObjectTable>(objects)](
                             const ObjectId& id, const std::string& borrower, int64_t delta) {
                           if (auto live = table.lock(); live != nullptr) {
-                            (void)live->UpdateBorrows(id, borrower, delta);
+                            // False: the table no longer holds it, so nothing is counted.
+                            live->UpdateBorrows(id, borrower, delta);
                           }
                         });
+  return absl::OkStatus();
+}
 
+absl::Status DriverRuntime::StartLeases(const client::StateFolder& state, const std::string& token,
+                                        const std::string& head_address) {
   WorkerLeasesOptions leases;
-  leases.token = *token;
+  leases.token = token;
   leases.head_address = head_address;
-  leases.agent_address = options.agent_address;
+  leases.agent_address = options_.agent_address;
   leases.state_dir = state.root;
-  leases.owner_address = runtime->server_->address();
+  leases.owner_address = server_->address();
   // The job: the one this process runs in (a task's nested driver, a `tessera run` program, a
   // gang's rank), else this driver itself.
   const char* job = std::getenv(worker::kJobIdEnv);
-  leases.job_id = job != nullptr && *job != '\0' ? std::string(job) : runtime->owner_.worker_id;
-  runtime->job_id_ = leases.job_id;
-  leases.forward_output = options.forward_worker_output;
-  leases.prefix_output = options.prefix_worker_output;
-  leases.local_streams = options.local_worker_streams;
-  leases.worker_command = options.worker_command;
-  leases.worker_env = options.worker_env;
-  runtime->token_ = *token;
+  leases.job_id = job != nullptr && *job != '\0' ? std::string(job) : owner_.worker_id;
+  job_id_ = leases.job_id;
+  leases.forward_output = options_.forward_worker_output;
+  leases.prefix_output = options_.prefix_worker_output;
+  leases.local_streams = options_.local_worker_streams;
+  leases.worker_command = options_.worker_command;
+  leases.worker_env = options_.worker_env;
+  token_ = token;
   if (!head_address.empty()) {
-    runtime->head_ = v1::Head::NewStub(rpc::MakeChannel(head_address, *token));
+    head_ = v1::Head::NewStub(rpc::MakeChannel(head_address, token));
   }
-  DriverRuntime* runtime_ptr = runtime.get();
+  DriverRuntime* runtime_ptr = this;
   leases.on_worker_ready = [runtime_ptr](const std::string& key, const std::string& address,
                                          const std::string& node_id, const std::string& worker_id) {
     runtime_ptr->OnWorkerReady(key, address, node_id, worker_id);
   };
-  if (runtime->head_ != nullptr) {
-    runtime->directory_ = std::make_unique<ActorDirectoryClient>(runtime->head_.get());
+  if (head_ != nullptr) {
+    directory_ = std::make_unique<ActorDirectoryClient>(head_.get());
   }
-  runtime->submitter_->SetActorObserver(
-      [runtime_ptr](const std::string& key, const ActorChange& change) {
-        runtime_ptr->OnActorChanged(key, change);
-      });
+  submitter_->SetActorObserver([runtime_ptr](const std::string& key, const ActorChange& change) {
+    runtime_ptr->OnActorChanged(key, change);
+  });
   if (leases.agent_address.empty() && head_address.empty() &&
       client::NodeIdsInStateFolder(state).empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "no cluster in the state folder ", state.root,
         " (start one with `tessera up` or `tessera start`, or set TESSERA_STATE_DIR)"));
   }
-  runtime->leases_ = std::make_unique<WorkerLeases>(leases, runtime->submitter_.get());
-  runtime->submitter_->SetLeaseSource(runtime->leases_.get());
+  leases_ = std::make_unique<WorkerLeases>(leases, submitter_.get());
+  submitter_->SetLeaseSource(leases_.get());
+  return absl::OkStatus();
+}
 
-  if (runtime->head_ != nullptr) {
-    runtime->keepalive_ =
-        std::make_unique<DriverKeepAlive>(runtime->head_.get(), runtime->driver_id());
+void DriverRuntime::StartBackgroundWork() {
+  if (head_ != nullptr) {
+    keepalive_ = std::make_unique<DriverKeepAlive>(head_.get(), driver_id());
   }
-  if (runtime->head_ != nullptr && options.record_task_events) {
+  if (head_ != nullptr && options_.record_task_events) {
     TaskEventReporterOptions reporter;
-    reporter.job_id = leases.job_id;
-    runtime->task_events_ =
-        std::make_unique<TaskEventReporter>(runtime->head_.get(), std::move(reporter));
-    TaskEventReporter* sink = runtime->task_events_.get();
-    runtime->submitter_->SetTaskEventSink([sink](std::vector<TaskRun>& runs) { sink->Add(runs); });
+    reporter.job_id = job_id_;
+    task_events_ = std::make_unique<TaskEventReporter>(head_.get(), std::move(reporter));
+    TaskEventReporter* sink = task_events_.get();
+    submitter_->SetTaskEventSink([sink](std::vector<TaskRun>& runs) { sink->Add(runs); });
   }
-  DriverRuntime* self = runtime.get();
-  runtime->reaper_ = std::thread([self] {
+  DriverRuntime* self = this;
+  reaper_ = std::thread([self] {
     while (!self->stop_reaper_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
       self->submitter_->ReapIdle(absl::Now());
       self->EndUnreferencedActors();
     }
   });
-  // Connected now, not at the first large put: the connection is this driver's life in its
-  // node's store, so the results its workers store there go when it does, whatever it put.
-  (void)runtime->store_->Available();
-  return runtime;
 }
 
 DriverRuntime::~DriverRuntime() { Shutdown(); }
@@ -304,7 +337,8 @@ void DriverRuntime::Shutdown() {
 
 absl::StatusOr<std::string> DriverRuntime::TimelineJson() {
   if (head_ == nullptr) {
-    return absl::FailedPreconditionError("a timeline needs the cluster's head; this driver has none");
+    return absl::FailedPreconditionError(
+        "a timeline needs the cluster's head; this driver has none");
   }
   if (task_events_ != nullptr) task_events_->Flush();
   timeline::TimelineInput input;
@@ -330,61 +364,25 @@ absl::StatusOr<std::string> DriverRuntime::TimelineJson() {
 }
 
 absl::StatusOr<const LeaseShape*> DriverRuntime::ShapeFor(const TaskOptions& options) {
-  std::string key =
-      absl::StrCat(options.resources, "|", absl::StrJoin(options.label_selectors, "|"));
-  if (!options.placement_group.empty()) {
-    absl::StrAppend(&key, "|pg=", options.placement_group, "/", options.bundle_index);
-  }
-  absl::StrAppend(&key, NodeAffinityKey(options));
-  if (options.spread) absl::StrAppend(&key, "|spread");
-  // The runtime environment is part of the worker's identity: a worker started with one is never
-  // given a task that asks for another (lengths first, so no value can forge another's key).
-  for (const auto& [name, value] : options.env) {
-    absl::StrAppend(&key, "|env", name.size(), ":", name, value.size(), ":", value);
-  }
-  if (options.runtime_env_files != nullptr) {
-    absl::StrAppend(&key, "|files=", options.runtime_env_files->key);
-  }
   absl::MutexLock lock(&shapes_mu_);
-  auto it = shapes_.find(key);
-  if (it == shapes_.end()) it = shapes_.emplace(key, MakeShape(key, options)).first;
+  auto it = shapes_.find(options);
+  if (it == shapes_.end()) {
+    // The submitter's name for the shape: only an identity (nothing reads it back).
+    std::string name = absl::StrCat("shape ", shapes_.size() + 1);
+    it = shapes_.emplace(LeaseShapeKey::Of(options), MakeShape(std::move(name), options)).first;
+  }
   if (!it->second.ok()) return it->second.status();
   return &*it->second;  // a node of the map: stays where it is (entries are never erased)
 }
 
-absl::StatusOr<LeaseShape> DriverRuntime::MakeShape(const std::string& key,
-                                                    const TaskOptions& options) {
-  {
-    LeaseShape shape;
-    shape.key = key;
-    shape.env = options.env;
-    shape.files = options.runtime_env_files;
-    auto resources = ParseResourceSet(options.resources);
-    if (!resources.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("resources ", Quote(options.resources), ": ", resources.status().message()));
-    }
-    *shape.request.mutable_resources() = wire::ResourcesToProto(*resources);
-    if (!options.placement_group.empty()) {
-      shape.request.set_placement_group(options.placement_group);
-      shape.request.set_bundle_index(options.bundle_index);
-    }
-    if (absl::Status affinity = ApplyNodeAffinity(options, &shape.request); !affinity.ok()) {
-      return affinity;
-    }
-    if (options.spread) shape.request.set_strategy(v1::STRATEGY_SPREAD);
-    for (size_t i = 0; i < options.label_selectors.size(); ++i) {
-      auto selector = ParseLabelSelector(options.label_selectors[i]);
-      if (!selector.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("label selector ",
-                                                       Quote(options.label_selectors[i]), ": ",
-                                                       selector.status().message()));
-      }
-      wire::LabelSelectorToProto(*selector, i == 0 ? shape.request.mutable_label_selector()
-                                                   : shape.request.add_fallbacks());
-    }
-    return shape;
-  }
+absl::StatusOr<LeaseShape> DriverRuntime::MakeShape(std::string key, const TaskOptions& options) {
+  LeaseShape shape;
+  shape.key = std::move(key);
+  shape.env = options.env;
+  shape.files = options.runtime_env_files;
+  TESSERA_RETURN_IF_ERROR(wire::DemandToProto(options.resources, options.label_selectors,
+                                              options.strategy, &shape.request));
+  return shape;
 }
 
 ObjectRefBase DriverRuntime::MakeOwnedRef(const ObjectId& id) {
@@ -425,8 +423,8 @@ absl::Status DriverRuntime::CheckNumReturns(const std::string& name, int num_ret
   return absl::OkStatus();
 }
 
-absl::Status DriverRuntime::CheckStreaming(const std::string& name, bool streaming,
-                                           int num_returns, v1::Language language) {
+absl::Status DriverRuntime::CheckStreaming(const std::string& name, bool streaming, int num_returns,
+                                           v1::Language language) {
   if (!streaming) return absl::OkStatus();
   if (language != v1::LANGUAGE_PYTHON) {
     return absl::InvalidArgumentError(
@@ -450,9 +448,10 @@ void DriverRuntime::ExpectStream(const ObjectId& first, bool streaming, v1::Task
 absl::StatusOr<std::optional<ObjectRefBase>> DriverRuntime::GeneratorNext(
     const ObjectRefBase& generator, int64_t index, absl::Duration timeout) {
   if (generator.data().owner.address != owner_.address) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "generator ", generator.id().Hex(), " belongs to another process: only the caller "
-        "that started it reads its values"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("generator ", generator.id().Hex(),
+                     " belongs to another process: only the caller "
+                     "that started it reads its values"));
   }
   const absl::Time deadline =
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
@@ -495,9 +494,9 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
   }
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i].ref.has_value() && !args[i].ref->early_error().ok()) {
-      return Failed(absl::Status(
-          args[i].ref->early_error().code(),
-          absl::StrCat("task ", *name, ": argument ", i, ": ", args[i].ref->early_error().message())));
+      return Failed(absl::Status(args[i].ref->early_error().code(),
+                                 absl::StrCat("task ", *name, ": argument ", i, ": ",
+                                              args[i].ref->early_error().message())));
     }
   }
 
@@ -529,23 +528,34 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
   }
   task->spec.set_num_returns(std::max(1, options.num_returns));
   ExpectStream(return_id, options.streaming, task->spec);
-  task->spec.set_placement_group(options.placement_group);
-  task->spec.set_capture_child_tasks(options.capture_child_tasks);
+  SetPlacementGroup(options.strategy, task->spec);
   task->spec.set_task_id(task_id.Binary());
   task->spec.set_caller(owner_.address);
   task->spec.set_function(*name);
   task->spec.set_language(function.language);
-  if (function.code.has_value()) RefToProto(function.code->data(), task->spec.mutable_function_ref());
+  if (function.code.has_value())
+    RefToProto(function.code->data(), task->spec.mutable_function_ref());
   // Arguments owned here wait in the table; each is inlined when its value arrives.
+  std::vector<std::pair<int, ObjectRefBase>> waits = AddArguments(args, *task);
+  if (waits.empty()) {
+    submitter_->Submit(**shape, std::move(*task));
+    return result;
+  }
+  SubmitWhenArgumentsReady(task, **shape, waits);
+  return result;
+}
+
+std::vector<std::pair<int, ObjectRefBase>> DriverRuntime::AddArguments(
+    std::vector<internal::TaskArgument>& args, QueuedTask& task) {
   std::vector<std::pair<int, ObjectRefBase>> waits;
   for (size_t i = 0; i < args.size(); ++i) {
-    v1::TaskArg* arg = task->spec.add_args();
+    v1::TaskArg* arg = task.spec.add_args();
     if (!args[i].ref.has_value()) {
-      HoldRefsInside(args[i].value, &task->argument_refs);
+      HoldRefsInside(args[i].value, &task.argument_refs);
       arg->set_value(std::move(args[i].value));
       continue;
     }
-    task->argument_refs.push_back(*args[i].ref);
+    task.argument_refs.push_back(*args[i].ref);
     const ObjectRefData& ref = args[i].ref->data();
     if (ref.owner.address == owner_.address) {
       waits.emplace_back(static_cast<int>(i), *args[i].ref);
@@ -553,10 +563,13 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
       RefToProto(ref, arg->mutable_ref());
     }
   }
-  if (waits.empty()) {
-    submitter_->Submit(**shape, std::move(*task));
-    return result;
-  }
+  return waits;
+}
+
+void DriverRuntime::SubmitWhenArgumentsReady(
+    std::shared_ptr<QueuedTask> task, const LeaseShape& shape,
+    const std::vector<std::pair<int, ObjectRefBase>>& waits) {
+  const ObjectId return_id = task->return_id;
   struct Pending {
     absl::Mutex mu;
     int left;
@@ -574,7 +587,7 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
   const OwnerAddress owner = owner_;
   TaskSubmitter* submitter = submitter_.get();
   std::shared_ptr<MultipleReturns> returns = returns_;
-  auto lease_shape = std::make_shared<const LeaseShape>(**shape);
+  auto lease_shape = std::make_shared<const LeaseShape>(shape);
   for (const auto& wait : waits) {
     const int index = wait.first;
     // The callback holds the argument's ref, so its value stays until the task has it.
@@ -590,8 +603,8 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
         } else if (value.ok()) {
           task->spec.mutable_args(index)->set_value(*value);
         } else if (pending->failed.ok()) {
-          pending->failed = WithContext(
-              value.status(), absl::StrCat("task ", task->spec.function(), ": argument ", index, ": "));
+          pending->failed = WithContext(value.status(), absl::StrCat("task ", task->spec.function(),
+                                                                     ": argument ", index, ": "));
         }
         last = --pending->left == 0;
         failed = pending->failed;
@@ -604,7 +617,6 @@ ObjectRefBase DriverRuntime::SubmitByName(const internal::FunctionDescriptor& fu
       }
     });
   }
-  return result;
 }
 
 absl::StatusOr<internal::SerializedValue> DriverRuntime::Get(const ObjectRefBase& ref,
@@ -651,7 +663,7 @@ std::vector<bool> DriverRuntime::Wait(const std::vector<const ObjectRefBase*>& r
   const absl::Time deadline =
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   std::vector<ObjectId> ids;  // this owner's
-  std::vector<size_t> own;   // their places in `refs`
+  std::vector<size_t> own;    // their places in `refs`
   std::vector<size_t> foreign;
   for (size_t i = 0; i < refs.size(); ++i) {
     if (refs[i]->data().owner.address == owner_.address) {
@@ -670,16 +682,15 @@ std::vector<bool> DriverRuntime::Wait(const std::vector<const ObjectRefBase*>& r
     int count = 0;
     for (size_t i : foreign) {
       if (!ready[i]) {
-        ready[i] = worker::IsDoneAtOwner(
-            worker::OwnerStubFor(refs[i]->data().owner.address, token_), refs[i]->data(),
-            absl::ZeroDuration());
+        ready[i] =
+            worker::IsDoneAtOwner(worker::OwnerStubFor(refs[i]->data().owner.address, token_),
+                                  refs[i]->data(), absl::ZeroDuration());
       }
       count += ready[i] ? 1 : 0;
     }
     const absl::Time now = absl::Now();
-    const std::vector<bool> own_ready =
-        objects_->Wait(ids, std::max(0, num - count), std::min(deadline, now + pause),
-                       stop_at_failure);
+    const std::vector<bool> own_ready = objects_->Wait(
+        ids, std::max(0, num - count), std::min(deadline, now + pause), stop_at_failure);
     bool failed = false;
     for (size_t j = 0; j < own.size(); ++j) {
       ready[own[j]] = own_ready[j];
@@ -705,9 +716,10 @@ ObjectRefBase DriverRuntime::Put(std::string value) {
 
 absl::Status DriverRuntime::Cancel(const ObjectRefBase& ref, bool force, bool recursive) {
   if (ref.data().owner.address != owner_.address) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "object ", ref.id().Hex(), " is owned by another process: only its owner can cancel "
-        "the task that makes it"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("object ", ref.id().Hex(),
+                     " is owned by another process: only its owner can cancel "
+                     "the task that makes it"));
   }
   if (ref.id() != ObjectId::ForTaskReturn(ref.id().task_id(), 1)) {
     return absl::InvalidArgumentError(
@@ -738,7 +750,8 @@ void DriverRuntime::EndUnreferencedActors() {
     ObjectRefBase stop = SubmitActorTask(actor_id, "__ray_terminate__", {});
     if (!stop.early_error().ok()) continue;  // dead already
     objects_->OnReady(stop.id(), [this, actor_id, stop](const absl::StatusOr<std::string>&) {
-      (void)KillActor(actor_id);
+      IgnoreStatus(KillActor(actor_id),
+                   "after its terminate call: an actor that ended already needs no kill");
     });
   }
 }
@@ -803,17 +816,15 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
   const std::string* name = &function.name;
   if (options.max_restarts < 0 || options.max_task_retries < 0 || options.max_concurrency < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "actor ", *name, ": max_restarts and max_task_retries must be >= 0 and max_concurrency "
-        ">= 1 (got ", options.max_restarts, ", ", options.max_task_retries, ", ",
-        options.max_concurrency, ")"));
+        "actor ", *name,
+        ": max_restarts and max_task_retries must be >= 0 and max_concurrency "
+        ">= 1 (got ",
+        options.max_restarts, ", ", options.max_task_retries, ", ", options.max_concurrency, ")"));
   }
   TaskOptions task_options;
   task_options.resources = options.resources;
   task_options.label_selectors = options.label_selectors;
-  task_options.placement_group = options.placement_group;
-  task_options.bundle_index = options.bundle_index;
-  task_options.node_affinity = options.node_affinity;
-  task_options.node_affinity_soft = options.node_affinity_soft;
+  task_options.strategy = options.strategy;
   auto shape = ShapeFor(task_options);
   if (!shape.ok()) {
     return absl::Status(shape.status().code(),
@@ -826,13 +837,14 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
   constructor.spec.set_function(*name);
   constructor.spec.set_actor_id(actor_task.Binary());
   constructor.spec.set_max_concurrency(options.max_concurrency);
-  constructor.spec.set_placement_group(options.placement_group);
-  constructor.spec.set_capture_child_tasks(options.capture_child_tasks);
+  SetPlacementGroup(options.strategy, constructor.spec);
   for (const auto& [group, limit] : options.concurrency_groups) {
     if (group.empty() || limit < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "actor ", *name, ": concurrency group ", Quote(group), " must be named and allow >= 1 "
-          "calls at once (got ", limit, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("actor ", *name, ": concurrency group ",
+                                                     Quote(group),
+                                                     " must be named and allow >= 1 "
+                                                     "calls at once (got ",
+                                                     limit, ")"));
     }
     (*constructor.spec.mutable_concurrency_groups())[group] = limit;
   }
@@ -840,26 +852,10 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
   if (function.code.has_value()) {
     RefToProto(function.code->data(), constructor.spec.mutable_function_ref());
   }
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (!args[i].ref.has_value()) {
-      HoldRefsInside(args[i].value, &constructor.argument_refs);
-      constructor.spec.add_args()->set_value(std::move(args[i].value));
-      continue;
-    }
-    // The constructor runs again on every restart: its arguments are resolved once, here.
-    auto value = Get(*args[i].ref, absl::InfiniteDuration());
-    if (!value.ok()) {
-      return WithContext(value.status(), absl::StrCat("actor ", *name, ": argument ", i, ": "));
-    }
-    std::string bytes = std::move(*value).ToString();
-    // The refs inside it live while the actor may still read them (its worker borrows them).
-    HoldRefsInside(bytes, &constructor.argument_refs);
-    constructor.spec.add_args()->set_value(std::move(bytes));
-  }
+  TESSERA_RETURN_IF_ERROR(AddConstructorArguments(*name, args, constructor));
   ActorSpec actor;
-  actor.display = options.name.empty()
-                      ? absl::StrCat("actor ", *name, " ", id.substr(0, 8))
-                      : absl::StrCat("actor ", Quote(options.name));
+  actor.display = options.name.empty() ? absl::StrCat("actor ", *name, " ", id.substr(0, 8))
+                                       : absl::StrCat("actor ", Quote(options.name));
   actor.class_name = std::string(internal::ClassNameOf(type_name));
   actor.actor_id = id;
   actor.name = options.name;
@@ -882,6 +878,35 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
   if (!options.name.empty()) entry.handle_metadata = options.handle_metadata;
   entry.language = function.language;
   entry.code = function.code;
+  TESSERA_RETURN_IF_ERROR(RegisterActor(id, entry, options));
+  submitter_->CreateActor(actor_shape, std::move(actor), std::move(constructor));
+  return id;
+}
+
+absl::Status DriverRuntime::AddConstructorArguments(const std::string& name,
+                                                    std::vector<internal::TaskArgument>& args,
+                                                    QueuedTask& constructor) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].ref.has_value()) {
+      HoldRefsInside(args[i].value, &constructor.argument_refs);
+      constructor.spec.add_args()->set_value(std::move(args[i].value));
+      continue;
+    }
+    // The constructor runs again on every restart: its arguments are resolved once, here.
+    auto value = Get(*args[i].ref, absl::InfiniteDuration());
+    if (!value.ok()) {
+      return WithContext(value.status(), absl::StrCat("actor ", name, ": argument ", i, ": "));
+    }
+    std::string bytes = std::move(*value).ToString();
+    // The refs inside it live while the actor may still read them (its worker borrows them).
+    HoldRefsInside(bytes, &constructor.argument_refs);
+    constructor.spec.add_args()->set_value(std::move(bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DriverRuntime::RegisterActor(const std::string& id, const ActorEntry& entry,
+                                          const ActorOptions& options) {
   {
     absl::MutexLock lock(&actors_mu_);
     if (!options.name.empty()) {
@@ -903,13 +928,12 @@ absl::StatusOr<std::string> DriverRuntime::CreateActorByName(
       absl::MutexLock lock(&actors_mu_);
       actor_names_.erase({options.name_space, options.name});
       actors_.erase(id);
-      return absl::Status(registered.status().code(),
-                          absl::StrCat("actor ", Quote(options.name), ": ",
-                                       registered.status().message()));
+      return absl::Status(
+          registered.status().code(),
+          absl::StrCat("actor ", Quote(options.name), ": ", registered.status().message()));
     }
   }
-  submitter_->CreateActor(actor_shape, std::move(actor), std::move(constructor));
-  return id;
+  return absl::OkStatus();
 }
 
 ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const std::string& method,
@@ -956,7 +980,8 @@ ObjectRefBase DriverRuntime::SubmitActorTask(const std::string& actor_id, const 
     // Resolved before the call is numbered, so calls keep the order they were made in.
     auto value = Get(*args[i].ref, absl::InfiniteDuration());
     if (!value.ok()) {
-      return Failed(WithContext(value.status(), absl::StrCat("task ", method, ": argument ", i, ": ")));
+      return Failed(
+          WithContext(value.status(), absl::StrCat("task ", method, ": argument ", i, ": ")));
     }
     std::string bytes = std::move(*value).ToString();
     HoldRefsInside(bytes, &call.argument_refs);  // until the call is done
@@ -1028,7 +1053,7 @@ absl::StatusOr<std::string> DriverRuntime::FindNamedActor(const std::string& nam
 }
 
 absl::Status DriverRuntime::KillAttachedActor(const std::string& actor_id,
-                                             const ActorEntry& entry) {
+                                              const ActorEntry& entry) {
   const std::string cause = absl::StrCat("killed by tessera::Kill from driver ", driver_id());
   if (!entry.name.empty() && directory_ != nullptr) {
     // With no owner left to end it, the head hears of its death from here, before its process
@@ -1090,8 +1115,7 @@ void DriverRuntime::OnWorkerReady(const std::string& shape_key, const std::strin
   directory_->Update(std::move(alive));
 }
 
-absl::StatusOr<v1::LocateActorReply> DriverRuntime::LocateOwnedActor(
-    const std::string& actor_id) {
+absl::StatusOr<v1::LocateActorReply> DriverRuntime::LocateOwnedActor(const std::string& actor_id) {
   absl::MutexLock lock(&actors_mu_);
   auto it = actors_.find(actor_id);
   if (it == actors_.end() || it->second.attached) {
@@ -1172,8 +1196,8 @@ void DriverRuntime::OnActorChanged(const std::string& shape_key, const ActorChan
 absl::StatusOr<std::string> DriverRuntime::AttachNamedActor(const std::string& name,
                                                             const char* type_name,
                                                             const std::string& name_space) {
-  const absl::Status not_found = absl::NotFoundError(absl::StrCat(
-      "no live actor named ", Quote(name), " in namespace ", Quote(name_space)));
+  const absl::Status not_found = absl::NotFoundError(
+      absl::StrCat("no live actor named ", Quote(name), " in namespace ", Quote(name_space)));
   if (directory_ == nullptr) return not_found;
   // An actor whose process is starting (or restarting) is waited for: Ray's get_actor hands out
   // a pending actor's handle, whose calls then wait for it.
@@ -1198,16 +1222,15 @@ absl::StatusOr<std::string> DriverRuntime::AttachNamedActor(const std::string& n
         absl::StrCat("the actor named ", Quote(name), " is of another class"));
   }
   if (found->state() != v1::ACTOR_STATE_ALIVE || found->address().empty()) {
-    return absl::UnavailableError(absl::StrCat(
-        "the actor named ", Quote(name), " is ",
-        absl::AsciiStrToLower(ToAbsl(rpc::ActorStateName(found->state()))),
-        ": its process did not come up within ", absl::FormatDuration(kNamedActorStartWait),
-        "; try again"));
+    return absl::UnavailableError(
+        absl::StrCat("the actor named ", Quote(name), " is ",
+                     absl::AsciiStrToLower(ToAbsl(rpc::ActorStateName(found->state()))),
+                     ": its process did not come up within ",
+                     absl::FormatDuration(kNamedActorStartWait), "; try again"));
   }
   const std::string id = found->actor_id();
-  TESSERA_RETURN_IF_ERROR(
-      AttachAt(id, name, name_space, found->class_name(), found->address(),
-               found->calls_in_order()));
+  TESSERA_RETURN_IF_ERROR(AttachAt(id, name, name_space, found->class_name(), found->address(),
+                                   found->calls_in_order()));
   absl::MutexLock lock(&actors_mu_);
   if (auto it = actors_.find(id); it != actors_.end()) {
     it->second.handle_metadata = found->handle_metadata();
@@ -1255,8 +1278,8 @@ absl::Status DriverRuntime::AttachAt(const std::string& id, const std::string& n
   actor.actor_id = id;
   actor.name = name;
   actor.name_space = name_space;
-  actor.display = name.empty() ? absl::StrCat("actor ", id.substr(0, 8))
-                               : absl::StrCat("actor ", Quote(name));
+  actor.display =
+      name.empty() ? absl::StrCat("actor ", id.substr(0, 8)) : absl::StrCat("actor ", Quote(name));
   actor.calls_in_order = calls_in_order;
   submitter_->AttachActor(shape, std::move(actor), handle, channel);
   return absl::OkStatus();

@@ -21,12 +21,14 @@
 #include "api/borrower_watch.h"
 #include "api/driver_keepalive.h"
 #include "api/foreign_calls.h"
+#include "api/lease_shape_key.h"
 #include "api/multiple_returns.h"
 #include "api/object_table.h"
 #include "api/streaming_generators.h"
 #include "api/task_event_reporter.h"
 #include "api/task_submitter.h"
 #include "api/worker_leases.h"
+#include "client/state_folder.h"
 #include "objects/object_node_store.h"
 #include "rpc/server.h"
 #include "tessera/tessera.h"
@@ -84,7 +86,8 @@ class DriverRuntime {
   void FulfillPromise(const ObjectId& id, absl::StatusOr<std::string> value);
 
   // Actors (include/tessera/actor.h): the id (hex) of a new actor, or why it cannot be made.
-  absl::StatusOr<std::string> CreateActor(internal::AnyFunction factory, const ActorOptions& options,
+  absl::StatusOr<std::string> CreateActor(internal::AnyFunction factory,
+                                          const ActorOptions& options,
                                           std::vector<internal::TaskArgument> args,
                                           const char* type_name);
   absl::StatusOr<std::string> CreateActorByName(const internal::FunctionDescriptor& function,
@@ -134,10 +137,25 @@ class DriverRuntime {
 
  private:
   DriverRuntime() = default;
+  // The steps of Create, in order, after the store is open.
+  // The table of owned values: a value's stored copies go with its last reference, and the refs
+  // inside it are held as borrowed from `own_address` (this owner's, once it serves).
+  void MakeObjectTable(const std::shared_ptr<std::string>& own_address);
+  // The task submitter, which delivers every task's outcome into the table.
+  void MakeSubmitter();
+  // Serves the Owner service and lends and counts borrowed refs under its address (into
+  // `own_address`).
+  absl::Status ServeOwner(const std::string& token, std::string& own_address);
+  // The head's stub, the actor directory and the worker leases; FailedPrecondition when the
+  // state folder shows no cluster.
+  absl::Status StartLeases(const client::StateFolder& state, const std::string& token,
+                           const std::string& head_address);
+  // The keepalive at the head, the task event reporter and the reaper's thread.
+  void StartBackgroundWork();
   // The lease shape of `options`, made once per distinct shape (the entry of shapes_, which is
   // never erased, so the pointer stays valid for the runtime's life).
   absl::StatusOr<const LeaseShape*> ShapeFor(const TaskOptions& options);
-  static absl::StatusOr<LeaseShape> MakeShape(const std::string& key, const TaskOptions& options);
+  static absl::StatusOr<LeaseShape> MakeShape(std::string key, const TaskOptions& options);
   ObjectRefBase MakeOwnedRef(const ObjectId& id);
   // Holds the refs written inside serialized `value` (a task's argument) into `holds`.
   void HoldRefsInside(const std::string& value, std::vector<ObjectRefBase>* holds);
@@ -147,6 +165,14 @@ class DriverRuntime {
   // Why a task or call cannot be a streaming generator as asked (OK when it can).
   static absl::Status CheckStreaming(const std::string& name, bool streaming, int num_returns,
                                      v1::Language language);
+  // Puts `args` into the task's spec (values inline, refs of other owners as refs) and holds
+  // them for it: the refs owned here, with their argument's index, to be inlined once ready.
+  std::vector<std::pair<int, ObjectRefBase>> AddArguments(std::vector<internal::TaskArgument>& args,
+                                                          QueuedTask& task);
+  // Submits `task` once every argument of `waits` (owned here) is ready, each inlined or passed
+  // as a stored object's ref; its result fails with the first argument that failed instead.
+  void SubmitWhenArgumentsReady(std::shared_ptr<QueuedTask> task, const LeaseShape& shape,
+                                const std::vector<std::pair<int, ObjectRefBase>>& waits);
   // Marks `spec` (whose first return is `first`) a streaming generator of this owner, when it is.
   void ExpectStream(const ObjectId& first, bool streaming, v1::TaskSpec& spec);
   // Makes returns 2..num_returns of `first`'s task pending (their refs into `more_returns`, may
@@ -176,16 +202,17 @@ class DriverRuntime {
   std::atomic<uint32_t> puts_{0};
 
   absl::Mutex shapes_mu_;
-  std::map<std::string, absl::StatusOr<LeaseShape>> shapes_ ABSL_GUARDED_BY(shapes_mu_);
+  std::map<LeaseShapeKey, absl::StatusOr<LeaseShape>, LeaseShapeKeyLess> shapes_
+      ABSL_GUARDED_BY(shapes_mu_);
 
   struct ActorEntry {
     std::string shape_key;
     std::string name;
     std::string type_name;
     std::string name_space;  // where `name` is unique
-    bool attached = false;  // owned by another driver, found by name in the head's directory
-    std::string owner;      // at the head: this driver's id
-    bool detached = false;  // lifetime="detached": outlives this driver
+    bool attached = false;   // owned by another driver, found by name in the head's directory
+    std::string owner;       // at the head: this driver's id
+    bool detached = false;   // lifetime="detached": outlives this driver
     // Runs one call at a time (max_concurrency 1, no concurrency groups; ActorInfo's).
     bool calls_in_order = false;
     int restarts = 0;
@@ -201,6 +228,15 @@ class DriverRuntime {
   // The head's record of a named actor of this driver, in `state`.
   v1::ActorInfo DirectoryRecord(const std::string& id, const ActorEntry& entry,
                                 v1::ActorState state) const;
+  // Puts the constructor's arguments of actor class `name` into its spec, each ref resolved to
+  // its value (waiting for it).
+  absl::Status AddConstructorArguments(const std::string& name,
+                                       std::vector<internal::TaskArgument>& args,
+                                       QueuedTask& constructor);
+  // Records actor `id` (and its name, unique in its namespace in this driver and, with a head,
+  // in the cluster's directory); AlreadyExists and the directory's errors leave nothing behind.
+  absl::Status RegisterActor(const std::string& id, const ActorEntry& entry,
+                             const ActorOptions& options);
   // A worker of `shape_key` is up: a named actor of this driver is alive there.
   void OnWorkerReady(const std::string& shape_key, const std::string& address,
                      const std::string& node_id, const std::string& worker_id);
@@ -226,7 +262,7 @@ class DriverRuntime {
   absl::Mutex attached_mu_;
   std::vector<std::shared_ptr<GrpcWorkerChannel>> attached_ ABSL_GUARDED_BY(attached_mu_);
   absl::Mutex actors_mu_;
-  std::map<std::string, ActorEntry> actors_ ABSL_GUARDED_BY(actors_mu_);       // by id
+  std::map<std::string, ActorEntry> actors_ ABSL_GUARDED_BY(actors_mu_);  // by id
   // (namespace, name) -> id of this driver's live named actors.
   std::map<std::pair<std::string, std::string>, std::string> actor_names_
       ABSL_GUARDED_BY(actors_mu_);

@@ -49,9 +49,9 @@ std::optional<std::string> ErrorKindOf(const absl::Status& status) {
 absl::Status OwnerDiedStatus(const std::string& object_hex, const std::string& owner_address,
                              const absl::Status& reached) {
   return WithErrorKind(
-      absl::UnavailableError(absl::StrCat("object ", object_hex, " went with its owner, the process at ",
-                                          owner_address, ", which has exited (reaching it: ",
-                                          reached.message(), ")")),
+      absl::UnavailableError(
+          absl::StrCat("object ", object_hex, " went with its owner, the process at ",
+                       owner_address, ", which has exited (reaching it: ", reached.message(), ")")),
       ErrorKind::kOwnerDied);
 }
 
@@ -74,9 +74,8 @@ std::optional<std::string> TracebackOf(const absl::Status& status) {
 absl::Status WithContext(const absl::Status& status, std::string_view prefix) {
   if (status.ok()) return status;
   absl::Status out(status.code(), absl::StrCat(std::string(prefix), status.message()));
-  status.ForEachPayload([&out](absl::string_view url, const absl::Cord& payload) {
-    out.SetPayload(url, payload);
-  });
+  status.ForEachPayload(
+      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
   return out;
 }
 

@@ -16,18 +16,18 @@ namespace tessera::api {
 
 // The kinds, as the words ErrorKindWord gives (the names of tessera.exceptions' classes).
 enum class ErrorKind {
-  kTaskError,              // user code raised (the exception payload says what)
-  kWorkerCrashed,          // the worker died while running it, more often than max_retries
-  kActorDied,              // the actor is dead (killed, out of restarts, its constructor failed)
-  kActorUnavailable,       // the actor is restarting or cannot be reached now
-  kTaskCancelled,          // cancelled before or while it ran
-  kTaskUnschedulable,      // no node can ever run it (e.g. hard affinity to a dead node)
+  kTaskError,          // user code raised (the exception payload says what)
+  kWorkerCrashed,      // the worker died while running it, more often than max_retries
+  kActorDied,          // the actor is dead (killed, out of restarts, its constructor failed)
+  kActorUnavailable,   // the actor is restarting or cannot be reached now
+  kTaskCancelled,      // cancelled before or while it ran
+  kTaskUnschedulable,  // no node can ever run it (e.g. hard affinity to a dead node)
   kActorUnschedulable,
-  kObjectLost,             // the only copy of a value went with its node
-  kOwnerDied,              // the process owning the value is gone
+  kObjectLost,  // the only copy of a value went with its node
+  kOwnerDied,   // the process owning the value is gone
   kTaskPlacementGroupRemoved,
   kActorPlacementGroupRemoved,
-  kObjectStoreFull,        // the value does not fit in its node's object store, even spilled
+  kObjectStoreFull,  // the value does not fit in its node's object store, even spilled
 };
 
 std::string_view ErrorKindWord(ErrorKind kind);

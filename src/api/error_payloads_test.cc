@@ -1,9 +1,9 @@
 #include "api/error_payloads.h"
 
+#include <gtest/gtest.h>
+
 #include <set>
 #include <string_view>
-
-#include <gtest/gtest.h>
 
 namespace tessera::api {
 namespace {
@@ -44,13 +44,17 @@ TEST(ErrorPayloadsTest, ContextIsPrefixedAndPayloadsAreKept) {
 }
 
 TEST(ErrorPayloadsTest, EveryKindHasItsOwnWord) {
-  const ErrorKind kinds[] = {
-      ErrorKind::kTaskError,         ErrorKind::kWorkerCrashed,
-      ErrorKind::kActorDied,         ErrorKind::kActorUnavailable,
-      ErrorKind::kTaskCancelled,     ErrorKind::kTaskUnschedulable,
-      ErrorKind::kActorUnschedulable, ErrorKind::kObjectLost,
-      ErrorKind::kOwnerDied,         ErrorKind::kTaskPlacementGroupRemoved,
-      ErrorKind::kActorPlacementGroupRemoved};
+  const ErrorKind kinds[] = {ErrorKind::kTaskError,
+                             ErrorKind::kWorkerCrashed,
+                             ErrorKind::kActorDied,
+                             ErrorKind::kActorUnavailable,
+                             ErrorKind::kTaskCancelled,
+                             ErrorKind::kTaskUnschedulable,
+                             ErrorKind::kActorUnschedulable,
+                             ErrorKind::kObjectLost,
+                             ErrorKind::kOwnerDied,
+                             ErrorKind::kTaskPlacementGroupRemoved,
+                             ErrorKind::kActorPlacementGroupRemoved};
   std::set<std::string_view> words;
   for (ErrorKind kind : kinds) words.insert(ErrorKindWord(kind));
   EXPECT_EQ(words.size(), std::size(kinds));

@@ -17,11 +17,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "api/reservations.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "client/cluster_client.h"
 #include "client/reservation_calls.h"
 #include "labels/label_selector.h"
 #include "resources/resource_set.h"
+#include "rpc/state_names.h"
 #include "tessera/v1/jobs.grpc.pb.h"
 #include "train/cluster_gang_backend.h"
 #include "train/gang_controller.h"
@@ -40,7 +42,8 @@ absl::StatusOr<std::unique_ptr<client::ClusterClient>> Connect() {
 absl::StatusOr<v1::Resources> Resources(const std::string& what, const std::string& text) {
   auto parsed = ParseResourceSet(text);
   if (!parsed.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("gang: ", what, ": ", parsed.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("gang: ", what, ": ", parsed.status().message()));
   }
   return wire::ResourcesToProto(*parsed);
 }
@@ -64,8 +67,8 @@ absl::StatusOr<v1::SubmitJobRequest> GangRequest(const GangOptions& o) {
   spec.set_start_timeout_ms(Ms(o.start_timeout));
   spec.set_elastic_check_ms(Ms(o.elastic_check));
   v1::GangPlacement& p = *spec.mutable_placement();
-  const int kinds = (!o.accelerator_type.empty() ? 1 : 0) + (o.workers > 0 ? 1 : 0) +
-                    (o.nodes > 0 ? 1 : 0);
+  const int kinds =
+      (!o.accelerator_type.empty() ? 1 : 0) + (o.workers > 0 ? 1 : 0) + (o.nodes > 0 ? 1 : 0);
   if (kinds != 1) {
     return absl::InvalidArgumentError(
         "gang: give exactly one of accelerator_type (with topology), workers or nodes");
@@ -82,7 +85,14 @@ absl::StatusOr<v1::SubmitJobRequest> GangRequest(const GangOptions& o) {
     p.set_min_workers(o.min_workers > 0 ? o.min_workers : o.workers);
     TESSERA_ASSIGN_OR_RETURN(*p.mutable_resources_per_worker(),
                              Resources("resources_per_worker", o.resources_per_worker));
-    p.set_strategy(o.strategy);
+    if (!o.strategy.empty()) {  // "": PACK
+      auto strategy = ParsePlacementStrategy(o.strategy);
+      if (!strategy.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("gang: strategy: ", strategy.status().message()));
+      }
+      p.set_strategy(wire::PlacementStrategyToProto(*strategy));
+    }
   }
   if (o.nodes > 0) {
     p.set_max_nodes(o.nodes);
@@ -109,7 +119,7 @@ GangStatus FromProto(const v1::JobStatus& s) {
   GangStatus out;
   out.id = s.job_id();
   out.name = s.name();
-  out.state = s.state();
+  out.state = std::string(rpc::GangJobStateName(s.state()));
   out.message = s.message();
   out.restart_count = s.restart_count();
   out.membership_changes = s.membership_changes();
@@ -118,7 +128,8 @@ GangStatus FromProto(const v1::JobStatus& s) {
   out.log_dir = s.log_dir();
   for (const v1::RankStatus& r : s.ranks()) {
     out.ranks.push_back({r.rank(), r.local_rank(), r.node_rank(), r.node_id(), r.host(),
-                         r.worker_id(), r.pid(), r.state(), r.exit_reason()});
+                         r.worker_id(), r.pid(), std::string(rpc::RankStateName(r.state())),
+                         r.exit_reason()});
   }
   return out;
 }
@@ -136,8 +147,7 @@ class ActorRankWatch final : public train::RankWatch {
       }
       v1::WorkerExit exit;
       exit.set_exit_code(status.ok() ? 0 : 1);
-      exit.set_reason(status.ok() ? "returned"
-                                  : absl::StrCat("failed: ", status.message()));
+      exit.set_reason(status.ok() ? "returned" : absl::StrCat("failed: ", status.message()));
       ended(exit);
     });
   }
@@ -146,7 +156,9 @@ class ActorRankWatch final : public train::RankWatch {
     thread_.join();
   }
   void Cancel() override {
-    if (!cancelled_.exchange(true)) member_.kill();
+    if (!cancelled_.exchange(true)) {
+      IgnoreStatus(member_.kill(), "an actor that is gone already has ended the wait as well");
+    }
   }
 
  private:
@@ -165,7 +177,9 @@ class ActorGangBackend final : public train::GangBackend {
   // The last attempt's actors end with the gang.
   ~ActorGangBackend() override {
     absl::MutexLock lock(&mu_);
-    for (auto& [id, member] : members_) member.kill();
+    for (auto& [id, member] : members_) {
+      IgnoreStatus(member.kill(), "an actor that is gone already needs no kill");
+    }
   }
 
   absl::StatusOr<train::GangReservation> Reserve(const std::string& name,
@@ -199,9 +213,8 @@ class ActorGangBackend final : public train::GangBackend {
     auto resources = wire::ResourcesFromProto(launch.resources);
     if (!resources.ok()) return resources.status();
     ActorOptions options;
-    options.resources = resources->ToString();
-    options.placement_group = launch.reservation;
-    options.bundle_index = launch.slot.bundle_index;
+    options.resources = *std::move(resources);
+    options.strategy = PlacementGroupScheduling{launch.reservation, launch.slot.bundle_index};
     options.env = launch.env;
     options.max_restarts = 0;  // never alone: the gang restarts together
     auto member = start_(options);
@@ -214,9 +227,9 @@ class ActorGangBackend final : public train::GangBackend {
     members_[started.worker_id] = *std::move(member);
     return started;
   }
-  std::unique_ptr<train::RankWatch> WatchRank(
-      const train::StartedRank& rank, std::function<void(bool, const std::string&)>,
-      std::function<void(train::RankEnd)> ended) override {
+  std::unique_ptr<train::RankWatch> WatchRank(const train::StartedRank& rank,
+                                              std::function<void(bool, const std::string&)>,
+                                              std::function<void(train::RankEnd)> ended) override {
     absl::MutexLock lock(&mu_);
     return std::make_unique<ActorRankWatch>(members_.at(rank.worker_id), std::move(ended));
   }
@@ -232,8 +245,7 @@ class ActorGangBackend final : public train::GangBackend {
       if (it == members_.end()) return absl::NotFoundError("no such rank");
       member = it->second;
     }
-    member.kill();
-    return absl::OkStatus();
+    return member.kill();
   }
 
  private:

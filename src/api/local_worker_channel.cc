@@ -71,8 +71,7 @@ void LocalWorkerChannel::Send(v1::TaskBatch batch) {
 
 void LocalWorkerChannel::WriteNowLocked() {
   while (!pending_.empty()) {
-    const ssize_t n =
-        send(fd_, pending_.data(), pending_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    const ssize_t n = send(fd_, pending_.data(), pending_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n > 0) {
       pending_.erase(0, static_cast<size_t>(n));
       continue;

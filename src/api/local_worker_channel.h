@@ -70,8 +70,8 @@ class LocalWorkerChannel final : public WorkerStream {
   std::thread reader_;
 
   absl::Mutex mu_;
-  absl::CondVar changed_;  // writer_owns_ or stopping_ became true
-  std::string pending_ ABSL_GUARDED_BY(mu_);  // frames not yet written, in order
+  absl::CondVar changed_;                          // writer_owns_ or stopping_ became true
+  std::string pending_ ABSL_GUARDED_BY(mu_);       // frames not yet written, in order
   bool writer_owns_ ABSL_GUARDED_BY(mu_) = false;  // the writer thread drains pending_
   std::thread writer_ ABSL_GUARDED_BY(mu_);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;

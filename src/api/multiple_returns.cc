@@ -30,9 +30,9 @@ bool MultipleReturns::Deliver(const ObjectId& first, absl::StatusOr<std::string>
   bool delivered = false;
   for (int i = 1; i <= count; ++i) {
     const ObjectId id = ObjectId::ForTaskReturn(task, static_cast<uint32_t>(i));
-    delivered |= table_->Complete(
-        id, values.ok() ? absl::StatusOr<std::string>(std::move((*values)[i - 1]))
-                        : absl::StatusOr<std::string>(values.status()));
+    delivered |=
+        table_->Complete(id, values.ok() ? absl::StatusOr<std::string>(std::move((*values)[i - 1]))
+                                         : absl::StatusOr<std::string>(values.status()));
   }
   return delivered;
 }

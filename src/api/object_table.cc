@@ -209,8 +209,8 @@ absl::Status ObjectTable::Failure(const ObjectId& id) const {
   return it->second.value.status();
 }
 
-std::vector<bool> ObjectTable::Wait(const std::vector<ObjectId>& ids, int num,
-                                    absl::Time deadline, bool stop_at_failure) {
+std::vector<bool> ObjectTable::Wait(const std::vector<ObjectId>& ids, int num, absl::Time deadline,
+                                    bool stop_at_failure) {
   if (ids.size() == 1 && num >= 1) SpinUntilDone(ids[0], deadline);
   absl::MutexLock lock(&mu_);
   ++waiters_;
@@ -239,7 +239,8 @@ void ObjectTable::OnReady(const ObjectId& id, ReadyCallback callback) {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(id);
     if (it == entries_.end()) {
-      value = absl::NotFoundError(absl::StrCat("object ", id.Hex(), " is not held by this process"));
+      value =
+          absl::NotFoundError(absl::StrCat("object ", id.Hex(), " is not held by this process"));
     } else if (!it->second.done) {
       it->second.callbacks.push_back(std::move(callback));
       return;

@@ -70,7 +70,7 @@ class ObjectTable {
 
   // Gives back what a value that no entry takes lent this process (a duplicate result or
   // generator item): its holds are made and let go at once.
-  void Discard(const std::string& value) const { (void)HoldsFor(value); }
+  void Discard(const std::string& value) const { HoldsFor(value); }
 
   // One more local reference to `id` (false, nothing changed: the table no longer holds it).
   bool AddLocal(const ObjectId& id);
@@ -115,7 +115,7 @@ class ObjectTable {
  private:
   struct Entry {
     bool done = false;
-    int64_t local = 0;  // this process's references
+    int64_t local = 0;                                    // this process's references
     absl::flat_hash_map<std::string, int64_t> borrowers;  // other processes' counts
     absl::StatusOr<std::string> value = std::string();
     std::vector<ReadyCallback> callbacks;

@@ -58,8 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       case 3:
         table.Release(id);
-        if (found != model.end() && --found->second.local <= 0 &&
-            found->second.borrowers.empty()) {
+        if (found != model.end() && --found->second.local <= 0 && found->second.borrowers.empty()) {
           model.erase(found);
         }
         break;
@@ -80,9 +79,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           it = had && unreferenced(it->second) ? model.erase(it) : std::next(it);
         }
         break;
-      case 6:
-        (void)table.Complete(id, std::string("done"));
-        break;
+      case 6: (void)table.Complete(id, std::string("done")); break;
     }
     Check(table.size() == model.size(), "size");
     size_t borrowed = 0;

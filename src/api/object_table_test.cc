@@ -1,9 +1,9 @@
 #include "api/object_table.h"
 
+#include <gtest/gtest.h>
+
 #include <string>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 namespace tessera::api {
 namespace {
@@ -85,9 +85,8 @@ TEST(ObjectTableTest, OnReadyRunsOnceDone) {
 
 TEST(ObjectTableTest, DropHookSeesReleasedValuesAndUnwantedResults) {
   std::vector<std::pair<ObjectId, std::string>> dropped;
-  ObjectTable table([&](const ObjectId& id, const std::string& value) {
-    dropped.emplace_back(id, value);
-  });
+  ObjectTable table(
+      [&](const ObjectId& id, const std::string& value) { dropped.emplace_back(id, value); });
   const ObjectId put = ObjectId::FromRandom();
   table.AddValue(put, "stored-put");
   table.Release(put);

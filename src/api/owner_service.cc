@@ -30,7 +30,8 @@ grpc::Status OwnerService::GetObject(grpc::ServerContext*, const v1::GetObjectRe
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("object_id: ", id.status().message()));
   }
-  const absl::Time deadline = absl::Now() + absl::Milliseconds(std::max<int64_t>(0, request->wait_ms()));
+  const absl::Time deadline =
+      absl::Now() + absl::Milliseconds(std::max<int64_t>(0, request->wait_ms()));
   if (request->peek()) {
     // An id this owner no longer holds counts as done: reading it says why.
     if (runtime_->objects().Wait({*id}, 1, deadline)[0]) return grpc::Status::OK;
@@ -110,7 +111,8 @@ grpc::Status OwnerService::UpdateBorrows(grpc::ServerContext*,
   }
   for (int i = 0; i < request->changes_size(); ++i) {
     const v1::BorrowChange& change = request->changes(i);
-    (void)runtime_->objects().UpdateBorrows(ids[i], change.borrower(), change.delta());
+    // False for an id the table no longer holds: nothing is left to count.
+    runtime_->objects().UpdateBorrows(ids[i], change.borrower(), change.delta());
   }
   return grpc::Status::OK;
 }

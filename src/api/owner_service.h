@@ -28,8 +28,7 @@ class OwnerService final : public v1::Owner::Service {
                            v1::LocateActorReply* reply) override;
   grpc::Status KillActor(grpc::ServerContext* context, const v1::KillActorRequest* request,
                          v1::KillActorReply* reply) override;
-  grpc::Status UpdateBorrows(grpc::ServerContext* context,
-                             const v1::UpdateBorrowsRequest* request,
+  grpc::Status UpdateBorrows(grpc::ServerContext* context, const v1::UpdateBorrowsRequest* request,
                              v1::UpdateBorrowsReply* reply) override;
   grpc::Status ReportGeneratorItem(grpc::ServerContext* context,
                                    const v1::ReportGeneratorItemRequest* request,

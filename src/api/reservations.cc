@@ -9,6 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "client/reservation_calls.h"
@@ -75,9 +76,9 @@ absl::StatusOr<v1::CreatePlacementGroupRequest> GroupRequest(const PlacementGrou
   if (!primary.ok()) return prefix(primary.status());
   spec.primary = *std::move(primary);
   for (size_t i = 0; i < options.fallbacks.size(); ++i) {
-    auto fallback = ParseBundleOption(absl::StrCat("fallback ", i + 1),
-                                      options.fallbacks[i].bundles,
-                                      options.fallbacks[i].bundle_selectors);
+    auto fallback =
+        ParseBundleOption(absl::StrCat("fallback ", i + 1), options.fallbacks[i].bundles,
+                          options.fallbacks[i].bundle_selectors);
     if (!fallback.ok()) return prefix(fallback.status());
     spec.fallbacks.push_back(*std::move(fallback));
   }
@@ -93,8 +94,8 @@ absl::StatusOr<v1::CreatePlacementGroupRequest> GroupRequest(const PlacementGrou
 absl::StatusOr<v1::ReserveSlicesRequest> SliceRequest(const SliceOptions& options) {
   TESSERA_RETURN_IF_ERROR(CheckName("slice reservation", options.name));
   auto prefix = [&](const absl::Status& status) {
-    return absl::Status(status.code(), absl::StrCat("slice reservation ", options.name, ": ",
-                                                    status.message()));
+    return absl::Status(status.code(),
+                        absl::StrCat("slice reservation ", options.name, ": ", status.message()));
   };
   v1::ReserveSlicesRequest request;
   request.set_request_id(client::NewRequestId("slice"));
@@ -196,14 +197,14 @@ absl::StatusOr<PlacementGroup> WaitPlacementGroup(const PlacementGroupOptions& o
   }
   TESSERA_ASSIGN_OR_RETURN(v1::PlacementGroupInfo info, std::move(waited));
   if (info.state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
-    (void)client::RemovePlacementGroupNamed(*client, options.name);  // withdrawn: nothing is left
-    return api::NotGranted("placement group", options.name,
-                           info.state() == v1::PLACEMENT_GROUP_STATE_INFEASIBLE &&
-                                   !options.wait_while_infeasible
-                               ? api::Refusal::kInfeasible
-                               : api::Refusal::kNotYet,
-                           rpc::PlacementGroupStateName(info.state()), info.explanation(),
-                           options.timeout);
+    IgnoreStatus(client::RemovePlacementGroupNamed(*client, options.name),
+                 "withdrawn: nothing is left");
+    return api::NotGranted(
+        "placement group", options.name,
+        info.state() == v1::PLACEMENT_GROUP_STATE_INFEASIBLE && !options.wait_while_infeasible
+            ? api::Refusal::kInfeasible
+            : api::Refusal::kNotYet,
+        rpc::PlacementGroupStateName(info.state()), info.explanation(), options.timeout);
   }
   PlacementGroup group;
   group.name = info.name();
@@ -236,13 +237,12 @@ absl::StatusOr<SliceReservation> ReserveSlices(const SliceOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(v1::SliceGroupInfo info,
                            client::ReserveSlicesAndWait(*client, request, options.timeout));
   if (info.state() != v1::SLICE_GROUP_STATE_RESERVED) {
-    (void)client::ReleaseSlicesNamed(*client, options.name);  // withdrawn: nothing is left
-    return api::NotGranted("slice reservation", options.name,
-                           info.state() == v1::SLICE_GROUP_STATE_INFEASIBLE
-                               ? api::Refusal::kInfeasible
-                               : api::Refusal::kNotYet,
-                           rpc::SliceGroupStateName(info.state()), info.explanation(),
-                           options.timeout);
+    IgnoreStatus(client::ReleaseSlicesNamed(*client, options.name), "withdrawn: nothing is left");
+    return api::NotGranted(
+        "slice reservation", options.name,
+        info.state() == v1::SLICE_GROUP_STATE_INFEASIBLE ? api::Refusal::kInfeasible
+                                                         : api::Refusal::kNotYet,
+        rpc::SliceGroupStateName(info.state()), info.explanation(), options.timeout);
   }
   SliceReservation reservation;
   reservation.name = info.name();

@@ -22,7 +22,8 @@ bool StreamingGenerators::IsGenerator(const TaskId& task) const {
 
 absl::Status StreamingGenerators::Report(const TaskId& task, int64_t index, std::string value) {
   if (index < 0 || index > int64_t{0x7ffffff0}) {
-    return absl::InvalidArgumentError(absl::StrCat("generator item index ", index, " is out of range"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("generator item index ", index, " is out of range"));
   }
   bool duplicate = false;
   {
@@ -38,9 +39,9 @@ absl::Status StreamingGenerators::Report(const TaskId& task, int64_t index, std:
       duplicate = true;  // a retried run's item: what it lent this owner goes back
     }
     if (index > generator.received) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "generator item ", index, " of task ", task.Hex(), " came before item ",
-          generator.received));
+      return absl::FailedPreconditionError(absl::StrCat("generator item ", index, " of task ",
+                                                        task.Hex(), " came before item ",
+                                                        generator.received));
     }
     if (!duplicate) {
       // Added under the lock, so that Next never sees `received` ahead of the table.
@@ -77,7 +78,8 @@ absl::StatusOr<std::optional<ObjectId>> StreamingGenerators::Next(const TaskId& 
   mu_.AwaitWithDeadline(absl::Condition(&has_news), deadline);
   auto it = generators_.find(task);
   if (it == generators_.end()) {
-    return absl::NotFoundError(absl::StrCat("task ", task.Hex(), " is no streaming generator here"));
+    return absl::NotFoundError(
+        absl::StrCat("task ", task.Hex(), " is no streaming generator here"));
   }
   const Generator& generator = it->second;
   if (index < generator.received) return std::optional<ObjectId>(ItemId(task, index));
@@ -99,7 +101,8 @@ void StreamingGenerators::Release(const TaskId& task, int64_t next_index) {
     if (it == generators_.end()) return;
     Generator& generator = it->second;
     const int64_t last = generator.received + (generator.failed ? 1 : 0);
-    for (int64_t i = std::max<int64_t>(next_index, 0); i < last; ++i) unread.push_back(ItemId(task, i));
+    for (int64_t i = std::max<int64_t>(next_index, 0); i < last; ++i)
+      unread.push_back(ItemId(task, i));
     generator.released = true;
     if (generator.finished) generators_.erase(it);
   }

@@ -1,8 +1,8 @@
 #include "api/streaming_generators.h"
 
-#include <thread>
-
 #include <gtest/gtest.h>
+
+#include <thread>
 
 namespace tessera::api {
 namespace {

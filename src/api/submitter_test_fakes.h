@@ -20,7 +20,7 @@ class FakeLeases : public LeaseSource {
   }
   std::vector<std::string> requests;
   std::vector<WorkerHandle> returned;  // every ReturnLease, in order
-  bool can_return = true;  // what ReturnLease answers
+  bool can_return = true;              // what ReturnLease answers
 };
 
 class FakeChannel : public WorkerChannel {

@@ -54,12 +54,11 @@ class TaskEventReporter {
   void Flush() ABSL_LOCKS_EXCLUDED(mu_, flush_mu_);
 
  private:
-
   v1::Head::Stub* const head_;
   const TaskEventReporterOptions options_;
   mutable absl::Mutex mu_;
   std::vector<TaskRun> pending_ ABSL_GUARDED_BY(mu_);
-  int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;           // all so far
+  int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;             // all so far
   int64_t dropped_unreported_ ABSL_GUARDED_BY(mu_) = 0;  // not yet told to the head
   absl::Mutex flush_mu_;  // one flush at a time (the thread's, or Stop's last)
   // The runs of the report being sent; emptied after, its capacity kept for the next swap.

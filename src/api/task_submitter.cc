@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/error_payloads.h"
+#include "base/ignore_status.h"
 #include "objects/object_location.h"
 
 namespace tessera::api {
@@ -17,12 +18,11 @@ constexpr double kMinRunNanos = 2000;
 
 absl::Status TaskErrorStatus(const std::string& function, const v1::TaskError& error) {
   if (error.kind() == "application") {
-    return WithException(
-        WithErrorKind(absl::UnknownError(absl::StrCat("task ", function, " failed: ", error.type(),
-                                                      error.message().empty() ? "" : ": ",
-                                                      error.message())),
-                      ErrorKind::kTaskError),
-        error.exception(), error.traceback());
+    return WithException(WithErrorKind(absl::UnknownError(absl::StrCat(
+                                           "task ", function, " failed: ", error.type(),
+                                           error.message().empty() ? "" : ": ", error.message())),
+                                       ErrorKind::kTaskError),
+                         error.exception(), error.traceback());
   }
   if (error.kind() == kTaskErrorStoreFull) {
     return WithErrorKind(absl::ResourceExhaustedError(absl::StrCat(
@@ -58,7 +58,8 @@ absl::Status ActorDeadStatus(const ActorSpec& actor, const std::string& cause, i
   line("pid", pid > 0 ? absl::StrCat(pid) : "");
   line("name", actor.name);
   line("namespace", actor.name_space);
-  absl::StrAppend(&text, "\n", cause_whole ? cause : absl::StrCat(actor.display, " is dead: ", cause));
+  absl::StrAppend(&text, "\n",
+                  cause_whole ? cause : absl::StrCat(actor.display, " is dead: ", cause));
   return WithErrorKind(absl::UnavailableError(text), kind);
 }
 
@@ -73,8 +74,8 @@ std::pair<TaskRun::Outcome, std::string> RunOutcome(const v1::TaskResult& result
                                                     bool retried) {
   if (!result.has_error()) return {TaskRun::Outcome::kOk, ""};
   if (cancelled) return {TaskRun::Outcome::kCancelled, ""};
-  const std::string& type = result.error().type().empty() ? result.error().kind()
-                                                          : result.error().type();
+  const std::string& type =
+      result.error().type().empty() ? result.error().kind() : result.error().type();
   return {retried ? TaskRun::Outcome::kRetried : TaskRun::Outcome::kError, type};
 }
 
@@ -118,8 +119,7 @@ int TaskSubmitter::CapLocked(const Shape& shape) const {
   // An actor has one worker that runs its calls in order: pipeline as deep as allowed.
   if (shape.actor) return options_.max_in_flight_per_worker;
   if (shape.run_nanos_ewma <= 0) return 1;
-  const double cap =
-      absl::ToDoubleNanoseconds(options_.target_queue_time) / shape.run_nanos_ewma;
+  const double cap = absl::ToDoubleNanoseconds(options_.target_queue_time) / shape.run_nanos_ewma;
   return static_cast<int>(std::clamp(cap, 1.0, double(options_.max_in_flight_per_worker)));
 }
 
@@ -128,9 +128,9 @@ size_t TaskSubmitter::MinBatchLocked(const Shape& shape, int cap) const {
   if (shape.actor) {
     // A call of an actor that runs several at once may be what one in flight waits for.
     const v1::TaskSpec& create = shape.constructor.spec;
-    const bool in_order = shape.attached ? shape.actor_spec.calls_in_order
-                                         : create.max_concurrency() <= 1 &&
-                                               create.concurrency_groups().empty();
+    const bool in_order =
+        shape.attached ? shape.actor_spec.calls_in_order
+                       : create.max_concurrency() <= 1 && create.concurrency_groups().empty();
     if (!in_order) return 1;
   }
   return static_cast<size_t>(std::clamp(cap / 2, 1, std::max(1, options_.max_batch_wait)));
@@ -226,11 +226,11 @@ void TaskSubmitter::LeaseFailed(const std::string& shape_key, const absl::Status
       ActorDeadLocked(shape, absl::StrCat("its worker could not start: ", status.message()),
                       outcomes);
     } else if (shape.workers.empty() &&
-        (permanent || shape.start_failures >= options_.max_start_failures)) {
+               (permanent || shape.start_failures >= options_.max_start_failures)) {
       // Permanent: no node can ever run it (infeasible, or its hard affinity's node is gone).
-      FailQueuedLocked(
-          shape, permanent ? WithErrorKind(status, ErrorKind::kTaskUnschedulable) : status,
-          outcomes);
+      FailQueuedLocked(shape,
+                       permanent ? WithErrorKind(status, ErrorKind::kTaskUnschedulable) : status,
+                       outcomes);
       shape.start_failures = 0;  // a later task may try again
     } else if (!permanent) {
       MaybeGrowLocked(shape);
@@ -354,9 +354,9 @@ void TaskSubmitter::StampSubmitLocked(QueuedTask& task) const {
   }
 }
 
-void TaskSubmitter::RecordRunLocked(const QueuedTask& task, const Worker& worker,
-                                    int64_t start_us, int64_t end_us, TaskRun::Outcome outcome,
-                                    std::string detail, std::vector<TaskRun>& runs) {
+void TaskSubmitter::RecordRunLocked(const QueuedTask& task, const Worker& worker, int64_t start_us,
+                                    int64_t end_us, TaskRun::Outcome outcome, std::string detail,
+                                    std::vector<TaskRun>& runs) {
   TaskRun& run = runs.emplace_back();
   run.task_id = ToRunId(task.spec.task_id());
   run.actor_id = ToRunId(task.spec.actor_id());
@@ -393,8 +393,7 @@ void TaskSubmitter::RemoveWorkerLocked(Worker& worker) {
   workers_.erase(worker.handle);
 }
 
-void TaskSubmitter::WorkerDied(WorkerHandle handle, const std::string& cause,
-                               bool bundle_removed) {
+void TaskSubmitter::WorkerDied(WorkerHandle handle, const std::string& cause, bool bundle_removed) {
   std::vector<Outcome> outcomes;
   std::vector<TaskRun> ended;
   {
@@ -427,20 +426,23 @@ void TaskSubmitter::WorkerDied(WorkerHandle handle, const std::string& cause,
         ++stats_.failed;
         outcomes.emplace_back(
             task.return_id,
-            forced ? WithErrorKind(absl::UnavailableError(absl::StrCat(
-                                       "task ", task.spec.function(), " was cancelled with force: "
-                                       "its worker was killed (", cause, ")")),
-                                   ErrorKind::kWorkerCrashed)
-                   : CancelledStatus(task.spec.function()));
+            forced
+                ? WithErrorKind(absl::UnavailableError(absl::StrCat("task ", task.spec.function(),
+                                                                    " was cancelled with force: "
+                                                                    "its worker was killed (",
+                                                                    cause, ")")),
+                                ErrorKind::kWorkerCrashed)
+                : CancelledStatus(task.spec.function()));
         continue;
       }
       if (bundle_removed) {
         ++stats_.failed;
         outcomes.emplace_back(
             task.return_id,
-            WithErrorKind(absl::UnavailableError(absl::StrCat(
-                              "task ", task.spec.function(), " failed: its placement group was "
-                              "removed while it ran (", cause, ")")),
+            WithErrorKind(absl::UnavailableError(absl::StrCat("task ", task.spec.function(),
+                                                              " failed: its placement group was "
+                                                              "removed while it ran (",
+                                                              cause, ")")),
                           ErrorKind::kTaskPlacementGroupRemoved));
         continue;
       }
@@ -452,12 +454,12 @@ void TaskSubmitter::WorkerDied(WorkerHandle handle, const std::string& cause,
         ++stats_.failed;
         outcomes.emplace_back(
             task.return_id,
-            WithErrorKind(absl::UnavailableError(absl::StrCat(
-                              "task ", task.spec.function(), " failed: its worker died (", cause,
-                              ") on ",
-                              runs == 1 ? "its only attempt" : absl::StrCat("each of ", runs, " attempts"),
-                              " (max_retries ", task.max_retries, ")")),
-                          ErrorKind::kWorkerCrashed));
+            WithErrorKind(
+                absl::UnavailableError(absl::StrCat(
+                    "task ", task.spec.function(), " failed: its worker died (", cause, ") on ",
+                    runs == 1 ? "its only attempt" : absl::StrCat("each of ", runs, " attempts"),
+                    " (max_retries ", task.max_retries, ")")),
+                ErrorKind::kWorkerCrashed));
       }
     }
     for (auto it = retry.rbegin(); it != retry.rend(); ++it) {
@@ -527,7 +529,7 @@ void TaskSubmitter::LetGoLocked(Worker& worker) {
 }
 
 absl::StatusOr<bool> TaskSubmitter::CancelLocked(const ObjectId& return_id, bool force,
-                                                  bool recursive, std::vector<Outcome>& out) {
+                                                 bool recursive, std::vector<Outcome>& out) {
   for (auto& [key, shape] : shapes_) {
     auto queued = std::find_if(shape.queue.begin(), shape.queue.end(), [&](const QueuedTask& t) {
       return t.return_id == return_id && t.spec.kind() != v1::ACTOR_CREATE;
@@ -590,8 +592,7 @@ absl::Status TaskSubmitter::Cancel(const ObjectId& return_id, bool force, bool r
     }
   }
   DeliverAll(std::move(outcomes));
-  if (!held_here &&
-      !deliver_(return_id, CancelledStatus(return_id.task_id().Hex().substr(0, 8)))) {
+  if (!held_here && !deliver_(return_id, CancelledStatus(return_id.task_id().Hex().substr(0, 8)))) {
     // Done already (a done object ignores the outcome): no Submit will come to drop the mark.
     absl::MutexLock lock(&mu_);
     cancelled_returns_.erase(return_id);
@@ -617,7 +618,10 @@ void TaskSubmitter::CancelSubmittedBy(const std::string& parent, bool force) {
         }
       }
     }
-    for (const ObjectId& id : returns) (void)CancelLocked(id, force, /*recursive=*/true, outcomes);
+    for (const ObjectId& id : returns) {
+      IgnoreStatus(CancelLocked(id, force, /*recursive=*/true, outcomes),
+                   "only plain tasks are listed: the refusal for actor tasks cannot come");
+    }
   }
   DeliverAll(std::move(outcomes));
 }
@@ -701,16 +705,15 @@ void TaskSubmitter::SubmitActorCall(const std::string& shape_key, QueuedTask cal
     } else if (it->second.dead || shut_down_) {
       ++stats_.failed;
       outcomes.emplace_back(
-          call.return_id,
-          ActorDeadStatus(it->second.actor_spec,
-                          shut_down_ ? "tessera is shut down" : it->second.death, 0,
-                          it->second.death_kind));
+          call.return_id, ActorDeadStatus(it->second.actor_spec,
+                                          shut_down_ ? "tessera is shut down" : it->second.death, 0,
+                                          it->second.death_kind));
     } else {
       Shape& shape = it->second;
       call.spec.set_kind(v1::ACTOR_METHOD);
       call.spec.set_sequence(shape.next_sequence++);
-      call.max_retries = call.max_task_retries >= 0 ? call.max_task_retries
-                                                    : shape.actor_spec.max_task_retries;
+      call.max_retries =
+          call.max_task_retries >= 0 ? call.max_task_retries : shape.actor_spec.max_task_retries;
       StampSubmitLocked(call);
       shape.queue.push_back(std::move(call));
       DispatchLocked(shape);
@@ -757,9 +760,9 @@ void TaskSubmitter::KillActor(const std::string& shape_key) {
       for (auto& [id, task] : worker.in_flight) {
         if (task.spec.kind() == v1::ACTOR_CREATE) continue;
         ++stats_.failed;
-        outcomes.emplace_back(task.return_id,
-                              ActorDeadStatus(shape.actor_spec, "killed by tessera::Kill",
-                                              PidOf(worker.identity)));
+        outcomes.emplace_back(
+            task.return_id,
+            ActorDeadStatus(shape.actor_spec, "killed by tessera::Kill", PidOf(worker.identity)));
       }
       RemoveWorkerLocked(worker);
     }
@@ -811,10 +814,9 @@ void TaskSubmitter::ActorWorkerDiedLocked(Shape& shape, Worker& worker, const st
   if (bundle_removed) {
     // Its placement group is gone: never restarted (it could not be placed again).
     const std::string death = absl::StrCat("its placement group was removed (", cause, ")");
-    const absl::Status removed =
-        WithErrorKind(absl::UnavailableError(
-                          absl::StrCat(shape.actor_spec.display, " is dead: ", death)),
-                      ErrorKind::kActorPlacementGroupRemoved);
+    const absl::Status removed = WithErrorKind(
+        absl::UnavailableError(absl::StrCat(shape.actor_spec.display, " is dead: ", death)),
+        ErrorKind::kActorPlacementGroupRemoved);
     for (QueuedTask& task : pending) {
       ++stats_.failed;
       out.emplace_back(task.return_id, removed);
@@ -856,13 +858,12 @@ void TaskSubmitter::ActorWorkerDiedLocked(Shape& shape, Worker& worker, const st
           task.return_id,
           ActorDeadStatus(
               shape.actor_spec,
-              absl::StrCat(shape.actor_spec.display, ": call ", task.spec.function(),
-                           " failed: the actor's process died (", cause, ") while it ran (",
-                           runs == 1 ? "its only attempt"
-                                     : absl::StrCat("each of ", runs, " attempts"),
-                           ", max_task_retries ", task.max_retries, "); the actor restarts (",
-                           shape.restarts, " of max_restarts ", shape.actor_spec.max_restarts,
-                           ")"),
+              absl::StrCat(
+                  shape.actor_spec.display, ": call ", task.spec.function(),
+                  " failed: the actor's process died (", cause, ") while it ran (",
+                  runs == 1 ? "its only attempt" : absl::StrCat("each of ", runs, " attempts"),
+                  ", max_task_retries ", task.max_retries, "); the actor restarts (",
+                  shape.restarts, " of max_restarts ", shape.actor_spec.max_restarts, ")"),
               PidOf(worker.identity), ErrorKind::kActorDied, /*cause_whole=*/true));
     }
   }

@@ -64,7 +64,7 @@ struct LeaseShape {
 };
 
 struct QueuedTask {
-  v1::TaskSpec spec;  // arguments resolved; spec.attempt() counts the runs before this one
+  v1::TaskSpec spec;   // arguments resolved; spec.attempt() counts the runs before this one
   ObjectId return_id;  // nil for an actor's constructor (its outcome is not an object)
   // The task that submitted it (TaskId binary; "" none known): a recursive cancel of that task
   // cancels this one.
@@ -247,7 +247,7 @@ class TaskSubmitter {
     WorkerHandle handle = 0;
     std::string shape_key;
     std::shared_ptr<WorkerChannel> channel;
-    std::shared_ptr<const WorkerIdentity> identity;  // shared by the runs it served
+    std::shared_ptr<const WorkerIdentity> identity;          // shared by the runs it served
     absl::flat_hash_map<std::string, QueuedTask> in_flight;  // by task id
     absl::Time idle_since;
     bool doomed = false;  // a forced cancel ends its process: nothing more is sent to it
@@ -283,8 +283,7 @@ class TaskSubmitter {
   size_t MinBatchLocked(const Shape& shape, int cap) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void DispatchLocked(Shape& shape) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands the values of ignored results to options_.discard_value (not under mu_).
-  void DiscardValues(const std::vector<const v1::TaskResult*>& results)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void DiscardValues(const std::vector<const v1::TaskResult*>& results) ABSL_LOCKS_EXCLUDED(mu_);
   void MaybeGrowLocked(Shape& shape) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailQueuedLocked(Shape& shape, const absl::Status& status, std::vector<Outcome>& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

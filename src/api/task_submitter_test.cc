@@ -1,13 +1,13 @@
 #include "api/task_submitter.h"
 
-#include <map>
-#include <set>
-#include <memory>
-#include <string>
-#include <vector>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "api/error_payloads.h"
 #include "api/submitter_test_fakes.h"

@@ -34,8 +34,7 @@ class WorkerStream : public WorkerChannel {
 
 // Worker.CancelTask and Worker.ExitActor (from_owner) to the worker behind `stub`, unary calls
 // beside its stream, fire and forget (a worker that is gone has ended its tasks and its actor).
-void SendCancelTask(v1::Worker::Stub& stub, const std::string& task_id, bool force,
-                    bool recursive);
+void SendCancelTask(v1::Worker::Stub& stub, const std::string& task_id, bool force, bool recursive);
 void SendExitActor(v1::Worker::Stub& stub);
 
 class GrpcWorkerChannel final : public WorkerStream,

@@ -18,6 +18,7 @@
 #include "api/local_worker_channel.h"
 #include "api/prefixed_output.h"
 #include "api/worker_channel.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "client/cluster_client.h"
 #include "client/lease_round.h"
@@ -81,14 +82,7 @@ void WorkerLeases::RequestWorker(const LeaseShape& shape) {
 }
 
 std::string WorkerLeases::LocalAgentAddress() const {
-  const client::StateFolder state{options_.state_dir};
-  for (const std::string& node : client::NodeIdsInStateFolder(state)) {
-    const auto pid = client::ReadPidFile(state.AgentPidFile(node));
-    if (!pid.has_value() || !client::ProcessAlive(*pid)) continue;
-    auto address = client::ReadFirstLine(state.AgentAddressFile(node));
-    if (address.ok() && !address->empty()) return *address;
-  }
-  return "";
+  return client::LocalAgentAddress(client::StateFolder{options_.state_dir});
 }
 
 v1::NodeAgent::Stub* WorkerLeases::Agent(const std::string& address) {
@@ -234,8 +228,8 @@ void WorkerLeases::Monitor() {
       v1::KillWorkerResponse killed;
       grpc::ClientContext context;
       rpc::ConfigureClientContext(&context, absl::Seconds(5));
-      // When the agent is gone too, so is the worker: its watch ends either way.
-      (void)Agent(agent)->KillWorker(&context, kill, &killed);
+      IgnoreStatus(rpc::FromGrpcStatus(Agent(agent)->KillWorker(&context, kill, &killed)),
+                   "when the agent is gone too, so is the worker: its watch ends either way");
     }
   }
 }
@@ -318,14 +312,14 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
   while (true) {
     // SPREAD is a choice among nodes, which only the head can make: it picks the first too.
     const bool head_picks = shape.request.strategy() == v1::STRATEGY_SPREAD && head_ != nullptr;
-    const std::string address = head_picks                      ? std::string()
+    const std::string address = head_picks                       ? std::string()
                                 : options_.agent_address.empty() ? LocalAgentAddress()
                                                                  : options_.agent_address;
     if (address.empty() && head_ == nullptr) {
       permanent = true;
-      return absl::FailedPreconditionError(absl::StrCat(
-          "no node agent runs on this host (state folder ", options_.state_dir,
-          ") and no head is known to pick one"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("no node agent runs on this host (state folder ", options_.state_dir,
+                       ") and no head is known to pick one"));
     }
     client::LeaseRoundCalls calls;
     auto pick_node = [&](const v1::ResourceRequest& request,
@@ -361,9 +355,8 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
     if (!round.ok()) return round.status();
     if (round->grant.has_value()) return std::make_pair(*std::move(round->grant), round->address);
     // Past the hop limit the lease waits like a pending one.
-    const std::string& status = round->status;
     const std::string& explanation = round->explanation;
-    if (status == "infeasible") {
+    if (round->status == v1::PICK_STATUS_INFEASIBLE) {
       permanent = true;
       return absl::ResourceExhaustedError(
           absl::StrCat("no node can ever run it (infeasible): ", explanation));
@@ -392,8 +385,7 @@ absl::StatusOr<std::string> WorkerLeases::PreparedPath(const std::string& agent,
   if (!status.ok()) {
     const absl::Status s = rpc::FromGrpcStatus(status);
     return absl::Status(s.code(), absl::StrCat("runtime_env folder ", package.id.substr(0, 16),
-                                               " on the node agent at ", agent, ": ",
-                                               s.message()));
+                                               " on the node agent at ", agent, ": ", s.message()));
   }
   absl::MutexLock lock(&mu_);
   prepared_[key] = response.path();
@@ -432,8 +424,8 @@ absl::Status WorkerLeases::WithRuntimeEnvFiles(const std::string& agent,
 }
 
 absl::Status WorkerLeases::RequestLeaseFrom(const std::string& agent,
-                                           const v1::LeaseRequest& request,
-                                           v1::LeaseReply* reply) {
+                                            const v1::LeaseRequest& request,
+                                            v1::LeaseReply* reply) {
   // Granting starts the worker process: each attempt has time for that on a loaded machine, and
   // one that timed out is asked again (same request id: one worker, never two). An agent that
   // cannot be reached is given up on after a few quick tries: its machine may be gone while
@@ -496,19 +488,7 @@ void WorkerLeases::Watch(uint64_t serial, const std::string& worker_id) {
     if (!options_.forward_output) return;
     WriteOut(to, options_.prefix_output ? lines.Add(chunk) : chunk);
   };
-  auto context = std::make_shared<grpc::ClientContext>();
-  rpc::ConfigureClientContext(context.get(), absl::InfiniteDuration());
-  {
-    absl::MutexLock lock(&mu_);
-    auto thread = lease_threads_.find(serial);
-    if (thread != lease_threads_.end()) thread->second.watch = context;
-    if (watches_cut_) context->TryCancel();  // Shutdown cut the others before this one began
-    auto it = leased_.find(worker_id);
-    if (it != leased_.end()) {
-      it->second.watch = context;
-      if (it->second.node_dead) context->TryCancel();
-    }
-  }
+  std::shared_ptr<grpc::ClientContext> context = WatchContext(serial, worker_id);
   v1::WatchWorkerRequest request;
   request.set_worker_id(worker_id);
   std::unique_ptr<grpc::ClientReader<v1::WorkerEvent>> reader =
@@ -551,6 +531,27 @@ void WorkerLeases::Watch(uint64_t serial, const std::string& worker_id) {
                            status.error_message());
     }
   }
+  EndWatch(worker_id, cause, bundle_removed);
+}
+
+std::shared_ptr<grpc::ClientContext> WorkerLeases::WatchContext(uint64_t serial,
+                                                                const std::string& worker_id) {
+  auto context = std::make_shared<grpc::ClientContext>();
+  rpc::ConfigureClientContext(context.get(), absl::InfiniteDuration());
+  absl::MutexLock lock(&mu_);
+  auto thread = lease_threads_.find(serial);
+  if (thread != lease_threads_.end()) thread->second.watch = context;
+  if (watches_cut_) context->TryCancel();  // Shutdown cut the others before this one began
+  auto it = leased_.find(worker_id);
+  if (it != leased_.end()) {
+    it->second.watch = context;
+    if (it->second.node_dead) context->TryCancel();
+  }
+  return context;
+}
+
+void WorkerLeases::EndWatch(const std::string& worker_id, const std::string& cause,
+                            bool bundle_removed) {
   WorkerHandle handle = 0;
   std::string shape_key;
   bool stopping = false;
@@ -570,19 +571,18 @@ void WorkerLeases::Watch(uint64_t serial, const std::string& worker_id) {
   if (handle != 0) {
     submitter_->WorkerDied(handle, cause, bundle_removed);
   } else if (!stopping && never_ready) {
-    submitter_->LeaseFailed(
-        shape_key,
-        absl::UnavailableError(absl::StrCat(
-            "its worker ", worker_id, " did not say ready within ",
-            absl::FormatDuration(options_.ready_timeout),
-            " and was killed; see its log in the node's workers folder")),
-        /*permanent=*/false);
+    submitter_->LeaseFailed(shape_key,
+                            absl::UnavailableError(absl::StrCat(
+                                "its worker ", worker_id, " did not say ready within ",
+                                absl::FormatDuration(options_.ready_timeout),
+                                " and was killed; see its log in the node's workers folder")),
+                            /*permanent=*/false);
   } else if (!stopping && !shape_key.empty()) {
-    submitter_->LeaseFailed(
-        shape_key,
-        absl::UnavailableError(absl::StrCat("its worker ", worker_id, " exited before it was ready (",
-                                            cause, "); see its log in the node's workers folder")),
-        /*permanent=*/false);
+    submitter_->LeaseFailed(shape_key,
+                            absl::UnavailableError(absl::StrCat(
+                                "its worker ", worker_id, " exited before it was ready (", cause,
+                                "); see its log in the node's workers folder")),
+                            /*permanent=*/false);
   }
 }
 
@@ -601,10 +601,12 @@ void WorkerLeases::FillNodeLabels(const std::string& node_id, v1::WorkerReadyRep
   absl::MutexLock lock(&mu_);
   for (const v1::NodeInfo& node : nodes->nodes()) {
     const auto& labels = node.node().labels();
-    labels_[node.node().node_id()] = std::map<std::string, std::string>(labels.begin(), labels.end());
+    labels_[node.node().node_id()] =
+        std::map<std::string, std::string>(labels.begin(), labels.end());
   }
   auto it = labels_.find(node_id);
-  if (it != labels_.end()) reply.mutable_node_labels()->insert(it->second.begin(), it->second.end());
+  if (it != labels_.end())
+    reply.mutable_node_labels()->insert(it->second.begin(), it->second.end());
 }
 
 v1::WorkerReadyReply WorkerLeases::WorkerReady(const v1::WorkerReadyRequest& request) {
@@ -619,7 +621,7 @@ v1::WorkerReadyReply WorkerLeases::WorkerReady(const v1::WorkerReadyRequest& req
     }
     auto it = leased_.find(request.worker_id());
     if (it == leased_.end() || stopping_) return reply;  // not accepted
-    if (it->second.ready_failed) return reply;            // too late: it is being killed
+    if (it->second.ready_failed) return reply;           // too late: it is being killed
     leased = it->second;
   }
   const v1::LeaseGrant& grant = leased.grant;
@@ -661,7 +663,7 @@ v1::WorkerReadyReply WorkerLeases::WorkerReady(const v1::WorkerReadyRequest& req
     it->second.handle = handle;
   }
   if (submitter_->AddWorker(leased.shape_key, handle, channel,
-                           WorkerIdentity{grant.node_id(), grant.worker_id(), request.pid()}) &&
+                            WorkerIdentity{grant.node_id(), grant.worker_id(), request.pid()}) &&
       options_.on_worker_ready) {
     options_.on_worker_ready(leased.shape_key, request.address(), grant.node_id(),
                              grant.worker_id());

@@ -149,6 +149,14 @@ class WorkerLeases final : public LeaseSource {
   // ReapFinishedLeaseThreads.
   void RunLease(uint64_t serial, LeaseShape shape);
   void Watch(uint64_t serial, const std::string& worker_id);
+  // The context of the watch of `worker_id` (lease thread `serial`), cut at once when Shutdown
+  // has cut the watches or the worker's node is dead.
+  std::shared_ptr<grpc::ClientContext> WatchContext(uint64_t serial, const std::string& worker_id)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The watch of `worker_id` ended (`cause`): the worker is forgotten, and the submitter told
+  // that it died, or that its lease failed when it never became ready.
+  void EndWatch(const std::string& worker_id, const std::string& cause, bool bundle_removed)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Joins the lease threads that have finished and forgets them.
   void ReapFinishedLeaseThreads() ABSL_LOCKS_EXCLUDED(mu_);
   void FillNodeLabels(const std::string& node_id, v1::WorkerReadyReply& reply);

@@ -6,6 +6,8 @@
 // cancelled and sent to another node once the head declares the agent's node dead.
 #include "api/worker_leases.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -15,9 +17,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"

@@ -22,8 +22,7 @@ class AdaptiveSpin {
  public:
   static constexpr int kMaxSkipped = 256;
 
-  explicit AdaptiveSpin(absl::Duration limit,
-                        unsigned cpus = std::thread::hardware_concurrency())
+  explicit AdaptiveSpin(absl::Duration limit, unsigned cpus = std::thread::hardware_concurrency())
       : limit_(limit), spins_(cpus > 1) {}
 
   // Calls `done` until it returns true (true) or `limit` has passed (false); false at once,

@@ -15,6 +15,11 @@ void RealClock::SleepFor(absl::Duration duration) {
   if (duration > absl::ZeroDuration()) absl::SleepFor(duration);
 }
 
+bool RealClock::AwaitWithDeadline(absl::Mutex& mu, const absl::Condition& condition,
+                                  absl::Time deadline) {
+  return mu.AwaitWithDeadline(condition, deadline);
+}
+
 FakeClock::FakeClock() : now_(absl::FromUnixSeconds(1'800'000'000)) {}
 
 absl::Time FakeClock::Now() const {
@@ -28,6 +33,15 @@ void FakeClock::SleepFor(absl::Duration duration) {
   if (duration <= absl::ZeroDuration()) return;
   now_ += duration;
   slept_ += duration;
+}
+
+bool FakeClock::AwaitWithDeadline(absl::Mutex& mu, const absl::Condition& condition,
+                                  absl::Time deadline) {
+  while (!condition.Eval()) {
+    if (Now() >= deadline) return false;
+    mu.AwaitWithTimeout(condition, absl::Milliseconds(1));
+  }
+  return true;
 }
 
 void FakeClock::Advance(absl::Duration duration) {

@@ -15,6 +15,11 @@ class Clock {
   virtual absl::Time Now() const = 0;
   // Blocks (real clock) or advances time (fake clock) by `duration`; <= 0 returns at once.
   virtual void SleepFor(absl::Duration duration) = 0;
+  // With `mu` held: waits until `condition` holds (true) or this clock reaches `deadline`
+  // (false, unless the condition holds by then), as absl::Mutex::AwaitWithDeadline does on real
+  // time. A fake clock's deadline passes only when its time is moved (Advance, SleepFor).
+  virtual bool AwaitWithDeadline(absl::Mutex& mu, const absl::Condition& condition,
+                                 absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) = 0;
 
   // The process-wide real clock; never destroyed.
   static Clock* Real();
@@ -25,6 +30,8 @@ class RealClock : public Clock {
  public:
   absl::Time Now() const override;
   void SleepFor(absl::Duration duration) override;
+  bool AwaitWithDeadline(absl::Mutex& mu, const absl::Condition& condition, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) override;
 };
 
 // Time that moves only when told: Advance() by hand, or SleepFor(), which returns at once after
@@ -38,6 +45,10 @@ class FakeClock : public Clock {
 
   absl::Time Now() const override;
   void SleepFor(absl::Duration duration) override;
+  // Looks at the condition and at this clock's time every millisecond of real time (Advance
+  // from another thread wakes no one by itself), so a waiter sees a passed deadline at once.
+  bool AwaitWithDeadline(absl::Mutex& mu, const absl::Condition& condition, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) override;
   void Advance(absl::Duration duration);
 
   // Total of every SleepFor so far, and how many there were.

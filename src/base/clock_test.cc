@@ -1,5 +1,8 @@
 #include "base/clock.h"
 
+#include <thread>
+
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace tessera {
@@ -23,6 +26,55 @@ TEST(FakeClockTest, SleepAdvancesAndIsCounted) {
   EXPECT_EQ(clock.Now(), absl::FromUnixSeconds(100) + absl::Milliseconds(150));
   EXPECT_EQ(clock.total_slept(), absl::Milliseconds(150));
   EXPECT_EQ(clock.sleep_count(), 3);
+}
+
+TEST(FakeClockTest, AWaitEndsWhenItsConditionHoldsOrWhenFakeTimePassesTheDeadline) {
+  FakeClock clock;
+  absl::Mutex mu;
+  bool ready = false;
+  // The condition holds already: true at once, whatever the deadline.
+  {
+    absl::MutexLock lock(&mu);
+    ready = true;
+    EXPECT_TRUE(clock.AwaitWithDeadline(mu, absl::Condition(&ready), clock.Now()));
+    ready = false;
+  }
+  // A deadline an hour of fake time away passes when another thread moves the clock: no real
+  // hour is waited.
+  const absl::Time deadline = clock.Now() + absl::Hours(1);
+  std::thread mover([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    clock.Advance(absl::Hours(1));
+  });
+  const absl::Time real_start = absl::Now();
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_FALSE(clock.AwaitWithDeadline(mu, absl::Condition(&ready), deadline));
+  }
+  mover.join();
+  EXPECT_LT(absl::Now() - real_start, absl::Seconds(30));
+  // Another thread making the condition true wakes the waiter before its deadline.
+  std::thread setter([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    absl::MutexLock lock(&mu);
+    ready = true;
+  });
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_TRUE(
+        clock.AwaitWithDeadline(mu, absl::Condition(&ready), clock.Now() + absl::Seconds(1)));
+  }
+  setter.join();
+}
+
+TEST(RealClockTest, AwaitWithDeadlineIsTheMutexsOwn) {
+  absl::Mutex mu;
+  bool ready = false;
+  absl::MutexLock lock(&mu);
+  EXPECT_FALSE(Clock::Real()->AwaitWithDeadline(mu, absl::Condition(&ready),
+                                                absl::Now() + absl::Milliseconds(5)));
+  ready = true;
+  EXPECT_TRUE(Clock::Real()->AwaitWithDeadline(mu, absl::Condition(&ready), absl::Now()));
 }
 
 TEST(RealClockTest, NowMovesForward) {

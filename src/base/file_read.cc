@@ -57,8 +57,7 @@ absl::StatusOr<std::string> ReadFileUpTo(const std::string& path, uint64_t limit
                      "; the limit is ", Readable(limit_bytes)));
   }
   // What fstat said (a regular file), else the limit; one byte more shows a file that grew.
-  const uint64_t expected =
-      S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : limit_bytes;
+  const uint64_t expected = S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : limit_bytes;
   std::string data;
   data.resize(std::min<uint64_t>(expected, limit_bytes) + 1);
   size_t done = 0;

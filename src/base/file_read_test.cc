@@ -20,8 +20,8 @@ using ::testing::HasSubstr;
 class FileReadTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("file-read-test-" + std::to_string(::getpid()));
+    dir_ =
+        std::filesystem::temp_directory_path() / ("file-read-test-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }

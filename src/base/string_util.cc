@@ -7,9 +7,7 @@
 
 namespace tessera {
 
-std::string_view Trim(std::string_view s) {
-  return ToStd(absl::StripAsciiWhitespace(ToAbsl(s)));
-}
+std::string_view Trim(std::string_view s) { return ToStd(absl::StripAsciiWhitespace(ToAbsl(s))); }
 
 bool ConstantTimeEquals(std::string_view given, std::string_view secret) {
   unsigned char difference = given.size() == secret.size() ? 0 : 1;

@@ -15,7 +15,9 @@ namespace tessera {
 // Debian 12's Abseil is built with its own absl::string_view, which does not convert from
 // std::string_view. Project APIs take std::string_view; wrap one with ToAbsl() to hand it to
 // absl (StrCat, StrSplit, Status messages, ...).
-inline absl::string_view ToAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+inline absl::string_view ToAbsl(std::string_view s) {
+  return absl::string_view(s.data(), s.size());
+}
 inline std::string_view ToStd(absl::string_view s) { return std::string_view(s.data(), s.size()); }
 
 // Removes ASCII whitespace at both ends.

@@ -64,9 +64,7 @@ TEST(ParseBoolTest, RejectsAnythingElse) {
   }
 }
 
-TEST(QuoteTest, EscapesControlCharacters) {
-  EXPECT_EQ(Quote("a\nb"), "\"a\\nb\"");
-}
+TEST(QuoteTest, EscapesControlCharacters) { EXPECT_EQ(Quote("a\nb"), "\"a\\nb\""); }
 
 }  // namespace
 }  // namespace tessera

@@ -43,5 +43,7 @@ using DeviceIndex = StrongId<struct DeviceIndexTag, int>;
 
 template <typename Tag, typename T>
 struct std::hash<tessera::StrongId<Tag, T>> {
-  size_t operator()(const tessera::StrongId<Tag, T>& id) const { return std::hash<T>()(id.value()); }
+  size_t operator()(const tessera::StrongId<Tag, T>& id) const {
+    return std::hash<T>()(id.value());
+  }
 };

@@ -4,8 +4,9 @@ namespace tessera::cli {
 
 void AddCommonClusterFlags(CLI::App& command, CommonClusterArgs& args) {
   command
-      .add_option("--state-dir", args.state_dir,
-                  "The cluster's state folder (default: $TESSERA_STATE_DIR, else ~/.local/state/tessera)")
+      .add_option(
+          "--state-dir", args.state_dir,
+          "The cluster's state folder (default: $TESSERA_STATE_DIR, else ~/.local/state/tessera)")
       ->type_name("DIR");
   command
       .add_option("--address", args.address,

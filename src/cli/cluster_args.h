@@ -13,7 +13,7 @@ namespace tessera::cli {
 
 struct CommonClusterArgs {
   std::string state_dir;
-  std::string address;     // the head's host:port, when not from the state folder
+  std::string address;  // the head's host:port, when not from the state folder
   std::string token_file;
 };
 

@@ -30,7 +30,8 @@ std::string MeasuredUseText(const tessera::v1::ResourceUsage& usage) {
     return absl::StrFormat("  busy %.0f%% of %d measured", 100 * mean, usage.measured_devices());
   }
   if (IsByteResource(usage.resource())) {
-    return absl::StrCat("  in use ", FormatBytes(static_cast<uint64_t>(std::max(0.0, usage.measured()))));
+    return absl::StrCat("  in use ",
+                        FormatBytes(static_cast<uint64_t>(std::max(0.0, usage.measured()))));
   }
   return absl::StrFormat("  in use %.2f", usage.measured());
 }
@@ -40,9 +41,9 @@ std::string ResourcesText(const tessera::v1::Resources& resources) {
   std::vector<std::string> parts;
   for (const auto& [name, raw] : sorted) {
     if (raw == 0) continue;
-    parts.push_back(
-        absl::StrCat(name, "=", raw < 0 ? absl::StrCat(raw, " (raw)")
-                                        : FormatResourceAmount(name, Quantity::FromRaw(raw))));
+    parts.push_back(absl::StrCat(name, "=",
+                                 raw < 0 ? absl::StrCat(raw, " (raw)")
+                                         : FormatResourceAmount(name, Quantity::FromRaw(raw))));
   }
   return absl::StrJoin(parts, ",");
 }
@@ -67,10 +68,9 @@ std::string DevicesText(const tessera::v1::Allocation& allocation) {
     std::vector<std::string> ids;
     for (int i = 0; i < grant.instances_size(); ++i) {
       const int64_t raw = i < grant.amounts_raw_size() ? grant.amounts_raw(i) : Quantity::kScale;
-      ids.push_back(raw == Quantity::kScale
-                        ? absl::StrCat(grant.instances(i))
-                        : absl::StrCat(grant.instances(i), " (",
-                                       Quantity::FromRaw(raw).ToString(), ")"));
+      ids.push_back(raw == Quantity::kScale ? absl::StrCat(grant.instances(i))
+                                            : absl::StrCat(grant.instances(i), " (",
+                                                           Quantity::FromRaw(raw).ToString(), ")"));
     }
     parts.push_back(absl::StrCat(grant.resource(), " ", absl::StrJoin(ids, ",")));
   }
@@ -88,8 +88,8 @@ std::vector<std::string> SplitSemicolons(std::string_view text) {
   size_t start = 0;
   while (true) {
     const size_t end = text.find(';', start);
-    pieces.emplace_back(Trim(text.substr(start, end == std::string_view::npos ? text.npos
-                                                                              : end - start)));
+    pieces.emplace_back(
+        Trim(text.substr(start, end == std::string_view::npos ? text.npos : end - start)));
     if (end == std::string_view::npos) break;
     start = end + 1;
   }

@@ -2,12 +2,12 @@
 // (conversions of core types into messages are rpc/proto_convert.h). Thread-safe: pure functions.
 #pragma once
 
+#include <google/protobuf/message.h>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <google/protobuf/message.h>
-#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 #include "rpc/message_json.h"
@@ -19,8 +19,7 @@ namespace tessera::cli {
 // "CPU=8,GPU=4,memory=64GiB", exact (the --resources form); negative entries are written raw.
 std::string ResourcesText(const tessera::v1::Resources& resources);
 // "used/total" per resource of `total`: "CPU 2/48, GPU 1/8".
-std::string UsageText(const tessera::v1::Resources& available,
-                      const tessera::v1::Resources& total);
+std::string UsageText(const tessera::v1::Resources& available, const tessera::v1::Resources& total);
 // One amount of one resource as people read it ("2.5", "64 GiB"; rounded for bytes).
 std::string AmountText(std::string_view resource, int64_t raw);
 // "  in use 3.25" (CPU cores), "  in use 1.5 GiB" (memory), "  busy 87% of 16 measured" (a device

@@ -125,9 +125,10 @@ TEST(ClusterViewsTest, NodesTableHidesMarkerResources) {
   n->set_state(tessera::v1::NODE_STATE_ALIVE);
   n->mutable_node()->set_node_id("v6e-0-w0");
   (*n->mutable_node()->mutable_labels())["tessera.io/tpu-slice-name"] = "v6e-0";
-  *n->mutable_node()->mutable_resources() =
-      Res({{"TPU", 40000}, {"v6e-0", 10000}, {"TPU-v6e-16-head", 10000},
-           {"accelerator_type:TPU-V6E", 10000}});
+  *n->mutable_node()->mutable_resources() = Res({{"TPU", 40000},
+                                                 {"v6e-0", 10000},
+                                                 {"TPU-v6e-16-head", 10000},
+                                                 {"accelerator_type:TPU-V6E", 10000}});
   *n->mutable_available() = Res({{"TPU", 0}});
   const std::string table = NodesTable(nodes);
   EXPECT_THAT(table, HasSubstr("ALIVE"));
@@ -157,7 +158,7 @@ TEST(ClusterViewsTest, PlacementGroupTextShowsEveryBundle) {
   g.set_name("g");
   g.set_id("pg-1");
   g.set_state(tessera::v1::PLACEMENT_GROUP_STATE_PENDING);
-  g.set_strategy("STRICT_SPREAD");
+  g.set_strategy(tessera::v1::PLACEMENT_STRATEGY_STRICT_SPREAD);
   g.set_explanation("only 2 nodes have CPU=1 free");
   g.add_bundles()->set_index(0);
   EXPECT_EQ(PlacementGroupText(g),

@@ -15,10 +15,10 @@ namespace {
 struct Target {
   std::string what;
   int pid = 0;
-  std::string address;            // "" when unknown
+  std::string address;             // "" when unknown
   std::vector<std::string> files;  // pid and address files to remove once it is gone
   bool is_worker = false;
-  std::string worker_argv0;       // workers: what /proc/<pid>/cmdline must start with
+  std::string worker_argv0;  // workers: what /proc/<pid>/cmdline must start with
   std::string how;
 };
 
@@ -96,7 +96,9 @@ absl::StatusOr<StopReport> StopCluster(const client::StateFolder& state,
         });
     if (!listed.ok()) continue;
     for (const auto& w : response.workers()) {
-      if (w.state() != "RUNNING" || w.pid() <= 1 || w.argv().empty()) continue;
+      if (w.state() != tessera::v1::WORKER_STATE_RUNNING || w.pid() <= 1 || w.argv().empty()) {
+        continue;
+      }
       Target worker{.what = absl::StrCat("worker ", w.worker_id(), " of ", t.what), .pid = w.pid()};
       worker.is_worker = true;
       worker.worker_argv0 = w.argv(0);

@@ -22,7 +22,7 @@ struct StopOptions {
 struct StoppedProcess {
   std::string what;  // "head", "node agent n1", "worker w-3 of n1"
   int pid = 0;
-  std::string how;   // "shut down", "SIGTERM", "SIGKILL"
+  std::string how;  // "shut down", "SIGTERM", "SIGKILL"
 };
 
 struct StopReport {

@@ -61,8 +61,7 @@ std::string NodesTable(const tessera::v1::ListNodesResponse& nodes) {
                   OrDash(Label(node, std::string(labels::kAcceleratorType))),
                   UsageText(WithoutMarkers(info.available(), slice),
                             WithoutMarkers(node.resources(), slice)),
-                  absl::StrCat(info.workers()),
-                  OrDash(Label(node, std::string(kObjectStoreLabel))),
+                  absl::StrCat(info.workers()), OrDash(Label(node, std::string(kObjectStoreLabel))),
                   AgeText(info.last_heartbeat_age_ms())});
   }
   return table.Render(0);
@@ -77,9 +76,9 @@ std::string BundleNodesText(const tessera::v1::PlacementGroupInfo& group) {
 }
 
 std::string PlacementGroupText(const tessera::v1::PlacementGroupInfo& group) {
-  std::string out = absl::StrCat("Placement group ", group.name(), " (", group.id(), "): ",
-                                 std::string(rpc::PlacementGroupStateName(group.state())), ", ",
-                                 group.strategy());
+  std::string out = absl::StrCat("Placement group ", group.name(), " (", group.id(),
+                                 "): ", std::string(rpc::PlacementGroupStateName(group.state())),
+                                 ", ", std::string(rpc::PlacementStrategyName(group.strategy())));
   if (group.option() > 0) absl::StrAppend(&out, ", fallback option ", group.option());
   absl::StrAppend(&out, "\n");
   for (const tessera::v1::BundleLocation& b : group.bundles()) {
@@ -101,14 +100,15 @@ std::string PlacementGroupsTable(const tessera::v1::ListPlacementGroupsResponse&
   TextTable table({"NAME", "ID", "STATE", "STRATEGY", "BUNDLES", "EXPLANATION"});
   for (const tessera::v1::PlacementGroupInfo& g : groups.groups()) {
     table.AddRow({g.name(), g.id(), std::string(rpc::PlacementGroupStateName(g.state())),
-                  g.strategy(), BundleNodesText(g), g.explanation()});
+                  std::string(rpc::PlacementStrategyName(g.strategy())), BundleNodesText(g),
+                  g.explanation()});
   }
   return table.Render(0);
 }
 
 std::string SliceGroupText(const tessera::v1::SliceGroupInfo& group) {
-  std::string out = absl::StrCat("Slice reservation ", group.name(), " (", group.id(), "): ",
-                                 std::string(rpc::SliceGroupStateName(group.state())));
+  std::string out = absl::StrCat("Slice reservation ", group.name(), " (", group.id(),
+                                 "): ", std::string(rpc::SliceGroupStateName(group.state())));
   if (group.alternative() > 0) absl::StrAppend(&out, ", alternative ", group.alternative());
   if (!group.domains().empty()) {
     absl::StrAppend(&out, ", ", absl::StrJoin(group.domains(), ", "));
@@ -138,8 +138,8 @@ std::string SlicesTables(const tessera::v1::ListSlicesResponse& slices) {
     TextTable groups({"RESERVATION", "ID", "STATE", "DOMAINS", "HOSTS", "EXPLANATION"});
     for (const auto& g : slices.groups()) {
       groups.AddRow({g.name(), g.id(), std::string(rpc::SliceGroupStateName(g.state())),
-                     OrDash(absl::StrJoin(g.domains(), ",")),
-                     absl::StrCat(g.hosts_size()), g.explanation()});
+                     OrDash(absl::StrJoin(g.domains(), ",")), absl::StrCat(g.hosts_size()),
+                     g.explanation()});
     }
     absl::StrAppend(&out, "\n", groups.Render(0));
   }
@@ -168,8 +168,8 @@ std::string JobsTable(const tessera::v1::ListJobsResponse& jobs, absl::Time now,
       const absl::Time start = absl::FromUnixMillis(j.start_time_ms());
       started = absl::FormatTime("%Y-%m-%d %H:%M:%S", start, zone);
       const absl::Time end = j.end_time_ms() > 0 ? absl::FromUnixMillis(j.end_time_ms()) : now;
-      ran = absl::FormatDuration(absl::Trunc(std::max(end - start, absl::ZeroDuration()),
-                                             absl::Seconds(1)));
+      ran = absl::FormatDuration(
+          absl::Trunc(std::max(end - start, absl::ZeroDuration()), absl::Seconds(1)));
     }
     table.AddRow({j.job_id(), std::string(rpc::JobStateName(j.state())), started, ran,
                   OrDash(j.node_id()), OrDash(j.worker_id()), OrDash(j.exit_reason()),
@@ -185,17 +185,17 @@ std::string WorkersTable(const std::vector<tessera::v1::ListWorkersResponse>& pe
       const std::string group = w.placement_group().empty()
                                     ? "-"
                                     : absl::StrCat(w.placement_group(), "[", w.bundle_index(), "]");
-      table.AddRow({w.worker_id(), node.node_id(), w.state(), absl::StrCat(w.pid()),
-                    OrDash(DevicesText(w.allocation())), group,
-                    w.state() == "RUNNING" ? "-" : OrDash(w.exit().reason()),
-                    CommandText(w.argv())});
+      table.AddRow(
+          {w.worker_id(), node.node_id(), std::string(rpc::WorkerStateName(w.state())),
+           absl::StrCat(w.pid()), OrDash(DevicesText(w.allocation())), group,
+           w.state() == tessera::v1::WORKER_STATE_RUNNING ? "-" : OrDash(w.exit().reason()),
+           CommandText(w.argv())});
     }
   }
   return table.Render(0);
 }
 
-std::string StatusText(const tessera::v1::ClusterStatus& status,
-                       const std::string& head_address) {
+std::string StatusText(const tessera::v1::ClusterStatus& status, const std::string& head_address) {
   std::map<std::string, int> by_state;  // by word, so the counts read in the order they did
   for (const auto& n : status.nodes()) ++by_state[std::string(rpc::NodeStateName(n.state()))];
   std::vector<std::string> counts;
@@ -204,8 +204,8 @@ std::string StatusText(const tessera::v1::ClusterStatus& status,
   }
   std::string out = absl::StrCat("Cluster at ", head_address, "\n");
   if (!status.http_address().empty()) {
-    absl::StrAppend(&out, "Dashboard: http://", status.http_address(),
-                    "/  (metrics: http://", status.http_address(), "/metrics)\n");
+    absl::StrAppend(&out, "Dashboard: http://", status.http_address(), "/  (metrics: http://",
+                    status.http_address(), "/metrics)\n");
   }
   if (status.state_store().degraded()) {
     // Refusing reservations, removals and submissions until the store is back.
@@ -214,8 +214,7 @@ std::string StatusText(const tessera::v1::ClusterStatus& status,
                     " of the head's own writes pending); reservations, removals and submissions "
                     "are refused until it is back\n");
   }
-  absl::StrAppend(&out, "\nNodes: ", counts.empty() ? "none" : absl::StrJoin(counts, ", "),
-                  "\n");
+  absl::StrAppend(&out, "\nNodes: ", counts.empty() ? "none" : absl::StrJoin(counts, ", "), "\n");
   tessera::v1::ListNodesResponse nodes;
   *nodes.mutable_nodes() = status.nodes();
   if (!status.nodes().empty()) absl::StrAppend(&out, NodesTable(nodes));
@@ -244,8 +243,9 @@ std::string StatusText(const tessera::v1::ClusterStatus& status,
         ++intact_idle;
       }
     }
-    absl::StrAppend(&out, "\nSlices: ", slices.slices_size(), " (", intact_idle, " intact and idle, ",
-                    busy, " busy, ", broken, " not intact)\n", SlicesTables(slices));
+    absl::StrAppend(&out, "\nSlices: ", slices.slices_size(), " (", intact_idle,
+                    " intact and idle, ", busy, " busy, ", broken, " not intact)\n",
+                    SlicesTables(slices));
   }
 
   if (!status.placement_groups().empty()) {

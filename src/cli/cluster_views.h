@@ -4,10 +4,9 @@
 #pragma once
 
 #include <string>
-
-#include "absl/time/time.h"
 #include <vector>
 
+#include "absl/time/time.h"
 #include "tessera/v1/head.pb.h"
 #include "tessera/v1/node_agent.pb.h"
 

@@ -2,9 +2,8 @@
 // main.cc lists them once. A command's callback stores its exit code in `exit_code`.
 #pragma once
 
-#include <string_view>
-
 #include <CLI/CLI.hpp>
+#include <string_view>
 
 #include "absl/status/status.h"
 

@@ -28,7 +28,8 @@ std::string DescribeWaitStatus(int wstatus) {
   if (WIFSIGNALED(wstatus)) {
     const int sig = WTERMSIG(wstatus);
     const char* name = sigabbrev_np(sig);
-    return absl::StrCat("killed by signal ", sig, name == nullptr ? "" : absl::StrCat(" (SIG", name, ")"));
+    return absl::StrCat("killed by signal ", sig,
+                        name == nullptr ? "" : absl::StrCat(" (SIG", name, ")"));
   }
   return "stopped";
 }
@@ -41,8 +42,7 @@ std::string SelfExecutable() {
   return ec ? std::string("tessera") : path.string();
 }
 
-absl::StatusOr<int> SpawnDaemon(const std::vector<std::string>& argv,
-                                const std::string& log_file) {
+absl::StatusOr<int> SpawnDaemon(const std::vector<std::string>& argv, const std::string& log_file) {
   if (argv.empty()) return absl::InvalidArgumentError("no command to start");
   TESSERA_RETURN_IF_ERROR(
       EnsurePrivateDirectory(std::filesystem::path(log_file).parent_path().string()));
@@ -104,14 +104,14 @@ absl::Status WaitReady(int pid, const std::string& what, const std::string& log_
     const pid_t done = waitpid(pid, &wstatus, WNOHANG);
     if (done == pid) {
       const std::string tail = LogTail(log_file, 3);
-      return absl::FailedPreconditionError(absl::StrCat(
-          what, " exited before it was ready (", DescribeWaitStatus(wstatus), "); ",
-          tail.empty() ? "no log output" : tail, " (log: ", log_file, ")"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, " exited before it was ready (", DescribeWaitStatus(wstatus), "); ",
+                       tail.empty() ? "no log output" : tail, " (log: ", log_file, ")"));
     }
     if (absl::Now() >= until) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(what, " (pid ", pid, ") was not ready after ", absl::FormatDuration(timeout),
-                       ": ", last.message(), " (log: ", log_file, ")"));
+      return absl::DeadlineExceededError(absl::StrCat(what, " (pid ", pid, ") was not ready after ",
+                                                      absl::FormatDuration(timeout), ": ",
+                                                      last.message(), " (log: ", log_file, ")"));
     }
     absl::SleepFor(poll);
     poll = std::min(poll * 2, absl::Milliseconds(200));

@@ -79,8 +79,11 @@ int RunDashboard(const DashboardArgs& args) {
   const std::string page = (*cluster)->state().root + "/dashboard-open.html";
   const std::string html = absl::StrCat(
       "<!doctype html><meta charset=\"utf-8\"><meta name=\"referrer\" content=\"no-referrer\">"
-      "<meta http-equiv=\"refresh\" content=\"0;url=", *url, "\">"
-      "<title>Tessera dashboard</title><p><a href=\"", *url, "\">Open the dashboard</a></p>\n");
+      "<meta http-equiv=\"refresh\" content=\"0;url=",
+      *url,
+      "\">"
+      "<title>Tessera dashboard</title><p><a href=\"",
+      *url, "\">Open the dashboard</a></p>\n");
   if (absl::Status written = WritePrivateFileAtomically(page, html); !written.ok()) {
     return ReportError(written);
   }

@@ -2,9 +2,8 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
-#include <optional>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -36,8 +35,8 @@ std::string SliceText(const SliceShape& s) {
   constexpr size_t kColumn = 28;  // wider than the longest key, TPU_CHIPS_PER_HOST_BOUNDS
   std::string out;
   auto row = [&out](std::string_view key, const std::string& value) {
-    absl::StrAppend(&out, ToAbsl(key), std::string(kColumn - std::min(key.size(), kColumn - 1), ' '),
-                    value, "\n");
+    absl::StrAppend(&out, ToAbsl(key),
+                    std::string(kColumn - std::min(key.size(), kColumn - 1), ' '), value, "\n");
   };
   row("accelerator type", s.accelerator_type);
   row("topology", s.topology.ToString());
@@ -49,9 +48,8 @@ std::string SliceText(const SliceShape& s) {
   row("TPU_HOST_BOUNDS", s.host_bounds);
   row("TPU_CHIPS_PER_HOST_BOUNDS", s.chips_per_host_bounds);
   row("cores per chip", std::to_string(s.cores_per_chip));
-  row("TPU resources per host",
-      absl::StrCat(s.chips_per_host * s.resources_per_chip, " (", s.resources_per_chip,
-                   " per chip)"));
+  row("TPU resources per host", absl::StrCat(s.chips_per_host * s.resources_per_chip, " (",
+                                             s.resources_per_chip, " per chip)"));
   if (!s.gke_accelerator.empty()) row("GKE accelerator", s.gke_accelerator);
   return out;
 }
@@ -76,7 +74,7 @@ void AddDescribeSliceCommand(CLI::App& app, int& exit_code) {
                   "Chips per host where a shape allows several (v5e/v6e 2x4: 8 or 4)");
   cmd->add_flag("--json", args->json, "Print JSON for programs");
   cmd->callback([args, &exit_code] {
-    auto shape = DescribeSlice(args->accelerator, args->topology, args->chips_per_host);
+    auto shape = ParseSliceShape(args->accelerator, args->topology, args->chips_per_host);
     if (!shape.ok()) {
       exit_code = ReportError(ToStd(shape.status().message()));
       return;

@@ -43,8 +43,8 @@ int RunEvents(const EventsArgs& args) {
       } else {
         std::cout << absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMillis(event.time_ms()),
                                       zone)
-                  << "  " << absl::StrFormat("%-11s", event.kind()) << (event.notice() ? "! " : "  ")
-                  << event.message() << "\n";
+                  << "  " << absl::StrFormat("%-11s", event.kind())
+                  << (event.notice() ? "! " : "  ") << event.message() << "\n";
       }
     }
     std::cout.flush();
@@ -61,7 +61,8 @@ int RunEvents(const EventsArgs& args) {
 void AddEventsCommand(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<EventsArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "events", "The cluster's events: nodes, reservations, jobs, gangs, drivers (! marks a notice)");
+      "events",
+      "The cluster's events: nodes, reservations, jobs, gangs, drivers (! marks a notice)");
   cmd->add_flag("--follow,-f", args->follow, "Keep printing new events until interrupted");
   cmd->add_option("--after", args->after, "Only events after this sequence number")
       ->check(CLI::NonNegativeNumber);

@@ -6,15 +6,15 @@
 #include <optional>
 #include <vector>
 
-#include "cli/commands.h"
-#include "base/string_util.h"
 #include "absl/strings/str_cat.h"
+#include "base/string_util.h"
+#include "cli/commands.h"
 #include "cli/hardware_report.h"
 #include "cli/selector_check.h"
+#include "hardware/node_discovery.h"
 #include "labels/fallback.h"
 #include "labels/label_selector.h"
 #include "resources/resource_set.h"
-#include "hardware/node_discovery.h"
 
 namespace tessera::cli {
 

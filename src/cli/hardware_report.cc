@@ -20,10 +20,14 @@ std::string NumaText(int numa) { return numa < 0 ? "-" : std::to_string(numa); }
 std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
 
 json DeviceJson(const Device& d) {
-  json j = {{"index", d.index},          {"type", d.type},
-            {"model", d.model},          {"uuid", d.uuid},
-            {"memory_bytes", d.memory_bytes}, {"pci_bus_id", d.pci_bus_id},
-            {"numa_node", d.numa_node},  {"nearest_nic", d.nearest_nic}};
+  json j = {{"index", d.index},
+            {"type", d.type},
+            {"model", d.model},
+            {"uuid", d.uuid},
+            {"memory_bytes", d.memory_bytes},
+            {"pci_bus_id", d.pci_bus_id},
+            {"numa_node", d.numa_node},
+            {"nearest_nic", d.nearest_nic}};
   if (!d.attributes.empty()) j["attributes"] = d.attributes;
   return j;
 }
@@ -61,17 +65,24 @@ json FamilyJson(const FamilyReport& f) {
 json HostJson(const HostTopology& h) {
   json numa = json::array();
   for (const NumaNode& n : h.numa_nodes) {
-    numa.push_back({{"os_index", n.os_index}, {"memory_bytes", n.memory_bytes},
-                    {"cpus", n.cpulist}});
+    numa.push_back(
+        {{"os_index", n.os_index}, {"memory_bytes", n.memory_bytes}, {"cpus", n.cpulist}});
   }
   json nics = json::array();
   for (const Nic& n : h.nics) {
-    nics.push_back({{"name", n.name}, {"pci_bus_id", n.pci_bus_id},
-                    {"numa_node", n.numa_node}, {"speed_mbps", n.speed_mbps}});
+    nics.push_back({{"name", n.name},
+                    {"pci_bus_id", n.pci_bus_id},
+                    {"numa_node", n.numa_node},
+                    {"speed_mbps", n.speed_mbps}});
   }
-  return {{"cpu_model", h.cpu_model}, {"sockets", h.sockets},   {"cores", h.cores},
-          {"threads", h.pus},         {"memory_bytes", h.memory_bytes},
-          {"numa_nodes", numa},       {"nics", nics},           {"source", h.source}};
+  return {{"cpu_model", h.cpu_model},
+          {"sockets", h.sockets},
+          {"cores", h.cores},
+          {"threads", h.pus},
+          {"memory_bytes", h.memory_bytes},
+          {"numa_nodes", numa},
+          {"nics", nics},
+          {"source", h.source}};
 }
 
 // Links grouped by (kind, lanes, bandwidth): a group that joins every pair of its devices is
@@ -158,8 +169,8 @@ std::string HardwareReportText(const NodeHardware& node) {
     absl::StrAppend(&out, "\nNo accelerators found: this is a CPU-only machine.\n");
   }
   for (const FamilyReport& f : node.families) {
-    absl::StrAppend(&out, "\n", ToAbsl(f.plugin->family()), ": ", f.detection.devices.size(),
-                    " ", ToAbsl(f.plugin->resource_name()), " via ", OrDash(f.detection.probe),
+    absl::StrAppend(&out, "\n", ToAbsl(f.plugin->family()), ": ", f.detection.devices.size(), " ",
+                    ToAbsl(f.plugin->resource_name()), " via ", OrDash(f.detection.probe),
                     ", mask ", ToAbsl(f.plugin->visible_devices_env()),
                     f.advertised ? "" : " (not advertised)", "\n");
     if (!f.note.empty()) absl::StrAppend(&out, "  ", f.note, "\n");
@@ -176,10 +187,10 @@ std::string HardwareReportText(const NodeHardware& node) {
   std::vector<std::string> resources;
   for (const auto& [name, quantity] : node.resources) {
     // Byte resources read better as "23.5 GiB" than as the exact "24683620KiB".
-    resources.push_back(absl::StrCat(
-        name, "=",
-        IsByteResource(name) && quantity.IsInteger() ? FormatBytes(quantity.WholePart())
-                                                     : quantity.ToString()));
+    resources.push_back(absl::StrCat(name, "=",
+                                     IsByteResource(name) && quantity.IsInteger()
+                                         ? FormatBytes(quantity.WholePart())
+                                         : quantity.ToString()));
   }
   absl::StrAppend(&out, "\nResources: ", absl::StrJoin(resources, ", "), "\n");
   absl::StrAppend(&out, "Labels:\n");

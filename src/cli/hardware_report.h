@@ -2,9 +2,8 @@
 // Thread-safe: pure functions.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "hardware/node_discovery.h"
 

@@ -1,14 +1,14 @@
 #include "cli/job_client.h"
 
+#include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
-
-#include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,9 +19,33 @@
 #include "base/string_util.h"
 #include "cli/text_table.h"
 #include "node/working_dir.h"
+#include "rpc/state_names.h"
 
 namespace tessera::cli {
 namespace {
+
+// A status.json holds the status as `job status --json` prints it (rpc::MessageJson), its states
+// as words: each becomes its enum value's name again, which the proto JSON parser reads. (A word
+// of no value, and a name already, stay as they are.)
+void StateWordsToNames(nlohmann::json& status) {
+  auto rename = [](nlohmann::json& object, const google::protobuf::EnumDescriptor& type) {
+    if (!object.is_object()) return;
+    auto state = object.find("state");
+    if (state == object.end() || !state->is_string()) return;
+    if (const auto* value = rpc::StateValueOf(type, state->get<std::string>())) {
+      *state = std::string(value->name());
+    }
+  };
+  rename(status, *v1::GangJobState_descriptor());
+  auto each = [&](const char* list, const google::protobuf::EnumDescriptor& type) {
+    auto items = status.find(list);
+    if (items == status.end() || !items->is_array()) return;
+    for (nlohmann::json& item : *items) rename(item, type);
+  };
+  each("phases", *v1::GangJobState_descriptor());
+  each("ranks", *v1::RankState_descriptor());
+  each("past_ranks", *v1::RankState_descriptor());
+}
 
 void WriteAll(int fd, const std::string& data) {
   size_t done = 0;
@@ -61,7 +85,8 @@ absl::Status FillJobProcess(const JobProcessArgs& args, v1::JobSpec* spec) {
   for (const std::string& pair : args.env) {
     const size_t eq = pair.find('=');
     if (eq == 0 || pair.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("--env: ", Quote(pair), " is not NAME=VALUE or NAME"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--env: ", Quote(pair), " is not NAME=VALUE or NAME"));
     }
     if (eq == std::string::npos) {
       // A variable of this client's, passed by name.
@@ -106,7 +131,7 @@ std::string JobStatusText(const v1::JobStatus& status) {
   std::ostringstream out;
   out << "job " << status.job_id();
   if (!status.name().empty()) out << " (" << status.name() << ")";
-  out << ": " << status.state();
+  out << ": " << rpc::GangJobStateName(status.state());
   if (!status.message().empty()) out << ": " << status.message();
   out << "\n";
   out << "command: " << absl::StrJoin(status.argv(), " ") << "\n";
@@ -114,16 +139,17 @@ std::string JobStatusText(const v1::JobStatus& status) {
   if (status.world_size() > 0) out << "; world size " << status.world_size();
   if (!status.reservation().empty()) out << "; reservation " << status.reservation();
   out << "\n";
-  if (status.state() == "SUCCEEDED" || status.state() == "FAILED" || status.state() == "STOPPED") {
+  if (status.state() == v1::GANG_JOB_STATE_SUCCEEDED ||
+      status.state() == v1::GANG_JOB_STATE_FAILED || status.state() == v1::GANG_JOB_STATE_STOPPED) {
     out << "exit code: " << status.exit_code() << "\n";
   }
   if (!status.log_dir().empty()) out << "logs: " << status.log_dir() << "\n";
   if (status.ranks_size() > 0) {
     TextTable table({"RANK", "LOCAL", "NODE", "HOST", "WORKER", "PID", "STATE", "EXIT"});
     for (const v1::RankStatus& r : status.ranks()) {
-      table.AddRow({std::to_string(r.rank()), std::to_string(r.local_rank()), r.node_id(),
-                    r.host(), r.worker_id(), std::to_string(r.pid()), r.state(),
-                    r.exit_reason()});
+      table.AddRow({std::to_string(r.rank()), std::to_string(r.local_rank()), r.node_id(), r.host(),
+                    r.worker_id(), std::to_string(r.pid()),
+                    std::string(rpc::RankStateName(r.state())), r.exit_reason()});
     }
     out << table.Render();
   }
@@ -132,7 +158,8 @@ std::string JobStatusText(const v1::JobStatus& status) {
 
 absl::StatusOr<v1::JobStatus> ReadJobStatusFile(const client::StateFolder& state,
                                                 const std::string& job) {
-  if (!SafeJobName(job)) return absl::InvalidArgumentError(absl::StrCat(Quote(job), " is not a job id"));
+  if (!SafeJobName(job))
+    return absl::InvalidArgumentError(absl::StrCat(Quote(job), " is not a job id"));
   const std::string path = absl::StrCat(state.JobsDir(), "/", job, "/status.json");
   // Sized before it is read (base/file_read.h).
   absl::StatusOr<std::string> text = ReadFileUpTo(path, kMaxDescriptionFileBytes, "job status");
@@ -140,16 +167,22 @@ absl::StatusOr<v1::JobStatus> ReadJobStatusFile(const client::StateFolder& state
     // A name: the newest job of that name.
     std::optional<v1::JobStatus> newest;
     for (const v1::JobStatus& s : ReadJobStatusFiles(state)) {
-      if (s.name() == job && (!newest || s.submit_time_ms() >= newest->submit_time_ms())) newest = s;
+      if (s.name() == job && (!newest || s.submit_time_ms() >= newest->submit_time_ms()))
+        newest = s;
     }
     if (newest) return *newest;
     return absl::NotFoundError(absl::StrCat("no job ", job, " (no ", path, ")"));
   }
   if (!text.ok()) return text.status();
+  nlohmann::json json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return absl::DataLossError(absl::StrCat(path, " is not a job status"));
+  StateWordsToNames(json);
   v1::JobStatus status;
   google::protobuf::util::JsonParseOptions parse;
   parse.ignore_unknown_fields = true;
-  if (!google::protobuf::util::JsonStringToMessage(*text, &status, parse).ok()) {
+  const std::string names =
+      json.dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+  if (!google::protobuf::util::JsonStringToMessage(names, &status, parse).ok()) {
     return absl::DataLossError(absl::StrCat(path, " is not a job status"));
   }
   return status;
@@ -200,20 +233,22 @@ absl::StatusOr<std::optional<v1::JobStatus>> FollowJobLog(client::ClusterClient&
     }
     absl::SleepFor(absl::Milliseconds(200));
   }
-  return absl::UnavailableError(absl::StrCat("lost the log stream of job ", job, " from ",
-                                             client.HeadPeer()));
+  return absl::UnavailableError(
+      absl::StrCat("lost the log stream of job ", job, " from ", client.HeadPeer()));
 }
 
 absl::Status PrintJobLogFile(const client::StateFolder& state, const std::string& job, int rank) {
   std::string id = job;
-  if (!SafeJobName(job)) return absl::InvalidArgumentError(absl::StrCat(Quote(job), " is not a job id"));
+  if (!SafeJobName(job))
+    return absl::InvalidArgumentError(absl::StrCat(Quote(job), " is not a job id"));
   if (!std::filesystem::exists(absl::StrCat(state.JobsDir(), "/", job))) {
     auto status = ReadJobStatusFile(state, job);  // a job name
     if (!status.ok()) return status.status();
     id = status->job_id();
   }
-  const std::string path = rank >= 0 ? absl::StrCat(state.JobsDir(), "/", id, "/rank-", rank, ".log")
-                                     : absl::StrCat(state.JobsDir(), "/", id, "/job.log");
+  const std::string path = rank >= 0
+                               ? absl::StrCat(state.JobsDir(), "/", id, "/rank-", rank, ".log")
+                               : absl::StrCat(state.JobsDir(), "/", id, "/job.log");
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("no log ", path));
   // In pieces: a job's log may be larger than this process's memory.

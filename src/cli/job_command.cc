@@ -18,6 +18,7 @@
 #include "cli/text_table.h"
 #include "client/cluster_client.h"
 #include "resources/resource_set.h"
+#include "rpc/state_names.h"
 #include "wire/proto_convert.h"
 
 namespace tessera::cli {
@@ -136,7 +137,8 @@ int RunList(const JobArgs& args) {
   }
   TextTable table({"JOB", "NAME", "STATE", "RANKS", "RESTARTS", "MESSAGE"});
   for (const v1::JobStatus& job : jobs) {
-    table.AddRow({job.job_id(), job.name(), job.state(), std::to_string(job.world_size()),
+    table.AddRow({job.job_id(), job.name(), std::string(rpc::GangJobStateName(job.state())),
+                  std::to_string(job.world_size()),
                   absl::StrCat(job.restart_count(), "/", job.max_restarts()), job.message()});
   }
   if (table.empty()) {
@@ -174,7 +176,7 @@ int RunJobStop(const JobArgs& args) {
     return c.jobs().StopJob(ctx, request, &status);
   });
   if (!stopped.ok()) return ReportError(stopped);
-  std::cout << "job " << status.job_id() << ": " << status.state()
+  std::cout << "job " << status.job_id() << ": " << rpc::GangJobStateName(status.state())
             << (status.message().empty() ? "" : ": ") << status.message() << "\n";
   return 0;
 }
@@ -182,12 +184,14 @@ int RunJobStop(const JobArgs& args) {
 }  // namespace
 
 void AddJobCommand(CLI::App& app, int& exit_code) {
-  CLI::App* job = app.add_subcommand("job", "Jobs owned by the cluster: submit, list, status, logs, stop");
+  CLI::App* job =
+      app.add_subcommand("job", "Jobs owned by the cluster: submit, list, status, logs, stop");
   job->require_subcommand(1);
 
   auto common = std::make_shared<CommonClusterArgs>();
   auto submit = std::make_shared<SubmitArgs>();
-  CLI::App* s = job->add_subcommand("submit", "Run a command as a job of the cluster; print its id");
+  CLI::App* s =
+      job->add_subcommand("submit", "Run a command as a job of the cluster; print its id");
   s->add_option("--name", submit->process.name, "A name for the job")->type_name("NAME");
   s->add_option("--env", submit->process.env,
                 "NAME=VALUE for the job, or NAME to pass this shell's value (repeatable)")

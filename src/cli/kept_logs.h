@@ -32,14 +32,14 @@ namespace tessera::cli {
 inline constexpr size_t kKeptLogFoldersDefault = 10;
 
 struct KeepLogsOptions {
-  absl::Time now = absl::Now();  // names the kept folder
+  absl::Time now = absl::Now();          // names the kept folder
   size_t keep = kKeptLogFoldersDefault;  // kept folders left after pruning (at least 1)
 };
 
 struct KeptLogs {
-  std::string folder;  // the kept folder's path; "" when there was no log to keep
-  size_t files = 0;    // files moved into it
-  std::vector<std::string> pruned;  // older kept folders removed, by name
+  std::string folder;                 // the kept folder's path; "" when there was no log to keep
+  size_t files = 0;                   // files moved into it
+  std::vector<std::string> pruned;    // older kept folders removed, by name
   std::vector<std::string> warnings;  // e.g. "<state>/logs/latest is a folder; not replaced"
 };
 

@@ -1,19 +1,18 @@
 #include "cli/kept_logs.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <iterator>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/time/civil_time.h"
 
@@ -26,8 +25,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 absl::Time At(int hour, int minute, int second) {
-  return absl::FromCivil(absl::CivilSecond(2026, 12, 3, hour, minute, second),
-                         absl::UTCTimeZone());
+  return absl::FromCivil(absl::CivilSecond(2026, 12, 3, hour, minute, second), absl::UTCTimeZone());
 }
 
 std::string Read(const std::string& path) {

@@ -104,9 +104,9 @@ void AddStatusCommand(CLI::App& app, int& exit_code) {
     bool json = false;
   };
   auto args = std::make_shared<Args>();
-  CLI::App* cmd = app.add_subcommand(
-      "status",
-      "Nodes alive and dead, resources reserved/total, slices, placement groups, pending demand, the dashboard's address");
+  CLI::App* cmd = app.add_subcommand("status",
+                                     "Nodes alive and dead, resources reserved/total, slices, "
+                                     "placement groups, pending demand, the dashboard's address");
   cmd->add_flag("--json", args->json, "Print JSON for programs");
   AddCommonClusterFlags(*cmd, args->common);
   cmd->callback([args, &exit_code] { exit_code = RunStatus(args->common, args->json); });

@@ -53,8 +53,8 @@ absl::StatusOr<tessera::v1::CreatePlacementGroupRequest> BuildCreateRequest(
   for (const std::string& flag : args.bundle_selectors) {
     for (std::string& s : SplitSemicolons(flag)) selectors.push_back(std::move(s));
   }
-  TESSERA_ASSIGN_OR_RETURN(spec.primary,
-                           ParseBundleOption("--bundles", SplitSemicolons(args.bundles), selectors));
+  TESSERA_ASSIGN_OR_RETURN(
+      spec.primary, ParseBundleOption("--bundles", SplitSemicolons(args.bundles), selectors));
   for (size_t i = 0; i < args.fallbacks.size(); ++i) {
     // "CPU=1;CPU=1|zone=a;zone=b": the bundles, then optionally one selector per bundle.
     const std::string& text = args.fallbacks[i];
@@ -63,10 +63,9 @@ absl::StatusOr<tessera::v1::CreatePlacementGroupRequest> BuildCreateRequest(
     const std::vector<std::string> fallback_selectors =
         bar == std::string::npos ? std::vector<std::string>{}
                                  : SplitSemicolons(std::string_view(text).substr(bar + 1));
-    TESSERA_ASSIGN_OR_RETURN(
-        BundleOption option,
-        ParseBundleOption(absl::StrCat("--fallback ", i + 1), SplitSemicolons(bundles),
-                          fallback_selectors));
+    TESSERA_ASSIGN_OR_RETURN(BundleOption option,
+                             ParseBundleOption(absl::StrCat("--fallback ", i + 1),
+                                               SplitSemicolons(bundles), fallback_selectors));
     spec.fallbacks.push_back(std::move(option));
   }
   if (!args.same_label.empty()) {
@@ -100,12 +99,11 @@ int RunCreate(const CommonClusterArgs& common, const CreateArgs& args) {
     std::cout << PlacementGroupText(info);
   }
   if (wait > absl::ZeroDuration() && info.state() != tessera::v1::PLACEMENT_GROUP_STATE_CREATED) {
-    return ReportError(absl::StrCat("placement group ", info.name(), " is ",
-                                    std::string(rpc::PlacementGroupStateName(info.state())),
-                                    info.state() == tessera::v1::PLACEMENT_GROUP_STATE_INFEASIBLE
-                                        ? ""
-                                        : " after waiting",
-                                    info.explanation().empty() ? "" : ": ", info.explanation()));
+    return ReportError(absl::StrCat(
+        "placement group ", info.name(), " is ",
+        std::string(rpc::PlacementGroupStateName(info.state())),
+        info.state() == tessera::v1::PLACEMENT_GROUP_STATE_INFEASIBLE ? "" : " after waiting",
+        info.explanation().empty() ? "" : ": ", info.explanation()));
   }
   return 0;
 }
@@ -128,8 +126,8 @@ int RunRemove(const CommonClusterArgs& common, const std::string& name) {
   if (!client.ok()) return ReportError(client.status());
   auto response = client::RemovePlacementGroupNamed(**client, name);
   if (!response.ok()) return ReportError(response.status());
-  std::cout << "Removed placement group " << name << " (" << response->released_size()
-            << " bundle" << (response->released_size() == 1 ? "" : "s") << " released).\n";
+  std::cout << "Removed placement group " << name << " (" << response->released_size() << " bundle"
+            << (response->released_size() == 1 ? "" : "s") << " released).\n";
   return 0;
 }
 
@@ -174,7 +172,8 @@ void AddPlacementGroupCommand(CLI::App& app, int& exit_code) {
   list->callback([common, list_json, &exit_code] { exit_code = RunList(*common, *list_json); });
 
   auto remove_name = std::make_shared<std::string>();
-  CLI::App* remove = pg->add_subcommand("remove", "Remove a placement group, releasing its bundles");
+  CLI::App* remove =
+      pg->add_subcommand("remove", "Remove a placement group, releasing its bundles");
   remove->add_option("NAME", *remove_name, "Group name")->required();
   AddCommonClusterFlags(*remove, *common);
   remove->callback(

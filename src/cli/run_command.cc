@@ -35,6 +35,7 @@
 #include "cli/signal_waiter.h"
 #include "client/cluster_client.h"
 #include "client/lease_round.h"
+#include "client/state_folder.h"
 #include "labels/label_selector.h"
 #include "resources/resource_set.h"
 #include "rpc/state_names.h"
@@ -46,7 +47,6 @@ namespace {
 using tessera::v1::LeaseGrant;
 using tessera::v1::LeaseReply;
 using tessera::v1::LeaseRequest;
-
 
 struct RunArgs {
   CommonClusterArgs common;
@@ -121,17 +121,6 @@ absl::StatusOr<LeaseRequest> BuildLeaseRequest(const RunArgs& args) {
   return lease;
 }
 
-// A node agent on this machine: the first node of the state folder whose agent is alive.
-std::string LocalAgentAddress(const client::StateFolder& state) {
-  for (const std::string& node : client::NodeIdsInStateFolder(state)) {
-    const auto pid = client::ReadPidFile(state.AgentPidFile(node));
-    if (!pid.has_value() || !client::ProcessAlive(*pid)) continue;
-    auto address = client::ReadFirstLine(state.AgentAddressFile(node));
-    if (address.ok() && !address->empty()) return *address;
-  }
-  return "";
-}
-
 struct Granted {
   LeaseGrant grant;
   std::string address;  // of the agent that granted it
@@ -165,18 +154,21 @@ absl::StatusOr<Granted> AcquireLease(client::ClusterClient& client, LeaseRequest
   while (true) {
     TESSERA_ASSIGN_OR_RETURN(
         client::LeaseRoundOutcome round,
-        client::RunLeaseRound(lease, LocalAgentAddress(client.state()), calls));
+        client::RunLeaseRound(lease, client::LocalAgentAddress(client.state()), calls));
     if (round.grant.has_value()) return Granted{*std::move(round.grant), round.address};
     if (round.hop_limit) {
       return absl::UnavailableError(absl::StrCat("the lease was sent on ", client::kMaxLeaseHops,
                                                  " times without being granted"));
     }
-    // Why nothing took it this round: "pending" or "infeasible", with the explanation.
-    const std::string& status = round.status;
+    // Why nothing took it this round: pending or infeasible, with the explanation.
+    const tessera::v1::PickStatus status = round.status;
     const std::string& explanation = round.explanation;
-    if (status == "infeasible" || absl::Now() >= until) {
+    if (status == tessera::v1::PICK_STATUS_INFEASIBLE || absl::Now() >= until) {
       return absl::ResourceExhaustedError(
-          absl::StrCat("cannot run the command", status.empty() ? "" : absl::StrCat(" (", status, ")"),
+          absl::StrCat("cannot run the command",
+                       status == tessera::v1::PICK_STATUS_UNSPECIFIED
+                           ? ""
+                           : absl::StrCat(" (", ToAbsl(rpc::PickStatusName(status)), ")"),
                        explanation.empty() ? "" : ": ", explanation));
     }
     if (interrupted()) return absl::CancelledError("interrupted while waiting for resources");
@@ -230,7 +222,6 @@ class SignalForwarder {
   void Stop() { waiter_.Stop(); }
 
  private:
-
   void KillLocked() {
     tessera::v1::KillWorkerRequest request;
     request.set_worker_id(worker_id_);
@@ -242,7 +233,8 @@ class SignalForwarder {
                       [&](grpc::ClientContext* c) {
                         return client_->agent(address_).KillWorker(c, request, &response);
                       });
-    if (!status.ok()) std::cerr << "tessera: warning: could not stop the worker: " << status.message() << "\n";
+    if (!status.ok())
+      std::cerr << "tessera: warning: could not stop the worker: " << status.message() << "\n";
   }
 
   SignalWaiter waiter_;  // first: blocks the signals before anything else exists
@@ -272,8 +264,8 @@ absl::StatusOr<tessera::v1::JobInfo> RecordJob(client::ClusterClient& client,
 void RecordJobEnd(client::ClusterClient& client, const tessera::v1::JobInfo& job) {
   auto recorded = RecordJob(client, job);
   if (!recorded.ok()) {
-    std::cerr << "tessera: warning: the job's end was not recorded: "
-              << recorded.status().message() << "\n";
+    std::cerr << "tessera: warning: the job's end was not recorded: " << recorded.status().message()
+              << "\n";
     return;
   }
   if (recorded->state() != job.state()) {
@@ -336,7 +328,7 @@ int RunCommand(const RunArgs& args) {
         client::FromGrpc(finished, absl::StrCat("the node agent at ", granted->address)).message());
     job.set_state(tessera::v1::JOB_STATE_FAILED);
     job.set_exit_reason(why);
-    (void)RecordJob(c, job);
+    RecordJobEnd(c, job);  // warns when the head did not take it
     return ReportError(why);
   }
   job.set_state(exit->exit_code() == 0 && exit->signal() == 0 && !exit->out_of_memory()
@@ -362,12 +354,13 @@ int RunCommand(const RunArgs& args) {
 
 void AddRunCommand(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<RunArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "run", "Run a command as a worker on the cluster and stream its output");
-  CLI::Option* resources = cmd->add_option(
-      "--resources", args->resources,
-      "What the worker needs (default CPU=1; inside a placement group: nothing extra)")
-      ->type_name("LIST");
+  CLI::App* cmd =
+      app.add_subcommand("run", "Run a command as a worker on the cluster and stream its output");
+  CLI::Option* resources =
+      cmd->add_option(
+             "--resources", args->resources,
+             "What the worker needs (default CPU=1; inside a placement group: nothing extra)")
+          ->type_name("LIST");
   // Repeatable flags take one value each, so the `--` after them still starts the command.
   cmd->add_option("--label-selector", args->selectors,
                   "Node label selector; repeat for fallbacks, tried in order")
@@ -388,8 +381,7 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
                   "How long to wait for resources when the cluster is busy (default: forever)")
       ->type_name("DUR");
   AddCommonClusterFlags(*cmd, args->common);
-  cmd->add_option("COMMAND", args->command, "The command and its arguments, after --")
-      ->required();
+  cmd->add_option("COMMAND", args->command, "The command and its arguments, after --")->required();
   cmd->callback([args, resources, &exit_code] {
     if (resources->count() == 0) args->resources = args->placement_group.empty() ? "CPU=1" : "";
     exit_code = RunCommand(*args);

@@ -84,9 +84,9 @@ Json PlacementJson(const Placement& p) {
 }
 
 std::string PlacementText(const Placement& p) {
-  std::string text = p.bundle >= 0 ? absl::StrCat("placed in bundle ", p.bundle, " on ",
-                                                  p.node.value())
-                                   : absl::StrCat("placed on ", p.node.value());
+  std::string text = p.bundle >= 0
+                         ? absl::StrCat("placed in bundle ", p.bundle, " on ", p.node.value())
+                         : absl::StrCat("placed on ", p.node.value());
   const std::string devices = DevicesText(p.allocation);
   if (!devices.empty()) absl::StrAppend(&text, ", ", devices);
   if (p.option > 0) absl::StrAppend(&text, " (fallback option ", p.option, ")");
@@ -95,24 +95,15 @@ std::string PlacementText(const Placement& p) {
 
 std::string_view EventName(const SimulatedEvent& e) {
   switch (e.kind) {
-    case SimulatedEventKind::kSubmit:
-      return e.request.actor ? "submit_actor" : "submit_task";
-    case SimulatedEventKind::kFinish:
-      return "finish";
-    case SimulatedEventKind::kAddNodes:
-      return "add_nodes";
-    case SimulatedEventKind::kFailNode:
-      return "fail_node";
-    case SimulatedEventKind::kDrainNode:
-      return "drain_node";
-    case SimulatedEventKind::kCreatePlacementGroup:
-      return "create_placement_group";
-    case SimulatedEventKind::kRemovePlacementGroup:
-      return "remove_placement_group";
-    case SimulatedEventKind::kReserveSlices:
-      return "reserve_slices";
-    case SimulatedEventKind::kReleaseSlices:
-      return "release_slices";
+    case SimulatedEventKind::kSubmit: return e.request.actor ? "submit_actor" : "submit_task";
+    case SimulatedEventKind::kFinish: return "finish";
+    case SimulatedEventKind::kAddNodes: return "add_nodes";
+    case SimulatedEventKind::kFailNode: return "fail_node";
+    case SimulatedEventKind::kDrainNode: return "drain_node";
+    case SimulatedEventKind::kCreatePlacementGroup: return "create_placement_group";
+    case SimulatedEventKind::kRemovePlacementGroup: return "remove_placement_group";
+    case SimulatedEventKind::kReserveSlices: return "reserve_slices";
+    case SimulatedEventKind::kReleaseSlices: return "release_slices";
   }
   return "event";
 }
@@ -242,104 +233,62 @@ bool NodeRefused(const SimulatedEvent& e, const EventOutcome& o, Json& record, s
   return true;
 }
 
-// One event's record (JSON) and line (text) from its outcome.
-void WriteEvent(const SimulatedEvent& e, size_t index, const EventOutcome& o, Json& record,
-                std::string& text) {
-  record = {{"event", index + 1}, {"line", e.line}, {"kind", EventName(e)}};
-  text = absl::StrCat("[", index + 1, "] ", ToAbsl(EventName(e)), " ");
-  Json groups = Json::array();  // re-placements, by the event and after it
-  switch (e.kind) {
-    case SimulatedEventKind::kSubmit:
-      record["name"] = e.request.name;
-      absl::StrAppend(&text, e.request.name, ": ");
-      WriteAttempt(*o.submitted, record, text);
-      break;
-    case SimulatedEventKind::kFinish:
-      record["name"] = e.target;
-      absl::StrAppend(&text, e.target, ": ", FinishText(o));
-      break;
-    case SimulatedEventKind::kAddNodes: {
-      std::vector<std::string> ids;
-      for (const ClusterNode& n : e.nodes) ids.push_back(n.id);
-      record["nodes"] = ids;
-      absl::StrAppend(&text, e.nodes.size(),
-                      e.nodes.size() == 1 ? " node: " : " nodes: ", absl::StrJoin(ids, ", "));
-      break;
-    }
-    case SimulatedEventKind::kFailNode: {
-      if (NodeRefused(e, o, record, text)) break;
-      record["lost"] = o.lost;
-      record["touched"] = o.touched;
-      absl::StrAppend(&text, o.lost.empty() ? "dead; nothing was running"
-                                            : absl::StrCat("dead; released (work lost) ",
-                                                           absl::StrJoin(o.lost, ", ")));
-      if (!o.touched.empty()) absl::StrAppend(&text, "; touched ", absl::StrJoin(o.touched, ", "));
-      Json resubmitted = Json::array();
-      std::vector<std::string> parts;
-      for (const Resubmission& r : o.resubmitted) {
-        parts.push_back(r.max_retries < 0 ? absl::StrCat(r.name, " (retry ", r.retry, ")")
-                                          : absl::StrCat(r.name, " (retry ", r.retry, " of ",
-                                                         r.max_retries, ")"));
-        resubmitted.push_back(
-            {{"name", r.name}, {"retry", r.retry}, {"max_retries", r.max_retries}});
-      }
-      record["resubmitted"] = std::move(resubmitted);
-      if (!parts.empty()) absl::StrAppend(&text, "; resubmitted ", absl::StrJoin(parts, ", "));
-      WriteReplacements(o.replaced, groups, text);
-      Json broken = Json::array();
-      for (const auto& [name, why] : o.broken) {
-        absl::StrAppend(&text, "\n    slice group ", name, ": BROKEN: ", why);
-        broken.push_back({{"name", name}, {"explanation", why}});
-      }
-      if (!broken.empty()) record["broken"] = std::move(broken);
-      break;
-    }
-    case SimulatedEventKind::kDrainNode:
-      if (NodeRefused(e, o, record, text)) break;
-      record["keeps_running"] = o.keeps_running;
-      absl::StrAppend(&text, "draining; takes no new work",
-                      o.keeps_running.empty()
-                          ? ""
-                          : absl::StrCat("; still running ", absl::StrJoin(o.keeps_running, ", ")));
-      break;
-    case SimulatedEventKind::kCreatePlacementGroup:
-    case SimulatedEventKind::kReserveSlices: {
-      const std::string& name =
-          e.kind == SimulatedEventKind::kReserveSlices ? e.slices.name : e.group.name;
-      record["name"] = name;
-      absl::StrAppend(&text, name, ": ");
-      WriteReservation(*o.reservation, record, text);
-      break;
-    }
-    case SimulatedEventKind::kRemovePlacementGroup:
-    case SimulatedEventKind::kReleaseSlices: {
-      const bool group = e.kind == SimulatedEventKind::kRemovePlacementGroup;
-      record["name"] = e.target;
-      absl::StrAppend(&text, e.target, ": ");
-      if (o.removal == RemovalResult::kWithdrawn) {
-        absl::StrAppend(&text, "withdrawn before it was placed");
-        record["result"] = "withdrawn";
-        break;
-      }
-      if (o.removal == RemovalResult::kAlreadyGone) {
-        absl::StrAppend(&text, group ? "already removed" : "already released");
-        break;
-      }
-      std::vector<std::string> parts;
-      for (const Allocation& a : o.released) {
-        parts.push_back(absl::StrCat(a.resources.ToString(), " on ", a.node.value()));
-      }
-      record["released"] = parts;
-      absl::StrAppend(&text, group ? "removed; released " : "released ",
-                      absl::StrJoin(parts, "; "));
-      if (!o.stopped.empty()) {  // work running in its bundles stops with it
-        record["stopped"] = o.stopped;
-        absl::StrAppend(&text, "; stopped ", absl::StrJoin(o.stopped, ", "));
-      }
-      break;
-    }
+// A failed node's event: the work it lost or touched, what was resubmitted and re-placed, and
+// the slice groups it broke.
+void WriteNodeFailure(const EventOutcome& o, Json& record, Json& groups, std::string& text) {
+  record["lost"] = o.lost;
+  record["touched"] = o.touched;
+  absl::StrAppend(&text, o.lost.empty() ? "dead; nothing was running"
+                                        : absl::StrCat("dead; released (work lost) ",
+                                                       absl::StrJoin(o.lost, ", ")));
+  if (!o.touched.empty()) absl::StrAppend(&text, "; touched ", absl::StrJoin(o.touched, ", "));
+  Json resubmitted = Json::array();
+  std::vector<std::string> parts;
+  for (const Resubmission& r : o.resubmitted) {
+    parts.push_back(r.max_retries < 0
+                        ? absl::StrCat(r.name, " (retry ", r.retry, ")")
+                        : absl::StrCat(r.name, " (retry ", r.retry, " of ", r.max_retries, ")"));
+    resubmitted.push_back({{"name", r.name}, {"retry", r.retry}, {"max_retries", r.max_retries}});
   }
-  // What waited and was tried again after the event.
+  record["resubmitted"] = std::move(resubmitted);
+  if (!parts.empty()) absl::StrAppend(&text, "; resubmitted ", absl::StrJoin(parts, ", "));
+  WriteReplacements(o.replaced, groups, text);
+  Json broken = Json::array();
+  for (const auto& [name, why] : o.broken) {
+    absl::StrAppend(&text, "\n    slice group ", name, ": BROKEN: ", why);
+    broken.push_back({{"name", name}, {"explanation", why}});
+  }
+  if (!broken.empty()) record["broken"] = std::move(broken);
+}
+
+// A placement group's removal, or a slice reservation's release: what it released and stopped.
+void WriteRemoval(const SimulatedEvent& e, const EventOutcome& o, Json& record, std::string& text) {
+  const bool group = e.kind == SimulatedEventKind::kRemovePlacementGroup;
+  record["name"] = e.target;
+  absl::StrAppend(&text, e.target, ": ");
+  if (o.removal == RemovalResult::kWithdrawn) {
+    absl::StrAppend(&text, "withdrawn before it was placed");
+    record["result"] = "withdrawn";
+    return;
+  }
+  if (o.removal == RemovalResult::kAlreadyGone) {
+    absl::StrAppend(&text, group ? "already removed" : "already released");
+    return;
+  }
+  std::vector<std::string> parts;
+  for (const Allocation& a : o.released) {
+    parts.push_back(absl::StrCat(a.resources.ToString(), " on ", a.node.value()));
+  }
+  record["released"] = parts;
+  absl::StrAppend(&text, group ? "removed; released " : "released ", absl::StrJoin(parts, "; "));
+  if (!o.stopped.empty()) {  // work running in its bundles stops with it
+    record["stopped"] = o.stopped;
+    absl::StrAppend(&text, "; stopped ", absl::StrJoin(o.stopped, ", "));
+  }
+}
+
+// What waited and was tried again after the event: work, reservations and work in bundles.
+void WriteRetries(const EventOutcome& o, Json& record, Json& groups, std::string& text) {
   Json placed = Json::array();
   Json unplaced = Json::array();  // resubmitted by this event, not placed
   auto retried = [&](const WorkAttempt& a, Json& placed_list) {
@@ -374,6 +323,57 @@ void WriteEvent(const SimulatedEvent& e, size_t index, const EventOutcome& o, Js
   for (const WorkAttempt& a : o.retried_in_bundles) retried(a, in_bundles);
   if (!in_bundles.empty()) record["placed_in_bundles"] = std::move(in_bundles);
   if (!unplaced.empty()) record["resubmitted_waiting"] = std::move(unplaced);
+}
+
+// One event's record (JSON) and line (text) from its outcome.
+void WriteEvent(const SimulatedEvent& e, size_t index, const EventOutcome& o, Json& record,
+                std::string& text) {
+  record = {{"event", index + 1}, {"line", e.line}, {"kind", EventName(e)}};
+  text = absl::StrCat("[", index + 1, "] ", ToAbsl(EventName(e)), " ");
+  Json groups = Json::array();  // re-placements, by the event and after it
+  switch (e.kind) {
+    case SimulatedEventKind::kSubmit:
+      record["name"] = e.request.name;
+      absl::StrAppend(&text, e.request.name, ": ");
+      WriteAttempt(*o.submitted, record, text);
+      break;
+    case SimulatedEventKind::kFinish:
+      record["name"] = e.target;
+      absl::StrAppend(&text, e.target, ": ", FinishText(o));
+      break;
+    case SimulatedEventKind::kAddNodes: {
+      std::vector<std::string> ids;
+      for (const ClusterNode& n : e.nodes) ids.push_back(n.id);
+      record["nodes"] = ids;
+      absl::StrAppend(&text, e.nodes.size(),
+                      e.nodes.size() == 1 ? " node: " : " nodes: ", absl::StrJoin(ids, ", "));
+      break;
+    }
+    case SimulatedEventKind::kFailNode:
+      if (NodeRefused(e, o, record, text)) break;
+      WriteNodeFailure(o, record, groups, text);
+      break;
+    case SimulatedEventKind::kDrainNode:
+      if (NodeRefused(e, o, record, text)) break;
+      record["keeps_running"] = o.keeps_running;
+      absl::StrAppend(&text, "draining; takes no new work",
+                      o.keeps_running.empty()
+                          ? ""
+                          : absl::StrCat("; still running ", absl::StrJoin(o.keeps_running, ", ")));
+      break;
+    case SimulatedEventKind::kCreatePlacementGroup:
+    case SimulatedEventKind::kReserveSlices: {
+      const std::string& name =
+          e.kind == SimulatedEventKind::kReserveSlices ? e.slices.name : e.group.name;
+      record["name"] = name;
+      absl::StrAppend(&text, name, ": ");
+      WriteReservation(*o.reservation, record, text);
+      break;
+    }
+    case SimulatedEventKind::kRemovePlacementGroup:
+    case SimulatedEventKind::kReleaseSlices: WriteRemoval(e, o, record, text); break;
+  }
+  WriteRetries(o, record, groups, text);
 }
 
 Json UtilizationJson(const Simulation& simulation, AmountStyle style) {

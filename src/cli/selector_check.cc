@@ -13,14 +13,11 @@ std::string Failure(const LabelConstraint& c, const LabelSet& labels) {
       it == labels.end() ? "the node has no " + c.key : c.key + "=" + it->second;
   const std::string values = absl::StrJoin(c.values, ",");
   switch (c.op) {
-    case SelectorOperator::kIn:
-      return absl::StrCat("needs ", c.key, " in (", values, "); ", has);
+    case SelectorOperator::kIn: return absl::StrCat("needs ", c.key, " in (", values, "); ", has);
     case SelectorOperator::kNotIn:
       return absl::StrCat("needs ", c.key, " not in (", values, "); ", has);
-    case SelectorOperator::kExists:
-      return absl::StrCat("needs ", c.key, " to exist; ", has);
-    case SelectorOperator::kDoesNotExist:
-      return absl::StrCat("needs no ", c.key, "; ", has);
+    case SelectorOperator::kExists: return absl::StrCat("needs ", c.key, " to exist; ", has);
+    case SelectorOperator::kDoesNotExist: return absl::StrCat("needs no ", c.key, "; ", has);
   }
   return has;
 }

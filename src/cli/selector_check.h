@@ -3,11 +3,10 @@
 // not land here?". Thread-safe: pure functions.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "labels/fallback.h"
 #include "labels/label.h"

@@ -128,7 +128,7 @@ absl::Status WaitAgentsReady(const client::StateFolder& state, const std::string
       const absl::Status answered =
           client->Call("the node agent", client::Retry::kNever, [&](grpc::ClientContext* c) {
             return client->agent(*address).ListWorkers(c, tessera::v1::ListWorkersRequest(),
-                                                        &workers);
+                                                       &workers);
           });
       if (!answered.ok()) {
         last_problem = absl::StrCat("node agent ", agent.node_id, ": ", answered.message());
@@ -150,8 +150,8 @@ absl::Status WaitAgentsReady(const client::StateFolder& state, const std::string
           if (!alive.contains(a.node_id)) missing.push_back(a.node_id);
         }
         if (missing.empty()) return absl::OkStatus();
-        last_problem = absl::StrCat("not registered with the head yet: ",
-                                    absl::StrJoin(missing, ", "));
+        last_problem =
+            absl::StrCat("not registered with the head yet: ", absl::StrJoin(missing, ", "));
       } else {
         last_problem = std::string(nodes.status().message());
       }

@@ -126,12 +126,11 @@ int RunReserve(const CommonClusterArgs& common, const ReserveArgs& args) {
     std::cout << SliceGroupText(info);
   }
   if (wait > absl::ZeroDuration() && info.state() != tessera::v1::SLICE_GROUP_STATE_RESERVED) {
-    return ReportError(absl::StrCat("slice reservation ", info.name(), " is ",
-                                    std::string(rpc::SliceGroupStateName(info.state())),
-                                    info.state() == tessera::v1::SLICE_GROUP_STATE_PENDING
-                                        ? " after waiting"
-                                        : "",
-                                    info.explanation().empty() ? "" : ": ", info.explanation()));
+    return ReportError(
+        absl::StrCat("slice reservation ", info.name(), " is ",
+                     std::string(rpc::SliceGroupStateName(info.state())),
+                     info.state() == tessera::v1::SLICE_GROUP_STATE_PENDING ? " after waiting" : "",
+                     info.explanation().empty() ? "" : ": ", info.explanation()));
   }
   return 0;
 }
@@ -141,8 +140,8 @@ int RunRelease(const CommonClusterArgs& common, const std::string& name) {
   if (!client.ok()) return ReportError(client.status());
   auto response = client::ReleaseSlicesNamed(**client, name);
   if (!response.ok()) return ReportError(response.status());
-  std::cout << "Released slice reservation " << name << " (" << response->released_size()
-            << " host" << (response->released_size() == 1 ? "" : "s") << ").\n";
+  std::cout << "Released slice reservation " << name << " (" << response->released_size() << " host"
+            << (response->released_size() == 1 ? "" : "s") << ").\n";
   return 0;
 }
 

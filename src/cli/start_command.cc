@@ -43,7 +43,7 @@ namespace {
 struct StartArgs {
   bool head = false;
   std::string address;
-  int port = -1;  // -1: the server's default
+  int port = -1;          // -1: the server's default
   std::string http_port;  // "": the server's default (any free port); -1: none
   std::string bind;
   std::string state_dir;
@@ -58,7 +58,7 @@ struct StartArgs {
   std::string labels;
   std::string resources;
   std::string token_file;
-  std::string token_out;  // --head: a copy of the token, mode 0600, for other machines
+  std::string token_out;            // --head: a copy of the token, mode 0600, for other machines
   std::string redis_address;        // --head: keep the tables in this Redis
   std::string redis_password_file;  // --head: that Redis's password, in a 0600 file
   std::string redis_key_prefix;     // --head: "": the default, "tessera:"
@@ -204,8 +204,7 @@ absl::StatusOr<AgentOptions> BuildAgentOptions(const StartArgs& args,
   options.labels = *std::move(labels);
   auto resources = ParseResourceSet(args.resources);
   if (!resources.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--resources: ", resources.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat("--resources: ", resources.status().message()));
   }
   options.resources = *std::move(resources);
   return ResolveAgentOptions(std::move(options));
@@ -228,7 +227,8 @@ int StartHead(const StartArgs& args, const client::StateFolder& state, absl::Dur
   if (!args.token_out.empty()) {
     auto token = rpc::ReadTokenFile(state.TokenFile());
     if (!token.ok()) return ReportError(token.status());
-    if (absl::Status s = rpc::WriteTokenFile(args.token_out, *token); !s.ok()) return ReportError(s);
+    if (absl::Status s = rpc::WriteTokenFile(args.token_out, *token); !s.ok())
+      return ReportError(s);
     token_copy = args.token_out;
   }
   std::cout << "Head started at " << head->address << " (pid " << head->pid << "), state folder "
@@ -281,8 +281,8 @@ int StartAgent(const StartArgs& args, const client::StateFolder& state, absl::Du
       !ready.ok()) {
     return ReportError(ready);
   }
-  std::cout << "Node agent " << agents[0].node_id << " started at " << agents[0].address
-            << " (pid " << agents[0].pid << ")";
+  std::cout << "Node agent " << agents[0].node_id << " started at " << agents[0].address << " (pid "
+            << agents[0].pid << ")";
   if (!options->head_address.empty()) {
     std::cout << ", registered with the head at " << options->head_address;
   } else {
@@ -303,29 +303,34 @@ int RunStart(const StartArgs& args) {
     return ReportError("give --head to start a head, or --address HOST:PORT to join one, not both");
   }
   if (args.head) {
-    for (const auto& [flag, value] :
-         {std::pair{"--hardware", args.hardware}, {"--cluster-file", args.cluster_file},
-          {"--node-id", args.node_id}, {"--labels", args.labels},
-          {"--resources", args.resources}, {"--token-file", args.token_file}}) {
+    for (const auto& [flag, value] : {std::pair{"--hardware", args.hardware},
+                                      {"--cluster-file", args.cluster_file},
+                                      {"--node-id", args.node_id},
+                                      {"--labels", args.labels},
+                                      {"--resources", args.resources},
+                                      {"--token-file", args.token_file}}) {
       if (!value.empty()) return ReportError(absl::StrCat(flag, " is for node agents, not --head"));
     }
     return StartHead(args, state, *timeout);
   }
   if (!args.redis_address.empty() || !args.redis_password_file.empty() ||
       !args.redis_key_prefix.empty()) {
-    return ReportError("--redis-address, --redis-password-file and --redis-key-prefix are for "
-                       "the head (--head)");
+    return ReportError(
+        "--redis-address, --redis-password-file and --redis-key-prefix are for "
+        "the head (--head)");
   }
   if (!args.node_timeout.empty() || !args.heartbeat_interval.empty() ||
       !args.driver_timeout.empty() || !args.token_out.empty() ||
       args.cpu_work_on_accelerator_nodes) {
-    return ReportError("--node-timeout, --heartbeat-interval, --driver-timeout, --token-out and "
-                       "--cpu-work-on-accelerator-nodes are for the head (--head)");
+    return ReportError(
+        "--node-timeout, --heartbeat-interval, --driver-timeout, --token-out and "
+        "--cpu-work-on-accelerator-nodes are for the head (--head)");
   }
   if (args.address.empty() && !std::filesystem::exists(state.HeadAddressFile(), ec)) {
-    return ReportError(absl::StrCat("give --head to start a head, or --address HOST:PORT of the "
-                                    "head to join (no head is running with state folder ",
-                                    state.root, ")"));
+    return ReportError(
+        absl::StrCat("give --head to start a head, or --address HOST:PORT of the "
+                     "head to join (no head is running with state folder ",
+                     state.root, ")"));
   }
   return StartAgent(args, state, *timeout);
 }
@@ -334,7 +339,8 @@ int RunStart(const StartArgs& args) {
 
 void AddStartCommand(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<StartArgs>();
-  CLI::App* cmd = app.add_subcommand("start", "Start the head (--head) or a node agent (--address)");
+  CLI::App* cmd =
+      app.add_subcommand("start", "Start the head (--head) or a node agent (--address)");
   cmd->add_flag("--head", args->head, "Start the cluster's head");
   cmd->add_option("--address", args->address,
                   "The head to join (node agents); several, comma separated, are tried in turn")
@@ -342,8 +348,9 @@ void AddStartCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--port", args->port, "Port to listen on (0: any free port)")->type_name("P");
   cmd->add_option("--bind", args->bind, "Address to listen on (default 127.0.0.1)")
       ->type_name("ADDR");
-  cmd->add_option("--state-dir", args->state_dir,
-                  "The cluster's state folder (default: $TESSERA_STATE_DIR, else ~/.local/state/tessera)")
+  cmd->add_option(
+         "--state-dir", args->state_dir,
+         "The cluster's state folder (default: $TESSERA_STATE_DIR, else ~/.local/state/tessera)")
       ->type_name("DIR");
   cmd->add_option("--node-timeout", args->node_timeout,
                   "Head: a node that misses heartbeats this long is declared dead")
@@ -372,7 +379,8 @@ void AddStartCommand(CLI::App& app, int& exit_code) {
                   "Head: put before every Redis key, so clusters can share one Redis "
                   "(default tessera:)")
       ->type_name("P");
-  cmd->add_option("--hardware", args->hardware, "A simulated hardware description instead of "
+  cmd->add_option("--hardware", args->hardware,
+                  "A simulated hardware description instead of "
                   "this machine's")
       ->type_name("FILE");
   cmd->add_option("--cluster-file", args->cluster_file,
@@ -384,7 +392,8 @@ void AddStartCommand(CLI::App& app, int& exit_code) {
       ->type_name("LIST");
   cmd->add_option("--resources", args->resources, "Resources, beating detection: CPU=8,GPU=4")
       ->type_name("LIST");
-  cmd->add_option("--token-file", args->token_file, "The cluster token (default: "
+  cmd->add_option("--token-file", args->token_file,
+                  "The cluster token (default: "
                   "$TESSERA_TOKEN, else <state>/token)")
       ->type_name("F");
   cmd->add_option("--token-out", args->token_out,

@@ -54,9 +54,10 @@ absl::StatusOr<RemovalReport> RemoveStateFolder(const client::StateFolder& state
     return report;
   }
   if (!LooksLikeStateFolder(state)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        state.root, " holds files a cluster does not write; not removing it (remove it yourself "
-                    "if it is yours)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(state.root,
+                     " holds files a cluster does not write; not removing it (remove it yourself "
+                     "if it is yours)"));
   }
   auto logs = KeepClusterLogs(state, {.now = options.now, .keep = options.keep_logs});
   if (!logs.ok()) {

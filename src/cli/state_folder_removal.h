@@ -20,7 +20,7 @@
 namespace tessera::cli {
 
 struct RemovalOptions {
-  absl::Time now = absl::Now();          // names the kept logs' folder
+  absl::Time now = absl::Now();               // names the kept logs' folder
   size_t keep_logs = kKeptLogFoldersDefault;  // kept log folders left after pruning
 };
 

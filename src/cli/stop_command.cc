@@ -78,8 +78,9 @@ void AddStopLike(CLI::App& app, int& exit_code, const char* name, const char* he
                  AfterStop after) {
   auto args = std::make_shared<StopArgs>();
   CLI::App* cmd = app.add_subcommand(name, help);
-  cmd->add_option("--state-dir", args->state_dir,
-                  "The cluster's state folder (default: $TESSERA_STATE_DIR, else ~/.local/state/tessera)")
+  cmd->add_option(
+         "--state-dir", args->state_dir,
+         "The cluster's state folder (default: $TESSERA_STATE_DIR, else ~/.local/state/tessera)")
       ->type_name("DIR");
   cmd->add_option("--grace", args->grace,
                   "How long each process gets to stop before SIGTERM, then SIGKILL")

@@ -3,10 +3,10 @@
 // (https://ui.perfetto.dev) and chrome://tracing open: its task runs and actor calls as their
 // drivers reported them (Head.GetTaskEvents), and, for a gang job (`tessera train`, `tessera job
 // submit`), its phases and every attempt of its ranks (Jobs.GetJob). JOB is a gang job's id or
-// name, a `tessera run` job's id, or a driver's job id (tessera.get_runtime_context().get_job_id());
-// none: the job whose runs the head heard of last. FILE "-" is standard output; by default
-// timeline-<job>.json in this folder (mode 0644). Says on stderr how many events it wrote and
-// how many runs the head did not have.
+// name, a `tessera run` job's id, or a driver's job id
+// (tessera.get_runtime_context().get_job_id()); none: the job whose runs the head heard of last.
+// FILE "-" is standard output; by default timeline-<job>.json in this folder (mode 0644). Says on
+// stderr how many events it wrote and how many runs the head did not have.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -60,7 +60,8 @@ absl::StatusOr<timeline::TimelineInput> FetchTaskRuns(client::ClusterClient& cli
 
 absl::Status WriteFile(const std::string& path, const std::string& text) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+  if (fd < 0)
+    return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
   size_t written = 0;
   while (written < text.size()) {
     const ssize_t n = write(fd, text.data() + written, text.size() - written);
@@ -68,7 +69,8 @@ absl::Status WriteFile(const std::string& path, const std::string& text) {
     if (n <= 0) {
       const int saved = errno;
       close(fd);
-      return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ", std::strerror(saved)));
+      return absl::UnavailableError(
+          absl::StrCat("cannot write ", path, ": ", std::strerror(saved)));
     }
     written += static_cast<size_t>(n);
   }
@@ -101,9 +103,10 @@ int RunTimeline(const TimelineArgs& args) {
   auto runs = FetchTaskRuns(**client, job);
   if (!runs.ok() && !(absl::IsNotFound(runs.status()) && gang.has_value())) {
     if (absl::IsNotFound(runs.status()) && !job.empty()) {
-      return ReportError(absl::StrCat(
-          "no job ", job, " is known to the head: it is not a gang job (tessera job list) and no "
-          "driver reported task runs of it (tessera list jobs)"));
+      return ReportError(
+          absl::StrCat("no job ", job,
+                       " is known to the head: it is not a gang job (tessera job list) and no "
+                       "driver reported task runs of it (tessera list jobs)"));
     }
     return ReportError(runs.status());
   }
@@ -113,16 +116,16 @@ int RunTimeline(const TimelineArgs& args) {
   input.now = absl::Now();
   const nlohmann::json trace = timeline::ChromeTrace(input);
   const std::string text = trace.dump() + "\n";
-  const std::string path = args.output.empty() ? absl::StrCat("timeline-", input.job_id, ".json")
-                                               : args.output;
+  const std::string path =
+      args.output.empty() ? absl::StrCat("timeline-", input.job_id, ".json") : args.output;
   if (path == "-") {
     std::cout << text;
     std::cout.flush();
   } else if (absl::Status written = WriteFile(path, text); !written.ok()) {
     return ReportError(written);
   }
-  std::cerr << "tessera: " << timeline::CountTraceEvents(trace) << " events of job "
-            << input.job_id << (path == "-" ? "" : absl::StrCat(" written to ", path))
+  std::cerr << "tessera: " << timeline::CountTraceEvents(trace) << " events of job " << input.job_id
+            << (path == "-" ? "" : absl::StrCat(" written to ", path))
             << " (open it in https://ui.perfetto.dev or chrome://tracing)";
   if (input.dropped > 0) std::cerr << "; " << input.dropped << " task runs were not kept";
   std::cerr << "\n";

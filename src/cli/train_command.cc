@@ -63,25 +63,14 @@ struct TrainArgs {
 
 absl::StatusOr<v1::Resources> ParseResources(const std::string& flag, const std::string& text) {
   auto parsed = ParseResourceSet(text);
-  if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", parsed.status().message()));
+  if (!parsed.ok())
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", parsed.status().message()));
   return wire::ResourcesToProto(*parsed);
 }
 
-absl::StatusOr<v1::SubmitJobRequest> BuildTrainRequest(const TrainArgs& args) {
-  v1::SubmitJobRequest request;
-  request.set_request_id(client::NewRequestId("train"));
-  request.set_attached(!args.detach);
-  v1::JobSpec& spec = *request.mutable_spec();
-  spec.set_torch_env(true);
-  v1::GangPlacement& placement = *spec.mutable_placement();
-  const int kinds = (!args.accelerator.empty() || !args.topology.empty() ? 1 : 0) +
-                    (args.nvlink_hosts > 0 ? 1 : 0) + (!args.workers.empty() ? 1 : 0) +
-                    (!args.nnodes.empty() ? 1 : 0);
-  if (kinds != 1) {
-    return absl::InvalidArgumentError(
-        "say where the gang runs, once: --accelerator TYPE --topology SHAPE (whole slices), "
-        "--nvlink-hosts N, --workers N, or --nnodes N --nproc-per-node K");
-  }
+// --accelerator/--topology (whole TPU slices) or --nvlink-hosts, and --per-host, as the
+// placement's slice alternative.
+absl::Status AddSlices(const TrainArgs& args, v1::GangPlacement& placement) {
   if (!args.accelerator.empty() || !args.topology.empty()) {
     int min = 0;
     int max = 0;
@@ -108,17 +97,28 @@ absl::StatusOr<v1::SubmitJobRequest> BuildTrainRequest(const TrainArgs& args) {
     if (!per_host.ok()) return per_host.status();
     *placement.mutable_slices(0)->mutable_per_host() = *per_host;
   }
+  return absl::OkStatus();
+}
+
+// --workers (with --resources-per-worker, --strategy) or --nnodes (with --nproc-per-node,
+// --resources-per-node), as the placement's members.
+absl::Status SetWorkersOrNodes(const TrainArgs& args, v1::GangPlacement& placement) {
   if (!args.workers.empty()) {
     int min = 0;
     int max = 0;
     if (absl::Status s = ParseCountRange("--workers", args.workers, &min, &max); !s.ok()) return s;
     placement.set_min_workers(min);
     placement.set_max_workers(max);
-    auto resources = ParseResources("--resources-per-worker",
-                                    args.resources_per_worker.empty() ? "CPU=1" : args.resources_per_worker);
+    auto resources =
+        ParseResources("--resources-per-worker",
+                       args.resources_per_worker.empty() ? "CPU=1" : args.resources_per_worker);
     if (!resources.ok()) return resources.status();
     *placement.mutable_resources_per_worker() = *resources;
-    placement.set_strategy(args.strategy.empty() ? "PACK" : args.strategy);
+    auto strategy = ParsePlacementStrategy(args.strategy.empty() ? "PACK" : args.strategy);
+    if (!strategy.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--strategy: ", strategy.status().message()));
+    }
+    placement.set_strategy(wire::PlacementStrategyToProto(*strategy));
   } else if (!args.resources_per_worker.empty() || !args.strategy.empty()) {
     return absl::InvalidArgumentError("--resources-per-worker and --strategy go with --workers");
   }
@@ -126,23 +126,45 @@ absl::StatusOr<v1::SubmitJobRequest> BuildTrainRequest(const TrainArgs& args) {
     int min = 0;
     int max = 0;
     if (absl::Status s = ParseCountRange("--nnodes", args.nnodes, &min, &max); !s.ok()) return s;
-    if (args.nproc_per_node < 1) return absl::InvalidArgumentError("--nproc-per-node: must be 1 or more");
+    if (args.nproc_per_node < 1)
+      return absl::InvalidArgumentError("--nproc-per-node: must be 1 or more");
     placement.set_min_nodes(min);
     placement.set_max_nodes(max);
     placement.set_nproc_per_node(args.nproc_per_node);
-    auto resources = ParseResources(
-        "--resources-per-node", args.resources_per_node.empty()
-                                    ? absl::StrCat("CPU=", args.nproc_per_node)
-                                    : args.resources_per_node);
+    auto resources =
+        ParseResources("--resources-per-node", args.resources_per_node.empty()
+                                                   ? absl::StrCat("CPU=", args.nproc_per_node)
+                                                   : args.resources_per_node);
     if (!resources.ok()) return resources.status();
     *placement.mutable_resources_per_node() = *resources;
   } else if (!args.resources_per_node.empty()) {
     return absl::InvalidArgumentError("--resources-per-node goes with --nnodes");
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::SubmitJobRequest> BuildTrainRequest(const TrainArgs& args) {
+  v1::SubmitJobRequest request;
+  request.set_request_id(client::NewRequestId("train"));
+  request.set_attached(!args.detach);
+  v1::JobSpec& spec = *request.mutable_spec();
+  spec.set_torch_env(true);
+  v1::GangPlacement& placement = *spec.mutable_placement();
+  const int kinds = (!args.accelerator.empty() || !args.topology.empty() ? 1 : 0) +
+                    (args.nvlink_hosts > 0 ? 1 : 0) + (!args.workers.empty() ? 1 : 0) +
+                    (!args.nnodes.empty() ? 1 : 0);
+  if (kinds != 1) {
+    return absl::InvalidArgumentError(
+        "say where the gang runs, once: --accelerator TYPE --topology SHAPE (whole slices), "
+        "--nvlink-hosts N, --workers N, or --nnodes N --nproc-per-node K");
+  }
+  if (absl::Status s = AddSlices(args, placement); !s.ok()) return s;
+  if (absl::Status s = SetWorkersOrNodes(args, placement); !s.ok()) return s;
   for (const std::string& text : args.selectors) {
     auto selector = ParseLabelSelector(text);
     if (!selector.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--label-selector: ", selector.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--label-selector: ", selector.status().message()));
     }
     wire::LabelSelectorToProto(*selector, placement.add_label_selectors());
   }
@@ -171,10 +193,16 @@ void StopJobOnSignal(client::ClusterClient* client, const std::string& job, int 
   request.set_job_id(job);
   request.set_reason(absl::StrCat("its client got SIG", sigabbrev_np(sig)));
   v1::JobStatus response;
-  (void)client->Call(client->HeadPeer(), client::Retry::kSafe, [&](grpc::ClientContext* c) {
-    c->set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(2));
-    return client->jobs().StopJob(c, request, &response);
-  });
+  const absl::Status stopped =
+      client->Call(client->HeadPeer(), client::Retry::kSafe, [&](grpc::ClientContext* c) {
+        c->set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(2));
+        return client->jobs().StopJob(c, request, &response);
+      });
+  // Said, not dropped: the command goes on following a job that then runs on.
+  if (!stopped.ok()) {
+    std::cerr << "tessera: warning: job " << job << " was not stopped: " << stopped.message()
+              << "\n";
+  }
 }
 
 // Whether this command's stdin is input a user means for rank 0: a pipe, a file or a socket, or
@@ -289,7 +317,8 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--slices", args->slices, "How many whole slices, or a range MIN:MAX (default 1)")
       ->type_name("K|MIN:MAX");
   cmd->add_flag("--per-chip", args->per_chip, "One rank per chip instead of one per host");
-  cmd->add_option("--nvlink-hosts", args->nvlink_hosts, "N hosts of one NVLink domain, one rank each")
+  cmd->add_option("--nvlink-hosts", args->nvlink_hosts,
+                  "N hosts of one NVLink domain, one rank each")
       ->type_name("N");
   cmd->add_option("--per-host", args->per_host, "What each slice or NVLink host's rank holds")
       ->type_name("LIST");
@@ -298,7 +327,8 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--resources-per-worker", args->resources_per_worker,
                   "What each rank holds (default CPU=1)")
       ->type_name("LIST");
-  cmd->add_option("--strategy", args->strategy, "PACK (default), SPREAD, STRICT_PACK, STRICT_SPREAD")
+  cmd->add_option("--strategy", args->strategy,
+                  "PACK (default), SPREAD, STRICT_PACK, STRICT_SPREAD")
       ->type_name("S");
   cmd->add_option("--nnodes", args->nnodes, "Nodes, one bundle each, or a range MIN:MAX")
       ->type_name("N|MIN:MAX");

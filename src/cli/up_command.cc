@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/file_read.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "cli/cluster_stop.h"
 #include "cli/cluster_views.h"
@@ -74,7 +75,8 @@ absl::StatusOr<uint64_t> AgentStoreBytes(const std::string& object_store_memory,
 
 int Fail(const client::StateFolder& state, const absl::Status& status) {
   // Leave nothing behind from a half-started cluster.
-  (void)StopCluster(state, StopOptions{.grace = absl::Seconds(2)});
+  IgnoreStatus(StopCluster(state, StopOptions{.grace = absl::Seconds(2)}),
+               "best effort on the way out: the start's own error is what is reported");
   return ReportError(status);
 }
 
@@ -107,7 +109,7 @@ int RunUp(const UpArgs& args) {
   if (absl::Status s = EnsurePrivateDirectory(state.LogsDir()); !s.ok()) return ReportError(s);
 
   const absl::Time deadline = absl::Now() + *timeout;
-  std::vector<std::string> head_args = {"start", "--head", "--port", absl::StrCat(args.port),
+  std::vector<std::string> head_args = {"start",       "--head",  "--port", absl::StrCat(args.port),
                                         "--state-dir", state.root};
   auto add = [&head_args](const char* flag, const std::string& value) {
     if (!value.empty()) head_args.insert(head_args.end(), {flag, value});
@@ -127,10 +129,10 @@ int RunUp(const UpArgs& args) {
 
   std::vector<StartedServer> agents;
   for (const ClusterNode& node : *nodes) {
-    auto agent = SpawnAgentDaemon(state, node.id,
-                                  {"start", "--address", head->address, "--cluster-file",
-                                   cluster_file, "--node-id", node.id, "--state-dir", state.root,
-                                   "--object-store-memory", store_flag, "--block"});
+    auto agent = SpawnAgentDaemon(
+        state, node.id,
+        {"start", "--address", head->address, "--cluster-file", cluster_file, "--node-id", node.id,
+         "--state-dir", state.root, "--object-store-memory", store_flag, "--block"});
     if (!agent.ok()) return Fail(state, agent.status());
     agents.push_back(*std::move(agent));
   }
@@ -155,8 +157,7 @@ int RunUp(const UpArgs& args) {
             << ", state folder " << state.root << ".\n\n"
             << NodesTable(*listed) << "\n"
             << "Next: tessera status; tessera run -- hostname; tessera down"
-            << (args.state_dir.empty() ? "" : absl::StrCat(" --state-dir ", state.root))
-            << "\n";
+            << (args.state_dir.empty() ? "" : absl::StrCat(" --state-dir ", state.root)) << "\n";
   return 0;
 }
 
@@ -168,8 +169,9 @@ void AddUpCommand(CLI::App& app, int& exit_code) {
       "up", "Start a head and one node agent per node of a cluster file on this machine");
   cmd->add_option("CLUSTER", args->cluster_file, "Cluster file (docs/scheduling-formats.md)")
       ->required();
-  cmd->add_option("--state-dir", args->state_dir,
-                  "The cluster's state folder (default: $TESSERA_STATE_DIR, else ~/.local/state/tessera)")
+  cmd->add_option(
+         "--state-dir", args->state_dir,
+         "The cluster's state folder (default: $TESSERA_STATE_DIR, else ~/.local/state/tessera)")
       ->type_name("DIR");
   cmd->add_option("--port", args->port, "The head's port (default 0: any free port)")
       ->type_name("P");
@@ -182,14 +184,14 @@ void AddUpCommand(CLI::App& app, int& exit_code) {
       ->type_name("DUR");
   cmd->add_option("--timeout", args->timeout, "How long starting may take in all (default 120s)")
       ->type_name("DUR");
-  cmd->add_option("--object-store-memory", args->object_store_memory,
-                  absl::StrCat("Size of each node agent's shared-memory object store, allocated "
-                               "at start, checked against this host's memory for all agents "
-                               "together (default: ",
-                               kDefaultStorePercentOfAvailable,
-                               "% of the available memory, at most ",
-                               FormatBytes(kDefaultStoreCapBytes),
-                               ", split among the agents; 0: no stores)"))
+  cmd->add_option(
+         "--object-store-memory", args->object_store_memory,
+         absl::StrCat("Size of each node agent's shared-memory object store, allocated "
+                      "at start, checked against this host's memory for all agents "
+                      "together (default: ",
+                      kDefaultStorePercentOfAvailable, "% of the available memory, at most ",
+                      FormatBytes(kDefaultStoreCapBytes),
+                      ", split among the agents; 0: no stores)"))
       ->type_name("SIZE");
   cmd->add_option("--redis-address", args->redis_address,
                   "Keep the head's tables in the Redis server at HOST:PORT or unix:/path, so a "

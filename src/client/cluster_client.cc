@@ -117,8 +117,7 @@ ClusterClient::ClusterClient(ClusterClientOptions options, StateFolder state,
       token_(std::move(token)) {
   // A client without a head still gets a stub; its calls fail as UNAVAILABLE.
   auto channel =
-      rpc::MakeChannel(head_address_.empty() ? std::string("127.0.0.1:1") : head_address_,
-                       token_);
+      rpc::MakeChannel(head_address_.empty() ? std::string("127.0.0.1:1") : head_address_, token_);
   head_ = tessera::v1::Head::NewStub(channel);
   jobs_ = tessera::v1::Jobs::NewStub(channel);
 }

@@ -2,8 +2,6 @@
 
 #include <utility>
 
-#include "rpc/state_names.h"
-
 namespace tessera::client {
 
 absl::StatusOr<LeaseRoundOutcome> RunLeaseRound(tessera::v1::LeaseRequest lease,
@@ -15,7 +13,7 @@ absl::StatusOr<LeaseRoundOutcome> RunLeaseRound(tessera::v1::LeaseRequest lease,
   auto take = [&](const tessera::v1::PickNodeResponse& picked) {
     address = picked.address();
     node_id = picked.node_id();
-    out.status = std::string(rpc::PickStatusName(picked.status()));
+    out.status = picked.status();
     out.explanation = picked.explanation();
   };
   if (address.empty()) {

@@ -26,9 +26,9 @@ inline constexpr int kMaxLeaseHops = 8;
 struct LeaseRoundOutcome {
   std::optional<tessera::v1::LeaseGrant> grant;
   std::string address;  // the agent that granted it
-  // Otherwise the last word on why not, "pending" or "infeasible": the agent's lease reply
-  // status, or the head's PickStatus as rpc::PickStatusName writes it.
-  std::string status;
+  // Otherwise the last word on why not, PENDING or INFEASIBLE: the agent's lease reply status,
+  // or the head's PickStatus (UNSPECIFIED when neither said).
+  tessera::v1::PickStatus status = tessera::v1::PICK_STATUS_UNSPECIFIED;
   std::string explanation;  // and its explanation
   bool hop_limit = false;   // the last agent spilled it back once more than allowed
   // Nodes the head sent it to whose agents could not be reached (left out of later picks).

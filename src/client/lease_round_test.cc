@@ -32,9 +32,9 @@ struct FakeCluster {
       if (n == grant_at) {
         reply->mutable_granted()->set_worker_id("w");
       } else if (n < 0) {
-        reply->set_status("infeasible");
+        reply->set_status(tessera::v1::PICK_STATUS_INFEASIBLE);
       } else {
-        reply->set_status("pending");
+        reply->set_status(tessera::v1::PICK_STATUS_PENDING);
         reply->set_explanation("busy at " + address);
         reply->mutable_spillback()->set_address("a" + std::to_string(n + 1));
       }
@@ -62,7 +62,7 @@ TEST(LeaseRoundTest, TheHopLimitEndsTheRoundWithTheLastExplanation) {
   ASSERT_TRUE(round.ok()) << round.status();
   EXPECT_FALSE(round->grant.has_value());
   EXPECT_TRUE(round->hop_limit);
-  EXPECT_EQ(round->status, "pending");
+  EXPECT_EQ(round->status, tessera::v1::PICK_STATUS_PENDING);
   EXPECT_EQ(cluster.asked.size(), static_cast<size_t>(kMaxLeaseHops + 1));
   EXPECT_EQ(round->explanation, "busy at a" + std::to_string(kMaxLeaseHops + 1));
 }
@@ -71,7 +71,7 @@ TEST(LeaseRoundTest, ARefusalWithoutSpillbackEndsTheRoundAndACallErrorIsReturned
   FakeCluster cluster;
   auto round = RunLeaseRound({}, "a-1", cluster.Calls());
   ASSERT_TRUE(round.ok());
-  EXPECT_EQ(round->status, "infeasible");
+  EXPECT_EQ(round->status, tessera::v1::PICK_STATUS_INFEASIBLE);
   EXPECT_FALSE(round->hop_limit);
 
   LeaseRoundCalls failing = cluster.Calls();
@@ -142,7 +142,7 @@ TEST(LeaseRoundTest, ASpilledBackUnreachableAgentIsLeftOutToo) {
                             tessera::v1::LeaseReply* reply) {
     asked.push_back(address);
     if (address == "dead:1") return absl::UnavailableError("connection refused");
-    reply->set_status("pending");
+    reply->set_status(tessera::v1::PICK_STATUS_PENDING);
     reply->mutable_spillback()->set_node_id("n1");
     reply->mutable_spillback()->set_address("dead:1");
     return absl::OkStatus();
@@ -151,7 +151,7 @@ TEST(LeaseRoundTest, ASpilledBackUnreachableAgentIsLeftOutToo) {
   auto round = RunLeaseRound({}, "local:0", calls);
   ASSERT_TRUE(round.ok()) << round.status();
   EXPECT_FALSE(round->grant.has_value());
-  EXPECT_EQ(round->status, "pending");
+  EXPECT_EQ(round->status, tessera::v1::PICK_STATUS_PENDING);
   EXPECT_EQ(round->explanation, "no node fits now");
   EXPECT_EQ(asked, (std::vector<std::string>{"local:0", "dead:1", "pick without n1"}));
 }

@@ -74,6 +74,16 @@ bool ProcessAlive(int pid) {
   return state != 'Z' && state != 'X';
 }
 
+std::string LocalAgentAddress(const StateFolder& state) {
+  for (const std::string& node : NodeIdsInStateFolder(state)) {
+    const auto pid = ReadPidFile(state.AgentPidFile(node));
+    if (!pid.has_value() || !ProcessAlive(*pid)) continue;
+    auto address = ReadFirstLine(state.AgentAddressFile(node));
+    if (address.ok() && !address->empty()) return *address;
+  }
+  return "";
+}
+
 namespace {
 
 // The same folder, however each side spelled it.

@@ -61,6 +61,10 @@ std::optional<int> ReadPidFile(const std::string& path);
 // True while `pid` names a live process (a zombie counts as gone).
 bool ProcessAlive(int pid);
 
+// The address of a node agent on this machine: that of the first node of the state folder whose
+// agent is alive and has written its address; "" when there is none.
+std::string LocalAgentAddress(const StateFolder& state);
+
 // True when `pid` is a `tessera start ... --state-dir <state.root>` process of this user: a pid
 // file is trusted only for a process of that very state folder, so neither a stale pid reused by
 // another program nor a pid file copied from another cluster's folder is ever signalled.

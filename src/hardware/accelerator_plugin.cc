@@ -8,17 +8,21 @@
 
 namespace tessera {
 
+bool MaskSelectsNoDevice(std::string_view trimmed_value) {
+  return trimmed_value.empty() || trimmed_value == "NoDevFiles";
+}
+
 absl::StatusOr<std::vector<int>> AcceleratorPlugin::ParseMask(
     std::string_view value, const std::vector<Device>& /*devices*/) const {
   std::vector<int> indices;
   const std::string_view trimmed = Trim(value);
-  if (trimmed.empty() || trimmed == "NoDevFiles") return indices;
+  if (MaskSelectsNoDevice(trimmed)) return indices;
   for (absl::string_view part : absl::StrSplit(ToAbsl(trimmed), ',')) {
     int index = 0;
     if (!absl::SimpleAtoi(part, &index) || index < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          ToAbsl(visible_devices_env()), "=", Quote(value), ": ", Quote(ToStd(part)),
-          " is not a device index"));
+      return absl::InvalidArgumentError(absl::StrCat(ToAbsl(visible_devices_env()), "=",
+                                                     Quote(value), ": ", Quote(ToStd(part)),
+                                                     " is not a device index"));
     }
     indices.push_back(index);
   }
@@ -36,8 +40,7 @@ EnvChanges AcceleratorPlugin::IsolationEnv(std::span<const int> assigned,
 
 std::unique_ptr<TelemetryReader> AcceleratorPlugin::OpenTelemetry(
     const TelemetryContext& /*context*/) const {
-  return MakeNoTelemetryReader(std::string(family()),
-                               "no device telemetry source");
+  return MakeNoTelemetryReader(std::string(family()), "no device telemetry source");
 }
 
 std::unique_ptr<DeviceErrorReader> AcceleratorPlugin::OpenErrorWatch(

@@ -52,8 +52,8 @@ struct DetectionContext {
 struct Detection {
   std::vector<Device> devices;  // sorted by index
   std::vector<DeviceLink> links;
-  LabelSet labels;              // extra node labels (TPU slice labels, fabric domain)
-  ResourceSet resources;        // extra node resources (TPU slice markers)
+  LabelSet labels;                    // extra node labels (TPU slice labels, fabric domain)
+  ResourceSet resources;              // extra node resources (TPU slice markers)
   std::vector<std::string> warnings;  // e.g. "0000:3b:00.0 (10de:22a3) is an NVSwitch, not counted"
   // Conditions under which a node agent must refuse to start (e.g. ROCR_VISIBLE_DEVICES set,
   // CUDA_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES disagreeing). Shown by `tessera hardware`.
@@ -69,6 +69,10 @@ struct EnvChange {
   friend bool operator==(const EnvChange&, const EnvChange&) = default;
 };
 using EnvChanges = std::vector<EnvChange>;
+
+// Whether a visible-devices mask value, trimmed, selects no device at all: "" or "NoDevFiles"
+// (the placeholder a launcher writes when it gives a process none). Every family reads it so.
+bool MaskSelectsNoDevice(std::string_view trimmed_value);
 
 class AcceleratorPlugin {
  public:

@@ -14,9 +14,9 @@ struct Device {
   // Physical index within the family on this host: the value a visible-devices mask names
   // (NVML index / CUDA ordinal in PCI bus order, KFD GPU index, TPU chip, NeuronCore, HPU module).
   int index = 0;
-  std::string uuid;         // stable identity when the driver gives one, else ""
-  std::string model;        // full marketing name, e.g. "NVIDIA H100 80GB HBM3"
-  std::string type;         // accelerator type string, e.g. "H100", "TPU-V6E" (reference §2)
+  std::string uuid;   // stable identity when the driver gives one, else ""
+  std::string model;  // full marketing name, e.g. "NVIDIA H100 80GB HBM3"
+  std::string type;   // accelerator type string, e.g. "H100", "TPU-V6E" (reference §2)
   uint64_t memory_bytes = 0;
   std::string pci_bus_id;   // "0000:18:00.0"; "" when not on PCI (simulated, NeuronCore > 0)
   int numa_node = -1;       // nearest NUMA node, -1 unknown
@@ -42,7 +42,7 @@ struct DeviceLink {
   int a = 0;
   int b = 0;
   LinkKind kind = LinkKind::kNvLink;
-  int lanes = 1;                 // number of physical links bundled (NVLinks, XGMI links)
+  int lanes = 1;                    // number of physical links bundled (NVLinks, XGMI links)
   double gigabytes_per_second = 0;  // estimated, per direction
   BandwidthClass bandwidth_class = BandwidthClass::kLow;
 };

@@ -13,7 +13,8 @@ namespace tessera {
 class Environment {
  public:
   Environment() = default;
-  explicit Environment(std::map<std::string, std::string, std::less<>> vars) : vars_(std::move(vars)) {}
+  explicit Environment(std::map<std::string, std::string, std::less<>> vars)
+      : vars_(std::move(vars)) {}
 
   // The variables of the running process.
   static Environment FromProcess();

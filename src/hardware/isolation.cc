@@ -19,8 +19,8 @@ absl::StatusOr<ZeroAssignedPolicy> ParseZeroPolicy(std::string_view variable,
   const std::string v = absl::AsciiStrToLower(ToAbsl(Trim(value)));
   if (v == "inherit") return ZeroAssignedPolicy::kInherit;
   if (v == "hide") return ZeroAssignedPolicy::kHide;
-  return absl::InvalidArgumentError(absl::StrCat(
-      ToAbsl(variable), "=", Quote(value), ": expected \"inherit\" or \"hide\""));
+  return absl::InvalidArgumentError(
+      absl::StrCat(ToAbsl(variable), "=", Quote(value), ": expected \"inherit\" or \"hide\""));
 }
 
 }  // namespace
@@ -38,7 +38,8 @@ absl::StatusOr<IsolationPolicy> IsolationPolicy::FromEnvironment(const Environme
   for (const AcceleratorPlugin* plugin : AcceleratorPlugins()) {
     FamilyIsolationPolicy policy;
     policy.zero_assigned = default_zero;
-    const std::string noset = absl::StrCat(ToAbsl(kNosetPrefix), ToAbsl(plugin->visible_devices_env()));
+    const std::string noset =
+        absl::StrCat(ToAbsl(kNosetPrefix), ToAbsl(plugin->visible_devices_env()));
     if (auto v = env.Get(noset)) {
       auto on = ParseBool(*v);
       if (!on.ok()) {
@@ -72,8 +73,8 @@ absl::StatusOr<EnvChanges> WorkerIsolationEnv(const std::vector<VisibleFamily>& 
     bool known = false;
     for (const VisibleFamily& f : families) known = known || f.plugin->family() == family;
     if (!known && !ids.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("assignment names family ", Quote(family), ", which this node does not advertise"));
+      return absl::InvalidArgumentError(absl::StrCat("assignment names family ", Quote(family),
+                                                     ", which this node does not advertise"));
     }
   }
   EnvChanges changes;
@@ -88,9 +89,10 @@ absl::StatusOr<EnvChanges> WorkerIsolationEnv(const std::vector<VisibleFamily>& 
     std::set<int> seen;
     for (int instance : instances) {
       if (instance < 0 || instance >= static_cast<int>(f.visible.size())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            ToAbsl(plugin.family()), " instance ", instance, " is out of range: this node advertises ",
-            f.visible.size(), " ", ToAbsl(plugin.resource_name())));
+        return absl::InvalidArgumentError(
+            absl::StrCat(ToAbsl(plugin.family()), " instance ", instance,
+                         " is out of range: this node advertises ", f.visible.size(), " ",
+                         ToAbsl(plugin.resource_name())));
       }
       if (!seen.insert(instance).second) {
         return absl::InvalidArgumentError(

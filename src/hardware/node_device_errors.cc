@@ -20,8 +20,8 @@ NodeDeviceErrorWatch::NodeDeviceErrorWatch(const NodeHardware& hardware, const S
         report.detection.probe == kSimulatedProbe) {
       continue;
     }
-    families_.push_back(Family{std::string(report.plugin->family()),
-                               report.plugin->OpenErrorWatch(context)});
+    families_.push_back(
+        Family{std::string(report.plugin->family()), report.plugin->OpenErrorWatch(context)});
   }
   watches_anything_ = !families_.empty();
 }

@@ -3,11 +3,11 @@
 // node opens none.
 #include "hardware/node_device_errors.h"
 
-#include <fstream>
-#include <string>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
 
 #include "hardware/testing/fake_tree.h"
 #include "hardware/testing/plugin_test_support.h"

@@ -30,7 +30,6 @@ struct RawNode {
   std::vector<std::string> warnings;
 };
 
-
 absl::StatusOr<RawNode> ProbeNode(const DiscoveryOptions& options) {
   Sysroot sysroot(options.sysroot);
   if (!sysroot.IsDirectory("/")) {
@@ -40,8 +39,8 @@ absl::StatusOr<RawNode> ProbeNode(const DiscoveryOptions& options) {
   RawNode raw;
   raw.source = absl::StrCat("probe ", sysroot.root());
   // Only read the tree's (or the process's) environment when no override was given.
-  raw.env = options.environment.has_value() ? *options.environment
-                                            : Environment::ForSysroot(sysroot);
+  raw.env =
+      options.environment.has_value() ? *options.environment : Environment::ForSysroot(sysroot);
   const PciInventory pci = PciInventory::Scan(sysroot, &raw.warnings);
   auto host = DiscoverHostTopology(sysroot);
   if (host.ok()) {
@@ -134,7 +133,8 @@ std::optional<std::string> ApplyInheritedMask(const AcceleratorPlugin& plugin,
 void AddSystemLabels(const LabelSet& from, std::string_view family, NodeHardware& node) {
   for (const auto& [key, value] : from) {
     if (absl::Status ok = ValidateLabelKey(key); !ok.ok()) {
-      node.warnings.push_back(absl::StrCat(ToAbsl(family), ": label ", Quote(key), " dropped: ", ok.message()));
+      node.warnings.push_back(
+          absl::StrCat(ToAbsl(family), ": label ", Quote(key), " dropped: ", ok.message()));
       continue;
     }
     if (absl::Status ok = ValidateLabelValue(value); !ok.ok()) {
@@ -153,22 +153,20 @@ absl::Status ApplyResourceOverrides(const ResourceSet& overrides, NodeHardware& 
     for (FamilyReport& f : node.families) {
       if (f.advertised && f.plugin->resource_name() == name) family = &f;
     }
-    const bool device_resource =
-        std::any_of(AcceleratorPlugins().begin(), AcceleratorPlugins().end(),
-                    [&wanted = name](const AcceleratorPlugin* p) {
-                      return p->resource_name() == wanted;
-                    });
+    const bool device_resource = std::any_of(
+        AcceleratorPlugins().begin(), AcceleratorPlugins().end(),
+        [&wanted = name](const AcceleratorPlugin* p) { return p->resource_name() == wanted; });
     if (family == nullptr && device_resource) {
       // A device count without devices could never be isolated: refuse it, do not invent GPUs.
-      return absl::InvalidArgumentError(absl::StrCat(
-          "resource ", name, "=", quantity.ToString(), ": this node has no ", name,
-          " devices to advertise (use --simulate for a host with simulated devices)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("resource ", name, "=", quantity.ToString(), ": this node has no ", name,
+                       " devices to advertise (use --simulate for a host with simulated devices)"));
     }
     if (family == nullptr) {
       if (node.resources.Get(name) != Quantity() && node.resources.Get(name) != quantity) {
         node.warnings.push_back(absl::StrCat("resource ", name, ": detected ",
-                                             node.resources.Get(name).ToString(),
-                                             ", advertising ", quantity.ToString(), " as configured"));
+                                             node.resources.Get(name).ToString(), ", advertising ",
+                                             quantity.ToString(), " as configured"));
       }
       node.resources.Set(name, quantity);
       continue;
@@ -180,15 +178,15 @@ absl::Status ApplyResourceOverrides(const ResourceSet& overrides, NodeHardware& 
         mask = absl::StrCat(" (", ToAbsl(family->plugin->visible_devices_env()), "=",
                             Quote(*family->inherited_mask), ")");
       }
-      return absl::InvalidArgumentError(absl::StrCat(
-          "resource ", name, "=", quantity.ToString(), " is more than the ", visible, " ",
-          ToAbsl(family->plugin->family()), " devices this node can see", mask,
-          quantity.IsInteger() ? "" : ", or not a whole number"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("resource ", name, "=", quantity.ToString(), " is more than the ", visible,
+                       " ", ToAbsl(family->plugin->family()), " devices this node can see", mask,
+                       quantity.IsInteger() ? "" : ", or not a whole number"));
     }
     if (quantity.WholePart() < visible) {
-      family->note = absl::StrCat("limited by --resources ", name, "=", quantity.ToString(),
-                                  " to the first ", quantity.WholePart(), " of ", visible,
-                                  " visible devices");
+      family->note =
+          absl::StrCat("limited by --resources ", name, "=", quantity.ToString(), " to the first ",
+                       quantity.WholePart(), " of ", visible, " visible devices");
       family->visible.resize(quantity.WholePart());
     }
     node.resources.Set(name, quantity);
@@ -211,9 +209,9 @@ absl::StatusOr<NodeHardware> Assemble(RawNode raw, const DiscoveryOptions& optio
     if (memory.ok()) {
       node.resources.Set("memory", *memory);
     } else {
-      node.warnings.push_back(absl::StrCat("memory of ", node.host.memory_bytes,
-                                           " bytes is too large to advertise: ",
-                                           memory.status().message()));
+      node.warnings.push_back(
+          absl::StrCat("memory of ", node.host.memory_bytes,
+                       " bytes is too large to advertise: ", memory.status().message()));
     }
   }
 
@@ -237,11 +235,12 @@ absl::StatusOr<NodeHardware> Assemble(RawNode raw, const DiscoveryOptions& optio
     }
     const std::string resource(plugin->resource_name());
     if (auto owner = resource_owner.find(resource); owner != resource_owner.end()) {
-      report.note = absl::StrCat("not advertised: resource ", resource, " is already claimed by ",
-                                 owner->second, " (claim order: ",
-                                 absl::StrJoin(AcceleratorFamilyNames(), ", "), ")");
-      node.warnings.push_back(absl::StrCat(ToAbsl(plugin->family()), ": ", report.detection.devices.size(),
-                                           " devices ", report.note));
+      report.note = absl::StrCat(
+          "not advertised: resource ", resource, " is already claimed by ", owner->second,
+          " (claim order: ", absl::StrJoin(AcceleratorFamilyNames(), ", "), ")");
+      node.warnings.push_back(absl::StrCat(ToAbsl(plugin->family()), ": ",
+                                           report.detection.devices.size(), " devices ",
+                                           report.note));
       report.visible.clear();
     } else if (!report.visible.empty()) {
       resource_owner[resource] = std::string(plugin->family());
@@ -273,16 +272,18 @@ absl::StatusOr<NodeHardware> Assemble(RawNode raw, const DiscoveryOptions& optio
   } else if (type_counts.size() > 1) {
     std::vector<std::string> parts;
     for (const auto& [type, count] : type_counts) parts.push_back(absl::StrCat(type, " x", count));
-    node.warnings.push_back(absl::StrCat(
-        "mixed accelerator types (", absl::StrJoin(parts, ", "), "): ", ToAbsl(labels::kAcceleratorType),
-        " is not set; select by the accelerator_type:<TYPE> resources instead"));
+    node.warnings.push_back(
+        absl::StrCat("mixed accelerator types (", absl::StrJoin(parts, ", "),
+                     "): ", ToAbsl(labels::kAcceleratorType),
+                     " is not set; select by the accelerator_type:<TYPE> resources instead"));
   }
 
   TESSERA_RETURN_IF_ERROR(ApplyResourceOverrides(options.resource_overrides, node));
 
   // Precedence: defaults < a description's labels < the operator's --labels.
   AddDeploymentLabels(raw.env, node.labels, node.warnings);
-  for (const LabelSet* user : std::initializer_list<const LabelSet*>{&raw.user_labels, &options.user_labels}) {
+  for (const LabelSet* user :
+       std::initializer_list<const LabelSet*>{&raw.user_labels, &options.user_labels}) {
     TESSERA_RETURN_IF_ERROR(ValidateLabels(*user, LabelOrigin::kUser));
     for (const auto& [key, value] : *user) node.labels[key] = value;
   }
@@ -319,10 +320,10 @@ std::vector<VisibleFamily> NodeHardware::VisibleFamilies() const {
 }
 
 absl::StatusOr<NodeHardware> DiscoverNode(const DiscoveryOptions& options) {
-  TESSERA_ASSIGN_OR_RETURN(RawNode raw, options.simulate_file.has_value()
-                                            ? SimulateNode(*options.simulate_file,
-                                                           options.environment)
-                                            : ProbeNode(options));
+  TESSERA_ASSIGN_OR_RETURN(RawNode raw,
+                           options.simulate_file.has_value()
+                               ? SimulateNode(*options.simulate_file, options.environment)
+                               : ProbeNode(options));
   return Assemble(std::move(raw), options);
 }
 

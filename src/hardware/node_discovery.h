@@ -13,8 +13,8 @@
 #include "hardware/accelerator_plugin.h"
 #include "hardware/environment.h"
 #include "hardware/host/host_topology.h"
-#include "hardware/simulated/hardware_description.h"
 #include "hardware/isolation.h"
+#include "hardware/simulated/hardware_description.h"
 #include "labels/label.h"
 #include "resources/resource_set.h"
 
@@ -48,7 +48,7 @@ struct FamilyReport {
   std::vector<Device> visible;
   bool advertised = false;
   std::optional<std::string> inherited_mask;  // the mask variable's value when it was set
-  std::string note;  // why the family is not (fully) advertised
+  std::string note;                           // why the family is not (fully) advertised
 };
 
 struct NodeHardware {

@@ -2,10 +2,10 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "hardware/node_label_keys.h"
 
@@ -28,8 +28,9 @@ NodeHardware Discover(const std::string& machine, Environment env) {
 
 // A simulated description in a file of its own (unique per process: ctest runs in parallel).
 std::string DescriptionFile(const std::string& name, const std::string& yaml) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            (name + "." + std::to_string(::getpid()) + ".yaml")).string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / (name + "." + std::to_string(::getpid()) + ".yaml"))
+          .string();
   std::ofstream(path) << yaml;
   return path;
 }
@@ -97,10 +98,10 @@ TEST(NodeDiscoveryTest, DeploymentLabelsComeFromTheAgentsEnvironment) {
 }
 
 TEST(NodeDiscoveryTest, TwoFamiliesClaimingGpuLeaveItToTheFirstInClaimOrder) {
-  auto node = Simulate(DescriptionFile("claim", std::string(kHost) +
-                                                    "accelerators:\n"
-                                                    "  - {family: amd, type: AMD-Instinct-MI300X-OAM, count: 2}\n"
-                                                    "  - {family: nvidia, type: H100, count: 4}\n"));
+  auto node = Simulate(DescriptionFile(
+      "claim", std::string(kHost) + "accelerators:\n"
+                                    "  - {family: amd, type: AMD-Instinct-MI300X-OAM, count: 2}\n"
+                                    "  - {family: nvidia, type: H100, count: 4}\n"));
   ASSERT_TRUE(node.ok()) << node.status();
   EXPECT_EQ(node->resources.Get("GPU"), Quantity::FromInt(4));
   ASSERT_EQ(node->families.size(), 2u);
@@ -113,10 +114,10 @@ TEST(NodeDiscoveryTest, TwoFamiliesClaimingGpuLeaveItToTheFirstInClaimOrder) {
 }
 
 TEST(NodeDiscoveryTest, SeveralFamiliesAreAllAdvertised) {
-  auto node = Simulate(DescriptionFile("several", std::string(kHost) +
-                                                      "accelerators:\n"
-                                                      "  - {family: nvidia, type: L4, count: 2}\n"
-                                                      "  - {family: neuron, type: aws-neuron-core, count: 4}\n"));
+  auto node = Simulate(DescriptionFile(
+      "several", std::string(kHost) + "accelerators:\n"
+                                      "  - {family: nvidia, type: L4, count: 2}\n"
+                                      "  - {family: neuron, type: aws-neuron-core, count: 4}\n"));
   ASSERT_TRUE(node.ok()) << node.status();
   EXPECT_EQ(node->resources.Get("GPU"), Quantity::FromInt(2));
   EXPECT_EQ(node->resources.Get("neuron_cores"), Quantity::FromInt(4));
@@ -137,8 +138,8 @@ TEST(NodeDiscoveryTest, SimulatedHostsIgnoreTheShellsMasks) {
 }
 
 TEST(NodeDiscoveryTest, UserLabelsInADescriptionMayNotUseTheReservedPrefix) {
-  auto node = Simulate(DescriptionFile("reserved", std::string(kHost) +
-                                                       "labels: {tessera.io/node-id: x}\n"));
+  auto node = Simulate(
+      DescriptionFile("reserved", std::string(kHost) + "labels: {tessera.io/node-id: x}\n"));
   ASSERT_FALSE(node.ok());
   EXPECT_EQ(node.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(node.status().message()), HasSubstr("tessera.io/"));

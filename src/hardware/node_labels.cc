@@ -22,8 +22,8 @@ void AddDeploymentLabels(const Environment& env, LabelSet& labels,
     if (!value.has_value()) continue;
     const std::string trimmed(Trim(*value));
     if (absl::Status valid = ValidateLabelValue(trimmed); !valid.ok()) {
-      warnings.push_back(absl::StrCat(ToAbsl(variable), "=", Quote(*value),
-                                      " ignored: ", valid.message()));
+      warnings.push_back(
+          absl::StrCat(ToAbsl(variable), "=", Quote(*value), " ignored: ", valid.message()));
       continue;
     }
     labels[std::string(key)] = trimmed;

@@ -46,8 +46,8 @@ class NodeTelemetryReader {
  public:
   // `sysroot` and `env` are the node's (as discovery read them); both are ignored for a
   // simulated node. Opens each family's reader, which opens its sources on the first Read.
-  NodeTelemetryReader(const NodeHardware& hardware, const Sysroot& sysroot,
-                      const Environment& env, const NodeTelemetryOptions& options);
+  NodeTelemetryReader(const NodeHardware& hardware, const Sysroot& sysroot, const Environment& env,
+                      const NodeTelemetryOptions& options);
   ~NodeTelemetryReader();
   NodeTelemetryReader(const NodeTelemetryReader&) = delete;
   NodeTelemetryReader& operator=(const NodeTelemetryReader&) = delete;
@@ -59,8 +59,8 @@ class NodeTelemetryReader {
   struct Family {
     std::string name;
     std::vector<Device> devices;
-    std::unique_ptr<TelemetryReader> reader;          // a probed family
-    std::unique_ptr<SimulatedTelemetryModel> model;   // a simulated one
+    std::unique_ptr<TelemetryReader> reader;         // a probed family
+    std::unique_ptr<SimulatedTelemetryModel> model;  // a simulated one
   };
   std::vector<Family> families_;
 };

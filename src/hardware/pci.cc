@@ -39,8 +39,7 @@ PciInventory PciInventory::Scan(const Sysroot& sysroot, std::vector<std::string>
       if (warnings != nullptr) {
         const absl::Status& bad =
             !vendor.ok() ? vendor.status() : (!device.ok() ? device.status() : klass.status());
-        warnings->push_back(
-            absl::StrCat("PCI function ", bus_id, " skipped: ", bad.message()));
+        warnings->push_back(absl::StrCat("PCI function ", bus_id, " skipped: ", bad.message()));
       }
       continue;
     }
@@ -65,9 +64,9 @@ PciInventory PciInventory::Scan(const Sysroot& sysroot, std::vector<std::string>
 }
 
 const PciFunction* PciInventory::Find(std::string_view bus_id) const {
-  auto it = std::lower_bound(
-      functions_.begin(), functions_.end(), bus_id,
-      [](const PciFunction& f, std::string_view id) { return f.bus_id < id; });
+  auto it =
+      std::lower_bound(functions_.begin(), functions_.end(), bus_id,
+                       [](const PciFunction& f, std::string_view id) { return f.bus_id < id; });
   if (it == functions_.end() || it->bus_id != bus_id) return nullptr;
   return &*it;
 }

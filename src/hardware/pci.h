@@ -21,7 +21,7 @@ inline constexpr uint16_t kPciVendorHabana = 0x1da3;
 inline constexpr uint16_t kPciVendorAmazon = 0x1d0f;
 
 struct PciFunction {
-  std::string bus_id;      // "0000:18:00.0"
+  std::string bus_id;  // "0000:18:00.0"
   uint16_t vendor_id = 0;
   uint16_t device_id = 0;
   uint32_t class_code = 0;  // 24 bits, e.g. 0x030200 (3D controller)

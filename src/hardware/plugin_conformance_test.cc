@@ -85,7 +85,8 @@ TEST_P(PluginConformanceTest, MasksRoundTrip) {
   const AcceleratorPlugin& p = *GetParam();
   const std::vector<int> ids = {0, 2, 3};
   std::vector<Device> devices;
-  for (int i = 0; i < 4; ++i) devices.push_back(Device{.family = std::string(p.family()), .index = i});
+  for (int i = 0; i < 4; ++i)
+    devices.push_back(Device{.family = std::string(p.family()), .index = i});
   auto parsed = p.ParseMask(p.FormatMask(ids), devices);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(*parsed, ids) << p.FormatMask(ids);
@@ -141,8 +142,8 @@ TEST_P(PluginConformanceTest, DetectionOnEveryFixtureIsSoundAndDeterministic) {
       EnvChanges env = p.IsolationEnv(std::vector<int>{first}, d.devices);
       bool sets_mask = false;
       for (const EnvChange& c : env) {
-        sets_mask = sets_mask || (c.name == p.visible_devices_env() && c.value.has_value() &&
-                                  !c.value->empty());
+        sets_mask = sets_mask ||
+                    (c.name == p.visible_devices_env() && c.value.has_value() && !c.value->empty());
       }
       EXPECT_TRUE(sets_mask) << "one device of several must set " << p.visible_devices_env();
     }
@@ -152,9 +153,8 @@ TEST_P(PluginConformanceTest, DetectionOnEveryFixtureIsSoundAndDeterministic) {
 // Whether every present figure of `t` lies in its range.
 void ExpectFiguresInRange(const DeviceTelemetry& t) {
   for (const std::optional<double>* ratio :
-       {&t.utilization_ratio, &t.duty_cycle_ratio, &t.sm_activity_ratio,
-        &t.tensor_activity_ratio, &t.memory_busy_ratio, &t.memory_bandwidth_ratio,
-        &t.power_ratio}) {
+       {&t.utilization_ratio, &t.duty_cycle_ratio, &t.sm_activity_ratio, &t.tensor_activity_ratio,
+        &t.memory_busy_ratio, &t.memory_bandwidth_ratio, &t.power_ratio}) {
     if (ratio->has_value()) {
       EXPECT_GE(**ratio, 0.0);
       EXPECT_LE(**ratio, 1.0);
@@ -194,7 +194,8 @@ TEST_P(PluginConformanceTest, TelemetryIsTotalOnEveryFixtureAndSilentForDevicesI
       if (other == &p) continue;
       for (Device& d : DetectOn(*other, root).devices) asked.push_back(std::move(d));
     }
-    asked.push_back(Device{.family = std::string(p.family()), .index = 99,
+    asked.push_back(Device{.family = std::string(p.family()),
+                           .index = 99,
                            .uuid = "GPU-ffffffff-ffff-ffff-ffff-ffffffffffff",
                            .pci_bus_id = "0000:ff:1f.7",
                            .attributes = {{"chip", "99"}, {"core_in_chip", "0"}}});
@@ -234,15 +235,13 @@ TEST_P(PluginConformanceTest, DeviceMessagesAreQuietOnEveryFixtureAndNeverOfOthe
     // As if every counter had been 0 when the worker started: still nothing of others' devices.
     DeviceErrorSnapshot zeroed = snapshot;
     for (auto& [key, value] : zeroed.marks) value = 0;
-    const std::vector<Device> others(asked.begin() + static_cast<std::ptrdiff_t>(own),
-                                     asked.end());
+    const std::vector<Device> others(asked.begin() + static_cast<std::ptrdiff_t>(own), asked.end());
     EXPECT_THAT(reader->MessagesSince(zeroed, others, start).messages, ::testing::IsEmpty());
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFamilies, PluginConformanceTest,
-                         ::testing::ValuesIn(AcceleratorPlugins()),
-                         [](const auto& info) {
+                         ::testing::ValuesIn(AcceleratorPlugins()), [](const auto& info) {
                            std::string name(info.param->family());
                            for (char& c : name) {
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
@@ -253,7 +252,8 @@ INSTANTIATE_TEST_SUITE_P(AllFamilies, PluginConformanceTest,
 TEST(PluginRegistryTest, FamiliesAreUniqueAndInClaimOrder) {
   std::vector<std::string> names;
   for (const AcceleratorPlugin* p : AcceleratorPlugins()) names.emplace_back(p->family());
-  EXPECT_THAT(names, ::testing::ElementsAre("nvidia", "amd", "intel-gpu", "tpu", "neuron", "gaudi"));
+  EXPECT_THAT(names,
+              ::testing::ElementsAre("nvidia", "amd", "intel-gpu", "tpu", "neuron", "gaudi"));
   EXPECT_EQ(FindAcceleratorPlugin("no-such-family"), nullptr);
 }
 

@@ -127,8 +127,8 @@ void ActorDirectory::ForgetOldDead() {
 absl::StatusOr<ActorRecord> ActorDirectory::Register(const ActorRecord& actor) {
   if (actor.actor_id.empty()) return absl::InvalidArgumentError("actor_id: is empty");
   if (actor.name.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("actor ", actor.actor_id, ": name is empty (only named actors are registered)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "actor ", actor.actor_id, ": name is empty (only named actors are registered)"));
   }
   if (actor.state == ActorState::kDead) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -308,9 +308,9 @@ absl::Status ActorDirectory::Restore() {
     if (record.state != ActorState::kDead) {
       auto holder = names_.find({record.name_space, record.name});
       if (holder != names_.end()) {
-        return Corrupt(record.actor_id, absl::StrCat(NameIn(record.name, record.name_space),
-                                                     " is also held by live actor ",
-                                                     holder->second));
+        return Corrupt(record.actor_id,
+                       absl::StrCat(NameIn(record.name, record.name_space),
+                                    " is also held by live actor ", holder->second));
       }
     }
     const std::string id = record.actor_id;

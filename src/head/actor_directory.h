@@ -53,8 +53,8 @@ struct ActorRecord {
   int restarts = 0;
   bool calls_in_order = false;  // runs one call at a time (ActorInfo.calls_in_order)
   std::string handle_metadata;  // ActorInfo.handle_metadata, as registered
-  std::string death_cause;  // when dead
-  absl::Time changed;       // when the head last changed it (orders the dead for retention)
+  std::string death_cause;      // when dead
+  absl::Time changed;           // when the head last changed it (orders the dead for retention)
 };
 
 struct ActorDirectoryOptions {

@@ -2,7 +2,6 @@
 // owner's and the node's deaths, retention of the dead, persistence across a restart (Restore
 // from a store another directory wrote), paging, and failed writes reported.
 #include "head/actor_directory.h"
-#include "head/actor_info_proto.h"
 
 #include <memory>
 #include <string>
@@ -10,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "head/actor_info_proto.h"
 #include "head/state_store.h"
 
 namespace tessera {
@@ -116,7 +116,8 @@ TEST_F(ActorDirectoryTest, UpdatesMoveTheActorButNeverItsNameOwnerOrClass) {
   EXPECT_EQ(updated->owner, "driver-1");
   EXPECT_EQ(updated->class_name, "Counter");
 
-  ASSERT_TRUE(directory->Register(Alive(Actor("a1", "counter"), "10.0.0.2:6000", "node-2", 1)).ok());
+  ASSERT_TRUE(
+      directory->Register(Alive(Actor("a1", "counter"), "10.0.0.2:6000", "node-2", 1)).ok());
   auto found = directory->Get("counter", "");
   EXPECT_EQ(found->address, "10.0.0.2:6000");
   EXPECT_EQ(found->node_id, "node-2");
@@ -301,7 +302,8 @@ TEST_F(ActorDirectoryTest, OnlyTheNewestDeadAreKept) {
 TEST_F(ActorDirectoryTest, ARestoredDirectoryKnowsWhatTheFormerOneStored) {
   {
     auto former = MakeDirectory();
-    ASSERT_TRUE(former->Register(Alive(Actor("a1", "counter", "driver-1", "ns"), "x", "n1", 2)).ok());
+    ASSERT_TRUE(
+        former->Register(Alive(Actor("a1", "counter", "driver-1", "ns"), "x", "n1", 2)).ok());
     ASSERT_TRUE(former->Register(Actor("a2", "gone", "")).ok());
     ASSERT_TRUE(former->Register(Actor("a3", "older-gone")).ok());
     ASSERT_TRUE(former->Died("a3", "first").ok());

@@ -7,32 +7,23 @@ namespace tessera {
 
 v1::ActorState ActorStateToProto(ActorState state) {
   switch (state) {
-    case ActorState::kPending:
-      return v1::ACTOR_STATE_PENDING;
-    case ActorState::kAlive:
-      return v1::ACTOR_STATE_ALIVE;
-    case ActorState::kRestarting:
-      return v1::ACTOR_STATE_RESTARTING;
-    case ActorState::kDead:
-      return v1::ACTOR_STATE_DEAD;
+    case ActorState::kPending: return v1::ACTOR_STATE_PENDING;
+    case ActorState::kAlive: return v1::ACTOR_STATE_ALIVE;
+    case ActorState::kRestarting: return v1::ACTOR_STATE_RESTARTING;
+    case ActorState::kDead: return v1::ACTOR_STATE_DEAD;
   }
   return v1::ACTOR_STATE_UNSPECIFIED;
 }
 
 absl::StatusOr<ActorState> ActorStateFromProto(v1::ActorState state) {
   switch (state) {
-    case v1::ACTOR_STATE_PENDING:
-      return ActorState::kPending;
-    case v1::ACTOR_STATE_ALIVE:
-      return ActorState::kAlive;
-    case v1::ACTOR_STATE_RESTARTING:
-      return ActorState::kRestarting;
-    case v1::ACTOR_STATE_DEAD:
-      return ActorState::kDead;
+    case v1::ACTOR_STATE_PENDING: return ActorState::kPending;
+    case v1::ACTOR_STATE_ALIVE: return ActorState::kAlive;
+    case v1::ACTOR_STATE_RESTARTING: return ActorState::kRestarting;
+    case v1::ACTOR_STATE_DEAD: return ActorState::kDead;
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("state: ", static_cast<int>(state),
-                       " is not one of PENDING, ALIVE, RESTARTING, DEAD"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "state: ", static_cast<int>(state), " is not one of PENDING, ALIVE, RESTARTING, DEAD"));
   }
 }
 

@@ -40,7 +40,8 @@ TEST(DeviceHistoryTest, KeepsTheNewestReadingsOfEachDeviceOldestFirst) {
 
 TEST(DeviceHistoryTest, ANodeCannotGrowPastItsDeviceBound) {
   DeviceHistory history(/*max_samples=*/4, /*max_devices_per_node=*/2);
-  history.Record("n1", Beat({Sample("GPU", 0, 1, 0), Sample("GPU", 1, 1, 0), Sample("GPU", 2, 1, 0)}));
+  history.Record("n1",
+                 Beat({Sample("GPU", 0, 1, 0), Sample("GPU", 1, 1, 0), Sample("GPU", 2, 1, 0)}));
   EXPECT_EQ(history.Get("n1").size(), 2u);
 }
 

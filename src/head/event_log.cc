@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/time/clock.h"
-
 namespace tessera {
 
 void EventLog::Record(std::string message, std::string kind) {
@@ -18,7 +16,7 @@ void EventLog::RecordChange(std::string message, std::string kind) {
 void EventLog::Add(std::string kind, std::string message, bool notice) {
   absl::MutexLock lock(&mu_);
   events_.push_back(
-      HeadEvent{++last_seq_, absl::Now(), std::move(kind), std::move(message), notice});
+      HeadEvent{++last_seq_, clock_->Now(), std::move(kind), std::move(message), notice});
   while (events_.size() > max_events_) events_.pop_front();
 }
 

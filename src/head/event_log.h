@@ -23,6 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 
 namespace tessera {
 
@@ -36,7 +37,8 @@ struct HeadEvent {
 
 class EventLog {
  public:
-  explicit EventLog(size_t max_events) : max_events_(max_events) {}
+  // Events are stamped by `clock` (not owned; the head's).
+  EventLog(size_t max_events, Clock* clock) : max_events_(max_events), clock_(clock) {}
 
   // A notice.
   void Record(std::string message, std::string kind = "head") ABSL_LOCKS_EXCLUDED(mu_);
@@ -58,6 +60,7 @@ class EventLog {
   void Add(std::string kind, std::string message, bool notice) ABSL_LOCKS_EXCLUDED(mu_);
 
   const size_t max_events_;
+  Clock* const clock_;
   mutable absl::Mutex mu_;
   std::deque<HeadEvent> events_ ABSL_GUARDED_BY(mu_);
   int64_t last_seq_ ABSL_GUARDED_BY(mu_) = 0;

@@ -5,8 +5,21 @@
 namespace tessera {
 namespace {
 
+TEST(EventLogTest, EventsAreStampedByTheHeadsClock) {
+  FakeClock clock;
+  EventLog log(/*max_events=*/3, &clock);
+  log.Record("first");
+  clock.Advance(absl::Minutes(5));
+  log.RecordChange("five minutes later", "node");
+  int64_t next = 0;
+  auto events = log.Since(0, 10, &next);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].time - events[0].time, absl::Minutes(5));
+  EXPECT_EQ(events[1].time, clock.Now());
+}
+
 TEST(EventLogTest, AReaderFollowsTheStreamBySequenceNumber) {
-  EventLog log(/*max_events=*/3);
+  EventLog log(/*max_events=*/3, Clock::Real());
   log.Record("node n1 joined", "node");
   log.Record("placement group g created", "reservation");
   int64_t next = 0;
@@ -19,7 +32,7 @@ TEST(EventLogTest, AReaderFollowsTheStreamBySequenceNumber) {
   EXPECT_TRUE(log.Since(next, 10, &next).empty());
   EXPECT_EQ(next, 2);
   log.Record("node n1 was declared dead", "node");
-  log.Record("head restarted");  // kind "head"
+  log.Record("head restarted");            // kind "head"
   auto later = log.Since(next, 1, &next);  // limited to one
   ASSERT_EQ(later.size(), 1u);
   EXPECT_EQ(later[0].seq, 3);
@@ -30,7 +43,7 @@ TEST(EventLogTest, AReaderFollowsTheStreamBySequenceNumber) {
 }
 
 TEST(EventLogTest, ChangesAreInTheStreamButNotAmongTheNotices) {
-  EventLog log(/*max_events=*/10);
+  EventLog log(/*max_events=*/10, Clock::Real());
   log.RecordChange("node n1 joined", "node");
   log.Record("node n1 declared dead: no heartbeat for 10s", "node");
   log.RecordChange("job j1 started", "job");

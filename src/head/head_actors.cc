@@ -115,7 +115,8 @@ grpc::Status HeadService::ListActors(grpc::ServerContext*, const v1::ListRequest
       [](const ActorRecord& actor, v1::ActorInfo* out) { ActorRecordToProto(actor, out); });
   // Every actor asked for fitted, yet others follow: the next page starts after the last.
   if (!resume.has_value() && more && !actors.empty()) resume = actors.back().actor_id;
-  if (resume.has_value()) response->set_next_page_token(head_internal::PageToken(kListing, *resume));
+  if (resume.has_value())
+    response->set_next_page_token(head_internal::PageToken(kListing, *resume));
   return grpc::Status::OK;
 }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <utility>
 
@@ -17,23 +18,25 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "hardware/node_label_keys.h"
 #include "head/head_service_internal.h"
 #include "metrics/metrics_endpoint.h"
 #include "metrics/static_file_handler.h"
-#include "rpc/message_json.h"
 #include "resources/quantity.h"
+#include "rpc/message_json.h"
 #include "rpc/state_names.h"
+#include "rpc/status_conversion.h"
 
 namespace tessera {
 namespace {
 
 using Json = nlohmann::ordered_json;
+using head_internal::AllPages;
 using metrics::HttpRequest;
 using metrics::HttpResponse;
 using metrics::TextResponse;
-using head_internal::AllPages;
 
 constexpr size_t kMaxLogChunk = 256 * 1024;
 // A node list of 1,000 nodes answers about 2.6 MB, built at a peak of tens of MiB of small blocks
@@ -47,7 +50,7 @@ HttpResponse JsonResponse(const Json& json) {
 HttpResponse FromGrpc(const grpc::Status& status) {
   const int code = status.error_code() == grpc::StatusCode::NOT_FOUND          ? 404
                    : status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? 400
-                                                                                : 500;
+                                                                               : 500;
   return TextResponse(code, status.error_message());
 }
 
@@ -93,6 +96,97 @@ Json SampleJson(const v1::DeviceSample& s) {
   if (s.has_power_watts()) out["power_watts"] = s.power_watts();
   if (s.has_temperature_celsius()) out["temperature_celsius"] = s.temperature_celsius();
   return out;
+}
+
+// /api/v1/nodes/<id> and /api/v1/nodes/<id>/telemetry.
+HttpResponse NodePage(HeadService* head, const HttpRequest& request) {
+  const std::vector<std::string> parts =
+      absl::StrSplit(request.path.substr(std::string_view("/api/v1/nodes/").size()), '/');
+  const bool one_node = parts.size() == 1;
+  if (!SafeId(parts[0]) || !(one_node || (parts.size() == 2 && parts[1] == "telemetry"))) {
+    return TextResponse(404,
+                        "no such page: /api/v1/nodes/<node-id> and /api/v1/nodes/<node-id>/"
+                        "telemetry are served");
+  }
+  const std::string& node_id = parts[0];
+  const std::optional<v1::NodeInfo> node = head->NodeInfoOf(node_id);
+  if (one_node) {
+    return JsonResponse(Json{{"node", node.has_value() ? rpc::MessageJson(*node) : Json(nullptr)}});
+  }
+  if (!node.has_value()) return TextResponse(404, absl::StrCat("no node ", node_id));
+  std::string type;
+  if (auto it = node->node().labels().find(std::string(labels::kAcceleratorType));
+      it != node->node().labels().end()) {
+    type = it->second;
+  }
+  Json devices = Json::array();
+  for (const auto& [key, history] : head->device_history().Get(node_id)) {
+    Json samples = Json::array();
+    for (const v1::DeviceSample& sample : history) samples.push_back(SampleJson(sample));
+    devices.push_back({{"resource", key.first},
+                       {"index", key.second},
+                       {"type", type},
+                       {"samples", std::move(samples)}});
+  }
+  return JsonResponse(Json{{"node_id", node_id}, {"devices", std::move(devices)}});
+}
+
+// /api/v1/jobs/<id>/logs?rank=R&offset=N: a chunk of the job's log, or of one rank's, in `dir`.
+HttpResponse JobLogPage(train::JobManager* jobs, const std::string& dir,
+                        const HttpRequest& request) {
+  const std::vector<std::string> parts =
+      absl::StrSplit(request.path.substr(std::string_view("/api/v1/jobs/").size()), '/');
+  if (parts.size() != 2 || parts[1] != "logs" || !SafeId(parts[0])) {
+    return TextResponse(404, "no such page: /api/v1/jobs/<job-id>/logs is served");
+  }
+  int64_t rank = -1;
+  int64_t offset = 0;
+  if (auto text = request.QueryValue("rank");
+      text.has_value() && !text->empty() &&
+      !absl::SimpleAtoi(absl::string_view(text->data(), text->size()), &rank)) {
+    return TextResponse(400, "rank: not a number");
+  }
+  if (auto text = request.QueryValue("offset");
+      text.has_value() && !text->empty() &&
+      (!absl::SimpleAtoi(absl::string_view(text->data(), text->size()), &offset) || offset < 0)) {
+    return TextResponse(400, "offset: not a byte offset");
+  }
+  v1::GetJobRequest get;
+  get.set_job_id(parts[0]);
+  v1::JobStatus status;
+  grpc::Status got = jobs->GetJob(nullptr, &get, &status);
+  if (!got.ok()) return FromGrpc(got);
+  const std::string file = rank < 0 ? "job.log" : absl::StrCat("rank-", rank, ".log");
+  auto read = ReadFrom(absl::StrCat(dir, "/", parts[0], "/", file), offset);
+  if (!read.ok()) return TextResponse(500, std::string(read.status().message()));
+  const bool ended = status.end_time_ms() > 0;
+  const bool done = ended && read->first.size() < kMaxLogChunk;
+  return JsonResponse(Json{{"data", read->first}, {"next_offset", read->second}, {"done", done}});
+}
+
+// One GetClusterStatus serves every family of a scrape (they are collected one after another):
+// a status younger than a second is reused.
+struct ClusterStatusSnapshot {
+  absl::Mutex mu;
+  absl::Time taken ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+  v1::ClusterStatus status ABSL_GUARDED_BY(mu);
+};
+
+// The cluster's status as the head answers GetClusterStatus, at most a second old.
+std::function<v1::ClusterStatus()> CachedClusterStatus(HeadService* head) {
+  auto snapshot = std::make_shared<ClusterStatusSnapshot>();
+  return [head, snapshot]() {
+    absl::MutexLock lock(&snapshot->mu);
+    if (head->clock()->Now() - snapshot->taken > absl::Seconds(1)) {
+      v1::ListRequest request;
+      snapshot->status.Clear();
+      IgnoreStatus(
+          rpc::FromGrpcStatus(head->GetClusterStatus(nullptr, &request, &snapshot->status)),
+          "cannot fail: the head's own status call always answers OK");
+      snapshot->taken = head->clock()->Now();
+    }
+    return snapshot->status;
+  };
 }
 
 }  // namespace
@@ -164,133 +258,16 @@ absl::Status HeadHttp::AddRoutes() {
       },
       {.access = metrics::HttpAccess::kPublic, .allow_post = true}));
 
-  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/cluster", [head](const HttpRequest&) {
-    v1::ListRequest request;
-    v1::ClusterStatus status;
-    grpc::Status got = head->GetClusterStatus(nullptr, &request, &status);
-    return got.ok() ? JsonResponse(rpc::MessageJson(status)) : FromGrpc(got);
-  }));
-  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/nodes", [head](const HttpRequest&) {
-    v1::ListNodesResponse all;
-    grpc::Status got = AllPages(
-        [head](v1::ListRequest* r, v1::ListNodesResponse* p) { return head->ListNodes(nullptr, r, p); },
-        &all);
-    return got.ok() ? JsonResponse(rpc::MessageJson(all)) : FromGrpc(got);
-  }));
-  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/placement_groups", [head](const HttpRequest&) {
-    v1::ListPlacementGroupsResponse all;
-    grpc::Status got = AllPages(
-        [head](v1::ListRequest* r, v1::ListPlacementGroupsResponse* p) {
-          return head->ListPlacementGroups(nullptr, r, p);
-        },
-        &all);
-    return got.ok() ? JsonResponse(rpc::MessageJson(all)) : FromGrpc(got);
-  }));
-  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/slices", [head](const HttpRequest&) {
-    v1::ListSlicesResponse all;
-    grpc::Status got = AllPages(
-        [head](v1::ListRequest* r, v1::ListSlicesResponse* p) { return head->ListSlices(nullptr, r, p); },
-        &all);
-    return got.ok() ? JsonResponse(rpc::MessageJson(all)) : FromGrpc(got);
-  }));
-  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/actors", [head](const HttpRequest&) {
-    v1::ListActorsResponse all;
-    grpc::Status got = AllPages(
-        [head](v1::ListRequest* r, v1::ListActorsResponse* p) { return head->ListActors(nullptr, r, p); },
-        &all);
-    return got.ok() ? JsonResponse(rpc::MessageJson(all)) : FromGrpc(got);
-  }));
-  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/jobs", [head, jobs](const HttpRequest&) {
-    v1::ListRequest request;
-    v1::JobList gangs;
-    grpc::Status got = jobs->ListGangJobs(nullptr, &request, &gangs);
-    if (!got.ok()) return FromGrpc(got);
-    v1::ListJobsResponse drivers;
-    got = AllPages(
-        [head](v1::ListRequest* r, v1::ListJobsResponse* p) { return head->ListJobs(nullptr, r, p); },
-        &drivers);
-    if (!got.ok()) return FromGrpc(got);
-    Json out = rpc::MessageJson(gangs);
-    out["drivers"] = rpc::MessageJson(drivers)["jobs"];
-    return JsonResponse(out);
-  }));
-  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/events", [head](const HttpRequest& request) {
-    v1::ListEventsRequest list;
-    int64_t after = 0;
-    if (auto text = request.QueryValue("after"); text.has_value() && !text->empty() &&
-                                                  !absl::SimpleAtoi(absl::string_view(text->data(), text->size()), &after)) {
-      return TextResponse(400, "after: not a number");
-    }
-    list.set_after(after);
-    v1::ListEventsResponse events;
-    grpc::Status got = head->ListEvents(nullptr, &list, &events);
-    return got.ok() ? JsonResponse(rpc::MessageJson(events)) : FromGrpc(got);
-  }));
+  TESSERA_RETURN_IF_ERROR(AddListRoutes());
   // /api/v1/nodes/<id> (one node: {"node": NodeInfo}, or {"node": null} when the head lists no
   // such node, so that a page asking for it has no failed load to report) and
   // /api/v1/nodes/<id>/telemetry.
-  TESSERA_RETURN_IF_ERROR(server.HandlePrefix("/api/v1/nodes/", [head](const HttpRequest& request) {
-    const std::vector<std::string> parts =
-        absl::StrSplit(request.path.substr(std::string_view("/api/v1/nodes/").size()), '/');
-    const bool one_node = parts.size() == 1;
-    if (!SafeId(parts[0]) || !(one_node || (parts.size() == 2 && parts[1] == "telemetry"))) {
-      return TextResponse(404,
-                          "no such page: /api/v1/nodes/<node-id> and /api/v1/nodes/<node-id>/"
-                          "telemetry are served");
-    }
-    const std::string& node_id = parts[0];
-    const std::optional<v1::NodeInfo> node = head->NodeInfoOf(node_id);
-    if (one_node) {
-      return JsonResponse(Json{{"node", node.has_value() ? rpc::MessageJson(*node) : Json(nullptr)}});
-    }
-    if (!node.has_value()) return TextResponse(404, absl::StrCat("no node ", node_id));
-    std::string type;
-    if (auto it = node->node().labels().find(std::string(labels::kAcceleratorType));
-        it != node->node().labels().end()) {
-      type = it->second;
-    }
-    Json devices = Json::array();
-    for (const auto& [key, history] : head->device_history().Get(node_id)) {
-      Json samples = Json::array();
-      for (const v1::DeviceSample& sample : history) samples.push_back(SampleJson(sample));
-      devices.push_back({{"resource", key.first},
-                         {"index", key.second},
-                         {"type", type},
-                         {"samples", std::move(samples)}});
-    }
-    return JsonResponse(Json{{"node_id", node_id}, {"devices", std::move(devices)}});
-  }));
+  TESSERA_RETURN_IF_ERROR(server.HandlePrefix(
+      "/api/v1/nodes/", [head](const HttpRequest& request) { return NodePage(head, request); }));
   // /api/v1/jobs/<id>/logs?rank=R&offset=N
-  TESSERA_RETURN_IF_ERROR(
-      server.HandlePrefix("/api/v1/jobs/", [jobs, dir = options_.jobs_dir](const HttpRequest& request) {
-        const std::vector<std::string> parts =
-            absl::StrSplit(request.path.substr(std::string_view("/api/v1/jobs/").size()), '/');
-        if (parts.size() != 2 || parts[1] != "logs" || !SafeId(parts[0])) {
-          return TextResponse(404, "no such page: /api/v1/jobs/<job-id>/logs is served");
-        }
-        int64_t rank = -1;
-        int64_t offset = 0;
-        if (auto text = request.QueryValue("rank"); text.has_value() && !text->empty() &&
-                                                    !absl::SimpleAtoi(absl::string_view(text->data(), text->size()), &rank)) {
-          return TextResponse(400, "rank: not a number");
-        }
-        if (auto text = request.QueryValue("offset"); text.has_value() && !text->empty() &&
-                                                      (!absl::SimpleAtoi(absl::string_view(text->data(), text->size()), &offset) || offset < 0)) {
-          return TextResponse(400, "offset: not a byte offset");
-        }
-        v1::GetJobRequest get;
-        get.set_job_id(parts[0]);
-        v1::JobStatus status;
-        grpc::Status got = jobs->GetJob(nullptr, &get, &status);
-        if (!got.ok()) return FromGrpc(got);
-        const std::string file =
-            rank < 0 ? "job.log" : absl::StrCat("rank-", rank, ".log");
-        auto read = ReadFrom(absl::StrCat(dir, "/", parts[0], "/", file), offset);
-        if (!read.ok()) return TextResponse(500, std::string(read.status().message()));
-        const bool ended = status.end_time_ms() > 0;
-        const bool done = ended && read->first.size() < kMaxLogChunk;
-        return JsonResponse(
-            Json{{"data", read->first}, {"next_offset", read->second}, {"done", done}});
+  TESSERA_RETURN_IF_ERROR(server.HandlePrefix(
+      "/api/v1/jobs/", [jobs, dir = options_.jobs_dir](const HttpRequest& request) {
+        return JobLogPage(jobs, dir, request);
       }));
   // Any other API path: 404, but only to who may ask (the pages' prefix below is public).
   TESSERA_RETURN_IF_ERROR(server.HandlePrefix("/api/", [](const HttpRequest& request) {
@@ -306,72 +283,150 @@ absl::Status HeadHttp::AddRoutes() {
   return absl::OkStatus();
 }
 
-absl::Status HeadHttp::RegisterMetrics() {
+absl::Status HeadHttp::AddListRoutes() {
   HeadService* head = options_.service;
   train::JobManager* jobs = options_.jobs;
-  // One GetClusterStatus serves every family of a scrape (they are collected one after another):
-  // a status younger than a second is reused.
-  struct Snapshot {
-    absl::Mutex mu;
-    absl::Time taken ABSL_GUARDED_BY(mu) = absl::InfinitePast();
-    v1::ClusterStatus status ABSL_GUARDED_BY(mu);
-  };
-  auto snapshot = std::make_shared<Snapshot>();
-  auto status_of = [head, snapshot]() {
-    absl::MutexLock lock(&snapshot->mu);
-    if (absl::Now() - snapshot->taken > absl::Seconds(1)) {
-      v1::ListRequest request;
-      snapshot->status.Clear();
-      (void)head->GetClusterStatus(nullptr, &request, &snapshot->status);
-      snapshot->taken = absl::Now();
+  metrics::HttpServer& server = *server_;
+  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/cluster", [head](const HttpRequest&) {
+    v1::ListRequest request;
+    v1::ClusterStatus status;
+    grpc::Status got = head->GetClusterStatus(nullptr, &request, &status);
+    return got.ok() ? JsonResponse(rpc::MessageJson(status)) : FromGrpc(got);
+  }));
+  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/nodes", [head](const HttpRequest&) {
+    v1::ListNodesResponse all;
+    grpc::Status got =
+        AllPages([head](v1::ListRequest* r,
+                        v1::ListNodesResponse* p) { return head->ListNodes(nullptr, r, p); },
+                 &all);
+    return got.ok() ? JsonResponse(rpc::MessageJson(all)) : FromGrpc(got);
+  }));
+  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/placement_groups", [head](const HttpRequest&) {
+    v1::ListPlacementGroupsResponse all;
+    grpc::Status got = AllPages(
+        [head](v1::ListRequest* r, v1::ListPlacementGroupsResponse* p) {
+          return head->ListPlacementGroups(nullptr, r, p);
+        },
+        &all);
+    return got.ok() ? JsonResponse(rpc::MessageJson(all)) : FromGrpc(got);
+  }));
+  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/slices", [head](const HttpRequest&) {
+    v1::ListSlicesResponse all;
+    grpc::Status got =
+        AllPages([head](v1::ListRequest* r,
+                        v1::ListSlicesResponse* p) { return head->ListSlices(nullptr, r, p); },
+                 &all);
+    return got.ok() ? JsonResponse(rpc::MessageJson(all)) : FromGrpc(got);
+  }));
+  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/actors", [head](const HttpRequest&) {
+    v1::ListActorsResponse all;
+    grpc::Status got =
+        AllPages([head](v1::ListRequest* r,
+                        v1::ListActorsResponse* p) { return head->ListActors(nullptr, r, p); },
+                 &all);
+    return got.ok() ? JsonResponse(rpc::MessageJson(all)) : FromGrpc(got);
+  }));
+  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/jobs", [head, jobs](const HttpRequest&) {
+    v1::ListRequest request;
+    v1::JobList gangs;
+    grpc::Status got = jobs->ListGangJobs(nullptr, &request, &gangs);
+    if (!got.ok()) return FromGrpc(got);
+    v1::ListJobsResponse drivers;
+    got = AllPages([head](v1::ListRequest* r,
+                          v1::ListJobsResponse* p) { return head->ListJobs(nullptr, r, p); },
+                   &drivers);
+    if (!got.ok()) return FromGrpc(got);
+    Json out = rpc::MessageJson(gangs);
+    out["drivers"] = rpc::MessageJson(drivers)["jobs"];
+    return JsonResponse(out);
+  }));
+  TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/events", [head](const HttpRequest& request) {
+    v1::ListEventsRequest list;
+    int64_t after = 0;
+    if (auto text = request.QueryValue("after");
+        text.has_value() && !text->empty() &&
+        !absl::SimpleAtoi(absl::string_view(text->data(), text->size()), &after)) {
+      return TextResponse(400, "after: not a number");
     }
-    return snapshot->status;
-  };
-  auto add = [this](metrics::MetricDefinition definition,
-                    metrics::CollectCallback callback) -> absl::Status {
-    TESSERA_ASSIGN_OR_RETURN(metrics::CallbackRegistration registration,
-                             registry_->AddCallbackGauge(std::move(definition), std::move(callback)));
-    callbacks_.push_back(std::move(registration));
-    return absl::OkStatus();
-  };
-  TESSERA_RETURN_IF_ERROR(add(
-      {"tessera_nodes", "Nodes the head knows, by state.", {"state"}},
-      [status_of](metrics::SampleSink& sink) {
-        const v1::ClusterStatus status = status_of();
-        std::map<std::string, int> by_state;
-        for (const std::string_view state : {"ALIVE", "DRAINING", "DEAD"}) by_state[std::string(state)] = 0;
-        for (const v1::NodeInfo& node : status.nodes()) {
-          ++by_state[std::string(rpc::NodeStateName(node.state()))];
-        }
-        for (const auto& [state, count] : by_state) (void)sink.Emit({state}, count);
-      }));
-  TESSERA_RETURN_IF_ERROR(add(
-      {"tessera_head_node_resource_capacity", "What a node has of a resource (its unit: cores, bytes, "
-       "devices).", {"node", "resource"}},
-      [status_of](metrics::SampleSink& sink) {
-        const v1::ClusterStatus status = status_of();
-        for (const v1::NodeInfo& node : status.nodes()) {
-          for (const auto& [resource, raw] : node.node().resources().raw()) {
-            (void)sink.Emit({node.node().node_id(), resource},
-                            static_cast<double>(raw) / Quantity::kScale);
-          }
-        }
-      }));
-  TESSERA_RETURN_IF_ERROR(add(
-      {"tessera_head_node_resource_reserved", "What leases and bundles hold of a node's resource (its "
-       "unit), as the head accounts for it.", {"node", "resource"}},
+    list.set_after(after);
+    v1::ListEventsResponse events;
+    grpc::Status got = head->ListEvents(nullptr, &list, &events);
+    return got.ok() ? JsonResponse(rpc::MessageJson(events)) : FromGrpc(got);
+  }));
+  return absl::OkStatus();
+}
+
+absl::Status HeadHttp::RegisterMetrics() {
+  const std::function<v1::ClusterStatus()> status_of = CachedClusterStatus(options_.service);
+  TESSERA_RETURN_IF_ERROR(RegisterNodeGauges(status_of));
+  TESSERA_RETURN_IF_ERROR(RegisterReservationGauges(status_of));
+  TESSERA_RETURN_IF_ERROR(RegisterGangGauges());
+  TESSERA_RETURN_IF_ERROR(RegisterCounters());
+  return absl::OkStatus();
+}
+
+absl::Status HeadHttp::AddGauge(metrics::MetricDefinition definition,
+                                metrics::CollectCallback callback) {
+  TESSERA_ASSIGN_OR_RETURN(metrics::CallbackRegistration registration,
+                           registry_->AddCallbackGauge(std::move(definition), std::move(callback)));
+  callbacks_.push_back(std::move(registration));
+  return absl::OkStatus();
+}
+
+absl::Status HeadHttp::RegisterNodeGauges(const std::function<v1::ClusterStatus()>& status_of) {
+  TESSERA_RETURN_IF_ERROR(
+      AddGauge({"tessera_nodes", "Nodes the head knows, by state.", {"state"}},
+               [status_of](metrics::SampleSink& sink) {
+                 const v1::ClusterStatus status = status_of();
+                 std::map<std::string, int> by_state;
+                 for (const std::string_view state : {"ALIVE", "DRAINING", "DEAD"})
+                   by_state[std::string(state)] = 0;
+                 for (const v1::NodeInfo& node : status.nodes()) {
+                   ++by_state[std::string(rpc::NodeStateName(node.state()))];
+                 }
+                 for (const auto& [state, count] : by_state) {
+                   IgnoreStatus(sink.Emit({state}, count),
+                                "a sample with unusable labels is left out; the scrape goes on");
+                 }
+               }));
+  TESSERA_RETURN_IF_ERROR(
+      AddGauge({"tessera_head_node_resource_capacity",
+                "What a node has of a resource (its unit: cores, bytes, "
+                "devices).",
+                {"node", "resource"}},
+               [status_of](metrics::SampleSink& sink) {
+                 const v1::ClusterStatus status = status_of();
+                 for (const v1::NodeInfo& node : status.nodes()) {
+                   for (const auto& [resource, raw] : node.node().resources().raw()) {
+                     IgnoreStatus(sink.Emit({node.node().node_id(), resource},
+                                            static_cast<double>(raw) / Quantity::kScale),
+                                  "a sample with unusable labels is left out; the scrape goes on");
+                   }
+                 }
+               }));
+  TESSERA_RETURN_IF_ERROR(AddGauge(
+      {"tessera_head_node_resource_reserved",
+       "What leases and bundles hold of a node's resource (its "
+       "unit), as the head accounts for it.",
+       {"node", "resource"}},
       [status_of](metrics::SampleSink& sink) {
         const v1::ClusterStatus status = status_of();
         for (const v1::NodeInfo& node : status.nodes()) {
           for (const auto& [resource, raw] : node.node().resources().raw()) {
             auto free = node.available().raw().find(resource);
             const int64_t available = free == node.available().raw().end() ? 0 : free->second;
-            (void)sink.Emit({node.node().node_id(), resource},
-                            static_cast<double>(raw - available) / Quantity::kScale);
+            IgnoreStatus(sink.Emit({node.node().node_id(), resource},
+                                   static_cast<double>(raw - available) / Quantity::kScale),
+                         "a sample with unusable labels is left out; the scrape goes on");
           }
         }
       }));
-  TESSERA_RETURN_IF_ERROR(add(
+  return absl::OkStatus();
+}
+
+absl::Status HeadHttp::RegisterReservationGauges(
+    const std::function<v1::ClusterStatus()>& status_of) {
+  TESSERA_RETURN_IF_ERROR(AddGauge(
       {"tessera_placement_groups", "Placement groups, by state.", {"state"}},
       [status_of](metrics::SampleSink& sink) {
         const v1::ClusterStatus status = status_of();
@@ -382,9 +437,12 @@ absl::Status HeadHttp::RegisterMetrics() {
         for (const v1::PlacementGroupInfo& group : status.placement_groups()) {
           ++by_state[std::string(rpc::PlacementGroupStateName(group.state()))];
         }
-        for (const auto& [state, count] : by_state) (void)sink.Emit({state}, count);
+        for (const auto& [state, count] : by_state) {
+          IgnoreStatus(sink.Emit({state}, count),
+                       "a sample with unusable labels is left out; the scrape goes on");
+        }
       }));
-  TESSERA_RETURN_IF_ERROR(add(
+  TESSERA_RETURN_IF_ERROR(AddGauge(
       {"tessera_slice_groups", "Slice reservations (whole TPU slices), by state.", {"state"}},
       [status_of](metrics::SampleSink& sink) {
         const v1::ClusterStatus status = status_of();
@@ -395,42 +453,73 @@ absl::Status HeadHttp::RegisterMetrics() {
         for (const v1::SliceGroupInfo& group : status.slices().groups()) {
           ++by_state[std::string(rpc::SliceGroupStateName(group.state()))];
         }
-        for (const auto& [state, count] : by_state) (void)sink.Emit({state}, count);
-      }));
-  TESSERA_RETURN_IF_ERROR(add(
-      {"tessera_demand", "Requests the cluster cannot place now, by status (pending: not now; "
-       "infeasible: never as the cluster is).", {"status"}},
-      [status_of](metrics::SampleSink& sink) {
-        const v1::ClusterStatus status = status_of();
-        std::map<std::string, int> by_status{{"pending", 0}, {"infeasible", 0}};
-        for (const v1::Demand& demand : status.demand()) {
-          ++by_status[std::string(rpc::DemandStatusName(demand.status()))];
+        for (const auto& [state, count] : by_state) {
+          IgnoreStatus(sink.Emit({state}, count),
+                       "a sample with unusable labels is left out; the scrape goes on");
         }
-        for (const auto& [word, count] : by_status) (void)sink.Emit({word}, count);
       }));
-  TESSERA_RETURN_IF_ERROR(add(
+  TESSERA_RETURN_IF_ERROR(
+      AddGauge({"tessera_demand",
+                "Requests the cluster cannot place now, by status (pending: not now; "
+                "infeasible: never as the cluster is).",
+                {"status"}},
+               [status_of](metrics::SampleSink& sink) {
+                 const v1::ClusterStatus status = status_of();
+                 std::map<std::string, int> by_status{{"pending", 0}, {"infeasible", 0}};
+                 for (const v1::Demand& demand : status.demand()) {
+                   ++by_status[std::string(rpc::DemandStatusName(demand.status()))];
+                 }
+                 for (const auto& [word, count] : by_status) {
+                   IgnoreStatus(sink.Emit({word}, count),
+                                "a sample with unusable labels is left out; the scrape goes on");
+                 }
+               }));
+  return absl::OkStatus();
+}
+
+absl::Status HeadHttp::RegisterGangGauges() {
+  train::JobManager* jobs = options_.jobs;
+  TESSERA_RETURN_IF_ERROR(AddGauge(
       {"tessera_gangs", "Training gangs (jobs of `tessera job`), by state.", {"state"}},
       [jobs](metrics::SampleSink& sink) {
         v1::ListRequest request;
         v1::JobList list;
-        (void)jobs->ListGangJobs(nullptr, &request, &list);
+        IgnoreStatus(rpc::FromGrpcStatus(jobs->ListGangJobs(nullptr, &request, &list)),
+                     "Unavailable only before the jobs are adopted: the list is empty then");
         std::map<std::string, int> by_state;
-        for (const std::string_view s :
-             {"PENDING", "STARTING", "RUNNING", "RESTARTING", "SUCCEEDED", "FAILED", "STOPPED"}) {
-          by_state[std::string(s)] = 0;
+        for (const v1::GangJobState s :
+             {v1::GANG_JOB_STATE_PENDING, v1::GANG_JOB_STATE_STARTING, v1::GANG_JOB_STATE_RUNNING,
+              v1::GANG_JOB_STATE_RESTARTING, v1::GANG_JOB_STATE_SUCCEEDED,
+              v1::GANG_JOB_STATE_FAILED, v1::GANG_JOB_STATE_STOPPED}) {
+          by_state[std::string(rpc::GangJobStateName(s))] = 0;
         }
-        for (const v1::JobStatus& job : list.jobs()) ++by_state[job.state()];
-        for (const auto& [state, count] : by_state) (void)sink.Emit({state}, count);
+        for (const v1::JobStatus& job : list.jobs()) {
+          ++by_state[std::string(rpc::GangJobStateName(job.state()))];
+        }
+        for (const auto& [state, count] : by_state) {
+          IgnoreStatus(sink.Emit({state}, count),
+                       "a sample with unusable labels is left out; the scrape goes on");
+        }
       }));
-  TESSERA_RETURN_IF_ERROR(add(
-      {"tessera_gang_restarts", "Group restarts after failures of each training gang so far.",
+  TESSERA_RETURN_IF_ERROR(AddGauge(
+      {"tessera_gang_restarts",
+       "Group restarts after failures of each training gang so far.",
        {"job"}},
       [jobs](metrics::SampleSink& sink) {
         v1::ListRequest request;
         v1::JobList list;
-        (void)jobs->ListGangJobs(nullptr, &request, &list);
-        for (const v1::JobStatus& job : list.jobs()) (void)sink.Emit({job.job_id()}, job.restart_count());
+        IgnoreStatus(rpc::FromGrpcStatus(jobs->ListGangJobs(nullptr, &request, &list)),
+                     "Unavailable only before the jobs are adopted: the list is empty then");
+        for (const v1::JobStatus& job : list.jobs()) {
+          IgnoreStatus(sink.Emit({job.job_id()}, job.restart_count()),
+                       "a sample with unusable labels is left out; the scrape goes on");
+        }
       }));
+  return absl::OkStatus();
+}
+
+absl::Status HeadHttp::RegisterCounters() {
+  HeadService* head = options_.service;
   TESSERA_ASSIGN_OR_RETURN(
       metrics::CallbackRegistration events,
       registry_->AddCallbackCounter(
@@ -439,7 +528,8 @@ absl::Status HeadHttp::RegisterMetrics() {
            "events`).",
            {}},
           [head](metrics::SampleSink& sink) {
-            (void)sink.Emit({}, static_cast<double>(head->event_log().last_seq()));
+            IgnoreStatus(sink.Emit({}, static_cast<double>(head->event_log().last_seq())),
+                         "a sample with unusable labels is left out; the scrape goes on");
           }));
   callbacks_.push_back(std::move(events));
   TESSERA_ASSIGN_OR_RETURN(
@@ -452,7 +542,8 @@ absl::Status HeadHttp::RegisterMetrics() {
            {"kind", "outcome"}},
           [head](metrics::SampleSink& sink) {
             for (const auto& [key, count] : head->task_events().Counts()) {
-              (void)sink.Emit({key.first, key.second}, static_cast<double>(count));
+              IgnoreStatus(sink.Emit({key.first, key.second}, static_cast<double>(count)),
+                           "a sample with unusable labels is left out; the scrape goes on");
             }
           }));
   callbacks_.push_back(std::move(tasks));

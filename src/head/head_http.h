@@ -22,6 +22,7 @@
 // Cost: a listing per request; nothing cached.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,7 +44,7 @@ struct HeadHttpOptions {
   std::string dashboard_dir;
   // Where the jobs' logs are (JobManagerOptions::jobs_dir).
   std::string jobs_dir;
-  HeadService* service = nullptr;   // required
+  HeadService* service = nullptr;     // required
   train::JobManager* jobs = nullptr;  // required
   // Where its families go, beside those the head's other parts registered (RPC and scheduling
   // latencies); null: a registry of its own. Must outlive the HeadHttp.
@@ -63,7 +64,17 @@ class HeadHttp {
  private:
   HeadHttp() = default;
   absl::Status RegisterMetrics();
+  // A gauge whose samples `callback` emits at each scrape, kept registered as long as this.
+  absl::Status AddGauge(metrics::MetricDefinition definition, metrics::CollectCallback callback);
+  // The families of RegisterMetrics, by what they count: nodes and their resources;
+  // reservations (placement and slice groups) and demand; training gangs; the head's counters.
+  absl::Status RegisterNodeGauges(const std::function<v1::ClusterStatus()>& status_of);
+  absl::Status RegisterReservationGauges(const std::function<v1::ClusterStatus()>& status_of);
+  absl::Status RegisterGangGauges();
+  absl::Status RegisterCounters();
   absl::Status AddRoutes();
+  // The JSON lists: cluster, nodes, placement_groups, slices, actors, jobs and events.
+  absl::Status AddListRoutes();
 
   HeadHttpOptions options_;
   metrics::MetricRegistry own_registry_;

@@ -49,7 +49,8 @@ Reply Send(const std::string& host_port, const std::string& method, const std::s
                    headers));
   if (!reply.ok()) return {};
   Reply out{reply->status, "", reply->body};
-  for (const auto& [name, value] : reply->headers) absl::StrAppend(&out.headers, name, ": ", value, "\n");
+  for (const auto& [name, value] : reply->headers)
+    absl::StrAppend(&out.headers, name, ": ", value, "\n");
   return out;
 }
 
@@ -183,10 +184,12 @@ TEST_F(HeadHttpTest, MetricsAreValidExpositionAndTheTargetsFileNamesEveryEndpoin
   auto parsed = metrics::ParsePrometheusText(scrape.body);
   ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << scrape.body;
   EXPECT_EQ(parsed->Value("tessera_nodes", {{"state", "ALIVE"}}), 1);
-  EXPECT_EQ(parsed->Value("tessera_head_node_resource_capacity", {{"node", "n1"}, {"resource", "GPU"}}),
-            2);
-  EXPECT_EQ(parsed->Value("tessera_head_node_resource_reserved", {{"node", "n1"}, {"resource", "CPU"}}),
-            0);
+  EXPECT_EQ(
+      parsed->Value("tessera_head_node_resource_capacity", {{"node", "n1"}, {"resource", "GPU"}}),
+      2);
+  EXPECT_EQ(
+      parsed->Value("tessera_head_node_resource_reserved", {{"node", "n1"}, {"resource", "CPU"}}),
+      0);
 
   const std::string targets = dir_ + "/state/prometheus/targets.json";
   Json groups;
@@ -248,8 +251,8 @@ TEST_F(HeadHttpTest, TheScrapeTokenOpensMetricsAloneAndIsKeptPrivate) {
   ASSERT_EQ(scrape, *rpc::DeriveScrapeToken(head_->token()));
   EXPECT_NE(scrape, head_->token());
   EXPECT_EQ(Get(http_, "/metrics", scrape).status, 200);
-  for (const std::string target : {"/api/v1/nodes", "/api/v1/cluster", "/api/v1/jobs",
-                                   "/api/v1/jobs/x/logs"}) {
+  for (const std::string target :
+       {"/api/v1/nodes", "/api/v1/cluster", "/api/v1/jobs", "/api/v1/jobs/x/logs"}) {
     EXPECT_EQ(Get(http_, target, scrape).status, 401) << target;
   }
   EXPECT_EQ(Get(http_, "/metrics", "not-the-scrape-token").status, 401);

@@ -65,71 +65,104 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
     return absl::InvalidArgumentError("heartbeat interval must be positive");
   }
   if (options.node_timeout <= options.heartbeat_interval) {
-    return absl::InvalidArgumentError(
-        "node timeout must be longer than the heartbeat interval");
+    return absl::InvalidArgumentError("node timeout must be longer than the heartbeat interval");
   }
   if (absl::Status status = EnsurePrivateDirectory(options.state_dir); !status.ok()) return status;
   std::unique_ptr<HeadServer> head(new HeadServer());
   head->options_ = options;
-  auto token = rpc::ReadOrCreateTokenFile(options.state_dir + "/token");
-  if (!token.ok()) return token.status();
-  head->token_ = *token;
-  // What Prometheus is given instead of the token (docs/observability.md).
-  auto scrape_token = rpc::DeriveScrapeToken(head->token_);
-  if (!scrape_token.ok()) return scrape_token.status();
-  TESSERA_RETURN_IF_ERROR(
-      rpc::WriteTokenFile(options.state_dir + "/scrape-token", *scrape_token));
-  if (options.redis_address.empty()) {
-    head->store_ = std::make_unique<InMemoryStateStore>();
-  } else {
-    RedisStateStoreOptions redis;
-    redis.address = options.redis_address;
-    redis.password_file = options.redis_password_file;
-    redis.key_prefix = options.redis_key_prefix;
-    auto store = RedisStateStore::Create(std::move(redis));
-    if (!store.ok()) return store.status();
-    head->store_ = *std::move(store);
+  TESSERA_RETURN_IF_ERROR(head->ReadTokens());
+  TESSERA_RETURN_IF_ERROR(head->OpenStore());
+  TESSERA_RETURN_IF_ERROR(head->StartService());
+  head->StartJobManager();
+  TESSERA_RETURN_IF_ERROR(head->ServeRpc());
+  if (options.http_port >= 0) {
+    TESSERA_RETURN_IF_ERROR(head->ServeHttp());
   }
 
+  HeadServer* raw = head.get();
+  head->ticker_ = std::thread([raw] { raw->HealthLoop(); });
+  head->reconciler_ = std::thread([raw] { raw->ReconcileLoop(); });
+  // The jobs a previous head ran, once their controllers can call this head.
+  if (absl::Status resumed = head->jobs_->Resume(); !resumed.ok()) {
+    head->Shutdown();
+    return absl::Status(resumed.code(),
+                        absl::StrCat("cannot adopt the training jobs: ", resumed.message()));
+  }
+  TESSERA_RETURN_IF_ERROR(head->PublishAddresses());
+  return head;
+}
+
+absl::Status HeadServer::ReadTokens() {
+  auto token = rpc::ReadOrCreateTokenFile(options_.state_dir + "/token");
+  if (!token.ok()) return token.status();
+  token_ = *token;
+  // What Prometheus is given instead of the token (docs/observability.md).
+  auto scrape_token = rpc::DeriveScrapeToken(token_);
+  if (!scrape_token.ok()) return scrape_token.status();
+  return rpc::WriteTokenFile(options_.state_dir + "/scrape-token", *scrape_token);
+}
+
+absl::Status HeadServer::OpenStore() {
+  if (options_.redis_address.empty()) {
+    store_ = std::make_unique<InMemoryStateStore>();
+    return absl::OkStatus();
+  }
+  RedisStateStoreOptions redis;
+  redis.address = options_.redis_address;
+  redis.password_file = options_.redis_password_file;
+  redis.key_prefix = options_.redis_key_prefix;
+  auto store = RedisStateStore::Create(std::move(redis));
+  if (!store.ok()) return store.status();
+  store_ = *std::move(store);
+  return absl::OkStatus();
+}
+
+absl::Status HeadServer::StartService() {
   rpc::RetryOptions retry;
   retry.attempt_timeout = absl::Seconds(2);
   // Bounded by the node timeout: past it the node is dead anyway.
-  retry.total_budget = options.node_timeout;
-  auto latency = HeadLatencyMetrics::Register(head->registry_);
+  retry.total_budget = options_.node_timeout;
+  auto latency = HeadLatencyMetrics::Register(registry_);
   if (!latency.ok()) return latency.status();
-  auto store_metrics = StateStoreMetrics::Register(head->registry_);
+  auto store_metrics = StateStoreMetrics::Register(registry_);
   if (!store_metrics.ok()) return store_metrics.status();
-  auto rpc_metrics = rpc::RpcServerMetrics::Create(head->registry_);
+  auto rpc_metrics = rpc::RpcServerMetrics::Create(registry_);
   if (!rpc_metrics.ok()) return rpc_metrics.status();
-  head->rpc_metrics_ = *std::move(rpc_metrics);
+  rpc_metrics_ = *std::move(rpc_metrics);
   HeadServiceOptions service_options;
   service_options.latency = *latency;
   service_options.store_metrics = *store_metrics;
-  service_options.heartbeat_interval = options.heartbeat_interval;
-  service_options.node_timeout = options.node_timeout;
-  service_options.driver_timeout = options.driver_timeout;
-  service_options.scheduling = options.scheduling;
-  service_options.store = head->store_.get();
-  service_options.agent_clients = GrpcNodeAgentClientFactory(head->token_, retry);
-  HeadServer* raw = head.get();
+  service_options.heartbeat_interval = options_.heartbeat_interval;
+  service_options.node_timeout = options_.node_timeout;
+  service_options.driver_timeout = options_.driver_timeout;
+  service_options.scheduling = options_.scheduling;
+  service_options.store = store_.get();
+  service_options.agent_clients = GrpcNodeAgentClientFactory(token_, retry);
+  HeadServer* raw = this;
   service_options.on_shutdown = [raw] {
     if (!raw->requested_.HasBeenNotified()) raw->requested_.Notify();
   };
-  head->service_ = std::make_unique<HeadService>(std::move(service_options));
+  service_ = std::make_unique<HeadService>(std::move(service_options));
   // What a previous head left in the store (Redis) comes back before anything is served.
-  if (absl::Status restored = head->service_->Restore(); !restored.ok()) {
-    return absl::Status(restored.code(), absl::StrCat("cannot restore the head's state: ",
-                                                      restored.message()));
+  if (absl::Status restored = service_->Restore(); !restored.ok()) {
+    return absl::Status(restored.code(),
+                        absl::StrCat("cannot restore the head's state: ", restored.message()));
   }
+  return absl::OkStatus();
+}
+
+void HeadServer::StartJobManager() {
   train::JobManagerOptions jobs;
-  jobs.jobs_dir = options.state_dir + "/jobs";
+  jobs.jobs_dir = options_.state_dir + "/jobs";
+  jobs.clock = service_->clock();
   // On Redis, jobs outlive this process: their records are kept there, and their ranks wait
   // for the next head instead of ending with their watches.
-  const bool durable = !options.redis_address.empty();
+  const bool durable = !options_.redis_address.empty();
   if (durable) {
-    head->job_records_ = std::make_unique<StoredJobRecords>(&head->service_->store_writer());
-    jobs.records = head->job_records_.get();
+    job_records_ = std::make_unique<StoredJobRecords>(&service_->store_writer());
+    jobs.records = job_records_.get();
   }
+  HeadServer* raw = this;
   // Each job's controller calls this head (and the agents) on a connection of its own.
   jobs.backends = [raw, durable]() -> absl::StatusOr<std::unique_ptr<train::GangBackend>> {
     client::ClusterClientOptions client;
@@ -143,71 +176,66 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
     if (!connected.ok()) return connected.status();
     return std::make_unique<train::ClusterGangBackend>(*std::move(connected), durable);
   };
-  EventLog* events = &head->service_->mutable_event_log();
+  EventLog* events = &service_->mutable_event_log();
   jobs.on_event = [events](const std::string& kind, const std::string& message) {
     events->RecordChange(message, kind);
   };
-  head->jobs_ = std::make_unique<train::JobManager>(std::move(jobs));
+  jobs_ = std::make_unique<train::JobManager>(std::move(jobs));
+}
 
+absl::Status HeadServer::ServeRpc() {
   rpc::ServerOptions server_options;
-  server_options.bind_address = options.bind;
-  server_options.port = options.port;
-  server_options.token = head->token_;
-  server_options.metrics = head->rpc_metrics_.get();
-  auto server =
-      rpc::RpcServer::Start(server_options, {head->service_.get(), head->jobs_.get()});
+  server_options.bind_address = options_.bind;
+  server_options.port = options_.port;
+  server_options.token = token_;
+  server_options.metrics = rpc_metrics_.get();
+  auto server = rpc::RpcServer::Start(server_options, {service_.get(), jobs_.get()});
   if (!server.ok()) return server.status();
-  head->server_ = *std::move(server);
-  head->address_ = rpc::JoinHostPort(DialableHost(options.bind), head->server_->port());
-  if (options.http_port >= 0) {
-    HeadHttpOptions http;
-    http.host = options.bind;
-    http.port = options.http_port;
-    // On loopback too: every local user reaches a loopback port, and only the cluster's user
-    // reads the token file (and the job logs it would serve).
-    http.bearer_token = head->token_;
-    TESSERA_ASSIGN_OR_RETURN(http.scrape_token, rpc::DeriveScrapeToken(head->token_));
-    http.dashboard_dir = options.dashboard_dir.empty() ? FindDashboardDir()
-                                                       : options.dashboard_dir;
-    http.jobs_dir = options.state_dir + "/jobs";
-    http.service = head->service_.get();
-    http.jobs = head->jobs_.get();
-    http.registry = &head->registry_;
-    auto started = HeadHttp::Start(std::move(http));
-    if (!started.ok()) {
-      head->Shutdown();
-      return absl::Status(started.status().code(),
-                          absl::StrCat("cannot serve HTTP: ", started.status().message()));
-    }
-    head->http_ = *std::move(started);
-    head->http_address_ = rpc::JoinHostPort(DialableHost(options.bind), head->http_->port());
-    head->service_->set_http(head->http_address_, head->http_->sessions());
-  }
+  server_ = *std::move(server);
+  address_ = rpc::JoinHostPort(DialableHost(options_.bind), server_->port());
+  return absl::OkStatus();
+}
 
-  head->ticker_ = std::thread([raw] { raw->HealthLoop(); });
-  head->reconciler_ = std::thread([raw] { raw->ReconcileLoop(); });
-  // The jobs a previous head ran, once their controllers can call this head.
-  if (absl::Status resumed = head->jobs_->Resume(); !resumed.ok()) {
-    head->Shutdown();
-    return absl::Status(resumed.code(), absl::StrCat("cannot adopt the training jobs: ",
-                                                     resumed.message()));
+absl::Status HeadServer::ServeHttp() {
+  HeadHttpOptions http;
+  http.host = options_.bind;
+  http.port = options_.http_port;
+  // On loopback too: every local user reaches a loopback port, and only the cluster's user
+  // reads the token file (and the job logs it would serve).
+  http.bearer_token = token_;
+  TESSERA_ASSIGN_OR_RETURN(http.scrape_token, rpc::DeriveScrapeToken(token_));
+  http.dashboard_dir = options_.dashboard_dir.empty() ? FindDashboardDir() : options_.dashboard_dir;
+  http.jobs_dir = options_.state_dir + "/jobs";
+  http.service = service_.get();
+  http.jobs = jobs_.get();
+  http.registry = &registry_;
+  auto started = HeadHttp::Start(std::move(http));
+  if (!started.ok()) {
+    Shutdown();
+    return absl::Status(started.status().code(),
+                        absl::StrCat("cannot serve HTTP: ", started.status().message()));
   }
+  http_ = *std::move(started);
+  http_address_ = rpc::JoinHostPort(DialableHost(options_.bind), http_->port());
+  service_->set_http(http_address_, http_->sessions());
+  return absl::OkStatus();
+}
+
+absl::Status HeadServer::PublishAddresses() {
   // head.address last: who waits for it (the CLI, tests) then finds the pid and HTTP files too.
-  absl::Status written = WritePrivateFileAtomically(options.state_dir + "/head.pid",
-                                                    absl::StrCat(::getpid(), "\n"));
-  if (written.ok() && !head->http_address_.empty()) {
-    written = WritePrivateFileAtomically(options.state_dir + "/head.http",
-                                         head->http_address_ + "\n");
+  absl::Status written =
+      WritePrivateFileAtomically(options_.state_dir + "/head.pid", absl::StrCat(::getpid(), "\n"));
+  if (written.ok() && !http_address_.empty()) {
+    written = WritePrivateFileAtomically(options_.state_dir + "/head.http", http_address_ + "\n");
   }
   if (written.ok()) {
-    written =
-        WritePrivateFileAtomically(options.state_dir + "/head.address", head->address_ + "\n");
+    written = WritePrivateFileAtomically(options_.state_dir + "/head.address", address_ + "\n");
   }
   if (!written.ok()) {
-    head->Shutdown();
+    Shutdown();
     return written;
   }
-  return head;
+  return absl::OkStatus();
 }
 
 HeadServer::~HeadServer() { Shutdown(); }
@@ -227,9 +255,9 @@ void HeadServer::ReconcileLoop() {
   absl::Time targets_due = absl::InfinitePast();
   while (!stop_ticker_.WaitForNotificationWithTimeout(TickPeriod())) {
     service_->Reconcile(/*wait=*/false);
-    if (absl::Now() >= targets_due) {
+    if (service_->clock()->Now() >= targets_due) {
       WritePrometheusTargets();
-      targets_due = absl::Now() + absl::Seconds(2);
+      targets_due = service_->clock()->Now() + absl::Seconds(2);
     }
   }
 }

@@ -1,7 +1,8 @@
 // HeadServer: the head process's server — the token (created when absent), the HeadService and
 // the job manager (tessera.v1.Jobs: jobs' controllers run here, calling this head back over
 // gRPC like any client) on a gRPC server, its address and pid files in the state folder, and two
-// timer threads: one runs health checks (never blocked by an agent), one reconciliation. RunHead serves until the Shutdown RPC, SIGTERM or SIGINT.
+// timer threads: one runs health checks (never blocked by an agent), one reconciliation. RunHead
+// serves until the Shutdown RPC, SIGTERM or SIGINT.
 #pragma once
 
 #include <atomic>
@@ -81,6 +82,19 @@ class HeadServer {
 
  private:
   HeadServer() = default;
+  // The steps of Create, in order.
+  // Reads the cluster token (made when missing) and writes the scrape token beside it.
+  absl::Status ReadTokens();
+  // The tables' store: Redis when options_.redis_address names one, else in memory.
+  absl::Status OpenStore();
+  // The head's service and its metrics, with what a previous head left in the store restored.
+  absl::Status StartService();
+  void StartJobManager();
+  absl::Status ServeRpc();
+  // The HTTP endpoint (options_.http_port); shuts the head down when it cannot serve.
+  absl::Status ServeHttp();
+  // Writes head.pid, head.http and head.address; shuts the head down when it cannot.
+  absl::Status PublishAddresses();
   absl::Duration TickPeriod() const;
   // Health checks, on the ticker thread: they take the cluster lock only and make no RPC.
   void HealthLoop();
@@ -96,7 +110,7 @@ class HeadServer {
   // feeds them, so it outlives them.
   metrics::MetricRegistry registry_;
   std::unique_ptr<rpc::RpcServerMetrics> rpc_metrics_;
-  std::unique_ptr<StateStore> store_;  // declared before service_, which uses it
+  std::unique_ptr<StateStore> store_;                   // declared before service_, which uses it
   std::unique_ptr<train::JobRecordStore> job_records_;  // over store_; null without Redis
   std::unique_ptr<HeadService> service_;
   std::unique_ptr<train::JobManager> jobs_;

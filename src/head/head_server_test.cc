@@ -255,8 +255,8 @@ TEST_F(HeadServerTest, ClusterClientListsEveryNodeAcrossThePagesOfARealHead) {
   EXPECT_TRUE(nodes->next_page_token().empty());
 
   // The API's callers with a bare stub walk the same pages.
-  auto bare = client::ListEveryPageOf(*stub_, &v1::Head::Stub::ListNodes,
-                                      absl::Seconds(30), "the head");
+  auto bare =
+      client::ListEveryPageOf(*stub_, &v1::Head::Stub::ListNodes, absl::Seconds(30), "the head");
   ASSERT_TRUE(bare.ok()) << bare.status();
   EXPECT_EQ(bare->nodes_size(), kNodes);
 }

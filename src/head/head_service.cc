@@ -35,7 +35,7 @@ NodeRegistryOptions RegistryOptions(const HeadServiceOptions& options, Clock* cl
 HeadService::HeadService(HeadServiceOptions options)
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
-      events_(options_.max_events),
+      events_(options_.max_events, clock_),
       writer_(options_.store, &events_, options_.store_metrics),
       actor_store_(&writer_),
       drivers_(options_.driver_timeout),
@@ -44,10 +44,10 @@ HeadService::HeadService(HeadServiceOptions options)
       actors_(ActorDirectoryOptions{&actor_store_, clock_, options_.max_dead_actors}),
       cluster_(options_.scheduling),
       nodes_(RegistryOptions(options_, clock_, &writer_, &events_), &cluster_),
-      reservations_(ReservationManagerOptions{clock_, &writer_, &events_, &drivers_,
-                                              options_.retry_interval,
-                                              options_.max_concurrent_syncs, options_.latency},
-                    &cluster_, &nodes_),
+      reservations_(
+          ReservationManagerOptions{clock_, &writer_, &events_, &drivers_, options_.retry_interval,
+                                    options_.max_concurrent_syncs, options_.latency},
+          &cluster_, &nodes_),
       create_cache_(options_.request_cache_capacity),
       remove_cache_(options_.request_cache_capacity),
       reserve_cache_(options_.request_cache_capacity),
@@ -129,8 +129,8 @@ void HeadService::Reconcile(bool wait) {
   // The rounds start first: a release below may wait for a busy reservation and its agents.
   reservations_.Tick(wait);
   for (const std::string& driver : drivers_.TakeExpired(clock_->Now())) {
-    (void)ReleaseDriver(driver, absl::StrCat("fell silent for ",
-                                             absl::FormatDuration(drivers_.timeout())));
+    ReleaseDriver(driver,
+                  absl::StrCat("fell silent for ", absl::FormatDuration(drivers_.timeout())));
   }
   // Last: a store that does not answer holds this thread up to its retry budget.
   writer_.MaybeCheckHealth(clock_->Now(), options_.store_check_interval);
@@ -160,14 +160,13 @@ absl::Status HeadService::Restore() {
     }
   }
   // A create the previous head answered, retried to this one (its client did not hear the
-  // answer), is answered with the group it made instead of making a second one.
+  // answer), is answered with the group it made instead of making a second one. Run stores the
+  // answer; what it returns is that same answer.
   for (const auto& group : groups) {
-    (void)create_cache_.Run(group.first,
-                            [&] { return CreateResult{grpc::Status::OK, group.second}; });
+    create_cache_.Run(group.first, [&] { return CreateResult{grpc::Status::OK, group.second}; });
   }
   for (const auto& slice : slices) {
-    (void)reserve_cache_.Run(slice.first,
-                             [&] { return ReserveResult{grpc::Status::OK, slice.second}; });
+    reserve_cache_.Run(slice.first, [&] { return ReserveResult{grpc::Status::OK, slice.second}; });
   }
   TESSERA_RETURN_IF_ERROR(jobs_.Restore());
   TESSERA_RETURN_IF_ERROR(actors_.Restore());
@@ -196,7 +195,8 @@ void HeadService::FillNodeInfo(const NodeRegistry::Node& node, v1::NodeInfo* inf
 }
 
 void HeadService::FillSlices(v1::ListSlicesResponse* response) const {
-  for (auto& [name, slice] : reservations_.SliceCatalog()) *response->add_slices() = std::move(slice);
+  for (auto& [name, slice] : reservations_.SliceCatalog())
+    *response->add_slices() = std::move(slice);
   for (const auto& [name, slice] : reservations_.slices()) {
     reservations_.DescribeSlice(slice, response->add_groups());
   }
@@ -310,8 +310,8 @@ grpc::Status HeadService::Shutdown(grpc::ServerContext*, const v1::ShutdownReque
 grpc::Status HeadService::ListEvents(grpc::ServerContext*, const v1::ListEventsRequest* request,
                                      v1::ListEventsResponse* response) {
   constexpr int kMaxEvents = 1000;
-  const int limit = request->limit() <= 0 || request->limit() > kMaxEvents ? kMaxEvents
-                                                                           : request->limit();
+  const int limit =
+      request->limit() <= 0 || request->limit() > kMaxEvents ? kMaxEvents : request->limit();
   int64_t next = request->after();
   for (const HeadEvent& event : events_.Since(request->after(), limit, &next)) {
     v1::HeadEventInfo* info = response->add_events();

@@ -45,8 +45,8 @@
 #include "head/device_history.h"
 #include "head/driver_table.h"
 #include "head/event_log.h"
-#include "head/head_service_internal.h"
 #include "head/head_latency_metrics.h"
+#include "head/head_service_internal.h"
 #include "head/job_table.h"
 #include "head/kv_store.h"
 #include "head/node_agent_client.h"
@@ -89,8 +89,8 @@ struct HeadServiceOptions {
   // How tasks and actors are placed (pack threshold, whether CPU-only work avoids accelerator
   // nodes).
   SchedulerOptions scheduling;
-  Clock* clock = nullptr;       // nullptr: the real clock
-  StateStore* store = nullptr;  // required; must outlive the service
+  Clock* clock = nullptr;                // nullptr: the real clock
+  StateStore* store = nullptr;           // required; must outlive the service
   NodeAgentClientFactory agent_clients;  // required
   std::function<void()> on_shutdown;     // called by the Shutdown RPC
   // Where its scheduling decisions and two-phase commits are timed; null histograms: nowhere.
@@ -171,8 +171,7 @@ class HeadService final : public v1::Head::Service, private NodeListener {
                          v1::ListNodesResponse* response) override;
   grpc::Status GetClusterStatus(grpc::ServerContext*, const v1::ListRequest*,
                                 v1::ClusterStatus* response) override;
-  grpc::Status CreateDashboardLogin(grpc::ServerContext*,
-                                    const v1::CreateDashboardLoginRequest*,
+  grpc::Status CreateDashboardLogin(grpc::ServerContext*, const v1::CreateDashboardLoginRequest*,
                                     v1::CreateDashboardLoginResponse* response) override;
   grpc::Status RecordJob(grpc::ServerContext*, const v1::RecordJobRequest* request,
                          v1::JobInfo* response) override;
@@ -206,6 +205,8 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   std::vector<std::string> events() const { return events_.List(); }
   // The event stream (tessera events, the dashboard).
   const EventLog& event_log() const { return events_; }
+  // The clock the head reads time from (HeadServiceOptions::clock, or the real one).
+  Clock* clock() const { return clock_; }
   // For the head's other parts (its job manager) to add their changes to the stream.
   EventLog& mutable_event_log() { return events_; }
   // The devices' readings the agents sent in their heartbeats.

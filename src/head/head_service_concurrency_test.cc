@@ -21,9 +21,9 @@
 namespace tessera {
 namespace {
 
+using head_testing::FakeAgent;
 using testing_util::Res;
 using testing_util::Spec;
-using head_testing::FakeAgent;
 
 class HeadServiceConcurrencyTest : public ::testing::Test {
  protected:
@@ -58,7 +58,7 @@ class HeadServiceConcurrencyTest : public ::testing::Test {
   v1::PlacementGroupInfo Create(const std::string& name, const std::string& bundle) {
     v1::CreatePlacementGroupRequest request;
     request.set_name(name);
-    request.set_strategy("PACK");
+    request.set_strategy(v1::PLACEMENT_STRATEGY_PACK);
     wire::ResourcesToProto(Res(bundle),
                            request.mutable_primary()->add_bundles()->mutable_resources());
     v1::PlacementGroupInfo info;

@@ -314,20 +314,20 @@ class Harness {
 };
 
 void Harness::Run(const uint8_t* data, size_t size) {
-  ForEachScriptedCall(data, size, kMaxCallsPerInput, [&](uint8_t op, const uint8_t* bytes,
-                                                        size_t length) {
-    Call(op, bytes, length);
-    CheckAfterCall();
+  ForEachScriptedCall(data, size, kMaxCallsPerInput,
+                      [&](uint8_t op, const uint8_t* bytes, size_t length) {
+                        Call(op, bytes, length);
+                        CheckAfterCall();
 
-    clock_.Advance(kStep);
-    if (clock_.Now() - last_beat_ >= kHeartbeatEvery) {
-      last_beat_ = clock_.Now();
-      for (BaseNode& node : nodes_) {
-        if (!node.silent) Beat(node);
-      }
-    }
-    head_->Tick();
-  });
+                        clock_.Advance(kStep);
+                        if (clock_.Now() - last_beat_ >= kHeartbeatEvery) {
+                          last_beat_ = clock_.Now();
+                          for (BaseNode& node : nodes_) {
+                            if (!node.silent) Beat(node);
+                          }
+                        }
+                        head_->Tick();
+                      });
   CheckAfterCall();
   CheckListings();
 }
@@ -570,19 +570,14 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       }
       return;
     }
-    case kSetAgentFaults:
-      AgentOf(base)->SetFaults(size > 0 ? data[0] : 0);
-      return;
+    case kSetAgentFaults: AgentOf(base)->SetFaults(size > 0 ? data[0] : 0); return;
     case kSetSilentNodes: {
       const uint8_t mask = size > 0 ? data[0] : 0;
       for (size_t i = 0; i < nodes_.size(); ++i) nodes_[i].silent = (mask >> i) & 1;
       return;
     }
-    case kAdvanceClock:
-      clock_.Advance(absl::Milliseconds(250) * (size > 0 ? data[0] : 0));
-      return;
-    case kOpCount:
-      break;
+    case kAdvanceClock: clock_.Advance(absl::Milliseconds(250) * (size > 0 ? data[0] : 0)); return;
+    case kOpCount: break;
   }
 }
 
@@ -609,8 +604,8 @@ void Harness::CheckAfterCall() {
   Require(head_->GetClusterStatus(nullptr, &all, &status).ok(), "GetClusterStatus fails");
   for (const v1::ResourceUsage& usage : status.usage()) {
     Require(usage.used_raw() >= 0 && usage.used_raw() <= usage.total_raw(),
-            absl::StrCat("cluster status: ", usage.resource(), " used ", usage.used_raw(),
-                         " of ", usage.total_raw(), " (raw)"));
+            absl::StrCat("cluster status: ", usage.resource(), " used ", usage.used_raw(), " of ",
+                         usage.total_raw(), " (raw)"));
   }
 }
 
@@ -632,29 +627,33 @@ void Harness::CheckListings() {
       request.set_page_token(response.next_page_token());
     }
   };
-  walk("ListPlacementGroups",
-       [&](const v1::ListRequest* r, v1::ListPlacementGroupsResponse* out) {
-         return head_->ListPlacementGroups(nullptr, r, out);
-       },
-       v1::ListPlacementGroupsResponse());
-  walk("ListSlices",
-       [&](const v1::ListRequest* r, v1::ListSlicesResponse* out) {
-         return head_->ListSlices(nullptr, r, out);
-       },
-       v1::ListSlicesResponse());
-  walk("ListJobs",
-       [&](const v1::ListRequest* r, v1::ListJobsResponse* out) {
-         return head_->ListJobs(nullptr, r, out);
-       },
-       v1::ListJobsResponse());
+  walk(
+      "ListPlacementGroups",
+      [&](const v1::ListRequest* r, v1::ListPlacementGroupsResponse* out) {
+        return head_->ListPlacementGroups(nullptr, r, out);
+      },
+      v1::ListPlacementGroupsResponse());
+  walk(
+      "ListSlices",
+      [&](const v1::ListRequest* r, v1::ListSlicesResponse* out) {
+        return head_->ListSlices(nullptr, r, out);
+      },
+      v1::ListSlicesResponse());
+  walk(
+      "ListJobs",
+      [&](const v1::ListRequest* r, v1::ListJobsResponse* out) {
+        return head_->ListJobs(nullptr, r, out);
+      },
+      v1::ListJobsResponse());
   v1::KvListRequest kv;
   v1::KvListResponse keys;
   Require(head_->KvList(nullptr, &kv, &keys).ok(), "KvList fails");
-  walk("ListActors",
-       [&](const v1::ListRequest* r, v1::ListActorsResponse* out) {
-         return head_->ListActors(nullptr, r, out);
-       },
-       v1::ListActorsResponse());
+  walk(
+      "ListActors",
+      [&](const v1::ListRequest* r, v1::ListActorsResponse* out) {
+        return head_->ListActors(nullptr, r, out);
+      },
+      v1::ListActorsResponse());
   // A name is held by one live actor per namespace, and GetActor finds that one.
   v1::ListRequest request;
   std::set<std::pair<std::string, std::string>> names;

@@ -132,16 +132,16 @@ inline absl::StatusOr<PageRequest> ParsePageRequest(const v1::ListRequest& reque
         absl::StrCat("page_size: ", request.page_size(), " is negative"));
   }
   PageRequest page;
-  page.size = request.page_size() == 0 ? max_size
-                                       : std::min(max_size, static_cast<size_t>(request.page_size()));
+  page.size = request.page_size() == 0
+                  ? max_size
+                  : std::min(max_size, static_cast<size_t>(request.page_size()));
   if (page.size == 0) page.size = 1;
   const std::string& token = request.page_token();
   if (token.empty()) return page;
   const std::string prefix = absl::StrCat(ToAbsl(listing), ":");
   if (!absl::StartsWith(token, prefix) || token.size() == prefix.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("page_token: ", Quote(token), " is not a page token of the ",
-                     ToAbsl(listing), " listing"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "page_token: ", Quote(token), " is not a page token of the ", ToAbsl(listing), " listing"));
   }
   page.after = token.substr(prefix.size());
   return page;

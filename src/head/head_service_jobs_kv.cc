@@ -31,8 +31,8 @@ absl::StatusOr<JobReport> JobReportFromProto(const v1::JobInfo& info) {
   if (info.state() != v1::JOB_STATE_UNSPECIFIED) {
     report.state = JobStateFromProto(info.state());
     if (!report.state.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "job.state: ", static_cast<int>(info.state()), " is not RUNNING, SUCCEEDED or FAILED"));
+      return absl::InvalidArgumentError(absl::StrCat("job.state: ", static_cast<int>(info.state()),
+                                                     " is not RUNNING, SUCCEEDED or FAILED"));
     }
   }
   report.exit_reason = info.exit_reason();
@@ -70,15 +70,15 @@ grpc::Status HeadService::GetTaskEvents(grpc::ServerContext*,
                                         v1::GetTaskEventsResponse* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   constexpr int kMaxEvents = 10000;
-  const int limit = request->limit() <= 0 || request->limit() > kMaxEvents ? kMaxEvents
-                                                                           : request->limit();
+  const int limit =
+      request->limit() <= 0 || request->limit() > kMaxEvents ? kMaxEvents : request->limit();
   TaskEventPage page = task_events_.Get(request->job_id(), request->after(), limit);
   if (page.job_id.empty()) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        request->job_id().empty()
-                            ? "no job has reported task runs to this head"
-                            : absl::StrCat("no task runs of job ", request->job_id(),
-                                           " are known to this head"));
+    return grpc::Status(
+        grpc::StatusCode::NOT_FOUND,
+        request->job_id().empty()
+            ? "no job has reported task runs to this head"
+            : absl::StrCat("no task runs of job ", request->job_id(), " are known to this head"));
   }
   response->set_job_id(page.job_id);
   for (v1::TaskEvent& event : page.events) *response->add_events() = std::move(event);

@@ -127,7 +127,8 @@ grpc::Status HeadService::ListNodes(grpc::ServerContext*, const v1::ListRequest*
         AssertClusterLocked();
         FillNodeInfo(entry.second, out);
       });
-  if (resume.has_value()) response->set_next_page_token(head_internal::PageToken(kListing, *resume));
+  if (resume.has_value())
+    response->set_next_page_token(head_internal::PageToken(kListing, *resume));
   return grpc::Status::OK;
 }
 

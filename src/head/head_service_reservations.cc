@@ -74,7 +74,8 @@ grpc::Status HeadService::ListPlacementGroups(grpc::ServerContext*, const v1::Li
         AssertClusterLocked();
         reservations_.DescribeGroup(entry.second, out);
       });
-  if (resume.has_value()) response->set_next_page_token(head_internal::PageToken(kListing, *resume));
+  if (resume.has_value())
+    response->set_next_page_token(head_internal::PageToken(kListing, *resume));
   return grpc::Status::OK;
 }
 
@@ -155,8 +156,7 @@ grpc::Status HeadService::KeepDriverAlive(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status HeadService::DriverExited(grpc::ServerContext*,
-                                       const v1::DriverExitedRequest* request,
+grpc::Status HeadService::DriverExited(grpc::ServerContext*, const v1::DriverExitedRequest* request,
                                        v1::DriverExitedResponse* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   if (request->driver_id().empty()) return InvalidText("driver_id: is empty");

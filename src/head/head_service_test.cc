@@ -33,9 +33,9 @@
 namespace tessera {
 namespace {
 
+using head_testing::FakeAgent;
 using testing_util::Res;
 using testing_util::Spec;
-using head_testing::FakeAgent;
 
 class HeadServiceTest : public ::testing::Test {
  protected:
@@ -64,14 +64,11 @@ class HeadServiceTest : public ::testing::Test {
     return request;
   }
 
-  void Register(const std::string& id, std::string_view resources = "CPU=4",
-                LabelSet labels = {}) {
+  void Register(const std::string& id, std::string_view resources = "CPU=4", LabelSet labels = {}) {
     v1::RegisterNodeResponse response;
-    grpc::Status status =
-        head_->RegisterNode(nullptr, &(*requests_.emplace(id, NodeRequest(id, resources, labels))
-                                          .first)
-                                          .second,
-                            &response);
+    grpc::Status status = head_->RegisterNode(
+        nullptr, &(*requests_.emplace(id, NodeRequest(id, resources, labels)).first).second,
+        &response);
     ASSERT_TRUE(status.ok()) << status.error_message();
     EXPECT_EQ(response.heartbeat_interval_ms(), 500);
     EXPECT_EQ(response.dead_after_ms(), 5000);
@@ -87,7 +84,7 @@ class HeadServiceTest : public ::testing::Test {
     return response.known();
   }
 
-  v1::PlacementGroupInfo Create(const std::string& name, const std::string& strategy,
+  v1::PlacementGroupInfo Create(const std::string& name, v1::PlacementStrategy strategy,
                                 const std::vector<std::string>& bundles,
                                 grpc::Status* status_out = nullptr,
                                 const std::string& request_id = "") {
@@ -181,7 +178,7 @@ TEST_F(HeadServiceTest, HeartbeatLeasesAreMirroredAndReleased) {
   ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
   EXPECT_EQ(Used("CPU"), 30000);
   // A group that needs more than is left waits.
-  v1::PlacementGroupInfo info = Create("big", "PACK", {"CPU=2"});
+  v1::PlacementGroupInfo info = Create("big", v1::PLACEMENT_STRATEGY_PACK, {"CPU=2"});
   EXPECT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_PENDING);
   // The lease ends: the next heartbeat leaves it out, and the waiting group is placed.
   beat.clear_leases();
@@ -201,7 +198,8 @@ TEST_F(HeadServiceTest, PendingPicksNameTheHoldersAndADeadNodeItsLostLeases) {
   wire::ResourcesToProto(Res("CPU=2"), lease->mutable_allocation()->mutable_resources());
   v1::HeartbeatResponse response;
   ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
-  ASSERT_EQ(Create("pg", "PACK", {"CPU=1"}).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  ASSERT_EQ(Create("pg", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1"}).state(),
+            v1::PLACEMENT_GROUP_STATE_CREATED);
   v1::PickNodeRequest pick;
   wire::ResourcesToProto(Res("CPU=2"), pick.mutable_request()->mutable_resources());
   v1::PickNodeResponse picked;
@@ -226,14 +224,14 @@ TEST_F(HeadServiceTest, PendingPicksNameTheHoldersAndADeadNodeItsLostLeases) {
 TEST_F(HeadServiceTest, CreateCommitsOnTheAgentsAndRemoveCancels) {
   Register("n1");
   Register("n2");
-  v1::PlacementGroupInfo info = Create("pg", "STRICT_SPREAD", {"CPU=1", "CPU=1"});
+  v1::PlacementGroupInfo info =
+      Create("pg", v1::PLACEMENT_STRATEGY_STRICT_SPREAD, {"CPU=1", "CPU=1"});
   EXPECT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   ASSERT_EQ(info.bundles_size(), 2);
   std::set<std::string> nodes = {info.bundles(0).node_id(), info.bundles(1).node_id()};
   EXPECT_EQ(nodes, (std::set<std::string>{"n1", "n2"}));
-  EXPECT_EQ(Held(true), (std::set<std::string>{
-                            absl::StrCat("pg[0]@", info.bundles(0).node_id()),
-                            absl::StrCat("pg[1]@", info.bundles(1).node_id())}));
+  EXPECT_EQ(Held(true), (std::set<std::string>{absl::StrCat("pg[0]@", info.bundles(0).node_id()),
+                                               absl::StrCat("pg[1]@", info.bundles(1).node_id())}));
   EXPECT_EQ(Used("CPU"), 20000);
 
   v1::RemovePlacementGroupRequest remove;
@@ -249,8 +247,8 @@ TEST_F(HeadServiceTest, CreateCommitsOnTheAgentsAndRemoveCancels) {
 
 TEST_F(HeadServiceTest, AGroupShowsWhatEachBundleReservesPlacedOrWaiting) {
   Register("n1");
-  Create("placed", "PACK", {"CPU=1", "CPU=2"});
-  Create("waiting", "PACK", {"CPU=64"});
+  Create("placed", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1", "CPU=2"});
+  Create("waiting", v1::PLACEMENT_STRATEGY_PACK, {"CPU=64"});
   for (const auto& [name, shapes] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
            {"placed", {10000, 20000}}, {"waiting", {640000}}}) {
     const v1::PlacementGroupInfo info = Find(name);
@@ -267,10 +265,10 @@ TEST_F(HeadServiceTest, OneFailingPrepareRollsBackEverythingAndRetriesLater) {
   Register("n2");
   Register("n3");
   agents_["n2"]->FailPrepare(absl::UnavailableError("agent n2 is restarting"));
-  v1::PlacementGroupInfo info = Create("pg", "STRICT_SPREAD", {"CPU=1", "CPU=1", "CPU=1"});
+  v1::PlacementGroupInfo info =
+      Create("pg", v1::PLACEMENT_STRATEGY_STRICT_SPREAD, {"CPU=1", "CPU=1", "CPU=1"});
   EXPECT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_PENDING);
-  EXPECT_TRUE(absl::StrContains(info.explanation(), "prepare on n2 failed"))
-      << info.explanation();
+  EXPECT_TRUE(absl::StrContains(info.explanation(), "prepare on n2 failed")) << info.explanation();
   // Nothing is held anywhere: not on any agent, not in the head's view.
   EXPECT_TRUE(Held().empty());
   EXPECT_EQ(Used("CPU"), 0);
@@ -290,7 +288,8 @@ TEST_F(HeadServiceTest, FailingCommitRollsBackToo) {
   Register("n1");
   Register("n2");
   agents_["n1"]->FailCommit(absl::DeadlineExceededError("commit timed out"));
-  v1::PlacementGroupInfo info = Create("pg", "STRICT_SPREAD", {"CPU=1", "CPU=1"});
+  v1::PlacementGroupInfo info =
+      Create("pg", v1::PLACEMENT_STRATEGY_STRICT_SPREAD, {"CPU=1", "CPU=1"});
   EXPECT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_PENDING);
   EXPECT_TRUE(Held().empty());
   EXPECT_EQ(Used("CPU"), 0);
@@ -300,12 +299,13 @@ TEST_F(HeadServiceTest, DeadNodeBundlesAreReplacedAndNothingElseIsDisturbed) {
   Register("n1");
   Register("n2");
   Register("n3");
-  v1::PlacementGroupInfo spread = Create("spread", "STRICT_SPREAD", {"CPU=1", "CPU=1"});
+  v1::PlacementGroupInfo spread =
+      Create("spread", v1::PLACEMENT_STRATEGY_STRICT_SPREAD, {"CPU=1", "CPU=1"});
   ASSERT_EQ(spread.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   const std::string victim = spread.bundles(0).node_id();
   const std::string survivor = spread.bundles(1).node_id();
   // Another group, on the survivor only.
-  v1::PlacementGroupInfo pinned = Create("pinned", "PACK", {"CPU=3"});
+  v1::PlacementGroupInfo pinned = Create("pinned", v1::PLACEMENT_STRATEGY_PACK, {"CPU=3"});
   ASSERT_EQ(pinned.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   // A job running on the victim.
   v1::RecordJobRequest job;
@@ -378,15 +378,17 @@ TEST_F(HeadServiceTest, MissingHeartbeatsWithinTimeoutKeepTheNodeAlive) {
 TEST_F(HeadServiceTest, RequestIdDeduplicatesCreateAndRemove) {
   Register("n1");
   grpc::Status status;
-  v1::PlacementGroupInfo first = Create("pg", "PACK", {"CPU=1"}, &status, "req-1");
+  v1::PlacementGroupInfo first =
+      Create("pg", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1"}, &status, "req-1");
   ASSERT_TRUE(status.ok());
-  v1::PlacementGroupInfo second = Create("pg", "PACK", {"CPU=1"}, &status, "req-1");
+  v1::PlacementGroupInfo second =
+      Create("pg", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1"}, &status, "req-1");
   ASSERT_TRUE(status.ok()) << status.error_message();  // not ALREADY_EXISTS: same request
   EXPECT_EQ(first.SerializeAsString(), second.SerializeAsString());
   EXPECT_EQ(agents_["n1"]->prepares(), 1);
   EXPECT_EQ(Used("CPU"), 10000);
   // A different request id with the same name is a second create.
-  Create("pg", "PACK", {"CPU=1"}, &status, "req-2");
+  Create("pg", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1"}, &status, "req-2");
   EXPECT_EQ(status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
 
   v1::RemovePlacementGroupRequest remove;
@@ -402,9 +404,9 @@ TEST_F(HeadServiceTest, RequestIdDeduplicatesCreateAndRemove) {
 TEST_F(HeadServiceTest, MalformedRequestsAreInvalidArgumentAndChangeNothing) {
   Register("n1");
   grpc::Status status;
-  Create("bad", "SIDEWAYS", {"CPU=1"}, &status);
+  Create("bad", static_cast<v1::PlacementStrategy>(42), {"CPU=1"}, &status);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  Create("bad", "PACK", {}, &status);
+  Create("bad", v1::PLACEMENT_STRATEGY_PACK, {}, &status);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   v1::CreatePlacementGroupRequest negative;
   negative.set_name("neg");
@@ -475,7 +477,7 @@ TEST_F(HeadServiceTest, RegisterAfterHeadRestartReleasesUnknownBundlesWithAnEven
 
 TEST_F(HeadServiceTest, KnownBundlesAreKeptOnReRegistration) {
   Register("n1");
-  v1::PlacementGroupInfo info = Create("pg", "PACK", {"CPU=1"});
+  v1::PlacementGroupInfo info = Create("pg", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1"});
   ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   v1::RegisterNodeRequest again = requests_["n1"];
   v1::HeldBundle* held = again.add_bundles();
@@ -491,7 +493,7 @@ TEST_F(HeadServiceTest, KnownBundlesAreKeptOnReRegistration) {
 TEST_F(HeadServiceTest, AgentRestartDropsWhatTheOldIncarnationHeld) {
   Register("n1");
   Register("n2");
-  v1::PlacementGroupInfo info = Create("pg", "PACK", {"CPU=4"});
+  v1::PlacementGroupInfo info = Create("pg", v1::PLACEMENT_STRATEGY_PACK, {"CPU=4"});
   ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   const std::string node = info.bundles(0).node_id();
   v1::RegisterNodeRequest restarted = NodeRequest(node, "CPU=4", {}, "i2");
@@ -543,7 +545,7 @@ TEST_F(HeadServiceTest, PickNodeHonoursExcludeAndBundles) {
   EXPECT_NE(picked.status(), v1::PICK_STATUS_PLACED);
   EXPECT_EQ(Used("CPU"), 0);  // advice only: nothing is held by PickNode
 
-  v1::PlacementGroupInfo info = Create("pg", "PACK", {"CPU=1"});
+  v1::PlacementGroupInfo info = Create("pg", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1"});
   v1::PickNodeRequest inside;
   inside.mutable_request()->set_placement_group("pg");
   inside.mutable_request()->set_bundle_index(0);
@@ -712,7 +714,6 @@ TEST_F(HeadServiceTest, KvAndJobs) {
   EXPECT_TRUE(store_.Get(kJobsTable, "j1")->has_value());
 }
 
-
 // --- request limits ---
 
 namespace limits = request_limits;
@@ -727,7 +728,7 @@ void ExpectRefused(const grpc::Status& status, const std::string& message) {
 v1::CreatePlacementGroupRequest GroupOf(size_t bundles, const std::string& name = "big") {
   v1::CreatePlacementGroupRequest request;
   request.set_name(name);
-  request.set_strategy("PACK");
+  request.set_strategy(v1::PLACEMENT_STRATEGY_PACK);
   for (size_t i = 0; i < bundles; ++i) {
     (*request.mutable_primary()->add_bundles()->mutable_resources()->mutable_raw())["CPU"] = 10000;
   }
@@ -822,11 +823,12 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
   }
   {
     v1::CreatePlacementGroupRequest r = GroupOf(1);
-    (*r.mutable_primary()->mutable_bundles(0)->mutable_resources()->mutable_raw())
-        [std::string(limits::kMaxResourceNameLength + 1, 'r')] = 1;
-    cases.push_back({"primary.bundles[0].resources: a resource name has 254 characters; at most "
-                     "253 are allowed",
-                     create(r)});
+    (*r.mutable_primary()->mutable_bundles(0)->mutable_resources()->mutable_raw())[std::string(
+        limits::kMaxResourceNameLength + 1, 'r')] = 1;
+    cases.push_back(
+        {"primary.bundles[0].resources: a resource name has 254 characters; at most "
+         "253 are allowed",
+         create(r)});
   }
   {
     v1::CreatePlacementGroupRequest r = GroupOf(1);
@@ -837,19 +839,26 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
   }
   {
     v1::CreatePlacementGroupRequest r = GroupOf(1);
-    (*r.mutable_primary()->mutable_bundles(0)->mutable_label_selector()->mutable_constraints())
-        [std::string(limits::kMaxLabelKeyLength + 1, 'k')] = "v";
-    cases.push_back({"primary.bundles[0].label_selector: a key has 318 characters; at most 317 "
-                     "are allowed",
-                     create(r)});
+    (*r.mutable_primary()
+          ->mutable_bundles(0)
+          ->mutable_label_selector()
+          ->mutable_constraints())[std::string(limits::kMaxLabelKeyLength + 1, 'k')] = "v";
+    cases.push_back(
+        {"primary.bundles[0].label_selector: a key has 318 characters; at most 317 "
+         "are allowed",
+         create(r)});
   }
   {
     v1::CreatePlacementGroupRequest r = GroupOf(1);
-    (*r.mutable_primary()->mutable_bundles(0)->mutable_label_selector()->mutable_constraints())
-        ["zone"] = std::string(limits::kMaxLabelExpressionLength + 1, 'v');
-    cases.push_back({"primary.bundles[0].label_selector[\"zone\"] has 4097 characters; at most "
-                     "4096 are allowed",
-                     create(r)});
+    (*r.mutable_primary()
+          ->mutable_bundles(0)
+          ->mutable_label_selector()
+          ->mutable_constraints())["zone"] =
+        std::string(limits::kMaxLabelExpressionLength + 1, 'v');
+    cases.push_back(
+        {"primary.bundles[0].label_selector[\"zone\"] has 4097 characters; at most "
+         "4096 are allowed",
+         create(r)});
   }
   {
     v1::CreatePlacementGroupRequest r = GroupOf(1, long_name);
@@ -885,7 +894,8 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
                    reserve(slices(limits::kMaxSlicesPerRequest + 1))});
   {
     v1::ReserveSlicesRequest r = slices(1);
-    for (size_t i = 0; i < limits::kMaxSliceAlternatives; ++i) *r.add_alternatives() = r.alternatives(0);
+    for (size_t i = 0; i < limits::kMaxSliceAlternatives; ++i)
+      *r.add_alternatives() = r.alternatives(0);
     cases.push_back({"slice request has 17 alternatives; at most 16 are allowed", reserve(r)});
   }
   {
@@ -893,8 +903,8 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
     v1::SliceAlternative* alt = r.add_alternatives();
     alt->set_nvlink_hosts(static_cast<int>(limits::kMaxNvlinkHostsPerRequest) + 1);
     resources(1, alt->mutable_per_host());
-    cases.push_back({"alternatives[0] asks for 1025 NVLink hosts; at most 1024 are allowed",
-                     reserve(r)});
+    cases.push_back(
+        {"alternatives[0] asks for 1025 NVLink hosts; at most 1024 are allowed", reserve(r)});
     alt->set_nvlink_hosts(2);
     resources(limits::kMaxResourcesPerBundle + 1, alt->mutable_per_host());
     cases.push_back(
@@ -920,7 +930,8 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
   {
     v1::PickNodeRequest r;
     resources(1, r.mutable_request()->mutable_resources());
-    for (size_t i = 0; i <= limits::kMaxLabelFallbacks; ++i) selector_keys(1, r.mutable_request()->add_fallbacks());
+    for (size_t i = 0; i <= limits::kMaxLabelFallbacks; ++i)
+      selector_keys(1, r.mutable_request()->add_fallbacks());
     cases.push_back({"request has 17 fallbacks; at most 16 are allowed", pick(r)});
   }
   {
@@ -933,9 +944,10 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
     v1::PickNodeRequest r;
     (*r.mutable_request()->mutable_label_selector()->mutable_constraints())["zone"] =
         std::string(limits::kMaxLabelExpressionLength + 1, 'v');
-    cases.push_back({"request.label_selector[\"zone\"] has 4097 characters; at most 4096 are "
-                     "allowed",
-                     pick(r)});
+    cases.push_back(
+        {"request.label_selector[\"zone\"] has 4097 characters; at most 4096 are "
+         "allowed",
+         pick(r)});
   }
   {
     v1::PickNodeRequest r;
@@ -944,7 +956,8 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
   }
   {
     v1::PickNodeRequest r;
-    for (size_t i = 0; i <= limits::kMaxExcludedNodes; ++i) r.add_exclude_node_ids(absl::StrCat("n", i));
+    for (size_t i = 0; i <= limits::kMaxExcludedNodes; ++i)
+      r.add_exclude_node_ids(absl::StrCat("n", i));
     cases.push_back({"pick request has 1025 excluded nodes; at most 1024 are allowed", pick(r)});
   }
   {
@@ -1177,7 +1190,7 @@ TEST_F(HeadServiceTest, PlacementGroupsArePagedByName) {
   std::vector<std::string> names;
   for (int i = 6; i >= 0; --i) {
     names.push_back(absl::StrCat("g", i));
-    Create(names.back(), "PACK", {"CPU=1"});
+    Create(names.back(), v1::PLACEMENT_STRATEGY_PACK, {"CPU=1"});
   }
   std::sort(names.begin(), names.end());
   std::vector<std::string> seen;
@@ -1332,7 +1345,8 @@ TEST_F(HeadServiceTest, ListEventsFollowsTheEventsBySequenceWithTheirKind) {
   ASSERT_EQ(joined.events_size(), 1);
   EXPECT_EQ(joined.events(0).seq(), 1);
   EXPECT_EQ(joined.events(0).kind(), "node");
-  EXPECT_TRUE(absl::StrContains(joined.events(0).message(), "node n1 joined")) << joined.DebugString();
+  EXPECT_TRUE(absl::StrContains(joined.events(0).message(), "node n1 joined"))
+      << joined.DebugString();
   EXPECT_FALSE(joined.events(0).notice());
   request.set_after(joined.next());
   v1::ListEventsResponse first;
@@ -1359,7 +1373,8 @@ TEST_F(HeadServiceTest, ListEventsFollowsTheEventsBySequenceWithTheirKind) {
 // The ordinary life of the cluster is in the stream, not among `tessera status`'s notices.
 TEST_F(HeadServiceTest, TheStreamHoldsNodeReservationAndJobChanges) {
   Register("n1");
-  ASSERT_EQ(Create("pg", "PACK", {"CPU=1", "CPU=1"}).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  ASSERT_EQ(Create("pg", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1", "CPU=1"}).state(),
+            v1::PLACEMENT_GROUP_STATE_CREATED);
   v1::RemovePlacementGroupRequest remove;
   remove.set_name("pg");
   v1::RemovePlacementGroupResponse removed;
@@ -1493,15 +1508,17 @@ TEST_F(HeadServiceTest, APrepareAppliedAfterTheHeadGaveUpIsReleasedByTheNextHear
   Register("n2");
   // The prepare on n2 "times out" (the head cancels both); the group waits.
   agents_["n2"]->FailPrepare(absl::DeadlineExceededError("prepare timed out"));
-  v1::PlacementGroupInfo info = Create("pg", "STRICT_SPREAD", {"CPU=1", "CPU=1"});
+  v1::PlacementGroupInfo info =
+      Create("pg", v1::PLACEMENT_STRATEGY_STRICT_SPREAD, {"CPU=1", "CPU=1"});
   ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_PENDING);
   // ... but n2's agent applied it late and holds the bundle: its heartbeat says so.
   v1::HeartbeatRequest beat = BeatWithBundles("n2", {{"pg", 0}, {"pg", 1}});
   v1::HeartbeatResponse response;
   ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
   ASSERT_EQ(response.release_size(), 2);
-  EXPECT_TRUE(AnyEventHas(head_->events(), "bundles 0,1 of pg on n2 were held by the agent but "
-                                           "not by the head"));
+  EXPECT_TRUE(AnyEventHas(head_->events(),
+                          "bundles 0,1 of pg on n2 were held by the agent but "
+                          "not by the head"));
   // Nothing is counted for it in the head's view either.
   EXPECT_EQ(Used("CPU"), 0);
 }
@@ -1509,7 +1526,7 @@ TEST_F(HeadServiceTest, APrepareAppliedAfterTheHeadGaveUpIsReleasedByTheNextHear
 TEST_F(HeadServiceTest, BundlesTheHeadHoldsThereAreKeptAndOthersReleased) {
   Register("n1");
   Register("n2");
-  v1::PlacementGroupInfo info = Create("pg", "PACK", {"CPU=1"});
+  v1::PlacementGroupInfo info = Create("pg", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1"});
   ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   const std::string holder = info.bundles(0).node_id();
   const std::string other = holder == "n1" ? "n2" : "n1";
@@ -1535,7 +1552,7 @@ TEST_F(HeadServiceTest, ABundleWhosePrepareIsInFlightIsNotAnOrphan) {
     v1::HeartbeatRequest beat = BeatWithBundles("n1", {{"pg", 0}});
     EXPECT_TRUE(head_->Heartbeat(nullptr, &beat, &during).ok());
   });
-  v1::PlacementGroupInfo info = Create("pg", "PACK", {"CPU=1"});
+  v1::PlacementGroupInfo info = Create("pg", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1"});
   ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   EXPECT_TRUE(during.known());
   EXPECT_EQ(during.release_size(), 0);
@@ -1547,7 +1564,7 @@ TEST_F(HeadServiceTest, ACommittedBundleTheAgentNoLongerHoldsIsPreparedAgain) {
   v1::RegisterNodeRequest request = NodeRequest("n1", "CPU=4");
   ASSERT_TRUE(head_->RegisterNode(nullptr, &request, &registered).ok());
   const int64_t before_commit = registered.bundles_epoch();
-  v1::PlacementGroupInfo info = Create("pg", "PACK", {"CPU=1"});
+  v1::PlacementGroupInfo info = Create("pg", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1"});
   ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   ASSERT_EQ(agents_["n1"]->prepares(), 1);
 
@@ -1617,7 +1634,7 @@ TEST_F(HeadServiceTest, ASliceHostThatLostItsBundleBreaksTheGroupWhichIsReserved
 
 TEST_F(HeadServiceTest, ASecondLiveAgentWithTheSameNodeIdIsRefused) {
   Register("n1");
-  v1::PlacementGroupInfo info = Create("pg", "PACK", {"CPU=2"});
+  v1::PlacementGroupInfo info = Create("pg", v1::PLACEMENT_STRATEGY_PACK, {"CPU=2"});
   ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   clock_.Advance(absl::Seconds(1));
   ASSERT_TRUE(Beat("n1"));
@@ -1637,7 +1654,8 @@ TEST_F(HeadServiceTest, ASecondLiveAgentWithTheSameNodeIdIsRefused) {
   EXPECT_EQ(Find("pg").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   EXPECT_EQ(Held(true), (std::set<std::string>{"pg[0]@n1"}));
   EXPECT_EQ(Used("CPU"), 20000);
-  EXPECT_TRUE(AnyEventHas(head_->events(), "a second agent for node n1 (at 10.0.0.2:7000) was refused"));
+  EXPECT_TRUE(
+      AnyEventHas(head_->events(), "a second agent for node n1 (at 10.0.0.2:7000) was refused"));
 }
 
 TEST_F(HeadServiceTest, ANodeIdIsTakenOverOnceItsAgentIsDeadOrSilentAndKeptOnItsOwnReturn) {
@@ -1714,6 +1732,10 @@ class CountingClock : public Clock {
     return inner_->Now();
   }
   void SleepFor(absl::Duration d) override { inner_->SleepFor(d); }
+  bool AwaitWithDeadline(absl::Mutex& mu, const absl::Condition& condition, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) override {
+    return inner_->AwaitWithDeadline(mu, condition, deadline);
+  }
   int reads() const {
     absl::MutexLock lock(&mu_);
     return reads_;
@@ -1743,7 +1765,8 @@ class BlockingStore : public InMemoryStateStore {
       if (armed_) {
         armed_ = false;
         blocked_ = true;
-        mu_.Await(absl::Condition(+[](bool* blocked) { return !*blocked; }, &blocked_));
+        mu_.Await(absl::Condition(
+            +[](bool* blocked) { return !*blocked; }, &blocked_));
       }
     }
     return InMemoryStateStore::Put(table, key, value);
@@ -1792,7 +1815,7 @@ TEST(HeadServiceBusyTest, AHeartbeatQueuedBehindASlowRequestCountsFromItsArrival
   std::thread slow([&] {
     v1::CreatePlacementGroupRequest create;
     create.set_name("pg");
-    create.set_strategy("PACK");
+    create.set_strategy(v1::PLACEMENT_STRATEGY_PACK);
     wire::ResourcesToProto(Res("CPU=1"),
                            create.mutable_primary()->add_bundles()->mutable_resources());
     v1::PlacementGroupInfo info;
@@ -1809,7 +1832,7 @@ TEST(HeadServiceBusyTest, AHeartbeatQueuedBehindASlowRequestCountsFromItsArrival
     beat_request.set_incarnation("i1");
     EXPECT_TRUE(head.Heartbeat(nullptr, &beat_request, &beat_response).ok());
   });
-  clock.AwaitReadsAbove(reads);  // stamped on arrival
+  clock.AwaitReadsAbove(reads);            // stamped on arrival
   fake.Advance(absl::Milliseconds(1500));  // t = 5.5 s: past the timeout since registration
   store.Unblock();
   slow.join();
@@ -1842,7 +1865,7 @@ class DriverLifetimeTest : public HeadServiceTest {
   void OwnedGroup(const std::string& name, const std::string& owner) {
     v1::CreatePlacementGroupRequest request;
     request.set_name(name);
-    request.set_strategy("PACK");
+    request.set_strategy(v1::PLACEMENT_STRATEGY_PACK);
     request.set_owner(owner);
     wire::ResourcesToProto(Res("CPU=1"),
                            request.mutable_primary()->add_bundles()->mutable_resources());
@@ -1913,7 +1936,8 @@ TEST_F(DriverLifetimeTest, ADriverThatFallsSilentLosesWhatItOwnsAndOnlyThat) {
   bool noted = false;
   const v1::ClusterStatus status = Status();
   for (const std::string& event : status.events()) {
-    noted = noted || absl::StrContains(event, "driver driver-a fell silent for 10s: released mine, train");
+    noted = noted ||
+            absl::StrContains(event, "driver driver-a fell silent for 10s: released mine, train");
   }
   EXPECT_TRUE(noted);
   // A detached group outlives every driver.
@@ -1951,8 +1975,7 @@ TEST_F(DriverLifetimeTest, GoneDriversAreNamedInHeartbeatResponsesForAMinute) {
     request.set_incarnation("i1");
     v1::HeartbeatResponse response;
     EXPECT_TRUE(head_->Heartbeat(nullptr, &request, &response).ok());
-    return std::vector<std::string>(response.gone_drivers().begin(),
-                                    response.gone_drivers().end());
+    return std::vector<std::string>(response.gone_drivers().begin(), response.gone_drivers().end());
   };
   KeepAlive("driver-a");
   KeepAlive("driver-b");
@@ -2189,8 +2212,9 @@ TEST_F(HeadServiceTest, AJobsRealEndIsTakenAlsoBeforeItsNodeIsHeardFromAgain) {
 
 TEST_F(HeadServiceTest, ARequestIntoAGroupStillWaitingForRoomWaitsUnlessItsBundleCannotExist) {
   Register("n1", "CPU=4");
-  ASSERT_EQ(Create("first", "PACK", {"CPU=3"}).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
-  v1::PlacementGroupInfo info = Create("later", "PACK", {"CPU=2", "CPU=1"});
+  ASSERT_EQ(Create("first", v1::PLACEMENT_STRATEGY_PACK, {"CPU=3"}).state(),
+            v1::PLACEMENT_GROUP_STATE_CREATED);
+  v1::PlacementGroupInfo info = Create("later", v1::PLACEMENT_STRATEGY_PACK, {"CPU=2", "CPU=1"});
   ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_PENDING);
   v1::PickNodeRequest inside;
   inside.mutable_request()->set_placement_group("later");
@@ -2241,7 +2265,8 @@ class HeadRestartTest : public DriverLifetimeTest {
 
 TEST_F(HeadRestartTest, EveryGroupSliceJobAndNodeComesBackExactlyAndNothingIsRedone) {
   Register("n1", "CPU=4,GPU=2");
-  v1::PlacementGroupInfo group = Create("pg", "PACK", {"CPU=1,GPU=1", "CPU=2"});
+  v1::PlacementGroupInfo group =
+      Create("pg", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1,GPU=1", "CPU=2"});
   ASSERT_EQ(group.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   OwnedSlice("train", "");
   v1::RecordJobRequest job;
@@ -2286,13 +2311,13 @@ TEST_F(HeadRestartTest, EveryGroupSliceJobAndNodeComesBackExactlyAndNothingIsRed
   EXPECT_EQ(Held(true), held_before);
   EXPECT_EQ(Find("pg").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   // New names do not collide with the restored ones.
-  v1::PlacementGroupInfo next = Create("", "PACK", {"CPU=1"});
+  v1::PlacementGroupInfo next = Create("", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1"});
   EXPECT_NE(next.id(), group.id());
 }
 
 TEST_F(HeadRestartTest, ANodeThatNeverComesBackIsDeclaredDeadAndItsWorkHandledAsALoss) {
   Register("n1", "CPU=4,GPU=1");
-  Create("pg", "PACK", {"GPU=1"});
+  Create("pg", v1::PLACEMENT_STRATEGY_PACK, {"GPU=1"});
   ASSERT_EQ(Find("pg").bundles(0).node_id(), "n1");
   OwnedSlice("train", "");
   Restart();
@@ -2308,8 +2333,7 @@ TEST_F(HeadRestartTest, ANodeThatNeverComesBackIsDeclaredDeadAndItsWorkHandledAs
   // Its bundle was lost with n1: nowhere else has a GPU, so the group waits for one.
   EXPECT_EQ(Find("pg").state(), v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
   EXPECT_EQ(Find("pg").bundles(0).node_id(), "");
-  EXPECT_EQ(SliceHosts("train")["state"],
-            rpc::SliceGroupStateName(v1::SLICE_GROUP_STATE_RESERVED));
+  EXPECT_EQ(SliceHosts("train")["state"], rpc::SliceGroupStateName(v1::SLICE_GROUP_STATE_RESERVED));
 }
 
 TEST_F(HeadRestartTest, AnUnreadableRecordStopsTheRestoreNamingIt) {
@@ -2320,7 +2344,6 @@ TEST_F(HeadRestartTest, AnUnreadableRecordStopsTheRestoreNamingIt) {
   EXPECT_TRUE(absl::StrContains(restored.message(), "table placement_groups, key broken"))
       << restored;
 }
-
 
 bool AnyEvent(const v1::ClusterStatus& status, std::string_view text) {
   return std::any_of(status.events().begin(), status.events().end(), [&](const std::string& event) {
@@ -2334,13 +2357,14 @@ TEST_F(HeadServiceTest, WithTheStoreDownNothingIsAcknowledgedAndNothingChanges) 
   options.store = &failing;
   head_ = std::make_unique<HeadService>(options);
   Register("n1", "CPU=4");
-  ASSERT_EQ(Create("doomed", "PACK", {"CPU=1"}).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  ASSERT_EQ(Create("doomed", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1"}).state(),
+            v1::PLACEMENT_GROUP_STATE_CREATED);
   const std::set<std::string> held = Held();
   failing.fail = true;
 
   // The write that finds the store down: refused, and the group was never made.
   grpc::Status status;
-  Create("new", "PACK", {"CPU=1"}, &status, "req-new");
+  Create("new", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1"}, &status, "req-new");
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_TRUE(absl::StrContains(status.error_message(),
                                 "state store unavailable: could not write "
@@ -2386,7 +2410,7 @@ TEST_F(HeadServiceTest, WithTheStoreDownNothingIsAcknowledgedAndNothingChanges) 
   EXPECT_FALSE(back.state_store().degraded());
   EXPECT_TRUE(AnyEvent(back, "the state store is back"));
   // The same request id runs again now (the refusal was not kept as its answer).
-  EXPECT_EQ(Create("new", "PACK", {"CPU=1"}, nullptr, "req-new").state(),
+  EXPECT_EQ(Create("new", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1"}, nullptr, "req-new").state(),
             v1::PLACEMENT_GROUP_STATE_CREATED);
   EXPECT_TRUE(failing.Get(kPlacementGroupsTable, "new")->has_value());
   ASSERT_TRUE(head_->RemovePlacementGroup(nullptr, &remove, &removed).ok());
@@ -2402,7 +2426,8 @@ TEST_F(HeadServiceTest, TheHeadsOwnWritesAreKeptWhileTheStoreIsDownAndMadeOnceIt
   head_ = std::make_unique<HeadService>(options);
   Register("n1", "CPU=4");
   Register("n2", "CPU=4");
-  ASSERT_EQ(Create("g", "PACK", {"CPU=4"}).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  ASSERT_EQ(Create("g", v1::PLACEMENT_STRATEGY_PACK, {"CPU=4"}).state(),
+            v1::PLACEMENT_GROUP_STATE_CREATED);
   const std::string node = Find("g").bundles(0).node_id();
   const std::string other = node == "n1" ? "n2" : "n1";
   failing.fail = true;
@@ -2459,10 +2484,12 @@ TEST_F(HeadServiceTest, ANodeClaimingBillionsOfDevicesIsRefusedNotAllocated) {
 TEST_F(HeadRestartTest, ACreateRetriedToTheRestartedHeadIsAnsweredWithTheGroupItMade) {
   Register("n1", "CPU=4");
   // An anonymous group: a retry that were applied again would make a second one.
-  v1::PlacementGroupInfo first = Create("", "PACK", {"CPU=2"}, nullptr, "req-1");
+  v1::PlacementGroupInfo first =
+      Create("", v1::PLACEMENT_STRATEGY_PACK, {"CPU=2"}, nullptr, "req-1");
   ASSERT_EQ(first.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   Restart();
-  v1::PlacementGroupInfo retried = Create("", "PACK", {"CPU=2"}, nullptr, "req-1");
+  v1::PlacementGroupInfo retried =
+      Create("", v1::PLACEMENT_STRATEGY_PACK, {"CPU=2"}, nullptr, "req-1");
   EXPECT_EQ(retried.name(), first.name());
   EXPECT_EQ(retried.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   v1::ListPlacementGroupsResponse list;

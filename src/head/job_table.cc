@@ -20,8 +20,8 @@ std::string Serialize(const JobRecord& job) {
 
 absl::StatusOr<JobRecord> Parse(const std::string& key, const std::string& value) {
   auto corrupt = [&](std::string_view why) {
-    return absl::DataLossError(absl::StrCat("state store table ", ToAbsl(kJobsTable), ", key ",
-                                            key, ": ", ToAbsl(why)));
+    return absl::DataLossError(
+        absl::StrCat("state store table ", ToAbsl(kJobsTable), ", key ", key, ": ", ToAbsl(why)));
   };
   v1::JobInfo info;
   if (!info.ParseFromString(value)) return corrupt("not a job record");
@@ -101,8 +101,8 @@ absl::StatusOr<JobRecord> JobTable::Record(const JobReport& report) {
     // An update: fields given replace the stored ones. A job that ended stays as it ended (state,
     // exit reason, end time), except a failure the head only presumed: the job's real end, heard
     // by its recorder from the worker, replaces it.
-    const bool real_end_over_presumed = stored.failure_presumed && report.state.has_value() &&
-                                        *report.state != JobState::kRunning;
+    const bool real_end_over_presumed =
+        stored.failure_presumed && report.state.has_value() && *report.state != JobState::kRunning;
     if (real_end_over_presumed) {
       real_end_event = absl::StrCat("job ", stored.job_id, " ended ",
                                     ToAbsl(rpc::JobStateName(JobStateToProto(*report.state))),

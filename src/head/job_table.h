@@ -58,9 +58,9 @@ struct JobReport {
 };
 
 struct JobTableOptions {
-  Clock* clock = nullptr;               // required
-  StoreWriter* writer = nullptr;        // required
-  EventLog* events = nullptr;           // required
+  Clock* clock = nullptr;         // required
+  StoreWriter* writer = nullptr;  // required
+  EventLog* events = nullptr;     // required
   size_t max_ended = 1000;
 };
 
@@ -95,7 +95,7 @@ class JobTable {
   JobTableOptions options_;
   mutable absl::Mutex mu_;
   std::map<std::string, Entry, std::less<>> jobs_ ABSL_GUARDED_BY(mu_);  // by job id
-  std::map<int64_t, std::string> in_order_ ABSL_GUARDED_BY(mu_);        // order -> job id
+  std::map<int64_t, std::string> in_order_ ABSL_GUARDED_BY(mu_);         // order -> job id
   std::deque<std::string> ended_ ABSL_GUARDED_BY(mu_);  // ended job ids, earliest end first
   int64_t next_order_ ABSL_GUARDED_BY(mu_) = 1;
 };

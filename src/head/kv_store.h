@@ -37,7 +37,7 @@ class KvStore {
  private:
   StoreWriter* writer_;
   StateStore* store_;  // for reads
-  absl::Mutex mu_;  // orders writes; reads go straight to the (thread-safe) store
+  absl::Mutex mu_;     // orders writes; reads go straight to the (thread-safe) store
 };
 
 }  // namespace tessera

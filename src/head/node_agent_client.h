@@ -24,9 +24,8 @@ class NodeAgentClient {
 };
 
 // Makes the client for a node at its agent address; called once per registration.
-using NodeAgentClientFactory =
-    std::function<std::shared_ptr<NodeAgentClient>(const std::string& node_id,
-                                                   const std::string& address)>;
+using NodeAgentClientFactory = std::function<std::shared_ptr<NodeAgentClient>(
+    const std::string& node_id, const std::string& address)>;
 
 // The generated stub over one channel (reused for every call), each call with retry.rpc's
 // deadline per attempt and backoff (prepare, commit and cancel are idempotent per bundle).

@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "head/state_store.h"
@@ -62,7 +63,8 @@ void NodeRegistry::MirrorLeases(Node& node, const std::vector<ReportedLease>& le
     // A lease the view cannot take (the head reserved those devices for a bundle the agent has
     // not prepared yet) is retried at the next heartbeat; the bundle's prepare fails meanwhile.
     if (!taken.ok()) continue;
-    (void)view.SetHolder(taken->id, Holder{HolderKind::kLease, lease.lease_id});
+    IgnoreStatus(view.SetHolder(taken->id, Holder{HolderKind::kLease, lease.lease_id}),
+                 "cannot fail: the allocation was just taken");
     node.leases.emplace(lease.lease_id, taken->id);
   }
   for (auto it = node.leases.begin(); it != node.leases.end();) {
@@ -70,7 +72,8 @@ void NodeRegistry::MirrorLeases(Node& node, const std::vector<ReportedLease>& le
       ++it;
       continue;
     }
-    (void)view.Release(it->second);
+    IgnoreStatus(view.Release(it->second),
+                 "NotFound only after the node's failure gave everything back");
     node.leases.erase(it++);
     cluster_->changed = true;
   }
@@ -115,10 +118,11 @@ void NodeRegistry::CheckHealth(absl::Time now) {
     DeclareDead(node, absl::StrCat("no heartbeat for ", Millis(now - from)));
   }
   if (spared > 0) {
-    options_.events->Record(absl::StrCat(
-        "the health check ran ", Millis(gap),
-        " after the previous one (the head was busy or paused); ", spared,
-        " nodes silent past the timeout were given that much longer"), "node");
+    options_.events->Record(
+        absl::StrCat("the health check ran ", Millis(gap),
+                     " after the previous one (the head was busy or paused); ", spared,
+                     " nodes silent past the timeout were given that much longer"),
+        "node");
   }
   absl::MutexLock lock(&heard_mu_);
   for (auto it = heard_.begin(); it != heard_.end();) {
@@ -143,7 +147,8 @@ void NodeRegistry::DeclareDead(Node& node, const std::string& reason) {
     }
   }
   auto lost = cluster_->view.FailNode(NodeId(node.id));
-  std::vector<Allocation> lost_allocations = lost.ok() ? *std::move(lost) : std::vector<Allocation>();
+  std::vector<Allocation> lost_allocations =
+      lost.ok() ? *std::move(lost) : std::vector<Allocation>();
   std::string event = absl::StrCat("node ", node.id, " declared dead: ", reason);
   if (!leases.empty()) absl::StrAppend(&event, "; work lost: ", DescribeHolders(leases));
   listener_->OnNodeDead(node.id, reason, lost_allocations, &event);
@@ -174,12 +179,12 @@ absl::Status NodeRegistry::Register(const wire::NodeRegistration& registration,
           " (incarnation ", live.incarnation, ", heard from ", Millis(silent),
           " ago); stop that agent first, or give this one another node id");
       options_.events->Record(absl::StrCat("a second agent for node ", id, " (at ",
-                                           registration.address, ") was refused: ", message), "node");
+                                           registration.address, ") was refused: ", message),
+                              "node");
       return absl::AlreadyExistsError(std::move(message));
     }
   }
-  const bool same_agent = existing != nodes_.end() &&
-                          existing->second.health == Health::kAlive &&
+  const bool same_agent = existing != nodes_.end() && existing->second.health == Health::kAlive &&
                           existing->second.incarnation == registration.incarnation;
   if (!same_agent) {
     if (existing != nodes_.end()) {
@@ -188,7 +193,8 @@ absl::Status NodeRegistry::Register(const wire::NodeRegistration& registration,
         DeclareDead(old, absl::StrCat("its agent restarted (incarnation ", old.incarnation, " -> ",
                                       registration.incarnation, ")"));
       }
-      (void)cluster_->view.RemoveNode(NodeId(id));
+      IgnoreStatus(cluster_->view.RemoveNode(NodeId(id)),
+                   "NotFound only for a node the view holds no more: nothing to remove");
       nodes_.erase(existing);
     }
     auto added = cluster_->view.AddNode(registration.spec);
@@ -265,7 +271,8 @@ absl::Status NodeRegistry::Restore() {
   }
   if (!records.empty()) {
     options_.events->Record(absl::StrCat("restored ", records.size(),
-                                         " nodes from the state store; waiting for their agents"), "node");
+                                         " nodes from the state store; waiting for their agents"),
+                            "node");
   }
   return absl::OkStatus();
 }

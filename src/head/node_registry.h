@@ -64,9 +64,9 @@ class NodeListener {
 struct NodeRegistryOptions {
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
   absl::Duration node_timeout = absl::Seconds(5);
-  Clock* clock = nullptr;               // required
-  StoreWriter* writer = nullptr;        // required
-  EventLog* events = nullptr;           // required
+  Clock* clock = nullptr;                // required
+  StoreWriter* writer = nullptr;         // required
+  EventLog* events = nullptr;            // required
   NodeAgentClientFactory agent_clients;  // required
 };
 

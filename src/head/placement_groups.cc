@@ -15,12 +15,13 @@ namespace tessera {
 
 using head_internal::Exact;
 
-void ReservationManager::DescribeGroup(const GroupEntry& group, v1::PlacementGroupInfo* info) const {
+void ReservationManager::DescribeGroup(const GroupEntry& group,
+                                       v1::PlacementGroupInfo* info) const {
   const ReservationRecord& record = Record(group);
   info->Clear();
   info->set_id(group.id);
   info->set_name(group.name);
-  info->set_strategy(std::string(PlacementStrategyName(record.spec.strategy)));
+  info->set_strategy(wire::PlacementStrategyToProto(record.spec.strategy));
   info->set_state(PlacementGroupStateOf(group.phase));
   info->set_option(static_cast<int>(record.choice));
   info->set_owner(group.owner);
@@ -111,8 +112,7 @@ absl::Status ReservationManager::RemovePlacementGroup(const std::string& name,
   });
 }
 
-absl::Status ReservationManager::WaitPlacementGroup(const std::string& name,
-                                                    absl::Duration timeout,
+absl::Status ReservationManager::WaitPlacementGroup(const std::string& name, absl::Duration timeout,
                                                     v1::PlacementGroupInfo* response) {
   // A real wait on a condition variable: real time, whatever clock the head runs on (a fake
   // clock would never move while this waits).

@@ -55,14 +55,14 @@ absl::Status ErrorReplyStatus(std::string_view error) {
     return absl::UnavailableError(text);
   }
   if (word == "NOAUTH") {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "the server needs a password and none was given (", text,
-        "); give a password file (--redis-password-file)"));
+    return absl::UnauthenticatedError(
+        absl::StrCat("the server needs a password and none was given (", text,
+                     "); give a password file (--redis-password-file)"));
   }
   if (word == "NOPERM") return absl::PermissionDeniedError(text);
   if (word == "WRONGTYPE") {
-    return absl::FailedPreconditionError(absl::StrCat(
-        text, " (the key is not a hash: does another program use this key prefix?)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(text, " (the key is not a hash: does another program use this key prefix?)"));
   }
   if (word == "OOM") return absl::ResourceExhaustedError(text);
   if (word == "READONLY" || word == "MISCONF") return absl::FailedPreconditionError(text);
@@ -138,8 +138,8 @@ absl::Status WithPrefix(const absl::Status& status, std::string_view prefix) {
 absl::StatusOr<RedisAddress> ParseRedisAddress(std::string_view address) {
   const std::string shown(address);
   auto invalid = [&shown](std::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("redis address ", Quote(shown), ": ",
-                                                   ToAbsl(why)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("redis address ", Quote(shown), ": ", ToAbsl(why)));
   };
   RedisAddress out;
   out.text = shown;
@@ -200,8 +200,7 @@ absl::StatusOr<std::string> ReadRedisPasswordFile(const std::string& path) {
     return ErrnoStatus(errno, absl::StrCat("cannot open the redis password file ", path));
   }
   if (absl::Status status = CheckPrivateFile(fd.get(), path); !status.ok()) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("redis password file: ", status.message()));
+    return absl::PermissionDeniedError(absl::StrCat("redis password file: ", status.message()));
   }
   std::string content;
   char buffer[512];
@@ -214,9 +213,8 @@ absl::StatusOr<std::string> ReadRedisPasswordFile(const std::string& path) {
     if (n == 0) break;
     content.append(buffer, static_cast<size_t>(n));
     if (content.size() > kMaxPasswordBytes + 2) {
-      return absl::InvalidArgumentError(absl::StrCat("the redis password file ", path,
-                                                     " is larger than ", kMaxPasswordBytes,
-                                                     " bytes"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the redis password file ", path, " is larger than ", kMaxPasswordBytes, " bytes"));
     }
   }
   if (content.ends_with('\n')) content.pop_back();
@@ -225,9 +223,9 @@ absl::StatusOr<std::string> ReadRedisPasswordFile(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat("the redis password file ", path, " is empty"));
   }
   if (content.find_first_of(std::string_view("\n\r\0", 3)) != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the redis password file ", path,
-        " must hold the password on one line (it holds a line break or a NUL byte)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the redis password file ", path,
+                     " must hold the password on one line (it holds a line break or a NUL byte)"));
   }
   return content;
 }
@@ -283,10 +281,10 @@ absl::Status RedisStateStore::Connect() const {
   context_.reset();
   ScopedSigpipeBlock no_sigpipe;
   const timeval connect_timeout = absl::ToTimeval(options_.connect_timeout);
-  Context context(address_.kind == RedisAddress::Kind::kUnix
-                      ? redisConnectUnixWithTimeout(address_.path.c_str(), connect_timeout)
-                      : redisConnectWithTimeout(address_.host.c_str(), address_.port,
-                                                connect_timeout));
+  Context context(
+      address_.kind == RedisAddress::Kind::kUnix
+          ? redisConnectUnixWithTimeout(address_.path.c_str(), connect_timeout)
+          : redisConnectWithTimeout(address_.host.c_str(), address_.port, connect_timeout));
   if (context == nullptr) return absl::ResourceExhaustedError("cannot allocate a connection");
   if (context->err != 0) {
     return absl::UnavailableError(absl::StrCat("cannot connect (", OneLine(context->errstr), ")"));
@@ -313,14 +311,14 @@ absl::Status RedisStateStore::Connect() const {
       // Redis's replies to AUTH never repeat the password; they are safe to show.
       const std::string error = OneLine(ReplyString(*reply));
       if (FirstWord(error) == "WRONGPASS" || error.find("invalid password") != std::string::npos) {
-        return absl::UnauthenticatedError(absl::StrCat(
-            "AUTH: the server refused the password in ", options_.password_file, " (", error, ")"));
+        return absl::UnauthenticatedError(absl::StrCat("AUTH: the server refused the password in ",
+                                                       options_.password_file, " (", error, ")"));
       }
       if (error.find("without any password configured") != std::string::npos ||
           error.find("no password is set") != std::string::npos) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "AUTH: a password file (", options_.password_file,
-            ") was given but the server has no password set (", error, ")"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("AUTH: a password file (", options_.password_file,
+                         ") was given but the server has no password set (", error, ")"));
       }
       return WithPrefix(ErrorReplyStatus(error), "AUTH: ");
     }
@@ -461,8 +459,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RedisStateStore
     if (!reply.ok()) return reply.status();
     const redisReply& page = **reply;
     if (page.type != REDIS_REPLY_ARRAY || page.elements != 2 ||
-        page.element[0]->type != REDIS_REPLY_STRING ||
-        page.element[1]->type != REDIS_REPLY_ARRAY) {
+        page.element[0]->type != REDIS_REPLY_STRING || page.element[1]->type != REDIS_REPLY_ARRAY) {
       return malformed("not a cursor and an array");
     }
     const redisReply& fields = *page.element[1];

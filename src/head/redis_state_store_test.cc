@@ -36,12 +36,12 @@ using ::testing::Not;
 constexpr char kPassword[] = "s3cret-Pa55word-never-shown";
 
 // Skips the test, saying why, when redis-server is not installed.
-#define START_REDIS_OR_SKIP(var, ...)                                                      \
-  auto var##_or = testing::RedisTestServer::Create(__VA_ARGS__);                         \
-  if (!var##_or.ok() && var##_or.status().code() == absl::StatusCode::kNotFound) {         \
-    GTEST_SKIP() << "no Redis to test against: " << var##_or.status().message();           \
-  }                                                                                        \
-  ASSERT_TRUE(var##_or.ok()) << var##_or.status();                                         \
+#define START_REDIS_OR_SKIP(var, ...)                                              \
+  auto var##_or = testing::RedisTestServer::Create(__VA_ARGS__);                   \
+  if (!var##_or.ok() && var##_or.status().code() == absl::StatusCode::kNotFound) { \
+    GTEST_SKIP() << "no Redis to test against: " << var##_or.status().message();   \
+  }                                                                                \
+  ASSERT_TRUE(var##_or.ok()) << var##_or.status();                                 \
   std::unique_ptr<testing::RedisTestServer> var = *std::move(var##_or)
 
 std::string Message(const absl::Status& status) { return std::string(status.message()); }
@@ -65,6 +65,10 @@ class HookedClock : public Clock {
   void SleepFor(absl::Duration duration) override {
     if (on_first_sleep_) std::exchange(on_first_sleep_, nullptr)();
     fake_.SleepFor(duration);
+  }
+  bool AwaitWithDeadline(absl::Mutex& mu, const absl::Condition& condition, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) override {
+    return fake_.AwaitWithDeadline(mu, condition, deadline);
   }
   int sleep_count() const { return fake_.sleep_count(); }
 

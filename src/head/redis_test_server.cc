@@ -1,7 +1,7 @@
 #include "head/redis_test_server.h"
 
-#include <stdlib.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "process/file_util.h"
@@ -94,10 +95,8 @@ class RawConnection {
     const std::string rest = line.substr(1);
     switch (line[0]) {
       case '+':
-      case ':':
-        return rest;
-      case '-':
-        return absl::FailedPreconditionError(rest);
+      case ':': return rest;
+      case '-': return absl::FailedPreconditionError(rest);
       case '$': {
         const long length = std::strtol(rest.c_str(), nullptr, 10);
         if (length < 0) return absl::NotFoundError("nil");
@@ -105,8 +104,7 @@ class RawConnection {
         bulk.resize(static_cast<size_t>(length));
         return bulk;
       }
-      default:
-        return absl::UnimplementedError(absl::StrCat("reply type ", line.substr(0, 1)));
+      default: return absl::UnimplementedError(absl::StrCat("reply type ", line.substr(0, 1)));
     }
   }
 
@@ -146,8 +144,7 @@ bool Answers(const std::string& socket_path) {
   auto connection = RawConnection::Open(socket_path);
   if (!connection.ok() || !connection->Send({"PING"}).ok()) return false;
   auto reply = connection->ReadReply();
-  return reply.ok() ? *reply == "PONG"
-                    : ToStd(reply.status().message()).starts_with("NOAUTH");
+  return reply.ok() ? *reply == "PONG" : ToStd(reply.status().message()).starts_with("NOAUTH");
 }
 
 // The last non-empty line of `path`, for saying why the server would not start.
@@ -200,15 +197,12 @@ absl::StatusOr<std::unique_ptr<RedisTestServer>> RedisTestServer::Create(
   server->config_path_ = server->dir_ + "/redis.conf";
   server->log_path_ = server->dir_ + "/redis.log";
   server->password_ = options.password;
-  std::string config = absl::StrCat(
-      "port 0\n",  // no TCP listener at all
-      "unixsocket ", ConfigQuote(server->socket_path_), "\n",
-      "unixsocketperm 700\n",
-      "save \"\"\n",  // no RDB snapshots
-      options.persistent ? "appendonly yes\nappendfsync always\n" : "appendonly no\n",
-      "dir ", ConfigQuote(server->dir_), "\n",
-      "daemonize no\n",
-      "databases 1\n");
+  std::string config =
+      absl::StrCat("port 0\n",  // no TCP listener at all
+                   "unixsocket ", ConfigQuote(server->socket_path_), "\n", "unixsocketperm 700\n",
+                   "save \"\"\n",  // no RDB snapshots
+                   options.persistent ? "appendonly yes\nappendfsync always\n" : "appendonly no\n",
+                   "dir ", ConfigQuote(server->dir_), "\n", "daemonize no\n", "databases 1\n");
   if (!options.password.empty()) {
     absl::StrAppend(&config, "requirepass ", ConfigQuote(options.password), "\n");
   }
@@ -218,7 +212,7 @@ absl::StatusOr<std::unique_ptr<RedisTestServer>> RedisTestServer::Create(
 }
 
 RedisTestServer::~RedisTestServer() {
-  (void)Stop();
+  IgnoreStatus(Stop(), "a destructor: nothing is left to tell of a stop that failed");
   std::error_code ignored;
   if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
 }
@@ -246,17 +240,16 @@ absl::Status RedisTestServer::Start() {
     if (!exited.ok() || *exited) {
       auto status = child_->Wait();
       child_.reset();
-      return absl::InternalError(absl::StrCat(
-          "redis-server exited before answering (",
-          status.ok() ? DescribeExit(*status) : std::string(status.status().message()),
-          "): ", LastLine(log_path_)));
+      return absl::InternalError(
+          absl::StrCat("redis-server exited before answering (",
+                       status.ok() ? DescribeExit(*status) : std::string(status.status().message()),
+                       "): ", LastLine(log_path_)));
     }
     if (absl::Now() > deadline) {
-      (void)Stop();
-      return absl::DeadlineExceededError(absl::StrCat("redis-server did not answer on ",
-                                                      socket_path_, " within ",
-                                                      absl::FormatDuration(kStartTimeout), ": ",
-                                                      LastLine(log_path_)));
+      IgnoreStatus(Stop(), "the error that matters is the timeout, returned below");
+      return absl::DeadlineExceededError(
+          absl::StrCat("redis-server did not answer on ", socket_path_, " within ",
+                       absl::FormatDuration(kStartTimeout), ": ", LastLine(log_path_)));
     }
     absl::SleepFor(absl::Milliseconds(5));
   }
@@ -265,7 +258,8 @@ absl::Status RedisTestServer::Start() {
 
 absl::Status RedisTestServer::Stop() {
   if (child_ == nullptr) return absl::OkStatus();
-  (void)child_->Signal(SIGCONT);  // a paused server must be able to act on SIGTERM
+  IgnoreStatus(child_->Signal(SIGCONT),  // a paused server must be able to act on SIGTERM
+               "one that exited already is what Terminate reports below");
   auto exit = child_->Terminate(kStopGrace);
   child_.reset();
   if (!exit.ok()) return exit.status();

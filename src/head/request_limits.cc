@@ -55,18 +55,18 @@ absl::Status CheckSelector(std::string_view field, const v1::LabelSelector& sele
 }
 
 absl::Status CheckResourceRequest(std::string_view field, const v1::ResourceRequest& request) {
-  TESSERA_RETURN_IF_ERROR(CheckResources(absl::StrCat(ToAbsl(field), ".resources"),
-                                         request.resources()));
-  TESSERA_RETURN_IF_ERROR(CheckAtMost(absl::StrCat(ToAbsl(field), " has"),
-                                      request.fallbacks_size(), "fallbacks", kMaxLabelFallbacks));
-  TESSERA_RETURN_IF_ERROR(CheckSelector(absl::StrCat(ToAbsl(field), ".label_selector"),
-                                        request.label_selector()));
+  TESSERA_RETURN_IF_ERROR(
+      CheckResources(absl::StrCat(ToAbsl(field), ".resources"), request.resources()));
+  TESSERA_RETURN_IF_ERROR(CheckAtMost(absl::StrCat(ToAbsl(field), " has"), request.fallbacks_size(),
+                                      "fallbacks", kMaxLabelFallbacks));
+  TESSERA_RETURN_IF_ERROR(
+      CheckSelector(absl::StrCat(ToAbsl(field), ".label_selector"), request.label_selector()));
   for (int i = 0; i < request.fallbacks_size(); ++i) {
     TESSERA_RETURN_IF_ERROR(
         CheckSelector(absl::StrCat(ToAbsl(field), ".fallbacks[", i, "]"), request.fallbacks(i)));
   }
-  TESSERA_RETURN_IF_ERROR(CheckName(absl::StrCat(ToAbsl(field), ".affinity_node_id"),
-                                    request.affinity_node_id()));
+  TESSERA_RETURN_IF_ERROR(
+      CheckName(absl::StrCat(ToAbsl(field), ".affinity_node_id"), request.affinity_node_id()));
   return CheckName(absl::StrCat(ToAbsl(field), ".placement_group"), request.placement_group());
 }
 
@@ -74,9 +74,8 @@ absl::Status CheckResourceRequest(std::string_view field, const v1::ResourceRequ
 // fallbacks[2]"), `field` its bundles' path ("primary", "fallbacks[2]").
 absl::Status CheckBundleOption(std::string_view subject, std::string_view field,
                                const v1::BundleOptionSpec& option) {
-  TESSERA_RETURN_IF_ERROR(CheckAtMost(absl::StrCat(ToAbsl(subject), " has"),
-                                      option.bundles_size(), "bundles",
-                                      kMaxBundlesPerPlacementGroup));
+  TESSERA_RETURN_IF_ERROR(CheckAtMost(absl::StrCat(ToAbsl(subject), " has"), option.bundles_size(),
+                                      "bundles", kMaxBundlesPerPlacementGroup));
   for (int i = 0; i < option.bundles_size(); ++i) {
     const std::string where = absl::StrCat(ToAbsl(field), ".bundles[", i, "]");
     TESSERA_RETURN_IF_ERROR(CheckResources(where + ".resources", option.bundles(i).resources()));
@@ -91,11 +90,10 @@ absl::Status CheckBundleOption(std::string_view subject, std::string_view field,
 absl::Status Check(const v1::CreatePlacementGroupRequest& request) {
   TESSERA_RETURN_IF_ERROR(CheckName("request_id", request.request_id()));
   TESSERA_RETURN_IF_ERROR(CheckName("name", request.name()));
-  TESSERA_RETURN_IF_ERROR(CheckName("strategy", request.strategy()));
   TESSERA_RETURN_IF_ERROR(CheckName("owner", request.owner()));
   TESSERA_RETURN_IF_ERROR(CheckName("same_label", request.same_label()));
-  TESSERA_RETURN_IF_ERROR(CheckAtMost("placement group has", request.fallbacks_size(),
-                                      "fallbacks", kMaxPlacementGroupFallbacks));
+  TESSERA_RETURN_IF_ERROR(CheckAtMost("placement group has", request.fallbacks_size(), "fallbacks",
+                                      kMaxPlacementGroupFallbacks));
   TESSERA_RETURN_IF_ERROR(CheckBundleOption("placement group", "primary", request.primary()));
   for (int i = 0; i < request.fallbacks_size(); ++i) {
     const std::string field = absl::StrCat("fallbacks[", i, "]");
@@ -134,13 +132,11 @@ absl::Status Check(const v1::ReserveSlicesRequest& request) {
     }
     TESSERA_RETURN_IF_ERROR(
         CheckChars(where + ".topology", alternative.topology(), kMaxTopologyLength));
-    TESSERA_RETURN_IF_ERROR(CheckChars(where + ".accelerator_type",
-                                       alternative.accelerator_type(),
+    TESSERA_RETURN_IF_ERROR(CheckChars(where + ".accelerator_type", alternative.accelerator_type(),
                                        kMaxAcceleratorTypeLength));
     TESSERA_RETURN_IF_ERROR(CheckResources(where + ".per_host", alternative.per_host()));
     TESSERA_RETURN_IF_ERROR(CheckName(where + ".domain", alternative.domain()));
-    TESSERA_RETURN_IF_ERROR(
-        CheckSelector(where + ".label_selector", alternative.label_selector()));
+    TESSERA_RETURN_IF_ERROR(CheckSelector(where + ".label_selector", alternative.label_selector()));
   }
   return absl::OkStatus();
 }
@@ -162,13 +158,14 @@ absl::Status Check(const v1::PickNodeRequest& request) {
 
 absl::Status Check(const v1::ReportTaskEventsRequest& request) {
   TESSERA_RETURN_IF_ERROR(CheckName("job_id", request.job_id()));
-  TESSERA_RETURN_IF_ERROR(CheckAtMost("report has", request.events_size(), "events",
-                                      kMaxTaskEventsPerReport));
+  TESSERA_RETURN_IF_ERROR(
+      CheckAtMost("report has", request.events_size(), "events", kMaxTaskEventsPerReport));
   for (int i = 0; i < request.events_size(); ++i) {
     const v1::TaskEvent& event = request.events(i);
     const std::string field = absl::StrCat("events[", i, "]");
     TESSERA_RETURN_IF_ERROR(CheckBytes(field + ".task_id", event.task_id(), kMaxTaskEventIdBytes));
-    TESSERA_RETURN_IF_ERROR(CheckBytes(field + ".actor_id", event.actor_id(), kMaxTaskEventIdBytes));
+    TESSERA_RETURN_IF_ERROR(
+        CheckBytes(field + ".actor_id", event.actor_id(), kMaxTaskEventIdBytes));
     TESSERA_RETURN_IF_ERROR(CheckBytes(field + ".name", event.name(), kMaxTaskEventNameBytes));
     TESSERA_RETURN_IF_ERROR(CheckBytes(field + ".kind", event.kind(), kMaxTaskEventIdBytes));
     TESSERA_RETURN_IF_ERROR(CheckName(field + ".node_id", event.node_id()));
@@ -234,8 +231,8 @@ absl::Status Check(const v1::RegisterActorRequest& request) {
   TESSERA_RETURN_IF_ERROR(CheckName("actor.worker_id", actor.worker_id()));
   TESSERA_RETURN_IF_ERROR(
       CheckChars("actor.class_name", actor.class_name(), kMaxActorClassNameLength));
-  TESSERA_RETURN_IF_ERROR(CheckBytes("actor.handle_metadata", actor.handle_metadata(),
-                                     kMaxActorHandleMetadataBytes));
+  TESSERA_RETURN_IF_ERROR(
+      CheckBytes("actor.handle_metadata", actor.handle_metadata(), kMaxActorHandleMetadataBytes));
   return CheckBytes("actor.death_cause", actor.death_cause(), kMaxActorDeathCauseBytes);
 }
 

@@ -7,6 +7,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
+#include "base/ignore_status.h"
 
 namespace tessera {
 
@@ -162,10 +163,11 @@ void CancelBundles(const std::string& group, const std::vector<NodeWork>& work) 
     if (request.bundle_indices_size() == 0) continue;
     calls.emplace_back(&w, std::move(request));
   }
-  // Best effort: a node that cannot be reached is declared dead by the health check, and its
-  // agent releases unknown bundles when it registers again.
-  ForEachInParallel(calls.size(),
-                    [&](size_t i) { (void)calls[i].first->client->Cancel(calls[i].second); });
+  ForEachInParallel(calls.size(), [&](size_t i) {
+    IgnoreStatus(calls[i].first->client->Cancel(calls[i].second),
+                 "best effort: a node that cannot be reached is declared dead by the health "
+                 "check, and its agent releases unknown bundles when it registers again");
+  });
 }
 
 }  // namespace tessera

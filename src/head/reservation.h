@@ -2,10 +2,12 @@
 // held with an exact allocation on one node agent, committed there with two-phase commit
 // (prepare on every node, then commit on all, cancel what was prepared on any failure). The
 // kinds differ only in how their bundles are chosen (PlacementGroupScheduler or
-// DomainGroupScheduler) and how they are described in the protocol; ReservationManager supplies those.
+// DomainGroupScheduler) and how they are described in the protocol; ReservationManager supplies
+// those.
 //
-// Threading: Reservation and NodeWorkPlan are plain values guarded by their owner (the ReservationManager's
-// lock, ClusterState::mu). TwoPhaseCommit and CancelBundles make RPCs: call them without holding any lock.
+// Threading: Reservation and NodeWorkPlan are plain values guarded by their owner (the
+// ReservationManager's lock, ClusterState::mu). TwoPhaseCommit and CancelBundles make RPCs: call
+// them without holding any lock.
 #pragma once
 
 #include <functional>
@@ -70,7 +72,7 @@ struct Reservation {
 // The agent work of one two-phase round on one node.
 struct NodeWork {
   std::string node;
-  std::shared_ptr<NodeAgentClient> client;  // nullptr: the node is not alive
+  std::shared_ptr<NodeAgentClient> client;                     // nullptr: the node is not alive
   std::vector<std::pair<int, wire::ExactAllocation>> prepare;  // bundle index, allocation
   std::vector<int> cancel;
 };
@@ -101,8 +103,8 @@ class NodeWorkPlan {
 // node and the step.
 absl::Status TwoPhaseCommit(const std::string& group, const std::vector<NodeWork>& work);
 
-// Best effort: cancels the work's prepared and cancelled bundles on the nodes that are alive, on all
-// of them at once.
+// Best effort: cancels the work's prepared and cancelled bundles on the nodes that are alive, on
+// all of them at once.
 void CancelBundles(const std::string& group, const std::vector<NodeWork>& work);
 
 }  // namespace tessera

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/ignore_status.h"
 #include "base/string_util.h"
 #include "head/head_service_internal.h"
 #include "head/state_store.h"
@@ -64,13 +65,10 @@ Reservation* ReservationManager::Find(ReservationKind kind, const std::string& n
   return found != nullptr && found->kind == kind ? found : nullptr;
 }
 
-bool ReservationManager::NameTaken(const std::string& name) const {
-  return Find(name) != nullptr;
-}
+bool ReservationManager::NameTaken(const std::string& name) const { return Find(name) != nullptr; }
 
-absl::Status ReservationManager::ClaimName(const std::string& requested,
-                                           absl::string_view prefix, int64_t* counter,
-                                           std::string* id, std::string* name) {
+absl::Status ReservationManager::ClaimName(const std::string& requested, absl::string_view prefix,
+                                           int64_t* counter, std::string* id, std::string* name) {
   if (!requested.empty() && NameTaken(requested)) {
     return absl::AlreadyExistsError(absl::StrCat("a group named ", requested, " exists"));
   }
@@ -169,7 +167,8 @@ absl::Status ReservationManager::PersistCreated(Reservation& reservation, int64_
                                                 StoredRecord(reservation));
   if (written.ok()) return written;
   // Not durable, so never made: the engine gives back what it placed, the name and id are free.
-  (void)cluster_->reservations.Remove(reservation.name);
+  IgnoreStatus(cluster_->reservations.Remove(reservation.name),
+               "NotFound only when the engine holds nothing of it: nothing to give back");
   *counter = counter_before;
   if (reservation.kind == ReservationKind::kPlacementGroup) {
     groups_.erase(reservation.name);
@@ -241,8 +240,7 @@ void ReservationManager::NodeDead(const std::string& node, const std::string& re
   }
 }
 
-void ReservationManager::LostBundle(Reservation& reservation, int index,
-                                        const std::string& node) {
+void ReservationManager::LostBundle(Reservation& reservation, int index, const std::string& node) {
   reservation.confirmed[index].reset();
   reservation.phase = ReservationPhase::kDegraded;
   if (reservation.replaceable()) {
@@ -306,12 +304,12 @@ void ReservationManager::Sync(const std::string& name) {
       reservation->busy = true;
     }
     CancelBundles(name, stale);
-    const absl::Time commit_start = absl::Now();
+    const absl::Time commit_start = options_.clock->Now();
     absl::Status status = TwoPhaseCommit(name, work);
     if (metrics::Histogram* commit =
             status.ok() ? options_.latency.commit_ok : options_.latency.commit_failed;
         commit != nullptr) {
-      commit->Observe(absl::ToDoubleSeconds(absl::Now() - commit_start));
+      commit->Observe(absl::ToDoubleSeconds(options_.clock->Now() - commit_start));
     }
     ClusterLock lock(&cluster_->mu, nodes_->mutex());
     Reservation& reservation = *Find(name);  // busy: nobody removed it
@@ -362,7 +360,7 @@ Reservation* ReservationManager::WaitUntilIdle(ReservationKind kind, const std::
 }
 
 void ReservationManager::SyncAndDescribe(ReservationKind kind, const std::string& name,
-                                  absl::FunctionRef<void(const Reservation*)> describe) {
+                                         absl::FunctionRef<void(const Reservation*)> describe) {
   // Another sync (the ticker's) may hold the reservation; when it lets go between two of its
   // rounds the phase can still read kCommitting although the commit went through. Sync again
   // then, so the caller is told the outcome, not that moment. Bounded: a sync always leaves
@@ -406,7 +404,8 @@ void ReservationManager::Erase(Reservation& reservation) {
   options_.events->RecordChange(
       absl::StrCat(ToAbsl(ReservationNoun(reservation.kind)), " ", name, " removed"),
       "reservation");
-  (void)cluster_->reservations.Remove(name);  // gives back what the engine held
+  IgnoreStatus(cluster_->reservations.Remove(name),  // gives back what the engine held
+               "NotFound only when the engine holds nothing of it: nothing to give back");
   reservation.confirmed.clear();
   // Again after a removal a caller asked for (its record went first): a node's death during
   // the cancels may have written it back.
@@ -510,19 +509,23 @@ std::vector<size_t> ReservationManager::Reconcile(const std::string& node,
     const std::string list = absl::StrJoin(indices, ",");
     const bool known = NameTaken(group);
     if (registering) {
-      options_.events->Record(
-          known ? absl::StrCat("bundles ", list, " of ", group, " on ", node,
-                               " are not held by the head; they were released")
-                : absl::StrCat("placement group ", group,
-                               " was lost with the head restart; its bundles on ", node,
-                               " were released"), "reservation");
+      options_.events->Record(known
+                                  ? absl::StrCat("bundles ", list, " of ", group, " on ", node,
+                                                 " are not held by the head; they were released")
+                                  : absl::StrCat("placement group ", group,
+                                                 " was lost with the head restart; its bundles on ",
+                                                 node, " were released"),
+                              "reservation");
     } else {
-      options_.events->Record(absl::StrCat(
-          "bundles ", list, " of ", group, " on ", node,
-          known ? " were held by the agent but not by the head (prepared after the head had "
-                  "cancelled them); they were released"
-                : " belong to no group the head holds (removed, or prepared after the head gave "
-                  "up on it); they were released"), "reservation");
+      options_.events->Record(
+          absl::StrCat(
+              "bundles ", list, " of ", group, " on ", node,
+              known
+                  ? " were held by the agent but not by the head (prepared after the head had "
+                    "cancelled them); they were released"
+                  : " belong to no group the head holds (removed, or prepared after the head gave "
+                    "up on it); they were released"),
+          "reservation");
     }
   }
   if (registering) return release;
@@ -533,10 +536,10 @@ std::vector<size_t> ReservationManager::Reconcile(const std::string& node,
   for (auto it = epochs->second.begin(); it != epochs->second.end();) {
     const auto& [key, epoch] = *it;
     Reservation* reservation = Find(key.first);
-    const bool still_committed =
-        reservation != nullptr && key.second < static_cast<int>(reservation->confirmed.size()) &&
-        reservation->confirmed[key.second].has_value() &&
-        reservation->confirmed[key.second]->node == node;
+    const bool still_committed = reservation != nullptr &&
+                                 key.second < static_cast<int>(reservation->confirmed.size()) &&
+                                 reservation->confirmed[key.second].has_value() &&
+                                 reservation->confirmed[key.second]->node == node;
     if (!still_committed) {
       it = epochs->second.erase(it);
       continue;
@@ -664,13 +667,13 @@ void ReservationManager::StartSync(const std::string& name) {
     return;
   }
   syncs_.emplace(name, std::thread([this, name] {
-    Sync(name);
-    absl::MutexLock done(&syncs_mu_);
-    auto it = syncs_.find(name);
-    finished_syncs_.push_back(std::move(it->second));
-    syncs_.erase(it);
-    syncs_done_.SignalAll();
-  }));
+                   Sync(name);
+                   absl::MutexLock done(&syncs_mu_);
+                   auto it = syncs_.find(name);
+                   finished_syncs_.push_back(std::move(it->second));
+                   syncs_.erase(it);
+                   syncs_done_.SignalAll();
+                 }));
 }
 
 void ReservationManager::WaitForSyncs() {
@@ -723,12 +726,12 @@ BundleTargetAdvice ReservationManager::AdviseBundleTarget(
     return BundleTargetAdvice{Status::kPlaced, node.value(), ""};
   }
   if (!check.replacing.empty()) return advice(Status::kPending, check.replacing);
-  return advice(Status::kPending,
-                bundle_index >= 0
-                    ? absl::StrCat("bundle ", bundle_index, " of ", name,
-                                   " is not held on a live node that was not tried yet")
-                    : absl::StrCat("no bundle of ", name,
-                                   " is held on a live node that was not tried yet"));
+  return advice(
+      Status::kPending,
+      bundle_index >= 0
+          ? absl::StrCat("bundle ", bundle_index, " of ", name,
+                         " is not held on a live node that was not tried yet")
+          : absl::StrCat("no bundle of ", name, " is held on a live node that was not tried yet"));
 }
 
 }  // namespace tessera

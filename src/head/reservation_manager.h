@@ -23,6 +23,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -47,10 +48,10 @@
 namespace tessera {
 
 struct ReservationManagerOptions {
-  Clock* clock = nullptr;               // required
-  StoreWriter* writer = nullptr;        // required
-  EventLog* events = nullptr;           // required
-  DriverTable* drivers = nullptr;       // required
+  Clock* clock = nullptr;          // required
+  StoreWriter* writer = nullptr;   // required
+  EventLog* events = nullptr;      // required
+  DriverTable* drivers = nullptr;  // required
   absl::Duration retry_interval = absl::Seconds(1);
   size_t max_concurrent_syncs = 8;
   HeadLatencyMetrics latency;  // decisions and commits timed there (null histograms: not timed)
@@ -77,8 +78,7 @@ class ReservationManager {
     v1::ReserveSlicesRequest request;
   };
 
-  ReservationManager(ReservationManagerOptions options, ClusterState* cluster,
-                     NodeRegistry* nodes);
+  ReservationManager(ReservationManagerOptions options, ClusterState* cluster, NodeRegistry* nodes);
   // Waits for the syncs Tick started.
   ~ReservationManager();
   // The mutex the methods marked ABSL_EXCLUSIVE_LOCKS_REQUIRED require: ClusterState::mu, the
@@ -262,10 +262,12 @@ class ReservationManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
   Reservation& AdoptRestored(SliceEntry entry, int64_t id_number)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
-  // A restored reservation's bundles count as committed where the engine holds them, except
-  // the bundle indices `not_held`.
-  void ConfirmRestored(Reservation& reservation, const std::vector<int>& not_held)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // A restored reservation as the engine took it back (`restored`). Refused (kPending): it waits
+  // anew, an event naming it as `noun` ("placement group", "slice group") says why, and false.
+  // Otherwise its bundles count as committed where the engine holds them, except the bundle
+  // indices the outcome lists as not held, and true.
+  bool ConfirmRestoredOrWait(Reservation& reservation, const ReservationOutcome& restored,
+                             std::string_view noun) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
 
   ReservationManagerOptions options_;
   ClusterState* cluster_;

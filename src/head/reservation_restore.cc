@@ -26,10 +26,6 @@ absl::Status Corrupt(std::string_view table, const std::string& key, absl::strin
       absl::StrCat("state store table ", ToAbsl(table), ", key ", key, ": ", why));
 }
 
-}  // namespace
-
-namespace {
-
 // The number after the last '-' of an id such as "pg-7" (0 when there is none).
 int64_t IdNumber(const std::string& id) {
   int64_t n = 0;
@@ -38,39 +34,67 @@ int64_t IdNumber(const std::string& id) {
   return n;
 }
 
-}  // namespace
-
-absl::Status ReservationManager::RestoreGroup(const std::string& key, const std::string& value) {
-  v1::StoredPlacementGroup stored;
+// The record under `key` in `table` (a v1::StoredPlacementGroup or v1::StoredSliceGroup, of a
+// `kind` "placement group" or "slice group"), once it is checked to be that group's.
+template <typename Stored>
+absl::StatusOr<Stored> ReadStoredRecord(std::string_view table, const std::string& key,
+                                        const std::string& value, std::string_view kind) {
+  Stored stored;
   if (!stored.ParseFromString(value)) {
-    return Corrupt(kPlacementGroupsTable, key, "not a placement group record");
+    return Corrupt(table, key, absl::StrCat("not a ", ToAbsl(kind), " record"));
   }
-  const v1::PlacementGroupInfo& info = stored.info();
-  if (info.name() != key) return Corrupt(kPlacementGroupsTable, key, "holds another group");
-  auto spec = wire::PlacementGroupSpecFromProto(stored.request());
-  if (!spec.ok()) return Corrupt(kPlacementGroupsTable, key, spec.status().message());
-  spec->name = key;
-  GroupEntry entry;
-  entry.id = info.id();
+  if (stored.info().name() != key) return Corrupt(table, key, "holds another group");
+  return stored;
+}
+
+// What the manager kept of a stored group before the restart (GroupEntry or SliceEntry); the
+// engine's placement and the phase are restored apart.
+template <typename Entry, typename Stored>
+Entry EntryOfStoredRecord(const std::string& key, const Stored& stored) {
+  Entry entry;
+  entry.id = stored.info().id();
   entry.name = key;
   entry.owner = stored.request().owner();
   entry.request = stored.request();
-  entry.explanation = info.explanation();
+  entry.explanation = stored.info().explanation();
+  return entry;
+}
+
+// A group that held nothing (`infeasible`, or pending) waits for room as it did: Tick retries
+// it. `spec` is its PlacementGroupSpec or DomainGroupRequest.
+template <typename Spec>
+absl::Status RestoreWaitingEntry(ReservationEngine& engine, std::string_view table,
+                                 const std::string& key, Spec spec, bool infeasible,
+                                 Reservation& entry) {
+  entry.phase = infeasible ? ReservationPhase::kInfeasible : ReservationPhase::kPending;
+  if (absl::Status kept = engine.RestoreWaiting(std::move(spec),
+                                                entry.phase == ReservationPhase::kInfeasible
+                                                    ? ReservationStatus::kInfeasible
+                                                    : ReservationStatus::kPending,
+                                                entry.explanation);
+      !kept.ok()) {
+    return Corrupt(table, key, kept.message());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ReservationManager::RestoreGroup(const std::string& key, const std::string& value) {
+  TESSERA_ASSIGN_OR_RETURN(const v1::StoredPlacementGroup stored,
+                           ReadStoredRecord<v1::StoredPlacementGroup>(kPlacementGroupsTable, key,
+                                                                      value, "placement group"));
+  const v1::PlacementGroupInfo& info = stored.info();
+  auto spec = wire::PlacementGroupSpecFromProto(stored.request());
+  if (!spec.ok()) return Corrupt(kPlacementGroupsTable, key, spec.status().message());
+  spec->name = key;
+  GroupEntry entry = EntryOfStoredRecord<GroupEntry>(key, stored);
   const bool held = info.state() == v1::PLACEMENT_GROUP_STATE_CREATED ||
                     info.state() == v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
   if (!held) {
-    // It held nothing: it waits for room as it did (Tick retries it).
-    entry.phase = info.state() == v1::PLACEMENT_GROUP_STATE_INFEASIBLE
-                      ? ReservationPhase::kInfeasible
-                      : ReservationPhase::kPending;
-    if (absl::Status kept = cluster_->reservations.RestoreWaiting(
-            *std::move(spec),
-            entry.phase == ReservationPhase::kInfeasible ? ReservationStatus::kInfeasible
-                                                         : ReservationStatus::kPending,
-            entry.explanation);
-        !kept.ok()) {
-      return Corrupt(kPlacementGroupsTable, key, kept.message());
-    }
+    TESSERA_RETURN_IF_ERROR(
+        RestoreWaitingEntry(cluster_->reservations, kPlacementGroupsTable, key, *std::move(spec),
+                            info.state() == v1::PLACEMENT_GROUP_STATE_INFEASIBLE, entry));
     AdoptRestored(std::move(entry), IdNumber(info.id()));
     return absl::OkStatus();
   }
@@ -93,15 +117,7 @@ absl::Status ReservationManager::RestoreGroup(const std::string& key, const std:
       *std::move(spec), static_cast<size_t>(info.option()), bundles);
   if (!restored.ok()) return Corrupt(kPlacementGroupsTable, key, restored.status().message());
   Reservation& group = AdoptRestored(std::move(entry), IdNumber(info.id()));
-  if (restored->status == ReservationStatus::kPending) {
-    // The record does not fit the cluster any more (a changed spec rule): it waits anew.
-    group.phase = ReservationPhase::kPending;
-    group.explanation = restored->explanation;
-    options_.events->Record(absl::StrCat("placement group ", key, " ", group.explanation),
-                            "reservation");
-    return absl::OkStatus();
-  }
-  ConfirmRestored(group, restored->bundles);
+  if (!ConfirmRestoredOrWait(group, *restored, "placement group")) return absl::OkStatus();
   group.phase = restored->status == ReservationStatus::kPlaced ? ReservationPhase::kHeld
                                                                : ReservationPhase::kDegraded;
   if (!restored->bundles.empty()) {
@@ -115,33 +131,19 @@ absl::Status ReservationManager::RestoreGroup(const std::string& key, const std:
 }
 
 absl::Status ReservationManager::RestoreSlice(const std::string& key, const std::string& value) {
-  v1::StoredSliceGroup stored;
-  if (!stored.ParseFromString(value)) {
-    return Corrupt(kSliceGroupsTable, key, "not a slice group record");
-  }
+  TESSERA_ASSIGN_OR_RETURN(
+      const v1::StoredSliceGroup stored,
+      ReadStoredRecord<v1::StoredSliceGroup>(kSliceGroupsTable, key, value, "slice group"));
   const v1::SliceGroupInfo& info = stored.info();
-  if (info.name() != key) return Corrupt(kSliceGroupsTable, key, "holds another group");
   auto parsed = wire::DomainGroupRequestFromProto(stored.request());
   if (!parsed.ok()) return Corrupt(kSliceGroupsTable, key, parsed.status().message());
   parsed->name = key;
-  SliceEntry entry;
-  entry.id = info.id();
-  entry.name = key;
-  entry.owner = stored.request().owner();
-  entry.request = stored.request();
-  entry.explanation = info.explanation();
+  SliceEntry entry = EntryOfStoredRecord<SliceEntry>(key, stored);
   if (info.state() != v1::SLICE_GROUP_STATE_RESERVED &&
       info.state() != v1::SLICE_GROUP_STATE_BROKEN) {
-    entry.phase = info.state() == v1::SLICE_GROUP_STATE_INFEASIBLE ? ReservationPhase::kInfeasible
-                                                                   : ReservationPhase::kPending;
-    if (absl::Status kept = cluster_->reservations.RestoreWaiting(
-            *std::move(parsed),
-            entry.phase == ReservationPhase::kInfeasible ? ReservationStatus::kInfeasible
-                                                         : ReservationStatus::kPending,
-            entry.explanation);
-        !kept.ok()) {
-      return Corrupt(kSliceGroupsTable, key, kept.message());
-    }
+    TESSERA_RETURN_IF_ERROR(
+        RestoreWaitingEntry(cluster_->reservations, kSliceGroupsTable, key, *std::move(parsed),
+                            info.state() == v1::SLICE_GROUP_STATE_INFEASIBLE, entry));
     AdoptRestored(std::move(entry), IdNumber(info.id()));
     return absl::OkStatus();
   }
@@ -161,16 +163,7 @@ absl::Status ReservationManager::RestoreSlice(const std::string& key, const std:
       *std::move(parsed), static_cast<size_t>(info.alternative()), bundles);
   if (!restored.ok()) return Corrupt(kSliceGroupsTable, key, restored.status().message());
   Reservation& slice = AdoptRestored(std::move(entry), IdNumber(info.id()));
-  if (restored->status == ReservationStatus::kPending) {
-    // Nothing of it is held: it is reserved anew, whole (the agents' old bundles are released
-    // as unknown by reconciliation).
-    slice.phase = ReservationPhase::kPending;
-    slice.explanation = restored->explanation;
-    options_.events->Record(absl::StrCat("slice group ", key, " ", slice.explanation),
-                            "reservation");
-    return absl::OkStatus();
-  }
-  ConfirmRestored(slice, restored->bundles);
+  if (!ConfirmRestoredOrWait(slice, *restored, "slice group")) return absl::OkStatus();
   if (restored->status == ReservationStatus::kBroken) {
     // As a host loss leaves it: reserved anew once its hosts are back (Tick).
     slice.phase = ReservationPhase::kDegraded;
@@ -201,8 +194,21 @@ Reservation& ReservationManager::AdoptRestored(SliceEntry entry, int64_t id_numb
   return slices_.emplace(name, std::move(entry)).first->second;
 }
 
-void ReservationManager::ConfirmRestored(Reservation& reservation,
-                                         const std::vector<int>& not_held) {
+bool ReservationManager::ConfirmRestoredOrWait(Reservation& reservation,
+                                               const ReservationOutcome& restored,
+                                               std::string_view noun) {
+  if (restored.status == ReservationStatus::kPending) {
+    // The engine refused the record: a placement group no longer fits the cluster (a changed
+    // spec rule), or nothing of a slice group is held (the agents' old bundles are released as
+    // unknown by reconciliation). It waits anew, whole.
+    reservation.phase = ReservationPhase::kPending;
+    reservation.explanation = restored.explanation;
+    options_.events->Record(
+        absl::StrCat(ToAbsl(noun), " ", reservation.name, " ", reservation.explanation),
+        "reservation");
+    return false;
+  }
+  const std::vector<int>& not_held = restored.bundles;
   const std::vector<std::optional<BundleHold>> desired = DesiredHolds(reservation);
   reservation.confirmed.assign(desired.size(), std::nullopt);
   for (size_t i = 0; i < desired.size(); ++i) {
@@ -214,6 +220,7 @@ void ReservationManager::ConfirmRestored(Reservation& reservation,
     reservation.confirmed[i] = desired[i];
     NoteCommitted(desired[i]->node, reservation.name, static_cast<int>(i));
   }
+  return true;
 }
 
 absl::Status ReservationManager::Restore() {
@@ -222,8 +229,9 @@ absl::Status ReservationManager::Restore() {
   TESSERA_ASSIGN_OR_RETURN(auto slices, options_.writer->store()->List(kSliceGroupsTable));
   for (const auto& [key, value] : slices) TESSERA_RETURN_IF_ERROR(RestoreSlice(key, value));
   if (!groups.empty() || !slices.empty()) {
-    options_.events->Record(absl::StrCat("restored ", groups.size(), " placement groups and ", slices.size(),
-                             " slice groups from the state store"), "reservation");
+    options_.events->Record(absl::StrCat("restored ", groups.size(), " placement groups and ",
+                                         slices.size(), " slice groups from the state store"),
+                            "reservation");
   }
   return absl::OkStatus();
 }

@@ -155,8 +155,7 @@ TEST(TwoPhaseCommitTest, AFailedOnePhaseCommitIsCancelledAsItMayHaveBeenApplied)
   plan.Prepare("a", 0, {});
   absl::Status status = TwoPhaseCommit("g", plan.Take());
   EXPECT_EQ(status.message(), "prepare on a failed: no answer");
-  EXPECT_EQ(agents.by_node["a"]->calls,
-            (std::vector<std::string>{"prepare+commit 0", "cancel 0"}));
+  EXPECT_EQ(agents.by_node["a"]->calls, (std::vector<std::string>{"prepare+commit 0", "cancel 0"}));
 }
 
 TEST(TwoPhaseCommitTest, EveryNodeIsAskedAtOnce) {

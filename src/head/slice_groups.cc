@@ -147,9 +147,11 @@ std::map<std::string, v1::ListSlicesResponse::Slice> ReservationManager::SliceCa
     if (auto t = labels.find(std::string(labels::kAcceleratorType)); t != labels.end()) {
       c.accelerator_type = t->second;
     }
-    if (auto t = labels.find(std::string(labels::kTpuTopology)); t != labels.end()) c.topology = t->second;
+    if (auto t = labels.find(std::string(labels::kTpuTopology)); t != labels.end())
+      c.topology = t->second;
     std::string worker;
-    if (auto w = labels.find(std::string(labels::kTpuWorkerId)); w != labels.end()) worker = w->second;
+    if (auto w = labels.find(std::string(labels::kTpuWorkerId)); w != labels.end())
+      worker = w->second;
     c.workers.insert(worker);
     if (node.health == NodeRegistry::Health::kAlive) c.alive_workers.insert(worker);
     auto tpu = node.description.resources().raw().find("TPU");
@@ -168,9 +170,8 @@ std::map<std::string, v1::ListSlicesResponse::Slice> ReservationManager::SliceCa
     out->set_accelerator_type(c.accelerator_type);
     out->set_topology(c.topology);
     int64_t chips = TopologyChips(c.topology);
-    int64_t hosts = (chips > 0 && c.tpu_per_host > 0)
-                        ? std::max<int64_t>(1, chips / c.tpu_per_host)
-                        : static_cast<int64_t>(c.workers.size());
+    int64_t hosts = (chips > 0 && c.tpu_per_host > 0) ? std::max<int64_t>(1, chips / c.tpu_per_host)
+                                                      : static_cast<int64_t>(c.workers.size());
     out->set_hosts(static_cast<int>(hosts));
     out->set_hosts_alive(static_cast<int>(c.alive_workers.size()));
     out->set_intact(static_cast<int64_t>(c.alive_workers.size()) >= hosts);

@@ -30,7 +30,8 @@ class StateStore {
  public:
   virtual ~StateStore() = default;
   // Creates or replaces.
-  virtual absl::Status Put(std::string_view table, std::string_view key, std::string_view value) = 0;
+  virtual absl::Status Put(std::string_view table, std::string_view key,
+                           std::string_view value) = 0;
   // nullopt when absent.
   virtual absl::StatusOr<std::optional<std::string>> Get(std::string_view table,
                                                          std::string_view key) const = 0;

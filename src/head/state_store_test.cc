@@ -123,8 +123,8 @@ TEST_P(StateStoreContractTest, ListIsSortedBytewiseAndMatchesThePrefixLiterally)
   ASSERT_TRUE(all.ok());
   std::vector<std::string> keys;
   for (const auto& [key, value] : *all) keys.push_back(key);
-  EXPECT_EQ(keys, (std::vector<std::string>{"a", "a*", "a?", "a[1]", "a\\", "aa", "ab", "b",
-                                             "\xff"}));
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{"a", "a*", "a?", "a[1]", "a\\", "aa", "ab", "b", "\xff"}));
   for (const char* prefix : {"a*", "a?", "a[", "a\\"}) {
     auto listed = store.List("kv", prefix);
     ASSERT_TRUE(listed.ok());

@@ -13,10 +13,9 @@
 namespace tessera {
 namespace {
 
-
 TEST(StoreWriterTest, TheHeadsOwnWritesWaitForTheStoreAndLandAsTheirLatestValue) {
   FailingStateStore store;
-  EventLog events(100);
+  EventLog events(100, Clock::Real());
   metrics::MetricRegistry registry;
   absl::StatusOr<StateStoreMetrics> metrics = StateStoreMetrics::Register(registry);
   ASSERT_TRUE(metrics.ok()) << metrics.status();
@@ -65,7 +64,7 @@ TEST(StoreWriterTest, TheHeadsOwnWritesWaitForTheStoreAndLandAsTheirLatestValue)
 
 TEST(StoreWriterTest, AFailedPingDegradesAHealthyStore) {
   FailingStateStore store;
-  EventLog events(100);
+  EventLog events(100, Clock::Real());
   StoreWriter writer(&store, &events);
   writer.MaybeCheckHealth(absl::UnixEpoch(), absl::Seconds(1));
   EXPECT_FALSE(writer.health().degraded);

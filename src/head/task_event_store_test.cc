@@ -9,7 +9,8 @@ namespace tessera {
 namespace {
 
 std::vector<v1::TaskEvent> Runs(const std::vector<std::string>& names,
-                                const std::string& outcome = "ok", const std::string& kind = "task") {
+                                const std::string& outcome = "ok",
+                                const std::string& kind = "task") {
   std::vector<v1::TaskEvent> events;
   for (const std::string& name : names) {
     v1::TaskEvent& event = events.emplace_back();

@@ -14,8 +14,8 @@ constexpr std::string_view kSelectorKey = "label_selector";
 
 absl::StatusOr<LabelSelector> ParseEntry(const YAML::Node& entry, size_t index) {
   const std::string line = labels_internal::LineOf(entry);
-  const std::string where =
-      absl::StrCat("fallback entry ", index, line.empty() ? "" : absl::StrCat(" (", line, ")"), ": ");
+  const std::string where = absl::StrCat("fallback entry ", index,
+                                         line.empty() ? "" : absl::StrCat(" (", line, ")"), ": ");
   auto fail = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(where, why));
   };
@@ -26,8 +26,8 @@ absl::StatusOr<LabelSelector> ParseEntry(const YAML::Node& entry, size_t index) 
   for (auto it = entry.begin(); it != entry.end(); ++it) {
     const std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
     if (key != kSelectorKey) {
-      return fail(absl::StrCat("unknown key ", Quote(key),
-                               "; the only key allowed is label_selector"));
+      return fail(
+          absl::StrCat("unknown key ", Quote(key), "; the only key allowed is label_selector"));
     }
     if (seen) return fail("label_selector is given twice");
     seen = true;
@@ -54,7 +54,8 @@ FallbackList FallbackList::FromSelectors(std::vector<LabelSelector> options) {
 absl::StatusOr<FallbackList> FallbackList::ParseYaml(std::string_view text) {
   auto node = labels_internal::LoadYaml(text);
   if (!node.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("fallback list YAML: ", node.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("fallback list YAML: ", node.status().message()));
   }
   FallbackList list;
   if (node->IsNull()) return list;

@@ -33,10 +33,11 @@ TEST(FallbackListTest, ParsesYamlAndJsonInOrder) {
       "    tessera.io/accelerator-type: \"in(A100,L4)\"\n"
       "    zone: \"!us-b\"\n");
   ASSERT_TRUE(yaml.ok()) << yaml.status();
-  EXPECT_EQ(*yaml, FallbackList::FromSelectors(
-                       {S("tessera.io/accelerator-type=H100"),
-                        S("tessera.io/accelerator-type=in(A100,L4),zone=!us-b")}));
-  auto json = FallbackList::ParseYaml(R"json([{"label_selector": {"gpu": "exists()"}}, {"label_selector": {}}])json");
+  EXPECT_EQ(*yaml,
+            FallbackList::FromSelectors({S("tessera.io/accelerator-type=H100"),
+                                         S("tessera.io/accelerator-type=in(A100,L4),zone=!us-b")}));
+  auto json = FallbackList::ParseYaml(
+      R"json([{"label_selector": {"gpu": "exists()"}}, {"label_selector": {}}])json");
   ASSERT_TRUE(json.ok()) << json.status();
   EXPECT_EQ(*json, FallbackList::FromSelectors({S("gpu=exists()"), S("")}));
   auto empty = FallbackList::ParseYaml("");

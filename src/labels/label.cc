@@ -104,9 +104,9 @@ bool HasReservedPrefix(std::string_view key) { return key.starts_with(kReservedP
 absl::Status ValidateLabel(std::string_view key, std::string_view value, LabelOrigin origin) {
   TESSERA_RETURN_IF_ERROR(ValidateLabelKey(key));
   if (origin == LabelOrigin::kUser && HasReservedPrefix(key)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "label key ", Quote(key), " uses the reserved prefix ", Quote(kReservedPrefix),
-        ", which only Tessera itself may set"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("label key ", Quote(key), " uses the reserved prefix ", Quote(kReservedPrefix),
+                     ", which only Tessera itself may set"));
   }
   TESSERA_RETURN_IF_ERROR(ValidateLabelValue(value));
   return absl::OkStatus();
@@ -163,9 +163,8 @@ absl::StatusOr<LabelSet> ParseLabelsYaml(std::string_view yaml, LabelOrigin orig
   }
   for (labels_internal::FlatEntry& entry : *entries) {
     if (absl::Status status = ValidateLabel(entry.key, entry.value, origin); !status.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("labels YAML: ", entry.line, entry.line.empty() ? "" : ": ",
-                       status.message()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "labels YAML: ", entry.line, entry.line.empty() ? "" : ": ", status.message()));
     }
     labels.emplace(std::move(entry.key), std::move(entry.value));
   }

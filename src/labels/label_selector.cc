@@ -52,9 +52,8 @@ absl::StatusOr<LabelConstraint> ParseExpression(std::string_view key, std::strin
                                         "; write !value, !in(a,b) or !exists()"));
     }
   }
-  LabelConstraint constraint{std::string(key),
-                             negated ? SelectorOperator::kNotIn : SelectorOperator::kIn,
-                             {}};
+  LabelConstraint constraint{
+      std::string(key), negated ? SelectorOperator::kNotIn : SelectorOperator::kIn, {}};
   const std::string_view rest = text.substr(begin, end - begin);
   const size_t open_in_rest = rest.find('(');
   if (open_in_rest == std::string_view::npos) {
@@ -67,7 +66,8 @@ absl::StatusOr<LabelConstraint> ParseExpression(std::string_view key, std::strin
   if (const size_t nested = text.find('(', open + 1); nested < close) {
     return ErrorAt(nested, "nested '(' is not allowed");
   }
-  if (size_t after = close + 1, after_end = end; TrimRange(text, after, after_end), after < after_end) {
+  if (size_t after = close + 1, after_end = end;
+      TrimRange(text, after, after_end), after < after_end) {
     return ErrorAt(after, absl::StrCat("unexpected text ",
                                        Quote(text.substr(after, after_end - after)), " after ')'"));
   }
@@ -143,14 +143,10 @@ std::string ValuesText(const std::vector<std::string>& values) {
 
 std::string ExpressionText(const LabelConstraint& c) {
   switch (c.op) {
-    case SelectorOperator::kIn:
-      return ValuesText(c.values);
-    case SelectorOperator::kNotIn:
-      return "!" + ValuesText(c.values);
-    case SelectorOperator::kExists:
-      return "exists()";
-    case SelectorOperator::kDoesNotExist:
-      return "!exists()";
+    case SelectorOperator::kIn: return ValuesText(c.values);
+    case SelectorOperator::kNotIn: return "!" + ValuesText(c.values);
+    case SelectorOperator::kExists: return "exists()";
+    case SelectorOperator::kDoesNotExist: return "!exists()";
   }
   return "";
 }
@@ -159,14 +155,10 @@ std::string ExpressionText(const LabelConstraint& c) {
 
 std::string_view SelectorOperatorName(SelectorOperator op) {
   switch (op) {
-    case SelectorOperator::kIn:
-      return "in";
-    case SelectorOperator::kNotIn:
-      return "!in";
-    case SelectorOperator::kExists:
-      return "exists";
-    case SelectorOperator::kDoesNotExist:
-      return "!exists";
+    case SelectorOperator::kIn: return "in";
+    case SelectorOperator::kNotIn: return "!in";
+    case SelectorOperator::kExists: return "exists";
+    case SelectorOperator::kDoesNotExist: return "!exists";
   }
   return "?";
 }
@@ -179,12 +171,18 @@ bool LabelConstraint::Matches(const LabelSet& labels) const {
       return present && std::find(values.begin(), values.end(), it->second) != values.end();
     case SelectorOperator::kNotIn:
       return !present || std::find(values.begin(), values.end(), it->second) == values.end();
-    case SelectorOperator::kExists:
-      return present;
-    case SelectorOperator::kDoesNotExist:
-      return !present;
+    case SelectorOperator::kExists: return present;
+    case SelectorOperator::kDoesNotExist: return !present;
   }
   return false;
+}
+
+absl::StatusOr<LabelSelector> LabelSelector::Of(std::vector<LabelConstraint> constraints) {
+  LabelSelector selector;
+  for (LabelConstraint& constraint : constraints) {
+    TESSERA_RETURN_IF_ERROR(selector.AddConstraint(std::move(constraint)));
+  }
+  return selector;
 }
 
 absl::Status LabelSelector::AddConstraint(LabelConstraint constraint) {
@@ -266,8 +264,8 @@ absl::StatusOr<LabelSelector> ParseLabelSelector(std::string_view cli) {
       begin += equals + 1;
     } else if (!key.has_value()) {
       if (Trim(piece.text).empty()) return fail(ErrorAt(begin, "empty entry before ','"));
-      return fail(ErrorAt(begin, absl::StrCat(Quote(Trim(piece.text)),
-                                              " has no key (expected key=expression)")));
+      return fail(ErrorAt(
+          begin, absl::StrCat(Quote(Trim(piece.text)), " has no key (expected key=expression)")));
     }
     auto constraint = ParseExpression(*key, cli, begin, end);
     if (!constraint.ok()) return fail(constraint.status());

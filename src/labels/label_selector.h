@@ -39,6 +39,10 @@ struct LabelConstraint {
 class LabelSelector {
  public:
   LabelSelector() = default;
+  // A selector of these constraints (each through AddConstraint): the typed way to write one,
+  // LabelSelector::Of({{"zone", SelectorOperator::kIn, {"a", "b"}}}). The first invalid key or
+  // value is the error.
+  static absl::StatusOr<LabelSelector> Of(std::vector<LabelConstraint> constraints);
 
   // Validates (key as a label key, the tessera.io/ prefix allowed; values as non-empty label
   // values), sorts and deduplicates the values, and adds the constraint unless already there.
@@ -58,6 +62,8 @@ class LabelSelector {
   std::string ToString() const;
 
   friend bool operator==(const LabelSelector&, const LabelSelector&) = default;
+  // Constraint by constraint: an order for keys, nothing more.
+  friend auto operator<=>(const LabelSelector&, const LabelSelector&) = default;
 
  private:
   std::vector<LabelConstraint> constraints_;

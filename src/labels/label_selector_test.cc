@@ -108,9 +108,11 @@ TEST(ParseLabelSelectorTest, ErrorsSayWhereAndWhy) {
             "label selector \"gpu=in(a)b\": column 10: unexpected text \"b\" after ')'");
   EXPECT_EQ(CliError("gpu=in((a))"),
             "label selector \"gpu=in((a))\": column 8: nested '(' is not allowed");
-  EXPECT_EQ(CliError("gpu="), "label selector \"gpu=\": column 5: empty expression for key \"gpu\"");
-  EXPECT_EQ(CliError("gpu=a,"), "label selector \"gpu=a,\": column 7: empty expression for key "
-                                "\"gpu\"");
+  EXPECT_EQ(CliError("gpu="),
+            "label selector \"gpu=\": column 5: empty expression for key \"gpu\"");
+  EXPECT_EQ(CliError("gpu=a,"),
+            "label selector \"gpu=a,\": column 7: empty expression for key "
+            "\"gpu\"");
   EXPECT_EQ(CliError("=a"), "label selector \"=a\": column 1: empty key before '='");
   EXPECT_EQ(CliError("in(a)"),
             "label selector \"in(a)\": column 1: \"in(a)\" has no key (expected key=expression)");
@@ -128,7 +130,8 @@ TEST(ParseLabelSelectorTest, ErrorsSayWhereAndWhy) {
 
 TEST(LabelSelectorTest, AddConstraintValidates) {
   LabelSelector s;
-  ASSERT_TRUE(s.AddConstraint({"tessera.io/node-id", SelectorOperator::kNotIn, {"n2", "n1", "n1"}}).ok());
+  ASSERT_TRUE(
+      s.AddConstraint({"tessera.io/node-id", SelectorOperator::kNotIn, {"n2", "n1", "n1"}}).ok());
   EXPECT_EQ(s.ToString(), "tessera.io/node-id=!in(n1,n2)");
   EXPECT_EQ(s.AddConstraint({"gpu", SelectorOperator::kIn, {}}).message(),
             "label selector key \"gpu\": in needs at least one value");
@@ -152,8 +155,9 @@ TEST(ParseLabelSelectorMapTest, MapFormAndErrors) {
             "label selector: key \"gpu\": \"in(a\": column 3: '(' is never closed");
   auto bad_value = ParseLabelSelectorMap({{"gpu", "a,(b)"}});
   ASSERT_FALSE(bad_value.ok());
-  EXPECT_EQ(bad_value.status().message(),
-            "label selector: key \"gpu\": \"a,(b)\": column 3: \"(b)\" needs an operator: write in(b)");
+  EXPECT_EQ(
+      bad_value.status().message(),
+      "label selector: key \"gpu\": \"a,(b)\": column 3: \"(b)\" needs an operator: write in(b)");
   auto bad_key = ParseLabelSelectorMap({{"", "x"}});
   ASSERT_FALSE(bad_key.ok());
   EXPECT_EQ(bad_key.status().message(), "label selector: label key \"\" is empty");
@@ -163,7 +167,8 @@ TEST(ParseLabelSelectorYamlTest, YamlAndJson) {
   auto yaml = ParseLabelSelectorYaml("gpu: \"in(a,b)\"\nzone: \"!x\"\n");
   ASSERT_TRUE(yaml.ok()) << yaml.status();
   EXPECT_EQ(*yaml, S("gpu=in(a,b),zone=!x"));
-  auto json = ParseLabelSelectorYaml(R"json({"gpu": "exists(),!in(a,b)", "tessera.io/accelerator-type": "H100"})json");
+  auto json = ParseLabelSelectorYaml(
+      R"json({"gpu": "exists(),!in(a,b)", "tessera.io/accelerator-type": "H100"})json");
   ASSERT_TRUE(json.ok()) << json.status();
   EXPECT_EQ(*json, S("gpu=exists(),!in(a,b),tessera.io/accelerator-type=H100"));
   auto empty = ParseLabelSelectorYaml("");

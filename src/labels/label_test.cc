@@ -13,8 +13,7 @@ std::string KeyError(std::string_view key) {
 
 TEST(ValidateLabelKeyTest, AcceptsKubernetesKeys) {
   for (std::string_view key : {"gpu", "a", "A1", "my_key.v-2", "example.com/zone",
-                               "tessera.io/accelerator-type", "a-b.c-d.e/X_y",
-                               "x/y"}) {
+                               "tessera.io/accelerator-type", "a-b.c-d.e/X_y", "x/y"}) {
     EXPECT_TRUE(ValidateLabelKey(key).ok()) << key << ": " << ValidateLabelKey(key);
   }
   EXPECT_TRUE(ValidateLabelKey(std::string(63, 'k')).ok());
@@ -31,23 +30,29 @@ TEST(ValidateLabelKeyTest, RejectsEachRuleWithItsReason) {
   EXPECT_EQ(KeyError("a/b/c"), "label key \"a/b/c\" has more than one '/'");
   EXPECT_EQ(KeyError("/name"), "label key \"/name\" has an empty prefix before '/'");
   EXPECT_EQ(KeyError("prefix/"), "label key \"prefix/\": name \"\" is empty");
-  EXPECT_EQ(KeyError("-gpu"), "label key \"-gpu\": name \"-gpu\" must start and end with a "
-                              "letter or digit");
-  EXPECT_EQ(KeyError("gpu_"), "label key \"gpu_\": name \"gpu_\" must start and end with a "
-                              "letter or digit");
-  EXPECT_EQ(KeyError("my key"), "label key \"my key\": name \"my key\" has an invalid character "
-                                "\" \" (allowed: letters, digits, '-', '_', '.')");
-  EXPECT_EQ(KeyError(std::string(64, 'k')), "label key \"" + std::string(64, 'k') +
-                                                "\": name \"" + std::string(64, 'k') +
+  EXPECT_EQ(KeyError("-gpu"),
+            "label key \"-gpu\": name \"-gpu\" must start and end with a "
+            "letter or digit");
+  EXPECT_EQ(KeyError("gpu_"),
+            "label key \"gpu_\": name \"gpu_\" must start and end with a "
+            "letter or digit");
+  EXPECT_EQ(KeyError("my key"),
+            "label key \"my key\": name \"my key\" has an invalid character "
+            "\" \" (allowed: letters, digits, '-', '_', '.')");
+  EXPECT_EQ(KeyError(std::string(64, 'k')), "label key \"" + std::string(64, 'k') + "\": name \"" +
+                                                std::string(64, 'k') +
                                                 "\" is longer than 63 characters");
-  EXPECT_EQ(KeyError("Example.com/x"), "label key \"Example.com/x\": prefix part \"Example\" has "
-                                       "an invalid character \"E\" (allowed: lowercase letters, "
-                                       "digits, '-')");
+  EXPECT_EQ(KeyError("Example.com/x"),
+            "label key \"Example.com/x\": prefix part \"Example\" has "
+            "an invalid character \"E\" (allowed: lowercase letters, "
+            "digits, '-')");
   EXPECT_EQ(KeyError("a..b/x"), "label key \"a..b/x\": prefix part \"\" is empty");
-  EXPECT_EQ(KeyError("-a.com/x"), "label key \"-a.com/x\": prefix part \"-a\" must start and end "
-                                  "with a letter or digit");
-  EXPECT_EQ(KeyError("a_b.com/x"), "label key \"a_b.com/x\": prefix part \"a_b\" has an invalid "
-                                   "character \"_\" (allowed: lowercase letters, digits, '-')");
+  EXPECT_EQ(KeyError("-a.com/x"),
+            "label key \"-a.com/x\": prefix part \"-a\" must start and end "
+            "with a letter or digit");
+  EXPECT_EQ(KeyError("a_b.com/x"),
+            "label key \"a_b.com/x\": prefix part \"a_b\" has an invalid "
+            "character \"_\" (allowed: lowercase letters, digits, '-')");
 }
 
 TEST(ValidateLabelValueTest, EmptyOrOneToken) {
@@ -131,7 +136,8 @@ TEST(ParseLabelsTest, FormatRoundTrips) {
 }
 
 TEST(ParseLabelsYamlTest, FlatMapInYamlOrJson) {
-  auto yaml = ParseLabelsYaml("zone: us-b\nteam: \"ml\"\nempty: \"\"\ncount: 4\n", LabelOrigin::kUser);
+  auto yaml =
+      ParseLabelsYaml("zone: us-b\nteam: \"ml\"\nempty: \"\"\ncount: 4\n", LabelOrigin::kUser);
   ASSERT_TRUE(yaml.ok()) << yaml.status();
   EXPECT_EQ(*yaml, (LabelSet{{"count", "4"}, {"empty", ""}, {"team", "ml"}, {"zone", "us-b"}}));
   auto json = ParseLabelsYaml(R"({"zone": "us-b", "team": "ml"})", LabelOrigin::kUser);

@@ -12,16 +12,11 @@ namespace {
 
 std::string KindOf(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Null:
-      return "null";
-    case YAML::NodeType::Scalar:
-      return "a string";
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a map";
-    case YAML::NodeType::Undefined:
-      break;
+    case YAML::NodeType::Null: return "null";
+    case YAML::NodeType::Scalar: return "a string";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a map";
+    case YAML::NodeType::Undefined: break;
   }
   return "undefined";
 }
@@ -70,12 +65,12 @@ absl::StatusOr<std::vector<FlatEntry>> ReadFlatStringMap(const YAML::Node& node)
             absl::StrCat(At(key), "key ", Quote(key.Scalar()), " is given twice"));
       }
       if (value.IsNull()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            At(key), "value of ", Quote(key.Scalar()), " is null; write \"\" for an empty string"));
+        return absl::InvalidArgumentError(absl::StrCat(At(key), "value of ", Quote(key.Scalar()),
+                                                       " is null; write \"\" for an empty string"));
       }
       if (!value.IsScalar()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            At(value), "value of ", Quote(key.Scalar()), " must be a string, not ", KindOf(value)));
+        return absl::InvalidArgumentError(absl::StrCat(At(value), "value of ", Quote(key.Scalar()),
+                                                       " must be a string, not ", KindOf(value)));
       }
       entries.push_back({key.Scalar(), value.Scalar(), LineOf(key)});
     }

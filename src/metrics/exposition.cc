@@ -13,17 +13,10 @@ namespace {
 void AppendEscapedLabelValue(std::string& out, std::string_view value) {
   for (char c : value) {
     switch (c) {
-      case '\\':
-        out += "\\\\";
-        break;
-      case '"':
-        out += "\\\"";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        out += c;
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      case '\n': out += "\\n"; break;
+      default: out += c;
     }
   }
 }
@@ -137,8 +130,8 @@ std::string RenderPrometheusText(const std::vector<FamilySnapshot>& families) {
       const std::vector<uint64_t>& counts = series.cumulative_counts;
       const uint64_t count = counts.empty() ? 0 : counts.back();
       for (size_t i = 0; i < les.size() && i < counts.size(); ++i) {
-        AppendSample(out, family.name, "_bucket", family, series,
-                     static_cast<double>(counts[i]), "le", les[i]);
+        AppendSample(out, family.name, "_bucket", family, series, static_cast<double>(counts[i]),
+                     "le", les[i]);
       }
       AppendSample(out, family.name, "_bucket", family, series, static_cast<double>(count), "le",
                    "+Inf");

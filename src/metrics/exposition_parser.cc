@@ -27,8 +27,7 @@ bool IsNameStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z
 // Reads one line of the format, left to right, reporting errors at the current column.
 class LineReader {
  public:
-  LineReader(std::string_view line, size_t line_number)
-      : line_(line), line_number_(line_number) {}
+  LineReader(std::string_view line, size_t line_number) : line_(line), line_number_(line_number) {}
 
   absl::Status Error(std::string_view what) const { return ErrorAt(at_, what); }
   absl::Status ErrorAt(size_t offset, std::string_view what) const {
@@ -155,9 +154,9 @@ class Parser {
       ++line_number;
       const size_t end = text.find('\n', start);
       if (end == std::string_view::npos) {
-        return absl::InvalidArgumentError(absl::StrCat("line ", line_number, ", column ",
-                                                       text.size() - start + 1,
-                                                       ": the last line does not end with \"\\n\""));
+        return absl::InvalidArgumentError(
+            absl::StrCat("line ", line_number, ", column ", text.size() - start + 1,
+                         ": the last line does not end with \"\\n\""));
       }
       const std::string_view line = text.substr(start, end - start);
       if (const size_t bad = FirstInvalidUtf8(line); bad != std::string_view::npos) {
@@ -183,7 +182,8 @@ class Parser {
     line.SkipBlanks();
     const std::string_view keyword = line.Word();
     if (keyword != "HELP" && keyword != "TYPE") return absl::OkStatus();  // a plain comment
-    if (!line.SkipBlanks()) return line.Error(absl::StrCat("expected a metric name after ", ToAbsl(keyword)));
+    if (!line.SkipBlanks())
+      return line.Error(absl::StrCat("expected a metric name after ", ToAbsl(keyword)));
     const size_t name_at = line.offset();
     TESSERA_ASSIGN_OR_RETURN(std::string name, line.MetricName());
     if (!line.AtEnd() && !IsBlank(line.Peek())) {
@@ -210,11 +210,13 @@ class Parser {
     }
     std::vector<std::string> family_names = {name};
     if (type == "histogram" || type == "summary") {
-      for (const char* suffix : {"_bucket", "_sum", "_count"}) family_names.push_back(name + suffix);
+      for (const char* suffix : {"_bucket", "_sum", "_count"})
+        family_names.push_back(name + suffix);
     }
     for (const std::string& sample_name : family_names) {
       if (sample_names_.count(sample_name) > 0) {
-        return line.ErrorAt(name_at, absl::StrCat("the TYPE for ", name, " comes after its samples"));
+        return line.ErrorAt(name_at,
+                            absl::StrCat("the TYPE for ", name, " comes after its samples"));
       }
     }
     result_.types[name] = std::string(type);
@@ -247,7 +249,8 @@ class Parser {
       const size_t timestamp_at = line.offset();
       const std::string_view timestamp = line.Word();
       int64_t ms = 0;
-      const auto [end, ec] = std::from_chars(timestamp.data(), timestamp.data() + timestamp.size(), ms);
+      const auto [end, ec] =
+          std::from_chars(timestamp.data(), timestamp.data() + timestamp.size(), ms);
       if (ec != std::errc() || end != timestamp.data() + timestamp.size()) {
         return line.ErrorAt(timestamp_at,
                             absl::StrCat("not an int64 timestamp: ", Quote(timestamp)));
@@ -275,7 +278,8 @@ class Parser {
       const size_t name_at = line.offset();
       TESSERA_ASSIGN_OR_RETURN(std::string name, line.LabelName());
       for (const auto& [existing, unused] : labels) {
-        if (existing == name) return line.ErrorAt(name_at, absl::StrCat("label ", name, " appears twice"));
+        if (existing == name)
+          return line.ErrorAt(name_at, absl::StrCat("label ", name, " appears twice"));
       }
       line.SkipBlanks();
       if (line.Peek() != '=') return line.Error(absl::StrCat("expected '=' after label ", name));

@@ -29,7 +29,7 @@
 namespace tessera::metrics {
 
 struct ParsedSample {
-  std::string name;  // as written: "x_bucket", "x_total"
+  std::string name;                                         // as written: "x_bucket", "x_total"
   std::vector<std::pair<std::string, std::string>> labels;  // as written, unescaped
   double value = 0;
   std::optional<int64_t> timestamp_ms;

@@ -21,8 +21,8 @@ TEST(ExpositionParserTest, ARenderedRegistryParsesBackToItsValues) {
   Gauge* temperature =
       *(*registry.AddGauge({.name = "tessera_temperature_celsius", .help = "T."}))->WithLabels({});
   temperature->Set(-0.1);
-  Histogram* wait = *(*registry.AddHistogram({.name = "tessera_wait_seconds", .help = "W."},
-                                             {0.5}))->WithLabels({});
+  Histogram* wait = *(*registry.AddHistogram({.name = "tessera_wait_seconds", .help = "W."}, {0.5}))
+                         ->WithLabels({});
   wait->Observe(0.25);
   wait->Observe(2);
   auto registration = registry.AddCallbackGauge(
@@ -95,8 +95,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"x 1\n9y 2\n", "line 2, column 1: expected a metric name"},
         BadInput{"x\n", "line 1, column 2: expected a value"},
         BadInput{"x one\n", "line 1, column 3: not a number: \"one\""},
-        BadInput{"x 0x10\n", "not a number"},
-        BadInput{"x 1e400\n", "not a number"},
+        BadInput{"x 0x10\n", "not a number"}, BadInput{"x 1e400\n", "not a number"},
         BadInput{"x 1 12.5\n", "line 1, column 5: not an int64 timestamp"},
         BadInput{"x 1 2 3\n", "line 1, column 7: unexpected text after the timestamp"},
         BadInput{"x{a=\"1\"\n", "line 1, column 8: expected ',' or '}'"},

@@ -49,10 +49,10 @@ void FillEveryType(MetricRegistry& registry, std::vector<CallbackRegistration>& 
                                           .label_names = {"node"}});
   (*used->WithLabels({"n1"}))->Set(1.5e9);
   (*used->WithLabels({""}))->Set(NAN);
-  HistogramFamily* durations = *registry.AddHistogram(
-      {.name = "tessera_task_duration_seconds", .help = "Task execution time.",
-       .label_names = {"node"}},
-      *ExponentialBuckets(0.001, 10, 5));
+  HistogramFamily* durations = *registry.AddHistogram({.name = "tessera_task_duration_seconds",
+                                                       .help = "Task execution time.",
+                                                       .label_names = {"node"}},
+                                                      *ExponentialBuckets(0.001, 10, 5));
   for (double v : {0.0005, 0.05, 3.0, 1e6}) (*durations->WithLabels({"n1"}))->Observe(v);
   ASSERT_TRUE(registry
                   .AddHistogram({.name = "tessera_object_size_bytes", .help = "Object sizes."},
@@ -105,7 +105,8 @@ TEST(ExpositionPromtoolTest, PromtoolRejectsWhatTheRegistryRefuses) {
   const std::string command = *promtool + " check metrics > /dev/null 2>&1";
   FILE* pipe = popen(command.c_str(), "w");
   ASSERT_NE(pipe, nullptr);
-  const std::string text = "# HELP tessera_tasks Tasks.\n# TYPE tessera_tasks counter\ntessera_tasks 1\n";
+  const std::string text =
+      "# HELP tessera_tasks Tasks.\n# TYPE tessera_tasks counter\ntessera_tasks 1\n";
   std::fwrite(text.data(), 1, text.size(), pipe);
   const int status = pclose(pipe);
   ASSERT_TRUE(WIFEXITED(status));

@@ -39,10 +39,10 @@ TEST(ExpositionTest, AGaugeWithoutLabelsRendersItsValueBare) {
 
 TEST(ExpositionTest, AHistogramRendersCumulativeBucketsThenSumAndCount) {
   MetricRegistry registry;
-  HistogramFamily* durations = *registry.AddHistogram(
-      {.name = "tessera_task_duration_seconds", .help = "Task execution time.",
-       .label_names = {"node"}},
-      {0.1, 1});
+  HistogramFamily* durations = *registry.AddHistogram({.name = "tessera_task_duration_seconds",
+                                                       .help = "Task execution time.",
+                                                       .label_names = {"node"}},
+                                                      {0.1, 1});
   Histogram* n1 = *durations->WithLabels({"n1"});
   for (double v : {0.05, 0.5, 0.5, 3.0}) n1->Observe(v);
   EXPECT_EQ(RenderPrometheusText(registry),
@@ -57,10 +57,9 @@ TEST(ExpositionTest, AHistogramRendersCumulativeBucketsThenSumAndCount) {
 
 TEST(ExpositionTest, AnUnlabelledHistogramHasOnlyTheLeLabel) {
   MetricRegistry registry;
-  ASSERT_TRUE(registry
-                  .AddHistogram({.name = "tessera_object_size_bytes", .help = "Object sizes."},
-                                {1024})
-                  .ok());
+  ASSERT_TRUE(
+      registry.AddHistogram({.name = "tessera_object_size_bytes", .help = "Object sizes."}, {1024})
+          .ok());
   EXPECT_EQ(RenderPrometheusText(registry),
             "# HELP tessera_object_size_bytes Object sizes.\n"
             "# TYPE tessera_object_size_bytes histogram\n"

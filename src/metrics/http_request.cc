@@ -14,11 +14,22 @@ namespace {
 bool IsTokenChar(char c) {
   if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
   switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+': case '-':
-    case '.': case '^': case '_': case '`': case '|': case '~':
-      return true;
-    default:
-      return false;
+    case '!':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '*':
+    case '+':
+    case '-':
+    case '.':
+    case '^':
+    case '_':
+    case '`':
+    case '|':
+    case '~': return true;
+    default: return false;
   }
 }
 
@@ -82,7 +93,8 @@ absl::Status ParseRequestLine(std::string_view line, HttpRequest& request) {
   }
   for (char c : target) {
     if (!IsTargetChar(c)) {
-      return absl::InvalidArgumentError("the request target has a space, control or non-ASCII byte");
+      return absl::InvalidArgumentError(
+          "the request target has a space, control or non-ASCII byte");
     }
   }
   request.method = std::string(method);

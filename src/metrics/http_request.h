@@ -26,10 +26,10 @@
 namespace tessera::metrics {
 
 struct HttpRequest {
-  std::string method;       // as sent, case-sensitive: "GET"
-  std::string target;       // as sent: "/metrics?x=1"
-  std::string path;         // percent-decoded: "/metrics"
-  std::string raw_query;    // after '?', not decoded: "x=1"
+  std::string method;                                        // as sent, case-sensitive: "GET"
+  std::string target;                                        // as sent: "/metrics?x=1"
+  std::string path;                                          // percent-decoded: "/metrics"
+  std::string raw_query;                                     // after '?', not decoded: "x=1"
   std::vector<std::pair<std::string, std::string>> query;    // decoded, in order
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-case, in order
   int minor_version = 1;                                     // HTTP/1.<minor_version>

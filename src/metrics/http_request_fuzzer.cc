@@ -35,8 +35,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (auto query = tessera::metrics::ParseQueryString(text); query.ok()) {
     for (const auto& [key, value] : *query) {
-      Require(key.find('\0') == std::string_view::npos && value.find('\0') == std::string_view::npos,
-              "no NUL in a decoded parameter");
+      Require(
+          key.find('\0') == std::string_view::npos && value.find('\0') == std::string_view::npos,
+          "no NUL in a decoded parameter");
     }
   }
   if (auto host = tessera::metrics::ParseHostHeader(text); host.ok()) {

@@ -65,25 +65,24 @@ TEST_P(HttpRequestBadHeadTest, IsRefused) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, HttpRequestBadHeadTest,
-    ::testing::Values(
-        BadHead{"", "empty"}, BadHead{"\r\n\r\n", "empty"},
-        BadHead{"GET\r\n\r\n", "not \"METHOD TARGET HTTP/1.x\""},
-        BadHead{"GET /\r\n\r\n", "not \"METHOD TARGET HTTP/1.x\""},
-        BadHead{"GET / HTTP/2.0\r\n\r\n", "unsupported protocol version"},
-        BadHead{"GET / HTTP/1.1x\r\n\r\n", "unsupported protocol version"},
-        BadHead{"G(T / HTTP/1.1\r\n\r\n", "method is not a token"},
-        BadHead{"GET http://x/ HTTP/1.1\r\n\r\n", "does not start with '/'"},
-        BadHead{"GET /a b HTTP/1.1\r\n\r\n", "has a space"},
-        BadHead{"GET /\xc3\xa9 HTTP/1.1\r\n\r\n", "non-ASCII"},
-        BadHead{"GET /%zz HTTP/1.1\r\n\r\n", "not followed by two hex digits"},
-        BadHead{"GET /%4 HTTP/1.1\r\n\r\n", "not followed by two hex digits"},
-        BadHead{"GET /a%00b HTTP/1.1\r\n\r\n", "decodes to NUL"},
-        BadHead{"GET /?a=%00 HTTP/1.1\r\n\r\n", "decodes to NUL"},
-        BadHead{"GET / HTTP/1.1\r\nHost\r\n\r\n", "has no ':'"},
-        BadHead{"GET / HTTP/1.1\r\nHost : x\r\n\r\n", "not a token"},
-        BadHead{"GET / HTTP/1.1\r\nA: b\r\n folded\r\n\r\n", "folding"},
-        BadHead{"GET / HTTP/1.1\r\nA: b\rc\r\n\r\n", "control character"},
-        BadHead{"GET / HTTP/1.1\r\nA: b\x01\r\n\r\n", "control character"}));
+    ::testing::Values(BadHead{"", "empty"}, BadHead{"\r\n\r\n", "empty"},
+                      BadHead{"GET\r\n\r\n", "not \"METHOD TARGET HTTP/1.x\""},
+                      BadHead{"GET /\r\n\r\n", "not \"METHOD TARGET HTTP/1.x\""},
+                      BadHead{"GET / HTTP/2.0\r\n\r\n", "unsupported protocol version"},
+                      BadHead{"GET / HTTP/1.1x\r\n\r\n", "unsupported protocol version"},
+                      BadHead{"G(T / HTTP/1.1\r\n\r\n", "method is not a token"},
+                      BadHead{"GET http://x/ HTTP/1.1\r\n\r\n", "does not start with '/'"},
+                      BadHead{"GET /a b HTTP/1.1\r\n\r\n", "has a space"},
+                      BadHead{"GET /\xc3\xa9 HTTP/1.1\r\n\r\n", "non-ASCII"},
+                      BadHead{"GET /%zz HTTP/1.1\r\n\r\n", "not followed by two hex digits"},
+                      BadHead{"GET /%4 HTTP/1.1\r\n\r\n", "not followed by two hex digits"},
+                      BadHead{"GET /a%00b HTTP/1.1\r\n\r\n", "decodes to NUL"},
+                      BadHead{"GET /?a=%00 HTTP/1.1\r\n\r\n", "decodes to NUL"},
+                      BadHead{"GET / HTTP/1.1\r\nHost\r\n\r\n", "has no ':'"},
+                      BadHead{"GET / HTTP/1.1\r\nHost : x\r\n\r\n", "not a token"},
+                      BadHead{"GET / HTTP/1.1\r\nA: b\r\n folded\r\n\r\n", "folding"},
+                      BadHead{"GET / HTTP/1.1\r\nA: b\rc\r\n\r\n", "control character"},
+                      BadHead{"GET / HTTP/1.1\r\nA: b\x01\r\n\r\n", "control character"}));
 
 TEST(HttpRequestTest, PercentDecodingTreatsPlusAsSpaceOnlyWhenAsked) {
   EXPECT_EQ(*PercentDecode("a+b%20c%2B", /*plus_is_space=*/true), "a b c+");

@@ -98,8 +98,8 @@ std::string Serialize(HttpResponse response, bool include_body) {
   if (!response.content_type.empty()) {
     absl::StrAppend(&out, "Content-Type: ", response.content_type, "\r\n");
   }
-  absl::StrAppend(&out, "Content-Length: ", response.body.size(), "\r\n", "Date: ",
-                  HttpDate(absl::Now()), "\r\n", "Connection: close\r\n");
+  absl::StrAppend(&out, "Content-Length: ", response.body.size(), "\r\n",
+                  "Date: ", HttpDate(absl::Now()), "\r\n", "Connection: close\r\n");
   for (const auto& [name, value] : response.headers) {
     absl::StrAppend(&out, name, ": ", value, "\r\n");
   }
@@ -127,8 +127,8 @@ absl::Status ValidateOptions(const HttpServerOptions& options) {
         absl::StrCat("worker_threads ", options.worker_threads, " is not 1..64"));
   }
   if (options.max_queued_requests < 1 || options.max_queued_requests > 4096) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_queued_requests ", options.max_queued_requests, " is not 1..4096"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_queued_requests ", options.max_queued_requests, " is not 1..4096"));
   }
   if (options.max_connections < 16 || options.max_connections > 65536) {
     return absl::InvalidArgumentError(
@@ -148,15 +148,16 @@ absl::Status ValidateOptions(const HttpServerOptions& options) {
       options.write_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("read_timeout and write_timeout must be positive");
   }
-  for (const auto& [name, token] : {std::pair<std::string_view, const std::string&>{
-                                        "bearer_token", options.bearer_token},
-                                    {"scrape_token", options.scrape_token}}) {
+  for (const auto& [name, token] :
+       {std::pair<std::string_view, const std::string&>{"bearer_token", options.bearer_token},
+        {"scrape_token", options.scrape_token}}) {
     for (char c : token) {
       if (c <= 0x20 || c >= 0x7F) {
         // Never the token itself: it is a secret.
-        return absl::InvalidArgumentError(absl::StrCat(
-            ToAbsl(name), " has a character an Authorization header cannot carry (visible "
-            "ASCII without spaces only)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(ToAbsl(name),
+                         " has a character an Authorization header cannot carry (visible "
+                         "ASCII without spaces only)"));
       }
     }
   }
@@ -298,7 +299,7 @@ class HttpServer::Loop {
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, Connection> connections_;
   std::unordered_map<std::string, Client> clients_;
-  std::set<uint64_t> reading_;                          // every client's, oldest first
+  std::set<uint64_t> reading_;                           // every client's, oldest first
   std::set<std::pair<absl::Time, uint64_t>> deadlines_;  // soonest first
   absl::Time accept_paused_until_ = absl::InfinitePast();
 };
@@ -376,12 +377,12 @@ void HttpServer::Loop::AcceptAll() {
                                                         " connections open")));
       continue;
     }
-    if (auto it = clients_.find(client);
-        it != clients_.end() && it->second.open >= options_.max_connections_per_client &&
-        !EvictOldestReader(it->second.reading, now)) {
-      RefuseAndClose(fd, TextResponse(429, absl::StrCat("too many connections from ", client, ": ",
-                                                        options_.max_connections_per_client,
-                                                        " are open")));
+    if (auto it = clients_.find(client); it != clients_.end() &&
+                                         it->second.open >= options_.max_connections_per_client &&
+                                         !EvictOldestReader(it->second.reading, now)) {
+      RefuseAndClose(
+          fd, TextResponse(429, absl::StrCat("too many connections from ", client, ": ",
+                                             options_.max_connections_per_client, " are open")));
       continue;
     }
     const uint64_t id = next_id_++;
@@ -407,9 +408,11 @@ bool HttpServer::Loop::EvictOldestReader(const std::set<uint64_t>& reading, absl
   connection.fd = -1;  // handed to RefuseAndClose
   (void)epoll_ctl(server_.epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   Close(oldest);
-  RefuseAndClose(fd, TextResponse(408, absl::StrCat("no whole request head after ",
-                                                    absl::FormatDuration(absl::Trunc(age, absl::Milliseconds(1))),
-                                                    ", and newer connections are waiting")));
+  RefuseAndClose(
+      fd,
+      TextResponse(408, absl::StrCat("no whole request head after ",
+                                     absl::FormatDuration(absl::Trunc(age, absl::Milliseconds(1))),
+                                     ", and newer connections are waiting")));
   return true;
 }
 
@@ -421,7 +424,8 @@ void HttpServer::Loop::SetDeadline(Connection& connection, uint64_t id, absl::Ti
 
 void HttpServer::Loop::StopReading(Connection& connection, uint64_t id) {
   reading_.erase(id);
-  if (auto it = clients_.find(connection.client); it != clients_.end()) it->second.reading.erase(id);
+  if (auto it = clients_.find(connection.client); it != clients_.end())
+    it->second.reading.erase(id);
 }
 
 void HttpServer::Loop::Close(uint64_t id) {
@@ -462,9 +466,7 @@ void HttpServer::Loop::OnEvent(uint64_t id, uint32_t events) {
         Close(id);
       }
       return;
-    case Connection::State::kLingering:
-      Drain(connection, id);
-      return;
+    case Connection::State::kLingering: Drain(connection, id); return;
   }
 }
 
@@ -472,8 +474,8 @@ void HttpServer::Loop::Read(Connection& connection, uint64_t id) {
   char chunk[4096];
   while (true) {
     // Never more than a few bytes past the limit, so the limit bounds the buffer.
-    const size_t room = options_.max_head_bytes + 3 - std::min(connection.in.size(),
-                                                               options_.max_head_bytes + 3);
+    const size_t room =
+        options_.max_head_bytes + 3 - std::min(connection.in.size(), options_.max_head_bytes + 3);
     if (room == 0) {
       Dispatch(connection, id, /*too_large=*/true);
       return;
@@ -502,17 +504,17 @@ void HttpServer::Loop::Dispatch(Connection& connection, uint64_t id, bool too_la
   SetDeadline(connection, id, absl::InfiniteFuture());
   if (too_large) {
     Reply(connection, id,
-           Serialize(TextResponse(431, absl::StrCat("the request line and headers exceed ",
-                                                    options_.max_head_bytes, " bytes")),
-                     true));
+          Serialize(TextResponse(431, absl::StrCat("the request line and headers exceed ",
+                                                   options_.max_head_bytes, " bytes")),
+                    true));
     return;
   }
   absl::StatusOr<HttpRequest> request = ParseHttpRequestHead(connection.in);
   std::string().swap(connection.in);
   if (!request.ok()) {
     Reply(connection, id,
-           Serialize(TextResponse(400, absl::StrCat("bad request: ", request.status().message())),
-                     true));
+          Serialize(TextResponse(400, absl::StrCat("bad request: ", request.status().message())),
+                    true));
     return;
   }
   const bool include_body = request->method != "HEAD";
@@ -539,9 +541,9 @@ bool HttpServer::Loop::HostAllowed(const HttpRequest& request, HttpResponse& ref
   }
   const bool port_ok = host->port == -1 || host->port == server_.port_;
   if (port_ok && (accept_any_host_ || host_names_.contains(host->host))) return true;
-  refusal = TextResponse(
-      421, absl::StrCat("misdirected request: this server does not answer for Host ",
-                        Quote(*header), " (", options_.host, ":", server_.port_, ")"));
+  refusal =
+      TextResponse(421, absl::StrCat("misdirected request: this server does not answer for Host ",
+                                     Quote(*header), " (", options_.host, ":", server_.port_, ")"));
   return false;
 }
 
@@ -560,8 +562,8 @@ std::optional<HttpResponse> HttpServer::Loop::Check(uint64_t id, HttpRequest& re
       if (header->size() > kScheme.size() &&
           absl::EqualsIgnoreCase(ToAbsl(header->substr(0, kScheme.size())), ToAbsl(kScheme))) {
         const std::string_view credential = Trim(header->substr(kScheme.size()));
-        const bool session_may = access == HttpAccess::kCredential ||
-                                 access == HttpAccess::kMetrics;
+        const bool session_may =
+            access == HttpAccess::kCredential || access == HttpAccess::kMetrics;
         authorized = ConstantTimeEquals(credential, options_.bearer_token) ||
                      (session_may && options_.sessions != nullptr &&
                       options_.sessions->IsSession(credential)) ||
@@ -584,9 +586,9 @@ std::optional<HttpResponse> HttpServer::Loop::Check(uint64_t id, HttpRequest& re
                 [](const auto& header) { return header.first == "authorization"; });
   const bool post = route != nullptr && route->options.allow_post;
   if (request.method != "GET" && request.method != "HEAD" && !(post && request.method == "POST")) {
-    HttpResponse response = TextResponse(
-        405, absl::StrCat("method ", Quote(request.method), " is not allowed (GET, HEAD",
-                          post ? ", POST" : "", ")"));
+    HttpResponse response =
+        TextResponse(405, absl::StrCat("method ", Quote(request.method),
+                                       " is not allowed (GET, HEAD", post ? ", POST" : "", ")"));
     response.headers.emplace_back("Allow", post ? "GET, HEAD, POST" : "GET, HEAD");
     return response;
   }
@@ -599,9 +601,9 @@ std::optional<HttpResponse> HttpServer::Loop::Check(uint64_t id, HttpRequest& re
       return std::nullopt;
     }
   }
-  return TextResponse(503, absl::StrCat("server busy: ", options_.worker_threads,
-                                        " workers answering and ", options_.max_queued_requests,
-                                        " requests waiting"));
+  return TextResponse(
+      503, absl::StrCat("server busy: ", options_.worker_threads, " workers answering and ",
+                        options_.max_queued_requests, " requests waiting"));
 }
 
 void HttpServer::Loop::Reply(Connection& connection, uint64_t id, std::string bytes) {
@@ -671,9 +673,9 @@ void HttpServer::Loop::Expire(absl::Time now) {
       SetDeadline(connection, id, absl::InfiniteFuture());
       std::string().swap(connection.in);
       Reply(connection, id,
-             Serialize(TextResponse(408, absl::StrCat("no whole request head within ",
-                                                      absl::FormatDuration(options_.read_timeout))),
-                       true));
+            Serialize(TextResponse(408, absl::StrCat("no whole request head within ",
+                                                     absl::FormatDuration(options_.read_timeout))),
+                      true));
     } else {
       Close(id);  // a write past write_timeout, or the linger's end
     }
@@ -688,19 +690,18 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* addresses = nullptr;
   const std::string port_text = std::to_string(options.port);
-  const std::string where = absl::StrCat(options.host.empty() ? "*" : options.host, ":",
-                                         options.port);
+  const std::string where =
+      absl::StrCat(options.host.empty() ? "*" : options.host, ":", options.port);
   if (const int rc = getaddrinfo(options.host.empty() ? nullptr : options.host.c_str(),
                                  port_text.c_str(), &hints, &addresses);
       rc != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot resolve ", where, ": ", gai_strerror(rc)));
+    return absl::UnavailableError(absl::StrCat("cannot resolve ", where, ": ", gai_strerror(rc)));
   }
   int listener = -1;
   std::string failure = "no address to bind";
   for (addrinfo* a = addresses; a != nullptr && listener < 0; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                          a->ai_protocol);
+    const int fd =
+        socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
     if (fd < 0) {
       failure = SystemError("socket", errno);
       continue;
@@ -753,8 +754,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   return server;
 }
 
-HttpServer::HttpServer(HttpServerOptions options, int listener, int port, int epoll_fd,
-                       int wake_fd)
+HttpServer::HttpServer(HttpServerOptions options, int listener, int port, int epoll_fd, int wake_fd)
     : options_(std::move(options)),
       listener_(listener),
       port_(port),
@@ -796,7 +796,8 @@ void HttpServer::Stop() {
 absl::Status HttpServer::AddRoute(RouteKind kind, std::string path, HttpHandler handler,
                                   HttpRouteOptions route) {
   if (path.empty() || path[0] != '/') {
-    return absl::InvalidArgumentError(absl::StrCat("route ", Quote(path), " does not start with '/'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("route ", Quote(path), " does not start with '/'"));
   }
   if (handler == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("route ", path, " has an empty handler"));

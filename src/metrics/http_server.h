@@ -195,7 +195,7 @@ class HttpServer {
   const int listener_;
   const int port_;
   const int epoll_fd_;
-  const int wake_fd_;  // eventfd: Stop and finished answers wake the accepting thread
+  const int wake_fd_;           // eventfd: Stop and finished answers wake the accepting thread
   std::unique_ptr<Loop> loop_;  // the accepting thread's state (that thread only)
   std::thread accept_thread_;
   std::vector<std::thread> workers_;
@@ -207,7 +207,7 @@ class HttpServer {
   mutable absl::Mutex mu_;
   absl::CondVar queued_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);        // oldest first
+  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);         // oldest first
   std::vector<Answer> answers_ ABSL_GUARDED_BY(mu_);  // written by the accepting thread
   std::map<std::string, std::shared_ptr<const Route>> exact_routes_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<const Route>> prefix_routes_ ABSL_GUARDED_BY(mu_);

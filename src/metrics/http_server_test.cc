@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "base/heap_memory.h"
@@ -167,18 +167,28 @@ TEST_F(HttpServerTest, PortZeroPicksAPortAndARouteAnswers) {
 TEST_F(HttpServerTest, AfterALargeAnswerTheFreedHeapGoesBackToTheSystem) {
   StartServer({.worker_threads = 1, .release_memory_after_bytes = 1 << 20});
   std::vector<std::unique_ptr<std::string>> kept;
-  ASSERT_TRUE(server_->Handle("/large", [&kept](const HttpRequest&) {
-    std::vector<std::unique_ptr<std::string>> blocks;
-    for (int i = 0; i < 256 * 1024; ++i) blocks.push_back(std::make_unique<std::string>(480, 'x'));
-    for (size_t i = 0; i < blocks.size(); i += 256) kept.push_back(std::move(blocks[i]));
-    return TextResponse(200, std::string(2 << 20, 'j'));
-  }).ok());
-  ASSERT_TRUE(server_->Handle("/small", [&kept](const HttpRequest&) {
-    std::vector<std::unique_ptr<std::string>> blocks;
-    for (int i = 0; i < 256 * 1024; ++i) blocks.push_back(std::make_unique<std::string>(480, 'x'));
-    for (size_t i = 0; i < blocks.size(); i += 256) kept.push_back(std::move(blocks[i]));
-    return TextResponse(200, "small");
-  }).ok());
+  ASSERT_TRUE(server_
+                  ->Handle("/large",
+                           [&kept](const HttpRequest&) {
+                             std::vector<std::unique_ptr<std::string>> blocks;
+                             for (int i = 0; i < 256 * 1024; ++i)
+                               blocks.push_back(std::make_unique<std::string>(480, 'x'));
+                             for (size_t i = 0; i < blocks.size(); i += 256)
+                               kept.push_back(std::move(blocks[i]));
+                             return TextResponse(200, std::string(2 << 20, 'j'));
+                           })
+                  .ok());
+  ASSERT_TRUE(server_
+                  ->Handle("/small",
+                           [&kept](const HttpRequest&) {
+                             std::vector<std::unique_ptr<std::string>> blocks;
+                             for (int i = 0; i < 256 * 1024; ++i)
+                               blocks.push_back(std::make_unique<std::string>(480, 'x'));
+                             for (size_t i = 0; i < blocks.size(); i += 256)
+                               kept.push_back(std::move(blocks[i]));
+                             return TextResponse(200, "small");
+                           })
+                  .ok());
   constexpr int64_t kMiB = 1 << 20;
   // An answer under the threshold leaves the peak resident: the test can see the difference.
   const int64_t base = ResidentBytes();
@@ -217,8 +227,9 @@ TEST_F(HttpServerTest, PostIsForTheRoutesThatAllowItAndNoBodyIsAccepted) {
   ASSERT_TRUE(server_->Handle("/x", Text("x"), {.allow_post = true}).ok());
   const std::string host = absl::StrCat("Host: 127.0.0.1:", port_, "\r\n");
   EXPECT_EQ(Exchange(port_, absl::StrCat("POST /x HTTP/1.1\r\n", host, "\r\n")).status, 200);
-  EXPECT_EQ(Exchange(port_, absl::StrCat("POST /x HTTP/1.1\r\n", host,
-                                         "Content-Length: 0\r\n\r\n")).status, 200);
+  EXPECT_EQ(Exchange(port_, absl::StrCat("POST /x HTTP/1.1\r\n", host, "Content-Length: 0\r\n\r\n"))
+                .status,
+            200);
   for (const char* body : {"Content-Length: 3\r\n\r\nabc",
                            "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"}) {
     Reply reply = Exchange(port_, absl::StrCat("POST /x HTTP/1.1\r\n", host, body));
@@ -232,8 +243,8 @@ TEST_F(HttpServerTest, PostIsForTheRoutesThatAllowItAndNoBodyIsAccepted) {
 TEST_F(HttpServerTest, HeadSendsTheHeadersWithoutTheBody) {
   StartServer();
   ASSERT_TRUE(server_->Handle("/x", Text("twelve bytes")).ok());
-  Reply reply = Exchange(port_, absl::StrCat("HEAD /x HTTP/1.1\r\nHost: 127.0.0.1:", port_,
-                                             "\r\n\r\n"));
+  Reply reply =
+      Exchange(port_, absl::StrCat("HEAD /x HTTP/1.1\r\nHost: 127.0.0.1:", port_, "\r\n\r\n"));
   EXPECT_EQ(reply.status, 200);
   EXPECT_EQ(reply.headers.at("content-length"), "13");
   EXPECT_EQ(reply.body, "");
@@ -278,7 +289,8 @@ TEST_F(HttpServerTest, WithATokenEveryRequestMustCarryIt) {
   ASSERT_TRUE(server_
                   ->Handle("/metrics",
                            [&](const HttpRequest& request) {
-                             handler_saw_authorization = request.Header("authorization").has_value();
+                             handler_saw_authorization =
+                                 request.Header("authorization").has_value();
                              return TextResponse(200, "ok");
                            })
                   .ok());
@@ -289,7 +301,8 @@ TEST_F(HttpServerTest, WithATokenEveryRequestMustCarryIt) {
   EXPECT_EQ(wrong.status, 401);
   Reply prefix_only = Get(port_, "/metrics", "Authorization: Bearer s3cr3t\r\n");
   EXPECT_EQ(prefix_only.status, 401);
-  Reply other_scheme = Get(port_, "/metrics", absl::StrCat("Authorization: Basic ", kToken, "\r\n"));
+  Reply other_scheme =
+      Get(port_, "/metrics", absl::StrCat("Authorization: Basic ", kToken, "\r\n"));
   EXPECT_EQ(other_scheme.status, 401);
   // Unknown paths and other methods are refused before anything else is said about them.
   EXPECT_EQ(Get(port_, "/nothing").status, 401);
@@ -374,7 +387,7 @@ TEST_F(HttpServerTest, StopEndsIdleConnectionsAndJoins) {
     EXPECT_EQ(ReadToEnd(fd), "");  // closed without a word
     close(fd);
   }
-  server_->Stop();  // idempotent
+  server_->Stop();               // idempotent
   EXPECT_LT(Connect(port_), 0);  // nothing listens any more
 }
 
@@ -385,7 +398,7 @@ TEST_F(HttpServerTest, PastTheQueueANewConnectionIsToldTheServerIsBusy) {
   ASSERT_TRUE(server_->Handle("/slow", HeldUntil(entered, release)).ok());
   Reply first;
   std::thread holder([&] { first = Get(port_, "/slow"); });
-  entered.WaitForNotification();  // the only worker is busy
+  entered.WaitForNotification();      // the only worker is busy
   const int queued = Connect(port_);  // waits in the queue (read before the next one)
   ASSERT_GE(queued, 0);
   SendAll(queued, absl::StrCat("GET /slow HTTP/1.1\r\nHost: 127.0.0.1:", port_, "\r\n\r\n"));
@@ -404,7 +417,8 @@ TEST_F(HttpServerTest, PastTheQueueANewConnectionIsToldTheServerIsBusy) {
 
 TEST_F(HttpServerTest, StaticFilesAreServedAndTraversalRefusedOverTheWire) {
   namespace fs = std::filesystem;
-  const fs::path base = fs::path(::testing::TempDir()) / ("http_static_" + std::to_string(getpid()));
+  const fs::path base =
+      fs::path(::testing::TempDir()) / ("http_static_" + std::to_string(getpid()));
   fs::remove_all(base);
   fs::create_directories(base / "www");
   std::ofstream(base / "www" / "index.html") << "<p>home</p>";
@@ -427,11 +441,11 @@ TEST_F(HttpServerTest, StaticFilesAreServedAndTraversalRefusedOverTheWire) {
 
 TEST_F(HttpServerTest, ScrapesSeeConsistentTextWhileOtherThreadsCount) {
   MetricRegistry registry;
-  Counter* events = *(*registry.AddCounter({.name = "tessera_events_total", .help = "Events."}))
-                         ->WithLabels({});
-  Histogram* sizes = *(*registry.AddHistogram(
-                           {.name = "tessera_event_size_bytes", .help = "Sizes."}, {10, 100}))
-                          ->WithLabels({});
+  Counter* events =
+      *(*registry.AddCounter({.name = "tessera_events_total", .help = "Events."}))->WithLabels({});
+  Histogram* sizes =
+      *(*registry.AddHistogram({.name = "tessera_event_size_bytes", .help = "Sizes."}, {10, 100}))
+           ->WithLabels({});
   StartServer();
   ASSERT_TRUE(server_->Handle("/metrics", PrometheusMetricsHandler(registry)).ok());
 
@@ -458,7 +472,8 @@ TEST_F(HttpServerTest, ScrapesSeeConsistentTextWhileOtherThreadsCount) {
         auto parsed = ParsePrometheusText(reply.body);
         if (reply.status != 200 || !parsed.ok()) continue;
         const double now = parsed->Value("tessera_events_total").value_or(-1);
-        const double inf = parsed->Value("tessera_event_size_bytes_bucket", {{"le", "+Inf"}}).value_or(-1);
+        const double inf =
+            parsed->Value("tessera_event_size_bytes_bucket", {{"le", "+Inf"}}).value_or(-1);
         const double count = parsed->Value("tessera_event_size_bytes_count").value_or(-2);
         if (now >= last && inf == count &&
             reply.headers["content-type"] == kPrometheusTextContentType) {
@@ -477,7 +492,6 @@ TEST_F(HttpServerTest, ScrapesSeeConsistentTextWhileOtherThreadsCount) {
   EXPECT_EQ(final_scrape->Value("tessera_event_size_bytes_count"), kCounters * kEach);
 }
 
-
 // The probe of issue 29: 80 connections from this host's own address, each trickling a byte a
 // second of a request head that never ends, while Prometheus-like scrapes and a dashboard page
 // keep coming. The heads are read on the accepting thread, so the trickling holds no worker and
@@ -490,8 +504,9 @@ TEST_F(HttpServerTest, SlowClientsTricklingTheirHeadsNeverDelayScrapes) {
                .max_connections_per_client = 128,
                .read_timeout = absl::Seconds(30)});
   ASSERT_TRUE(server_->Handle("/metrics", Text("tessera_up 1")).ok());
-  ASSERT_TRUE(server_->HandlePrefix("/", Text("<html>dashboard</html>"),
-                                    {.access = HttpAccess::kPublic}).ok());
+  ASSERT_TRUE(
+      server_->HandlePrefix("/", Text("<html>dashboard</html>"), {.access = HttpAccess::kPublic})
+          .ok());
   constexpr int kSlow = 80;
   std::vector<int> slow;
   for (int i = 0; i < kSlow; ++i) {
@@ -560,8 +575,8 @@ TEST_F(HttpServerTest, AHeadTricklingInPastTheDeadlineIsTimedOutAtTheDeadline) {
 // Past its limit, a client's oldest connection still sending its head makes room (408); when
 // all of them have sent their requests, the new one is refused at once (429).
 TEST_F(HttpServerTest, PastItsConnectionLimitASlowConnectionMakesRoomElseTheClientIsRefused) {
-  StartServer({.worker_threads = 3, .max_connections_per_client = 2,
-               .read_timeout = absl::Seconds(30)});
+  StartServer(
+      {.worker_threads = 3, .max_connections_per_client = 2, .read_timeout = absl::Seconds(30)});
   absl::Notification entered;
   absl::Notification release;
   ASSERT_TRUE(server_->Handle("/x", Text("x")).ok());
@@ -603,7 +618,8 @@ TEST_F(HttpServerTest, TheHostHeaderMustNameThisServer) {
   ASSERT_TRUE(server_->Handle("/x", Text("x")).ok());
   for (const std::string& host :
        {absl::StrCat("127.0.0.1:", port_), absl::StrCat("localhost:", port_),
-        absl::StrCat("LocalHost:", port_), absl::StrCat("[::1]:", port_), std::string("localhost")}) {
+        absl::StrCat("LocalHost:", port_), absl::StrCat("[::1]:", port_),
+        std::string("localhost")}) {
     EXPECT_EQ(WithHost(port_, host).status, 200) << host;
   }
   // A page of another origin whose name a rebinding DNS pointed here.
@@ -620,8 +636,8 @@ TEST_F(HttpServerTest, TheHostHeaderMustNameThisServer) {
 }
 
 TEST_F(HttpServerTest, BoundToEveryAddressAnyHostIsAnsweredButTheTokenStillAskedFor) {
-  StartServer({.host = "0.0.0.0", .bearer_token = kToken,
-               .allowed_host_names = {"ignored.example"}});
+  StartServer(
+      {.host = "0.0.0.0", .bearer_token = kToken, .allowed_host_names = {"ignored.example"}});
   ASSERT_TRUE(server_->Handle("/x", Text("x")).ok());
   EXPECT_EQ(WithHost(port_, "node-7.cluster.example").status, 401);
   EXPECT_EQ(Exchange(port_, absl::StrCat("GET /x HTTP/1.1\r\nHost: node-7.cluster.example:", port_,
@@ -644,14 +660,16 @@ TEST_F(HttpServerTest, ALoginTicketOpensOneSessionThatServesCredentialRoutesOnly
   ASSERT_TRUE(ticket.ok()) << ticket.status();
   EXPECT_EQ(ticket->size(), 64u);
   // A ticket itself is no credential.
-  EXPECT_EQ(Get(port_, "/api", absl::StrCat("Authorization: Bearer ", *ticket, "\r\n")).status, 401);
+  EXPECT_EQ(Get(port_, "/api", absl::StrCat("Authorization: Bearer ", *ticket, "\r\n")).status,
+            401);
   absl::StatusOr<std::string> session = sessions->Redeem(*ticket);
   ASSERT_TRUE(session.ok()) << session.status();
   EXPECT_EQ(sessions->Redeem(*ticket).status().code(), absl::StatusCode::kPermissionDenied);
   const std::string bearer = absl::StrCat("Authorization: Bearer ", *session, "\r\n");
   EXPECT_EQ(Get(port_, "/api", bearer).status, 200);
   EXPECT_EQ(Get(port_, "/mint", bearer).status, 401);  // minting wants the token itself
-  EXPECT_EQ(Get(port_, "/mint", absl::StrCat("Authorization: Bearer ", kToken, "\r\n")).status, 200);
+  EXPECT_EQ(Get(port_, "/mint", absl::StrCat("Authorization: Bearer ", kToken, "\r\n")).status,
+            200);
 
   absl::StatusOr<std::string> late = sessions->IssueTicket();
   ASSERT_TRUE(late.ok());

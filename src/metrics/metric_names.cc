@@ -17,7 +17,9 @@ bool IsAsciiDigit(char c) { return c >= '0' && c <= '9'; }
 
 }  // namespace
 
-bool IsMetricNameChar(char c) { return IsAsciiLetterOrUnderscore(c) || IsAsciiDigit(c) || c == ':'; }
+bool IsMetricNameChar(char c) {
+  return IsAsciiLetterOrUnderscore(c) || IsAsciiDigit(c) || c == ':';
+}
 
 bool IsLabelNameChar(char c) { return IsAsciiLetterOrUnderscore(c) || IsAsciiDigit(c); }
 
@@ -27,8 +29,8 @@ absl::Status ValidateMetricName(std::string_view name) {
   bool rest_ok = true;
   for (char c : name.substr(1)) rest_ok = rest_ok && IsMetricNameChar(c);
   if (!first_ok || !rest_ok) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metric name ", Quote(name), " does not match [a-zA-Z_:][a-zA-Z0-9_:]*"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("metric name ", Quote(name), " does not match [a-zA-Z_:][a-zA-Z0-9_:]*"));
   }
   if (name.substr(0, 2) == "__") {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -46,8 +48,8 @@ absl::Status ValidateLabelName(std::string_view name) {
         absl::StrCat("label name ", Quote(name), " does not match [a-zA-Z_][a-zA-Z0-9_]*"));
   }
   if (name.substr(0, 2) == "__") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "label name ", Quote(name), " starts with \"__\", which Prometheus reserves"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("label name ", Quote(name), " starts with \"__\", which Prometheus reserves"));
   }
   return absl::OkStatus();
 }

@@ -26,11 +26,11 @@ TEST(MetricNamesTest, Utf8IsCheckedStrictly) {
   EXPECT_TRUE(IsValidUtf8(""));
   EXPECT_TRUE(IsValidUtf8("plain"));
   EXPECT_TRUE(IsValidUtf8("n\xc5\x93ud \xe2\x82\xac \xf0\x9f\x98\x80"));  // œ € 😀
-  EXPECT_FALSE(IsValidUtf8("\x80"));                 // a continuation byte first
-  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));             // overlong '/'
-  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));         // a surrogate
-  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));     // past U+10FFFF
-  EXPECT_FALSE(IsValidUtf8("\xe2\x82"));             // cut short
+  EXPECT_FALSE(IsValidUtf8("\x80"));              // a continuation byte first
+  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));          // overlong '/'
+  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));      // a surrogate
+  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // past U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\xe2\x82"));          // cut short
   EXPECT_EQ(FirstInvalidUtf8("ab\xff"), 2u);
   EXPECT_EQ(FirstInvalidUtf8("ab"), std::string_view::npos);
 }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "metrics/metric_names.h"
@@ -24,8 +25,7 @@ absl::Status ValidateLabelValues(const std::string& metric, size_t label_count,
                                  const std::vector<std::string>& values) {
   if (values.size() != label_count) {
     return absl::InvalidArgumentError(absl::StrCat("metric ", metric, " has ", label_count,
-                                                   " label(s), got ", values.size(),
-                                                   " value(s)"));
+                                                   " label(s), got ", values.size(), " value(s)"));
   }
   for (const std::string& value : values) {
     if (!IsValidUtf8(value)) {
@@ -52,8 +52,7 @@ absl::Status ValidateDefinition(const MetricDefinition& definition, MetricType t
   }
   const bool counter = type == MetricType::kCounter;
   if (counter && (!EndsWith(name, "_total") || name == "_total")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("counter ", name, " must end with \"_total\""));
+    return absl::InvalidArgumentError(absl::StrCat("counter ", name, " must end with \"_total\""));
   }
   if (!counter && EndsWith(name, "_total")) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -72,8 +71,8 @@ absl::Status ValidateDefinition(const MetricDefinition& definition, MetricType t
     const std::string& label = definition.label_names[i];
     TESSERA_RETURN_IF_ERROR(ValidateLabelName(label));
     if (label == "le" || label == "quantile") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "metric ", name, ": label name \"", label, "\" is reserved for buckets and quantiles"));
+      return absl::InvalidArgumentError(absl::StrCat("metric ", name, ": label name \"", label,
+                                                     "\" is reserved for buckets and quantiles"));
     }
     for (size_t j = 0; j < i; ++j) {
       if (definition.label_names[j] == label) {
@@ -115,12 +114,9 @@ std::string Describe(const MetricDefinition& definition, MetricType type, bool c
 
 std::string_view MetricTypeName(MetricType type) {
   switch (type) {
-    case MetricType::kCounter:
-      return "counter";
-    case MetricType::kGauge:
-      return "gauge";
-    case MetricType::kHistogram:
-      return "histogram";
+    case MetricType::kCounter: return "counter";
+    case MetricType::kGauge: return "gauge";
+    case MetricType::kHistogram: return "histogram";
   }
   return "untyped";
 }
@@ -146,9 +142,9 @@ void Histogram::Observe(double value) {
   // lower_bound: the first bound >= value. NaN compares false with everything, so it would land
   // in the first bucket; it belongs to none but +Inf.
   const size_t bucket =
-      std::isnan(value) ? bounds_->size()
-                        : std::lower_bound(bounds_->begin(), bounds_->end(), value) -
-                              bounds_->begin();
+      std::isnan(value)
+          ? bounds_->size()
+          : std::lower_bound(bounds_->begin(), bounds_->end(), value) - bounds_->begin();
   counts_[bucket].fetch_add(1, std::memory_order_relaxed);
   sum_.fetch_add(value, std::memory_order_relaxed);
 }
@@ -179,8 +175,7 @@ std::vector<double> LatencySecondsBuckets() {
 
 absl::StatusOr<std::vector<double>> ExponentialBuckets(double start, double factor, int count) {
   if (!(start > 0) || !(factor > 1) || count < 1 || !std::isfinite(start)) {
-    return absl::InvalidArgumentError(
-        "exponential buckets need start > 0, factor > 1, count >= 1");
+    return absl::InvalidArgumentError("exponential buckets need start > 0, factor > 1, count >= 1");
   }
   std::vector<double> bounds;
   double bound = start;
@@ -214,8 +209,8 @@ absl::StatusOr<Child*> LabelledFamily<Child>::Find(std::vector<std::string> labe
     auto it = children_.find(label_values);
     if (it != children_.end()) return it->second.get();
   }
-  TESSERA_RETURN_IF_ERROR(ValidateLabelValues(definition().name, definition().label_names.size(),
-                                              label_values));
+  TESSERA_RETURN_IF_ERROR(
+      ValidateLabelValues(definition().name, definition().label_names.size(), label_values));
   absl::MutexLock lock(&mu_);
   std::unique_ptr<Child>& child = children_[std::move(label_values)];
   if (child == nullptr) {
@@ -301,8 +296,7 @@ class CallbackFamily final : public Family {
   CollectCallback callback_ ABSL_GUARDED_BY(mu_);
 };
 
-absl::Status SampleSink::Emit(std::initializer_list<std::string_view> label_values,
-                              double value) {
+absl::Status SampleSink::Emit(std::initializer_list<std::string_view> label_values, double value) {
   return Add(ToStrings(label_values), value);
 }
 
@@ -311,8 +305,8 @@ absl::Status SampleSink::Emit(const std::vector<std::string>& label_values, doub
 }
 
 absl::Status SampleSink::Add(std::vector<std::string> label_values, double value) {
-  TESSERA_RETURN_IF_ERROR(ValidateLabelValues(definition_.name, definition_.label_names.size(),
-                                              label_values));
+  TESSERA_RETURN_IF_ERROR(
+      ValidateLabelValues(definition_.name, definition_.label_names.size(), label_values));
   SeriesSnapshot series;
   series.label_values = std::move(label_values);
   series.value = value;
@@ -346,10 +340,10 @@ absl::StatusOr<std::shared_ptr<Family>> MetricRegistry::FindSameLocked(
   const bool existing_callback = dynamic_cast<const CallbackFamily*>(&existing) != nullptr;
   if (existing.type() != type || existing_callback != callback ||
       existing.definition().label_names != definition.label_names) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "metric ", definition.name, " is registered as a ",
-        Describe(existing.definition(), existing.type(), existing_callback),
-        "; asked for a ", Describe(definition, type, callback)));
+    return absl::AlreadyExistsError(
+        absl::StrCat("metric ", definition.name, " is registered as a ",
+                     Describe(existing.definition(), existing.type(), existing_callback),
+                     "; asked for a ", Describe(definition, type, callback)));
   }
   if (existing.definition().help != definition.help) {
     return absl::AlreadyExistsError(
@@ -379,8 +373,8 @@ absl::StatusOr<LabelledFamily<Child>*> MetricRegistry::AddLabelled(MetricDefinit
   auto family = std::make_shared<LabelledFamily<Child>>(
       std::move(definition), type, std::make_shared<const std::vector<double>>(std::move(bounds)));
   if (unlabelled) {
-    // Renders 0 from the start. Cannot fail: no label values are needed.
-    (void)family->WithLabels({});
+    // Renders 0 from the start.
+    IgnoreStatus(family->WithLabels({}), "cannot fail: no label values are needed");
   }
   families_[name] = family;
   return family.get();
@@ -427,8 +421,8 @@ absl::StatusOr<CallbackRegistration> MetricRegistry::AddCallback(MetricDefinitio
   return CallbackRegistration(std::move(family));
 }
 
-absl::StatusOr<CallbackRegistration> MetricRegistry::AddCallbackCounter(
-    MetricDefinition definition, CollectCallback callback) {
+absl::StatusOr<CallbackRegistration> MetricRegistry::AddCallbackCounter(MetricDefinition definition,
+                                                                        CollectCallback callback) {
   return AddCallback(std::move(definition), MetricType::kCounter, std::move(callback));
 }
 

@@ -11,7 +11,9 @@
 //
 //   TESSERA_ASSIGN_OR_RETURN(CallbackRegistration objects, registry.AddCallbackGauge(
 //       {.name = "tessera_object_store_objects", .help = "Objects in the store."},
-//       [&store](SampleSink& sink) { (void)sink.Emit({}, store.object_count()); }));
+//       [&store](SampleSink& sink) {
+//         IgnoreStatus(sink.Emit({}, store.object_count()), "no labels: it cannot fail");
+//       }));
 //
 // Types: Counter (monotonic; the name must end "_total"), Gauge (set/add), Histogram (fixed
 // bucket upper bounds given at registration, in base units: seconds, bytes; observations are
@@ -141,8 +143,8 @@ std::vector<double> LatencySecondsBuckets();
 
 // One series as collected.
 struct SeriesSnapshot {
-  std::vector<std::string> label_values;  // in the family's label_names order
-  double value = 0;                       // counter, gauge
+  std::vector<std::string> label_values;    // in the family's label_names order
+  double value = 0;                         // counter, gauge
   std::vector<uint64_t> cumulative_counts;  // histogram: per finite bound, then +Inf (= count)
   double sum = 0;                           // histogram
 };
@@ -153,7 +155,7 @@ struct FamilySnapshot {
   std::string help;
   MetricType type = MetricType::kGauge;
   std::vector<std::string> label_names;
-  std::vector<double> bucket_bounds;  // histogram: finite, increasing; +Inf is implied
+  std::vector<double> bucket_bounds;   // histogram: finite, increasing; +Inf is implied
   std::vector<SeriesSnapshot> series;  // sorted by label values, each tuple once
 };
 
@@ -199,8 +201,7 @@ class LabelledFamily final : public Family {
   const std::shared_ptr<const std::vector<double>> bounds_;  // empty but for histograms
   mutable absl::Mutex mu_;
   // Sorted, so that collecting needs no sort (a hash map plus sorting took ~60% of a scrape).
-  absl::btree_map<std::vector<std::string>, std::unique_ptr<Child>> children_
-      ABSL_GUARDED_BY(mu_);
+  absl::btree_map<std::vector<std::string>, std::unique_ptr<Child>> children_ ABSL_GUARDED_BY(mu_);
 };
 
 using CounterFamily = LabelledFamily<Counter>;
@@ -264,8 +265,7 @@ class MetricRegistry {
 
   // The returned family lives as long as the registry. A family without labels has its one
   // child from the start (WithLabels({})), so it renders 0 before the first update.
-  absl::StatusOr<CounterFamily*> AddCounter(MetricDefinition definition)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<CounterFamily*> AddCounter(MetricDefinition definition) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<GaugeFamily*> AddGauge(MetricDefinition definition) ABSL_LOCKS_EXCLUDED(mu_);
   // `bucket_bounds`: the buckets' upper bounds, strictly increasing (LinearBuckets,
   // ExponentialBuckets); at most 1000.
@@ -296,8 +296,8 @@ class MetricRegistry {
                                                    CollectCallback callback)
       ABSL_LOCKS_EXCLUDED(mu_);
   template <typename Child>
-  absl::StatusOr<LabelledFamily<Child>*> AddLabelled(MetricDefinition definition,
-                                                     MetricType type, std::vector<double> bounds)
+  absl::StatusOr<LabelledFamily<Child>*> AddLabelled(MetricDefinition definition, MetricType type,
+                                                     std::vector<double> bounds)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   mutable absl::Mutex mu_;

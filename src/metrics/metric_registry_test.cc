@@ -242,9 +242,7 @@ TEST(MetricRegistryTest, ACallbackStopsWhenItsRegistrationEndsAndCanBeReplaced) 
   {
     auto registration = registry.AddCallbackCounter(Def("tessera_evictions_total"), counting);
     ASSERT_TRUE(registration.ok());
-    EXPECT_EQ(registry.AddCallbackCounter(Def("tessera_evictions_total"), counting)
-                  .status()
-                  .code(),
+    EXPECT_EQ(registry.AddCallbackCounter(Def("tessera_evictions_total"), counting).status().code(),
               absl::StatusCode::kAlreadyExists);
     registry.Collect();
     EXPECT_EQ(runs, 1);

@@ -72,8 +72,8 @@ class FileServer {
     const int fd = open(resolved.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) {
       const int error = errno;
-      return TextResponse(403, absl::StrCat("cannot open ", Quote(request.path), ": ",
-                                            std::strerror(error)));
+      return TextResponse(
+          403, absl::StrCat("cannot open ", Quote(request.path), ": ", std::strerror(error)));
     }
     HttpResponse response = Read(fd, request.path);
     close(fd);
@@ -87,8 +87,8 @@ class FileServer {
       return TextResponse(403, absl::StrCat("cannot stat ", Quote(request_path)));
     }
     if (!S_ISREG(info.st_mode)) {
-      return TextResponse(403, absl::StrCat("forbidden: ", Quote(request_path),
-                                            " is not a regular file"));
+      return TextResponse(
+          403, absl::StrCat("forbidden: ", Quote(request_path), " is not a regular file"));
     }
     if (static_cast<uint64_t>(info.st_size) > options_.max_file_bytes) {
       return TextResponse(500, absl::StrCat(Quote(request_path), " is larger than ",
@@ -137,13 +137,13 @@ std::string_view ContentTypeForFile(std::string_view file_name) {
 absl::StatusOr<HttpHandler> StaticFileHandler(StaticFileOptions options) {
   if (options.mount_prefix.empty() || options.mount_prefix.front() != '/' ||
       options.mount_prefix.back() != '/') {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mount prefix ", Quote(options.mount_prefix), " must start and end with '/'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("mount prefix ", Quote(options.mount_prefix), " must start and end with '/'"));
   }
   const Resolved root = RealPath(options.root);
   if (root.error != 0) {
-    return absl::NotFoundError(absl::StrCat("cannot serve ", Quote(options.root), ": ",
-                                            std::strerror(root.error)));
+    return absl::NotFoundError(
+        absl::StrCat("cannot serve ", Quote(options.root), ": ", std::strerror(root.error)));
   }
   struct stat info {};
   if (stat(root.path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {

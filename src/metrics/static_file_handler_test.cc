@@ -16,9 +16,9 @@ namespace tessera::metrics {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Pair;
-using ::testing::Contains;
 
 void WriteFile(const fs::path& path, std::string_view content) {
   fs::create_directories(path.parent_path());
@@ -69,18 +69,19 @@ TEST_F(StaticFileHandlerTest, FilesAreServedWithTheirContentTypes) {
     const char* body;
     const char* type;
   };
-  for (const Case& c : {Case{"/app.js", "console.log(1)", "text/javascript; charset=utf-8"},
-                        Case{"/style.css", "body{}", "text/css; charset=utf-8"},
-                        Case{"/logo.svg", "<svg/>", "image/svg+xml"},
-                        Case{"/logo.png", "\x89PNG", "image/png"},
-                        Case{"/data/nodes.json", "[]", "application/json"},
-                        Case{"/alias.js", "console.log(1)", "text/javascript; charset=utf-8"}}) {
+  for (const Case& c :
+       {Case{"/app.js", "console.log(1)", "text/javascript; charset=utf-8"},
+        Case{"/style.css", "body{}", "text/css; charset=utf-8"},
+        Case{"/logo.svg", "<svg/>", "image/svg+xml"}, Case{"/logo.png", "\x89PNG", "image/png"},
+        Case{"/data/nodes.json", "[]", "application/json"},
+        Case{"/alias.js", "console.log(1)", "text/javascript; charset=utf-8"}}) {
     const HttpResponse response = handler_(Get(c.path));
     EXPECT_EQ(response.status, 200) << c.path << ": " << response.body;
     EXPECT_EQ(response.body, c.body) << c.path;
     EXPECT_EQ(response.content_type, c.type) << c.path;
   }
-  EXPECT_THAT(handler_(Get("/app.js")).headers, Contains(Pair("X-Content-Type-Options", "nosniff")));
+  EXPECT_THAT(handler_(Get("/app.js")).headers,
+              Contains(Pair("X-Content-Type-Options", "nosniff")));
 }
 
 TEST_F(StaticFileHandlerTest, ASlashServesIndexHtml) {

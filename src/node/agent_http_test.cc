@@ -35,13 +35,12 @@ namespace tessera {
 namespace {
 
 using metrics::ParsedExposition;
-using node_testing::Eventually;
 using metrics_testing::HttpGet;
 using metrics_testing::HttpReply;
+using node_testing::Eventually;
 using node_testing::kPatience;
 using node_testing::kToken;
 using Labels = std::vector<std::pair<std::string, std::string>>;
-
 
 std::string ReadFile(const std::string& path) {
   std::stringstream text;
@@ -53,8 +52,11 @@ std::string ReadFile(const std::string& path) {
 int PortOf(const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1)); }
 
 Labels Gpu(int index) {
-  return {{"node", "n1"}, {"family", "nvidia"}, {"index", absl::StrCat(index)},
-          {"type", "H100"}, {"slice", ""}};
+  return {{"node", "n1"},
+          {"family", "nvidia"},
+          {"index", absl::StrCat(index)},
+          {"type", "H100"},
+          {"slice", ""}};
 }
 
 class AgentHttpTest : public node_testing::AgentWithHeadTest {
@@ -176,8 +178,8 @@ TEST_F(AgentHttpTest, TheMetricsPassPromtool) {
   });
   const std::string text_file = state_dir_ + "/metrics.txt";
   std::ofstream(text_file) << Get().body;
-  const std::string command =
-      absl::StrCat(promtool, " check metrics < ", text_file, " > ", state_dir_, "/promtool.out 2>&1");
+  const std::string command = absl::StrCat(promtool, " check metrics < ", text_file, " > ",
+                                           state_dir_, "/promtool.out 2>&1");
   const int status = std::system(command.c_str());
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0) << ReadFile(state_dir_ + "/promtool.out");
@@ -201,8 +203,7 @@ TEST_F(AgentHttpTest, ALeasedGpuShowsUtilizationAndItsWorkerIsMeasuredAndCounted
       EXPECT_EQ(busy.Value("tessera_device_utilization_ratio", Gpu(i)), 0) << i;
     }
   }
-  EXPECT_EQ(busy.Value("tessera_node_resource_reserved", {{"node", "n1"}, {"resource", "GPU"}}),
-            1);
+  EXPECT_EQ(busy.Value("tessera_node_resource_reserved", {{"node", "n1"}, {"resource", "GPU"}}), 1);
   EXPECT_GT(busy.Value("tessera_worker_memory_bytes", worker).value_or(0), 0);
   EXPECT_GT(busy.Value("tessera_worker_cpu_seconds_total", worker).value_or(0), 0);
   EXPECT_EQ(busy.Value("tessera_leases_total", {{"node", "n1"}, {"outcome", "granted"}}), 1);

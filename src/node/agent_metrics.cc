@@ -1,9 +1,13 @@
 #include "node/agent_metrics.h"
 
+#include <initializer_list>
 #include <optional>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "hardware/node_label_keys.h"
 
@@ -49,9 +53,8 @@ const DeviceFigure kDeviceFigures[] = {
     {"tessera_device_sm_activity_ratio",
      "Average share of the streaming multiprocessors that were busy (0..1).", false,
      [](const DeviceTelemetry& t) { return t.sm_activity_ratio; }},
-    {"tessera_device_tensor_activity_ratio",
-     "Share of time the tensor or matrix units ran (0..1).", false,
-     [](const DeviceTelemetry& t) { return t.tensor_activity_ratio; }},
+    {"tessera_device_tensor_activity_ratio", "Share of time the tensor or matrix units ran (0..1).",
+     false, [](const DeviceTelemetry& t) { return t.tensor_activity_ratio; }},
     {"tessera_device_memory_busy_ratio",
      "Share of time device memory was being read or written (0..1).", false,
      [](const DeviceTelemetry& t) { return t.memory_busy_ratio; }},
@@ -76,6 +79,29 @@ const DeviceFigure kDeviceFigures[] = {
      [](const DeviceTelemetry& t) { return t.memory_temperature_celsius; }},
 };
 
+// Adds one sample to a scrape. A sample with unusable labels is left out; the scrape goes on.
+void EmitSample(SampleSink& sink, std::initializer_list<std::string_view> label_values,
+                double value) {
+  IgnoreStatus(sink.Emit(label_values, value),
+               "a sample with unusable labels is left out; the scrape goes on");
+}
+
+// Keeps a family's collect callback registered for as long as `kept` lives.
+absl::Status KeepRegistration(std::vector<CallbackRegistration>& kept,
+                              absl::StatusOr<CallbackRegistration> registration) {
+  if (!registration.ok()) return registration.status();
+  kept.push_back(*std::move(registration));
+  return absl::OkStatus();
+}
+
+// A family of samples collected at each scrape: a counter or a gauge.
+absl::StatusOr<CallbackRegistration> AddCallbackFamily(MetricRegistry& registry, bool counter,
+                                                       metrics::MetricDefinition definition,
+                                                       metrics::CollectCallback collect) {
+  return counter ? registry.AddCallbackCounter(std::move(definition), std::move(collect))
+                 : registry.AddCallbackGauge(std::move(definition), std::move(collect));
+}
+
 std::string SliceOf(const AgentState& state) {
   auto it = state.spec().labels.find(labels::kTpuSliceName);
   return it == state.spec().labels.end() ? "" : it->second;
@@ -85,30 +111,21 @@ std::string SliceOf(const AgentState& state) {
 
 std::string_view LeaseAnswerName(LeaseAnswer answer) {
   switch (answer) {
-    case LeaseAnswer::kGranted:
-      return "granted";
-    case LeaseAnswer::kSpilledBack:
-      return "spilled_back";
-    case LeaseAnswer::kRefused:
-      return "refused";
-    case LeaseAnswer::kFailed:
-      return "failed";
+    case LeaseAnswer::kGranted: return "granted";
+    case LeaseAnswer::kSpilledBack: return "spilled_back";
+    case LeaseAnswer::kRefused: return "refused";
+    case LeaseAnswer::kFailed: return "failed";
   }
   return "failed";
 }
 
 std::string_view WorkerExitClassName(WorkerExitClass reason) {
   switch (reason) {
-    case WorkerExitClass::kOutOfMemory:
-      return "out_of_memory";
-    case WorkerExitClass::kKilled:
-      return "killed";
-    case WorkerExitClass::kSignaled:
-      return "signaled";
-    case WorkerExitClass::kSucceeded:
-      return "succeeded";
-    case WorkerExitClass::kFailed:
-      return "failed";
+    case WorkerExitClass::kOutOfMemory: return "out_of_memory";
+    case WorkerExitClass::kKilled: return "killed";
+    case WorkerExitClass::kSignaled: return "signaled";
+    case WorkerExitClass::kSucceeded: return "succeeded";
+    case WorkerExitClass::kFailed: return "failed";
   }
   return "failed";
 }
@@ -155,11 +172,10 @@ absl::Status AgentMetrics::RegisterCounters(MetricRegistry& registry) {
                              leases->WithLabels({node_, LeaseAnswerName(answer)}));
     leases_.push_back(child);
   }
-  TESSERA_ASSIGN_OR_RETURN(
-      metrics::CounterFamily * started,
-      registry.AddCounter({.name = "tessera_workers_started_total",
-                           .help = "Worker processes this agent started.",
-                           .label_names = {"node"}}));
+  TESSERA_ASSIGN_OR_RETURN(metrics::CounterFamily * started,
+                           registry.AddCounter({.name = "tessera_workers_started_total",
+                                                .help = "Worker processes this agent started.",
+                                                .label_names = {"node"}}));
   TESSERA_ASSIGN_OR_RETURN(workers_started_, started->WithLabels({node_}));
   TESSERA_ASSIGN_OR_RETURN(
       metrics::CounterFamily * failures,
@@ -178,23 +194,21 @@ absl::Status AgentMetrics::RegisterCounters(MetricRegistry& registry) {
     TESSERA_ASSIGN_OR_RETURN(worker_exits_[static_cast<size_t>(reason)],
                              exits->WithLabels({node_, WorkerExitClassName(reason)}));
   }
-  TESSERA_ASSIGN_OR_RETURN(
-      CallbackRegistration running,
+  return KeepRegistration(
+      callbacks_,
       registry.AddCallbackGauge(
           {.name = "tessera_workers_running",
            .help = "Worker processes of this agent that have not exited (starting or running).",
            .label_names = {"node"}},
           [this](SampleSink& sink) {
-            (void)sink.Emit({node_}, sources_.state->running_workers());
+            EmitSample(sink, {node_}, sources_.state->running_workers());
           }));
-  callbacks_.push_back(std::move(running));
-  return absl::OkStatus();
 }
 
 absl::Status AgentMetrics::RegisterResourceFamilies(MetricRegistry& registry) {
   const std::vector<std::string> labels = {"node", "resource"};
-  TESSERA_ASSIGN_OR_RETURN(
-      CallbackRegistration capacity,
+  TESSERA_RETURN_IF_ERROR(KeepRegistration(
+      callbacks_,
       registry.AddCallbackGauge(
           {.name = "tessera_node_resource_capacity",
            .help = "What the node offers of each resource (CPU in cores, memory in bytes, "
@@ -202,12 +216,11 @@ absl::Status AgentMetrics::RegisterResourceFamilies(MetricRegistry& registry) {
            .label_names = labels},
           [this](SampleSink& sink) {
             for (const auto& [name, quantity] : sources_.state->spec().resources) {
-              (void)sink.Emit({node_, name}, quantity.ToDouble());
+              EmitSample(sink, {node_, name}, quantity.ToDouble());
             }
-          }));
-  callbacks_.push_back(std::move(capacity));
-  TESSERA_ASSIGN_OR_RETURN(
-      CallbackRegistration reserved,
+          })));
+  TESSERA_RETURN_IF_ERROR(KeepRegistration(
+      callbacks_,
       registry.AddCallbackGauge(
           {.name = "tessera_node_resource_reserved",
            .help = "What leases and bundles hold of each resource (units as for capacity).",
@@ -216,13 +229,12 @@ absl::Status AgentMetrics::RegisterResourceFamilies(MetricRegistry& registry) {
             const ResourceSet available = sources_.state->Available();
             for (const auto& [name, quantity] : sources_.state->spec().resources) {
               const int64_t held = quantity.raw() - available.Get(name).raw();
-              (void)sink.Emit({node_, name}, Quantity::FromRaw(held).ToDouble());
+              EmitSample(sink, {node_, name}, Quantity::FromRaw(held).ToDouble());
             }
-          }));
-  callbacks_.push_back(std::move(reserved));
+          })));
   if (!sources_.latest) return absl::OkStatus();
-  TESSERA_ASSIGN_OR_RETURN(
-      CallbackRegistration used,
+  return KeepRegistration(
+      callbacks_,
       registry.AddCallbackGauge(
           {.name = "tessera_node_resource_used",
            .help = "What the node's running workers use, as measured: CPU cores (the rate of "
@@ -233,15 +245,13 @@ absl::Status AgentMetrics::RegisterResourceFamilies(MetricRegistry& registry) {
             if (reading.read_at == absl::InfinitePast()) return;  // nothing measured yet
             const ResourceSet& total = sources_.state->spec().resources;
             if (total.Get(kCpuResource).raw() > 0) {
-              (void)sink.Emit({node_, kCpuResource}, reading.workers.cpu_cores);
+              EmitSample(sink, {node_, kCpuResource}, reading.workers.cpu_cores);
             }
             if (total.Get(kMemoryResource).raw() > 0) {
-              (void)sink.Emit({node_, kMemoryResource},
-                              static_cast<double>(reading.workers.memory_bytes));
+              EmitSample(sink, {node_, kMemoryResource},
+                         static_cast<double>(reading.workers.memory_bytes));
             }
           }));
-  callbacks_.push_back(std::move(used));
-  return absl::OkStatus();
 }
 
 absl::Status AgentMetrics::RegisterDeviceFamilies(MetricRegistry& registry) {
@@ -254,24 +264,22 @@ absl::Status AgentMetrics::RegisterDeviceFamilies(MetricRegistry& registry) {
       for (const DeviceReading& device : sources_.latest().devices) {
         const std::optional<double> value = get(device.telemetry);
         if (!value.has_value()) continue;  // not measured: no series
-        (void)sink.Emit({node_, device.telemetry.family, absl::StrCat(device.telemetry.index),
-                         device.type, slice_},
-                        *value);
+        EmitSample(sink,
+                   {node_, device.telemetry.family, absl::StrCat(device.telemetry.index),
+                    device.type, slice_},
+                   *value);
       }
     };
-    TESSERA_ASSIGN_OR_RETURN(CallbackRegistration registration,
-                             figure.counter
-                                 ? registry.AddCallbackCounter(std::move(definition), emit)
-                                 : registry.AddCallbackGauge(std::move(definition), emit));
-    callbacks_.push_back(std::move(registration));
+    TESSERA_RETURN_IF_ERROR(KeepRegistration(
+        callbacks_, AddCallbackFamily(registry, figure.counter, std::move(definition), emit)));
   }
   return absl::OkStatus();
 }
 
 absl::Status AgentMetrics::RegisterWorkerFamilies(MetricRegistry& registry) {
   const std::vector<std::string> labels = {"node", "worker", "job"};
-  TESSERA_ASSIGN_OR_RETURN(
-      CallbackRegistration cpu,
+  TESSERA_RETURN_IF_ERROR(KeepRegistration(
+      callbacks_,
       registry.AddCallbackCounter(
           {.name = "tessera_worker_cpu_seconds_total",
            .help = "CPU time of a running worker process and the children it waited for.",
@@ -279,25 +287,21 @@ absl::Status AgentMetrics::RegisterWorkerFamilies(MetricRegistry& registry) {
           [this](SampleSink& sink) {
             for (const WorkerUsage& worker : sources_.latest().workers.workers) {
               if (!worker.cpu_seconds.has_value()) continue;
-              (void)sink.Emit({node_, worker.worker.value(), worker.job_id}, *worker.cpu_seconds);
+              EmitSample(sink, {node_, worker.worker.value(), worker.job_id}, *worker.cpu_seconds);
             }
-          }));
-  callbacks_.push_back(std::move(cpu));
-  TESSERA_ASSIGN_OR_RETURN(
-      CallbackRegistration memory,
-      registry.AddCallbackGauge(
-          {.name = "tessera_worker_memory_bytes",
-           .help = "Resident memory of a running worker process.",
-           .label_names = labels},
-          [this](SampleSink& sink) {
-            for (const WorkerUsage& worker : sources_.latest().workers.workers) {
-              if (!worker.memory_bytes.has_value()) continue;
-              (void)sink.Emit({node_, worker.worker.value(), worker.job_id},
-                              static_cast<double>(*worker.memory_bytes));
-            }
-          }));
-  callbacks_.push_back(std::move(memory));
-  return absl::OkStatus();
+          })));
+  return KeepRegistration(
+      callbacks_, registry.AddCallbackGauge(
+                      {.name = "tessera_worker_memory_bytes",
+                       .help = "Resident memory of a running worker process.",
+                       .label_names = labels},
+                      [this](SampleSink& sink) {
+                        for (const WorkerUsage& worker : sources_.latest().workers.workers) {
+                          if (!worker.memory_bytes.has_value()) continue;
+                          EmitSample(sink, {node_, worker.worker.value(), worker.job_id},
+                                     static_cast<double>(*worker.memory_bytes));
+                        }
+                      }));
 }
 
 absl::Status AgentMetrics::RegisterObjectStoreFamilies(MetricRegistry& registry) {
@@ -327,13 +331,10 @@ absl::Status AgentMetrics::RegisterObjectStoreFamilies(MetricRegistry& registry)
     metrics::MetricDefinition definition{
         .name = figure.name, .help = figure.help, .label_names = {"node"}};
     auto emit = [this, get = figure.get](SampleSink& sink) {
-      (void)sink.Emit({node_}, static_cast<double>(get(sources_.object_store->Stats())));
+      EmitSample(sink, {node_}, static_cast<double>(get(sources_.object_store->Stats())));
     };
-    TESSERA_ASSIGN_OR_RETURN(CallbackRegistration registration,
-                             figure.counter
-                                 ? registry.AddCallbackCounter(std::move(definition), emit)
-                                 : registry.AddCallbackGauge(std::move(definition), emit));
-    callbacks_.push_back(std::move(registration));
+    TESSERA_RETURN_IF_ERROR(KeepRegistration(
+        callbacks_, AddCallbackFamily(registry, figure.counter, std::move(definition), emit)));
   }
   return absl::OkStatus();
 }

@@ -45,10 +45,10 @@ std::string_view LeaseAnswerName(LeaseAnswer answer);
 // Why a worker ended (tessera_workers_exited_total's `reason`), first match wins.
 enum class WorkerExitClass {
   kOutOfMemory,  // "out_of_memory": killed by an OOM killer
-  kKilled,       // "killed": the agent killed it (KillWorker, its rules, a bundle removed, shutdown)
-  kSignaled,     // "signaled": another signal ended it
-  kSucceeded,    // "succeeded": exit code 0
-  kFailed,       // "failed": another exit code
+  kKilled,     // "killed": the agent killed it (KillWorker, its rules, a bundle removed, shutdown)
+  kSignaled,   // "signaled": another signal ended it
+  kSucceeded,  // "succeeded": exit code 0
+  kFailed,     // "failed": another exit code
 };
 std::string_view WorkerExitClassName(WorkerExitClass reason);
 // The class of an exited worker's record (kFailed when it has no exit).
@@ -86,8 +86,8 @@ class AgentMetrics {
   absl::Status RegisterObjectStoreFamilies(metrics::MetricRegistry& registry);
 
   const AgentMetricsSources sources_;
-  const std::string node_;   // the `node` label
-  const std::string slice_;  // the node's TPU slice name, "" when none
+  const std::string node_;                       // the `node` label
+  const std::string slice_;                      // the node's TPU slice name, "" when none
   std::vector<metrics::Counter*> leases_;        // by LeaseAnswer
   std::vector<metrics::Counter*> worker_exits_;  // by WorkerExitClass
   metrics::Counter* workers_started_ = nullptr;

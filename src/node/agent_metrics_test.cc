@@ -50,7 +50,9 @@ bool HasFamily(const ParsedExposition& scrape, const std::string& name) {
   return scrape.types.contains(name);
 }
 
-Labels Resource(std::string resource) { return {{"node", "n1"}, {"resource", std::move(resource)}}; }
+Labels Resource(std::string resource) {
+  return {{"node", "n1"}, {"resource", std::move(resource)}};
+}
 
 DeviceReading TpuChip(int index) {
   DeviceReading device;
@@ -129,16 +131,19 @@ TEST(AgentMetricsTest, AFigureTheDeviceDoesNotMeasureHasNoSeries) {
   reading.Set(now);
 
   ParsedExposition scrape = Scrape(registry);
-  const Labels chip0 = {{"node", "n1"},      {"family", "tpu"},           {"index", "0"},
-                        {"type", "TPU-V6E"}, {"slice", "my-v6e-slice"}};
+  const Labels chip0 = {{"node", "n1"},
+                        {"family", "tpu"},
+                        {"index", "0"},
+                        {"type", "TPU-V6E"},
+                        {"slice", "my-v6e-slice"}};
   EXPECT_EQ(scrape.Value("tessera_device_duty_cycle_ratio", chip0), 0.5);
   EXPECT_EQ(scrape.Value("tessera_device_memory_used_bytes", chip0), 1 << 20);
   EXPECT_EQ(scrape.Value("tessera_device_energy_joules_total", chip0), 12.5);
   EXPECT_EQ(scrape.types.at("tessera_device_energy_joules_total"), "counter");
   // libtpu measures no utilization, power or temperature here: no series, not zeros.
-  for (const char* absent : {"tessera_device_utilization_ratio", "tessera_device_power_watts",
-                             "tessera_device_temperature_celsius",
-                             "tessera_device_memory_total_bytes"}) {
+  for (const char* absent :
+       {"tessera_device_utilization_ratio", "tessera_device_power_watts",
+        "tessera_device_temperature_celsius", "tessera_device_memory_total_bytes"}) {
     EXPECT_FALSE(HasFamily(scrape, absent)) << absent;
   }
   for (const metrics::ParsedSample& sample : scrape.samples) {
@@ -169,8 +174,8 @@ TEST(AgentMetricsTest, WorkerSeriesFollowTheLatestReading) {
   EXPECT_EQ(scrape.Value("tessera_worker_memory_bytes", w1), 100);
   size_t worker_samples = 0;
   for (const metrics::ParsedSample& sample : scrape.samples) {
-    worker_samples += sample.name.starts_with("tessera_worker_c") ||
-                      sample.name.starts_with("tessera_worker_m");
+    worker_samples +=
+        sample.name.starts_with("tessera_worker_c") || sample.name.starts_with("tessera_worker_m");
   }
   EXPECT_EQ(worker_samples, 2u) << "w-2 measured nothing: no series";
 

@@ -78,15 +78,16 @@ absl::StatusOr<AgentOptions> ResolveAgentOptions(AgentOptions options) {
         "HTTP port ", options.http_port, " is out of range (-1 for none, 0 for any free port)"));
   }
   if (options.telemetry_interval_ms <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "telemetry interval ", options.telemetry_interval_ms, " ms is not positive"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("telemetry interval ", options.telemetry_interval_ms, " ms is not positive"));
   }
   if (options.max_spillback_hops < 0) {
     return absl::InvalidArgumentError("max_spillback_hops is negative");
   }
   if (options.prestarted_workers < 0 || options.prestarted_workers > kMaxPrestartedWorkers) {
-    return absl::InvalidArgumentError(absl::StrCat("prestarted workers ", options.prestarted_workers,
-                                                   " is outside [0, ", kMaxPrestartedWorkers, "]"));
+    return absl::InvalidArgumentError(absl::StrCat("prestarted workers ",
+                                                   options.prestarted_workers, " is outside [0, ",
+                                                   kMaxPrestartedWorkers, "]"));
   }
   if (options.prestarted_workers > 0 && !options.launcher.empty() &&
       !IsExecutableFile(options.launcher)) {
@@ -131,8 +132,8 @@ absl::StatusOr<AgentOptions> ResolveAgentOptions(AgentOptions options) {
     } else if (std::filesystem::exists(state_token, ec)) {
       TESSERA_ASSIGN_OR_RETURN(options.token, rpc::ReadTokenFile(state_token));
     } else if (!options.head_address.empty()) {
-      return absl::NotFoundError(absl::StrCat(
-          "no cluster token: ", state_token, " does not exist and TESSERA_TOKEN is not set"));
+      return absl::NotFoundError(absl::StrCat("no cluster token: ", state_token,
+                                              " does not exist and TESSERA_TOKEN is not set"));
     }
   }
   if (options.node_id.empty()) {

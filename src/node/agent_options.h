@@ -108,7 +108,8 @@ absl::StatusOr<AgentOptions> ResolveAgentOptions(AgentOptions options);
 
 // The address the head of the agent's state folder publishes now (head_address_file), read again
 // each call: "" when there is no such file, or the folder can no longer be trusted.
-std::string PublishedHeadAddress(const std::string& head_address_file, const std::string& state_dir);
+std::string PublishedHeadAddress(const std::string& head_address_file,
+                                 const std::string& state_dir);
 
 // "$TESSERA_STATE_DIR", else DefaultStateDirectory of env's XDG_STATE_HOME and HOME.
 std::string DefaultStateDir(const Environment& env);

@@ -25,8 +25,8 @@ class AgentOptionsTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
   void Write(const std::string& name, const std::string& text) {
     std::ofstream(dir_ / name) << text;
-    std::filesystem::permissions(dir_ / name, std::filesystem::perms::owner_read |
-                                                  std::filesystem::perms::owner_write);
+    std::filesystem::permissions(
+        dir_ / name, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   }
   std::filesystem::path dir_;
 };
@@ -92,8 +92,8 @@ TEST_F(AgentOptionsTest, TokenFileBeatsEverythingAndMustBePrivate) {
   AgentOptions options;
   options.state_dir = dir_.string();
   options.token_file = (dir_ / "mytoken").string();
-  options.environment = Environment(
-      std::map<std::string, std::string, std::less<>>{{"TESSERA_TOKEN", "fromenv"}});
+  options.environment =
+      Environment(std::map<std::string, std::string, std::less<>>{{"TESSERA_TOKEN", "fromenv"}});
   auto resolved = ResolveAgentOptions(options);
   ASSERT_TRUE(resolved.ok()) << resolved.status();
   EXPECT_EQ(resolved->token, "secret-token");
@@ -166,7 +166,8 @@ TEST_F(AgentOptionsTest, PrestartedWorkersAndTheLauncher) {
   options.environment = Environment();
   EXPECT_EQ(options.prestarted_workers, 2);  // a pool by default
   options.prestarted_workers = -1;
-  EXPECT_EQ(ResolveAgentOptions(options).status().message(), "prestarted workers -1 is outside [0, 64]");
+  EXPECT_EQ(ResolveAgentOptions(options).status().message(),
+            "prestarted workers -1 is outside [0, 64]");
   options.prestarted_workers = kMaxPrestartedWorkers + 1;
   EXPECT_EQ(ResolveAgentOptions(options).status().code(), absl::StatusCode::kInvalidArgument);
   options.prestarted_workers = 2;

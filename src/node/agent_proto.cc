@@ -46,13 +46,22 @@ void WorkerExitToProto(const WorkerExitInfo& exit, v1::WorkerExit* proto) {
   proto->set_bundle_removed(exit.bundle_removed);
 }
 
+v1::WorkerState WorkerStateToProto(WorkerState state) {
+  switch (state) {
+    case WorkerState::kStarting: return v1::WORKER_STATE_STARTING;
+    case WorkerState::kRunning: return v1::WORKER_STATE_RUNNING;
+    case WorkerState::kExited: return v1::WORKER_STATE_EXITED;
+  }
+  return v1::WORKER_STATE_UNSPECIFIED;
+}
+
 void WorkerToProto(const WorkerRecord& worker, v1::WorkerInfo* proto) {
   proto->set_worker_id(worker.id.value());
   proto->set_lease_id(worker.lease.value());
   proto->set_job_id(worker.job_id);
   proto->set_pid(worker.pid);
   for (const std::string& arg : worker.argv) proto->add_argv(arg);
-  proto->set_state(std::string(WorkerStateName(worker.state)));
+  proto->set_state(WorkerStateToProto(worker.state));
   if (worker.exit.has_value()) WorkerExitToProto(*worker.exit, proto->mutable_exit());
   wire::AllocationToProto(worker.allocation, proto->mutable_allocation());
   for (const auto& [name, value] : worker.isolation_env) {

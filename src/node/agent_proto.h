@@ -23,6 +23,7 @@ absl::StatusOr<LeaseAsk> LeaseAskFromProto(const v1::LeaseRequest& proto);
 
 WorkerExitInfo WorkerExitFromStatus(const ExitStatus& status);
 void WorkerExitToProto(const WorkerExitInfo& exit, v1::WorkerExit* proto);
+v1::WorkerState WorkerStateToProto(WorkerState state);
 void WorkerToProto(const WorkerRecord& worker, v1::WorkerInfo* proto);
 void LeaseToProto(const LeaseRecord& lease, v1::LeaseInfo* proto);
 void BundleToProto(const BundleRecord& bundle, v1::HeldBundle* proto);

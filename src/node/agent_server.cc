@@ -31,8 +31,7 @@ constexpr char kObjectStoreSocketName[] = "objects.sock";
 
 std::string NewIncarnation() {
   absl::BitGen gen;
-  return absl::StrFormat("%08x%08x", absl::Uniform<uint32_t>(gen),
-                         absl::Uniform<uint32_t>(gen));
+  return absl::StrFormat("%08x%08x", absl::Uniform<uint32_t>(gen), absl::Uniform<uint32_t>(gen));
 }
 
 // Removes `path` when its first line is `expected`; leaves it otherwise (or when unreadable).
@@ -108,62 +107,21 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
   std::unique_ptr<NodeAgentServer> server(new NodeAgentServer());
   server->incarnation_ = NewIncarnation();
   TESSERA_ASSIGN_OR_RETURN(
-      server->state_,
-      AgentState::Create(loaded.id, std::move(loaded.hardware),
-                         AgentStateOptions{server->incarnation_.substr(0, 6)}));
+      server->state_, AgentState::Create(loaded.id, std::move(loaded.hardware),
+                                         AgentStateOptions{server->incarnation_.substr(0, 6)}));
   server->node_dir_ = absl::StrCat(options.state_dir, "/nodes/", loaded.id.value());
   const std::string workers_dir = server->node_dir_ + "/workers";
   TESSERA_RETURN_IF_ERROR(EnsurePrivateDirectory(workers_dir));
 
   // ResolveAgentOptions decided the size against this host's memory (a default included).
   if (const uint64_t store_bytes = options.object_store_bytes.value_or(0); store_bytes > 0) {
-    ObjectStoreServerOptions store;
-    store.socket_path = server->node_dir_ + "/" + kObjectStoreSocketName;
-    store.capacity_bytes = store_bytes;
-    // Primaries spill here when the arena is full (docs/objects.md).
-    store.spill_dir = server->node_dir_ + "/spill";
-    TESSERA_ASSIGN_OR_RETURN(server->objects_, ObjectStoreServer::Start(std::move(store)));
-    ObjectDataServerOptions data;
-    data.bind_address = options.bind;
-    TESSERA_ASSIGN_OR_RETURN(
-        server->object_data_,
-        ObjectDataServer::Start({&server->objects_->store(), &server->objects_->arena()},
-                                std::move(data)));
+    TESSERA_RETURN_IF_ERROR(server->StartObjectStore(options, store_bytes));
   }
 
-  AgentState* state = server->state_.get();
   // The HTTP endpoint and what it serves, before the head link: the registration names it.
-  TelemetrySamplerOptions telemetry;
-  telemetry.interval = absl::Milliseconds(options.telemetry_interval_ms);
-  telemetry.sysroot = options.sysroot;
-  telemetry.environment = options.environment.value_or(Environment::FromProcess());
-  server->telemetry_ = TelemetrySampler::Start(state, std::move(telemetry));
-  TelemetrySampler* sampler = server->telemetry_.get();
-  AgentMetricsSources sources;
-  sources.state = state;
-  sources.latest = [sampler] { return sampler->Latest(); };
-  if (server->objects_ != nullptr) sources.object_store = &server->objects_->store();
-  TESSERA_ASSIGN_OR_RETURN(server->metrics_,
-                           AgentMetrics::Create(server->registry_, std::move(sources)));
+  TESSERA_RETURN_IF_ERROR(server->StartMetrics(options));
   if (options.http_port >= 0) {
-    metrics::HttpServerOptions http;
-    http.host = options.bind;
-    http.port = options.http_port;
-    http.worker_threads = 2;
-    // The token on loopback too: every local user reaches a loopback port.
-    http.bearer_token = options.token;
-    TESSERA_ASSIGN_OR_RETURN(http.scrape_token, rpc::DeriveScrapeToken(options.token));
-    auto started = metrics::HttpServer::Start(std::move(http));
-    if (!started.ok()) {
-      return absl::Status(started.status().code(),
-                          absl::StrCat("the HTTP endpoint (--http-port ", options.http_port,
-                                       "): ", started.status().message()));
-    }
-    server->http_ = *std::move(started);
-    TESSERA_RETURN_IF_ERROR(
-        server->http_->Handle("/metrics", metrics::PrometheusMetricsHandler(server->registry_),
-                              {.access = metrics::HttpAccess::kMetrics}));
-    server->http_address_ = rpc::JoinHostPort(AdvertisedHost(options.bind), server->http_->port());
+    TESSERA_RETURN_IF_ERROR(server->ServeHttp(options));
   }
 
   TESSERA_ASSIGN_OR_RETURN(server->launchers_, StartLauncherPool(options, loaded.id, workers_dir));
@@ -189,64 +147,133 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
     service_options.object_store_socket = server->node_dir_ + "/" + kObjectStoreSocketName;
   }
 
-  if (!options.head_address.empty()) {
-    HeadLinkOptions link;
-    link.head_address = options.head_address;
-    link.head_fallbacks = options.head_fallbacks;
-    if (!options.head_address_file.empty()) {
-      // The head of this state folder says where it listens now (a restart may change its port).
-      link.find_head = [file = options.head_address_file, dir = options.state_dir] {
-        return PublishedHeadAddress(file, dir);
-      };
-    }
-    link.token = options.token;
-    link.incarnation = server->incarnation_;
-    link.http_address = server->http_address_;
-    link.device_samples = [sampler] { return DeviceSamplesOf(sampler->Latest()); };
-    link.usage = [sampler] { return UsageOf(sampler->Latest()); };
-    link.call_timeout = absl::Milliseconds(options.head_call_timeout_ms);
-    link.retry_budget = absl::Milliseconds(options.head_retry_budget_ms);
-    NodeAgentServer* self = server.get();
-    // The node id went to another live agent while this one was away: this agent stops, and
-    // RunNodeAgent reports the refusal.
-    link.on_refused = [self](const absl::Status&) { self->RequestShutdown(); };
-    // What a dead driver owned here goes, though it never connected to this node's store.
-    link.on_gone_drivers = [self](const std::vector<std::string>& drivers) {
-      if (self->objects_ == nullptr) return;
-      for (const std::string& driver : drivers) self->objects_->store().OwnerDied(driver);
-    };
-    server->head_ = std::make_unique<HeadLink>(
-        std::move(link), state, [self](const std::vector<WorkerId>& workers) {
-          for (const WorkerId& id : workers) {
-            self->state_->NoteKill(id, "after the head released its bundle",
-                                   /*bundle_removed=*/true);
-          }
-          self->service_->KillNow(workers);
-        });
+  if (!options.head_address.empty()) server->LinkToHead(options);
+  server->StartService(options, loaded.id, workers_dir, std::move(service_options));
+  TESSERA_RETURN_IF_ERROR(server->StartServing(options));
+
+  server->options_ = std::move(options);
+  TESSERA_RETURN_IF_ERROR(server->RegisterAndPublish());
+  return server;
+}
+
+absl::Status NodeAgentServer::StartObjectStore(const AgentOptions& options, uint64_t store_bytes) {
+  ObjectStoreServerOptions store;
+  store.socket_path = node_dir_ + "/" + kObjectStoreSocketName;
+  store.capacity_bytes = store_bytes;
+  // Primaries spill here when the arena is full (docs/objects.md).
+  store.spill_dir = node_dir_ + "/spill";
+  TESSERA_ASSIGN_OR_RETURN(objects_, ObjectStoreServer::Start(std::move(store)));
+  ObjectDataServerOptions data;
+  data.bind_address = options.bind;
+  TESSERA_ASSIGN_OR_RETURN(
+      object_data_,
+      ObjectDataServer::Start({&objects_->store(), &objects_->arena()}, std::move(data)));
+  return absl::OkStatus();
+}
+
+absl::Status NodeAgentServer::StartMetrics(const AgentOptions& options) {
+  AgentState* state = state_.get();
+  TelemetrySamplerOptions telemetry;
+  telemetry.interval = absl::Milliseconds(options.telemetry_interval_ms);
+  telemetry.sysroot = options.sysroot;
+  telemetry.environment = options.environment.value_or(Environment::FromProcess());
+  telemetry_ = TelemetrySampler::Start(state, std::move(telemetry));
+  TelemetrySampler* sampler = telemetry_.get();
+  AgentMetricsSources sources;
+  sources.state = state;
+  sources.latest = [sampler] { return sampler->Latest(); };
+  if (objects_ != nullptr) sources.object_store = &objects_->store();
+  TESSERA_ASSIGN_OR_RETURN(metrics_, AgentMetrics::Create(registry_, std::move(sources)));
+  return absl::OkStatus();
+}
+
+absl::Status NodeAgentServer::ServeHttp(const AgentOptions& options) {
+  metrics::HttpServerOptions http;
+  http.host = options.bind;
+  http.port = options.http_port;
+  http.worker_threads = 2;
+  // The token on loopback too: every local user reaches a loopback port.
+  http.bearer_token = options.token;
+  TESSERA_ASSIGN_OR_RETURN(http.scrape_token, rpc::DeriveScrapeToken(options.token));
+  auto started = metrics::HttpServer::Start(std::move(http));
+  if (!started.ok()) {
+    return absl::Status(started.status().code(),
+                        absl::StrCat("the HTTP endpoint (--http-port ", options.http_port,
+                                     "): ", started.status().message()));
   }
-  server->watchdog_ = std::make_unique<WorkerWatchdog>(WatchdogOptions{}, MakeProcProgressProbe());
-  service_options.watchdog = server->watchdog_.get();
-  server->device_errors_ = std::make_unique<WorkerDeviceErrors>(
-      state->hardware(), Sysroot(options.sysroot), options.device_errors,
-      absl::StrCat("node agent ", loaded.id.value()));
-  service_options.device_errors = server->device_errors_.get();
-  service_options.working_dirs_root = server->node_dir_ + "/jobs";
-  server->stdin_pipes_ = std::make_unique<WorkerStdinPipes>(workers_dir);
-  service_options.stdin_pipes = server->stdin_pipes_.get();
-  service_options.metrics = server->metrics_.get();
-  NodeAgentServer* self = server.get();
-  server->service_ = std::make_unique<NodeAgentService>(
-      std::move(service_options), state, server->workers_.get(), server->head_.get(),
-      [self] { self->RequestShutdown(); });
+  http_ = *std::move(started);
+  TESSERA_RETURN_IF_ERROR(http_->Handle("/metrics", metrics::PrometheusMetricsHandler(registry_),
+                                        {.access = metrics::HttpAccess::kMetrics}));
+  http_address_ = rpc::JoinHostPort(AdvertisedHost(options.bind), http_->port());
+  return absl::OkStatus();
+}
+
+void NodeAgentServer::LinkToHead(const AgentOptions& options) {
+  TelemetrySampler* sampler = telemetry_.get();
+  HeadLinkOptions link;
+  link.head_address = options.head_address;
+  link.head_fallbacks = options.head_fallbacks;
+  if (!options.head_address_file.empty()) {
+    // The head of this state folder says where it listens now (a restart may change its port).
+    link.find_head = [file = options.head_address_file, dir = options.state_dir] {
+      return PublishedHeadAddress(file, dir);
+    };
+  }
+  link.token = options.token;
+  link.incarnation = incarnation_;
+  link.http_address = http_address_;
+  link.device_samples = [sampler] { return DeviceSamplesOf(sampler->Latest()); };
+  link.usage = [sampler] { return UsageOf(sampler->Latest()); };
+  link.call_timeout = absl::Milliseconds(options.head_call_timeout_ms);
+  link.retry_budget = absl::Milliseconds(options.head_retry_budget_ms);
+  NodeAgentServer* self = this;
+  // The node id went to another live agent while this one was away: this agent stops, and
+  // RunNodeAgent reports the refusal.
+  link.on_refused = [self](const absl::Status&) { self->RequestShutdown(); };
+  // What a dead driver owned here goes, though it never connected to this node's store.
+  link.on_gone_drivers = [self](const std::vector<std::string>& drivers) {
+    if (self->objects_ == nullptr) return;
+    for (const std::string& driver : drivers) self->objects_->store().OwnerDied(driver);
+  };
+  head_ = std::make_unique<HeadLink>(
+      std::move(link), state_.get(), [self](const std::vector<WorkerId>& workers) {
+        for (const WorkerId& id : workers) {
+          self->state_->NoteKill(id, "after the head released its bundle",
+                                 /*bundle_removed=*/true);
+        }
+        self->service_->KillNow(workers);
+      });
+}
+
+void NodeAgentServer::StartService(const AgentOptions& options, const NodeId& node,
+                                   const std::string& workers_dir,
+                                   AgentServiceOptions service_options) {
+  AgentState* state = state_.get();
+  watchdog_ = std::make_unique<WorkerWatchdog>(WatchdogOptions{}, MakeProcProgressProbe());
+  service_options.watchdog = watchdog_.get();
+  device_errors_ = std::make_unique<WorkerDeviceErrors>(state->hardware(), Sysroot(options.sysroot),
+                                                        options.device_errors,
+                                                        absl::StrCat("node agent ", node.value()));
+  service_options.device_errors = device_errors_.get();
+  service_options.working_dirs_root = node_dir_ + "/jobs";
+  stdin_pipes_ = std::make_unique<WorkerStdinPipes>(workers_dir);
+  service_options.stdin_pipes = stdin_pipes_.get();
+  service_options.metrics = metrics_.get();
+  NodeAgentServer* self = this;
+  service_ = std::make_unique<NodeAgentService>(std::move(service_options), state, workers_.get(),
+                                                head_.get(), [self] { self->RequestShutdown(); });
+}
+
+absl::Status NodeAgentServer::StartServing(const AgentOptions& options) {
   rpc::ServerOptions server_options;
   server_options.bind_address = options.bind;
   server_options.port = options.port;
   server_options.token = options.token;
-  TESSERA_ASSIGN_OR_RETURN(server->rpc_metrics_, rpc::RpcServerMetrics::Create(server->registry_));
-  server_options.metrics = server->rpc_metrics_.get();
-  TESSERA_ASSIGN_OR_RETURN(server->server_,
-                           rpc::RpcServer::Start(server_options, {server->service_.get()}));
-  server->watchdog_thread_ = std::thread([self] {
+  TESSERA_ASSIGN_OR_RETURN(rpc_metrics_, rpc::RpcServerMetrics::Create(registry_));
+  server_options.metrics = rpc_metrics_.get();
+  TESSERA_ASSIGN_OR_RETURN(server_, rpc::RpcServer::Start(server_options, {service_.get()}));
+  NodeAgentServer* self = this;
+  watchdog_thread_ = std::thread([self] {
     absl::MutexLock lock(&self->mu_);
     while (!self->mu_.AwaitWithTimeout(absl::Condition(&self->stop_watchdog_),
                                        absl::Milliseconds(100))) {
@@ -256,32 +283,33 @@ absl::StatusOr<std::unique_ptr<NodeAgentServer>> NodeAgentServer::Create(
       self->mu_.Lock();
     }
   });
-  server->address_ = rpc::JoinHostPort(AdvertisedHost(options.bind), server->server_->port());
+  address_ = rpc::JoinHostPort(AdvertisedHost(options.bind), server_->port());
+  return absl::OkStatus();
+}
 
-
-  server->options_ = std::move(options);
+absl::Status NodeAgentServer::RegisterAndPublish() {
   // Registered before the address file appears, so whoever waits for the file finds the node
   // known to the head (when the head answered).
-  if (server->head_ != nullptr) {
-    absl::Status registered = server->head_->Start(server->address_);
+  if (head_ != nullptr) {
+    absl::Status registered = head_->Start(address_);
     // Another live agent holds this node id: this one must not run beside it.
     if (absl::IsAlreadyExists(registered)) return registered;
     if (!registered.ok()) {
-      LogLine(absl::StrCat("node agent ", server->node_id().value(),
-                           ": not registered yet with the head at ",
-                           server->options_.head_address, ": ", registered.message()));
+      LogLine(absl::StrCat("node agent ", node_id().value(),
+                           ": not registered yet with the head at ", options_.head_address, ": ",
+                           registered.message()));
     }
   }
   TESSERA_RETURN_IF_ERROR(
-      WritePrivateFileAtomically(server->node_dir_ + "/agent.pid", absl::StrCat(::getpid(), "\n")));
+      WritePrivateFileAtomically(node_dir_ + "/agent.pid", absl::StrCat(::getpid(), "\n")));
   // Before agent.address: whoever waits for that file finds this one too.
-  if (server->http_ != nullptr) {
-    TESSERA_RETURN_IF_ERROR(WritePrivateFileAtomically(server->node_dir_ + "/agent.http",
-                                                       server->http_address_ + "\n"));
+  if (http_ != nullptr) {
+    TESSERA_RETURN_IF_ERROR(
+        WritePrivateFileAtomically(node_dir_ + "/agent.http", http_address_ + "\n"));
   }
   TESSERA_RETURN_IF_ERROR(
-      WritePrivateFileAtomically(server->node_dir_ + "/agent.address", server->address_ + "\n"));
-  return server;
+      WritePrivateFileAtomically(node_dir_ + "/agent.address", address_ + "\n"));
+  return absl::OkStatus();
 }
 
 NodeAgentServer::~NodeAgentServer() { Shutdown(); }

@@ -18,6 +18,7 @@
 // Thread-safe: Shutdown, RequestShutdown and Wait may be called from any thread.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -28,21 +29,21 @@
 #include "absl/synchronization/mutex.h"
 #include "metrics/http_server.h"
 #include "metrics/metric_registry.h"
-#include "rpc/server_metrics.h"
 #include "node/agent_metrics.h"
 #include "node/agent_options.h"
 #include "node/agent_state.h"
-#include "objects/object_store_server.h"
 #include "node/head_link.h"
 #include "node/node_agent_service.h"
 #include "node/object_data_server.h"
 #include "node/telemetry_sampler.h"
-#include "node/worker_stdin.h"
 #include "node/worker_device_errors.h"
+#include "node/worker_stdin.h"
 #include "node/worker_watchdog.h"
+#include "objects/object_store_server.h"
 #include "process/launcher_pool.h"
 #include "process/process_supervisor.h"
 #include "rpc/server.h"
+#include "rpc/server_metrics.h"
 
 namespace tessera {
 
@@ -82,12 +83,29 @@ class NodeAgentServer {
   // Blocks until a shutdown is requested, then shuts down.
   void Wait();
   // Kills the workers (SIGTERM, then SIGKILL after the grace period), stops serving (HTTP first)
-  // and heartbeating, removes agent.address, agent.http and agent.pid. Deregisters nothing: the head notices by
-  // timeout or by a new incarnation. Idempotent.
+  // and heartbeating, removes agent.address, agent.http and agent.pid. Deregisters nothing: the
+  // head notices by timeout or by a new incarnation. Idempotent.
   void Shutdown();
 
  private:
   NodeAgentServer() = default;
+
+  // The steps of Create, in order.
+  // The node's object store of `store_bytes` and its data port for other agents' pulls.
+  absl::Status StartObjectStore(const AgentOptions& options, uint64_t store_bytes);
+  // The telemetry sampler and the agent's metrics, which read it.
+  absl::Status StartMetrics(const AgentOptions& options);
+  // The HTTP endpoint that serves /metrics (AgentOptions::http_port).
+  absl::Status ServeHttp(const AgentOptions& options);
+  // The link that registers the node with the head and heartbeats.
+  void LinkToHead(const AgentOptions& options);
+  // The NodeAgent service, with the watchdog, device errors and stdin pipes its workers use.
+  void StartService(const AgentOptions& options, const NodeId& node, const std::string& workers_dir,
+                    AgentServiceOptions service_options);
+  // The RPC server for the service, and the watchdog's thread.
+  absl::Status StartServing(const AgentOptions& options);
+  // Registers with the head, then writes agent.pid, agent.http and agent.address.
+  absl::Status RegisterAndPublish();
 
   AgentOptions options_;
   std::string incarnation_;
@@ -102,7 +120,7 @@ class NodeAgentServer {
   // Before workers_ and service_, which count into it; after what its callbacks read.
   std::unique_ptr<AgentMetrics> metrics_;
   std::unique_ptr<rpc::RpcServerMetrics> rpc_metrics_;  // before server_, which counts into it
-  std::unique_ptr<LauncherPool> launchers_;  // before workers_: outlives the supervisor
+  std::unique_ptr<LauncherPool> launchers_;             // before workers_: outlives the supervisor
   // Before workers_ and service_: the workers' exit callbacks and the service use them.
   std::unique_ptr<WorkerWatchdog> watchdog_;
   std::unique_ptr<WorkerDeviceErrors> device_errors_;

@@ -150,7 +150,7 @@ TEST_F(AgentServerTest, GrantsAndRunsWorkerWithIsolationEnvAndLogs) {
   EXPECT_EQ(env["TESSERA_LEASE_ID"], grant.lease_id());
   EXPECT_EQ(env["MY_VAR"], "mine");
   EXPECT_EQ(env["AGENT_VAR"], "inherited");
-  EXPECT_EQ(env["TESSERA_OBJECT_STORE_SOCKET"], "");  // this agent hosts no store
+  EXPECT_EQ(env["TESSERA_OBJECT_STORE_SOCKET"], "");   // this agent hosts no store
   EXPECT_EQ(env["TESSERA_WORKER_BIND"], "127.0.0.1");  // where this agent is reached
   EXPECT_EQ(watched.err, "to-stderr\n");
 
@@ -230,7 +230,7 @@ TEST_F(AgentServerTest, ExitCodeAndKillReasons) {
   EXPECT_EQ(list.node_id(), "n1");
   ASSERT_EQ(list.workers_size(), 2);
   for (const v1::WorkerInfo& w : list.workers()) {
-    EXPECT_EQ(w.state(), "EXITED");
+    EXPECT_EQ(w.state(), v1::WORKER_STATE_EXITED);
     EXPECT_FALSE(w.exit().reason().empty());
     EXPECT_THAT(w.stdout_path(), HasSubstr(w.worker_id() + ".out"));
   }
@@ -317,8 +317,9 @@ TEST_F(AgentServerTest, SpillsBackThroughTheHeadAndStopsAtTheHopLimit) {
 
   // A selector this node does not match spills too.
   auto tpu = Request({{"CPU", 10000}}, {"/bin/true"});
-  (*tpu.mutable_request()->mutable_label_selector()->mutable_constraints())
-      ["tessera.io/accelerator-type"] = "TPU-V6E";
+  (*tpu.mutable_request()
+        ->mutable_label_selector()
+        ->mutable_constraints())["tessera.io/accelerator-type"] = "TPU-V6E";
   ASSERT_TRUE(Lease(tpu, &reply).ok());
   EXPECT_TRUE(reply.has_spillback());
 
@@ -328,7 +329,7 @@ TEST_F(AgentServerTest, SpillsBackThroughTheHeadAndStopsAtTheHopLimit) {
   ASSERT_TRUE(Lease(tired, &reply).ok());
   EXPECT_FALSE(reply.has_spillback());
   EXPECT_FALSE(reply.has_granted());
-  EXPECT_EQ(reply.status(), "infeasible");
+  EXPECT_EQ(reply.status(), v1::PICK_STATUS_INFEASIBLE);
   EXPECT_THAT(reply.explanation(), HasSubstr("GPU"));
   EXPECT_THAT(reply.explanation(), HasSubstr("4 spillbacks"));
   {
@@ -344,7 +345,7 @@ TEST_F(AgentServerTest, SpillsBackThroughTheHeadAndStopsAtTheHopLimit) {
     head_.pick_answer.set_explanation("no node has 1 GPU free");
   }
   ASSERT_TRUE(Lease(Request({{"GPU", 10000}}, {"/bin/true"}), &reply).ok());
-  EXPECT_EQ(reply.status(), "infeasible");
+  EXPECT_EQ(reply.status(), v1::PICK_STATUS_INFEASIBLE);
   EXPECT_THAT(reply.explanation(), HasSubstr("no node has 1 GPU free"));
 }
 
@@ -765,7 +766,8 @@ TEST_F(AgentServerTest, LauncherChoices) {
   options.token = kToken;
   options.node_id = "n1";
   options.hardware_file = node_testing::ExampleHardware("cpu-only.yaml");
-  options.environment = Environment(std::map<std::string, std::string, std::less<>>{{"PATH", "/usr/bin:/bin"}});
+  options.environment =
+      Environment(std::map<std::string, std::string, std::less<>>{{"PATH", "/usr/bin:/bin"}});
   // No launcher beside this test binary: said on stderr, and workers are forked.
   {
     auto agent = NodeAgentServer::Create(options);
@@ -807,10 +809,8 @@ TEST_F(AgentServerTest, UnknownWorkers) {
   v1::KillWorkerRequest kill;
   kill.set_worker_id("nope");
   v1::KillWorkerResponse response;
-  EXPECT_EQ(stub_->KillWorker(&context, kill, &response).error_code(),
-            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(stub_->KillWorker(&context, kill, &response).error_code(), grpc::StatusCode::NOT_FOUND);
 }
-
 
 // --- A node id has one live agent ---
 

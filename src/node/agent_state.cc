@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "hardware/node_label_keys.h"
@@ -30,21 +31,7 @@ constexpr int kWholeGroup = -1;
 
 }  // namespace
 
-std::string BundleKeyName(const BundleKey& key) {
-  return absl::StrCat(key.group, "/", key.index);
-}
-
-std::string_view WorkerStateName(WorkerState state) {
-  switch (state) {
-    case WorkerState::kStarting:
-      return "STARTING";
-    case WorkerState::kRunning:
-      return "RUNNING";
-    case WorkerState::kExited:
-      return "EXITED";
-  }
-  return "UNKNOWN";
-}
+std::string BundleKeyName(const BundleKey& key) { return absl::StrCat(key.group, "/", key.index); }
 
 LeaseNextStep NextStepAfterLocal(const LocalDecision& decision, int hops, int max_hops) {
   if (decision.status == ScheduleStatus::kPlaced) return LeaseNextStep::kGranted;
@@ -116,8 +103,9 @@ absl::StatusOr<LocalDecision> AgentState::TryLease(const LeaseAsk& ask) {
     return decision;
   }
   decision.lease = RecordLease(ask, std::move(result.placement->allocation), std::nullopt);
-  (void)view_.SetHolder(decision.lease->allocation.id,
-                        Holder{HolderKind::kLease, decision.lease->id.value()});
+  IgnoreStatus(view_.SetHolder(decision.lease->allocation.id,
+                               Holder{HolderKind::kLease, decision.lease->id.value()}),
+               "cannot fail: the allocation was just made");
   return decision;
 }
 
@@ -130,12 +118,11 @@ absl::StatusOr<LocalDecision> AgentState::TryBundleLease(const LeaseAsk& ask) {
   if (!held) {
     // Another agent holds it (or nobody does): the head knows which.
     decision.status = ScheduleStatus::kPending;
-    decision.explanation =
-        target.bundle < 0
-            ? absl::StrCat("node ", node_id_.value(), " holds no committed bundle of ",
-                           target.group)
-            : absl::StrCat("node ", node_id_.value(), " does not hold bundle ", target.bundle,
-                           " of ", target.group);
+    decision.explanation = target.bundle < 0
+                               ? absl::StrCat("node ", node_id_.value(),
+                                              " holds no committed bundle of ", target.group)
+                               : absl::StrCat("node ", node_id_.value(), " does not hold bundle ",
+                                              target.bundle, " of ", target.group);
     return decision;
   }
   ScheduleResult result = ledger_->Allocate(target, ask.resources);
@@ -149,7 +136,8 @@ absl::StatusOr<LocalDecision> AgentState::TryBundleLease(const LeaseAsk& ask) {
   const int bundle = result.placement->bundle >= 0 ? result.placement->bundle : target.bundle;
   LeaseRecord lease = RecordLease(ask, std::move(allocation), BundleKey{target.group, bundle});
   bundle_leases_.emplace(lease.id, ledger_id);
-  (void)ledger_->SetHolder(ledger_id, Holder{HolderKind::kLease, lease.id.value()});
+  IgnoreStatus(ledger_->SetHolder(ledger_id, Holder{HolderKind::kLease, lease.id.value()}),
+               "cannot fail: the allocation was just made");
   decision.lease = std::move(lease);
   return decision;
 }
@@ -166,8 +154,8 @@ absl::StatusOr<Allocation> AgentState::ReleaseLeaseLocked(const LeaseId& lease) 
   }
   Allocation allocation = it->second.allocation;
   if (auto b = bundle_leases_.find(lease); b != bundle_leases_.end()) {
-    // The bundle may be gone already (cancelled): then nothing is left to give back to it.
-    (void)ledger_->Release(b->second);
+    IgnoreStatus(ledger_->Release(b->second),
+                 "the bundle may be gone already (cancelled): then nothing is left to give back");
     bundle_leases_.erase(b);
   } else {
     TESSERA_ASSIGN_OR_RETURN(allocation, view_.Release(allocation.id));
@@ -200,7 +188,8 @@ void AgentState::WorkerFailedToStart(const WorkerId& worker, std::string reason)
   WorkerExitInfo exit;
   exit.exit_code = -1;
   exit.reason = std::move(reason);
-  (void)WorkerExited(worker, std::move(exit));
+  IgnoreStatus(WorkerExited(worker, std::move(exit)),
+               "NotFound only for a worker never recorded: there is nothing to mark");
 }
 
 absl::Status AgentState::WorkerExited(const WorkerId& worker, WorkerExitInfo exit) {
@@ -218,8 +207,8 @@ absl::Status AgentState::WorkerExited(const WorkerId& worker, WorkerExitInfo exi
     w.exit->reason = absl::StrCat(w.exit->reason, "; device messages: ", w.exit->device_messages);
   }
   w.exit->bundle_removed = w.killed_for_bundle;
-  // The lease may be gone already: its bundle was cancelled while the worker ran.
-  (void)ReleaseLeaseLocked(w.lease);
+  IgnoreStatus(ReleaseLeaseLocked(w.lease),
+               "the lease may be gone already: its bundle was cancelled while the worker ran");
 
   // Forget the oldest exited workers beyond the cap.
   exited_order_.push_back(worker);
@@ -238,16 +227,15 @@ absl::Status AgentState::ReturnLease(const WorkerId& worker) {
   }
   WorkerRecord& w = it->second;
   if (w.state == WorkerState::kExited) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("worker ", worker.value(), " has exited"));
+    return absl::FailedPreconditionError(absl::StrCat("worker ", worker.value(), " has exited"));
   }
   if (w.lease_returned || !leases_.contains(w.lease)) {
     return absl::FailedPreconditionError(
         absl::StrCat("worker ", worker.value(), " holds no lease"));
   }
   if (!w.allocation.devices.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", worker.value(), " keeps its lease: its process holds devices"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", worker.value(), " keeps its lease: its process holds devices"));
   }
   TESSERA_RETURN_IF_ERROR(ReleaseLeaseLocked(w.lease).status());
   w.lease_returned = true;
@@ -346,7 +334,7 @@ absl::Status AgentState::PrepareBundles(const std::string& group,
   auto roll_back = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (const BundleKey& key : taken) {
       auto it = bundles_.find(key);
-      (void)view_.Release(it->second.allocation.id);
+      IgnoreStatus(view_.Release(it->second.allocation.id), "cannot fail: this call took it");
       bundles_.erase(it);
     }
   };
@@ -359,18 +347,19 @@ absl::Status AgentState::PrepareBundles(const std::string& group,
                 [](const DeviceGrant& a, const DeviceGrant& b) { return a.resource < b.resource; });
       if (held.resources == ask.resources && held.devices == wanted) continue;  // a retry
       roll_back();
-      return absl::AlreadyExistsError(absl::StrCat(
-          "bundle ", BundleKeyName(key), " is held on node ", node_id_.value(),
-          " with another reservation (", held.resources.ToString(), ")"));
+      return absl::AlreadyExistsError(
+          absl::StrCat("bundle ", BundleKeyName(key), " is held on node ", node_id_.value(),
+                       " with another reservation (", held.resources.ToString(), ")"));
     }
     auto allocation = view_.AllocateExact(node_, ask.resources, ask.devices);
     if (!allocation.ok()) {
       roll_back();
       return absl::Status(allocation.status().code(),
-                          absl::StrCat("bundle ", BundleKeyName(key), " on node ",
-                                       node_id_.value(), ": ", allocation.status().message()));
+                          absl::StrCat("bundle ", BundleKeyName(key), " on node ", node_id_.value(),
+                                       ": ", allocation.status().message()));
     }
-    (void)view_.SetHolder(allocation->id, Holder{HolderKind::kPlacementGroup, group});
+    IgnoreStatus(view_.SetHolder(allocation->id, Holder{HolderKind::kPlacementGroup, group}),
+                 "cannot fail: the allocation was just made");
     bundles_.emplace(key, BundleRecord{key, *std::move(allocation), false});
     taken.push_back(std::move(key));
   }
@@ -393,8 +382,10 @@ void AgentState::CommitBundles(const std::string& group, const std::vector<int>&
 void AgentState::ReleaseBundleLocked(const BundleKey& key, std::vector<WorkerId>& running) {
   auto it = bundles_.find(key);
   if (it == bundles_.end()) return;
-  if (it->second.committed) (void)ledger_->RemoveBundles(key.group, key.index);
-  (void)view_.Release(it->second.allocation.id);
+  // What the ledger served from it comes back unused: those leases end below.
+  if (it->second.committed) ledger_->RemoveBundles(key.group, key.index);
+  IgnoreStatus(view_.Release(it->second.allocation.id),
+               "cannot fail: the bundle's record held it until now");
   bundles_.erase(it);
   generations_.erase(key);
   // The leases inside it end now; their workers are killed by the caller and their exits find
@@ -449,8 +440,8 @@ std::vector<WorkerId> AgentState::CancelBundles(const std::string& group,
   return running;
 }
 
-absl::StatusOr<std::vector<WorkerId>> AgentState::ReleaseBundleIfGeneration(
-    const BundleKey& key, uint64_t generation) {
+absl::StatusOr<std::vector<WorkerId>> AgentState::ReleaseBundleIfGeneration(const BundleKey& key,
+                                                                            uint64_t generation) {
   absl::MutexLock lock(&mu_);
   auto it = generations_.find(key);
   if (it == generations_.end()) {

@@ -37,7 +37,7 @@ struct LeaseAsk {
   std::string job_id;
   ResourceSet resources;
   FallbackList selectors;
-  SchedulingStrategy strategy = SchedulingStrategy::kDefault;
+  NodeRanking strategy = NodeRanking::kDefault;
   std::optional<NodeAffinity> affinity;
   std::optional<BundleTarget> bundle;  // a placement-group bundle (or any bundle: -1)
 };
@@ -51,9 +51,9 @@ struct LocalDecision {
 
 // What to do after a local decision that did not place the lease.
 enum class LeaseNextStep {
-  kGranted,      // placed here
-  kAskHead,      // another node may take it: ask the head which (spillback)
-  kAnswerHere,   // answer with the local status and explanation (hop limit reached)
+  kGranted,     // placed here
+  kAskHead,     // another node may take it: ask the head which (spillback)
+  kAnswerHere,  // answer with the local status and explanation (hop limit reached)
 };
 LeaseNextStep NextStepAfterLocal(const LocalDecision& decision, int hops, int max_hops);
 

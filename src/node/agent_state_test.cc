@@ -139,8 +139,8 @@ TEST(AgentStateTest, SpillbackDecision) {
 
   // A label selector this node does not match.
   LeaseAsk tpu = Ask("CPU=1");
-  tpu.selectors = FallbackList::FromSelectors(
-      {*ParseLabelSelector("tessera.io/accelerator-type=TPU-V6E")});
+  tpu.selectors =
+      FallbackList::FromSelectors({*ParseLabelSelector("tessera.io/accelerator-type=TPU-V6E")});
   auto mismatch = state->TryLease(tpu);
   ASSERT_TRUE(mismatch.ok());
   EXPECT_EQ(mismatch->status, ScheduleStatus::kInfeasible);
@@ -222,8 +222,8 @@ TEST(AgentStateTest, AWorkerWhoseLeaseHoldsDevicesKeepsIt) {
 TEST(AgentStateTest, ExitBeforeStartRecordIsKept) {
   auto state = MakeState("cpu-only.yaml");
   LeaseRecord lease = Grant(*state, Ask("CPU=1"));
-  ASSERT_TRUE(state->WorkerExited(lease.worker, WorkerExitInfo{0, 0, false, "exited with code 0"})
-                  .ok());
+  ASSERT_TRUE(
+      state->WorkerExited(lease.worker, WorkerExitInfo{0, 0, false, "exited with code 0"}).ok());
   ASSERT_TRUE(state->WorkerStarted(lease.worker, 77, {"true"}, {}, "/o", "/e").ok());
   EXPECT_EQ(state->FindWorker(lease.worker)->state, WorkerState::kExited);
 }
@@ -294,8 +294,8 @@ TEST(AgentStateTest, PrepareIsAllOrNothing) {
   const int taken = GrantOf(lease.allocation, "GPU")->instances[0];
   const int free_a = taken == 0 ? 1 : 0;
   // Bundle 0 fits; bundle 1 names the leased device: neither is held afterwards.
-  auto status = state->PrepareBundles(
-      "pg-2", {Bundle(0, "GPU=1", {free_a}), Bundle(1, "GPU=1", {taken})});
+  auto status =
+      state->PrepareBundles("pg-2", {Bundle(0, "GPU=1", {free_a}), Bundle(1, "GPU=1", {taken})});
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(status.message(), HasSubstr("pg-2/1"));
   EXPECT_THAT(state->Bundles(), IsEmpty());
@@ -304,8 +304,8 @@ TEST(AgentStateTest, PrepareIsAllOrNothing) {
   // Grants that do not match the demand.
   auto mismatch = state->PrepareBundles("pg-2", {Bundle(0, "GPU=2", {free_a})});
   EXPECT_EQ(mismatch.code(), absl::StatusCode::kInvalidArgument);
-  auto twice = state->PrepareBundles("pg-2", {Bundle(0, "GPU=1", {free_a}),
-                                              Bundle(0, "GPU=1", {free_a})});
+  auto twice =
+      state->PrepareBundles("pg-2", {Bundle(0, "GPU=1", {free_a}), Bundle(0, "GPU=1", {free_a})});
   EXPECT_EQ(twice.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(state->PrepareBundles("", {Bundle(0, "CPU=1", {})}).code(),
             absl::StatusCode::kInvalidArgument);
@@ -314,8 +314,8 @@ TEST(AgentStateTest, PrepareIsAllOrNothing) {
 
 TEST(AgentStateTest, CommitMarksHeldBundlesAndIgnoresUnknownOnes) {
   auto state = MakeState("h100-sxm-8.yaml");
-  ASSERT_TRUE(state->PrepareBundles("pg-1", {Bundle(0, "GPU=1", {0}), Bundle(2, "GPU=1", {1})})
-                  .ok());
+  ASSERT_TRUE(
+      state->PrepareBundles("pg-1", {Bundle(0, "GPU=1", {0}), Bundle(2, "GPU=1", {1})}).ok());
   state->CommitBundles("pg-1", {0, 2, 7});
   state->CommitBundles("pg-unknown", {0});
   state->CommitBundles("pg-1", {0});  // a retried commit
@@ -330,9 +330,9 @@ TEST(AgentStateTest, CommitMarksHeldBundlesAndIgnoresUnknownOnes) {
 
 TEST(AgentStateTest, CancelReleasesBundlesAndNamesTheirRunningWorkers) {
   auto state = MakeState("h100-sxm-8.yaml");
-  ASSERT_TRUE(state->PrepareBundles("pg-1", {Bundle(0, "CPU=4,GPU=2", {0, 1}),
-                                             Bundle(1, "GPU=2", {2, 3})})
-                  .ok());
+  ASSERT_TRUE(
+      state->PrepareBundles("pg-1", {Bundle(0, "CPU=4,GPU=2", {0, 1}), Bundle(1, "GPU=2", {2, 3})})
+          .ok());
   state->CommitBundles("pg-1", {0, 1});
   EXPECT_EQ(state->Available().Get("GPU"), Quantity::FromInt(4));
 
@@ -425,7 +425,6 @@ TEST(AgentStateTest, ListsLeasesAndWorkers) {
   EXPECT_EQ(state->Leases().size(), 1u);
   EXPECT_EQ(state->Leases()[0].id, b.id);
 }
-
 
 // --- A cancel always wins over a late prepare; bundles reported with their generations. ---
 

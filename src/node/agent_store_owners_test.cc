@@ -49,10 +49,11 @@ TEST_F(AgentStoreOwnersTest, ObjectsOfADriverTheHeadNamesGoneAreFreed) {
   ASSERT_TRUE(Eventually([&] { return !store.Contains(gone); }));
   EXPECT_TRUE(store.Contains(alive));
   // A late result for the gone driver is refused rather than left behind.
-  EXPECT_EQ(store.Create(kLocalStoreClient, ObjectId::FromRandom(), 10, "", {.owner = "driver-gone"})
-                .status()
-                .code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      store.Create(kLocalStoreClient, ObjectId::FromRandom(), 10, "", {.owner = "driver-gone"})
+          .status()
+          .code(),
+      absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(AgentStoreOwnersTest, TheStoreSpillsIntoThePrivateSpillFolderOfItsNode) {

@@ -57,8 +57,8 @@ struct WorkerExitInfo {
   friend bool operator==(const WorkerExitInfo&, const WorkerExitInfo&) = default;
 };
 
+// Shown as the protocol's WorkerState (node/agent_proto.h), in words by rpc/state_names.h.
 enum class WorkerState { kStarting, kRunning, kExited };
-std::string_view WorkerStateName(WorkerState state);  // "STARTING", "RUNNING", "EXITED"
 
 struct WorkerRecord {
   WorkerId id;

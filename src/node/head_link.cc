@@ -45,8 +45,7 @@ bool HeadLink::LookForTheHead() {
   if (next.empty()) return false;
   LogLine(absl::StrCat("node agent ", state_->node_id().value(), ": the head does not answer at ",
                        current, "; trying ", next));
-  std::shared_ptr<v1::Head::Stub> stub =
-      v1::Head::NewStub(rpc::MakeChannel(next, options_.token));
+  std::shared_ptr<v1::Head::Stub> stub = v1::Head::NewStub(rpc::MakeChannel(next, options_.token));
   absl::MutexLock lock(&mu_);
   stub_ = std::move(stub);
   address_ = next;
@@ -130,8 +129,8 @@ absl::Status HeadLink::Register(absl::Duration budget) {
       rpc::RetryUnary(retry, &v1::Head::Stub::RegisterNode, stub.get(), request, &response);
   if (absl::IsAlreadyExists(status)) {
     // Another live agent holds this node id: final, and said in one line.
-    return absl::AlreadyExistsError(absl::StrCat("the head at ", address,
-                                                 " refused this agent: ", status.message()));
+    return absl::AlreadyExistsError(
+        absl::StrCat("the head at ", address, " refused this agent: ", status.message()));
   }
   if (!status.ok()) return status;
 

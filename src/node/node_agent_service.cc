@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/ignore_status.h"
 #include "node/agent_proto.h"
 #include "node/worker_env.h"
 #include "node/worker_log_stream.h"
@@ -27,16 +28,13 @@
 namespace tessera {
 namespace {
 
-std::string StatusWord(ScheduleStatus status) {
+v1::PickStatus LeaseStatusOf(ScheduleStatus status) {
   switch (status) {
-    case ScheduleStatus::kPlaced:
-      return "placed";
-    case ScheduleStatus::kPending:
-      return "pending";
-    case ScheduleStatus::kInfeasible:
-      return "infeasible";
+    case ScheduleStatus::kPlaced: return v1::PICK_STATUS_PLACED;
+    case ScheduleStatus::kPending: return v1::PICK_STATUS_PENDING;
+    case ScheduleStatus::kInfeasible: return v1::PICK_STATUS_INFEASIBLE;
   }
-  return "pending";
+  return v1::PICK_STATUS_PENDING;
 }
 
 grpc::Status Invalid(const absl::Status& status) {
@@ -69,8 +67,8 @@ std::string InterfaceOf(const std::string& address) {
       found = it->ifa_name;
     }
     if (is_v6 && it->ifa_addr->sa_family == AF_INET6 &&
-        std::memcmp(&reinterpret_cast<sockaddr_in6*>(it->ifa_addr)->sin6_addr, &v6,
-                    sizeof(v6)) == 0) {
+        std::memcmp(&reinterpret_cast<sockaddr_in6*>(it->ifa_addr)->sin6_addr, &v6, sizeof(v6)) ==
+            0) {
       found = it->ifa_name;
     }
   }
@@ -89,23 +87,22 @@ NodeAgentService::NodeAgentService(AgentServiceOptions options, AgentState* stat
       head_(head),
       on_shutdown_(std::move(on_shutdown)) {
   if (options_.objects.store != nullptr) {
-    puller_ = std::make_unique<ObjectPuller>(options_.objects, options_.token,
-                                             options_.pull_timeout);
+    puller_ =
+        std::make_unique<ObjectPuller>(options_.objects, options_.token, options_.pull_timeout);
   }
 }
 
 grpc::Status NodeAgentService::RequestLease(grpc::ServerContext*, const v1::LeaseRequest* request,
                                             v1::LeaseReply* reply) {
   // A retried request (same request_id) gets the first answer: one worker, never two.
-  LeaseOutcome outcome =
-      lease_cache_.Run(request->request_id().empty()
-                           ? std::string()
-                           : absl::StrCat("RequestLease/", request->request_id()),
-                       [&] {
-                         LeaseOutcome decided = DecideLease(*request);
-                         CountAnswer(decided);
-                         return decided;
-                       });
+  LeaseOutcome outcome = lease_cache_.Run(
+      request->request_id().empty() ? std::string()
+                                    : absl::StrCat("RequestLease/", request->request_id()),
+      [&] {
+        LeaseOutcome decided = DecideLease(*request);
+        CountAnswer(decided);
+        return decided;
+      });
   *reply = std::move(outcome.reply);
   return outcome.status;
 }
@@ -144,7 +141,7 @@ NodeAgentService::LeaseOutcome NodeAgentService::DecideLease(const v1::LeaseRequ
   if (ask->bundle.has_value() && ask->bundle->bundle >= 0 &&
       decision->status == ScheduleStatus::kInfeasible) {
     // This agent holds the targeted bundle and it can never hold the demand: nowhere else can.
-    reply.set_status("infeasible");
+    reply.set_status(v1::PICK_STATUS_INFEASIBLE);
     reply.set_explanation(decision->explanation);
     return out;
   }
@@ -160,20 +157,19 @@ NodeAgentService::LeaseOutcome NodeAgentService::DecideLease(const v1::LeaseRequ
       }
       return out;
     case LeaseNextStep::kAnswerHere:
-      reply.set_status(StatusWord(decision->status));
+      reply.set_status(LeaseStatusOf(decision->status));
       reply.set_explanation(absl::StrCat("not sent on after ", request.hops(),
                                          " spillbacks: ", decision->explanation));
       return out;
-    case LeaseNextStep::kAskHead:
-      break;
+    case LeaseNextStep::kAskHead: break;
   }
-  reply.set_status(StatusWord(decision->status));
+  reply.set_status(LeaseStatusOf(decision->status));
   reply.set_explanation(decision->explanation);
   if (head_ == nullptr) return out;
   auto pick = head_->PickNode(request.request(), {state_->node_id().value()});
   if (!pick.ok()) {
-    reply.set_explanation(absl::StrCat(decision->explanation, "; the head could not be asked: ",
-                                       pick.status().message()));
+    reply.set_explanation(absl::StrCat(decision->explanation,
+                                       "; the head could not be asked: ", pick.status().message()));
     return out;
   }
   if (!pick->node_id().empty() && pick->node_id() != state_->node_id().value()) {
@@ -184,19 +180,19 @@ NodeAgentService::LeaseOutcome NodeAgentService::DecideLease(const v1::LeaseRequ
     return out;
   }
   // A lease inside a bundle is the head's to judge: it knows whether the group exists, how many
-  // bundles it has, what each reserves and where each is held. This node's "pending" only says
+  // bundles it has, what each reserves and where each is held. This node's PENDING only says
   // that it does not hold the bundle (or that its bundle is busy, and then the head, asked
   // without this node, says pending too), so a group that is gone, a bundle index out of range
   // or a demand no targeted bundle can ever hold is refused at once with the head's reason.
   if (ask->bundle.has_value() && pick->status() == v1::PICK_STATUS_INFEASIBLE) {
-    reply.set_status("infeasible");
+    reply.set_status(v1::PICK_STATUS_INFEASIBLE);
     reply.set_explanation(pick->explanation());
     return out;
   }
   // Nobody can take it now. Pending when it could run somewhere later (here or elsewhere).
   const bool pending =
       decision->status == ScheduleStatus::kPending || pick->status() == v1::PICK_STATUS_PENDING;
-  reply.set_status(pending ? "pending" : "infeasible");
+  reply.set_status(pending ? v1::PICK_STATUS_PENDING : v1::PICK_STATUS_INFEASIBLE);
   if (!pick->explanation().empty()) {
     reply.set_explanation(
         absl::StrCat(decision->explanation, "; other nodes: ", pick->explanation()));
@@ -205,7 +201,7 @@ NodeAgentService::LeaseOutcome NodeAgentService::DecideLease(const v1::LeaseRequ
 }
 
 absl::StatusOr<Allocation> NodeAgentService::VisibleAllocation(const LeaseRecord& lease,
-                                                              const v1::WorkerSpec& spec) const {
+                                                               const v1::WorkerSpec& spec) const {
   if (spec.visible_bundles().empty()) return lease.allocation;
   if (!lease.bundle.has_value()) {
     return absl::InvalidArgumentError("worker.visible_bundles: the lease is not in a bundle");
@@ -225,9 +221,9 @@ absl::StatusOr<Allocation> NodeAgentService::VisibleAllocation(const LeaseRecord
     }
   }
   if (found.size() != wanted.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "worker.visible_bundles: not every bundle named is held on this node for ",
-        lease.bundle->group));
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker.visible_bundles: not every bundle named is held on this node for ",
+                     lease.bundle->group));
   }
   Allocation visible;
   for (auto& [resource, by_instance] : instances) {
@@ -249,39 +245,16 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
     state_->WorkerFailedToStart(lease.worker, std::string(visible.status().message()));
     return Invalid(visible.status());
   }
-  std::string cwd = spec.cwd();
-  if (!spec.working_dir_job().empty()) {
-    const std::string dir = absl::StrCat(options_.working_dirs_root, "/", spec.working_dir_job());
-    std::error_code ec;
-    if (options_.working_dirs_root.empty() ||
-        !IsWorkingDirJobId(spec.working_dir_job()) ||
-        !std::filesystem::is_directory(dir, ec)) {
-      const std::string why = absl::StrCat("worker.working_dir_job: no working directory of job ",
-                                           spec.working_dir_job(), " on this node");
-      state_->WorkerFailedToStart(lease.worker, why);
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, why);
-    }
-    cwd = cwd.empty() || cwd[0] == '/' ? dir : absl::StrCat(dir, "/", cwd);
-  }
+  std::string cwd;
+  if (grpc::Status status = WorkerCwd(lease, spec, cwd); !status.ok()) return status;
   auto isolation = LeaseIsolationEnv(state_->hardware(), *visible);
   if (!isolation.ok()) {
     state_->WorkerFailedToStart(lease.worker, std::string(isolation.status().message()));
-    return grpc::Status(grpc::StatusCode::INTERNAL,
-                        absl::StrCat("isolation of lease ", lease.id.value(), ": ",
-                                     isolation.status().message()));
+    return grpc::Status(
+        grpc::StatusCode::INTERNAL,
+        absl::StrCat("isolation of lease ", lease.id.value(), ": ", isolation.status().message()));
   }
-  WorkerEnvParts parts;
-  parts.agent = options_.agent_env;
-  parts.slice_env = options_.slice_env;
-  parts.spec_env.insert(spec.env().begin(), spec.env().end());
-  parts.isolation = *isolation;
-  parts.node = state_->node_id();
-  parts.worker = lease.worker;
-  parts.lease = lease.id;
-  parts.object_store_socket = options_.object_store_socket;
-  parts.worker_bind = options_.worker_bind;
-  parts.token_file = options_.worker_token_file;
-  const Environment env = BuildWorkerEnvironment(parts);
+  const Environment env = WorkerEnvironment(lease, spec, *isolation);
 
   ChildSpec child;
   child.argv.assign(spec.argv().begin(), spec.argv().end());
@@ -300,6 +273,75 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
   }
   child.stdout_path = absl::StrCat(options_.workers_dir, "/", lease.worker.value(), ".out");
   child.stderr_path = absl::StrCat(options_.workers_dir, "/", lease.worker.value(), ".err");
+  WorkerStdinPipes* pipes = spec.stdin_pipe() ? options_.stdin_pipes : nullptr;
+  WorkerDeviceErrors* device_errors = options_.device_errors;
+  ExitCallback on_exit = WorkerExitCallback(spec);
+  // Before the start: a worker that fails at once still has its devices' messages.
+  if (device_errors != nullptr) device_errors->Started(lease.worker, *visible);
+  auto pid = workers_->Start(ChildId(lease.worker.value()), child, std::move(on_exit));
+  if (!pid.ok()) {
+    if (pipes != nullptr) pipes->Forget(lease.worker);
+    // Its messages (what Exited returns) are not kept: the worker never ran.
+    if (device_errors != nullptr) device_errors->Exited(lease.worker, /*failed=*/false);
+    const std::string reason = absl::StrCat("cannot start worker: ", pid.status().message());
+    state_->WorkerFailedToStart(lease.worker, reason);
+    return grpc::Status(static_cast<grpc::StatusCode>(pid.status().code()), reason);
+  }
+  std::map<std::string, std::string> isolation_env = IsolationEnvMap(*isolation);
+  if (options_.watchdog != nullptr) WatchStartedWorker(lease, spec, child, *pid);
+  IgnoreStatus(state_->WorkerStarted(lease.worker, *pid, child.argv, isolation_env,
+                                     child.stdout_path, child.stderr_path),
+               "NotFound only when the worker's record is gone: nothing is left to fill in");
+  if (auto worker = state_->FindWorker(lease.worker); !state_->HoldsLease(lease.id) &&
+                                                      worker.has_value() &&
+                                                      worker->state != WorkerState::kExited) {
+    // Its bundle was cancelled while it started: it must not run outside a reservation.
+    state_->NoteKill(lease.worker, "after its bundle was cancelled while it started",
+                     /*bundle_removed=*/true);
+    IgnoreStatus(workers_->Signal(ChildId(lease.worker.value()), SIGKILL),
+                 "NotFound: it has exited already, which is what the kill is for");
+  }
+
+  FillGrant(lease, *pid, isolation_env, *reply);
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeAgentService::WorkerCwd(const LeaseRecord& lease, const v1::WorkerSpec& spec,
+                                         std::string& cwd) {
+  cwd = spec.cwd();
+  if (!spec.working_dir_job().empty()) {
+    const std::string dir = absl::StrCat(options_.working_dirs_root, "/", spec.working_dir_job());
+    std::error_code ec;
+    if (options_.working_dirs_root.empty() || !IsWorkingDirJobId(spec.working_dir_job()) ||
+        !std::filesystem::is_directory(dir, ec)) {
+      const std::string why = absl::StrCat("worker.working_dir_job: no working directory of job ",
+                                           spec.working_dir_job(), " on this node");
+      state_->WorkerFailedToStart(lease.worker, why);
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, why);
+    }
+    cwd = cwd.empty() || cwd[0] == '/' ? dir : absl::StrCat(dir, "/", cwd);
+  }
+  return grpc::Status::OK;
+}
+
+Environment NodeAgentService::WorkerEnvironment(const LeaseRecord& lease,
+                                                const v1::WorkerSpec& spec,
+                                                const EnvChanges& isolation) const {
+  WorkerEnvParts parts;
+  parts.agent = options_.agent_env;
+  parts.slice_env = options_.slice_env;
+  parts.spec_env.insert(spec.env().begin(), spec.env().end());
+  parts.isolation = isolation;
+  parts.node = state_->node_id();
+  parts.worker = lease.worker;
+  parts.lease = lease.id;
+  parts.object_store_socket = options_.object_store_socket;
+  parts.worker_bind = options_.worker_bind;
+  parts.token_file = options_.worker_token_file;
+  return BuildWorkerEnvironment(parts);
+}
+
+ExitCallback NodeAgentService::WorkerExitCallback(const v1::WorkerSpec& spec) const {
   AgentState* state = state_;
   WorkerWatchdog* watchdog = options_.watchdog;
   WorkerStdinPipes* pipes = spec.stdin_pipe() ? options_.stdin_pipes : nullptr;
@@ -307,8 +349,8 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
   HeadLink* report_to = spec.detached_actor_id().empty() ? nullptr : head_;
   AgentMetrics* metrics = options_.metrics;
   WorkerDeviceErrors* device_errors = options_.device_errors;
-  auto on_exit = [state, watchdog, pipes, report_to, metrics, device_errors,
-                  actor = spec.detached_actor_id()](const ChildId& id, const ExitStatus& exit) {
+  return [state, watchdog, pipes, report_to, metrics, device_errors,
+          actor = spec.detached_actor_id()](const ChildId& id, const ExitStatus& exit) {
     const WorkerId worker(id.value());
     if (watchdog != nullptr) watchdog->Remove(worker);
     if (pipes != nullptr) pipes->Forget(worker);
@@ -323,7 +365,8 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
               ? info.reason
               : absl::StrCat(info.reason, "; device messages: ", info.device_messages));
     }
-    (void)state->WorkerExited(worker, std::move(info));
+    IgnoreStatus(state->WorkerExited(worker, std::move(info)),
+                 "NotFound only for a worker the state forgot: nothing is left to mark");
     if (metrics != nullptr) {
       // Read back: the record knows whether the agent killed it (its kill cause).
       if (std::optional<WorkerRecord> record = state->FindWorker(worker); record.has_value()) {
@@ -331,51 +374,35 @@ grpc::Status NodeAgentService::StartWorker(const LeaseRecord& lease, const v1::W
       }
     }
   };
-  // Before the start: a worker that fails at once still has its devices' messages.
-  if (device_errors != nullptr) device_errors->Started(lease.worker, *visible);
-  auto pid = workers_->Start(ChildId(lease.worker.value()), child, std::move(on_exit));
-  if (!pid.ok()) {
-    if (pipes != nullptr) pipes->Forget(lease.worker);
-    if (device_errors != nullptr) (void)device_errors->Exited(lease.worker, /*failed=*/false);
-    const std::string reason = absl::StrCat("cannot start worker: ", pid.status().message());
-    state_->WorkerFailedToStart(lease.worker, reason);
-    return grpc::Status(static_cast<grpc::StatusCode>(pid.status().code()), reason);
-  }
-  std::map<std::string, std::string> isolation_env = IsolationEnvMap(*isolation);
-  if (options_.watchdog != nullptr) {
-    WatchedWorker watched;
-    watched.id = lease.worker;
-    watched.pid = *pid;
-    watched.stdout_path = child.stdout_path;
-    watched.stderr_path = child.stderr_path;
-    watched.stop_when_unwatched = spec.stop_when_unwatched();
-    watched.hang_timeout = absl::Milliseconds(std::max<int64_t>(0, spec.hang_timeout_ms()));
-    options_.watchdog->Add(watched, absl::Now());
-    // It may have exited already (its exit callback ran before Add): forget it then.
-    if (!workers_->Pid(ChildId(lease.worker.value())).has_value()) {
-      options_.watchdog->Remove(lease.worker);
-    }
-  }
-  (void)state_->WorkerStarted(lease.worker, *pid, child.argv, isolation_env, child.stdout_path,
-                              child.stderr_path);
-  if (auto worker = state_->FindWorker(lease.worker);
-      !state_->HoldsLease(lease.id) && worker.has_value() &&
-      worker->state != WorkerState::kExited) {
-    // Its bundle was cancelled while it started: it must not run outside a reservation.
-    state_->NoteKill(lease.worker, "after its bundle was cancelled while it started",
-                     /*bundle_removed=*/true);
-    (void)workers_->Signal(ChildId(lease.worker.value()), SIGKILL);
-  }
+}
 
-  v1::LeaseGrant* grant = reply->mutable_granted();
+void NodeAgentService::WatchStartedWorker(const LeaseRecord& lease, const v1::WorkerSpec& spec,
+                                          const ChildSpec& child, pid_t pid) {
+  WatchedWorker watched;
+  watched.id = lease.worker;
+  watched.pid = pid;
+  watched.stdout_path = child.stdout_path;
+  watched.stderr_path = child.stderr_path;
+  watched.stop_when_unwatched = spec.stop_when_unwatched();
+  watched.hang_timeout = absl::Milliseconds(std::max<int64_t>(0, spec.hang_timeout_ms()));
+  options_.watchdog->Add(watched, absl::Now());
+  // It may have exited already (its exit callback ran before Add): forget it then.
+  if (!workers_->Pid(ChildId(lease.worker.value())).has_value()) {
+    options_.watchdog->Remove(lease.worker);
+  }
+}
+
+void NodeAgentService::FillGrant(const LeaseRecord& lease, pid_t pid,
+                                 const std::map<std::string, std::string>& isolation_env,
+                                 v1::LeaseReply& reply) {
+  v1::LeaseGrant* grant = reply.mutable_granted();
   grant->set_lease_id(lease.id.value());
   grant->set_worker_id(lease.worker.value());
   grant->set_node_id(state_->node_id().value());
   wire::AllocationToProto(lease.allocation, grant->mutable_allocation());
-  for (auto& [name, value] : isolation_env) (*grant->mutable_isolation_env())[name] = value;
-  grant->set_pid(*pid);
-  reply->set_status("placed");
-  return grpc::Status::OK;
+  for (const auto& [name, value] : isolation_env) (*grant->mutable_isolation_env())[name] = value;
+  grant->set_pid(pid);
+  reply.set_status(v1::PICK_STATUS_PLACED);
 }
 
 WorkerLogStreamHooks NodeAgentService::LogHooks(grpc::ServerContext* context, const WorkerId& id,
@@ -416,8 +443,7 @@ grpc::Status NodeAgentService::WatchWorker(grpc::ServerContext* context,
     wanted.set_lease_wanted(true);
     return writer->Write(wanted);
   };
-  absl::Status streamed =
-      StreamWorkerLogs({worker->stdout_path, worker->stderr_path}, {}, hooks);
+  absl::Status streamed = StreamWorkerLogs({worker->stdout_path, worker->stderr_path}, {}, hooks);
   if (options_.watchdog != nullptr) options_.watchdog->WatchEnded(id, absl::Now());
   if (absl::IsCancelled(streamed)) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "the watcher went away");
@@ -570,10 +596,9 @@ grpc::Status NodeAgentService::CancelBundles(grpc::ServerContext*,
       state_->CancelBundles(request->placement_group(),
                             {request->bundle_indices().begin(), request->bundle_indices().end()});
   for (const WorkerId& id : killed) {
-    state_->NoteKill(id,
-                     absl::StrCat("after its bundle of ", request->placement_group(),
-                                  " was cancelled"),
-                     /*bundle_removed=*/true);
+    state_->NoteKill(
+        id, absl::StrCat("after its bundle of ", request->placement_group(), " was cancelled"),
+        /*bundle_removed=*/true);
   }
   KillNow(killed);
   for (const WorkerId& id : killed) response->add_killed_workers(id.value());
@@ -581,13 +606,17 @@ grpc::Status NodeAgentService::CancelBundles(grpc::ServerContext*,
 }
 
 void NodeAgentService::KillNow(const std::vector<WorkerId>& workers) {
-  for (const WorkerId& id : workers) (void)workers_->Signal(ChildId(id.value()), SIGKILL);
+  for (const WorkerId& id : workers) {
+    IgnoreStatus(workers_->Signal(ChildId(id.value()), SIGKILL),
+                 "NotFound: it has exited already, which is what the kill is for");
+  }
 }
 
 void NodeAgentService::TerminateAll() {
   for (const ChildId& id : workers_->Children()) {
     state_->NoteKill(WorkerId(id.value()), "as the node agent shut down");
-    (void)workers_->Terminate(id, options_.kill_grace);
+    IgnoreStatus(workers_->Terminate(id, options_.kill_grace),
+                 "NotFound: it has exited already, which is what the stop is for");
   }
 }
 
@@ -644,9 +673,11 @@ void NodeAgentService::EnforceWatchdog(absl::Time now) {
     state_->NoteKill(verdict.id, verdict.cause);
     const ChildId child(verdict.id.value());
     if (verdict.hung) {
-      (void)workers_->Signal(child, SIGKILL);
+      IgnoreStatus(workers_->Signal(child, SIGKILL),
+                   "NotFound: it has exited already, which is what the kill is for");
     } else {
-      (void)workers_->Terminate(child, options_.kill_grace);
+      IgnoreStatus(workers_->Terminate(child, options_.kill_grace),
+                   "NotFound: it has exited already, which is what the stop is for");
     }
   }
 }

@@ -29,6 +29,7 @@
 #include "node/object_data_server.h"
 #include "node/object_transfer.h"
 #include "node/worker_device_errors.h"
+#include "node/worker_env.h"
 #include "node/worker_log_stream.h"
 #include "node/worker_stdin.h"
 #include "node/worker_watchdog.h"
@@ -135,6 +136,21 @@ class NodeAgentService final : public v1::NodeAgent::Service {
   // Starts the granted lease's worker and fills the grant; on failure the lease is released.
   grpc::Status StartWorker(const LeaseRecord& lease, const v1::WorkerSpec& spec,
                            v1::LeaseReply* reply);
+  // The steps of StartWorker.
+  // The worker's working directory, into `cwd`: spec.cwd, inside its job's working directory
+  // when it has one; FAILED_PRECONDITION (the worker failed to start) when that is not here.
+  grpc::Status WorkerCwd(const LeaseRecord& lease, const v1::WorkerSpec& spec, std::string& cwd);
+  // The agent's environment, the slice's, the spec's and the devices' isolation, for the worker.
+  Environment WorkerEnvironment(const LeaseRecord& lease, const v1::WorkerSpec& spec,
+                                const EnvChanges& isolation) const;
+  // What the worker's exit does: it is no longer watched, its exit is recorded and counted, and
+  // (a detached actor's worker) told to the head.
+  ExitCallback WorkerExitCallback(const v1::WorkerSpec& spec) const;
+  // The watchdog watches the started worker (unless it has exited already).
+  void WatchStartedWorker(const LeaseRecord& lease, const v1::WorkerSpec& spec,
+                          const ChildSpec& child, pid_t pid);
+  void FillGrant(const LeaseRecord& lease, pid_t pid,
+                 const std::map<std::string, std::string>& isolation_env, v1::LeaseReply& reply);
   // How a log stream of worker `id` sends, waits for the exit and notices the client leaving.
   // The devices the worker sees: its own lease's, or with visible_bundles the union of those
   // bundles of its group held here.
@@ -149,7 +165,7 @@ class NodeAgentService final : public v1::NodeAgent::Service {
   HeadLink* const head_;
   const std::function<void()> on_shutdown_;
   rpc::RequestCache<LeaseOutcome> lease_cache_;
-  // Counts the lease requests answered "pending" on this node (nothing free here now): each
+  // Counts the lease requests answered PENDING on this node (nothing free here now): each
   // WatchWorker stream tells its watcher when it moves (WorkerEvent.lease_wanted).
   std::atomic<uint64_t> leases_wanted_{0};
   std::unique_ptr<ObjectPuller> puller_;  // null without an object store

@@ -31,6 +31,7 @@
 // instance is given out past one whole device, leases inside a bundle fit in it and name a
 // committed bundle that is held, and every lease's worker is known and not exited. A broken
 // invariant prints one line and aborts.
+#include <google/protobuf/stubs/logging.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -45,8 +46,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <google/protobuf/stubs/logging.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -142,7 +141,8 @@ struct World {
     options.hardware_file = (base / "hardware.yaml").string();
     options.environment = Environment();
     auto loaded = LoadNodeHardware(options);
-    Require(loaded.ok(), absl::StrCat("the harness's hardware loads: ", loaded.status().ToString()));
+    Require(loaded.ok(),
+            absl::StrCat("the harness's hardware loads: ", loaded.status().ToString()));
     node = *std::move(loaded);
     auto created = ProcessSupervisor::Create();
     Require(created.ok(), absl::StrCat("a process supervisor: ", created.status().ToString()));
@@ -293,13 +293,13 @@ void Harness::StartLeaseWorker(int hint, const uint8_t* data, size_t size) {
   const LeaseRecord& lease = *decision->lease;
   if (request.worker().stdin_pipe()) {
     auto pipe = pipes_.Open(lease.worker);
-    Require(pipe.ok(), absl::StrCat("a stdin FIFO in the workers folder: ",
-                                    pipe.status().ToString()));
+    Require(pipe.ok(),
+            absl::StrCat("a stdin FIFO in the workers folder: ", pipe.status().ToString()));
   }
   const std::string logs = (world_.base / "workers" / lease.worker.value()).string();
   absl::Status started = state_->WorkerStarted(
-      lease.worker, kFakePid, {request.worker().argv().begin(), request.worker().argv().end()},
-      {}, logs + ".out", logs + ".err");
+      lease.worker, kFakePid, {request.worker().argv().begin(), request.worker().argv().end()}, {},
+      logs + ".out", logs + ".err");
   Require(started.ok(), absl::StrCat("WorkerStarted after TryLease: ", started.ToString()));
 }
 
@@ -307,9 +307,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
   const Op op = static_cast<Op>(op_byte % kOpCount);
   const int hint = op_byte / kOpCount;
   switch (op) {
-    case kRequestLease:
-      RequestLease(hint, data, size);
-      return;
+    case kRequestLease: RequestLease(hint, data, size); return;
     case kKillWorker: {
       v1::KillWorkerRequest request;
       v1::KillWorkerResponse response;
@@ -387,9 +385,9 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       CheckStatus(status, "PrepareWorkingDir");
       if (status.ok()) {
         const fs::path root = world_.base / "jobs";
-        Require(fs::path(response.path()).parent_path() == root,
-                absl::StrCat("PrepareWorkingDir made ", response.path(), ", outside ",
-                             root.string()));
+        Require(
+            fs::path(response.path()).parent_path() == root,
+            absl::StrCat("PrepareWorkingDir made ", response.path(), ", outside ", root.string()));
         prepared_jobs_.insert(request.job_id());
       }
       return;
@@ -405,9 +403,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
               "WriteWorkerStdin wrote more than it was given");
       return;
     }
-    case kStartLeaseWorker:
-      StartLeaseWorker(hint, data, size);
-      return;
+    case kStartLeaseWorker: StartLeaseWorker(hint, data, size); return;
     case kWorkerExits: {
       std::vector<WorkerRecord> live = LiveWorkers();
       if (live.empty()) return;
@@ -428,8 +424,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       if (killed.ok()) Kill(*killed, "after the head released its bundle");
       return;
     }
-    case kOpCount:
-      break;
+    case kOpCount: break;
   }
 }
 
@@ -492,9 +487,9 @@ void Harness::CheckAccounting() const {
             absl::StrCat(resource, ": leases and bundles hold more than the node has"));
   }
   for (const auto& [instance, amount] : node_instances) {
-    Require(amount <= kWhole, absl::StrCat(instance.first, " instance ", instance.second,
-                                           " is given out ", Quantity::FromRaw(amount).ToString(),
-                                           " times"));
+    Require(amount <= kWhole,
+            absl::StrCat(instance.first, " instance ", instance.second, " is given out ",
+                         Quantity::FromRaw(amount).ToString(), " times"));
   }
   for (const auto& [key, sums] : in_bundle) {
     const BundleRecord& bundle = *bundles.at(key);

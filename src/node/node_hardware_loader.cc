@@ -144,9 +144,8 @@ absl::StatusOr<LoadedNode> LoadNodeHardware(const AgentOptions& options) {
                                ReadWholeFile(*options.hardware_file, "hardware file"));
       hostnames = DescriptionWorkerHostnames(text);
     } else {
-      hostnames =
-          TpuIdentityFromEnv(options.environment.value_or(Environment::FromProcess()))
-              .worker_hostnames;
+      hostnames = TpuIdentityFromEnv(options.environment.value_or(Environment::FromProcess()))
+                      .worker_hostnames;
     }
     loaded.slice_env = TpuSliceEnv(loaded.hardware.labels, hostnames);
   }

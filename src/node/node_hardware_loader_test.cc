@@ -67,8 +67,7 @@ TEST(NodeHardwareLoaderTest, ClusterFileNodeAndItsSliceHosts) {
   EXPECT_EQ(loaded->slice_env.at("TPU_WORKER_ID"), "2");
   EXPECT_EQ(loaded->slice_env.at("TPU_ACCELERATOR_TYPE"), "v6e-16");
   EXPECT_EQ(loaded->slice_env.at("TPU_TOPOLOGY"), "4x4");
-  EXPECT_EQ(loaded->slice_env.at("TPU_WORKER_HOSTNAMES"),
-            "v6e-1-w0,v6e-1-w1,v6e-1-w2,v6e-1-w3");
+  EXPECT_EQ(loaded->slice_env.at("TPU_WORKER_HOSTNAMES"), "v6e-1-w0,v6e-1-w1,v6e-1-w2,v6e-1-w3");
 }
 
 TEST(NodeHardwareLoaderTest, ClusterFileOverrides) {

@@ -44,17 +44,16 @@ std::array<uint8_t, kAadBytes> Aad(uint64_t object_size, uint64_t index) {
 
 absl::StatusOr<ContextPtr> NewContext(std::string_view key, bool encrypt) {
   if (key.size() != kTransferKeyBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("a transfer key of ", key.size(),
-                                                   " bytes, expected ", kTransferKeyBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a transfer key of ", key.size(), " bytes, expected ", kTransferKeyBytes));
   }
   ContextPtr context(EVP_CIPHER_CTX_new());
   if (context == nullptr) return OpenSslError("EVP_CIPHER_CTX_new");
   const auto* key_bytes = reinterpret_cast<const unsigned char*>(key.data());
   // The key schedule is made once; each chunk only sets its nonce.
-  const int ok = encrypt ? EVP_EncryptInit_ex(context.get(), EVP_aes_256_gcm(), nullptr,
-                                              key_bytes, nullptr)
-                         : EVP_DecryptInit_ex(context.get(), EVP_aes_256_gcm(), nullptr,
-                                              key_bytes, nullptr);
+  const int ok =
+      encrypt ? EVP_EncryptInit_ex(context.get(), EVP_aes_256_gcm(), nullptr, key_bytes, nullptr)
+              : EVP_DecryptInit_ex(context.get(), EVP_aes_256_gcm(), nullptr, key_bytes, nullptr);
   if (ok != 1) return OpenSslError("AES-256-GCM init");
   return context;
 }
@@ -66,7 +65,8 @@ absl::Status CheckChunk(uint64_t object_size, uint64_t index, size_t size) {
                                                    ChunkCount(object_size)));
   }
   if (size != ChunkPlaintextBytes(object_size, index)) {
-    return absl::InvalidArgumentError(absl::StrCat("chunk ", index, " of ", size, " bytes, expected ",
+    return absl::InvalidArgumentError(absl::StrCat("chunk ", index, " of ", size,
+                                                   " bytes, expected ",
                                                    ChunkPlaintextBytes(object_size, index)));
   }
   return absl::OkStatus();
@@ -95,8 +95,7 @@ uint64_t SealedSize(uint64_t object_size) {
 
 absl::StatusOr<std::string> NewTransferKey() {
   std::string key(kTransferKeyBytes, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), static_cast<int>(key.size())) !=
-      1) {
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), static_cast<int>(key.size())) != 1) {
     return OpenSslError("RAND_bytes");
   }
   return key;
@@ -116,8 +115,7 @@ absl::Status ChunkSealer::Seal(uint64_t index, std::span<const uint8_t> plaintex
   const auto aad = Aad(object_size_, index);
   int length = 0;
   if (EVP_EncryptInit_ex(context, nullptr, nullptr, nullptr, nonce.data()) != 1 ||
-      EVP_EncryptUpdate(context, nullptr, &length, aad.data(), static_cast<int>(aad.size())) !=
-          1) {
+      EVP_EncryptUpdate(context, nullptr, &length, aad.data(), static_cast<int>(aad.size())) != 1) {
     return OpenSslError("AES-256-GCM seal");
   }
   int written = 0;
@@ -155,8 +153,7 @@ absl::Status ChunkOpener::Open(uint64_t index, std::span<uint8_t> data,
   const auto aad = Aad(object_size_, index);
   int length = 0;
   if (EVP_DecryptInit_ex(context, nullptr, nullptr, nullptr, nonce.data()) != 1 ||
-      EVP_DecryptUpdate(context, nullptr, &length, aad.data(), static_cast<int>(aad.size())) !=
-          1) {
+      EVP_DecryptUpdate(context, nullptr, &length, aad.data(), static_cast<int>(aad.size())) != 1) {
     return OpenSslError("AES-256-GCM open");
   }
   int written = 0;
@@ -171,8 +168,8 @@ absl::Status ChunkOpener::Open(uint64_t index, std::span<uint8_t> data,
   }
   if (EVP_DecryptFinal_ex(context, data.data() + written, &length) != 1) {
     ERR_clear_error();
-    return absl::DataLossError(absl::StrCat("chunk ", index, " of ", ChunkCount(object_size_),
-                                            " failed authentication"));
+    return absl::DataLossError(
+        absl::StrCat("chunk ", index, " of ", ChunkCount(object_size_), " failed authentication"));
   }
   return absl::OkStatus();
 }

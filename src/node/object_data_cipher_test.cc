@@ -85,8 +85,8 @@ TEST(ObjectDataCipherTest, ChunksRoundTripAndHideThePlaintext) {
     ASSERT_EQ(stream.size(), SealedSize(size));
     if (size >= 1000) {
       // No 64-byte run of the plaintext appears in the stream.
-      const auto run = std::search(stream.begin(), stream.end(), data.begin() + 100,
-                                   data.begin() + 164);
+      const auto run =
+          std::search(stream.begin(), stream.end(), data.begin() + 100, data.begin() + 164);
       EXPECT_TRUE(run == stream.end()) << size;
     }
     auto opened = OpenAll(key, size, stream);
@@ -156,8 +156,7 @@ TEST(ObjectDataCipherTest, AChangedByteOrACutTagFails) {
             absl::DataLossError("chunk 0 has a tag of 15 bytes, expected 16"));
   // The tag read one byte early (the chunk cut by a byte) does not open either.
   copy = stream;
-  EXPECT_EQ(opener->Open(0, std::span(copy.data(), 2999), std::span(copy.data() + 2999, 16))
-                .code(),
+  EXPECT_EQ(opener->Open(0, std::span(copy.data(), 2999), std::span(copy.data() + 2999, 16)).code(),
             absl::StatusCode::kDataLoss);
 }
 

@@ -43,8 +43,8 @@ std::string EncodeDataReply(absl::StatusCode code, uint64_t size, std::string_vi
 
 absl::StatusOr<DataRequest> ParseDataRequest(std::string_view bytes) {
   if (bytes.size() != kDataRequestBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("data request: ", bytes.size(),
-                                                   " bytes, expected ", kDataRequestBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("data request: ", bytes.size(), " bytes, expected ", kDataRequestBytes));
   }
   if (bytes.substr(0, 4) != kRequestMagic) {
     return absl::InvalidArgumentError("data request: not a Tessera data request");
@@ -59,9 +59,8 @@ absl::StatusOr<DataRequest> ParseDataRequest(std::string_view bytes) {
 
 absl::StatusOr<DataReplyHeader> ParseDataReplyHeader(std::string_view bytes) {
   if (bytes.size() != kDataReplyHeaderBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("data reply: ", bytes.size(),
-                                                   " header bytes, expected ",
-                                                   kDataReplyHeaderBytes));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data reply: ", bytes.size(), " header bytes, expected ", kDataReplyHeaderBytes));
   }
   if (bytes.substr(0, 4) != kReplyMagic) {
     return absl::InvalidArgumentError("data reply: not a Tessera data reply");

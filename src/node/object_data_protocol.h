@@ -37,8 +37,8 @@ struct DataRequest {
 
 struct DataReplyHeader {
   absl::StatusCode code = absl::StatusCode::kOk;
-  uint64_t size = 0;            // the object's size, sealed after the message (0 unless kOk)
-  uint16_t message_bytes = 0;   // the message that follows the header
+  uint64_t size = 0;           // the object's size, sealed after the message (0 unless kOk)
+  uint16_t message_bytes = 0;  // the message that follows the header
   bool operator==(const DataReplyHeader&) const = default;
 };
 

@@ -24,8 +24,7 @@ TEST(ObjectDataProtocolTest, RequestsRoundTrip) {
 
 TEST(ObjectDataProtocolTest, MalformedRequestsAreRefused) {
   std::string bytes = EncodeDataRequest({DataAction::kSend, kTicket});
-  EXPECT_EQ(ParseDataRequest(bytes.substr(1)).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseDataRequest(bytes.substr(1)).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseDataRequest(bytes + "x").status().code(), absl::StatusCode::kInvalidArgument);
   std::string bad_magic = bytes;
   bad_magic[0] = 'G';  // e.g. an HTTP client
@@ -60,8 +59,7 @@ TEST(ObjectDataProtocolTest, ReplyHeadersRoundTripWithTheirMessage) {
 
 TEST(ObjectDataProtocolTest, MalformedReplyHeadersAreRefused) {
   std::string ok = EncodeDataReply(absl::StatusCode::kOk, 10, "");
-  EXPECT_EQ(ParseDataReplyHeader(ok.substr(2)).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseDataReplyHeader(ok.substr(2)).status().code(), absl::StatusCode::kInvalidArgument);
   std::string bad_magic = ok;
   bad_magic[3] = 'X';
   EXPECT_EQ(ParseDataReplyHeader(bad_magic).status().message(),

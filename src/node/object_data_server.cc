@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/ignore_status.h"
 #include "base/string_util.h"
 #include "node/object_data_cipher.h"
 #include "objects/object_store_server.h"
@@ -169,14 +170,14 @@ absl::StatusOr<ObjectOffer> ObjectDataServer::OfferObject(const ObjectId& id) {
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) {
-      (void)local_.store->Release(kLocalStoreClient, id);
+      IgnoreStatus(local_.store->Release(kLocalStoreClient, id),
+                   "cannot fail: this server's Get pinned it for this client");
       return absl::UnavailableError("the node agent is shutting down");
     }
     pending_[*ticket] = Pending{id, *location, *key, absl::Now() + options_.ticket_lifetime};
   }
   WakeEventFd(loop_.wake.get());  // the loop's next expiry may now be sooner
-  return ObjectOffer{*std::move(ticket), *std::move(key), location->data_size,
-                     location->metadata};
+  return ObjectOffer{*std::move(ticket), *std::move(key), location->data_size, location->metadata};
 }
 
 size_t ObjectDataServer::pending_offers() const {
@@ -193,7 +194,8 @@ absl::Time ObjectDataServer::ExpireLocked(absl::Time now) {
   absl::Time next = absl::InfiniteFuture();
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->second.expires <= now || stopping_) {
-      (void)local_.store->Release(kLocalStoreClient, it->second.id);
+      IgnoreStatus(local_.store->Release(kLocalStoreClient, it->second.id),
+                   "cannot fail: this server's Get pinned it for this client");
       pending_.erase(it++);
     } else {
       next = std::min(next, it->second.expires);
@@ -286,10 +288,9 @@ bool ObjectDataServer::AcceptWaiting(absl::Time now) {
       }
     }
     if (at_limit) {
-      SendReplyWithoutBlocking(
-          fd.get(), absl::StatusCode::kUnavailable,
-          absl::StrCat("the data port is at its connection limit (", options_.max_connections,
-                       " open); try again"));
+      SendReplyWithoutBlocking(fd.get(), absl::StatusCode::kUnavailable,
+                               absl::StrCat("the data port is at its connection limit (",
+                                            options_.max_connections, " open); try again"));
       CloseGracefully(std::move(fd));
       continue;
     }
@@ -358,11 +359,13 @@ void ObjectDataServer::HandleRequest(Incoming incoming) {
                   "unknown or used data ticket");
   }
   if (request->action == DataAction::kDrop) {  // answered by closing
-    (void)local_.store->Release(kLocalStoreClient, offer->id);
+    IgnoreStatus(local_.store->Release(kLocalStoreClient, offer->id),
+                 "cannot fail: this server's Get pinned it for this client");
     return CloseConnection(std::move(incoming.fd));
   }
   if (absl::Status blocking = SetNonBlocking(incoming.fd.get(), false); !blocking.ok()) {
-    (void)local_.store->Release(kLocalStoreClient, offer->id);
+    IgnoreStatus(local_.store->Release(kLocalStoreClient, offer->id),
+                 "cannot fail: this server's Get pinned it for this client");
     return Refuse(std::move(incoming.fd), blocking.code(), ToStd(blocking.message()));
   }
   {
@@ -374,7 +377,8 @@ void ObjectDataServer::HandleRequest(Incoming incoming) {
       return;
     }
   }
-  (void)local_.store->Release(kLocalStoreClient, offer->id);
+  IgnoreStatus(local_.store->Release(kLocalStoreClient, offer->id),
+               "cannot fail: this server's Get pinned it for this client");
   CloseConnection(std::move(incoming.fd));
 }
 
@@ -391,7 +395,8 @@ void ObjectDataServer::SenderLoop() {
       sending_fds_.insert(transfer.fd.get());
     }
     Send(transfer, buffer);
-    (void)local_.store->Release(kLocalStoreClient, transfer.offer.id);
+    IgnoreStatus(local_.store->Release(kLocalStoreClient, transfer.offer.id),
+                 "cannot fail: this server's Get pinned it for this client");
     {
       absl::MutexLock lock(&mu_);
       sending_fds_.erase(transfer.fd.get());  // from here on Stop does not touch the fd
@@ -404,12 +409,11 @@ void ObjectDataServer::Send(const Transfer& transfer, std::vector<uint8_t>& buff
   const int fd = transfer.fd.get();
   const ObjectLocation& location = transfer.offer.location;
   if (absl::Now() >= transfer.deadline) {
-    return SendReplyWithoutBlocking(
-        fd, absl::StatusCode::kDeadlineExceeded,
-        absl::StrCat("the transfer waited past its timeout (",
-                     absl::FormatDuration(options_.transfer_timeout),
-                     ") for one of the data port's ", options_.transfer_threads,
-                     " sending threads"));
+    return SendReplyWithoutBlocking(fd, absl::StatusCode::kDeadlineExceeded,
+                                    absl::StrCat("the transfer waited past its timeout (",
+                                                 absl::FormatDuration(options_.transfer_timeout),
+                                                 ") for one of the data port's ",
+                                                 options_.transfer_threads, " sending threads"));
   }
   auto sealer = ChunkSealer::Create(transfer.offer.key, location.data_size);
   if (!sealer.ok()) {
@@ -461,7 +465,8 @@ void ObjectDataServer::Stop() {
     queued.swap(queued_);
     open_connections_ -= static_cast<int>(queued.size());
     for (const Transfer& transfer : queued) {
-      (void)local_.store->Release(kLocalStoreClient, transfer.offer.id);
+      IgnoreStatus(local_.store->Release(kLocalStoreClient, transfer.offer.id),
+                   "cannot fail: this server's Get pinned it for this client");
     }
     ExpireLocked(absl::Now());
   }

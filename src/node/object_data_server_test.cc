@@ -40,7 +40,8 @@ constexpr absl::Duration kPatience = absl::Seconds(30);
 
 size_t ThreadsOfThisProcess() {
   size_t count = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+  for ([[maybe_unused]] const auto& entry :
+       std::filesystem::directory_iterator("/proc/self/task")) {
     ++count;
   }
   return count;
@@ -256,7 +257,7 @@ TEST_F(ObjectDataServerTest, HundredsOfIdleConnectionsShareTheEventLoopAndATrans
   options.max_connections = 1000;
   options.request_timeout = absl::Minutes(10);  // none of them is closed for being idle here
   StartServer(options);
-  const size_t server_threads = 1 + 2;          // the event loop and the sending threads
+  const size_t server_threads = 1 + 2;  // the event loop and the sending threads
   EXPECT_LE(ThreadsOfThisProcess(), threads_before + server_threads);
 
   constexpr int kIdle = 300;
@@ -297,8 +298,8 @@ TEST_F(ObjectDataServerTest, AConnectionWithoutAWholeRequestIsAnsweredAndClosedA
     halfway.push_back(Connect());
     const std::string half =
         EncodeDataRequest({DataAction::kSend, offer->ticket}).substr(0, kDataRequestBytes / 2);
-    ASSERT_TRUE(WriteAll(halfway.back().get(), half.data(), half.size(), absl::Now() + kPatience)
-                    .ok());
+    ASSERT_TRUE(
+        WriteAll(halfway.back().get(), half.data(), half.size(), absl::Now() + kPatience).ok());
   }
   for (std::vector<UniqueFd>* group : {&silent, &halfway}) {
     for (const UniqueFd& fd : *group) {
@@ -320,7 +321,8 @@ TEST_F(ObjectDataServerTest, ARefusedRequestIsAnsweredAndItsConnectionClosedAtOn
   StartServer(options);
 
   UniqueFd unknown = Connect();
-  ASSERT_TRUE(SendRequest(unknown.get(), DataAction::kSend, std::string(kDataTicketBytes, 'x')).ok());
+  ASSERT_TRUE(
+      SendRequest(unknown.get(), DataAction::kSend, std::string(kDataTicketBytes, 'x')).ok());
   auto answer = ReadAnswer(unknown.get());
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_EQ(answer->status, absl::UnauthenticatedError("unknown or used data ticket"));

@@ -20,7 +20,8 @@ namespace {
 // Bounds each blocking call to the time left before `deadline`.
 absl::Status SetTimeouts(int fd, absl::Time deadline) {
   const absl::Duration left = deadline - absl::Now();
-  if (left <= absl::ZeroDuration()) return absl::DeadlineExceededError("the data transfer timed out");
+  if (left <= absl::ZeroDuration())
+    return absl::DeadlineExceededError("the data transfer timed out");
   timeval tv = absl::ToTimeval(std::min(left, absl::Hours(24)));
   if (tv.tv_sec == 0 && tv.tv_usec == 0) tv.tv_usec = 1;  // 0 would mean "no timeout"
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -40,7 +41,7 @@ struct AddrInfoDeleter {
 };
 
 absl::StatusOr<std::unique_ptr<addrinfo, AddrInfoDeleter>> Resolve(const std::string& host,
-                                                                    int port, int flags) {
+                                                                   int port, int flags) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -92,8 +93,8 @@ absl::StatusOr<UniqueFd> ListenTcp(const std::string& bind_address) {
     }
     last_error = errno;
   }
-  return absl::UnavailableError(absl::StrCat("cannot listen on ", bind_address, ": ",
-                                             std::strerror(last_error)));
+  return absl::UnavailableError(
+      absl::StrCat("cannot listen on ", bind_address, ": ", std::strerror(last_error)));
 }
 
 absl::StatusOr<int> LocalPort(int fd) {
@@ -127,8 +128,8 @@ absl::StatusOr<UniqueFd> ConnectTcp(const std::string& host, int port, absl::Tim
     }
     last_error = errno;
   }
-  return absl::UnavailableError(absl::StrCat("cannot connect to ", host, ":", port, ": ",
-                                             std::strerror(last_error)));
+  return absl::UnavailableError(
+      absl::StrCat("cannot connect to ", host, ":", port, ": ", std::strerror(last_error)));
 }
 
 absl::Status WriteAll(int fd, const void* data, size_t size, absl::Time deadline) {

@@ -116,8 +116,7 @@ void ApplyCgroup(const Sysroot& root, HostMemory* memory) {
   }
 }
 
-absl::StatusOr<uint64_t> DecideRequested(uint64_t requested, int agents,
-                                         const HostMemory& memory) {
+absl::StatusOr<uint64_t> DecideRequested(uint64_t requested, int agents, const HostMemory& memory) {
   const uint64_t margin = SafetyMarginBytes(memory);
   const uint64_t fits = SaturatingSub(memory.available_bytes, margin);
   const uint64_t total = SaturatingMul(requested, static_cast<uint64_t>(agents));
@@ -131,8 +130,8 @@ absl::StatusOr<uint64_t> DecideRequested(uint64_t requested, int agents,
   if (fits == 0) {
     room = "nothing fits";
   } else if (agents > 1) {
-    room = absl::StrCat("at most ", FormatBytes(fits / static_cast<uint64_t>(agents)),
-                        " each fits");
+    room =
+        absl::StrCat("at most ", FormatBytes(fits / static_cast<uint64_t>(agents)), " each fits");
   } else {
     room = absl::StrCat("at most ", FormatBytes(fits), " fits");
   }
@@ -144,8 +143,8 @@ absl::StatusOr<uint64_t> DecideRequested(uint64_t requested, int agents,
 absl::StatusOr<uint64_t> DecideDefault(int agents, const HostMemory& memory) {
   const uint64_t margin = SafetyMarginBytes(memory);
   const uint64_t fraction = memory.available_bytes / 100 * kDefaultStorePercentOfAvailable;
-  const uint64_t total = std::min({fraction, kDefaultStoreCapBytes,
-                                   SaturatingSub(memory.available_bytes, margin)});
+  const uint64_t total =
+      std::min({fraction, kDefaultStoreCapBytes, SaturatingSub(memory.available_bytes, margin)});
   const uint64_t share = total / static_cast<uint64_t>(agents) / kMiB * kMiB;
   if (share >= kMinDefaultStoreShareBytes) return share;
   const std::string split =
@@ -163,8 +162,8 @@ absl::StatusOr<uint64_t> DecideDefault(int agents, const HostMemory& memory) {
 
 std::string ObjectStoreLabelValue(uint64_t store_bytes) {
   if (store_bytes == 0) return "none";
-  auto quantity = Quantity::FromIntChecked(static_cast<int64_t>(
-      std::min<uint64_t>(store_bytes, std::numeric_limits<int64_t>::max())));
+  auto quantity = Quantity::FromIntChecked(
+      static_cast<int64_t>(std::min<uint64_t>(store_bytes, std::numeric_limits<int64_t>::max())));
   return quantity.ok() ? FormatByteQuantity(*quantity) : absl::StrCat(store_bytes, "B");
 }
 
@@ -174,9 +173,8 @@ absl::StatusOr<uint64_t> ParseObjectStoreMemoryFlag(std::string_view text) {
   if (!trimmed.empty() && trimmed.find_first_not_of('0') == absl::string_view::npos) return 0;
   auto bytes = ParseByteSize(text);
   if (!bytes.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--object-store-memory: ",
-                                                   bytes.status().message(),
-                                                   "; 0 turns the store off"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--object-store-memory: ", bytes.status().message(), "; 0 turns the store off"));
   }
   return *bytes;
 }

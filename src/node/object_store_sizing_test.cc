@@ -139,15 +139,13 @@ TEST(ObjectStoreSizingTest, ParsesMeminfo) {
 }
 
 TEST(ObjectStoreSizingTest, MeminfoWithoutAFieldOrWithAMalformedOneIsAnError) {
-  EXPECT_EQ(ParseMeminfo("MemTotal: 1024 kB\nShmem: 0 kB\n", "fake/proc/meminfo")
-                .status()
-                .message(),
-            "fake/proc/meminfo has no MemAvailable line, so the object store cannot be sized "
-            "against this host's memory");
-  EXPECT_EQ(ParseMeminfo("MemTotal: lots kB\nMemAvailable: 1 kB\nShmem: 0 kB\n", "m")
-                .status()
-                .message(),
-            "m: MemTotal is \"lots kB\", not a number of kB");
+  EXPECT_EQ(
+      ParseMeminfo("MemTotal: 1024 kB\nShmem: 0 kB\n", "fake/proc/meminfo").status().message(),
+      "fake/proc/meminfo has no MemAvailable line, so the object store cannot be sized "
+      "against this host's memory");
+  EXPECT_EQ(
+      ParseMeminfo("MemTotal: lots kB\nMemAvailable: 1 kB\nShmem: 0 kB\n", "m").status().message(),
+      "m: MemTotal is \"lots kB\", not a number of kB");
   EXPECT_FALSE(ParseMeminfo("MemTotal: 1024 MB\nMemAvailable: 1 kB\nShmem: 0 kB\n", "m").ok());
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "grpcpp/client_context.h"
 #include "node/object_data_cipher.h"
@@ -25,13 +26,13 @@ absl::Status Prefixed(const ObjectId& id, const absl::Status& status) {
 
 // Tells the holder an offer will not be used, so its pin ends now rather than at expiry. Best
 // effort: the offer expires anyway.
-void DropTicket(const std::string& host, int port, const std::string& ticket,
-                absl::Time deadline) {
+void DropTicket(const std::string& host, int port, const std::string& ticket, absl::Time deadline) {
   deadline = std::min(deadline, absl::Now() + absl::Seconds(5));
   auto fd = ConnectTcp(host, port, deadline);
   if (!fd.ok()) return;
   const std::string request = EncodeDataRequest({DataAction::kDrop, ticket});
-  (void)WriteAll(fd->get(), request.data(), request.size(), deadline);
+  IgnoreStatus(WriteAll(fd->get(), request.data(), request.size(), deadline),
+               "best effort: an offer not dropped expires on its own");
 }
 
 // Receives the offered object's sealed chunks, each read straight into its place in `target`
@@ -55,8 +56,8 @@ absl::Status ReceiveBytes(const std::string& host, int port, const std::string& 
   TESSERA_ASSIGN_OR_RETURN(got, ReadUpTo(fd.get(), message.data(), message.size(), deadline));
   if (parsed->code != absl::StatusCode::kOk) return absl::Status(parsed->code, message);
   if (parsed->size != size) {
-    return absl::DataLossError(absl::StrCat("the holder sends ", parsed->size,
-                                            " bytes for an object of ", size));
+    return absl::DataLossError(
+        absl::StrCat("the holder sends ", parsed->size, " bytes for an object of ", size));
   }
   const uint64_t sealed_size = SealedSize(size);
   uint64_t at = 0;        // object bytes received
@@ -72,8 +73,7 @@ absl::Status ReceiveBytes(const std::string& host, int port, const std::string& 
     }
     if (received != at + n + (i + 1) * kSealTagBytes) {
       return absl::DataLossError(absl::StrCat("the stream ended after ", received, " of ",
-                                              sealed_size, " bytes (", size,
-                                              " sealed in chunks)"));
+                                              sealed_size, " bytes (", size, " sealed in chunks)"));
     }
     if (absl::Status opened = opener.Open(i, std::span(target + at, n), tag); !opened.ok()) {
       return absl::DataLossError(absl::StrCat(
@@ -99,7 +99,8 @@ absl::StatusOr<PullResult> PullObject(const PullSource& from, absl::Duration tim
   if (local.store->Contains(id)) {
     auto location = local.store->Get(kLocalStoreClient, id);
     if (location.ok()) {
-      (void)local.store->Release(kLocalStoreClient, id);
+      IgnoreStatus(local.store->Release(kLocalStoreClient, id),
+                   "cannot fail: the Get above pinned it for this client");
       return PullResult{location->data_size, true};
     }
   }
@@ -134,12 +135,12 @@ absl::StatusOr<PullResult> PullObject(const PullSource& from, absl::Duration tim
   }
   uint8_t* target = local.arena->base() + location->offset;
   local.arena->PopulateForWrite(location->offset, size);
-  absl::Status received =
-      ReceiveBytes(from.host, offer.data_port(), offer.ticket(), offer.transfer_key(), target,
-                   size, deadline);
+  absl::Status received = ReceiveBytes(from.host, offer.data_port(), offer.ticket(),
+                                       offer.transfer_key(), target, size, deadline);
   if (!received.ok()) {
     // Nothing unsealed is left behind.
-    (void)local.store->Abort(kLocalStoreClient, id);
+    IgnoreStatus(local.store->Abort(kLocalStoreClient, id),
+                 "cannot fail: this pull created it unsealed, and only it seals or aborts it");
     return Prefixed(id, received);
   }
   TESSERA_RETURN_IF_ERROR(local.store->Seal(kLocalStoreClient, id));

@@ -378,9 +378,9 @@ TEST_F(ObjectTransferTest, AShortStreamIsDataLossAndTheCopyIsAborted) {
       EncodeDataReply(absl::StatusCode::kOk, 10, "") + "abc", /*reset=*/false);
   auto pulled = Pull(ObjectId::FromRandom());
   EXPECT_EQ(pulled.status().code(), absl::StatusCode::kDataLoss) << pulled.status();
-  EXPECT_NE(pulled.status().message().find(
-                "the stream ended after 3 of 26 bytes (10 sealed in chunks)"),
-            std::string::npos)
+  EXPECT_NE(
+      pulled.status().message().find("the stream ended after 3 of 26 bytes (10 sealed in chunks)"),
+      std::string::npos)
       << pulled.status();
   ExpectNothingLeftIn(b_);
 
@@ -424,9 +424,8 @@ TEST_F(ObjectTransferTest, AListenerThatKnowsTheTicketButNotTheKeyIsRefusedAndLe
   // A squatter on the holder's data port gets the ticket with the request, but never the key,
   // which travelled only in the authenticated OfferObject answer: whatever it makes up, sealed
   // under a key of its own or not sealed at all, is refused.
-  for (const std::string& forged :
-       {Sealed(std::string(kTransferKeyBytes, 'x'), "forged!!!!"),
-        std::string("forged!!!!") + std::string(kSealTagBytes, '\0')}) {
+  for (const std::string& forged : {Sealed(std::string(kTransferKeyBytes, 'x'), "forged!!!!"),
+                                    std::string("forged!!!!") + std::string(kSealTagBytes, '\0')}) {
     holder_->fake_ = std::make_unique<FakeDataPort>(
         EncodeDataReply(absl::StatusCode::kOk, 10, "") + forged, /*reset=*/false);
     auto pulled = Pull(ObjectId::FromRandom());
@@ -456,8 +455,8 @@ TEST_F(ObjectTransferTest, AByteChangedOnTheWayFailsThePullAndLeavesNothing) {
                          body + SealedSize(data.size()) - kSealTagBytes - 1}) {
     holder_->relay_ = std::make_unique<RelayDataPort>(data_->port(), flip_at);
     auto pulled = Pull(id);
-    EXPECT_EQ(pulled.status().code(), absl::StatusCode::kDataLoss) << flip_at << ": "
-                                                                   << pulled.status();
+    EXPECT_EQ(pulled.status().code(), absl::StatusCode::kDataLoss)
+        << flip_at << ": " << pulled.status();
     EXPECT_NE(pulled.status().message().find("the bytes did not come from the holder"),
               std::string::npos)
         << pulled.status();

@@ -36,8 +36,7 @@ TelemetrySampler::DeviceNames TelemetrySampler::NamesOf(const NodeHardware& hard
     for (size_t i = 0; i < family.visible.size(); ++i) {
       const Device& device = family.visible[i];
       names[{device.family, device.index}] =
-          DeviceName{device.type, std::string(family.plugin->resource_name()),
-                     static_cast<int>(i)};
+          DeviceName{device.type, std::string(family.plugin->resource_name()), static_cast<int>(i)};
     }
   }
   return names;
@@ -107,8 +106,8 @@ void TelemetrySampler::ReadOnce() {
   NodeTelemetry telemetry = reader_.Read(now, BusyDevicesOfLeases(hardware, state_->Leases()));
   for (const std::string& warning : telemetry.warnings) {
     if (warned_.size() >= kMaxWarningsLogged || !warned_.insert(warning).second) continue;
-    LogLine(absl::StrCat("node agent ", state_->node_id().value(), ": device telemetry: ",
-                         warning));
+    LogLine(
+        absl::StrCat("node agent ", state_->node_id().value(), ": device telemetry: ", warning));
   }
   NodeReading reading;
   reading.read_at = now;

@@ -31,7 +31,8 @@ TEST(BusyDevicesOfLeasesTest, InstancesBecomePhysicalIndicesThroughTheNodesMask)
   AgentOptions options;
   options.node_id = "n1";
   options.hardware_file = node_testing::ExampleHardware("h100-sxm-8.yaml");
-  options.environment = Environment(std::map<std::string, std::string, std::less<>>{{"CUDA_VISIBLE_DEVICES", "6,2,4"}});
+  options.environment = Environment(
+      std::map<std::string, std::string, std::less<>>{{"CUDA_VISIBLE_DEVICES", "6,2,4"}});
   auto loaded = LoadNodeHardware(options);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const BusyDevices busy = BusyDevicesOfLeases(
@@ -102,8 +103,7 @@ TEST(TelemetrySamplerTest, RunningWorkersCpuAndMemoryAreReadFromProc) {
   // A rate needs two readings of the worker.
   ASSERT_TRUE(Eventually([&] {
     const NodeReading reading = sampler->Latest();
-    return reading.workers.workers.size() == 1 &&
-           reading.workers.workers[0].cpu_cores.has_value();
+    return reading.workers.workers.size() == 1 && reading.workers.workers[0].cpu_cores.has_value();
   }));
   const NodeReading reading = sampler->Latest();
   const WorkerUsage& worker = reading.workers.workers[0];

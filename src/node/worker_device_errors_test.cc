@@ -3,12 +3,12 @@
 // held no GPU hears nothing, a simulated node reads nothing; and the one-line join's bounds.
 #include "node/worker_device_errors.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "hardware/node_discovery.h"

@@ -61,7 +61,8 @@ TEST(WorkerEnvTest, WorkersServeWhereTheirAgentIsReachedWhateverTheLeaseAsked) {
 TEST(WorkerEnvTest, TheTokenNeverEntersAWorkersEnvironmentOnlyWhereToReadIt) {
   WorkerEnvParts parts;
   // An agent started with TESSERA_TOKEN set, and a lease that carries one.
-  parts.agent = Environment({{"PATH", "/bin"}, {"TESSERA_TOKEN", "agent-secret"},
+  parts.agent = Environment({{"PATH", "/bin"},
+                             {"TESSERA_TOKEN", "agent-secret"},
                              {"TESSERA_TOKEN_FILE", "/elsewhere/token"}});
   parts.spec_env = {{"TESSERA_TOKEN", "lease-secret"}};
   parts.node = NodeId("n1");

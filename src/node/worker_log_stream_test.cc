@@ -64,10 +64,9 @@ TEST_F(WorkerLogStreamTest, FollowsBothFilesUntilTheWorkerExitsAndSendsEveryByte
     }
     exited.Notify();
   });
-  absl::Status status = StreamWorkerLogs(
-      files_, {}, Recording([&](absl::Time deadline) {
-        return exited.WaitForNotificationWithDeadline(deadline);
-      }));
+  absl::Status status = StreamWorkerLogs(files_, {}, Recording([&](absl::Time deadline) {
+                                           return exited.WaitForNotificationWithDeadline(deadline);
+                                         }));
   worker.join();
   ASSERT_TRUE(status.ok()) << status;
   std::string want_out, want_err;
@@ -98,9 +97,8 @@ TEST_F(WorkerLogStreamTest, WithoutFollowSendsWhatIsThereAndDoesNotWaitForTheExi
 
 TEST_F(WorkerLogStreamTest, FilesThatNeverAppearEndWithTheExit) {
   std::atomic<int> waits{0};
-  absl::Status status = StreamWorkerLogs(files_, {}, Recording([&](absl::Time) {
-                                           return ++waits >= 2;
-                                         }));
+  absl::Status status =
+      StreamWorkerLogs(files_, {}, Recording([&](absl::Time) { return ++waits >= 2; }));
   ASSERT_TRUE(status.ok()) << status;
   absl::MutexLock lock(&mu_);
   EXPECT_EQ(sends_, 0);
@@ -111,11 +109,10 @@ TEST_F(WorkerLogStreamTest, AClientThatLeavesEndsTheStreamWhileTheWorkerRuns) {
   Append(files_.stdout_path, "x");
   WorkerLogStreamOptions options;
   options.check_interval = absl::Milliseconds(20);
-  absl::Status status =
-      StreamWorkerLogs(files_, options, Recording([](absl::Time deadline) {
-                         absl::SleepFor(deadline - absl::Now());
-                         return false;  // never exits
-                       }));
+  absl::Status status = StreamWorkerLogs(files_, options, Recording([](absl::Time deadline) {
+                                           absl::SleepFor(deadline - absl::Now());
+                                           return false;  // never exits
+                                         }));
   EXPECT_TRUE(absl::IsCancelled(status)) << status;
 }
 
@@ -123,12 +120,11 @@ TEST_F(WorkerLogStreamTest, ShouldStopEndsAFollowThatHasNothingToSend) {
   WorkerLogStreamOptions options;
   options.check_interval = absl::Milliseconds(20);
   std::atomic<int> waits{0};
-  absl::Status status =
-      StreamWorkerLogs(files_, options, Recording([&](absl::Time deadline) {
-                         if (++waits == 3) stop_.store(true);
-                         absl::SleepFor(deadline - absl::Now());
-                         return false;
-                       }));
+  absl::Status status = StreamWorkerLogs(files_, options, Recording([&](absl::Time deadline) {
+                                           if (++waits == 3) stop_.store(true);
+                                           absl::SleepFor(deadline - absl::Now());
+                                           return false;
+                                         }));
   EXPECT_TRUE(absl::IsCancelled(status)) << status;
 }
 

@@ -132,12 +132,11 @@ std::vector<WatchdogVerdict> WorkerWatchdog::Check(absl::Time now) {
         const absl::Duration grace =
             e.ever_watched ? options_.unwatched_grace : options_.first_watch_grace;
         if (now - e.unwatched_since >= grace) {
-          verdicts.push_back(
-              {e.worker.id,
-               e.ever_watched ? "as its owner stopped watching it"
-                              : absl::StrCat("as nobody watched it within ", Seconds(grace),
-                                             " of its start"),
-               false});
+          verdicts.push_back({e.worker.id,
+                              e.ever_watched ? "as its owner stopped watching it"
+                                             : absl::StrCat("as nobody watched it within ",
+                                                            Seconds(grace), " of its start"),
+                              false});
           it = entries_.erase(it);
           continue;
         }
@@ -162,11 +161,11 @@ std::vector<WatchdogVerdict> WorkerWatchdog::Check(absl::Time now) {
       continue;
     }
     if (now - e.progressed_at >= e.worker.hang_timeout) {
-      verdicts.push_back({id,
-                          absl::StrCat("as hung: no output and no CPU time for ",
-                                       Seconds(now - e.progressed_at), " (hang timeout ",
-                                       Seconds(e.worker.hang_timeout), ")"),
-                          true});
+      verdicts.push_back(
+          {id,
+           absl::StrCat("as hung: no output and no CPU time for ", Seconds(now - e.progressed_at),
+                        " (hang timeout ", Seconds(e.worker.hang_timeout), ")"),
+           true});
       entries_.erase(it);
     }
   }

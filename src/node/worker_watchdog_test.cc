@@ -29,9 +29,8 @@ struct Fixture {
   Fixture() {
     auto probe = std::make_unique<FakeProbe>();
     progress = probe->progress;
-    watchdog = std::make_unique<WorkerWatchdog>(WatchdogOptions{absl::Seconds(5),
-                                                                absl::Milliseconds(500)},
-                                                std::move(probe));
+    watchdog = std::make_unique<WorkerWatchdog>(
+        WatchdogOptions{absl::Seconds(5), absl::Milliseconds(500)}, std::move(probe));
   }
   std::shared_ptr<std::map<int, WorkerProgress>> progress;
   std::unique_ptr<WorkerWatchdog> watchdog;

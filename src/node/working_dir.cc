@@ -12,8 +12,8 @@
 #include <filesystem>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/file_read.h"
 #include "base/status_macros.h"
@@ -35,9 +35,8 @@ absl::Status Refuse(absl::string_view why) {
 absl::Status CheckRelativePath(const std::string& path) {
   if (path.empty()) return Refuse("an entry has no path");
   if (path.size() > kWorkingDirMaxPathBytes) {
-    return Refuse(absl::StrCat("entry \"", path.substr(0, 200), "...\" has a path of ",
-                               path.size(), " bytes, more than the limit of ",
-                               kWorkingDirMaxPathBytes));
+    return Refuse(absl::StrCat("entry \"", path.substr(0, 200), "...\" has a path of ", path.size(),
+                               " bytes, more than the limit of ", kWorkingDirMaxPathBytes));
   }
   if (path[0] == '/' || path.find('\0') != std::string::npos) {
     return Refuse(absl::StrCat("entry \"", path.substr(0, 200), "\" is not a relative path"));
@@ -121,6 +120,88 @@ absl::Status WriteNewFile(const std::string& path, const std::string& data, mode
   return absl::OkStatus();
 }
 
+// Every file and folder under `dir`, sorted (the agent's completion marker left out).
+absl::StatusOr<std::vector<fs::path>> ListFolder(const std::string& dir, absl::string_view label) {
+  std::error_code ec;
+  std::vector<fs::path> paths;
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::none, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (paths.size() >= static_cast<size_t>(kWorkingDirMaxEntries)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(label, ": ", dir, " holds more than the limit of ", kWorkingDirMaxEntries,
+                       " files and folders; ship large data another way"));
+    }
+    // A folder an agent unpacked (a worker's working_dir, packed again for the tasks it
+    // submits) carries the agent's completion marker, which is not the user's.
+    if (it.depth() == 0 && it->path().filename() == kCompleteMarker) continue;
+    paths.push_back(it->path());
+  }
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--working-dir: cannot read ", dir, ": ", ec.message()));
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+// A regular file of the listing, and its size then.
+struct ListedFile {
+  size_t path_index;
+  uint64_t size;
+};
+
+// The regular files of `paths` with their sizes, from the listing: refused when they hold more
+// than `limit_bytes` together, before anything is read.
+absl::StatusOr<std::vector<ListedFile>> RegularFiles(const std::vector<fs::path>& paths,
+                                                     uint64_t limit_bytes,
+                                                     absl::string_view label) {
+  uint64_t total = 0;
+  std::vector<ListedFile> files;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    struct stat st {};
+    if (::lstat(paths[i].c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    if (size > limit_bytes - std::min(limit_bytes, total)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          label, ": ", paths[i].string(), " is ", SizeForRefusal(size),
+          total > 0 ? absl::StrCat(", after ", SizeForRefusal(total), " of other files")
+                    : std::string(),
+          "; a working directory holds at most ", FormatBytes(limit_bytes),
+          " of files; ship large data another way"));
+    }
+    total += size;
+    files.push_back({i, size});
+  }
+  return files;
+}
+
+// The file at `path`, listed at `listed` bytes; refused when it grew since.
+absl::StatusOr<std::string> ReadListedFile(const fs::path& path, uint64_t listed,
+                                           absl::string_view label) {
+  // Read at most what was listed, plus one byte to see a file that grew since.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--working-dir: cannot read ", path.string(), ": ", std::strerror(errno)));
+  }
+  std::string data(listed + 1, '\0');
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::read(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (done > listed) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": ", path.string(), " grew while it was packed (from ",
+                     SizeForRefusal(listed), "); pack a folder that is not being written"));
+  }
+  data.resize(done);
+  return data;
+}
+
 }  // namespace
 
 absl::Status ValidateWorkingDirArchive(const std::string& archive) {
@@ -130,8 +211,8 @@ absl::Status ValidateWorkingDirArchive(const std::string& archive) {
 bool IsWorkingDirJobId(const std::string& id) {
   if (id.empty() || id.size() > 128 || id[0] == '.') return false;
   return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
   });
 }
 
@@ -154,47 +235,10 @@ absl::StatusOr<PackedDirectory> PackDirectory(const std::string& dir, uint64_t l
     top->set_mode(0700);
   }
   const std::string prefix = under.empty() ? std::string() : absl::StrCat(under, "/");
-  std::vector<fs::path> paths;
-  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::none, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (paths.size() >= static_cast<size_t>(kWorkingDirMaxEntries)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          label, ": ", dir, " holds more than the limit of ", kWorkingDirMaxEntries,
-          " files and folders; ship large data another way"));
-    }
-    // A folder an agent unpacked (a worker's working_dir, packed again for the tasks it
-    // submits) carries the agent's completion marker, which is not the user's.
-    if (it.depth() == 0 && it->path().filename() == kCompleteMarker) continue;
-    paths.push_back(it->path());
-  }
-  if (ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--working-dir: cannot read ", dir, ": ", ec.message()));
-  }
-  std::sort(paths.begin(), paths.end());
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<fs::path> paths, ListFolder(dir, label));
   // Sizes first, from the listing: nothing is read when the files do not fit.
-  struct File {
-    size_t path_index;
-    uint64_t size;
-  };
-  std::vector<File> files;
-  for (size_t i = 0; i < paths.size(); ++i) {
-    struct stat st {};
-    if (::lstat(paths[i].c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    const uint64_t size = static_cast<uint64_t>(st.st_size);
-    if (size > limit_bytes - std::min(limit_bytes, packed.bytes)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          label, ": ", paths[i].string(), " is ", SizeForRefusal(size),
-          packed.bytes > 0
-              ? absl::StrCat(", after ", SizeForRefusal(packed.bytes), " of other files")
-              : std::string(),
-          "; a working directory holds at most ", FormatBytes(limit_bytes),
-          " of files; ship large data another way"));
-    }
-    packed.bytes += size;
-    files.push_back({i, size});
-  }
-  packed.bytes = 0;
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<ListedFile> files,
+                           RegularFiles(paths, limit_bytes, label));
   auto file = files.begin();
   for (size_t i = 0; i < paths.size(); ++i) {
     const fs::path& path = paths[i];
@@ -215,27 +259,7 @@ absl::StatusOr<PackedDirectory> PackDirectory(const std::string& dir, uint64_t l
       continue;
     }
     const uint64_t listed = (file++)->size;
-    // Read at most what was listed, plus one byte to see a file that grew since.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--working-dir: cannot read ", path.string(), ": ", std::strerror(errno)));
-    }
-    std::string data(listed + 1, '\0');
-    size_t done = 0;
-    while (done < data.size()) {
-      const ssize_t n = ::read(fd, data.data() + done, data.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      done += static_cast<size_t>(n);
-    }
-    ::close(fd);
-    if (done > listed) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          label, ": ", path.string(), " grew while it was packed (from ",
-          SizeForRefusal(listed), "); pack a folder that is not being written"));
-    }
-    data.resize(done);
+    TESSERA_ASSIGN_OR_RETURN(std::string data, ReadListedFile(path, listed, label));
     packed.bytes += data.size();
     auto* entry = archive.add_entries();
     entry->set_path(relative);
@@ -351,8 +375,10 @@ absl::StatusOr<std::string> UnpackWorkingDir(const std::string& root, const std:
       return fail(s);
     }
   }
-  for (auto it = folders.rbegin(); it != folders.rend(); ++it) ::chmod(it->first.c_str(), it->second);
-  if (absl::Status s = WriteNewFile(absl::StrCat(staging, "/", kCompleteMarker), "", 0400); !s.ok()) {
+  for (auto it = folders.rbegin(); it != folders.rend(); ++it)
+    ::chmod(it->first.c_str(), it->second);
+  if (absl::Status s = WriteNewFile(absl::StrCat(staging, "/", kCompleteMarker), "", 0400);
+      !s.ok()) {
     return fail(s);
   }
   // Another call may put it in place first: its folder is as complete as this one. A folder
@@ -361,12 +387,12 @@ absl::StatusOr<std::string> UnpackWorkingDir(const std::string& root, const std:
     if (::rename(staging.c_str(), dest.c_str()) == 0) return dest;
     const int error = errno;
     if (fs::exists(absl::StrCat(dest, "/", kCompleteMarker), ec)) {
-      (void)fail(absl::OkStatus());  // only removes this call's own folder
+      fs::remove_all(staging, ec);  // this call's own folder only
       return dest;
     }
     if (attempt == 1) {
-      return fail(absl::PermissionDeniedError(absl::StrCat(
-          "working dir: cannot put ", dest, " in place: ", std::strerror(error))));
+      return fail(absl::PermissionDeniedError(
+          absl::StrCat("working dir: cannot put ", dest, " in place: ", std::strerror(error))));
     }
     fs::remove_all(dest, ec);
   }

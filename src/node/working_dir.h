@@ -28,13 +28,13 @@ namespace tessera {
 // agent's PrepareWorkingDir, so it stays under gRPC's 4 MiB message limit.
 inline constexpr uint64_t kWorkingDirMaxFileBytes = uint64_t{3} << 20;     // file contents in all
 inline constexpr uint64_t kWorkingDirMaxArchiveBytes = uint64_t{7} << 19;  // 3.5 MiB serialized
-inline constexpr int kWorkingDirMaxEntries = 10000;                       // files and folders
-inline constexpr size_t kWorkingDirMaxPathBytes = 4096;                   // one entry's path
+inline constexpr int kWorkingDirMaxEntries = 10000;                        // files and folders
+inline constexpr size_t kWorkingDirMaxPathBytes = 4096;                    // one entry's path
 
 struct PackedDirectory {
-  std::string archive;                // a serialized tessera.v1.DirectoryArchive
-  std::vector<std::string> skipped;   // relative paths not packed (links, devices, ...)
-  uint64_t bytes = 0;                 // file contents packed
+  std::string archive;               // a serialized tessera.v1.DirectoryArchive
+  std::vector<std::string> skipped;  // relative paths not packed (links, devices, ...)
+  uint64_t bytes = 0;                // file contents packed
 };
 
 // InvalidArgument when `dir` is not a readable folder, when its files exceed `limit_bytes` (at

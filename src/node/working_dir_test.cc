@@ -1,8 +1,8 @@
 #include "node/working_dir.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,7 +12,6 @@
 #include <thread>
 
 #include "absl/time/clock.h"
-
 #include "tessera/v1/jobs.pb.h"
 
 namespace tessera {
@@ -130,7 +129,8 @@ TEST_F(WorkingDirTest, CallsForOneFolderAtOnceAllGetItWhole) {
   std::vector<absl::StatusOr<std::string>> got(8, absl::UnknownError("not run"));
   std::vector<std::thread> threads;
   for (size_t i = 0; i < got.size(); ++i) {
-    threads.emplace_back([&, i] { got[i] = UnpackWorkingDir(base_ + "/out", id, packed->archive); });
+    threads.emplace_back(
+        [&, i] { got[i] = UnpackWorkingDir(base_ + "/out", id, packed->archive); });
   }
   for (std::thread& t : threads) t.join();
   for (const auto& dest : got) {

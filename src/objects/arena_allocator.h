@@ -45,9 +45,9 @@ class ArenaAllocator {
 
   uint64_t capacity_;
   uint64_t allocated_bytes_ = 0;
-  std::map<uint64_t, uint64_t> free_by_offset_;            // offset -> size
-  std::set<std::pair<uint64_t, uint64_t>> free_by_size_;   // (size, offset), for best fit
-  absl::flat_hash_map<uint64_t, uint64_t> allocated_;      // offset -> size
+  std::map<uint64_t, uint64_t> free_by_offset_;           // offset -> size
+  std::set<std::pair<uint64_t, uint64_t>> free_by_size_;  // (size, offset), for best fit
+  absl::flat_hash_map<uint64_t, uint64_t> allocated_;     // offset -> size
 };
 
 }  // namespace tessera

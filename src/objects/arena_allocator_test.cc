@@ -27,7 +27,7 @@ TEST(ArenaAllocatorTest, FreeMergesNeighbours) {
   a.Free(b1);
   a.Free(b3);
   EXPECT_FALSE(a.Allocate(128).has_value());  // fragmented
-  a.Free(b2);                                  // merges b1..b3
+  a.Free(b2);                                 // merges b1..b3
   EXPECT_EQ(a.largest_free_block(), 192u);
   a.Free(b0);
   EXPECT_EQ(a.free_block_count(), 1u);

@@ -14,7 +14,8 @@ namespace tessera {
 namespace {
 
 template <size_t N>
-absl::Status FromBinaryInto(std::string_view what, std::string_view bytes, std::array<uint8_t, N>& out) {
+absl::Status FromBinaryInto(std::string_view what, std::string_view bytes,
+                            std::array<uint8_t, N>& out) {
   if (bytes.size() != N) {
     return absl::InvalidArgumentError(
         absl::StrCat(ToAbsl(what), " must be ", N, " bytes, got ", bytes.size()));
@@ -33,9 +34,10 @@ absl::Status FromHexInto(std::string_view what, std::string_view hex, std::array
   for (size_t i = 0; i < hex.size(); ++i) {
     const char c = hex[i];
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-      return absl::InvalidArgumentError(absl::StrCat(ToAbsl(what), " has a character that is not "
-                                                     "lowercase hex at position ", i, ": ",
-                                                     Quote(hex)));
+      return absl::InvalidArgumentError(absl::StrCat(ToAbsl(what),
+                                                     " has a character that is not "
+                                                     "lowercase hex at position ",
+                                                     i, ": ", Quote(hex)));
     }
   }
   const std::string bytes = absl::HexStringToBytes(ToAbsl(hex));
@@ -113,8 +115,8 @@ absl::StatusOr<ObjectId> ObjectId::FromHex(std::string_view hex) {
 }
 
 TaskId ObjectId::task_id() const {
-  return *TaskId::FromBinary(std::string_view(reinterpret_cast<const char*>(bytes_.data()),
-                                              TaskId::kSize));
+  return *TaskId::FromBinary(
+      std::string_view(reinterpret_cast<const char*>(bytes_.data()), TaskId::kSize));
 }
 
 uint32_t ObjectId::index() const {

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "client/list_pages.h"
@@ -98,7 +99,8 @@ absl::StatusOr<v1::StoredObject> NodeObjectStore::PutParts(
   absl::StatusOr<MutableObjectBuffer> buffer = (*client)->Create(id, size, "", create);
   if (buffer.status().code() == absl::StatusCode::kAlreadyExists) {
     // An earlier attempt of the same task got this far before its result was lost.
-    (void)(*client)->Delete(id);
+    IgnoreStatus((*client)->Delete(id),
+                 "a delete that did not happen shows as the Create below failing again");
     buffer = (*client)->Create(id, size, "", create);
   }
   if (!buffer.ok()) return buffer.status();
@@ -108,7 +110,8 @@ absl::StatusOr<v1::StoredObject> NodeObjectStore::PutParts(
     to += part.size();
   }
   if (absl::Status sealed = (*client)->Seal(id); !sealed.ok()) {
-    (void)(*client)->Abort(id);
+    IgnoreStatus((*client)->Abort(id),
+                 "the seal's error is returned; the store aborts it at the disconnect");
     return sealed;
   }
   CountObjectPath(&internal::ObjectPathStats::store_puts);

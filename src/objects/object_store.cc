@@ -46,10 +46,10 @@ absl::StatusOr<ObjectLocation> ObjectStore::Create(StoreClientId client, const O
   }
   absl::MutexLock lock(&mu_);
   if (ArenaAllocator::RoundUp(data_size) > allocator_.capacity()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "object store full: object ", id.Hex(), " of ", Mib(data_size),
-        " can never fit: the object store holds ", Mib(allocator_.capacity()), " in all (",
-        Mib(allocator_.allocated_bytes()), " used)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("object store full: object ", id.Hex(), " of ", Mib(data_size),
+                     " can never fit: the object store holds ", Mib(allocator_.capacity()),
+                     " in all (", Mib(allocator_.allocated_bytes()), " used)"));
   }
   if (entries_.contains(id)) {
     return absl::AlreadyExistsError(absl::StrCat("object ", id.Hex(), " already exists"));
@@ -112,10 +112,10 @@ absl::StatusOr<uint64_t> ObjectStore::AllocateLocked(uint64_t size, const std::s
     spilling = "nothing more can be spilled";
   }
   return absl::ResourceExhaustedError(absl::StrCat(
-      "object store full: ", what, " needs ", Mib(size), "; capacity ",
-      Mib(allocator_.capacity()), ", ", Mib(allocator_.allocated_bytes()), " used (",
-      Mib(pinned), " pinned or being written), ", Mib(allocator_.free_bytes()),
-      " free (largest free block ", Mib(allocator_.largest_free_block()), "); ", spilling));
+      "object store full: ", what, " needs ", Mib(size), "; capacity ", Mib(allocator_.capacity()),
+      ", ", Mib(allocator_.allocated_bytes()), " used (", Mib(pinned),
+      " pinned or being written), ", Mib(allocator_.free_bytes()), " free (largest free block ",
+      Mib(allocator_.largest_free_block()), "); ", spilling));
 }
 
 std::string ObjectStore::SpillPath(const ObjectId& id) const {
@@ -242,7 +242,8 @@ absl::Status ObjectStore::Abort(StoreClientId client, const ObjectId& id) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(id);
   if (it == entries_.end()) {
-    return absl::NotFoundError(absl::StrCat("cannot abort object ", id.Hex(), ": not in the store"));
+    return absl::NotFoundError(
+        absl::StrCat("cannot abort object ", id.Hex(), ": not in the store"));
   }
   if (it->second.sealed) {
     return absl::FailedPreconditionError(
@@ -291,7 +292,8 @@ absl::Status ObjectStore::Delete(const ObjectId& id) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(id);
   if (it == entries_.end() || it->second.deleted) {
-    return absl::NotFoundError(absl::StrCat("cannot delete object ", id.Hex(), ": not in the store"));
+    return absl::NotFoundError(
+        absl::StrCat("cannot delete object ", id.Hex(), ": not in the store"));
   }
   Entry& entry = it->second;
   if (!entry.sealed) {
@@ -317,8 +319,8 @@ absl::Status ObjectStore::DeclareOwner(StoreClientId client, const std::string& 
   ClientState& state = clients_[client];
   if (state.owner == owner) return absl::OkStatus();
   if (!state.owner.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("this connection already belongs to owner ",
-                                                   state.owner, ", not ", owner));
+    return absl::InvalidArgumentError(
+        absl::StrCat("this connection already belongs to owner ", state.owner, ", not ", owner));
   }
   if (dead_owners_.contains(owner)) {
     return absl::FailedPreconditionError(absl::StrCat("owner ", owner, " died"));

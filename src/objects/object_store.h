@@ -28,8 +28,8 @@
 #include <cstdint>
 #include <functional>
 #include <list>
-#include <string_view>
 #include <string>
+#include <string_view>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -82,13 +82,13 @@ struct ObjectStoreStats {
   uint64_t pinned_bytes = 0;     // data bytes of objects pinned by a reader or being created
   uint64_t num_objects = 0;      // sealed and unsealed, not counting ones waiting to be freed
   uint64_t num_unsealed = 0;
-  uint64_t num_evictable = 0;    // sealed, unpinned, evictable: what eviction could free now
-  uint64_t evictions = 0;        // objects evicted since start
+  uint64_t num_evictable = 0;  // sealed, unpinned, evictable: what eviction could free now
+  uint64_t evictions = 0;      // objects evicted since start
   uint64_t evicted_bytes = 0;
-  uint64_t num_spilled = 0;      // objects whose bytes lie in the spill folder now
-  uint64_t spilled_bytes = 0;    // their data bytes
-  uint64_t spills = 0;           // objects spilled since start
-  uint64_t restores = 0;         // spilled objects read back since start
+  uint64_t num_spilled = 0;    // objects whose bytes lie in the spill folder now
+  uint64_t spilled_bytes = 0;  // their data bytes
+  uint64_t spills = 0;         // objects spilled since start
+  uint64_t restores = 0;       // spilled objects read back since start
 };
 
 class ObjectStore {
@@ -145,7 +145,7 @@ class ObjectStore {
     std::list<ObjectId>::iterator lru;  // valid while in lru_
     bool in_lru = false;
     std::string owner;
-    bool spilled = false;  // its bytes are in its spill file, not in the arena
+    bool spilled = false;   // its bytes are in its spill file, not in the arena
     uint64_t last_use = 0;  // use_clock_ at its creation or latest Get
   };
   struct ClientState {

@@ -13,6 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "objects/shared_memory.h"
 #include "objects/store_protocol.h"
@@ -25,12 +26,14 @@ namespace objects_internal {
 // Threading: thread-safe; Call holds mu_ for a whole request/reply exchange.
 class StoreConnection {
  public:
-  StoreConnection(int fd, ObjectStoreClientOptions options) : fd_(fd), options_(std::move(options)) {}
+  StoreConnection(int fd, ObjectStoreClientOptions options)
+      : fd_(fd), options_(std::move(options)) {}
   ~StoreConnection() { close(fd_); }
 
   absl::Status Hello() {
     absl::MutexLock lock(&mu_);
-    TESSERA_RETURN_IF_ERROR(WriteAll(Frame(EncodeStoreRequest({.type = StoreMessageType::kHello}))));
+    TESSERA_RETURN_IF_ERROR(
+        WriteAll(Frame(EncodeStoreRequest({.type = StoreMessageType::kHello}))));
     int received_fd = -1;
     absl::StatusOr<StoreReply> reply = ReadReply(&received_fd);
     if (!reply.ok()) {
@@ -107,7 +110,8 @@ class StoreConnection {
   }
 
   // Reads exactly `size` bytes; the first recvmsg may carry a passed fd.
-  absl::Status ReadExactly(char* out, size_t size, int* received_fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::Status ReadExactly(char* out, size_t size, int* received_fd)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     size_t got = 0;
     while (got < size) {
       TESSERA_RETURN_IF_ERROR(WaitFor(POLLIN));
@@ -152,7 +156,7 @@ class StoreConnection {
   absl::Mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   int64_t extra_wait_ms_ ABSL_GUARDED_BY(mu_) = 0;  // the current request's own waiting time
-  std::unique_ptr<SharedMemoryArena> arena_;  // set once by Hello, before sharing
+  std::unique_ptr<SharedMemoryArena> arena_;        // set once by Hello, before sharing
 };
 
 }  // namespace objects_internal
@@ -174,7 +178,9 @@ ObjectBuffer::ObjectBuffer(ObjectBuffer&& other) noexcept
 
 ObjectBuffer& ObjectBuffer::operator=(ObjectBuffer&& other) noexcept {
   if (this != &other) {
-    (void)Release();
+    IgnoreStatus(
+        Release(),
+        "not pinned any more: nothing to release; a store out of reach drops its pins itself");
     conn_ = std::move(other.conn_);
     other.conn_ = nullptr;
     id_ = other.id_;
@@ -185,7 +191,11 @@ ObjectBuffer& ObjectBuffer::operator=(ObjectBuffer&& other) noexcept {
   return *this;
 }
 
-ObjectBuffer::~ObjectBuffer() { (void)Release(); }
+ObjectBuffer::~ObjectBuffer() {
+  IgnoreStatus(
+      Release(),
+      "not pinned any more: nothing to release; a store out of reach drops its pins itself");
+}
 
 absl::Status ObjectBuffer::Release() {
   if (conn_ == nullptr) return absl::OkStatus();
@@ -201,9 +211,9 @@ absl::StatusOr<std::unique_ptr<ObjectStoreClient>> ObjectStoreClient::Connect(
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (options.socket_path.empty() || options.socket_path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("object store socket path must be 1..", sizeof(addr.sun_path) - 1,
-                     " bytes, got ", options.socket_path.size()));
+    return absl::InvalidArgumentError(absl::StrCat("object store socket path must be 1..",
+                                                   sizeof(addr.sun_path) - 1, " bytes, got ",
+                                                   options.socket_path.size()));
   }
   std::memcpy(addr.sun_path, options.socket_path.data(), options.socket_path.size());
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -223,7 +233,8 @@ ObjectStoreClient::~ObjectStoreClient() = default;
 
 uint64_t ObjectStoreClient::arena_size() const { return conn_->arena().size(); }
 
-absl::StatusOr<MutableObjectBuffer> ObjectStoreClient::Create(const ObjectId& id, uint64_t data_size,
+absl::StatusOr<MutableObjectBuffer> ObjectStoreClient::Create(const ObjectId& id,
+                                                              uint64_t data_size,
                                                               std::string_view metadata,
                                                               CreateObjectOptions options) {
   absl::StatusOr<StoreReply> reply = conn_->Call({.type = StoreMessageType::kCreate,
@@ -260,7 +271,9 @@ absl::Status ObjectStoreClient::Put(const ObjectId& id, std::string_view data,
   if (!buffer.ok()) return buffer.status();
   if (!data.empty()) std::memcpy(buffer->data(), data.data(), data.size());
   absl::Status sealed = Seal(id);
-  if (!sealed.ok()) (void)Abort(id);
+  if (!sealed.ok()) {
+    IgnoreStatus(Abort(id), "the seal's error is returned; the store aborts it at the disconnect");
+  }
   return sealed;
 }
 

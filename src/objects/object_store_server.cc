@@ -12,8 +12,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <system_error>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -127,8 +127,8 @@ class ObjectStoreServer::Loop {
   void Run() {
     std::vector<epoll_event> events(64);
     while (true) {
-      const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()),
-                               WaitTimeoutMs());
+      const int n =
+          epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), WaitTimeoutMs());
       if (n < 0) {
         if (errno == EINTR) continue;
         break;  // cannot happen with valid fds; stopping is the only safe answer
@@ -258,20 +258,18 @@ class ObjectStoreServer::Loop {
         pass_fd = server_.arena_->fd();
         break;
       case StoreMessageType::kCreate: {
-        auto loc = store.Create(conn.id, request->id, request->data_size,
-                                std::move(request->metadata),
-                                CreateObjectOptions{.evictable = request->evictable,
-                                                    .owner = std::move(request->owner)});
-        if (loc.ok()) reply.location = *std::move(loc);
-        else reply.status = loc.status();
+        auto loc =
+            store.Create(conn.id, request->id, request->data_size, std::move(request->metadata),
+                         CreateObjectOptions{.evictable = request->evictable,
+                                             .owner = std::move(request->owner)});
+        if (loc.ok())
+          reply.location = *std::move(loc);
+        else
+          reply.status = loc.status();
         break;
       }
-      case StoreMessageType::kSeal:
-        reply.status = store.Seal(conn.id, request->id);
-        break;
-      case StoreMessageType::kAbort:
-        reply.status = store.Abort(conn.id, request->id);
-        break;
+      case StoreMessageType::kSeal: reply.status = store.Seal(conn.id, request->id); break;
+      case StoreMessageType::kAbort: reply.status = store.Abort(conn.id, request->id); break;
       case StoreMessageType::kGet: {
         auto loc = store.Get(conn.id, request->id);
         if (!loc.ok() && loc.status().code() == absl::StatusCode::kNotFound &&
@@ -284,22 +282,16 @@ class ObjectStoreServer::Loop {
           server_.waiting_gets_.fetch_add(1);
           return;
         }
-        if (loc.ok()) reply.location = *std::move(loc);
-        else reply.status = loc.status();
+        if (loc.ok())
+          reply.location = *std::move(loc);
+        else
+          reply.status = loc.status();
         break;
       }
-      case StoreMessageType::kRelease:
-        reply.status = store.Release(conn.id, request->id);
-        break;
-      case StoreMessageType::kDelete:
-        reply.status = store.Delete(request->id);
-        break;
-      case StoreMessageType::kContains:
-        reply.contains = store.Contains(request->id);
-        break;
-      case StoreMessageType::kStats:
-        reply.stats = store.Stats();
-        break;
+      case StoreMessageType::kRelease: reply.status = store.Release(conn.id, request->id); break;
+      case StoreMessageType::kDelete: reply.status = store.Delete(request->id); break;
+      case StoreMessageType::kContains: reply.contains = store.Contains(request->id); break;
+      case StoreMessageType::kStats: reply.stats = store.Stats(); break;
       case StoreMessageType::kOwner:
         reply.status = store.DeclareOwner(conn.id, request->owner);
         break;
@@ -342,8 +334,10 @@ class ObjectStoreServer::Loop {
       if (!loc.ok() && loc.status().code() == absl::StatusCode::kNotFound) continue;
       StopWaiting(conn);
       StoreReply reply;
-      if (loc.ok()) reply.location = *std::move(loc);
-      else reply.status = loc.status();
+      if (loc.ok())
+        reply.location = *std::move(loc);
+      else
+        reply.status = loc.status();
       Send(conn, EncodeStoreReply(reply), -1);
       ProcessFrames(conn);
       if (conn.dead || (conn.close_after_flush && conn.out.empty())) Close(fd);
@@ -361,9 +355,9 @@ class ObjectStoreServer::Loop {
       Connection& conn = connections_.find(fd)->second;
       StopWaiting(conn);
       Send(conn,
-           EncodeStoreReply(StoreReply{.status = absl::DeadlineExceededError(absl::StrCat(
-                                           "object ", conn.wait_id.Hex(),
-                                           " was not sealed in time"))}),
+           EncodeStoreReply(
+               StoreReply{.status = absl::DeadlineExceededError(absl::StrCat(
+                              "object ", conn.wait_id.Hex(), " was not sealed in time"))}),
            -1);
       ProcessFrames(conn);
       if (conn.dead || (conn.close_after_flush && conn.out.empty())) Close(fd);
@@ -406,7 +400,8 @@ class ObjectStoreServer::Loop {
 
   void Flush(Connection& conn) {
     while (!conn.out.empty()) {
-      const ssize_t n = send(conn.fd, conn.out.data(), conn.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      const ssize_t n =
+          send(conn.fd, conn.out.data(), conn.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         conn.out.erase(0, static_cast<size_t>(n));
         continue;
@@ -450,7 +445,7 @@ class ObjectStoreServer::Loop {
   const int stop_fd_;
   absl::flat_hash_map<int, Connection> connections_;
   absl::flat_hash_map<ObjectId, std::vector<int>> waiters_;  // object -> waiting connection fds
-  int64_t next_client_id_ = 1;  // 0 is kLocalStoreClient
+  int64_t next_client_id_ = 1;                               // 0 is kLocalStoreClient
 };
 
 ObjectStoreServer::ObjectStoreServer(ObjectStoreServerOptions options,
@@ -470,8 +465,7 @@ absl::StatusOr<std::unique_ptr<ObjectStoreServer>> ObjectStoreServer::Start(
   struct stat st {};
   if (lstat(options.socket_path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
-      return absl::AlreadyExistsError(absl::StrCat("object store socket path ",
-                                                   options.socket_path,
+      return absl::AlreadyExistsError(absl::StrCat("object store socket path ", options.socket_path,
                                                    " exists and is not a socket"));
     }
     if (SomeoneListens(*addr)) {

@@ -334,7 +334,8 @@ TEST_F(ObjectStoreServerTest, AWaitingGetEndsAtItsDeadlineOrWithItsClient) {
   // A client that dies while waiting leaves nothing behind.
   RawConnection raw(socket_);
   const ObjectId id = ObjectId::FromRandom();
-  raw.Send(Frame(EncodeStoreRequest({.type = StoreMessageType::kGet, .id = id, .wait_ms = 60'000})));
+  raw.Send(
+      Frame(EncodeStoreRequest({.type = StoreMessageType::kGet, .id = id, .wait_ms = 60'000})));
   ASSERT_TRUE(Eventually([&] { return server_->waiting_get_count() == 1; }));
   raw.Close();
   ASSERT_TRUE(Eventually([&] { return server_->waiting_get_count() == 0; }));

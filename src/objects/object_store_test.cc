@@ -156,7 +156,8 @@ TEST(ObjectStoreTest, FullWithoutSpillingNamesTheSizes) {
   auto full = store.Create(kA, ObjectId::FromRandom(), 30 * kKiB, "", {});
   ASSERT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(full.status().message(), HasSubstr("object store full"));
-  EXPECT_THAT(full.status().message(), HasSubstr("needs 30.0 KiB; capacity 64.0 KiB, 40.0 KiB used"));
+  EXPECT_THAT(full.status().message(),
+              HasSubstr("needs 30.0 KiB; capacity 64.0 KiB, 40.0 KiB used"));
   EXPECT_THAT(full.status().message(), HasSubstr("used"));
   EXPECT_THAT(full.status().message(), HasSubstr("spilling is off"));
 }
@@ -219,9 +220,8 @@ class SpillTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   ObjectStore MakeSpillingStore() {
-    return ObjectStore(ObjectStoreOptions{.capacity_bytes = 64 * kKiB,
-                                          .memory = memory_.data(),
-                                          .spill_dir = dir_});
+    return ObjectStore(ObjectStoreOptions{
+        .capacity_bytes = 64 * kKiB, .memory = memory_.data(), .spill_dir = dir_});
   }
   absl::Status PutFilled(ObjectStore& store, const ObjectId& id, uint64_t size, char fill) {
     auto loc = store.Create(kA, id, size, "", {.owner = "driver-1"});

@@ -1,10 +1,11 @@
 // A separate process for object_store_server_test: it talks to a store through the socket as a
 // worker would. Usage:
 //   object_store_test_helper put SOCKET ID_HEX SIZE BYTE     create, fill with BYTE, seal
-//   object_store_test_helper check SOCKET ID_HEX SIZE BYTE   get; exit 0 iff size and every byte match
-//   object_store_test_helper pin-and-die SOCKET ID_HEX       get, print "pinned", die by SIGKILL
-//   object_store_test_helper create-and-die SOCKET ID_HEX SIZE  create, print "created", SIGKILL
-//   object_store_test_helper own-and-wait SOCKET ID_HEX SIZE OWNER  declare this connection as
+//   object_store_test_helper check SOCKET ID_HEX SIZE BYTE   get; exit 0 iff size and every byte
+//   match object_store_test_helper pin-and-die SOCKET ID_HEX       get, print "pinned", die by
+//   SIGKILL object_store_test_helper create-and-die SOCKET ID_HEX SIZE  create, print "created",
+//   SIGKILL object_store_test_helper own-and-wait SOCKET ID_HEX SIZE OWNER  declare this connection
+//   as
 //                                         OWNER, put SIZE bytes owned by it, print "stored", wait
 // Exit 0 on success; 2 on a usage error; 1 with the error on stderr otherwise.
 #include <signal.h>
@@ -54,7 +55,8 @@ int main(int argc, char** argv) {
     if (!buf.ok()) return Fail(buf.status());
     if (buf->size() != size) return Fail(absl::DataLossError("size differs"));
     for (uint64_t i = 0; i < size; ++i) {
-      if (buf->data()[i] != static_cast<uint8_t>(byte)) return Fail(absl::DataLossError("byte differs"));
+      if (buf->data()[i] != static_cast<uint8_t>(byte))
+        return Fail(absl::DataLossError("byte differs"));
     }
     return 0;
   }

@@ -18,25 +18,16 @@ constexpr size_t kMaxDepth = 128;
 
 std::string Describe(const msgpack::object& obj) {
   switch (obj.type) {
-    case msgpack::type::NIL:
-      return "nil";
-    case msgpack::type::BOOLEAN:
-      return "bool";
-    case msgpack::type::POSITIVE_INTEGER:
-      return absl::StrCat("integer ", obj.via.u64);
-    case msgpack::type::NEGATIVE_INTEGER:
-      return absl::StrCat("integer ", obj.via.i64);
+    case msgpack::type::NIL: return "nil";
+    case msgpack::type::BOOLEAN: return "bool";
+    case msgpack::type::POSITIVE_INTEGER: return absl::StrCat("integer ", obj.via.u64);
+    case msgpack::type::NEGATIVE_INTEGER: return absl::StrCat("integer ", obj.via.i64);
     case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64:
-      return "float";
-    case msgpack::type::STR:
-      return absl::StrCat("string of ", obj.via.str.size, " bytes");
-    case msgpack::type::BIN:
-      return absl::StrCat("binary of ", obj.via.bin.size, " bytes");
-    case msgpack::type::ARRAY:
-      return absl::StrCat("array of ", obj.via.array.size);
-    case msgpack::type::MAP:
-      return absl::StrCat("map of ", obj.via.map.size);
+    case msgpack::type::FLOAT64: return "float";
+    case msgpack::type::STR: return absl::StrCat("string of ", obj.via.str.size, " bytes");
+    case msgpack::type::BIN: return absl::StrCat("binary of ", obj.via.bin.size, " bytes");
+    case msgpack::type::ARRAY: return absl::StrCat("array of ", obj.via.array.size);
+    case msgpack::type::MAP: return absl::StrCat("map of ", obj.via.map.size);
     case msgpack::type::EXT:
       return obj.via.ext.type() == kObjectRefExtType
                  ? std::string("ObjectRef")
@@ -57,7 +48,8 @@ std::string CompilerTypeName(std::string_view pretty) {
   return std::string(rest.substr(0, end));
 }
 
-absl::Status Unpack(std::string_view bytes, std::string_view expected, msgpack::object_handle& out) {
+absl::Status Unpack(std::string_view bytes, std::string_view expected,
+                    msgpack::object_handle& out) {
   auto fail = [&](std::string_view why) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot deserialize ", ToAbsl(expected), ": ", ToAbsl(why)));
@@ -97,10 +89,10 @@ absl::Status Mismatch(std::string_view expected, const msgpack::object& obj,
                       std::string_view detail) {
   // msgpack reports every mismatch as std::bad_cast; say something useful instead.
   const bool generic = detail == "std::bad_cast" || detail.empty();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "cannot deserialize ", ToAbsl(expected), ": found ", Describe(obj),
-      generic ? " (it, or a value inside it, has another type or is out of range)"
-              : absl::StrCat(" (", ToAbsl(detail), ")")));
+  return absl::InvalidArgumentError(
+      absl::StrCat("cannot deserialize ", ToAbsl(expected), ": found ", Describe(obj),
+                   generic ? " (it, or a value inside it, has another type or is out of range)"
+                           : absl::StrCat(" (", ToAbsl(detail), ")")));
 }
 
 }  // namespace serialization_internal
@@ -141,10 +133,10 @@ std::string EncodeObjectRefPayload(const ObjectRefData& ref) {
 
 absl::StatusOr<ObjectRefData> DecodeObjectRefPayload(std::string_view payload) {
   if (payload.empty() || static_cast<uint8_t>(payload[0]) != kRefPayloadVersion) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "object reference payload has version ",
-        payload.empty() ? -1 : static_cast<int>(static_cast<uint8_t>(payload[0])), ", expected ",
-        kRefPayloadVersion));
+    return absl::InvalidArgumentError(
+        absl::StrCat("object reference payload has version ",
+                     payload.empty() ? -1 : static_cast<int>(static_cast<uint8_t>(payload[0])),
+                     ", expected ", kRefPayloadVersion));
   }
   payload.remove_prefix(1);
   if (payload.size() < ObjectId::kSize) {
@@ -175,7 +167,8 @@ absl::StatusOr<std::vector<ObjectRefData>> FindObjectRefs(std::string_view bytes
     stack.pop_back();
     switch (obj->type) {
       case msgpack::type::ARRAY:
-        for (uint32_t i = obj->via.array.size; i > 0; --i) stack.push_back(&obj->via.array.ptr[i - 1]);
+        for (uint32_t i = obj->via.array.size; i > 0; --i)
+          stack.push_back(&obj->via.array.ptr[i - 1]);
         break;
       case msgpack::type::MAP:
         for (uint32_t i = obj->via.map.size; i > 0; --i) {
@@ -185,14 +178,12 @@ absl::StatusOr<std::vector<ObjectRefData>> FindObjectRefs(std::string_view bytes
         break;
       case msgpack::type::EXT:
         if (obj->via.ext.type() == kObjectRefExtType) {
-          TESSERA_ASSIGN_OR_RETURN(
-              ObjectRefData ref,
-              DecodeObjectRefPayload(std::string_view(obj->via.ext.data(), obj->via.ext.size)));
+          TESSERA_ASSIGN_OR_RETURN(ObjectRefData ref, DecodeObjectRefPayload(std::string_view(
+                                                          obj->via.ext.data(), obj->via.ext.size)));
           refs.push_back(std::move(ref));
         }
         break;
-      default:
-        break;
+      default: break;
     }
   }
   return refs;

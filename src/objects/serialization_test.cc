@@ -137,8 +137,8 @@ TEST(SerializationTest, ArgumentCountMustMatch) {
   ASSERT_FALSE(more.ok());
   EXPECT_THAT(more.status().message(), HasSubstr("expected 1 elements"));
   EXPECT_FALSE((DeserializeArgs<int, int, int>(Serialize(1, 2)).ok()));
-  EXPECT_FALSE(Deserialize<Point>(SerializeValue(std::make_tuple(1.0, 2.0, std::string("a"), 4)))
-                   .ok());
+  EXPECT_FALSE(
+      Deserialize<Point>(SerializeValue(std::make_tuple(1.0, 2.0, std::string("a"), 4))).ok());
 }
 
 TEST(SerializationTest, OutOfRangeIntegerIsAMismatch) {

@@ -28,7 +28,8 @@ absl::Status Errno(std::string_view what) {
 
 absl::StatusOr<uint8_t*> MapFd(int fd, uint64_t size) {
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return Errno(absl::StrCat("mmap of the object store arena (", size, " bytes)"));
+  if (p == MAP_FAILED)
+    return Errno(absl::StrCat("mmap of the object store arena (", size, " bytes)"));
   return static_cast<uint8_t*>(p);
 }
 
@@ -47,9 +48,9 @@ absl::StatusOr<std::unique_ptr<SharedMemoryArena>> SharedMemoryArena::Create(
   if (options.allocate_pages) {
     const int rc = fallocate(fd, 0, 0, static_cast<off_t>(size));
     if (rc != 0) {
-      absl::Status s = absl::ResourceExhaustedError(absl::StrCat(
-          "cannot allocate ", size, " bytes of shared memory for the object store: ",
-          std::strerror(errno)));
+      absl::Status s = absl::ResourceExhaustedError(
+          absl::StrCat("cannot allocate ", size,
+                       " bytes of shared memory for the object store: ", std::strerror(errno)));
       close(fd);
       return s;
     }

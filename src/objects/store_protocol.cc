@@ -114,10 +114,8 @@ bool HasId(StoreMessageType type) {
     case StoreMessageType::kGet:
     case StoreMessageType::kRelease:
     case StoreMessageType::kDelete:
-    case StoreMessageType::kContains:
-      return true;
-    default:
-      return false;
+    case StoreMessageType::kContains: return true;
+    default: return false;
   }
 }
 
@@ -142,7 +140,9 @@ absl::Status CheckVersionAndType(std::string_view body, std::string_view what) {
 }
 
 // Status codes travel as their number; anything outside absl's range is refused.
-bool ValidCode(uint32_t code) { return code <= static_cast<uint32_t>(absl::StatusCode::kUnauthenticated); }
+bool ValidCode(uint32_t code) {
+  return code <= static_cast<uint32_t>(absl::StatusCode::kUnauthenticated);
+}
 
 }  // namespace
 
@@ -188,8 +188,9 @@ absl::StatusOr<StoreRequest> ParseStoreRequest(std::string_view body) {
   StoreRequest request;
   request.type = static_cast<StoreMessageType>(type);
   const std::string what =
-      absl::StrCat("object store ", absl::string_view(StoreMessageTypeName(request.type).data(),
-                                                      StoreMessageTypeName(request.type).size()),
+      absl::StrCat("object store ",
+                   absl::string_view(StoreMessageTypeName(request.type).data(),
+                                     StoreMessageTypeName(request.type).size()),
                    " request");
   Reader r(body.substr(2), what);
   if (HasId(request.type)) r.Id(request.id);
@@ -217,8 +218,8 @@ std::string EncodeStoreReply(const StoreReply& reply) {
   w.U8(reply.contains ? 1 : 0);
   const ObjectStoreStats& s = reply.stats;
   for (uint64_t v : {s.capacity_bytes, s.allocated_bytes, s.pinned_bytes, s.num_objects,
-                     s.num_unsealed, s.num_evictable, s.evictions, s.evicted_bytes,
-                     s.num_spilled, s.spilled_bytes, s.spills, s.restores}) {
+                     s.num_unsealed, s.num_evictable, s.evictions, s.evicted_bytes, s.num_spilled,
+                     s.spilled_bytes, s.spills, s.restores}) {
     w.U64(v);
   }
   return w.Take();
@@ -268,14 +269,14 @@ std::string Frame(std::string_view body) {
 
 absl::StatusOr<uint32_t> ParseFrameHeader(std::string_view header) {
   if (header.size() != kStoreFrameHeaderBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("object store frame header must be 4 bytes, got ",
-                                                   header.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("object store frame header must be 4 bytes, got ", header.size()));
   }
   uint32_t n = 0;
   for (int i = 0; i < 4; ++i) n |= uint32_t{static_cast<uint8_t>(header[i])} << (8 * i);
   if (n < 2 || n > kMaxStoreMessageBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("object store message length ", n,
-                                                   " is outside 2..", kMaxStoreMessageBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("object store message length ", n, " is outside 2..", kMaxStoreMessageBytes));
   }
   return n;
 }

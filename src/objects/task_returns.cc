@@ -12,7 +12,8 @@ constexpr unsigned char kArray32 = 0xdd;
 constexpr unsigned char kBin32 = 0xc6;
 
 void AppendU32(std::string& out, uint32_t value) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((value >> shift) & 0xff));
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((value >> shift) & 0xff));
 }
 
 // Reads a tag byte and a u32 at `at`; false when the input ends first.

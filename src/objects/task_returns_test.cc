@@ -6,7 +6,8 @@ namespace tessera {
 namespace {
 
 TEST(TaskReturnsTest, RoundTripsValuesOfAnySize) {
-  const std::vector<std::string> values = {"", "a", std::string(70000, 'x'), std::string("\0\xc6", 2)};
+  const std::vector<std::string> values = {"", "a", std::string(70000, 'x'),
+                                           std::string("\0\xc6", 2)};
   auto decoded = DecodeTaskReturns(EncodeTaskReturns(values), values.size());
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(*decoded, values);

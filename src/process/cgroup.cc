@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "process/file_util.h"
@@ -81,8 +82,8 @@ absl::StatusOr<CgroupParent> FindWorkerCgroupParent(const CgroupDetectOptions& o
     TESSERA_ASSIGN_OR_RETURN(std::string own, ReadWholeFile(options.proc_root + "/self/cgroup"));
     absl::StatusOr<std::string> path = ParseCgroupV2Path(own);
     if (!path.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cgroup v2 is mounted at ", *mount, " but this process is in no cgroup v2 hierarchy"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cgroup v2 is mounted at ", *mount, " but this process is in no cgroup v2 hierarchy"));
     }
     dir = *mount + (*path == "/" ? "" : *path);
   }
@@ -101,10 +102,10 @@ absl::StatusOr<CgroupParent> FindWorkerCgroupParent(const CgroupDetectOptions& o
   }
   CgroupParent parent{dir, false, ""};
   if (!HasWord(*controllers, "memory")) {
-    parent.no_memory_reason = absl::StrCat(
-        "the memory controller is not available in cgroup ", dir, " (cgroup.controllers: \"",
-        absl::StripAsciiWhitespace(*controllers),
-        "\"; on a hybrid host memory is on the cgroup v1 hierarchy)");
+    parent.no_memory_reason =
+        absl::StrCat("the memory controller is not available in cgroup ", dir,
+                     " (cgroup.controllers: \"", absl::StripAsciiWhitespace(*controllers),
+                     "\"; on a hybrid host memory is on the cgroup v1 hierarchy)");
     return parent;
   }
   // Unreadable counts as "not enabled yet": the write below then says what is wrong.
@@ -127,8 +128,8 @@ absl::StatusOr<CgroupParent> FindWorkerCgroupParent(const CgroupDetectOptions& o
 absl::StatusOr<std::string> WorkerCgroupName(std::string_view id) {
   if (id.empty() || id == "." || id == ".." || id.find('/') != std::string_view::npos ||
       id.find('\0') != std::string_view::npos || id.size() > 200) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("worker id ", Quote(id), " cannot name a cgroup (empty, '/', '.' or too long)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker id ", Quote(id), " cannot name a cgroup (empty, '/', '.' or too long)"));
   }
   return absl::StrCat("tessera-worker-", ToAbsl(id));
 }
@@ -140,10 +141,12 @@ absl::StatusOr<std::unique_ptr<WorkerCgroup>> WorkerCgroup::Create(
         absl::StrCat("a memory limit cannot be enforced: ", parent.no_memory_reason));
   }
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("cgroup name ", Quote(name), " is not one path component"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cgroup name ", Quote(name), " is not one path component"));
   }
   if (memory_max_bytes.has_value() && *memory_max_bytes <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("memory limit must be positive, got ", *memory_max_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("memory limit must be positive, got ", *memory_max_bytes));
   }
   std::string dir = absl::StrCat(parent.dir, "/", ToAbsl(name));
   if (::mkdir(dir.c_str(), 0755) != 0) {
@@ -151,23 +154,30 @@ absl::StatusOr<std::unique_ptr<WorkerCgroup>> WorkerCgroup::Create(
     // Left by an agent that died: empty it and start afresh so no old limit or counter remains.
     WorkerCgroup stale(dir, false);
     TESSERA_RETURN_IF_ERROR(stale.Remove(absl::Seconds(2)));
-    if (::mkdir(dir.c_str(), 0755) != 0) return ErrnoStatus(errno, absl::StrCat("cannot create cgroup ", dir));
+    if (::mkdir(dir.c_str(), 0755) != 0)
+      return ErrnoStatus(errno, absl::StrCat("cannot create cgroup ", dir));
   }
   std::unique_ptr<WorkerCgroup> cgroup(new WorkerCgroup(dir, parent.memory));
   if (memory_max_bytes.has_value()) {
     TESSERA_RETURN_IF_ERROR(WriteControlFile(dir + "/memory.max", absl::StrCat(*memory_max_bytes)));
     // Without swap accounting limits, a limited worker would swap instead of being OOM-killed.
-    (void)WriteControlFile(dir + "/memory.swap.max", "0");
+    IgnoreStatus(WriteControlFile(dir + "/memory.swap.max", "0"),
+                 "no such file without swap accounting: then there is no swap to limit");
   }
   return cgroup;
 }
 
 WorkerCgroup::~WorkerCgroup() {
-  if (!removed_) (void)Remove(absl::Seconds(1));
+  if (!removed_) {
+    IgnoreStatus(Remove(absl::Seconds(1)),
+                 "a last try: a cgroup of this name left behind is emptied when made again");
+  }
 }
 
 absl::StatusOr<int64_t> WorkerCgroup::OomKills() const {
-  if (!memory_) return absl::FailedPreconditionError(absl::StrCat("cgroup ", dir_, " has no memory controller"));
+  if (!memory_)
+    return absl::FailedPreconditionError(
+        absl::StrCat("cgroup ", dir_, " has no memory controller"));
   TESSERA_ASSIGN_OR_RETURN(std::string events, ReadWholeFile(dir_ + "/memory.events"));
   return FindKeyedCounter(events, "oom_kill");
 }

@@ -67,9 +67,8 @@ class WorkerCgroup {
   // given (FailedPrecondition, with the reason, when the parent has no memory controller). A
   // leftover cgroup of the same name (an earlier agent that died) is emptied and
   // replaced.
-  static absl::StatusOr<std::unique_ptr<WorkerCgroup>> Create(const CgroupParent& parent,
-                                                              std::string_view name,
-                                                              std::optional<int64_t> memory_max_bytes);
+  static absl::StatusOr<std::unique_ptr<WorkerCgroup>> Create(
+      const CgroupParent& parent, std::string_view name, std::optional<int64_t> memory_max_bytes);
   WorkerCgroup(const WorkerCgroup&) = delete;
   WorkerCgroup& operator=(const WorkerCgroup&) = delete;
   // Removes the directory when that has not been done (kills what is left first).

@@ -19,9 +19,11 @@ using ::tessera::testing::WriteText;
 using ::testing::HasSubstr;
 
 TEST(CgroupTest, ParsesTheCgroupV2Line) {
-  EXPECT_EQ(*ParseCgroupV2Path("4:memory:/x\n0::/system.slice/agent.service\n"), "/system.slice/agent.service");
+  EXPECT_EQ(*ParseCgroupV2Path("4:memory:/x\n0::/system.slice/agent.service\n"),
+            "/system.slice/agent.service");
   EXPECT_EQ(*ParseCgroupV2Path("0::/\n"), "/");
-  EXPECT_EQ(ParseCgroupV2Path("4:memory:/x\n1:cpu:/\n").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ParseCgroupV2Path("4:memory:/x\n1:cpu:/\n").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(CgroupTest, FindsTheCgroup2MountPoint) {
@@ -30,7 +32,8 @@ TEST(CgroupTest, FindsTheCgroup2MountPoint) {
       "cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n"
       "cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
   EXPECT_EQ(*ParseCgroup2MountPoint(hybrid), "/sys/fs/cgroup/unified");
-  EXPECT_EQ(*ParseCgroup2MountPoint("cgroup2 /mnt/with\\040space cgroup2 rw 0 0\n"), "/mnt/with space");
+  EXPECT_EQ(*ParseCgroup2MountPoint("cgroup2 /mnt/with\\040space cgroup2 rw 0 0\n"),
+            "/mnt/with space");
   EXPECT_EQ(ParseCgroup2MountPoint("cgroup /sys/fs/cgroup/memory cgroup rw 0 0\n").status().code(),
             absl::StatusCode::kNotFound);
 }
@@ -73,7 +76,8 @@ TEST_F(FakeCgroupTest, WithoutTheMemoryControllerTheParentServesOnlyForGroupingA
   EXPECT_THAT(parent->no_memory_reason, HasSubstr("\"cpu pids\""));
   auto limited = WorkerCgroup::Create(*parent, "tessera-worker-w", int64_t{1} << 30);
   EXPECT_EQ(limited.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(limited.status().message(), HasSubstr("a memory limit cannot be enforced: the memory controller"));
+  EXPECT_THAT(limited.status().message(),
+              HasSubstr("a memory limit cannot be enforced: the memory controller"));
 }
 
 TEST_F(FakeCgroupTest, AControllerThatCannotBeEnabledIsExplained) {
@@ -82,7 +86,8 @@ TEST_F(FakeCgroupTest, AControllerThatCannotBeEnabledIsExplained) {
   auto parent = FindWorkerCgroupParent(Options());
   ASSERT_TRUE(parent.ok()) << parent.status();
   EXPECT_FALSE(parent->memory);
-  EXPECT_THAT(parent->no_memory_reason, HasSubstr("cannot enable the memory controller for the children of cgroup"));
+  EXPECT_THAT(parent->no_memory_reason,
+              HasSubstr("cannot enable the memory controller for the children of cgroup"));
   EXPECT_THAT(parent->no_memory_reason, HasSubstr("run the agent in a delegated cgroup"));
 }
 
@@ -96,7 +101,8 @@ TEST_F(FakeCgroupTest, AnExplicitParentMustBeACgroupDirectory) {
   options.parent_dir = dir_ / "cg/nowhere";
   EXPECT_THAT(FindWorkerCgroupParent(options).status().message(), HasSubstr("does not exist"));
   options.parent_dir = dir_.path();
-  EXPECT_THAT(FindWorkerCgroupParent(options).status().message(), HasSubstr("is not a cgroup v2 directory"));
+  EXPECT_THAT(FindWorkerCgroupParent(options).status().message(),
+              HasSubstr("is not a cgroup v2 directory"));
 }
 
 TEST_F(FakeCgroupTest, WorkerCgroupIsCreatedAndRemoved) {
@@ -126,8 +132,9 @@ TEST(CgroupTest, ReportsWhetherThisHostHasUsableCgroups) {
   auto parent = FindWorkerCgroupParent({});
   if (!parent.ok()) GTEST_SKIP() << "worker cgroups not usable here: " << parent.status().message();
   EXPECT_TRUE(FileExists(parent->dir + "/cgroup.procs"));
-  std::cout << "worker cgroups under " << parent->dir << "; memory controller: "
-            << (parent->memory ? "yes" : parent->no_memory_reason) << "\n";
+  std::cout << "worker cgroups under " << parent->dir
+            << "; memory controller: " << (parent->memory ? "yes" : parent->no_memory_reason)
+            << "\n";
 }
 
 }  // namespace

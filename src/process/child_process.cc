@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "process/file_util.h"
@@ -55,7 +56,8 @@ absl::Status ValidateSpec(const ChildSpec& spec, const SpawnOptions& options) {
     return absl::InvalidArgumentError("child spec has no program (argv is empty)");
   }
   for (const std::string& arg : spec.argv) {
-    if (HasNul(arg)) return absl::InvalidArgumentError(absl::StrCat("argument ", Quote(arg), " holds a NUL byte"));
+    if (HasNul(arg))
+      return absl::InvalidArgumentError(absl::StrCat("argument ", Quote(arg), " holds a NUL byte"));
   }
   for (const auto& [key, value] : spec.env) {
     if (key.empty() || key.find('=') != std::string::npos || HasNul(key) || HasNul(value)) {
@@ -72,7 +74,8 @@ absl::Status ValidateSpec(const ChildSpec& spec, const SpawnOptions& options) {
   if (::sigaction(SIGCHLD, nullptr, &chld) == 0 &&
       (chld.sa_handler == SIG_IGN || (chld.sa_flags & SA_NOCLDWAIT) != 0)) {
     return absl::FailedPreconditionError(
-        "SIGCHLD is ignored in this process, so a child's exit status would be lost; restore its default");
+        "SIGCHLD is ignored in this process, so a child's exit status would be lost; restore its "
+        "default");
   }
   if (options.cgroup_parent.has_value() && options.cgroup_name.empty()) {
     return absl::InvalidArgumentError("a cgroup parent is given without a cgroup name");
@@ -87,13 +90,14 @@ std::string ChildPath(const ChildSpec& spec) {
 
 absl::Status NoSuchProgramError(const ChildSpec& spec) {
   return absl::NotFoundError(absl::StrCat("cannot start ", Quote(spec.argv[0]),
-                                          ": no executable of that name in PATH (", ChildPath(spec), ")"));
+                                          ": no executable of that name in PATH (", ChildPath(spec),
+                                          ")"));
 }
 
 absl::Status LogFolderError(const std::string& path, const std::string& message) {
-  return absl::PermissionDeniedError(absl::StrCat("cannot create folder ",
-                                                  std::filesystem::path(path).parent_path().string(),
-                                                  " for log file ", path, ": ", message));
+  return absl::PermissionDeniedError(
+      absl::StrCat("cannot create folder ", std::filesystem::path(path).parent_path().string(),
+                   " for log file ", path, ": ", message));
 }
 
 // The program to exec: argv[0] itself when it holds a '/', else the first executable match in
@@ -167,13 +171,14 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
 
 void CloseFrom(int low, int high, int max_fd_fallback) {
   if (low > high) return;
-  if (::syscall(SYS_close_range, static_cast<unsigned>(low), static_cast<unsigned>(high), 0u) == 0) return;
+  if (::syscall(SYS_close_range, static_cast<unsigned>(low), static_cast<unsigned>(high), 0u) == 0)
+    return;
   for (int fd = low; fd <= std::min(high, max_fd_fallback); ++fd) ::close(fd);
 }
 
-[[noreturn]] void RunChild(const char* program, char* const* argv, char* const* envp, const char* cwd,
-                           int stdin_fd, int stdout_fd, int stderr_fd, int cgroup_procs_fd, int error_fd,
-                           int max_fd) {
+[[noreturn]] void RunChild(const char* program, char* const* argv, char* const* envp,
+                           const char* cwd, int stdin_fd, int stdout_fd, int stderr_fd,
+                           int cgroup_procs_fd, int error_fd, int max_fd) {
   // Default dispositions and an empty mask: an ignored SIGPIPE or a blocked SIGTERM of the agent
   // must not be inherited through exec.
   struct sigaction default_action;
@@ -209,31 +214,30 @@ absl::StatusOr<int64_t> ReadHostOomKills(const std::string& vmstat_path) {
 
 // The error for a child (forked or launched) that stopped at `stage` with `err`; `program` is
 // what it tried to execute, `detail` what a launcher said.
-absl::Status LaunchError(uint32_t stage, int err, const std::string& program, std::string_view detail,
-                         const ChildSpec& spec) {
+absl::Status LaunchError(uint32_t stage, int err, const std::string& program,
+                         std::string_view detail, const ChildSpec& spec) {
   switch (stage) {
     case wire::kStageSpec:
-      return absl::InternalError(absl::StrCat("the worker launcher refused its launch spec: ", ToAbsl(detail)));
-    case wire::kStageResolve:
-      return NoSuchProgramError(spec);
+      return absl::InternalError(
+          absl::StrCat("the worker launcher refused its launch spec: ", ToAbsl(detail)));
+    case wire::kStageResolve: return NoSuchProgramError(spec);
     case wire::kStageStdoutFolder:
-      return LogFolderError(spec.stdout_path, std::error_code(err, std::generic_category()).message());
+      return LogFolderError(spec.stdout_path,
+                            std::error_code(err, std::generic_category()).message());
     case wire::kStageStderrFolder:
-      return LogFolderError(spec.stderr_path, std::error_code(err, std::generic_category()).message());
+      return LogFolderError(spec.stderr_path,
+                            std::error_code(err, std::generic_category()).message());
     case wire::kStageStdoutOpen:
       return ErrnoStatus(err, absl::StrCat("cannot open log file ", spec.stdout_path));
     case wire::kStageStderrOpen:
       return ErrnoStatus(err, absl::StrCat("cannot open log file ", spec.stderr_path));
-    case wire::kStageStdin:
-      return ErrnoStatus(err, "cannot open /dev/null");
-    case wire::kStageCgroup:
-      return ErrnoStatus(err, "cannot move the child into its cgroup");
+    case wire::kStageStdin: return ErrnoStatus(err, "cannot open /dev/null");
+    case wire::kStageCgroup: return ErrnoStatus(err, "cannot move the child into its cgroup");
     case wire::kStageChdir:
       return ErrnoStatus(err, absl::StrCat("cannot change the child's directory to ", spec.cwd));
     case wire::kStageStdio:
       return ErrnoStatus(err, "cannot set up the child's stdin/stdout/stderr");
-    case wire::kStageExec:
-      break;
+    case wire::kStageExec: break;
     default:
       return absl::InternalError(absl::StrCat("the child failed before exec (stage ", stage, ", ",
                                               ErrnoStatus(err, "errno").message(), ")"));
@@ -262,7 +266,7 @@ absl::Status MoveIntoCgroup(const WorkerCgroup& cgroup, pid_t pid) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const ChildSpec& spec,
-                                                                   const SpawnOptions& options) {
+                                                                  const SpawnOptions& options) {
   TESSERA_RETURN_IF_ERROR(ValidateSpec(spec, options));
   std::unique_ptr<ChildProcess> child(new ChildProcess());
   child->leftovers_ = options.leftovers;
@@ -278,8 +282,9 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const ChildSpe
 
 absl::Status ChildProcess::Prepare(const ChildSpec& spec, const SpawnOptions& options) {
   if (options.cgroup_parent.has_value()) {
-    TESSERA_ASSIGN_OR_RETURN(cgroup_, WorkerCgroup::Create(*options.cgroup_parent, options.cgroup_name,
-                                                           spec.memory_max_bytes));
+    TESSERA_ASSIGN_OR_RETURN(
+        cgroup_,
+        WorkerCgroup::Create(*options.cgroup_parent, options.cgroup_name, spec.memory_max_bytes));
   }
   if (cgroup_ == nullptr || !cgroup_->has_memory()) {
     if (absl::StatusOr<int64_t> count = ReadHostOomKills(options.vmstat_path); count.ok()) {
@@ -326,15 +331,16 @@ absl::Status ChildProcess::Launch(const ChildSpec& spec, LauncherPool& pool) {
     }
     wire::Report report;
     char error[128];
-    if (!wire::ParseReport(reinterpret_cast<const unsigned char*>(outcome->data()), outcome->size(), &report,
-                           error, sizeof(error))) {
+    if (!wire::ParseReport(reinterpret_cast<const unsigned char*>(outcome->data()), outcome->size(),
+                           &report, error, sizeof(error))) {
       return absl::InternalError(error);
     }
     const std::string detail(report.detail, report.detail_size);
     return LaunchError(report.stage, static_cast<int>(report.err), detail, detail, spec);
   }
-  return absl::UnavailableError(absl::StrCat("no worker launcher lived long enough to start the child (",
-                                             kLaunchAttempts, " tries; last: ", gone.message(), ")"));
+  return absl::UnavailableError(
+      absl::StrCat("no worker launcher lived long enough to start the child (", kLaunchAttempts,
+                   " tries; last: ", gone.message(), ")"));
 }
 
 absl::Status ChildProcess::Fork(const ChildSpec& spec, const SpawnOptions& options) {
@@ -382,8 +388,8 @@ absl::Status ChildProcess::Fork(const ChildSpec& spec, const SpawnOptions& optio
   ::pthread_sigmask(SIG_SETMASK, &all, &previous);
   pid_t pid = ::fork();
   if (pid == 0) {
-    RunChild(program.c_str(), argv.data(), envp.data(), cwd, stdin_fd.get(), stdout_fd.get(), stderr_fd.get(),
-             cgroup_procs_fd.get(), error_write.get(), max_fd);
+    RunChild(program.c_str(), argv.data(), envp.data(), cwd, stdin_fd.get(), stdout_fd.get(),
+             stderr_fd.get(), cgroup_procs_fd.get(), error_write.get(), max_fd);
   }
   int fork_errno = errno;
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
@@ -404,7 +410,8 @@ absl::Status ChildProcess::Fork(const ChildSpec& spec, const SpawnOptions& optio
       absl::MutexLock lock(&mu_);
       reaped_ = true;
     }
-    if (n != static_cast<ssize_t>(sizeof(error))) return absl::InternalError("the child failed before exec");
+    if (n != static_cast<ssize_t>(sizeof(error)))
+      return absl::InternalError("the child failed before exec");
     return LaunchError(error.stage, error.err, program, "", spec);
   }
 
@@ -421,8 +428,8 @@ ChildProcess::~ChildProcess() {
     reaped = reaped_;
   }
   if (!reaped && pid_ > 0) {
-    (void)Signal(SIGKILL);
-    (void)Wait();
+    IgnoreStatus(Signal(SIGKILL), "a child reaped meanwhile needs no kill");
+    IgnoreStatus(Wait(), "reaps it; a destructor has no one to tell how it ended");
   }
 }
 
@@ -430,14 +437,19 @@ std::string ChildProcess::cgroup_dir() const { return cgroup_ ? cgroup_->dir() :
 
 absl::Status ChildProcess::Signal(int signal) {
   absl::MutexLock lock(&mu_);
-  if (reaped_) return absl::FailedPreconditionError(absl::StrCat("process ", pid_, " has already exited"));
+  if (reaped_)
+    return absl::FailedPreconditionError(absl::StrCat("process ", pid_, " has already exited"));
   // Until reaped, the leader (perhaps a zombie) holds the group id, so -pid_ is still ours.
   if (::kill(-pid_, signal) != 0 && errno != ESRCH) {
-    return ErrnoStatus(errno, absl::StrCat("cannot send ", SignalName(signal), " to process group ", pid_));
+    return ErrnoStatus(
+        errno, absl::StrCat("cannot send ", SignalName(signal), " to process group ", pid_));
   }
   if (signal == SIGKILL) {
     sent_sigkill_ = true;
-    if (cgroup_) (void)cgroup_->KillAll();
+    if (cgroup_) {
+      IgnoreStatus(cgroup_->KillAll(),
+                   "the group has its SIGKILL; cgroup.kill only reaches further");
+    }
   }
   return absl::OkStatus();
 }
@@ -450,7 +462,10 @@ absl::StatusOr<ExitStatus> ChildProcess::Finish(int child_code, int child_status
     if (leftovers_ == Leftovers::kKill) {
       // The zombie leader keeps the group id reserved, so this reaches only its own group.
       ::kill(-pid_, SIGKILL);
-      if (cgroup_) (void)cgroup_->KillAll();
+      if (cgroup_) {
+        IgnoreStatus(cgroup_->KillAll(),
+                     "the group has its SIGKILL; cgroup.kill only reaches further");
+      }
     }
     siginfo_t info;
     int rc;
@@ -470,7 +485,10 @@ absl::StatusOr<ExitStatus> ChildProcess::Finish(int child_code, int child_status
       MarkOutOfMemory(OomEvidence::kHostCounter, status);
     }
   }
-  if (cgroup_ != nullptr) (void)cgroup_->Remove(absl::Seconds(2));
+  if (cgroup_ != nullptr) {
+    IgnoreStatus(cgroup_->Remove(absl::Seconds(2)),
+                 "the cgroup's destructor tries again, and a new one of its name empties it");
+  }
   exit_ = status;
   return status;
 }

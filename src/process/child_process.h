@@ -2,10 +2,10 @@
 //
 // The child gets exactly the environment, directory and files the spec names: its own session
 // and process group (so a signal to the worker reaches everything it started), stdin from
-// its stdin_path (else /dev/null), stdout and stderr appended to files (created 0600 with their parent folders 0700), and no
-// other file descriptor of the parent (the node agent's sockets never leak into workers).
-// Spawn returns only after the exec succeeded; a child that cannot start (no such program, not
-// executable, bad directory) is an error from Spawn, never a silent exit 127.
+// its stdin_path (else /dev/null), stdout and stderr appended to files (created 0600 with their
+// parent folders 0700), and no other file descriptor of the parent (the node agent's sockets never
+// leak into workers). Spawn returns only after the exec succeeded; a child that cannot start (no
+// such program, not executable, bad directory) is an error from Spawn, never a silent exit 127.
 //
 // With a cgroup parent, the child runs in its own cgroup v2 (cgroup.kill reaches everything it
 // started; with the memory controller also a memory limit and a certain OOM verdict); without

@@ -22,11 +22,11 @@ namespace {
 using ::tessera::testing::FileExists;
 using ::tessera::testing::HelperPath;
 using ::tessera::testing::LauncherPath;
-using ::tessera::testing::Spawning;
-using ::tessera::testing::SpawningName;
 using ::tessera::testing::ProcessGone;
 using ::tessera::testing::ReadPidFile;
 using ::tessera::testing::ReadText;
+using ::tessera::testing::Spawning;
+using ::tessera::testing::SpawningName;
 using ::tessera::testing::TempDir;
 using ::tessera::testing::WaitUntil;
 using ::tessera::testing::WriteText;
@@ -79,17 +79,21 @@ class ChildProcessTest : public ::testing::TestWithParam<Spawning> {
   std::unique_ptr<LauncherPool> pool_;  // pooled runs only
 };
 
-INSTANTIATE_TEST_SUITE_P(Spawning, ChildProcessTest, ::testing::Values(Spawning::kDirect, Spawning::kPooled),
+INSTANTIATE_TEST_SUITE_P(Spawning, ChildProcessTest,
+                         ::testing::Values(Spawning::kDirect, Spawning::kPooled),
                          [](const auto& info) { return SpawningName(info.param); });
 
 TEST_P(ChildProcessTest, EnvironmentIsExactlyTheOneGiven) {
   ChildSpec spec = Spec({"env"});
-  spec.env = {{"PATH", "/usr/bin:/bin"}, {"A", "1"}, {"SPACED", "two words"}, {"EMPTY", ""},
+  spec.env = {{"PATH", "/usr/bin:/bin"},
+              {"A", "1"},
+              {"SPACED", "two words"},
+              {"EMPTY", ""},
               {"CUDA_VISIBLE_DEVICES", "2,5"}};
   EXPECT_TRUE(Run(spec).success());
   EXPECT_THAT(Lines(ReadText(spec.stdout_path)),
-              UnorderedElementsAre("PATH=/usr/bin:/bin", "A=1", "SPACED=two words", "EMPTY=",
-                                   "CUDA_VISIBLE_DEVICES=2,5"));
+              UnorderedElementsAre("PATH=/usr/bin:/bin", "A=1", "SPACED=two words",
+                                   "EMPTY=", "CUDA_VISIBLE_DEVICES=2,5"));
 }
 
 TEST_P(ChildProcessTest, EmptyEnvironmentGivesNoVariables) {
@@ -194,7 +198,8 @@ TEST_P(ChildProcessTest, MissingProgramPathIsASpawnError) {
   auto child = ChildProcess::Spawn(spec, Options());
   ASSERT_FALSE(child.ok());
   EXPECT_EQ(child.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(child.status().message(), "cannot execute " + (dir_ / "missing") + ": No such file or directory");
+  EXPECT_EQ(child.status().message(),
+            "cannot execute " + (dir_ / "missing") + ": No such file or directory");
 }
 
 TEST_P(ChildProcessTest, NonExecutableProgramIsASpawnError) {
@@ -220,15 +225,19 @@ TEST_P(ChildProcessTest, MissingWorkingDirectoryIsASpawnError) {
 
 TEST_P(ChildProcessTest, MalformedSpecsAreRefused) {
   ChildSpec empty;
-  EXPECT_EQ(ChildProcess::Spawn(empty, Options()).status().message(), "child spec has no program (argv is empty)");
+  EXPECT_EQ(ChildProcess::Spawn(empty, Options()).status().message(),
+            "child spec has no program (argv is empty)");
   ChildSpec bad_env = Spec({});
   bad_env.env["A=B"] = "1";
-  EXPECT_EQ(ChildProcess::Spawn(bad_env, Options()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ChildProcess::Spawn(bad_env, Options()).status().code(),
+            absl::StatusCode::kInvalidArgument);
   ChildSpec bad_arg = Spec({std::string("a\0b", 3)});
-  EXPECT_EQ(ChildProcess::Spawn(bad_arg, Options()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ChildProcess::Spawn(bad_arg, Options()).status().code(),
+            absl::StatusCode::kInvalidArgument);
   ChildSpec limited = Spec({});
   limited.memory_max_bytes = 1 << 30;
-  EXPECT_EQ(ChildProcess::Spawn(limited, Options()).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ChildProcess::Spawn(limited, Options()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_P(ChildProcessTest, RefusesToSpawnWhileSigchldIsIgnored) {
@@ -439,7 +448,8 @@ TEST_P(ChildProcessTest, RealOomKillIsDetectedThroughTheHostCounter) {
     GTEST_SKIP() << "could not set a memory limit on " << group;
   }
   ChildSpec spec = Spec({});
-  spec.argv = {"/bin/sh", "-c", "echo $$ > " + group + "/cgroup.procs && exec \"$0\" alloc-forever", HelperPath()};
+  spec.argv = {"/bin/sh", "-c", "echo $$ > " + group + "/cgroup.procs && exec \"$0\" alloc-forever",
+               HelperPath()};
   SpawnOptions options;  // the real /proc/vmstat
   options.launcher_pool = pool_.get();
   auto child = ChildProcess::Spawn(spec, options);
@@ -455,7 +465,8 @@ TEST_P(ChildProcessTest, RealOomKillIsDetectedThroughTheHostCounter) {
 TEST_P(ChildProcessTest, OomInOwnCgroupIsCertain) {
   auto parent = FindWorkerCgroupParent({});
   if (!parent.ok()) GTEST_SKIP() << "cgroup v2 not usable here: " << parent.status().message();
-  if (!parent->memory) GTEST_SKIP() << "no memory controller for worker cgroups here: " << parent->no_memory_reason;
+  if (!parent->memory)
+    GTEST_SKIP() << "no memory controller for worker cgroups here: " << parent->no_memory_reason;
   SpawnOptions options = Options();
   options.cgroup_parent = *parent;
   options.cgroup_name = *WorkerCgroupName("oom-test-" + std::to_string(::getpid()));
@@ -528,7 +539,8 @@ TEST_P(ChildProcessTest, AMemoryLimitWithoutTheMemoryControllerIsRefused) {
   spec.memory_max_bytes = 1 << 30;
   auto child = ChildProcess::Spawn(spec, options);
   EXPECT_EQ(child.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(child.status().message(), "a memory limit cannot be enforced: no memory controller in this test");
+  EXPECT_EQ(child.status().message(),
+            "a memory limit cannot be enforced: no memory controller in this test");
   EXPECT_FALSE(FileExists(dir_ / "tessera-worker-limited"));
 }
 

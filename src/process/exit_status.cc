@@ -48,18 +48,17 @@ std::string SignalName(int signal) {
 }
 
 std::string DescribeExit(const ExitStatus& status) {
-  std::string how = status.signal == 0
-                        ? absl::StrCat("exited with code ", status.exit_code)
-                        : absl::StrCat("killed by signal ", status.signal, " (",
-                                       SignalName(status.signal), ")",
-                                       status.core_dumped ? ", core dumped" : "");
+  std::string how = status.signal == 0 ? absl::StrCat("exited with code ", status.exit_code)
+                                       : absl::StrCat("killed by signal ", status.signal, " (",
+                                                      SignalName(status.signal), ")",
+                                                      status.core_dumped ? ", core dumped" : "");
   switch (status.oom_evidence) {
-    case OomEvidence::kNone:
-      return how;
+    case OomEvidence::kNone: return how;
     case OomEvidence::kCgroup:
       if (status.signal == SIGKILL) return "out of memory (killed by the kernel's OOM killer)";
       // The OOM killer took another process of the worker (a child); the leader ended otherwise.
-      return absl::StrCat(how, " after the kernel's OOM killer killed one of its processes (out of memory)");
+      return absl::StrCat(
+          how, " after the kernel's OOM killer killed one of its processes (out of memory)");
     case OomEvidence::kHostCounter:
       return "out of memory (killed by SIGKILL while the kernel's OOM killer was active; "
              "no cgroup to confirm it)";

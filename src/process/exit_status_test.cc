@@ -22,7 +22,8 @@ TEST(ExitStatusTest, KilledBySignal) {
   EXPECT_EQ(status.exit_code, -1);
   EXPECT_EQ(status.signal, 9);
   EXPECT_EQ(status.reason, "killed by signal 9 (SIGKILL)");
-  EXPECT_EQ(ExitStatusFromSiginfo(CLD_DUMPED, SIGSEGV).reason, "killed by signal 11 (SIGSEGV), core dumped");
+  EXPECT_EQ(ExitStatusFromSiginfo(CLD_DUMPED, SIGSEGV).reason,
+            "killed by signal 11 (SIGSEGV), core dumped");
 }
 
 TEST(ExitStatusTest, FromWaitStatusWord) {
@@ -40,12 +41,14 @@ TEST(ExitStatusTest, OutOfMemoryReasons) {
   ExitStatus exited = ExitStatusFromSiginfo(CLD_EXITED, 1);
   MarkOutOfMemory(OomEvidence::kCgroup, exited);
   EXPECT_EQ(exited.reason,
-            "exited with code 1 after the kernel's OOM killer killed one of its processes (out of memory)");
+            "exited with code 1 after the kernel's OOM killer killed one of its processes (out of "
+            "memory)");
 
   ExitStatus guessed = ExitStatusFromSiginfo(CLD_KILLED, SIGKILL);
   MarkOutOfMemory(OomEvidence::kHostCounter, guessed);
   EXPECT_EQ(guessed.reason,
-            "out of memory (killed by SIGKILL while the kernel's OOM killer was active; no cgroup to confirm it)");
+            "out of memory (killed by SIGKILL while the kernel's OOM killer was active; no cgroup "
+            "to confirm it)");
 }
 
 TEST(ExitStatusTest, SignalNames) {

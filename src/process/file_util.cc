@@ -17,27 +17,21 @@ absl::Status ErrnoStatus(int err, std::string_view what) {
   std::string message = absl::StrCat(ToAbsl(what), ": ", strerror(err));
   switch (err) {
     case ENOENT:
-    case ENOTDIR:
-      return absl::NotFoundError(message);
+    case ENOTDIR: return absl::NotFoundError(message);
     case EACCES:
     case EPERM:
-    case EROFS:
-      return absl::PermissionDeniedError(message);
-    case EEXIST:
-      return absl::AlreadyExistsError(message);
+    case EROFS: return absl::PermissionDeniedError(message);
+    case EEXIST: return absl::AlreadyExistsError(message);
     case EINVAL:
     case E2BIG:
-    case ENAMETOOLONG:
-      return absl::InvalidArgumentError(message);
+    case ENAMETOOLONG: return absl::InvalidArgumentError(message);
     case EBUSY:
     case EAGAIN:
     case EMFILE:
     case ENFILE:
     case ENOMEM:
-    case ENOSPC:
-      return absl::ResourceExhaustedError(message);
-    default:
-      return absl::InternalError(message);
+    case ENOSPC: return absl::ResourceExhaustedError(message);
+    default: return absl::InternalError(message);
   }
 }
 
@@ -65,7 +59,8 @@ absl::Status WriteControlFile(const std::string& path, std::string_view text) {
   do {
     n = ::write(fd.get(), text.data(), text.size());
   } while (n < 0 && errno == EINTR);
-  if (n < 0) return ErrnoStatus(errno, absl::StrCat("cannot write \"", ToAbsl(Trim(text)), "\" to ", path));
+  if (n < 0)
+    return ErrnoStatus(errno, absl::StrCat("cannot write \"", ToAbsl(Trim(text)), "\" to ", path));
   if (static_cast<size_t>(n) != text.size()) {
     return absl::InternalError(absl::StrCat("short write to ", path));
   }

@@ -50,7 +50,8 @@ std::string EncodeLaunchSpec(const LaunchSpec& spec) {
   auto* header = reinterpret_cast<unsigned char*>(out.data());
   launch_wire::StoreU32(header, launch_wire::kSpecMagic);
   launch_wire::StoreU32(header + 4, launch_wire::kSpecVersion);
-  launch_wire::StoreU32(header + 8, static_cast<uint32_t>(out.size() - launch_wire::kSpecHeaderBytes));
+  launch_wire::StoreU32(header + 8,
+                        static_cast<uint32_t>(out.size() - launch_wire::kSpecHeaderBytes));
   return out;
 }
 

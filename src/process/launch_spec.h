@@ -20,7 +20,7 @@ struct LaunchSpec {
   std::string cwd;               // "": the launcher's directory
   std::string stdout_path;       // "": /dev/null
   std::string stderr_path;
-  std::string stdin_path;        // "": /dev/null
+  std::string stdin_path;  // "": /dev/null
 
   bool operator==(const LaunchSpec&) const = default;
 };

@@ -101,29 +101,39 @@ std::string U32(uint32_t value) {
   return bytes;
 }
 
-std::string Str(const std::string& s) { return U32(static_cast<uint32_t>(s.size())) + s + std::string(1, '\0'); }
+std::string Str(const std::string& s) {
+  return U32(static_cast<uint32_t>(s.size())) + s + std::string(1, '\0');
+}
 
 TEST(LaunchSpecTest, RefusesMalformedBodiesWithOneLineReasons) {
-  const std::string tail = U32(0) + Str("") + Str("") + Str("") + Str("");  // no env, cwd, logs, stdin
+  const std::string tail =
+      U32(0) + Str("") + Str("") + Str("") + Str("");  // no env, cwd, logs, stdin
   EXPECT_EQ(ErrorOf(WithBody(U32(1) + Str("prog") + tail)), "");
   EXPECT_EQ(ErrorOf(WithBody("")), "launch spec is truncated at the argv count");
   EXPECT_EQ(ErrorOf(WithBody(U32(0) + tail)), "launch spec has no program (argv is empty)");
-  EXPECT_EQ(ErrorOf(WithBody(U32(1) + Str("") + tail)), "launch spec has no program (argv is empty)");
+  EXPECT_EQ(ErrorOf(WithBody(U32(1) + Str("") + tail)),
+            "launch spec has no program (argv is empty)");
   EXPECT_EQ(ErrorOf(WithBody(U32(1000) + Str("prog") + tail)),
             "launch spec announces 1000 argv entries, more than it holds");
-  EXPECT_EQ(ErrorOf(WithBody(U32(2) + Str("prog") + U32(3) + "ab")), "launch spec is truncated in argv[1]");
+  EXPECT_EQ(ErrorOf(WithBody(U32(2) + Str("prog") + U32(3) + "ab")),
+            "launch spec is truncated in argv[1]");
   EXPECT_EQ(ErrorOf(WithBody(U32(1) + Str("prog") + U32(0) + Str("") + Str("") + "\x01")),
             "launch spec is truncated at the length of stderr path");
-  EXPECT_EQ(ErrorOf(WithBody(U32(1) + U32(4) + std::string("pr\0g", 4) + std::string(1, '\0') + tail)),
-            "argv[0] of the launch spec holds a NUL byte");
-  EXPECT_EQ(ErrorOf(WithBody(U32(1) + U32(4) + "progX" + tail)), "argv[0] of the launch spec does not end with NUL");
+  EXPECT_EQ(
+      ErrorOf(WithBody(U32(1) + U32(4) + std::string("pr\0g", 4) + std::string(1, '\0') + tail)),
+      "argv[0] of the launch spec holds a NUL byte");
+  EXPECT_EQ(ErrorOf(WithBody(U32(1) + U32(4) + "progX" + tail)),
+            "argv[0] of the launch spec does not end with NUL");
   EXPECT_EQ(ErrorOf(WithBody(U32(1) + Str("prog") + U32(0) + Str("") + Str("") + Str(""))),
             "launch spec is truncated at the length of stdin path");
-  EXPECT_EQ(ErrorOf(WithBody(U32(1) + Str("prog") + U32(1) + Str("NOEQUALS") + Str("") + Str("") + Str("") + Str(""))),
+  EXPECT_EQ(ErrorOf(WithBody(U32(1) + Str("prog") + U32(1) + Str("NOEQUALS") + Str("") + Str("") +
+                             Str("") + Str(""))),
             "environment[0] of the launch spec is not KEY=VALUE");
-  EXPECT_EQ(ErrorOf(WithBody(U32(1) + Str("prog") + U32(1) + Str("=value") + Str("") + Str("") + Str("") + Str(""))),
+  EXPECT_EQ(ErrorOf(WithBody(U32(1) + Str("prog") + U32(1) + Str("=value") + Str("") + Str("") +
+                             Str("") + Str(""))),
             "environment[0] of the launch spec is not KEY=VALUE");
-  EXPECT_EQ(ErrorOf(WithBody(U32(1) + Str("prog") + tail + "x")), "launch spec has 1 bytes after its last field");
+  EXPECT_EQ(ErrorOf(WithBody(U32(1) + Str("prog") + tail + "x")),
+            "launch spec has 1 bytes after its last field");
 }
 
 TEST(LaunchSpecTest, ReportsRoundTripAndMalformedOnesAreRefused) {

@@ -163,7 +163,8 @@ bool ParseSpec(char* data, size_t size, SpecView* spec, char* error, size_t erro
   }
   if (body_size != size - kSpecHeaderBytes) {
     SetError(error, error_size, "launch spec header announces %lu body bytes, but %lu follow",
-             static_cast<unsigned long>(body_size), static_cast<unsigned long>(size - kSpecHeaderBytes));
+             static_cast<unsigned long>(body_size),
+             static_cast<unsigned long>(size - kSpecHeaderBytes));
     return false;
   }
   return ParseSpecBody(data + kSpecHeaderBytes, body_size, spec, error, error_size);
@@ -196,7 +197,8 @@ bool ParseReport(const unsigned char* data, size_t size, Report* report, char* e
   const uint32_t detail_size = LoadU32(data + 12);
   if (detail_size > kMaxDetailBytes || detail_size != size - kReportHeaderBytes) {
     SetError(error, error_size, "launcher report announces a detail of %lu bytes, but %lu follow",
-             static_cast<unsigned long>(detail_size), static_cast<unsigned long>(size - kReportHeaderBytes));
+             static_cast<unsigned long>(detail_size),
+             static_cast<unsigned long>(size - kReportHeaderBytes));
     return false;
   }
   report->stage = LoadU32(data + 4);

@@ -41,7 +41,7 @@ class SpawnSetup {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Launcher>> Launcher::Start(const std::string& path,
-                                                         const std::string& log_dir) {
+                                                          const std::string& log_dir) {
   int sockets[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
     return ErrnoStatus(errno, "cannot create a socket pair for a worker launcher");
@@ -71,7 +71,8 @@ absl::StatusOr<std::unique_ptr<Launcher>> Launcher::Start(const std::string& pat
   char* envp[] = {nullptr};
   pid_t pid = -1;
   int error = ::posix_spawn(&pid, path.c_str(), setup.actions(), setup.attr(), argv, envp);
-  if (error != 0) return ErrnoStatus(error, absl::StrCat("cannot start the worker launcher ", path));
+  if (error != 0)
+    return ErrnoStatus(error, absl::StrCat("cannot start the worker launcher ", path));
 
   std::unique_ptr<Launcher> launcher(new Launcher());
   launcher->pid_ = pid;
@@ -112,8 +113,8 @@ absl::Status Launcher::Send(std::string_view spec) {
     ssize_t n = ::send(channel_.get(), at, left, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      return absl::UnavailableError(absl::StrCat("worker launcher ", pid_,
-                                                 " is gone: ", ErrnoStatus(errno, "send").message()));
+      return absl::UnavailableError(absl::StrCat(
+          "worker launcher ", pid_, " is gone: ", ErrnoStatus(errno, "send").message()));
     }
     at += n;
     left -= static_cast<size_t>(n);
@@ -137,7 +138,8 @@ absl::StatusOr<std::string> Launcher::ReadOutcome() {
     if (n == 0) return report;
     report.append(buffer, static_cast<size_t>(n));
     if (report.size() > launch_wire::kReportHeaderBytes + launch_wire::kMaxDetailBytes) {
-      return absl::InternalError(absl::StrCat("worker launcher ", pid_, " sent an oversized report"));
+      return absl::InternalError(
+          absl::StrCat("worker launcher ", pid_, " sent an oversized report"));
     }
   }
 }

@@ -22,9 +22,9 @@
 //
 // Single-threaded, libc only (no C++ runtime: it links as C), so it starts fast and small.
 #include <errno.h>
-#include <stdio.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -75,7 +75,8 @@ int LinkSpare(const char* path) {
   char* dir = slash == path ? strdup("/") : strndup(path, static_cast<size_t>(slash - path));
   if (dir == nullptr) return -1;
   struct stat st;
-  const bool same = stat(dir, &st) == 0 && st.st_dev == spares.dir_dev && st.st_ino == spares.dir_ino;
+  const bool same =
+      stat(dir, &st) == 0 && st.st_dev == spares.dir_dev && st.st_ino == spares.dir_ino;
   free(dir);
   if (!same) return -1;
   const int fd = spares.fds[spares.used];

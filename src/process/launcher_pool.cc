@@ -6,7 +6,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 #include "absl/strings/str_cat.h"
 #include "base/log_line.h"
 #include "process/file_util.h"
@@ -157,7 +156,8 @@ void LauncherPool::RefillLoop() {
       start = !refill_failed_ && static_cast<int>(idle_.size()) < options_.idle_launchers;
     }
     if (start) {
-      absl::StatusOr<std::unique_ptr<Launcher>> started = Launcher::Start(options_.launcher_path, options_.log_dir);
+      absl::StatusOr<std::unique_ptr<Launcher>> started =
+          Launcher::Start(options_.launcher_path, options_.log_dir);
       absl::MutexLock lock(&mu_);
       if (!started.ok()) {
         ++stats_.refill_failures;

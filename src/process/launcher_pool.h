@@ -46,11 +46,11 @@ struct LauncherPoolOptions {
 };
 
 struct LauncherPoolStats {
-  int64_t started = 0;            // launchers started, by the refill thread or by Take
-  int64_t taken = 0;              // handed out by Take
-  int64_t taken_cold = 0;         // of those, started by Take because none was ready
-  int64_t died_idle = 0;          // found dead while idle, reaped and replaced
-  int64_t refill_failures = 0;    // starts the refill thread could not make
+  int64_t started = 0;          // launchers started, by the refill thread or by Take
+  int64_t taken = 0;            // handed out by Take
+  int64_t taken_cold = 0;       // of those, started by Take because none was ready
+  int64_t died_idle = 0;        // found dead while idle, reaped and replaced
+  int64_t refill_failures = 0;  // starts the refill thread could not make
 };
 
 class LauncherPool {

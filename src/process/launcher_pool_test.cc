@@ -145,7 +145,8 @@ TEST(LauncherPoolTest, BadOptionsAreOneLineErrors) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(missing.status().message(),
             "no worker launcher at /nonexistent/tessera-launcher (not an executable file)");
-  EXPECT_EQ(LauncherPool::Create({LauncherPath(), -1}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(LauncherPool::Create({LauncherPath(), -1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -33,7 +33,8 @@ namespace wire = launch_wire;
 std::set<std::string> OpenFds(pid_t pid) {
   std::set<std::string> fds;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
     fds.insert(entry.path().filename().string());
   }
   return fds;
@@ -93,8 +94,8 @@ TEST(LauncherTest, RefusesAMalformedSpecWithItsReason) {
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   wire::Report report;
   char error[128];
-  ASSERT_TRUE(wire::ParseReport(reinterpret_cast<const unsigned char*>(outcome->data()), outcome->size(),
-                                &report, error, sizeof(error)))
+  ASSERT_TRUE(wire::ParseReport(reinterpret_cast<const unsigned char*>(outcome->data()),
+                                outcome->size(), &report, error, sizeof(error)))
       << error;
   EXPECT_EQ(report.stage, wire::kStageSpec);
   EXPECT_EQ(std::string(report.detail, report.detail_size), "launch spec has a wrong magic number");
@@ -124,8 +125,8 @@ TEST(LauncherTest, SendingToALauncherThatDiedIsUnavailable) {
 }
 
 // Forks a stand-in for the agent, which runs `start` (the pid of the process to watch, -1 when
-// it could not start it), reports that pid and waits until killed; then kills the stand-in and expects the
-// watched process to go too.
+// it could not start it), reports that pid and waits until killed; then kills the stand-in and
+// expects the watched process to go too.
 void ExpectGoneWhenItsAgentDies(const std::function<pid_t()>& start) {
   int pipe_fds[2];
   ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
@@ -140,8 +141,7 @@ void ExpectGoneWhenItsAgentDies(const std::function<pid_t()>& start) {
   ASSERT_GT(agent, 0);
   ::close(pipe_fds[1]);
   pid_t watched = -1;
-  ASSERT_EQ(::read(pipe_fds[0], &watched, sizeof(watched)),
-            static_cast<ssize_t>(sizeof(watched)));
+  ASSERT_EQ(::read(pipe_fds[0], &watched, sizeof(watched)), static_cast<ssize_t>(sizeof(watched)));
   ::close(pipe_fds[0]);
   ASSERT_GT(watched, 0);
   EXPECT_FALSE(ProcessGone(watched));
@@ -217,8 +217,9 @@ TEST(LauncherTest, NewLogsInItsLogFolderAreTheFilesItMadeAhead) {
 TEST(LauncherTest, AMissingProgramIsAnError) {
   auto launcher = Launcher::Start("/nonexistent/tessera-launcher");
   ASSERT_FALSE(launcher.ok());
-  EXPECT_EQ(launcher.status().message(),
-            "cannot start the worker launcher /nonexistent/tessera-launcher: No such file or directory");
+  EXPECT_EQ(
+      launcher.status().message(),
+      "cannot start the worker launcher /nonexistent/tessera-launcher: No such file or directory");
 }
 
 }  // namespace

@@ -18,7 +18,8 @@
 namespace tessera {
 namespace {
 
-absl::StatusOr<std::string> PreadUpTo(int fd, const std::string& path, int64_t offset, size_t max_bytes) {
+absl::StatusOr<std::string> PreadUpTo(int fd, const std::string& path, int64_t offset,
+                                      size_t max_bytes) {
   std::string data(max_bytes, '\0');
   size_t got = 0;
   while (got < max_bytes) {
@@ -37,7 +38,9 @@ absl::StatusOr<std::string> PreadUpTo(int fd, const std::string& path, int64_t o
 }  // namespace
 
 absl::StatusOr<LogSegment> ReadLog(const std::string& path, int64_t offset, size_t max_bytes) {
-  if (offset < 0) return absl::InvalidArgumentError(absl::StrCat("log offset must not be negative, got ", offset));
+  if (offset < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("log offset must not be negative, got ", offset));
   if (max_bytes == 0) return absl::InvalidArgumentError("a log read needs max_bytes > 0");
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("cannot open log file ", path));
@@ -45,8 +48,10 @@ absl::StatusOr<LogSegment> ReadLog(const std::string& path, int64_t offset, size
   return LogSegment{offset, std::move(data)};
 }
 
-absl::StatusOr<std::unique_ptr<LogFollower>> LogFollower::Create(std::string path, LogFollowOptions options) {
-  if (options.chunk_bytes == 0) return absl::InvalidArgumentError("a log follower needs chunk_bytes > 0");
+absl::StatusOr<std::unique_ptr<LogFollower>> LogFollower::Create(std::string path,
+                                                                 LogFollowOptions options) {
+  if (options.chunk_bytes == 0)
+    return absl::InvalidArgumentError("a log follower needs chunk_bytes > 0");
   if (options.recheck_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("a log follower needs a positive recheck interval");
   }
@@ -63,8 +68,8 @@ absl::StatusOr<std::unique_ptr<LogFollower>> LogFollower::Create(std::string pat
   if (!present && follower->inotify_.valid()) {
     std::filesystem::path parent = std::filesystem::path(follower->path_).parent_path();
     std::string folder = parent.empty() ? std::string(".") : parent.string();
-    follower->folder_watch_ =
-        ::inotify_add_watch(follower->inotify_.get(), folder.c_str(), IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
+    follower->folder_watch_ = ::inotify_add_watch(follower->inotify_.get(), folder.c_str(),
+                                                  IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
     if (follower->folder_watch_ < 0) follower->inotify_.Reset();
   }
   return follower;
@@ -81,7 +86,8 @@ absl::StatusOr<bool> LogFollower::OpenIfPresent() {
   if (inotify_.valid()) {
     // Watch by path right after opening: a write between the open and the watch is caught by
     // the read that follows, which always happens before sleeping.
-    file_watch_ = ::inotify_add_watch(inotify_.get(), path_.c_str(), IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE);
+    file_watch_ =
+        ::inotify_add_watch(inotify_.get(), path_.c_str(), IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE);
     if (file_watch_ < 0) inotify_.Reset();
     // The folder (other workers' logs) no longer matters.
     if (folder_watch_ >= 0 && inotify_.valid()) ::inotify_rm_watch(inotify_.get(), folder_watch_);
@@ -89,7 +95,8 @@ absl::StatusOr<bool> LogFollower::OpenIfPresent() {
   }
   if (!offset_resolved_) {
     struct stat st;
-    if (::fstat(file_.get(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("cannot stat ", path_));
+    if (::fstat(file_.get(), &st) != 0)
+      return ErrnoStatus(errno, absl::StrCat("cannot stat ", path_));
     offset_ = std::max<int64_t>(0, st.st_size + options_.offset);
     offset_resolved_ = true;
   }
@@ -110,7 +117,9 @@ void LogFollower::WriterExited() {
   (void)ignored;
 }
 
-absl::StatusOr<std::optional<LogSegment>> LogFollower::Next() { return NextWithin(absl::InfiniteDuration()); }
+absl::StatusOr<std::optional<LogSegment>> LogFollower::Next() {
+  return NextWithin(absl::InfiniteDuration());
+}
 
 absl::StatusOr<std::optional<LogSegment>> LogFollower::NextWithin(absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
@@ -122,10 +131,12 @@ absl::StatusOr<std::optional<LogSegment>> LogFollower::NextWithin(absl::Duration
     TESSERA_ASSIGN_OR_RETURN(bool present, OpenIfPresent());
     if (present) {
       struct stat st;
-      if (::fstat(file_.get(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("cannot stat ", path_));
+      if (::fstat(file_.get(), &st) != 0)
+        return ErrnoStatus(errno, absl::StrCat("cannot stat ", path_));
       // A file that shrank was truncated: start again from its beginning, as tail -f does.
       if (st.st_size < offset_) offset_ = 0;
-      TESSERA_ASSIGN_OR_RETURN(std::string data, PreadUpTo(file_.get(), path_, offset_, options_.chunk_bytes));
+      TESSERA_ASSIGN_OR_RETURN(std::string data,
+                               PreadUpTo(file_.get(), path_, offset_, options_.chunk_bytes));
       if (!data.empty()) {
         LogSegment segment{offset_, std::move(data)};
         offset_ = segment.end();
@@ -140,13 +151,14 @@ absl::StatusOr<std::optional<LogSegment>> LogFollower::NextWithin(absl::Duration
 }
 
 absl::Status LogFollower::WaitForChange(absl::Time deadline) {
-  absl::Duration wait = inotify_.valid() ? options_.recheck_interval : std::min(poll_pause_, options_.recheck_interval);
+  absl::Duration wait = inotify_.valid() ? options_.recheck_interval
+                                         : std::min(poll_pause_, options_.recheck_interval);
   if (!inotify_.valid()) poll_pause_ = std::min(poll_pause_ * 2, options_.recheck_interval);
   wait = std::min(wait, std::max(deadline - absl::Now(), absl::ZeroDuration()));
   struct pollfd fds[2] = {{wake_.get(), POLLIN, 0}, {inotify_.get(), POLLIN, 0}};
   int count = inotify_.valid() ? 2 : 1;
-  int ms = static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(absl::Ceil(wait, absl::Milliseconds(1))),
-                                              1 << 30));
+  int ms = static_cast<int>(std::min<int64_t>(
+      absl::ToInt64Milliseconds(absl::Ceil(wait, absl::Milliseconds(1))), 1 << 30));
   int rc = ::poll(fds, count, ms);
   if (rc < 0 && errno != EINTR) return ErrnoStatus(errno, "cannot poll for log changes");
   if (rc > 0 && (fds[0].revents & POLLIN)) {

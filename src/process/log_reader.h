@@ -49,7 +49,8 @@ struct LogFollowOptions {
 class LogFollower {
  public:
   // The file need not exist yet (a worker's log appears when it starts).
-  static absl::StatusOr<std::unique_ptr<LogFollower>> Create(std::string path, LogFollowOptions options = {});
+  static absl::StatusOr<std::unique_ptr<LogFollower>> Create(std::string path,
+                                                             LogFollowOptions options = {});
   LogFollower(const LogFollower&) = delete;
   LogFollower& operator=(const LogFollower&) = delete;
 
@@ -71,7 +72,8 @@ class LogFollower {
   bool uses_inotify() const { return inotify_.valid(); }
 
  private:
-  LogFollower(std::string path, LogFollowOptions options) : path_(std::move(path)), options_(options) {}
+  LogFollower(std::string path, LogFollowOptions options)
+      : path_(std::move(path)), options_(options) {}
   // Opens the file and watches it when it exists; false while it does not.
   absl::StatusOr<bool> OpenIfPresent();
   // Sleeps until something may have changed or `deadline` passes.

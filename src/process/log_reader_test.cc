@@ -53,7 +53,8 @@ TEST(ReadLogTest, BadRequestsAreErrors) {
   TempDir dir;
   EXPECT_EQ(ReadLog(dir / "missing", 0, 10).status().code(), absl::StatusCode::kNotFound);
   WriteText(dir / "w.out", "x");
-  EXPECT_EQ(ReadLog(dir / "w.out", -1, 10).status().message(), "log offset must not be negative, got -1");
+  EXPECT_EQ(ReadLog(dir / "w.out", -1, 10).status().message(),
+            "log offset must not be negative, got -1");
   EXPECT_EQ(ReadLog(dir / "w.out", 0, 0).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -192,9 +193,10 @@ TEST(LogFollowerTest, FollowsARealWorkerUntilItExits) {
   auto follower = LogFollower::Create(spec.stdout_path);
   ASSERT_TRUE(follower.ok()) << follower.status();
   LogFollower* raw = follower->get();
-  ASSERT_TRUE((*supervisor)->Start(ChildId("w1"), spec, [raw](const ChildId&, const ExitStatus&) {
-    raw->WriterExited();
-  }).ok());
+  ASSERT_TRUE((*supervisor)
+                  ->Start(ChildId("w1"), spec,
+                          [raw](const ChildId&, const ExitStatus&) { raw->WriterExited(); })
+                  .ok());
   auto first = raw->Next();
   ASSERT_TRUE(first.ok() && first->has_value());
   EXPECT_EQ((*first)->data, "before\n");
@@ -206,7 +208,8 @@ TEST(LogFollowerTest, FollowsARealWorkerUntilItExits) {
 TEST(LogFollowerTest, RefusesBadOptions) {
   LogFollowOptions options;
   options.chunk_bytes = 0;
-  EXPECT_EQ(LogFollower::Create("/tmp/x", options).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(LogFollower::Create("/tmp/x", options).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/string_util.h"
 #include "base/status_macros.h"
+#include "base/string_util.h"
 #include "process/file_util.h"
 
 namespace tessera {
@@ -44,14 +44,14 @@ absl::Status CheckAncestor(const std::string& folder, const std::string& below) 
     return ErrnoStatus(errno, absl::StrCat("cannot inspect ", folder));
   }
   if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("refusing ", below, ": the folder above it, ", folder, ", belongs to uid ",
-                     st.st_uid, ", who could replace it"));
+    return absl::PermissionDeniedError(absl::StrCat("refusing ", below, ": the folder above it, ",
+                                                    folder, ", belongs to uid ", st.st_uid,
+                                                    ", who could replace it"));
   }
   if (WritableByOthers(st.st_mode) && (st.st_mode & S_ISVTX) == 0) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("refusing ", below, ": the folder above it, ", folder, ", has mode ",
-                     Mode(st.st_mode), " (writable by others and not sticky)"));
+    return absl::PermissionDeniedError(absl::StrCat("refusing ", below, ": the folder above it, ",
+                                                    folder, ", has mode ", Mode(st.st_mode),
+                                                    " (writable by others and not sticky)"));
   }
   return absl::OkStatus();
 }
@@ -59,7 +59,7 @@ absl::Status CheckAncestor(const std::string& folder, const std::string& below) 
 std::string HomeFolder(const char* home) {
   if (home != nullptr && home[0] == '/') return home;
   std::vector<char> buffer(16384);
-  passwd entry {};
+  passwd entry{};
   passwd* found = nullptr;
   if (::getpwuid_r(::geteuid(), &entry, buffer.data(), buffer.size(), &found) == 0 &&
       found != nullptr && found->pw_dir != nullptr && found->pw_dir[0] == '/') {
@@ -73,20 +73,20 @@ std::string HomeFolder(const char* home) {
 absl::Status CheckPrivateDirectory(const std::string& path) {
   TESSERA_ASSIGN_OR_RETURN(const std::string real, RealPath(path));
   struct stat st {};
-  if (::stat(real.c_str(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("cannot inspect ", path));
+  if (::stat(real.c_str(), &st) != 0)
+    return ErrnoStatus(errno, absl::StrCat("cannot inspect ", path));
   if (!S_ISDIR(st.st_mode)) {
     return absl::PermissionDeniedError(absl::StrCat("refusing ", path, ": it is not a folder"));
   }
   if (st.st_uid != ::geteuid()) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("refusing ", path, ": it belongs to uid ", st.st_uid, ", not to you (uid ",
-                     ::geteuid(), ")"));
+    return absl::PermissionDeniedError(absl::StrCat("refusing ", path, ": it belongs to uid ",
+                                                    st.st_uid, ", not to you (uid ", ::geteuid(),
+                                                    ")"));
   }
   if (WritableByOthers(st.st_mode)) {
-    return absl::PermissionDeniedError(absl::StrCat("refusing ", path, ": it has mode ",
-                                                    Mode(st.st_mode),
-                                                    " (writable by group or others; chmod 700 ",
-                                                    path, ")"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("refusing ", path, ": it has mode ", Mode(st.st_mode),
+                     " (writable by group or others; chmod 700 ", path, ")"));
   }
   for (size_t slash = real.rfind('/'); slash != std::string::npos && slash > 0;
        slash = real.rfind('/', slash - 1)) {
@@ -121,15 +121,14 @@ absl::Status CheckPrivateFile(int fd, const std::string& path) {
     return absl::PermissionDeniedError(absl::StrCat("refusing ", path, ": not a regular file"));
   }
   if (st.st_uid != ::geteuid()) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("refusing ", path, ": it belongs to uid ", st.st_uid, ", not to you (uid ",
-                     ::geteuid(), ")"));
+    return absl::PermissionDeniedError(absl::StrCat("refusing ", path, ": it belongs to uid ",
+                                                    st.st_uid, ", not to you (uid ", ::geteuid(),
+                                                    ")"));
   }
   if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("refusing ", path, ": it has mode ", Mode(st.st_mode),
-                     " (it must not be readable or writable by group or others; chmod 600 ",
-                     path, ")"));
+    return absl::PermissionDeniedError(absl::StrCat(
+        "refusing ", path, ": it has mode ", Mode(st.st_mode),
+        " (it must not be readable or writable by group or others; chmod 600 ", path, ")"));
   }
   return absl::OkStatus();
 }
@@ -165,8 +164,7 @@ absl::Status WritePrivateFileAtomically(const std::string& path, std::string_vie
 }
 
 absl::StatusOr<UniqueFd> OpenPrivateFileForAppend(const std::string& path) {
-  UniqueFd fd(
-      ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
   if (::fchmod(fd.get(), 0600) != 0) {
     return ErrnoStatus(errno, absl::StrCat("cannot set the mode of ", path));

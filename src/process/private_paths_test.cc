@@ -113,7 +113,8 @@ TEST_F(PrivatePathsTest, RefusesAFolderAnotherUserOwns) {
   ASSERT_EQ(::chown(theirs.c_str(), kNobody, kNobody), 0);
   absl::Status status = EnsurePrivateDirectory(theirs);
   EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(status.message(), "refusing " + theirs + ": it belongs to uid 65534, not to you (uid 0)");
+  EXPECT_EQ(status.message(),
+            "refusing " + theirs + ": it belongs to uid 65534, not to you (uid 0)");
   // Nor is anything below a folder another user owns trusted: they could swap it.
   const std::string below = theirs + "/mine";
   ASSERT_EQ(::mkdir(below.c_str(), 0700), 0);
@@ -131,7 +132,8 @@ TEST_F(PrivatePathsTest, PrivateFileMustBeOwnedAndClosedToOthers) {
   EXPECT_EQ(CheckPrivateFile(fd.get(), path).message(),
             "refusing " + path +
                 ": it has mode 0640 (it must not be readable or writable by group or others; "
-                "chmod 600 " + path + ")");
+                "chmod 600 " +
+                path + ")");
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a file to another user";
   ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
   ASSERT_EQ(::chown(path.c_str(), kNobody, kNobody), 0);

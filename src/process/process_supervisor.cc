@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "process/file_util.h"
 #include "process/wakeable_epoll.h"
@@ -22,7 +23,8 @@ constexpr absl::Duration kPollTick = absl::Milliseconds(20);
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ProcessSupervisor>> ProcessSupervisor::Create(SupervisorOptions options) {
+absl::StatusOr<std::unique_ptr<ProcessSupervisor>> ProcessSupervisor::Create(
+    SupervisorOptions options) {
   auto loop = CreateWakeableEpoll(kWakeKey);
   if (!loop.ok()) return loop.status();
   std::unique_ptr<ProcessSupervisor> supervisor(
@@ -38,7 +40,8 @@ ProcessSupervisor::~ProcessSupervisor() { Shutdown(absl::Seconds(2)); }
 
 void ProcessSupervisor::Wake() { WakeEventFd(wake_fd_.get()); }
 
-absl::StatusOr<pid_t> ProcessSupervisor::Start(const ChildId& id, const ChildSpec& spec, ExitCallback on_exit) {
+absl::StatusOr<pid_t> ProcessSupervisor::Start(const ChildId& id, const ChildSpec& spec,
+                                               ExitCallback on_exit) {
   SpawnOptions spawn;
   spawn.cgroup_parent = options_.cgroup_parent;
   spawn.leftovers = options_.leftovers;
@@ -51,7 +54,8 @@ absl::StatusOr<pid_t> ProcessSupervisor::Start(const ChildId& id, const ChildSpe
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::FailedPreconditionError("the process supervisor is shutting down");
     if (by_id_.contains(id) || starting_.contains(id)) {
-      return absl::AlreadyExistsError(absl::StrCat("a child named ", id.value(), " is already supervised"));
+      return absl::AlreadyExistsError(
+          absl::StrCat("a child named ", id.value(), " is already supervised"));
     }
     // The id is reserved while the child starts without the lock: a start waits for the exec
     // (the fork's, or a launcher's), and other starts, signals and exit reports need not wait.
@@ -77,7 +81,8 @@ absl::StatusOr<pid_t> ProcessSupervisor::Start(const ChildId& id, const ChildSpe
   std::optional<absl::Time> kill_at;
   if (stopping_) {
     // Shutdown began while this child started: it goes the way the others went.
-    (void)process->Signal(SIGTERM);
+    IgnoreStatus(process->Signal(SIGTERM),
+                 "FailedPrecondition only for a child reaped already: nothing is left to stop");
     kill_at = shutdown_kill_at_;
   }
   entries_.emplace(serial, Entry{id, std::move(process), std::move(on_exit), kill_at, false});
@@ -131,7 +136,8 @@ void ProcessSupervisor::Shutdown(absl::Duration grace) {
     shutdown_kill_at_ = kill_at;
     for (auto& [serial, entry] : entries_) {
       if (entry.exited) continue;
-      (void)entry.process->Signal(SIGTERM);
+      IgnoreStatus(entry.process->Signal(SIGTERM),
+                   "FailedPrecondition only for a child reaped already: nothing is left to stop");
       if (!entry.kill_at.has_value() || kill_at < *entry.kill_at) entry.kill_at = kill_at;
     }
   }
@@ -149,11 +155,12 @@ int ProcessSupervisor::NextTimeoutMs() const {
       absl::Duration left = std::max(*entry.kill_at - now, absl::ZeroDuration());
       wait = wait.has_value() ? std::min(*wait, left) : left;
     }
-    if (entry.process->pidfd() < 0) wait = wait.has_value() ? std::min(*wait, kPollTick) : kPollTick;
+    if (entry.process->pidfd() < 0)
+      wait = wait.has_value() ? std::min(*wait, kPollTick) : kPollTick;
   }
   if (!wait.has_value()) return -1;
-  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(absl::Ceil(*wait, absl::Milliseconds(1))),
-                                            1 << 30));
+  return static_cast<int>(std::min<int64_t>(
+      absl::ToInt64Milliseconds(absl::Ceil(*wait, absl::Milliseconds(1))), 1 << 30));
 }
 
 void ProcessSupervisor::ReaperLoop() {
@@ -201,7 +208,9 @@ void ProcessSupervisor::ReaperLoop() {
           }
         }
         if (entry.kill_at.has_value() && *entry.kill_at <= now) {
-          (void)entry.process->Signal(SIGKILL);
+          IgnoreStatus(
+              entry.process->Signal(SIGKILL),
+              "FailedPrecondition only for a child reaped already: nothing is left to stop");
           entry.kill_at.reset();
         }
       }

@@ -110,8 +110,8 @@ TEST_P(ProcessSupervisorTest, ReportsEachExitExactlyOnce) {
 TEST_P(ProcessSupervisorTest, ManyChildrenAtOnce) {
   constexpr int kChildren = 64;
   for (int i = 0; i < kChildren; ++i) {
-    auto pid = supervisor_->Start(ChildId("w" + std::to_string(i)), Spec({"exit", std::to_string(i % 5)}),
-                                  exits_.Callback());
+    auto pid = supervisor_->Start(ChildId("w" + std::to_string(i)),
+                                  Spec({"exit", std::to_string(i % 5)}), exits_.Callback());
     ASSERT_TRUE(pid.ok()) << pid.status();
   }
   ASSERT_TRUE(exits_.WaitFor(kChildren));
@@ -126,9 +126,14 @@ TEST_P(ProcessSupervisorTest, ManyChildrenAtOnce) {
 
 TEST_P(ProcessSupervisorTest, TerminateIsGracefulThenForced) {
   std::string polite_ready = dir_ / "polite", stubborn_ready = dir_ / "stubborn";
-  ASSERT_TRUE(supervisor_->Start(ChildId("polite"), Spec({"touch", polite_ready, "pause"}), exits_.Callback()).ok());
-  ASSERT_TRUE(supervisor_->Start(ChildId("stubborn"), Spec({"ignore-term", "touch", stubborn_ready, "pause"}),
-                                 exits_.Callback())
+  ASSERT_TRUE(
+      supervisor_
+          ->Start(ChildId("polite"), Spec({"touch", polite_ready, "pause"}), exits_.Callback())
+          .ok());
+  ASSERT_TRUE(supervisor_
+                  ->Start(ChildId("stubborn"),
+                          Spec({"ignore-term", "touch", stubborn_ready, "pause"}),
+                          exits_.Callback())
                   .ok());
   ASSERT_TRUE(WaitUntil([&] { return FileExists(polite_ready) && FileExists(stubborn_ready); }));
   EXPECT_TRUE(supervisor_->Terminate(ChildId("polite"), absl::Seconds(30)).ok());
@@ -144,8 +149,9 @@ TEST_P(ProcessSupervisorTest, SignalAndLookupsByName) {
   ASSERT_TRUE(pid.ok()) << pid.status();
   EXPECT_EQ(supervisor_->Pid(ChildId("w1")), *pid);
   EXPECT_THAT(supervisor_->Children(), ElementsAre(ChildId("w1")));
-  EXPECT_EQ(supervisor_->Start(ChildId("w1"), Spec({"exit", "0"}), exits_.Callback()).status().code(),
-            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(
+      supervisor_->Start(ChildId("w1"), Spec({"exit", "0"}), exits_.Callback()).status().code(),
+      absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(supervisor_->Signal(ChildId("nobody"), SIGTERM).code(), absl::StatusCode::kNotFound);
   ASSERT_TRUE(WaitUntil([&] { return FileExists(ready); }));
   EXPECT_TRUE(supervisor_->Signal(ChildId("w1"), SIGINT).ok());
@@ -187,15 +193,17 @@ TEST_P(ProcessSupervisorTest, ACallbackMayRestartTheSameId) {
 TEST_P(ProcessSupervisorTest, ShutdownTerminatesEveryChildAndReportsIt) {
   std::string stubborn_ready = dir_ / "stubborn";
   ASSERT_TRUE(supervisor_->Start(ChildId("a"), Spec({"pause"}), exits_.Callback()).ok());
-  ASSERT_TRUE(supervisor_->Start(ChildId("b"), Spec({"ignore-term", "touch", stubborn_ready, "pause"}),
-                                 exits_.Callback())
+  ASSERT_TRUE(supervisor_
+                  ->Start(ChildId("b"), Spec({"ignore-term", "touch", stubborn_ready, "pause"}),
+                          exits_.Callback())
                   .ok());
   ASSERT_TRUE(WaitUntil([&] { return FileExists(stubborn_ready); }));
   supervisor_->Shutdown(absl::Milliseconds(50));
   EXPECT_EQ(exits_.Count(), 2u);
   EXPECT_EQ(exits_.For("b")[0].signal, SIGKILL);
-  EXPECT_EQ(supervisor_->Start(ChildId("c"), Spec({"exit", "0"}), exits_.Callback()).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      supervisor_->Start(ChildId("c"), Spec({"exit", "0"}), exits_.Callback()).status().code(),
+      absl::StatusCode::kFailedPrecondition);
   supervisor_->Shutdown(absl::Seconds(1));  // idempotent
 }
 
@@ -211,11 +219,13 @@ TEST_P(ProcessSupervisorTest, AStartThatEndsAfterShutdownBeganIsTerminatedAndRep
   slow.stdout_path = out;
   slow.stderr_path = err;
   absl::StatusOr<pid_t> started = absl::UnknownError("not yet");
-  std::thread starter([&] { started = supervisor_->Start(ChildId("slow"), slow, exits_.Callback()); });
+  std::thread starter(
+      [&] { started = supervisor_->Start(ChildId("slow"), slow, exits_.Callback()); });
   std::atomic<int> out_reader{-1};
   std::thread out_opener([&] { out_reader = ::open(out.c_str(), O_RDONLY | O_CLOEXEC); });
   bool under_way = WaitUntil([&] { return out_reader.load() >= 0; });
-  if (!under_way) ::close(::open(out.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));  // unblock the opener
+  if (!under_way)
+    ::close(::open(out.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));  // unblock the opener
   out_opener.join();
   std::thread stopper([&] { supervisor_->Shutdown(absl::Seconds(20)); });
   EXPECT_TRUE(WaitUntil([&] {

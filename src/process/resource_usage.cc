@@ -39,8 +39,8 @@ absl::StatusOr<uint64_t> ReadCgroupNumber(const std::string& path) {
   if (!text.ok()) return text.status();
   uint64_t value = 0;
   if (!absl::SimpleAtoi(ToAbsl(Trim(*text)), &value)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", Quote(Trim(*text)),
-                                                   " is not a byte count"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", Quote(Trim(*text)), " is not a byte count"));
   }
   return value;
 }
@@ -48,14 +48,14 @@ absl::StatusOr<uint64_t> ReadCgroupNumber(const std::string& path) {
 void ReadCgroup(const std::string& dir, ResourceUsage& usage) {
   const std::string cpu_stat = dir + "/cpu.stat";
   absl::StatusOr<std::string> text = ReadWholeFile(cpu_stat);
-  absl::StatusOr<int64_t> usec = text.ok() ? FindKeyedCounter(*text, "usage_usec")
-                                           : absl::StatusOr<int64_t>(text.status());
+  absl::StatusOr<int64_t> usec =
+      text.ok() ? FindKeyedCounter(*text, "usage_usec") : absl::StatusOr<int64_t>(text.status());
   if (usec.ok() && *usec >= 0) {
     usage.cpu_seconds = static_cast<double>(*usec) / 1e6;
     usage.cpu_source = "cgroup";
   } else {
-    usage.warnings.push_back(absl::StrCat(
-        cpu_stat, ": ", usec.ok() ? "negative usage_usec" : usec.status().message()));
+    usage.warnings.push_back(
+        absl::StrCat(cpu_stat, ": ", usec.ok() ? "negative usage_usec" : usec.status().message()));
   }
   // memory.current exists only with the memory controller; its absence is no warning.
   absl::StatusOr<uint64_t> current = ReadCgroupNumber(dir + "/memory.current");
@@ -141,10 +141,10 @@ absl::StatusOr<ResourceUsage> ReadResourceUsage(const ResourceUsageSource& sourc
     }
   }
   if (!usage.cpu_seconds && !usage.memory_bytes) {
-    return absl::NotFoundError(absl::StrCat("no resource figures for ",
-                                            source.pid > 0 ? absl::StrCat("process ", source.pid)
-                                                           : source.cgroup_dir,
-                                            ": ", absl::StrJoin(usage.warnings, "; ")));
+    return absl::NotFoundError(
+        absl::StrCat("no resource figures for ",
+                     source.pid > 0 ? absl::StrCat("process ", source.pid) : source.cgroup_dir,
+                     ": ", absl::StrJoin(usage.warnings, "; ")));
   }
   return usage;
 }

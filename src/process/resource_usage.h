@@ -26,8 +26,8 @@
 namespace tessera {
 
 struct ResourceUsageSource {
-  int pid = 0;             // the worker's process; 0 when only the cgroup is known
-  std::string cgroup_dir;  // its cgroup v2 directory; "" when it has none
+  int pid = 0;                      // the worker's process; 0 when only the cgroup is known
+  std::string cgroup_dir;           // its cgroup v2 directory; "" when it has none
   std::string proc_root = "/proc";  // where /proc is (tests point it at a fake tree)
 };
 

@@ -30,8 +30,9 @@ using ::testing::Optional;
 constexpr char kStat[] =
     "4242 (py (worker) 1) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 100 0 20 0 9 0 12345 "
     "900000000 3000 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n";
-constexpr char kStatus[] = "Name:\tpython3\nState:\tS (sleeping)\nVmPeak:\t 99999 kB\n"
-                           "VmRSS:\t   20480 kB\nThreads:\t9\n";
+constexpr char kStatus[] =
+    "Name:\tpython3\nState:\tS (sleeping)\nVmPeak:\t 99999 kB\n"
+    "VmRSS:\t   20480 kB\nThreads:\t9\n";
 
 const long kTick = ::sysconf(_SC_CLK_TCK);
 const long kPage = ::sysconf(_SC_PAGESIZE);
@@ -45,7 +46,8 @@ class FakeWorkerTest : public ::testing::Test {
     WriteText(dir_.path() + "/proc/4242/status", kStatus);
   }
   ResourceUsageSource Source(bool with_cgroup) const {
-    return {.pid = 4242, .cgroup_dir = with_cgroup ? dir_.path() + "/cg" : "",
+    return {.pid = 4242,
+            .cgroup_dir = with_cgroup ? dir_.path() + "/cg" : "",
             .proc_root = dir_.path() + "/proc"};
   }
 
@@ -149,8 +151,8 @@ TEST(ResourceUsageTest, ThisProcessesOwnCgroupCountsAtLeastItsCpuTime) {
   auto own = ReadWholeFile("/proc/self/cgroup");
   auto mounts = ReadWholeFile("/proc/self/mounts");
   auto path = own.ok() ? ParseCgroupV2Path(*own) : absl::StatusOr<std::string>(own.status());
-  auto mount = mounts.ok() ? ParseCgroup2MountPoint(*mounts)
-                           : absl::StatusOr<std::string>(mounts.status());
+  auto mount =
+      mounts.ok() ? ParseCgroup2MountPoint(*mounts) : absl::StatusOr<std::string>(mounts.status());
   const std::string dir = path.ok() && mount.ok() ? *mount + *path : "";
   if (dir.empty() || !std::filesystem::exists(dir + "/cpu.stat")) {
     GTEST_SKIP() << "no cgroup v2 cpu.stat for this process";

@@ -34,7 +34,8 @@ inline std::string SpawningName(Spawning spawning) {
 class TempDir {
  public:
   TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "tessera-process-XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "tessera-process-XXXXXX").string();
     path_ = ::mkdtemp(pattern.data());
   }
   ~TempDir() {
@@ -84,6 +85,8 @@ inline bool ProcessGone(pid_t pid) {
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
 }
 
-inline pid_t ReadPidFile(const std::string& path) { return static_cast<pid_t>(std::stol(ReadText(path))); }
+inline pid_t ReadPidFile(const std::string& path) {
+  return static_cast<pid_t>(std::stol(ReadText(path)));
+}
 
 }  // namespace tessera::testing

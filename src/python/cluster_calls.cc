@@ -33,8 +33,9 @@ std::map<std::string, double> Quantities(const v1::Resources& resources) {
 std::unique_ptr<client::ClusterClient> Head() {
   std::optional<client::ClusterClientOptions> options = api::ReservationCluster();
   if (!options.has_value()) {
-    ThrowStatus(absl::FailedPreconditionError("tessera is not connected to a cluster: call "
-                                              "tessera.init() first"));
+    ThrowStatus(
+        absl::FailedPreconditionError("tessera is not connected to a cluster: call "
+                                      "tessera.init() first"));
   }
   absl::StatusOr<std::unique_ptr<client::ClusterClient>> client;
   {
@@ -89,11 +90,12 @@ py::list ListPlacementGroups() {
     py::dict group;
     group["id"] = info.id();
     group["name"] = info.name();
-    group["strategy"] = info.strategy();
+    group["strategy"] = std::string(rpc::PlacementStrategyName(info.strategy()));
     group["state"] = std::string(rpc::PlacementGroupStateName(info.state()));
     group["option"] = info.option();
     std::map<int, std::string> nodes;
-    for (const v1::BundleLocation& bundle : info.bundles()) nodes[bundle.index()] = bundle.node_id();
+    for (const v1::BundleLocation& bundle : info.bundles())
+      nodes[bundle.index()] = bundle.node_id();
     group["bundle_nodes"] = nodes;
     py::list shapes;
     for (const v1::Resources& shape : info.bundle_shapes()) shapes.append(Quantities(shape));

@@ -30,19 +30,18 @@ py::object BytesOrNone(const std::optional<std::string>& value) {
 }  // namespace
 
 void BindCoreError(py::module_& m) {
-  core_error = PyErr_NewExceptionWithDoc(
-      "tessera._core.CoreError",
-      "A failed runtime call: args are (kind, message, exception bytes or None, traceback or None).",
-      PyExc_Exception, nullptr);
+  core_error = PyErr_NewExceptionWithDoc("tessera._core.CoreError",
+                                         "A failed runtime call: args are (kind, message, "
+                                         "exception bytes or None, traceback or None).",
+                                         PyExc_Exception, nullptr);
   m.add_object("CoreError", py::handle(core_error));
 }
 
 void ThrowStatus(const absl::Status& status) {
   const std::optional<std::string> traceback = api::TracebackOf(status);
-  py::tuple args = py::make_tuple(KindOf(status), std::string(status.message()),
-                                  BytesOrNone(api::ExceptionOf(status)),
-                                  traceback.has_value() ? py::object(py::str(*traceback))
-                                                        : py::object(py::none()));
+  py::tuple args = py::make_tuple(
+      KindOf(status), std::string(status.message()), BytesOrNone(api::ExceptionOf(status)),
+      traceback.has_value() ? py::object(py::str(*traceback)) : py::object(py::none()));
   PyErr_SetObject(core_error, args.ptr());
   throw py::error_already_set();
 }

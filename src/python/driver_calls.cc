@@ -44,24 +44,44 @@ T Get(const py::dict& options, const char* key, T fallback) {
   return value.cast<T>();
 }
 
-std::vector<std::string> LabelSelectors(const py::dict& options) {
+std::vector<LabelSelector> LabelSelectors(const py::dict& options) {
   if (!options.contains("label_selectors")) return {};
-  return SelectorTexts(options["label_selectors"], "label_selector");
+  return SelectorsFrom(options["label_selectors"], "label_selector");
+}
+
+// {name: amount} (options.py's _resource_amounts) as the core's ResourceSet; ValueError naming
+// the resource. `fallback` when the dict has no "resources".
+ResourceSet ResourcesFrom(const py::dict& options, ResourceSet fallback) {
+  if (!options.contains("resources") || options["resources"].is_none()) return fallback;
+  auto resources =
+      ResourceSet::FromAmounts(options["resources"].cast<std::map<std::string, double>>());
+  if (!resources.ok()) throw py::value_error(std::string(resources.status().message()));
+  return *std::move(resources);
+}
+
+// The keys options.py's _placement writes (at most one kind is set) as the one strategy.
+SchedulingStrategy StrategyFrom(const py::dict& options) {
+  const std::string group = Get<std::string>(options, "placement_group", "");
+  if (!group.empty()) {
+    return PlacementGroupScheduling{group, Get<int>(options, "bundle_index", -1),
+                                    Get<bool>(options, "capture_child_tasks", false)};
+  }
+  const std::string node = Get<std::string>(options, "node_affinity", "");
+  if (!node.empty()) {
+    return NodeAffinityScheduling{NodeId(node), Get<bool>(options, "node_affinity_soft", false)};
+  }
+  if (Get<bool>(options, "spread", false)) return SpreadScheduling{};
+  return DefaultScheduling{};
 }
 
 TaskOptions TaskOptionsFrom(const py::dict& options) {
   TaskOptions out;
-  out.resources = Get<std::string>(options, "resources", out.resources);
+  out.resources = ResourcesFrom(options, out.resources);
   out.label_selectors = LabelSelectors(options);
+  out.strategy = StrategyFrom(options);
   out.max_retries = Get<int>(options, "max_retries", out.max_retries);
   out.num_returns = Get<int>(options, "num_returns", out.num_returns);
   out.streaming = Get<bool>(options, "streaming", false);
-  out.placement_group = Get<std::string>(options, "placement_group", "");
-  out.bundle_index = Get<int>(options, "bundle_index", -1);
-  out.capture_child_tasks = Get<bool>(options, "capture_child_tasks", false);
-  out.node_affinity = Get<std::string>(options, "node_affinity", "");
-  out.node_affinity_soft = Get<bool>(options, "node_affinity_soft", false);
-  out.spread = Get<bool>(options, "spread", false);
   out.retry_exceptions = Get<bool>(options, "retry_exceptions", false);
   out.retry_exception_types =
       Get<std::vector<std::string>>(options, "retry_exception_type_names", {});
@@ -73,22 +93,17 @@ TaskOptions TaskOptionsFrom(const py::dict& options) {
 
 ActorOptions ActorOptionsFrom(const py::dict& options) {
   ActorOptions out;
-  out.resources = Get<std::string>(options, "resources", out.resources);
+  out.resources = ResourcesFrom(options, out.resources);
   out.label_selectors = LabelSelectors(options);
+  out.strategy = StrategyFrom(options);
   out.name = Get<std::string>(options, "name", "");
   out.detached = Get<bool>(options, "detached", false);
   out.max_restarts = Get<int>(options, "max_restarts", 0);
   out.max_task_retries = Get<int>(options, "max_task_retries", 0);
   out.max_concurrency = Get<int>(options, "max_concurrency", 1);
-  out.concurrency_groups =
-      Get<std::map<std::string, int>>(options, "concurrency_groups", {});
+  out.concurrency_groups = Get<std::map<std::string, int>>(options, "concurrency_groups", {});
   out.name_space = Get<std::string>(options, "namespace", "");
   out.handle_metadata = Get<std::string>(options, "handle_metadata", "");
-  out.placement_group = Get<std::string>(options, "placement_group", "");
-  out.bundle_index = Get<int>(options, "bundle_index", -1);
-  out.capture_child_tasks = Get<bool>(options, "capture_child_tasks", false);
-  out.node_affinity = Get<std::string>(options, "node_affinity", "");
-  out.node_affinity_soft = Get<bool>(options, "node_affinity_soft", false);
   out.env = Get<std::map<std::string, std::string>>(options, "env", {});
   out.runtime_env_files =
       Get<std::shared_ptr<RuntimeEnvFiles>>(options, "runtime_env_files", nullptr);
@@ -100,8 +115,7 @@ internal::ActorCallOptions ActorCallOptionsFrom(const py::dict& options) {
   internal::ActorCallOptions out;
   out.max_task_retries = Get<int>(options, "max_task_retries", -1);
   out.retry_exceptions = Get<bool>(options, "retry_exceptions", false);
-  out.retry_exception_types =
-      Get<std::vector<std::string>>(options, "retry_exception_types", {});
+  out.retry_exception_types = Get<std::vector<std::string>>(options, "retry_exception_types", {});
   out.concurrency_group = Get<std::string>(options, "concurrency_group", "");
   out.num_returns = Get<int>(options, "num_returns", 1);
   out.streaming = Get<bool>(options, "streaming", false);
@@ -122,6 +136,18 @@ std::vector<internal::TaskArgument> ArgumentsFrom(const py::list& args) {
   return out;
 }
 
+// What a submitted task or actor call gives Python: its ObjectRef, or the list of its
+// `num_returns` ObjectRefs when that is more than 1 (`ref` first, then `more`). Its early error
+// is raised instead.
+py::object SubmittedRefs(ObjectRefBase ref, std::vector<ObjectRefBase> more, int num_returns) {
+  if (!ref.early_error().ok()) ThrowStatus(ref.early_error());
+  if (num_returns <= 1) return WrapRef(std::move(ref));
+  py::list refs;
+  refs.append(WrapRef(std::move(ref)));
+  for (ObjectRefBase& other : more) refs.append(WrapRef(std::move(other)));
+  return py::object(std::move(refs));
+}
+
 internal::FunctionDescriptor PythonFunction(const std::string& name, py::handle code) {
   internal::FunctionDescriptor function;
   function.name = name;
@@ -137,9 +163,8 @@ InitOptions InitOptionsFrom(const py::dict& options) {
   out.token_file = Get<std::string>(options, "token_file", "");
   out.agent_address = Get<std::string>(options, "agent_address", "");
   out.bind_address = Get<std::string>(options, "bind_address", out.bind_address);
-  out.worker_idle_timeout =
-      absl::Seconds(Get<double>(options, "worker_idle_timeout_s",
-                                absl::ToDoubleSeconds(out.worker_idle_timeout)));
+  out.worker_idle_timeout = absl::Seconds(Get<double>(
+      options, "worker_idle_timeout_s", absl::ToDoubleSeconds(out.worker_idle_timeout)));
   out.max_workers_per_kind = Get<int>(options, "max_workers_per_kind", out.max_workers_per_kind);
   out.forward_worker_output = Get<bool>(options, "forward_worker_output", true);
   out.prefix_worker_output = Get<bool>(options, "prefix_worker_output", false);
@@ -229,9 +254,8 @@ py::dict RuntimeContextDict() {
   return out;
 }
 
-}  // namespace
-
-void BindDriverCalls(py::module_& m) {
+// init, shutdown and what a session is.
+void BindSessionCalls(py::module_& m) {
   m.def(
       "init",
       [](const py::dict& options) {
@@ -267,7 +291,10 @@ void BindDriverCalls(py::module_& m) {
         return *json;
       },
       "This job's timeline in the Chrome trace format, as JSON text.");
+}
 
+// Objects: put, get, wait, and the refs of streaming generators.
+void BindObjectCalls(py::module_& m) {
   m.def(
       "put",
       [](const py::list& parts, const py::list& contained) {
@@ -354,6 +381,10 @@ void BindDriverCalls(py::module_& m) {
       py::arg("refs"), py::arg("num"), py::arg("timeout_s") = py::none(),
       "ready[i] for each ref once `num` are ready (done, with a value or an error) or the "
       "timeout passed.");
+}
+
+// Tasks: their options, submission and cancellation.
+void BindTaskCalls(py::module_& m) {
   // A remote function's options read once (python/tessera/remote_function.py keeps it while its
   // options dict is the same object), not key by key on every call.
   py::class_<TaskOptions>(m, "TaskOptions")
@@ -361,8 +392,7 @@ void BindDriverCalls(py::module_& m) {
            "The core's form of a remote function's options dict (what submit_task reads).");
   m.def(
       "submit_task",
-      [](const std::string& name, py::handle code, const py::list& args,
-         const TaskOptions& task) {
+      [](const std::string& name, py::handle code, const py::list& args, const TaskOptions& task) {
         CheckNotForked();
         internal::FunctionDescriptor function = PythonFunction(name, code);
         std::vector<internal::TaskArgument> arguments = ArgumentsFrom(args);
@@ -372,18 +402,31 @@ void BindDriverCalls(py::module_& m) {
           py::gil_scoped_release release;
           ref = internal::SubmitTaskByName(function, task, std::move(arguments), &more);
         }
-        if (!ref.early_error().ok()) ThrowStatus(ref.early_error());
-        if (task.num_returns <= 1) return WrapRef(std::move(ref));
-        py::list refs;
-        refs.append(WrapRef(std::move(ref)));
-        for (ObjectRefBase& other : more) refs.append(WrapRef(std::move(other)));
-        return py::object(std::move(refs));
+        return SubmittedRefs(std::move(ref), std::move(more), task.num_returns);
       },
       py::arg("name"), py::arg("code"), py::arg("args"), py::arg("options"),
       "Submits the Python function stored in `code` (display name `name`) with `args` (bytes "
       "values or ObjectRefs) and `options` (a TaskOptions made from the options dict); the "
       "ObjectRef of its result, or the list of its num_returns ObjectRefs when that is more "
       "than 1.");
+  m.def(
+      "cancel",
+      [](py::handle ref_object, bool force, bool recursive) {
+        CheckNotForked();
+        ObjectRefBase ref = UnwrapRef(ref_object);
+        absl::Status status;
+        {
+          py::gil_scoped_release release;
+          status = internal::CancelTask(ref, force, recursive);
+        }
+        if (!status.ok()) ThrowStatus(status);
+      },
+      py::arg("ref"), py::arg("force"), py::arg("recursive"),
+      "Cancels the task whose result is `ref` (see TaskSubmitter::Cancel).");
+}
+
+// Actors: creation, calls, kills, lookup by name, and the owner address their handles name.
+void BindActorCalls(py::module_& m) {
   m.def(
       "create_actor",
       [](const std::string& name, py::handle code, const py::list& args, const py::dict& options) {
@@ -411,19 +454,14 @@ void BindDriverCalls(py::module_& m) {
         std::vector<internal::TaskArgument> arguments = ArgumentsFrom(args);
         const internal::ActorCallOptions call =
             options.is_none() ? internal::ActorCallOptions{}
-                               : ActorCallOptionsFrom(options.cast<py::dict>());
+                              : ActorCallOptionsFrom(options.cast<py::dict>());
         ObjectRefBase ref;
         std::vector<ObjectRefBase> more;
         {
           py::gil_scoped_release release;
           ref = internal::SubmitActorTask(actor_id, method, std::move(arguments), call, &more);
         }
-        if (!ref.early_error().ok()) ThrowStatus(ref.early_error());
-        if (call.num_returns <= 1) return WrapRef(std::move(ref));
-        py::list refs;
-        refs.append(WrapRef(std::move(ref)));
-        for (ObjectRefBase& other : more) refs.append(WrapRef(std::move(other)));
-        return py::object(std::move(refs));
+        return SubmittedRefs(std::move(ref), std::move(more), call.num_returns);
       },
       py::arg("actor_id"), py::arg("method"), py::arg("args"), py::arg("options") = py::none(),
       "Calls `method` of the actor; `options` (may be None): max_task_retries (-1: the "
@@ -455,25 +493,14 @@ void BindDriverCalls(py::module_& m) {
       },
       py::arg("actor_id"), py::arg("owner_address"),
       "Makes calls to an actor owned by another process possible here (a handle passed in).");
-  m.def("owner_address", [] {
-    CheckNotForked();
-    py::gil_scoped_release release;
-    return internal::OwnerAddressOfThisProcess();
-  }, "The address this process's handles and refs name as their owner.");
   m.def(
-      "cancel",
-      [](py::handle ref_object, bool force, bool recursive) {
+      "owner_address",
+      [] {
         CheckNotForked();
-        ObjectRefBase ref = UnwrapRef(ref_object);
-        absl::Status status;
-        {
-          py::gil_scoped_release release;
-          status = internal::CancelTask(ref, force, recursive);
-        }
-        if (!status.ok()) ThrowStatus(status);
+        py::gil_scoped_release release;
+        return internal::OwnerAddressOfThisProcess();
       },
-      py::arg("ref"), py::arg("force"), py::arg("recursive"),
-      "Cancels the task whose result is `ref` (see TaskSubmitter::Cancel).");
+      "The address this process's handles and refs name as their owner.");
   m.def(
       "get_actor",
       [](const std::string& name, const std::string& name_space) {
@@ -491,6 +518,10 @@ void BindDriverCalls(py::module_& m) {
       py::arg("name"), py::arg("namespace") = "",
       "The live actor named `name` in `namespace` (this driver's or another's): (its id, the "
       "handle metadata its creator registered, b\"\" none).");
+}
+
+// The runtime context and this process's counters.
+void BindContextAndStatsCalls(py::module_& m) {
   m.def("runtime_context", &RuntimeContextDict,
         "This process's node, worker, job and accelerator ids (in a driver: in_worker False).");
   m.def("task_stats", [] {
@@ -539,6 +570,16 @@ void BindDriverCalls(py::module_& m) {
     out["store_deletes"] = s.store_deletes;
     return out;
   });
+}
+
+}  // namespace
+
+void BindDriverCalls(py::module_& m) {
+  BindSessionCalls(m);
+  BindObjectCalls(m);
+  BindTaskCalls(m);
+  BindActorCalls(m);
+  BindContextAndStatsCalls(m);
 }
 
 }  // namespace tessera::python

@@ -26,9 +26,11 @@ namespace {
 
 const std::set<std::string>& GangOptionKeys() {
   static const std::set<std::string> keys = {
-      "name", "accelerator_type", "topology", "num_slices", "workers",
-      "resources_per_worker", "strategy", "label_selectors", "max_restarts", "torch_env",
-      "start_timeout_s", "stop_grace_s", "env"};
+      "name",       "accelerator_type", "topology",
+      "num_slices", "workers",          "resources_per_worker",
+      "strategy",   "label_selectors",  "max_restarts",
+      "torch_env",  "start_timeout_s",  "stop_grace_s",
+      "env"};
   return keys;
 }
 
@@ -50,8 +52,8 @@ GangOptions GangOptionsFrom(const py::dict& options) {
   for (const auto& [key, value] : options) {
     const std::string name = py::str(key);
     if (!GangOptionKeys().contains(name)) {
-      throw py::value_error(absl::StrCat("unknown gang option '", name, "' (known: ",
-                                         absl::StrJoin(GangOptionKeys(), ", "), ")"));
+      throw py::value_error(absl::StrCat("unknown gang option '", name,
+                                         "' (known: ", absl::StrJoin(GangOptionKeys(), ", "), ")"));
     }
   }
   GangOptions out;
@@ -68,8 +70,8 @@ GangOptions GangOptionsFrom(const py::dict& options) {
   }
   out.max_restarts = Get<int>(options, "max_restarts", 0);
   out.torch_env = Get<bool>(options, "torch_env", true);
-  const double start_timeout_s = Get<double>(
-      options, "start_timeout_s", absl::ToDoubleSeconds(out.start_timeout));
+  const double start_timeout_s =
+      Get<double>(options, "start_timeout_s", absl::ToDoubleSeconds(out.start_timeout));
   if (start_timeout_s <= 0) {
     throw py::value_error(absl::StrCat("start_timeout_s ", start_timeout_s, " is not positive"));
   }
@@ -87,23 +89,22 @@ GangOptions GangOptionsFrom(const py::dict& options) {
 // The rank's actor options in the dict form _core.create_actor takes (driver_calls.cc).
 py::dict ActorOptionsDict(const ActorOptions& o) {
   py::list selectors;
-  for (const std::string& text : o.label_selectors) {
-    auto selector = ParseLabelSelector(text);
-    // The controller made these texts from parsed selectors: they parse.
-    if (selector.ok()) selectors.append(py::cast(selector->ToMap()));
-  }
+  for (const LabelSelector& selector : o.label_selectors)
+    selectors.append(py::cast(selector.ToMap()));
+  std::map<std::string, double> amounts;
+  for (const auto& [name, quantity] : o.resources) amounts[name] = quantity.ToDouble();
   py::dict out;
-  out["resources"] = o.resources;
+  out["resources"] = py::cast(amounts);
   out["label_selectors"] = selectors;
   out["name"] = o.name;
   out["detached"] = o.detached;
   out["max_restarts"] = o.max_restarts;
   out["max_task_retries"] = o.max_task_retries;
   out["max_concurrency"] = o.max_concurrency;
-  out["placement_group"] = o.placement_group;
-  out["bundle_index"] = o.bundle_index;
-  out["node_affinity"] = o.node_affinity;
-  out["node_affinity_soft"] = o.node_affinity_soft;
+  if (const auto* group = std::get_if<PlacementGroupScheduling>(&o.strategy)) {
+    out["placement_group"] = group->placement_group;
+    out["bundle_index"] = group->bundle_index;
+  }
   out["env"] = py::cast(o.env);
   return out;
 }
@@ -147,7 +148,7 @@ std::string ExceptionText(const py::error_already_set& e) {
 
 // Runs with the GIL held: the Python start's (actor id, ObjectRef), copied into C++ values.
 absl::StatusOr<std::pair<std::string, ObjectRefBase>> CallStart(py::handle start,
-                                                               const ActorOptions& options) {
+                                                                const ActorOptions& options) {
   try {
     py::object result = py::reinterpret_borrow<py::object>(start)(ActorOptionsDict(options));
     if (!py::isinstance<py::tuple>(result) || py::len(result) != 2) {
@@ -181,7 +182,7 @@ py::dict RunActorGangFromPython(const py::dict& options, const py::function& sta
     member.wait = [ref = started->second] {
       return internal::GetValue(ref, absl::InfiniteDuration()).status();
     };
-    member.kill = [actor_id = started->first] { (void)internal::KillActor(actor_id); };
+    member.kill = [actor_id = started->first] { return internal::KillActor(actor_id); };
     return member;
   };
   absl::StatusOr<GangStatus> status;

@@ -5,13 +5,12 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "labels/label_selector.h"
 
 namespace tessera::python {
 
-std::vector<std::string> SelectorTexts(py::handle dicts, const char* what) {
-  std::vector<std::string> texts;
-  if (dicts.is_none()) return texts;
+std::vector<LabelSelector> SelectorsFrom(py::handle dicts, const char* what) {
+  std::vector<LabelSelector> selectors;
+  if (dicts.is_none()) return selectors;
   if (!py::isinstance<py::list>(dicts) && !py::isinstance<py::tuple>(dicts)) {
     throw py::type_error(absl::StrCat(what, " must be a list of dicts"));
   }
@@ -26,7 +25,15 @@ std::vector<std::string> SelectorTexts(py::handle dicts, const char* what) {
     if (!selector.ok()) {
       throw py::value_error(absl::StrCat(what, ": ", selector.status().message()));
     }
-    texts.push_back(selector->ToString());
+    selectors.push_back(*std::move(selector));
+  }
+  return selectors;
+}
+
+std::vector<std::string> SelectorTexts(py::handle dicts, const char* what) {
+  std::vector<std::string> texts;
+  for (const LabelSelector& selector : SelectorsFrom(dicts, what)) {
+    texts.push_back(selector.ToString());
   }
   return texts;
 }

@@ -1,6 +1,6 @@
 // Ray's label selectors as Python gives them ({"key": "v" | "!v" | "in(a,b)" | ...}, one dict per
-// selector) in the form the C++ API takes (the CLI's text, ParseLabelSelector's input).
-// ValueError naming the bad selector. Call with the GIL held.
+// selector), parsed once here into the selectors the C++ API takes. TypeError for what is not a
+// list of dicts of str, ValueError naming the bad selector. Call with the GIL held.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -8,10 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "labels/label_selector.h"
+
 namespace tessera::python {
 
 namespace py = pybind11;
 
+std::vector<LabelSelector> SelectorsFrom(py::handle dicts, const char* what);
+
+// The same selectors as the text the placement group and slice API still takes
+// (tessera/placement_group.h; to become selectors as its options become types).
 std::vector<std::string> SelectorTexts(py::handle dicts, const char* what);
 
 }  // namespace tessera::python

@@ -4,7 +4,6 @@
 #include <pybind11/pybind11.h>
 
 #include "absl/synchronization/mutex.h"
-
 #include "python/cluster_calls.h"
 #include "python/core_error.h"
 #include "python/driver_calls.h"

@@ -67,7 +67,8 @@ void CheckNotForked() {
 }
 
 py::object WrapRef(ObjectRefBase ref) {
-  return py::cast(RefHolder(new PyObjectRef{std::move(ref)}), py::return_value_policy::take_ownership);
+  return py::cast(RefHolder(new PyObjectRef{std::move(ref)}),
+                  py::return_value_policy::take_ownership);
 }
 
 py::object WrapBuffer(internal::SerializedValue value) {
@@ -90,7 +91,8 @@ std::vector<ObjectRefData> RefDataOf(const py::list& refs) {
 }
 
 void BindObjects(py::module_& m) {
-  ref_class = new py::class_<PyObjectRef, RefHolder>(m, "ObjectRef", R"(A reference to a value in the cluster.
+  ref_class = new py::class_<PyObjectRef, RefHolder>(m, "ObjectRef",
+                                                     R"(A reference to a value in the cluster.
 
 Made by tasks (`f.remote()`) and `tessera.put`; read with `tessera.get`.)");
   ref_class->def("binary", [](const PyObjectRef& r) { return py::bytes(r.ref.id().Binary()); })
@@ -113,12 +115,12 @@ Made by tasks (`f.remote()`) and `tessera.put`; read with `tessera.get`.)");
            })
       .def("__hash__",
            [](const PyObjectRef& r) { return py::hash(py::bytes(r.ref.id().Binary())); })
-      .def("__repr__", [](const PyObjectRef& r) {
-        return absl::StrCat("ObjectRef(", r.ref.id().Hex(), ")");
-      })
+      .def("__repr__",
+           [](const PyObjectRef& r) { return absl::StrCat("ObjectRef(", r.ref.id().Hex(), ")"); })
       .def("_owner", [](const PyObjectRef& r) { return OwnerText(r.ref.data().owner); });
 
-  buffer_class = new py::class_<PyBuffer>(m, "Buffer", py::buffer_protocol(), R"(The bytes of a value, read-only.
+  buffer_class = new py::class_<PyBuffer>(m, "Buffer", py::buffer_protocol(),
+                                          R"(The bytes of a value, read-only.
 
 A large value's buffer is a view of the node's shared-memory store, pinned while the buffer
 (or anything made from it, such as a NumPy array) lives.)");
@@ -135,8 +137,9 @@ A large value's buffer is a view of the node's shared-memory store, pinned while
         return reinterpret_cast<uintptr_t>(b.value.view().data());
       });
 
-  m.def("_forked", [] { forked.store(true); },
-        "Called in a forked child (os.register_at_fork): the core refuses every call after it.");
+  m.def(
+      "_forked", [] { forked.store(true); },
+      "Called in a forked child (os.register_at_fork): the core refuses every call after it.");
 }
 
 }  // namespace tessera::python

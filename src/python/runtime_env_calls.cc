@@ -79,8 +79,8 @@ void BindRuntimeEnvCalls(py::module_& m) {
         }
         for (auto& [archive, entry] : py_modules) {
           files->py_modules.push_back(PackageOf(std::move(archive), std::move(entry)));
-          absl::StrAppend(&files->key, "py=", files->py_modules.back().id, "/", entry.size(),
-                          ":", files->py_modules.back().entry, ";");
+          absl::StrAppend(&files->key, "py=", files->py_modules.back().id, "/", entry.size(), ":",
+                          files->py_modules.back().entry, ";");
         }
         return files;
       },

@@ -270,7 +270,8 @@ const std::string& Caller(const v1::TaskSpec& task) {
 }
 
 absl::StatusOr<std::string> ReturnValue(const std::string& task_id, const PartViews& parts,
-                                        uint32_t index, const std::vector<ObjectRefData>& contained) {
+                                        uint32_t index,
+                                        const std::vector<ObjectRefData>& contained) {
   if (parts.size >= kInlineValueLimitBytes) {
     absl::StatusOr<std::string> envelope =
         worker::PutTaskReturn(task_id, parts.views, index, contained);
@@ -299,13 +300,13 @@ void Finish(PendingTask& task) {
   task.done.Notify();
 }
 
-}  // namespace
-
-void BindWorkerLoop(py::module_& m) {
+// The Task class next_task() hands out, and the task kinds it names.
+void BindTaskClass(py::module_& m) {
   py::class_<PyTask>(m, "Task", "A task pushed to this worker, as next_task() hands it out.")
       .def_property_readonly("task_id",
                              [](const PyTask& t) { return py::bytes(t.pending->spec.task_id()); })
-      .def_property_readonly("kind", [](const PyTask& t) { return static_cast<int>(t.pending->spec.kind()); })
+      .def_property_readonly(
+          "kind", [](const PyTask& t) { return static_cast<int>(t.pending->spec.kind()); })
       .def_property_readonly("function", [](const PyTask& t) { return t.pending->spec.function(); })
       .def_property_readonly("code",
                              [](const PyTask& t) -> py::object {
@@ -315,9 +316,10 @@ void BindWorkerLoop(py::module_& m) {
       .def_property_readonly("actor_id",
                              [](const PyTask& t) { return py::bytes(t.pending->spec.actor_id()); })
       .def_property_readonly("attempt", [](const PyTask& t) { return t.pending->spec.attempt(); })
-      .def_property_readonly("num_returns",
-                             [](const PyTask& t) { return std::max(1, t.pending->spec.num_returns()); })
-      .def_property_readonly("streaming", [](const PyTask& t) { return t.pending->spec.streaming(); })
+      .def_property_readonly(
+          "num_returns", [](const PyTask& t) { return std::max(1, t.pending->spec.num_returns()); })
+      .def_property_readonly("streaming",
+                             [](const PyTask& t) { return t.pending->spec.streaming(); })
       .def_property_readonly("placement_group",
                              [](const PyTask& t) { return t.pending->spec.placement_group(); })
       .def_property_readonly("capture_child_tasks",
@@ -350,24 +352,31 @@ void BindWorkerLoop(py::module_& m) {
   m.attr("TASK") = static_cast<int>(v1::TASK);
   m.attr("ACTOR_CREATE") = static_cast<int>(v1::ACTOR_CREATE);
   m.attr("ACTOR_METHOD") = static_cast<int>(v1::ACTOR_METHOD);
+}
 
-  m.def("start_worker", [] {
-    queue = new TaskQueue();
-    main_thread = pthread_self();
-    {
-      absl::MutexLock lock(&running_mu);
-      running = new std::string();
-      cancelled_early = new absl::flat_hash_set<std::string>();
-    }
-    absl::Status started;
-    {
-      py::gil_scoped_release release;
-      // The main thread reads the owner's stream itself while idle, when lent it.
-      worker::SetTaskThreadPumpHook([] { queue->PumpOffered(); });
-      started = worker::StartWorker(RunOnPython, OnCancel, RunOnPythonAsync, RunOnPythonInOrder);
-    }
-    if (!started.ok()) ThrowStatus(started);
-  }, "Serves the Worker service and tells the owner this worker is ready.");
+// Serving, taking the next task, and which task the calling thread runs.
+void BindIntakeCalls(py::module_& m) {
+  m.def(
+      "start_worker",
+      [] {
+        queue = new TaskQueue();
+        main_thread = pthread_self();
+        {
+          absl::MutexLock lock(&running_mu);
+          running = new std::string();
+          cancelled_early = new absl::flat_hash_set<std::string>();
+        }
+        absl::Status started;
+        {
+          py::gil_scoped_release release;
+          // The main thread reads the owner's stream itself while idle, when lent it.
+          worker::SetTaskThreadPumpHook([] { queue->PumpOffered(); });
+          started =
+              worker::StartWorker(RunOnPython, OnCancel, RunOnPythonAsync, RunOnPythonInOrder);
+        }
+        if (!started.ok()) ThrowStatus(started);
+      },
+      "Serves the Worker service and tells the owner this worker is ready.");
   m.def(
       "next_task",
       [](double timeout_s) -> py::object {
@@ -401,10 +410,23 @@ void BindWorkerLoop(py::module_& m) {
         return py::cast(PyTask{std::move(task)});
       },
       py::arg("timeout_s"), "The next task, or None when none came within the timeout.");
-  m.def("worker_ended", [](double timeout_s) {
-    py::gil_scoped_release release;
-    return worker::WaitForWorkerEnd(absl::Seconds(timeout_s));
-  }, py::arg("timeout_s"), "Whether the owner's stream has ended (waiting up to the timeout).");
+  m.def(
+      "worker_ended",
+      [](double timeout_s) {
+        py::gil_scoped_release release;
+        return worker::WaitForWorkerEnd(absl::Seconds(timeout_s));
+      },
+      py::arg("timeout_s"), "Whether the owner's stream has ended (waiting up to the timeout).");
+  m.def(
+      "set_running_task",
+      [](const py::bytes& task_id) { worker::SetRunningTaskOnThisThread(std::string(task_id)); },
+      py::arg("task_id"),
+      "The task the calling thread runs from now (b'' none): the parent of what it submits, "
+      "which a recursive cancel of that task reaches.");
+}
+
+// A task's values: its return, its returns, and a streaming generator's items.
+void BindValueCalls(py::module_& m) {
   m.def(
       "task_done",
       [](const PyTask& task, const py::list& parts, const py::list& contained) {
@@ -427,12 +449,6 @@ void BindWorkerLoop(py::module_& m) {
       py::arg("task"), py::arg("parts"), py::arg("contained") = py::list(),
       "Answers `task` with the value made of `parts`; `contained` are the refs written inside "
       "it (lent to the caller).");
-  m.def(
-      "set_running_task",
-      [](const py::bytes& task_id) { worker::SetRunningTaskOnThisThread(std::string(task_id)); },
-      py::arg("task_id"),
-      "The task the calling thread runs from now (b'' none): the parent of what it submits, "
-      "which a recursive cancel of that task reaches.");
   m.def(
       "report_generator_item",
       [](const PyTask& task, int64_t index, const py::list& parts, const py::list& contained) {
@@ -493,6 +509,10 @@ void BindWorkerLoop(py::module_& m) {
       py::arg("task"), py::arg("values"), py::arg("contained") = py::list(),
       "Answers `task`, whose num_returns is len(values), with one value per return (each the "
       "list of parts it is made of); contained[i] are the refs written inside value i.");
+}
+
+// A task that raised, a task whose code returned, and the worker's end.
+void BindEndCalls(py::module_& m) {
   m.def(
       "task_failed",
       [](const PyTask& task, const std::string& type, const std::string& message,
@@ -513,13 +533,24 @@ void BindWorkerLoop(py::module_& m) {
       py::arg("traceback"), py::arg("retryable") = false,
       "Answers `task` with the exception its code raised (a serialized Python value).");
   m.def(
-      "task_returned", [](const PyTask& task) { NoLongerRunning(*task.pending); },
-      py::arg("task"),
+      "task_returned", [](const PyTask& task) { NoLongerRunning(*task.pending); }, py::arg("task"),
       "The task's code has returned or raised: a cancel from now on does not interrupt it.");
-  m.def("worker_exit", [] {
-    py::gil_scoped_release release;
-    worker::ExitWorker();
-  }, "Ends this worker process now (after the owner's stream ended).");
+  m.def(
+      "worker_exit",
+      [] {
+        py::gil_scoped_release release;
+        worker::ExitWorker();
+      },
+      "Ends this worker process now (after the owner's stream ended).");
+}
+
+}  // namespace
+
+void BindWorkerLoop(py::module_& m) {
+  BindTaskClass(m);
+  BindIntakeCalls(m);
+  BindValueCalls(m);
+  BindEndCalls(m);
 }
 
 }  // namespace tessera::python

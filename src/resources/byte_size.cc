@@ -24,11 +24,16 @@ struct ByteUnit {
 
 // Largest first, binary before decimal of the same rank: FormatByteQuantity's tie order.
 constexpr std::array<ByteUnit, 11> kUnits = {{
-    {"PiB", uint64_t{1} << 50}, {"PB", 1000000000000000},
-    {"TiB", uint64_t{1} << 40}, {"TB", 1000000000000},
-    {"GiB", uint64_t{1} << 30}, {"GB", 1000000000},
-    {"MiB", uint64_t{1} << 20}, {"MB", 1000000},
-    {"KiB", uint64_t{1} << 10}, {"KB", 1000},
+    {"PiB", uint64_t{1} << 50},
+    {"PB", 1000000000000000},
+    {"TiB", uint64_t{1} << 40},
+    {"TB", 1000000000000},
+    {"GiB", uint64_t{1} << 30},
+    {"GB", 1000000000},
+    {"MiB", uint64_t{1} << 20},
+    {"MB", 1000000},
+    {"KiB", uint64_t{1} << 10},
+    {"KB", 1000},
     {"B", 1},
 }};
 
@@ -64,8 +69,9 @@ absl::StatusOr<uint128> ParseTenThousandthsOfBytes(std::string_view text) {
                            resources_internal::ScanDecimal(t.substr(0, end), text));
   const std::string_view unit = Trim(t.substr(end));
   if (unit.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Quote(text), " needs a byte unit, e.g. ", ToAbsl(t), "GiB (units: ", ToAbsl(kUnitList), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(Quote(text), " needs a byte unit, e.g. ",
+                                                   ToAbsl(t), "GiB (units: ", ToAbsl(kUnitList),
+                                                   ")"));
   }
   const ByteUnit* found = nullptr;
   for (const ByteUnit& u : kUnits) {
@@ -98,8 +104,7 @@ absl::StatusOr<uint128> ParseTenThousandthsOfBytes(std::string_view text) {
   for (size_t i = 0; exact && i < digits.fraction.size(); ++i) denominator *= 10;
   exact = exact && numerator % denominator == 0;
   if (!exact) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Quote(text), " is finer than 0.0001 byte"));
+    return absl::InvalidArgumentError(absl::StrCat(Quote(text), " is finer than 0.0001 byte"));
   }
   return numerator / denominator;
 }
@@ -151,14 +156,16 @@ std::string FormatByteQuantity(Quantity bytes) {
   for (const ByteUnit& u : kUnits) {
     const int64_t unit = static_cast<int64_t>(u.bytes);
     if (bytes.raw() % unit != 0) continue;  // more than 4 decimal places in this unit
-    std::string spelled = absl::StrCat(Quantity::FromRaw(bytes.raw() / unit).ToString(), ToAbsl(u.name));
+    std::string spelled =
+        absl::StrCat(Quantity::FromRaw(bytes.raw() / unit).ToString(), ToAbsl(u.name));
     if (best.empty() || spelled.size() < best.size()) best = std::move(spelled);
   }
   return best;
 }
 
 std::string FormatBytes(uint64_t bytes) {
-  static constexpr std::array<std::string_view, 6> kBinary = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  static constexpr std::array<std::string_view, 6> kBinary = {"KiB", "MiB", "GiB",
+                                                              "TiB", "PiB", "EiB"};
   if (bytes < 1024) return absl::StrCat(bytes, " B");
   size_t index = 0;
   uint128 unit = 1024;

@@ -48,13 +48,13 @@ TEST(ParseByteSizeTest, FractionsSpacesAndLeadingZeros) {
 
 TEST(ParseByteSizeTest, UnitsAreStrictWithHints) {
   const std::string units = " (units: B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB)";
-  EXPECT_EQ(ByteError("64G"), "\"64G\": unknown byte unit \"G\"" + units +
-                                  "; did you mean GiB or GB?");
-  EXPECT_EQ(ByteError("64Gi"), "\"64Gi\": unknown byte unit \"Gi\"" + units +
-                                   "; did you mean GiB?");
+  EXPECT_EQ(ByteError("64G"),
+            "\"64G\": unknown byte unit \"G\"" + units + "; did you mean GiB or GB?");
+  EXPECT_EQ(ByteError("64Gi"),
+            "\"64Gi\": unknown byte unit \"Gi\"" + units + "; did you mean GiB?");
   EXPECT_EQ(ByteError("1kb"), "\"1kb\": unknown byte unit \"kb\"" + units + "; did you mean KB?");
-  EXPECT_EQ(ByteError("1gib"), "\"1gib\": unknown byte unit \"gib\"" + units +
-                                   "; did you mean GiB?");
+  EXPECT_EQ(ByteError("1gib"),
+            "\"1gib\": unknown byte unit \"gib\"" + units + "; did you mean GiB?");
   EXPECT_EQ(ByteError("1 bytes"), "\"1 bytes\": unknown byte unit \"bytes\"" + units);
   EXPECT_EQ(ByteError("64"), "\"64\" needs a byte unit, e.g. 64GiB" + units);
 }
@@ -62,10 +62,12 @@ TEST(ParseByteSizeTest, UnitsAreStrictWithHints) {
 TEST(ParseByteSizeTest, NumberErrors) {
   EXPECT_EQ(ByteError("-1GiB"), "\"-1GiB\" is negative");
   EXPECT_EQ(ByteError(""), "\"\" is empty; expected a number like 2.5");
-  EXPECT_EQ(ByteError("GiB"), "\"GiB\" is not a decimal number (expected digits with an "
-                              "optional fraction, like 2.5)");
-  EXPECT_EQ(ByteError("1.2.3GiB"), "\"1.2.3GiB\" is not a decimal number (expected digits with "
-                                   "an optional fraction, like 2.5)");
+  EXPECT_EQ(ByteError("GiB"),
+            "\"GiB\" is not a decimal number (expected digits with an "
+            "optional fraction, like 2.5)");
+  EXPECT_EQ(ByteError("1.2.3GiB"),
+            "\"1.2.3GiB\" is not a decimal number (expected digits with "
+            "an optional fraction, like 2.5)");
   EXPECT_EQ(ByteError("inf GiB"), "\"inf GiB\" is not a finite number");
   EXPECT_EQ(ByteError("NaN"), "\"NaN\" is not a finite number");
   EXPECT_EQ(ByteError("0.1KiB"), "\"0.1KiB\" is not a whole number of bytes (102.4 B)");
@@ -90,7 +92,9 @@ TEST(ParseByteQuantityTest, StoresBytesAsQuantity) {
 }
 
 TEST(FormatByteQuantityTest, ShortestExactSpelling) {
-  auto bytes = [](uint64_t b) { return FormatByteQuantity(Quantity::FromInt(static_cast<int64_t>(b))); };
+  auto bytes = [](uint64_t b) {
+    return FormatByteQuantity(Quantity::FromInt(static_cast<int64_t>(b)));
+  };
   EXPECT_EQ(bytes(64 * kGiB), "64GiB");
   EXPECT_EQ(bytes(3 * kGiB / 2), "1.5GiB");
   EXPECT_EQ(bytes(64000000000), "64GB");
@@ -102,9 +106,9 @@ TEST(FormatByteQuantityTest, ShortestExactSpelling) {
 }
 
 TEST(FormatByteQuantityTest, RoundTripsThroughParse) {
-  for (int64_t raw : {int64_t{0}, int64_t{1}, int64_t{5000}, int64_t{10240000},
-                      int64_t{123456789012345}, std::numeric_limits<int64_t>::max(),
-                      int64_t{64} * (int64_t{1} << 30) * 10000}) {
+  for (int64_t raw :
+       {int64_t{0}, int64_t{1}, int64_t{5000}, int64_t{10240000}, int64_t{123456789012345},
+        std::numeric_limits<int64_t>::max(), int64_t{64} * (int64_t{1} << 30) * 10000}) {
     const Quantity q = Quantity::FromRaw(raw);
     auto parsed = ParseByteQuantity(FormatByteQuantity(q));
     ASSERT_TRUE(parsed.ok()) << FormatByteQuantity(q) << ": " << parsed.status();

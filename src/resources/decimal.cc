@@ -39,11 +39,13 @@ absl::StatusOr<DecimalDigits> ScanDecimal(std::string_view number, std::string_v
   std::string_view integer = number.substr(0, dot);
   std::string_view fraction =
       dot == std::string_view::npos ? std::string_view() : number.substr(dot + 1);
-  const bool well_formed = !integer.empty() && AllDigits(integer) &&
-                           (dot == std::string_view::npos || (!fraction.empty() && AllDigits(fraction)));
+  const bool well_formed =
+      !integer.empty() && AllDigits(integer) &&
+      (dot == std::string_view::npos || (!fraction.empty() && AllDigits(fraction)));
   if (!well_formed) {
     return absl::InvalidArgumentError(absl::StrCat(
-        Quote(token), " is not a decimal number (expected digits with an optional fraction, like 2.5)"));
+        Quote(token),
+        " is not a decimal number (expected digits with an optional fraction, like 2.5)"));
   }
   while (!integer.empty() && integer.front() == '0') integer.remove_prefix(1);
   while (!fraction.empty() && fraction.back() == '0') fraction.remove_suffix(1);

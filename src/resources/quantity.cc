@@ -1,5 +1,7 @@
 #include "resources/quantity.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -53,6 +55,29 @@ absl::StatusOr<Quantity> Quantity::FromIntChecked(int64_t whole) {
         absl::StrCat("quantity ", whole, " is out of range (at most ", kMaxWhole, ")"));
   }
   return Quantity(whole * kScale);
+}
+
+absl::StatusOr<Quantity> Quantity::FromDouble(double value) {
+  if (std::isnan(value) || std::isinf(value)) {
+    return absl::InvalidArgumentError(absl::StrCat("quantity ", value, " is not a number"));
+  }
+  if (value < 0)
+    return absl::InvalidArgumentError(absl::StrCat("quantity ", value, " is negative"));
+  if (value > static_cast<double>(kMaxWhole)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("quantity ", value, " is out of range (at most ", kMaxWhole, ")"));
+  }
+  const double scaled = value * kScale;
+  const double units = std::round(scaled);
+  // A double is exact to about 15 significant digits: what lies further from a whole number of
+  // units than its own rounding can explain was written with more than 4 decimal places.
+  if (std::fabs(scaled - units) > std::max(1e-6, std::fabs(scaled) * 1e-12)) {
+    return absl::InvalidArgumentError(absl::StrCat("quantity ", value, " has more than ",
+                                                   kDecimalPlaces,
+                                                   " decimal places (the smallest "
+                                                   "amount is 0.0001)"));
+  }
+  return Quantity(static_cast<int64_t>(units));
 }
 
 absl::StatusOr<Quantity> Quantity::CheckedAdd(Quantity a, Quantity b) {

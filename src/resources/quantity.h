@@ -36,6 +36,11 @@ class Quantity {
   static Quantity FromInt(int64_t whole);
   static absl::StatusOr<Quantity> FromIntChecked(int64_t whole);
   static constexpr Quantity FromRaw(int64_t raw) { return Quantity(raw); }
+  // A number a program computed (Python's num_gpus=0.5, the C++ API's {"GPU", 0.5}): NaN,
+  // infinities, negatives, values above kMaxWhole and more than 4 decimal places (beyond what a
+  // double's rounding explains: 0.1 is 0.1) are errors naming the number. Exact for every value
+  // a Quantity holds that a double writes exactly to 4 places.
+  static absl::StatusOr<Quantity> FromDouble(double value);
 
   // Exact arithmetic; an int64 overflow of the raw value is an error, never a wrap.
   static absl::StatusOr<Quantity> CheckedAdd(Quantity a, Quantity b);

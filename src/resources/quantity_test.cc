@@ -1,11 +1,15 @@
 #include "resources/quantity.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 
 namespace tessera {
 namespace {
+
+using ::testing::HasSubstr;
 
 Quantity Q(std::string_view text) {
   auto q = Quantity::Parse(text);
@@ -131,6 +135,22 @@ TEST(QuantityTest, ComparesByValue) {
 
 TEST(QuantityDeathTest, FromIntOutOfRangeAborts) {
   EXPECT_DEATH(Quantity::FromInt(Quantity::kMaxWhole + 1), "out of range");
+}
+
+TEST(QuantityTest, FromDoubleIsExactToFourPlacesAndRefusesTheRest) {
+  EXPECT_EQ(Quantity::FromDouble(0.5).value(), Quantity::Parse("0.5").value());
+  EXPECT_EQ(Quantity::FromDouble(0.1).value(), Quantity::Parse("0.1").value());
+  EXPECT_EQ(Quantity::FromDouble(0.0001).value(), Quantity::FromRaw(1));
+  EXPECT_EQ(Quantity::FromDouble(8).value(), Quantity::FromInt(8));
+  EXPECT_EQ(Quantity::FromDouble(2.3456).value(), Quantity::Parse("2.3456").value());
+  EXPECT_EQ(Quantity::FromDouble(1e12).value(), Quantity::FromInt(1000000000000));
+  EXPECT_EQ(Quantity::FromDouble(0).value(), Quantity());
+  for (double bad : {-1.0, 0.00001, 1.23456, std::nan(""), HUGE_VAL, 1e18}) {
+    auto got = Quantity::FromDouble(bad);
+    ASSERT_FALSE(got.ok()) << bad;
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(got.status().message(), HasSubstr("quantity ")) << bad;
+  }
 }
 
 }  // namespace

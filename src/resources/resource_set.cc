@@ -75,9 +75,8 @@ absl::Status ValidateResourceName(std::string_view name) {
   for (size_t i = 0; i < name.size(); ++i) {
     if (!IsNameChar(name[i])) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "resource name ", Quote(name), " has an invalid character ",
-          Quote(name.substr(i, 1)), " at position ", i + 1,
-          " (allowed: letters, digits and _ - . : /)"));
+          "resource name ", Quote(name), " has an invalid character ", Quote(name.substr(i, 1)),
+          " at position ", i + 1, " (allowed: letters, digits and _ - . : /)"));
     }
   }
   return absl::OkStatus();
@@ -149,6 +148,24 @@ std::string ResourceSet::ToString() const {
   return out;
 }
 
+absl::StatusOr<ResourceSet> ResourceSet::FromAmounts(const std::map<std::string, double>& amounts) {
+  ResourceSet out;
+  for (const auto& [name, amount] : amounts) {
+    TESSERA_RETURN_IF_ERROR(ValidateResourceName(name));
+    auto quantity = Quantity::FromDouble(amount);
+    if (!quantity.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("resource ", Quote(name), ": ", quantity.status().message()));
+    }
+    if (IsByteResource(name) && !quantity->IsInteger()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("resource ", Quote(name), ": ", amount, " is not a whole number of bytes"));
+    }
+    if (!quantity->IsZero()) out.Set(name, *quantity);
+  }
+  return out;
+}
+
 absl::StatusOr<ResourceSet> ParseResourceSet(std::string_view text) {
   ResourceSet out;
   if (Trim(text).empty()) return out;
@@ -156,8 +173,8 @@ absl::StatusOr<ResourceSet> ParseResourceSet(std::string_view text) {
   size_t start = 0;
   for (size_t index = 1;; ++index) {
     const size_t comma = text.find(',', start);
-    const std::string_view pair =
-        text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const std::string_view pair = text.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     if (Trim(pair).empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("resource set ", Quote(text), ": entry ", index, " is empty"));

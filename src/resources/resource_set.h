@@ -15,8 +15,7 @@ namespace tessera {
 
 // Resources measured in bytes: they are written with a byte unit ("64GiB") and stored as a
 // Quantity of bytes. The one list of them.
-inline constexpr std::array<std::string_view, 2> kByteResources = {"memory",
-                                                                   "object_store_memory"};
+inline constexpr std::array<std::string_view, 2> kByteResources = {"memory", "object_store_memory"};
 bool IsByteResource(std::string_view name);
 
 // A resource name starts with a letter; then letters, digits and _ - . : / ("GPU",
@@ -31,6 +30,12 @@ class ResourceSet {
   using const_iterator = Map::const_iterator;
 
   ResourceSet() = default;
+
+  // Amounts as a program writes them, by name: {{"CPU", 1}, {"GPU", 0.5}, {"memory", 2e9}}
+  // (bytes for kByteResources, a whole number). Names are validated (ValidateResourceName),
+  // amounts converted exactly (Quantity::FromDouble); zeros are dropped. One-line errors name the
+  // resource: resource "GPU": quantity -1 is negative.
+  static absl::StatusOr<ResourceSet> FromAmounts(const std::map<std::string, double>& amounts);
 
   // `quantity` must not be negative (aborts: a programming error; parsers reject negatives).
   // The name is not validated here; names from outside go through ValidateResourceName or
@@ -57,6 +62,8 @@ class ResourceSet {
   std::string ToString() const;
 
   friend bool operator==(const ResourceSet&, const ResourceSet&) = default;
+  // By name, then amount: an order for keys (a lease shape's), not a comparison of sizes.
+  friend auto operator<=>(const ResourceSet&, const ResourceSet&) = default;
 
  private:
   Map values_;

@@ -64,7 +64,8 @@ TEST(ParseResourceSetTest, ErrorsNameTheOffendingToken) {
   EXPECT_EQ(ParseError("CPU=0,CPU=2"), "resource \"CPU\" is given twice");
   EXPECT_EQ(ParseError("CPU=1,,GPU=1"), "resource set \"CPU=1,,GPU=1\": entry 2 is empty");
   EXPECT_EQ(ParseError("CPU=1,"), "resource set \"CPU=1,\": entry 2 is empty");
-  EXPECT_EQ(ParseError("CPU"), "resource entry \"CPU\" has no '=' (expected name=value, e.g. CPU=8)");
+  EXPECT_EQ(ParseError("CPU"),
+            "resource entry \"CPU\" has no '=' (expected name=value, e.g. CPU=8)");
   EXPECT_EQ(ParseError("=8"), "resource entry \"=8\" has an empty name");
   EXPECT_EQ(ParseError("8CPU=1"), "resource name \"8CPU\" must start with a letter");
   EXPECT_EQ(ParseError("my res=1"),
@@ -159,6 +160,29 @@ TEST(ResourceSetTest, ByteResourcesAreListedOnce) {
 TEST(ResourceSetDeathTest, NegativeSetAborts) {
   ResourceSet r;
   EXPECT_DEATH(r.Set("CPU", Quantity::FromRaw(-1)), "negative quantity");
+}
+
+TEST(ResourceSetTest, FromAmountsTakesNumbersAsAProgramWritesThem) {
+  auto set = ResourceSet::FromAmounts({{"CPU", 1}, {"GPU", 0.5}, {"memory", 2e9}, {"none", 0}});
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(*set, ParseResourceSet("CPU=1,GPU=0.5,memory=2000000000B").value());
+
+  auto negative = ResourceSet::FromAmounts({{"GPU", -1}});
+  EXPECT_EQ(negative.status().message(), "resource \"GPU\": quantity -1 is negative");
+  auto half_byte = ResourceSet::FromAmounts({{"memory", 1.5}});
+  EXPECT_EQ(half_byte.status().message(),
+            "resource \"memory\": 1.5 is not a whole number of bytes");
+  EXPECT_FALSE(ResourceSet::FromAmounts({{"bad name", 1}}).ok());
+  EXPECT_FALSE(ResourceSet::FromAmounts({{"GPU", 0.00001}}).ok());
+}
+
+TEST(ResourceSetTest, OrdersForKeysByNameThenAmount) {
+  const ResourceSet one = ParseResourceSet("CPU=1").value();
+  const ResourceSet two = ParseResourceSet("CPU=2").value();
+  const ResourceSet gpu = ParseResourceSet("CPU=1,GPU=1").value();
+  EXPECT_LT(one, two);
+  EXPECT_LT(one, gpu);
+  EXPECT_FALSE(two < two);
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 
 #include "google/protobuf/message_lite.h"
 #include "grpcpp/impl/rpc_service_method.h"
-#include "grpcpp/support/method_handler.h"
 #include "grpcpp/security/auth_context.h"
+#include "grpcpp/support/method_handler.h"
 #include "rpc/cluster_identity.h"
 
 namespace tessera::rpc {
@@ -98,8 +98,7 @@ absl::Status AuthenticateService(grpc::Service* service) {
 
 void ConfigureClientContext(grpc::ClientContext* context, absl::Duration timeout) {
   if (timeout > absl::ZeroDuration() && timeout != absl::InfiniteDuration()) {
-    context->set_deadline(std::chrono::system_clock::now() +
-                          absl::ToChronoNanoseconds(timeout));
+    context->set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout));
   }
 }
 

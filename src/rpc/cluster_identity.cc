@@ -144,13 +144,12 @@ absl::StatusOr<Cert> MakeProcessCertificate(EVP_PKEY* key, X509* authority,
   }
   if (auto s = SetName(X509_get_subject_name(cert.get()), kProcessName); !s.ok()) return s;
   const std::string names = absl::StrCat("DNS:", kClusterServerName);
-  for (auto [nid, value] :
-       {std::pair{NID_basic_constraints, "critical,CA:FALSE"},
-        std::pair{NID_key_usage, "critical,digitalSignature"},
-        std::pair{NID_ext_key_usage, "serverAuth,clientAuth"},
-        std::pair{NID_subject_alt_name, names.c_str()},
-        std::pair{NID_subject_key_identifier, "hash"},
-        std::pair{NID_authority_key_identifier, "keyid:always"}}) {
+  for (auto [nid, value] : {std::pair{NID_basic_constraints, "critical,CA:FALSE"},
+                            std::pair{NID_key_usage, "critical,digitalSignature"},
+                            std::pair{NID_ext_key_usage, "serverAuth,clientAuth"},
+                            std::pair{NID_subject_alt_name, names.c_str()},
+                            std::pair{NID_subject_key_identifier, "hash"},
+                            std::pair{NID_authority_key_identifier, "keyid:always"}}) {
     if (auto s = AddExtension(cert.get(), authority, nid, value); !s.ok()) return s;
   }
   if (X509_sign(cert.get(), authority_key, nullptr) <= 0) {

@@ -53,8 +53,8 @@ TEST(ClusterIdentityTest, TheAuthorityIsTheSameBytesForOneTokenAndOtherForAnothe
   // Each process has a key and certificate of its own.
   EXPECT_NE((*a)->certificate_pem(), (*b)->certificate_pem());
   // Nothing derived shows the token.
-  for (const std::string& text : {(*a)->authority_pem(), (*a)->certificate_pem(),
-                                  (*a)->authority_fingerprint()}) {
+  for (const std::string& text :
+       {(*a)->authority_pem(), (*a)->certificate_pem(), (*a)->authority_fingerprint()}) {
     EXPECT_EQ(text.find(kToken), std::string::npos);
   }
 }

@@ -86,9 +86,9 @@ absl::StatusOr<int> AcceptSameUser(int listener_fd, int* refused) {
 
 absl::StatusOr<int> ConnectLocal(const std::string& name, pid_t pid) {
   if (name.empty() || name.size() + 1 > sizeof(sockaddr_un::sun_path)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("abstract socket name of ", name.size(), " bytes: not 1 to ",
-                     sizeof(sockaddr_un::sun_path) - 1));
+    return absl::InvalidArgumentError(absl::StrCat("abstract socket name of ", name.size(),
+                                                   " bytes: not 1 to ",
+                                                   sizeof(sockaddr_un::sun_path) - 1));
   }
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Errno("cannot make a Unix socket");
@@ -107,9 +107,9 @@ absl::StatusOr<int> ConnectLocal(const std::string& name, pid_t pid) {
   }
   if (peer->pid != pid || peer->uid != geteuid()) {
     close(fd);
-    return absl::PermissionDeniedError(
-        absl::StrCat("@", name, " is served by pid ", peer->pid, " of uid ", peer->uid,
-                     ", not by pid ", pid, " of uid ", geteuid()));
+    return absl::PermissionDeniedError(absl::StrCat("@", name, " is served by pid ", peer->pid,
+                                                    " of uid ", peer->uid, ", not by pid ", pid,
+                                                    " of uid ", geteuid()));
   }
   return fd;
 }
@@ -191,7 +191,8 @@ bool FrameReader::Next(google::protobuf::MessageLite* message) {
     if (error_.empty()) error_ = "the stream ended inside a frame";
     return false;
   }
-  const bool parsed = message->ParseFromArray(buffer_.data() + start_ + 4, static_cast<int>(length));
+  const bool parsed =
+      message->ParseFromArray(buffer_.data() + start_ + 4, static_cast<int>(length));
   start_ += 4 + size_t{length};
   if (!parsed) {
     error_ = absl::StrCat("a frame of ", length, " bytes that is not a ", message->GetTypeName());

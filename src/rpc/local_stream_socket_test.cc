@@ -1,5 +1,7 @@
 #include "rpc/local_stream_socket.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -9,9 +11,6 @@
 #include <cstring>
 #include <string>
 #include <thread>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "tessera/v1/worker.pb.h"
@@ -102,10 +101,10 @@ TEST(LocalStreamSocketTest, ABrokenStreamEndsWithTheReason) {
   truncated.resize(truncated.size() - 7);
   // A frame whose bytes are not a TaskBatch (field 1 is a message: a varint does not parse).
   std::string garbage = std::string("\x03\x00\x00\x00", 4) + "\x0a\xff\xff";
-  for (const Case& test : {Case{oversize, "over the limit"},
-                           Case{truncated, "ended inside a frame"},
-                           Case{std::string("\x05\x00", 2), "ended inside a frame"},
-                           Case{garbage, "is not a tessera.v1.TaskBatch"}}) {
+  for (const Case& test :
+       {Case{oversize, "over the limit"}, Case{truncated, "ended inside a frame"},
+        Case{std::string("\x05\x00", 2), "ended inside a frame"},
+        Case{garbage, "is not a tessera.v1.TaskBatch"}}) {
     int fds[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
     ASSERT_TRUE(WriteAll(fds[1], test.bytes));
@@ -128,8 +127,7 @@ TEST(LocalStreamSocketTest, AListenerThatIsNotTheExpectedProcessIsRefused) {
   auto refused = ConnectLocal(listening->name, getpid() + 1);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_THAT(refused.status().message(),
-              HasSubstr(absl::StrCat("served by pid ", getpid())));
+  EXPECT_THAT(refused.status().message(), HasSubstr(absl::StrCat("served by pid ", getpid())));
   auto none = ConnectLocal("no-such-socket-" + std::to_string(getpid()), getpid());
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), absl::StatusCode::kUnavailable);

@@ -3,11 +3,11 @@
 // int64 strings) into what people read.
 #include "rpc/message_json.h"
 
-#include <map>
-#include <string>
-
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/util/json_util.h>
+
+#include <map>
+#include <string>
 
 #include "resources/quantity.h"
 #include "rpc/state_names.h"
@@ -68,8 +68,7 @@ void RewriteValue(const Message& message, const FieldDescriptor* field, int inde
                         : reflection->GetRepeatedMessage(message, field, index),
               json);
       return;
-    default:
-      return;
+    default: return;
   }
 }
 
@@ -88,23 +87,22 @@ void Rewrite(const Message& message, Json& json) {
   if (const auto* grant = dynamic_cast<const v1::DeviceGrant*>(&message)) {
     Json amounts = Json::array();
     for (int i = 0; i < grant->instances_size(); ++i) {
-      amounts.push_back(Amount(i < grant->amounts_raw_size() ? grant->amounts_raw(i)
-                                                             : Quantity::kScale));
+      amounts.push_back(
+          Amount(i < grant->amounts_raw_size() ? grant->amounts_raw(i) : Quantity::kScale));
     }
-    json = Json{{"resource", grant->resource()},
-                {"instances", Json(std::vector<int>(grant->instances().begin(),
-                                                    grant->instances().end()))},
-                {"amounts", std::move(amounts)}};
+    json = Json{
+        {"resource", grant->resource()},
+        {"instances", Json(std::vector<int>(grant->instances().begin(), grant->instances().end()))},
+        {"amounts", std::move(amounts)}};
     return;
   }
   const google::protobuf::Descriptor* type = message.GetDescriptor();
   for (int i = 0; i < type->field_count(); ++i) {
     const FieldDescriptor* field = type->field(i);
     const auto cpp = field->cpp_type();
-    const bool rewritten = cpp == FieldDescriptor::CPPTYPE_ENUM ||
-                           cpp == FieldDescriptor::CPPTYPE_MESSAGE ||
-                           cpp == FieldDescriptor::CPPTYPE_INT64 ||
-                           cpp == FieldDescriptor::CPPTYPE_UINT64;
+    const bool rewritten =
+        cpp == FieldDescriptor::CPPTYPE_ENUM || cpp == FieldDescriptor::CPPTYPE_MESSAGE ||
+        cpp == FieldDescriptor::CPPTYPE_INT64 || cpp == FieldDescriptor::CPPTYPE_UINT64;
     // Maps hold no enum, amount or message of ours (their int64 values stay as the mapping
     // writes them); the well-known types have JSON of their own.
     if (!rewritten || field->is_map()) continue;

@@ -1,8 +1,8 @@
 // MessageJson: a protocol message as the JSON people and programs read — from the CLI's --json
 // output and from the head's HTTP API alike, so both say the same thing the same way:
 // - the .proto field names, with every primitive field present;
-// - the head's states as the words people see ("ALIVE", "CREATED", "pending"; state_names.h),
-//   not the enum value names ("NODE_STATE_ALIVE");
+// - states and placement strategies as the words people see ("ALIVE", "CREATED", "pending",
+//   "RUNNING", "STRICT_PACK"; state_names.h), not the enum value names ("NODE_STATE_ALIVE");
 // - amounts in their units: a Resources message is {name: amount} ({"CPU": 8, "memory":
 //   17179869184, "GPU": 0.5}: counts as numbers, byte resources in bytes), a ResourceUsage is
 //   {"resource", "used", "total"}, a DeviceGrant's per-instance amounts are device fractions
@@ -12,6 +12,7 @@
 #pragma once
 
 #include <google/protobuf/message.h>
+
 #include <nlohmann/json.hpp>
 
 namespace tessera::rpc {

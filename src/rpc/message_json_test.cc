@@ -4,6 +4,7 @@
 
 #include "tessera/v1/head.pb.h"
 #include "tessera/v1/jobs.pb.h"
+#include "tessera/v1/node_agent.pb.h"
 
 namespace tessera::rpc {
 namespace {
@@ -41,14 +42,39 @@ TEST(MessageJsonTest, WritesTheHeadsStatesAsTheirWords) {
   EXPECT_EQ(MessageJson(picked)["status"], "placed");
 }
 
+// Gang jobs, their ranks and phases, workers, lease replies and strategies keep the words they
+// had as strings on the wire.
+TEST(MessageJsonTest, WritesJobsWorkersAndStrategiesAsTheirWords) {
+  tessera::v1::JobStatus job;
+  job.set_state(tessera::v1::GANG_JOB_STATE_RESTARTING);
+  job.add_ranks()->set_state(tessera::v1::RANK_STATE_RUNNING);
+  job.add_past_ranks()->set_state(tessera::v1::RANK_STATE_FAILED);
+  job.add_phases()->set_state(tessera::v1::GANG_JOB_STATE_PENDING);
+  const auto json = MessageJson(job);
+  EXPECT_EQ(json["state"], "RESTARTING");
+  EXPECT_EQ(json["ranks"][0]["state"], "RUNNING");
+  EXPECT_EQ(json["past_ranks"][0]["state"], "FAILED");
+  EXPECT_EQ(json["phases"][0]["state"], "PENDING");
+
+  tessera::v1::ListWorkersResponse workers;
+  workers.add_workers()->set_state(tessera::v1::WORKER_STATE_EXITED);
+  EXPECT_EQ(MessageJson(workers)["workers"][0]["state"], "EXITED");
+  tessera::v1::LeaseReply reply;
+  reply.set_status(tessera::v1::PICK_STATUS_INFEASIBLE);
+  EXPECT_EQ(MessageJson(reply)["status"], "infeasible");
+  tessera::v1::ListPlacementGroupsResponse groups;
+  groups.add_groups()->set_strategy(tessera::v1::PLACEMENT_STRATEGY_STRICT_PACK);
+  EXPECT_EQ(MessageJson(groups)["groups"][0]["strategy"], "STRICT_PACK");
+}
+
 // `"CPU": "80000"` meant 8 CPUs: amounts are numbers in their units.
 TEST(MessageJsonTest, WritesAmountsAsNumbersInTheirUnits) {
   tessera::v1::ClusterStatus status;
   tessera::v1::NodeInfo* node = status.add_nodes();
   auto& total = *node->mutable_node()->mutable_resources()->mutable_raw();
   total["CPU"] = 80000;
-  total["GPU"] = 5000;                          // half a GPU
-  total["memory"] = int64_t{17179869184} * 10000;  // 16 GiB
+  total["GPU"] = 5000;                                      // half a GPU
+  total["memory"] = int64_t{17179869184} * 10000;           // 16 GiB
   (*node->mutable_available()->mutable_raw())["CPU"] = -1;  // never valid: shown raw
   tessera::v1::ResourceUsage* usage = status.add_usage();
   usage->set_resource("CPU");

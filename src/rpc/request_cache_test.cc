@@ -61,7 +61,12 @@ TEST(RequestCacheTest, RepeatWhileFirstRunsWaitsForIt) {
   });
   first_started.WaitForNotification();
   int second_result = 0;
-  std::thread second([&] { second_result = cache.Run("id", [&] { ++runs; return 8; }); });
+  std::thread second([&] {
+    second_result = cache.Run("id", [&] {
+      ++runs;
+      return 8;
+    });
+  });
   release_first.Notify();
   first.join();
   second.join();

@@ -53,8 +53,8 @@ absl::Status CallWithRetry(const RetryOptions& options,
   if (stats != nullptr) *stats = local;
   absl::Status status = FromGrpcStatus(last);
   if (!status.ok() && IsRetryable(last) && local.attempts > 1) {
-    return absl::Status(status.code(), absl::StrCat(status.message(), " (after ", local.attempts,
-                                                    " attempts)"));
+    return absl::Status(status.code(),
+                        absl::StrCat(status.message(), " (after ", local.attempts, " attempts)"));
   }
   return status;
 }

@@ -20,10 +20,13 @@ TEST(RetryTest, SuccessNeedsOneAttempt) {
   FakeClock clock;
   RetryStats stats;
   int calls = 0;
-  absl::Status status = CallWithRetry(FakeOptions(&clock), [&](grpc::ClientContext*) {
-    ++calls;
-    return grpc::Status::OK;
-  }, &stats);
+  absl::Status status = CallWithRetry(
+      FakeOptions(&clock),
+      [&](grpc::ClientContext*) {
+        ++calls;
+        return grpc::Status::OK;
+      },
+      &stats);
   EXPECT_TRUE(status.ok());
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(stats.attempts, 1);
@@ -83,9 +86,12 @@ TEST(RetryTest, StopsWhenTheBudgetEnds) {
   options.total_budget = absl::Seconds(3);
   absl::Time start = clock.Now();
   RetryStats stats;
-  absl::Status status = CallWithRetry(options, [&](grpc::ClientContext*) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection refused");
-  }, &stats);
+  absl::Status status = CallWithRetry(
+      options,
+      [&](grpc::ClientContext*) {
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection refused");
+      },
+      &stats);
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(status.message().find("connection refused"), absl::string_view::npos);
   EXPECT_NE(status.message().find("attempts"), absl::string_view::npos);

@@ -22,8 +22,7 @@ std::string JoinHostPort(const std::string& host, int port) {
 }
 
 bool IsLoopbackHost(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" ||
-         absl::StartsWith(host, "127.");
+  return host == "localhost" || host == "::1" || host == "[::1]" || absl::StartsWith(host, "127.");
 }
 
 absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(

@@ -37,8 +37,8 @@ class RpcServer {
   // starts serving. The services
   // must outlive the server and be synchronous. InvalidArgument for a bad option or service,
   // Unavailable when the address cannot be bound (e.g. the port is taken).
-  static absl::StatusOr<std::unique_ptr<RpcServer>> Start(const ServerOptions& options,
-                                                          const std::vector<grpc::Service*>& services);
+  static absl::StatusOr<std::unique_ptr<RpcServer>> Start(
+      const ServerOptions& options, const std::vector<grpc::Service*>& services);
 
   ~RpcServer();  // shuts down (no grace) when still running
 

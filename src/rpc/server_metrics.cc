@@ -30,7 +30,8 @@ class MetricsInterceptor final : public grpc::experimental::Interceptor {
 
   // A call that ends without a status sent (its client went away) counts as cancelled.
   ~MetricsInterceptor() override {
-    if (!recorded_) metrics_->Record(method_, unary_, grpc::StatusCode::CANCELLED, absl::Now() - start_);
+    if (!recorded_)
+      metrics_->Record(method_, unary_, grpc::StatusCode::CANCELLED, absl::Now() - start_);
   }
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {

@@ -25,7 +25,8 @@ class RpcServerMetrics {
  public:
   // Registers the two families in `registry` (which must outlive this object); AlreadyExists
   // when it has other families of those names.
-  static absl::StatusOr<std::unique_ptr<RpcServerMetrics>> Create(metrics::MetricRegistry& registry);
+  static absl::StatusOr<std::unique_ptr<RpcServerMetrics>> Create(
+      metrics::MetricRegistry& registry);
 
   // One call of `full_method` ("/package.Service/Method") ended with `code` after `elapsed`;
   // `unary` calls are also timed.

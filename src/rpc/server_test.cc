@@ -157,8 +157,7 @@ TEST_F(ServerTest, RetryStopsAtAPeerThatFailsTheHandshake) {
   status = RetryUnary(options, &v1::NodeAgent::Stub::KillWorker, other.get(), request, &response,
                       &stats);
   EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated) << status;
-  EXPECT_NE(status.message().find("did not prove it holds the cluster token"),
-            std::string::npos);
+  EXPECT_NE(status.message().find("did not prove it holds the cluster token"), std::string::npos);
   EXPECT_EQ(stats.attempts, 1);  // not retried
 }
 
@@ -172,8 +171,8 @@ TEST(AuthenticateServiceTest, HandlersRefuseAPeerWithoutAClusterCertificate) {
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   ASSERT_NE(server, nullptr);
-  auto stub = v1::NodeAgent::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  auto stub = v1::NodeAgent::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   ConfigureClientContext(&context, absl::Seconds(30));
   v1::KillWorkerRequest request;
@@ -284,17 +283,22 @@ TEST(RpcServerMetricsTest, EveryCallIsCountedByMethodAndCodeAndUnaryCallsAreTime
   (*server)->Shutdown();
   (*server)->Wait();
   const std::string service_name = "tessera.v1.NodeAgent";
+  EXPECT_EQ(
+      SeriesValue(registry, "tessera_rpc_server_handled_total", {service_name, "KillWorker", "OK"}),
+      2);
   EXPECT_EQ(SeriesValue(registry, "tessera_rpc_server_handled_total",
-                        {service_name, "KillWorker", "OK"}), 2);
+                        {service_name, "KillWorker", "INVALID_ARGUMENT"}),
+            1);
   EXPECT_EQ(SeriesValue(registry, "tessera_rpc_server_handled_total",
-                        {service_name, "KillWorker", "INVALID_ARGUMENT"}), 1);
-  EXPECT_EQ(SeriesValue(registry, "tessera_rpc_server_handled_total",
-                        {service_name, "WatchWorker", "OK"}), 1);
+                        {service_name, "WatchWorker", "OK"}),
+            1);
   // Unary calls are timed, whatever their outcome; streams are not.
-  EXPECT_EQ(SeriesValue(registry, "tessera_rpc_server_handling_seconds",
-                        {service_name, "KillWorker"}), 3);
-  EXPECT_EQ(SeriesValue(registry, "tessera_rpc_server_handling_seconds",
-                        {service_name, "WatchWorker"}), -1);
+  EXPECT_EQ(
+      SeriesValue(registry, "tessera_rpc_server_handling_seconds", {service_name, "KillWorker"}),
+      3);
+  EXPECT_EQ(
+      SeriesValue(registry, "tessera_rpc_server_handling_seconds", {service_name, "WatchWorker"}),
+      -1);
 }
 
 TEST(RpcServerMetricsTest, CodesHaveGrpcsNames) {

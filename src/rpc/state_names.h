@@ -1,6 +1,7 @@
-// The words people and programs see for the head's wire states (`tessera status`, `tessera list`,
-// `--json` output, error messages): the one mapping between the head.proto enums and those words.
-// Code compares the enums; it turns them into words only to show them.
+// The words people and programs see for the protocol's states (`tessera status`, `tessera list`,
+// `tessera job`, `--json` output, the head's /api/v1, timelines, job logs, error messages): the one
+// mapping between the enums of head.proto, jobs.proto, node_agent.proto and common.proto and those
+// words. Code compares the enums; it turns them into words only to show them.
 //
 //   std::cout << "node n1 is " << rpc::NodeStateName(info.state());  // "node n1 is ALIVE"
 //
@@ -8,12 +9,15 @@
 // lower-case statuses). Thread-safe: pure functions, O(1).
 #pragma once
 
+#include <google/protobuf/descriptor.h>
+
 #include <optional>
 #include <string_view>
 
-#include <google/protobuf/descriptor.h>
-
+#include "tessera/v1/common.pb.h"
 #include "tessera/v1/head.pb.h"
+#include "tessera/v1/jobs.pb.h"
+#include "tessera/v1/node_agent.pb.h"
 
 namespace tessera::rpc {
 
@@ -24,12 +28,26 @@ std::string_view PlacementGroupStateName(v1::PlacementGroupState state);
 std::string_view SliceGroupStateName(v1::SliceGroupState state);
 std::string_view JobStateName(v1::JobState state);           // "RUNNING", "SUCCEEDED", "FAILED"
 std::string_view DemandStatusName(v1::DemandStatus status);  // "pending", "infeasible"
-std::string_view PickStatusName(v1::PickStatus status);      // "placed", "pending", "infeasible"
-// "PENDING", "ALIVE", "RESTARTING", "DEAD" (for messages; not one of StateWordOf's six)
+// "placed", "pending", "infeasible" (PickNodeResponse and the node agent's LeaseReply)
+std::string_view PickStatusName(v1::PickStatus status);
+// A gang job's: "PENDING", "STARTING", "RUNNING", "RESTARTING", "SUCCEEDED", "FAILED", "STOPPED"
+std::string_view GangJobStateName(v1::GangJobState state);
+// "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED"
+std::string_view RankStateName(v1::RankState state);
+std::string_view WorkerStateName(v1::WorkerState state);  // "STARTING", "RUNNING", "EXITED"
+// "PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD" (UNSPECIFIED, a request's PACK, is "UNKNOWN")
+std::string_view PlacementStrategyName(v1::PlacementStrategy strategy);
+// "PENDING", "ALIVE", "RESTARTING", "DEAD" (for messages; not one of StateWordOf's enums)
 std::string_view ActorStateName(v1::ActorState state);
 
-// The word of a value of one of the six enums above; nullopt for a value of any other enum (those
-// are not shown through this mapping). How generic writers, such as the CLI's JSON, find them.
+// The word of a value of one of the enums above but ActorState; nullopt for a value of any other
+// enum (those are not shown through this mapping). How generic writers, such as the CLI's JSON,
+// find them.
 std::optional<std::string_view> StateWordOf(const google::protobuf::EnumValueDescriptor& value);
+
+// The value of `type` (one of StateWordOf's enums) that is shown as `word`, or null: the inverse
+// of StateWordOf, for what was written in words and is read back (a job's status.json). O(values).
+const google::protobuf::EnumValueDescriptor* StateValueOf(
+    const google::protobuf::EnumDescriptor& type, std::string_view word);
 
 }  // namespace tessera::rpc

@@ -12,7 +12,7 @@
 namespace tessera::rpc {
 namespace {
 
-// One head.proto enum and its word function, taking the raw number.
+// One protocol enum and its word function, taking the raw number.
 struct Family {
   const google::protobuf::EnumDescriptor* type;
   std::function<std::string_view(int)> word;
@@ -27,9 +27,16 @@ std::vector<Family> Families() {
       {v1::SliceGroupState_descriptor(),
        [](int n) { return SliceGroupStateName(v1::SliceGroupState(n)); }, false},
       {v1::JobState_descriptor(), [](int n) { return JobStateName(v1::JobState(n)); }, false},
-      {v1::DemandStatus_descriptor(),
-       [](int n) { return DemandStatusName(v1::DemandStatus(n)); }, true},
+      {v1::DemandStatus_descriptor(), [](int n) { return DemandStatusName(v1::DemandStatus(n)); },
+       true},
       {v1::PickStatus_descriptor(), [](int n) { return PickStatusName(v1::PickStatus(n)); }, true},
+      {v1::GangJobState_descriptor(), [](int n) { return GangJobStateName(v1::GangJobState(n)); },
+       false},
+      {v1::RankState_descriptor(), [](int n) { return RankStateName(v1::RankState(n)); }, false},
+      {v1::WorkerState_descriptor(), [](int n) { return WorkerStateName(v1::WorkerState(n)); },
+       false},
+      {v1::PlacementStrategy_descriptor(),
+       [](int n) { return PlacementStrategyName(v1::PlacementStrategy(n)); }, false},
   };
 }
 
@@ -57,6 +64,7 @@ TEST(StateNamesTest, EveryValueOfEveryEnumHasItsOwnWord) {
       EXPECT_EQ(word, ExpectedWord(family, value)) << value.full_name() << " has no word";
       EXPECT_TRUE(words.insert(word).second) << value.full_name() << " shares the word " << word;
       EXPECT_EQ(StateWordOf(value), word) << value.full_name();
+      EXPECT_EQ(StateValueOf(*family.type, word), &value) << value.full_name();
     }
   }
 }
@@ -76,6 +84,16 @@ TEST(StateNamesTest, TheWordsUsersAndScriptsReadStayTheSame) {
   EXPECT_EQ(JobStateName(v1::JOB_STATE_SUCCEEDED), "SUCCEEDED");
   EXPECT_EQ(DemandStatusName(v1::DEMAND_STATUS_INFEASIBLE), "infeasible");
   EXPECT_EQ(PickStatusName(v1::PICK_STATUS_PLACED), "placed");
+  EXPECT_EQ(GangJobStateName(v1::GANG_JOB_STATE_RESTARTING), "RESTARTING");
+  EXPECT_EQ(RankStateName(v1::RANK_STATE_STOPPED), "STOPPED");
+  EXPECT_EQ(WorkerStateName(v1::WORKER_STATE_EXITED), "EXITED");
+  EXPECT_EQ(PlacementStrategyName(v1::PLACEMENT_STRATEGY_STRICT_SPREAD), "STRICT_SPREAD");
+}
+
+TEST(StateNamesTest, AWordOfNoValueReadsAsNone) {
+  EXPECT_EQ(StateValueOf(*v1::NodeState_descriptor(), "SIDEWAYS"), nullptr);
+  EXPECT_EQ(StateValueOf(*v1::NodeState_descriptor(), "alive"), nullptr);   // words are exact
+  EXPECT_EQ(StateValueOf(*v1::ActorState_descriptor(), "ALIVE"), nullptr);  // not shown here
 }
 
 TEST(StateNamesTest, OtherEnumsHaveNoWordHere) {

@@ -116,8 +116,7 @@ absl::StatusOr<std::string> DeriveScrapeToken(std::string_view token) {
            &length) == nullptr) {
     return absl::InternalError("cannot derive the scrape token (HMAC-SHA256 failed)");
   }
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(digest), length));
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), length));
 }
 
 }  // namespace tessera::rpc

@@ -37,5 +37,4 @@ absl::StatusOr<std::string> ReadOrCreateTokenFile(const std::string& path);
 // <state>/scrape-token (0600). Internal when the hash fails.
 absl::StatusOr<std::string> DeriveScrapeToken(std::string_view token);
 
-
 }  // namespace tessera::rpc

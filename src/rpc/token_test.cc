@@ -117,9 +117,7 @@ TEST_F(TokenFileTest, MissingEmptyAndMalformedFiles) {
 TEST_F(TokenFileTest, AHugeFileIsRefusedAfterAtMostItsLimitIsRead) {
   // 3 GiB, sparse: no disk used, and read for no more than the limit.
   const std::string path = Path("huge");
-  {
-    std::ofstream(path) << "";
-  }
+  { std::ofstream(path) << ""; }
   ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
   ASSERT_EQ(::truncate(path.c_str(), int64_t{3} << 30), 0);
   auto token = ReadTokenFile(path);

@@ -23,8 +23,8 @@ absl::Status BundleLedger::AddBundle(std::string_view group, int bundle,
                                      const Allocation& reservation) {
   if (group.empty()) return absl::InvalidArgumentError("bundle ledger: the group is empty");
   if (bundle < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("bundle ledger: bundle index ", bundle,
-                                                   " is negative"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bundle ledger: bundle index ", bundle, " is negative"));
   }
   Key key(std::string(group), bundle);
   if (bundles_.contains(key)) {
@@ -87,8 +87,7 @@ std::optional<std::vector<DeviceGrant>> BundleLedger::ChooseDevices(
   for (const DevicesLeft& d : b.devices) {
     const Quantity q = demand.Get(d.resource);
     if (q.IsZero()) continue;
-    const DeviceInstances* on_node =
-        node ? cluster_->node(*node).FindDevices(d.resource) : nullptr;
+    const DeviceInstances* on_node = node ? cluster_->node(*node).FindDevices(d.resource) : nullptr;
     size_t size = on_node != nullptr ? on_node->available.size() : 0;
     for (int i : d.instances) size = std::max(size, static_cast<size_t>(i) + 1);
     DeviceGrant grant;
@@ -184,8 +183,8 @@ ScheduleResult BundleLedger::Allocate(const BundleTarget& target, const Resource
     if (target.bundle >= 0) {
       const Bundle& b = bundles_.find(Key(target.group, target.bundle))->second;
       result.explanation = absl::StrCat(BundleName(target.group, target.bundle), " reserves ",
-                                        b.reservation.resources.ToString(),
-                                        "; it can never hold ", demand.ToString());
+                                        b.reservation.resources.ToString(), "; it can never hold ",
+                                        demand.ToString());
     } else {
       result.explanation = absl::StrCat("no bundle of ", target.group, " can ever hold ",
                                         demand.ToString(), " (a request never spans bundles)");
@@ -196,23 +195,14 @@ ScheduleResult BundleLedger::Allocate(const BundleTarget& target, const Resource
   for (auto it : candidates) {
     Bundle& b = it->second;
     if (!Holds(b, demand, true)) {
-      busy.push_back(absl::StrCat(BundleName(target.group, it->first.second), " has ",
-                                  Shortfall(b, demand)));
+      busy.push_back(
+          absl::StrCat(BundleName(target.group, it->first.second), " has ", Shortfall(b, demand)));
       continue;
     }
     std::optional<std::vector<DeviceGrant>> devices = ChooseDevices(b, demand);
     if (!devices) continue;  // Holds() checked the counts; unreachable in practice
     b.left = *b.left.Minus(demand);
-    for (const DeviceGrant& g : *devices) {
-      for (DevicesLeft& d : b.devices) {
-        if (d.resource != g.resource) continue;
-        for (size_t i = 0; i < g.instances.size(); ++i) {
-          const size_t pos = std::lower_bound(d.instances.begin(), d.instances.end(),
-                                              g.instances[i]) - d.instances.begin();
-          d.left[pos] = Quantity::FromRaw(d.left[pos].raw() - g.amounts[i].raw());
-        }
-      }
-    }
+    AdjustDevicesLeft(b.devices, *devices, -1);
     Allocation a;
     a.id = AllocationId(next_id_++);
     a.node = b.reservation.node;
@@ -231,8 +221,8 @@ ScheduleResult BundleLedger::Allocate(const BundleTarget& target, const Resource
     busy.resize(kShown);
     busy.push_back(absl::StrCat(more, " more"));
   }
-  result.explanation = absl::StrCat("not enough left now for ", demand.ToString(), ": ",
-                                    absl::StrJoin(busy, "; "));
+  result.explanation =
+      absl::StrCat("not enough left now for ", demand.ToString(), ": ", absl::StrJoin(busy, "; "));
   return result;
 }
 
@@ -249,17 +239,23 @@ absl::StatusOr<Allocation> BundleLedger::Release(AllocationId id) {
   Bundle& b = bundles_.at(key);
   std::erase(b.served, id.value());
   b.left = *b.left.Plus(allocation.resources);
-  for (const DeviceGrant& g : allocation.devices) {
-    for (DevicesLeft& d : b.devices) {
+  AdjustDevicesLeft(b.devices, allocation.devices, +1);
+  return allocation;
+}
+
+void BundleLedger::AdjustDevicesLeft(std::vector<DevicesLeft>& devices,
+                                     const std::vector<DeviceGrant>& grants, int64_t sign) {
+  for (const DeviceGrant& g : grants) {
+    for (DevicesLeft& d : devices) {
       if (d.resource != g.resource) continue;
       for (size_t i = 0; i < g.instances.size(); ++i) {
-        const size_t pos = std::lower_bound(d.instances.begin(), d.instances.end(),
-                                            g.instances[i]) - d.instances.begin();
-        d.left[pos] = Quantity::FromRaw(d.left[pos].raw() + g.amounts[i].raw());
+        const size_t pos =
+            std::lower_bound(d.instances.begin(), d.instances.end(), g.instances[i]) -
+            d.instances.begin();
+        d.left[pos] = Quantity::FromRaw(d.left[pos].raw() + sign * g.amounts[i].raw());
       }
     }
   }
-  return allocation;
 }
 
 std::optional<AllocationId> BundleLedger::ReservationOf(std::string_view group, int bundle) const {

@@ -81,6 +81,10 @@ class BundleLedger {
   std::optional<std::vector<DeviceGrant>> ChooseDevices(const Bundle& b,
                                                         const ResourceSet& demand) const;
   std::string Shortfall(const Bundle& b, const ResourceSet& demand) const;
+  // Changes what the device instances of a bundle have left by `sign` (-1 when the grants are
+  // served from it, +1 when they come back) times the grants' amounts.
+  static void AdjustDevicesLeft(std::vector<DevicesLeft>& devices,
+                                const std::vector<DeviceGrant>& grants, int64_t sign);
 
   const ClusterView* cluster_;
   std::map<Key, Bundle, std::less<>> bundles_;

@@ -25,7 +25,9 @@ Quantity Q(std::string_view text) { return *Quantity::Parse(text); }
 // A node with two NVLink islands {0..3} and {4..7}; reservations are taken from it exactly.
 class BundleLedgerTest : public ::testing::Test {
  protected:
-  BundleLedgerTest() : ledger_(&view_) { node_ = MustAdd(view_, Spec("n0", "CPU=16,GPU=8", {}, TwoIslands())); }
+  BundleLedgerTest() : ledger_(&view_) {
+    node_ = MustAdd(view_, Spec("n0", "CPU=16,GPU=8", {}, TwoIslands()));
+  }
 
   Allocation Reserve(std::string_view resources, std::vector<int> gpus,
                      std::vector<Quantity> amounts = {}) {
@@ -208,8 +210,8 @@ TEST(BundleLedgerPropertyTest, NeverServesMoreThanTheReservation) {
   for (uint32_t seed = 1; seed <= 40; ++seed) {
     std::mt19937 rng(seed);
     ClusterView view;
-    const NodeIndex node =
-        testing_util::MustAdd(view, testing_util::Spec("n0", "CPU=64,GPU=8", {}, testing_util::TwoIslands()));
+    const NodeIndex node = testing_util::MustAdd(
+        view, testing_util::Spec("n0", "CPU=64,GPU=8", {}, testing_util::TwoIslands()));
     BundleLedger ledger(&view);
     std::map<int, Allocation> reservations;
     for (int b = 0; b < 3; ++b) {
@@ -221,8 +223,8 @@ TEST(BundleLedgerPropertyTest, NeverServesMoreThanTheReservation) {
       reservations[b] = *r;
     }
     std::vector<std::pair<int, Allocation>> held;  // (bundle, what it serves)
-    const std::vector<std::string> demands = {"CPU=1", "GPU=1", "GPU=0.5", "GPU=0.25,CPU=1",
-                                              "GPU=2", "CPU=3,GPU=1"};
+    const std::vector<std::string> demands = {"CPU=1",          "GPU=1", "GPU=0.5",
+                                              "GPU=0.25,CPU=1", "GPU=2", "CPU=3,GPU=1"};
     for (int step = 0; step < 200; ++step) {
       if (rng() % 10 < 6) {
         const int target = static_cast<int>(rng() % 4) - 1;

@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/ignore_status.h"
 #include "scheduling/resource_families.h"
 
 namespace tessera {
@@ -51,11 +52,11 @@ std::vector<std::vector<NodeIndex>> Candidates(const ClusterView& cluster,
       out.push_back(out[alike - request.todo.begin()]);
       continue;
     }
-    std::vector<NodeIndex> nodes = FirstAcceptedNodes(
-        cluster, BundleSelector(option, b), option.bundles[b], request.todo.size(),
-        [&](NodeIndex n) {
-          return request.used.count(n) == 0 && Holds(cluster, n, option, b, now);
-        });
+    std::vector<NodeIndex> nodes =
+        FirstAcceptedNodes(cluster, BundleSelector(option, b), option.bundles[b],
+                           request.todo.size(), [&](NodeIndex n) {
+                             return request.used.count(n) == 0 && Holds(cluster, n, option, b, now);
+                           });
     if (!strict_spread) {
       std::vector<NodeIndex> own;
       for (NodeIndex n : request.used) {
@@ -106,7 +107,9 @@ bool FreeSumSuffices(const ClusterView& cluster, const BundleSearchRequest& requ
 }
 
 void ReleaseAll(ClusterView& cluster, std::vector<std::pair<int, Allocation>>& taken) {
-  for (auto it = taken.rbegin(); it != taken.rend(); ++it) (void)cluster.Release(it->second.id);
+  for (auto it = taken.rbegin(); it != taken.rend(); ++it) {
+    IgnoreStatus(cluster.Release(it->second.id), "cannot fail: this search took it");
+  }
   taken.clear();
 }
 
@@ -173,8 +176,12 @@ class Backtracking {
   Backtracking(ClusterView& cluster, const BundleSearchRequest& request,
                const std::vector<std::vector<NodeIndex>>& candidates,
                const std::vector<size_t>& order)
-      : cluster_(cluster), request_(request), candidates_(candidates), order_(order),
-        chosen_(order.size(), 0), twin_(order.size(), -1) {
+      : cluster_(cluster),
+        request_(request),
+        candidates_(candidates),
+        order_(order),
+        chosen_(order.size(), 0),
+        twin_(order.size(), -1) {
     const BundleOption& option = *request.option;
     for (size_t level = 0; level < order.size(); ++level) {
       const int b = request.todo[order[level]];
@@ -231,7 +238,7 @@ class Backtracking {
       ++on_node_[n];
       if (OthersStillFit(level, n) && Go(level + 1)) return true;
       --on_node_[n];
-      (void)cluster_.Release(taken_.back().second.id);
+      IgnoreStatus(cluster_.Release(taken_.back().second.id), "cannot fail: this search took it");
       taken_.pop_back();
       if (gave_up_) return false;
     }
@@ -306,15 +313,16 @@ BundleSearchResult SearchStrictPack(ClusterView& cluster, const BundleSearchRequ
     sum = *std::move(more);
   }
   // Collected first: allocating reorders the utilization index being walked.
-  const std::vector<NodeIndex> nodes = FirstAcceptedNodes(
-      cluster, BundleSelector(option, order[0]), sum, std::numeric_limits<size_t>::max(),
-      [&](NodeIndex n) {
-        if (!Alive(cluster, n) || !cluster.node(n).available.Contains(sum)) return false;
-        for (int b : order) {
-          if (!Holds(cluster, n, option, b, /*now=*/true)) return false;
-        }
-        return true;
-      });
+  const std::vector<NodeIndex> nodes =
+      FirstAcceptedNodes(cluster, BundleSelector(option, order[0]), sum,
+                         std::numeric_limits<size_t>::max(), [&](NodeIndex n) {
+                           if (!Alive(cluster, n) || !cluster.node(n).available.Contains(sum))
+                             return false;
+                           for (int b : order) {
+                             if (!Holds(cluster, n, option, b, /*now=*/true)) return false;
+                           }
+                           return true;
+                         });
   for (NodeIndex n : nodes) {
     bool all = true;
     for (int b : order) {
@@ -355,7 +363,8 @@ std::string DescribeBundles(const BundleOption& option, std::vector<int> bundles
   std::vector<std::pair<std::string, std::vector<int>>> kinds;  // description -> its bundles
   for (int b : bundles) {
     std::string text = DescribeBundle(option, b);
-    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == text; });
+    auto it =
+        std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == text; });
     if (it == kinds.end()) {
       kinds.emplace_back(std::move(text), std::vector<int>{b});
     } else {
@@ -399,21 +408,22 @@ SearchOutcome SearchIdle(const ClusterView& cluster, const BundleSearchRequest& 
     for (int b : request.todo) sum = sum.Plus(option.bundles[b]).value_or(sum);
     // Nodes alike in totals and device topologies decide alike: one of each shape is enough.
     std::set<std::string> shapes;
-    (void)FirstAcceptedNodes(cluster, BundleSelector(option, request.todo[0]), sum,
-                             std::numeric_limits<size_t>::max(), [&](NodeIndex n) {
-                               const NodeRecord& record = cluster.node(n);
-                               if (!Alive(cluster, n) || !record.total.Contains(sum)) return false;
-                               for (int b : request.todo) {
-                                 if (!Holds(cluster, n, option, b, /*now=*/false)) return false;
-                               }
-                               std::string shape = record.total.ToString();
-                               for (const DeviceInstances& d : record.devices) {
-                                 absl::StrAppend(&shape, "|", reinterpret_cast<uintptr_t>(
-                                                                  d.topology.get()));
-                               }
-                               if (shapes.insert(std::move(shape)).second) AddIdle(cluster, n, copy);
-                               return false;
-                             });
+    // Run for `accept`, which copies each new shape and accepts none: nothing is returned.
+    FirstAcceptedNodes(cluster, BundleSelector(option, request.todo[0]), sum,
+                       std::numeric_limits<size_t>::max(), [&](NodeIndex n) {
+                         const NodeRecord& record = cluster.node(n);
+                         if (!Alive(cluster, n) || !record.total.Contains(sum)) return false;
+                         for (int b : request.todo) {
+                           if (!Holds(cluster, n, option, b, /*now=*/false)) return false;
+                         }
+                         std::string shape = record.total.ToString();
+                         for (const DeviceInstances& d : record.devices) {
+                           absl::StrAppend(&shape, "|",
+                                           reinterpret_cast<uintptr_t>(d.topology.get()));
+                         }
+                         if (shapes.insert(std::move(shape)).second) AddIdle(cluster, n, copy);
+                         return false;
+                       });
   } else {
     for (const std::vector<NodeIndex>& nodes : Candidates(cluster, request, /*now=*/false)) {
       for (NodeIndex n : nodes) AddIdle(cluster, n, copy);
@@ -501,13 +511,10 @@ BundleSearchResult SearchBundles(ClusterView& cluster, const BundleSearchRequest
     return result;
   }
   switch (request.strategy) {
-    case PlacementStrategy::kStrictSpread:
-      return SearchStrictSpread(cluster, request);
-    case PlacementStrategy::kStrictPack:
-      return SearchStrictPack(cluster, request);
+    case PlacementStrategy::kStrictSpread: return SearchStrictSpread(cluster, request);
+    case PlacementStrategy::kStrictPack: return SearchStrictPack(cluster, request);
     case PlacementStrategy::kPack:
-    case PlacementStrategy::kSpread:
-      break;
+    case PlacementStrategy::kSpread: break;
   }
   const std::vector<std::vector<NodeIndex>> candidates = Candidates(cluster, request, true);
   for (size_t position = 0; position < candidates.size(); ++position) {

@@ -44,7 +44,8 @@ std::vector<NodeFacts> Facts(const ClusterView& cluster, bool idle) {
     const NodeRecord& r = cluster.node(n);
     NodeFacts f{r.id.value(), r.labels, idle ? r.total : r.available, {}};
     if (const DeviceInstances* d = r.FindDevices("GPU")) {
-      f.gpu = idle ? std::vector<Quantity>(d->available.size(), Quantity::FromInt(1)) : d->available;
+      f.gpu =
+          idle ? std::vector<Quantity>(d->available.size(), Quantity::FromInt(1)) : d->available;
     }
     out.push_back(std::move(f));
   }
@@ -87,7 +88,8 @@ bool NodeHolds(const NodeFacts& node, const BundleOption& option, const std::vec
   }
   if (!node.free.Contains(sum)) return false;
   // Whole devices first: then every choice of free whole devices is as good as another.
-  std::sort(gpus.begin(), gpus.end(), [](Quantity a, Quantity b) { return a.IsInteger() < b.IsInteger(); });
+  std::sort(gpus.begin(), gpus.end(),
+            [](Quantity a, Quantity b) { return a.IsInteger() < b.IsInteger(); });
   return GpusFit(node.gpu, gpus);
 }
 
@@ -99,7 +101,8 @@ bool Valid(const std::vector<NodeFacts>& nodes, const BundleOption& option,
     return false;
   }
   std::map<int, std::vector<int>> by_node;
-  for (size_t b = 0; b < assignment.size(); ++b) by_node[assignment[b]].push_back(static_cast<int>(b));
+  for (size_t b = 0; b < assignment.size(); ++b)
+    by_node[assignment[b]].push_back(static_cast<int>(b));
   for (const auto& [n, bundles] : by_node) {
     if (!NodeHolds(nodes[n], option, bundles)) return false;
   }
@@ -122,13 +125,15 @@ void AddRandomNodes(std::mt19937& rng, ClusterView& cluster) {
   const int count = 2 + static_cast<int>(rng() % 4);
   for (int i = 0; i < count; ++i) {
     const std::string cpu = "CPU=" + std::to_string(1 + rng() % 4);
-    LabelSet labels = {{"zone", rng() % 2 == 0 ? "a" : "b"}, {"rack", "r" + std::to_string(rng() % 2)}};
+    LabelSet labels = {{"zone", rng() % 2 == 0 ? "a" : "b"},
+                       {"rack", "r" + std::to_string(rng() % 2)}};
     const int gpus = static_cast<int>(rng() % 3);
     if (gpus == 0) {
       testing_util::MustAdd(cluster, Spec("n" + std::to_string(i), cpu, labels));
     } else {
-      testing_util::MustAdd(cluster, Spec("n" + std::to_string(i), cpu + ",GPU=" + std::to_string(gpus),
-                                          labels, FullyLinked(gpus)));
+      testing_util::MustAdd(
+          cluster, Spec("n" + std::to_string(i), cpu + ",GPU=" + std::to_string(gpus), labels,
+                        FullyLinked(gpus)));
     }
   }
 }
@@ -144,7 +149,7 @@ void TakeSome(std::mt19937& rng, ClusterView& cluster) {
 }
 
 PlacementGroupSpec RandomGroup(std::mt19937& rng) {
-  static const char* kBundles[] = {"CPU=1",   "CPU=2",    "GPU=1", "GPU=0.5",
+  static const char* kBundles[] = {"CPU=1",    "CPU=2",       "GPU=1", "GPU=0.5",
                                    "GPU=0.25", "CPU=1,GPU=1", "GPU=2"};
   static const char* kSelectors[] = {"", "", "zone=a", "zone=b", "rack=r0", "zone=a,rack=r1"};
   static const PlacementStrategy kStrategies[] = {
@@ -157,7 +162,8 @@ PlacementGroupSpec RandomGroup(std::mt19937& rng) {
   for (int i = 0; i < n; ++i) {
     spec.primary.bundles.push_back(Res(kBundles[rng() % std::size(kBundles)]));
     if (selected) {
-      spec.primary.selectors.push_back(*ParseLabelSelector(kSelectors[rng() % std::size(kSelectors)]));
+      spec.primary.selectors.push_back(
+          *ParseLabelSelector(kSelectors[rng() % std::size(kSelectors)]));
     }
   }
   return spec;
@@ -182,7 +188,8 @@ TEST(BundleSearchPropertyTest, PlacedExactlyWhenTheExhaustiveSolverFindsAnAssign
     absl::StatusOr<PlacementGroupResult> r = pgs.Create(spec);
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_EQ(r->status == ScheduleStatus::kPlaced, exists)
-        << PlacementStrategyName(spec.strategy) << ": " << r->explanation << "\n" << before;
+        << PlacementStrategyName(spec.strategy) << ": " << r->explanation << "\n"
+        << before;
     if (exists) {
       ++placed;
       std::vector<int> assignment;

@@ -8,6 +8,7 @@
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "hardware/environment.h"
+#include "hardware/simulated/description_reader.h"
 #include "hardware/simulated/hardware_description.h"
 #include "hardware/tpu/slice_shape.h"
 #include "labels/label.h"
@@ -166,7 +167,7 @@ absl::StatusOr<std::vector<ClusterNode>> ExpandSliceGroup(const DescriptionReade
     TESSERA_ASSIGN_OR_RETURN(const int64_t chips, r.Integer(*f, 1, 64));
     chips_per_host = static_cast<int>(chips);
   }
-  auto shape = DescribeSlice(accelerator, topology, chips_per_host);
+  auto shape = ParseSliceShape(accelerator, topology, chips_per_host);
   if (!shape.ok()) return r.Error(slices, ToStd(shape.status().message()));
   if (slice_count * shape->hosts > kMaxClusterNodes) {
     return r.Error(count_field, absl::StrCat(slice_count, " slices of ", shape->hosts,
@@ -238,50 +239,47 @@ absl::StatusOr<std::vector<ClusterNode>> ExpandNodeGroup(const DescriptionReader
   return ExpandCountGroup(r, group, settings, taken_ids);
 }
 
+namespace {
+
+// The nodes of a cluster file's document.
+absl::StatusOr<std::vector<ClusterNode>> ClusterFileNodes(const DescriptionReader& r,
+                                                          const YAML::Node& root) {
+  const Field top{"", root, root};
+  if (root.IsNull() || !root.IsDefined()) {
+    return r.Error(top, "empty cluster file: expected a map with key node_groups");
+  }
+  TESSERA_RETURN_IF_ERROR(r.CheckMap(top, {"node_groups"}));
+  TESSERA_ASSIGN_OR_RETURN(const Field groups_field, r.Required(top, "node_groups"));
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<Field> groups, r.List(groups_field));
+  if (groups.empty()) return r.Error(groups_field, "a cluster needs at least one node group");
+  std::set<std::string> names;
+  std::set<std::string> taken_ids;
+  std::vector<ClusterNode> nodes;
+  for (const Field& group : groups) {
+    // Checked before expanding, so a repeated group is named as such, not as a clash of ids.
+    if (group.value.IsMap()) {
+      if (auto name = r.Child(group, "name"); name.has_value() && name->value.IsScalar() &&
+                                              !names.insert(name->value.Scalar()).second) {
+        return r.Error(*name,
+                       absl::StrCat("group name ", Quote(name->value.Scalar()), " is given twice"));
+      }
+    }
+    TESSERA_ASSIGN_OR_RETURN(std::vector<ClusterNode> expanded,
+                             ExpandNodeGroup(r, group, taken_ids));
+    if (nodes.size() + expanded.size() > static_cast<size_t>(kMaxClusterNodes)) {
+      return r.Error(group, absl::StrCat("the cluster exceeds ", kMaxClusterNodes, " nodes"));
+    }
+    for (ClusterNode& node : expanded) nodes.push_back(std::move(node));
+  }
+  return nodes;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<ClusterNode>> ParseClusterFile(std::string_view yaml,
                                                           std::string_view source_name) {
   const DescriptionReader r{std::string(source_name)};
-  // yaml-cpp throws on syntax errors and on misuse; nothing may escape.
-  try {
-    YAML::Node root;
-    try {
-      root = YAML::Load(std::string(yaml));
-    } catch (const YAML::Exception& e) {
-      return r.ErrorAt(e.mark, absl::StrCat("invalid YAML: ", e.msg));
-    }
-    const Field top{"", root, root};
-    if (root.IsNull() || !root.IsDefined()) {
-      return r.Error(top, "empty cluster file: expected a map with key node_groups");
-    }
-    TESSERA_RETURN_IF_ERROR(r.CheckMap(top, {"node_groups"}));
-    TESSERA_ASSIGN_OR_RETURN(const Field groups_field, r.Required(top, "node_groups"));
-    TESSERA_ASSIGN_OR_RETURN(const std::vector<Field> groups, r.List(groups_field));
-    if (groups.empty()) return r.Error(groups_field, "a cluster needs at least one node group");
-    std::set<std::string> names;
-    std::set<std::string> taken_ids;
-    std::vector<ClusterNode> nodes;
-    for (const Field& group : groups) {
-      // Checked before expanding, so a repeated group is named as such, not as a clash of ids.
-      if (group.value.IsMap()) {
-        if (auto name = r.Child(group, "name"); name.has_value() && name->value.IsScalar() &&
-                                                !names.insert(name->value.Scalar()).second) {
-          return r.Error(
-              *name, absl::StrCat("group name ", Quote(name->value.Scalar()), " is given twice"));
-        }
-      }
-      TESSERA_ASSIGN_OR_RETURN(std::vector<ClusterNode> expanded,
-                               ExpandNodeGroup(r, group, taken_ids));
-      if (nodes.size() + expanded.size() > static_cast<size_t>(kMaxClusterNodes)) {
-        return r.Error(group, absl::StrCat("the cluster exceeds ", kMaxClusterNodes, " nodes"));
-      }
-      for (ClusterNode& node : expanded) nodes.push_back(std::move(node));
-    }
-    return nodes;
-  } catch (const YAML::Exception& e) {
-    return r.ErrorAt(e.mark, e.msg);
-  } catch (const std::exception& e) {
-    return r.ErrorAt(YAML::Mark::null_mark(), e.what());
-  }
+  return r.ParseDocument(yaml, [&](const YAML::Node& root) { return ClusterFileNodes(r, root); });
 }
 
 }  // namespace tessera

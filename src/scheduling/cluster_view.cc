@@ -35,12 +35,9 @@ DeviceTopologyPtr PlainTopology(int count) {
 
 std::string_view NodeStateName(NodeState state) {
   switch (state) {
-    case NodeState::kAlive:
-      return "alive";
-    case NodeState::kDraining:
-      return "draining";
-    case NodeState::kDead:
-      return "dead";
+    case NodeState::kAlive: return "alive";
+    case NodeState::kDraining: return "draining";
+    case NodeState::kDead: return "dead";
   }
   return "unknown";
 }
@@ -60,8 +57,9 @@ NodeSpec NodeSpecFromHardware(NodeId id, const NodeHardware& hardware) {
     // An operator override may advertise fewer than are visible: the first N, as discovery does.
     std::vector<Device> visible = family.visible;
     if (static_cast<int64_t>(visible.size()) > advertised) visible.resize(advertised);
-    spec.devices.emplace(resource, std::make_shared<DeviceTopology>(DeviceTopology::FromVisibleDevices(
-                                       visible, family.detection.links)));
+    spec.devices.emplace(resource,
+                         std::make_shared<DeviceTopology>(
+                             DeviceTopology::FromVisibleDevices(visible, family.detection.links)));
   }
   return spec;
 }
@@ -116,20 +114,21 @@ absl::StatusOr<NodeIndex> ClusterView::AddNode(NodeSpec spec) {
     if (!IsUnitInstanceResource(resource) || spec.devices.contains(resource)) continue;
     if (!total.IsInteger()) {
       return absl::InvalidArgumentError(absl::StrCat("node ", id, ": ", resource, " total ",
-                                                     total.ToString(), " is not a whole number of devices"));
+                                                     total.ToString(),
+                                                     " is not a whole number of devices"));
     }
     if (total.WholePart() < 0 || total.WholePart() > kMaxDevicesPerResource) {
-      return absl::InvalidArgumentError(absl::StrCat("node ", id, ": ", resource, " total ",
-                                                     total.ToString(), " is more than the ",
-                                                     kMaxDevicesPerResource, " devices a node may have"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("node ", id, ": ", resource, " total ", total.ToString(),
+                       " is more than the ", kMaxDevicesPerResource, " devices a node may have"));
     }
     spec.devices.emplace(resource, PlainTopology(static_cast<int>(total.WholePart())));
   }
   for (auto& [resource, topology] : spec.devices) {
     std::shared_ptr<const DeviceSetChooser>& chooser = choosers_[topology];
     if (chooser == nullptr) chooser = std::make_shared<const DeviceSetChooser>(*topology);
-    record.devices.push_back(DeviceInstances{
-        resource, topology, chooser, std::vector<Quantity>(topology->count, kOne)});
+    record.devices.push_back(
+        DeviceInstances{resource, topology, chooser, std::vector<Quantity>(topology->count, kOne)});
   }
   record.id = std::move(spec.id);
   record.total = spec.resources;
@@ -152,7 +151,8 @@ absl::StatusOr<NodeIndex> ClusterView::AddNode(NodeSpec spec) {
 
 absl::StatusOr<NodeIndex> ClusterView::Lookup(const NodeId& id) const {
   auto it = by_id_.find(id.value());
-  if (it == by_id_.end()) return absl::NotFoundError(absl::StrCat("node ", id.value(), " is not in the cluster"));
+  if (it == by_id_.end())
+    return absl::NotFoundError(absl::StrCat("node ", id.value(), " is not in the cluster"));
   return it->second;
 }
 
@@ -233,22 +233,24 @@ absl::Status ClusterView::SetTotals(const NodeId& id, const ResourceSet& totals)
   };
   for (const auto& [resource, q] : totals) {
     if (unit_changed(resource)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "node ", id.value(), ": ", resource, " is counted per device; re-register the node to change it"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("node ", id.value(), ": ", resource,
+                       " is counted per device; re-register the node to change it"));
     }
   }
   for (const auto& [resource, q] : record.total) {
     if (unit_changed(resource)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "node ", id.value(), ": ", resource, " is counted per device; re-register the node to change it"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("node ", id.value(), ": ", resource,
+                       " is counted per device; re-register the node to change it"));
     }
   }
   TESSERA_ASSIGN_OR_RETURN(ResourceSet used, record.total.Minus(record.available));
   absl::StatusOr<ResourceSet> available = totals.Minus(used);
   if (!available.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("node ", id.value(), ": new totals ",
-                                                      totals.ToString(), " are below what is allocated (",
-                                                      used.ToString(), ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("node ", id.value(), ": new totals ", totals.ToString(),
+                     " are below what is allocated (", used.ToString(), ")"));
   }
   bool grew = false;
   for (const auto& [resource, q] : totals) grew = grew || q > record.total.Get(resource);
@@ -297,11 +299,11 @@ absl::Status ClusterView::CheckAllocatable(NodeIndex node, const ResourceSet& de
     return absl::NotFoundError(absl::StrCat("node index ", node, " is not in the cluster"));
   }
   const NodeRecord& record = nodes_[node];
-  const bool usable = record.state == NodeState::kAlive ||
-                      (allow_draining && record.state == NodeState::kDraining);
+  const bool usable =
+      record.state == NodeState::kAlive || (allow_draining && record.state == NodeState::kDraining);
   if (!usable) {
-    return absl::FailedPreconditionError(absl::StrCat("node ", record.id.value(), " is ",
-                                                      ToAbsl(NodeStateName(record.state))));
+    return absl::FailedPreconditionError(
+        absl::StrCat("node ", record.id.value(), " is ", ToAbsl(NodeStateName(record.state))));
   }
   if (!record.available.Contains(demand)) {
     return absl::ResourceExhaustedError(absl::StrCat("node ", record.id.value(), " has ",
@@ -312,7 +314,7 @@ absl::Status ClusterView::CheckAllocatable(NodeIndex node, const ResourceSet& de
 }
 
 absl::StatusOr<Allocation> ClusterView::Allocate(NodeIndex node, const ResourceSet& demand,
-                                                  Holder holder) {
+                                                 Holder holder) {
   TESSERA_RETURN_IF_ERROR(CheckAllocatable(node, demand));
   const NodeRecord& record = nodes_[node];
   Allocation allocation;
@@ -339,8 +341,8 @@ absl::StatusOr<Allocation> ClusterView::Allocate(NodeIndex node, const ResourceS
       }
       const int instance = BestFitFraction(d.available, q);
       if (instance < 0) {
-        return absl::ResourceExhaustedError(absl::StrCat("node ", record.id.value(), ": no ",
-                                                         d.resource, " has ", q.ToString(), " free"));
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "node ", record.id.value(), ": no ", d.resource, " has ", q.ToString(), " free"));
       }
       grant.instances = {instance};
       grant.amounts = {q};
@@ -351,18 +353,18 @@ absl::StatusOr<Allocation> ClusterView::Allocate(NodeIndex node, const ResourceS
 }
 
 absl::StatusOr<Allocation> ClusterView::AllocateExact(NodeIndex node, const ResourceSet& demand,
-                                                       std::vector<DeviceGrant> devices) {
+                                                      std::vector<DeviceGrant> devices) {
   return TakeExact(node, demand, std::move(devices), /*allow_draining=*/false);
 }
 
 absl::StatusOr<Allocation> ClusterView::RestoreExact(NodeIndex node, const ResourceSet& demand,
-                                                      std::vector<DeviceGrant> devices) {
+                                                     std::vector<DeviceGrant> devices) {
   return TakeExact(node, demand, std::move(devices), /*allow_draining=*/true);
 }
 
 absl::StatusOr<Allocation> ClusterView::TakeExact(NodeIndex node, const ResourceSet& demand,
-                                                   std::vector<DeviceGrant> devices,
-                                                   bool allow_draining) {
+                                                  std::vector<DeviceGrant> devices,
+                                                  bool allow_draining) {
   TESSERA_RETURN_IF_ERROR(CheckAllocatable(node, demand, allow_draining));
   const NodeRecord& record = nodes_[node];
   std::sort(devices.begin(), devices.end(),
@@ -374,8 +376,8 @@ absl::StatusOr<Allocation> ClusterView::TakeExact(NodeIndex node, const Resource
     }
     const DeviceInstances* d = record.FindDevices(grant.resource);
     if (d == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("node ", record.id.value(), " has no ",
-                                                     grant.resource, " devices"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("node ", record.id.value(), " has no ", grant.resource, " devices"));
     }
     if (grant.instances.size() != grant.amounts.size() || grant.instances.empty()) {
       return absl::InvalidArgumentError(
@@ -387,21 +389,21 @@ absl::StatusOr<Allocation> ClusterView::TakeExact(NodeIndex node, const Resource
       const int instance = grant.instances[i];
       if (instance < 0 || instance >= static_cast<int>(d->available.size()) ||
           (i > 0 && grant.instances[i - 1] >= instance)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            grant.resource, ": instances must be ascending, distinct and below ",
-            d->available.size()));
+        return absl::InvalidArgumentError(
+            absl::StrCat(grant.resource, ": instances must be ascending, distinct and below ",
+                         d->available.size()));
       }
       const Quantity amount = grant.amounts[i];
       const bool whole = q.IsInteger();
       if (amount.raw() <= 0 || (whole && amount != kOne) || (!whole && amount != q)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            grant.resource, ": instance ", instance, " is granted ", amount.ToString(), " of a ",
-            q.ToString(), " demand"));
+        return absl::InvalidArgumentError(absl::StrCat(grant.resource, ": instance ", instance,
+                                                       " is granted ", amount.ToString(), " of a ",
+                                                       q.ToString(), " demand"));
       }
       if (d->available[instance] < amount) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "node ", record.id.value(), ": ", grant.resource, " ", instance, " has ",
-            d->available[instance].ToString(), " free, not ", amount.ToString()));
+        return absl::ResourceExhaustedError(
+            absl::StrCat("node ", record.id.value(), ": ", grant.resource, " ", instance, " has ",
+                         d->available[instance].ToString(), " free, not ", amount.ToString()));
       }
       sum += amount.raw();
     }
@@ -559,7 +561,8 @@ void ClusterView::Join(NodeIndex index) {
 void ClusterView::IndexLabels(NodeIndex index) {
   for (const auto& [key, value] : nodes_[index].labels) {
     auto by_key = label_index_.find(key);
-    if (by_key == label_index_.end()) by_key = label_index_.emplace(key, LabelIndex::mapped_type()).first;
+    if (by_key == label_index_.end())
+      by_key = label_index_.emplace(key, LabelIndex::mapped_type()).first;
     auto by_value = by_key->second.find(value);
     if (by_value == by_key->second.end()) {
       by_value = by_key->second.emplace(value, absl::btree_set<NodeIndex>()).first;
@@ -589,7 +592,7 @@ const NodeOrder* ClusterView::IndexOrder(std::string_view resource) const {
 }
 
 const absl::btree_set<NodeIndex>* ClusterView::NodesWithLabel(std::string_view key,
-                                                             std::string_view value) const {
+                                                              std::string_view value) const {
   auto by_key = label_index_.find(key);
   if (by_key == label_index_.end()) return nullptr;
   auto by_value = by_key->second.find(value);

@@ -239,8 +239,8 @@ class ClusterView {
   // Applies a checked allocation: subtracts the demand and the grants, records it.
   absl::StatusOr<Allocation> Apply(NodeIndex node, const ResourceSet& demand,
                                    std::vector<DeviceGrant> devices, Holder holder);
-  void Unindex(NodeIndex index);   // out of the utilization indexes
-  void Reindex(NodeIndex index);   // into them, with a fresh utilization
+  void Unindex(NodeIndex index);  // out of the utilization indexes
+  void Reindex(NodeIndex index);  // into them, with a fresh utilization
   // Out of / into every index of alive nodes (utilization and index order): the node stops or
   // starts taking work, or its totals change.
   void Leave(NodeIndex index);

@@ -65,24 +65,20 @@ TEST(ClusterViewTest, AllocateExactTakesTheNamedInstancesOrNothing) {
   EXPECT_THAT(a->devices[0].instances, ElementsAre(1, 3));
   EXPECT_EQ(cluster.node(n).available, Res("CPU=7,GPU=2"));
   // A taken instance, a grant that does not add up, or a missing grant: refused, nothing changes.
-  EXPECT_EQ(cluster.AllocateExact(n, Res("GPU=1"), {DeviceGrant{"GPU", {3}, {one}}})
-                .status()
-                .message(),
-            "node n0: GPU 3 has 0 free, not 1");
-  EXPECT_EQ(cluster.AllocateExact(n, Res("GPU=2"), {DeviceGrant{"GPU", {0}, {one}}})
-                .status()
-                .message(),
-            "GPU: the grant adds up to 1, the demand is 2");
+  EXPECT_EQ(
+      cluster.AllocateExact(n, Res("GPU=1"), {DeviceGrant{"GPU", {3}, {one}}}).status().message(),
+      "node n0: GPU 3 has 0 free, not 1");
+  EXPECT_EQ(
+      cluster.AllocateExact(n, Res("GPU=2"), {DeviceGrant{"GPU", {0}, {one}}}).status().message(),
+      "GPU: the grant adds up to 1, the demand is 2");
   EXPECT_EQ(cluster.AllocateExact(n, Res("GPU=1"), {}).status().message(),
             "GPU is demanded but no instances are granted");
-  EXPECT_EQ(cluster.AllocateExact(n, Res("GPU=1"), {DeviceGrant{"GPU", {7}, {one}}})
-                .status()
-                .message(),
-            "GPU: instances must be ascending, distinct and below 4");
-  EXPECT_EQ(cluster.AllocateExact(n, Res("GPU=0.5"), {DeviceGrant{"GPU", {0}, {one}}})
-                .status()
-                .message(),
-            "GPU: instance 0 is granted 1 of a 0.5 demand");
+  EXPECT_EQ(
+      cluster.AllocateExact(n, Res("GPU=1"), {DeviceGrant{"GPU", {7}, {one}}}).status().message(),
+      "GPU: instances must be ascending, distinct and below 4");
+  EXPECT_EQ(
+      cluster.AllocateExact(n, Res("GPU=0.5"), {DeviceGrant{"GPU", {0}, {one}}}).status().message(),
+      "GPU: instance 0 is granted 1 of a 0.5 demand");
   EXPECT_EQ(cluster.node(n).available, Res("CPU=7,GPU=2"));
   // A fraction on a named instance.
   absl::StatusOr<Allocation> f =
@@ -100,8 +96,10 @@ TEST(ClusterViewTest, NeverOverAllocates) {
   const NodeIndex n = MustAdd(cluster, Spec("n0", "CPU=2,GPU=2"));
   ASSERT_TRUE(cluster.Allocate(n, Res("GPU=0.5")).ok());
   // 1.5 GPU is free in sum, but only one whole device.
-  EXPECT_EQ(cluster.Allocate(n, Res("GPU=2")).status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(cluster.Allocate(n, Res("CPU=3")).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(cluster.Allocate(n, Res("GPU=2")).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(cluster.Allocate(n, Res("CPU=3")).status().code(),
+            absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(cluster.node(n).available, Res("CPU=2,GPU=1.5"));
 }
 
@@ -141,10 +139,9 @@ TEST(ClusterViewTest, RestoreExactAlsoTakesBackWhatADrainingNodeHolds) {
   const Quantity one = Quantity::FromInt(1);
   ASSERT_TRUE(cluster.SetDraining(NodeId("n0"), true).ok());
   // New work is refused on a draining node, an existing reservation taken back is not.
-  EXPECT_EQ(cluster.AllocateExact(n, Res("GPU=1"), {DeviceGrant{"GPU", {2}, {one}}})
-                .status()
-                .message(),
-            "node n0 is draining");
+  EXPECT_EQ(
+      cluster.AllocateExact(n, Res("GPU=1"), {DeviceGrant{"GPU", {2}, {one}}}).status().message(),
+      "node n0 is draining");
   absl::StatusOr<Allocation> a =
       cluster.RestoreExact(n, Res("CPU=2,GPU=2"), {DeviceGrant{"GPU", {0, 2}, {one, one}}});
   ASSERT_TRUE(a.ok()) << a.status();
@@ -155,10 +152,9 @@ TEST(ClusterViewTest, RestoreExactAlsoTakesBackWhatADrainingNodeHolds) {
   EXPECT_EQ(cluster.UtilizationOrder("GPU")->size(), 0u);
   EXPECT_EQ(cluster.UtilizationOrder("")->size(), 1u);
   // The same checks as AllocateExact otherwise.
-  EXPECT_EQ(cluster.RestoreExact(n, Res("GPU=1"), {DeviceGrant{"GPU", {2}, {one}}})
-                .status()
-                .message(),
-            "node n0: GPU 2 has 0 free, not 1");
+  EXPECT_EQ(
+      cluster.RestoreExact(n, Res("GPU=1"), {DeviceGrant{"GPU", {2}, {one}}}).status().message(),
+      "node n0: GPU 2 has 0 free, not 1");
   EXPECT_EQ(cluster.RestoreExact(n, Res("CPU=7"), {}).status().code(),
             absl::StatusCode::kResourceExhausted);
   ASSERT_TRUE(cluster.SetDraining(NodeId("n0"), false).ok());
@@ -184,7 +180,8 @@ TEST(ClusterViewTest, SetTotalsKeepsAllocationsAndRefusesDevices) {
 TEST(ClusterViewTest, LabelIndexFindsCandidates) {
   ClusterView cluster;
   for (int i = 0; i < 8; ++i) {
-    MustAdd(cluster, Spec("n" + std::to_string(i), "CPU=1", {{"zone", "z" + std::to_string(i % 4)}}));
+    MustAdd(cluster,
+            Spec("n" + std::to_string(i), "CPU=1", {{"zone", "z" + std::to_string(i % 4)}}));
   }
   MustAdd(cluster, Spec("special", "CPU=1", {{"zone", "z0"}, {"gpu", "a100"}}));
   EXPECT_EQ(cluster.NodesWithLabel("zone", "z1")->size(), 2u);
@@ -199,14 +196,13 @@ TEST(ClusterViewTest, LabelIndexFindsCandidates) {
 
 TEST(ClusterViewTest, FabricMembershipComesFromLabels) {
   ClusterView cluster;
-  const NodeIndex n = MustAdd(
-      cluster, Spec("t0", "CPU=1", {{std::string(labels::kTpuSliceName), "slice-a"},
-                                    {std::string(labels::kTpuWorkerId), "2"},
-                                    {std::string(labels::kTpuTopology), "4x4"},
-                                    {std::string(labels::kTpuPodType), "v6e-16"},
-                                    {std::string(labels::kFabricDomain), "slice-a"}}));
-  EXPECT_EQ(cluster.node(n).fabric,
-            (FabricMembership{"slice-a", "2", "4x4", "v6e-16", "slice-a"}));
+  const NodeIndex n = MustAdd(cluster, Spec("t0", "CPU=1",
+                                            {{std::string(labels::kTpuSliceName), "slice-a"},
+                                             {std::string(labels::kTpuWorkerId), "2"},
+                                             {std::string(labels::kTpuTopology), "4x4"},
+                                             {std::string(labels::kTpuPodType), "v6e-16"},
+                                             {std::string(labels::kFabricDomain), "slice-a"}}));
+  EXPECT_EQ(cluster.node(n).fabric, (FabricMembership{"slice-a", "2", "4x4", "v6e-16", "slice-a"}));
 }
 
 TEST(ClusterViewTest, NodeSpecFromSimulatedHardware) {

@@ -54,10 +54,10 @@ DeviceTopology H100() {
 // GPUs 0-3 on NUMA node 0, 4-7 on node 1. NICs left unknown unless a test sets them.
 DeviceTopology CubeMesh() {
   DeviceTopology t = Empty(8, {0, 0, 0, 0, 1, 1, 1, 1});
-  const int nv[8][8] = {
-      {0, 1, 1, 2, 2, 0, 0, 0}, {1, 0, 2, 1, 0, 2, 0, 0}, {1, 2, 0, 2, 0, 0, 1, 0},
-      {2, 1, 2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 1, 1, 2}, {0, 2, 0, 0, 1, 0, 2, 1},
-      {0, 0, 1, 0, 1, 2, 0, 2}, {0, 0, 0, 1, 2, 1, 2, 0}};
+  const int nv[8][8] = {{0, 1, 1, 2, 2, 0, 0, 0}, {1, 0, 2, 1, 0, 2, 0, 0},
+                        {1, 2, 0, 2, 0, 0, 1, 0}, {2, 1, 2, 0, 0, 0, 0, 1},
+                        {2, 0, 0, 0, 0, 1, 1, 2}, {0, 2, 0, 0, 1, 0, 2, 1},
+                        {0, 0, 1, 0, 1, 2, 0, 2}, {0, 0, 0, 1, 2, 1, 2, 0}};
   for (int a = 0; a < 8; ++a) {
     for (int b = a + 1; b < 8; ++b) {
       if (nv[a][b] > 0) t.links.push_back(Link(a, b, LinkKind::kNvLink, nv[a][b], 25 * nv[a][b]));
@@ -333,11 +333,11 @@ TEST(ChooseDeviceSetTest, SameAnswerForAnyLinkOrder) {
 
 TEST(CompareDeviceSetsTest, OrdersByTheDocumentedCriteria) {
   const std::vector<bool> all = FreeExcept(8, {});
-  EXPECT_LT(CompareDeviceSets(CubeMesh(), all, {0, 3}, {0, 1}), 0);   // NV2 beats NV1
-  EXPECT_GT(CompareDeviceSets(CubeMesh(), all, {0, 5}, {0, 1}), 0);   // unlinked loses
-  EXPECT_LT(CompareDeviceSets(NoLinks(), all, {0, 1}, {0, 4}), 0);    // one NUMA node
-  EXPECT_EQ(CompareDeviceSets(H100(), all, {0, 1}, {2, 3}), 0);       // only indices differ
-  EXPECT_EQ(CompareDeviceSets(H100(), all, {1, 0}, {0, 1}), 0);       // order does not matter
+  EXPECT_LT(CompareDeviceSets(CubeMesh(), all, {0, 3}, {0, 1}), 0);  // NV2 beats NV1
+  EXPECT_GT(CompareDeviceSets(CubeMesh(), all, {0, 5}, {0, 1}), 0);  // unlinked loses
+  EXPECT_LT(CompareDeviceSets(NoLinks(), all, {0, 1}, {0, 4}), 0);   // one NUMA node
+  EXPECT_EQ(CompareDeviceSets(H100(), all, {0, 1}, {2, 3}), 0);      // only indices differ
+  EXPECT_EQ(CompareDeviceSets(H100(), all, {1, 0}, {0, 1}), 0);      // order does not matter
 }
 
 // --- BestFitFraction ----------------------------------------------------------------------------

@@ -60,8 +60,8 @@ TEST(DeviceTopologyTest, MaskedSubsetMapsPhysicalToInstanceIndices) {
 
 // Visible order, not physical order, defines instances (a mask may list devices out of order).
 TEST(DeviceTopologyTest, ReorderedVisibleDevices) {
-  const DeviceTopology t = DeviceTopology::FromVisibleDevices(
-      {Gpu(3, 1, "x"), Gpu(0, 0, "y")}, {Link(0, 3, BandwidthClass::kHigh)});
+  const DeviceTopology t = DeviceTopology::FromVisibleDevices({Gpu(3, 1, "x"), Gpu(0, 0, "y")},
+                                                              {Link(0, 3, BandwidthClass::kHigh)});
   EXPECT_THAT(t.numa_node, ElementsAre(1, 0));
   EXPECT_THAT(t.nearest_nic, ElementsAre("x", "y"));
   ASSERT_EQ(t.links.size(), 1u);
@@ -70,15 +70,15 @@ TEST(DeviceTopologyTest, ReorderedVisibleDevices) {
 }
 
 TEST(DeviceTopologyTest, SelfLinksAndDuplicateIndicesAreHarmless) {
-  const DeviceTopology t = DeviceTopology::FromVisibleDevices(
-      {Gpu(4, 0, ""), Gpu(4, 1, "")},
-      {Link(4, 4, BandwidthClass::kHigh)});
+  const DeviceTopology t = DeviceTopology::FromVisibleDevices({Gpu(4, 0, ""), Gpu(4, 1, "")},
+                                                              {Link(4, 4, BandwidthClass::kHigh)});
   EXPECT_EQ(t.count, 2);
   EXPECT_TRUE(t.links.empty());
 }
 
 TEST(DeviceTopologyTest, NoDevices) {
-  const DeviceTopology t = DeviceTopology::FromVisibleDevices({}, {Link(0, 1, BandwidthClass::kHigh)});
+  const DeviceTopology t =
+      DeviceTopology::FromVisibleDevices({}, {Link(0, 1, BandwidthClass::kHigh)});
   EXPECT_EQ(t.count, 0);
   EXPECT_TRUE(t.numa_node.empty());
   EXPECT_TRUE(t.links.empty());

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/ignore_status.h"
 #include "base/string_util.h"
 #include "hardware/node_label_keys.h"
 #include "hardware/tpu/slice_shape.h"
@@ -31,6 +32,12 @@ std::string Plural(size_t n, std::string_view one, std::string_view many) {
   return absl::StrCat(n, " ", ToAbsl(n == 1 ? one : many));
 }
 
+// Why restored bundles cannot be taken back: InvalidArgument "<where>: <parts>".
+template <typename... Parts>
+absl::Status RestoreRefusal(const std::string& where, const Parts&... parts) {
+  return absl::InvalidArgumentError(absl::StrCat(where, ": ", parts...));
+}
+
 // "a, b, c +2 more"
 std::string JoinLimited(const std::vector<std::string>& items) {
   std::vector<std::string> shown(
@@ -46,8 +53,8 @@ std::string DomainAlternative::FilterText() const {
   std::string text;
   if (!domain.empty()) absl::StrAppend(&text, " named ", domain);
   if (!selector.empty()) {
-    absl::StrAppend(&text, accelerator.empty() ? " with hosts matching "
-                                               : " with every host matching ",
+    absl::StrAppend(&text,
+                    accelerator.empty() ? " with hosts matching " : " with every host matching ",
                     selector.ToString());
   }
   return text;
@@ -162,21 +169,37 @@ std::optional<std::string> DomainGroupScheduler::HostsMisfit(const std::vector<N
   return std::nullopt;
 }
 
-void DomainGroupScheduler::AppendBusyAndMisfits(std::string& text, size_t total, size_t busy,
-                                                const std::vector<NodeIndex>& busy_hosts,
-                                                size_t misfits,
-                                                const std::optional<std::string>& misfit,
+bool DomainGroupScheduler::PassOver(const std::vector<NodeIndex>& hosts,
+                                    const DomainAlternative& alt, bool hosts_idle, bool idle_fits,
+                                    PassedOver& passed) const {
+  if (!(hosts_idle && idle_fits)) {
+    if (std::optional<std::string> why = HostsMisfit(hosts, alt)) {
+      ++passed.misfits;
+      if (!passed.misfit.has_value()) passed.misfit = std::move(why);
+      return true;
+    }
+  }
+  if (hosts_idle) return false;
+  ++passed.busy;
+  passed.busy_hosts.insert(passed.busy_hosts.end(), hosts.begin(), hosts.end());
+  return true;
+}
+
+void DomainGroupScheduler::AppendBusyAndMisfits(std::string& text, size_t total,
+                                                const PassedOver& passed,
                                                 const DomainAlternative& alt) const {
+  const size_t busy = passed.busy;
+  const size_t misfits = passed.misfits;
   if (busy > 0) {
     absl::StrAppend(&text, "; ", busy == total ? "all" : absl::StrCat(busy),
                     busy == 1 && total != 1 ? " is" : " are", " busy (held by ",
-                    Holders(busy_hosts, alt), ")");
+                    Holders(passed.busy_hosts, alt), ")");
   }
   if (misfits > 0) {
     absl::StrAppend(&text, "; ", misfits == total ? "none" : absl::StrCat(misfits),
                     misfits == total ? " can" : " cannot", " hold ",
                     alt.per_host.empty() ? "the request" : alt.per_host.ToString(),
-                    " per host beside its TPU (", misfit.value_or(""), ")");
+                    " per host beside its TPU (", passed.misfit.value_or(""), ")");
   }
 }
 
@@ -244,7 +267,10 @@ bool DomainGroupScheduler::Take(const std::vector<NodeIndex>& hosts, const std::
     }
   }
   if (!ok) {
-    for (size_t i = out.size(); i > start; --i) (void)cluster_->Release(out[i - 1].allocation.id);
+    for (size_t i = out.size(); i > start; --i) {
+      IgnoreStatus(cluster_->Release(out[i - 1].allocation.id),
+                   "cannot fail: this attempt took it");
+    }
     out.resize(start);
   }
   return ok;
@@ -259,7 +285,7 @@ void DomainGroupScheduler::TakeDomains(
     for (size_t w = 0; w < workers.size(); ++w) workers[w] = static_cast<int>(w);
     if (!Take(hosts, domain, workers, alt, shape.resources_per_chip, outcome.bundles)) {
       for (auto it = outcome.bundles.rbegin(); it != outcome.bundles.rend(); ++it) {
-        (void)cluster_->Release(it->allocation.id);
+        IgnoreStatus(cluster_->Release(it->allocation.id), "cannot fail: this attempt took it");
       }
       outcome.bundles.clear();
       outcome.domains.clear();
@@ -281,10 +307,9 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAltern
     const Slice* slice;
   };
   std::vector<Candidate> idle;
-  std::vector<NodeIndex> busy_hosts;
   std::vector<std::string> broken;
-  std::optional<std::string> misfit;  // why the first slice whose hosts can never fit does not
-  size_t existing = 0, busy = 0, misfits = 0;
+  PassedOver passed;
+  size_t existing = 0;
   std::vector<NodeIndex> hosts;
   const bool filtered = Filters(alt);
   const bool idle_fits = IdleHostsFit(alt);
@@ -306,22 +331,11 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAltern
       ++existing;  // every host is there and alive
       int64_t score = 0;
       const bool hosts_idle = HostsIdle(hosts, alt, &score);
-      if (!(hosts_idle && idle_fits)) {
-        if (std::optional<std::string> why = HostsMisfit(hosts, alt)) {
-          ++misfits;
-          if (!misfit.has_value()) misfit = std::move(why);
-          continue;
-        }
-      }
-      if (hosts_idle) {
-        idle.push_back(Candidate{score, &slice});
-      } else {
-        ++busy;
-        busy_hosts.insert(busy_hosts.end(), hosts.begin(), hosts.end());
-      }
+      if (PassOver(hosts, alt, hosts_idle, idle_fits, passed)) continue;
+      idle.push_back(Candidate{score, &slice});
     }
   }
-  const size_t intact = existing - broken.size() - misfits;
+  const size_t intact = existing - broken.size() - passed.misfits;
   outcome.feasible = intact >= k;
   if (idle.size() >= k) {
     // Busiest hosts first: idle slices on empty hosts stay whole.
@@ -332,7 +346,7 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAltern
     std::vector<std::pair<std::string, std::vector<NodeIndex>>> chosen;
     for (size_t i = 0; i < k; ++i) {
       std::string problem;
-      (void)SliceHosts(*idle[i].slice, shape, hosts, problem);
+      SliceHosts(*idle[i].slice, shape, hosts, problem);  // true: it was when listed idle
       chosen.emplace_back(idle[i].slice->name, hosts);
     }
     TakeDomains(chosen, alt, shape, "slice", outcome);
@@ -347,7 +361,7 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySlices(const DomainAltern
   std::string text = absl::StrCat(existing, " ", shape.label, existing == 1 ? " slice" : " slices",
                                   filter, existing == 1 ? " exists" : " exist");
   if (existing < k) absl::StrAppend(&text, "; ", k, " needed");
-  AppendBusyAndMisfits(text, existing, busy, busy_hosts, misfits, misfit, alt);
+  AppendBusyAndMisfits(text, existing, passed, alt);
   if (!broken.empty()) {
     absl::StrAppend(&text, "; ", broken.size(), broken.size() == 1 ? " is" : " are",
                     " not intact (", JoinLimited(broken), ")");
@@ -373,7 +387,7 @@ std::optional<std::vector<std::vector<int>>> DomainGroupScheduler::SubBlocks(
     const Slice& slice, const ShapeKey& key, const ResolvedShape& shape) const {
   if (slice.host_tpu <= 0 || slice.host_tpu % shape.resources_per_chip != 0) return std::nullopt;
   const int chips_per_host = static_cast<int>(slice.host_tpu / shape.resources_per_chip);
-  absl::StatusOr<SliceShape> parent = DescribeSlice(key.pod_type, key.topology, chips_per_host);
+  absl::StatusOr<SliceShape> parent = ParseSliceShape(key.pod_type, key.topology, chips_per_host);
   if (!parent.ok() || parent->generation != shape.generation) return std::nullopt;
   absl::StatusOr<SliceShape> sub = MakeSliceShape(shape.generation, shape.topology, chips_per_host);
   if (!sub.ok()) return std::nullopt;
@@ -388,15 +402,14 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySubSlices(const DomainAlt
   const size_t k = static_cast<size_t>(alt.count);
   struct Block {
     int64_t parent_tpu;  // the parent's TPU in all: smaller parents first
-    int64_t score;  // the parent's summed utilization: busier parents first
+    int64_t score;       // the parent's summed utilization: busier parents first
     const Slice* slice;
     size_t index;
     std::vector<NodeIndex> hosts;
   };
   std::vector<Block> idle;
-  std::vector<NodeIndex> busy_hosts;
-  std::optional<std::string> misfit;
-  size_t blocks = 0, busy = 0, broken = 0, misfits = 0, parents = 0;
+  PassedOver passed;
+  size_t blocks = 0, broken = 0, parents = 0;
   const bool idle_fits = IdleHostsFit(alt);
   for (const auto& [key, by_name] : slices_) {
     for (const auto& [name, slice] : by_name) {
@@ -426,23 +439,12 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySubSlices(const DomainAlt
         }
         int64_t ignored_score = 0;
         const bool hosts_idle = HostsIdle(hosts, alt, &ignored_score);
-        if (!(hosts_idle && idle_fits)) {
-          if (std::optional<std::string> why = HostsMisfit(hosts, alt)) {
-            ++misfits;
-            if (!misfit.has_value()) misfit = std::move(why);
-            continue;
-          }
-        }
-        if (hosts_idle) {
-          idle.push_back(Block{slice.host_tpu * parent_hosts, score, &slice, b, std::move(hosts)});
-        } else {
-          ++busy;
-          busy_hosts.insert(busy_hosts.end(), hosts.begin(), hosts.end());
-        }
+        if (PassOver(hosts, alt, hosts_idle, idle_fits, passed)) continue;
+        idle.push_back(Block{slice.host_tpu * parent_hosts, score, &slice, b, std::move(hosts)});
       }
     }
   }
-  outcome.feasible = blocks - broken - misfits >= k;
+  outcome.feasible = blocks - broken - passed.misfits >= k;
   if (idle.size() >= k) {
     std::sort(idle.begin(), idle.end(), [](const Block& a, const Block& b) {
       return std::tie(a.parent_tpu, b.score, a.slice->name, a.index) <
@@ -464,10 +466,9 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TrySubSlices(const DomainAlt
   std::string text = absl::StrCat(Plural(blocks, shape.label + " block", shape.label + " blocks"),
                                   " in ", Plural(parents, "slice", "slices"), filter);
   if (blocks < k) absl::StrAppend(&text, "; ", k, " needed");
-  AppendBusyAndMisfits(text, blocks, busy, busy_hosts, misfits, misfit, alt);
+  AppendBusyAndMisfits(text, blocks, passed, alt);
   if (broken > 0) {
-    absl::StrAppend(&text, "; ", broken, broken == 1 ? " has" : " have",
-                    " a missing or dead host");
+    absl::StrAppend(&text, "; ", broken, broken == 1 ? " has" : " have", " a missing or dead host");
   }
   if (!idle.empty() && blocks >= k) {
     absl::StrAppend(&text, "; ", idle.size(), " idle, ", k, " needed");
@@ -499,9 +500,8 @@ std::string DomainGroupScheduler::SubSliceHostMismatch(NodeIndex node, const Dom
       slice == nullptr ? std::nullopt : SubBlocks(*slice, key, shape);
   if (!blocks.has_value() || block >= blocks->size() || bundle.worker < 0 ||
       static_cast<size_t>(bundle.worker) >= (*blocks)[block].size()) {
-    return absl::StrCat("slice ", slice_name, " (", key.pod_type, " ", key.topology,
-                        ") has no ", shape.label, " block ", block, " with a worker ",
-                        bundle.worker);
+    return absl::StrCat("slice ", slice_name, " (", key.pod_type, " ", key.topology, ") has no ",
+                        shape.label, " block ", block, " with a worker ", bundle.worker);
   }
   const int parent_worker = (*blocks)[block][bundle.worker];
   if (f.tpu_worker_id != absl::StrCat(parent_worker)) {
@@ -566,14 +566,14 @@ DomainGroupScheduler::Outcome DomainGroupScheduler::TryNvLink(const DomainAltern
     outcome.explanation = absl::StrCat("no NVLink domain", alt.domain.empty() ? "" : " named ",
                                        alt.domain, " exists");
   } else if (feasible_domains == 0) {
-    outcome.explanation = absl::StrCat("no NVLink domain", filter, " has ", n_hosts,
-                                       " hosts that could fit ", demand, " (largest: ",
-                                       largest_feasible, ")");
+    outcome.explanation =
+        absl::StrCat("no NVLink domain", filter, " has ", n_hosts, " hosts that could fit ", demand,
+                     " (largest: ", largest_feasible, ")");
   } else {
-    outcome.explanation = absl::StrCat(Plural(feasible_domains, "NVLink domain", "NVLink domains"),
-                                       filter, " could hold ", n_hosts, " hosts of ", demand,
-                                       "; none has ", n_hosts, " free now (held by ",
-                                       Holders(busy_hosts, alt), ")");
+    outcome.explanation =
+        absl::StrCat(Plural(feasible_domains, "NVLink domain", "NVLink domains"), filter,
+                     " could hold ", n_hosts, " hosts of ", demand, "; none has ", n_hosts,
+                     " free now (held by ", Holders(busy_hosts, alt), ")");
   }
   return outcome;
 }
@@ -607,15 +607,14 @@ DomainGroupScheduler::CheckRequest(const DomainGroupRequest& request) const {
       shapes.emplace_back();
       continue;
     }
-    absl::StatusOr<SliceShape> shape = DescribeSlice(alt.accelerator, alt.topology, std::nullopt);
+    absl::StatusOr<SliceShape> shape = ParseSliceShape(alt.accelerator, alt.topology, std::nullopt);
     if (!shape.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": ", shape.status().message()));
     }
-    shapes.push_back(
-        ResolvedShape{ShapeKey{shape->pod_type, shape->topology.ToString()},
-                      absl::StrCat(GenerationOf(shape->pod_type), " ", shape->topology.ToString()),
-                      shape->chips, std::max(1, shape->resources_per_chip), shape->generation,
-                      shape->topology});
+    shapes.push_back(ResolvedShape{
+        ShapeKey{shape->pod_type, shape->topology.ToString()},
+        absl::StrCat(GenerationOf(shape->pod_type), " ", shape->topology.ToString()), shape->chips,
+        std::max(1, shape->resources_per_chip), shape->generation, shape->topology});
   }
   return shapes;
 }
@@ -637,7 +636,9 @@ absl::StatusOr<DomainGroupResult> DomainGroupScheduler::ReserveSlices(
     if (outcome.placed) {
       const int64_t id = next_id_++;
       for (const DomainBundle& b : outcome.bundles) {
-        (void)cluster_->SetHolder(b.allocation.id, Holder{HolderKind::kSliceGroup, request.name});
+        IgnoreStatus(
+            cluster_->SetHolder(b.allocation.id, Holder{HolderKind::kSliceGroup, request.name}),
+            "cannot fail: the allocation was just made");
       }
       groups_[id] = Group{request.name, outcome.bundles};
       by_name_[request.name] = id;
@@ -661,115 +662,70 @@ absl::StatusOr<DomainGroupResult> DomainGroupScheduler::ReserveSlices(
 absl::StatusOr<DomainGroupScheduler::RestoredLayout> DomainGroupScheduler::CheckRestoredBundles(
     const std::string& where, const DomainAlternative& alt,
     const std::optional<ResolvedShape>& shape, std::span<const DomainBundle> bundles) {
-  auto invalid = [&](auto&&... parts) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", parts...));
-  };
-  if (bundles.empty()) return invalid("no bundles to restore");
+  if (bundles.empty()) return RestoreRefusal(where, "no bundles to restore");
   RestoredLayout layout;
   // Each host is one (domain, worker) and, in a slice, each (domain, worker) one host.
   std::map<std::string, std::pair<std::string, int>> host_of;  // node -> (domain, worker)
   std::map<std::pair<std::string, int>, std::string> node_of;
-  std::map<std::string, std::map<int, std::vector<size_t>>> by_domain;  // domain -> worker -> bundles
+  std::map<std::string, std::map<int, std::vector<size_t>>>
+      by_domain;  // domain -> worker -> bundles
   for (size_t i = 0; i < bundles.size(); ++i) {
     const DomainBundle& b = bundles[i];
-    if (b.node.value().empty()) return invalid("bundle ", i, " has no node");
-    if (b.domain.empty()) return invalid("bundle ", i, " (host ", b.node.value(), ") has no domain");
+    if (b.node.value().empty()) return RestoreRefusal(where, "bundle ", i, " has no node");
+    if (b.domain.empty())
+      return RestoreRefusal(where, "bundle ", i, " (host ", b.node.value(), ") has no domain");
     if (shape.has_value() ? b.worker < 0 : b.worker != -1) {
-      return invalid("bundle ", i, " (host ", b.node.value(), ") has worker id ", b.worker,
-                     shape.has_value() ? " (TPU hosts have worker ids from 0)"
-                                       : " (NVLink hosts have none, -1)");
+      return RestoreRefusal(where, "bundle ", i, " (host ", b.node.value(), ") has worker id ",
+                            b.worker,
+                            shape.has_value() ? " (TPU hosts have worker ids from 0)"
+                                              : " (NVLink hosts have none, -1)");
     }
     const std::pair<std::string, int> host(b.domain, b.worker);
     auto [seen, fresh] = host_of.emplace(b.node.value(), host);
     if (!fresh && seen->second != host) {
-      return invalid("host ", b.node.value(), " appears as two hosts (", seen->second.first,
-                     " worker ", seen->second.second, " and ", b.domain, " worker ", b.worker, ")");
+      return RestoreRefusal(where, "host ", b.node.value(), " appears as two hosts (",
+                            seen->second.first, " worker ", seen->second.second, " and ", b.domain,
+                            " worker ", b.worker, ")");
     }
     auto [known, first] = node_of.emplace(host, b.node.value());
     if (shape.has_value() && !first && known->second != b.node.value()) {
-      return invalid(b.domain, " worker ", b.worker, " is on two hosts (", known->second, " and ",
-                     b.node.value(), ")");
+      return RestoreRefusal(where, b.domain, " worker ", b.worker, " is on two hosts (",
+                            known->second, " and ", b.node.value(), ")");
     }
     if (!by_domain.contains(b.domain)) layout.domains.push_back(b.domain);
     by_domain[b.domain][b.worker].push_back(i);
   }
   if (!shape.has_value()) {
-    if (layout.domains.size() != 1) {
-      return invalid("the hosts are in ", layout.domains.size(),
-                     " NVLink domains (an NVLink group is in one)");
-    }
-    if (host_of.size() != static_cast<size_t>(alt.count) || bundles.size() != host_of.size()) {
-      return invalid(Plural(bundles.size(), "bundle", "bundles"), " on ",
-                     Plural(host_of.size(), "host", "hosts"), "; the alternative is ",
-                     Plural(static_cast<size_t>(alt.count), "host", "hosts"),
-                     " with one bundle each");
-    }
-    for (size_t i = 0; i < bundles.size(); ++i) {
-      if (bundles[i].allocation.resources != alt.per_host) {
-        return invalid("host ", bundles[i].node.value(), " holds ",
-                       bundles[i].allocation.resources.ToString(), ", not the per-host ",
-                       alt.per_host.ToString());
-      }
+    if (absl::Status s = CheckRestoredNvLinkHosts(where, alt, layout, host_of.size(), bundles);
+        !s.ok()) {
+      return s;
     }
     return layout;
   }
   if (layout.domains.size() != static_cast<size_t>(alt.count)) {
-    return invalid("the bundles are on ", Plural(layout.domains.size(), "slice", "slices"),
-                   "; the alternative is ", alt.count);
+    return RestoreRefusal(where, "the bundles are on ",
+                          Plural(layout.domains.size(), "slice", "slices"), "; the alternative is ",
+                          alt.count);
   }
   const int64_t per_bundle = shape->resources_per_chip;
   for (const auto& [domain, workers] : by_domain) {
     // Every host of a slice takes all its TPU: what one host's bundles take is the host's TPU.
-    std::optional<Quantity> host_tpu;
-    for (const auto& [worker, indices] : workers) {
-      __int128 raw = 0;  // wide: restored input is not trusted to be small
-      for (size_t i : indices) raw += bundles[i].allocation.resources.Get(kTpu).raw();
-      if (raw > std::numeric_limits<int64_t>::max()) {
-        return invalid(domain, " worker ", worker, " holds more TPU than any host has");
-      }
-      const Quantity tpu = Quantity::FromRaw(static_cast<int64_t>(raw));
-      if (!tpu.IsInteger() || tpu.WholePart() <= 0) {
-        return invalid(domain, " worker ", worker, " holds TPU=", tpu.ToString(),
-                       " (a host's bundles take a whole number of chips)");
-      }
-      if (host_tpu.has_value() && *host_tpu != tpu) {
-        return invalid(domain, " has hosts holding TPU=", host_tpu->ToString(), " and TPU=",
-                       tpu.ToString(), " (every host of a slice holds all its chips)");
-      }
-      host_tpu = tpu;
-    }
-    const int64_t tpu = host_tpu->WholePart();
+    absl::StatusOr<int64_t> host_tpu = RestoredHostTpu(where, domain, workers, bundles);
+    if (!host_tpu.ok()) return host_tpu.status();
+    const int64_t tpu = *host_tpu;
     const int64_t hosts = std::max<int64_t>(1, shape->chips * per_bundle / tpu);
     std::vector<std::string> given;
     for (const auto& [worker, indices] : workers) given.push_back(absl::StrCat(worker));
     if (static_cast<int64_t>(workers.size()) != hosts || workers.rbegin()->first != hosts - 1) {
-      return invalid("slice ", domain, " has workers ", absl::StrJoin(given, ", "), "; a ",
-                     shape->label, " slice of hosts with TPU=", tpu, " has workers 0..", hosts - 1);
+      return RestoreRefusal(where, "slice ", domain, " has workers ", absl::StrJoin(given, ", "),
+                            "; a ", shape->label, " slice of hosts with TPU=", tpu,
+                            " has workers 0..", hosts - 1);
     }
     for (const auto& [worker, indices] : workers) {
-      // The bundles Take makes for the host, in order.
-      std::vector<ResourceSet> expected;
-      if (alt.granularity == BundleGranularity::kPerHost) {
-        ResourceSet demand = alt.per_host;
-        demand.Set(std::string(kTpu), Quantity::FromInt(tpu));
-        expected.push_back(std::move(demand));
-      } else {
-        for (int64_t c = 0; c < tpu / per_bundle; ++c) {
-          ResourceSet demand = c == 0 ? alt.per_host : ResourceSet();
-          demand.Set(std::string(kTpu), Quantity::FromInt(per_bundle));
-          expected.push_back(std::move(demand));
-        }
-      }
-      bool same = expected.size() == indices.size();
-      for (size_t k = 0; same && k < indices.size(); ++k) {
-        same = bundles[indices[k]].allocation.resources == expected[k];
-      }
-      if (!same) {
-        std::vector<std::string> held, wanted;
-        for (size_t i : indices) held.push_back(bundles[i].allocation.resources.ToString());
-        for (const ResourceSet& r : expected) wanted.push_back(r.ToString());
-        return invalid(domain, " worker ", worker, " holds [", absl::StrJoin(held, " "),
-                       "]; the alternative reserves [", absl::StrJoin(wanted, " "), "] per host");
+      if (absl::Status s = CheckRestoredHostBundles(where, alt, per_bundle, tpu, domain, worker,
+                                                    indices, bundles);
+          !s.ok()) {
+        return s;
       }
     }
     layout.host_tpu[domain] = tpu;
@@ -777,18 +733,102 @@ absl::StatusOr<DomainGroupScheduler::RestoredLayout> DomainGroupScheduler::Check
   return layout;
 }
 
+absl::Status DomainGroupScheduler::CheckRestoredNvLinkHosts(const std::string& where,
+                                                            const DomainAlternative& alt,
+                                                            const RestoredLayout& layout,
+                                                            size_t hosts,
+                                                            std::span<const DomainBundle> bundles) {
+  if (layout.domains.size() != 1) {
+    return RestoreRefusal(where, "the hosts are in ", layout.domains.size(),
+                          " NVLink domains (an NVLink group is in one)");
+  }
+  if (hosts != static_cast<size_t>(alt.count) || bundles.size() != hosts) {
+    return RestoreRefusal(where, Plural(bundles.size(), "bundle", "bundles"), " on ",
+                          Plural(hosts, "host", "hosts"), "; the alternative is ",
+                          Plural(static_cast<size_t>(alt.count), "host", "hosts"),
+                          " with one bundle each");
+  }
+  for (size_t i = 0; i < bundles.size(); ++i) {
+    if (bundles[i].allocation.resources != alt.per_host) {
+      return RestoreRefusal(where, "host ", bundles[i].node.value(), " holds ",
+                            bundles[i].allocation.resources.ToString(), ", not the per-host ",
+                            alt.per_host.ToString());
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> DomainGroupScheduler::RestoredHostTpu(
+    const std::string& where, const std::string& domain,
+    const std::map<int, std::vector<size_t>>& workers, std::span<const DomainBundle> bundles) {
+  std::optional<Quantity> host_tpu;
+  for (const auto& [worker, indices] : workers) {
+    __int128 raw = 0;  // wide: restored input is not trusted to be small
+    for (size_t i : indices) raw += bundles[i].allocation.resources.Get(kTpu).raw();
+    if (raw > std::numeric_limits<int64_t>::max()) {
+      return RestoreRefusal(where, domain, " worker ", worker, " holds more TPU than any host has");
+    }
+    const Quantity tpu = Quantity::FromRaw(static_cast<int64_t>(raw));
+    if (!tpu.IsInteger() || tpu.WholePart() <= 0) {
+      return RestoreRefusal(where, domain, " worker ", worker, " holds TPU=", tpu.ToString(),
+                            " (a host's bundles take a whole number of chips)");
+    }
+    if (host_tpu.has_value() && *host_tpu != tpu) {
+      return RestoreRefusal(where, domain, " has hosts holding TPU=", host_tpu->ToString(),
+                            " and TPU=", tpu.ToString(),
+                            " (every host of a slice holds all its chips)");
+    }
+    host_tpu = tpu;
+  }
+  return host_tpu->WholePart();
+}
+
+absl::Status DomainGroupScheduler::CheckRestoredHostBundles(const std::string& where,
+                                                            const DomainAlternative& alt,
+                                                            int64_t per_bundle, int64_t tpu,
+                                                            const std::string& domain, int worker,
+                                                            const std::vector<size_t>& indices,
+                                                            std::span<const DomainBundle> bundles) {
+  // The bundles Take makes for the host, in order.
+  std::vector<ResourceSet> expected;
+  if (alt.granularity == BundleGranularity::kPerHost) {
+    ResourceSet demand = alt.per_host;
+    demand.Set(std::string(kTpu), Quantity::FromInt(tpu));
+    expected.push_back(std::move(demand));
+  } else {
+    for (int64_t c = 0; c < tpu / per_bundle; ++c) {
+      ResourceSet demand = c == 0 ? alt.per_host : ResourceSet();
+      demand.Set(std::string(kTpu), Quantity::FromInt(per_bundle));
+      expected.push_back(std::move(demand));
+    }
+  }
+  bool same = expected.size() == indices.size();
+  for (size_t k = 0; same && k < indices.size(); ++k) {
+    same = bundles[indices[k]].allocation.resources == expected[k];
+  }
+  if (!same) {
+    std::vector<std::string> held, wanted;
+    for (size_t i : indices) held.push_back(bundles[i].allocation.resources.ToString());
+    for (const ResourceSet& r : expected) wanted.push_back(r.ToString());
+    return RestoreRefusal(where, domain, " worker ", worker, " holds [", absl::StrJoin(held, " "),
+                          "]; the alternative reserves [", absl::StrJoin(wanted, " "),
+                          "] per host");
+  }
+  return absl::OkStatus();
+}
+
 std::string DomainGroupScheduler::HostMismatch(NodeIndex node, const DomainBundle& bundle,
                                                const std::optional<ResolvedShape>& shape,
-                                               bool sub_slice,
-                                               const RestoredLayout& layout) const {
+                                               bool sub_slice, const RestoredLayout& layout) const {
   const NodeRecord& record = cluster_->node(node);
   const FabricMembership& f = record.fabric;
   if (!shape.has_value()) {
     auto kind = record.labels.find(labels::kFabricKind);
     if (f.fabric_domain != bundle.domain || kind == record.labels.end() ||
         kind->second != "nvlink") {
-      return absl::StrCat("it is not in NVLink domain ", bundle.domain, " (its domain: ",
-                          f.fabric_domain.empty() ? "none" : f.fabric_domain, ")");
+      return absl::StrCat("it is not in NVLink domain ", bundle.domain,
+                          " (its domain: ", f.fabric_domain.empty() ? "none" : f.fabric_domain,
+                          ")");
     }
     return "";
   }
@@ -815,12 +855,9 @@ std::string DomainGroupScheduler::HostMismatch(NodeIndex node, const DomainBundl
 
 std::string_view DomainRestoreStatusName(DomainRestoreStatus status) {
   switch (status) {
-    case DomainRestoreStatus::kRestored:
-      return "RESTORED";
-    case DomainRestoreStatus::kBroken:
-      return "BROKEN";
-    case DomainRestoreStatus::kRefused:
-      return "REFUSED";
+    case DomainRestoreStatus::kRestored: return "RESTORED";
+    case DomainRestoreStatus::kBroken: return "BROKEN";
+    case DomainRestoreStatus::kRefused: return "REFUSED";
   }
   return "UNKNOWN";
 }
@@ -831,9 +868,9 @@ absl::StatusOr<DomainGroupRestoreResult> DomainGroupScheduler::Restore(
   if (!checked.ok()) return checked.status();
   const std::string where = absl::StrCat("domain group ", request.name);
   if (alternative >= request.alternatives.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": alternative ", alternative + 1, " does not exist (the request has ",
-                     request.alternatives.size(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(where, ": alternative ", alternative + 1,
+                                                   " does not exist (the request has ",
+                                                   request.alternatives.size(), ")"));
   }
   const DomainAlternative& alt = request.alternatives[alternative];
   const std::optional<ResolvedShape>& shape = (*checked)[alternative];
@@ -851,11 +888,10 @@ absl::StatusOr<DomainGroupRestoreResult> DomainGroupScheduler::Restore(
     const std::optional<NodeIndex> node = cluster_->Find(b.node);
     if (!node.has_value() || cluster_->node(*node).state == NodeState::kDead) {
       // A host with several bundles (one per chip) is named once.
-      if (std::find(result.missing.begin(), result.missing.end(), b.node) ==
-          result.missing.end()) {
+      if (std::find(result.missing.begin(), result.missing.end(), b.node) == result.missing.end()) {
         result.missing.push_back(b.node);
-        missing.push_back(absl::StrCat(b.node.value(),
-                                       node.has_value() ? " (dead)" : " (not in the cluster)"));
+        missing.push_back(
+            absl::StrCat(b.node.value(), node.has_value() ? " (dead)" : " (not in the cluster)"));
       }
       continue;
     }
@@ -865,7 +901,9 @@ absl::StatusOr<DomainGroupRestoreResult> DomainGroupScheduler::Restore(
   std::vector<Allocation> taken(bundles.size());
   auto refuse = [&](size_t i, std::string why) {
     for (size_t k = i; k > 0; --k) {
-      if (present[k - 1].has_value()) (void)cluster_->Release(taken[k - 1].id);
+      if (present[k - 1].has_value()) {
+        IgnoreStatus(cluster_->Release(taken[k - 1].id), "cannot fail: this restore took it");
+      }
     }
     const DomainBundle& b = bundles[i];
     DomainGroupRestoreResult refused;
@@ -894,7 +932,9 @@ absl::StatusOr<DomainGroupRestoreResult> DomainGroupScheduler::Restore(
     DomainBundle b = bundles[i];
     if (present[i].has_value()) {
       b.allocation = taken[i];
-      (void)cluster_->SetHolder(b.allocation.id, Holder{HolderKind::kSliceGroup, request.name});
+      IgnoreStatus(
+          cluster_->SetHolder(b.allocation.id, Holder{HolderKind::kSliceGroup, request.name}),
+          "cannot fail: the allocation was just restored");
     } else {
       b.allocation.id = AllocationId();
       b.allocation.node = b.node;
@@ -906,9 +946,9 @@ absl::StatusOr<DomainGroupRestoreResult> DomainGroupScheduler::Restore(
   if (!missing.empty()) {
     result.status = DomainRestoreStatus::kBroken;
     const bool one = missing.size() == 1;
-    result.explanation = absl::StrCat(one ? "host " : "hosts ", JoinLimited(missing),
-                                      one ? " is" : " are", " missing; the group is broken until ",
-                                      one ? "it is" : "they are", " back");
+    result.explanation =
+        absl::StrCat(one ? "host " : "hosts ", JoinLimited(missing), one ? " is" : " are",
+                     " missing; the group is broken until ", one ? "it is" : "they are", " back");
   }
   groups_[id] = Group{request.name, result.bundles};
   by_name_[request.name] = id;

@@ -74,7 +74,7 @@ struct DomainAlternative {
 };
 
 struct DomainGroupRequest {
-  std::string name;  // names the holder in other requests' explanations
+  std::string name;                             // names the holder in other requests' explanations
   std::vector<DomainAlternative> alternatives;  // tried in order
 };
 
@@ -88,11 +88,11 @@ struct DomainBundle {
 
 struct DomainGroupResult {
   ScheduleStatus status = ScheduleStatus::kPlaced;
-  std::optional<DomainGroupId> id;   // when kPlaced
-  size_t alternative = 0;            // the one that was taken (when kPlaced)
-  std::vector<std::string> domains;  // slice / domain names taken, in order (when kPlaced)
-  std::vector<DomainBundle> bundles; // by domain, then worker id / node, then chip
-  std::string explanation;           // one line when not placed; nothing is held then
+  std::optional<DomainGroupId> id;    // when kPlaced
+  size_t alternative = 0;             // the one that was taken (when kPlaced)
+  std::vector<std::string> domains;   // slice / domain names taken, in order (when kPlaced)
+  std::vector<DomainBundle> bundles;  // by domain, then worker id / node, then chip
+  std::string explanation;            // one line when not placed; nothing is held then
 };
 
 // What Restore made of a group that existed before.
@@ -109,14 +109,14 @@ std::string_view DomainRestoreStatusName(DomainRestoreStatus status);
 
 struct DomainGroupRestoreResult {
   DomainRestoreStatus status = DomainRestoreStatus::kRestored;
-  std::optional<DomainGroupId> id;   // fresh, this scheduler's own; unset when kRefused
+  std::optional<DomainGroupId> id;  // fresh, this scheduler's own; unset when kRefused
   size_t alternative = 0;
   std::vector<std::string> domains;  // in the order the bundles name them (unless kRefused)
   // As given, with this view's allocations (unless kRefused). A bundle whose host is missing
   // keeps its node, resources and devices, with AllocationId() (0, which no view ever holds).
   std::vector<DomainBundle> bundles;
-  std::vector<NodeId> missing;       // kBroken: the hosts not held, in bundle order
-  std::string explanation;           // one line unless kRestored: which hosts, and why
+  std::vector<NodeId> missing;  // kBroken: the hosts not held, in bundle order
+  std::string explanation;      // one line unless kRestored: which hosts, and why
 };
 
 // Not thread-safe: one owner calls it; it changes the cluster view (which must outlive it) only
@@ -202,13 +202,32 @@ class DomainGroupScheduler {
       const DomainGroupRequest& request) const;
   // The shape of restored bundles that passed CheckRestoredBundles.
   struct RestoredLayout {
-    std::vector<std::string> domains;        // in the order the bundles name them
+    std::vector<std::string> domains;         // in the order the bundles name them
     std::map<std::string, int64_t> host_tpu;  // slice -> TPU of each of its hosts (slices only)
   };
   // InvalidArgument unless `bundles` are a whole reservation of `alt` (see Restore).
   static absl::StatusOr<RestoredLayout> CheckRestoredBundles(
       const std::string& where, const DomainAlternative& alt,
       const std::optional<ResolvedShape>& shape, std::span<const DomainBundle> bundles);
+  // The steps of CheckRestoredBundles.
+  // The bundles of an NVLink alternative: one domain, `alt.count` hosts (`hosts` of them here),
+  // one per-host bundle each.
+  static absl::Status CheckRestoredNvLinkHosts(const std::string& where,
+                                               const DomainAlternative& alt,
+                                               const RestoredLayout& layout, size_t hosts,
+                                               std::span<const DomainBundle> bundles);
+  // The TPU chips each host of slice `domain` holds (the same on every host), from the bundles
+  // of its `workers` (worker id -> bundle indices).
+  static absl::StatusOr<int64_t> RestoredHostTpu(const std::string& where,
+                                                 const std::string& domain,
+                                                 const std::map<int, std::vector<size_t>>& workers,
+                                                 std::span<const DomainBundle> bundles);
+  // Whether the bundles at `indices` are those Take makes for a host of `domain` holding `tpu`.
+  static absl::Status CheckRestoredHostBundles(const std::string& where,
+                                               const DomainAlternative& alt, int64_t per_bundle,
+                                               int64_t tpu, const std::string& domain, int worker,
+                                               const std::vector<size_t>& indices,
+                                               std::span<const DomainBundle> bundles);
   // Why the registered, not dead host `node` cannot be `bundle`'s host ("" when it can, its free
   // devices aside).
   std::string HostMismatch(NodeIndex node, const DomainBundle& bundle,
@@ -239,11 +258,23 @@ class DomainGroupScheduler {
   // The first host's HostMisfit, or nullopt when every host could take its bundle.
   std::optional<std::string> HostsMisfit(const std::vector<NodeIndex>& hosts,
                                          const DomainAlternative& alt) const;
+  // The candidates (slices or blocks, their hosts all there) TrySlices and TrySubSlices pass
+  // over: the busy ones, with their hosts to name who holds them, and those that can never fit,
+  // with the first one's reason.
+  struct PassedOver {
+    size_t busy = 0;
+    std::vector<NodeIndex> busy_hosts;
+    size_t misfits = 0;
+    std::optional<std::string> misfit;
+  };
+  // Whether the candidate on `hosts` is passed over, and then counted in `passed`: it can never
+  // fit (HostsMisfit, asked unless its hosts are idle, `hosts_idle`, and idle hosts fit,
+  // `idle_fits`), or it is busy. False: its hosts are idle, it can be taken now.
+  bool PassOver(const std::vector<NodeIndex>& hosts, const DomainAlternative& alt, bool hosts_idle,
+                bool idle_fits, PassedOver& passed) const;
   // "; all are busy (held by ...)" and "; none can hold CPU=64 per host beside its TPU (...)"
-  // for `total` slices or blocks, of which `busy` are busy and `misfits` can never fit.
-  void AppendBusyAndMisfits(std::string& text, size_t total, size_t busy,
-                            const std::vector<NodeIndex>& busy_hosts, size_t misfits,
-                            const std::optional<std::string>& misfit,
+  // for `total` slices or blocks, of which `passed` says which are busy and which never fit.
+  void AppendBusyAndMisfits(std::string& text, size_t total, const PassedOver& passed,
                             const DomainAlternative& alt) const;
   Outcome TrySlices(const DomainAlternative& alt, const ResolvedShape& shape);
   Outcome TrySubSlices(const DomainAlternative& alt, const ResolvedShape& shape);
@@ -265,8 +296,8 @@ class DomainGroupScheduler {
   // `outcome`, all or nothing; a failure releases what was taken and explains which `noun`
   // ("slice", "block") could not be reserved.
   void TakeDomains(const std::vector<std::pair<std::string, std::vector<NodeIndex>>>& chosen,
-                   const DomainAlternative& alt, const ResolvedShape& shape,
-                   std::string_view noun, Outcome& outcome);
+                   const DomainAlternative& alt, const ResolvedShape& shape, std::string_view noun,
+                   Outcome& outcome);
   // Takes the bundles of `hosts` in order; all or nothing.
   bool Take(const std::vector<NodeIndex>& hosts, const std::string& domain,
             const std::vector<int>& workers, const DomainAlternative& alt, int chips_per_bundle,

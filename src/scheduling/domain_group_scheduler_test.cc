@@ -17,11 +17,11 @@ namespace tessera {
 namespace {
 
 using testing_util::AddSlice;
-using testing_util::SliceOptions;
-using testing_util::ViewDigest;
 using testing_util::MustAdd;
 using testing_util::Res;
+using testing_util::SliceOptions;
 using testing_util::Spec;
+using testing_util::ViewDigest;
 
 DomainAlternative Slices(std::string accelerator, std::string topology, int count = 1) {
   DomainAlternative alt;
@@ -547,7 +547,6 @@ std::vector<std::string> Wheres(const std::vector<DomainBundle>& bundles) {
   return out;
 }
 
-
 DomainAlternative PerHost(std::string per_host) {
   DomainAlternative alt = Slices("v6e", "4x4");
   alt.per_host = Res(per_host);
@@ -591,7 +590,8 @@ TEST(DomainGroupRestoreTest, AWholeSliceComesBackOnItsFourHostsExactly) {
   auto back_hosts = restored.Restore(host_request, hosts->alternative, Saved(hosts->bundles));
   ASSERT_TRUE(back_chips.ok()) << back_chips.status();
   ASSERT_TRUE(back_hosts.ok()) << back_hosts.status();
-  for (const auto& [back, was] : {std::pair{&*back_hosts, &*hosts}, std::pair{&*back_chips, &*chips}}) {
+  for (const auto& [back, was] :
+       {std::pair{&*back_hosts, &*hosts}, std::pair{&*back_chips, &*chips}}) {
     EXPECT_EQ(back->status, DomainRestoreStatus::kRestored);
     EXPECT_EQ(DomainRestoreStatusName(back->status), "RESTORED");
     EXPECT_EQ(back->explanation, "");
@@ -724,8 +724,9 @@ TEST(DomainGroupRestoreTest, AChipHeldByALeaseRefusesAPerChipGroup) {
   ClusterView after;
   AddSlice(after, "a");
   const Quantity one = Quantity::FromInt(1);
-  ASSERT_TRUE(after.AllocateExact(*after.Find(NodeId("a-w1")), Res("TPU=1"),
-                                  {DeviceGrant{"TPU", {0}, {one}}})
+  ASSERT_TRUE(after
+                  .AllocateExact(*after.Find(NodeId("a-w1")), Res("TPU=1"),
+                                 {DeviceGrant{"TPU", {0}, {one}}})
                   .ok());
   const std::string view = ViewDigest(after);
   DomainGroupScheduler restored(&after);
@@ -831,10 +832,10 @@ TEST(DomainGroupRestoreTest, BundlesThatAreNotAWholeReservationAreInvalid) {
             "domain group g alternative 1: host a-w2 appears as two hosts (a worker 2 and a "
             "worker 3)");
   EXPECT_EQ(message(Request("g", {[] {
-                      DomainAlternative two = PerHost("CPU=2");
-                      two.count = 2;
-                      return two;
-                    }()}),
+                              DomainAlternative two = PerHost("CPU=2");
+                              two.count = 2;
+                              return two;
+                            }()}),
                     0, saved),
             "domain group g alternative 1: the bundles are on 1 slice; the alternative is 2");
   EXPECT_EQ(message(request, 1, saved),

@@ -19,11 +19,11 @@
 namespace tessera {
 namespace {
 
-using testing_util::ViewDigest;
 using testing_util::FullyLinked;
 using testing_util::Res;
 using testing_util::Spec;
 using testing_util::TwoIslands;
+using testing_util::ViewDigest;
 
 constexpr int kSeeds = 200;
 constexpr int kEventsPerSeed = 50;
@@ -33,20 +33,16 @@ NodeSpec RandomNode(std::mt19937& rng, int serial) {
   const std::string cpu = "CPU=" + std::to_string(1 + rng() % 16);
   LabelSet labels = {{"zone", "z" + std::to_string(rng() % 3)}};
   switch (rng() % 4) {
-    case 0:
-      return Spec(id, cpu, labels);
-    case 1:
-      return Spec(id, cpu + ",GPU=8", labels, FullyLinked(8));
-    case 2:
-      return Spec(id, cpu + ",GPU=8", labels, TwoIslands());
-    default:
-      return Spec(id, cpu + ",GPU=2", labels);
+    case 0: return Spec(id, cpu, labels);
+    case 1: return Spec(id, cpu + ",GPU=8", labels, FullyLinked(8));
+    case 2: return Spec(id, cpu + ",GPU=8", labels, TwoIslands());
+    default: return Spec(id, cpu + ",GPU=2", labels);
   }
 }
 
 PlacementGroupSpec RandomGroup(std::mt19937& rng) {
-  static const char* kBundles[] = {"CPU=1",   "CPU=2,GPU=1", "GPU=0.5", "GPU=2",
-                                   "GPU=4",   "CPU=4",       "GPU=0.25", "CPU=1,GPU=8"};
+  static const char* kBundles[] = {"CPU=1", "CPU=2,GPU=1", "GPU=0.5",  "GPU=2",
+                                   "GPU=4", "CPU=4",       "GPU=0.25", "CPU=1,GPU=8"};
   static const PlacementStrategy kStrategies[] = {
       PlacementStrategy::kPack, PlacementStrategy::kSpread, PlacementStrategy::kStrictPack,
       PlacementStrategy::kStrictSpread};
@@ -218,7 +214,6 @@ TEST(PlacementGroupPropertyTest, InvariantsHoldAndDecisionsRepeat) {
   EXPECT_GT(failed, 100u);
   EXPECT_GT(replaced, 20u);
 }
-
 
 // Each group as the head shows it, by name (or "pg-<id>" for an anonymous one): strategy,
 // option, state, and each bundle's node, resources and device instances (not the view's

@@ -1,11 +1,13 @@
 #include "scheduling/placement_group_scheduler.h"
 
 #include <algorithm>
+#include <optional>
 #include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "scheduling/bundle_search.h"
@@ -24,15 +26,12 @@ std::vector<NodeIndex> AliveNodes(const ClusterView& cluster) {
   return nodes;
 }
 
-
 }  // namespace
 
 std::string_view PlacementGroupStateName(PlacementGroupState state) {
   switch (state) {
-    case PlacementGroupState::kCreated:
-      return "CREATED";
-    case PlacementGroupState::kRescheduling:
-      return "RESCHEDULING";
+    case PlacementGroupState::kCreated: return "CREATED";
+    case PlacementGroupState::kRescheduling: return "RESCHEDULING";
   }
   return "UNKNOWN";
 }
@@ -40,8 +39,8 @@ std::string_view PlacementGroupStateName(PlacementGroupState state) {
 bool PlacementGroupScheduler::Usable(NodeIndex node, const LabelSelector& selector,
                                      const ResourceSet& demand) const {
   const NodeRecord& record = cluster_->node(node);
-  return !record.removed && record.state == NodeState::kAlive &&
-         selector.Matches(record.labels) && cluster_->FitsNow(node, demand);
+  return !record.removed && record.state == NodeState::kAlive && selector.Matches(record.labels) &&
+         cluster_->FitsNow(node, demand);
 }
 
 std::optional<NodeIndex> PlacementGroupScheduler::FirstNode(
@@ -99,7 +98,7 @@ PlacementGroupScheduler::Attempt PlacementGroupScheduler::Greedy(const BundleOpt
   // All or nothing: the first bundle that finds no node undoes every allocation of this attempt.
   auto fail = [&](int b) {
     for (auto it = attempt.taken.rbegin(); it != attempt.taken.rend(); ++it) {
-      (void)cluster_->Release(it->second.id);
+      IgnoreStatus(cluster_->Release(it->second.id), "cannot fail: this attempt took it");
     }
     attempt.taken.clear();
     attempt.failed_bundle = b;
@@ -187,49 +186,7 @@ Diagnosis PlacementGroupScheduler::Explain(const BundleOption& option, Placement
   request.todo = todo;
   request.used = used;
   Diagnosis d;
-  if (strategy == PlacementStrategy::kStrictPack) {
-    ResourceSet sum;
-    for (int b : todo) sum = sum.Plus(option.bundles[b]).value_or(sum);
-    std::vector<NodeIndex> matching;
-    for (NodeIndex node : alive) {
-      bool all = true;
-      for (int b : todo) all = all && BundleSelector(option, b).Matches(cluster_->node(node).labels);
-      if (all) matching.push_back(node);
-    }
-    const std::string together = absl::StrCat("the ", n, n == 1 ? " bundle" : " bundles");
-    if (matching.empty()) {
-      d.text = absl::StrCat("no node matches the selectors of ", together, " (STRICT_PACK)");
-      return d;
-    }
-    if (CheckIdleFeasibility(*cluster_, request).outcome == SearchOutcome::kNone) {
-      std::string shortest;
-      for (const auto& [name, need] : sum) {
-        Quantity largest;
-        for (NodeIndex node : matching) {
-          largest = std::max(largest, cluster_->node(node).total.Get(name));
-        }
-        if (largest < need && shortest.empty()) {
-          shortest = absl::StrCat("; largest node has ", FormatResourceAmount(name, largest));
-          shortest = absl::StrCat(name, "=", FormatResourceAmount(name, need), shortest);
-        }
-      }
-      d.text = absl::StrCat("no node can hold ", together, " together (STRICT_PACK needs ",
-                            shortest.empty() ? sum.ToString() : shortest, ")");
-      return d;
-    }
-    // Nodes with the totals for the sum and the devices for each bundle.
-    size_t could = 0;
-    for (NodeIndex node : matching) {
-      bool holds = cluster_->node(node).total.Contains(sum);
-      for (int b : todo) holds = holds && cluster_->FeasibleOn(node, option.bundles[b]);
-      could += holds ? 1 : 0;
-    }
-    d.feasible = true;
-    d.text = absl::StrCat(could, could == 1 ? " node could hold " : " nodes could hold ",
-                          together, " together (STRICT_PACK needs ", sum.ToString(),
-                          "); none has room now");
-    return d;
-  }
+  if (strategy == PlacementStrategy::kStrictPack) return ExplainStrictPack(option, alive, request);
   const bool strict_spread = strategy == PlacementStrategy::kStrictSpread;
   for (int b : todo) {
     bool anywhere = false;
@@ -241,9 +198,9 @@ Diagnosis PlacementGroupScheduler::Explain(const BundleOption& option, Placement
       }
     }
     if (!anywhere) {
-      d.text = absl::StrCat("bundle ", b, ": ",
-                            Diagnose(*cluster_, BundleSelector(option, b), option.bundles[b], alive)
-                                .text);
+      d.text = absl::StrCat(
+          "bundle ", b, ": ",
+          Diagnose(*cluster_, BundleSelector(option, b), option.bundles[b], alive).text);
       return d;
     }
   }
@@ -269,14 +226,62 @@ Diagnosis PlacementGroupScheduler::Explain(const BundleOption& option, Placement
     }
   }
   if (!fits_alone) {
-    d.text = absl::StrCat("bundle ", b, ": ",
-                          Diagnose(*cluster_, BundleSelector(option, b), option.bundles[b], alive)
-                              .text);
+    d.text =
+        absl::StrCat("bundle ", b, ": ",
+                     Diagnose(*cluster_, BundleSelector(option, b), option.bundles[b], alive).text);
   } else {
     d.text = absl::StrCat("bundle ", b, " (", option.bundles[b].ToString(), "): no node has room ",
                           "for it alongside the group's other bundles (",
                           ToAbsl(PlacementStrategyName(strategy)), ")");
   }
+  return d;
+}
+
+Diagnosis PlacementGroupScheduler::ExplainStrictPack(const BundleOption& option,
+                                                     const std::vector<NodeIndex>& alive,
+                                                     const BundleSearchRequest& request) const {
+  const std::vector<int>& todo = request.todo;
+  const size_t n = todo.size();
+  Diagnosis d;
+  ResourceSet sum;
+  for (int b : todo) sum = sum.Plus(option.bundles[b]).value_or(sum);
+  std::vector<NodeIndex> matching;
+  for (NodeIndex node : alive) {
+    bool all = true;
+    for (int b : todo) all = all && BundleSelector(option, b).Matches(cluster_->node(node).labels);
+    if (all) matching.push_back(node);
+  }
+  const std::string together = absl::StrCat("the ", n, n == 1 ? " bundle" : " bundles");
+  if (matching.empty()) {
+    d.text = absl::StrCat("no node matches the selectors of ", together, " (STRICT_PACK)");
+    return d;
+  }
+  if (CheckIdleFeasibility(*cluster_, request).outcome == SearchOutcome::kNone) {
+    std::string shortest;
+    for (const auto& [name, need] : sum) {
+      Quantity largest;
+      for (NodeIndex node : matching) {
+        largest = std::max(largest, cluster_->node(node).total.Get(name));
+      }
+      if (largest < need && shortest.empty()) {
+        shortest = absl::StrCat("; largest node has ", FormatResourceAmount(name, largest));
+        shortest = absl::StrCat(name, "=", FormatResourceAmount(name, need), shortest);
+      }
+    }
+    d.text = absl::StrCat("no node can hold ", together, " together (STRICT_PACK needs ",
+                          shortest.empty() ? sum.ToString() : shortest, ")");
+    return d;
+  }
+  // Nodes with the totals for the sum and the devices for each bundle.
+  size_t could = 0;
+  for (NodeIndex node : matching) {
+    bool holds = cluster_->node(node).total.Contains(sum);
+    for (int b : todo) holds = holds && cluster_->FeasibleOn(node, option.bundles[b]);
+    could += holds ? 1 : 0;
+  }
+  d.feasible = true;
+  d.text = absl::StrCat(could, could == 1 ? " node could hold " : " nodes could hold ", together,
+                        " together (STRICT_PACK needs ", sum.ToString(), "); none has room now");
   return d;
 }
 
@@ -287,9 +292,8 @@ std::vector<std::pair<std::string, std::vector<NodeIndex>>> PlacementGroupSchedu
   if (pinned.has_value()) {
     std::erase_if(values, [&](const auto& v) { return v.first != *pinned; });
   }
-  std::stable_sort(values.begin(), values.end(), [](const auto& a, const auto& b) {
-    return a.second.size() < b.second.size();
-  });
+  std::stable_sort(values.begin(), values.end(),
+                   [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
   return values;
 }
 
@@ -312,13 +316,17 @@ bool Covers(const ClusterView& cluster, const std::vector<NodeIndex>& nodes,
   return sum.Contains(demand);
 }
 
-// `option` with every bundle's selector also requiring key=value.
-BundleOption Confine(const BundleOption& option, const std::string& key,
-                     const std::string& value) {
+// `option` with every bundle's selector also requiring key=value; nullopt when no selector can
+// say that (an empty value: a selector's values are never empty). Such a value is skipped, not
+// tried unconfined, which could spread the group over other values of the label.
+std::optional<BundleOption> Confine(const BundleOption& option, const std::string& key,
+                                    const std::string& value) {
   BundleOption confined = option;
   confined.selectors.resize(confined.bundles.size());
   for (LabelSelector& selector : confined.selectors) {
-    (void)selector.AddConstraint(LabelConstraint{key, SelectorOperator::kIn, {value}});
+    if (!selector.AddConstraint(LabelConstraint{key, SelectorOperator::kIn, {value}}).ok()) {
+      return std::nullopt;
+    }
   }
   return confined;
 }
@@ -333,7 +341,9 @@ PlacementGroupScheduler::Attempt PlacementGroupScheduler::PlaceGroup(
   Attempt attempt;
   for (const auto& [value, nodes] : LabelValues(spec, pinned)) {
     if (!Covers(*cluster_, nodes, demand, /*now=*/true)) continue;
-    attempt = Place(Confine(option, spec.same_label, value), spec.strategy, todo, used);
+    const std::optional<BundleOption> confined = Confine(option, spec.same_label, value);
+    if (!confined.has_value()) continue;
+    attempt = Place(*confined, spec.strategy, todo, used);
     if (attempt.placed) return attempt;
   }
   return attempt;
@@ -362,27 +372,28 @@ Diagnosis PlacementGroupScheduler::ExplainGroup(const PlacementGroupSpec& spec,
   std::optional<std::pair<std::string, Diagnosis>> shown;
   for (const auto& [value, nodes] : values) {
     if (!Covers(*cluster_, nodes, demand, /*now=*/false)) continue;
-    Diagnosis d = Explain(Confine(option, key, value), spec.strategy, todo, used, Attempt{});
+    const std::optional<BundleOption> confined = Confine(option, key, value);
+    if (!confined.has_value()) continue;
+    Diagnosis d = Explain(*confined, spec.strategy, todo, used, Attempt{});
     if (!shown.has_value() || (d.feasible && !shown->second.feasible)) shown.emplace(value, d);
     if (d.feasible) break;
   }
   if (!shown.has_value()) {
-    why.text = absl::StrCat("no value of ", key, " has nodes that could ever hold ",
-                            demand.ToString(), " together (", values.size(),
-                            values.size() == 1 ? " value)" : " values)");
+    why.text =
+        absl::StrCat("no value of ", key, " has nodes that could ever hold ", demand.ToString(),
+                     " together (", values.size(), values.size() == 1 ? " value)" : " values)");
     return why;
   }
   const std::string where =
       pinned.has_value() ? absl::StrCat(key, "=", *pinned, " (where the group's other bundles are)")
                          : absl::StrCat("one value of ", key);
   why.feasible = shown->second.feasible;
-  why.text = absl::StrCat("confined to ", where, ": ", key, "=", shown->first, ": ",
-                          shown->second.text);
+  why.text =
+      absl::StrCat("confined to ", where, ": ", key, "=", shown->first, ": ", shown->second.text);
   return why;
 }
 
-std::optional<std::string> PlacementGroupScheduler::PinnedValue(
-    const PlacementGroup& group) const {
+std::optional<std::string> PlacementGroupScheduler::PinnedValue(const PlacementGroup& group) const {
   if (group.spec.same_label.empty()) return std::nullopt;
   for (const std::optional<BundlePlacement>& bundle : group.bundles) {
     if (!bundle) continue;
@@ -398,10 +409,11 @@ std::optional<std::string> PlacementGroupScheduler::PinnedValue(
 void PlacementGroupScheduler::Own(PlacementGroup& group, int bundle, const Allocation& allocation) {
   group.bundles[bundle] = BundlePlacement{allocation.node, allocation};
   owners_[allocation.id.value()] = {group.id.value(), bundle};
-  (void)cluster_->SetHolder(
-      allocation.id,
-      Holder{HolderKind::kPlacementGroup,
-             group.spec.name.empty() ? absl::StrCat(group.id.value()) : group.spec.name});
+  IgnoreStatus(cluster_->SetHolder(allocation.id,
+                                   Holder{HolderKind::kPlacementGroup,
+                                          group.spec.name.empty() ? absl::StrCat(group.id.value())
+                                                                  : group.spec.name}),
+               "cannot fail: the allocation was just taken");
 }
 
 absl::StatusOr<PlacementGroupResult> PlacementGroupScheduler::Create(
@@ -453,18 +465,16 @@ absl::StatusOr<PlacementGroupResult> PlacementGroupScheduler::Create(
 absl::StatusOr<PlacementGroupRestoreResult> PlacementGroupScheduler::Restore(
     const PlacementGroupSpec& spec, size_t option, std::span<const RestoredBundle> bundles) {
   TESSERA_RETURN_IF_ERROR(ValidatePlacementGroupSpec(spec));
-  const std::string what =
-      spec.name.empty() ? std::string("an anonymous placement group")
-                        : absl::StrCat("placement group ", Quote(spec.name));
+  const std::string what = spec.name.empty() ? std::string("an anonymous placement group")
+                                             : absl::StrCat("placement group ", Quote(spec.name));
   if (!spec.name.empty() && by_name_.contains(spec.name)) {
-    return absl::AlreadyExistsError(absl::StrCat("a placement group named ", Quote(spec.name),
-                                                 " exists"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("a placement group named ", Quote(spec.name), " exists"));
   }
   const std::vector<const BundleOption*> options = OptionsInOrder(spec);
   if (option >= options.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": option ", option,
-                                                   " does not exist (the spec has ",
-                                                   options.size(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": option ", option, " does not exist (the spec has ", options.size(), ")"));
   }
   const BundleOption& chosen = *options[option];
   if (bundles.size() != chosen.bundles.size()) {
@@ -555,7 +565,8 @@ RescheduleReport PlacementGroupScheduler::Replace(PlacementGroup& group) {
     for (std::optional<BundlePlacement>& bundle : group.bundles) {
       if (!bundle) continue;
       owners_.erase(bundle->allocation.id.value());
-      (void)cluster_->Release(bundle->allocation.id);
+      IgnoreStatus(cluster_->Release(bundle->allocation.id),
+                   "a bundle on the lost node went with it (NotFound): nothing to give back");
       bundle.reset();
     }
   }

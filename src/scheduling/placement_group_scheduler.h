@@ -33,6 +33,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "scheduling/bundle_search.h"
 #include "scheduling/cluster_view.h"
 #include "scheduling/explanation.h"
 #include "scheduling/placement_group_spec.h"
@@ -81,7 +82,8 @@ struct RestoredBundle {
 // A bundle given with a node that Restore could not take back, and why.
 struct UnrestoredBundle {
   int bundle = 0;
-  std::string reason;  // one line: "node n9 is not in the cluster", "node n0: GPU 3 has 0 free, ..."
+  std::string
+      reason;  // one line: "node n9 is not in the cluster", "node n0: GPU 3 has 0 free, ..."
   friend bool operator==(const UnrestoredBundle&, const UnrestoredBundle&) = default;
 };
 
@@ -137,8 +139,7 @@ class PlacementGroupScheduler {
   // Errors, with nothing changed: InvalidArgument for a spec ValidatePlacementGroupSpec refuses,
   // an option the spec does not have, or a bundle count other than the option's; AlreadyExists
   // for a name in use. The group gets a fresh PlacementGroupId.
-  absl::StatusOr<PlacementGroupRestoreResult> Restore(const PlacementGroupSpec& spec,
-                                                      size_t option,
+  absl::StatusOr<PlacementGroupRestoreResult> Restore(const PlacementGroupSpec& spec, size_t option,
                                                       std::span<const RestoredBundle> bundles);
 
   // Releases every reserved bundle and forgets the group; returns exactly what was released.
@@ -178,6 +179,10 @@ class PlacementGroupScheduler {
   Diagnosis Explain(const BundleOption& option, PlacementStrategy strategy,
                     const std::vector<int>& todo, const std::set<NodeIndex>& used,
                     const Attempt& attempt) const;
+  // Explain for STRICT_PACK: whether any alive node matches every bundle's selector and could
+  // hold their sum, and how many could.
+  Diagnosis ExplainStrictPack(const BundleOption& option, const std::vector<NodeIndex>& alive,
+                              const BundleSearchRequest& request) const;
   // Place() for a group's option, honouring spec.same_label: the option confined to one value
   // of the key at a time (only `pinned` when set), skipping values whose nodes cannot hold the
   // bundles' summed demand now.

@@ -15,11 +15,11 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
-using testing_util::ViewDigest;
 using testing_util::FullyLinked;
 using testing_util::MustAdd;
 using testing_util::Res;
 using testing_util::Spec;
+using testing_util::ViewDigest;
 
 PlacementGroupSpec Group(PlacementStrategy strategy, std::vector<std::string> bundles,
                          std::string name = "") {
@@ -33,8 +33,8 @@ PlacementGroupSpec Group(PlacementStrategy strategy, std::vector<std::string> bu
 // n nodes "n0".. with 8 GPUs each; zone label alternates a/b.
 void AddGpuNodes(ClusterView& cluster, int n, std::string_view resources = "CPU=16,GPU=8") {
   for (int i = 0; i < n; ++i) {
-    MustAdd(cluster, Spec("n" + std::to_string(i), resources,
-                          {{"zone", i % 2 == 0 ? "a" : "b"}}, FullyLinked(8)));
+    MustAdd(cluster, Spec("n" + std::to_string(i), resources, {{"zone", i % 2 == 0 ? "a" : "b"}},
+                          FullyLinked(8)));
   }
 }
 
@@ -86,18 +86,21 @@ TEST(PlacementGroupSchedulerTest, StrictPackPutsEverythingOnOneNodeOrExplains) {
   }
   EXPECT_EQ(devices.size(), 8u);
 
-  auto big = pgs.Create(Group(PlacementStrategy::kStrictPack, {"GPU=4", "GPU=4", "GPU=4", "GPU=4"}));
+  auto big =
+      pgs.Create(Group(PlacementStrategy::kStrictPack, {"GPU=4", "GPU=4", "GPU=4", "GPU=4"}));
   ASSERT_TRUE(big.ok());
   EXPECT_EQ(big->status, ScheduleStatus::kInfeasible);
-  EXPECT_EQ(big->explanation,
-            "no node can hold the 4 bundles together (STRICT_PACK needs GPU=16; largest node has 8)");
+  EXPECT_EQ(
+      big->explanation,
+      "no node can hold the 4 bundles together (STRICT_PACK needs GPU=16; largest node has 8)");
 
   // Feasible on n0's totals, but n0 is full and n1 is partly taken: PENDING.
   ASSERT_EQ(pgs.Create(Group(PlacementStrategy::kPack, {"GPU=2"}))->bundles[0].node.value(), "n1");
   auto busy = pgs.Create(Group(PlacementStrategy::kStrictPack, {"GPU=4", "GPU=4"}));
   EXPECT_EQ(busy->status, ScheduleStatus::kPending);
-  EXPECT_EQ(busy->explanation,
-            "2 nodes could hold the 2 bundles together (STRICT_PACK needs GPU=8); none has room now");
+  EXPECT_EQ(
+      busy->explanation,
+      "2 nodes could hold the 2 bundles together (STRICT_PACK needs GPU=8); none has room now");
 }
 
 TEST(PlacementGroupSchedulerTest, StrictSpreadNeedsDistinctNodesAndSaysHowMany) {
@@ -110,8 +113,8 @@ TEST(PlacementGroupSchedulerTest, StrictSpreadNeedsDistinctNodesAndSaysHowMany) 
   const std::vector<std::string> nodes = Nodes(r->bundles);
   EXPECT_EQ(std::set<std::string>(nodes.begin(), nodes.end()).size(), 3u);
 
-  PlacementGroupSpec zoned = Group(PlacementStrategy::kStrictSpread,
-                                   {"GPU=1", "GPU=1", "GPU=1", "GPU=1", "GPU=1"});
+  PlacementGroupSpec zoned =
+      Group(PlacementStrategy::kStrictSpread, {"GPU=1", "GPU=1", "GPU=1", "GPU=1", "GPU=1"});
   zoned.primary.selectors.assign(5, *ParseLabelSelector("zone=a"));
   auto no = pgs.Create(zoned);
   ASSERT_TRUE(no.ok());
@@ -131,9 +134,10 @@ TEST(PlacementGroupSchedulerTest, FallbacksAreTriedInOrderAndTheChosenOneIsRepor
   AddGpuNodes(cluster, 2);
   PlacementGroupScheduler pgs(&cluster);
   PlacementGroupSpec spec = Group(PlacementStrategy::kStrictPack, {"GPU=8", "GPU=8"});
-  spec.fallbacks.push_back(BundleOption{{Res("GPU=4"), Res("GPU=8")}, {}});     // still too big
-  spec.fallbacks.push_back(BundleOption{{Res("GPU=4"), Res("GPU=4")},           // fits zone b
-                                        {*ParseLabelSelector("zone=b"), *ParseLabelSelector("zone=b")}});
+  spec.fallbacks.push_back(BundleOption{{Res("GPU=4"), Res("GPU=8")}, {}});  // still too big
+  spec.fallbacks.push_back(
+      BundleOption{{Res("GPU=4"), Res("GPU=4")},  // fits zone b
+                   {*ParseLabelSelector("zone=b"), *ParseLabelSelector("zone=b")}});
   spec.fallbacks.push_back(BundleOption{{Res("GPU=1")}, {}});  // would fit, but comes later
   auto r = pgs.Create(spec);
   ASSERT_TRUE(r.ok());
@@ -157,7 +161,8 @@ TEST(PlacementGroupSchedulerTest, AGroupThatCannotFullyFitHoldsNothing) {
   AddGpuNodes(cluster, 3);
   PlacementGroupScheduler pgs(&cluster);
   // Two bundles fit (n0, n1 take GPU=8 each), the third finds n2 already half taken.
-  ASSERT_EQ(pgs.Create(Group(PlacementStrategy::kPack, {"GPU=4"}))->status, ScheduleStatus::kPlaced);
+  ASSERT_EQ(pgs.Create(Group(PlacementStrategy::kPack, {"GPU=4"}))->status,
+            ScheduleStatus::kPlaced);
   std::vector<ResourceSet> before;
   for (int i = 0; i < 3; ++i) before.push_back(Available(cluster, "n" + std::to_string(i)));
   auto r = pgs.Create(Group(PlacementStrategy::kStrictSpread, {"GPU=8", "GPU=8", "GPU=8"}));
@@ -231,8 +236,9 @@ TEST(PlacementGroupSchedulerTest, StrictPackMovesTheWholeGroupAndWaitsWhenItCann
   std::vector<RescheduleReport> reports = pgs.OnNodeFailed(NodeId("n1"), *lost);
   ASSERT_EQ(reports.size(), 1u);
   EXPECT_FALSE(reports[0].placed);
-  EXPECT_EQ(reports[0].explanation,
-            "1 node could hold the 2 bundles together (STRICT_PACK needs GPU=4); none has room now");
+  EXPECT_EQ(
+      reports[0].explanation,
+      "1 node could hold the 2 bundles together (STRICT_PACK needs GPU=4); none has room now");
   EXPECT_EQ(pgs.Find(*g->id)->state, PlacementGroupState::kRescheduling);
   EXPECT_THAT(pgs.OnClusterChanged(), ::testing::SizeIs(1));  // still no room
   ASSERT_TRUE(pgs.Remove(*filler->id).ok());
@@ -413,8 +419,8 @@ TEST(PlacementGroupSearchTest, AReplacedGroupIsSearchedToo) {
 // use node i or node i+1, and bundle 5 only node 5. A greedy pass that gives bundle i node i+1
 // strands bundle 5; the search finds the diagonal.
 TEST(PlacementGroupSearchTest, SixBundlesWithOneAssignmentAreFound) {
-  for (PlacementStrategy strategy : {PlacementStrategy::kPack, PlacementStrategy::kSpread,
-                                     PlacementStrategy::kStrictSpread}) {
+  for (PlacementStrategy strategy :
+       {PlacementStrategy::kPack, PlacementStrategy::kSpread, PlacementStrategy::kStrictSpread}) {
     SCOPED_TRACE(PlacementStrategyName(strategy));
     ClusterView cluster;
     // Added n5 first: among idle nodes a greedy pass takes the first added, node i+1.
@@ -458,7 +464,8 @@ std::string Where(const std::optional<BundlePlacement>& b) {
   out << b->node << " " << b->allocation.resources.ToString();
   for (const DeviceGrant& g : b->allocation.devices) {
     out << " " << g.resource << ":";
-    for (size_t i = 0; i < g.instances.size(); ++i) out << g.instances[i] << "=" << g.amounts[i] << ",";
+    for (size_t i = 0; i < g.instances.size(); ++i)
+      out << g.instances[i] << "=" << g.amounts[i] << ",";
   }
   return out.str();
 }
@@ -469,7 +476,6 @@ std::vector<std::string> Wheres(const std::vector<std::optional<BundlePlacement>
   return out;
 }
 
-
 // Nodes n0..n5 (8 GPUs, 16 CPUs) and a CPU-only c0, as the agents register them again.
 void AddRestartCluster(ClusterView& cluster) {
   AddGpuNodes(cluster, 6);
@@ -479,8 +485,8 @@ void AddRestartCluster(ClusterView& cluster) {
 std::vector<PlacementGroupSpec> MixedGroups() {
   std::vector<PlacementGroupSpec> specs;
   specs.push_back(Group(PlacementStrategy::kPack, {"GPU=4", "GPU=2", "CPU=2,GPU=2"}, "pack"));
-  specs.push_back(Group(PlacementStrategy::kStrictSpread, {"GPU=1", "GPU=0.5", "GPU=0.25"},
-                        "spread"));
+  specs.push_back(
+      Group(PlacementStrategy::kStrictSpread, {"GPU=1", "GPU=0.5", "GPU=0.25"}, "spread"));
   specs.push_back(Group(PlacementStrategy::kStrictPack, {"CPU=4,memory=8GiB", "CPU=8"}, "cpu"));
   PlacementGroupSpec fallback = Group(PlacementStrategy::kStrictPack, {"GPU=16"}, "fallback");
   fallback.fallbacks.push_back(BundleOption{{Res("GPU=3"), Res("GPU=3")}, {}});
@@ -534,7 +540,8 @@ TEST(PlacementGroupRestoreTest, ARestoredGroupHasExactlyItsPlacementAndTheViewMa
     EXPECT_EQ(kept->state, PlacementGroupState::kCreated);
     EXPECT_EQ(kept->bundles, r->bundles);
     // The allocations are this view's.
-    for (const auto& b : r->bundles) EXPECT_EQ(*after.FindAllocation(b->allocation.id), b->allocation);
+    for (const auto& b : r->bundles)
+      EXPECT_EQ(*after.FindAllocation(b->allocation.id), b->allocation);
   }
   EXPECT_EQ(ViewDigest(after), ViewDigest(before));
   // Nothing is waiting, and a later retry moves nothing.
@@ -650,12 +657,12 @@ TEST(PlacementGroupRestoreTest, AllocationsTheViewCannotGiveAreRefusedAndNothing
   MustAdd(cluster, Spec("small", "CPU=4,GPU=4", {}, FullyLinked(4)));
   const Quantity one = Quantity::FromInt(1);
   // A lease the agent of n0 reported holds GPU 3 and 2 CPUs.
-  const Allocation lease =
-      *cluster.AllocateExact(*cluster.Find(NodeId("n0")), Res("CPU=2,GPU=1"), {DeviceGrant{"GPU", {3}, {one}}});
+  const Allocation lease = *cluster.AllocateExact(*cluster.Find(NodeId("n0")), Res("CPU=2,GPU=1"),
+                                                  {DeviceGrant{"GPU", {3}, {one}}});
   const std::string with_lease = ViewDigest(cluster);
   PlacementGroupScheduler pgs(&cluster);
-  PlacementGroupSpec spec = Group(PlacementStrategy::kPack,
-                                  {"GPU=2", "GPU=1", "GPU=1", "CPU=2,GPU=1", "CPU=15"}, "g");
+  PlacementGroupSpec spec =
+      Group(PlacementStrategy::kPack, {"GPU=2", "GPU=1", "GPU=1", "CPU=2,GPU=1", "CPU=15"}, "g");
   std::vector<RestoredBundle> saved = {
       // Taken by the lease.
       RestoredBundle{NodeId("n0"), Res("GPU=2"), {DeviceGrant{"GPU", {2, 3}, {one, one}}}},
@@ -671,11 +678,12 @@ TEST(PlacementGroupRestoreTest, AllocationsTheViewCannotGiveAreRefusedAndNothing
   auto r = pgs.Restore(spec, 0, saved);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->state, PlacementGroupState::kRescheduling);
-  EXPECT_THAT(r->refused,
-              ElementsAre(UnrestoredBundle{0, "node n0: GPU 3 has 0 free, not 1"},
-                          UnrestoredBundle{2, "node n0: GPU 4 has 0 free, not 1"},
-                          UnrestoredBundle{3, "GPU: instances must be ascending, distinct and below 4"},
-                          UnrestoredBundle{4, "node n0 has CPU=14,GPU=6 free, not CPU=15"}));
+  EXPECT_THAT(
+      r->refused,
+      ElementsAre(UnrestoredBundle{0, "node n0: GPU 3 has 0 free, not 1"},
+                  UnrestoredBundle{2, "node n0: GPU 4 has 0 free, not 1"},
+                  UnrestoredBundle{3, "GPU: instances must be ascending, distinct and below 4"},
+                  UnrestoredBundle{4, "node n0 has CPU=14,GPU=6 free, not CPU=15"}));
   ASSERT_TRUE(r->bundles[1].has_value());
   for (int b : {0, 2, 3, 4}) EXPECT_FALSE(r->bundles[b].has_value()) << b;
   // Only bundle 1 is held besides the lease; removing the group leaves the lease alone.
@@ -720,8 +728,7 @@ TEST(PlacementGroupRestoreTest, BadInputIsAnErrorAndChangesNothing) {
   EXPECT_EQ(option.status().message(),
             "placement group \"g\": option 1 does not exist (the spec has 1)");
 
-  auto count =
-      pgs.Restore(Group(PlacementStrategy::kPack, {"GPU=1", "GPU=1"}, "g"), 0, one_bundle);
+  auto count = pgs.Restore(Group(PlacementStrategy::kPack, {"GPU=1", "GPU=1"}, "g"), 0, one_bundle);
   EXPECT_EQ(count.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(count.status().message(),
             "placement group \"g\": 1 restored bundles for the 2 of option 0");

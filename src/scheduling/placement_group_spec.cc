@@ -15,21 +15,22 @@ absl::Status ValidateOption(const BundleOption& option, std::string_view where) 
         absl::StrCat(prefix, "no bundles (a placement group reserves at least one bundle)"));
   }
   if (!option.selectors.empty() && option.selectors.size() != option.bundles.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(prefix, option.selectors.size(), " bundle selectors for ",
-                     option.bundles.size(), " bundles (give one per bundle, or none)"));
+    return absl::InvalidArgumentError(absl::StrCat(prefix, option.selectors.size(),
+                                                   " bundle selectors for ", option.bundles.size(),
+                                                   " bundles (give one per bundle, or none)"));
   }
   for (size_t i = 0; i < option.bundles.size(); ++i) {
     const ResourceSet& bundle = option.bundles[i];
     // ResourceSet drops zero amounts, so an all-zero bundle arrives empty.
     if (bundle.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          prefix, "bundle ", i, ": empty or all-zero bundle (a bundle reserves at least one resource)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, "bundle ", i,
+                       ": empty or all-zero bundle (a bundle reserves at least one resource)"));
     }
     for (const auto& [name, quantity] : bundle) {
       if (name == kReservedBundleResource) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            prefix, "bundle ", i, ": the resource name \"bundle\" is reserved"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(prefix, "bundle ", i, ": the resource name \"bundle\" is reserved"));
       }
       if (quantity.IsNegative()) {
         return absl::InvalidArgumentError(absl::StrCat(prefix, "bundle ", i, ": ", name, "=",
@@ -49,14 +50,10 @@ absl::Status ValidateOption(const BundleOption& option, std::string_view where) 
 
 std::string_view PlacementStrategyName(PlacementStrategy strategy) {
   switch (strategy) {
-    case PlacementStrategy::kPack:
-      return "PACK";
-    case PlacementStrategy::kSpread:
-      return "SPREAD";
-    case PlacementStrategy::kStrictPack:
-      return "STRICT_PACK";
-    case PlacementStrategy::kStrictSpread:
-      return "STRICT_SPREAD";
+    case PlacementStrategy::kPack: return "PACK";
+    case PlacementStrategy::kSpread: return "SPREAD";
+    case PlacementStrategy::kStrictPack: return "STRICT_PACK";
+    case PlacementStrategy::kStrictSpread: return "STRICT_SPREAD";
   }
   return "UNKNOWN";
 }
@@ -66,9 +63,9 @@ absl::StatusOr<PlacementStrategy> ParsePlacementStrategy(std::string_view text) 
                               PlacementStrategy::kStrictPack, PlacementStrategy::kStrictSpread}) {
     if (text == PlacementStrategyName(s)) return s;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown placement strategy ", Quote(text),
-      "; expected PACK, SPREAD, STRICT_PACK or STRICT_SPREAD"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown placement strategy ", Quote(text),
+                   "; expected PACK, SPREAD, STRICT_PACK or STRICT_SPREAD"));
 }
 
 const LabelSelector& BundleSelector(const BundleOption& option, size_t i) {
@@ -100,8 +97,8 @@ absl::StatusOr<BundleOption> ParseBundleOption(std::string_view what,
   for (size_t i = 0; i < selectors.size(); ++i) {
     auto selector = ParseLabelSelector(selectors[i]);
     if (!selector.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(ToAbsl(what), ": bundle selector ", i, ": ",
-                                                     selector.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(ToAbsl(what), ": bundle selector ", i, ": ", selector.status().message()));
     }
     option.selectors.push_back(*std::move(selector));
   }

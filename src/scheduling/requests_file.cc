@@ -21,9 +21,16 @@ using simulated::DidYouMean;
 using simulated::Field;
 using simulated::KindName;
 
-constexpr std::string_view kEventKinds[] = {
-    "submit_task", "submit_actor", "finish", "add_nodes", "fail_node", "drain_node",
-    "create_placement_group", "remove_placement_group", "reserve_slices", "release_slices"};
+constexpr std::string_view kEventKinds[] = {"submit_task",
+                                            "submit_actor",
+                                            "finish",
+                                            "add_nodes",
+                                            "fail_node",
+                                            "drain_node",
+                                            "create_placement_group",
+                                            "remove_placement_group",
+                                            "reserve_slices",
+                                            "release_slices"};
 // Keys of a submission that belong to placement groups (a later scheduler).
 constexpr int64_t kMaxSubmitCount = 100000;
 
@@ -135,10 +142,10 @@ class Parser {
 
   absl::Status ParseSubmit(const Field& body, bool actor, SimulatedEvent& event,
                            std::vector<SimulatedEvent>& events) {
-    TESSERA_RETURN_IF_ERROR(
-        r_.CheckMap(body, {"name", "count", "resources", "label_selector", "fallbacks", "strategy",
-                           "node_affinity", "local_node", "placement_group", "bundle_index",
-                           actor ? "max_restarts" : "max_retries"}));
+    TESSERA_RETURN_IF_ERROR(r_.CheckMap(
+        body,
+        {"name", "count", "resources", "label_selector", "fallbacks", "strategy", "node_affinity",
+         "local_node", "placement_group", "bundle_index", actor ? "max_restarts" : "max_retries"}));
     SimulatedRequest& request = event.request;
     event.kind = SimulatedEventKind::kSubmit;
     request.actor = actor;
@@ -248,10 +255,9 @@ class Parser {
       const int64_t max = static_cast<int64_t>(bundles->second) - 1;
       auto value = r_.Integer(*index, -1, max);
       if (!value.ok()) {
-        return r_.Error(*index, absl::StrCat("placement group ", Quote(target.group), " has ",
-                                             bundles->second,
-                                             " bundles at most; bundle_index is -1 (any) or 0..",
-                                             max));
+        return r_.Error(
+            *index, absl::StrCat("placement group ", Quote(target.group), " has ", bundles->second,
+                                 " bundles at most; bundle_index is -1 (any) or 0..", max));
       }
       target.bundle = static_cast<int>(*value);
     }
@@ -334,8 +340,8 @@ class Parser {
   }
 
   // reserve_slices: {name, alternatives: [{accelerator, topology, count, bundle, per_host, slice,
-  // label_selector, sub_slice}]}; an alternative without accelerator and topology asks for `count` hosts of
-  // one NVLink domain (pinned by `domain`).
+  // label_selector, sub_slice}]}; an alternative without accelerator and topology asks for `count`
+  // hosts of one NVLink domain (pinned by `domain`).
   absl::Status ParseSlices(const Field& body, SimulatedEvent& event,
                            std::vector<SimulatedEvent>& events) {
     TESSERA_RETURN_IF_ERROR(r_.CheckMap(body, {"name", "alternatives"}));
@@ -355,13 +361,14 @@ class Parser {
       auto accelerator = r_.Child(item, "accelerator");
       auto topology = r_.Child(item, "topology");
       if (accelerator.has_value() != topology.has_value()) {
-        return r_.Error(item, "a slice alternative needs both accelerator and topology (neither "
-                              "for hosts of one NVLink domain)");
+        return r_.Error(item,
+                        "a slice alternative needs both accelerator and topology (neither "
+                        "for hosts of one NVLink domain)");
       }
       if (accelerator) {
         TESSERA_ASSIGN_OR_RETURN(alt.accelerator, r_.String(*accelerator));
         TESSERA_ASSIGN_OR_RETURN(alt.topology, r_.String(*topology));
-        auto shape = DescribeSlice(alt.accelerator, alt.topology, std::nullopt);
+        auto shape = ParseSliceShape(alt.accelerator, alt.topology, std::nullopt);
         if (!shape.ok()) return r_.Error(item, ToStd(shape.status().message()));
       }
       if (auto f = r_.Child(item, "count")) {
@@ -376,7 +383,8 @@ class Parser {
         if (text == "chip" && !accelerator) {
           return r_.Error(*f, "NVLink hosts are reserved one bundle per host");
         }
-        alt.granularity = text == "chip" ? BundleGranularity::kPerChip : BundleGranularity::kPerHost;
+        alt.granularity =
+            text == "chip" ? BundleGranularity::kPerChip : BundleGranularity::kPerHost;
       }
       if (auto f = r_.Child(item, "per_host")) {
         TESSERA_ASSIGN_OR_RETURN(alt.per_host, ParseResources(*f));
@@ -385,12 +393,14 @@ class Parser {
         return r_.Error(item, "an NVLink alternative needs per_host resources");
       }
       if (auto f = r_.Child(item, "slice")) {
-        if (!accelerator) return r_.Error(*f, "slice pins a TPU alternative; use domain for NVLink");
+        if (!accelerator)
+          return r_.Error(*f, "slice pins a TPU alternative; use domain for NVLink");
         TESSERA_ASSIGN_OR_RETURN(alt.domain, r_.String(*f));
         if (alt.domain.empty()) return r_.Error(*f, "must not be empty");
       }
       if (auto f = r_.Child(item, "domain")) {
-        if (accelerator) return r_.Error(*f, "domain pins an NVLink alternative; use slice for TPU");
+        if (accelerator)
+          return r_.Error(*f, "domain pins an NVLink alternative; use slice for TPU");
         TESSERA_ASSIGN_OR_RETURN(alt.domain, r_.String(*f));
         if (alt.domain.empty()) return r_.Error(*f, "must not be empty");
       }
@@ -511,21 +521,10 @@ absl::StatusOr<std::vector<SimulatedEvent>> ParseRequestsFile(
     std::string_view yaml, std::string_view source_name,
     const std::set<std::string>& cluster_node_ids) {
   const DescriptionReader r{std::string(source_name)};
-  // yaml-cpp throws on syntax errors and on misuse; nothing may escape.
-  try {
-    YAML::Node root;
-    try {
-      root = YAML::Load(std::string(yaml));
-    } catch (const YAML::Exception& e) {
-      return r.ErrorAt(e.mark, absl::StrCat("invalid YAML: ", e.msg));
-    }
+  return r.ParseDocument(yaml, [&](const YAML::Node& root) {
     Parser parser(std::string(source_name), cluster_node_ids);
     return parser.Parse(root);
-  } catch (const YAML::Exception& e) {
-    return r.ErrorAt(e.mark, e.msg);
-  } catch (const std::exception& e) {
-    return r.ErrorAt(YAML::Mark::null_mark(), e.what());
-  }
+  });
 }
 
 }  // namespace tessera

@@ -68,8 +68,8 @@ enum class SimulatedEventKind {
 
 struct SimulatedEvent {
   SimulatedEventKind kind = SimulatedEventKind::kSubmit;
-  int line = 0;                    // 1-based line of the event in the file
-  SimulatedRequest request;        // kSubmit
+  int line = 0;              // 1-based line of the event in the file
+  SimulatedRequest request;  // kSubmit
   // kFinish: a request name; kFailNode/kDrainNode: a node id; kRemovePlacementGroup: a group
   // name; kReleaseSlices: a slice reservation name
   std::string target;

@@ -104,7 +104,7 @@ TEST(RequestsFileTest, Errors) {
       ErrorOf("events:\n  - submit_tsk: {name: a}"),
       "requests.yaml:2:5: events[0]: unknown event \"submit_tsk\" (did you mean submit_task?); "
       "expected one of: submit_task, submit_actor, finish, add_nodes, fail_node, drain_node, "
-            "create_placement_group, remove_placement_group, reserve_slices, release_slices");
+      "create_placement_group, remove_placement_group, reserve_slices, release_slices");
   EXPECT_EQ(ErrorOf("events:\n  - {submit_task: {name: a}, finish: a}"),
             "requests.yaml:2:5: events[0]: an event is a map with one key (submit_task, "
             "submit_actor, finish, add_nodes, fail_node, drain_node, create_placement_group, "
@@ -198,10 +198,10 @@ TEST(RequestsFileTest, TasksInPlacementGroupBundles) {
   EXPECT_EQ(ErrorOf("events:\n  - submit_task: {name: a, bundle_index: 0}"),
             "requests.yaml:2:42: events[0].submit_task.bundle_index: bundle_index needs "
             "placement_group");
-  EXPECT_EQ(ErrorOf(group +
-                    "  - submit_task: {name: a, placement_group: pg, label_selector: \"a=b\"}"),
-            "requests.yaml:3:65: events[1].submit_task.label_selector: label_selector does not "
-            "apply to a request in a placement group: its bundle's node is fixed");
+  EXPECT_EQ(
+      ErrorOf(group + "  - submit_task: {name: a, placement_group: pg, label_selector: \"a=b\"}"),
+      "requests.yaml:3:65: events[1].submit_task.label_selector: label_selector does not "
+      "apply to a request in a placement group: its bundle's node is fixed");
   EXPECT_EQ(ErrorOf(group + "  - remove_placement_group: pg\n"
                             "  - submit_task: {name: a, placement_group: pg}"),
             "requests.yaml:4:45: events[2].submit_task.placement_group: no placement group named "
@@ -215,7 +215,8 @@ TEST(RequestsFileTest, SliceEvents) {
       "      name: s\n"
       "      alternatives:\n"
       "        - {accelerator: v6e, topology: 8x8}\n"
-      "        - {accelerator: TPU-V6E, topology: 4x4, count: 2, bundle: chip, per_host: {CPU: 2}}\n"
+      "        - {accelerator: TPU-V6E, topology: 4x4, count: 2, bundle: chip, per_host: {CPU: "
+      "2}}\n"
       "        - {count: 2, per_host: {GPU: 8}}\n"
       "  - release_slices: s\n",
       "requests.yaml", {});
@@ -301,12 +302,14 @@ TEST(RequestsFileTest, PlacementGroupEvents) {
   EXPECT_EQ((*events)[1].kind, SimulatedEventKind::kRemovePlacementGroup);
   EXPECT_EQ((*events)[1].target, "pg");
 
-  EXPECT_EQ(ErrorOf("events:\n  - create_placement_group: {name: pg, bundles: [{resources: {CPU: 0}}]}"),
-            "requests.yaml:2:29: events[0].create_placement_group: bundle 0: empty or all-zero "
-            "bundle (a bundle reserves at least one resource)");
-  EXPECT_EQ(ErrorOf("events:\n  - create_placement_group: {name: pg, strategy: TIGHT, bundles: []}"),
-            "requests.yaml:2:50: events[0].create_placement_group.strategy: unknown placement "
-            "strategy \"TIGHT\"; expected PACK, SPREAD, STRICT_PACK or STRICT_SPREAD");
+  EXPECT_EQ(
+      ErrorOf("events:\n  - create_placement_group: {name: pg, bundles: [{resources: {CPU: 0}}]}"),
+      "requests.yaml:2:29: events[0].create_placement_group: bundle 0: empty or all-zero "
+      "bundle (a bundle reserves at least one resource)");
+  EXPECT_EQ(
+      ErrorOf("events:\n  - create_placement_group: {name: pg, strategy: TIGHT, bundles: []}"),
+      "requests.yaml:2:50: events[0].create_placement_group.strategy: unknown placement "
+      "strategy \"TIGHT\"; expected PACK, SPREAD, STRICT_PACK or STRICT_SPREAD");
   EXPECT_EQ(ErrorOf("events:\n  - remove_placement_group: pg"),
             "requests.yaml:2:29: events[0].remove_placement_group: no placement group named \"pg\" "
             "is created before this event");

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
 
@@ -146,11 +147,13 @@ absl::StatusOr<ReservationOutcome> ReservationEngine::ReserveSlices(DomainGroupR
 
 void ReservationEngine::ForgetPlacement(ReservationRecord& record) {
   if (record.group.has_value()) {
-    (void)groups_.Remove(*record.group);
+    IgnoreStatus(groups_.Remove(*record.group),
+                 "NotFound only for one forgotten already: nothing is left to give back");
     record.group.reset();
   }
   if (record.slice_group.has_value()) {
-    (void)slices_.Release(*record.slice_group);
+    IgnoreStatus(slices_.Release(*record.slice_group),
+                 "NotFound only for one forgotten already: nothing is left to give back");
     record.slice_group.reset();
   }
   record.domains.clear();
@@ -410,7 +413,7 @@ std::optional<NodeId> ReservationEngine::BundleNode(std::string_view name, int i
 
 size_t ReservationEngine::BundleCount(std::string_view name) const {
   size_t count = 0;
-  (void)BundleNode(name, -1, &count);
+  BundleNode(name, -1, &count);  // for the count only
   return count;
 }
 

@@ -6,8 +6,8 @@ namespace tessera {
 namespace {
 
 TEST(ResourceFamiliesTest, AcceleratorResourcesAreTheFamiliesAndTheTypeMarkers) {
-  for (std::string_view resource : {"GPU", "TPU", "neuron_cores", "HPU", "accelerator_type:H100",
-                                    "accelerator_type:TPU-V6E"}) {
+  for (std::string_view resource :
+       {"GPU", "TPU", "neuron_cores", "HPU", "accelerator_type:H100", "accelerator_type:TPU-V6E"}) {
     EXPECT_TRUE(IsAcceleratorResource(resource)) << resource;
   }
   for (std::string_view resource : {"CPU", "memory", "object_store_memory", "custom", "gpu",

@@ -36,13 +36,13 @@ NodeSpec RandomNode(std::mt19937& rng, int serial) {
 }
 
 SchedulingRequest RandomRequest(std::mt19937& rng, int64_t id) {
-  static const char* kDemands[] = {"CPU=1",          "CPU=0.5",       "CPU=2,GPU=1", "GPU=0.5",
-                                   "GPU=0.25",       "GPU=2",         "GPU=4",       "CPU=3,GPU=8",
-                                   "CPU=1,GPU=0.75", "GPU=3",         "CPU=20"};
+  static const char* kDemands[] = {"CPU=1",          "CPU=0.5", "CPU=2,GPU=1", "GPU=0.5",
+                                   "GPU=0.25",       "GPU=2",   "GPU=4",       "CPU=3,GPU=8",
+                                   "CPU=1,GPU=0.75", "GPU=3",   "CPU=20"};
   SchedulingRequest r;
   r.id = RequestId(id);
   r.resources = Res(kDemands[rng() % std::size(kDemands)]);
-  r.strategy = rng() % 2 ? SchedulingStrategy::kSpread : SchedulingStrategy::kDefault;
+  r.strategy = rng() % 2 ? NodeRanking::kSpread : NodeRanking::kDefault;
   if (rng() % 3 == 0) {
     std::vector<LabelSelector> options = {*ParseLabelSelector("zone=z" + std::to_string(rng() % 4)),
                                           *ParseLabelSelector("zone=in(z0,z1)")};
@@ -105,7 +105,8 @@ std::string RunSeed(uint32_t seed) {
       if (!r.ok()) continue;
       if (r->placement) {
         const Allocation& a = r->placement->allocation;
-        trace << "place " << a.node << " opt " << r->placement->option << " " << a.resources.ToString();
+        trace << "place " << a.node << " opt " << r->placement->option << " "
+              << a.resources.ToString();
         for (const DeviceGrant& g : a.devices) {
           for (int i : g.instances) trace << " " << g.resource << i;
         }

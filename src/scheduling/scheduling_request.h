@@ -17,7 +17,9 @@ namespace tessera {
 
 using RequestId = StrongId<struct RequestIdTag, int64_t>;
 
-enum class SchedulingStrategy {
+// How the task scheduler ranks the nodes that fit a request (the vocabulary's SchedulingStrategy
+// of a task becomes one of these and the request's affinity).
+enum class NodeRanking {
   // Prefer the local node when it fits now; else pack onto the most utilized node below the
   // utilization threshold; else spread onto the least utilized node.
   kDefault,
@@ -58,7 +60,7 @@ struct SchedulingRequest {
   FallbackList selectors;
   std::optional<NodeAffinity> affinity;
   std::optional<NodeId> local_node;  // where the submitter runs (kDefault prefers it)
-  SchedulingStrategy strategy = SchedulingStrategy::kDefault;
+  NodeRanking strategy = NodeRanking::kDefault;
   // Nodes that must not take it this time (already tried by a spillback chain); the explanation
   // counts them apart. Meant to be short.
   std::vector<NodeId> excluded_nodes;

@@ -73,8 +73,7 @@ struct SliceOptions {
   int skip_worker = -1;  // leave this worker out (a slice that is not intact)
 };
 
-inline void AddSlice(ClusterView& cluster, const std::string& name,
-                     const SliceOptions& o = {}) {
+inline void AddSlice(ClusterView& cluster, const std::string& name, const SliceOptions& o = {}) {
   for (int w = 0; w < o.hosts; ++w) {
     if (w == o.skip_worker) continue;
     LabelSet labels{{std::string(labels::kTpuSliceName), name},

@@ -23,8 +23,8 @@ SchedulingRequest ToSchedulingRequest(const SimulatedRequest& spec, int64_t id) 
                               spec.node_affinity->soft ? AffinityKind::kSoft : AffinityKind::kHard};
   }
   if (spec.local_node.has_value()) r.local_node = NodeId(*spec.local_node);
-  r.strategy = spec.strategy == SimulatedStrategy::kSpread ? SchedulingStrategy::kSpread
-                                                           : SchedulingStrategy::kDefault;
+  r.strategy =
+      spec.strategy == SimulatedStrategy::kSpread ? NodeRanking::kSpread : NodeRanking::kDefault;
   r.bundle_target = spec.bundle_target;
   return r;
 }

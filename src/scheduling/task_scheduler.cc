@@ -33,12 +33,9 @@ const std::vector<LabelSelector>& Options(const SchedulingRequest& request) {
 
 std::string_view ScheduleStatusName(ScheduleStatus status) {
   switch (status) {
-    case ScheduleStatus::kPlaced:
-      return "PLACED";
-    case ScheduleStatus::kPending:
-      return "PENDING";
-    case ScheduleStatus::kInfeasible:
-      return "INFEASIBLE";
+    case ScheduleStatus::kPlaced: return "PLACED";
+    case ScheduleStatus::kPending: return "PENDING";
+    case ScheduleStatus::kInfeasible: return "INFEASIBLE";
   }
   return "UNKNOWN";
 }
@@ -62,9 +59,9 @@ bool TaskScheduler::InPool(NodeIndex node, Pool pool) const {
 
 std::optional<NodeIndex> TaskScheduler::PickForSelector(const LabelSelector& selector,
                                                         const ResourceSet& demand,
-                                                        SchedulingStrategy strategy, Pool pool) {
-  return strategy == SchedulingStrategy::kSpread ? SpreadPick(selector, demand, pool)
-                                                 : PackPick(selector, demand, pool);
+                                                        NodeRanking strategy, Pool pool) {
+  return strategy == NodeRanking::kSpread ? SpreadPick(selector, demand, pool)
+                                          : PackPick(selector, demand, pool);
 }
 
 namespace {
@@ -87,10 +84,10 @@ const Order* SmallestOrder(const Order* pool_order, const ResourceSet& demand,
 
 std::optional<NodeIndex> TaskScheduler::PackPick(const LabelSelector& selector,
                                                  const ResourceSet& demand, Pool pool) const {
-  const UtilizationIndex* order = SmallestOrder(
-      pool == Pool::kAll ? cluster_->UtilizationOrder("")
-                         : &cluster_->UtilizationOrderWithoutAccelerators(),
-      demand, [&](const auto& r) { return cluster_->UtilizationOrder(r); });
+  const UtilizationIndex* order =
+      SmallestOrder(pool == Pool::kAll ? cluster_->UtilizationOrder("")
+                                       : &cluster_->UtilizationOrderWithoutAccelerators(),
+                    demand, [&](const auto& r) { return cluster_->UtilizationOrder(r); });
   if (order == nullptr) return std::nullopt;
   auto usable = [&](NodeIndex n) { return InPool(n, pool) && Usable(n, selector, demand); };
 
@@ -165,8 +162,8 @@ TaskScheduler::Outcome TaskScheduler::Pick(const SchedulingRequest& request,
   }
   // A node named by affinity is taken as asked; the submitter's own node (local_node) is passed
   // over for a node without accelerators when the work asks for none.
-  const bool local_is_avoided = preferred && avoid && !request.affinity &&
-                                cluster_->node(*preferred).carries_accelerators;
+  const bool local_is_avoided =
+      preferred && avoid && !request.affinity && cluster_->node(*preferred).carries_accelerators;
   for (size_t i = 0; i < options.size(); ++i) {
     const bool preferred_fits = preferred && Usable(*preferred, options[i], request.resources);
     if (preferred_fits && !local_is_avoided) return {preferred, i};
@@ -210,8 +207,8 @@ ScheduleResult TaskScheduler::ExplainHardAffinity(const SchedulingRequest& reque
   if (!node) {
     result.explanation = absl::StrCat("affinity node ", id, " is not in the cluster");
   } else if (cluster_->node(*node).state != NodeState::kAlive) {
-    result.explanation =
-        absl::StrCat("affinity node ", id, " is ", ToAbsl(NodeStateName(cluster_->node(*node).state)));
+    result.explanation = absl::StrCat("affinity node ", id, " is ",
+                                      ToAbsl(NodeStateName(cluster_->node(*node).state)));
   } else {
     const NodeIndex only[] = {*node};
     result = Explain(request, only, absl::StrCat("affinity node ", id, ": "));
@@ -227,7 +224,8 @@ bool TaskScheduler::FeasibleOnNode(const SchedulingRequest& request, NodeIndex n
     return false;
   }
   for (const LabelSelector& selector : Options(request)) {
-    if (selector.Matches(record.labels) && cluster_->FeasibleOn(node, request.resources)) return true;
+    if (selector.Matches(record.labels) && cluster_->FeasibleOn(node, request.resources))
+      return true;
   }
   return false;
 }
@@ -264,7 +262,7 @@ absl::StatusOr<ScheduleResult> TaskScheduler::Decide(const SchedulingRequest& re
   const bool hard = request.affinity && request.affinity->kind == AffinityKind::kHard;
   if (request.affinity) {
     preferred = alive(request.affinity->node);
-  } else if (request.local_node && request.strategy == SchedulingStrategy::kDefault) {
+  } else if (request.local_node && request.strategy == NodeRanking::kDefault) {
     preferred = alive(*request.local_node);
   }
 
@@ -277,14 +275,14 @@ absl::StatusOr<ScheduleResult> TaskScheduler::Decide(const SchedulingRequest& re
     return result;
   }
   if (outcome.node) {
-    absl::StatusOr<Allocation> allocation = cluster_->Allocate(
-        *outcome.node, request.resources,
-        request.holder.kind == HolderKind::kUnknown
-            ? Holder{HolderKind::kTask, absl::StrCat(request.id.value())}
-            : request.holder);
+    absl::StatusOr<Allocation> allocation =
+        cluster_->Allocate(*outcome.node, request.resources,
+                           request.holder.kind == HolderKind::kUnknown
+                               ? Holder{HolderKind::kTask, absl::StrCat(request.id.value())}
+                               : request.holder);
     if (!allocation.ok()) {
-      return absl::InternalError(absl::StrCat("allocation on a node that fit failed: ",
-                                              allocation.status().message()));
+      return absl::InternalError(
+          absl::StrCat("allocation on a node that fit failed: ", allocation.status().message()));
     }
     result.placement = Placement{allocation->node, *std::move(allocation), outcome.option};
     parked_.erase(request.id.value());

@@ -88,7 +88,7 @@ class TaskScheduler {
   // Which nodes a choice considers: all alive ones, or only those without accelerators.
   enum class Pool { kAll, kWithoutAccelerators };
   std::optional<NodeIndex> PickForSelector(const LabelSelector& selector, const ResourceSet& demand,
-                                           SchedulingStrategy strategy, Pool pool);
+                                           NodeRanking strategy, Pool pool);
   std::optional<NodeIndex> PackPick(const LabelSelector& selector, const ResourceSet& demand,
                                     Pool pool) const;
   std::optional<NodeIndex> SpreadPick(const LabelSelector& selector, const ResourceSet& demand,

@@ -42,7 +42,7 @@ std::string Place(TaskScheduler& scheduler, const SchedulingRequest& r) {
 
 // Schedules `r` as a SPREAD request `n` times; the nodes it went to, in order.
 std::vector<std::string> PlaceSpread(TaskScheduler& scheduler, SchedulingRequest r, int n) {
-  r.strategy = SchedulingStrategy::kSpread;
+  r.strategy = NodeRanking::kSpread;
   std::vector<std::string> placed;
   for (int i = 0; i < n; ++i) placed.push_back(Place(scheduler, r));
   return placed;
@@ -95,7 +95,7 @@ TEST(TaskSchedulerTest, SpreadGoesRoundRobinOverTheNodesThatFit) {
   AddCpuNodes(cluster, 3);
   TaskScheduler scheduler(&cluster);
   SchedulingRequest r = Request("CPU=1");
-  r.strategy = SchedulingStrategy::kSpread;
+  r.strategy = NodeRanking::kSpread;
   std::vector<std::string> placed;
   for (int i = 0; i < 4; ++i) {
     absl::StatusOr<ScheduleResult> result = scheduler.Schedule(r);
@@ -130,7 +130,7 @@ TEST(TaskSchedulerTest, SpreadHonoursSelectorsAndSkipsNodesThatCannotFit) {
   }
   TaskScheduler scheduler(&cluster);
   SchedulingRequest r = Request("CPU=1");
-  r.strategy = SchedulingStrategy::kSpread;
+  r.strategy = NodeRanking::kSpread;
   r.selectors = Selectors({"zone=a"});
   EXPECT_THAT(PlaceSpread(scheduler, r, 4), ElementsAre("n0", "n2", "n0", "n2"));
   EXPECT_EQ(NotPlaced(scheduler, r).status, ScheduleStatus::kPending);
@@ -239,7 +239,8 @@ TEST(TaskSchedulerTest, HardAffinity) {
   EXPECT_EQ(NotPlaced(scheduler, r).explanation, "affinity node n1 is dead");
   r.resources = Res("CPU=5");
   r.affinity->node = NodeId("n2");
-  EXPECT_EQ(NotPlaced(scheduler, r).explanation, "affinity node n2: no node has 5 CPU (largest: 4)");
+  EXPECT_EQ(NotPlaced(scheduler, r).explanation,
+            "affinity node n2: no node has 5 CPU (largest: 4)");
 }
 
 TEST(TaskSchedulerTest, SoftAffinityFallsBackToTheStrategy) {
@@ -314,8 +315,12 @@ TEST(TaskSchedulerTest, MultiDeviceRequestGetsAWholeIsland) {
 
 TEST(TaskSchedulerTest, ExplanationsForInfeasibleRequests) {
   ClusterView cluster;
-  MustAdd(cluster, Spec("a", "CPU=8,GPU=8", {{std::string(labels::kAcceleratorType), "H100"}, {"zone", "z1"}}, FullyLinked(8)));
-  MustAdd(cluster, Spec("b", "CPU=8,GPU=8", {{std::string(labels::kAcceleratorType), "H100"}, {"zone", "z1"}}, FullyLinked(8)));
+  MustAdd(cluster,
+          Spec("a", "CPU=8,GPU=8",
+               {{std::string(labels::kAcceleratorType), "H100"}, {"zone", "z1"}}, FullyLinked(8)));
+  MustAdd(cluster,
+          Spec("b", "CPU=8,GPU=8",
+               {{std::string(labels::kAcceleratorType), "H100"}, {"zone", "z1"}}, FullyLinked(8)));
   MustAdd(cluster, Spec("c", "CPU=8,GPU=16", {{"zone", "z2"}}));
   TaskScheduler scheduler(&cluster);
   SchedulingRequest tpu = Request("CPU=1", 1);
@@ -323,18 +328,22 @@ TEST(TaskSchedulerTest, ExplanationsForInfeasibleRequests) {
   ScheduleResult r1 = NotPlaced(scheduler, tpu);
   EXPECT_EQ(r1.status, ScheduleStatus::kInfeasible);
   EXPECT_EQ(r1.explanation, "no node has tessera.io/accelerator-type in (TPU-V6E)");
-  EXPECT_EQ(NotPlaced(scheduler, Request("GPU=32", 2)).explanation, "no node has 32 GPU (largest: 16)");
+  EXPECT_EQ(NotPlaced(scheduler, Request("GPU=32", 2)).explanation,
+            "no node has 32 GPU (largest: 16)");
   EXPECT_EQ(NotPlaced(scheduler, Request("TPU=4", 3)).explanation, "no node has TPU");
   SchedulingRequest nine = Request("GPU=9", 4);
   nine.selectors = Selectors({"zone=z1"});
-  EXPECT_EQ(NotPlaced(scheduler, nine).explanation, "2 nodes match the selector; none has GPU >= 9");
-  EXPECT_EQ(NotPlaced(scheduler, Request("CPU=9,GPU=9", 5)).explanation, "no node has 9 CPU (largest: 8)");
+  EXPECT_EQ(NotPlaced(scheduler, nine).explanation,
+            "2 nodes match the selector; none has GPU >= 9");
+  EXPECT_EQ(NotPlaced(scheduler, Request("CPU=9,GPU=9", 5)).explanation,
+            "no node has 9 CPU (largest: 8)");
   EXPECT_EQ(scheduler.parked_count(), 5u);
 }
 
 TEST(TaskSchedulerTest, ExplanationForPendingRequests) {
   ClusterView cluster;
-  for (std::string id : {"a", "b", "c"}) MustAdd(cluster, Spec(id, "CPU=8,GPU=4", {}, FullyLinked(4)));
+  for (std::string id : {"a", "b", "c"})
+    MustAdd(cluster, Spec(id, "CPU=8,GPU=4", {}, FullyLinked(4)));
   ASSERT_TRUE(cluster.Allocate(0, Res("GPU=2")).ok());
   ASSERT_TRUE(cluster.Allocate(1, Res("GPU=3")).ok());
   ASSERT_TRUE(cluster.Allocate(2, Res("GPU=4")).ok());
@@ -384,7 +393,8 @@ TEST(TaskSchedulerTest, DrainingNodesTakeNoNewWork) {
 TEST(TaskSchedulerTest, SelectorsPickThroughTheLabelIndex) {
   ClusterView cluster;
   for (int i = 0; i < 40; ++i) {
-    MustAdd(cluster, Spec("n" + std::to_string(i), "CPU=4", {{"zone", "z" + std::to_string(i % 4)}}));
+    MustAdd(cluster,
+            Spec("n" + std::to_string(i), "CPU=4", {{"zone", "z" + std::to_string(i % 4)}}));
   }
   MustAdd(cluster, Spec("rare", "CPU=4", {{"zone", "z0"}, {"pool", "special"}}));
   TaskScheduler scheduler(&cluster);
@@ -405,8 +415,10 @@ TEST(TaskSchedulerTest, InvalidRequestsAreRefused) {
   EXPECT_EQ(fraction.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(fraction.status().message(),
             "GPU: 1.5 must be a whole number of devices or a fraction below 1 (one shared device)");
-  EXPECT_EQ(scheduler.Schedule(Request("TPU=3")).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(scheduler.Schedule(Request("HPU=0.5")).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(scheduler.Schedule(Request("TPU=3")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(scheduler.Schedule(Request("HPU=0.5")).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(scheduler.Schedule(Request("CPU=1.5")).ok());
 }
 

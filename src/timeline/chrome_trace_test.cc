@@ -11,7 +11,7 @@ namespace {
 using nlohmann::json;
 
 v1::TaskEvent TaskRun(const std::string& name, const std::string& node, const std::string& worker,
-                  int64_t start_us, int64_t end_us, const std::string& outcome = "ok") {
+                      int64_t start_us, int64_t end_us, const std::string& outcome = "ok") {
   v1::TaskEvent event;
   event.set_task_id(std::string("\x01\xab", 2));
   event.set_name(name);
@@ -54,7 +54,8 @@ TEST(ChromeTraceTest, TaskRunsAreSpansOnTheirWorkersRowUnderTheirNode) {
   call.set_kind("actor_call");
   call.set_actor_id("\xff");
   input.tasks.push_back(call);
-  v1::TaskEvent lost = TaskRun("slow", "n2", "w-b", 0, 1'003'000, "worker died: killed by signal 9");
+  v1::TaskEvent lost =
+      TaskRun("slow", "n2", "w-b", 0, 1'003'000, "worker died: killed by signal 9");
   input.tasks.push_back(lost);
   input.now = absl::FromUnixMicros(2'000'000);
   const json trace = ChromeTrace(input);
@@ -98,20 +99,20 @@ TEST(ChromeTraceTest, AGangsPhasesAndEveryAttemptOfItsRanksHaveRowsOfTheirOwn) {
   v1::JobStatus gang;
   gang.set_job_id("j-1");
   gang.set_name("bert");
-  auto phase = [&](const std::string& state, int64_t start, int64_t end, int attempt) {
+  auto phase = [&](v1::GangJobState state, int64_t start, int64_t end, int attempt) {
     v1::JobPhase* p = gang.add_phases();
     p->set_state(state);
     p->set_start_time_ms(start);
     p->set_end_time_ms(end);
     p->set_attempt(attempt);
   };
-  phase("PENDING", 1'000, 1'200, 0);
-  phase("STARTING", 1'200, 1'500, 0);
-  phase("RUNNING", 1'500, 4'000, 0);
-  phase("RESTARTING", 4'000, 4'300, 1);
-  phase("RUNNING", 4'300, 0, 1);  // still running
+  phase(v1::GANG_JOB_STATE_PENDING, 1'000, 1'200, 0);
+  phase(v1::GANG_JOB_STATE_STARTING, 1'200, 1'500, 0);
+  phase(v1::GANG_JOB_STATE_RUNNING, 1'500, 4'000, 0);
+  phase(v1::GANG_JOB_STATE_RESTARTING, 4'000, 4'300, 1);
+  phase(v1::GANG_JOB_STATE_RUNNING, 4'300, 0, 1);  // still running
   auto rank = [](v1::RankStatus* r, int number, int attempt, int64_t start, int64_t end,
-                 const std::string& state) {
+                 v1::RankState state) {
     r->set_rank(number);
     r->set_attempt(attempt);
     r->set_node_id("w0");
@@ -119,10 +120,10 @@ TEST(ChromeTraceTest, AGangsPhasesAndEveryAttemptOfItsRanksHaveRowsOfTheirOwn) {
     r->set_end_time_ms(end);
     r->set_state(state);
   };
-  rank(gang.add_past_ranks(), 0, 0, 1'200, 4'000, "STOPPED");
-  rank(gang.add_past_ranks(), 1, 0, 1'200, 3'900, "FAILED");
-  rank(gang.add_ranks(), 0, 1, 4'300, 0, "RUNNING");
-  rank(gang.add_ranks(), 1, 1, 4'300, 0, "RUNNING");
+  rank(gang.add_past_ranks(), 0, 0, 1'200, 4'000, v1::RANK_STATE_STOPPED);
+  rank(gang.add_past_ranks(), 1, 0, 1'200, 3'900, v1::RANK_STATE_FAILED);
+  rank(gang.add_ranks(), 0, 1, 4'300, 0, v1::RANK_STATE_RUNNING);
+  rank(gang.add_ranks(), 1, 1, 4'300, 0, v1::RANK_STATE_RUNNING);
   input.gang = gang;
   const json trace = ChromeTrace(input);
   EXPECT_EQ(NameOf(trace, "process_name", 1), "Job j-1 (bert)");
@@ -139,11 +140,12 @@ TEST(ChromeTraceTest, AGangsPhasesAndEveryAttemptOfItsRanksHaveRowsOfTheirOwn) {
   EXPECT_EQ(spans[6]["name"], "rank 1 attempt 0");
   EXPECT_EQ(spans[6]["tid"], 2);
   EXPECT_EQ(spans[6]["cname"], "terrible");
+  EXPECT_EQ(spans[6]["args"]["state"], "FAILED");  // the word people read
   EXPECT_EQ(spans[8]["name"], "rank 1 attempt 1");
   EXPECT_EQ(spans[8]["dur"], 4'700'000);
   // An end state (no length) is an instant.
   v1::JobPhase* end = gang.add_phases();
-  end->set_state("SUCCEEDED");
+  end->set_state(v1::GANG_JOB_STATE_SUCCEEDED);
   end->set_start_time_ms(9'000);
   end->set_end_time_ms(9'000);
   input.gang = gang;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "client/reservation_calls.h"
@@ -34,9 +35,13 @@ bool Stopped(const std::function<bool()>& stopped) { return stopped && stopped()
 
 void ReleaseNamed(client::ClusterClient& client, const std::string& name, bool slice_group) {
   if (slice_group) {
-    (void)client::ReleaseSlicesNamed(client, name);
+    IgnoreStatus(
+        client::ReleaseSlicesNamed(client, name),
+        "best effort, retried already: NotFound means gone, and nothing else is left to try");
   } else {
-    (void)client::RemovePlacementGroupNamed(client, name);
+    IgnoreStatus(
+        client::RemovePlacementGroupNamed(client, name),
+        "best effort, retried already: NotFound means gone, and nothing else is left to try");
   }
 }
 
@@ -48,7 +53,8 @@ enum class NotReservedCase { kStillWaiting, kRefused };
 absl::Status NotReserved(NotReservedCase left, std::string_view state,
                          const std::string& explanation, absl::Duration timeout,
                          const std::function<bool()>& stopped, const char* what) {
-  if (Stopped(stopped)) return absl::CancelledError(absl::StrCat("stopped while waiting for ", what));
+  if (Stopped(stopped))
+    return absl::CancelledError(absl::StrCat("stopped while waiting for ", what));
   if (left == NotReservedCase::kStillWaiting) {
     return absl::DeadlineExceededError(
         absl::StrCat("no room within ", absl::FormatDuration(timeout), ": ", explanation));
@@ -62,28 +68,28 @@ class GrpcRankWatch final : public RankWatch {
                 StartedRank rank, std::function<void(bool, const std::string&)> output,
                 std::function<void(RankEnd)> ended)
       : context_(std::move(context)) {
-    thread_ = std::thread([this, stub, rank = std::move(rank), output = std::move(output),
-                           ended = std::move(ended)] {
-      v1::WatchWorkerRequest request;
-      request.set_worker_id(rank.worker_id);
-      auto stream = stub->WatchWorker(context_.get(), request);
-      v1::WorkerEvent event;
-      std::optional<v1::WorkerExit> exit;
-      while (stream->Read(&event)) {
-        if (event.has_stdout()) output(false, event.stdout());
-        if (event.has_stderr()) output(true, event.stderr());
-        if (event.has_exit()) exit = event.exit();
-      }
-      const grpc::Status finished = stream->Finish();
-      if (exit.has_value()) {
-        ended(*exit);
-      } else if (cancelled_.load()) {
-        ended(absl::CancelledError("the watch was ended"));
-      } else {
-        ended(client::FromGrpc(finished, absl::StrCat("the node agent of ", rank.node_id, " at ",
-                                                      rank.agent_address)));
-      }
-    });
+    thread_ = std::thread(
+        [this, stub, rank = std::move(rank), output = std::move(output), ended = std::move(ended)] {
+          v1::WatchWorkerRequest request;
+          request.set_worker_id(rank.worker_id);
+          auto stream = stub->WatchWorker(context_.get(), request);
+          v1::WorkerEvent event;
+          std::optional<v1::WorkerExit> exit;
+          while (stream->Read(&event)) {
+            if (event.has_stdout()) output(false, event.stdout());
+            if (event.has_stderr()) output(true, event.stderr());
+            if (event.has_exit()) exit = event.exit();
+          }
+          const grpc::Status finished = stream->Finish();
+          if (exit.has_value()) {
+            ended(*exit);
+          } else if (cancelled_.load()) {
+            ended(absl::CancelledError("the watch was ended"));
+          } else {
+            ended(client::FromGrpc(finished, absl::StrCat("the node agent of ", rank.node_id,
+                                                          " at ", rank.agent_address)));
+          }
+        });
   }
   ~GrpcRankWatch() override {
     Cancel();
@@ -130,7 +136,8 @@ absl::StatusOr<ClusterGangBackend::NodeEntry> ClusterGangBackend::Node(const std
   TESSERA_RETURN_IF_ERROR(RefreshNodes());
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(node_id);
-  if (it == nodes_.end()) return absl::NotFoundError(absl::StrCat("the head knows no node ", node_id));
+  if (it == nodes_.end())
+    return absl::NotFoundError(absl::StrCat("the head knows no node ", node_id));
   return it->second;
 }
 
@@ -155,9 +162,10 @@ absl::Status ClusterGangBackend::FillSlot(const std::string& node_id,
   return absl::OkStatus();
 }
 
-absl::StatusOr<GangReservation> ClusterGangBackend::Reserve(
-    const std::string& name, const v1::GangPlacement& placement, GangSize size,
-    absl::Duration timeout, const std::function<bool()>& stopped) {
+absl::StatusOr<GangReservation> ClusterGangBackend::Reserve(const std::string& name,
+                                                            const v1::GangPlacement& placement,
+                                                            GangSize size, absl::Duration timeout,
+                                                            const std::function<bool()>& stopped) {
   TESSERA_RETURN_IF_ERROR(RefreshNodes());
   // Largest first: a size that does not fit now is given back at once and the next smaller one
   // tried; the smallest waits for room.
@@ -173,8 +181,8 @@ absl::StatusOr<GangReservation> ClusterGangBackend::Reserve(
   return last;
 }
 
-absl::StatusOr<bool> ClusterGangBackend::RoomToGrow(const v1::GangPlacement& placement,
-                                                    int extra, const GangReservation& current) {
+absl::StatusOr<bool> ClusterGangBackend::RoomToGrow(const v1::GangPlacement& placement, int extra,
+                                                    const GangReservation& current) {
   if (extra < 1) return false;
   const std::string probe = ProbeReservationName(current.name);
   absl::StatusOr<GangReservation> reserved;
@@ -184,17 +192,23 @@ absl::StatusOr<bool> ClusterGangBackend::RoomToGrow(const v1::GangPlacement& pla
     // A node-per-bundle gang grows onto nodes it does not use yet; a packed one anywhere.
     std::set<std::string> used;
     for (const GangSlot& slot : current.slots) used.insert(slot.node_id);
-    const bool spread = placement.max_nodes() > 0 || placement.strategy() == "STRICT_SPREAD";
-    const bool packed = placement.strategy() == "STRICT_PACK";
+    const bool spread =
+        placement.max_nodes() > 0 || placement.strategy() == v1::PLACEMENT_STRATEGY_STRICT_SPREAD;
+    const bool packed = placement.strategy() == v1::PLACEMENT_STRATEGY_STRICT_PACK;
     std::string nodes = absl::StrJoin(used, ",");
     v1::LabelSelector selector;
-    if (spread) (*selector.mutable_constraints())[std::string(labels::kNodeId)] = absl::StrCat("!in(", nodes, ")");
-    if (packed) (*selector.mutable_constraints())[std::string(labels::kNodeId)] = absl::StrCat("in(", nodes, ")");
+    if (spread)
+      (*selector.mutable_constraints())[std::string(labels::kNodeId)] =
+          absl::StrCat("!in(", nodes, ")");
+    if (packed)
+      (*selector.mutable_constraints())[std::string(labels::kNodeId)] =
+          absl::StrCat("in(", nodes, ")");
     reserved = ReservePlacementGroup(probe, placement, extra, absl::ZeroDuration(), nullptr,
                                      spread || packed ? &selector : nullptr);
   }
   if (!reserved.ok()) {
-    if (absl::IsResourceExhausted(reserved.status()) || absl::IsDeadlineExceeded(reserved.status())) {
+    if (absl::IsResourceExhausted(reserved.status()) ||
+        absl::IsDeadlineExceeded(reserved.status())) {
       return false;
     }
     return reserved.status();
@@ -204,8 +218,8 @@ absl::StatusOr<bool> ClusterGangBackend::RoomToGrow(const v1::GangPlacement& pla
 }
 
 absl::StatusOr<GangReservation> ClusterGangBackend::ReserveSlices(
-    const std::string& name, const v1::GangPlacement& placement, int slices,
-    absl::Duration timeout, const std::function<bool()>& stopped) {
+    const std::string& name, const v1::GangPlacement& placement, int slices, absl::Duration timeout,
+    const std::function<bool()>& stopped) {
   v1::ReserveSlicesRequest request;
   request.set_request_id(client::NewRequestId("gang-slices"));
   request.set_name(name);
@@ -222,8 +236,8 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReserveSlices(
     return NotReserved(info.state() == v1::SLICE_GROUP_STATE_PENDING
                            ? NotReservedCase::kStillWaiting
                            : NotReservedCase::kRefused,
-                       rpc::SliceGroupStateName(info.state()), info.explanation(), timeout,
-                       stopped, "slice reservation");
+                       rpc::SliceGroupStateName(info.state()), info.explanation(), timeout, stopped,
+                       "slice reservation");
   }
   GangReservation reservation;
   reservation.name = name;
@@ -232,9 +246,9 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReserveSlices(
       request.alternatives(std::clamp(info.alternative(), 0, request.alternatives_size() - 1));
   reservation.members = std::max(1, chosen.num_slices());
   const bool per_chip = chosen.bundle_per_chip();
-  reservation.explanation = absl::StrCat(
-      chosen.nvlink_hosts() > 0 ? "NVLink domain" : "slice", info.domains_size() > 1 ? "s " : " ",
-      absl::StrJoin(info.domains(), ", "));
+  reservation.explanation =
+      absl::StrCat(chosen.nvlink_hosts() > 0 ? "NVLink domain" : "slice",
+                   info.domains_size() > 1 ? "s " : " ", absl::StrJoin(info.domains(), ", "));
   std::map<std::string, std::vector<int>> node_bundles;
   for (int i = 0; i < info.hosts_size(); ++i) node_bundles[info.hosts(i).node_id()].push_back(i);
   for (int i = 0; i < info.hosts_size(); ++i) {
@@ -270,8 +284,10 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReservePlacementGroup(
   v1::CreatePlacementGroupRequest request;
   request.set_request_id(client::NewRequestId("gang-pg"));
   request.set_name(name);
-  request.set_strategy(per_node ? "STRICT_SPREAD"
-                                : (placement.strategy().empty() ? "PACK" : placement.strategy()));
+  request.set_strategy(per_node ? v1::PLACEMENT_STRATEGY_STRICT_SPREAD
+                       : placement.strategy() == v1::PLACEMENT_STRATEGY_UNSPECIFIED
+                           ? v1::PLACEMENT_STRATEGY_PACK
+                           : placement.strategy());
   auto fill = [&](v1::BundleOptionSpec* option, const v1::LabelSelector* selector) {
     for (int b = 0; b < bundles; ++b) {
       v1::BundleSpec* bundle = option->add_bundles();
@@ -378,8 +394,8 @@ absl::StatusOr<StartedRank> ClusterGangBackend::StartRank(const RankLaunch& laun
   worker.set_hang_timeout_ms(absl::ToInt64Milliseconds(launch.hang_timeout));
   worker.set_working_dir_job(launch.working_dir_job);
   worker.set_stdin_pipe(launch.stdin_pipe);
-  const std::string peer = absl::StrCat("the node agent of ", launch.slot.node_id, " at ",
-                                        node.address);
+  const std::string peer =
+      absl::StrCat("the node agent of ", launch.slot.node_id, " at ", node.address);
   // The bundle was just committed on this agent; a lease into it is granted here at once. A
   // pending answer (the previous attempt's lease still ending) is asked again, briefly.
   const absl::Time until = absl::Now() + absl::Seconds(10);
@@ -399,11 +415,12 @@ absl::StatusOr<StartedRank> ClusterGangBackend::StartRank(const RankLaunch& laun
                                reply.granted().isolation_env().end()};
       return started;
     }
-    if (reply.status() == "infeasible" || reply.has_spillback() || absl::Now() >= until) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "bundle ", launch.slot.bundle_index, " of ", launch.reservation, " on node ",
-          launch.slot.node_id, " did not take the rank: ",
-          reply.has_spillback() ? "it is held elsewhere" : reply.explanation()));
+    if (reply.status() == v1::PICK_STATUS_INFEASIBLE || reply.has_spillback() ||
+        absl::Now() >= until) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("bundle ", launch.slot.bundle_index, " of ", launch.reservation, " on node ",
+                       launch.slot.node_id, " did not take the rank: ",
+                       reply.has_spillback() ? "it is held elsewhere" : reply.explanation()));
     }
     absl::SleepFor(absl::Milliseconds(20));
     request.set_request_id(client::NewRequestId("rank"));

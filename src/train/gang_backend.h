@@ -43,8 +43,8 @@ struct NodePort {
 
 // A reservation held for one attempt of a gang: one slot per rank.
 struct GangReservation {
-  int members = 0;         // workers, nodes or slices reserved (within the GangSize)
-  std::string name;        // the placement group's or slice group's name
+  int members = 0;   // workers, nodes or slices reserved (within the GangSize)
+  std::string name;  // the placement group's or slice group's name
   bool slice_group = false;
   std::vector<GangSlot> slots;
   // Per slot: what its rank's lease asks for inside the bundle.
@@ -99,8 +99,8 @@ class GangBackend {
   // ResourceExhausted when it can never be placed (the explanation says why), DeadlineExceeded
   // when there was no room in time, Cancelled when stopped. Nothing is held on error.
   virtual absl::StatusOr<GangReservation> Reserve(const std::string& name,
-                                                  const v1::GangPlacement& placement,
-                                                  GangSize size, absl::Duration timeout,
+                                                  const v1::GangPlacement& placement, GangSize size,
+                                                  absl::Duration timeout,
                                                   const std::function<bool()>& stopped) = 0;
   // Whether `extra` more members would fit now beside `current` (an elastic gang below its
   // maximum asks before it grows). Holds nothing afterwards.

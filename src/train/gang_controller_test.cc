@@ -190,6 +190,7 @@ class FakeGangBackend : public GangBackend {
   }
   absl::StatusOr<std::set<std::string>> DeadNodes(const std::set<std::string>& nodes) override {
     absl::MutexLock lock(&mu_);
+    ++dead_node_checks_;
     std::set<std::string> dead;
     for (const std::string& node : nodes) {
       if (dead_nodes_.contains(node)) dead.insert(node);
@@ -206,6 +207,10 @@ class FakeGangBackend : public GangBackend {
   int room_checks() const {
     absl::MutexLock lock(&mu_);
     return room_checks_;
+  }
+  int dead_node_checks() const {
+    absl::MutexLock lock(&mu_);
+    return dead_node_checks_;
   }
 
   void Release(const GangReservation& reservation) override {
@@ -241,9 +246,9 @@ class FakeGangBackend : public GangBackend {
     return started;
   }
 
-  std::unique_ptr<RankWatch> WatchRank(
-      const StartedRank& rank, std::function<void(bool, const std::string&)> output,
-      std::function<void(RankEnd)> ended) override {
+  std::unique_ptr<RankWatch> WatchRank(const StartedRank& rank,
+                                       std::function<void(bool, const std::string&)> output,
+                                       std::function<void(RankEnd)> ended) override {
     auto state = std::make_shared<WatchState>();
     {
       absl::MutexLock state_lock(&state->mu);
@@ -277,6 +282,14 @@ class FakeGangBackend : public GangBackend {
   bool AwaitWatches(int count) {
     absl::MutexLock lock(&mu_);
     auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return watches_ >= count; };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), kPatience);
+  }
+  // Waits until `count` signals were sent in all.
+  bool AwaitSignals(int count) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return static_cast<int>(signals_.size()) >= count;
+    };
     return mu_.AwaitWithTimeout(absl::Condition(&reached), kPatience);
   }
   bool AwaitReserves(int count) {
@@ -330,6 +343,14 @@ class FakeGangBackend : public GangBackend {
     absl::MutexLock lock(&mu_);
     return signals_;
   }
+  // The signals `rank` was sent, in order.
+  std::vector<int> signals_to(int rank) const {
+    std::vector<int> sent;
+    for (const Signalled& s : signals()) {
+      if (s.rank == rank) sent.push_back(s.signal);
+    }
+    return sent;
+  }
   std::vector<std::string> prepared() const {
     absl::MutexLock lock(&mu_);
     return prepared_;
@@ -361,6 +382,7 @@ class FakeGangBackend : public GangBackend {
   std::map<std::string, std::shared_ptr<WatchState>> by_worker_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::shared_ptr<WatchState>> current_ ABSL_GUARDED_BY(mu_);
   int watches_ ABSL_GUARDED_BY(mu_) = 0;
+  int dead_node_checks_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // The controller's Run() on its own thread. Join() fails the test (and stops the job) when it
@@ -429,9 +451,9 @@ class GangControllerTest : public ::testing::Test {
     return options;
   }
 
-  std::vector<std::string> PublishedStates() {
+  std::vector<v1::GangJobState> PublishedStates() {
     absl::MutexLock lock(&published_mu_);
-    std::vector<std::string> states;
+    std::vector<v1::GangJobState> states;
     for (const v1::JobStatus& status : published_) states.push_back(status.state());
     return states;
   }
@@ -440,7 +462,17 @@ class GangControllerTest : public ::testing::Test {
     return published_.empty() ? v1::JobStatus() : published_.back();
   }
 
+  // The controller's timers on a clock the test moves (OnFakeClock).
+  GangControllerOptions OnFakeClock(v1::JobSpec spec) {
+    GangControllerOptions options = Options(std::move(spec));
+    options.clock = &clock_;
+    return options;
+  }
+  // Real time in which a controller that read the real clock would have acted.
+  static void GiveItAMoment() { absl::SleepFor(absl::Milliseconds(50)); }
+
   FakeGangBackend backend_{/*nodes=*/2};
+  FakeClock clock_;
   absl::Mutex published_mu_;
   std::vector<v1::JobStatus> published_ ABSL_GUARDED_BY(published_mu_);
 };
@@ -451,7 +483,7 @@ TEST_F(GangControllerTest, AllRanksExitingZeroSucceedsAndReleasesOnce) {
   for (int r = 0; r < 4; ++r) EXPECT_TRUE(backend_.EndRank(r, Exited(0)));
 
   v1::JobStatus status = run.Join();
-  EXPECT_EQ(status.state(), "SUCCEEDED");
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_SUCCEEDED);
   EXPECT_EQ(status.exit_code(), 0);
   EXPECT_EQ(status.restart_count(), 0);
   EXPECT_EQ(status.world_size(), 4);
@@ -460,7 +492,8 @@ TEST_F(GangControllerTest, AllRanksExitingZeroSucceedsAndReleasesOnce) {
   EXPECT_THAT(backend_.releases(), ElementsAre("job-1-0"));
   EXPECT_TRUE(backend_.signals().empty());
   ASSERT_EQ(status.ranks_size(), 4);
-  for (const v1::RankStatus& rank : status.ranks()) EXPECT_EQ(rank.state(), "SUCCEEDED");
+  for (const v1::RankStatus& rank : status.ranks())
+    EXPECT_EQ(rank.state(), v1::RANK_STATE_SUCCEEDED);
   EXPECT_EQ(status.ranks(3).worker_id(), "w1-3");
   EXPECT_EQ(status.ranks(3).pid(), 1003);
 }
@@ -531,11 +564,11 @@ TEST_F(GangControllerTest, AFailedRankWithBudgetStopsTheGangAndRestartsItWhole) 
 
   for (int r = 0; r < 2; ++r) EXPECT_TRUE(backend_.EndRank(r, Exited(0)));
   v1::JobStatus status = run.Join();
-  EXPECT_EQ(status.state(), "SUCCEEDED");
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_SUCCEEDED);
   EXPECT_EQ(status.restart_count(), 1);
   EXPECT_EQ(status.exit_code(), 0);
   EXPECT_THAT(backend_.releases(), ElementsAre("job-1-0", "job-1-1"));
-  EXPECT_THAT(PublishedStates(), Contains("RESTARTING"));
+  EXPECT_THAT(PublishedStates(), Contains(v1::GANG_JOB_STATE_RESTARTING));
 }
 
 TEST_F(GangControllerTest, AFailedRankWithNoBudgetLeftFailsTheJobWithItsCode) {
@@ -544,7 +577,7 @@ TEST_F(GangControllerTest, AFailedRankWithNoBudgetLeftFailsTheJobWithItsCode) {
   ASSERT_TRUE(backend_.EndRank(1, Exited(3)));
 
   v1::JobStatus status = run.Join();
-  EXPECT_EQ(status.state(), "FAILED");
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_FAILED);
   EXPECT_EQ(status.exit_code(), 3);
   EXPECT_THAT(status.message(), HasSubstr("rank 1"));
   EXPECT_THAT(status.message(), HasSubstr("n1"));
@@ -553,8 +586,8 @@ TEST_F(GangControllerTest, AFailedRankWithNoBudgetLeftFailsTheJobWithItsCode) {
   EXPECT_THAT(backend_.reserves(), ElementsAre("job-1-0"));
   EXPECT_THAT(backend_.releases(), ElementsAre("job-1-0"));
   ASSERT_EQ(status.ranks_size(), 2);
-  EXPECT_EQ(status.ranks(1).state(), "FAILED");
-  EXPECT_EQ(status.ranks(0).state(), "STOPPED");
+  EXPECT_EQ(status.ranks(1).state(), v1::RANK_STATE_FAILED);
+  EXPECT_EQ(status.ranks(0).state(), v1::RANK_STATE_STOPPED);
 }
 
 TEST_F(GangControllerTest, ARankKilledBySignal9EndsTheJobWithCode137) {
@@ -563,7 +596,7 @@ TEST_F(GangControllerTest, ARankKilledBySignal9EndsTheJobWithCode137) {
   ASSERT_TRUE(backend_.EndRank(0, Killed(SIGKILL)));
 
   v1::JobStatus status = run.Join();
-  EXPECT_EQ(status.state(), "FAILED");
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_FAILED);
   EXPECT_EQ(status.exit_code(), 137);
   EXPECT_THAT(status.message(), HasSubstr("rank 0 on node n0 (127.0.0.1) was killed by signal 9"));
 }
@@ -574,7 +607,7 @@ TEST_F(GangControllerTest, StopWhileRunningSignalsEveryRankAndReleases) {
   run.controller().Stop("stopped by request");
 
   v1::JobStatus status = run.Join();
-  EXPECT_EQ(status.state(), "STOPPED");
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_STOPPED);
   EXPECT_EQ(status.message(), "stopped by request");
   EXPECT_EQ(status.exit_code(), 128 + SIGTERM);
   EXPECT_EQ(status.restart_count(), 0);  // a stop is no failure
@@ -594,13 +627,65 @@ TEST_F(GangControllerTest, ARankIgnoringSigtermGetsSigkillAfterTheGrace) {
   run.controller().Stop("stopped by request");
 
   v1::JobStatus status = run.Join();
-  EXPECT_EQ(status.state(), "STOPPED");
-  std::vector<int> rank0;
-  for (const Signalled& s : backend_.signals()) {
-    if (s.rank == 0) rank0.push_back(s.signal);
-  }
-  EXPECT_THAT(rank0, ElementsAre(SIGTERM, SIGKILL));
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_STOPPED);
+  EXPECT_THAT(backend_.signals_to(0), ElementsAre(SIGTERM, SIGKILL));
   EXPECT_THAT(backend_.releases(), ElementsAre("job-1-0"));
+}
+
+// The stop grace runs on the controller's clock: an hour of it passes without an hour of waiting.
+TEST_F(GangControllerTest, TheStopGraceIsTimedByTheControllersClock) {
+  v1::JobSpec spec = WorkersSpec(2, 0);
+  spec.set_stop_grace_ms(absl::ToInt64Milliseconds(absl::Hours(1)));
+  backend_.IgnoreSigterm(0);
+  RunningController run(OnFakeClock(spec));
+  ASSERT_TRUE(backend_.AwaitWatches(2));
+  run.controller().Stop("stopped by request");
+  ASSERT_TRUE(backend_.AwaitSignals(2));  // SIGTERM to both ranks
+  GiveItAMoment();
+  EXPECT_EQ(backend_.signals().size(), 2u) << "SIGKILL before the grace passed";
+  clock_.Advance(absl::Hours(1));
+  v1::JobStatus status = run.Join();
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_STOPPED);
+  EXPECT_THAT(backend_.signals_to(0), ElementsAre(SIGTERM, SIGKILL));
+  // The ranks' times are the controller's clock's.
+  EXPECT_EQ(status.ranks(0).end_time_ms(), absl::ToUnixMillis(clock_.Now()));
+  EXPECT_EQ(status.submit_time_ms(), absl::ToUnixMillis(clock_.Now() - absl::Hours(1)));
+}
+
+// The head's word on dead nodes is asked once a second of the controller's clock.
+TEST_F(GangControllerTest, TheDeadNodeCheckIsTimedByTheControllersClock) {
+  RunningController run(OnFakeClock(WorkersSpec(4, 0)));
+  ASSERT_TRUE(backend_.AwaitWatches(4));
+  backend_.SetDeadNodes({"n1"});
+  GiveItAMoment();
+  EXPECT_EQ(backend_.dead_node_checks(), 0);
+  EXPECT_EQ(run.controller().status().state(), v1::GANG_JOB_STATE_RUNNING);
+  clock_.Advance(absl::Seconds(1));
+  v1::JobStatus status = run.Join();
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_FAILED);
+  EXPECT_THAT(status.message(), HasSubstr("the head declared node n1 dead"));
+  EXPECT_EQ(backend_.dead_node_checks(), 1);
+}
+
+// An elastic gang looks for room when its check interval passes on the controller's clock.
+TEST_F(GangControllerTest, TheElasticCheckIsTimedByTheControllersClock) {
+  v1::JobSpec spec = WorkersSpec(4, 0);
+  spec.mutable_placement()->set_min_workers(2);
+  spec.set_elastic_check_ms(absl::ToInt64Milliseconds(absl::Hours(1)));
+  backend_.SetRoom(3);
+  RunningController run(OnFakeClock(spec));
+  ASSERT_TRUE(backend_.AwaitWatches(3));
+  backend_.SetRoom(4);
+  clock_.Advance(absl::Minutes(59));  // health checks only
+  GiveItAMoment();
+  EXPECT_EQ(backend_.room_checks(), 0);
+  clock_.Advance(absl::Minutes(1));
+  ASSERT_TRUE(backend_.AwaitWatches(3 + 4));
+  EXPECT_EQ(backend_.room_checks(), 1);
+  for (int r = 0; r < 4; ++r) EXPECT_TRUE(backend_.EndRank(r, Exited(0)));
+  v1::JobStatus status = run.Join();
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(status.membership_changes(), 1);
 }
 
 TEST_F(GangControllerTest, StopWhileWaitingForTheReservationEndsStopped) {
@@ -610,7 +695,7 @@ TEST_F(GangControllerTest, StopWhileWaitingForTheReservationEndsStopped) {
   run.controller().Stop("the client went away");
 
   v1::JobStatus status = run.Join();
-  EXPECT_EQ(status.state(), "STOPPED");
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_STOPPED);
   EXPECT_EQ(status.message(), "the client went away");
   EXPECT_TRUE(backend_.releases().empty());  // nothing was held
   EXPECT_TRUE(backend_.launches().empty());
@@ -622,7 +707,7 @@ TEST_F(GangControllerTest, AGangThatCannotBePlacedFailsWithoutRetrying) {
   RunningController run(Options(WorkersSpec(2, 3)));
 
   v1::JobStatus status = run.Join();
-  EXPECT_EQ(status.state(), "FAILED");
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_FAILED);
   EXPECT_EQ(status.exit_code(), 1);
   EXPECT_THAT(status.message(), HasSubstr("cannot place the gang"));
   EXPECT_THAT(status.message(), HasSubstr("no node has 64 CPU"));
@@ -645,7 +730,7 @@ TEST_F(GangControllerTest, ARankThatCannotStartKillsTheOthersAndCountsAsAFailure
 
   for (int r = 0; r < 2; ++r) backend_.EndRank(r, Exited(0));
   v1::JobStatus status = run.Join();
-  EXPECT_EQ(status.state(), "SUCCEEDED");
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_SUCCEEDED);
   EXPECT_EQ(status.restart_count(), 1);
 }
 
@@ -654,7 +739,7 @@ TEST_F(GangControllerTest, ARankThatCannotStartWithNoBudgetFailsTheJobNamingTheN
   RunningController run(Options(WorkersSpec(2, 0)));
 
   v1::JobStatus status = run.Join();
-  EXPECT_EQ(status.state(), "FAILED");
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_FAILED);
   EXPECT_EQ(status.exit_code(), 1);
   EXPECT_THAT(status.message(), HasSubstr("rank 1 could not start on node n1: agent is down"));
   EXPECT_THAT(backend_.releases(), ElementsAre("job-1-0"));
@@ -666,7 +751,7 @@ TEST_F(GangControllerTest, AWatchEndingInAnErrorIsAFailureThatLostContact) {
   ASSERT_TRUE(backend_.EndRank(1, absl::UnavailableError("node n1 unreachable")));
 
   v1::JobStatus status = run.Join();
-  EXPECT_EQ(status.state(), "FAILED");
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_FAILED);
   EXPECT_EQ(status.exit_code(), 1);
   EXPECT_THAT(status.message(), HasSubstr("rank 1 on node n1 (127.0.0.1) lost contact"));
   EXPECT_THAT(backend_.releases(), ElementsAre("job-1-0"));
@@ -679,16 +764,16 @@ TEST_F(GangControllerTest, OnChangeIsCalledWithTheFinalState) {
   backend_.EndRank(1, Exited(0));
 
   v1::JobStatus status = run.Join();
-  std::vector<std::string> states = PublishedStates();
+  std::vector<v1::GangJobState> states = PublishedStates();
   ASSERT_FALSE(states.empty());
-  EXPECT_EQ(states.front(), "PENDING");
-  EXPECT_THAT(states, Contains("STARTING"));
-  EXPECT_THAT(states, Contains("RUNNING"));
+  EXPECT_EQ(states.front(), v1::GANG_JOB_STATE_PENDING);
+  EXPECT_THAT(states, Contains(v1::GANG_JOB_STATE_STARTING));
+  EXPECT_THAT(states, Contains(v1::GANG_JOB_STATE_RUNNING));
   v1::JobStatus last = LastPublished();
-  EXPECT_EQ(last.state(), "SUCCEEDED");
+  EXPECT_EQ(last.state(), v1::GANG_JOB_STATE_SUCCEEDED);
   EXPECT_EQ(last.exit_code(), status.exit_code());
   EXPECT_GT(last.end_time_ms(), 0);
-  EXPECT_EQ(run.controller().status().state(), "SUCCEEDED");
+  EXPECT_EQ(run.controller().status().state(), v1::GANG_JOB_STATE_SUCCEEDED);
 }
 
 TEST_F(GangControllerTest, StopAfterTheEndChangesNothing) {
@@ -697,7 +782,7 @@ TEST_F(GangControllerTest, StopAfterTheEndChangesNothing) {
   backend_.EndRank(0, Exited(0));
   run.Join();
   run.controller().Stop("too late");
-  EXPECT_EQ(run.controller().status().state(), "SUCCEEDED");
+  EXPECT_EQ(run.controller().status().state(), v1::GANG_JOB_STATE_SUCCEEDED);
 }
 
 // The record a head kept of job-1 while it ran (its ranks started on `first`), as a restarted
@@ -715,7 +800,7 @@ TEST_F(GangControllerTest, AnAdoptedJobWatchesItsRanksAgainWithoutStartingThem) 
   FakeGangBackend first(/*nodes=*/2);
   v1::StoredTrainJob record = RecordWhileRunning(Options(WorkersSpec(2, 1)), first, 2);
   ASSERT_TRUE(record.has_running());
-  EXPECT_EQ(record.status().state(), "RUNNING");
+  EXPECT_EQ(record.status().state(), v1::GANG_JOB_STATE_RUNNING);
   EXPECT_EQ(record.running().reservation(), "job-1-0");
 
   GangControllerOptions options = Options(WorkersSpec(2, 1));
@@ -725,7 +810,7 @@ TEST_F(GangControllerTest, AnAdoptedJobWatchesItsRanksAgainWithoutStartingThem) 
   for (int r = 0; r < 2; ++r) EXPECT_TRUE(backend_.EndRank(r, Exited(0)));
   v1::JobStatus status = run.Join();
 
-  EXPECT_EQ(status.state(), "SUCCEEDED");
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_SUCCEEDED);
   EXPECT_EQ(status.restart_count(), 0);
   EXPECT_TRUE(backend_.reserves().empty());
   EXPECT_TRUE(backend_.launches().empty());
@@ -747,7 +832,7 @@ TEST_F(GangControllerTest, AnAdoptedRankThatFailedIsARestartFromTheBudget) {
   EXPECT_THAT(backend_.reserves(), ElementsAre("job-1-1"));
   for (int r = 0; r < 2; ++r) backend_.EndRank(r, Exited(0));
   v1::JobStatus status = run.Join();
-  EXPECT_EQ(status.state(), "SUCCEEDED");
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_SUCCEEDED);
   EXPECT_EQ(status.restart_count(), 1);
 }
 
@@ -771,7 +856,7 @@ TEST_F(GangControllerTest, AnAdoptedJobThatWasStartingReleasesAndStartsTheNextAt
   ASSERT_TRUE(backend_.AwaitWatches(2));
   for (int r = 0; r < 2; ++r) backend_.EndRank(r, Exited(0));
   v1::JobStatus status = run.Join();
-  EXPECT_EQ(status.state(), "SUCCEEDED");
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_SUCCEEDED);
   EXPECT_EQ(status.restart_count(), 0);
   EXPECT_THAT(backend_.releases(), ElementsAre("job-1-0", "job-1-1"));
   EXPECT_THAT(backend_.reserves(), ElementsAre("job-1-1"));
@@ -782,18 +867,18 @@ TEST_F(GangControllerTest, AnAdoptedJobWhoseRanksAllSucceededEndsWithoutRunningA
   v1::StoredTrainJob record;
   *record.mutable_spec() = WorkersSpec(2, 0);
   record.mutable_status()->set_job_id("job-1");
-  record.mutable_status()->set_state("RUNNING");
+  record.mutable_status()->set_state(v1::GANG_JOB_STATE_RUNNING);
   for (int r = 0; r < 2; ++r) {
     v1::RankStatus* rank = record.mutable_status()->add_ranks();
     rank->set_rank(r);
-    rank->set_state("SUCCEEDED");
+    rank->set_state(v1::RANK_STATE_SUCCEEDED);
   }
   GangControllerOptions options = Options(WorkersSpec(2, 0));
   options.resume = record;
   RunningController run(std::move(options));
   v1::JobStatus status = run.Join();
 
-  EXPECT_EQ(status.state(), "SUCCEEDED");
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_SUCCEEDED);
   EXPECT_TRUE(backend_.reserves().empty());
   EXPECT_THAT(backend_.releases(), ElementsAre("job-1-0"));
 }
@@ -854,7 +939,8 @@ TEST(DescribeRankEndTest, WithoutAReasonItIsWrittenFromTheCodeOrSignal) {
   v1::WorkerExit signal;
   signal.set_exit_code(-1);
   signal.set_signal(SIGTERM);
-  EXPECT_EQ(DescribeRankEnd(0, slot, signal), "rank 0 on node n0 (10.0.0.1) was killed by signal 15");
+  EXPECT_EQ(DescribeRankEnd(0, slot, signal),
+            "rank 0 on node n0 (10.0.0.1) was killed by signal 15");
 }
 
 TEST(ExitCodeOfTest, IsTheCodeOr128PlusTheSignal) {
@@ -884,7 +970,7 @@ TEST_F(GangControllerTest, AnElasticGangStartsWithWhatFitsAndGrowsWithoutCountin
   ASSERT_TRUE(backend_.AwaitWatches(3 + 4));
   for (int r = 0; r < 4; ++r) EXPECT_TRUE(backend_.EndRank(r, Exited(0)));
   v1::JobStatus status = run.Join();
-  EXPECT_EQ(status.state(), "SUCCEEDED");
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_SUCCEEDED);
   EXPECT_EQ(status.world_size(), 4);
   EXPECT_EQ(status.membership_changes(), 1);
   EXPECT_EQ(status.restart_count(), 0);  // a membership change is not a restart
@@ -908,7 +994,7 @@ TEST_F(GangControllerTest, AnElasticGangShrinksOnAFailureAndCountsIt) {
   ASSERT_TRUE(backend_.AwaitWatches(4 + 2));
   for (int r = 0; r < 2; ++r) EXPECT_TRUE(backend_.EndRank(r, Exited(0)));
   v1::JobStatus status = run.Join();
-  EXPECT_EQ(status.state(), "SUCCEEDED");
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_SUCCEEDED);
   EXPECT_EQ(status.world_size(), 2);
   EXPECT_EQ(status.restart_count(), 1);
   EXPECT_EQ(status.membership_changes(), 0);
@@ -923,7 +1009,7 @@ TEST_F(GangControllerTest, ARankOnANodeTheHeadDeclaredDeadFailsTheGangWithoutIts
   // n1 froze: its ranks' watches never end, but the head declares it dead.
   backend_.SetDeadNodes({"n1"});
   v1::JobStatus status = run.Join();
-  EXPECT_EQ(status.state(), "FAILED");
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_FAILED);
   EXPECT_THAT(status.message(), HasSubstr("on node n1"));
   EXPECT_THAT(status.message(), HasSubstr("the head declared node n1 dead"));
   EXPECT_THAT(backend_.releases(), ElementsAre("job-1-0"));

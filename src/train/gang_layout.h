@@ -19,12 +19,12 @@ namespace tessera::train {
 
 // Where one rank will run, known from the reservation before anything starts.
 struct GangSlot {
-  int bundle_index = 0;      // in the placement group or slice group
+  int bundle_index = 0;  // in the placement group or slice group
   std::string node_id;
-  std::string host;          // the host part of the node agent's address (MASTER_ADDR, ...)
-  std::string device_resource;  // "GPU", "TPU", "neuron_cores", "HPU"; "" CPU only
-  std::string accelerator_type; // the node's tessera.io/accelerator-type label ("H100", "TPU-V6E")
-  std::vector<int> device_ids;  // the slot's instances of device_resource, ascending
+  std::string host;              // the host part of the node agent's address (MASTER_ADDR, ...)
+  std::string device_resource;   // "GPU", "TPU", "neuron_cores", "HPU"; "" CPU only
+  std::string accelerator_type;  // the node's tessera.io/accelerator-type label ("H100", "TPU-V6E")
+  std::vector<int> device_ids;   // the slot's instances of device_resource, ascending
   // TPU slices: the slice (domain) name and this host's worker id in it; "" / -1 otherwise.
   std::string slice;
   int tpu_worker_id = -1;
@@ -38,9 +38,9 @@ struct RankPlace {
   int rank = 0;
   int local_rank = 0;
   int local_world_size = 0;
-  int node_rank = 0;   // first-seen order of the node id (never the host: nodes may share one)
-  int slot = 0;        // index into the slots given to AssignRanks
-  int slice_index = 0; // position of its slice among the gang's slices (first-seen), 0 without
+  int node_rank = 0;    // first-seen order of the node id (never the host: nodes may share one)
+  int slot = 0;         // index into the slots given to AssignRanks
+  int slice_index = 0;  // position of its slice among the gang's slices (first-seen), 0 without
 };
 
 struct GangLayout {
@@ -48,7 +48,7 @@ struct GangLayout {
   std::vector<RankPlace> ranks;  // by rank
   int world_size = 0;
   int num_nodes = 0;
-  int num_slices = 0;            // distinct slices (0 when no slot is on a slice)
+  int num_slices = 0;  // distinct slices (0 when no slot is on a slice)
 };
 
 // §2.1: slots grouped by node id (nodes in the order they first appear in `slots`), inside a
@@ -64,12 +64,12 @@ absl::StatusOr<GangLayout> AssignRanks(std::vector<GangSlot> slots);
 std::string BackendHint(const GangSlot& slot);
 
 struct GangEnvOptions {
-  std::string run_id;          // TORCHELASTIC_RUN_ID (the job id; stable across restarts)
-  int restart_count = 0;       // TORCHELASTIC_RESTART_COUNT
-  int max_restarts = 0;        // TORCHELASTIC_MAX_RESTARTS
-  int master_port = 0;         // MASTER_PORT: free on rank 0's host
+  std::string run_id;            // TORCHELASTIC_RUN_ID (the job id; stable across restarts)
+  int restart_count = 0;         // TORCHELASTIC_RESTART_COUNT
+  int max_restarts = 0;          // TORCHELASTIC_MAX_RESTARTS
+  int master_port = 0;           // MASTER_PORT: free on rank 0's host
   int jax_coordinator_port = 0;  // JAX_COORDINATOR_ADDRESS's port, free on rank 0's host
-  int megascale_port = 8081;   // MEGASCALE_PORT (multislice)
+  int megascale_port = 8081;     // MEGASCALE_PORT (multislice)
   // The user's variables (--env), which some defaults must not override: OMP_NUM_THREADS,
   // TORCH_NCCL_ASYNC_ERROR_HANDLING (also left unset when TORCH_NCCL_BLOCKING_WAIT or
   // NCCL_BLOCKING_WAIT is set).
@@ -91,7 +91,8 @@ struct GangEnvOptions {
 // - on TPU slices: TPU_WORKER_HOSTNAMES = the hosts of the rank's slice in worker-id order
 //   (addresses, never node ids; a host once per worker id, slots without a worker id last), and
 //   with more than one slice MEGASCALE_COORDINATOR_ADDRESS (rank 0's host), MEGASCALE_PORT,
-//   MEGASCALE_NUM_SLICES, MEGASCALE_SLICE_ID (the slice's index). TPU_WORKER_ID stays the host's own (set by its agent), never derived from the rank.
+//   MEGASCALE_NUM_SLICES, MEGASCALE_SLICE_ID (the slice's index). TPU_WORKER_ID stays the host's
+//   own (set by its agent), never derived from the rank.
 // JAX_* are left out when jax_coordinator_port is 0. `rank` must be a rank of `layout` (aborts
 // otherwise: a caller's bug).
 std::map<std::string, std::string> RankEnvironment(const GangLayout& layout, int rank,

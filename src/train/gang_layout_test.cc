@@ -29,8 +29,8 @@ GangSlot Slot(int bundle_index, std::string node_id, std::string host, std::stri
   return slot;
 }
 
-GangSlot TpuSlot(int bundle_index, std::string node_id, std::string host,
-                 std::vector<int> chips, std::string slice, int worker_id) {
+GangSlot TpuSlot(int bundle_index, std::string node_id, std::string host, std::vector<int> chips,
+                 std::string slice, int worker_id) {
   GangSlot slot = Slot(bundle_index, std::move(node_id), std::move(host), "TPU", std::move(chips));
   slot.accelerator_type = "TPU-V6E";
   slot.slice = std::move(slice);
@@ -260,8 +260,7 @@ TEST(RankEnvironmentTest, AnIpv6CoordinatorHostIsBracketed) {
 
 TEST(RankEnvironmentTest, ASingleRankGetsNoOmpNumThreads) {
   GangLayout layout = Layout({Slot(0, "n", "h", "GPU", {0})});
-  EXPECT_THAT(RankEnvironment(layout, 0, GangEnvOptions{}),
-              Not(Contains(Key("OMP_NUM_THREADS"))));
+  EXPECT_THAT(RankEnvironment(layout, 0, GangEnvOptions{}), Not(Contains(Key("OMP_NUM_THREADS"))));
 }
 
 TEST(RankEnvironmentTest, OmpNumThreadsFollowsTheRanksOwnNodeNotTheGang) {
@@ -271,8 +270,7 @@ TEST(RankEnvironmentTest, OmpNumThreadsFollowsTheRanksOwnNodeNotTheGang) {
       Slot(2, "small", "10.0.0.2", "GPU", {0}),
   });
   EXPECT_EQ(RankEnvironment(layout, 0, GangEnvOptions{})["OMP_NUM_THREADS"], "1");
-  EXPECT_THAT(RankEnvironment(layout, 2, GangEnvOptions{}),
-              Not(Contains(Key("OMP_NUM_THREADS"))));
+  EXPECT_THAT(RankEnvironment(layout, 2, GangEnvOptions{}), Not(Contains(Key("OMP_NUM_THREADS"))));
 }
 
 TEST(RankEnvironmentTest, TheUsersOmpNumThreadsIsKept) {

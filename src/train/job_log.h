@@ -80,7 +80,7 @@ class JobLog {
   std::map<uint64_t, bool> stretches_ ABSL_GUARDED_BY(mu_);
   // Partial lines per (rank, is_stderr).
   std::map<std::pair<int, bool>, std::string> partial_ ABSL_GUARDED_BY(mu_);
-  std::map<int, int> rank_files_ ABSL_GUARDED_BY(mu_);  // rank -> fd
+  std::map<int, int> rank_files_ ABSL_GUARDED_BY(mu_);    // rank -> fd
   std::map<int, int> offset_files_ ABSL_GUARDED_BY(mu_);  // rank -> fd
   // Per (rank, is_stderr): bytes of the worker's stream received (partial line included), and
   // bytes of a replayed stream still to skip (ResumeRank).

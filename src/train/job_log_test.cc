@@ -165,10 +165,10 @@ TEST_F(JobLogTest, NoteWritesATesseraLineAsStderr) {
 TEST_F(JobLogTest, ReadSplitsChunksWhereTheStreamChanges) {
   std::unique_ptr<JobLog> log = NewLog();
   ASSERT_NE(log, nullptr);
-  log->Note("hi");                     // stderr, 12 bytes
-  log->RankOutput(0, false, "a\n");    // stdout, 11 bytes
-  log->RankOutput(0, true, "b\n");     // stderr
-  log->RankOutput(1, true, "c\n");     // stderr again: the same chunk
+  log->Note("hi");                   // stderr, 12 bytes
+  log->RankOutput(0, false, "a\n");  // stdout, 11 bytes
+  log->RankOutput(0, true, "b\n");   // stderr
+  log->RankOutput(1, true, "c\n");   // stderr again: the same chunk
 
   std::vector<LogChunk> chunks = log->Read(0, 1 << 20);
   ASSERT_EQ(chunks.size(), 3u);

@@ -4,12 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <atomic>
+#include <filesystem>
 #include <utility>
 #include <vector>
-
-#include <google/protobuf/util/json_util.h>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
@@ -17,8 +15,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "base/log_line.h"
-
 #include "base/status_macros.h"
+#include "rpc/message_json.h"
 #include "rpc/status_conversion.h"
 #include "train/job_changes.h"
 #include "train/job_spec.h"
@@ -26,8 +24,9 @@
 namespace tessera::train {
 namespace {
 
-bool Ended(const std::string& state) {
-  return state == "SUCCEEDED" || state == "FAILED" || state == "STOPPED";
+bool Ended(v1::GangJobState state) {
+  return state == v1::GANG_JOB_STATE_SUCCEEDED || state == v1::GANG_JOB_STATE_FAILED ||
+         state == v1::GANG_JOB_STATE_STOPPED;
 }
 
 std::string NewJobId() {
@@ -82,11 +81,9 @@ std::shared_ptr<JobManager::Job> JobManager::Find(const std::string& id_or_name)
 }
 
 void JobManager::WriteStatusFile(const Job& job, const v1::JobStatus& status) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions print;
-  print.preserve_proto_field_names = true;
-  print.always_print_primitive_fields = true;
-  if (!google::protobuf::util::MessageToJsonString(status, &json, print).ok()) return;
+  // As `tessera job status --json` prints it: states in words (cli/job_client.h reads it back).
+  std::string json = rpc::MessageJson(status).dump(
+      -1, ' ', /*ensure_ascii=*/false, nlohmann::ordered_json::error_handler_t::replace);
   const std::string path = job.log->dir() + "/status.json";
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -214,7 +211,7 @@ grpc::Status JobManager::DoSubmit(const v1::SubmitJobRequest& request, v1::JobSt
   controller.job_id = job->id;
   controller.spec = request.spec();
   controller.attached = request.attached();
-  controller.submitted = absl::Now();
+  controller.submitted = options_.clock->Now();
   if (absl::Status launched = Launch(job, std::move(controller), /*acknowledged=*/true);
       !launched.ok()) {
     *refused_by_store = true;
@@ -228,6 +225,7 @@ absl::Status JobManager::Launch(const std::shared_ptr<Job>& job, GangControllerO
                                 bool acknowledged) {
   controller.backend = job->backend.get();
   controller.log = job->log.get();
+  controller.clock = options_.clock;
   std::weak_ptr<Job> weak = job;
   controller.on_change = [this, weak](const v1::JobStatus& status) {
     if (auto j = weak.lock()) Published(j, status);
@@ -268,8 +266,8 @@ absl::Status JobManager::Resume() {
   for (const auto& [job_id, bytes] : records) {
     v1::StoredTrainJob& stored = jobs.emplace_back();
     if (!stored.ParseFromString(bytes) || stored.status().job_id() != job_id) {
-      return absl::DataLossError(absl::StrCat(std::string(kTrainJobsTable), "/", job_id,
-                                              ": not a training job's record"));
+      return absl::DataLossError(
+          absl::StrCat(std::string(kTrainJobsTable), "/", job_id, ": not a training job's record"));
     }
   }
   for (v1::StoredTrainJob& stored : jobs) {
@@ -278,8 +276,8 @@ absl::Status JobManager::Resume() {
     job->status = stored.status();
     auto log = JobLog::Create(absl::StrCat(options_.jobs_dir, "/", job->id));
     if (!log.ok()) {
-      LogLine(absl::StrCat("tessera head: cannot adopt job ", job->id, ": ",
-                           log.status().message()));
+      LogLine(
+          absl::StrCat("tessera head: cannot adopt job ", job->id, ": ", log.status().message()));
       continue;
     }
     job->log = *std::move(log);
@@ -304,7 +302,10 @@ absl::Status JobManager::Resume() {
     controller.submitted = absl::FromUnixMillis(stored.status().submit_time_ms());
     controller.resume = std::move(stored);
     // Its record is there already; what changes from now on is kept as it goes.
-    (void)Launch(job, std::move(controller), /*acknowledged=*/false);
+    if (absl::Status launched = Launch(job, std::move(controller), /*acknowledged=*/false);
+        !launched.ok()) {
+      LogLine(absl::StrCat("tessera head: cannot adopt job ", job->id, ": ", launched.message()));
+    }
   }
   adopted_.store(true);
   return absl::OkStatus();

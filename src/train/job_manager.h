@@ -22,6 +22,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "base/clock.h"
 #include "rpc/request_cache.h"
 #include "tessera/v1/jobs.grpc.pb.h"
 #include "train/gang_backend.h"
@@ -40,6 +41,8 @@ struct JobManagerOptions {
   // Told of each change worth an event (kind "job" or "worker", one line; the head's event
   // stream): a job entering a state, a rank failing. May be empty; must not block.
   std::function<void(const std::string& kind, const std::string& message)> on_event;
+  // The jobs' clock: submission times and every controller's timers (GangControllerOptions).
+  Clock* clock = Clock::Real();
 };
 
 class JobManager final : public v1::Jobs::Service {

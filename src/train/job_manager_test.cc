@@ -6,8 +6,8 @@
 
 #include <filesystem>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -147,15 +147,16 @@ TEST_F(JobManagerTest, AJobsRecordIsKeptAndTheNextManagerListsTheEndedJob) {
     get.set_job_id(job_id);
     v1::JobStatus status;
     for (absl::Time give_up = absl::Now() + absl::Seconds(10);
-         status.state() != "FAILED" && absl::Now() < give_up; absl::SleepFor(absl::Milliseconds(5))) {
+         status.state() != v1::GANG_JOB_STATE_FAILED && absl::Now() < give_up;
+         absl::SleepFor(absl::Milliseconds(5))) {
       ASSERT_TRUE(first->GetJob(nullptr, &get, &status).ok());
     }
-    ASSERT_EQ(status.state(), "FAILED") << status.ShortDebugString();
+    ASSERT_EQ(status.state(), v1::GANG_JOB_STATE_FAILED) << status.ShortDebugString();
   }  // the head goes (its manager with it)
   ASSERT_TRUE(store_.records().contains(job_id));
   v1::StoredTrainJob record;
   ASSERT_TRUE(record.ParseFromString(store_.records().at(job_id)));
-  EXPECT_EQ(record.status().state(), "FAILED");
+  EXPECT_EQ(record.status().state(), v1::GANG_JOB_STATE_FAILED);
   EXPECT_EQ(record.spec().name(), "kept");
 
   std::unique_ptr<JobManager> next = NewManager();
@@ -167,7 +168,7 @@ TEST_F(JobManagerTest, AJobsRecordIsKeptAndTheNextManagerListsTheEndedJob) {
   ASSERT_TRUE(next->Resume().ok());
   ASSERT_TRUE(next->GetJob(nullptr, &get, &status).ok());
   EXPECT_EQ(status.job_id(), job_id);
-  EXPECT_EQ(status.state(), "FAILED");
+  EXPECT_EQ(status.state(), v1::GANG_JOB_STATE_FAILED);
   v1::JobList list;
   ASSERT_TRUE(next->ListGangJobs(nullptr, nullptr, &list).ok());
   ASSERT_EQ(list.jobs_size(), 1);

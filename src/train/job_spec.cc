@@ -15,8 +15,8 @@ bool ValidEnvName(const std::string& name) {
   if (name.empty() || name.size() > 256) return false;
   if (name[0] >= '0' && name[0] <= '9') return false;
   for (char c : name) {
-    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                    c == '_';
+    const bool ok =
+        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
     if (!ok) return false;
   }
   return true;
@@ -59,11 +59,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.start_timeout_ms() < 0) return Invalid("spec.start_timeout_ms: must be 0 or more");
   if (spec.elastic_check_ms() < 0) return Invalid("spec.elastic_check_ms: must be 0 or more");
   const v1::GangPlacement& p = spec.placement();
-  const int kinds = (p.slices_size() > 0 ? 1 : 0) + (p.max_workers() > 0 ? 1 : 0) +
-                    (p.max_nodes() > 0 ? 1 : 0);
+  const int kinds =
+      (p.slices_size() > 0 ? 1 : 0) + (p.max_workers() > 0 ? 1 : 0) + (p.max_nodes() > 0 ? 1 : 0);
   if (kinds != 1) {
-    return Invalid(
-        "spec.placement: exactly one of slices, workers or nodes must be given");
+    return Invalid("spec.placement: exactly one of slices, workers or nodes must be given");
   }
   if (p.slices_size() > 0) {
     for (int i = 0; i < p.slices_size(); ++i) {
@@ -97,17 +96,18 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     if (p.resources_per_worker().raw().empty()) {
       return Invalid("spec.placement.resources_per_worker: a worker must ask for something");
     }
-    const std::string& s = p.strategy();
-    if (!s.empty() && s != "PACK" && s != "SPREAD" && s != "STRICT_PACK" && s != "STRICT_SPREAD") {
-      return Invalid(absl::StrCat("spec.placement.strategy: \"", s.substr(0, 32),
-                                  "\" is not PACK, SPREAD, STRICT_PACK or STRICT_SPREAD"));
+    // UNSPECIFIED is PACK; a number this build does not know is refused.
+    if (!v1::PlacementStrategy_IsValid(p.strategy())) {
+      return Invalid(absl::StrCat("spec.placement.strategy: ", static_cast<int>(p.strategy()),
+                                  " is not PACK, SPREAD, STRICT_PACK or STRICT_SPREAD"));
     }
   }
   if (p.max_nodes() > 0) {
     if (p.min_nodes() < 0 || p.min_nodes() > p.max_nodes()) {
       return Invalid("spec.placement.min_nodes: must be between 1 and max_nodes");
     }
-    if (p.nproc_per_node() < 1 || static_cast<int64_t>(p.nproc_per_node()) * p.max_nodes() > kMaxRanks) {
+    if (p.nproc_per_node() < 1 ||
+        static_cast<int64_t>(p.nproc_per_node()) * p.max_nodes() > kMaxRanks) {
       return Invalid("spec.placement.nproc_per_node: must be 1 or more");
     }
     if (absl::Status st =

@@ -42,7 +42,7 @@ v1::JobSpec WorkersSpec() {
   p->set_max_workers(4);
   (*p->mutable_resources_per_worker()->mutable_raw())["CPU"] = kOne;
   (*p->mutable_resources_per_worker()->mutable_raw())["GPU"] = kOne;
-  p->set_strategy("SPREAD");
+  p->set_strategy(v1::PLACEMENT_STRATEGY_SPREAD);
   (*spec.mutable_env())["NCCL_DEBUG"] = "INFO";
   spec.set_max_restarts(3);
   return spec;
@@ -56,7 +56,8 @@ v1::JobSpec NodesSpec() {
   p->set_nproc_per_node(4);
   (*p->mutable_resources_per_node()->mutable_raw())["CPU"] = 16 * kOne;
   (*p->mutable_resources_per_node()->mutable_raw())["GPU"] = 4 * kOne;
-  (*p->add_label_selectors()->mutable_constraints())["tessera.io/accelerator-type"] = "in(H100,H200)";
+  (*p->add_label_selectors()->mutable_constraints())["tessera.io/accelerator-type"] =
+      "in(H100,H200)";
   spec.set_torch_env(true);
   return spec;
 }
@@ -124,7 +125,7 @@ TEST(ValidateJobSpecTest, RefusesNoPlacementKind) {
 
 TEST(ValidateJobSpecTest, RefusesAnUnknownStrategy) {
   v1::JobSpec spec = WorkersSpec();
-  spec.mutable_placement()->set_strategy("FASTEST");
+  spec.mutable_placement()->set_strategy(static_cast<v1::PlacementStrategy>(42));
   ExpectRefused(spec, "spec.placement.strategy");
 }
 

@@ -319,8 +319,8 @@ absl::StatusOr<ResourceRequestValue> ResourceRequestFromProto(const v1::Resource
     request.selectors = FallbackList::FromSelectors(std::move(options));
   }
   switch (proto.strategy()) {
-    case v1::STRATEGY_DEFAULT: request.strategy = SchedulingStrategy::kDefault; break;
-    case v1::STRATEGY_SPREAD: request.strategy = SchedulingStrategy::kSpread; break;
+    case v1::STRATEGY_DEFAULT: request.strategy = NodeRanking::kDefault; break;
+    case v1::STRATEGY_SPREAD: request.strategy = NodeRanking::kSpread; break;
     default:
       return Invalid(prefix + ".strategy",
                      absl::StrCat("unknown strategy ", static_cast<int>(proto.strategy())));
@@ -356,8 +356,8 @@ void ResourceRequestToProto(const SchedulingRequest& request,
     LabelSelectorToProto(options[i],
                          i == 0 ? proto->mutable_label_selector() : proto->add_fallbacks());
   }
-  proto->set_strategy(request.strategy == SchedulingStrategy::kSpread ? v1::STRATEGY_SPREAD
-                                                                      : v1::STRATEGY_DEFAULT);
+  proto->set_strategy(request.strategy == NodeRanking::kSpread ? v1::STRATEGY_SPREAD
+                                                               : v1::STRATEGY_DEFAULT);
   if (request.affinity.has_value()) {
     proto->set_affinity_node_id(request.affinity->node.value());
     proto->set_affinity_soft(request.affinity->kind == AffinityKind::kSoft);
@@ -405,6 +405,53 @@ void BundleOptionToProto(const BundleOption& option, v1::BundleOptionSpec* proto
 
 }  // namespace
 
+absl::Status DemandToProto(const ResourceSet& resources,
+                           const std::vector<LabelSelector>& label_selectors,
+                           const SchedulingStrategy& strategy, v1::ResourceRequest* proto) {
+  TESSERA_RETURN_IF_ERROR(ValidateSchedulingStrategy(strategy));
+  v1::ResourceRequest request;
+  ResourcesToProto(resources, request.mutable_resources());
+  for (size_t i = 0; i < label_selectors.size(); ++i) {
+    LabelSelectorToProto(label_selectors[i],
+                         i == 0 ? request.mutable_label_selector() : request.add_fallbacks());
+  }
+  if (std::holds_alternative<SpreadScheduling>(strategy)) {
+    request.set_strategy(v1::STRATEGY_SPREAD);
+  } else if (const auto* affinity = std::get_if<NodeAffinityScheduling>(&strategy)) {
+    request.set_affinity_node_id(affinity->node.value());
+    request.set_affinity_soft(affinity->soft);
+  } else if (const auto* group = std::get_if<PlacementGroupScheduling>(&strategy)) {
+    request.set_placement_group(group->placement_group);
+    request.set_bundle_index(group->bundle_index);
+  }
+  *proto = std::move(request);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PlacementStrategy> PlacementStrategyFromProto(v1::PlacementStrategy strategy,
+                                                             std::string_view field) {
+  switch (strategy) {
+    case v1::PLACEMENT_STRATEGY_UNSPECIFIED:
+    case v1::PLACEMENT_STRATEGY_PACK: return PlacementStrategy::kPack;
+    case v1::PLACEMENT_STRATEGY_SPREAD: return PlacementStrategy::kSpread;
+    case v1::PLACEMENT_STRATEGY_STRICT_PACK: return PlacementStrategy::kStrictPack;
+    case v1::PLACEMENT_STRATEGY_STRICT_SPREAD: return PlacementStrategy::kStrictSpread;
+    default:
+      return Invalid(field, absl::StrCat("unknown placement strategy ", static_cast<int>(strategy),
+                                         "; expected PACK, SPREAD, STRICT_PACK or STRICT_SPREAD"));
+  }
+}
+
+v1::PlacementStrategy PlacementStrategyToProto(PlacementStrategy strategy) {
+  switch (strategy) {
+    case PlacementStrategy::kPack: return v1::PLACEMENT_STRATEGY_PACK;
+    case PlacementStrategy::kSpread: return v1::PLACEMENT_STRATEGY_SPREAD;
+    case PlacementStrategy::kStrictPack: return v1::PLACEMENT_STRATEGY_STRICT_PACK;
+    case PlacementStrategy::kStrictSpread: return v1::PLACEMENT_STRATEGY_STRICT_SPREAD;
+  }
+  return v1::PLACEMENT_STRATEGY_UNSPECIFIED;
+}
+
 absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
     const v1::CreatePlacementGroupRequest& proto) {
   PlacementGroupSpec spec;
@@ -419,9 +466,7 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
       }
     }
   }
-  auto strategy = ParsePlacementStrategy(proto.strategy().empty() ? "PACK" : proto.strategy());
-  if (!strategy.ok()) return Prefixed("strategy", strategy.status());
-  spec.strategy = *strategy;
+  TESSERA_ASSIGN_OR_RETURN(spec.strategy, PlacementStrategyFromProto(proto.strategy()));
   TESSERA_ASSIGN_OR_RETURN(spec.primary, BundleOptionFromProto(proto.primary(), "primary"));
   for (int i = 0; i < proto.fallbacks_size(); ++i) {
     TESSERA_ASSIGN_OR_RETURN(BundleOption option,
@@ -438,7 +483,7 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
 void PlacementGroupSpecToProto(const PlacementGroupSpec& spec,
                                v1::CreatePlacementGroupRequest* proto) {
   proto->set_name(spec.name);
-  proto->set_strategy(std::string(PlacementStrategyName(spec.strategy)));
+  proto->set_strategy(PlacementStrategyToProto(spec.strategy));
   BundleOptionToProto(spec.primary, proto->mutable_primary());
   proto->clear_fallbacks();
   for (const BundleOption& option : spec.fallbacks) {

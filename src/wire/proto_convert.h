@@ -24,6 +24,7 @@
 #include "scheduling/scheduling_request.h"
 #include "tessera/v1/common.pb.h"
 #include "tessera/v1/head.pb.h"
+#include "vocabulary/scheduling_strategy.h"
 
 namespace tessera::wire {
 
@@ -95,7 +96,20 @@ absl::StatusOr<ResourceRequestValue> ResourceRequestFromProto(const v1::Resource
 void ResourceRequestToProto(const SchedulingRequest& request,
                             const std::optional<BundleTarget>& target, v1::ResourceRequest* proto);
 
+// --- What a task or an actor asks for ---
+// Its lease request: `resources`, the first of `label_selectors` as the request's selector and
+// the rest as fallbacks, and `strategy` (ValidateSchedulingStrategy first: an invalid one is its
+// one-line error and `proto` is untouched).
+absl::Status DemandToProto(const ResourceSet& resources,
+                           const std::vector<LabelSelector>& label_selectors,
+                           const SchedulingStrategy& strategy, v1::ResourceRequest* proto);
+
 // --- Placement groups and slices ---
+// UNSPECIFIED (a request that names none) is PACK; a number this build does not know is a
+// one-line InvalidArgument naming `field`.
+absl::StatusOr<PlacementStrategy> PlacementStrategyFromProto(v1::PlacementStrategy strategy,
+                                                             std::string_view field = "strategy");
+v1::PlacementStrategy PlacementStrategyToProto(PlacementStrategy strategy);
 // Validated with ValidatePlacementGroupSpec.
 absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
     const v1::CreatePlacementGroupRequest& proto);

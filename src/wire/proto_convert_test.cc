@@ -193,7 +193,7 @@ TEST(RequestConvertTest, RoundTripWithFallbacksAffinityAndTarget) {
   request.resources = Res("CPU=1,GPU=2");
   request.selectors = FallbackList::FromSelectors(
       {*ParseLabelSelector("gpu=h100"), *ParseLabelSelector("gpu=a100")});
-  request.strategy = SchedulingStrategy::kSpread;
+  request.strategy = NodeRanking::kSpread;
   request.affinity = NodeAffinity{NodeId("n3"), AffinityKind::kSoft};
   v1::ResourceRequest proto;
   ResourceRequestToProto(request, BundleTarget{"pg-1", 2}, &proto);
@@ -201,7 +201,7 @@ TEST(RequestConvertTest, RoundTripWithFallbacksAffinityAndTarget) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->request.resources, request.resources);
   EXPECT_EQ(back->request.selectors, request.selectors);
-  EXPECT_EQ(back->request.strategy, SchedulingStrategy::kSpread);
+  EXPECT_EQ(back->request.strategy, NodeRanking::kSpread);
   ASSERT_TRUE(back->request.affinity.has_value());
   EXPECT_EQ(back->request.affinity->node, NodeId("n3"));
   EXPECT_EQ(back->request.affinity->kind, AffinityKind::kSoft);
@@ -256,9 +256,15 @@ TEST(PlacementGroupConvertTest, RoundTripAndValidation) {
   EXPECT_EQ(back->primary, spec.primary);
   EXPECT_EQ(back->fallbacks, spec.fallbacks);
 
-  proto.set_strategy("SIDEWAYS");
-  EXPECT_EQ(PlacementGroupSpecFromProto(proto).status().code(), absl::StatusCode::kInvalidArgument);
-  proto.set_strategy("PACK");
+  EXPECT_EQ(proto.strategy(), v1::PLACEMENT_STRATEGY_STRICT_SPREAD);
+  proto.set_strategy(static_cast<v1::PlacementStrategy>(42));
+  EXPECT_EQ(PlacementGroupSpecFromProto(proto).status().message(),
+            "strategy: unknown placement strategy 42; expected PACK, SPREAD, STRICT_PACK or "
+            "STRICT_SPREAD");
+  proto.clear_strategy();  // none named: PACK
+  ASSERT_TRUE(PlacementGroupSpecFromProto(proto).ok());
+  EXPECT_EQ(PlacementGroupSpecFromProto(proto)->strategy, PlacementStrategy::kPack);
+  proto.set_strategy(v1::PLACEMENT_STRATEGY_PACK);
   proto.mutable_primary()->clear_bundles();
   EXPECT_EQ(PlacementGroupSpecFromProto(proto).status().code(), absl::StatusCode::kInvalidArgument);
   proto.mutable_primary()->add_bundles();
@@ -351,7 +357,7 @@ TEST(ProtoConvertRobustnessTest, RandomContentGivesValueOrOneLineError) {
     EXPECT_TRUE(one_line(a.status())) << a.status();
 
     v1::CreatePlacementGroupRequest pg;
-    pg.set_strategy(word());
+    pg.set_strategy(static_cast<v1::PlacementStrategy>(pick(7)));
     pg.set_name(word());
     auto* bundle = pg.mutable_primary()->add_bundles();
     (*bundle->mutable_resources()->mutable_raw())[word()] = number();
@@ -359,6 +365,47 @@ TEST(ProtoConvertRobustnessTest, RandomContentGivesValueOrOneLineError) {
     auto p = PlacementGroupSpecFromProto(pg);
     EXPECT_TRUE(one_line(p.status())) << p.status();
   }
+}
+
+TEST(DemandToProtoTest, EachStrategyFillsItsOwnFieldsOfTheLeaseRequest) {
+  const ResourceSet demand = Res("CPU=1,GPU=1");
+  const LabelSelector zone_a = LabelSelector::Of({{"zone", SelectorOperator::kIn, {"a"}}}).value();
+  const LabelSelector zone_b = LabelSelector::Of({{"zone", SelectorOperator::kIn, {"b"}}}).value();
+
+  v1::ResourceRequest plain;
+  ASSERT_TRUE(DemandToProto(demand, {zone_a, zone_b}, DefaultScheduling{}, &plain).ok());
+  EXPECT_EQ(ResourcesFromProto(plain.resources()).value(), demand);
+  EXPECT_EQ(LabelSelectorFromProto(plain.label_selector()).value(), zone_a);
+  ASSERT_EQ(plain.fallbacks_size(), 1);
+  EXPECT_EQ(LabelSelectorFromProto(plain.fallbacks(0)).value(), zone_b);
+  EXPECT_EQ(plain.strategy(), v1::STRATEGY_DEFAULT);
+  EXPECT_EQ(plain.affinity_node_id(), "");
+  EXPECT_EQ(plain.placement_group(), "");
+
+  v1::ResourceRequest spread;
+  ASSERT_TRUE(DemandToProto(demand, {}, SpreadScheduling{}, &spread).ok());
+  EXPECT_EQ(spread.strategy(), v1::STRATEGY_SPREAD);
+
+  v1::ResourceRequest soft;
+  ASSERT_TRUE(DemandToProto(demand, {}, NodeAffinityScheduling{NodeId("cpu2"), true}, &soft).ok());
+  EXPECT_EQ(soft.affinity_node_id(), "cpu2");
+  EXPECT_TRUE(soft.affinity_soft());
+
+  v1::ResourceRequest bundle;
+  ASSERT_TRUE(DemandToProto(demand, {}, PlacementGroupScheduling{"g", 2}, &bundle).ok());
+  EXPECT_EQ(bundle.placement_group(), "g");
+  EXPECT_EQ(bundle.bundle_index(), 2);
+}
+
+TEST(DemandToProtoTest, AnInvalidStrategyIsItsErrorAndTouchesNothing) {
+  v1::ResourceRequest request;
+  request.set_placement_group("kept");
+  const absl::Status bad =
+      DemandToProto(Res("CPU=1"), {}, NodeAffinityScheduling{NodeId("not a node")}, &request);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(bad.message()).rfind("node affinity \"not a node\": not a node id", 0), 0u);
+  EXPECT_EQ(request.placement_group(), "kept");
+  EXPECT_FALSE(request.has_resources());
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 // TESSERA_ACTOR / TESSERA_ACTOR_METHOD: the factory's invoker makes this process's instance, and
 // method invokers run on it, found by name and by member pointer.
-#include <memory>
-#include <string>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
 
 #include "tessera/actor.h"
 

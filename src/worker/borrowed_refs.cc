@@ -101,7 +101,6 @@ class Borrows {
     mu_.Await(absl::Condition(&sent));
   }
 
-
  private:
   void SendForever() {
     while (true) {
@@ -130,8 +129,7 @@ class Borrows {
     }
   }
 
-  static void SendPhase(const std::deque<Change>& batch, const std::string& token,
-                        bool additions) {
+  static void SendPhase(const std::deque<Change>& batch, const std::string& token, bool additions) {
     std::map<std::string, v1::UpdateBorrowsRequest> by_owner;
     for (const Change& change : batch) {
       if ((change.delta > 0) != additions) continue;
@@ -148,8 +146,8 @@ class Borrows {
         grpc::ClientContext context;
         rpc::ConfigureClientContext(&context, additions ? kAdditionsDeadline : kRemovalsDeadline);
         v1::UpdateBorrowsReply reply;
-        const grpc::Status status = OwnerStubFor(owner, token).UpdateBorrows(&context, request,
-                                                                             &reply);
+        const grpc::Status status =
+            OwnerStubFor(owner, token).UpdateBorrows(&context, request, &reply);
         if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED ||
             attempt + 1 >= kAttemptsWhileSlow) {
           break;

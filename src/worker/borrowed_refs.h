@@ -60,5 +60,4 @@ std::shared_ptr<internal::LocalReference> LentReference(const ObjectRefData& ref
 // have taken twice only keeps the object longer).
 void FlushBorrows();
 
-
 }  // namespace tessera::worker

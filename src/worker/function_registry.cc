@@ -42,8 +42,8 @@ bool RegisterFunction(const char* name, AnyFunction key, Invoker invoker) {
   if (it != r.names.end()) return true;  // the same function under a second name: keep the first
   if (r.invokers.count(name) > 0) {
     // Two functions would answer to one name: the program is wrong, and it is static init.
-    std::fprintf(stderr, "tessera: TESSERA_REMOTE(%s) registers a second function named %s\n",
-                 name, name);
+    std::fprintf(stderr, "tessera: TESSERA_REMOTE(%s) registers a second function named %s\n", name,
+                 name);
     std::abort();
   }
   r.invokers.emplace(name, std::move(invoker));

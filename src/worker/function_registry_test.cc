@@ -1,7 +1,7 @@
-#include <string>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "tessera/remote_function.h"
 #include "tessera/serialization.h"
@@ -20,7 +20,8 @@ int NotRegistered(int a) { return a; }
 using internal::AnyFunction;
 
 TEST(FunctionRegistryTest, NameOfARegisteredPointer) {
-  const std::string* name = internal::FindFunctionName(reinterpret_cast<AnyFunction>(&AddForRegistry));
+  const std::string* name =
+      internal::FindFunctionName(reinterpret_cast<AnyFunction>(&AddForRegistry));
   ASSERT_NE(name, nullptr);
   EXPECT_EQ(*name, "AddForRegistry");
   EXPECT_EQ(internal::FindFunctionName(reinterpret_cast<AnyFunction>(&NotRegistered)), nullptr);

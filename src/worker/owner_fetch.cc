@@ -7,10 +7,10 @@
 #include <utility>
 
 #include "absl/strings/cord.h"
-#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "rpc/auth.h"
 #include "rpc/channel.h"
 #include "rpc/status_conversion.h"
@@ -83,9 +83,9 @@ absl::StatusOr<internal::SerializedValue> ReadFromOwner(v1::Owner::Stub& owner,
     }
     if (!reply.has_stored()) return internal::SerializedValue(std::move(*reply.mutable_value()));
     if (store == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "object ", ref.id.Hex(), " lies in node ", reply.stored().node_id(),
-          "'s object store and this process's node has none"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("object ", ref.id.Hex(), " lies in node ", reply.stored().node_id(),
+                       "'s object store and this process's node has none"));
     }
     auto value = store->Read(ref.id, reply.stored(), deadline);
     if (value.ok() || round == 1 || value.status().code() == absl::StatusCode::kNotFound) {

@@ -38,24 +38,23 @@ std::string CurrentExceptionTypeName() {
   return status == 0 && demangled != nullptr ? std::string(demangled.get()) : type->name();
 }
 
-std::optional<v1::TaskResult> RefuseOtherLanguage(const v1::TaskSpec& spec,
-                                                  v1::Language language,
+std::optional<v1::TaskResult> RefuseOtherLanguage(const v1::TaskSpec& spec, v1::Language language,
                                                   const char* worker_language) {
   if (spec.language() == language) return std::nullopt;
-  return Failure(spec, "invalid", "",
-                 absl::StrCat("task ", spec.function(), " is written in ",
-                              v1::Language_Name(spec.language()), " and this is a ",
-                              worker_language, " worker"));
+  return Failure(
+      spec, "invalid", "",
+      absl::StrCat("task ", spec.function(), " is written in ", v1::Language_Name(spec.language()),
+                   " and this is a ", worker_language, " worker"));
 }
 
 v1::TaskResult ExecuteTask(const v1::TaskSpec& spec, const ArgumentFetcher& fetch) {
   if (auto refused = RefuseOtherLanguage(spec, v1::LANGUAGE_CPP, "C++")) return *refused;
   const internal::Invoker* invoker = internal::FindInvoker(spec.function());
   if (invoker == nullptr) {
-    return Failure(spec, "invalid", "",
-                   absl::StrCat("function ", spec.function(),
-                                " is not registered in the worker (registered: ",
-                                internal::RegisteredFunctionNames(), ")"));
+    return Failure(
+        spec, "invalid", "",
+        absl::StrCat("function ", spec.function(), " is not registered in the worker (registered: ",
+                     internal::RegisteredFunctionNames(), ")"));
   }
   // The arguments as one msgpack array: a header, then each value's bytes as they came.
   std::string args;
@@ -83,9 +82,9 @@ v1::TaskResult ExecuteTask(const v1::TaskSpec& spec, const ArgumentFetcher& fetc
   try {
     absl::StatusOr<std::string> value = (*invoker)(args);
     if (!value.ok()) {
-      result = Failure(spec, "invalid", "",
-                       absl::StrCat("arguments of ", spec.function(), ": ",
-                                    value.status().message()));
+      result =
+          Failure(spec, "invalid", "",
+                  absl::StrCat("arguments of ", spec.function(), ": ", value.status().message()));
     } else {
       result.set_task_id(spec.task_id());
       result.set_value(*std::move(value));
@@ -98,11 +97,12 @@ v1::TaskResult ExecuteTask(const v1::TaskSpec& spec, const ArgumentFetcher& fetc
   if (result.has_error() && result.error().kind() == "application" && spec.retry_exceptions()) {
     const auto& types = spec.retry_exception_types();
     result.mutable_error()->set_retryable(
-        types.empty() || std::find(types.begin(), types.end(), result.error().type()) != types.end());
+        types.empty() ||
+        std::find(types.begin(), types.end(), result.error().type()) != types.end());
   }
-  result.set_run_nanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                           std::chrono::steady_clock::now() - start)
-                           .count());
+  result.set_run_nanos(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
   return result;
 }
 

@@ -26,8 +26,7 @@ v1::TaskResult ExecuteTask(const v1::TaskSpec& spec, const ArgumentFetcher& fetc
 
 // The "invalid" result of a task written in another language than this worker's
 // (`worker_language`: "C++", "Python"), or nullopt when the task is of that language.
-std::optional<v1::TaskResult> RefuseOtherLanguage(const v1::TaskSpec& spec,
-                                                  v1::Language language,
+std::optional<v1::TaskResult> RefuseOtherLanguage(const v1::TaskSpec& spec, v1::Language language,
                                                   const char* worker_language);
 
 // The readable name of the exception being handled (inside a catch block), e.g.

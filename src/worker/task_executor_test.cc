@@ -1,10 +1,10 @@
 #include "worker/task_executor.h"
 
-#include <stdexcept>
-#include <string>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
 
 #include "tessera/object_id.h"
 #include "tessera/remote_function.h"

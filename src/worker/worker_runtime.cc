@@ -28,6 +28,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/status_macros.h"
 #include "objects/object_location.h"
 #include "objects/object_node_store.h"
 #include "rpc/auth.h"
@@ -62,9 +63,9 @@ struct WorkerGlobals {
   std::string bind_address = "127.0.0.1";
   TaskRunner runner;
   CancelHook on_cancel;
-  AsyncTaskRunner async_runner;  // may be empty
+  AsyncTaskRunner async_runner;    // may be empty
   SequenceRunner sequence_runner;  // may be empty
-  bool detached = false;  // a detached actor's worker (kDetachedActorEnv)
+  bool detached = false;           // a detached actor's worker (kDetachedActorEnv)
 };
 
 // The nested runtime's cancel of what a task submitted (SetNestedCancel).
@@ -81,7 +82,7 @@ bool LendsObjects() {
   return lends_probe != nullptr && (*lends_probe)();
 }
 
-thread_local std::string running_task;  // RunningTaskOnThisThread
+thread_local std::string running_task;         // RunningTaskOnThisThread
 thread_local std::string running_task_caller;  // RunningTaskCallerOnThisThread
 
 WorkerGlobals* globals = nullptr;  // set once by RunWorker before any task runs
@@ -318,8 +319,8 @@ int ActorConcurrency(const v1::TaskSpec& create) {
 absl::StatusOr<internal::SerializedValue> FetchFromOwner(const v1::ObjectRefProto& ref) {
   auto id = ObjectId::FromBinary(ref.object_id());
   if (!id.ok()) return id.status();
-  ObjectRefData data{
-      *id, OwnerAddress{ref.owner_node_id(), ref.owner_address(), ref.owner_worker_id()}};
+  ObjectRefData data{*id,
+                     OwnerAddress{ref.owner_node_id(), ref.owner_address(), ref.owner_worker_id()}};
   return FetchObject(data, absl::InfiniteDuration());
 }
 
@@ -469,16 +470,11 @@ class WorkerService final : public v1::Worker::Service {
       v1::TaskResultBatch results;
       auto& tasks = *batch.mutable_tasks();
       for (int i = 0; i < tasks.size(); ++i) {
-        const v1::TaskSpec& task = tasks[i];
-        if (const int end = RunInOrder(tasks, i, /*guest=*/false, fetch, replies); end > i) {
+        if (const int end = HandOver(tasks, i, /*guest=*/false, fetch, replies); end > i) {
           i = end - 1;
           continue;
         }
-        if (task.kind() == v1::ACTOR_METHOD && actor_concurrency_.load() > 1 &&
-            globals->async_runner) {
-          replies.Start(task, fetch);
-          continue;
-        }
+        const v1::TaskSpec& task = tasks[i];
         if (pool != nullptr && task.kind() == v1::ACTOR_METHOD) {
           pool->Run([task, &fetch, &replies] {
             v1::TaskResultBatch one;
@@ -516,9 +512,8 @@ class WorkerService final : public v1::Worker::Service {
       // run there (handed back here). Lent only with nothing read ahead here, since the task
       // thread waits for the socket.
       while (pump_fd >= 0 && MayPump() && !buffered()) {
-        InlinePump pump(read, buffered, pump_fd, [&](v1::TaskBatch& tasks) {
-          return PumpInOrder(tasks, fetch, replies);
-        });
+        InlinePump pump(read, buffered, pump_fd,
+                        [&](v1::TaskBatch& tasks) { return PumpInOrder(tasks, fetch, replies); });
         v1::TaskBatch handed_back;
         if (pump.OfferAndWait(&handed_back)) {
           over = true;
@@ -548,21 +543,17 @@ class WorkerService final : public v1::Worker::Service {
       v1::TaskResultBatch results;
       auto& tasks = *batch.mutable_tasks();
       for (int i = 0; i < tasks.size(); ++i) {
-        const v1::TaskSpec& task = tasks[i];
-        if (const int end = RunInOrder(tasks, i, /*guest=*/true, fetch, replies); end > i) {
+        if (const int end = HandOver(tasks, i, /*guest=*/true, fetch, replies); end > i) {
           i = end - 1;
           continue;
         }
-        if (task.kind() == v1::ACTOR_METHOD && actor_concurrency_.load() > 1 &&
-            globals->async_runner) {
-          replies.Start(task, fetch);
-          continue;
-        }
+        const v1::TaskSpec& task = tasks[i];
         if (task.kind() != v1::ACTOR_METHOD) {
           v1::TaskResult* r = results.add_results();
           r->set_task_id(task.task_id());
           r->mutable_error()->set_kind("invalid");
-          r->mutable_error()->set_message("a guest of an actor's process may only call its methods");
+          r->mutable_error()->set_message(
+              "a guest of an actor's process may only call its methods");
           continue;
         }
         if (actor_concurrency_.load() == 1) {
@@ -685,10 +676,25 @@ class WorkerService final : public v1::Worker::Service {
     return end;
   }
 
+  // What both streams (the owner's and a guest's) hand over before looking at task `begin`
+  // themselves: the run of tasks from it that go in order (RunInOrder), else a call of an actor
+  // that allows several at once, to the async runner. The index after what was handed over;
+  // `begin` when nothing was.
+  int HandOver(google::protobuf::RepeatedPtrField<v1::TaskSpec>& tasks, int begin, bool guest,
+               const ArgumentFetcher& fetch, StreamReplies& replies) {
+    if (const int end = RunInOrder(tasks, begin, guest, fetch, replies); end > begin) return end;
+    const v1::TaskSpec& task = tasks[begin];
+    if (task.kind() == v1::ACTOR_METHOD && actor_concurrency_.load() > 1 && globals->async_runner) {
+      replies.Start(task, fetch);
+      return begin + 1;
+    }
+    return begin;
+  }
+
   absl::Mutex mu_;
   bool streaming_ ABSL_GUARDED_BY(mu_) = false;
   int local_listener_ ABSL_GUARDED_BY(mu_) = -1;  // the local socket offered to the owner
-  std::string actor_id_ ABSL_GUARDED_BY(mu_);  // hex, once this process's actor is created
+  std::string actor_id_ ABSL_GUARDED_BY(mu_);     // hex, once this process's actor is created
   // 0: no actor here; else the calls it allows at once (ActorConcurrency).
   std::atomic<int> actor_concurrency_{0};
   // Held around each actor call when max_concurrency is 1 (the owner's and guests' streams) that
@@ -714,6 +720,108 @@ std::vector<int> ParseIds(const std::string& text) {
 WorkerService* service = nullptr;
 rpc::RpcServer* server = nullptr;
 
+// Serves the Worker service (on TESSERA_WORKER_BIND when set); what the worker borrows is
+// counted under the server's address.
+absl::Status ServeWorker(WorkerGlobals& g) {
+  service = new WorkerService();
+  rpc::ServerOptions server_options;
+  server_options.token = g.token;
+  if (std::string bind = Env(kWorkerBindEnv); !bind.empty()) {
+    server_options.bind_address = bind;
+    g.bind_address = bind;
+  }
+  auto started = rpc::RpcServer::Start(server_options, {service});
+  if (!started.ok()) {
+    return absl::Status(started.status().code(),
+                        absl::StrCat("cannot serve: ", started.status().message()));
+  }
+  server = started->release();
+  // What this worker borrows is counted under its address: its owners see it gone when it is.
+  SetBorrowerId(server->address());
+  return absl::OkStatus();
+}
+
+// Tells the owner this worker is ready (retrying while it is unavailable): its answer, which
+// accepted the worker.
+absl::StatusOr<v1::WorkerReadyReply> TellOwnerReady(WorkerGlobals& g,
+                                                    const std::string& worker_id) {
+  v1::WorkerReadyRequest ready;
+  ready.set_worker_id(worker_id);
+  ready.set_address(server->address());
+  ready.set_pid(getpid());
+  // The owner may open its stream on a local socket instead (same host and user): offered when
+  // one can be made, else the owner uses Worker.PushTasks.
+  if (absl::StatusOr<rpc::LocalListener> local = rpc::ListenLocal(/*backlog=*/4); local.ok()) {
+    service->SetLocalListener(local->fd);
+    ready.set_local_stream(local->name);
+    std::thread([fd = local->fd] { service->ServeLocalOwner(fd); }).detach();
+  }
+  v1::WorkerReadyReply reply;
+  rpc::RetryOptions retry;
+  // An owner serves before it asks for workers, so a port that refuses connections means the
+  // owner is gone (a worker's own runtime let go while this lease was being granted): give up
+  // after a second of that instead of the whole budget. Other failures get the usual 10 s.
+  retry.total_budget = absl::Seconds(1);
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  absl::Status told;
+  while (true) {
+    reply.Clear();
+    told = rpc::RetryUnary(retry, &v1::Owner::Stub::WorkerReady, g.owner.get(), ready, &reply);
+    if (told.ok() || !absl::IsUnavailable(told) || absl::Now() >= give_up ||
+        absl::StrContains(told.message(), "Connection refused")) {
+      break;
+    }
+  }
+  if (!told.ok()) {
+    return absl::Status(told.code(), absl::StrCat("cannot reach the owner at ", g.owner_address,
+                                                  ": ", told.message()));
+  }
+  if (!reply.accepted()) {
+    return absl::FailedPreconditionError("the owner does not want this worker any more");
+  }
+  return reply;
+}
+
+// What the owner's answer says of this worker's node, devices and store.
+void ApplyReadyReply(WorkerGlobals& g, const v1::WorkerReadyReply& reply) {
+  if (!reply.node_id().empty()) g.context.node_id = reply.node_id();
+  g.context.node_labels.insert(reply.node_labels().begin(), reply.node_labels().end());
+  g.context.isolation_env.insert(reply.isolation_env().begin(), reply.isolation_env().end());
+  for (const auto& [resource, ids] : reply.accelerator_ids()) {
+    g.context.accelerator_ids[resource] = ParseIds(ids);
+  }
+  std::string socket = Env(kObjectStoreSocketEnv);
+  if (socket.empty()) socket = reply.object_store_socket();
+  if (!socket.empty()) {
+    NodeObjectStoreOptions store;
+    store.socket_path = socket;
+    store.node_id = g.context.node_id;
+    store.token = g.token;
+    // Results belong to the owner: the store frees them when it dies, not when this worker does.
+    store.owner_id = reply.owner_id();
+    // The agent's address file lies beside its store's socket, in the node's folder.
+    std::ifstream agent(std::filesystem::path(socket).parent_path() / "agent.address");
+    std::getline(agent, store.agent_address);
+    g.agent_address = store.agent_address;
+    g.store = std::make_unique<NodeObjectStore>(std::move(store));
+  }
+}
+
+// The process ends with its owner's stream, whatever runs the tasks (or without one: after
+// kNoOwnerTimeout).
+void ExitWithOwnerStream() {
+  std::thread([] {
+    if (!service->started().WaitForNotificationWithTimeout(kNoOwnerTimeout)) {
+      Die("the owner never pushed tasks; exiting");
+    }
+    service->finished().WaitForNotification();
+    // A detached actor serves the other drivers that call it until it is told to exit.
+    if (globals->detached) return;
+    absl::SleepFor(absl::Seconds(2));
+    ExitWorker();
+  }).detach();
+}
+
 }  // namespace
 
 bool InWorkerMode() { return Env(kWorkerModeEnv) == "1"; }
@@ -731,8 +839,7 @@ const RuntimeContext& CurrentContext() {
   return globals != nullptr ? globals->context : *driver_context;
 }
 
-void SetNestedCancel(
-    std::function<void(const std::string& task_id, bool force)> cancel_submitted) {
+void SetNestedCancel(std::function<void(const std::string& task_id, bool force)> cancel_submitted) {
   absl::MutexLock lock(&nested_cancel_mu);
   delete nested_cancel;
   nested_cancel = new std::function<void(const std::string&, bool)>(std::move(cancel_submitted));
@@ -783,90 +890,12 @@ absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel, AsyncTaskRunne
   g->context.worker_id = worker_id;
   g->context.node_id = Env(kNodeIdEnv);
 
-  service = new WorkerService();
-  rpc::ServerOptions server_options;
-  server_options.token = g->token;
-  if (std::string bind = Env(kWorkerBindEnv); !bind.empty()) {
-    server_options.bind_address = bind;
-    g->bind_address = bind;
-  }
-  auto started = rpc::RpcServer::Start(server_options, {service});
-  if (!started.ok()) {
-    return absl::Status(started.status().code(),
-                        absl::StrCat("cannot serve: ", started.status().message()));
-  }
-  server = started->release();
-  // What this worker borrows is counted under its address: its owners see it gone when it is.
-  SetBorrowerId(server->address());
-
-  v1::WorkerReadyRequest ready;
-  ready.set_worker_id(worker_id);
-  ready.set_address(server->address());
-  ready.set_pid(getpid());
-  // The owner may open its stream on a local socket instead (same host and user): offered when
-  // one can be made, else the owner uses Worker.PushTasks.
-  if (absl::StatusOr<rpc::LocalListener> local = rpc::ListenLocal(/*backlog=*/4); local.ok()) {
-    service->SetLocalListener(local->fd);
-    ready.set_local_stream(local->name);
-    std::thread([fd = local->fd] { service->ServeLocalOwner(fd); }).detach();
-  }
-  v1::WorkerReadyReply reply;
-  rpc::RetryOptions retry;
-  // An owner serves before it asks for workers, so a port that refuses connections means the
-  // owner is gone (a worker's own runtime let go while this lease was being granted): give up
-  // after a second of that instead of the whole budget. Other failures get the usual 10 s.
-  retry.total_budget = absl::Seconds(1);
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  absl::Status told;
-  while (true) {
-    reply.Clear();
-    told = rpc::RetryUnary(retry, &v1::Owner::Stub::WorkerReady, g->owner.get(), ready, &reply);
-    if (told.ok() || !absl::IsUnavailable(told) || absl::Now() >= give_up ||
-        absl::StrContains(told.message(), "Connection refused")) {
-      break;
-    }
-  }
-  if (!told.ok()) {
-    return absl::Status(told.code(), absl::StrCat("cannot reach the owner at ", g->owner_address,
-                                                  ": ", told.message()));
-  }
-  if (!reply.accepted()) {
-    return absl::FailedPreconditionError("the owner does not want this worker any more");
-  }
-  if (!reply.node_id().empty()) g->context.node_id = reply.node_id();
-  g->context.node_labels.insert(reply.node_labels().begin(), reply.node_labels().end());
-  g->context.isolation_env.insert(reply.isolation_env().begin(), reply.isolation_env().end());
-  for (const auto& [resource, ids] : reply.accelerator_ids()) {
-    g->context.accelerator_ids[resource] = ParseIds(ids);
-  }
-  std::string socket = Env(kObjectStoreSocketEnv);
-  if (socket.empty()) socket = reply.object_store_socket();
-  if (!socket.empty()) {
-    NodeObjectStoreOptions store;
-    store.socket_path = socket;
-    store.node_id = g->context.node_id;
-    store.token = g->token;
-    // Results belong to the owner: the store frees them when it dies, not when this worker does.
-    store.owner_id = reply.owner_id();
-    // The agent's address file lies beside its store's socket, in the node's folder.
-    std::ifstream agent(std::filesystem::path(socket).parent_path() / "agent.address");
-    std::getline(agent, store.agent_address);
-    g->agent_address = store.agent_address;
-    g->store = std::make_unique<NodeObjectStore>(std::move(store));
-  }
+  TESSERA_RETURN_IF_ERROR(ServeWorker(*g));
+  TESSERA_ASSIGN_OR_RETURN(const v1::WorkerReadyReply reply, TellOwnerReady(*g, worker_id));
+  ApplyReadyReply(*g, reply);
   globals = g;
   service->context_ready().Notify();
-  // Whatever runs the tasks, the process ends with its owner's stream (or without one).
-  std::thread([] {
-    if (!service->started().WaitForNotificationWithTimeout(kNoOwnerTimeout)) {
-      Die("the owner never pushed tasks; exiting");
-    }
-    service->finished().WaitForNotification();
-    // A detached actor serves the other drivers that call it until it is told to exit.
-    if (globals->detached) return;
-    absl::SleepFor(absl::Seconds(2));
-    ExitWorker();
-  }).detach();
+  ExitWithOwnerStream();
   return absl::OkStatus();
 }
 
@@ -902,7 +931,8 @@ void RunWorker() {
 }
 
 absl::Status ReportGeneratorItem(const v1::TaskSpec& task, int64_t index, std::string value) {
-  if (globals == nullptr) return absl::FailedPreconditionError("this process is not a running worker");
+  if (globals == nullptr)
+    return absl::FailedPreconditionError("this process is not a running worker");
   if (!task.streaming() || task.generator_owner().empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("task ", task.function(), " is not a streaming generator"));
@@ -919,9 +949,9 @@ absl::Status ReportGeneratorItem(const v1::TaskSpec& task, int64_t index, std::s
   grpc::Status status = stub->ReportGeneratorItem(&context, request, &reply);
   if (status.ok()) return absl::OkStatus();
   absl::Status s = rpc::FromGrpcStatus(status);
-  return absl::Status(s.code(), absl::StrCat("reporting value ", index, " of generator ",
-                                             task.function(), " to its caller at ",
-                                             task.generator_owner(), ": ", s.message()));
+  return absl::Status(
+      s.code(), absl::StrCat("reporting value ", index, " of generator ", task.function(),
+                             " to its caller at ", task.generator_owner(), ": ", s.message()));
 }
 
 absl::StatusOr<std::string> PutTaskReturn(const std::string& task_id,
@@ -949,14 +979,15 @@ absl::StatusOr<NestedDriverEnv> NestedDriverEnvironment() {
   env.head_address = Env(kHeadAddressEnv);
   env.agent_address = globals->agent_address;
   if (env.agent_address.empty() && !env.state_dir.empty() && !globals->context.node_id.empty()) {
-    std::ifstream agent(std::filesystem::path(env.state_dir) / "nodes" /
-                        globals->context.node_id / "agent.address");
+    std::ifstream agent(std::filesystem::path(env.state_dir) / "nodes" / globals->context.node_id /
+                        "agent.address");
     std::getline(agent, env.agent_address);
   }
   env.bind_address = globals->bind_address;
   for (absl::string_view key : absl::StrSplit(Env(kWorkerEnvKeysEnv), ',', absl::SkipEmpty())) {
     const std::string name(key);
-    if (const char* value = std::getenv(name.c_str()); value != nullptr) env.worker_env[name] = value;
+    if (const char* value = std::getenv(name.c_str()); value != nullptr)
+      env.worker_env[name] = value;
   }
   return env;
 }
@@ -970,8 +1001,8 @@ absl::StatusOr<internal::SerializedValue> FetchObject(const ObjectRefData& ref,
   if (ref.owner.address == globals->owner_address) {
     return ReadFromOwner(*globals->owner, ref, globals->store.get(), timeout, owner_unreachable);
   }
-  return ReadFromOwner(OwnerStubFor(ref.owner.address, globals->token), ref,
-                       globals->store.get(), timeout, owner_unreachable);
+  return ReadFromOwner(OwnerStubFor(ref.owner.address, globals->token), ref, globals->store.get(),
+                       timeout, owner_unreachable);
 }
 
 }  // namespace tessera::worker

@@ -95,8 +95,8 @@ using AsyncTaskRunner =
 // runs every task it is given one at a time, in the order given across calls. The thread that
 // read the run goes on reading meanwhile. Without it each task goes through `runner`.
 using RunDoneFn = std::function<void(std::vector<v1::TaskResult> results)>;
-using SequenceRunner = std::function<void(std::vector<v1::TaskSpec> tasks,
-                                          const ArgumentFetcher&, RunDoneFn done)>;
+using SequenceRunner =
+    std::function<void(std::vector<v1::TaskSpec> tasks, const ArgumentFetcher&, RunDoneFn done)>;
 // The owner's local stream, read by the thread that runs the tasks (the one the sequence runner
 // hands them to) while it has none to run, instead of by a thread that reads and then wakes it:
 // one thread wake-up fewer per task. Offered (TaskThreadPump non-null) once every task the owner
@@ -127,8 +127,7 @@ absl::Status StartWorker(TaskRunner runner, CancelHook on_cancel = nullptr,
 // What a recursive cancel also does: cancel the work this process's own runtime submitted from
 // inside the cancelled task `task_id` (binary), and only that (set by the API when a task makes
 // that runtime). `force`: as the cancel was asked.
-void SetNestedCancel(
-    std::function<void(const std::string& task_id, bool force)> cancel_submitted);
+void SetNestedCancel(std::function<void(const std::string& task_id, bool force)> cancel_submitted);
 // The task the calling thread runs now (TaskId binary; "" none): the parent of the tasks it
 // submits. C++ tasks set it on their thread; the Python worker on the thread that runs a task.
 const std::string& RunningTaskOnThisThread();
@@ -177,8 +176,8 @@ struct NestedDriverEnv {
   std::string token;
   // What the owner added to this worker's environment, for the workers it leases in turn.
   std::map<std::string, std::string> worker_env;
-  std::string state_dir;     // "" when the owner did not say
-  std::string head_address;  // "" when the owner did not say
+  std::string state_dir;      // "" when the owner did not say
+  std::string head_address;   // "" when the owner did not say
   std::string agent_address;  // this worker's node agent ("" when unknown)
   std::string bind_address;   // where the worker's services bind
 };

@@ -4,9 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "run_command.h"
 
@@ -26,21 +25,21 @@ struct Expected {
   std::string type;
   std::string probe;
   size_t links = 0;
-  std::string link_kind;                 // kind of every link, when there are links
-  std::map<int, int> devices_per_numa;   // NUMA node -> devices
+  std::string link_kind;                // kind of every link, when there are links
+  std::map<int, int> devices_per_numa;  // NUMA node -> devices
   size_t distinct_nearest_nics = 0;
-  std::map<std::string, std::string> labels;      // must be present with these values
-  std::map<std::string, std::string> resources;   // must be present with these values
+  std::map<std::string, std::string> labels;     // must be present with these values
+  std::map<std::string, std::string> resources;  // must be present with these values
   std::vector<std::string> absent_resources;
-  std::vector<std::string> warnings_mentioning;   // each must appear in some warning
+  std::vector<std::string> warnings_mentioning;  // each must appear in some warning
 };
 
 // gtest names each parameterized case by its machine rather than dumping the struct's bytes.
 void PrintTo(const Expected& e, std::ostream* os) { *os << e.machine; }
 
 json Report(const std::string& machine, const std::map<std::string, std::string>& env = {}) {
-  auto r = RunCommand({TesseraBinary(), "hardware", "--json", "--sysroot", kFixtures + machine},
-                      env);
+  auto r =
+      RunCommand({TesseraBinary(), "hardware", "--json", "--sysroot", kFixtures + machine}, env);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "");
   return json::parse(r.out);
@@ -98,24 +97,56 @@ const std::vector<Expected>& AllMachines() {
       {.machine = "cpu-only-vm",
        .resources = {{"CPU", "8"}, {"memory", "17179869184"}},
        .absent_resources = {"GPU", "TPU"}},
-      {.machine = "h100-sxm-8", .family = "nvidia", .resource = "GPU", .count = 8,
-       .type = "H100", .probe = "sysfs", .links = 28, .link_kind = "nvswitch",
-       .devices_per_numa = {{0, 4}, {1, 4}}, .distinct_nearest_nics = 8,
+      {.machine = "h100-sxm-8",
+       .family = "nvidia",
+       .resource = "GPU",
+       .count = 8,
+       .type = "H100",
+       .probe = "sysfs",
+       .links = 28,
+       .link_kind = "nvswitch",
+       .devices_per_numa = {{0, 4}, {1, 4}},
+       .distinct_nearest_nics = 8,
        .resources = {{"CPU", "224"}},
        .warnings_mentioning = {"NVML not available", "0000:05:00.0", "NVSwitch"}},
-      {.machine = "workstation-rtx4090", .family = "nvidia", .resource = "GPU", .count = 1,
-       .type = "RTX-4090", .probe = "sysfs", .devices_per_numa = {{0, 1}},
+      {.machine = "workstation-rtx4090",
+       .family = "nvidia",
+       .resource = "GPU",
+       .count = 1,
+       .type = "RTX-4090",
+       .probe = "sysfs",
+       .devices_per_numa = {{0, 1}},
        .distinct_nearest_nics = 1,
        .warnings_mentioning = {"0000:00:02.0", "integrated", "0000:01:00.1"}},
-      {.machine = "mi300x-8", .family = "amd", .resource = "GPU", .count = 8,
-       .type = "AMD-Instinct-MI300X-OAM", .probe = "kfd", .links = 28, .link_kind = "xgmi",
-       .devices_per_numa = {{0, 4}, {1, 4}}, .distinct_nearest_nics = 8},
-      {.machine = "intel-max-1550-4", .family = "intel-gpu", .resource = "GPU", .count = 4,
-       .type = "Intel-GPU-Max-1550", .probe = "drm", .devices_per_numa = {{0, 2}, {1, 2}},
-       .distinct_nearest_nics = 1, .warnings_mentioning = {"intel_vpu"}},
-      {.machine = "tpu-v6e-4x4-worker2", .family = "tpu", .resource = "TPU", .count = 4,
-       .type = "TPU-V6E", .probe = "vfio", .links = 4, .link_kind = "ici",
-       .devices_per_numa = {{0, 2}, {1, 2}}, .distinct_nearest_nics = 1,
+      {.machine = "mi300x-8",
+       .family = "amd",
+       .resource = "GPU",
+       .count = 8,
+       .type = "AMD-Instinct-MI300X-OAM",
+       .probe = "kfd",
+       .links = 28,
+       .link_kind = "xgmi",
+       .devices_per_numa = {{0, 4}, {1, 4}},
+       .distinct_nearest_nics = 8},
+      {.machine = "intel-max-1550-4",
+       .family = "intel-gpu",
+       .resource = "GPU",
+       .count = 4,
+       .type = "Intel-GPU-Max-1550",
+       .probe = "drm",
+       .devices_per_numa = {{0, 2}, {1, 2}},
+       .distinct_nearest_nics = 1,
+       .warnings_mentioning = {"intel_vpu"}},
+      {.machine = "tpu-v6e-4x4-worker2",
+       .family = "tpu",
+       .resource = "TPU",
+       .count = 4,
+       .type = "TPU-V6E",
+       .probe = "vfio",
+       .links = 4,
+       .link_kind = "ici",
+       .devices_per_numa = {{0, 2}, {1, 2}},
+       .distinct_nearest_nics = 1,
        .labels = {{"tessera.io/tpu-slice-name", "train-v6e-16-a"},
                   {"tessera.io/tpu-worker-id", "2"},
                   {"tessera.io/tpu-topology", "4x4"},
@@ -124,19 +155,40 @@ const std::vector<Expected>& AllMachines() {
                   {"tessera.io/fabric-kind", "ici"}},
        .resources = {{"train-v6e-16-a", "1"}},
        .absent_resources = {"TPU-v6e-16-head"}},  // worker 2 is not the slice head
-      {.machine = "tpu-v5e-8", .family = "tpu", .resource = "TPU", .count = 8,
-       .type = "TPU-V5LITEPOD", .probe = "accel", .links = 10, .link_kind = "ici",
-       .devices_per_numa = {{0, 4}, {1, 4}}, .distinct_nearest_nics = 1,
-       .labels = {{"tessera.io/tpu-worker-id", "0"}, {"tessera.io/tpu-topology", "2x4"},
+      {.machine = "tpu-v5e-8",
+       .family = "tpu",
+       .resource = "TPU",
+       .count = 8,
+       .type = "TPU-V5LITEPOD",
+       .probe = "accel",
+       .links = 10,
+       .link_kind = "ici",
+       .devices_per_numa = {{0, 4}, {1, 4}},
+       .distinct_nearest_nics = 1,
+       .labels = {{"tessera.io/tpu-worker-id", "0"},
+                  {"tessera.io/tpu-topology", "2x4"},
                   {"tessera.io/tpu-pod-type", "v5litepod-8"}},
        .resources = {{"TPU-v5litepod-8-head", "1"}, {"serve-v5e-8", "1"}}},
-      {.machine = "trn1-32xlarge", .family = "neuron", .resource = "neuron_cores", .count = 32,
-       .type = "aws-neuron-core", .probe = "neuron-sysfs", .links = 144,
-       .link_kind = "neuronlink", .devices_per_numa = {{0, 16}, {1, 16}},
+      {.machine = "trn1-32xlarge",
+       .family = "neuron",
+       .resource = "neuron_cores",
+       .count = 32,
+       .type = "aws-neuron-core",
+       .probe = "neuron-sysfs",
+       .links = 144,
+       .link_kind = "neuronlink",
+       .devices_per_numa = {{0, 16}, {1, 16}},
        .distinct_nearest_nics = 1},
-      {.machine = "gaudi2-8", .family = "gaudi", .resource = "HPU", .count = 8,
-       .type = "Intel-GAUDI2", .probe = "accel", .links = 28, .link_kind = "gaudi-roce",
-       .devices_per_numa = {{0, 4}, {1, 4}}, .distinct_nearest_nics = 1},
+      {.machine = "gaudi2-8",
+       .family = "gaudi",
+       .resource = "HPU",
+       .count = 8,
+       .type = "Intel-GAUDI2",
+       .probe = "accel",
+       .links = 28,
+       .link_kind = "gaudi-roce",
+       .devices_per_numa = {{0, 4}, {1, 4}},
+       .distinct_nearest_nics = 1},
   };
   return *machines;
 }
@@ -165,9 +217,9 @@ TEST(HardwareFixtureTest, EveryFixtureDirectoryHasExpectations) {
 }
 
 TEST(HardwareFixtureTest, H100ThroughTheFakeNvmlHasNvlinkDetail) {
-  const json report = Report("h100-sxm-8", {{"TESSERA_NVML_LIBRARY", FAKE_NVML_LIBRARY},
-                                            {"TESSERA_FAKE_NVML_TABLE",
-                                             kFixtures + "h100-sxm-8.nvml"}});
+  const json report =
+      Report("h100-sxm-8", {{"TESSERA_NVML_LIBRARY", FAKE_NVML_LIBRARY},
+                            {"TESSERA_FAKE_NVML_TABLE", kFixtures + "h100-sxm-8.nvml"}});
   const json& f = report["families"][0];
   EXPECT_EQ(f["probe"], "nvml");
   ASSERT_EQ(f["devices"].size(), 8u);

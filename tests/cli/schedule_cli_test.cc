@@ -5,7 +5,6 @@
 
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "run_command.h"
@@ -18,10 +17,10 @@ using ::testing::StartsWith;
 
 const std::string kExamples = std::string(TESSERA_SOURCE_DIR) + "/examples/";
 
-CommandResult Schedule(const std::string& cluster, const std::string& requests,
-                       bool json = false, std::vector<std::string> flags = {}) {
-  std::vector<std::string> argv = {TesseraBinary(), "schedule", "--cluster", cluster,
-                                   "--requests", requests};
+CommandResult Schedule(const std::string& cluster, const std::string& requests, bool json = false,
+                       std::vector<std::string> flags = {}) {
+  std::vector<std::string> argv = {TesseraBinary(), "schedule",   "--cluster",
+                                   cluster,         "--requests", requests};
   if (json) argv.push_back("--json");
   argv.insert(argv.end(), flags.begin(), flags.end());
   return RunCommand(argv);
@@ -108,9 +107,10 @@ TEST(ScheduleCliTest, PlacementGroupExample) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("[1] create_placement_group train: placed bundle 0 on gpu-0 "
                                "(GPU 0,1); bundle 1 on gpu-0 (GPU 2,3)\n"));
-  EXPECT_THAT(r.out, HasSubstr("[3] create_placement_group wide: INFEASIBLE: STRICT_SPREAD: bundles "
-                               "0, 1, 2 (GPU=1) need 3 nodes; only 2 can hold any of them (gpu-0, "
-                               "gpu-1)\n"));
+  EXPECT_THAT(r.out,
+              HasSubstr("[3] create_placement_group wide: INFEASIBLE: STRICT_SPREAD: bundles "
+                        "0, 1, 2 (GPU=1) need 3 nodes; only 2 can hold any of them (gpu-0, "
+                        "gpu-1)\n"));
   EXPECT_THAT(r.out, HasSubstr("[4] create_placement_group flexible: placed bundle 0 on gpu-1 "
                                "(GPU 0,1) (fallback option 1)\n"));
   EXPECT_THAT(r.out, HasSubstr("    placement group train: RESCHEDULING bundles 0,1: 1 node could "
@@ -122,7 +122,8 @@ TEST(ScheduleCliTest, PlacementGroupExample) {
   EXPECT_THAT(r.out, HasSubstr("[6] remove_placement_group flexible: removed; released GPU=2 on "
                                "gpu-1\n    placement group train: re-placed bundle 0 on gpu-1 "
                                "(GPU 0,1); bundle 1 on gpu-1 (GPU 2,3)\n"));
-  EXPECT_THAT(r.out, HasSubstr("[7] remove_placement_group wide: withdrawn before it was placed\n"));
+  EXPECT_THAT(r.out,
+              HasSubstr("[7] remove_placement_group wide: withdrawn before it was placed\n"));
   EXPECT_EQ(Schedule(cluster, requests).out, r.out);  // identical run to run
   auto j = Schedule(cluster, requests, /*json=*/true);
   ASSERT_EQ(j.exit_code, 0) << j.err;
@@ -143,7 +144,8 @@ TEST(ScheduleCliTest, RequestsInPlacementGroupBundles) {
   EXPECT_THAT(r.out, HasSubstr("[4] submit_task pair: PENDING: not enough left now for GPU=2: "
                                "bundle 0 of train has GPU 0 of 2 left (held by actor rank0); "
                                "bundle 1 of train has GPU 1 of 2 left (held by task loader)\n"));
-  EXPECT_THAT(r.out, HasSubstr("[5] submit_task shard: placed in bundle 1 on gpu-1, GPU 1 (0.5)\n"));
+  EXPECT_THAT(r.out,
+              HasSubstr("[5] submit_task shard: placed in bundle 1 on gpu-1, GPU 1 (0.5)\n"));
   EXPECT_THAT(r.out, HasSubstr("[6] submit_task too-big: INFEASIBLE: no bundle of train can ever "
                                "hold GPU=4 (a request never spans bundles)\n"));
   EXPECT_THAT(r.out, HasSubstr("[7] finish loader: finished; released CPU=1,GPU=1 to bundle 1 of "
@@ -217,8 +219,8 @@ TEST(ScheduleCliTest, NodeFailureListsTheWorkLostAndEveryReservationItTouched) {
   EXPECT_EQ(doc["events"][4]["touched"], nlohmann::json::array());
   // As on a cluster, the slice group that lost a host is broken (its other hosts stay held).
   EXPECT_EQ(doc["events"][3]["broken"],
-            nlohmann::json::array({{{"name", "train"},
-                                    {"explanation", "host v6e-0-w0 died (fail_node)"}}}));
+            nlohmann::json::array(
+                {{{"name", "train"}, {"explanation", "host v6e-0-w0 died (fail_node)"}}}));
   EXPECT_EQ(doc["utilization"]["TPU"]["used"], "12");
   std::filesystem::remove(requests);
 }
@@ -251,8 +253,8 @@ TEST(ScheduleCliTest, LostWorkIsResubmittedWithinItsRetryBudget) {
   const nlohmann::json doc = nlohmann::json::parse(j.out);
   const nlohmann::json& failure = doc["events"][5];
   ASSERT_EQ(failure["resubmitted"].size(), 3u);
-  EXPECT_EQ(failure["resubmitted"][1], nlohmann::json({{"name", "once"}, {"retry", 1},
-                                                       {"max_retries", 1}}));
+  EXPECT_EQ(failure["resubmitted"][1],
+            nlohmann::json({{"name", "once"}, {"retry", 1}, {"max_retries", 1}}));
   EXPECT_EQ(failure["resubmitted"][2]["max_retries"], -1);
   // Actors name their budget max_restarts, tasks max_retries; anything else is refused.
   ExpectOneLineError(Schedule(cluster, WriteTemp("tessera_retries_bad.yaml",
@@ -351,18 +353,18 @@ TEST(ScheduleCliTest, MalformedFilesAreOneLineErrors) {
                                                  "resources: {GPU: -1}}\n")),
                      "sched_bad.yaml:2:45: events[0].submit_task.resources: resource \"GPU\": "
                      "\"-1\" is negative");
-  ExpectOneLineError(Schedule(cluster, WriteTemp("sched_pg.yaml",
-                                                 "events:\n  - release_slices: x\n")),
-                     "sched_pg.yaml:2:21: events[0].release_slices: no slice reservation named "
-                     "\"x\" is made before this event");
+  ExpectOneLineError(
+      Schedule(cluster, WriteTemp("sched_pg.yaml", "events:\n  - release_slices: x\n")),
+      "sched_pg.yaml:2:21: events[0].release_slices: no slice reservation named "
+      "\"x\" is made before this event");
   ExpectOneLineError(Schedule(WriteTemp("sched_cluster.yaml", "node_groups: [{name: a}]\n"),
                               kExamples + "requests/small.yaml"),
                      "sched_cluster.yaml:1:15: node_groups[0]: missing required key \"count\"");
   ExpectOneLineError(Schedule(cluster, "/nonexistent/requests.yaml"), "cannot read");
   // A reference to a node the cluster lacks is caught before anything runs.
-  ExpectOneLineError(Schedule(cluster, WriteTemp("sched_node.yaml",
-                                                 "events:\n  - fail_node: gpu-9\n")),
-                     "no node \"gpu-9\"");
+  ExpectOneLineError(
+      Schedule(cluster, WriteTemp("sched_node.yaml", "events:\n  - fail_node: gpu-9\n")),
+      "no node \"gpu-9\"");
 }
 
 }  // namespace

@@ -2,13 +2,11 @@
 // and hardware outputs.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "run_command.h"
@@ -38,8 +36,8 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
 }
 
 TEST(TesseraCliTest, DescribeSliceV6e4x4) {
-  auto r = RunCommand({TesseraBinary(), "describe-slice", "--accelerator", "TPU-V6E",
-                       "--topology", "4x4", "--json"});
+  auto r = RunCommand({TesseraBinary(), "describe-slice", "--accelerator", "TPU-V6E", "--topology",
+                       "4x4", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["chips"], 16);
@@ -51,8 +49,8 @@ TEST(TesseraCliTest, DescribeSliceV6e4x4) {
 }
 
 TEST(TesseraCliTest, DescribeSliceTextNamesEveryField) {
-  auto r = RunCommand({TesseraBinary(), "describe-slice", "--accelerator", "v4", "--topology",
-                       "2x2x2"});
+  auto r =
+      RunCommand({TesseraBinary(), "describe-slice", "--accelerator", "v4", "--topology", "2x2x2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("v4-16"));
   EXPECT_THAT(r.out, HasSubstr("hosts"));
@@ -92,18 +90,19 @@ TEST(TesseraCliTest, MalformedHardwareDescriptionsAreOneLineErrors) {
   const std::string broken = WriteTemp("tessera_cli_broken.yaml", "host: {sockets: [\n");
   ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--simulate", broken}), 1,
                      "tessera_cli_broken.yaml");
-  const std::string typo = WriteTemp("tessera_cli_typo.yaml",
-                                     "host: {sockets: 1, cores_per_socket: 4, threads_per_core: 1, numa_nodes: 1, "
-                                     "memory: 16GiB}\n"
-                                     "accelerators:\n  - family: nvidia\n    cuont: 8\n");
+  const std::string typo =
+      WriteTemp("tessera_cli_typo.yaml",
+                "host: {sockets: 1, cores_per_socket: 4, threads_per_core: 1, numa_nodes: 1, "
+                "memory: 16GiB}\n"
+                "accelerators:\n  - family: nvidia\n    cuont: 8\n");
   ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--simulate", typo}), 1, "cuont");
 }
 
 TEST(TesseraCliTest, MalformedIsolationVariablesAreOneLineErrors) {
   // On the live machine the agent's own environment holds the isolation policy.
-  ExpectOneLineError(RunCommand({TesseraBinary(), "hardware"},
-                                {{"TESSERA_ZERO_ASSIGNED_POLICY", "sometimes"}}),
-                     1, "TESSERA_ZERO_ASSIGNED_POLICY");
+  ExpectOneLineError(
+      RunCommand({TesseraBinary(), "hardware"}, {{"TESSERA_ZERO_ASSIGNED_POLICY", "sometimes"}}), 1,
+      "TESSERA_ZERO_ASSIGNED_POLICY");
   ExpectOneLineError(RunCommand({TesseraBinary(), "hardware"},
                                 {{"TESSERA_NOSET_CUDA_VISIBLE_DEVICES", "perhaps"}}),
                      1, "TESSERA_NOSET_CUDA_VISIBLE_DEVICES");
@@ -122,22 +121,22 @@ TEST(TesseraCliTest, MalformedFlagsAreOneLineErrorsNamingTheFlag) {
                      "--label-selector");
   ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--resources", "GPU=1"}), 1,
                      "no GPU devices");
-  ExpectOneLineError(RunCommand({TesseraBinary(), "start", "--address", "127.0.0.1:1",
-                                 "--state-dir", "/nonexistent/tessera", "--prestarted-workers",
-                                 "999"}),
-                     1, "prestarted workers 999 is outside [0, 64]");
-  ExpectOneLineError(RunCommand({TesseraBinary(), "start", "--address", "127.0.0.1:1",
-                                 "--state-dir", "/nonexistent/tessera", "--launcher",
-                                 "/nonexistent/launcher"}),
-                     1, "launcher /nonexistent/launcher is not an executable file");
-  ExpectOneLineError(RunCommand({TesseraBinary(), "start", "--address", "127.0.0.1:1",
-                                 "--state-dir", "/nonexistent/tessera", "--object-store-memory",
-                                 "lots"}),
-                     1, "--object-store-memory: ");
-  ExpectOneLineError(RunCommand({TesseraBinary(), "start", "--address", "127.0.0.1:1",
-                                 "--state-dir", "/nonexistent/tessera", "--object-store-memory",
-                                 "-1GiB"}),
-                     1, "--object-store-memory: ");
+  ExpectOneLineError(
+      RunCommand({TesseraBinary(), "start", "--address", "127.0.0.1:1", "--state-dir",
+                  "/nonexistent/tessera", "--prestarted-workers", "999"}),
+      1, "prestarted workers 999 is outside [0, 64]");
+  ExpectOneLineError(
+      RunCommand({TesseraBinary(), "start", "--address", "127.0.0.1:1", "--state-dir",
+                  "/nonexistent/tessera", "--launcher", "/nonexistent/launcher"}),
+      1, "launcher /nonexistent/launcher is not an executable file");
+  ExpectOneLineError(
+      RunCommand({TesseraBinary(), "start", "--address", "127.0.0.1:1", "--state-dir",
+                  "/nonexistent/tessera", "--object-store-memory", "lots"}),
+      1, "--object-store-memory: ");
+  ExpectOneLineError(
+      RunCommand({TesseraBinary(), "start", "--address", "127.0.0.1:1", "--state-dir",
+                  "/nonexistent/tessera", "--object-store-memory", "-1GiB"}),
+      1, "--object-store-memory: ");
   ExpectOneLineError(RunCommand({TesseraBinary(), "start", "--head", "--state-dir",
                                  "/nonexistent/tessera", "--driver-timeout", "0s"}),
                      1, "--driver-timeout: must be positive");
@@ -158,23 +157,24 @@ TEST(TesseraCliTest, MalformedFlagsAreOneLineErrorsNamingTheFlag) {
                                  "TPU-V6E", "--topology", "4x4", "--selector", "zone=in(a",
                                  "--state-dir", "/nonexistent/tessera"}),
                      1, "--selector: label selector \"zone=in(a\"");
-  ExpectOneLineError(RunCommand({TesseraBinary(), "slice", "reserve", "s", "--nvlink-hosts", "2",
-                                 "--per-host", "GPU=4", "--sub-slice", "--state-dir",
-                                 "/nonexistent/tessera"}),
-                     1, "--sub-slice takes blocks of TPU slices, not NVLink hosts");
+  ExpectOneLineError(
+      RunCommand({TesseraBinary(), "slice", "reserve", "s", "--nvlink-hosts", "2", "--per-host",
+                  "GPU=4", "--sub-slice", "--state-dir", "/nonexistent/tessera"}),
+      1, "--sub-slice takes blocks of TPU slices, not NVLink hosts");
 }
 
 TEST(TesseraCliTest, LabelSelectorsWithFallbacksSayWhichOptionMatchesAndWhy) {
   auto r = RunCommand({TesseraBinary(), "hardware", "--json", "--sysroot",
-                       kFixtures + "tpu-v6e-4x4-worker2", "--labels", "team=ml",
-                       "--label-selector", "tessera.io/accelerator-type=in(H100,A100)",
-                       "--label-selector", "tessera.io/tpu-topology=4x4,team=!infra"});
+                       kFixtures + "tpu-v6e-4x4-worker2", "--labels", "team=ml", "--label-selector",
+                       "tessera.io/accelerator-type=in(H100,A100)", "--label-selector",
+                       "tessera.io/tpu-topology=4x4,team=!infra"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto check = nlohmann::json::parse(r.out)["label_selector"];
   EXPECT_EQ(check["matched"], 1);
   ASSERT_EQ(check["failures"].size(), 1u);
-  EXPECT_EQ(check["failures"][0],
-            "needs tessera.io/accelerator-type in (A100,H100); tessera.io/accelerator-type=TPU-V6E");
+  EXPECT_EQ(
+      check["failures"][0],
+      "needs tessera.io/accelerator-type in (A100,H100); tessera.io/accelerator-type=TPU-V6E");
   auto none = RunCommand({TesseraBinary(), "hardware", "--sysroot", kFixtures + "cpu-only-vm",
                           "--label-selector", "gpu=exists()"});
   ASSERT_EQ(none.exit_code, 0) << none.err;
@@ -186,8 +186,8 @@ TEST(TesseraCliTest, CpuOnlyMachineSaysSoPlainly) {
   auto r = RunCommand({TesseraBinary(), "hardware", "--sysroot", kFixtures + "cpu-only-vm"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("No accelerators found: this is a CPU-only machine."));
-  auto j = RunCommand({TesseraBinary(), "hardware", "--json", "--sysroot",
-                       kFixtures + "cpu-only-vm"});
+  auto j =
+      RunCommand({TesseraBinary(), "hardware", "--json", "--sysroot", kFixtures + "cpu-only-vm"});
   ASSERT_EQ(j.exit_code, 0) << j.err;
   auto report = nlohmann::json::parse(j.out);
   EXPECT_EQ(report["accelerators"], 0);
@@ -222,10 +222,10 @@ TEST(TesseraCliTest, SimulatedV6eHostAdvertisesItsSlice) {
 // line naming the flag.
 TEST(TesseraCliTest, ABareZeroObjectStoreIsTakenAsNoStore) {
   const std::string cluster = std::string(TESSERA_SOURCE_DIR) + "/examples/clusters/small.yaml";
-  ExpectOneLineError(RunCommand({TesseraBinary(), "up", cluster, "--state-dir",
-                                 "/nonexistent/tessera", "--object-store-memory", "0",
-                                 "--timeout", "soon"}),
-                     1, "--timeout");
+  ExpectOneLineError(
+      RunCommand({TesseraBinary(), "up", cluster, "--state-dir", "/nonexistent/tessera",
+                  "--object-store-memory", "0", "--timeout", "soon"}),
+      1, "--timeout");
   ExpectOneLineError(RunCommand({TesseraBinary(), "up", cluster, "--state-dir",
                                  "/nonexistent/tessera", "--object-store-memory", "-1GiB"}),
                      1, "--object-store-memory: ");
@@ -238,22 +238,20 @@ TEST(TesseraCliTest, HugeFilesAreRefusedBeforeTheyAreRead) {
       std::filesystem::temp_directory_path() / ("tessera_cli_huge_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir / "work");
   const std::string huge = (dir / "work" / "data.bin").string();
-  {
-    std::ofstream create(huge);
-  }
+  { std::ofstream create(huge); }
   ASSERT_EQ(::truncate(huge.c_str(), off_t{3} << 30), 0);
   const std::string size = " is 3 GiB (3221225472 bytes)";
   const auto start = std::chrono::steady_clock::now();
-  ExpectOneLineError(RunCommand({TesseraBinary(), "job", "submit", "--working-dir",
-                                 (dir / "work").string(), "--state-dir", "/nonexistent/tessera",
-                                 "--", "true"}),
-                     1, huge + size + "; a working directory holds at most 3 MiB of files");
-  ExpectOneLineError(RunCommand({TesseraBinary(), "up", huge, "--state-dir",
-                                 "/nonexistent/tessera"}),
-                     1, "cluster file " + huge + size + "; the limit is 64 MiB");
-  ExpectOneLineError(RunCommand({TesseraBinary(), "schedule", "--cluster", huge, "--requests",
-                                 huge}),
-                     1, "cluster file " + huge + size + "; the limit is 64 MiB");
+  ExpectOneLineError(
+      RunCommand({TesseraBinary(), "job", "submit", "--working-dir", (dir / "work").string(),
+                  "--state-dir", "/nonexistent/tessera", "--", "true"}),
+      1, huge + size + "; a working directory holds at most 3 MiB of files");
+  ExpectOneLineError(
+      RunCommand({TesseraBinary(), "up", huge, "--state-dir", "/nonexistent/tessera"}), 1,
+      "cluster file " + huge + size + "; the limit is 64 MiB");
+  ExpectOneLineError(
+      RunCommand({TesseraBinary(), "schedule", "--cluster", huge, "--requests", huge}), 1,
+      "cluster file " + huge + size + "; the limit is 64 MiB");
   ExpectOneLineError(RunCommand({TesseraBinary(), "hardware", "--simulate", huge}), 1,
                      "hardware description " + huge + size + "; the limit is 64 MiB");
   // Reading the file would take seconds; sizing it takes none.

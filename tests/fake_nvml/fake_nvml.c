@@ -180,8 +180,8 @@ struct nvmlDevice_st {
 typedef struct nvmlDevice_st* nvmlDevice_t;
 
 struct nvmlGpmSample_st {
-  nvmlDevice_t device;       /* NULL until nvmlGpmSampleGet fills it */
-  unsigned long long taken;  /* sequence number of that call */
+  nvmlDevice_t device;      /* NULL until nvmlGpmSampleGet fills it */
+  unsigned long long taken; /* sequence number of that call */
 };
 
 static struct nvmlDevice_st g_gpus[kMaxGpus];
@@ -192,8 +192,7 @@ static int g_init_count; /* nvmlInit_v2 calls not yet matched by nvmlShutdown */
 static int parse_bus(const char* s, unsigned int* d, unsigned int* b, unsigned int* v,
                      unsigned int* f) {
   char tail;
-  return sscanf(s, "%x:%x:%x.%x%c", d, b, v, f, &tail) == 4 && *b <= 0xff && *v <= 0x1f &&
-         *f <= 7;
+  return sscanf(s, "%x:%x:%x.%x%c", d, b, v, f, &tail) == 4 && *b <= 0xff && *v <= 0x1f && *f <= 7;
 }
 
 /* nvmlNvlinkVersion_t from "4.0": 1.0=1 2.0=2 2.2=3 3.0=4 3.1=5 4.0=6 5.0=7 */
@@ -244,9 +243,7 @@ static nvmlReturn_t reading_rc(const struct reading* r) {
   return r->set ? r->rc : NVML_ERROR_NOT_SUPPORTED;
 }
 
-static void copy_text(char* dst, const char* src) {
-  snprintf(dst, kText, "%s", src);
-}
+static void copy_text(char* dst, const char* src) { snprintf(dst, kText, "%s", src); }
 
 /* One table line; 0 on error. */
 static int parse_line(char* line) {
@@ -354,9 +351,7 @@ static nvmlReturn_t load_table(void) {
   return rc;
 }
 
-static int valid(nvmlDevice_t d) {
-  return g_init_count > 0 && d >= g_gpus && d < g_gpus + g_count;
-}
+static int valid(nvmlDevice_t d) { return g_init_count > 0 && d >= g_gpus && d < g_gpus + g_count; }
 
 static nvmlReturn_t put_text(char* dst, unsigned int length, const char* src) {
   if (dst == NULL) return NVML_ERROR_INVALID_ARGUMENT;

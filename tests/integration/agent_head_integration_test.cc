@@ -67,9 +67,7 @@ class AgentHeadTest : public ::testing::Test {
     return agent.ok() ? std::move(*agent) : nullptr;
   }
 
-  std::unique_ptr<grpc::ClientContext> Context() {
-    return rpc::MakeClientContext(kPatience);
-  }
+  std::unique_ptr<grpc::ClientContext> Context() { return rpc::MakeClientContext(kPatience); }
 
   v1::LeaseReply Lease(NodeAgentServer& agent, const v1::LeaseRequest& request) {
     auto stub = v1::NodeAgent::NewStub(rpc::MakeChannel(agent.address(), head_->token()));
@@ -117,7 +115,7 @@ TEST_F(AgentHeadTest, SpillbackToTheNodeTheHeadPicks) {
   // Nothing in the cluster has 16 GPUs: infeasible, with the head's explanation.
   v1::LeaseReply none = Lease(*cpu_, Request("GPU=16", {"/bin/true"}));
   EXPECT_FALSE(none.has_spillback());
-  EXPECT_EQ(none.status(), "infeasible");
+  EXPECT_EQ(none.status(), v1::PICK_STATUS_INFEASIBLE);
   EXPECT_THAT(none.explanation(), HasSubstr("GPU"));
 }
 
@@ -130,7 +128,7 @@ TEST_F(AgentHeadTest, PlacementGroupReservedOnTheAgentAndLeasesInsideIt) {
   v1::CreatePlacementGroupRequest create;
   create.set_name("pg");
   create.set_request_id("create-pg");
-  create.set_strategy("STRICT_PACK");
+  create.set_strategy(v1::PLACEMENT_STRATEGY_STRICT_PACK);
   wire::ResourcesToProto(node_testing::Res("CPU=1,GPU=2"),
                          create.mutable_primary()->add_bundles()->mutable_resources());
   v1::PlacementGroupInfo info;

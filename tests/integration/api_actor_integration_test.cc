@@ -1,5 +1,7 @@
 // Actors end to end on a real cluster (a head and two node agents as processes): this test binary
 // is the driver and, started by the agents in worker mode, each actor's dedicated process.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,9 +17,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -164,8 +163,7 @@ TEST_F(ActorIntegrationTest, AConstructorThatThrowsMakesEveryCallFailWithItsErro
 
 TEST_F(ActorIntegrationTest, KilledProcessRestartsWithFreshStateAndRetriesPendingCalls) {
   const std::string file = cluster_->state_dir() + "/actor-go";
-  ActorHandle<Counter> counter =
-      Actor(MakeCounter).MaxRestarts(1).MaxTaskRetries(1).Remote(100);
+  ActorHandle<Counter> counter = Actor(MakeCounter).MaxRestarts(1).MaxTaskRetries(1).Remote(100);
   EXPECT_EQ(*Get(counter.Task(&Counter::Add).Remote(5), kPatience), 105);
   auto pid = Get(counter.Task(&Counter::Pid).Remote(), kPatience);
   ASSERT_TRUE(pid.ok()) << pid.status();
@@ -294,8 +292,8 @@ TEST_F(ActorIntegrationTest, ADriversActorAndReservationsEndWhenTheDriverIsKille
         const auto state = group_state("doomed-owned");
         if (!state.ok()) return state.status();
         if (!state->has_value()) return absl::OkStatus();
-        return absl::UnavailableError(absl::StrCat(
-            "doomed-owned is ", std::string(rpc::PlacementGroupStateName(**state))));
+        return absl::UnavailableError(
+            absl::StrCat("doomed-owned is ", std::string(rpc::PlacementGroupStateName(**state))));
       },
       absl::Seconds(40)));
   const auto detached = group_state("doomed-detached");
@@ -315,7 +313,7 @@ TEST_F(ActorIntegrationTest, MaxConcurrencyOverlapsCalls) {
 }
 
 TEST_F(ActorIntegrationTest, GpuActorSeesItsDevice) {
-  ActorHandle<Counter> counter = Actor(MakeCounter).Resources("CPU=1,GPU=1").Remote(0);
+  ActorHandle<Counter> counter = Actor(MakeCounter).Resources({{"CPU", 1}, {"GPU", 1}}).Remote(0);
   auto view = Get(counter.Task(&Counter::Context).Remote(), kPatience);
   ASSERT_TRUE(view.ok()) << view.status();
   ASSERT_EQ(view->size(), 4u);
@@ -327,11 +325,13 @@ TEST_F(ActorIntegrationTest, GpuActorSeesItsDevice) {
 }
 
 TEST_F(ActorIntegrationTest, BadActorsAreOneLineErrors) {
-  ActorHandle<Counter> bad = Actor(MakeCounter).Resources("CPU=lots").Remote(0);
+  ActorHandle<Counter> bad = Actor(MakeCounter).Resources({{"CPU", -1}}).Remote(0);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "resource \"CPU\": quantity -1 is negative");
   auto call = Get(bad.Task(&Counter::Add).Remote(1));
   EXPECT_EQ(call.status().code(), absl::StatusCode::kInvalidArgument);
-  ActorHandle<Counter> infeasible = Actor(MakeCounter).Resources("CPU=1,GPU=64").Remote(0);
+  ActorHandle<Counter> infeasible =
+      Actor(MakeCounter).Resources({{"CPU", 1}, {"GPU", 64}}).Remote(0);
   auto never = Get(infeasible.Task(&Counter::Add).Remote(1), kPatience);
   ASSERT_FALSE(never.ok());
   EXPECT_THAT(std::string(never.status().message()), HasSubstr("infeasible"));

@@ -30,8 +30,15 @@
 namespace tessera::testing {
 namespace {
 
+// Only the node `node`.
+LabelSelector OnNode(const std::string& node) {
+  return LabelSelector::Of({{"tessera.io/node-id", SelectorOperator::kIn, {node}}}).value();
+}
+
 // Where a victim task leaves its "<pid> <node>" and the file's name for task `x`.
-std::string VictimFile(const std::string& dir, int64_t x) { return absl::StrCat(dir, "/victim-", x); }
+std::string VictimFile(const std::string& dir, int64_t x) {
+  return absl::StrCat(dir, "/victim-", x);
+}
 
 // About 1 ms of work answering 2x+1. A task whose `victim_dir` is set records where it runs on
 // its first run and then waits to be killed; its retry answers like the others.
@@ -124,11 +131,12 @@ TEST_F(ApiChaosTest, KillAWorkerThenANodeDuringTenThousandTasks) {
   for (int64_t i = 0; i < kTasks; ++i) ASSERT_EQ((*values)[i], 2 * i + 1) << i;
 
   const TaskStats d = Minus(GetTaskStats(), before);
-  std::printf("chaos: killed worker %d, machine %s (%zu processes); retries %lld, duplicates %lld, "
-              "workers started %lld, died %lld, leases %lld\n",
-              worker->pid, node->node.c_str(), killed->size(), (long long)d.retries,
-              (long long)d.duplicate_results, (long long)d.workers_started,
-              (long long)d.workers_died, (long long)d.leases_requested);
+  std::printf(
+      "chaos: killed worker %d, machine %s (%zu processes); retries %lld, duplicates %lld, "
+      "workers started %lld, died %lld, leases %lld\n",
+      worker->pid, node->node.c_str(), killed->size(), (long long)d.retries,
+      (long long)d.duplicate_results, (long long)d.workers_started, (long long)d.workers_died,
+      (long long)d.leases_requested);
   EXPECT_EQ(d.submitted, kTasks);
   EXPECT_EQ(d.succeeded, kTasks);
   EXPECT_EQ(d.failed, 0);
@@ -155,10 +163,8 @@ TEST_F(ApiAgentDeathTest, WorkersExitWhenTheirAgentDies) {
   const std::string dir = cluster_->state_dir() + "/orphans";
   ASSERT_TRUE(std::filesystem::create_directories(dir));
   // A task on cpu2 that blocks until killed: its worker is the agent's child.
-  ObjectRef<int64_t> ref = Task(Work)
-                               .LabelSelector("tessera.io/node-id=cpu2")
-                               .MaxRetries(0)
-                               .Remote(int64_t{1}, dir);
+  ObjectRef<int64_t> ref =
+      Task(Work).LabelSelector(OnNode("cpu2")).MaxRetries(0).Remote(int64_t{1}, dir);
   auto victim = AwaitVictim(*cluster_, dir, 1);
   ASSERT_TRUE(victim.ok()) << victim.status();
   ASSERT_EQ(victim->node, "cpu2");
@@ -171,7 +177,8 @@ TEST_F(ApiAgentDeathTest, WorkersExitWhenTheirAgentDies) {
       [&]() -> absl::Status {
         for (int pid : below) {
           if (client::ProcessAlive(pid)) {
-            return absl::UnavailableError(absl::StrCat("process ", pid, " of the dead agent lives"));
+            return absl::UnavailableError(
+                absl::StrCat("process ", pid, " of the dead agent lives"));
           }
         }
         return absl::OkStatus();
@@ -195,8 +202,8 @@ TEST_F(ApiSilentMachineTest, WorkOnAMachineThatGoesSilentIsRetriedOnceTheHeadDec
   const TaskStats before = GetTaskStats();
   // cpu2 first, gpu1 when cpu2 cannot take it (not cpu1: this driver's own agent).
   ObjectRef<int64_t> ref = Task(Work)
-                               .LabelSelector("tessera.io/node-id=cpu2")
-                               .LabelSelector("tessera.io/node-id=gpu1")
+                               .LabelSelector(OnNode("cpu2"))
+                               .LabelSelector(OnNode("gpu1"))
                                .MaxRetries(1)
                                .Remote(int64_t{5}, dir);
   auto victim = AwaitVictim(*cluster_, dir, 5);

@@ -1,17 +1,15 @@
 // Gangs from the C++ API (include/tessera/gang.h) on a real cluster: a head and two node agents as
 // processes; each gang is a job of the head, whose controller starts every rank at once with the
 // torchrun environment and restarts the group when one fails.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
-
 #include <string>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -74,7 +72,8 @@ GangOptions ShGang(std::string name, int workers, std::string script) {
 }
 
 TEST_F(GangTest, EveryRankRunsAtOnceWithItsRankAndTheGangSucceeds) {
-  GangOptions options = ShGang("hello", 3, "echo rank=$RANK world=$WORLD_SIZE job=$TESSERA_JOB_ID x=$X");
+  GangOptions options =
+      ShGang("hello", 3, "echo rank=$RANK world=$WORLD_SIZE job=$TESSERA_JOB_ID x=$X");
   options.env = {{"X", "42"}};
   auto gang = StartGang(options);
   ASSERT_TRUE(gang.ok()) << gang.status();
@@ -87,17 +86,17 @@ TEST_F(GangTest, EveryRankRunsAtOnceWithItsRankAndTheGangSucceeds) {
   auto logs = gang->Logs();
   ASSERT_TRUE(logs.ok()) << logs.status();
   for (int r = 0; r < 3; ++r) {
-    EXPECT_THAT(*logs, HasSubstr(absl::StrCat("[rank", r, "]: rank=", r, " world=3 job=",
-                                              gang->id(), " x=42")));
+    EXPECT_THAT(*logs, HasSubstr(absl::StrCat("[rank", r, "]: rank=", r,
+                                              " world=3 job=", gang->id(), " x=42")));
   }
 }
 
 TEST_F(GangTest, AFailedRankRestartsTheWholeGangWithTheRestartCountOneHigher) {
   // Rank 1 fails on the first attempt only.
-  GangOptions options = ShGang(
-      "flaky", 2,
-      "echo attempt=$TORCHELASTIC_RESTART_COUNT; "
-      "if [ \"$RANK\" = 1 ] && [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then exit 3; fi");
+  GangOptions options =
+      ShGang("flaky", 2,
+             "echo attempt=$TORCHELASTIC_RESTART_COUNT; "
+             "if [ \"$RANK\" = 1 ] && [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then exit 3; fi");
   options.max_restarts = 1;
   auto gang = StartGang(options);
   ASSERT_TRUE(gang.ok()) << gang.status();
@@ -142,8 +141,8 @@ TEST_F(GangTest, StopEndsEveryRankAndWaitTimesOutWhileItRuns) {
   EXPECT_EQ(stopped->state, "STOPPED");
   EXPECT_EQ(stopped->message, "stopped by its program");
   for (const GangRank& rank : running->ranks) {
-    EXPECT_NE(::kill(rank.pid, 0), 0) << "rank " << rank.rank << " (pid " << rank.pid
-                                      << ") outlived its gang";
+    EXPECT_NE(::kill(rank.pid, 0), 0)
+        << "rank " << rank.rank << " (pid " << rank.pid << ") outlived its gang";
   }
 }
 

@@ -1,6 +1,8 @@
 // The C++ API end to end on a real cluster (a head and two node agents as processes): this test
 // binary is both the driver and, started by the agents in worker mode, the workers that run its
 // tasks (main calls tessera::Init first when it is a worker).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,9 +14,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -173,7 +172,7 @@ TEST_F(ApiIntegrationTest, AlwaysDyingTaskFailsWithTheCauseAfterMaxRetries) {
 }
 
 TEST_F(ApiIntegrationTest, GpuTaskSeesExactlyItsDevices) {
-  auto view = Get(Task(GpuView).Resources("CPU=1,GPU=1").Remote(0), kPatience);
+  auto view = Get(Task(GpuView).Resources({{"CPU", 1}, {"GPU", 1}}).Remote(0), kPatience);
   ASSERT_TRUE(view.ok()) << view.status();
   ASSERT_EQ(view->size(), 4u);
   EXPECT_FALSE((*view)[0].empty());
@@ -188,13 +187,14 @@ TEST_F(ApiIntegrationTest, BadCallsAreOneLineErrors) {
   EXPECT_EQ(unregistered.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(unregistered.status().message()), HasSubstr("TESSERA_REMOTE"));
 
-  auto bad = Get(Task(AddOne).Resources("CPU=lots").Remote(1));
+  auto bad = Get(Task(AddOne).Resources({{"CPU", 0.00001}}).Remote(1));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("task AddOne: resources \"CPU=lots\""));
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("resource \"CPU\": quantity 1e-05 has more than 4 decimal places"));
   EXPECT_EQ(std::string(bad.status().message()).find('\n'), std::string::npos);
 
-  auto infeasible = Get(Task(AddOne).Resources("CPU=1,GPU=64").Remote(1), kPatience);
+  auto infeasible = Get(Task(AddOne).Resources({{"CPU", 1}, {"GPU", 64}}).Remote(1), kPatience);
   ASSERT_FALSE(infeasible.ok());
   EXPECT_THAT(std::string(infeasible.status().message()), HasSubstr("infeasible"));
 }

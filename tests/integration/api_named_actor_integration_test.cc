@@ -3,14 +3,14 @@
 // live actor in the whole cluster (another driver cannot take it) and is free again once the
 // actor is killed; a driver's named actors lose their names when it exits, unless detached.
 // This binary is the driver, the workers and (run again, see main) the second driver.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -73,9 +73,9 @@ class NamedActorIntegrationTest : public ApiClusterSuite<8> {
   // Runs this binary as a second driver doing `mode` with `name`; its stdout, and its exit code.
   static std::pair<std::string, int> RunGuest(const std::string& mode, const std::string& name) {
     const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-    const std::string command = absl::StrCat("TESSERA_NAMED_ACTOR_GUEST=", mode, " TESSERA_NAMED_ACTOR_NAME=",
-                                             name, " TESSERA_NAMED_ACTOR_STATE='",
-                                             cluster_->state_dir(), "' '", self, "'");
+    const std::string command =
+        absl::StrCat("TESSERA_NAMED_ACTOR_GUEST=", mode, " TESSERA_NAMED_ACTOR_NAME=", name,
+                     " TESSERA_NAMED_ACTOR_STATE='", cluster_->state_dir(), "' '", self, "'");
     FILE* guest = popen(command.c_str(), "r");
     if (guest == nullptr) return {"popen failed", -1};
     std::string out;

@@ -1,6 +1,8 @@
 // Tasks, Puts and actors from inside tasks and actors (issue 5, docs/api.md): the first such call
 // in a worker makes the worker a driver of its own (it owns what it submits and puts, leasing
 // from its own node's agent). This test binary is the driver and, in worker mode, the workers.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,9 +11,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -63,7 +62,8 @@ int PutAndPass(int x) {
   if (Wait(std::vector<ObjectRef<int>>{put}, 1, absl::Seconds(60)).ready.size() != 1) {
     throw std::runtime_error("a put is not ready");
   }
-  if (OrThrow(Get(put, absl::Seconds(60))) != x * 10) throw std::runtime_error("put read back wrong");
+  if (OrThrow(Get(put, absl::Seconds(60))) != x * 10)
+    throw std::runtime_error("put read back wrong");
   return OrThrow(Get(Task(AddOne).Remote(put), absl::Seconds(60)));
 }
 TESSERA_REMOTE(PutAndPass);
@@ -91,7 +91,8 @@ int UseActorInside(int n) {
   ActorHandle<Accumulator> acc = Actor(MakeAccumulator).Remote(100);
   if (!acc.status().ok()) throw std::runtime_error(acc.status().ToString());
   int last = 0;
-  for (int i = 1; i <= n; ++i) last = OrThrow(Get(acc.Task(&Accumulator::Add).Remote(i), absl::Seconds(60)));
+  for (int i = 1; i <= n; ++i)
+    last = OrThrow(Get(acc.Task(&Accumulator::Add).Remote(i), absl::Seconds(60)));
   if (absl::Status killed = Kill(acc); !killed.ok()) throw std::runtime_error(killed.ToString());
   return last;
 }

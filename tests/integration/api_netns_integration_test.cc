@@ -2,11 +2,11 @@
 // another network namespace behind a veth pair. Workers serve where their agent is reached
 // (TESSERA_WORKER_BIND from the agent), so the driver reaches them; the driver serves its Owner
 // service on its end of the link (InitOptions::bind_address), so they reach it.
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "integration/api_test_cluster.h"

@@ -4,6 +4,8 @@
 // goes, and reports an object whose node died as lost. This test binary is the driver and, in
 // worker mode, the workers. The driver's node is "a" (the first agent of the state folder);
 // tasks are pinned to "b" or "c" with the node-id label; "c" is the node the lost test kills.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <cstdint>
@@ -13,9 +15,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -81,7 +80,9 @@ class ApiObjectsIntegrationTest : public ApiClusterFixture {
     return stats.ok() ? *stats : ObjectStoreStats{};
   }
 
-  static std::string OnNode(const std::string& node) { return "tessera.io/node-id=" + node; }
+  static LabelSelector OnNode(const std::string& node) {
+    return LabelSelector::Of({{"tessera.io/node-id", SelectorOperator::kIn, {node}}}).value();
+  }
 };
 
 TEST_F(ApiObjectsIntegrationTest, LargePutIsStoredAndReadZeroCopy) {

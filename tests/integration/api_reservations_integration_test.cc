@@ -1,14 +1,14 @@
 // Placement groups and slice reservations from the C++ API (include/tessera/placement_group.h) on
 // a real cluster: a head and three node agents as processes (two TPU v6e hosts forming one 2x4
 // slice, and a CPU node). The test binary is the driver and, in worker mode, the workers.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -74,11 +74,13 @@ TEST_F(ReservationsTest, InfeasibleGroupFailsWithTheHeadsExplanationAndLeavesNot
 }
 
 TEST_F(ReservationsTest, GroupWithoutRoomTimesOutAndIsWithdrawn) {
-  auto all = CreatePlacementGroup(
-      {.name = "all-cpu1", .strategy = "STRICT_PACK", .bundles = {"CPU=4"},
-       .bundle_selectors = {"tessera.io/node-id=cpu1"}});
+  auto all = CreatePlacementGroup({.name = "all-cpu1",
+                                   .strategy = "STRICT_PACK",
+                                   .bundles = {"CPU=4"},
+                                   .bundle_selectors = {"tessera.io/node-id=cpu1"}});
   ASSERT_TRUE(all.ok()) << all.status();
-  auto late = CreatePlacementGroup({.name = "late", .bundles = {"CPU=4"},
+  auto late = CreatePlacementGroup({.name = "late",
+                                    .bundles = {"CPU=4"},
                                     .bundle_selectors = {"tessera.io/node-id=cpu1"},
                                     .timeout = absl::Milliseconds(300)});
   ASSERT_FALSE(late.ok());
@@ -86,8 +88,8 @@ TEST_F(ReservationsTest, GroupWithoutRoomTimesOutAndIsWithdrawn) {
   EXPECT_THAT(late.status().message(), HasSubstr("placement group late is still PENDING"));
   ASSERT_OK(RemovePlacementGroup("all-cpu1"));
   // The pending request was withdrawn: it did not take the room freed above.
-  auto now = CreatePlacementGroup({.name = "late", .bundles = {"CPU=4"},
-                                   .bundle_selectors = {"tessera.io/node-id=cpu1"}});
+  auto now = CreatePlacementGroup(
+      {.name = "late", .bundles = {"CPU=4"}, .bundle_selectors = {"tessera.io/node-id=cpu1"}});
   ASSERT_TRUE(now.ok()) << now.status();
   ASSERT_OK(RemovePlacementGroup("late"));
 }
@@ -123,7 +125,7 @@ TEST_F(ReservationsTest, SliceReservationGivesOneActorPerHostItsTpuWorkerId) {
   std::vector<ActorHandle<HostProbe>> actors;
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(slice->hosts[i].tpu_worker, i);
-    actors.push_back(Actor(MakeHostProbe).Resources("TPU=4").PlacementGroup("s", i).Remote());
+    actors.push_back(Actor(MakeHostProbe).Resources({{"TPU", 4}}).PlacementGroup("s", i).Remote());
   }
   for (int i = 0; i < 2; ++i) {
     auto seen = Get(actors[i].Task(&HostProbe::TpuWorker).Remote(), kPatience);
@@ -132,7 +134,9 @@ TEST_F(ReservationsTest, SliceReservationGivesOneActorPerHostItsTpuWorkerId) {
   }
   for (auto& actor : actors) ASSERT_OK(Kill(actor));
   // A second whole slice does not exist: never half of one.
-  auto second = ReserveSlices({.name = "s2", .accelerator_type = "TPU-V6E", .topology = "2x4",
+  auto second = ReserveSlices({.name = "s2",
+                               .accelerator_type = "TPU-V6E",
+                               .topology = "2x4",
                                .timeout = absl::Milliseconds(300)});
   EXPECT_FALSE(second.ok());
   ASSERT_OK(ReleaseSlices("s"));

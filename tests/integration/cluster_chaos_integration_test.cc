@@ -64,6 +64,11 @@ namespace fs = std::filesystem;
 namespace v1 = tessera::v1;
 using Json = nlohmann::json;
 
+// Nodes whose label pool is `pool`.
+LabelSelector Pool(const std::string& pool) {
+  return LabelSelector::Of({{"pool", SelectorOperator::kIn, {pool}}}).value();
+}
+
 // In a test: fails it (not fatally) with the status when `expr` is not OK.
 #define EXPECT_OK(expr)                                       \
   do {                                                        \
@@ -160,7 +165,7 @@ class Workload {
     for (int64_t n = 0; n < count; ++n) {
       const int64_t i = static_cast<int64_t>(refs_.size());
       refs_.push_back(
-          Task(Work).LabelSelector("pool=tasks").Remote(i, victim == i ? dir_ : std::string()));
+          Task(Work).LabelSelector(Pool("tasks")).Remote(i, victim == i ? dir_ : std::string()));
     }
   }
   int64_t size() const { return static_cast<int64_t>(refs_.size()); }
@@ -180,11 +185,12 @@ class Workload {
     const TaskStats after = GetTaskStats();
     const int64_t retries = after.retries - before_.retries;
     const int64_t duplicates = after.duplicate_results - before_.duplicate_results;
-    std::printf("workload: %zu tasks; retries %lld, duplicate results %lld, workers started %lld, "
-                "died %lld\n",
-                refs_.size(), static_cast<long long>(retries), static_cast<long long>(duplicates),
-                static_cast<long long>(after.workers_started - before_.workers_started),
-                static_cast<long long>(after.workers_died - before_.workers_died));
+    std::printf(
+        "workload: %zu tasks; retries %lld, duplicate results %lld, workers started %lld, "
+        "died %lld\n",
+        refs_.size(), static_cast<long long>(retries), static_cast<long long>(duplicates),
+        static_cast<long long>(after.workers_started - before_.workers_started),
+        static_cast<long long>(after.workers_died - before_.workers_died));
     EXPECT_EQ(after.submitted - before_.submitted, size());
     EXPECT_EQ(after.succeeded - before_.succeeded, size());
     EXPECT_EQ(after.failed - before_.failed, 0);
@@ -383,10 +389,10 @@ std::vector<std::string> AgentViewProblems(const AgentReport& report, const Raw&
     AddDevices(lease.allocation(), mine);
     for (const auto& [device, amount] : mine) {
       if (!held->second.contains(device)) {
-        problems.push_back(absl::StrCat("agent ", report.report.node_id(), ": lease ", lease.lease_id(),
-                                        " in bundle ", lease.bundle_index(), " of ",
-                                        lease.placement_group(), " uses ", device.first, " ",
-                                        device.second, ", not its bundle's"));
+        problems.push_back(absl::StrCat("agent ", report.report.node_id(), ": lease ",
+                                        lease.lease_id(), " in bundle ", lease.bundle_index(),
+                                        " of ", lease.placement_group(), " uses ", device.first,
+                                        " ", device.second, ", not its bundle's"));
       }
     }
   }
@@ -406,8 +412,8 @@ absl::StatusOr<std::map<std::string, AgentReport>> ReportsSince(const HeadTap& t
     }
     if (stale.empty()) return reports;
     if (absl::Now() >= until) {
-      return absl::DeadlineExceededError(absl::StrCat("no report since the check began from ",
-                                                      absl::StrJoin(stale, ", ")));
+      return absl::DeadlineExceededError(
+          absl::StrCat("no report since the check began from ", absl::StrJoin(stale, ", ")));
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
@@ -575,9 +581,8 @@ class InvariantSampler {
     }
     for (std::string& problem : problems) {
       if (violations_.size() < 20) {
-        violations_.push_back(absl::StrCat(absl::FormatTime("%H:%M:%E3S", absl::Now(),
-                                                            absl::LocalTimeZone()),
-                                           " ", problem));
+        violations_.push_back(absl::StrCat(
+            absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()), " ", problem));
       }
     }
   }
@@ -748,9 +753,8 @@ TEST_F(WorkerAndAgentChaosTest, KilledWorkersAndPausedAgentsDuringTenThousandTas
   ASSERT_EQ(kill(*rank1, SIGKILL), 0);
   ASSERT_OK(AwaitRank(dir_, 0, 1).status());
   ASSERT_OK(AwaitRank(dir_, 1, 1).status());
-  auto restarted = AwaitGang(*gang, [](const GangStatus& s) {
-    return s.state == "RUNNING" && s.restart_count == 1;
-  });
+  auto restarted = AwaitGang(
+      *gang, [](const GangStatus& s) { return s.state == "RUNNING" && s.restart_count == 1; });
   ASSERT_OK(restarted.status());
   EXPECT_EQ(restarted->state, "RUNNING") << restarted->message;
   EXPECT_EQ(restarted->restart_count, 1);
@@ -797,9 +801,8 @@ TEST_F(WorkerAndAgentChaosTest, KilledWorkersAndPausedAgentsDuringTenThousandTas
   // back (nobody watches it any more).
   EXPECT_OK(cluster_->WaitUntil([&]() -> absl::Status {
     if (!client::ProcessAlive(stranded->pid)) return absl::OkStatus();
-    return absl::FailedPreconditionError(
-        absl::StrCat("the stranded victim's worker ", stranded->pid, " on ", paused,
-                     " still runs"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the stranded victim's worker ", stranded->pid, " on ", paused, " still runs"));
   }));
 
   {
@@ -872,7 +875,7 @@ TEST_F(HeadRestartChaosTest, HeadKilledAndRestartedOnRedisDuringTenThousandTasks
     EXPECT_OK(after.status());
     const bool kept = after.ok() && after->state == "RUNNING" && after->restart_count == 0;
     EXPECT_TRUE(kept) << (after.ok() ? absl::StrCat(after->state, " (restarts ",
-                                                     after->restart_count, "): ", after->message)
+                                                    after->restart_count, "): ", after->message)
                                      : after.status().ToString());
     EXPECT_EQ(kill(*rank0, 0), 0) << "rank 0 of the first attempt did not outlive the head";
     EXPECT_EQ(kill(*rank1, 0), 0) << "rank 1 of the first attempt did not outlive the head";
@@ -880,9 +883,8 @@ TEST_F(HeadRestartChaosTest, HeadKilledAndRestartedOnRedisDuringTenThousandTasks
       ASSERT_EQ(kill(*rank0, SIGKILL), 0);
       EXPECT_OK(AwaitRank(dir_, 0, 1).status());
       EXPECT_OK(AwaitRank(dir_, 1, 1).status());
-      auto restarted = AwaitGang(*gang, [](const GangStatus& s) {
-        return s.state == "RUNNING" && s.restart_count == 1;
-      });
+      auto restarted = AwaitGang(
+          *gang, [](const GangStatus& s) { return s.state == "RUNNING" && s.restart_count == 1; });
       EXPECT_OK(restarted.status());
       if (restarted.ok()) {
         EXPECT_EQ(restarted->restart_count, 1) << restarted->message;

@@ -79,7 +79,8 @@ std::string TpuV6eHost(const std::string& slice, int worker, const std::string& 
       "    type: TPU-V6E\n"
       "    count: 4\n"
       "    interconnect: ici-grid\n"
-      "    tpu: {slice_name: ", slice, ", worker_id: ", worker, ", topology: ", topology, "}\n");
+      "    tpu: {slice_name: ",
+      slice, ", worker_id: ", worker, ", topology: ", topology, "}\n");
 }
 
 TestCluster::TestCluster(ClusterOptions options, std::string state_dir)
@@ -132,7 +133,8 @@ std::string TestCluster::token() const {
 
 int TestCluster::Spawn(const std::vector<std::string>& argv, const std::string& log_name,
                        const std::string& out_file, const std::string& err_file) {
-  const std::string log = absl::StrCat(state_dir_, "/test-logs/", log_name, "-", ++spawned_, ".log");
+  const std::string log =
+      absl::StrCat(state_dir_, "/test-logs/", log_name, "-", ++spawned_, ".log");
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view entry(*e);
@@ -154,10 +156,9 @@ int TestCluster::Spawn(const std::vector<std::string>& argv, const std::string& 
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO,
                                    (out_file.empty() ? log : out_file).c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO,
-                                   (err_file.empty() ? log : err_file).c_str(),
-                                   O_WRONLY | O_CREAT | (err_file.empty() ? O_APPEND : O_TRUNC),
-                                   0644);
+  posix_spawn_file_actions_addopen(
+      &actions, STDERR_FILENO, (err_file.empty() ? log : err_file).c_str(),
+      O_WRONLY | O_CREAT | (err_file.empty() ? O_APPEND : O_TRUNC), 0644);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   // Its own process group, so a signal meant for it never reaches the test runner.
@@ -233,26 +234,18 @@ absl::Status TestCluster::StartHead() {
   const client::StateFolder state{state_dir_};
   std::error_code ec;
   fs::remove(state.HeadAddressFile(), ec);
-  std::vector<std::string> argv = {TesseraBinary(),
-                                   "start",
-                                   "--head",
-                                   "--block",
-                                   "--port",
-                                   absl::StrCat(head_port_),
-                                   "--state-dir",
-                                   state_dir_,
-                                   "--node-timeout",
-                                   options_.node_timeout};
+  std::vector<std::string> argv = {
+      TesseraBinary(),          "start",       "--head",   "--block",        "--port",
+      absl::StrCat(head_port_), "--state-dir", state_dir_, "--node-timeout", options_.node_timeout};
   argv.insert(argv.end(), options_.head_extra_args.begin(), options_.head_extra_args.end());
   head_pid_ = Spawn(argv, "head");
   if (head_pid_ <= 0) return absl::InternalError("cannot start the head");
   TESSERA_RETURN_IF_ERROR(WaitUntil(
       [&]() -> absl::Status {
         if (ReapIfDone(head_pid_)) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("the head exited; its log: ", ReadAll(absl::StrCat(
-                                                             state_dir_, "/test-logs/head-",
-                                                             spawned_, ".log"))));
+          return absl::FailedPreconditionError(absl::StrCat(
+              "the head exited; its log: ",
+              ReadAll(absl::StrCat(state_dir_, "/test-logs/head-", spawned_, ".log"))));
         }
         auto address = client::ReadFirstLine(state.HeadAddressFile());
         if (!address.ok() || address->empty()) return absl::UnavailableError("no head.address yet");
@@ -417,8 +410,8 @@ absl::Status TestCluster::WaitNodes(const std::vector<std::string>& ids, v1::Nod
           }
         }
         if (missing.empty()) return absl::OkStatus();
-        return absl::UnavailableError(absl::StrCat(
-            "not yet ", ToAbsl(rpc::NodeStateName(state)), ": ", absl::StrJoin(missing, ", ")));
+        return absl::UnavailableError(absl::StrCat("not yet ", ToAbsl(rpc::NodeStateName(state)),
+                                                   ": ", absl::StrJoin(missing, ", ")));
       },
       options_.ready_timeout);
 }

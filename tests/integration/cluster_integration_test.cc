@@ -2,6 +2,8 @@
 // processes) on loopback, driven through the `tessera` command and direct gRPC calls.
 // Timing: nodes heartbeat often and are declared dead after a short timeout; every wait polls
 // for a state with a generous deadline and never sleeps a fixed time as a test of anything.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,20 +12,17 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "absl/strings/str_split.h"
 #include "integration/cluster_harness.h"
 #include "integration/network_namespaces.h"
 #include "rpc/state_names.h"
@@ -85,7 +84,8 @@ absl::Status NodeIdle(TestCluster& cluster, const std::string& id) {
 
 ClusterOptions ThreeCpuNodes() {
   ClusterOptions options;
-  for (const char* id : {"n1", "n2", "n3"}) options.nodes.push_back({.id = id, .hardware_yaml = CpuHost(4)});
+  for (const char* id : {"n1", "n2", "n3"})
+    options.nodes.push_back({.id = id, .hardware_yaml = CpuHost(4)});
   return options;
 }
 
@@ -135,8 +135,8 @@ TEST(ClusterIntegrationTest, LeaseSpillsBackToTheNodeThatFitsAndIsolatesDevices)
 
   // Two workers of 2 GPUs each run at the same time: each sees exactly its own two devices.
   const std::string release = ReleaseFile(c, "gpu-release");
-  const std::string script = absl::StrCat(
-      "echo node=$TESSERA_NODE_ID gpus=$CUDA_VISIBLE_DEVICES; ", WaitForFileCommand(release));
+  const std::string script = absl::StrCat("echo node=$TESSERA_NODE_ID gpus=$CUDA_VISIBLE_DEVICES; ",
+                                          WaitForFileCommand(release));
   const int first = c.CliAsync({"run", "--resources", "CPU=1,GPU=2", "--", "sh", "-c", script});
   const int second = c.CliAsync({"run", "--resources", "CPU=1,GPU=2", "--", "sh", "-c", script});
   // Both are running once the head's view of n2 has no GPU left.
@@ -155,7 +155,8 @@ TEST(ClusterIntegrationTest, LeaseSpillsBackToTheNodeThatFitsAndIsolatesDevices)
   EXPECT_THAT(b.out, HasSubstr("node=n2 ")) << Describe(b);
   auto gpus = [](const std::string& out) {
     const std::string ids = out.substr(out.find("gpus=") + 5);
-    std::vector<std::string> list = absl::StrSplit(std::string(absl::StripTrailingAsciiWhitespace(ids)), ',');
+    std::vector<std::string> list =
+        absl::StrSplit(std::string(absl::StripTrailingAsciiWhitespace(ids)), ',');
     return std::set<std::string>(list.begin(), list.end());
   };
   const std::set<std::string> ga = gpus(a.out), gb = gpus(b.out);
@@ -178,10 +179,9 @@ TEST(ClusterIntegrationTest, PlacementGroupsOfEveryStrategy) {
   TestCluster& c = **cluster;
 
   // Per-bundle selectors pin each bundle; an impossible primary shape falls back in order.
-  const CliResult pinned = c.Cli({"pg", "create", "pinned", "--strategy", "SPREAD", "--bundles",
-                                  "CPU=100;CPU=100", "--fallback",
-                                  "CPU=1;CPU=1|tessera.io/node-id=n3;tessera.io/node-id=n2",
-                                  "--wait", "30s"});
+  const CliResult pinned = c.Cli(
+      {"pg", "create", "pinned", "--strategy", "SPREAD", "--bundles", "CPU=100;CPU=100",
+       "--fallback", "CPU=1;CPU=1|tessera.io/node-id=n3;tessera.io/node-id=n2", "--wait", "30s"});
   ASSERT_EQ(pinned.exit_code, 0) << Describe(pinned);
   EXPECT_THAT(pinned.out, HasSubstr("fallback option 1")) << pinned.out;
   auto pinned_group = FindGroup(c, "pinned");
@@ -198,7 +198,6 @@ TEST(ClusterIntegrationTest, PlacementGroupsOfEveryStrategy) {
     ASSERT_EQ(r.exit_code, 0) << Describe(r);
   }
   for (const char* id : {"n1", "n2", "n3"}) ASSERT_OK(c.WaitUntil([&] { return NodeIdle(c, id); }));
-
 
   struct Case {
     std::string name, strategy;
@@ -234,8 +233,8 @@ TEST(ClusterIntegrationTest, PlacementGroupsOfEveryStrategy) {
   EXPECT_FALSE(wide->explanation().empty());
   for (const std::string& n : BundleNodes(*wide)) EXPECT_EQ(n, "");
   // A group confined to one value of a label no node carries can never be placed.
-  const CliResult confined = c.Cli({"pg", "create", "one-rack", "--bundles", "CPU=1",
-                                    "--same-label", "rack", "--json"});
+  const CliResult confined =
+      c.Cli({"pg", "create", "one-rack", "--bundles", "CPU=1", "--same-label", "rack", "--json"});
   ASSERT_EQ(confined.exit_code, 0) << Describe(confined);
   auto rack = FindGroup(c, "one-rack");
   ASSERT_OK(rack.status());
@@ -291,8 +290,8 @@ TEST(ClusterIntegrationTest, SlicesAreReservedWholeAndNeverShareAHost) {
   const CliResult first = c.Cli({"slice", "reserve", "a", "--accelerator", "TPU-V6E", "--topology",
                                  "4x4", "--fallback", "TPU-V6E:2x4", "--wait", "30s", "--json"});
   ASSERT_EQ(first.exit_code, 0) << Describe(first);
-  const CliResult second = c.Cli({"slice", "reserve", "b", "--accelerator", "TPU-V6E",
-                                  "--topology", "2x4", "--wait", "30s", "--json"});
+  const CliResult second = c.Cli({"slice", "reserve", "b", "--accelerator", "TPU-V6E", "--topology",
+                                  "2x4", "--wait", "30s", "--json"});
   ASSERT_EQ(second.exit_code, 0) << Describe(second);
   const Json a = ParseJson(first), b = ParseJson(second);
   ASSERT_EQ(a["state"], "RESERVED") << first.out;
@@ -313,12 +312,12 @@ TEST(ClusterIntegrationTest, SlicesAreReservedWholeAndNeverShareAHost) {
   // the slice identity and the host's chips.
   for (const Json& h : a["hosts"]) {
     const int worker = h.value("worker", 0);
-    const CliResult r = c.Cli({"run", "--placement-group", "a", "--bundle", absl::StrCat(worker),
-                               "--resources", "TPU=4", "--", "sh", "-c",
-                               "echo $TESSERA_NODE_ID $TPU_NAME $TPU_WORKER_ID"});
+    const CliResult r =
+        c.Cli({"run", "--placement-group", "a", "--bundle", absl::StrCat(worker), "--resources",
+               "TPU=4", "--", "sh", "-c", "echo $TESSERA_NODE_ID $TPU_NAME $TPU_WORKER_ID"});
     ASSERT_EQ(r.exit_code, 0) << Describe(r);
-    EXPECT_EQ(r.out, absl::StrCat(h["node_id"].get<std::string>(), " ", h["domain"].get<std::string>(),
-                                  " ", worker, "\n"));
+    EXPECT_EQ(r.out, absl::StrCat(h["node_id"].get<std::string>(), " ",
+                                  h["domain"].get<std::string>(), " ", worker, "\n"));
   }
 
   // With every chip reserved, a plain TPU request is pending (it fits once a slice is freed),
@@ -327,19 +326,19 @@ TEST(ClusterIntegrationTest, SlicesAreReservedWholeAndNeverShareAHost) {
   EXPECT_EQ(busy.exit_code, 1) << Describe(busy);
   EXPECT_THAT(busy.err, ::testing::HasSubstr("cannot run the command (pending)")) << Describe(busy);
   // A demand the targeted bundle can never hold is infeasible at once, even without --wait.
-  const CliResult never = c.Cli({"run", "--placement-group", "a", "--bundle", "0", "--resources",
-                                 "CPU=1", "--", "true"});
+  const CliResult never = c.Cli(
+      {"run", "--placement-group", "a", "--bundle", "0", "--resources", "CPU=1", "--", "true"});
   EXPECT_EQ(never.exit_code, 1) << Describe(never);
   EXPECT_THAT(never.err, ::testing::HasSubstr("(infeasible)")) << Describe(never);
   EXPECT_THAT(never.err, ::testing::HasSubstr("can never hold CPU=1")) << Describe(never);
-  const CliResult any = c.Cli({"run", "--placement-group", "a", "--resources", "TPU=8", "--",
-                               "true"});
+  const CliResult any =
+      c.Cli({"run", "--placement-group", "a", "--resources", "TPU=8", "--", "true"});
   EXPECT_EQ(any.exit_code, 1) << Describe(any);
   EXPECT_THAT(any.err, ::testing::HasSubstr("no bundle of a can ever hold TPU=8")) << Describe(any);
 
   // A third request waits, and says which reservations hold the slices.
-  const CliResult third = c.Cli({"slice", "reserve", "c", "--accelerator", "TPU-V6E", "--topology",
-                                 "2x4", "--json"});
+  const CliResult third =
+      c.Cli({"slice", "reserve", "c", "--accelerator", "TPU-V6E", "--topology", "2x4", "--json"});
   ASSERT_EQ(third.exit_code, 0) << Describe(third);
   EXPECT_EQ(ParseJson(third)["state"], "PENDING") << third.out;
   // Releasing one hands its slice to the waiting reservation.
@@ -355,8 +354,8 @@ TEST(ClusterIntegrationTest, SlicesAreReservedWholeAndNeverShareAHost) {
   }));
   // Pinned to the slice b holds, a reservation waits and names its holder.
   const std::string held = b["domains"][0].get<std::string>();
-  const CliResult pinned = c.Cli({"slice", "reserve", "d", "--accelerator", "TPU-V6E",
-                                  "--topology", "2x4", "--domain", held, "--json"});
+  const CliResult pinned = c.Cli({"slice", "reserve", "d", "--accelerator", "TPU-V6E", "--topology",
+                                  "2x4", "--domain", held, "--json"});
   ASSERT_EQ(pinned.exit_code, 0) << Describe(pinned);
   const Json d = ParseJson(pinned);
   EXPECT_EQ(d["state"], "PENDING") << pinned.out;
@@ -368,11 +367,12 @@ TEST(ClusterIntegrationTest, SlicesAreReservedWholeAndNeverShareAHost) {
 
 TEST(ClusterIntegrationTest, HostsOfOneNvLinkDomainAreReservedTogether) {
   auto nvl_host = [](const std::string& domain) {
-    return absl::StrCat("host: {sockets: 1, cores_per_socket: 8, memory: 64GiB}\n"
-                        "accelerators:\n"
-                        "  - {family: nvidia, type: GB200, count: 4, memory: 186GiB, interconnect: "
-                        "nvswitch, fabric_domain: ",
-                        domain, "}\n");
+    return absl::StrCat(
+        "host: {sockets: 1, cores_per_socket: 8, memory: 64GiB}\n"
+        "accelerators:\n"
+        "  - {family: nvidia, type: GB200, count: 4, memory: 186GiB, interconnect: "
+        "nvswitch, fabric_domain: ",
+        domain, "}\n");
   };
   ClusterOptions options;
   options.nodes = {{.id = "a1", .hardware_yaml = nvl_host("rack-a")},
@@ -393,9 +393,9 @@ TEST(ClusterIntegrationTest, HostsOfOneNvLinkDomainAreReservedTogether) {
   EXPECT_EQ(hosts, (std::set<std::string>{"b1", "b2"})) << r.out;
   // One command per host inside the reservation sees that host's four GPUs.
   for (int bundle : {0, 1}) {
-    const CliResult run = c.Cli({"run", "--placement-group", "nvl", "--bundle",
-                                 absl::StrCat(bundle), "--resources", "GPU=4", "--", "sh", "-c",
-                                 "echo $CUDA_VISIBLE_DEVICES"});
+    const CliResult run =
+        c.Cli({"run", "--placement-group", "nvl", "--bundle", absl::StrCat(bundle), "--resources",
+               "GPU=4", "--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES"});
     ASSERT_EQ(run.exit_code, 0) << Describe(run);
     EXPECT_EQ(run.out, "0,1,2,3\n") << Describe(run);
   }
@@ -422,7 +422,7 @@ TEST(ClusterIntegrationTest, KilledWorkerReleasesItsLeaseAndTheReasonIsReported)
     if (!workers.ok()) return workers.status();
     for (const auto& node : *workers) {
       for (const auto& w : node.workers()) {
-        if (w.state() == "RUNNING" && w.pid() > 0) worker_pid = w.pid();
+        if (w.state() == tessera::v1::WORKER_STATE_RUNNING && w.pid() > 0) worker_pid = w.pid();
       }
     }
     return worker_pid > 0 ? absl::OkStatus() : absl::UnavailableError("no worker yet");
@@ -450,7 +450,7 @@ absl::StatusOr<tessera::v1::WorkerInfo> RunningWorker(TestCluster& c) {
     if (!workers.ok()) return workers.status();
     for (const auto& node : *workers) {
       for (const auto& w : node.workers()) {
-        if (w.state() == "RUNNING" && w.pid() > 0) {
+        if (w.state() == tessera::v1::WORKER_STATE_RUNNING && w.pid() > 0) {
           found = w;
           return absl::OkStatus();
         }
@@ -470,9 +470,9 @@ TEST(ClusterIntegrationTest, LogsReadAndFollowAWorkersOutput) {
   TestCluster& c = **cluster;
 
   const std::string release = ReleaseFile(c, "logs-release");
-  const int run = c.CliAsync({"run", "--", "sh", "-c",
-                              absl::StrCat("echo first; echo oops >&2; ", WaitForFileCommand(release),
-                                           "; echo last")});
+  const int run = c.CliAsync(
+      {"run", "--", "sh", "-c",
+       absl::StrCat("echo first; echo oops >&2; ", WaitForFileCommand(release), "; echo last")});
   auto worker = RunningWorker(c);
   ASSERT_OK(worker.status());
   // The worker has written its first lines once its stderr log holds "oops".
@@ -503,7 +503,8 @@ TEST(ClusterIntegrationTest, InterruptingRunStopsTheWorker) {
   ASSERT_OK(cluster.status());
   TestCluster& c = **cluster;
 
-  const int run = c.CliAsync({"run", "--", "sh", "-c", WaitForFileCommand(ReleaseFile(c, "never"))});
+  const int run =
+      c.CliAsync({"run", "--", "sh", "-c", WaitForFileCommand(ReleaseFile(c, "never"))});
   auto worker = RunningWorker(c);
   ASSERT_OK(worker.status());
   ASSERT_EQ(kill(run, SIGINT), 0);  // Ctrl-C in the terminal of `tessera run`
@@ -570,8 +571,8 @@ TEST(ClusterIntegrationTest, ASecondAgentWithALiveNodeIdIsRefusedAndExitsLeaving
   ASSERT_FALSE(address.empty());
   // A worker of the first agent, running until told to finish.
   const std::string release = ReleaseFile(c, "duplicate-release");
-  const int run = c.CliAsync({"run", "--resources", "CPU=3", "--", "sh", "-c",
-                              WaitForFileCommand(release)});
+  const int run =
+      c.CliAsync({"run", "--resources", "CPU=3", "--", "sh", "-c", WaitForFileCommand(release)});
   ASSERT_OK(c.WaitUntil([&]() -> absl::Status {
     auto node = FindNode(c, "n1");
     if (!node.ok()) return node.status();
@@ -580,12 +581,12 @@ TEST(ClusterIntegrationTest, ASecondAgentWithALiveNodeIdIsRefusedAndExitsLeaving
 
   // Another agent started with the same node id (no object store: the first one's socket is in
   // the same state folder) exits by itself with one line naming the node and the live agent.
-  const CliResult second = c.Cli(
-      {"start", "--block", "--address", c.head_address(), "--node-id", "n1", "--hardware",
-       absl::StrCat(c.state_dir(), "/test-logs/n1.yaml"), "--object-store-memory", "0B"});
+  const CliResult second =
+      c.Cli({"start", "--block", "--address", c.head_address(), "--node-id", "n1", "--hardware",
+             absl::StrCat(c.state_dir(), "/test-logs/n1.yaml"), "--object-store-memory", "0B"});
   EXPECT_NE(second.exit_code, 0) << Describe(second);
-  EXPECT_THAT(second.err, HasSubstr(absl::StrCat("node n1 is already held by a live agent at ",
-                                                 address)))
+  EXPECT_THAT(second.err,
+              HasSubstr(absl::StrCat("node n1 is already held by a live agent at ", address)))
       << Describe(second);
 
   // The first agent keeps its node, its address file and its worker.
@@ -610,8 +611,8 @@ TEST(ClusterIntegrationTest, HeadRestartWithMemoryStoreReportsWhatWasLost) {
   ASSERT_OK(cluster.status());
   TestCluster& c = **cluster;
 
-  const CliResult created = c.Cli(
-      {"pg", "create", "lost", "--strategy", "SPREAD", "--bundles", "CPU=1;CPU=1", "--wait", "30s"});
+  const CliResult created = c.Cli({"pg", "create", "lost", "--strategy", "SPREAD", "--bundles",
+                                   "CPU=1;CPU=1", "--wait", "30s"});
   ASSERT_EQ(created.exit_code, 0) << Describe(created);
 
   ASSERT_OK(c.KillHead());
@@ -646,8 +647,8 @@ TEST(ClusterIntegrationTest, WrongTokenIsRejected) {
 
   const std::string wrong = absl::StrCat(c.state_dir(), "/test-logs/wrong-token");
   std::ofstream(wrong) << std::string(64, 'a') << "\n";
-  std::filesystem::permissions(wrong, std::filesystem::perms::owner_read |
-                                          std::filesystem::perms::owner_write);
+  std::filesystem::permissions(
+      wrong, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   client::ClusterClientOptions client_options;
   client_options.state_dir = c.state_dir();
   client_options.token_file = wrong;
@@ -683,7 +684,7 @@ TEST(ClusterIntegrationTest, MalformedRequestsAreInvalidArgumentAndChangeNothing
     tessera::v1::CreatePlacementGroupRequest request;
     request.set_request_id("bad-1");
     request.set_name("bad");
-    request.set_strategy("SIDEWAYS");
+    request.set_strategy(static_cast<tessera::v1::PlacementStrategy>(42));
     auto* bundle = request.mutable_primary()->add_bundles();
     (*bundle->mutable_resources()->mutable_raw())["CPU"] = 10000;
     tessera::v1::PlacementGroupInfo info;
@@ -692,7 +693,7 @@ TEST(ClusterIntegrationTest, MalformedRequestsAreInvalidArgumentAndChangeNothing
                                  return client.head().CreatePlacementGroup(ctx, request, &info);
                                }),
                    "unknown strategy");
-    request.set_strategy("PACK");
+    request.set_strategy(tessera::v1::PLACEMENT_STRATEGY_PACK);
     (*bundle->mutable_resources()->mutable_raw())["CPU"] = -10000;
     request.set_request_id("bad-2");
     expect_invalid(client.Call("head", client::Retry::kNever,
@@ -721,12 +722,12 @@ TEST(ClusterIntegrationTest, MalformedRequestsAreInvalidArgumentAndChangeNothing
     request.set_request_id("bad-4");
     (*request.mutable_request()->mutable_resources()->mutable_raw())["CPU"] = 10000;
     tessera::v1::LeaseReply reply;  // no argv: nothing to run
-    expect_invalid(client.Call("agent", client::Retry::kNever,
-                               [&](grpc::ClientContext* ctx) {
-                                 return client.agent(c.NodeAddress("n1")).RequestLease(ctx, request,
-                                                                                      &reply);
-                               }),
-                   "empty argv");
+    expect_invalid(
+        client.Call("agent", client::Retry::kNever,
+                    [&](grpc::ClientContext* ctx) {
+                      return client.agent(c.NodeAddress("n1")).RequestLease(ctx, request, &reply);
+                    }),
+        "empty argv");
   }
   // Nothing was created or taken.
   auto groups = client.ListPlacementGroups();
@@ -745,9 +746,10 @@ TEST(ClusterIntegrationTest, MalformedRequestsAreInvalidArgumentAndChangeNothing
   const CliResult bad_bundles =
       c.Cli({"pg", "create", "x", "--strategy", "PACK", "--bundles", "CPU=-1"});
   EXPECT_EQ(bad_bundles.exit_code, 1) << Describe(bad_bundles);
-  EXPECT_THAT(bad_bundles.err, HasSubstr("tessera: error: --bundles: bundle 0")) << Describe(bad_bundles);
-  const CliResult bad_topology = c.Cli({"slice", "reserve", "x", "--accelerator", "TPU-V6E",
-                                        "--topology", "3x3"});
+  EXPECT_THAT(bad_bundles.err, HasSubstr("tessera: error: --bundles: bundle 0"))
+      << Describe(bad_bundles);
+  const CliResult bad_topology =
+      c.Cli({"slice", "reserve", "x", "--accelerator", "TPU-V6E", "--topology", "3x3"});
   EXPECT_EQ(bad_topology.exit_code, 1) << Describe(bad_topology);
 }
 
@@ -771,13 +773,12 @@ TEST(ClusterIntegrationTest, StartAndStopDaemonsLeaveNothingRunning) {
   EXPECT_THAT(head.out, HasSubstr("--token-file FILE"));
   EXPECT_THAT(head.out, HasSubstr(token_copy));
   EXPECT_EQ(client::ReadFirstLine(token_copy).value_or(""), token);
-  EXPECT_EQ(std::filesystem::status(token_copy).permissions(), std::filesystem::perms::owner_read |
-                                                                   std::filesystem::perms::owner_write);
+  EXPECT_EQ(std::filesystem::status(token_copy).permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   const std::string address = client::ReadFirstLine(state + "/head.address").value_or("");
 
-  const CliResult agent = c.Cli({"start", "--address", address, "--hardware", hardware,
-                                 "--node-id", "d1", "--state-dir", state,
-                                 "--object-store-memory", "16MiB"});
+  const CliResult agent = c.Cli({"start", "--address", address, "--hardware", hardware, "--node-id",
+                                 "d1", "--state-dir", state, "--object-store-memory", "16MiB"});
   ASSERT_EQ(agent.exit_code, 0) << Describe(agent);
   EXPECT_THAT(agent.out, HasSubstr("Node agent d1 started"));
   // A second head on the same state folder is refused.
@@ -787,9 +788,9 @@ TEST(ClusterIntegrationTest, StartAndStopDaemonsLeaveNothingRunning) {
 
   // `--object-store-memory 0` (no unit needed) starts an agent without a store, and the node
   // listing says so.
-  const CliResult storeless = c.Cli({"start", "--address", address, "--hardware", hardware,
-                                     "--node-id", "d2", "--state-dir", state,
-                                     "--object-store-memory", "0"});
+  const CliResult storeless =
+      c.Cli({"start", "--address", address, "--hardware", hardware, "--node-id", "d2",
+             "--state-dir", state, "--object-store-memory", "0"});
   ASSERT_EQ(storeless.exit_code, 0) << Describe(storeless);
   EXPECT_FALSE(std::filesystem::exists(state + "/nodes/d2/objects.sock"));
 
@@ -825,8 +826,8 @@ TEST(ClusterIntegrationTest, UpStartsEveryNodeOfTheFileAndDownLeavesOnlyItsLogs)
                          "      host: {sockets: 1, cores_per_socket: 4, memory: 32GiB}\n"
                          "      accelerators:\n"
                          "        - {family: nvidia, type: H100, count: 2, memory: 80GiB}\n";
-  const CliResult up = c.Cli({"up", file, "--state-dir", state, "--node-timeout", "2s",
-                              "--object-store-memory", "16MiB"});
+  const CliResult up = c.Cli(
+      {"up", file, "--state-dir", state, "--node-timeout", "2s", "--object-store-memory", "16MiB"});
   ASSERT_EQ(up.exit_code, 0) << Describe(up);
   EXPECT_THAT(up.out, HasSubstr("3 node agents"));
 
@@ -841,12 +842,12 @@ TEST(ClusterIntegrationTest, UpStartsEveryNodeOfTheFileAndDownLeavesOnlyItsLogs)
   EXPECT_EQ(ids, (std::set<std::string>{"cpu-0", "cpu-1", "gpu-0"})) << nodes.out;
   // A worker the cluster runs is stopped by `down` too.
   const std::string never = ReleaseFile(c, "never");
-  const int run = c.CliAsync({"run", "--state-dir", state, "--resources", "GPU=1", "--", "sh",
-                              "-c", WaitForFileCommand(never)});
+  const int run = c.CliAsync({"run", "--state-dir", state, "--resources", "GPU=1", "--", "sh", "-c",
+                              WaitForFileCommand(never)});
   ASSERT_OK(c.WaitUntil([&]() -> absl::Status {
     const CliResult w = c.Cli({"list", "workers", "--state-dir", state});
     return w.out.find("RUNNING") != std::string::npos ? absl::OkStatus()
-                                                       : absl::UnavailableError(w.out);
+                                                      : absl::UnavailableError(w.out);
   }));
 
   const CliResult down = c.Cli({"down", "--state-dir", state});
@@ -964,12 +965,13 @@ TEST(ClusterIntegrationTest, RunInABundleThatCanNeverHoldTheRequestIsRefusedAtOn
   // then runs once that work is done.
   const std::string started = ReleaseFile(c, "bundle-busy");
   const std::string release = ReleaseFile(c, "bundle-release");
-  const int busy = c.CliAsync({"run", "--placement-group", "held", "--bundle", "1", "--resources",
-                               "CPU=2", "--", "sh", "-c",
-                               absl::StrCat("touch ", started, "; ", WaitForFileCommand(release))});
+  const int busy =
+      c.CliAsync({"run", "--placement-group", "held", "--bundle", "1", "--resources", "CPU=2", "--",
+                  "sh", "-c", absl::StrCat("touch ", started, "; ", WaitForFileCommand(release))});
   ASSERT_OK(c.WaitUntil([&] { return FileExists(started); }));
-  const CliResult waited = CliWithin(c, {"run", "--placement-group", "held", "--bundle", "1",
-                                         "--resources", "CPU=1", "--wait", "3s", "--", "true"},
+  const CliResult waited = CliWithin(c,
+                                     {"run", "--placement-group", "held", "--bundle", "1",
+                                      "--resources", "CPU=1", "--wait", "3s", "--", "true"},
                                      absl::Seconds(60));
   EXPECT_EQ(waited.exit_code, 1) << Describe(waited);
   EXPECT_THAT(waited.err, HasSubstr("tessera: waiting for resources")) << Describe(waited);
@@ -986,8 +988,8 @@ TEST(ClusterIntegrationTest, RunInABundleThatCanNeverHoldTheRequestIsRefusedAtOn
   // A group that was removed.
   const CliResult removed = c.Cli({"pg", "remove", "held"});
   ASSERT_EQ(removed.exit_code, 0) << Describe(removed);
-  const CliResult gone = CliWithin(c, {"run", "--placement-group", "held", "--bundle", "0", "--",
-                                       "true"});
+  const CliResult gone =
+      CliWithin(c, {"run", "--placement-group", "held", "--bundle", "0", "--", "true"});
   EXPECT_EQ(gone.exit_code, 1) << Describe(gone);
   EXPECT_THAT(gone.err, HasSubstr("no placement group or slice group named held"))
       << Describe(gone);
@@ -1011,9 +1013,9 @@ TEST(ClusterIntegrationTest, AJobWhoseNodeWasPausedPastTheTimeoutIsRecordedAsItR
   TestCluster& c = **cluster;
   const std::string started = ReleaseFile(c, "paused-started");
   const std::string release = ReleaseFile(c, "paused-release");
-  const int run = c.CliAsync({"run", "--label-selector", "tessera.io/node-id=n1", "--", "sh", "-c",
-                              absl::StrCat("touch ", started, "; ", WaitForFileCommand(release),
-                                           "; echo finished")});
+  const int run = c.CliAsync(
+      {"run", "--label-selector", "tessera.io/node-id=n1", "--", "sh", "-c",
+       absl::StrCat("touch ", started, "; ", WaitForFileCommand(release), "; echo finished")});
   ASSERT_OK(c.WaitUntil([&] { return FileExists(started); }));
   ASSERT_OK(c.WaitUntil([&]() -> absl::Status {
     auto job = OnlyJob(c);

@@ -1,14 +1,14 @@
 // A head SIGKILLed and restarted on Redis (a real redis-server) loses nothing: a placement group,
-// a slice reservation, a running job and the actor directory's records all come back, and the agents
-// keep every bundle and worker they held (docs/cluster-runtime.md, "State store").
-#include <filesystem>
-#include <fstream>
-#include <string>
-#include <string_view>
-
+// a slice reservation, a running job and the actor directory's records all come back, and the
+// agents keep every bundle and worker they held (docs/cluster-runtime.md, "State store").
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "head/redis_test_server.h"
@@ -52,15 +52,15 @@ TEST(HeadRestartTest, AHeadKilledAndRestartedOnRedisLosesNothing) {
   TestCluster& c = **cluster;
 
   // A placement group, a slice reservation, a running job and named actors.
-  const CliResult group = c.Cli({"pg", "create", "keep", "--bundles", "CPU=1;CPU=1", "--wait",
-                                 "30s"});
+  const CliResult group =
+      c.Cli({"pg", "create", "keep", "--bundles", "CPU=1;CPU=1", "--wait", "30s"});
   ASSERT_EQ(group.exit_code, 0) << Describe(group);
   const CliResult slice = c.Cli({"slice", "reserve", "train", "--accelerator", "TPU-V6E",
                                  "--topology", "2x4", "--wait", "30s"});
   ASSERT_EQ(slice.exit_code, 0) << Describe(slice);
   const std::string release = absl::StrCat(c.state_dir(), "/test-logs/release");
-  const int job = c.CliAsync({"run", "--", "sh", "-c",
-                              absl::StrCat("while [ ! -e ", release, " ]; do sleep 0.05; done")});
+  const int job = c.CliAsync(
+      {"run", "--", "sh", "-c", absl::StrCat("while [ ! -e ", release, " ]; do sleep 0.05; done")});
   std::string job_id;
   ASSERT_OK(c.WaitUntil([&]() -> absl::Status {
     auto jobs = c.client().ListJobs();

@@ -35,8 +35,8 @@ constexpr uid_t kNobody = 65534;
 std::vector<std::string> OpenToOthers(const std::string& root) {
   std::vector<std::string> open;
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(root, ec); it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (ec) break;
     if (it->path().filename() == "test-logs") {
       it.disable_recursion_pending();
@@ -69,11 +69,11 @@ TEST(LocalSecurityTest, AStateFolderAnotherUserPreparedIsRefused) {
   }
   const std::string refusal =
       absl::StrCat("refusing ", theirs, ": it belongs to uid 65534, not to you (uid 0)");
-  for (const std::vector<std::string>& args :
-       std::vector<std::vector<std::string>>{{"start", "--head", "--port", "0", "--state-dir", theirs},
-                                             {"status", "--state-dir", theirs},
-                                             {"run", "--state-dir", theirs, "--", "id"},
-                                             {"down", "--state-dir", theirs}}) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"start", "--head", "--port", "0", "--state-dir", theirs},
+           {"status", "--state-dir", theirs},
+           {"run", "--state-dir", theirs, "--", "id"},
+           {"down", "--state-dir", theirs}}) {
     const CliResult r = c.Cli(args);
     EXPECT_EQ(r.exit_code, 1) << args[0] << ": " << Describe(r);
     EXPECT_THAT(r.err, HasSubstr(refusal)) << args[0] << ": " << Describe(r);
@@ -102,9 +102,8 @@ TEST(LocalSecurityTest, EverythingTheClusterWritesIsPrivateWhateverTheUmask) {
   // Every process the cluster starts inherits this umask.
   const mode_t saved = ::umask(0);
   ClusterOptions options;
-  options.nodes.push_back({.id = "n1",
-                           .hardware_yaml = CpuHost(2),
-                           .extra_args = {"--object-store-memory", "8MiB"}});
+  options.nodes.push_back(
+      {.id = "n1", .hardware_yaml = CpuHost(2), .extra_args = {"--object-store-memory", "8MiB"}});
   auto cluster = TestCluster::Start(options);
   ::umask(saved);
   ASSERT_OK(cluster.status());
@@ -121,16 +120,15 @@ TEST(LocalSecurityTest, EverythingTheClusterWritesIsPrivateWhateverTheUmask) {
 TEST(LocalSecurityTest, TheObjectStoreRefusesAnotherUserEvenThroughAnOpenSocketFile) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to connect as another user";
   ClusterOptions options;
-  options.nodes.push_back({.id = "n1",
-                           .hardware_yaml = CpuHost(2),
-                           .extra_args = {"--object-store-memory", "8MiB"}});
+  options.nodes.push_back(
+      {.id = "n1", .hardware_yaml = CpuHost(2), .extra_args = {"--object-store-memory", "8MiB"}});
   auto cluster = TestCluster::Start(options);
   ASSERT_OK(cluster.status());
   TestCluster& c = **cluster;
   const client::StateFolder state{c.state_dir()};
   // Open the way there, as a careless administrator might.
-  for (const std::string& path : {state.root, state.NodesDir(), state.NodeDir("n1"),
-                                  state.ObjectStoreSocket("n1")}) {
+  for (const std::string& path :
+       {state.root, state.NodesDir(), state.NodeDir("n1"), state.ObjectStoreSocket("n1")}) {
     ASSERT_EQ(::chmod(path.c_str(), 0777), 0) << path;
   }
   // As uid 65534: the store closes the connection without sending anything (no arena).
@@ -157,7 +155,9 @@ TEST(LocalSecurityTest, AnotherUserOnADeadHeadsPortLearnsNothing) {
   const std::string squatter = absl::StrCat(
       "import socket, select, time, binascii\n"
       "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-      "s.bind((\"127.0.0.1\", ", port, ")); s.listen(16); s.setblocking(False)\n"
+      "s.bind((\"127.0.0.1\", ",
+      port,
+      ")); s.listen(16); s.setblocking(False)\n"
       "got = bytes(); conns = []; end = time.time() + 4\n"
       "while time.time() < end:\n"
       "  r, _, _ = select.select([s] + conns, [], [], 0.1)\n"

@@ -52,10 +52,10 @@ absl::StatusOr<VethNamespace> NetworkNamespaces::Add(int index) {
   }
   links_.push_back(host_if);
   const std::string in = absl::StrCat("ip netns exec ", made.name, " ");
-  if (Sh(absl::StrCat("ip link set ", ns_if, " netns ", made.name, " && ip addr add ",
-                      made.host_ip, "/24 dev ", host_if, " && ip link set ", host_if, " up && ",
-                      in, "ip addr add ", made.inside_ip, "/24 dev ", ns_if, " && ", in,
-                      "ip link set ", ns_if, " up && ", in, "ip link set lo up")) != 0) {
+  if (Sh(absl::StrCat("ip link set ", ns_if, " netns ", made.name, " && ip addr add ", made.host_ip,
+                      "/24 dev ", host_if, " && ip link set ", host_if, " up && ", in,
+                      "ip addr add ", made.inside_ip, "/24 dev ", ns_if, " && ", in, "ip link set ",
+                      ns_if, " up && ", in, "ip link set lo up")) != 0) {
     return absl::InternalError(absl::StrCat("configuring the veth pair of ", made.name, " failed"));
   }
   return made;

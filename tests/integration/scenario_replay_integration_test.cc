@@ -73,31 +73,33 @@ std::vector<std::string> Command(const SimulatedEvent& e, bool wait) {
         bundles.push_back(g.primary.bundles[i].ToString());
         selectors.push_back(BundleSelector(g.primary, i).ToString());
       }
-      args = {"pg", "create", g.name, "--strategy", std::string(PlacementStrategyName(g.strategy)),
-              "--bundles", absl::StrJoin(bundles, ";")};
+      args = {"pg",
+              "create",
+              g.name,
+              "--strategy",
+              std::string(PlacementStrategyName(g.strategy)),
+              "--bundles",
+              absl::StrJoin(bundles, ";")};
       if (!g.primary.selectors.empty()) {
         args.insert(args.end(), {"--bundle-selector", absl::StrJoin(selectors, ";")});
       }
       if (!g.same_label.empty()) args.insert(args.end(), {"--same-label", g.same_label});
       break;
     }
-    case SimulatedEventKind::kRemovePlacementGroup:
-      return {"pg", "remove", e.target};
+    case SimulatedEventKind::kRemovePlacementGroup: return {"pg", "remove", e.target};
     case SimulatedEventKind::kReserveSlices: {
       // The scenario keeps to what one alternative on the command line says.
       const DomainAlternative& alt = e.slices.alternatives.at(0);
-      args = {"slice", "reserve", e.slices.name, "--accelerator", alt.accelerator, "--topology",
-              alt.topology, "--num-slices", absl::StrCat(alt.count)};
+      args = {"slice",      "reserve",    e.slices.name,  "--accelerator",        alt.accelerator,
+              "--topology", alt.topology, "--num-slices", absl::StrCat(alt.count)};
       if (!alt.domain.empty()) args.insert(args.end(), {"--domain", alt.domain});
       if (!alt.selector.empty()) args.insert(args.end(), {"--selector", alt.selector.ToString()});
       if (alt.sub_slice) args.push_back("--sub-slice");
       if (!alt.per_host.empty()) args.insert(args.end(), {"--per-host", alt.per_host.ToString()});
       break;
     }
-    case SimulatedEventKind::kReleaseSlices:
-      return {"slice", "release", e.target};
-    default:
-      return {};
+    case SimulatedEventKind::kReleaseSlices: return {"slice", "release", e.target};
+    default: return {};
   }
   if (wait) args.insert(args.end(), {"--wait", "30s"});
   args.push_back("--json");
@@ -116,8 +118,8 @@ TEST(ScenarioReplayTest, TheSimulatorAndARealClusterPlaceEveryGroupAndSliceAlike
 
   auto empty = TestCluster::Empty();
   ASSERT_OK(empty.status());
-  const CliResult simulated = (*empty)->Cli({"schedule", "--cluster", cluster_path, "--requests",
-                                             requests_path, "--json"});
+  const CliResult simulated =
+      (*empty)->Cli({"schedule", "--cluster", cluster_path, "--requests", requests_path, "--json"});
   ASSERT_EQ(simulated.exit_code, 0) << Describe(simulated);
   const Json expected = Json::parse(simulated.out)["events"];
   ASSERT_EQ(expected.size(), events->size());
@@ -150,8 +152,7 @@ TEST(ScenarioReplayTest, TheSimulatorAndARealClusterPlaceEveryGroupAndSliceAlike
       ASSERT_NE(group, nullptr) << what;
       if (!placed) {
         EXPECT_NE(group->state(), v1::PLACEMENT_GROUP_STATE_CREATED) << what;
-        EXPECT_THAT(group->explanation(), ::testing::HasSubstr(sim["explanation"]))
-            << what;
+        EXPECT_THAT(group->explanation(), ::testing::HasSubstr(sim["explanation"])) << what;
         continue;
       }
       ASSERT_EQ(group->state(), v1::PLACEMENT_GROUP_STATE_CREATED) << what;

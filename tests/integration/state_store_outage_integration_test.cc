@@ -3,11 +3,11 @@
 // creation and removal and to a job's submission, changing nothing, and says DEGRADED in
 // `tessera status`; once Redis is back it takes writes again, and a head restarted after that
 // finds every acknowledged write and nothing else.
-#include <set>
-#include <string>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <set>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "head/redis_test_server.h"
@@ -23,7 +23,7 @@ std::string Describe(const google::protobuf::Message& m) { return m.ShortDebugSt
 v1::CreatePlacementGroupRequest Group(const std::string& name) {
   v1::CreatePlacementGroupRequest request;
   request.set_name(name);
-  request.set_strategy("PACK");
+  request.set_strategy(v1::PLACEMENT_STRATEGY_PACK);
   request.set_request_id(absl::StrCat("create-", name));
   (*request.mutable_primary()->add_bundles()->mutable_resources()->mutable_raw())["CPU"] = 10000;
   return request;

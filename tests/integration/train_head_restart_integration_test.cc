@@ -6,19 +6,19 @@
 //
 // The ranks pass gates (files the test writes) instead of sleeping, so the head is down while
 // they run and print, whatever the machine's speed.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "absl/strings/ascii.h"
 #include "head/redis_test_server.h"
 #include "integration/cluster_harness.h"
 
@@ -54,7 +54,6 @@ for step in range(9):
 dist.destroy_process_group()
 print(f"rank {rank} done", flush=True)
 )";
-
 
 absl::StatusOr<Json> JobStatusJson(const TestCluster& c, const std::string& job) {
   const CliResult r = c.Cli({"job", "status", job, "--json"});
@@ -163,9 +162,8 @@ TEST(TrainHeadRestartTest, ATrainingJobRunsOnThroughAHeadRestartWithTheSameRanks
   EXPECT_THAT(logs.err, HasSubstr("succeeded: every rank exited with code 0"));
   for (int rank = 0; rank < 2; ++rank) {
     for (int step = 0; step < 9; ++step) {
-      const std::string line = absl::StrCat("[rank", rank, "]: rank ", rank, " pid ",
-                                            pids.at(rank), " step ", step, " sum ", 2 * (step + 1),
-                                            "\n");
+      const std::string line = absl::StrCat("[rank", rank, "]: rank ", rank, " pid ", pids.at(rank),
+                                            " step ", step, " sum ", 2 * (step + 1), "\n");
       EXPECT_EQ(Occurrences(logs.out, line), 1) << line << logs.out;
     }
     EXPECT_THAT(logs.out, HasSubstr(absl::StrCat("[rank", rank, "]: rank ", rank, " done\n")));

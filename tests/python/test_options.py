@@ -215,7 +215,7 @@ def test_unknown_scheduling_strategy():
 
 def test_task_defaults():
     assert task() == {
-        "resources": "CPU=1",
+        "resources": {"CPU": 1},
         "label_selectors": [],
         "placement_group": "",
         "bundle_index": -1,
@@ -232,13 +232,14 @@ def test_task_defaults():
     }
 
 
-def test_resources_text():
-    core = task(num_cpus=1, num_gpus=2, resources={"custom": 0.5, "zero": 0}, memory=1000)
-    assert core["resources"] == "CPU=1,GPU=2,custom=0.5,memory=1000B"
-    assert task(num_cpus=0)["resources"] == ""
+def test_resource_amounts():
+    core = task(num_cpus=1, num_gpus=2, resources={"custom": 0.5, "zero": 0}, memory=1000.4)
+    assert core["resources"] == {"CPU": 1, "GPU": 2, "custom": 0.5, "memory": 1000}
+    assert task(num_cpus=0)["resources"] == {}
     core = task(num_cpus=0.25, resources={"b": 1.0, "a": 2.50004})
-    assert core["resources"] == "CPU=0.25,a=2.5,b=1"
-    assert task(num_cpus=1.00004)["resources"] == "CPU=1"  # rounded to the core's 4 decimal places
+    assert core["resources"] == {"CPU": 0.25, "a": 2.5, "b": 1}
+    # rounded to the core's 4 decimal places
+    assert task(num_cpus=1.00004)["resources"] == {"CPU": 1}
 
 
 def test_accelerator_type_is_a_label_of_the_first_selector_and_no_resource():
@@ -252,7 +253,7 @@ def test_accelerator_type_is_a_label_of_the_first_selector_and_no_resource():
         {"zone": "us-2"},
         {},
     ]
-    assert core["resources"] == "CPU=1"
+    assert core["resources"] == {"CPU": 1}
     only_type = task(accelerator_type="A100")
     assert only_type["label_selectors"] == [{"tessera.io/accelerator-type": "A100"}]
 
@@ -293,7 +294,7 @@ def test_name_and_env():
 
 def test_actor_defaults_demand_nothing():
     assert actor() == {
-        "resources": "",
+        "resources": {},
         "label_selectors": [],
         "placement_group": "",
         "bundle_index": -1,
@@ -313,11 +314,11 @@ def test_actor_defaults_demand_nothing():
 
 
 def test_actor_asking_for_anything_defaults_to_one_cpu():
-    assert actor(num_gpus=1)["resources"] == "CPU=1,GPU=1"
-    assert actor(resources={"custom": 1})["resources"] == "CPU=1,custom=1"
-    assert actor(accelerator_type="H100")["resources"] == "CPU=1"
-    assert actor(num_cpus=0, num_gpus=1)["resources"] == "GPU=1"
-    assert actor(num_cpus=2)["resources"] == "CPU=2"
+    assert actor(num_gpus=1)["resources"] == {"CPU": 1, "GPU": 1}
+    assert actor(resources={"custom": 1})["resources"] == {"CPU": 1, "custom": 1}
+    assert actor(accelerator_type="H100")["resources"] == {"CPU": 1}
+    assert actor(num_cpus=0, num_gpus=1)["resources"] == {"GPU": 1}
+    assert actor(num_cpus=2)["resources"] == {"CPU": 2}
 
 
 def test_actor_options():

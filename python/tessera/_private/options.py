@@ -3,8 +3,9 @@
 (`_core.submit_task`, `_core.create_actor`).
 
 The core dict holds exactly these keys:
-  resources          ResourceSet text, "CPU=1,GPU=2,custom=0.5,memory=1000B" (sorted by name,
-                     byte resources as a byte count with "B", zeros left out, "" for none)
+  resources          {name: amount}, {"CPU": 1.0, "GPU": 2.0, "custom": 0.5, "memory": 1000.0}:
+                     amounts at the core's 4 decimal places, byte resources in whole bytes,
+                     zeros left out ({} for none); the binding makes the core's ResourceSet
   label_selectors    [primary selector, then each fallback_strategy entry's selector]; the
                      accelerator_type is the label tessera.io/accelerator-type of the primary
   placement_group    the group's id hex ("" none); bundle_index (-1 any bundle)
@@ -360,14 +361,21 @@ def format_resources(demand: Dict[str, float]) -> str:
     return ",".join(f"{name}={amount}" for name, amount in amounts if amount not in ("0", "0B"))
 
 
-def _resources_text(options: dict, default_cpus: float) -> str:
+def _rounded_amount(name: str, quantity: float) -> float:
+    if name in BYTE_RESOURCES:
+        return float(round(quantity))
+    return round(quantity * RESOURCE_UNITS) / RESOURCE_UNITS
+
+
+def _resource_amounts(options: dict, default_cpus: float) -> Dict[str, float]:
     demand: Dict[str, float] = dict(options.get("resources") or {})
     cpus = options.get("num_cpus")
     demand["CPU"] = default_cpus if cpus is None else cpus
     demand["GPU"] = options.get("num_gpus") or 0
     if options.get("memory") is not None:
         demand["memory"] = options["memory"]
-    return format_resources(demand)
+    amounts = {name: _rounded_amount(name, quantity) for name, quantity in sorted(demand.items())}
+    return {name: amount for name, amount in amounts.items() if amount != 0}
 
 
 def _label_selectors(options: dict) -> List[Dict[str, str]]:
@@ -412,7 +420,7 @@ def _count(value: Optional[int], default: int) -> int:
 
 def _common_core_options(options: dict, default_cpus: float) -> dict:
     return {
-        "resources": _resources_text(options, default_cpus),
+        "resources": _resource_amounts(options, default_cpus),
         "label_selectors": _label_selectors(options),
         **_placement(options.get("scheduling_strategy")),
         "name": options.get("name") or "",

@@ -1,5 +1,5 @@
-#include <fstream>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,11 +13,11 @@
 namespace tessera {
 namespace {
 
+using testing::BuildTwoSocketHost;
 using ::testing::ElementsAre;
+using testing::FakeTree;
 using ::testing::IsEmpty;
 using ::testing::Not;
-using testing::BuildTwoSocketHost;
-using testing::FakeTree;
 
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 

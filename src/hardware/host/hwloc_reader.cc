@@ -11,11 +11,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/strip.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 
 namespace tessera {
@@ -129,8 +129,7 @@ void ReadPciLocality(hwloc_topology_t topo, HostTopology& host) {
     }
     const auto& pci = dev->attr->pcidev;
     char bus_id[32];
-    snprintf(bus_id, sizeof(bus_id), "%04x:%02x:%02x.%01x", pci.domain, pci.bus, pci.dev,
-             pci.func);
+    snprintf(bus_id, sizeof(bus_id), "%04x:%02x:%02x.%01x", pci.domain, pci.bus, pci.dev, pci.func);
     host.pci_numa_locality[bus_id] = hwloc_bitmap_first(parent->nodeset);
   }
 }
@@ -203,9 +202,8 @@ std::optional<uint64_t> MemTotalBytes(const Sysroot& sysroot) {
 
 absl::StatusOr<HostTopology> ReadHwlocTopology(const Sysroot& sysroot) {
   if (!sysroot.is_live() && !sysroot.IsDirectory("/sys/devices/system/cpu")) {
-    return absl::NotFoundError(
-        absl::StrCat("no /sys/devices/system/cpu under ", sysroot.root(),
-                     ": the tree describes no CPUs"));
+    return absl::NotFoundError(absl::StrCat("no /sys/devices/system/cpu under ", sysroot.root(),
+                                            ": the tree describes no CPUs"));
   }
   absl::MutexLock lock(&hwloc_load_mutex);
   auto topo_or = LoadTopology(sysroot);

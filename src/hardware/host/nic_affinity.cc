@@ -42,8 +42,8 @@ std::string NearestNic(const HostTopology& host, const PciInventory& pci,
                              : 0;
     const bool same_numa = device_numa >= 0 && nic.numa_node == device_numa;
     // Deeper shared PCI path first, then same NUMA node, then the smaller name.
-    if (best == nullptr || std::make_tuple(affinity, same_numa) >
-                               std::make_tuple(best_affinity, best_same_numa) ||
+    if (best == nullptr ||
+        std::make_tuple(affinity, same_numa) > std::make_tuple(best_affinity, best_same_numa) ||
         (std::make_tuple(affinity, same_numa) == std::make_tuple(best_affinity, best_same_numa) &&
          nic.name < best->name)) {
       best = &nic;

@@ -78,7 +78,8 @@ TEST(NicAffinityTest, SingleNumaNodeHostPlacesEveryDeviceOnIt) {
 
 TEST(NicAffinityTest, NearestNicOnNumaNodePrefersTheNodeThenTheName) {
   HostTopology host;
-  host.nics = {{.name = "a0", .numa_node = 0}, {.name = "b1", .numa_node = 1},
+  host.nics = {{.name = "a0", .numa_node = 0},
+               {.name = "b1", .numa_node = 1},
                {.name = "c1", .numa_node = 1}};
   EXPECT_EQ(NearestNicOnNumaNode(host, 1), "b1");
   EXPECT_EQ(NearestNicOnNumaNode(host, 0), "a0");

@@ -14,9 +14,9 @@ constexpr std::string_view kClassNet = "/sys/class/net";
 
 // Names of software interfaces, skipped even when a tree places them oddly.
 bool IsVirtualName(std::string_view name) {
-  static constexpr std::string_view kPrefixes[] = {"lo",  "docker", "veth",  "virbr", "br-",
-                                                   "ifb", "tun",    "tap",   "cni",   "flannel",
-                                                   "cali", "vxlan", "kube-", "dummy"};
+  static constexpr std::string_view kPrefixes[] = {"lo",   "docker", "veth",  "virbr", "br-",
+                                                   "ifb",  "tun",    "tap",   "cni",   "flannel",
+                                                   "cali", "vxlan",  "kube-", "dummy"};
   for (std::string_view p : kPrefixes) {
     if (p == "lo" ? name == "lo" : absl::StartsWith(ToAbsl(name), ToAbsl(p))) return true;
   }

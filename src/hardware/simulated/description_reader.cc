@@ -69,16 +69,11 @@ std::string DidYouMean(std::string_view word, const std::vector<std::string>& op
 
 std::string KindName(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Null:
-      return "nothing (null)";
-    case YAML::NodeType::Scalar:
-      return absl::StrCat("the string ", Quote(node.Scalar()));
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a map";
-    case YAML::NodeType::Undefined:
-      break;
+    case YAML::NodeType::Null: return "nothing (null)";
+    case YAML::NodeType::Scalar: return absl::StrCat("the string ", Quote(node.Scalar()));
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a map";
+    case YAML::NodeType::Undefined: break;
   }
   return "nothing";
 }

@@ -1,18 +1,21 @@
 // Reading a YAML hardware description with errors that point at the text: every error is one
 // line "<source>:<line>:<column>: <field path>: <problem>". Wraps yaml-cpp's node access so no
-// exception leaves (callers still catch YAML::Exception at the boundary for safety).
+// exception leaves; ParseDocument still catches them at a file parser's boundary, for safety.
 // Not thread-safe; one reader per parse.
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "yaml-cpp/yaml.h"
 
 namespace tessera::simulated {
@@ -52,6 +55,28 @@ class DescriptionReader {
   absl::StatusOr<Field> Required(const Field& map, std::string_view key) const;
   // The elements of a list.
   absl::StatusOr<std::vector<Field>> List(const Field& field) const;
+
+  // The no-exceptions wall of a file's parser: loads `yaml` (a syntax error is "invalid YAML:
+  // ..." at its position) and returns what `parse` (an absl::StatusOr of the file's contents)
+  // makes of its root node. A yaml-cpp exception or any other that escapes `parse` is an error
+  // at its position, or at none.
+  template <typename Parse>
+  auto ParseDocument(std::string_view yaml, Parse&& parse) const
+      -> decltype(parse(std::declval<const YAML::Node&>())) {
+    try {
+      YAML::Node root;
+      try {
+        root = YAML::Load(std::string(yaml));
+      } catch (const YAML::Exception& e) {
+        return ErrorAt(e.mark, absl::StrCat("invalid YAML: ", e.msg));
+      }
+      return parse(std::as_const(root));
+    } catch (const YAML::Exception& e) {
+      return ErrorAt(e.mark, e.msg);
+    } catch (const std::exception& e) {
+      return ErrorAt(YAML::Mark::null_mark(), e.what());
+    }
+  }
 
   absl::StatusOr<std::string> String(const Field& field) const;
   // A decimal integer in [min, max].

@@ -6,9 +6,9 @@
 #include <optional>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
@@ -80,9 +80,9 @@ class Parser {
   absl::StatusOr<int> NumaNodeIndex(const Field& f, int numa_nodes) {
     TESSERA_ASSIGN_OR_RETURN(const int64_t n, r_.Integer(f, INT64_MIN, INT64_MAX));
     if (n < 0 || n >= numa_nodes) {
-      const std::string has = numa_nodes == 1
-                                  ? std::string("1 NUMA node (0)")
-                                  : absl::StrCat(numa_nodes, " NUMA nodes (0-", numa_nodes - 1, ")");
+      const std::string has =
+          numa_nodes == 1 ? std::string("1 NUMA node (0)")
+                          : absl::StrCat(numa_nodes, " NUMA nodes (0-", numa_nodes - 1, ")");
       return r_.Error(f, absl::StrCat("NUMA node ", n, " is out of range: the host has ", has));
     }
     return static_cast<int>(n);
@@ -110,9 +110,9 @@ class Parser {
       TESSERA_ASSIGN_OR_RETURN(shape.numa_nodes, r_.Integer(*n, 1, kMaxNumaNodes));
       if (shape.numa_nodes % shape.sockets != 0 ||
           shape.cores_per_socket % (shape.numa_nodes / shape.sockets) != 0) {
-        return r_.Error(*n, absl::StrCat(shape.numa_nodes, " NUMA nodes do not split ",
-                                         shape.sockets, " socket(s) of ", shape.cores_per_socket,
-                                         " cores evenly"));
+        return r_.Error(*n,
+                        absl::StrCat(shape.numa_nodes, " NUMA nodes do not split ", shape.sockets,
+                                     " socket(s) of ", shape.cores_per_socket, " cores evenly"));
       }
     }
     TESSERA_ASSIGN_OR_RETURN(const Field memory, r_.Required(f, "memory"));
@@ -139,12 +139,13 @@ class Parser {
       TESSERA_ASSIGN_OR_RETURN(const Field name, r_.Required(item, "name"));
       TESSERA_ASSIGN_OR_RETURN(nic.name, r_.String(name));
       if (!IsInterfaceName(nic.name)) {
-        return r_.Error(name, absl::StrCat(Quote(nic.name), " is not an interface name (1-15 "
+        return r_.Error(name, absl::StrCat(Quote(nic.name),
+                                           " is not an interface name (1-15 "
                                            "letters, digits, '-', '_' or '.')"));
       }
       if (auto [it, inserted] = seen.emplace(nic.name, item.path); !inserted) {
-        return r_.Error(name, absl::StrCat("duplicate NIC name ", Quote(nic.name), " (also ",
-                                           it->second, ")"));
+        return r_.Error(
+            name, absl::StrCat("duplicate NIC name ", Quote(nic.name), " (also ", it->second, ")"));
       }
       nic.numa_node = 0;
       if (auto n = r_.Child(item, "numa_node")) {
@@ -165,8 +166,9 @@ class Parser {
     TESSERA_ASSIGN_OR_RETURN(const Field f, r_.Required(item, "family"));
     TESSERA_ASSIGN_OR_RETURN(std::string family, r_.String(f));
     if (std::find(families_.begin(), families_.end(), family) == families_.end()) {
-      return r_.Error(f, absl::StrCat("unknown family ", Quote(family), DidYouMean(family, families_),
-                                      "; known families: ", absl::StrJoin(families_, ", ")));
+      return r_.Error(f,
+                      absl::StrCat("unknown family ", Quote(family), DidYouMean(family, families_),
+                                   "; known families: ", absl::StrJoin(families_, ", ")));
     }
     return family;
   }
@@ -183,15 +185,15 @@ class Parser {
     }
     const std::string marker = absl::StrCat(ToAbsl(kAcceleratorTypeResourcePrefix), type);
     if (absl::Status ok = ValidateResourceName(marker); !ok.ok()) {
-      return r_.Error(f, absl::StrCat(Quote(type), " is not a valid accelerator type: ",
-                                      ok.message()));
+      return r_.Error(
+          f, absl::StrCat(Quote(type), " is not a valid accelerator type: ", ok.message()));
     }
     if (family == kTpuFamily) {
       auto g = ParseTpuGeneration(type);
       if (!g.ok()) return r_.Error(f, ToStd(g.status().message()));
       if (TpuTypeString(*g) != type) {
-        return r_.Error(f, absl::StrCat("TPU types are written ", TpuTypeString(*g), ", not ",
-                                        Quote(type)));
+        return r_.Error(
+            f, absl::StrCat("TPU types are written ", TpuTypeString(*g), ", not ", Quote(type)));
       }
       generation = *g;
     }
@@ -276,20 +278,20 @@ class Parser {
     }
     const Field& kind_field = *kind_holder;
     const std::optional<Field> lanes_field = is_map ? r_.Child(*f, "lanes") : std::nullopt;
-    const std::optional<Field> bandwidth_field =
-        is_map ? r_.Child(*f, "bandwidth") : std::nullopt;
+    const std::optional<Field> bandwidth_field = is_map ? r_.Child(*f, "bandwidth") : std::nullopt;
     TESSERA_ASSIGN_OR_RETURN(const std::string name, r_.String(kind_field));
     const std::optional<Interconnect> kind = ParseInterconnect(name);
     if (!kind.has_value()) {
       std::vector<std::string> names = absl::StrSplit(InterconnectNames(), ", ");
-      return r_.Error(kind_field, absl::StrCat("unknown interconnect ", Quote(name),
-                                               DidYouMean(name, names), "; expected one of: ",
-                                               InterconnectNames()));
+      return r_.Error(kind_field,
+                      absl::StrCat("unknown interconnect ", Quote(name), DidYouMean(name, names),
+                                   "; expected one of: ", InterconnectNames()));
     }
     spec.kind = *kind;
     if (spec.kind == Interconnect::kIciGrid && !IciGridSupports(count)) {
       return r_.Error(kind_field, absl::StrCat("ici-grid needs 1, 4 or 8 chips on the host "
-                                               "(a 1x1, 2x2 or 2x4 block), got ", count));
+                                               "(a 1x1, 2x2 or 2x4 block), got ",
+                                               count));
     }
     const LinkDefaults defaults = DefaultsFor(spec.kind);
     spec.lanes = defaults.lanes;
@@ -344,6 +346,56 @@ class Parser {
     return id;
   }
 
+  // An entry's fabric_domain: the NVLink domain its devices share, as the fabric labels.
+  absl::Status ParseFabricDomain(const Field& item, Interconnect kind, Detection& detection) {
+    if (auto fd = r_.Child(item, "fabric_domain")) {
+      TESSERA_ASSIGN_OR_RETURN(const std::string domain, r_.String(*fd));
+      if (!IsNvLink(kind)) {
+        return r_.Error(*fd,
+                        "fabric_domain needs interconnect nvswitch or nvlink-pairs (a TPU "
+                        "slice's domain comes from tpu.slice_name)");
+      }
+      if (absl::Status ok = ValidateLabelValue(domain); !ok.ok() || domain.empty()) {
+        return r_.Error(*fd, absl::StrCat(Quote(domain), " is not a valid label value: ",
+                                          domain.empty() ? "it is empty" : ok.message()));
+      }
+      detection.labels[std::string(labels::kFabricDomain)] = domain;
+      detection.labels[std::string(labels::kFabricKind)] = "nvlink";
+    }
+    return absl::OkStatus();
+  }
+
+  // A tpu entry's identity (its tpu block, else none): the slice labels and resources, as
+  // AddTpuSliceLabels gives them. A host has one tpu entry (`seen_tpu`).
+  absl::Status ParseTpuBlock(const Field& item, const std::string& family, const std::string& type,
+                             bool& seen_tpu, Detection& detection) {
+    auto tpu_field = r_.Child(item, "tpu");
+    if (tpu_field.has_value() && family != kTpuFamily) {
+      return r_.Error(*tpu_field, "only accelerators of family tpu take a tpu block");
+    }
+    if (family == kTpuFamily) {
+      if (seen_tpu) {
+        return r_.Error(item, "a host has one tpu entry: libtpu drives one kind of chip");
+      }
+      seen_tpu = true;
+      TpuIdentity id;
+      if (tpu_field.has_value()) {
+        TESSERA_ASSIGN_OR_RETURN(id, ParseTpuIdentity(*tpu_field));
+      }
+      std::vector<std::string> warnings;
+      AddTpuSliceLabels(id, type, detection.labels, detection.resources, warnings);
+      for (std::string& w : warnings) {
+        // A described identity that contradicts itself is a mistake in the file; one that
+        // is merely incomplete is a single-host TPU VM, reported like detection does.
+        if (tpu_field.has_value() && !absl::StartsWith(w, "incomplete TPU identity")) {
+          return r_.Error(*tpu_field, w);
+        }
+        detection.warnings.push_back(std::move(w));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status ParseAccelerators(const Field& f, SimulatedHardware& hw) {
     TESSERA_ASSIGN_OR_RETURN(const std::vector<Field> items, r_.List(f));
     std::map<std::string, int> next_index;
@@ -351,23 +403,23 @@ class Parser {
     bool seen_tpu = false;
     const int numa_nodes = static_cast<int>(hw.host.numa_nodes.size());
     for (const Field& item : items) {
-      TESSERA_RETURN_IF_ERROR(r_.CheckMap(item, {"family", "type", "model", "count", "memory",
-                                                 "numa_nodes", "nearest_nics", "interconnect",
-                                                 "fabric_domain", "tpu"}));
+      TESSERA_RETURN_IF_ERROR(
+          r_.CheckMap(item, {"family", "type", "model", "count", "memory", "numa_nodes",
+                             "nearest_nics", "interconnect", "fabric_domain", "tpu"}));
       TESSERA_ASSIGN_OR_RETURN(const std::string family, ParseFamily(item));
       std::optional<TpuGeneration> generation;
       TESSERA_ASSIGN_OR_RETURN(const std::string type, ParseType(item, family, generation));
       TESSERA_ASSIGN_OR_RETURN(const Field count_field, r_.Required(item, "count"));
-      TESSERA_ASSIGN_OR_RETURN(const int count,
-                               r_.Integer(count_field, 1, kMaxDevicesPerEntry));
+      TESSERA_ASSIGN_OR_RETURN(const int count, r_.Integer(count_field, 1, kMaxDevicesPerEntry));
       total += count;
       if (total > kMaxDevices) {
         return r_.Error(count_field, absl::StrCat("more than ", kMaxDevices,
                                                   " accelerators on one simulated host"));
       }
-      std::string model = generation.has_value()
-                              ? absl::StrCat("Google TPU ", ToAbsl(GenerationInfo(*generation).name))
-                              : type;
+      std::string model =
+          generation.has_value()
+              ? absl::StrCat("Google TPU ", ToAbsl(GenerationInfo(*generation).name))
+              : type;
       if (auto m = r_.Child(item, "model")) {
         TESSERA_ASSIGN_OR_RETURN(model, r_.String(*m));
       }
@@ -383,7 +435,8 @@ class Parser {
                                ParseDeviceNumaNodes(item, count, numa_nodes));
       TESSERA_ASSIGN_OR_RETURN(const std::vector<std::string> nearest,
                                ParseNearestNics(item, count, numa, hw.host));
-      TESSERA_ASSIGN_OR_RETURN(const LinkSpec links, ParseInterconnectField(item, count, generation));
+      TESSERA_ASSIGN_OR_RETURN(const LinkSpec links,
+                               ParseInterconnectField(item, count, generation));
 
       Detection& detection = hw.families[family];
       detection.probe = "simulated";
@@ -411,77 +464,40 @@ class Parser {
       std::vector<DeviceLink> built = BuildLinks(links.kind, first, count, links.lanes, links.gbps);
       detection.links.insert(detection.links.end(), built.begin(), built.end());
       detection.evidence.push_back(absl::StrCat(
-          count, " x ", type, " (", family, ") from ", r_.source(), ":",
-          item.value.Mark().line + 1, ", interconnect ", ToAbsl(InterconnectName(links.kind))));
+          count, " x ", type, " (", family, ") from ", r_.source(), ":", item.value.Mark().line + 1,
+          ", interconnect ", ToAbsl(InterconnectName(links.kind))));
 
-      if (auto fd = r_.Child(item, "fabric_domain")) {
-        TESSERA_ASSIGN_OR_RETURN(const std::string domain, r_.String(*fd));
-        if (!IsNvLink(links.kind)) {
-          return r_.Error(*fd, "fabric_domain needs interconnect nvswitch or nvlink-pairs (a TPU "
-                               "slice's domain comes from tpu.slice_name)");
-        }
-        if (absl::Status ok = ValidateLabelValue(domain); !ok.ok() || domain.empty()) {
-          return r_.Error(*fd, absl::StrCat(Quote(domain), " is not a valid label value: ",
-                                            domain.empty() ? "it is empty" : ok.message()));
-        }
-        detection.labels[std::string(labels::kFabricDomain)] = domain;
-        detection.labels[std::string(labels::kFabricKind)] = "nvlink";
-      }
-
-      auto tpu_field = r_.Child(item, "tpu");
-      if (tpu_field.has_value() && family != kTpuFamily) {
-        return r_.Error(*tpu_field, "only accelerators of family tpu take a tpu block");
-      }
-      if (family == kTpuFamily) {
-        if (seen_tpu) {
-          return r_.Error(item, "a host has one tpu entry: libtpu drives one kind of chip");
-        }
-        seen_tpu = true;
-        TpuIdentity id;
-        if (tpu_field.has_value()) {
-          TESSERA_ASSIGN_OR_RETURN(id, ParseTpuIdentity(*tpu_field));
-        }
-        std::vector<std::string> warnings;
-        AddTpuSliceLabels(id, type, detection.labels, detection.resources, warnings);
-        for (std::string& w : warnings) {
-          // A described identity that contradicts itself is a mistake in the file; one that
-          // is merely incomplete is a single-host TPU VM, reported like detection does.
-          if (tpu_field.has_value() && !absl::StartsWith(w, "incomplete TPU identity")) {
-            return r_.Error(*tpu_field, w);
-          }
-          detection.warnings.push_back(std::move(w));
-        }
-      }
+      TESSERA_RETURN_IF_ERROR(ParseFabricDomain(item, links.kind, detection));
+      TESSERA_RETURN_IF_ERROR(ParseTpuBlock(item, family, type, seen_tpu, detection));
     }
     return absl::OkStatus();
   }
 
   absl::StatusOr<LabelSet> ParseLabels(const Field& f) {
     if (!f.value.IsMap()) {
-      return r_.Error(f, absl::StrCat("expected a map of label keys to values, got ",
-                                      KindName(f.value)));
+      return r_.Error(
+          f, absl::StrCat("expected a map of label keys to values, got ", KindName(f.value)));
     }
     LabelSet labels;
     for (auto it = f.value.begin(); it != f.value.end(); ++it) {
       const Field key{f.path, it->first, it->first};
       if (!it->first.IsScalar()) {
-        return r_.Error(key, absl::StrCat("a label key must be a string, got ",
-                                          KindName(it->first)));
+        return r_.Error(key,
+                        absl::StrCat("a label key must be a string, got ", KindName(it->first)));
       }
       const Field value{absl::StrCat(f.path, ".", it->first.Scalar()), it->second, it->first};
       if (!it->second.IsScalar()) {
-        return r_.Error(value, absl::StrCat("a label value must be a string, got ",
-                                            KindName(it->second),
-                                            it->second.IsNull() ? "; write \"\" for empty" : ""));
+        return r_.Error(value,
+                        absl::StrCat("a label value must be a string, got ", KindName(it->second),
+                                     it->second.IsNull() ? "; write \"\" for empty" : ""));
       }
-      if (absl::Status ok = ValidateLabel(it->first.Scalar(), it->second.Scalar(),
-                                          LabelOrigin::kUser);
+      if (absl::Status ok =
+              ValidateLabel(it->first.Scalar(), it->second.Scalar(), LabelOrigin::kUser);
           !ok.ok()) {
         return r_.Error(key, ToStd(ok.message()));
       }
       if (!labels.emplace(it->first.Scalar(), it->second.Scalar()).second) {
-        return r_.Error(key, absl::StrCat("label ", Quote(it->first.Scalar()),
-                                          " is given twice"));
+        return r_.Error(key, absl::StrCat("label ", Quote(it->first.Scalar()), " is given twice"));
       }
     }
     return labels;

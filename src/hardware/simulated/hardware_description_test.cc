@@ -48,8 +48,7 @@ constexpr char kHost[] = "host: {sockets: 1, cores_per_socket: 4, memory: 16GiB}
 // ---- examples -------------------------------------------------------------------------------
 
 TEST(HardwareDescriptionTest, H100Example) {
-  auto hw = ParseHardwareDescription(ReadExample("h100-sxm-8.yaml"), "h100-sxm-8.yaml",
-                                     Families());
+  auto hw = ParseHardwareDescription(ReadExample("h100-sxm-8.yaml"), "h100-sxm-8.yaml", Families());
   ASSERT_TRUE(hw.ok()) << hw.status();
   const HostTopology& h = hw->host;
   EXPECT_EQ(h.source, "simulated");
@@ -146,8 +145,8 @@ TEST(HardwareDescriptionTest, CpuOnlyExample) {
 TEST(HardwareDescriptionTest, CpuOnlyExampleMatchesTheProbedCpuOnlyVm) {
   // The description and the fixture tree model the same VM: a simulated host must look like
   // the probed one to everything downstream.
-  auto simulated = ParseHardwareDescription(ReadExample("cpu-only.yaml"), "cpu-only.yaml",
-                                            Families());
+  auto simulated =
+      ParseHardwareDescription(ReadExample("cpu-only.yaml"), "cpu-only.yaml", Families());
   ASSERT_TRUE(simulated.ok()) << simulated.status();
   auto probed = DiscoverHostTopology(
       Sysroot(std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/hardware/cpu-only-vm"));
@@ -219,7 +218,8 @@ TEST(HardwareDescriptionTest, FabricDomainLabelsAnNvLinkDomain) {
 }
 
 TEST(HardwareDescriptionTest, TpuWithoutIdentityWarnsLikeDetection) {
-  auto hw = Parse(std::string(kHost) + "accelerators: [{family: tpu, type: TPU-V5LITEPOD, count: 8}]\n");
+  auto hw =
+      Parse(std::string(kHost) + "accelerators: [{family: tpu, type: TPU-V5LITEPOD, count: 8}]\n");
   ASSERT_TRUE(hw.ok()) << hw.status();
   const Detection& d = hw->families.at("tpu");
   EXPECT_EQ(d.devices.size(), 8u);
@@ -255,12 +255,12 @@ TEST(HardwareDescriptionTest, EmbeddedNodeKeepsDocumentPositions) {
       "    hardware:\n"
       "      host: {sockets: 1, cores_per_socket: 2, memory: 8GiB}\n"
       "      accelerators: [{family: nvidia, type: H100, count: 0}]\n");
-  auto a = ParseHardwareDescriptionFromNode(cluster["nodes"][0]["hardware"], "cluster.yaml",
-                                            Families());
+  auto a =
+      ParseHardwareDescriptionFromNode(cluster["nodes"][0]["hardware"], "cluster.yaml", Families());
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->host.pus, 2);
-  auto b = ParseHardwareDescriptionFromNode(cluster["nodes"][1]["hardware"], "cluster.yaml",
-                                            Families());
+  auto b =
+      ParseHardwareDescriptionFromNode(cluster["nodes"][1]["hardware"], "cluster.yaml", Families());
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().message(),
             "cluster.yaml:9:58: accelerators[0].count: must be an integer from 1 to 256, got 0");
@@ -301,11 +301,10 @@ TEST(HardwareDescriptionErrorTest, TypoInHostKey) {
 }
 
 TEST(HardwareDescriptionErrorTest, TypoInAcceleratorKey) {
-  EXPECT_EQ(ErrorOf(std::string(kHost) +
-                    "accelerators:\n"
-                    "  - family: nvidia\n"
-                    "    type: H100\n"
-                    "    cuont: 8\n"),
+  EXPECT_EQ(ErrorOf(std::string(kHost) + "accelerators:\n"
+                                         "  - family: nvidia\n"
+                                         "    type: H100\n"
+                                         "    cuont: 8\n"),
             "test.yaml:5:5: accelerators[0]: unknown key \"cuont\" (did you mean count?); "
             "expected one of: family, type, model, count, memory, numa_nodes, nearest_nics, "
             "interconnect, fabric_domain, tpu");
@@ -326,14 +325,18 @@ TEST(HardwareDescriptionErrorTest, WrongTypes) {
   EXPECT_EQ(ErrorOf("host: 4\n"), "test.yaml:1:7: host: expected a map, got the string \"4\"");
   EXPECT_EQ(ErrorOf(std::string(kHost) + "nics: {name: eth0}\n"),
             "test.yaml:2:7: nics: expected a list, got a map");
-  EXPECT_EQ(ErrorOf(std::string(kHost) + "accelerators: [{family: nvidia, type: H100, count: [8]}]\n"),
-            "test.yaml:2:52: accelerators[0].count: expected an integer, got a list");
-  EXPECT_EQ(ErrorOf(std::string(kHost) + "accelerators: [{family: nvidia, type: H100, count: eight}]\n"),
-            "test.yaml:2:52: accelerators[0].count: expected an integer, got \"eight\"");
-  EXPECT_EQ(ErrorOf(std::string(kHost) + "accelerators: [{family: nvidia, type: H100, count: 2.5}]\n"),
-            "test.yaml:2:52: accelerators[0].count: expected an integer, got \"2.5\"");
-  EXPECT_EQ(ErrorOf(std::string(kHost) + "accelerators: [{family: nvidia, type: {a: b}, count: 1}]\n"),
-            "test.yaml:2:39: accelerators[0].type: expected a string, got a map");
+  EXPECT_EQ(
+      ErrorOf(std::string(kHost) + "accelerators: [{family: nvidia, type: H100, count: [8]}]\n"),
+      "test.yaml:2:52: accelerators[0].count: expected an integer, got a list");
+  EXPECT_EQ(
+      ErrorOf(std::string(kHost) + "accelerators: [{family: nvidia, type: H100, count: eight}]\n"),
+      "test.yaml:2:52: accelerators[0].count: expected an integer, got \"eight\"");
+  EXPECT_EQ(
+      ErrorOf(std::string(kHost) + "accelerators: [{family: nvidia, type: H100, count: 2.5}]\n"),
+      "test.yaml:2:52: accelerators[0].count: expected an integer, got \"2.5\"");
+  EXPECT_EQ(
+      ErrorOf(std::string(kHost) + "accelerators: [{family: nvidia, type: {a: b}, count: 1}]\n"),
+      "test.yaml:2:39: accelerators[0].type: expected a string, got a map");
   EXPECT_EQ(ErrorOf(std::string(kHost) + "labels: [a]\n"),
             "test.yaml:2:9: labels: expected a map of label keys to values, got a list");
 }
@@ -344,10 +347,12 @@ TEST(HardwareDescriptionErrorTest, EmptyValueIsPositionedAtItsKey) {
 }
 
 TEST(HardwareDescriptionErrorTest, ZeroAndNegativeCounts) {
-  EXPECT_EQ(ErrorOf(std::string(kHost) + "accelerators: [{family: nvidia, type: H100, count: 0}]\n"),
-            "test.yaml:2:52: accelerators[0].count: must be an integer from 1 to 256, got 0");
-  EXPECT_EQ(ErrorOf(std::string(kHost) + "accelerators: [{family: nvidia, type: H100, count: -2}]\n"),
-            "test.yaml:2:52: accelerators[0].count: must be an integer from 1 to 256, got -2");
+  EXPECT_EQ(
+      ErrorOf(std::string(kHost) + "accelerators: [{family: nvidia, type: H100, count: 0}]\n"),
+      "test.yaml:2:52: accelerators[0].count: must be an integer from 1 to 256, got 0");
+  EXPECT_EQ(
+      ErrorOf(std::string(kHost) + "accelerators: [{family: nvidia, type: H100, count: -2}]\n"),
+      "test.yaml:2:52: accelerators[0].count: must be an integer from 1 to 256, got -2");
   EXPECT_EQ(ErrorOf("host: {sockets: 0, cores_per_socket: 4, memory: 16GiB}\n"),
             "test.yaml:1:17: host.sockets: must be an integer from 1 to 64, got 0");
   EXPECT_EQ(ErrorOf("host: {sockets: 1, cores_per_socket: 4, memory: 0GiB}\n"),
@@ -386,11 +391,11 @@ TEST(HardwareDescriptionErrorTest, BadSpeedAndBandwidthUnits) {
   EXPECT_EQ(ErrorOf(std::string(kHost) + "nics: [{name: eth0, speed: 400G}]\n"),
             "test.yaml:2:28: nics[0].speed: \"400G\" has no unit; write it as e.g. 400Gbps "
             "(units: Mbps, Gbps, Tbps)");
-  EXPECT_EQ(ErrorOf(std::string(kHost) +
-                    "accelerators: [{family: amd, type: MI300X, count: 2,\n"
-                    "  interconnect: {kind: xgmi-mesh, bandwidth: 64GBps}}]\n"),
-            "test.yaml:3:46: accelerators[0].interconnect.bandwidth: \"64GBps\" has no unit; "
-            "write it as e.g. 450GB/s (units: GB/s)");
+  EXPECT_EQ(
+      ErrorOf(std::string(kHost) + "accelerators: [{family: amd, type: MI300X, count: 2,\n"
+                                   "  interconnect: {kind: xgmi-mesh, bandwidth: 64GBps}}]\n"),
+      "test.yaml:3:46: accelerators[0].interconnect.bandwidth: \"64GBps\" has no unit; "
+      "write it as e.g. 450GB/s (units: GB/s)");
 }
 
 TEST(HardwareDescriptionErrorTest, UnknownFamily) {
@@ -400,18 +405,20 @@ TEST(HardwareDescriptionErrorTest, UnknownFamily) {
 }
 
 TEST(HardwareDescriptionErrorTest, UnknownInterconnect) {
-  EXPECT_EQ(ErrorOf(std::string(kHost) +
-                    "accelerators: [{family: nvidia, type: H100, count: 8, interconnect: nvswich}]\n"),
-            "test.yaml:2:69: accelerators[0].interconnect: unknown interconnect \"nvswich\" (did "
-            "you mean nvswitch?); expected one of: none, nvswitch, nvlink-pairs, xgmi-mesh, "
-            "ici-grid, neuron-ring, gaudi-all-to-all");
+  EXPECT_EQ(
+      ErrorOf(std::string(kHost) +
+              "accelerators: [{family: nvidia, type: H100, count: 8, interconnect: nvswich}]\n"),
+      "test.yaml:2:69: accelerators[0].interconnect: unknown interconnect \"nvswich\" (did "
+      "you mean nvswitch?); expected one of: none, nvswitch, nvlink-pairs, xgmi-mesh, "
+      "ici-grid, neuron-ring, gaudi-all-to-all");
 }
 
 TEST(HardwareDescriptionErrorTest, IciGridNeedsAKnownHostBlock) {
-  EXPECT_EQ(ErrorOf(std::string(kHost) +
-                    "accelerators: [{family: tpu, type: TPU-V6E, count: 2, interconnect: ici-grid}]\n"),
-            "test.yaml:2:69: accelerators[0].interconnect: ici-grid needs 1, 4 or 8 chips on "
-            "the host (a 1x1, 2x2 or 2x4 block), got 2");
+  EXPECT_EQ(
+      ErrorOf(std::string(kHost) +
+              "accelerators: [{family: tpu, type: TPU-V6E, count: 2, interconnect: ici-grid}]\n"),
+      "test.yaml:2:69: accelerators[0].interconnect: ici-grid needs 1, 4 or 8 chips on "
+      "the host (a 1x1, 2x2 or 2x4 block), got 2");
 }
 
 TEST(HardwareDescriptionErrorTest, DuplicateNicNames) {
@@ -426,10 +433,12 @@ TEST(HardwareDescriptionErrorTest, BadNicName) {
 }
 
 TEST(HardwareDescriptionErrorTest, UnknownNearestNic) {
-  EXPECT_EQ(ErrorOf(std::string(kHost) + "nics: [{name: eth0}]\n"
-                    "accelerators: [{family: nvidia, type: H100, count: 1, nearest_nics: [ibp0]}]\n"),
-            "test.yaml:3:70: accelerators[0].nearest_nics[0]: unknown NIC \"ibp0\"; it must be "
-            "listed under nics");
+  EXPECT_EQ(
+      ErrorOf(std::string(kHost) +
+              "nics: [{name: eth0}]\n"
+              "accelerators: [{family: nvidia, type: H100, count: 1, nearest_nics: [ibp0]}]\n"),
+      "test.yaml:3:70: accelerators[0].nearest_nics[0]: unknown NIC \"ibp0\"; it must be "
+      "listed under nics");
 }
 
 TEST(HardwareDescriptionErrorTest, TpuTypeHasOneSpelling) {
@@ -438,21 +447,23 @@ TEST(HardwareDescriptionErrorTest, TpuTypeHasOneSpelling) {
 }
 
 TEST(HardwareDescriptionErrorTest, TpuBlockOnlyForTpuFamily) {
-  EXPECT_EQ(ErrorOf(std::string(kHost) +
-                    "accelerators: [{family: nvidia, type: H100, count: 1, tpu: {worker_id: 0}}]\n"),
-            "test.yaml:2:60: accelerators[0].tpu: only accelerators of family tpu take a tpu "
-            "block");
+  EXPECT_EQ(
+      ErrorOf(std::string(kHost) +
+              "accelerators: [{family: nvidia, type: H100, count: 1, tpu: {worker_id: 0}}]\n"),
+      "test.yaml:2:60: accelerators[0].tpu: only accelerators of family tpu take a tpu "
+      "block");
 }
 
 TEST(HardwareDescriptionErrorTest, InconsistentTpuIdentity) {
-  EXPECT_EQ(ErrorOf(std::string(kHost) +
-                    "accelerators:\n"
-                    "  - family: tpu\n"
-                    "    type: TPU-V6E\n"
-                    "    count: 4\n"
-                    "    tpu: {slice_name: s, worker_id: 4, topology: 4x4, accelerator_type: v6e-16}\n"),
-            "test.yaml:6:10: accelerators[0].tpu: inconsistent TPU identity: TPU_WORKER_ID=4 but "
-            "v6e-16 has 4 hosts; no slice markers");
+  EXPECT_EQ(
+      ErrorOf(std::string(kHost) +
+              "accelerators:\n"
+              "  - family: tpu\n"
+              "    type: TPU-V6E\n"
+              "    count: 4\n"
+              "    tpu: {slice_name: s, worker_id: 4, topology: 4x4, accelerator_type: v6e-16}\n"),
+      "test.yaml:6:10: accelerators[0].tpu: inconsistent TPU identity: TPU_WORKER_ID=4 but "
+      "v6e-16 has 4 hosts; no slice markers");
 }
 
 TEST(HardwareDescriptionErrorTest, FabricDomainNeedsNvLink) {

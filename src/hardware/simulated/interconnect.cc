@@ -84,17 +84,10 @@ std::vector<DeviceLink> BuildLinks(Interconnect kind, int first_index, int count
     }
   };
   switch (kind) {
-    case Interconnect::kNone:
-      break;
-    case Interconnect::kNvSwitch:
-      all_pairs(LinkKind::kNvSwitch);
-      break;
-    case Interconnect::kXgmiMesh:
-      all_pairs(LinkKind::kXgmi);
-      break;
-    case Interconnect::kGaudiAllToAll:
-      all_pairs(LinkKind::kGaudiRoce);
-      break;
+    case Interconnect::kNone: break;
+    case Interconnect::kNvSwitch: all_pairs(LinkKind::kNvSwitch); break;
+    case Interconnect::kXgmiMesh: all_pairs(LinkKind::kXgmi); break;
+    case Interconnect::kGaudiAllToAll: all_pairs(LinkKind::kGaudiRoce); break;
     case Interconnect::kNvLinkPairs:
       for (int a = 0; a + 1 < count; a += 2) {
         links.push_back(Link(first_index + a, first_index + a + 1, LinkKind::kNvLink, lanes, gbps));

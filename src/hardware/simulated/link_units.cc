@@ -41,8 +41,8 @@ absl::StatusOr<std::pair<Quantity, int64_t>> SplitNumberAndUnit(std::string_view
 }  // namespace
 
 absl::StatusOr<int64_t> ParseLinkSpeedMbps(std::string_view text) {
-  auto split = SplitNumberAndUnit(text, {{"Mbps", 1}, {"Gbps", 1000}, {"Tbps", 1000000}},
-                                  "400Gbps");
+  auto split =
+      SplitNumberAndUnit(text, {{"Mbps", 1}, {"Gbps", 1000}, {"Tbps", 1000000}}, "400Gbps");
   if (!split.ok()) return split.status();
   const auto [number, scale] = *split;
   // raw is number * 10^4; the result must be whole megabits.
@@ -52,8 +52,7 @@ absl::StatusOr<int64_t> ParseLinkSpeedMbps(std::string_view text) {
   }
   const int64_t scaled = raw * scale;
   if (scaled % Quantity::kScale != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Quote(text), " is not a whole number of Mbps"));
+    return absl::InvalidArgumentError(absl::StrCat(Quote(text), " is not a whole number of Mbps"));
   }
   return scaled / Quantity::kScale;
 }

@@ -9,8 +9,12 @@ namespace {
 using ::testing::ElementsAre;
 
 TEST(SimulatedHostTest, FourNumaNodesOnTwoSockets) {
-  HostShape shape{.sockets = 2, .cores_per_socket = 8, .threads_per_core = 2, .numa_nodes = 4,
-                  .memory_bytes = 1000, .cpu_model = "x"};
+  HostShape shape{.sockets = 2,
+                  .cores_per_socket = 8,
+                  .threads_per_core = 2,
+                  .numa_nodes = 4,
+                  .memory_bytes = 1000,
+                  .cpu_model = "x"};
   const HostTopology h = MakeSimulatedHost(shape, {{.name = "b"}, {.name = "a"}});
   EXPECT_EQ(h.cores, 16);
   EXPECT_EQ(h.pus, 32);

@@ -86,15 +86,24 @@ std::string FakeTree::PciFunction(const PciFunctionSpec& spec) {
 
 std::string FakeTree::Bridge(const std::string& bdf, const std::vector<std::string>& parents,
                              int numa_node) {
-  return PciFunction({.bdf = bdf, .vendor = 0x1000, .device = 0xc030, .pci_class = 0x060400,
-                      .numa_node = numa_node, .parents = parents, .driver = "pcieport"});
+  return PciFunction({.bdf = bdf,
+                      .vendor = 0x1000,
+                      .device = 0xc030,
+                      .pci_class = 0x060400,
+                      .numa_node = numa_node,
+                      .parents = parents,
+                      .driver = "pcieport"});
 }
 
 std::string FakeTree::Nic(const NicSpec& spec) {
-  const std::string path =
-      PciFunction({.bdf = spec.bdf, .vendor = 0x15b3, .device = 0x1021, .pci_class = 0x020000,
-                   .numa_node = spec.numa_node, .parents = spec.parents, .driver = "mlx5_core",
-                   .local_cpus = spec.local_cpus});
+  const std::string path = PciFunction({.bdf = spec.bdf,
+                                        .vendor = 0x15b3,
+                                        .device = 0x1021,
+                                        .pci_class = 0x020000,
+                                        .numa_node = spec.numa_node,
+                                        .parents = spec.parents,
+                                        .driver = "mlx5_core",
+                                        .local_cpus = spec.local_cpus});
   const std::string net = path + "/net/" + spec.ifname;
   Write(net + "/speed", std::to_string(spec.speed_mbps) + "\n");
   Symlink(net + "/device", path);
@@ -189,7 +198,7 @@ void FakeTree::Host(const HostSpec& spec) {
     std::string distance;
     for (int other = 0; other < spec.numa_nodes; ++other) {
       if (!distance.empty()) distance += " ";
-      distance += other == node                                             ? "10"
+      distance += other == node                                         ? "10"
                   : other / nodes_per_socket == node / nodes_per_socket ? "12"
                                                                         : "21";
     }

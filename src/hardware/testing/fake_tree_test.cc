@@ -26,10 +26,14 @@ TEST(FakeTreeTest, EveryTreeHasItsOwnRootAndIsRemoved) {
 TEST(FakeTreeTest, PciFunctionIsScannedWithItsDriverGroupAndParents) {
   FakeTree t;
   t.Bridge("0000:15:01.0", {}, 0);
-  const std::string dir =
-      t.PciFunction({.bdf = "0000:18:00.0", .vendor = 0x10de, .device = 0x2330,
-                     .pci_class = 0x030200, .numa_node = 1, .parents = {"0000:15:01.0"},
-                     .driver = "nvidia", .iommu_group = 7});
+  const std::string dir = t.PciFunction({.bdf = "0000:18:00.0",
+                                         .vendor = 0x10de,
+                                         .device = 0x2330,
+                                         .pci_class = 0x030200,
+                                         .numa_node = 1,
+                                         .parents = {"0000:15:01.0"},
+                                         .driver = "nvidia",
+                                         .iommu_group = 7});
   EXPECT_EQ(dir, "/sys/devices/pci0000:15/0000:15:01.0/0000:18:00.0");
   const Sysroot sysroot(t.root());
   const PciInventory pci = PciInventory::Scan(sysroot, nullptr);

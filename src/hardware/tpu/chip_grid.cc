@@ -13,14 +13,10 @@ namespace tessera {
 
 std::optional<ChipCoord> HostChipBlock(int chips_per_host) {
   switch (chips_per_host) {
-    case 1:
-      return ChipCoord{1, 1, 1};
-    case 4:
-      return ChipCoord{2, 2, 1};
-    case 8:
-      return ChipCoord{2, 4, 1};
-    default:
-      return std::nullopt;
+    case 1: return ChipCoord{1, 1, 1};
+    case 4: return ChipCoord{2, 2, 1};
+    case 8: return ChipCoord{2, 4, 1};
+    default: return std::nullopt;
   }
 }
 

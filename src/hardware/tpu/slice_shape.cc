@@ -16,9 +16,7 @@ bool IsSingleHostLiteShape(const TpuTopology& t) {
   return s == "1x1" || s == "2x2" || s == "2x4";
 }
 
-bool IsLite(TpuGeneration g) {
-  return g == TpuGeneration::kV5litepod || g == TpuGeneration::kV6e;
-}
+bool IsLite(TpuGeneration g) { return g == TpuGeneration::kV5litepod || g == TpuGeneration::kV6e; }
 
 absl::Status CheckChipsPerHost(const TpuGenerationInfo& info, const TpuTopology& topology,
                                int chips_per_host) {
@@ -78,17 +76,17 @@ absl::StatusOr<SliceShape> MakeSliceShape(TpuGeneration generation, const TpuTop
   }
   shape.worker_grid.assign(grid.begin(), grid.begin() + topology.dims.size());
   if (grid[0] * grid[1] * grid[2] != shape.hosts) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("topology ", topology.ToString(), " does not tile into ", shape.hosts,
-                     " hosts of ", per_host, " chips"));
+    return absl::InvalidArgumentError(absl::StrCat("topology ", topology.ToString(),
+                                                   " does not tile into ", shape.hosts,
+                                                   " hosts of ", per_host, " chips"));
   }
   shape.host_bounds = BoundsString(grid);
   shape.chips_per_host_bounds = BoundsString(shape.host_block);
   return shape;
 }
 
-absl::StatusOr<SliceShape> DescribeSlice(std::string_view accelerator, std::string_view topology,
-                                         std::optional<int> chips_per_host) {
+absl::StatusOr<SliceShape> ParseSliceShape(std::string_view accelerator, std::string_view topology,
+                                           std::optional<int> chips_per_host) {
   std::optional<TpuAcceleratorType> type;
   TpuGeneration generation;
   if (auto gen = ParseTpuGeneration(accelerator); gen.ok()) {
@@ -114,16 +112,14 @@ absl::StatusOr<SliceShape> DescribeSlice(std::string_view accelerator, std::stri
 
 absl::StatusOr<ChipCoord> WorkerCoordinates(const SliceShape& shape, int worker_id) {
   if (worker_id < 0 || worker_id >= shape.hosts) {
-    return absl::InvalidArgumentError(absl::StrCat("worker id ", worker_id, " is not a host of ",
-                                                   shape.pod_type, " ", shape.topology.ToString(),
-                                                   " (", shape.hosts, " hosts: 0..",
-                                                   shape.hosts - 1, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker id ", worker_id, " is not a host of ", shape.pod_type, " ",
+        shape.topology.ToString(), " (", shape.hosts, " hosts: 0..", shape.hosts - 1, ")"));
   }
   return CoordOfIndex(worker_id, PadExtent(shape.worker_grid));
 }
 
-absl::StatusOr<std::vector<ChipCoord>> HostChipCoordinates(const SliceShape& shape,
-                                                           int worker_id) {
+absl::StatusOr<std::vector<ChipCoord>> HostChipCoordinates(const SliceShape& shape, int worker_id) {
   TESSERA_ASSIGN_OR_RETURN(ChipCoord host, WorkerCoordinates(shape, worker_id));
   std::vector<ChipCoord> coords;
   for (int chip = 0; chip < shape.chips_per_host; ++chip) {

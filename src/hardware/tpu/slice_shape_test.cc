@@ -50,8 +50,8 @@ TEST(SliceShapeTest, WorkerGrid2D) {
     const char* host_bounds;
   };
   const Row rows[] = {
-      {"2x2", {1, 1}, "1,1,1"},   {"4x4", {2, 2}, "2,2,1"},  {"4x8", {2, 4}, "2,4,1"},
-      {"8x8", {4, 4}, "4,4,1"},   {"8x16", {4, 8}, "4,8,1"}, {"16x16", {8, 8}, "8,8,1"},
+      {"2x2", {1, 1}, "1,1,1"}, {"4x4", {2, 2}, "2,2,1"},  {"4x8", {2, 4}, "2,4,1"},
+      {"8x8", {4, 4}, "4,4,1"}, {"8x16", {4, 8}, "4,8,1"}, {"16x16", {8, 8}, "8,8,1"},
   };
   for (const Row& r : rows) {
     const SliceShape s = Shape(TpuGeneration::kV6e, r.topology);
@@ -109,8 +109,8 @@ TEST(SliceShapeTest, BadChipsPerHost) {
   EXPECT_THAT(std::string(untiled.status().message()), HasSubstr("not tiled"));
 }
 
-TEST(SliceShapeTest, DescribeSlice) {
-  auto s = DescribeSlice("TPU-V6E", "4x4", std::nullopt);
+TEST(SliceShapeTest, ParseSliceShape) {
+  auto s = ParseSliceShape("TPU-V6E", "4x4", std::nullopt);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->accelerator_type, "TPU-V6E");
   EXPECT_EQ(s->gke_accelerator, "tpu-v6e-slice");
@@ -125,22 +125,22 @@ TEST(SliceShapeTest, DescribeSlice) {
   EXPECT_EQ(s->resources_per_chip, 1);
   EXPECT_TRUE(s->multi_host());
 
-  EXPECT_EQ(DescribeSlice("v5e", "2x4", 4)->hosts, 2);
-  EXPECT_EQ(DescribeSlice("v6e-16", "4x4", std::nullopt)->pod_type, "v6e-16");
-  EXPECT_EQ(DescribeSlice("tpu7x-16", "2x2x2", std::nullopt)->pod_type, "v7x-16");
+  EXPECT_EQ(ParseSliceShape("v5e", "2x4", 4)->hosts, 2);
+  EXPECT_EQ(ParseSliceShape("v6e-16", "4x4", std::nullopt)->pod_type, "v6e-16");
+  EXPECT_EQ(ParseSliceShape("tpu7x-16", "2x2x2", std::nullopt)->pod_type, "v7x-16");
 
-  auto mismatch = DescribeSlice("v6e-8", "4x4", std::nullopt);
+  auto mismatch = ParseSliceShape("v6e-8", "4x4", std::nullopt);
   ASSERT_FALSE(mismatch.ok());
   EXPECT_EQ(std::string(mismatch.status().message()),
             "accelerator type v6e-8 has 8 chips, but topology 4x4 has 16");
-  auto unknown = DescribeSlice("H100", "4x4", std::nullopt);
+  auto unknown = ParseSliceShape("H100", "4x4", std::nullopt);
   ASSERT_FALSE(unknown.ok());
   EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("neither a TPU generation"));
-  auto invalid = DescribeSlice("TPU-V6E", "3x3", std::nullopt);
+  auto invalid = ParseSliceShape("TPU-V6E", "3x3", std::nullopt);
   ASSERT_FALSE(invalid.ok());
   EXPECT_THAT(std::string(invalid.status().message()), HasSubstr("valid: 1x1, 2x2"));
-  EXPECT_FALSE(DescribeSlice("TPU-V4", "4x4", std::nullopt).ok());
-  EXPECT_FALSE(DescribeSlice("TPU-V6E", "4xx4", std::nullopt).ok());
+  EXPECT_FALSE(ParseSliceShape("TPU-V4", "4x4", std::nullopt).ok());
+  EXPECT_FALSE(ParseSliceShape("TPU-V6E", "4xx4", std::nullopt).ok());
 }
 
 TEST(SliceShapeTest, HostChipCoordinates) {

@@ -39,19 +39,18 @@ absl::StatusOr<TpuAcceleratorType> ParseTpuAcceleratorType(std::string_view text
   }
   auto generation = ParseTpuGeneration(gen);
   if (!generation.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("TPU accelerator type ", Quote(text), ": ",
-                                                   generation.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("TPU accelerator type ", Quote(text), ": ", generation.status().message()));
   }
   if (count.size() > 7) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TPU accelerator type ", Quote(text), ": count is larger than ", kMaxTensorCores));
+    return absl::InvalidArgumentError(absl::StrCat("TPU accelerator type ", Quote(text),
+                                                   ": count is larger than ", kMaxTensorCores));
   }
   int cores = 0;
   for (char c : count) cores = cores * 10 + (c - '0');
   if (cores == 0 || cores > kMaxTensorCores) {
-    return absl::InvalidArgumentError(absl::StrCat("TPU accelerator type ", Quote(text),
-                                                   ": count must be between 1 and ",
-                                                   kMaxTensorCores));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TPU accelerator type ", Quote(text), ": count must be between 1 and ", kMaxTensorCores));
   }
   const int per_chip = GenerationInfo(*generation).cores_per_chip;
   if (cores % per_chip != 0) {

@@ -56,9 +56,9 @@ absl::StatusOr<TpuGeneration> ParseTpuGeneration(std::string_view text) {
   for (const TpuGenerationInfo& info : kGenerations) {
     if (info.name == name) return info.generation;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown TPU generation ", Quote(text),
-      " (known: v2, v3, v4, v5p, v5litepod (v5e), v6e, v7x, also spelled TPU-V6E)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown TPU generation ", Quote(text),
+                   " (known: v2, v3, v4, v5p, v5litepod (v5e), v6e, v7x, also spelled TPU-V6E)"));
 }
 
 std::string TpuTypeString(TpuGeneration generation) {

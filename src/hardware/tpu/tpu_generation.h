@@ -15,18 +15,18 @@ enum class TpuGeneration { kV2, kV3, kV4, kV5p, kV5litepod, kV6e, kV7x };
 
 struct TpuGenerationInfo {
   TpuGeneration generation;
-  std::string_view name;           // canonical lower-case name: "v6e", "v5litepod", "v7x"
-  int cores_per_chip;              // TensorCores per chip (the unit of an accelerator type's count)
+  std::string_view name;  // canonical lower-case name: "v6e", "v5litepod", "v7x"
+  int cores_per_chip;     // TensorCores per chip (the unit of an accelerator type's count)
   // Chips per host in a multi-host slice; every host owns a 2x2 (or 2x2x1) block of chips.
   int chips_per_multi_host;
   // Chip counts a single-host slice may have (v5e/v6e: 1, 4 or 8; others: 4).
   std::span<const int> single_host_chip_options;
-  int dims;                        // 2 or 3: the dimensionality of the topology string
+  int dims;                          // 2 or 3: the dimensionality of the topology string
   std::string_view gke_accelerator;  // cloud.google.com/gke-tpu-accelerator value, "" when none
-  int default_resources_per_chip;  // `TPU` units per chip: 2 on v7x (one per TensorCore), else 1
+  int default_resources_per_chip;    // `TPU` units per chip: 2 on v7x (one per TensorCore), else 1
   // Estimated ICI bandwidth per link and direction in GB/s (see tpu_generation.cc for sources).
   double ici_gigabytes_per_second;
-  double hbm_gib_per_chip;         // HBM per chip, for Device::memory_bytes
+  double hbm_gib_per_chip;  // HBM per chip, for Device::memory_bytes
 };
 
 // Every known generation, oldest first.

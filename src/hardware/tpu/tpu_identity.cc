@@ -33,8 +33,7 @@ std::vector<int> PossibleHostCounts(TpuGeneration generation, const std::optiona
     per_host.push_back(info.chips_per_multi_host);
     for (int c : per_host) {
       auto shape = MakeSliceShape(generation, *t, c);
-      if (shape.ok() &&
-          std::find(counts.begin(), counts.end(), shape->hosts) == counts.end()) {
+      if (shape.ok() && std::find(counts.begin(), counts.end(), shape->hosts) == counts.end()) {
         counts.push_back(shape->hosts);
       }
     }
@@ -54,6 +53,74 @@ std::vector<int> PossibleHostCounts(TpuGeneration generation, const std::optiona
   }
   if (counts.empty()) counts.push_back(std::max(1, chips / info.chips_per_multi_host));
   return counts;
+}
+
+// The hosts in the slice, when its shape is known (conflicting with TPU_WORKER_ID past them;
+// TPU_WORKER_HOSTNAMES decides between the possible counts).
+std::optional<int> SliceHosts(const TpuIdentity& id, const std::optional<TpuGeneration>& generation,
+                              const std::optional<TpuAcceleratorType>& type,
+                              const std::optional<TpuTopology>& topology,
+                              const std::optional<std::string>& pod_type,
+                              std::vector<std::string>& conflicts,
+                              std::vector<std::string>& warnings) {
+  std::optional<int> hosts;
+  if (generation.has_value() && (type.has_value() || topology.has_value())) {
+    const int chips = topology.has_value() ? topology->chips() : type->chips();
+    const std::vector<int> counts = PossibleHostCounts(*generation, topology, chips);
+    if (!counts.empty()) {
+      hosts = counts.front();
+      const int n = static_cast<int>(id.worker_hostnames.size());
+      if (n > 1 && std::find(counts.begin(), counts.end(), n) != counts.end()) hosts = n;
+      const int most = *std::max_element(counts.begin(), counts.end());
+      if (id.worker_id.has_value() && *id.worker_id >= most) {
+        conflicts.push_back(absl::StrCat("TPU_WORKER_ID=", *id.worker_id, " but ",
+                                         pod_type.value_or("the slice"), " has ", most,
+                                         most == 1 ? " host" : " hosts"));
+      }
+      if (n > 1 && std::find(counts.begin(), counts.end(), n) == counts.end()) {
+        warnings.push_back(absl::StrCat("TPU_WORKER_HOSTNAMES lists ", n, " hosts, but ",
+                                        pod_type.value_or("the slice"), " has ", counts.front()));
+      }
+    }
+  }
+  return hosts;
+}
+
+// The slice markers (fabric labels, the slice's resource and, on worker 0, its head resource),
+// when the identity is consistent and complete; else a warning says why there are none.
+void AddSliceMarkers(const TpuIdentity& id, bool slice_name_ok, std::optional<int> hosts,
+                     const std::optional<std::string>& pod_type,
+                     const std::vector<std::string>& conflicts, LabelSet& labels,
+                     ResourceSet& resources, std::vector<std::string>& warnings) {
+  if (!conflicts.empty()) {
+    warnings.push_back(absl::StrCat("inconsistent TPU identity: ", absl::StrJoin(conflicts, "; "),
+                                    "; no slice markers"));
+    return;
+  }
+  if (slice_name_ok && hosts.has_value() && *hosts > 1) {
+    labels[std::string(labels::kFabricDomain)] = id.slice_name;
+    labels[std::string(labels::kFabricKind)] = "ici";
+  }
+
+  std::vector<std::string> missing;
+  if (id.slice_name.empty()) missing.push_back("TPU_NAME");
+  if (!id.worker_id.has_value()) missing.push_back("TPU_WORKER_ID");
+  if (!pod_type.has_value()) missing.push_back("TPU_ACCELERATOR_TYPE");
+  if (!missing.empty()) {
+    warnings.push_back(absl::StrCat("incomplete TPU identity: missing ",
+                                    absl::StrJoin(missing, ", "), "; no slice markers"));
+    return;
+  }
+  if (absl::Status valid = ValidateResourceName(id.slice_name); !valid.ok()) {
+    warnings.push_back(absl::StrCat("TPU_NAME ", Quote(id.slice_name),
+                                    " is not usable as a resource name: ", valid.message(),
+                                    "; no slice markers"));
+    return;
+  }
+  resources.Set(id.slice_name, Quantity::FromInt(1));
+  if (*id.worker_id == 0) {
+    resources.Set(absl::StrCat("TPU-", *pod_type, "-head"), Quantity::FromInt(1));
+  }
 }
 
 }  // namespace
@@ -116,9 +183,9 @@ void AddTpuSliceLabels(const TpuIdentity& id, std::string_view accelerator_type_
     }
   }
   if (type.has_value() && topology.has_value() && type->chips() != topology->chips()) {
-    conflicts.push_back(absl::StrCat("TPU_ACCELERATOR_TYPE=", type->ToString(), " has ",
-                                     type->chips(), " chips, but TPU_TOPOLOGY=",
-                                     topology->ToString(), " has ", topology->chips()));
+    conflicts.push_back(absl::StrCat(
+        "TPU_ACCELERATOR_TYPE=", type->ToString(), " has ", type->chips(),
+        " chips, but TPU_TOPOLOGY=", topology->ToString(), " has ", topology->chips()));
   }
 
   std::optional<std::string> pod_type;
@@ -129,26 +196,8 @@ void AddTpuSliceLabels(const TpuIdentity& id, std::string_view accelerator_type_
   }
 
   // Hosts in the slice, when the shape is known: bounds the worker id and decides multi-host.
-  std::optional<int> hosts;
-  if (generation.has_value() && (type.has_value() || topology.has_value())) {
-    const int chips = topology.has_value() ? topology->chips() : type->chips();
-    const std::vector<int> counts = PossibleHostCounts(*generation, topology, chips);
-    if (!counts.empty()) {
-      hosts = counts.front();
-      const int n = static_cast<int>(id.worker_hostnames.size());
-      if (n > 1 && std::find(counts.begin(), counts.end(), n) != counts.end()) hosts = n;
-      const int most = *std::max_element(counts.begin(), counts.end());
-      if (id.worker_id.has_value() && *id.worker_id >= most) {
-        conflicts.push_back(absl::StrCat("TPU_WORKER_ID=", *id.worker_id, " but ",
-                                         pod_type.value_or("the slice"), " has ", most,
-                                         most == 1 ? " host" : " hosts"));
-      }
-      if (n > 1 && std::find(counts.begin(), counts.end(), n) == counts.end()) {
-        warnings.push_back(absl::StrCat("TPU_WORKER_HOSTNAMES lists ", n, " hosts, but ",
-                                        pod_type.value_or("the slice"), " has ", counts.front()));
-      }
-    }
-  }
+  const std::optional<int> hosts =
+      SliceHosts(id, generation, type, topology, pod_type, conflicts, warnings);
 
   bool slice_name_ok = false;
   if (!id.slice_name.empty()) {
@@ -166,35 +215,7 @@ void AddTpuSliceLabels(const TpuIdentity& id, std::string_view accelerator_type_
   if (topology.has_value()) labels[std::string(labels::kTpuTopology)] = topology->ToString();
   if (pod_type.has_value()) labels[std::string(labels::kTpuPodType)] = *pod_type;
 
-  if (!conflicts.empty()) {
-    warnings.push_back(absl::StrCat("inconsistent TPU identity: ", absl::StrJoin(conflicts, "; "),
-                                    "; no slice markers"));
-    return;
-  }
-  if (slice_name_ok && hosts.has_value() && *hosts > 1) {
-    labels[std::string(labels::kFabricDomain)] = id.slice_name;
-    labels[std::string(labels::kFabricKind)] = "ici";
-  }
-
-  std::vector<std::string> missing;
-  if (id.slice_name.empty()) missing.push_back("TPU_NAME");
-  if (!id.worker_id.has_value()) missing.push_back("TPU_WORKER_ID");
-  if (!pod_type.has_value()) missing.push_back("TPU_ACCELERATOR_TYPE");
-  if (!missing.empty()) {
-    warnings.push_back(absl::StrCat("incomplete TPU identity: missing ",
-                                    absl::StrJoin(missing, ", "), "; no slice markers"));
-    return;
-  }
-  if (absl::Status valid = ValidateResourceName(id.slice_name); !valid.ok()) {
-    warnings.push_back(absl::StrCat("TPU_NAME ", Quote(id.slice_name),
-                                    " is not usable as a resource name: ", valid.message(),
-                                    "; no slice markers"));
-    return;
-  }
-  resources.Set(id.slice_name, Quantity::FromInt(1));
-  if (*id.worker_id == 0) {
-    resources.Set(absl::StrCat("TPU-", *pod_type, "-head"), Quantity::FromInt(1));
-  }
+  AddSliceMarkers(id, slice_name_ok, hosts, pod_type, conflicts, labels, resources, warnings);
 }
 
 }  // namespace tessera

@@ -82,7 +82,8 @@ TEST(TpuIdentityTest, IncompleteIdentity) {
   const Result r = Label({"v6e-16", "4x4", std::nullopt, "", {}});
   EXPECT_TRUE(r.resources.empty());
   ASSERT_EQ(r.warnings.size(), 1u);
-  EXPECT_EQ(r.warnings[0], "incomplete TPU identity: missing TPU_NAME, TPU_WORKER_ID; no slice markers");
+  EXPECT_EQ(r.warnings[0],
+            "incomplete TPU identity: missing TPU_NAME, TPU_WORKER_ID; no slice markers");
   EXPECT_EQ(r.labels.at("tessera.io/tpu-pod-type"), "v6e-16");
   EXPECT_FALSE(r.labels.contains("tessera.io/tpu-slice-name"));
   EXPECT_FALSE(r.labels.contains("tessera.io/tpu-worker-id"));

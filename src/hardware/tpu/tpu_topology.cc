@@ -123,18 +123,18 @@ absl::StatusOr<TpuTopology> ParseTpuTopology(std::string_view text) {
 absl::Status ValidateTopology(TpuGeneration generation, const TpuTopology& topology) {
   const TpuGenerationInfo& info = GenerationInfo(generation);
   if (static_cast<int>(topology.dims.size()) != info.dims) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "topology ", Quote(topology.ToString()), " is ", topology.dims.size(), "D, but ",
-        ToAbsl(info.name), " slices are ", info.dims, "D (e.g. ",
-        ExplicitShapesOf(generation).front(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("topology ", Quote(topology.ToString()), " is ", topology.dims.size(),
+                     "D, but ", ToAbsl(info.name), " slices are ", info.dims, "D (e.g. ",
+                     ExplicitShapesOf(generation).front(), ")"));
   }
   const std::string shape = topology.ToString();
   const auto& shapes = ExplicitShapesOf(generation);
   if (std::find(shapes.begin(), shapes.end(), shape) != shapes.end()) return absl::OkStatus();
   if (MatchesLargeSliceRule(generation, topology)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("topology ", Quote(shape), " is not a valid ",
-                                                 ToAbsl(info.name),
-                                                 " slice; valid: ", ValidTopologiesText(generation)));
+  return absl::InvalidArgumentError(
+      absl::StrCat("topology ", Quote(shape), " is not a valid ", ToAbsl(info.name),
+                   " slice; valid: ", ValidTopologiesText(generation)));
 }
 
 absl::StatusOr<TpuTopology> ParseTpuTopologyFor(TpuGeneration generation, std::string_view text) {

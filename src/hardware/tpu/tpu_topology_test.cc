@@ -69,8 +69,8 @@ TEST(TpuTopologyTest, ValidShapesPerGeneration) {
 
 TEST(TpuTopologyTest, V4AndV5pRules) {
   using G = TpuGeneration;
-  for (const char* s : {"2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x8x16", "12x12x16",
-                        "8x4x12"}) {
+  for (const char* s :
+       {"2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x8x16", "12x12x16", "8x4x12"}) {
     EXPECT_TRUE(Valid(G::kV4, s)) << s;
   }
   for (const char* s : {"16x16x16", "4x4x20", "4x4x2", "2x4x8", "6x4x4", "2x2x3", "4x4"}) {

@@ -12,9 +12,9 @@ namespace tessera {
 namespace {
 
 using testing::AnyContains;
+using testing::FakeTree;
 using testing::FixtureHost;
 using testing::FixturePath;
-using testing::FakeTree;
 
 TEST(AmdDetectionTest, Mi300xEightGpusInKfdOrder) {
   FixtureHost host(FixturePath("mi300x-8"));
@@ -105,12 +105,18 @@ TEST(AmdDetectionTest, EnvironmentRules) {
 }
 
 // A small KFD tree: one GPU node with the given PCI function attributes.
-void SmallGpuTree(FakeTree& t, uint16_t device, uint32_t klass,
-                  std::string_view driver, bool render_node) {
-  t.PciFunction({.bdf = "0000:c1:00.0", .vendor = 0x1002, .device = device,
-                 .pci_class = klass, .driver = std::string(driver)});
-  t.PciFunction({.bdf = "0000:c1:00.1", .vendor = 0x1002, .device = 0xab28,
-                 .pci_class = 0x040300, .driver = "snd_hda_intel"});
+void SmallGpuTree(FakeTree& t, uint16_t device, uint32_t klass, std::string_view driver,
+                  bool render_node) {
+  t.PciFunction({.bdf = "0000:c1:00.0",
+                 .vendor = 0x1002,
+                 .device = device,
+                 .pci_class = klass,
+                 .driver = std::string(driver)});
+  t.PciFunction({.bdf = "0000:c1:00.1",
+                 .vendor = 0x1002,
+                 .device = 0xab28,
+                 .pci_class = 0x040300,
+                 .driver = "snd_hda_intel"});
   const std::string n = std::string(kKfdTopologyNodes) + "/1";
   t.Write(std::string(kKfdTopologyNodes) + "/0/properties", "simd_count 0\ncpu_cores_count 64\n");
   t.Write(n + "/properties", "simd_count 416\nvendor_id 4098\ndevice_id 29711\nlocation_id " +

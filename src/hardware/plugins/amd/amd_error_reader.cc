@@ -55,8 +55,8 @@ class AmdErrorReader final : public DeviceErrorReader {
       ReadCounters(device, now);
       const std::string label = DeviceLabel("GPU", device);
       // Uncorrectable first: they are what ends a program.
-      for (const auto& [kind, what] : {std::pair{"ue", "uncorrectable"},
-                                       std::pair{"ce", "correctable"}}) {
+      for (const auto& [kind, what] :
+           {std::pair{"ue", "uncorrectable"}, std::pair{"ce", "correctable"}}) {
         for (const auto& [key, after] : now) {
           if (!absl::EndsWith(key, absl::StrCat("/", kind))) continue;
           auto before = snapshot.marks.find(key);

@@ -34,20 +34,24 @@ TEST(AmdErrorReaderTest, Mi300xCountersAreTheFixturesAndARiseIsReported) {
   DeviceErrorSnapshot earlier = start;
   earlier.marks["3/umc/ue"] = 0;
   earlier.marks["3/umc/ce"] = 1;
-  EXPECT_THAT(reader->MessagesSince(earlier, devices, kFirstReading).messages,
-              ElementsAre("GPU 3 (" + devices[3].pci_bus_id +
-                              "): uncorrectable ECC errors in umc rose by 2",
-                          "GPU 3 (" + devices[3].pci_bus_id +
-                              "): correctable ECC errors in umc rose by 4"));
+  EXPECT_THAT(
+      reader->MessagesSince(earlier, devices, kFirstReading).messages,
+      ElementsAre(
+          "GPU 3 (" + devices[3].pci_bus_id + "): uncorrectable ECC errors in umc rose by 2",
+          "GPU 3 (" + devices[3].pci_bus_id + "): correctable ECC errors in umc rose by 4"));
 }
 
 TEST(AmdErrorReaderTest, ARiseDuringTheWorkersLifeOnlyForItsGpu) {
   FakeTree tree;
-  const std::string a = tree.PciFunction({.bdf = "0000:03:00.0", .vendor = 0x1002,
-                                          .device = 0x740f, .pci_class = 0x038000,
+  const std::string a = tree.PciFunction({.bdf = "0000:03:00.0",
+                                          .vendor = 0x1002,
+                                          .device = 0x740f,
+                                          .pci_class = 0x038000,
                                           .driver = "amdgpu"});
-  const std::string b = tree.PciFunction({.bdf = "0000:83:00.0", .vendor = 0x1002,
-                                          .device = 0x740f, .pci_class = 0x038000,
+  const std::string b = tree.PciFunction({.bdf = "0000:83:00.0",
+                                          .vendor = 0x1002,
+                                          .device = 0x740f,
+                                          .pci_class = 0x038000,
                                           .driver = "amdgpu"});
   tree.Write(a + "/ras/umc_err_count", "ue: 0\nce: 0\n");
   tree.Write(a + "/ras/gfx_err_count", "ue: 0\nce: 0\n");
@@ -66,8 +70,10 @@ TEST(AmdErrorReaderTest, ARiseDuringTheWorkersLifeOnlyForItsGpu) {
 
 TEST(AmdErrorReaderTest, CountersTheDriverCannotAnswerOrWithoutRasAreLeftOut) {
   FakeTree tree;
-  const std::string fn = tree.PciFunction({.bdf = "0000:03:00.0", .vendor = 0x1002,
-                                           .device = 0x740f, .pci_class = 0x038000,
+  const std::string fn = tree.PciFunction({.bdf = "0000:03:00.0",
+                                           .vendor = 0x1002,
+                                           .device = 0x740f,
+                                           .pci_class = 0x038000,
                                            .driver = "amdgpu"});
   tree.Write(fn + "/ras/umc_err_count", "Query currently inaccessible\n");
   tree.Write(fn + "/ras/features", "feature mask: 0x3fff\n");

@@ -6,25 +6,20 @@
 #include "hardware/plugins/amd/amd_detection.h"
 #include "hardware/plugins/amd/amd_error_reader.h"
 #include "hardware/plugins/amd/amd_telemetry.h"
+#include "hardware/plugins/common/gpu_plugin.h"
 #include "hardware/plugins/common/index_list.h"
-#include "hardware/plugins/common/quantity_rules.h"
 
 namespace tessera {
 namespace {
 
 // Thread-safe: stateless.
-class AmdPlugin final : public AcceleratorPlugin {
+class AmdPlugin final : public GpuPlugin {
  public:
   std::string_view family() const override { return "amd"; }
-  std::string_view resource_name() const override { return "GPU"; }
   std::string_view visible_devices_env() const override { return "HIP_VISIBLE_DEVICES"; }
 
   Detection Detect(const DetectionContext& context) const override {
     return DetectAmdGpus(context);
-  }
-
-  absl::Status ValidateQuantity(const Quantity& quantity) const override {
-    return ValidateFractionOrWholeQuantity(resource_name(), quantity);
   }
 
   // HIP accepts ordinals and, like CUDA, "GPU-<uuid>" entries; a UUID is resolved to its index.
@@ -32,7 +27,7 @@ class AmdPlugin final : public AcceleratorPlugin {
                                              const std::vector<Device>& devices) const override {
     std::vector<int> out;
     const std::string_view trimmed = Trim(value);
-    if (trimmed.empty() || trimmed == "NoDevFiles") return out;
+    if (MaskSelectsNoDevice(trimmed)) return out;
     for (absl::string_view raw : absl::StrSplit(ToAbsl(trimmed), ',')) {
       const std::string_view part = Trim(ToStd(raw));
       if (part.substr(0, 4) == "GPU-") {
@@ -41,17 +36,17 @@ class AmdPlugin final : public AcceleratorPlugin {
           if (d.uuid == part) match = &d;
         }
         if (match == nullptr) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "HIP_VISIBLE_DEVICES=", Quote(value), ": no GPU has UUID ", Quote(part)));
+          return absl::InvalidArgumentError(absl::StrCat("HIP_VISIBLE_DEVICES=", Quote(value),
+                                                         ": no GPU has UUID ", Quote(part)));
         }
         out.push_back(match->index);
         continue;
       }
       auto one = ParseIndexList(part, IndexListOptions{});
       if (!one.ok() || one->size() != 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "HIP_VISIBLE_DEVICES=", Quote(value), ": ", Quote(part),
-            " is neither a GPU index nor a GPU-<uuid>"));
+        return absl::InvalidArgumentError(absl::StrCat("HIP_VISIBLE_DEVICES=", Quote(value), ": ",
+                                                       Quote(part),
+                                                       " is neither a GPU index nor a GPU-<uuid>"));
       }
       out.push_back(one->front());
     }

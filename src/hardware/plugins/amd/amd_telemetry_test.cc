@@ -26,8 +26,8 @@ TEST(AmdTelemetryTest, Mi300xFiguresAreTheSysfsValues) {
   EXPECT_THAT(gpu0.memory_busy_ratio, Optional(0.35));
   EXPECT_THAT(gpu0.memory_used_bytes, Optional(150 * kGiB));
   EXPECT_THAT(gpu0.memory_total_bytes, Optional(205822885888u));
-  EXPECT_THAT(gpu0.power_watts, Optional(652.0));               // power1_input: no average
-  EXPECT_THAT(gpu0.temperature_celsius, Optional(71.0));        // junction: no edge sensor
+  EXPECT_THAT(gpu0.power_watts, Optional(652.0));         // power1_input: no average
+  EXPECT_THAT(gpu0.temperature_celsius, Optional(71.0));  // junction: no edge sensor
   EXPECT_THAT(gpu0.memory_temperature_celsius, Optional(58.0));
   EXPECT_THAT(gpu0.warnings, IsEmpty());
   // amdgpu's sysfs has none of these.
@@ -49,8 +49,10 @@ TEST(AmdTelemetryTest, Mi300xFiguresAreTheSysfsValues) {
 // A card with an edge sensor and both power files, its hwmon without labels (older kernels).
 TEST(AmdTelemetryTest, AverageBeatsInstantPowerAndUnlabelledSensorsGoByNumber) {
   FakeTree tree;
-  const std::string fn = tree.PciFunction({.bdf = "0000:03:00.0", .vendor = 0x1002,
-                                           .device = 0x740f, .pci_class = 0x038000,
+  const std::string fn = tree.PciFunction({.bdf = "0000:03:00.0",
+                                           .vendor = 0x1002,
+                                           .device = 0x740f,
+                                           .pci_class = 0x038000,
                                            .driver = "amdgpu"});
   tree.Write(fn + "/gpu_busy_percent", "7\n");
   tree.Write(fn + "/hwmon/hwmon0/name", "amdgpu\n");
@@ -72,8 +74,10 @@ TEST(AmdTelemetryTest, AverageBeatsInstantPowerAndUnlabelledSensorsGoByNumber) {
 
 TEST(AmdTelemetryTest, MalformedValuesAreDroppedWithAWarning) {
   FakeTree tree;
-  const std::string fn = tree.PciFunction({.bdf = "0000:03:00.0", .vendor = 0x1002,
-                                           .device = 0x740f, .pci_class = 0x038000,
+  const std::string fn = tree.PciFunction({.bdf = "0000:03:00.0",
+                                           .vendor = 0x1002,
+                                           .device = 0x740f,
+                                           .pci_class = 0x038000,
                                            .driver = "amdgpu"});
   tree.Write(fn + "/gpu_busy_percent", "140\n");
   tree.Write(fn + "/mem_info_vram_used", "lots\n");

@@ -37,7 +37,8 @@ absl::StatusOr<std::vector<KfdNode>> ReadKfdTopology(const Sysroot& sysroot,
     const std::string dir = absl::StrCat(root, "/", id);
     auto props = SysfsProperties::Read(sysroot, dir + "/properties");
     if (!props.ok()) {
-      warnings->push_back(absl::StrCat("amd: KFD node ", id, " skipped: ", props.status().message()));
+      warnings->push_back(
+          absl::StrCat("amd: KFD node ", id, " skipped: ", props.status().message()));
       continue;
     }
     KfdNode node;
@@ -47,7 +48,8 @@ absl::StatusOr<std::vector<KfdNode>> ReadKfdTopology(const Sysroot& sysroot,
     for (int bank : NumberedSubdirs(sysroot, dir + "/mem_banks")) {
       auto bank_props =
           SysfsProperties::Read(sysroot, absl::StrCat(dir, "/mem_banks/", bank, "/properties"));
-      if (bank_props.ok()) node.memory_bytes += bank_props->GetUnsigned("size_in_bytes").value_or(0);
+      if (bank_props.ok())
+        node.memory_bytes += bank_props->GetUnsigned("size_in_bytes").value_or(0);
     }
     for (int link : NumberedSubdirs(sysroot, dir + "/io_links")) {
       auto link_props =

@@ -4,14 +4,13 @@
 #include "hardware/plugins/common/kernel_log.h"
 
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <string>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "hardware/testing/fake_tree.h"
 
@@ -33,10 +32,11 @@ TEST(KernelLogTest, ReadsOnlyRecordsWrittenAfterItOpened) {
   KernelLog log(path);
   EXPECT_EQ(log.error(), "");
   EXPECT_THAT(log.ReadNew(100), IsEmpty());
-  Append(path, "4,2,200,-;NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus.\n"
-               " SUBSYSTEM=pci\n"
-               " DEVICE=+pci:0000:01:00.0\n"
-               "6,3,300,-;second\n");
+  Append(path,
+         "4,2,200,-;NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus.\n"
+         " SUBSYSTEM=pci\n"
+         " DEVICE=+pci:0000:01:00.0\n"
+         "6,3,300,-;second\n");
   EXPECT_THAT(log.ReadNew(100),
               ElementsAre(Field(&KernelLogRecord::text,
                                 "NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus."),
@@ -54,8 +54,8 @@ TEST(KernelLogTest, GapsInTheSequenceCountAsLostAndMalformedLinesAreSkipped) {
   const std::string path = tree.Write("/kmsg");
   KernelLog log(path);
   Append(path, "6,10,1,-;a\nnot a record\n6,x,1,-;bad seq\n6,14,1,-;b\n");
-  EXPECT_THAT(log.ReadNew(100), ElementsAre(Field(&KernelLogRecord::seq, 10u),
-                                            Field(&KernelLogRecord::seq, 14u)));
+  EXPECT_THAT(log.ReadNew(100),
+              ElementsAre(Field(&KernelLogRecord::seq, 10u), Field(&KernelLogRecord::seq, 14u)));
   EXPECT_EQ(log.lost(), 3u);
 }
 

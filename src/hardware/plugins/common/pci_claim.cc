@@ -17,15 +17,17 @@ std::string LastComponent(std::string_view path) {
   return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
 }
 
-bool IsHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool IsHex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
 
 }  // namespace
 
 std::string DescribeFunction(const PciFunction& f) {
-  return absl::StrFormat("%s (%s:%s, class 0x%06x, %s)", f.bus_id, HexId(f.vendor_id),
-                         HexId(f.device_id), f.class_code,
-                         f.driver.empty() ? std::string("no driver")
-                                          : absl::StrCat("driver ", f.driver));
+  return absl::StrFormat(
+      "%s (%s:%s, class 0x%06x, %s)", f.bus_id, HexId(f.vendor_id), HexId(f.device_id),
+      f.class_code,
+      f.driver.empty() ? std::string("no driver") : absl::StrCat("driver ", f.driver));
 }
 
 std::string PciClassName(uint32_t class_code) {
@@ -133,10 +135,9 @@ void WarnUnclaimedFunctions(const PciInventory& pci, uint16_t vendor_id,
   for (const auto& [name, ids] : others) {
     groups.push_back(absl::StrCat(name, " ", absl::StrJoin(ids, " ")));
   }
-  out->evidence.push_back(absl::StrCat(other_count, " other ",
-                                   HexId(vendor_id), " PCI function", other_count == 1 ? "" : "s",
-                                   " not counted (not accelerators): ",
-                                   absl::StrJoin(groups, "; ")));
+  out->evidence.push_back(absl::StrCat(
+      other_count, " other ", HexId(vendor_id), " PCI function", other_count == 1 ? "" : "s",
+      " not counted (not accelerators): ", absl::StrJoin(groups, "; ")));
 }
 
 }  // namespace tessera

@@ -29,8 +29,11 @@ TEST(PciClaimTest, DescribeAndFormat) {
 
 TEST(PciClaimTest, ClassDeviceMapsThroughDeviceLinkOrParentPath) {
   FakeTree t;
-  const std::string fn = t.PciFunction({.bdf = "0000:19:00.0", .vendor = 0x1da3, .device = 0x1020,
-                                        .pci_class = 0x120000, .driver = "habanalabs"});
+  const std::string fn = t.PciFunction({.bdf = "0000:19:00.0",
+                                        .vendor = 0x1da3,
+                                        .device = 0x1020,
+                                        .pci_class = 0x120000,
+                                        .driver = "habanalabs"});
   t.ClassDevice(fn, "accel", "accel0");
   t.Mkdir(fn + "/accel/accel1");  // no device link: found through the parent path
   t.Symlink("/sys/class/accel/accel1", fn + "/accel/accel1");
@@ -45,20 +48,33 @@ TEST(PciClaimTest, ClassDeviceMapsThroughDeviceLinkOrParentPath) {
 
 TEST(PciClaimTest, WarnsPerCandidateAndGroupsTheRest) {
   FakeTree t;
-  t.PciFunction({.bdf = "0000:03:00.0", .vendor = 0x1002, .device = 0x74a1,
-                 .pci_class = 0x120000, .driver = "amdgpu"});
-  t.PciFunction({.bdf = "0000:03:00.1", .vendor = 0x1002, .device = 0xab28,
-                 .pci_class = 0x040300, .driver = "snd_hda_intel"});
-  t.PciFunction({.bdf = "0000:04:00.0", .vendor = 0x1002, .device = 0x14a0,
-                 .pci_class = 0x060400, .driver = "pcieport"});
-  t.PciFunction({.bdf = "0000:05:00.0", .vendor = 0x10de, .device = 0x2330,
-                 .pci_class = 0x030200, .driver = "nvidia"});
+  t.PciFunction({.bdf = "0000:03:00.0",
+                 .vendor = 0x1002,
+                 .device = 0x74a1,
+                 .pci_class = 0x120000,
+                 .driver = "amdgpu"});
+  t.PciFunction({.bdf = "0000:03:00.1",
+                 .vendor = 0x1002,
+                 .device = 0xab28,
+                 .pci_class = 0x040300,
+                 .driver = "snd_hda_intel"});
+  t.PciFunction({.bdf = "0000:04:00.0",
+                 .vendor = 0x1002,
+                 .device = 0x14a0,
+                 .pci_class = 0x060400,
+                 .driver = "pcieport"});
+  t.PciFunction({.bdf = "0000:05:00.0",
+                 .vendor = 0x10de,
+                 .device = 0x2330,
+                 .pci_class = 0x030200,
+                 .driver = "nvidia"});
   Sysroot root(t.root());
   std::vector<std::string> scan;
   PciInventory pci = PciInventory::Scan(root, &scan);
   Detection d;
-  WarnUnclaimedFunctions(pci, kPciVendorAmd, {}, {"amdgpu"},
-                         [](const PciFunction&) { return std::string("because"); }, &d);
+  WarnUnclaimedFunctions(
+      pci, kPciVendorAmd, {}, {"amdgpu"}, [](const PciFunction&) { return std::string("because"); },
+      &d);
   ASSERT_EQ(d.warnings.size(), 1u);
   EXPECT_EQ(d.warnings[0],
             "0000:03:00.0 (1002:74a1, class 0x120000, driver amdgpu) not counted: because");
@@ -67,8 +83,9 @@ TEST(PciClaimTest, WarnsPerCandidateAndGroupsTheRest) {
             "2 other 1002 PCI functions not counted (not accelerators): "
             "PCI bridge 0000:04:00.0; audio 0000:03:00.1");
   Detection claimed;
-  WarnUnclaimedFunctions(pci, kPciVendorAmd, {"0000:03:00.0"}, {"amdgpu"},
-                         [](const PciFunction&) { return std::string("because"); }, &claimed);
+  WarnUnclaimedFunctions(
+      pci, kPciVendorAmd, {"0000:03:00.0"}, {"amdgpu"},
+      [](const PciFunction&) { return std::string("because"); }, &claimed);
   EXPECT_FALSE(AnyContains(claimed.warnings, "because"));
   EXPECT_FALSE(AnyContains(claimed.warnings, "10de"));
   EXPECT_FALSE(AnyContains(claimed.evidence, "10de"));

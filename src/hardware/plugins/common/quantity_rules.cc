@@ -26,16 +26,16 @@ absl::Status RequirePositive(std::string_view resource, const Quantity& quantity
 absl::Status ValidateFractionOrWholeQuantity(std::string_view resource, const Quantity& quantity) {
   if (absl::Status s = RequirePositive(resource, quantity); !s.ok()) return s;
   if (quantity.IsInteger() || quantity < Quantity::FromInt(1)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      ToAbsl(resource), ": ", quantity.ToString(),
-      " must be a whole number of devices or a fraction below 1 (one shared device)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(ToAbsl(resource), ": ", quantity.ToString(),
+                   " must be a whole number of devices or a fraction below 1 (one shared device)"));
 }
 
 absl::Status ValidateWholeQuantity(std::string_view resource, const Quantity& quantity) {
   if (absl::Status s = RequirePositive(resource, quantity); !s.ok()) return s;
   if (quantity.IsInteger()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      ToAbsl(resource), ": ", quantity.ToString(), " must be a whole number (no fractions)"));
+  return absl::InvalidArgumentError(absl::StrCat(ToAbsl(resource), ": ", quantity.ToString(),
+                                                 " must be a whole number (no fractions)"));
 }
 
 }  // namespace tessera

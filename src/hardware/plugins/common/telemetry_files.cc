@@ -5,8 +5,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/string_util.h"
-#include "hardware/telemetry_reader.h"
 #include "hardware/plugins/common/index_list.h"
+#include "hardware/telemetry_reader.h"
 
 namespace tessera {
 namespace {
@@ -38,8 +38,8 @@ std::optional<double> ReadPercentAttribute(const Sysroot& sysroot, const std::st
   return RatioFromPercent(*percent, linux_path, out);
 }
 
-std::optional<uint64_t> ReadUnsignedAttribute(const Sysroot& sysroot,
-                                              const std::string& linux_path, DeviceTelemetry& out) {
+std::optional<uint64_t> ReadUnsignedAttribute(const Sysroot& sysroot, const std::string& linux_path,
+                                              DeviceTelemetry& out) {
   std::optional<int64_t> value = ReadIntegerAttribute(sysroot, linux_path, out);
   if (!value) return std::nullopt;
   if (*value < 0) {

@@ -25,8 +25,8 @@ std::optional<double> ReadScaledAttribute(const Sysroot& sysroot, const std::str
 std::optional<double> ReadPercentAttribute(const Sysroot& sysroot, const std::string& linux_path,
                                            DeviceTelemetry& out);
 // A non-negative integer attribute (byte counts).
-std::optional<uint64_t> ReadUnsignedAttribute(const Sysroot& sysroot,
-                                              const std::string& linux_path, DeviceTelemetry& out);
+std::optional<uint64_t> ReadUnsignedAttribute(const Sysroot& sysroot, const std::string& linux_path,
+                                              DeviceTelemetry& out);
 
 // The hwmon directory of the PCI function `bus_id`, /sys/bus/pci/devices/<bus>/hwmon/hwmon<N>:
 // the one whose `name` file says `hwmon_name` ("amdgpu", "i915", "xe"), else the first.

@@ -12,10 +12,10 @@ namespace {
 
 using ::testing::DoubleNear;
 using ::testing::ElementsAre;
+using testing::FakeTree;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Optional;
-using testing::FakeTree;
 
 const absl::Time kStart = absl::FromUnixSeconds(1'700'000'000);
 

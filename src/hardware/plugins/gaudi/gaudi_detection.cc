@@ -59,13 +59,58 @@ std::string RejectReason(const PciFunction& f) {
   return "";
 }
 
+// Index = module id when every card has a distinct one; else device-node order.
+void NumberByModuleId(const std::vector<std::optional<int>>& module_ids, Detection& d) {
+  std::set<int> distinct;
+  bool all_known = true;
+  for (const auto& m : module_ids) {
+    if (!m)
+      all_known = false;
+    else
+      distinct.insert(*m);
+  }
+  const bool use_modules = all_known && distinct.size() == module_ids.size();
+  if (!use_modules && !d.devices.empty()) {
+    d.warnings.push_back(
+        "gaudi: module_id missing or repeated; HPU indices follow device-node order instead");
+  }
+  for (size_t i = 0; i < d.devices.size(); ++i) {
+    d.devices[i].index = use_modules ? *module_ids[i] : static_cast<int>(i);
+  }
+  std::sort(d.devices.begin(), d.devices.end(),
+            [](const Device& a, const Device& b) { return a.index < b.index; });
+}
+
+// All-to-all RoCE scale-up between cards of one generation (HLS wiring).
+void AddRoceLinks(const DetectionContext& context, Detection& d) {
+  for (size_t i = 0; i < d.devices.size(); ++i) {
+    for (size_t j = i + 1; j < d.devices.size(); ++j) {
+      const Device& a = d.devices[i];
+      const Device& b = d.devices[j];
+      if (a.type != b.type) continue;
+      const PciFunction* f = context.pci.Find(a.pci_bus_id);
+      const GaudiModel* model = f ? FindGaudiModel(f->device_id) : nullptr;
+      if (model == nullptr) continue;
+      DeviceLink link{a.index,
+                      b.index,
+                      LinkKind::kGaudiRoce,
+                      model->ports_per_peer,
+                      model->ports_per_peer * model->port_gigabits / 8.0,
+                      BandwidthClass::kLow};
+      link.bandwidth_class = ClassifyBandwidth(link.gigabytes_per_second);
+      d.links.push_back(link);
+    }
+  }
+}
+
 }  // namespace
 
 Detection DetectGaudiDevices(const DetectionContext& context) {
   Detection d;
   d.probe = "accel";
   const Sysroot& sysroot = context.sysroot;
-  std::vector<Candidate> candidates = ListCandidates(sysroot, "/sys/class/accel", "accel", "/dev/accel");
+  std::vector<Candidate> candidates =
+      ListCandidates(sysroot, "/sys/class/accel", "accel", "/dev/accel");
   if (candidates.empty()) {
     candidates = ListCandidates(sysroot, "/sys/class/habanalabs", "hl", "/dev");
     if (!candidates.empty()) d.probe = "habanalabs";
@@ -136,42 +181,11 @@ Detection DetectGaudiDevices(const DetectionContext& context) {
     d.devices.push_back(std::move(dev));
   }
 
-  // Index = module id when every card has a distinct one; else device-node order.
-  std::set<int> distinct;
-  bool all_known = true;
-  for (const auto& m : module_ids) {
-    if (!m) all_known = false; else distinct.insert(*m);
-  }
-  const bool use_modules = all_known && distinct.size() == module_ids.size();
-  if (!use_modules && !d.devices.empty()) {
-    d.warnings.push_back(
-        "gaudi: module_id missing or repeated; HPU indices follow device-node order instead");
-  }
-  for (size_t i = 0; i < d.devices.size(); ++i) {
-    d.devices[i].index = use_modules ? *module_ids[i] : static_cast<int>(i);
-  }
-  std::sort(d.devices.begin(), d.devices.end(),
-            [](const Device& a, const Device& b) { return a.index < b.index; });
-
-  // All-to-all RoCE scale-up between cards of one generation (HLS wiring).
-  for (size_t i = 0; i < d.devices.size(); ++i) {
-    for (size_t j = i + 1; j < d.devices.size(); ++j) {
-      const Device& a = d.devices[i];
-      const Device& b = d.devices[j];
-      if (a.type != b.type) continue;
-      const PciFunction* f = context.pci.Find(a.pci_bus_id);
-      const GaudiModel* model = f ? FindGaudiModel(f->device_id) : nullptr;
-      if (model == nullptr) continue;
-      DeviceLink link{a.index, b.index, LinkKind::kGaudiRoce, model->ports_per_peer,
-                      model->ports_per_peer * model->port_gigabits / 8.0, BandwidthClass::kLow};
-      link.bandwidth_class = ClassifyBandwidth(link.gigabytes_per_second);
-      d.links.push_back(link);
-    }
-  }
+  NumberByModuleId(module_ids, d);
+  AddRoceLinks(context, d);
 
   WarnUnclaimedFunctions(context.pci, kPciVendorHabana, claimed, {kDriver},
-                         UnclaimedReason(rejected, RejectReason,
-                                         "no accel or hl device names it"),
+                         UnclaimedReason(rejected, RejectReason, "no accel or hl device names it"),
                          &d);
   return d;
 }

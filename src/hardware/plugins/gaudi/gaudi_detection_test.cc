@@ -9,9 +9,9 @@ namespace tessera {
 namespace {
 
 using testing::AnyContains;
+using testing::FakeTree;
 using testing::FixtureHost;
 using testing::FixturePath;
-using testing::FakeTree;
 
 TEST(GaudiDetectionTest, Gaudi2EightCardsIndexedByModuleId) {
   FixtureHost host(FixturePath("gaudi2-8"));
@@ -64,12 +64,21 @@ TEST(GaudiDetectionTest, ControlNodesAndOtherFunctionsAreNotCounted) {
 TEST(GaudiDetectionTest, OtherVendorsAccelEntriesAndDirectoriesAreSkipped) {
   FakeTree t;
   // An Intel NPU owns accel0; accel1 is a Gaudi2 whose device node is a directory; accel2 is fine.
-  const std::string npu = t.PciFunction({.bdf = "0000:00:0b.0", .vendor = 0x8086, .device = 0x7d1d,
-                                         .pci_class = 0x120000, .driver = "intel_vpu"});
-  const std::string g1 = t.PciFunction({.bdf = "0000:19:00.0", .vendor = 0x1da3, .device = 0x1020,
-                                        .pci_class = 0x120000, .driver = "habanalabs"});
-  const std::string g2 = t.PciFunction({.bdf = "0000:1a:00.0", .vendor = 0x1da3, .device = 0x1020,
-                                        .pci_class = 0x120000, .driver = "habanalabs"});
+  const std::string npu = t.PciFunction({.bdf = "0000:00:0b.0",
+                                         .vendor = 0x8086,
+                                         .device = 0x7d1d,
+                                         .pci_class = 0x120000,
+                                         .driver = "intel_vpu"});
+  const std::string g1 = t.PciFunction({.bdf = "0000:19:00.0",
+                                        .vendor = 0x1da3,
+                                        .device = 0x1020,
+                                        .pci_class = 0x120000,
+                                        .driver = "habanalabs"});
+  const std::string g2 = t.PciFunction({.bdf = "0000:1a:00.0",
+                                        .vendor = 0x1da3,
+                                        .device = 0x1020,
+                                        .pci_class = 0x120000,
+                                        .driver = "habanalabs"});
   int n = 0;
   for (const std::string& fn : {npu, g1, g2}) {
     t.ClassDevice(fn, "accel", "accel" + std::to_string(n++));
@@ -86,14 +95,18 @@ TEST(GaudiDetectionTest, OtherVendorsAccelEntriesAndDirectoriesAreSkipped) {
   EXPECT_TRUE(AnyContains(d.warnings, "module_id missing"));
   EXPECT_TRUE(AnyContains(d.evidence, "8086:7d1d"));
   EXPECT_FALSE(AnyContains(d.warnings, "8086"));
-  EXPECT_TRUE(AnyContains(d.warnings, "0000:19:00.0 (1da3:1020, class 0x120000, driver "
-                                      "habanalabs) not counted: device node /dev/accel/accel1"));
+  EXPECT_TRUE(AnyContains(d.warnings,
+                          "0000:19:00.0 (1da3:1020, class 0x120000, driver "
+                          "habanalabs) not counted: device node /dev/accel/accel1"));
 }
 
 TEST(GaudiDetectionTest, LegacyHabanalabsClass) {
   FakeTree t;
-  const std::string fn = t.PciFunction({.bdf = "0000:19:00.0", .vendor = 0x1da3, .device = 0x1000,
-                                        .pci_class = 0x120000, .driver = "habanalabs"});
+  const std::string fn = t.PciFunction({.bdf = "0000:19:00.0",
+                                        .vendor = 0x1da3,
+                                        .device = 0x1000,
+                                        .pci_class = 0x120000,
+                                        .driver = "habanalabs"});
   const std::string hl0 = t.ClassDevice(fn, "habanalabs", "hl0");
   t.Write(hl0 + "/device_type", "GAUDI\n");
   t.Write(hl0 + "/module_id", "3\n");
@@ -109,8 +122,11 @@ TEST(GaudiDetectionTest, LegacyHabanalabsClass) {
 
 TEST(GaudiDetectionTest, UnboundHabanaFunctionIsWarned) {
   FakeTree t;
-  t.PciFunction({.bdf = "0000:19:00.0", .vendor = 0x1da3, .device = 0x1020,
-                 .pci_class = 0x120000, .driver = "vfio-pci"});
+  t.PciFunction({.bdf = "0000:19:00.0",
+                 .vendor = 0x1da3,
+                 .device = 0x1020,
+                 .pci_class = 0x120000,
+                 .driver = "vfio-pci"});
   FixtureHost host(t.root());
   Detection d = DetectGaudiDevices(host.context());
   EXPECT_TRUE(d.devices.empty());

@@ -25,16 +25,14 @@ std::string RejectReason(const PciFunction& f) {
     return absl::StrCat("it is a ", PciClassName(f.class_code), ", not a GPU");
   }
   if (f.driver != "i915" && f.driver != "xe") {
-    return absl::StrCat("bound to ", f.driver.empty() ? "no driver" : f.driver,
-                        ", not i915 or xe");
+    return absl::StrCat("bound to ", f.driver.empty() ? "no driver" : f.driver, ", not i915 or xe");
   }
   if (FindIntelDiscreteGpu(f.device_id) == nullptr) {
     if (IsIntegratedSlot(f)) {
       return "integrated GPU (root-bus slot 00:02.0, not in the discrete allow-list); Tessera "
              "counts discrete GPUs only";
     }
-    return absl::StrCat("device id ", HexId(f.device_id),
-                        " is not in the discrete-GPU allow-list");
+    return absl::StrCat("device id ", HexId(f.device_id), " is not in the discrete-GPU allow-list");
   }
   return "";
 }
@@ -75,9 +73,8 @@ Detection DetectIntelGpus(const DetectionContext& context) {
     claimed.insert(f->bus_id);
     found.push_back(Found{f, node});
   }
-  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
-    return a.function->bus_id < b.function->bus_id;
-  });
+  std::sort(found.begin(), found.end(),
+            [](const Found& a, const Found& b) { return a.function->bus_id < b.function->bus_id; });
 
   for (const Found& g : found) {
     const PciFunction& f = *g.function;
@@ -92,15 +89,14 @@ Detection DetectIntelGpus(const DetectionContext& context) {
     dev.numa_node = f.numa_node;
     dev.attributes["render_node"] = g.render_node;
     dev.attributes["driver"] = f.driver;
-    d.evidence.push_back(absl::StrCat("GPU ", dev.index, ": ", DescribeFunction(f), ", ",
-                                      g.render_node));
+    d.evidence.push_back(
+        absl::StrCat("GPU ", dev.index, ": ", DescribeFunction(f), ", ", g.render_node));
     d.devices.push_back(std::move(dev));
   }
 
-  WarnUnclaimedFunctions(context.pci, kPciVendorIntel, claimed, {"i915", "xe"},
-                         UnclaimedReason(rejected, RejectReason,
-                                         "no DRM render node (driver not ready?)"),
-                         &d);
+  WarnUnclaimedFunctions(
+      context.pci, kPciVendorIntel, claimed, {"i915", "xe"},
+      UnclaimedReason(rejected, RejectReason, "no DRM render node (driver not ready?)"), &d);
   return d;
 }
 

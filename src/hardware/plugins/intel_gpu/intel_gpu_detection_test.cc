@@ -11,9 +11,9 @@ namespace tessera {
 namespace {
 
 using testing::AnyContains;
+using testing::FakeTree;
 using testing::FixtureHost;
 using testing::FixturePath;
-using testing::FakeTree;
 
 TEST(IntelGpuDetectionTest, FourMax1550InBusOrder) {
   FixtureHost host(FixturePath("intel-max-1550-4"));
@@ -53,19 +53,29 @@ TEST(IntelGpuDetectionTest, WorkstationIntegratedGpuIsRejected) {
   FixtureHost host(root);
   Detection d = DetectIntelGpus(host.context());
   EXPECT_TRUE(d.devices.empty());
-  EXPECT_TRUE(AnyContains(d.warnings, "0000:00:02.0 (8086:a780, class 0x030000, driver i915) "
-                                      "not counted: integrated GPU"));
+  EXPECT_TRUE(AnyContains(d.warnings,
+                          "0000:00:02.0 (8086:a780, class 0x030000, driver i915) "
+                          "not counted: integrated GPU"));
   EXPECT_FALSE(AnyContains(d.warnings, "10de"));  // the RTX 4090 is another family's
 }
 
 TEST(IntelGpuDetectionTest, UnknownDiscreteIdAndWrongDriverAreRejected) {
   FakeTree t;
-  const std::string a = t.PciFunction({.bdf = "0000:03:00.0", .vendor = 0x8086, .device = 0x1234,
-                                       .pci_class = 0x030000, .driver = "i915"});
-  const std::string b = t.PciFunction({.bdf = "0000:04:00.0", .vendor = 0x8086, .device = 0x56a0,
-                                       .pci_class = 0x030000, .driver = "vfio-pci"});
-  const std::string c = t.PciFunction({.bdf = "0000:05:00.0", .vendor = 0x8086, .device = 0x56a0,
-                                       .pci_class = 0x030000, .driver = "xe"});
+  const std::string a = t.PciFunction({.bdf = "0000:03:00.0",
+                                       .vendor = 0x8086,
+                                       .device = 0x1234,
+                                       .pci_class = 0x030000,
+                                       .driver = "i915"});
+  const std::string b = t.PciFunction({.bdf = "0000:04:00.0",
+                                       .vendor = 0x8086,
+                                       .device = 0x56a0,
+                                       .pci_class = 0x030000,
+                                       .driver = "vfio-pci"});
+  const std::string c = t.PciFunction({.bdf = "0000:05:00.0",
+                                       .vendor = 0x8086,
+                                       .device = 0x56a0,
+                                       .pci_class = 0x030000,
+                                       .driver = "xe"});
   int n = 128;
   for (const std::string& fn : {a, b, c}) {
     const std::string name = "renderD" + std::to_string(n++);
@@ -78,8 +88,9 @@ TEST(IntelGpuDetectionTest, UnknownDiscreteIdAndWrongDriverAreRejected) {
   EXPECT_EQ(d.devices[0].pci_bus_id, "0000:05:00.0");
   EXPECT_EQ(d.devices[0].type, "Intel-GPU-A770-Graphics");
   EXPECT_TRUE(AnyContains(d.warnings, "device id 1234 is not in the discrete-GPU allow-list"));
-  EXPECT_TRUE(AnyContains(d.warnings, "0000:04:00.0 (8086:56a0, class 0x030000, driver "
-                                      "vfio-pci) not counted: bound to vfio-pci, not i915 or xe"));
+  EXPECT_TRUE(AnyContains(d.warnings,
+                          "0000:04:00.0 (8086:56a0, class 0x030000, driver "
+                          "vfio-pci) not counted: bound to vfio-pci, not i915 or xe"));
 }
 
 }  // namespace

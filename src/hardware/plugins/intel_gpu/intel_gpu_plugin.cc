@@ -5,8 +5,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/string_util.h"
+#include "hardware/plugins/common/gpu_plugin.h"
 #include "hardware/plugins/common/index_list.h"
-#include "hardware/plugins/common/quantity_rules.h"
 #include "hardware/plugins/intel_gpu/intel_gpu_detection.h"
 #include "hardware/plugins/intel_gpu/intel_gpu_telemetry.h"
 
@@ -21,18 +21,13 @@ absl::Status MaskError(std::string_view value, std::string_view why) {
 }
 
 // Thread-safe: stateless.
-class IntelGpuPlugin final : public AcceleratorPlugin {
+class IntelGpuPlugin final : public GpuPlugin {
  public:
   std::string_view family() const override { return "intel-gpu"; }
-  std::string_view resource_name() const override { return "GPU"; }
   std::string_view visible_devices_env() const override { return "ONEAPI_DEVICE_SELECTOR"; }
 
   Detection Detect(const DetectionContext& context) const override {
     return DetectIntelGpus(context);
-  }
-
-  absl::Status ValidateQuantity(const Quantity& quantity) const override {
-    return ValidateFractionOrWholeQuantity(resource_name(), quantity);
   }
 
   // The selector grammar is "backend:devices[;backend:devices]". Terms for other backends
@@ -42,7 +37,7 @@ class IntelGpuPlugin final : public AcceleratorPlugin {
                                              const std::vector<Device>& devices) const override {
     std::vector<int> out;
     const std::string_view trimmed = Trim(value);
-    if (trimmed.empty() || trimmed == "NoDevFiles") return out;
+    if (MaskSelectsNoDevice(trimmed)) return out;
     for (absl::string_view raw_term : absl::StrSplit(ToAbsl(trimmed), ';', absl::SkipEmpty())) {
       const std::string_view term = Trim(ToStd(raw_term));
       if (!term.empty() && term[0] == '!') return MaskError(value, "exclusions are not supported");

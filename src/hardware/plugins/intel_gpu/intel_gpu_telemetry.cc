@@ -35,8 +35,7 @@ class IntelGpuTelemetryReader final : public TelemetryReader {
     t.source = "sysfs";
     auto driver = device.attributes.find("driver");
     const std::string hwmon_name = driver != device.attributes.end() ? driver->second : "i915";
-    const std::optional<std::string> hwmon =
-        FindHwmonDir(sysroot_, device.pci_bus_id, hwmon_name);
+    const std::optional<std::string> hwmon = FindHwmonDir(sysroot_, device.pci_bus_id, hwmon_name);
     if (!hwmon) return;  // a kernel before hwmon support: nothing to read
     t.energy_joules = ReadScaledAttribute(sysroot_, *hwmon + "/energy1_input", 1e-6, t);
     if (t.energy_joules) t.power_watts = energy_.Update(device.pci_bus_id, *t.energy_joules, now);

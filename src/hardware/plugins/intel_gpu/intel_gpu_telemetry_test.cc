@@ -40,8 +40,11 @@ TEST(IntelGpuTelemetryTest, Max1550EnergyComesFromTheCardsHwmonAndPowerNeedsTwoR
 class XeCardTest : public ::testing::Test {
  protected:
   XeCardTest() {
-    fn_ = tree_.PciFunction({.bdf = "0000:03:00.0", .vendor = 0x8086, .device = 0xe20b,
-                             .pci_class = 0x030000, .driver = "xe"});
+    fn_ = tree_.PciFunction({.bdf = "0000:03:00.0",
+                             .vendor = 0x8086,
+                             .device = 0xe20b,
+                             .pci_class = 0x030000,
+                             .driver = "xe"});
     tree_.Write(fn_ + "/hwmon/hwmon3/name", "xe\n");
     tree_.Write(fn_ + "/hwmon/hwmon3/temp2_label", "pkg\n");
     tree_.Write(fn_ + "/hwmon/hwmon3/temp2_input", "61000\n");
@@ -55,7 +58,9 @@ class XeCardTest : public ::testing::Test {
 
   FakeTree tree_;
   std::string fn_;
-  const Device card_{.family = "intel-gpu", .index = 0, .pci_bus_id = "0000:03:00.0",
+  const Device card_{.family = "intel-gpu",
+                     .index = 0,
+                     .pci_bus_id = "0000:03:00.0",
                      .attributes = {{"driver", "xe"}}};
 };
 

@@ -7,8 +7,8 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "base/string_util.h"
 #include "absl/strings/str_join.h"
+#include "base/string_util.h"
 #include "hardware/plugins/common/index_list.h"
 #include "hardware/plugins/common/pci_claim.h"
 #include "hardware/plugins/neuron/neuron_device_ids.h"
@@ -21,7 +21,7 @@ constexpr std::string_view kDriver = "neuron";
 constexpr std::string_view kClassRoot = "/sys/class/neuron_device";
 
 struct Chip {
-  int number = 0;  // N of neuron<N>
+  int number = 0;         // N of neuron<N>
   std::string class_dir;  // "" when found through PCI only
   const PciFunction* function = nullptr;
   const NeuronChipModel* model = nullptr;
@@ -64,6 +64,59 @@ void AddCorePairs(const Chip& a, const Chip& b, double gbps, std::vector<DeviceL
   }
 }
 
+// Each visible chip's NeuronCores as devices, numbered across the chips in order (each chip's
+// first_core set).
+void AddChipCores(const Sysroot& sysroot, std::vector<Chip>& visible, Detection& d) {
+  int next_core = 0;
+  for (Chip& chip : visible) {
+    chip.first_core = next_core;
+    const PciFunction& f = *chip.function;
+    const std::string arch = chip.class_dir.empty() ? "" : chip.class_dir + "/info/architecture";
+    const std::string device_name =
+        Attribute(sysroot, arch, "device_name").value_or(std::string(chip.model->name));
+    for (int k = 0; k < chip.core_count; ++k) {
+      Device dev;
+      dev.family = std::string(kFamily);
+      dev.index = next_core++;
+      dev.type = "aws-neuron-core";
+      dev.model = absl::StrCat("AWS ", device_name, " NeuronCore");
+      dev.memory_bytes = chip.model->memory_bytes / chip.core_count;
+      dev.pci_bus_id = f.bus_id;
+      dev.numa_node = f.numa_node;
+      dev.attributes["chip"] = absl::StrCat(chip.number);
+      dev.attributes["core_in_chip"] = absl::StrCat(k);
+      dev.attributes["device_node"] = absl::StrCat("/dev/neuron", chip.number);
+      if (auto serial = Attribute(sysroot, chip.class_dir + "/info", "serial_number")) {
+        dev.uuid = absl::StrCat(*serial, "-nc", k);
+      }
+      if (auto a = Attribute(sysroot, arch, "arch_type")) dev.attributes["arch_type"] = *a;
+      if (auto i = Attribute(sysroot, arch, "instance_type")) dev.attributes["instance_type"] = *i;
+      d.devices.push_back(std::move(dev));
+    }
+    d.evidence.push_back(absl::StrCat(
+        chip.class_dir.empty() ? absl::StrCat("neuron", chip.number) : chip.class_dir, " -> ",
+        DescribeFunction(f), ", ", chip.core_count, " cores (", chip.first_core, "-", next_core - 1,
+        ")", chip.connected.empty() ? "" : ", connected to ", absl::StrJoin(chip.connected, ",")));
+  }
+}
+
+// Every pair of cores of one chip, and of chips connected to each other, in core order.
+void AddNeuronLinks(const std::vector<Chip>& visible, Detection& d) {
+  std::map<int, const Chip*> by_number;
+  for (const Chip& chip : visible) by_number[chip.number] = &chip;
+  for (const Chip& chip : visible) {
+    AddCorePairs(chip, chip, chip.model->on_chip_gigabytes_per_second, &d.links);
+    for (int peer : chip.connected) {
+      auto it = by_number.find(peer);
+      if (it == by_number.end() || peer <= chip.number) continue;
+      AddCorePairs(chip, *it->second, chip.model->neuronlink_gigabytes_per_second, &d.links);
+    }
+  }
+  std::sort(d.links.begin(), d.links.end(), [](const DeviceLink& a, const DeviceLink& b) {
+    return std::tie(a.a, a.b) < std::tie(b.a, b.b);
+  });
+}
+
 }  // namespace
 
 Detection DetectNeuronCores(const DetectionContext& context) {
@@ -102,14 +155,13 @@ Detection DetectNeuronCores(const DetectionContext& context) {
     if (!chip.class_dir.empty()) bus_id = PciBusIdOfClassDevice(sysroot, chip.class_dir);
     if (bus_id) {
       chip.function = context.pci.Find(*bus_id);
-    } else if (order_matches && chip.number >= 0 &&
-               chip.number < static_cast<int>(bound.size())) {
+    } else if (order_matches && chip.number >= 0 && chip.number < static_cast<int>(bound.size())) {
       chip.function = bound[chip.number];
     }
     if (chip.function == nullptr) {
-      d.warnings.push_back(absl::StrCat(
-          "neuron: ", chip_name, " has no matching PCI function (", chips.size(),
-          " chips in sysfs, ", bound.size(), " neuron-bound functions); not counted"));
+      d.warnings.push_back(absl::StrCat("neuron: ", chip_name, " has no matching PCI function (",
+                                        chips.size(), " chips in sysfs, ", bound.size(),
+                                        " neuron-bound functions); not counted"));
       continue;
     }
     const PciFunction& f = *chip.function;
@@ -124,14 +176,14 @@ Detection DetectNeuronCores(const DetectionContext& context) {
     }
     const std::string dev_node = absl::StrCat("/dev/", chip_name);
     if (!sysroot.IsFileLike(dev_node)) {
-      rejected[f.bus_id] =
-          absl::StrCat(dev_node, " is missing (not passed into this container?)");
+      rejected[f.bus_id] = absl::StrCat(dev_node, " is missing (not passed into this container?)");
       continue;
     }
     chip.model = FindNeuronChipModel(f.device_id);
     chip.core_count = chip.model->default_core_count;
     if (!chip.class_dir.empty()) {
-      if (auto n = sysroot.ReadInteger(chip.class_dir + "/core_count"); n.ok() && *n > 0 && *n < 1024) {
+      if (auto n = sysroot.ReadInteger(chip.class_dir + "/core_count");
+          n.ok() && *n > 0 && *n < 1024) {
         chip.core_count = static_cast<int>(*n);
       }
       if (auto c = Attribute(sysroot, chip.class_dir, "connected_devices")) {
@@ -139,8 +191,8 @@ Detection DetectNeuronCores(const DetectionContext& context) {
         if (list.ok()) {
           chip.connected = *list;
         } else {
-          d.warnings.push_back(absl::StrCat("neuron: ", chip_name, ": connected_devices ",
-                                            list.status().message()));
+          d.warnings.push_back(
+              absl::StrCat("neuron: ", chip_name, ": connected_devices ", list.status().message()));
         }
       }
     }
@@ -148,61 +200,17 @@ Detection DetectNeuronCores(const DetectionContext& context) {
     visible.push_back(chip);
   }
 
-  int next_core = 0;
-  for (Chip& chip : visible) {
-    chip.first_core = next_core;
-    const PciFunction& f = *chip.function;
-    const std::string arch = chip.class_dir.empty() ? "" : chip.class_dir + "/info/architecture";
-    const std::string device_name =
-        Attribute(sysroot, arch, "device_name").value_or(std::string(chip.model->name));
-    for (int k = 0; k < chip.core_count; ++k) {
-      Device dev;
-      dev.family = std::string(kFamily);
-      dev.index = next_core++;
-      dev.type = "aws-neuron-core";
-      dev.model = absl::StrCat("AWS ", device_name, " NeuronCore");
-      dev.memory_bytes = chip.model->memory_bytes / chip.core_count;
-      dev.pci_bus_id = f.bus_id;
-      dev.numa_node = f.numa_node;
-      dev.attributes["chip"] = absl::StrCat(chip.number);
-      dev.attributes["core_in_chip"] = absl::StrCat(k);
-      dev.attributes["device_node"] = absl::StrCat("/dev/neuron", chip.number);
-      if (auto serial = Attribute(sysroot, chip.class_dir + "/info", "serial_number")) {
-        dev.uuid = absl::StrCat(*serial, "-nc", k);
-      }
-      if (auto a = Attribute(sysroot, arch, "arch_type")) dev.attributes["arch_type"] = *a;
-      if (auto i = Attribute(sysroot, arch, "instance_type")) dev.attributes["instance_type"] = *i;
-      d.devices.push_back(std::move(dev));
-    }
-    d.evidence.push_back(absl::StrCat(
-        chip.class_dir.empty() ? absl::StrCat("neuron", chip.number) : chip.class_dir, " -> ",
-        DescribeFunction(f), ", ", chip.core_count, " cores (", chip.first_core, "-",
-        next_core - 1, ")", chip.connected.empty() ? "" : ", connected to ",
-        absl::StrJoin(chip.connected, ",")));
-  }
+  AddChipCores(sysroot, visible, d);
   if (!order_matches && !chips.empty()) {
     d.evidence.push_back(absl::StrCat(chips.size(), " neuron_device entries but ", bound.size(),
                                       " neuron-bound PCI functions; chips without a device link "
                                       "could not be matched"));
   }
 
-  std::map<int, const Chip*> by_number;
-  for (const Chip& chip : visible) by_number[chip.number] = &chip;
-  for (const Chip& chip : visible) {
-    AddCorePairs(chip, chip, chip.model->on_chip_gigabytes_per_second, &d.links);
-    for (int peer : chip.connected) {
-      auto it = by_number.find(peer);
-      if (it == by_number.end() || peer <= chip.number) continue;
-      AddCorePairs(chip, *it->second, chip.model->neuronlink_gigabytes_per_second, &d.links);
-    }
-  }
-  std::sort(d.links.begin(), d.links.end(), [](const DeviceLink& a, const DeviceLink& b) {
-    return std::tie(a.a, a.b) < std::tie(b.a, b.b);
-  });
+  AddNeuronLinks(visible, d);
 
   WarnUnclaimedFunctions(context.pci, kPciVendorAmazon, claimed, {kDriver},
-                         UnclaimedReason(rejected, RejectReason,
-                                         "no neuron_device entry names it"),
+                         UnclaimedReason(rejected, RejectReason, "no neuron_device entry names it"),
                          &d, IsNeuronFunction);
   return d;
 }

@@ -11,9 +11,9 @@ namespace tessera {
 namespace {
 
 using testing::AnyContains;
+using testing::FakeTree;
 using testing::FixtureHost;
 using testing::FixturePath;
-using testing::FakeTree;
 
 TEST(NeuronDetectionTest, Trn1ThirtyTwoCoresOnSixteenChips) {
   FixtureHost host(FixturePath("trn1-32xlarge"));
@@ -52,10 +52,10 @@ TEST(NeuronDetectionTest, Trn1TorusLinksBetweenCores) {
     pairs.insert({l.a, l.b});
   }
   EXPECT_EQ(pairs.size(), d.links.size());
-  EXPECT_TRUE(pairs.count({0, 1}));   // chip 0's two cores, on-chip
-  EXPECT_TRUE(pairs.count({0, 2}));   // chip 0 - chip 1 (torus neighbours)
-  EXPECT_TRUE(pairs.count({1, 25}));  // chip 0 - chip 12 (wrap-around)
-  EXPECT_FALSE(pairs.count({0, 10})); // chip 0 - chip 5 are not neighbours
+  EXPECT_TRUE(pairs.count({0, 1}));    // chip 0's two cores, on-chip
+  EXPECT_TRUE(pairs.count({0, 2}));    // chip 0 - chip 1 (torus neighbours)
+  EXPECT_TRUE(pairs.count({1, 25}));   // chip 0 - chip 12 (wrap-around)
+  EXPECT_FALSE(pairs.count({0, 10}));  // chip 0 - chip 5 are not neighbours
 }
 
 TEST(NeuronDetectionTest, EnaEfaNvmeAndVgaAreNotCounted) {
@@ -77,8 +77,11 @@ TEST(NeuronDetectionTest, ContainerWithTwoChipsRenumbersCores) {
   FakeTree t;
   for (int n = 0; n < 3; ++n) {
     const std::string bdf = "0000:00:1" + std::string(1, "cde"[n]) + ".0";
-    t.PciFunction({.bdf = bdf, .vendor = 0x1d0f, .device = 0x7264,
-                   .pci_class = 0x088000, .driver = "neuron"});
+    t.PciFunction({.bdf = bdf,
+                   .vendor = 0x1d0f,
+                   .device = 0x7264,
+                   .pci_class = 0x088000,
+                   .driver = "neuron"});
     const std::string dir = "/sys/devices/virtual/neuron_device/neuron" + std::to_string(n);
     t.Write(dir + "/core_count", "2\n");
     t.Write(dir + "/connected_devices", n == 0 ? "1\n" : (n == 1 ? "0, 2\n" : "1\n"));
@@ -99,10 +102,16 @@ TEST(NeuronDetectionTest, ContainerWithTwoChipsRenumbersCores) {
 
 TEST(NeuronDetectionTest, WithoutSysfsClassUsesBoundFunctions) {
   FakeTree t;
-  t.PciFunction({.bdf = "0000:00:1e.0", .vendor = 0x1d0f, .device = 0x7064,
-                 .pci_class = 0x088000, .driver = "neuron"});
-  t.PciFunction({.bdf = "0000:00:1f.0", .vendor = 0x1d0f, .device = 0x7164,
-                 .pci_class = 0x088000, .driver = "vfio-pci"});
+  t.PciFunction({.bdf = "0000:00:1e.0",
+                 .vendor = 0x1d0f,
+                 .device = 0x7064,
+                 .pci_class = 0x088000,
+                 .driver = "neuron"});
+  t.PciFunction({.bdf = "0000:00:1f.0",
+                 .vendor = 0x1d0f,
+                 .device = 0x7164,
+                 .pci_class = 0x088000,
+                 .driver = "vfio-pci"});
   t.DeviceNode("/dev/neuron0");
   FixtureHost host(t.root());
   Detection d = DetectNeuronCores(host.context());

@@ -10,9 +10,9 @@ namespace tessera {
 
 struct NeuronChipModel {
   uint16_t device_id;
-  std::string_view name;       // "Trainium"
-  int default_core_count;      // NeuronCores per chip when sysfs core_count is missing
-  uint64_t memory_bytes;       // device memory per chip
+  std::string_view name;   // "Trainium"
+  int default_core_count;  // NeuronCores per chip when sysfs core_count is missing
+  uint64_t memory_bytes;   // device memory per chip
   // Estimated per-direction bandwidth of the NeuronLink between two connected chips, and of the
   // chip's own memory (what two cores of one chip share), in GB/s.
   double neuronlink_gigabytes_per_second;

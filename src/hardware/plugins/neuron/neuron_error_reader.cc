@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/string_util.h"
+#include "hardware/plugins/common/device_attributes.h"
 
 namespace tessera {
 namespace {
@@ -28,15 +29,6 @@ constexpr Counter kChipCounters[] = {
     {"sram_ecc_uncorrected", "uncorrected SRAM ECC errors"},
 };
 
-std::optional<int> IntAttribute(const Device& device, const std::string& name) {
-  auto it = device.attributes.find(name);
-  int value = 0;
-  if (it == device.attributes.end() || !absl::SimpleAtoi(it->second, &value) || value < 0) {
-    return std::nullopt;
-  }
-  return value;
-}
-
 class NeuronErrorReader final : public DeviceErrorReader {
  public:
   explicit NeuronErrorReader(Sysroot sysroot) : sysroot_(std::move(sysroot)) {}
@@ -44,10 +36,10 @@ class NeuronErrorReader final : public DeviceErrorReader {
   DeviceErrorSnapshot Snapshot(std::span<const Device> devices, absl::Time now) override {
     DeviceErrorSnapshot snapshot;
     snapshot.taken = now;
-    Visit(devices, [&](const std::string& key, const std::string& path, const std::string&,
-                       const char*) {
-      if (std::optional<uint64_t> value = ReadTotal(path)) snapshot.marks[key] = *value;
-    });
+    Visit(devices,
+          [&](const std::string& key, const std::string& path, const std::string&, const char*) {
+            if (std::optional<uint64_t> value = ReadTotal(path)) snapshot.marks[key] = *value;
+          });
     return snapshot;
   }
 
@@ -74,8 +66,8 @@ class NeuronErrorReader final : public DeviceErrorReader {
     std::set<int> chips_seen;
     for (const Device& device : devices) {
       if (device.family != kFamily) continue;
-      const std::optional<int> chip = IntAttribute(device, "chip");
-      const std::optional<int> core = IntAttribute(device, "core_in_chip");
+      const std::optional<int> chip = IndexAttribute(device, "chip");
+      const std::optional<int> core = IndexAttribute(device, "core_in_chip");
       if (!chip || !core) continue;
       const std::string chip_dir = absl::StrCat(ToAbsl(kDeviceRoot), "/neuron", *chip);
       const std::string core_label = absl::StrCat("NeuronCore ", device.index);

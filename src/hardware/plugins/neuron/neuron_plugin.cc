@@ -30,7 +30,7 @@ class NeuronPlugin final : public AcceleratorPlugin {
   absl::StatusOr<std::vector<int>> ParseMask(std::string_view value,
                                              const std::vector<Device>&) const override {
     const std::string_view trimmed = Trim(value);
-    if (trimmed.empty() || trimmed == "NoDevFiles") return std::vector<int>();
+    if (MaskSelectsNoDevice(trimmed)) return std::vector<int>();
     auto list = ParseIndexList(trimmed, {.allow_ranges = true});
     if (!list.ok()) {
       return absl::InvalidArgumentError(

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/string_util.h"
+#include "hardware/plugins/common/device_attributes.h"
 #include "hardware/plugins/common/telemetry_files.h"
 
 namespace tessera {
@@ -16,15 +17,6 @@ namespace {
 
 constexpr std::string_view kFamily = "neuron";
 constexpr std::string_view kDeviceRoot = "/sys/devices/virtual/neuron_device";
-
-std::optional<int> IntAttribute(const Device& device, const std::string& name) {
-  auto it = device.attributes.find(name);
-  int value = 0;
-  if (it == device.attributes.end() || !absl::SimpleAtoi(it->second, &value) || value < 0) {
-    return std::nullopt;
-  }
-  return value;
-}
 
 class NeuronTelemetryReader final : public TelemetryReader {
  public:
@@ -48,8 +40,8 @@ class NeuronTelemetryReader final : public TelemetryReader {
   };
 
   void ReadCore(const Device& device, std::map<int, ChipPower>& power, DeviceTelemetry& t) const {
-    const std::optional<int> chip = IntAttribute(device, "chip");
-    const std::optional<int> core = IntAttribute(device, "core_in_chip");
+    const std::optional<int> chip = IndexAttribute(device, "chip");
+    const std::optional<int> core = IndexAttribute(device, "core_in_chip");
     if (!chip || !core) {
       t.warnings.push_back(absl::StrCat("NeuronCore ", device.index,
                                         ": no chip / core_in_chip attribute to find its sysfs"));
@@ -101,8 +93,8 @@ class NeuronTelemetryReader final : public TelemetryReader {
     std::vector<std::string> fields = absl::StrSplit(*text, ',');
     double average = 0;
     if (fields.size() != 5 || !absl::SimpleAtod(ToAbsl(Trim(fields[4])), &average)) {
-      p.warnings.push_back(absl::StrCat(path, ": ", Quote(*text),
-                                        " is not <status>,<time>,<min>,<max>,<avg>"));
+      p.warnings.push_back(
+          absl::StrCat(path, ": ", Quote(*text), " is not <status>,<time>,<min>,<max>,<avg>"));
       return p;
     }
     const std::string_view status = Trim(fields[0]);

@@ -65,16 +65,16 @@ TEST(NeuronTelemetryTest, BadPowerLinesAndUnreadableCountersAreWarnings) {
   tree.Write(chip + "/neuron_core0/stats/memory_usage/device_mem/tensors/total", "4096\n");
   tree.Write(chip + "/neuron_core0/stats/memory_usage/device_mem/constants/total", "many\n");
   tree.Write("/sys/devices/virtual/neuron_device/neuron1/stats/power/utilization", "garbage\n");
-  const Device core0{.family = "neuron", .index = 0,
-                     .attributes = {{"chip", "0"}, {"core_in_chip", "0"}}};
-  const Device other{.family = "neuron", .index = 2,
-                     .attributes = {{"chip", "1"}, {"core_in_chip", "0"}}};
+  const Device core0{
+      .family = "neuron", .index = 0, .attributes = {{"chip", "0"}, {"core_in_chip", "0"}}};
+  const Device other{
+      .family = "neuron", .index = 2, .attributes = {{"chip", "1"}, {"core_in_chip", "0"}}};
   const Device bare{.family = "neuron", .index = 3};
   const FamilyTelemetry reading = ReadOnce(*MakeNeuronPlugin(), tree.root(), {core0, other, bare});
   EXPECT_FALSE(reading.devices[0].HasAnyFigure());  // no partial memory sum
-  EXPECT_THAT(reading.devices[0].warnings,
-              ElementsAre(HasSubstr("constants/total"),
-                          HasSubstr("sampling status POWER_STATUS_INVALID")));
+  EXPECT_THAT(
+      reading.devices[0].warnings,
+      ElementsAre(HasSubstr("constants/total"), HasSubstr("sampling status POWER_STATUS_INVALID")));
   EXPECT_THAT(reading.devices[1].warnings,
               ElementsAre(HasSubstr("is not <status>,<time>,<min>,<max>,<avg>")));
   EXPECT_THAT(reading.devices[2].warnings, ElementsAre(HasSubstr("no chip / core_in_chip")));

@@ -81,10 +81,10 @@ void AddFabricLabels(const std::vector<NvmlGpu>& counted, Detection& d) {
   }
   if (domains.empty()) return;
   if (domains.size() > 1 || without > 0) {
-    d.warnings.push_back(absl::StrCat(
-        "GPUs disagree on their NVLink fabric domain (", absl::StrJoin(domains, ", "),
-        without > 0 ? absl::StrCat(", ", without, " GPU(s) in none") : "",
-        "); no fabric-domain label set"));
+    d.warnings.push_back(
+        absl::StrCat("GPUs disagree on their NVLink fabric domain (", absl::StrJoin(domains, ", "),
+                     without > 0 ? absl::StrCat(", ", without, " GPU(s) in none") : "",
+                     "); no fabric-domain label set"));
     return;
   }
   const std::string& domain = *domains.begin();
@@ -128,7 +128,8 @@ void FromNvml(const DetectionContext& context, const NvmlSnapshot& snap, Detecti
     dev.pci_bus_id = g.bus_id;
     dev.numa_node = f != nullptr ? f->numa_node : -1;
     if (!snap.driver_version.empty()) dev.attributes["driver_version"] = snap.driver_version;
-    if (f != nullptr) dev.attributes["pci_id"] = absl::StrCat(HexId(f->vendor_id), ":", HexId(f->device_id));
+    if (f != nullptr)
+      dev.attributes["pci_id"] = absl::StrCat(HexId(f->vendor_id), ":", HexId(f->device_id));
     if (!g.links.empty()) dev.attributes["nvlinks"] = absl::StrCat(g.links.size());
     d.evidence.push_back(absl::StrCat(
         "GPU ", g.index, ": ", g.bus_id, " ", f != nullptr ? DescribePciFunction(*f) : "(no sysfs)",
@@ -148,13 +149,13 @@ void FromSysfs(const DetectionContext& context, std::string_view why_no_nvml, De
                           context.sysroot.Exists("/proc/driver/nvidia");
   if (!any_nvidia) {
     // Not an NVIDIA host: say so quietly rather than warn on every TPU or CPU machine.
-    d.evidence.push_back(absl::StrCat("no NVIDIA PCI function and no /proc/driver/nvidia (NVML: ",
-                                      ToAbsl(why_no_nvml), ")"));
+    d.evidence.push_back(absl::StrCat(
+        "no NVIDIA PCI function and no /proc/driver/nvidia (NVML: ", ToAbsl(why_no_nvml), ")"));
     return;
   }
-  d.warnings.push_back(absl::StrCat(
-      "NVML not available (", ToAbsl(why_no_nvml),
-      "): devices from sysfs and /proc/driver/nvidia; link topology inferred"));
+  d.warnings.push_back(
+      absl::StrCat("NVML not available (", ToAbsl(why_no_nvml),
+                   "): devices from sysfs and /proc/driver/nvidia; link topology inferred"));
   SysfsGpuScan scan = ScanNvidiaSysfs(context.sysroot, context.pci);
   d.evidence.insert(d.evidence.end(), scan.evidence.begin(), scan.evidence.end());
   std::set<std::string> counted_bus;
@@ -170,10 +171,11 @@ void FromSysfs(const DetectionContext& context, std::string_view why_no_nvml, De
     dev.numa_node = g.numa_node;
     if (!scan.driver_version.empty()) dev.attributes["driver_version"] = scan.driver_version;
     if (g.device_id != 0) dev.attributes["pci_id"] = absl::StrCat("10de:", HexId(g.device_id));
-    d.evidence.push_back(absl::StrCat(
-        "GPU ", i, ": ", g.bus_id, " ", g.pci_description.empty() ? "(no sysfs)" : g.pci_description,
-        g.model.empty() ? ", no /proc/driver/nvidia information"
-                        : absl::StrCat(", /proc model ", Quote(g.model))));
+    d.evidence.push_back(absl::StrCat("GPU ", i, ": ", g.bus_id, " ",
+                                      g.pci_description.empty() ? "(no sysfs)" : g.pci_description,
+                                      g.model.empty()
+                                          ? ", no /proc/driver/nvidia information"
+                                          : absl::StrCat(", /proc model ", Quote(g.model))));
     d.devices.push_back(std::move(dev));
     counted_bus.insert(g.bus_id);
     indices.push_back(static_cast<int>(i));
@@ -197,12 +199,12 @@ void FromSysfs(const DetectionContext& context, std::string_view why_no_nvml, De
     rate = known->lane_rate;
   }
   d.links = SwitchFabricLinks(indices, lanes > 0 ? lanes : 1, rate);
-  d.evidence.push_back(absl::StrCat(
-      "NVSwitch fabric inferred (not measured) from ", switches.size(),
-      " NVSwitch PCI function(s) ", absl::StrJoin(switches, ","), ": all ", indices.size(),
-      " GPUs connected",
-      lanes > 0 ? absl::StrCat(", ", lanes, " lanes each from the GPU model")
-                : std::string(", bandwidth unknown for this GPU model")));
+  d.evidence.push_back(
+      absl::StrCat("NVSwitch fabric inferred (not measured) from ", switches.size(),
+                   " NVSwitch PCI function(s) ", absl::StrJoin(switches, ","), ": all ",
+                   indices.size(), " GPUs connected",
+                   lanes > 0 ? absl::StrCat(", ", lanes, " lanes each from the GPU model")
+                             : std::string(", bandwidth unknown for this GPU model")));
 }
 
 }  // namespace

@@ -19,11 +19,11 @@ namespace {
 using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::ElementsAre;
+using testing::FakeTree;
+using testing::FixtureHost;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
-using testing::FakeTree;
-using testing::FixtureHost;
 
 const std::string kFixtures = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/hardware";
 const std::string kH100 = kFixtures + "/h100-sxm-8";
@@ -58,9 +58,9 @@ std::vector<std::string> BusIds(const Detection& d) {
 }
 
 void ExpectEightH100s(const Detection& d) {
-  EXPECT_THAT(BusIds(d), ElementsAre("0000:1b:00.0", "0000:43:00.0", "0000:52:00.0",
-                                     "0000:61:00.0", "0000:9d:00.0", "0000:c3:00.0",
-                                     "0000:d1:00.0", "0000:df:00.0"));
+  EXPECT_THAT(BusIds(d),
+              ElementsAre("0000:1b:00.0", "0000:43:00.0", "0000:52:00.0", "0000:61:00.0",
+                          "0000:9d:00.0", "0000:c3:00.0", "0000:d1:00.0", "0000:df:00.0"));
   for (size_t i = 0; i < d.devices.size(); ++i) {
     const Device& dev = d.devices[i];
     EXPECT_EQ(dev.family, "nvidia");
@@ -89,7 +89,8 @@ void ExpectNvSwitchFabric(const Detection& d, int lanes, double gbps) {
 }
 
 void ExpectNvSwitchWarnings(const Detection& d) {
-  EXPECT_EQ(CountContaining(d.warnings, "(10de:22a3 class 0x068000 driver nvidia) is an NVSwitch"), 4);
+  EXPECT_EQ(CountContaining(d.warnings, "(10de:22a3 class 0x068000 driver nvidia) is an NVSwitch"),
+            4);
   for (const char* bus : {"0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"}) {
     EXPECT_EQ(CountContaining(d.warnings, bus), 1) << bus;
   }
@@ -181,10 +182,17 @@ TEST(NvidiaDetectTest, WorkstationWithoutNvml) {
 
 TEST(NvidiaDetectTest, FallbackRefusesDisplayFunctionsWithoutTheNvidiaDriver) {
   PciInventory pci({
-      PciFunction{.bus_id = "0000:3b:00.0", .vendor_id = 0x10de, .device_id = 0x2330,
-                  .class_code = 0x030200, .driver = "nvidia", .numa_node = 0},
-      PciFunction{.bus_id = "0000:5e:00.0", .vendor_id = 0x10de, .device_id = 0x2330,
-                  .class_code = 0x030200, .driver = "vfio-pci"},
+      PciFunction{.bus_id = "0000:3b:00.0",
+                  .vendor_id = 0x10de,
+                  .device_id = 0x2330,
+                  .class_code = 0x030200,
+                  .driver = "nvidia",
+                  .numa_node = 0},
+      PciFunction{.bus_id = "0000:5e:00.0",
+                  .vendor_id = 0x10de,
+                  .device_id = 0x2330,
+                  .class_code = 0x030200,
+                  .driver = "vfio-pci"},
   });
   FakeTree empty;
   FixtureHost host(empty.root(), std::move(pci));
@@ -213,9 +221,9 @@ TEST(NvidiaDetectTest, NvmlInitFailingFallsBack) {
   const Detection d = Detect(host, kFakeNvml);
   EXPECT_EQ(d.probe, "sysfs");
   EXPECT_EQ(d.devices.size(), 8u);
-  EXPECT_EQ(CountContaining(d.warnings,
-                            "NVML not available (nvmlInit_v2 failed: Driver Not Loaded (9))"),
-            1);
+  EXPECT_EQ(
+      CountContaining(d.warnings, "NVML not available (nvmlInit_v2 failed: Driver Not Loaded (9))"),
+      1);
 }
 
 TEST(NvidiaDetectTest, MalformedTableMakesInitFail) {
@@ -225,7 +233,8 @@ TEST(NvidiaDetectTest, MalformedTableMakesInitFail) {
   const Detection d = Detect(host, kFakeNvml);
   EXPECT_EQ(d.probe, "sysfs");
   EXPECT_EQ(d.devices.size(), 1u);
-  EXPECT_EQ(CountContaining(d.warnings, "nvmlInit_v2 failed: NVML Shared Library Not Found (12)"), 1);
+  EXPECT_EQ(CountContaining(d.warnings, "nvmlInit_v2 failed: NVML Shared Library Not Found (12)"),
+            1);
 }
 
 TEST(NvidiaDetectTest, UnloadableLibraryFallsBack) {
@@ -241,9 +250,9 @@ TEST(NvidiaDetectTest, NvmlDevicesMustBeNvidiaDisplayFunctions) {
   FakeTree t;
   ScopedTable table(t.Write("/claim.nvml",
                             "driver 570.133.20\n"
-                            "gpu 0000:18:00.0\nname NVIDIA H100 80GB HBM3\n"   // a ConnectX-7
-                            "gpu 0000:1b:00.0\nname NVIDIA H100 80GB HBM3\n"   // a real GPU
-                            "gpu 0000:05:00.0\nname NVIDIA H100 80GB HBM3\n"   // an NVSwitch
+                            "gpu 0000:18:00.0\nname NVIDIA H100 80GB HBM3\n"     // a ConnectX-7
+                            "gpu 0000:1b:00.0\nname NVIDIA H100 80GB HBM3\n"     // a real GPU
+                            "gpu 0000:05:00.0\nname NVIDIA H100 80GB HBM3\n"     // an NVSwitch
                             "gpu 0000:77:00.0\nname NVIDIA H100 80GB HBM3\n"));  // nothing
   FixtureHost host(kH100);
   const Detection d = Detect(host, kFakeNvml);

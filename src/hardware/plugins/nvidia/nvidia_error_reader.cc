@@ -88,8 +88,8 @@ class NvidiaErrorReader final : public DeviceErrorReader {
 
   std::unique_ptr<KernelLog> log_;  // null: no kernel log on this host (a fake tree)
   uint64_t position_ = 0;           // records read so far
-  std::deque<Kept> kept_;  // the newest Xid records, oldest first
-  uint64_t dropped_through_ = 0;  // the position of the newest record dropped from kept_
+  std::deque<Kept> kept_;           // the newest Xid records, oldest first
+  uint64_t dropped_through_ = 0;    // the position of the newest record dropped from kept_
 };
 
 }  // namespace

@@ -3,12 +3,12 @@
 // from before the snapshot do not, lost records are said, and a fake tree reads no kernel log.
 #include "hardware/plugins/nvidia/nvidia_error_reader.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "hardware/plugins/nvidia/nvidia_plugin.h"
 #include "hardware/testing/fake_tree.h"
@@ -22,8 +22,8 @@ void Append(const std::string& path, const std::string& text) {
 }
 
 std::string XidRecord(int seq, const std::string& slot, int code, const std::string& detail) {
-  return "3," + std::to_string(seq) + ",5000000,-;NVRM: Xid (PCI:" + slot + "): " +
-         std::to_string(code) + ", pid=4242, name=python3, " + detail + "\n";
+  return "3," + std::to_string(seq) + ",5000000,-;NVRM: Xid (PCI:" + slot +
+         "): " + std::to_string(code) + ", pid=4242, name=python3, " + detail + "\n";
 }
 
 class NvidiaErrorReaderTest : public ::testing::Test {
@@ -53,9 +53,8 @@ TEST_F(NvidiaErrorReaderTest, AnXidReachesTheWorkerOfThatGpuOnly) {
   Append(kmsg_, "6,2,20,-;nvidia-modeset: something else\n" +
                     XidRecord(3, Slot(0), 79, "GPU has fallen off the bus."));
   const DeviceErrorReport mine = reader_->MessagesSince(gpu0, Only(0), kFirstReading);
-  EXPECT_THAT(mine.messages,
-              ElementsAre("GPU 0 (" + devices_[0].pci_bus_id +
-                          "): Xid 79, GPU has fallen off the bus"));
+  EXPECT_THAT(mine.messages, ElementsAre("GPU 0 (" + devices_[0].pci_bus_id +
+                                         "): Xid 79, GPU has fallen off the bus"));
   EXPECT_THAT(mine.warnings, IsEmpty());
   EXPECT_THAT(reader_->MessagesSince(gpu1, Only(1), kFirstReading).messages, IsEmpty());
 }
@@ -88,8 +87,8 @@ TEST(NvidiaErrorReaderNoLogTest, AFakeTreeReadsNoKernelLogAndAnUnreadableOneIsSa
   EXPECT_THAT(nothing.messages, IsEmpty());
   EXPECT_THAT(nothing.warnings, IsEmpty());
 
-  auto unreadable = MakeNvidiaPlugin()->OpenErrorWatch(DeviceErrorContext{
-      Sysroot(FixturePath("h100-sxm-8")), {.kernel_log = "/nonexistent/kmsg"}});
+  auto unreadable = MakeNvidiaPlugin()->OpenErrorWatch(
+      DeviceErrorContext{Sysroot(FixturePath("h100-sxm-8")), {.kernel_log = "/nonexistent/kmsg"}});
   const DeviceErrorReport said = unreadable->MessagesSince(
       unreadable->Snapshot(devices, kFirstReading), devices, kFirstReading);
   EXPECT_THAT(said.warnings, ElementsAre(HasSubstr("cannot read the kernel log")));

@@ -66,7 +66,7 @@ std::vector<DeviceLink> BuildNvLinks(const std::vector<NvmlGpu>& gpus, const Pci
       if (remote == NvLinkRemote::kUnknown) {
         classified_by_bus = true;
         const PciFunction* f = pci.Find(l.remote_bus_id);
-        remote = by_bus.count(l.remote_bus_id) > 0     ? NvLinkRemote::kGpu
+        remote = by_bus.count(l.remote_bus_id) > 0          ? NvLinkRemote::kGpu
                  : (f != nullptr && IsNvSwitchFunction(*f)) ? NvLinkRemote::kSwitch
                                                             : NvLinkRemote::kOther;
       }

@@ -51,20 +51,29 @@ TEST(NvLinkRateTest, PerLanePerDirectionByNvmlVersion) {
   EXPECT_EQ(NvLinkLaneGigabytesPerSecond(6), 25);  // 4.0, H100
   EXPECT_EQ(NvLinkLaneGigabytesPerSecond(7), 50);  // 5.0, B200
   EXPECT_EQ(NvLinkLaneGigabytesPerSecond(0), 0);
-  EXPECT_EQ(NvLinkLaneGigabytesPerSecond(8), 0);   // 6.0: not in the table yet
+  EXPECT_EQ(NvLinkLaneGigabytesPerSecond(8), 0);  // 6.0: not in the table yet
 }
 
 TEST(RejectionWarningTest, NamesBusIdsIdsAndWhy) {
-  const PciFunction nvswitch{.bus_id = "0000:05:00.0", .vendor_id = 0x10de, .device_id = 0x22a3,
-                             .class_code = 0x068000, .driver = "nvidia"};
+  const PciFunction nvswitch{.bus_id = "0000:05:00.0",
+                             .vendor_id = 0x10de,
+                             .device_id = 0x22a3,
+                             .class_code = 0x068000,
+                             .driver = "nvidia"};
   EXPECT_EQ(RejectionWarning(nvswitch, "unused"),
             "0000:05:00.0 (10de:22a3 class 0x068000 driver nvidia) is an NVSwitch, not a GPU; "
             "not counted");
-  const PciFunction audio{.bus_id = "0000:01:00.1", .vendor_id = 0x10de, .device_id = 0x22ba,
-                          .class_code = 0x040300, .driver = "snd_hda_intel"};
+  const PciFunction audio{.bus_id = "0000:01:00.1",
+                          .vendor_id = 0x10de,
+                          .device_id = 0x22ba,
+                          .class_code = 0x040300,
+                          .driver = "snd_hda_intel"};
   EXPECT_NE(RejectionWarning(audio, "").find("is an HD-audio function"), std::string::npos);
-  const PciFunction vga{.bus_id = "0000:3b:00.0", .vendor_id = 0x10de, .device_id = 0x2330,
-                        .class_code = 0x030200, .driver = "vfio-pci"};
+  const PciFunction vga{.bus_id = "0000:3b:00.0",
+                        .vendor_id = 0x10de,
+                        .device_id = 0x2330,
+                        .class_code = 0x030200,
+                        .driver = "vfio-pci"};
   EXPECT_EQ(RejectionWarning(vga, "is not bound to the nvidia driver"),
             "0000:3b:00.0 (10de:2330 class 0x030200 driver vfio-pci) is not bound to the nvidia "
             "driver; not counted");

@@ -9,7 +9,7 @@
 
 namespace tessera {
 
-inline constexpr uint32_t kPciClassVga = 0x0300;         // class_code >> 8
+inline constexpr uint32_t kPciClassVga = 0x0300;  // class_code >> 8
 inline constexpr uint32_t kPciClass3dController = 0x0302;
 inline constexpr uint32_t kPciClassOtherBridge = 0x0680;  // NVSwitch
 inline constexpr uint32_t kPciClassHdAudio = 0x0403;

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/string_util.h"
-#include "hardware/plugins/common/quantity_rules.h"
+#include "hardware/plugins/common/gpu_plugin.h"
 #include "hardware/plugins/nvidia/nvidia_detect.h"
 #include "hardware/plugins/nvidia/nvidia_error_reader.h"
 #include "hardware/plugins/nvidia/nvidia_telemetry.h"
@@ -31,52 +31,44 @@ absl::StatusOr<int> ResolveUuid(std::string_view value, std::string_view entry,
     }
   }
   if (matches == 1) return match->index;
-  return absl::InvalidArgumentError(absl::StrCat(
-      kMaskVar, "=", Quote(value), ": ", Quote(entry),
-      matches == 0 ? " matches no GPU on this host" : " matches more than one GPU"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(kMaskVar, "=", Quote(value), ": ", Quote(entry),
+                   matches == 0 ? " matches no GPU on this host" : " matches more than one GPU"));
 }
 
-class NvidiaPlugin final : public AcceleratorPlugin {
+class NvidiaPlugin final : public GpuPlugin {
  public:
   std::string_view family() const override { return "nvidia"; }
-  std::string_view resource_name() const override { return "GPU"; }
   std::string_view visible_devices_env() const override { return kMaskVar; }
 
-  Detection Detect(const DetectionContext& context) const override {
-    return DetectNvidia(context);
-  }
-
-  // A fraction below 1 shares one GPU; above 1 only whole GPUs can be handed out.
-  absl::Status ValidateQuantity(const Quantity& quantity) const override {
-    return ValidateFractionOrWholeQuantity(resource_name(), quantity);
-  }
+  Detection Detect(const DetectionContext& context) const override { return DetectNvidia(context); }
 
   absl::StatusOr<std::vector<int>> ParseMask(std::string_view value,
                                              const std::vector<Device>& devices) const override {
     std::vector<int> indices;
     const std::string_view trimmed = Trim(value);
-    if (trimmed.empty() || trimmed == "NoDevFiles") return indices;
+    if (MaskSelectsNoDevice(trimmed)) return indices;
     std::set<int> seen;
     for (absl::string_view raw : absl::StrSplit(ToAbsl(trimmed), ',')) {
       const std::string_view entry = Trim(ToStd(raw));
       int index = 0;
       if (absl::StartsWith(ToAbsl(entry), "MIG-")) {
-        return absl::UnimplementedError(absl::StrCat(
-            kMaskVar, "=", Quote(value), ": ", Quote(entry),
-            " is a MIG instance; MIG masks are not supported yet"));
+        return absl::UnimplementedError(
+            absl::StrCat(kMaskVar, "=", Quote(value), ": ", Quote(entry),
+                         " is a MIG instance; MIG masks are not supported yet"));
       }
       if (absl::StartsWith(ToAbsl(entry), "GPU-")) {
         auto resolved = ResolveUuid(value, entry, devices);
         if (!resolved.ok()) return resolved.status();
         index = *resolved;
       } else if (!absl::SimpleAtoi(ToAbsl(entry), &index) || index < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            kMaskVar, "=", Quote(value), ": ", Quote(entry),
-            " is neither a device ordinal nor a GPU-<uuid>"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(kMaskVar, "=", Quote(value), ": ", Quote(entry),
+                         " is neither a device ordinal nor a GPU-<uuid>"));
       }
       if (!seen.insert(index).second) {
-        return absl::InvalidArgumentError(absl::StrCat(kMaskVar, "=", Quote(value), ": GPU ",
-                                                       index, " is listed twice"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(kMaskVar, "=", Quote(value), ": GPU ", index, " is listed twice"));
       }
       indices.push_back(index);
     }

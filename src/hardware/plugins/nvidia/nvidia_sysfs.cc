@@ -80,8 +80,8 @@ SysfsGpuScan ScanNvidiaSysfs(const Sysroot& sysroot, const PciInventory& pci) {
   if (pci.functions().empty()) {
     auto entries = sysroot.ListDirectory(kProcGpus);
     if (!entries.ok()) return scan;
-    scan.evidence.push_back(absl::StrCat(
-        "no PCI bus in sysfs: GPUs taken from ", ToAbsl(kProcGpus), " alone"));
+    scan.evidence.push_back(
+        absl::StrCat("no PCI bus in sysfs: GPUs taken from ", ToAbsl(kProcGpus), " alone"));
     for (const std::string& bus_id : *entries) {
       if (sysroot.IsDirectory(ProcGpuDir(bus_id))) scan.gpus.push_back(FromProc(sysroot, bus_id));
     }

@@ -38,8 +38,8 @@ class NvmlTelemetryReader final : public TelemetryReader {
     if (lib_ == nullptr) {
       if (absl::Status opened = Open(); !opened.ok()) {
         FamilyTelemetry out = NothingRead(
-            devices, absl::StrCat("NVML not available (", opened.message(),
-                                  "): no NVIDIA device figures"));
+            devices,
+            absl::StrCat("NVML not available (", opened.message(), "): no NVIDIA device figures"));
         for (size_t i = 0; i < devices.size(); ++i) {
           CheckFamily(devices[i], kFamily, out.devices[i]);
         }
@@ -54,17 +54,18 @@ class NvmlTelemetryReader final : public TelemetryReader {
           t.source = "nvml";
           ReadGpu(*gpu, now, t);
         } else {
-          t.warnings.push_back(absl::StrCat("GPU ", device.index, " (",
-                                            device.pci_bus_id.empty() ? device.uuid
-                                                                      : device.pci_bus_id,
-                                            "): NVML does not report this device"));
+          t.warnings.push_back(
+              absl::StrCat("GPU ", device.index, " (",
+                           device.pci_bus_id.empty() ? device.uuid : device.pci_bus_id,
+                           "): NVML does not report this device"));
         }
       }
       out.devices.push_back(std::move(t));
     }
     if (session_lost_) {
-      out.warnings.push_back("NVML reported itself uninitialised; the session is reopened on the "
-                             "next reading");
+      out.warnings.push_back(
+          "NVML reported itself uninitialised; the session is reopened on the "
+          "next reading");
       Close();
     }
     return out;
@@ -162,8 +163,8 @@ class NvmlTelemetryReader final : public TelemetryReader {
     if (rc == NVML_SUCCESS) return true;
     if (rc == NVML_ERROR_UNINITIALIZED) session_lost_ = true;
     if (rc != NVML_ERROR_NOT_SUPPORTED) {
-      t.warnings.push_back(absl::StrCat("GPU ", t.index, ": ", ToAbsl(call), " failed: ",
-                                        lib_->ErrorString(rc)));
+      t.warnings.push_back(
+          absl::StrCat("GPU ", t.index, ": ", ToAbsl(call), " failed: ", lib_->ErrorString(rc)));
     }
     return false;
   }
@@ -264,8 +265,8 @@ class NvmlTelemetryReader final : public TelemetryReader {
   std::unique_ptr<NvmlLibrary> lib_;  // open and initialised, or null
   bool session_lost_ = false;
   std::vector<Gpu> gpus_;
-  std::map<std::string, size_t> by_bus_;   // sysfs bus id -> gpus_ position
-  std::map<std::string, size_t> by_uuid_;  // GPU-<uuid> -> gpus_ position
+  std::map<std::string, size_t> by_bus_;                // sysfs bus id -> gpus_ position
+  std::map<std::string, size_t> by_uuid_;               // GPU-<uuid> -> gpus_ position
   std::unique_ptr<nvml::nvmlGpmMetricsGet_t> metrics_;  // 13 KB, reused
 };
 

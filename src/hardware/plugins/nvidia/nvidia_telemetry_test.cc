@@ -84,8 +84,9 @@ TEST_F(H100TelemetryTest, NotSupportedIsOmittedSilentlyAndAFailureWithAWarning) 
   EXPECT_THAT(gpu7.warnings, IsEmpty());
   const DeviceTelemetry& gpu6 = reading.devices[6];  // idle; its temperature query fails
   EXPECT_EQ(gpu6.temperature_celsius, std::nullopt);
-  EXPECT_THAT(gpu6.warnings, ElementsAre(HasSubstr(
-                                 "GPU 6: nvmlDeviceGetTemperatureV failed: Unknown Error (999)")));
+  EXPECT_THAT(
+      gpu6.warnings,
+      ElementsAre(HasSubstr("GPU 6: nvmlDeviceGetTemperatureV failed: Unknown Error (999)")));
   // Idle is measured, not missing: zero is reported as zero.
   EXPECT_THAT(gpu6.utilization_ratio, Optional(0.0));
   EXPECT_THAT(gpu6.power_watts, Optional(72.0));
@@ -174,8 +175,8 @@ TEST(NvidiaTelemetryTest, ValuesOutOfRangeAndFailingQueriesAreWarnedAbout) {
   const Device gpu{.family = "nvidia", .index = 0, .uuid = "GPU-1", .pci_bus_id = "0000:1b:00.0"};
   auto reader = OpenOn(tree.root(), kFakeNvml);
   reader->Read(std::vector<Device>{gpu}, kFirstReading);
-  const DeviceTelemetry t = reader->Read(std::vector<Device>{gpu}, kFirstReading + absl::Seconds(1))
-                                .devices[0];
+  const DeviceTelemetry t =
+      reader->Read(std::vector<Device>{gpu}, kFirstReading + absl::Seconds(1)).devices[0];
   EXPECT_EQ(t.utilization_ratio, std::nullopt);
   EXPECT_THAT(t.memory_busy_ratio, Optional(0.4));
   EXPECT_THAT(t.memory_used_bytes, Optional(10u));

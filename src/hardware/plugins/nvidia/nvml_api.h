@@ -48,7 +48,7 @@ struct nvmlPciInfo_t {
   unsigned int domain;
   unsigned int bus;
   unsigned int device;
-  unsigned int pciDeviceId;     // (device id << 16) | vendor id
+  unsigned int pciDeviceId;  // (device id << 16) | vendor id
   unsigned int pciSubSystemId;
   char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];  // "00000000:1B:00.0": 8-digit domain, upper case
 };
@@ -135,20 +135,21 @@ struct nvmlGpuFabricInfo_t {
 
 // Function pointer types with C language linkage, as dlsym returns them.
 extern "C" {
-using InitFn = nvmlReturn_t (*)();                                         // nvmlInit_v2
-using ShutdownFn = nvmlReturn_t (*)();                                     // nvmlShutdown
-using ErrorStringFn = const char* (*)(nvmlReturn_t);                       // nvmlErrorString
-using SystemGetDriverVersionFn = nvmlReturn_t (*)(char*, unsigned int);    // nvmlSystemGetDriverVersion
-using DeviceGetCountFn = nvmlReturn_t (*)(unsigned int*);                  // nvmlDeviceGetCount_v2
+using InitFn = nvmlReturn_t (*)();                    // nvmlInit_v2
+using ShutdownFn = nvmlReturn_t (*)();                // nvmlShutdown
+using ErrorStringFn = const char* (*)(nvmlReturn_t);  // nvmlErrorString
+using SystemGetDriverVersionFn = nvmlReturn_t (*)(char*,
+                                                  unsigned int);  // nvmlSystemGetDriverVersion
+using DeviceGetCountFn = nvmlReturn_t (*)(unsigned int*);         // nvmlDeviceGetCount_v2
 using DeviceGetHandleByIndexFn = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);  // ..._v2
-using DeviceGetNameFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);     // nvmlDeviceGetName
-using DeviceGetUuidFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);     // nvmlDeviceGetUUID
+using DeviceGetNameFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);  // nvmlDeviceGetName
+using DeviceGetUuidFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);  // nvmlDeviceGetUUID
 using DeviceGetMemoryInfoFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
-using DeviceGetPciInfoFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*);       // ..._v3
+using DeviceGetPciInfoFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*);  // ..._v3
 using DeviceGetNvLinkStateFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, nvmlEnableState_t*);
 using DeviceGetNvLinkVersionFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, unsigned int*);
 using DeviceGetNvLinkRemotePciInfoFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int,
-                                                        nvmlPciInfo_t*);        // ..._v2
+                                                        nvmlPciInfo_t*);  // ..._v2
 using DeviceGetNvLinkRemoteDeviceTypeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int,
                                                            nvmlIntNvLinkDeviceType_t*);
 using DeviceGetGpuFabricInfoFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlGpuFabricInfo_t*);

@@ -32,25 +32,25 @@ class NvmlLibrary {
   const std::vector<std::string>& missing_optional() const { return missing_optional_; }
 
   // Required.
-  nvml::InitFn init = nullptr;                                // nvmlInit_v2
-  nvml::ShutdownFn shutdown = nullptr;                        // nvmlShutdown
-  nvml::SystemGetDriverVersionFn driver_version = nullptr;    // nvmlSystemGetDriverVersion
-  nvml::DeviceGetCountFn device_count = nullptr;              // nvmlDeviceGetCount_v2
-  nvml::DeviceGetHandleByIndexFn handle_by_index = nullptr;   // nvmlDeviceGetHandleByIndex_v2
-  nvml::DeviceGetNameFn name = nullptr;                       // nvmlDeviceGetName
-  nvml::DeviceGetUuidFn uuid = nullptr;                       // nvmlDeviceGetUUID
-  nvml::DeviceGetMemoryInfoFn memory_info = nullptr;          // nvmlDeviceGetMemoryInfo
-  nvml::DeviceGetPciInfoFn pci_info = nullptr;                // nvmlDeviceGetPciInfo_v3
+  nvml::InitFn init = nullptr;                               // nvmlInit_v2
+  nvml::ShutdownFn shutdown = nullptr;                       // nvmlShutdown
+  nvml::SystemGetDriverVersionFn driver_version = nullptr;   // nvmlSystemGetDriverVersion
+  nvml::DeviceGetCountFn device_count = nullptr;             // nvmlDeviceGetCount_v2
+  nvml::DeviceGetHandleByIndexFn handle_by_index = nullptr;  // nvmlDeviceGetHandleByIndex_v2
+  nvml::DeviceGetNameFn name = nullptr;                      // nvmlDeviceGetName
+  nvml::DeviceGetUuidFn uuid = nullptr;                      // nvmlDeviceGetUUID
+  nvml::DeviceGetMemoryInfoFn memory_info = nullptr;         // nvmlDeviceGetMemoryInfo
+  nvml::DeviceGetPciInfoFn pci_info = nullptr;               // nvmlDeviceGetPciInfo_v3
   // Optional: null when missing.
-  nvml::ErrorStringFn error_string = nullptr;                 // nvmlErrorString
-  nvml::DeviceGetNvLinkStateFn nvlink_state = nullptr;        // nvmlDeviceGetNvLinkState
-  nvml::DeviceGetNvLinkVersionFn nvlink_version = nullptr;    // nvmlDeviceGetNvLinkVersion
-  nvml::DeviceGetNvLinkRemotePciInfoFn nvlink_remote_pci = nullptr;   // ..._v2
+  nvml::ErrorStringFn error_string = nullptr;                        // nvmlErrorString
+  nvml::DeviceGetNvLinkStateFn nvlink_state = nullptr;               // nvmlDeviceGetNvLinkState
+  nvml::DeviceGetNvLinkVersionFn nvlink_version = nullptr;           // nvmlDeviceGetNvLinkVersion
+  nvml::DeviceGetNvLinkRemotePciInfoFn nvlink_remote_pci = nullptr;  // ..._v2
   nvml::DeviceGetNvLinkRemoteDeviceTypeFn nvlink_remote_type = nullptr;
-  nvml::DeviceGetGpuFabricInfoFn fabric_info = nullptr;       // nvmlDeviceGetGpuFabricInfo
+  nvml::DeviceGetGpuFabricInfoFn fabric_info = nullptr;  // nvmlDeviceGetGpuFabricInfo
   // Optional telemetry entry points.
   nvml::DeviceGetUtilizationRatesFn utilization_rates = nullptr;  // nvmlDeviceGetUtilizationRates
-  nvml::DeviceGetPowerUsageFn power_usage = nullptr;          // nvmlDeviceGetPowerUsage
+  nvml::DeviceGetPowerUsageFn power_usage = nullptr;              // nvmlDeviceGetPowerUsage
   nvml::DeviceGetTotalEnergyConsumptionFn total_energy = nullptr;
   nvml::DeviceGetTemperatureVFn temperature_v = nullptr;      // nvmlDeviceGetTemperatureV
   nvml::DeviceGetTemperatureFn temperature = nullptr;         // deprecated; when V is missing

@@ -108,8 +108,8 @@ std::string NormalizeNvmlBusId(std::string_view nvml_bus_id) {
   uint32_t dev = 0;
   uint32_t fn = 0;
   if (dev_fn.size() != 2 || dev_fn[0].size() != 2 || dev_fn[1].size() != 1 ||
-      !absl::SimpleHexAtoi(dev_fn[0], &dev) || !absl::SimpleHexAtoi(dev_fn[1], &fn) ||
-      dev > 0x1f || fn > 7) {
+      !absl::SimpleHexAtoi(dev_fn[0], &dev) || !absl::SimpleHexAtoi(dev_fn[1], &fn) || dev > 0x1f ||
+      fn > 7) {
     return "";
   }
   return FormatBusId(static_cast<int>(domain), static_cast<int>(bus), static_cast<int>(dev),
@@ -122,8 +122,7 @@ absl::StatusOr<NvmlSnapshot> ReadNvml(const std::string& library) {
   const NvmlLibrary& lib = **opened;
 
   if (nvml::nvmlReturn_t rc = lib.init(); rc != NVML_SUCCESS) {
-    return absl::UnavailableError(
-        absl::StrCat("nvmlInit_v2 failed: ", lib.ErrorString(rc)));
+    return absl::UnavailableError(absl::StrCat("nvmlInit_v2 failed: ", lib.ErrorString(rc)));
   }
   NvmlSession session(lib);
 
@@ -139,16 +138,16 @@ absl::StatusOr<NvmlSnapshot> ReadNvml(const std::string& library) {
         absl::StrCat("nvmlDeviceGetCount_v2 failed: ", lib.ErrorString(rc)));
   }
   if (!lib.missing_optional().empty()) {
-    snap.evidence.push_back(absl::StrCat(
-        "NVML ", library, " lacks ", absl::StrJoin(lib.missing_optional(), ", "),
-        " (older driver): the features that need them are skipped"));
+    snap.evidence.push_back(
+        absl::StrCat("NVML ", library, " lacks ", absl::StrJoin(lib.missing_optional(), ", "),
+                     " (older driver): the features that need them are skipped"));
   }
   for (unsigned int i = 0; i < count; ++i) {
     nvml::nvmlDevice_t handle = nullptr;
     if (nvml::nvmlReturn_t rc = lib.handle_by_index(i, &handle); rc != NVML_SUCCESS) {
       // A GPU that fell off the bus or needs a reset: not schedulable, but its index stays taken.
-      snap.warnings.push_back(absl::StrCat("NVML device ", i, " not usable: ",
-                                           lib.ErrorString(rc), "; not counted"));
+      snap.warnings.push_back(
+          absl::StrCat("NVML device ", i, " not usable: ", lib.ErrorString(rc), "; not counted"));
       continue;
     }
     NvmlGpu gpu;

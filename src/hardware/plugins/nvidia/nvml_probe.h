@@ -22,10 +22,10 @@ enum class NvLinkRemote {
 };
 
 struct NvmlLink {
-  unsigned int link = 0;          // link number on the device
-  std::string remote_bus_id;      // sysfs form "0000:05:00.0", "" when NVML did not say
+  unsigned int link = 0;      // link number on the device
+  std::string remote_bus_id;  // sysfs form "0000:05:00.0", "" when NVML did not say
   NvLinkRemote remote = NvLinkRemote::kUnknown;
-  unsigned int version = 0;       // nvmlNvlinkVersion_t, 0 when unknown
+  unsigned int version = 0;  // nvmlNvlinkVersion_t, 0 when unknown
 };
 
 // A multi-host NVLink domain membership (GB200 NVL72 and the like).
@@ -35,20 +35,20 @@ struct NvmlFabric {
 };
 
 struct NvmlGpu {
-  int index = 0;              // NVML index = CUDA ordinal under CUDA_DEVICE_ORDER=PCI_BUS_ID
-  std::string name;           // "NVIDIA H100 80GB HBM3"
-  std::string uuid;           // "GPU-..."
+  int index = 0;     // NVML index = CUDA ordinal under CUDA_DEVICE_ORDER=PCI_BUS_ID
+  std::string name;  // "NVIDIA H100 80GB HBM3"
+  std::string uuid;  // "GPU-..."
   uint64_t memory_bytes = 0;
-  std::string bus_id;         // sysfs form "0000:1b:00.0"
-  uint32_t pci_device_id = 0; // NVML's (device << 16) | vendor
+  std::string bus_id;           // sysfs form "0000:1b:00.0"
+  uint32_t pci_device_id = 0;   // NVML's (device << 16) | vendor
   std::vector<NvmlLink> links;  // active links only
   std::optional<NvmlFabric> fabric;
 };
 
 struct NvmlSnapshot {
-  std::string library;         // what was opened
-  std::string driver_version;  // "570.133.20"
-  std::vector<NvmlGpu> gpus;   // NVML index order
+  std::string library;                // what was opened
+  std::string driver_version;         // "570.133.20"
+  std::vector<NvmlGpu> gpus;          // NVML index order
   std::vector<std::string> warnings;  // a device NVML could not describe, ...
   std::vector<std::string> evidence;  // entry points missing on an older driver, ...
 };

@@ -53,7 +53,8 @@ class Scanner {
   // Decides whether the function `bus_id` with `ids`, reached through `node`, is a TPU chip.
   void Consider(const std::string& node, const std::string& bus_id, const FunctionIds& ids,
                 std::vector<TpuChip>& chips) {
-    const std::string what = absl::StrCat(node, ": ", bus_id, " (", Ids(ids.vendor, ids.device), ")");
+    const std::string what =
+        absl::StrCat(node, ": ", bus_id, " (", Ids(ids.vendor, ids.device), ")");
     if (ids.vendor != kPciVendorGoogle) {
       out_.evidence.push_back(absl::StrCat(what, " is not a Google device; not counted"));
       return;
@@ -66,14 +67,14 @@ class Scanner {
     std::optional<TpuGeneration> generation = TpuGenerationOfDeviceId(ids.device);
     if (!generation.has_value()) {
       if (!env_generation_.has_value()) {
-        out_.warnings.push_back(absl::StrCat(
-            what, " is a Google device with an unknown TPU device id; not counted"));
+        out_.warnings.push_back(
+            absl::StrCat(what, " is a Google device with an unknown TPU device id; not counted"));
         return;
       }
       generation = env_generation_;
-      out_.warnings.push_back(absl::StrCat(
-          what, " has an unknown TPU device id; counted as ", TpuTypeString(*generation),
-          " because TPU_ACCELERATOR_TYPE says so"));
+      out_.warnings.push_back(absl::StrCat(what, " has an unknown TPU device id; counted as ",
+                                           TpuTypeString(*generation),
+                                           " because TPU_ACCELERATOR_TYPE says so"));
     }
     TpuChip chip;
     chip.bus_id = bus_id;
@@ -147,8 +148,8 @@ class Scanner {
       for (const std::string& bus_id : *functions) {
         auto ids = ReadIds(sysroot_, absl::StrCat(devices, "/", bus_id));
         if (!ids.ok()) {
-          out_.warnings.push_back(absl::StrCat("VFIO group ", group, ": cannot read ", bus_id,
-                                               " (", ids.status().message(), "); not counted"));
+          out_.warnings.push_back(absl::StrCat("VFIO group ", group, ": cannot read ", bus_id, " (",
+                                               ids.status().message(), "); not counted"));
           readable = false;
           break;
         }

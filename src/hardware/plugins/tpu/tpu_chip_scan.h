@@ -17,7 +17,7 @@
 namespace tessera {
 
 struct TpuChip {
-  std::string bus_id;       // "0000:00:04.0"
+  std::string bus_id;  // "0000:00:04.0"
   uint16_t device_id = 0;
   TpuGeneration generation = TpuGeneration::kV6e;
   int numa_node = -1;

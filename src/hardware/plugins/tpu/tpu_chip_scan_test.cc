@@ -9,9 +9,9 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::Contains;
+using testing::FakeTree;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-using testing::FakeTree;
 
 const std::string kFixtures = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/hardware";
 
@@ -71,8 +71,8 @@ TEST(TpuChipScanTest, AccelDirectoryIsNeverATpu) {
 
 TEST(TpuChipScanTest, AccelNodeOfAnotherVendorIsNotATpu) {
   FakeTree t;
-  const std::string npu = t.PciFunction({.bdf = "0000:00:0b.0", .vendor = 0x8086, .device = 0x643e,
-                                         .pci_class = 0x120000});
+  const std::string npu = t.PciFunction(
+      {.bdf = "0000:00:0b.0", .vendor = 0x8086, .device = 0x643e, .pci_class = 0x120000});
   t.DeviceNode("/dev/accel0");
   t.ClassDevice(npu, "accel", "accel0");
   const TpuChipScan scan = Scan(t.root());
@@ -91,8 +91,11 @@ TEST(TpuChipScanTest, AccelNodeWithoutClassEntryFailsClosed) {
 
 TEST(TpuChipScanTest, BlueFieldVfioGroupIsNotATpu) {
   FakeTree t;
-  t.PciFunction({.bdf = "0000:00:06.0", .vendor = 0x15b3, .device = 0xa2dc,
-                 .pci_class = 0x020000, .iommu_group = 9});
+  t.PciFunction({.bdf = "0000:00:06.0",
+                 .vendor = 0x15b3,
+                 .device = 0xa2dc,
+                 .pci_class = 0x020000,
+                 .iommu_group = 9});
   t.DeviceNode("/dev/vfio/9");
   t.DeviceNode("/dev/vfio/vfio");
   const TpuChipScan scan = Scan(t.root());
@@ -104,22 +107,28 @@ TEST(TpuChipScanTest, UnreadableVfioGroupFailsClosed) {
   FakeTree t;
   t.DeviceNode("/dev/vfio/3");  // no /sys/kernel/iommu_groups/3
   // A group whose TPU function sits beside a function with no vendor file: the group is unknown.
-  t.PciFunction({.bdf = "0000:00:04.0", .vendor = 0x1ae0, .device = 0x006f,
-                 .pci_class = 0xff0000, .iommu_group = 4});
+  t.PciFunction({.bdf = "0000:00:04.0",
+                 .vendor = 0x1ae0,
+                 .device = 0x006f,
+                 .pci_class = 0xff0000,
+                 .iommu_group = 4});
   t.Mkdir("/sys/kernel/iommu_groups/4/devices/0000:00:04.1");
   t.DeviceNode("/dev/vfio/4");
   const TpuChipScan scan = Scan(t.root());
   EXPECT_THAT(scan.chips, IsEmpty());
-  EXPECT_THAT(scan.warnings, Contains(AllOf(HasSubstr("VFIO group 3: cannot list"),
-                                            HasSubstr("not counted"))));
+  EXPECT_THAT(scan.warnings,
+              Contains(AllOf(HasSubstr("VFIO group 3: cannot list"), HasSubstr("not counted"))));
   EXPECT_THAT(scan.warnings, Contains(AllOf(HasSubstr("VFIO group 4: cannot read 0000:00:04.1"),
                                             HasSubstr("not counted"))));
 }
 
 TEST(TpuChipScanTest, UnknownGoogleDeviceNeedsTheEnvironment) {
   FakeTree t;
-  t.PciFunction({.bdf = "0000:00:04.0", .vendor = 0x1ae0, .device = 0x00ff,
-                 .pci_class = 0xff0000, .iommu_group = 2});
+  t.PciFunction({.bdf = "0000:00:04.0",
+                 .vendor = 0x1ae0,
+                 .device = 0x00ff,
+                 .pci_class = 0xff0000,
+                 .iommu_group = 2});
   t.DeviceNode("/dev/vfio/2");
   const TpuChipScan alone = Scan(t.root());
   EXPECT_THAT(alone.chips, IsEmpty());

@@ -48,8 +48,8 @@ std::vector<LogFile> ListLogs(const std::string& dir) {
     struct stat st {};
     const std::string name = entry.path().filename().string();
     if (::lstat(entry.path().c_str(), &st) != 0 || !Trusted(st)) continue;
-    files.push_back(LogFile{name, static_cast<uint64_t>(st.st_size),
-                            absl::TimeFromTimespec(st.st_mtim)});
+    files.push_back(
+        LogFile{name, static_cast<uint64_t>(st.st_size), absl::TimeFromTimespec(st.st_mtim)});
   }
   std::sort(files.begin(), files.end(),
             [](const LogFile& a, const LogFile& b) { return a.modified < b.modified; });
@@ -124,8 +124,8 @@ class TpuErrorReader final : public DeviceErrorReader {
         if (!text.empty()) lines.push_back(Line{file.name, std::string(text)});
       }
     }
-    const bool any_errors = std::any_of(lines.begin(), lines.end(),
-                                        [](const Line& l) { return IsErrorLine(l.text); });
+    const bool any_errors =
+        std::any_of(lines.begin(), lines.end(), [](const Line& l) { return IsErrorLine(l.text); });
     std::vector<Line> chosen;
     for (Line& line : lines) {
       if (!any_errors || IsErrorLine(line.text)) chosen.push_back(std::move(line));

@@ -3,13 +3,13 @@
 // nothing when the folder is absent, and links never followed.
 #include "hardware/plugins/tpu/tpu_error_reader.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/time/clock.h"
 #include "hardware/plugins/tpu/tpu_plugin.h"
@@ -41,9 +41,10 @@ TEST_F(TpuErrorReaderTest, OnlyLinesWrittenDuringTheWorkersLifeErrorsFirst) {
   const std::string info = logs_ + "/tpu_driver.host.me.log.INFO.20261203-140509.77";
   Append(info, "I1203 14:05:09.000001    77 init.cc:1] before the worker\n");
   const DeviceErrorSnapshot start = reader_->Snapshot(chips_, absl::Now());
-  Append(info, "I1203 14:05:10.000001    77 run.cc:5] compiling\n"
-               "E1203 14:05:11.000001    77 tpu.cc:9] TPU chip 1 is unhealthy: HBM ECC\n"
-               "I1203 14:05:11.000002    77 run.cc:6] shutting down\n");
+  Append(info,
+         "I1203 14:05:10.000001    77 run.cc:5] compiling\n"
+         "E1203 14:05:11.000001    77 tpu.cc:9] TPU chip 1 is unhealthy: HBM ECC\n"
+         "I1203 14:05:11.000002    77 run.cc:6] shutting down\n");
   EXPECT_THAT(reader_->MessagesSince(start, chips_, absl::Now()).messages,
               ElementsAre("TPU runtime log tpu_driver.host.me.log.INFO.20261203-140509.77: "
                           "E1203 14:05:11.000001    77 tpu.cc:9] "

@@ -53,7 +53,7 @@ absl::StatusOr<std::vector<int>> ParseTpuMask(std::string_view value,
                                               const std::vector<Device>& devices) {
   std::vector<int> indices;
   const std::string_view trimmed = Trim(value);
-  if (trimmed.empty() || trimmed == "NoDevFiles") return indices;
+  if (MaskSelectsNoDevice(trimmed)) return indices;
   const int r = ResourcesPerChip(devices);
   for (absl::string_view part : absl::StrSplit(ToAbsl(trimmed), ',')) {
     int chip = 0;
@@ -106,9 +106,8 @@ EnvChanges TpuIsolationEnv(std::span<const int> assigned, const std::vector<Devi
       assigned_coords.push_back(CoordOfIndex(chip, *block));
     }
   }
-  const std::optional<ChipCoord> box = assigned_coords.size() == chips.size()
-                                           ? RectangleExtent(assigned_coords)
-                                           : std::nullopt;
+  const std::optional<ChipCoord> box =
+      assigned_coords.size() == chips.size() ? RectangleExtent(assigned_coords) : std::nullopt;
   if (box.has_value()) {
     changes.push_back({std::string(kTpuChipsPerHostBounds), BoundsString(*box)});
     changes.push_back({std::string(kTpuHostBounds), "1,1,1"});

@@ -36,9 +36,9 @@ class TpuIsolationTest : public ::testing::Test {
 };
 
 TEST_F(TpuIsolationTest, OneChip) {
-  EXPECT_THAT(Env(v5e_, {5}), ElementsAre(Set("TPU_VISIBLE_CHIPS", "5"),
-                                          Set("TPU_CHIPS_PER_HOST_BOUNDS", "1,1,1"),
-                                          Set("TPU_HOST_BOUNDS", "1,1,1")));
+  EXPECT_THAT(Env(v5e_, {5}),
+              ElementsAre(Set("TPU_VISIBLE_CHIPS", "5"), Set("TPU_CHIPS_PER_HOST_BOUNDS", "1,1,1"),
+                          Set("TPU_HOST_BOUNDS", "1,1,1")));
 }
 
 TEST_F(TpuIsolationTest, TwoNeighboursFollowTheGrid) {
@@ -60,12 +60,12 @@ TEST_F(TpuIsolationTest, FourOfEightAsABox) {
 }
 
 TEST_F(TpuIsolationTest, NonRectangleSetsOnlyTheMask) {
-  EXPECT_THAT(Env(v5e_, {0, 1, 2}), ElementsAre(Set("TPU_VISIBLE_CHIPS", "0,1,2"),
-                                                Unset("TPU_CHIPS_PER_HOST_BOUNDS"),
-                                                Unset("TPU_HOST_BOUNDS")));
-  EXPECT_THAT(Env(v5e_, {0, 3}), ElementsAre(Set("TPU_VISIBLE_CHIPS", "0,3"),
-                                             Unset("TPU_CHIPS_PER_HOST_BOUNDS"),
-                                             Unset("TPU_HOST_BOUNDS")));
+  EXPECT_THAT(Env(v5e_, {0, 1, 2}),
+              ElementsAre(Set("TPU_VISIBLE_CHIPS", "0,1,2"), Unset("TPU_CHIPS_PER_HOST_BOUNDS"),
+                          Unset("TPU_HOST_BOUNDS")));
+  EXPECT_THAT(Env(v5e_, {0, 3}),
+              ElementsAre(Set("TPU_VISIBLE_CHIPS", "0,3"), Unset("TPU_CHIPS_PER_HOST_BOUNDS"),
+                          Unset("TPU_HOST_BOUNDS")));
 }
 
 TEST_F(TpuIsolationTest, AllChipsUnsetEverything) {
@@ -78,9 +78,9 @@ TEST(TpuIsolationR2Test, UnitsCollapseToChips) {
   const std::vector<Device> v6e = Devices("tpu-v6e-4x4-worker2", "2");
   ASSERT_EQ(v6e.size(), 8u);
   // One unit of chip 0: the mask still names the whole chip.
-  EXPECT_THAT(Env(v6e, {1}), ElementsAre(Set("TPU_VISIBLE_CHIPS", "0"),
-                                         Set("TPU_CHIPS_PER_HOST_BOUNDS", "1,1,1"),
-                                         Set("TPU_HOST_BOUNDS", "1,1,1")));
+  EXPECT_THAT(Env(v6e, {1}),
+              ElementsAre(Set("TPU_VISIBLE_CHIPS", "0"), Set("TPU_CHIPS_PER_HOST_BOUNDS", "1,1,1"),
+                          Set("TPU_HOST_BOUNDS", "1,1,1")));
   // Units 0,1 (chip 0) and 4 (chip 2): chips 0 and 2 are neighbours along y.
   EXPECT_THAT(Env(v6e, {0, 1, 4}), ElementsAre(Set("TPU_VISIBLE_CHIPS", "0,2"),
                                                Set("TPU_CHIPS_PER_HOST_BOUNDS", "1,2,1"),

@@ -9,16 +9,11 @@ namespace tessera {
 // device is counted only when TPU_ACCELERATOR_TYPE vouches for it (see tpu_chip_scan.cc).
 std::optional<TpuGeneration> TpuGenerationOfDeviceId(uint16_t device_id) {
   switch (device_id) {
-    case 0x005e:
-      return TpuGeneration::kV4;
-    case 0x0062:
-      return TpuGeneration::kV5p;
-    case 0x0063:
-      return TpuGeneration::kV5litepod;
-    case 0x006f:
-      return TpuGeneration::kV6e;
-    default:
-      return std::nullopt;
+    case 0x005e: return TpuGeneration::kV4;
+    case 0x0062: return TpuGeneration::kV5p;
+    case 0x0063: return TpuGeneration::kV5litepod;
+    case 0x006f: return TpuGeneration::kV6e;
+    default: return std::nullopt;
   }
 }
 

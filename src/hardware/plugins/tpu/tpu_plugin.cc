@@ -25,8 +25,8 @@ class TpuPlugin final : public AcceleratorPlugin {
                     (quantity == Quantity::FromInt(1) || quantity == Quantity::FromInt(2) ||
                      quantity == Quantity::FromInt(4) || quantity == Quantity::FromInt(8));
     if (ok) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "TPU requests must be 1, 2, 4 or 8 chips, got ", quantity.ToString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("TPU requests must be 1, 2, 4 or 8 chips, got ", quantity.ToString()));
   }
 
   absl::StatusOr<std::vector<int>> ParseMask(std::string_view value,

@@ -67,8 +67,8 @@ TEST(TpuPluginTest, V6eWorker2) {
     EXPECT_EQ(l.kind, LinkKind::kIci);
     EXPECT_EQ(l.bandwidth_class, BandwidthClass::kMedium);  // ~56 GB/s per link and direction
   }
-  EXPECT_THAT(pairs, ElementsAre(std::pair(0, 1), std::pair(0, 2), std::pair(1, 3),
-                                 std::pair(2, 3)));
+  EXPECT_THAT(pairs,
+              ElementsAre(std::pair(0, 1), std::pair(0, 2), std::pair(1, 3), std::pair(2, 3)));
 
   EXPECT_EQ(d.labels.at("tessera.io/tpu-slice-name"), "train-v6e-16-a");
   EXPECT_EQ(d.labels.at("tessera.io/tpu-worker-id"), "2");

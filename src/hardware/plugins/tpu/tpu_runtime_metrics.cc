@@ -42,8 +42,7 @@ std::optional<int> DeviceIdOf(const rpc::AttrValue& value) {
         }
       }
       return std::nullopt;
-    default:
-      return std::nullopt;
+    default: return std::nullopt;
   }
 }
 
@@ -70,8 +69,8 @@ TpuRuntimeMetricsClient::TpuRuntimeMetricsClient(std::string address)
     : address_(std::move(address)), stub_(std::make_unique<Stub>()) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
-  stub_->service = rpc::RuntimeMetricService::NewStub(grpc::CreateCustomChannel(
-      address_, grpc::experimental::LocalCredentials(LOCAL_TCP), args));
+  stub_->service = rpc::RuntimeMetricService::NewStub(
+      grpc::CreateCustomChannel(address_, grpc::experimental::LocalCredentials(LOCAL_TCP), args));
 }
 
 TpuRuntimeMetricsClient::~TpuRuntimeMetricsClient() = default;
@@ -101,9 +100,9 @@ absl::StatusOr<std::map<int, TpuDeviceFigures>> TpuRuntimeMetricsClient::Read(
     const grpc::Status status = stub_->service->GetRuntimeMetric(&context, request, &response);
     if (!status.ok()) {
       if (!any_answer && ServerAbsent(status.error_code())) {
-        return absl::UnavailableError(
-            absl::StrCat("no libtpu metric server answered at ", address_, " (",
-                         status.error_message(), "); is a TPU program running?"));
+        return absl::UnavailableError(absl::StrCat("no libtpu metric server answered at ", address_,
+                                                   " (", status.error_message(),
+                                                   "); is a TPU program running?"));
       }
       warnings->push_back(absl::StrCat("libtpu at ", address_, " does not serve ", w.name, ": ",
                                        status.error_message()));

@@ -38,7 +38,8 @@ class TpuTelemetryReader final : public TelemetryReader {
     if (clients_.empty()) {
       FamilyTelemetry out = NothingRead(
           devices, absl::StrCat("libtpu runtime metrics are read only on the live machine "
-                                "(or from configured servers); none for the tree at ", root_));
+                                "(or from configured servers); none for the tree at ",
+                                root_));
       for (size_t i = 0; i < devices.size(); ++i) CheckFamily(devices[i], kFamily, out.devices[i]);
       return out;
     }
@@ -60,9 +61,9 @@ class TpuTelemetryReader final : public TelemetryReader {
     }
     for (int id : ambiguous) {
       by_id.erase(id);
-      out.warnings.push_back(absl::StrCat(
-          "more than one libtpu server reports device ", id,
-          " (one process per chip?); its figures are dropped as ambiguous"));
+      out.warnings.push_back(
+          absl::StrCat("more than one libtpu server reports device ", id,
+                       " (one process per chip?); its figures are dropped as ambiguous"));
     }
     for (const Device& device : devices) {
       DeviceTelemetry t = EmptyTelemetry(device);

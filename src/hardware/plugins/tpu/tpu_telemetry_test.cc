@@ -66,8 +66,8 @@ class FakeLibtpu {
  public:
   FakeLibtpu() {
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0",
-                             grpc::experimental::LocalServerCredentials(LOCAL_TCP), &port_);
+    builder.AddListeningPort("127.0.0.1:0", grpc::experimental::LocalServerCredentials(LOCAL_TCP),
+                             &port_);
     builder.RegisterService(&service);
     server_ = builder.BuildAndStart();
   }
@@ -181,7 +181,8 @@ TEST(TpuTelemetryTest, ADeviceIdReportedByTwoServersIsDroppedAsAmbiguous) {
 
 TEST(TpuTelemetryTest, OnAFakeTreeNoServerIsAsked) {
   TelemetryContext context{Sysroot(FixturePath("tpu-v5e-8")),
-                           Environment::ForSysroot(Sysroot(FixturePath("tpu-v5e-8"))), {}};
+                           Environment::ForSysroot(Sysroot(FixturePath("tpu-v5e-8"))),
+                           {}};
   EXPECT_THAT(TpuMetricServers(context), IsEmpty());
   const std::vector<Device> chips = V5eChips();
   const FamilyTelemetry reading =
