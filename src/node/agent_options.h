@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "base/clock.h"
 #include "hardware/device_error_reader.h"
 #include "hardware/environment.h"
 #include "labels/label.h"
@@ -55,6 +56,9 @@ struct AgentOptions {
   // the TPU runtime's log folder), for failed workers' exit reasons; the defaults are the live
   // machine's (device_error_reader.h). Tests point them at files of their own.
   DeviceErrorOptions device_errors;
+  // Where the agent reads the time from: the watchdog's hang and ownership timers, telemetry
+  // timestamps, the device messages a failed worker hears of. Tests give a FakeClock. Not owned.
+  Clock* clock = Clock::Real();
   // Operator labels and resources, on top of what discovery reports.
   LabelSet labels;
   ResourceSet resources;

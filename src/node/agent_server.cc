@@ -177,6 +177,7 @@ absl::Status NodeAgentServer::StartMetrics(const AgentOptions& options) {
   telemetry.interval = absl::Milliseconds(options.telemetry_interval_ms);
   telemetry.sysroot = options.sysroot;
   telemetry.environment = options.environment.value_or(Environment::FromProcess());
+  telemetry.clock = options.clock;
   telemetry_ = TelemetrySampler::Start(state, std::move(telemetry));
   TelemetrySampler* sampler = telemetry_.get();
   AgentMetricsSources sources;
@@ -251,9 +252,10 @@ void NodeAgentServer::StartService(const AgentOptions& options, const NodeId& no
   AgentState* state = state_.get();
   watchdog_ = std::make_unique<WorkerWatchdog>(WatchdogOptions{}, MakeProcProgressProbe());
   service_options.watchdog = watchdog_.get();
-  device_errors_ = std::make_unique<WorkerDeviceErrors>(state->hardware(), Sysroot(options.sysroot),
-                                                        options.device_errors,
-                                                        absl::StrCat("node agent ", node.value()));
+  service_options.clock = options.clock;
+  device_errors_ = std::make_unique<WorkerDeviceErrors>(
+      state->hardware(), Sysroot(options.sysroot), options.device_errors,
+      absl::StrCat("node agent ", node.value()), options.clock);
   service_options.device_errors = device_errors_.get();
   service_options.working_dirs_root = node_dir_ + "/jobs";
   stdin_pipes_ = std::make_unique<WorkerStdinPipes>(workers_dir);
@@ -273,12 +275,13 @@ absl::Status NodeAgentServer::StartServing(const AgentOptions& options) {
   server_options.metrics = rpc_metrics_.get();
   TESSERA_ASSIGN_OR_RETURN(server_, rpc::RpcServer::Start(server_options, {service_.get()}));
   NodeAgentServer* self = this;
-  watchdog_thread_ = std::thread([self] {
+  // Rounds every 100 ms of real time; what the watchdog judges by is the agent's clock.
+  watchdog_thread_ = std::thread([self, clock = options.clock] {
     absl::MutexLock lock(&self->mu_);
     while (!self->mu_.AwaitWithTimeout(absl::Condition(&self->stop_watchdog_),
                                        absl::Milliseconds(100))) {
       self->mu_.Unlock();
-      self->service_->EnforceWatchdog(absl::Now());
+      self->service_->EnforceWatchdog(clock->Now());
       self->device_errors_->Poll();
       self->mu_.Lock();
     }

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "base/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "node/agent_test_util.h"
@@ -41,9 +42,11 @@ using node_testing::kToken;
 
 class AgentServerTest : public node_testing::AgentWithHeadTest {
  protected:
-  void StartAgent(std::string hardware, std::string node_id = "n1", uint64_t store_bytes = 0) {
+  void StartAgent(std::string hardware, std::string node_id = "n1", uint64_t store_bytes = 0,
+                  Clock* clock = Clock::Real()) {
     AgentOptions options = AgentOptionsFor(std::move(hardware), std::move(node_id));
     options.object_store_bytes = store_bytes;
+    options.clock = clock;
     options.environment = Environment({{"PATH", "/usr/bin:/bin"}, {"AGENT_VAR", "inherited"}});
     options.kill_grace_ms = 5000;
     auto agent = NodeAgentServer::Create(options);
@@ -584,6 +587,26 @@ TEST_F(AgentServerTest, AWorkerWithoutOutputOrCpuTimeIsKilledAsHung) {
   ASSERT_TRUE(watched.exited);
   EXPECT_EQ(watched.exit.signal(), 9);
   EXPECT_THAT(watched.exit.reason(), HasSubstr("hung: no output and no CPU time"));
+}
+
+TEST_F(AgentServerTest, TheHangTimeoutRunsOnTheAgentsClock) {
+  FakeClock clock;
+  StartAgent("h100-sxm-8.yaml", "n1", 0, &clock);
+  auto request = Request({{"CPU", 10000}}, {"/bin/sh", "-c", "exec sleep 1000"});
+  request.mutable_worker()->set_hang_timeout_ms(absl::ToInt64Milliseconds(absl::Hours(1)));
+  v1::LeaseReply reply;
+  ASSERT_TRUE(Lease(request, &reply).ok());
+  ASSERT_TRUE(reply.has_granted()) << reply.explanation();
+  const WorkerId worker(reply.granted().worker_id());
+  EXPECT_FALSE(agent_->state().FindWorker(worker)->exit.has_value());
+  // An hour of the agent's clock passes at once: the next watchdog round (every 100 ms of real
+  // time) judges the silent worker hung, without the test waiting an hour.
+  clock.Advance(absl::Hours(2));
+  Watched watched = Watch(reply.granted().worker_id());
+  ASSERT_TRUE(watched.exited);
+  EXPECT_EQ(watched.exit.signal(), 9);
+  EXPECT_THAT(watched.exit.reason(), HasSubstr("hung: no output and no CPU time"));
+  agent_.reset();  // before `clock`, which its threads read
 }
 
 TEST_F(AgentServerTest, AWorkerWithAStdinPipeReadsWhatIsWrittenThenEndOfFile) {

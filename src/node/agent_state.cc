@@ -275,7 +275,7 @@ int AgentState::running_workers() const {
   return n;
 }
 
-bool AgentState::AwaitWorkerExit(const WorkerId& worker, absl::Time deadline) const {
+bool AgentState::AwaitWorkerExit(const WorkerId& worker, absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
   bool known = true;
   auto exited = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -283,7 +283,7 @@ bool AgentState::AwaitWorkerExit(const WorkerId& worker, absl::Time deadline) co
     known = it != workers_.end();
     return !known || it->second.state == WorkerState::kExited;
   };
-  mu_.AwaitWithDeadline(absl::Condition(&exited), deadline);
+  mu_.AwaitWithTimeout(absl::Condition(&exited), timeout);
   if (!known) return false;
   auto it = workers_.find(worker);
   return it != workers_.end() && it->second.state == WorkerState::kExited;

@@ -132,9 +132,9 @@ class AgentState {
   std::optional<WorkerRecord> FindWorker(const WorkerId& worker) const;
   std::vector<WorkerRecord> Workers() const;
   int running_workers() const;
-  // Waits until the worker has exited (true) or the deadline passes (false). False at once for
-  // an unknown worker.
-  bool AwaitWorkerExit(const WorkerId& worker, absl::Time deadline) const;
+  // Waits until the worker has exited (true) or `timeout` passes (false). False at once for an
+  // unknown worker.
+  bool AwaitWorkerExit(const WorkerId& worker, absl::Duration timeout) const;
 
   // Two-phase commit, participant side. Prepare takes every bundle of the call with the exact
   // instances the head chose, all or nothing: a bundle already held with the same allocation is

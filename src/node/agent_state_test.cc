@@ -165,7 +165,7 @@ TEST(AgentStateTest, WorkerExitReleasesLeaseAndKeepsReason) {
   LeaseRecord lease = Grant(*state, Ask("GPU=8"));
   ASSERT_TRUE(state->WorkerStarted(lease.worker, 1234, {"/bin/true"}, {}, "/o", "/e").ok());
   EXPECT_EQ(state->running_workers(), 1);
-  EXPECT_FALSE(state->AwaitWorkerExit(lease.worker, absl::Now()));
+  EXPECT_FALSE(state->AwaitWorkerExit(lease.worker, absl::ZeroDuration()));
 
   WorkerExitInfo exit{-1, 9, false, "killed by signal 9 (SIGKILL)"};
   ASSERT_TRUE(state->WorkerExited(lease.worker, exit).ok());
@@ -176,7 +176,7 @@ TEST(AgentStateTest, WorkerExitReleasesLeaseAndKeepsReason) {
   EXPECT_EQ(worker->state, WorkerState::kExited);
   EXPECT_EQ(worker->exit, exit);
   EXPECT_EQ(worker->pid, 1234);
-  EXPECT_TRUE(state->AwaitWorkerExit(lease.worker, absl::Now()));
+  EXPECT_TRUE(state->AwaitWorkerExit(lease.worker, absl::ZeroDuration()));
   EXPECT_EQ(state->running_workers(), 0);
 
   // A second exit report changes nothing; the GPUs can be leased again.
@@ -244,9 +244,9 @@ TEST(AgentStateTest, AwaitWorkerExitWakesOnExit) {
   std::thread exiter([&] {
     ASSERT_TRUE(state->WorkerExited(lease.worker, WorkerExitInfo{0, 0, false, "ok"}).ok());
   });
-  EXPECT_TRUE(state->AwaitWorkerExit(lease.worker, absl::Now() + absl::Seconds(60)));
+  EXPECT_TRUE(state->AwaitWorkerExit(lease.worker, absl::Seconds(60)));
   exiter.join();
-  EXPECT_FALSE(state->AwaitWorkerExit(WorkerId("unknown"), absl::Now() + absl::Seconds(60)));
+  EXPECT_FALSE(state->AwaitWorkerExit(WorkerId("unknown"), absl::Seconds(60)));
 }
 
 // The exact instances the head would choose.

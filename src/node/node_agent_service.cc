@@ -385,7 +385,7 @@ void NodeAgentService::WatchStartedWorker(const LeaseRecord& lease, const v1::Wo
   watched.stderr_path = child.stderr_path;
   watched.stop_when_unwatched = spec.stop_when_unwatched();
   watched.hang_timeout = absl::Milliseconds(std::max<int64_t>(0, spec.hang_timeout_ms()));
-  options_.watchdog->Add(watched, absl::Now());
+  options_.watchdog->Add(watched, options_.clock->Now());
   // It may have exited already (its exit callback ran before Add): forget it then.
   if (!workers_->Pid(ChildId(lease.worker.value())).has_value()) {
     options_.watchdog->Remove(lease.worker);
@@ -409,8 +409,8 @@ WorkerLogStreamHooks NodeAgentService::LogHooks(grpc::ServerContext* context, co
                                                 std::function<bool(bool, std::string)> send) {
   WorkerLogStreamHooks hooks;
   hooks.send = std::move(send);
-  hooks.await_exit = [this, id](absl::Time deadline) {
-    return state_->AwaitWorkerExit(id, deadline);
+  hooks.await_exit = [this, id](absl::Duration timeout) {
+    return state_->AwaitWorkerExit(id, timeout);
   };
   hooks.should_stop = [this, context, id] {
     return context->IsCancelled() || !state_->FindWorker(id).has_value();
@@ -444,7 +444,7 @@ grpc::Status NodeAgentService::WatchWorker(grpc::ServerContext* context,
     return writer->Write(wanted);
   };
   absl::Status streamed = StreamWorkerLogs({worker->stdout_path, worker->stderr_path}, {}, hooks);
-  if (options_.watchdog != nullptr) options_.watchdog->WatchEnded(id, absl::Now());
+  if (options_.watchdog != nullptr) options_.watchdog->WatchEnded(id, options_.clock->Now());
   if (absl::IsCancelled(streamed)) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "the watcher went away");
   }

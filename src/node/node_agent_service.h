@@ -22,6 +22,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "hardware/environment.h"
 #include "node/agent_metrics.h"
 #include "node/agent_state.h"
@@ -62,6 +63,8 @@ struct AgentServiceOptions {
   // The rules for owned and hang-checked workers (WorkerSpec); null: those fields are ignored.
   // Not owned.
   WorkerWatchdog* watchdog = nullptr;
+  // The time the watchdog is told (AgentOptions::clock). Not owned.
+  Clock* clock = Clock::Real();
   // Where jobs' working directories are unpacked (<state>/nodes/<node-id>/jobs); "": refused.
   std::string working_dirs_root;
   // The stdin pipes of workers that asked for one (WorkerSpec.stdin_pipe); null: refused.

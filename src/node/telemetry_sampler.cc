@@ -101,7 +101,7 @@ void TelemetrySampler::Loop() {
 }
 
 void TelemetrySampler::ReadOnce() {
-  const absl::Time now = absl::Now();
+  const absl::Time now = options_.clock->Now();
   const NodeHardware& hardware = state_->hardware();
   NodeTelemetry telemetry = reader_.Read(now, BusyDevicesOfLeases(hardware, state_->Leases()));
   for (const std::string& warning : telemetry.warnings) {

@@ -28,6 +28,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "hardware/device_telemetry.h"
 #include "hardware/environment.h"
 #include "hardware/node_telemetry.h"
@@ -61,6 +62,8 @@ struct TelemetrySamplerOptions {
   NodeTelemetryOptions telemetry;
   // Where the workers' /proc files are (tests point it at a fake tree).
   std::string proc_root = "/proc";
+  // What each reading is stamped with (the interval between readings is real time). Not owned.
+  Clock* clock = Clock::Real();
 };
 
 class TelemetrySampler {

@@ -54,8 +54,9 @@ std::string JoinDeviceMessages(const std::vector<std::string>& messages) {
 }
 
 WorkerDeviceErrors::WorkerDeviceErrors(const NodeHardware& hardware, const Sysroot& sysroot,
-                                       const DeviceErrorOptions& options, std::string log_name)
-    : log_name_(std::move(log_name)), watch_(hardware, sysroot, options) {
+                                       const DeviceErrorOptions& options, std::string log_name,
+                                       Clock* clock)
+    : log_name_(std::move(log_name)), clock_(clock), watch_(hardware, sysroot, options) {
   for (const VisibleFamily& family : hardware.VisibleFamilies()) {
     by_resource_.emplace(std::string(family.plugin->resource_name()),
                          Family{std::string(family.plugin->family()), family.visible});
@@ -79,7 +80,7 @@ void WorkerDeviceErrors::Started(const WorkerId& worker, const Allocation& alloc
   if (!watch_.watches_anything()) return;
   HeldDevices held = HeldBy(allocation);
   if (held.empty()) return;
-  NodeErrorSnapshot snapshot = watch_.Snapshot(std::move(held), absl::Now());
+  NodeErrorSnapshot snapshot = watch_.Snapshot(std::move(held), clock_->Now());
   absl::MutexLock lock(&mu_);
   started_[worker] = std::move(snapshot);
 }
@@ -94,7 +95,7 @@ std::string WorkerDeviceErrors::Exited(const WorkerId& worker, bool failed) {
     started_.erase(it);
   }
   if (!failed) return "";
-  DeviceErrorReport report = watch_.MessagesSince(snapshot, absl::Now());
+  DeviceErrorReport report = watch_.MessagesSince(snapshot, clock_->Now());
   LogWarnings(report.warnings);
   return JoinDeviceMessages(report.messages);
 }

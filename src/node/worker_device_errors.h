@@ -26,6 +26,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "base/clock.h"
 #include "hardware/node_device_errors.h"
 #include "node/agent_types.h"
 
@@ -37,9 +38,10 @@ inline constexpr size_t kMaxDeviceMessageBytes = 1024;
 class WorkerDeviceErrors {
  public:
   // `hardware` names the node's devices (read once, not kept); `log_name` heads the log lines
-  // ("node agent n1").
+  // ("node agent n1"); `clock` (not owned) dates a worker's start and end.
   WorkerDeviceErrors(const NodeHardware& hardware, const Sysroot& sysroot,
-                     const DeviceErrorOptions& options, std::string log_name);
+                     const DeviceErrorOptions& options, std::string log_name,
+                     Clock* clock = Clock::Real());
 
   // The worker starts seeing `allocation`'s devices. A worker without devices is not tracked.
   void Started(const WorkerId& worker, const Allocation& allocation) ABSL_LOCKS_EXCLUDED(mu_);
@@ -59,6 +61,7 @@ class WorkerDeviceErrors {
   void LogWarnings(const std::vector<std::string>& warnings) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string log_name_;
+  Clock* const clock_;
   std::map<std::string, Family, std::less<>> by_resource_;  // "GPU" -> its family; fixed
   NodeDeviceErrorWatch watch_;
   absl::Mutex mu_;

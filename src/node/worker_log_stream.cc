@@ -52,7 +52,7 @@ absl::Status StreamWorkerLogs(const WorkerLogFiles& files, const WorkerLogStream
   // Following: the bytes a worker wrote are in its files once it has exited, so the followers
   // stop at the end of the files only after that.
   while (options.follow && !gone.load()) {
-    if (hooks.await_exit(absl::Now() + options.check_interval)) {
+    if (hooks.await_exit(options.check_interval)) {
       for (Followed& f : followed) f.follower->WriterExited();
       break;
     }

@@ -30,8 +30,8 @@ struct WorkerLogStreamOptions {
 struct WorkerLogStreamHooks {
   // Sends one chunk; false when the client is gone. Never called concurrently.
   std::function<bool(bool is_stderr, std::string data)> send;
-  // True once the worker has exited (waiting for it at most until `deadline`).
-  std::function<bool(absl::Time deadline)> await_exit;
+  // True once the worker has exited (waiting for it at most `timeout`).
+  std::function<bool(absl::Duration timeout)> await_exit;
   // True when the client has cancelled the call (or the worker is forgotten).
   std::function<bool()> should_stop;
   // Optional: called every check_interval while following, never at the same time as send

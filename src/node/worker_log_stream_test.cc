@@ -33,7 +33,7 @@ class WorkerLogStreamTest : public ::testing::Test {
     std::ofstream(path, std::ios::app) << data << std::flush;
   }
   // Records what is sent, per stream. Thread-safe.
-  WorkerLogStreamHooks Recording(std::function<bool(absl::Time)> await_exit) {
+  WorkerLogStreamHooks Recording(std::function<bool(absl::Duration)> await_exit) {
     WorkerLogStreamHooks hooks;
     hooks.send = [this](bool is_stderr, std::string data) {
       absl::MutexLock lock(&mu_);
@@ -64,8 +64,8 @@ TEST_F(WorkerLogStreamTest, FollowsBothFilesUntilTheWorkerExitsAndSendsEveryByte
     }
     exited.Notify();
   });
-  absl::Status status = StreamWorkerLogs(files_, {}, Recording([&](absl::Time deadline) {
-                                           return exited.WaitForNotificationWithDeadline(deadline);
+  absl::Status status = StreamWorkerLogs(files_, {}, Recording([&](absl::Duration timeout) {
+                                           return exited.WaitForNotificationWithTimeout(timeout);
                                          }));
   worker.join();
   ASSERT_TRUE(status.ok()) << status;
@@ -85,7 +85,7 @@ TEST_F(WorkerLogStreamTest, WithoutFollowSendsWhatIsThereAndDoesNotWaitForTheExi
   options.follow = false;
   options.want_stderr = false;
   Append(files_.stderr_path, "not wanted");
-  absl::Status status = StreamWorkerLogs(files_, options, Recording([](absl::Time) {
+  absl::Status status = StreamWorkerLogs(files_, options, Recording([](absl::Duration) {
                                            ADD_FAILURE() << "waited for the exit";
                                            return true;
                                          }));
@@ -98,7 +98,7 @@ TEST_F(WorkerLogStreamTest, WithoutFollowSendsWhatIsThereAndDoesNotWaitForTheExi
 TEST_F(WorkerLogStreamTest, FilesThatNeverAppearEndWithTheExit) {
   std::atomic<int> waits{0};
   absl::Status status =
-      StreamWorkerLogs(files_, {}, Recording([&](absl::Time) { return ++waits >= 2; }));
+      StreamWorkerLogs(files_, {}, Recording([&](absl::Duration) { return ++waits >= 2; }));
   ASSERT_TRUE(status.ok()) << status;
   absl::MutexLock lock(&mu_);
   EXPECT_EQ(sends_, 0);
@@ -109,8 +109,8 @@ TEST_F(WorkerLogStreamTest, AClientThatLeavesEndsTheStreamWhileTheWorkerRuns) {
   Append(files_.stdout_path, "x");
   WorkerLogStreamOptions options;
   options.check_interval = absl::Milliseconds(20);
-  absl::Status status = StreamWorkerLogs(files_, options, Recording([](absl::Time deadline) {
-                                           absl::SleepFor(deadline - absl::Now());
+  absl::Status status = StreamWorkerLogs(files_, options, Recording([](absl::Duration timeout) {
+                                           absl::SleepFor(timeout);
                                            return false;  // never exits
                                          }));
   EXPECT_TRUE(absl::IsCancelled(status)) << status;
@@ -120,9 +120,9 @@ TEST_F(WorkerLogStreamTest, ShouldStopEndsAFollowThatHasNothingToSend) {
   WorkerLogStreamOptions options;
   options.check_interval = absl::Milliseconds(20);
   std::atomic<int> waits{0};
-  absl::Status status = StreamWorkerLogs(files_, options, Recording([&](absl::Time deadline) {
+  absl::Status status = StreamWorkerLogs(files_, options, Recording([&](absl::Duration timeout) {
                                            if (++waits == 3) stop_.store(true);
-                                           absl::SleepFor(deadline - absl::Now());
+                                           absl::SleepFor(timeout);
                                            return false;
                                          }));
   EXPECT_TRUE(absl::IsCancelled(status)) << status;

@@ -1,12 +1,12 @@
-"""The head and the training jobs read time only from their injected Clock (base/clock.h), so
-tests move time by hand (FakeClock) instead of sleeping: no absl::Now() or absl::SleepFor() in
-src/head or src/train outside tests, except the real-time waits KNOWN_REAL_TIME lists with the
-reason each is real. The list may only shrink."""
+"""The head, the training jobs and the node agent read time only from their injected Clock
+(base/clock.h), so tests move time by hand (FakeClock) instead of sleeping: no absl::Now() or
+absl::SleepFor() in src/head, src/train or src/node outside tests, except the real-time waits
+KNOWN_REAL_TIME lists with the reason each is real. The list may only shrink."""
 import pathlib
 import re
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-FOLDERS = ("src/head", "src/train")
+FOLDERS = ("src/head", "src/train", "src/node")
 READ = re.compile(r"\babsl::(Now|SleepFor)\(")
 
 KNOWN_REAL_TIME = {
@@ -15,6 +15,12 @@ KNOWN_REAL_TIME = {
     "src/train/job_manager.cc": "StreamJobLogs paces a gRPC stream to its reader in real time",
     "src/train/cluster_gang_backend.cc": "a rank's lease is asked for in rounds against the "
                                          "agent, in real time",
+    "src/node/object_data_server.cc": "its connections' deadlines are epoll_wait timeouts, which "
+                                      "the kernel counts in real time",
+    "src/node/object_data_socket.cc": "a transfer's deadline becomes the socket's SO_RCVTIMEO and "
+                                      "SO_SNDTIMEO, real time",
+    "src/node/object_transfer.cc": "a pull's deadline bounds TCP connects and socket waits, real "
+                                   "time",
 }
 
 
