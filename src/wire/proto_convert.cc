@@ -475,12 +475,11 @@ absl::StatusOr<BundleOption> BundleOptionFromProto(const v1::BundleOptionSpec& p
     TESSERA_ASSIGN_OR_RETURN(
         ResourceSet bundle, ResourcesFromProto(proto.bundles(i).resources(), where + ".resources"));
     option.bundles.push_back(std::move(bundle));
-    if (any_selector) {
-      TESSERA_ASSIGN_OR_RETURN(
-          LabelSelector selector,
-          LabelSelectorFromProto(proto.bundles(i).label_selector(), where + ".label_selector"));
-      option.selectors.push_back(std::move(selector));
-    }
+    // Read even when no bundle has a constraint, so a selector in the old form is refused.
+    TESSERA_ASSIGN_OR_RETURN(
+        LabelSelector selector,
+        LabelSelectorFromProto(proto.bundles(i).label_selector(), where + ".label_selector"));
+    if (any_selector) option.selectors.push_back(std::move(selector));
   }
   return option;
 }

@@ -302,6 +302,15 @@ TEST(SelectorConvertTest, TheOldMapOfExpressionsIsRefusedNotReadAsAnyNode) {
   EXPECT_EQ(LabelSelectorFromProto(old, "request.label_selector").status().message(),
             "request.label_selector: holds the old map of selector expressions (field 1), which "
             "this version no longer reads; send label_constraints");
+  // Also where it is a group's only selector, so no bundle has a constraint of the new form.
+  v1::CreatePlacementGroupRequest group;
+  group.set_name("g");
+  v1::BundleSpec* bundle = group.mutable_primary()->add_bundles();
+  (*bundle->mutable_resources()->mutable_raw())["CPU"] = 10000;
+  *bundle->mutable_label_selector() = old;
+  EXPECT_TRUE(absl::StartsWith(PlacementGroupSpecFromProto(group).status().message(),
+                               "primary.bundles[0].label_selector: holds the old map"))
+      << PlacementGroupSpecFromProto(group).status();
 }
 
 TEST(RequestConvertTest, RoundTripWithFallbacksAffinityAndTarget) {
