@@ -796,8 +796,16 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
   auto resources = [](size_t count, v1::Resources* out) {
     for (size_t i = 0; i < count; ++i) (*out->mutable_raw())[absl::StrCat("r", i)] = 10000;
   };
-  auto selector_keys = [](size_t count, v1::LabelSelector* out) {
-    for (size_t i = 0; i < count; ++i) (*out->mutable_constraints())[absl::StrCat("k", i)] = "v";
+  // Adds the constraint "`key` in `values`" to `out`.
+  auto constrain = [](v1::LabelSelector* out, const std::string& key,
+                      const std::vector<std::string>& values) {
+    v1::LabelSelectorConstraint* constraint = out->add_label_constraints();
+    constraint->set_label_key(key);
+    constraint->set_operator_(v1::LABEL_OPERATOR_IN);
+    for (const std::string& value : values) constraint->add_label_values(value);
+  };
+  auto selector_constraints = [&](size_t count, v1::LabelSelector* out) {
+    for (size_t i = 0; i < count; ++i) constrain(out, absl::StrCat("k", i), {"v"});
   };
 
   // Placement groups.
@@ -832,32 +840,27 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
   }
   {
     v1::CreatePlacementGroupRequest r = GroupOf(1);
-    selector_keys(limits::kMaxSelectorKeys + 1,
-                  r.mutable_primary()->mutable_bundles(0)->mutable_label_selector());
-    cases.push_back(
-        {"primary.bundles[0].label_selector has 65 keys; at most 64 are allowed", create(r)});
+    selector_constraints(limits::kMaxSelectorConstraints + 1,
+                         r.mutable_primary()->mutable_bundles(0)->mutable_label_selector());
+    cases.push_back({"primary.bundles[0].label_selector has 65 constraints; at most 64 are allowed",
+                     create(r)});
   }
   {
     v1::CreatePlacementGroupRequest r = GroupOf(1);
-    (*r.mutable_primary()
-          ->mutable_bundles(0)
-          ->mutable_label_selector()
-          ->mutable_constraints())[std::string(limits::kMaxLabelKeyLength + 1, 'k')] = "v";
+    constrain(r.mutable_primary()->mutable_bundles(0)->mutable_label_selector(),
+              std::string(limits::kMaxLabelKeyLength + 1, 'k'), {"v"});
     cases.push_back(
-        {"primary.bundles[0].label_selector: a key has 318 characters; at most 317 "
-         "are allowed",
+        {"primary.bundles[0].label_selector.label_constraints[0].label_key has 318 characters; "
+         "at most 317 are allowed",
          create(r)});
   }
   {
     v1::CreatePlacementGroupRequest r = GroupOf(1);
-    (*r.mutable_primary()
-          ->mutable_bundles(0)
-          ->mutable_label_selector()
-          ->mutable_constraints())["zone"] =
-        std::string(limits::kMaxLabelExpressionLength + 1, 'v');
+    constrain(r.mutable_primary()->mutable_bundles(0)->mutable_label_selector(), "zone",
+              std::vector<std::string>(limits::kMaxSelectorValues + 1, "a"));
     cases.push_back(
-        {"primary.bundles[0].label_selector[\"zone\"] has 4097 characters; at most "
-         "4096 are allowed",
+        {"primary.bundles[0].label_selector.label_constraints[0] has 1025 values; at most 1024 "
+         "are allowed",
          create(r)});
   }
   {
@@ -931,22 +934,22 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
     v1::PickNodeRequest r;
     resources(1, r.mutable_request()->mutable_resources());
     for (size_t i = 0; i <= limits::kMaxLabelFallbacks; ++i)
-      selector_keys(1, r.mutable_request()->add_fallbacks());
+      selector_constraints(1, r.mutable_request()->add_fallbacks());
     cases.push_back({"request has 17 fallbacks; at most 16 are allowed", pick(r)});
   }
   {
     v1::PickNodeRequest r;
-    selector_keys(1, r.mutable_request()->add_fallbacks());
-    selector_keys(limits::kMaxSelectorKeys + 1, r.mutable_request()->add_fallbacks());
-    cases.push_back({"request.fallbacks[1] has 65 keys; at most 64 are allowed", pick(r)});
+    selector_constraints(1, r.mutable_request()->add_fallbacks());
+    selector_constraints(limits::kMaxSelectorConstraints + 1, r.mutable_request()->add_fallbacks());
+    cases.push_back({"request.fallbacks[1] has 65 constraints; at most 64 are allowed", pick(r)});
   }
   {
     v1::PickNodeRequest r;
-    (*r.mutable_request()->mutable_label_selector()->mutable_constraints())["zone"] =
-        std::string(limits::kMaxLabelExpressionLength + 1, 'v');
+    constrain(r.mutable_request()->mutable_label_selector(), "zone",
+              {"a", std::string(limits::kMaxLabelValueLength + 1, 'v')});
     cases.push_back(
-        {"request.label_selector[\"zone\"] has 4097 characters; at most 4096 are "
-         "allowed",
+        {"request.label_selector.label_constraints[0].label_values[1] has 64 characters; at "
+         "most 63 are allowed",
          pick(r)});
   }
   {

@@ -44,12 +44,19 @@ absl::Status CheckResources(std::string_view field, const v1::Resources& resourc
 
 absl::Status CheckSelector(std::string_view field, const v1::LabelSelector& selector) {
   TESSERA_RETURN_IF_ERROR(CheckAtMost(absl::StrCat(ToAbsl(field), " has"),
-                                      selector.constraints_size(), "keys", kMaxSelectorKeys));
-  for (const auto& [key, expression] : selector.constraints()) {
+                                      selector.label_constraints_size(), "constraints",
+                                      kMaxSelectorConstraints));
+  for (int i = 0; i < selector.label_constraints_size(); ++i) {
+    const v1::LabelSelectorConstraint& constraint = selector.label_constraints(i);
+    const std::string where = absl::StrCat(ToAbsl(field), ".label_constraints[", i, "]");
     TESSERA_RETURN_IF_ERROR(
-        CheckChars(absl::StrCat(ToAbsl(field), ": a key"), key, kMaxLabelKeyLength));
-    TESSERA_RETURN_IF_ERROR(CheckChars(absl::StrCat(ToAbsl(field), "[", Quote(key), "]"),
-                                       expression, kMaxLabelExpressionLength));
+        CheckChars(where + ".label_key", constraint.label_key(), kMaxLabelKeyLength));
+    TESSERA_RETURN_IF_ERROR(
+        CheckAtMost(where + " has", constraint.label_values_size(), "values", kMaxSelectorValues));
+    for (int j = 0; j < constraint.label_values_size(); ++j) {
+      TESSERA_RETURN_IF_ERROR(CheckChars(absl::StrCat(where, ".label_values[", j, "]"),
+                                         constraint.label_values(j), kMaxLabelValueLength));
+    }
   }
   return absl::OkStatus();
 }

@@ -48,12 +48,15 @@ inline constexpr size_t kMaxAcceleratorTypeLength = 63;  // a label value
 // --- label selectors ---
 // Fallback selectors of one request, after its primary selector.
 inline constexpr size_t kMaxLabelFallbacks = 16;
-// Keys (constraints) in one label selector.
-inline constexpr size_t kMaxSelectorKeys = 64;
-// Characters in a selector's key: a Kubernetes label key (253 of prefix, '/', 63 of name).
+// Constraints in one label selector.
+inline constexpr size_t kMaxSelectorConstraints = 64;
+// Characters in a constraint's key: a Kubernetes label key (253 of prefix, '/', 63 of name).
 inline constexpr size_t kMaxLabelKeyLength = 317;
-// Characters in a selector's expression for one key ("v", "in(a,b,...)").
-inline constexpr size_t kMaxLabelExpressionLength = 4096;
+// Values of one constraint: as many as a placement group has bundles, so a gang can list every
+// node it already uses (tessera.io/node-id not in ...).
+inline constexpr size_t kMaxSelectorValues = 1024;
+// Characters in one of a constraint's values: a label value.
+inline constexpr size_t kMaxLabelValueLength = 63;
 
 // --- names and ids ---
 // Characters in a name or id the head stores or looks up: placement group and slice group

@@ -320,9 +320,11 @@ TEST_F(AgentServerTest, SpillsBackThroughTheHeadAndStopsAtTheHopLimit) {
 
   // A selector this node does not match spills too.
   auto tpu = Request({{"CPU", 10000}}, {"/bin/true"});
-  (*tpu.mutable_request()
-        ->mutable_label_selector()
-        ->mutable_constraints())["tessera.io/accelerator-type"] = "TPU-V6E";
+  v1::LabelSelectorConstraint* accelerator =
+      tpu.mutable_request()->mutable_label_selector()->add_label_constraints();
+  accelerator->set_label_key("tessera.io/accelerator-type");
+  accelerator->set_operator_(v1::LABEL_OPERATOR_IN);
+  accelerator->add_label_values("TPU-V6E");
   ASSERT_TRUE(Lease(tpu, &reply).ok());
   EXPECT_TRUE(reply.has_spillback());
 

@@ -195,14 +195,14 @@ absl::StatusOr<bool> ClusterGangBackend::RoomToGrow(const v1::GangPlacement& pla
     const bool spread =
         placement.max_nodes() > 0 || placement.strategy() == v1::PLACEMENT_STRATEGY_STRICT_SPREAD;
     const bool packed = placement.strategy() == v1::PLACEMENT_STRATEGY_STRICT_PACK;
-    std::string nodes = absl::StrJoin(used, ",");
     v1::LabelSelector selector;
-    if (spread)
-      (*selector.mutable_constraints())[std::string(labels::kNodeId)] =
-          absl::StrCat("!in(", nodes, ")");
-    if (packed)
-      (*selector.mutable_constraints())[std::string(labels::kNodeId)] =
-          absl::StrCat("in(", nodes, ")");
+    if (spread || packed) {
+      // Strict pack wins when both hold: its bundles must share the nodes already in use.
+      v1::LabelSelectorConstraint* on_nodes = selector.add_label_constraints();
+      on_nodes->set_label_key(std::string(labels::kNodeId));
+      on_nodes->set_operator_(packed ? v1::LABEL_OPERATOR_IN : v1::LABEL_OPERATOR_NOT_IN);
+      for (const std::string& node : used) on_nodes->add_label_values(node);
+    }
     reserved = ReservePlacementGroup(probe, placement, extra, absl::ZeroDuration(), nullptr,
                                      spread || packed ? &selector : nullptr);
   }
@@ -293,11 +293,8 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReservePlacementGroup(
       v1::BundleSpec* bundle = option->add_bundles();
       *bundle->mutable_resources() = bundle_resources;
       if (selector != nullptr) *bundle->mutable_label_selector() = *selector;
-      if (only_on != nullptr) {
-        for (const auto& [key, value] : only_on->constraints()) {
-          (*bundle->mutable_label_selector()->mutable_constraints())[key] = value;
-        }
-      }
+      // Constraints are ANDed: appending them keeps the gang's own selector in force.
+      if (only_on != nullptr) bundle->mutable_label_selector()->MergeFrom(*only_on);
     }
   };
   fill(request.mutable_primary(),

@@ -62,7 +62,7 @@ class ClusterGangBackend final : public GangBackend {
                                                 const v1::GangPlacement& placement, int slices,
                                                 absl::Duration timeout,
                                                 const std::function<bool()>& stopped);
-  // `bundles` bundles; `only_on` (may be null) is added to every bundle's selector.
+  // `bundles` bundles; `only_on` (may be null) is ANDed into every bundle's selector.
   absl::StatusOr<GangReservation> ReservePlacementGroup(const std::string& name,
                                                         const v1::GangPlacement& placement,
                                                         int bundles, absl::Duration timeout,

@@ -56,8 +56,11 @@ v1::JobSpec NodesSpec() {
   p->set_nproc_per_node(4);
   (*p->mutable_resources_per_node()->mutable_raw())["CPU"] = 16 * kOne;
   (*p->mutable_resources_per_node()->mutable_raw())["GPU"] = 4 * kOne;
-  (*p->add_label_selectors()->mutable_constraints())["tessera.io/accelerator-type"] =
-      "in(H100,H200)";
+  v1::LabelSelectorConstraint* accelerator = p->add_label_selectors()->add_label_constraints();
+  accelerator->set_label_key("tessera.io/accelerator-type");
+  accelerator->set_operator_(v1::LABEL_OPERATOR_IN);
+  accelerator->add_label_values("H100");
+  accelerator->add_label_values("H200");
   spec.set_torch_env(true);
   return spec;
 }
@@ -224,8 +227,13 @@ TEST(ValidateJobSpecTest, RefusesASliceWithoutATopology) {
 
 TEST(ValidateJobSpecTest, RefusesABadLabelSelector) {
   v1::JobSpec spec = NodesSpec();
-  (*spec.mutable_placement()->add_label_selectors()->mutable_constraints())["gpu"] = "in(a";
-  ExpectRefused(spec, "spec.placement.label_selectors[1]");
+  v1::LabelSelectorConstraint* gpu =
+      spec.mutable_placement()->add_label_selectors()->add_label_constraints();
+  gpu->set_label_key("gpu");
+  gpu->set_operator_(v1::LABEL_OPERATOR_IN);  // and no values
+  ExpectRefused(spec,
+                "spec.placement.label_selectors[1].label_constraints[0].label_values: "
+                "LABEL_OPERATOR_IN needs at least one value");
 }
 
 TEST(ValidateJobSpecTest, RefusesALongName) {

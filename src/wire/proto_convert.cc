@@ -1,5 +1,7 @@
 #include "wire/proto_convert.h"
 
+#include <google/protobuf/unknown_field_set.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -279,18 +281,107 @@ void NodeToProto(const NodeSpec& spec, std::string_view address, std::string_vie
 
 // --- Label selectors ---
 
+namespace {
+
+v1::LabelSelectorOperator SelectorOperatorToProto(SelectorOperator op) {
+  switch (op) {
+    case SelectorOperator::kIn: return v1::LABEL_OPERATOR_IN;
+    case SelectorOperator::kNotIn: return v1::LABEL_OPERATOR_NOT_IN;
+    case SelectorOperator::kExists: return v1::LABEL_OPERATOR_EXISTS;
+    case SelectorOperator::kDoesNotExist: return v1::LABEL_OPERATOR_DOES_NOT_EXIST;
+  }
+  return v1::LABEL_OPERATOR_UNSPECIFIED;
+}
+
+absl::StatusOr<SelectorOperator> SelectorOperatorFromProto(v1::LabelSelectorOperator op,
+                                                           std::string_view field) {
+  constexpr std::string_view kExpected = "; expected IN, NOT_IN, EXISTS or DOES_NOT_EXIST";
+  switch (op) {
+    case v1::LABEL_OPERATOR_IN: return SelectorOperator::kIn;
+    case v1::LABEL_OPERATOR_NOT_IN: return SelectorOperator::kNotIn;
+    case v1::LABEL_OPERATOR_EXISTS: return SelectorOperator::kExists;
+    case v1::LABEL_OPERATOR_DOES_NOT_EXIST: return SelectorOperator::kDoesNotExist;
+    case v1::LABEL_OPERATOR_UNSPECIFIED:
+      return Invalid(field, absl::StrCat("is unspecified", ToAbsl(kExpected)));
+    default:
+      return Invalid(field,
+                     absl::StrCat("unknown operator ", static_cast<int>(op), ToAbsl(kExpected)));
+  }
+}
+
+// The key and each value through the label rules, and the values the operator asks for, each
+// error naming its own field; AddConstraint then has nothing left to refuse.
+absl::StatusOr<LabelConstraint> LabelConstraintFromProto(const v1::LabelSelectorConstraint& proto,
+                                                         const std::string& where) {
+  LabelConstraint constraint;
+  if (absl::Status status = ValidateLabelKey(proto.label_key()); !status.ok()) {
+    return Prefixed(where + ".label_key", status);
+  }
+  constraint.key = proto.label_key();
+  TESSERA_ASSIGN_OR_RETURN(constraint.op,
+                           SelectorOperatorFromProto(proto.operator_(), where + ".operator"));
+  const bool takes_values =
+      constraint.op == SelectorOperator::kIn || constraint.op == SelectorOperator::kNotIn;
+  const std::string& op_name = v1::LabelSelectorOperator_Name(proto.operator_());
+  if (takes_values && proto.label_values().empty()) {
+    return Invalid(where + ".label_values", op_name + " needs at least one value");
+  }
+  if (!takes_values && !proto.label_values().empty()) {
+    return Invalid(where + ".label_values", op_name + " takes no values");
+  }
+  for (int i = 0; i < proto.label_values_size(); ++i) {
+    const std::string& value = proto.label_values(i);
+    // An empty label value is valid on a node, never in a selector: EXISTS says "any value".
+    if (value.empty()) return Invalid(Indexed(where + ".label_values", i), "is empty");
+    if (absl::Status status = ValidateLabelValue(value); !status.ok()) {
+      return Prefixed(Indexed(where + ".label_values", i), status);
+    }
+    constraint.values.push_back(value);
+  }
+  return constraint;
+}
+
+// Field 1 was the map of selector expressions (key -> "in(a,b)"). A peer or a stored record from
+// before the typed form still sends it; read as no constraints it would match any node, so it is
+// refused instead.
+absl::Status RefuseTheOldMapForm(const v1::LabelSelector& proto, std::string_view field) {
+  const google::protobuf::UnknownFieldSet& unknown = proto.GetReflection()->GetUnknownFields(proto);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    if (unknown.field(i).number() == 1) {
+      return Invalid(field,
+                     "holds the old map of selector expressions (field 1), which this version no "
+                     "longer reads; send label_constraints");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<LabelSelector> LabelSelectorFromProto(const v1::LabelSelector& proto,
                                                      std::string_view field) {
-  std::map<std::string, std::string> map(proto.constraints().begin(), proto.constraints().end());
-  auto selector = ParseLabelSelectorMap(map);
-  if (!selector.ok()) return Prefixed(field, selector.status());
+  TESSERA_RETURN_IF_ERROR(RefuseTheOldMapForm(proto, field));
+  LabelSelector selector;
+  for (int i = 0; i < proto.label_constraints_size(); ++i) {
+    const std::string where = Indexed(absl::StrCat(ToAbsl(field), ".label_constraints"), i);
+    TESSERA_ASSIGN_OR_RETURN(LabelConstraint constraint,
+                             LabelConstraintFromProto(proto.label_constraints(i), where));
+    // Sorts, deduplicates and keeps the selector canonical; a rule the library adds later is
+    // still reported against this constraint.
+    if (absl::Status status = selector.AddConstraint(std::move(constraint)); !status.ok()) {
+      return Prefixed(where, status);
+    }
+  }
   return selector;
 }
 
 void LabelSelectorToProto(const LabelSelector& selector, v1::LabelSelector* proto) {
   proto->Clear();
-  for (const auto& [key, expression] : selector.ToMap()) {
-    (*proto->mutable_constraints())[key] = expression;
+  for (const LabelConstraint& constraint : selector.constraints()) {
+    v1::LabelSelectorConstraint* out = proto->add_label_constraints();
+    out->set_label_key(constraint.key);
+    out->set_operator_(SelectorOperatorToProto(constraint.op));
+    for (const std::string& value : constraint.values) out->add_label_values(value);
   }
 }
 
@@ -377,19 +468,18 @@ absl::StatusOr<BundleOption> BundleOptionFromProto(const v1::BundleOptionSpec& p
   BundleOption option;
   bool any_selector = false;
   for (int i = 0; i < proto.bundles_size(); ++i) {
-    any_selector = any_selector || !proto.bundles(i).label_selector().constraints().empty();
+    any_selector = any_selector || !proto.bundles(i).label_selector().label_constraints().empty();
   }
   for (int i = 0; i < proto.bundles_size(); ++i) {
     std::string where = Indexed(absl::StrCat(ToAbsl(field), ".bundles"), i);
     TESSERA_ASSIGN_OR_RETURN(
         ResourceSet bundle, ResourcesFromProto(proto.bundles(i).resources(), where + ".resources"));
     option.bundles.push_back(std::move(bundle));
-    if (any_selector) {
-      TESSERA_ASSIGN_OR_RETURN(
-          LabelSelector selector,
-          LabelSelectorFromProto(proto.bundles(i).label_selector(), where + ".label_selector"));
-      option.selectors.push_back(std::move(selector));
-    }
+    // Read even when no bundle has a constraint, so a selector in the old form is refused.
+    TESSERA_ASSIGN_OR_RETURN(
+        LabelSelector selector,
+        LabelSelectorFromProto(proto.bundles(i).label_selector(), where + ".label_selector"));
+    if (any_selector) option.selectors.push_back(std::move(selector));
   }
   return option;
 }

@@ -74,7 +74,13 @@ absl::StatusOr<NodeRegistration> NodeFromProto(const v1::NodeDescription& proto)
 void NodeToProto(const NodeSpec& spec, std::string_view address, std::string_view incarnation,
                  v1::NodeDescription* proto);
 
-// --- Label selectors (the CLI expression syntax, per key) ---
+// --- Label selectors ---
+// Constraint by constraint (key, operator, values), never as text: ToProto writes the
+// selector's canonical order, so FromProto(ToProto(s)) == s for every selector. FromProto
+// checks each key and value with the label rules and refuses an unspecified or unknown
+// operator, IN or NOT_IN without values, EXISTS or DOES_NOT_EXIST with some, and a selector in
+// the old map form (field 1), naming the field: "label_selector.label_constraints[1].operator:
+// unknown operator 9; expected IN, NOT_IN, EXISTS or DOES_NOT_EXIST".
 absl::StatusOr<LabelSelector> LabelSelectorFromProto(const v1::LabelSelector& proto,
                                                      std::string_view field = "label_selector");
 void LabelSelectorToProto(const LabelSelector& selector, v1::LabelSelector* proto);

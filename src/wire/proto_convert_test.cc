@@ -2,6 +2,7 @@
 
 #include <random>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
@@ -11,6 +12,23 @@ namespace tessera::wire {
 namespace {
 
 using testing_util::Res;
+
+v1::LabelSelectorConstraint Constraint(const std::string& key, v1::LabelSelectorOperator op,
+                                       const std::vector<std::string>& values) {
+  v1::LabelSelectorConstraint constraint;
+  constraint.set_label_key(key);
+  constraint.set_operator_(op);
+  for (const std::string& value : values) constraint.add_label_values(value);
+  return constraint;
+}
+
+v1::LabelSelector SelectorOf(const std::vector<v1::LabelSelectorConstraint>& constraints) {
+  v1::LabelSelector proto;
+  for (const v1::LabelSelectorConstraint& constraint : constraints) {
+    *proto.add_label_constraints() = constraint;
+  }
+  return proto;
+}
 
 TEST(ResourcesConvertTest, RoundTripIsExact) {
   ResourceSet set = Res("CPU=8.5,GPU=4,memory=64GiB,my_res=0.0001");
@@ -174,18 +192,125 @@ TEST(NodeConvertTest, BadNodesAreRefused) {
   EXPECT_NE(twice.status().message().find("a second topology for GPU"), absl::string_view::npos);
 }
 
-TEST(SelectorConvertTest, RoundTripInCliSyntax) {
-  LabelSelector selector = *ParseLabelSelector("gpu=in(a100,h100),zone=!x,spot=!exists()");
+TEST(SelectorConvertTest, EveryOperatorRoundTripsExactlyAsTypedConstraints) {
+  const LabelSelector selector =
+      LabelSelector::Of({{"gpu", SelectorOperator::kIn, {"h100", "a100"}},
+                         {"gpu", SelectorOperator::kNotIn, {"b200"}},
+                         {"gpu", SelectorOperator::kExists, {}},
+                         {"spot", SelectorOperator::kDoesNotExist, {}},
+                         {"tessera.io/accelerator-type", SelectorOperator::kIn, {"H100"}}})
+          .value();
   v1::LabelSelector proto;
   LabelSelectorToProto(selector, &proto);
-  EXPECT_EQ(proto.constraints().at("gpu"), "in(a100,h100)");
-  auto back = LabelSelectorFromProto(proto);
+  // The selector's canonical order (key, operator, values), values sorted; no expression text.
+  ASSERT_EQ(proto.label_constraints_size(), 5);
+  const v1::LabelSelectorConstraint& in = proto.label_constraints(0);
+  EXPECT_EQ(in.label_key(), "gpu");
+  EXPECT_EQ(in.operator_(), v1::LABEL_OPERATOR_IN);
+  EXPECT_EQ(std::vector<std::string>(in.label_values().begin(), in.label_values().end()),
+            (std::vector<std::string>{"a100", "h100"}));
+  EXPECT_EQ(proto.label_constraints(1).operator_(), v1::LABEL_OPERATOR_NOT_IN);
+  EXPECT_EQ(proto.label_constraints(2).operator_(), v1::LABEL_OPERATOR_EXISTS);
+  EXPECT_EQ(proto.label_constraints(2).label_values_size(), 0);
+  EXPECT_EQ(proto.label_constraints(3).label_key(), "spot");
+  EXPECT_EQ(proto.label_constraints(3).operator_(), v1::LABEL_OPERATOR_DOES_NOT_EXIST);
+  EXPECT_EQ(proto.label_constraints(4).label_key(), "tessera.io/accelerator-type");
+
+  v1::LabelSelector sent;
+  ASSERT_TRUE(sent.ParseFromString(proto.SerializeAsString()));
+  auto back = LabelSelectorFromProto(sent);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, selector);
-  (*proto.mutable_constraints())["gpu"] = "in(a";
-  auto bad = LabelSelectorFromProto(proto, "request.label_selector");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_TRUE(absl::StartsWith(bad.status().message(), "request.label_selector: label selector"));
+
+  // Each operator on its own, and the empty selector (no constraints: any node).
+  for (const LabelConstraint& constraint : selector.constraints()) {
+    const LabelSelector one = LabelSelector::Of({constraint}).value();
+    LabelSelectorToProto(one, &proto);
+    EXPECT_EQ(LabelSelectorFromProto(proto).value(), one) << SelectorOperatorName(constraint.op);
+  }
+  LabelSelectorToProto(LabelSelector(), &proto);
+  EXPECT_EQ(proto.label_constraints_size(), 0);
+  EXPECT_TRUE(LabelSelectorFromProto(proto).value().empty());
+}
+
+TEST(SelectorConvertTest, ReadInAnyOrderWithRepeatsKeptOnce) {
+  const v1::LabelSelector proto =
+      SelectorOf({Constraint("zone", v1::LABEL_OPERATOR_NOT_IN, {"c", "b", "c"}),
+                  Constraint("gpu", v1::LABEL_OPERATOR_EXISTS, {}),
+                  Constraint("zone", v1::LABEL_OPERATOR_NOT_IN, {"b", "c"})});
+  auto read = LabelSelectorFromProto(proto);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, LabelSelector::Of({{"gpu", SelectorOperator::kExists, {}},
+                                      {"zone", SelectorOperator::kNotIn, {"b", "c"}}})
+                       .value());
+}
+
+TEST(SelectorConvertTest, EachBadConstraintIsOneLineNamingItsField) {
+  const std::string at = "request.label_selector.label_constraints";
+  const std::string expected = "; expected IN, NOT_IN, EXISTS or DOES_NOT_EXIST";
+  const v1::LabelSelectorConstraint good = Constraint("zone", v1::LABEL_OPERATOR_IN, {"a"});
+  struct Case {
+    std::vector<v1::LabelSelectorConstraint> constraints;
+    std::string message;  // the whole message, or its start where the label rules word the rest
+  };
+  const std::vector<Case> cases = {
+      {{Constraint("zone", v1::LABEL_OPERATOR_UNSPECIFIED, {"a"})},
+       at + "[0].operator: is unspecified" + expected},
+      {{good, Constraint("zone", static_cast<v1::LabelSelectorOperator>(9), {"a"})},
+       at + "[1].operator: unknown operator 9" + expected},
+      {{Constraint("", v1::LABEL_OPERATOR_EXISTS, {})},
+       at + "[0].label_key: label key \"\" is empty"},
+      {{Constraint("Bad Key", v1::LABEL_OPERATOR_IN, {"a"})},
+       at + "[0].label_key: label key \"Bad Key\": name \"Bad Key\" has an invalid character"},
+      {{Constraint("zone", v1::LABEL_OPERATOR_IN, {})},
+       at + "[0].label_values: LABEL_OPERATOR_IN needs at least one value"},
+      {{Constraint("zone", v1::LABEL_OPERATOR_NOT_IN, {})},
+       at + "[0].label_values: LABEL_OPERATOR_NOT_IN needs at least one value"},
+      {{Constraint("zone", v1::LABEL_OPERATOR_EXISTS, {"a"})},
+       at + "[0].label_values: LABEL_OPERATOR_EXISTS takes no values"},
+      {{Constraint("zone", v1::LABEL_OPERATOR_DOES_NOT_EXIST, {"a"})},
+       at + "[0].label_values: LABEL_OPERATOR_DOES_NOT_EXIST takes no values"},
+      {{Constraint("zone", v1::LABEL_OPERATOR_IN, {"a", ""})},
+       at + "[0].label_values[1]: is empty"},
+      {{Constraint("zone", v1::LABEL_OPERATOR_NOT_IN, {"a\nb"})},
+       at + "[0].label_values[0]: label value \"a\\nb\" has an invalid character"},
+  };
+  for (const Case& c : cases) {
+    auto read = LabelSelectorFromProto(SelectorOf(c.constraints), "request.label_selector");
+    ASSERT_FALSE(read.ok()) << c.message;
+    EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StartsWith(read.status().message(), c.message)) << read.status();
+    EXPECT_EQ(read.status().message().find('\n'), absl::string_view::npos) << read.status();
+  }
+
+  // Inside a request, the path runs through it.
+  v1::ResourceRequest request;
+  *request.add_fallbacks() = SelectorOf({Constraint("zone", v1::LABEL_OPERATOR_IN, {})});
+  EXPECT_EQ(ResourceRequestFromProto(request).status().message(),
+            "request.fallbacks[0].label_constraints[0].label_values: LABEL_OPERATOR_IN needs at "
+            "least one value");
+}
+
+TEST(SelectorConvertTest, TheOldMapOfExpressionsIsRefusedNotReadAsAnyNode) {
+  // Field 1 as the map form wrote it: one entry {key: "zone", value: "a"}.
+  v1::LabelSelector old;
+  ASSERT_TRUE(
+      old.ParseFromString(std::string("\x0a\x09\x0a\x04zone\x12\x01"
+                                      "a",
+                                      11)));
+  EXPECT_EQ(old.label_constraints_size(), 0);
+  EXPECT_EQ(LabelSelectorFromProto(old, "request.label_selector").status().message(),
+            "request.label_selector: holds the old map of selector expressions (field 1), which "
+            "this version no longer reads; send label_constraints");
+  // Also where it is a group's only selector, so no bundle has a constraint of the new form.
+  v1::CreatePlacementGroupRequest group;
+  group.set_name("g");
+  v1::BundleSpec* bundle = group.mutable_primary()->add_bundles();
+  (*bundle->mutable_resources()->mutable_raw())["CPU"] = 10000;
+  *bundle->mutable_label_selector() = old;
+  EXPECT_TRUE(absl::StartsWith(PlacementGroupSpecFromProto(group).status().message(),
+                               "primary.bundles[0].label_selector: holds the old map"))
+      << PlacementGroupSpecFromProto(group).status();
 }
 
 TEST(RequestConvertTest, RoundTripWithFallbacksAffinityAndTarget) {
@@ -314,6 +439,13 @@ TEST(ProtoConvertRobustnessTest, RandomContentGivesValueOrOneLineError) {
   const std::vector<int64_t> numbers = {0, 1, -1, 10000, 10001, INT64_MAX, INT64_MIN, 5000, 3};
   auto word = [&] { return words[pick(static_cast<int>(words.size()))]; };
   auto number = [&] { return numbers[pick(static_cast<int>(numbers.size()))]; };
+  // A constraint of random words, any operator number (known or not) and 0-2 values.
+  auto random_constraint = [&](v1::LabelSelector* selector) {
+    v1::LabelSelectorConstraint* constraint = selector->add_label_constraints();
+    constraint->set_label_key(word());
+    constraint->set_operator_(static_cast<v1::LabelSelectorOperator>(pick(6)));
+    for (int i = 0; i < pick(3); ++i) constraint->add_label_values(word());
+  };
   auto one_line = [](const absl::Status& status) {
     return status.ok() || status.message().find('\n') == absl::string_view::npos;
   };
@@ -340,7 +472,7 @@ TEST(ProtoConvertRobustnessTest, RandomContentGivesValueOrOneLineError) {
 
     v1::ResourceRequest request;
     (*request.mutable_resources()->mutable_raw())[word()] = number();
-    (*request.mutable_label_selector()->mutable_constraints())[word()] = word();
+    random_constraint(request.mutable_label_selector());
     request.set_strategy(static_cast<v1::Strategy>(pick(3)));
     request.set_affinity_node_id(word());
     request.set_placement_group(word());
@@ -361,7 +493,7 @@ TEST(ProtoConvertRobustnessTest, RandomContentGivesValueOrOneLineError) {
     pg.set_name(word());
     auto* bundle = pg.mutable_primary()->add_bundles();
     (*bundle->mutable_resources()->mutable_raw())[word()] = number();
-    (*bundle->mutable_label_selector()->mutable_constraints())[word()] = word();
+    random_constraint(bundle->mutable_label_selector());
     auto p = PlacementGroupSpecFromProto(pg);
     EXPECT_TRUE(one_line(p.status())) << p.status();
   }

@@ -42,8 +42,6 @@ KNOWN_INSIDE = {
                                "still take bundles, strategies and selectors as text",
     "src/client/reservation_calls.cc": "a slice request's accelerator and topology arrive as text "
                                        "and are parsed to be checked, then sent as text",
-    "src/wire/proto_convert.cc": "a LabelSelector is a map of selector expressions on the wire "
-                                 "(LabelSelector.constraints)",
     "src/scheduling/domain_group_scheduler.cc": "slice requests carry their accelerator and "
                                                 "topology as text, parsed again here",
 }
