@@ -19,7 +19,8 @@ PARSERS = {
                "ParseLabels", "ParseLabelsYaml", "FallbackList::ParseYaml"],
     "hardware/tpu": ["ParseTpuTopology", "ParseTpuTopologyFor", "ParseTpuAcceleratorType",
                      "ParseTpuGeneration", "ParseSliceShape"],
-    "scheduling/placement_group_spec": ["ParsePlacementStrategy", "ParseBundleOption"],
+    "vocabulary": ["ParsePlacementStrategy"],
+    "scheduling/placement_group_spec": ["ParseBundleOption"],
 }
 
 # Where text enters, and why that is an edge.
