@@ -37,8 +37,6 @@ EDGES = {
 
 # Files inside that still parse text, each with its reason; fix one, then remove it here.
 KNOWN_INSIDE = {
-    "src/api/gang.cc": "GangOptions (tessera/gang.h) still takes resources, topology, the "
-                       "strategy and selectors as text",
     "src/api/reservations.cc": "PlacementGroupOptions and SliceOptions (tessera/placement_group.h) "
                                "still take bundles, strategies and selectors as text",
     "src/client/reservation_calls.cc": "a slice request's accelerator and topology arrive as text "
