@@ -4,9 +4,12 @@
 // job of the cluster: the head's controller runs it (the same as `tessera train`, docs/train.md),
 // so it lives on if the program exits; the program follows it by id.
 //
+//   tessera::ResourceSet gpu = *tessera::ResourceSet::FromAmounts({{"CPU", 1}, {"GPU", 1}});
 //   auto gang = tessera::StartGang({.name = "train",
 //                                   .command = {"python3", "train.py"},
 //                                   .workers = 4,
+//                                   .resources_per_worker = gpu,
+//                                   .strategy = tessera::PlacementStrategy::kSpread,
 //                                   .max_restarts = 1});
 //   absl::StatusOr<tessera::GangStatus> done = gang->Wait(absl::Minutes(10));
 //   // done->state: "SUCCEEDED", "FAILED" (done->message names the rank, host and cause) or
@@ -23,6 +26,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,8 +34,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "labels/label_selector.h"
+#include "resources/resource_set.h"
 #include "tessera/actor.h"
 #include "tessera/tessera.h"
+#include "vocabulary/placement_strategy.h"
+#include "vocabulary/task_options.h"
 
 namespace tessera {
 
@@ -49,18 +57,18 @@ struct GangOptions {
   int num_slices = 1;
   int min_slices = 0;  // 0: fixed
   bool per_chip = false;
-  // Workers of one placement group.
+  // Workers of one placement group: each rank's bundle, spread by `strategy`.
   int workers = 0;
   int min_workers = 0;  // 0: fixed
-  std::string resources_per_worker = "CPU=1";
-  std::string strategy = "PACK";
+  ResourceSet resources_per_worker = OneCpu();
+  PlacementStrategy strategy = PlacementStrategy::kPack;
   // Nodes of procs_per_node ranks each (torchrun's --nnodes / --nproc-per-node).
   int nodes = 0;
   int min_nodes = 0;  // 0: fixed
   int procs_per_node = 1;
-  std::string resources_per_node;  // "" : CPU=<procs_per_node>
+  std::optional<ResourceSet> resources_per_node;  // nullopt: CPU=<procs_per_node>
   // Label selectors of the bundles (workers and nodes): the first, then fallbacks.
-  std::vector<std::string> label_selectors;
+  std::vector<LabelSelector> label_selectors;
 
   // Set torchrun's and Ray Train's variables (RANK, WORLD_SIZE, MASTER_ADDR, ...).
   bool torch_env = true;

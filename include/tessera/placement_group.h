@@ -3,8 +3,10 @@
 // domain). Tasks and actors are placed in them with `.PlacementGroup(name, bundle)`; a slice
 // reservation is a placement group with one bundle per host, bundle i on TPU worker i.
 //
-//   auto pg = tessera::CreatePlacementGroup({.name = "train", .strategy = "STRICT_SPREAD",
-//                                            .bundles = {"CPU=1,GPU=1", "CPU=1,GPU=1"}});
+//   tessera::ResourceSet gpu = *tessera::ResourceSet::FromAmounts({{"CPU", 1}, {"GPU", 1}});
+//   auto pg = tessera::CreatePlacementGroup({.name = "train",
+//                                            .strategy = tessera::PlacementStrategy::kStrictSpread,
+//                                            .bundles = {gpu, gpu}});
 //   auto slice = tessera::ReserveSlices({.name = "s", .accelerator_type = "TPU-V6E",
 //                                        .topology = "4x4"});
 //   ... tessera::Actor(Make).Resources({{"TPU", 4}}).PlacementGroup("s", i).Remote();
@@ -23,23 +25,28 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "labels/label_selector.h"
+#include "resources/resource_set.h"
+#include "vocabulary/placement_strategy.h"
 
 namespace tessera {
 
 struct PlacementGroupOptions {
   // Unique among the cluster's groups and slice reservations.
   std::string name;
-  // "PACK" (fewest nodes), "SPREAD" (distinct nodes, best effort), "STRICT_PACK" (one node),
-  // "STRICT_SPREAD" (every bundle on its own node).
-  std::string strategy = "PACK";
-  // One resource set per bundle: "CPU=1,GPU=2".
-  std::vector<std::string> bundles;
-  // None, or one label selector per bundle: "zone=a".
-  std::vector<std::string> bundle_selectors;
+  // kPack (fewest nodes), kSpread (distinct nodes, best effort), kStrictPack (one node),
+  // kStrictSpread (every bundle on its own node).
+  PlacementStrategy strategy = PlacementStrategy::kPack;
+  // One resource set per bundle (ResourceSet::FromAmounts({{"CPU", 1}, {"GPU", 2}})); each
+  // reserves at least one resource.
+  std::vector<ResourceSet> bundles;
+  // None, or one label selector per bundle (an empty one matches every node):
+  // LabelSelector::Of({{"zone", SelectorOperator::kIn, {"a"}}}).
+  std::vector<LabelSelector> bundle_selectors;
   // Other shapes tried in order when the primary cannot be placed.
   struct Alternative {
-    std::vector<std::string> bundles;
-    std::vector<std::string> bundle_selectors;
+    std::vector<ResourceSet> bundles;
+    std::vector<LabelSelector> bundle_selectors;  // none, or one per bundle
   };
   std::vector<Alternative> fallbacks;
   // Set: every bundle on nodes that share one value of this label key (one rack, one NVLink

@@ -293,7 +293,8 @@ class ActorClass:
                 return found
         call = arguments.encode(args, kwargs, put_serialized)
         try:
-            actor_id = _core.create_actor(self._cls.__name__, self._code.ref(), call, core)
+            actor_id = _core.create_actor(self._cls.__name__, self._code.ref(), call,
+                                          _core.ActorOptions(core))
         except _core.CoreError as e:
             if name and e.args[0] == "ALREADY_EXISTS":
                 # get_if_exists: another creator took the name since the look-up above.

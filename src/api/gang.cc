@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "api/gang_request.h"
 #include "api/reservations.h"
 #include "base/ignore_status.h"
 #include "base/status_macros.h"
@@ -39,18 +40,11 @@ absl::StatusOr<std::unique_ptr<client::ClusterClient>> Connect() {
   return client::ClusterClient::Connect(*options);
 }
 
-absl::StatusOr<v1::Resources> Resources(const std::string& what, const std::string& text) {
-  auto parsed = ParseResourceSet(text);
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("gang: ", what, ": ", parsed.status().message()));
-  }
-  return wire::ResourcesToProto(*parsed);
-}
-
 int64_t Ms(absl::Duration d) { return std::max<int64_t>(0, absl::ToInt64Milliseconds(d)); }
 
-absl::StatusOr<v1::SubmitJobRequest> GangRequest(const GangOptions& o) {
+}  // namespace
+
+absl::StatusOr<v1::SubmitJobRequest> api::GangRequest(const GangOptions& o) {
   v1::SubmitJobRequest request;
   request.set_request_id(client::NewRequestId("gang"));
   v1::JobSpec& spec = *request.mutable_spec();
@@ -83,37 +77,29 @@ absl::StatusOr<v1::SubmitJobRequest> GangRequest(const GangOptions& o) {
   if (o.workers > 0) {
     p.set_max_workers(o.workers);
     p.set_min_workers(o.min_workers > 0 ? o.min_workers : o.workers);
-    TESSERA_ASSIGN_OR_RETURN(*p.mutable_resources_per_worker(),
-                             Resources("resources_per_worker", o.resources_per_worker));
-    if (!o.strategy.empty()) {  // "": PACK
-      auto strategy = ParsePlacementStrategy(o.strategy);
-      if (!strategy.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("gang: strategy: ", strategy.status().message()));
-      }
-      p.set_strategy(wire::PlacementStrategyToProto(*strategy));
-    }
+    wire::ResourcesToProto(o.resources_per_worker, p.mutable_resources_per_worker());
+    p.set_strategy(wire::PlacementStrategyToProto(o.strategy));
   }
   if (o.nodes > 0) {
     p.set_max_nodes(o.nodes);
     p.set_min_nodes(o.min_nodes > 0 ? o.min_nodes : o.nodes);
     p.set_nproc_per_node(o.procs_per_node);
-    TESSERA_ASSIGN_OR_RETURN(
-        *p.mutable_resources_per_node(),
-        Resources("resources_per_node", o.resources_per_node.empty()
-                                            ? absl::StrCat("CPU=", o.procs_per_node)
-                                            : o.resources_per_node));
-  }
-  for (const std::string& text : o.label_selectors) {
-    auto selector = ParseLabelSelector(text);
-    if (!selector.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("gang: label selector: ", selector.status().message()));
+    // Unset: a CPU for each of the node's processes (a count below 1 is the job check's error).
+    ResourceSet per_node;
+    if (o.resources_per_node.has_value()) {
+      per_node = *o.resources_per_node;
+    } else if (o.procs_per_node > 0) {
+      per_node.Set("CPU", Quantity::FromInt(o.procs_per_node));
     }
-    wire::LabelSelectorToProto(*selector, p.add_label_selectors());
+    wire::ResourcesToProto(per_node, p.mutable_resources_per_node());
+  }
+  for (const LabelSelector& selector : o.label_selectors) {
+    wire::LabelSelectorToProto(selector, p.add_label_selectors());
   }
   return request;
 }
+
+namespace {
 
 GangStatus FromProto(const v1::JobStatus& s) {
   GangStatus out;
@@ -262,7 +248,7 @@ namespace internal {
 absl::StatusOr<GangStatus> RunActorGang(const GangOptions& options, StartActorGangMember start) {
   GangOptions with_command = options;
   with_command.command = {"(actors)"};  // what the job says it runs; actors ignore it
-  TESSERA_ASSIGN_OR_RETURN(v1::SubmitJobRequest request, GangRequest(with_command));
+  TESSERA_ASSIGN_OR_RETURN(v1::SubmitJobRequest request, api::GangRequest(with_command));
   TESSERA_RETURN_IF_ERROR(train::ValidateJobSpec(request.spec()));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, Connect());
   ActorGangBackend backend(std::make_unique<train::ClusterGangBackend>(std::move(client)),
@@ -279,7 +265,7 @@ absl::StatusOr<GangStatus> RunActorGang(const GangOptions& options, StartActorGa
 }  // namespace internal
 
 absl::StatusOr<Gang> StartGang(const GangOptions& options) {
-  TESSERA_ASSIGN_OR_RETURN(v1::SubmitJobRequest request, GangRequest(options));
+  TESSERA_ASSIGN_OR_RETURN(v1::SubmitJobRequest request, api::GangRequest(options));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, Connect());
   v1::JobStatus status;
   TESSERA_RETURN_IF_ERROR(client->Call(

@@ -61,29 +61,22 @@ absl::Status CheckName(std::string_view what, const std::string& name) {
   return absl::OkStatus();
 }
 
+// The options are types already (tessera/placement_group.h): they become the spec as they are,
+// and the spec's own check is the one the head makes again.
 absl::StatusOr<v1::CreatePlacementGroupRequest> GroupRequest(const PlacementGroupOptions& options) {
   TESSERA_RETURN_IF_ERROR(CheckName("placement group", options.name));
   PlacementGroupSpec spec;
   spec.name = options.name;
-  auto prefix = [&](const absl::Status& status) {
-    return absl::Status(status.code(),
-                        absl::StrCat("placement group ", options.name, ": ", status.message()));
-  };
-  auto strategy = ParsePlacementStrategy(options.strategy);
-  if (!strategy.ok()) return prefix(strategy.status());
-  spec.strategy = *strategy;
-  auto primary = ParseBundleOption("bundles", options.bundles, options.bundle_selectors);
-  if (!primary.ok()) return prefix(primary.status());
-  spec.primary = *std::move(primary);
-  for (size_t i = 0; i < options.fallbacks.size(); ++i) {
-    auto fallback =
-        ParseBundleOption(absl::StrCat("fallback ", i + 1), options.fallbacks[i].bundles,
-                          options.fallbacks[i].bundle_selectors);
-    if (!fallback.ok()) return prefix(fallback.status());
-    spec.fallbacks.push_back(*std::move(fallback));
+  spec.strategy = options.strategy;
+  spec.primary = BundleOption{options.bundles, options.bundle_selectors};
+  for (const PlacementGroupOptions::Alternative& fallback : options.fallbacks) {
+    spec.fallbacks.push_back(BundleOption{fallback.bundles, fallback.bundle_selectors});
   }
   spec.same_label = options.same_label;
-  if (absl::Status valid = ValidatePlacementGroupSpec(spec); !valid.ok()) return prefix(valid);
+  if (absl::Status valid = ValidatePlacementGroupSpec(spec); !valid.ok()) {
+    return absl::Status(valid.code(),
+                        absl::StrCat("placement group ", options.name, ": ", valid.message()));
+  }
   v1::CreatePlacementGroupRequest request;
   wire::PlacementGroupSpecToProto(spec, &request);
   request.set_request_id(client::NewRequestId("pg"));

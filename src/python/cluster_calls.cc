@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,7 @@
 #include "python/core_error.h"
 #include "python/label_selectors.h"
 #include "python/object_ref.h"
+#include "python/vocabulary_values.h"
 #include "resources/quantity.h"
 #include "rpc/state_names.h"
 #include "tessera/placement_group.h"
@@ -107,13 +109,18 @@ py::list ListPlacementGroups() {
   return groups;
 }
 
+// What placement_group.py hands over (Ray's values, checked there): bundles as dicts of amounts
+// rounded to the core's precision, selectors as Ray's dicts, the strategy as Ray's word; each
+// becomes its type here, once.
 PlacementGroupOptions PlacementGroupOptionsFrom(const py::dict& options) {
   PlacementGroupOptions create;
   create.name = Get<std::string>(options, "name", "");
-  create.strategy = Get<std::string>(options, "strategy", "PACK");
-  create.bundles = Get<std::vector<std::string>>(options, "bundles", {});
+  if (options.contains("strategy") && !options["strategy"].is_none()) {
+    create.strategy = PlacementStrategyFrom(options["strategy"], "strategy");
+  }
+  if (options.contains("bundles")) create.bundles = BundlesFrom(options["bundles"], "bundles");
   if (options.contains("bundle_selectors")) {
-    create.bundle_selectors = SelectorTexts(options["bundle_selectors"], "bundle_label_selector");
+    create.bundle_selectors = SelectorsFrom(options["bundle_selectors"], "bundle_label_selector");
   }
   create.same_label = Get<std::string>(options, "same_label", "");
   // timeout_s None: until placed or removed.
@@ -123,13 +130,18 @@ PlacementGroupOptions PlacementGroupOptionsFrom(const py::dict& options) {
   create.wait_while_infeasible = Get<bool>(options, "wait_while_infeasible", false);
   create.detached = Get<bool>(options, "detached", false);
   if (options.contains("fallbacks")) {
-    for (py::handle item : options["fallbacks"].cast<py::list>()) {
-      py::dict fallback = item.cast<py::dict>();
-      create.fallbacks.push_back(PlacementGroupOptions::Alternative{
-          Get<std::vector<std::string>>(fallback, "bundles", {}),
-          fallback.contains("bundle_selectors")
-              ? SelectorTexts(fallback["bundle_selectors"], "fallback_strategy")
-              : std::vector<std::string>{}});
+    const py::list fallbacks = options["fallbacks"].cast<py::list>();
+    for (size_t i = 0; i < fallbacks.size(); ++i) {
+      const py::dict fallback = fallbacks[i].cast<py::dict>();
+      PlacementGroupOptions::Alternative alternative;
+      if (fallback.contains("bundles")) {
+        alternative.bundles = BundlesFrom(fallback["bundles"], absl::StrCat("fallback ", i + 1));
+      }
+      if (fallback.contains("bundle_selectors")) {
+        alternative.bundle_selectors =
+            SelectorsFrom(fallback["bundle_selectors"], "fallback_strategy");
+      }
+      create.fallbacks.push_back(std::move(alternative));
     }
   }
   return create;

@@ -425,15 +425,27 @@ void BindTaskCalls(py::module_& m) {
       "Cancels the task whose result is `ref` (see TaskSubmitter::Cancel).");
 }
 
+// An actor's options as the core reads them: made from actor.py's options dict, or by a gang's
+// controller for each rank (run_actor_gang hands them to its start as they are, so they are never
+// turned back into a dict to be read again).
+void BindActorOptions(py::module_& m) {
+  py::class_<ActorOptions>(m, "ActorOptions")
+      .def(py::init(&ActorOptionsFrom), py::arg("options"),
+           "The core's form of an actor's options dict (what create_actor reads).")
+      .def_property_readonly(
+          "env", [](const ActorOptions& options) { return options.env; },
+          "What the actor's worker adds to its environment (a gang rank's RANK, WORLD_SIZE...).");
+}
+
 // Actors: creation, calls, kills, lookup by name, and the owner address their handles name.
 void BindActorCalls(py::module_& m) {
   m.def(
       "create_actor",
-      [](const std::string& name, py::handle code, const py::list& args, const py::dict& options) {
+      [](const std::string& name, py::handle code, const py::list& args,
+         const ActorOptions& actor) {
         CheckNotForked();
         internal::FunctionDescriptor function = PythonFunction(name, code);
         std::vector<internal::TaskArgument> arguments = ArgumentsFrom(args);
-        ActorOptions actor = ActorOptionsFrom(options);
         absl::StatusOr<std::string> id;
         {
           py::gil_scoped_release release;
@@ -445,7 +457,8 @@ void BindActorCalls(py::module_& m) {
         return *id;
       },
       py::arg("name"), py::arg("code"), py::arg("args"), py::arg("options"),
-      "Creates an actor of the Python class stored in `code`; its id (hex).");
+      "Creates an actor of the Python class stored in `code` with `options` (an ActorOptions); "
+      "its id (hex).");
   m.def(
       "submit_actor_task",
       [](const std::string& actor_id, const std::string& method, const py::list& args,
@@ -578,6 +591,7 @@ void BindDriverCalls(py::module_& m) {
   BindSessionCalls(m);
   BindObjectCalls(m);
   BindTaskCalls(m);
+  BindActorOptions(m);
   BindActorCalls(m);
   BindContextAndStatsCalls(m);
 }

@@ -17,6 +17,7 @@
 #include "python/core_error.h"
 #include "python/label_selectors.h"
 #include "python/object_ref.h"
+#include "python/vocabulary_values.h"
 #include "tessera/actor.h"
 #include "tessera/gang.h"
 #include "tessera/tessera.h"
@@ -62,11 +63,16 @@ GangOptions GangOptionsFrom(const py::dict& options) {
   out.topology = Get<std::string>(options, "topology", "");
   out.num_slices = Get<int>(options, "num_slices", out.num_slices);
   out.workers = Get<int>(options, "workers", 0);
-  out.resources_per_worker =
-      Get<std::string>(options, "resources_per_worker", out.resources_per_worker);
-  out.strategy = Get<std::string>(options, "strategy", out.strategy);
-  if (options.contains("label_selectors") && !options["label_selectors"].is_none()) {
-    out.label_selectors = SelectorTexts(options["label_selectors"], "label_selectors");
+  // Ray Train's values (_config.py's gang_options), each its type once, here.
+  if (options.contains("resources_per_worker") && !options["resources_per_worker"].is_none()) {
+    out.resources_per_worker =
+        ResourceSetFrom(options["resources_per_worker"], "resources_per_worker");
+  }
+  if (options.contains("strategy") && !options["strategy"].is_none()) {
+    out.strategy = PlacementStrategyFrom(options["strategy"], "strategy");
+  }
+  if (options.contains("label_selectors")) {
+    out.label_selectors = SelectorsFrom(options["label_selectors"], "label_selectors");
   }
   out.max_restarts = Get<int>(options, "max_restarts", 0);
   out.torch_env = Get<bool>(options, "torch_env", true);
@@ -83,29 +89,6 @@ GangOptions GangOptionsFrom(const py::dict& options) {
   }
   out.stop_grace = absl::Seconds(stop_grace_s);
   out.env = Get<std::map<std::string, std::string>>(options, "env", {});
-  return out;
-}
-
-// The rank's actor options in the dict form _core.create_actor takes (driver_calls.cc).
-py::dict ActorOptionsDict(const ActorOptions& o) {
-  py::list selectors;
-  for (const LabelSelector& selector : o.label_selectors)
-    selectors.append(py::cast(selector.ToMap()));
-  std::map<std::string, double> amounts;
-  for (const auto& [name, quantity] : o.resources) amounts[name] = quantity.ToDouble();
-  py::dict out;
-  out["resources"] = py::cast(amounts);
-  out["label_selectors"] = selectors;
-  out["name"] = o.name;
-  out["detached"] = o.detached;
-  out["max_restarts"] = o.max_restarts;
-  out["max_task_retries"] = o.max_task_retries;
-  out["max_concurrency"] = o.max_concurrency;
-  if (const auto* group = std::get_if<PlacementGroupScheduling>(&o.strategy)) {
-    out["placement_group"] = group->placement_group;
-    out["bundle_index"] = group->bundle_index;
-  }
-  out["env"] = py::cast(o.env);
   return out;
 }
 
@@ -146,11 +129,14 @@ std::string ExceptionText(const py::error_already_set& e) {
   return message.empty() ? type : absl::StrCat(type, ": ", message);
 }
 
-// Runs with the GIL held: the Python start's (actor id, ObjectRef), copied into C++ values.
+// Runs with the GIL held: the Python start's (actor id, ObjectRef), copied into C++ values. The
+// rank's options go to Python as they are (a _core.ActorOptions, which create_actor takes), so
+// nothing is turned into Ray's values and parsed back.
 absl::StatusOr<std::pair<std::string, ObjectRefBase>> CallStart(py::handle start,
                                                                 const ActorOptions& options) {
   try {
-    py::object result = py::reinterpret_borrow<py::object>(start)(ActorOptionsDict(options));
+    py::object result =
+        py::reinterpret_borrow<py::object>(start)(py::cast(options, py::return_value_policy::copy));
     if (!py::isinstance<py::tuple>(result) || py::len(result) != 2) {
       return absl::InvalidArgumentError(
           "run_actor_gang: start must return (actor id hex, ObjectRef of the rank's call)");
@@ -202,9 +188,9 @@ void BindGangCalls(py::module_& m) {
         "accelerator_type+topology+num_slices, or workers+resources_per_worker+strategy; "
         "label_selectors, max_restarts, torch_env, start_timeout_s, stop_grace_s, env. For "
         "each rank of each attempt the controller calls start(actor_options) -> (actor id "
-        "hex, ObjectRef of the rank's call); actor_options is create_actor's dict with the "
-        "rank's bundle and environment. Returns the gang's status dict (state, message, "
-        "restart_count, world_size, ranks).");
+        "hex, ObjectRef of the rank's call); actor_options is the ActorOptions create_actor "
+        "takes, with the rank's bundle and environment (its env). Returns the gang's status "
+        "dict (state, message, restart_count, world_size, ranks).");
 }
 
 }  // namespace tessera::python

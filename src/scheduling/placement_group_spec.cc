@@ -48,26 +48,6 @@ absl::Status ValidateOption(const BundleOption& option, std::string_view where) 
 
 }  // namespace
 
-std::string_view PlacementStrategyName(PlacementStrategy strategy) {
-  switch (strategy) {
-    case PlacementStrategy::kPack: return "PACK";
-    case PlacementStrategy::kSpread: return "SPREAD";
-    case PlacementStrategy::kStrictPack: return "STRICT_PACK";
-    case PlacementStrategy::kStrictSpread: return "STRICT_SPREAD";
-  }
-  return "UNKNOWN";
-}
-
-absl::StatusOr<PlacementStrategy> ParsePlacementStrategy(std::string_view text) {
-  for (PlacementStrategy s : {PlacementStrategy::kPack, PlacementStrategy::kSpread,
-                              PlacementStrategy::kStrictPack, PlacementStrategy::kStrictSpread}) {
-    if (text == PlacementStrategyName(s)) return s;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown placement strategy ", Quote(text),
-                   "; expected PACK, SPREAD, STRICT_PACK or STRICT_SPREAD"));
-}
-
 const LabelSelector& BundleSelector(const BundleOption& option, size_t i) {
   static const LabelSelector kAny;
   return i < option.selectors.size() ? option.selectors[i] : kAny;

@@ -1,6 +1,7 @@
 // PlacementGroupSpec: a gang of resource bundles reserved together under one strategy (PACK,
-// SPREAD, STRICT_PACK, STRICT_SPREAD), each bundle with an optional label selector, plus an
-// ordered list of alternative bundle shapes tried when the primary cannot be placed.
+// SPREAD, STRICT_PACK, STRICT_SPREAD: vocabulary/placement_strategy.h), each bundle with an
+// optional label selector, plus an ordered list of alternative bundle shapes tried when the
+// primary cannot be placed.
 // Thread-safe: plain values and pure functions.
 #pragma once
 
@@ -13,18 +14,9 @@
 #include "absl/status/statusor.h"
 #include "labels/label_selector.h"
 #include "resources/resource_set.h"
+#include "vocabulary/placement_strategy.h"
 
 namespace tessera {
-
-enum class PlacementStrategy {
-  kPack,          // best effort: fewest nodes
-  kSpread,        // best effort: distinct nodes
-  kStrictPack,    // every bundle on one node
-  kStrictSpread,  // every bundle on a different node
-};
-std::string_view PlacementStrategyName(PlacementStrategy strategy);
-// "PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"; InvalidArgument otherwise.
-absl::StatusOr<PlacementStrategy> ParsePlacementStrategy(std::string_view text);
 
 // One shape of the group: its bundles and, optionally, one selector per bundle (empty: every
 // bundle matches every node).

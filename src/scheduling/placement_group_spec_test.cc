@@ -44,16 +44,6 @@ TEST(PlacementGroupSpecTest, RefusalsNameTheBundleAndTheRule) {
             "resource)");
 }
 
-TEST(PlacementGroupSpecTest, StrategyNamesRoundTrip) {
-  for (PlacementStrategy s : {PlacementStrategy::kPack, PlacementStrategy::kSpread,
-                              PlacementStrategy::kStrictPack, PlacementStrategy::kStrictSpread}) {
-    EXPECT_EQ(*ParsePlacementStrategy(PlacementStrategyName(s)), s);
-  }
-  EXPECT_EQ(ParsePlacementStrategy("PACKED").status().message(),
-            "unknown placement strategy \"PACKED\"; expected PACK, SPREAD, STRICT_PACK or "
-            "STRICT_SPREAD");
-}
-
 }  // namespace
 }  // namespace tessera
 

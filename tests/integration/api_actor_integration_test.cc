@@ -429,7 +429,7 @@ int RunDoomedOwner(const char* state_dir) {
   }
   PlacementGroupOptions owned;
   owned.name = "doomed-owned";
-  owned.bundles = {"CPU=1"};
+  owned.bundles = {OneCpu()};
   PlacementGroupOptions detached = owned;
   detached.name = "doomed-detached";
   detached.detached = true;

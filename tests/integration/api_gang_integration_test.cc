@@ -154,7 +154,7 @@ TEST_F(GangTest, BadOptionsAreOneLineErrorsAndStartNothing) {
   two.nodes = 2;
   EXPECT_TRUE(absl::IsInvalidArgument(StartGang(two).status()));
   GangOptions bad = ShGang("bad", 2, "true");
-  bad.resources_per_worker = "CPU=lots";
+  bad.resources_per_worker = ResourceSet();  // a worker that asks for nothing
   auto refused = StartGang(bad);
   EXPECT_TRUE(absl::IsInvalidArgument(refused.status()));
   EXPECT_THAT(refused.status().message(), HasSubstr("resources_per_worker"));

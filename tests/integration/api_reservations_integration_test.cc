@@ -25,6 +25,12 @@ using ::testing::HasSubstr;
 std::string NodeOfTask() { return GetRuntimeContext().node_id; }
 TESSERA_REMOTE(NodeOfTask);
 
+// A bundle of `cpus` CPUs, and the selector of one node: the options' types, written once.
+ResourceSet Cpus(double cpus) { return ResourceSet::FromAmounts({{"CPU", cpus}}).value(); }
+LabelSelector OnNode(const std::string& node) {
+  return LabelSelector::Of({{"tessera.io/node-id", SelectorOperator::kIn, {node}}}).value();
+}
+
 class HostProbe {
  public:
   std::string TpuWorker() const {
@@ -48,8 +54,9 @@ class ReservationsTest : public ApiClusterFixture {
 };
 
 TEST_F(ReservationsTest, StrictSpreadGroupPlacesEachBundleOnItsOwnNodeAndTasksRunThere) {
-  auto group = CreatePlacementGroup(
-      {.name = "spread", .strategy = "STRICT_SPREAD", .bundles = {"CPU=1", "CPU=1", "CPU=1"}});
+  auto group = CreatePlacementGroup({.name = "spread",
+                                     .strategy = PlacementStrategy::kStrictSpread,
+                                     .bundles = {Cpus(1), Cpus(1), Cpus(1)}});
   ASSERT_TRUE(group.ok()) << group.status();
   ASSERT_EQ(group->bundle_nodes.size(), 3u);
   EXPECT_EQ(std::set<std::string>(group->bundle_nodes.begin(), group->bundle_nodes.end()).size(),
@@ -63,25 +70,25 @@ TEST_F(ReservationsTest, StrictSpreadGroupPlacesEachBundleOnItsOwnNodeAndTasksRu
 }
 
 TEST_F(ReservationsTest, InfeasibleGroupFailsWithTheHeadsExplanationAndLeavesNothing) {
-  auto group = CreatePlacementGroup({.name = "huge", .bundles = {"CPU=1000"}});
+  auto group = CreatePlacementGroup({.name = "huge", .bundles = {Cpus(1000)}});
   ASSERT_FALSE(group.ok());
   EXPECT_EQ(group.status().code(), absl::StatusCode::kResourceExhausted) << group.status();
   EXPECT_THAT(group.status().message(), HasSubstr("placement group huge can never be placed"));
   // Withdrawn: the name is free again.
-  auto again = CreatePlacementGroup({.name = "huge", .bundles = {"CPU=1"}});
+  auto again = CreatePlacementGroup({.name = "huge", .bundles = {Cpus(1)}});
   ASSERT_TRUE(again.ok()) << again.status();
   ASSERT_OK(RemovePlacementGroup("huge"));
 }
 
 TEST_F(ReservationsTest, GroupWithoutRoomTimesOutAndIsWithdrawn) {
   auto all = CreatePlacementGroup({.name = "all-cpu1",
-                                   .strategy = "STRICT_PACK",
-                                   .bundles = {"CPU=4"},
-                                   .bundle_selectors = {"tessera.io/node-id=cpu1"}});
+                                   .strategy = PlacementStrategy::kStrictPack,
+                                   .bundles = {Cpus(4)},
+                                   .bundle_selectors = {OnNode("cpu1")}});
   ASSERT_TRUE(all.ok()) << all.status();
   auto late = CreatePlacementGroup({.name = "late",
-                                    .bundles = {"CPU=4"},
-                                    .bundle_selectors = {"tessera.io/node-id=cpu1"},
+                                    .bundles = {Cpus(4)},
+                                    .bundle_selectors = {OnNode("cpu1")},
                                     .timeout = absl::Milliseconds(300)});
   ASSERT_FALSE(late.ok());
   EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded) << late.status();
@@ -89,30 +96,37 @@ TEST_F(ReservationsTest, GroupWithoutRoomTimesOutAndIsWithdrawn) {
   ASSERT_OK(RemovePlacementGroup("all-cpu1"));
   // The pending request was withdrawn: it did not take the room freed above.
   auto now = CreatePlacementGroup(
-      {.name = "late", .bundles = {"CPU=4"}, .bundle_selectors = {"tessera.io/node-id=cpu1"}});
+      {.name = "late", .bundles = {Cpus(4)}, .bundle_selectors = {OnNode("cpu1")}});
   ASSERT_TRUE(now.ok()) << now.status();
   ASSERT_OK(RemovePlacementGroup("late"));
 }
 
 TEST_F(ReservationsTest, BadOptionsAreOneLineErrorsAndReserveNothing) {
-  auto strategy =
-      CreatePlacementGroup({.name = "bad", .strategy = "DIAGONAL", .bundles = {"CPU=1"}});
-  EXPECT_EQ(strategy.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(strategy.status().message(), HasSubstr("placement group bad: "));
+  auto selectors = CreatePlacementGroup(
+      {.name = "bad", .bundles = {Cpus(1), Cpus(1)}, .bundle_selectors = {OnNode("cpu1")}});
+  EXPECT_EQ(selectors.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(selectors.status().message(),
+            "placement group bad: 1 bundle selectors for 2 bundles (give one per bundle, or "
+            "none)");
   auto empty = CreatePlacementGroup({.name = "bad"});
-  EXPECT_THAT(empty.status().message(), HasSubstr("bundles: no bundles given"));
-  auto resources = CreatePlacementGroup({.name = "bad", .bundles = {"CPU=1", "GPU=lots"}});
+  EXPECT_EQ(empty.status().message(),
+            "placement group bad: no bundles (a placement group reserves at least one bundle)");
+  auto resources = CreatePlacementGroup(
+      {.name = "bad",
+       .bundles = {Cpus(1)},
+       .fallbacks = {{.bundles = {Cpus(1), ResourceSet::FromAmounts({{"GPU", 1.5}}).value()}}}});
   EXPECT_EQ(resources.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(resources.status().message(), HasSubstr("bundle 1"));
-  auto unnamed = CreatePlacementGroup({.bundles = {"CPU=1"}});
+  EXPECT_THAT(resources.status().message(), HasSubstr("placement group bad: fallback 1: bundle 1"));
+  auto unnamed = CreatePlacementGroup({.bundles = {Cpus(1)}});
   EXPECT_THAT(unnamed.status().message(), HasSubstr("a name is needed"));
   auto topology = ReserveSlices({.name = "bad", .accelerator_type = "TPU-V6E", .topology = "3x5"});
   EXPECT_EQ(topology.status().code(), absl::StatusCode::kInvalidArgument);
-  for (const auto& s : {strategy.status(), empty.status(), resources.status(), topology.status()}) {
+  for (const auto& s :
+       {selectors.status(), empty.status(), resources.status(), topology.status()}) {
     EXPECT_EQ(std::string(s.message()).find('\n'), std::string::npos) << s;
   }
   // Nothing was sent: the name is free.
-  auto fine = CreatePlacementGroup({.name = "bad", .bundles = {"CPU=1"}});
+  auto fine = CreatePlacementGroup({.name = "bad", .bundles = {Cpus(1)}});
   ASSERT_TRUE(fine.ok()) << fine.status();
   ASSERT_OK(RemovePlacementGroup("bad"));
 }

@@ -218,8 +218,8 @@ GangOptions TwoRankGang(const std::string& dir, int max_restarts) {
   GangOptions options;
   options.name = "chaos";
   options.workers = 2;
-  options.resources_per_worker = "CPU=1,GPU=1";
-  options.label_selectors = {"pool=gang"};
+  options.resources_per_worker = ResourceSet::FromAmounts({{"CPU", 1}, {"GPU", 1}}).value();
+  options.label_selectors = {Pool("gang")};
   options.max_restarts = max_restarts;
   options.stop_grace = absl::Milliseconds(500);
   const std::string f = absl::StrCat(dir, "/rank-$RANK-$TORCHELASTIC_RESTART_COUNT");

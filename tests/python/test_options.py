@@ -10,6 +10,7 @@ from tessera._private.options import (
     actor_core_options,
     exception_type_name,
     method_call_options,
+    rounded_resources,
     task_core_options,
     validate_actor_options,
     validate_task_options,
@@ -240,6 +241,13 @@ def test_resource_amounts():
     assert core["resources"] == {"CPU": 0.25, "a": 2.5, "b": 1}
     # rounded to the core's 4 decimal places
     assert task(num_cpus=1.00004)["resources"] == {"CPU": 1}
+
+
+def test_rounded_resources_are_the_amounts_the_core_takes_as_a_resource_set():
+    # A placement group's bundle or a training worker's resources: amounts, not text.
+    assert rounded_resources({"GPU": 1, "CPU": 0.50004, "memory": 1000.4, "zero": 0,
+                              "tiny": 0.00001}) == {"CPU": 0.5, "GPU": 1, "memory": 1000}
+    assert rounded_resources({}) == {}
 
 
 def test_accelerator_type_is_a_label_of_the_first_selector_and_no_resource():

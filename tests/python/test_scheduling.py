@@ -179,6 +179,20 @@ def test_placement_group_table_shows_what_ray_users_read(cluster):
     assert removed["state"] == "REMOVED" and removed["bundles"] == table["bundles"]
 
 
+def test_bundles_reach_the_core_as_amounts_and_a_bad_one_fails_ready_naming_it(cluster):
+    group = placement_group([{"CPU": 0.50004}], strategy="STRICT_PACK",
+                            fallback_strategy=[{"bundles": [{"CPU": 1}, {"CPU": 1}]}])
+    tessera.get(group.ready(), timeout=60)
+    assert placement_group_table(group)["bundles"] == {0: {"CPU": 0.5}}
+    remove_placement_group(group)
+    # A name the core refuses: the group fails, as one line naming the group and the bundle.
+    bad = placement_group([{"CPU": 1}, {"no spaces": 1}])
+    with pytest.raises(exceptions.TesseraError,
+                       match=rf"placement group {bad.id.hex()}: bundles: bundle 1: resource "
+                             r"name \"no spaces\" has an invalid character"):
+        tessera.get(bad.ready(), timeout=30)
+
+
 def test_a_bundle_index_the_group_lacks_is_refused_when_submitted(cluster):
     group = placement_group([{"CPU": 1}, {"CPU": 1}])
 

@@ -318,6 +318,24 @@ def test_run_actor_gang_rejects_bad_options_in_one_line():
         _core.run_actor_gang({"bogus": 1}, lambda options: None)
     with pytest.raises(TypeError, match="label_selectors must be a list of dicts"):
         _core.run_actor_gang({"workers": 1, "label_selectors": {"a": "b"}}, lambda o: None)
+    # Ray's values, each read once into its type: amounts (not "CPU=1" text), Ray's strategy word.
+    with pytest.raises(TypeError, match="resources_per_worker must be a dict of str to numbers"):
+        _core.run_actor_gang({"workers": 1, "resources_per_worker": "CPU=1"}, lambda o: None)
+    with pytest.raises(ValueError, match="resources_per_worker: resource \"CPU\": quantity -1"):
+        _core.run_actor_gang({"workers": 1, "resources_per_worker": {"CPU": -1}}, lambda o: None)
+    with pytest.raises(ValueError, match="strategy: unknown placement strategy \"DIAGONAL\""):
+        _core.run_actor_gang({"workers": 1, "strategy": "DIAGONAL"}, lambda o: None)
+
+
+def test_the_gang_options_of_a_scaling_config_are_ray_values():
+    options = train.ScalingConfig(num_workers=2, use_gpu=True,
+                                  resources_per_worker={"CPU": 0.50004, "GPU": 1, "x": 0},
+                                  placement_strategy="SPREAD",
+                                  label_selector={"zone": "a"}).gang_options("run", 1)
+    assert options["resources_per_worker"] == {"CPU": 0.5, "GPU": 1}
+    assert options["strategy"] == "SPREAD"
+    assert options["label_selectors"] == [{"zone": "a"}]
+    assert train.ScalingConfig().gang_options("run", 0)["resources_per_worker"] == {"CPU": 1}
 
 
 def test_num_workers_not_matching_the_slice_hosts_is_a_value_error(slice_cluster, tmp_path):
@@ -326,6 +344,20 @@ def test_num_workers_not_matching_the_slice_hosts_is_a_value_error(slice_cluster
         run_config=train.RunConfig(name="mismatch", storage_path=str(tmp_path)))
     with pytest.raises(ValueError, match=r"num_workers=8\) does not match .* 4 hosts"):
         trainer.fit()
+
+
+def test_a_start_gets_its_ranks_actor_options_as_the_core_made_them(slice_cluster):
+    seen = []
+
+    def start(options):
+        seen.append((type(options), dict(options.env)))
+        raise KeyError("enough")
+
+    status = _core.run_actor_gang({"name": "typed", "workers": 1, "strategy": "STRICT_PACK",
+                                   "resources_per_worker": {"CPU": 1}}, start)
+    assert status["state"] == "FAILED"
+    assert seen and seen[0][0] is _core.ActorOptions
+    assert (seen[0][1]["RANK"], seen[0][1]["WORLD_SIZE"]) == ("0", "1")
 
 
 def test_a_start_that_raises_fails_the_gang_with_the_exception_text(slice_cluster):

@@ -355,6 +355,13 @@ def _format_amount(name: str, quantity: float) -> str:
     return str(whole) if fraction == 0 else f"{whole}.{fraction:04d}".rstrip("0")
 
 
+def rounded_resources(demand: Dict[str, float]) -> Dict[str, float]:
+    """{name: quantity} at the core's precision (4 decimal places, whole bytes), zeros left out:
+    the amounts _core turns into a resource set."""
+    amounts = {name: _rounded_amount(name, quantity) for name, quantity in sorted(demand.items())}
+    return {name: amount for name, amount in amounts.items() if amount != 0}
+
+
 def format_resources(demand: Dict[str, float]) -> str:
     """The core's resource set text for {name: quantity} ("CPU=1,GPU=0.5"; zeros left out)."""
     amounts = ((name, _format_amount(name, quantity)) for name, quantity in sorted(demand.items()))
@@ -374,8 +381,7 @@ def _resource_amounts(options: dict, default_cpus: float) -> Dict[str, float]:
     demand["GPU"] = options.get("num_gpus") or 0
     if options.get("memory") is not None:
         demand["memory"] = options["memory"]
-    amounts = {name: _rounded_amount(name, quantity) for name, quantity in sorted(demand.items())}
-    return {name: amount for name, amount in amounts.items() if amount != 0}
+    return rounded_resources(demand)
 
 
 def _label_selectors(options: dict) -> List[Dict[str, str]]:

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
-from tessera._private.options import INFINITE_RETRIES, _format_amount, _validate_label_selector
+from tessera._private.options import (INFINITE_RETRIES, _validate_label_selector,
+                                      rounded_resources)
 
 _STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 DEFAULT_STORAGE_PATH = "~/tessera_results"
@@ -122,10 +123,8 @@ class ScalingConfig:
             options.update(accelerator_type=self.accelerator_type, topology=self.topology,
                            num_slices=1)
             return options
-        resources = self._resources_per_worker_not_none
-        text = ",".join(f"{k}={_format_amount(k, v)}" for k, v in sorted(resources.items())
-                        if _format_amount(k, v) not in ("0", "0B"))
-        options.update(workers=self.num_workers, resources_per_worker=text,
+        options.update(workers=self.num_workers,
+                       resources_per_worker=rounded_resources(self._resources_per_worker_not_none),
                        strategy=self.placement_strategy)
         selector = dict(self.label_selector or {})
         if self.accelerator_type:

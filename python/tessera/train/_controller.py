@@ -106,8 +106,8 @@ class DataParallelTrainer:
         refs: Dict[int, Any] = {}  # rank -> the ObjectRef of its latest attempt's call
         config_errors = []
 
-        def start(options: Dict[str, Any]):
-            env = options["env"]
+        def start(options: "_core.ActorOptions"):  # the rank's, as the core made them
+            env = options.env
             world = int(env["WORLD_SIZE"])
             if expected is not None and world != expected:
                 message = (f"ScalingConfig(num_workers={expected}) does not match the "

@@ -166,7 +166,7 @@ def placement_group(bundles: List[Dict[str, float]], strategy: str = "PACK", nam
                              f"optionally 'bundle_label_selector', got {fallback!r}")
         fallback_bundles = _check_bundles(fallback["bundles"], "fallback_strategy bundles")
         fallbacks.append({
-            "bundles": [option_checks.format_resources(b) for b in fallback_bundles],
+            "bundles": [option_checks.rounded_resources(b) for b in fallback_bundles],
             "bundle_selectors": _check_selectors(fallback.get("bundle_label_selector"),
                                                  len(fallback_bundles),
                                                  "fallback bundle_label_selector") or [],
@@ -176,7 +176,7 @@ def placement_group(bundles: List[Dict[str, float]], strategy: str = "PACK", nam
     options = {
         "name": core_name,
         "strategy": strategy,
-        "bundles": [option_checks.format_resources(b) for b in bundles],
+        "bundles": [option_checks.rounded_resources(b) for b in bundles],
         "bundle_selectors": bundle_label_selector or [],
         "fallbacks": fallbacks,
         "same_label": same_label or "",
