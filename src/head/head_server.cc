@@ -303,6 +303,8 @@ void HeadServer::Shutdown() {
   if (ticker_.joinable()) ticker_.join();
   if (reconciler_.joinable()) reconciler_.join();
   if (http_ != nullptr) http_->Stop();
+  // A client's wait for a reservation would hold its call, and so the server, up to its timeout.
+  if (service_ != nullptr) service_->EndWaits();
   if (server_ != nullptr) {
     // gRPC waits out the whole grace while any client is still connected, not only while
     // calls run, and the CLI that asked for the shutdown stays connected until it sees this

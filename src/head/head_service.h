@@ -120,6 +120,9 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   void Reconcile(bool wait);
   // Both, waiting for the rounds (tests drive the head with this).
   void Tick();
+  // Before the gRPC server shuts down (it waits for the calls in flight): WaitPlacementGroup and
+  // WaitSliceGroup answer now, and later calls at once.
+  void EndWaits() { reservations_.EndWaits(); }
   // Pings the state store now: degraded when it does not answer; when it answers again, the
   // writes kept meanwhile are made and writes are accepted again (StoreWriter::CheckHealth).
   // Reconcile does this every store_check_interval.
@@ -150,6 +153,8 @@ class HeadService final : public v1::Head::Service, private NodeListener {
                              v1::SliceGroupInfo* response) override;
   grpc::Status ReleaseSlices(grpc::ServerContext*, const v1::ReleaseSlicesRequest* request,
                              v1::ReleaseSlicesResponse* response) override;
+  grpc::Status WaitSliceGroup(grpc::ServerContext*, const v1::WaitSliceGroupRequest* request,
+                              v1::SliceGroupInfo* response) override;
   grpc::Status ListSlices(grpc::ServerContext*, const v1::ListRequest*,
                           v1::ListSlicesResponse* response) override;
   grpc::Status KeepDriverAlive(grpc::ServerContext*, const v1::KeepDriverAliveRequest* request,

@@ -103,6 +103,15 @@ grpc::Status HeadService::ReleaseSlices(grpc::ServerContext*,
                     });
 }
 
+grpc::Status HeadService::WaitSliceGroup(grpc::ServerContext*,
+                                         const v1::WaitSliceGroupRequest* request,
+                                         v1::SliceGroupInfo* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  if (request->timeout_ms() < 0) return InvalidText("timeout_ms: is negative");
+  return rpc::ToGrpcStatus(reservations_.WaitSliceGroup(
+      request->name(), absl::Milliseconds(request->timeout_ms()), response));
+}
+
 grpc::Status HeadService::ListSlices(grpc::ServerContext*, const v1::ListRequest* request,
                                      v1::ListSlicesResponse* response) {
   // One listing of two tables: the slice groups by name, then the slices by name. The token's
