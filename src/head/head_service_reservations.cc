@@ -5,6 +5,7 @@
 // or falls silent for the driver timeout, the way the peers release a job's reservations with the
 // job unless they were created detached; so are the named actors it owns.
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include "base/string_util.h"
 #include "head/head_service.h"
 #include "head/head_service_internal.h"
+#include "head/in_process_cluster_head.h"
 #include "head/request_limits.h"
 #include "rpc/status_conversion.h"
 
@@ -153,6 +155,10 @@ grpc::Status HeadService::ListSlices(grpc::ServerContext*, const v1::ListRequest
     response->set_next_page_token(head_internal::PageToken(kListing, "s/" + *resume));
   }
   return grpc::Status::OK;
+}
+
+std::unique_ptr<train::ClusterHead> HeadService::InProcessHead() {
+  return std::make_unique<InProcessClusterHead>(clock_, &cluster_, &nodes_, &reservations_);
 }
 
 grpc::Status HeadService::KeepDriverAlive(grpc::ServerContext*,
