@@ -28,6 +28,7 @@
 #include "tessera/v1/jobs.grpc.pb.h"
 #include "train/cluster_gang_backend.h"
 #include "train/gang_controller.h"
+#include "train/grpc_cluster_head.h"
 #include "train/job_spec.h"
 #include "wire/proto_convert.h"
 
@@ -250,8 +251,10 @@ absl::StatusOr<GangStatus> RunActorGang(const GangOptions& options, StartActorGa
   with_command.command = {"(actors)"};  // what the job says it runs; actors ignore it
   TESSERA_ASSIGN_OR_RETURN(v1::SubmitJobRequest request, api::GangRequest(with_command));
   TESSERA_RETURN_IF_ERROR(train::ValidateJobSpec(request.spec()));
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, Connect());
-  ActorGangBackend backend(std::make_unique<train::ClusterGangBackend>(std::move(client)),
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<client::ClusterClient> client, Connect());
+  // This program is no head: the head too is called over gRPC.
+  ActorGangBackend backend(std::make_unique<train::ClusterGangBackend>(
+                               std::make_unique<train::GrpcClusterHead>(client), client),
                            std::move(start));
   absl::BitGen gen;
   train::GangControllerOptions controller_options;

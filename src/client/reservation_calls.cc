@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -80,30 +81,57 @@ absl::StatusOr<v1::PlacementGroupInfo> SubmitPlacementGroup(
   return info;
 }
 
+absl::Status WaitInSteps(Clock& clock, absl::Duration wait, const std::function<bool()>& stopped,
+                         const std::function<bool()>& settled,
+                         const std::function<absl::Status(absl::Duration)>& step, bool ask_first) {
+  const absl::Time until = clock.Now() + wait;
+  bool ask = ask_first;
+  while (ask || (!settled() && clock.Now() < until && !(stopped && stopped()))) {
+    const absl::Duration left = std::max(until - clock.Now(), absl::ZeroDuration());
+    TESSERA_RETURN_IF_ERROR(step(stopped ? std::min(left, kStopCheckInterval) : left));
+    ask = false;
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// One wait call of the head (WaitPlacementGroup, WaitSliceGroup) for the group `name`, which the
+// head answers within `timeout`: `call(context, request, info)` makes it.
+template <typename Request, typename Info, typename Call>
+absl::Status WaitCall(ClusterClient& client, const std::string& name, absl::Duration timeout,
+                      Info* info, Call&& call) {
+  Request request;
+  request.set_name(name);
+  request.set_timeout_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
+  return client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
+    // The head answers by timeout_ms: give the call that much more than its usual deadline.
+    ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout + absl::Seconds(10)));
+    return call(ctx, request, info);
+  });
+}
+
+}  // namespace
+
 absl::StatusOr<v1::PlacementGroupInfo> WaitPlacementGroupPlaced(
     ClusterClient& client, const std::string& name, v1::PlacementGroupInfo info,
     absl::Duration wait, const std::function<bool()>& stopped, bool through_infeasible) {
-  const absl::Time until = absl::Now() + wait;
+  auto settled = [&] {
+    return info.state() == v1::PLACEMENT_GROUP_STATE_CREATED ||
+           (!through_infeasible && info.state() == v1::PLACEMENT_GROUP_STATE_INFEASIBLE);
+  };
+  auto step = [&](absl::Duration timeout) {
+    return WaitCall<v1::WaitPlacementGroupRequest>(
+        client, name, timeout, &info,
+        [&](grpc::ClientContext* ctx, const v1::WaitPlacementGroupRequest& request,
+            v1::PlacementGroupInfo* out) {
+          return client.head().WaitPlacementGroup(ctx, request, out);
+        });
+  };
   // Not yet described: one call says where it stands, however short the wait.
-  bool described = info.state() != v1::PLACEMENT_GROUP_STATE_UNSPECIFIED;
-  while (!described ||
-         (info.state() != v1::PLACEMENT_GROUP_STATE_CREATED &&
-          (through_infeasible || info.state() != v1::PLACEMENT_GROUP_STATE_INFEASIBLE) &&
-          absl::Now() < until && !(stopped && stopped()))) {
-    v1::WaitPlacementGroupRequest wait_request;
-    wait_request.set_name(name);
-    // With someone to ask whether to stop, no wait is longer than 250 ms.
-    const absl::Duration left = std::max(until - absl::Now(), absl::ZeroDuration());
-    const absl::Duration step = stopped ? std::min(left, absl::Milliseconds(250)) : left;
-    wait_request.set_timeout_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(step)));
-    TESSERA_RETURN_IF_ERROR(
-        client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
-          // The head answers by timeout_ms: give the call that much more than its usual deadline.
-          ctx->set_deadline(absl::ToChronoTime(absl::Now() + step + absl::Seconds(10)));
-          return client.head().WaitPlacementGroup(ctx, wait_request, &info);
-        }));
-    described = true;
-  }
+  TESSERA_RETURN_IF_ERROR(
+      WaitInSteps(*Clock::Real(), wait, stopped, settled, step,
+                  /*ask_first=*/info.state() == v1::PLACEMENT_GROUP_STATE_UNSPECIFIED));
   return info;
 }
 
@@ -113,14 +141,6 @@ absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroupAndWait(
   TESSERA_ASSIGN_OR_RETURN(v1::PlacementGroupInfo info, SubmitPlacementGroup(client, request));
   return WaitPlacementGroupPlaced(client, request.name(), std::move(info), wait, stopped,
                                   through_infeasible);
-}
-
-absl::StatusOr<v1::SliceGroupInfo> FindSliceGroup(ClusterClient& client, const std::string& name) {
-  TESSERA_ASSIGN_OR_RETURN(v1::ListSlicesResponse slices, client.ListSlices());
-  for (const v1::SliceGroupInfo& group : slices.groups()) {
-    if (group.name() == name) return group;
-  }
-  return absl::NotFoundError(absl::StrCat("no slice reservation named ", Quote(name)));
 }
 
 absl::StatusOr<v1::SliceGroupInfo> ReserveSlicesAndWait(ClusterClient& client,
@@ -133,14 +153,18 @@ absl::StatusOr<v1::SliceGroupInfo> ReserveSlicesAndWait(ClusterClient& client,
         ctx->set_deadline(absl::ToChronoTime(absl::Now() + kReservationCallDeadline));
         return client.head().ReserveSlices(ctx, request, &info);
       }));
-  const absl::Time until = absl::Now() + wait;
-  absl::Duration poll = absl::Milliseconds(20);
-  while (info.state() == v1::SLICE_GROUP_STATE_PENDING && absl::Now() < until &&
-         !(stopped && stopped())) {
-    absl::SleepFor(std::min(poll, until - absl::Now()));
-    poll = std::min(poll * 2, absl::Milliseconds(250));
-    TESSERA_ASSIGN_OR_RETURN(info, FindSliceGroup(client, request.name()));
-  }
+  // The name the head gave it (its id when the request named none).
+  const std::string name = info.name();
+  TESSERA_RETURN_IF_ERROR(WaitInSteps(
+      *Clock::Real(), wait, stopped, [&] { return SliceGroupSettled(info.state()); },
+      [&](absl::Duration timeout) {
+        return WaitCall<v1::WaitSliceGroupRequest>(
+            client, name, timeout, &info,
+            [&](grpc::ClientContext* ctx, const v1::WaitSliceGroupRequest& wait_request,
+                v1::SliceGroupInfo* out) {
+              return client.head().WaitSliceGroup(ctx, wait_request, out);
+            });
+      }));
   return info;
 }
 

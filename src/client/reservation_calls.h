@@ -1,6 +1,7 @@
-// Reservation calls to the head shared by the `tessera pg` / `tessera slice` commands and the
-// C++ API's placement groups and slices (include/tessera/placement_group.h): create or reserve,
-// then wait until the head settles it; remove or release by name.
+// Reservation calls to the head shared by the `tessera pg` / `tessera slice` commands, the
+// C++ API's placement groups and slices (include/tessera/placement_group.h) and train's gang
+// backend outside the head (train/grpc_cluster_head.h): create or reserve, then wait until the
+// head settles it (its wait calls, no polling); remove or release by name.
 //
 // Thread-compatible, like the ClusterClient they use.
 #pragma once
@@ -11,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "client/cluster_client.h"
 #include "tessera/v1/head.pb.h"
 
@@ -39,12 +41,28 @@ absl::Status RestrictSliceAlternatives(v1::ReserveSlicesRequest& request,
 absl::StatusOr<v1::PlacementGroupInfo> SubmitPlacementGroup(
     ClusterClient& client, const v1::CreatePlacementGroupRequest& request);
 
+// How often a wait on the head that has a `stopped` to ask asks it: no wait call of the head
+// is longer (the head cannot ask a caller's `stopped` itself).
+inline constexpr absl::Duration kStopCheckInterval = absl::Milliseconds(250);
+
+// The steps of a wait on the head, whatever carries its calls (gRPC here, calls in process in
+// the head's own gang backend): calls `step(timeout)` while `settled()` is false, `wait` has not
+// passed on `clock` and `stopped` (when set) does not say stop; with `stopped`, no step's
+// timeout is longer than kStopCheckInterval, so a stop is seen that soon. With `ask_first` the
+// first step is made whatever the rest says (to learn where things stand). The first error of a
+// step.
+absl::Status WaitInSteps(Clock& clock, absl::Duration wait, const std::function<bool()>& stopped,
+                         const std::function<bool()>& settled,
+                         const std::function<absl::Status(absl::Duration)>& step,
+                         bool ask_first = false);
+
 // Waits (WaitPlacementGroup) up to `wait` while the group named `name`, last described by `info`
 // (UNSPECIFIED: not yet described), is neither CREATED nor INFEASIBLE (with `through_infeasible`:
 // while it is not CREATED, so an infeasible group waits for the cluster to grow). The group as
 // the head last described it: its state says how it ended (PENDING or INFEASIBLE when the wait
-// ran out, or when `stopped`, polled at least every 250 ms, said so). Errors are the calls' own
-// (NotFound: the group was removed while waited for). `wait` may be absl::InfiniteDuration().
+// ran out, or when `stopped`, asked at least every kStopCheckInterval, said so). Errors are the
+// calls' own (NotFound: the group was removed while waited for). `wait` may be
+// absl::InfiniteDuration().
 absl::StatusOr<v1::PlacementGroupInfo> WaitPlacementGroupPlaced(
     ClusterClient& client, const std::string& name, v1::PlacementGroupInfo info,
     absl::Duration wait, const std::function<bool()>& stopped = nullptr,
@@ -55,14 +73,19 @@ absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroupAndWait(
     ClusterClient& client, const v1::CreatePlacementGroupRequest& request, absl::Duration wait,
     const std::function<bool()>& stopped = nullptr, bool through_infeasible = false);
 
-// Sends ReserveSlices, then polls the head (it has no wait call for slices), backing off, up to
-// `wait` while the reservation is PENDING (or until `stopped` says so).
+// Whether a slice group in `state` is settled: neither PENDING nor BROKEN (what the head's
+// WaitSliceGroup waits through).
+inline bool SliceGroupSettled(v1::SliceGroupState state) {
+  return state != v1::SLICE_GROUP_STATE_PENDING && state != v1::SLICE_GROUP_STATE_BROKEN;
+}
+
+// Sends ReserveSlices, then waits (WaitSliceGroup) up to `wait` while the reservation is not
+// settled (or until `stopped`, asked at least every kStopCheckInterval, says so). The reservation
+// as the head last described it; errors are the calls' own (NotFound: it was released while
+// waited for).
 absl::StatusOr<v1::SliceGroupInfo> ReserveSlicesAndWait(
     ClusterClient& client, const v1::ReserveSlicesRequest& request, absl::Duration wait,
     const std::function<bool()>& stopped = nullptr);
-
-// The reservation named `name` as the head lists it; NotFound when there is none.
-absl::StatusOr<v1::SliceGroupInfo> FindSliceGroup(ClusterClient& client, const std::string& name);
 
 absl::StatusOr<v1::RemovePlacementGroupResponse> RemovePlacementGroupNamed(ClusterClient& client,
                                                                            const std::string& name);

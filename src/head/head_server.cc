@@ -163,8 +163,11 @@ void HeadServer::StartJobManager() {
     jobs.records = job_records_.get();
   }
   HeadServer* raw = this;
-  // Each job's controller calls this head (and the agents) on a connection of its own.
-  jobs.backends = [raw, durable]() -> absl::StatusOr<std::unique_ptr<train::GangBackend>> {
+  HeadService* service = service_.get();
+  // Each job's controller calls this head in process (its registry and reservation manager,
+  // never over gRPC) and the agents on a connection of its own.
+  jobs.backends = [raw, service, durable]() -> absl::StatusOr<std::unique_ptr<train::GangBackend>> {
+    // For the agents only: its head stub is never called.
     client::ClusterClientOptions client;
     client.state_dir = raw->options_.state_dir;
     client.head_address = raw->address_;
@@ -174,7 +177,8 @@ void HeadServer::StartJobManager() {
     client.retry_budget = absl::Seconds(3);
     auto connected = client::ClusterClient::Connect(std::move(client));
     if (!connected.ok()) return connected.status();
-    return std::make_unique<train::ClusterGangBackend>(*std::move(connected), durable);
+    return std::make_unique<train::ClusterGangBackend>(service->InProcessHead(),
+                                                       *std::move(connected), durable);
   };
   EventLog* events = &service_->mutable_event_log();
   jobs.on_event = [events](const std::string& kind, const std::string& message) {
@@ -303,6 +307,8 @@ void HeadServer::Shutdown() {
   if (ticker_.joinable()) ticker_.join();
   if (reconciler_.joinable()) reconciler_.join();
   if (http_ != nullptr) http_->Stop();
+  // A client's wait for a reservation would hold its call, and so the server, up to its timeout.
+  if (service_ != nullptr) service_->EndWaits();
   if (server_ != nullptr) {
     // gRPC waits out the whole grace while any client is still connected, not only while
     // calls run, and the CLI that asked for the shutdown stays connected until it sees this

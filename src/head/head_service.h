@@ -12,8 +12,10 @@
 // The front validates requests (head/request_limits.h, before any lock), converts between the
 // protocol and the managers' types, maps errors to gRPC codes, answers retried mutating calls
 // from the request-id caches, and tells the managers what a node's death or a driver's end means
-// for the others (it is the registry's NodeListener). Files: head_service.cc (construction,
-// ticks, status, restore), head_service_nodes.cc, head_service_reservations.cc,
+// for the others (it is the registry's NodeListener). The gang controllers of the head's
+// training jobs skip the front: InProcessHead() hands them the registry and the reservation
+// manager in process (in_process_cluster_head.h). Files: head_service.cc (construction, ticks,
+// status, restore), head_service_nodes.cc, head_service_reservations.cc,
 // head_service_jobs_kv.cc, head_actors.cc.
 //
 // Threading: the registry and the reservation manager share ClusterState (the view, the
@@ -30,6 +32,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -60,6 +63,7 @@
 #include "scheduling/task_scheduler.h"
 #include "tessera/v1/head.grpc.pb.h"
 #include "tessera/v1/head_state.pb.h"
+#include "train/cluster_head.h"
 #include "wire/proto_convert.h"
 
 namespace tessera {
@@ -120,6 +124,9 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   void Reconcile(bool wait);
   // Both, waiting for the rounds (tests drive the head with this).
   void Tick();
+  // Before the gRPC server shuts down (it waits for the calls in flight): WaitPlacementGroup and
+  // WaitSliceGroup answer now, and later calls at once.
+  void EndWaits() { reservations_.EndWaits(); }
   // Pings the state store now: degraded when it does not answer; when it answers again, the
   // writes kept meanwhile are made and writes are accepted again (StoreWriter::CheckHealth).
   // Reconcile does this every store_check_interval.
@@ -150,6 +157,8 @@ class HeadService final : public v1::Head::Service, private NodeListener {
                              v1::SliceGroupInfo* response) override;
   grpc::Status ReleaseSlices(grpc::ServerContext*, const v1::ReleaseSlicesRequest* request,
                              v1::ReleaseSlicesResponse* response) override;
+  grpc::Status WaitSliceGroup(grpc::ServerContext*, const v1::WaitSliceGroupRequest* request,
+                              v1::SliceGroupInfo* response) override;
   grpc::Status ListSlices(grpc::ServerContext*, const v1::ListRequest*,
                           v1::ListSlicesResponse* response) override;
   grpc::Status KeepDriverAlive(grpc::ServerContext*, const v1::KeepDriverAliveRequest* request,
@@ -209,6 +218,10 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   Clock* clock() const { return clock_; }
   // For the head's other parts (its job manager) to add their changes to the stream.
   EventLog& mutable_event_log() { return events_; }
+  // The head's nodes and reservations as the gang controllers of its training jobs reach them:
+  // called in process, never over gRPC (head/in_process_cluster_head.h). Must not outlive this
+  // service.
+  std::unique_ptr<train::ClusterHead> InProcessHead();
   // The devices' readings the agents sent in their heartbeats.
   const DeviceHistory& device_history() const { return device_history_; }
   // One node as ListNodes shows it; nullopt when the head lists no node `node_id`.

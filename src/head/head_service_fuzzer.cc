@@ -16,8 +16,9 @@
 // Between calls the fake clock moves 100 ms and Tick() runs (health checks, retries, re-placing),
 // and the registered nodes heartbeat once a fake second like agents do: reporting the bundles
 // their fake agent holds, applying the releases the head answers, registering again (a new
-// incarnation) when the head does not know them. WaitPlacementGroup's wait is real time, so its
-// timeout is cut to 0: no call ever blocks or sleeps.
+// incarnation) when the head does not know them. WaitPlacementGroup's and WaitSliceGroup's waits
+// end on the fake clock, which moves only between calls, so their timeouts are cut to 0: no call
+// ever blocks or sleeps.
 //
 // Checked after every call: no crash or sanitizer report; a failed call carries a message;
 // ListNodes succeeds and no live node has more of a resource available than it has in all; the
@@ -224,6 +225,7 @@ class Harness {
     kReserveSlices,
     kReleaseSlices,
     kListSlices,
+    kWaitSliceGroup,
     kKeepDriverAlive,
     kDriverExited,
     kListNodes,
@@ -386,7 +388,8 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::WaitPlacementGroupRequest request;
       v1::PlacementGroupInfo response;
       if (!Parse(data, size, &request)) return;
-      // The wait is on real time: never wait (a negative timeout stays, to be refused).
+      // The fake clock would never reach a later deadline: never wait (a negative timeout
+      // stays, to be refused).
       if (request.timeout_ms() > 0) request.set_timeout_ms(0);
       CheckStatus(head_->WaitPlacementGroup(nullptr, &request, &response), "WaitPlacementGroup");
       return;
@@ -422,6 +425,15 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       if (Parse(data, size, &request)) {
         CheckStatus(head_->ListSlices(nullptr, &request, &response), "ListSlices");
       }
+      return;
+    }
+    case kWaitSliceGroup: {
+      v1::WaitSliceGroupRequest request;
+      v1::SliceGroupInfo response;
+      if (!Parse(data, size, &request)) return;
+      // As WaitPlacementGroup's.
+      if (request.timeout_ms() > 0) request.set_timeout_ms(0);
+      CheckStatus(head_->WaitSliceGroup(nullptr, &request, &response), "WaitSliceGroup");
       return;
     }
     case kKeepDriverAlive: {

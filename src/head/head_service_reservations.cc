@@ -5,6 +5,7 @@
 // or falls silent for the driver timeout, the way the peers release a job's reservations with the
 // job unless they were created detached; so are the named actors it owns.
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include "base/string_util.h"
 #include "head/head_service.h"
 #include "head/head_service_internal.h"
+#include "head/in_process_cluster_head.h"
 #include "head/request_limits.h"
 #include "rpc/status_conversion.h"
 
@@ -103,6 +105,15 @@ grpc::Status HeadService::ReleaseSlices(grpc::ServerContext*,
                     });
 }
 
+grpc::Status HeadService::WaitSliceGroup(grpc::ServerContext*,
+                                         const v1::WaitSliceGroupRequest* request,
+                                         v1::SliceGroupInfo* response) {
+  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
+  if (request->timeout_ms() < 0) return InvalidText("timeout_ms: is negative");
+  return rpc::ToGrpcStatus(reservations_.WaitSliceGroup(
+      request->name(), absl::Milliseconds(request->timeout_ms()), response));
+}
+
 grpc::Status HeadService::ListSlices(grpc::ServerContext*, const v1::ListRequest* request,
                                      v1::ListSlicesResponse* response) {
   // One listing of two tables: the slice groups by name, then the slices by name. The token's
@@ -144,6 +155,10 @@ grpc::Status HeadService::ListSlices(grpc::ServerContext*, const v1::ListRequest
     response->set_next_page_token(head_internal::PageToken(kListing, "s/" + *resume));
   }
   return grpc::Status::OK;
+}
+
+std::unique_ptr<train::ClusterHead> HeadService::InProcessHead() {
+  return std::make_unique<InProcessClusterHead>(clock_, &cluster_, &nodes_, &reservations_);
 }
 
 grpc::Status HeadService::KeepDriverAlive(grpc::ServerContext*,

@@ -671,6 +671,149 @@ TEST_F(HeadServiceTest, ABrokenSliceGroupWhoseHostReturnsIsReservedAgain) {
   EXPECT_TRUE(said);
 }
 
+// WaitSliceGroup: the head's wait for a slice group, on its (fake) clock.
+class SliceWaitTest : public HeadServiceTest {
+ protected:
+  // The 4 hosts of one TPU v6e 4x4 slice, s1.
+  void SetUp() override {
+    for (int w = 0; w < 4; ++w) {
+      Register(absl::StrCat("s1-w", w), "CPU=8,TPU=4",
+               LabelSet{{std::string(labels::kTpuSliceName), "s1"},
+                        {std::string(labels::kTpuWorkerId), std::to_string(w)},
+                        {std::string(labels::kTpuTopology), "4x4"},
+                        {std::string(labels::kTpuPodType), "v6e-16"},
+                        {std::string(labels::kAcceleratorType), "TPU-V6E"}});
+    }
+  }
+
+  v1::SliceGroupInfo Reserve(const std::string& name, const std::string& topology = "4x4") {
+    v1::ReserveSlicesRequest request;
+    request.set_name(name);
+    v1::SliceAlternative* alt = request.add_alternatives();
+    alt->set_accelerator_type("TPU-V6E");
+    alt->set_topology(topology);
+    alt->set_num_slices(1);
+    v1::SliceGroupInfo info;
+    grpc::Status status = head_->ReserveSlices(nullptr, &request, &info);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return info;
+  }
+  grpc::Status Wait(const std::string& name, int64_t timeout_ms, v1::SliceGroupInfo* info) {
+    v1::WaitSliceGroupRequest request;
+    request.set_name(name);
+    request.set_timeout_ms(timeout_ms);
+    return head_->WaitSliceGroup(nullptr, &request, info);
+  }
+  void Release(const std::string& name) {
+    v1::ReleaseSlicesRequest request;
+    request.set_name(name);
+    v1::ReleaseSlicesResponse response;
+    grpc::Status status = head_->ReleaseSlices(nullptr, &request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
+};
+
+TEST_F(SliceWaitTest, ReturnsWhenTheGroupIsReservedWhileItWaits) {
+  ASSERT_EQ(Reserve("first").state(), v1::SLICE_GROUP_STATE_RESERVED);
+  ASSERT_EQ(Reserve("second").state(), v1::SLICE_GROUP_STATE_PENDING);
+  v1::SliceGroupInfo now;
+  ASSERT_TRUE(Wait("second", 0, &now).ok());
+  EXPECT_EQ(now.state(), v1::SLICE_GROUP_STATE_PENDING);  // no wait: where it stands
+
+  grpc::Status waited;
+  v1::SliceGroupInfo info;
+  std::thread waiter([&] { waited = Wait("second", 60'000, &info); });
+  // "first" goes; the next tick places "second" and commits it on the agents while the call
+  // waits. The fake clock never moves: only the reservation's change ends the wait.
+  Release("first");
+  head_->Tick();
+  waiter.join();
+  ASSERT_TRUE(waited.ok()) << waited.error_message();
+  EXPECT_EQ(info.state(), v1::SLICE_GROUP_STATE_RESERVED) << info.explanation();
+  EXPECT_EQ(info.hosts_size(), 4);
+}
+
+TEST_F(SliceWaitTest, EndsAtItsTimeoutOnTheHeadsClock) {
+  ASSERT_EQ(Reserve("first").state(), v1::SLICE_GROUP_STATE_RESERVED);
+  ASSERT_EQ(Reserve("second").state(), v1::SLICE_GROUP_STATE_PENDING);
+  const absl::Time start = clock_.Now();
+  std::atomic<bool> done{false};
+  absl::Time ended;
+  grpc::Status waited;
+  v1::SliceGroupInfo info;
+  std::thread waiter([&] {
+    waited = Wait("second", 5'000, &info);
+    ended = clock_.Now();
+    done = true;
+  });
+  // Only the fake clock, moved by hand, ends it: no real time is waited for.
+  while (!done) {
+    clock_.Advance(absl::Milliseconds(100));
+    std::this_thread::yield();
+  }
+  waiter.join();
+  ASSERT_TRUE(waited.ok()) << waited.error_message();
+  EXPECT_EQ(info.state(), v1::SLICE_GROUP_STATE_PENDING);
+  EXPECT_FALSE(info.explanation().empty());
+  EXPECT_GE(ended - start, absl::Seconds(5));  // not a moment before its timeout
+}
+
+TEST_F(SliceWaitTest, AnswersNotFoundWhenTheGroupIsReleasedWhileItWaits) {
+  ASSERT_EQ(Reserve("first").state(), v1::SLICE_GROUP_STATE_RESERVED);
+  ASSERT_EQ(Reserve("second").state(), v1::SLICE_GROUP_STATE_PENDING);
+  grpc::Status waited;
+  v1::SliceGroupInfo info;
+  std::thread waiter([&] { waited = Wait("second", 60'000, &info); });
+  Release("second");
+  waiter.join();
+  EXPECT_EQ(waited.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(waited.error_message(), "no slice group named second");
+}
+
+TEST_F(SliceWaitTest, EveryWaitEndsWhenTheHeadShutsDown) {
+  ASSERT_EQ(Reserve("first").state(), v1::SLICE_GROUP_STATE_RESERVED);
+  ASSERT_EQ(Reserve("second").state(), v1::SLICE_GROUP_STATE_PENDING);
+  // No host has 100 CPUs: a placement group's wait waits through INFEASIBLE.
+  ASSERT_EQ(Create("big", v1::PLACEMENT_STRATEGY_PACK, {"CPU=100"}).state(),
+            v1::PLACEMENT_GROUP_STATE_INFEASIBLE);
+  grpc::Status slice_waited;
+  v1::SliceGroupInfo slice;
+  std::thread slice_waiter([&] { slice_waited = Wait("second", 60'000, &slice); });
+  grpc::Status group_waited;
+  v1::PlacementGroupInfo group;
+  std::thread group_waiter([&] {
+    v1::WaitPlacementGroupRequest request;
+    request.set_name("big");
+    request.set_timeout_ms(60'000);
+    group_waited = head_->WaitPlacementGroup(nullptr, &request, &group);
+  });
+  // The fake clock never moves: only the shutdown ends the waits.
+  head_->EndWaits();
+  slice_waiter.join();
+  group_waiter.join();
+  ASSERT_TRUE(slice_waited.ok()) << slice_waited.error_message();
+  EXPECT_EQ(slice.state(), v1::SLICE_GROUP_STATE_PENDING);
+  ASSERT_TRUE(group_waited.ok()) << group_waited.error_message();
+  EXPECT_EQ(group.state(), v1::PLACEMENT_GROUP_STATE_INFEASIBLE);
+  // A wait asked for afterwards is answered at once.
+  ASSERT_TRUE(Wait("second", 60'000, &slice).ok());
+  EXPECT_EQ(slice.state(), v1::SLICE_GROUP_STATE_PENDING);
+}
+
+TEST_F(SliceWaitTest, ARefusedGroupIsAnsweredAtOnceAndBadRequestsAreRefused) {
+  // No 8x8 slice in the cluster: refused, and the wait does not wait for the clock.
+  ASSERT_EQ(Reserve("big", "8x8").state(), v1::SLICE_GROUP_STATE_INFEASIBLE);
+  v1::SliceGroupInfo info;
+  ASSERT_TRUE(Wait("big", 60'000, &info).ok());
+  EXPECT_EQ(info.state(), v1::SLICE_GROUP_STATE_INFEASIBLE);
+  EXPECT_FALSE(info.explanation().empty());
+
+  grpc::Status negative = Wait("big", -1, &info);
+  EXPECT_EQ(negative.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(negative.error_message(), "timeout_ms: is negative");
+  EXPECT_EQ(Wait("nobody", 0, &info).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_F(HeadServiceTest, KvAndJobs) {
   v1::KvPutRequest put;
   put.set_key("a/1");
@@ -927,6 +1070,12 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
                      r.set_name(long_name);
                      v1::ReleaseSlicesResponse response;
                      return head_->ReleaseSlices(nullptr, &r, &response);
+                   }});
+  cases.push_back({"name has 254 characters; at most 253 are allowed", [&] {
+                     v1::WaitSliceGroupRequest r;
+                     r.set_name(long_name);
+                     v1::SliceGroupInfo response;
+                     return head_->WaitSliceGroup(nullptr, &r, &response);
                    }});
 
   // PickNode: label selectors and fallbacks, resources, excluded nodes.

@@ -114,21 +114,13 @@ absl::Status ReservationManager::RemovePlacementGroup(const std::string& name,
 
 absl::Status ReservationManager::WaitPlacementGroup(const std::string& name, absl::Duration timeout,
                                                     v1::PlacementGroupInfo* response) {
-  // A real wait on a condition variable: real time, whatever clock the head runs on (a fake
-  // clock would never move while this waits).
-  const absl::Time deadline = absl::Now() + timeout;
   ClusterLock lock(&cluster_->mu, nodes_->mutex());
-  while (true) {
-    auto it = groups_.find(name);
-    if (it == groups_.end()) {
-      return absl::NotFoundError(absl::StrCat("no placement group named ", name));
-    }
-    if (it->second.phase == ReservationPhase::kHeld || absl::Now() >= deadline) {
-      DescribeGroup(it->second, response);
-      return absl::OkStatus();
-    }
-    idle_.WaitWithDeadline(&cluster_->mu, deadline);
-  }
+  const Reservation* group =
+      AwaitSettled(ReservationKind::kPlacementGroup, name, timeout,
+                   [](ReservationPhase phase) { return phase == ReservationPhase::kHeld; });
+  if (group == nullptr) return absl::NotFoundError(absl::StrCat("no placement group named ", name));
+  DescribeGroup(static_cast<const GroupEntry&>(*group), response);
+  return absl::OkStatus();
 }
 
 }  // namespace tessera

@@ -153,6 +153,10 @@ absl::Status Check(const v1::ReleaseSlicesRequest& request) {
   return CheckName("name", request.name());
 }
 
+absl::Status Check(const v1::WaitSliceGroupRequest& request) {
+  return CheckName("name", request.name());
+}
+
 absl::Status Check(const v1::PickNodeRequest& request) {
   TESSERA_RETURN_IF_ERROR(CheckAtMost("pick request has", request.exclude_node_ids_size(),
                                       "excluded nodes", kMaxExcludedNodes));

@@ -104,6 +104,7 @@ absl::Status Check(const v1::RemovePlacementGroupRequest& request);
 absl::Status Check(const v1::WaitPlacementGroupRequest& request);
 absl::Status Check(const v1::ReserveSlicesRequest& request);
 absl::Status Check(const v1::ReleaseSlicesRequest& request);
+absl::Status Check(const v1::WaitSliceGroupRequest& request);
 absl::Status Check(const v1::PickNodeRequest& request);
 absl::Status Check(const v1::RecordJobRequest& request);
 absl::Status Check(const v1::ReportTaskEventsRequest& request);

@@ -359,6 +359,26 @@ Reservation* ReservationManager::WaitUntilIdle(ReservationKind kind, const std::
   return reservation;
 }
 
+const Reservation* ReservationManager::AwaitSettled(ReservationKind kind, const std::string& name,
+                                                    absl::Duration timeout,
+                                                    bool (*settled)(ReservationPhase)) {
+  const absl::Time deadline = options_.clock->Now() + timeout;
+  // Looked at again whenever the cluster lock is let go (every change to a reservation is made
+  // under it), by the thread letting it go: no polling, and no signal to forget.
+  auto done = [&] {
+    AssertLocked();
+    const Reservation* reservation = Find(kind, name);
+    return reservation == nullptr || settled(reservation->phase) || waits_ended_;
+  };
+  options_.clock->AwaitWithDeadline(cluster_->mu, absl::Condition(&done), deadline);
+  return Find(kind, name);
+}
+
+void ReservationManager::EndWaits() {
+  ClusterLock lock(&cluster_->mu, nodes_->mutex());
+  waits_ended_ = true;  // the waiters look again as the lock is let go
+}
+
 void ReservationManager::SyncAndDescribe(ReservationKind kind, const std::string& name,
                                          absl::FunctionRef<void(const Reservation*)> describe) {
   // Another sync (the ticker's) may hold the reservation; when it lets go between two of its

@@ -100,7 +100,8 @@ class ReservationManager {
   absl::Status RemovePlacementGroup(const std::string& name,
                                     v1::RemovePlacementGroupResponse* response,
                                     bool acknowledged = true) ABSL_LOCKS_EXCLUDED(cluster_->mu);
-  // Until it is created or `timeout` (real time) passes; NotFound when there is none.
+  // Until it is created or `timeout` passes on the injected clock (a fake clock's only when it
+  // is moved); NotFound when there is none (removed while waited for).
   absl::Status WaitPlacementGroup(const std::string& name, absl::Duration timeout,
                                   v1::PlacementGroupInfo* response)
       ABSL_LOCKS_EXCLUDED(cluster_->mu);
@@ -109,6 +110,13 @@ class ReservationManager {
   // As RemovePlacementGroup.
   absl::Status ReleaseSlices(const std::string& name, v1::ReleaseSlicesResponse* response,
                              bool acknowledged = true) ABSL_LOCKS_EXCLUDED(cluster_->mu);
+  // Until it is reserved or refused (RESERVED or INFEASIBLE), or `timeout` passes as for
+  // WaitPlacementGroup; NotFound when there is none (released while waited for).
+  absl::Status WaitSliceGroup(const std::string& name, absl::Duration timeout,
+                              v1::SliceGroupInfo* response) ABSL_LOCKS_EXCLUDED(cluster_->mu);
+  // The head is shutting down: every wait above answers now, where its reservation stands, and
+  // later ones at once (gRPC's shutdown waits for the calls in flight to return).
+  void EndWaits() ABSL_LOCKS_EXCLUDED(cluster_->mu);
   // Removes every placement group and releases every slice group `owner` owns; the names.
   std::vector<std::string> ReleaseOwnedBy(const std::string& owner)
       ABSL_LOCKS_EXCLUDED(cluster_->mu);
@@ -213,6 +221,12 @@ class ReservationManager {
   // (and reserved anew once its hosts are all alive, as after a host's death).
   void LostBundle(Reservation& reservation, int index, const std::string& node)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  // The wait of WaitPlacementGroup and WaitSliceGroup: until the reservation of `kind` named
+  // `name` is gone or `settled(its phase)`, or `timeout` passes on the injected clock. The
+  // reservation then; nullptr when there is none.
+  const Reservation* AwaitSettled(ReservationKind kind, const std::string& name,
+                                  absl::Duration timeout, bool (*settled)(ReservationPhase))
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
   // Blocks until the named reservation of `kind` is not busy; nullptr when there is none.
   Reservation* WaitUntilIdle(ReservationKind kind, const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
@@ -292,6 +306,7 @@ class ReservationManager {
   bool stopping_ ABSL_GUARDED_BY(syncs_mu_) = false;
   // Where the next tick's list of rounds starts.
   size_t next_sync_ ABSL_GUARDED_BY(cluster_->mu) = 0;
+  bool waits_ended_ ABSL_GUARDED_BY(cluster_->mu) = false;  // EndWaits
 };
 
 }  // namespace tessera

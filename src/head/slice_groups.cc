@@ -129,6 +129,18 @@ absl::Status ReservationManager::ReleaseSlices(const std::string& name,
   });
 }
 
+absl::Status ReservationManager::WaitSliceGroup(const std::string& name, absl::Duration timeout,
+                                                v1::SliceGroupInfo* response) {
+  ClusterLock lock(&cluster_->mu, nodes_->mutex());
+  const Reservation* slice =
+      AwaitSettled(ReservationKind::kSliceGroup, name, timeout, [](ReservationPhase phase) {
+        return phase == ReservationPhase::kHeld || phase == ReservationPhase::kInfeasible;
+      });
+  if (slice == nullptr) return absl::NotFoundError(absl::StrCat("no slice group named ", name));
+  DescribeSlice(static_cast<const SliceEntry&>(*slice), response);
+  return absl::OkStatus();
+}
+
 std::map<std::string, v1::ListSlicesResponse::Slice> ReservationManager::SliceCatalog() const {
   AssertLocked();
   struct Catalog {

@@ -5,13 +5,13 @@
 #include <set>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/ignore_status.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
-#include "client/reservation_calls.h"
 #include "hardware/node_label_keys.h"
 #include "rpc/state_names.h"
 #include "wire/proto_convert.h"
@@ -33,16 +33,10 @@ std::string HostOf(const std::string& address) {
 
 bool Stopped(const std::function<bool()>& stopped) { return stopped && stopped(); }
 
-void ReleaseNamed(client::ClusterClient& client, const std::string& name, bool slice_group) {
-  if (slice_group) {
-    IgnoreStatus(
-        client::ReleaseSlicesNamed(client, name),
-        "best effort, retried already: NotFound means gone, and nothing else is left to try");
-  } else {
-    IgnoreStatus(
-        client::RemovePlacementGroupNamed(client, name),
-        "best effort, retried already: NotFound means gone, and nothing else is left to try");
-  }
+void ReleaseNamed(ClusterHead& head, const std::string& name, bool slice_group) {
+  IgnoreStatus(slice_group ? head.ReleaseSlices(name) : head.RemovePlacementGroup(name),
+               "best effort (over gRPC, retried already): NotFound means gone, and nothing else "
+               "is left to try");
 }
 
 // Where a reservation that did not come through was left: still waiting for room, or refused.
@@ -108,21 +102,24 @@ class GrpcRankWatch final : public RankWatch {
 
 }  // namespace
 
-ClusterGangBackend::ClusterGangBackend(std::unique_ptr<client::ClusterClient> client,
+ClusterGangBackend::ClusterGangBackend(std::unique_ptr<ClusterHead> head,
+                                       std::shared_ptr<client::ClusterClient> agents,
                                        bool ranks_outlive_the_head)
-    : client_(std::move(client)), ranks_outlive_the_head_(ranks_outlive_the_head) {}
+    : head_(std::move(head)),
+      agents_(std::move(agents)),
+      ranks_outlive_the_head_(ranks_outlive_the_head) {}
 
 absl::Status ClusterGangBackend::RefreshNodes() {
-  TESSERA_ASSIGN_OR_RETURN(v1::ListNodesResponse nodes, client_->ListNodes());
+  TESSERA_ASSIGN_OR_RETURN(std::vector<HeadNode> nodes, head_->Nodes());
   absl::MutexLock lock(&mu_);
   nodes_.clear();
-  for (const v1::NodeInfo& info : nodes.nodes()) {
+  for (const HeadNode& node : nodes) {
     NodeEntry entry;
-    entry.address = info.node().address();
+    entry.address = node.description.address();
     entry.host = HostOf(entry.address);
-    auto type = info.node().labels().find(std::string(labels::kAcceleratorType));
-    if (type != info.node().labels().end()) entry.accelerator_type = type->second;
-    nodes_[info.node().node_id()] = std::move(entry);
+    auto type = node.description.labels().find(std::string(labels::kAcceleratorType));
+    if (type != node.description.labels().end()) entry.accelerator_type = type->second;
+    nodes_[node.description.node_id()] = std::move(entry);
   }
   return absl::OkStatus();
 }
@@ -143,7 +140,7 @@ absl::StatusOr<ClusterGangBackend::NodeEntry> ClusterGangBackend::Node(const std
 
 v1::NodeAgent::Stub* ClusterGangBackend::Agent(const std::string& address) {
   absl::MutexLock lock(&mu_);
-  return &client_->agent(address);
+  return &agents_->agent(address);
 }
 
 absl::Status ClusterGangBackend::FillSlot(const std::string& node_id,
@@ -230,9 +227,9 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReserveSlices(
     request.mutable_alternatives(0)->set_num_slices(slices);
   }
   TESSERA_ASSIGN_OR_RETURN(v1::SliceGroupInfo info,
-                           client::ReserveSlicesAndWait(*client_, request, timeout, stopped));
+                           head_->ReserveSlicesAndWait(request, timeout, stopped));
   if (info.state() != v1::SLICE_GROUP_STATE_RESERVED) {
-    ReleaseNamed(*client_, name, /*slice_group=*/true);
+    ReleaseNamed(*head_, name, /*slice_group=*/true);
     return NotReserved(info.state() == v1::SLICE_GROUP_STATE_PENDING
                            ? NotReservedCase::kStillWaiting
                            : NotReservedCase::kRefused,
@@ -256,7 +253,7 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReserveSlices(
     GangSlot slot;
     slot.bundle_index = i;
     if (absl::Status s = FillSlot(host.node_id(), host.allocation(), &slot); !s.ok()) {
-      ReleaseNamed(*client_, name, /*slice_group=*/true);
+      ReleaseNamed(*head_, name, /*slice_group=*/true);
       return s;
     }
     if (chosen.nvlink_hosts() == 0) {
@@ -302,10 +299,10 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReservePlacementGroup(
   for (int i = 1; i < placement.label_selectors_size(); ++i) {
     fill(request.add_fallbacks(), &placement.label_selectors(i));
   }
-  TESSERA_ASSIGN_OR_RETURN(v1::PlacementGroupInfo info, client::CreatePlacementGroupAndWait(
-                                                            *client_, request, timeout, stopped));
+  TESSERA_ASSIGN_OR_RETURN(v1::PlacementGroupInfo info,
+                           head_->CreatePlacementGroupAndWait(request, timeout, stopped));
   if (info.state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
-    ReleaseNamed(*client_, name, /*slice_group=*/false);
+    ReleaseNamed(*head_, name, /*slice_group=*/false);
     const bool waiting = info.state() == v1::PLACEMENT_GROUP_STATE_PENDING ||
                          info.state() == v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
     return NotReserved(waiting ? NotReservedCase::kStillWaiting : NotReservedCase::kRefused,
@@ -324,7 +321,7 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReservePlacementGroup(
     GangSlot whole;
     whole.bundle_index = b.index();
     if (absl::Status s = FillSlot(b.node_id(), b.allocation(), &whole); !s.ok()) {
-      ReleaseNamed(*client_, name, /*slice_group=*/false);
+      ReleaseNamed(*head_, name, /*slice_group=*/false);
       return s;
     }
     const size_t per_rank = whole.device_ids.size() / static_cast<size_t>(share);
@@ -345,7 +342,7 @@ absl::StatusOr<GangReservation> ClusterGangBackend::ReservePlacementGroup(
 }
 
 void ClusterGangBackend::Release(const GangReservation& reservation) {
-  ReleaseNamed(*client_, reservation.name, reservation.slice_group);
+  ReleaseNamed(*head_, reservation.name, reservation.slice_group);
 }
 
 absl::StatusOr<NodePort> ClusterGangBackend::FreePort(const GangSlot& slot) {
@@ -353,7 +350,7 @@ absl::StatusOr<NodePort> ClusterGangBackend::FreePort(const GangSlot& slot) {
   v1::NodeAgent::Stub* agent = Agent(node.address);
   v1::FindFreePortRequest request;
   v1::FindFreePortResponse response;
-  TESSERA_RETURN_IF_ERROR(client_->Call(
+  TESSERA_RETURN_IF_ERROR(agents_->Call(
       absl::StrCat("the node agent of ", slot.node_id, " at ", node.address), Retry::kSafe,
       [&](grpc::ClientContext* ctx) { return agent->FindFreePort(ctx, request, &response); }));
   return NodePort{response.port(), response.interface()};
@@ -367,7 +364,7 @@ absl::Status ClusterGangBackend::PrepareWorkingDir(const GangSlot& slot, const s
   request.set_job_id(job_id);
   request.set_archive(archive);
   v1::PrepareWorkingDirResponse response;
-  return client_->Call(
+  return agents_->Call(
       absl::StrCat("the node agent of ", slot.node_id, " at ", node.address), Retry::kSafe,
       [&](grpc::ClientContext* ctx) { return agent->PrepareWorkingDir(ctx, request, &response); });
 }
@@ -398,7 +395,7 @@ absl::StatusOr<StartedRank> ClusterGangBackend::StartRank(const RankLaunch& laun
   const absl::Time until = absl::Now() + absl::Seconds(10);
   while (true) {
     v1::LeaseReply reply;
-    TESSERA_RETURN_IF_ERROR(client_->Call(peer, Retry::kSafe, [&](grpc::ClientContext* ctx) {
+    TESSERA_RETURN_IF_ERROR(agents_->Call(peer, Retry::kSafe, [&](grpc::ClientContext* ctx) {
       return agent->RequestLease(ctx, request, &reply);
     }));
     if (reply.has_granted()) {
@@ -427,7 +424,7 @@ absl::StatusOr<StartedRank> ClusterGangBackend::StartRank(const RankLaunch& laun
 std::unique_ptr<RankWatch> ClusterGangBackend::WatchRank(
     const StartedRank& rank, std::function<void(bool, const std::string&)> output,
     std::function<void(RankEnd)> ended) {
-  return std::make_unique<GrpcRankWatch>(client_->StreamContext(), Agent(rank.agent_address), rank,
+  return std::make_unique<GrpcRankWatch>(agents_->StreamContext(), Agent(rank.agent_address), rank,
                                          std::move(output), std::move(ended));
 }
 
@@ -437,7 +434,7 @@ absl::Status ClusterGangBackend::SignalRank(const StartedRank& rank, int signal)
   request.set_worker_id(rank.worker_id);
   request.set_signal(signal);
   v1::KillWorkerResponse response;
-  return client_->Call(
+  return agents_->Call(
       absl::StrCat("the node agent of ", rank.node_id, " at ", rank.agent_address), Retry::kSafe,
       [&](grpc::ClientContext* ctx) { return agent->KillWorker(ctx, request, &response); });
 }
@@ -450,7 +447,7 @@ absl::StatusOr<size_t> ClusterGangBackend::WriteStdin(const StartedRank& rank,
   request.set_data(data);
   request.set_close(close);
   v1::WriteWorkerStdinResponse response;
-  TESSERA_RETURN_IF_ERROR(client_->Call(
+  TESSERA_RETURN_IF_ERROR(agents_->Call(
       absl::StrCat("the node agent of ", rank.node_id, " at ", rank.agent_address), Retry::kNever,
       [&](grpc::ClientContext* ctx) { return agent->WriteWorkerStdin(ctx, request, &response); }));
   return static_cast<size_t>(response.written());
@@ -458,10 +455,10 @@ absl::StatusOr<size_t> ClusterGangBackend::WriteStdin(const StartedRank& rank,
 
 absl::StatusOr<std::set<std::string>> ClusterGangBackend::DeadNodes(
     const std::set<std::string>& nodes) {
-  TESSERA_ASSIGN_OR_RETURN(v1::ListNodesResponse listed, client_->ListNodes());
+  TESSERA_ASSIGN_OR_RETURN(std::vector<HeadNode> listed, head_->Nodes());
   std::set<std::string> dead = nodes;
-  for (const v1::NodeInfo& info : listed.nodes()) {
-    if (info.state() != v1::NODE_STATE_DEAD) dead.erase(info.node().node_id());
+  for (const HeadNode& node : listed) {
+    if (node.alive) dead.erase(node.description.node_id());
   }
   return dead;
 }

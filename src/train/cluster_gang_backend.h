@@ -1,12 +1,14 @@
 // ClusterGangBackend: the GangBackend of a running cluster. Reservations are the head's slice
-// groups (whole TPU slices, NVLink hosts) and placement groups (workers, nnodes); ranks are
-// command workers leased inside their bundles from the agent holding them, owned by the
-// controller (WorkerSpec.stop_when_unwatched: a rank whose controller died never lingers), and
-// watched over NodeAgent.WatchWorker. A head whose jobs outlive it (a durable state store)
-// leases them without stop_when_unwatched instead: the job's record owns them, and the restarted
-// head watches them again (or releases their reservation, which ends them).
+// groups (whole TPU slices, NVLink hosts) and placement groups (workers, nnodes), asked of the
+// head through a ClusterHead (cluster_head.h: in process inside the head, over gRPC from a
+// program); ranks are command workers leased inside their bundles from the agent holding them
+// (over gRPC), owned by the controller (WorkerSpec.stop_when_unwatched: a rank whose controller
+// died never lingers), and watched over NodeAgent.WatchWorker. A head whose jobs outlive it (a
+// durable state store) leases them without stop_when_unwatched instead: the job's record owns
+// them, and the restarted head watches them again (or releases their reservation, which ends
+// them).
 //
-// Thread-safe: one mutex guards the client's stub cache and the node table; calls run outside it.
+// Thread-safe: one mutex guards the agents' stub cache and the node table; calls run outside it.
 #pragma once
 
 #include <map>
@@ -17,16 +19,19 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "client/cluster_client.h"
+#include "train/cluster_head.h"
 #include "train/gang_backend.h"
 
 namespace tessera::train {
 
 class ClusterGangBackend final : public GangBackend {
  public:
+  // The head through `head`, the node agents through `agents` (its head is not called here).
   // `ranks_outlive_the_head`: ranks are not stopped when their watch goes away (the job's record
   // in a durable store owns them; see above).
-  explicit ClusterGangBackend(std::unique_ptr<client::ClusterClient> client,
-                              bool ranks_outlive_the_head = false);
+  ClusterGangBackend(std::unique_ptr<ClusterHead> head,
+                     std::shared_ptr<client::ClusterClient> agents,
+                     bool ranks_outlive_the_head = false);
 
   absl::StatusOr<GangReservation> Reserve(const std::string& name,
                                           const v1::GangPlacement& placement, GangSize size,
@@ -72,7 +77,8 @@ class ClusterGangBackend final : public GangBackend {
   absl::Status FillSlot(const std::string& node_id, const v1::Allocation& allocation,
                         GangSlot* slot);
 
-  const std::unique_ptr<client::ClusterClient> client_;
+  const std::unique_ptr<ClusterHead> head_;
+  const std::shared_ptr<client::ClusterClient> agents_;
   const bool ranks_outlive_the_head_;
   absl::Mutex mu_;
   std::map<std::string, NodeEntry> nodes_ ABSL_GUARDED_BY(mu_);

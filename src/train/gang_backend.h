@@ -1,7 +1,8 @@
 // GangBackend: what a gang controller needs from a cluster — reserve a gang's placement whole,
 // start one rank in one slot of it, watch and signal that rank, and release the reservation. The
 // controller (gang_controller.h) holds the policy; a backend only makes calls. The cluster's
-// backend (cluster_gang_backend.h) speaks gRPC to the head and the node agents; tests use fakes.
+// backend (cluster_gang_backend.h) reaches the head through a ClusterHead (in process inside the
+// head, gRPC from a program) and speaks gRPC to the node agents; tests use fakes.
 //
 // Thread-safety: implementations are thread-safe (ranks are started and watched in parallel).
 #pragma once
@@ -95,7 +96,7 @@ class GangBackend {
 
   // Reserves `placement` under `name` with as many members as fit now between `size.min` and
   // `size.max` (members: workers, nodes, or whole slices), largest first; at the minimum it
-  // waits while it is pending until `timeout`; `stopped` is polled meanwhile.
+  // waits while it is pending until `timeout`; `stopped` is asked meanwhile.
   // ResourceExhausted when it can never be placed (the explanation says why), DeadlineExceeded
   // when there was no room in time, Cancelled when stopped. Nothing is held on error.
   virtual absl::StatusOr<GangReservation> Reserve(const std::string& name,

@@ -10,8 +10,6 @@ FOLDERS = ("src/head", "src/train", "src/node")
 READ = re.compile(r"\babsl::(Now|SleepFor)\(")
 
 KNOWN_REAL_TIME = {
-    "src/head/placement_groups.cc": "WaitPlacementGroup waits on a condition variable of the "
-                                    "cluster lock, in real time",
     "src/train/job_manager.cc": "StreamJobLogs paces a gRPC stream to its reader in real time",
     "src/train/cluster_gang_backend.cc": "a rank's lease is asked for in rounds against the "
                                          "agent, in real time",
