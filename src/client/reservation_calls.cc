@@ -8,10 +8,10 @@
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
-#include "hardware/tpu/tpu_accelerator_type.h"
-#include "hardware/tpu/tpu_generation.h"
-#include "hardware/tpu/tpu_topology.h"
 #include "labels/label_selector.h"
+#include "vocabulary/tpu_accelerator_type.h"
+#include "vocabulary/tpu_generation.h"
+#include "vocabulary/tpu_topology.h"
 #include "wire/proto_convert.h"
 
 namespace tessera::client {

@@ -12,9 +12,9 @@
 #include "base/ignore_status.h"
 #include "base/string_util.h"
 #include "hardware/node_label_keys.h"
-#include "hardware/tpu/slice_shape.h"
-#include "hardware/tpu/sub_slice.h"
 #include "scheduling/explanation.h"
+#include "vocabulary/slice_shape.h"
+#include "vocabulary/sub_slice.h"
 
 namespace tessera {
 namespace {

@@ -38,10 +38,10 @@
 
 #include "absl/base/attributes.h"
 #include "absl/status/statusor.h"
-#include "hardware/tpu/tpu_generation.h"
-#include "hardware/tpu/tpu_topology.h"
 #include "scheduling/cluster_view.h"
 #include "scheduling/task_scheduler.h"
+#include "vocabulary/tpu_generation.h"
+#include "vocabulary/tpu_topology.h"
 
 namespace tessera {
 
@@ -64,7 +64,7 @@ struct DomainAlternative {
   // TPU: an ICI-contiguous block of `topology` inside a larger slice of the generation (or a
   // whole slice of that shape) is taken instead of a whole slice: never straddling slices, its
   // hosts numbered 0..n-1 as the block's own workers, its domain named `<slice>/<block>`
-  // (hardware/tpu/sub_slice.h numbers the blocks).
+  // (vocabulary/sub_slice.h numbers the blocks).
   bool sub_slice = false;
   // Only slices whose every registered host matches it, or NVLink hosts that match it.
   LabelSelector selector;

@@ -10,8 +10,8 @@
 #include "base/string_util.h"
 #include "hardware/plugin_registry.h"
 #include "hardware/simulated/description_reader.h"
-#include "hardware/tpu/slice_shape.h"
 #include "labels/label.h"
+#include "vocabulary/slice_shape.h"
 
 namespace tessera {
 namespace {
