@@ -37,6 +37,8 @@ EDGES = {
     "src/scheduling/cluster_file.cc": "the simulator's cluster file",
     "src/node/object_store_sizing.cc": "the agent's --object-store-memory flag",
     "src/metrics/exposition_parser.cc": "Prometheus's text format (its ParseLabels is its own)",
+    "src/scheduling/cluster_view.cc": "a node's labels, read into its FabricMembership once when "
+                                      "the node joins (ClusterView::AddNode)",
 }
 
 # Files inside that still parse text, each with its reason; fix one, then remove it here.
@@ -49,8 +51,6 @@ KNOWN_INSIDE = {
                                        "and are parsed to be checked, then sent as text",
     "src/wire/proto_convert.cc": "a LabelSelector is a map of selector expressions on the wire "
                                  "(LabelSelector.constraints)",
-    "src/scheduling/domain_group_scheduler.cc": "slice requests carry their accelerator and "
-                                                "topology as text, parsed again here",
 }
 
 
