@@ -16,8 +16,8 @@ namespace py = pybind11;
 
 std::vector<LabelSelector> SelectorsFrom(py::handle dicts, const char* what);
 
-// The same selectors as the text the placement group and slice API still takes
-// (tessera/placement_group.h; to become selectors as its options become types).
+// The same selectors as the text the placement group and gang API still takes
+// (tessera/placement_group.h, tessera/gang.h; to become selectors as their options become types).
 std::vector<std::string> SelectorTexts(py::handle dicts, const char* what);
 
 }  // namespace tessera::python
