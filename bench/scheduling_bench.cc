@@ -22,6 +22,7 @@
 #include "scheduling/placement_group_scheduler.h"
 #include "scheduling/reservation_engine.h"
 #include "scheduling/task_scheduler.h"
+#include "vocabulary/slice_shape.h"
 
 namespace tessera {
 namespace {
@@ -289,8 +290,7 @@ DomainGroupRequest SliceRequest(int count) {
   DomainGroupRequest request;
   request.name = "bench";
   DomainAlternative alt;
-  alt.accelerator = "v6e";
-  alt.topology = "4x4";
+  alt.shape = *MakeSliceShape(TpuGeneration::kV6e, {{4, 4}});
   alt.count = count;
   request.alternatives.push_back(alt);
   return request;

@@ -45,8 +45,10 @@ int Fail(const std::string& what, const absl::Status& status) {
 int main() {
   // First thing in main: in a worker process (an actor) this serves calls and never returns.
   if (absl::Status s = tessera::Init(); !s.ok()) return Fail("init", s);
-  auto slice = tessera::ReserveSlices(
-      {.name = "slice-actors", .accelerator_type = "TPU-V6E", .topology = "4x4"});
+  // The shape is a type, checked when it is made: a v6e 4x4 (4 hosts of 4 chips).
+  auto shape = tessera::MakeSliceShape(tessera::TpuGeneration::kV6e, {{4, 4}});
+  if (!shape.ok()) return Fail("shape", shape.status());
+  auto slice = tessera::ReserveSlices({.name = "slice-actors", .shape = *shape});
   if (!slice.ok()) return Fail("reserve", slice.status());
   std::printf("reserved %s: %zu hosts\n", slice->name.c_str(), slice->hosts.size());
 

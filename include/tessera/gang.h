@@ -15,11 +15,11 @@
 //   // done->state: "SUCCEEDED", "FAILED" (done->message names the rank, host and cause) or
 //   // "STOPPED"; done->restart_count, done->ranks (node, host, pid of each rank).
 //
-// Where, exactly one of: `accelerator_type` + `topology` (whole slices: one rank per host, or
-// per chip), `workers` (ranks of `resources_per_worker` in one placement group), `nodes`
-// (`procs_per_node` ranks on each of N nodes). `min_*` makes the range elastic (start with what
-// fits, shrink on a failure, grow when room returns). Bad options are a one-line InvalidArgument
-// and start nothing.
+// Where, exactly one of: `slice` (whole slices of that shape: one rank per host, or per chip;
+// .slice = *tessera::MakeSliceShape(tessera::TpuGeneration::kV6e, {{4, 4}})), `workers` (ranks
+// of `resources_per_worker` in one placement group), `nodes` (`procs_per_node` ranks on each of
+// N nodes). `min_*` makes the range elastic (start with what fits, shrink on a failure, grow
+// when room returns). Bad options are a one-line InvalidArgument and start nothing.
 //
 // Thread-safe: a Gang is a value (its id); calls on copies may be made from any thread.
 #pragma once
@@ -39,6 +39,7 @@
 #include "tessera/actor.h"
 #include "tessera/tessera.h"
 #include "vocabulary/placement_strategy.h"
+#include "vocabulary/slice_shape.h"
 #include "vocabulary/task_options.h"
 
 namespace tessera {
@@ -51,9 +52,9 @@ struct GangOptions {
   // The ranks' folder ("" this program's).
   std::string working_folder;
 
-  // Whole slices: "TPU-V6E" with "4x4" (or a pod type); num_slices of them, min_slices..
-  std::string accelerator_type;
-  std::string topology;
+  // Whole slices of this shape (a generation and a topology: MakeSliceShape, or ParseSliceShape
+  // from text); num_slices of them, min_slices..
+  std::optional<SliceShape> slice;
   int num_slices = 1;
   int min_slices = 0;  // 0: fixed
   bool per_chip = false;

@@ -7,8 +7,8 @@
 //   auto pg = tessera::CreatePlacementGroup({.name = "train",
 //                                            .strategy = tessera::PlacementStrategy::kStrictSpread,
 //                                            .bundles = {gpu, gpu}});
-//   auto slice = tessera::ReserveSlices({.name = "s", .accelerator_type = "TPU-V6E",
-//                                        .topology = "4x4"});
+//   auto v6e_4x4 = tessera::MakeSliceShape(tessera::TpuGeneration::kV6e, {{4, 4}});
+//   auto slice = tessera::ReserveSlices({.name = "s", .shape = *v6e_4x4});
 //   ... tessera::Actor(Make).Resources({{"TPU", 4}}).PlacementGroup("s", i).Remote();
 //   tessera::ReleaseSlices("s");  tessera::RemovePlacementGroup("train");
 //
@@ -19,6 +19,7 @@
 // Thread-safe: each call is independent.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "labels/label_selector.h"
 #include "resources/resource_set.h"
 #include "vocabulary/placement_strategy.h"
+#include "vocabulary/slice_shape.h"
 
 namespace tessera {
 
@@ -90,25 +92,26 @@ absl::Status RemovePlacementGroup(const std::string& name);
 
 struct SliceOptions {
   std::string name;
-  // "TPU-V6E" (a generation) with a topology such as "4x4", or a pod type ("v6e-16").
-  std::string accelerator_type;
-  std::string topology;
+  // The slice: a generation and a topology valid for it, built once with
+  // MakeSliceShape(TpuGeneration::kV6e, {{4, 4}}) (or, from text, ParseSliceShape("TPU-V6E",
+  // "4x4", std::nullopt)); only its generation and topology are sent.
+  SliceShape shape;
   int num_slices = 1;
-  // Resources added to each host's bundle ("CPU=4").
-  std::string per_host;
-  // Other shapes tried in order (accelerator type, topology, number of slices).
+  // Resources added to each host's bundle ({"CPU", 4}: ResourceSet::FromAmounts({{"CPU", 4}})).
+  ResourceSet per_host;
+  // Other shapes tried in order (shape, number of slices).
   struct Alternative {
-    std::string accelerator_type;
-    std::string topology;
+    SliceShape shape;
     int num_slices = 1;
   };
   std::vector<Alternative> fallbacks;
   // For every alternative: only the slice of this tessera.io/tpu-slice-name ("" any), only
-  // slices whose every host matches this label selector ("tessera.io/availability-zone=b"), and
+  // slices whose every host matches this label selector (nullopt or empty: any;
+  // LabelSelector::Of({{"tessera.io/availability-zone", SelectorOperator::kIn, {"b"}}})), and
   // blocks of the topology inside larger slices instead of whole slices (sub_slice: a 2x4 in a
   // 4x4, its hosts numbered 0..n-1 in the block, the block named "<slice>/<block>").
   std::string slice;
-  std::string label_selector;
+  std::optional<LabelSelector> label_selector;
   bool sub_slice = false;
   absl::Duration timeout = absl::Seconds(30);
   // As PlacementGroupOptions::detached: released with the program unless detached.

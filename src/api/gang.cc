@@ -62,17 +62,14 @@ absl::StatusOr<v1::SubmitJobRequest> api::GangRequest(const GangOptions& o) {
   spec.set_start_timeout_ms(Ms(o.start_timeout));
   spec.set_elastic_check_ms(Ms(o.elastic_check));
   v1::GangPlacement& p = *spec.mutable_placement();
-  const int kinds =
-      (!o.accelerator_type.empty() ? 1 : 0) + (o.workers > 0 ? 1 : 0) + (o.nodes > 0 ? 1 : 0);
+  const int kinds = (o.slice.has_value() ? 1 : 0) + (o.workers > 0 ? 1 : 0) + (o.nodes > 0 ? 1 : 0);
   if (kinds != 1) {
-    return absl::InvalidArgumentError(
-        "gang: give exactly one of accelerator_type (with topology), workers or nodes");
+    return absl::InvalidArgumentError("gang: give exactly one of slice, workers or nodes");
   }
-  if (!o.accelerator_type.empty()) {
+  if (o.slice.has_value()) {
     TESSERA_ASSIGN_OR_RETURN(
         *p.add_slices(),
-        client::TpuSliceAlternative("gang: accelerator_type/topology", o.accelerator_type,
-                                    o.topology, o.num_slices, o.per_chip));
+        client::TpuSliceAlternative("gang: slice", *o.slice, o.num_slices, o.per_chip));
     if (o.min_slices > 0 && o.min_slices < o.num_slices) p.set_min_slices(o.min_slices);
   }
   if (o.workers > 0) {

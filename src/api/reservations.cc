@@ -94,34 +94,24 @@ absl::StatusOr<v1::ReserveSlicesRequest> SliceRequest(const SliceOptions& option
   request.set_request_id(client::NewRequestId("slice"));
   request.set_name(options.name);
   if (!options.detached) request.set_owner(ReservationOwner());
-  auto primary = client::TpuSliceAlternative("accelerator_type/topology", options.accelerator_type,
-                                             options.topology, options.num_slices,
-                                             /*per_chip=*/false);
+  auto primary =
+      client::TpuSliceAlternative("shape", options.shape, options.num_slices, /*per_chip=*/false);
   if (!primary.ok()) return prefix(primary.status());
   *request.add_alternatives() = *std::move(primary);
   for (size_t i = 0; i < options.fallbacks.size(); ++i) {
     const SliceOptions::Alternative& alt = options.fallbacks[i];
-    auto fallback = client::TpuSliceAlternative(absl::StrCat("fallback ", i + 1),
-                                                alt.accelerator_type, alt.topology, alt.num_slices,
-                                                /*per_chip=*/false);
+    auto fallback = client::TpuSliceAlternative(absl::StrCat("fallback ", i + 1), alt.shape,
+                                                alt.num_slices, /*per_chip=*/false);
     if (!fallback.ok()) return prefix(fallback.status());
     *request.add_alternatives() = *std::move(fallback);
   }
   if (!options.per_host.empty()) {
-    auto per_host = ParseResourceSet(options.per_host);
-    if (!per_host.ok()) {
-      return prefix(absl::InvalidArgumentError(
-          absl::StrCat("per_host ", Quote(options.per_host), ": ", per_host.status().message())));
-    }
     for (v1::SliceAlternative& alt : *request.mutable_alternatives()) {
-      wire::ResourcesToProto(*per_host, alt.mutable_per_host());
+      wire::ResourcesToProto(options.per_host, alt.mutable_per_host());
     }
   }
-  if (absl::Status restricted = client::RestrictSliceAlternatives(
-          request, "label_selector", options.slice, options.label_selector, options.sub_slice);
-      !restricted.ok()) {
-    return prefix(restricted);
-  }
+  client::RestrictSliceAlternatives(request, options.slice, options.label_selector,
+                                    options.sub_slice);
   return request;
 }
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "base/string_util.h"
 #include "cli/commands.h"
-#include "hardware/tpu/slice_shape.h"
+#include "vocabulary/slice_shape.h"
 
 namespace tessera::cli {
 namespace {

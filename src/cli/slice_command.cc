@@ -8,7 +8,9 @@
 // the slice or none, decided by the head. Shapes are checked here first so a typo costs no call.
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -21,8 +23,10 @@
 #include "cli/cluster_format.h"
 #include "cli/cluster_views.h"
 #include "cli/commands.h"
+#include "cli/slice_flags.h"
 #include "client/cluster_client.h"
 #include "client/reservation_calls.h"
+#include "labels/label_selector.h"
 #include "resources/resource_set.h"
 #include "rpc/state_names.h"
 #include "wire/proto_convert.h"
@@ -72,10 +76,12 @@ absl::StatusOr<tessera::v1::ReserveSlicesRequest> BuildReserveRequest(const Rese
           "give --accelerator and --topology (e.g. --accelerator TPU-V6E --topology 4x4), or "
           "--nvlink-hosts N");
     }
+    const char* what = "--accelerator/--topology";
+    TESSERA_ASSIGN_OR_RETURN(const SliceShape shape,
+                             ParseSliceFlags(what, args.accelerator, args.topology));
     TESSERA_ASSIGN_OR_RETURN(
         *request.add_alternatives(),
-        client::TpuSliceAlternative("--accelerator/--topology", args.accelerator, args.topology,
-                                    args.num_slices, args.per_chip));
+        client::TpuSliceAlternative(what, shape, args.num_slices, args.per_chip));
   }
   for (const std::string& text : args.fallbacks) {
     const std::string what = absl::StrCat("--fallback ", Quote(text));
@@ -89,9 +95,9 @@ absl::StatusOr<tessera::v1::ReserveSlicesRequest> BuildReserveRequest(const Rese
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": ", Quote(parts[2]), " is not a number of slices"));
     }
-    TESSERA_ASSIGN_OR_RETURN(
-        *request.add_alternatives(),
-        client::TpuSliceAlternative(what, parts[0], parts[1], k, args.per_chip));
+    TESSERA_ASSIGN_OR_RETURN(const SliceShape shape, ParseSliceFlags(what, parts[0], parts[1]));
+    TESSERA_ASSIGN_OR_RETURN(*request.add_alternatives(),
+                             client::TpuSliceAlternative(what, shape, k, args.per_chip));
   }
   if (!args.per_host.empty()) {
     auto per_host = ParseResourceSet(args.per_host);
@@ -105,8 +111,15 @@ absl::StatusOr<tessera::v1::ReserveSlicesRequest> BuildReserveRequest(const Rese
   if (args.sub_slice && args.nvlink_hosts > 0) {
     return absl::InvalidArgumentError("--sub-slice takes blocks of TPU slices, not NVLink hosts");
   }
-  TESSERA_RETURN_IF_ERROR(client::RestrictSliceAlternatives(request, "--selector", args.domain,
-                                                            args.selector, args.sub_slice));
+  std::optional<LabelSelector> selector;
+  if (!args.selector.empty()) {
+    auto parsed = ParseLabelSelector(args.selector);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--selector: ", parsed.status().message()));
+    }
+    selector = *std::move(parsed);
+  }
+  client::RestrictSliceAlternatives(request, args.domain, selector, args.sub_slice);
   return request;
 }
 

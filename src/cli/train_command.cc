@@ -30,6 +30,7 @@
 #include "cli/commands.h"
 #include "cli/job_client.h"
 #include "cli/signal_waiter.h"
+#include "cli/slice_flags.h"
 #include "client/cluster_client.h"
 #include "client/reservation_calls.h"
 #include "labels/label_selector.h"
@@ -75,8 +76,10 @@ absl::Status AddSlices(const TrainArgs& args, v1::GangPlacement& placement) {
     int min = 0;
     int max = 0;
     if (absl::Status s = ParseCountRange("--slices", args.slices, &min, &max); !s.ok()) return s;
-    auto alternative = client::TpuSliceAlternative("--accelerator/--topology", args.accelerator,
-                                                   args.topology, max, args.per_chip);
+    const char* what = "--accelerator/--topology";
+    absl::StatusOr<SliceShape> shape = ParseSliceFlags(what, args.accelerator, args.topology);
+    if (!shape.ok()) return shape.status();
+    auto alternative = client::TpuSliceAlternative(what, *shape, max, args.per_chip);
     if (!alternative.ok()) return alternative.status();
     *placement.add_slices() = *alternative;
     if (min < max) placement.set_min_slices(min);

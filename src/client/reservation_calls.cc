@@ -9,62 +9,38 @@
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
-#include "hardware/tpu/tpu_accelerator_type.h"
-#include "hardware/tpu/tpu_generation.h"
-#include "hardware/tpu/tpu_topology.h"
 #include "labels/label_selector.h"
+#include "vocabulary/tpu_topology.h"
 #include "wire/proto_convert.h"
 
 namespace tessera::client {
 
-absl::Status RestrictSliceAlternatives(v1::ReserveSlicesRequest& request,
-                                       std::string_view selector_what, const std::string& domain,
-                                       const std::string& selector, bool sub_slice) {
-  std::optional<LabelSelector> parsed;
-  if (!selector.empty()) {
-    absl::StatusOr<LabelSelector> text = ParseLabelSelector(selector);
-    if (!text.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(ToAbsl(selector_what), ": ", text.status().message()));
-    }
-    parsed = *std::move(text);
-  }
+void RestrictSliceAlternatives(v1::ReserveSlicesRequest& request, const std::string& domain,
+                               const std::optional<LabelSelector>& selector, bool sub_slice) {
   for (v1::SliceAlternative& alt : *request.mutable_alternatives()) {
     alt.set_domain(domain);
     alt.set_sub_slice(sub_slice);
-    if (parsed.has_value()) wire::LabelSelectorToProto(*parsed, alt.mutable_label_selector());
+    if (selector.has_value() && !selector->empty()) {
+      wire::LabelSelectorToProto(*selector, alt.mutable_label_selector());
+    }
   }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::SliceAlternative> TpuSliceAlternative(std::string_view what,
-                                                         std::string_view accelerator,
-                                                         std::string_view topology, int num_slices,
+                                                         const SliceShape& shape, int num_slices,
                                                          bool per_chip) {
-  v1::SliceAlternative alt;
-  auto generation = ParseTpuGeneration(accelerator);
-  if (generation.ok()) {
-    auto shape = ParseTpuTopologyFor(*generation, topology);
-    if (!shape.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(ToAbsl(what), ": ", shape.status().message()));
-    }
-    alt.set_accelerator_type(TpuTypeString(*generation));
-    alt.set_topology(shape->ToString());
-  } else if (ParseTpuAcceleratorType(accelerator).ok()) {
-    // A pod type ("v6e-16") names the shape's chip count; the head matches it with the topology.
-    alt.set_accelerator_type(std::string(accelerator));
-    alt.set_topology(std::string(Trim(topology)));
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat(ToAbsl(what), ": ", generation.status().message()));
-  }
-  if (alt.topology().empty()) {
+  if (shape.topology.dims.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(ToAbsl(what), ": a topology is needed"));
+  }
+  if (absl::Status valid = ValidateTopology(shape.generation, shape.topology); !valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(ToAbsl(what), ": ", valid.message()));
   }
   if (num_slices < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat(ToAbsl(what), ": the number of slices must be at least 1"));
   }
+  v1::SliceAlternative alt;
+  wire::SliceShapeToProto(shape, alt.mutable_shape());
   alt.set_num_slices(num_slices);
   alt.set_bundle_per_chip(per_chip);
   return alt;

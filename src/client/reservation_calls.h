@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -14,25 +15,25 @@
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "client/cluster_client.h"
+#include "labels/label_selector.h"
 #include "tessera/v1/head.pb.h"
+#include "vocabulary/slice_shape.h"
 
 namespace tessera::client {
 
-// One TPU alternative of a slice request, checked: the generation ("TPU-V6E", "v6e") with a
-// topology valid for it ("4x4"), or a pod type ("v6e-16") with its topology; `num_slices` >= 1.
-// The accelerator is spelled canonically. InvalidArgument naming `what` otherwise.
+// One TPU alternative of a slice request: `num_slices` (>= 1) slices of `shape`, whose
+// generation and topology it carries (MakeSliceShape or ParseSliceShape made it where the
+// request entered). The shape is checked again (ValidateTopology), so one filled in by hand is
+// refused when its topology is not a slice of its generation. InvalidArgument naming `what`.
 absl::StatusOr<v1::SliceAlternative> TpuSliceAlternative(std::string_view what,
-                                                         std::string_view accelerator,
-                                                         std::string_view topology, int num_slices,
+                                                         const SliceShape& shape, int num_slices,
                                                          bool per_chip);
 
 // Sets on every alternative of `request` what it may take: only the slice or NVLink domain
-// `domain` ("" any), only slices whose every host matches `selector` (label selector text, ""
-// none; with NVLink hosts, hosts that match), and blocks of larger slices with `sub_slice`.
-// InvalidArgument, prefixed by `selector_what`, for a selector that does not parse.
-absl::Status RestrictSliceAlternatives(v1::ReserveSlicesRequest& request,
-                                       std::string_view selector_what, const std::string& domain,
-                                       const std::string& selector, bool sub_slice);
+// `domain` ("" any), only slices whose every host matches `selector` (nullopt or empty: any;
+// with NVLink hosts, hosts that match), and blocks of larger slices with `sub_slice`.
+void RestrictSliceAlternatives(v1::ReserveSlicesRequest& request, const std::string& domain,
+                               const std::optional<LabelSelector>& selector, bool sub_slice);
 
 // Sends CreatePlacementGroup: once it returns OK the head has the group (a RemovePlacementGroup
 // sent after it withdraws the group, wherever its placement stands). The group as the head

@@ -34,6 +34,7 @@ namespace tessera {
 namespace {
 
 using head_testing::FakeAgent;
+using head_testing::SetV6e4x4;
 using testing_util::Res;
 using testing_util::Spec;
 
@@ -570,8 +571,7 @@ TEST_F(HeadServiceTest, SlicesAreReservedWholeAndBrokenWhenAHostDies) {
   v1::ReserveSlicesRequest request;
   request.set_name("train");
   auto* alt = request.add_alternatives();
-  alt->set_accelerator_type("TPU-V6E");
-  alt->set_topology("4x4");
+  SetV6e4x4(alt);
   alt->set_num_slices(2);
   v1::SliceGroupInfo info;
   ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
@@ -633,8 +633,7 @@ TEST_F(HeadServiceTest, ABrokenSliceGroupWhoseHostReturnsIsReservedAgain) {
   v1::ReserveSlicesRequest request;
   request.set_name("train");
   auto* alt = request.add_alternatives();
-  alt->set_accelerator_type("TPU-V6E");
-  alt->set_topology("4x4");
+  SetV6e4x4(alt);
   v1::SliceGroupInfo info;
   ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
   ASSERT_EQ(info.state(), v1::SLICE_GROUP_STATE_RESERVED) << info.explanation();
@@ -1031,8 +1030,7 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
     v1::ReserveSlicesRequest r;
     r.set_name("s");
     v1::SliceAlternative* alt = r.add_alternatives();
-    alt->set_accelerator_type("TPU-V6E");
-    alt->set_topology("4x4");
+    SetV6e4x4(alt);
     alt->set_num_slices(num_slices);
     return r;
   };
@@ -1058,9 +1056,8 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
   }
   {
     v1::ReserveSlicesRequest r = slices(1);
-    r.mutable_alternatives(0)->set_topology(std::string(limits::kMaxTopologyLength + 1, '4'));
-    cases.push_back(
-        {"alternatives[0].topology has 65 characters; at most 64 are allowed", reserve(r)});
+    for (int i = 0; i < 3; ++i) r.mutable_alternatives(0)->mutable_shape()->add_dims(4);
+    cases.push_back({"alternatives[0].shape has 5 dims; at most 3 are allowed", reserve(r)});
     r = slices(1);
     r.set_name(long_name);
     cases.push_back({"name has 254 characters; at most 253 are allowed", reserve(r)});
@@ -1404,8 +1401,7 @@ TEST_F(HeadServiceTest, SliceGroupsThenSlicesArePagedAsOneListing) {
     v1::ReserveSlicesRequest request;
     request.set_name(name);
     auto* alt = request.add_alternatives();
-    alt->set_accelerator_type("TPU-V6E");
-    alt->set_topology("4x4");
+    SetV6e4x4(alt);
     v1::SliceGroupInfo info;
     ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
     ASSERT_EQ(info.state(), v1::SLICE_GROUP_STATE_RESERVED) << info.explanation();
@@ -1763,8 +1759,7 @@ TEST_F(HeadServiceTest, ASliceHostThatLostItsBundleBreaksTheGroupWhichIsReserved
   v1::ReserveSlicesRequest request;
   request.set_name("train");
   auto* alt = request.add_alternatives();
-  alt->set_accelerator_type("TPU-V6E");
-  alt->set_topology("4x4");
+  SetV6e4x4(alt);
   v1::SliceGroupInfo info;
   ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
   ASSERT_EQ(info.state(), v1::SLICE_GROUP_STATE_RESERVED) << info.explanation();
@@ -2031,8 +2026,7 @@ class DriverLifetimeTest : public HeadServiceTest {
     request.set_name(name);
     request.set_owner(owner);
     auto* alt = request.add_alternatives();
-    alt->set_accelerator_type("TPU-V6E");
-    alt->set_topology("4x4");
+    SetV6e4x4(alt);
     v1::SliceGroupInfo info;
     ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
     ASSERT_EQ(info.state(), v1::SLICE_GROUP_STATE_RESERVED) << info.explanation();

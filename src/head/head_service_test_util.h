@@ -14,6 +14,11 @@
 
 namespace tessera::head_testing {
 
+// Sets the shape of a v6e 4x4 slice on a request's alternative.
+inline void SetV6e4x4(v1::SliceAlternative* alt) {
+  wire::SliceShapeToProto(*MakeSliceShape(TpuGeneration::kV6e, {{4, 4}}), alt->mutable_shape());
+}
+
 // A node agent that keeps the bundles the head prepares and commits (in one step when the
 // prepare says so), and fails on demand.
 // Thread-safe.

@@ -137,10 +137,8 @@ absl::Status Check(const v1::ReserveSlicesRequest& request) {
       TESSERA_RETURN_IF_ERROR(CheckAtMost(where + " asks for", alternative.nvlink_hosts(),
                                           "NVLink hosts", kMaxNvlinkHostsPerRequest));
     }
-    TESSERA_RETURN_IF_ERROR(
-        CheckChars(where + ".topology", alternative.topology(), kMaxTopologyLength));
-    TESSERA_RETURN_IF_ERROR(CheckChars(where + ".accelerator_type", alternative.accelerator_type(),
-                                       kMaxAcceleratorTypeLength));
+    TESSERA_RETURN_IF_ERROR(CheckAtMost(where + ".shape has", alternative.shape().dims_size(),
+                                        "dims", kMaxTopologyDims));
     TESSERA_RETURN_IF_ERROR(CheckResources(where + ".per_host", alternative.per_host()));
     TESSERA_RETURN_IF_ERROR(CheckName(where + ".domain", alternative.domain()));
     TESSERA_RETURN_IF_ERROR(CheckSelector(where + ".label_selector", alternative.label_selector()));

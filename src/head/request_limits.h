@@ -41,9 +41,8 @@ inline constexpr size_t kMaxSliceAlternatives = 16;
 inline constexpr size_t kMaxSlicesPerRequest = 64;
 // Hosts of one NVLink domain one alternative asks for (nvlink_hosts); NVL72 is 18.
 inline constexpr size_t kMaxNvlinkHostsPerRequest = 1024;
-// Characters in an alternative's topology ("4x4", "2x2x2") and accelerator type.
-inline constexpr size_t kMaxTopologyLength = 64;
-inline constexpr size_t kMaxAcceleratorTypeLength = 63;  // a label value
+// Dimensions of an alternative's TPU topology (shape.dims: 4x4 is two, 2x2x2 three).
+inline constexpr size_t kMaxTopologyDims = 3;
 
 // --- label selectors ---
 // Fallback selectors of one request, after its primary selector.

@@ -4,21 +4,27 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "api/foreign_calls.h"
 #include "api/reservations.h"
+#include "base/string_util.h"
 #include "client/cluster_client.h"
+#include "labels/label_selector.h"
 #include "python/core_error.h"
 #include "python/label_selectors.h"
 #include "python/object_ref.h"
 #include "python/vocabulary_values.h"
 #include "resources/quantity.h"
+#include "resources/resource_set.h"
 #include "rpc/state_names.h"
 #include "tessera/placement_group.h"
+#include "vocabulary/slice_shape.h"
 
 namespace tessera::python {
 namespace {
@@ -172,25 +178,45 @@ void SubmitPlacementGroup(const py::dict& options) {
   if (!submitted.ok()) ThrowStatus(submitted);
 }
 
-py::dict ReserveSlices(const py::dict& options) {
+// The options of reserve_slices, their text parsed here, once: the shape (accelerator_type and
+// topology), per_host ("CPU=1") and the selector. A bad shape or per_host is CoreError INVALID
+// with the C++ API's wording ("slice reservation s: accelerator_type/topology: ...").
+SliceOptions SliceOptionsFrom(const py::dict& options) {
   SliceOptions reserve;
   reserve.name = Get<std::string>(options, "name", "");
-  reserve.accelerator_type = Get<std::string>(options, "accelerator_type", "");
-  reserve.topology = Get<std::string>(options, "topology", "");
+  const auto invalid = [&](std::string_view what, const absl::Status& status) {
+    ThrowStatus(absl::InvalidArgumentError(absl::StrCat("slice reservation ", reserve.name, ": ",
+                                                        ToAbsl(what), ": ", status.message())));
+  };
+  absl::StatusOr<SliceShape> shape =
+      ParseSliceShape(Get<std::string>(options, "accelerator_type", ""),
+                      Get<std::string>(options, "topology", ""), std::nullopt);
+  if (!shape.ok()) invalid("accelerator_type/topology", shape.status());
+  reserve.shape = *std::move(shape);
   reserve.num_slices = Get<int>(options, "num_slices", 1);
-  reserve.per_host = Get<std::string>(options, "per_host", "");
+  const std::string per_host = Get<std::string>(options, "per_host", "");
+  if (!per_host.empty()) {
+    absl::StatusOr<ResourceSet> parsed = ParseResourceSet(per_host);
+    if (!parsed.ok()) invalid(absl::StrCat("per_host ", Quote(per_host)), parsed.status());
+    reserve.per_host = *std::move(parsed);
+  }
   if (options.contains("label_selector")) {
-    // One selector every host must match, as the one-element list SelectorTexts reads.
-    const std::vector<std::string> texts =
-        SelectorTexts(options["label_selector"], "bundle_label_selector");
-    if (texts.size() > 1) {
+    // One selector every host must match, as a one-element list of dicts.
+    std::vector<LabelSelector> selectors =
+        SelectorsFrom(options["label_selector"], "bundle_label_selector");
+    if (selectors.size() > 1) {
       throw py::value_error("bundle_label_selector: a slice takes one selector for every host");
     }
-    if (!texts.empty()) reserve.label_selector = texts[0];
+    if (!selectors.empty()) reserve.label_selector = std::move(selectors[0]);
   }
   reserve.sub_slice = Get<bool>(options, "sub_slice", false);
   reserve.timeout = absl::Seconds(Get<double>(options, "timeout_s", 30));
   reserve.detached = Get<bool>(options, "detached", false);
+  return reserve;
+}
+
+py::dict ReserveSlices(const py::dict& options) {
+  const SliceOptions reserve = SliceOptionsFrom(options);
   absl::StatusOr<SliceReservation> reserved;
   {
     py::gil_scoped_release release;

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -21,6 +22,7 @@
 #include "tessera/actor.h"
 #include "tessera/gang.h"
 #include "tessera/tessera.h"
+#include "vocabulary/slice_shape.h"
 
 namespace tessera::python {
 namespace {
@@ -59,8 +61,17 @@ GangOptions GangOptionsFrom(const py::dict& options) {
   }
   GangOptions out;
   out.name = Get<std::string>(options, "name", "");
-  out.accelerator_type = Get<std::string>(options, "accelerator_type", "");
-  out.topology = Get<std::string>(options, "topology", "");
+  const std::string accelerator = Get<std::string>(options, "accelerator_type", "");
+  if (!accelerator.empty()) {
+    // The one parse of the slice's shape; a bad one is CoreError INVALID, as the C++ API's was.
+    absl::StatusOr<SliceShape> shape =
+        ParseSliceShape(accelerator, Get<std::string>(options, "topology", ""), std::nullopt);
+    if (!shape.ok()) {
+      ThrowStatus(absl::InvalidArgumentError(
+          absl::StrCat("gang: accelerator_type/topology: ", shape.status().message())));
+    }
+    out.slice = *std::move(shape);
+  }
   out.num_slices = Get<int>(options, "num_slices", out.num_slices);
   out.workers = Get<int>(options, "workers", 0);
   // Ray Train's values (_config.py's gang_options), each its type once, here.

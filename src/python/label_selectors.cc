@@ -30,12 +30,4 @@ std::vector<LabelSelector> SelectorsFrom(py::handle dicts, const char* what) {
   return selectors;
 }
 
-std::vector<std::string> SelectorTexts(py::handle dicts, const char* what) {
-  std::vector<std::string> texts;
-  for (const LabelSelector& selector : SelectorsFrom(dicts, what)) {
-    texts.push_back(selector.ToString());
-  }
-  return texts;
-}
-
 }  // namespace tessera::python

@@ -16,8 +16,4 @@ namespace py = pybind11;
 
 std::vector<LabelSelector> SelectorsFrom(py::handle dicts, const char* what);
 
-// The same selectors as the text the slice API still takes (SliceOptions in
-// tessera/placement_group.h; to become selectors as its options become types).
-std::vector<std::string> SelectorTexts(py::handle dicts, const char* what);
-
 }  // namespace tessera::python

@@ -394,6 +394,7 @@ void AddIdle(const ClusterView& cluster, NodeIndex n, IdleCopy& copy) {
   spec.id = record.id;
   spec.resources = record.total;
   spec.labels = record.labels;
+  spec.fabric = record.fabric;  // read from the labels when the node registered
   for (const DeviceInstances& d : record.devices) spec.devices.emplace(d.resource, d.topology);
   absl::StatusOr<NodeIndex> index = copy.view.AddNode(std::move(spec));
   if (index.ok()) copy.to_copy.emplace(n, *index);

@@ -10,8 +10,8 @@
 #include "hardware/environment.h"
 #include "hardware/simulated/description_reader.h"
 #include "hardware/simulated/hardware_description.h"
-#include "hardware/tpu/slice_shape.h"
 #include "labels/label.h"
+#include "vocabulary/slice_shape.h"
 
 namespace tessera {
 namespace {

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
 #include "hardware/node_label_keys.h"
 #include "scheduling/device_set_choice.h"
 #include "scheduling/resource_families.h"
+#include "vocabulary/tpu_accelerator_type.h"
 
 namespace tessera {
 namespace {
@@ -19,6 +21,23 @@ const Quantity kOne = Quantity::FromInt(1);
 std::string LabelOr(const LabelSet& labels, std::string_view key) {
   auto it = labels.find(key);
   return it == labels.end() ? std::string() : it->second;
+}
+
+std::optional<int> WorkerIdOf(const std::string& label) {
+  int worker = 0;
+  if (label.empty() || !absl::SimpleAtoi(ToAbsl(label), &worker) || worker < 0) return std::nullopt;
+  return worker;
+}
+
+// The slice type of a pod type ("v6e-16") and a topology ("4x4") that agree: the topology is a
+// slice of the pod type's generation with its chips.
+std::optional<TpuSliceType> SliceTypeOf(const std::string& pod_type, const std::string& topology) {
+  if (pod_type.empty() || topology.empty()) return std::nullopt;
+  absl::StatusOr<TpuAcceleratorType> type = ParseTpuAcceleratorType(pod_type);
+  if (!type.ok()) return std::nullopt;
+  absl::StatusOr<TpuTopology> shape = ParseTpuTopologyFor(type->generation, topology);
+  if (!shape.ok() || shape->chips() != type->chips()) return std::nullopt;
+  return TpuSliceType{type->generation, *std::move(shape)};
 }
 
 // A topology of `count` devices with nothing known about them: for unit-instance resources that
@@ -67,9 +86,9 @@ NodeSpec NodeSpecFromHardware(NodeId id, const NodeHardware& hardware) {
 FabricMembership FabricMembershipFromLabels(const LabelSet& labels) {
   FabricMembership fabric;
   fabric.tpu_slice_name = LabelOr(labels, labels::kTpuSliceName);
-  fabric.tpu_worker_id = LabelOr(labels, labels::kTpuWorkerId);
-  fabric.tpu_topology = LabelOr(labels, labels::kTpuTopology);
-  fabric.tpu_pod_type = LabelOr(labels, labels::kTpuPodType);
+  fabric.tpu_worker_id = WorkerIdOf(LabelOr(labels, labels::kTpuWorkerId));
+  fabric.tpu_slice =
+      SliceTypeOf(LabelOr(labels, labels::kTpuPodType), LabelOr(labels, labels::kTpuTopology));
   fabric.fabric_domain = LabelOr(labels, labels::kFabricDomain);
   return fabric;
 }
@@ -136,7 +155,8 @@ absl::StatusOr<NodeIndex> ClusterView::AddNode(NodeSpec spec) {
     record.carries_accelerators = record.carries_accelerators || IsAcceleratorResource(resource);
   }
   record.available = std::move(spec.resources);
-  record.fabric = FabricMembershipFromLabels(spec.labels);
+  record.fabric =
+      spec.fabric.has_value() ? *std::move(spec.fabric) : FabricMembershipFromLabels(spec.labels);
   record.labels = std::move(spec.labels);
 
   const NodeIndex index = static_cast<NodeIndex>(nodes_.size());

@@ -31,6 +31,8 @@
 #include "scheduling/device_set_choice.h"
 #include "scheduling/device_topology.h"
 #include "scheduling/holder.h"
+#include "vocabulary/tpu_generation.h"
+#include "vocabulary/tpu_topology.h"
 
 namespace tessera {
 
@@ -41,6 +43,28 @@ std::string_view NodeStateName(NodeState state);
 
 // Shared because identical hosts have identical topologies; a topology never changes once built.
 using DeviceTopologyPtr = std::shared_ptr<const DeviceTopology>;
+
+// The kind of TPU slice a host is in: its generation and topology (a v6e 4x4).
+struct TpuSliceType {
+  TpuGeneration generation = TpuGeneration::kV6e;
+  TpuTopology topology;
+  friend bool operator==(const TpuSliceType&, const TpuSliceType&) = default;
+};
+
+// Fast-fabric membership, read from the node's labels once, when it registers (AddNode).
+struct FabricMembership {
+  std::string tpu_slice_name;  // tessera.io/tpu-slice-name; "" when absent
+  // tessera.io/tpu-worker-id; nullopt when absent or not a number from 0.
+  std::optional<int> tpu_worker_id;
+  // tessera.io/tpu-pod-type ("v6e-16") and tessera.io/tpu-topology ("4x4") read together;
+  // nullopt when either is absent or does not parse, or when they disagree (a topology that is
+  // not a slice of the pod type's generation, or of another chip count): such a host is no
+  // slice's host to the slice scheduler.
+  std::optional<TpuSliceType> tpu_slice;
+  std::string fabric_domain;  // tessera.io/fabric-domain; "" when absent
+  friend bool operator==(const FabricMembership&, const FabricMembership&) = default;
+};
+FabricMembership FabricMembershipFromLabels(const LabelSet& labels);
 
 // What a node registers with.
 // Devices of one resource on one node: far above any real host, low enough that a hostile count
@@ -55,22 +79,15 @@ struct NodeSpec {
   // resource of the plugin registry without an entry gets a topology of total-many unlinked
   // devices.
   std::map<std::string, DeviceTopologyPtr, std::less<>> devices;
+  // What `labels` say of the node's fabric, when a copy of a registered node already holds it
+  // (the bounded search's idle copies), so labels are read once per registration; unset: AddNode
+  // reads it from `labels`.
+  std::optional<FabricMembership> fabric;
 };
 
 // The node hardware discovery reports: its resources and labels, and for every advertised family
 // a topology of the visible devices (instance i = visible[i]) with the family's links.
 NodeSpec NodeSpecFromHardware(NodeId id, const NodeHardware& hardware);
-
-// Fast-fabric membership, read from the node's labels ("" when absent).
-struct FabricMembership {
-  std::string tpu_slice_name;
-  std::string tpu_worker_id;
-  std::string tpu_topology;
-  std::string tpu_pod_type;
-  std::string fabric_domain;
-  friend bool operator==(const FabricMembership&, const FabricMembership&) = default;
-};
-FabricMembership FabricMembershipFromLabels(const LabelSet& labels);
 
 // The devices of one unit-instance resource on a node and how much of each is free (capacity 1).
 struct DeviceInstances {

@@ -202,7 +202,38 @@ TEST(ClusterViewTest, FabricMembershipComesFromLabels) {
                                              {std::string(labels::kTpuTopology), "4x4"},
                                              {std::string(labels::kTpuPodType), "v6e-16"},
                                              {std::string(labels::kFabricDomain), "slice-a"}}));
-  EXPECT_EQ(cluster.node(n).fabric, (FabricMembership{"slice-a", "2", "4x4", "v6e-16", "slice-a"}));
+  EXPECT_EQ(cluster.node(n).fabric,
+            (FabricMembership{"slice-a", 2, TpuSliceType{TpuGeneration::kV6e, TpuTopology{{4, 4}}},
+                              "slice-a"}));
+}
+
+// Labels are read into types when the node registers; what does not parse, or a pod type and a
+// topology that disagree, is no slice's membership (the slice scheduler leaves the host out).
+TEST(ClusterViewTest, FabricMembershipOfLabelsThatDoNotParseOrDisagree) {
+  ClusterView cluster;
+  auto add = [&](const std::string& id, const std::string& worker, const std::string& pod_type,
+                 const std::string& topology) {
+    return cluster
+        .node(MustAdd(cluster, Spec(id, "CPU=1",
+                                    {{std::string(labels::kTpuSliceName), "s"},
+                                     {std::string(labels::kTpuWorkerId), worker},
+                                     {std::string(labels::kTpuTopology), topology},
+                                     {std::string(labels::kTpuPodType), pod_type}})))
+        .fabric;
+  };
+  const FabricMembership spelled = add("spelled", "0", "V5E-8", "2X4");
+  EXPECT_EQ(spelled.tpu_slice, (TpuSliceType{TpuGeneration::kV5litepod, TpuTopology{{2, 4}}}));
+  EXPECT_EQ(spelled.tpu_worker_id, 0);
+  EXPECT_EQ(add("more-chips", "0", "v6e-32", "4x4").tpu_slice, std::nullopt);
+  EXPECT_EQ(add("not-v6e", "0", "v6e-16", "2x2x4").tpu_slice, std::nullopt);
+  EXPECT_EQ(add("bad-topology", "0", "v6e-16", "4x").tpu_slice, std::nullopt);
+  EXPECT_EQ(add("bad-pod-type", "0", "v6e", "4x4").tpu_slice, std::nullopt);
+  const FabricMembership unnumbered = add("unnumbered", "w1", "v6e-16", "4x4");
+  EXPECT_EQ(unnumbered.tpu_worker_id, std::nullopt);
+  EXPECT_TRUE(unnumbered.tpu_slice.has_value());
+  EXPECT_EQ(add("negative", "-1", "v6e-16", "4x4").tpu_worker_id, std::nullopt);
+  const FabricMembership none = cluster.node(MustAdd(cluster, Spec("plain", "CPU=1"))).fabric;
+  EXPECT_EQ(none, FabricMembership{});
 }
 
 TEST(ClusterViewTest, NodeSpecFromSimulatedHardware) {

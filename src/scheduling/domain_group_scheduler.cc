@@ -12,9 +12,9 @@
 #include "base/ignore_status.h"
 #include "base/string_util.h"
 #include "hardware/node_label_keys.h"
-#include "hardware/tpu/slice_shape.h"
-#include "hardware/tpu/sub_slice.h"
 #include "scheduling/explanation.h"
+#include "vocabulary/slice_shape.h"
+#include "vocabulary/sub_slice.h"
 
 namespace tessera {
 namespace {
@@ -22,10 +22,16 @@ namespace {
 constexpr std::string_view kTpu = "TPU";
 constexpr size_t kMaxNamed = 5;  // problems named in one explanation line
 
-// "v6e" from "v6e-16"; v5litepod reads as users write it, "v5e".
-std::string GenerationOf(std::string_view pod_type) {
-  std::string generation(pod_type.substr(0, pod_type.find('-')));
-  return generation == "v5litepod" ? "v5e" : generation;
+// "v6e 4x4"; v5litepod reads as users write it, "v5e".
+std::string ShapeLabel(TpuGeneration generation, const std::vector<int>& dims) {
+  const std::string_view name =
+      generation == TpuGeneration::kV5litepod ? "v5e" : GenerationInfo(generation).name;
+  return absl::StrCat(ToAbsl(name), " ", absl::StrJoin(dims, "x"));
+}
+
+// A host's worker id as its registration gave it, for messages.
+std::string WorkerIdText(const std::optional<int>& worker) {
+  return worker.has_value() ? absl::StrCat(*worker) : std::string("none");
 }
 
 std::string Plural(size_t n, std::string_view one, std::string_view many) {
@@ -54,7 +60,7 @@ std::string DomainAlternative::FilterText() const {
   if (!domain.empty()) absl::StrAppend(&text, " named ", domain);
   if (!selector.empty()) {
     absl::StrAppend(&text,
-                    accelerator.empty() ? " with hosts matching " : " with every host matching ",
+                    !shape.has_value() ? " with hosts matching " : " with every host matching ",
                     selector.ToString());
   }
   return text;
@@ -84,12 +90,13 @@ void DomainGroupScheduler::Catalog() {
   for (; catalogued_ < cluster_->slot_count(); ++catalogued_) {
     const NodeRecord& record = cluster_->node(catalogued_);
     const FabricMembership& f = record.fabric;
-    int worker = 0;
-    if (!f.tpu_slice_name.empty() && !f.tpu_pod_type.empty() && !f.tpu_topology.empty() &&
-        absl::SimpleAtoi(ToAbsl(f.tpu_worker_id), &worker) && worker >= 0) {
-      Slice& slice = slices_[ShapeKey{f.tpu_pod_type, f.tpu_topology}][f.tpu_slice_name];
+    // Labels were read into types when the host registered: a host whose labels are missing,
+    // do not parse or disagree is no slice's host.
+    if (!f.tpu_slice_name.empty() && f.tpu_slice.has_value() && f.tpu_worker_id.has_value()) {
+      const ShapeKey key{f.tpu_slice->generation, f.tpu_slice->topology.dims};
+      Slice& slice = slices_[key][f.tpu_slice_name];
       slice.name = f.tpu_slice_name;
-      slice.workers[worker].push_back(catalogued_);
+      slice.workers[*f.tpu_worker_id].push_back(catalogued_);
       slice.host_tpu = std::max(slice.host_tpu, record.total.Get(kTpu).WholePart());
     }
     auto kind = record.labels.find(labels::kFabricKind);
@@ -156,7 +163,7 @@ bool DomainGroupScheduler::TpuBusy(NodeIndex node) const {
 std::string DomainGroupScheduler::Holders(const std::vector<NodeIndex>& hosts,
                                           const DomainAlternative& alt) const {
   std::vector<std::string> resources;
-  if (!alt.accelerator.empty()) resources.emplace_back(kTpu);
+  if (alt.shape.has_value()) resources.emplace_back(kTpu);
   for (const auto& [resource, q] : alt.per_host) resources.push_back(resource);
   return DescribeHolders(HoldersOn(*cluster_, hosts, resources));
 }
@@ -207,7 +214,7 @@ std::optional<std::string> DomainGroupScheduler::HostMisfit(NodeIndex node,
                                                             const DomainAlternative& alt) const {
   const NodeRecord& record = cluster_->node(node);
   ResourceSet demand = alt.per_host;
-  if (!alt.accelerator.empty()) demand.Set(std::string(kTpu), record.total.Get(kTpu));
+  if (alt.shape.has_value()) demand.Set(std::string(kTpu), record.total.Get(kTpu));
   if (cluster_->FeasibleOn(node, demand)) return std::nullopt;
   for (const auto& [resource, q] : demand) {
     const Quantity has = record.total.Get(resource);
@@ -231,7 +238,7 @@ std::string DomainGroupScheduler::ExistingSlices() const {
       if (any) ++live;
     }
     if (live > 0) {
-      parts.push_back(absl::StrCat(live, " ", GenerationOf(key.pod_type), " ", key.topology));
+      parts.push_back(absl::StrCat(live, " ", ShapeLabel(key.generation, key.dims)));
     }
   }
   return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
@@ -251,7 +258,7 @@ bool DomainGroupScheduler::Take(const std::vector<NodeIndex>& hosts, const std::
   for (size_t i = 0; ok && i < hosts.size(); ++i) {
     const NodeIndex n = hosts[i];
     const int64_t tpu = cluster_->node(n).total.Get(kTpu).WholePart();
-    if (alt.accelerator.empty()) {
+    if (!alt.shape.has_value()) {
       ok = take(n, -1, alt.per_host);
     } else if (alt.granularity == BundleGranularity::kPerHost) {
       ResourceSet demand = alt.per_host;
@@ -386,9 +393,11 @@ const DomainGroupScheduler::Slice* DomainGroupScheduler::FindSlice(const std::st
 std::optional<std::vector<std::vector<int>>> DomainGroupScheduler::SubBlocks(
     const Slice& slice, const ShapeKey& key, const ResolvedShape& shape) const {
   if (slice.host_tpu <= 0 || slice.host_tpu % shape.resources_per_chip != 0) return std::nullopt;
+  if (key.generation != shape.generation) return std::nullopt;
   const int chips_per_host = static_cast<int>(slice.host_tpu / shape.resources_per_chip);
-  absl::StatusOr<SliceShape> parent = ParseSliceShape(key.pod_type, key.topology, chips_per_host);
-  if (!parent.ok() || parent->generation != shape.generation) return std::nullopt;
+  absl::StatusOr<SliceShape> parent =
+      MakeSliceShape(key.generation, TpuTopology{key.dims}, chips_per_host);
+  if (!parent.ok()) return std::nullopt;
   absl::StatusOr<SliceShape> sub = MakeSliceShape(shape.generation, shape.topology, chips_per_host);
   if (!sub.ok()) return std::nullopt;
   absl::StatusOr<std::vector<std::vector<int>>> blocks = SubSliceBlocks(*parent, *sub);
@@ -500,12 +509,14 @@ std::string DomainGroupScheduler::SubSliceHostMismatch(NodeIndex node, const Dom
       slice == nullptr ? std::nullopt : SubBlocks(*slice, key, shape);
   if (!blocks.has_value() || block >= blocks->size() || bundle.worker < 0 ||
       static_cast<size_t>(bundle.worker) >= (*blocks)[block].size()) {
-    return absl::StrCat("slice ", slice_name, " (", key.pod_type, " ", key.topology, ") has no ",
-                        shape.label, " block ", block, " with a worker ", bundle.worker);
+    return absl::StrCat(
+        "slice ", slice_name, " (",
+        slice == nullptr ? std::string("no valid shape") : ShapeLabel(key.generation, key.dims),
+        ") has no ", shape.label, " block ", block, " with a worker ", bundle.worker);
   }
   const int parent_worker = (*blocks)[block][bundle.worker];
-  if (f.tpu_worker_id != absl::StrCat(parent_worker)) {
-    return absl::StrCat("it registered as ", slice_name, " worker ", f.tpu_worker_id,
+  if (f.tpu_worker_id != parent_worker) {
+    return absl::StrCat("it registered as ", slice_name, " worker ", WorkerIdText(f.tpu_worker_id),
                         ", not worker ", parent_worker, " (block ", block, " worker ",
                         bundle.worker, ")");
   }
@@ -595,10 +606,10 @@ DomainGroupScheduler::CheckRequest(const DomainGroupRequest& request) const {
     if (alt.count < 1) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": count must be at least 1"));
     }
-    if (alt.accelerator.empty()) {
+    if (!alt.shape.has_value()) {
       if (alt.sub_slice) {
         return absl::InvalidArgumentError(
-            absl::StrCat(where, ": sub_slice needs a TPU accelerator and topology"));
+            absl::StrCat(where, ": sub_slice needs a TPU slice shape"));
       }
       if (alt.granularity == BundleGranularity::kPerChip || alt.per_host.empty()) {
         return absl::InvalidArgumentError(
@@ -607,14 +618,16 @@ DomainGroupScheduler::CheckRequest(const DomainGroupRequest& request) const {
       shapes.emplace_back();
       continue;
     }
-    absl::StatusOr<SliceShape> shape = ParseSliceShape(alt.accelerator, alt.topology, std::nullopt);
+    // Built again from its generation and topology (checked, not parsed): a shape filled in by
+    // hand, its derived fields unset, reads as the one MakeSliceShape makes.
+    absl::StatusOr<SliceShape> shape = MakeSliceShape(alt.shape->generation, alt.shape->topology);
     if (!shape.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": ", shape.status().message()));
     }
-    shapes.push_back(ResolvedShape{
-        ShapeKey{shape->pod_type, shape->topology.ToString()},
-        absl::StrCat(GenerationOf(shape->pod_type), " ", shape->topology.ToString()), shape->chips,
-        std::max(1, shape->resources_per_chip), shape->generation, shape->topology});
+    shapes.push_back(ResolvedShape{ShapeKey{shape->generation, shape->topology.dims},
+                                   ShapeLabel(shape->generation, shape->topology.dims),
+                                   shape->chips, std::max(1, shape->resources_per_chip),
+                                   shape->generation, shape->topology});
   }
   return shapes;
 }
@@ -834,16 +847,20 @@ std::string DomainGroupScheduler::HostMismatch(NodeIndex node, const DomainBundl
   }
   if (sub_slice) return SubSliceHostMismatch(node, bundle, *shape, layout);
   const std::string wanted = absl::StrCat(bundle.domain, " worker ", bundle.worker);
-  if (f.tpu_slice_name != bundle.domain || f.tpu_worker_id != absl::StrCat(bundle.worker)) {
+  if (f.tpu_slice_name != bundle.domain || f.tpu_worker_id != bundle.worker) {
     return absl::StrCat("it registered as ",
-                        f.tpu_slice_name.empty()
-                            ? std::string("no slice's host")
-                            : absl::StrCat(f.tpu_slice_name, " worker ", f.tpu_worker_id),
+                        f.tpu_slice_name.empty() ? std::string("no slice's host")
+                                                 : absl::StrCat(f.tpu_slice_name, " worker ",
+                                                                WorkerIdText(f.tpu_worker_id)),
                         ", not ", wanted);
   }
-  if (ShapeKey{f.tpu_pod_type, f.tpu_topology} != shape->key) {
-    return absl::StrCat("its slice is a ", f.tpu_pod_type, " ", f.tpu_topology, ", not a ",
-                        shape->key.pod_type, " ", shape->key.topology);
+  if (!f.tpu_slice.has_value()) {
+    return absl::StrCat("its labels name no valid slice shape, not a ", shape->label);
+  }
+  if (ShapeKey{f.tpu_slice->generation, f.tpu_slice->topology.dims} != shape->key) {
+    return absl::StrCat("its slice is a ",
+                        ShapeLabel(f.tpu_slice->generation, f.tpu_slice->topology.dims), ", not a ",
+                        shape->label);
   }
   const int64_t tpu = layout.host_tpu.at(bundle.domain);
   if (record.total.Get(kTpu) != Quantity::FromInt(tpu)) {

@@ -4,7 +4,9 @@
 //
 // Rules (docs/scheduling-formats.md):
 // - A slice is the set of registered hosts labelled with one tessera.io/tpu-slice-name whose
-//   pod type and topology labels match the alternative. It is INTACT when every worker id
+//   pod type and topology labels (read into types once, when each host registered:
+//   FabricMembership) are the alternative's generation and topology; hosts whose labels do not
+//   parse or disagree belong to no slice. It is INTACT when every worker id
 //   0..hosts-1 has an alive host (hosts = chips of the topology / chips per host); it is IDLE
 //   when no host has a TPU in use.
 // - Least fragmentation: among the qualifying slices the ones whose hosts are otherwise busiest
@@ -38,10 +40,11 @@
 
 #include "absl/base/attributes.h"
 #include "absl/status/statusor.h"
-#include "hardware/tpu/tpu_generation.h"
-#include "hardware/tpu/tpu_topology.h"
 #include "scheduling/cluster_view.h"
 #include "scheduling/task_scheduler.h"
+#include "vocabulary/slice_shape.h"
+#include "vocabulary/tpu_generation.h"
+#include "vocabulary/tpu_topology.h"
 
 namespace tessera {
 
@@ -51,20 +54,19 @@ enum class BundleGranularity { kPerHost, kPerChip };
 
 // One way to satisfy a request.
 struct DomainAlternative {
-  // TPU slices: a generation ("v6e", "TPU-V6E") or pod type ("v6e-16") and a topology ("4x4").
-  // Empty accelerator = an NVLink-domain alternative.
-  std::string accelerator;
-  std::string topology;
+  // TPU slices of this shape (its generation and topology: a v6e 4x4), parsed or built where
+  // the request entered; nullopt: an NVLink-domain alternative.
+  std::optional<SliceShape> shape;
   int count = 1;  // K distinct slices, or N hosts in one NVLink domain
   BundleGranularity granularity = BundleGranularity::kPerHost;
   // Added to every host bundle (e.g. CPU=8); for an NVLink alternative, the whole per-host demand.
   ResourceSet per_host;
   // Set: only this slice (tessera.io/tpu-slice-name) or NVLink domain may be taken.
   std::string domain;
-  // TPU: an ICI-contiguous block of `topology` inside a larger slice of the generation (or a
+  // TPU: an ICI-contiguous block of `shape` inside a larger slice of the generation (or a
   // whole slice of that shape) is taken instead of a whole slice: never straddling slices, its
   // hosts numbered 0..n-1 as the block's own workers, its domain named `<slice>/<block>`
-  // (hardware/tpu/sub_slice.h numbers the blocks).
+  // (vocabulary/sub_slice.h numbers the blocks).
   bool sub_slice = false;
   // Only slices whose every registered host matches it, or NVLink hosts that match it.
   LabelSelector selector;
@@ -125,7 +127,8 @@ class DomainGroupScheduler {
  public:
   explicit DomainGroupScheduler(ClusterView* cluster) : cluster_(cluster) {}
 
-  // InvalidArgument for no alternatives, a count < 1, an unknown shape, a per-chip NVLink
+  // InvalidArgument for no alternatives, a count < 1, a shape whose topology is not a slice of
+  // its generation (shapes are built again with MakeSliceShape, never parsed), a per-chip NVLink
   // alternative; AlreadyExists for a name in use. Otherwise all hosts of the first alternative
   // that fits now are reserved (kPlaced), or nothing is (kPending when some alternative could fit
   // once busy slices free up, else kInfeasible), with a one-line explanation per alternative.
@@ -171,9 +174,11 @@ class DomainGroupScheduler {
     std::map<int, std::vector<NodeIndex>> workers;  // worker id -> every registration, ascending
     int64_t host_tpu = 0;  // the most TPU any registration has (totals of devices never change)
   };
+  // A slice's generation and topology dims, as its hosts' labels said them when they registered
+  // (FabricMembership) and as a request's shape says them.
   struct ShapeKey {
-    std::string pod_type;
-    std::string topology;
+    TpuGeneration generation = TpuGeneration::kV6e;
+    std::vector<int> dims;
     auto operator<=>(const ShapeKey&) const = default;
   };
   struct ResolvedShape {

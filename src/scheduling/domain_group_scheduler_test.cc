@@ -1,10 +1,12 @@
 #include "scheduling/domain_group_scheduler.h"
 
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -12,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "hardware/node_label_keys.h"
 #include "scheduling/scheduling_test_util.h"
+#include "vocabulary/slice_shape.h"
 
 namespace tessera {
 namespace {
@@ -23,11 +26,19 @@ using testing_util::SliceOptions;
 using testing_util::Spec;
 using testing_util::ViewDigest;
 
-DomainAlternative Slices(std::string accelerator, std::string topology, int count = 1) {
+// `count` slices of a valid shape, as the edges parse it ("v6e", "4x4").
+DomainAlternative Slices(std::string_view accelerator, std::string_view topology, int count = 1) {
   DomainAlternative alt;
-  alt.accelerator = std::move(accelerator);
-  alt.topology = std::move(topology);
+  alt.shape = testing_util::Shape(accelerator, topology);
   alt.count = count;
+  return alt;
+}
+
+// A shape filled in by hand: only its generation and topology, its derived fields unset (and the
+// topology not necessarily a slice of the generation).
+DomainAlternative HandMade(TpuGeneration generation, std::vector<int> dims) {
+  DomainAlternative alt;
+  alt.shape = SliceShape{.generation = generation, .topology = TpuTopology{std::move(dims)}};
   return alt;
 }
 
@@ -430,13 +441,54 @@ TEST(DomainGroupSchedulerTest, RejectsMalformedRequests) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(scheduler.ReserveSlices(Request("g", {Slices("v6e", "4x4", 0)})).status().code(),
             absl::StatusCode::kInvalidArgument);
-  auto bad = scheduler.ReserveSlices(Request("g", {Slices("v6e", "3x5")}));
+  auto bad = scheduler.ReserveSlices(Request("g", {HandMade(TpuGeneration::kV6e, {3, 5})}));
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("alternative 1"), std::string::npos);
+  EXPECT_TRUE(absl::StartsWith(
+      bad.status().message(),
+      "domain group g alternative 1: topology \"3x5\" is not a valid v6e slice; valid: "))
+      << bad.status();
   ASSERT_EQ(scheduler.ReserveSlices(Request("g", {Slices("v6e", "4x4")}))->status,
             ScheduleStatus::kPlaced);
   EXPECT_EQ(scheduler.ReserveSlices(Request("g", {Slices("v6e", "4x4")})).status().code(),
             absl::StatusCode::kAlreadyExists);
+}
+
+TEST(DomainGroupSchedulerTest, AShapeFilledInByHandIsBuiltAgainFromItsGenerationAndTopology) {
+  ClusterView cluster;
+  AddSlice(cluster, "a");
+  DomainGroupScheduler scheduler(&cluster);
+  // Its chips, hosts and the rest unset: the scheduler derives them as MakeSliceShape does.
+  auto result = scheduler.ReserveSlices(Request("g", {HandMade(TpuGeneration::kV6e, {4, 4})}));
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->status, ScheduleStatus::kPlaced);
+  EXPECT_EQ(result->domains, std::vector<std::string>{"a"});
+  EXPECT_EQ(result->bundles.size(), 4u);
+}
+
+// A host's slice labels are read into types once, when it registers: spellings of one shape are
+// one shape, and a host whose pod type and topology disagree or do not parse is no slice's host.
+TEST(DomainGroupSchedulerTest, SliceLabelsThatDisagreeOrDoNotParseMakeNoSlice) {
+  ClusterView cluster;
+  AddSlice(cluster, "a");
+  AddSlice(cluster, "upper", SliceOptions{.pod_type = "V6E-16", .topology = "4X4"});
+  AddSlice(cluster, "disagree", SliceOptions{.pod_type = "v6e-32"});  // 32 chips, not 16
+  AddSlice(cluster, "garbled", SliceOptions{.topology = "4x"});
+  for (int w = 0; w < 4; ++w) {
+    MustAdd(cluster, Spec(absl::StrCat("unnumbered-w", w), "CPU=8,TPU=4",
+                          {{std::string(labels::kTpuSliceName), "unnumbered"},
+                           {std::string(labels::kTpuWorkerId), absl::StrCat("w", w)},
+                           {std::string(labels::kTpuTopology), "4x4"},
+                           {std::string(labels::kTpuPodType), "v6e-16"}}));
+  }
+  DomainGroupScheduler scheduler(&cluster);
+  auto three = scheduler.ReserveSlices(Request("three", {Slices("v6e", "4x4", 3)}));
+  ASSERT_TRUE(three.ok()) << three.status();
+  EXPECT_EQ(three->status, ScheduleStatus::kInfeasible);
+  EXPECT_EQ(three->explanation, "2 v6e 4x4 slices exist; 3 needed");
+  auto two = scheduler.ReserveSlices(Request("two", {Slices("v6e", "4x4", 2)}));
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(two->status, ScheduleStatus::kPlaced);
+  EXPECT_EQ(two->domains, (std::vector<std::string>{"a", "upper"}));
 }
 
 // Random reservations, releases, foreign allocations and node failures over slices of two
@@ -841,8 +893,9 @@ TEST(DomainGroupRestoreTest, BundlesThatAreNotAWholeReservationAreInvalid) {
   EXPECT_EQ(message(request, 1, saved),
             "domain group g: alternative 2 does not exist (the request has 1)");
   EXPECT_EQ(message(request, 0, {}), "domain group g alternative 1: no bundles to restore");
-  EXPECT_TRUE(absl::StartsWith(message(Request("g", {Slices("v6e", "3x5")}), 0, saved),
-                               "domain group g alternative 1: "));
+  EXPECT_TRUE(
+      absl::StartsWith(message(Request("g", {HandMade(TpuGeneration::kV6e, {3, 5})}), 0, saved),
+                       "domain group g alternative 1: "));
   EXPECT_EQ(restored.Restore(Request("taken", {PerHost("CPU=2")}), 0, saved).status().code(),
             absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(ViewDigest(after), view);

@@ -10,8 +10,8 @@
 #include "base/string_util.h"
 #include "hardware/plugin_registry.h"
 #include "hardware/simulated/description_reader.h"
-#include "hardware/tpu/slice_shape.h"
 #include "labels/label.h"
+#include "vocabulary/slice_shape.h"
 
 namespace tessera {
 namespace {
@@ -366,10 +366,12 @@ class Parser {
                         "for hosts of one NVLink domain)");
       }
       if (accelerator) {
-        TESSERA_ASSIGN_OR_RETURN(alt.accelerator, r_.String(*accelerator));
-        TESSERA_ASSIGN_OR_RETURN(alt.topology, r_.String(*topology));
-        auto shape = ParseSliceShape(alt.accelerator, alt.topology, std::nullopt);
+        // The one parse of the shape: the scheduler takes it as a type.
+        TESSERA_ASSIGN_OR_RETURN(const std::string accelerator_text, r_.String(*accelerator));
+        TESSERA_ASSIGN_OR_RETURN(const std::string topology_text, r_.String(*topology));
+        auto shape = ParseSliceShape(accelerator_text, topology_text, std::nullopt);
         if (!shape.ok()) return r_.Error(item, ToStd(shape.status().message()));
+        alt.shape = *std::move(shape);
       }
       if (auto f = r_.Child(item, "count")) {
         TESSERA_ASSIGN_OR_RETURN(const int64_t count, r_.Integer(*f, 1, 10000));

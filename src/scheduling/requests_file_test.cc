@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 namespace tessera {
 namespace {
@@ -226,12 +227,17 @@ TEST(RequestsFileTest, SliceEvents) {
   EXPECT_EQ((*events)[0].kind, SimulatedEventKind::kReserveSlices);
   EXPECT_EQ(r.name, "s");
   ASSERT_EQ(r.alternatives.size(), 3u);
-  EXPECT_EQ(r.alternatives[0].topology, "8x8");
+  // The shape is parsed here, once: the scheduler takes it as a type.
+  ASSERT_TRUE(r.alternatives[0].shape.has_value());
+  EXPECT_EQ(r.alternatives[0].shape->generation, TpuGeneration::kV6e);
+  EXPECT_EQ(r.alternatives[0].shape->topology.dims, (std::vector<int>{8, 8}));
   EXPECT_EQ(r.alternatives[0].count, 1);
+  ASSERT_TRUE(r.alternatives[1].shape.has_value());
+  EXPECT_EQ(r.alternatives[1].shape->pod_type, "v6e-16");
   EXPECT_EQ(r.alternatives[1].count, 2);
   EXPECT_EQ(r.alternatives[1].granularity, BundleGranularity::kPerChip);
   EXPECT_EQ(r.alternatives[1].per_host, *ParseResourceSet("CPU=2"));
-  EXPECT_TRUE(r.alternatives[2].accelerator.empty());
+  EXPECT_FALSE(r.alternatives[2].shape.has_value());
   EXPECT_EQ((*events)[1].kind, SimulatedEventKind::kReleaseSlices);
   EXPECT_EQ((*events)[1].target, "s");
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hardware/node_label_keys.h"
@@ -30,11 +31,10 @@ PlacementGroupSpec Group(std::string name, PlacementStrategy strategy,
   return spec;
 }
 
-DomainGroupRequest Slices(std::string name, std::string accelerator = "v6e",
-                          std::string topology = "4x4") {
+DomainGroupRequest Slices(std::string name, std::string_view accelerator = "v6e",
+                          std::string_view topology = "4x4") {
   DomainAlternative alt;
-  alt.accelerator = std::move(accelerator);
-  alt.topology = std::move(topology);
+  alt.shape = testing_util::Shape(accelerator, topology);
   return DomainGroupRequest{std::move(name), {alt}};
 }
 
@@ -99,8 +99,9 @@ TEST(ReservationEngineTest, BadInputKeepsNothingAndNamesAreSharedByBothKinds) {
       absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(engine.CreatePlacementGroup(Group("g", PlacementStrategy::kPack, {})).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(engine.ReserveSlices(Slices("s", "v6e", "3x7")).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  DomainGroupRequest bad_shape = Slices("s");
+  bad_shape.alternatives[0].shape->topology = TpuTopology{{3, 7}};  // by hand: no v6e slice
+  EXPECT_EQ(engine.ReserveSlices(bad_shape).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(engine.records().empty());
   EXPECT_EQ(ViewDigest(view), before);
   ASSERT_TRUE(engine.CreatePlacementGroup(Group("g", PlacementStrategy::kPack, {"CPU=1"})).ok());

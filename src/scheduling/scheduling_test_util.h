@@ -12,10 +12,16 @@
 #include "labels/label.h"
 #include "resources/resource_set.h"
 #include "scheduling/cluster_view.h"
+#include "vocabulary/slice_shape.h"
 
 namespace tessera::testing_util {
 
 inline ResourceSet Res(std::string_view text) { return *ParseResourceSet(text); }
+
+// A valid slice shape, as the edges parse it: Shape("v6e", "4x4").
+inline SliceShape Shape(std::string_view accelerator, std::string_view topology) {
+  return *ParseSliceShape(accelerator, topology, std::nullopt);
+}
 
 // n devices, every pair linked at `kind` / `cls` (an NVSwitch fabric by default).
 inline DeviceTopologyPtr FullyLinked(int n, LinkKind kind = LinkKind::kNvSwitch,

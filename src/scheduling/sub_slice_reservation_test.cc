@@ -22,8 +22,7 @@ const testing_util::SliceOptions k4x8{.pod_type = "v6e-32", .topology = "4x8", .
 
 DomainGroupRequest Blocks(const std::string& name, const std::string& topology, int count = 1) {
   DomainAlternative alt;
-  alt.accelerator = "v6e";
-  alt.topology = topology;
+  alt.shape = testing_util::Shape("v6e", topology);
   alt.count = count;
   alt.sub_slice = true;
   return DomainGroupRequest{name, {alt}};
@@ -57,8 +56,7 @@ TEST(SubSliceReservationTest, BlocksOfALargerSliceAreTakenWithTheirOwnWorkerIds)
   EXPECT_EQ(z->explanation,
             "2 v6e 2x4 blocks in 1 slice; all are busy (held by slice group x, slice group y)");
   DomainAlternative whole;
-  whole.accelerator = "v6e";
-  whole.topology = "4x4";
+  whole.shape = testing_util::Shape("v6e", "4x4");
   auto all = scheduler.ReserveSlices(DomainGroupRequest{"whole", {whole}});
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->status, ScheduleStatus::kPending);
@@ -179,8 +177,7 @@ TEST(SubSliceReservationTest, SubSliceNeedsATpuAlternative) {
   nvlink.sub_slice = true;
   auto r = scheduler.ReserveSlices(DomainGroupRequest{"bad", {nvlink}});
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(std::string(r.status().message()),
-              HasSubstr("sub_slice needs a TPU accelerator and topology"));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("sub_slice needs a TPU slice shape"));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "base/ignore_status.h"
 #include "rpc/state_names.h"
 #include "train/stored_job.h"
+#include "wire/proto_convert.h"
 
 namespace tessera::train {
 namespace {
@@ -45,8 +46,13 @@ std::string PlacementWords(const v1::GangPlacement& p) {
   if (!p.slices().empty()) {
     const v1::SliceAlternative& s = p.slices(0);
     if (s.nvlink_hosts() > 0) return absl::StrCat(s.nvlink_hosts(), " hosts of one NVLink domain");
-    return absl::StrCat(std::max(1, s.num_slices()), " intact ", s.accelerator_type(), " ",
-                        s.topology(), " slice", s.num_slices() > 1 ? "s" : "");
+    // Checked with the spec (ValidateJobSpec): "TPU-V6E 4x4".
+    absl::StatusOr<SliceShape> shape = wire::SliceShapeFromProto(s.shape());
+    const std::string kind =
+        shape.ok() ? absl::StrCat(shape->accelerator_type, " ", shape->topology.ToString())
+                   : std::string("TPU");
+    return absl::StrCat(std::max(1, s.num_slices()), " intact ", kind, " slice",
+                        s.num_slices() > 1 ? "s" : "");
   }
   if (p.max_nodes() > 0) {
     return absl::StrCat(p.max_nodes(), " nodes x ", p.nproc_per_node(), " ranks");

@@ -67,12 +67,14 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (p.slices_size() > 0) {
     for (int i = 0; i < p.slices_size(); ++i) {
       const v1::SliceAlternative& s = p.slices(i);
-      if (s.nvlink_hosts() < 0 || s.num_slices() < 0) {
-        return Invalid(absl::StrCat("spec.placement.slices[", i, "]: negative count"));
+      const std::string where = absl::StrCat("spec.placement.slices[", i, "]");
+      if (s.nvlink_hosts() < 0 || s.num_slices() < 0) return Invalid(where + ": negative count");
+      if (s.nvlink_hosts() == 0 && !s.has_shape()) {
+        return Invalid(absl::StrCat(where, ": a TPU slice shape is needed"));
       }
-      if (s.nvlink_hosts() == 0 && (s.accelerator_type().empty() || s.topology().empty())) {
-        return Invalid(absl::StrCat("spec.placement.slices[", i,
-                                    "]: an accelerator type and a topology are needed"));
+      if (s.has_shape()) {
+        absl::StatusOr<SliceShape> shape = wire::SliceShapeFromProto(s.shape(), where + ".shape");
+        if (!shape.ok()) return shape.status();
       }
       if (absl::Status st = CheckResources(s.per_host(), "spec.placement.slices.per_host");
           !st.ok()) {

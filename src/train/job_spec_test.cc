@@ -28,8 +28,9 @@ v1::JobSpec WithCommand() {
 v1::JobSpec SlicesSpec() {
   v1::JobSpec spec = WithCommand();
   v1::SliceAlternative* slice = spec.mutable_placement()->add_slices();
-  slice->set_accelerator_type("TPU-V6E");
-  slice->set_topology("4x4");
+  slice->mutable_shape()->set_generation(v1::TPU_GENERATION_V6E);
+  slice->mutable_shape()->add_dims(4);
+  slice->mutable_shape()->add_dims(4);
   slice->set_num_slices(2);
   (*slice->mutable_per_host()->mutable_raw())["CPU"] = 8 * kOne;
   return spec;
@@ -219,10 +220,18 @@ TEST(ValidateJobSpecTest, RefusesANegativeElasticCheck) {
   ExpectRefused(spec, "spec.elastic_check_ms");
 }
 
-TEST(ValidateJobSpecTest, RefusesASliceWithoutATopology) {
+TEST(ValidateJobSpecTest, RefusesASliceWithoutAShape) {
   v1::JobSpec spec = SlicesSpec();
-  spec.mutable_placement()->mutable_slices(0)->clear_topology();
-  ExpectRefused(spec, "spec.placement.slices[0]");
+  spec.mutable_placement()->mutable_slices(0)->clear_shape();
+  ExpectRefused(spec, "spec.placement.slices[0]: a TPU slice shape is needed");
+}
+
+TEST(ValidateJobSpecTest, RefusesASliceShapeThatIsNoSliceOfItsGeneration) {
+  v1::JobSpec spec = SlicesSpec();
+  spec.mutable_placement()->mutable_slices(0)->mutable_shape()->set_dims(1, 3);
+  ExpectRefused(spec, "spec.placement.slices[0].shape: topology \"4x3\" is not a valid v6e slice");
+  spec.mutable_placement()->mutable_slices(0)->mutable_shape()->clear_generation();
+  ExpectRefused(spec, "spec.placement.slices[0].shape.generation: unspecified");
 }
 
 TEST(ValidateJobSpecTest, RefusesABadLabelSelector) {

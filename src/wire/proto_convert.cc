@@ -582,6 +582,69 @@ void PlacementGroupSpecToProto(const PlacementGroupSpec& spec,
   proto->set_same_label(spec.same_label);
 }
 
+// --- TPU slice shapes ---
+
+v1::TpuGeneration TpuGenerationToProto(TpuGeneration generation) {
+  switch (generation) {
+    case TpuGeneration::kV2: return v1::TPU_GENERATION_V2;
+    case TpuGeneration::kV3: return v1::TPU_GENERATION_V3;
+    case TpuGeneration::kV4: return v1::TPU_GENERATION_V4;
+    case TpuGeneration::kV5p: return v1::TPU_GENERATION_V5P;
+    case TpuGeneration::kV5litepod: return v1::TPU_GENERATION_V5LITEPOD;
+    case TpuGeneration::kV6e: return v1::TPU_GENERATION_V6E;
+    case TpuGeneration::kV7x: return v1::TPU_GENERATION_V7X;
+  }
+  return v1::TPU_GENERATION_UNSPECIFIED;
+}
+
+absl::StatusOr<TpuGeneration> TpuGenerationFromProto(v1::TpuGeneration generation,
+                                                     std::string_view field) {
+  switch (generation) {
+    case v1::TPU_GENERATION_V2: return TpuGeneration::kV2;
+    case v1::TPU_GENERATION_V3: return TpuGeneration::kV3;
+    case v1::TPU_GENERATION_V4: return TpuGeneration::kV4;
+    case v1::TPU_GENERATION_V5P: return TpuGeneration::kV5p;
+    case v1::TPU_GENERATION_V5LITEPOD: return TpuGeneration::kV5litepod;
+    case v1::TPU_GENERATION_V6E: return TpuGeneration::kV6e;
+    case v1::TPU_GENERATION_V7X: return TpuGeneration::kV7x;
+    case v1::TPU_GENERATION_UNSPECIFIED:
+      return Invalid(field, "unspecified (a TPU generation is needed, e.g. V6E)");
+    default: break;
+  }
+  return Invalid(field, absl::StrCat("unknown TPU generation ", static_cast<int>(generation),
+                                     "; expected V2, V3, V4, V5P, V5LITEPOD, V6E or V7X"));
+}
+
+void SliceShapeToProto(const SliceShape& shape, v1::TpuSliceShape* proto) {
+  proto->set_generation(TpuGenerationToProto(shape.generation));
+  proto->clear_dims();
+  for (int d : shape.topology.dims) proto->add_dims(d);
+}
+
+absl::StatusOr<SliceShape> SliceShapeFromProto(const v1::TpuSliceShape& proto,
+                                               std::string_view field) {
+  TESSERA_ASSIGN_OR_RETURN(
+      const TpuGeneration generation,
+      TpuGenerationFromProto(proto.generation(), absl::StrCat(ToAbsl(field), ".generation")));
+  const std::string dims_field = absl::StrCat(ToAbsl(field), ".dims");
+  // Checked before the topology is printed in a message: a peer may send any number of values.
+  if (proto.dims_size() < 2 || proto.dims_size() > 3) {
+    return Invalid(dims_field, absl::StrCat("has ", proto.dims_size(),
+                                            " values; a topology has 2 or 3 (e.g. [4, 4])"));
+  }
+  TpuTopology topology;
+  for (int d : proto.dims()) {
+    if (d < 1 || d > kMaxTopologyDim) {
+      return Invalid(dims_field,
+                     absl::StrCat("dimension ", d, " is not between 1 and ", kMaxTopologyDim));
+    }
+    topology.dims.push_back(d);
+  }
+  absl::StatusOr<SliceShape> shape = MakeSliceShape(generation, topology);
+  if (!shape.ok()) return Prefixed(field, shape.status());
+  return shape;
+}
+
 absl::StatusOr<DomainGroupRequest> DomainGroupRequestFromProto(
     const v1::ReserveSlicesRequest& proto) {
   DomainGroupRequest request;
@@ -595,21 +658,18 @@ absl::StatusOr<DomainGroupRequest> DomainGroupRequestFromProto(
       return Invalid(where, absl::StrCat("nvlink_hosts ", in.nvlink_hosts(), " is negative"));
     }
     if (in.nvlink_hosts() > 0) {
-      if (!in.accelerator_type().empty() || !in.topology().empty() || in.num_slices() != 0 ||
-          in.bundle_per_chip()) {
-        return Invalid(where,
-                       "nvlink_hosts excludes accelerator_type, topology, num_slices and "
-                       "bundle_per_chip");
+      if (in.has_shape() || in.num_slices() != 0 || in.bundle_per_chip()) {
+        return Invalid(where, "nvlink_hosts excludes shape, num_slices and bundle_per_chip");
       }
       alt.count = in.nvlink_hosts();
     } else {
-      if (in.accelerator_type().empty()) return Invalid(where, "accelerator_type is empty");
-      if (in.topology().empty()) return Invalid(where, "topology is empty");
+      if (!in.has_shape()) {
+        return Invalid(where, "a TPU slice shape is needed (or nvlink_hosts for NVLink hosts)");
+      }
       if (in.num_slices() < 0) {
         return Invalid(where, absl::StrCat("num_slices ", in.num_slices(), " is negative"));
       }
-      alt.accelerator = in.accelerator_type();
-      alt.topology = in.topology();
+      TESSERA_ASSIGN_OR_RETURN(alt.shape, SliceShapeFromProto(in.shape(), where + ".shape"));
       alt.count = in.num_slices() == 0 ? 1 : in.num_slices();
       alt.granularity =
           in.bundle_per_chip() ? BundleGranularity::kPerChip : BundleGranularity::kPerHost;
@@ -619,12 +679,12 @@ absl::StatusOr<DomainGroupRequest> DomainGroupRequestFromProto(
       if (!per_host.ok()) return per_host.status();
       alt.per_host = *std::move(per_host);
     }
-    if (alt.accelerator.empty() && alt.per_host.empty()) {
+    if (!alt.shape.has_value() && alt.per_host.empty()) {
       return Invalid(where, "nvlink_hosts needs per_host resources (what each host must hold)");
     }
     alt.domain = in.domain();
-    if (in.sub_slice() && alt.accelerator.empty()) {
-      return Invalid(where, "sub_slice needs accelerator_type and topology");
+    if (in.sub_slice() && !alt.shape.has_value()) {
+      return Invalid(where, "sub_slice needs a TPU slice shape");
     }
     alt.sub_slice = in.sub_slice();
     if (in.has_label_selector()) {
@@ -641,11 +701,10 @@ void DomainGroupRequestToProto(const DomainGroupRequest& request, v1::ReserveSli
   proto->clear_alternatives();
   for (const DomainAlternative& alt : request.alternatives) {
     v1::SliceAlternative* out = proto->add_alternatives();
-    if (alt.accelerator.empty()) {
+    if (!alt.shape.has_value()) {
       out->set_nvlink_hosts(alt.count);
     } else {
-      out->set_accelerator_type(alt.accelerator);
-      out->set_topology(alt.topology);
+      SliceShapeToProto(*alt.shape, out->mutable_shape());
       out->set_num_slices(alt.count);
       out->set_bundle_per_chip(alt.granularity == BundleGranularity::kPerChip);
     }

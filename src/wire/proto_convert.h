@@ -25,6 +25,8 @@
 #include "tessera/v1/common.pb.h"
 #include "tessera/v1/head.pb.h"
 #include "vocabulary/scheduling_strategy.h"
+#include "vocabulary/slice_shape.h"
+#include "vocabulary/tpu_generation.h"
 
 namespace tessera::wire {
 
@@ -122,6 +124,22 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
 void PlacementGroupSpecToProto(const PlacementGroupSpec& spec,
                                v1::CreatePlacementGroupRequest* proto);
 
+// --- TPU slice shapes ---
+// A slice's generation and topology travel as numbers (TpuSliceShape); the rest of a SliceShape
+// (chips, hosts, the worker grid) is derived again where it is read.
+v1::TpuGeneration TpuGenerationToProto(TpuGeneration generation);
+// UNSPECIFIED and numbers this build does not know are a one-line InvalidArgument naming `field`.
+absl::StatusOr<TpuGeneration> TpuGenerationFromProto(v1::TpuGeneration generation,
+                                                     std::string_view field = "generation");
+void SliceShapeToProto(const SliceShape& shape, v1::TpuSliceShape* proto);
+// MakeSliceShape of the generation and dims (the default chips per host): a one-line
+// InvalidArgument naming the field for a bad generation (`shape.generation: ...`), a count of
+// dims other than 2 or 3 or one out of range (`shape.dims: ...`), or a topology that is not a
+// slice of the generation (`shape: topology "3x3" is not a valid v6e slice; valid: ...`).
+absl::StatusOr<SliceShape> SliceShapeFromProto(const v1::TpuSliceShape& proto,
+                                               std::string_view field = "shape");
+
+// Each alternative's shape through SliceShapeFromProto; an alternative with nvlink_hosts has none.
 absl::StatusOr<DomainGroupRequest> DomainGroupRequestFromProto(
     const v1::ReserveSlicesRequest& proto);
 void DomainGroupRequestToProto(const DomainGroupRequest& request, v1::ReserveSlicesRequest* proto);

@@ -1,7 +1,9 @@
 #include "wire/proto_convert.h"
 
+#include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -401,18 +403,23 @@ TEST(SliceConvertTest, RoundTripSlicesAndNvLink) {
   DomainGroupRequest request;
   request.name = "train";
   request.alternatives.push_back(
-      DomainAlternative{"TPU-V6E", "4x4", 2, BundleGranularity::kPerChip, {}});
-  request.alternatives.push_back(
-      DomainAlternative{"", "", 4, BundleGranularity::kPerHost, *ParseResourceSet("GPU=4,CPU=8")});
+      DomainAlternative{testing_util::Shape("TPU-V6E", "4x4"), 2, BundleGranularity::kPerChip, {}});
+  request.alternatives.push_back(DomainAlternative{std::nullopt, 4, BundleGranularity::kPerHost,
+                                                   *ParseResourceSet("GPU=4,CPU=8")});
   v1::ReserveSlicesRequest proto;
   DomainGroupRequestToProto(request, &proto);
+  EXPECT_EQ(proto.alternatives(0).shape().generation(), v1::TPU_GENERATION_V6E);
+  EXPECT_FALSE(proto.alternatives(1).has_shape());
   auto back = DomainGroupRequestFromProto(proto);
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_EQ(back->alternatives.size(), 2u);
-  EXPECT_EQ(back->alternatives[0].accelerator, "TPU-V6E");
+  ASSERT_TRUE(back->alternatives[0].shape.has_value());
+  EXPECT_EQ(back->alternatives[0].shape->accelerator_type, "TPU-V6E");
+  EXPECT_EQ(back->alternatives[0].shape->topology.dims, (std::vector<int>{4, 4}));
+  EXPECT_EQ(back->alternatives[0].shape->hosts, 4);
   EXPECT_EQ(back->alternatives[0].count, 2);
   EXPECT_EQ(back->alternatives[0].granularity, BundleGranularity::kPerChip);
-  EXPECT_EQ(back->alternatives[1].accelerator, "");
+  EXPECT_FALSE(back->alternatives[1].shape.has_value());
   EXPECT_EQ(back->alternatives[1].count, 4);
   EXPECT_EQ(back->alternatives[1].per_host, *ParseResourceSet("GPU=4,CPU=8"));
   EXPECT_TRUE(back->alternatives[0].per_host.empty());
@@ -425,6 +432,68 @@ TEST(SliceConvertTest, RoundTripSlicesAndNvLink) {
             "alternatives[1].per_host: resource \"GPU\": raw amount -1 is negative");
   proto.clear_alternatives();
   EXPECT_FALSE(DomainGroupRequestFromProto(proto).ok());
+}
+
+TEST(SliceConvertTest, ASliceShapeTravelsAsItsGenerationAndDims) {
+  for (const auto& [accelerator, topology] :
+       std::vector<std::pair<std::string, std::string>>{{"v2", "2x2"},
+                                                        {"v3", "4x8"},
+                                                        {"v4", "2x2x2"},
+                                                        {"v5p", "4x4x8"},
+                                                        {"v5e", "2x4"},
+                                                        {"TPU-V6E", "16x16"},
+                                                        {"v7x", "2x2x1"}}) {
+    const SliceShape shape = testing_util::Shape(accelerator, topology);
+    v1::TpuSliceShape proto;
+    SliceShapeToProto(shape, &proto);
+    EXPECT_NE(proto.generation(), v1::TPU_GENERATION_UNSPECIFIED);
+    EXPECT_EQ(std::vector<int>(proto.dims().begin(), proto.dims().end()), shape.topology.dims);
+    absl::StatusOr<SliceShape> back = SliceShapeFromProto(proto);
+    ASSERT_TRUE(back.ok()) << accelerator << " " << topology << ": " << back.status();
+    EXPECT_EQ(back->generation, shape.generation);
+    EXPECT_EQ(back->topology, shape.topology);
+    EXPECT_EQ(back->pod_type, shape.pod_type);
+    EXPECT_EQ(back->hosts, shape.hosts);
+  }
+}
+
+TEST(SliceConvertTest, ABadShapeIsOneLineNamingItsField) {
+  v1::TpuSliceShape proto;
+  proto.add_dims(4);
+  proto.add_dims(4);
+  EXPECT_EQ(SliceShapeFromProto(proto, "alternatives[0].shape").status().message(),
+            "alternatives[0].shape.generation: unspecified (a TPU generation is needed, e.g. V6E)");
+  proto.set_generation(static_cast<v1::TpuGeneration>(42));
+  EXPECT_EQ(SliceShapeFromProto(proto).status().message(),
+            "shape.generation: unknown TPU generation 42; expected V2, V3, V4, V5P, V5LITEPOD, "
+            "V6E or V7X");
+  proto.set_generation(v1::TPU_GENERATION_V6E);
+  proto.set_dims(1, 3);
+  EXPECT_TRUE(absl::StartsWith(SliceShapeFromProto(proto).status().message(),
+                               "shape: topology \"4x3\" is not a valid v6e slice; valid: "));
+  proto.add_dims(2);  // 4x3x2: a v6e slice is 2D
+  EXPECT_TRUE(absl::StartsWith(SliceShapeFromProto(proto).status().message(),
+                               "shape: topology \"4x3x2\" is 3D, but v6e slices are 2D"));
+  proto.add_dims(2);
+  EXPECT_EQ(SliceShapeFromProto(proto).status().message(),
+            "shape.dims: has 4 values; a topology has 2 or 3 (e.g. [4, 4])");
+  proto.clear_dims();
+  proto.add_dims(4);
+  proto.add_dims(-4);
+  EXPECT_EQ(SliceShapeFromProto(proto).status().message(),
+            "shape.dims: dimension -4 is not between 1 and 1024");
+  // In a request: an alternative without a shape or NVLink hosts, and a bad shape, name it.
+  v1::ReserveSlicesRequest request;
+  request.set_name("s");
+  v1::SliceAlternative* alt = request.add_alternatives();
+  EXPECT_EQ(DomainGroupRequestFromProto(request).status().message(),
+            "alternatives[0]: a TPU slice shape is needed (or nvlink_hosts for NVLink hosts)");
+  *alt->mutable_shape() = proto;
+  EXPECT_EQ(DomainGroupRequestFromProto(request).status().message(),
+            "alternatives[0].shape.dims: dimension -4 is not between 1 and 1024");
+  alt->set_nvlink_hosts(2);
+  EXPECT_EQ(DomainGroupRequestFromProto(request).status().message(),
+            "alternatives[0]: nvlink_hosts excludes shape, num_slices and bundle_per_chip");
 }
 
 // Fuzz-style: random field contents never abort, and every error is one line.
@@ -496,6 +565,12 @@ TEST(ProtoConvertRobustnessTest, RandomContentGivesValueOrOneLineError) {
     random_constraint(bundle->mutable_label_selector());
     auto p = PlacementGroupSpecFromProto(pg);
     EXPECT_TRUE(one_line(p.status())) << p.status();
+
+    v1::TpuSliceShape shape;
+    shape.set_generation(static_cast<v1::TpuGeneration>(pick(10) - 1));
+    for (int i = 0; i < pick(5); ++i) shape.add_dims(static_cast<int>(number() % 20));
+    auto sliced = SliceShapeFromProto(shape);
+    EXPECT_TRUE(one_line(sliced.status())) << sliced.status();
   }
 }
 

@@ -161,6 +161,16 @@ TEST(TesseraCliTest, MalformedFlagsAreOneLineErrorsNamingTheFlag) {
       RunCommand({TesseraBinary(), "slice", "reserve", "s", "--nvlink-hosts", "2", "--per-host",
                   "GPU=4", "--sub-slice", "--state-dir", "/nonexistent/tessera"}),
       1, "--sub-slice takes blocks of TPU slices, not NVLink hosts");
+  // The shape is parsed once, here: a pod type whose chips are not the topology's never reaches
+  // the head.
+  ExpectOneLineError(RunCommand({TesseraBinary(), "slice", "reserve", "s", "--accelerator", "v6e-8",
+                                 "--topology", "4x4", "--state-dir", "/nonexistent/tessera"}),
+                     1,
+                     "--accelerator/--topology: accelerator type v6e-8 has 8 chips, but topology "
+                     "4x4 has 16");
+  ExpectOneLineError(RunCommand({TesseraBinary(), "train", "--accelerator", "TPU-V9Z", "--topology",
+                                 "4x4", "--state-dir", "/nonexistent/tessera", "--", "true"}),
+                     1, "--accelerator/--topology: unknown TPU generation \"TPU-V9Z\"");
 }
 
 TEST(TesseraCliTest, LabelSelectorsWithFallbacksSayWhichOptionMatchesAndWhy) {

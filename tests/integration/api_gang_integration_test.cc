@@ -161,6 +161,19 @@ TEST_F(GangTest, BadOptionsAreOneLineErrorsAndStartNothing) {
   GangOptions no_command = ShGang("empty", 2, "true");
   no_command.command.clear();
   EXPECT_TRUE(absl::IsInvalidArgument(StartGang(no_command).status()));
+  // A slice is a shape (a type): with workers it is two places; one filled in by hand is checked.
+  GangOptions slice_and_workers = ShGang("both", 2, "true");
+  slice_and_workers.slice = *MakeSliceShape(TpuGeneration::kV6e, {{4, 4}});
+  EXPECT_EQ(StartGang(slice_and_workers).status().message(),
+            "gang: give exactly one of slice, workers or nodes");
+  GangOptions bad_slice;
+  bad_slice.name = "bad-slice";
+  bad_slice.command = {"true"};
+  bad_slice.slice = SliceShape{.generation = TpuGeneration::kV6e, .topology = {{3, 5}}};
+  const absl::Status refused_slice = StartGang(bad_slice).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(refused_slice)) << refused_slice;
+  EXPECT_THAT(refused_slice.message(),
+              HasSubstr("gang: slice: topology \"3x5\" is not a valid v6e slice"));
 }
 
 TEST_F(GangTest, AnActorGangRunsEveryRanksCallWithItsEnvironment) {

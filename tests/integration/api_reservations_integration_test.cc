@@ -119,10 +119,16 @@ TEST_F(ReservationsTest, BadOptionsAreOneLineErrorsAndReserveNothing) {
   EXPECT_THAT(resources.status().message(), HasSubstr("placement group bad: fallback 1: bundle 1"));
   auto unnamed = CreatePlacementGroup({.bundles = {Cpus(1)}});
   EXPECT_THAT(unnamed.status().message(), HasSubstr("a name is needed"));
-  auto topology = ReserveSlices({.name = "bad", .accelerator_type = "TPU-V6E", .topology = "3x5"});
+  // A shape filled in by hand is checked: a 3x5 is no v6e slice; no shape at all, no topology.
+  auto topology = ReserveSlices(
+      {.name = "bad", .shape = {.generation = TpuGeneration::kV6e, .topology = {{3, 5}}}});
   EXPECT_EQ(topology.status().code(), absl::StatusCode::kInvalidArgument);
-  for (const auto& s :
-       {selectors.status(), empty.status(), resources.status(), topology.status()}) {
+  EXPECT_THAT(topology.status().message(),
+              HasSubstr("slice reservation bad: shape: topology \"3x5\" is not a valid v6e"));
+  auto no_shape = ReserveSlices({.name = "bad"});
+  EXPECT_EQ(no_shape.status().message(), "slice reservation bad: shape: a topology is needed");
+  for (const auto& s : {selectors.status(), empty.status(), resources.status(), topology.status(),
+                        no_shape.status()}) {
     EXPECT_EQ(std::string(s.message()).find('\n'), std::string::npos) << s;
   }
   // Nothing was sent: the name is free.
@@ -132,7 +138,14 @@ TEST_F(ReservationsTest, BadOptionsAreOneLineErrorsAndReserveNothing) {
 }
 
 TEST_F(ReservationsTest, SliceReservationGivesOneActorPerHostItsTpuWorkerId) {
-  auto slice = ReserveSlices({.name = "s", .accelerator_type = "TPU-V6E", .topology = "2x4"});
+  const SliceShape v6e_2x4 = *MakeSliceShape(TpuGeneration::kV6e, {{2, 4}});
+  // The per-host demand and the selector are types too: CPU beside each host's chips, and only
+  // slices whose every host is labelled with the slice's name.
+  auto slice = ReserveSlices({.name = "s",
+                              .shape = v6e_2x4,
+                              .per_host = *ResourceSet::FromAmounts({{"CPU", 1}}),
+                              .label_selector = *LabelSelector::Of(
+                                  {{"tessera.io/tpu-slice-name", SelectorOperator::kIn, {"s1"}}})});
   ASSERT_TRUE(slice.ok()) << slice.status();
   ASSERT_EQ(slice->hosts.size(), 2u);
   EXPECT_EQ(slice->slices, std::vector<std::string>{"s1"});
@@ -148,10 +161,7 @@ TEST_F(ReservationsTest, SliceReservationGivesOneActorPerHostItsTpuWorkerId) {
   }
   for (auto& actor : actors) ASSERT_OK(Kill(actor));
   // A second whole slice does not exist: never half of one.
-  auto second = ReserveSlices({.name = "s2",
-                               .accelerator_type = "TPU-V6E",
-                               .topology = "2x4",
-                               .timeout = absl::Milliseconds(300)});
+  auto second = ReserveSlices({.name = "s2", .shape = v6e_2x4, .timeout = absl::Milliseconds(300)});
   EXPECT_FALSE(second.ok());
   ASSERT_OK(ReleaseSlices("s"));
 }

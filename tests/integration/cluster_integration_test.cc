@@ -707,8 +707,8 @@ TEST(ClusterIntegrationTest, MalformedRequestsAreInvalidArgumentAndChangeNothing
     request.set_request_id("bad-3");
     request.set_name("bad-slice");
     auto* alt = request.add_alternatives();
-    alt->set_accelerator_type("TPU-V6E");
-    alt->set_topology("3x3x3x3");
+    alt->mutable_shape()->set_generation(tessera::v1::TPU_GENERATION_V6E);
+    for (int i = 0; i < 4; ++i) alt->mutable_shape()->add_dims(3);  // 3x3x3x3
     alt->set_num_slices(1);
     tessera::v1::SliceGroupInfo info;
     expect_invalid(client.Call("head", client::Retry::kNever,

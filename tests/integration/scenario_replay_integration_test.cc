@@ -90,8 +90,10 @@ std::vector<std::string> Command(const SimulatedEvent& e, bool wait) {
     case SimulatedEventKind::kReserveSlices: {
       // The scenario keeps to what one alternative on the command line says.
       const DomainAlternative& alt = e.slices.alternatives.at(0);
-      args = {"slice",      "reserve",    e.slices.name,  "--accelerator",        alt.accelerator,
-              "--topology", alt.topology, "--num-slices", absl::StrCat(alt.count)};
+      const std::string accelerator = alt.shape.has_value() ? alt.shape->accelerator_type : "";
+      const std::string topology = alt.shape.has_value() ? alt.shape->topology.ToString() : "";
+      args = {"slice",      "reserve", e.slices.name,  "--accelerator",        accelerator,
+              "--topology", topology,  "--num-slices", absl::StrCat(alt.count)};
       if (!alt.domain.empty()) args.insert(args.end(), {"--domain", alt.domain});
       if (!alt.selector.empty()) args.insert(args.end(), {"--selector", alt.selector.ToString()});
       if (alt.sub_slice) args.push_back("--sub-slice");

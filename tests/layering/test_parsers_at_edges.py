@@ -1,7 +1,7 @@
 """Text is parsed once, where it enters: the command line (src/cli), the Python binding
 (src/python), the files and environments a node is described by (hardware discovery, the
 simulator's YAML, the scheduler's request and cluster files). Inside, values travel as the
-vocabulary's types (src/vocabulary, src/resources, src/labels, hardware/tpu's shapes), never as
+vocabulary's types (src/vocabulary with its TPU shapes, src/resources, src/labels), never as
 text that a lower layer parses again.
 
 The check: outside tests, a call of a text parser (PARSERS) appears only in the parser's own
@@ -17,9 +17,12 @@ PARSERS = {
     "resources": ["ParseResourceSet", "Quantity::Parse", "ParseByteSize", "ParseByteQuantity"],
     "labels": ["ParseLabelSelector", "ParseLabelSelectorMap", "ParseLabelSelectorYaml",
                "ParseLabels", "ParseLabelsYaml", "FallbackList::ParseYaml"],
-    "hardware/tpu": ["ParseTpuTopology", "ParseTpuTopologyFor", "ParseTpuAcceleratorType",
-                     "ParseTpuGeneration", "ParseSliceShape"],
-    "vocabulary": ["ParsePlacementStrategy"],
+    # The vocabulary's parsers, file by file (the rest of src/vocabulary parses nothing).
+    "vocabulary/tpu_generation": ["ParseTpuGeneration"],
+    "vocabulary/tpu_topology": ["ParseTpuTopology", "ParseTpuTopologyFor"],
+    "vocabulary/tpu_accelerator_type": ["ParseTpuAcceleratorType"],
+    "vocabulary/slice_shape": ["ParseSliceShape"],
+    "vocabulary/placement_strategy": ["ParsePlacementStrategy"],
     "scheduling/placement_group_spec": ["ParseBundleOption"],
 }
 
@@ -29,20 +32,18 @@ EDGES = {
     "src/python/": "the Python binding: Ray's keyword arguments",
     "src/hardware/simulated/": "YAML hardware descriptions",
     "src/hardware/plugins/": "discovery: what sysfs, drivers and the environment say",
+    "src/hardware/tpu/tpu_identity.cc": "a TPU host's environment (TPU_ACCELERATOR_TYPE, "
+                                        "TPU_TOPOLOGY), read when the node is discovered",
     "src/scheduling/requests_file.cc": "the simulator's requests file",
     "src/scheduling/cluster_file.cc": "the simulator's cluster file",
     "src/node/object_store_sizing.cc": "the agent's --object-store-memory flag",
     "src/metrics/exposition_parser.cc": "Prometheus's text format (its ParseLabels is its own)",
+    "src/scheduling/cluster_view.cc": "a node's labels, read into its FabricMembership once when "
+                                      "the node joins (ClusterView::AddNode)",
 }
 
 # Files inside that still parse text, each with its reason; fix one, then remove it here.
 KNOWN_INSIDE = {
-    "src/api/reservations.cc": "PlacementGroupOptions and SliceOptions (tessera/placement_group.h) "
-                               "still take bundles, strategies and selectors as text",
-    "src/client/reservation_calls.cc": "a slice request's accelerator and topology arrive as text "
-                                       "and are parsed to be checked, then sent as text",
-    "src/scheduling/domain_group_scheduler.cc": "slice requests carry their accelerator and "
-                                                "topology as text, parsed again here",
 }
 
 

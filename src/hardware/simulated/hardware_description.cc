@@ -18,11 +18,11 @@
 #include "hardware/simulated/interconnect.h"
 #include "hardware/simulated/link_units.h"
 #include "hardware/simulated/simulated_host.h"
-#include "hardware/tpu/chip_grid.h"
-#include "hardware/tpu/tpu_accelerator_type.h"
-#include "hardware/tpu/tpu_generation.h"
 #include "hardware/tpu/tpu_identity.h"
 #include "resources/resource_set.h"
+#include "vocabulary/chip_grid.h"
+#include "vocabulary/tpu_accelerator_type.h"
+#include "vocabulary/tpu_generation.h"
 
 namespace tessera {
 namespace simulated {

@@ -1,6 +1,6 @@
 #include "hardware/simulated/interconnect.h"
 
-#include "hardware/tpu/chip_grid.h"
+#include "vocabulary/chip_grid.h"
 
 namespace tessera::simulated {
 namespace {

@@ -9,9 +9,9 @@
 #include "absl/strings/str_split.h"
 #include "base/string_util.h"
 #include "hardware/node_label_keys.h"
-#include "hardware/tpu/slice_shape.h"
-#include "hardware/tpu/tpu_accelerator_type.h"
-#include "hardware/tpu/tpu_topology.h"
+#include "vocabulary/slice_shape.h"
+#include "vocabulary/tpu_accelerator_type.h"
+#include "vocabulary/tpu_topology.h"
 
 namespace tessera {
 namespace {

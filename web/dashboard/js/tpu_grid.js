@@ -1,5 +1,5 @@
 // Where each TPU host (worker) of a slice sits in the slice's grid of hosts, following
-// src/hardware/tpu/chip_grid.h: a host owns a block of chips (1 -> 1x1x1, 4 -> 2x2x1,
+// src/vocabulary/chip_grid.h: a host owns a block of chips (1 -> 1x1x1, 4 -> 2x2x1,
 // 8 -> 2x4x1), the worker grid is the topology divided by that block, and worker ids run
 // x fastest, then y, then z. A topology that does not divide falls back to one row.
 // Pure functions.

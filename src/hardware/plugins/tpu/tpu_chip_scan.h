@@ -12,7 +12,7 @@
 
 #include "hardware/pci.h"
 #include "hardware/sysroot.h"
-#include "hardware/tpu/tpu_generation.h"
+#include "vocabulary/tpu_generation.h"
 
 namespace tessera {
 

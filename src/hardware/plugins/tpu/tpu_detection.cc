@@ -7,11 +7,11 @@
 #include "absl/strings/str_join.h"
 #include "base/string_util.h"
 #include "hardware/plugins/tpu/tpu_chip_scan.h"
-#include "hardware/tpu/chip_grid.h"
-#include "hardware/tpu/slice_shape.h"
-#include "hardware/tpu/tpu_accelerator_type.h"
 #include "hardware/tpu/tpu_identity.h"
-#include "hardware/tpu/tpu_topology.h"
+#include "vocabulary/chip_grid.h"
+#include "vocabulary/slice_shape.h"
+#include "vocabulary/tpu_accelerator_type.h"
+#include "vocabulary/tpu_topology.h"
 
 namespace tessera {
 namespace {

@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/string_util.h"
-#include "hardware/tpu/chip_grid.h"
+#include "vocabulary/chip_grid.h"
 
 namespace tessera {
 namespace {

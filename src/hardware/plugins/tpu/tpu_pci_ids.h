@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "hardware/tpu/tpu_generation.h"
+#include "vocabulary/tpu_generation.h"
 
 namespace tessera {
 

@@ -1,9 +1,9 @@
-#include "hardware/tpu/sub_slice.h"
+#include "vocabulary/sub_slice.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/string_util.h"
-#include "hardware/tpu/chip_grid.h"
+#include "vocabulary/chip_grid.h"
 
 namespace tessera {
 namespace {

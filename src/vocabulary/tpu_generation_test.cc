@@ -1,4 +1,4 @@
-#include "hardware/tpu/tpu_generation.h"
+#include "vocabulary/tpu_generation.h"
 
 #include "gtest/gtest.h"
 

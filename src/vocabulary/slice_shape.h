@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "hardware/tpu/chip_grid.h"
-#include "hardware/tpu/tpu_generation.h"
-#include "hardware/tpu/tpu_topology.h"
+#include "vocabulary/chip_grid.h"
+#include "vocabulary/tpu_generation.h"
+#include "vocabulary/tpu_topology.h"
 
 namespace tessera {
 

@@ -1,4 +1,4 @@
-#include "hardware/tpu/tpu_accelerator_type.h"
+#include "vocabulary/tpu_accelerator_type.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,4 +1,4 @@
-#include "hardware/tpu/chip_grid.h"
+#include "vocabulary/chip_grid.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "hardware/tpu/slice_shape.h"
+#include "vocabulary/slice_shape.h"
 
 namespace tessera {
 

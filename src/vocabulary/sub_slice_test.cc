@@ -1,4 +1,4 @@
-#include "hardware/tpu/sub_slice.h"
+#include "vocabulary/sub_slice.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,4 +1,4 @@
-#include "hardware/tpu/tpu_topology.h"
+#include "vocabulary/tpu_topology.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

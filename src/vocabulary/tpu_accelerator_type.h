@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "hardware/tpu/tpu_generation.h"
+#include "vocabulary/tpu_generation.h"
 
 namespace tessera {
 

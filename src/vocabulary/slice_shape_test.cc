@@ -1,4 +1,4 @@
-#include "hardware/tpu/slice_shape.h"
+#include "vocabulary/slice_shape.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

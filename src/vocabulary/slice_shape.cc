@@ -1,4 +1,4 @@
-#include "hardware/tpu/slice_shape.h"
+#include "vocabulary/slice_shape.h"
 
 #include <algorithm>
 
@@ -6,7 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
-#include "hardware/tpu/tpu_accelerator_type.h"
+#include "vocabulary/tpu_accelerator_type.h"
 
 namespace tessera {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "hardware/tpu/tpu_generation.h"
+#include "vocabulary/tpu_generation.h"
 
 namespace tessera {
 
