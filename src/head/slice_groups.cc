@@ -21,25 +21,6 @@ namespace tessera {
 
 namespace {
 
-// Chips in a topology "4x4" / "2x2x2"; 0 when it is not one.
-int64_t TopologyChips(const std::string& topology) {
-  if (topology.empty()) return 0;
-  int64_t chips = 1;
-  size_t start = 0;
-  while (start <= topology.size()) {
-    size_t end = topology.find('x', start);
-    if (end == std::string::npos) end = topology.size();
-    std::string part = topology.substr(start, end - start);
-    if (part.empty() || part.size() > 6) return 0;
-    for (char c : part) {
-      if (c < '0' || c > '9') return 0;
-    }
-    chips *= std::stoll(part);
-    start = end + 1;
-  }
-  return chips;
-}
-
 // One host of a slice group as the protocol says it.
 void SliceHostToProto(const DomainBundle& bundle, v1::SliceHost* host) {
   host->set_domain(bundle.domain);
@@ -149,6 +130,7 @@ std::map<std::string, v1::ListSlicesResponse::Slice> ReservationManager::SliceCa
     std::set<std::string> workers;
     std::set<std::string> alive_workers;
     int64_t tpu_per_host = 0;
+    int64_t chips = 0;  // of the slice type its hosts' labels name, read when they joined
   };
   std::map<std::string, Catalog> slices;
   for (const auto& [id, node] : nodes_->nodes()) {
@@ -166,6 +148,10 @@ std::map<std::string, v1::ListSlicesResponse::Slice> ReservationManager::SliceCa
       worker = w->second;
     c.workers.insert(worker);
     if (node.health == NodeRegistry::Health::kAlive) c.alive_workers.insert(worker);
+    if (std::optional<NodeIndex> index = cluster_->view.Find(NodeId(id)); index.has_value()) {
+      const std::optional<TpuSliceType>& type = cluster_->view.node(*index).fabric.tpu_slice;
+      if (type.has_value()) c.chips = type->topology.chips();
+    }
     auto tpu = node.description.resources().raw().find("TPU");
     if (tpu != node.description.resources().raw().end()) {
       c.tpu_per_host = std::max(c.tpu_per_host, tpu->second / Quantity::kScale);
@@ -181,9 +167,9 @@ std::map<std::string, v1::ListSlicesResponse::Slice> ReservationManager::SliceCa
     out->set_name(name);
     out->set_accelerator_type(c.accelerator_type);
     out->set_topology(c.topology);
-    int64_t chips = TopologyChips(c.topology);
-    int64_t hosts = (chips > 0 && c.tpu_per_host > 0) ? std::max<int64_t>(1, chips / c.tpu_per_host)
-                                                      : static_cast<int64_t>(c.workers.size());
+    const int64_t hosts = (c.chips > 0 && c.tpu_per_host > 0)
+                              ? std::max<int64_t>(1, c.chips / c.tpu_per_host)
+                              : static_cast<int64_t>(c.workers.size());
     out->set_hosts(static_cast<int>(hosts));
     out->set_hosts_alive(static_cast<int>(c.alive_workers.size()));
     out->set_intact(static_cast<int64_t>(c.alive_workers.size()) >= hosts);
