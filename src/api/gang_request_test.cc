@@ -80,7 +80,7 @@ TEST(GangRequestTest, ANodeHoldsACpuPerProcessUnlessItsResourcesAreGiven) {
 TEST(GangRequestTest, BadTypedOptionsAreRefusedInOneLineAndNothingAborts) {
   GangOptions neither = Named("neither");
   EXPECT_EQ(GangRequest(neither).status().message(),
-            "gang: give exactly one of accelerator_type (with topology), workers or nodes");
+            "gang: give exactly one of slice, workers or nodes");
   // A worker asking for nothing, and nodes of no process: the job's own check names the field.
   GangOptions empty = Named("empty");
   empty.workers = 1;

@@ -685,12 +685,12 @@ class SliceWaitTest : public HeadServiceTest {
     }
   }
 
-  v1::SliceGroupInfo Reserve(const std::string& name, const std::string& topology = "4x4") {
+  v1::SliceGroupInfo Reserve(const std::string& name, std::vector<int> dims = {4, 4}) {
     v1::ReserveSlicesRequest request;
     request.set_name(name);
     v1::SliceAlternative* alt = request.add_alternatives();
-    alt->set_accelerator_type("TPU-V6E");
-    alt->set_topology(topology);
+    wire::SliceShapeToProto(*MakeSliceShape(TpuGeneration::kV6e, TpuTopology{std::move(dims)}),
+                            alt->mutable_shape());
     alt->set_num_slices(1);
     v1::SliceGroupInfo info;
     grpc::Status status = head_->ReserveSlices(nullptr, &request, &info);
@@ -801,7 +801,7 @@ TEST_F(SliceWaitTest, EveryWaitEndsWhenTheHeadShutsDown) {
 
 TEST_F(SliceWaitTest, ARefusedGroupIsAnsweredAtOnceAndBadRequestsAreRefused) {
   // No 8x8 slice in the cluster: refused, and the wait does not wait for the clock.
-  ASSERT_EQ(Reserve("big", "8x8").state(), v1::SLICE_GROUP_STATE_INFEASIBLE);
+  ASSERT_EQ(Reserve("big", {8, 8}).state(), v1::SLICE_GROUP_STATE_INFEASIBLE);
   v1::SliceGroupInfo info;
   ASSERT_TRUE(Wait("big", 60'000, &info).ok());
   EXPECT_EQ(info.state(), v1::SLICE_GROUP_STATE_INFEASIBLE);

@@ -84,8 +84,7 @@ class InProcessGangTest : public ::testing::Test {
   static v1::GangPlacement SlicePlacement() {
     v1::GangPlacement placement;
     v1::SliceAlternative* slice = placement.add_slices();
-    slice->set_accelerator_type("TPU-V6E");
-    slice->set_topology("4x4");
+    head_testing::SetV6e4x4(slice);
     slice->set_num_slices(1);
     return placement;
   }

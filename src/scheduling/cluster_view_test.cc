@@ -231,7 +231,7 @@ TEST(ClusterViewTest, FabricMembershipOfLabelsThatDoNotParseOrDisagree) {
   const FabricMembership unnumbered = add("unnumbered", "w1", "v6e-16", "4x4");
   EXPECT_EQ(unnumbered.tpu_worker_id, std::nullopt);
   EXPECT_TRUE(unnumbered.tpu_slice.has_value());
-  EXPECT_EQ(add("negative", "-1", "v6e-16", "4x4").tpu_worker_id, std::nullopt);
+  EXPECT_EQ(add("too-large", "99999999999", "v6e-16", "4x4").tpu_worker_id, std::nullopt);
   const FabricMembership none = cluster.node(MustAdd(cluster, Spec("plain", "CPU=1"))).fabric;
   EXPECT_EQ(none, FabricMembership{});
 }

@@ -625,10 +625,8 @@ GangController::AttemptResult GangController::Supervise(GangReservation& reserva
   const v1::JobSpec& spec = options_.spec;
   const GangSize size = PlacementSize(spec.placement());
   const int world = static_cast<int>(ranks.size());
-  int succeeded = WatchRanks(ranks, adopted);
-
-  // (Every rank of an adopted attempt may have succeeded before the head went.)
-  AttemptResult result{AttemptEnd::kSucceeded, "", 0};
+  // The timers start before the watches do, so they count from the moment the ranks are watched
+  // (whoever sees a watch begin has not yet moved the clock past them).
   // Below its maximum, an elastic gang looks for room to grow this often.
   const bool can_grow = reservation.members < size.max;
   const absl::Duration check =
@@ -637,6 +635,10 @@ GangController::AttemptResult GangController::Supervise(GangReservation& reserva
   // A node that froze ends no watch; the head declares it dead, and the gang learns it here.
   constexpr absl::Duration kHealthCheck = absl::Seconds(1);
   absl::Time next_health = clock_.Now() + kHealthCheck;
+  int succeeded = WatchRanks(ranks, adopted);
+
+  // (Every rank of an adopted attempt may have succeeded before the head went.)
+  AttemptResult result{AttemptEnd::kSucceeded, "", 0};
   std::set<std::string> gang_nodes;
   for (const LiveRank& rank : ranks) gang_nodes.insert(rank.slot.node_id);
   while (succeeded < world) {

@@ -170,7 +170,7 @@ TEST_F(AgentHeadTest, PlacementGroupReservedOnTheAgentAndLeasesInsideIt) {
   ASSERT_TRUE(head_stub_->RemovePlacementGroup(Context().get(), remove, &removed).ok());
   EXPECT_THAT(gpu_->state().Bundles(), IsEmpty());
   const WorkerId worker(granted.granted().worker_id());
-  ASSERT_TRUE(gpu_->state().AwaitWorkerExit(worker, absl::Now() + kPatience));
+  ASSERT_TRUE(gpu_->state().AwaitWorkerExit(worker, kPatience));
   EXPECT_THAT(gpu_->state().FindWorker(worker)->exit->reason, HasSubstr("SIGKILL"));
   EXPECT_EQ(gpu_->state().Available().Get("GPU"), Quantity::FromInt(8));
 }
