@@ -561,11 +561,7 @@ TEST_F(HeadServiceTest, SlicesAreReservedWholeAndBrokenWhenAHostDies) {
   for (std::string slice : {"s1", "s2"}) {
     for (int w = 0; w < 4; ++w) {
       Register(absl::StrCat(slice, "-w", w), "CPU=8,TPU=4",
-               LabelSet{{std::string(labels::kTpuSliceName), slice},
-                        {std::string(labels::kTpuWorkerId), std::to_string(w)},
-                        {std::string(labels::kTpuTopology), "4x4"},
-                        {std::string(labels::kTpuPodType), "v6e-16"},
-                        {std::string(labels::kAcceleratorType), "TPU-V6E"}});
+               head_testing::V6e4x4HostLabels(slice, w));
     }
   }
   v1::ReserveSlicesRequest request;
@@ -622,13 +618,7 @@ TEST_F(HeadServiceTest, SlicesAreReservedWholeAndBrokenWhenAHostDies) {
 }
 
 TEST_F(HeadServiceTest, ABrokenSliceGroupWhoseHostReturnsIsReservedAgain) {
-  auto labels = [](int w) {
-    return LabelSet{{std::string(labels::kTpuSliceName), "s1"},
-                    {std::string(labels::kTpuWorkerId), std::to_string(w)},
-                    {std::string(labels::kTpuTopology), "4x4"},
-                    {std::string(labels::kTpuPodType), "v6e-16"},
-                    {std::string(labels::kAcceleratorType), "TPU-V6E"}};
-  };
+  auto labels = [](int w) { return head_testing::V6e4x4HostLabels("s1", w); };
   for (int w = 0; w < 4; ++w) Register(absl::StrCat("s1-w", w), "CPU=8,TPU=4", labels(w));
   v1::ReserveSlicesRequest request;
   request.set_name("train");
@@ -676,12 +666,7 @@ class SliceWaitTest : public HeadServiceTest {
   // The 4 hosts of one TPU v6e 4x4 slice, s1.
   void SetUp() override {
     for (int w = 0; w < 4; ++w) {
-      Register(absl::StrCat("s1-w", w), "CPU=8,TPU=4",
-               LabelSet{{std::string(labels::kTpuSliceName), "s1"},
-                        {std::string(labels::kTpuWorkerId), std::to_string(w)},
-                        {std::string(labels::kTpuTopology), "4x4"},
-                        {std::string(labels::kTpuPodType), "v6e-16"},
-                        {std::string(labels::kAcceleratorType), "TPU-V6E"}});
+      Register(absl::StrCat("s1-w", w), "CPU=8,TPU=4", head_testing::V6e4x4HostLabels("s1", w));
     }
   }
 
@@ -1390,11 +1375,7 @@ TEST_F(HeadServiceTest, SliceGroupsThenSlicesArePagedAsOneListing) {
   for (std::string slice : {"s3", "s1", "s2"}) {
     for (int w = 0; w < 4; ++w) {
       Register(absl::StrCat(slice, "-w", w), "CPU=8,TPU=4",
-               LabelSet{{std::string(labels::kTpuSliceName), slice},
-                        {std::string(labels::kTpuWorkerId), std::to_string(w)},
-                        {std::string(labels::kTpuTopology), "4x4"},
-                        {std::string(labels::kTpuPodType), "v6e-16"},
-                        {std::string(labels::kAcceleratorType), "TPU-V6E"}});
+               head_testing::V6e4x4HostLabels(slice, w));
     }
   }
   for (std::string name : {"train-b", "train-a"}) {
@@ -1749,12 +1730,7 @@ TEST_F(HeadServiceTest, ACommittedBundleTheAgentNoLongerHoldsIsPreparedAgain) {
 
 TEST_F(HeadServiceTest, ASliceHostThatLostItsBundleBreaksTheGroupWhichIsReservedAgain) {
   for (int w = 0; w < 4; ++w) {
-    Register(absl::StrCat("s1-w", w), "CPU=8,TPU=4",
-             LabelSet{{std::string(labels::kTpuSliceName), "s1"},
-                      {std::string(labels::kTpuWorkerId), std::to_string(w)},
-                      {std::string(labels::kTpuTopology), "4x4"},
-                      {std::string(labels::kTpuPodType), "v6e-16"},
-                      {std::string(labels::kAcceleratorType), "TPU-V6E"}});
+    Register(absl::StrCat("s1-w", w), "CPU=8,TPU=4", head_testing::V6e4x4HostLabels("s1", w));
   }
   v1::ReserveSlicesRequest request;
   request.set_name("train");
@@ -2001,12 +1977,7 @@ class DriverLifetimeTest : public HeadServiceTest {
  protected:
   void SetUp() override {
     for (int w = 0; w < 4; ++w) {
-      Register(absl::StrCat("s1-w", w), "CPU=8,TPU=4",
-               LabelSet{{std::string(labels::kTpuSliceName), "s1"},
-                        {std::string(labels::kTpuWorkerId), std::to_string(w)},
-                        {std::string(labels::kTpuTopology), "4x4"},
-                        {std::string(labels::kTpuPodType), "v6e-16"},
-                        {std::string(labels::kAcceleratorType), "TPU-V6E"}});
+      Register(absl::StrCat("s1-w", w), "CPU=8,TPU=4", head_testing::V6e4x4HostLabels("s1", w));
     }
   }
   void OwnedGroup(const std::string& name, const std::string& owner) {

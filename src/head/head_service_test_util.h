@@ -9,10 +9,21 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "hardware/node_label_keys.h"
 #include "head/node_agent_client.h"
+#include "labels/label.h"
 #include "wire/proto_convert.h"
 
 namespace tessera::head_testing {
+
+// The labels of worker `worker` of `slice`, a TPU v6e 4x4 slice (4 hosts of 4 chips).
+inline LabelSet V6e4x4HostLabels(const std::string& slice, int worker) {
+  return LabelSet{{std::string(labels::kTpuSliceName), slice},
+                  {std::string(labels::kTpuWorkerId), std::to_string(worker)},
+                  {std::string(labels::kTpuTopology), "4x4"},
+                  {std::string(labels::kTpuPodType), "v6e-16"},
+                  {std::string(labels::kAcceleratorType), "TPU-V6E"}};
+}
 
 // Sets the shape of a v6e 4x4 slice on a request's alternative.
 inline void SetV6e4x4(v1::SliceAlternative* alt) {

@@ -46,12 +46,7 @@ class InProcessGangTest : public ::testing::Test {
     };
     head_ = std::make_unique<HeadService>(std::move(options));
     for (int w = 0; w < 4; ++w) {
-      Register(absl::StrCat("s1-w", w), "CPU=8,TPU=4",
-               LabelSet{{std::string(labels::kTpuSliceName), "s1"},
-                        {std::string(labels::kTpuWorkerId), std::to_string(w)},
-                        {std::string(labels::kTpuTopology), "4x4"},
-                        {std::string(labels::kTpuPodType), "v6e-16"},
-                        {std::string(labels::kAcceleratorType), "TPU-V6E"}});
+      Register(absl::StrCat("s1-w", w), "CPU=8,TPU=4", head_testing::V6e4x4HostLabels("s1", w));
     }
     Register("cpu", "CPU=8", {});
     // The agents' client: no cluster behind it, and the backend never calls its head.
