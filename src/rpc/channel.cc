@@ -1,9 +1,12 @@
 #include "rpc/channel.h"
 
+#include <chrono>
 #include <iostream>
+#include <mutex>
 
 #include "grpc/grpc.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "rpc/cluster_identity.h"
@@ -31,7 +34,36 @@ std::shared_ptr<grpc::ChannelCredentials> TrustNoOne() {
 
 }  // namespace
 
+namespace {
+
+// gRPC 1.51 runs callback-API completions on a shared "alternative" completion queue whose
+// threads it starts when the first channel makes a callback call and deletes when the last such
+// channel goes. When that last channel is destroyed from inside a completion callback (a worker's
+// channel dropped as its call ends), the queue is deleted under the thread still polling it, which
+// then crashes in grpc_completion_queue_next. One channel that lives as long as the process and
+// has made a callback call keeps that queue, so it is never deleted while its threads run.
+void KeepCallbackQueueForTheProcess() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto* channel = new std::shared_ptr<grpc::Channel>(grpc::CreateChannel(
+        "unix:/nonexistent/tessera-callback-queue", grpc::InsecureChannelCredentials()));
+    auto* stub = new grpc::GenericStub(*channel);
+    auto* context = new grpc::ClientContext();
+    context->set_deadline(std::chrono::system_clock::now());
+    grpc::Slice empty("");
+    auto* request = new grpc::ByteBuffer(&empty, 1);  // a valid (empty) message
+    auto* response = new grpc::ByteBuffer();
+    // Fails at once (no such socket, deadline now); only the queue it acquires matters. The
+    // objects are never freed: the channel must outlive every other one.
+    stub->UnaryCall(context, "/tessera.KeepQueue/None", grpc::StubOptions(), request, response,
+                    [](const grpc::Status&) {});
+  });
+}
+
+}  // namespace
+
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, std::string_view token) {
+  KeepCallbackQueueForTheProcess();
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   auto identity = ClusterIdentity::ForToken(token);
   if (identity.ok()) {
