@@ -167,25 +167,23 @@ TEST_F(HttpServerTest, PortZeroPicksAPortAndARouteAnswers) {
 TEST_F(HttpServerTest, AfterALargeAnswerTheFreedHeapGoesBackToTheSystem) {
   StartServer({.worker_threads = 1, .release_memory_after_bytes = 1 << 20});
   std::vector<std::unique_ptr<std::string>> kept;
+  // Each answer allocates the blocks, keeps every 256th and frees the rest.
+  auto churn = [&kept] {
+    std::vector<std::unique_ptr<std::string>> blocks;
+    for (int i = 0; i < 256 * 1024; ++i) blocks.push_back(std::make_unique<std::string>(480, 'x'));
+    for (size_t i = 0; i < blocks.size(); i += 256) kept.push_back(std::move(blocks[i]));
+  };
   ASSERT_TRUE(server_
                   ->Handle("/large",
-                           [&kept](const HttpRequest&) {
-                             std::vector<std::unique_ptr<std::string>> blocks;
-                             for (int i = 0; i < 256 * 1024; ++i)
-                               blocks.push_back(std::make_unique<std::string>(480, 'x'));
-                             for (size_t i = 0; i < blocks.size(); i += 256)
-                               kept.push_back(std::move(blocks[i]));
+                           [churn](const HttpRequest&) {
+                             churn();
                              return TextResponse(200, std::string(2 << 20, 'j'));
                            })
                   .ok());
   ASSERT_TRUE(server_
                   ->Handle("/small",
-                           [&kept](const HttpRequest&) {
-                             std::vector<std::unique_ptr<std::string>> blocks;
-                             for (int i = 0; i < 256 * 1024; ++i)
-                               blocks.push_back(std::make_unique<std::string>(480, 'x'));
-                             for (size_t i = 0; i < blocks.size(); i += 256)
-                               kept.push_back(std::move(blocks[i]));
+                           [churn](const HttpRequest&) {
+                             churn();
                              return TextResponse(200, "small");
                            })
                   .ok());
