@@ -35,8 +35,8 @@ grpc::Status HeadService::RegisterActor(grpc::ServerContext*,
   {
     // Under the cluster lock, so no node dies between the check and the record: an actor said
     // to be alive on a node the head has declared dead would stay so, as NodeDead has run.
-    ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
-    if (actor->state == ActorState::kAlive && !nodes_.IsAlive(actor->node_id)) {
+    absl::MutexLock lock(controller_.mutex());
+    if (actor->state == ActorState::kAlive && !controller_.nodes().IsAlive(actor->node_id)) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           absl::StrCat("actor ", actor->actor_id, " cannot be alive on node ",
                                        actor->node_id, ": the head does not hold it alive"));

@@ -16,22 +16,6 @@
 
 namespace tessera {
 
-namespace {
-
-NodeRegistryOptions RegistryOptions(const HeadServiceOptions& options, Clock* clock,
-                                    StoreWriter* writer, EventLog* events) {
-  NodeRegistryOptions registry;
-  registry.heartbeat_interval = options.heartbeat_interval;
-  registry.node_timeout = options.node_timeout;
-  registry.clock = clock;
-  registry.writer = writer;
-  registry.events = events;
-  registry.agent_clients = options.agent_clients;
-  return registry;
-}
-
-}  // namespace
-
 HeadService::HeadService(HeadServiceOptions options)
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
@@ -42,12 +26,18 @@ HeadService::HeadService(HeadServiceOptions options)
       jobs_(JobTableOptions{clock_, &writer_, &events_, options_.max_ended_jobs}),
       kv_(&writer_),
       actors_(ActorDirectoryOptions{&actor_store_, clock_, options_.max_dead_actors}),
-      cluster_(options_.scheduling),
-      nodes_(RegistryOptions(options_, clock_, &writer_, &events_), &cluster_),
-      reservations_(
-          ReservationManagerOptions{clock_, &writer_, &events_, &drivers_, options_.retry_interval,
-                                    options_.max_concurrent_syncs, options_.latency},
-          &cluster_, &nodes_),
+      controller_(ClusterControllerOptions{.clock = clock_,
+                                           .writer = &writer_,
+                                           .events = &events_,
+                                           .drivers = &drivers_,
+                                           .agent_clients = options_.agent_clients,
+                                           .heartbeat_interval = options_.heartbeat_interval,
+                                           .node_timeout = options_.node_timeout,
+                                           .scheduling = options_.scheduling,
+                                           .retry_interval = options_.retry_interval,
+                                           .max_concurrent_syncs = options_.max_concurrent_syncs,
+                                           .latency = options_.latency},
+                  this),
       create_cache_(options_.request_cache_capacity),
       remove_cache_(options_.request_cache_capacity),
       reserve_cache_(options_.request_cache_capacity),
@@ -55,9 +45,7 @@ HeadService::HeadService(HeadServiceOptions options)
       create_refusals_(options_.request_cache_capacity),
       remove_refusals_(options_.request_cache_capacity),
       reserve_refusals_(options_.request_cache_capacity),
-      release_refusals_(options_.request_cache_capacity) {
-  nodes_.set_listener(this);
-}
+      release_refusals_(options_.request_cache_capacity) {}
 
 HeadService::~HeadService() = default;
 
@@ -67,7 +55,7 @@ void HeadService::OnNodeDead(const std::string& node, const std::string& reason,
                              const std::vector<Allocation>& lost, std::string* event) {
   std::vector<std::string> moved;
   std::vector<std::string> broken;
-  reservations_.NodeDead(node, reason, lost, &moved, &broken);
+  controller_.NodeDead(node, reason, lost, &moved, &broken);
   const int failed_jobs = jobs_.FailJobsOn(node, reason);
   const std::vector<std::string> actors =
       actors_.NodeDead(node, absl::StrCat("its node ", node, " was declared dead: ", reason));
@@ -91,14 +79,14 @@ void HeadService::OnNodeDead(const std::string& node, const std::string& reason,
 std::vector<size_t> HeadService::OnBundlesReported(const std::string& node,
                                                    const std::vector<ReportedBundle>& bundles,
                                                    std::optional<int64_t> epoch_seen) {
-  return reservations_.Reconcile(node, bundles, epoch_seen);
+  return controller_.Reconcile(node, bundles, epoch_seen);
 }
 
 std::vector<std::string> HeadService::ReleaseDriver(const std::string& driver,
                                                     const std::string& why) {
   drivers_.Forget(driver);
   drivers_.NoteGone(driver, clock_->Now());  // agents free its objects (heartbeat responses)
-  std::vector<std::string> released = reservations_.ReleaseOwnedBy(driver);
+  std::vector<std::string> released = controller_.ReleaseOwnedBy(driver);
   const std::vector<std::string> actors =
       actors_.OwnerGone(driver, absl::StrCat("its owner, driver ", driver, ", ", why));
   ReportActorStoreFailures();
@@ -121,13 +109,13 @@ void HeadService::ReportActorStoreFailures() {
 // --- periodic ---
 
 void HeadService::CheckHealth() {
-  ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
-  nodes_.CheckHealth(clock_->Now());
+  absl::MutexLock lock(controller_.mutex());
+  controller_.nodes().CheckHealth(clock_->Now());
 }
 
 void HeadService::Reconcile(bool wait) {
   // The rounds start first: a release below may wait for a busy reservation and its agents.
-  reservations_.Tick(wait);
+  controller_.Tick(wait);
   for (const std::string& driver : drivers_.TakeExpired(clock_->Now())) {
     ReleaseDriver(driver,
                   absl::StrCat("fell silent for ", absl::FormatDuration(drivers_.timeout())));
@@ -145,18 +133,18 @@ absl::Status HeadService::Restore() {
   std::vector<std::pair<std::string, v1::PlacementGroupInfo>> groups;  // request id -> answer
   std::vector<std::pair<std::string, v1::SliceGroupInfo>> slices;
   {
-    ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
-    TESSERA_RETURN_IF_ERROR(nodes_.Restore());
-    TESSERA_RETURN_IF_ERROR(reservations_.Restore());
-    for (const auto& [name, group] : reservations_.groups()) {
+    absl::MutexLock lock(controller_.mutex());
+    TESSERA_RETURN_IF_ERROR(controller_.nodes().Restore());
+    TESSERA_RETURN_IF_ERROR(controller_.Restore());
+    for (const auto& [name, group] : controller_.groups()) {
       if (group.request.request_id().empty()) continue;
       auto& [id, info] = groups.emplace_back(group.request.request_id(), v1::PlacementGroupInfo());
-      reservations_.DescribeGroup(group, &info);
+      controller_.DescribeGroup(group, &info);
     }
-    for (const auto& [name, slice] : reservations_.slices()) {
+    for (const auto& [name, slice] : controller_.slices()) {
       if (slice.request.request_id().empty()) continue;
       auto& [id, info] = slices.emplace_back(slice.request.request_id(), v1::SliceGroupInfo());
-      reservations_.DescribeSlice(slice, &info);
+      controller_.DescribeSlice(slice, &info);
     }
   }
   // A create the previous head answered, retried to this one (its client did not hear the
@@ -183,8 +171,10 @@ void HeadService::FillNodeInfo(const NodeRegistry::Node& node, v1::NodeInfo* inf
   const bool alive = node.health == NodeRegistry::Health::kAlive;
   info->set_state(alive ? v1::NODE_STATE_ALIVE : v1::NODE_STATE_DEAD);
   if (alive) {
-    if (std::optional<NodeIndex> index = cluster_.view.Find(NodeId(node.id)); index.has_value()) {
-      wire::ResourcesToProto(cluster_.view.node(*index).available, info->mutable_available());
+    if (std::optional<NodeIndex> index = controller_.state().view.Find(NodeId(node.id));
+        index.has_value()) {
+      wire::ResourcesToProto(controller_.state().view.node(*index).available,
+                             info->mutable_available());
     }
   }
   info->set_last_heartbeat_age_ms(absl::ToInt64Milliseconds(clock_->Now() - node.last_heartbeat));
@@ -195,10 +185,9 @@ void HeadService::FillNodeInfo(const NodeRegistry::Node& node, v1::NodeInfo* inf
 }
 
 void HeadService::FillSlices(v1::ListSlicesResponse* response) const {
-  for (auto& [name, slice] : reservations_.SliceCatalog())
-    *response->add_slices() = std::move(slice);
-  for (const auto& [name, slice] : reservations_.slices()) {
-    reservations_.DescribeSlice(slice, response->add_groups());
+  for (auto& [name, slice] : controller_.SliceCatalog()) *response->add_slices() = std::move(slice);
+  for (const auto& [name, slice] : controller_.slices()) {
+    controller_.DescribeSlice(slice, response->add_groups());
   }
 }
 
@@ -248,14 +237,14 @@ grpc::Status HeadService::CreateDashboardLogin(grpc::ServerContext*,
 grpc::Status HeadService::GetClusterStatus(grpc::ServerContext*, const v1::ListRequest*,
                                            v1::ClusterStatus* response) {
   {
-    ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
+    absl::MutexLock lock(controller_.mutex());
     std::map<std::string, std::pair<int64_t, int64_t>> usage;  // resource -> (used, total)
-    for (const auto& [id, node] : nodes_.nodes()) {
+    for (const auto& [id, node] : controller_.nodes().nodes()) {
       FillNodeInfo(node, response->add_nodes());
       if (node.health != NodeRegistry::Health::kAlive) continue;
-      std::optional<NodeIndex> index = cluster_.view.Find(NodeId(id));
+      std::optional<NodeIndex> index = controller_.state().view.Find(NodeId(id));
       if (!index.has_value()) continue;
-      const NodeRecord& record = cluster_.view.node(*index);
+      const NodeRecord& record = controller_.state().view.node(*index);
       for (const auto& [resource, total] : record.total) {
         auto& [used, sum] = usage[resource];
         sum += total.raw();
@@ -284,11 +273,11 @@ grpc::Status HeadService::GetClusterStatus(grpc::ServerContext*, const v1::ListR
                              : v1::DEMAND_STATUS_PENDING);
       demand->set_explanation(reservation.explanation);
     };
-    for (const auto& [name, group] : reservations_.groups()) {
-      reservations_.DescribeGroup(group, response->add_placement_groups());
+    for (const auto& [name, group] : controller_.groups()) {
+      controller_.DescribeGroup(group, response->add_placement_groups());
       add_demand(group, "placement group");
     }
-    for (const auto& [name, slice] : reservations_.slices()) add_demand(slice, "slices");
+    for (const auto& [name, slice] : controller_.slices()) add_demand(slice, "slices");
   }
   for (const std::string& event : events_.List()) response->add_events(event);
   response->set_http_address(http_address_);

@@ -1,7 +1,8 @@
-// HeadService: the head's control service (tessera.v1.Head), a thin front over the managers
-// that each own one table and its records in the StateStore:
-//   NodeRegistry        nodes, heartbeats, health              (node_registry.h)
-//   ReservationManager  placement groups and slice groups      (reservation_manager.h)
+// HeadService: the head's control services, a thin front over the parts that each own one table
+// and its records in the StateStore:
+//   ClusterController   the cluster's state under one mutex: nodes (its NodeRegistry part:
+//                       heartbeats, health), the view, the schedulers, placement groups and
+//                       slice groups                          (cluster_controller.h)
 //   JobTable            the jobs `tessera run` records          (job_table.h)
 //   KvStore             the internal key-value table            (kv_store.h)
 //   ActorDirectory      named actors                            (actor_directory.h)
@@ -10,20 +11,18 @@
 //   DeviceHistory       the nodes' device readings              (device_history.h)
 //   TaskEventStore      the task runs drivers report            (task_event_store.h)
 // The front validates requests (head/request_limits.h, before any lock), converts between the
-// protocol and the managers' types, maps errors to gRPC codes, answers retried mutating calls
-// from the request-id caches, and tells the managers what a node's death or a driver's end means
-// for the others (it is the registry's NodeListener). The gang controllers of the head's
-// training jobs skip the front: InProcessHead() hands them the registry and the reservation
-// manager in process (in_process_cluster_head.h). Files: head_service.cc (construction, ticks,
-// status, restore), head_service_nodes.cc, head_service_reservations.cc,
-// head_service_jobs_kv.cc, head_actors.cc.
+// protocol and the parts' types, maps errors to gRPC codes, answers retried mutating calls from
+// the request-id caches, and tells the parts what a node's death or a driver's end means for the
+// others (it is the registry's NodeListener). The gang controllers of the head's training jobs
+// skip the front: InProcessHead() hands them the controller in process
+// (in_process_cluster_head.h). Files: head_service.cc (construction, ticks, status, restore),
+// head_service_nodes.cc, head_service_reservations.cc, head_service_jobs_kv.cc, head_actors.cc.
 //
-// Threading: the registry and the reservation manager share ClusterState (the view, the
-// schedulers) under its one mutex; the other tables have their own locks, taken after it. The
-// health check (CheckHealth) takes only the cluster lock and makes no RPC; the reservation
-// manager's two-phase commits run on threads of their own (Reconcile), so a slow agent never
-// delays a health check. HeadServer runs both on timers; tests call Tick() by hand with a
-// FakeClock.
+// Threading: the cluster's state is the controller's, under its one mutex (taken as
+// controller_.mutex(), the one name); the other tables have their own locks, taken after it.
+// The health check (CheckHealth) takes only that mutex and makes no RPC; the controller's
+// two-phase commits run on threads of their own (Reconcile), so a slow agent never delays a
+// health check. HeadServer runs both on timers; tests call Tick() by hand with a FakeClock.
 //
 // Cost: registration and heartbeats are O(that node's leases and bundles); group create/remove
 // is the scheduler's cost plus one store write; only listings, status and the periodic checks
@@ -44,7 +43,7 @@
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "head/actor_directory.h"
-#include "head/cluster_state.h"
+#include "head/cluster_controller.h"
 #include "head/device_history.h"
 #include "head/driver_table.h"
 #include "head/event_log.h"
@@ -53,8 +52,6 @@
 #include "head/job_table.h"
 #include "head/kv_store.h"
 #include "head/node_agent_client.h"
-#include "head/node_registry.h"
-#include "head/reservation_manager.h"
 #include "head/state_store.h"
 #include "head/store_writer.h"
 #include "head/task_event_store.h"
@@ -126,7 +123,7 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   void Tick();
   // Before the gRPC server shuts down (it waits for the calls in flight): WaitPlacementGroup and
   // WaitSliceGroup answer now, and later calls at once.
-  void EndWaits() { reservations_.EndWaits(); }
+  void EndWaits() { controller_.EndWaits(); }
   // Pings the state store now: degraded when it does not answer; when it answers again, the
   // writes kept meanwhile are made and writes are accepted again (StoreWriter::CheckHealth).
   // Reconcile does this every store_check_interval.
@@ -226,7 +223,7 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   const DeviceHistory& device_history() const { return device_history_; }
   // One node as ListNodes shows it; nullopt when the head lists no node `node_id`.
   std::optional<v1::NodeInfo> NodeInfoOf(const std::string& node_id)
-      ABSL_LOCKS_EXCLUDED(cluster_.mu);
+      ABSL_LOCKS_EXCLUDED(controller_.mutex());
   // The task runs drivers reported (timelines; /metrics counts them).
   const TaskEventStore& task_events() const { return task_events_; }
   // Where the head serves HTTP (ClusterStatus.http_address) and the sessions its dashboard
@@ -237,36 +234,30 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   }
 
  private:
-  // Methods that run under the cluster lock name it as the managers do too (ClusterLock).
-  // In a lambda run under the lock: tells the analysis it is held (and checks that it is).
-  void AssertClusterLocked() const
-      ABSL_ASSERT_EXCLUSIVE_LOCK(cluster_.mu, nodes_.mutex(), reservations_.mutex()) {
-    cluster_.mu.AssertHeld();
-  }
   // --- NodeListener (under the cluster lock) ---
   // Reservations drop or break, running jobs there fail as presumed, actors there restart under
   // their owners (detached ones die).
   void OnNodeDead(const std::string& node, const std::string& reason,
                   const std::vector<Allocation>& lost, std::string* event) override
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_.mu, nodes_.mutex(), reservations_.mutex());
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(controller_.mutex());
   std::vector<size_t> OnBundlesReported(const std::string& node,
                                         const std::vector<ReportedBundle>& bundles,
                                         std::optional<int64_t> epoch_seen) override
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_.mu, nodes_.mutex(), reservations_.mutex());
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(controller_.mutex());
 
   // The driver exited or fell silent (`why`): the reservations and actors it owns that are not
   // detached are released; returns the reservations' names.
   std::vector<std::string> ReleaseDriver(const std::string& driver, const std::string& why)
-      ABSL_LOCKS_EXCLUDED(cluster_.mu);
+      ABSL_LOCKS_EXCLUDED(controller_.mutex());
   // A named actor's new state, as a change in the event stream.
   void RecordActorChange(const v1::ActorInfo& actor);
   // Writes the actor directory failed to make, as events.
   void ReportActorStoreFailures();
   // Every slice, then every slice group (cluster status; ListSlices pages through the same).
   void FillSlices(v1::ListSlicesResponse* response) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_.mu, nodes_.mutex(), reservations_.mutex());
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(controller_.mutex());
   void FillNodeInfo(const NodeRegistry::Node& node, v1::NodeInfo* info) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_.mu, nodes_.mutex(), reservations_.mutex());
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(controller_.mutex());
   // Measured use by resource over the alive nodes of `status` (its nodes filled in): CPU cores
   // and memory bytes from the agents' usage, a device resource's busy fractions summed.
   struct MeasuredUse {
@@ -288,9 +279,7 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   JobTable jobs_;
   KvStore kv_;
   ActorDirectory actors_;
-  ClusterState cluster_;
-  NodeRegistry nodes_;
-  ReservationManager reservations_;
+  ClusterController controller_;
 
   using CreateResult = std::pair<grpc::Status, v1::PlacementGroupInfo>;
   using RemoveResult = std::pair<grpc::Status, v1::RemovePlacementGroupResponse>;

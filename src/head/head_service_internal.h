@@ -37,10 +37,6 @@ inline grpc::Status InvalidText(std::string message) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::move(message));
 }
 
-inline wire::ExactAllocation Exact(const Allocation& allocation) {
-  return wire::ExactAllocation{allocation.resources, allocation.devices};
-}
-
 // Runs `call(response)` once per request id: a retried request gets the first answer again.
 template <typename Response, typename Call>
 grpc::Status RunOnce(rpc::RequestCache<std::pair<grpc::Status, Response>>& cache,

@@ -1,7 +1,7 @@
 // HeadService, the nodes' RPCs: registration and heartbeats (what the agent reports, converted
 // for the NodeRegistry; bundles to release sent back), the node listing, and PickNode — which
 // node should take a lease: a request inside a reservation goes to the agent holding the bundle
-// (ReservationManager::AdviseBundleTarget; that agent decides), any other is the task
+// (ClusterController::AdviseBundleTarget; that agent decides), any other is the task
 // scheduler's advice over the view, excluded nodes left out.
 #include <set>
 #include <string>
@@ -69,17 +69,17 @@ grpc::Status HeadService::RegisterNode(grpc::ServerContext*, const v1::RegisterN
   if (!leases.ok()) return Invalid(leases.status());
   auto bundles = BundlesFromProto(request->bundles());
   if (!bundles.ok()) return Invalid(bundles.status());
-  ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
+  absl::MutexLock lock(controller_.mutex());
   std::vector<size_t> release;
   absl::Status registered =
-      nodes_.Register(*registration, request->node(), *leases, *bundles, &release);
+      controller_.nodes().Register(*registration, request->node(), *leases, *bundles, &release);
   if (!registered.ok()) return rpc::ToGrpcStatus(registered);
   // Bundles the head does not know: a head restart with the in-memory store lost their groups,
   // or the group was removed while the agent was away. The agent releases them.
   for (size_t i : release) *response->add_release() = request->bundles(static_cast<int>(i));
   response->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
   response->set_dead_after_ms(absl::ToInt64Milliseconds(options_.node_timeout));
-  response->set_bundles_epoch(reservations_.bundles_epoch());
+  response->set_bundles_epoch(controller_.bundles_epoch());
   return grpc::Status::OK;
 }
 
@@ -92,18 +92,18 @@ grpc::Status HeadService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatReq
   if (!bundles.ok()) return Invalid(bundles.status());
   // Before the cluster lock: a heartbeat that waits behind a slow request counts from its
   // arrival.
-  nodes_.NoteArrival(request->node_id(), request->incarnation(), arrived);
-  ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
+  controller_.NoteArrival(request->node_id(), request->incarnation(), arrived);
+  absl::MutexLock lock(controller_.mutex());
   std::vector<size_t> release;
-  const bool known =
-      nodes_.Heartbeat(request->node_id(), request->incarnation(), arrived, request->workers(),
-                       *leases, *bundles, request->bundles_epoch_seen(), &release);
+  const bool known = controller_.nodes().Heartbeat(request->node_id(), request->incarnation(),
+                                                   arrived, request->workers(), *leases, *bundles,
+                                                   request->bundles_epoch_seen(), &release);
   response->set_known(known);
   if (!known) return grpc::Status::OK;
   device_history_.Record(request->node_id(), request->device_samples());
   if (request->has_usage()) device_history_.RecordUsage(request->node_id(), request->usage());
   for (size_t i : release) *response->add_release() = request->bundles(static_cast<int>(i));
-  response->set_bundles_epoch(reservations_.bundles_epoch());
+  response->set_bundles_epoch(controller_.bundles_epoch());
   for (std::string& driver : drivers_.RecentlyGone(arrived)) {
     response->add_gone_drivers(std::move(driver));
   }
@@ -117,14 +117,14 @@ grpc::Status HeadService::ListNodes(grpc::ServerContext*, const v1::ListRequest*
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   auto page = head_internal::ParsePageRequest(*request, kListing, options_.max_page_size);
   if (!page.ok()) return Invalid(page.status());
-  ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
-  const auto& nodes = nodes_.nodes();
+  absl::MutexLock lock(controller_.mutex());
+  const auto& nodes = controller_.nodes().nodes();
   head_internal::PageFiller filler(page->size, options_.max_page_bytes);
   std::optional<std::string> resume = head_internal::AppendPage(
       nodes.upper_bound(page->after), nodes.end(), filler, response->mutable_nodes(),
       [](const auto& entry) { return entry.first; },
       [&](const auto& entry, v1::NodeInfo* out) {
-        AssertClusterLocked();
+        controller_.AssertHeld();  // AppendPage runs it under this function's lock
         FillNodeInfo(entry.second, out);
       });
   if (resume.has_value())
@@ -133,9 +133,9 @@ grpc::Status HeadService::ListNodes(grpc::ServerContext*, const v1::ListRequest*
 }
 
 std::optional<v1::NodeInfo> HeadService::NodeInfoOf(const std::string& node_id) {
-  ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
-  auto it = nodes_.nodes().find(node_id);
-  if (it == nodes_.nodes().end()) return std::nullopt;
+  absl::MutexLock lock(controller_.mutex());
+  auto it = controller_.nodes().nodes().find(node_id);
+  if (it == controller_.nodes().nodes().end()) return std::nullopt;
   v1::NodeInfo info;
   FillNodeInfo(it->second, &info);
   return info;
@@ -148,16 +148,15 @@ grpc::Status HeadService::PickNode(grpc::ServerContext*, const v1::PickNodeReque
   if (!parsed.ok()) return Invalid(parsed.status());
   std::set<std::string> excluded(request->exclude_node_ids().begin(),
                                  request->exclude_node_ids().end());
-  ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
-  auto answer = [&](const std::string& node) {
-    AssertClusterLocked();
+  absl::MutexLock lock(controller_.mutex());
+  auto answer = [&](const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(controller_.mutex()) {
     response->set_node_id(node);
-    response->set_address(nodes_.Find(node)->description.address());
+    response->set_address(controller_.nodes().Find(node)->description.address());
     response->set_status(v1::PICK_STATUS_PLACED);
   };
   if (parsed->target.has_value()) {
     const wire::BundleTarget& target = *parsed->target;
-    BundleTargetAdvice advice = reservations_.AdviseBundleTarget(
+    BundleTargetAdvice advice = controller_.AdviseBundleTarget(
         target.placement_group, target.bundle_index, parsed->request.resources, excluded);
     switch (advice.status) {
       case BundleTargetAdvice::Status::kPlaced: answer(advice.node); return grpc::Status::OK;
@@ -175,10 +174,9 @@ grpc::Status HeadService::PickNode(grpc::ServerContext*, const v1::PickNodeReque
   // the lease reports it in its next heartbeat, which mirrors it here).
   SchedulingRequest decision = parsed->request;
   for (const std::string& id : excluded) decision.excluded_nodes.push_back(NodeId(id));
-  auto result = [&] {
-    AssertClusterLocked();
+  auto result = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(controller_.mutex()) {
     metrics::ScopedTimer timer(options_.latency.task_decision);
-    return cluster_.tasks.Advise(decision);
+    return controller_.state().tasks.Advise(decision);
   }();
   if (!result.ok()) return Invalid(result.status());
   switch (result->status) {

@@ -1,5 +1,5 @@
 // HeadService, the reservations' RPCs: placement groups and slice groups (checked, converted,
-// answered once per request id, then the ReservationManager's), their listings, and the drivers
+// answered once per request id, then the ClusterController's), their listings, and the drivers
 // that own them. A reservation created with an owner lives as long as that driver keeps calling
 // KeepDriverAlive (the C++ API does every second) and is released when the driver says it exited
 // or falls silent for the driver timeout, the way the peers release a job's reservations with the
@@ -31,13 +31,13 @@ grpc::Status HeadService::CreatePlacementGroup(grpc::ServerContext*,
                                                v1::PlacementGroupInfo* response) {
   // Before the request-id cache and any lock: an oversized request costs nothing.
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
-  return RunDurably(writer_, create_refusals_, create_cache_, request->request_id(), response,
-                    [&](v1::PlacementGroupInfo* out) {
-                      auto spec = wire::PlacementGroupSpecFromProto(*request);
-                      if (!spec.ok()) return Invalid(spec.status());
-                      return rpc::ToGrpcStatus(
-                          reservations_.CreatePlacementGroup(*request, *std::move(spec), out));
-                    });
+  return RunDurably(
+      writer_, create_refusals_, create_cache_, request->request_id(), response,
+      [&](v1::PlacementGroupInfo* out) {
+        auto spec = wire::PlacementGroupSpecFromProto(*request);
+        if (!spec.ok()) return Invalid(spec.status());
+        return rpc::ToGrpcStatus(controller_.CreatePlacementGroup(*request, *std::move(spec), out));
+      });
 }
 
 grpc::Status HeadService::RemovePlacementGroup(grpc::ServerContext*,
@@ -47,7 +47,7 @@ grpc::Status HeadService::RemovePlacementGroup(grpc::ServerContext*,
   return RunDurably(
       writer_, remove_refusals_, remove_cache_, request->request_id(), response,
       [&](v1::RemovePlacementGroupResponse* out) {
-        return rpc::ToGrpcStatus(reservations_.RemovePlacementGroup(request->name(), out));
+        return rpc::ToGrpcStatus(controller_.RemovePlacementGroup(request->name(), out));
       });
 }
 
@@ -56,7 +56,7 @@ grpc::Status HeadService::WaitPlacementGroup(grpc::ServerContext*,
                                              v1::PlacementGroupInfo* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   if (request->timeout_ms() < 0) return InvalidText("timeout_ms: is negative");
-  return rpc::ToGrpcStatus(reservations_.WaitPlacementGroup(
+  return rpc::ToGrpcStatus(controller_.WaitPlacementGroup(
       request->name(), absl::Milliseconds(request->timeout_ms()), response));
 }
 
@@ -66,15 +66,15 @@ grpc::Status HeadService::ListPlacementGroups(grpc::ServerContext*, const v1::Li
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   auto page = head_internal::ParsePageRequest(*request, kListing, options_.max_page_size);
   if (!page.ok()) return Invalid(page.status());
-  ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
-  const auto& groups = reservations_.groups();
+  absl::MutexLock lock(controller_.mutex());
+  const auto& groups = controller_.groups();
   head_internal::PageFiller filler(page->size, options_.max_page_bytes);
   std::optional<std::string> resume = head_internal::AppendPage(
       groups.upper_bound(page->after), groups.end(), filler, response->mutable_groups(),
       [](const auto& entry) { return entry.first; },
       [&](const auto& entry, v1::PlacementGroupInfo* out) {
-        AssertClusterLocked();
-        reservations_.DescribeGroup(entry.second, out);
+        controller_.AssertHeld();  // AppendPage runs it under this function's lock
+        controller_.DescribeGroup(entry.second, out);
       });
   if (resume.has_value())
     response->set_next_page_token(head_internal::PageToken(kListing, *resume));
@@ -91,7 +91,7 @@ grpc::Status HeadService::ReserveSlices(grpc::ServerContext*,
       [&](v1::SliceGroupInfo* out) {
         auto parsed = wire::DomainGroupRequestFromProto(*request);
         if (!parsed.ok()) return Invalid(parsed.status());
-        return rpc::ToGrpcStatus(reservations_.ReserveSlices(*request, *std::move(parsed), out));
+        return rpc::ToGrpcStatus(controller_.ReserveSlices(*request, *std::move(parsed), out));
       });
 }
 
@@ -101,7 +101,7 @@ grpc::Status HeadService::ReleaseSlices(grpc::ServerContext*,
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   return RunDurably(writer_, release_refusals_, release_cache_, request->request_id(), response,
                     [&](v1::ReleaseSlicesResponse* out) {
-                      return rpc::ToGrpcStatus(reservations_.ReleaseSlices(request->name(), out));
+                      return rpc::ToGrpcStatus(controller_.ReleaseSlices(request->name(), out));
                     });
 }
 
@@ -110,7 +110,7 @@ grpc::Status HeadService::WaitSliceGroup(grpc::ServerContext*,
                                          v1::SliceGroupInfo* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   if (request->timeout_ms() < 0) return InvalidText("timeout_ms: is negative");
-  return rpc::ToGrpcStatus(reservations_.WaitSliceGroup(
+  return rpc::ToGrpcStatus(controller_.WaitSliceGroup(
       request->name(), absl::Milliseconds(request->timeout_ms()), response));
 }
 
@@ -130,23 +130,23 @@ grpc::Status HeadService::ListSlices(grpc::ServerContext*, const v1::ListRequest
                                     " is not a page token of the slices listing"));
   }
   const std::string after_key = after.empty() ? "" : after.substr(2);
-  ClusterLock lock(&cluster_.mu, nodes_.mutex(), reservations_.mutex());
+  absl::MutexLock lock(controller_.mutex());
   head_internal::PageFiller filler(page->size, options_.max_page_bytes);
   if (!in_slices) {
-    const auto& slices = reservations_.slices();
+    const auto& slices = controller_.slices();
     std::optional<std::string> resume = head_internal::AppendPage(
         slices.upper_bound(after_key), slices.end(), filler, response->mutable_groups(),
         [](const auto& entry) { return entry.first; },
         [&](const auto& entry, v1::SliceGroupInfo* out) {
-          AssertClusterLocked();
-          reservations_.DescribeSlice(entry.second, out);
+          controller_.AssertHeld();  // AppendPage runs it under this function's lock
+          controller_.DescribeSlice(entry.second, out);
         });
     if (resume.has_value()) {
       response->set_next_page_token(head_internal::PageToken(kListing, "g/" + *resume));
       return grpc::Status::OK;
     }
   }
-  std::map<std::string, v1::ListSlicesResponse::Slice> catalog = reservations_.SliceCatalog();
+  std::map<std::string, v1::ListSlicesResponse::Slice> catalog = controller_.SliceCatalog();
   std::optional<std::string> resume = head_internal::AppendPage(
       catalog.upper_bound(in_slices ? after_key : ""), catalog.end(), filler,
       response->mutable_slices(), [](const auto& entry) { return entry.first; },
@@ -158,7 +158,7 @@ grpc::Status HeadService::ListSlices(grpc::ServerContext*, const v1::ListRequest
 }
 
 std::unique_ptr<train::ClusterHead> HeadService::InProcessHead() {
-  return std::make_unique<InProcessClusterHead>(clock_, &cluster_, &nodes_, &reservations_);
+  return std::make_unique<InProcessClusterHead>(clock_, &controller_);
 }
 
 grpc::Status HeadService::KeepDriverAlive(grpc::ServerContext*,

@@ -10,10 +10,11 @@
 namespace tessera {
 
 absl::StatusOr<std::vector<train::HeadNode>> InProcessClusterHead::Nodes() {
-  ClusterLock lock(&cluster_->mu, nodes_->mutex());
+  absl::MutexLock lock(controller_->mutex());
+  const NodeRegistry& registry = controller_->nodes();
   std::vector<train::HeadNode> nodes;
-  nodes.reserve(nodes_->nodes().size());
-  for (const auto& [id, node] : nodes_->nodes()) {
+  nodes.reserve(registry.nodes().size());
+  for (const auto& [id, node] : registry.nodes()) {
     nodes.push_back(train::HeadNode{node.description, node.health == NodeRegistry::Health::kAlive});
   }
   return nodes;
@@ -25,7 +26,7 @@ absl::StatusOr<v1::PlacementGroupInfo> InProcessClusterHead::CreatePlacementGrou
   TESSERA_RETURN_IF_ERROR(request_limits::Check(request));
   TESSERA_ASSIGN_OR_RETURN(PlacementGroupSpec spec, wire::PlacementGroupSpecFromProto(request));
   v1::PlacementGroupInfo info;
-  TESSERA_RETURN_IF_ERROR(reservations_->CreatePlacementGroup(request, std::move(spec), &info));
+  TESSERA_RETURN_IF_ERROR(controller_->CreatePlacementGroup(request, std::move(spec), &info));
   const std::string name = info.name();
   TESSERA_RETURN_IF_ERROR(client::WaitInSteps(
       *clock_, wait, stopped,
@@ -34,7 +35,7 @@ absl::StatusOr<v1::PlacementGroupInfo> InProcessClusterHead::CreatePlacementGrou
                info.state() == v1::PLACEMENT_GROUP_STATE_INFEASIBLE;
       },
       [&](absl::Duration timeout) {
-        return reservations_->WaitPlacementGroup(name, timeout, &info);
+        return controller_->WaitPlacementGroup(name, timeout, &info);
       }));
   return info;
 }
@@ -45,22 +46,22 @@ absl::StatusOr<v1::SliceGroupInfo> InProcessClusterHead::ReserveSlicesAndWait(
   TESSERA_RETURN_IF_ERROR(request_limits::Check(request));
   TESSERA_ASSIGN_OR_RETURN(DomainGroupRequest parsed, wire::DomainGroupRequestFromProto(request));
   v1::SliceGroupInfo info;
-  TESSERA_RETURN_IF_ERROR(reservations_->ReserveSlices(request, std::move(parsed), &info));
+  TESSERA_RETURN_IF_ERROR(controller_->ReserveSlices(request, std::move(parsed), &info));
   const std::string name = info.name();
   TESSERA_RETURN_IF_ERROR(client::WaitInSteps(
       *clock_, wait, stopped, [&] { return client::SliceGroupSettled(info.state()); },
-      [&](absl::Duration timeout) { return reservations_->WaitSliceGroup(name, timeout, &info); }));
+      [&](absl::Duration timeout) { return controller_->WaitSliceGroup(name, timeout, &info); }));
   return info;
 }
 
 absl::Status InProcessClusterHead::RemovePlacementGroup(const std::string& name) {
   v1::RemovePlacementGroupResponse response;
-  return reservations_->RemovePlacementGroup(name, &response);
+  return controller_->RemovePlacementGroup(name, &response);
 }
 
 absl::Status InProcessClusterHead::ReleaseSlices(const std::string& name) {
   v1::ReleaseSlicesResponse response;
-  return reservations_->ReleaseSlices(name, &response);
+  return controller_->ReleaseSlices(name, &response);
 }
 
 }  // namespace tessera

@@ -1,14 +1,13 @@
 // InProcessClusterHead: the head's own ClusterHead (train/cluster_head.h), for the gang
-// controllers of its training jobs, which run in its process: the node registry and the
-// reservation manager called in process, under the cluster lock the way the HeadService front
-// takes it, never a gRPC call from the head to itself. A request is checked as the front checks
-// it (its size limits, then the protocol's parse); the waits are the manager's on the head's
-// clock (WaitPlacementGroup, WaitSliceGroup). While a caller's `stopped` is to be asked they
-// wait in steps of at most client::kStopCheckInterval and ask it between them: the manager
-// waits under the cluster lock, where a caller's callback (which takes the controller's own
-// lock) must not run.
+// controllers of its training jobs, which run in its process: the ClusterController called in
+// process, the way the HeadService front calls it, never a gRPC call from the head to itself. A
+// request is checked as the front checks it (its size limits, then the protocol's parse); the waits
+// are the manager's on the head's clock (WaitPlacementGroup, WaitSliceGroup). While a caller's
+// `stopped` is to be asked they wait in steps of at most client::kStopCheckInterval and ask it
+// between them: the controller waits under its mutex, where a caller's callback (which takes the
+// gang controller's own lock) must not run.
 //
-// Thread-safe (the managers are). Must not outlive the managers it calls: HeadService makes it
+// Thread-safe (the controller is). Must not outlive the controller it calls: HeadService makes it
 // (HeadService::InProcessHead), and the head's job manager is shut down before the service.
 #pragma once
 
@@ -17,18 +16,15 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "head/cluster_state.h"
-#include "head/node_registry.h"
-#include "head/reservation_manager.h"
+#include "head/cluster_controller.h"
 #include "train/cluster_head.h"
 
 namespace tessera {
 
 class InProcessClusterHead final : public train::ClusterHead {
  public:
-  InProcessClusterHead(Clock* clock, ClusterState* cluster, NodeRegistry* nodes,
-                       ReservationManager* reservations)
-      : clock_(clock), cluster_(cluster), nodes_(nodes), reservations_(reservations) {}
+  InProcessClusterHead(Clock* clock, ClusterController* controller)
+      : clock_(clock), controller_(controller) {}
 
   absl::StatusOr<std::vector<train::HeadNode>> Nodes() override;
   absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroupAndWait(
@@ -42,9 +38,7 @@ class InProcessClusterHead final : public train::ClusterHead {
 
  private:
   Clock* const clock_;
-  ClusterState* const cluster_;
-  NodeRegistry* const nodes_;
-  ReservationManager* const reservations_;
+  ClusterController* const controller_;
 };
 
 }  // namespace tessera

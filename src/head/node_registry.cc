@@ -43,8 +43,8 @@ std::shared_ptr<NodeAgentClient> NodeRegistry::ClientFor(const std::string& node
 }
 
 AgentLookup NodeRegistry::Agents() const {
-  // Called under ClusterState::mu by the plans built under it.
-  return [this](const std::string& node) ABSL_NO_THREAD_SAFETY_ANALYSIS { return ClientFor(node); };
+  // Called by the plans built under the controller's mutex, while it is held.
+  return [this](const std::string& node) { return ClientFor(node); };
 }
 
 void NodeRegistry::Persist(const Node& node) const {
@@ -79,13 +79,35 @@ void NodeRegistry::MirrorLeases(Node& node, const std::vector<ReportedLease>& le
   }
 }
 
-absl::Time NodeRegistry::LastHeard(const Node& node) const {
-  absl::MutexLock lock(&heard_mu_);
-  auto it = heard_.find(node.id);
-  if (it != heard_.end() && it->second.incarnation == node.incarnation) {
-    return std::max(node.last_heartbeat, it->second.at);
+void HeartbeatArrivals::Note(const std::string& node, const std::string& incarnation,
+                             absl::Time arrived) {
+  absl::MutexLock lock(&mu_);
+  heard_[node] = HeardFrom{incarnation, arrived};
+}
+
+std::optional<absl::Time> HeartbeatArrivals::Latest(const std::string& node,
+                                                    const std::string& incarnation) const {
+  absl::MutexLock lock(&mu_);
+  auto it = heard_.find(node);
+  if (it == heard_.end() || it->second.incarnation != incarnation) return std::nullopt;
+  return it->second.at;
+}
+
+void HeartbeatArrivals::KeepOnly(
+    absl::FunctionRef<bool(const std::string&, const std::string&)> current) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = heard_.begin(); it != heard_.end();) {
+    if (current(it->first, it->second.incarnation)) {
+      ++it;
+    } else {
+      heard_.erase(it++);
+    }
   }
-  return node.last_heartbeat;
+}
+
+absl::Time NodeRegistry::LastHeard(const Node& node) const {
+  const std::optional<absl::Time> arrived = arrivals_->Latest(node.id, node.incarnation);
+  return arrived.has_value() ? std::max(node.last_heartbeat, *arrived) : node.last_heartbeat;
 }
 
 // The rule: a node is dead once it has been silent for node_timeout of time the head watched.
@@ -124,15 +146,10 @@ void NodeRegistry::CheckHealth(absl::Time now) {
                      " nodes silent past the timeout were given that much longer"),
         "node");
   }
-  absl::MutexLock lock(&heard_mu_);
-  for (auto it = heard_.begin(); it != heard_.end();) {
-    auto node = nodes_.find(it->first);
-    if (node == nodes_.end() || node->second.incarnation != it->second.incarnation) {
-      heard_.erase(it++);
-    } else {
-      ++it;
-    }
-  }
+  arrivals_->KeepOnly([this](const std::string& id, const std::string& incarnation) {
+    auto node = nodes_.find(id);
+    return node != nodes_.end() && node->second.incarnation == incarnation;
+  });
 }
 
 void NodeRegistry::DeclareDead(Node& node, const std::string& reason) {
@@ -219,12 +236,6 @@ absl::Status NodeRegistry::Register(const wire::NodeRegistration& registration,
   *release = listener_->OnBundlesReported(id, bundles, std::nullopt);
   Persist(node);
   return absl::OkStatus();
-}
-
-void NodeRegistry::NoteArrival(const std::string& node, const std::string& incarnation,
-                               absl::Time arrived) {
-  absl::MutexLock heard(&heard_mu_);
-  heard_[node] = HeardFrom{incarnation, arrived};
 }
 
 bool NodeRegistry::Heartbeat(const std::string& id, const std::string& incarnation,

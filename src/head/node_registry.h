@@ -4,10 +4,10 @@
 // could hear) — and their records in the StateStore (table "nodes"). What a node's death or an
 // agent's bundle report means for reservations, jobs and actors is the NodeListener's business.
 //
-// Thread-safety: the node table is guarded by ClusterState::mu, which callers hold (the
-// ABSL_EXCLUSIVE_LOCKS_REQUIRED methods) — except NoteArrival, which stamps a heartbeat's arrival
-// under a small lock of its own before the caller waits for ClusterState::mu, so a heartbeat
-// queued behind a slow request still counts from its arrival.
+// Thread-safety: none of its own. It is a part of the ClusterController, which holds it guarded by
+// its mutex (cluster_controller.h): every method runs with that mutex held. Heartbeats' arrivals
+// are stamped before the controller's mutex is waited for, in HeartbeatArrivals (below, its own
+// small lock), so a heartbeat queued behind a slow request still counts from its arrival.
 // Cost: Register/Heartbeat O(that node's leases); CheckHealth O(nodes).
 #pragma once
 
@@ -20,6 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -46,7 +47,7 @@ struct ReportedBundle {
   int index = 0;
 };
 
-// What the rest of the head does about nodes. Called with ClusterState::mu held.
+// What the rest of the head does about nodes. Called with the ClusterController's mutex held.
 class NodeListener {
  public:
   virtual ~NodeListener() = default;
@@ -59,6 +60,30 @@ class NodeListener {
   virtual std::vector<size_t> OnBundlesReported(const std::string& node,
                                                 const std::vector<ReportedBundle>& bundles,
                                                 std::optional<int64_t> epoch_seen) = 0;
+};
+
+// When each node's latest heartbeat arrived, stamped before the heartbeat waits for the
+// controller's mutex. Thread-safe (a small lock of its own, never held while waiting for another).
+class HeartbeatArrivals {
+ public:
+  // The heartbeat of `incarnation` of `node` arrived at `arrived`.
+  void Note(const std::string& node, const std::string& incarnation, absl::Time arrived)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // When the latest heartbeat of `incarnation` of `node` noted arrived; nullopt when none was, or
+  // the latest noted came from another incarnation.
+  std::optional<absl::Time> Latest(const std::string& node, const std::string& incarnation) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Forgets the arrivals for which `current(node, incarnation)` is false.
+  void KeepOnly(absl::FunctionRef<bool(const std::string&, const std::string&)> current)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct HeardFrom {
+    std::string incarnation;
+    absl::Time at;
+  };
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, HeardFrom> heard_ ABSL_GUARDED_BY(mu_);
 };
 
 struct NodeRegistryOptions {
@@ -88,12 +113,11 @@ class NodeRegistry {
     absl::Time watched_from = absl::InfinitePast();
   };
 
-  NodeRegistry(NodeRegistryOptions options, ClusterState* cluster)
-      : options_(std::move(options)), cluster_(cluster) {}
+  // `cluster` and `arrivals` belong to the controller and outlive the registry.
+  NodeRegistry(NodeRegistryOptions options, ClusterState* cluster, HeartbeatArrivals* arrivals)
+      : options_(std::move(options)), cluster_(cluster), arrivals_(arrivals) {}
   // Required before the first call; must outlive the registry.
   void set_listener(NodeListener* listener) { listener_ = listener; }
-  // The mutex its methods require: ClusterState::mu (ClusterLock names it).
-  absl::Mutex* mutex() const ABSL_LOCK_RETURNED(cluster_->mu) { return &cluster_->mu; }
 
   // Registers (or re-registers) a node with what its agent holds. AlreadyExists when another
   // live agent holds the node id; InvalidArgument when the view refuses the node. `release`
@@ -101,57 +125,41 @@ class NodeRegistry {
   absl::Status Register(const wire::NodeRegistration& registration,
                         const v1::NodeDescription& description,
                         const std::vector<ReportedLease>& leases,
-                        const std::vector<ReportedBundle>& bundles, std::vector<size_t>* release)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
-  // Before waiting for ClusterState::mu: the heartbeat of this incarnation arrived at `arrived`.
-  void NoteArrival(const std::string& node, const std::string& incarnation, absl::Time arrived)
-      ABSL_LOCKS_EXCLUDED(heard_mu_);
+                        const std::vector<ReportedBundle>& bundles, std::vector<size_t>* release);
   // A heartbeat; false when the head does not know this live incarnation (register again).
   bool Heartbeat(const std::string& node, const std::string& incarnation, absl::Time arrived,
                  int workers, const std::vector<ReportedLease>& leases,
                  const std::vector<ReportedBundle>& bundles, int64_t epoch_seen,
-                 std::vector<size_t>* release) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+                 std::vector<size_t>* release);
   // Declares dead the nodes silent for node_timeout of time the head watched (see the .cc).
-  void CheckHealth(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  void CheckHealth(absl::Time now);
 
-  const std::map<std::string, Node, std::less<>>& nodes() const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu) {
-    return nodes_;
-  }
-  const Node* Find(const std::string& node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
-  bool IsAlive(const std::string& node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  const std::map<std::string, Node, std::less<>>& nodes() const { return nodes_; }
+  const Node* Find(const std::string& node) const;
+  bool IsAlive(const std::string& node) const;
   // The live agent of a node, or nullptr.
-  std::shared_ptr<NodeAgentClient> ClientFor(const std::string& node) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
-  // ClientFor as a function, for plans built under ClusterState::mu.
-  AgentLookup Agents() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  std::shared_ptr<NodeAgentClient> ClientFor(const std::string& node) const;
+  // ClientFor as a function, for plans built under the controller's mutex.
+  AgentLookup Agents() const;
 
   // Reads back a previous head's nodes: each is known as registered and has a whole node
   // timeout to be heard from. DataLoss naming the key when a record cannot be read.
-  absl::Status Restore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  absl::Status Restore();
 
  private:
-  void DeclareDead(Node& node, const std::string& reason)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
-  void MirrorLeases(Node& node, const std::vector<ReportedLease>& leases)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(cluster_->mu);
+  void DeclareDead(Node& node, const std::string& reason);
+  void MirrorLeases(Node& node, const std::vector<ReportedLease>& leases);
   // When the head last heard this incarnation: its last heartbeat processed, or a later one
-  // that arrived and waits for ClusterState::mu.
-  absl::Time LastHeard(const Node& node) const ABSL_LOCKS_EXCLUDED(heard_mu_);
+  // that arrived and waits for the controller's mutex.
+  absl::Time LastHeard(const Node& node) const;
   void Persist(const Node& node) const;
 
   NodeRegistryOptions options_;
   ClusterState* cluster_;
+  HeartbeatArrivals* arrivals_;
   NodeListener* listener_ = nullptr;
-  std::map<std::string, Node, std::less<>> nodes_ ABSL_GUARDED_BY(cluster_->mu);
-  absl::Time last_health_check_ ABSL_GUARDED_BY(cluster_->mu) = options_.clock->Now();
-
-  struct HeardFrom {
-    std::string incarnation;
-    absl::Time at;
-  };
-  mutable absl::Mutex heard_mu_ ABSL_ACQUIRED_AFTER(cluster_->mu);
-  absl::flat_hash_map<std::string, HeardFrom> heard_ ABSL_GUARDED_BY(heard_mu_);
+  std::map<std::string, Node, std::less<>> nodes_;
+  absl::Time last_health_check_ = options_.clock->Now();
 };
 
 }  // namespace tessera

@@ -1,4 +1,4 @@
-// ReservationManager, placement groups: what sets them apart from slice groups — the engine
+// ClusterController, placement groups: what sets them apart from slice groups — the engine
 // chooses (and re-chooses) their bundles, and the protocol describes them as
 // PlacementGroupInfo. Their commit and removal are the shared reservation machinery.
 #include <optional>
@@ -8,15 +8,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "head/head_service_internal.h"
-#include "head/reservation_manager.h"
+#include "base/string_util.h"
+#include "head/cluster_controller.h"
 
 namespace tessera {
 
-using head_internal::Exact;
-
-void ReservationManager::DescribeGroup(const GroupEntry& group,
-                                       v1::PlacementGroupInfo* info) const {
+void ClusterController::DescribeGroup(const GroupEntry& group, v1::PlacementGroupInfo* info) const {
   const ReservationRecord& record = Record(group);
   info->Clear();
   info->set_id(group.id);
@@ -41,12 +38,12 @@ void ReservationManager::DescribeGroup(const GroupEntry& group,
   info->set_explanation(group.ShownExplanation());
 }
 
-absl::Status ReservationManager::CreatePlacementGroup(
-    const v1::CreatePlacementGroupRequest& request, PlacementGroupSpec spec,
-    v1::PlacementGroupInfo* response) {
+absl::Status ClusterController::CreatePlacementGroup(const v1::CreatePlacementGroupRequest& request,
+                                                     PlacementGroupSpec spec,
+                                                     v1::PlacementGroupInfo* response) {
   std::string name;
   {
-    ClusterLock lock(&cluster_->mu, nodes_->mutex());
+    absl::MutexLock lock(&mu_);
     // A degraded store refuses at once: nothing is placed.
     if (absl::Status writable = options_.writer->Writable(); !writable.ok()) return writable;
     const int64_t counter_before = next_group_;
@@ -61,7 +58,7 @@ absl::Status ReservationManager::CreatePlacementGroup(
     // The spec was checked when it was read: the engine refuses nothing here but a name in use,
     // which ClaimName has ruled out.
     absl::StatusOr<ReservationOutcome> outcome =
-        cluster_->reservations.CreatePlacementGroup(std::move(spec));
+        state_.reservations.CreatePlacementGroup(std::move(spec));
     if (!outcome.ok()) return outcome.status();
     GroupEntry entry;
     entry.id = id;
@@ -85,21 +82,21 @@ absl::Status ReservationManager::CreatePlacementGroup(
       return absl::OkStatus();
     }
   }
-  SyncAndDescribe(ReservationKind::kPlacementGroup, name, [&](const Reservation* group) {
-    AssertLocked();  // SyncAndDescribe calls it under the lock
-    if (group == nullptr) {
-      response->set_name(name);
-      response->set_state(v1::PLACEMENT_GROUP_STATE_REMOVED);
-      return;
-    }
-    DescribeGroup(static_cast<const GroupEntry&>(*group), response);
-  });
+  SyncAndDescribe(ReservationKind::kPlacementGroup, name,
+                  [&](const Reservation* group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                    if (group == nullptr) {
+                      response->set_name(name);
+                      response->set_state(v1::PLACEMENT_GROUP_STATE_REMOVED);
+                      return;
+                    }
+                    DescribeGroup(static_cast<const GroupEntry&>(*group), response);
+                  });
   return absl::OkStatus();
 }
 
-absl::Status ReservationManager::RemovePlacementGroup(const std::string& name,
-                                                      v1::RemovePlacementGroupResponse* response,
-                                                      bool acknowledged) {
+absl::Status ClusterController::RemovePlacementGroup(const std::string& name,
+                                                     v1::RemovePlacementGroupResponse* response,
+                                                     bool acknowledged) {
   return Remove(ReservationKind::kPlacementGroup, name, acknowledged, [&](Reservation& group) {
     for (size_t i = 0; i < group.confirmed.size(); ++i) {
       const std::optional<BundleHold>& hold = group.confirmed[i];
@@ -112,9 +109,9 @@ absl::Status ReservationManager::RemovePlacementGroup(const std::string& name,
   });
 }
 
-absl::Status ReservationManager::WaitPlacementGroup(const std::string& name, absl::Duration timeout,
-                                                    v1::PlacementGroupInfo* response) {
-  ClusterLock lock(&cluster_->mu, nodes_->mutex());
+absl::Status ClusterController::WaitPlacementGroup(const std::string& name, absl::Duration timeout,
+                                                   v1::PlacementGroupInfo* response) {
+  absl::MutexLock lock(&mu_);
   const Reservation* group =
       AwaitSettled(ReservationKind::kPlacementGroup, name, timeout,
                    [](ReservationPhase phase) { return phase == ReservationPhase::kHeld; });

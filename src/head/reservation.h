@@ -2,11 +2,11 @@
 // held with an exact allocation on one node agent, committed there with two-phase commit
 // (prepare on every node, then commit on all, cancel what was prepared on any failure). The
 // kinds differ only in how their bundles are chosen (PlacementGroupScheduler or
-// DomainGroupScheduler) and how they are described in the protocol; ReservationManager supplies
-// those.
+// DomainGroupScheduler) and how they are described in the protocol; the ClusterController
+// supplies those.
 //
 // Threading: Reservation and NodeWorkPlan are plain values guarded by their owner (the
-// ReservationManager's lock, ClusterState::mu). TwoPhaseCommit and CancelBundles make RPCs: call
+// ClusterController's mutex). TwoPhaseCommit and CancelBundles make RPCs: call
 // them without holding any lock.
 #pragma once
 

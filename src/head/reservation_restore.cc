@@ -1,4 +1,4 @@
-// ReservationManager::Restore: a head started on a StateStore a previous head wrote (Redis)
+// ClusterController::Restore: a head started on a StateStore a previous head wrote (Redis)
 // reads its placement groups and slice groups back before it serves, with exactly their
 // bundles' nodes and allocations, so running work inside them goes on. Each bundle counts as
 // committed on its agent; reconciliation checks that once the agent has heard from this head.
@@ -12,8 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "base/string_util.h"
-#include "head/head_service_internal.h"
-#include "head/reservation_manager.h"
+#include "head/cluster_controller.h"
 #include "head/state_store.h"
 #include "wire/proto_convert.h"
 
@@ -80,7 +79,7 @@ absl::Status RestoreWaitingEntry(ReservationEngine& engine, std::string_view tab
 
 }  // namespace
 
-absl::Status ReservationManager::RestoreGroup(const std::string& key, const std::string& value) {
+absl::Status ClusterController::RestoreGroup(const std::string& key, const std::string& value) {
   TESSERA_ASSIGN_OR_RETURN(const v1::StoredPlacementGroup stored,
                            ReadStoredRecord<v1::StoredPlacementGroup>(kPlacementGroupsTable, key,
                                                                       value, "placement group"));
@@ -93,7 +92,7 @@ absl::Status ReservationManager::RestoreGroup(const std::string& key, const std:
                     info.state() == v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
   if (!held) {
     TESSERA_RETURN_IF_ERROR(
-        RestoreWaitingEntry(cluster_->reservations, kPlacementGroupsTable, key, *std::move(spec),
+        RestoreWaitingEntry(state_.reservations, kPlacementGroupsTable, key, *std::move(spec),
                             info.state() == v1::PLACEMENT_GROUP_STATE_INFEASIBLE, entry));
     AdoptRestored(std::move(entry), IdNumber(info.id()));
     return absl::OkStatus();
@@ -113,7 +112,7 @@ absl::Status ReservationManager::RestoreGroup(const std::string& key, const std:
     bundle.resources = allocation->resources;
     bundle.devices = allocation->devices;
   }
-  absl::StatusOr<ReservationOutcome> restored = cluster_->reservations.RestorePlacementGroup(
+  absl::StatusOr<ReservationOutcome> restored = state_.reservations.RestorePlacementGroup(
       *std::move(spec), static_cast<size_t>(info.option()), bundles);
   if (!restored.ok()) return Corrupt(kPlacementGroupsTable, key, restored.status().message());
   Reservation& group = AdoptRestored(std::move(entry), IdNumber(info.id()));
@@ -130,7 +129,7 @@ absl::Status ReservationManager::RestoreGroup(const std::string& key, const std:
   return absl::OkStatus();
 }
 
-absl::Status ReservationManager::RestoreSlice(const std::string& key, const std::string& value) {
+absl::Status ClusterController::RestoreSlice(const std::string& key, const std::string& value) {
   TESSERA_ASSIGN_OR_RETURN(
       const v1::StoredSliceGroup stored,
       ReadStoredRecord<v1::StoredSliceGroup>(kSliceGroupsTable, key, value, "slice group"));
@@ -142,7 +141,7 @@ absl::Status ReservationManager::RestoreSlice(const std::string& key, const std:
   if (info.state() != v1::SLICE_GROUP_STATE_RESERVED &&
       info.state() != v1::SLICE_GROUP_STATE_BROKEN) {
     TESSERA_RETURN_IF_ERROR(
-        RestoreWaitingEntry(cluster_->reservations, kSliceGroupsTable, key, *std::move(parsed),
+        RestoreWaitingEntry(state_.reservations, kSliceGroupsTable, key, *std::move(parsed),
                             info.state() == v1::SLICE_GROUP_STATE_INFEASIBLE, entry));
     AdoptRestored(std::move(entry), IdNumber(info.id()));
     return absl::OkStatus();
@@ -159,7 +158,7 @@ absl::Status ReservationManager::RestoreSlice(const std::string& key, const std:
     bundle.allocation.devices = allocation->devices;
     bundles.push_back(std::move(bundle));
   }
-  absl::StatusOr<ReservationOutcome> restored = cluster_->reservations.RestoreSliceGroup(
+  absl::StatusOr<ReservationOutcome> restored = state_.reservations.RestoreSliceGroup(
       *std::move(parsed), static_cast<size_t>(info.alternative()), bundles);
   if (!restored.ok()) return Corrupt(kSliceGroupsTable, key, restored.status().message());
   Reservation& slice = AdoptRestored(std::move(entry), IdNumber(info.id()));
@@ -177,26 +176,26 @@ absl::Status ReservationManager::RestoreSlice(const std::string& key, const std:
   return absl::OkStatus();
 }
 
-Reservation& ReservationManager::AdoptRestored(GroupEntry entry, int64_t id_number) {
+Reservation& ClusterController::AdoptRestored(GroupEntry entry, int64_t id_number) {
   next_group_ = std::max(next_group_, id_number + 1);
   // A whole driver timeout to call this head.
   options_.drivers->NoteAlive(entry.owner, options_.clock->Now());
-  cluster_->changed = true;
+  state_.changed = true;
   const std::string name = entry.name;
   return groups_.emplace(name, std::move(entry)).first->second;
 }
 
-Reservation& ReservationManager::AdoptRestored(SliceEntry entry, int64_t id_number) {
+Reservation& ClusterController::AdoptRestored(SliceEntry entry, int64_t id_number) {
   next_slice_ = std::max(next_slice_, id_number + 1);
   options_.drivers->NoteAlive(entry.owner, options_.clock->Now());
-  cluster_->changed = true;
+  state_.changed = true;
   const std::string name = entry.name;
   return slices_.emplace(name, std::move(entry)).first->second;
 }
 
-bool ReservationManager::ConfirmRestoredOrWait(Reservation& reservation,
-                                               const ReservationOutcome& restored,
-                                               std::string_view noun) {
+bool ClusterController::ConfirmRestoredOrWait(Reservation& reservation,
+                                              const ReservationOutcome& restored,
+                                              std::string_view noun) {
   if (restored.status == ReservationStatus::kPending) {
     // The engine refused the record: a placement group no longer fits the cluster (a changed
     // spec rule), or nothing of a slice group is held (the agents' old bundles are released as
@@ -223,7 +222,7 @@ bool ReservationManager::ConfirmRestoredOrWait(Reservation& reservation,
   return true;
 }
 
-absl::Status ReservationManager::Restore() {
+absl::Status ClusterController::Restore() {
   TESSERA_ASSIGN_OR_RETURN(auto groups, options_.writer->store()->List(kPlacementGroupsTable));
   for (const auto& [key, value] : groups) TESSERA_RETURN_IF_ERROR(RestoreGroup(key, value));
   TESSERA_ASSIGN_OR_RETURN(auto slices, options_.writer->store()->List(kSliceGroupsTable));

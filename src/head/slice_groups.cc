@@ -1,4 +1,4 @@
-// ReservationManager, slice groups: what sets them apart from placement groups — whole TPU slices
+// ClusterController, slice groups: what sets them apart from placement groups — whole TPU slices
 // (or hosts of one NVLink domain) chosen by the engine, never re-placed (a dead host breaks the
 // group), described as SliceGroupInfo, and the catalog of slices `tessera slice list` shows. Their
 // commit and release are the shared reservation machinery.
@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/string_util.h"
 #include "hardware/node_label_keys.h"
-#include "head/reservation_manager.h"
+#include "head/cluster_controller.h"
 
 namespace tessera {
 
@@ -31,7 +31,7 @@ void SliceHostToProto(const DomainBundle& bundle, v1::SliceHost* host) {
 
 }  // namespace
 
-void ReservationManager::DescribeSlice(const SliceEntry& slice, v1::SliceGroupInfo* info) const {
+void ClusterController::DescribeSlice(const SliceEntry& slice, v1::SliceGroupInfo* info) const {
   const ReservationRecord& record = Record(slice);
   info->Clear();
   info->set_id(slice.id);
@@ -40,18 +40,18 @@ void ReservationManager::DescribeSlice(const SliceEntry& slice, v1::SliceGroupIn
   info->set_alternative(static_cast<int>(record.choice));
   info->set_owner(slice.owner);
   for (const std::string& domain : record.domains) info->add_domains(domain);
-  if (const std::vector<DomainBundle>* hosts = cluster_->reservations.SliceHosts(slice.name)) {
+  if (const std::vector<DomainBundle>* hosts = state_.reservations.SliceHosts(slice.name)) {
     for (const DomainBundle& bundle : *hosts) SliceHostToProto(bundle, info->add_hosts());
   }
   info->set_explanation(slice.ShownExplanation());
 }
 
-absl::Status ReservationManager::ReserveSlices(const v1::ReserveSlicesRequest& request,
-                                               DomainGroupRequest parsed,
-                                               v1::SliceGroupInfo* response) {
+absl::Status ClusterController::ReserveSlices(const v1::ReserveSlicesRequest& request,
+                                              DomainGroupRequest parsed,
+                                              v1::SliceGroupInfo* response) {
   std::string name;
   {
-    ClusterLock lock(&cluster_->mu, nodes_->mutex());
+    absl::MutexLock lock(&mu_);
     // A degraded store refuses at once: nothing is placed.
     if (absl::Status writable = options_.writer->Writable(); !writable.ok()) return writable;
     const int64_t counter_before = next_slice_;
@@ -63,7 +63,7 @@ absl::Status ReservationManager::ReserveSlices(const v1::ReserveSlicesRequest& r
     parsed.name = name;
     // The engine refuses shapes it does not know; that is bad input and changes nothing.
     absl::StatusOr<ReservationOutcome> outcome =
-        cluster_->reservations.ReserveSlices(std::move(parsed));
+        state_.reservations.ReserveSlices(std::move(parsed));
     if (!outcome.ok()) return absl::InvalidArgumentError(outcome.status().message());
     SliceEntry entry;
     entry.id = id;
@@ -86,33 +86,34 @@ absl::Status ReservationManager::ReserveSlices(const v1::ReserveSlicesRequest& r
       return absl::OkStatus();
     }
   }
-  SyncAndDescribe(ReservationKind::kSliceGroup, name, [&](const Reservation* slice) {
-    AssertLocked();  // SyncAndDescribe calls it under the lock
-    if (slice == nullptr) {
-      response->set_name(name);
-      response->set_state(v1::SLICE_GROUP_STATE_RELEASED);
-      return;
-    }
-    DescribeSlice(static_cast<const SliceEntry&>(*slice), response);
-  });
+  SyncAndDescribe(ReservationKind::kSliceGroup, name,
+                  [&](const Reservation* slice) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                    if (slice == nullptr) {
+                      response->set_name(name);
+                      response->set_state(v1::SLICE_GROUP_STATE_RELEASED);
+                      return;
+                    }
+                    DescribeSlice(static_cast<const SliceEntry&>(*slice), response);
+                  });
   return absl::OkStatus();
 }
 
-absl::Status ReservationManager::ReleaseSlices(const std::string& name,
-                                               v1::ReleaseSlicesResponse* response,
-                                               bool acknowledged) {
-  return Remove(ReservationKind::kSliceGroup, name, acknowledged, [&](Reservation& reservation) {
-    AssertLocked();  // Remove calls it under the lock
-    if (const std::vector<DomainBundle>* hosts =
-            cluster_->reservations.SliceHosts(reservation.name)) {
-      for (const DomainBundle& bundle : *hosts) SliceHostToProto(bundle, response->add_released());
-    }
-  });
+absl::Status ClusterController::ReleaseSlices(const std::string& name,
+                                              v1::ReleaseSlicesResponse* response,
+                                              bool acknowledged) {
+  return Remove(ReservationKind::kSliceGroup, name, acknowledged,
+                [&](Reservation& reservation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                  if (const std::vector<DomainBundle>* hosts =
+                          state_.reservations.SliceHosts(reservation.name)) {
+                    for (const DomainBundle& bundle : *hosts)
+                      SliceHostToProto(bundle, response->add_released());
+                  }
+                });
 }
 
-absl::Status ReservationManager::WaitSliceGroup(const std::string& name, absl::Duration timeout,
-                                                v1::SliceGroupInfo* response) {
-  ClusterLock lock(&cluster_->mu, nodes_->mutex());
+absl::Status ClusterController::WaitSliceGroup(const std::string& name, absl::Duration timeout,
+                                               v1::SliceGroupInfo* response) {
+  absl::MutexLock lock(&mu_);
   const Reservation* slice =
       AwaitSettled(ReservationKind::kSliceGroup, name, timeout, [](ReservationPhase phase) {
         return phase == ReservationPhase::kHeld || phase == ReservationPhase::kInfeasible;
@@ -122,8 +123,7 @@ absl::Status ReservationManager::WaitSliceGroup(const std::string& name, absl::D
   return absl::OkStatus();
 }
 
-std::map<std::string, v1::ListSlicesResponse::Slice> ReservationManager::SliceCatalog() const {
-  AssertLocked();
+std::map<std::string, v1::ListSlicesResponse::Slice> ClusterController::SliceCatalog() const {
   struct Catalog {
     std::string accelerator_type;
     std::string topology;
@@ -133,7 +133,7 @@ std::map<std::string, v1::ListSlicesResponse::Slice> ReservationManager::SliceCa
     int64_t chips = 0;  // of the slice type its hosts' labels name, read when they joined
   };
   std::map<std::string, Catalog> slices;
-  for (const auto& [id, node] : nodes_->nodes()) {
+  for (const auto& [id, node] : nodes_.nodes()) {
     const auto& labels = node.description.labels();
     auto name = labels.find(std::string(labels::kTpuSliceName));
     if (name == labels.end() || name->second.empty()) continue;
@@ -148,8 +148,8 @@ std::map<std::string, v1::ListSlicesResponse::Slice> ReservationManager::SliceCa
       worker = w->second;
     c.workers.insert(worker);
     if (node.health == NodeRegistry::Health::kAlive) c.alive_workers.insert(worker);
-    if (std::optional<NodeIndex> index = cluster_->view.Find(NodeId(id)); index.has_value()) {
-      const std::optional<TpuSliceType>& type = cluster_->view.node(*index).fabric.tpu_slice;
+    if (std::optional<NodeIndex> index = state_.view.Find(NodeId(id)); index.has_value()) {
+      const std::optional<TpuSliceType>& type = state_.view.node(*index).fabric.tpu_slice;
       if (type.has_value()) c.chips = type->topology.chips();
     }
     auto tpu = node.description.resources().raw().find("TPU");

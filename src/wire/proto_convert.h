@@ -47,6 +47,10 @@ struct ExactAllocation {
   std::vector<DeviceGrant> devices;  // sorted by resource name
   friend bool operator==(const ExactAllocation&, const ExactAllocation&) = default;
 };
+// What the view holds as an allocation, as an agent is asked to hold it.
+inline ExactAllocation ExactAllocationOf(const Allocation& allocation) {
+  return ExactAllocation{allocation.resources, allocation.devices};
+}
 // Grants are sorted by resource name; a resource granted twice is refused.
 absl::StatusOr<ExactAllocation> AllocationFromProto(const v1::Allocation& proto,
                                                     std::string_view field = "allocation");

@@ -4,9 +4,8 @@
   never with src/ whole: no compile command of a file under src/<library>/ names the root of a
   library above it in docs/architecture.md's order, so an include that points up cannot compile;
 - clang's -Wthread-safety checks the lock annotations (CI's clang build, scripts/fuzz, fails on a
-  violation): a few lines against the head's real headers show a registry call outside the
-  cluster lock refused, and the same call under ClusterLock, which names the registry's alias of
-  the one mutex, accepted."""
+  violation): a few lines against the head's real headers show that the cluster's nodes are
+  reached only through the ClusterController with its one mutex held, under that one name."""
 import json
 import os
 import pathlib
@@ -56,12 +55,11 @@ def test_no_library_compiles_with_the_include_root_of_one_above_it():
 
 SNIPPET = """
 #include "absl/synchronization/mutex.h"
-#include "head/cluster_state.h"
-#include "head/node_registry.h"
+#include "head/cluster_controller.h"
 namespace tessera {
-bool Checked(NodeRegistry& nodes, ClusterState& cluster) {
+bool Checked(ClusterController& controller) {
   %s
-  return nodes.IsAlive("n1");
+  return controller.nodes().IsAlive("n1");
 }
 }  // namespace tessera
 """
@@ -81,19 +79,18 @@ def clang_syntax(body, tmp_path):
                           timeout=120)
 
 
-def test_a_registry_call_outside_the_cluster_lock_does_not_compile(tmp_path):
+def test_the_nodes_outside_the_controllers_lock_do_not_compile(tmp_path):
     result = clang_syntax("", tmp_path)
     assert result.returncode != 0
     assert "requires holding mutex" in result.stderr, result.stderr
 
 
-def test_the_lock_taken_under_another_name_is_not_taken_for_the_registrys(tmp_path):
-    # The one mutex, locked by a name the analysis cannot tie to the registry's pointer.
-    result = clang_syntax("absl::MutexLock lock(&cluster.mu);", tmp_path)
+def test_a_lock_released_before_the_call_does_not_count(tmp_path):
+    result = clang_syntax("{ absl::MutexLock lock(controller.mutex()); }", tmp_path)
     assert result.returncode != 0
     assert "thread-safety" in result.stderr, result.stderr
 
 
-def test_the_cluster_lock_naming_the_registrys_alias_compiles(tmp_path):
-    result = clang_syntax("ClusterLock lock(&cluster.mu, nodes.mutex());", tmp_path)
+def test_the_nodes_under_the_controllers_one_mutex_compile(tmp_path):
+    result = clang_syntax("absl::MutexLock lock(controller.mutex());", tmp_path)
     assert result.returncode == 0, result.stderr

@@ -1,9 +1,10 @@
-// ReservationManager, reservations of either kind: finding them, bringing the agents in line with
-// the scheduler's placement (two-phase commit, see reservation.h) on the request's thread or the
-// sync threads Tick starts, removal, what a dead node or an agent's report does to them, and
-// what a gone driver owned. The kinds' own parts live in placement_groups.cc and
-// slice_groups.cc; reading back a previous head's records in reservation_restore.cc.
-#include "head/reservation_manager.h"
+// ClusterController (cluster_controller.h): its construction, and reservations of either kind:
+// finding them, bringing the agents in line with the scheduler's placement (two-phase commit, see
+// reservation.h) on the request's thread or the sync threads Tick starts, removal, what a dead node
+// or an agent's report does to them, and what a gone driver owned. The kinds' own parts live in
+// placement_groups.cc and slice_groups.cc; reading back a previous head's records in
+// reservation_restore.cc.
+#include "head/cluster_controller.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -19,29 +20,36 @@
 #include "absl/time/clock.h"
 #include "base/ignore_status.h"
 #include "base/string_util.h"
-#include "head/head_service_internal.h"
 #include "head/state_store.h"
 #include "metrics/scoped_timer.h"
 
 namespace tessera {
 
-using head_internal::Exact;
+using wire::ExactAllocationOf;
 
-ReservationManager::ReservationManager(ReservationManagerOptions options, ClusterState* cluster,
-                                       NodeRegistry* nodes)
-    : options_(std::move(options)), cluster_(cluster), nodes_(nodes) {
+ClusterController::ClusterController(ClusterControllerOptions options, NodeListener* listener)
+    : options_(std::move(options)),
+      state_(options_.scheduling),
+      nodes_(NodeRegistryOptions{.heartbeat_interval = options_.heartbeat_interval,
+                                 .node_timeout = options_.node_timeout,
+                                 .clock = options_.clock,
+                                 .writer = options_.writer,
+                                 .events = options_.events,
+                                 .agent_clients = options_.agent_clients},
+             &state_, &arrivals_) {
   // The engine's decisions, timed by kind (tessera_head_scheduling_decision_seconds).
   HeadLatencyMetrics latency = options_.latency;
-  ClusterLock lock(&cluster_->mu, nodes_->mutex());
-  cluster_->reservations.set_decision_wrapper([latency](ReservationKind kind,
-                                                        absl::FunctionRef<void()> decide) {
+  absl::MutexLock lock(&mu_);
+  nodes_.set_listener(listener);
+  state_.reservations.set_decision_wrapper([latency](ReservationKind kind,
+                                                     absl::FunctionRef<void()> decide) {
     metrics::ScopedTimer timer(kind == ReservationKind::kPlacementGroup ? latency.group_decision
                                                                         : latency.slice_decision);
     decide();
   });
 }
 
-ReservationManager::~ReservationManager() {
+ClusterController::~ClusterController() {
   {
     absl::MutexLock lock(&syncs_mu_);
     stopping_ = true;  // a Tick racing the destructor starts nothing
@@ -50,25 +58,25 @@ ReservationManager::~ReservationManager() {
   JoinFinishedSyncs();
 }
 
-Reservation* ReservationManager::Find(const std::string& name) {
+Reservation* ClusterController::Find(const std::string& name) {
   if (auto g = groups_.find(name); g != groups_.end()) return &g->second;
   if (auto s = slices_.find(name); s != slices_.end()) return &s->second;
   return nullptr;
 }
 
-const Reservation* ReservationManager::Find(const std::string& name) const {
-  return const_cast<ReservationManager*>(this)->Find(name);
+const Reservation* ClusterController::Find(const std::string& name) const {
+  return const_cast<ClusterController*>(this)->Find(name);
 }
 
-Reservation* ReservationManager::Find(ReservationKind kind, const std::string& name) {
+Reservation* ClusterController::Find(ReservationKind kind, const std::string& name) {
   Reservation* found = Find(name);
   return found != nullptr && found->kind == kind ? found : nullptr;
 }
 
-bool ReservationManager::NameTaken(const std::string& name) const { return Find(name) != nullptr; }
+bool ClusterController::NameTaken(const std::string& name) const { return Find(name) != nullptr; }
 
-absl::Status ReservationManager::ClaimName(const std::string& requested, absl::string_view prefix,
-                                           int64_t* counter, std::string* id, std::string* name) {
+absl::Status ClusterController::ClaimName(const std::string& requested, absl::string_view prefix,
+                                          int64_t* counter, std::string* id, std::string* name) {
   if (!requested.empty() && NameTaken(requested)) {
     return absl::AlreadyExistsError(absl::StrCat("a group named ", requested, " exists"));
   }
@@ -79,8 +87,8 @@ absl::Status ReservationManager::ClaimName(const std::string& requested, absl::s
   return absl::OkStatus();
 }
 
-const ReservationRecord& ReservationManager::Record(const Reservation& reservation) const {
-  const ReservationRecord* record = cluster_->reservations.Find(reservation.name);
+const ReservationRecord& ClusterController::Record(const Reservation& reservation) const {
+  const ReservationRecord* record = state_.reservations.Find(reservation.name);
   // Added and removed with the manager's entry, under the same lock: a missing one is our bug.
   if (record == nullptr) {
     std::fprintf(stderr, "tessera head: the reservation engine has no record of %s\n",
@@ -90,34 +98,33 @@ const ReservationRecord& ReservationManager::Record(const Reservation& reservati
   return *record;
 }
 
-bool ReservationManager::IsPlaced(const Reservation& reservation) const {
+bool ClusterController::IsPlaced(const Reservation& reservation) const {
   return Record(reservation).held();
 }
 
-std::vector<std::optional<BundleHold>> ReservationManager::DesiredHolds(
+std::vector<std::optional<BundleHold>> ClusterController::DesiredHolds(
     const Reservation& reservation) const {
   const std::vector<std::optional<BundlePlacement>> bundles =
-      cluster_->reservations.Bundles(reservation.name);
+      state_.reservations.Bundles(reservation.name);
   if (bundles.empty()) return std::vector<std::optional<BundleHold>>(reservation.confirmed.size());
   // A slice group's bundles never move: where the engine put them is where they are wanted.
   std::vector<std::optional<BundleHold>> desired(bundles.size());
   for (size_t i = 0; i < bundles.size(); ++i) {
     if (bundles[i].has_value()) {
-      desired[i] = BundleHold{bundles[i]->node.value(), Exact(bundles[i]->allocation)};
+      desired[i] = BundleHold{bundles[i]->node.value(), ExactAllocationOf(bundles[i]->allocation)};
     }
   }
   return desired;
 }
 
-bool ReservationManager::ApplyPlacement(Reservation& reservation,
-                                        const ReservationOutcome& outcome) {
+bool ClusterController::ApplyPlacement(Reservation& reservation,
+                                       const ReservationOutcome& outcome) {
   const ReservationPhase phase = reservation.phase;
   const std::string explanation = reservation.explanation;
   switch (outcome.status) {
     case ReservationStatus::kPlaced:
       reservation.phase = ReservationPhase::kCommitting;
-      reservation.confirmed.assign(cluster_->reservations.BundleCount(reservation.name),
-                                   std::nullopt);
+      reservation.confirmed.assign(state_.reservations.BundleCount(reservation.name), std::nullopt);
       reservation.explanation.clear();
       break;
     case ReservationStatus::kInfeasible:
@@ -133,7 +140,7 @@ bool ReservationManager::ApplyPlacement(Reservation& reservation,
 }
 
 // The StateStore holds what `tessera status` and a Redis-backed head need.
-std::string ReservationManager::StoredRecord(const Reservation& reservation) const {
+std::string ClusterController::StoredRecord(const Reservation& reservation) const {
   // The request it came from and what the head knows of it now: all a restarted head needs.
   if (reservation.kind == ReservationKind::kPlacementGroup) {
     const auto& group = static_cast<const GroupEntry&>(reservation);
@@ -157,17 +164,17 @@ std::string_view TableOf(ReservationKind kind) {
 
 }  // namespace
 
-void ReservationManager::Persist(const Reservation& reservation) {
+void ClusterController::Persist(const Reservation& reservation) {
   options_.writer->Put(TableOf(reservation.kind), reservation.name, StoredRecord(reservation));
 }
 
-absl::Status ReservationManager::PersistCreated(Reservation& reservation, int64_t* counter,
-                                                int64_t counter_before) {
+absl::Status ClusterController::PersistCreated(Reservation& reservation, int64_t* counter,
+                                               int64_t counter_before) {
   absl::Status written = options_.writer->Write(TableOf(reservation.kind), reservation.name,
                                                 StoredRecord(reservation));
   if (written.ok()) return written;
   // Not durable, so never made: the engine gives back what it placed, the name and id are free.
-  IgnoreStatus(cluster_->reservations.Remove(reservation.name),
+  IgnoreStatus(state_.reservations.Remove(reservation.name),
                "NotFound only when the engine holds nothing of it: nothing to give back");
   *counter = counter_before;
   if (reservation.kind == ReservationKind::kPlacementGroup) {
@@ -178,7 +185,7 @@ absl::Status ReservationManager::PersistCreated(Reservation& reservation, int64_
   return written;
 }
 
-bool ReservationManager::KnowsBundle(const std::string& node, const ReportedBundle& bundle) const {
+bool ClusterController::KnowsBundle(const std::string& node, const ReportedBundle& bundle) const {
   const Reservation* reservation = Find(bundle.reservation);
   if (reservation == nullptr) return false;
   if (reservation->busy) return true;
@@ -188,7 +195,7 @@ bool ReservationManager::KnowsBundle(const std::string& node, const ReportedBund
   // A held reservation has at least one bundle, so a count of 0 means it is not held.
   size_t placed_count = 0;
   const std::optional<NodeId> placed =
-      cluster_->reservations.BundleNode(reservation->name, index, &placed_count);
+      state_.reservations.BundleNode(reservation->name, index, &placed_count);
   const size_t count = placed_count > 0 ? placed_count : reservation->confirmed.size();
   std::optional<std::string> wanted;
   if (placed.has_value()) wanted = placed->value();
@@ -199,14 +206,14 @@ bool ReservationManager::KnowsBundle(const std::string& node, const ReportedBund
   return wanted == node || confirmed_here;
 }
 
-void ReservationManager::NodeDead(const std::string& node, const std::string& reason,
-                                  const std::vector<Allocation>& lost,
-                                  std::vector<std::string>* moved,
-                                  std::vector<std::string>* broken) {
+void ClusterController::NodeDead(const std::string& node, const std::string& reason,
+                                 const std::vector<Allocation>& lost,
+                                 std::vector<std::string>* moved,
+                                 std::vector<std::string>* broken) {
   committed_epochs_.erase(node);  // its agent, and what it held, are gone
   std::map<std::string, const ReservationOutcome*> touched_by_engine;
   const std::vector<ReservationOutcome> outcomes =
-      cluster_->reservations.OnNodeFailed(NodeId(node), reason, lost);
+      state_.reservations.OnNodeFailed(NodeId(node), reason, lost);
   for (const ReservationOutcome& outcome : outcomes) touched_by_engine[outcome.name] = &outcome;
 
   for (auto& [name, group] : groups_) {
@@ -240,7 +247,7 @@ void ReservationManager::NodeDead(const std::string& node, const std::string& re
   }
 }
 
-void ReservationManager::LostBundle(Reservation& reservation, int index, const std::string& node) {
+void ClusterController::LostBundle(Reservation& reservation, int index, const std::string& node) {
   reservation.confirmed[index].reset();
   reservation.phase = ReservationPhase::kDegraded;
   if (reservation.replaceable()) {
@@ -250,7 +257,7 @@ void ReservationManager::LostBundle(Reservation& reservation, int index, const s
   } else {
     reservation.explanation = absl::StrCat("host ", node, " lost bundle ", index);
     // Broken as after a host's death: reserved anew once its hosts are all back.
-    cluster_->reservations.Break(reservation.name, reservation.explanation);
+    state_.reservations.Break(reservation.name, reservation.explanation);
   }
   options_.events->Record(
       absl::StrCat(ToAbsl(ReservationNoun(reservation.kind)), " ", reservation.name, ": bundle ",
@@ -258,15 +265,15 @@ void ReservationManager::LostBundle(Reservation& reservation, int index, const s
                    reservation.replaceable() ? "; it is prepared again" : "; the group is broken"),
       "reservation");
   Persist(reservation);
-  cluster_->changed = true;
+  state_.changed = true;
 }
 
-void ReservationManager::Sync(const std::string& name) {
+void ClusterController::Sync(const std::string& name) {
   for (int round = 0; round < 4; ++round) {
     std::vector<NodeWork> work;
     std::vector<NodeWork> stale;  // bundles to cancel where they no longer belong
     {
-      ClusterLock lock(&cluster_->mu, nodes_->mutex());
+      absl::MutexLock lock(&mu_);
       Reservation* reservation = Find(name);
       if (reservation == nullptr || reservation->busy || !IsPlaced(*reservation)) return;
       // A slice group is only ever committed once; a broken one stays as it is.
@@ -275,8 +282,8 @@ void ReservationManager::Sync(const std::string& name) {
       }
       std::vector<std::optional<BundleHold>> desired = DesiredHolds(*reservation);
       reservation->confirmed.resize(desired.size());
-      NodeWorkPlan prepare(nodes_->Agents());
-      NodeWorkPlan cancel(nodes_->Agents());
+      NodeWorkPlan prepare(nodes_.Agents());
+      NodeWorkPlan cancel(nodes_.Agents());
       bool complete = true;
       for (size_t i = 0; i < desired.size(); ++i) {
         const auto& want = desired[i];
@@ -311,7 +318,7 @@ void ReservationManager::Sync(const std::string& name) {
         commit != nullptr) {
       commit->Observe(absl::ToDoubleSeconds(options_.clock->Now() - commit_start));
     }
-    ClusterLock lock(&cluster_->mu, nodes_->mutex());
+    absl::MutexLock lock(&mu_);
     Reservation& reservation = *Find(name);  // busy: nobody removed it
     reservation.busy = false;
     idle_.SignalAll();
@@ -326,13 +333,13 @@ void ReservationManager::Sync(const std::string& name) {
       if (!reservation.AnyConfirmed() &&
           (reservation.phase == ReservationPhase::kCommitting || !reservation.replaceable())) {
         // A fresh reservation: give everything back and wait for the cluster to change.
-        cluster_->reservations.Unplace(name, reservation.explanation);
+        state_.reservations.Unplace(name, reservation.explanation);
         reservation.confirmed.clear();
         reservation.phase = ReservationPhase::kPending;
       } else {
         reservation.phase = ReservationPhase::kDegraded;
         if (!reservation.replaceable()) {
-          cluster_->reservations.Break(name, reservation.explanation);
+          state_.reservations.Break(name, reservation.explanation);
         }
       }
       options_.events->Record(absl::StrCat(ToAbsl(ReservationNoun(reservation.kind)), " ", name,
@@ -350,37 +357,36 @@ void ReservationManager::Sync(const std::string& name) {
   }
 }
 
-Reservation* ReservationManager::WaitUntilIdle(ReservationKind kind, const std::string& name) {
+Reservation* ClusterController::WaitUntilIdle(ReservationKind kind, const std::string& name) {
   Reservation* reservation = Find(kind, name);
   while (reservation != nullptr && reservation->busy) {
-    idle_.Wait(&cluster_->mu);
+    idle_.Wait(&mu_);
     reservation = Find(kind, name);
   }
   return reservation;
 }
 
-const Reservation* ReservationManager::AwaitSettled(ReservationKind kind, const std::string& name,
-                                                    absl::Duration timeout,
-                                                    bool (*settled)(ReservationPhase)) {
+const Reservation* ClusterController::AwaitSettled(ReservationKind kind, const std::string& name,
+                                                   absl::Duration timeout,
+                                                   bool (*settled)(ReservationPhase)) {
   const absl::Time deadline = options_.clock->Now() + timeout;
   // Looked at again whenever the cluster lock is let go (every change to a reservation is made
   // under it), by the thread letting it go: no polling, and no signal to forget.
-  auto done = [&] {
-    AssertLocked();
+  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const Reservation* reservation = Find(kind, name);
     return reservation == nullptr || settled(reservation->phase) || waits_ended_;
   };
-  options_.clock->AwaitWithDeadline(cluster_->mu, absl::Condition(&done), deadline);
+  options_.clock->AwaitWithDeadline(mu_, absl::Condition(&done), deadline);
   return Find(kind, name);
 }
 
-void ReservationManager::EndWaits() {
-  ClusterLock lock(&cluster_->mu, nodes_->mutex());
+void ClusterController::EndWaits() {
+  absl::MutexLock lock(&mu_);
   waits_ended_ = true;  // the waiters look again as the lock is let go
 }
 
-void ReservationManager::SyncAndDescribe(ReservationKind kind, const std::string& name,
-                                         absl::FunctionRef<void(const Reservation*)> describe) {
+void ClusterController::SyncAndDescribe(ReservationKind kind, const std::string& name,
+                                        absl::FunctionRef<void(const Reservation*)> describe) {
   // Another sync (the ticker's) may hold the reservation; when it lets go between two of its
   // rounds the phase can still read kCommitting although the commit went through. Sync again
   // then, so the caller is told the outcome, not that moment. Bounded: a sync always leaves
@@ -388,7 +394,7 @@ void ReservationManager::SyncAndDescribe(ReservationKind kind, const std::string
   constexpr int kAttempts = 8;
   for (int attempt = 1;; ++attempt) {
     Sync(name);
-    ClusterLock lock(&cluster_->mu, nodes_->mutex());
+    absl::MutexLock lock(&mu_);
     const Reservation* reservation = WaitUntilIdle(kind, name);
     if (reservation == nullptr || reservation->phase != ReservationPhase::kCommitting ||
         attempt == kAttempts) {
@@ -398,9 +404,8 @@ void ReservationManager::SyncAndDescribe(ReservationKind kind, const std::string
   }
 }
 
-std::vector<NodeWork> ReservationManager::CancelAllWork(const Reservation& reservation) const {
-  AssertLocked();
-  NodeWorkPlan plan(nodes_->Agents());
+std::vector<NodeWork> ClusterController::CancelAllWork(const Reservation& reservation) const {
+  NodeWorkPlan plan(nodes_.Agents());
   for (size_t i = 0; i < reservation.confirmed.size(); ++i) {
     if (reservation.confirmed[i].has_value()) {
       plan.Cancel(reservation.confirmed[i]->node, static_cast<int>(i));
@@ -409,7 +414,7 @@ std::vector<NodeWork> ReservationManager::CancelAllWork(const Reservation& reser
   return plan.Take();
 }
 
-std::string ReservationManager::DescribeHeld(const Reservation& reservation) const {
+std::string ClusterController::DescribeHeld(const Reservation& reservation) const {
   std::set<std::string> nodes;
   for (const std::optional<BundleHold>& hold : reservation.confirmed) {
     if (hold.has_value()) nodes.insert(hold->node);
@@ -419,12 +424,12 @@ std::string ReservationManager::DescribeHeld(const Reservation& reservation) con
                       " nodes (", absl::StrJoin(nodes, ", "), ")");
 }
 
-void ReservationManager::Erase(Reservation& reservation) {
+void ClusterController::Erase(Reservation& reservation) {
   const std::string name = reservation.name;
   options_.events->RecordChange(
       absl::StrCat(ToAbsl(ReservationNoun(reservation.kind)), " ", name, " removed"),
       "reservation");
-  IgnoreStatus(cluster_->reservations.Remove(name),  // gives back what the engine held
+  IgnoreStatus(state_.reservations.Remove(name),  // gives back what the engine held
                "NotFound only when the engine holds nothing of it: nothing to give back");
   reservation.confirmed.clear();
   // Again after a removal a caller asked for (its record went first): a node's death during
@@ -436,16 +441,16 @@ void ReservationManager::Erase(Reservation& reservation) {
     slices_.erase(name);
   }
   idle_.SignalAll();
-  cluster_->changed = true;
+  state_.changed = true;
 }
 
-absl::Status ReservationManager::Remove(ReservationKind kind, const std::string& name,
-                                        bool acknowledged,
-                                        absl::FunctionRef<void(Reservation&)> finish) {
+absl::Status ClusterController::Remove(ReservationKind kind, const std::string& name,
+                                       bool acknowledged,
+                                       absl::FunctionRef<void(Reservation&)> finish) {
   if (name.empty()) return absl::InvalidArgumentError("name: is empty");
   std::vector<NodeWork> work;
   {
-    ClusterLock lock(&cluster_->mu, nodes_->mutex());
+    absl::MutexLock lock(&mu_);
     Reservation* reservation = WaitUntilIdle(kind, name);
     if (reservation == nullptr) {
       return absl::NotFoundError(
@@ -463,18 +468,18 @@ absl::Status ReservationManager::Remove(ReservationKind kind, const std::string&
   }
   // The agents give the bundles back first, so the view never offers them while still held.
   CancelBundles(name, work);
-  ClusterLock lock(&cluster_->mu, nodes_->mutex());
+  absl::MutexLock lock(&mu_);
   Reservation& reservation = *Find(kind, name);  // busy: nobody removed it
   finish(reservation);
   Erase(reservation);
   return absl::OkStatus();
 }
 
-std::vector<std::string> ReservationManager::ReleaseOwnedBy(const std::string& owner) {
+std::vector<std::string> ClusterController::ReleaseOwnedBy(const std::string& owner) {
   std::vector<std::string> groups;
   std::vector<std::string> slices;
   {
-    ClusterLock lock(&cluster_->mu, nodes_->mutex());
+    absl::MutexLock lock(&mu_);
     for (const auto& [name, group] : groups_) {
       if (group.owner == owner) groups.push_back(name);
     }
@@ -500,16 +505,15 @@ std::vector<std::string> ReservationManager::ReleaseOwnedBy(const std::string& o
 
 // --- what agents report ---
 
-void ReservationManager::NoteCommitted(const std::string& node, const std::string& reservation,
-                                       int index) {
-  AssertLocked();
-  if (nodes_->Find(node) == nullptr) return;
+void ClusterController::NoteCommitted(const std::string& node, const std::string& reservation,
+                                      int index) {
+  if (nodes_.Find(node) == nullptr) return;
   committed_epochs_[node][{reservation, index}] = ++bundles_epoch_;
 }
 
-std::vector<size_t> ReservationManager::Reconcile(const std::string& node,
-                                                  const std::vector<ReportedBundle>& bundles,
-                                                  std::optional<int64_t> epoch_seen) {
+std::vector<size_t> ClusterController::Reconcile(const std::string& node,
+                                                 const std::vector<ReportedBundle>& bundles,
+                                                 std::optional<int64_t> epoch_seen) {
   // Held by the agent, not by the head: a head restart with the in-memory store lost their
   // groups, a prepare applied after the head cancelled it (or gave up on it), or a group removed
   // while its cancel did not get through. KnowsBundle counts a reservation with a round in
@@ -577,23 +581,20 @@ std::vector<size_t> ReservationManager::Reconcile(const std::string& node,
 
 // --- periodic ---
 
-std::vector<std::string> ReservationManager::RetryAndHeal(
+std::vector<std::string> ClusterController::RetryAndHeal(
     std::vector<std::pair<std::string, std::vector<NodeWork>>>* healing) {
   // The order `tessera schedule` follows too (scheduling/simulation.h): heal, then retry.
   // A broken slice group whose hosts are all back (their agents registered again) is reserved
   // anew: its remaining bundles are given back (the healing cancels Tick sends before any
   // round) and it waits for placement like a new one (the same slice again when it is intact
   // and free, else another), tried at once below.
-  auto may_heal = [&](const std::string& name) {
-    AssertLocked();  // run by the engine, under this function's lock
+  auto may_heal = [&](const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const Reservation* slice = Find(name);
     return slice != nullptr && !slice->busy && slice->phase == ReservationPhase::kDegraded;
   };
-  auto alive = [&](const NodeId& node) {
-    AssertLocked();
-    return nodes_->IsAlive(node.value());
-  };
-  for (const std::string& name : cluster_->reservations.HealBroken(alive, may_heal)) {
+  auto alive = [&](const NodeId& node)
+                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return nodes_.IsAlive(node.value()); };
+  for (const std::string& name : state_.reservations.HealBroken(alive, may_heal)) {
     SliceEntry& slice = slices_.at(name);
     healing->emplace_back(name, CancelAllWork(slice));
     slice.confirmed.clear();
@@ -603,18 +604,17 @@ std::vector<std::string> ReservationManager::RetryAndHeal(
         absl::StrCat("slice group ", name, ": its hosts are back; it is reserved again"),
         "reservation");
     Persist(slice);
-    cluster_->changed = true;
+    state_.changed = true;
   }
   const absl::Time now = options_.clock->Now();
-  if (cluster_->changed || now - last_retry_ >= options_.retry_interval) {
-    cluster_->changed = false;
+  if (state_.changed || now - last_retry_ >= options_.retry_interval) {
+    state_.changed = false;
     last_retry_ = now;
-    auto idle = [&](const std::string& name) {
-      AssertLocked();
+    auto idle = [&](const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       const Reservation* reservation = Find(name);
       return reservation != nullptr && !reservation->busy;
     };
-    for (const ReservationOutcome& outcome : cluster_->reservations.RetryWaiting(idle)) {
+    for (const ReservationOutcome& outcome : state_.reservations.RetryWaiting(idle)) {
       Reservation* reservation = Find(outcome.name);
       if (reservation == nullptr) continue;
       if (outcome.replacement) {
@@ -631,8 +631,7 @@ std::vector<std::string> ReservationManager::RetryAndHeal(
   // A round for a reservation out of line with its placement: committing, or a placement group
   // being re-placed whose scheduler now wants holds it lacks (one with a hole and no room has
   // nothing to do and takes no thread).
-  auto wants_sync = [&](const Reservation& reservation) {
-    AssertLocked();
+  auto wants_sync = [&](const Reservation& reservation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (reservation.busy) return false;
     if (reservation.phase == ReservationPhase::kCommitting) return true;
     if (reservation.phase != ReservationPhase::kDegraded || !reservation.replaceable()) {
@@ -657,11 +656,11 @@ std::vector<std::string> ReservationManager::RetryAndHeal(
   return to_sync;
 }
 
-void ReservationManager::Tick(bool wait) {
+void ClusterController::Tick(bool wait) {
   std::vector<std::pair<std::string, std::vector<NodeWork>>> healing;  // slice -> cancels
   std::vector<std::string> to_sync;
   {
-    ClusterLock lock(&cluster_->mu, nodes_->mutex());
+    absl::MutexLock lock(&mu_);
     to_sync = RetryAndHeal(&healing);
     // Past max_concurrent_syncs the rest wait for the next tick; each tick starts from where
     // the previous one's list moved on, so no reservation is passed over for good.
@@ -679,7 +678,7 @@ void ReservationManager::Tick(bool wait) {
   if (wait) WaitForSyncs();
 }
 
-void ReservationManager::StartSync(const std::string& name) {
+void ClusterController::StartSync(const std::string& name) {
   absl::MutexLock lock(&syncs_mu_);
   // One at a time per reservation (Sync also backs off a busy one); the rest wait for the next
   // tick, which asks again for every reservation still out of line.
@@ -696,12 +695,12 @@ void ReservationManager::StartSync(const std::string& name) {
                  }));
 }
 
-void ReservationManager::WaitForSyncs() {
+void ClusterController::WaitForSyncs() {
   absl::MutexLock lock(&syncs_mu_);
   while (!syncs_.empty()) syncs_done_.Wait(&syncs_mu_);
 }
 
-void ReservationManager::JoinFinishedSyncs() {
+void ClusterController::JoinFinishedSyncs() {
   std::vector<std::thread> finished;
   {
     absl::MutexLock lock(&syncs_mu_);
@@ -712,16 +711,14 @@ void ReservationManager::JoinFinishedSyncs() {
 
 // --- leases inside reservations ---
 
-BundleTargetAdvice ReservationManager::AdviseBundleTarget(
+BundleTargetAdvice ClusterController::AdviseBundleTarget(
     const std::string& name, int bundle_index, const ResourceSet& demand,
     const std::set<std::string>& excluded) const {
-  AssertLocked();
   using Status = BundleTargetAdvice::Status;
   auto advice = [](Status status, std::string explanation) {
     return BundleTargetAdvice{status, "", std::move(explanation)};
   };
-  const BundleTargetCheck check =
-      cluster_->reservations.CheckBundleTarget(name, bundle_index, demand);
+  const BundleTargetCheck check = state_.reservations.CheckBundleTarget(name, bundle_index, demand);
   if (check.status == ScheduleStatus::kInfeasible) {
     return advice(Status::kInfeasible, check.explanation);
   }
@@ -735,7 +732,7 @@ BundleTargetAdvice ReservationManager::AdviseBundleTarget(
     return advice(Status::kPending, absl::StrCat("slice group ", name, " is not reserved yet"));
   }
   for (const auto& [index, node] : check.candidates) {
-    if (excluded.count(node.value()) != 0 || !nodes_->IsAlive(node.value())) continue;
+    if (excluded.count(node.value()) != 0 || !nodes_.IsAlive(node.value())) continue;
     if (reservation->replaceable()) {
       const std::vector<std::optional<BundleHold>>& confirmed = reservation->confirmed;
       if (index >= static_cast<int>(confirmed.size()) || !confirmed[index].has_value() ||
