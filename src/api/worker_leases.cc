@@ -311,7 +311,8 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
   absl::Duration backoff = absl::Milliseconds(20);
   while (true) {
     // SPREAD is a choice among nodes, which only the head can make: it picks the first too.
-    const bool head_picks = shape.request.strategy() == v1::STRATEGY_SPREAD && head_nodes_ != nullptr;
+    const bool head_picks =
+        shape.request.strategy() == v1::STRATEGY_SPREAD && head_nodes_ != nullptr;
     const std::string address = head_picks                       ? std::string()
                                 : options_.agent_address.empty() ? LocalAgentAddress()
                                                                  : options_.agent_address;
@@ -327,7 +328,8 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
       v1::PickNodeRequest pick;
       *pick.mutable_request() = request;
       for (const std::string& node : exclude) pick.add_exclude_node_ids(node);
-      return rpc::RetryUnary(retry, &v1::HeadNodes::Stub::PickNode, head_nodes_.get(), pick, picked);
+      return rpc::RetryUnary(retry, &v1::HeadNodes::Stub::PickNode, head_nodes_.get(), pick,
+                             picked);
     };
     calls.pick_node = [&](const v1::ResourceRequest& request, v1::PickNodeResponse* picked) {
       return pick_node(request, {}, picked);

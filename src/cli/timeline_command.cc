@@ -44,9 +44,10 @@ absl::StatusOr<timeline::TimelineInput> FetchTaskRuns(client::ClusterClient& cli
     request.set_job_id(job);
     request.set_after(after);
     tessera::v1::GetTaskEventsResponse response;
-    absl::Status got = client.Call(
-        client.HeadPeer(), client::Retry::kSafe,
-        [&](grpc::ClientContext* c) { return client.head_jobs().GetTaskEvents(c, request, &response); });
+    absl::Status got =
+        client.Call(client.HeadPeer(), client::Retry::kSafe, [&](grpc::ClientContext* c) {
+          return client.head_jobs().GetTaskEvents(c, request, &response);
+        });
     if (!got.ok()) return got;
     input.job_id = response.job_id();
     input.dropped = response.dropped();

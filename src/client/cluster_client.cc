@@ -175,7 +175,9 @@ absl::StatusOr<Response> ClusterClient::ListEveryPageOfHead(PageCall&& call) {
 absl::StatusOr<tessera::v1::ListNodesResponse> ClusterClient::ListNodes() {
   return ListEveryPageOfHead<tessera::v1::ListNodesResponse>(
       [&](grpc::ClientContext* c, const tessera::v1::ListRequest& request,
-          tessera::v1::ListNodesResponse* page) { return head_nodes_->ListNodes(c, request, page); });
+          tessera::v1::ListNodesResponse* page) {
+        return head_nodes_->ListNodes(c, request, page);
+      });
 }
 
 absl::StatusOr<tessera::v1::ListPlacementGroupsResponse> ClusterClient::ListPlacementGroups() {
@@ -189,7 +191,9 @@ absl::StatusOr<tessera::v1::ListPlacementGroupsResponse> ClusterClient::ListPlac
 absl::StatusOr<tessera::v1::ListSlicesResponse> ClusterClient::ListSlices() {
   return ListEveryPageOfHead<tessera::v1::ListSlicesResponse>(
       [&](grpc::ClientContext* c, const tessera::v1::ListRequest& request,
-          tessera::v1::ListSlicesResponse* page) { return head_reservations_->ListSlices(c, request, page); });
+          tessera::v1::ListSlicesResponse* page) {
+        return head_reservations_->ListSlices(c, request, page);
+      });
 }
 
 absl::StatusOr<tessera::v1::ListJobsResponse> ClusterClient::ListJobs() {
@@ -209,7 +213,8 @@ absl::StatusOr<tessera::v1::ClusterStatus> ClusterClient::GetClusterStatus() {
 absl::StatusOr<tessera::v1::CreateDashboardLoginResponse> ClusterClient::CreateDashboardLogin() {
   tessera::v1::CreateDashboardLoginResponse response;
   TESSERA_RETURN_IF_ERROR(Call(HeadPeer(), Retry::kNever, [&](grpc::ClientContext* c) {
-    return head_admin_->CreateDashboardLogin(c, tessera::v1::CreateDashboardLoginRequest(), &response);
+    return head_admin_->CreateDashboardLogin(c, tessera::v1::CreateDashboardLoginRequest(),
+                                             &response);
   }));
   return response;
 }

@@ -190,8 +190,8 @@ absl::Status HeadLink::Heartbeat() {
   // One interval's worth of retries: the next heartbeat is the next retry.
   const rpc::RetryOptions retry = Retry(options_.call_timeout);
   const std::shared_ptr<const HeadStubs> stubs = CurrentStubs();
-  absl::Status status =
-      rpc::RetryUnary(retry, &v1::HeadNodes::Stub::Heartbeat, stubs->nodes.get(), request, &response);
+  absl::Status status = rpc::RetryUnary(retry, &v1::HeadNodes::Stub::Heartbeat, stubs->nodes.get(),
+                                        request, &response);
   if (!status.ok()) return status;
   if (!response.known()) {
     return absl::NotFoundError("the head does not know this node");
