@@ -94,8 +94,8 @@ absl::Mutex fixtures_mu;
 
 // --- anchors ---
 
-// A Head service whose KvGet does nothing: the cheapest possible unary call.
-class EmptyKvService final : public v1::Head::Service {
+// A HeadKv service whose KvGet does nothing: the cheapest possible unary call.
+class EmptyKvService final : public v1::HeadKv::Service {
  public:
   grpc::Status KvGet(grpc::ServerContext*, const v1::KvGetRequest*, v1::KvGetResponse*) override {
     return grpc::Status::OK;
@@ -108,8 +108,8 @@ struct AnchorServers {
   EmptyKvService tls_service;
   std::unique_ptr<grpc::Server> bare;
   std::unique_ptr<rpc::RpcServer> with_tls;
-  std::unique_ptr<v1::Head::Stub> bare_stub;
-  std::unique_ptr<v1::Head::Stub> tls_stub;
+  std::unique_ptr<v1::HeadKv::Stub> bare_stub;
+  std::unique_ptr<v1::HeadKv::Stub> tls_stub;
 };
 AnchorServers* anchors = nullptr;
 
@@ -123,14 +123,14 @@ AnchorServers* Anchors() {
   builder.RegisterService(&a->bare_service);
   a->bare = builder.BuildAndStart();
   if (a->bare == nullptr || port == 0) return nullptr;
-  a->bare_stub = v1::Head::NewStub(
+  a->bare_stub = v1::HeadKv::NewStub(
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   rpc::ServerOptions options;
   options.token = a->token;
   auto server = rpc::RpcServer::Start(options, {&a->tls_service});
   if (!server.ok()) return nullptr;
   a->with_tls = std::move(*server);
-  a->tls_stub = v1::Head::NewStub(rpc::MakeChannel(a->with_tls->address(), a->token));
+  a->tls_stub = v1::HeadKv::NewStub(rpc::MakeChannel(a->with_tls->address(), a->token));
   anchors = a.release();
   return anchors;
 }
@@ -328,7 +328,9 @@ struct LocalCluster {
   std::unique_ptr<HeadServer> head;
   std::vector<std::unique_ptr<NodeAgentServer>> agents;
   // Both modes.
-  std::unique_ptr<v1::Head::Stub> head_stub;
+  // The head's services the benchmarks call, on one channel.
+  std::unique_ptr<v1::HeadNodes::Stub> head_nodes;
+  std::unique_ptr<v1::HeadReservations::Stub> head_reservations;
   std::unique_ptr<v1::NodeAgent::Stub> agent_stub;  // the agent of n-0
   std::atomic<int64_t> next_id{0};
 
@@ -407,14 +409,16 @@ LocalCluster* Cluster() {
     c->Stop();
     return nullptr;
   }
-  c->head_stub =
-      v1::Head::NewStub(rpc::MakeChannel(ReadFileText(c->state_dir + "/head.address"), c->token));
+  const std::shared_ptr<grpc::Channel> head_channel =
+      rpc::MakeChannel(ReadFileText(c->state_dir + "/head.address"), c->token);
+  c->head_nodes = v1::HeadNodes::NewStub(head_channel);
+  c->head_reservations = v1::HeadReservations::NewStub(head_channel);
   // Ready when the head lists every agent alive.
   const absl::Time end = absl::Now() + absl::Seconds(60);
   while (absl::Now() < end) {
     v1::ListNodesResponse nodes;
     auto context = rpc::MakeClientContext(kCallTimeout);
-    if (c->head_stub->ListNodes(context.get(), v1::ListRequest(), &nodes).ok()) {
+    if (c->head_nodes->ListNodes(context.get(), v1::ListRequest(), &nodes).ok()) {
       int alive = 0;
       for (const auto& node : nodes.nodes()) {
         if (node.state() != v1::NODE_STATE_ALIVE) continue;
@@ -462,7 +466,7 @@ void BM_HeadPlacementGroupCreateRemove(benchmark::State& state) {
     create.set_request_id(absl::StrCat("create-", name));
     v1::PlacementGroupInfo info;
     auto create_context = rpc::MakeClientContext(kCallTimeout);
-    if (!c->head_stub->CreatePlacementGroup(create_context.get(), create, &info).ok()) {
+    if (!c->head_reservations->CreatePlacementGroup(create_context.get(), create, &info).ok()) {
       ++errors;
       continue;
     }
@@ -474,7 +478,7 @@ void BM_HeadPlacementGroupCreateRemove(benchmark::State& state) {
     remove.set_request_id(absl::StrCat("remove-", name));
     v1::RemovePlacementGroupResponse removed;
     auto remove_context = rpc::MakeClientContext(kCallTimeout);
-    if (!c->head_stub->RemovePlacementGroup(remove_context.get(), remove, &removed).ok()) {
+    if (!c->head_reservations->RemovePlacementGroup(remove_context.get(), remove, &removed).ok()) {
       ++errors;
     }
   }

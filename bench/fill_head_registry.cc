@@ -1,5 +1,5 @@
 // fill_head_registry: fills a running head's node registry with N synthetic nodes through the
-// head's own path, the tessera.v1.Head RegisterNode and Heartbeat calls that node agents make
+// head's own path, the tessera.v1.HeadNodes RegisterNode and Heartbeat calls that node agents make
 // (src/node/head_link.cc), with the cluster token sent as they send it (x-tessera-token).
 //
 //   fill_head_registry --state-dir DIR --nodes N [--devices-per-node K] [--heartbeat-ms 1000]
@@ -216,7 +216,8 @@ int Run(const Options& options) {
   for (int n = 1; n <= options.nodes; ++n) {
     *nodes[n].registration.mutable_node() = Describe(n, options, incarnation);
   }
-  std::unique_ptr<v1::Head::Stub> stub = v1::Head::NewStub(rpc::MakeChannel(address, *token));
+  std::unique_ptr<v1::HeadNodes::Stub> stub =
+      v1::HeadNodes::NewStub(rpc::MakeChannel(address, *token));
   grpc::CompletionQueue queue;
 
   std::deque<int> to_register;

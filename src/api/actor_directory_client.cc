@@ -19,7 +19,8 @@ rpc::RetryOptions Retries() {
 
 }  // namespace
 
-ActorDirectoryClient::ActorDirectoryClient(v1::Head::Stub* head) : head_(head), retry_(Retries()) {
+ActorDirectoryClient::ActorDirectoryClient(v1::HeadActors::Stub* head)
+    : head_(head), retry_(Retries()) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -30,7 +31,7 @@ absl::StatusOr<v1::ActorInfo> ActorDirectoryClient::Create(const v1::ActorInfo& 
   *request.mutable_actor() = actor;
   v1::ActorInfo response;
   absl::Status created =
-      rpc::RetryUnary(retry_, &v1::Head::Stub::RegisterActor, head_, request, &response);
+      rpc::RetryUnary(retry_, &v1::HeadActors::Stub::RegisterActor, head_, request, &response);
   if (absl::IsAlreadyExists(created)) {
     // An attempt that timed out may have registered it: then the holder is this very actor.
     auto holder = Get(actor.name(), actor.namespace_());
@@ -46,7 +47,8 @@ absl::StatusOr<v1::ActorInfo> ActorDirectoryClient::Get(const std::string& name,
   request.set_name(name);
   request.set_namespace_(name_space);
   v1::ActorInfo response;
-  absl::Status got = rpc::RetryUnary(retry_, &v1::Head::Stub::GetActor, head_, request, &response);
+  absl::Status got =
+      rpc::RetryUnary(retry_, &v1::HeadActors::Stub::GetActor, head_, request, &response);
   if (!got.ok()) return got;
   return response;
 }
@@ -81,10 +83,10 @@ void ActorDirectoryClient::Flush() {
 
 void ActorDirectoryClient::Send(const Change& change) const {
   v1::ActorInfo response;
-  absl::Status sent = change.died ? rpc::RetryUnary(retry_, &v1::Head::Stub::ActorDied, head_,
+  absl::Status sent = change.died ? rpc::RetryUnary(retry_, &v1::HeadActors::Stub::ActorDied, head_,
                                                     change.death, &response)
-                                  : rpc::RetryUnary(retry_, &v1::Head::Stub::RegisterActor, head_,
-                                                    change.update, &response);
+                                  : rpc::RetryUnary(retry_, &v1::HeadActors::Stub::RegisterActor,
+                                                    head_, change.update, &response);
   // Dead at the head already (its node or owner died first): nothing left to tell.
   if (sent.ok() || absl::IsFailedPrecondition(sent)) return;
   const std::string& id = change.died ? change.death.actor_id() : change.update.actor().actor_id();

@@ -27,7 +27,7 @@ namespace tessera::api {
 class ActorDirectoryClient {
  public:
   // `head` must outlive this object.
-  explicit ActorDirectoryClient(v1::Head::Stub* head);
+  explicit ActorDirectoryClient(v1::HeadActors::Stub* head);
   ~ActorDirectoryClient();  // Stop()
   ActorDirectoryClient(const ActorDirectoryClient&) = delete;
   ActorDirectoryClient& operator=(const ActorDirectoryClient&) = delete;
@@ -57,7 +57,7 @@ class ActorDirectoryClient {
   void Send(const Change& change) const;
   void Run();
 
-  v1::Head::Stub* const head_;
+  v1::HeadActors::Stub* const head_;
   const rpc::RetryOptions retry_;  // the token, 2 s attempts within 5 s
   absl::Mutex mu_;
   std::deque<Change> queue_ ABSL_GUARDED_BY(mu_);

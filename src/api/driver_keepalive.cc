@@ -8,7 +8,8 @@
 
 namespace tessera::api {
 
-DriverKeepAlive::DriverKeepAlive(v1::Head::Stub* head, std::string driver_id, absl::Duration period)
+DriverKeepAlive::DriverKeepAlive(v1::HeadReservations::Stub* head, std::string driver_id,
+                                 absl::Duration period)
     : head_(head), driver_id_(std::move(driver_id)), period_(period) {
   thread_ = std::thread([this] {
     do {

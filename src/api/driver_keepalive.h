@@ -19,7 +19,7 @@ class DriverKeepAlive {
  public:
   // `head` must outlive this object. Calls that fail (the head restarting) are retried at the
   // next period.
-  DriverKeepAlive(v1::Head::Stub* head, std::string driver_id,
+  DriverKeepAlive(v1::HeadReservations::Stub* head, std::string driver_id,
                   absl::Duration period = absl::Seconds(1));
   ~DriverKeepAlive();  // Stop()
   DriverKeepAlive(const DriverKeepAlive&) = delete;
@@ -31,7 +31,7 @@ class DriverKeepAlive {
  private:
   void Beat() const;
 
-  v1::Head::Stub* const head_;
+  v1::HeadReservations::Stub* const head_;
   const std::string driver_id_;
   const absl::Duration period_;
   absl::Notification stop_;

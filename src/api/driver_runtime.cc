@@ -262,15 +262,18 @@ absl::Status DriverRuntime::StartLeases(const client::StateFolder& state, const 
   leases.worker_env = options_.worker_env;
   token_ = token;
   if (!head_address.empty()) {
-    head_ = v1::Head::NewStub(rpc::MakeChannel(head_address, token));
+    const std::shared_ptr<grpc::Channel> channel = rpc::MakeChannel(head_address, token);
+    head_actors_ = v1::HeadActors::NewStub(channel);
+    head_reservations_ = v1::HeadReservations::NewStub(channel);
+    head_jobs_ = v1::HeadJobs::NewStub(channel);
   }
   DriverRuntime* runtime_ptr = this;
   leases.on_worker_ready = [runtime_ptr](const std::string& key, const std::string& address,
                                          const std::string& node_id, const std::string& worker_id) {
     runtime_ptr->OnWorkerReady(key, address, node_id, worker_id);
   };
-  if (head_ != nullptr) {
-    directory_ = std::make_unique<ActorDirectoryClient>(head_.get());
+  if (head_actors_ != nullptr) {
+    directory_ = std::make_unique<ActorDirectoryClient>(head_actors_.get());
   }
   submitter_->SetActorObserver([runtime_ptr](const std::string& key, const ActorChange& change) {
     runtime_ptr->OnActorChanged(key, change);
@@ -287,13 +290,13 @@ absl::Status DriverRuntime::StartLeases(const client::StateFolder& state, const 
 }
 
 void DriverRuntime::StartBackgroundWork() {
-  if (head_ != nullptr) {
-    keepalive_ = std::make_unique<DriverKeepAlive>(head_.get(), driver_id());
+  if (head_reservations_ != nullptr) {
+    keepalive_ = std::make_unique<DriverKeepAlive>(head_reservations_.get(), driver_id());
   }
-  if (head_ != nullptr && options_.record_task_events) {
+  if (head_jobs_ != nullptr && options_.record_task_events) {
     TaskEventReporterOptions reporter;
     reporter.job_id = job_id_;
-    task_events_ = std::make_unique<TaskEventReporter>(head_.get(), std::move(reporter));
+    task_events_ = std::make_unique<TaskEventReporter>(head_jobs_.get(), std::move(reporter));
     TaskEventReporter* sink = task_events_.get();
     submitter_->SetTaskEventSink([sink](std::vector<TaskRun>& runs) { sink->Add(runs); });
   }
@@ -336,7 +339,7 @@ void DriverRuntime::Shutdown() {
 }
 
 absl::StatusOr<std::string> DriverRuntime::TimelineJson() {
-  if (head_ == nullptr) {
+  if (head_jobs_ == nullptr) {
     return absl::FailedPreconditionError(
         "a timeline needs the cluster's head; this driver has none");
   }
@@ -351,7 +354,7 @@ absl::StatusOr<std::string> DriverRuntime::TimelineJson() {
     v1::GetTaskEventsResponse response;
     grpc::ClientContext context;
     rpc::ConfigureClientContext(&context, absl::Seconds(30));
-    grpc::Status got = head_->GetTaskEvents(&context, request, &response);
+    grpc::Status got = head_jobs_->GetTaskEvents(&context, request, &response);
     if (got.error_code() == grpc::StatusCode::NOT_FOUND) break;  // nothing ran yet
     if (!got.ok()) return rpc::FromGrpcStatus(got);
     input.dropped = response.dropped();

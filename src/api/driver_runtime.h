@@ -146,7 +146,7 @@ class DriverRuntime {
   // Serves the Owner service and lends and counts borrowed refs under its address (into
   // `own_address`).
   absl::Status ServeOwner(const std::string& token, std::string& own_address);
-  // The head's stub, the actor directory and the worker leases; FailedPrecondition when the
+  // The head's stubs, the actor directory and the worker leases; FailedPrecondition when the
   // state folder shows no cluster.
   absl::Status StartLeases(const client::StateFolder& state, const std::string& token,
                            const std::string& head_address);
@@ -256,7 +256,11 @@ class DriverRuntime {
                         const std::string& address, bool calls_in_order);
   std::string token_;
   std::string job_id_;
-  std::unique_ptr<v1::Head::Stub> head_;
+  // The head's services this driver calls, their stubs on one channel (a stub is cheap; the
+  // channel is the connection); all null without a head.
+  std::unique_ptr<v1::HeadActors::Stub> head_actors_;              // the actor directory
+  std::unique_ptr<v1::HeadReservations::Stub> head_reservations_;  // the keepalive
+  std::unique_ptr<v1::HeadJobs::Stub> head_jobs_;                  // timelines
   // Named actors at the head; nullptr without a head (names are then this driver's only).
   std::unique_ptr<ActorDirectoryClient> directory_;
   absl::Mutex attached_mu_;

@@ -10,7 +10,7 @@
 
 namespace tessera::api {
 
-TaskEventReporter::TaskEventReporter(v1::Head::Stub* head, TaskEventReporterOptions options)
+TaskEventReporter::TaskEventReporter(v1::HeadJobs::Stub* head, TaskEventReporterOptions options)
     : head_(head), options_(std::move(options)) {
   thread_ = std::thread([this] {
     while (!stop_.WaitForNotificationWithTimeout(options_.interval)) Flush();

@@ -1,7 +1,7 @@
 // TaskEventReporter: the driver's side of timelines. The task submitter hands it the runs that
 // ended (Add, a batch at a time, never blocking: one short lock per batch, plain records moved);
 // a thread of its own turns what has gathered into TaskEvents and sends them to the head every
-// `interval` (Head.ReportTaskEvents, at most kMaxEventsPerReport a call) and the rest
+// `interval` (HeadJobs.ReportTaskEvents, at most kMaxEventsPerReport a call) and the rest
 // at Stop. Timelines are best effort and never slow the work: past max_pending runs waiting to be
 // sent, new ones are dropped, and a report the head does not take is dropped too; both are
 // counted and the next report tells the head how many (GetTaskEventsResponse.dropped).
@@ -35,7 +35,7 @@ struct TaskEventReporterOptions {
 class TaskEventReporter {
  public:
   // `head` must outlive this object.
-  TaskEventReporter(v1::Head::Stub* head, TaskEventReporterOptions options);
+  TaskEventReporter(v1::HeadJobs::Stub* head, TaskEventReporterOptions options);
   ~TaskEventReporter();  // Stop()
   TaskEventReporter(const TaskEventReporter&) = delete;
   TaskEventReporter& operator=(const TaskEventReporter&) = delete;
@@ -54,7 +54,7 @@ class TaskEventReporter {
   void Flush() ABSL_LOCKS_EXCLUDED(mu_, flush_mu_);
 
  private:
-  v1::Head::Stub* const head_;
+  v1::HeadJobs::Stub* const head_;
   const TaskEventReporterOptions options_;
   mutable absl::Mutex mu_;
   std::vector<TaskRun> pending_ ABSL_GUARDED_BY(mu_);

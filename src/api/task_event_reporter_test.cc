@@ -1,4 +1,5 @@
-// TaskEventReporter against a real gRPC server on loopback serving a head that records reports.
+// TaskEventReporter against a real gRPC server on loopback serving a head (HeadJobs) that records
+// reports.
 #include "api/task_event_reporter.h"
 
 #include <gtest/gtest.h>
@@ -16,7 +17,7 @@ namespace {
 
 constexpr char kToken[] = "0123456789abcdef";
 
-class RecordingHead : public v1::Head::Service {
+class RecordingHead : public v1::HeadJobs::Service {
  public:
   grpc::Status ReportTaskEvents(grpc::ServerContext*, const v1::ReportTaskEventsRequest* request,
                                 v1::ReportTaskEventsResponse*) override {
@@ -44,7 +45,7 @@ class TaskEventReporterTest : public ::testing::Test {
     auto server = rpc::RpcServer::Start(options, {&head_});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    stub_ = v1::Head::NewStub(rpc::MakeChannel(server_->address(), kToken));
+    stub_ = v1::HeadJobs::NewStub(rpc::MakeChannel(server_->address(), kToken));
   }
   std::unique_ptr<TaskEventReporter> Reporter(size_t max_pending = 100) {
     TaskEventReporterOptions options;
@@ -62,7 +63,7 @@ class TaskEventReporterTest : public ::testing::Test {
 
   RecordingHead head_;
   std::unique_ptr<rpc::RpcServer> server_;
-  std::unique_ptr<v1::Head::Stub> stub_;
+  std::unique_ptr<v1::HeadJobs::Stub> stub_;
 };
 
 TEST_F(TaskEventReporterTest, StopSendsEveryRunWithItsJob) {

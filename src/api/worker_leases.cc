@@ -64,7 +64,7 @@ WorkerLeases::WorkerLeases(WorkerLeasesOptions options, TaskSubmitter* submitter
   std::error_code ec;
   cwd_ = std::filesystem::current_path(ec).string();
   if (!options_.head_address.empty()) {
-    head_ = v1::Head::NewStub(rpc::MakeChannel(options_.head_address, options_.token));
+    head_nodes_ = v1::HeadNodes::NewStub(rpc::MakeChannel(options_.head_address, options_.token));
   }
   monitor_thread_ = std::thread([this] { Monitor(); });
 }
@@ -147,7 +147,7 @@ absl::Status WorkerLeases::WaitBeforeRetry(absl::Duration backoff) {
 }
 
 absl::StatusOr<v1::ListNodesResponse> WorkerLeases::ListHeadNodes() {
-  return client::ListEveryPageOf(*head_, &v1::Head::Stub::ListNodes, absl::Seconds(5),
+  return client::ListEveryPageOf(*head_nodes_, &v1::HeadNodes::Stub::ListNodes, absl::Seconds(5),
                                  absl::StrCat("the head at ", options_.head_address));
 }
 
@@ -198,7 +198,7 @@ void WorkerLeases::Monitor() {
       if (stopping_) return;
       const absl::Time now = absl::Now();
       absl::Time next = now + absl::Seconds(1);
-      if (head_ != nullptr && (!leased_.empty() || !lease_calls_.empty())) {
+      if (head_nodes_ != nullptr && (!leased_.empty() || !lease_calls_.empty())) {
         if (now >= next_node_check) {
           check_nodes = true;
           next_node_check = now + options_.node_check_interval;
@@ -311,11 +311,12 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
   absl::Duration backoff = absl::Milliseconds(20);
   while (true) {
     // SPREAD is a choice among nodes, which only the head can make: it picks the first too.
-    const bool head_picks = shape.request.strategy() == v1::STRATEGY_SPREAD && head_ != nullptr;
+    const bool head_picks =
+        shape.request.strategy() == v1::STRATEGY_SPREAD && head_nodes_ != nullptr;
     const std::string address = head_picks                       ? std::string()
                                 : options_.agent_address.empty() ? LocalAgentAddress()
                                                                  : options_.agent_address;
-    if (address.empty() && head_ == nullptr) {
+    if (address.empty() && head_nodes_ == nullptr) {
       permanent = true;
       return absl::FailedPreconditionError(
           absl::StrCat("no node agent runs on this host (state folder ", options_.state_dir,
@@ -327,12 +328,13 @@ absl::StatusOr<std::pair<v1::LeaseGrant, std::string>> WorkerLeases::Acquire(
       v1::PickNodeRequest pick;
       *pick.mutable_request() = request;
       for (const std::string& node : exclude) pick.add_exclude_node_ids(node);
-      return rpc::RetryUnary(retry, &v1::Head::Stub::PickNode, head_.get(), pick, picked);
+      return rpc::RetryUnary(retry, &v1::HeadNodes::Stub::PickNode, head_nodes_.get(), pick,
+                             picked);
     };
     calls.pick_node = [&](const v1::ResourceRequest& request, v1::PickNodeResponse* picked) {
       return pick_node(request, {}, picked);
     };
-    if (head_ != nullptr) calls.pick_node_excluding = pick_node;
+    if (head_nodes_ != nullptr) calls.pick_node_excluding = pick_node;
     calls.request_lease = [&](const std::string& agent, const v1::LeaseRequest& request,
                               v1::LeaseReply* reply) {
       absl::Status s;
@@ -595,7 +597,7 @@ void WorkerLeases::FillNodeLabels(const std::string& node_id, v1::WorkerReadyRep
       return;
     }
   }
-  if (head_ == nullptr) return;
+  if (head_nodes_ == nullptr) return;
   auto nodes = ListHeadNodes();
   if (!nodes.ok()) return;
   absl::MutexLock lock(&mu_);

@@ -163,7 +163,7 @@ class WorkerLeases final : public LeaseSource {
 
   const WorkerLeasesOptions options_;
   TaskSubmitter* const submitter_;
-  std::unique_ptr<v1::Head::Stub> head_;
+  std::unique_ptr<v1::HeadNodes::Stub> head_nodes_;  // ListNodes, PickNode; null without a head
   std::vector<std::string> argv_;
   std::string cwd_;
 

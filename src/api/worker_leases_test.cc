@@ -147,9 +147,10 @@ class SilentAgent final : public v1::NodeAgent::Service {
   bool let_go_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// Two nodes: "silent" and "good". PickNode places a request on its affinity_node_id's node,
-// unless that node is excluded: then on "good". ListNodes reports "silent" DEAD once told.
-class FakeHead final : public v1::Head::Service {
+// The head's HeadNodes service over two nodes, "silent" and "good". PickNode places a request on
+// its affinity_node_id's node, unless that node is excluded: then on "good". ListNodes reports
+// "silent" DEAD once told.
+class FakeHead final : public v1::HeadNodes::Service {
  public:
   FakeHead(std::string silent_address, std::string good_address)
       : silent_address_(std::move(silent_address)), good_address_(std::move(good_address)) {}

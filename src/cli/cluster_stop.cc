@@ -112,7 +112,7 @@ absl::StatusOr<StopReport> StopCluster(const client::StateFolder& state,
     tessera::v1::ShutdownResponse response;
     const absl::Status asked = c.Call(t.what, client::Retry::kNever, [&](grpc::ClientContext* ctx) {
       if (t.what == "head")
-        return c.head().Shutdown(ctx, tessera::v1::ShutdownRequest(), &response);
+        return c.head_admin().Shutdown(ctx, tessera::v1::ShutdownRequest(), &response);
       return c.agent(t.address).Shutdown(ctx, tessera::v1::ShutdownRequest(), &response);
     });
     if (asked.ok()) t.how = "shut down";

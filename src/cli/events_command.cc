@@ -1,5 +1,5 @@
 // tessera events [--follow] [--after SEQ] [--json]
-// The head's event stream (Head.ListEvents): nodes joining and lost, reservations made, held,
+// The head's event stream (HeadJobs.ListEvents): nodes joining and lost, reservations made, held,
 // lost and removed, jobs starting and ending, gang ranks failing and restarting, drivers gone,
 // oldest first, one line each in local time; a notice (what `tessera status` also shows) is
 // marked "!":

@@ -140,7 +140,7 @@ absl::StatusOr<Granted> AcquireLease(client::ClusterClient& client, LeaseRequest
     tessera::v1::PickNodeRequest pick;
     *pick.mutable_request() = request;
     return client.Call(client.HeadPeer(), client::Retry::kSafe, [&](grpc::ClientContext* c) {
-      return client.head().PickNode(c, pick, picked);
+      return client.head_nodes().PickNode(c, pick, picked);
     });
   };
   calls.request_lease = [&](const std::string& address, const LeaseRequest& request,
@@ -254,7 +254,7 @@ absl::StatusOr<tessera::v1::JobInfo> RecordJob(client::ClusterClient& client,
   tessera::v1::JobInfo response;
   TESSERA_RETURN_IF_ERROR(client.Call(
       client.HeadPeer(), client::Retry::kSafe,
-      [&](grpc::ClientContext* c) { return client.head().RecordJob(c, request, &response); }));
+      [&](grpc::ClientContext* c) { return client.head_jobs().RecordJob(c, request, &response); }));
   return response;
 }
 

@@ -1,9 +1,9 @@
 // tessera timeline [JOB] [-o FILE]
 // Writes a job's timeline in the Chrome trace format (timeline/chrome_trace.h), which Perfetto
 // (https://ui.perfetto.dev) and chrome://tracing open: its task runs and actor calls as their
-// drivers reported them (Head.GetTaskEvents), and, for a gang job (`tessera train`, `tessera job
-// submit`), its phases and every attempt of its ranks (Jobs.GetJob). JOB is a gang job's id or
-// name, a `tessera run` job's id, or a driver's job id
+// drivers reported them (HeadJobs.GetTaskEvents), and, for a gang job (`tessera train`,
+// `tessera job submit`), its phases and every attempt of its ranks (Jobs.GetJob). JOB is a gang
+// job's id or name, a `tessera run` job's id, or a driver's job id
 // (tessera.get_runtime_context().get_job_id()); none: the job whose runs the head heard of last.
 // FILE "-" is standard output; by default timeline-<job>.json in this folder (mode 0644). Says on
 // stderr how many events it wrote and how many runs the head did not have.
@@ -44,9 +44,10 @@ absl::StatusOr<timeline::TimelineInput> FetchTaskRuns(client::ClusterClient& cli
     request.set_job_id(job);
     request.set_after(after);
     tessera::v1::GetTaskEventsResponse response;
-    absl::Status got = client.Call(
-        client.HeadPeer(), client::Retry::kSafe,
-        [&](grpc::ClientContext* c) { return client.head().GetTaskEvents(c, request, &response); });
+    absl::Status got =
+        client.Call(client.HeadPeer(), client::Retry::kSafe, [&](grpc::ClientContext* c) {
+          return client.head_jobs().GetTaskEvents(c, request, &response);
+        });
     if (!got.ok()) return got;
     input.job_id = response.job_id();
     input.dropped = response.dropped();

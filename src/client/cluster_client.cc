@@ -115,10 +115,16 @@ ClusterClient::ClusterClient(ClusterClientOptions options, StateFolder state,
       state_(std::move(state)),
       head_address_(std::move(head_address)),
       token_(std::move(token)) {
-  // A client without a head still gets a stub; its calls fail as UNAVAILABLE.
+  // One channel for every service of the head (a stub is cheap; the channel is the connection).
+  // A client without a head still gets its stubs; their calls fail as UNAVAILABLE.
   auto channel =
       rpc::MakeChannel(head_address_.empty() ? std::string("127.0.0.1:1") : head_address_, token_);
-  head_ = tessera::v1::Head::NewStub(channel);
+  head_nodes_ = tessera::v1::HeadNodes::NewStub(channel);
+  head_reservations_ = tessera::v1::HeadReservations::NewStub(channel);
+  head_actors_ = tessera::v1::HeadActors::NewStub(channel);
+  head_jobs_ = tessera::v1::HeadJobs::NewStub(channel);
+  head_kv_ = tessera::v1::HeadKv::NewStub(channel);
+  head_admin_ = tessera::v1::HeadAdmin::NewStub(channel);
   jobs_ = tessera::v1::Jobs::NewStub(channel);
 }
 
@@ -169,33 +175,37 @@ absl::StatusOr<Response> ClusterClient::ListEveryPageOfHead(PageCall&& call) {
 absl::StatusOr<tessera::v1::ListNodesResponse> ClusterClient::ListNodes() {
   return ListEveryPageOfHead<tessera::v1::ListNodesResponse>(
       [&](grpc::ClientContext* c, const tessera::v1::ListRequest& request,
-          tessera::v1::ListNodesResponse* page) { return head_->ListNodes(c, request, page); });
+          tessera::v1::ListNodesResponse* page) {
+        return head_nodes_->ListNodes(c, request, page);
+      });
 }
 
 absl::StatusOr<tessera::v1::ListPlacementGroupsResponse> ClusterClient::ListPlacementGroups() {
   return ListEveryPageOfHead<tessera::v1::ListPlacementGroupsResponse>(
       [&](grpc::ClientContext* c, const tessera::v1::ListRequest& request,
           tessera::v1::ListPlacementGroupsResponse* page) {
-        return head_->ListPlacementGroups(c, request, page);
+        return head_reservations_->ListPlacementGroups(c, request, page);
       });
 }
 
 absl::StatusOr<tessera::v1::ListSlicesResponse> ClusterClient::ListSlices() {
   return ListEveryPageOfHead<tessera::v1::ListSlicesResponse>(
       [&](grpc::ClientContext* c, const tessera::v1::ListRequest& request,
-          tessera::v1::ListSlicesResponse* page) { return head_->ListSlices(c, request, page); });
+          tessera::v1::ListSlicesResponse* page) {
+        return head_reservations_->ListSlices(c, request, page);
+      });
 }
 
 absl::StatusOr<tessera::v1::ListJobsResponse> ClusterClient::ListJobs() {
   return ListEveryPageOfHead<tessera::v1::ListJobsResponse>(
       [&](grpc::ClientContext* c, const tessera::v1::ListRequest& request,
-          tessera::v1::ListJobsResponse* page) { return head_->ListJobs(c, request, page); });
+          tessera::v1::ListJobsResponse* page) { return head_jobs_->ListJobs(c, request, page); });
 }
 
 absl::StatusOr<tessera::v1::ClusterStatus> ClusterClient::GetClusterStatus() {
   tessera::v1::ClusterStatus response;
   TESSERA_RETURN_IF_ERROR(Call(HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
-    return head_->GetClusterStatus(c, tessera::v1::ListRequest(), &response);
+    return head_admin_->GetClusterStatus(c, tessera::v1::ListRequest(), &response);
   }));
   return response;
 }
@@ -203,7 +213,8 @@ absl::StatusOr<tessera::v1::ClusterStatus> ClusterClient::GetClusterStatus() {
 absl::StatusOr<tessera::v1::CreateDashboardLoginResponse> ClusterClient::CreateDashboardLogin() {
   tessera::v1::CreateDashboardLoginResponse response;
   TESSERA_RETURN_IF_ERROR(Call(HeadPeer(), Retry::kNever, [&](grpc::ClientContext* c) {
-    return head_->CreateDashboardLogin(c, tessera::v1::CreateDashboardLoginRequest(), &response);
+    return head_admin_->CreateDashboardLogin(c, tessera::v1::CreateDashboardLoginRequest(),
+                                             &response);
   }));
   return response;
 }
@@ -213,7 +224,7 @@ absl::StatusOr<tessera::v1::ListEventsResponse> ClusterClient::ListEvents(int64_
   request.set_after(after);
   tessera::v1::ListEventsResponse response;
   TESSERA_RETURN_IF_ERROR(Call(HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* c) {
-    return head_->ListEvents(c, request, &response);
+    return head_jobs_->ListEvents(c, request, &response);
   }));
   return response;
 }

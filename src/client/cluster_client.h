@@ -56,8 +56,14 @@ class ClusterClient {
   const std::string& head_address() const { return head_address_; }
   const std::string& token() const { return token_; }
 
-  tessera::v1::Head::Stub& head() { return *head_; }
-  // The head's job service (train and job commands), on the head's connection.
+  // The head's services, all on one connection to the head (tessera/v1/head.proto).
+  tessera::v1::HeadNodes::Stub& head_nodes() { return *head_nodes_; }
+  tessera::v1::HeadReservations::Stub& head_reservations() { return *head_reservations_; }
+  tessera::v1::HeadActors::Stub& head_actors() { return *head_actors_; }
+  tessera::v1::HeadJobs::Stub& head_jobs() { return *head_jobs_; }
+  tessera::v1::HeadKv::Stub& head_kv() { return *head_kv_; }
+  tessera::v1::HeadAdmin::Stub& head_admin() { return *head_admin_; }
+  // The head's train job service (train and job commands), on the same connection.
   tessera::v1::Jobs::Stub& jobs() { return *jobs_; }
   // A stub for the node agent at `address` (channels are cached per address).
   tessera::v1::NodeAgent::Stub& agent(const std::string& address);
@@ -102,7 +108,12 @@ class ClusterClient {
   StateFolder state_;
   std::string head_address_;
   std::string token_;
-  std::unique_ptr<tessera::v1::Head::Stub> head_;
+  std::unique_ptr<tessera::v1::HeadNodes::Stub> head_nodes_;
+  std::unique_ptr<tessera::v1::HeadReservations::Stub> head_reservations_;
+  std::unique_ptr<tessera::v1::HeadActors::Stub> head_actors_;
+  std::unique_ptr<tessera::v1::HeadJobs::Stub> head_jobs_;
+  std::unique_ptr<tessera::v1::HeadKv::Stub> head_kv_;
+  std::unique_ptr<tessera::v1::HeadAdmin::Stub> head_admin_;
   std::unique_ptr<tessera::v1::Jobs::Stub> jobs_;
   std::map<std::string, std::unique_ptr<tessera::v1::NodeAgent::Stub>> agents_;
 };

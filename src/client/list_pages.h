@@ -2,10 +2,11 @@
 // ListSlices, ListJobs): each call answers one page and a next_page_token (proto
 // tessera/v1/head.proto, ListRequest). Every caller that needs all items goes through
 // ListEveryPage: ClusterClient's listings (with its retries per page), and through
-// ListEveryPageOf the callers that hold a bare Head stub (src/api):
+// ListEveryPageOf the callers that hold a bare stub of one of the head's services (src/api,
+// src/objects):
 //
-//   auto nodes = client::ListEveryPageOf(*head, &v1::Head::Stub::ListNodes, absl::Seconds(5),
-//                                        "the head at 10.0.0.1:6380");
+//   auto nodes = client::ListEveryPageOf(*nodes_stub, &v1::HeadNodes::Stub::ListNodes,
+//                                        absl::Seconds(5), "the head at 10.0.0.1:6380");
 //
 // Thread-compatible: no state of its own; `fetch` is called from the calling thread only.
 #pragma once
@@ -54,20 +55,20 @@ absl::StatusOr<Response> ListEveryPage(std::string_view peer, Fetch&& fetch) {
   }
 }
 
-// ListEveryPage over a bare stub: each page is one call of `method` (e.g.
-// &v1::Head::Stub::ListNodes) with a fresh context carrying a `per_page` deadline,
-// not retried (the caller tries again later, as it would after a failed single call).
-template <typename Response>
+// ListEveryPage over a bare stub of any of the head's services (HeadNodes, HeadReservations,
+// HeadActors, HeadJobs): each page is one call of `method` (e.g. &v1::HeadNodes::Stub::ListNodes)
+// with a fresh context carrying a `per_page` deadline, not retried (the caller tries again later,
+// as it would after a failed single call).
+template <typename Response, typename Stub>
 absl::StatusOr<Response> ListEveryPageOf(
-    tessera::v1::Head::Stub& head,
-    grpc::Status (tessera::v1::Head::Stub::*method)(grpc::ClientContext*,
-                                                    const tessera::v1::ListRequest&, Response*),
+    Stub& stub,
+    grpc::Status (Stub::*method)(grpc::ClientContext*, const tessera::v1::ListRequest&, Response*),
     absl::Duration per_page, std::string_view peer) {
   return ListEveryPage<Response>(
       peer, [&](const tessera::v1::ListRequest& request, Response* page) {
         grpc::ClientContext context;
         rpc::ConfigureClientContext(&context, per_page);
-        return rpc::FromGrpcStatus((head.*method)(&context, request, page));
+        return rpc::FromGrpcStatus((stub.*method)(&context, request, page));
       });
 }
 

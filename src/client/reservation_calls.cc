@@ -52,7 +52,7 @@ absl::StatusOr<v1::PlacementGroupInfo> SubmitPlacementGroup(
   TESSERA_RETURN_IF_ERROR(
       client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
         ctx->set_deadline(absl::ToChronoTime(absl::Now() + kReservationCallDeadline));
-        return client.head().CreatePlacementGroup(ctx, request, &info);
+        return client.head_reservations().CreatePlacementGroup(ctx, request, &info);
       }));
   return info;
 }
@@ -101,7 +101,7 @@ absl::StatusOr<v1::PlacementGroupInfo> WaitPlacementGroupPlaced(
         client, name, timeout, &info,
         [&](grpc::ClientContext* ctx, const v1::WaitPlacementGroupRequest& request,
             v1::PlacementGroupInfo* out) {
-          return client.head().WaitPlacementGroup(ctx, request, out);
+          return client.head_reservations().WaitPlacementGroup(ctx, request, out);
         });
   };
   // Not yet described: one call says where it stands, however short the wait.
@@ -127,7 +127,7 @@ absl::StatusOr<v1::SliceGroupInfo> ReserveSlicesAndWait(ClusterClient& client,
   TESSERA_RETURN_IF_ERROR(
       client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
         ctx->set_deadline(absl::ToChronoTime(absl::Now() + kReservationCallDeadline));
-        return client.head().ReserveSlices(ctx, request, &info);
+        return client.head_reservations().ReserveSlices(ctx, request, &info);
       }));
   // The name the head gave it (its id when the request named none).
   const std::string name = info.name();
@@ -138,7 +138,7 @@ absl::StatusOr<v1::SliceGroupInfo> ReserveSlicesAndWait(ClusterClient& client,
             client, name, timeout, &info,
             [&](grpc::ClientContext* ctx, const v1::WaitSliceGroupRequest& wait_request,
                 v1::SliceGroupInfo* out) {
-              return client.head().WaitSliceGroup(ctx, wait_request, out);
+              return client.head_reservations().WaitSliceGroup(ctx, wait_request, out);
             });
       }));
   return info;
@@ -153,7 +153,7 @@ absl::StatusOr<v1::RemovePlacementGroupResponse> RemovePlacementGroupNamed(
   TESSERA_RETURN_IF_ERROR(
       client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
         ctx->set_deadline(absl::ToChronoTime(absl::Now() + kReservationCallDeadline));
-        return client.head().RemovePlacementGroup(ctx, request, &response);
+        return client.head_reservations().RemovePlacementGroup(ctx, request, &response);
       }));
   return response;
 }
@@ -167,7 +167,7 @@ absl::StatusOr<v1::ReleaseSlicesResponse> ReleaseSlicesNamed(ClusterClient& clie
   TESSERA_RETURN_IF_ERROR(
       client.Call(client.HeadPeer(), Retry::kSafe, [&](grpc::ClientContext* ctx) {
         ctx->set_deadline(absl::ToChronoTime(absl::Now() + kReservationCallDeadline));
-        return client.head().ReleaseSlices(ctx, request, &response);
+        return client.head_reservations().ReleaseSlices(ctx, request, &response);
       }));
   return response;
 }

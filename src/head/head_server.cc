@@ -193,7 +193,9 @@ absl::Status HeadServer::ServeRpc() {
   server_options.port = options_.port;
   server_options.token = token_;
   server_options.metrics = rpc_metrics_.get();
-  auto server = rpc::RpcServer::Start(server_options, {service_.get(), jobs_.get()});
+  std::vector<grpc::Service*> services = service_->services();
+  services.push_back(jobs_.get());
+  auto server = rpc::RpcServer::Start(server_options, services);
   if (!server.ok()) return server.status();
   server_ = *std::move(server);
   address_ = rpc::JoinHostPort(DialableHost(options_.bind), server_->port());

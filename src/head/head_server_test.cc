@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -91,7 +93,12 @@ class HeadServerTest : public ::testing::Test {
     auto head = HeadServer::Create(options);
     ASSERT_TRUE(head.ok()) << head.status();
     head_ = std::move(*head);
-    stub_ = v1::Head::NewStub(rpc::MakeChannel(head_->address(), head_->token()));
+    // The stubs of the services these tests call, on one channel as a client would hold them.
+    const std::shared_ptr<grpc::Channel> channel =
+        rpc::MakeChannel(head_->address(), head_->token());
+    head_nodes_ = v1::HeadNodes::NewStub(channel);
+    head_reservations_ = v1::HeadReservations::NewStub(channel);
+    head_admin_ = v1::HeadAdmin::NewStub(channel);
   }
   void TearDown() override {
     head_.reset();
@@ -100,7 +107,9 @@ class HeadServerTest : public ::testing::Test {
 
   std::string dir_;
   std::unique_ptr<HeadServer> head_;
-  std::unique_ptr<v1::Head::Stub> stub_;
+  std::unique_ptr<v1::HeadNodes::Stub> head_nodes_;
+  std::unique_ptr<v1::HeadReservations::Stub> head_reservations_;
+  std::unique_ptr<v1::HeadAdmin::Stub> head_admin_;
 };
 
 TEST_F(HeadServerTest, WritesTokenAddressAndPidFiles) {
@@ -133,9 +142,9 @@ TEST_F(HeadServerTest, ClientsWithoutTheTokenAreRefused) {
   {
     grpc::ClientContext context;
     rpc::ConfigureClientContext(&context, absl::Seconds(30));
-    EXPECT_TRUE(stub_->ListNodes(&context, request, &response).ok());
+    EXPECT_TRUE(head_nodes_->ListNodes(&context, request, &response).ok());
   }
-  auto stranger = v1::Head::NewStub(rpc::MakeChannel(head_->address(), "not-the-token"));
+  auto stranger = v1::HeadNodes::NewStub(rpc::MakeChannel(head_->address(), "not-the-token"));
   {
     grpc::ClientContext context;
     rpc::ConfigureClientContext(&context, absl::Seconds(30));
@@ -144,7 +153,7 @@ TEST_F(HeadServerTest, ClientsWithoutTheTokenAreRefused) {
   }
   {
     // A plaintext client, as every client was before mutual TLS.
-    auto plaintext = v1::Head::NewStub(
+    auto plaintext = v1::HeadAdmin::NewStub(
         grpc::CreateChannel(head_->address(), grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
     rpc::ConfigureClientContext(&context, absl::Seconds(30));
@@ -169,7 +178,7 @@ TEST_F(HeadServerTest, PlacementGroupThroughRealAgentStubs) {
   {
     grpc::ClientContext context;
     rpc::ConfigureClientContext(&context, absl::Seconds(30));
-    ASSERT_TRUE(stub_->RegisterNode(&context, reg, &registered).ok());
+    ASSERT_TRUE(head_nodes_->RegisterNode(&context, reg, &registered).ok());
   }
   v1::CreatePlacementGroupRequest create;
   create.set_name("pg");
@@ -180,7 +189,7 @@ TEST_F(HeadServerTest, PlacementGroupThroughRealAgentStubs) {
   {
     grpc::ClientContext context;
     rpc::ConfigureClientContext(&context, absl::Seconds(30));
-    grpc::Status status = stub_->CreatePlacementGroup(&context, create, &info);
+    grpc::Status status = head_reservations_->CreatePlacementGroup(&context, create, &info);
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
   EXPECT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED) << info.explanation();
@@ -191,7 +200,7 @@ TEST_F(HeadServerTest, PlacementGroupThroughRealAgentStubs) {
   {
     grpc::ClientContext context;
     rpc::ConfigureClientContext(&context, absl::Seconds(30));
-    ASSERT_TRUE(stub_->RemovePlacementGroup(&context, remove, &removed).ok());
+    ASSERT_TRUE(head_reservations_->RemovePlacementGroup(&context, remove, &removed).ok());
   }
   EXPECT_EQ(agent.committed(), 0u);
 }
@@ -201,9 +210,50 @@ TEST_F(HeadServerTest, ShutdownRpcEndsWait) {
   rpc::ConfigureClientContext(&context, absl::Seconds(30));
   v1::ShutdownRequest request;
   v1::ShutdownResponse response;
-  ASSERT_TRUE(stub_->Shutdown(&context, request, &response).ok());
+  ASSERT_TRUE(head_admin_->Shutdown(&context, request, &response).ok());
   head_->Wait();  // returns: the request arrived
   EXPECT_TRUE(head_->shutdown_requested());
+}
+
+// The head's six services (head.proto) are all served by the one server, on its one port: a read
+// of each through ClusterClient's stubs, which share one channel, reaches its handler.
+TEST_F(HeadServerTest, EveryServiceOfTheHeadAnswersOnItsOnePort) {
+  client::ClusterClientOptions options;
+  options.state_dir = dir_ + "/state";
+  auto connected = client::ClusterClient::Connect(options);
+  ASSERT_TRUE(connected.ok()) << connected.status();
+  client::ClusterClient& c = **connected;
+  auto expect_answer = [&](const char* service,
+                           const std::function<grpc::Status(grpc::ClientContext*)>& rpc) {
+    const absl::Status status = c.Call(c.HeadPeer(), client::Retry::kSafe, rpc);
+    EXPECT_TRUE(status.ok()) << service << ": " << status;
+  };
+  const v1::ListRequest list;
+  v1::ListNodesResponse nodes;
+  expect_answer("HeadNodes", [&](grpc::ClientContext* ctx) {
+    return c.head_nodes().ListNodes(ctx, list, &nodes);
+  });
+  v1::ListPlacementGroupsResponse groups;
+  expect_answer("HeadReservations", [&](grpc::ClientContext* ctx) {
+    return c.head_reservations().ListPlacementGroups(ctx, list, &groups);
+  });
+  v1::ListActorsResponse actors;
+  expect_answer("HeadActors", [&](grpc::ClientContext* ctx) {
+    return c.head_actors().ListActors(ctx, list, &actors);
+  });
+  v1::ListJobsResponse jobs;
+  expect_answer("HeadJobs",
+                [&](grpc::ClientContext* ctx) { return c.head_jobs().ListJobs(ctx, list, &jobs); });
+  v1::KvGetRequest get;
+  get.set_key("absent");
+  v1::KvGetResponse got;
+  expect_answer("HeadKv",
+                [&](grpc::ClientContext* ctx) { return c.head_kv().KvGet(ctx, get, &got); });
+  EXPECT_FALSE(got.found());
+  v1::ClusterStatus status;
+  expect_answer("HeadAdmin", [&](grpc::ClientContext* ctx) {
+    return c.head_admin().GetClusterStatus(ctx, list, &status);
+  });
 }
 
 TEST(HeadServerOptionsTest, BadOptionsAreRefused) {
@@ -228,7 +278,7 @@ TEST_F(HeadServerTest, ClusterClientListsEveryNodeAcrossThePagesOfARealHead) {
     v1::RegisterNodeResponse registered;
     grpc::ClientContext context;
     rpc::ConfigureClientContext(&context, absl::Seconds(30));
-    grpc::Status status = stub_->RegisterNode(&context, reg, &registered);
+    grpc::Status status = head_nodes_->RegisterNode(&context, reg, &registered);
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
   std::sort(ids.begin(), ids.end());
@@ -238,7 +288,7 @@ TEST_F(HeadServerTest, ClusterClientListsEveryNodeAcrossThePagesOfARealHead) {
     v1::ListNodesResponse page;
     grpc::ClientContext context;
     rpc::ConfigureClientContext(&context, absl::Seconds(30));
-    ASSERT_TRUE(stub_->ListNodes(&context, request, &page).ok());
+    ASSERT_TRUE(head_nodes_->ListNodes(&context, request, &page).ok());
     EXPECT_EQ(page.nodes_size(), 500);
     EXPECT_FALSE(page.next_page_token().empty());
   }
@@ -255,14 +305,14 @@ TEST_F(HeadServerTest, ClusterClientListsEveryNodeAcrossThePagesOfARealHead) {
   EXPECT_TRUE(nodes->next_page_token().empty());
 
   // The API's callers with a bare stub walk the same pages.
-  auto bare =
-      client::ListEveryPageOf(*stub_, &v1::Head::Stub::ListNodes, absl::Seconds(30), "the head");
+  auto bare = client::ListEveryPageOf(*head_nodes_, &v1::HeadNodes::Stub::ListNodes,
+                                      absl::Seconds(30), "the head");
   ASSERT_TRUE(bare.ok()) << bare.status();
   EXPECT_EQ(bare->nodes_size(), kNodes);
 }
 
 // A head that answers every page with the same next_page_token.
-class RepeatingHead : public v1::Head::Service {
+class RepeatingHead : public v1::HeadNodes::Service {
  public:
   grpc::Status ListNodes(grpc::ServerContext*, const v1::ListRequest*,
                          v1::ListNodesResponse* response) override {

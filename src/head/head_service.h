@@ -1,4 +1,6 @@
-// HeadService: the head's control services, a thin front over the parts that each own one table
+// HeadService: the head's control services, one per concern on one server (head.proto:
+// HeadNodes, HeadReservations, HeadActors, HeadJobs, HeadKv, HeadAdmin; services() lists them),
+// a thin front over the parts that each own one table
 // and its records in the StateStore:
 //   ClusterController   the cluster's state under one mutex: nodes (its NodeRegistry part:
 //                       heartbeats, health), the view, the schedulers, placement groups and
@@ -104,7 +106,13 @@ struct HeadServiceOptions {
 };
 
 // Thread-safe (see the file comment).
-class HeadService final : public v1::Head::Service, private NodeListener {
+class HeadService final : public v1::HeadNodes::Service,
+                          public v1::HeadReservations::Service,
+                          public v1::HeadActors::Service,
+                          public v1::HeadJobs::Service,
+                          public v1::HeadKv::Service,
+                          public v1::HeadAdmin::Service,
+                          private NodeListener {
  public:
   explicit HeadService(HeadServiceOptions options);
   ~HeadService() override;
@@ -132,7 +140,17 @@ class HeadService final : public v1::Head::Service, private NodeListener {
   // through it too).
   StoreWriter& store_writer() { return writer_; }
 
-  // --- tessera.v1.Head ---
+  // The six services, for the server to register.
+  std::vector<grpc::Service*> services() {
+    return {static_cast<v1::HeadNodes::Service*>(this),
+            static_cast<v1::HeadReservations::Service*>(this),
+            static_cast<v1::HeadActors::Service*>(this),
+            static_cast<v1::HeadJobs::Service*>(this),
+            static_cast<v1::HeadKv::Service*>(this),
+            static_cast<v1::HeadAdmin::Service*>(this)};
+  }
+
+  // --- the services' RPCs (head.proto says which service has which) ---
   grpc::Status RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* request,
                             v1::RegisterNodeResponse* response) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,

@@ -1,4 +1,5 @@
-// libFuzzer target: the head's gRPC handlers (tessera.v1.Head) over any request bytes.
+// libFuzzer target: the head's gRPC handlers (tessera.v1.HeadNodes and its five sibling services)
+// over any request bytes.
 //
 // Each input is a short script run on a fresh HeadService (fake clock, in-memory store, fake node
 // agents) that already holds a CPU node, an 8-GPU NVSwitch node and the 4 hosts of a TPU v6e-16

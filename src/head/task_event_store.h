@@ -1,4 +1,4 @@
-// TaskEventStore: the ended task runs drivers report (Head.ReportTaskEvents), kept per job for
+// TaskEventStore: the ended task runs drivers report (HeadJobs.ReportTaskEvents), kept per job for
 // `tessera timeline`: the newest max_per_job runs of each job, for the max_jobs jobs that
 // reported last (a job that has not reported for longest is forgotten first). Every run a job
 // reports gets the next index of that job, so a reader pages through with Get(after = the

@@ -1,4 +1,4 @@
-// A real NodeAgentServer on loopback (port 0) with a small fake Head service: real worker
+// A real NodeAgentServer on loopback (port 0) with a small fake head (HeadNodes): real worker
 // commands (/bin/sh -c ...) whose environment, logs and exits are checked through the NodeAgent
 // service, spillback through the head's PickNode, registration, heartbeats and re-registration.
 #include "node/agent_server.h"

@@ -1,7 +1,8 @@
-// FakeHead: the head as a node agent sees it, for the agent's tests: a Head service that records
-// registrations and heartbeats and answers PickNode with what the test says (serve it with
+// FakeHead: the head as a node agent sees it, for the agent's tests: a HeadNodes service that
+// records registrations and heartbeats and answers PickNode with what the test says (serve it with
 // rpc::RpcServer), and AgentWithHeadTest, the fixture of the tests that run a real agent against
 // it. FakeHead is thread-safe (its fields are guarded by `mu`); the fixture runs on gtest's thread.
+// It serves no HeadActors: an agent's ActorWorkerExited reports get UNIMPLEMENTED.
 #pragma once
 
 #include <stdlib.h>  // mkdtemp
@@ -25,7 +26,7 @@ namespace tessera::node_testing {
 
 // The head as the agent sees it: records registrations and heartbeats; PickNode answers what the
 // test says.
-class FakeHead final : public v1::Head::Service {
+class FakeHead final : public v1::HeadNodes::Service {
  public:
   grpc::Status RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* request,
                             v1::RegisterNodeResponse* response) override {

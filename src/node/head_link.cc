@@ -16,19 +16,27 @@ HeadLink::HeadLink(HeadLinkOptions options, AgentState* state, KillWorkers kill_
     : options_(std::move(options)),
       state_(state),
       kill_workers_(std::move(kill_workers)),
-      stub_(v1::Head::NewStub(rpc::MakeChannel(options_.head_address, options_.token))),
+      stubs_(StubsAt(options_.head_address)),
       address_(options_.head_address),
       interval_(options_.initial_heartbeat) {}
 
-std::shared_ptr<v1::Head::Stub> HeadLink::CurrentStub(std::string* address) const {
+std::shared_ptr<const HeadLink::HeadStubs> HeadLink::StubsAt(const std::string& address) const {
+  const std::shared_ptr<grpc::Channel> channel = rpc::MakeChannel(address, options_.token);
+  auto stubs = std::make_shared<HeadStubs>();
+  stubs->nodes = v1::HeadNodes::NewStub(channel);
+  stubs->actors = v1::HeadActors::NewStub(channel);
+  return stubs;
+}
+
+std::shared_ptr<const HeadLink::HeadStubs> HeadLink::CurrentStubs(std::string* address) const {
   absl::MutexLock lock(&mu_);
   if (address != nullptr) *address = address_;
-  return stub_;
+  return stubs_;
 }
 
 bool HeadLink::LookForTheHead() {
   std::string current;
-  CurrentStub(&current);
+  CurrentStubs(&current);
   std::string next;
   if (options_.find_head) {
     const std::string published = options_.find_head();
@@ -45,9 +53,9 @@ bool HeadLink::LookForTheHead() {
   if (next.empty()) return false;
   LogLine(absl::StrCat("node agent ", state_->node_id().value(), ": the head does not answer at ",
                        current, "; trying ", next));
-  std::shared_ptr<v1::Head::Stub> stub = v1::Head::NewStub(rpc::MakeChannel(next, options_.token));
+  std::shared_ptr<const HeadStubs> stubs = StubsAt(next);
   absl::MutexLock lock(&mu_);
-  stub_ = std::move(stub);
+  stubs_ = std::move(stubs);
   address_ = next;
   return true;
 }
@@ -124,9 +132,9 @@ absl::Status HeadLink::Register(absl::Duration budget) {
   v1::RegisterNodeResponse response;
   const rpc::RetryOptions retry = Retry(budget);
   std::string address;
-  const std::shared_ptr<v1::Head::Stub> stub = CurrentStub(&address);
-  absl::Status status =
-      rpc::RetryUnary(retry, &v1::Head::Stub::RegisterNode, stub.get(), request, &response);
+  const std::shared_ptr<const HeadStubs> stubs = CurrentStubs(&address);
+  absl::Status status = rpc::RetryUnary(retry, &v1::HeadNodes::Stub::RegisterNode,
+                                        stubs->nodes.get(), request, &response);
   if (absl::IsAlreadyExists(status)) {
     // Another live agent holds this node id: final, and said in one line.
     return absl::AlreadyExistsError(
@@ -181,9 +189,9 @@ absl::Status HeadLink::Heartbeat() {
   v1::HeartbeatResponse response;
   // One interval's worth of retries: the next heartbeat is the next retry.
   const rpc::RetryOptions retry = Retry(options_.call_timeout);
-  const std::shared_ptr<v1::Head::Stub> stub = CurrentStub();
-  absl::Status status =
-      rpc::RetryUnary(retry, &v1::Head::Stub::Heartbeat, stub.get(), request, &response);
+  const std::shared_ptr<const HeadStubs> stubs = CurrentStubs();
+  absl::Status status = rpc::RetryUnary(retry, &v1::HeadNodes::Stub::Heartbeat, stubs->nodes.get(),
+                                        request, &response);
   if (!status.ok()) return status;
   if (!response.known()) {
     return absl::NotFoundError("the head does not know this node");
@@ -230,7 +238,7 @@ void HeadLink::Loop() {
         retry_wait = kFirstRetry;
       } else {
         std::string address;
-        CurrentStub(&address);
+        CurrentStubs(&address);
         LogLine(absl::StrCat("node agent ", state_->node_id().value(),
                              ": cannot register with the head at ", address, ": ",
                              status.message()));
@@ -298,8 +306,8 @@ void HeadLink::SendActorWorkerExits() {
       continue;
     }
     v1::ActorInfo actor;
-    const absl::Status told = rpc::RetryUnary(retry, &v1::Head::Stub::ActorWorkerExited,
-                                              CurrentStub().get(), exit, &actor);
+    const absl::Status told = rpc::RetryUnary(retry, &v1::HeadActors::Stub::ActorWorkerExited,
+                                              CurrentStubs()->actors.get(), exit, &actor);
     // Only an unreachable head is asked again; any answer (an unknown actor too) is final.
     if (absl::IsUnavailable(told) || absl::IsDeadlineExceeded(told)) {
       unsent.push_back(std::move(exit));
@@ -317,8 +325,9 @@ absl::StatusOr<v1::PickNodeResponse> HeadLink::PickNode(const v1::ResourceReques
   for (const std::string& id : exclude) pick.add_exclude_node_ids(id);
   v1::PickNodeResponse response;
   const rpc::RetryOptions retry = Retry(options_.retry_budget);
+  const std::shared_ptr<const HeadStubs> stubs = CurrentStubs();
   absl::Status status =
-      rpc::RetryUnary(retry, &v1::Head::Stub::PickNode, CurrentStub().get(), pick, &response);
+      rpc::RetryUnary(retry, &v1::HeadNodes::Stub::PickNode, stubs->nodes.get(), pick, &response);
   if (!status.ok()) return status;
   return response;
 }

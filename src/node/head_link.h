@@ -109,8 +109,16 @@ class HeadLink {
   void Loop();
   // Tells the head the exits reported so far; keeps those it could not reach it with.
   void SendActorWorkerExits();
-  // The head's stub and address now (they change when the head moves).
-  std::shared_ptr<v1::Head::Stub> CurrentStub(std::string* address = nullptr) const;
+  // The head's services this link calls, their stubs on one channel (a stub is cheap; the
+  // channel is the connection): replaced together when the head moves.
+  struct HeadStubs {
+    std::unique_ptr<v1::HeadNodes::Stub> nodes;    // RegisterNode, Heartbeat, PickNode
+    std::unique_ptr<v1::HeadActors::Stub> actors;  // ActorWorkerExited
+  };
+  // Stubs on a fresh channel to the head at `address`.
+  std::shared_ptr<const HeadStubs> StubsAt(const std::string& address) const;
+  // The head's stubs and address now (they change when the head moves).
+  std::shared_ptr<const HeadStubs> CurrentStubs(std::string* address = nullptr) const;
   // After a failed call: moves to the address the head publishes when it differs from the
   // current one, else to the next address given. True when it moved.
   bool LookForTheHead();
@@ -121,7 +129,7 @@ class HeadLink {
   std::string agent_address_;  // set by Start, before the loop runs
 
   mutable absl::Mutex mu_;
-  std::shared_ptr<v1::Head::Stub> stub_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const HeadStubs> stubs_ ABSL_GUARDED_BY(mu_);
   std::string address_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool registered_ ABSL_GUARDED_BY(mu_) = false;

@@ -228,17 +228,17 @@ void NodeObjectStore::Delete(const ObjectId& id, const v1::StoredObject& where) 
 
 absl::StatusOr<std::optional<v1::NodeState>> NodeObjectStore::HeadNodeState(
     const std::string& node_id) {
-  v1::Head::Stub* head = nullptr;
+  v1::HeadNodes::Stub* head_nodes = nullptr;
   {
     absl::MutexLock lock(&mu_);
-    if (head_ == nullptr) {
-      head_ = v1::Head::NewStub(rpc::MakeChannel(options_.head_address, options_.token));
+    if (head_nodes_ == nullptr) {
+      head_nodes_ = v1::HeadNodes::NewStub(rpc::MakeChannel(options_.head_address, options_.token));
     }
-    head = head_.get();
+    head_nodes = head_nodes_.get();
   }
   TESSERA_ASSIGN_OR_RETURN(
       v1::ListNodesResponse response,
-      client::ListEveryPageOf(*head, &v1::Head::Stub::ListNodes, kHeadCallTimeout,
+      client::ListEveryPageOf(*head_nodes, &v1::HeadNodes::Stub::ListNodes, kHeadCallTimeout,
                               absl::StrCat("the head at ", options_.head_address)));
   for (const v1::NodeInfo& node : response.nodes()) {
     if (node.node().node_id() == node_id) return node.state();

@@ -107,7 +107,7 @@ class NodeObjectStore {
   std::unique_ptr<ObjectStoreClient> local_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<ObjectStoreClient>> others_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<v1::NodeAgent::Stub> agent_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<v1::Head::Stub> head_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<v1::HeadNodes::Stub> head_nodes_ ABSL_GUARDED_BY(mu_);  // ListNodes
 };
 
 }  // namespace tessera

@@ -11,8 +11,8 @@ namespace {
 
 using grpc::experimental::InterceptionHookPoints;
 
-// "/tessera.v1.Head/Heartbeat" -> {"tessera.v1.Head", "Heartbeat"}; a name of another shape is
-// all method, with no service.
+// "/tessera.v1.HeadNodes/Heartbeat" -> {"tessera.v1.HeadNodes", "Heartbeat"}; a name of another
+// shape is all method, with no service.
 std::pair<std::string_view, std::string_view> SplitMethod(std::string_view full) {
   if (!full.empty() && full.front() == '/') full.remove_prefix(1);
   const size_t slash = full.find('/');

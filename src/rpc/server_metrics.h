@@ -3,8 +3,8 @@
 //   tessera_rpc_server_handling_seconds{service, method}      time to answer a unary call
 // (streams are counted when they end, not timed: their length is their client's). Fed by a
 // gRPC server interceptor (ServerOptions::metrics), so every method of every service is covered
-// with no code in the handlers; "/tessera.v1.Head/Heartbeat" is service "tessera.v1.Head",
-// method "Heartbeat".
+// with no code in the handlers; "/tessera.v1.HeadNodes/Heartbeat" is service
+// "tessera.v1.HeadNodes", method "Heartbeat".
 //
 // Thread-safe. Cost per call: one interceptor object, two family lookups (~120 ns each) and a
 // counter increment and a histogram observation (metrics/metric_registry.h).

@@ -1,7 +1,7 @@
 """The dashboard of a real head whose node registry holds 1,000 nodes registered through the
 head's own path (pytest): fill_head_registry (bench/fill_head_registry.cc) registers and then
-heartbeats them over tessera.v1.Head RegisterNode and Heartbeat with the cluster token, as node
-agents do, each node with 8 measured GPUs. Then:
+heartbeats them over tessera.v1.HeadNodes RegisterNode and Heartbeat with the cluster token, as
+node agents do, each node with 8 measured GPUs. Then:
 - /api/v1/cluster and /api/v1/nodes list all 1,000, every one ALIVE, and a node's telemetry has
   every GPU's readings; the head declares no node dead while they heartbeat, and never connects
   to the nodes' agent address (a listener here that counts connections and answers none: the

@@ -45,7 +45,7 @@ class AgentHeadTest : public ::testing::Test {
     auto server = HeadServer::Create(head);
     ASSERT_TRUE(server.ok()) << server.status();
     head_ = std::move(*server);
-    head_stub_ = v1::Head::NewStub(rpc::MakeChannel(head_->address(), head_->token()));
+    ConnectToHead();
   }
   void TearDown() override {
     cpu_.reset();
@@ -65,6 +65,15 @@ class AgentHeadTest : public ::testing::Test {
     auto agent = NodeAgentServer::Create(options);
     EXPECT_TRUE(agent.ok()) << agent.status();
     return agent.ok() ? std::move(*agent) : nullptr;
+  }
+
+  // Stubs of the head's services the tests call, on one channel to the head now running.
+  void ConnectToHead() {
+    const std::shared_ptr<grpc::Channel> channel =
+        rpc::MakeChannel(head_->address(), head_->token());
+    head_nodes_ = v1::HeadNodes::NewStub(channel);
+    head_reservations_ = v1::HeadReservations::NewStub(channel);
+    head_admin_ = v1::HeadAdmin::NewStub(channel);
   }
 
   std::unique_ptr<grpc::ClientContext> Context() { return rpc::MakeClientContext(kPatience); }
@@ -87,7 +96,9 @@ class AgentHeadTest : public ::testing::Test {
 
   std::string state_dir_;
   std::unique_ptr<HeadServer> head_;
-  std::unique_ptr<v1::Head::Stub> head_stub_;
+  std::unique_ptr<v1::HeadNodes::Stub> head_nodes_;
+  std::unique_ptr<v1::HeadReservations::Stub> head_reservations_;
+  std::unique_ptr<v1::HeadAdmin::Stub> head_admin_;
   std::unique_ptr<NodeAgentServer> cpu_;
   std::unique_ptr<NodeAgentServer> gpu_;
 };
@@ -98,7 +109,7 @@ TEST_F(AgentHeadTest, SpillbackToTheNodeTheHeadPicks) {
   ASSERT_NE(cpu_, nullptr);
   ASSERT_NE(gpu_, nullptr);
   v1::ListNodesResponse nodes;
-  ASSERT_TRUE(head_stub_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok());
+  ASSERT_TRUE(head_nodes_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok());
   ASSERT_EQ(nodes.nodes_size(), 2);
 
   v1::LeaseRequest request = Request("GPU=2", {"/bin/sh", "-c", "echo $CUDA_VISIBLE_DEVICES"});
@@ -132,7 +143,7 @@ TEST_F(AgentHeadTest, PlacementGroupReservedOnTheAgentAndLeasesInsideIt) {
   wire::ResourcesToProto(node_testing::Res("CPU=1,GPU=2"),
                          create.mutable_primary()->add_bundles()->mutable_resources());
   v1::PlacementGroupInfo info;
-  grpc::Status status = head_stub_->CreatePlacementGroup(Context().get(), create, &info);
+  grpc::Status status = head_reservations_->CreatePlacementGroup(Context().get(), create, &info);
   ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED) << info.explanation();
   ASSERT_EQ(info.bundles_size(), 1);
@@ -167,7 +178,7 @@ TEST_F(AgentHeadTest, PlacementGroupReservedOnTheAgentAndLeasesInsideIt) {
   remove.set_name("pg");
   remove.set_request_id("remove-pg");
   v1::RemovePlacementGroupResponse removed;
-  ASSERT_TRUE(head_stub_->RemovePlacementGroup(Context().get(), remove, &removed).ok());
+  ASSERT_TRUE(head_reservations_->RemovePlacementGroup(Context().get(), remove, &removed).ok());
   EXPECT_THAT(gpu_->state().Bundles(), IsEmpty());
   const WorkerId worker(granted.granted().worker_id());
   ASSERT_TRUE(gpu_->state().AwaitWorkerExit(worker, kPatience));
@@ -182,7 +193,7 @@ TEST_F(AgentHeadTest, HeadMirrorsLeasesFromHeartbeats) {
   ASSERT_TRUE(granted.has_granted()) << granted.explanation();
   auto gpu_available = [&]() -> int64_t {
     v1::ListNodesResponse nodes;
-    if (!head_stub_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok()) return -1;
+    if (!head_nodes_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok()) return -1;
     if (nodes.nodes_size() != 1) return -1;
     auto it = nodes.nodes(0).available().raw().find("GPU");
     return it == nodes.nodes(0).available().raw().end() ? 0 : it->second;
@@ -223,10 +234,10 @@ TEST_F(AgentHeadTest, AgentsFindAHeadRestartedOnAnotherPort) {
   ASSERT_TRUE(restarted.ok()) << restarted.status();
   head_ = std::move(*restarted);
   ASSERT_NE(head_->address(), old_address);
-  head_stub_ = v1::Head::NewStub(rpc::MakeChannel(head_->address(), head_->token()));
+  ConnectToHead();
   auto gpus_used = [&]() -> int64_t {
     v1::ListNodesResponse nodes;
-    if (!head_stub_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok()) return -1;
+    if (!head_nodes_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok()) return -1;
     if (nodes.nodes_size() != 1 || nodes.nodes(0).state() != v1::NODE_STATE_ALIVE) return -1;
     return 80000 - nodes.nodes(0).available().raw().at("GPU");
   };
@@ -257,7 +268,7 @@ TEST_F(AgentHeadTest, ABundleTheHeadDoesNotHoldIsReleasedByTheNextHeartbeat) {
   EXPECT_TRUE(Eventually([&] { return gpu_->state().Bundles().empty(); }));
   EXPECT_EQ(gpu_->state().Available().Get("CPU"), cpus);
   v1::ClusterStatus status;
-  ASSERT_TRUE(head_stub_->GetClusterStatus(Context().get(), v1::ListRequest(), &status).ok());
+  ASSERT_TRUE(head_admin_->GetClusterStatus(Context().get(), v1::ListRequest(), &status).ok());
   bool said = false;
   for (const std::string& event : status.events()) {
     said = said || (absl::StrContains(event, "bundles 0 of pg-lost on gpu") &&
@@ -288,7 +299,7 @@ TEST_F(AgentHeadTest, ASecondAgentWithALiveNodeIdIsRefusedAndTheFirstKeepsItsNod
 
   // The first agent keeps its node, its files and its worker.
   v1::ListNodesResponse nodes;
-  ASSERT_TRUE(head_stub_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok());
+  ASSERT_TRUE(head_nodes_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok());
   ASSERT_EQ(nodes.nodes_size(), 1);
   EXPECT_EQ(nodes.nodes(0).state(), v1::NODE_STATE_ALIVE);
   EXPECT_EQ(nodes.nodes(0).node().address(), cpu_->address());
@@ -298,7 +309,7 @@ TEST_F(AgentHeadTest, ASecondAgentWithALiveNodeIdIsRefusedAndTheFirstKeepsItsNod
   // Still heartbeating as the node's agent: its heartbeats stay known (no re-registration).
   v1::ListNodesResponse later;
   EXPECT_TRUE(Eventually([&] {
-    return head_stub_->ListNodes(Context().get(), v1::ListRequest(), &later).ok() &&
+    return head_nodes_->ListNodes(Context().get(), v1::ListRequest(), &later).ok() &&
            later.nodes_size() == 1 && later.nodes(0).last_heartbeat_age_ms() < 1000 &&
            later.nodes(0).workers() == 1;
   }));
@@ -315,19 +326,19 @@ TEST_F(AgentHeadTest, ANodeIdIsTakenOnceItsAgentIsDeclaredDead) {
   auto server = HeadServer::Create(head);
   ASSERT_TRUE(server.ok()) << server.status();
   head_ = std::move(*server);
-  head_stub_ = v1::Head::NewStub(rpc::MakeChannel(head_->address(), head_->token()));
+  ConnectToHead();
 
   cpu_ = StartAgent("cpu-only.yaml", "cpu");
   ASSERT_NE(cpu_, nullptr);
   cpu_->Shutdown();  // stops heartbeating; the head declares it dead after its timeout
   v1::ListNodesResponse nodes;
   EXPECT_TRUE(Eventually([&] {
-    return head_stub_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok() &&
+    return head_nodes_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok() &&
            nodes.nodes_size() == 1 && nodes.nodes(0).state() == v1::NODE_STATE_DEAD;
   }));
   gpu_ = StartAgent("cpu-only.yaml", "cpu");
   ASSERT_NE(gpu_, nullptr);
-  ASSERT_TRUE(head_stub_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok());
+  ASSERT_TRUE(head_nodes_->ListNodes(Context().get(), v1::ListRequest(), &nodes).ok());
   ASSERT_EQ(nodes.nodes_size(), 1);
   EXPECT_EQ(nodes.nodes(0).state(), v1::NODE_STATE_ALIVE);
   EXPECT_EQ(nodes.nodes(0).node().address(), gpu_->address());

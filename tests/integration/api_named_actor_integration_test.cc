@@ -45,7 +45,7 @@ class NamedActorIntegrationTest : public ApiClusterSuite<8> {
     v1::ActorInfo info;
     absl::Status got =
         cluster_->client().Call("head", client::Retry::kSafe, [&](grpc::ClientContext* context) {
-          return cluster_->client().head().GetActor(context, request, &info);
+          return cluster_->client().head_actors().GetActor(context, request, &info);
         });
     if (!got.ok()) return got;
     return info;
@@ -59,7 +59,7 @@ class NamedActorIntegrationTest : public ApiClusterSuite<8> {
       v1::ListActorsResponse page;
       absl::Status listed =
           cluster_->client().Call("head", client::Retry::kSafe, [&](grpc::ClientContext* context) {
-            return cluster_->client().head().ListActors(context, request, &page);
+            return cluster_->client().head_actors().ListActors(context, request, &page);
           });
       EXPECT_TRUE(listed.ok()) << listed;
       if (!listed.ok()) break;

@@ -690,7 +690,8 @@ TEST(ClusterIntegrationTest, MalformedRequestsAreInvalidArgumentAndChangeNothing
     tessera::v1::PlacementGroupInfo info;
     expect_invalid(client.Call("head", client::Retry::kNever,
                                [&](grpc::ClientContext* ctx) {
-                                 return client.head().CreatePlacementGroup(ctx, request, &info);
+                                 return client.head_reservations().CreatePlacementGroup(
+                                     ctx, request, &info);
                                }),
                    "unknown strategy");
     request.set_strategy(tessera::v1::PLACEMENT_STRATEGY_PACK);
@@ -698,7 +699,8 @@ TEST(ClusterIntegrationTest, MalformedRequestsAreInvalidArgumentAndChangeNothing
     request.set_request_id("bad-2");
     expect_invalid(client.Call("head", client::Retry::kNever,
                                [&](grpc::ClientContext* ctx) {
-                                 return client.head().CreatePlacementGroup(ctx, request, &info);
+                                 return client.head_reservations().CreatePlacementGroup(
+                                     ctx, request, &info);
                                }),
                    "negative amount");
   }
@@ -713,7 +715,8 @@ TEST(ClusterIntegrationTest, MalformedRequestsAreInvalidArgumentAndChangeNothing
     tessera::v1::SliceGroupInfo info;
     expect_invalid(client.Call("head", client::Retry::kNever,
                                [&](grpc::ClientContext* ctx) {
-                                 return client.head().ReserveSlices(ctx, request, &info);
+                                 return client.head_reservations().ReserveSlices(ctx, request,
+                                                                                 &info);
                                }),
                    "bad topology");
   }

@@ -87,7 +87,7 @@ TEST(HeadRestartTest, AHeadKilledAndRestartedOnRedisLosesNothing) {
     if (std::string_view(id) == "actor-8") request.mutable_actor()->set_name("gone");
     v1::ActorInfo response;
     ASSERT_OK(c.client().Call("head", client::Retry::kSafe, [&](grpc::ClientContext* ctx) {
-      return c.client().head().RegisterActor(ctx, request, &response);
+      return c.client().head_actors().RegisterActor(ctx, request, &response);
     }));
   }
   {
@@ -96,7 +96,7 @@ TEST(HeadRestartTest, AHeadKilledAndRestartedOnRedisLosesNothing) {
     died.set_death_cause("killed by tessera::Kill");
     v1::ActorInfo response;
     ASSERT_OK(c.client().Call("head", client::Retry::kSafe, [&](grpc::ClientContext* ctx) {
-      return c.client().head().ActorDied(ctx, died, &response);
+      return c.client().head_actors().ActorDied(ctx, died, &response);
     }));
   }
   // The driver keeps itself alive meanwhile, so its actor is not taken for orphaned.
@@ -105,7 +105,7 @@ TEST(HeadRestartTest, AHeadKilledAndRestartedOnRedisLosesNothing) {
     request.set_driver_id("driver-7");
     v1::KeepDriverAliveResponse response;
     return c.client().Call("head", client::Retry::kSafe, [&](grpc::ClientContext* ctx) {
-      return c.client().head().KeepDriverAlive(ctx, request, &response);
+      return c.client().head_reservations().KeepDriverAlive(ctx, request, &response);
     });
   };
   ASSERT_OK(keep_driver_alive());
@@ -133,13 +133,13 @@ TEST(HeadRestartTest, AHeadKilledAndRestartedOnRedisLosesNothing) {
     get.set_name("counter");
     v1::ActorInfo found;
     ASSERT_OK(c.client().Call("head", client::Retry::kSafe, [&](grpc::ClientContext* ctx) {
-      return c.client().head().GetActor(ctx, get, &found);
+      return c.client().head_actors().GetActor(ctx, get, &found);
     }));
     EXPECT_EQ(Describe(found), Describe(counter));
     v1::ListRequest list;
     v1::ListActorsResponse listed;
     ASSERT_OK(c.client().Call("head", client::Retry::kSafe, [&](grpc::ClientContext* ctx) {
-      return c.client().head().ListActors(ctx, list, &listed);
+      return c.client().head_actors().ListActors(ctx, list, &listed);
     }));
     ASSERT_EQ(listed.actors_size(), 2) << Describe(listed);
     EXPECT_EQ(listed.actors(0).actor_id(), "actor-7");
@@ -155,7 +155,7 @@ TEST(HeadRestartTest, AHeadKilledAndRestartedOnRedisLosesNothing) {
     EXPECT_EQ(c.client()
                   .Call("head", client::Retry::kSafe,
                         [&](grpc::ClientContext* ctx) {
-                          return c.client().head().RegisterActor(ctx, twin, &response);
+                          return c.client().head_actors().RegisterActor(ctx, twin, &response);
                         })
                   .code(),
               absl::StatusCode::kAlreadyExists);

@@ -34,7 +34,7 @@ grpc::Status Unreached(const grpc::Status& status) {
 
 HeadTap::HeadTap(const std::string& head_address, std::string token)
     : token_(std::move(token)),
-      head_(tessera::v1::Head::NewStub(rpc::MakeChannel(head_address, token_))) {}
+      head_(tessera::v1::HeadNodes::NewStub(rpc::MakeChannel(head_address, token_))) {}
 
 HeadTap::~HeadTap() {
   if (server_ != nullptr) server_->Shutdown(absl::ZeroDuration());

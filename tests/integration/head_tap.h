@@ -1,12 +1,12 @@
 // HeadTap: a pass-through between the node agents and the head that keeps what each agent last
 // told the head about itself (its leases and the bundles it holds), so a test can hold the agents'
-// own view against the head's. The agents dial the tap instead of the head; it serves the three
-// calls an agent makes (RegisterNode, Heartbeat, PickNode) and forwards each, with the caller's
-// token, to the head at a fixed address (a restarted head comes back on the same port), and the
-// head's answers go back unchanged. A head that cannot be reached (killed, restarting) is answered
-// ABORTED instead of UNAVAILABLE for RegisterNode and Heartbeat, and always before the agent's own
-// deadline: an agent keeps dialling the tap rather than going to look for the head elsewhere (it
-// would find head.address and bypass the tap).
+// own view against the head's. The agents dial the tap instead of the head; it serves the
+// HeadNodes calls an agent makes (RegisterNode, Heartbeat, PickNode; no other service of the head)
+// and forwards each, with the caller's token, to the head at a fixed address (a restarted head
+// comes back on the same port), and the head's answers go back unchanged. A head that cannot be
+// reached (killed, restarting) is answered ABORTED instead of UNAVAILABLE for RegisterNode and
+// Heartbeat, and always before the agent's own deadline: an agent keeps dialling the tap rather
+// than going to look for the head elsewhere (it would find head.address and bypass the tap).
 //
 // Thread-safe: gRPC's threads forward calls; Reports() may be called from any thread. Cost: one
 // extra loopback hop per agent call.
@@ -32,7 +32,7 @@ struct AgentReport {
   tessera::v1::HeartbeatRequest report;
 };
 
-class HeadTap final : public tessera::v1::Head::Service {
+class HeadTap final : public tessera::v1::HeadNodes::Service {
  public:
   // Serves on an ephemeral loopback port; forwards to `head_address` with calls checked against
   // `token` (the cluster's).
@@ -59,7 +59,7 @@ class HeadTap final : public tessera::v1::Head::Service {
   void Record(tessera::v1::HeartbeatRequest report);
 
   std::string token_;
-  std::unique_ptr<tessera::v1::Head::Stub> head_;
+  std::unique_ptr<tessera::v1::HeadNodes::Stub> head_;
   std::unique_ptr<rpc::RpcServer> server_;
 
   mutable absl::Mutex mu_;

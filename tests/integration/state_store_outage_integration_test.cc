@@ -60,7 +60,7 @@ TEST(StateStoreOutageTest, NothingUnacknowledgedAndEveryAcknowledgedWriteSurvive
     v1::PlacementGroupInfo info;
     const v1::CreatePlacementGroupRequest request = Group(name);
     return client.Call("head", client::Retry::kNever, [&](grpc::ClientContext* ctx) {
-      return client.head().CreatePlacementGroup(ctx, request, &info);
+      return client.head_reservations().CreatePlacementGroup(ctx, request, &info);
     });
   };
   auto remove = [&](const std::string& name) {
@@ -69,7 +69,7 @@ TEST(StateStoreOutageTest, NothingUnacknowledgedAndEveryAcknowledgedWriteSurvive
     request.set_request_id(absl::StrCat("remove-", name));
     v1::RemovePlacementGroupResponse response;
     return client.Call("head", client::Retry::kNever, [&](grpc::ClientContext* ctx) {
-      return client.head().RemovePlacementGroup(ctx, request, &response);
+      return client.head_reservations().RemovePlacementGroup(ctx, request, &response);
     });
   };
   auto submit = [&](const std::string& name) {

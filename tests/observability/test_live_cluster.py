@@ -162,9 +162,11 @@ def test_a_real_prometheus_scrapes_the_cluster_through_the_targets_file(cluster,
         held = wait_for(lambda: query('sum(tessera_head_node_resource_reserved{resource="TPU"})'),
                         30, "reserved TPUs")
         assert float(held[0]["value"][1]) == 16
-        # The heartbeats the head answered are counted and timed by method.
+        # The heartbeats the head answered are counted and timed by method, under the service
+        # that serves them (head.proto's HeadNodes).
         beats = wait_for(lambda: query('tessera_rpc_server_handled_total{job="tessera-head",'
-                                       'method="Heartbeat",code="OK"}'), 30, "counted heartbeats")
+                                       'service="tessera.v1.HeadNodes",method="Heartbeat",'
+                                       'code="OK"}'), 30, "counted heartbeats")
         assert float(beats[0]["value"][1]) > 0
         timed = wait_for(lambda: query('tessera_rpc_server_handling_seconds_count{job="tessera-head",'
                                        'method="Heartbeat"}'), 30, "timed heartbeats")
