@@ -542,6 +542,30 @@ v1::PlacementStrategy PlacementStrategyToProto(PlacementStrategy strategy) {
   return v1::PLACEMENT_STRATEGY_UNSPECIFIED;
 }
 
+absl::StatusOr<GangState> GangStateFromProto(v1::GangJobState state, std::string_view field) {
+  switch (state) {
+    case v1::GANG_JOB_STATE_PENDING: return GangState::kPending;
+    case v1::GANG_JOB_STATE_STARTING: return GangState::kStarting;
+    case v1::GANG_JOB_STATE_RUNNING: return GangState::kRunning;
+    case v1::GANG_JOB_STATE_RESTARTING: return GangState::kRestarting;
+    case v1::GANG_JOB_STATE_SUCCEEDED: return GangState::kSucceeded;
+    case v1::GANG_JOB_STATE_FAILED: return GangState::kFailed;
+    case v1::GANG_JOB_STATE_STOPPED: return GangState::kStopped;
+    default: return Invalid(field, absl::StrCat("unknown gang state ", static_cast<int>(state)));
+  }
+}
+
+absl::StatusOr<GangRankState> GangRankStateFromProto(v1::RankState state, std::string_view field) {
+  switch (state) {
+    case v1::RANK_STATE_STARTING: return GangRankState::kStarting;
+    case v1::RANK_STATE_RUNNING: return GangRankState::kRunning;
+    case v1::RANK_STATE_SUCCEEDED: return GangRankState::kSucceeded;
+    case v1::RANK_STATE_FAILED: return GangRankState::kFailed;
+    case v1::RANK_STATE_STOPPED: return GangRankState::kStopped;
+    default: return Invalid(field, absl::StrCat("unknown rank state ", static_cast<int>(state)));
+  }
+}
+
 absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
     const v1::CreatePlacementGroupRequest& proto) {
   PlacementGroupSpec spec;
