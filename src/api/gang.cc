@@ -188,7 +188,7 @@ class ActorGangBackend final : public train::GangBackend {
   absl::StatusOr<train::NodePort> FreePort(const train::GangSlot& slot) override {
     return cluster_->FreePort(slot);
   }
-  absl::Status PrepareWorkingDir(const train::GangSlot&, const std::string&,
+  absl::Status PrepareWorkingDir(const train::GangSlot&, const JobId&,
                                  const std::string&) override {
     return absl::InvalidArgumentError("an actor gang ships no working directory");
   }
@@ -261,7 +261,7 @@ absl::StatusOr<GangStatus> RunActorGang(const GangOptions& options, StartActorGa
                            std::move(start));
   absl::BitGen gen;
   train::GangControllerOptions controller_options;
-  controller_options.job_id = absl::StrFormat("actors-%08x", absl::Uniform<uint32_t>(gen));
+  controller_options.job_id = JobId(absl::StrFormat("actors-%08x", absl::Uniform<uint32_t>(gen)));
   controller_options.spec = request.spec();
   controller_options.backend = &backend;
   train::GangController controller(std::move(controller_options));

@@ -53,14 +53,14 @@ absl::StatusOr<v1::SliceGroupInfo> InProcessClusterHead::ReserveSlicesAndWait(
   return info;
 }
 
-absl::Status InProcessClusterHead::RemovePlacementGroup(const std::string& name) {
+absl::Status InProcessClusterHead::RemovePlacementGroup(const PlacementGroupName& name) {
   v1::RemovePlacementGroupResponse response;
-  return reservations_->RemovePlacementGroup(name, &response);
+  return reservations_->RemovePlacementGroup(name.value(), &response);
 }
 
-absl::Status InProcessClusterHead::ReleaseSlices(const std::string& name) {
+absl::Status InProcessClusterHead::ReleaseSlices(const SliceGroupName& name) {
   v1::ReleaseSlicesResponse response;
-  return reservations_->ReleaseSlices(name, &response);
+  return reservations_->ReleaseSlices(name.value(), &response);
 }
 
 }  // namespace tessera
