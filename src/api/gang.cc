@@ -204,7 +204,9 @@ class ActorGangBackend final : public train::GangBackend {
     if (!resources.ok()) return resources.status();
     ActorOptions options;
     options.resources = *std::move(resources);
-    options.strategy = PlacementGroupScheduling{launch.reservation, launch.slot.bundle_index};
+    // A slice group is placed in as the placement group of its name.
+    options.strategy =
+        PlacementGroupScheduling{PlacementGroupName(launch.reservation), launch.slot.bundle_index};
     options.env = launch.env;
     options.max_restarts = 0;  // never alone: the gang restarts together
     auto member = start_(options);

@@ -63,7 +63,8 @@ ResourceSet ResourcesFrom(const py::dict& options, ResourceSet fallback) {
 SchedulingStrategy StrategyFrom(const py::dict& options) {
   const std::string group = Get<std::string>(options, "placement_group", "");
   if (!group.empty()) {
-    return PlacementGroupScheduling{group, Get<int>(options, "bundle_index", -1),
+    return PlacementGroupScheduling{PlacementGroupName(group),
+                                    Get<int>(options, "bundle_index", -1),
                                     Get<bool>(options, "capture_child_tasks", false)};
   }
   const std::string node = Get<std::string>(options, "node_affinity", "");

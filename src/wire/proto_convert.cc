@@ -511,7 +511,7 @@ absl::Status DemandToProto(const ResourceSet& resources,
     request.set_affinity_node_id(affinity->node.value());
     request.set_affinity_soft(affinity->soft);
   } else if (const auto* group = std::get_if<PlacementGroupScheduling>(&strategy)) {
-    request.set_placement_group(group->placement_group);
+    request.set_placement_group(group->placement_group.value());
     request.set_bundle_index(group->bundle_index);
   }
   *proto = std::move(request);

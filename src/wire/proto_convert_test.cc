@@ -620,7 +620,9 @@ TEST(DemandToProtoTest, EachStrategyFillsItsOwnFieldsOfTheLeaseRequest) {
   EXPECT_TRUE(soft.affinity_soft());
 
   v1::ResourceRequest bundle;
-  ASSERT_TRUE(DemandToProto(demand, {}, PlacementGroupScheduling{"g", 2}, &bundle).ok());
+  ASSERT_TRUE(
+      DemandToProto(demand, {}, PlacementGroupScheduling{PlacementGroupName("g"), 2}, &bundle)
+          .ok());
   EXPECT_EQ(bundle.placement_group(), "g");
   EXPECT_EQ(bundle.bundle_index(), 2);
 }
