@@ -359,7 +359,7 @@ void BindObjectCalls(py::module_& m) {
       "actor_lifetime",
       [](const std::string& actor_id) {
         CheckNotForked();
-        return WrapRef(internal::ActorLifetimeRef(actor_id));
+        return WrapRef(internal::ActorLifetimeRef(ActorId(actor_id)));
       },
       py::arg("actor_id"),
       "An object standing for the handles of an actor this process made: the actor ends once it "
@@ -447,7 +447,7 @@ void BindActorCalls(py::module_& m) {
         CheckNotForked();
         internal::FunctionDescriptor function = PythonFunction(name, code);
         std::vector<internal::TaskArgument> arguments = ArgumentsFrom(args);
-        absl::StatusOr<std::string> id;
+        absl::StatusOr<ActorId> id;
         {
           py::gil_scoped_release release;
           id = internal::CreateActorByName(
@@ -455,7 +455,7 @@ void BindActorCalls(py::module_& m) {
               absl::StrCat(std::string(internal::kPythonClassPrefix), name));
         }
         if (!id.ok()) ThrowStatus(id.status());
-        return *id;
+        return id->value();
       },
       py::arg("name"), py::arg("code"), py::arg("args"), py::arg("options"),
       "Creates an actor of the Python class stored in `code` with `options` (an ActorOptions); "
@@ -473,7 +473,8 @@ void BindActorCalls(py::module_& m) {
         std::vector<ObjectRefBase> more;
         {
           py::gil_scoped_release release;
-          ref = internal::SubmitActorTask(actor_id, method, std::move(arguments), call, &more);
+          ref = internal::SubmitActorTask(ActorId(actor_id), method, std::move(arguments), call,
+                                          &more);
         }
         return SubmittedRefs(std::move(ref), std::move(more), call.num_returns);
       },
@@ -489,7 +490,7 @@ void BindActorCalls(py::module_& m) {
         absl::Status status;
         {
           py::gil_scoped_release release;
-          status = internal::KillActor(actor_id);
+          status = internal::KillActor(ActorId(actor_id));
         }
         if (!status.ok()) ThrowStatus(status);
       },
@@ -501,7 +502,7 @@ void BindActorCalls(py::module_& m) {
         absl::Status status;
         {
           py::gil_scoped_release release;
-          status = internal::AttachActor(actor_id, owner_address);
+          status = internal::AttachActor(ActorId(actor_id), owner_address);
         }
         if (!status.ok()) ThrowStatus(status);
       },
@@ -519,7 +520,7 @@ void BindActorCalls(py::module_& m) {
       "get_actor",
       [](const std::string& name, const std::string& name_space) {
         CheckNotForked();
-        absl::StatusOr<std::string> id;
+        absl::StatusOr<ActorId> id;
         std::string metadata;
         {
           py::gil_scoped_release release;
@@ -527,7 +528,7 @@ void BindActorCalls(py::module_& m) {
           if (id.ok()) metadata = internal::ActorHandleMetadata(*id);
         }
         if (!id.ok()) ThrowStatus(id.status());
-        return py::make_tuple(*id, py::bytes(metadata));
+        return py::make_tuple(id->value(), py::bytes(metadata));
       },
       py::arg("name"), py::arg("namespace") = "",
       "The live actor named `name` in `namespace` (this driver's or another's): (its id, the "

@@ -180,7 +180,7 @@ py::dict RunActorGangFromPython(const py::dict& options, const py::function& sta
     member.wait = [ref = started->second] {
       return internal::GetValue(ref, absl::InfiniteDuration()).status();
     };
-    member.kill = [actor_id = started->first] { return internal::KillActor(actor_id); };
+    member.kill = [actor_id = ActorId(started->first)] { return internal::KillActor(actor_id); };
     return member;
   };
   absl::StatusOr<GangStatus> status;
