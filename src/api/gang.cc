@@ -263,7 +263,9 @@ absl::StatusOr<GangStatus> RunActorGang(const GangOptions& options, StartActorGa
                            std::move(start));
   absl::BitGen gen;
   train::GangControllerOptions controller_options;
-  controller_options.job_id = JobId(absl::StrFormat("actors-%08x", absl::Uniform<uint32_t>(gen)));
+  // Qualified: tessera::internal declares a JobId() function of its own (api/foreign_calls.h).
+  controller_options.job_id =
+      tessera::JobId(absl::StrFormat("actors-%08x", absl::Uniform<uint32_t>(gen)));
   controller_options.spec = request.spec();
   controller_options.backend = &backend;
   train::GangController controller(std::move(controller_options));
