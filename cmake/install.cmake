@@ -31,12 +31,14 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/tessera
 
 # The vocabulary the public headers are written in (include/tessera/demand_setters.h: resource
 # sets, label selectors, the scheduling strategy, task and actor options; placement_group.h and
-# gang.h: the placement strategy and TPU slice shapes) and the headers those include, under
-# include/tessera/core in their folders (Tessera::tessera's and tessera.pc's include path), so the
-# same #include lines work in the tree and installed.
+# gang.h: the placement strategy and TPU slice shapes; actor.h, placement_group.h and gang.h: the
+# ids of actors, reservations and jobs; gang.h: a gang's states) and the headers those include,
+# under include/tessera/core in their folders (Tessera::tessera's and tessera.pc's include path),
+# so the same #include lines work in the tree and installed.
 set(tessera_vocabulary_headers
   base/strong_id.h labels/label.h labels/label_selector.h resources/quantity.h
-  resources/resource_set.h vocabulary/placement_strategy.h vocabulary/scheduling_strategy.h
+  resources/resource_set.h vocabulary/ids.h vocabulary/gang_state.h
+  vocabulary/placement_strategy.h vocabulary/scheduling_strategy.h
   vocabulary/task_options.h vocabulary/tpu_generation.h vocabulary/tpu_topology.h
   vocabulary/tpu_accelerator_type.h vocabulary/chip_grid.h vocabulary/slice_shape.h
   vocabulary/sub_slice.h)

@@ -48,9 +48,10 @@ int main() {
   // The shape is a type, checked when it is made: a v6e 4x4 (4 hosts of 4 chips).
   auto shape = tessera::MakeSliceShape(tessera::TpuGeneration::kV6e, {{4, 4}});
   if (!shape.ok()) return Fail("shape", shape.status());
-  auto slice = tessera::ReserveSlices({.name = "slice-actors", .shape = *shape});
+  auto slice =
+      tessera::ReserveSlices({.name = tessera::SliceGroupName("slice-actors"), .shape = *shape});
   if (!slice.ok()) return Fail("reserve", slice.status());
-  std::printf("reserved %s: %zu hosts\n", slice->name.c_str(), slice->hosts.size());
+  std::printf("reserved %s: %zu hosts\n", slice->name.value().c_str(), slice->hosts.size());
 
   std::vector<tessera::ActorHandle<HostAgent>> actors;
   for (size_t i = 0; i < slice->hosts.size(); ++i) {

@@ -13,6 +13,7 @@
 //
 //   tessera::ActorHandle<Counter> c = tessera::Actor(MakeCounter).MaxRestarts(1).Remote(10);
 //   tessera::ObjectRef<int> r = c.Task(&Counter::Add).Remote(5);   // Get(r) == 15
+//   std::cout << c.id();                     // its ActorId (vocabulary/ids.h), in hex
 //   tessera::Kill(c);
 //
 // Registration: TESSERA_ACTOR(factory) registers a free function under its name, like
@@ -54,6 +55,7 @@
 #include "tessera/remote_function.h"
 #include "tessera/serialization.h"
 #include "tessera/task.h"
+#include "vocabulary/ids.h"
 
 namespace tessera {
 
@@ -140,8 +142,8 @@ bool RegisterActorMethod(const char* spelled, R (T::*method)(Params...) const) {
 
 // The driver's side (src/api). An actor is named by its id (hex); errors come back as a handle
 // whose calls fail with them.
-absl::StatusOr<std::string> CreateActor(AnyFunction factory, const ActorOptions& options,
-                                        std::vector<TaskArgument> args, const char* type_name);
+absl::StatusOr<ActorId> CreateActor(AnyFunction factory, const ActorOptions& options,
+                                    std::vector<TaskArgument> args, const char* type_name);
 // One call's own options (Python's @method and .options on a method).
 struct ActorCallOptions {
   int max_task_retries = -1;  // runs again after the process died mid-call; -1: the actor's
@@ -154,22 +156,22 @@ struct ActorCallOptions {
   bool streaming = false;  // a streaming generator method (as TaskOptions::streaming)
 };
 // `more_returns` (may be null) gets the refs of returns 2..N when options.num_returns is N > 1.
-ObjectRefBase SubmitActorTask(const std::string& actor_id, const std::string& method,
+ObjectRefBase SubmitActorTask(const ActorId& actor_id, const std::string& method,
                               std::vector<TaskArgument> args, const ActorCallOptions& options = {},
                               std::vector<ObjectRefBase>* more_returns = nullptr);
-absl::Status KillActor(const std::string& actor_id);
-absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name,
-                                           const std::string& name_space = "");
+absl::Status KillActor(const ActorId& actor_id);
+absl::StatusOr<ActorId> FindNamedActor(const std::string& name, const char* type_name,
+                                       const std::string& name_space = "");
 // The handle metadata (ActorOptions::handle_metadata) of a named actor made here or found by
 // FindNamedActor; "" when none is known.
-std::string ActorHandleMetadata(const std::string& actor_id);
+std::string ActorHandleMetadata(const ActorId& actor_id);
 
 }  // namespace internal
 
 template <typename R, typename... Params>
 class ActorTaskCaller {
  public:
-  ActorTaskCaller(std::string actor_id, absl::Status error, const std::string* method)
+  ActorTaskCaller(ActorId actor_id, absl::Status error, const std::string* method)
       : actor_id_(std::move(actor_id)), error_(std::move(error)), method_(method) {}
 
   template <typename... Args>
@@ -193,7 +195,7 @@ class ActorTaskCaller {
     return ObjectRef<R>(ObjectRefBase(
         ObjectRefData{}, std::make_shared<internal::LocalReference>(std::move(status))));
   }
-  std::string actor_id_;
+  ActorId actor_id_;
   absl::Status error_;
   const std::string* method_;
 };
@@ -202,10 +204,10 @@ template <typename T>
 class ActorHandle {
  public:
   ActorHandle() : error_(absl::FailedPreconditionError("an empty ActorHandle")) {}
-  ActorHandle(std::string id, absl::Status error) : id_(std::move(id)), error_(std::move(error)) {}
+  ActorHandle(ActorId id, absl::Status error) : id_(std::move(id)), error_(std::move(error)) {}
 
-  // The actor's id (hex); "" when creating it failed.
-  const std::string& id() const { return id_; }
+  // The actor's id (hex; operator<< prints it, value() is the text); empty when creating it failed.
+  const ActorId& id() const { return id_; }
   // OK, or why the actor could not be created (each call fails with it too).
   const absl::Status& status() const { return error_; }
 
@@ -221,7 +223,7 @@ class ActorHandle {
   }
 
  private:
-  std::string id_;
+  ActorId id_;
   absl::Status error_;
 };
 
@@ -263,11 +265,11 @@ class ActorCreator : public internal::DemandSetters<ActorCreator<T, R, Params...
                   "Remote takes exactly the factory's parameters");
     std::vector<internal::TaskArgument> arguments;
     arguments.reserve(sizeof...(Args));
-    if (!this->invalid_.ok()) return ActorHandle<T>("", this->invalid_);
+    if (!this->invalid_.ok()) return ActorHandle<T>(ActorId(), this->invalid_);
     (arguments.push_back(internal::MakeArgument<Params>(std::forward<Args>(args))), ...);
     auto id = internal::CreateActor(reinterpret_cast<internal::AnyFunction>(factory_),
                                     this->options_, std::move(arguments), typeid(T).name());
-    if (!id.ok()) return ActorHandle<T>("", id.status());
+    if (!id.ok()) return ActorHandle<T>(ActorId(), id.status());
     return ActorHandle<T>(*id, absl::OkStatus());
   }
 

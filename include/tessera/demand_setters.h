@@ -2,7 +2,8 @@
 // where they may run, as the vocabulary's types (vocabulary/task_options.h).
 //
 //   tessera::Task(Add).Resources({{"CPU", 1}, {"GPU", 0.5}}).Spread().Remote(1, 2);
-//   tessera::Actor(Make).Resources(tpu4).PlacementGroup("s", 0).Remote();
+//   tessera::Actor(Make).Resources(tpu4).PlacementGroup(slice->name, 0).Remote();
+//   tessera::Task(Step).PlacementGroup(tessera::PlacementGroupName("train"), 1).Remote();
 //
 // Threading: a value; not thread-safe.
 #pragma once
@@ -12,6 +13,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "vocabulary/ids.h"
 #include "vocabulary/task_options.h"
 
 namespace tessera::internal {
@@ -39,11 +41,18 @@ class DemandSetters {
     options_.label_selectors.push_back(std::move(selector));
     return self();
   }
-  // Inside this placement group's (or reserved slice's) bundle; -1 any bundle.
-  Self& PlacementGroup(std::string group, int bundle_index = -1, bool capture_child_tasks = false) {
+  // Inside this placement group's bundle; -1 any bundle.
+  Self& PlacementGroup(PlacementGroupName group, int bundle_index = -1,
+                       bool capture_child_tasks = false) {
     options_.strategy =
         PlacementGroupScheduling{std::move(group), bundle_index, capture_child_tasks};
     return self();
+  }
+  // Inside this reserved slice's bundle (bundle i: host i of the reservation; -1 any): a slice
+  // group's bundles are those of the placement group of its name.
+  Self& PlacementGroup(const SliceGroupName& slice, int bundle_index = -1,
+                       bool capture_child_tasks = false) {
+    return PlacementGroup(PlacementGroupName(slice.value()), bundle_index, capture_child_tasks);
   }
   // Hard (soft false): only on `node`; soft: prefer it, else anywhere.
   Self& NodeAffinity(NodeId node, bool soft = false) {

@@ -12,8 +12,9 @@
 //                                   .strategy = tessera::PlacementStrategy::kSpread,
 //                                   .max_restarts = 1});
 //   absl::StatusOr<tessera::GangStatus> done = gang->Wait(absl::Minutes(10));
-//   // done->state: "SUCCEEDED", "FAILED" (done->message names the rank, host and cause) or
-//   // "STOPPED"; done->restart_count, done->ranks (node, host, pid of each rank).
+//   // done->state: GangState::kSucceeded, kFailed (done->message names the rank, host and cause)
+//   // or kStopped, printed as `tessera job` shows it ("SUCCEEDED"); done->restart_count,
+//   // done->ranks (node, host, pid of each rank); gang->id() (a JobId) names it to `tessera job`.
 //
 // Where, exactly one of: `slice` (whole slices of that shape: one rank per host, or per chip;
 // .slice = *tessera::MakeSliceShape(tessera::TpuGeneration::kV6e, {{4, 4}})), `workers` (ranks
@@ -27,6 +28,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +40,8 @@
 #include "resources/resource_set.h"
 #include "tessera/actor.h"
 #include "tessera/tessera.h"
+#include "vocabulary/gang_state.h"
+#include "vocabulary/ids.h"
 #include "vocabulary/placement_strategy.h"
 #include "vocabulary/slice_shape.h"
 #include "vocabulary/task_options.h"
@@ -88,15 +92,14 @@ struct GangRank {
   std::string host;
   std::string worker_id;
   int pid = 0;
-  std::string state;  // STARTING, RUNNING, SUCCEEDED, FAILED, STOPPED
+  GangRankState state = GangRankState::kStarting;
   std::string exit_reason;
 };
 
 struct GangStatus {
-  std::string id;
+  JobId id;
   std::string name;
-  // PENDING, STARTING, RUNNING, RESTARTING, SUCCEEDED, FAILED, STOPPED
-  std::string state;
+  GangState state = GangState::kPending;
   std::string message;
   int restart_count = 0;
   int membership_changes = 0;
@@ -104,13 +107,20 @@ struct GangStatus {
   int exit_code = 0;
   std::string log_dir;  // on the head's host
   std::vector<GangRank> ranks;
-  bool ended() const { return state == "SUCCEEDED" || state == "FAILED" || state == "STOPPED"; }
+  bool ended() const {
+    return state == GangState::kSucceeded || state == GangState::kFailed ||
+           state == GangState::kStopped;
+  }
 };
+
+// The word `tessera job` and the dashboard show for the state: "RUNNING", "SUCCEEDED", ...
+std::ostream& operator<<(std::ostream& os, GangState state);
+std::ostream& operator<<(std::ostream& os, GangRankState state);
 
 class Gang {
  public:
-  explicit Gang(std::string id) : id_(std::move(id)) {}
-  const std::string& id() const { return id_; }
+  explicit Gang(JobId id) : id_(std::move(id)) {}
+  const JobId& id() const { return id_; }
 
   absl::StatusOr<GangStatus> Status() const;
   // Until the gang ends; DeadlineExceeded (the gang goes on) when `timeout` passes first.
@@ -121,7 +131,7 @@ class Gang {
   absl::StatusOr<std::string> Logs() const;
 
  private:
-  std::string id_;
+  JobId id_;
 };
 
 // Submits the gang to the cluster Init connected to and returns at once (it may still wait for

@@ -1,16 +1,17 @@
 // Reservations from a driver: placement groups (bundles of resources reserved all or nothing
 // under a strategy) and whole accelerator slices (a TPU slice's hosts, or hosts of one NVLink
-// domain). Tasks and actors are placed in them with `.PlacementGroup(name, bundle)`; a slice
-// reservation is a placement group with one bundle per host, bundle i on TPU worker i.
+// domain), each named by its type of name (vocabulary/ids.h: PlacementGroupName, SliceGroupName).
+// Tasks and actors are placed in them with `.PlacementGroup(name, bundle)`; a slice reservation
+// is a placement group with one bundle per host, bundle i on TPU worker i.
 //
 //   tessera::ResourceSet gpu = *tessera::ResourceSet::FromAmounts({{"CPU", 1}, {"GPU", 1}});
-//   auto pg = tessera::CreatePlacementGroup({.name = "train",
+//   auto pg = tessera::CreatePlacementGroup({.name = tessera::PlacementGroupName("train"),
 //                                            .strategy = tessera::PlacementStrategy::kStrictSpread,
 //                                            .bundles = {gpu, gpu}});
 //   auto v6e_4x4 = tessera::MakeSliceShape(tessera::TpuGeneration::kV6e, {{4, 4}});
-//   auto slice = tessera::ReserveSlices({.name = "s", .shape = *v6e_4x4});
-//   ... tessera::Actor(Make).Resources({{"TPU", 4}}).PlacementGroup("s", i).Remote();
-//   tessera::ReleaseSlices("s");  tessera::RemovePlacementGroup("train");
+//   auto slice = tessera::ReserveSlices({.name = tessera::SliceGroupName("s"), .shape = *v6e_4x4});
+//   ... tessera::Actor(Make).Resources({{"TPU", 4}}).PlacementGroup(slice->name, i).Remote();
+//   tessera::ReleaseSlices(slice->name);  tessera::RemovePlacementGroup(pg->name);
 //
 // They talk to the head of the cluster Init connected to. Bad options are a one-line
 // InvalidArgument and reserve nothing. A group or slice that cannot be had within `timeout` is
@@ -28,6 +29,7 @@
 #include "absl/time/time.h"
 #include "labels/label_selector.h"
 #include "resources/resource_set.h"
+#include "vocabulary/ids.h"
 #include "vocabulary/placement_strategy.h"
 #include "vocabulary/slice_shape.h"
 
@@ -35,7 +37,7 @@ namespace tessera {
 
 struct PlacementGroupOptions {
   // Unique among the cluster's groups and slice reservations.
-  std::string name;
+  PlacementGroupName name;
   // kPack (fewest nodes), kSpread (distinct nodes, best effort), kStrictPack (one node),
   // kStrictSpread (every bundle on its own node).
   PlacementStrategy strategy = PlacementStrategy::kPack;
@@ -69,7 +71,7 @@ struct PlacementGroupOptions {
 
 // A created group: which shape was taken and the node of each bundle.
 struct PlacementGroup {
-  std::string name;
+  PlacementGroupName name;
   int option = 0;                         // 0 the primary, i the i-th fallback
   std::vector<std::string> bundle_nodes;  // bundle index -> node id
 };
@@ -85,13 +87,15 @@ absl::StatusOr<PlacementGroup> CreatePlacementGroup(const PlacementGroupOptions&
 // (options.name, timeout and wait_while_infeasible), and NotFound says it was removed meanwhile.
 absl::Status SubmitPlacementGroup(const PlacementGroupOptions& options);
 absl::StatusOr<PlacementGroup> WaitPlacementGroup(const PlacementGroupOptions& options);
-// Frees the group's bundles: the workers of the tasks and actors in it are ended. `name` may
-// also be a slice reservation's (it is released, as ReleaseSlices). A group already removed, or
-// never made, is nothing to do: OK, as Ray's remove_placement_group.
-absl::Status RemovePlacementGroup(const std::string& name);
+// Frees the group's bundles: the workers of the tasks and actors in it are ended. A slice
+// reservation placed in as a group (PlacementGroupName(slice.value())) is released, as
+// ReleaseSlices. A group already removed, or never made, is nothing to do: OK, as Ray's
+// remove_placement_group.
+absl::Status RemovePlacementGroup(const PlacementGroupName& name);
 
 struct SliceOptions {
-  std::string name;
+  // Unique among the cluster's groups and slice reservations.
+  SliceGroupName name;
   // The slice: a generation and a topology valid for it, built once with
   // MakeSliceShape(TpuGeneration::kV6e, {{4, 4}}) (or, from text, ParseSliceShape("TPU-V6E",
   // "4x4", std::nullopt)); only its generation and topology are sent.
@@ -126,7 +130,7 @@ struct SliceHost {
 
 // A reservation: its hosts in bundle order (bundle i is hosts[i]).
 struct SliceReservation {
-  std::string name;
+  SliceGroupName name;
   int alternative = 0;  // 0 the primary, i the i-th fallback
   std::vector<std::string> slices;
   std::vector<SliceHost> hosts;
@@ -136,6 +140,6 @@ struct SliceReservation {
 // CreatePlacementGroup.
 absl::StatusOr<SliceReservation> ReserveSlices(const SliceOptions& options);
 // Releases the slices; OK when they are released already (or the name was never reserved).
-absl::Status ReleaseSlices(const std::string& name);
+absl::Status ReleaseSlices(const SliceGroupName& name);
 
 }  // namespace tessera

@@ -11,6 +11,7 @@
 #include "api/error_payloads.h"
 #include "api/foreign_calls.h"
 #include "api/reservations.h"
+#include "base/status_macros.h"
 #include "tessera/tessera.h"
 #include "worker/borrowed_refs.h"
 #include "worker/worker_runtime.h"
@@ -216,11 +217,13 @@ ObjectRefBase HoldRef(ObjectRefData ref) {
   return ObjectRefBase(std::move(ref), std::move(borrowed));
 }
 
-ObjectRefBase ActorLifetimeRef(const std::string& actor_id) {
+// The runtime keeps its actors by their ids' text: ActorIds become it here, and back.
+
+ObjectRefBase ActorLifetimeRef(const ActorId& actor_id) {
   absl::Status why;
   auto current = CurrentOrNested(&why);
   if (current == nullptr) return FailedRef(why);
-  return current->ActorLifetimeRef(actor_id);
+  return current->ActorLifetimeRef(actor_id.value());
 }
 
 size_t OwnedObjectCount() {
@@ -241,42 +244,45 @@ ObjectRefBase PutSerialized(std::string value) {
   return current->Put(std::move(value));
 }
 
-absl::StatusOr<std::string> CreateActor(AnyFunction factory, const ActorOptions& options,
-                                        std::vector<TaskArgument> args, const char* type_name) {
+absl::StatusOr<ActorId> CreateActor(AnyFunction factory, const ActorOptions& options,
+                                    std::vector<TaskArgument> args, const char* type_name) {
   absl::Status why;
   auto current = CurrentOrNested(&why);
   if (current == nullptr) return why;
-  return current->CreateActor(factory, options, std::move(args), type_name);
+  TESSERA_ASSIGN_OR_RETURN(std::string id,
+                           current->CreateActor(factory, options, std::move(args), type_name));
+  return ActorId(std::move(id));
 }
 
-ObjectRefBase SubmitActorTask(const std::string& actor_id, const std::string& method,
+ObjectRefBase SubmitActorTask(const ActorId& actor_id, const std::string& method,
                               std::vector<TaskArgument> args, const ActorCallOptions& options,
                               std::vector<ObjectRefBase>* more_returns) {
   absl::Status why;
   auto current = CurrentOrNested(&why);
   if (current == nullptr) return FailedRef(why);
-  return current->SubmitActorTask(actor_id, method, std::move(args), options, more_returns);
+  return current->SubmitActorTask(actor_id.value(), method, std::move(args), options, more_returns);
 }
 
-absl::Status KillActor(const std::string& actor_id) {
+absl::Status KillActor(const ActorId& actor_id) {
   absl::Status why;
   auto current = CurrentOrNested(&why);
   if (current == nullptr) return why;
-  return current->KillActor(actor_id);
+  return current->KillActor(actor_id.value());
 }
 
-absl::StatusOr<std::string> FindNamedActor(const std::string& name, const char* type_name,
-                                           const std::string& name_space) {
+absl::StatusOr<ActorId> FindNamedActor(const std::string& name, const char* type_name,
+                                       const std::string& name_space) {
   absl::Status why;
   auto current = CurrentOrNested(&why);
   if (current == nullptr) return why;
-  return current->FindNamedActor(name, type_name, name_space);
+  TESSERA_ASSIGN_OR_RETURN(std::string id, current->FindNamedActor(name, type_name, name_space));
+  return ActorId(std::move(id));
 }
 
-std::string ActorHandleMetadata(const std::string& actor_id) {
+std::string ActorHandleMetadata(const ActorId& actor_id) {
   absl::Status why;
   auto current = CurrentOrNested(&why);
-  return current == nullptr ? "" : current->ActorHandleMetadata(actor_id);
+  return current == nullptr ? "" : current->ActorHandleMetadata(actor_id.value());
 }
 
 ObjectRefBase SubmitTaskByName(const FunctionDescriptor& function, const TaskOptions& options,
@@ -288,14 +294,16 @@ ObjectRefBase SubmitTaskByName(const FunctionDescriptor& function, const TaskOpt
   return current->SubmitByName(function, options, std::move(args), more_returns);
 }
 
-absl::StatusOr<std::string> CreateActorByName(const FunctionDescriptor& function,
-                                              const ActorOptions& options,
-                                              std::vector<TaskArgument> args,
-                                              const std::string& type_name) {
+absl::StatusOr<ActorId> CreateActorByName(const FunctionDescriptor& function,
+                                          const ActorOptions& options,
+                                          std::vector<TaskArgument> args,
+                                          const std::string& type_name) {
   absl::Status why;
   auto current = CurrentOrNested(&why);
   if (current == nullptr) return why;
-  return current->CreateActorByName(function, options, std::move(args), type_name);
+  TESSERA_ASSIGN_OR_RETURN(
+      std::string id, current->CreateActorByName(function, options, std::move(args), type_name));
+  return ActorId(std::move(id));
 }
 
 ObjectRefBase PutParts(const std::vector<std::string_view>& parts,
@@ -326,11 +334,11 @@ void FulfillPromise(const ObjectRefBase& promise, absl::StatusOr<std::string> va
   current->FulfillPromise(promise.id(), std::move(value));
 }
 
-absl::Status AttachActor(const std::string& actor_id, const std::string& owner_address) {
+absl::Status AttachActor(const ActorId& actor_id, const std::string& owner_address) {
   absl::Status why;
   auto current = CurrentOrNested(&why);
   if (current == nullptr) return why;
-  return current->AttachActorById(actor_id, owner_address);
+  return current->AttachActorById(actor_id.value(), owner_address);
 }
 
 std::string OwnerAddressOfThisProcess() {

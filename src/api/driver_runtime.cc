@@ -100,7 +100,7 @@ std::pair<std::string, std::string> LocalNode(const client::StateFolder& state,
 // The task's (or actor's) placement group and whether its children go there too, in its spec.
 void SetPlacementGroup(const SchedulingStrategy& strategy, v1::TaskSpec& spec) {
   if (const auto* group = std::get_if<PlacementGroupScheduling>(&strategy)) {
-    spec.set_placement_group(group->placement_group);
+    spec.set_placement_group(group->placement_group.value());
     spec.set_capture_child_tasks(group->capture_child_tasks);
   }
 }

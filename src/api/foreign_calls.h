@@ -15,6 +15,7 @@
 #include "objects/object_store.h"
 #include "tessera/tessera.h"
 #include "tessera/v1/worker.pb.h"
+#include "vocabulary/ids.h"
 
 namespace tessera::internal {
 
@@ -51,10 +52,10 @@ inline std::string_view ClassNameOf(std::string_view type_name) {
              ? type_name.substr(kPythonClassPrefix.size())
              : type_name;
 }
-absl::StatusOr<std::string> CreateActorByName(const FunctionDescriptor& function,
-                                              const ActorOptions& options,
-                                              std::vector<TaskArgument> args,
-                                              const std::string& type_name);
+absl::StatusOr<ActorId> CreateActorByName(const FunctionDescriptor& function,
+                                          const ActorOptions& options,
+                                          std::vector<TaskArgument> args,
+                                          const std::string& type_name);
 // A value made of `parts` (concatenated): into this node's store, each part copied once, when it
 // is large; inline otherwise. `contained` are the refs written inside it (kept alive while it
 // lives: borrowing, docs/objects.md).
@@ -66,7 +67,7 @@ ObjectRefBase PutParts(const std::vector<std::string_view>& parts,
 // objects its table holds (tests and debugging; 0 outside a runtime).
 size_t OwnedObjectCount();
 // DriverRuntime::ActorLifetimeRef of this process's runtime (a failed ref outside one).
-ObjectRefBase ActorLifetimeRef(const std::string& actor_id);
+ObjectRefBase ActorLifetimeRef(const ActorId& actor_id);
 // The counters of this process's node's object store (ObjectStore::Stats): Unavailable when the
 // node has none, FailedPrecondition outside a runtime.
 absl::StatusOr<ObjectStoreStats> LocalObjectStoreStats();
@@ -77,7 +78,7 @@ ObjectRefBase NewPromise();
 void FulfillPromise(const ObjectRefBase& promise, absl::StatusOr<std::string> value);
 // Makes calls to actor `actor_id` (owned by the process at `owner_address`) possible from this
 // process: a handle passed here in a value.
-absl::Status AttachActor(const std::string& actor_id, const std::string& owner_address);
+absl::Status AttachActor(const ActorId& actor_id, const std::string& owner_address);
 // This process's Owner address: what a handle of an actor it owns names.
 std::string OwnerAddressOfThisProcess();
 // Cancels the task whose result is `ref` (DriverRuntime::Cancel, TaskSubmitter::Cancel).

@@ -20,6 +20,7 @@
 #include "api/reservations.h"
 #include "base/ignore_status.h"
 #include "base/status_macros.h"
+#include "base/string_util.h"
 #include "client/cluster_client.h"
 #include "client/reservation_calls.h"
 #include "labels/label_selector.h"
@@ -99,21 +100,26 @@ absl::StatusOr<v1::SubmitJobRequest> api::GangRequest(const GangOptions& o) {
 
 namespace {
 
-GangStatus FromProto(const v1::JobStatus& s) {
+// The job's status as the API shows it; a state this build does not know (a newer head's) is a
+// one-line InvalidArgument naming it.
+absl::StatusOr<GangStatus> FromProto(const v1::JobStatus& s) {
   GangStatus out;
-  out.id = s.job_id();
+  out.id = JobId(s.job_id());
   out.name = s.name();
-  out.state = std::string(rpc::GangJobStateName(s.state()));
+  TESSERA_ASSIGN_OR_RETURN(out.state, wire::GangStateFromProto(s.state(), "gang state"));
   out.message = s.message();
   out.restart_count = s.restart_count();
   out.membership_changes = s.membership_changes();
   out.world_size = s.world_size();
   out.exit_code = s.exit_code();
   out.log_dir = s.log_dir();
-  for (const v1::RankStatus& r : s.ranks()) {
+  for (int i = 0; i < s.ranks_size(); ++i) {
+    const v1::RankStatus& r = s.ranks(i);
+    TESSERA_ASSIGN_OR_RETURN(
+        GangRankState state,
+        wire::GangRankStateFromProto(r.state(), absl::StrCat("gang ranks[", i, "].state")));
     out.ranks.push_back({r.rank(), r.local_rank(), r.node_rank(), r.node_id(), r.host(),
-                         r.worker_id(), r.pid(), std::string(rpc::RankStateName(r.state())),
-                         r.exit_reason()});
+                         r.worker_id(), r.pid(), state, r.exit_reason()});
   }
   return out;
 }
@@ -182,7 +188,7 @@ class ActorGangBackend final : public train::GangBackend {
   absl::StatusOr<train::NodePort> FreePort(const train::GangSlot& slot) override {
     return cluster_->FreePort(slot);
   }
-  absl::Status PrepareWorkingDir(const train::GangSlot&, const std::string&,
+  absl::Status PrepareWorkingDir(const train::GangSlot&, const JobId&,
                                  const std::string&) override {
     return absl::InvalidArgumentError("an actor gang ships no working directory");
   }
@@ -198,7 +204,9 @@ class ActorGangBackend final : public train::GangBackend {
     if (!resources.ok()) return resources.status();
     ActorOptions options;
     options.resources = *std::move(resources);
-    options.strategy = PlacementGroupScheduling{launch.reservation, launch.slot.bundle_index};
+    // A slice group is placed in as the placement group of its name.
+    options.strategy =
+        PlacementGroupScheduling{PlacementGroupName(launch.reservation), launch.slot.bundle_index};
     options.env = launch.env;
     options.max_restarts = 0;  // never alone: the gang restarts together
     auto member = start_(options);
@@ -255,7 +263,9 @@ absl::StatusOr<GangStatus> RunActorGang(const GangOptions& options, StartActorGa
                            std::move(start));
   absl::BitGen gen;
   train::GangControllerOptions controller_options;
-  controller_options.job_id = absl::StrFormat("actors-%08x", absl::Uniform<uint32_t>(gen));
+  // Qualified: tessera::internal declares a JobId() function of its own (api/foreign_calls.h).
+  controller_options.job_id =
+      tessera::JobId(absl::StrFormat("actors-%08x", absl::Uniform<uint32_t>(gen)));
   controller_options.spec = request.spec();
   controller_options.backend = &backend;
   train::GangController controller(std::move(controller_options));
@@ -264,6 +274,14 @@ absl::StatusOr<GangStatus> RunActorGang(const GangOptions& options, StartActorGa
 
 }  // namespace internal
 
+std::ostream& operator<<(std::ostream& os, GangState state) {
+  return os << rpc::GangStateName(state);
+}
+
+std::ostream& operator<<(std::ostream& os, GangRankState state) {
+  return os << rpc::GangRankStateName(state);
+}
+
 absl::StatusOr<Gang> StartGang(const GangOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(v1::SubmitJobRequest request, api::GangRequest(options));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, Connect());
@@ -271,13 +289,13 @@ absl::StatusOr<Gang> StartGang(const GangOptions& options) {
   TESSERA_RETURN_IF_ERROR(client->Call(
       client->HeadPeer(), client::Retry::kSafe,
       [&](grpc::ClientContext* ctx) { return client->jobs().SubmitJob(ctx, request, &status); }));
-  return Gang(status.job_id());
+  return Gang(JobId(status.job_id()));
 }
 
 absl::StatusOr<GangStatus> Gang::Status() const {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, Connect());
   v1::GetJobRequest request;
-  request.set_job_id(id_);
+  request.set_job_id(id_.value());
   v1::JobStatus status;
   TESSERA_RETURN_IF_ERROR(client->Call(
       client->HeadPeer(), client::Retry::kSafe,
@@ -292,7 +310,8 @@ absl::StatusOr<GangStatus> Gang::Wait(absl::Duration timeout) const {
     TESSERA_ASSIGN_OR_RETURN(GangStatus status, Status());
     if (status.ended()) return status;
     if (absl::Now() >= until) {
-      return absl::DeadlineExceededError(absl::StrCat("gang ", id_, " is still ", status.state,
+      return absl::DeadlineExceededError(absl::StrCat("gang ", id_.value(), " is still ",
+                                                      ToAbsl(rpc::GangStateName(status.state)),
                                                       " after ", absl::FormatDuration(timeout)));
     }
     absl::SleepFor(std::min(poll, until - absl::Now()));
@@ -303,7 +322,7 @@ absl::StatusOr<GangStatus> Gang::Wait(absl::Duration timeout) const {
 absl::StatusOr<GangStatus> Gang::Stop() const {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, Connect());
   v1::StopJobRequest request;
-  request.set_job_id(id_);
+  request.set_job_id(id_.value());
   request.set_reason("stopped by its program");
   v1::JobStatus status;
   TESSERA_RETURN_IF_ERROR(
@@ -317,7 +336,7 @@ absl::StatusOr<GangStatus> Gang::Stop() const {
 absl::StatusOr<std::string> Gang::Logs() const {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, Connect());
   v1::StreamJobLogsRequest request;
-  request.set_job_id(id_);
+  request.set_job_id(id_.value());
   request.set_rank(-1);
   auto context = client->StreamContext();
   auto stream = client->jobs().StreamJobLogs(context.get(), request);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -96,6 +97,25 @@ TEST(GangRequestTest, BadTypedOptionsAreRefusedInOneLineAndNothingAborts) {
   ASSERT_TRUE(request.ok()) << request.status();
   EXPECT_EQ(train::ValidateJobSpec(request->spec()).message(),
             "spec.placement.nproc_per_node: must be 1 or more");
+}
+
+// A gang's state is an enum: ended() compares it, and it prints as the word `tessera job` shows.
+TEST(GangStatusTest, OnlySucceededFailedAndStoppedHaveEndedAndEachStatePrintsAsItsWord) {
+  GangStatus status;
+  EXPECT_EQ(status.state, GangState::kPending);
+  for (GangState state :
+       {GangState::kPending, GangState::kStarting, GangState::kRunning, GangState::kRestarting}) {
+    status.state = state;
+    EXPECT_FALSE(status.ended()) << state;
+  }
+  for (GangState state : {GangState::kSucceeded, GangState::kFailed, GangState::kStopped}) {
+    status.state = state;
+    EXPECT_TRUE(status.ended()) << state;
+  }
+  std::ostringstream printed;
+  printed << GangState::kRestarting << " " << GangRankState::kFailed << " "
+          << JobId("job-1a2b3c4d");
+  EXPECT_EQ(printed.str(), "RESTARTING FAILED job-1a2b3c4d");
 }
 
 }  // namespace

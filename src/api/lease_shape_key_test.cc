@@ -45,9 +45,9 @@ TEST(LeaseShapeKeyTest, TasksAskingTheSameShareAShapeAndAnyDifferenceSplitsThem)
   TaskOptions soft;
   soft.strategy = NodeAffinityScheduling{NodeId("n1"), true};
   TaskOptions bundle0;
-  bundle0.strategy = PlacementGroupScheduling{"g", 0};
+  bundle0.strategy = PlacementGroupScheduling{PlacementGroupName("g"), 0};
   TaskOptions bundle1;
-  bundle1.strategy = PlacementGroupScheduling{"g", 1};
+  bundle1.strategy = PlacementGroupScheduling{PlacementGroupName("g"), 1};
   TaskOptions env;
   env.env = {{"A", "1"}};
   TaskOptions files;

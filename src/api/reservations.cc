@@ -64,9 +64,9 @@ absl::Status CheckName(std::string_view what, const std::string& name) {
 // The options are types already (tessera/placement_group.h): they become the spec as they are,
 // and the spec's own check is the one the head makes again.
 absl::StatusOr<v1::CreatePlacementGroupRequest> GroupRequest(const PlacementGroupOptions& options) {
-  TESSERA_RETURN_IF_ERROR(CheckName("placement group", options.name));
+  TESSERA_RETURN_IF_ERROR(CheckName("placement group", options.name.value()));
   PlacementGroupSpec spec;
-  spec.name = options.name;
+  spec.name = options.name.value();
   spec.strategy = options.strategy;
   spec.primary = BundleOption{options.bundles, options.bundle_selectors};
   for (const PlacementGroupOptions::Alternative& fallback : options.fallbacks) {
@@ -74,8 +74,8 @@ absl::StatusOr<v1::CreatePlacementGroupRequest> GroupRequest(const PlacementGrou
   }
   spec.same_label = options.same_label;
   if (absl::Status valid = ValidatePlacementGroupSpec(spec); !valid.ok()) {
-    return absl::Status(valid.code(),
-                        absl::StrCat("placement group ", options.name, ": ", valid.message()));
+    return absl::Status(valid.code(), absl::StrCat("placement group ", options.name.value(), ": ",
+                                                   valid.message()));
   }
   v1::CreatePlacementGroupRequest request;
   wire::PlacementGroupSpecToProto(spec, &request);
@@ -85,14 +85,14 @@ absl::StatusOr<v1::CreatePlacementGroupRequest> GroupRequest(const PlacementGrou
 }
 
 absl::StatusOr<v1::ReserveSlicesRequest> SliceRequest(const SliceOptions& options) {
-  TESSERA_RETURN_IF_ERROR(CheckName("slice reservation", options.name));
+  TESSERA_RETURN_IF_ERROR(CheckName("slice reservation", options.name.value()));
   auto prefix = [&](const absl::Status& status) {
-    return absl::Status(status.code(),
-                        absl::StrCat("slice reservation ", options.name, ": ", status.message()));
+    return absl::Status(status.code(), absl::StrCat("slice reservation ", options.name.value(),
+                                                    ": ", status.message()));
   };
   v1::ReserveSlicesRequest request;
   request.set_request_id(client::NewRequestId("slice"));
-  request.set_name(options.name);
+  request.set_name(options.name.value());
   if (!options.detached) request.set_owner(ReservationOwner());
   auto primary =
       client::TpuSliceAlternative("shape", options.shape, options.num_slices, /*per_chip=*/false);
@@ -172,25 +172,25 @@ absl::StatusOr<PlacementGroup> WaitPlacementGroup(const PlacementGroupOptions& o
   // A runtime shut down meanwhile stops the wait (the group is withdrawn below).
   auto shut_down = [] { return !api::ReservationCluster().has_value(); };
   absl::StatusOr<v1::PlacementGroupInfo> waited =
-      client::WaitPlacementGroupPlaced(*client, options.name, v1::PlacementGroupInfo(),
+      client::WaitPlacementGroupPlaced(*client, options.name.value(), v1::PlacementGroupInfo(),
                                        options.timeout, shut_down, options.wait_while_infeasible);
   if (absl::IsNotFound(waited.status())) {
-    return absl::NotFoundError(
-        absl::StrCat("placement group ", options.name, " was removed before it was created"));
+    return absl::NotFoundError(absl::StrCat("placement group ", options.name.value(),
+                                            " was removed before it was created"));
   }
   TESSERA_ASSIGN_OR_RETURN(v1::PlacementGroupInfo info, std::move(waited));
   if (info.state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
-    IgnoreStatus(client::RemovePlacementGroupNamed(*client, options.name),
+    IgnoreStatus(client::RemovePlacementGroupNamed(*client, options.name.value()),
                  "withdrawn: nothing is left");
     return api::NotGranted(
-        "placement group", options.name,
+        "placement group", options.name.value(),
         info.state() == v1::PLACEMENT_GROUP_STATE_INFEASIBLE && !options.wait_while_infeasible
             ? api::Refusal::kInfeasible
             : api::Refusal::kNotYet,
         rpc::PlacementGroupStateName(info.state()), info.explanation(), options.timeout);
   }
   PlacementGroup group;
-  group.name = info.name();
+  group.name = PlacementGroupName(info.name());
   group.option = info.option();
   group.bundle_nodes.resize(info.bundles_size());
   for (const v1::BundleLocation& bundle : info.bundles()) {
@@ -206,11 +206,13 @@ absl::StatusOr<PlacementGroup> CreatePlacementGroup(const PlacementGroupOptions&
   return WaitPlacementGroup(options);
 }
 
-absl::Status RemovePlacementGroup(const std::string& name) {
+absl::Status RemovePlacementGroup(const PlacementGroupName& name) {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, api::Connect());
-  absl::Status removed = client::RemovePlacementGroupNamed(*client, name).status();
+  absl::Status removed = client::RemovePlacementGroupNamed(*client, name.value()).status();
   // Not a placement group: a slice reservation (placed in as a group) of that name, if any.
-  if (absl::IsNotFound(removed)) removed = client::ReleaseSlicesNamed(*client, name).status();
+  if (absl::IsNotFound(removed)) {
+    removed = client::ReleaseSlicesNamed(*client, name.value()).status();
+  }
   return absl::IsNotFound(removed) ? absl::OkStatus() : removed;  // gone already: nothing to do
 }
 
@@ -220,15 +222,16 @@ absl::StatusOr<SliceReservation> ReserveSlices(const SliceOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(v1::SliceGroupInfo info,
                            client::ReserveSlicesAndWait(*client, request, options.timeout));
   if (info.state() != v1::SLICE_GROUP_STATE_RESERVED) {
-    IgnoreStatus(client::ReleaseSlicesNamed(*client, options.name), "withdrawn: nothing is left");
+    IgnoreStatus(client::ReleaseSlicesNamed(*client, options.name.value()),
+                 "withdrawn: nothing is left");
     return api::NotGranted(
-        "slice reservation", options.name,
+        "slice reservation", options.name.value(),
         info.state() == v1::SLICE_GROUP_STATE_INFEASIBLE ? api::Refusal::kInfeasible
                                                          : api::Refusal::kNotYet,
         rpc::SliceGroupStateName(info.state()), info.explanation(), options.timeout);
   }
   SliceReservation reservation;
-  reservation.name = info.name();
+  reservation.name = SliceGroupName(info.name());
   reservation.alternative = info.alternative();
   reservation.slices.assign(info.domains().begin(), info.domains().end());
   for (const v1::SliceHost& host : info.hosts()) {
@@ -237,9 +240,9 @@ absl::StatusOr<SliceReservation> ReserveSlices(const SliceOptions& options) {
   return reservation;
 }
 
-absl::Status ReleaseSlices(const std::string& name) {
+absl::Status ReleaseSlices(const SliceGroupName& name) {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::ClusterClient> client, api::Connect());
-  absl::Status released = client::ReleaseSlicesNamed(*client, name).status();
+  absl::Status released = client::ReleaseSlicesNamed(*client, name.value()).status();
   return absl::IsNotFound(released) ? absl::OkStatus() : released;  // released already
 }
 

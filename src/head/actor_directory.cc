@@ -56,25 +56,27 @@ absl::StatusOr<ActorRecord> Parse(const std::string& key, const std::string& val
 ActorDirectory::ActorDirectory(ActorDirectoryOptions options) : options_(std::move(options)) {}
 
 void ActorDirectory::Index(const ActorRecord& record) {
+  const ActorId id(record.actor_id);
   if (record.state == ActorState::kDead) {
-    dead_.emplace(record.changed, record.actor_id);
+    dead_.emplace(record.changed, id);
     return;
   }
-  names_[{record.name_space, record.name}] = record.actor_id;
-  if (!record.owner.empty()) by_owner_.emplace(record.owner, record.actor_id);
+  names_[{record.name_space, record.name}] = id;
+  if (!record.owner.empty()) by_owner_.emplace(record.owner, id);
   if (record.state == ActorState::kAlive && !record.node_id.empty()) {
-    by_node_.emplace(record.node_id, record.actor_id);
+    by_node_.emplace(record.node_id, id);
   }
 }
 
 void ActorDirectory::Unindex(const ActorRecord& record) {
+  const ActorId id(record.actor_id);
   if (record.state == ActorState::kDead) {
-    dead_.erase({record.changed, record.actor_id});
+    dead_.erase({record.changed, id});
     return;
   }
   names_.erase({record.name_space, record.name});
-  by_owner_.erase({record.owner, record.actor_id});
-  by_node_.erase({record.node_id, record.actor_id});
+  by_owner_.erase({record.owner, id});
+  by_node_.erase({record.node_id, id});
 }
 
 void ActorDirectory::Persist(const ActorRecord& record) {
@@ -87,12 +89,13 @@ void ActorDirectory::Persist(const ActorRecord& record) {
 }
 
 void ActorDirectory::Store(ActorRecord record) {
-  auto it = actors_.find(record.actor_id);
+  const ActorId id(record.actor_id);
+  auto it = actors_.find(id);
   if (it != actors_.end()) {
     Unindex(it->second);
     it->second = std::move(record);
   } else {
-    it = actors_.emplace(record.actor_id, std::move(record)).first;
+    it = actors_.emplace(id, std::move(record)).first;
   }
   Index(it->second);
   Persist(it->second);
@@ -113,12 +116,13 @@ ActorRecord ActorDirectory::MarkDead(const ActorRecord& actor, const std::string
 
 void ActorDirectory::ForgetOldDead() {
   while (dead_.size() > options_.max_dead) {
-    const std::string id = dead_.begin()->second;
+    const ActorId id = dead_.begin()->second;
     dead_.erase(dead_.begin());
     actors_.erase(id);
-    if (absl::StatusOr<bool> deleted = options_.store->Delete(kActorsTable, id); !deleted.ok()) {
+    if (absl::StatusOr<bool> deleted = options_.store->Delete(kActorsTable, id.value());
+        !deleted.ok()) {
       store_failures_.push_back(absl::StrCat("the state store could not delete ",
-                                             ToAbsl(kActorsTable), "/", id, ": ",
+                                             ToAbsl(kActorsTable), "/", id.value(), ": ",
                                              deleted.status().message()));
     }
   }
@@ -139,7 +143,7 @@ absl::StatusOr<ActorRecord> ActorDirectory::Register(const ActorRecord& actor) {
         absl::StrCat("actor ", actor.actor_id, ": restarts ", actor.restarts, " is negative"));
   }
   absl::MutexLock lock(&mu_);
-  auto it = actors_.find(actor.actor_id);
+  auto it = actors_.find(ActorId(actor.actor_id));
   if (it == actors_.end()) {
     if (actor.state != ActorState::kPending && actor.state != ActorState::kAlive) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -187,7 +191,7 @@ absl::StatusOr<ActorRecord> ActorDirectory::Register(const ActorRecord& actor) {
 absl::StatusOr<ActorRecord> ActorDirectory::Died(const std::string& actor_id,
                                                  const std::string& cause) {
   absl::MutexLock lock(&mu_);
-  auto it = actors_.find(actor_id);
+  auto it = actors_.find(ActorId(actor_id));
   if (it == actors_.end()) {
     return absl::NotFoundError(absl::StrCat("no actor ", actor_id, " is registered"));
   }
@@ -209,7 +213,7 @@ std::vector<ActorRecord> ActorDirectory::List(const std::string& after, size_t l
                                               bool* more) const {
   absl::MutexLock lock(&mu_);
   std::vector<ActorRecord> page;
-  auto it = actors_.upper_bound(after);
+  auto it = actors_.upper_bound(ActorId(after));
   for (; it != actors_.end() && page.size() < limit; ++it) page.push_back(it->second);
   if (more != nullptr) *more = it != actors_.end();
   return page;
@@ -219,13 +223,13 @@ std::vector<std::string> ActorDirectory::OwnerGone(const std::string& owner,
                                                    const std::string& cause) {
   if (owner.empty()) return {};  // actors with no owner have none to lose
   absl::MutexLock lock(&mu_);
-  std::vector<std::string> ids;
-  for (auto it = by_owner_.lower_bound({owner, ""}); it != by_owner_.end() && it->first == owner;
-       ++it) {
+  std::vector<ActorId> ids;
+  for (auto it = by_owner_.lower_bound({owner, ActorId()});
+       it != by_owner_.end() && it->first == owner; ++it) {
     ids.push_back(it->second);
   }
   std::vector<std::string> names;
-  for (const std::string& id : ids) {
+  for (const ActorId& id : ids) {
     const ActorRecord& actor = actors_.at(id);
     if (!actor.detached) {
       names.push_back(MarkDead(actor, cause).name);
@@ -243,7 +247,7 @@ absl::StatusOr<ActorRecord> ActorDirectory::WorkerExited(const std::string& acto
                                                          const std::string& worker_id,
                                                          const std::string& cause) {
   absl::MutexLock lock(&mu_);
-  auto it = actors_.find(actor_id);
+  auto it = actors_.find(ActorId(actor_id));
   if (it == actors_.end()) {
     return absl::NotFoundError(absl::StrCat("no actor ", actor_id, " is registered"));
   }
@@ -258,13 +262,13 @@ std::vector<std::string> ActorDirectory::NodeDead(const std::string& node_id,
                                                   const std::string& cause) {
   if (node_id.empty()) return {};
   absl::MutexLock lock(&mu_);
-  std::vector<std::string> ids;
-  for (auto it = by_node_.lower_bound({node_id, ""}); it != by_node_.end() && it->first == node_id;
-       ++it) {
+  std::vector<ActorId> ids;
+  for (auto it = by_node_.lower_bound({node_id, ActorId()});
+       it != by_node_.end() && it->first == node_id; ++it) {
     ids.push_back(it->second);
   }
   std::vector<std::string> names;
-  for (const std::string& id : ids) {
+  for (const ActorId& id : ids) {
     const ActorRecord& actor = actors_.at(id);
     names.push_back(actor.name);
     if (actor.owner.empty()) {
@@ -303,17 +307,17 @@ absl::Status ActorDirectory::Restore() {
   }
   absl::MutexLock lock(&mu_);
   for (ActorRecord& record : records) {
-    auto known = actors_.find(record.actor_id);
+    const ActorId id(record.actor_id);
+    auto known = actors_.find(id);
     if (known != actors_.end()) Unindex(known->second);  // a second Restore: read again
     if (record.state != ActorState::kDead) {
       auto holder = names_.find({record.name_space, record.name});
       if (holder != names_.end()) {
         return Corrupt(record.actor_id,
                        absl::StrCat(NameIn(record.name, record.name_space),
-                                    " is also held by live actor ", holder->second));
+                                    " is also held by live actor ", holder->second.value()));
       }
     }
-    const std::string id = record.actor_id;
     Index(actors_.insert_or_assign(id, std::move(record)).first->second);
   }
   ForgetOldDead();

@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "head/state_store.h"
+#include "vocabulary/ids.h"
 
 namespace tessera {
 
@@ -40,6 +41,8 @@ inline constexpr std::string_view kActorsTable = "actors";
 enum class ActorState { kPending, kAlive, kRestarting, kDead };
 
 struct ActorRecord {
+  // The protocol's text (ActorInfo.actor_id), which the gRPC front reads and writes; the
+  // directory keys its tables by it as an ActorId.
   std::string actor_id;
   std::string name;  // never empty in the directory
   std::string name_space;
@@ -116,15 +119,15 @@ class ActorDirectory {
  private:
   ActorDirectoryOptions options_;
   mutable absl::Mutex mu_;
-  std::map<std::string, ActorRecord, std::less<>> actors_ ABSL_GUARDED_BY(mu_);  // by actor id
+  std::map<ActorId, ActorRecord> actors_ ABSL_GUARDED_BY(mu_);  // by actor id
   // (namespace, name) -> actor id of the live holder.
-  std::map<std::pair<std::string, std::string>, std::string> names_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, std::string>, ActorId> names_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> store_failures_ ABSL_GUARDED_BY(mu_);
   // Indexes of actors_ for OwnerGone, NodeDead and retention: (owner, actor id) of the actors
   // not dead that have an owner; (node id, actor id) of the alive; (changed, actor id) of the dead.
-  std::set<std::pair<std::string, std::string>> by_owner_ ABSL_GUARDED_BY(mu_);
-  std::set<std::pair<std::string, std::string>> by_node_ ABSL_GUARDED_BY(mu_);
-  std::set<std::pair<absl::Time, std::string>> dead_ ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<std::string, ActorId>> by_owner_ ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<std::string, ActorId>> by_node_ ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<absl::Time, ActorId>> dead_ ABSL_GUARDED_BY(mu_);
 
   // Every change of a record goes through Store (replace or add, re-index, write to the
   // store); Index/Unindex keep names_ and the sets above in step with one record.

@@ -40,17 +40,22 @@ class StoredJobRecords final : public train::JobRecordStore {
  public:
   explicit StoredJobRecords(StoreWriter* writer) : writer_(writer) {}
   absl::Status Writable() const override { return writer_->Writable(); }
-  absl::Status Put(const std::string& job_id, const std::string& record) override {
-    return writer_->Write(train::kTrainJobsTable, job_id, record);
+  absl::Status Put(const JobId& job_id, const std::string& record) override {
+    return writer_->Write(train::kTrainJobsTable, job_id.value(), record);
   }
-  void Keep(const std::string& job_id, const std::string& record) override {
-    writer_->Put(train::kTrainJobsTable, job_id, record);
+  void Keep(const JobId& job_id, const std::string& record) override {
+    writer_->Put(train::kTrainJobsTable, job_id.value(), record);
   }
-  void Forget(const std::string& job_id) override {
-    writer_->Delete(train::kTrainJobsTable, job_id);
+  void Forget(const JobId& job_id) override {
+    writer_->Delete(train::kTrainJobsTable, job_id.value());
   }
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> List() const override {
-    return writer_->store()->List(train::kTrainJobsTable);
+  // The store's keys are the job ids.
+  absl::StatusOr<std::vector<std::pair<JobId, std::string>>> List() const override {
+    TESSERA_ASSIGN_OR_RETURN(auto entries, writer_->store()->List(train::kTrainJobsTable));
+    std::vector<std::pair<JobId, std::string>> records;
+    records.reserve(entries.size());
+    for (auto& [key, record] : entries) records.emplace_back(JobId(key), std::move(record));
+    return records;
   }
 
  private:

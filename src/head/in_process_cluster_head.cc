@@ -54,14 +54,14 @@ absl::StatusOr<v1::SliceGroupInfo> InProcessClusterHead::ReserveSlicesAndWait(
   return info;
 }
 
-absl::Status InProcessClusterHead::RemovePlacementGroup(const std::string& name) {
+absl::Status InProcessClusterHead::RemovePlacementGroup(const PlacementGroupName& name) {
   v1::RemovePlacementGroupResponse response;
-  return controller_->RemovePlacementGroup(name, &response);
+  return controller_->RemovePlacementGroup(name.value(), &response);
 }
 
-absl::Status InProcessClusterHead::ReleaseSlices(const std::string& name) {
+absl::Status InProcessClusterHead::ReleaseSlices(const SliceGroupName& name) {
   v1::ReleaseSlicesResponse response;
-  return controller_->ReleaseSlices(name, &response);
+  return controller_->ReleaseSlices(name.value(), &response);
 }
 
 }  // namespace tessera

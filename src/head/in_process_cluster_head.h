@@ -33,8 +33,8 @@ class InProcessClusterHead final : public train::ClusterHead {
   absl::StatusOr<v1::SliceGroupInfo> ReserveSlicesAndWait(
       const v1::ReserveSlicesRequest& request, absl::Duration wait,
       const std::function<bool()>& stopped) override;
-  absl::Status RemovePlacementGroup(const std::string& name) override;
-  absl::Status ReleaseSlices(const std::string& name) override;
+  absl::Status RemovePlacementGroup(const PlacementGroupName& name) override;
+  absl::Status ReleaseSlices(const SliceGroupName& name) override;
 
  private:
   Clock* const clock_;

@@ -27,7 +27,7 @@ absl::StatusOr<JobRecord> Parse(const std::string& key, const std::string& value
   if (!info.ParseFromString(value)) return corrupt("not a job record");
   if (info.job_id() != key) return corrupt("holds another job");
   JobRecord job;
-  job.job_id = info.job_id();
+  job.job_id = JobId(info.job_id());
   job.argv.assign(info.argv().begin(), info.argv().end());
   job.node_id = info.node_id();
   job.worker_id = info.worker_id();
@@ -62,7 +62,7 @@ std::optional<JobState> JobStateFromProto(v1::JobState state) {
 }
 
 void JobRecordToProto(const JobRecord& job, v1::JobInfo* info) {
-  info->set_job_id(job.job_id);
+  info->set_job_id(job.job_id.value());
   for (const std::string& arg : job.argv) info->add_argv(arg);
   info->set_node_id(job.node_id);
   info->set_worker_id(job.worker_id);
@@ -74,14 +74,15 @@ void JobRecordToProto(const JobRecord& job, v1::JobInfo* info) {
 }
 
 void JobTable::Persist(const JobRecord& record) {
-  options_.writer->Put(kJobsTable, record.job_id, Serialize(record));
+  options_.writer->Put(kJobsTable, record.job_id.value(), Serialize(record));
 }
 
 absl::StatusOr<JobRecord> JobTable::Record(const JobReport& report) {
   if (report.job_id.empty()) return absl::InvalidArgumentError("job.job_id: is empty");
+  const JobId id(report.job_id);
   const int64_t now_ms = absl::ToUnixMillis(options_.clock->Now());
   absl::MutexLock lock(&mu_);
-  auto found = jobs_.find(report.job_id);
+  auto found = jobs_.find(id);
   const bool created = found == jobs_.end();
   // The record as it will be, made durable before the table changes (a write the store does
   // not take changes nothing).
@@ -89,7 +90,7 @@ absl::StatusOr<JobRecord> JobTable::Record(const JobReport& report) {
   const bool was_running = !created && stored.state == JobState::kRunning;
   std::string real_end_event;
   if (created) {
-    stored.job_id = report.job_id;
+    stored.job_id = id;
     stored.argv = report.argv;
     stored.node_id = report.node_id;
     stored.worker_id = report.worker_id;
@@ -104,7 +105,7 @@ absl::StatusOr<JobRecord> JobTable::Record(const JobReport& report) {
     const bool real_end_over_presumed =
         stored.failure_presumed && report.state.has_value() && *report.state != JobState::kRunning;
     if (real_end_over_presumed) {
-      real_end_event = absl::StrCat("job ", stored.job_id, " ended ",
+      real_end_event = absl::StrCat("job ", stored.job_id.value(), " ended ",
                                     ToAbsl(rpc::JobStateName(JobStateToProto(*report.state))),
                                     " after all; it had been failed as ", stored.exit_reason);
       stored.state = *report.state;
@@ -125,11 +126,12 @@ absl::StatusOr<JobRecord> JobTable::Record(const JobReport& report) {
   }
   const bool ended = stored.state != JobState::kRunning;
   if (ended && stored.end_time_ms == 0) stored.end_time_ms = now_ms;
-  TESSERA_RETURN_IF_ERROR(options_.writer->Write(kJobsTable, stored.job_id, Serialize(stored)));
+  TESSERA_RETURN_IF_ERROR(
+      options_.writer->Write(kJobsTable, stored.job_id.value(), Serialize(stored)));
   if (created) {
-    Entry& entry = jobs_[report.job_id];
+    Entry& entry = jobs_[id];
     entry.order = next_order_++;
-    in_order_.emplace(entry.order, report.job_id);
+    in_order_.emplace(entry.order, id);
     entry.record = stored;
   } else {
     found->second.record = stored;
@@ -137,18 +139,18 @@ absl::StatusOr<JobRecord> JobTable::Record(const JobReport& report) {
   if (!real_end_event.empty()) options_.events->Record(std::move(real_end_event), "job");
   if (created) {
     options_.events->RecordChange(
-        absl::StrCat("job ", stored.job_id, " started",
+        absl::StrCat("job ", stored.job_id.value(), " started",
                      stored.node_id.empty() ? "" : absl::StrCat(" on node ", stored.node_id),
                      stored.argv.empty() ? "" : absl::StrCat(": ", stored.argv.front())),
         "job");
   }
   if (ended && (created || was_running)) {
     options_.events->RecordChange(
-        absl::StrCat("job ", stored.job_id, " ",
+        absl::StrCat("job ", stored.job_id.value(), " ",
                      ToAbsl(rpc::JobStateName(JobStateToProto(stored.state))),
                      stored.exit_reason.empty() ? "" : absl::StrCat(": ", stored.exit_reason)),
         "job");
-    NoteEnded(report.job_id);  // may forget it (max_ended 0): `stored` is the answer
+    NoteEnded(id);  // may forget it (max_ended 0): `stored` is the answer
   }
   return stored;
 }
@@ -156,7 +158,7 @@ absl::StatusOr<JobRecord> JobTable::Record(const JobReport& report) {
 int JobTable::FailJobsOn(const std::string& node, const std::string& reason) {
   const int64_t now_ms = absl::ToUnixMillis(options_.clock->Now());
   absl::MutexLock lock(&mu_);
-  std::vector<std::string> failed;
+  std::vector<JobId> failed;
   for (auto& [job_id, entry] : jobs_) {
     JobRecord& job = entry.record;
     if (job.node_id != node || job.state != JobState::kRunning) continue;
@@ -169,25 +171,25 @@ int JobTable::FailJobsOn(const std::string& node, const std::string& reason) {
     failed.push_back(job_id);
   }
   // Forgetting erases from jobs_: only after the walk over it.
-  for (const std::string& job_id : failed) ended_.push_back(job_id);
+  for (const JobId& job_id : failed) ended_.push_back(job_id);
   ForgetOldEnded();
   return static_cast<int>(failed.size());
 }
 
-void JobTable::NoteEnded(const std::string& job_id) {
+void JobTable::NoteEnded(const JobId& job_id) {
   ended_.push_back(job_id);
   ForgetOldEnded();
 }
 
 void JobTable::ForgetOldEnded() {
   while (ended_.size() > options_.max_ended) {
-    const std::string job_id = std::move(ended_.front());
+    const JobId job_id = std::move(ended_.front());
     ended_.pop_front();
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) continue;
     in_order_.erase(it->second.order);
     jobs_.erase(it);
-    options_.writer->Delete(kJobsTable, job_id);
+    options_.writer->Delete(kJobsTable, job_id.value());
   }
 }
 
@@ -215,9 +217,9 @@ absl::Status JobTable::Restore() {
     return a.start_time_ms < b.start_time_ms;
   });
   absl::MutexLock lock(&mu_);
-  std::vector<std::pair<int64_t, std::string>> ended;
+  std::vector<std::pair<int64_t, JobId>> ended;
   for (JobRecord& job : jobs) {
-    const std::string id = job.job_id;
+    const JobId id = job.job_id;
     if (job.state != JobState::kRunning) ended.emplace_back(job.end_time_ms, id);
     const int64_t order = next_order_++;
     in_order_[order] = id;

@@ -26,13 +26,14 @@
 #include "head/event_log.h"
 #include "head/store_writer.h"
 #include "tessera/v1/head.pb.h"
+#include "vocabulary/ids.h"
 
 namespace tessera {
 
 enum class JobState { kRunning, kSucceeded, kFailed };
 
 struct JobRecord {
-  std::string job_id;
+  JobId job_id;
   std::vector<std::string> argv;
   std::string node_id;
   std::string worker_id;
@@ -45,7 +46,8 @@ struct JobRecord {
 };
 
 // What a recorder reports: a new job, or fields that replace the stored ones (empty / 0 /
-// nullopt: not given).
+// nullopt: not given). The id is the protocol's text, as the request carried it (Record makes
+// it a JobId once it is known not to be empty).
 struct JobReport {
   std::string job_id;
   std::vector<std::string> argv;
@@ -89,14 +91,14 @@ class JobTable {
     int64_t order = 0;  // when the head first recorded it
   };
   void Persist(const JobRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NoteEnded(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteEnded(const JobId& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetOldEnded() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   JobTableOptions options_;
   mutable absl::Mutex mu_;
-  std::map<std::string, Entry, std::less<>> jobs_ ABSL_GUARDED_BY(mu_);  // by job id
-  std::map<int64_t, std::string> in_order_ ABSL_GUARDED_BY(mu_);         // order -> job id
-  std::deque<std::string> ended_ ABSL_GUARDED_BY(mu_);  // ended job ids, earliest end first
+  std::map<JobId, Entry> jobs_ ABSL_GUARDED_BY(mu_);        // by job id
+  std::map<int64_t, JobId> in_order_ ABSL_GUARDED_BY(mu_);  // order -> job id
+  std::deque<JobId> ended_ ABSL_GUARDED_BY(mu_);            // ended job ids, earliest end first
   int64_t next_order_ ABSL_GUARDED_BY(mu_) = 1;
 };
 

@@ -120,7 +120,7 @@ py::list ListPlacementGroups() {
 // becomes its type here, once.
 PlacementGroupOptions PlacementGroupOptionsFrom(const py::dict& options) {
   PlacementGroupOptions create;
-  create.name = Get<std::string>(options, "name", "");
+  create.name = PlacementGroupName(Get<std::string>(options, "name", ""));
   if (options.contains("strategy") && !options["strategy"].is_none()) {
     create.strategy = PlacementStrategyFrom(options["strategy"], "strategy");
   }
@@ -162,7 +162,7 @@ py::dict WaitPlacementGroup(const py::dict& options) {
   }
   if (!placed.ok()) ThrowStatus(placed.status());
   py::dict out;
-  out["name"] = placed->name;
+  out["name"] = placed->name.value();
   out["option"] = placed->option;
   out["bundle_nodes"] = placed->bundle_nodes;
   return out;
@@ -183,10 +183,10 @@ void SubmitPlacementGroup(const py::dict& options) {
 // with the C++ API's wording ("slice reservation s: accelerator_type/topology: ...").
 SliceOptions SliceOptionsFrom(const py::dict& options) {
   SliceOptions reserve;
-  reserve.name = Get<std::string>(options, "name", "");
+  reserve.name = SliceGroupName(Get<std::string>(options, "name", ""));
   const auto invalid = [&](std::string_view what, const absl::Status& status) {
-    ThrowStatus(absl::InvalidArgumentError(absl::StrCat("slice reservation ", reserve.name, ": ",
-                                                        ToAbsl(what), ": ", status.message())));
+    ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
+        "slice reservation ", reserve.name.value(), ": ", ToAbsl(what), ": ", status.message())));
   };
   absl::StatusOr<SliceShape> shape =
       ParseSliceShape(Get<std::string>(options, "accelerator_type", ""),
@@ -224,7 +224,7 @@ py::dict ReserveSlices(const py::dict& options) {
   }
   if (!reserved.ok()) ThrowStatus(reserved.status());
   py::dict out;
-  out["name"] = reserved->name;
+  out["name"] = reserved->name.value();
   out["alternative"] = reserved->alternative;
   out["slices"] = reserved->slices;
   py::list hosts;
@@ -239,12 +239,13 @@ py::dict ReserveSlices(const py::dict& options) {
   return out;
 }
 
-template <absl::Status (*Call)(const std::string&)>
+// remove_placement_group, release_slices: Python's str made the kind of name `Call` takes.
+template <typename Name, absl::Status (*Call)(const Name&)>
 void Remove(const std::string& name) {
   absl::Status status;
   {
     py::gil_scoped_release release;
-    status = Call(name);
+    status = Call(Name(name));
   }
   if (!status.ok()) ThrowStatus(status);
 }
@@ -263,10 +264,11 @@ void BindClusterCalls(py::module_& m) {
         "Waits for a submitted group (up to timeout_s, None: until placed or removed; "
         "wait_while_infeasible: an infeasible group waits too): name, option, bundle_nodes; "
         "CoreError NOT_FOUND when it was removed meanwhile.");
-  m.def("remove_placement_group", &Remove<tessera::RemovePlacementGroup>, py::arg("name"));
+  m.def("remove_placement_group", &Remove<PlacementGroupName, tessera::RemovePlacementGroup>,
+        py::arg("name"));
   m.def("reserve_slices", &ReserveSlices, py::arg("options"),
         "Reserves whole slices (blocking up to timeout_s): name, slices, hosts in bundle order.");
-  m.def("release_slices", &Remove<tessera::ReleaseSlices>, py::arg("name"));
+  m.def("release_slices", &Remove<SliceGroupName, tessera::ReleaseSlices>, py::arg("name"));
   m.def(
       "new_promise",
       [] {

@@ -63,7 +63,8 @@ ResourceSet ResourcesFrom(const py::dict& options, ResourceSet fallback) {
 SchedulingStrategy StrategyFrom(const py::dict& options) {
   const std::string group = Get<std::string>(options, "placement_group", "");
   if (!group.empty()) {
-    return PlacementGroupScheduling{group, Get<int>(options, "bundle_index", -1),
+    return PlacementGroupScheduling{PlacementGroupName(group),
+                                    Get<int>(options, "bundle_index", -1),
                                     Get<bool>(options, "capture_child_tasks", false)};
   }
   const std::string node = Get<std::string>(options, "node_affinity", "");
@@ -358,7 +359,7 @@ void BindObjectCalls(py::module_& m) {
       "actor_lifetime",
       [](const std::string& actor_id) {
         CheckNotForked();
-        return WrapRef(internal::ActorLifetimeRef(actor_id));
+        return WrapRef(internal::ActorLifetimeRef(ActorId(actor_id)));
       },
       py::arg("actor_id"),
       "An object standing for the handles of an actor this process made: the actor ends once it "
@@ -446,7 +447,7 @@ void BindActorCalls(py::module_& m) {
         CheckNotForked();
         internal::FunctionDescriptor function = PythonFunction(name, code);
         std::vector<internal::TaskArgument> arguments = ArgumentsFrom(args);
-        absl::StatusOr<std::string> id;
+        absl::StatusOr<ActorId> id;
         {
           py::gil_scoped_release release;
           id = internal::CreateActorByName(
@@ -454,7 +455,7 @@ void BindActorCalls(py::module_& m) {
               absl::StrCat(std::string(internal::kPythonClassPrefix), name));
         }
         if (!id.ok()) ThrowStatus(id.status());
-        return *id;
+        return id->value();
       },
       py::arg("name"), py::arg("code"), py::arg("args"), py::arg("options"),
       "Creates an actor of the Python class stored in `code` with `options` (an ActorOptions); "
@@ -472,7 +473,8 @@ void BindActorCalls(py::module_& m) {
         std::vector<ObjectRefBase> more;
         {
           py::gil_scoped_release release;
-          ref = internal::SubmitActorTask(actor_id, method, std::move(arguments), call, &more);
+          ref = internal::SubmitActorTask(ActorId(actor_id), method, std::move(arguments), call,
+                                          &more);
         }
         return SubmittedRefs(std::move(ref), std::move(more), call.num_returns);
       },
@@ -488,7 +490,7 @@ void BindActorCalls(py::module_& m) {
         absl::Status status;
         {
           py::gil_scoped_release release;
-          status = internal::KillActor(actor_id);
+          status = internal::KillActor(ActorId(actor_id));
         }
         if (!status.ok()) ThrowStatus(status);
       },
@@ -500,7 +502,7 @@ void BindActorCalls(py::module_& m) {
         absl::Status status;
         {
           py::gil_scoped_release release;
-          status = internal::AttachActor(actor_id, owner_address);
+          status = internal::AttachActor(ActorId(actor_id), owner_address);
         }
         if (!status.ok()) ThrowStatus(status);
       },
@@ -518,7 +520,7 @@ void BindActorCalls(py::module_& m) {
       "get_actor",
       [](const std::string& name, const std::string& name_space) {
         CheckNotForked();
-        absl::StatusOr<std::string> id;
+        absl::StatusOr<ActorId> id;
         std::string metadata;
         {
           py::gil_scoped_release release;
@@ -526,7 +528,7 @@ void BindActorCalls(py::module_& m) {
           if (id.ok()) metadata = internal::ActorHandleMetadata(*id);
         }
         if (!id.ok()) ThrowStatus(id.status());
-        return py::make_tuple(*id, py::bytes(metadata));
+        return py::make_tuple(id->value(), py::bytes(metadata));
       },
       py::arg("name"), py::arg("namespace") = "",
       "The live actor named `name` in `namespace` (this driver's or another's): (its id, the "

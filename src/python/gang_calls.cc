@@ -19,6 +19,7 @@
 #include "python/label_selectors.h"
 #include "python/object_ref.h"
 #include "python/vocabulary_values.h"
+#include "rpc/state_names.h"
 #include "tessera/actor.h"
 #include "tessera/gang.h"
 #include "tessera/tessera.h"
@@ -114,14 +115,14 @@ py::dict GangStatusDict(const GangStatus& s) {
     rank["host"] = r.host;
     rank["worker_id"] = r.worker_id;
     rank["pid"] = r.pid;
-    rank["state"] = r.state;
+    rank["state"] = std::string(rpc::GangRankStateName(r.state));
     rank["exit_reason"] = r.exit_reason;
     ranks.append(rank);
   }
   py::dict out;
-  out["id"] = s.id;
+  out["id"] = s.id.value();
   out["name"] = s.name;
-  out["state"] = s.state;
+  out["state"] = std::string(rpc::GangStateName(s.state));
   out["message"] = s.message;
   out["restart_count"] = s.restart_count;
   out["membership_changes"] = s.membership_changes;
@@ -179,7 +180,7 @@ py::dict RunActorGangFromPython(const py::dict& options, const py::function& sta
     member.wait = [ref = started->second] {
       return internal::GetValue(ref, absl::InfiniteDuration()).status();
     };
-    member.kill = [actor_id = started->first] { return internal::KillActor(actor_id); };
+    member.kill = [actor_id = ActorId(started->first)] { return internal::KillActor(actor_id); };
     return member;
   };
   absl::StatusOr<GangStatus> status;

@@ -6,6 +6,21 @@ namespace {
 constexpr std::string_view kUnknown = "UNKNOWN";
 constexpr std::string_view kUnknownLower = "unknown";
 
+// The C++ API's gang states are numbered as the protocol's (vocabulary/gang_state.h), so each is
+// shown in its protocol value's word and there is one list of those words, below.
+static_assert(static_cast<int>(GangState::kPending) == v1::GANG_JOB_STATE_PENDING);
+static_assert(static_cast<int>(GangState::kStarting) == v1::GANG_JOB_STATE_STARTING);
+static_assert(static_cast<int>(GangState::kRunning) == v1::GANG_JOB_STATE_RUNNING);
+static_assert(static_cast<int>(GangState::kRestarting) == v1::GANG_JOB_STATE_RESTARTING);
+static_assert(static_cast<int>(GangState::kSucceeded) == v1::GANG_JOB_STATE_SUCCEEDED);
+static_assert(static_cast<int>(GangState::kFailed) == v1::GANG_JOB_STATE_FAILED);
+static_assert(static_cast<int>(GangState::kStopped) == v1::GANG_JOB_STATE_STOPPED);
+static_assert(static_cast<int>(GangRankState::kStarting) == v1::RANK_STATE_STARTING);
+static_assert(static_cast<int>(GangRankState::kRunning) == v1::RANK_STATE_RUNNING);
+static_assert(static_cast<int>(GangRankState::kSucceeded) == v1::RANK_STATE_SUCCEEDED);
+static_assert(static_cast<int>(GangRankState::kFailed) == v1::RANK_STATE_FAILED);
+static_assert(static_cast<int>(GangRankState::kStopped) == v1::RANK_STATE_STOPPED);
+
 }  // namespace
 
 // Each switch lists the named values; `default` takes UNSPECIFIED and numbers from a newer peer.
@@ -90,6 +105,14 @@ std::string_view RankStateName(v1::RankState state) {
     case v1::RANK_STATE_STOPPED: return "STOPPED";
     default: return kUnknown;
   }
+}
+
+std::string_view GangStateName(GangState state) {
+  return GangJobStateName(static_cast<v1::GangJobState>(static_cast<int>(state)));
+}
+
+std::string_view GangRankStateName(GangRankState state) {
+  return RankStateName(static_cast<v1::RankState>(static_cast<int>(state)));
 }
 
 std::string_view WorkerStateName(v1::WorkerState state) {

@@ -1,7 +1,8 @@
 // The words people and programs see for the protocol's states (`tessera status`, `tessera list`,
 // `tessera job`, `--json` output, the head's /api/v1, timelines, job logs, error messages): the one
 // mapping between the enums of head.proto, jobs.proto, node_agent.proto and common.proto and those
-// words. Code compares the enums; it turns them into words only to show them.
+// words, and the C++ API's gang states (vocabulary/gang_state.h), shown in the same words as the
+// protocol's. Code compares the enums; it turns them into words only to show them.
 //
 //   std::cout << "node n1 is " << rpc::NodeStateName(info.state());  // "node n1 is ALIVE"
 //
@@ -18,6 +19,7 @@
 #include "tessera/v1/head.pb.h"
 #include "tessera/v1/jobs.pb.h"
 #include "tessera/v1/node_agent.pb.h"
+#include "vocabulary/gang_state.h"
 
 namespace tessera::rpc {
 
@@ -34,6 +36,9 @@ std::string_view PickStatusName(v1::PickStatus status);
 std::string_view GangJobStateName(v1::GangJobState state);
 // "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED"
 std::string_view RankStateName(v1::RankState state);
+// The C++ API's (tessera/gang.h): the words of GangJobStateName and RankStateName.
+std::string_view GangStateName(GangState state);
+std::string_view GangRankStateName(GangRankState state);
 std::string_view WorkerStateName(v1::WorkerState state);  // "STARTING", "RUNNING", "EXITED"
 // "PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD" (UNSPECIFIED, a request's PACK, is "UNKNOWN")
 std::string_view PlacementStrategyName(v1::PlacementStrategy strategy);

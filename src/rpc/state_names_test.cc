@@ -90,6 +90,44 @@ TEST(StateNamesTest, TheWordsUsersAndScriptsReadStayTheSame) {
   EXPECT_EQ(PlacementStrategyName(v1::PLACEMENT_STRATEGY_STRICT_SPREAD), "STRICT_SPREAD");
 }
 
+// The C++ API's gang states are shown in their protocol values' words, and each word reads back
+// (StateValueOf, as a status.json is read) as the state it came from: every state of the protocol
+// has one of the API's, with its own word.
+TEST(StateNamesTest, TheApisGangStatesRoundTripThroughTheirWords) {
+  const std::vector<GangState> gang = {
+      GangState::kPending,   GangState::kStarting, GangState::kRunning, GangState::kRestarting,
+      GangState::kSucceeded, GangState::kFailed,   GangState::kStopped};
+  std::set<std::string_view> gang_words;
+  for (GangState state : gang) {
+    const std::string_view word = GangStateName(state);
+    EXPECT_TRUE(gang_words.insert(word).second) << word;
+    const google::protobuf::EnumValueDescriptor* value =
+        StateValueOf(*v1::GangJobState_descriptor(), word);
+    ASSERT_NE(value, nullptr) << word;
+    EXPECT_EQ(GangStateName(static_cast<GangState>(value->number())), word);
+    EXPECT_TRUE(static_cast<GangState>(value->number()) == state) << word;
+  }
+  EXPECT_EQ(gang_words.size(),
+            static_cast<size_t>(v1::GangJobState_descriptor()->value_count() - 1));
+
+  const std::vector<GangRankState> rank = {GangRankState::kStarting, GangRankState::kRunning,
+                                           GangRankState::kSucceeded, GangRankState::kFailed,
+                                           GangRankState::kStopped};
+  std::set<std::string_view> rank_words;
+  for (GangRankState state : rank) {
+    const std::string_view word = GangRankStateName(state);
+    EXPECT_TRUE(rank_words.insert(word).second) << word;
+    const google::protobuf::EnumValueDescriptor* value =
+        StateValueOf(*v1::RankState_descriptor(), word);
+    ASSERT_NE(value, nullptr) << word;
+    EXPECT_TRUE(static_cast<GangRankState>(value->number()) == state) << word;
+  }
+  EXPECT_EQ(rank_words.size(), static_cast<size_t>(v1::RankState_descriptor()->value_count() - 1));
+
+  EXPECT_EQ(GangStateName(GangState::kRestarting), "RESTARTING");
+  EXPECT_EQ(GangRankStateName(GangRankState::kFailed), "FAILED");
+}
+
 TEST(StateNamesTest, AWordOfNoValueReadsAsNone) {
   EXPECT_EQ(StateValueOf(*v1::NodeState_descriptor(), "SIDEWAYS"), nullptr);
   EXPECT_EQ(StateValueOf(*v1::NodeState_descriptor(), "alive"), nullptr);   // words are exact

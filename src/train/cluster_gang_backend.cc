@@ -33,8 +33,10 @@ std::string HostOf(const std::string& address) {
 
 bool Stopped(const std::function<bool()>& stopped) { return stopped && stopped(); }
 
+// `name` is a slice group's or a placement group's, as the backend reserved it.
 void ReleaseNamed(ClusterHead& head, const std::string& name, bool slice_group) {
-  IgnoreStatus(slice_group ? head.ReleaseSlices(name) : head.RemovePlacementGroup(name),
+  IgnoreStatus(slice_group ? head.ReleaseSlices(SliceGroupName(name))
+                           : head.RemovePlacementGroup(PlacementGroupName(name)),
                "best effort (over gRPC, retried already): NotFound means gone, and nothing else "
                "is left to try");
 }
@@ -356,12 +358,12 @@ absl::StatusOr<NodePort> ClusterGangBackend::FreePort(const GangSlot& slot) {
   return NodePort{response.port(), response.interface()};
 }
 
-absl::Status ClusterGangBackend::PrepareWorkingDir(const GangSlot& slot, const std::string& job_id,
+absl::Status ClusterGangBackend::PrepareWorkingDir(const GangSlot& slot, const JobId& job_id,
                                                    const std::string& archive) {
   TESSERA_ASSIGN_OR_RETURN(NodeEntry node, Node(slot.node_id));
   v1::NodeAgent::Stub* agent = Agent(node.address);
   v1::PrepareWorkingDirRequest request;
-  request.set_job_id(job_id);
+  request.set_job_id(job_id.value());
   request.set_archive(archive);
   v1::PrepareWorkingDirResponse response;
   return agents_->Call(
@@ -374,7 +376,7 @@ absl::StatusOr<StartedRank> ClusterGangBackend::StartRank(const RankLaunch& laun
   v1::NodeAgent::Stub* agent = Agent(node.address);
   v1::LeaseRequest request;
   request.set_request_id(client::NewRequestId("rank"));
-  request.set_job_id(launch.job_id);
+  request.set_job_id(launch.job_id.value());
   v1::ResourceRequest& demand = *request.mutable_request();
   *demand.mutable_resources() = launch.resources;
   demand.set_placement_group(launch.reservation);
@@ -386,7 +388,9 @@ absl::StatusOr<StartedRank> ClusterGangBackend::StartRank(const RankLaunch& laun
   for (int b : launch.visible_bundles) worker.add_visible_bundles(b);
   worker.set_stop_when_unwatched(!ranks_outlive_the_head_);
   worker.set_hang_timeout_ms(absl::ToInt64Milliseconds(launch.hang_timeout));
-  worker.set_working_dir_job(launch.working_dir_job);
+  if (launch.working_dir_job.has_value()) {
+    worker.set_working_dir_job(launch.working_dir_job->value());
+  }
   worker.set_stdin_pipe(launch.stdin_pipe);
   const std::string peer =
       absl::StrCat("the node agent of ", launch.slot.node_id, " at ", node.address);

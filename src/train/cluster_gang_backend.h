@@ -41,7 +41,7 @@ class ClusterGangBackend final : public GangBackend {
                                   const GangReservation& current) override;
   void Release(const GangReservation& reservation) override;
   absl::StatusOr<NodePort> FreePort(const GangSlot& slot) override;
-  absl::Status PrepareWorkingDir(const GangSlot& slot, const std::string& job_id,
+  absl::Status PrepareWorkingDir(const GangSlot& slot, const JobId& job_id,
                                  const std::string& archive) override;
   absl::StatusOr<StartedRank> StartRank(const RankLaunch& launch) override;
   std::unique_ptr<RankWatch> WatchRank(

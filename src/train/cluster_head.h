@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "tessera/v1/common.pb.h"
 #include "tessera/v1/head.pb.h"
+#include "vocabulary/ids.h"
 
 namespace tessera::train {
 
@@ -48,8 +49,8 @@ class ClusterHead {
       const std::function<bool()>& stopped) = 0;
 
   // The agents give the bundles back before these return; NotFound when there is none.
-  virtual absl::Status RemovePlacementGroup(const std::string& name) = 0;
-  virtual absl::Status ReleaseSlices(const std::string& name) = 0;
+  virtual absl::Status RemovePlacementGroup(const PlacementGroupName& name) = 0;
+  virtual absl::Status ReleaseSlices(const SliceGroupName& name) = 0;
 };
 
 }  // namespace tessera::train

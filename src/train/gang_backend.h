@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -19,13 +20,15 @@
 #include "tessera/v1/jobs.pb.h"
 #include "tessera/v1/node_agent.pb.h"
 #include "train/gang_layout.h"
+#include "vocabulary/ids.h"
 
 namespace tessera::train {
 
 // The reservation of a job's attempt ("<job>-<attempt>"), and the probe that looks for room to
-// grow beside reservation `reservation` ("<reservation>-probe").
-inline std::string AttemptReservationName(const std::string& job_id, int attempt) {
-  return job_id + "-" + std::to_string(attempt);
+// grow beside reservation `reservation` ("<reservation>-probe"). The backend makes it a
+// placement group or a slice group of that name (GangReservation::slice_group).
+inline std::string AttemptReservationName(const JobId& job_id, int attempt) {
+  return job_id.value() + "-" + std::to_string(attempt);
 }
 inline std::string ProbeReservationName(const std::string& reservation) {
   return reservation + "-probe";
@@ -44,8 +47,10 @@ struct NodePort {
 
 // A reservation held for one attempt of a gang: one slot per rank.
 struct GangReservation {
-  int members = 0;   // workers, nodes or slices reserved (within the GangSize)
-  std::string name;  // the placement group's or slice group's name
+  int members = 0;  // workers, nodes or slices reserved (within the GangSize)
+  // The placement group's name, or the slice group's when slice_group (the head knows it as a
+  // PlacementGroupName or a SliceGroupName: the backend, which reserved it, makes it one).
+  std::string name;
   bool slice_group = false;
   std::vector<GangSlot> slots;
   // Per slot: what its rank's lease asks for inside the bundle.
@@ -65,10 +70,10 @@ struct RankLaunch {
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;
   std::string cwd;
-  std::string working_dir_job;  // "" none
-  bool stdin_pipe = false;      // its stdin is fed by WriteStdin (rank 0 of a forward_stdin job)
+  std::optional<JobId> working_dir_job;  // the job whose working directory it runs in; none
+  bool stdin_pipe = false;  // its stdin is fed by WriteStdin (rank 0 of a forward_stdin job)
   absl::Duration hang_timeout = absl::ZeroDuration();
-  std::string job_id;
+  JobId job_id;
 };
 
 struct StartedRank {
@@ -114,7 +119,7 @@ class GangBackend {
   // interface the node is reached on ("" unknown).
   virtual absl::StatusOr<NodePort> FreePort(const GangSlot& slot) = 0;
   // Unpacks the job's working directory on the slot's node.
-  virtual absl::Status PrepareWorkingDir(const GangSlot& slot, const std::string& job_id,
+  virtual absl::Status PrepareWorkingDir(const GangSlot& slot, const JobId& job_id,
                                          const std::string& archive) = 0;
 
   // Starts the rank's worker; errors name the node.

@@ -105,7 +105,7 @@ GangController::GangController(GangControllerOptions options)
       clock_(*options_.clock),
       submitted_(options_.submitted == absl::InfinitePast() ? clock_.Now() : options_.submitted) {
   absl::MutexLock lock(&mu_);
-  status_.set_job_id(options_.job_id);
+  status_.set_job_id(options_.job_id.value());
   status_.set_name(options_.spec.name());
   status_.set_state(v1::GANG_JOB_STATE_PENDING);
   status_.set_max_restarts(options_.spec.max_restarts());
@@ -331,7 +331,7 @@ void GangController::EndJob(v1::GangJobState final_state, const std::string& fin
   }
   if (options_.log != nullptr) {
     options_.log->Note(
-        absl::StrCat("job ", options_.job_id, " ",
+        absl::StrCat("job ", options_.job_id.value(), " ",
                      absl::AsciiStrToLower(std::string(rpc::GangJobStateName(final_state))), ": ",
                      final_message));
   }
@@ -441,7 +441,7 @@ bool GangController::BeginAttempt(int attempt) {
 GangEnvOptions GangController::EnvOptions() const {
   const v1::JobSpec& spec = options_.spec;
   GangEnvOptions env_options;
-  env_options.run_id = options_.job_id;
+  env_options.run_id = options_.job_id.value();
   env_options.max_restarts = spec.max_restarts();
   env_options.user_env = {spec.env().begin(), spec.env().end()};
   absl::MutexLock lock(&mu_);
@@ -503,9 +503,9 @@ std::vector<RankLaunch> GangController::RankLaunches(const GangLayout& layout,
     if (spec.torch_env()) {
       for (auto& [name, value] : RankEnvironment(layout, r, env_options)) launch.env[name] = value;
     }
-    launch.env["TESSERA_JOB_ID"] = options_.job_id;
+    launch.env["TESSERA_JOB_ID"] = options_.job_id.value();
     launch.cwd = spec.cwd();
-    launch.working_dir_job = spec.working_dir().empty() ? "" : options_.job_id;
+    if (!spec.working_dir().empty()) launch.working_dir_job = options_.job_id;
     launch.stdin_pipe = spec.forward_stdin() && r == 0;
     launch.hang_timeout = absl::Milliseconds(spec.hang_timeout_ms());
     launch.job_id = options_.job_id;

@@ -34,11 +34,12 @@
 #include "tessera/v1/train_state.pb.h"
 #include "train/gang_backend.h"
 #include "train/job_log.h"
+#include "vocabulary/ids.h"
 
 namespace tessera::train {
 
 struct GangControllerOptions {
-  std::string job_id;
+  JobId job_id;
   v1::JobSpec spec;
   GangBackend* backend = nullptr;  // not owned
   JobLog* log = nullptr;           // not owned

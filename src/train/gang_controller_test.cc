@@ -223,7 +223,7 @@ class FakeGangBackend : public GangBackend {
     return NodePort{next_port_++, absl::StrCat("eth-", slot.node_id)};
   }
 
-  absl::Status PrepareWorkingDir(const GangSlot& slot, const std::string& /*job_id*/,
+  absl::Status PrepareWorkingDir(const GangSlot& slot, const JobId& /*job_id*/,
                                  const std::string& /*archive*/) override {
     absl::MutexLock lock(&mu_);
     prepared_.push_back(slot.node_id);
@@ -441,7 +441,7 @@ class GangControllerTest : public ::testing::Test {
  protected:
   GangControllerOptions Options(v1::JobSpec spec) {
     GangControllerOptions options;
-    options.job_id = "job-1";
+    options.job_id = JobId("job-1");
     options.spec = std::move(spec);
     options.backend = &backend_;
     options.on_change = [this](const v1::JobStatus& status) {
@@ -523,7 +523,25 @@ TEST_F(GangControllerTest, EveryRankGetsTheTorchrunEnvironmentAndTheUsersEnv) {
     EXPECT_THAT(env, Contains(Pair("GLOO_SOCKET_IFNAME", rank < 2 ? "eth-n0" : "eth-n1")));
     EXPECT_THAT(launch.argv, ElementsAre("python", "train.py"));
     EXPECT_EQ(launch.reservation, "job-1-0");
-    EXPECT_EQ(launch.job_id, "job-1");
+    EXPECT_EQ(launch.job_id, JobId("job-1"));
+    EXPECT_FALSE(launch.working_dir_job.has_value()) << "the job ships no working directory";
+  }
+}
+
+TEST_F(GangControllerTest, AWorkingDirectoryIsShippedToEachNodeOnceAndEveryRankRunsInIt) {
+  v1::JobSpec spec = WorkersSpec(4, 0);
+  spec.set_working_dir("the archive");
+  RunningController run(Options(spec));
+  ASSERT_TRUE(backend_.AwaitWatches(4));
+  for (int r = 0; r < 4; ++r) backend_.EndRank(r, Exited(0));
+  EXPECT_EQ(run.Join().state(), v1::GANG_JOB_STATE_SUCCEEDED);
+
+  EXPECT_THAT(backend_.prepared(), ElementsAre("n0", "n1"));
+  std::map<int, RankLaunch> launches = backend_.launches_of(1);
+  ASSERT_EQ(launches.size(), 4u);
+  for (const auto& [rank, launch] : launches) {
+    ASSERT_TRUE(launch.working_dir_job.has_value()) << "rank " << rank;
+    EXPECT_EQ(*launch.working_dir_job, JobId("job-1")) << "rank " << rank;
   }
 }
 

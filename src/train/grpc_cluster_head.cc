@@ -29,12 +29,12 @@ absl::StatusOr<v1::SliceGroupInfo> GrpcClusterHead::ReserveSlicesAndWait(
   return client::ReserveSlicesAndWait(*client_, request, wait, stopped);
 }
 
-absl::Status GrpcClusterHead::RemovePlacementGroup(const std::string& name) {
-  return client::RemovePlacementGroupNamed(*client_, name).status();
+absl::Status GrpcClusterHead::RemovePlacementGroup(const PlacementGroupName& name) {
+  return client::RemovePlacementGroupNamed(*client_, name.value()).status();
 }
 
-absl::Status GrpcClusterHead::ReleaseSlices(const std::string& name) {
-  return client::ReleaseSlicesNamed(*client_, name).status();
+absl::Status GrpcClusterHead::ReleaseSlices(const SliceGroupName& name) {
+  return client::ReleaseSlicesNamed(*client_, name.value()).status();
 }
 
 }  // namespace tessera::train

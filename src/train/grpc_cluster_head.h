@@ -30,8 +30,8 @@ class GrpcClusterHead final : public ClusterHead {
   absl::StatusOr<v1::SliceGroupInfo> ReserveSlicesAndWait(
       const v1::ReserveSlicesRequest& request, absl::Duration wait,
       const std::function<bool()>& stopped) override;
-  absl::Status RemovePlacementGroup(const std::string& name) override;
-  absl::Status ReleaseSlices(const std::string& name) override;
+  absl::Status RemovePlacementGroup(const PlacementGroupName& name) override;
+  absl::Status ReleaseSlices(const SliceGroupName& name) override;
 
  private:
   const std::shared_ptr<client::ClusterClient> client_;

@@ -29,9 +29,9 @@ bool Ended(v1::GangJobState state) {
          state == v1::GANG_JOB_STATE_STOPPED;
 }
 
-std::string NewJobId() {
+JobId NewJobId() {
   absl::BitGen gen;
-  return absl::StrFormat("job-%08x", absl::Uniform<uint32_t>(gen));
+  return JobId(absl::StrFormat("job-%08x", absl::Uniform<uint32_t>(gen)));
 }
 
 constexpr size_t kChunkBytes = 64 * 1024;
@@ -68,7 +68,7 @@ void JobManager::Shutdown() {
 }
 
 std::shared_ptr<JobManager::Job> JobManager::Find(const std::string& id_or_name) {
-  auto it = jobs_.find(id_or_name);
+  auto it = jobs_.find(JobId(id_or_name));
   if (it != jobs_.end()) return it->second;
   std::shared_ptr<Job> newest;
   for (auto& [id, job] : jobs_) {
@@ -154,7 +154,7 @@ grpc::Status JobManager::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequ
 
 void JobManager::ReapEnded() {
   std::vector<std::shared_ptr<Job>> ended;
-  std::vector<std::string> forgotten;
+  std::vector<JobId> forgotten;
   {
     absl::MutexLock lock(&mu_);
     std::vector<std::shared_ptr<Job>> by_age;
@@ -171,7 +171,7 @@ void JobManager::ReapEnded() {
     ended = std::move(by_age);
   }
   if (options_.records != nullptr) {
-    for (const std::string& id : forgotten) options_.records->Forget(id);
+    for (const JobId& id : forgotten) options_.records->Forget(id);
   }
   // An ended job's thread has published its end and returns at once.
   absl::MutexLock joining(&join_mu_);
@@ -198,7 +198,7 @@ grpc::Status JobManager::DoSubmit(const v1::SubmitJobRequest& request, v1::JobSt
       job->id = NewJobId();
     } while (jobs_.contains(job->id));
   }
-  auto log = JobLog::Create(absl::StrCat(options_.jobs_dir, "/", job->id));
+  auto log = JobLog::Create(absl::StrCat(options_.jobs_dir, "/", job->id.value()));
   if (!log.ok()) return rpc::ToGrpcStatus(log.status());
   job->log = *std::move(log);
   auto backend = options_.backends();
@@ -206,7 +206,7 @@ grpc::Status JobManager::DoSubmit(const v1::SubmitJobRequest& request, v1::JobSt
   job->backend = *std::move(backend);
   std::string command = absl::StrJoin(request.spec().argv(), " ");
   absl::StrReplaceAll({{"\n", "\\n"}}, &command);  // one line in the log
-  job->log->Note(absl::StrCat("job ", job->id, " submitted: ", command));
+  job->log->Note(absl::StrCat("job ", job->id.value(), " submitted: ", command));
   GangControllerOptions controller;
   controller.job_id = job->id;
   controller.spec = request.spec();
@@ -265,19 +265,19 @@ absl::Status JobManager::Resume() {
   std::vector<v1::StoredTrainJob> jobs;
   for (const auto& [job_id, bytes] : records) {
     v1::StoredTrainJob& stored = jobs.emplace_back();
-    if (!stored.ParseFromString(bytes) || stored.status().job_id() != job_id) {
-      return absl::DataLossError(
-          absl::StrCat(std::string(kTrainJobsTable), "/", job_id, ": not a training job's record"));
+    if (!stored.ParseFromString(bytes) || stored.status().job_id() != job_id.value()) {
+      return absl::DataLossError(absl::StrCat(std::string(kTrainJobsTable), "/", job_id.value(),
+                                              ": not a training job's record"));
     }
   }
   for (v1::StoredTrainJob& stored : jobs) {
     auto job = std::make_shared<Job>();
-    job->id = stored.status().job_id();
+    job->id = JobId(stored.status().job_id());
     job->status = stored.status();
-    auto log = JobLog::Create(absl::StrCat(options_.jobs_dir, "/", job->id));
+    auto log = JobLog::Create(absl::StrCat(options_.jobs_dir, "/", job->id.value()));
     if (!log.ok()) {
-      LogLine(
-          absl::StrCat("tessera head: cannot adopt job ", job->id, ": ", log.status().message()));
+      LogLine(absl::StrCat("tessera head: cannot adopt job ", job->id.value(), ": ",
+                           log.status().message()));
       continue;
     }
     job->log = *std::move(log);
@@ -290,7 +290,7 @@ absl::Status JobManager::Resume() {
     }
     auto backend = options_.backends();
     if (!backend.ok()) {
-      LogLine(absl::StrCat("tessera head: cannot adopt job ", job->id, ": ",
+      LogLine(absl::StrCat("tessera head: cannot adopt job ", job->id.value(), ": ",
                            backend.status().message()));
       continue;
     }
@@ -304,7 +304,8 @@ absl::Status JobManager::Resume() {
     // Its record is there already; what changes from now on is kept as it goes.
     if (absl::Status launched = Launch(job, std::move(controller), /*acknowledged=*/false);
         !launched.ok()) {
-      LogLine(absl::StrCat("tessera head: cannot adopt job ", job->id, ": ", launched.message()));
+      LogLine(absl::StrCat("tessera head: cannot adopt job ", job->id.value(), ": ",
+                           launched.message()));
     }
   }
   adopted_.store(true);

@@ -29,6 +29,7 @@
 #include "train/gang_controller.h"
 #include "train/job_log.h"
 #include "train/job_record_store.h"
+#include "vocabulary/ids.h"
 
 namespace tessera::train {
 
@@ -75,7 +76,7 @@ class JobManager final : public v1::Jobs::Service {
 
  private:
   struct Job {
-    std::string id;
+    JobId id;
     std::unique_ptr<GangBackend> backend;
     std::unique_ptr<JobLog> log;
     std::unique_ptr<GangController> controller;  // null: an ended job a previous head ran
@@ -112,7 +113,7 @@ class JobManager final : public v1::Jobs::Service {
 
   const JobManagerOptions options_;
   mutable absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::map<JobId, std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
   absl::Mutex join_mu_;  // one joiner of jobs' threads at a time (ReapEnded, Shutdown)
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   // Whether the stored jobs were adopted (Resume() ran, or there is no store).

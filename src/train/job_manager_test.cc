@@ -31,23 +31,25 @@ class MapRecordStore final : public JobRecordStore {
     return down_ ? absl::UnavailableError("state store unavailable: down; nothing was changed")
                  : absl::OkStatus();
   }
-  absl::Status Put(const std::string& job_id, const std::string& record) override {
+  absl::Status Put(const JobId& job_id, const std::string& record) override {
     absl::MutexLock lock(&mu_);
     if (down_) return absl::UnavailableError("state store unavailable: down; nothing was changed");
-    records_[job_id] = record;
+    records_[job_id.value()] = record;
     return absl::OkStatus();
   }
-  void Keep(const std::string& job_id, const std::string& record) override {
+  void Keep(const JobId& job_id, const std::string& record) override {
     absl::MutexLock lock(&mu_);
-    if (!down_) records_[job_id] = record;
+    if (!down_) records_[job_id.value()] = record;
   }
-  void Forget(const std::string& job_id) override {
+  void Forget(const JobId& job_id) override {
     absl::MutexLock lock(&mu_);
-    records_.erase(job_id);
+    records_.erase(job_id.value());
   }
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> List() const override {
+  absl::StatusOr<std::vector<std::pair<JobId, std::string>>> List() const override {
     absl::MutexLock lock(&mu_);
-    return std::vector<std::pair<std::string, std::string>>(records_.begin(), records_.end());
+    std::vector<std::pair<JobId, std::string>> listed;
+    for (const auto& [id, record] : records_) listed.emplace_back(JobId(id), record);
+    return listed;
   }
   std::map<std::string, std::string> records() const {
     absl::MutexLock lock(&mu_);
@@ -76,7 +78,7 @@ class FullCluster final : public GangBackend {
   }
   void Release(const GangReservation&) override {}
   absl::StatusOr<NodePort> FreePort(const GangSlot&) override { return NodePort{}; }
-  absl::Status PrepareWorkingDir(const GangSlot&, const std::string&, const std::string&) override {
+  absl::Status PrepareWorkingDir(const GangSlot&, const JobId&, const std::string&) override {
     return absl::OkStatus();
   }
   absl::StatusOr<StartedRank> StartRank(const RankLaunch&) override {
@@ -216,7 +218,7 @@ TEST_F(JobManagerTest, ABadWorkingDirArchiveIsRefusedByTheSubmitCallAndMakesNoJo
 }
 
 TEST_F(JobManagerTest, ARecordThatIsNotOneStopsTheAdoptionNamingIt) {
-  ASSERT_TRUE(store_.Put("job-0badbad0", "not a record").ok());
+  ASSERT_TRUE(store_.Put(JobId("job-0badbad0"), "not a record").ok());
   std::unique_ptr<JobManager> manager = NewManager();
   absl::Status resumed = manager->Resume();
   EXPECT_EQ(resumed.code(), absl::StatusCode::kDataLoss);

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "vocabulary/ids.h"
 
 namespace tessera::train {
 
@@ -28,14 +29,14 @@ class JobRecordStore {
   virtual absl::Status Writable() const = 0;
   // Creates or replaces the job's record, durably, or fails (a submission acknowledged only
   // once its record is kept).
-  virtual absl::Status Put(const std::string& job_id, const std::string& record) = 0;
+  virtual absl::Status Put(const JobId& job_id, const std::string& record) = 0;
   // The job's record as it progresses: never fails; kept and made later while the store is down
   // (the latest record of each job).
-  virtual void Keep(const std::string& job_id, const std::string& record) = 0;
+  virtual void Keep(const JobId& job_id, const std::string& record) = 0;
   // Forgets the job's record, kept for later as Keep.
-  virtual void Forget(const std::string& job_id) = 0;
+  virtual void Forget(const JobId& job_id) = 0;
   // Every record, as (job id, record), ascending by job id.
-  virtual absl::StatusOr<std::vector<std::pair<std::string, std::string>>> List() const = 0;
+  virtual absl::StatusOr<std::vector<std::pair<JobId, std::string>>> List() const = 0;
 };
 
 }  // namespace tessera::train

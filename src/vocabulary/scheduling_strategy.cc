@@ -32,13 +32,13 @@ absl::Status ValidateSchedulingStrategy(const SchedulingStrategy& strategy) {
             return absl::OkStatus();
           },
           [](const PlacementGroupScheduling& group) {
-            if (group.placement_group.empty()) {
+            if (group.placement_group.value().empty()) {
               return absl::InvalidArgumentError("placement group strategy: the group has no name");
             }
             if (group.bundle_index < -1) {
-              return absl::InvalidArgumentError(
-                  absl::StrCat("placement group ", Quote(group.placement_group), ": bundle index ",
-                               group.bundle_index, " is below -1 (-1: any bundle)"));
+              return absl::InvalidArgumentError(absl::StrCat(
+                  "placement group ", Quote(group.placement_group.value()), ": bundle index ",
+                  group.bundle_index, " is below -1 (-1: any bundle)"));
             }
             return absl::OkStatus();
           },
@@ -56,10 +56,11 @@ std::string DescribeSchedulingStrategy(const SchedulingStrategy& strategy) {
                         },
                         [](const PlacementGroupScheduling& group) {
                           return group.bundle_index < 0
-                                     ? absl::StrCat("placement group ", group.placement_group,
-                                                    " any bundle")
-                                     : absl::StrCat("placement group ", group.placement_group,
-                                                    " bundle ", group.bundle_index);
+                                     ? absl::StrCat("placement group ",
+                                                    group.placement_group.value(), " any bundle")
+                                     : absl::StrCat("placement group ",
+                                                    group.placement_group.value(), " bundle ",
+                                                    group.bundle_index);
                         },
                     },
                     strategy);

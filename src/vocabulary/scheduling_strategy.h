@@ -16,7 +16,7 @@
 #include <variant>
 
 #include "absl/status/status.h"
-#include "base/strong_id.h"
+#include "vocabulary/ids.h"
 
 namespace tessera {
 
@@ -35,8 +35,9 @@ struct NodeAffinityScheduling {
 };
 
 struct PlacementGroupScheduling {
-  std::string placement_group;  // its name
-  int bundle_index = -1;        // -1: any bundle of the group
+  // A reserved slice's bundles are a placement group's of its name.
+  PlacementGroupName placement_group;
+  int bundle_index = -1;  // -1: any bundle of the group
   // Ray's placement_group_capture_child_tasks: what the task (or the actor's methods) submits
   // goes into the same group by default.
   bool capture_child_tasks = false;

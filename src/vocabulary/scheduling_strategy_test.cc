@@ -16,7 +16,8 @@ TEST(SchedulingStrategyTest, EachKindValidatesItsOwnFields) {
   EXPECT_TRUE(ValidateSchedulingStrategy(DefaultScheduling{}).ok());
   EXPECT_TRUE(ValidateSchedulingStrategy(SpreadScheduling{}).ok());
   EXPECT_TRUE(ValidateSchedulingStrategy(NodeAffinityScheduling{NodeId("cpu2"), true}).ok());
-  EXPECT_TRUE(ValidateSchedulingStrategy(PlacementGroupScheduling{"g", 1}).ok());
+  EXPECT_TRUE(
+      ValidateSchedulingStrategy(PlacementGroupScheduling{PlacementGroupName("g"), 1}).ok());
 
   EXPECT_THAT(
       std::string(
@@ -26,8 +27,9 @@ TEST(SchedulingStrategyTest, EachKindValidatesItsOwnFields) {
             "node affinity \"\": not a node id: empty");
   EXPECT_EQ(ValidateSchedulingStrategy(PlacementGroupScheduling{}).message(),
             "placement group strategy: the group has no name");
-  EXPECT_EQ(ValidateSchedulingStrategy(PlacementGroupScheduling{"g", -2}).message(),
-            "placement group \"g\": bundle index -2 is below -1 (-1: any bundle)");
+  EXPECT_EQ(
+      ValidateSchedulingStrategy(PlacementGroupScheduling{PlacementGroupName("g"), -2}).message(),
+      "placement group \"g\": bundle index -2 is below -1 (-1: any bundle)");
 }
 
 TEST(SchedulingStrategyTest, DescribesEachKindForMessages) {
@@ -35,19 +37,20 @@ TEST(SchedulingStrategyTest, DescribesEachKindForMessages) {
   EXPECT_EQ(DescribeSchedulingStrategy(SpreadScheduling{}), "SPREAD");
   EXPECT_EQ(DescribeSchedulingStrategy(NodeAffinityScheduling{NodeId("n1"), true}),
             "node affinity n1 (soft)");
-  EXPECT_EQ(DescribeSchedulingStrategy(PlacementGroupScheduling{"g", -1}),
+  EXPECT_EQ(DescribeSchedulingStrategy(PlacementGroupScheduling{PlacementGroupName("g"), -1}),
             "placement group g any bundle");
-  EXPECT_EQ(DescribeSchedulingStrategy(PlacementGroupScheduling{"g", 2}),
+  EXPECT_EQ(DescribeSchedulingStrategy(PlacementGroupScheduling{PlacementGroupName("g"), 2}),
             "placement group g bundle 2");
 }
 
 TEST(SchedulingStrategyTest, StrategiesOrderSoTheyCanKeyAMap) {
-  std::set<SchedulingStrategy> seen = {
-      DefaultScheduling{}, SpreadScheduling{}, NodeAffinityScheduling{NodeId("a"), false},
-      NodeAffinityScheduling{NodeId("a"), true}, PlacementGroupScheduling{"g", 0}};
+  std::set<SchedulingStrategy> seen = {DefaultScheduling{}, SpreadScheduling{},
+                                       NodeAffinityScheduling{NodeId("a"), false},
+                                       NodeAffinityScheduling{NodeId("a"), true},
+                                       PlacementGroupScheduling{PlacementGroupName("g"), 0}};
   EXPECT_EQ(seen.size(), 5u);
   EXPECT_EQ(seen.count(NodeAffinityScheduling{NodeId("a"), true}), 1u);
-  EXPECT_EQ(seen.count(PlacementGroupScheduling{"g", 1}), 0u);
+  EXPECT_EQ(seen.count(PlacementGroupScheduling{PlacementGroupName("g"), 1}), 0u);
 }
 
 TEST(TaskOptionsTest, ATaskOrAnActorHoldsOneCpuUnlessAsked) {

@@ -511,7 +511,7 @@ absl::Status DemandToProto(const ResourceSet& resources,
     request.set_affinity_node_id(affinity->node.value());
     request.set_affinity_soft(affinity->soft);
   } else if (const auto* group = std::get_if<PlacementGroupScheduling>(&strategy)) {
-    request.set_placement_group(group->placement_group);
+    request.set_placement_group(group->placement_group.value());
     request.set_bundle_index(group->bundle_index);
   }
   *proto = std::move(request);
@@ -540,6 +540,30 @@ v1::PlacementStrategy PlacementStrategyToProto(PlacementStrategy strategy) {
     case PlacementStrategy::kStrictSpread: return v1::PLACEMENT_STRATEGY_STRICT_SPREAD;
   }
   return v1::PLACEMENT_STRATEGY_UNSPECIFIED;
+}
+
+absl::StatusOr<GangState> GangStateFromProto(v1::GangJobState state, std::string_view field) {
+  switch (state) {
+    case v1::GANG_JOB_STATE_PENDING: return GangState::kPending;
+    case v1::GANG_JOB_STATE_STARTING: return GangState::kStarting;
+    case v1::GANG_JOB_STATE_RUNNING: return GangState::kRunning;
+    case v1::GANG_JOB_STATE_RESTARTING: return GangState::kRestarting;
+    case v1::GANG_JOB_STATE_SUCCEEDED: return GangState::kSucceeded;
+    case v1::GANG_JOB_STATE_FAILED: return GangState::kFailed;
+    case v1::GANG_JOB_STATE_STOPPED: return GangState::kStopped;
+    default: return Invalid(field, absl::StrCat("unknown gang state ", static_cast<int>(state)));
+  }
+}
+
+absl::StatusOr<GangRankState> GangRankStateFromProto(v1::RankState state, std::string_view field) {
+  switch (state) {
+    case v1::RANK_STATE_STARTING: return GangRankState::kStarting;
+    case v1::RANK_STATE_RUNNING: return GangRankState::kRunning;
+    case v1::RANK_STATE_SUCCEEDED: return GangRankState::kSucceeded;
+    case v1::RANK_STATE_FAILED: return GangRankState::kFailed;
+    case v1::RANK_STATE_STOPPED: return GangRankState::kStopped;
+    default: return Invalid(field, absl::StrCat("unknown rank state ", static_cast<int>(state)));
+  }
 }
 
 absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(

@@ -24,6 +24,8 @@
 #include "scheduling/scheduling_request.h"
 #include "tessera/v1/common.pb.h"
 #include "tessera/v1/head.pb.h"
+#include "tessera/v1/jobs.pb.h"
+#include "vocabulary/gang_state.h"
 #include "vocabulary/scheduling_strategy.h"
 #include "vocabulary/slice_shape.h"
 #include "vocabulary/tpu_generation.h"
@@ -127,6 +129,14 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
     const v1::CreatePlacementGroupRequest& proto);
 void PlacementGroupSpecToProto(const PlacementGroupSpec& spec,
                                v1::CreatePlacementGroupRequest* proto);
+
+// --- Gangs ---
+// A gang's state and one of its ranks', as the C++ API shows them (tessera/gang.h); UNSPECIFIED
+// and numbers this build does not know are a one-line InvalidArgument naming `field`.
+absl::StatusOr<GangState> GangStateFromProto(v1::GangJobState state,
+                                             std::string_view field = "state");
+absl::StatusOr<GangRankState> GangRankStateFromProto(v1::RankState state,
+                                                     std::string_view field = "state");
 
 // --- TPU slice shapes ---
 // A slice's generation and topology travel as numbers (TpuSliceShape); the rest of a SliceShape

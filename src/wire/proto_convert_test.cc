@@ -434,6 +434,27 @@ TEST(SliceConvertTest, RoundTripSlicesAndNvLink) {
   EXPECT_FALSE(DomainGroupRequestFromProto(proto).ok());
 }
 
+TEST(GangConvertTest, EveryStateOfTheProtocolIsOneOfTheApisAndNoOtherNumberIs) {
+  for (int n = 1; n < v1::GangJobState_descriptor()->value_count(); ++n) {
+    absl::StatusOr<GangState> state = GangStateFromProto(static_cast<v1::GangJobState>(n));
+    ASSERT_TRUE(state.ok()) << state.status();
+    EXPECT_EQ(static_cast<int>(*state), n);
+  }
+  for (int n = 1; n < v1::RankState_descriptor()->value_count(); ++n) {
+    absl::StatusOr<GangRankState> state = GangRankStateFromProto(static_cast<v1::RankState>(n));
+    ASSERT_TRUE(state.ok()) << state.status();
+    EXPECT_EQ(static_cast<int>(*state), n);
+  }
+  EXPECT_EQ(GangStateFromProto(v1::GANG_JOB_STATE_UNSPECIFIED).status().message(),
+            "state: unknown gang state 0");
+  EXPECT_EQ(
+      GangStateFromProto(static_cast<v1::GangJobState>(42), "jobs[3].state").status().message(),
+      "jobs[3].state: unknown gang state 42");
+  EXPECT_EQ(
+      GangRankStateFromProto(static_cast<v1::RankState>(9), "ranks[0].state").status().message(),
+      "ranks[0].state: unknown rank state 9");
+}
+
 TEST(SliceConvertTest, ASliceShapeTravelsAsItsGenerationAndDims) {
   for (const auto& [accelerator, topology] :
        std::vector<std::pair<std::string, std::string>>{{"v2", "2x2"},
@@ -599,7 +620,9 @@ TEST(DemandToProtoTest, EachStrategyFillsItsOwnFieldsOfTheLeaseRequest) {
   EXPECT_TRUE(soft.affinity_soft());
 
   v1::ResourceRequest bundle;
-  ASSERT_TRUE(DemandToProto(demand, {}, PlacementGroupScheduling{"g", 2}, &bundle).ok());
+  ASSERT_TRUE(
+      DemandToProto(demand, {}, PlacementGroupScheduling{PlacementGroupName("g"), 2}, &bundle)
+          .ok());
   EXPECT_EQ(bundle.placement_group(), "g");
   EXPECT_EQ(bundle.bundle_index(), 2);
 }

@@ -299,7 +299,7 @@ TEST_F(ActorIntegrationTest, ADriversActorAndReservationsEndWhenTheDriverIsKille
   const auto detached = group_state("doomed-detached");
   ASSERT_OK(detached.status());
   EXPECT_EQ(*detached, v1::PLACEMENT_GROUP_STATE_CREATED);
-  ASSERT_OK(RemovePlacementGroup("doomed-detached"));
+  ASSERT_OK(RemovePlacementGroup(PlacementGroupName("doomed-detached")));
 }
 
 TEST_F(ActorIntegrationTest, MaxConcurrencyOverlapsCalls) {
@@ -428,10 +428,10 @@ int RunDoomedOwner(const char* state_dir) {
     return 1;
   }
   PlacementGroupOptions owned;
-  owned.name = "doomed-owned";
+  owned.name = PlacementGroupName("doomed-owned");
   owned.bundles = {OneCpu()};
   PlacementGroupOptions detached = owned;
-  detached.name = "doomed-detached";
+  detached.name = PlacementGroupName("doomed-detached");
   detached.detached = true;
   for (const PlacementGroupOptions& group : {owned, detached}) {
     if (auto created = CreatePlacementGroup(group); !created.ok()) {

@@ -79,7 +79,7 @@ TEST_F(GangTest, EveryRankRunsAtOnceWithItsRankAndTheGangSucceeds) {
   ASSERT_TRUE(gang.ok()) << gang.status();
   auto done = gang->Wait(kPatience);
   ASSERT_TRUE(done.ok()) << done.status();
-  EXPECT_EQ(done->state, "SUCCEEDED") << done->message;
+  EXPECT_EQ(done->state, GangState::kSucceeded) << done->message;
   EXPECT_EQ(done->exit_code, 0);
   EXPECT_EQ(done->world_size, 3);
   ASSERT_EQ(done->ranks.size(), 3u);
@@ -87,7 +87,7 @@ TEST_F(GangTest, EveryRankRunsAtOnceWithItsRankAndTheGangSucceeds) {
   ASSERT_TRUE(logs.ok()) << logs.status();
   for (int r = 0; r < 3; ++r) {
     EXPECT_THAT(*logs, HasSubstr(absl::StrCat("[rank", r, "]: rank=", r,
-                                              " world=3 job=", gang->id(), " x=42")));
+                                              " world=3 job=", gang->id().value(), " x=42")));
   }
 }
 
@@ -102,7 +102,7 @@ TEST_F(GangTest, AFailedRankRestartsTheWholeGangWithTheRestartCountOneHigher) {
   ASSERT_TRUE(gang.ok()) << gang.status();
   auto done = gang->Wait(kPatience);
   ASSERT_TRUE(done.ok()) << done.status();
-  EXPECT_EQ(done->state, "SUCCEEDED") << done->message;
+  EXPECT_EQ(done->state, GangState::kSucceeded) << done->message;
   EXPECT_EQ(done->restart_count, 1);
   auto logs = gang->Logs();
   ASSERT_TRUE(logs.ok());
@@ -117,7 +117,7 @@ TEST_F(GangTest, WithoutRestartsLeftTheGangFailsNamingTheRankAndItsCode) {
   ASSERT_TRUE(gang.ok()) << gang.status();
   auto done = gang->Wait(kPatience);
   ASSERT_TRUE(done.ok()) << done.status();
-  EXPECT_EQ(done->state, "FAILED");
+  EXPECT_EQ(done->state, GangState::kFailed);
   EXPECT_EQ(done->exit_code, 7);
   EXPECT_THAT(done->message, HasSubstr("rank 0 on node"));
   EXPECT_THAT(done->message, HasSubstr("exited with code 7; 0 of 0 restarts used"));
@@ -132,13 +132,13 @@ TEST_F(GangTest, StopEndsEveryRankAndWaitTimesOutWhileItRuns) {
   for (absl::Time until = absl::Now() + kPatience; absl::Now() < until;) {
     running = gang->Status();
     ASSERT_TRUE(running.ok()) << running.status();
-    if (running->state == "RUNNING") break;
+    if (running->state == GangState::kRunning) break;
     absl::SleepFor(absl::Milliseconds(20));
   }
-  ASSERT_EQ(running->state, "RUNNING");
+  ASSERT_EQ(running->state, GangState::kRunning);
   auto stopped = gang->Stop();
   ASSERT_TRUE(stopped.ok()) << stopped.status();
-  EXPECT_EQ(stopped->state, "STOPPED");
+  EXPECT_EQ(stopped->state, GangState::kStopped);
   EXPECT_EQ(stopped->message, "stopped by its program");
   for (const GangRank& rank : running->ranks) {
     EXPECT_NE(::kill(rank.pid, 0), 0)
@@ -181,7 +181,7 @@ TEST_F(GangTest, AnActorGangRunsEveryRanksCallWithItsEnvironment) {
   options.env = {{"FAIL_RANK", "none"}, {"EXPECT_WORLD", "3"}};
   auto done = RunActorGang(options, MakeRankActor, &RankActor::Describe, 7);
   ASSERT_TRUE(done.ok()) << done.status();
-  EXPECT_EQ(done->state, "SUCCEEDED") << done->message;
+  EXPECT_EQ(done->state, GangState::kSucceeded) << done->message;
   EXPECT_EQ(done->world_size, 3);
   EXPECT_EQ(done->restart_count, 0);
 }
@@ -192,7 +192,7 @@ TEST_F(GangTest, AnActorThatDiesRestartsTheWholeGangNotItselfAlone) {
   options.max_restarts = 1;
   auto done = RunActorGang(options, MakeRankActor, &RankActor::Describe, 1);
   ASSERT_TRUE(done.ok()) << done.status();
-  EXPECT_EQ(done->state, "SUCCEEDED") << done->message;
+  EXPECT_EQ(done->state, GangState::kSucceeded) << done->message;
   EXPECT_EQ(done->restart_count, 1);  // the gang restarted as one; the actor was not alone
 }
 
@@ -201,7 +201,7 @@ TEST_F(GangTest, AnActorCallThatFailsWithNoRestartsLeftFailsTheGangNamingTheRank
   options.env = {{"FAIL_RANK", "0"}, {"HOW", "throw"}, {"EXPECT_WORLD", "2"}};
   auto done = RunActorGang(options, MakeRankActor, &RankActor::Describe, 1);
   ASSERT_TRUE(done.ok()) << done.status();
-  EXPECT_EQ(done->state, "FAILED");
+  EXPECT_EQ(done->state, GangState::kFailed);
   EXPECT_THAT(done->message, HasSubstr("rank 0 on node"));
   EXPECT_THAT(done->message, HasSubstr("rank 0 gave up"));
 }

@@ -98,7 +98,7 @@ TEST_F(NamedActorIntegrationTest, TheDirectoryShowsTheActorAliveAndKillFreesItsN
   }));
   auto info = Lookup("dir-tally");
   ASSERT_OK(info.status());
-  EXPECT_EQ(info->actor_id(), tally.id());
+  EXPECT_EQ(info->actor_id(), tally.id().value());
   EXPECT_FALSE(info->address().empty());
   EXPECT_THAT(info->node_id(), ::testing::AnyOf("cpu1", "gpu1"));
   EXPECT_FALSE(info->owner().empty());  // this driver: not detached
@@ -129,7 +129,7 @@ TEST_F(NamedActorIntegrationTest, AnotherDriverFindsTheActorButCannotTakeItsName
   auto [claimed, claimed_code] = RunGuest("claim", "cluster-wide");
   EXPECT_EQ(claimed_code, 0) << claimed;
   EXPECT_THAT(claimed, HasSubstr("ALREADY_EXISTS"));
-  EXPECT_THAT(claimed, HasSubstr(absl::StrCat("held by live actor ", tally.id())));
+  EXPECT_THAT(claimed, HasSubstr(absl::StrCat("held by live actor ", tally.id().value())));
   ASSERT_OK(Kill(tally));
   // Free again: the second driver takes it now (and its actor dies with it as it exits).
   auto [taken, taken_code] = RunGuest("claim", "cluster-wide");

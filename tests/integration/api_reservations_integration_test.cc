@@ -54,7 +54,7 @@ class ReservationsTest : public ApiClusterFixture {
 };
 
 TEST_F(ReservationsTest, StrictSpreadGroupPlacesEachBundleOnItsOwnNodeAndTasksRunThere) {
-  auto group = CreatePlacementGroup({.name = "spread",
+  auto group = CreatePlacementGroup({.name = PlacementGroupName("spread"),
                                      .strategy = PlacementStrategy::kStrictSpread,
                                      .bundles = {Cpus(1), Cpus(1), Cpus(1)}});
   ASSERT_TRUE(group.ok()) << group.status();
@@ -62,57 +62,59 @@ TEST_F(ReservationsTest, StrictSpreadGroupPlacesEachBundleOnItsOwnNodeAndTasksRu
   EXPECT_EQ(std::set<std::string>(group->bundle_nodes.begin(), group->bundle_nodes.end()).size(),
             3u);
   for (int i = 0; i < 3; ++i) {
-    auto node = Get(Task(NodeOfTask).PlacementGroup("spread", i).Remote(), kPatience);
+    auto node = Get(Task(NodeOfTask).PlacementGroup(group->name, i).Remote(), kPatience);
     ASSERT_TRUE(node.ok()) << node.status();
     EXPECT_EQ(*node, group->bundle_nodes[i]) << "bundle " << i;
   }
-  ASSERT_OK(RemovePlacementGroup("spread"));
+  ASSERT_OK(RemovePlacementGroup(group->name));
 }
 
 TEST_F(ReservationsTest, InfeasibleGroupFailsWithTheHeadsExplanationAndLeavesNothing) {
-  auto group = CreatePlacementGroup({.name = "huge", .bundles = {Cpus(1000)}});
+  auto group = CreatePlacementGroup({.name = PlacementGroupName("huge"), .bundles = {Cpus(1000)}});
   ASSERT_FALSE(group.ok());
   EXPECT_EQ(group.status().code(), absl::StatusCode::kResourceExhausted) << group.status();
   EXPECT_THAT(group.status().message(), HasSubstr("placement group huge can never be placed"));
   // Withdrawn: the name is free again.
-  auto again = CreatePlacementGroup({.name = "huge", .bundles = {Cpus(1)}});
+  auto again = CreatePlacementGroup({.name = PlacementGroupName("huge"), .bundles = {Cpus(1)}});
   ASSERT_TRUE(again.ok()) << again.status();
-  ASSERT_OK(RemovePlacementGroup("huge"));
+  ASSERT_OK(RemovePlacementGroup(again->name));
 }
 
 TEST_F(ReservationsTest, GroupWithoutRoomTimesOutAndIsWithdrawn) {
-  auto all = CreatePlacementGroup({.name = "all-cpu1",
+  auto all = CreatePlacementGroup({.name = PlacementGroupName("all-cpu1"),
                                    .strategy = PlacementStrategy::kStrictPack,
                                    .bundles = {Cpus(4)},
                                    .bundle_selectors = {OnNode("cpu1")}});
   ASSERT_TRUE(all.ok()) << all.status();
-  auto late = CreatePlacementGroup({.name = "late",
+  auto late = CreatePlacementGroup({.name = PlacementGroupName("late"),
                                     .bundles = {Cpus(4)},
                                     .bundle_selectors = {OnNode("cpu1")},
                                     .timeout = absl::Milliseconds(300)});
   ASSERT_FALSE(late.ok());
   EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded) << late.status();
   EXPECT_THAT(late.status().message(), HasSubstr("placement group late is still PENDING"));
-  ASSERT_OK(RemovePlacementGroup("all-cpu1"));
+  ASSERT_OK(RemovePlacementGroup(all->name));
   // The pending request was withdrawn: it did not take the room freed above.
-  auto now = CreatePlacementGroup(
-      {.name = "late", .bundles = {Cpus(4)}, .bundle_selectors = {OnNode("cpu1")}});
+  auto now = CreatePlacementGroup({.name = PlacementGroupName("late"),
+                                   .bundles = {Cpus(4)},
+                                   .bundle_selectors = {OnNode("cpu1")}});
   ASSERT_TRUE(now.ok()) << now.status();
-  ASSERT_OK(RemovePlacementGroup("late"));
+  ASSERT_OK(RemovePlacementGroup(now->name));
 }
 
 TEST_F(ReservationsTest, BadOptionsAreOneLineErrorsAndReserveNothing) {
-  auto selectors = CreatePlacementGroup(
-      {.name = "bad", .bundles = {Cpus(1), Cpus(1)}, .bundle_selectors = {OnNode("cpu1")}});
+  auto selectors = CreatePlacementGroup({.name = PlacementGroupName("bad"),
+                                         .bundles = {Cpus(1), Cpus(1)},
+                                         .bundle_selectors = {OnNode("cpu1")}});
   EXPECT_EQ(selectors.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(selectors.status().message(),
             "placement group bad: 1 bundle selectors for 2 bundles (give one per bundle, or "
             "none)");
-  auto empty = CreatePlacementGroup({.name = "bad"});
+  auto empty = CreatePlacementGroup({.name = PlacementGroupName("bad")});
   EXPECT_EQ(empty.status().message(),
             "placement group bad: no bundles (a placement group reserves at least one bundle)");
   auto resources = CreatePlacementGroup(
-      {.name = "bad",
+      {.name = PlacementGroupName("bad"),
        .bundles = {Cpus(1)},
        .fallbacks = {{.bundles = {Cpus(1), ResourceSet::FromAmounts({{"GPU", 1.5}}).value()}}}});
   EXPECT_EQ(resources.status().code(), absl::StatusCode::kInvalidArgument);
@@ -120,28 +122,29 @@ TEST_F(ReservationsTest, BadOptionsAreOneLineErrorsAndReserveNothing) {
   auto unnamed = CreatePlacementGroup({.bundles = {Cpus(1)}});
   EXPECT_THAT(unnamed.status().message(), HasSubstr("a name is needed"));
   // A shape filled in by hand is checked: a 3x5 is no v6e slice; no shape at all, no topology.
-  auto topology = ReserveSlices(
-      {.name = "bad", .shape = {.generation = TpuGeneration::kV6e, .topology = {{3, 5}}}});
+  auto topology =
+      ReserveSlices({.name = SliceGroupName("bad"),
+                     .shape = {.generation = TpuGeneration::kV6e, .topology = {{3, 5}}}});
   EXPECT_EQ(topology.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(topology.status().message(),
               HasSubstr("slice reservation bad: shape: topology \"3x5\" is not a valid v6e"));
-  auto no_shape = ReserveSlices({.name = "bad"});
+  auto no_shape = ReserveSlices({.name = SliceGroupName("bad")});
   EXPECT_EQ(no_shape.status().message(), "slice reservation bad: shape: a topology is needed");
   for (const auto& s : {selectors.status(), empty.status(), resources.status(), topology.status(),
                         no_shape.status()}) {
     EXPECT_EQ(std::string(s.message()).find('\n'), std::string::npos) << s;
   }
   // Nothing was sent: the name is free.
-  auto fine = CreatePlacementGroup({.name = "bad", .bundles = {Cpus(1)}});
+  auto fine = CreatePlacementGroup({.name = PlacementGroupName("bad"), .bundles = {Cpus(1)}});
   ASSERT_TRUE(fine.ok()) << fine.status();
-  ASSERT_OK(RemovePlacementGroup("bad"));
+  ASSERT_OK(RemovePlacementGroup(fine->name));
 }
 
 TEST_F(ReservationsTest, SliceReservationGivesOneActorPerHostItsTpuWorkerId) {
   const SliceShape v6e_2x4 = *MakeSliceShape(TpuGeneration::kV6e, {{2, 4}});
   // The per-host demand and the selector are types too: CPU beside each host's chips, and only
   // slices whose every host is labelled with the slice's name.
-  auto slice = ReserveSlices({.name = "s",
+  auto slice = ReserveSlices({.name = SliceGroupName("s"),
                               .shape = v6e_2x4,
                               .per_host = *ResourceSet::FromAmounts({{"CPU", 1}}),
                               .label_selector = *LabelSelector::Of(
@@ -152,7 +155,8 @@ TEST_F(ReservationsTest, SliceReservationGivesOneActorPerHostItsTpuWorkerId) {
   std::vector<ActorHandle<HostProbe>> actors;
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(slice->hosts[i].tpu_worker, i);
-    actors.push_back(Actor(MakeHostProbe).Resources({{"TPU", 4}}).PlacementGroup("s", i).Remote());
+    actors.push_back(
+        Actor(MakeHostProbe).Resources({{"TPU", 4}}).PlacementGroup(slice->name, i).Remote());
   }
   for (int i = 0; i < 2; ++i) {
     auto seen = Get(actors[i].Task(&HostProbe::TpuWorker).Remote(), kPatience);
@@ -161,9 +165,10 @@ TEST_F(ReservationsTest, SliceReservationGivesOneActorPerHostItsTpuWorkerId) {
   }
   for (auto& actor : actors) ASSERT_OK(Kill(actor));
   // A second whole slice does not exist: never half of one.
-  auto second = ReserveSlices({.name = "s2", .shape = v6e_2x4, .timeout = absl::Milliseconds(300)});
+  auto second = ReserveSlices(
+      {.name = SliceGroupName("s2"), .shape = v6e_2x4, .timeout = absl::Milliseconds(300)});
   EXPECT_FALSE(second.ok());
-  ASSERT_OK(ReleaseSlices("s"));
+  ASSERT_OK(ReleaseSlices(slice->name));
 }
 
 }  // namespace

@@ -41,6 +41,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -753,10 +754,11 @@ TEST_F(WorkerAndAgentChaosTest, KilledWorkersAndPausedAgentsDuringTenThousandTas
   ASSERT_EQ(kill(*rank1, SIGKILL), 0);
   ASSERT_OK(AwaitRank(dir_, 0, 1).status());
   ASSERT_OK(AwaitRank(dir_, 1, 1).status());
-  auto restarted = AwaitGang(
-      *gang, [](const GangStatus& s) { return s.state == "RUNNING" && s.restart_count == 1; });
+  auto restarted = AwaitGang(*gang, [](const GangStatus& s) {
+    return s.state == GangState::kRunning && s.restart_count == 1;
+  });
   ASSERT_OK(restarted.status());
-  EXPECT_EQ(restarted->state, "RUNNING") << restarted->message;
+  EXPECT_EQ(restarted->state, GangState::kRunning) << restarted->message;
   EXPECT_EQ(restarted->restart_count, 1);
   {
     CHECK_STEP("while the gang runs, every agent holds what the head says");
@@ -816,7 +818,7 @@ TEST_F(WorkerAndAgentChaosTest, KilledWorkersAndPausedAgentsDuringTenThousandTas
     Touch(GangRelease(dir_));
     auto done = gang->Wait(kPatience);
     ASSERT_OK(done.status());
-    EXPECT_EQ(done->state, "SUCCEEDED") << done->message;
+    EXPECT_EQ(done->state, GangState::kSucceeded) << done->message;
     EXPECT_EQ(done->restart_count, 1) << done->message;
     EXPECT_FALSE(fs::exists(RankFile(dir_, 0, 2))) << "the short pause restarted the gang";
     EXPECT_FALSE(sampler_->SeenIn("g1", v1::NODE_STATE_DEAD))
@@ -837,9 +839,10 @@ TEST_F(HeadRestartChaosTest, HeadKilledAndRestartedOnRedisDuringTenThousandTasks
   ASSERT_OK(rank0.status());
   auto rank1 = AwaitRank(dir_, 1, 0);
   ASSERT_OK(rank1.status());
-  auto running = AwaitGang(*gang, [](const GangStatus& s) { return s.state == "RUNNING"; });
+  auto running =
+      AwaitGang(*gang, [](const GangStatus& s) { return s.state == GangState::kRunning; });
   ASSERT_OK(running.status());
-  ASSERT_EQ(running->state, "RUNNING") << running->message;
+  ASSERT_EQ(running->state, GangState::kRunning) << running->message;
   Workload work(dir_);
 
   // A victim holds the workload open across the restart (it is released afterwards, not killed).
@@ -873,18 +876,24 @@ TEST_F(HeadRestartChaosTest, HeadKilledAndRestartedOnRedisDuringTenThousandTasks
     CHECK_STEP("the gang outlives the head restart, restarts for a killed rank, and succeeds");
     auto after = gang->Status();
     EXPECT_OK(after.status());
-    const bool kept = after.ok() && after->state == "RUNNING" && after->restart_count == 0;
-    EXPECT_TRUE(kept) << (after.ok() ? absl::StrCat(after->state, " (restarts ",
-                                                    after->restart_count, "): ", after->message)
-                                     : after.status().ToString());
+    const bool kept =
+        after.ok() && after->state == GangState::kRunning && after->restart_count == 0;
+    std::ostringstream seen;  // the state in its word (operator<< of tessera/gang.h)
+    if (after.ok()) {
+      seen << after->state << " (restarts " << after->restart_count << "): " << after->message;
+    } else {
+      seen << after.status();
+    }
+    EXPECT_TRUE(kept) << seen.str();
     EXPECT_EQ(kill(*rank0, 0), 0) << "rank 0 of the first attempt did not outlive the head";
     EXPECT_EQ(kill(*rank1, 0), 0) << "rank 1 of the first attempt did not outlive the head";
     if (kept) {
       ASSERT_EQ(kill(*rank0, SIGKILL), 0);
       EXPECT_OK(AwaitRank(dir_, 0, 1).status());
       EXPECT_OK(AwaitRank(dir_, 1, 1).status());
-      auto restarted = AwaitGang(
-          *gang, [](const GangStatus& s) { return s.state == "RUNNING" && s.restart_count == 1; });
+      auto restarted = AwaitGang(*gang, [](const GangStatus& s) {
+        return s.state == GangState::kRunning && s.restart_count == 1;
+      });
       EXPECT_OK(restarted.status());
       if (restarted.ok()) {
         EXPECT_EQ(restarted->restart_count, 1) << restarted->message;
@@ -894,7 +903,7 @@ TEST_F(HeadRestartChaosTest, HeadKilledAndRestartedOnRedisDuringTenThousandTasks
     auto done = gang->Wait(kPatience);
     EXPECT_OK(done.status());
     if (done.ok()) {
-      EXPECT_EQ(done->state, "SUCCEEDED") << done->message;
+      EXPECT_EQ(done->state, GangState::kSucceeded) << done->message;
       EXPECT_EQ(done->restart_count, 1) << done->message;
     }
   }

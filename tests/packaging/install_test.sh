@@ -46,6 +46,8 @@ for f in bin/tessera bin/tessera-launcher include/tessera/tessera.h include/tess
          include/tessera/placement_group.h include/tessera/core/vocabulary/task_options.h \
          include/tessera/core/vocabulary/placement_strategy.h \
          include/tessera/core/vocabulary/slice_shape.h \
+         include/tessera/core/vocabulary/ids.h include/tessera/core/vocabulary/gang_state.h \
+         include/tessera/core/base/strong_id.h \
          include/tessera/core/resources/resource_set.h lib/libtessera.so lib/libtessera.so.0 \
          lib/cmake/Tessera/TesseraConfig.cmake lib/cmake/Tessera/TesseraConfigVersion.cmake \
          lib/cmake/Tessera/TesseraTargets.cmake lib/pkgconfig/tessera.pc \
