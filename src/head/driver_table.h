@@ -1,6 +1,6 @@
 // DriverTable: the drivers (programs using the API) that own reservations or actors, and when
 // each was last heard from (KeepDriverAlive, or a create naming it as owner). A driver silent
-// for the timeout is gone: the head releases what it owns (HeadService::Reconcile). Gone drivers
+// for the timeout is gone: the head releases what it owns (HeadParts::Reconcile). Gone drivers
 // (exited or silent) are remembered for a while so that heartbeats can tell every agent, whose
 // object stores free what they owned.
 //

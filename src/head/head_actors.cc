@@ -1,10 +1,11 @@
-// HeadService's named actors: the five actor RPCs as a thin front on the ActorDirectory
+// HeadActorsService, the named actors: the five actor RPCs as a thin front on the ActorDirectory
 // (actor_directory.h), which owns the records, their names and their persistence. This file only
 // checks request limits, converts between v1::ActorInfo and ActorRecord, and maps the
 // directory's absl::Status to gRPC. A registration that names an owner is also a sign of life
 // from that driver (as a reservation's create is), so an owner that never calls
 // KeepDriverAlive still times out and takes its actors with it.
-// Threading: the directory and the driver table have their own locks; no other is taken.
+// Threading: the directory and the driver table have their own locks; only RegisterActor takes
+// the cluster lock (before the directory's), to check the actor's node alive.
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,8 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "head/actor_info_proto.h"
-#include "head/head_service.h"
 #include "head/head_service_internal.h"
+#include "head/head_services.h"
 #include "head/request_limits.h"
 #include "rpc/state_names.h"
 #include "rpc/status_conversion.h"
@@ -23,9 +24,9 @@ namespace tessera {
 using head_internal::Invalid;
 using head_internal::InvalidText;
 
-grpc::Status HeadService::RegisterActor(grpc::ServerContext*,
-                                        const v1::RegisterActorRequest* request,
-                                        v1::ActorInfo* response) {
+grpc::Status HeadActorsService::RegisterActor(grpc::ServerContext*,
+                                              const v1::RegisterActorRequest* request,
+                                              v1::ActorInfo* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   absl::StatusOr<ActorRecord> actor = ActorRecordFromProto(request->actor());
   if (!actor.ok()) {
@@ -43,7 +44,7 @@ grpc::Status HeadService::RegisterActor(grpc::ServerContext*,
     }
     stored = actors_.Register(*actor);
   }
-  ReportActorStoreFailures();
+  parts_.ReportActorStoreFailures();
   if (!stored.ok()) return rpc::ToGrpcStatus(stored.status());
   drivers_.NoteAlive(stored->owner, clock_->Now());  // a sign of life from its owner
   ActorRecordToProto(*stored, response);
@@ -51,33 +52,33 @@ grpc::Status HeadService::RegisterActor(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status HeadService::ActorDied(grpc::ServerContext*, const v1::ActorDiedRequest* request,
-                                    v1::ActorInfo* response) {
+grpc::Status HeadActorsService::ActorDied(grpc::ServerContext*, const v1::ActorDiedRequest* request,
+                                          v1::ActorInfo* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   if (request->actor_id().empty()) return InvalidText("actor_id: is empty");
   absl::StatusOr<ActorRecord> dead = actors_.Died(request->actor_id(), request->death_cause());
-  ReportActorStoreFailures();
+  parts_.ReportActorStoreFailures();
   if (!dead.ok()) return rpc::ToGrpcStatus(dead.status());
   ActorRecordToProto(*dead, response);
   RecordActorChange(*response);
   return grpc::Status::OK;
 }
 
-grpc::Status HeadService::ActorWorkerExited(grpc::ServerContext*,
-                                            const v1::ActorWorkerExitedRequest* request,
-                                            v1::ActorInfo* response) {
+grpc::Status HeadActorsService::ActorWorkerExited(grpc::ServerContext*,
+                                                  const v1::ActorWorkerExitedRequest* request,
+                                                  v1::ActorInfo* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   if (request->actor_id().empty()) return InvalidText("actor_id: is empty");
   absl::StatusOr<ActorRecord> actor =
       actors_.WorkerExited(request->actor_id(), request->worker_id(), request->cause());
-  ReportActorStoreFailures();
+  parts_.ReportActorStoreFailures();
   if (!actor.ok()) return rpc::ToGrpcStatus(actor.status());
   ActorRecordToProto(*actor, response);
   if (response->state() == v1::ACTOR_STATE_DEAD) RecordActorChange(*response);
   return grpc::Status::OK;
 }
 
-void HeadService::RecordActorChange(const v1::ActorInfo& actor) {
+void HeadActorsService::RecordActorChange(const v1::ActorInfo& actor) {
   std::string where;
   if (actor.state() == v1::ACTOR_STATE_ALIVE) {
     where = absl::StrCat(" on node ", actor.node_id());
@@ -89,8 +90,8 @@ void HeadService::RecordActorChange(const v1::ActorInfo& actor) {
                        "actor");
 }
 
-grpc::Status HeadService::GetActor(grpc::ServerContext*, const v1::GetActorRequest* request,
-                                   v1::ActorInfo* response) {
+grpc::Status HeadActorsService::GetActor(grpc::ServerContext*, const v1::GetActorRequest* request,
+                                         v1::ActorInfo* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   if (request->name().empty()) return InvalidText("name: is empty");
   absl::StatusOr<ActorRecord> actor = actors_.Get(request->name(), request->namespace_());
@@ -99,8 +100,8 @@ grpc::Status HeadService::GetActor(grpc::ServerContext*, const v1::GetActorReque
   return grpc::Status::OK;
 }
 
-grpc::Status HeadService::ListActors(grpc::ServerContext*, const v1::ListRequest* request,
-                                     v1::ListActorsResponse* response) {
+grpc::Status HeadActorsService::ListActors(grpc::ServerContext*, const v1::ListRequest* request,
+                                           v1::ListActorsResponse* response) {
   // Pages by actor id: actors registered or forgotten meanwhile move no other across pages.
   constexpr std::string_view kListing = "actors";
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);

@@ -181,7 +181,7 @@ std::function<v1::ClusterStatus()> CachedClusterStatus(HeadService* head) {
       v1::ListRequest request;
       snapshot->status.Clear();
       IgnoreStatus(
-          rpc::FromGrpcStatus(head->GetClusterStatus(nullptr, &request, &snapshot->status)),
+          rpc::FromGrpcStatus(head->admin().GetClusterStatus(nullptr, &request, &snapshot->status)),
           "cannot fail: the head's own status call always answers OK");
       snapshot->taken = head->clock()->Now();
     }
@@ -240,7 +240,7 @@ absl::Status HeadHttp::AddRoutes() {
                                         {.access = metrics::HttpAccess::kMetrics}));
 
   // The dashboard's login: a ticket the head issues over gRPC to whoever proves the token
-  // (HeadService::CreateDashboardLogin, `tessera dashboard`), spent once by the page for a
+  // (HeadAdminService::CreateDashboardLogin, `tessera dashboard`), spent once by the page for a
   // session.
   const std::shared_ptr<metrics::HttpSessions> sessions = sessions_;
   TESSERA_RETURN_IF_ERROR(server.Handle(
@@ -290,40 +290,43 @@ absl::Status HeadHttp::AddListRoutes() {
   TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/cluster", [head](const HttpRequest&) {
     v1::ListRequest request;
     v1::ClusterStatus status;
-    grpc::Status got = head->GetClusterStatus(nullptr, &request, &status);
+    grpc::Status got = head->admin().GetClusterStatus(nullptr, &request, &status);
     return got.ok() ? JsonResponse(rpc::MessageJson(status)) : FromGrpc(got);
   }));
   TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/nodes", [head](const HttpRequest&) {
     v1::ListNodesResponse all;
-    grpc::Status got =
-        AllPages([head](v1::ListRequest* r,
-                        v1::ListNodesResponse* p) { return head->ListNodes(nullptr, r, p); },
-                 &all);
+    grpc::Status got = AllPages(
+        [head](v1::ListRequest* r, v1::ListNodesResponse* p) {
+          return head->nodes().ListNodes(nullptr, r, p);
+        },
+        &all);
     return got.ok() ? JsonResponse(rpc::MessageJson(all)) : FromGrpc(got);
   }));
   TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/placement_groups", [head](const HttpRequest&) {
     v1::ListPlacementGroupsResponse all;
     grpc::Status got = AllPages(
         [head](v1::ListRequest* r, v1::ListPlacementGroupsResponse* p) {
-          return head->ListPlacementGroups(nullptr, r, p);
+          return head->reservations().ListPlacementGroups(nullptr, r, p);
         },
         &all);
     return got.ok() ? JsonResponse(rpc::MessageJson(all)) : FromGrpc(got);
   }));
   TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/slices", [head](const HttpRequest&) {
     v1::ListSlicesResponse all;
-    grpc::Status got =
-        AllPages([head](v1::ListRequest* r,
-                        v1::ListSlicesResponse* p) { return head->ListSlices(nullptr, r, p); },
-                 &all);
+    grpc::Status got = AllPages(
+        [head](v1::ListRequest* r, v1::ListSlicesResponse* p) {
+          return head->reservations().ListSlices(nullptr, r, p);
+        },
+        &all);
     return got.ok() ? JsonResponse(rpc::MessageJson(all)) : FromGrpc(got);
   }));
   TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/actors", [head](const HttpRequest&) {
     v1::ListActorsResponse all;
-    grpc::Status got =
-        AllPages([head](v1::ListRequest* r,
-                        v1::ListActorsResponse* p) { return head->ListActors(nullptr, r, p); },
-                 &all);
+    grpc::Status got = AllPages(
+        [head](v1::ListRequest* r, v1::ListActorsResponse* p) {
+          return head->actors().ListActors(nullptr, r, p);
+        },
+        &all);
     return got.ok() ? JsonResponse(rpc::MessageJson(all)) : FromGrpc(got);
   }));
   TESSERA_RETURN_IF_ERROR(server.Handle("/api/v1/jobs", [head, jobs](const HttpRequest&) {
@@ -333,7 +336,7 @@ absl::Status HeadHttp::AddListRoutes() {
     if (!got.ok()) return FromGrpc(got);
     v1::ListJobsResponse drivers;
     got = AllPages([head](v1::ListRequest* r,
-                          v1::ListJobsResponse* p) { return head->ListJobs(nullptr, r, p); },
+                          v1::ListJobsResponse* p) { return head->jobs().ListJobs(nullptr, r, p); },
                    &drivers);
     if (!got.ok()) return FromGrpc(got);
     Json out = rpc::MessageJson(gangs);
@@ -350,7 +353,7 @@ absl::Status HeadHttp::AddListRoutes() {
     }
     list.set_after(after);
     v1::ListEventsResponse events;
-    grpc::Status got = head->ListEvents(nullptr, &list, &events);
+    grpc::Status got = head->jobs().ListEvents(nullptr, &list, &events);
     return got.ok() ? JsonResponse(rpc::MessageJson(events)) : FromGrpc(got);
   }));
   return absl::OkStatus();

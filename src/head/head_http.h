@@ -4,19 +4,19 @@
 //                cluster, nodes, nodes/<id>/telemetry, placement_groups, slices, actors, jobs,
 //                jobs/<id>/logs?rank=&offset=, events?after=
 //   POST /api/v1/sessions  (header "X-Tessera-Login-Ticket: <ticket>") spends a one-time login
-//                ticket (issued over gRPC by HeadService::CreateDashboardLogin, good for 60 s,
+//                ticket (issued over gRPC by HeadAdminService::CreateDashboardLogin, good for 60 s,
 //                which `tessera dashboard` puts in the URL it opens) for a
 //                session, a bearer credential for everything but minting tickets, good for
 //                12 h: {"session", "expires_in_s"}; 403 for a ticket unknown, used or expired
 //   /metrics     Prometheus text format: the cluster as the head sees it (nodes by state, each
 //                node's resources total and reserved, reservations by state, jobs and gangs,
 //                actors, demand, events) — docs/observability.md lists every series
-// The answers come from the HeadService's and JobManager's own handlers, called in process, so
-// they say exactly what the gRPC API says. Every request but the dashboard's static files and
-// the ticket exchange needs the cluster token as a bearer token (HeadHttpOptions::bearer_token),
-// on loopback too, or a session: so job logs and agents' addresses are for those who can read
-// the 0600 token file, as the files themselves are. The server's Host check, deadlines and
-// connection limits are metrics::HttpServer's.
+// The answers come from the own handlers of the head's services (HeadService::nodes(), ...) and
+// of its JobManager, called in process, so they say exactly what the gRPC API says. Every
+// request but the dashboard's static files and the ticket exchange needs the cluster token as a
+// bearer token (HeadHttpOptions::bearer_token), on loopback too, or a session: so job logs and
+// agents' addresses are for those who can read the 0600 token file, as the files themselves
+// are. The server's Host check, deadlines and connection limits are metrics::HttpServer's.
 //
 // Threading: thread-safe (the server's threads call the services' thread-safe handlers).
 // Cost: a listing per request; nothing cached.
@@ -57,7 +57,7 @@ class HeadHttp {
   ~HeadHttp();
   int port() const { return server_->port(); }
   // The sessions the dashboard logs in to; the head issues their tickets over gRPC
-  // (HeadService::CreateDashboardLogin).
+  // (HeadAdminService::CreateDashboardLogin).
   const std::shared_ptr<metrics::HttpSessions>& sessions() const { return sessions_; }
   void Stop();
 

@@ -282,7 +282,7 @@ void HeadServer::WritePrometheusTargets() {
   HeadService* service = service_.get();
   if (!head_internal::AllPages(
            [service](v1::ListRequest* r, v1::ListNodesResponse* p) {
-             return service->ListNodes(nullptr, r, p);
+             return service->nodes().ListNodes(nullptr, r, p);
            },
            &nodes)
            .ok()) {

@@ -1,6 +1,6 @@
-// Helpers shared by the files that implement HeadService (head_*.cc): the gRPC error shapes of
-// bad input, the request-id cache around a mutating call, and paged listings. Not for use outside
-// src/head.
+// Helpers shared by the files that implement the head's services (head_*.cc): the gRPC error
+// shapes of bad input, the request-id cache around a mutating call, and paged listings. Not for
+// use outside src/head.
 // Thread-safety: stateless functions; a PageFiller belongs to one call.
 #pragma once
 
@@ -193,9 +193,9 @@ std::optional<std::string> AppendPage(Iter begin, Iter end, PageFiller& page,
   return std::nullopt;
 }
 
-// Every page of a paged listing called in process (`call(request, page)`: a HeadService
-// handler), merged: the repeated fields appended, next_page_token cleared. For the head's own
-// readers of its listings (the HTTP API, the Prometheus targets file).
+// Every page of a paged listing called in process (`call(request, page)`: a handler of one of
+// the head's services), merged: the repeated fields appended, next_page_token cleared. For the
+// head's own readers of its listings (the HTTP API, the Prometheus targets file).
 template <typename Response, typename Call>
 grpc::Status AllPages(Call call, Response* all) {
   v1::ListRequest request;

@@ -1,8 +1,9 @@
-// HeadService, the nodes' RPCs: registration and heartbeats (what the agent reports, converted
+// HeadNodesService, the nodes' RPCs: registration and heartbeats (what the agent reports, converted
 // for the NodeRegistry; bundles to release sent back), the node listing, and PickNode — which
 // node should take a lease: a request inside a reservation goes to the agent holding the bundle
 // (ClusterController::AdviseBundleTarget; that agent decides), any other is the task
 // scheduler's advice over the view, excluded nodes left out.
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -10,8 +11,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "head/head_service.h"
 #include "head/head_service_internal.h"
+#include "head/head_services.h"
 #include "head/request_limits.h"
 #include "metrics/scoped_timer.h"
 #include "rpc/status_conversion.h"
@@ -59,8 +60,32 @@ absl::StatusOr<std::vector<ReportedBundle>> BundlesFromProto(
 
 }  // namespace
 
-grpc::Status HeadService::RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* request,
-                                       v1::RegisterNodeResponse* response) {
+namespace head_internal {
+
+void FillNodeInfo(const ClusterController& controller, const DeviceHistory& device_history,
+                  const Clock& clock, const NodeRegistry::Node& node, v1::NodeInfo* info) {
+  *info->mutable_node() = node.description;
+  const bool alive = node.health == NodeRegistry::Health::kAlive;
+  info->set_state(alive ? v1::NODE_STATE_ALIVE : v1::NODE_STATE_DEAD);
+  if (alive) {
+    if (std::optional<NodeIndex> index = controller.state().view.Find(NodeId(node.id));
+        index.has_value()) {
+      wire::ResourcesToProto(controller.state().view.node(*index).available,
+                             info->mutable_available());
+    }
+  }
+  info->set_last_heartbeat_age_ms(absl::ToInt64Milliseconds(clock.Now() - node.last_heartbeat));
+  info->set_workers(node.workers);
+  if (std::optional<v1::NodeUsage> usage = device_history.Usage(node.id); usage.has_value()) {
+    *info->mutable_usage() = *std::move(usage);
+  }
+}
+
+}  // namespace head_internal
+
+grpc::Status HeadNodesService::RegisterNode(grpc::ServerContext*,
+                                            const v1::RegisterNodeRequest* request,
+                                            v1::RegisterNodeResponse* response) {
   auto registration = wire::NodeFromProto(request->node());
   if (!registration.ok()) return Invalid(registration.status());
   if (registration->address.empty()) return InvalidText("node.address: is empty");
@@ -83,8 +108,8 @@ grpc::Status HeadService::RegisterNode(grpc::ServerContext*, const v1::RegisterN
   return grpc::Status::OK;
 }
 
-grpc::Status HeadService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
-                                    v1::HeartbeatResponse* response) {
+grpc::Status HeadNodesService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+                                         v1::HeartbeatResponse* response) {
   const absl::Time arrived = clock_->Now();
   auto leases = LeasesFromProto(request->leases(), /*need_ids=*/false);
   if (!leases.ok()) return Invalid(leases.status());
@@ -110,8 +135,8 @@ grpc::Status HeadService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatReq
   return grpc::Status::OK;
 }
 
-grpc::Status HeadService::ListNodes(grpc::ServerContext*, const v1::ListRequest* request,
-                                    v1::ListNodesResponse* response) {
+grpc::Status HeadNodesService::ListNodes(grpc::ServerContext*, const v1::ListRequest* request,
+                                         v1::ListNodesResponse* response) {
   // Pages by node id: a node registered or dropped meanwhile moves no other node across pages.
   constexpr std::string_view kListing = "nodes";
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
@@ -125,24 +150,24 @@ grpc::Status HeadService::ListNodes(grpc::ServerContext*, const v1::ListRequest*
       [](const auto& entry) { return entry.first; },
       [&](const auto& entry, v1::NodeInfo* out) {
         controller_.AssertHeld();  // AppendPage runs it under this function's lock
-        FillNodeInfo(entry.second, out);
+        head_internal::FillNodeInfo(controller_, device_history_, *clock_, entry.second, out);
       });
   if (resume.has_value())
     response->set_next_page_token(head_internal::PageToken(kListing, *resume));
   return grpc::Status::OK;
 }
 
-std::optional<v1::NodeInfo> HeadService::NodeInfoOf(const std::string& node_id) {
+std::optional<v1::NodeInfo> HeadNodesService::NodeInfoOf(const std::string& node_id) {
   absl::MutexLock lock(controller_.mutex());
   auto it = controller_.nodes().nodes().find(node_id);
   if (it == controller_.nodes().nodes().end()) return std::nullopt;
   v1::NodeInfo info;
-  FillNodeInfo(it->second, &info);
+  head_internal::FillNodeInfo(controller_, device_history_, *clock_, it->second, &info);
   return info;
 }
 
-grpc::Status HeadService::PickNode(grpc::ServerContext*, const v1::PickNodeRequest* request,
-                                   v1::PickNodeResponse* response) {
+grpc::Status HeadNodesService::PickNode(grpc::ServerContext*, const v1::PickNodeRequest* request,
+                                        v1::PickNodeResponse* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   auto parsed = wire::ResourceRequestFromProto(request->request());
   if (!parsed.ok()) return Invalid(parsed.status());

@@ -1,22 +1,21 @@
-// HeadService, the reservations' RPCs: placement groups and slice groups (checked, converted,
-// answered once per request id, then the ClusterController's), their listings, and the drivers
-// that own them. A reservation created with an owner lives as long as that driver keeps calling
-// KeepDriverAlive (the C++ API does every second) and is released when the driver says it exited
-// or falls silent for the driver timeout, the way the peers release a job's reservations with the
-// job unless they were created detached; so are the named actors it owns.
+// HeadReservationsService, the reservations' RPCs: placement groups and slice groups (checked,
+// converted, answered once per request id, then the ClusterController's), their listings, and the
+// drivers that own them. A reservation created with an owner lives as long as that driver keeps
+// calling KeepDriverAlive (the C++ API does every second) and is released when the driver says it
+// exited or falls silent for the driver timeout, the way the peers release a job's reservations
+// with the job unless they were created detached; so are the named actors it owns.
 #include <map>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/string_util.h"
-#include "head/head_service.h"
 #include "head/head_service_internal.h"
-#include "head/in_process_cluster_head.h"
+#include "head/head_services.h"
 #include "head/request_limits.h"
 #include "rpc/status_conversion.h"
 
@@ -26,9 +25,50 @@ using head_internal::Invalid;
 using head_internal::InvalidText;
 using head_internal::RunDurably;
 
-grpc::Status HeadService::CreatePlacementGroup(grpc::ServerContext*,
-                                               const v1::CreatePlacementGroupRequest* request,
-                                               v1::PlacementGroupInfo* response) {
+HeadReservationsService::HeadReservationsService(HeadParts& parts)
+    : parts_(parts),
+      options_(parts.options),
+      clock_(parts.clock),
+      writer_(parts.writer),
+      drivers_(parts.drivers),
+      controller_(parts.controller),
+      create_cache_(parts.options.request_cache_capacity),
+      remove_cache_(parts.options.request_cache_capacity),
+      reserve_cache_(parts.options.request_cache_capacity),
+      release_cache_(parts.options.request_cache_capacity),
+      create_refusals_(parts.options.request_cache_capacity),
+      remove_refusals_(parts.options.request_cache_capacity),
+      reserve_refusals_(parts.options.request_cache_capacity),
+      release_refusals_(parts.options.request_cache_capacity) {}
+
+void HeadReservationsService::RememberRestoredCreates() {
+  std::vector<std::pair<std::string, v1::PlacementGroupInfo>> groups;  // request id -> answer
+  std::vector<std::pair<std::string, v1::SliceGroupInfo>> slices;
+  {
+    absl::MutexLock lock(controller_.mutex());
+    for (const auto& [name, group] : controller_.groups()) {
+      if (group.request.request_id().empty()) continue;
+      auto& [id, info] = groups.emplace_back(group.request.request_id(), v1::PlacementGroupInfo());
+      controller_.DescribeGroup(group, &info);
+    }
+    for (const auto& [name, slice] : controller_.slices()) {
+      if (slice.request.request_id().empty()) continue;
+      auto& [id, info] = slices.emplace_back(slice.request.request_id(), v1::SliceGroupInfo());
+      controller_.DescribeSlice(slice, &info);
+    }
+  }
+  // Run stores the answer; what it returns is that same answer.
+  for (const auto& group : groups) {
+    create_cache_.Run(group.first, [&] { return CreateResult{grpc::Status::OK, group.second}; });
+  }
+  for (const auto& slice : slices) {
+    reserve_cache_.Run(slice.first, [&] { return ReserveResult{grpc::Status::OK, slice.second}; });
+  }
+}
+
+grpc::Status HeadReservationsService::CreatePlacementGroup(
+    grpc::ServerContext*, const v1::CreatePlacementGroupRequest* request,
+    v1::PlacementGroupInfo* response) {
   // Before the request-id cache and any lock: an oversized request costs nothing.
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   return RunDurably(
@@ -40,9 +80,9 @@ grpc::Status HeadService::CreatePlacementGroup(grpc::ServerContext*,
       });
 }
 
-grpc::Status HeadService::RemovePlacementGroup(grpc::ServerContext*,
-                                               const v1::RemovePlacementGroupRequest* request,
-                                               v1::RemovePlacementGroupResponse* response) {
+grpc::Status HeadReservationsService::RemovePlacementGroup(
+    grpc::ServerContext*, const v1::RemovePlacementGroupRequest* request,
+    v1::RemovePlacementGroupResponse* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   return RunDurably(
       writer_, remove_refusals_, remove_cache_, request->request_id(), response,
@@ -51,17 +91,18 @@ grpc::Status HeadService::RemovePlacementGroup(grpc::ServerContext*,
       });
 }
 
-grpc::Status HeadService::WaitPlacementGroup(grpc::ServerContext*,
-                                             const v1::WaitPlacementGroupRequest* request,
-                                             v1::PlacementGroupInfo* response) {
+grpc::Status HeadReservationsService::WaitPlacementGroup(
+    grpc::ServerContext*, const v1::WaitPlacementGroupRequest* request,
+    v1::PlacementGroupInfo* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   if (request->timeout_ms() < 0) return InvalidText("timeout_ms: is negative");
   return rpc::ToGrpcStatus(controller_.WaitPlacementGroup(
       request->name(), absl::Milliseconds(request->timeout_ms()), response));
 }
 
-grpc::Status HeadService::ListPlacementGroups(grpc::ServerContext*, const v1::ListRequest* request,
-                                              v1::ListPlacementGroupsResponse* response) {
+grpc::Status HeadReservationsService::ListPlacementGroups(
+    grpc::ServerContext*, const v1::ListRequest* request,
+    v1::ListPlacementGroupsResponse* response) {
   constexpr std::string_view kListing = "placement-groups";
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   auto page = head_internal::ParsePageRequest(*request, kListing, options_.max_page_size);
@@ -81,9 +122,9 @@ grpc::Status HeadService::ListPlacementGroups(grpc::ServerContext*, const v1::Li
   return grpc::Status::OK;
 }
 
-grpc::Status HeadService::ReserveSlices(grpc::ServerContext*,
-                                        const v1::ReserveSlicesRequest* request,
-                                        v1::SliceGroupInfo* response) {
+grpc::Status HeadReservationsService::ReserveSlices(grpc::ServerContext*,
+                                                    const v1::ReserveSlicesRequest* request,
+                                                    v1::SliceGroupInfo* response) {
   // Before the request-id cache and any lock: an oversized request costs nothing.
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   return RunDurably(
@@ -95,9 +136,9 @@ grpc::Status HeadService::ReserveSlices(grpc::ServerContext*,
       });
 }
 
-grpc::Status HeadService::ReleaseSlices(grpc::ServerContext*,
-                                        const v1::ReleaseSlicesRequest* request,
-                                        v1::ReleaseSlicesResponse* response) {
+grpc::Status HeadReservationsService::ReleaseSlices(grpc::ServerContext*,
+                                                    const v1::ReleaseSlicesRequest* request,
+                                                    v1::ReleaseSlicesResponse* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   return RunDurably(writer_, release_refusals_, release_cache_, request->request_id(), response,
                     [&](v1::ReleaseSlicesResponse* out) {
@@ -105,17 +146,18 @@ grpc::Status HeadService::ReleaseSlices(grpc::ServerContext*,
                     });
 }
 
-grpc::Status HeadService::WaitSliceGroup(grpc::ServerContext*,
-                                         const v1::WaitSliceGroupRequest* request,
-                                         v1::SliceGroupInfo* response) {
+grpc::Status HeadReservationsService::WaitSliceGroup(grpc::ServerContext*,
+                                                     const v1::WaitSliceGroupRequest* request,
+                                                     v1::SliceGroupInfo* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   if (request->timeout_ms() < 0) return InvalidText("timeout_ms: is negative");
   return rpc::ToGrpcStatus(controller_.WaitSliceGroup(
       request->name(), absl::Milliseconds(request->timeout_ms()), response));
 }
 
-grpc::Status HeadService::ListSlices(grpc::ServerContext*, const v1::ListRequest* request,
-                                     v1::ListSlicesResponse* response) {
+grpc::Status HeadReservationsService::ListSlices(grpc::ServerContext*,
+                                                 const v1::ListRequest* request,
+                                                 v1::ListSlicesResponse* response) {
   // One listing of two tables: the slice groups by name, then the slices by name. The token's
   // key says which: "g/<group>" or "s/<slice>". Groups come first so that a caller looking for
   // its group finds it on the first page while there are fewer groups than a page holds.
@@ -157,13 +199,9 @@ grpc::Status HeadService::ListSlices(grpc::ServerContext*, const v1::ListRequest
   return grpc::Status::OK;
 }
 
-std::unique_ptr<train::ClusterHead> HeadService::InProcessHead() {
-  return std::make_unique<InProcessClusterHead>(clock_, &controller_);
-}
-
-grpc::Status HeadService::KeepDriverAlive(grpc::ServerContext*,
-                                          const v1::KeepDriverAliveRequest* request,
-                                          v1::KeepDriverAliveResponse* response) {
+grpc::Status HeadReservationsService::KeepDriverAlive(grpc::ServerContext*,
+                                                      const v1::KeepDriverAliveRequest* request,
+                                                      v1::KeepDriverAliveResponse* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   if (request->driver_id().empty()) return InvalidText("driver_id: is empty");
   drivers_.NoteAlive(request->driver_id(), clock_->Now());
@@ -171,11 +209,12 @@ grpc::Status HeadService::KeepDriverAlive(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status HeadService::DriverExited(grpc::ServerContext*, const v1::DriverExitedRequest* request,
-                                       v1::DriverExitedResponse* response) {
+grpc::Status HeadReservationsService::DriverExited(grpc::ServerContext*,
+                                                   const v1::DriverExitedRequest* request,
+                                                   v1::DriverExitedResponse* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   if (request->driver_id().empty()) return InvalidText("driver_id: is empty");
-  for (const std::string& name : ReleaseDriver(request->driver_id(), "exited")) {
+  for (const std::string& name : parts_.ReleaseDriver(request->driver_id(), "exited")) {
     response->add_released(name);
   }
   return grpc::Status::OK;

@@ -1,11 +1,12 @@
 // InProcessClusterHead: the head's own ClusterHead (train/cluster_head.h), for the gang
 // controllers of its training jobs, which run in its process: the ClusterController called in
-// process, the way the HeadService front calls it, never a gRPC call from the head to itself. A
-// request is checked as the front checks it (its size limits, then the protocol's parse); the waits
-// are the manager's on the head's clock (WaitPlacementGroup, WaitSliceGroup). While a caller's
-// `stopped` is to be asked they wait in steps of at most client::kStopCheckInterval and ask it
-// between them: the controller waits under its mutex, where a caller's callback (which takes the
-// gang controller's own lock) must not run.
+// process, the way the head's reservations service (HeadReservationsService) calls it, never a
+// gRPC call from the head to itself. A request is checked as that service checks it (its size
+// limits, then the protocol's parse); the waits are the manager's on the head's clock
+// (WaitPlacementGroup, WaitSliceGroup). While a caller's `stopped` is to be asked they wait in
+// steps of at most client::kStopCheckInterval and ask it between them: the controller waits
+// under its mutex, where a caller's callback (which takes the gang controller's own lock) must
+// not run.
 //
 // Thread-safe (the controller is). Must not outlive the controller it calls: HeadService makes it
 // (HeadService::InProcessHead), and the head's job manager is shut down before the service.

@@ -1,5 +1,8 @@
-// HeadService, the jobs' and KV's RPCs: the protocol's JobInfo converted to and from the
-// JobTable's records (listed in pages in the order jobs were first recorded), and the KvStore.
+// HeadJobsService: the protocol's JobInfo converted to and from the JobTable's records (listed
+// in pages in the order jobs were first recorded), the task runs drivers report (the
+// TaskEventStore), and the head's event stream (the EventLog).
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -8,8 +11,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/string_util.h"
-#include "head/head_service.h"
 #include "head/head_service_internal.h"
+#include "head/head_services.h"
 #include "head/request_limits.h"
 #include "rpc/status_conversion.h"
 
@@ -43,8 +46,8 @@ absl::StatusOr<JobReport> JobReportFromProto(const v1::JobInfo& info) {
 
 }  // namespace
 
-grpc::Status HeadService::RecordJob(grpc::ServerContext*, const v1::RecordJobRequest* request,
-                                    v1::JobInfo* response) {
+grpc::Status HeadJobsService::RecordJob(grpc::ServerContext*, const v1::RecordJobRequest* request,
+                                        v1::JobInfo* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   // Only the head presumes a failure: a recorder's failure_presumed is ignored.
   auto report = JobReportFromProto(request->job());
@@ -55,9 +58,9 @@ grpc::Status HeadService::RecordJob(grpc::ServerContext*, const v1::RecordJobReq
   return grpc::Status::OK;
 }
 
-grpc::Status HeadService::ReportTaskEvents(grpc::ServerContext*,
-                                           const v1::ReportTaskEventsRequest* request,
-                                           v1::ReportTaskEventsResponse*) {
+grpc::Status HeadJobsService::ReportTaskEvents(grpc::ServerContext*,
+                                               const v1::ReportTaskEventsRequest* request,
+                                               v1::ReportTaskEventsResponse*) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   if (request->job_id().empty()) return InvalidText("job_id: is empty");
   std::vector<v1::TaskEvent> events(request->events().begin(), request->events().end());
@@ -65,9 +68,9 @@ grpc::Status HeadService::ReportTaskEvents(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status HeadService::GetTaskEvents(grpc::ServerContext*,
-                                        const v1::GetTaskEventsRequest* request,
-                                        v1::GetTaskEventsResponse* response) {
+grpc::Status HeadJobsService::GetTaskEvents(grpc::ServerContext*,
+                                            const v1::GetTaskEventsRequest* request,
+                                            v1::GetTaskEventsResponse* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   constexpr int kMaxEvents = 10000;
   const int limit =
@@ -88,8 +91,8 @@ grpc::Status HeadService::GetTaskEvents(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status HeadService::ListJobs(grpc::ServerContext*, const v1::ListRequest* request,
-                                   v1::ListJobsResponse* response) {
+grpc::Status HeadJobsService::ListJobs(grpc::ServerContext*, const v1::ListRequest* request,
+                                       v1::ListJobsResponse* response) {
   if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
   auto page = head_internal::ParsePageRequest(*request, kJobsListing, options_.max_page_size);
   if (!page.ok()) return Invalid(page.status());
@@ -114,40 +117,21 @@ grpc::Status HeadService::ListJobs(grpc::ServerContext*, const v1::ListRequest* 
   return grpc::Status::OK;
 }
 
-grpc::Status HeadService::KvPut(grpc::ServerContext*, const v1::KvPutRequest* request,
-                                v1::KvPutResponse* response) {
-  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
-  auto added = kv_.Put(request->key(), request->value(), request->overwrite());
-  if (!added.ok()) return rpc::ToGrpcStatus(added.status());
-  response->set_added(*added);
-  return grpc::Status::OK;
-}
-
-grpc::Status HeadService::KvGet(grpc::ServerContext*, const v1::KvGetRequest* request,
-                                v1::KvGetResponse* response) {
-  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
-  auto value = kv_.Get(request->key());
-  if (!value.ok()) return rpc::ToGrpcStatus(value.status());
-  response->set_found(value->has_value());
-  if (value->has_value()) response->set_value(**value);
-  return grpc::Status::OK;
-}
-
-grpc::Status HeadService::KvDelete(grpc::ServerContext*, const v1::KvDeleteRequest* request,
-                                   v1::KvDeleteResponse* response) {
-  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
-  auto deleted = kv_.Delete(request->key());
-  if (!deleted.ok()) return rpc::ToGrpcStatus(deleted.status());
-  response->set_deleted(*deleted);
-  return grpc::Status::OK;
-}
-
-grpc::Status HeadService::KvList(grpc::ServerContext*, const v1::KvListRequest* request,
-                                 v1::KvListResponse* response) {
-  if (absl::Status limits = request_limits::Check(*request); !limits.ok()) return Invalid(limits);
-  auto keys = kv_.Keys(request->prefix());
-  if (!keys.ok()) return rpc::ToGrpcStatus(keys.status());
-  for (const std::string& key : *keys) response->add_keys(key);
+grpc::Status HeadJobsService::ListEvents(grpc::ServerContext*, const v1::ListEventsRequest* request,
+                                         v1::ListEventsResponse* response) {
+  constexpr int kMaxEvents = 1000;
+  const int limit =
+      request->limit() <= 0 || request->limit() > kMaxEvents ? kMaxEvents : request->limit();
+  int64_t next = request->after();
+  for (const HeadEvent& event : events_.Since(request->after(), limit, &next)) {
+    v1::HeadEventInfo* info = response->add_events();
+    info->set_seq(event.seq);
+    info->set_time_ms(absl::ToUnixMillis(event.time));
+    info->set_kind(event.kind);
+    info->set_message(event.message);
+    info->set_notice(event.notice);
+  }
+  response->set_next(next);
   return grpc::Status::OK;
 }
 
