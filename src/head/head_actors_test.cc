@@ -31,7 +31,7 @@ class HeadActorsTest : public ::testing::Test {
     v1::RegisterNodeRequest request;
     wire::NodeToProto(testing_util::Spec(id, "CPU=4"), "127.0.0.1:1", "i1", request.mutable_node());
     v1::RegisterNodeResponse response;
-    ASSERT_TRUE(head.RegisterNode(nullptr, &request, &response).ok());
+    ASSERT_TRUE(head.nodes().RegisterNode(nullptr, &request, &response).ok());
   }
 
   HeadServiceOptions Options() {
@@ -60,7 +60,7 @@ class HeadActorsTest : public ::testing::Test {
     v1::RegisterActorRequest request;
     *request.mutable_actor() = actor;
     v1::ActorInfo response;
-    grpc::Status status = head_->RegisterActor(nullptr, &request, &response);
+    grpc::Status status = head_->actors().RegisterActor(nullptr, &request, &response);
     if (out != nullptr) *out = response;
     return status;
   }
@@ -70,7 +70,7 @@ class HeadActorsTest : public ::testing::Test {
     request.set_name(name);
     v1::ActorInfo response;
     grpc::Status status =
-        (head != nullptr ? head : head_.get())->GetActor(nullptr, &request, &response);
+        (head != nullptr ? head : head_.get())->actors().GetActor(nullptr, &request, &response);
     if (out != nullptr) *out = response;
     return status;
   }
@@ -79,7 +79,7 @@ class HeadActorsTest : public ::testing::Test {
     request.set_actor_id(id);
     request.set_death_cause(cause);
     v1::ActorInfo response;
-    return head_->ActorDied(nullptr, &request, &response);
+    return head_->actors().ActorDied(nullptr, &request, &response);
   }
 
   FakeClock clock_;
@@ -145,7 +145,7 @@ TEST_F(HeadActorsTest, ListActorsPagesByActorIdWithItsOwnTokens) {
   int pages = 0;
   do {
     v1::ListActorsResponse page;
-    ASSERT_TRUE(head_->ListActors(nullptr, &request, &page).ok());
+    ASSERT_TRUE(head_->actors().ListActors(nullptr, &request, &page).ok());
     EXPECT_LE(page.actors_size(), 2);
     for (const v1::ActorInfo& actor : page.actors()) ids.push_back(actor.actor_id());
     request.set_page_token(page.next_page_token());
@@ -157,7 +157,7 @@ TEST_F(HeadActorsTest, ListActorsPagesByActorIdWithItsOwnTokens) {
   v1::ListRequest foreign;
   foreign.set_page_token("nodes:a");
   v1::ListActorsResponse page;
-  EXPECT_EQ(head_->ListActors(nullptr, &foreign, &page).error_code(),
+  EXPECT_EQ(head_->actors().ListActors(nullptr, &foreign, &page).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
 }
 
@@ -167,7 +167,7 @@ TEST_F(HeadActorsTest, AnExitedOwnersActorsDieButDetachedOnesStay) {
   v1::DriverExitedRequest exited;
   exited.set_driver_id("driver-1");
   v1::DriverExitedResponse response;
-  ASSERT_TRUE(head_->DriverExited(nullptr, &exited, &response).ok());
+  ASSERT_TRUE(head_->reservations().DriverExited(nullptr, &exited, &response).ok());
   EXPECT_EQ(Lookup("owned").error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_TRUE(Lookup("detached").ok());
 }

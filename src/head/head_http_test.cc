@@ -92,7 +92,7 @@ class HeadHttpTest : public ::testing::Test {
     node->set_http_address(http_address);
     wire::ResourcesToProto(Res("CPU=8,GPU=2,memory=16GiB"), node->mutable_resources());
     v1::RegisterNodeResponse registered;
-    ASSERT_TRUE(head_->service()->RegisterNode(nullptr, &request, &registered).ok());
+    ASSERT_TRUE(head_->service()->nodes().RegisterNode(nullptr, &request, &registered).ok());
     v1::HeartbeatRequest beat;
     beat.set_node_id(id);
     beat.set_incarnation("i1");
@@ -103,7 +103,7 @@ class HeadHttpTest : public ::testing::Test {
     sample->set_utilization(0.75);
     sample->set_memory_used_bytes(1024);
     v1::HeartbeatResponse answer;
-    ASSERT_TRUE(head_->service()->Heartbeat(nullptr, &beat, &answer).ok());
+    ASSERT_TRUE(head_->service()->nodes().Heartbeat(nullptr, &beat, &answer).ok());
   }
 
   // A GET with the cluster token, or with `token` ("" for none).
@@ -264,7 +264,7 @@ TEST_F(HeadHttpTest, ALoginTicketFromTheHeadsRpcOpensOneSessionForTheDashboard) 
   // mints them, so the token is never sent to an HTTP port.
   EXPECT_EQ(Send(http_, "POST", "/api/v1/login-tickets", head_->token()).status, 405);
   v1::CreateDashboardLoginResponse login;
-  ASSERT_TRUE(head_->service()->CreateDashboardLogin(nullptr, nullptr, &login).ok());
+  ASSERT_TRUE(head_->service()->admin().CreateDashboardLogin(nullptr, nullptr, &login).ok());
   EXPECT_EQ(login.expires_in_s(), 60);
   EXPECT_EQ(login.http_address(), http_);
   const std::string header = absl::StrCat("X-Tessera-Login-Ticket: ", login.ticket(), "\r\n");

@@ -43,7 +43,7 @@ class HeadServiceConcurrencyTest : public ::testing::Test {
     v1::RegisterNodeRequest request;
     wire::NodeToProto(Spec(id, resources), "127.0.0.1:1", "i1", request.mutable_node());
     v1::RegisterNodeResponse response;
-    ASSERT_TRUE(head_->RegisterNode(nullptr, &request, &response).ok());
+    ASSERT_TRUE(head_->nodes().RegisterNode(nullptr, &request, &response).ok());
   }
 
   void Beat(const std::string& id) {
@@ -51,7 +51,7 @@ class HeadServiceConcurrencyTest : public ::testing::Test {
     request.set_node_id(id);
     request.set_incarnation("i1");
     v1::HeartbeatResponse response;
-    ASSERT_TRUE(head_->Heartbeat(nullptr, &request, &response).ok());
+    ASSERT_TRUE(head_->nodes().Heartbeat(nullptr, &request, &response).ok());
   }
 
   // One bundle of `bundle` (a node's own resource pins it there).
@@ -62,7 +62,7 @@ class HeadServiceConcurrencyTest : public ::testing::Test {
     wire::ResourcesToProto(Res(bundle),
                            request.mutable_primary()->add_bundles()->mutable_resources());
     v1::PlacementGroupInfo info;
-    EXPECT_TRUE(head_->CreatePlacementGroup(nullptr, &request, &info).ok());
+    EXPECT_TRUE(head_->reservations().CreatePlacementGroup(nullptr, &request, &info).ok());
     return info;
   }
 
@@ -70,13 +70,13 @@ class HeadServiceConcurrencyTest : public ::testing::Test {
     v1::RemovePlacementGroupRequest request;
     request.set_name(name);
     v1::RemovePlacementGroupResponse response;
-    ASSERT_TRUE(head_->RemovePlacementGroup(nullptr, &request, &response).ok());
+    ASSERT_TRUE(head_->reservations().RemovePlacementGroup(nullptr, &request, &response).ok());
   }
 
   v1::PlacementGroupState StateOf(const std::string& name) {
     v1::ListRequest request;
     v1::ListPlacementGroupsResponse list;
-    EXPECT_TRUE(head_->ListPlacementGroups(nullptr, &request, &list).ok());
+    EXPECT_TRUE(head_->reservations().ListPlacementGroups(nullptr, &request, &list).ok());
     for (const auto& group : list.groups()) {
       if (group.name() == name) return group.state();
     }

@@ -270,7 +270,7 @@ class Harness {
     std::shared_ptr<FuzzAgent> agent = AgentOf(node);
     for (const v1::HeldBundle& bundle : agent->Held()) *request.add_bundles() = bundle;
     v1::RegisterNodeResponse response;
-    grpc::Status status = head_->RegisterNode(nullptr, &request, &response);
+    grpc::Status status = head_->nodes().RegisterNode(nullptr, &request, &response);
     CheckStatus(status, "RegisterNode (harness)");
     if (!status.ok()) return;  // another live agent holds the id (a fuzzed registration)
     node.epoch_seen = response.bundles_epoch();
@@ -286,7 +286,7 @@ class Harness {
     for (const v1::HeldBundle& bundle : agent->Held()) *request.add_bundles() = bundle;
     request.set_bundles_epoch_seen(node.epoch_seen);
     v1::HeartbeatResponse response;
-    grpc::Status status = head_->Heartbeat(nullptr, &request, &response);
+    grpc::Status status = head_->nodes().Heartbeat(nullptr, &request, &response);
     CheckStatus(status, "Heartbeat (harness)");
     if (!status.ok()) return;
     if (!response.known()) {
@@ -343,7 +343,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::RegisterNodeRequest request;
       v1::RegisterNodeResponse response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->RegisterNode(nullptr, &request, &response), "RegisterNode");
+        CheckStatus(head_->nodes().RegisterNode(nullptr, &request, &response), "RegisterNode");
       }
       return;
     }
@@ -356,14 +356,14 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
         request.set_node_id(base.spec.id.value());
         request.set_incarnation(Incarnation(base));
       }
-      CheckStatus(head_->Heartbeat(nullptr, &request, &response), "Heartbeat");
+      CheckStatus(head_->nodes().Heartbeat(nullptr, &request, &response), "Heartbeat");
       return;
     }
     case kPickNode: {
       v1::PickNodeRequest request;
       v1::PickNodeResponse response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->PickNode(nullptr, &request, &response), "PickNode");
+        CheckStatus(head_->nodes().PickNode(nullptr, &request, &response), "PickNode");
       }
       return;
     }
@@ -371,7 +371,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::CreatePlacementGroupRequest request;
       v1::PlacementGroupInfo response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->CreatePlacementGroup(nullptr, &request, &response),
+        CheckStatus(head_->reservations().CreatePlacementGroup(nullptr, &request, &response),
                     "CreatePlacementGroup");
       }
       return;
@@ -380,7 +380,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::RemovePlacementGroupRequest request;
       v1::RemovePlacementGroupResponse response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->RemovePlacementGroup(nullptr, &request, &response),
+        CheckStatus(head_->reservations().RemovePlacementGroup(nullptr, &request, &response),
                     "RemovePlacementGroup");
       }
       return;
@@ -392,14 +392,15 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       // The fake clock would never reach a later deadline: never wait (a negative timeout
       // stays, to be refused).
       if (request.timeout_ms() > 0) request.set_timeout_ms(0);
-      CheckStatus(head_->WaitPlacementGroup(nullptr, &request, &response), "WaitPlacementGroup");
+      CheckStatus(head_->reservations().WaitPlacementGroup(nullptr, &request, &response),
+                  "WaitPlacementGroup");
       return;
     }
     case kListPlacementGroups: {
       v1::ListRequest request;
       v1::ListPlacementGroupsResponse response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->ListPlacementGroups(nullptr, &request, &response),
+        CheckStatus(head_->reservations().ListPlacementGroups(nullptr, &request, &response),
                     "ListPlacementGroups");
       }
       return;
@@ -408,7 +409,8 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::ReserveSlicesRequest request;
       v1::SliceGroupInfo response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->ReserveSlices(nullptr, &request, &response), "ReserveSlices");
+        CheckStatus(head_->reservations().ReserveSlices(nullptr, &request, &response),
+                    "ReserveSlices");
       }
       return;
     }
@@ -416,7 +418,8 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::ReleaseSlicesRequest request;
       v1::ReleaseSlicesResponse response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->ReleaseSlices(nullptr, &request, &response), "ReleaseSlices");
+        CheckStatus(head_->reservations().ReleaseSlices(nullptr, &request, &response),
+                    "ReleaseSlices");
       }
       return;
     }
@@ -424,7 +427,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::ListRequest request;
       v1::ListSlicesResponse response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->ListSlices(nullptr, &request, &response), "ListSlices");
+        CheckStatus(head_->reservations().ListSlices(nullptr, &request, &response), "ListSlices");
       }
       return;
     }
@@ -434,14 +437,16 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       if (!Parse(data, size, &request)) return;
       // As WaitPlacementGroup's.
       if (request.timeout_ms() > 0) request.set_timeout_ms(0);
-      CheckStatus(head_->WaitSliceGroup(nullptr, &request, &response), "WaitSliceGroup");
+      CheckStatus(head_->reservations().WaitSliceGroup(nullptr, &request, &response),
+                  "WaitSliceGroup");
       return;
     }
     case kKeepDriverAlive: {
       v1::KeepDriverAliveRequest request;
       v1::KeepDriverAliveResponse response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->KeepDriverAlive(nullptr, &request, &response), "KeepDriverAlive");
+        CheckStatus(head_->reservations().KeepDriverAlive(nullptr, &request, &response),
+                    "KeepDriverAlive");
       }
       return;
     }
@@ -449,7 +454,8 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::DriverExitedRequest request;
       v1::DriverExitedResponse response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->DriverExited(nullptr, &request, &response), "DriverExited");
+        CheckStatus(head_->reservations().DriverExited(nullptr, &request, &response),
+                    "DriverExited");
       }
       return;
     }
@@ -457,7 +463,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::ListRequest request;
       v1::ListNodesResponse response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->ListNodes(nullptr, &request, &response), "ListNodes");
+        CheckStatus(head_->nodes().ListNodes(nullptr, &request, &response), "ListNodes");
       }
       return;
     }
@@ -465,7 +471,8 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::ListRequest request;
       v1::ClusterStatus response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->GetClusterStatus(nullptr, &request, &response), "GetClusterStatus");
+        CheckStatus(head_->admin().GetClusterStatus(nullptr, &request, &response),
+                    "GetClusterStatus");
       }
       return;
     }
@@ -473,7 +480,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::RecordJobRequest request;
       v1::JobInfo response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->RecordJob(nullptr, &request, &response), "RecordJob");
+        CheckStatus(head_->jobs().RecordJob(nullptr, &request, &response), "RecordJob");
       }
       return;
     }
@@ -481,7 +488,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::ListRequest request;
       v1::ListJobsResponse response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->ListJobs(nullptr, &request, &response), "ListJobs");
+        CheckStatus(head_->jobs().ListJobs(nullptr, &request, &response), "ListJobs");
       }
       return;
     }
@@ -489,7 +496,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::KvPutRequest request;
       v1::KvPutResponse response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->KvPut(nullptr, &request, &response), "KvPut");
+        CheckStatus(head_->kv().KvPut(nullptr, &request, &response), "KvPut");
       }
       return;
     }
@@ -497,7 +504,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::KvGetRequest request;
       v1::KvGetResponse response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->KvGet(nullptr, &request, &response), "KvGet");
+        CheckStatus(head_->kv().KvGet(nullptr, &request, &response), "KvGet");
       }
       return;
     }
@@ -505,7 +512,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::KvDeleteRequest request;
       v1::KvDeleteResponse response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->KvDelete(nullptr, &request, &response), "KvDelete");
+        CheckStatus(head_->kv().KvDelete(nullptr, &request, &response), "KvDelete");
       }
       return;
     }
@@ -513,7 +520,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::KvListRequest request;
       v1::KvListResponse response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->KvList(nullptr, &request, &response), "KvList");
+        CheckStatus(head_->kv().KvList(nullptr, &request, &response), "KvList");
       }
       return;
     }
@@ -521,7 +528,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::RegisterActorRequest request;
       v1::ActorInfo response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->RegisterActor(nullptr, &request, &response), "RegisterActor");
+        CheckStatus(head_->actors().RegisterActor(nullptr, &request, &response), "RegisterActor");
       }
       return;
     }
@@ -529,7 +536,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::ActorDiedRequest request;
       v1::ActorInfo response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->ActorDied(nullptr, &request, &response), "ActorDied");
+        CheckStatus(head_->actors().ActorDied(nullptr, &request, &response), "ActorDied");
       }
       return;
     }
@@ -537,7 +544,8 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::ActorWorkerExitedRequest request;
       v1::ActorInfo response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->ActorWorkerExited(nullptr, &request, &response), "ActorWorkerExited");
+        CheckStatus(head_->actors().ActorWorkerExited(nullptr, &request, &response),
+                    "ActorWorkerExited");
       }
       return;
     }
@@ -545,7 +553,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::ListEventsRequest request;
       v1::ListEventsResponse response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->ListEvents(nullptr, &request, &response), "ListEvents");
+        CheckStatus(head_->jobs().ListEvents(nullptr, &request, &response), "ListEvents");
         Require(response.events_size() <= 1000, "ListEvents answers at most 1000 events");
       }
       return;
@@ -554,7 +562,8 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::ReportTaskEventsRequest request;
       v1::ReportTaskEventsResponse response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->ReportTaskEvents(nullptr, &request, &response), "ReportTaskEvents");
+        CheckStatus(head_->jobs().ReportTaskEvents(nullptr, &request, &response),
+                    "ReportTaskEvents");
       }
       return;
     }
@@ -562,7 +571,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::GetTaskEventsRequest request;
       v1::GetTaskEventsResponse response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->GetTaskEvents(nullptr, &request, &response), "GetTaskEvents");
+        CheckStatus(head_->jobs().GetTaskEvents(nullptr, &request, &response), "GetTaskEvents");
         Require(response.events_size() <= 10000, "GetTaskEvents answers at most 10000 runs");
       }
       return;
@@ -571,7 +580,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::GetActorRequest request;
       v1::ActorInfo response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->GetActor(nullptr, &request, &response), "GetActor");
+        CheckStatus(head_->actors().GetActor(nullptr, &request, &response), "GetActor");
       }
       return;
     }
@@ -579,7 +588,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
       v1::ListRequest request;
       v1::ListActorsResponse response;
       if (Parse(data, size, &request)) {
-        CheckStatus(head_->ListActors(nullptr, &request, &response), "ListActors");
+        CheckStatus(head_->actors().ListActors(nullptr, &request, &response), "ListActors");
       }
       return;
     }
@@ -598,7 +607,7 @@ void Harness::Call(uint8_t op_byte, const uint8_t* data, size_t size) {
 void Harness::CheckAfterCall() {
   v1::ListRequest all;
   v1::ListNodesResponse nodes;
-  Require(head_->ListNodes(nullptr, &all, &nodes).ok(), "ListNodes fails");
+  Require(head_->nodes().ListNodes(nullptr, &all, &nodes).ok(), "ListNodes fails");
   for (const v1::NodeInfo& node : nodes.nodes()) {
     if (node.state() != v1::NODE_STATE_ALIVE) continue;
     const std::string& id = node.node().node_id();
@@ -614,7 +623,7 @@ void Harness::CheckAfterCall() {
     }
   }
   v1::ClusterStatus status;
-  Require(head_->GetClusterStatus(nullptr, &all, &status).ok(), "GetClusterStatus fails");
+  Require(head_->admin().GetClusterStatus(nullptr, &all, &status).ok(), "GetClusterStatus fails");
   for (const v1::ResourceUsage& usage : status.usage()) {
     Require(usage.used_raw() >= 0 && usage.used_raw() <= usage.total_raw(),
             absl::StrCat("cluster status: ", usage.resource(), " used ", usage.used_raw(), " of ",
@@ -643,28 +652,28 @@ void Harness::CheckListings() {
   walk(
       "ListPlacementGroups",
       [&](const v1::ListRequest* r, v1::ListPlacementGroupsResponse* out) {
-        return head_->ListPlacementGroups(nullptr, r, out);
+        return head_->reservations().ListPlacementGroups(nullptr, r, out);
       },
       v1::ListPlacementGroupsResponse());
   walk(
       "ListSlices",
       [&](const v1::ListRequest* r, v1::ListSlicesResponse* out) {
-        return head_->ListSlices(nullptr, r, out);
+        return head_->reservations().ListSlices(nullptr, r, out);
       },
       v1::ListSlicesResponse());
   walk(
       "ListJobs",
       [&](const v1::ListRequest* r, v1::ListJobsResponse* out) {
-        return head_->ListJobs(nullptr, r, out);
+        return head_->jobs().ListJobs(nullptr, r, out);
       },
       v1::ListJobsResponse());
   v1::KvListRequest kv;
   v1::KvListResponse keys;
-  Require(head_->KvList(nullptr, &kv, &keys).ok(), "KvList fails");
+  Require(head_->kv().KvList(nullptr, &kv, &keys).ok(), "KvList fails");
   walk(
       "ListActors",
       [&](const v1::ListRequest* r, v1::ListActorsResponse* out) {
-        return head_->ListActors(nullptr, r, out);
+        return head_->actors().ListActors(nullptr, r, out);
       },
       v1::ListActorsResponse());
   // A name is held by one live actor per namespace, and GetActor finds that one.
@@ -672,7 +681,7 @@ void Harness::CheckListings() {
   std::set<std::pair<std::string, std::string>> names;
   for (int pages = 0; pages < 100000; ++pages) {
     v1::ListActorsResponse response;
-    Require(head_->ListActors(nullptr, &request, &response).ok(), "ListActors fails");
+    Require(head_->actors().ListActors(nullptr, &request, &response).ok(), "ListActors fails");
     for (const v1::ActorInfo& actor : response.actors()) {
       if (actor.state() == v1::ACTOR_STATE_DEAD) continue;
       Require(names.emplace(actor.namespace_(), actor.name()).second,
@@ -681,7 +690,8 @@ void Harness::CheckListings() {
       get.set_name(actor.name());
       get.set_namespace_(actor.namespace_());
       v1::ActorInfo found;
-      Require(head_->GetActor(nullptr, &get, &found).ok() && found.actor_id() == actor.actor_id(),
+      Require(head_->actors().GetActor(nullptr, &get, &found).ok() &&
+                  found.actor_id() == actor.actor_id(),
               absl::StrCat("GetActor does not find live actor ", actor.actor_id()));
     }
     if (response.next_page_token().empty()) break;

@@ -67,7 +67,7 @@ class HeadServiceTest : public ::testing::Test {
 
   void Register(const std::string& id, std::string_view resources = "CPU=4", LabelSet labels = {}) {
     v1::RegisterNodeResponse response;
-    grpc::Status status = head_->RegisterNode(
+    grpc::Status status = head_->nodes().RegisterNode(
         nullptr, &(*requests_.emplace(id, NodeRequest(id, resources, labels)).first).second,
         &response);
     ASSERT_TRUE(status.ok()) << status.error_message();
@@ -81,7 +81,7 @@ class HeadServiceTest : public ::testing::Test {
     request.set_node_id(id);
     request.set_incarnation(incarnation);
     v1::HeartbeatResponse response;
-    EXPECT_TRUE(head_->Heartbeat(nullptr, &request, &response).ok());
+    EXPECT_TRUE(head_->nodes().Heartbeat(nullptr, &request, &response).ok());
     return response.known();
   }
 
@@ -97,7 +97,7 @@ class HeadServiceTest : public ::testing::Test {
       wire::ResourcesToProto(Res(b), request.mutable_primary()->add_bundles()->mutable_resources());
     }
     v1::PlacementGroupInfo info;
-    grpc::Status status = head_->CreatePlacementGroup(nullptr, &request, &info);
+    grpc::Status status = head_->reservations().CreatePlacementGroup(nullptr, &request, &info);
     if (status_out != nullptr) {
       *status_out = status;
     } else {
@@ -109,7 +109,7 @@ class HeadServiceTest : public ::testing::Test {
   v1::PlacementGroupInfo Find(const std::string& name) {
     v1::ListPlacementGroupsResponse list;
     v1::ListRequest request;
-    EXPECT_TRUE(head_->ListPlacementGroups(nullptr, &request, &list).ok());
+    EXPECT_TRUE(head_->reservations().ListPlacementGroups(nullptr, &request, &list).ok());
     for (const auto& g : list.groups()) {
       if (g.name() == name) return g;
     }
@@ -119,7 +119,7 @@ class HeadServiceTest : public ::testing::Test {
   v1::ClusterStatus Status() {
     v1::ClusterStatus status;
     v1::ListRequest request;
-    EXPECT_TRUE(head_->GetClusterStatus(nullptr, &request, &status).ok());
+    EXPECT_TRUE(head_->admin().GetClusterStatus(nullptr, &request, &status).ok());
     return status;
   }
 
@@ -157,7 +157,7 @@ TEST_F(HeadServiceTest, RegisterAndHeartbeat) {
   EXPECT_FALSE(Beat("nobody"));
   v1::ListNodesResponse nodes;
   v1::ListRequest list;
-  ASSERT_TRUE(head_->ListNodes(nullptr, &list, &nodes).ok());
+  ASSERT_TRUE(head_->nodes().ListNodes(nullptr, &list, &nodes).ok());
   ASSERT_EQ(nodes.nodes_size(), 1);
   EXPECT_EQ(nodes.nodes(0).state(), v1::NODE_STATE_ALIVE);
   EXPECT_EQ(nodes.nodes(0).available().raw().at("CPU"), 40000);
@@ -173,17 +173,17 @@ TEST_F(HeadServiceTest, HeartbeatLeasesAreMirroredAndReleased) {
   lease->set_lease_id("l1");
   wire::ResourcesToProto(Res("CPU=3"), lease->mutable_allocation()->mutable_resources());
   v1::HeartbeatResponse response;
-  ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
+  ASSERT_TRUE(head_->nodes().Heartbeat(nullptr, &beat, &response).ok());
   EXPECT_EQ(Used("CPU"), 30000);
   // The same lease again is not counted twice.
-  ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
+  ASSERT_TRUE(head_->nodes().Heartbeat(nullptr, &beat, &response).ok());
   EXPECT_EQ(Used("CPU"), 30000);
   // A group that needs more than is left waits.
   v1::PlacementGroupInfo info = Create("big", v1::PLACEMENT_STRATEGY_PACK, {"CPU=2"});
   EXPECT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_PENDING);
   // The lease ends: the next heartbeat leaves it out, and the waiting group is placed.
   beat.clear_leases();
-  ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
+  ASSERT_TRUE(head_->nodes().Heartbeat(nullptr, &beat, &response).ok());
   EXPECT_EQ(Used("CPU"), 0);
   head_->Tick();
   EXPECT_EQ(Find("big").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
@@ -198,13 +198,13 @@ TEST_F(HeadServiceTest, PendingPicksNameTheHoldersAndADeadNodeItsLostLeases) {
   lease->set_lease_id("l-n1-7");
   wire::ResourcesToProto(Res("CPU=2"), lease->mutable_allocation()->mutable_resources());
   v1::HeartbeatResponse response;
-  ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
+  ASSERT_TRUE(head_->nodes().Heartbeat(nullptr, &beat, &response).ok());
   ASSERT_EQ(Create("pg", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1"}).state(),
             v1::PLACEMENT_GROUP_STATE_CREATED);
   v1::PickNodeRequest pick;
   wire::ResourcesToProto(Res("CPU=2"), pick.mutable_request()->mutable_resources());
   v1::PickNodeResponse picked;
-  ASSERT_TRUE(head_->PickNode(nullptr, &pick, &picked).ok());
+  ASSERT_TRUE(head_->nodes().PickNode(nullptr, &pick, &picked).ok());
   EXPECT_EQ(picked.status(), v1::PICK_STATUS_PENDING);
   EXPECT_EQ(picked.explanation(),
             "1 node could fit CPU=2; it is busy (available CPU: 1; held by lease l-n1-7, "
@@ -238,11 +238,11 @@ TEST_F(HeadServiceTest, CreateCommitsOnTheAgentsAndRemoveCancels) {
   v1::RemovePlacementGroupRequest remove;
   remove.set_name("pg");
   v1::RemovePlacementGroupResponse removed;
-  ASSERT_TRUE(head_->RemovePlacementGroup(nullptr, &remove, &removed).ok());
+  ASSERT_TRUE(head_->reservations().RemovePlacementGroup(nullptr, &remove, &removed).ok());
   EXPECT_EQ(removed.released_size(), 2);
   EXPECT_TRUE(Held().empty());
   EXPECT_EQ(Used("CPU"), 0);
-  EXPECT_EQ(head_->RemovePlacementGroup(nullptr, &remove, &removed).error_code(),
+  EXPECT_EQ(head_->reservations().RemovePlacementGroup(nullptr, &remove, &removed).error_code(),
             grpc::StatusCode::NOT_FOUND);
 }
 
@@ -314,7 +314,7 @@ TEST_F(HeadServiceTest, DeadNodeBundlesAreReplacedAndNothingElseIsDisturbed) {
   job.mutable_job()->set_node_id(victim);
   job.mutable_job()->set_state(v1::JOB_STATE_RUNNING);
   v1::JobInfo recorded;
-  ASSERT_TRUE(head_->RecordJob(nullptr, &job, &recorded).ok());
+  ASSERT_TRUE(head_->jobs().RecordJob(nullptr, &job, &recorded).ok());
   std::set<std::string> before = Held(true);
   int survivor_prepares = agents_[survivor]->prepares();
 
@@ -328,7 +328,7 @@ TEST_F(HeadServiceTest, DeadNodeBundlesAreReplacedAndNothingElseIsDisturbed) {
   }
   v1::ListNodesResponse nodes;
   v1::ListRequest list;
-  ASSERT_TRUE(head_->ListNodes(nullptr, &list, &nodes).ok());
+  ASSERT_TRUE(head_->nodes().ListNodes(nullptr, &list, &nodes).ok());
   for (const auto& node : nodes.nodes()) {
     EXPECT_EQ(node.state(),
               node.node().node_id() == victim ? v1::NODE_STATE_DEAD : v1::NODE_STATE_ALIVE);
@@ -347,7 +347,7 @@ TEST_F(HeadServiceTest, DeadNodeBundlesAreReplacedAndNothingElseIsDisturbed) {
   EXPECT_TRUE(after.count(absl::StrCat("pinned[0]@", pinned.bundles(0).node_id())));
 
   v1::ListJobsResponse jobs;
-  ASSERT_TRUE(head_->ListJobs(nullptr, &list, &jobs).ok());
+  ASSERT_TRUE(head_->jobs().ListJobs(nullptr, &list, &jobs).ok());
   ASSERT_EQ(jobs.jobs_size(), 1);
   EXPECT_EQ(jobs.jobs(0).state(), v1::JOB_STATE_FAILED);
   EXPECT_TRUE(absl::StrContains(jobs.jobs(0).exit_reason(), victim));
@@ -396,8 +396,8 @@ TEST_F(HeadServiceTest, RequestIdDeduplicatesCreateAndRemove) {
   remove.set_name("pg");
   remove.set_request_id("rm-1");
   v1::RemovePlacementGroupResponse r1, r2;
-  ASSERT_TRUE(head_->RemovePlacementGroup(nullptr, &remove, &r1).ok());
-  ASSERT_TRUE(head_->RemovePlacementGroup(nullptr, &remove, &r2).ok());
+  ASSERT_TRUE(head_->reservations().RemovePlacementGroup(nullptr, &remove, &r1).ok());
+  ASSERT_TRUE(head_->reservations().RemovePlacementGroup(nullptr, &remove, &r2).ok());
   EXPECT_EQ(r1.SerializeAsString(), r2.SerializeAsString());
   EXPECT_EQ(Used("CPU"), 0);
 }
@@ -413,7 +413,7 @@ TEST_F(HeadServiceTest, MalformedRequestsAreInvalidArgumentAndChangeNothing) {
   negative.set_name("neg");
   (*negative.mutable_primary()->add_bundles()->mutable_resources()->mutable_raw())["CPU"] = -5;
   v1::PlacementGroupInfo info;
-  status = head_->CreatePlacementGroup(nullptr, &negative, &info);
+  status = head_->reservations().CreatePlacementGroup(nullptr, &negative, &info);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_TRUE(absl::StrContains(status.error_message(), "negative")) << status.error_message();
   EXPECT_EQ(status.error_message().find('\n'), std::string::npos);
@@ -421,28 +421,28 @@ TEST_F(HeadServiceTest, MalformedRequestsAreInvalidArgumentAndChangeNothing) {
   v1::RegisterNodeRequest bad_node = NodeRequest("n2", "CPU=1");
   (*bad_node.mutable_node()->mutable_resources()->mutable_raw())["GPU"] = -1;
   v1::RegisterNodeResponse registered;
-  EXPECT_EQ(head_->RegisterNode(nullptr, &bad_node, &registered).error_code(),
+  EXPECT_EQ(head_->nodes().RegisterNode(nullptr, &bad_node, &registered).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   v1::RegisterNodeRequest no_address = NodeRequest("n3", "CPU=1");
   no_address.mutable_node()->clear_address();
-  EXPECT_EQ(head_->RegisterNode(nullptr, &no_address, &registered).error_code(),
+  EXPECT_EQ(head_->nodes().RegisterNode(nullptr, &no_address, &registered).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
 
   v1::PickNodeRequest pick;
   pick.mutable_request()->set_strategy(static_cast<v1::Strategy>(9));
   v1::PickNodeResponse picked;
-  EXPECT_EQ(head_->PickNode(nullptr, &pick, &picked).error_code(),
+  EXPECT_EQ(head_->nodes().PickNode(nullptr, &pick, &picked).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
 
   v1::ReserveSlicesRequest slices;
   slices.set_name("s");
   v1::SliceGroupInfo slice_info;
-  EXPECT_EQ(head_->ReserveSlices(nullptr, &slices, &slice_info).error_code(),
+  EXPECT_EQ(head_->reservations().ReserveSlices(nullptr, &slices, &slice_info).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
 
   v1::RecordJobRequest job;
   v1::JobInfo job_info;
-  EXPECT_EQ(head_->RecordJob(nullptr, &job, &job_info).error_code(),
+  EXPECT_EQ(head_->jobs().RecordJob(nullptr, &job, &job_info).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
 
   // Nothing changed: one node, no groups, nothing held.
@@ -464,7 +464,7 @@ TEST_F(HeadServiceTest, RegisterAfterHeadRestartReleasesUnknownBundlesWithAnEven
   lease->set_lease_id("l1");
   wire::ResourcesToProto(Res("CPU=2"), lease->mutable_allocation()->mutable_resources());
   v1::RegisterNodeResponse response;
-  ASSERT_TRUE(head_->RegisterNode(nullptr, &request, &response).ok());
+  ASSERT_TRUE(head_->nodes().RegisterNode(nullptr, &request, &response).ok());
   ASSERT_EQ(response.release_size(), 1);
   EXPECT_EQ(response.release(0).placement_group(), "pg-3");
   // The lease survives (mirrored); the released bundle is not counted.
@@ -486,7 +486,7 @@ TEST_F(HeadServiceTest, KnownBundlesAreKeptOnReRegistration) {
   held->set_bundle_index(0);
   *held->mutable_allocation() = info.bundles(0).allocation();
   v1::RegisterNodeResponse response;
-  ASSERT_TRUE(head_->RegisterNode(nullptr, &again, &response).ok());
+  ASSERT_TRUE(head_->nodes().RegisterNode(nullptr, &again, &response).ok());
   EXPECT_EQ(response.release_size(), 0);
   EXPECT_EQ(Find("pg").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
 }
@@ -499,7 +499,7 @@ TEST_F(HeadServiceTest, AgentRestartDropsWhatTheOldIncarnationHeld) {
   const std::string node = info.bundles(0).node_id();
   v1::RegisterNodeRequest restarted = NodeRequest(node, "CPU=4", {}, "i2");
   v1::RegisterNodeResponse response;
-  ASSERT_TRUE(head_->RegisterNode(nullptr, &restarted, &response).ok());
+  ASSERT_TRUE(head_->nodes().RegisterNode(nullptr, &restarted, &response).ok());
   head_->Tick();
   v1::PlacementGroupInfo moved = Find("pg");
   EXPECT_EQ(moved.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
@@ -511,7 +511,7 @@ TEST_F(HeadServiceTest, PickNodeKeepsCpuWorkOffAcceleratorNodesUnlessTurnedOff) 
     v1::PickNodeRequest pick;
     wire::ResourcesToProto(Res("CPU=1"), pick.mutable_request()->mutable_resources());
     v1::PickNodeResponse picked;
-    EXPECT_TRUE(head_->PickNode(nullptr, &pick, &picked).ok());
+    EXPECT_TRUE(head_->nodes().PickNode(nullptr, &pick, &picked).ok());
     return picked.node_id();
   };
   // The GPU node registers last, so it would win the pack order's tie among empty nodes.
@@ -533,16 +533,16 @@ TEST_F(HeadServiceTest, PickNodeHonoursExcludeAndBundles) {
   v1::PickNodeRequest pick;
   wire::ResourcesToProto(Res("CPU=1"), pick.mutable_request()->mutable_resources());
   v1::PickNodeResponse picked;
-  ASSERT_TRUE(head_->PickNode(nullptr, &pick, &picked).ok());
+  ASSERT_TRUE(head_->nodes().PickNode(nullptr, &pick, &picked).ok());
   EXPECT_EQ(picked.status(), v1::PICK_STATUS_PLACED);
   std::string first = picked.node_id();
   EXPECT_EQ(picked.address(), "127.0.0.1:1");
   pick.add_exclude_node_ids(first);
-  ASSERT_TRUE(head_->PickNode(nullptr, &pick, &picked).ok());
+  ASSERT_TRUE(head_->nodes().PickNode(nullptr, &pick, &picked).ok());
   EXPECT_EQ(picked.status(), v1::PICK_STATUS_PLACED);
   EXPECT_NE(picked.node_id(), first);
   pick.add_exclude_node_ids(picked.node_id());
-  ASSERT_TRUE(head_->PickNode(nullptr, &pick, &picked).ok());
+  ASSERT_TRUE(head_->nodes().PickNode(nullptr, &pick, &picked).ok());
   EXPECT_NE(picked.status(), v1::PICK_STATUS_PLACED);
   EXPECT_EQ(Used("CPU"), 0);  // advice only: nothing is held by PickNode
 
@@ -550,10 +550,10 @@ TEST_F(HeadServiceTest, PickNodeHonoursExcludeAndBundles) {
   v1::PickNodeRequest inside;
   inside.mutable_request()->set_placement_group("pg");
   inside.mutable_request()->set_bundle_index(0);
-  ASSERT_TRUE(head_->PickNode(nullptr, &inside, &picked).ok());
+  ASSERT_TRUE(head_->nodes().PickNode(nullptr, &inside, &picked).ok());
   EXPECT_EQ(picked.node_id(), info.bundles(0).node_id());
   inside.mutable_request()->set_placement_group("nope");
-  ASSERT_TRUE(head_->PickNode(nullptr, &inside, &picked).ok());
+  ASSERT_TRUE(head_->nodes().PickNode(nullptr, &inside, &picked).ok());
   EXPECT_EQ(picked.status(), v1::PICK_STATUS_INFEASIBLE);
 }
 
@@ -570,7 +570,7 @@ TEST_F(HeadServiceTest, SlicesAreReservedWholeAndBrokenWhenAHostDies) {
   SetV6e4x4(alt);
   alt->set_num_slices(2);
   v1::SliceGroupInfo info;
-  ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
+  ASSERT_TRUE(head_->reservations().ReserveSlices(nullptr, &request, &info).ok());
   EXPECT_EQ(info.state(), v1::SLICE_GROUP_STATE_RESERVED) << info.explanation();
   EXPECT_EQ(info.hosts_size(), 8);
   EXPECT_EQ(Held(true).size(), 8u);
@@ -582,7 +582,7 @@ TEST_F(HeadServiceTest, SlicesAreReservedWholeAndBrokenWhenAHostDies) {
   more.set_name("more");
   more.mutable_alternatives(0)->set_num_slices(1);
   v1::SliceGroupInfo waiting;
-  ASSERT_TRUE(head_->ReserveSlices(nullptr, &more, &waiting).ok());
+  ASSERT_TRUE(head_->reservations().ReserveSlices(nullptr, &more, &waiting).ok());
   EXPECT_EQ(waiting.state(), v1::SLICE_GROUP_STATE_PENDING);
   EXPECT_FALSE(waiting.explanation().empty());
 
@@ -596,7 +596,7 @@ TEST_F(HeadServiceTest, SlicesAreReservedWholeAndBrokenWhenAHostDies) {
   }
   v1::ListSlicesResponse slices;
   v1::ListRequest list;
-  ASSERT_TRUE(head_->ListSlices(nullptr, &list, &slices).ok());
+  ASSERT_TRUE(head_->reservations().ListSlices(nullptr, &list, &slices).ok());
   ASSERT_EQ(slices.slices_size(), 2);
   EXPECT_FALSE(slices.slices(0).intact());
   EXPECT_EQ(slices.slices(0).hosts(), 4);
@@ -611,7 +611,7 @@ TEST_F(HeadServiceTest, SlicesAreReservedWholeAndBrokenWhenAHostDies) {
   v1::ReleaseSlicesRequest release;
   release.set_name("train");
   v1::ReleaseSlicesResponse released;
-  ASSERT_TRUE(head_->ReleaseSlices(nullptr, &release, &released).ok());
+  ASSERT_TRUE(head_->reservations().ReleaseSlices(nullptr, &release, &released).ok());
   EXPECT_EQ(released.released_size(), 8);
   // Only the dead host's agent still "holds" its bundle (it is gone); the live ones released.
   for (const std::string& held : Held()) EXPECT_TRUE(absl::StrContains(held, "s1-w2")) << held;
@@ -625,17 +625,17 @@ TEST_F(HeadServiceTest, ABrokenSliceGroupWhoseHostReturnsIsReservedAgain) {
   auto* alt = request.add_alternatives();
   SetV6e4x4(alt);
   v1::SliceGroupInfo info;
-  ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
+  ASSERT_TRUE(head_->reservations().ReserveSlices(nullptr, &request, &info).ok());
   ASSERT_EQ(info.state(), v1::SLICE_GROUP_STATE_RESERVED) << info.explanation();
 
   // s1-w2's agent restarts: a new incarnation drops what the old one held; the group breaks.
   v1::RegisterNodeRequest again = NodeRequest("s1-w2", "CPU=8,TPU=4", labels(2), "i2");
   v1::RegisterNodeResponse response;
-  ASSERT_TRUE(head_->RegisterNode(nullptr, &again, &response).ok());
+  ASSERT_TRUE(head_->nodes().RegisterNode(nullptr, &again, &response).ok());
   auto group_state = [&] {
     v1::ListSlicesResponse slices;
     v1::ListRequest list;
-    EXPECT_TRUE(head_->ListSlices(nullptr, &list, &slices).ok());
+    EXPECT_TRUE(head_->reservations().ListSlices(nullptr, &list, &slices).ok());
     for (const auto& g : slices.groups()) {
       if (g.name() == "train") return g;
     }
@@ -678,7 +678,7 @@ class SliceWaitTest : public HeadServiceTest {
                             alt->mutable_shape());
     alt->set_num_slices(1);
     v1::SliceGroupInfo info;
-    grpc::Status status = head_->ReserveSlices(nullptr, &request, &info);
+    grpc::Status status = head_->reservations().ReserveSlices(nullptr, &request, &info);
     EXPECT_TRUE(status.ok()) << status.error_message();
     return info;
   }
@@ -686,13 +686,13 @@ class SliceWaitTest : public HeadServiceTest {
     v1::WaitSliceGroupRequest request;
     request.set_name(name);
     request.set_timeout_ms(timeout_ms);
-    return head_->WaitSliceGroup(nullptr, &request, info);
+    return head_->reservations().WaitSliceGroup(nullptr, &request, info);
   }
   void Release(const std::string& name) {
     v1::ReleaseSlicesRequest request;
     request.set_name(name);
     v1::ReleaseSlicesResponse response;
-    grpc::Status status = head_->ReleaseSlices(nullptr, &request, &response);
+    grpc::Status status = head_->reservations().ReleaseSlices(nullptr, &request, &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
   }
 };
@@ -769,7 +769,7 @@ TEST_F(SliceWaitTest, EveryWaitEndsWhenTheHeadShutsDown) {
     v1::WaitPlacementGroupRequest request;
     request.set_name("big");
     request.set_timeout_ms(60'000);
-    group_waited = head_->WaitPlacementGroup(nullptr, &request, &group);
+    group_waited = head_->reservations().WaitPlacementGroup(nullptr, &request, &group);
   });
   // The fake clock never moves: only the shutdown ends the waits.
   head_->EndWaits();
@@ -803,39 +803,39 @@ TEST_F(HeadServiceTest, KvAndJobs) {
   put.set_key("a/1");
   put.set_value("one");
   v1::KvPutResponse added;
-  ASSERT_TRUE(head_->KvPut(nullptr, &put, &added).ok());
+  ASSERT_TRUE(head_->kv().KvPut(nullptr, &put, &added).ok());
   EXPECT_TRUE(added.added());
   put.set_value("uno");
-  ASSERT_TRUE(head_->KvPut(nullptr, &put, &added).ok());
+  ASSERT_TRUE(head_->kv().KvPut(nullptr, &put, &added).ok());
   EXPECT_FALSE(added.added());
   v1::KvGetRequest get;
   get.set_key("a/1");
   v1::KvGetResponse got;
-  ASSERT_TRUE(head_->KvGet(nullptr, &get, &got).ok());
+  ASSERT_TRUE(head_->kv().KvGet(nullptr, &get, &got).ok());
   EXPECT_EQ(got.value(), "one");  // no overwrite
   put.set_overwrite(true);
-  ASSERT_TRUE(head_->KvPut(nullptr, &put, &added).ok());
-  ASSERT_TRUE(head_->KvGet(nullptr, &get, &got).ok());
+  ASSERT_TRUE(head_->kv().KvPut(nullptr, &put, &added).ok());
+  ASSERT_TRUE(head_->kv().KvGet(nullptr, &get, &got).ok());
   EXPECT_EQ(got.value(), "uno");
   v1::KvListRequest list;
   list.set_prefix("a/");
   v1::KvListResponse keys;
-  ASSERT_TRUE(head_->KvList(nullptr, &list, &keys).ok());
+  ASSERT_TRUE(head_->kv().KvList(nullptr, &list, &keys).ok());
   ASSERT_EQ(keys.keys_size(), 1);
   v1::KvDeleteRequest del;
   del.set_key("a/1");
   v1::KvDeleteResponse deleted;
-  ASSERT_TRUE(head_->KvDelete(nullptr, &del, &deleted).ok());
+  ASSERT_TRUE(head_->kv().KvDelete(nullptr, &del, &deleted).ok());
   EXPECT_TRUE(deleted.deleted());
 
   v1::RecordJobRequest job;
   job.mutable_job()->set_job_id("j1");
   job.mutable_job()->add_argv("env");
   v1::JobInfo recorded;
-  ASSERT_TRUE(head_->RecordJob(nullptr, &job, &recorded).ok());
+  ASSERT_TRUE(head_->jobs().RecordJob(nullptr, &job, &recorded).ok());
   EXPECT_EQ(recorded.state(), v1::JOB_STATE_RUNNING);
   job.mutable_job()->set_state(v1::JOB_STATE_SUCCEEDED);
-  ASSERT_TRUE(head_->RecordJob(nullptr, &job, &recorded).ok());
+  ASSERT_TRUE(head_->jobs().RecordJob(nullptr, &job, &recorded).ok());
   EXPECT_EQ(recorded.state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_GT(recorded.end_time_ms(), 0);
   EXPECT_TRUE(store_.Get(kJobsTable, "j1")->has_value());
@@ -869,7 +869,7 @@ TEST_F(HeadServiceTest, APlacementGroupOf200000BundlesIsRefusedAtOnceAndChangesN
   ASSERT_LT(huge.ByteSizeLong(), 4u * 1024 * 1024);  // it fits in one gRPC message
   v1::PlacementGroupInfo info;
   const absl::Time start = absl::Now();
-  grpc::Status status = head_->CreatePlacementGroup(nullptr, &huge, &info);
+  grpc::Status status = head_->reservations().CreatePlacementGroup(nullptr, &huge, &info);
   // The scheduler took 10-20 s over this under the head's mutex; the count check is O(1).
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   ExpectRefused(status, "placement group has 200000 bundles; at most 1024 are allowed");
@@ -881,7 +881,7 @@ TEST_F(HeadServiceTest, APlacementGroupOf200000BundlesIsRefusedAtOnceAndChangesN
   EXPECT_FALSE(store_.Get(kPlacementGroupsTable, "big")->has_value());
   v1::CreatePlacementGroupRequest fits = GroupOf(limits::kMaxBundlesPerPlacementGroup);
   fits.set_request_id("req-huge");
-  ASSERT_TRUE(head_->CreatePlacementGroup(nullptr, &fits, &info).ok());
+  ASSERT_TRUE(head_->reservations().CreatePlacementGroup(nullptr, &fits, &info).ok());
   EXPECT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED) << info.explanation();
   EXPECT_EQ(info.bundles_size(), 1024);
 }
@@ -897,19 +897,19 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
   auto create = [this](v1::CreatePlacementGroupRequest request) {
     return [this, request] {
       v1::PlacementGroupInfo info;
-      return head_->CreatePlacementGroup(nullptr, &request, &info);
+      return head_->reservations().CreatePlacementGroup(nullptr, &request, &info);
     };
   };
   auto reserve = [this](v1::ReserveSlicesRequest request) {
     return [this, request] {
       v1::SliceGroupInfo info;
-      return head_->ReserveSlices(nullptr, &request, &info);
+      return head_->reservations().ReserveSlices(nullptr, &request, &info);
     };
   };
   auto pick = [this](v1::PickNodeRequest request) {
     return [this, request] {
       v1::PickNodeResponse response;
-      return head_->PickNode(nullptr, &request, &response);
+      return head_->nodes().PickNode(nullptr, &request, &response);
     };
   };
   auto record = [this](v1::JobInfo job) {
@@ -917,7 +917,7 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
       v1::RecordJobRequest request;
       *request.mutable_job() = job;
       v1::JobInfo response;
-      return head_->RecordJob(nullptr, &request, &response);
+      return head_->jobs().RecordJob(nullptr, &request, &response);
     };
   };
   auto resources = [](size_t count, v1::Resources* out) {
@@ -1001,13 +1001,13 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
                      v1::RemovePlacementGroupRequest r;
                      r.set_name(long_name);
                      v1::RemovePlacementGroupResponse response;
-                     return head_->RemovePlacementGroup(nullptr, &r, &response);
+                     return head_->reservations().RemovePlacementGroup(nullptr, &r, &response);
                    }});
   cases.push_back({"name has 254 characters; at most 253 are allowed", [&] {
                      v1::WaitPlacementGroupRequest r;
                      r.set_name(long_name);
                      v1::PlacementGroupInfo response;
-                     return head_->WaitPlacementGroup(nullptr, &r, &response);
+                     return head_->reservations().WaitPlacementGroup(nullptr, &r, &response);
                    }});
 
   // Slice groups.
@@ -1051,13 +1051,13 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
                      v1::ReleaseSlicesRequest r;
                      r.set_name(long_name);
                      v1::ReleaseSlicesResponse response;
-                     return head_->ReleaseSlices(nullptr, &r, &response);
+                     return head_->reservations().ReleaseSlices(nullptr, &r, &response);
                    }});
   cases.push_back({"name has 254 characters; at most 253 are allowed", [&] {
                      v1::WaitSliceGroupRequest r;
                      r.set_name(long_name);
                      v1::SliceGroupInfo response;
-                     return head_->WaitSliceGroup(nullptr, &r, &response);
+                     return head_->reservations().WaitSliceGroup(nullptr, &r, &response);
                    }});
 
   // PickNode: label selectors and fallbacks, resources, excluded nodes.
@@ -1124,32 +1124,32 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
                      v1::KvPutRequest r;
                      r.set_key(long_key);
                      v1::KvPutResponse response;
-                     return head_->KvPut(nullptr, &r, &response);
+                     return head_->kv().KvPut(nullptr, &r, &response);
                    }});
   cases.push_back({"value has 1048577 bytes; at most 1048576 are allowed", [&] {
                      v1::KvPutRequest r;
                      r.set_key("k");
                      r.set_value(std::string(limits::kMaxKvValueBytes + 1, 'v'));
                      v1::KvPutResponse response;
-                     return head_->KvPut(nullptr, &r, &response);
+                     return head_->kv().KvPut(nullptr, &r, &response);
                    }});
   cases.push_back({"key has 4097 bytes; at most 4096 are allowed", [&] {
                      v1::KvGetRequest r;
                      r.set_key(long_key);
                      v1::KvGetResponse response;
-                     return head_->KvGet(nullptr, &r, &response);
+                     return head_->kv().KvGet(nullptr, &r, &response);
                    }});
   cases.push_back({"key has 4097 bytes; at most 4096 are allowed", [&] {
                      v1::KvDeleteRequest r;
                      r.set_key(long_key);
                      v1::KvDeleteResponse response;
-                     return head_->KvDelete(nullptr, &r, &response);
+                     return head_->kv().KvDelete(nullptr, &r, &response);
                    }});
   cases.push_back({"prefix has 4097 bytes; at most 4096 are allowed", [&] {
                      v1::KvListRequest r;
                      r.set_prefix(long_key);
                      v1::KvListResponse response;
-                     return head_->KvList(nullptr, &r, &response);
+                     return head_->kv().KvList(nullptr, &r, &response);
                    }});
 
   // Listing.
@@ -1157,7 +1157,7 @@ TEST_F(HeadServiceTest, EachRequestLimitIsRefusedWithOneLineNamingItAndChangesNo
                      v1::ListRequest r;
                      r.set_page_token(std::string(limits::kMaxPageTokenBytes + 1, 't'));
                      v1::ListJobsResponse response;
-                     return head_->ListJobs(nullptr, &r, &response);
+                     return head_->jobs().ListJobs(nullptr, &r, &response);
                    }});
 
   for (const Case& c : cases) ExpectRefused(c.call(), c.message);
@@ -1187,7 +1187,7 @@ grpc::Status RecordJobIn(HeadService& head, const std::string& id, v1::JobState 
   request.mutable_job()->set_exit_reason(exit_reason);
   request.mutable_job()->add_argv("true");
   v1::JobInfo recorded;
-  return head.RecordJob(nullptr, &request, &recorded);
+  return head.jobs().RecordJob(nullptr, &request, &recorded);
 }
 
 // Every job the head lists, paging through with `page_size`, in the order listed; `pages`
@@ -1199,7 +1199,7 @@ std::vector<std::string> ListedJobs(HeadService& head, int page_size = 0, int* p
   int count = 0;
   while (true) {
     v1::ListJobsResponse page;
-    grpc::Status status = head.ListJobs(nullptr, &request, &page);
+    grpc::Status status = head.jobs().ListJobs(nullptr, &request, &page);
     EXPECT_TRUE(status.ok()) << status.error_message();
     if (!status.ok() || ++count > 1000) break;
     for (const v1::JobInfo& job : page.jobs()) ids.push_back(job.job_id());
@@ -1278,7 +1278,7 @@ TEST_F(HeadServiceTest, JobsArePagedInTheOrderRecordedEachExactlyOnce) {
   // The table changes between pages: a job recorded meanwhile comes at the end, none twice.
   v1::ListRequest request;
   v1::ListJobsResponse first;
-  ASSERT_TRUE(head_->ListJobs(nullptr, &request, &first).ok());
+  ASSERT_TRUE(head_->jobs().ListJobs(nullptr, &request, &first).ok());
   ASSERT_EQ(first.jobs_size(), 4);
   ASSERT_TRUE(RecordJobIn(*head_, "job-late", v1::JOB_STATE_RUNNING).ok());
   std::vector<std::string> seen;
@@ -1286,7 +1286,7 @@ TEST_F(HeadServiceTest, JobsArePagedInTheOrderRecordedEachExactlyOnce) {
   request.set_page_token(first.next_page_token());
   while (!request.page_token().empty()) {
     v1::ListJobsResponse page;
-    ASSERT_TRUE(head_->ListJobs(nullptr, &request, &page).ok());
+    ASSERT_TRUE(head_->jobs().ListJobs(nullptr, &request, &page).ok());
     for (const auto& job : page.jobs()) seen.push_back(job.job_id());
     request.set_page_token(page.next_page_token());
   }
@@ -1300,19 +1300,19 @@ TEST_F(HeadServiceTest, BadPageRequestsAreRefused) {
   v1::ListPlacementGroupsResponse groups;
   v1::ListSlicesResponse slices;
   request.set_page_size(-1);
-  ExpectRefused(head_->ListJobs(nullptr, &request, &jobs), "page_size: -1 is negative");
+  ExpectRefused(head_->jobs().ListJobs(nullptr, &request, &jobs), "page_size: -1 is negative");
   request.set_page_size(0);
   request.set_page_token("jobs:abc");
-  ExpectRefused(head_->ListJobs(nullptr, &request, &jobs),
+  ExpectRefused(head_->jobs().ListJobs(nullptr, &request, &jobs),
                 "page_token: \"jobs:abc\" is not a page token of the jobs listing");
   request.set_page_token("slices:s/x");
-  ExpectRefused(head_->ListJobs(nullptr, &request, &jobs),
+  ExpectRefused(head_->jobs().ListJobs(nullptr, &request, &jobs),
                 "page_token: \"slices:s/x\" is not a page token of the jobs listing");
   request.set_page_token("jobs:3");
-  ExpectRefused(head_->ListPlacementGroups(nullptr, &request, &groups),
+  ExpectRefused(head_->reservations().ListPlacementGroups(nullptr, &request, &groups),
                 "page_token: \"jobs:3\" is not a page token of the placement-groups listing");
   request.set_page_token("slices:x/y");
-  ExpectRefused(head_->ListSlices(nullptr, &request, &slices),
+  ExpectRefused(head_->reservations().ListSlices(nullptr, &request, &slices),
                 "page_token: \"slices:x/y\" is not a page token of the slices listing");
 }
 
@@ -1332,7 +1332,7 @@ TEST_F(HeadServiceTest, PlacementGroupsArePagedByName) {
   v1::ListRequest request;
   do {
     v1::ListPlacementGroupsResponse page;
-    ASSERT_TRUE(head_->ListPlacementGroups(nullptr, &request, &page).ok());
+    ASSERT_TRUE(head_->reservations().ListPlacementGroups(nullptr, &request, &page).ok());
     sizes.push_back(page.groups_size());
     for (const auto& g : page.groups()) seen.push_back(g.name());
     request.set_page_token(page.next_page_token());
@@ -1351,14 +1351,14 @@ TEST_F(HeadServiceTest, APageStopsBeforeItsByteBudgetButAlwaysHoldsOneItem) {
     // j2 alone is larger than the budget.
     request.mutable_job()->add_argv(std::string(i == 2 ? 3000 : 400, 'a'));
     v1::JobInfo recorded;
-    ASSERT_TRUE(head_->RecordJob(nullptr, &request, &recorded).ok());
+    ASSERT_TRUE(head_->jobs().RecordJob(nullptr, &request, &recorded).ok());
   }
   std::vector<int> sizes;
   std::vector<std::string> seen;
   v1::ListRequest request;
   do {
     v1::ListJobsResponse page;
-    ASSERT_TRUE(head_->ListJobs(nullptr, &request, &page).ok());
+    ASSERT_TRUE(head_->jobs().ListJobs(nullptr, &request, &page).ok());
     EXPECT_TRUE(page.ByteSizeLong() <= 1000 + 16 || page.jobs_size() == 1) << page.ByteSizeLong();
     sizes.push_back(page.jobs_size());
     for (const auto& job : page.jobs()) seen.push_back(job.job_id());
@@ -1384,7 +1384,7 @@ TEST_F(HeadServiceTest, SliceGroupsThenSlicesArePagedAsOneListing) {
     auto* alt = request.add_alternatives();
     SetV6e4x4(alt);
     v1::SliceGroupInfo info;
-    ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
+    ASSERT_TRUE(head_->reservations().ReserveSlices(nullptr, &request, &info).ok());
     ASSERT_EQ(info.state(), v1::SLICE_GROUP_STATE_RESERVED) << info.explanation();
   }
   std::vector<std::string> seen;
@@ -1392,7 +1392,7 @@ TEST_F(HeadServiceTest, SliceGroupsThenSlicesArePagedAsOneListing) {
   v1::ListRequest request;
   do {
     v1::ListSlicesResponse page;
-    ASSERT_TRUE(head_->ListSlices(nullptr, &request, &page).ok());
+    ASSERT_TRUE(head_->reservations().ListSlices(nullptr, &request, &page).ok());
     EXPECT_LE(page.slices_size() + page.groups_size(), 2);
     for (const auto& g : page.groups()) seen.push_back(g.name());
     for (const auto& s : page.slices()) seen.push_back(s.name());
@@ -1430,7 +1430,7 @@ v1::HeartbeatRequest BeatWithBundles(const std::string& node,
 v1::NodeState NodeState(HeadService& head, const std::string& id) {
   v1::ListNodesResponse nodes;
   v1::ListRequest list;
-  EXPECT_TRUE(head.ListNodes(nullptr, &list, &nodes).ok());
+  EXPECT_TRUE(head.nodes().ListNodes(nullptr, &list, &nodes).ok());
   for (const auto& node : nodes.nodes()) {
     if (node.node().node_id() == id) return node.state();
   }
@@ -1448,7 +1448,7 @@ TEST_F(HeadServiceTest, ABundleOfNoGroupReportedByAHeartbeatIsReleasedWithAnEven
   Register("n1");
   v1::HeartbeatRequest beat = BeatWithBundles("n1", {{"ghost", 0}});
   v1::HeartbeatResponse response;
-  ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
+  ASSERT_TRUE(head_->nodes().Heartbeat(nullptr, &beat, &response).ok());
   EXPECT_TRUE(response.known());
   ASSERT_EQ(response.release_size(), 1);
   EXPECT_EQ(response.release(0).placement_group(), "ghost");
@@ -1465,12 +1465,12 @@ TEST_F(HeadServiceTest, ListEventsFollowsTheEventsBySequenceWithTheirKind) {
   for (const char* group : {"ghost-a", "ghost-b"}) {
     v1::HeartbeatRequest beat = BeatWithBundles("n1", {{group, 0}});
     v1::HeartbeatResponse response;
-    ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
+    ASSERT_TRUE(head_->nodes().Heartbeat(nullptr, &beat, &response).ok());
   }
   v1::ListEventsRequest request;
   request.set_limit(1);
   v1::ListEventsResponse joined;
-  ASSERT_TRUE(head_->ListEvents(nullptr, &request, &joined).ok());
+  ASSERT_TRUE(head_->jobs().ListEvents(nullptr, &request, &joined).ok());
   ASSERT_EQ(joined.events_size(), 1);
   EXPECT_EQ(joined.events(0).seq(), 1);
   EXPECT_EQ(joined.events(0).kind(), "node");
@@ -1479,7 +1479,7 @@ TEST_F(HeadServiceTest, ListEventsFollowsTheEventsBySequenceWithTheirKind) {
   EXPECT_FALSE(joined.events(0).notice());
   request.set_after(joined.next());
   v1::ListEventsResponse first;
-  ASSERT_TRUE(head_->ListEvents(nullptr, &request, &first).ok());
+  ASSERT_TRUE(head_->jobs().ListEvents(nullptr, &request, &first).ok());
   ASSERT_EQ(first.events_size(), 1);
   EXPECT_EQ(first.events(0).seq(), 2);
   EXPECT_TRUE(first.events(0).notice());
@@ -1489,12 +1489,12 @@ TEST_F(HeadServiceTest, ListEventsFollowsTheEventsBySequenceWithTheirKind) {
   request.set_after(first.next());
   request.set_limit(0);  // the default bound
   v1::ListEventsResponse rest;
-  ASSERT_TRUE(head_->ListEvents(nullptr, &request, &rest).ok());
+  ASSERT_TRUE(head_->jobs().ListEvents(nullptr, &request, &rest).ok());
   ASSERT_EQ(rest.events_size(), 1);
   EXPECT_TRUE(absl::StrContains(rest.events(0).message(), "ghost-b"));
   request.set_after(rest.next());
   v1::ListEventsResponse none;
-  ASSERT_TRUE(head_->ListEvents(nullptr, &request, &none).ok());
+  ASSERT_TRUE(head_->jobs().ListEvents(nullptr, &request, &none).ok());
   EXPECT_EQ(none.events_size(), 0);
   EXPECT_EQ(none.next(), rest.next());
 }
@@ -1507,21 +1507,21 @@ TEST_F(HeadServiceTest, TheStreamHoldsNodeReservationAndJobChanges) {
   v1::RemovePlacementGroupRequest remove;
   remove.set_name("pg");
   v1::RemovePlacementGroupResponse removed;
-  ASSERT_TRUE(head_->RemovePlacementGroup(nullptr, &remove, &removed).ok());
+  ASSERT_TRUE(head_->reservations().RemovePlacementGroup(nullptr, &remove, &removed).ok());
   v1::RecordJobRequest job;
   job.mutable_job()->set_job_id("job-1");
   job.mutable_job()->set_node_id("n1");
   job.mutable_job()->add_argv("./train");
   job.mutable_job()->set_state(v1::JOB_STATE_RUNNING);
   v1::JobInfo recorded;
-  ASSERT_TRUE(head_->RecordJob(nullptr, &job, &recorded).ok());
+  ASSERT_TRUE(head_->jobs().RecordJob(nullptr, &job, &recorded).ok());
   job.mutable_job()->set_state(v1::JOB_STATE_FAILED);
   job.mutable_job()->set_exit_reason("exited with code 3");
-  ASSERT_TRUE(head_->RecordJob(nullptr, &job, &recorded).ok());
+  ASSERT_TRUE(head_->jobs().RecordJob(nullptr, &job, &recorded).ok());
 
   v1::ListEventsRequest request;
   v1::ListEventsResponse stream;
-  ASSERT_TRUE(head_->ListEvents(nullptr, &request, &stream).ok());
+  ASSERT_TRUE(head_->jobs().ListEvents(nullptr, &request, &stream).ok());
   std::vector<std::string> changes;
   for (const v1::HeadEventInfo& event : stream.events()) {
     EXPECT_FALSE(event.notice()) << event.message();
@@ -1559,7 +1559,7 @@ TEST_F(HeadServiceTest, StatusShowsMeasuredUseBesideReservations) {
       sample->set_utilization(gpu_busy[i]);
     }
     v1::HeartbeatResponse response;
-    ASSERT_TRUE(head_->Heartbeat(nullptr, &request, &response).ok());
+    ASSERT_TRUE(head_->nodes().Heartbeat(nullptr, &request, &response).ok());
     ASSERT_TRUE(response.known());
   };
   beat("n1", 1.5, 1 << 30, {0.5, 1.0});
@@ -1577,7 +1577,7 @@ TEST_F(HeadServiceTest, StatusShowsMeasuredUseBesideReservations) {
   EXPECT_DOUBLE_EQ(status.nodes(0).usage().cpu_cores(), 1.5);
   v1::ListNodesResponse nodes;
   v1::ListRequest list;
-  ASSERT_TRUE(head_->ListNodes(nullptr, &list, &nodes).ok());
+  ASSERT_TRUE(head_->nodes().ListNodes(nullptr, &list, &nodes).ok());
   EXPECT_EQ(nodes.nodes(1).usage().memory_bytes(), 512u << 20);
 }
 
@@ -1592,11 +1592,11 @@ TEST_F(HeadServiceTest, TaskRunsReportedByDriversArePagedPerJob) {
   }
   report.set_dropped(2);
   v1::ReportTaskEventsResponse reported;
-  ASSERT_TRUE(head_->ReportTaskEvents(nullptr, &report, &reported).ok());
+  ASSERT_TRUE(head_->jobs().ReportTaskEvents(nullptr, &report, &reported).ok());
   v1::GetTaskEventsRequest get;
   get.set_limit(2);  // the job that reported last
   v1::GetTaskEventsResponse page;
-  ASSERT_TRUE(head_->GetTaskEvents(nullptr, &get, &page).ok());
+  ASSERT_TRUE(head_->jobs().GetTaskEvents(nullptr, &get, &page).ok());
   EXPECT_EQ(page.job_id(), "driver-1");
   ASSERT_EQ(page.events_size(), 2);
   EXPECT_EQ(page.events(1).name(), "g");
@@ -1605,21 +1605,22 @@ TEST_F(HeadServiceTest, TaskRunsReportedByDriversArePagedPerJob) {
   get.set_job_id("driver-1");
   get.set_after(page.next());
   v1::GetTaskEventsResponse rest;
-  ASSERT_TRUE(head_->GetTaskEvents(nullptr, &get, &rest).ok());
+  ASSERT_TRUE(head_->jobs().GetTaskEvents(nullptr, &get, &rest).ok());
   ASSERT_EQ(rest.events_size(), 1);
   EXPECT_FALSE(rest.more());
   // An unknown job is NOT_FOUND; a report without a job, or too large, is refused.
   get.set_job_id("driver-x");
   v1::GetTaskEventsResponse none;
-  EXPECT_EQ(head_->GetTaskEvents(nullptr, &get, &none).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(head_->jobs().GetTaskEvents(nullptr, &get, &none).error_code(),
+            grpc::StatusCode::NOT_FOUND);
   v1::ReportTaskEventsRequest nameless = report;
   nameless.clear_job_id();
-  EXPECT_EQ(head_->ReportTaskEvents(nullptr, &nameless, &reported).error_code(),
+  EXPECT_EQ(head_->jobs().ReportTaskEvents(nullptr, &nameless, &reported).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   v1::ReportTaskEventsRequest huge;
   huge.set_job_id("driver-1");
   huge.add_events()->set_name(std::string(request_limits::kMaxTaskEventNameBytes + 1, 'x'));
-  grpc::Status refused = head_->ReportTaskEvents(nullptr, &huge, &reported);
+  grpc::Status refused = head_->jobs().ReportTaskEvents(nullptr, &huge, &reported);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_TRUE(absl::StrContains(refused.error_message(), "events[0].name has 1025 bytes"))
       << refused.error_message();
@@ -1628,7 +1629,7 @@ TEST_F(HeadServiceTest, TaskRunsReportedByDriversArePagedPerJob) {
   get.set_after(0);
   get.set_limit(0);
   v1::GetTaskEventsResponse all;
-  ASSERT_TRUE(head_->GetTaskEvents(nullptr, &get, &all).ok());
+  ASSERT_TRUE(head_->jobs().GetTaskEvents(nullptr, &get, &all).ok());
   EXPECT_EQ(all.events_size(), 3);
 }
 
@@ -1643,7 +1644,7 @@ TEST_F(HeadServiceTest, APrepareAppliedAfterTheHeadGaveUpIsReleasedByTheNextHear
   // ... but n2's agent applied it late and holds the bundle: its heartbeat says so.
   v1::HeartbeatRequest beat = BeatWithBundles("n2", {{"pg", 0}, {"pg", 1}});
   v1::HeartbeatResponse response;
-  ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
+  ASSERT_TRUE(head_->nodes().Heartbeat(nullptr, &beat, &response).ok());
   ASSERT_EQ(response.release_size(), 2);
   EXPECT_TRUE(AnyEventHas(head_->events(),
                           "bundles 0,1 of pg on n2 were held by the agent but "
@@ -1662,13 +1663,13 @@ TEST_F(HeadServiceTest, BundlesTheHeadHoldsThereAreKeptAndOthersReleased) {
   v1::HeartbeatResponse response;
   // The holder reports it, and a bundle index the group does not have.
   v1::HeartbeatRequest beat = BeatWithBundles(holder, {{"pg", 0}, {"pg", 3}});
-  ASSERT_TRUE(head_->Heartbeat(nullptr, &beat, &response).ok());
+  ASSERT_TRUE(head_->nodes().Heartbeat(nullptr, &beat, &response).ok());
   ASSERT_EQ(response.release_size(), 1);
   EXPECT_EQ(response.release(0).bundle_index(), 3);
   // The other node reports bundle 0 too: not held there.
   v1::HeartbeatRequest elsewhere = BeatWithBundles(other, {{"pg", 0}});
   v1::HeartbeatResponse other_response;
-  ASSERT_TRUE(head_->Heartbeat(nullptr, &elsewhere, &other_response).ok());
+  ASSERT_TRUE(head_->nodes().Heartbeat(nullptr, &elsewhere, &other_response).ok());
   ASSERT_EQ(other_response.release_size(), 1);
   EXPECT_EQ(Find("pg").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
 }
@@ -1679,7 +1680,7 @@ TEST_F(HeadServiceTest, ABundleWhosePrepareIsInFlightIsNotAnOrphan) {
   // The agent has applied the prepare and heartbeats before the head's round has returned.
   agents_["n1"]->OnPrepare([&] {
     v1::HeartbeatRequest beat = BeatWithBundles("n1", {{"pg", 0}});
-    EXPECT_TRUE(head_->Heartbeat(nullptr, &beat, &during).ok());
+    EXPECT_TRUE(head_->nodes().Heartbeat(nullptr, &beat, &during).ok());
   });
   v1::PlacementGroupInfo info = Create("pg", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1"});
   ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
@@ -1691,7 +1692,7 @@ TEST_F(HeadServiceTest, ABundleWhosePrepareIsInFlightIsNotAnOrphan) {
 TEST_F(HeadServiceTest, ACommittedBundleTheAgentNoLongerHoldsIsPreparedAgain) {
   v1::RegisterNodeResponse registered;
   v1::RegisterNodeRequest request = NodeRequest("n1", "CPU=4");
-  ASSERT_TRUE(head_->RegisterNode(nullptr, &request, &registered).ok());
+  ASSERT_TRUE(head_->nodes().RegisterNode(nullptr, &request, &registered).ok());
   const int64_t before_commit = registered.bundles_epoch();
   v1::PlacementGroupInfo info = Create("pg", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1"});
   ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
@@ -1700,7 +1701,7 @@ TEST_F(HeadServiceTest, ACommittedBundleTheAgentNoLongerHoldsIsPreparedAgain) {
   // A report taken before the agent could have seen the commit proves nothing.
   v1::HeartbeatRequest stale = BeatWithBundles("n1", {}, before_commit);
   v1::HeartbeatResponse response;
-  ASSERT_TRUE(head_->Heartbeat(nullptr, &stale, &response).ok());
+  ASSERT_TRUE(head_->nodes().Heartbeat(nullptr, &stale, &response).ok());
   EXPECT_EQ(Find("pg").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   const int64_t after_commit = response.bundles_epoch();
   EXPECT_GT(after_commit, before_commit);
@@ -1708,7 +1709,7 @@ TEST_F(HeadServiceTest, ACommittedBundleTheAgentNoLongerHoldsIsPreparedAgain) {
   // One taken after it did, and without the bundle: lost; the next tick prepares it again.
   v1::HeartbeatRequest lacking = BeatWithBundles("n1", {}, after_commit);
   response.Clear();
-  ASSERT_TRUE(head_->Heartbeat(nullptr, &lacking, &response).ok());
+  ASSERT_TRUE(head_->nodes().Heartbeat(nullptr, &lacking, &response).ok());
   v1::PlacementGroupInfo lost = Find("pg");
   EXPECT_EQ(lost.state(), v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
   EXPECT_TRUE(absl::StrContains(lost.explanation(), "bundle 0 was lost on node n1"))
@@ -1723,7 +1724,7 @@ TEST_F(HeadServiceTest, ACommittedBundleTheAgentNoLongerHoldsIsPreparedAgain) {
   // Reported again: nothing more happens.
   v1::HeartbeatRequest holding = BeatWithBundles("n1", {{"pg", 0}}, after_commit + 1000);
   response.Clear();
-  ASSERT_TRUE(head_->Heartbeat(nullptr, &holding, &response).ok());
+  ASSERT_TRUE(head_->nodes().Heartbeat(nullptr, &holding, &response).ok());
   EXPECT_EQ(response.release_size(), 0);
   EXPECT_EQ(Find("pg").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
 }
@@ -1737,19 +1738,19 @@ TEST_F(HeadServiceTest, ASliceHostThatLostItsBundleBreaksTheGroupWhichIsReserved
   auto* alt = request.add_alternatives();
   SetV6e4x4(alt);
   v1::SliceGroupInfo info;
-  ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
+  ASSERT_TRUE(head_->reservations().ReserveSlices(nullptr, &request, &info).ok());
   ASSERT_EQ(info.state(), v1::SLICE_GROUP_STATE_RESERVED) << info.explanation();
   v1::HeartbeatRequest lacking = BeatWithBundles("s1-w1", {}, std::numeric_limits<int64_t>::max());
   lacking.set_incarnation("i1");
   v1::HeartbeatResponse response;
-  ASSERT_TRUE(head_->Heartbeat(nullptr, &lacking, &response).ok());
+  ASSERT_TRUE(head_->nodes().Heartbeat(nullptr, &lacking, &response).ok());
   EXPECT_TRUE(AnyEventHas(head_->events(), "slice group train: bundle"));
   head_->Tick();  // broken, and given back: its hosts are all alive
   head_->Tick();  // reserved again
   EXPECT_EQ(Held(true).size(), 4u);
   v1::ListSlicesResponse slices;
   v1::ListRequest list;
-  ASSERT_TRUE(head_->ListSlices(nullptr, &list, &slices).ok());
+  ASSERT_TRUE(head_->reservations().ListSlices(nullptr, &list, &slices).ok());
   ASSERT_EQ(slices.groups_size(), 1);
   EXPECT_EQ(slices.groups(0).state(), v1::SLICE_GROUP_STATE_RESERVED)
       << slices.groups(0).explanation();
@@ -1765,7 +1766,7 @@ TEST_F(HeadServiceTest, ASecondLiveAgentWithTheSameNodeIdIsRefused) {
   v1::RegisterNodeRequest second = NodeRequest("n1", "CPU=4", {}, "i2");
   second.mutable_node()->set_address("10.0.0.2:7000");
   v1::RegisterNodeResponse response;
-  grpc::Status status = head_->RegisterNode(nullptr, &second, &response);
+  grpc::Status status = head_->nodes().RegisterNode(nullptr, &second, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
   EXPECT_TRUE(absl::StrContains(status.error_message(),
                                 "node n1 is already held by a live agent at 127.0.0.1:1"))
@@ -1785,12 +1786,12 @@ TEST_F(HeadServiceTest, ANodeIdIsTakenOverOnceItsAgentIsDeadOrSilentAndKeptOnIts
   Register("n1");
   // Its own incarnation registering again (a head restart, a reconnect) is accepted.
   v1::RegisterNodeResponse response;
-  ASSERT_TRUE(head_->RegisterNode(nullptr, &requests_["n1"], &response).ok());
+  ASSERT_TRUE(head_->nodes().RegisterNode(nullptr, &requests_["n1"], &response).ok());
   // Silent past the timeout, before any health check: another agent may take the id.
   clock_.Advance(absl::Seconds(6));
   v1::RegisterNodeRequest second = NodeRequest("n1", "CPU=4", {}, "i2");
   second.mutable_node()->set_address("10.0.0.2:7000");
-  ASSERT_TRUE(head_->RegisterNode(nullptr, &second, &response).ok());
+  ASSERT_TRUE(head_->nodes().RegisterNode(nullptr, &second, &response).ok());
   EXPECT_TRUE(Beat("n1", "i2"));
   // Declared dead, then back from elsewhere: accepted too.
   for (int i = 0; i < 12; ++i) {
@@ -1800,7 +1801,7 @@ TEST_F(HeadServiceTest, ANodeIdIsTakenOverOnceItsAgentIsDeadOrSilentAndKeptOnIts
   EXPECT_FALSE(Beat("n1", "i2"));
   v1::RegisterNodeRequest third = NodeRequest("n1", "CPU=4", {}, "i3");
   third.mutable_node()->set_address("10.0.0.3:7000");
-  ASSERT_TRUE(head_->RegisterNode(nullptr, &third, &response).ok());
+  ASSERT_TRUE(head_->nodes().RegisterNode(nullptr, &third, &response).ok());
   EXPECT_TRUE(Beat("n1", "i3"));
 }
 
@@ -1929,7 +1930,7 @@ TEST(HeadServiceBusyTest, AHeartbeatQueuedBehindASlowRequestCountsFromItsArrival
   v1::RegisterNodeRequest request;
   wire::NodeToProto(Spec("n1", "CPU=4", {}), "127.0.0.1:1", "i1", request.mutable_node());
   v1::RegisterNodeResponse registered;
-  ASSERT_TRUE(head.RegisterNode(nullptr, &request, &registered).ok());
+  ASSERT_TRUE(head.nodes().RegisterNode(nullptr, &request, &registered).ok());
   fake.Advance(absl::Seconds(3));
   head.Tick();
 
@@ -1942,7 +1943,7 @@ TEST(HeadServiceBusyTest, AHeartbeatQueuedBehindASlowRequestCountsFromItsArrival
     wire::ResourcesToProto(Res("CPU=1"),
                            create.mutable_primary()->add_bundles()->mutable_resources());
     v1::PlacementGroupInfo info;
-    (void)head.CreatePlacementGroup(nullptr, &create, &info);
+    (void)head.reservations().CreatePlacementGroup(nullptr, &create, &info);
   });
   store.AwaitBlocked();
   fake.Advance(absl::Seconds(1));
@@ -1953,7 +1954,7 @@ TEST(HeadServiceBusyTest, AHeartbeatQueuedBehindASlowRequestCountsFromItsArrival
     v1::HeartbeatRequest beat_request;
     beat_request.set_node_id("n1");
     beat_request.set_incarnation("i1");
-    EXPECT_TRUE(head.Heartbeat(nullptr, &beat_request, &beat_response).ok());
+    EXPECT_TRUE(head.nodes().Heartbeat(nullptr, &beat_request, &beat_response).ok());
   });
   clock.AwaitReadsAbove(reads);            // stamped on arrival
   fake.Advance(absl::Milliseconds(1500));  // t = 5.5 s: past the timeout since registration
@@ -1964,7 +1965,7 @@ TEST(HeadServiceBusyTest, AHeartbeatQueuedBehindASlowRequestCountsFromItsArrival
   head.Tick();
   v1::ListNodesResponse nodes;
   v1::ListRequest list;
-  ASSERT_TRUE(head.ListNodes(nullptr, &list, &nodes).ok());
+  ASSERT_TRUE(head.nodes().ListNodes(nullptr, &list, &nodes).ok());
   ASSERT_EQ(nodes.nodes_size(), 1);
   EXPECT_EQ(nodes.nodes(0).state(), v1::NODE_STATE_ALIVE);
   // Heard at its arrival, not when the lock let it in.
@@ -1988,7 +1989,7 @@ class DriverLifetimeTest : public HeadServiceTest {
     wire::ResourcesToProto(Res("CPU=1"),
                            request.mutable_primary()->add_bundles()->mutable_resources());
     v1::PlacementGroupInfo info;
-    ASSERT_TRUE(head_->CreatePlacementGroup(nullptr, &request, &info).ok());
+    ASSERT_TRUE(head_->reservations().CreatePlacementGroup(nullptr, &request, &info).ok());
     ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED) << info.explanation();
     EXPECT_EQ(info.owner(), owner);
   }
@@ -1999,14 +2000,14 @@ class DriverLifetimeTest : public HeadServiceTest {
     auto* alt = request.add_alternatives();
     SetV6e4x4(alt);
     v1::SliceGroupInfo info;
-    ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
+    ASSERT_TRUE(head_->reservations().ReserveSlices(nullptr, &request, &info).ok());
     ASSERT_EQ(info.state(), v1::SLICE_GROUP_STATE_RESERVED) << info.explanation();
     EXPECT_EQ(info.owner(), owner);
   }
   bool SliceExists(const std::string& name) {
     v1::ListSlicesResponse list;
     v1::ListRequest request;
-    EXPECT_TRUE(head_->ListSlices(nullptr, &request, &list).ok());
+    EXPECT_TRUE(head_->reservations().ListSlices(nullptr, &request, &list).ok());
     for (const auto& g : list.groups()) {
       if (g.name() == name) return true;
     }
@@ -2016,7 +2017,7 @@ class DriverLifetimeTest : public HeadServiceTest {
     v1::KeepDriverAliveRequest request;
     request.set_driver_id(driver);
     v1::KeepDriverAliveResponse response;
-    ASSERT_TRUE(head_->KeepDriverAlive(nullptr, &request, &response).ok());
+    ASSERT_TRUE(head_->reservations().KeepDriverAlive(nullptr, &request, &response).ok());
     EXPECT_EQ(response.timeout_ms(), 10000);
   }
   // Time passes with every node beating (only drivers fall silent).
@@ -2069,17 +2070,17 @@ TEST_F(DriverLifetimeTest, ADriverThatExitsReleasesAtOnce) {
   v1::DriverExitedRequest request;
   request.set_driver_id("driver-a");
   v1::DriverExitedResponse response;
-  ASSERT_TRUE(head_->DriverExited(nullptr, &request, &response).ok());
+  ASSERT_TRUE(head_->reservations().DriverExited(nullptr, &request, &response).ok());
   EXPECT_EQ(std::set<std::string>(response.released().begin(), response.released().end()),
             (std::set<std::string>{"mine", "train"}));
   EXPECT_EQ(Find("mine").name(), "");
   EXPECT_FALSE(SliceExists("train"));
   EXPECT_TRUE(Held().empty());
   // Again: nothing left to release, and that is not an error.
-  ASSERT_TRUE(head_->DriverExited(nullptr, &request, &response).ok());
+  ASSERT_TRUE(head_->reservations().DriverExited(nullptr, &request, &response).ok());
   v1::KeepDriverAliveRequest empty;
   v1::KeepDriverAliveResponse ignored;
-  EXPECT_EQ(head_->KeepDriverAlive(nullptr, &empty, &ignored).error_code(),
+  EXPECT_EQ(head_->reservations().KeepDriverAlive(nullptr, &empty, &ignored).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
 }
 
@@ -2091,7 +2092,7 @@ TEST_F(DriverLifetimeTest, GoneDriversAreNamedInHeartbeatResponsesForAMinute) {
     request.set_node_id("s1-w0");
     request.set_incarnation("i1");
     v1::HeartbeatResponse response;
-    EXPECT_TRUE(head_->Heartbeat(nullptr, &request, &response).ok());
+    EXPECT_TRUE(head_->nodes().Heartbeat(nullptr, &request, &response).ok());
     return std::vector<std::string>(response.gone_drivers().begin(), response.gone_drivers().end());
   };
   KeepAlive("driver-a");
@@ -2100,7 +2101,7 @@ TEST_F(DriverLifetimeTest, GoneDriversAreNamedInHeartbeatResponsesForAMinute) {
   v1::DriverExitedRequest request;
   request.set_driver_id("driver-a");
   v1::DriverExitedResponse response;
-  ASSERT_TRUE(head_->DriverExited(nullptr, &request, &response).ok());
+  ASSERT_TRUE(head_->reservations().DriverExited(nullptr, &request, &response).ok());
   EXPECT_EQ(gone(), std::vector<std::string>{"driver-a"});
   Pass(absl::Seconds(11));  // driver-b falls silent past the 10 s timeout
   EXPECT_EQ(gone(), (std::vector<std::string>{"driver-b", "driver-a"}));
@@ -2122,7 +2123,7 @@ std::vector<std::string> ListedNodes(HeadService& head, int page_size,
   request.set_page_size(page_size);
   for (int pages = 0; pages < 1000; ++pages) {
     v1::ListNodesResponse page;
-    grpc::Status status = head.ListNodes(nullptr, &request, &page);
+    grpc::Status status = head.nodes().ListNodes(nullptr, &request, &page);
     EXPECT_TRUE(status.ok()) << status.error_message();
     if (!status.ok()) break;
     if (sizes != nullptr) sizes->push_back(page.nodes_size());
@@ -2160,7 +2161,7 @@ TEST_F(HeadServiceTest, NodesArePagedByIdEachExactlyOnceUpToTheCap) {
   // registered after it comes, one before it does not, and none comes twice.
   v1::ListRequest request;
   v1::ListNodesResponse first;
-  ASSERT_TRUE(head_->ListNodes(nullptr, &request, &first).ok());
+  ASSERT_TRUE(head_->nodes().ListNodes(nullptr, &request, &first).ok());
   ASSERT_EQ(first.nodes_size(), 3);
   EXPECT_EQ(first.next_page_token(), "nodes:n2");
   Register("n00");  // sorts before n2
@@ -2170,7 +2171,7 @@ TEST_F(HeadServiceTest, NodesArePagedByIdEachExactlyOnceUpToTheCap) {
   request.set_page_token(first.next_page_token());
   while (!request.page_token().empty()) {
     v1::ListNodesResponse page;
-    ASSERT_TRUE(head_->ListNodes(nullptr, &request, &page).ok());
+    ASSERT_TRUE(head_->nodes().ListNodes(nullptr, &request, &page).ok());
     for (const auto& node : page.nodes()) seen.push_back(node.node().node_id());
     request.set_page_token(page.next_page_token());
   }
@@ -2199,16 +2200,16 @@ TEST_F(HeadServiceTest, BadNodePageRequestsAreRefused) {
   v1::ListRequest request;
   v1::ListNodesResponse nodes;
   request.set_page_size(-2);
-  ExpectRefused(head_->ListNodes(nullptr, &request, &nodes), "page_size: -2 is negative");
+  ExpectRefused(head_->nodes().ListNodes(nullptr, &request, &nodes), "page_size: -2 is negative");
   request.set_page_size(0);
   request.set_page_token("jobs:3");
-  ExpectRefused(head_->ListNodes(nullptr, &request, &nodes),
+  ExpectRefused(head_->nodes().ListNodes(nullptr, &request, &nodes),
                 "page_token: \"jobs:3\" is not a page token of the nodes listing");
   request.set_page_token("nodes:");
-  ExpectRefused(head_->ListNodes(nullptr, &request, &nodes),
+  ExpectRefused(head_->nodes().ListNodes(nullptr, &request, &nodes),
                 "page_token: \"nodes:\" is not a page token of the nodes listing");
   request.set_page_token(std::string(limits::kMaxPageTokenBytes + 1, 't'));
-  ExpectRefused(head_->ListNodes(nullptr, &request, &nodes),
+  ExpectRefused(head_->nodes().ListNodes(nullptr, &request, &nodes),
                 "page_token has 1025 bytes; at most 1024 are allowed");
 }
 
@@ -2221,7 +2222,7 @@ v1::JobInfo Record(HeadService& head, const std::string& id, v1::JobState state,
   request.mutable_job()->set_node_id(node);
   request.mutable_job()->set_exit_reason(exit_reason);
   v1::JobInfo recorded;
-  grpc::Status status = head.RecordJob(nullptr, &request, &recorded);
+  grpc::Status status = head.jobs().RecordJob(nullptr, &request, &recorded);
   EXPECT_TRUE(status.ok()) << status.error_message();
   return recorded;
 }
@@ -2229,7 +2230,7 @@ v1::JobInfo Record(HeadService& head, const std::string& id, v1::JobState state,
 v1::JobInfo ListedJob(HeadService& head, const std::string& id) {
   v1::ListRequest request;
   v1::ListJobsResponse jobs;
-  EXPECT_TRUE(head.ListJobs(nullptr, &request, &jobs).ok());
+  EXPECT_TRUE(head.jobs().ListJobs(nullptr, &request, &jobs).ok());
   for (const v1::JobInfo& job : jobs.jobs()) {
     if (job.job_id() == id) return job;
   }
@@ -2249,7 +2250,7 @@ TEST_F(HeadServiceTest, AJobsRealEndReplacesTheFailureItsNodesDeathMadePresumed)
   claimed.mutable_job()->set_node_id("n2");
   claimed.mutable_job()->set_failure_presumed(true);
   v1::JobInfo claimed_record;
-  ASSERT_TRUE(head_->RecordJob(nullptr, &claimed, &claimed_record).ok());
+  ASSERT_TRUE(head_->jobs().RecordJob(nullptr, &claimed, &claimed_record).ok());
   EXPECT_FALSE(claimed_record.failure_presumed());
 
   // n1 goes silent (its agent paused) and is declared dead: its running jobs fail, presumed.
@@ -2273,7 +2274,7 @@ TEST_F(HeadServiceTest, AJobsRealEndReplacesTheFailureItsNodesDeathMadePresumed)
 
   // The same agent comes back; a repeated start record changes nothing.
   v1::RegisterNodeResponse registered;
-  ASSERT_TRUE(head_->RegisterNode(nullptr, &requests_["n1"], &registered).ok());
+  ASSERT_TRUE(head_->nodes().RegisterNode(nullptr, &requests_["n1"], &registered).ok());
   EXPECT_TRUE(Beat("n1"));
   EXPECT_EQ(Record(*head_, "comes-back", v1::JOB_STATE_RUNNING, "n1").state(),
             v1::JOB_STATE_FAILED);
@@ -2338,10 +2339,10 @@ TEST_F(HeadServiceTest, ARequestIntoAGroupStillWaitingForRoomWaitsUnlessItsBundl
   wire::ResourcesToProto(Res("CPU=1"), inside.mutable_request()->mutable_resources());
   v1::PickNodeResponse picked;
   inside.mutable_request()->set_bundle_index(1);
-  ASSERT_TRUE(head_->PickNode(nullptr, &inside, &picked).ok());
+  ASSERT_TRUE(head_->nodes().PickNode(nullptr, &inside, &picked).ok());
   EXPECT_EQ(picked.status(), v1::PICK_STATUS_PENDING) << picked.explanation();
   inside.mutable_request()->set_bundle_index(5);
-  ASSERT_TRUE(head_->PickNode(nullptr, &inside, &picked).ok());
+  ASSERT_TRUE(head_->nodes().PickNode(nullptr, &inside, &picked).ok());
   EXPECT_EQ(picked.status(), v1::PICK_STATUS_INFEASIBLE);
   EXPECT_EQ(picked.explanation(), "later has 2 bundles; there is no bundle 5");
 }
@@ -2359,7 +2360,7 @@ class HeadRestartTest : public DriverLifetimeTest {
   std::map<std::string, std::string> SliceHosts(const std::string& name) {
     v1::ListSlicesResponse list;
     v1::ListRequest request;
-    EXPECT_TRUE(head_->ListSlices(nullptr, &request, &list).ok());
+    EXPECT_TRUE(head_->reservations().ListSlices(nullptr, &request, &list).ok());
     std::map<std::string, std::string> hosts;
     for (const auto& g : list.groups()) {
       if (g.name() != name) continue;
@@ -2392,7 +2393,7 @@ TEST_F(HeadRestartTest, EveryGroupSliceJobAndNodeComesBackExactlyAndNothingIsRed
   job.mutable_job()->set_state(v1::JOB_STATE_RUNNING);
   job.mutable_job()->set_start_time_ms(1);
   v1::JobInfo recorded;
-  ASSERT_TRUE(head_->RecordJob(nullptr, &job, &recorded).ok());
+  ASSERT_TRUE(head_->jobs().RecordJob(nullptr, &job, &recorded).ok());
   const std::map<std::string, std::string> slice_before = SliceHosts("train");
   const int64_t cpu_before = Used("CPU");
   const int64_t gpu_before = Used("GPU");
@@ -2415,7 +2416,7 @@ TEST_F(HeadRestartTest, EveryGroupSliceJobAndNodeComesBackExactlyAndNothingIsRed
   EXPECT_EQ(Used("GPU"), gpu_before);
   v1::ListJobsResponse jobs;
   v1::ListRequest list;
-  ASSERT_TRUE(head_->ListJobs(nullptr, &list, &jobs).ok());
+  ASSERT_TRUE(head_->jobs().ListJobs(nullptr, &list, &jobs).ok());
   ASSERT_EQ(jobs.jobs_size(), 1);
   EXPECT_EQ(jobs.jobs(0).state(), v1::JOB_STATE_RUNNING);
   // The agents keep heartbeating the same incarnation: known at once, and nothing is prepared
@@ -2442,7 +2443,7 @@ TEST_F(HeadRestartTest, ANodeThatNeverComesBackIsDeclaredDeadAndItsWorkHandledAs
   Pass(absl::Seconds(6));
   v1::ListNodesResponse nodes;
   v1::ListRequest list;
-  ASSERT_TRUE(head_->ListNodes(nullptr, &list, &nodes).ok());
+  ASSERT_TRUE(head_->nodes().ListNodes(nullptr, &list, &nodes).ok());
   for (const auto& n : nodes.nodes()) {
     EXPECT_EQ(n.state(), n.node().node_id() == "n1" ? v1::NODE_STATE_DEAD : v1::NODE_STATE_ALIVE)
         << n.node().node_id();
@@ -2499,7 +2500,7 @@ TEST_F(HeadServiceTest, WithTheStoreDownNothingIsAcknowledgedAndNothingChanges) 
   v1::RemovePlacementGroupRequest remove;
   remove.set_name("doomed");
   v1::RemovePlacementGroupResponse removed;
-  EXPECT_EQ(head_->RemovePlacementGroup(nullptr, &remove, &removed).error_code(),
+  EXPECT_EQ(head_->reservations().RemovePlacementGroup(nullptr, &remove, &removed).error_code(),
             grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(Find("doomed").state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   EXPECT_EQ(Held(), held);
@@ -2507,16 +2508,18 @@ TEST_F(HeadServiceTest, WithTheStoreDownNothingIsAcknowledgedAndNothingChanges) 
   job.mutable_job()->set_job_id("job-1");
   job.mutable_job()->set_state(v1::JOB_STATE_RUNNING);
   v1::JobInfo recorded;
-  EXPECT_EQ(head_->RecordJob(nullptr, &job, &recorded).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(head_->jobs().RecordJob(nullptr, &job, &recorded).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
   v1::ListJobsResponse jobs;
   v1::ListRequest list;
-  ASSERT_TRUE(head_->ListJobs(nullptr, &list, &jobs).ok());
+  ASSERT_TRUE(head_->jobs().ListJobs(nullptr, &list, &jobs).ok());
   EXPECT_EQ(jobs.jobs_size(), 0);
   v1::KvPutRequest put;
   put.set_key("k");
   put.set_value("v");
   v1::KvPutResponse put_response;
-  EXPECT_EQ(head_->KvPut(nullptr, &put, &put_response).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(head_->kv().KvPut(nullptr, &put, &put_response).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
 
   // Still down at the next check; back at the one after.
   head_->CheckStateStore();
@@ -2530,9 +2533,9 @@ TEST_F(HeadServiceTest, WithTheStoreDownNothingIsAcknowledgedAndNothingChanges) 
   EXPECT_EQ(Create("new", v1::PLACEMENT_STRATEGY_PACK, {"CPU=1"}, nullptr, "req-new").state(),
             v1::PLACEMENT_GROUP_STATE_CREATED);
   EXPECT_TRUE(failing.Get(kPlacementGroupsTable, "new")->has_value());
-  ASSERT_TRUE(head_->RemovePlacementGroup(nullptr, &remove, &removed).ok());
+  ASSERT_TRUE(head_->reservations().RemovePlacementGroup(nullptr, &remove, &removed).ok());
   EXPECT_FALSE(failing.Get(kPlacementGroupsTable, "doomed")->has_value());
-  ASSERT_TRUE(head_->RecordJob(nullptr, &job, &recorded).ok());
+  ASSERT_TRUE(head_->jobs().RecordJob(nullptr, &job, &recorded).ok());
   EXPECT_TRUE(failing.Get(kJobsTable, "job-1")->has_value());
 }
 
@@ -2587,14 +2590,14 @@ TEST_F(HeadServiceTest, ANodeClaimingBillionsOfDevicesIsRefusedNotAllocated) {
   for (const char* count : {"GPU=2147483648", "GPU=2000000000", "GPU=4097"}) {
     v1::RegisterNodeRequest request = NodeRequest("huge", count);
     v1::RegisterNodeResponse response;
-    grpc::Status status = head_->RegisterNode(nullptr, &request, &response);
+    grpc::Status status = head_->nodes().RegisterNode(nullptr, &request, &response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << count;
     EXPECT_TRUE(absl::StrContains(status.error_message(), "devices a node may have"))
         << status.error_message();
   }
   v1::ListNodesResponse nodes;
   v1::ListRequest list;
-  ASSERT_TRUE(head_->ListNodes(nullptr, &list, &nodes).ok());
+  ASSERT_TRUE(head_->nodes().ListNodes(nullptr, &list, &nodes).ok());
   EXPECT_EQ(nodes.nodes_size(), 0);
 }
 
@@ -2611,7 +2614,7 @@ TEST_F(HeadRestartTest, ACreateRetriedToTheRestartedHeadIsAnsweredWithTheGroupIt
   EXPECT_EQ(retried.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   v1::ListPlacementGroupsResponse list;
   v1::ListRequest request;
-  ASSERT_TRUE(head_->ListPlacementGroups(nullptr, &request, &list).ok());
+  ASSERT_TRUE(head_->reservations().ListPlacementGroups(nullptr, &request, &list).ok());
   EXPECT_EQ(list.groups_size(), 1);
   EXPECT_EQ(Prepares(), 1);  // nothing prepared again
 }

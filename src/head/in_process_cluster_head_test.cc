@@ -64,7 +64,7 @@ class InProcessGangTest : public ::testing::Test {
     wire::NodeToProto(Spec(id, resources, std::move(labels)), "127.0.0.1:1", "i1",
                       request.mutable_node());
     v1::RegisterNodeResponse response;
-    grpc::Status status = head_->RegisterNode(nullptr, &request, &response);
+    grpc::Status status = head_->nodes().RegisterNode(nullptr, &request, &response);
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
   void Beat(const std::string& id) {
@@ -72,7 +72,7 @@ class InProcessGangTest : public ::testing::Test {
     request.set_node_id(id);
     request.set_incarnation("i1");
     v1::HeartbeatResponse response;
-    EXPECT_TRUE(head_->Heartbeat(nullptr, &request, &response).ok());
+    EXPECT_TRUE(head_->nodes().Heartbeat(nullptr, &request, &response).ok());
   }
 
   // One whole 4x4 slice.
@@ -89,20 +89,20 @@ class InProcessGangTest : public ::testing::Test {
     request.set_name(name);
     *request.mutable_alternatives() = SlicePlacement().slices();
     v1::SliceGroupInfo info;
-    ASSERT_TRUE(head_->ReserveSlices(nullptr, &request, &info).ok());
+    ASSERT_TRUE(head_->reservations().ReserveSlices(nullptr, &request, &info).ok());
     ASSERT_EQ(info.state(), v1::SLICE_GROUP_STATE_RESERVED) << info.explanation();
   }
   void ReleaseTheSlice(const std::string& name) {
     v1::ReleaseSlicesRequest request;
     request.set_name(name);
     v1::ReleaseSlicesResponse response;
-    ASSERT_TRUE(head_->ReleaseSlices(nullptr, &request, &response).ok());
+    ASSERT_TRUE(head_->reservations().ReleaseSlices(nullptr, &request, &response).ok());
   }
   // The slice groups the head has, by name, with their states.
   std::map<std::string, v1::SliceGroupState> SliceGroups() {
     v1::ListRequest request;
     v1::ListSlicesResponse list;
-    EXPECT_TRUE(head_->ListSlices(nullptr, &request, &list).ok());
+    EXPECT_TRUE(head_->reservations().ListSlices(nullptr, &request, &list).ok());
     std::map<std::string, v1::SliceGroupState> groups;
     for (const v1::SliceGroupInfo& group : list.groups()) groups[group.name()] = group.state();
     return groups;
@@ -155,13 +155,13 @@ TEST_F(InProcessGangTest, ReservesWorkersInAPlacementGroupAndReleasesIt) {
   EXPECT_EQ(reserved->slots.size(), 2u);
   v1::ListRequest request;
   v1::ListPlacementGroupsResponse groups;
-  ASSERT_TRUE(head_->ListPlacementGroups(nullptr, &request, &groups).ok());
+  ASSERT_TRUE(head_->reservations().ListPlacementGroups(nullptr, &request, &groups).ok());
   ASSERT_EQ(groups.groups_size(), 1);
   EXPECT_EQ(groups.groups(0).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
 
   backend_->Release(*reserved);
   groups.Clear();
-  ASSERT_TRUE(head_->ListPlacementGroups(nullptr, &request, &groups).ok());
+  ASSERT_TRUE(head_->reservations().ListPlacementGroups(nullptr, &request, &groups).ok());
   EXPECT_EQ(groups.groups_size(), 0);
 }
 
