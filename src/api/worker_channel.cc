@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "rpc/auth.h"
+#include "rpc/channel.h"
 #include "worker/worker_runtime.h"
 
 namespace tessera::api {
@@ -17,6 +18,7 @@ std::shared_ptr<GrpcWorkerChannel> GrpcWorkerChannel::Start(std::shared_ptr<grpc
   // No deadline: the stream lasts as long as the worker is held.
   rpc::ConfigureClientContext(&self->context_, absl::InfiniteDuration());
   if (guest) self->context_.AddMetadata(worker::kGuestStreamKey, "1");
+  rpc::KeepCallbackQueueForTheProcess();
   self->stub_->async()->PushTasks(&self->context_, self.get());
   self->StartRead(&self->incoming_);
   self->StartCall();
@@ -69,6 +71,7 @@ void SendCancelTask(v1::Worker::Stub& stub, const std::string& task_id, bool for
   call->request.set_force(force);
   call->request.set_recursive(recursive);
   // A worker that is gone cannot be cancelled: its death ends the task anyway.
+  rpc::KeepCallbackQueueForTheProcess();
   stub.async()->CancelTask(&call->context, &call->request, &call->reply,
                            [call](grpc::Status) { delete call; });
 }
@@ -83,6 +86,7 @@ void SendExitActor(v1::Worker::Stub& stub) {
   rpc::ConfigureClientContext(&call->context, absl::Seconds(10));
   call->request.set_from_owner(true);
   // A process that is gone has exited already.
+  rpc::KeepCallbackQueueForTheProcess();
   stub.async()->ExitActor(&call->context, &call->request, &call->reply,
                           [call](grpc::Status) { delete call; });
 }

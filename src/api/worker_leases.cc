@@ -258,6 +258,7 @@ bool WorkerLeases::ReturnLease(WorkerHandle worker) {
   auto call = std::make_shared<Call>();
   call->request.set_worker_id(worker_id);
   rpc::ConfigureClientContext(&call->context, absl::Seconds(10));
+  rpc::KeepCallbackQueueForTheProcess();
   Agent(agent)->async()->ReturnLease(
       &call->context, &call->request, &call->response, [call](grpc::Status status) {
         if (!status.ok()) {

@@ -34,14 +34,6 @@ std::shared_ptr<grpc::ChannelCredentials> TrustNoOne() {
 
 }  // namespace
 
-namespace {
-
-// gRPC 1.51 runs callback-API completions on a shared "alternative" completion queue whose
-// threads it starts when the first channel makes a callback call and deletes when the last such
-// channel goes. When that last channel is destroyed from inside a completion callback (a worker's
-// channel dropped as its call ends), the queue is deleted under the thread still polling it, which
-// then crashes in grpc_completion_queue_next. One channel that lives as long as the process and
-// has made a callback call keeps that queue, so it is never deleted while its threads run.
 void KeepCallbackQueueForTheProcess() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -60,10 +52,7 @@ void KeepCallbackQueueForTheProcess() {
   });
 }
 
-}  // namespace
-
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, std::string_view token) {
-  KeepCallbackQueueForTheProcess();
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   auto identity = ClusterIdentity::ForToken(token);
   if (identity.ok()) {
