@@ -169,7 +169,7 @@ void HeadServer::StartJobManager() {
   }
   HeadServer* raw = this;
   HeadService* service = service_.get();
-  // Each job's controller calls this head in process (its registry and reservation manager,
+  // Each job's controller calls this head in process (its cluster controller,
   // never over gRPC) and the agents on a connection of its own.
   jobs.backends = [raw, service, durable]() -> absl::StatusOr<std::unique_ptr<train::GangBackend>> {
     // For the agents only: its head stub is never called.
