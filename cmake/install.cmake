@@ -22,8 +22,9 @@ endif()
 install(TARGETS ${tessera_programs} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # Everything this file installs, and nothing else (no tests, fuzzers, benchmarks or examples):
 # `scripts/build tessera_runtime` is what the demo builds before it runs, about half the targets.
-add_custom_target(tessera_runtime DEPENDS ${tessera_programs} tessera_shared tessera_python_core
-                                          tessera_python_package)
+add_custom_target(tessera_runtime)
+add_dependencies(tessera_runtime ${tessera_programs} tessera_shared tessera_python_core
+                 tessera_python_package)
 # The dashboard the head serves (it looks beside its binary: ../share/tessera/dashboard).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/web/dashboard/
         DESTINATION ${CMAKE_INSTALL_DATADIR}/tessera/dashboard
