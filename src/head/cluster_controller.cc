@@ -17,7 +17,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
 #include "base/ignore_status.h"
 #include "base/string_util.h"
 #include "head/state_store.h"
