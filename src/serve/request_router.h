@@ -16,7 +16,7 @@
 // UpdateReplicas (a cold start, which HasQueuedWorkWithoutReplicas signals to the autoscaler).
 //
 //   auto router = PowerOfTwoChoicesRouter::Create({.clock = clock, .prober = &prober});
-//   IgnoreStatus((*router)->UpdateReplicas(replicas), "the controller's set is well formed");
+//   TESSERA_RETURN_IF_ERROR((*router)->UpdateReplicas(replicas));  // again at each change
 //   Ticket t = (*router)->Route({.request_id = id}, [](absl::StatusOr<std::string> replica) {
 //     ...send to *replica, then OnRequestFinished(*replica), or OnReplicaRejected(...)
 //   });
@@ -30,8 +30,11 @@
 //
 // Cost per route: with a valid cached queue length, O(1) expected: a few hash lookups, two
 // random draws and one std::function call; otherwise one or two probes and their round trip.
-// Cancel, OnRequestFinished and OnReplicaRejected are O(1) expected; UpdateReplicas is
-// O(replicas + cached entries + their model ids).
+// Each wake of the thread (a request, a probe's answer, a deadline) also walks the routing tasks
+// (at most 50) and the outstanding probes (two per task, one per replica in the background).
+// Cancel, OnRequestFinished and OnReplicaRejected are O(1) expected; UpdateReplicas and a dead
+// replica's removal are O(replicas + cached entries + their model ids); Stats is O(tasks + cached
+// entries).
 #pragma once
 
 #include <array>
