@@ -24,8 +24,9 @@
 //
 // Threading: values and single-owner objects, not thread-safe: the controller's one lock guards
 // each deployment's (DeploymentStateMachine holds one of each). Everything is pure: times are
-// passed in. Cost: Decide is O(1); Record is O(log samples of the source) (O(1) for samples
-// in time order); TotalOngoing is O(samples kept), each sample dropped once.
+// passed in. Cost: Decide is O(1); Record is O(1) for a sample in time order (a late one is
+// put in its place: O(samples of its source)); TotalOngoing is O(samples kept), each sample
+// dropped once.
 #pragma once
 
 #include <cstddef>

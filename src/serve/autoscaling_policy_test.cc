@@ -91,6 +91,14 @@ TEST(AutoscalingDecider, SmallDownscalingFactorStillStepsDownByOne) {
   EXPECT_EQ(decider.Decide(In(5, 5, 8, At(0))), 4);
 }
 
+TEST(AutoscalingDecider, SmallUpscalingFactorStillStepsUpByOne) {
+  AutoscalingConfig config = NoDelays(1, 10);
+  config.upscaling_factor = 0.1;
+  AutoscalingDecider decider(config);
+  // Desired 4.5 from 4: 4 + 0.05 rounds up to 5.
+  EXPECT_EQ(decider.Decide(In(4, 4, 9, At(0))), 5);
+}
+
 TEST(AutoscalingDecider, NoNudgeWhenTheWishRoundsToTheCurrentCount) {
   AutoscalingConfig config = NoDelays(1, 10);
   config.downscaling_factor = 0.1;
