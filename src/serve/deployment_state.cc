@@ -645,6 +645,8 @@ bool DeploymentStateMachine::OnReplicaStopped(std::string_view replica_id) {
 absl::Status DeploymentStateMachine::RecordAutoscalingSample(std::string_view source,
                                                              absl::Time time,
                                                              double ongoing_requests) {
+  // Without autoscaling nothing reads the samples (or drops old ones): keep none.
+  if (!decider_.has_value()) return absl::OkStatus();
   return metrics_.Record(source, time, ongoing_requests);
 }
 

@@ -245,7 +245,8 @@ class DeploymentStateMachine {
   // The replica's process is gone after StopReplica or ForceKill.
   bool OnReplicaStopped(std::string_view replica_id);
 
-  // An autoscaling sample (autoscaling_policy.h's AutoscalingMetrics::Record).
+  // An autoscaling sample (autoscaling_policy.h's AutoscalingMetrics::Record); dropped, OK,
+  // while the deployment does not autoscale.
   absl::Status RecordAutoscalingSample(std::string_view source, absl::Time time,
                                        double ongoing_requests);
 

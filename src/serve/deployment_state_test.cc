@@ -67,7 +67,7 @@ class DeploymentStateTest : public ::testing::Test {
     return ids;
   }
 
-  // A machine with `replicas` replicas of `target` RUNNING and HEALTHY.
+  // Deploys `target` and brings every replica up: RUNNING and HEALTHY.
   std::vector<std::string> Deploy(DeploymentStateMachine& machine, DeploymentTarget target) {
     EXPECT_TRUE(machine.SetTarget(target).ok());
     std::vector<std::string> ids = StartAll(machine, machine.Tick());
