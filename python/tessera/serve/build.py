@@ -350,16 +350,17 @@ def build_application(app: Application, name: str = SERVE_DEFAULT_APP_NAME,
 
 def replica_spec(built: BuiltDeployment, replica_id: str,
                  make_handle: Optional[Callable[[str, str], Any]] = None) -> bytes:
-    """The cloudpickled spec ReplicaActor(spec_bytes) takes, for one replica of `built`."""
-    args, kwargs = _pickle.loads(built.serialized_init_args)
+    """The cloudpickled spec ReplicaActor(spec_bytes) takes, for one replica of `built`. The
+    code and init args stay serialized (serialized_callable, serialized_init_args) until the
+    replica loads them: unpickling a class here would give this process's class the pickled
+    copy's methods (cloudpickle reuses a class it knows when it unpickles it)."""
     options = built.spec["options"]
     return _pickle.dumps({
         "app_name": built.spec["app_name"],
         "deployment_name": built.spec["name"],
         "replica_id": replica_id,
-        "callable": _pickle.loads(built.serialized_callable),
-        "init_args": args,
-        "init_kwargs": kwargs,
+        "serialized_callable": built.serialized_callable,
+        "serialized_init_args": built.serialized_init_args,
         "user_config": options["user_config"],
         "max_ongoing_requests": options["max_ongoing_requests"],
         "graceful_shutdown_wait_loop_s": options["graceful_shutdown_wait_loop_s"],

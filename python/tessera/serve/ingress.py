@@ -11,23 +11,25 @@ APIRouter, any ASGI callable, or a zero-argument builder returning one, called o
             return "hello"
 
 As Ray's: the class must not define __call__; routes whose endpoints are the class's methods get
-the replica's instance as `self` (a FastAPI dependency); the app is frozen when decorated (a
-pickled copy), so routes added later do not change this deployment. The app's lifespan
-(startup and shutdown events) runs when the replica starts and when it shuts down.
+the replica's instance as `self` (a FastAPI dependency); the app's routes are frozen when it is
+decorated, so routes added later do not change this deployment (Ray freezes a pickled copy;
+here the routes are recorded and the replica serves a copy of the app with them, so nothing is
+pickled before the module has finished loading). The app's lifespan (startup and shutdown
+events) runs when the replica starts and when it shuts down.
 
-Threading: the wrapper's methods run on the replica's event loop. Cost: one pickle round trip
-of the app at decoration.
+Threading: the wrapper's methods run on the replica's event loop. Cost: a list of the routes
+at decoration; a shallow copy of the app when a replica starts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections.abc
+import copy
 import inspect
 import logging
 from typing import Any, Callable, Optional
 
-from tessera.serve import _pickle
 from tessera.serve._constants import SERVE_LOGGER_NAME
 from tessera.serve.exceptions import RayServeException
 
@@ -123,7 +125,10 @@ class ASGIAppReplicaWrapper:
     (`_serve_asgi_app`), and runs its lifespan."""
 
     def __init__(self, app_or_builder: Any) -> None:
-        app = app_or_builder() if inspect.isfunction(app_or_builder) else app_or_builder
+        if isinstance(app_or_builder, _FrozenApp):
+            app = app_or_builder.thaw()
+        else:
+            app = app_or_builder()
         self._serve_asgi_app = app
         self._serve_asgi_lifespan = _Lifespan(app)
 
@@ -134,15 +139,46 @@ class ASGIAppReplicaWrapper:
         await self._serve_asgi_lifespan.shutdown()
 
 
-def _freeze(app: Any) -> Any:
-    """A builder function as is; an app as a pickled copy, so later changes to it do not
-    change the deployment."""
-    if inspect.isfunction(app):
+class _FrozenApp:
+    """The app as decorated: its routes then. Later routes are not served (the replica serves a
+    copy with these routes), as Ray freezes the app when it decorates the class. The app is
+    kept, not copied, until it is pickled with the deployment, so its endpoints capture their
+    module's globals as they are then (helpers defined below the class included)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.routes = list(_router_of(app).routes) if _router_of(app) is not None else None
+
+    def thaw(self) -> Any:
+        """The app to serve: a copy of the app with its routes of decoration time."""
+        if self.routes is None:
+            return self.app
+        app = copy.copy(self.app)
+        router = copy.copy(_router_of(app))
+        router.routes = list(self.routes)
+        if router is app:
+            return router
+        app.router = router
+        if hasattr(app, "middleware_stack"):
+            app.middleware_stack = None  # built again, over the copied router
         return app
+
+
+def _router_of(app: Any) -> Any:
+    """The Starlette router holding an app's routes (the app itself when it is a router)."""
     try:
-        return _pickle.loads(_pickle.dumps(app))
-    except Exception as e:
-        raise TypeError(f"Failed to serialize the ASGI app. {type(e).__name__}: {e}") from None
+        from starlette.routing import Router
+    except ImportError:
+        return None
+    if isinstance(app, Router):
+        return app
+    router = getattr(app, "router", None)
+    return router if isinstance(router, Router) else None
+
+
+def _freeze(app: Any) -> Any:
+    """A builder function as is (called on the replica); an app as a _FrozenApp."""
+    return app if inspect.isfunction(app) else _FrozenApp(app)
 
 
 def _is_fastapi(app: Any) -> bool:

@@ -6,7 +6,9 @@ The controller creates it as `ReplicaActor(spec_bytes)`, spec_bytes a cloudpickl
 function), init_args, init_kwargs, user_config, max_ongoing_requests,
 graceful_shutdown_wait_loop_s (optional, 2 s), ingress (whether it takes HTTP) and
 make_handle(app_name, deployment_name) -> DeploymentHandle (None when nothing is bound: each
-HandlePlaceholder in the init args' lists, tuples, dicts and sets becomes its result).
+HandlePlaceholder in the init args' lists, tuples, dicts and sets becomes its result). The code
+and args may come still serialized instead, as build's BuiltDeployment holds them
+(serialized_callable; serialized_init_args, the pickled (args, kwargs)): the replica loads them.
 
   initialize()             constructs the user's object (on the loop: its __init__ may use
                            asyncio), starts an @serve.ingress app's lifespan, then runs
@@ -77,7 +79,7 @@ from tessera.serve.ingress import ASGIAppReplicaWrapper
 
 logger = logging.getLogger(SERVE_LOGGER_NAME)
 
-_REQUIRED_SPEC_KEYS = ("app_name", "deployment_name", "replica_id", "callable")
+_REQUIRED_SPEC_KEYS = ("app_name", "deployment_name", "replica_id")
 _RECONFIGURABLE = ("max_ongoing_requests", "graceful_shutdown_wait_loop_s")
 
 
@@ -96,10 +98,17 @@ class ReplicaRejection:
 
 
 def _load_spec(spec_bytes: Any) -> Dict[str, Any]:
-    spec = spec_bytes if isinstance(spec_bytes, dict) else _pickle.loads(bytes(spec_bytes))
+    spec = dict(spec_bytes) if isinstance(spec_bytes, dict) else _pickle.loads(bytes(spec_bytes))
     missing = [key for key in _REQUIRED_SPEC_KEYS if key not in spec]
+    if "callable" not in spec and "serialized_callable" not in spec:
+        missing.append("callable")
     if missing:
-        raise ValueError(f"A replica spec needs {list(_REQUIRED_SPEC_KEYS)}; missing {missing}")
+        raise ValueError(f"A replica spec needs {[*_REQUIRED_SPEC_KEYS, 'callable']}; missing "
+                         f"{missing}")
+    if "callable" not in spec:
+        spec["callable"] = _pickle.loads(spec["serialized_callable"])
+    if "serialized_init_args" in spec:
+        spec["init_args"], spec["init_kwargs"] = _pickle.loads(spec["serialized_init_args"])
     return spec
 
 
