@@ -251,6 +251,12 @@ def test_options_replace_whole_dicts():
     assert resolved(base)["ray_actor_options"] == {"num_cpus": 2, "num_gpus": 1}
 
 
+def test_num_replicas_none_means_the_default():
+    assert Model.options(num_replicas=None).num_replicas == 1
+    auto = Model.options(num_replicas="auto")
+    assert auto.options(autoscaling_config=None).num_replicas == 1
+
+
 def test_a_later_layer_switches_between_fixed_and_autoscaled():
     autoscaled = serve.deployment(autoscaling_config={"max_replicas": 5})(Model.func_or_class)
     fixed = autoscaled.options(num_replicas=3)

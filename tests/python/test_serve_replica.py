@@ -734,6 +734,14 @@ class Upstream:
         return self.direct, self.nested
 
 
+def test_only_the_ingress_takes_http():
+    built = build.build_application(Upstream.bind(Downstream.bind(), None), "app")
+    spec = build.replica_spec(built.deployment("Downstream"), "r", lambda app, name: None)
+    with pytest.raises(RayServeException, match="Deployment 'Downstream' is not the ingress of "
+                                                "application 'app'"):
+        run(http(ReplicaActor(spec)))
+
+
 def test_bound_deployments_become_handles_through_make_handle():
     made = []
 

@@ -287,12 +287,14 @@ def _check_fits_first_bundle(actor_options: dict, bundle: dict) -> None:
 
 def resolve(layer: Dict[str, Any]) -> Dict[str, Any]:
     """Every option: the layer's, else its default; JSON-ready (configs as dicts). num_replicas
-    is None when autoscaling decides it; ray_actor_options gets num_cpus 1 unless set (a
+    is None when autoscaling decides it, else an int (1 for None); ray_actor_options gets num_cpus 1 unless set (a
     replica holds one CPU by default); a placement group's strategy defaults to PACK."""
     options = {name: layer[name] if name in layer else option.default()
                for name, option in OPTIONS.items()}
     if options["autoscaling_config"] is not None:
         options["num_replicas"] = None
+    elif not isinstance(options["num_replicas"], int):
+        options["num_replicas"] = 1  # None ("use the default"), or "auto" turned off above
     actor_options = dict(options["ray_actor_options"] or {})
     if actor_options.get("num_cpus") is None:
         actor_options["num_cpus"] = 1

@@ -378,6 +378,9 @@ class ReplicaActor:
     async def handle_http(self, frame: bytes) -> AsyncGenerator[bytes, None]:
         """One HTTP request of the proxy's frame protocol (see the module doc)."""
         head, body = _http.decode_frame(frame)
+        if not self._ingress:
+            raise RayServeException(f"Deployment '{self._deployment_name}' is not the ingress of "
+                                    f"application '{self._app_name}': it takes no HTTP requests.")
         await self._ready()
         if self._ongoing >= self._max_ongoing:
             yield _http.rejection()
