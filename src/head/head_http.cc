@@ -232,6 +232,10 @@ void HeadHttp::Stop() {
   if (server_ != nullptr) server_->Stop();
 }
 
+absl::Status HeadHttp::Handle(std::string path, metrics::HttpHandler handler) {
+  return server_->Handle(std::move(path), std::move(handler));
+}
+
 absl::Status HeadHttp::AddRoutes() {
   HeadService* head = options_.service;
   train::JobManager* jobs = options_.jobs;

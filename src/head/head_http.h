@@ -60,6 +60,8 @@ class HeadHttp {
   // (HeadAdminService::CreateDashboardLogin).
   const std::shared_ptr<metrics::HttpSessions>& sessions() const { return sessions_; }
   void Stop();
+  // Adds a route that asks for the cluster token as /api/v1 does (HeadExtension's JSON).
+  absl::Status Handle(std::string path, metrics::HttpHandler handler);
 
  private:
   HeadHttp() = default;

@@ -79,6 +79,7 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
   TESSERA_RETURN_IF_ERROR(head->OpenStore());
   TESSERA_RETURN_IF_ERROR(head->StartService());
   head->StartJobManager();
+  TESSERA_RETURN_IF_ERROR(head->BuildExtensions());
   TESSERA_RETURN_IF_ERROR(head->ServeRpc());
   if (options.http_port >= 0) {
     TESSERA_RETURN_IF_ERROR(head->ServeHttp());
@@ -94,7 +95,43 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Create(const HeadOptions
                         absl::StrCat("cannot adopt the training jobs: ", resumed.message()));
   }
   TESSERA_RETURN_IF_ERROR(head->PublishAddresses());
+  TESSERA_RETURN_IF_ERROR(head->StartExtensions());
   return head;
+}
+
+absl::Status HeadServer::BuildExtensions() {
+  HeadExtensionContext context;
+  context.state_dir = options_.state_dir;
+  context.store = store_.get();
+  context.durable = !options_.redis_address.empty();
+  context.clock = service_->clock();
+  context.registry = &registry_;
+  for (const HeadExtensionFactory& factory : options_.extensions) {
+    auto extension = factory(context);
+    if (!extension.ok()) return extension.status();
+    extensions_.push_back(*std::move(extension));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HeadServer::StartExtensions() {
+  HeadEndpoints endpoints;
+  endpoints.address = address_;
+  endpoints.token_file = options_.state_dir + "/token";
+  endpoints.http_address = http_address_;
+  if (http_ != nullptr) {
+    HeadHttp* http = http_.get();
+    endpoints.add_http_route = [http](std::string path, metrics::HttpHandler handler) {
+      return http->Handle(std::move(path), std::move(handler));
+    };
+  }
+  for (const std::unique_ptr<HeadExtension>& extension : extensions_) {
+    if (absl::Status started = extension->Start(endpoints); !started.ok()) {
+      Shutdown();
+      return started;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status HeadServer::ReadTokens() {
@@ -200,6 +237,9 @@ absl::Status HeadServer::ServeRpc() {
   server_options.metrics = rpc_metrics_.get();
   std::vector<grpc::Service*> services = service_->services();
   services.push_back(jobs_.get());
+  for (const std::unique_ptr<HeadExtension>& extension : extensions_) {
+    for (grpc::Service* service : extension->services()) services.push_back(service);
+  }
   auto server = rpc::RpcServer::Start(server_options, services);
   if (!server.ok()) return server.status();
   server_ = *std::move(server);
@@ -308,7 +348,9 @@ void HeadServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   if (!requested_.HasBeenNotified()) requested_.Notify();
-  // Jobs first: their controllers release their reservations through this head.
+  // Extensions first: they own work (replicas) and call the head's parts while they stop.
+  for (const std::unique_ptr<HeadExtension>& extension : extensions_) extension->Shutdown();
+  // Jobs next: their controllers release their reservations through this head.
   if (jobs_ != nullptr) jobs_->Shutdown();
   if (!stop_ticker_.HasBeenNotified()) stop_ticker_.Notify();
   if (ticker_.joinable()) ticker_.join();

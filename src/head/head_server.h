@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "head/head_extension.h"
 #include "head/head_http.h"
 #include "head/head_service.h"
 #include "head/state_store.h"
@@ -47,6 +48,8 @@ struct HeadOptions {
   SchedulerOptions scheduling;
   // The dashboard's files; "": found beside the executable or in the source tree.
   std::string dashboard_dir;
+  // Services of layers above the head run in its process (head_extension.h): serving.
+  std::vector<HeadExtensionFactory> extensions;
 };
 
 // Thread-safe: Shutdown and Wait may be called from any thread.
@@ -90,11 +93,16 @@ class HeadServer {
   // The head's service and its metrics, with what a previous head left in the store restored.
   absl::Status StartService();
   void StartJobManager();
+  // Builds options_.extensions over the head's parts.
+  absl::Status BuildExtensions();
   absl::Status ServeRpc();
   // The HTTP endpoint (options_.http_port); shuts the head down when it cannot serve.
   absl::Status ServeHttp();
   // Writes head.pid, head.http and head.address; shuts the head down when it cannot.
   absl::Status PublishAddresses();
+  // Starts the extensions once the head's addresses are published; shuts the head down when one
+  // cannot start.
+  absl::Status StartExtensions();
   absl::Duration TickPeriod() const;
   // Health checks, on the ticker thread: they take the cluster lock only and make no RPC.
   void HealthLoop();
@@ -114,6 +122,7 @@ class HeadServer {
   std::unique_ptr<train::JobRecordStore> job_records_;  // over store_; null without Redis
   std::unique_ptr<HeadService> service_;
   std::unique_ptr<train::JobManager> jobs_;
+  std::vector<std::unique_ptr<HeadExtension>> extensions_;
   std::unique_ptr<rpc::RpcServer> server_;
   std::unique_ptr<HeadHttp> http_;
   std::string http_address_;
