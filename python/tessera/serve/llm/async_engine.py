@@ -35,16 +35,32 @@ class EngineDeadError(RuntimeError):
     """The engine thread failed or was shut down; no request can run."""
 
 
+class _Sink:
+    """Where the engine thread puts one request's outputs: its consumer's loop and queue. The
+    engine holds sinks, never streams, so an abandoned stream can be collected (and abort)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.queue: "asyncio.Queue[Any]" = asyncio.Queue()
+
+    def put(self, item: Any) -> bool:
+        """From the engine thread: hands `item` (an output or an exception) to the consumer's
+        loop; False when that loop is closed (nobody listens any more)."""
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+        except RuntimeError:
+            return False
+        return True
+
+
 class RequestStream:
     """The outputs of one request, as an async iterator; closing or dropping it early aborts
     the request."""
 
-    def __init__(self, engine: "AsyncLLMEngine", request_id: str,
-                 loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, engine: "AsyncLLMEngine", request_id: str, sink: _Sink) -> None:
         self.request_id = request_id
         self._engine = engine
-        self._queue: "asyncio.Queue[Any]" = asyncio.Queue()
-        self._loop = loop
+        self._sink = sink
         self._done = False
 
     def __aiter__(self) -> "RequestStream":
@@ -54,17 +70,15 @@ class RequestStream:
         if self._done:
             raise StopAsyncIteration
         try:
-            item = await self._queue.get()
+            item = await self._sink.queue.get()
         except BaseException:  # cancelled (or interrupted) while waiting: give the request up
             self._close()
             raise
         if isinstance(item, BaseException):
             self._done = True
-            self._engine._forget(self.request_id)
             raise item
         if item.finished:
             self._done = True
-            self._engine._forget(self.request_id)
         return item
 
     async def aclose(self) -> None:
@@ -79,14 +93,6 @@ class RequestStream:
         if not getattr(self, "_done", True):
             self._close()
 
-    def _deliver(self, item: Any) -> None:
-        """From the engine thread: hands `item` (an output or an exception) to the consumer's
-        loop; a closed loop means nobody listens any more, so the request is aborted."""
-        try:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
-        except RuntimeError:
-            self._engine.abort(self.request_id)
-
 
 class AsyncLLMEngine:
     def __init__(self, engine: LLMEngine, start: bool = True) -> None:
@@ -94,7 +100,7 @@ class AsyncLLMEngine:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._commands: List[Tuple[str, Any]] = []      # guarded by _lock
-        self._streams: Dict[str, RequestStream] = {}     # guarded by _lock
+        self._sinks: Dict[str, _Sink] = {}               # guarded by _lock
         self._dead: Optional[BaseException] = None       # guarded by _lock
         self._stopping = False                           # guarded by _lock
         self._ids = itertools.count()
@@ -112,23 +118,21 @@ class AsyncLLMEngine:
         # Checked here, in the caller's thread, so a bad prompt fails the call, not the stream.
         ids = self.engine.prompt_token_ids(prompt)
         params = sampling_params or SamplingParams()
-        stream = RequestStream(self, request_id, loop)
+        sink = _Sink(loop)
         with self._lock:
             if self._dead is not None or self._stopping:
-                stream._done = True
                 raise EngineDeadError(f"the engine is not running ({self._dead or 'shut down'})")
-            if request_id in self._streams:
-                stream._done = True
+            if request_id in self._sinks:
                 raise ValueError(f"request {request_id!r} is already in the engine")
-            self._streams[request_id] = stream
+            self._sinks[request_id] = sink
             self._commands.append(("add", (request_id, ids, params)))
             self._wake.notify()
-        return stream
+        return RequestStream(self, request_id, sink)
 
     def abort(self, request_id: str) -> None:
         """Aborts a request (a no-op once it finished)."""
         with self._lock:
-            self._streams.pop(request_id, None)
+            self._sinks.pop(request_id, None)
             self._commands.append(("abort", request_id))
             self._wake.notify()
 
@@ -148,10 +152,6 @@ class AsyncLLMEngine:
         with self._lock:
             pending = sum(1 for kind, _ in self._commands if kind == "add")
         return self.engine.get_num_unfinished_requests() + pending
-
-    def _forget(self, request_id: str) -> None:
-        with self._lock:
-            self._streams.pop(request_id, None)
 
     def _run(self) -> None:
         try:
@@ -185,20 +185,20 @@ class AsyncLLMEngine:
     def _deliver(self, outputs: List[RequestOutput]) -> None:
         for out in outputs:
             with self._lock:
-                stream = self._streams.get(out.request_id)
+                sink = self._sinks.get(out.request_id)
                 if out.finished:
-                    self._streams.pop(out.request_id, None)
-            if stream is not None:
-                stream._deliver(out)
+                    self._sinks.pop(out.request_id, None)
+            if sink is not None and not sink.put(out):
+                self.abort(out.request_id)
 
     def _deliver_error(self, request_id: str, error: BaseException) -> None:
         with self._lock:
-            stream = self._streams.pop(request_id, None)
-        if stream is not None:
-            stream._deliver(error)
+            sink = self._sinks.pop(request_id, None)
+        if sink is not None:
+            sink.put(error)
 
     def _fail_all(self, error: BaseException) -> None:
         with self._lock:
-            streams, self._streams = list(self._streams.values()), {}
-        for stream in streams:
-            stream._deliver(error)
+            sinks, self._sinks = list(self._sinks.values()), {}
+        for sink in sinks:
+            sink.put(error)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import math
-import os
 import re
 import sys
 import time
