@@ -11,9 +11,10 @@ import os
 import threading
 
 import pytest
-import torch
 
-from tessera.serve.llm import config as llm_config
+torch = pytest.importorskip("torch", reason="the built-in LLM engine needs python3-torch")
+
+from tessera.serve.llm import config as llm_config  # noqa: E402 (after the torch check)
 from tessera.serve.llm import make_demo_model, openai_protocol as proto
 from tessera.serve.llm.async_engine import AsyncLLMEngine, EngineDeadError
 from tessera.serve.llm.config import LLMConfig, placement_bundles
@@ -607,6 +608,20 @@ def test_placement_bundles_for_gpu_tensor_parallel_and_a_v6e_slice():
         {"TPU": 1.0, "accelerator_type:TPU-V6E": 0.001, "CPU": 1.0},
         {"TPU": 1.0, "accelerator_type:TPU-V6E": 0.001}]
     assert placement_bundles(gpu, engine="tessera") == ([{"CPU": 1.0}], "PACK")
+
+
+@pytest.mark.parametrize("accelerator, topology, tp, per_host, bundles", [
+    ("TPU-V6E", {"topology": "2x4"}, 8, 8.0, 1),                    # one 8-chip host
+    ("TPU-V6E", {"topology": "2x4", "chips_per_host": 4}, 8, 4.0, 2),
+    ("TPU-V6E", {"topology": "8x8"}, 64, 4.0, 16),
+    ("TPU-V4", {"topology": "2x2x2"}, 8, 4.0, 2),
+])
+def test_tpu_slices_take_one_bundle_per_host(accelerator, topology, tp, per_host, bundles):
+    config = LLMConfig(model_loading_config={"model_id": "m"}, accelerator_type=accelerator,
+                       accelerator_config={"kind": "tpu", **topology},
+                       engine_kwargs={"tensor_parallel_size": tp})
+    assert placement_bundles(config, engine="vLLM") == (
+        [{"TPU": per_host, f"accelerator_type:{accelerator}": 0.001}] * bundles, "SPREAD")
 
 
 def test_llm_config_checks_and_engine_choice(monkeypatch):
