@@ -666,4 +666,8 @@ def test_the_demo_model_generator_writes_a_loadable_model(tmp_path):
     runs = [engine.generate(["This License"], SamplingParams(max_tokens=8, **GREEDY))[0]
             for _ in range(2)]
     assert runs[0].num_output_tokens == 8 and runs[0].text == runs[1].text
+    again = tmp_path / "again"
+    make_demo_model.make_demo_model(str(again), steps=2)
+    first, second = (torch.load(d / "model.pt") for d in (out, again))
+    assert all(torch.equal(first[k], second[k]) for k in first)   # training is deterministic
     assert make_demo_model.main([str(tmp_path / "x"), "--corpus", str(tmp_path / "none")]) == 1
