@@ -1,0 +1,32 @@
+"""Serve LLM, named as Ray's `ray.serve.llm`: OpenAI-compatible serving of language models.
+
+- `LLMConfig`, `ModelLoadingConfig` (config.py): one served model, its engine and placement.
+- The built-in engine (engine.py, async_engine.py): continuous batching over a paged KV cache
+  on the CPU, used when vLLM is not importable or `llm_engine="tessera"`; its demo model is
+  made by `python3 -m tessera.serve.llm.make_demo_model OUT_DIR`.
+- openai_protocol.py: the OpenAI request checks and response shapes.
+
+Importing this package does not import torch: the engine's names load on first use.
+"""
+
+from typing import Any
+
+from tessera.serve.llm.config import LLMConfig, ModelLoadingConfig, placement_bundles
+
+# Names whose modules import torch, loaded when first asked for.
+_LAZY = {
+    "LLMEngine": "tessera.serve.llm.engine",
+    "EngineConfig": "tessera.serve.llm.engine",
+    "AsyncLLMEngine": "tessera.serve.llm.async_engine",
+    "SamplingParams": "tessera.serve.llm.sampling",
+    "RequestOutput": "tessera.serve.llm.request",
+}
+
+__all__ = ["LLMConfig", "ModelLoadingConfig", "placement_bundles", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'tessera.serve.llm' has no attribute {name!r}")
