@@ -28,6 +28,8 @@ void AddStartCommand(CLI::App& app, int& exit_code);
 void AddStopCommand(CLI::App& app, int& exit_code);
 void AddUpCommand(CLI::App& app, int& exit_code);
 void AddDownCommand(CLI::App& app, int& exit_code);
+// `tessera serve ...`: Ray Serve's CLI, the package's Python script (python/tessera/serve).
+void AddServeCommand(CLI::App& app, int& exit_code);
 
 // Prints "tessera: error: <message>" on one line to stderr and returns the exit code for
 // bad input (1).

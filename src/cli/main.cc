@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   tessera::cli::AddRunCommand(app, exit_code);
   tessera::cli::AddTrainCommand(app, exit_code);
   tessera::cli::AddJobCommand(app, exit_code);
+  tessera::cli::AddServeCommand(app, exit_code);
   tessera::cli::AddPlacementGroupCommand(app, exit_code);
   tessera::cli::AddSliceCommand(app, exit_code);
   tessera::cli::AddStatusCommand(app, exit_code);

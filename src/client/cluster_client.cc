@@ -126,6 +126,7 @@ ClusterClient::ClusterClient(ClusterClientOptions options, StateFolder state,
   head_kv_ = tessera::v1::HeadKv::NewStub(channel);
   head_admin_ = tessera::v1::HeadAdmin::NewStub(channel);
   jobs_ = tessera::v1::Jobs::NewStub(channel);
+  head_serve_ = tessera::v1::HeadServe::NewStub(channel);
 }
 
 tessera::v1::NodeAgent::Stub& ClusterClient::agent(const std::string& address) {

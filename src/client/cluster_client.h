@@ -22,6 +22,7 @@
 #include "tessera/v1/head.grpc.pb.h"
 #include "tessera/v1/jobs.grpc.pb.h"
 #include "tessera/v1/node_agent.grpc.pb.h"
+#include "tessera/v1/serve.grpc.pb.h"
 
 namespace tessera::client {
 
@@ -65,6 +66,9 @@ class ClusterClient {
   tessera::v1::HeadAdmin::Stub& head_admin() { return *head_admin_; }
   // The head's train job service (train and job commands), on the same connection.
   tessera::v1::Jobs::Stub& jobs() { return *jobs_; }
+  // The serve controller the head's process hosts (tessera/v1/serve.proto), on the same
+  // connection.
+  tessera::v1::HeadServe::Stub& head_serve() { return *head_serve_; }
   // A stub for the node agent at `address` (channels are cached per address).
   tessera::v1::NodeAgent::Stub& agent(const std::string& address);
 
@@ -115,6 +119,7 @@ class ClusterClient {
   std::unique_ptr<tessera::v1::HeadKv::Stub> head_kv_;
   std::unique_ptr<tessera::v1::HeadAdmin::Stub> head_admin_;
   std::unique_ptr<tessera::v1::Jobs::Stub> jobs_;
+  std::unique_ptr<tessera::v1::HeadServe::Stub> head_serve_;
   std::map<std::string, std::unique_ptr<tessera::v1::NodeAgent::Stub>> agents_;
 };
 

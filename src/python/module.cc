@@ -10,6 +10,7 @@
 #include "python/gang_calls.h"
 #include "python/object_ref.h"
 #include "python/runtime_env_calls.h"
+#include "python/serve_calls.h"
 #include "python/worker_loop.h"
 
 PYBIND11_MODULE(_core, m) {
@@ -26,4 +27,5 @@ PYBIND11_MODULE(_core, m) {
   tessera::python::BindWorkerLoop(m);
   tessera::python::BindClusterCalls(m);
   tessera::python::BindRuntimeEnvCalls(m);
+  tessera::python::BindServeCalls(m);
 }

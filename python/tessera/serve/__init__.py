@@ -10,11 +10,19 @@ business logic over HTTP and deployment handles.
 
     app = Echo.bind()
 
-This part defines deployments, applications, batching, model multiplexing, the configs and
-config-file schema, the replica contexts and the replica actor (replica.py); the controller
-glue (serve.run, handles, status) comes with the runtime's serve controller.
+    handle = serve.run(app)                     # deploys it, waits until it is RUNNING
+    handle.remote({"x": 1}).result()
+
+Deployments, applications, batching, model multiplexing, the configs and config-file schema,
+the replica contexts and the replica actor (replica.py); the module functions (serve.run,
+start, status, delete, shutdown, get_app_handle, get_deployment_handle: api.py) over the serve
+controller the head hosts, and the handles (handle.py) with their routers in each process.
+The CLI is `tessera serve ...` (scripts.py). Nothing here needs tessera's extension until a
+function talks to the cluster.
 """
 
+from tessera.serve.api import (delete, get_app_handle, get_deployment_handle, run, shutdown,
+                               start, status)
 from tessera.serve.batching import batch
 from tessera.serve.config import (AutoscalingConfig, AutoscalingPolicy, DeploymentMode,
                                   HTTPOptions, ProxyLocation, RequestRouterConfig, gRPCOptions)
@@ -22,14 +30,18 @@ from tessera.serve.context import ReplicaContext, get_replica_context
 from tessera.serve.deployment import Application, Deployment, deployment
 from tessera.serve.exceptions import (BackPressureError, DeploymentUnavailableError,
                                       RayServeException, RequestCancelledError)
+from tessera.serve.handle import (DeploymentHandle, DeploymentResponse,
+                                  DeploymentResponseGenerator)
 from tessera.serve.ingress import ingress
 from tessera.serve.multiplex import get_multiplexed_model_id, multiplexed
 from tessera.serve.schema import LoggingConfig
 
 __all__ = [
     "Application", "AutoscalingConfig", "AutoscalingPolicy", "BackPressureError", "Deployment",
-    "DeploymentMode", "DeploymentUnavailableError", "HTTPOptions", "LoggingConfig",
-    "ProxyLocation", "RayServeException", "ReplicaContext", "RequestCancelledError",
-    "RequestRouterConfig", "batch", "deployment", "gRPCOptions", "get_multiplexed_model_id",
-    "get_replica_context", "ingress", "multiplexed",
+    "DeploymentHandle", "DeploymentMode", "DeploymentResponse", "DeploymentResponseGenerator",
+    "DeploymentUnavailableError", "HTTPOptions", "LoggingConfig", "ProxyLocation",
+    "RayServeException", "ReplicaContext", "RequestCancelledError", "RequestRouterConfig",
+    "batch", "delete", "deployment", "gRPCOptions", "get_app_handle", "get_deployment_handle",
+    "get_multiplexed_model_id", "get_replica_context", "ingress", "multiplexed", "run",
+    "shutdown", "start", "status",
 ]
