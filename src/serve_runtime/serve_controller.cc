@@ -1004,12 +1004,13 @@ absl::StatusOr<v1::GetServeReplicasResponse> ServeController::GetReplicas(
     return absl::NotFoundError(
         absl::StrCat("Application ", Quote(application), " does not exist."));
   }
+  const v1::ServeApplicationSpec& spec = applications_.find(application)->second.spec;
   std::string resolved;
   const Deployment* found = FindRoutedLocked(application, deployment, &resolved);
   if (found == nullptr) {
-    return absl::NotFoundError(absl::StrCat("Deployment ", Quote(deployment),
-                                            " does not exist in application ", Quote(application),
-                                            "."));
+    const std::string& name = deployment.empty() ? spec.ingress_deployment() : deployment;
+    return absl::NotFoundError(absl::StrCat(
+        "Deployment ", Quote(name), " does not exist in application ", Quote(application), "."));
   }
   v1::GetServeReplicasResponse response;
   response.set_deployment(resolved);
@@ -1023,9 +1024,8 @@ absl::StatusOr<v1::GetServeReplicasResponse> ServeController::GetReplicas(
     out->set_max_ongoing_requests(replica.max_ongoing_requests);
     for (const std::string& id : replica.model_ids) out->add_multiplexed_model_ids(id);
   }
-  const v1::ServeDeploymentSpec* spec =
-      SpecOf(applications_.find(application)->second.spec, resolved);
-  const int max_queued = spec == nullptr ? 0 : spec->max_queued_requests();
+  const v1::ServeDeploymentSpec* deployment_spec = SpecOf(spec, resolved);
+  const int max_queued = deployment_spec == nullptr ? 0 : deployment_spec->max_queued_requests();
   response.set_max_queued_requests(max_queued == 0 ? -1 : max_queued);
   return response;
 }
@@ -1204,14 +1204,19 @@ void ServeController::ForgetReplicaLocked(const std::string& replica_id) {
 
 void ServeController::OnHealthChecked(const ReplicaKey& key, uint64_t check,
                                       const absl::Status& status) {
+  bool find = false;
   {
     absl::MutexLock lock(&mu_);
     DeploymentStateMachine* machine = MachineLocked(key);
     if (machine != nullptr && !DiedLocked(*machine, key.replica_id, status)) {
       machine->OnHealthCheckResult(key.replica_id, check, status.ok(), ToStd(status.message()));
+      // A recovered replica whose lookup failed answers its checks but cannot be routed to
+      // until its address is known: it is looked up again at each check that passes.
+      find = status.ok() && !addresses_.contains(key.replica_id);
     }
     AfterChangeLocked();
   }
+  if (find) CarryFind(key);
   NotifyServeState();
 }
 
@@ -1256,7 +1261,8 @@ void ServeController::OnFound(const ReplicaKey& key,
                              absl::StrCat("its actor is gone: ", address.status().message()));
       ForgetReplicaLocked(key.replica_id);
     } else {
-      // The health checks decide: one that fails gives the replica up.
+      // The health checks decide: one that fails gives the replica up, each that passes
+      // looks it up again.
       LogLine(absl::StrCat("serve controller: could not look up replica ", key.replica_id, ": ",
                            address.status().message()));
     }

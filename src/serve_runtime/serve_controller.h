@@ -104,6 +104,7 @@ struct PlannedApplication {
 class ServeController final : public ReplicaSetSource {
  public:
   // Every pointer must outlive the controller (the runtime may call back later: that is safe).
+  // Destroy it after whatever calls it (the gRPC server, the proxy) has stopped.
   ServeController(StateStore* store, Clock* clock, ReplicaRuntime* runtime,
                   ServeControllerOptions options = {});
   ~ServeController() override;

@@ -739,6 +739,33 @@ TEST_F(ServeControllerTest, ARestartedControllerAdoptsFoundReplicasAndReplacesGo
   EXPECT_EQ(AppStatus(*controller, "app")->status(), "RUNNING");
 }
 
+TEST_F(ServeControllerTest, AReplicaWhoseLookupFailedIsLookedUpAgainOnceItAnswers) {
+  Deploy(OneApp(1));
+  Settle();
+  const std::string id = IdsOf(Replicas()).at(0);
+  controller_.reset();
+
+  FakeRuntime runtime;
+  std::unique_ptr<ServeController> controller = NewController(&store_, &runtime);
+  ASSERT_TRUE(controller->Recover().ok());
+  std::vector<FindCall> finds = runtime.TakeFinds();
+  ASSERT_THAT(finds, SizeIs(1));
+  finds[0].done(absl::UnavailableError("the head's actor table is not up yet"));
+  controller->RunControlLoopOnce();
+  EXPECT_EQ(Answer(runtime, "check_health", ""), 1);
+  absl::StatusOr<v1::GetServeReplicasResponse> replicas =
+      controller->GetReplicas("app", "", 0, absl::ZeroDuration());
+  EXPECT_THAT(replicas->replicas(), IsEmpty()) << "running, but where is not known";
+
+  finds = runtime.TakeFinds();
+  ASSERT_THAT(finds, SizeIs(1));
+  EXPECT_EQ(finds[0].replica_id, id);
+  finds[0].done(AddressOf(id));
+  replicas = controller->GetReplicas("app", "", 0, absl::ZeroDuration());
+  EXPECT_THAT(IdsOf(*replicas), ElementsAre(id));
+  EXPECT_THAT(runtime.started(), IsEmpty());
+}
+
 TEST_F(ServeControllerTest, RecoverySkipsCorruptRecordsAndStopsOrphans) {
   Deploy(OneApp(1));
   Settle();
