@@ -130,8 +130,9 @@ AutoscalingConfig AutoscalingFromProto(const v1::ServeAutoscalingConfig& proto) 
 absl::Status CheckAmounts(std::string_view field,
                           const google::protobuf::Map<std::string, double>& amounts) {
   for (const auto& [name, amount] : amounts) {
-    if (name.empty())
+    if (name.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(ToAbsl(field), ": a resource name is empty"));
+    }
     if (amount < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(ToAbsl(field), ": ", name, " must be 0 or more, got ", amount));
