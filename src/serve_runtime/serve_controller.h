@@ -95,7 +95,7 @@ struct ServeControllerOptions {
   std::function<void(const std::optional<v1::ServeStartOptions>& started)> on_serve_state;
 };
 
-// A deployment of an application as Deploy checked it: the spec and each deployment's target.
+// One application of a deploy as Deploy checked it: its spec and each deployment's target.
 struct PlannedApplication {
   v1::ServeApplicationSpec spec;
   std::map<std::string, DeploymentTarget> targets;  // by deployment name
