@@ -33,6 +33,7 @@
 #include "resources/byte_size.h"
 #include "resources/resource_set.h"
 #include "rpc/token.h"
+#include "serve_runtime/head_serve_extension.h"
 
 namespace tessera::cli {
 namespace {
@@ -125,6 +126,8 @@ absl::StatusOr<HeadOptions> BuildHeadOptions(const StartArgs& args,
                                              const client::StateFolder& state) {
   HeadOptions options;
   options.state_dir = state.root;
+  // The serve controller runs in the head's process (docs/serve.md).
+  options.extensions.push_back(serve::ServeHeadExtension());
   if (!args.bind.empty()) options.bind = args.bind;
   if (args.port >= 0) options.port = args.port;
   TESSERA_ASSIGN_OR_RETURN(options.http_port, HttpPortFlag(args, options.http_port));

@@ -28,6 +28,8 @@ class Service;
 
 namespace tessera {
 
+class HeadService;
+
 // What the head shares with an extension; every pointer outlives the extension.
 struct HeadExtensionContext {
   std::string state_dir;
@@ -35,6 +37,7 @@ struct HeadExtensionContext {
   bool durable = false;         // whether `store` outlives this process (Redis)
   Clock* clock = nullptr;
   metrics::MetricRegistry* registry = nullptr;  // the head's /metrics
+  HeadService* service = nullptr;  // the head's own parts, called in process as its fronts are
 };
 
 // Where the head is once it serves: what Start is told.

@@ -106,6 +106,7 @@ absl::Status HeadServer::BuildExtensions() {
   context.durable = !options_.redis_address.empty();
   context.clock = service_->clock();
   context.registry = &registry_;
+  context.service = service_.get();
   for (const HeadExtensionFactory& factory : options_.extensions) {
     auto extension = factory(context);
     if (!extension.ok()) return extension.status();

@@ -1,0 +1,22 @@
+// The serve controller in the head's process (docs/serve.md): ServeHeadExtension() is the
+// HeadExtension the CLI names in HeadOptions::extensions. It builds a ServeController over the
+// head's StateStore and clock, serves HeadServe (ServeControllerService) on the head's server,
+// adds /api/v1/serve (serve.status() as JSON) to the head's HTTP endpoint, reads back what a
+// previous head left (ServeController::Recover: the replicas are re-adopted), and, while Serve
+// is started with a proxy, runs the HTTP proxy (ServeProxy) in this process.
+//
+// Replicas are Python actors, so the head's process joins its own cluster as a driver (the C++
+// API's process runtime, tessera::Init) the first time the controller needs a replica: its
+// workers run the Python interpreter and sys.path the deploying client named
+// (ServeStartOptions::python_executable, python_path). Until then the head runs no driver.
+//
+// Threading: as HeadExtension. Cost: nothing until Serve is started.
+#pragma once
+
+#include "head/head_extension.h"
+
+namespace tessera::serve {
+
+HeadExtensionFactory ServeHeadExtension();
+
+}  // namespace tessera::serve
