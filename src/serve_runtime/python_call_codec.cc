@@ -388,4 +388,29 @@ absl::StatusOr<std::string> DecodeResult(std::string_view value) {
   return ReadPickledScalar(pickle);
 }
 
+std::string EncodeFrame(std::string_view head, std::string_view body) {
+  std::string frame;
+  frame.reserve(4 + head.size() + body.size());
+  AppendBigEndian32(frame, static_cast<uint32_t>(head.size()));
+  frame.append(head);
+  frame.append(body);
+  return frame;
+}
+
+absl::StatusOr<FrameParts> SplitFrame(std::string_view frame) {
+  Reader reader(frame);
+  std::optional<uint64_t> length = reader.BigEndian(4);
+  if (!length.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an HTTP frame needs at least 4 bytes, got ", frame.size()));
+  }
+  std::optional<std::string_view> head = reader.Take(*length);
+  if (!head.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat("an HTTP frame's head is ", *length,
+                                                   " bytes, but only ", reader.left(),
+                                                   " follow its length"));
+  }
+  return FrameParts{.head = *head, .body = frame.substr(reader.pos())};
+}
+
 }  // namespace tessera::serve

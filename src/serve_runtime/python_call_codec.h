@@ -19,6 +19,10 @@
 // anything else (a container, an object, out-of-band buffers, refs) is InvalidArgument naming
 // what it met, since no replica method the C++ side calls returns one.
 //
+// Also here: the frames of the replica's handle_http (python/tessera/serve/_http.py),
+// `[u32 big-endian length of HEAD][HEAD: UTF-8 JSON][BODY]`, a request and the first item of its
+// response alike; what HEAD holds is the caller's (the proxy's).
+//
 // Threading: pure functions, thread-safe. Cost: linear in the bytes, one copy of the argument
 // (or of the result's payload).
 #pragma once
@@ -45,5 +49,15 @@ std::string EncodeGlobalReference(std::string_view module, std::string_view qual
 // (at most 64 bits), a str as its UTF-8 bytes, bytes as they are. InvalidArgument, one line,
 // for a malformed value or one of any other type (naming the pickle opcode met).
 absl::StatusOr<std::string> DecodeResult(std::string_view value);
+
+// A frame of `head` (its JSON text) and `body`.
+std::string EncodeFrame(std::string_view head, std::string_view body);
+
+struct FrameParts {
+  std::string_view head;  // the JSON text
+  std::string_view body;
+};
+// Views into `frame`; InvalidArgument, one line, when it is shorter than its length says.
+absl::StatusOr<FrameParts> SplitFrame(std::string_view frame);
 
 }  // namespace tessera::serve

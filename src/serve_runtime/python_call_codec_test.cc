@@ -231,5 +231,22 @@ TEST(DecodeResultTest, MalformedValuesAreRefused) {
               HasSubstr("after its STOP"));
 }
 
+TEST(FrameTest, SplitsWhatItEncodes) {
+  const std::string frame = EncodeFrame(R"({"status":200})", "body");
+  EXPECT_EQ(Hex(frame.substr(0, 4)), "0000000e");
+  absl::StatusOr<FrameParts> parts = SplitFrame(frame);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  EXPECT_EQ(parts->head, R"({"status":200})");
+  EXPECT_EQ(parts->body, "body");
+  EXPECT_EQ(SplitFrame(EncodeFrame("{}", "")).value_or(FrameParts{}).body, "");
+}
+
+TEST(FrameTest, ShortFramesAreRefused) {
+  EXPECT_THAT(SplitFrame(std::string_view("\0\0", 2)).status().message(),
+              HasSubstr("at least 4 bytes"));
+  EXPECT_THAT(SplitFrame(Bytes("0000000a") + "{}").status().message(),
+              HasSubstr("head is 10 bytes, but only 2 follow"));
+}
+
 }  // namespace
 }  // namespace tessera::serve
