@@ -25,7 +25,6 @@ using fakes::FakeReplicaSetSource;
 using fakes::MakeReplica;
 using fakes::MakeSet;
 using fakes::WaitUntil;
-using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // What route callbacks received, in order.

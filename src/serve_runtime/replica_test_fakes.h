@@ -105,14 +105,14 @@ class FakeReplicaRuntime : public ReplicaRuntime {
       if (method == "get_num_ongoing_requests") {
         auto known = queue_lens_.find(replica_id);
         if (known == queue_lens_.end()) {
-          result = std::string("0");
+          result = absl::StatusOr<std::string>("0");
         } else if (known->second.ok()) {
-          result = absl::StrCat(*known->second);
+          result = absl::StatusOr<std::string>(absl::StrCat(*known->second));
         } else {
-          result = known->second.status();
+          result = absl::StatusOr<std::string>(known->second.status());
         }
       } else if (method == "cancel_request") {
-        result = std::string("True");
+        result = absl::StatusOr<std::string>("True");
       }
     }
     Post([done = std::move(done), result = std::move(result)] { done(result); });

@@ -28,6 +28,71 @@ constexpr char kNoRoutes[] = "Route table is not populated yet.";
 // The status a client that left is recorded with (Ray's).
 constexpr char kDisconnection[] = "disconnection";
 
+}  // namespace
+
+// What every request of the proxy shares, alive as long as any request is.
+struct ServeProxy::Core {
+  // The metric families of the proxy; all null without a registry.
+  struct Metrics {
+    metrics::CounterFamily* requests = nullptr;
+    metrics::CounterFamily* errors = nullptr;
+    metrics::HistogramFamily* latency = nullptr;
+    metrics::Gauge* ongoing = nullptr;  // this proxy's series
+  };
+  // A request's metric labels.
+  struct Labels {
+    std::string route;
+    std::string method;
+    std::string application;
+  };
+
+  ReplicaRuntime* runtime = nullptr;
+  Clock* clock = nullptr;
+  std::optional<absl::Duration> request_timeout;
+  Metrics families;
+
+  absl::Mutex mu;
+  int64_t live ABSL_GUARDED_BY(mu) = 0;  // requests not yet ended
+
+  void Began() {
+    if (families.ongoing != nullptr) families.ongoing->Add(1);
+    absl::MutexLock lock(&mu);
+    ++live;
+  }
+  void Ended() {
+    if (families.ongoing != nullptr) families.ongoing->Add(-1);
+    absl::MutexLock lock(&mu);
+    --live;
+  }
+  void AwaitNoneLive() {
+    absl::MutexLock lock(&mu);
+    auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return live == 0; };
+    mu.Await(absl::Condition(&none));
+  }
+  // One request's outcome: `code` is its status ("200") or kDisconnection.
+  void Record(const Labels& labels, const std::string& code, absl::Time arrived) const {
+    if (families.requests == nullptr) return;
+    const double ms = absl::ToDoubleMilliseconds(clock->Now() - arrived);
+    absl::StatusOr<metrics::Counter*> requests =
+        families.requests->WithLabels({labels.route, labels.method, labels.application, code});
+    if (requests.ok()) (*requests)->Increment();
+    absl::StatusOr<metrics::Histogram*> latency =
+        families.latency->WithLabels({labels.method, labels.route, labels.application, code});
+    if (latency.ok()) (*latency)->Observe(ms);
+    int status = 0;
+    const bool error = code == kDisconnection || (absl::SimpleAtoi(code, &status) && status >= 400);
+    if (!error) return;
+    absl::StatusOr<metrics::Counter*> errors =
+        families.errors->WithLabels({labels.route, code, labels.method, labels.application});
+    if (errors.ok()) (*errors)->Increment();
+  }
+};
+
+namespace {
+
+using Core = ServeProxy::Core;
+using Labels = ServeProxy::Core::Labels;
+
 // DEFAULT_LATENCY_BUCKET_MS (reference §6).
 std::vector<double> LatencyBucketsMs() {
   return {1,   2,    5,    10,   20,    50,    100,    200,    300,   400,
@@ -46,17 +111,9 @@ std::string MethodLabel(const std::string& method) {
   return "OTHER";
 }
 
-// The metric families of the proxy; all null without a registry.
-struct ProxyMetrics {
-  metrics::CounterFamily* requests = nullptr;
-  metrics::CounterFamily* errors = nullptr;
-  metrics::HistogramFamily* latency = nullptr;
-  metrics::Gauge* ongoing = nullptr;  // this proxy's series
-};
-
-absl::StatusOr<ProxyMetrics> MakeMetrics(metrics::MetricRegistry* registry,
-                                         const std::string& node_id, const std::string& node_ip) {
-  ProxyMetrics out;
+absl::StatusOr<Core::Metrics> MakeMetrics(metrics::MetricRegistry* registry,
+                                          const std::string& node_id, const std::string& node_ip) {
+  Core::Metrics out;
   if (registry == nullptr) return out;
   TESSERA_ASSIGN_OR_RETURN(
       out.requests,
@@ -83,13 +140,6 @@ absl::StatusOr<ProxyMetrics> MakeMetrics(metrics::MetricRegistry* registry,
   TESSERA_ASSIGN_OR_RETURN(out.ongoing, ongoing->WithLabels({node_id, node_ip}));
   return out;
 }
-
-// A request's metric labels.
-struct Labels {
-  std::string route;
-  std::string method;
-  std::string application;
-};
 
 // The longest prefix of `routes` (longest first) that matches `path`, as Ray's proxy matches.
 const RouteEntry* MatchRoute(const std::vector<RouteEntry>& routes, std::string_view path) {
@@ -170,56 +220,6 @@ absl::StatusOr<ResponseHead> ParseResponseHead(std::string_view item) {
   head.body = std::string(parts.body);
   return head;
 }
-
-}  // namespace
-
-// What every request of the proxy shares, alive as long as any request is.
-struct ServeProxy::Core {
-  ReplicaRuntime* runtime = nullptr;
-  Clock* clock = nullptr;
-  std::optional<absl::Duration> request_timeout;
-  ProxyMetrics metrics;
-
-  absl::Mutex mu;
-  int64_t live ABSL_GUARDED_BY(mu) = 0;  // requests not yet ended
-
-  void Began() {
-    if (metrics.ongoing != nullptr) metrics.ongoing->Add(1);
-    absl::MutexLock lock(&mu);
-    ++live;
-  }
-  void Ended() {
-    if (metrics.ongoing != nullptr) metrics.ongoing->Add(-1);
-    absl::MutexLock lock(&mu);
-    --live;
-  }
-  void AwaitNoneLive() {
-    absl::MutexLock lock(&mu);
-    auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return live == 0; };
-    mu.Await(absl::Condition(&none));
-  }
-  // One request's outcome: `code` is its status ("200") or kDisconnection.
-  void Record(const Labels& labels, const std::string& code, absl::Time arrived) const {
-    if (metrics.requests == nullptr) return;
-    const double ms = absl::ToDoubleMilliseconds(clock->Now() - arrived);
-    absl::StatusOr<metrics::Counter*> requests =
-        metrics.requests->WithLabels({labels.route, labels.method, labels.application, code});
-    if (requests.ok()) (*requests)->Increment();
-    absl::StatusOr<metrics::Histogram*> latency =
-        metrics.latency->WithLabels({labels.method, labels.route, labels.application, code});
-    if (latency.ok()) (*latency)->Observe(ms);
-    int status = 0;
-    const bool error = code == kDisconnection || (absl::SimpleAtoi(code, &status) && status >= 400);
-    if (!error) return;
-    absl::StatusOr<metrics::Counter*> errors =
-        metrics.errors->WithLabels({labels.route, code, labels.method, labels.application});
-    if (errors.ok()) (*errors)->Increment();
-  }
-};
-
-namespace {
-
-using Core = ServeProxy::Core;
 
 // One request from its arrival to its end: queued at the router, streamed from a replica (again
 // after a rejection), answered. Owned by the callbacks that may still come (shared).
@@ -523,7 +523,7 @@ absl::StatusOr<std::unique_ptr<ServeProxy>> ServeProxy::Start(ServeProxyOptions 
   core->runtime = options.runtime;
   core->clock = options.http.clock;
   core->request_timeout = options.http.request_timeout;
-  TESSERA_ASSIGN_OR_RETURN(core->metrics,
+  TESSERA_ASSIGN_OR_RETURN(core->families,
                            MakeMetrics(options.metrics, options.node_id, options.node_ip_address));
   std::unique_ptr<ServeProxy> proxy(new ServeProxy(std::move(options), std::move(core)));
   ServeProxy* self = proxy.get();

@@ -361,6 +361,8 @@ TEST_F(ServeProxyTest, PastMaxQueuedRequestsIs503WithRaysBackPressureText) {
   Connection waiting(proxy_->port());
   waiting.Send(Request("GET", "/first"));
   ASSERT_TRUE(WaitUntil([&] { return proxy_->http_stats().requests == 1; }));
+  // The router has the set (and its cap) once it reported the request waiting with no replica.
+  ASSERT_TRUE(WaitUntil([&] { return !source_.reports().empty(); }));
   Reply refused = Fetch(Request("GET", "/second"));
   EXPECT_EQ(refused.status, 503);
   EXPECT_EQ(refused.body,
