@@ -95,7 +95,9 @@ class ActorReplicaRuntime : public ReplicaRuntime {
 
   // Ends every wait at its next slice (starts fail Cancelled, streams end Cancelled, calls
   // fail Cancelled) and joins the threads; later operations fail Cancelled at once (on a
-  // thread of the pool). Idempotent. Actors are left as they are (they are detached).
+  // thread of the pool). A step that does not wait in slices (a placement group round, a
+  // lookup by name, a kill, a stream's on_item) is waited for. Idempotent; not from a
+  // callback. Actors are left as they are (they are detached).
   void Stop();
 
  private:
