@@ -130,6 +130,20 @@ class LLMConfig:
         rest = {k: v for k, v in value.items() if k != "model_loading_config"}
         return cls(value["model_loading_config"], **rest)
 
+    @classmethod
+    def from_file(cls, path: str) -> "LLMConfig":
+        """The LLMConfig of a YAML (or JSON) file holding its dict form."""
+        import yaml
+
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = yaml.safe_load(f)
+        except OSError as e:
+            raise ValueError(f"Could not load model config from {path}: {e.strerror}") from None
+        except yaml.YAMLError as e:
+            raise ValueError(f"Could not load model config from {path}: {e}") from None
+        return cls.parse(data)
+
     @property
     def model_id(self) -> str:
         return self.model_loading_config.model_id

@@ -1,0 +1,606 @@
+#include "serve_runtime/actor_replica_runtime.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "api/error_payloads.h"
+#include "api/foreign_calls.h"
+#include "base/ignore_status.h"
+#include "base/status_macros.h"
+#include "hardware/node_label_keys.h"
+#include "serve_runtime/python_call_codec.h"
+
+namespace tessera::serve {
+namespace {
+
+constexpr char kHttpMethod[] = "handle_http";
+constexpr char kCancelMethod[] = "cancel_request";
+// A cancel_request call is best effort: it is not waited for past this.
+constexpr absl::Duration kCancelCallTimeout = absl::Seconds(10);
+
+// What GetActor matches a found actor's class against ("python:ReplicaActor").
+const std::string& ReplicaTypeName() {
+  static const std::string* const name =
+      new std::string(absl::StrCat(std::string(internal::kPythonClassPrefix), kReplicaActorClass));
+  return *name;
+}
+
+PlacementGroupName GroupOf(const std::string& replica_id) {
+  return PlacementGroupName(absl::StrCat("serve:", replica_id));
+}
+
+absl::Status Stopped() { return absl::CancelledError("the replica runtime is stopped"); }
+
+bool KindIs(const absl::Status& status, api::ErrorKind kind) {
+  const std::optional<std::string> word = api::ErrorKindOf(status);
+  return word.has_value() && *word == api::ErrorKindWord(kind);
+}
+
+// An error of the runtime as ReplicaRuntime names it: Unavailable for a replica whose actor is
+// dead or gone, Internal for the Python exception of the method, Cancelled for a cancel.
+absl::Status CallError(const absl::Status& status, const std::string& replica_id,
+                       const std::string& method) {
+  const std::string what =
+      absl::StrCat("replica ", replica_id, " ", method, ": ", status.message());
+  if (KindIs(status, api::ErrorKind::kTaskError)) return absl::InternalError(what);
+  if (KindIs(status, api::ErrorKind::kTaskCancelled)) return absl::CancelledError(what);
+  if (KindIs(status, api::ErrorKind::kActorDied) ||
+      KindIs(status, api::ErrorKind::kActorUnavailable) ||
+      KindIs(status, api::ErrorKind::kWorkerCrashed) ||
+      KindIs(status, api::ErrorKind::kActorUnschedulable) || absl::IsNotFound(status) ||
+      absl::IsUnavailable(status)) {
+    return absl::UnavailableError(what);
+  }
+  return absl::Status(status.code(), what);
+}
+
+// The request id in a handle_http frame's head ("" when it has none).
+std::string RequestIdOfFrame(std::string_view frame) {
+  absl::StatusOr<FrameParts> parts = SplitFrame(frame);
+  if (!parts.ok()) return "";
+  nlohmann::json head = nlohmann::json::parse(parts->head.begin(), parts->head.end(), nullptr,
+                                              /*allow_exceptions=*/false);
+  if (!head.is_object()) return "";
+  auto id = head.find("request_id");
+  return id != head.end() && id->is_string() ? id->get<std::string>() : "";
+}
+
+absl::StatusOr<PlacementStrategy> StrategyNamed(const std::string& word) {
+  if (word.empty()) return PlacementStrategy::kPack;
+  for (PlacementStrategy strategy :
+       {PlacementStrategy::kPack, PlacementStrategy::kSpread, PlacementStrategy::kStrictPack,
+        PlacementStrategy::kStrictSpread}) {
+    if (PlacementStrategyName(strategy) == word) return strategy;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "placement_group_strategy ", word, " is none of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD"));
+}
+
+// The replica's actor options, but where it is placed.
+absl::StatusOr<ActorOptions> ReplicaActorOptions(const ReplicaLaunch& launch) {
+  const v1::ServeReplicaResources& wanted = launch.resources;
+  if (wanted.max_replicas_per_node() > 0) {
+    return absl::UnimplementedError(absl::StrCat("replica ", launch.replica_id,
+                                                 ": max_replicas_per_node is not supported yet"));
+  }
+  ActorOptions options;
+  absl::StatusOr<ResourceSet> resources = ResourceSet::FromAmounts(
+      std::map<std::string, double>(wanted.amounts().begin(), wanted.amounts().end()));
+  if (!resources.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replica ", launch.replica_id, ": ", resources.status().message()));
+  }
+  options.resources = *std::move(resources);
+  if (!wanted.accelerator_type().empty()) {
+    absl::StatusOr<LabelSelector> selector =
+        LabelSelector::Of({LabelConstraint{std::string(labels::kAcceleratorType),
+                                           SelectorOperator::kIn,
+                                           {wanted.accelerator_type()}}});
+    if (!selector.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "replica ", launch.replica_id, ": accelerator_type: ", selector.status().message()));
+    }
+    options.label_selectors.push_back(*std::move(selector));
+  }
+  options.env =
+      std::map<std::string, std::string>(wanted.env_vars().begin(), wanted.env_vars().end());
+  options.name = launch.replica_id;
+  options.name_space = kServeNamespace;
+  options.detached = true;   // a controller started again finds it (Find)
+  options.max_restarts = 0;  // the controller replaces a dead replica
+  options.max_concurrency = std::max(1, launch.max_concurrency);
+  return options;
+}
+
+absl::StatusOr<PlacementGroupOptions> GroupOptions(const ReplicaLaunch& launch,
+                                                   absl::Duration round) {
+  PlacementGroupOptions group;
+  group.name = GroupOf(launch.replica_id);
+  TESSERA_ASSIGN_OR_RETURN(group.strategy,
+                           StrategyNamed(launch.resources.placement_group_strategy()));
+  for (int i = 0; i < launch.resources.placement_group_bundles_size(); ++i) {
+    const auto& amounts = launch.resources.placement_group_bundles(i).amounts();
+    absl::StatusOr<ResourceSet> bundle =
+        ResourceSet::FromAmounts(std::map<std::string, double>(amounts.begin(), amounts.end()));
+    if (!bundle.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("replica ", launch.replica_id, ": bundle ", i,
+                                                     ": ", bundle.status().message()));
+    }
+    group.bundles.push_back(*std::move(bundle));
+  }
+  group.timeout = round;
+  group.wait_while_infeasible = true;  // as Ray's: it waits for the cluster to grow
+  group.detached = true;               // it lives as long as the replica, past this process
+  return group;
+}
+
+}  // namespace
+
+// What a start reports while it waits.
+struct ActorReplicaRuntime::StartState {
+  std::string replica_id;
+  std::function<void(const std::string&)> pending;
+  std::string resources;  // the actor's, for the explanation
+  bool waiting_for_actor = false;
+  absl::Time next_pending = absl::InfiniteFuture();
+};
+
+// A stream's state, shared by its reading job and its handle.
+struct ActorReplicaRuntime::StreamState {
+  std::string request_id;  // set before the stream starts; "" when the frame names none
+  absl::Mutex mu;
+  bool cancelled ABSL_GUARDED_BY(mu) = false;
+  std::optional<ObjectRefBase> generator ABSL_GUARDED_BY(mu);
+};
+
+class ActorReplicaRuntime::Stream : public ReplicaStream {
+ public:
+  Stream(ActorReplicaRuntime* runtime, std::string replica_id, std::shared_ptr<StreamState> state)
+      : runtime_(runtime), replica_id_(std::move(replica_id)), state_(std::move(state)) {}
+  void Cancel() override { runtime_->CancelStream(replica_id_, state_); }
+
+ private:
+  ActorReplicaRuntime* const runtime_;
+  const std::string replica_id_;
+  const std::shared_ptr<StreamState> state_;
+};
+
+ActorReplicaRuntime::ActorReplicaRuntime(ActorReplicaRuntimeOptions options)
+    : options_(std::move(options)) {}
+
+ActorReplicaRuntime::~ActorReplicaRuntime() { Stop(); }
+
+// --- The pool ---------------------------------------------------------------------------------
+
+void ActorReplicaRuntime::Post(std::function<void()> job) {
+  absl::MutexLock lock(&mu_);
+  jobs_.push_back(std::move(job));
+  // Every job may wait long (a stream lasts as long as its response): one that finds no idle
+  // thread gets a thread of its own.
+  if (static_cast<int>(jobs_.size()) > idle_) threads_.emplace_back([this] { WorkerLoop(); });
+}
+
+void ActorReplicaRuntime::WorkerLoop() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    ++idle_;
+    auto ready = [this]()
+                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !jobs_.empty() || stopping_; };
+    mu_.Await(absl::Condition(&ready));
+    --idle_;
+    if (jobs_.empty()) return;  // stopping, and nothing is left to run
+    std::function<void()> job = std::move(jobs_.front());
+    jobs_.pop_front();
+    mu_.Unlock();
+    job();
+    mu_.Lock();
+  }
+}
+
+bool ActorReplicaRuntime::stopping() const {
+  absl::MutexLock lock(&mu_);
+  return stopping_;
+}
+
+void ActorReplicaRuntime::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  // Jobs posted meanwhile (operations refused at once) may start threads: join until none.
+  while (true) {
+    std::vector<std::thread> threads;
+    {
+      absl::MutexLock lock(&mu_);
+      threads.swap(threads_);
+    }
+    if (threads.empty()) return;
+    for (std::thread& thread : threads) thread.join();
+  }
+}
+
+// --- Waits ------------------------------------------------------------------------------------
+
+absl::StatusOr<internal::SerializedValue> ActorReplicaRuntime::Await(
+    const ObjectRefBase& ref, absl::Time deadline, StartState* state,
+    const std::function<bool()>& cancelled) {
+  while (true) {
+    if (stopping()) return Stopped();
+    if (cancelled && cancelled()) return absl::CancelledError("cancelled");
+    absl::Duration slice = options_.poll_slice;
+    if (deadline != absl::InfiniteFuture()) {
+      slice = std::min(slice, deadline - options_.clock->Now());
+      if (slice <= absl::ZeroDuration()) return absl::DeadlineExceededError("past its deadline");
+    }
+    absl::StatusOr<internal::SerializedValue> value = internal::GetValue(ref, slice);
+    if (value.ok() || !absl::IsDeadlineExceeded(value.status())) return value;
+    if (state != nullptr) ReportPending(*state);
+  }
+}
+
+void ActorReplicaRuntime::ReportPending(StartState& state) {
+  const absl::Time now = options_.clock->Now();
+  if (!state.waiting_for_actor || now < state.next_pending) return;
+  state.next_pending = now + options_.pending_interval;
+  if (!options_.actor_record) {
+    state.pending(absl::StrCat("not ready: waiting for resources (", state.resources,
+                               ") or for its constructor"));
+    return;
+  }
+  absl::StatusOr<v1::ActorInfo> record = options_.actor_record(state.replica_id);
+  // Up at an address: its constructor (initialize) runs; nothing waits for the cluster.
+  if (record.ok() && record->state() == v1::ACTOR_STATE_ALIVE && !record->address().empty()) {
+    return;
+  }
+  state.pending(absl::StrCat("waiting for resources: ", state.resources));
+}
+
+// --- Start ------------------------------------------------------------------------------------
+
+void ActorReplicaRuntime::Start(const ReplicaLaunch& launch,
+                                std::function<void(const std::string& explanation)> pending,
+                                std::function<void(absl::StatusOr<ReplicaAddress>)> done) {
+  Post([this, launch, pending = std::move(pending), done = std::move(done)] {
+    StartState state{.replica_id = launch.replica_id, .pending = pending};
+    done(StartReplica(launch, state));
+  });
+}
+
+absl::StatusOr<ObjectRefBase> ActorReplicaRuntime::ReplicaClassCode() {
+  absl::MutexLock lock(&mu_);
+  if (!class_code_.has_value()) {
+    const std::string code = EncodeGlobalReference(kReplicaActorModule, kReplicaActorClass);
+    ObjectRefBase ref = internal::PutParts({code}, {});
+    if (!ref.early_error().ok()) return ref.early_error();
+    class_code_ = std::move(ref);
+  }
+  return *class_code_;
+}
+
+absl::StatusOr<std::optional<PlacementGroupName>> ActorReplicaRuntime::ReserveBundles(
+    const ReplicaLaunch& launch, StartState& state) {
+  if (launch.resources.placement_group_bundles_size() == 0) {
+    return std::optional<PlacementGroupName>();
+  }
+  TESSERA_ASSIGN_OR_RETURN(PlacementGroupOptions group,
+                           GroupOptions(launch, options_.pending_interval));
+  bool retried_taken = false;
+  while (true) {
+    if (stopping()) return Stopped();
+    absl::StatusOr<PlacementGroup> made = CreatePlacementGroup(group);
+    if (made.ok()) return std::optional<PlacementGroupName>(group.name);
+    if (absl::IsAlreadyExists(made.status()) && !retried_taken) {
+      // Left by an earlier start of this replica id that did not finish: it is ours to redo.
+      retried_taken = true;
+      IgnoreStatus(RemovePlacementGroup(group.name), "asked for again at once; a failure shows");
+      continue;
+    }
+    // A round that ran out withdrew the group: its refusal is the explanation; ask again.
+    if (!absl::IsDeadlineExceeded(made.status())) return made.status();
+    state.pending(std::string(made.status().message()));
+  }
+}
+
+absl::StatusOr<ReplicaAddress> ActorReplicaRuntime::StartReplica(const ReplicaLaunch& launch,
+                                                                 StartState& state) {
+  if (stopping()) return Stopped();
+  TESSERA_ASSIGN_OR_RETURN(ActorOptions options, ReplicaActorOptions(launch));
+  TESSERA_ASSIGN_OR_RETURN(std::optional<PlacementGroupName> group, ReserveBundles(launch, state));
+  auto give_back = [&group] {
+    if (group.has_value()) {
+      IgnoreStatus(RemovePlacementGroup(*group),
+                   "the replica failed to start; a group left "
+                   "over is removed again by its Kill");
+    }
+  };
+  if (group.has_value()) options.strategy = PlacementGroupScheduling{*group, 0, false};
+  absl::StatusOr<ObjectRefBase> code = ReplicaClassCode();
+  if (!code.ok()) {
+    give_back();
+    return code.status();
+  }
+  internal::FunctionDescriptor function{
+      .name = kReplicaActorClass, .language = v1::LANGUAGE_PYTHON, .code = *code};
+  std::vector<internal::TaskArgument> args;
+  args.push_back({EncodeCallArguments(launch.replica_spec, /*as_str=*/false), std::nullopt});
+  absl::StatusOr<ActorId> actor =
+      internal::CreateActorByName(function, options, std::move(args), ReplicaTypeName());
+  if (!actor.ok()) {
+    give_back();
+    return absl::Status(actor.status().code(),
+                        absl::StrCat("cannot make the actor of replica ", launch.replica_id, ": ",
+                                     actor.status().message()));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    actors_.insert_or_assign(launch.replica_id, Known{*actor, /*ours=*/true});
+  }
+  state.resources = options.resources.ToString();
+  state.waiting_for_actor = true;
+  state.next_pending = options_.clock->Now() + options_.pending_interval;
+  for (const char* method : {"initialize", "check_health"}) {
+    std::vector<internal::TaskArgument> none;
+    none.push_back({EncodeCallArguments(std::nullopt, false), std::nullopt});
+    ObjectRefBase ref = internal::SubmitActorTask(*actor, method, std::move(none));
+    absl::StatusOr<internal::SerializedValue> value =
+        ref.early_error().ok() ? Await(ref, absl::InfiniteFuture(), &state, nullptr)
+                               : absl::StatusOr<internal::SerializedValue>(ref.early_error());
+    state.waiting_for_actor = false;
+    if (value.ok()) continue;
+    IgnoreStatus(internal::KillActor(*actor),
+                 "a replica that did not start is ended; one "
+                 "that is gone already needs nothing");
+    Forget(launch.replica_id);
+    give_back();
+    // The user's constructor (or check_health) raised: its text, as the controller shows it.
+    if (KindIs(value.status(), api::ErrorKind::kTaskError)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("replica ", launch.replica_id, " ", method, ": ", value.status().message()));
+    }
+    return CallError(value.status(), launch.replica_id, method);
+  }
+  return AddressOf(launch.replica_id, *actor);
+}
+
+// --- Find, Kill -------------------------------------------------------------------------------
+
+ReplicaAddress ActorReplicaRuntime::AddressOf(const std::string& replica_id,
+                                              const ActorId& actor) const {
+  ReplicaAddress address;
+  address.actor_id = actor.value();
+  bool ours = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto known = actors_.find(replica_id);
+    ours = known != actors_.end() && known->second.ours;
+  }
+  // A replica a previous process made has no owner left to name: callers find it by name.
+  if (ours) address.owner_address = internal::OwnerAddressOfThisProcess();
+  if (options_.actor_record) {
+    absl::StatusOr<v1::ActorInfo> record = options_.actor_record(replica_id);
+    if (record.ok()) address.node_id = record->node_id();
+  }
+  return address;
+}
+
+absl::StatusOr<ActorId> ActorReplicaRuntime::ActorOf(const std::string& replica_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto known = actors_.find(replica_id);
+    if (known != actors_.end()) return known->second.actor;
+  }
+  absl::StatusOr<ActorId> found =
+      internal::FindNamedActor(replica_id, ReplicaTypeName().c_str(), kServeNamespace);
+  if (found.ok()) {
+    absl::MutexLock lock(&mu_);
+    actors_.try_emplace(replica_id, Known{*found, /*ours=*/false});
+  }
+  return found;
+}
+
+void ActorReplicaRuntime::Forget(const std::string& replica_id) {
+  absl::MutexLock lock(&mu_);
+  actors_.erase(replica_id);
+}
+
+void ActorReplicaRuntime::Find(const std::string& replica_id,
+                               std::function<void(absl::StatusOr<ReplicaAddress>)> done) {
+  Post([this, replica_id, done = std::move(done)] {
+    if (stopping()) return done(Stopped());
+    absl::StatusOr<ActorId> actor = ActorOf(replica_id);
+    if (!actor.ok()) return done(actor.status());
+    done(AddressOf(replica_id, *actor));
+  });
+}
+
+void ActorReplicaRuntime::Kill(const std::string& replica_id) {
+  Post([this, replica_id] {
+    absl::StatusOr<ActorId> actor = ActorOf(replica_id);
+    if (actor.ok()) {
+      IgnoreStatus(internal::KillActor(*actor), "an actor that is gone already is killed");
+    }
+    Forget(replica_id);
+    // Its placement group, when it had one (made by this process or a previous one).
+    IgnoreStatus(RemovePlacementGroup(GroupOf(replica_id)),
+                 "a replica without bundles has no group; a head that cannot be reached "
+                 "releases a dead replica's group with its owner");
+  });
+}
+
+// --- Calls ------------------------------------------------------------------------------------
+
+void ActorReplicaRuntime::Call(const std::string& replica_id, const std::string& method,
+                               std::optional<std::string> argument, absl::Duration timeout,
+                               std::function<void(absl::StatusOr<std::string>)> done) {
+  std::string encoded = EncodeCallArguments(argument, /*as_str=*/false);
+  Post([this, replica_id, method, encoded = std::move(encoded), timeout,
+        done = std::move(done)]() mutable {
+    done(RunCall(replica_id, method, std::move(encoded), timeout));
+  });
+}
+
+absl::StatusOr<std::string> ActorReplicaRuntime::RunCall(const std::string& replica_id,
+                                                         const std::string& method,
+                                                         std::string encoded_arguments,
+                                                         absl::Duration timeout) {
+  if (stopping()) return Stopped();
+  absl::StatusOr<ActorId> actor = ActorOf(replica_id);
+  if (!actor.ok()) return CallError(actor.status(), replica_id, method);
+  std::vector<internal::TaskArgument> args;
+  args.push_back({std::move(encoded_arguments), std::nullopt});
+  ObjectRefBase ref = internal::SubmitActorTask(*actor, method, std::move(args));
+  const absl::Time deadline = timeout == absl::InfiniteDuration() ? absl::InfiniteFuture()
+                                                                  : options_.clock->Now() + timeout;
+  absl::StatusOr<internal::SerializedValue> value =
+      ref.early_error().ok() ? Await(ref, deadline, nullptr, nullptr)
+                             : absl::StatusOr<internal::SerializedValue>(ref.early_error());
+  if (!value.ok()) {
+    if (absl::IsDeadlineExceeded(value.status()) && options_.clock->Now() >= deadline) {
+      IgnoreStatus(internal::CancelTask(ref, /*force=*/false, /*recursive=*/true),
+                   "a call that finished meanwhile needs no cancel");
+      return absl::DeadlineExceededError(absl::StrCat("replica ", replica_id, " did not answer ",
+                                                      method, " within ",
+                                                      absl::FormatDuration(timeout)));
+    }
+    absl::Status error = CallError(value.status(), replica_id, method);
+    if (absl::IsUnavailable(error)) Forget(replica_id);  // found again by name next time
+    return error;
+  }
+  absl::StatusOr<std::string> result = DecodeResult(value->view());
+  if (!result.ok()) {
+    return absl::InternalError(
+        absl::StrCat("replica ", replica_id, " ", method,
+                     " answered what cannot be read: ", result.status().message()));
+  }
+  return result;
+}
+
+// --- Streams ----------------------------------------------------------------------------------
+
+std::unique_ptr<ReplicaStream> ActorReplicaRuntime::CallStreaming(
+    const std::string& replica_id, const std::string& method, std::string argument,
+    std::function<void(std::string item)> on_item, std::function<void(absl::Status end)> on_end) {
+  auto state = std::make_shared<StreamState>();
+  if (method == kHttpMethod) state->request_id = RequestIdOfFrame(argument);
+  Post([this, replica_id, method, argument = std::move(argument), state,
+        on_item = std::move(on_item), on_end = std::move(on_end)]() mutable {
+    on_end(RunStream(replica_id, method, std::move(argument), state, on_item));
+  });
+  return std::make_unique<Stream>(this, replica_id, std::move(state));
+}
+
+absl::Status ActorReplicaRuntime::RunStream(const std::string& replica_id,
+                                            const std::string& method, std::string argument,
+                                            const std::shared_ptr<StreamState>& state,
+                                            const std::function<void(std::string)>& on_item) {
+  if (stopping()) return Stopped();
+  absl::StatusOr<ActorId> actor = ActorOf(replica_id);
+  if (!actor.ok()) return CallError(actor.status(), replica_id, method);
+  std::vector<internal::TaskArgument> args;
+  args.push_back({EncodeCallArguments(argument, /*as_str=*/false), std::nullopt});
+  internal::ActorCallOptions call;
+  call.streaming = true;
+  bool cancelled = false;
+  {
+    absl::MutexLock lock(&state->mu);
+    cancelled = state->cancelled;
+  }
+  if (cancelled) return absl::CancelledError("the stream was cancelled before it started");
+  ObjectRefBase generator = internal::SubmitActorTask(*actor, method, std::move(args), call);
+  if (!generator.early_error().ok()) {
+    return CallError(generator.early_error(), replica_id, method);
+  }
+  {
+    absl::MutexLock lock(&state->mu);
+    state->generator = generator;
+    cancelled = state->cancelled;
+  }
+  // A Cancel that came before the generator was known could not cancel it: it is done here.
+  if (cancelled) CancelSubmitted(replica_id, *state);
+  int64_t next = 0;
+  absl::Status end = ReadItems(generator, replica_id, method, *state, on_item, next);
+  internal::ReleaseGenerator(generator, next);
+  return end;
+}
+
+absl::Status ActorReplicaRuntime::ReadItems(const ObjectRefBase& generator,
+                                            const std::string& replica_id,
+                                            const std::string& method, StreamState& state,
+                                            const std::function<void(std::string)>& on_item,
+                                            int64_t& next) {
+  const std::function<bool()> cancelled = [&state] {
+    absl::MutexLock lock(&state.mu);
+    return state.cancelled;
+  };
+  const absl::Status cancel = absl::CancelledError(
+      absl::StrCat("the stream of replica ", replica_id, " ", method, " was cancelled"));
+  while (true) {
+    if (stopping()) return Stopped();
+    if (cancelled()) return cancel;
+    absl::StatusOr<std::optional<ObjectRefBase>> item =
+        internal::GeneratorNext(generator, next, options_.poll_slice);
+    if (!item.ok()) {
+      if (absl::IsDeadlineExceeded(item.status())) continue;
+      return CallError(item.status(), replica_id, method);
+    }
+    if (!item->has_value()) return absl::OkStatus();  // the generator ended
+    // The item is here (its value, or the task's failure after the last one).
+    absl::StatusOr<internal::SerializedValue> value =
+        Await(**item, absl::InfiniteFuture(), nullptr, cancelled);
+    ++next;
+    if (!value.ok()) {
+      return absl::IsCancelled(value.status()) ? cancel
+                                               : CallError(value.status(), replica_id, method);
+    }
+    absl::StatusOr<std::string> bytes = DecodeResult(value->view());
+    if (!bytes.ok()) {
+      return absl::InternalError(
+          absl::StrCat("replica ", replica_id, " ", method,
+                       " yielded what cannot be read: ", bytes.status().message()));
+    }
+    on_item(*std::move(bytes));
+  }
+}
+
+void ActorReplicaRuntime::CancelStream(const std::string& replica_id,
+                                       const std::shared_ptr<StreamState>& state) {
+  {
+    absl::MutexLock lock(&state->mu);
+    if (state->cancelled) return;
+    state->cancelled = true;
+    // Not submitted yet: the stream's job cancels it once it is.
+    if (!state->generator.has_value()) return;
+  }
+  // Off the caller's thread (the proxy's loop): cancelling calls the runtime and the replica.
+  Post([this, replica_id, state] { CancelSubmitted(replica_id, *state); });
+}
+
+void ActorReplicaRuntime::CancelSubmitted(const std::string& replica_id, StreamState& state) {
+  std::optional<ObjectRefBase> generator;
+  {
+    absl::MutexLock lock(&state.mu);
+    generator = state.generator;
+  }
+  if (generator.has_value()) {
+    IgnoreStatus(internal::CancelTask(*generator, /*force=*/false, /*recursive=*/true),
+                 "a task that ended meanwhile needs no cancel");
+  }
+  // The runtime does not interrupt a running async actor call: the replica cancels the
+  // request's coroutine itself.
+  if (!state.request_id.empty()) {
+    IgnoreStatus(
+        RunCall(replica_id, kCancelMethod, EncodeCallArguments(state.request_id, /*as_str=*/true),
+                kCancelCallTimeout),
+        "best effort: a request that ended meanwhile has nothing to cancel, and a "
+        "dead replica runs nothing");
+  }
+}
+
+}  // namespace tessera::serve

@@ -1,0 +1,163 @@
+// ActorReplicaRuntime: ReplicaRuntime over the C++ API of this process's runtime (tessera::Init
+// has returned OK): each replica is a detached Python actor of class
+// tessera.serve.replica.ReplicaActor named by its replica id in the namespace "serve", made with
+// the class by reference as its code (python_call_codec.h) and the replica spec as its one
+// argument.
+//
+// - Start: the placement group of the replica's bundles when it has any (one per replica, named
+//   "serve:<replica id>", detached, the actor in bundle 0; asked for in rounds of
+//   pending_interval, each round's refusal being the `pending` explanation, since a wait that
+//   runs out withdraws the group), then the actor (max_restarts 0: the controller replaces a
+//   dead replica), then initialize() and check_health(). While the actor is not ready, `pending`
+//   hears every pending_interval: "waiting for resources: <resources>" while the head's record
+//   says its process is not up (with `actor_record`; without it the runtime cannot tell a
+//   process not placed from a constructor still running, and says so in the explanation). The
+//   scheduler's own explanation of a pending actor is not reachable through the C++ API.
+// - Call: the method with one bytes argument (or none), its result decoded (None "", an int as
+//   decimal text, str or bytes as they are); errors as ReplicaRuntime says: Unavailable for a
+//   dead actor (or none by that name), DeadlineExceeded past the timeout (the call is
+//   cancelled), Internal with the Python exception's text.
+// - CallStreaming: a streaming generator call whose items (each a bytes value) are read in
+//   order; Cancel cancels the task (CancelTask) and, since the runtime does not interrupt a
+//   running async actor call, also calls the replica's cancel_request(request_id), the id taken
+//   from the frame when the method is handle_http (the HTTP frame's head), so the user's
+//   coroutine gets CancelledError at its next await.
+// - Find: the live actor of that name (FindNamedActor), Kill: KillActor and the replica's
+//   placement group removed.
+//
+// Threading: thread-safe. Each operation runs on a thread of a pool of its own while it waits
+// (threads are reused; the pool holds as many as ever ran at once), so every callback runs on
+// one of those threads, never inside the call. Waits are in slices of poll_slice, between which
+// Stop is looked at. A stream's on_item may block (the proxy waits for a slow client there):
+// only that stream waits. Cost: per Call one actor call and one thread hand-off; per Start an
+// actor creation, two calls and, with bundles, a placement group; per stream item one
+// GeneratorNext and one read of the item.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "base/clock.h"
+#include "serve_runtime/replica_runtime.h"
+#include "tessera/tessera.h"
+#include "tessera/v1/head.pb.h"
+
+namespace tessera::serve {
+
+// The class replicas are made of, as a Python worker imports it.
+inline constexpr char kReplicaActorModule[] = "tessera.serve.replica";
+inline constexpr char kReplicaActorClass[] = "ReplicaActor";
+
+struct ActorReplicaRuntimeOptions {
+  Clock* clock = Clock::Real();  // not owned: the pending reports' and the calls' timeouts
+  // How often `pending` hears while a replica is not ready (and a placement group round).
+  absl::Duration pending_interval = absl::Seconds(5);
+  // The slice of every wait between two looks at Stop and at a stream's Cancel.
+  absl::Duration poll_slice = absl::Milliseconds(100);
+  // The head's record of the actor named `name` in the namespace "serve" (its state and node):
+  // the head's actor directory in the head's process, HeadActors.GetActor elsewhere. Optional:
+  // without it, `pending` cannot tell placement from construction, and addresses carry no node.
+  std::function<absl::StatusOr<v1::ActorInfo>(const std::string& name)> actor_record;
+};
+
+class ActorReplicaRuntime : public ReplicaRuntime {
+ public:
+  explicit ActorReplicaRuntime(ActorReplicaRuntimeOptions options = {});
+  ~ActorReplicaRuntime() override;  // Stop()
+  ActorReplicaRuntime(const ActorReplicaRuntime&) = delete;
+  ActorReplicaRuntime& operator=(const ActorReplicaRuntime&) = delete;
+
+  void Start(const ReplicaLaunch& launch,
+             std::function<void(const std::string& explanation)> pending,
+             std::function<void(absl::StatusOr<ReplicaAddress>)> done) override;
+  void Find(const std::string& replica_id,
+            std::function<void(absl::StatusOr<ReplicaAddress>)> done) override;
+  void Call(const std::string& replica_id, const std::string& method,
+            std::optional<std::string> argument, absl::Duration timeout,
+            std::function<void(absl::StatusOr<std::string>)> done) override;
+  std::unique_ptr<ReplicaStream> CallStreaming(
+      const std::string& replica_id, const std::string& method, std::string argument,
+      std::function<void(std::string item)> on_item,
+      std::function<void(absl::Status end)> on_end) override;
+  void Kill(const std::string& replica_id) override;
+
+  // Ends every wait at its next slice (starts fail Cancelled, streams end Cancelled, calls
+  // fail Cancelled) and joins the threads; later operations fail Cancelled at once (on a
+  // thread of the pool). A step that does not wait in slices (a placement group round, a
+  // lookup by name, a kill, a stream's on_item) is waited for. Idempotent; not from a
+  // callback. Actors are left as they are (they are detached).
+  void Stop();
+
+ private:
+  class Stream;
+  struct StreamState;
+  struct StartState;
+
+  // Runs `job` on a pool thread.
+  void Post(std::function<void()> job) ABSL_LOCKS_EXCLUDED(mu_);
+  void WorkerLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  bool stopping() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The jobs.
+  absl::StatusOr<ReplicaAddress> StartReplica(const ReplicaLaunch& launch, StartState& state);
+  absl::StatusOr<std::string> RunCall(const std::string& replica_id, const std::string& method,
+                                      std::string encoded_arguments, absl::Duration timeout);
+  // A stream's job: its end (OK at the generator's end), after each item went to `on_item`.
+  absl::Status RunStream(const std::string& replica_id, const std::string& method,
+                         std::string argument, const std::shared_ptr<StreamState>& state,
+                         const std::function<void(std::string)>& on_item);
+  // Reads items from `next` on, counting them in `next`.
+  absl::Status ReadItems(const ObjectRefBase& generator, const std::string& replica_id,
+                         const std::string& method, StreamState& state,
+                         const std::function<void(std::string)>& on_item, int64_t& next);
+  // ReplicaStream::Cancel: marks the stream; a submitted one is cancelled on a pool thread.
+  void CancelStream(const std::string& replica_id, const std::shared_ptr<StreamState>& state);
+  // Cancels the submitted task (CancelTask) and the replica's request (cancel_request).
+  void CancelSubmitted(const std::string& replica_id, StreamState& state);
+
+  // Steps of Start.
+  absl::StatusOr<std::optional<PlacementGroupName>> ReserveBundles(const ReplicaLaunch& launch,
+                                                                   StartState& state);
+  absl::StatusOr<ObjectRefBase> ReplicaClassCode() ABSL_LOCKS_EXCLUDED(mu_);
+  // The value of `ref`, waited for in slices (reporting `state`'s pending explanation between
+  // them when given) until `deadline`, Stop, or `cancelled` says so.
+  absl::StatusOr<internal::SerializedValue> Await(const ObjectRefBase& ref, absl::Time deadline,
+                                                  StartState* state,
+                                                  const std::function<bool()>& cancelled);
+  void ReportPending(StartState& state);
+
+  // The actor of `replica_id`: known here, or found by name; NotFound when none lives.
+  absl::StatusOr<ActorId> ActorOf(const std::string& replica_id) ABSL_LOCKS_EXCLUDED(mu_);
+  void Forget(const std::string& replica_id) ABSL_LOCKS_EXCLUDED(mu_);
+  ReplicaAddress AddressOf(const std::string& replica_id, const ActorId& actor) const;
+
+  const ActorReplicaRuntimeOptions options_;
+
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<ObjectRefBase> class_code_ ABSL_GUARDED_BY(mu_);
+  // Replica id -> its actor, and whether this runtime made it (its owner is this process).
+  struct Known {
+    ActorId actor;
+    bool ours = false;
+  };
+  absl::flat_hash_map<std::string, Known> actors_ ABSL_GUARDED_BY(mu_);
+  // The pool: queued jobs, idle threads, every thread started.
+  std::deque<std::function<void()>> jobs_ ABSL_GUARDED_BY(mu_);
+  int idle_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tessera::serve
