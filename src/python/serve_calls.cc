@@ -216,12 +216,21 @@ class PendingRoute {
 class ServeRouter {
  public:
   ServeRouter(std::shared_ptr<ServeConnection> connection, std::string app, std::string deployment)
-      : connection_(std::move(connection)),
-        app_(std::move(app)),
-        deployment_(std::move(deployment)),
-        router_(
-            std::make_unique<serve::DeploymentRouter>(app_, deployment_, connection_->source.get(),
-                                                      connection_->runtime.get(), Clock::Real())) {}
+      : connection_(std::move(connection)), app_(std::move(app)), deployment_(std::move(deployment)) {}
+
+  // The router's threads start here, without the GIL.
+  absl::Status Open() {
+    serve::DeploymentRouterOptions options;
+    options.application = app_;
+    options.deployment = deployment_;
+    options.source = absl::StrCat("handle:", connection_->driver_id, ":", app_, "/", deployment_);
+    options.runtime = connection_->runtime.get();
+    options.replica_sets = connection_->source.get();
+    auto router = serve::DeploymentRouter::Create(std::move(options));
+    if (!router.ok()) return router.status();
+    router_ = *std::move(router);
+    return absl::OkStatus();
+  }
 
   // Python deletes it with the GIL held; the router's threads end without it.
   ~ServeRouter() { Stop(); }
@@ -259,10 +268,23 @@ py::tuple ServeRouter::Route(const std::string& model_id, const py::object& time
   {
     py::gil_scoped_release release;
     FinishAbandoned();
-    router_->Route(model_id,
-                   [pending, abandoned = abandoned_](absl::StatusOr<v1::ServeReplica> replica) {
-                     pending->Deliver(std::move(replica), *abandoned);
-                   });
+    serve::DeploymentRouter* router = router_.get();
+    auto ticket = router_->Route(
+        {.request_id = "", .multiplexed_model_id = model_id},
+        [pending, router, abandoned = abandoned_](absl::StatusOr<std::string> replica_id) {
+          if (!replica_id.ok()) return pending->Deliver(replica_id.status(), *abandoned);
+          std::optional<v1::ServeReplica> replica = router->Replica(*replica_id);
+          if (!replica.has_value()) {
+            // Chosen from a set a newer one replaced at once: the request is let go and asked
+            // again by the caller (Unavailable: routed again).
+            router->Finished(*replica_id);
+            return pending->Deliver(
+                absl::UnavailableError(absl::StrCat("replica ", *replica_id, " is gone")),
+                *abandoned);
+          }
+          pending->Deliver(*std::move(replica), *abandoned);
+        });
+    if (!ticket.ok()) pending->Deliver(ticket.status(), *abandoned_);
   }
   const absl::StatusOr<v1::ServeReplica> replica = Await(*pending, timeout);
   if (absl::IsResourceExhausted(replica.status())) {
@@ -307,7 +329,7 @@ void ServeRouter::Stop() {
   if (stopped_) return;
   stopped_ = true;
   py::gil_scoped_release release;
-  router_->Stop();
+  if (router_ != nullptr) router_->Stop();
 }
 
 void ServeRouter::FinishAbandoned() {
@@ -322,8 +344,14 @@ std::unique_ptr<ServeRouter> MakeRouter(const std::string& app, const std::strin
     connection = Connections().Current();
   }
   if (!connection.ok()) ThrowStatus(connection.status());
-  py::gil_scoped_release release;  // the router may start its threads
-  return std::make_unique<ServeRouter>(*std::move(connection), app, deployment);
+  auto router = std::make_unique<ServeRouter>(*std::move(connection), app, deployment);
+  absl::Status opened;
+  {
+    py::gil_scoped_release release;  // the router starts its threads
+    opened = router->Open();
+  }
+  if (!opened.ok()) ThrowStatus(opened);
+  return router;
 }
 
 // ---------------------------------------------------------------------------------------------

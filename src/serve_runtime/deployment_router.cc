@@ -175,9 +175,10 @@ DeploymentRouter::Ticket DeploymentRouter::Rejected(const std::string& replica_i
     absl::MutexLock lock(&mu_);
     ongoing_ = std::max<int64_t>(0, ongoing_ - 1);
     if (router_ != nullptr) {
-      auto known = max_ongoing_.find(replica_id);
+      auto known = replicas_.find(replica_id);
       // A replica rejects at its max_ongoing_requests: that is its queue length now.
-      const int64_t queue_len = known == max_ongoing_.end() ? 1 : known->second;
+      const int64_t queue_len =
+          known == replicas_.end() ? 1 : known->second.max_ongoing_requests();
       return router_->OnReplicaRejected(replica_id, queue_len, std::move(request),
                                         Counted(std::move(callback)));
     }
@@ -245,9 +246,9 @@ void DeploymentRouter::Apply(const v1::GetServeReplicasResponse& replicas) {
                          replicas.version(), " refused: ", updated.message()));
     return;
   }
-  max_ongoing_.clear();
+  replicas_.clear();
   for (const v1::ServeReplica& replica : replicas.replicas()) {
-    max_ongoing_[replica.replica_id()] = replica.max_ongoing_requests();
+    replicas_[replica.replica_id()] = replica;
   }
   has_replicas_ = replicas.replicas_size() > 0;
   if (has_replicas_) cold_start_reported_ = false;
@@ -257,11 +258,18 @@ void DeploymentRouter::Apply(const v1::GetServeReplicasResponse& replicas) {
   if (!cold_start_reported_ && router_->HasQueuedWorkWithoutReplicas()) report_now_ = true;
 }
 
+std::optional<v1::ServeReplica> DeploymentRouter::Replica(const std::string& replica_id) const {
+  absl::MutexLock lock(&mu_);
+  auto found = replicas_.find(replica_id);
+  if (found == replicas_.end()) return std::nullopt;
+  return found->second;
+}
+
 void DeploymentRouter::Forget() {
   absl::MutexLock lock(&mu_);
   if (router_ == nullptr || !has_replicas_) return;
   IgnoreStatus(router_->UpdateReplicas({}), "an empty replica set is always valid");
-  max_ongoing_.clear();
+  replicas_.clear();
   has_replicas_ = false;
 }
 

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -99,6 +100,10 @@ class DeploymentRouter {
   int64_t ongoing() const ABSL_LOCKS_EXCLUDED(mu_);
   // The version of the last replica set applied (0: none yet).
   uint64_t replica_set_version() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Replica `replica_id` of the newest replica set (its actor and owner: where to send the
+  // request Route chose it for); nullopt when that set does not name it.
+  std::optional<v1::ServeReplica> Replica(const std::string& replica_id) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The router's figures (zeros after Stop).
   RouterStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -139,8 +144,9 @@ class DeploymentRouter {
   // The deployment the source resolved ("" until the first replica set).
   std::string deployment_ ABSL_GUARDED_BY(mu_);
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
-  // Each replica's max_ongoing_requests: the queue length a rejection stands for.
-  absl::flat_hash_map<std::string, int64_t> max_ongoing_ ABSL_GUARDED_BY(mu_);
+  // The replica set's replicas by id: their addresses (Replica) and max_ongoing_requests (the
+  // queue length a rejection stands for).
+  absl::flat_hash_map<std::string, v1::ServeReplica> replicas_ ABSL_GUARDED_BY(mu_);
   bool has_replicas_ ABSL_GUARDED_BY(mu_) = false;
   int64_t ongoing_ ABSL_GUARDED_BY(mu_) = 0;
   bool report_now_ ABSL_GUARDED_BY(mu_) = false;

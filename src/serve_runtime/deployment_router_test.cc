@@ -154,6 +154,8 @@ TEST_F(DeploymentRouterTest, ColdStartIsReportedAtOnce) {
   // Once only, until replicas come.
   ASSERT_TRUE(router_->Route({.request_id = "r2"}, outcomes.Callback()).ok());
   EXPECT_EQ(source_.reports().size(), 1u);
+  source_.Close();  // the watcher's poll returns
+  router_->Stop();  // the waiting requests are cancelled while `outcomes` still lives
 }
 
 TEST_F(DeploymentRouterTest, OngoingRequestsAreReportedEveryInterval) {

@@ -11,9 +11,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "base/log_line.h"
-#include "head/head_service.h"
-#include "rpc/message_json.h"
+#include "base/status_macros.h"
 #include "serve_runtime/actor_replica_runtime.h"
+#include "serve_runtime/head_actor_records.h"
 #include "serve_runtime/serve_controller.h"
 #include "serve_runtime/serve_controller_service.h"
 #include "serve_runtime/serve_proxy.h"
@@ -128,18 +128,7 @@ class LazyReplicaRuntime final : public ReplicaRuntime {
     }
     joined_ = true;
     ActorReplicaRuntimeOptions options;
-    HeadService* head = head_;
-    options.actor_record = [head](const std::string& name) -> absl::StatusOr<v1::ActorInfo> {
-      v1::GetActorRequest request;
-      request.set_name(name);
-      request.set_namespace_(kServeNamespace);
-      v1::ActorInfo info;
-      grpc::Status got = head->actors().GetActor(nullptr, &request, &info);
-      if (!got.ok()) {
-        return absl::Status(static_cast<absl::StatusCode>(got.error_code()), got.error_message());
-      }
-      return info;
-    };
+    options.actor_record = HeadActorRecords(head_);
     runtime_ = std::make_unique<ActorReplicaRuntime>(std::move(options));
     return runtime_.get();
   }
