@@ -216,7 +216,9 @@ class PendingRoute {
 class ServeRouter {
  public:
   ServeRouter(std::shared_ptr<ServeConnection> connection, std::string app, std::string deployment)
-      : connection_(std::move(connection)), app_(std::move(app)), deployment_(std::move(deployment)) {}
+      : connection_(std::move(connection)),
+        app_(std::move(app)),
+        deployment_(std::move(deployment)) {}
 
   // The router's threads start here, without the GIL.
   absl::Status Open() {

@@ -346,9 +346,15 @@ absl::StatusOr<ReplicaAddress> ActorReplicaRuntime::StartReplica(const ReplicaLa
   state.waiting_for_actor = true;
   state.next_pending = options_.clock->Now() + options_.pending_interval;
   for (const char* method : {"initialize", "check_health"}) {
-    std::vector<internal::TaskArgument> none;
-    none.push_back({EncodeCallArguments(std::nullopt, false), std::nullopt});
-    ObjectRefBase ref = internal::SubmitActorTask(*actor, method, std::move(none));
+    // initialize is told the replica's id (its actor's name: what get_replica_context shows).
+    const bool initialize = std::string_view(method) == "initialize";
+    std::vector<internal::TaskArgument> arguments;
+    arguments.push_back(
+        {EncodeCallArguments(
+             initialize ? std::optional<std::string>(launch.replica_id) : std::nullopt,
+             /*as_str=*/true),
+         std::nullopt});
+    ObjectRefBase ref = internal::SubmitActorTask(*actor, method, std::move(arguments));
     absl::StatusOr<internal::SerializedValue> value =
         ref.early_error().ok() ? Await(ref, absl::InfiniteFuture(), &state, nullptr)
                                : absl::StatusOr<internal::SerializedValue>(ref.early_error());

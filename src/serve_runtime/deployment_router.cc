@@ -177,8 +177,7 @@ DeploymentRouter::Ticket DeploymentRouter::Rejected(const std::string& replica_i
     if (router_ != nullptr) {
       auto known = replicas_.find(replica_id);
       // A replica rejects at its max_ongoing_requests: that is its queue length now.
-      const int64_t queue_len =
-          known == replicas_.end() ? 1 : known->second.max_ongoing_requests();
+      const int64_t queue_len = known == replicas_.end() ? 1 : known->second.max_ongoing_requests();
       return router_->OnReplicaRejected(replica_id, queue_len, std::move(request),
                                         Counted(std::move(callback)));
     }

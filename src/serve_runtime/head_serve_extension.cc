@@ -121,8 +121,8 @@ class LazyReplicaRuntime final : public ReplicaRuntime {
     // The head's own driver: its actors' calls are the replicas' requests, not a job's tasks.
     init.record_task_events = false;
     if (absl::Status joined = tessera::Init(init); !joined.ok()) {
-      join_error_ = absl::Status(
-          joined.code(), absl::StrCat("the head cannot run replicas: ", joined.message()));
+      join_error_ = absl::Status(joined.code(),
+                                 absl::StrCat("the head cannot run replicas: ", joined.message()));
       LogLine(join_error_.ToString());
       return join_error_;
     }
@@ -251,8 +251,7 @@ class ServeHeadExtensionImpl final : public HeadExtension {
 }  // namespace
 
 HeadExtensionFactory ServeHeadExtension() {
-  return [](const HeadExtensionContext& context)
-             -> absl::StatusOr<std::unique_ptr<HeadExtension>> {
+  return [](const HeadExtensionContext& context) -> absl::StatusOr<std::unique_ptr<HeadExtension>> {
     if (context.store == nullptr || context.clock == nullptr || context.service == nullptr) {
       return absl::InvalidArgumentError("the serve extension needs the head's store and clock");
     }

@@ -83,7 +83,7 @@ def test_the_deploy_request_carries_each_deployments_options_and_resources():
 
     @serve.deployment(num_replicas="auto", user_config={"a": 1}, max_queued_requests=3,
                       ray_actor_options={"num_cpus": 0.5, "resources": {"disk": 2},
-                                         "runtime_env": {"env_vars": {"MODE": 1}}})
+                                         "runtime_env": {"env_vars": {"MODE": "1"}}})
     class Model:
         def __call__(self, request):
             return 1
@@ -290,26 +290,25 @@ def test_composition_passes_handles_and_responses(composed):
         serve.get_app_handle("nope")
 
 
-def make_configured(threshold):
-    @serve.deployment(ray_actor_options=SMALL, user_config={"threshold": threshold})
-    class Configured:
-        def __init__(self):
-            self.threshold = None
+@serve.deployment(ray_actor_options=SMALL, user_config={"threshold": 1})
+class Configured:
+    def __init__(self):
+        self.threshold = None
 
-        def reconfigure(self, config):
-            self.threshold = config["threshold"]
+    def reconfigure(self, config):
+        self.threshold = config["threshold"]
 
-        def __call__(self):
-            return self.threshold, os.getpid()
-
-    return Configured
+    def __call__(self):
+        return self.threshold, os.getpid()
 
 
 def test_user_config_reconfigures_the_running_replica(serve_instance):
-    handle = serve.run(make_configured(1).bind(), name="configured", route_prefix=None)
+    # One class, two user_configs: the code is the same, so the replica is reconfigured in place.
+    handle = serve.run(Configured.bind(), name="configured", route_prefix=None)
     threshold, pid = handle.remote().result(timeout_s=RESULT_TIMEOUT_S)
     assert threshold == 1
-    serve.run(make_configured(2).bind(), name="configured", route_prefix=None)
+    serve.run(Configured.options(user_config={"threshold": 2}).bind(), name="configured",
+              route_prefix=None)
     wait_for(lambda: handle.remote().result(timeout_s=RESULT_TIMEOUT_S)[0] == 2, 60,
              "the new user_config")
     assert handle.remote().result(timeout_s=RESULT_TIMEOUT_S) == (2, pid)

@@ -64,6 +64,7 @@ import concurrent.futures
 import contextvars
 import functools
 import inspect
+import json
 import logging
 import uuid
 from typing import Any, AsyncGenerator, Callable, Dict, Optional
@@ -141,9 +142,16 @@ class ReplicaActor:
         self._cancelled: set = set()
 
     # --- start and configuration -----------------------------------------------------------
-    async def initialize(self) -> None:
+    async def initialize(self, replica_id: Optional[str] = None) -> None:
         """Constructs the user's object and runs its first reconfigure (once; see the module
-        doc)."""
+        doc). `replica_id` is the id the controller named the replica's actor with (the spec,
+        shared by every replica of the deployment, carries none)."""
+        if replica_id and not self._context.replica_id.unique_id:
+            self._context = serve_context.ReplicaContext(
+                # "<app>#<deployment>#<unique>": Ray's ReplicaID keeps the unique part.
+                serve_context.ReplicaID(replica_id.rsplit("#", 1)[-1],
+                                        self._context.replica_id.deployment_id),
+                servable_object=None)
         if self._init_future is None:
             self._init_future = asyncio.ensure_future(self._initialize())
         await asyncio.shield(self._init_future)
@@ -214,6 +222,11 @@ class ReplicaActor:
         if user_config != self._user_config:
             await self._call_user_reconfigure(user_config)
             self._user_config = user_config
+
+    async def reconfigure_json(self, user_config_json: str) -> None:
+        """reconfigure with the user_config as JSON text: how the controller (C++, which never
+        unpickles user values) passes a changed user_config."""
+        await self.reconfigure(json.loads(user_config_json))
 
     async def check_health(self) -> None:
         """The user's check_health, if it has one; its exception means unhealthy."""
