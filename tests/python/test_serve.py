@@ -445,6 +445,39 @@ def make_fastapi_app():
     return Api.bind()
 
 
+def test_autoscaling_adds_replicas_under_load_and_removes_them_when_idle(serve_instance):
+    # Ongoing requests per replica above target_ongoing_requests add replicas (no upscale delay);
+    # idle, the deployment goes back to min_replicas after downscale_delay_s. The handle's
+    # router reports its ongoing requests every 10 s (Ray's push interval).
+    @serve.deployment(ray_actor_options=SMALL, max_ongoing_requests=10,
+                      autoscaling_config={"min_replicas": 1, "max_replicas": 3,
+                                          "target_ongoing_requests": 1,
+                                          "look_back_period_s": 2, "upscale_delay_s": 0,
+                                          "downscale_delay_s": 1})
+    class Slow:
+        async def __call__(self):
+            await asyncio.sleep(0.5)
+            return os.getpid()
+
+    handle = serve.run(Slow.bind(), name="autoscaled", route_prefix=None)
+
+    def replicas():
+        deployment = serve.status().applications["autoscaled"].deployments["Slow"]
+        return deployment.replica_states.get("RUNNING", 0)
+
+    assert replicas() == 1
+    pids = set()
+
+    def loaded_and_scaled_up():
+        responses = [handle.remote() for _ in range(12)]
+        pids.update(r.result(timeout_s=RESULT_TIMEOUT_S) for r in responses)
+        return replicas() >= 2
+
+    wait_for(loaded_and_scaled_up, 90, "a second replica under load")
+    wait_for(lambda: replicas() == 1, 90, "the deployment back at min_replicas when idle")
+    serve.delete("autoscaled")
+
+
 @pytest.fixture(scope="module")
 def http_apps(serve_instance):
     serve.run(make_plain_app(), name="plain", route_prefix="/plain")
