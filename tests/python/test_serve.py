@@ -445,6 +445,29 @@ def make_fastapi_app():
     return Api.bind()
 
 
+def test_a_fresh_driver_sends_many_requests_at_once(serve_instance, cluster):
+    # A process that has not reached the replicas yet, sending its first requests all at once
+    # (they once waited forever: the first route of each router now runs alone).
+    @serve.deployment(ray_actor_options=SMALL)
+    class Twice:
+        async def __call__(self, x):
+            return 2 * x
+
+    serve.run(Twice.bind(), name="fresh", route_prefix=None)
+    script = textwrap.dedent("""
+        import tessera
+        from tessera import serve
+        tessera.init()
+        handle = serve.get_app_handle("fresh")
+        responses = [handle.remote(i) for i in range(16)]
+        print(sum(r.result(timeout_s=60) for r in responses))
+    """)
+    result = cluster.python(script, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == str(2 * sum(range(16)))
+    serve.delete("fresh")
+
+
 def test_autoscaling_adds_replicas_under_load_and_removes_them_when_idle(serve_instance):
     # Ongoing requests per replica above target_ongoing_requests add replicas (no upscale delay);
     # idle, the deployment goes back to min_replicas after downscale_delay_s. The handle's
