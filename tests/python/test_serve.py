@@ -447,7 +447,7 @@ def make_fastapi_app():
 
 def test_a_fresh_driver_sends_many_requests_at_once(serve_instance, cluster):
     # A process that has not reached the replicas yet, sending its first requests all at once
-    # (they once waited forever: the first route of each router now runs alone).
+    # (they once waited forever: concurrent lookups of one replica's actor by name).
     @serve.deployment(ray_actor_options=SMALL)
     class Twice:
         async def __call__(self, x):

@@ -170,22 +170,9 @@ class _Router:
         self.deployment_name = deployment_name
         self._lock = threading.Lock()
         self._actors: Dict[str, Any] = {}  # replica id -> (actor id, ActorHandle)
-        # The first route of this router runs alone: concurrent first routes of a process that
-        # has not reached the replicas yet were seen to wait forever (not yet understood; see
-        # docs/serve.md, "Not yet").
-        self._first = threading.Lock()
-        self._warm = False
 
     def assign(self, model_id: str) -> Tuple[str, Any]:
         """Waits for a replica to take one request: (its replica id, its actor's handle)."""
-        if self._warm:
-            return self._assign(model_id)
-        with self._first:
-            assigned = self._assign(model_id)
-            self._warm = True
-            return assigned
-
-    def _assign(self, model_id: str) -> Tuple[str, Any]:
         from tessera import _core
         from tessera._private import worker
 
