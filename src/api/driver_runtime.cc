@@ -1255,10 +1255,20 @@ absl::Status DriverRuntime::AttachAt(const std::string& id, const std::string& n
   {
     absl::MutexLock lock(&actors_mu_);
     auto it = actors_.find(id);
-    if (it != actors_.end() && it->second.shape_key == shape.key) return absl::OkStatus();
+    if (it != actors_.end() && it->second.shape_key == shape.key) {
+      // Another thread attaches it at this address: its calls may go once that one has.
+      auto attached = [this, &id, &shape]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(actors_mu_) {
+        auto entry = actors_.find(id);
+        return entry == actors_.end() || entry->second.shape_key != shape.key ||
+               !entry->second.attaching;
+      };
+      actors_mu_.Await(absl::Condition(&attached));
+      return absl::OkStatus();
+    }
     ActorEntry entry{shape.key, name, class_name, name_space, /*attached=*/true};
     entry.language = internal::LanguageOfClass(class_name);
     entry.address = address;
+    entry.attaching = true;
     actors_[id] = std::move(entry);
   }
   const WorkerHandle handle = submitter_->NewHandle();
@@ -1285,6 +1295,10 @@ absl::Status DriverRuntime::AttachAt(const std::string& id, const std::string& n
       name.empty() ? absl::StrCat("actor ", id.substr(0, 8)) : absl::StrCat("actor ", Quote(name));
   actor.calls_in_order = calls_in_order;
   submitter_->AttachActor(shape, std::move(actor), handle, channel);
+  absl::MutexLock lock(&actors_mu_);
+  if (auto it = actors_.find(id); it != actors_.end() && it->second.shape_key == shape.key) {
+    it->second.attaching = false;
+  }
   return absl::OkStatus();
 }
 

@@ -224,6 +224,10 @@ class DriverRuntime {
     std::string worker_id;  // owned: the node agent's id of that process
     bool dead = false;
     std::string handle_metadata;  // ActorOptions::handle_metadata (named actors; ActorInfo's)
+    // Attached: its guest stream is being set up by the thread that recorded it; calls
+    // submitted before it is would find no actor in the submitter, so other threads attaching
+    // the same actor wait for it (AttachAt).
+    bool attaching = false;
   };
   // The head's record of a named actor of this driver, in `state`.
   v1::ActorInfo DirectoryRecord(const std::string& id, const ActorEntry& entry,

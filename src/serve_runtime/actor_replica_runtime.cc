@@ -402,15 +402,6 @@ absl::StatusOr<ActorId> ActorReplicaRuntime::ActorOf(const std::string& replica_
     auto known = actors_.find(replica_id);
     if (known != actors_.end()) return known->second.actor;
   }
-  // One lookup at a time, and none for a replica another one found meanwhile: concurrent
-  // FindNamedActor calls for the same actor in one driver (a fresh driver's first probes) left
-  // every later call to it waiting.
-  absl::MutexLock one_at_a_time(&find_mu_);
-  {
-    absl::MutexLock lock(&mu_);
-    auto known = actors_.find(replica_id);
-    if (known != actors_.end()) return known->second.actor;
-  }
   absl::StatusOr<ActorId> found =
       internal::FindNamedActor(replica_id, ReplicaTypeName().c_str(), kServeNamespace);
   if (found.ok()) {

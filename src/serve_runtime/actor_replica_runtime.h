@@ -145,8 +145,6 @@ class ActorReplicaRuntime : public ReplicaRuntime {
 
   const ActorReplicaRuntimeOptions options_;
 
-  // Serializes looking replicas up by name (ActorOf); taken before mu_.
-  absl::Mutex find_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<ObjectRefBase> class_code_ ABSL_GUARDED_BY(mu_);

@@ -1,16 +1,20 @@
 // Named actors and the head's actor directory end to end (a head and two node agents as
 // processes): the directory shows an actor alive where its process runs; a name is held by one
 // live actor in the whole cluster (another driver cannot take it) and is free again once the
-// actor is killed; a driver's named actors lose their names when it exits, unless detached.
+// actor is killed; a driver's named actors lose their names when it exits, unless detached;
+// a fresh driver finds one actor from many threads at once.
 // This binary is the driver, the workers and (run again, see main) the second driver.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -22,6 +26,9 @@ namespace tessera::testing {
 namespace {
 
 using ::testing::HasSubstr;
+
+// How many threads of the second driver look the same actor up at once ("find-many").
+constexpr int kGuestLookups = 8;
 
 class Tally {
  public:
@@ -137,6 +144,18 @@ TEST_F(NamedActorIntegrationTest, AnotherDriverFindsTheActorButCannotTakeItsName
   EXPECT_EQ(taken, "created\n");
 }
 
+TEST_F(NamedActorIntegrationTest, AFreshDriverFindsOneActorFromManyThreadsAtOnce) {
+  // Each thread's lookup attaches the actor; those that come while another one sets up its
+  // stream wait for it rather than submitting to an actor the driver does not know yet.
+  ActorHandle<Tally> tally = Actor(MakeTally).Name("found-at-once").Remote(0);
+  EXPECT_EQ(*Get(tally.Task(&Tally::Add).Remote(0), kPatience), 0);
+  auto [found, found_code] = RunGuest("find-many", "found-at-once");
+  EXPECT_EQ(found_code, 0) << found;
+  EXPECT_EQ(found, absl::StrCat("total=", kGuestLookups, "\n"));
+  EXPECT_EQ(*Get(tally.Task(&Tally::Add).Remote(0), kPatience), kGuestLookups);
+  ASSERT_OK(Kill(tally));
+}
+
 TEST_F(NamedActorIntegrationTest, ADriversNamedActorsLoseTheirNamesWhenItExitsUnlessDetached) {
   auto [out, code] = RunGuest("own", "guest-owned");
   ASSERT_EQ(code, 0) << out;
@@ -164,6 +183,7 @@ TEST_F(NamedActorIntegrationTest, ADriversNamedActorsLoseTheirNamesWhenItExitsUn
 
 // The second driver of the tests above, by TESSERA_NAMED_ACTOR_GUEST:
 //   find  — finds the named actor and adds 1 to it: prints "value=N";
+//   find-many — kGuestLookups threads find it and add 1 at once: prints "total=N" (the last sum);
 //   claim — creates an actor of that name: prints "created", or the error's code and message;
 //   own   — creates the named actor and a detached one ("<name>-detached"), calls both, prints
 //           "ready" and exits (Shutdown tells the head).
@@ -189,6 +209,30 @@ int RunGuest(const std::string& mode, const std::string& name, const char* state
     } else {
       std::fprintf(stderr, "guest: %s\n", std::string(value.status().message()).c_str());
     }
+  } else if (mode == "find-many") {
+    // Every thread looks the actor up and adds 1 at the same moment.
+    std::vector<absl::StatusOr<int>> added(tessera::testing::kGuestLookups,
+                                           absl::UnknownError("not run"));
+    std::vector<std::thread> threads;
+    for (absl::StatusOr<int>& result : added) {
+      threads.emplace_back([&result, &name] {
+        absl::StatusOr<ActorHandle<Tally>> found = GetActor<Tally>(name);
+        result = found.ok() ? Get(found->Task(&Tally::Add).Remote(1), absl::Seconds(60))
+                            : absl::StatusOr<int>(found.status());
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    int largest = 0;
+    code = 0;
+    for (const absl::StatusOr<int>& result : added) {
+      if (!result.ok()) {
+        std::fprintf(stderr, "guest: %s\n", result.status().ToString().c_str());
+        code = 1;
+      } else {
+        largest = std::max(largest, *result);
+      }
+    }
+    if (code == 0) std::printf("total=%d\n", largest);
   } else if (mode == "claim") {
     ActorHandle<Tally> mine = Actor(MakeTally).Name(name).Remote(0);
     if (mine.status().ok()) {
