@@ -204,6 +204,12 @@ absl::StatusOr<std::optional<ObjectRefBase>> GeneratorNext(const ObjectRefBase& 
   return current->GeneratorNext(generator, index, timeout);
 }
 
+absl::Status WhenReady(const ObjectRefBase& ref, std::function<void()> ready) {
+  auto current = Current();
+  if (current == nullptr) return absl::FailedPreconditionError("call tessera::Init first");
+  return current->WhenReady(ref, std::move(ready));
+}
+
 void ReleaseGenerator(const ObjectRefBase& generator, int64_t next_index) {
   if (auto current = Current(); current != nullptr)
     current->ReleaseGenerator(generator, next_index);

@@ -465,6 +465,17 @@ absl::StatusOr<std::optional<ObjectRefBase>> DriverRuntime::GeneratorNext(
   return std::optional<ObjectRefBase>(MakeOwnedRef(**next));
 }
 
+absl::Status DriverRuntime::WhenReady(const ObjectRefBase& ref, std::function<void()> ready) {
+  if (!ref.early_error().ok()) return ref.early_error();
+  if (ref.id().IsNil() || ref.data().owner.address != owner_.address) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("object ", ref.id().Hex(), " is not this process's: wait for it with Get"));
+  }
+  objects_->OnReady(ref.id(),
+                    [ready = std::move(ready)](const absl::StatusOr<std::string>&) { ready(); });
+  return absl::OkStatus();
+}
+
 void DriverRuntime::ReleaseGenerator(const ObjectRefBase& generator, int64_t next_index) {
   if (generator.data().owner.address != owner_.address) return;
   generators_->Release(generator.id().task_id(), next_index);

@@ -110,6 +110,9 @@ class DriverRuntime {
                                                              int64_t index, absl::Duration timeout);
   // The consumer of `generator` is done before item `next_index` (the rest are let go).
   void ReleaseGenerator(const ObjectRefBase& generator, int64_t next_index);
+  // internal::WhenReady: `ready` once this owner's `ref` is done (FailedPrecondition for
+  // another owner's, or an early error's ref).
+  absl::Status WhenReady(const ObjectRefBase& ref, std::function<void()> ready);
   StreamingGenerators& generators() { return *generators_; }
   // KillActor of an actor this driver made (Owner.KillActor); NotFound for any other.
   absl::Status KillOwnedActor(const std::string& actor_id);

@@ -6,6 +6,7 @@
 // Threading: thread-safe once tessera::Init has returned OK (or inside a worker).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,6 +40,12 @@ absl::StatusOr<std::optional<ObjectRefBase>> GeneratorNext(const ObjectRefBase& 
                                                            int64_t index, absl::Duration timeout);
 // The caller is done with `generator` before item `next_index`: the items it did not take go.
 void ReleaseGenerator(const ObjectRefBase& generator, int64_t next_index);
+// Runs `ready` once `ref`, an object this process's runtime owns (a call's result), is done: on
+// the thread that completes it, or on this one at once when it is done already; GetValue then
+// reads it without waiting. `ready` must not block (it holds up the thread that delivers this
+// process's results). FailedPrecondition, and `ready` never runs, for another process's object or
+// without a runtime: wait with GetValue instead.
+absl::Status WhenReady(const ObjectRefBase& ref, std::function<void()> ready);
 // The most returns a task may have (num_returns).
 inline constexpr int kMaxTaskReturns = 10000;
 // The new actor's id (hex). `type_name` is what GetActor matches a found actor's class against;

@@ -21,6 +21,10 @@ namespace tessera::serve {
 namespace {
 
 constexpr char kHttpMethod[] = "handle_http";
+// What a handle_http stream is made of: one plain call for the first item (the whole of most
+// responses), then, when its head says more follows, a stream of the rest.
+constexpr char kHttpFirstMethod[] = "handle_http_first";
+constexpr char kHttpRestMethod[] = "handle_http_rest";
 constexpr char kCancelMethod[] = "cancel_request";
 // A cancel_request call is best effort: it is not waited for past this.
 constexpr absl::Duration kCancelCallTimeout = absl::Seconds(10);
@@ -70,6 +74,23 @@ std::string RequestIdOfFrame(std::string_view frame) {
   if (!head.is_object()) return "";
   auto id = head.find("request_id");
   return id != head.end() && id->is_string() ? id->get<std::string>() : "";
+}
+
+// The key a response's first item names for the rest of it ("rest" in its head), "" when the
+// response is whole (or the item is not a frame: the proxy reports that).
+std::string RestOfResponse(std::string_view item) {
+  absl::StatusOr<FrameParts> parts = SplitFrame(item);
+  if (!parts.ok()) return "";
+  nlohmann::json head = nlohmann::json::parse(parts->head.begin(), parts->head.end(), nullptr,
+                                              /*allow_exceptions=*/false);
+  if (!head.is_object()) return "";
+  auto more = head.find("more");
+  auto rest = head.find("rest");
+  if (more == head.end() || !more->is_boolean() || !more->get<bool>() || rest == head.end() ||
+      !rest->is_string()) {
+    return "";
+  }
+  return rest->get<std::string>();
 }
 
 absl::StatusOr<PlacementStrategy> StrategyNamed(const std::string& word) {
@@ -157,7 +178,16 @@ struct ActorReplicaRuntime::StreamState {
   std::string request_id;  // set before the stream starts; "" when the frame names none
   absl::Mutex mu;
   bool cancelled ABSL_GUARDED_BY(mu) = false;
-  std::optional<ObjectRefBase> generator ABSL_GUARDED_BY(mu);
+  // The call in flight: the generator; for HTTP, the first item's call, then the rest's stream.
+  std::optional<ObjectRefBase> submitted ABSL_GUARDED_BY(mu);
+};
+
+// An HTTP stream (handle_http_first, then handle_http_rest) and where its items go.
+struct ActorReplicaRuntime::HttpCall {
+  std::string replica_id;
+  std::shared_ptr<StreamState> state;
+  std::function<void(std::string)> on_item;
+  std::function<void(absl::Status)> on_end;
 };
 
 class ActorReplicaRuntime::Stream : public ReplicaStream {
@@ -396,6 +426,13 @@ ReplicaAddress ActorReplicaRuntime::AddressOf(const std::string& replica_id,
   return address;
 }
 
+std::optional<ActorId> ActorReplicaRuntime::KnownActor(const std::string& replica_id) const {
+  absl::MutexLock lock(&mu_);
+  auto known = actors_.find(replica_id);
+  if (known == actors_.end()) return std::nullopt;
+  return known->second.actor;
+}
+
 absl::StatusOr<ActorId> ActorReplicaRuntime::ActorOf(const std::string& replica_id) {
   {
     absl::MutexLock lock(&mu_);
@@ -494,23 +531,99 @@ std::unique_ptr<ReplicaStream> ActorReplicaRuntime::CallStreaming(
     const std::string& replica_id, const std::string& method, std::string argument,
     std::function<void(std::string item)> on_item, std::function<void(absl::Status end)> on_end) {
   auto state = std::make_shared<StreamState>();
-  if (method == kHttpMethod) state->request_id = RequestIdOfFrame(argument);
+  if (method == kHttpMethod) {
+    state->request_id = RequestIdOfFrame(argument);
+    StartHttp(std::make_shared<HttpCall>(
+                  HttpCall{replica_id, state, std::move(on_item), std::move(on_end)}),
+              std::move(argument));
+    return std::make_unique<Stream>(this, replica_id, std::move(state));
+  }
   Post([this, replica_id, method, argument = std::move(argument), state,
         on_item = std::move(on_item), on_end = std::move(on_end)]() mutable {
-    on_end(RunStream(replica_id, method, std::move(argument), state, on_item));
+    on_end(RunStream(replica_id, method, EncodeCallArguments(argument, /*as_str=*/false), state,
+                     on_item));
   });
   return std::make_unique<Stream>(this, replica_id, std::move(state));
 }
 
+void ActorReplicaRuntime::StartHttp(std::shared_ptr<HttpCall> http, std::string frame) {
+  std::optional<ActorId> known = KnownActor(http->replica_id);
+  if (!known.has_value() || stopping()) {
+    // A lookup by name may wait for the head: not on the caller's thread.
+    Post([this, http, frame = std::move(frame)]() mutable {
+      if (stopping()) return http->on_end(Stopped());
+      absl::StatusOr<ActorId> actor = ActorOf(http->replica_id);
+      if (!actor.ok())
+        return http->on_end(CallError(actor.status(), http->replica_id, kHttpMethod));
+      SubmitHttpFirst(http, *actor, std::move(frame));
+    });
+    return;
+  }
+  SubmitHttpFirst(http, *known, std::move(frame));
+}
+
+void ActorReplicaRuntime::SubmitHttpFirst(const std::shared_ptr<HttpCall>& http,
+                                          const ActorId& actor, std::string frame) {
+  std::vector<internal::TaskArgument> args;
+  args.push_back({EncodeCallArguments(frame, /*as_str=*/false), std::nullopt});
+  ObjectRefBase first = internal::SubmitActorTask(actor, kHttpFirstMethod, std::move(args));
+  if (!first.early_error().ok()) {
+    const absl::Status error = CallError(first.early_error(), http->replica_id, kHttpMethod);
+    Post([http, error] { http->on_end(error); });
+    return;
+  }
+  bool cancelled = false;
+  {
+    absl::MutexLock lock(&http->state->mu);
+    http->state->submitted = first;
+    cancelled = http->state->cancelled;
+  }
+  // A Cancel that came before the call was known could not cancel it: it is done here.
+  if (cancelled) Post([this, http] { CancelSubmitted(http->replica_id, *http->state); });
+  // The answer is read on a pool thread: the thread that delivers it must not wait for the
+  // proxy.
+  const absl::Status watched = internal::WhenReady(
+      first, [this, http, first] { Post([this, http, first] { FinishHttpFirst(http, first); }); });
+  if (!watched.ok()) Post([this, http, first] { FinishHttpFirst(http, first); });
+}
+
+void ActorReplicaRuntime::FinishHttpFirst(const std::shared_ptr<HttpCall>& http,
+                                          const ObjectRefBase& first) {
+  StreamState& state = *http->state;
+  const std::function<bool()> cancelled = [&state] {
+    absl::MutexLock lock(&state.mu);
+    return state.cancelled;
+  };
+  absl::StatusOr<internal::SerializedValue> value =
+      Await(first, absl::InfiniteFuture(), nullptr, cancelled);
+  if (!value.ok()) {
+    absl::Status error = CallError(value.status(), http->replica_id, kHttpMethod);
+    if (absl::IsUnavailable(error)) Forget(http->replica_id);  // found again by name next time
+    return http->on_end(std::move(error));
+  }
+  absl::StatusOr<std::string> item = DecodeResult(value->view());
+  if (!item.ok()) {
+    return http->on_end(absl::InternalError(
+        absl::StrCat("replica ", http->replica_id, " ", kHttpMethod,
+                     " answered what cannot be read: ", item.status().message())));
+  }
+  const std::string rest = RestOfResponse(*item);
+  http->on_item(*std::move(item));
+  if (rest.empty()) return http->on_end(absl::OkStatus());
+  http->on_end(RunStream(http->replica_id, kHttpRestMethod,
+                         EncodeCallArguments(rest, /*as_str=*/true), http->state, http->on_item));
+}
+
 absl::Status ActorReplicaRuntime::RunStream(const std::string& replica_id,
-                                            const std::string& method, std::string argument,
+                                            const std::string& method,
+                                            std::string encoded_arguments,
                                             const std::shared_ptr<StreamState>& state,
                                             const std::function<void(std::string)>& on_item) {
   if (stopping()) return Stopped();
   absl::StatusOr<ActorId> actor = ActorOf(replica_id);
   if (!actor.ok()) return CallError(actor.status(), replica_id, method);
   std::vector<internal::TaskArgument> args;
-  args.push_back({EncodeCallArguments(argument, /*as_str=*/false), std::nullopt});
+  args.push_back({std::move(encoded_arguments), std::nullopt});
   internal::ActorCallOptions call;
   call.streaming = true;
   bool cancelled = false;
@@ -525,7 +638,7 @@ absl::Status ActorReplicaRuntime::RunStream(const std::string& replica_id,
   }
   {
     absl::MutexLock lock(&state->mu);
-    state->generator = generator;
+    state->submitted = generator;
     cancelled = state->cancelled;
   }
   // A Cancel that came before the generator was known could not cancel it: it is done here.
@@ -582,20 +695,20 @@ void ActorReplicaRuntime::CancelStream(const std::string& replica_id,
     if (state->cancelled) return;
     state->cancelled = true;
     // Not submitted yet: the stream's job cancels it once it is.
-    if (!state->generator.has_value()) return;
+    if (!state->submitted.has_value()) return;
   }
   // Off the caller's thread (the proxy's loop): cancelling calls the runtime and the replica.
   Post([this, replica_id, state] { CancelSubmitted(replica_id, *state); });
 }
 
 void ActorReplicaRuntime::CancelSubmitted(const std::string& replica_id, StreamState& state) {
-  std::optional<ObjectRefBase> generator;
+  std::optional<ObjectRefBase> submitted;
   {
     absl::MutexLock lock(&state.mu);
-    generator = state.generator;
+    submitted = state.submitted;
   }
-  if (generator.has_value()) {
-    IgnoreStatus(internal::CancelTask(*generator, /*force=*/false, /*recursive=*/true),
+  if (submitted.has_value()) {
+    IgnoreStatus(internal::CancelTask(*submitted, /*force=*/false, /*recursive=*/true),
                  "a task that ended meanwhile needs no cancel");
   }
   // The runtime does not interrupt a running async actor call: the replica cancels the

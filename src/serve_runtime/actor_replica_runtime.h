@@ -21,17 +21,23 @@
 //   order; Cancel cancels the task (CancelTask) and, since the runtime does not interrupt a
 //   running async actor call, also calls the replica's cancel_request(request_id), the id taken
 //   from the frame when the method is handle_http (the HTTP frame's head), so the user's
-//   coroutine gets CancelledError at its next await.
+//   coroutine gets CancelledError at its next await. handle_http is not one generator call:
+//   the replica's handle_http_first answers the first item in one plain call (most responses
+//   are whole in it), submitted on the caller's thread when the actor is known already and
+//   read once it is there (internal::WhenReady), with no thread waiting for it; a response
+//   whose first item's head names a "rest" goes on as the stream handle_http_rest(rest).
 // - Find: the live actor of that name (FindNamedActor), Kill: KillActor and the replica's
 //   placement group removed.
 //
 // Threading: thread-safe. Each operation runs on a thread of a pool of its own while it waits
 // (threads are reused; the pool holds as many as ever ran at once), so every callback runs on
-// one of those threads, never inside the call. Waits are in slices of poll_slice, between which
-// Stop is looked at. A stream's on_item may block (the proxy waits for a slow client there):
-// only that stream waits. Cost: per Call one actor call and one thread hand-off; per Start an
-// actor creation, two calls and, with bundles, a placement group; per stream item one
-// GeneratorNext and one read of the item.
+// one of those threads, never inside the call (an HTTP stream's first call is submitted on the
+// caller's thread, but its callbacks too run on the pool). Waits are in slices of poll_slice,
+// between which Stop is looked at. A stream's on_item may block (the proxy waits for a slow client
+// there): only that stream waits. Cost: per Call one actor call and one thread hand-off; per Start
+// an actor creation, two calls and, with bundles, a placement group; per stream item one
+// GeneratorNext and one read of the item; per whole HTTP response one actor call and one
+// thread hand-off.
 #pragma once
 
 #include <cstdint>
@@ -104,6 +110,7 @@ class ActorReplicaRuntime : public ReplicaRuntime {
   class Stream;
   struct StreamState;
   struct StartState;
+  struct HttpCall;
 
   // Runs `job` on a pool thread.
   void Post(std::function<void()> job) ABSL_LOCKS_EXCLUDED(mu_);
@@ -116,8 +123,15 @@ class ActorReplicaRuntime : public ReplicaRuntime {
                                       std::string encoded_arguments, absl::Duration timeout);
   // A stream's job: its end (OK at the generator's end), after each item went to `on_item`.
   absl::Status RunStream(const std::string& replica_id, const std::string& method,
-                         std::string argument, const std::shared_ptr<StreamState>& state,
+                         std::string encoded_arguments, const std::shared_ptr<StreamState>& state,
                          const std::function<void(std::string)>& on_item);
+  // handle_http as handle_http_first's one call (submitted on the caller's thread when the
+  // replica's actor is known, its answer read on a pool thread once it is there), then, when
+  // the response goes on, handle_http_rest's stream on that pool thread.
+  void StartHttp(std::shared_ptr<HttpCall> http, std::string frame);
+  void SubmitHttpFirst(const std::shared_ptr<HttpCall>& http, const ActorId& actor,
+                       std::string frame);
+  void FinishHttpFirst(const std::shared_ptr<HttpCall>& http, const ObjectRefBase& first);
   // Reads items from `next` on, counting them in `next`.
   absl::Status ReadItems(const ObjectRefBase& generator, const std::string& replica_id,
                          const std::string& method, StreamState& state,
@@ -140,6 +154,8 @@ class ActorReplicaRuntime : public ReplicaRuntime {
 
   // The actor of `replica_id`: known here, or found by name; NotFound when none lives.
   absl::StatusOr<ActorId> ActorOf(const std::string& replica_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // The actor of `replica_id` when this runtime knows it already (no lookup).
+  std::optional<ActorId> KnownActor(const std::string& replica_id) const ABSL_LOCKS_EXCLUDED(mu_);
   void Forget(const std::string& replica_id) ABSL_LOCKS_EXCLUDED(mu_);
   ReplicaAddress AddressOf(const std::string& replica_id, const ActorId& actor) const;
 

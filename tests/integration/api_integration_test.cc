@@ -13,10 +13,13 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "api/foreign_calls.h"
 #include "integration/api_test_cluster.h"
 #include "integration/cluster_harness.h"
 #include "tessera/tessera.h"
@@ -142,6 +145,24 @@ TEST_F(ApiIntegrationTest, WaitReturnsReadyRefs) {
   EXPECT_EQ(all.ready.size(), 3u);
   EXPECT_TRUE(all.not_ready.empty());
   EXPECT_EQ(*Get(all.ready[2]), 4);
+}
+
+TEST_F(ApiIntegrationTest, WhenReadyTellsOnceAResultIsHereAndItIsReadWithoutWaiting) {
+  ObjectRef<int> ref = Task(AddOne).Remote(9);
+  absl::Notification ready;
+  ASSERT_OK(internal::WhenReady(ref, [&ready] { ready.Notify(); }));
+  ASSERT_TRUE(ready.WaitForNotificationWithTimeout(kPatience));
+  EXPECT_EQ(*Get(ref, absl::ZeroDuration()), 10);
+  // Done already: at once, on this thread.
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id ran_on;
+  ASSERT_OK(internal::WhenReady(ref, [&ran_on] { ran_on = std::this_thread::get_id(); }));
+  EXPECT_EQ(ran_on, caller);
+  // Nothing this process owns: the caller waits with Get instead.
+  bool ran = false;
+  EXPECT_EQ(internal::WhenReady(ObjectRefBase(), [&ran] { ran = true; }).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(ran);
 }
 
 TEST_F(ApiIntegrationTest, UserExceptionReachesGetWithTypeAndMessage) {

@@ -75,6 +75,7 @@ class Response:
         self.status = head["status"]
         self.headers = {name: value for name, value in head["headers"]}
         self.more = head["more"]
+        self.rest = head.get("rest")
         self.body = first[4 + length:] + b"".join(items[1:])
 
     def json(self):
@@ -713,6 +714,111 @@ def test_a_client_gone_mid_stream_cancels_the_streaming_response():
     first, ongoing, seen = run(scenario())
     assert (first.status, first.more, first.body) == (200, True, b"data: hello\n\n")
     assert seen == ["cancelled"] and ongoing == 0
+
+
+def test_a_plain_response_is_the_first_call_s_whole_result():
+    @serve.deployment
+    class Plain:
+        async def __call__(self, request):
+            return "ok"
+
+    async def scenario():
+        replica = make_replica(Plain)
+        item = await replica.handle_http_first(frame(request_id="plain-1"))
+        return Response([item]), dict(replica._parked_http)
+
+    response, parked = run(scenario())
+    assert (response.status, response.more, response.body) == (200, False, b"ok")
+    assert parked == {}
+
+
+def _chunks_app(seen, chunks=3, then_wait=False):
+    api = fastapi.FastAPI()
+
+    @serve.deployment
+    @serve.ingress(api)
+    class Chunks:
+        @api.get("/chunks")
+        def chunks(self):
+            async def parts():
+                try:
+                    for i in range(chunks):
+                        yield f"part {i};"
+                        await asyncio.sleep(0)
+                    if then_wait:
+                        await asyncio.Event().wait()
+                except asyncio.CancelledError:
+                    seen.append("cancelled")
+                    raise
+
+            return StreamingResponse(parts(), media_type="text/plain")
+
+    return Chunks
+
+
+def test_a_streamed_response_s_rest_comes_from_handle_http_rest():
+    seen = []
+
+    async def scenario():
+        replica = make_replica(_chunks_app(seen))
+        first = Response([await replica.handle_http_first(frame(path="/chunks"))])
+        rest = [item async for item in replica.handle_http_rest(first.rest)]
+        with pytest.raises(RayServeException, match="No streamed response .* is waiting"):
+            await replica.handle_http_rest(first.rest).__anext__()
+        await settle()
+        return Response(first.items + rest), await replica.get_num_ongoing_requests()
+
+    response, ongoing = run(scenario())
+    assert (response.status, response.more) == (200, True)
+    assert response.body == b"part 0;part 1;part 2;"
+    assert ongoing == 0 and seen == []
+
+
+def test_two_streams_with_the_client_s_same_request_id_keep_their_own_rest():
+    api = fastapi.FastAPI()
+
+    @serve.deployment
+    @serve.ingress(api)
+    class Echo:
+        @api.get("/say/{word}")
+        def say(self, word: str):
+            async def parts():
+                yield f"{word}:"
+                yield word
+
+            return StreamingResponse(parts(), media_type="text/plain")
+
+    async def scenario():
+        replica = make_replica(Echo)
+        firsts = [Response([await replica.handle_http_first(frame(path=f"/say/{w}",
+                                                                 request_id="same"))])
+                  for w in ("red", "blue")]
+        return [Response(f.items + [i async for i in replica.handle_http_rest(f.rest)])
+                for f in firsts]
+
+    red, blue = run(scenario())
+    assert red.rest != blue.rest
+    assert (red.body, blue.body) == (b"red:red", b"blue:blue")
+
+
+def test_a_rest_nobody_asks_for_is_dropped_and_its_request_cancelled(monkeypatch):
+    from tessera.serve import replica as replica_module
+    monkeypatch.setattr(replica_module, "HTTP_REST_WAIT_S", 0.05)
+    seen = []
+
+    async def scenario():
+        replica = make_replica(_chunks_app(seen, chunks=1, then_wait=True))
+        first = await replica.handle_http_first(frame(path="/chunks"))
+        for _ in range(200):
+            if not replica._parked_http and await replica.get_num_ongoing_requests() == 0:
+                break
+            await asyncio.sleep(0.01)
+        return Response([first]), dict(replica._parked_http), \
+            await replica.get_num_ongoing_requests()
+
+    first, parked, ongoing = run(scenario())
+    assert (first.status, first.more) == (200, True)
+    assert parked == {} and ongoing == 0 and seen == ["cancelled"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -53,8 +53,14 @@ def encode_frame(head: Dict[str, Any], body: bytes = b"") -> bytes:
     return len(encoded).to_bytes(_LENGTH_BYTES, "big") + encoded + bytes(body)
 
 
-def response_first(status: int, headers: List[List[str]], more: bool, body: bytes) -> bytes:
-    return encode_frame({"status": status, "headers": headers, "more": more}, body)
+def response_first(status: int, headers: List[List[str]], more: bool, body: bytes,
+                   rest: str = "") -> bytes:
+    """A response's first item; `rest`, with `more`, names where its other items wait (the
+    replica's handle_http_rest)."""
+    head: Dict[str, Any] = {"status": status, "headers": headers, "more": more}
+    if rest:
+        head["rest"] = rest
+    return encode_frame(head, body)
 
 
 def rejection() -> bytes:

@@ -25,9 +25,16 @@ and args may come still serialized instead, as build's BuiltDeployment holds the
                            ReplicaRejection (the router retries elsewhere), else the result
   handle_request_streaming(...)  the same for stream=True: an async generator of the method's
                            values (first item a ReplicaRejection when rejected)
-  handle_http(frame)       an async generator of the proxy's frame protocol (_http.py); at
-                           max_ongoing_requests its one item is a 503 with
-                           x-tessera-serve-rejected: 1
+  handle_http_first(frame)  one HTTP request of the proxy's frame protocol (_http.py): the
+                           first item of its response (the whole of a plain one) as the call's
+                           result; at max_ongoing_requests a 503 with
+                           x-tessera-serve-rejected: 1. A response that streams ("more" in its
+                           head) keeps the rest under the key its head names ("rest") for
+                           handle_http_rest(rest), an async generator of the items after the
+                           first (dropped, and the request cancelled, when nobody asks within
+                           HTTP_REST_WAIT_S). Most responses are one item: one plain call, no
+                           stream, carries them.
+  handle_http(frame)       both as one async generator (in-process callers)
   cancel_request(request_id)  cancels a running request: its user coroutine gets CancelledError
                            at its next await (tessera cannot cancel a running actor call, so
                            the proxy or handle asks for it by id); the call raises
@@ -67,7 +74,7 @@ import inspect
 import json
 import logging
 import uuid
-from typing import Any, AsyncGenerator, Callable, Dict, Optional
+from typing import Any, AsyncGenerator, Callable, Dict, NamedTuple, Optional, Tuple
 
 from tessera.serve import _http, _pickle
 from tessera.serve import context as serve_context
@@ -140,6 +147,8 @@ class ReplicaActor:
         self._ongoing = 0
         self._running: Dict[str, asyncio.Task] = {}  # request id -> the task to cancel
         self._cancelled: set = set()
+        # request id -> a streamed HTTP response whose first item went out (handle_http_first)
+        self._parked_http: Dict[str, _ParkedResponse] = {}
 
     # --- start and configuration -----------------------------------------------------------
     async def initialize(self, replica_id: Optional[str] = None) -> None:
@@ -388,16 +397,60 @@ class ReplicaActor:
             self._end_request(request.request_id)
 
     # --- HTTP ------------------------------------------------------------------------------
+    async def handle_http_first(self, frame: bytes) -> bytes:
+        """One HTTP request of the proxy's frame protocol (see the module doc): its first item,
+        as this call's result; the rest of a streamed response waits for handle_http_rest."""
+        item, _ = await self._http_first(frame)
+        return item
+
+    async def handle_http_rest(self, rest: str) -> AsyncGenerator[bytes, None]:
+        """The items after the first of the streamed response whose first item's head named
+        `rest`."""
+        parked = self._parked_http.pop(rest, None)
+        if parked is None:
+            raise RayServeException(f"No streamed response {rest!r} is waiting on replica "
+                                    f"{self._context.replica_id}.")
+        parked.timer.cancel()
+        try:
+            while not parked.reader.complete:
+                item = await parked.reader.next_item()
+                if item is None:
+                    return
+                yield item
+        finally:
+            if not parked.reader.complete:  # the reader is gone (or the app failed mid-stream)
+                await _abandon_http(parked.exchange, parked.app)
+
     async def handle_http(self, frame: bytes) -> AsyncGenerator[bytes, None]:
-        """One HTTP request of the proxy's frame protocol (see the module doc)."""
+        """handle_http_first's item, then handle_http_rest's: the whole response as one stream."""
+        item, parked = await self._http_first(frame)
+        if parked is None:
+            yield item
+            return
+        rest = self.handle_http_rest(parked)
+        try:
+            yield item
+            async for more in rest:
+                yield more
+        finally:
+            await rest.aclose()
+            # Closed after the first item: the rest was never asked for.
+            leftover = self._parked_http.pop(parked, None)
+            if leftover is not None:
+                leftover.timer.cancel()
+                await _abandon_http(leftover.exchange, leftover.app)
+
+    async def _http_first(self, frame: bytes) -> Tuple[bytes, Optional[str]]:
+        """The first item of the request's response, and the key its other items wait under
+        when there are more (parked for handle_http_rest, dropped after HTTP_REST_WAIT_S
+        without it; the key is new for each response, as the request id may be the client's)."""
         head, body = _http.decode_frame(frame)
         if not self._ingress:
             raise RayServeException(f"Deployment '{self._deployment_name}' is not the ingress of "
                                     f"application '{self._app_name}': it takes no HTTP requests.")
         await self._ready()
         if self._ongoing >= self._max_ongoing:
-            yield _http.rejection()
-            return
+            return _http.rejection(), None
         request_id = (head.get("request_id") or _http.header(head, "x-request-id")
                       or uuid.uuid4().hex)
         request = self._request_context({
@@ -407,22 +460,32 @@ class ReplicaActor:
             http=True)
         exchange = _http.Exchange(body)
         scope = _http.build_scope(head, self._asgi_state())
-        app = asyncio.get_running_loop().create_task(self._run_http(scope, exchange),
-                                                     context=self._task_context(request))
+        loop = asyncio.get_running_loop()
+        app = loop.create_task(self._run_http(scope, exchange),
+                               context=self._task_context(request))
         self._start_request(request_id, app)
         app.add_done_callback(lambda _: self._end_request(request_id))
         reader = _ResponseReader(exchange, request_id)
         try:
-            while not reader.complete:
-                item = await reader.next_item()
-                if item is None:
-                    return
-                yield item
-        finally:
-            if not reader.complete:  # the reader is gone (or the app failed mid-stream)
-                exchange.disconnect()
-                app.cancel()
-                await asyncio.gather(app, return_exceptions=True)
+            item = await reader.next_item()
+        except BaseException:
+            await _abandon_http(exchange, app)
+            raise
+        if item is None:  # cancelled before its response started
+            await _abandon_http(exchange, app)
+            raise RequestCancelledError(request_id)
+        if reader.complete:
+            return item, None
+        timer = loop.call_later(HTTP_REST_WAIT_S, self._drop_parked_http, reader.rest_key)
+        self._parked_http[reader.rest_key] = _ParkedResponse(exchange, app, reader, timer)
+        return item, reader.rest_key
+
+    def _drop_parked_http(self, rest: str) -> None:
+        """Nobody came for the rest of a streamed response (its proxy is gone): it ends."""
+        parked = self._parked_http.pop(rest, None)
+        if parked is not None:
+            parked.exchange.disconnect()
+            parked.app.cancel()
 
     def _asgi_state(self) -> dict:
         servable = self._context.servable_object
@@ -552,6 +615,25 @@ def _close_quietly(generator: Any) -> None:
         generator.close()
 
 
+# How long the rest of a streamed response waits for its handle_http_rest call: the proxy asks
+# at once, so it only never comes when the proxy died.
+HTTP_REST_WAIT_S = 60.0
+
+
+class _ParkedResponse(NamedTuple):
+    exchange: _http.Exchange
+    app: asyncio.Task
+    reader: "_ResponseReader"
+    timer: asyncio.TimerHandle
+
+
+async def _abandon_http(exchange: _http.Exchange, app: asyncio.Task) -> None:
+    """The response's reader is gone: the app is told (disconnect) and cancelled."""
+    exchange.disconnect()
+    app.cancel()
+    await asyncio.gather(app, return_exceptions=True)
+
+
 class _ResponseReader:
     """Turns what the app sends into the frame protocol's items: the first with the response
     head, then raw body chunks. `complete` once the response's last body part is out."""
@@ -562,6 +644,8 @@ class _ResponseReader:
         self._start: Optional[Dict[str, Any]] = None
         self._sent_head = False
         self.complete = False
+        # What a streamed response's first item names as where the rest waits.
+        self.rest_key = uuid.uuid4().hex
 
     async def next_item(self) -> Optional[bytes]:
         """The next item to send; None when there is nothing more (the response is complete,
@@ -583,7 +667,9 @@ class _ResponseReader:
         self.complete = not more
         if not self._sent_head:
             self._sent_head = True
-            return _head_item(self._start, self._request_id, more, body)
+            return _http.response_first(int(self._start.get("status", 200)),
+                                        _http.response_headers(self._start, self._request_id),
+                                        more, body, self.rest_key if more else "")
         return body or None
 
     def _after_end(self) -> Optional[bytes]:
