@@ -1,6 +1,7 @@
 #include "serve_runtime/actor_replica_runtime.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -188,6 +189,8 @@ struct ActorReplicaRuntime::HttpCall {
   std::shared_ptr<StreamState> state;
   std::function<void(std::string)> on_item;
   std::function<void(absl::Status)> on_end;
+  // WhenReady is being called on the submitting thread (see SubmitHttpFirst).
+  std::atomic<bool> watching{false};
 };
 
 class ActorReplicaRuntime::Stream : public ReplicaStream {
@@ -533,9 +536,12 @@ std::unique_ptr<ReplicaStream> ActorReplicaRuntime::CallStreaming(
   auto state = std::make_shared<StreamState>();
   if (method == kHttpMethod) {
     state->request_id = RequestIdOfFrame(argument);
-    StartHttp(std::make_shared<HttpCall>(
-                  HttpCall{replica_id, state, std::move(on_item), std::move(on_end)}),
-              std::move(argument));
+    auto http = std::make_shared<HttpCall>();
+    http->replica_id = replica_id;
+    http->state = state;
+    http->on_item = std::move(on_item);
+    http->on_end = std::move(on_end);
+    StartHttp(std::move(http), std::move(argument));
     return std::make_unique<Stream>(this, replica_id, std::move(state));
   }
   Post([this, replica_id, method, argument = std::move(argument), state,
@@ -580,22 +586,32 @@ void ActorReplicaRuntime::SubmitHttpFirst(const std::shared_ptr<HttpCall>& http,
   }
   // A Cancel that came before the call was known could not cancel it: it is done here.
   if (cancelled) Post([this, http] { CancelSubmitted(http->replica_id, *http->state); });
-  // The answer is read on a pool thread: the thread that delivers it must not wait for the
-  // proxy.
-  const absl::Status watched = internal::WhenReady(
-      first, [this, http, first] { Post([this, http, first] { FinishHttpFirst(http, first); }); });
-  if (!watched.ok()) Post([this, http, first] { FinishHttpFirst(http, first); });
+  // The answer goes to the proxy from the thread that brings it (the proxy only hands it to its
+  // loop), unless it is here before WhenReady returns: callbacks never run inside
+  // CallStreaming, so that one goes through the pool.
+  http->watching.store(true);
+  const absl::Status watched = internal::WhenReady(first, [this, http, first] {
+    if (http->watching.load()) {
+      Post([this, http, first] { FinishHttpFirst(http, first, /*may_block=*/true); });
+    } else {
+      FinishHttpFirst(http, first, /*may_block=*/false);
+    }
+  });
+  http->watching.store(false);
+  if (!watched.ok())
+    Post([this, http, first] { FinishHttpFirst(http, first, /*may_block=*/true); });
 }
 
 void ActorReplicaRuntime::FinishHttpFirst(const std::shared_ptr<HttpCall>& http,
-                                          const ObjectRefBase& first) {
+                                          const ObjectRefBase& first, bool may_block) {
   StreamState& state = *http->state;
   const std::function<bool()> cancelled = [&state] {
     absl::MutexLock lock(&state.mu);
     return state.cancelled;
   };
   absl::StatusOr<internal::SerializedValue> value =
-      Await(first, absl::InfiniteFuture(), nullptr, cancelled);
+      may_block ? Await(first, absl::InfiniteFuture(), nullptr, cancelled)
+                : internal::GetValue(first, absl::ZeroDuration());
   if (!value.ok()) {
     absl::Status error = CallError(value.status(), http->replica_id, kHttpMethod);
     if (absl::IsUnavailable(error)) Forget(http->replica_id);  // found again by name next time
@@ -607,11 +623,22 @@ void ActorReplicaRuntime::FinishHttpFirst(const std::shared_ptr<HttpCall>& http,
         absl::StrCat("replica ", http->replica_id, " ", kHttpMethod,
                      " answered what cannot be read: ", item.status().message())));
   }
-  const std::string rest = RestOfResponse(*item);
-  http->on_item(*std::move(item));
-  if (rest.empty()) return http->on_end(absl::OkStatus());
-  http->on_end(RunStream(http->replica_id, kHttpRestMethod,
-                         EncodeCallArguments(rest, /*as_str=*/true), http->state, http->on_item));
+  std::string rest = RestOfResponse(*item);
+  if (rest.empty()) {
+    http->on_item(*std::move(item));
+    return http->on_end(absl::OkStatus());
+  }
+  // A stream: its items may wait for a slow client, on a pool thread.
+  auto stream = [this, http, item = *std::move(item), rest = std::move(rest)]() mutable {
+    http->on_item(std::move(item));
+    http->on_end(RunStream(http->replica_id, kHttpRestMethod,
+                           EncodeCallArguments(rest, /*as_str=*/true), http->state, http->on_item));
+  };
+  if (may_block) {
+    stream();
+  } else {
+    Post(std::move(stream));
+  }
 }
 
 absl::Status ActorReplicaRuntime::RunStream(const std::string& replica_id,

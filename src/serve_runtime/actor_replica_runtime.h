@@ -24,15 +24,17 @@
 //   coroutine gets CancelledError at its next await. handle_http is not one generator call:
 //   the replica's handle_http_first answers the first item in one plain call (most responses
 //   are whole in it), submitted on the caller's thread when the actor is known already and
-//   read once it is there (internal::WhenReady), with no thread waiting for it; a response
-//   whose first item's head names a "rest" goes on as the stream handle_http_rest(rest).
+//   handed on by the thread that brings the answer (internal::WhenReady), with no thread
+//   waiting for it; a response whose first item's head names a "rest" goes on as the stream
+//   handle_http_rest(rest), read on a pool thread.
 // - Find: the live actor of that name (FindNamedActor), Kill: KillActor and the replica's
 //   placement group removed.
 //
 // Threading: thread-safe. Each operation runs on a thread of a pool of its own while it waits
 // (threads are reused; the pool holds as many as ever ran at once), so every callback runs on
-// one of those threads, never inside the call (an HTTP stream's first call is submitted on the
-// caller's thread, but its callbacks too run on the pool). Waits are in slices of poll_slice,
+// one of those threads, never inside the call; except a whole HTTP response's on_item and
+// on_end, which run on the thread of this process's runtime that delivered it: they must not
+// block (the proxy's hand the response to its loop). Waits are in slices of poll_slice,
 // between which Stop is looked at. A stream's on_item may block (the proxy waits for a slow client
 // there): only that stream waits. Cost: per Call one actor call and one thread hand-off; per Start
 // an actor creation, two calls and, with bundles, a placement group; per stream item one
@@ -126,12 +128,15 @@ class ActorReplicaRuntime : public ReplicaRuntime {
                          std::string encoded_arguments, const std::shared_ptr<StreamState>& state,
                          const std::function<void(std::string)>& on_item);
   // handle_http as handle_http_first's one call (submitted on the caller's thread when the
-  // replica's actor is known, its answer read on a pool thread once it is there), then, when
-  // the response goes on, handle_http_rest's stream on that pool thread.
+  // replica's actor is known, its whole answer handed on by the thread that brings it), then,
+  // when the response goes on, handle_http_rest's stream on a pool thread.
   void StartHttp(std::shared_ptr<HttpCall> http, std::string frame);
   void SubmitHttpFirst(const std::shared_ptr<HttpCall>& http, const ActorId& actor,
                        std::string frame);
-  void FinishHttpFirst(const std::shared_ptr<HttpCall>& http, const ObjectRefBase& first);
+  // `may_block`: on a pool thread (it waits for the answer, and reads a stream right here);
+  // else the answer is here and a stream goes to the pool.
+  void FinishHttpFirst(const std::shared_ptr<HttpCall>& http, const ObjectRefBase& first,
+                       bool may_block);
   // Reads items from `next` on, counting them in `next`.
   absl::Status ReadItems(const ObjectRefBase& generator, const std::string& replica_id,
                          const std::string& method, StreamState& state,
