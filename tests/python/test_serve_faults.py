@@ -106,14 +106,14 @@ def deployment_status():
     return serve.status().applications["faults"].deployments["Worker"]
 
 
-def running(status):
-    return status.replica_states.get("RUNNING", 0)
+def replica_states(status):
+    """A deployment status's replica counts by state, the states with none left out."""
+    return {state: n for state, n in status.replica_states.items() if n}
 
 
 def healthy_with_every_replica_running():
     status = deployment_status()
-    others = {state: n for state, n in status.replica_states.items() if n and state != "RUNNING"}
-    return status.status == "HEALTHY" and running(status) == REPLICAS and not others
+    return status.status == "HEALTHY" and replica_states(status) == {"RUNNING": REPLICAS}
 
 
 def who(conn, sleep=0.0):
@@ -269,8 +269,7 @@ class Traffic:
         while not self.stop.is_set():
             status = deployment_status()
             with self.lock:
-                self.states.append((status.status, {s: n for s, n in
-                                                    status.replica_states.items() if n}))
+                self.states.append((status.status, replica_states(status)))
             self.stop.wait(0.1)
 
     def answered(self, predicate):
@@ -296,8 +295,8 @@ def test_a_code_change_rolls_through_the_replicas_without_failing_a_request(app)
             str(folder)), name="faults", route_prefix="/faults")
         # One replica at a time (rollout size max(int(0.2 * 3), 1) = 1): the first old one
         # stopped and gone, its successor held STARTING, and the two others left serving.
-        wait_for(lambda: deployment_status().replica_states == {"RUNNING": 2, "STARTING": 1}
-                 or None, 120, "one old replica replaced by a held new one")
+        wait_for(lambda: replica_states(deployment_status()) == {"RUNNING": 2, "STARTING": 1},
+                 120, "one old replica replaced by a held new one")
         serving = traffic.answered(lambda a: True)[-6:]
         assert {a["code"] for a in serving} == {"1"}
         (folder / "roll-gate").touch()
