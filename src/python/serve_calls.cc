@@ -242,6 +242,7 @@ class ServeRouter {
 
   py::tuple Route(const std::string& model_id, const py::object& timeout_s);
   void Finished(const std::string& replica_id);
+  void Died(const std::string& replica_id);
   void Stop();
 
  private:
@@ -327,6 +328,12 @@ void ServeRouter::Finished(const std::string& replica_id) {
   router_->Finished(replica_id);
 }
 
+void ServeRouter::Died(const std::string& replica_id) {
+  if (stopped_) return;
+  py::gil_scoped_release release;
+  router_->Died(replica_id);
+}
+
 void ServeRouter::Stop() {
   if (stopped_) return;
   stopped_ = true;
@@ -401,6 +408,9 @@ void BindRouter(py::module_& m) {
            "max_queued_requests wait here already; CoreError GET_TIMEOUT past timeout_s.")
       .def("finished", &ServeRouter::Finished, py::arg("replica_id"),
            "A request routed to `replica_id` ended (however it ended).")
+      .def("died", &ServeRouter::Died, py::arg("replica_id"),
+           "A request routed to `replica_id` found its actor dead: the replica is routed "
+           "around until the next replica set names it again.")
       .def("stop", &ServeRouter::Stop,
            "Stops the router: routes still waiting fail. Idempotent; the router is unusable "
            "after it.");

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <deque>
 #include <set>
@@ -47,6 +48,18 @@ constexpr size_t kMaxLingerBytes = 1024 * 1024;
 constexpr absl::Duration kAcceptPause = absl::Milliseconds(100);
 constexpr char kTextPlain[] = "text/plain; charset=utf-8";
 constexpr size_t kMaxBodyLimit = size_t{1} << 30;
+
+// `seconds` as Python prints a float ("10.0", "2.5"): Ray's 408 text interpolates its
+// request_timeout_s, a float, and clients match on that text.
+std::string PythonFloatText(double seconds) {
+  char buffer[64];
+  // The shortest form that parses back to the same double, as Python's repr.
+  const std::to_chars_result result = std::to_chars(buffer, buffer + sizeof(buffer), seconds);
+  std::string text(buffer, result.ptr);  // 64 bytes hold any double: to_chars cannot fail
+  // A whole number ("10") gets Python's ".0"; "1e+16", "inf" and "nan" are Python's already.
+  if (text.find_first_of(".en") == std::string::npos) text += ".0";
+  return text;
+}
 
 std::string SystemError(std::string_view what, int error) {
   return absl::StrCat(ToAbsl(what), ": ", std::strerror(error));
@@ -1094,9 +1107,10 @@ HttpHeaders ProxyLoop::WithServerHeaders(HttpHeaders headers, const std::string&
 
 std::string ProxyLoop::TimeoutMessage(const std::string& request_id) const {
   // Ray's words, so clients that match on them keep working.
-  return absl::StrCat(
-      "Request ", request_id, " timed out after ",
-      absl::ToDoubleSeconds(options_.request_timeout.value_or(absl::ZeroDuration())), "s.");
+  return absl::StrCat("Request ", request_id, " timed out after ",
+                      PythonFloatText(absl::ToDoubleSeconds(
+                          options_.request_timeout.value_or(absl::ZeroDuration()))),
+                      "s.");
 }
 
 std::string ProxyLoop::NewRequestId() {

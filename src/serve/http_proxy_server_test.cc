@@ -657,7 +657,7 @@ TEST(HttpProxyServerTest, AnswersTheRequestTimeoutWith408AndCancelsTheRequest) {
   server->Wake();
   const Reply reply = client.ReadReply();
   EXPECT_EQ(reply.status, 408);
-  EXPECT_EQ(reply.body, "Request req-7 timed out after 2s.");
+  EXPECT_EQ(reply.body, "Request req-7 timed out after 2.0s.");  // Python's float
   EXPECT_TRUE(cancelled.WaitForNotificationWithTimeout(kPatience));
   EXPECT_EQ(writer->Start(200, {}, ResponseMode::kComplete).code(), absl::StatusCode::kCancelled);
   bool ran_at_once = false;

@@ -187,6 +187,11 @@ PowerOfTwoChoicesRouter::Ticket PowerOfTwoChoicesRouter::OnReplicaRejected(
   return EnqueueLocked(std::move(request), std::move(callback), /*at_front=*/true);
 }
 
+void PowerOfTwoChoicesRouter::OnReplicaDied(const std::string& replica_id) {
+  absl::MutexLock lock(&mu_);
+  DropReplicaLocked(replica_id);
+}
+
 int64_t PowerOfTwoChoicesRouter::NumQueued() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(pending_.size());

@@ -186,6 +186,10 @@ class PowerOfTwoChoicesRouter {
   // callback changes nothing and returns 0.
   Ticket OnReplicaRejected(const std::string& replica_id, int64_t queue_len, RouteRequest request,
                            RouteCallback callback) ABSL_LOCKS_EXCLUDED(mu_);
+  // A request sent to `replica_id` found its actor dead (Ray's ActorDiedError): the replica is
+  // dropped until UpdateReplicas names it again, as when a probe finds it gone. Unknown ids
+  // change nothing.
+  void OnReplicaDied(const std::string& replica_id) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Requests waiting for a replica.
   int64_t NumQueued() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -421,6 +421,29 @@ TEST_F(RouterTest, AReplicaWhoseActorDiedIsDroppedUntilAnUpdateNamesIt) {
   EXPECT_EQ(router->Stats().num_replicas, 2);
 }
 
+TEST_F(RouterTest, OnReplicaDiedDropsTheReplicaUntilAnUpdateNamesIt) {
+  auto router = MakeRouter();
+  ASSERT_NE(router, nullptr);
+  prober_.AutoAnswer("a", Reply(0));
+  prober_.AutoAnswer("b", Reply(3));
+  ASSERT_TRUE(router->UpdateReplicas({Replica("a"), Replica("b")}).ok());
+  Route(*router, "r1");
+  ASSERT_TRUE(recorder_.WaitForCalls(1));
+  EXPECT_EQ(recorder_.RoutedTo("r1"), "a");
+
+  // r1's call found a's actor dead: a is chosen no more, though its cached queue is shorter.
+  router->OnReplicaDied("a");
+  EXPECT_EQ(router->Stats().num_replicas, 1);
+  Route(*router, "r2");
+  ASSERT_TRUE(recorder_.WaitForCalls(2));
+  EXPECT_EQ(recorder_.RoutedTo("r2"), "b");
+  router->OnReplicaDied("unknown");  // nothing to drop: nothing changes
+  EXPECT_EQ(router->Stats().num_replicas, 1);
+
+  ASSERT_TRUE(router->UpdateReplicas({Replica("a"), Replica("b")}).ok());
+  EXPECT_EQ(router->Stats().num_replicas, 2);
+}
+
 TEST_F(RouterTest, AnUnavailableReplicaLosesItsCachedQueueLength) {
   auto router = MakeRouter();
   ASSERT_NE(router, nullptr);

@@ -187,6 +187,11 @@ DeploymentRouter::Ticket DeploymentRouter::Rejected(const std::string& replica_i
   return 0;
 }
 
+void DeploymentRouter::Died(const std::string& replica_id) {
+  absl::MutexLock lock(&mu_);
+  if (router_ != nullptr) router_->OnReplicaDied(replica_id);
+}
+
 int64_t DeploymentRouter::ongoing() const {
   absl::MutexLock lock(&mu_);
   return ongoing_;

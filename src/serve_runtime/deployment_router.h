@@ -95,6 +95,10 @@ class DeploymentRouter {
   // Cancelled); it counts as ongoing no more.
   Ticket Rejected(const std::string& replica_id, RouteRequest request, RouteCallback callback)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // A request Route gave `replica_id` found its actor dead (Unavailable before the replica
+  // answered): the replica is routed around until the next replica set names it again. The
+  // request itself still ends with Finished, or waits again with Rejected.
+  void Died(const std::string& replica_id) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Requests assigned a replica and not yet Finished (or Rejected).
   int64_t ongoing() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -1,7 +1,8 @@
 // DeploymentRouter over an in-memory replica runtime and replica set source: replica sets reach
-// the router, probes are get_num_ongoing_requests calls, dead replicas are dropped, rejections
-// route again, max_queued_requests is Ray's backpressure, and the autoscaling reports go out
-// every report_interval (a FakeClock) and at once on a cold start.
+// the router, probes are get_num_ongoing_requests calls, dead replicas are dropped (found so by
+// a probe or by a request), rejections route again, max_queued_requests is Ray's backpressure,
+// and the autoscaling reports go out every report_interval (a FakeClock) and at once on a cold
+// start.
 #include "serve_runtime/deployment_router.h"
 
 #include <gmock/gmock.h>
@@ -103,6 +104,26 @@ TEST_F(DeploymentRouterTest, ADeadReplicaIsDroppedAndAnotherChosen) {
   ASSERT_TRUE(WaitUntil([&] { return outcomes.size() == 1; }));
   EXPECT_EQ(outcomes.at(0).value_or("error"), "app#d#live");
   ASSERT_TRUE(WaitUntil([&] { return router_->Stats().num_replicas == 1; }));
+}
+
+TEST_F(DeploymentRouterTest, AReplicaThatDiedIsRoutedAroundUntilASetNamesItAgain) {
+  runtime_.SetQueueLen("app#d#b", 3);
+  Publish(MakeSet("d", {MakeReplica("app#d#a"), MakeReplica("app#d#b")}));
+  Outcomes outcomes;
+  ASSERT_TRUE(router_->Route({.request_id = "r1"}, outcomes.Callback()).ok());
+  ASSERT_TRUE(WaitUntil([&] { return outcomes.size() == 1; }));
+  EXPECT_EQ(outcomes.at(0).value_or("error"), "app#d#a");  // the shorter queue
+  // r1's call found a's actor dead: r1 waits again, and only b is left to take it (a's probe
+  // would still answer 0, shorter than b's 3).
+  router_->Died("app#d#a");
+  EXPECT_NE(router_->Rejected("app#d#a", {.request_id = "r1"}, outcomes.Callback()), 0u);
+  ASSERT_TRUE(WaitUntil([&] { return outcomes.size() == 2; }));
+  EXPECT_EQ(outcomes.at(1).value_or("error"), "app#d#b");
+  EXPECT_EQ(router_->Stats().num_replicas, 1);
+  router_->Died("app#d#unknown");  // nothing to drop: nothing changes
+  EXPECT_EQ(router_->Stats().num_replicas, 1);
+  Publish(MakeSet("d", {MakeReplica("app#d#a"), MakeReplica("app#d#b")}));
+  EXPECT_EQ(router_->Stats().num_replicas, 2);
 }
 
 TEST_F(DeploymentRouterTest, ARejectedRequestIsRoutedAgainFirstInLine) {

@@ -27,6 +27,9 @@ constexpr char kInternalError[] = "Internal Server Error";
 constexpr char kNoRoutes[] = "Route table is not populated yet.";
 // The status a client that left is recorded with (Ray's).
 constexpr char kDisconnection[] = "disconnection";
+// A request whose replica's actor died before it answered is routed again at most this many
+// times (as a handle's request, python/tessera/serve/handle.py).
+constexpr int kMaxDeadReplicaRetries = 30;
 
 }  // namespace
 
@@ -374,6 +377,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   }
 
   void OnEnd(uint64_t attempt, absl::Status end) {
+    if (absl::IsUnavailable(end) && RouteAroundDeadReplica(attempt, end)) return;
     std::string replica;
     bool head_sent = false;
     bool complete = false;
@@ -404,6 +408,28 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
       }
     }
     End();
+  }
+
+  // The replica's actor died before it answered (its stream ended Unavailable with no head):
+  // as Ray's router on ActorDiedError, the replica is routed around and the request waits
+  // again, first in line. False (nothing done) when the client left, the head went out, or
+  // the request was sent to dead replicas kMaxDeadReplicaRetries times already.
+  bool RouteAroundDeadReplica(uint64_t attempt, const absl::Status& end) {
+    std::string replica;
+    {
+      absl::MutexLock lock(&mu_);
+      if (attempt != attempt_ || head_sent_ || complete_ || client_gone_ ||
+          dead_replica_retries_ >= kMaxDeadReplicaRetries) {
+        return false;
+      }
+      ++dead_replica_retries_;
+      replica = replica_;
+    }
+    LogLine(absl::StrCat("serve proxy: request ", request_.request_id,
+                         " routed again: ", end.message()));
+    router_->Died(replica);
+    Reroute();
+    return true;
   }
 
   void FailBeforeHead(const absl::Status& why) {
@@ -492,6 +518,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   bool complete_ ABSL_GUARDED_BY(mu_) = false;  // nothing more goes to the client
   int status_ ABSL_GUARDED_BY(mu_) = 200;
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;
+  int dead_replica_retries_ ABSL_GUARDED_BY(mu_) = 0;
   bool recorded_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -17,9 +17,12 @@
 //   response's head (status, headers, more: kStreaming when more, else kComplete), each later
 //   item more body, the stream's end the response's end. A first item carrying
 //   x-tessera-serve-rejected (the replica was full) sends the request to the router again, at
-//   the front of its queue; the client never sees it. A stream that fails or ends before the
-//   head is a 500 "Internal Server Error" (the reason goes to the log); after the head, the
-//   connection is reset (the client never takes a cut response for a whole one).
+//   the front of its queue; the client never sees it. A stream that ends Unavailable before the
+//   head (the replica's actor died) has its replica routed around (DeploymentRouter::Died) and
+//   the request routed again, first in line, as Ray's router does on ActorDiedError (at most 30
+//   times). Any other stream that fails or ends before the head is a 500 "Internal Server
+//   Error" (the reason goes to the log); after the head, the connection is reset (the client
+//   never takes a cut response for a whole one).
 // - A client gone (which the request timeout's 408 includes) cancels its request: dropped from
 //   the router's queue when not yet assigned, else its stream is cancelled (the replica's
 //   coroutine gets CancelledError).

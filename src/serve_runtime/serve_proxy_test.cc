@@ -348,11 +348,34 @@ TEST_F(ServeProxyTest, AStreamThatFailsBeforeItsHeadIs500) {
   Routes({Route("/", "app")});
   source_.Publish("app", "", MakeSet("d", {MakeReplica("app#d#1")}));
   runtime_.SetResponder([this](size_t index, const FakeReplicaRuntime::StreamRecord&) {
-    runtime_.End(index, absl::UnavailableError("replica app#d#1 handle_http: actor is dead"));
+    runtime_.End(index, absl::InternalError("replica app#d#1 handle_http: ValueError: bad"));
   });
   Reply reply = Fetch(Request("GET", "/"));
   EXPECT_EQ(reply.status, 500);
   EXPECT_EQ(reply.body, "Internal Server Error");
+  EXPECT_EQ(runtime_.stream_count(), 1u);
+}
+
+TEST_F(ServeProxyTest, AReplicaFoundDeadIsRoutedAroundAndTheRequestSentAgain) {
+  Routes({Route("/", "app")});
+  // app#d#1's shorter queue makes it the first choice; its actor is dead.
+  runtime_.SetQueueLen("app#d#2", 3);
+  source_.Publish("app", "", MakeSet("d", {MakeReplica("app#d#1"), MakeReplica("app#d#2")}));
+  runtime_.SetResponder([this](size_t index, const FakeReplicaRuntime::StreamRecord& stream) {
+    if (stream.replica_id == "app#d#1") {
+      runtime_.End(index, absl::UnavailableError("replica app#d#1 handle_http: actor is dead"));
+      return;
+    }
+    runtime_.Item(index, First(200, {}, false, stream.replica_id));
+    runtime_.End(index, absl::OkStatus());
+  });
+  EXPECT_EQ(Fetch(Request("GET", "/")).body, "app#d#2");
+  EXPECT_EQ(Fetch(Request("GET", "/")).body, "app#d#2");
+  // The dead replica got the first request only; the replica set still names it.
+  ASSERT_EQ(runtime_.stream_count(), 3u);
+  EXPECT_EQ(runtime_.stream(0).replica_id, "app#d#1");
+  EXPECT_EQ(runtime_.stream(1).replica_id, "app#d#2");
+  EXPECT_EQ(runtime_.stream(2).replica_id, "app#d#2");
 }
 
 TEST_F(ServeProxyTest, PastMaxQueuedRequestsIs503WithRaysBackPressureText) {

@@ -8,6 +8,8 @@
 - `cluster`: two_nodes.yaml, up for the whole test module, with this process connected to it
   (`tessera.init(_state_dir=...)`) and disconnected at the module's end.
 - `run(...)`: every subprocess has a timeout, so nothing can hang CI.
+- `start_serve(**http_options)`: Serve started on the connected cluster with its HTTP proxy on
+  127.0.0.1 and a free port; the proxy's base URL (the serve tests' module fixtures).
 
 Tests keep shared memory small: every store is 64 MiB unless a test sizes it.
 """
@@ -59,6 +61,21 @@ def wait_for(predicate, timeout, what, interval=0.1):
             return value
         time.sleep(interval)
     pytest.fail(f"timed out after {timeout}s waiting for {what}")
+
+
+def start_serve(**http_options):
+    """serve.start with the HTTP proxy on 127.0.0.1, a port it picks and these http_options
+    (request_timeout_s, ...): the proxy's base URL, once serve.status names its address."""
+    from tessera import serve
+
+    serve.start(http_options={"host": "127.0.0.1", "port": 0, **http_options})
+    proxies = wait_for(lambda: [p for p in serve.status().proxies.values()
+                                if p.address and not p.address.endswith(":0")],
+                       60, "the proxy's address")
+    host, port = proxies[0].address.rsplit(":", 1)
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    return f"http://{host}:{port}"
 
 
 def train_run_config(tmp, name, max_failures=0, num_to_keep=2):

@@ -25,7 +25,7 @@ import urllib.request
 import pytest
 
 import tessera
-from conftest import wait_for
+from conftest import start_serve, wait_for
 
 serve = pytest.importorskip("tessera.serve")
 fastapi = pytest.importorskip("fastapi")
@@ -37,14 +37,7 @@ SMALL = {"num_cpus": 0.1}  # replicas of 2 x 4 CPUs' worth of apps fit at once
 @pytest.fixture(scope="module")
 def serve_instance(cluster):
     """Serve started with its HTTP proxy on a free port: its base URL."""
-    serve.start(http_options={"host": "127.0.0.1", "port": 0})
-    proxies = wait_for(lambda: [p for p in serve.status().proxies.values()
-                                if p.address and not p.address.endswith(":0")],
-                       60, "the proxy's address")
-    host, port = proxies[0].address.rsplit(":", 1)
-    if host in ("0.0.0.0", ""):
-        host = "127.0.0.1"
-    yield f"http://{host}:{port}"
+    yield start_serve()
     serve.shutdown()
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import tessera
-from conftest import wait_for
+from conftest import start_serve
 
 serve = pytest.importorskip("tessera.serve")
 pytest.importorskip("torch")
@@ -32,7 +32,7 @@ def base_url(cluster, tmp_path_factory):
     from tessera.serve.llm.make_demo_model import ensure_demo_model
 
     model_dir = ensure_demo_model(str(tmp_path_factory.mktemp("model")), steps=20)
-    serve.start(http_options={"host": "127.0.0.1", "port": 0})
+    base = start_serve()
     config = LLMConfig(model_loading_config={"model_id": "tiny", "model_source": model_dir},
                        llm_engine="tessera",
                        deployment_config={"ray_actor_options": {"num_cpus": 0.1}})
@@ -40,9 +40,7 @@ def base_url(cluster, tmp_path_factory):
                                 "ingress_deployment_config": {
                                     "ray_actor_options": {"num_cpus": 0.1}}}),
               name="llm", route_prefix="/")
-    proxies = wait_for(lambda: [p for p in serve.status().proxies.values() if p.address],
-                       60, "the proxy's address")
-    yield f"http://{proxies[0].address}"
+    yield base
     serve.shutdown()
 
 

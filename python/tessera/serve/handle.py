@@ -19,9 +19,9 @@ the replica's actor (an ActorHandle for its id and owner address, cached per rep
 `handle_request_streaming(...)`, a streaming generator call). A replica at its
 max_ongoing_requests answers with its rejection marker (ReplicaRejection; a stream as its first
 item) and the request is routed again, after a short backoff; a replica whose actor died is
-routed around the same way (the router drops it once its probe or the controller says so), up
-to _MAX_DEAD_REPLICA_RETRIES times. When the request ends, however it ends, the router is told
-(`finished`), so its queue-length cache counts it out.
+routed around the same way (the router drops it then, until the controller's next replica set
+names it again), up to _MAX_DEAD_REPLICA_RETRIES times. When the request ends, however it ends,
+the router is told (`finished`), so its queue-length cache counts it out.
 
 `.remote()` returns at once: routing and waiting run on this module's threads (daemon threads,
 so a request waiting for a replica never holds the interpreter's exit), and the response is a
@@ -55,8 +55,8 @@ from tessera.serve.exceptions import BackPressureError, RayServeException, Reque
 
 logger = logging.getLogger(SERVE_LOGGER_NAME)
 
-# A replica whose actor died is routed around this many times in one request (the router drops
-# it once its probe or the controller's next replica set says so; Ray's backoff between tries).
+# A request is sent this many times at most to replicas whose actors died (the router drops each
+# as it is found dead; Ray's backoff between tries).
 _MAX_DEAD_REPLICA_RETRIES = 30
 _INITIAL_BACKOFF_S = 0.025
 _MAX_BACKOFF_S = 0.5
@@ -203,9 +203,11 @@ class _Router:
         self._core.finished(replica_id)
 
     def forget(self, replica_id: str) -> None:
-        """The replica's actor died: its handle is not kept."""
+        """The replica's actor died: its handle is not kept, and the router routes around it
+        until the controller's next replica set names it again."""
         with self._lock:
             self._actors.pop(replica_id, None)
+        self._core.died(replica_id)
 
     def stop(self) -> None:
         self._core.stop()
