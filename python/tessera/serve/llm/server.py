@@ -36,6 +36,7 @@ Cost: per request, one engine request per choice; per streamed token one SSE eve
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import dataclasses
@@ -49,8 +50,9 @@ from tessera.serve import context as serve_context
 from tessera.serve._constants import SERVE_LOGGER_NAME
 from tessera.serve.llm import _constants, _streams
 from tessera.serve.llm import openai_protocol as proto
-from tessera.serve.llm.config import (ENGINE_BUILTIN, LLMConfig, placement_bundles,
-                                      replica_actor_resources, tpu_slice_shape)
+from tessera.serve.llm.config import (ENGINE_BUILTIN, LLMConfig, builtin_stages,
+                                      placement_bundles, replica_actor_resources,
+                                      tpu_slice_shape)
 
 logger = logging.getLogger(SERVE_LOGGER_NAME)
 
@@ -154,8 +156,37 @@ class LLMServer:
         if ignored:
             logger.warning("The built-in engine ignores engine_kwargs %s of model %r", ignored,
                            config.model_id)
+        num_stages, chips_per_host = builtin_stages(config)
         model_dir = resolve_model_source(config.model_source)
-        return AsyncLLMEngine(LLMEngine(model_dir, engine_config))
+        if chips_per_host == 0:
+            return AsyncLLMEngine(LLMEngine(model_dir, engine_config))
+        return AsyncLLMEngine(self._pipelined_engine(model_dir, engine_config, num_stages,
+                                                     chips_per_host))
+
+    def _pipelined_engine(self, model_dir: str, engine_config: Any, num_stages: int,
+                          chips_per_host: int) -> Any:
+        """The engine over one engine worker per host of this replica's slice (pipeline.py)."""
+        from tessera.serve.llm.engine import LLMEngine
+        from tessera.serve.llm.pipeline import ActorStages, start_engine_workers
+        from tessera.serve.llm.tiny_model import load_model_config
+
+        model_id = self._llm_config.model_id
+        replica_slice = serve_context._get_replica_slice()
+        if replica_slice is None:
+            raise ValueError(f"Model {model_id!r} runs on a TPU slice, but its replica was "
+                             "given none: deploy it with build_llm_deployment or "
+                             "build_openai_app, whose deployment reserves one per replica")
+        if replica_slice.num_hosts != num_stages:
+            raise ValueError(f"Model {model_id!r} runs one pipeline stage per host on "
+                             f"{num_stages} hosts, but its replica's slice {replica_slice.name} "
+                             f"has {replica_slice.num_hosts}")
+        shape, tokenizer, _ = load_model_config(model_dir)
+        workers = start_engine_workers(replica_slice, chips_per_host, model_dir,
+                                       engine_config.num_kv_blocks, engine_config.block_size)
+        self._stages = ActorStages(workers)
+        logger.info("Model %r runs in %d stages over slice %s", model_id, num_stages,
+                    replica_slice.name)
+        return LLMEngine(shape, engine_config, tokenizer, stages=self._stages)
 
     @property
     def model_id(self) -> str:
@@ -337,13 +368,27 @@ class LLMServer:
         return self._llm_config
 
     async def check_health(self) -> None:
-        """Raises when the engine cannot serve (its thread failed or was shut down)."""
+        """Raises when the engine cannot serve: its thread failed or was shut down, or an
+        engine worker of its slice does not answer (one died)."""
         # AsyncLLMEngine has no public probe: its failure and its thread say it.
         dead = getattr(self._engine, "_dead", None)
         thread = getattr(self._engine, "_thread", None)
         if dead is not None or (thread is not None and not thread.is_alive()):
             why = f"it failed: {dead!r}" if dead is not None else "its thread ended"
             raise RuntimeError(f"The engine of model {self.model_id!r} is not running ({why})")
+        stages = getattr(self, "_stages", None)
+        if stages is not None:
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, stages.check)
+            except Exception as e:
+                raise RuntimeError(f"An engine worker of model {self.model_id!r} does not "
+                                   f"answer: {e}") from None
+
+    def engine_workers(self) -> List[Dict[str, Any]]:
+        """Each engine worker's node, chips, slice variables, stage and layers (pipeline.py's
+        EngineWorker.describe), in stage order; [] when the engine runs in the replica."""
+        stages = getattr(self, "_stages", None)
+        return stages.describe() if stages is not None else []
 
     def metrics_text(self) -> str:
         """The engine's metrics in Prometheus' text format as Ray exports vLLM's
@@ -358,10 +403,13 @@ class LLMServer:
                                  replica_id=replica_id)
 
     def shutdown(self) -> None:
-        """Stops the engine (unfinished requests fail)."""
+        """Stops the engine (unfinished requests fail) and ends its engine workers."""
         engine = getattr(self, "_engine", None)
         if engine is not None:
             engine.shutdown()
+        stages = getattr(self, "_stages", None)
+        if stages is not None:
+            stages.shutdown()
 
     def __del__(self) -> None:
         # Serve calls it at a graceful shutdown; a failed constructor leaves no engine.
