@@ -634,6 +634,33 @@ TEST_F(ServeControllerTest, AnInvalidRequestChangesNothing) {
        absl::StatusCode::kInvalidArgument, "CPU must be 0 or more"},
       {"bad port", [](auto& r) { r.mutable_start()->set_http_port(70000); },
        absl::StatusCode::kInvalidArgument, "http_port must be between 0 and 65535"},
+      {"a slice of no generation",
+       [&](auto& r) { deployment(r)->mutable_resources()->mutable_slice(); },
+       absl::StatusCode::kInvalidArgument, "slice.shape.generation"},
+      {"a slice of a topology v6e has none",
+       [&](auto& r) {
+         v1::TpuSliceShape* shape =
+             deployment(r)->mutable_resources()->mutable_slice()->mutable_shape();
+         shape->set_generation(v1::TPU_GENERATION_V6E);
+         shape->add_dims(3);
+         shape->add_dims(3);
+       },
+       absl::StatusCode::kInvalidArgument, "slice.shape"},
+      {"a slice with bundles",
+       [&](auto& r) {
+         v1::ServeReplicaResources* resources = deployment(r)->mutable_resources();
+         v1::TpuSliceShape* shape = resources->mutable_slice()->mutable_shape();
+         shape->set_generation(v1::TPU_GENERATION_V6E);
+         shape->add_dims(4);
+         shape->add_dims(4);
+         (*resources->add_placement_group_bundles()->mutable_amounts())["CPU"] = 1;
+       },
+       absl::StatusCode::kInvalidArgument, "not allowed with placement_group_bundles"},
+      {"a slice of negative per_host",
+       [&](auto& r) {
+         (*deployment(r)->mutable_resources()->mutable_slice()->mutable_per_host())["CPU"] = -1;
+       },
+       absl::StatusCode::kInvalidArgument, "slice.per_host: CPU must be 0 or more"},
   };
   for (const Case& c : cases) {
     v1::DeployServeApplicationsRequest request = OneApp(1);

@@ -384,11 +384,18 @@ class LLMServer:
                 raise RuntimeError(f"An engine worker of model {self.model_id!r} does not "
                                    f"answer: {e}") from None
 
-    def engine_workers(self) -> List[Dict[str, Any]]:
-        """Each engine worker's node, chips, slice variables, stage and layers (pipeline.py's
-        EngineWorker.describe), in stage order; [] when the engine runs in the replica."""
+    def engine_layout(self) -> Dict[str, Any]:
+        """Where the engine runs: the replica's slice ("slice": its name, None without one) and
+        node ("node_id"), and each engine worker's node, chips, slice variables, stage and
+        layers ("workers": pipeline.EngineWorker.describe, in stage order; [] when the engine
+        runs in the replica)."""
+        import tessera
+
+        replica_slice = serve_context._get_replica_slice()
         stages = getattr(self, "_stages", None)
-        return stages.describe() if stages is not None else []
+        return {"slice": replica_slice.name if replica_slice is not None else None,
+                "node_id": tessera.get_runtime_context().get_node_id(),
+                "workers": stages.describe() if stages is not None else []}
 
     def metrics_text(self) -> str:
         """The engine's metrics in Prometheus' text format as Ray exports vLLM's
