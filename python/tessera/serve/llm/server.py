@@ -25,13 +25,26 @@ model folder made by `python3 -m tessera.serve.llm.make_demo_model DIR` (or
 tiny_model.save_model). Only the built-in engine runs here: a config that selects vLLM fails
 when the replica starts.
 
+On a TPU slice (a config with a TPU topology, deployed by build_llm_deployment or
+build_openai_app, whose deployment has the serve controller reserve a slice per replica and
+place the replica in host 0's bundle): the server starts one engine worker actor per host of
+its slice, in that host's bundle with its chips, and runs the model split across them, a
+pipeline stage per host (pipeline.py; config.builtin_stages: pipeline_parallel_size = hosts,
+tensor_parallel_size = chips per host). The replica keeps the scheduler and its block
+accounting, and drives each step through the stages; the tokens are those of the engine in one
+process. `engine_layout()` says where it all runs. A worker that dies fails the server's
+check_health (the controller then replaces the replica, and the new one takes a slice again);
+the workers end with the replica (shutdown ends them, and the slice's release would).
+
 Deployment options (`get_deployment_options`, what build_llm_deployment uses): the config's
 deployment_config, its runtime_env over ray_actor_options' one, and, when the engine needs
-more than the replica's own resources, the placement group bundles of config.placement_bundles
-(a TPU slice is not one: vLLM reserves it when it starts).
+more than the replica's own resources, the placement group bundles of config.placement_bundles.
+A TPU slice is not one of them: it is the deployment's replica slice (config.replica_slice),
+which build_llm_deployment sets.
 
 Threading: the methods run on the replica's event loop; the engine steps on its own thread.
-Cost: per request, one engine request per choice; per streamed token one SSE event.
+Cost: per request, one engine request per choice; per streamed token one SSE event; on a slice,
+per engine step one actor call per host.
 """
 
 from __future__ import annotations
