@@ -329,6 +329,25 @@ TEST_F(ServeControllerTest, DeployStartsReplicasThatRoutersSeeOnceRunning) {
   EXPECT_EQ(routes->routes[0].request_timeout_s, 5);
 }
 
+TEST_F(ServeControllerTest, AReplicaOfADeploymentOnSlicesIsLaunchedWithItsSlice) {
+  v1::DeployServeApplicationsRequest request = OneApp(1);
+  v1::ServeReplicaSlice* slice =
+      request.mutable_applications(0)->mutable_deployments(0)->mutable_resources()->mutable_slice();
+  slice->mutable_shape()->set_generation(v1::TPU_GENERATION_V6E);
+  slice->mutable_shape()->add_dims(4);
+  slice->mutable_shape()->add_dims(4);
+  (*slice->mutable_per_host())["CPU"] = 1;
+  Deploy(request);
+  Loop();
+  const std::vector<StartCall> starts = runtime_.TakeStarts();
+  ASSERT_THAT(starts, SizeIs(1));
+  // The runtime reserves it (ActorReplicaRuntime); the controller hands it over as it came.
+  ASSERT_TRUE(starts[0].launch.resources.has_slice());
+  EXPECT_EQ(starts[0].launch.resources.slice().shape().generation(), v1::TPU_GENERATION_V6E);
+  EXPECT_THAT(starts[0].launch.resources.slice().shape().dims(), ElementsAre(4, 4));
+  EXPECT_EQ(starts[0].launch.resources.slice().per_host().at("CPU"), 1);
+}
+
 TEST_F(ServeControllerTest, StatusHasServeStatusShapes) {
   EXPECT_FALSE(controller_->Status().started());
   EXPECT_THAT(controller_->Status().applications(), IsEmpty());

@@ -589,7 +589,7 @@ def test_llm_deployments_are_named_after_the_model_with_serve_llm_defaults(monke
     built = build.build_application(build_llm_deployment(tpu), "llm", "/")
     spec = built.deployment("LLMServer:llama").spec
     assert spec["replica_slice"] == {"accelerator_type": "TPU-V6E", "topology": "4x4",
-                                     "per_host": {"CPU": 1.0}, "sub_slice": False}
+                                     "sub_slice": False}
     # Another slice is another replica: the code version (a rolling update) changes with it.
     other = LLMConfig.parse(dict(tpu.to_dict(), accelerator_config={
         "kind": "tpu", "topology": "4x4", "sub_slice": True}))
@@ -601,6 +601,33 @@ def test_llm_deployments_are_named_after_the_model_with_serve_llm_defaults(monke
     with pytest.raises(ValueError, match="cannot also have placement_group_bundles"):
         build.build_application(build_llm_deployment(
             tpu, override_serve_options={"placement_group_bundles": [{"CPU": 1}]}), "llm", "/")
+
+
+def test_the_deploy_request_carries_the_slice_with_the_replica_s_resources_per_host(monkeypatch):
+    from tessera import _core
+    from tessera.serve import api as serve_api
+    from tessera.serve.schema import DeploymentSchema
+
+    asked = []
+
+    def parsed(accelerator_type, topology, per_host, sub_slice):  # the binding's parse
+        asked.append((accelerator_type, topology, per_host, sub_slice))
+        return json.dumps({"shape": {"generation": "TPU_GENERATION_V6E", "dims": [4, 4]},
+                           "per_host": per_host})
+
+    monkeypatch.setattr(_core, "serve_replica_slice", parsed, raising=False)
+    tpu = LLMConfig(model_loading_config={"model_id": "llama"}, accelerator_type="TPU-V6E",
+                    accelerator_config={"kind": "tpu", "topology": "4x4"},
+                    engine_kwargs={"tensor_parallel_size": 16})
+    app = build_llm_deployment(tpu)
+    # A config file's options over the code's: the slice stays, and carries their resources.
+    built = build.build_application(app, "llm", "/", deployment_overrides=[DeploymentSchema(
+        name="LLMServer:llama", ray_actor_options={"num_cpus": 2})])
+    message = serve_api._deployment_message(built.deployment("LLMServer:llama"))
+    assert asked == [("TPU-V6E", "4x4", {"CPU": 2.0}, False)]
+    assert message["resources"]["slice"] == {
+        "shape": {"generation": "TPU_GENERATION_V6E", "dims": [4, 4]}, "per_host": {"CPU": 2.0}}
+    assert "placement_group_bundles" not in message["resources"]
 
 
 def test_a_slice_model_outside_a_slice_replica_says_how_to_deploy_it(model_dir, monkeypatch):

@@ -796,16 +796,13 @@ def test_the_builtin_engine_runs_one_stage_per_host_of_its_slice():
     config = LLMConfig.parse(v6e)
     assert llm_config.builtin_stages(config) == (4, 4)
     assert llm_config.replica_slice(config) == {
-        "accelerator_type": "TPU-V6E", "topology": "4x4", "per_host": {"CPU": 1.0},
-        "sub_slice": False}
+        "accelerator_type": "TPU-V6E", "topology": "4x4", "sub_slice": False}
     half = LLMConfig.parse(dict(v6e, accelerator_config={
         "kind": "tpu", "topology": "2x4", "chips_per_host": 4, "sub_slice": True},
-        engine_kwargs={"tensor_parallel_size": 4, "pipeline_parallel_size": 2},
-        deployment_config={"ray_actor_options": {"num_cpus": 0.5}}))
+        engine_kwargs={"tensor_parallel_size": 4, "pipeline_parallel_size": 2}))
     assert llm_config.builtin_stages(half) == (2, 4)
     assert llm_config.replica_slice(half) == {
-        "accelerator_type": "TPU-V6E", "topology": "2x4", "per_host": {"CPU": 0.5},
-        "sub_slice": True}
+        "accelerator_type": "TPU-V6E", "topology": "2x4", "sub_slice": True}
     assert placement_bundles(half) == ([{"TPU": 4.0, "accelerator_type:TPU-V6E": 0.001}] * 2,
                                        "SPREAD")
     plain = LLMConfig.parse(base)

@@ -313,14 +313,15 @@ def start(proxy_location: Union[None, str, ProxyLocation] = None,
 # Deploy requests.
 
 
-def _slice_message(replica_slice: Dict[str, Any]) -> Dict[str, Any]:
-    """ServeReplicaSlice for a deployment's replica slice (build.json_ready_slice): its shape's
+def _slice_message(replica_slice: Dict[str, Any], per_host: Dict[str, float]) -> Dict[str, Any]:
+    """ServeReplicaSlice for a deployment's replica slice (build.json_ready_slice), every host's
+    bundle holding `per_host` (the replica actor's resources) besides its chips: the shape's
     text parsed once, by the binding, into the protocol's types."""
     from tessera import _core
 
     return json.loads(_core.serve_replica_slice(
-        replica_slice["accelerator_type"], replica_slice["topology"],
-        dict(replica_slice["per_host"]), bool(replica_slice["sub_slice"])))
+        replica_slice["accelerator_type"], replica_slice["topology"], dict(per_host),
+        bool(replica_slice["sub_slice"])))
 
 
 def _resources_message(options: Dict[str, Any],
@@ -353,7 +354,7 @@ def _resources_message(options: Dict[str, Any],
     if options.get("max_replicas_per_node"):
         message["max_replicas_per_node"] = int(options["max_replicas_per_node"])
     if replica_slice is not None:
-        message["slice"] = _slice_message(replica_slice)
+        message["slice"] = _slice_message(replica_slice, amounts)
     return message
 
 

@@ -15,7 +15,7 @@ the replica turns into a DeploymentHandle) and returns a BuiltApplication:
           "code_version", "version" (deprecated user version or None),
           "options" (every option, defaults filled in: _options.resolve),
           "replica_slice" (the TPU slice each replica takes, Deployment._with_replica_slice:
-          {accelerator_type, topology, per_host, sub_slice}; None),
+          {accelerator_type, topology, sub_slice}; None),
           "user_configured_option_names" (those set in code or config, sorted),
           "user_options" (those options' values), "handle_dependencies" (deployment names)}
 
@@ -270,13 +270,11 @@ def _code_version(serialized_callable: bytes, serialized_args: bytes,
 
 def json_ready_slice(replica_slice: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """A deployment's replica slice (Deployment._with_replica_slice) as the spec holds it:
-    accelerator_type, topology, per_host amounts as floats, sub_slice; None when it has none."""
+    accelerator_type, topology, sub_slice; None when it has none."""
     if replica_slice is None:
         return None
     return {"accelerator_type": str(replica_slice["accelerator_type"]),
             "topology": str(replica_slice["topology"]),
-            "per_host": {str(k): float(v)
-                         for k, v in (replica_slice.get("per_host") or {}).items()},
             "sub_slice": bool(replica_slice.get("sub_slice", False))}
 
 

@@ -152,17 +152,16 @@ class Deployment:
         """A copy whose every replica takes a TPU slice of its own, which the serve controller
         reserves before it starts the replica (the replica actor in host 0's bundle, its child
         actors in the slice) and releases when the replica stops: `replica_slice` is
-        {"accelerator_type": "TPU-V6E", "topology": "4x4", "per_host": {resource: amount} (added
-        to every host's bundle: the replica actor's resources), "sub_slice": bool (a block of a
-        larger slice)}; None: none. Internal (Serve LLM's builders): not with
-        placement_group_bundles."""
+        {"accelerator_type": "TPU-V6E", "topology": "4x4", "sub_slice": bool (a block of a
+        larger slice; False when left out)}; None: none. Every host's bundle gets the replica
+        actor's resources (ray_actor_options) besides its chips. Internal (Serve LLM's
+        builders): not with placement_group_bundles."""
         if replica_slice is not None:
-            unknown = sorted(set(replica_slice) - {"accelerator_type", "topology", "per_host",
-                                                   "sub_slice"})
+            unknown = sorted(set(replica_slice) - {"accelerator_type", "topology", "sub_slice"})
             if unknown or not replica_slice.get("accelerator_type") or not replica_slice.get(
                     "topology"):
                 raise ValueError(f"a replica slice needs accelerator_type and topology (and "
-                                 f"may have per_host, sub_slice), got {replica_slice!r}")
+                                 f"may have sub_slice), got {replica_slice!r}")
         return Deployment(self._func_or_class, self._name, self._options, self._init_args,
                           self._init_kwargs, name_set=self._name_set, _internal=True,
                           replica_slice=replica_slice)

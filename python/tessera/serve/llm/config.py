@@ -25,8 +25,8 @@ bundle), strategy PACK (STRICT_PACK with data parallelism), or the bundles and s
 `placement_group_config`. A TPU `accelerator_config` with a topology takes a whole slice per
 replica, for either engine: one bundle per host `{TPU: chips per host, accelerator_type:<type>:
 0.001}` (placement_bundles). The serve controller reserves it when it starts the replica
-(`replica_slice`: the shape and the replica's resources, which every host's bundle gets
-besides its chips; the replica actor sits in host 0's) and releases it when the replica stops.
+(`replica_slice`: the shape; every host's bundle also gets the replica actor's resources, and
+the replica actor sits in host 0's) and releases it when the replica stops.
 `accelerator_config` may also say `sub_slice: True` (a Tessera extension): the replica then
 takes a block of that topology inside a larger slice (a 2x4 half of a 4x4) instead of a whole
 slice of its own.
@@ -333,15 +333,15 @@ def builtin_stages(llm_config: LLMConfig) -> Tuple[int, int]:
 
 
 def replica_slice(llm_config: LLMConfig) -> Optional[Dict[str, Any]]:
-    """The TPU slice each replica of this config takes (see the module's doc), as the serve
-    controller reserves it: {"accelerator_type", "topology", "per_host" (the replica actor's
-    resources, added to every host's bundle), "sub_slice"}; None without a topology."""
+    """The TPU slice each replica of this config takes (see the module's doc), as its deployment
+    carries it (Deployment._with_replica_slice): {"accelerator_type", "topology", "sub_slice"};
+    None without a topology. Every host's bundle gets the replica actor's resources besides its
+    chips, as the deployment's options say them when it is deployed."""
     if tpu_slice_shape(llm_config) is None:
         return None
     config = llm_config.accelerator_config or {}
     return {"accelerator_type": llm_config.accelerator_type.upper(),
             "topology": str(config["topology"]).lower(),
-            "per_host": replica_actor_resources(llm_config),
             "sub_slice": bool(config.get("sub_slice", False))}
 
 
