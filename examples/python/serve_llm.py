@@ -1,8 +1,11 @@
 """Serve a language model with OpenAI's routes (tessera.serve.llm, docs/serve.md): the demo model
 (a small byte-level decoder trained here, offline, on the GPL's text the first time it is used)
-behind the C++ proxy, asked a question with a streaming chat completion (tokens printed as they
-arrive), then a burst of requests that makes the model's deployment scale from one replica to
-two, and back once the burst is over.
+behind the C++ proxy, on the demo cluster's TPU v6e 4x4 slice: each replica takes a 2x4 half of
+it (2 hosts of 4 chips, reserved whole by the serve controller) and runs the model as two
+pipeline stages, one engine worker per host. It is asked a question with a streaming chat
+completion (tokens printed as they arrive), then a burst of requests makes the deployment scale
+from one replica to two (the second takes the other half of the slice), and back once the burst
+is over (its half released).
 
     scripts/run-example python serve_llm       (or from scripts/run-demo)
 """
@@ -79,13 +82,19 @@ def burst(base, clients, seconds):
 def main():
     tessera.init()
     serve.start(http_options={"host": "127.0.0.1", "port": 0})
+    # A 2x4 block of the demo's 4x4 slice per replica (sub_slice): two replicas fill the slice.
+    # The built-in engine runs one pipeline stage per host, tensor parallel over its 4 chips.
     config = LLMConfig(
         model_loading_config={"model_id": "demo", "model_source": "tessera-demo"},
-        llm_engine="tessera",
+        llm_engine="tessera", accelerator_type="TPU-V6E",
+        accelerator_config={"kind": "tpu", "topology": "2x4", "chips_per_host": 4,
+                            "sub_slice": True},
+        engine_kwargs={"tensor_parallel_size": 4, "pipeline_parallel_size": 2},
         deployment_config={"autoscaling_config": {
             "min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 4,
             "upscale_delay_s": 0, "downscale_delay_s": 5, "look_back_period_s": 4}})
-    print("== serve.run(build_openai_app(...)): the demo model (trained on first use, ~1 min)")
+    print("== serve.run(build_openai_app(...)): the demo model (trained on first use, ~1 min) "
+          "on half of the v6e 4x4 slice")
     started = time.monotonic()
     serve.run(build_openai_app({"llm_configs": [config]}), name="llm", route_prefix="/")
     address = [p.address for p in serve.status().proxies.values() if p.address][0]
@@ -93,6 +102,13 @@ def main():
     print(f"   RUNNING after {time.monotonic() - started:.0f} s; OpenAI routes at {base}/v1")
     with urllib.request.urlopen(f"{base}/v1/models") as response:
         print(f"   GET /v1/models: {[m['id'] for m in json.load(response)['data']]}")
+    layout = serve.get_deployment_handle("LLMServer:demo", "llm").engine_layout.remote().result()
+    print(f"   the replica on {layout['node_id']} holds slice {layout['slice']}; its engine "
+          "workers, one pipeline stage per host:")
+    for worker in layout["workers"]:
+        print(f"     stage {worker['stage']} (layers {worker['layers'][0]}.."
+              f"{worker['layers'][1] - 1}) on {worker['node_id']}: TPU_WORKER_ID="
+              f"{worker['tpu_worker_id']}, TPU chips {worker['tpu_ids']}")
     print("== a streaming chat completion (POST /v1/chat/completions, stream=true)")
     print("   ", end="")
     stream_chat(base, "What does this License say?")

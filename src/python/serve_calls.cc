@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -30,6 +31,8 @@
 #include "serve_runtime/grpc_replica_set_source.h"
 #include "tessera/v1/serve.grpc.pb.h"
 #include "tessera/v1/serve.pb.h"
+#include "vocabulary/slice_shape.h"
+#include "wire/proto_convert.h"
 
 namespace tessera::python {
 namespace {
@@ -152,6 +155,33 @@ v1::DeployServeApplicationsRequest DeployRequestFrom(const std::string& json) {
                                        std::string(parsed.message())));
   }
   return request;
+}
+
+// The TPU slice each replica of a deployment takes (a ServeReplicaSlice), as the proto3 JSON
+// the package puts into its deploy request: the shape's text (a generation or pod type, and a
+// topology) parsed here, once, into the protocol's generation and dims. A bad shape is a
+// ValueError naming it.
+std::string ReplicaSliceJson(const std::string& accelerator_type, const std::string& topology,
+                             const std::map<std::string, double>& per_host, bool sub_slice) {
+  const absl::StatusOr<SliceShape> shape =
+      ParseSliceShape(accelerator_type, topology, std::nullopt);
+  if (!shape.ok()) {
+    throw py::value_error(absl::StrCat("replica slice ", accelerator_type, " ", topology, ": ",
+                                       shape.status().message()));
+  }
+  v1::ServeReplicaSlice slice;
+  wire::SliceShapeToProto(*shape, slice.mutable_shape());
+  for (const auto& [name, amount] : per_host) (*slice.mutable_per_host())[name] = amount;
+  slice.set_sub_slice(sub_slice);
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  const auto printed = google::protobuf::util::MessageToJsonString(slice, &json, options);
+  if (!printed.ok()) {
+    throw std::runtime_error(absl::StrCat("serve_replica_slice: cannot write the slice as JSON: ",
+                                          std::string(printed.message())));
+  }
+  return json;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -396,6 +426,11 @@ void BindControllerCalls(py::module_& m) {
         return rpc::MessageJson(status).dump();
       },
       "Serve's status (a ServeStatus message) as JSON: the proto's field names, every field.");
+  m.def("serve_replica_slice", &ReplicaSliceJson, py::arg("accelerator_type"), py::arg("topology"),
+        py::arg("per_host"), py::arg("sub_slice"),
+        "A deployment's replica slice (a ServeReplicaSlice) as proto3 JSON: the shape's text "
+        "(\"TPU-V6E\", \"4x4\") parsed here into its generation and dims, per_host the "
+        "amounts every host's bundle gets besides its chips. ValueError for a bad shape.");
 }
 
 void BindRouter(py::module_& m) {

@@ -17,6 +17,7 @@
 #include "base/status_macros.h"
 #include "hardware/node_label_keys.h"
 #include "serve_runtime/python_call_codec.h"
+#include "wire/proto_convert.h"
 
 namespace tessera::serve {
 namespace {
@@ -37,8 +38,15 @@ const std::string& ReplicaTypeName() {
   return *name;
 }
 
+// The name of a replica's reservation: the placement group of its bundles, or its slice (a
+// slice is placed in as a group of the same name). One name for both, so that Kill, which
+// cannot tell which a replica had (a previous controller may have made it), removes either.
 PlacementGroupName GroupOf(const std::string& replica_id) {
   return PlacementGroupName(absl::StrCat("serve:", replica_id));
+}
+
+SliceGroupName SliceOf(const std::string& replica_id) {
+  return SliceGroupName(GroupOf(replica_id).value());
 }
 
 absl::Status Stopped() { return absl::CancelledError("the replica runtime is stopped"); }
@@ -161,6 +169,29 @@ absl::StatusOr<PlacementGroupOptions> GroupOptions(const ReplicaLaunch& launch,
   group.wait_while_infeasible = true;  // as Ray's: it waits for the cluster to grow
   group.detached = true;               // it lives as long as the replica, past this process
   return group;
+}
+
+// The replica's slice reservation, asked for in rounds of `round`. The shape was parsed where
+// it entered (the Python binding); here it is only read back from the protocol's numbers.
+absl::StatusOr<SliceOptions> SliceOptionsOf(const ReplicaLaunch& launch, absl::Duration round) {
+  const v1::ServeReplicaSlice& wanted = launch.resources.slice();
+  const auto invalid = [&launch](const absl::Status& status) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replica ", launch.replica_id, ": slice: ", status.message()));
+  };
+  SliceOptions slice;
+  slice.name = SliceOf(launch.replica_id);
+  absl::StatusOr<SliceShape> shape = wire::SliceShapeFromProto(wanted.shape());
+  if (!shape.ok()) return invalid(shape.status());
+  slice.shape = *std::move(shape);
+  absl::StatusOr<ResourceSet> per_host = ResourceSet::FromAmounts(
+      std::map<std::string, double>(wanted.per_host().begin(), wanted.per_host().end()));
+  if (!per_host.ok()) return invalid(per_host.status());
+  slice.per_host = *std::move(per_host);
+  slice.sub_slice = wanted.sub_slice();
+  slice.timeout = round;
+  slice.detached = true;  // as the replica actor: it outlives this process (a head restart)
+  return slice;
 }
 
 }  // namespace
@@ -317,18 +348,22 @@ absl::StatusOr<ObjectRefBase> ActorReplicaRuntime::ReplicaClassCode() {
   return *class_code_;
 }
 
-absl::StatusOr<std::optional<PlacementGroupName>> ActorReplicaRuntime::ReserveBundles(
+absl::StatusOr<ActorReplicaRuntime::Placement> ActorReplicaRuntime::Reserve(
     const ReplicaLaunch& launch, StartState& state) {
-  if (launch.resources.placement_group_bundles_size() == 0) {
-    return std::optional<PlacementGroupName>();
+  const bool bundles = launch.resources.placement_group_bundles_size() > 0;
+  if (bundles && launch.resources.has_slice()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replica ", launch.replica_id, ": a slice and placement_group_bundles are exclusive"));
   }
+  if (launch.resources.has_slice()) return ReserveSlice(launch, state);
+  if (!bundles) return Placement{};
   TESSERA_ASSIGN_OR_RETURN(PlacementGroupOptions group,
                            GroupOptions(launch, options_.pending_interval));
   bool retried_taken = false;
   while (true) {
     if (stopping()) return Stopped();
     absl::StatusOr<PlacementGroup> made = CreatePlacementGroup(group);
-    if (made.ok()) return std::optional<PlacementGroupName>(group.name);
+    if (made.ok()) return Placement{.group = group.name};
     if (absl::IsAlreadyExists(made.status()) && !retried_taken) {
       // Left by an earlier start of this replica id that did not finish: it is ours to redo.
       retried_taken = true;
@@ -341,19 +376,65 @@ absl::StatusOr<std::optional<PlacementGroupName>> ActorReplicaRuntime::ReserveBu
   }
 }
 
+absl::StatusOr<ActorReplicaRuntime::Placement> ActorReplicaRuntime::ReserveSlice(
+    const ReplicaLaunch& launch, StartState& state) {
+  TESSERA_ASSIGN_OR_RETURN(SliceOptions slice, SliceOptionsOf(launch, options_.pending_interval));
+  bool retried_taken = false;
+  while (true) {
+    if (stopping()) return Stopped();
+    absl::StatusOr<SliceReservation> reserved = ReserveSlices(slice);
+    if (reserved.ok()) {
+      return Placement{.group = PlacementGroupName(slice.name.value()),
+                       .slice_hosts = static_cast<int>(reserved->hosts.size())};
+    }
+    if (absl::IsAlreadyExists(reserved.status()) && !retried_taken) {
+      // Left by an earlier start of this replica id that did not finish: it is ours to redo.
+      retried_taken = true;
+      IgnoreStatus(ReleaseSlices(slice.name), "asked for again at once; a failure shows");
+      continue;
+    }
+    // A round that ran out withdrew the reservation (the slices are busy), and one the cluster
+    // has no slice for is refused at once: either way the refusal is the explanation, and the
+    // replica waits for a slice, as a group of bundles waits for the cluster to grow.
+    const bool infeasible = absl::IsResourceExhausted(reserved.status());
+    if (!infeasible && !absl::IsDeadlineExceeded(reserved.status())) return reserved.status();
+    state.pending(std::string(reserved.status().message()));
+    if (infeasible) SleepUnlessStopped(options_.pending_interval);
+  }
+}
+
+void ActorReplicaRuntime::SleepUnlessStopped(absl::Duration duration) {
+  const absl::Time until = options_.clock->Now() + duration;
+  while (!stopping()) {
+    const absl::Duration left = until - options_.clock->Now();
+    if (left <= absl::ZeroDuration()) return;
+    options_.clock->SleepFor(std::min(left, options_.poll_slice));
+  }
+}
+
 absl::StatusOr<ReplicaAddress> ActorReplicaRuntime::StartReplica(const ReplicaLaunch& launch,
                                                                  StartState& state) {
   if (stopping()) return Stopped();
   TESSERA_ASSIGN_OR_RETURN(ActorOptions options, ReplicaActorOptions(launch));
-  TESSERA_ASSIGN_OR_RETURN(std::optional<PlacementGroupName> group, ReserveBundles(launch, state));
+  TESSERA_ASSIGN_OR_RETURN(Placement placement, Reserve(launch, state));
+  const std::optional<PlacementGroupName>& group = placement.group;
   auto give_back = [&group] {
     if (group.has_value()) {
+      // A slice's name is a group's too: RemovePlacementGroup releases it.
       IgnoreStatus(RemovePlacementGroup(*group),
-                   "the replica failed to start; a group left "
+                   "the replica failed to start; a group or slice left "
                    "over is removed again by its Kill");
     }
   };
-  if (group.has_value()) options.strategy = PlacementGroupScheduling{*group, 0, false};
+  if (group.has_value()) {
+    // In host 0's bundle of a slice, with what the replica starts (its engine workers) kept in
+    // the slice; in bundle 0 of its bundles' group.
+    options.strategy = PlacementGroupScheduling{*group, 0, placement.slice_hosts > 0};
+  }
+  if (placement.slice_hosts > 0) {
+    options.env[kReplicaSliceEnv] = group->value();
+    options.env[kReplicaSliceHostsEnv] = absl::StrCat(placement.slice_hosts);
+  }
   absl::StatusOr<ObjectRefBase> code = ReplicaClassCode();
   if (!code.ok()) {
     give_back();
@@ -473,10 +554,11 @@ void ActorReplicaRuntime::Kill(const std::string& replica_id) {
       IgnoreStatus(internal::KillActor(*actor), "an actor that is gone already is killed");
     }
     Forget(replica_id);
-    // Its placement group, when it had one (made by this process or a previous one).
+    // Its placement group or its slice, when it had one (made by this process or a previous
+    // one): RemovePlacementGroup releases a slice of the name too.
     IgnoreStatus(RemovePlacementGroup(GroupOf(replica_id)),
-                 "a replica without bundles has no group; a head that cannot be reached "
-                 "releases a dead replica's group with its owner");
+                 "a replica without bundles or a slice has no group; a head that cannot be "
+                 "reached keeps a detached group until a later Kill");
   });
 }
 

@@ -5,14 +5,22 @@
 // argument.
 //
 // - Start: the placement group of the replica's bundles when it has any (one per replica, named
-//   "serve:<replica id>", detached, the actor in bundle 0; asked for in rounds of
-//   pending_interval, each round's refusal being the `pending` explanation, since a wait that
-//   runs out withdraws the group), then the actor (max_restarts 0: the controller replaces a
-//   dead replica), then initialize() and check_health(). While the actor is not ready, `pending`
-//   hears every pending_interval: "waiting for resources: <resources>" while the head's record
-//   says its process is not up (with `actor_record`; without it the runtime cannot tell a
-//   process not placed from a constructor still running, and says so in the explanation). The
-//   scheduler's own explanation of a pending actor is not reachable through the C++ API.
+//   "serve:<replica id>", detached, the actor in bundle 0), or its TPU slice when it takes one
+//   (resources.slice: a whole slice, or a block of a larger one, reserved with ReserveSlices
+//   under the same name, detached, every host's bundle its chips plus the slice's per_host; the
+//   actor in host 0's bundle with its child tasks captured, and told the slice in its
+//   environment: kReplicaSliceEnv, its name, which is the group its child actors are placed in,
+//   and kReplicaSliceHostsEnv, its hosts). Either is asked for in rounds of pending_interval,
+//   each round's refusal being the `pending` explanation, since a wait that runs out withdraws
+//   the reservation (a slice the cluster has none of is refused at once: it is asked for again
+//   after pending_interval, as a group waits for the cluster to grow); a reservation of that
+//   name left by an unfinished start of the same replica is removed and asked for again. Then
+//   the actor (max_restarts 0: the controller replaces a dead replica), then initialize() and
+//   check_health(). While the actor is not ready, `pending` hears every pending_interval:
+//   "waiting for resources: <resources>" while the head's record says its process is not up
+//   (with `actor_record`; without it the runtime cannot tell a process not placed from a
+//   constructor still running, and says so in the explanation). The scheduler's own
+//   explanation of a pending actor is not reachable through the C++ API.
 // - Call: the method with one bytes argument (or none), its result decoded (None "", an int as
 //   decimal text, str or bytes as they are); errors as ReplicaRuntime says: Unavailable for a
 //   dead actor (or none by that name), DeadlineExceeded past the timeout (the call is
@@ -28,18 +36,19 @@
 //   waiting for it; a response whose first item's head names a "rest" goes on as the stream
 //   handle_http_rest(rest), read on a pool thread.
 // - Find: the live actor of that name (FindNamedActor), Kill: KillActor and the replica's
-//   placement group removed.
+//   placement group or slice released (RemovePlacementGroup of its name, which releases a slice
+//   too: a replica a previous controller made may have either).
 //
 // Threading: thread-safe. Each operation runs on a thread of a pool of its own while it waits
 // (threads are reused; the pool holds as many as ever ran at once), so every callback runs on
 // one of those threads, never inside the call; except a whole HTTP response's on_item and
 // on_end, which run on the thread of this process's runtime that delivered it: they must not
 // block (the proxy's hand the response to its loop). Waits are in slices of poll_slice,
-// between which Stop is looked at. A stream's on_item may block (the proxy waits for a slow client
-// there): only that stream waits. Cost: per Call one actor call and one thread hand-off; per Start
-// an actor creation, two calls and, with bundles, a placement group; per stream item one
-// GeneratorNext and one read of the item; per whole HTTP response one actor call and one
-// thread hand-off.
+// between which Stop is looked at. A stream's on_item may block (the proxy waits for a slow
+// client there): only that stream waits. Cost: per Call one actor call and one thread
+// hand-off; per Start an actor creation, two calls and, with bundles or a slice, a reservation
+// per round of waiting for it; per stream item one GeneratorNext and one read of the item; per
+// whole HTTP response one actor call and no thread hand-off in this process.
 #pragma once
 
 #include <cstdint>
@@ -67,10 +76,14 @@ namespace tessera::serve {
 // The class replicas are made of, as a Python worker imports it.
 inline constexpr char kReplicaActorModule[] = "tessera.serve.replica";
 inline constexpr char kReplicaActorClass[] = "ReplicaActor";
+// What a replica on a slice is told in its environment (python/tessera/serve/_constants.py
+// reads them): its slice's name (also the placement group its hosts' bundles are) and hosts.
+inline constexpr char kReplicaSliceEnv[] = "TESSERA_SERVE_REPLICA_SLICE";
+inline constexpr char kReplicaSliceHostsEnv[] = "TESSERA_SERVE_REPLICA_SLICE_HOSTS";
 
 struct ActorReplicaRuntimeOptions {
   Clock* clock = Clock::Real();  // not owned: the pending reports' and the calls' timeouts
-  // How often `pending` hears while a replica is not ready (and a placement group round).
+  // How often `pending` hears while a replica is not ready (and a placement group or slice round).
   absl::Duration pending_interval = absl::Seconds(5);
   // The slice of every wait between two looks at Stop and at a stream's Cancel.
   absl::Duration poll_slice = absl::Milliseconds(100);
@@ -103,7 +116,7 @@ class ActorReplicaRuntime : public ReplicaRuntime {
 
   // Ends every wait at its next slice (starts fail Cancelled, streams end Cancelled, calls
   // fail Cancelled) and joins the threads; later operations fail Cancelled at once (on a
-  // thread of the pool). A step that does not wait in slices (a placement group round, a
+  // thread of the pool). A step that does not wait in slices (a placement group or slice round, a
   // lookup by name, a kill, a stream's on_item) is waited for. Idempotent; not from a
   // callback. Actors are left as they are (they are detached).
   void Stop();
@@ -146,9 +159,16 @@ class ActorReplicaRuntime : public ReplicaRuntime {
   // Cancels the submitted task (CancelTask) and the replica's request (cancel_request).
   void CancelSubmitted(const std::string& replica_id, StreamState& state);
 
-  // Steps of Start.
-  absl::StatusOr<std::optional<PlacementGroupName>> ReserveBundles(const ReplicaLaunch& launch,
-                                                                   StartState& state);
+  // Steps of Start. What a replica is placed in: the group of its bundles, or its slice (a
+  // group of the same name, whose hosts' bundles it has), or neither.
+  struct Placement {
+    std::optional<PlacementGroupName> group;
+    int slice_hosts = 0;  // > 0: `group` is a slice of that many hosts
+  };
+  absl::StatusOr<Placement> Reserve(const ReplicaLaunch& launch, StartState& state);
+  absl::StatusOr<Placement> ReserveSlice(const ReplicaLaunch& launch, StartState& state);
+  // Waits `duration` on the clock in slices of poll_slice, less once Stop is called.
+  void SleepUnlessStopped(absl::Duration duration) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<ObjectRefBase> ReplicaClassCode() ABSL_LOCKS_EXCLUDED(mu_);
   // The value of `ref`, waited for in slices (reporting `state`'s pending explanation between
   // them when given) until `deadline`, Stop, or `cancelled` says so.

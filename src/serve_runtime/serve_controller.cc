@@ -18,6 +18,7 @@
 #include "base/string_util.h"
 #include "head/store_writer.h"
 #include "serve/application_state.h"
+#include "wire/proto_convert.h"
 
 namespace tessera::serve {
 
@@ -141,8 +142,22 @@ absl::Status CheckAmounts(std::string_view field,
   return absl::OkStatus();
 }
 
+// A slice per replica: a shape the protocol's numbers make (read back as the head reads a
+// slice request's), amounts that can be reserved, and no other placement beside it.
+absl::Status CheckSlice(const v1::ServeReplicaResources& resources) {
+  TESSERA_RETURN_IF_ERROR(CheckAmounts("slice.per_host", resources.slice().per_host()));
+  TESSERA_RETURN_IF_ERROR(
+      wire::SliceShapeFromProto(resources.slice().shape(), "slice.shape").status());
+  if (resources.placement_group_bundles_size() > 0 || resources.max_replicas_per_node() > 0) {
+    return absl::InvalidArgumentError(
+        "a slice per replica is not allowed with placement_group_bundles or "
+        "max_replicas_per_node");
+  }
+  return absl::OkStatus();
+}
+
 // Ray's rules of ray_actor_options, placement_group_bundles, placement_group_strategy and
-// max_replicas_per_node.
+// max_replicas_per_node, and the slice per replica.
 absl::Status CheckResources(const v1::ServeReplicaResources& resources) {
   TESSERA_RETURN_IF_ERROR(CheckAmounts("resources.amounts", resources.amounts()));
   for (int i = 0; i < resources.placement_group_bundles_size(); ++i) {
@@ -171,7 +186,7 @@ absl::Status CheckResources(const v1::ServeReplicaResources& resources) {
     return absl::InvalidArgumentError(
         "Setting max_replicas_per_node is not allowed when placement_group_bundles is provided.");
   }
-  return absl::OkStatus();
+  return resources.has_slice() ? CheckSlice(resources) : absl::OkStatus();
 }
 
 // A deployment's options as its machine's target. Fields whose zero is never valid

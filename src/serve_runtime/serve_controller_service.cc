@@ -60,6 +60,11 @@ absl::Status CheckResources(const std::string& where, const v1::ServeReplicaReso
   for (const v1::ServeBundle& bundle : resources.placement_group_bundles()) {
     TESSERA_RETURN_IF_ERROR(CheckAmounts(absl::StrCat(where, "a bundle"), bundle.amounts()));
   }
+  TESSERA_RETURN_IF_ERROR(
+      CheckAmounts(absl::StrCat(where, "slice.per_host"), resources.slice().per_host()));
+  // A topology has 2 or 3 dims; the controller reads the shape itself.
+  TESSERA_RETURN_IF_ERROR(
+      AtMost(absl::StrCat(where, "slice.shape"), resources.slice().shape().dims_size(), "dims", 3));
   return Chars(absl::StrCat(where, "placement_group_strategy"),
                resources.placement_group_strategy(), kMaxNameLength);
 }

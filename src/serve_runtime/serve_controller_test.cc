@@ -329,6 +329,25 @@ TEST_F(ServeControllerTest, DeployStartsReplicasThatRoutersSeeOnceRunning) {
   EXPECT_EQ(routes->routes[0].request_timeout_s, 5);
 }
 
+TEST_F(ServeControllerTest, AReplicaOfADeploymentOnSlicesIsLaunchedWithItsSlice) {
+  v1::DeployServeApplicationsRequest request = OneApp(1);
+  v1::ServeReplicaSlice* slice =
+      request.mutable_applications(0)->mutable_deployments(0)->mutable_resources()->mutable_slice();
+  slice->mutable_shape()->set_generation(v1::TPU_GENERATION_V6E);
+  slice->mutable_shape()->add_dims(4);
+  slice->mutable_shape()->add_dims(4);
+  (*slice->mutable_per_host())["CPU"] = 1;
+  Deploy(request);
+  Loop();
+  const std::vector<StartCall> starts = runtime_.TakeStarts();
+  ASSERT_THAT(starts, SizeIs(1));
+  // The runtime reserves it (ActorReplicaRuntime); the controller hands it over as it came.
+  ASSERT_TRUE(starts[0].launch.resources.has_slice());
+  EXPECT_EQ(starts[0].launch.resources.slice().shape().generation(), v1::TPU_GENERATION_V6E);
+  EXPECT_THAT(starts[0].launch.resources.slice().shape().dims(), ElementsAre(4, 4));
+  EXPECT_EQ(starts[0].launch.resources.slice().per_host().at("CPU"), 1);
+}
+
 TEST_F(ServeControllerTest, StatusHasServeStatusShapes) {
   EXPECT_FALSE(controller_->Status().started());
   EXPECT_THAT(controller_->Status().applications(), IsEmpty());
@@ -634,6 +653,33 @@ TEST_F(ServeControllerTest, AnInvalidRequestChangesNothing) {
        absl::StatusCode::kInvalidArgument, "CPU must be 0 or more"},
       {"bad port", [](auto& r) { r.mutable_start()->set_http_port(70000); },
        absl::StatusCode::kInvalidArgument, "http_port must be between 0 and 65535"},
+      {"a slice of no generation",
+       [&](auto& r) { deployment(r)->mutable_resources()->mutable_slice(); },
+       absl::StatusCode::kInvalidArgument, "slice.shape.generation"},
+      {"a slice of a topology v6e has none",
+       [&](auto& r) {
+         v1::TpuSliceShape* shape =
+             deployment(r)->mutable_resources()->mutable_slice()->mutable_shape();
+         shape->set_generation(v1::TPU_GENERATION_V6E);
+         shape->add_dims(3);
+         shape->add_dims(3);
+       },
+       absl::StatusCode::kInvalidArgument, "slice.shape"},
+      {"a slice with bundles",
+       [&](auto& r) {
+         v1::ServeReplicaResources* resources = deployment(r)->mutable_resources();
+         v1::TpuSliceShape* shape = resources->mutable_slice()->mutable_shape();
+         shape->set_generation(v1::TPU_GENERATION_V6E);
+         shape->add_dims(4);
+         shape->add_dims(4);
+         (*resources->add_placement_group_bundles()->mutable_amounts())["CPU"] = 1;
+       },
+       absl::StatusCode::kInvalidArgument, "not allowed with placement_group_bundles"},
+      {"a slice of negative per_host",
+       [&](auto& r) {
+         (*deployment(r)->mutable_resources()->mutable_slice()->mutable_per_host())["CPU"] = -1;
+       },
+       absl::StatusCode::kInvalidArgument, "slice.per_host: CPU must be 0 or more"},
   };
   for (const Case& c : cases) {
     v1::DeployServeApplicationsRequest request = OneApp(1);

@@ -407,7 +407,7 @@ def test_a_client_that_goes_away_aborts_the_generation(model_dir):
     finally:
         permits.release(1000)
         served.shutdown()
-    assert engine.cache.allocator.usage() == 0.0
+    assert engine.allocator.usage() == 0.0
 
 
 class Silent:
@@ -581,13 +581,63 @@ def test_llm_deployments_are_named_after_the_model_with_serve_llm_defaults(monke
                     engine_kwargs={"tensor_parallel_size": 16})
     name, options = options_of(build_llm_deployment(tpu))
     assert name == "LLMServer:llama" and options["max_ongoing_requests"] == int(1e9)
-    # The slice is the engine's: one bundle per host, reserved when it starts; the replica
-    # itself is placed on its own.
+    # The slice is the replica's: one bundle per host, which the controller reserves whole when
+    # it starts the replica (the replica actor in host 0's bundle); not a placement group.
     assert "placement_group_bundles" not in options
     assert llm_config.placement_bundles(tpu) == (
         [{"TPU": 4.0, "accelerator_type:TPU-V6E": 0.001}] * 4, "SPREAD")
+    built = build.build_application(build_llm_deployment(tpu), "llm", "/")
+    spec = built.deployment("LLMServer:llama").spec
+    assert spec["replica_slice"] == {"accelerator_type": "TPU-V6E", "topology": "4x4",
+                                     "sub_slice": False}
+    # Another slice is another replica: the code version (a rolling update) changes with it.
+    other = LLMConfig.parse(dict(tpu.to_dict(), accelerator_config={
+        "kind": "tpu", "topology": "4x4", "sub_slice": True}))
+    respec = build.build_application(build_llm_deployment(other), "llm", "/")
+    assert respec.deployment("LLMServer:llama").spec["code_version"] != spec["code_version"]
     builtin = LLMConfig(model_loading_config={"model_id": "m"}, llm_engine="tessera")
     assert "placement_group_bundles" not in options_of(build_llm_deployment(builtin))[1]
+    assert build_llm_deployment(builtin)._bound_deployment._replica_slice is None
+    with pytest.raises(ValueError, match="cannot also have placement_group_bundles"):
+        build.build_application(build_llm_deployment(
+            tpu, override_serve_options={"placement_group_bundles": [{"CPU": 1}]}), "llm", "/")
+
+
+def test_the_deploy_request_carries_the_slice_with_the_replica_s_resources_per_host(monkeypatch):
+    from tessera import _core
+    from tessera.serve import api as serve_api
+    from tessera.serve.schema import DeploymentSchema
+
+    asked = []
+
+    def parsed(accelerator_type, topology, per_host, sub_slice):  # the binding's parse
+        asked.append((accelerator_type, topology, per_host, sub_slice))
+        return json.dumps({"shape": {"generation": "TPU_GENERATION_V6E", "dims": [4, 4]},
+                           "per_host": per_host})
+
+    monkeypatch.setattr(_core, "serve_replica_slice", parsed, raising=False)
+    tpu = LLMConfig(model_loading_config={"model_id": "llama"}, accelerator_type="TPU-V6E",
+                    accelerator_config={"kind": "tpu", "topology": "4x4"},
+                    engine_kwargs={"tensor_parallel_size": 16})
+    app = build_llm_deployment(tpu)
+    # A config file's options over the code's: the slice stays, and carries their resources.
+    built = build.build_application(app, "llm", "/", deployment_overrides=[DeploymentSchema(
+        name="LLMServer:llama", ray_actor_options={"num_cpus": 2})])
+    message = serve_api._deployment_message(built.deployment("LLMServer:llama"))
+    assert asked == [("TPU-V6E", "4x4", {"CPU": 2.0}, False)]
+    assert message["resources"]["slice"] == {
+        "shape": {"generation": "TPU_GENERATION_V6E", "dims": [4, 4]}, "per_host": {"CPU": 2.0}}
+    assert "placement_group_bundles" not in message["resources"]
+
+
+def test_a_slice_model_outside_a_slice_replica_says_how_to_deploy_it(model_dir, monkeypatch):
+    monkeypatch.delenv("TESSERA_SERVE_REPLICA_SLICE", raising=False)
+    config = tiny_config(model_dir, accelerator_type="TPU-V6E",
+                         accelerator_config={"kind": "tpu", "topology": "4x4"},
+                         engine_kwargs={"tensor_parallel_size": 4, "pipeline_parallel_size": 4})
+    with pytest.raises(ValueError, match="its replica was given none: deploy it with "
+                                         "build_llm_deployment"):
+        LLMServer(config)
 
 
 def test_the_openai_app_binds_one_llm_deployment_per_model(tmp_path, model_dir):

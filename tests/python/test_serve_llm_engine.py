@@ -6,6 +6,7 @@ protocol's checks and shapes, LLMConfig's placement bundles, and the demo model'
 The engine tests use a tiny random model in float64, so that paged attention and the full
 forward pass agree to the last greedy token."""
 import asyncio
+import dataclasses
 import json
 import os
 import threading
@@ -15,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the built-in LLM engine needs python3-torch")
 
 from tessera.serve.llm import config as llm_config  # noqa: E402 (after the torch check)
-from tessera.serve.llm import make_demo_model, openai_protocol as proto
+from tessera.serve.llm import make_demo_model, openai_protocol as proto, pipeline
 from tessera.serve.llm.async_engine import AsyncLLMEngine, EngineDeadError
 from tessera.serve.llm.config import LLMConfig, placement_bundles
 from tessera.serve.llm.engine import EngineConfig, LLMEngine
@@ -137,11 +138,12 @@ def test_block_allocator_accounts_blocks_across_a_boundary():
 
 
 def test_paged_cache_gathers_what_was_written_at_each_slot():
+    allocator = BlockAllocator(num_blocks=3, block_size=4)
     cache = PagedKVCache(num_layers=2, num_blocks=3, block_size=4, num_heads=1, head_dim=2)
-    cache.allocator.allocate("x", 4)
-    cache.allocator.allocate("y", 2)
-    cache.allocator.append("x", 2)                   # x: blocks 0 and 2, y: block 1
-    slots = cache.allocator.slots("x", 0, 6)
+    allocator.allocate("x", 4)
+    allocator.allocate("y", 2)
+    allocator.append("x", 2)                         # x: blocks 0 and 2, y: block 1
+    slots = allocator.slots("x", 0, 6)
     keys = torch.arange(12.0).reshape(6, 1, 2)
     cache.write(1, slots, keys, -keys)
     gathered_k, gathered_v = cache.gather(1, slots)
@@ -221,7 +223,7 @@ def test_paged_decode_gives_the_full_recompute_greedy_tokens(model, budget):
         tokens, last, _ = results[request_id]
         assert tokens == reference_greedy(model, ids, 20), request_id
         assert last.finished and last.finish_reason == "length"
-    assert engine.cache.allocator.usage() == 0.0
+    assert engine.allocator.usage() == 0.0
 
 
 def test_decode_steps_compute_one_token_per_request(model):
@@ -258,7 +260,7 @@ def test_requests_join_and_leave_the_batch_between_steps(model):
     outputs = engine.step()
     assert {o.request_id: o.finished for o in outputs} == {"early": True, "late": False}
     assert [r.request_id for r in engine.scheduler.running] == ["late"]
-    assert engine.cache.allocator.block_table("early") == []
+    assert engine.allocator.block_table("early") == []
     assert [o.request_id for o in engine.step()] == ["late"]
     assert engine.get_num_unfinished_requests() == 1
 
@@ -335,9 +337,9 @@ def test_abort_drops_a_request_and_frees_its_blocks(model):
     engine.add_request("kept", prompt_ids(10), SamplingParams(max_tokens=4, **GREEDY))
     engine.add_request("dropped", prompt_ids(40, 1), SamplingParams(max_tokens=4, **GREEDY))
     engine.step()
-    used = engine.cache.allocator.num_used_blocks
+    used = engine.allocator.num_used_blocks
     assert engine.abort_request("dropped")
-    assert engine.cache.allocator.num_used_blocks == used - 3
+    assert engine.allocator.num_used_blocks == used - 3
     assert not engine.abort_request("dropped") and not engine.abort_request("unknown")
     assert set(run_all(engine)) == {"kept"}
     abort = engine.metrics.request_success.value(engine.metrics.finished_labels("abort"))
@@ -387,8 +389,8 @@ def test_engine_config_from_engine_kwargs():
         {"max_num_seqs": 4, "gpu_memory_utilization": 0.9, "tensor_parallel_size": 1}, "m")
     assert (config.max_num_seqs, config.model_name, ignored) == (4, "m",
                                                                  ["gpu_memory_utilization"])
-    with pytest.raises(ValueError, match="tensor_parallel_size must be 1"):
-        EngineConfig.from_engine_kwargs({"tensor_parallel_size": 2}, "m")
+    # The parallel sizes are the layout's (builtin_stages), not the engine's.
+    assert EngineConfig.from_engine_kwargs({"pipeline_parallel_size": 4}, "m")[1] == []
     with pytest.raises(ValueError, match="max_num_seqs"):
         EngineConfig(max_num_seqs=0)
 
@@ -461,7 +463,7 @@ def test_async_engine_streams_outputs_and_aborts_abandoned_requests(model):
     finally:
         permits.release(1000)
         front.shutdown()
-    assert engine.cache.allocator.usage() == 0.0
+    assert engine.allocator.usage() == 0.0
 
 
 def test_a_failed_engine_fails_its_streams_and_refuses_new_requests(model):
@@ -585,6 +587,140 @@ def test_response_and_chunk_shapes():
         {"id": "m", "object": "model", "created": 5, "owned_by": "tessera"}]}
 
 
+# ---- the engine split into pipeline stages ------------------------------------------------
+
+def test_layers_split_into_consecutive_stages_the_larger_first():
+    assert pipeline.split_layers(3, 4) == [range(0, 1), range(1, 2), range(2, 3), range(3, 3)]
+    assert pipeline.split_layers(4, 4) == [range(i, i + 1) for i in range(4)]
+    assert pipeline.split_layers(7, 3) == [range(0, 3), range(3, 5), range(5, 7)]
+    assert pipeline.split_layers(2, 1) == [range(0, 2)]
+    for bad in [(3, 0), (-1, 2), (2, 1.5)]:
+        with pytest.raises(ValueError):
+            pipeline.split_layers(*bad)
+
+
+class FakeRef:
+    def __init__(self, value):
+        self.value = value
+
+
+class FakeMethod:
+    """An actor method as the runtime calls it: the arguments pickled (they cross processes),
+    top-level refs resolved to their values, the result a ref."""
+
+    def __init__(self, function):
+        self.function = function
+
+    def remote(self, *args):
+        import pickle
+        args = [a.value if isinstance(a, FakeRef) else a for a in args]
+        return FakeRef(self.function(*pickle.loads(pickle.dumps(args))))
+
+
+class FakeWorkerHandle:
+    def __init__(self, worker):
+        self.run = FakeMethod(worker.run)
+        self.ping = FakeMethod(worker.ping)
+
+
+@pytest.fixture
+def fake_actor_get(monkeypatch):
+    import tessera
+
+    def get(refs, timeout=None):
+        return [r.value for r in refs] if isinstance(refs, list) else refs.value
+
+    monkeypatch.setattr(tessera, "get", get, raising=False)
+
+
+@pytest.fixture(scope="module")
+def float32_model_dir(tmp_path_factory):
+    from tessera.serve.llm.tiny_model import save_model
+    path = tmp_path_factory.mktemp("pipeline-model")
+    save_model(str(path), random_model(dataclasses.replace(SMALL, n_layers=3), seed=2),
+               TOKENIZER)
+    return str(path)
+
+
+@pytest.mark.parametrize("num_stages", [1, 2, 3, 4])
+def test_an_engine_split_into_stages_gives_the_single_process_tokens(
+        float32_model_dir, fake_actor_get, num_stages):
+    """Each stage an EngineWorker (its layers and their KV pool), called as actors are (the
+    batch and the hidden states pickled from stage to stage), under chunked prefill and
+    preemption, greedy and seeded sampling: the same tokens as the engine in one process."""
+    from tessera.serve.llm.tiny_model import load_model_config
+    config = dict(num_kv_blocks=7, block_size=8, max_num_batched_tokens=24, model_name="tiny")
+    prompts = {f"r{i}": prompt_ids(9 + 7 * i, i) for i in range(4)}
+    params = {"r0": SamplingParams(max_tokens=12, **GREEDY),
+              "r1": SamplingParams(max_tokens=10, temperature=0.9, seed=5, ignore_eos=True),
+              "r2": SamplingParams(max_tokens=14, **GREEDY),
+              "r3": SamplingParams(max_tokens=8, temperature=1.2, top_k=20, seed=9,
+                                   ignore_eos=True)}
+
+    def run(engine):
+        for request_id, ids in prompts.items():
+            engine.add_request(request_id, ids, dataclasses.replace(params[request_id]))
+        return {rid: tokens for rid, (tokens, _, _) in run_all(engine).items()}
+
+    single = LLMEngine(float32_model_dir, EngineConfig(**config), clock=FakeClock())
+    expected = run(single)
+    workers = [FakeWorkerHandle(pipeline.EngineWorker(float32_model_dir, i, num_stages, 7, 8))
+               for i in range(num_stages)]
+    shape, tokenizer, _ = load_model_config(float32_model_dir)
+    split = LLMEngine(shape, EngineConfig(**config), tokenizer, clock=FakeClock(),
+                      stages=pipeline.ActorStages(workers))
+    assert run(split) == expected
+    assert split.metrics.num_preemptions.value(split.metrics.labels) > 0  # it was exercised
+    assert split.allocator.usage() == 0.0
+    split.check_stages()
+
+
+def test_a_stage_holds_only_its_layers_and_their_kv_pool(float32_model_dir):
+    middle = pipeline.EngineWorker(float32_model_dir, 1, 3, 4, 8)._runner
+    assert (middle.layers, middle.first, middle.last) == (range(1, 2), False, False)
+    assert middle.model.tok is None and middle.model.norm is None
+    assert [type(b).__name__ for b in middle.model.blocks] == ["Identity", "Block", "Identity"]
+    assert middle.cache.keys.shape[0] == 1
+    last = pipeline.EngineWorker(float32_model_dir, 3, 4, 4, 8)._runner
+    assert last.layers == range(3, 3) and last.last and last.model.tok is not None
+    assert last.cache.keys.shape[0] == 0
+
+
+def test_a_dead_stage_fails_the_check_and_the_step(float32_model_dir, fake_actor_get):
+    class DeadMethod:
+        def remote(self, *args):
+            raise RuntimeError("The actor died unexpectedly before finishing this task.")
+
+    worker = FakeWorkerHandle(pipeline.EngineWorker(float32_model_dir, 0, 2, 4, 8))
+    dead = FakeWorkerHandle(pipeline.EngineWorker(float32_model_dir, 1, 2, 4, 8))
+    dead.run = dead.ping = DeadMethod()
+    stages = pipeline.ActorStages([worker, dead])
+    with pytest.raises(RuntimeError, match="actor died"):
+        stages.check()
+    from tessera.serve.llm.tiny_model import load_model_config
+    shape, tokenizer, _ = load_model_config(float32_model_dir)
+    engine = LLMEngine(shape, EngineConfig(num_kv_blocks=4, block_size=8), tokenizer,
+                       clock=FakeClock(), stages=stages)
+    engine.add_request("a", prompt_ids(5), SamplingParams(max_tokens=2, **GREEDY))
+    with pytest.raises(RuntimeError, match="actor died"):
+        engine.step()
+
+
+def test_the_replica_slice_comes_from_the_environment(monkeypatch):
+    from tessera.serve import context
+    monkeypatch.delenv("TESSERA_SERVE_REPLICA_SLICE", raising=False)
+    assert context._get_replica_slice() is None
+    monkeypatch.setenv("TESSERA_SERVE_REPLICA_SLICE", "serve:llm#m#abc")
+    monkeypatch.setenv("TESSERA_SERVE_REPLICA_SLICE_HOSTS", "4")
+    found = context._get_replica_slice()
+    assert (found.name, found.num_hosts) == ("serve:llm#m#abc", 4)
+    group = found.placement_group({"TPU": 4.0})
+    assert (group.id.hex(), group.bundle_count) == ("serve:llm#m#abc", 4)
+    monkeypatch.setenv("TESSERA_SERVE_REPLICA_SLICE_HOSTS", "")
+    with pytest.raises(ValueError, match="not a host count"):
+        context._get_replica_slice()
+
+
 # ---- LLMConfig and placement -------------------------------------------------------------
 
 def test_placement_bundles_for_gpu_tensor_parallel_and_a_v6e_slice():
@@ -650,6 +786,41 @@ def test_llm_config_checks_and_engine_choice(monkeypatch):
     monkeypatch.setattr(llm_config, "vllm_available", lambda: True)
     assert config.engine() == "vLLM"
     assert LLMConfig.parse(dict(base, llm_engine="tessera")).engine() == "tessera"
+
+
+def test_the_builtin_engine_runs_one_stage_per_host_of_its_slice():
+    base = {"model_loading_config": {"model_id": "m"}, "llm_engine": "tessera"}
+    v6e = dict(base, accelerator_type="TPU-V6E",
+               accelerator_config={"kind": "tpu", "topology": "4x4"},
+               engine_kwargs={"tensor_parallel_size": 4, "pipeline_parallel_size": 4})
+    config = LLMConfig.parse(v6e)
+    assert llm_config.builtin_stages(config) == (4, 4)
+    assert llm_config.replica_slice(config) == {
+        "accelerator_type": "TPU-V6E", "topology": "4x4", "sub_slice": False}
+    half = LLMConfig.parse(dict(v6e, accelerator_config={
+        "kind": "tpu", "topology": "2x4", "chips_per_host": 4, "sub_slice": True},
+        engine_kwargs={"tensor_parallel_size": 4, "pipeline_parallel_size": 2}))
+    assert llm_config.builtin_stages(half) == (2, 4)
+    assert llm_config.replica_slice(half) == {
+        "accelerator_type": "TPU-V6E", "topology": "2x4", "sub_slice": True}
+    assert placement_bundles(half) == ([{"TPU": 4.0, "accelerator_type:TPU-V6E": 0.001}] * 2,
+                                       "SPREAD")
+    plain = LLMConfig.parse(base)
+    assert llm_config.builtin_stages(plain) == (1, 0) and llm_config.replica_slice(plain) is None
+    refused = [
+        (dict(v6e, engine_kwargs={"tensor_parallel_size": 16}),
+         "needs pipeline_parallel_size 4 and tensor_parallel_size 4, got 1 and 16"),
+        (dict(base, engine_kwargs={"tensor_parallel_size": 2}), "must be 1, got 2 and 1"),
+        (dict(v6e, engine_kwargs={"tensor_parallel_size": 4, "pipeline_parallel_size": 4,
+                                  "data_parallel_size": 2}), "data_parallel_size must be 1"),
+        (dict(v6e, accelerator_config={"kind": "tpu", "topology": "4x4", "sub_slice": 1}),
+         "sub_slice must be a bool"),
+    ]
+    for fields, message in refused:
+        with pytest.raises(ValueError, match=message):
+            LLMConfig.parse(fields)
+    # vLLM may shard a slice as it likes: TP=16 is its to run.
+    LLMConfig.parse(dict(v6e, llm_engine="vLLM", engine_kwargs={"tensor_parallel_size": 16}))
 
 
 # ---- the demo model ----------------------------------------------------------------------

@@ -36,6 +36,12 @@ DEFAULT_REQUEST_ROUTING_STATS_TIMEOUT_S = 30.0
 # The header a client names a multiplexed model with (exact: underscores, as Ray).
 SERVE_MULTIPLEXED_MODEL_ID = "serve_multiplexed_model_id"
 
+# What the controller tells a replica it reserved a TPU slice for (context._get_replica_slice):
+# the reservation's name and its number of hosts (src/serve_runtime/actor_replica_runtime.cc
+# sets them).
+REPLICA_SLICE_ENV = "TESSERA_SERVE_REPLICA_SLICE"
+REPLICA_SLICE_HOSTS_ENV = "TESSERA_SERVE_REPLICA_SLICE_HOSTS"
+
 
 def env_str(name: str, default: str) -> str:
     return os.environ.get(name, default)

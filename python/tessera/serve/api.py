@@ -21,8 +21,9 @@ serve.proto).
 What a deploy sends: one DeployServeApplicationsRequest (built here as the proto3 JSON mapping,
 since the interpreter has no protobuf module) with this process's Python (sys.executable, the
 sys.path entries that exist and the working folder) so that replicas import what the driver
-imports, and per deployment its options, resources and the replica's constructor argument
-(build.replica_spec, base64 in the JSON).
+imports, and per deployment its options, resources (with the TPU slice each replica takes,
+when it takes one: its shape made the protocol's types by the binding, serve_replica_slice) and
+the replica's constructor argument (build.replica_spec, base64 in the JSON).
 
 Threading: every function may be called from any thread. Cost: one controller call each, and
 for run and delete a status call every 0.1 s while they wait.
@@ -312,8 +313,20 @@ def start(proxy_location: Union[None, str, ProxyLocation] = None,
 # Deploy requests.
 
 
-def _resources_message(options: Dict[str, Any]) -> Dict[str, Any]:
-    """ServeReplicaResources for a deployment's resolved options."""
+def _slice_message(replica_slice: Dict[str, Any], per_host: Dict[str, float]) -> Dict[str, Any]:
+    """ServeReplicaSlice for a deployment's replica slice (build.json_ready_slice), every host's
+    bundle holding `per_host` (the replica actor's resources) besides its chips: the shape's
+    text parsed once, by the binding, into the protocol's types."""
+    from tessera import _core
+
+    return json.loads(_core.serve_replica_slice(
+        replica_slice["accelerator_type"], replica_slice["topology"], dict(per_host),
+        bool(replica_slice["sub_slice"])))
+
+
+def _resources_message(options: Dict[str, Any],
+                       replica_slice: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """ServeReplicaResources for a deployment's resolved options (and its replica slice)."""
     actor = options.get("ray_actor_options") or {}
     amounts: Dict[str, float] = {}
     for option, resource in (("num_cpus", "CPU"), ("num_gpus", "GPU"), ("memory", "memory")):
@@ -340,6 +353,8 @@ def _resources_message(options: Dict[str, Any]) -> Dict[str, Any]:
         message["placement_group_strategy"] = options.get("placement_group_strategy") or "PACK"
     if options.get("max_replicas_per_node"):
         message["max_replicas_per_node"] = int(options["max_replicas_per_node"])
+    if replica_slice is not None:
+        message["slice"] = _slice_message(replica_slice, amounts)
     return message
 
 
@@ -384,7 +399,7 @@ def _deployment_message(built: serve_build.BuiltDeployment) -> Dict[str, Any]:
         "replica_spec": base64.b64encode(spec).decode("ascii"),
         "user_config_json": "" if user_config is None else json.dumps(user_config,
                                                                       sort_keys=True),
-        "resources": _resources_message(options),
+        "resources": _resources_message(options, built.spec.get("replica_slice")),
         "num_replicas": int(options.get("num_replicas") or 0),
         "max_ongoing_requests": int(options["max_ongoing_requests"]),
         "max_queued_requests": int(options["max_queued_requests"]),

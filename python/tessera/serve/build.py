@@ -14,11 +14,14 @@ the replica turns into a DeploymentHandle) and returns a BuiltApplication:
           "callable_name", "is_function", "is_asgi" (an @serve.ingress class),
           "code_version", "version" (deprecated user version or None),
           "options" (every option, defaults filled in: _options.resolve),
+          "replica_slice" (the TPU slice each replica takes, Deployment._with_replica_slice:
+          {accelerator_type, topology, sub_slice}; None),
           "user_configured_option_names" (those set in code or config, sorted),
           "user_options" (those options' values), "handle_dependencies" (deployment names)}
 
 `code_version` is a sha256 over the pickled code, the pickled init args and the replica options
-(ray_actor_options, placement group, max_replicas_per_node): it changes when any of them does,
+(ray_actor_options, placement group, max_replicas_per_node, the replica slice): it changes when
+any of them does,
 and not when only deployment-config options (user_config, num_replicas, ...) do. With a
 (deprecated) user `version`, the version replaces the code and args in the hash, as Ray lets a
 version pin the code. Classes pickled by value (defined in __main__ or a function) carry an id
@@ -249,7 +252,8 @@ def _layers_with_config(apps: List[Application], names: Dict[int, str], app_name
 
 
 def _code_version(serialized_callable: bytes, serialized_args: bytes,
-                  options: Dict[str, Any], version: Optional[str]) -> str:
+                  options: Dict[str, Any], version: Optional[str],
+                  replica_slice: Optional[Dict[str, Any]]) -> str:
     digest = hashlib.sha256()
     if version is not None:
         digest.update(b"version\0" + version.encode())
@@ -258,8 +262,20 @@ def _code_version(serialized_callable: bytes, serialized_args: bytes,
         digest.update(b"\0")
         digest.update(serialized_args)
     replica = {name: options[name] for name in _options.REPLICA_OPTIONS}
+    if replica_slice is not None:
+        replica["replica_slice"] = replica_slice
     digest.update(json.dumps(replica, sort_keys=True).encode())
     return digest.hexdigest()
+
+
+def json_ready_slice(replica_slice: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """A deployment's replica slice (Deployment._with_replica_slice) as the spec holds it:
+    accelerator_type, topology, sub_slice; None when it has none."""
+    if replica_slice is None:
+        return None
+    return {"accelerator_type": str(replica_slice["accelerator_type"]),
+            "topology": str(replica_slice["topology"]),
+            "sub_slice": bool(replica_slice.get("sub_slice", False))}
 
 
 def _is_asgi(target: Any) -> bool:
@@ -286,15 +302,20 @@ def _build_one(app: Application, name: str, app_name: str, layer: dict,
         raise TypeError(f"Could not serialize the deployment {deployment.func_or_class!r}: "
                         f"{e}") from e
     options = _options.resolve(layer)
+    replica_slice = json_ready_slice(deployment._replica_slice)
+    if replica_slice is not None and options["placement_group_bundles"] is not None:
+        raise ValueError(f"Deployment '{name}' takes a TPU slice per replica: it cannot also "
+                         "have placement_group_bundles.")
     spec = {
         "name": name, "app_name": app_name, "ingress": False, "route_prefix": None,
         "callable_name": deployment.func_or_class.__name__,
         "is_function": inspect.isfunction(deployment.func_or_class),
         "is_asgi": _is_asgi(deployment.func_or_class),
         "code_version": _code_version(serialized_callable, serialized_args, options,
-                                      layer.get("version")),
+                                      layer.get("version"), replica_slice),
         "version": layer.get("version"),
         "options": options,
+        "replica_slice": replica_slice,
         "user_configured_option_names": sorted(layer),
         "user_options": {key: options[key] for key in sorted(layer)},
         "handle_dependencies": dependencies,

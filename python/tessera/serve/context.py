@@ -8,6 +8,12 @@ user starts) falls back on. The request context is set per request by the replic
 into the threads that run sync user methods.
 
   get_replica_context()   the ReplicaContext; RayServeException outside a replica
+  _get_replica_slice()    the TPU slice the serve controller reserved for this replica (a
+                          deployment Serve LLM built for a TPU topology), None elsewhere: its
+                          reservation's name, which places actors in its hosts' bundles as a
+                          placement group of that name (bundle i: host i, TPU worker i), and
+                          its number of hosts; the controller sets both in the replica's
+                          environment (REPLICA_SLICE_ENV, REPLICA_SLICE_HOSTS_ENV)
 
 Threading: contextvars are per thread and task; the process fallback is one reference,
 swapped atomically. Cost: a contextvar read.
@@ -19,7 +25,8 @@ import contextvars
 from dataclasses import dataclass, field
 from typing import Any, Callable, List, Optional
 
-from tessera.serve._constants import SERVE_DEFAULT_APP_NAME
+from tessera.serve._constants import (REPLICA_SLICE_ENV, REPLICA_SLICE_HOSTS_ENV,
+                                      SERVE_DEFAULT_APP_NAME)
 from tessera.serve.exceptions import RayServeException
 
 
@@ -124,6 +131,37 @@ def _unset_request_context() -> None:
     """Clears the request context of the running task (a background task started while
     handling one request must not carry that request's context)."""
     _request_context.set(_EMPTY_REQUEST)
+
+
+@dataclass(frozen=True)
+class ReplicaSlice:
+    """The TPU slice a replica sits on: `name`, its reservation (a placement group of that name:
+    bundle i is host i), and `num_hosts`. The replica actor is in bundle 0."""
+
+    name: str
+    num_hosts: int
+
+    def placement_group(self, bundle: Any) -> Any:
+        """The slice as a PlacementGroup to place actors with (PlacementGroupSchedulingStrategy),
+        every host's bundle described as `bundle`."""
+        from tessera.util.placement_group import PlacementGroup
+
+        return PlacementGroup(self.name, [dict(bundle) for _ in range(self.num_hosts)], "SPREAD")
+
+
+def _get_replica_slice() -> Optional[ReplicaSlice]:
+    """This replica's slice, from the environment the controller started it with; None when it
+    has none. ValueError when the environment names a slice without a host count."""
+    import os
+
+    name = os.environ.get(REPLICA_SLICE_ENV, "")
+    if not name:
+        return None
+    hosts = os.environ.get(REPLICA_SLICE_HOSTS_ENV, "")
+    if not hosts.isdigit() or int(hosts) < 1:
+        raise ValueError(f"{REPLICA_SLICE_ENV}={name} comes with {REPLICA_SLICE_HOSTS_ENV}="
+                         f"{hosts!r}, not a host count")
+    return ReplicaSlice(name, int(hosts))
 
 
 def get_replica_context() -> ReplicaContext:

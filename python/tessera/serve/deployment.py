@@ -50,7 +50,8 @@ class Deployment:
 
     def __init__(self, func_or_class: Callable, name: str, options: Dict[str, Any],
                  init_args: Tuple = (), init_kwargs: Optional[Dict[str, Any]] = None,
-                 name_set: bool = False, _internal: bool = False) -> None:
+                 name_set: bool = False, _internal: bool = False,
+                 replica_slice: Optional[Dict[str, Any]] = None) -> None:
         if not _internal:
             raise RuntimeError("The Deployment constructor should not be called directly. Use "
                                "`@serve.deployment` instead.")
@@ -61,6 +62,9 @@ class Deployment:
         self._options = dict(options)
         self._init_args = tuple(init_args)
         self._init_kwargs = dict(init_kwargs or {})
+        # Not an option of Ray's: the TPU slice each replica takes whole (Serve LLM's builders
+        # set it for a TPU model with a topology; see _with_replica_slice).
+        self._replica_slice = dict(replica_slice) if replica_slice is not None else None
 
     # --- Ray's properties ------------------------------------------------------------------
     @property
@@ -142,14 +146,33 @@ class Deployment:
         _check_init_args(target, init_args, init_kwargs)
         return Deployment(target, self._name if name is None else name, merged, init_args,
                           init_kwargs, name_set=self._name_set or name is not None,
-                          _internal=True)
+                          _internal=True, replica_slice=self._replica_slice)
+
+    def _with_replica_slice(self, replica_slice: Optional[Dict[str, Any]]) -> "Deployment":
+        """A copy whose every replica takes a TPU slice of its own, which the serve controller
+        reserves before it starts the replica (the replica actor in host 0's bundle, its child
+        actors in the slice) and releases when the replica stops: `replica_slice` is
+        {"accelerator_type": "TPU-V6E", "topology": "4x4", "sub_slice": bool (a block of a
+        larger slice; False when left out)}; None: none. Every host's bundle gets the replica
+        actor's resources (ray_actor_options) besides its chips. Internal (Serve LLM's
+        builders): not with placement_group_bundles."""
+        if replica_slice is not None:
+            unknown = sorted(set(replica_slice) - {"accelerator_type", "topology", "sub_slice"})
+            if unknown or not replica_slice.get("accelerator_type") or not replica_slice.get(
+                    "topology"):
+                raise ValueError(f"a replica slice needs accelerator_type and topology (and "
+                                 f"may have sub_slice), got {replica_slice!r}")
+        return Deployment(self._func_or_class, self._name, self._options, self._init_args,
+                          self._init_kwargs, name_set=self._name_set, _internal=True,
+                          replica_slice=replica_slice)
 
     def __eq__(self, other: Any) -> bool:
         return (isinstance(other, Deployment) and self._name == other._name
                 and self._func_or_class is other._func_or_class
                 and _options.resolve(self._options) == _options.resolve(other._options)
                 and self._init_args == other._init_args
-                and self._init_kwargs == other._init_kwargs)
+                and self._init_kwargs == other._init_kwargs
+                and self._replica_slice == other._replica_slice)
 
     __hash__ = None  # type: ignore[assignment]
 

@@ -2,8 +2,9 @@
 
 - `LLMConfig`, `ModelLoadingConfig` (config.py): one served model, its engine and placement.
 - The built-in engine (engine.py, async_engine.py): continuous batching over a paged KV cache
-  on the CPU, used when vLLM is not importable or `llm_engine="tessera"`; its demo model is
-  made by `python3 -m tessera.serve.llm.make_demo_model OUT_DIR`.
+  on the CPU, used when vLLM is not importable or `llm_engine="tessera"`; on a TPU slice split
+  into pipeline stages, one engine worker per host (pipeline.py); its demo model is made by
+  `python3 -m tessera.serve.llm.make_demo_model OUT_DIR`.
 - openai_protocol.py: the OpenAI request checks and response shapes.
 - `LLMServer` (server.py): the deployment class serving one model; `OpenAiIngress`
   (ingress.py): the OpenAI routes over LLMServer deployments; `build_llm_deployment` and

@@ -10,7 +10,10 @@ name, by default), bound with llm_config= and `bind_kwargs`. Its options are the
 get_deployment_options (the config's deployment_config and placement), then
 `override_serve_options` over them, all merged over Serve LLM's defaults (max_ongoing_requests
 1e9, health checks every 10 s with a 10 s timeout, autoscaling_config target_ongoing_requests
-1e9; no autoscaling default when num_replicas is set). Dict options merge key by key.
+1e9; no autoscaling default when num_replicas is set). Dict options merge key by key. A TPU
+config with a topology gives each replica a slice of its own (config.replica_slice), which the
+serve controller reserves when it starts the replica: not a Serve option, but the deployment's
+(Deployment._with_replica_slice), so a config file's options over it keep it.
 
 `build_openai_app(args)`: `args` is an LLMServingArgs or its dict form (a config file's `args`):
 `llm_configs` (LLMConfig objects, dicts, or YAML file paths; at least one; unique model ids),
@@ -33,7 +36,7 @@ from tessera import serve
 from tessera.serve.build import import_attr
 from tessera.serve.deployment import Application
 from tessera.serve.llm import _constants
-from tessera.serve.llm.config import LLMConfig
+from tessera.serve.llm.config import LLMConfig, replica_slice
 
 LLMConfigLike = Union[LLMConfig, Mapping[str, Any], str]
 
@@ -78,8 +81,10 @@ def build_llm_deployment(llm_config: LLMConfigLike, *, name_prefix: Optional[str
     options["name"] = name_prefix + options.pop("name", deployment_name(config))
     options.update(override_serve_options or {})
     options = apply_llm_deployment_defaults(_constants.llm_deployment_defaults(), options)
-    return serve.deployment(deployment_cls, **options).bind(llm_config=config,
-                                                           **(bind_kwargs or {}))
+    deployment = serve.deployment(deployment_cls, **options)
+    # A TPU model with a topology: each replica takes a slice, which the controller reserves.
+    deployment = deployment._with_replica_slice(replica_slice(config))
+    return deployment.bind(llm_config=config, **(bind_kwargs or {}))
 
 
 def _parse_llm_config(value: LLMConfigLike) -> LLMConfig:

@@ -9,17 +9,27 @@ its checks, which engine runs it, and the placement bundles of its replicas.
 Which engine: `llm_engine` is "vLLM" (Ray's default) or "tessera" (the built-in CPU engine,
 tessera.serve.llm.engine). "tessera" always runs the built-in one. "vLLM" runs vLLM when the
 `vllm` package is importable, and otherwise falls back to the built-in engine, which loads only
-its own model directories (tiny_model.load_model) and runs with tensor and pipeline parallel
-size 1: a config it cannot run fails when its replica starts, not here.
+its own model directories (tiny_model.load_model): a config it cannot run fails when its replica
+starts, not here (with llm_engine "tessera", here).
+
+The built-in engine's layout (`builtin_stages`): without a TPU topology it runs inside the
+replica, tensor and pipeline parallel size 1. With one, it runs one pipeline stage per host of
+the replica's slice, each stage an engine worker actor over its host's chips (tensor parallel
+within the host, one process): pipeline_parallel_size must be the slice's hosts and
+tensor_parallel_size its chips per host (v6e 4x4: 4 x 4).
 
 Placement (Serve LLM's rule): the replica actor's resources (`ray_actor_options`, CPU 1 by
 default) are merged into bundle 0 of one bundle per engine worker (tensor x pipeline parallel
 size), default `{GPU: 1, accelerator_type:<type>: 0.001}` (TPU without a topology: one chip per
 bundle), strategy PACK (STRICT_PACK with data parallelism), or the bundles and strategy of
-`placement_group_config`. A TPU `accelerator_config` with a topology takes a whole slice
-(tessera.util.tpu.slice_placement_group): one bundle per host `{TPU: chips per host,
-accelerator_type:<type>: 0.001}`, SPREAD, the replica placed on its own. The built-in engine runs
-inside the replica: its one bundle is the replica's resources.
+`placement_group_config`. A TPU `accelerator_config` with a topology takes a whole slice per
+replica, for either engine: one bundle per host `{TPU: chips per host, accelerator_type:<type>:
+0.001}` (placement_bundles). The serve controller reserves it when it starts the replica
+(`replica_slice`: the shape; every host's bundle also gets the replica actor's resources, and
+the replica actor sits in host 0's) and releases it when the replica stops.
+`accelerator_config` may also say `sub_slice: True` (a Tessera extension): the replica then
+takes a block of that topology inside a larger slice (a 2x4 half of a 4x4) instead of a whole
+slice of its own.
 
 Threading: plain values; any thread. Cost: O(fields).
 """
@@ -191,6 +201,8 @@ class LLMConfig:
             raise ValueError(f"log_engine_metrics must be a bool, got {self.log_engine_metrics!r}")
         self._check_parallel_sizes()
         self._check_accelerator()
+        if self.llm_engine == ENGINE_BUILTIN:
+            builtin_stages(self)  # raises on a layout the built-in engine cannot run
         self._check_placement()
 
     def _check_parallel_sizes(self) -> None:
@@ -211,12 +223,17 @@ class LLMConfig:
         if not isinstance(config, dict) or config.get("kind") != "tpu":
             raise ValueError(f"accelerator_config must be {{'kind': 'tpu', 'topology': ...}}, "
                              f"got {config!r}")
-        unknown = sorted(set(config) - {"kind", "topology", "chips_per_host"})
+        unknown = sorted(set(config) - {"kind", "topology", "chips_per_host", "sub_slice"})
         if unknown:
             raise ValueError(f"accelerator_config got unknown field(s): {', '.join(unknown)}")
         if not (self.accelerator_type or "").upper().startswith("TPU-"):
             raise ValueError(f"accelerator_config of kind 'tpu' needs a TPU accelerator_type "
                              f"such as 'TPU-V6E', got {self.accelerator_type!r}")
+        if not isinstance(config.get("sub_slice", False), bool):
+            raise ValueError(f"accelerator_config.sub_slice must be a bool, got "
+                             f"{config['sub_slice']!r}")
+        if config.get("sub_slice") and config.get("topology") is None:
+            raise ValueError("accelerator_config.sub_slice needs a topology")
         if config.get("topology") is not None:
             tpu_slice_shape(self)  # raises on a bad topology or parallelism
 
@@ -289,6 +306,45 @@ def tpu_slice_shape(llm_config: LLMConfig) -> Optional[Tuple[str, str, int, int]
     return generation, topology, chips // per_host, per_host
 
 
+def builtin_stages(llm_config: LLMConfig) -> Tuple[int, int]:
+    """(pipeline stages, TPU chips per stage) of the built-in engine for this config: (1, 0)
+    without a TPU topology (the engine runs in the replica), else one stage per host of the
+    slice over that host's chips. ValueError for parallel sizes it cannot run."""
+    tp, pp, dp = llm_config.parallel_sizes()
+    if dp != 1:
+        raise ValueError(f"the built-in engine runs one engine per replica: "
+                         f"data_parallel_size must be 1, got {dp} (use llm_engine='vLLM')")
+    shape = tpu_slice_shape(llm_config)
+    if shape is None:
+        if (tp, pp) != (1, 1):
+            raise ValueError(f"the built-in engine runs in the replica without a TPU slice: "
+                             f"tensor_parallel_size and pipeline_parallel_size must be 1, got "
+                             f"{tp} and {pp} (give accelerator_config a topology, or use "
+                             "llm_engine='vLLM')")
+        return 1, 0
+    generation, topology, hosts, per_host = shape
+    if (tp, pp) != (per_host, hosts):
+        raise ValueError(f"the built-in engine runs one pipeline stage per host of its slice, "
+                         f"tensor parallel over the host's chips: a {generation} {topology} "
+                         f"slice of {hosts} hosts x {per_host} chips needs "
+                         f"pipeline_parallel_size {hosts} and tensor_parallel_size {per_host}, "
+                         f"got {pp} and {tp}")
+    return hosts, per_host
+
+
+def replica_slice(llm_config: LLMConfig) -> Optional[Dict[str, Any]]:
+    """The TPU slice each replica of this config takes (see the module's doc), as its deployment
+    carries it (Deployment._with_replica_slice): {"accelerator_type", "topology", "sub_slice"};
+    None without a topology. Every host's bundle gets the replica actor's resources besides its
+    chips, as the deployment's options say them when it is deployed."""
+    if tpu_slice_shape(llm_config) is None:
+        return None
+    config = llm_config.accelerator_config or {}
+    return {"accelerator_type": llm_config.accelerator_type.upper(),
+            "topology": str(config["topology"]).lower(),
+            "sub_slice": bool(config.get("sub_slice", False))}
+
+
 def replica_actor_resources(llm_config: LLMConfig) -> Bundle:
     """The replica actor's own resources: ray_actor_options' num_cpus (1), num_gpus, memory and
     resources, zero amounts left out."""
@@ -309,9 +365,9 @@ def placement_bundles(llm_config: LLMConfig, engine: Optional[str] = None
     if engine not in LLM_ENGINES:
         raise ValueError(f"engine must be one of {', '.join(LLM_ENGINES)}, got {engine!r}")
     replica = replica_actor_resources(llm_config)
-    if engine == ENGINE_BUILTIN:
-        return [replica], "PACK"
     shape = tpu_slice_shape(llm_config)
+    if engine == ENGINE_BUILTIN and shape is None:
+        return [replica], "PACK"
     if shape is not None:
         _, _, hosts, per_host = shape
         host: Bundle = {"TPU": float(per_host),

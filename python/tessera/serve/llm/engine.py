@@ -12,6 +12,11 @@ their next tokens, admits waiting ones, the model runner computes the scheduled 
 paged cache, and every request whose tokens are all computed samples one token. A request added
 between steps joins the next one; a finished one leaves at once and frees its blocks.
 
+The model runs in this process, or split into pipeline stages across engine workers
+(pipeline.py: one per host of a TPU slice, `LLMEngine(model_config, config, tokenizer,
+stages=ActorStages(...))`): the scheduler, the block accounting and sampling stay here either
+way, and the tokens are the same.
+
 Metrics (`engine.metrics`, metrics.EngineMetrics) are kept as vLLM V1 keeps them: TTFT =
 arrival to first token, ITL = each gap between a request's tokens, e2e = arrival to finish,
 queue time = arrival to first scheduled, tokens counted as computed, success counted per
@@ -29,13 +34,13 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
-from tessera.serve.llm.kv_cache import DEFAULT_BLOCK_SIZE, PagedKVCache
+from tessera.serve.llm.kv_cache import DEFAULT_BLOCK_SIZE, BlockAllocator
 from tessera.serve.llm.metrics import EngineMetrics
-from tessera.serve.llm.model_runner import ModelRunner
+from tessera.serve.llm.model_runner import LocalStages, ModelRunner, StageRunner
 from tessera.serve.llm.request import Request, RequestOutput
 from tessera.serve.llm.sampling import SamplingParams, check_stop, sample_tokens
 from tessera.serve.llm.scheduler import Scheduler
-from tessera.serve.llm.tiny_model import TinyTransformer, load_model
+from tessera.serve.llm.tiny_model import TinyConfig, TinyTransformer, load_model
 from tessera.serve.llm.tokenizer import ByteTokenizer
 
 Prompt = Union[str, Sequence[int]]
@@ -75,12 +80,8 @@ class EngineConfig:
     def from_engine_kwargs(cls, engine_kwargs: Mapping[str, Any], model_name: str
                            ) -> Tuple["EngineConfig", List[str]]:
         """The config of LLMConfig.engine_kwargs for the built-in engine, and the vLLM-only
-        keys it ignores (e.g. gpu_memory_utilization). It runs in one process: tensor and
-        pipeline parallel sizes above 1 are errors."""
-        for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
-            if engine_kwargs.get(key, 1) != 1:
-                raise ValueError(f"the built-in engine runs in one process: {key} must be 1, got "
-                                 f"{engine_kwargs[key]!r} (use llm_engine='vLLM')")
+        keys it ignores (e.g. gpu_memory_utilization). The parallel sizes are not the engine's
+        but its layout's (config.builtin_stages checks them: stages over a slice's hosts)."""
         fields: Dict[str, Any] = {"model_name": model_name}
         ignored = []
         for key, value in engine_kwargs.items():
@@ -95,38 +96,57 @@ class EngineConfig:
 class LLMEngine:
     """Continuous batching of requests over one model (see the module's doc)."""
 
-    def __init__(self, model: Union[str, TinyTransformer], config: Optional[EngineConfig] = None,
+    def __init__(self, model: Union[str, TinyTransformer, TinyConfig],
+                 config: Optional[EngineConfig] = None,
                  tokenizer: Optional[ByteTokenizer] = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 stages: Optional[Any] = None) -> None:
+        """`model`: a TinyTransformer, or a model folder (load_model), run in this process; or,
+        with `stages` (pipeline.ActorStages: the model split across engine workers, which hold
+        its weights and KV pools), the model's TinyConfig and the tokenizer."""
         self.config = config or EngineConfig()
-        if isinstance(model, str):
-            model, loaded_tokenizer, _ = load_model(model)
-            tokenizer = tokenizer or loaded_tokenizer
-        self.model = model.eval()
+        if stages is None:
+            if isinstance(model, str):
+                model, loaded_tokenizer, _ = load_model(model)
+                tokenizer = tokenizer or loaded_tokenizer
+            if not isinstance(model, TinyTransformer):
+                raise TypeError(f"model must be a TinyTransformer or a model folder, got "
+                                f"{type(model).__name__}")
+            model = model.eval()
+            stages = LocalStages([StageRunner(model, range(model.config.n_layers),
+                                              self.config.num_kv_blocks, self.config.block_size,
+                                              first=True, last=True)])
+            model = model.config
+        if not isinstance(model, TinyConfig):
+            raise TypeError(f"an engine over stages takes the model's TinyConfig, got "
+                            f"{type(model).__name__}")
+        self.model_config: TinyConfig = model
         self.tokenizer = tokenizer or ByteTokenizer()
         self._clock = clock
         self.max_model_len = self._max_model_len()
-        cfg = self.model.config
-        dtype = next(self.model.parameters()).dtype
-        self.cache = PagedKVCache(cfg.n_layers, self.config.num_kv_blocks, self.config.block_size,
-                                  cfg.n_heads, cfg.head_dim, dtype)
-        self.scheduler = Scheduler(self.cache.allocator, self.config.max_num_seqs,
+        # The block accounting of every stage's KV pool (each holds the same blocks).
+        self.allocator = BlockAllocator(self.config.num_kv_blocks, self.config.block_size)
+        self.scheduler = Scheduler(self.allocator, self.config.max_num_seqs,
                                    self.config.max_num_batched_tokens)
-        self.runner = ModelRunner(self.model, self.cache)
+        self.runner = ModelRunner(self.allocator, stages)
         self.metrics = EngineMetrics(self.config.model_name)
         # Unseeded requests share this generator: seeded from the config, so a run repeats.
         self._generator = torch.Generator().manual_seed(self.config.seed)
         self._requests: Dict[str, Request] = {}
 
+    def check_stages(self) -> None:
+        """Raises when a stage of the model cannot run (an engine worker died)."""
+        self.runner.stages.check()
+
     def _max_model_len(self) -> int:
         capacity = self.config.num_kv_blocks * self.config.block_size
-        limit = min(self.model.config.max_position, capacity)
+        limit = min(self.model_config.max_position, capacity)
         wanted = self.config.max_model_len
         if wanted is None:
             return limit
         if wanted > limit:
             raise ValueError(f"max_model_len {wanted} is more than the model's "
-                             f"{self.model.config.max_position} positions or the KV cache's "
+                             f"{self.model_config.max_position} positions or the KV cache's "
                              f"{capacity} token slots")
         return wanted
 
@@ -251,7 +271,7 @@ class LLMEngine:
         labels = self.metrics.labels
         self.metrics.num_requests_running.set(len(self.scheduler.running), labels)
         self.metrics.num_requests_waiting.set(len(self.scheduler.waiting), labels)
-        self.metrics.kv_cache_usage.set(self.cache.allocator.usage(), labels)
+        self.metrics.kv_cache_usage.set(self.allocator.usage(), labels)
 
     def generate(self, prompts: Sequence[Prompt], params: Optional[SamplingParams] = None
                  ) -> List[RequestOutput]:

@@ -4,14 +4,18 @@ per sequence a block table mapping its logical blocks, in order, to physical one
 holds ceil(tokens / block_size) blocks; nothing is reserved beyond that, so sequences of any
 length share the pool without fragmentation.
 
+    allocator = BlockAllocator(num_blocks=64, block_size=16)
+    allocator.allocate("a", 20)                # 2 blocks
+    slots = allocator.slots("a", 0, 20)        # where tokens 0..19 live in the pool
     cache = PagedKVCache(num_layers=2, num_blocks=64, block_size=16, num_heads=4, head_dim=16)
-    cache.allocator.allocate("a", 20)          # 2 blocks
-    slots = cache.allocator.slots("a", 0, 20)  # where tokens 0..19 live in the pool
     cache.write(0, slots, k, v)
     keys, values = cache.gather(0, slots)
 
 `BlockAllocator` is the accounting alone (what the scheduler asks: can this sequence grow by n
-tokens?); `PagedKVCache` adds the tensors the model runner writes and gathers.
+tokens?), kept by the engine beside its scheduler; `PagedKVCache` is the tensors the model
+runner writes and gathers at the slots the allocator gives. A model split into pipeline stages
+(pipeline.py) has one PagedKVCache per stage, of that stage's layers, every one with the same
+blocks: the engine's one block table addresses them all.
 
 Threading: one thread (the engine's). Cost: allocate/free O(blocks changed); slots O(tokens);
 write and gather one index operation over the given slots.
@@ -112,11 +116,11 @@ class BlockAllocator:
 
 
 class PagedKVCache:
-    """Keys and values of every layer in one pool of blocks, with its BlockAllocator."""
+    """Keys and values of `num_layers` layers in one pool of `num_blocks` blocks; layer 0 is
+    the first layer it holds."""
 
     def __init__(self, num_layers: int, num_blocks: int, block_size: int, num_heads: int,
                  head_dim: int, dtype: torch.dtype = torch.float32) -> None:
-        self.allocator = BlockAllocator(num_blocks, block_size)
         shape = (num_layers, num_blocks * block_size, num_heads, head_dim)
         self.keys = torch.zeros(shape, dtype=dtype)
         self.values = torch.zeros(shape, dtype=dtype)

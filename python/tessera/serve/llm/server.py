@@ -25,17 +25,31 @@ model folder made by `python3 -m tessera.serve.llm.make_demo_model DIR` (or
 tiny_model.save_model). Only the built-in engine runs here: a config that selects vLLM fails
 when the replica starts.
 
+On a TPU slice (a config with a TPU topology, deployed by build_llm_deployment or
+build_openai_app, whose deployment has the serve controller reserve a slice per replica and
+place the replica in host 0's bundle): the server starts one engine worker actor per host of
+its slice, in that host's bundle with its chips, and runs the model split across them, a
+pipeline stage per host (pipeline.py; config.builtin_stages: pipeline_parallel_size = hosts,
+tensor_parallel_size = chips per host). The replica keeps the scheduler and its block
+accounting, and drives each step through the stages; the tokens are those of the engine in one
+process. `engine_layout()` says where it all runs. A worker that dies fails the server's
+check_health (the controller then replaces the replica, and the new one takes a slice again);
+the workers end with the replica (shutdown ends them, and the slice's release would).
+
 Deployment options (`get_deployment_options`, what build_llm_deployment uses): the config's
 deployment_config, its runtime_env over ray_actor_options' one, and, when the engine needs
-more than the replica's own resources, the placement group bundles of config.placement_bundles
-(a TPU slice is not one: vLLM reserves it when it starts).
+more than the replica's own resources, the placement group bundles of config.placement_bundles.
+A TPU slice is not one of them: it is the deployment's replica slice (config.replica_slice),
+which build_llm_deployment sets.
 
 Threading: the methods run on the replica's event loop; the engine steps on its own thread.
-Cost: per request, one engine request per choice; per streamed token one SSE event.
+Cost: per request, one engine request per choice; per streamed token one SSE event; on a slice,
+per engine step one actor call per host.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import dataclasses
@@ -49,8 +63,9 @@ from tessera.serve import context as serve_context
 from tessera.serve._constants import SERVE_LOGGER_NAME
 from tessera.serve.llm import _constants, _streams
 from tessera.serve.llm import openai_protocol as proto
-from tessera.serve.llm.config import (ENGINE_BUILTIN, LLMConfig, placement_bundles,
-                                      replica_actor_resources, tpu_slice_shape)
+from tessera.serve.llm.config import (ENGINE_BUILTIN, LLMConfig, builtin_stages,
+                                      placement_bundles, replica_actor_resources,
+                                      tpu_slice_shape)
 
 logger = logging.getLogger(SERVE_LOGGER_NAME)
 
@@ -154,8 +169,37 @@ class LLMServer:
         if ignored:
             logger.warning("The built-in engine ignores engine_kwargs %s of model %r", ignored,
                            config.model_id)
+        num_stages, chips_per_host = builtin_stages(config)
         model_dir = resolve_model_source(config.model_source)
-        return AsyncLLMEngine(LLMEngine(model_dir, engine_config))
+        if chips_per_host == 0:
+            return AsyncLLMEngine(LLMEngine(model_dir, engine_config))
+        return AsyncLLMEngine(self._pipelined_engine(model_dir, engine_config, num_stages,
+                                                     chips_per_host))
+
+    def _pipelined_engine(self, model_dir: str, engine_config: Any, num_stages: int,
+                          chips_per_host: int) -> Any:
+        """The engine over one engine worker per host of this replica's slice (pipeline.py)."""
+        from tessera.serve.llm.engine import LLMEngine
+        from tessera.serve.llm.pipeline import ActorStages, start_engine_workers
+        from tessera.serve.llm.tiny_model import load_model_config
+
+        model_id = self._llm_config.model_id
+        replica_slice = serve_context._get_replica_slice()
+        if replica_slice is None:
+            raise ValueError(f"Model {model_id!r} runs on a TPU slice, but its replica was "
+                             "given none: deploy it with build_llm_deployment or "
+                             "build_openai_app, whose deployment reserves one per replica")
+        if replica_slice.num_hosts != num_stages:
+            raise ValueError(f"Model {model_id!r} runs one pipeline stage per host on "
+                             f"{num_stages} hosts, but its replica's slice {replica_slice.name} "
+                             f"has {replica_slice.num_hosts}")
+        shape, tokenizer, _ = load_model_config(model_dir)
+        workers = start_engine_workers(replica_slice, chips_per_host, model_dir,
+                                       engine_config.num_kv_blocks, engine_config.block_size)
+        self._stages = ActorStages(workers)
+        logger.info("Model %r runs in %d stages over slice %s", model_id, num_stages,
+                    replica_slice.name)
+        return LLMEngine(shape, engine_config, tokenizer, stages=self._stages)
 
     @property
     def model_id(self) -> str:
@@ -337,13 +381,34 @@ class LLMServer:
         return self._llm_config
 
     async def check_health(self) -> None:
-        """Raises when the engine cannot serve (its thread failed or was shut down)."""
+        """Raises when the engine cannot serve: its thread failed or was shut down, or an
+        engine worker of its slice does not answer (one died)."""
         # AsyncLLMEngine has no public probe: its failure and its thread say it.
         dead = getattr(self._engine, "_dead", None)
         thread = getattr(self._engine, "_thread", None)
         if dead is not None or (thread is not None and not thread.is_alive()):
             why = f"it failed: {dead!r}" if dead is not None else "its thread ended"
             raise RuntimeError(f"The engine of model {self.model_id!r} is not running ({why})")
+        stages = getattr(self, "_stages", None)
+        if stages is not None:
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, stages.check)
+            except Exception as e:
+                raise RuntimeError(f"An engine worker of model {self.model_id!r} does not "
+                                   f"answer: {e}") from None
+
+    def engine_layout(self) -> Dict[str, Any]:
+        """Where the engine runs: the replica's slice ("slice": its name, None without one) and
+        node ("node_id"), and each engine worker's node, chips, slice variables, stage and
+        layers ("workers": pipeline.EngineWorker.describe, in stage order; [] when the engine
+        runs in the replica)."""
+        import tessera
+
+        replica_slice = serve_context._get_replica_slice()
+        stages = getattr(self, "_stages", None)
+        return {"slice": replica_slice.name if replica_slice is not None else None,
+                "node_id": tessera.get_runtime_context().get_node_id(),
+                "workers": stages.describe() if stages is not None else []}
 
     def metrics_text(self) -> str:
         """The engine's metrics in Prometheus' text format as Ray exports vLLM's
@@ -358,10 +423,13 @@ class LLMServer:
                                  replica_id=replica_id)
 
     def shutdown(self) -> None:
-        """Stops the engine (unfinished requests fail)."""
+        """Stops the engine (unfinished requests fail) and ends its engine workers."""
         engine = getattr(self, "_engine", None)
         if engine is not None:
             engine.shutdown()
+        stages = getattr(self, "_stages", None)
+        if stages is not None:
+            stages.shutdown()
 
     def __del__(self) -> None:
         # Serve calls it at a graceful shutdown; a failed constructor leaves no engine.

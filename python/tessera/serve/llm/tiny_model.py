@@ -13,7 +13,9 @@ positions (relative, unlike learned absolute ones) let a model this small learn 
 in a minute of CPU; `max_position` only bounds the sequence length. `forward` is the
 plain causal pass over whole sequences (training, and the reference the tests compare the paged
 engine with); `forward_tokens` runs a flat batch of tokens from many sequences and leaves
-attention to the caller, which is how the engine's model runner attends over its paged cache.
+attention to the caller, which is how the engine's model runner attends over its paged cache;
+`embed`, `forward_layers` and `logits` are its parts, which the stages of a model split across
+processes (pipeline.py) run one after another, and `keep_only` drops what a stage does not run.
 
 Threading: a module is used by one thread at a time. Cost: O(layers x tokens x d_model^2) for the
 projections; attention is the caller's in forward_tokens, O(T^2) per sequence in forward.
@@ -172,16 +174,42 @@ class TinyTransformer(nn.Module):
                        attend: AttendFn) -> torch.Tensor:
         """Hidden states [N, d_model] of a flat batch: token ids [N] at `positions` [N], with
         attention left to `attend` (the engine's paged attention)."""
+        return self.forward_layers(self.embed(ids), positions, attend,
+                                   range(self.config.n_layers))
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """The hidden states [N, d_model] the first layer takes for token ids [N]."""
+        return self.tok(ids)
+
+    def forward_layers(self, hidden: torch.Tensor, positions: torch.Tensor, attend: AttendFn,
+                       layers: range) -> torch.Tensor:
+        """Layers `layers` (consecutive) over hidden states [N, d_model] of tokens at
+        `positions` [N]: a pipeline stage's part of forward_tokens, which it gives the same
+        numbers as (the same operations in the same order), with attention left to
+        `attend(layer, q, k, v)`."""
         if positions.numel():
             self._check_positions(int(positions.max()) + 1)
-        x = self.tok(ids)
-        rotary = rotary_tables(positions, self.config.head_dim, x.dtype)
-        for index, block in enumerate(self.blocks):
-            x = block(x, rotary, lambda q, k, v, i=index: attend(i, q, k, v))
-        return x
+        rotary = rotary_tables(positions, self.config.head_dim, hidden.dtype)
+        for index in layers:
+            hidden = self.blocks[index](hidden, rotary,
+                                        lambda q, k, v, i=index: attend(i, q, k, v))
+        return hidden
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return dense(self.norm(hidden), self.tok.weight)
+
+    def keep_only(self, layers: range, embedding: bool, head: bool) -> "TinyTransformer":
+        """Drops the weights a pipeline stage does not run: the blocks outside `layers`, the
+        token embedding unless it embeds (`embedding`) or computes logits (`head`: the output
+        layer is tied to it), the final norm unless `head`. Returns self."""
+        for index in range(self.config.n_layers):
+            if index not in layers:
+                self.blocks[index] = nn.Identity()
+        if not (embedding or head):
+            self.tok = None
+        if not head:
+            self.norm = None
+        return self
 
     def _check_positions(self, length: int) -> None:
         if length > self.config.max_position:
@@ -229,9 +257,9 @@ def is_model_dir(directory: str) -> bool:
         return False
 
 
-def load_model(directory: str, dtype: torch.dtype = torch.float32
-               ) -> Tuple[TinyTransformer, ByteTokenizer, Dict[str, Any]]:
-    """(model in eval mode, tokenizer, config.json as a dict) of a model directory."""
+def load_model_config(directory: str) -> Tuple[TinyConfig, ByteTokenizer, Dict[str, Any]]:
+    """(the model's shape, tokenizer, config.json as a dict) of a model directory, without its
+    weights (what an engine whose stages hold the weights needs)."""
     path = os.path.join(directory, CONFIG_FILE)
     try:
         with open(path, encoding="utf-8") as f:
@@ -243,10 +271,18 @@ def load_model(directory: str, dtype: torch.dtype = torch.float32
         raise ValueError(f"{path} is not a {MODEL_FORMAT} model config")
     with open(os.path.join(directory, TOKENIZER_FILE), encoding="utf-8") as f:
         tokenizer = ByteTokenizer.from_dict(json.load(f))
-    model = TinyTransformer(TinyConfig.from_dict(config))
-    if model.config.vocab_size != tokenizer.vocab_size:
-        raise ValueError(f"{path}: vocab_size {model.config.vocab_size} does not match the "
+    shape = TinyConfig.from_dict(config)
+    if shape.vocab_size != tokenizer.vocab_size:
+        raise ValueError(f"{path}: vocab_size {shape.vocab_size} does not match the "
                          f"tokenizer's {tokenizer.vocab_size}")
+    return shape, tokenizer, config
+
+
+def load_model(directory: str, dtype: torch.dtype = torch.float32
+               ) -> Tuple[TinyTransformer, ByteTokenizer, Dict[str, Any]]:
+    """(model in eval mode, tokenizer, config.json as a dict) of a model directory."""
+    shape, tokenizer, config = load_model_config(directory)
+    model = TinyTransformer(shape)
     # weights_only: a model directory is data, never code to unpickle.
     state = torch.load(os.path.join(directory, WEIGHTS_FILE), map_location="cpu",
                        weights_only=True)
