@@ -132,12 +132,15 @@ TEST_F(DeploymentRouterTest, ARejectedRequestIsRoutedAgainFirstInLine) {
   ASSERT_TRUE(router_->Route({.request_id = "r1"}, outcomes.Callback()).ok());
   ASSERT_TRUE(WaitUntil([&] { return outcomes.size() == 1; }));
   EXPECT_EQ(router_->ongoing(), 1);
-  // The replica said it was full: the request waits again, and is not ongoing meanwhile.
+  // The replica said it was full: the request waits again, and is not ongoing meanwhile (its
+  // probes say full until the replica has room).
+  runtime_.SetQueueLen("app#d#a", 1);
   const DeploymentRouter::Ticket again =
       router_->Rejected("app#d#a", {.request_id = "r1"}, outcomes.Callback());
   EXPECT_NE(again, 0u);
   EXPECT_EQ(router_->ongoing(), 0);
   // The cache says the replica is at its cap (1): a probe is asked again, which says 0.
+  runtime_.SetQueueLen("app#d#a", 0);
   ASSERT_TRUE(WaitUntil([&] { return outcomes.size() == 2; }));
   EXPECT_EQ(outcomes.at(1).value_or("error"), "app#d#a");
   EXPECT_EQ(router_->ongoing(), 1);
