@@ -695,6 +695,7 @@ DeploymentMetrics DeploymentStateMachine::Metrics() const {
     metrics.replica_healthy.push_back(ReplicaHealth{replica.id, healthy});
   }
   metrics.replica_starts = replica_starts_;
+  metrics.replica_states = Status().replica_states;
   if (decider_.has_value()) {
     metrics.autoscaling = true;
     metrics.autoscaling_target_replicas = target_num_replicas_;

@@ -640,6 +640,7 @@ TEST_F(DeploymentStateTest, MetricsReportHealthAndStarts) {
   ASSERT_TRUE(machine.OnHealthCheckResult(checks[0].replica_id, checks[0].check, false, "x"));
   const DeploymentMetrics metrics = machine.Metrics();
   EXPECT_EQ(metrics.replica_starts, 2u);
+  EXPECT_EQ(metrics.replica_states, machine.Status().replica_states);
   EXPECT_FALSE(metrics.autoscaling);
   std::map<std::string, bool> healthy;
   for (const ReplicaHealth& replica : metrics.replica_healthy) {
@@ -649,14 +650,17 @@ TEST_F(DeploymentStateTest, MetricsReportHealthAndStarts) {
                                             Pair(checks[1].replica_id, true)));
 }
 
-TEST(ControllerMetricNames, AreValidPrometheusNames) {
+TEST(ControllerMetricNames, AreRaysValidPrometheusNames) {
   for (std::string_view name :
        {kReplicaHealthyMetric, kReplicaStartsMetric, kControlLoopsMetric,
         kAutoscalingTargetReplicasMetric, kAutoscalingDesiredReplicasMetric,
         kAutoscalingTotalRequestsMetric, kAutoscalingTargetOngoingRequestsMetric}) {
     EXPECT_TRUE(metrics::ValidateMetricName(name).ok()) << name;
-    EXPECT_THAT(std::string(name), StartsWith("tessera_serve_"));
+    EXPECT_THAT(std::string(name), StartsWith("ray_serve_"));
   }
+  // Where Ray has none, the project's prefix.
+  EXPECT_TRUE(metrics::ValidateMetricName(kReplicaStatesMetric).ok());
+  EXPECT_THAT(std::string(kReplicaStatesMetric), StartsWith("tessera_serve_"));
 }
 
 }  // namespace

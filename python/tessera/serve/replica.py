@@ -33,6 +33,9 @@ and args may come still serialized instead, as build's BuiltDeployment holds the
                            the proxy or handle asks for it by id); the call raises
                            RequestCancelledError
   get_multiplexed_model_ids()  the model ids its @serve.multiplexed caches hold
+  get_metrics_text()       the metrics the code it runs renders (_replica_metrics: Serve LLM's
+                           engine metrics), Prometheus text, "" for none; the controller asks
+                           every 10 s and relays them on the head's /metrics
   prepare_for_shutdown()   graceful: sleeps graceful_shutdown_wait_loop_s, then again until no
                            request is ongoing (skipped if it never started), ends the ASGI
                            lifespan, unloads multiplexed models, calls the user's __del__
@@ -69,7 +72,7 @@ import logging
 import uuid
 from typing import Any, AsyncGenerator, Callable, Dict, Optional
 
-from tessera.serve import _http, _pickle
+from tessera.serve import _http, _pickle, _replica_metrics
 from tessera.serve import context as serve_context
 from tessera.serve._constants import (DEFAULT_GRACEFUL_SHUTDOWN_WAIT_LOOP_S,
                                       DEFAULT_MAX_ONGOING_REQUESTS, SERVE_LOGGER_NAME,
@@ -243,6 +246,11 @@ class ReplicaActor:
         for cache in self._context._multiplexers:
             ids.update(cache.model_ids())
         return sorted(ids)
+
+    async def get_metrics_text(self) -> str:
+        if not self._initialized:
+            return ""
+        return _replica_metrics.render()
 
     # --- calling user code -----------------------------------------------------------------
     def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
