@@ -685,6 +685,19 @@ std::vector<RunningReplica> DeploymentStateMachine::RunningReplicas() const {
   return running;
 }
 
+std::vector<ReplicaDetails> DeploymentStateMachine::Replicas() const {
+  std::vector<ReplicaDetails> details;
+  details.reserve(replicas_.size());
+  for (const Replica& replica : replicas_) {
+    const bool unplaced =
+        replica.state == ReplicaState::kStarting && replica.startup == Startup::kPendingAllocation;
+    details.push_back(ReplicaDetails{replica.id, replica.state, replica.node_id,
+                                     replica.state_since,
+                                     unplaced ? replica.pending_explanation : std::string()});
+  }
+  return details;
+}
+
 DeploymentMetrics DeploymentStateMachine::Metrics() const {
   DeploymentMetrics metrics;
   for (const Replica& replica : replicas_) {

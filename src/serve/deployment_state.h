@@ -166,6 +166,16 @@ struct RunningReplica {
   int max_ongoing_requests = 0;
 };
 
+// A replica as the dashboard shows it.
+struct ReplicaDetails {
+  std::string replica_id;
+  ReplicaState state = ReplicaState::kStarting;
+  std::string node_id;     // "" before it was placed
+  absl::Time state_since;  // when it entered its state
+  // While it waits to be placed (STARTING, not yet scheduled): the scheduler's explanation.
+  std::string pending_explanation;
+};
+
 struct ReplicaHealth {
   std::string replica_id;
   bool healthy = false;
@@ -260,6 +270,8 @@ class DeploymentStateMachine {
   DeploymentRecords Records() const;
   uint64_t records_generation() const { return records_generation_; }
   std::vector<RunningReplica> RunningReplicas() const;
+  // Every replica, in start order.
+  std::vector<ReplicaDetails> Replicas() const;
   DeploymentMetrics Metrics() const;
   int target_num_replicas() const { return target_num_replicas_; }
 

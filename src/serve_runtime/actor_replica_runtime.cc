@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "api/error_payloads.h"
 #include "api/foreign_calls.h"
@@ -70,6 +71,15 @@ std::string RequestIdOfFrame(std::string_view frame) {
   if (!head.is_object()) return "";
   auto id = head.find("request_id");
   return id != head.end() && id->is_string() ? id->get<std::string>() : "";
+}
+
+// The process id initialize() answered; 0 when it answered anything else (None: an older
+// replica's code), which only leaves the pid unknown.
+int PidOf(const internal::SerializedValue& value) {
+  absl::StatusOr<std::string> text = DecodeResult(value.view());
+  int pid = 0;
+  if (!text.ok() || !absl::SimpleAtoi(*text, &pid) || pid < 0) return 0;
+  return pid;
 }
 
 absl::StatusOr<PlacementStrategy> StrategyNamed(const std::string& word) {
@@ -345,6 +355,7 @@ absl::StatusOr<ReplicaAddress> ActorReplicaRuntime::StartReplica(const ReplicaLa
   state.resources = options.resources.ToString();
   state.waiting_for_actor = true;
   state.next_pending = options_.clock->Now() + options_.pending_interval;
+  int pid = 0;
   for (const char* method : {"initialize", "check_health"}) {
     // initialize is told the replica's id (its actor's name: what get_replica_context shows).
     const bool initialize = std::string_view(method) == "initialize";
@@ -359,7 +370,10 @@ absl::StatusOr<ReplicaAddress> ActorReplicaRuntime::StartReplica(const ReplicaLa
         ref.early_error().ok() ? Await(ref, absl::InfiniteFuture(), &state, nullptr)
                                : absl::StatusOr<internal::SerializedValue>(ref.early_error());
     state.waiting_for_actor = false;
-    if (value.ok()) continue;
+    if (value.ok()) {
+      if (initialize) pid = PidOf(*value);
+      continue;
+    }
     IgnoreStatus(internal::KillActor(*actor),
                  "a replica that did not start is ended; one "
                  "that is gone already needs nothing");
@@ -372,7 +386,9 @@ absl::StatusOr<ReplicaAddress> ActorReplicaRuntime::StartReplica(const ReplicaLa
     }
     return CallError(value.status(), launch.replica_id, method);
   }
-  return AddressOf(launch.replica_id, *actor);
+  ReplicaAddress address = AddressOf(launch.replica_id, *actor);
+  address.pid = pid;
+  return address;
 }
 
 // --- Find, Kill -------------------------------------------------------------------------------

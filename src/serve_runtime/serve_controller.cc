@@ -968,6 +968,20 @@ const ServeController::Deployment* ServeController::FindRoutedLocked(std::string
   return &it->second;
 }
 
+void ServeController::FillReplicaLocked(const ReplicaDetails& replica,
+                                        v1::ServeReplicaDetails* out) const {
+  out->set_replica_id(replica.replica_id);
+  out->set_state(std::string(Name(replica.state)));
+  out->set_node_id(replica.node_id);
+  out->set_state_since_s(UnixSeconds(replica.state_since));
+  out->set_message(replica.pending_explanation);
+  auto address = addresses_.find(replica.replica_id);
+  if (address == addresses_.end()) return;
+  out->set_actor_id(address->second.actor_id);
+  out->set_pid(address->second.pid);
+  if (out->node_id().empty()) out->set_node_id(address->second.node_id);
+}
+
 v1::ServeStatus ServeController::Status() const {
   v1::ServeStatus status;
   absl::MutexLock lock(&mu_);
@@ -999,6 +1013,9 @@ void ServeController::FillApplicationStatusLocked(const Application& app,
       (*entry->mutable_replica_states())[state] = count;
     }
     entry->set_target_num_replicas(deployment.machine->target_num_replicas());
+    for (const ReplicaDetails& replica : deployment.machine->Replicas()) {
+      FillReplicaLocked(replica, entry->add_replicas());
+    }
     infos.push_back(std::move(info));
   }
   const ApplicationStatusInfo status = ApplicationStatusFromDeployments(infos, app.deleting);

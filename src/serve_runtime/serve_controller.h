@@ -18,7 +18,8 @@
 //   Shutdown   deletes every application; Serve is not started once every replica is stopped.
 //   Status     serve.status()'s shape (v1::ServeStatus): proxies (as SetProxyStatus reports
 //              them), applications with their status (application_state.h), deployments with
-//              theirs (DeploymentStateMachine::Status).
+//              theirs (DeploymentStateMachine::Status), and each deployment's replicas for the
+//              dashboard (state, node, actor, pid, why one waits to be placed).
 //   the loop   a thread of its own runs RunControlLoopOnce every control_loop_period (0.1 s):
 //              Tick() on every machine under the lock, then the actions carried out through the
 //              ReplicaRuntime outside it (start, check_health, reconfigure_json,
@@ -268,6 +269,8 @@ class ServeController final : public ReplicaSetSource {
                                      std::string* resolved) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillApplicationStatusLocked(const Application& app, v1::ServeApplicationStatus* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FillReplicaLocked(const ReplicaDetails& replica, v1::ServeReplicaDetails* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The control loop and the actions.

@@ -367,6 +367,36 @@ TEST_F(ServeControllerTest, StatusHasServeStatusShapes) {
   EXPECT_EQ(controller_->start_options()->http_port(), 8000);
 }
 
+TEST_F(ServeControllerTest, StatusListsEachReplicaWithItsPlaceAndWhyItWaits) {
+  Deploy(OneApp(2));
+  Loop();
+  std::vector<StartCall> starts = runtime_.TakeStarts();
+  ASSERT_THAT(starts, SizeIs(2));
+  starts[0].pending("waiting for resources: {CPU: 1}; held by placement group hog");
+  ReplicaAddress address = AddressOf(starts[1].launch.replica_id);
+  address.pid = 4242;
+  starts[1].done(address);
+  // The runtime's answers come back as the machine's events.
+  const v1::ServeDeploymentStatus deployment = AppStatus()->deployments(0);
+  ASSERT_THAT(deployment.replicas(), SizeIs(2));
+  std::map<std::string, v1::ServeReplicaDetails> by_id;
+  for (const v1::ServeReplicaDetails& replica : deployment.replicas()) {
+    by_id[replica.replica_id()] = replica;
+  }
+  const v1::ServeReplicaDetails& waiting = by_id.at(starts[0].launch.replica_id);
+  EXPECT_EQ(waiting.state(), "STARTING");
+  EXPECT_EQ(waiting.message(), "waiting for resources: {CPU: 1}; held by placement group hog");
+  EXPECT_EQ(waiting.node_id(), "");
+  EXPECT_EQ(waiting.actor_id(), "");
+  EXPECT_DOUBLE_EQ(waiting.state_since_s(), absl::ToUnixSeconds(clock_.Now()));
+  const v1::ServeReplicaDetails& running = by_id.at(starts[1].launch.replica_id);
+  EXPECT_EQ(running.state(), "RUNNING");
+  EXPECT_EQ(running.message(), "");
+  EXPECT_EQ(running.node_id(), "node-1");
+  EXPECT_EQ(running.actor_id(), "actor-" + starts[1].launch.replica_id);
+  EXPECT_EQ(running.pid(), 4242);
+}
+
 TEST_F(ServeControllerTest, RedeployingTheSameConfigRestartsNothing) {
   v1::DeployServeApplicationsRequest request = OneApp(2);
   request.mutable_applications(0)->mutable_deployments(0)->set_user_config_json("{\"a\": 1}");

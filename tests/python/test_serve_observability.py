@@ -2,21 +2,24 @@
 built-in engine: after requests through the C++ proxy, the head's /metrics has the engine's
 metrics as Ray exports vLLM's (ray_vllm_*, tagged ReplicaId and model_name: the serve controller
 asks every running replica for them) beside Serve's own (ray_serve_*, the proxy's and the
-controller's), the text is valid for `promtool check metrics`, and a real Prometheus that
-knows only the head's targets file and scrape token scrapes them.
+controller's), the text is valid for `promtool check metrics`, a real Prometheus that knows only
+the head's targets file and scrape token scrapes them, and the dashboard's Serve page shows the
+application, its replicas (node, process) and the engine's figures in headless Chromium.
 
 The model is the demo model's architecture trained for a few steps into a temporary folder.
-Tests that cannot run (no promtool, prometheus) skip with the reason.
+Tests that cannot run (no promtool, prometheus, chromium) skip with the reason.
 """
 import json
 import re
 import shutil
 import socket
 import subprocess
+import sys
 import textwrap
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +29,7 @@ serve = pytest.importorskip("tessera.serve")
 pytest.importorskip("torch")
 pytest.importorskip("fastapi")
 
+REPO = Path(__file__).resolve().parents[2]
 # The controller asks replicas for their metrics every 10 s: a bound, never a measured time.
 METRICS_PATIENCE_S = 90
 
@@ -235,3 +239,31 @@ def test_a_real_prometheus_scrapes_them_through_the_targets_file(llm_app, tmp_pa
                 server.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 server.kill()
+
+
+def test_the_dashboards_serve_page_shows_the_application_its_replicas_and_the_engine(llm_app,
+                                                                                    tmp_path):
+    sys.path.insert(0, str(REPO / "tests" / "dashboard"))
+    import check_pages
+    if check_pages.find_chromium() is None:
+        pytest.skip("chromium is not installed (Debian's chromium package; scripts/setup)")
+    head = llm_app["head"]
+    relayed_tokens(head)
+    status = head.api("serve")
+    [app] = status["applications"]
+    replicas = {d["name"]: d["replicas"] for d in app["deployments"]}
+    [model] = [r for name, rs in replicas.items() if name.startswith("LLMServer") for r in rs]
+    assert model["state"] == "RUNNING" and model["node_id"] and model["actor_id"]
+    assert model["pid"] > 0 and model["message"] == ""
+    metrics = head.api("serve/metrics")
+    names = {f["name"] for f in metrics["families"]}
+    assert {"ray_serve_num_http_requests_total", "ray_vllm_generation_tokens_total"} <= names
+    assert not any(n.startswith("tessera_head_") for n in names)
+
+    check = check_pages.PageCheck(
+        "serve-live", "#/serve",
+        ["Serve", "llm", "OpenAiIngress", "LLMServer:tiny", model["replica_id"], str(model["pid"]),
+         model["node_id"], "2 / 2", "tiny", "12"])
+    results = check_pages.check_pages(f"http://{head.http}/", [check], out_dir=str(tmp_path),
+                                      token=head.token)
+    assert all(r.ok for r in results), check_pages.describe(results)

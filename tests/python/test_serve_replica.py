@@ -839,3 +839,9 @@ def test_a_metrics_source_is_held_weakly_and_one_that_raises_is_left_out(caplog)
     assert _replica_metrics.render() == ""
     with pytest.raises(TypeError, match="must be callable"):
         _replica_metrics.add_source("text")
+
+
+def test_initialize_answers_the_process_id_the_controller_shows():
+    import os
+
+    assert run(make_replica(Calls).initialize()) == os.getpid()

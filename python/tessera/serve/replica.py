@@ -12,9 +12,10 @@ and args may come still serialized instead, as build's BuiltDeployment holds the
 
   initialize()             constructs the user's object (on the loop: its __init__ may use
                            asyncio), starts an @serve.ingress app's lifespan, then runs
-                           reconfigure(user_config) when user_config is set. Idempotent; every
-                           other call awaits it first, and a failed start fails them all. The
-                           replica is ready once this and a first check_health() succeed.
+                           reconfigure(user_config) when user_config is set; answers the
+                           process id (the controller shows it). Idempotent; every other call
+                           awaits it first, and a failed start fails them all. The replica is
+                           ready once this and a first check_health() succeed.
   reconfigure(user_config, max_ongoing_requests=, graceful_shutdown_wait_loop_s=)
                            applies new options without a restart; the user's reconfigure runs
                            when user_config changed
@@ -69,6 +70,7 @@ import functools
 import inspect
 import json
 import logging
+import os
 import uuid
 from typing import Any, AsyncGenerator, Callable, Dict, Optional
 
@@ -145,7 +147,7 @@ class ReplicaActor:
         self._cancelled: set = set()
 
     # --- start and configuration -----------------------------------------------------------
-    async def initialize(self, replica_id: Optional[str] = None) -> None:
+    async def initialize(self, replica_id: Optional[str] = None) -> int:
         """Constructs the user's object and runs its first reconfigure (once; see the module
         doc). `replica_id` is the id the controller named the replica's actor with (the spec,
         shared by every replica of the deployment, carries none)."""
@@ -158,6 +160,7 @@ class ReplicaActor:
         if self._init_future is None:
             self._init_future = asyncio.ensure_future(self._initialize())
         await asyncio.shield(self._init_future)
+        return os.getpid()
 
     async def _initialize(self) -> None:
         serve_context._set_internal_replica_context(self._context, process_wide=True)
