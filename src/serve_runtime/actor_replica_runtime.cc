@@ -157,7 +157,8 @@ absl::StatusOr<PlacementGroupOptions> GroupOptions(const ReplicaLaunch& launch,
 struct ActorReplicaRuntime::StartState {
   std::string replica_id;
   std::function<void(const std::string&)> pending;
-  std::string resources;  // the actor's, for the explanation
+  std::string resources;                // the actor's, for the explanation
+  std::optional<ActorOptions> options;  // the actor's, for the scheduler's explanation
   bool waiting_for_actor = false;
   absl::Time next_pending = absl::InfiniteFuture();
 };
@@ -269,7 +270,16 @@ void ActorReplicaRuntime::ReportPending(StartState& state) {
   if (record.ok() && record->state() == v1::ACTOR_STATE_ALIVE && !record->address().empty()) {
     return;
   }
-  state.pending(absl::StrCat("waiting for resources: ", state.resources));
+  state.pending(PendingText(state));
+}
+
+std::string ActorReplicaRuntime::PendingText(const StartState& state) const {
+  std::string text = absl::StrCat("waiting for resources: ", state.resources);
+  if (options_.explain_pending && state.options.has_value()) {
+    const std::string why = options_.explain_pending(*state.options);
+    if (!why.empty()) absl::StrAppend(&text, "; ", why);
+  }
+  return text;
 }
 
 // --- Start ------------------------------------------------------------------------------------
@@ -312,9 +322,10 @@ absl::StatusOr<std::optional<PlacementGroupName>> ActorReplicaRuntime::ReserveBu
       IgnoreStatus(RemovePlacementGroup(group.name), "asked for again at once; a failure shows");
       continue;
     }
-    // A round that ran out withdrew the group: its refusal is the explanation; ask again.
+    // A round that ran out withdrew the group: its refusal (the head's explanation of the group
+    // included) is the explanation; ask again.
     if (!absl::IsDeadlineExceeded(made.status())) return made.status();
-    state.pending(std::string(made.status().message()));
+    state.pending(absl::StrCat("waiting for resources: ", made.status().message()));
   }
 }
 
@@ -353,6 +364,7 @@ absl::StatusOr<ReplicaAddress> ActorReplicaRuntime::StartReplica(const ReplicaLa
     actors_.insert_or_assign(launch.replica_id, Known{*actor, /*ours=*/true});
   }
   state.resources = options.resources.ToString();
+  state.options = options;
   state.waiting_for_actor = true;
   state.next_pending = options_.clock->Now() + options_.pending_interval;
   int pid = 0;

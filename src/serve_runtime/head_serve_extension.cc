@@ -130,6 +130,7 @@ class LazyReplicaRuntime final : public ReplicaRuntime {
     joined_ = true;
     ActorReplicaRuntimeOptions options;
     options.actor_record = HeadActorRecords(head_);
+    options.explain_pending = HeadPendingExplanation(head_);
     runtime_ = std::make_unique<ActorReplicaRuntime>(std::move(options));
     return runtime_.get();
   }
