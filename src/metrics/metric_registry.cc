@@ -1,6 +1,7 @@
 #include "metrics/metric_registry.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <set>
 #include <type_traits>
@@ -334,12 +335,11 @@ class RelaySource final : public CallbackSlot {
       dropped = std::move(callback_);
       callback_ = nullptr;
     }
+    detached_.store(true, std::memory_order_relaxed);
     // `dropped` (and what it captured) is destroyed here, outside the lock.
   }
-  bool attached() const ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    return callback_ != nullptr;
-  }
+  // Read under the registry's lock, which a running callback may want: no lock of its own.
+  bool detached() const { return detached_.load(std::memory_order_relaxed); }
   std::vector<FamilySnapshot> Run() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     if (callback_ == nullptr) return {};
@@ -349,6 +349,7 @@ class RelaySource final : public CallbackSlot {
  private:
   mutable absl::Mutex mu_;
   RelayCallback callback_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> detached_{false};
 };
 
 absl::Status CheckFamilySnapshot(const FamilySnapshot& family) {
@@ -535,7 +536,7 @@ absl::StatusOr<CallbackRegistration> MetricRegistry::AddRelay(RelayCallback call
   if (callback == nullptr) return absl::InvalidArgumentError("a relay's callback is empty");
   auto relay = std::make_shared<RelaySource>(std::move(callback));
   absl::MutexLock lock(&mu_);
-  std::erase_if(relays_, [](const std::shared_ptr<RelaySource>& old) { return !old->attached(); });
+  std::erase_if(relays_, [](const std::shared_ptr<RelaySource>& old) { return old->detached(); });
   relays_.push_back(relay);
   return CallbackRegistration(std::move(relay));
 }

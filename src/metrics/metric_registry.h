@@ -313,8 +313,8 @@ class MetricRegistry {
   // empty callback.
   absl::StatusOr<CallbackRegistration> AddRelay(RelayCallback callback) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Every family with at least one series, in name order (byte order), series in label order:
-  // the registry's own, then those relayed.
+  // Every family with at least one series, the registry's own and the relayed ones together in
+  // name order (byte order), series in label order.
   std::vector<FamilySnapshot> Collect() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

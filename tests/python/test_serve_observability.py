@@ -179,7 +179,19 @@ def test_the_heads_metrics_are_valid_exposition_text(llm_app):
     text = relayed_tokens(llm_app["head"])
     checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
                              text=True, timeout=30)
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+    report = checked.stdout + checked.stderr
+    if checked.returncode == 3:
+        # Lint only (3; 1 is invalid text): promtool's style rules flag two of Ray's names,
+        # kept so that Ray's dashboards read them: the unit in ray_serve_*_latency_ms and the
+        # tag ReplicaId. Nothing else may be flagged.
+        problems = [line for line in report.splitlines() if line.strip()]
+        for line in problems:
+            ray_ms = (line.startswith("ray_serve_") and "_ms " in line
+                      and "abbreviated units" in line)
+            replica_id = line.startswith("ray_vllm_") and "'snake_case' not 'camelCase'" in line
+            assert ray_ms or replica_id, report
+        return
+    assert checked.returncode == 0, report
 
 
 def free_port():
