@@ -1,7 +1,9 @@
 #include "metrics/metric_registry.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <set>
 #include <type_traits>
 #include <utility>
 
@@ -248,9 +250,21 @@ template class LabelledFamily<Histogram>;
 
 // --- callback families ------------------------------------------------------------------------
 
+void SortAndDedupeSeries(std::vector<SeriesSnapshot>& series) {
+  std::stable_sort(series.begin(), series.end(),
+                   [](const SeriesSnapshot& a, const SeriesSnapshot& b) {
+                     return a.label_values < b.label_values;
+                   });
+  series.erase(std::unique(series.begin(), series.end(),
+                           [](const SeriesSnapshot& a, const SeriesSnapshot& b) {
+                             return a.label_values == b.label_values;
+                           }),
+               series.end());
+}
+
 // A family whose samples a callback emits at each collection. The slot's mutex serializes runs
 // of the callback with each other and with its removal.
-class CallbackFamily final : public Family {
+class CallbackFamily final : public Family, public CallbackSlot {
  public:
   CallbackFamily(MetricDefinition definition, MetricType type)
       : Family(std::move(definition), type) {}
@@ -262,7 +276,7 @@ class CallbackFamily final : public Family {
     callback_ = std::move(callback);
     return true;
   }
-  void Detach() ABSL_LOCKS_EXCLUDED(mu_) {
+  void Detach() override ABSL_LOCKS_EXCLUDED(mu_) {
     CollectCallback dropped;
     {
       absl::MutexLock lock(&mu_);
@@ -279,16 +293,8 @@ class CallbackFamily final : public Family {
       SampleSink sink(definition(), out.series);
       callback_(sink);
     }
-    // Sorted, and a tuple emitted twice keeps its first value (stable sort, then unique).
-    std::stable_sort(out.series.begin(), out.series.end(),
-                     [](const SeriesSnapshot& a, const SeriesSnapshot& b) {
-                       return a.label_values < b.label_values;
-                     });
-    out.series.erase(std::unique(out.series.begin(), out.series.end(),
-                                 [](const SeriesSnapshot& a, const SeriesSnapshot& b) {
-                                   return a.label_values == b.label_values;
-                                 }),
-                     out.series.end());
+    // Sorted, and a tuple emitted twice keeps its first value.
+    SortAndDedupeSeries(out.series);
   }
 
  private:
@@ -314,18 +320,113 @@ absl::Status SampleSink::Add(std::vector<std::string> label_values, double value
   return absl::OkStatus();
 }
 
+// --- relays -----------------------------------------------------------------------------------
+
+// A relay's callback. Its mutex serializes runs of the callback with each other and with its
+// removal, as a callback family's does.
+class RelaySource final : public CallbackSlot {
+ public:
+  explicit RelaySource(RelayCallback callback) : callback_(std::move(callback)) {}
+
+  void Detach() override ABSL_LOCKS_EXCLUDED(mu_) {
+    RelayCallback dropped;
+    {
+      absl::MutexLock lock(&mu_);
+      dropped = std::move(callback_);
+      callback_ = nullptr;
+    }
+    detached_.store(true, std::memory_order_relaxed);
+    // `dropped` (and what it captured) is destroyed here, outside the lock.
+  }
+  // Read under the registry's lock, which a running callback may want: no lock of its own.
+  bool detached() const { return detached_.load(std::memory_order_relaxed); }
+  std::vector<FamilySnapshot> Run() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (callback_ == nullptr) return {};
+    return callback_();
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  RelayCallback callback_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> detached_{false};
+};
+
+absl::Status CheckFamilySnapshot(const FamilySnapshot& family) {
+  TESSERA_RETURN_IF_ERROR(ValidateDefinition(
+      MetricDefinition{.name = family.name, .help = family.help, .label_names = family.label_names},
+      family.type));
+  const bool histogram = family.type == MetricType::kHistogram;
+  if (!histogram && !family.bucket_bounds.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metric ", family.name, ": only a histogram has bucket bounds"));
+  }
+  if (histogram) {
+    TESSERA_ASSIGN_OR_RETURN(std::vector<double> bounds,
+                             NormalizeBounds(family.name, family.bucket_bounds));
+    if (bounds.size() != family.bucket_bounds.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("histogram ", family.name, " lists +Inf among its bounds"));
+    }
+  }
+  for (const SeriesSnapshot& series : family.series) {
+    TESSERA_RETURN_IF_ERROR(
+        ValidateLabelValues(family.name, family.label_names.size(), series.label_values));
+    if (!histogram) continue;
+    const std::vector<uint64_t>& counts = series.cumulative_counts;
+    if (counts.size() != family.bucket_bounds.size() + 1) {
+      return absl::InvalidArgumentError(absl::StrCat("histogram ", family.name, ": a series has ",
+                                                     counts.size(), " bucket counts for ",
+                                                     family.bucket_bounds.size() + 1, " buckets"));
+    }
+    if (!std::is_sorted(counts.begin(), counts.end())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("histogram ", family.name, ": a series' bucket counts decrease"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Appends to `snapshots` the relayed families that pass CheckFamilySnapshot and whose names
+// neither `own` nor an earlier relayed family has, then puts `snapshots` in name order again.
+void AppendRelayed(const std::vector<std::shared_ptr<RelaySource>>& relays,
+                   const std::vector<std::shared_ptr<Family>>& own,
+                   std::vector<FamilySnapshot>& snapshots) {
+  std::set<std::string, std::less<>> names;
+  for (const std::shared_ptr<Family>& family : own) names.insert(family->definition().name);
+  bool added = false;
+  for (const std::shared_ptr<RelaySource>& relay : relays) {
+    for (FamilySnapshot& family : relay->Run()) {
+      if (names.contains(family.name) || !CheckFamilySnapshot(family).ok()) continue;
+      names.insert(family.name);
+      SortAndDedupeSeries(family.series);
+      if (family.series.empty()) continue;
+      snapshots.push_back(std::move(family));
+      added = true;
+    }
+  }
+  if (!added) return;
+  std::stable_sort(
+      snapshots.begin(), snapshots.end(),
+      [](const FamilySnapshot& a, const FamilySnapshot& b) { return a.name < b.name; });
+}
+
+}  // namespace
+
 CallbackRegistration& CallbackRegistration::operator=(CallbackRegistration&& other) noexcept {
   if (this != &other) {
     Reset();
-    family_ = std::move(other.family_);
+    slot_ = std::move(other.slot_);
   }
   return *this;
 }
 
 void CallbackRegistration::Reset() {
-  if (family_ == nullptr) return;
-  family_->Detach();
-  family_ = nullptr;
+  if (slot_ == nullptr) return;
+  slot_->Detach();
+  slot_ = nullptr;
 }
 
 // --- the registry -----------------------------------------------------------------------------
@@ -431,12 +532,23 @@ absl::StatusOr<CallbackRegistration> MetricRegistry::AddCallbackGauge(MetricDefi
   return AddCallback(std::move(definition), MetricType::kGauge, std::move(callback));
 }
 
+absl::StatusOr<CallbackRegistration> MetricRegistry::AddRelay(RelayCallback callback) {
+  if (callback == nullptr) return absl::InvalidArgumentError("a relay's callback is empty");
+  auto relay = std::make_shared<RelaySource>(std::move(callback));
+  absl::MutexLock lock(&mu_);
+  std::erase_if(relays_, [](const std::shared_ptr<RelaySource>& old) { return old->detached(); });
+  relays_.push_back(relay);
+  return CallbackRegistration(std::move(relay));
+}
+
 std::vector<FamilySnapshot> MetricRegistry::Collect() const {
   std::vector<std::shared_ptr<Family>> families;
+  std::vector<std::shared_ptr<RelaySource>> relays;
   {
     absl::ReaderMutexLock lock(&mu_);
     families.reserve(families_.size());
     for (const auto& [name, family] : families_) families.push_back(family);
+    relays = relays_;
   }
   std::vector<FamilySnapshot> snapshots;
   snapshots.reserve(families.size());
@@ -452,6 +564,7 @@ std::vector<FamilySnapshot> MetricRegistry::Collect() const {
     family->CollectSeries(snapshot);
     if (!snapshot.series.empty()) snapshots.push_back(std::move(snapshot));
   }
+  if (!relays.empty()) AppendRelayed(relays, families, snapshots);
   return snapshots;
 }
 

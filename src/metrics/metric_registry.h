@@ -19,7 +19,8 @@
 // bucket upper bounds given at registration, in base units: seconds, bytes; observations are
 // counted per bucket and summed), and counters and gauges computed at scrape time by a callback
 // that its owner registers (CallbackRegistration removes it). Values are float64 as Prometheus
-// has them.
+// has them. A relay (AddRelay) adds whole families another process rendered (relayed_families.h
+// reads them from its text) at each Collect, checked as registrations are.
 //
 // Definitions are checked when registered (InvalidArgument, one line): the metric and label
 // name rules of metric_names.h; non-empty HELP (promtool requires one); counters end "_total" and
@@ -232,11 +233,34 @@ class SampleSink {
 
 using CollectCallback = std::function<void(SampleSink&)>;
 
+// Families another process rendered, relayed whole at each Collect (MetricRegistry::AddRelay).
+using RelayCallback = std::function<std::vector<FamilySnapshot>()>;
+
+// Sorts `series` by label values and keeps the first of each tuple (the sort is stable).
+void SortAndDedupeSeries(std::vector<SeriesSnapshot>& series);
+
+// OK when `family` could be a registered family's snapshot: its definition passes the checks of
+// a registration (the file comment's rules), a histogram's bounds are finite and strictly
+// increasing (+Inf is implied, never listed) and only a histogram has bounds, every series has
+// one UTF-8 value per label name, and a histogram series has one cumulative count per bound plus
+// +Inf, never decreasing. InvalidArgument naming the family and the first problem otherwise.
+absl::Status CheckFamilySnapshot(const FamilySnapshot& family);
+
+// What a CallbackRegistration keeps registered (a callback family, a relay). Internal.
+class CallbackSlot {
+ public:
+  virtual ~CallbackSlot() = default;
+  // Removes the callback, waiting for a run in progress to end.
+  virtual void Detach() = 0;
+};
+
 class CallbackFamily;
+class RelaySource;
 
 // Keeps a scrape-time callback registered; destroying or Reset()ting it removes the callback
 // (waiting for a run in progress to end), after which the family renders no series until a new
-// callback is registered with the same definition. Move-only; may outlive the registry.
+// callback is registered with the same definition (a relay's families are gone with it).
+// Move-only; may outlive the registry.
 class CallbackRegistration {
  public:
   CallbackRegistration() = default;
@@ -247,14 +271,13 @@ class CallbackRegistration {
   CallbackRegistration& operator=(const CallbackRegistration&) = delete;
 
   void Reset();
-  bool active() const { return family_ != nullptr; }
+  bool active() const { return slot_ != nullptr; }
 
  private:
   friend class MetricRegistry;
-  explicit CallbackRegistration(std::shared_ptr<CallbackFamily> family)
-      : family_(std::move(family)) {}
+  explicit CallbackRegistration(std::shared_ptr<CallbackSlot> slot) : slot_(std::move(slot)) {}
 
-  std::shared_ptr<CallbackFamily> family_;
+  std::shared_ptr<CallbackSlot> slot_;
 };
 
 class MetricRegistry {
@@ -282,7 +305,16 @@ class MetricRegistry {
                                                         CollectCallback callback)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Every family with at least one series, in name order (byte order), series in label order.
+  // Relays the families `callback` returns, whole (histograms too), at each Collect: the serve
+  // controller relays its replicas' own metrics this way. Collect keeps a relayed family only
+  // when it passes CheckFamilySnapshot and no family of this registry, nor one an earlier relay
+  // gave, has its name; its series are sorted, a tuple given twice keeping its first value. The
+  // callback runs on the collecting thread as a callback family's does. InvalidArgument for an
+  // empty callback.
+  absl::StatusOr<CallbackRegistration> AddRelay(RelayCallback callback) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Every family with at least one series, the registry's own and the relayed ones together in
+  // name order (byte order), series in label order.
   std::vector<FamilySnapshot> Collect() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
@@ -302,6 +334,8 @@ class MetricRegistry {
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Family>> families_ ABSL_GUARDED_BY(mu_);
+  // In the order added; those detached are dropped at the next AddRelay.
+  std::vector<std::shared_ptr<RelaySource>> relays_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tessera::metrics

@@ -277,5 +277,111 @@ TEST(MetricRegistryTest, ACallbackMayUseTheRegistry) {
   EXPECT_EQ(registry.Collect().size(), 2u);
 }
 
+// A relayed family as another process's text would give it.
+FamilySnapshot Relayed(std::string name, MetricType type, std::vector<std::string> labels,
+                       std::vector<SeriesSnapshot> series, std::vector<double> bounds = {}) {
+  FamilySnapshot family;
+  family.name = std::move(name);
+  family.help = "Relayed.";
+  family.type = type;
+  family.label_names = std::move(labels);
+  family.bucket_bounds = std::move(bounds);
+  family.series = std::move(series);
+  return family;
+}
+
+SeriesSnapshot Value(std::vector<std::string> labels, double value) {
+  SeriesSnapshot series;
+  series.label_values = std::move(labels);
+  series.value = value;
+  return series;
+}
+
+SeriesSnapshot Counts(std::vector<uint64_t> cumulative, double sum) {
+  SeriesSnapshot series;
+  series.cumulative_counts = std::move(cumulative);
+  series.sum = sum;
+  return series;
+}
+
+TEST(MetricRegistryTest, ARelaysFamiliesJoinTheRegistrysInNameOrder) {
+  MetricRegistry registry;
+  ASSERT_TRUE(registry.AddGauge(Def("tessera_m")).ok());
+  int runs = 0;
+  auto relay = registry.AddRelay([&runs] {
+    ++runs;
+    return std::vector<FamilySnapshot>{
+        Relayed("ray_z_seconds", MetricType::kHistogram, {}, {Counts({1, 3}, 2.5)}, {0.5}),
+        Relayed("ray_a", MetricType::kGauge, {"r"}, {Value({"b"}, 2), Value({"a"}, 1)}),
+    };
+  });
+  ASSERT_TRUE(relay.ok()) << relay.status();
+  const std::vector<FamilySnapshot> families = registry.Collect();
+  EXPECT_EQ(runs, 1);
+  ASSERT_EQ(families.size(), 3u);
+  EXPECT_EQ(families[0].name, "ray_a");
+  EXPECT_EQ(families[1].name, "ray_z_seconds");
+  EXPECT_EQ(families[2].name, "tessera_m");
+  ASSERT_EQ(families[0].series.size(), 2u);
+  EXPECT_THAT(families[0].series[0].label_values, ElementsAre("a"));  // sorted
+  EXPECT_THAT(families[1].series[0].cumulative_counts, ElementsAre(1u, 3u));
+  relay->Reset();
+  EXPECT_EQ(registry.Collect().size(), 1u);
+  EXPECT_EQ(runs, 1);
+}
+
+TEST(MetricRegistryTest, ARelayedFamilyThatBreaksARuleOrTakesANameIsLeftOut) {
+  MetricRegistry registry;
+  ASSERT_TRUE(registry.AddGauge(Def("tessera_taken")).ok());
+  auto relay = registry.AddRelay([] {
+    return std::vector<FamilySnapshot>{
+        Relayed("tessera_taken", MetricType::kGauge, {}, {Value({}, 5)}),
+        Relayed("ray_requests", MetricType::kCounter, {}, {Value({}, 1)}),  // no _total
+        Relayed("ray_short", MetricType::kGauge, {"a", "b"}, {Value({"x"}, 1)}),
+        Relayed("ray_le", MetricType::kGauge, {"le"}, {Value({"1"}, 1)}),
+        Relayed("ray_down_seconds", MetricType::kHistogram, {}, {Counts({3, 1}, 1)}, {0.5}),
+        Relayed("ray_few_seconds", MetricType::kHistogram, {}, {Counts({3}, 1)}, {0.5}),
+        Relayed("ray_inf_seconds", MetricType::kHistogram, {}, {Counts({1, 1}, 1)}, {INFINITY}),
+        Relayed("ray_ok", MetricType::kGauge, {}, {Value({}, 1)}),
+        Relayed("ray_ok", MetricType::kGauge, {}, {Value({}, 2)}),  // a second time: the first
+    };
+  });
+  ASSERT_TRUE(relay.ok());
+  const std::vector<FamilySnapshot> families = registry.Collect();
+  ASSERT_EQ(families.size(), 2u);
+  EXPECT_EQ(families[0].name, "ray_ok");
+  EXPECT_EQ(families[0].series[0].value, 1);
+  EXPECT_EQ(families[1].name, "tessera_taken");
+  EXPECT_EQ(families[1].series[0].value, 0);  // the registry's own, not the relay's 5
+}
+
+TEST(MetricRegistryTest, CheckFamilySnapshotNamesTheProblem) {
+  EXPECT_TRUE(CheckFamilySnapshot(
+                  Relayed("ray_h_seconds", MetricType::kHistogram, {}, {Counts({0, 2}, 1)}, {1}))
+                  .ok());
+  EXPECT_THAT(CheckFamilySnapshot(Relayed("ray_g", MetricType::kGauge, {}, {}, {1})).message(),
+              HasSubstr("only a histogram has bucket bounds"));
+  EXPECT_THAT(CheckFamilySnapshot(
+                  Relayed("ray_h_seconds", MetricType::kHistogram, {}, {Counts({2, 1}, 1)}, {1}))
+                  .message(),
+              HasSubstr("decrease"));
+  EXPECT_THAT(
+      CheckFamilySnapshot(Relayed("ray_g", MetricType::kGauge, {"a"}, {Value({}, 1)})).message(),
+      HasSubstr("has 1 label(s), got 0"));
+}
+
+TEST(MetricRegistryTest, ARelayNeedsACallbackAndDetachedOnesAreDropped) {
+  MetricRegistry registry;
+  EXPECT_EQ(registry.AddRelay(nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  for (int i = 0; i < 3; ++i) {
+    auto relay = registry.AddRelay([] {
+      return std::vector<FamilySnapshot>{Relayed("ray_g", MetricType::kGauge, {}, {Value({}, 1)})};
+    });
+    ASSERT_TRUE(relay.ok());
+    EXPECT_EQ(registry.Collect().size(), 1u);
+  }
+  EXPECT_TRUE(registry.Collect().empty());
+}
+
 }  // namespace
 }  // namespace tessera::metrics

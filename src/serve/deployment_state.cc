@@ -685,6 +685,19 @@ std::vector<RunningReplica> DeploymentStateMachine::RunningReplicas() const {
   return running;
 }
 
+std::vector<ReplicaDetails> DeploymentStateMachine::Replicas() const {
+  std::vector<ReplicaDetails> details;
+  details.reserve(replicas_.size());
+  for (const Replica& replica : replicas_) {
+    const bool unplaced =
+        replica.state == ReplicaState::kStarting && replica.startup == Startup::kPendingAllocation;
+    details.push_back(ReplicaDetails{replica.id, replica.state, replica.node_id,
+                                     replica.state_since,
+                                     unplaced ? replica.pending_explanation : std::string()});
+  }
+  return details;
+}
+
 DeploymentMetrics DeploymentStateMachine::Metrics() const {
   DeploymentMetrics metrics;
   for (const Replica& replica : replicas_) {
@@ -695,6 +708,7 @@ DeploymentMetrics DeploymentStateMachine::Metrics() const {
     metrics.replica_healthy.push_back(ReplicaHealth{replica.id, healthy});
   }
   metrics.replica_starts = replica_starts_;
+  metrics.replica_states = Status().replica_states;
   if (decider_.has_value()) {
     metrics.autoscaling = true;
     metrics.autoscaling_target_replicas = target_num_replicas_;

@@ -38,6 +38,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,22 +53,26 @@
 
 namespace tessera::serve {
 
-// The controller's metrics (Ray's names with `ray` swapped for `tessera`); the host registers
-// them and fills them from Metrics() under the controller's lock.
+// The controller's metrics, with Ray's names (the serving reference's §6) and one of the
+// project's own; the host registers them and fills them from Metrics() under the controller's
+// lock.
 inline constexpr std::string_view kReplicaHealthyMetric =
-    "tessera_serve_deployment_replica_healthy";  // gauge; deployment, replica, application
+    "ray_serve_deployment_replica_healthy";  // gauge; deployment, replica, application
 inline constexpr std::string_view kReplicaStartsMetric =
-    "tessera_serve_deployment_replica_starts_total";  // counter; deployment, application
+    "ray_serve_deployment_replica_starts_total";  // counter; deployment, application
 inline constexpr std::string_view kControlLoopsMetric =
-    "tessera_serve_controller_num_control_loops";  // gauge; the host's loop count
+    "ray_serve_controller_num_control_loops";  // gauge; the host's loop count
 inline constexpr std::string_view kAutoscalingTargetReplicasMetric =
-    "tessera_serve_autoscaling_target_replicas";  // gauge; deployment, application
+    "ray_serve_autoscaling_target_replicas";  // gauge; deployment, application
 inline constexpr std::string_view kAutoscalingDesiredReplicasMetric =
-    "tessera_serve_autoscaling_desired_replicas";
+    "ray_serve_autoscaling_desired_replicas";
 inline constexpr std::string_view kAutoscalingTotalRequestsMetric =
-    "tessera_serve_autoscaling_total_requests";
+    "ray_serve_autoscaling_total_requests";
 inline constexpr std::string_view kAutoscalingTargetOngoingRequestsMetric =
-    "tessera_serve_autoscaling_target_ongoing_requests";
+    "ray_serve_autoscaling_target_ongoing_requests";
+// Ray has no name for it: replicas by state (STARTING, RUNNING, ...); deployment, application,
+// state.
+inline constexpr std::string_view kReplicaStatesMetric = "tessera_serve_deployment_replicas";
 
 // What a replica process itself is configured with, beyond its code: a change reconfigures
 // live replicas (Ray's NeedsActorReconfigure options that the replica reads).
@@ -161,6 +166,16 @@ struct RunningReplica {
   int max_ongoing_requests = 0;
 };
 
+// A replica as the dashboard shows it.
+struct ReplicaDetails {
+  std::string replica_id;
+  ReplicaState state = ReplicaState::kStarting;
+  std::string node_id;     // "" before it was placed
+  absl::Time state_since;  // when it entered its state
+  // While it waits to be placed (STARTING, not yet scheduled): the scheduler's explanation.
+  std::string pending_explanation;
+};
+
 struct ReplicaHealth {
   std::string replica_id;
   bool healthy = false;
@@ -169,6 +184,7 @@ struct ReplicaHealth {
 // The values of the controller's metrics for this deployment.
 struct DeploymentMetrics {
   std::vector<ReplicaHealth> replica_healthy;  // every replica past STARTING
+  std::map<std::string, int> replica_states;   // replicas by state word (as Status() counts)
   uint64_t replica_starts = 0;                 // every StartReplica so far
   bool autoscaling = false;                    // the autoscaling values below are set
   int autoscaling_target_replicas = 0;
@@ -254,6 +270,8 @@ class DeploymentStateMachine {
   DeploymentRecords Records() const;
   uint64_t records_generation() const { return records_generation_; }
   std::vector<RunningReplica> RunningReplicas() const;
+  // Every replica, in start order.
+  std::vector<ReplicaDetails> Replicas() const;
   DeploymentMetrics Metrics() const;
   int target_num_replicas() const { return target_num_replicas_; }
 

@@ -437,6 +437,31 @@ TEST_F(DeploymentStateTest, ReplicasWaitingForResourcesAreExplainedAfter30Second
   EXPECT_THAT(machine.Status().message, HasSubstr("have taken more than 30s to initialize"));
 }
 
+TEST_F(DeploymentStateTest, EachReplicaShowsItsStateNodeAndWhyItIsNotPlaced) {
+  DeploymentStateMachine machine = NewMachine();
+  ASSERT_TRUE(machine.SetTarget(Target(2)).ok());
+  const absl::Time started = clock_.Now();
+  const std::vector<std::string> ids = IdsOf<StartReplica>(machine.Tick());
+  ASSERT_TRUE(machine.OnReplicaPending(ids[0], "waiting for resources: {CPU: 1}"));
+  clock_.Advance(absl::Seconds(5));
+  ASSERT_TRUE(machine.OnReplicaStarted(ids[1], "node-2"));
+  const std::vector<ReplicaDetails> replicas = machine.Replicas();
+  ASSERT_EQ(replicas.size(), 2u);
+  EXPECT_EQ(replicas[0].replica_id, ids[0]);
+  EXPECT_EQ(replicas[0].state, ReplicaState::kStarting);
+  EXPECT_EQ(replicas[0].node_id, "");
+  EXPECT_EQ(replicas[0].state_since, started);
+  EXPECT_EQ(replicas[0].pending_explanation, "waiting for resources: {CPU: 1}");
+  EXPECT_EQ(replicas[1].state, ReplicaState::kRunning);
+  EXPECT_EQ(replicas[1].node_id, "node-2");
+  EXPECT_EQ(replicas[1].state_since, started + absl::Seconds(5));
+  EXPECT_EQ(replicas[1].pending_explanation, "");
+  // Placed, it no longer waits for resources.
+  ASSERT_TRUE(machine.OnReplicaScheduled(ids[0], "node-1"));
+  EXPECT_EQ(machine.Replicas()[0].pending_explanation, "");
+  EXPECT_EQ(machine.Replicas()[0].node_id, "node-1");
+}
+
 // --- Recovery -------------------------------------------------------------------------------
 
 TEST_F(DeploymentStateTest, RecoveryRebuildsFromTheRecords) {
@@ -640,6 +665,7 @@ TEST_F(DeploymentStateTest, MetricsReportHealthAndStarts) {
   ASSERT_TRUE(machine.OnHealthCheckResult(checks[0].replica_id, checks[0].check, false, "x"));
   const DeploymentMetrics metrics = machine.Metrics();
   EXPECT_EQ(metrics.replica_starts, 2u);
+  EXPECT_EQ(metrics.replica_states, machine.Status().replica_states);
   EXPECT_FALSE(metrics.autoscaling);
   std::map<std::string, bool> healthy;
   for (const ReplicaHealth& replica : metrics.replica_healthy) {
@@ -649,14 +675,17 @@ TEST_F(DeploymentStateTest, MetricsReportHealthAndStarts) {
                                             Pair(checks[1].replica_id, true)));
 }
 
-TEST(ControllerMetricNames, AreValidPrometheusNames) {
+TEST(ControllerMetricNames, AreRaysValidPrometheusNames) {
   for (std::string_view name :
        {kReplicaHealthyMetric, kReplicaStartsMetric, kControlLoopsMetric,
         kAutoscalingTargetReplicasMetric, kAutoscalingDesiredReplicasMetric,
         kAutoscalingTotalRequestsMetric, kAutoscalingTargetOngoingRequestsMetric}) {
     EXPECT_TRUE(metrics::ValidateMetricName(name).ok()) << name;
-    EXPECT_THAT(std::string(name), StartsWith("tessera_serve_"));
+    EXPECT_THAT(std::string(name), StartsWith("ray_serve_"));
   }
+  // Where Ray has none, the project's prefix.
+  EXPECT_TRUE(metrics::ValidateMetricName(kReplicaStatesMetric).ok());
+  EXPECT_THAT(std::string(kReplicaStatesMetric), StartsWith("tessera_serve_"));
 }
 
 }  // namespace

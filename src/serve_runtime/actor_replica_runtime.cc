@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "api/error_payloads.h"
 #include "api/foreign_calls.h"
@@ -100,6 +101,15 @@ std::string RestOfResponse(std::string_view item) {
     return "";
   }
   return rest->get<std::string>();
+}
+
+// The process id initialize() answered; 0 when it answered anything else (None: an older
+// replica's code), which only leaves the pid unknown.
+int PidOf(const internal::SerializedValue& value) {
+  absl::StatusOr<std::string> text = DecodeResult(value.view());
+  int pid = 0;
+  if (!text.ok() || !absl::SimpleAtoi(*text, &pid) || pid < 0) return 0;
+  return pid;
 }
 
 absl::StatusOr<PlacementStrategy> StrategyNamed(const std::string& word) {
@@ -200,7 +210,8 @@ absl::StatusOr<SliceOptions> SliceOptionsOf(const ReplicaLaunch& launch, absl::D
 struct ActorReplicaRuntime::StartState {
   std::string replica_id;
   std::function<void(const std::string&)> pending;
-  std::string resources;  // the actor's, for the explanation
+  std::string resources;                // the actor's, for the explanation
+  std::optional<ActorOptions> options;  // the actor's, for the scheduler's explanation
   bool waiting_for_actor = false;
   absl::Time next_pending = absl::InfiniteFuture();
 };
@@ -323,7 +334,16 @@ void ActorReplicaRuntime::ReportPending(StartState& state) {
   if (record.ok() && record->state() == v1::ACTOR_STATE_ALIVE && !record->address().empty()) {
     return;
   }
-  state.pending(absl::StrCat("waiting for resources: ", state.resources));
+  state.pending(PendingText(state));
+}
+
+std::string ActorReplicaRuntime::PendingText(const StartState& state) const {
+  std::string text = absl::StrCat("waiting for resources: ", state.resources);
+  if (options_.explain_pending && state.options.has_value()) {
+    const std::string why = options_.explain_pending(*state.options);
+    if (!why.empty()) absl::StrAppend(&text, "; ", why);
+  }
+  return text;
 }
 
 // --- Start ------------------------------------------------------------------------------------
@@ -370,9 +390,10 @@ absl::StatusOr<ActorReplicaRuntime::Placement> ActorReplicaRuntime::Reserve(
       IgnoreStatus(RemovePlacementGroup(group.name), "asked for again at once; a failure shows");
       continue;
     }
-    // A round that ran out withdrew the group: its refusal is the explanation; ask again.
+    // A round that ran out withdrew the group: its refusal (the head's explanation of the group
+    // included) is the explanation; ask again.
     if (!absl::IsDeadlineExceeded(made.status())) return made.status();
-    state.pending(std::string(made.status().message()));
+    state.pending(absl::StrCat("waiting for resources: ", made.status().message()));
   }
 }
 
@@ -457,8 +478,10 @@ absl::StatusOr<ReplicaAddress> ActorReplicaRuntime::StartReplica(const ReplicaLa
     actors_.insert_or_assign(launch.replica_id, Known{*actor, /*ours=*/true});
   }
   state.resources = options.resources.ToString();
+  state.options = options;
   state.waiting_for_actor = true;
   state.next_pending = options_.clock->Now() + options_.pending_interval;
+  int pid = 0;
   for (const char* method : {"initialize", "check_health"}) {
     // initialize is told the replica's id (its actor's name: what get_replica_context shows).
     const bool initialize = std::string_view(method) == "initialize";
@@ -473,7 +496,10 @@ absl::StatusOr<ReplicaAddress> ActorReplicaRuntime::StartReplica(const ReplicaLa
         ref.early_error().ok() ? Await(ref, absl::InfiniteFuture(), &state, nullptr)
                                : absl::StatusOr<internal::SerializedValue>(ref.early_error());
     state.waiting_for_actor = false;
-    if (value.ok()) continue;
+    if (value.ok()) {
+      if (initialize) pid = PidOf(*value);
+      continue;
+    }
     IgnoreStatus(internal::KillActor(*actor),
                  "a replica that did not start is ended; one "
                  "that is gone already needs nothing");
@@ -486,7 +512,9 @@ absl::StatusOr<ReplicaAddress> ActorReplicaRuntime::StartReplica(const ReplicaLa
     }
     return CallError(value.status(), launch.replica_id, method);
   }
-  return AddressOf(launch.replica_id, *actor);
+  ReplicaAddress address = AddressOf(launch.replica_id, *actor);
+  address.pid = pid;
+  return address;
 }
 
 // --- Find, Kill -------------------------------------------------------------------------------

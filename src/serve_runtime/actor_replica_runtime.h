@@ -11,16 +11,17 @@
 //   actor in host 0's bundle with its child tasks captured, and told the slice in its
 //   environment: kReplicaSliceEnv, its name, which is the group its child actors are placed in,
 //   and kReplicaSliceHostsEnv, its hosts). Either is asked for in rounds of pending_interval,
-//   each round's refusal being the `pending` explanation, since a wait that runs out withdraws
-//   the reservation (a slice the cluster has none of is refused at once: it is asked for again
-//   after pending_interval, as a group waits for the cluster to grow); a reservation of that
-//   name left by an unfinished start of the same replica is removed and asked for again. Then
-//   the actor (max_restarts 0: the controller replaces a dead replica), then initialize() and
-//   check_health(). While the actor is not ready, `pending` hears every pending_interval:
-//   "waiting for resources: <resources>" while the head's record says its process is not up
-//   (with `actor_record`; without it the runtime cannot tell a process not placed from a
-//   constructor still running, and says so in the explanation). The scheduler's own
-//   explanation of a pending actor is not reachable through the C++ API.
+//   each round's refusal being the `pending` explanation ("waiting for resources: <the
+//   refusal>", the head's explanation of the reservation included), since a wait that runs out
+//   withdraws the reservation (a slice the cluster has none of is refused at once: it is asked
+//   for again after pending_interval, as a group waits for the cluster to grow); a reservation
+//   of that name left by an unfinished start of the same replica is removed and asked for
+//   again. Then the actor (max_restarts 0: the controller replaces a dead replica), then
+//   initialize() and check_health(). While the actor is not ready, `pending` hears every
+//   pending_interval: "waiting for resources: <resources>; <the scheduler's explanation>"
+//   (explain_pending: which resources are short and who holds them) while the head's record
+//   says its process is not up (with `actor_record`; without it the runtime cannot tell a
+//   process not placed from a constructor still running, and says so).
 // - Call: the method with one bytes argument (or none), its result decoded (None "", an int as
 //   decimal text, str or bytes as they are); errors as ReplicaRuntime says: Unavailable for a
 //   dead actor (or none by that name), DeadlineExceeded past the timeout (the call is
@@ -91,6 +92,10 @@ struct ActorReplicaRuntimeOptions {
   // the head's actor directory in the head's process, HeadActors.GetActor elsewhere. Optional:
   // without it, `pending` cannot tell placement from construction, and addresses carry no node.
   std::function<absl::StatusOr<v1::ActorInfo>(const std::string& name)> actor_record;
+  // The scheduler's explanation of why an actor made with these options cannot be placed now
+  // (which resources, held by whom), "" when it could be: the head's own in the head's process
+  // (head_actor_records.h). Optional: without it, `pending` names the resources only.
+  std::function<std::string(const ActorOptions& options)> explain_pending;
 };
 
 class ActorReplicaRuntime : public ReplicaRuntime {
@@ -176,6 +181,8 @@ class ActorReplicaRuntime : public ReplicaRuntime {
                                                   StartState* state,
                                                   const std::function<bool()>& cancelled);
   void ReportPending(StartState& state);
+  // "waiting for resources: <resources>", then the scheduler's explanation when it has one.
+  std::string PendingText(const StartState& state) const;
 
   // The actor of `replica_id`: known here, or found by name; NotFound when none lives.
   absl::StatusOr<ActorId> ActorOf(const std::string& replica_id) ABSL_LOCKS_EXCLUDED(mu_);

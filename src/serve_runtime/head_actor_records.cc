@@ -2,6 +2,7 @@
 
 #include "head/head_service.h"
 #include "serve_runtime/replica_runtime.h"
+#include "wire/proto_convert.h"
 
 namespace tessera::serve {
 
@@ -17,6 +18,21 @@ std::function<absl::StatusOr<v1::ActorInfo>(const std::string& name)> HeadActorR
       return absl::Status(static_cast<absl::StatusCode>(got.error_code()), got.error_message());
     }
     return info;
+  };
+}
+
+std::function<std::string(const ActorOptions& options)> HeadPendingExplanation(HeadService* head) {
+  return [head](const ActorOptions& options) -> std::string {
+    v1::PickNodeRequest request;
+    if (!wire::DemandToProto(options.resources, options.label_selectors, options.strategy,
+                             request.mutable_request())
+             .ok()) {
+      return "";  // the actor's creation says what is wrong with its options
+    }
+    v1::PickNodeResponse response;
+    const grpc::Status picked = head->nodes().PickNode(nullptr, &request, &response);
+    if (!picked.ok() || response.status() == v1::PICK_STATUS_PLACED) return "";
+    return response.explanation();
   };
 }
 

@@ -1,9 +1,11 @@
-// The head's actor records of Serve's replicas, read in the head's process (its actors' front
-// called directly, as the HTTP endpoint does): ActorReplicaRuntimeOptions::actor_record for the
-// head's own driver. Apart from head_serve_extension.cc because the head's headers and the C++
+// The head's actor records of Serve's replicas and the scheduler's explanation of a replica that
+// waits to be placed, read in the head's process (its fronts called directly, as the HTTP
+// endpoint does): ActorReplicaRuntimeOptions::actor_record and explain_pending for the head's
+// own driver. Apart from head_serve_extension.cc because the head's headers and the C++
 // API's public ones both name a tessera::PlacementGroup.
 //
-// Threading: thread-safe (the front's). Cost: one lookup in the actor directory.
+// Threading: thread-safe (the fronts'). Cost: one lookup in the actor directory; one placement
+// decision of the head under its cluster lock (PickNode).
 #pragma once
 
 #include <functional>
@@ -11,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "tessera/v1/head.pb.h"
+#include "vocabulary/task_options.h"
 
 namespace tessera {
 class HeadService;
@@ -21,5 +24,12 @@ namespace tessera::serve {
 // The record of the actor named `name` in the namespace "serve"; NotFound when there is none.
 std::function<absl::StatusOr<v1::ActorInfo>(const std::string& name)> HeadActorRecords(
     HeadService* head);
+
+// The scheduler's explanation of why an actor made with `options` cannot be placed now: the
+// head's own PickNode answer for its demand (the task scheduler's explanation, or the one for a
+// request inside a placement group's bundle), naming the resources that are short and who holds
+// them ("1 node could fit CPU=1; all are busy (available CPU: 0; held by placement group hog)").
+// "" when the head would place it now or cannot say (ActorReplicaRuntimeOptions::explain_pending).
+std::function<std::string(const ActorOptions& options)> HeadPendingExplanation(HeadService* head);
 
 }  // namespace tessera::serve

@@ -16,6 +16,7 @@
 #include "serve_runtime/head_actor_records.h"
 #include "serve_runtime/serve_controller.h"
 #include "serve_runtime/serve_controller_service.h"
+#include "serve_runtime/serve_metrics_json.h"
 #include "serve_runtime/serve_proxy.h"
 #include "tessera/tessera.h"
 
@@ -129,6 +130,7 @@ class LazyReplicaRuntime final : public ReplicaRuntime {
     joined_ = true;
     ActorReplicaRuntimeOptions options;
     options.actor_record = HeadActorRecords(head_);
+    options.explain_pending = HeadPendingExplanation(head_);
     runtime_ = std::make_unique<ActorReplicaRuntime>(std::move(options));
     return runtime_.get();
   }
@@ -171,6 +173,16 @@ class ServeHeadExtensionImpl final : public HeadExtension {
           endpoints.add_http_route("/api/v1/serve", [service](const metrics::HttpRequest&) {
             return metrics::HttpResponse{200, "application/json", service->StatusJson().dump()};
           }));
+      // The dashboard's Serve page reads the figures of /metrics here, as JSON.
+      if (metrics::MetricRegistry* registry = context_.registry; registry != nullptr) {
+        TESSERA_RETURN_IF_ERROR(endpoints.add_http_route(
+            "/api/v1/serve/metrics", [registry](const metrics::HttpRequest&) {
+              return metrics::HttpResponse{
+                  200, "application/json",
+                  ServeMetricsJson(registry->Collect())
+                      .dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)};
+            }));
+      }
     }
     // What a previous head left: applications and their replicas, re-adopted.
     if (absl::Status recovered = controller_->Recover(); !recovered.ok()) {

@@ -1,7 +1,9 @@
 // The serve controller in the head's process (docs/serve.md): ServeHeadExtension() is the
 // HeadExtension the CLI names in HeadOptions::extensions. It builds a ServeController over the
 // head's StateStore and clock, serves HeadServe (ServeControllerService) on the head's server,
-// adds /api/v1/serve (serve.status() as JSON) to the head's HTTP endpoint, reads back what a
+// adds /api/v1/serve (serve.status() as JSON, each deployment's replicas too) and
+// /api/v1/serve/metrics (Serve's metric families as JSON, serve_metrics_json.h: the dashboard's
+// Serve page) to the head's HTTP endpoint, reads back what a
 // previous head left (ServeController::Recover: the replicas are re-adopted), and, while Serve
 // is started with a proxy, runs the HTTP proxy (ServeProxy) in this process.
 //

@@ -47,6 +47,7 @@ struct ReplicaAddress {
   std::string actor_id;       // hex
   std::string owner_address;  // the Owner service that locates the actor
   std::string node_id;
+  int pid = 0;  // the replica's process (what initialize() answered); 0 when not known
 };
 
 // A streaming call in flight (CallStreaming); destroying it does not cancel it.
@@ -63,10 +64,10 @@ class ReplicaRuntime {
   virtual ~ReplicaRuntime() = default;
 
   // Makes the replica's actor and runs its initialize() (the user's constructor and first
-  // reconfigure) and one check_health(). While the actor cannot be placed, `pending` gets the
-  // scheduler's explanation (which resources, which holders), at most every few seconds.
-  // `done` gets the replica's address, or why it could not start (the constructor's error
-  // text: FailedPrecondition; the actor could not be made: its status).
+  // reconfigure; it answers the process id) and one check_health(). While the actor cannot be
+  // placed, `pending` gets the scheduler's explanation (which resources, which holders), at most
+  // every few seconds. `done` gets the replica's address, or why it could not start (the
+  // constructor's error text: FailedPrecondition; the actor could not be made: its status).
   virtual void Start(const ReplicaLaunch& launch,
                      std::function<void(const std::string& explanation)> pending,
                      std::function<void(absl::StatusOr<ReplicaAddress>)> done) = 0;

@@ -1,7 +1,8 @@
 // In-memory ReplicaRuntime and ReplicaSetSource for the routers' and the proxy's tests.
 //
 // FakeReplicaRuntime answers probes (get_num_ongoing_requests) with the queue lengths or errors
-// the test sets, records every call, and keeps each streaming call for the test to drive
+// the test sets, other calls with the answers the test sets (or holds them back), records every
+// call, and keeps each streaming call for the test to drive
 // (Item, End) or drives it with a responder the test installs. As the interface requires, every
 // callback runs on the fake's own thread (one, in the order they were posted), never inside the
 // call that gave it.
@@ -85,6 +86,24 @@ class FakeReplicaRuntime : public ReplicaRuntime {
     absl::MutexLock lock(&mu_);
     responder_ = std::move(responder);
   }
+  // Calls of `method` of `replica_id` answer this from now on (other methods than the probe's
+  // and cancel_request's; without an answer they fail Unimplemented).
+  void SetAnswer(const std::string& replica_id, const std::string& method,
+                 absl::StatusOr<std::string> answer) {
+    absl::MutexLock lock(&mu_);
+    answers_.insert_or_assign(std::make_pair(replica_id, method), std::move(answer));
+  }
+  // While held, calls of `method` are recorded but answered only at ReleaseHeld (in order).
+  void HoldCalls(const std::string& method) {
+    absl::MutexLock lock(&mu_);
+    held_method_ = method;
+  }
+  void ReleaseHeld() {
+    absl::MutexLock lock(&mu_);
+    held_method_.reset();
+    for (std::function<void()>& answer : held_) queue_.push_back(std::move(answer));
+    held_.clear();
+  }
 
   void Start(const ReplicaLaunch&, std::function<void(const std::string&)>,
              std::function<void(absl::StatusOr<ReplicaAddress>)> done) override {
@@ -113,6 +132,12 @@ class FakeReplicaRuntime : public ReplicaRuntime {
         }
       } else if (method == "cancel_request") {
         result = absl::StatusOr<std::string>("True");
+      } else if (auto answer = answers_.find({replica_id, method}); answer != answers_.end()) {
+        result = answer->second;
+      }
+      if (held_method_ == method) {
+        held_.push_back([done = std::move(done), result = std::move(result)] { done(result); });
+        return;
       }
     }
     Post([done = std::move(done), result = std::move(result)] { done(result); });
@@ -236,6 +261,10 @@ class FakeReplicaRuntime : public ReplicaRuntime {
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, absl::StatusOr<int64_t>> queue_lens_ ABSL_GUARDED_BY(mu_);
   Responder responder_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, std::string>, absl::StatusOr<std::string>> answers_
+      ABSL_GUARDED_BY(mu_);
+  std::optional<std::string> held_method_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void()>> held_ ABSL_GUARDED_BY(mu_);
   std::vector<CallRecord> calls_ ABSL_GUARDED_BY(mu_);
   std::deque<Stream> streams_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;

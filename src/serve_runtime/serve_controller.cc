@@ -401,6 +401,7 @@ ServeController::~ServeController() {
   Stop();
   // Waits for a metrics collection in progress, which takes mu_ (not held here).
   registrations_.clear();
+  replica_metrics_.reset();
   absl::MutexLock lock(&anchor_->mu);
   anchor_->controller = nullptr;
 }
@@ -445,6 +446,22 @@ absl::Status ServeController::RegisterMetrics() {
           }));
   registrations.push_back(std::move(starts));
   TESSERA_ASSIGN_OR_RETURN(
+      metrics::CallbackRegistration states,
+      registry.AddCallbackGauge(
+          {.name = std::string(kReplicaStatesMetric),
+           .help = "Replicas of a deployment by state (STARTING, RUNNING, STOPPING, ...).",
+           .label_names = {"deployment", "application", "state"}},
+          [this](metrics::SampleSink& sink) {
+            ForEachDeploymentMetrics([&](const std::string& app, const std::string& deployment,
+                                         const DeploymentMetrics& metrics) {
+              for (const auto& [state, count] : metrics.replica_states) {
+                IgnoreStatus(sink.Emit({deployment, app, state}, count),
+                             "three label values, UTF-8 as the names were checked to be");
+              }
+            });
+          }));
+  registrations.push_back(std::move(states));
+  TESSERA_ASSIGN_OR_RETURN(
       metrics::CallbackRegistration loops,
       registry.AddCallbackGauge({.name = std::string(kControlLoopsMetric),
                                  .help = "Control loops the serve controller has run."},
@@ -459,6 +476,8 @@ absl::Status ServeController::RegisterMetrics() {
                                 }));
   registrations.push_back(std::move(loops));
   TESSERA_RETURN_IF_ERROR(RegisterAutoscalingMetrics(registry, registrations));
+  TESSERA_ASSIGN_OR_RETURN(replica_metrics_, ReplicaMetricsCollector::Create(
+                                                 {.runtime = runtime_, .registry = &registry}));
   registrations_ = std::move(registrations);
   return absl::OkStatus();
 }
@@ -546,6 +565,8 @@ void ServeController::Loop() {
 
 void ServeController::RunControlLoopOnce() {
   std::vector<Work> work;
+  std::vector<std::string> running;
+  bool collect_metrics = false;
   {
     absl::MutexLock lock(&mu_);
     ++control_loops_;
@@ -554,9 +575,34 @@ void ServeController::RunControlLoopOnce() {
     // Persisted before the actions are carried out: a replica exists only once its record
     // does, so a restarted controller finds every replica it started.
     AfterChangeLocked();
+    if (replica_metrics_ != nullptr) {
+      running = RunningReplicaIdsLocked();
+      const absl::Time now = clock_->Now();
+      if (now >= next_metrics_collection_) {
+        collect_metrics = true;
+        next_metrics_collection_ = now + options_.metrics_collect_period;
+      }
+    }
   }
   for (const Work& item : work) Carry(item);
+  if (replica_metrics_ != nullptr) {
+    // A replica that stopped running loses its series at once; the calls wait for the period.
+    replica_metrics_->Keep(running);
+    if (collect_metrics) replica_metrics_->Collect();
+  }
   NotifyServeState();
+}
+
+std::vector<std::string> ServeController::RunningReplicaIdsLocked() const {
+  std::vector<std::string> ids;
+  for (const auto& [app_name, app] : applications_) {
+    for (const auto& [name, deployment] : app.deployments) {
+      for (const RunningReplica& replica : deployment.machine->RunningReplicas()) {
+        ids.push_back(replica.replica_id);
+      }
+    }
+  }
+  return ids;
 }
 
 void ServeController::NotifyServeState() {
@@ -937,6 +983,20 @@ const ServeController::Deployment* ServeController::FindRoutedLocked(std::string
   return &it->second;
 }
 
+void ServeController::FillReplicaLocked(const ReplicaDetails& replica,
+                                        v1::ServeReplicaDetails* out) const {
+  out->set_replica_id(replica.replica_id);
+  out->set_state(std::string(Name(replica.state)));
+  out->set_node_id(replica.node_id);
+  out->set_state_since_s(UnixSeconds(replica.state_since));
+  out->set_message(replica.pending_explanation);
+  auto address = addresses_.find(replica.replica_id);
+  if (address == addresses_.end()) return;
+  out->set_actor_id(address->second.actor_id);
+  out->set_pid(address->second.pid);
+  if (out->node_id().empty()) out->set_node_id(address->second.node_id);
+}
+
 v1::ServeStatus ServeController::Status() const {
   v1::ServeStatus status;
   absl::MutexLock lock(&mu_);
@@ -968,6 +1028,9 @@ void ServeController::FillApplicationStatusLocked(const Application& app,
       (*entry->mutable_replica_states())[state] = count;
     }
     entry->set_target_num_replicas(deployment.machine->target_num_replicas());
+    for (const ReplicaDetails& replica : deployment.machine->Replicas()) {
+      FillReplicaLocked(replica, entry->add_replicas());
+    }
     infos.push_back(std::move(info));
   }
   const ApplicationStatusInfo status = ApplicationStatusFromDeployments(infos, app.deleting);

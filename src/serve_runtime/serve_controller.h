@@ -18,13 +18,16 @@
 //   Shutdown   deletes every application; Serve is not started once every replica is stopped.
 //   Status     serve.status()'s shape (v1::ServeStatus): proxies (as SetProxyStatus reports
 //              them), applications with their status (application_state.h), deployments with
-//              theirs (DeploymentStateMachine::Status).
+//              theirs (DeploymentStateMachine::Status), and each deployment's replicas for the
+//              dashboard (state, node, actor, pid, why one waits to be placed).
 //   the loop   a thread of its own runs RunControlLoopOnce every control_loop_period (0.1 s):
 //              Tick() on every machine under the lock, then the actions carried out through the
 //              ReplicaRuntime outside it (start, check_health, reconfigure_json,
 //              prepare_for_shutdown then kill, kill). The runtime's answers come back on its
 //              threads as the machines' events; each change is persisted when the machine's
-//              records_generation moved.
+//              records_generation moved. With a registry, the RUNNING replicas are the ones
+//              whose own metrics are relayed, and every metrics_collect_period they are asked
+//              for them (ReplicaMetricsCollector).
 //   routers    ReplicaSetSource: per deployment, its RUNNING replicas whose address is known,
 //              with their multiplexed model ids, under a version that moves at each change
 //              (GetReplicas waits for a change: long poll); the route table likewise
@@ -73,6 +76,7 @@
 #include "metrics/metric_registry.h"
 #include "serve/deployment_state.h"
 #include "serve/serve_states.h"
+#include "serve_runtime/replica_metrics_collector.h"
 #include "serve_runtime/replica_runtime.h"
 #include "serve_runtime/replica_set_source.h"
 #include "serve_runtime/serve_records.h"
@@ -88,8 +92,12 @@ struct ServeControllerOptions {
   absl::Duration control_loop_period = absl::Milliseconds(100);  // Ray's control loop interval
   // Mixed into each deployment's replica-id seed (with its names and the time it was made).
   uint64_t seed = 0;
-  // The controller's metrics (deployment_state.h's names); null: not exported.
+  // The controller's metrics (deployment_state.h's names) and the replicas' own, relayed
+  // (replica_metrics_collector.h); null: not exported.
   metrics::MetricRegistry* registry = nullptr;
+  // How often the RUNNING replicas are asked for their own metrics (with a registry). Ray's
+  // replicas push theirs on a period of 10 s too; a scrape never waits on a replica.
+  absl::Duration metrics_collect_period = absl::Seconds(10);
   // Serve's state after each change of it: the start options when it starts (or is recovered
   // started), nullopt once it has stopped after a shutdown. What starts and stops the proxies.
   std::function<void(const std::optional<v1::ServeStartOptions>& started)> on_serve_state;
@@ -115,7 +123,8 @@ class ServeController final : public ReplicaSetSource {
   // Reads a previous controller's records (see above). Once, before the first Deploy. The
   // store's error when the table cannot be listed; unreadable records are skipped (logged).
   absl::Status Recover() ABSL_LOCKS_EXCLUDED(mu_);
-  // Registers the metrics in options.registry (nothing without one). Once; Start calls it.
+  // Registers the metrics in options.registry (nothing without one), the replicas' own relayed
+  // through a ReplicaMetricsCollector. Once; Start calls it.
   absl::Status RegisterMetrics();
   // RegisterMetrics, then the control loop's thread. Once.
   absl::Status Start() ABSL_LOCKS_EXCLUDED(mu_);
@@ -261,10 +270,14 @@ class ServeController final : public ReplicaSetSource {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillApplicationStatusLocked(const Application& app, v1::ServeApplicationStatus* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FillReplicaLocked(const ReplicaDetails& replica, v1::ServeReplicaDetails* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The control loop and the actions.
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<Work> TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The ids of every RUNNING replica (whose own metrics are relayed).
+  std::vector<std::string> RunningReplicaIdsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Carry(const Work& work) ABSL_LOCKS_EXCLUDED(mu_);
   void CarryStart(const ReplicaKey& key, const ReplicaLaunch& launch) ABSL_LOCKS_EXCLUDED(mu_);
   void CarryCheck(const ReplicaKey& key, const CheckHealth& check) ABSL_LOCKS_EXCLUDED(mu_);
@@ -327,10 +340,13 @@ class ServeController final : public ReplicaSetSource {
   std::set<std::string> pending_erases_ ABSL_GUARDED_BY(mu_);
   bool store_failing_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t control_loops_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time next_metrics_collection_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread loop_;                                          // Start and Stop only
   std::vector<metrics::CallbackRegistration> registrations_;  // RegisterMetrics and ~ only
+  // The replicas' own metrics; set by RegisterMetrics before any control loop, reset by ~.
+  std::unique_ptr<ReplicaMetricsCollector> replica_metrics_;
 };
 
 }  // namespace tessera::serve

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
@@ -383,6 +384,36 @@ TEST_F(ServeControllerTest, StatusHasServeStatusShapes) {
   EXPECT_EQ(running.deployments(0).status_trigger(), "CONFIG_UPDATE_COMPLETED");
   EXPECT_THAT(running.deployments(0).replica_states(), ElementsAre(Pair("RUNNING", 2)));
   EXPECT_EQ(controller_->start_options()->http_port(), 8000);
+}
+
+TEST_F(ServeControllerTest, StatusListsEachReplicaWithItsPlaceAndWhyItWaits) {
+  Deploy(OneApp(2));
+  Loop();
+  std::vector<StartCall> starts = runtime_.TakeStarts();
+  ASSERT_THAT(starts, SizeIs(2));
+  starts[0].pending("waiting for resources: {CPU: 1}; held by placement group hog");
+  ReplicaAddress address = AddressOf(starts[1].launch.replica_id);
+  address.pid = 4242;
+  starts[1].done(address);
+  // The runtime's answers come back as the machine's events.
+  const v1::ServeDeploymentStatus deployment = AppStatus()->deployments(0);
+  ASSERT_THAT(deployment.replicas(), SizeIs(2));
+  std::map<std::string, v1::ServeReplicaDetails> by_id;
+  for (const v1::ServeReplicaDetails& replica : deployment.replicas()) {
+    by_id[replica.replica_id()] = replica;
+  }
+  const v1::ServeReplicaDetails& waiting = by_id.at(starts[0].launch.replica_id);
+  EXPECT_EQ(waiting.state(), "STARTING");
+  EXPECT_EQ(waiting.message(), "waiting for resources: {CPU: 1}; held by placement group hog");
+  EXPECT_EQ(waiting.node_id(), "");
+  EXPECT_EQ(waiting.actor_id(), "");
+  EXPECT_DOUBLE_EQ(waiting.state_since_s(), absl::ToUnixSeconds(clock_.Now()));
+  const v1::ServeReplicaDetails& running = by_id.at(starts[1].launch.replica_id);
+  EXPECT_EQ(running.state(), "RUNNING");
+  EXPECT_EQ(running.message(), "");
+  EXPECT_EQ(running.node_id(), "node-1");
+  EXPECT_EQ(running.actor_id(), "actor-" + starts[1].launch.replica_id);
+  EXPECT_EQ(running.pid(), 4242);
 }
 
 TEST_F(ServeControllerTest, RedeployingTheSameConfigRestartsNothing) {
@@ -914,9 +945,52 @@ TEST_F(ServeControllerTest, ExportsTheControllerMetrics) {
   EXPECT_EQ(healthy.series[0].label_values[2], "app");
   EXPECT_EQ(healthy.series[0].value, 1);
   EXPECT_EQ(families.at(std::string(kReplicaStartsMetric)).series.at(0).value, 2);
+  const metrics::FamilySnapshot& states = families.at(std::string(kReplicaStatesMetric));
+  ASSERT_THAT(states.series, SizeIs(1));
+  EXPECT_THAT(states.series[0].label_values, ElementsAre("d", "app", "RUNNING"));
+  EXPECT_EQ(states.series[0].value, 2);
   EXPECT_GT(families.at(std::string(kControlLoopsMetric)).series.at(0).value, 0);
   EXPECT_FALSE(families.contains(std::string(kAutoscalingTargetReplicasMetric)))
       << "no deployment autoscales";
+}
+
+TEST_F(ServeControllerTest, RelaysTheRunningReplicasOwnMetricsOnAPeriod) {
+  metrics::MetricRegistry registry;
+  controller_ = NewController(&store_, &runtime_, {.registry = &registry});
+  ASSERT_TRUE(controller_->RegisterMetrics().ok());
+  Deploy(OneApp(2));
+  Settle();
+  const std::vector<std::string> ids = IdsOf(Replicas());
+  ASSERT_THAT(ids, SizeIs(2));
+  Answer(runtime_, kMetricsMethod, "");  // the first loop's collection, before any ran
+
+  clock_.Advance(absl::Seconds(10));  // metrics_collect_period
+  Loop();
+  std::vector<CallMade> calls = runtime_.TakeCalls(kMetricsMethod);
+  ASSERT_THAT(calls, SizeIs(2));
+  for (CallMade& call : calls) {
+    call.done(absl::StrCat("# TYPE ray_vllm_num_requests_running gauge\n",
+                           "ray_vllm_num_requests_running{model_name=\"m\"} ",
+                           call.replica_id == ids[0] ? 1 : 2, "\n"));
+  }
+  Loop();
+  EXPECT_EQ(runtime_.calls_made(kMetricsMethod), 2) << "asked again only after the period";
+  auto relayed = [&registry]() {
+    std::map<std::string, double> by_replica;
+    for (const metrics::FamilySnapshot& family : registry.Collect()) {
+      if (family.name != "ray_vllm_num_requests_running") continue;
+      for (const metrics::SeriesSnapshot& series : family.series) {
+        by_replica[series.label_values[0]] = series.value;  // ReplicaId, model_name
+      }
+    }
+    return by_replica;
+  };
+  EXPECT_THAT(relayed(), UnorderedElementsAre(Pair(ids[0], 1), Pair(ids[1], 2)));
+
+  // Deleted, the replicas stop running: their series go with them.
+  ASSERT_TRUE(controller_->Delete({"app"}).ok());
+  Settle();
+  EXPECT_THAT(relayed(), IsEmpty());
 }
 
 // --- the loop's thread and the service ------------------------------------------------------

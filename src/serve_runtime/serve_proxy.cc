@@ -39,6 +39,7 @@ struct ServeProxy::Core {
   struct Metrics {
     metrics::CounterFamily* requests = nullptr;
     metrics::CounterFamily* errors = nullptr;
+    metrics::CounterFamily* deployment_errors = nullptr;
     metrics::HistogramFamily* latency = nullptr;
     metrics::Gauge* ongoing = nullptr;  // this proxy's series
   };
@@ -47,6 +48,7 @@ struct ServeProxy::Core {
     std::string route;
     std::string method;
     std::string application;
+    std::string deployment;  // the ingress; "" when no route matched
   };
 
   ReplicaRuntime* runtime = nullptr;
@@ -88,6 +90,10 @@ struct ServeProxy::Core {
     absl::StatusOr<metrics::Counter*> errors =
         families.errors->WithLabels({labels.route, code, labels.method, labels.application});
     if (errors.ok()) (*errors)->Increment();
+    if (labels.deployment.empty()) return;
+    absl::StatusOr<metrics::Counter*> deployment_errors = families.deployment_errors->WithLabels(
+        {labels.deployment, code, labels.method, labels.route, labels.application});
+    if (deployment_errors.ok()) (*deployment_errors)->Increment();
   }
 };
 
@@ -120,24 +126,30 @@ absl::StatusOr<Core::Metrics> MakeMetrics(metrics::MetricRegistry* registry,
   if (registry == nullptr) return out;
   TESSERA_ASSIGN_OR_RETURN(
       out.requests,
-      registry->AddCounter({.name = "tessera_serve_num_http_requests_total",
+      registry->AddCounter({.name = "ray_serve_num_http_requests_total",
                             .help = "HTTP requests the Serve proxy answered.",
                             .label_names = {"route", "method", "application", "status_code"}}));
   TESSERA_ASSIGN_OR_RETURN(
       out.errors,
-      registry->AddCounter({.name = "tessera_serve_num_http_error_requests_total",
+      registry->AddCounter({.name = "ray_serve_num_http_error_requests_total",
                             .help = "HTTP requests the Serve proxy answered with an error.",
                             .label_names = {"route", "error_code", "method", "application"}}));
   TESSERA_ASSIGN_OR_RETURN(
+      out.deployment_errors,
+      registry->AddCounter(
+          {.name = "ray_serve_num_deployment_http_error_requests_total",
+           .help = "HTTP requests to a deployment that the Serve proxy answered with an error.",
+           .label_names = {"deployment", "error_code", "method", "route", "application"}}));
+  TESSERA_ASSIGN_OR_RETURN(
       out.latency,
       registry->AddHistogram(
-          {.name = "tessera_serve_http_request_latency_ms",
+          {.name = "ray_serve_http_request_latency_ms",
            .help = "End-to-end latency of HTTP requests at the Serve proxy, in milliseconds.",
            .label_names = {"method", "route", "application", "status_code"}},
           LatencyBucketsMs()));
   TESSERA_ASSIGN_OR_RETURN(
       metrics::GaugeFamily * ongoing,
-      registry->AddGauge({.name = "tessera_serve_num_ongoing_http_requests",
+      registry->AddGauge({.name = "ray_serve_num_ongoing_http_requests",
                           .help = "HTTP requests in flight at the Serve proxy.",
                           .label_names = {"node_id", "node_ip_address"}}));
   TESSERA_ASSIGN_OR_RETURN(out.ongoing, ongoing->WithLabels({node_id, node_ip}));
@@ -604,12 +616,13 @@ void ServeProxy::Handle(ProxyRequest request, std::shared_ptr<ResponseWriter> wr
   }
   const absl::Time arrived = core_->clock->Now();
   std::optional<RouteEntry> route = Match(path);
-  auto exchange =
-      std::make_shared<Exchange>(core_, writer,
-                                 Labels{.route = route.has_value() ? route->route_prefix : "",
-                                        .method = MethodLabel(request.head.method),
-                                        .application = route.has_value() ? route->application : ""},
-                                 arrived);
+  auto exchange = std::make_shared<Exchange>(
+      core_, writer,
+      Labels{.route = route.has_value() ? route->route_prefix : "",
+             .method = MethodLabel(request.head.method),
+             .application = route.has_value() ? route->application : "",
+             .deployment = route.has_value() ? route->ingress_deployment : ""},
+      arrived);
   if (!route.has_value()) {
     exchange->Respond(404, TextPlain(),
                       absl::StrCat("Path '", path,

@@ -30,12 +30,14 @@
 //   (the thread of the runtime that delivers it) until the client takes half of it, so the
 //   proxy holds about max_buffered_bytes per connection; the items still coming wait in the
 //   runtime (the object store), as the replica's generator has no flow control of its own.
-// - Metrics (reference §6 with tessera_ for ray_), when a registry is given:
-//   tessera_serve_num_http_requests_total{route, method, application, status_code},
-//   tessera_serve_num_http_error_requests_total{route, error_code, method, application} (status
-//   400 and up, and "disconnection"), tessera_serve_http_request_latency_ms{method, route,
-//   application, status_code} (DEFAULT_LATENCY_BUCKET_MS; arrival to the response's end) and
-//   tessera_serve_num_ongoing_http_requests{node_id, node_ip_address}. A client that left is
+// - Metrics (reference §6, Ray's names), when a registry is given:
+//   ray_serve_num_http_requests_total{route, method, application, status_code},
+//   ray_serve_num_http_error_requests_total{route, error_code, method, application} (status
+//   400 and up, and "disconnection"), ray_serve_num_deployment_http_error_requests_total{
+//   deployment, error_code, method, route, application} (the same errors of requests a route
+//   took, under its application's ingress deployment), ray_serve_http_request_latency_ms{method,
+//   route, application, status_code} (DEFAULT_LATENCY_BUCKET_MS; arrival to the response's end)
+//   and ray_serve_num_ongoing_http_requests{node_id, node_ip_address}. A client that left is
 //   recorded with status "disconnection", a request timed out with 408. The method label is one
 //   of the standard methods or OTHER, so that clients cannot grow the series without bound.
 //

@@ -250,8 +250,11 @@ TEST_F(ServeProxyTest, NoMatchingPrefixIs404) {
   EXPECT_EQ(reply.status, 404);
   EXPECT_EQ(reply.body, "Path '/ab' not found. Ping http://.../-/routes for available routes.");
   EXPECT_EQ(
-      MetricValue(registry_, "tessera_serve_num_http_error_requests_total", {"", "404", "GET", ""}),
-      1);
+      MetricValue(registry_, "ray_serve_num_http_error_requests_total", {"", "404", "GET", ""}), 1);
+  // No route, no deployment: nothing counted for one.
+  EXPECT_FALSE(MetricValue(registry_, "ray_serve_num_deployment_http_error_requests_total",
+                           {"", "404", "GET", "", ""})
+                   .has_value());
 }
 
 TEST_F(ServeProxyTest, TheLongestMatchingPrefixWins) {
@@ -300,15 +303,12 @@ TEST_F(ServeProxyTest, TheRequestTravelsAsTheReplicasFrame) {
   EXPECT_THAT(head["headers"].dump(), HasSubstr(R"(["x-request-id","rid-7"])"));
 
   EXPECT_EQ(
-      MetricValue(registry_, "tessera_serve_num_http_requests_total", {"/a", "POST", "app", "201"}),
-      1);
+      MetricValue(registry_, "ray_serve_num_http_requests_total", {"/a", "POST", "app", "201"}), 1);
   EXPECT_EQ(
-      MetricValue(registry_, "tessera_serve_http_request_latency_ms", {"POST", "/a", "app", "201"}),
-      1);
+      MetricValue(registry_, "ray_serve_http_request_latency_ms", {"POST", "/a", "app", "201"}), 1);
   // The request ends (the gauge goes down) when its stream does, just after the response.
   EXPECT_TRUE(WaitUntil([&] {
-    return MetricValue(registry_, "tessera_serve_num_ongoing_http_requests", {"n1", "10.0.0.1"}) ==
-           0;
+    return MetricValue(registry_, "ray_serve_num_ongoing_http_requests", {"n1", "10.0.0.1"}) == 0;
   }));
 }
 
@@ -405,8 +405,13 @@ TEST_F(ServeProxyTest, AClientLeavingMidStreamCancelsItsStream) {
   }  // gone mid-stream
   ASSERT_TRUE(WaitUntil([&] { return runtime_.stream(0).cancelled; }));
   ASSERT_TRUE(WaitUntil([&] {
-    return MetricValue(registry_, "tessera_serve_num_http_error_requests_total",
+    return MetricValue(registry_, "ray_serve_num_http_error_requests_total",
                        {"/", "disconnection", "GET", "app"}) == 1;
+  }));
+  // Counted under the application's ingress deployment too.
+  EXPECT_TRUE(WaitUntil([&] {
+    return MetricValue(registry_, "ray_serve_num_deployment_http_error_requests_total",
+                       {"d", "disconnection", "GET", "/", "app"}) == 1;
   }));
 }
 

@@ -437,7 +437,8 @@ def default_checks(expect=None):
     expect = expect or {}
     pages = [("overview", "#/overview", "Cluster overview"), ("nodes", "#/nodes", "Nodes"),
              ("slices", "#/slices", "Slices"), ("reservations", "#/reservations", "Reservations"),
-             ("jobs", "#/jobs", "Jobs"), ("actors", "#/actors", "Actors"), ("events", "#/events", "Events")]
+             ("jobs", "#/jobs", "Jobs"), ("actors", "#/actors", "Actors"), ("events", "#/events", "Events"),
+             ("serve", "#/serve", "Serve")]
     return [PageCheck(name, route, [heading] + list(expect.get(name, []))) for name, route, heading in pages]
 
 
@@ -508,6 +509,14 @@ def fixture_checks():
                                   " && document.getElementById('log-rank').value === '3'",
                                   "want 16 rank rows and the log of rank 3")),
         PageCheck("actors", "#/actors", ["llm-server", "tokenizer", "node cpu-0 was declared dead", "detached"]),
+        PageCheck("serve", "#/serve",
+                  ["Serve", "summarizer", "LLMServer:llama-3-8b", "OpenAiIngress", "healthy", "deploying",
+                   "held by placement group serve-llm", "51234", "llm#LLMServer:llama-3-8b#p7m3d8rt",
+                   "llama-3-8b", "1,535", "850 ms", "85 ms", "21 ms", "2.3 s", "37%", "190,400", "3 / 4",
+                   "1 waiting for resources", "10.0.0.1:8000"],
+                  script=_js_wait("document.querySelectorAll('main table').length === 5"
+                                  " && [...document.querySelectorAll('main td a')].some((a) => a.textContent === 'h100-0')",
+                                  "want 5 tables and replicas linked to their node")),
         PageCheck("events", "#/events", ["Events", "declared dead", "eval-sweep", "node · notice"],
                   script=_js_wait("(() => { const seqs = [...document.querySelectorAll('tbody tr td:first-child')]"
                                   ".map((td) => Number(td.textContent)); return seqs.length >= 25"

@@ -2,7 +2,9 @@
 """Writes the dashboard's API fixtures (tests/dashboard/fixtures/*.json) for a small simulated
 cluster: h100-0 (8 H100 on NVSwitch), cpu-0 (dead), and the four hosts of the TPU v6e 4x4 slice
 v6e-0, which slice group job-7c1e2a90-1 holds for the 16-rank job llama-v6e-pretrain (one rank per
-chip); plus placement groups, demand, actors, drivers, events, device telemetry and log recipes.
+chip); plus placement groups, demand, actors, drivers, events, device telemetry, log recipes,
+and Serve: an LLM application with two Serve LLM replicas and one whose replica waits for GPUs
+that placement group serve-llm holds.
 
 The JSON follows the head's HTTP contract: proto3 JSON with field names kept and defaults
 included, enums as names, int64 as numbers, Resources as amounts in their units. Times are
@@ -218,6 +220,111 @@ def make_actors():
     ], "next_page_token": ""}
 
 
+LLM_REPLICAS = ["llm#LLMServer:llama-3-8b#k2v9q4xa", "llm#LLMServer:llama-3-8b#p7m3d8rt"]
+WAITING_REPLICA = "summarizer#Summarizer#w4c1n6ze"
+WAITING_WHY = ("waiting for resources: {CPU: 1, GPU: 8}; 1 node could fit GPU=8; all are busy "
+               "(available GPU: 6; held by placement group serve-llm)")
+
+
+def make_serve():
+    """GET serve: Serve's status with each deployment's replicas (ServeStatus JSON); times in
+    Unix seconds, relative to NOW."""
+    now_s = NOW / 1000
+
+    def replica(replica_id, state, node, pid, actor, since_min, message=""):
+        return {"replica_id": replica_id, "state": state, "node_id": node, "actor_id": actor,
+                "pid": pid, "state_since_s": now_s - since_min * 60, "message": message}
+
+    def deployment(name, status, trigger, replicas, target, message=""):
+        states = {}
+        for r in replicas:
+            states[r["state"]] = states.get(r["state"], 0) + 1
+        return {"name": name, "status": status, "status_trigger": trigger, "message": message,
+                "replica_states": states, "target_num_replicas": target, "replicas": replicas}
+
+    llm = {
+        "name": "llm", "status": "RUNNING", "message": "", "last_deployed_time_s": now_s - 42 * 60,
+        "route_prefix": "/", "ingress_deployment": "OpenAiIngress",
+        "deployments": [
+            deployment("LLMServer:llama-3-8b", "HEALTHY", "CONFIG_UPDATE_COMPLETED", [
+                replica(LLM_REPLICAS[0], "RUNNING", "h100-0", 51234, "3a4b5c6d7e8f9012", 41),
+                replica(LLM_REPLICAS[1], "RUNNING", "h100-0", 51388, "6d7e8f90a1b2c3d4", 40),
+            ], 2),
+            deployment("OpenAiIngress", "HEALTHY", "CONFIG_UPDATE_COMPLETED", [
+                replica("llm#OpenAiIngress#b8y0u0gh", "RUNNING", "h100-0", 51102, "0a1b2c3d4e5f6071", 42),
+            ], 1),
+        ],
+    }
+    summarizer = {
+        "name": "summarizer", "status": "DEPLOYING", "message": "", "last_deployed_time_s": now_s - 3 * 60,
+        "route_prefix": "/summarize", "ingress_deployment": "Summarizer",
+        "deployments": [
+            deployment("Summarizer", "UPDATING", "CONFIG_UPDATE_STARTED", [
+                replica(WAITING_REPLICA, "STARTING", "", 0, "", 3, WAITING_WHY),
+            ], 1, message="Deployment 'Summarizer' in application 'summarizer' has 1 replicas that "
+                          "have taken more than 30s to be scheduled. This may be due to waiting for "
+                          "the cluster to auto-scale or for a runtime environment to be installed. "
+                          f"Why they are not placed: {WAITING_WHY}"),
+        ],
+    }
+    return {"started": True,
+            "proxies": [{"node_id": "head", "status": "HEALTHY", "address": "10.0.0.1:8000"}],
+            "applications": [llm, summarizer], "target_capacity": 100}
+
+
+def make_serve_metrics():
+    """GET serve/metrics: Serve's metric families as the head gives them (serve_metrics_json.h):
+    the proxy's requests and the two Serve LLM replicas' engine figures."""
+    def counter(name, help_text, series):
+        return {"name": name, "type": "counter", "help": help_text,
+                "series": [{"labels": labels, "value": value} for labels, value in series]}
+
+    def gauge(name, help_text, series):
+        return dict(counter(name, help_text, series), type="gauge")
+
+    def histogram(name, help_text, bounds, series):
+        out = []
+        for labels, count, mean in series:
+            counts = [round(count * min(1.0, b / (2 * mean))) for b in bounds] + [count]
+            out.append({"labels": labels, "count": count, "sum": round(count * mean, 3),
+                        "bounds": bounds, "counts": counts})
+        return {"name": name, "type": "histogram", "help": help_text, "series": out}
+
+    route = {"route": "/", "method": "POST", "application": "llm"}
+    engine = [({"ReplicaId": r, "engine": "0", "model_name": "llama-3-8b"}, i) for i, r in enumerate(LLM_REPLICAS)]
+    ms = [1, 2, 5, 10, 20, 50, 100, 200, 300, 400, 500, 1000, 2000, 5000, 10000, 60000, 120000, 300000, 600000]
+    return {"families": [
+        counter("ray_serve_num_http_requests_total", "HTTP requests the Serve proxy answered.",
+                [(dict(route, status_code="200"), 1523), (dict(route, status_code="400"), 12)]),
+        counter("ray_serve_num_http_error_requests_total", "HTTP requests the Serve proxy answered with an error.",
+                [({"route": "/", "error_code": "400", "method": "POST", "application": "llm"}, 12)]),
+        histogram("ray_serve_http_request_latency_ms", "End-to-end latency of HTTP requests at the Serve proxy.",
+                  ms, [(dict(route, status_code="200"), 1523, 850.0)]),
+        counter("ray_vllm_generation_tokens_total", "Number of generation tokens processed.",
+                [(labels, 190400 + 2100 * i) for labels, i in engine]),
+        counter("ray_vllm_prompt_tokens_total", "Number of prefill tokens processed.",
+                [(labels, 48800 + 900 * i) for labels, i in engine]),
+        counter("ray_vllm_request_success_total", "Count of successfully processed requests.",
+                [(dict(labels, finished_reason=reason), n + 3 * i) for labels, i in engine
+                 for reason, n in (("stop", 700), ("length", 61))]),
+        gauge("ray_vllm_num_requests_running", "Number of requests in model execution batches.",
+              [(labels, 3 + i) for labels, i in engine]),
+        gauge("ray_vllm_num_requests_waiting", "Number of requests waiting to be processed.",
+              [(labels, i) for labels, i in engine]),
+        gauge("ray_vllm_kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+              [(labels, 0.37 + 0.2 * i) for labels, i in engine]),
+        histogram("ray_vllm_time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+                  [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1.0],
+                  [(labels, 761 + 3 * i, 0.085) for labels, i in engine]),
+        histogram("ray_vllm_inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+                  [0.01, 0.025, 0.05, 0.075, 0.1],
+                  [(labels, 189000 + 2000 * i, 0.021) for labels, i in engine]),
+        histogram("ray_vllm_e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+                  [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0],
+                  [(labels, 761 + 3 * i, 2.3) for labels, i in engine]),
+    ]}
+
+
 def make_events():
     lines = [
         (360, "node", "node h100-0 registered: 8 × H100, 224 CPU"),
@@ -374,6 +481,8 @@ def main():
     write(out / "actors.json", make_actors())
     write(out / "events.json", make_events())
     write(out / "logs.json", make_logs())
+    write(out / "serve.json", make_serve())
+    write(out / "serve_metrics.json", make_serve_metrics())
     for node_id, body in make_telemetry(nodes).items():
         write(out / "telemetry" / f"{node_id}.json", body, compact=True)
     print(f"wrote fixtures to {out}")

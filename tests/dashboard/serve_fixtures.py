@@ -58,6 +58,20 @@ def _shift_times(value, shift_ms):
             _shift_times(item, shift_ms)
 
 
+def _shift_seconds(value, shift_s):
+    """Adds shift_s to every non-zero Unix-seconds field of Serve's (last_deployed_time_s,
+    state_since_s), in place."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in ("last_deployed_time_s", "state_since_s") and isinstance(item, (int, float)) and item > 0:
+                value[key] = item + shift_s
+            else:
+                _shift_seconds(item, shift_s)
+    elif isinstance(value, list):
+        for item in value:
+            _shift_seconds(item, shift_s)
+
+
 def synthesise_nodes(nodes, count):
     """The fixture nodes plus clones of the non-slice ones up to `count` nodes: node-0001, ...;
     every 50th clone is dead and every 97th draining. Returns (nodes, clone id -> template id)."""
@@ -109,13 +123,16 @@ class FixtureApi:
             "slices": self._load("slices.json"),
             "jobs": self._load("jobs.json"),
             "actors": self._load("actors.json"),
+            "serve": self._load("serve.json"),
         }
+        _shift_seconds(static["serve"], self.shift_ms / 1000)
         # Encoded once: these do not change while the server runs.
         self.static = {}
         for name, body in static.items():
             _shift_times(body, self.shift_ms)
             self.static[name] = json.dumps(body).encode()
         self.jobs = json.loads(self.static["jobs"])
+        self.serve_metrics = json.dumps(self._load("serve_metrics.json")).encode()
         self.events = self._load("events.json")["events"]
         _shift_times(self.events, self.shift_ms)
         self.logs = self._load("logs.json")
@@ -147,6 +164,8 @@ class FixtureApi:
             return self._logs(parts[1], query)
         if parts == ["events"]:
             return self._events(query)
+        if parts == ["serve", "metrics"]:
+            return 200, self.serve_metrics
         return 404, {"error": f"no such API path: /api/v1/{path}"}
 
     def _telemetry(self, node_id):

@@ -890,3 +890,64 @@ def test_multiplexed_model_ids_are_reported():
     assert results == [{"id": "a"}, {"id": "b"}, {"id": "c"}]
     assert by_http.json() == {"id": "d"}
     assert ids == ["c", "d"]  # two models per replica: the least recently used went
+
+
+def test_the_metrics_its_code_adds_are_rendered_until_the_code_goes():
+    from tessera.serve import _replica_metrics
+
+    @serve.deployment
+    class Exporting:
+        def __init__(self, value):
+            self.value = value
+            _replica_metrics.add_source(self.metrics_text)
+
+        def metrics_text(self):
+            return f"# TYPE demo_gauge gauge\ndemo_gauge {self.value}"
+
+        def drop(self):
+            _replica_metrics.remove_source(self.metrics_text)
+
+    async def scenario():
+        replica = make_replica(Exporting, 3)
+        before = await replica.get_metrics_text()  # not yet initialized: nothing
+        await replica.initialize()
+        rendered = await replica.get_metrics_text()
+        await replica.handle_request("drop", (), {}, {})
+        return before, rendered, await replica.get_metrics_text()
+
+    before, rendered, after = run(scenario())
+    assert before == ""
+    assert rendered == "# TYPE demo_gauge gauge\ndemo_gauge 3\n"
+    assert after == ""
+
+
+def test_a_metrics_source_is_held_weakly_and_one_that_raises_is_left_out(caplog):
+    from tessera.serve import _replica_metrics
+
+    class Source:
+        def text(self):
+            return "# TYPE kept gauge\nkept 1\n"
+
+    def broken():
+        raise RuntimeError("no figures")
+
+    kept, gone = Source(), Source()
+    _replica_metrics.add_source(kept.text)
+    _replica_metrics.add_source(gone.text)
+    _replica_metrics.add_source(broken)
+    try:
+        del gone
+        assert _replica_metrics.render() == "# TYPE kept gauge\nkept 1\n"
+        assert "A replica metrics source failed to render" in caplog.text
+    finally:
+        _replica_metrics.remove_source(kept.text)
+        _replica_metrics.remove_source(broken)
+    assert _replica_metrics.render() == ""
+    with pytest.raises(TypeError, match="must be callable"):
+        _replica_metrics.add_source("text")
+
+
+def test_initialize_answers_the_process_id_the_controller_shows():
+    import os
+
+    assert run(make_replica(Calls).initialize()) == os.getpid()

@@ -12,9 +12,10 @@ and args may come still serialized instead, as build's BuiltDeployment holds the
 
   initialize()             constructs the user's object (on the loop: its __init__ may use
                            asyncio), starts an @serve.ingress app's lifespan, then runs
-                           reconfigure(user_config) when user_config is set. Idempotent; every
-                           other call awaits it first, and a failed start fails them all. The
-                           replica is ready once this and a first check_health() succeed.
+                           reconfigure(user_config) when user_config is set; answers the
+                           process id (the controller shows it). Idempotent; every other call
+                           awaits it first, and a failed start fails them all. The replica is
+                           ready once this and a first check_health() succeed.
   reconfigure(user_config, max_ongoing_requests=, graceful_shutdown_wait_loop_s=)
                            applies new options without a restart; the user's reconfigure runs
                            when user_config changed
@@ -40,6 +41,9 @@ and args may come still serialized instead, as build's BuiltDeployment holds the
                            the proxy or handle asks for it by id); the call raises
                            RequestCancelledError
   get_multiplexed_model_ids()  the model ids its @serve.multiplexed caches hold
+  get_metrics_text()       the metrics the code it runs renders (_replica_metrics: Serve LLM's
+                           engine metrics), Prometheus text, "" for none; the controller asks
+                           every 10 s and relays them on the head's /metrics
   prepare_for_shutdown()   graceful: sleeps graceful_shutdown_wait_loop_s, then again until no
                            request is ongoing (skipped if it never started), ends the ASGI
                            lifespan, unloads multiplexed models, calls the user's __del__
@@ -73,10 +77,11 @@ import functools
 import inspect
 import json
 import logging
+import os
 import uuid
 from typing import Any, AsyncGenerator, Callable, Dict, NamedTuple, Optional, Tuple
 
-from tessera.serve import _http, _pickle
+from tessera.serve import _http, _pickle, _replica_metrics
 from tessera.serve import context as serve_context
 from tessera.serve._constants import (DEFAULT_GRACEFUL_SHUTDOWN_WAIT_LOOP_S,
                                       DEFAULT_MAX_ONGOING_REQUESTS, SERVE_LOGGER_NAME,
@@ -151,7 +156,7 @@ class ReplicaActor:
         self._parked_http: Dict[str, _ParkedResponse] = {}
 
     # --- start and configuration -----------------------------------------------------------
-    async def initialize(self, replica_id: Optional[str] = None) -> None:
+    async def initialize(self, replica_id: Optional[str] = None) -> int:
         """Constructs the user's object and runs its first reconfigure (once; see the module
         doc). `replica_id` is the id the controller named the replica's actor with (the spec,
         shared by every replica of the deployment, carries none)."""
@@ -164,6 +169,7 @@ class ReplicaActor:
         if self._init_future is None:
             self._init_future = asyncio.ensure_future(self._initialize())
         await asyncio.shield(self._init_future)
+        return os.getpid()
 
     async def _initialize(self) -> None:
         serve_context._set_internal_replica_context(self._context, process_wide=True)
@@ -252,6 +258,11 @@ class ReplicaActor:
         for cache in self._context._multiplexers:
             ids.update(cache.model_ids())
         return sorted(ids)
+
+    async def get_metrics_text(self) -> str:
+        if not self._initialized:
+            return ""
+        return _replica_metrics.render()
 
     # --- calling user code -----------------------------------------------------------------
     def _pool(self) -> concurrent.futures.ThreadPoolExecutor:

@@ -14,6 +14,7 @@ import { createReservationsPage } from './pages/reservations.js';
 import { createJobsPage } from './pages/jobs.js';
 import { createJobDetailPage } from './pages/job_detail.js';
 import { createActorsPage } from './pages/actors.js';
+import { createServePage } from './pages/serve.js';
 import { createEventsPage } from './pages/events.js';
 
 const POLL_MS = 2000;
@@ -28,6 +29,7 @@ const ROUTES = [
   { pattern: /^jobs$/, nav: 'jobs', create: createJobsPage },
   { pattern: /^jobs\/(.+)$/, nav: 'jobs', create: createJobDetailPage },
   { pattern: /^actors$/, nav: 'actors', create: createActorsPage },
+  { pattern: /^serve$/, nav: 'serve', create: createServePage },
   { pattern: /^events$/, nav: 'events', create: createEventsPage },
 ];
 

@@ -86,9 +86,12 @@ export function stateWord(state) {
 }
 
 const TONES = {
-  good: ['alive', 'created', 'reserved', 'running', 'succeeded', 'placed', 'intact'],
-  warn: ['pending', 'draining', 'rescheduling', 'restarting', 'starting'],
-  bad: ['dead', 'failed', 'infeasible', 'broken', 'missing'],
+  good: ['alive', 'created', 'reserved', 'running', 'succeeded', 'placed', 'intact', 'healthy'],
+  warn: ['pending', 'draining', 'rescheduling', 'restarting', 'starting',
+    // Serve's words (applications, deployments, replicas, proxies).
+    'deploying', 'updating', 'upscaling', 'downscaling', 'recovering', 'stopping', 'deleting',
+    'pending migration'],
+  bad: ['dead', 'failed', 'infeasible', 'broken', 'missing', 'unhealthy', 'deploy failed'],
 };
 
 export function stateTone(state) {

@@ -59,6 +59,7 @@ import os
 import time
 from typing import Any, AsyncGenerator, Dict, List, Mapping, Optional, Union
 
+from tessera.serve import _replica_metrics
 from tessera.serve import context as serve_context
 from tessera.serve._constants import SERVE_LOGGER_NAME
 from tessera.serve.llm import _constants, _streams
@@ -150,6 +151,9 @@ class LLMServer:
         self._llm_config = LLMConfig.parse(llm_config)
         self._engine = engine if engine is not None else self._start_engine()
         self._created = int(time.time())
+        if serve_context._get_internal_replica_context() is not None:
+            # The serve controller relays them on the head's /metrics (held weakly).
+            _replica_metrics.add_source(self.metrics_text)
         interval_ms = self._llm_config.experimental_configs.get("stream_batching_interval_ms")
         if interval_ms is None:
             interval_ms = _constants.model_response_batch_timeout_ms()
@@ -423,7 +427,9 @@ class LLMServer:
                                  replica_id=replica_id)
 
     def shutdown(self) -> None:
-        """Stops the engine (unfinished requests fail) and ends its engine workers."""
+        """Stops the engine (unfinished requests fail), ends its engine workers and its metrics'
+        export."""
+        _replica_metrics.remove_source(self.metrics_text)
         engine = getattr(self, "_engine", None)
         if engine is not None:
             engine.shutdown()
