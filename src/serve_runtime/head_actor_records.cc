@@ -4,6 +4,13 @@
 #include "serve_runtime/replica_runtime.h"
 
 namespace tessera::serve {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+}  // namespace
 
 std::function<absl::StatusOr<v1::ActorInfo>(const std::string& name)> HeadActorRecords(
     HeadService* head) {
@@ -13,10 +20,27 @@ std::function<absl::StatusOr<v1::ActorInfo>(const std::string& name)> HeadActorR
     request.set_namespace_(kServeNamespace);
     v1::ActorInfo info;
     grpc::Status got = head->actors().GetActor(nullptr, &request, &info);
-    if (!got.ok()) {
-      return absl::Status(static_cast<absl::StatusCode>(got.error_code()), got.error_message());
-    }
+    if (!got.ok()) return FromGrpc(got);
     return info;
+  };
+}
+
+std::function<absl::StatusOr<std::vector<ServeNode>>()> HeadAliveNodes(HeadService* head) {
+  return [head]() -> absl::StatusOr<std::vector<ServeNode>> {
+    std::vector<ServeNode> nodes;
+    v1::ListRequest request;
+    while (true) {
+      v1::ListNodesResponse page;
+      grpc::Status got = head->nodes().ListNodes(nullptr, &request, &page);
+      if (!got.ok()) return FromGrpc(got);
+      for (const v1::NodeInfo& node : page.nodes()) {
+        if (node.state() != v1::NODE_STATE_ALIVE) continue;
+        nodes.push_back(ServeNode{.node_id = node.node().node_id(),
+                                  .host = HostOfAddress(node.node().address())});
+      }
+      if (page.next_page_token().empty()) return nodes;
+      request.set_page_token(page.next_page_token());
+    }
   };
 }
 

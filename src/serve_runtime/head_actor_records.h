@@ -1,15 +1,19 @@
-// The head's actor records of Serve's replicas, read in the head's process (its actors' front
-// called directly, as the HTTP endpoint does): ActorReplicaRuntimeOptions::actor_record for the
-// head's own driver. Apart from head_serve_extension.cc because the head's headers and the C++
-// API's public ones both name a tessera::PlacementGroup.
+// What the serve controller reads of the head's own tables in the head's process (its fronts
+// called directly, as the HTTP endpoint does): the actor records of Serve's replicas
+// (ActorReplicaRuntimeOptions::actor_record for the head's own driver) and the alive nodes (where
+// the nodes' proxies run: ProxyManagerOptions::list_nodes). Apart from head_serve_extension.cc
+// because the head's headers and the C++ API's public ones both name a tessera::PlacementGroup.
 //
-// Threading: thread-safe (the front's). Cost: one lookup in the actor directory.
+// Threading: thread-safe (the fronts'). Cost: one lookup in the actor directory; a listing of
+// the node table, page by page.
 #pragma once
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "serve_runtime/proxy_manager.h"
 #include "tessera/v1/head.pb.h"
 
 namespace tessera {
@@ -21,5 +25,8 @@ namespace tessera::serve {
 // The record of the actor named `name` in the namespace "serve"; NotFound when there is none.
 std::function<absl::StatusOr<v1::ActorInfo>(const std::string& name)> HeadActorRecords(
     HeadService* head);
+
+// The nodes the head lists ALIVE, with the host each one's agent is reached at.
+std::function<absl::StatusOr<std::vector<ServeNode>>()> HeadAliveNodes(HeadService* head);
 
 }  // namespace tessera::serve
