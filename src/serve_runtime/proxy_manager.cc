@@ -313,11 +313,12 @@ void ProxyManager::OnCalled(const std::string& node_id, uint64_t generation,
       drained = (result.ok() && *result == "True") || absl::IsUnavailable(result.status());
       proxy.next_check = now + options_.health_check_period;
       if (drained) proxies_.erase(it);
-    } else {
-      if ((method == kStartDraining || method == kStopDraining) && result.ok()) {
-        proxy.actor_draining = method == kStartDraining;
-      }
+    } else if (method == kCheckHealth || !result.ok()) {
       OnHealthCheckedLocked(proxy, result.status(), now);
+    } else {
+      // A drain begun or ended: the checks keep their schedule (a drain's first check waits
+      // for min_draining_period).
+      proxy.actor_draining = method == kStartDraining;
     }
   }
   if (drained) options_.runtime->KillProxy(node_id);
