@@ -31,9 +31,8 @@
 // a free port. Statuses() shows every proxy's address.
 //
 // A controller started after a head restart adopts the proxies a previous one left: StartProxy
-// looks the name up before it makes one, and at the first listing of the nodes, each alive node
-// that needs no proxy is looked up once (FindProxy); one found is kept, as HEALTHY, and drains
-// like any other.
+// looks the name up before it makes one, and each alive node that needs no proxy is looked up
+// once, when first listed (FindProxy); one found is kept, as HEALTHY, and drains like any other.
 //
 // Threading: thread-safe; one mutex guards the proxies. No ProxyRuntime call is made with it held;
 // the runtime's callbacks take it, and may come on any thread, also after the manager is gone

@@ -3,7 +3,8 @@ http_options location EveryNode, every node that has a replica runs a proxy besi
 (an actor of the head's, SERVE_PROXY_ACTOR-<node id> in the namespace "serve", holding no
 resources); each answers on the address serve.status() and `tessera serve status --json` show
 (a free port each, as they share a host); a request entering a node's proxy goes to the replica
-on that node; a proxy whose actor is killed is replaced by the controller.
+on that node; a proxy whose actor is killed is replaced by the controller. First, without a
+cluster, the ProxyActor class over a stand-in for the C++ proxy.
 
 One cluster and one Serve for the file. Waits poll with generous bounds (a proxy's health is
 checked every 10 s); nothing is timed.
@@ -27,6 +28,14 @@ def get(url, timeout=60):
         return r.status, r.read()
 
 
+def serving(address):
+    """Whether the proxy at `address` has its route table (its /-/healthz says so)."""
+    try:
+        return get(f"http://{address}/-/healthz", timeout=10) == (200, b"success")
+    except OSError:  # 503 (HTTPError), or not listening yet
+        return False
+
+
 def healthy_addresses():
     """The address of every HEALTHY proxy, by node id, once the head and both nodes have one."""
     ready = {node: proxy.address for node, proxy in serve.status().proxies.items()
@@ -40,6 +49,62 @@ def proxy_actor_id(node):
         return tessera.get_actor(f"SERVE_PROXY_ACTOR-{node}", namespace="serve")._actor_id
     except Exception:  # noqa: BLE001 - gone, or not yet made again
         return None
+
+
+class FakeProxyHost:
+    """What _core.serve_proxy_start returns, in memory."""
+
+    def __init__(self, port):
+        self._port = port
+        self.draining = False
+        self.ongoing = 0
+        self.stopped = False
+
+    def port(self):
+        return self._port
+
+    def set_draining(self, draining):
+        self.draining = draining
+
+    def ongoing_requests(self):
+        return self.ongoing
+
+    def stop(self):
+        self.stopped = True
+
+
+def test_the_proxy_actor_starts_the_proxy_as_told_and_reports_where_it_listens(monkeypatch):
+    from tessera import _core
+    from tessera.serve.proxy import ProxyActor
+
+    started = []
+
+    def start(node_id, node_ip_address, host, port, request_timeout_s, keep_alive_timeout_s):
+        started.append((node_id, node_ip_address, host, port, request_timeout_s,
+                        keep_alive_timeout_s))
+        return FakeProxyHost(port or 41234)
+
+    monkeypatch.setattr(_core, "serve_proxy_start", start, raising=False)
+    options = {"node_id": "cpu-1", "node_host": "10.0.0.7", "http_host": "0.0.0.0",
+               "http_port": 0, "request_timeout_s": 5, "keep_alive_timeout_s": 90}
+    actor = ProxyActor(json.dumps(options))
+    assert started == [("cpu-1", "10.0.0.7", "0.0.0.0", 0, 5.0, 90.0)]
+    assert actor.ready() == "10.0.0.7:41234"  # every interface: the node's host
+    actor.start_draining()
+    assert actor._proxy.draining
+    actor._proxy.ongoing = 2
+    assert actor.is_drained() is False
+    actor._proxy.ongoing = 0
+    assert actor.is_drained() is True
+    assert actor.ready() == "10.0.0.7:41234" and not actor._proxy.draining  # ready ends a drain
+    actor.check_health()
+    actor.shutdown()
+    assert actor._proxy.stopped
+    with pytest.raises(RuntimeError, match="stopped"):
+        actor.check_health()
+
+    ipv6 = ProxyActor(json.dumps({**options, "http_host": "::1", "http_port": 8000}))
+    assert ipv6.ready() == "[::1]:8000"
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +129,7 @@ def test_each_node_with_a_replica_runs_a_proxy_that_answers_on_its_address(clust
     addresses = wait_for(healthy_addresses, READY_TIMEOUT_S, "a healthy proxy on each node")
     assert len(set(addresses.values())) == len(addresses), addresses  # one port each
     for node, address in addresses.items():
-        assert get(f"http://{address}/-/healthz") == (200, b"success"), node
+        wait_for(lambda: serving(address), 60, f"the proxy of {node} serving")
         status, body = get(f"http://{address}/-/routes")
         assert (status, json.loads(body)) == (200, {"/where": "where"}), node
     for node in NODES:
@@ -81,6 +146,7 @@ def test_a_request_entering_a_nodes_proxy_goes_to_the_replica_on_that_node(
         cluster_with_proxies):
     addresses = wait_for(healthy_addresses, READY_TIMEOUT_S, "a healthy proxy on each node")
     for node in NODES:
+        wait_for(lambda: serving(addresses[node]), 60, f"the proxy of {node} serving")
         answers = {get(f"http://{addresses[node]}/where")[1].decode() for _ in range(6)}
         assert answers == {node}, f"the proxy of {node} sent requests to {answers}"
 
@@ -98,5 +164,5 @@ def test_a_killed_proxy_is_replaced(cluster_with_proxies):
         return ready if ready and new is not None and new != old else None
 
     addresses = wait_for(replaced, READY_TIMEOUT_S, f"a new healthy proxy on {node}")
-    assert get(f"http://{addresses[node]}/-/healthz") == (200, b"success")
+    wait_for(lambda: serving(addresses[node]), 60, f"the new proxy of {node} serving")
     assert get(f"http://{addresses[node]}/where")[1].decode() == node
