@@ -63,10 +63,6 @@ class ProxyManagerTest : public ::testing::Test {
     absl::MutexLock lock(&mu_);
     nodes_ = std::move(nodes);
   }
-  void SetHeadHost(std::string host) {
-    absl::MutexLock lock(&mu_);
-    head_host_ = std::move(host);
-  }
 
   void Update(const std::set<std::string>& replica_nodes,
               std::optional<v1::ServeStartOptions> start = Start()) {
