@@ -29,6 +29,8 @@
 #include "serve_runtime/actor_replica_runtime.h"
 #include "serve_runtime/deployment_router.h"
 #include "serve_runtime/grpc_replica_set_source.h"
+#include "serve_runtime/serve_proxy.h"
+#include "tessera/runtime_context.h"
 #include "tessera/v1/serve.grpc.pb.h"
 #include "tessera/v1/serve.pb.h"
 #include "vocabulary/slice_shape.h"
@@ -245,10 +247,12 @@ class PendingRoute {
 // tessera._core.ServeRouter: one deployment's router for this process's handles.
 class ServeRouter {
  public:
-  ServeRouter(std::shared_ptr<ServeConnection> connection, std::string app, std::string deployment)
+  ServeRouter(std::shared_ptr<ServeConnection> connection, std::string app, std::string deployment,
+              bool prefer_local_node)
       : connection_(std::move(connection)),
         app_(std::move(app)),
-        deployment_(std::move(deployment)) {}
+        deployment_(std::move(deployment)),
+        prefer_local_node_(prefer_local_node) {}
 
   // The router's threads start here, without the GIL.
   absl::Status Open() {
@@ -258,6 +262,10 @@ class ServeRouter {
     options.source = absl::StrCat("handle:", connection_->driver_id, ":", app_, "/", deployment_);
     options.runtime = connection_->runtime.get();
     options.replica_sets = connection_->source.get();
+    // This process's node (a worker's, or a driver's local node): handles prefer it only when
+    // asked (Ray's _prefer_local_routing); proxies always do.
+    options.self_node_id = GetRuntimeContext().node_id;
+    options.prefer_local_node = prefer_local_node_;
     auto router = serve::DeploymentRouter::Create(std::move(options));
     if (!router.ok()) return router.status();
     router_ = *std::move(router);
@@ -284,6 +292,7 @@ class ServeRouter {
   std::shared_ptr<ServeConnection> connection_;
   const std::string app_;
   const std::string deployment_;
+  const bool prefer_local_node_;
   std::shared_ptr<AbandonedReplicas> abandoned_ = std::make_shared<AbandonedReplicas>();
   std::unique_ptr<serve::DeploymentRouter> router_;
   // Read and written only with the GIL held (every method runs with it), which orders them.
@@ -375,7 +384,9 @@ void ServeRouter::FinishAbandoned() {
   for (const std::string& replica_id : abandoned_->Take()) router_->Finished(replica_id);
 }
 
-std::unique_ptr<ServeRouter> MakeRouter(const std::string& app, const std::string& deployment) {
+// This process's connection to the controller, made without the GIL; CoreError when there is
+// none.
+std::shared_ptr<ServeConnection> CurrentConnection() {
   CheckNotForked();
   absl::StatusOr<std::shared_ptr<ServeConnection>> connection;
   {
@@ -383,7 +394,13 @@ std::unique_ptr<ServeRouter> MakeRouter(const std::string& app, const std::strin
     connection = Connections().Current();
   }
   if (!connection.ok()) ThrowStatus(connection.status());
-  auto router = std::make_unique<ServeRouter>(*std::move(connection), app, deployment);
+  return *std::move(connection);
+}
+
+std::unique_ptr<ServeRouter> MakeRouter(const std::string& app, const std::string& deployment,
+                                        bool prefer_local_routing) {
+  auto router =
+      std::make_unique<ServeRouter>(CurrentConnection(), app, deployment, prefer_local_routing);
   absl::Status opened;
   {
     py::gil_scoped_release release;  // the router starts its threads
@@ -450,7 +467,97 @@ void BindRouter(py::module_& m) {
            "Stops the router: routes still waiting fail. Idempotent; the router is unusable "
            "after it.");
   m.def("serve_router", &MakeRouter, py::arg("app"), py::arg("deployment"),
-        "A router for handles to `deployment` (\"\": the ingress) of application `app`.");
+        py::arg("prefer_local_routing") = false,
+        "A router for handles to `deployment` (\"\": the ingress) of application `app`; with "
+        "prefer_local_routing, replicas on this process's node are tried first.");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A node's proxy.
+
+// tessera._core.ServeProxyHost: the C++ HTTP proxy of a node (serve::ServeProxy), run by the
+// process of its ProxyActor (python/tessera/serve/proxy.py): the route table and the replica sets
+// come from the controller over this process's connection, the replicas are called through its
+// replica runtime, and the routers prefer the replicas of this node.
+class ServeProxyHost {
+ public:
+  explicit ServeProxyHost(std::shared_ptr<ServeConnection> connection)
+      : connection_(std::move(connection)) {}
+  // Python deletes it with the GIL held; the proxy's threads end without it.
+  ~ServeProxyHost() { Stop(); }
+  ServeProxyHost(const ServeProxyHost&) = delete;
+  ServeProxyHost& operator=(const ServeProxyHost&) = delete;
+
+  // Binds and starts serving; without the GIL.
+  absl::Status Open(serve::ServeProxyOptions options) {
+    options.runtime = connection_->runtime.get();
+    options.replica_sets = connection_->source.get();
+    absl::StatusOr<std::unique_ptr<serve::ServeProxy>> proxy =
+        serve::ServeProxy::Start(std::move(options));
+    if (!proxy.ok()) return proxy.status();
+    proxy_ = *std::move(proxy);
+    return absl::OkStatus();
+  }
+
+  int port() const { return proxy_ == nullptr ? 0 : proxy_->port(); }
+  int64_t OngoingRequests() const { return proxy_ == nullptr ? 0 : proxy_->ongoing_requests(); }
+  void SetDraining(bool draining) {
+    if (proxy_ != nullptr) proxy_->SetDraining(draining);
+  }
+  // Stops serving (requests in flight are cancelled); idempotent.
+  void Stop() {
+    if (proxy_ == nullptr) return;
+    py::gil_scoped_release release;
+    proxy_->Stop();
+  }
+
+ private:
+  // Declared first, destroyed last: the proxy reads the connection's source and runtime.
+  std::shared_ptr<ServeConnection> connection_;
+  std::unique_ptr<serve::ServeProxy> proxy_;
+};
+
+std::unique_ptr<ServeProxyHost> StartServeProxy(const std::string& node_id,
+                                                const std::string& node_ip_address,
+                                                const std::string& host, int port,
+                                                double request_timeout_s,
+                                                double keep_alive_timeout_s) {
+  if (port < 0 || port > 65535) {
+    throw py::value_error(absl::StrCat("port ", port, " is not between 0 and 65535"));
+  }
+  serve::ServeProxyOptions options;
+  options.http.host = host;
+  options.http.port = port;
+  if (request_timeout_s > 0) options.http.request_timeout = absl::Seconds(request_timeout_s);
+  if (keep_alive_timeout_s > 0)
+    options.http.keep_alive_timeout = absl::Seconds(keep_alive_timeout_s);
+  options.node_id = node_id;
+  options.node_ip_address = node_ip_address;
+  auto proxy = std::make_unique<ServeProxyHost>(CurrentConnection());
+  absl::Status opened;
+  {
+    py::gil_scoped_release release;  // the proxy starts its threads
+    opened = proxy->Open(std::move(options));
+  }
+  if (!opened.ok()) ThrowStatus(opened);
+  return proxy;
+}
+
+void BindProxy(py::module_& m) {
+  py::class_<ServeProxyHost>(m, "ServeProxyHost")
+      .def("port", &ServeProxyHost::port, "The port its HTTP server is bound to.")
+      .def("ongoing_requests", &ServeProxyHost::OngoingRequests,
+           "Requests it has not finished answering.")
+      .def("set_draining", &ServeProxyHost::SetDraining, py::arg("draining"),
+           "Draining: /-/healthz answers 503 (every other request is served).")
+      .def("stop", &ServeProxyHost::Stop,
+           "Stops serving (requests in flight are cancelled). Idempotent.");
+  m.def("serve_proxy_start", &StartServeProxy, py::arg("node_id"), py::arg("node_ip_address"),
+        py::arg("host"), py::arg("port"), py::arg("request_timeout_s") = 0.0,
+        py::arg("keep_alive_timeout_s") = 0.0,
+        "Starts the HTTP proxy of node `node_id` in this process, bound to host:port (0: a free "
+        "port), over the cluster tessera.init joined (in a worker: its node's). CoreError when "
+        "it cannot bind.");
 }
 
 }  // namespace
@@ -458,6 +565,7 @@ void BindRouter(py::module_& m) {
 void BindServeCalls(py::module_& m) {
   BindControllerCalls(m);
   BindRouter(m);
+  BindProxy(m);
 }
 
 }  // namespace tessera::python

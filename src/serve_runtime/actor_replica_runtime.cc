@@ -16,6 +16,7 @@
 #include "api/foreign_calls.h"
 #include "base/ignore_status.h"
 #include "base/status_macros.h"
+#include "base/string_util.h"
 #include "hardware/node_label_keys.h"
 #include "serve_runtime/python_call_codec.h"
 #include "wire/proto_convert.h"
@@ -29,14 +30,13 @@ constexpr char kHttpMethod[] = "handle_http";
 constexpr char kHttpFirstMethod[] = "handle_http_first";
 constexpr char kHttpRestMethod[] = "handle_http_rest";
 constexpr char kCancelMethod[] = "cancel_request";
+constexpr char kProxyReadyMethod[] = "ready";
 // A cancel_request call is best effort: it is not waited for past this.
 constexpr absl::Duration kCancelCallTimeout = absl::Seconds(10);
 
 // What GetActor matches a found actor's class against ("python:ReplicaActor").
-const std::string& ReplicaTypeName() {
-  static const std::string* const name =
-      new std::string(absl::StrCat(std::string(internal::kPythonClassPrefix), kReplicaActorClass));
-  return *name;
+std::string PythonTypeName(std::string_view class_name) {
+  return absl::StrCat(ToAbsl(internal::kPythonClassPrefix), ToAbsl(class_name));
 }
 
 // The name of a replica's reservation: the placement group of its bundles, or its slice (a
@@ -57,12 +57,12 @@ bool KindIs(const absl::Status& status, api::ErrorKind kind) {
   return word.has_value() && *word == api::ErrorKindWord(kind);
 }
 
-// An error of the runtime as ReplicaRuntime names it: Unavailable for a replica whose actor is
-// dead or gone, Internal for the Python exception of the method, Cancelled for a cancel.
-absl::Status CallError(const absl::Status& status, const std::string& replica_id,
+// An error of the runtime as ReplicaRuntime names it: Unavailable for a replica (or proxy) whose
+// actor is dead or gone, Internal for the Python exception of the method, Cancelled for a
+// cancel. `who` is what the message calls the actor ("replica <id>").
+absl::Status CallError(const absl::Status& status, std::string_view who,
                        const std::string& method) {
-  const std::string what =
-      absl::StrCat("replica ", replica_id, " ", method, ": ", status.message());
+  const std::string what = absl::StrCat(ToAbsl(who), " ", method, ": ", status.message());
   if (KindIs(status, api::ErrorKind::kTaskError)) return absl::InternalError(what);
   if (KindIs(status, api::ErrorKind::kTaskCancelled)) return absl::CancelledError(what);
   if (KindIs(status, api::ErrorKind::kActorDied) ||
@@ -202,6 +202,30 @@ absl::StatusOr<SliceOptions> SliceOptionsOf(const ReplicaLaunch& launch, absl::D
   slice.timeout = round;
   slice.detached = true;  // as the replica actor: it outlives this process (a head restart)
   return slice;
+}
+
+// A proxy actor's constructor argument (python/tessera/serve/proxy.py reads it).
+std::string ProxyOptionsJson(const ProxyLaunch& launch) {
+  const nlohmann::json json = {
+      {"node_id", launch.node_id},
+      {"node_host", launch.node_host},
+      {"http_host", launch.http_host},
+      {"http_port", launch.http_port},
+      {"request_timeout_s", launch.request_timeout_s},
+      {"keep_alive_timeout_s", launch.keep_alive_timeout_s},
+  };
+  return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// What a proxy's actor is made with, but its name.
+ActorOptions ProxyActorOptions(const ProxyLaunch& launch) {
+  ActorOptions options;
+  options.resources = ResourceSet();  // as Ray's proxies: it holds nothing, so it fits any node
+  options.strategy = NodeAffinityScheduling{.node = NodeId(launch.node_id), .soft = false};
+  options.name_space = kServeNamespace;
+  options.detached = true;   // a controller started again finds it (StartProxy, FindProxy)
+  options.max_restarts = 0;  // the controller replaces a dead proxy
+  return options;
 }
 
 }  // namespace
@@ -357,15 +381,16 @@ void ActorReplicaRuntime::Start(const ReplicaLaunch& launch,
   });
 }
 
-absl::StatusOr<ObjectRefBase> ActorReplicaRuntime::ReplicaClassCode() {
+absl::StatusOr<ObjectRefBase> ActorReplicaRuntime::ClassCode(const std::string& module,
+                                                             const std::string& qualname) {
+  const std::string key = absl::StrCat(module, ".", qualname);
   absl::MutexLock lock(&mu_);
-  if (!class_code_.has_value()) {
-    const std::string code = EncodeGlobalReference(kReplicaActorModule, kReplicaActorClass);
-    ObjectRefBase ref = internal::PutParts({code}, {});
-    if (!ref.early_error().ok()) return ref.early_error();
-    class_code_ = std::move(ref);
-  }
-  return *class_code_;
+  auto known = class_codes_.find(key);
+  if (known != class_codes_.end()) return known->second;
+  ObjectRefBase ref = internal::PutParts({EncodeGlobalReference(module, qualname)}, {});
+  if (!ref.early_error().ok()) return ref.early_error();
+  class_codes_.emplace(key, ref);
+  return ref;
 }
 
 absl::StatusOr<ActorReplicaRuntime::Placement> ActorReplicaRuntime::Reserve(
@@ -456,7 +481,7 @@ absl::StatusOr<ReplicaAddress> ActorReplicaRuntime::StartReplica(const ReplicaLa
     options.env[kReplicaSliceEnv] = group->value();
     options.env[kReplicaSliceHostsEnv] = absl::StrCat(placement.slice_hosts);
   }
-  absl::StatusOr<ObjectRefBase> code = ReplicaClassCode();
+  absl::StatusOr<ObjectRefBase> code = ClassCode(kReplicaActorModule, kReplicaActorClass);
   if (!code.ok()) {
     give_back();
     return code.status();
@@ -465,8 +490,8 @@ absl::StatusOr<ReplicaAddress> ActorReplicaRuntime::StartReplica(const ReplicaLa
       .name = kReplicaActorClass, .language = v1::LANGUAGE_PYTHON, .code = *code};
   std::vector<internal::TaskArgument> args;
   args.push_back({EncodeCallArguments(launch.replica_spec, /*as_str=*/false), std::nullopt});
-  absl::StatusOr<ActorId> actor =
-      internal::CreateActorByName(function, options, std::move(args), ReplicaTypeName());
+  absl::StatusOr<ActorId> actor = internal::CreateActorByName(
+      function, options, std::move(args), ReplicaTarget(launch.replica_id).type_name);
   if (!actor.ok()) {
     give_back();
     return absl::Status(actor.status().code(),
@@ -510,7 +535,7 @@ absl::StatusOr<ReplicaAddress> ActorReplicaRuntime::StartReplica(const ReplicaLa
       return absl::FailedPreconditionError(
           absl::StrCat("replica ", launch.replica_id, " ", method, ": ", value.status().message()));
     }
-    return CallError(value.status(), launch.replica_id, method);
+    return CallError(value.status(), ReplicaTarget(launch.replica_id).what, method);
   }
   ReplicaAddress address = AddressOf(launch.replica_id, *actor);
   address.pid = pid;
@@ -538,50 +563,66 @@ ReplicaAddress ActorReplicaRuntime::AddressOf(const std::string& replica_id,
   return address;
 }
 
-std::optional<ActorId> ActorReplicaRuntime::KnownActor(const std::string& replica_id) const {
+std::optional<ActorId> ActorReplicaRuntime::KnownActor(const std::string& name) const {
   absl::MutexLock lock(&mu_);
-  auto known = actors_.find(replica_id);
+  auto known = actors_.find(name);
   if (known == actors_.end()) return std::nullopt;
   return known->second.actor;
 }
 
-absl::StatusOr<ActorId> ActorReplicaRuntime::ActorOf(const std::string& replica_id) {
+ActorReplicaRuntime::Target ActorReplicaRuntime::ReplicaTarget(const std::string& replica_id) {
+  return Target{.name = replica_id,
+                .type_name = PythonTypeName(kReplicaActorClass),
+                .what = absl::StrCat("replica ", replica_id)};
+}
+
+ActorReplicaRuntime::Target ActorReplicaRuntime::ProxyTarget(const std::string& node_id) {
+  return Target{.name = ProxyActorName(node_id),
+                .type_name = PythonTypeName(kProxyActorClass),
+                .what = absl::StrCat("the proxy of node ", node_id)};
+}
+
+absl::StatusOr<ActorId> ActorReplicaRuntime::ActorOf(const Target& target) {
   {
     absl::MutexLock lock(&mu_);
-    auto known = actors_.find(replica_id);
+    auto known = actors_.find(target.name);
     if (known != actors_.end()) return known->second.actor;
   }
   absl::StatusOr<ActorId> found =
-      internal::FindNamedActor(replica_id, ReplicaTypeName().c_str(), kServeNamespace);
+      internal::FindNamedActor(target.name, target.type_name.c_str(), kServeNamespace);
   if (found.ok()) {
     absl::MutexLock lock(&mu_);
-    actors_.try_emplace(replica_id, Known{*found, /*ours=*/false});
+    actors_.try_emplace(target.name, Known{*found, /*ours=*/false});
   }
   return found;
 }
 
-void ActorReplicaRuntime::Forget(const std::string& replica_id) {
+void ActorReplicaRuntime::Forget(const std::string& name) {
   absl::MutexLock lock(&mu_);
-  actors_.erase(replica_id);
+  actors_.erase(name);
 }
 
 void ActorReplicaRuntime::Find(const std::string& replica_id,
                                std::function<void(absl::StatusOr<ReplicaAddress>)> done) {
   Post([this, replica_id, done = std::move(done)] {
     if (stopping()) return done(Stopped());
-    absl::StatusOr<ActorId> actor = ActorOf(replica_id);
+    absl::StatusOr<ActorId> actor = ActorOf(ReplicaTarget(replica_id));
     if (!actor.ok()) return done(actor.status());
     done(AddressOf(replica_id, *actor));
   });
 }
 
+void ActorReplicaRuntime::KillNamed(const Target& target) {
+  absl::StatusOr<ActorId> actor = ActorOf(target);
+  if (actor.ok()) {
+    IgnoreStatus(internal::KillActor(*actor), "an actor that is gone already is killed");
+  }
+  Forget(target.name);
+}
+
 void ActorReplicaRuntime::Kill(const std::string& replica_id) {
   Post([this, replica_id] {
-    absl::StatusOr<ActorId> actor = ActorOf(replica_id);
-    if (actor.ok()) {
-      IgnoreStatus(internal::KillActor(*actor), "an actor that is gone already is killed");
-    }
-    Forget(replica_id);
+    KillNamed(ReplicaTarget(replica_id));
     // Its placement group or its slice, when it had one (made by this process or a previous
     // one): RemovePlacementGroup releases a slice of the name too.
     IgnoreStatus(RemovePlacementGroup(GroupOf(replica_id)),
@@ -598,17 +639,17 @@ void ActorReplicaRuntime::Call(const std::string& replica_id, const std::string&
   std::string encoded = EncodeCallArguments(argument, /*as_str=*/false);
   Post([this, replica_id, method, encoded = std::move(encoded), timeout,
         done = std::move(done)]() mutable {
-    done(RunCall(replica_id, method, std::move(encoded), timeout));
+    done(RunCall(ReplicaTarget(replica_id), method, std::move(encoded), timeout));
   });
 }
 
-absl::StatusOr<std::string> ActorReplicaRuntime::RunCall(const std::string& replica_id,
+absl::StatusOr<std::string> ActorReplicaRuntime::RunCall(const Target& target,
                                                          const std::string& method,
                                                          std::string encoded_arguments,
                                                          absl::Duration timeout) {
   if (stopping()) return Stopped();
-  absl::StatusOr<ActorId> actor = ActorOf(replica_id);
-  if (!actor.ok()) return CallError(actor.status(), replica_id, method);
+  absl::StatusOr<ActorId> actor = ActorOf(target);
+  if (!actor.ok()) return CallError(actor.status(), target.what, method);
   std::vector<internal::TaskArgument> args;
   args.push_back({std::move(encoded_arguments), std::nullopt});
   ObjectRefBase ref = internal::SubmitActorTask(*actor, method, std::move(args));
@@ -621,19 +662,17 @@ absl::StatusOr<std::string> ActorReplicaRuntime::RunCall(const std::string& repl
     if (absl::IsDeadlineExceeded(value.status()) && options_.clock->Now() >= deadline) {
       IgnoreStatus(internal::CancelTask(ref, /*force=*/false, /*recursive=*/true),
                    "a call that finished meanwhile needs no cancel");
-      return absl::DeadlineExceededError(absl::StrCat("replica ", replica_id, " did not answer ",
-                                                      method, " within ",
-                                                      absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(absl::StrCat(target.what, " did not answer ", method,
+                                                      " within ", absl::FormatDuration(timeout)));
     }
-    absl::Status error = CallError(value.status(), replica_id, method);
-    if (absl::IsUnavailable(error)) Forget(replica_id);  // found again by name next time
+    absl::Status error = CallError(value.status(), target.what, method);
+    if (absl::IsUnavailable(error)) Forget(target.name);  // found again by name next time
     return error;
   }
   absl::StatusOr<std::string> result = DecodeResult(value->view());
   if (!result.ok()) {
-    return absl::InternalError(
-        absl::StrCat("replica ", replica_id, " ", method,
-                     " answered what cannot be read: ", result.status().message()));
+    return absl::InternalError(absl::StrCat(
+        target.what, " ", method, " answered what cannot be read: ", result.status().message()));
   }
   return result;
 }
@@ -668,7 +707,7 @@ void ActorReplicaRuntime::StartHttp(std::shared_ptr<HttpCall> http, std::string 
     // A lookup by name may wait for the head: not on the caller's thread.
     Post([this, http, frame = std::move(frame)]() mutable {
       if (stopping()) return http->on_end(Stopped());
-      absl::StatusOr<ActorId> actor = ActorOf(http->replica_id);
+      absl::StatusOr<ActorId> actor = ActorOf(ReplicaTarget(http->replica_id));
       if (!actor.ok())
         return http->on_end(CallError(actor.status(), http->replica_id, kHttpMethod));
       SubmitHttpFirst(http, *actor, std::move(frame));
@@ -757,8 +796,9 @@ absl::Status ActorReplicaRuntime::RunStream(const std::string& replica_id,
                                             const std::shared_ptr<StreamState>& state,
                                             const std::function<void(std::string)>& on_item) {
   if (stopping()) return Stopped();
-  absl::StatusOr<ActorId> actor = ActorOf(replica_id);
-  if (!actor.ok()) return CallError(actor.status(), replica_id, method);
+  const Target target = ReplicaTarget(replica_id);
+  absl::StatusOr<ActorId> actor = ActorOf(target);
+  if (!actor.ok()) return CallError(actor.status(), target.what, method);
   std::vector<internal::TaskArgument> args;
   args.push_back({std::move(encoded_arguments), std::nullopt});
   internal::ActorCallOptions call;
@@ -771,7 +811,7 @@ absl::Status ActorReplicaRuntime::RunStream(const std::string& replica_id,
   if (cancelled) return absl::CancelledError("the stream was cancelled before it started");
   ObjectRefBase generator = internal::SubmitActorTask(*actor, method, std::move(args), call);
   if (!generator.early_error().ok()) {
-    return CallError(generator.early_error(), replica_id, method);
+    return CallError(generator.early_error(), target.what, method);
   }
   {
     absl::MutexLock lock(&state->mu);
@@ -804,7 +844,7 @@ absl::Status ActorReplicaRuntime::ReadItems(const ObjectRefBase& generator,
         internal::GeneratorNext(generator, next, options_.poll_slice);
     if (!item.ok()) {
       if (absl::IsDeadlineExceeded(item.status())) continue;
-      return CallError(item.status(), replica_id, method);
+      return CallError(item.status(), ReplicaTarget(replica_id).what, method);
     }
     if (!item->has_value()) return absl::OkStatus();  // the generator ended
     // The item is here (its value, or the task's failure after the last one).
@@ -812,8 +852,9 @@ absl::Status ActorReplicaRuntime::ReadItems(const ObjectRefBase& generator,
         Await(**item, absl::InfiniteFuture(), nullptr, cancelled);
     ++next;
     if (!value.ok()) {
-      return absl::IsCancelled(value.status()) ? cancel
-                                               : CallError(value.status(), replica_id, method);
+      return absl::IsCancelled(value.status())
+                 ? cancel
+                 : CallError(value.status(), ReplicaTarget(replica_id).what, method);
     }
     absl::StatusOr<std::string> bytes = DecodeResult(value->view());
     if (!bytes.ok()) {
@@ -852,11 +893,80 @@ void ActorReplicaRuntime::CancelSubmitted(const std::string& replica_id, StreamS
   // request's coroutine itself.
   if (!state.request_id.empty()) {
     IgnoreStatus(
-        RunCall(replica_id, kCancelMethod, EncodeCallArguments(state.request_id, /*as_str=*/true),
-                kCancelCallTimeout),
+        RunCall(ReplicaTarget(replica_id), kCancelMethod,
+                EncodeCallArguments(state.request_id, /*as_str=*/true), kCancelCallTimeout),
         "best effort: a request that ended meanwhile has nothing to cancel, and a "
         "dead replica runs nothing");
   }
+}
+
+// --- Proxies --------------------------------------------------------------------------------
+
+void ActorReplicaRuntime::StartProxy(const ProxyLaunch& launch,
+                                     std::function<void(absl::StatusOr<std::string>)> done) {
+  Post([this, launch, done = std::move(done)] { done(StartProxyActor(launch)); });
+}
+
+absl::StatusOr<std::string> ActorReplicaRuntime::StartProxyActor(const ProxyLaunch& launch) {
+  if (stopping()) return Stopped();
+  const Target target = ProxyTarget(launch.node_id);
+  if (launch.replace) KillNamed(target);
+  // A previous controller's proxy is adopted (unless it is being replaced).
+  absl::StatusOr<ActorId> actor =
+      launch.replace ? absl::StatusOr<ActorId>(absl::NotFoundError("replaced")) : ActorOf(target);
+  if (absl::IsNotFound(actor.status())) actor = CreateProxyActor(launch, target);
+  if (!actor.ok()) return CallError(actor.status(), target.what, "start");
+  absl::StatusOr<std::string> address =
+      RunCall(target, kProxyReadyMethod, EncodeCallArguments(std::nullopt, /*as_str=*/false),
+              options_.proxy_ready_timeout);
+  // One that cannot answer in time is stuck: it is ended, and made again by the next start.
+  if (absl::IsDeadlineExceeded(address.status())) KillNamed(target);
+  return address;
+}
+
+absl::StatusOr<ActorId> ActorReplicaRuntime::CreateProxyActor(const ProxyLaunch& launch,
+                                                              const Target& target) {
+  TESSERA_ASSIGN_OR_RETURN(ObjectRefBase code, ClassCode(kProxyActorModule, kProxyActorClass));
+  ActorOptions options = ProxyActorOptions(launch);
+  options.name = target.name;
+  internal::FunctionDescriptor function{
+      .name = kProxyActorClass, .language = v1::LANGUAGE_PYTHON, .code = code};
+  std::vector<internal::TaskArgument> args;
+  args.push_back({EncodeCallArguments(ProxyOptionsJson(launch), /*as_str=*/true), std::nullopt});
+  absl::StatusOr<ActorId> actor =
+      internal::CreateActorByName(function, options, std::move(args), target.type_name);
+  // Another start made it meanwhile: that one is the node's proxy.
+  if (absl::IsAlreadyExists(actor.status())) return ActorOf(target);
+  if (!actor.ok()) return actor.status();
+  absl::MutexLock lock(&mu_);
+  actors_.insert_or_assign(target.name, Known{*actor, /*ours=*/true});
+  return actor;
+}
+
+void ActorReplicaRuntime::FindProxy(const std::string& node_id,
+                                    std::function<void(absl::StatusOr<std::string>)> done) {
+  Post([this, node_id, done = std::move(done)] {
+    if (stopping()) return done(Stopped());
+    const Target target = ProxyTarget(node_id);
+    // NotFound (no proxy lives there) is told apart from a proxy that does not answer.
+    absl::StatusOr<ActorId> actor = ActorOf(target);
+    if (!actor.ok()) return done(actor.status());
+    done(RunCall(target, kProxyReadyMethod, EncodeCallArguments(std::nullopt, /*as_str=*/false),
+                 options_.proxy_ready_timeout));
+  });
+}
+
+void ActorReplicaRuntime::CallProxy(const std::string& node_id, const std::string& method,
+                                    absl::Duration timeout,
+                                    std::function<void(absl::StatusOr<std::string>)> done) {
+  Post([this, node_id, method, timeout, done = std::move(done)] {
+    done(RunCall(ProxyTarget(node_id), method, EncodeCallArguments(std::nullopt, /*as_str=*/false),
+                 timeout));
+  });
+}
+
+void ActorReplicaRuntime::KillProxy(const std::string& node_id) {
+  Post([this, node_id] { KillNamed(ProxyTarget(node_id)); });
 }
 
 }  // namespace tessera::serve

@@ -39,6 +39,21 @@
 // - Find: the live actor of that name (FindNamedActor), Kill: KillActor and the replica's
 //   placement group or slice released (RemovePlacementGroup of its name, which releases a slice
 //   too: a replica a previous controller made may have either).
+// - Proxies (ProxyRuntime, proxy_runtime.h): a node's proxy is a detached Python actor of class
+//   tessera.serve.proxy.ProxyActor named ProxyActorName(node) in the namespace "serve", holding
+//   no resources (as Ray's proxies: one fits on any node), pinned to its node (hard node
+//   affinity), never restarted by the runtime (the controller replaces it), its constructor
+//   argument the ProxyLaunch as JSON text ({"node_id", "node_host", "http_host", "http_port",
+//   "request_timeout_s", "keep_alive_timeout_s"}). StartProxy looks the name up first (a
+//   previous controller's proxy is adopted), else makes the actor (a name taken meanwhile: the
+//   actor that took it), then waits up to proxy_ready_timeout for ready(); one that does not
+//   answer by then is killed.
+//
+// Why the proxy is a Python actor whose process runs the C++ proxy, and not a C++ actor: the
+// head's driver runtime starts every worker it leases with one command (InitOptions::
+// worker_command, the Python worker: replicas are Python), and the C++ API has no command of a
+// worker per actor. The proxy's hot path is C++ all the same (HttpProxyServer, the routers,
+// this runtime's calls of the replicas, in the proxy's process); Python only holds the process.
 //
 // Threading: thread-safe. Each operation runs on a thread of a pool of its own while it waits
 // (threads are reused; the pool holds as many as ever ran at once), so every callback runs on
@@ -68,6 +83,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
+#include "serve_runtime/proxy_runtime.h"
 #include "serve_runtime/replica_runtime.h"
 #include "tessera/tessera.h"
 #include "tessera/v1/head.pb.h"
@@ -81,11 +97,17 @@ inline constexpr char kReplicaActorClass[] = "ReplicaActor";
 // reads them): its slice's name (also the placement group its hosts' bundles are) and hosts.
 inline constexpr char kReplicaSliceEnv[] = "TESSERA_SERVE_REPLICA_SLICE";
 inline constexpr char kReplicaSliceHostsEnv[] = "TESSERA_SERVE_REPLICA_SLICE_HOSTS";
+// The class of the nodes' proxies.
+inline constexpr char kProxyActorModule[] = "tessera.serve.proxy";
+inline constexpr char kProxyActorClass[] = "ProxyActor";
 
 struct ActorReplicaRuntimeOptions {
   Clock* clock = Clock::Real();  // not owned: the pending reports' and the calls' timeouts
   // How often `pending` hears while a replica is not ready (and a placement group or slice round).
   absl::Duration pending_interval = absl::Seconds(5);
+  // How long a proxy may take to answer its first ready() (its worker's start, its import of
+  // tessera.serve, its server's bind).
+  absl::Duration proxy_ready_timeout = absl::Seconds(60);
   // The slice of every wait between two looks at Stop and at a stream's Cancel.
   absl::Duration poll_slice = absl::Milliseconds(100);
   // The head's record of the actor named `name` in the namespace "serve" (its state and node):
@@ -98,7 +120,7 @@ struct ActorReplicaRuntimeOptions {
   std::function<std::string(const ActorOptions& options)> explain_pending;
 };
 
-class ActorReplicaRuntime : public ReplicaRuntime {
+class ActorReplicaRuntime : public ReplicaRuntime, public ProxyRuntime {
  public:
   explicit ActorReplicaRuntime(ActorReplicaRuntimeOptions options = {});
   ~ActorReplicaRuntime() override;  // Stop()
@@ -119,6 +141,15 @@ class ActorReplicaRuntime : public ReplicaRuntime {
       std::function<void(absl::Status end)> on_end) override;
   void Kill(const std::string& replica_id) override;
 
+  // ProxyRuntime.
+  void StartProxy(const ProxyLaunch& launch,
+                  std::function<void(absl::StatusOr<std::string>)> done) override;
+  void FindProxy(const std::string& node_id,
+                 std::function<void(absl::StatusOr<std::string>)> done) override;
+  void CallProxy(const std::string& node_id, const std::string& method, absl::Duration timeout,
+                 std::function<void(absl::StatusOr<std::string>)> done) override;
+  void KillProxy(const std::string& node_id) override;
+
   // Ends every wait at its next slice (starts fail Cancelled, streams end Cancelled, calls
   // fail Cancelled) and joins the threads; later operations fail Cancelled at once (on a
   // thread of the pool). A step that does not wait in slices (a placement group or slice round, a
@@ -132,6 +163,15 @@ class ActorReplicaRuntime : public ReplicaRuntime {
   struct StartState;
   struct HttpCall;
 
+  // An actor this runtime calls: a replica (named by its replica id) or a node's proxy.
+  struct Target {
+    std::string name;       // its actor's name in the namespace "serve"
+    std::string type_name;  // the class a lookup by name must find ("python:ReplicaActor")
+    std::string what;       // what errors call it ("replica <id>", "the proxy of node <id>")
+  };
+  static Target ReplicaTarget(const std::string& replica_id);
+  static Target ProxyTarget(const std::string& node_id);
+
   // Runs `job` on a pool thread.
   void Post(std::function<void()> job) ABSL_LOCKS_EXCLUDED(mu_);
   void WorkerLoop() ABSL_LOCKS_EXCLUDED(mu_);
@@ -139,8 +179,13 @@ class ActorReplicaRuntime : public ReplicaRuntime {
 
   // The jobs.
   absl::StatusOr<ReplicaAddress> StartReplica(const ReplicaLaunch& launch, StartState& state);
-  absl::StatusOr<std::string> RunCall(const std::string& replica_id, const std::string& method,
+  absl::StatusOr<std::string> RunCall(const Target& target, const std::string& method,
                                       std::string encoded_arguments, absl::Duration timeout);
+  // Ends the actor of `target` when one lives, and forgets it.
+  void KillNamed(const Target& target);
+  // Steps of StartProxy.
+  absl::StatusOr<std::string> StartProxyActor(const ProxyLaunch& launch);
+  absl::StatusOr<ActorId> CreateProxyActor(const ProxyLaunch& launch, const Target& target);
   // A stream's job: its end (OK at the generator's end), after each item went to `on_item`.
   absl::Status RunStream(const std::string& replica_id, const std::string& method,
                          std::string encoded_arguments, const std::shared_ptr<StreamState>& state,
@@ -174,7 +219,9 @@ class ActorReplicaRuntime : public ReplicaRuntime {
   absl::StatusOr<Placement> ReserveSlice(const ReplicaLaunch& launch, StartState& state);
   // Waits `duration` on the clock in slices of poll_slice, less once Stop is called.
   void SleepUnlessStopped(absl::Duration duration) ABSL_LOCKS_EXCLUDED(mu_);
-  absl::StatusOr<ObjectRefBase> ReplicaClassCode() ABSL_LOCKS_EXCLUDED(mu_);
+  // The class `module`.`qualname` by reference, put once (the actor's code).
+  absl::StatusOr<ObjectRefBase> ClassCode(const std::string& module, const std::string& qualname)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The value of `ref`, waited for in slices (reporting `state`'s pending explanation between
   // them when given) until `deadline`, Stop, or `cancelled` says so.
   absl::StatusOr<internal::SerializedValue> Await(const ObjectRefBase& ref, absl::Time deadline,
@@ -184,19 +231,22 @@ class ActorReplicaRuntime : public ReplicaRuntime {
   // "waiting for resources: <resources>", then the scheduler's explanation when it has one.
   std::string PendingText(const StartState& state) const;
 
-  // The actor of `replica_id`: known here, or found by name; NotFound when none lives.
-  absl::StatusOr<ActorId> ActorOf(const std::string& replica_id) ABSL_LOCKS_EXCLUDED(mu_);
-  // The actor of `replica_id` when this runtime knows it already (no lookup).
-  std::optional<ActorId> KnownActor(const std::string& replica_id) const ABSL_LOCKS_EXCLUDED(mu_);
-  void Forget(const std::string& replica_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // The actor of `target`: known here, or found by name; NotFound when none lives.
+  absl::StatusOr<ActorId> ActorOf(const Target& target) ABSL_LOCKS_EXCLUDED(mu_);
+  // The actor named `name` when this runtime knows it already (no lookup).
+  std::optional<ActorId> KnownActor(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Forgets the actor named `name` (found by name again at its next use).
+  void Forget(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
   ReplicaAddress AddressOf(const std::string& replica_id, const ActorId& actor) const;
 
   const ActorReplicaRuntimeOptions options_;
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::optional<ObjectRefBase> class_code_ ABSL_GUARDED_BY(mu_);
-  // Replica id -> its actor, and whether this runtime made it (its owner is this process).
+  // The actors' classes by reference, by "module.qualname".
+  absl::flat_hash_map<std::string, ObjectRefBase> class_codes_ ABSL_GUARDED_BY(mu_);
+  // Actor name (a replica id, a proxy's name) -> its actor, and whether this runtime made it
+  // (its owner is this process).
   struct Known {
     ActorId actor;
     bool ours = false;

@@ -2,7 +2,8 @@
 // the router, probes are get_num_ongoing_requests calls, dead replicas are dropped (found so by
 // a probe or by a request), rejections route again, max_queued_requests is Ray's backpressure,
 // and the autoscaling reports go out every report_interval (a FakeClock) and at once on a cold
-// start.
+// start; a caller that prefers its node (a handle with _prefer_local_routing) routes to the
+// replica there.
 #include "serve_runtime/deployment_router.h"
 
 #include <gmock/gmock.h>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/clock.h"
 #include "serve_runtime/replica_test_fakes.h"
@@ -216,6 +218,35 @@ TEST_F(DeploymentRouterTest, StopCancelsWaitingRequestsAndLaterRoutes) {
   EXPECT_EQ(late.status().code(), absl::StatusCode::kCancelled);
   EXPECT_THAT(late.status().message(), HasSubstr("stopped"));
   EXPECT_EQ(outcomes.size(), 1u);
+}
+
+TEST(DeploymentRouterLocalityTest, ACallerThatPrefersItsNodeRoutesToTheReplicaThere) {
+  FakeClock clock;
+  FakeReplicaRuntime runtime;
+  FakeReplicaSetSource source;
+  auto created = DeploymentRouter::Create({.application = "app",
+                                           .source = "handle:driver:app/",
+                                           .runtime = &runtime,
+                                           .replica_sets = &source,
+                                           .clock = &clock,
+                                           .self_node_id = "n2",
+                                           .prefer_local_node = true,
+                                           .seed = 7});
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<DeploymentRouter> router = *std::move(created);
+  const uint64_t version = source.Publish(
+      "app", "",
+      MakeSet("d", {MakeReplica("app#d#on-n1", 5, "n1"), MakeReplica("app#d#on-n2", 5, "n2")}));
+  ASSERT_TRUE(WaitUntil([&] { return router->replica_set_version() == version; }));
+  Outcomes outcomes;
+  for (size_t i = 0; i < 8; ++i) {
+    ASSERT_TRUE(router->Route({.request_id = absl::StrCat("r", i)}, outcomes.Callback()).ok());
+    ASSERT_TRUE(WaitUntil([&] { return outcomes.size() == i + 1; }));
+    EXPECT_EQ(outcomes.at(i).value_or("error"), "app#d#on-n2");
+    router->Finished("app#d#on-n2");
+  }
+  source.Close();  // the watcher's poll returns
+  router->Stop();
 }
 
 TEST(DeploymentRouterOptionsTest, RequiredPartsAreChecked) {

@@ -39,10 +39,17 @@ absl::StatusOr<v1::GetServeReplicasResponse> GrpcReplicaSetSource::GetReplicas(
   return response;
 }
 
-absl::StatusOr<RouteTable> GrpcReplicaSetSource::GetRoutes(uint64_t /*known_version*/,
-                                                           absl::Duration /*wait*/) {
-  return absl::UnimplementedError(
-      "the route table is read in the head's process (its proxy), not over gRPC");
+absl::StatusOr<RouteTable> GrpcReplicaSetSource::GetRoutes(uint64_t known_version,
+                                                           absl::Duration wait) {
+  v1::GetServeRoutesRequest request;
+  request.set_known_version(known_version);
+  request.set_wait_s(absl::ToDoubleSeconds(std::max(wait, absl::ZeroDuration())));
+  v1::GetServeRoutesResponse response;
+  grpc::ClientContext context;
+  rpc::ConfigureClientContext(&context, wait + kCallDeadline);
+  const grpc::Status status = head_->head_serve().GetRoutes(&context, request, &response);
+  if (!status.ok()) return client::FromGrpc(status, head_->HeadPeer());
+  return RouteTableFromProto(response);
 }
 
 void GrpcReplicaSetSource::Report(const v1::ServeAutoscalingSample& sample) {

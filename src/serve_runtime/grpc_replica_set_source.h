@@ -1,14 +1,13 @@
 // GrpcReplicaSetSource: the ReplicaSetSource of a process outside the head (a driver's handles,
-// a replica's handles to other deployments): the serve controller's replica sets read over gRPC
-// (HeadServe.GetReplicas, a long poll), and the callers' autoscaling samples sent to it
-// (HeadServe.ReportMetrics), on the head connection of the client library's ClusterClient.
-// The route table is the proxy's, which reads the controller in the head's process: GetRoutes is
-// Unimplemented here.
+// a replica's handles to other deployments, a node's proxy): the serve controller's replica sets
+// and route table read over gRPC (HeadServe.GetReplicas and GetRoutes, long polls), and the
+// callers' autoscaling samples sent to it (HeadServe.ReportMetrics), on the head connection of
+// the client library's ClusterClient.
 //
 // Threading: thread-safe (gRPC stubs are; the client's other state is only read). GetReplicas
-// blocks up to `wait` plus one call deadline; Report up to one short call deadline. Cost: one
-// unary call each; nothing is retried (the routers ask again: their watch loops, and the next
-// report).
+// and GetRoutes block up to `wait` plus one call deadline; Report up to one short call deadline.
+// Cost: one unary call each; nothing is retried (the routers and the proxy ask again: their watch
+// loops, and the next report).
 #pragma once
 
 #include <cstdint>
@@ -34,7 +33,7 @@ class GrpcReplicaSetSource : public ReplicaSetSource {
                                                            const std::string& deployment,
                                                            uint64_t known_version,
                                                            absl::Duration wait) override;
-  // Unimplemented: only the head's proxy reads routes, in its own process.
+  // Errors as GetReplicas's.
   absl::StatusOr<RouteTable> GetRoutes(uint64_t known_version, absl::Duration wait) override;
   // Best effort: a sample that does not arrive is replaced by the caller's next one.
   void Report(const v1::ServeAutoscalingSample& sample) override;

@@ -5,6 +5,13 @@
 #include "wire/proto_convert.h"
 
 namespace tessera::serve {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+}  // namespace
 
 std::function<absl::StatusOr<v1::ActorInfo>(const std::string& name)> HeadActorRecords(
     HeadService* head) {
@@ -14,9 +21,7 @@ std::function<absl::StatusOr<v1::ActorInfo>(const std::string& name)> HeadActorR
     request.set_namespace_(kServeNamespace);
     v1::ActorInfo info;
     grpc::Status got = head->actors().GetActor(nullptr, &request, &info);
-    if (!got.ok()) {
-      return absl::Status(static_cast<absl::StatusCode>(got.error_code()), got.error_message());
-    }
+    if (!got.ok()) return FromGrpc(got);
     return info;
   };
 }
@@ -33,6 +38,25 @@ std::function<std::string(const ActorOptions& options)> HeadPendingExplanation(H
     const grpc::Status picked = head->nodes().PickNode(nullptr, &request, &response);
     if (!picked.ok() || response.status() == v1::PICK_STATUS_PLACED) return "";
     return response.explanation();
+  };
+}
+
+std::function<absl::StatusOr<std::vector<ServeNode>>()> HeadAliveNodes(HeadService* head) {
+  return [head]() -> absl::StatusOr<std::vector<ServeNode>> {
+    std::vector<ServeNode> nodes;
+    v1::ListRequest request;
+    while (true) {
+      v1::ListNodesResponse page;
+      grpc::Status got = head->nodes().ListNodes(nullptr, &request, &page);
+      if (!got.ok()) return FromGrpc(got);
+      for (const v1::NodeInfo& node : page.nodes()) {
+        if (node.state() != v1::NODE_STATE_ALIVE) continue;
+        nodes.push_back(ServeNode{.node_id = node.node().node_id(),
+                                  .host = HostOfAddress(node.node().address())});
+      }
+      if (page.next_page_token().empty()) return nodes;
+      request.set_page_token(page.next_page_token());
+    }
   };
 }
 

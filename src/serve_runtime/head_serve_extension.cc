@@ -27,10 +27,10 @@ namespace {
 // no node of its own).
 constexpr char kHeadProxyNode[] = "head";
 
-// A ReplicaRuntime that joins the cluster as a driver (tessera::Init) at its first use, with
-// the Python environment Serve was started with, then passes every call to an
+// A ReplicaRuntime and ProxyRuntime that joins the cluster as a driver (tessera::Init) at its
+// first use, with the Python environment Serve was started with, then passes every call to an
 // ActorReplicaRuntime. When the driver cannot start, every call fails with why.
-class LazyReplicaRuntime final : public ReplicaRuntime {
+class LazyReplicaRuntime final : public ReplicaRuntime, public ProxyRuntime {
  public:
   LazyReplicaRuntime(std::string state_dir, HeadService* head)
       : state_dir_(std::move(state_dir)), head_(head) {}
@@ -40,9 +40,19 @@ class LazyReplicaRuntime final : public ReplicaRuntime {
   void Configure(const HeadEndpoints& endpoints,
                  std::function<std::optional<v1::ServeStartOptions>()> start_options)
       ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&host_mu_);
+      head_host_ = HostOfAddress(endpoints.address);
+    }
     absl::MutexLock lock(&mu_);
     endpoints_ = endpoints;
     start_options_ = std::move(start_options);
+  }
+
+  // The host of the head's machine ("" before Configure). Not behind mu_, which a join holds.
+  std::string head_host() const ABSL_LOCKS_EXCLUDED(host_mu_) {
+    absl::MutexLock lock(&host_mu_);
+    return head_host_;
   }
 
   void Start(const ReplicaLaunch& launch, std::function<void(const std::string&)> pending,
@@ -81,6 +91,29 @@ class LazyReplicaRuntime final : public ReplicaRuntime {
     if (runtime.ok()) (*runtime)->Kill(replica_id);
   }
 
+  void StartProxy(const ProxyLaunch& launch,
+                  std::function<void(absl::StatusOr<std::string>)> done) override {
+    auto runtime = Runtime();
+    if (!runtime.ok()) return done(runtime.status());
+    (*runtime)->StartProxy(launch, std::move(done));
+  }
+  void FindProxy(const std::string& node_id,
+                 std::function<void(absl::StatusOr<std::string>)> done) override {
+    auto runtime = Runtime();
+    if (!runtime.ok()) return done(runtime.status());
+    (*runtime)->FindProxy(node_id, std::move(done));
+  }
+  void CallProxy(const std::string& node_id, const std::string& method, absl::Duration timeout,
+                 std::function<void(absl::StatusOr<std::string>)> done) override {
+    auto runtime = Runtime();
+    if (!runtime.ok()) return done(runtime.status());
+    (*runtime)->CallProxy(node_id, method, timeout, std::move(done));
+  }
+  void KillProxy(const std::string& node_id) override {
+    auto runtime = Runtime();
+    if (runtime.ok()) (*runtime)->KillProxy(node_id);
+  }
+
   // Stops the calls in flight and leaves the cluster (the replicas live on: they are detached).
   void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
     std::unique_ptr<ActorReplicaRuntime> runtime;
@@ -98,7 +131,7 @@ class LazyReplicaRuntime final : public ReplicaRuntime {
   }
 
  private:
-  absl::StatusOr<ReplicaRuntime*> Runtime() ABSL_LOCKS_EXCLUDED(mu_) {
+  absl::StatusOr<ActorReplicaRuntime*> Runtime() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     if (runtime_ != nullptr) return runtime_.get();
     if (stopped_) return absl::CancelledError("Serve is stopping with the head");
@@ -137,6 +170,8 @@ class LazyReplicaRuntime final : public ReplicaRuntime {
 
   const std::string state_dir_;
   HeadService* const head_;
+  mutable absl::Mutex host_mu_;
+  std::string head_host_ ABSL_GUARDED_BY(host_mu_);
   absl::Mutex mu_;
   HeadEndpoints endpoints_ ABSL_GUARDED_BY(mu_);
   std::function<std::optional<v1::ServeStartOptions>()> start_options_ ABSL_GUARDED_BY(mu_);
@@ -156,6 +191,11 @@ class ServeHeadExtensionImpl final : public HeadExtension {
     options.on_serve_state = [raw](const std::optional<v1::ServeStartOptions>& started) {
       raw->OnServeState(started);
     };
+    // The nodes' proxies: actors of the head's driver, on the nodes the head lists alive.
+    LazyReplicaRuntime* runtime = &runtime_;
+    options.proxies.runtime = &runtime_;
+    options.proxies.list_nodes = HeadAliveNodes(context.service);
+    options.proxies.head_host = [runtime] { return runtime->head_host(); };
     controller_ = std::make_unique<ServeController>(context.store, context.clock, &runtime_,
                                                     std::move(options));
     service_ = std::make_unique<ServeControllerService>(*controller_);

@@ -1,7 +1,8 @@
-// ReplicaSetSource: where a router learns a deployment's replicas, and where callers report the
-// requests they have in flight (the autoscaling signal). The serve controller is one, in the
-// head's process (the head's proxy reads it in process); a driver's handles read the controller
-// over gRPC (GrpcReplicaSetSource: HeadServe.GetReplicas, ReportMetrics).
+// ReplicaSetSource: where a router learns a deployment's replicas, a proxy the route table, and
+// where callers report the requests they have in flight (the autoscaling signal). The serve
+// controller is one, in the head's process (the head's proxy reads it in process); the proxies
+// of the nodes and the handles of drivers and replicas read the controller over gRPC
+// (GrpcReplicaSetSource: HeadServe.GetReplicas, GetRoutes, ReportMetrics).
 //
 // Threading: implementations are thread-safe; the Get calls block up to `wait` (long poll), so
 // each watcher calls them from a thread of its own. Cost: a lookup; over gRPC, one call.
@@ -30,6 +31,34 @@ struct RouteTable {
   uint64_t version = 0;
   std::vector<RouteEntry> routes;
 };
+
+// The table as HeadServe.GetRoutes carries it, and back.
+inline v1::GetServeRoutesResponse RouteTableToProto(const RouteTable& table) {
+  v1::GetServeRoutesResponse out;
+  out.set_version(table.version);
+  for (const RouteEntry& entry : table.routes) {
+    v1::ServeRoute* route = out.add_routes();
+    route->set_route_prefix(entry.route_prefix);
+    route->set_application(entry.application);
+    route->set_ingress_deployment(entry.ingress_deployment);
+    route->set_takes_http(entry.takes_http);
+    route->set_request_timeout_s(entry.request_timeout_s);
+  }
+  return out;
+}
+inline RouteTable RouteTableFromProto(const v1::GetServeRoutesResponse& proto) {
+  RouteTable table;
+  table.version = proto.version();
+  table.routes.reserve(proto.routes_size());
+  for (const v1::ServeRoute& route : proto.routes()) {
+    table.routes.push_back(RouteEntry{.route_prefix = route.route_prefix(),
+                                      .application = route.application(),
+                                      .ingress_deployment = route.ingress_deployment(),
+                                      .takes_http = route.takes_http(),
+                                      .request_timeout_s = route.request_timeout_s()});
+  }
+  return table;
+}
 
 class ReplicaSetSource {
  public:

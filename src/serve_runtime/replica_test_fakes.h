@@ -11,6 +11,9 @@
 // its long polls block until what they watch changes or Close (they ignore `wait`, so a test
 // never waits on time), and it records what is reported.
 //
+// FakeProxyRuntime records every request of a ProxyRuntime with its callback; the test answers
+// them (after the call that made them has returned, as the interface promises).
+//
 // Threading: thread-safe. Cost: none that matters (tests).
 #pragma once
 
@@ -32,6 +35,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "serve_runtime/proxy_runtime.h"
 #include "serve_runtime/replica_runtime.h"
 #include "serve_runtime/replica_set_source.h"
 
@@ -342,6 +346,69 @@ class FakeReplicaSetSource : public ReplicaSetSource {
   std::optional<RouteTable> routes_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<v1::ServeAutoscalingSample> reports_ ABSL_GUARDED_BY(mu_);
+};
+
+class FakeProxyRuntime : public ProxyRuntime {
+ public:
+  using Done = std::function<void(absl::StatusOr<std::string>)>;
+  struct StartRequest {
+    ProxyLaunch launch;
+    Done done;
+  };
+  struct FindRequest {
+    std::string node_id;
+    Done done;
+  };
+  struct CallRequest {
+    std::string node_id;
+    std::string method;
+    absl::Duration timeout;
+    Done done;
+  };
+
+  void StartProxy(const ProxyLaunch& launch, Done done) override {
+    absl::MutexLock lock(&mu_);
+    starts_.push_back({launch, std::move(done)});
+  }
+  void FindProxy(const std::string& node_id, Done done) override {
+    absl::MutexLock lock(&mu_);
+    finds_.push_back({node_id, std::move(done)});
+  }
+  void CallProxy(const std::string& node_id, const std::string& method, absl::Duration timeout,
+                 Done done) override {
+    absl::MutexLock lock(&mu_);
+    calls_.push_back({node_id, method, timeout, std::move(done)});
+  }
+  void KillProxy(const std::string& node_id) override {
+    absl::MutexLock lock(&mu_);
+    kills_.push_back(node_id);
+  }
+
+  // The requests not yet taken (the test answers them), oldest first.
+  std::vector<StartRequest> TakeStarts() {
+    absl::MutexLock lock(&mu_);
+    return std::exchange(starts_, {});
+  }
+  std::vector<FindRequest> TakeFinds() {
+    absl::MutexLock lock(&mu_);
+    return std::exchange(finds_, {});
+  }
+  std::vector<CallRequest> TakeCalls() {
+    absl::MutexLock lock(&mu_);
+    return std::exchange(calls_, {});
+  }
+  // Every node whose proxy was killed, in order (not taken).
+  std::vector<std::string> kills() const {
+    absl::MutexLock lock(&mu_);
+    return kills_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<StartRequest> starts_ ABSL_GUARDED_BY(mu_);
+  std::vector<FindRequest> finds_ ABSL_GUARDED_BY(mu_);
+  std::vector<CallRequest> calls_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> kills_ ABSL_GUARDED_BY(mu_);
 };
 
 // A replica of a published set.

@@ -392,6 +392,16 @@ ServeController::ServeController(StateStore* store, Clock* clock, ReplicaRuntime
     absl::MutexLock lock(&anchor_->mu);
     anchor_->controller = this;
   }
+  if (options_.proxies.runtime != nullptr) {
+    ProxyManagerOptions proxies = options_.proxies;
+    proxies.clock = clock;
+    absl::StatusOr<std::unique_ptr<ProxyManager>> made = ProxyManager::Create(std::move(proxies));
+    if (made.ok()) {
+      node_proxies_ = *std::move(made);
+    } else {
+      LogLine(absl::StrCat("serve controller: no proxies on the nodes: ", made.status().message()));
+    }
+  }
   // A route table from the start, so a proxy's first GetRoutes is answered at once.
   absl::MutexLock lock(&mu_);
   RefreshRoutesLocked();
@@ -567,6 +577,8 @@ void ServeController::RunControlLoopOnce() {
   std::vector<Work> work;
   std::vector<std::string> running;
   bool collect_metrics = false;
+  std::optional<v1::ServeStartOptions> serving;
+  std::set<std::string> replica_nodes;
   {
     absl::MutexLock lock(&mu_);
     ++control_loops_;
@@ -583,6 +595,10 @@ void ServeController::RunControlLoopOnce() {
         next_metrics_collection_ = now + options_.metrics_collect_period;
       }
     }
+    if (node_proxies_ != nullptr) {
+      if (started_) serving = start_;
+      replica_nodes = ReplicaNodesLocked();
+    }
   }
   for (const Work& item : work) Carry(item);
   if (replica_metrics_ != nullptr) {
@@ -590,6 +606,7 @@ void ServeController::RunControlLoopOnce() {
     replica_metrics_->Keep(running);
     if (collect_metrics) replica_metrics_->Collect();
   }
+  if (node_proxies_ != nullptr) node_proxies_->Update(serving, replica_nodes);
   NotifyServeState();
 }
 
@@ -998,6 +1015,8 @@ void ServeController::FillReplicaLocked(const ReplicaDetails& replica,
 }
 
 v1::ServeStatus ServeController::Status() const {
+  std::vector<v1::ServeProxyStatus> node_proxies;
+  if (node_proxies_ != nullptr) node_proxies = node_proxies_->Statuses();
   v1::ServeStatus status;
   absl::MutexLock lock(&mu_);
   if (!started_) return status;
@@ -1005,6 +1024,7 @@ v1::ServeStatus ServeController::Status() const {
   // target_capacity is not set by any call yet: every deployment runs at its full count.
   status.set_target_capacity(100);
   for (const auto& [node_id, proxy] : proxies_) *status.add_proxies() = proxy;
+  for (v1::ServeProxyStatus& proxy : node_proxies) *status.add_proxies() = std::move(proxy);
   for (const auto& [name, app] : applications_) {
     FillApplicationStatusLocked(app, status.add_applications());
   }
@@ -1039,6 +1059,19 @@ void ServeController::FillApplicationStatusLocked(const Application& app,
   out->set_last_deployed_time_s(app.last_deployed_time_s);
   if (app.spec.has_route_prefix()) out->set_route_prefix(app.spec.route_prefix());
   out->set_ingress_deployment(app.spec.ingress_deployment());
+}
+
+std::set<std::string> ServeController::ReplicaNodesLocked() const {
+  std::set<std::string> nodes;
+  for (const auto& [app_name, app] : applications_) {
+    for (const auto& [name, deployment] : app.deployments) {
+      const DeploymentRecords records = deployment.machine->Records();
+      for (const ReplicaRecord& replica : records.replicas) {
+        if (!replica.stopping && !replica.node_id.empty()) nodes.insert(replica.node_id);
+      }
+    }
+  }
+  return nodes;
 }
 
 std::optional<v1::ServeStartOptions> ServeController::start_options() const {

@@ -16,10 +16,14 @@
 //              The first deploy starts Serve. Answers once the goal is persisted.
 //   Delete     applications go DELETING: their replicas are stopped, then they are forgotten.
 //   Shutdown   deletes every application; Serve is not started once every replica is stopped.
-//   Status     serve.status()'s shape (v1::ServeStatus): proxies (as SetProxyStatus reports
-//              them), applications with their status (application_state.h), deployments with
-//              theirs (DeploymentStateMachine::Status), and each deployment's replicas for the
-//              dashboard (state, node, actor, pid, why one waits to be placed).
+//   Status     serve.status()'s shape (v1::ServeStatus): proxies (the head's, as
+//              SetProxyStatus reports it, then the nodes'), applications with their status
+//              (application_state.h), deployments with theirs (DeploymentStateMachine::Status),
+//              and each deployment's replicas for the dashboard (state, node, actor, pid, why
+//              one waits to be placed).
+//   proxies    with options.proxies.runtime, the proxies of the nodes (proxy_manager.h): each
+//              control loop tells the ProxyManager Serve's start options (while it runs) and
+//              the nodes its replicas are on (placed, not stopping), after the actions.
 //   the loop   a thread of its own runs RunControlLoopOnce every control_loop_period (0.1 s):
 //              Tick() on every machine under the lock, then the actions carried out through the
 //              ReplicaRuntime outside it (start, check_health, reconfigure_json,
@@ -76,6 +80,7 @@
 #include "metrics/metric_registry.h"
 #include "serve/deployment_state.h"
 #include "serve/serve_states.h"
+#include "serve_runtime/proxy_manager.h"
 #include "serve_runtime/replica_metrics_collector.h"
 #include "serve_runtime/replica_runtime.h"
 #include "serve_runtime/replica_set_source.h"
@@ -101,6 +106,9 @@ struct ServeControllerOptions {
   // Serve's state after each change of it: the start options when it starts (or is recovered
   // started), nullopt once it has stopped after a shutdown. What starts and stops the proxies.
   std::function<void(const std::optional<v1::ServeStartOptions>& started)> on_serve_state;
+  // The proxies of the nodes (proxy_manager.h; its clock is the controller's). Without a
+  // runtime there are none: only the head's proxy runs (SetProxyStatus).
+  ProxyManagerOptions proxies;
 };
 
 // One application of a deploy as Deploy checked it: its spec and each deployment's target.
@@ -272,6 +280,8 @@ class ServeController final : public ReplicaSetSource {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillReplicaLocked(const ReplicaDetails& replica, v1::ServeReplicaDetails* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The nodes Serve's replicas are placed on (not those being stopped): where proxies run.
+  std::set<std::string> ReplicaNodesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The control loop and the actions.
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
@@ -318,6 +328,9 @@ class ServeController final : public ReplicaSetSource {
   ReplicaRuntime* const runtime_;
   const ServeControllerOptions options_;
   const std::shared_ptr<Anchor> anchor_;
+  // The nodes' proxies (set once, by the constructor; null without a proxy runtime). Called
+  // outside mu_: its callbacks never call the controller.
+  std::unique_ptr<ProxyManager> node_proxies_;
 
   absl::Mutex notify_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   uint64_t notified_generation_ ABSL_GUARDED_BY(notify_mu_) = 0;

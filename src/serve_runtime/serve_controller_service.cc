@@ -129,6 +129,16 @@ absl::Status CheckSample(const v1::ServeAutoscalingSample& sample) {
 
 grpc::Status Invalid(const absl::Status& status) { return rpc::ToGrpcStatus(status); }
 
+// A long poll's wait: wait_s seconds, at most kMaxReplicasWait; InvalidArgument when it is
+// negative or not finite.
+absl::StatusOr<absl::Duration> LongPollWait(double wait_s) {
+  if (!std::isfinite(wait_s) || wait_s < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("wait_s must be a finite number of seconds, 0 or more, got ", wait_s));
+  }
+  return std::min(absl::Seconds(wait_s), kMaxReplicasWait);
+}
+
 }  // namespace
 
 absl::Status CheckServeRequest(const v1::DeployServeApplicationsRequest& request) {
@@ -197,16 +207,23 @@ grpc::Status ServeControllerService::GetReplicas(grpc::ServerContext*,
                                                  const v1::GetServeReplicasRequest* request,
                                                  v1::GetServeReplicasResponse* response) {
   if (absl::Status limits = CheckServeRequest(*request); !limits.ok()) return Invalid(limits);
-  const double wait_s = request->wait_s();
-  if (!std::isfinite(wait_s) || wait_s < 0) {
-    return Invalid(absl::InvalidArgumentError(
-        absl::StrCat("wait_s must be a finite number of seconds, 0 or more, got ", wait_s)));
-  }
+  const absl::StatusOr<absl::Duration> wait = LongPollWait(request->wait_s());
+  if (!wait.ok()) return Invalid(wait.status());
   absl::StatusOr<v1::GetServeReplicasResponse> replicas = controller_.GetReplicas(
-      request->application(), request->deployment(), request->known_version(),
-      std::min(absl::Seconds(wait_s), kMaxReplicasWait));
+      request->application(), request->deployment(), request->known_version(), *wait);
   if (!replicas.ok()) return rpc::ToGrpcStatus(replicas.status());
   *response = *std::move(replicas);
+  return grpc::Status::OK;
+}
+
+grpc::Status ServeControllerService::GetRoutes(grpc::ServerContext*,
+                                               const v1::GetServeRoutesRequest* request,
+                                               v1::GetServeRoutesResponse* response) {
+  const absl::StatusOr<absl::Duration> wait = LongPollWait(request->wait_s());
+  if (!wait.ok()) return Invalid(wait.status());
+  absl::StatusOr<RouteTable> table = controller_.GetRoutes(request->known_version(), *wait);
+  if (!table.ok()) return rpc::ToGrpcStatus(table.status());
+  *response = RouteTableToProto(*table);
   return grpc::Status::OK;
 }
 

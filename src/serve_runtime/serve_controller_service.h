@@ -3,9 +3,9 @@
 // request's size first (the limits below: one line naming the limit and the value, before any
 // lock), then calls the controller and maps its errors to gRPC codes with their one-line
 // messages (INVALID_ARGUMENT, ALREADY_EXISTS for a route prefix taken, FAILED_PRECONDITION,
-// NOT_FOUND, UNAVAILABLE when the state store refuses a goal). GetReplicas is a long poll whose
-// wait is capped (kMaxReplicasWait), so a caller's thread on the head's server is never held
-// longer. StatusJson is serve.status() for the head's HTTP route /api/v1/serve.
+// NOT_FOUND, UNAVAILABLE when the state store refuses a goal). GetReplicas and GetRoutes are long
+// polls whose wait is capped (kMaxReplicasWait), so a caller's thread on the head's server is
+// never held longer. StatusJson is serve.status() for the head's HTTP route /api/v1/serve.
 //
 // Threading: thread-safe (the controller is). Cost: each call is its controller call's; the
 // checks are O(the request's size).
@@ -38,7 +38,7 @@ inline constexpr size_t kMaxPythonPathEntries = 1024;
 inline constexpr size_t kMaxPathLength = 4096;
 // Samples in one ReportMetrics request.
 inline constexpr size_t kMaxServeSamplesPerReport = 10000;
-// The longest GetReplicas waits, whatever the request asks.
+// The longest GetReplicas and GetRoutes wait, whatever the request asks.
 inline constexpr absl::Duration kMaxReplicasWait = absl::Seconds(30);
 
 // OK, or InvalidArgument with one line naming the limit and the value (names and ids are held
@@ -68,6 +68,9 @@ class ServeControllerService final : public v1::HeadServe::Service {
   // wait_s: negative or not finite is INVALID_ARGUMENT; above kMaxReplicasWait it is capped.
   grpc::Status GetReplicas(grpc::ServerContext*, const v1::GetServeReplicasRequest* request,
                            v1::GetServeReplicasResponse* response) override;
+  // The route table (the proxies of the nodes watch it); wait_s as GetReplicas's.
+  grpc::Status GetRoutes(grpc::ServerContext*, const v1::GetServeRoutesRequest* request,
+                         v1::GetServeRoutesResponse* response) override;
   // Every sample is checked (a source, counts finite and >= 0) before any is recorded.
   grpc::Status ReportMetrics(grpc::ServerContext*, const v1::ReportServeMetricsRequest* request,
                              v1::ReportServeMetricsResponse* response) override;

@@ -23,6 +23,7 @@
 #include "head/failing_state_store.h"
 #include "head/state_store.h"
 #include "metrics/metric_registry.h"
+#include "serve_runtime/replica_test_fakes.h"
 #include "serve_runtime/serve_controller_service.h"
 #include "serve_runtime/serve_records.h"
 
@@ -1050,6 +1051,65 @@ TEST_F(ServeControllerTest, TheServiceChecksRequestsAndMapsErrors) {
   EXPECT_TRUE(json["started"].get<bool>());
   EXPECT_EQ(json["applications"][0]["name"].get<std::string>(), "app");
   EXPECT_EQ(json["applications"][0]["deployments"][0]["status"].get<std::string>(), "UPDATING");
+}
+
+TEST_F(ServeControllerTest, TheServiceAnswersTheRouteTableAsTheProxiesReadIt) {
+  Deploy(OneApp(1));
+  ServeControllerService service(*controller_);
+  v1::GetServeRoutesRequest request;
+  request.set_wait_s(-1);
+  v1::GetServeRoutesResponse response;
+  EXPECT_EQ(service.GetRoutes(nullptr, &request, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  request.set_wait_s(0);
+  ASSERT_TRUE(service.GetRoutes(nullptr, &request, &response).ok());
+  const RouteTable table = RouteTableFromProto(response);
+  const absl::StatusOr<RouteTable> direct = controller_->GetRoutes(0, absl::ZeroDuration());
+  ASSERT_TRUE(direct.ok());
+  EXPECT_EQ(table.version, direct->version);
+  ASSERT_THAT(table.routes, SizeIs(1));
+  EXPECT_EQ(table.routes[0].route_prefix, "/");
+  EXPECT_EQ(table.routes[0].application, "app");
+  EXPECT_EQ(table.routes[0].ingress_deployment, "d");
+  EXPECT_TRUE(table.routes[0].takes_http);
+  EXPECT_EQ(table.routes[0].request_timeout_s, 5);
+}
+
+// --- the nodes' proxies ---------------------------------------------------------------------
+
+TEST_F(ServeControllerTest, TheNodesOfTheReplicasGetProxiesUntilServeStops) {
+  fakes::FakeProxyRuntime proxies;
+  ServeControllerOptions options;
+  options.proxies.runtime = &proxies;
+  options.proxies.list_nodes = [] {
+    return absl::StatusOr<std::vector<ServeNode>>(
+        std::vector<ServeNode>{{"node-1", "10.0.0.1"}, {"node-2", "10.0.0.2"}});
+  };
+  InMemoryStateStore store;
+  FakeRuntime runtime;
+  std::unique_ptr<ServeController> controller = NewController(&store, &runtime, std::move(options));
+  ASSERT_TRUE(controller->Deploy(OneApp(2)).ok());
+  Settle(*controller, runtime);
+  // Every replica runs on node-1 (the fake runtime's): node-2 gets none.
+  std::vector<fakes::FakeProxyRuntime::StartRequest> starts = proxies.TakeStarts();
+  ASSERT_THAT(starts, SizeIs(1));
+  EXPECT_EQ(starts[0].launch.node_id, "node-1");
+  EXPECT_EQ(starts[0].launch.http_host, "127.0.0.1");
+  EXPECT_EQ(starts[0].launch.http_port, 8000);
+  starts[0].done(std::string("127.0.0.1:8000"));
+
+  controller->SetProxyStatus("head", ProxyStatus::kHealthy, "127.0.0.1:8001");
+  const v1::ServeStatus status = controller->Status();
+  ASSERT_THAT(status.proxies(), SizeIs(2));
+  EXPECT_EQ(status.proxies(0).node_id(), "head");
+  EXPECT_EQ(status.proxies(1).node_id(), "node-1");
+  EXPECT_EQ(status.proxies(1).status(), "HEALTHY");
+  EXPECT_EQ(status.proxies(1).address(), "127.0.0.1:8000");
+
+  ASSERT_TRUE(controller->Shutdown().ok());
+  Settle(*controller, runtime);
+  EXPECT_FALSE(controller->Status().started());
+  EXPECT_THAT(proxies.kills(), ElementsAre("node-1"));
 }
 
 // --- records --------------------------------------------------------------------------------

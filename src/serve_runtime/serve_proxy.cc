@@ -25,6 +25,7 @@ constexpr char kRejectedHeader[] = "x-tessera-serve-rejected";
 constexpr char kModelIdHeader[] = "serve_multiplexed_model_id";
 constexpr char kInternalError[] = "Internal Server Error";
 constexpr char kNoRoutes[] = "Route table is not populated yet.";
+constexpr char kDraining[] = "This node is being drained.";
 // The status a client that left is recorded with (Ray's).
 constexpr char kDisconnection[] = "disconnection";
 // A request whose replica's actor died before it answered is routed again at most this many
@@ -68,6 +69,10 @@ struct ServeProxy::Core {
     if (families.ongoing != nullptr) families.ongoing->Add(-1);
     absl::MutexLock lock(&mu);
     --live;
+  }
+  int64_t Live() {
+    absl::MutexLock lock(&mu);
+    return live;
   }
   void AwaitNoneLive() {
     absl::MutexLock lock(&mu);
@@ -587,6 +592,13 @@ uint64_t ServeProxy::route_table_version() const {
   return routes_version_;
 }
 
+int64_t ServeProxy::ongoing_requests() const { return core_->Live(); }
+
+void ServeProxy::SetDraining(bool draining) {
+  absl::MutexLock lock(&mu_);
+  draining_ = draining;
+}
+
 void ServeProxy::Stop() {
   {
     absl::MutexLock lock(&mu_);
@@ -650,14 +662,20 @@ void ServeProxy::AnswerOwnRoute(const ProxyRequest& request,
       Labels{.route = path, .method = MethodLabel(request.head.method), .application = ""},
       core_->clock->Now());
   bool populated = false;
+  bool draining = false;
   nlohmann::json routes = nlohmann::json::object();
   {
     absl::MutexLock lock(&mu_);
     populated = populated_;
+    draining = draining_;
     for (const RouteEntry& route : routes_) routes[route.route_prefix] = route.application;
   }
   if (path == "/-/healthz") {
-    exchange->Respond(populated ? 200 : 503, TextPlain(), populated ? "success" : kNoRoutes);
+    if (draining) {
+      exchange->Respond(503, TextPlain(), kDraining);
+    } else {
+      exchange->Respond(populated ? 200 : 503, TextPlain(), populated ? "success" : kNoRoutes);
+    }
     return;
   }
   exchange->Respond(200, {{"content-type", "application/json"}},

@@ -5,8 +5,10 @@
 //   request goes to the application of the longest route prefix matching its path (as Ray's:
 //   "/a" matches "/a" and "/a/..." but not "/ab"; "/" matches everything); none: 404 "Path
 //   '<path>' not found. Ping http://.../-/routes for available routes.". `GET /-/healthz` is 200
-//   "success" (503 "Route table is not populated yet." before the first table); `GET /-/routes`
-//   is the table as JSON, {"<prefix>": "<application>"}.
+//   "success" (503 "Route table is not populated yet." before the first table, 503 "This node is
+//   being drained." while draining: SetDraining, so that a load balancer sends its requests to
+//   other proxies, while this one still serves what comes); `GET /-/routes` is the table as
+//   JSON, {"<prefix>": "<application>"}.
 // - Each application has a DeploymentRouter of its ingress (made when its first request comes,
 //   stopped when the application leaves the table). Past the deployment's max_queued_requests
 //   the client gets 503 with Ray's BackPressureError text.
@@ -104,6 +106,12 @@ class ServeProxy {
   // The version of the route table in use (0: none yet).
   uint64_t route_table_version() const ABSL_LOCKS_EXCLUDED(mu_);
   HttpProxyServerStats http_stats() const;
+  // Requests (own routes included) not yet ended: a draining proxy is done when there are none.
+  int64_t ongoing_requests() const;
+
+  // Draining (Ray's DRAINING proxy: its node has no replica left): /-/healthz answers 503, every
+  // other request is served as before. Idempotent both ways.
+  void SetDraining(bool draining) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Stops accepting and closes every connection (requests in flight are cancelled), stops the
   // watcher and the routers, and waits for every request to end. Idempotent; not from a
@@ -133,6 +141,7 @@ class ServeProxy {
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool populated_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t routes_version_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<RouteEntry> routes_ ABSL_GUARDED_BY(mu_);  // longest prefix first
   // By application: its ingress's router.

@@ -2,7 +2,8 @@
 // tests answer with the replica's frame protocol) and replica set source: the own routes
 // (/-/healthz, /-/routes), longest-prefix routing and 404, the request frame, whole and streamed
 // responses, a rejection routed again, a failed stream, backpressure (503), a client leaving
-// mid-stream (its stream cancelled), a slow client (items wait), and the metrics.
+// mid-stream (its stream cancelled), a slow client (items wait), the metrics, the replica of the
+// proxy's own node preferred, and a drain (/-/healthz 503, requests still served and counted).
 #include "serve_runtime/serve_proxy.h"
 
 #include <arpa/inet.h>
@@ -266,6 +267,36 @@ TEST_F(ServeProxyTest, TheLongestMatchingPrefixWins) {
   EXPECT_EQ(Fetch(Request("GET", "/a/b")).body, "app#d#1");
   EXPECT_EQ(Fetch(Request("GET", "/ab")).body, "root#d#1");
   EXPECT_EQ(Fetch(Request("GET", "/")).body, "root#d#1");
+}
+
+TEST_F(ServeProxyTest, ARequestGoesToTheReplicaOnTheProxysNode) {
+  Routes({Route("/", "app")});
+  source_.Publish("app", "",
+                  MakeSet("d", {MakeReplica("app#d#far", 5, "n2"),
+                                MakeReplica("app#d#near", 5, "n1")}));  // the proxy is n1's
+  AnswerWithReplicaId();
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(Fetch(Request("GET", "/")).body, "app#d#near");
+}
+
+TEST_F(ServeProxyTest, ADrainingProxyFailsHealthzButServesAndCountsItsRequests) {
+  Routes({Route("/", "app")});
+  source_.Publish("app", "", MakeSet("d", {MakeReplica("app#d#1")}));
+  proxy_->SetDraining(true);
+  Reply health = Fetch(Request("GET", "/-/healthz"));
+  EXPECT_EQ(health.status, 503);
+  EXPECT_EQ(health.body, "This node is being drained.");
+
+  Connection client(proxy_->port());
+  client.Send(Request("GET", "/"));
+  ASSERT_TRUE(WaitUntil([&] { return runtime_.stream_count() == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return proxy_->ongoing_requests() == 1; }));
+  runtime_.Item(0, First(200, {}, false, "served"));
+  runtime_.End(0, absl::OkStatus());
+  EXPECT_EQ(client.ReadAll().body, "served");
+  ASSERT_TRUE(WaitUntil([&] { return proxy_->ongoing_requests() == 0; }));
+
+  proxy_->SetDraining(false);
+  EXPECT_EQ(Fetch(Request("GET", "/-/healthz")).status, 200);
 }
 
 TEST_F(ServeProxyTest, TheRequestTravelsAsTheReplicasFrame) {

@@ -14,9 +14,10 @@ business logic over HTTP and deployment handles.
     handle.remote({"x": 1}).result()
 
 Deployments, applications, batching, model multiplexing, the configs and config-file schema,
-the replica contexts and the replica actor (replica.py); the module functions (serve.run,
-start, status, delete, shutdown, get_app_handle, get_deployment_handle: api.py) over the serve
-controller the head hosts, and the handles (handle.py) with their routers in each process.
+the replica contexts and the replica actor (replica.py), the actor that holds a node's C++ HTTP
+proxy (proxy.py); the module functions (serve.run, start, status, delete, shutdown,
+get_app_handle, get_deployment_handle: api.py) over the serve controller the head hosts, and
+the handles (handle.py) with their routers in each process.
 The CLI is `tessera serve ...` (scripts.py). Nothing here needs tessera's extension until a
 function talks to the cluster.
 """

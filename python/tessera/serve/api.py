@@ -5,7 +5,9 @@ serve.proto).
   start(proxy_location, http_options, grpc_options, logging_config)
                       starts Serve on the cluster with these proxy options (once per cluster;
                       other options are refused until a shutdown) and records them for this
-                      process's later deploys. The HTTP proxy runs in the head's process.
+                      process's later deploys. The head's HTTP proxy runs in the head's
+                      process; with proxy_location EveryNode (the default) every node that has
+                      a replica runs one more (proxy.py's ProxyActor)
   run(target, blocking, name, route_prefix, logging_config)
                       builds the application (build.build_application), deploys it (starting
                       Serve when needed), waits until it is RUNNING (DEPLOY_FAILED raises
@@ -106,13 +108,16 @@ class ProxyStatus(str, Enum):
 
 class ProxyStatusOverview(str):
     """A proxy's status word (it compares equal to "HEALTHY" and ProxyStatus.HEALTHY, as Ray's
-    ProxyStatus does), with where its HTTP server listens: `address` ("host:port")."""
+    ProxyStatus does), with where its HTTP server listens: `address` ("host:port"), and why it
+    is not healthy when something went wrong: `message`."""
 
     address: str
+    message: str
 
-    def __new__(cls, status: str, address: str = "") -> "ProxyStatusOverview":
+    def __new__(cls, status: str, address: str = "", message: str = "") -> "ProxyStatusOverview":
         word = super().__new__(cls, status)
         word.address = address
+        word.message = message
         return word
 
     @property
@@ -120,7 +125,7 @@ class ProxyStatusOverview(str):
         return str.__str__(self)
 
     def __reduce__(self):
-        return (ProxyStatusOverview, (str(self), self.address))
+        return (ProxyStatusOverview, (str(self), self.address, self.message))
 
 
 @dataclass
@@ -205,7 +210,8 @@ def status() -> ServeStatus:
     raw = _raw_status()
     if not raw.get("started"):
         return ServeStatus()
-    proxies = {p["node_id"]: ProxyStatusOverview(p.get("status", ""), p.get("address", ""))
+    proxies = {p["node_id"]: ProxyStatusOverview(p.get("status", ""), p.get("address", ""),
+                                                 p.get("message", ""))
                for p in raw.get("proxies") or []}
     applications = {a["name"]: _application_overview(a) for a in raw.get("applications") or []}
     # The protocol has no "unset": 0 reads as Ray's None (no target capacity given).

@@ -158,12 +158,13 @@ _POOL = _Pool(_MAX_THREADS)
 class _Router:
     """The C++ router of one deployment, and the ActorHandles of its replicas."""
 
-    def __init__(self, app_name: str, deployment_name: str) -> None:
+    def __init__(self, app_name: str, deployment_name: str,
+                 prefer_local_routing: bool = False) -> None:
         from tessera import _core
         from tessera._private import worker
 
         try:
-            self._core = _core.serve_router(app_name, deployment_name)
+            self._core = _core.serve_router(app_name, deployment_name, prefer_local_routing)
         except _core.CoreError as e:
             worker.raise_core_error(e)
         self.app_name = app_name
@@ -226,13 +227,15 @@ def _back_pressure_error(message: str) -> BackPressureError:
 
 
 _routers_lock = threading.Lock()
-_routers: Dict[Tuple[str, str], _Router] = {}
+# By (application, deployment, prefer_local_routing).
+_routers: Dict[Tuple[str, str, bool], _Router] = {}
 _routers_session: Optional[int] = None
 
 
-def _router(app_name: str, deployment_name: str) -> _Router:
+def _router(app_name: str, deployment_name: str, prefer_local_routing: bool = False) -> _Router:
     """This process's router of the deployment, made at its first request (again after an
-    init to another cluster: the old ones are stopped)."""
+    init to another cluster: the old ones are stopped); handles with _prefer_local_routing
+    share one of their own, which tries the replicas of this process's node first."""
     from tessera._private import worker
 
     worker.auto_init()
@@ -244,10 +247,11 @@ def _router(app_name: str, deployment_name: str) -> _Router:
             stale = list(_routers.values())
             _routers.clear()
             _routers_session = session
-        router = _routers.get((app_name, deployment_name))
+        key = (app_name, deployment_name, prefer_local_routing)
+        router = _routers.get(key)
         if router is None:
-            router = _Router(app_name, deployment_name)
-            _routers[(app_name, deployment_name)] = router
+            router = _Router(app_name, deployment_name, prefer_local_routing)
+            _routers[key] = router
     for old in stale:
         old.stop()
     return router
@@ -280,6 +284,8 @@ class _HandleOptions:
     method_name: str = "__call__"
     multiplexed_model_id: str = ""
     stream: bool = False
+    # Ray's private option: replicas on the caller's node are tried first.
+    prefer_local_routing: bool = False
 
 
 @dataclass
@@ -373,7 +379,8 @@ def _send_until_taken(request: _Request,
     the request gave, whether the replica rejected it) and may raise. Returns (the replica's id,
     the router, what send gave); the router is told of each replica that did not take it (the
     caller tells it when the request ends at the one that did)."""
-    router = _router(request.app_name, request.deployment_name)
+    router = _router(request.app_name, request.deployment_name,
+                     request.options.prefer_local_routing)
     dead = _dead_replica_errors()
     rejected = died = 0
     while True:
@@ -675,7 +682,7 @@ _END: Any = _End()
 
 _OPTION_NAMES = ("method_name", "multiplexed_model_id", "stream")
 # Ray's options that change nothing here.
-_ACCEPTED_OPTIONS = ("use_new_handle_api", "_prefer_local_routing")
+_ACCEPTED_OPTIONS = ("use_new_handle_api",)
 
 
 class DeploymentHandle:
@@ -702,14 +709,20 @@ class DeploymentHandle:
         return self._app_name
 
     def options(self, *, method_name: Any = None, multiplexed_model_id: Any = None,
-                stream: Any = None, **others: Any) -> "DeploymentHandle":
+                stream: Any = None, _prefer_local_routing: Any = None,
+                **others: Any) -> "DeploymentHandle":
         """A handle with these options over this one's: method_name (the method `.remote()`
         calls), multiplexed_model_id (routes to replicas holding that model), stream (the call
-        returns a DeploymentResponseGenerator). Make it once, not per request."""
+        returns a DeploymentResponseGenerator), _prefer_local_routing (Ray's private option:
+        replicas on this process's node first). Make it once, not per request."""
         for name in others:
             if name not in _ACCEPTED_OPTIONS:
                 raise TypeError(f"options() got an unexpected keyword argument '{name}'")
         changes = {}
+        if _prefer_local_routing is not None:
+            if not isinstance(_prefer_local_routing, bool):
+                raise TypeError("_prefer_local_routing must be a bool.")
+            changes["prefer_local_routing"] = _prefer_local_routing
         if method_name is not None:
             if not isinstance(method_name, str) or not method_name:
                 raise TypeError("method_name must be a non-empty str.")

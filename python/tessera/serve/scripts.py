@@ -10,8 +10,10 @@
   deploy CONFIG_OR_IMPORT_PATH [--address A]
           sends a config file's applications as the whole goal (others are deleted) and returns
           (`status` follows them)
-  status [-n NAME] [--address A]
-          Serve's status as YAML (Ray's shape); -n: one application's
+  status [-n NAME] [--json] [--address A]
+          Serve's status as YAML (Ray's shape: proxies by node id with their status, then
+          proxy_addresses: each proxy's host:port by node id, then the applications); --json:
+          the same as JSON; -n: one application's
   shutdown [-y] [--address A]
           deletes every application and stops the proxies (asks first unless -y)
   build IMPORT_PATH... [-o FILE] [--app-dir D]
@@ -139,17 +141,30 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _status_view(status: Any) -> Dict[str, Any]:
+    """serve.status() as `status` prints it: Ray's shape, with each proxy's address beside."""
+    plain = _plain(status)
+    view: Dict[str, Any] = {"proxies": plain["proxies"],
+                            "proxy_addresses": {node: proxy.address
+                                                for node, proxy in status.proxies.items()}}
+    view.update((key, value) for key, value in plain.items() if key != "proxies")
+    return view
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from tessera import serve
 
     _connect(args.address)
-    status = _plain(serve.status())
+    status = _status_view(serve.status())
     if args.name is not None:
         app = status["applications"].get(args.name)
         if app is None:
             raise ValueError(f"Application '{args.name}' does not exist.")
         status = app
-    print(_dump(status), end="")
+    if args.json:
+        print(json.dumps(status, indent=2))
+    else:
+        print(_dump(status), end="")
     return 0
 
 
@@ -253,6 +268,7 @@ def _parser() -> argparse.ArgumentParser:
     deploy.add_argument("target", help="a config file (or one import path)")
     status = command("status", cmd_status, "Print Serve's status.")
     status.add_argument("--name", "-n", default=None, help="only this application's")
+    status.add_argument("--json", action="store_true", help="print JSON instead of YAML")
     shutdown = command("shutdown", cmd_shutdown, "Shut Serve down on the cluster.")
     shutdown.add_argument("--yes", "-y", action="store_true", help="do not ask first")
     build = command("build", cmd_build, "Write a config file for import paths.", address=False,
