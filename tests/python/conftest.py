@@ -78,6 +78,34 @@ def start_serve(**http_options):
     return f"http://{host}:{port}"
 
 
+def run_tiny_llm_app(tmp_path_factory):
+    """Serve LLM's OpenAI app of the demo model (20 training steps: quick, not fluent) at "/",
+    the built-in engine, each deployment on a tenth of a CPU: the proxy's base URL."""
+    from tessera import serve
+    from tessera.serve.llm import LLMConfig, build_openai_app
+    from tessera.serve.llm.make_demo_model import ensure_demo_model
+
+    model_dir = ensure_demo_model(str(tmp_path_factory.mktemp("model")), steps=20)
+    base = start_serve()
+    config = LLMConfig(model_loading_config={"model_id": "tiny", "model_source": model_dir},
+                       llm_engine="tessera",
+                       deployment_config={"ray_actor_options": {"num_cpus": 0.1}})
+    serve.run(build_openai_app({"llm_configs": [config],
+                                "ingress_deployment_config": {
+                                    "ray_actor_options": {"num_cpus": 0.1}}}),
+              name="llm", route_prefix="/")
+    return base
+
+
+def free_port():
+    """A TCP port of 127.0.0.1 nothing listens on now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def train_run_config(tmp, name, max_failures=0, num_to_keep=2):
     """The train tests' RunConfig: runs stored under `tmp`, these failures allowed and
     checkpoints kept."""

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import tessera
-from conftest import start_serve
+from conftest import run_tiny_llm_app
 
 serve = pytest.importorskip("tessera.serve")
 pytest.importorskip("torch")
@@ -28,18 +28,7 @@ NPM_PREFIX = os.environ.get("TESSERA_NPM_PREFIX", "/usr/local/lib/tessera-npm")
 
 @pytest.fixture(scope="module")
 def base_url(cluster, tmp_path_factory):
-    from tessera.serve.llm import LLMConfig, build_openai_app
-    from tessera.serve.llm.make_demo_model import ensure_demo_model
-
-    model_dir = ensure_demo_model(str(tmp_path_factory.mktemp("model")), steps=20)
-    base = start_serve()
-    config = LLMConfig(model_loading_config={"model_id": "tiny", "model_source": model_dir},
-                       llm_engine="tessera",
-                       deployment_config={"ray_actor_options": {"num_cpus": 0.1}})
-    serve.run(build_openai_app({"llm_configs": [config],
-                                "ingress_deployment_config": {
-                                    "ray_actor_options": {"num_cpus": 0.1}}}),
-              name="llm", route_prefix="/")
+    base = run_tiny_llm_app(tmp_path_factory)
     yield base
     serve.shutdown()
 

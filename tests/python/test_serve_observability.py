@@ -12,7 +12,6 @@ Tests that cannot run (no promtool, prometheus, chromium) skip with the reason.
 import json
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import textwrap
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_for
+from conftest import free_port, run_tiny_llm_app, wait_for
 
 serve = pytest.importorskip("tessera.serve")
 pytest.importorskip("torch")
@@ -88,21 +87,7 @@ class Head:
 
 @pytest.fixture(scope="module")
 def llm_app(cluster, tmp_path_factory):
-    from tessera.serve.llm import LLMConfig, build_openai_app
-    from tessera.serve.llm.make_demo_model import ensure_demo_model
-
-    model_dir = ensure_demo_model(str(tmp_path_factory.mktemp("model")), steps=20)
-    serve.start(http_options={"host": "127.0.0.1", "port": 0})
-    config = LLMConfig(model_loading_config={"model_id": "tiny", "model_source": model_dir},
-                       llm_engine="tessera",
-                       deployment_config={"ray_actor_options": {"num_cpus": 0.1}})
-    serve.run(build_openai_app({"llm_configs": [config],
-                                "ingress_deployment_config": {
-                                    "ray_actor_options": {"num_cpus": 0.1}}}),
-              name="llm", route_prefix="/")
-    proxies = wait_for(lambda: [p for p in serve.status().proxies.values() if p.address],
-                       60, "the proxy's address")
-    base = f"http://{proxies[0].address}"
+    base = run_tiny_llm_app(tmp_path_factory)
     for _ in range(3):
         status, body = post(f"{base}/v1/completions",
                             {"model": "tiny", "prompt": "ab", "max_tokens": 4, "temperature": 0})
@@ -192,12 +177,6 @@ def test_the_heads_metrics_are_valid_exposition_text(llm_app):
             assert ray_ms or replica_id, report
         return
     assert checked.returncode == 0, report
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_a_real_prometheus_scrapes_them_through_the_targets_file(llm_app, tmp_path):

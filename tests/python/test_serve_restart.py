@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TWO_NODES, wait_for
+from conftest import TWO_NODES, free_port, wait_for
 
 pytest.importorskip("tessera.serve")
 
@@ -33,12 +33,6 @@ def pid(request):
 serve.run(pid.bind(), name="survivor", route_prefix="/pid")
 print("deployed")
 """
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def answer(port):
