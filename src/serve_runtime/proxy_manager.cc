@@ -10,19 +10,6 @@
 
 namespace tessera::serve {
 
-// The runtime's callbacks hold this, not the manager: the destructor clears `manager` (waiting
-// for callbacks running), so a late answer finds nothing to call.
-struct ProxyManager::Anchor {
-  absl::Mutex mu;
-  ProxyManager* manager ABSL_GUARDED_BY(mu) = nullptr;
-
-  template <typename Fn>
-  void Run(Fn&& fn) ABSL_LOCKS_EXCLUDED(mu) {
-    absl::ReaderMutexLock lock(&mu);
-    if (manager != nullptr) fn(*manager);
-  }
-};
-
 namespace {
 
 constexpr char kEveryNode[] = "EveryNode";
@@ -80,17 +67,11 @@ ProxyManager::ProxyManager(ProxyManagerOptions options)
 absl::StatusOr<std::unique_ptr<ProxyManager>> ProxyManager::Create(ProxyManagerOptions options) {
   if (absl::Status checked = CheckOptions(options); !checked.ok()) return checked;
   std::unique_ptr<ProxyManager> manager(new ProxyManager(std::move(options)));
-  {
-    absl::MutexLock lock(&manager->anchor_->mu);
-    manager->anchor_->manager = manager.get();
-  }
+  manager->anchor_->Attach(manager.get());
   return manager;
 }
 
-ProxyManager::~ProxyManager() {
-  absl::MutexLock lock(&anchor_->mu);
-  anchor_->manager = nullptr;
-}
+ProxyManager::~ProxyManager() { anchor_->Detach(); }
 
 // --- Update -----------------------------------------------------------------------------------
 

@@ -53,6 +53,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/callback_anchor.h"
 #include "base/clock.h"
 #include "serve/serve_states.h"
 #include "serve_runtime/proxy_runtime.h"
@@ -104,7 +105,8 @@ class ProxyManager {
   std::vector<v1::ServeProxyStatus> Statuses() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  struct Anchor;  // what the runtime's callbacks reach the manager through
+  // What the runtime's callbacks reach the manager through.
+  using Anchor = CallbackAnchor<ProxyManager>;
 
   struct Proxy {
     std::string host;

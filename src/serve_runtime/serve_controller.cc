@@ -22,19 +22,6 @@
 
 namespace tessera::serve {
 
-// The runtime's callbacks hold this, not the controller: the destructor clears `controller`
-// (waiting for callbacks running), so a late answer finds nothing to call.
-struct ServeController::Anchor {
-  absl::Mutex mu;
-  ServeController* controller ABSL_GUARDED_BY(mu) = nullptr;
-
-  template <typename Fn>
-  void Run(Fn&& fn) ABSL_LOCKS_EXCLUDED(mu) {
-    absl::ReaderMutexLock lock(&mu);
-    if (controller != nullptr) fn(*controller);
-  }
-};
-
 namespace {
 
 using google::protobuf::FieldDescriptor;
@@ -388,10 +375,7 @@ ServeController::ServeController(StateStore* store, Clock* clock, ReplicaRuntime
       options_(std::move(options)),
       anchor_(std::make_shared<Anchor>()),
       last_version_(InitialVersion(clock)) {
-  {
-    absl::MutexLock lock(&anchor_->mu);
-    anchor_->controller = this;
-  }
+  anchor_->Attach(this);
   if (options_.proxies.runtime != nullptr) {
     ProxyManagerOptions proxies = options_.proxies;
     proxies.clock = clock;
@@ -412,8 +396,7 @@ ServeController::~ServeController() {
   // Waits for a metrics collection in progress, which takes mu_ (not held here).
   registrations_.clear();
   replica_metrics_.reset();
-  absl::MutexLock lock(&anchor_->mu);
-  anchor_->controller = nullptr;
+  anchor_->Detach();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -75,6 +75,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/callback_anchor.h"
 #include "base/clock.h"
 #include "head/state_store.h"
 #include "metrics/metric_registry.h"
@@ -175,7 +176,8 @@ class ServeController final : public ReplicaSetSource {
   void Report(const v1::ServeAutoscalingSample& sample) override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  struct Anchor;  // what the runtime's callbacks reach the controller through
+  // What the runtime's callbacks reach the controller through.
+  using Anchor = CallbackAnchor<ServeController>;
 
   struct ReplicaKey {
     std::string application;
