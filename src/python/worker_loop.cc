@@ -13,6 +13,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -434,7 +435,11 @@ void BindValueCalls(py::module_& m) {
         const std::vector<ObjectRefData> refs = RefDataOf(contained);
         PendingTask& pending = *task.pending;
         Claim(pending);
-        py::gil_scoped_release release;
+        // A small value without refs is copied and sent with the GIL held: letting it go for
+        // those few microseconds would hand it to the main thread (waiting with the next task)
+        // and wait for it back, which costs more than the answer.
+        std::optional<py::gil_scoped_release> release;
+        if (!refs.empty() || parts_in.size >= kInlineValueLimitBytes) release.emplace();
         // Counted for the caller while this process's refs still hold them.
         worker::Lend(refs, Caller(pending.spec));
         absl::StatusOr<std::string> value = ReturnValue(pending.spec.task_id(), parts_in, 1, refs);

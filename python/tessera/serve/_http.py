@@ -205,6 +205,11 @@ class Exchange:
             return  # the reader is gone, as a server drops what is sent after a disconnect
         self._messages.append(message)
         self._changed.set()
+        # A body part with more to come waits until the reader took what was sent (a slow
+        # client holds a streaming app back); the head and the last part do not wait, so a
+        # whole response goes to the reader in one turn of the loop.
+        if message.get("type") != "http.response.body" or not message.get("more_body", False):
+            return
         while self._messages and not self._disconnected.is_set():
             self._changed.clear()
             await self._changed.wait()
