@@ -15,7 +15,8 @@
 // - The request travels as the replica's frame (python_call_codec.h: HEAD JSON of method, path
 //   (percent-decoded), raw_path, query_string, headers, http_version, route_prefix, request_id,
 //   client, multiplexed_model_id (the serve_multiplexed_model_id header), then the body) to
-//   ReplicaRuntime::CallStreaming(replica, "handle_http", frame). The first item is the
+//   ReplicaRuntime::CallStreaming(replica, "handle_http", frame) (which ActorReplicaRuntime
+//   carries as one plain call when the response is whole in its first item). The first item is the
 //   response's head (status, headers, more: kStreaming when more, else kComplete), each later
 //   item more body, the stream's end the response's end. A first item carrying
 //   x-tessera-serve-rejected (the replica was full) sends the request to the router again, at
