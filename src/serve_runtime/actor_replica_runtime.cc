@@ -620,6 +620,18 @@ void ActorReplicaRuntime::KillNamed(const Target& target) {
   Forget(target.name);
 }
 
+std::optional<std::string> ActorReplicaRuntime::DeathOf(const std::string& replica_id) {
+  if (!options_.actor_record) return std::nullopt;
+  absl::StatusOr<v1::ActorInfo> record = options_.actor_record(replica_id);
+  if (absl::IsNotFound(record.status())) {
+    return absl::StrCat("replica ", replica_id, ": no live actor holds its name");
+  }
+  if (record.ok() && record->state() == v1::ACTOR_STATE_DEAD) {
+    return absl::StrCat("replica ", replica_id, ": its actor died: ", record->death_cause());
+  }
+  return std::nullopt;  // alive, restarting, or the head cannot say now
+}
+
 void ActorReplicaRuntime::Kill(const std::string& replica_id) {
   Post([this, replica_id] {
     KillNamed(ReplicaTarget(replica_id));

@@ -140,6 +140,9 @@ class ActorReplicaRuntime : public ReplicaRuntime, public ProxyRuntime {
       std::function<void(std::string item)> on_item,
       std::function<void(absl::Status end)> on_end) override;
   void Kill(const std::string& replica_id) override;
+  // With actor_record: no live actor holds the replica's name any more (the head frees a dead
+  // actor's name at once), or its record says DEAD.
+  std::optional<std::string> DeathOf(const std::string& replica_id) override;
 
   // ProxyRuntime.
   void StartProxy(const ProxyLaunch& launch,

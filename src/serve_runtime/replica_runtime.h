@@ -93,6 +93,15 @@ class ReplicaRuntime {
 
   // Ends the replica's actor at once (its process is killed). Unknown replicas are ignored.
   virtual void Kill(const std::string& replica_id) = 0;
+
+  // Why the started replica's actor is dead, when the cluster's records say so now (its process
+  // exited or was killed), without calling it; nullopt while it lives or when this runtime cannot
+  // tell (the next call or health check finds out then). Cheap: the controller asks about every
+  // running replica each second. Runs on the caller's thread.
+  virtual std::optional<std::string> DeathOf(const std::string& replica_id) {
+    (void)replica_id;
+    return std::nullopt;
+  }
 };
 
 }  // namespace tessera::serve

@@ -89,6 +89,18 @@ absl::StatusOr<std::string> UserConfigText(const std::string& json_text) {
   return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
+// reconfigure_json's argument: the whole replica config, so that a change of
+// max_ongoing_requests or graceful_shutdown_wait_loop_s alone reaches the replica too.
+std::string ReconfigureArgument(const ReplicaConfig& config) {
+  nlohmann::ordered_json json;
+  json["user_config"] = nlohmann::ordered_json::parse(config.user_config, nullptr,
+                                                      /*allow_exceptions=*/false);
+  if (json["user_config"].is_discarded()) json["user_config"] = nullptr;  // checked on deploy
+  json["max_ongoing_requests"] = config.max_ongoing_requests;
+  json["graceful_shutdown_wait_loop_s"] = config.graceful_shutdown_wait_loop_s;
+  return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 // Fields whose zero is never valid (max_replicas, target_ongoing_requests, look_back_period_s,
 // metrics_interval_s, aggregation_function) are unset at zero and take Ray's default; every
 // other field means what it says (min_replicas 0 scales to zero, a delay of 0 is none).
@@ -562,6 +574,7 @@ void ServeController::RunControlLoopOnce() {
   bool collect_metrics = false;
   std::optional<v1::ServeStartOptions> serving;
   std::set<std::string> replica_nodes;
+  std::vector<ReplicaKey> check_deaths;
   {
     absl::MutexLock lock(&mu_);
     ++control_loops_;
@@ -582,8 +595,13 @@ void ServeController::RunControlLoopOnce() {
       if (started_) serving = start_;
       replica_nodes = ReplicaNodesLocked();
     }
+    if (const absl::Time now = clock_->Now(); now >= next_death_check_) {
+      next_death_check_ = now + options_.death_check_period;
+      check_deaths = RunningReplicaKeysLocked();
+    }
   }
   for (const Work& item : work) Carry(item);
+  CheckDeaths(check_deaths);
   if (replica_metrics_ != nullptr) {
     // A replica that stopped running loses its series at once; the calls wait for the period.
     replica_metrics_->Keep(running);
@@ -603,6 +621,37 @@ std::vector<std::string> ServeController::RunningReplicaIdsLocked() const {
     }
   }
   return ids;
+}
+
+std::vector<ServeController::ReplicaKey> ServeController::RunningReplicaKeysLocked() const {
+  std::vector<ReplicaKey> keys;
+  for (const auto& [app_name, app] : applications_) {
+    for (const auto& [name, deployment] : app.deployments) {
+      for (const RunningReplica& replica : deployment.machine->RunningReplicas()) {
+        keys.push_back(ReplicaKey{app_name, name, replica.replica_id});
+      }
+    }
+  }
+  return keys;
+}
+
+void ServeController::CheckDeaths(const std::vector<ReplicaKey>& running) {
+  std::vector<std::pair<ReplicaKey, std::string>> dead;
+  for (const ReplicaKey& key : running) {
+    if (std::optional<std::string> cause = runtime_->DeathOf(key.replica_id)) {
+      dead.emplace_back(key, *std::move(cause));
+    }
+  }
+  if (dead.empty()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, cause] : dead) {
+      DeploymentStateMachine* machine = MachineLocked(key);
+      if (machine != nullptr) DiedLocked(*machine, key.replica_id, absl::UnavailableError(cause));
+    }
+    AfterChangeLocked();
+  }
+  NotifyServeState();
 }
 
 void ServeController::NotifyServeState() {
@@ -1221,7 +1270,7 @@ void ServeController::CarryReconfigure(const ReplicaKey& key, const Reconfigure&
   std::shared_ptr<Anchor> anchor = anchor_;
   // No deadline, as Ray has none: a user's reconfigure may load a model for minutes; the
   // replica shows UPDATING meanwhile.
-  runtime_->Call(key.replica_id, kReconfigureMethod, reconfigure.config.user_config,
+  runtime_->Call(key.replica_id, kReconfigureMethod, ReconfigureArgument(reconfigure.config),
                  absl::InfiniteDuration(), [anchor, key](absl::StatusOr<std::string> result) {
                    anchor->Run([&](ServeController& controller) {
                      controller.OnReconfigured(key, result.status());

@@ -31,7 +31,8 @@
 //              threads as the machines' events; each change is persisted when the machine's
 //              records_generation moved. With a registry, the RUNNING replicas are the ones
 //              whose own metrics are relayed, and every metrics_collect_period they are asked
-//              for them (ReplicaMetricsCollector).
+//              for them (ReplicaMetricsCollector). Every death_check_period the RUNNING
+//              replicas' actors are looked at (ReplicaRuntime::DeathOf): a dead one is replaced.
 //   routers    ReplicaSetSource: per deployment, its RUNNING replicas whose address is known,
 //              with their multiplexed model ids, under a version that moves at each change
 //              (GetReplicas waits for a change: long poll); the route table likewise
@@ -90,8 +91,9 @@
 
 namespace tessera::serve {
 
-// The Python method the controller calls with a new user_config (ReplicaActor.reconfigure_json:
-// one str argument, the user_config as JSON text; "null" for none).
+// The Python method the controller calls with a new replica config (ReplicaActor.reconfigure_json:
+// one str argument, JSON text {"user_config": <its JSON, null for none>, "max_ongoing_requests":
+// N, "graceful_shutdown_wait_loop_s": S}).
 inline constexpr char kReconfigureMethod[] = "reconfigure_json";
 
 struct ServeControllerOptions {
@@ -104,6 +106,10 @@ struct ServeControllerOptions {
   // How often the RUNNING replicas are asked for their own metrics (with a registry). Ray's
   // replicas push theirs on a period of 10 s too; a scrape never waits on a replica.
   absl::Duration metrics_collect_period = absl::Seconds(10);
+  // How often the RUNNING replicas' actors are looked at in the cluster's records
+  // (ReplicaRuntime::DeathOf): a dead one is replaced then, not at its next health check. Ray's
+  // controller hears of an actor's death from its GCS at once.
+  absl::Duration death_check_period = absl::Seconds(1);
   // Serve's state after each change of it: the start options when it starts (or is recovered
   // started), nullopt once it has stopped after a shutdown. What starts and stops the proxies.
   std::function<void(const std::optional<v1::ServeStartOptions>& started)> on_serve_state;
@@ -290,6 +296,9 @@ class ServeController final : public ReplicaSetSource {
   std::vector<Work> TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ids of every RUNNING replica (whose own metrics are relayed).
   std::vector<std::string> RunningReplicaIdsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<ReplicaKey> RunningReplicaKeysLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The replicas among `running` whose actors the runtime says are dead are counted dead.
+  void CheckDeaths(const std::vector<ReplicaKey>& running) ABSL_LOCKS_EXCLUDED(mu_);
   void Carry(const Work& work) ABSL_LOCKS_EXCLUDED(mu_);
   void CarryStart(const ReplicaKey& key, const ReplicaLaunch& launch) ABSL_LOCKS_EXCLUDED(mu_);
   void CarryCheck(const ReplicaKey& key, const CheckHealth& check) ABSL_LOCKS_EXCLUDED(mu_);
@@ -356,6 +365,7 @@ class ServeController final : public ReplicaSetSource {
   bool store_failing_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t control_loops_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time next_metrics_collection_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time next_death_check_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread loop_;                                          // Start and Stop only

@@ -96,6 +96,17 @@ class FakeRuntime final : public ReplicaRuntime {
     absl::MutexLock lock(&mu_);
     kills_.push_back(replica_id);
   }
+  std::optional<std::string> DeathOf(const std::string& replica_id) override {
+    absl::MutexLock lock(&mu_);
+    auto dead = deaths_.find(replica_id);
+    if (dead == deaths_.end()) return std::nullopt;
+    return dead->second;
+  }
+  // The cluster's records say the replica's actor died of `cause`.
+  void SetDead(const std::string& replica_id, std::string cause) {
+    absl::MutexLock lock(&mu_);
+    deaths_[replica_id] = std::move(cause);
+  }
 
   std::vector<StartCall> TakeStarts() {
     absl::MutexLock lock(&mu_);
@@ -136,6 +147,7 @@ class FakeRuntime final : public ReplicaRuntime {
   std::map<std::string, int> calls_made_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> started_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> kills_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> deaths_ ABSL_GUARDED_BY(mu_);
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -464,6 +476,26 @@ TEST_F(ServeControllerTest, ACodeVersionChangeRollsTheReplicas) {
   EXPECT_EQ(AppStatus()->deployments(0).status(), "HEALTHY");
 }
 
+TEST_F(ServeControllerTest, AMaxOngoingRequestsChangeReachesTheReplicasWithoutRestarting) {
+  v1::DeployServeApplicationsRequest request = OneApp(1);
+  Deploy(request);
+  Settle();
+  const std::vector<std::string> ids = IdsOf(Replicas());
+
+  request.mutable_applications(0)->mutable_deployments(0)->set_max_ongoing_requests(7);
+  Deploy(request);
+  Loop();
+  std::vector<CallMade> calls = runtime_.TakeCalls(kReconfigureMethod);
+  ASSERT_THAT(calls, SizeIs(1));
+  EXPECT_EQ(calls[0].argument,
+            "{\"user_config\":null,\"max_ongoing_requests\":7,"
+            "\"graceful_shutdown_wait_loop_s\":2.0}");
+  calls[0].done("");
+  Settle();
+  EXPECT_THAT(runtime_.kills(), IsEmpty());
+  EXPECT_THAT(IdsOf(Replicas()), UnorderedElementsAreArray(ids));
+}
+
 TEST_F(ServeControllerTest, AUserConfigChangeReconfiguresWithoutRestarting) {
   v1::DeployServeApplicationsRequest request = OneApp(2);
   request.mutable_applications(0)->mutable_deployments(0)->set_user_config_json("{\"a\": 1}");
@@ -476,7 +508,9 @@ TEST_F(ServeControllerTest, AUserConfigChangeReconfiguresWithoutRestarting) {
   Loop();
   std::vector<CallMade> calls = runtime_.TakeCalls(kReconfigureMethod);
   ASSERT_THAT(calls, SizeIs(1));  // in batches of the rollout size
-  EXPECT_EQ(calls[0].argument, "{\"a\":2}");
+  EXPECT_EQ(calls[0].argument,
+            "{\"user_config\":{\"a\":2},\"max_ongoing_requests\":5,"
+            "\"graceful_shutdown_wait_loop_s\":2.0}");
   EXPECT_THAT(ids, Contains(calls[0].replica_id));
   EXPECT_THAT(AppStatus()->deployments(0).replica_states(), Contains(Pair("UPDATING", 1)));
   calls[0].done("");
@@ -512,6 +546,26 @@ TEST_F(ServeControllerTest, ADeadReplicaIsReplaced) {
   EXPECT_NE(replacement[0], dead);
   Settle();
   EXPECT_THAT(IdsOf(Replicas()), ElementsAre(replacement[0]));
+  EXPECT_EQ(AppStatus()->status(), "RUNNING");
+}
+
+TEST_F(ServeControllerTest, AReplicaWhoseActorTheClusterSaysIsDeadIsReplacedWithinASecond) {
+  Deploy(OneApp(2));
+  Settle();
+  const std::vector<std::string> ids = IdsOf(Replicas());
+  const std::string dead = ids.at(0);
+
+  runtime_.SetDead(dead, "replica " + dead + ": its actor died: SIGKILL");
+  clock_.Advance(absl::Seconds(1));  // death_check_period, well before any health check
+  Loop();
+  EXPECT_THAT(IdsOf(Replicas()), ElementsAre(ids.at(1))) << "routers drop it at once";
+  EXPECT_EQ(runtime_.calls_made("check_health"), 0);
+  Loop();
+  const std::vector<std::string> replacement = StartAll(runtime_);
+  ASSERT_THAT(replacement, SizeIs(1));
+  EXPECT_NE(replacement[0], dead);
+  Settle();
+  EXPECT_THAT(IdsOf(Replicas()), UnorderedElementsAre(ids.at(1), replacement[0]));
   EXPECT_EQ(AppStatus()->status(), "RUNNING");
 }
 

@@ -515,6 +515,23 @@ def test_reconfigure_changes_max_ongoing_requests():
     assert isinstance(run(scenario()), ReplicaRejection)
 
 
+def test_the_controller_s_reconfigure_json_carries_the_options_too():
+    async def scenario():
+        replica = make_replica(Configured)
+        await replica.initialize()
+        await replica.reconfigure_json(
+            '{"user_config": {"threshold": 3}, "max_ongoing_requests": 7, '
+            '"graceful_shutdown_wait_loop_s": 0.5}')
+        configs = await replica.handle_request("get", (), {}, {})
+        with pytest.raises(ValueError, match="reconfigure_json takes"):
+            await replica.reconfigure_json('{"threshold": 4}')
+        return configs, replica._max_ongoing, replica._wait_loop_s
+
+    configs, max_ongoing, wait_loop_s = run(scenario())
+    assert configs == [{"threshold": 1}, {"threshold": 3}]
+    assert (max_ongoing, wait_loop_s) == (7, 0.5)
+
+
 def test_user_config_needs_a_reconfigure_method():
     with pytest.raises(RayServeException, match="user_config specified but deployment Calls "
                                                 "missing reconfigure method"):

@@ -18,7 +18,8 @@ and args may come still serialized instead, as build's BuiltDeployment holds the
                            ready once this and a first check_health() succeed.
   reconfigure(user_config, max_ongoing_requests=, graceful_shutdown_wait_loop_s=)
                            applies new options without a restart; the user's reconfigure runs
-                           when user_config changed
+                           when user_config changed (reconfigure_json: the same as the JSON
+                           text {"user_config": ..., option: value}, from the controller)
   check_health()           the user's check_health (raises: unhealthy); else nothing
   get_num_ongoing_requests()  the router's probe: requests being handled now
   handle_request(method_name, args, kwargs, metadata)  a handle call; metadata: request_id,
@@ -239,10 +240,16 @@ class ReplicaActor:
             await self._call_user_reconfigure(user_config)
             self._user_config = user_config
 
-    async def reconfigure_json(self, user_config_json: str) -> None:
-        """reconfigure with the user_config as JSON text: how the controller (C++, which never
-        unpickles user values) passes a changed user_config."""
-        await self.reconfigure(json.loads(user_config_json))
+    async def reconfigure_json(self, config_json: str) -> None:
+        """reconfigure with the replica config as JSON text: how the controller (C++, which
+        never unpickles user values) passes a change: {"user_config": ..., and the options of
+        _RECONFIGURABLE}."""
+        config = json.loads(config_json)
+        if not isinstance(config, dict) or "user_config" not in config:
+            raise ValueError(f"reconfigure_json takes {{'user_config': ..., option: value}}, "
+                             f"got {config_json[:200]!r}")
+        user_config = config.pop("user_config")
+        await self.reconfigure(user_config, **config)
 
     async def check_health(self) -> None:
         """The user's check_health, if it has one; its exception means unhealthy."""
