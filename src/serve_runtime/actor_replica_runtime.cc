@@ -475,7 +475,7 @@ absl::StatusOr<ReplicaAddress> ActorReplicaRuntime::StartReplica(const ReplicaLa
   if (group.has_value()) {
     // In host 0's bundle of a slice, with what the replica starts (its engine workers) kept in
     // the slice; in bundle 0 of its bundles' group.
-    options.strategy = PlacementGroupScheduling{*group, 0, placement.slice_hosts > 0};
+    options.strategy = PlacementGroupScheduling{*group, 0, /*capture_child_tasks=*/true};
   }
   if (placement.slice_hosts > 0) {
     options.env[kReplicaSliceEnv] = group->value();

@@ -332,6 +332,36 @@ def test_delete_removes_an_application(serve_instance):
         serve.get_app_handle("short-lived")
 
 
+@tessera.remote(num_cpus=0.1)
+class GroupReporter:
+    def group(self):
+        from tessera.util import get_current_placement_group
+        group = get_current_placement_group()
+        return group.id.hex() if group is not None else None
+
+
+def test_a_replica_with_bundles_is_in_bundle_0_of_its_own_group_and_captures_its_children(
+        serve_instance):
+    @serve.deployment(ray_actor_options=SMALL, num_replicas=2,
+                      placement_group_bundles=[{"CPU": 0.1}, {"CPU": 0.1}])
+    class Parent:
+        def __init__(self):
+            self.child = GroupReporter.remote()  # no strategy: into the replica's group
+
+        def groups(self):
+            from tessera.util import get_current_placement_group
+            mine = get_current_placement_group()
+            return mine.id.hex(), tessera.get(self.child.group.remote(), timeout=60)
+
+    handle = serve.run(Parent.bind(), name="grouped", route_prefix=None)
+    try:
+        seen = {handle.groups.remote().result(timeout_s=60) for _ in range(8)}
+    finally:
+        serve.delete("grouped")
+    assert {mine for mine, _ in seen} == {child for _, child in seen}
+    assert all(mine and mine.startswith("serve:grouped#Parent#") for mine, _ in seen)
+
+
 def make_gate():
     @serve.deployment(ray_actor_options=SMALL, max_ongoing_requests=1, max_queued_requests=1)
     class Gate:
