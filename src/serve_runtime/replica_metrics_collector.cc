@@ -79,9 +79,9 @@ ReplicaMetricsCollector::ReplicaMetricsCollector(ReplicaMetricsCollectorOptions 
 ReplicaMetricsCollector::~ReplicaMetricsCollector() { relay_.Reset(); }
 
 void ReplicaMetricsCollector::Keep(const std::vector<std::string>& replica_ids) {
+  const std::set<std::string> kept(replica_ids.begin(), replica_ids.end());
   absl::MutexLock lock(&shared_->mu);
-  shared_->kept = std::set<std::string>(replica_ids.begin(), replica_ids.end());
-  const std::set<std::string>& kept = shared_->kept;
+  shared_->kept = kept;
   std::erase_if(shared_->families,
                 [&kept](const auto& entry) { return !kept.contains(entry.first); });
   std::erase_if(shared_->complained, [&kept](const std::string& id) { return !kept.contains(id); });
