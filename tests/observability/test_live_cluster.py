@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 import urllib.error
 import urllib.parse
@@ -121,84 +120,48 @@ def free_port():
 
 
 def test_a_real_prometheus_scrapes_the_cluster_through_the_targets_file(cluster, tmp_path):
-    prometheus = shutil.which("prometheus")
-    if prometheus is None:
+    from prometheus_server import find_prometheus, prometheus_scraping
+    if find_prometheus() is None:
         pytest.skip("prometheus is not installed (Debian's prometheus package; scripts/setup)")
-    config = tmp_path / "prometheus.yml"
-    config.write_text(textwrap.dedent(f"""
-        global: {{scrape_interval: 1s, evaluation_interval: 1s}}
-        scrape_configs:
-          - job_name: tessera
-            file_sd_configs:
-              - files: ["{cluster['state']}/prometheus/targets.json"]
-            authorization:
-              credentials_file: "{cluster['state']}/scrape-token"
-    """))
-    port = free_port()
-    log = open(tmp_path / "prometheus.log", "w")
-    server = subprocess.Popen([prometheus, f"--config.file={config}",
-                               f"--storage.tsdb.path={tmp_path / 'data'}",
-                               f"--web.listen-address=127.0.0.1:{port}",
-                               "--storage.tsdb.retention.time=1h"],
-                              stdout=log, stderr=subprocess.STDOUT)
-    try:
-        def query(expr):
-            url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-            try:
-                answer = json.loads(get(url))
-            except OSError:
-                return []
-            return answer["data"]["result"] if answer.get("status") == "success" else []
+    with prometheus_scraping(cluster["state"], tmp_path) as prometheus:
+        def stored(expr, what, timeout=30):
+            return wait_for(lambda: prometheus.query(expr), timeout, what)
 
         # Every target scraped and up (the file's own labels are on the series).
-        up = wait_for(lambda: (r := query("up == 1")) and len(r) == 8 and r, 90,
+        up = wait_for(lambda: (r := prometheus.query("up == 1")) and len(r) == 8 and r, 90,
                       "8 targets up in Prometheus")
         assert {s["metric"]["job"] for s in up} == {"tessera-head", "tessera-node"}
-        alive = wait_for(lambda: query('tessera_nodes{state="ALIVE"}'), 30, "tessera_nodes")
+        alive = stored('tessera_nodes{state="ALIVE"}', "tessera_nodes")
         assert float(alive[0]["value"][1]) == 7
-        running = wait_for(lambda: query('tessera_gangs{state="RUNNING"}'), 30, "tessera_gangs")
+        running = stored('tessera_gangs{state="RUNNING"}', "tessera_gangs")
         assert float(running[0]["value"][1]) == 1
         # The gang holds the slice's chips: the head accounts for all 16.
-        held = wait_for(lambda: query('sum(tessera_head_node_resource_reserved{resource="TPU"})'),
-                        30, "reserved TPUs")
+        held = stored('sum(tessera_head_node_resource_reserved{resource="TPU"})', "reserved TPUs")
         assert float(held[0]["value"][1]) == 16
         # The heartbeats the head answered are counted and timed by method, under the service
         # that serves them (head.proto's HeadNodes).
-        beats = wait_for(lambda: query('tessera_rpc_server_handled_total{job="tessera-head",'
-                                       'service="tessera.v1.HeadNodes",method="Heartbeat",'
-                                       'code="OK"}'), 30, "counted heartbeats")
+        beats = stored('tessera_rpc_server_handled_total{job="tessera-head",'
+                       'service="tessera.v1.HeadNodes",method="Heartbeat",code="OK"}',
+                       "counted heartbeats")
         assert float(beats[0]["value"][1]) > 0
-        timed = wait_for(lambda: query('tessera_rpc_server_handling_seconds_count{job="tessera-head",'
-                                       'method="Heartbeat"}'), 30, "timed heartbeats")
+        timed = stored('tessera_rpc_server_handling_seconds_count{job="tessera-head",'
+                       'method="Heartbeat"}', "timed heartbeats")
         assert float(timed[0]["value"][1]) > 0
         # The gang's slice group was placed and committed: both were timed.
-        placed = wait_for(lambda: query('tessera_head_scheduling_decision_seconds_count'
-                                        '{kind="slice_group"}'), 30, "a timed slice decision")
+        placed = stored('tessera_head_scheduling_decision_seconds_count{kind="slice_group"}',
+                        "a timed slice decision")
         assert float(placed[0]["value"][1]) >= 1
-        committed = wait_for(lambda: query('tessera_head_two_phase_commit_seconds_count'
-                                           '{outcome="ok"}'), 30, "a timed two-phase commit")
+        committed = stored('tessera_head_two_phase_commit_seconds_count{outcome="ok"}',
+                           "a timed two-phase commit")
         assert float(committed[0]["value"][1]) >= 1
 
         # Every Grafana dashboard query (monitoring/grafana/tessera-dashboard.json) runs here.
-        sys.path.insert(0, str(REPO / "tests" / "observability"))
         import test_grafana_dashboard as grafana
         dashboard = grafana.load_dashboard()
         values = {**grafana.variable_values(dashboard), "__rate_interval": "1m"}
         for where, expr in grafana.expressions(dashboard):
-            url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode(
-                {"query": grafana.substitute(expr, values)})
-            try:
-                answer = json.loads(get(url))
-            except urllib.error.HTTPError as error:  # 400: Prometheus rejected the query
-                answer = {"status": "error", "error": error.read().decode()}
+            answer = prometheus.raw_query(grafana.substitute(expr, values))
             assert answer["status"] == "success", f"{where}: {expr}: {answer}"
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
 
 
 def test_the_gangs_timeline_has_its_phases_and_every_rank(cluster, tmp_path):

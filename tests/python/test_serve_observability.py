@@ -14,7 +14,6 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port, run_tiny_llm_app, wait_for
+from conftest import run_tiny_llm_app, wait_for
 
 serve = pytest.importorskip("tessera.serve")
 pytest.importorskip("torch")
@@ -180,56 +179,25 @@ def test_the_heads_metrics_are_valid_exposition_text(llm_app):
 
 
 def test_a_real_prometheus_scrapes_them_through_the_targets_file(llm_app, tmp_path):
-    prometheus = shutil.which("prometheus")
-    if prometheus is None:
+    sys.path.insert(0, str(REPO / "tests" / "observability"))
+    from prometheus_server import find_prometheus, prometheus_scraping
+    if find_prometheus() is None:
         pytest.skip("prometheus is not installed (Debian's prometheus package; scripts/setup)")
     relayed_tokens(llm_app["head"])
-    state = llm_app["head"].state
-    config = tmp_path / "prometheus.yml"
-    config.write_text(textwrap.dedent(f"""
-        global: {{scrape_interval: 1s, evaluation_interval: 1s}}
-        scrape_configs:
-          - job_name: tessera
-            file_sd_configs:
-              - files: ["{state}/prometheus/targets.json"]
-            authorization:
-              credentials_file: "{state}/scrape-token"
-    """))
-    port = free_port()
-    with open(tmp_path / "prometheus.log", "w") as log:
-        server = subprocess.Popen([prometheus, f"--config.file={config}",
-                                   f"--storage.tsdb.path={tmp_path / 'data'}",
-                                   f"--web.listen-address=127.0.0.1:{port}",
-                                   "--storage.tsdb.retention.time=1h"],
-                                  stdout=log, stderr=subprocess.STDOUT)
-        try:
-            def query(expr):
-                url = (f"http://127.0.0.1:{port}/api/v1/query?"
-                       + urllib.parse.urlencode({"query": expr}))
-                try:
-                    answer = json.loads(get(url))
-                except OSError:
-                    return []
-                return answer["data"]["result"] if answer.get("status") == "success" else []
-
-            tokens = wait_for(lambda: query('ray_vllm_generation_tokens_total{model_name="tiny"}'),
-                              60, "the engine's tokens in Prometheus", interval=0.5)
-            assert float(tokens[0]["value"][1]) == 12
-            assert tokens[0]["metric"]["ReplicaId"].startswith("llm#LLMServer")
-            assert tokens[0]["metric"]["job"] == "tessera-head"
-            ttft = wait_for(lambda: query('sum(ray_vllm_time_to_first_token_seconds_count)'),
-                            30, "TTFT observations in Prometheus", interval=0.5)
-            assert float(ttft[0]["value"][1]) == 3
-            requests = wait_for(
-                lambda: query('sum(ray_serve_num_http_requests_total{application="llm"})'),
-                30, "the proxy's requests in Prometheus", interval=0.5)
-            assert float(requests[0]["value"][1]) == 4
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                server.kill()
+    with prometheus_scraping(llm_app["head"].state, tmp_path) as prometheus:
+        tokens = wait_for(
+            lambda: prometheus.query('ray_vllm_generation_tokens_total{model_name="tiny"}'),
+            60, "the engine's tokens in Prometheus", interval=0.5)
+        assert float(tokens[0]["value"][1]) == 12
+        assert tokens[0]["metric"]["ReplicaId"].startswith("llm#LLMServer")
+        assert tokens[0]["metric"]["job"] == "tessera-head"
+        ttft = wait_for(lambda: prometheus.query('sum(ray_vllm_time_to_first_token_seconds_count)'),
+                        30, "TTFT observations in Prometheus", interval=0.5)
+        assert float(ttft[0]["value"][1]) == 3
+        requests = wait_for(
+            lambda: prometheus.query('sum(ray_serve_num_http_requests_total{application="llm"})'),
+            30, "the proxy's requests in Prometheus", interval=0.5)
+        assert float(requests[0]["value"][1]) == 4
 
 
 def test_the_dashboards_serve_page_shows_the_application_its_replicas_and_the_engine(llm_app,
