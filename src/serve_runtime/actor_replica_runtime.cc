@@ -583,11 +583,7 @@ ActorReplicaRuntime::Target ActorReplicaRuntime::ProxyTarget(const std::string& 
 }
 
 absl::StatusOr<ActorId> ActorReplicaRuntime::ActorOf(const Target& target) {
-  {
-    absl::MutexLock lock(&mu_);
-    auto known = actors_.find(target.name);
-    if (known != actors_.end()) return known->second.actor;
-  }
+  if (std::optional<ActorId> known = KnownActor(target.name)) return *known;
   absl::StatusOr<ActorId> found =
       internal::FindNamedActor(target.name, target.type_name.c_str(), kServeNamespace);
   if (found.ok()) {

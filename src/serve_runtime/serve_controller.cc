@@ -583,9 +583,12 @@ void ServeController::RunControlLoopOnce() {
     // Persisted before the actions are carried out: a replica exists only once its record
     // does, so a restarted controller finds every replica it started.
     AfterChangeLocked();
+    const absl::Time now = clock_->Now();
+    const bool check_now = now >= next_death_check_;
+    std::vector<ReplicaKey> running_keys;
+    if (replica_metrics_ != nullptr || check_now) running_keys = RunningReplicaKeysLocked();
     if (replica_metrics_ != nullptr) {
-      running = RunningReplicaIdsLocked();
-      const absl::Time now = clock_->Now();
+      for (const ReplicaKey& key : running_keys) running.push_back(key.replica_id);
       if (now >= next_metrics_collection_) {
         collect_metrics = true;
         next_metrics_collection_ = now + options_.metrics_collect_period;
@@ -595,9 +598,9 @@ void ServeController::RunControlLoopOnce() {
       if (started_) serving = start_;
       replica_nodes = ReplicaNodesLocked();
     }
-    if (const absl::Time now = clock_->Now(); now >= next_death_check_) {
+    if (check_now) {
       next_death_check_ = now + options_.death_check_period;
-      check_deaths = RunningReplicaKeysLocked();
+      check_deaths = std::move(running_keys);
     }
   }
   for (const Work& item : work) Carry(item);
@@ -609,18 +612,6 @@ void ServeController::RunControlLoopOnce() {
   }
   if (node_proxies_ != nullptr) node_proxies_->Update(serving, replica_nodes);
   NotifyServeState();
-}
-
-std::vector<std::string> ServeController::RunningReplicaIdsLocked() const {
-  std::vector<std::string> ids;
-  for (const auto& [app_name, app] : applications_) {
-    for (const auto& [name, deployment] : app.deployments) {
-      for (const RunningReplica& replica : deployment.machine->RunningReplicas()) {
-        ids.push_back(replica.replica_id);
-      }
-    }
-  }
-  return ids;
 }
 
 std::vector<ServeController::ReplicaKey> ServeController::RunningReplicaKeysLocked() const {

@@ -295,7 +295,6 @@ class ServeController final : public ReplicaSetSource {
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<Work> TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ids of every RUNNING replica (whose own metrics are relayed).
-  std::vector<std::string> RunningReplicaIdsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<ReplicaKey> RunningReplicaKeysLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The replicas among `running` whose actors the runtime says are dead are counted dead.
   void CheckDeaths(const std::vector<ReplicaKey>& running) ABSL_LOCKS_EXCLUDED(mu_);

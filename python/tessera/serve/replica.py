@@ -690,9 +690,7 @@ class _ResponseReader:
             self._sent_head = True
             if more:
                 self.rest_key = f"rest-{next(_REST_KEYS)}"
-            return _http.response_first(int(self._start.get("status", 200)),
-                                        _http.response_headers(self._start, self._request_id),
-                                        more, body, self.rest_key)
+            return _head_item(self._start, self._request_id, more, body, self.rest_key)
         return body or None
 
     def _after_end(self) -> Optional[bytes]:
@@ -708,9 +706,10 @@ class _ResponseReader:
         return _head_item(start, self._request_id, False, body["body"])
 
 
-def _head_item(start: Dict[str, Any], request_id: str, more: bool, body: bytes) -> bytes:
+def _head_item(start: Dict[str, Any], request_id: str, more: bool, body: bytes,
+               rest: str = "") -> bytes:
     return _http.response_first(int(start.get("status", 200)),
-                                _http.response_headers(start, request_id), more, body)
+                                _http.response_headers(start, request_id), more, body, rest)
 
 
 __all__ = ["ReplicaActor", "ReplicaRejection"]
